@@ -1,0 +1,93 @@
+"""The ``kvdoctor`` command line: thin. Each verb lives in its own ``*_cmd`` module here,
+parses its arguments, calls one library function and renders the result.
+
+Start-up must stay under 0.3 s: verb modules import only typer at module level and import
+their library code (numpy, pydantic, plotly, httpx...) inside the command function.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+
+import typer
+
+from kvdoctor import __version__
+from kvdoctor.errors import EXIT_BUG, KvdoctorError
+
+app = typer.Typer(
+    name="kvdoctor",
+    help=(
+        "Deduce vLLM GPU-memory and scheduling tuning: reconcile the memory ledger, walk the two "
+        "decision chains, and predict what each change does.\n\n"
+        "Exit codes: 0 ok, 1 finding / gate failed, 2 bad input, 3 internal error."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+# One module per verb (or verb group). Order = order in --help.
+_VERB_MODULES = (
+    "demo_cmd",
+    "ledger_cmd",
+    "plan_cmd",
+    "diagnose_cmd",
+    "swap_cmd",
+    "check_cmd",
+    "simulate_cmd",
+    "evidence_cmd",
+    "rules_cmd",
+    "journal_cmd",
+    "report_cmd",
+    "catalog_cmd",
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"kvdoctor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    pass
+
+
+def _register() -> None:
+    for name in _VERB_MODULES:
+        qual = f"{__name__}.{name}"
+        if importlib.util.find_spec(qual) is not None:
+            importlib.import_module(qual)
+
+
+_register()
+
+
+def main() -> None:
+    try:
+        app()
+    except KvdoctorError as exc:
+        sys.stderr.write(f"kvdoctor: error: {exc}\n")
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("kvdoctor: interrupted\n")
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as exc:  # a bug: still one line, never a traceback unless asked
+        if os.environ.get("KVDOCTOR_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"kvdoctor: internal error: {type(exc).__name__}: {exc} "
+            "(set KVDOCTOR_DEBUG=1 for a traceback)\n"
+        )
+        sys.exit(EXIT_BUG)

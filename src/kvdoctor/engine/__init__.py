@@ -1,0 +1,1 @@
+"""Engine configuration (vLLM's own flag names) and its sources: flags, `vllm serve` line, YAML, log."""

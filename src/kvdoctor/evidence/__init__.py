@@ -1,0 +1,1 @@
+"""Evidence readers: vLLM logs of every era, /metrics, Prometheus, benchmark results, request traces."""

@@ -1,0 +1,1 @@
+"""The tuning journal: SQLite store, one-variable rule, handbook."""

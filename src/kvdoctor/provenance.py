@@ -1,0 +1,34 @@
+"""Where a number came from. Every figure kvdoctor prints carries one of these sources.
+
+- ``measured``: read from the operator's log / metrics (cites the line)
+- ``given``: set by the operator (flag, vllm serve line, YAML)
+- ``predicted``: computed by kvdoctor (formula + fitted constants)
+- ``default``: vLLM's default for this version / GPU, or an assumption kvdoctor states
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Source = Literal["measured", "given", "predicted", "default"]
+SOURCES: tuple[str, ...] = ("measured", "given", "predicted", "default")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A number with its derivation: ``how`` is a short formula or citation an operator can check."""
+
+    value: Any
+    source: Source
+    how: str = ""
+    predicted: Any = None  # when source == "measured": what kvdoctor would have predicted
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"value": self.value, "source": self.source, "how": self.how}
+        if self.predicted is not None:
+            d["predicted"] = self.predicted
+        if self.extra:
+            d["extra"] = self.extra
+        return d

@@ -1,0 +1,1 @@
+"""Presentation: terminal rendering, JSON schemas, the self-contained HTML report."""
