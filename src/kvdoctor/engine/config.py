@@ -1,0 +1,97 @@
+"""EngineConfig: what the operator set, in vLLM's own names (argparse dests, snake_case).
+
+``None`` means "not given": defaults are applied later by ``engine.defaults.resolve`` (version- and
+GPU-aware), which records for every field whether it was given or defaulted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+# The fields kvdoctor reasons about. Anything else the operator passed is kept in ``extra`` verbatim.
+ENGINE_FIELDS = (
+    "model",
+    "served_model_name",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "block_size",
+    "kv_cache_dtype",
+    "kv_cache_memory_bytes",
+    "num_gpu_blocks_override",
+    "quantization",
+    "dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "enforce_eager",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "long_prefill_token_threshold",
+    "max_num_partial_prefills",
+    "scheduling_policy",
+    "performance_mode",
+    "cpu_offload_gb",
+    "kv_offloading_size",
+    "swap_space",
+    "disable_sliding_window",
+    "disable_hybrid_kv_cache_manager",
+    "async_scheduling",
+    "max_cudagraph_capture_size",
+    "speculative_config",
+)
+
+
+@dataclass
+class EngineConfig:
+    model: str | None = None
+    served_model_name: str | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    kv_cache_dtype: str | None = None
+    kv_cache_memory_bytes: int | None = None
+    num_gpu_blocks_override: int | None = None
+    quantization: str | None = None
+    dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    enforce_eager: bool | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    long_prefill_token_threshold: int | None = None
+    max_num_partial_prefills: int | None = None
+    scheduling_policy: str | None = None
+    performance_mode: str | None = None
+    cpu_offload_gb: float | None = None
+    kv_offloading_size: float | None = None
+    swap_space: float | None = None  # v0 only; kept so old configs round-trip
+    disable_sliding_window: bool | None = None
+    disable_hybrid_kv_cache_manager: bool | None = None
+    async_scheduling: bool | None = None
+    max_cudagraph_capture_size: int | None = None
+    speculative_config: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)  # unknown flags, verbatim
+    origin: str = "flags"  # "flags" | "serve-line" | "yaml:<path>" | "log:<path>" | "demo"
+
+    def given(self) -> dict[str, Any]:
+        """The fields the operator actually set (``None`` = not set)."""
+        out = {f: getattr(self, f) for f in ENGINE_FIELDS if getattr(self, f) is not None}
+        out.update({f"extra.{k}": v for k, v in self.extra.items()})
+        return out
+
+    def overlay(self, other: "EngineConfig") -> "EngineConfig":
+        """``other``'s given fields win (e.g. explicit flags on top of a YAML file or a log)."""
+        changes = {f: getattr(other, f) for f in ENGINE_FIELDS if getattr(other, f) is not None}
+        return replace(self, **changes, extra={**self.extra, **other.extra})
+
+    def with_changes(self, **changes: Any) -> "EngineConfig":
+        return replace(self, **changes)
+
+
+assert tuple(f.name for f in fields(EngineConfig))[: len(ENGINE_FIELDS)] == ENGINE_FIELDS

@@ -1,0 +1,157 @@
+"""The one data model all evidence readers produce and all reasoning consumes.
+
+Plain dataclasses; time series are numpy arrays (imported lazily by the readers, so importing this
+module stays cheap: the ledger's ``--from-log`` path needs only ``StartupFacts``).
+Times are float seconds since the Unix epoch. Log timestamps carry no year: readers assume the
+year given by the caller (default: the current year) and handle rollover (docs/evidence.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+
+@dataclass
+class StartupFacts:
+    """What one engine start-up revealed. ``None`` = not visible in the log (not "unset")."""
+
+    era: str | None = None  # "v0", "v1-early", "v1-0.10", "v1-0.2x", "v1-0.33" ... (docs/evidence.md)
+    vllm_version: str | None = None
+    model: str | None = None
+    gpu_name: str | None = None
+    total_memory_bytes: int | None = None
+    free_memory_bytes: int | None = None  # at start-up ("Free memory on device (free/total)")
+    gpu_memory_utilization: float | None = None
+    requested_bytes: int | None = None
+    weights_bytes: int | None = None
+    activation_bytes: int | None = None  # torch peak increase during the profile run
+    non_torch_bytes: int | None = None
+    cudagraph_bytes: int | None = None  # actual capture ("Graph capturing finished ... took")
+    cudagraph_estimate_bytes: int | None = None  # deducted from the KV budget (>= 0.21)
+    kv_cache_bytes: int | None = None  # "Available KV cache memory" / v0 "reserved for KV Cache"
+    num_gpu_blocks: int | None = None
+    num_cpu_blocks: int | None = None
+    block_size: int | None = None
+    kv_cache_tokens: int | None = None  # "GPU KV cache size: N tokens"
+    max_concurrency: float | None = None
+    max_concurrency_len: int | None = None  # the "for N tokens per request" figure
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None  # "Chunked prefill is enabled with max_num_batched_tokens=N"
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    attention_backend: str | None = None
+    non_default_args: dict[str, Any] = field(default_factory=dict)
+    engine_config: dict[str, Any] = field(default_factory=dict)  # "Initializing a V1 LLM engine ... with config:"
+    startup_error: str | None = None  # "kv-too-small" | "no-memory-for-cache" | "max-len-too-large" | "oom" | "free-memory-below-util" | ...
+    error_message: str | None = None
+    error_needed_bytes: int | None = None
+    error_available_bytes: int | None = None
+    error_est_max_model_len: int | None = None
+    line_refs: dict[str, int] = field(default_factory=dict)  # figure name -> 1-based line number
+
+    def found(self) -> dict[str, Any]:
+        """Non-empty facts only (for printing and JSON)."""
+        return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}
+
+
+@dataclass
+class Timeline:
+    """Samples over time, one row per stats line / scrape / simulated interval.
+
+    Every array has the same length as ``t``. NaN means "not reported at that sample".
+    ``preemptions`` is the number of preemptions *in the interval ending at t* (not cumulative).
+    Throughputs are tokens/s over the interval; latency percentiles are seconds over the interval.
+    """
+
+    t: "np.ndarray"
+    running: "np.ndarray"
+    waiting: "np.ndarray"
+    kv_usage_pct: "np.ndarray"
+    preemptions: "np.ndarray"
+    prompt_tps: "np.ndarray"
+    gen_tps: "np.ndarray"
+    swapped: "np.ndarray | None" = None
+    prefix_hit_pct: "np.ndarray | None" = None
+    ttft_p50: "np.ndarray | None" = None
+    ttft_p99: "np.ndarray | None" = None
+    itl_p50: "np.ndarray | None" = None
+    itl_p99: "np.ndarray | None" = None
+    line_no: "np.ndarray | None" = None  # source line of each sample (logs), else None
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+
+@dataclass
+class Event:
+    t: float | None  # epoch seconds (None if the line had no timestamp)
+    kind: str  # "startup" | "preemption-warning" | "oom" | "kv-too-small" | "engine-dead" | "error" | ...
+    line_no: int | None
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)  # e.g. {"cumulative": 51} for v0 warnings
+
+
+@dataclass
+class RequestRecord:
+    request_id: str
+    arrival_s: float  # epoch seconds or seconds from trace start
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    queue_s: float | None = None
+    prefill_s: float | None = None  # first scheduled -> first token (includes preemptions before it)
+    decode_s: float | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    preemptions: int | None = None
+    preempted_s: float | None = None  # time lost to preemption (recompute + requeue), when known
+    itl_s: "np.ndarray | None" = None
+    prefix_group: str | None = None
+    prefix_len: int | None = None
+
+
+@dataclass
+class BenchResult:
+    """One ``vllm bench serve`` / ``benchmark_serving.py`` result (JSON or printed block)."""
+
+    source: str
+    fields: dict[str, float]  # normalised names: request_throughput, output_throughput, mean_ttft_ms, p99_itl_ms...
+    requests: list[RequestRecord] = field(default_factory=list)  # when saved with details
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SkipReport:
+    total_lines: int = 0
+    parsed_lines: int = 0
+    skipped_lines: int = 0
+    reasons: Counter = field(default_factory=Counter)  # reason -> count
+    examples: dict[str, str] = field(default_factory=dict)  # reason -> first example (truncated)
+
+
+@dataclass
+class Segment:
+    """One engine lifetime in one source: a start-up (optional) and what followed it."""
+
+    source: str  # file path or Prometheus instance
+    engine: str  # "Engine 000", "DP1", "pid=4242", instance label ...
+    startup: StartupFacts | None
+    timeline: Timeline | None
+    events: list[Event] = field(default_factory=list)
+    first_line: int | None = None
+    last_line: int | None = None
+
+
+@dataclass
+class Evidence:
+    segments: list[Segment] = field(default_factory=list)
+    requests: list[RequestRecord] = field(default_factory=list)
+    bench: list[BenchResult] = field(default_factory=list)
+    skipped: SkipReport = field(default_factory=SkipReport)
+    sources: list[str] = field(default_factory=list)
