@@ -34,3 +34,36 @@ def emit_json(payload: dict[str, Any]) -> None:
     if "schema_version" not in payload:
         raise AssertionError("JSON payloads must carry schema_version")
     sys.stdout.write(json.dumps(payload, default=_default, indent=2, allow_nan=False) + "\n")
+
+
+class progress:
+    """A progress bar on stderr for long work (parsing, simulation); silent with quiet or no TTY.
+
+    Usage::
+
+        with progress("Parsing log", total=size_bytes, quiet=quiet) as advance:
+            ... advance(n) ...
+    """
+
+    def __init__(self, description: str, total: float | None = None, quiet: bool = False):
+        self.description, self.total, self.quiet = description, total, quiet
+        self._progress = None
+        self._task = None
+
+    def __enter__(self):
+        if self.quiet or not sys.stderr.isatty():
+            return lambda n=1: None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+            TimeElapsedColumn(), TimeRemainingColumn(), console=console(stderr=True), transient=True,
+        )
+        self._progress.__enter__()
+        self._task = self._progress.add_task(self.description, total=self.total)
+        return lambda n=1: self._progress.advance(self._task, n)
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+        return False
