@@ -78,20 +78,45 @@ class EngineConfig:
     speculative_config: Any = None
     extra: dict[str, Any] = field(default_factory=dict)  # unknown flags, verbatim
     origin: str = "flags"  # "flags" | "serve-line" | "yaml:<path>" | "log:<path>" | "demo"
+    # Environment variables that change vLLM's behaviour (VLLM_USE_V1, VLLM_ALLOW_LONG_MAX_MODEL_LEN,
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS ...), from `VAR=1 vllm serve` or `docker run -e`.
+    env: dict[str, str] = field(default_factory=dict)
+    # Effective values a start-up log showed (post-default: "Using max model len", the engine config
+    # line, "Chunked prefill is enabled with max_num_batched_tokens=N"). Not "given": resolve() uses
+    # them with source "measured" for fields the operator did not set.
+    measured: dict[str, Any] = field(default_factory=dict)
+    vllm_version: str | None = None  # when the source reveals it (docker image tag, log banner)
+    notes: list[str] = field(default_factory=list)  # what parsing noticed (old spellings, stray words)
 
     def given(self) -> dict[str, Any]:
         """The fields the operator actually set (``None`` = not set)."""
         out = {f: getattr(self, f) for f in ENGINE_FIELDS if getattr(self, f) is not None}
         out.update({f"extra.{k}": v for k, v in self.extra.items()})
+        out.update({f"env.{k}": v for k, v in self.env.items()})
         return out
 
     def overlay(self, other: "EngineConfig") -> "EngineConfig":
         """``other``'s given fields win (e.g. explicit flags on top of a YAML file or a log)."""
         changes = {f: getattr(other, f) for f in ENGINE_FIELDS if getattr(other, f) is not None}
-        return replace(self, **changes, extra={**self.extra, **other.extra})
+        return replace(
+            self,
+            **changes,
+            extra={**self.extra, **other.extra},
+            env={**self.env, **other.env},
+            measured={**self.measured, **other.measured},
+            vllm_version=other.vllm_version or self.vllm_version,
+            notes=[*self.notes, *(n for n in other.notes if n not in self.notes)],
+            origin=_join_origins(self, other),
+        )
 
     def with_changes(self, **changes: Any) -> "EngineConfig":
         return replace(self, **changes)
+
+
+def _join_origins(base: EngineConfig, top: EngineConfig) -> str:
+    # An empty side contributes nothing, so "flags" over an empty default stays "flags".
+    parts = [c.origin for c in (base, top) if c.given() or c.measured]
+    return " < ".join(dict.fromkeys(parts)) if parts else top.origin
 
 
 assert tuple(f.name for f in fields(EngineConfig))[: len(ENGINE_FIELDS)] == ENGINE_FIELDS

@@ -1,0 +1,679 @@
+"""Where an EngineConfig comes from: flags, a pasted ``vllm serve`` line, a vLLM YAML file, a log.
+
+All sources normalise to the same typed values, so the same setting written four ways compares
+equal (``engine.diff``). Parsing follows vLLM 0.33's ``FlexibleArgumentParser``
+(``utils/argparse_utils.py``) and ``EngineArgs.add_cli_args`` (``engine/arg_utils.py``):
+
+- option names: ``--max_model_len`` == ``--max-model-len`` (vLLM rewrites ``_`` to ``-``);
+  ``--flag=value`` and ``--flag value``; short forms ``-tp -pp -dp -q``;
+- booleans are ``argparse.BooleanOptionalAction``: ``--enable-prefix-caching`` /
+  ``--no-enable-prefix-caching``. Pre-0.6 vLLM took ``--enable-chunked-prefill False``; we accept that
+  older spelling too (and note it), since such lines are still pasted from old runbooks;
+- human-readable ints only where vLLM accepts them (``max_model_len`` also ``auto``/``-1``,
+  ``max_num_batched_tokens``, ``kv_cache_memory_bytes``): ``1k`` = 1000, ``1K`` = 1024, no decimals
+  with binary suffixes;
+- ``--config file.yaml``: the file's keys are inserted before the line's own flags, so the line wins
+  (``FlexibleArgumentParser._pull_args_from_config``).
+
+Unknown flags are never fatal: they land in ``EngineConfig.extra`` verbatim (reported by callers).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from kvdoctor.engine.config import ENGINE_FIELDS, EngineConfig
+from kvdoctor.errors import InputError
+
+# ---------------------------------------------------------------------------------------------
+# Value converters (one per vLLM argparse type). They raise ValueError with a short reason; the
+# caller prefixes the flag name so the user sees one line: "--max-num-seqs: not an integer: 'x'".
+
+_HUMAN_RE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DEC = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BIN = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def human_int(value: Any) -> int:
+    """vLLM ``human_readable_int``: ``25.6k`` = 25600, ``1K`` = 1024, ``1.5K`` rejected."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"not an integer: {value!r}")
+        return int(value)
+    text = str(value).strip()
+    m = _HUMAN_RE.fullmatch(text)
+    if m:
+        number, suffix = m.groups()
+        if suffix in _DEC:
+            # vLLM truncates: int(float(number) * mult)
+            return int(float(number) * _DEC[suffix])
+        if "." in number:
+            raise ValueError(
+                f"decimals are not allowed with binary suffixes like {suffix} "
+                f"(did you mean {number}{suffix.lower()}?)"
+            )
+        return int(number) * _BIN[suffix]
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"not an integer: {text!r}") from None
+
+
+def human_int_or_auto(value: Any) -> int:
+    """``--max-model-len``: also ``auto`` / ``-1`` (vLLM auto-fits the length to memory)."""
+    if isinstance(value, str) and value.strip().lower() in ("auto", "-1"):
+        return -1
+    return human_int(value)
+
+
+def plain_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"not an integer: {value!r}") from None
+
+
+def plain_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"not a number: {value!r}") from None
+
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+# vLLM's dtype aliases (config/model.py _STR_DTYPE_TO_TORCH_DTYPE): "half" is float16, "float" is float32.
+_DTYPE_ALIASES = {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16",
+                  "fp32": "float32", "torch.bfloat16": "bfloat16", "torch.float16": "float16",
+                  "torch.float32": "float32"}
+
+
+def dtype_name(value: Any) -> str:
+    text = str(value).strip()
+    return _DTYPE_ALIASES.get(text.lower(), text.lower())
+
+
+def text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value).strip()
+
+
+def lower_text(value: Any) -> str:
+    return text(value).lower()
+
+
+def json_value(value: Any) -> Any:
+    """``--speculative-config '{"method": "mtp", ...}'``: dicts stay dicts; strings are JSON."""
+    if isinstance(value, (dict, list)) or value is None:
+        return value
+    import json
+
+    try:
+        return json.loads(str(value))
+    except json.JSONDecodeError:
+        raise ValueError(f"not valid JSON: {str(value)[:60]!r}") from None
+
+
+# dest -> converter. Types as vLLM 0.33 declares them (EngineArgs field annotations).
+CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "model": text,
+    "served_model_name": text,
+    "max_model_len": human_int_or_auto,
+    "gpu_memory_utilization": plain_float,
+    "max_num_seqs": plain_int,
+    "max_num_batched_tokens": human_int,
+    "block_size": plain_int,
+    "kv_cache_dtype": lower_text,
+    "kv_cache_memory_bytes": human_int,
+    "num_gpu_blocks_override": plain_int,
+    "quantization": lower_text,
+    "dtype": dtype_name,
+    "tensor_parallel_size": plain_int,
+    "pipeline_parallel_size": plain_int,
+    "data_parallel_size": plain_int,
+    "enforce_eager": boolean,
+    "enable_prefix_caching": boolean,
+    "enable_chunked_prefill": boolean,
+    "long_prefill_token_threshold": plain_int,
+    "max_num_partial_prefills": plain_int,
+    "scheduling_policy": lower_text,
+    "performance_mode": lower_text,
+    "cpu_offload_gb": plain_float,
+    "kv_offloading_size": plain_float,
+    "swap_space": plain_float,
+    "disable_sliding_window": boolean,
+    "disable_hybrid_kv_cache_manager": boolean,
+    "async_scheduling": boolean,
+    "max_cudagraph_capture_size": plain_int,
+    "speculative_config": json_value,
+}
+assert set(CONVERTERS) == set(ENGINE_FIELDS)
+
+BOOL_FIELDS = frozenset(k for k, v in CONVERTERS.items() if v is boolean)
+
+# Short and alternative option strings -> dest (engine/arg_utils.py add_argument calls).
+ALIASES: dict[str, str] = {
+    "-tp": "tensor_parallel_size",
+    "-pp": "pipeline_parallel_size",
+    "-dp": "data_parallel_size",
+    "-q": "quantization",
+    "-sc": "speculative_config",
+    "--device-memory-utilization": "gpu_memory_utilization",  # 0.33 device-neutral alias
+    "--model-tag": "model",
+    "--max-seq-len": "max_model_len",  # not a vLLM flag; the engine-config line calls it max_seq_len
+}
+
+# Boolean flags outside ENGINE_FIELDS (vLLM 0.33 EngineArgs / frontend bool fields, plus common
+# older ones): they take no value, so the next token is not swallowed as their argument.
+_KNOWN_BOOL_EXTRAS = frozenset(
+    """trust_remote_code enable_auto_tool_choice enable_expert_parallel enable_eplb enable_lora
+    disable_log_stats disable_log_requests enable_log_requests enable_log_outputs disable_custom_all_reduce
+    skip_tokenizer_init enable_prompt_embeds disable_cascade_attn enable_sleep_mode enable_dbo
+    data_parallel_hybrid_lb data_parallel_external_lb data_parallel_multi_port_external_lb
+    language_model_only enable_mm_embeds skip_mm_profiling fully_sharded_loras kv_sharing_fast_prefill
+    disable_chunked_mm_input scheduler_reserve_full_isl aggregate_engine_logging allow_credentials
+    enable_request_id_headers disable_fastapi_docs disable_uvicorn_access_log enable_prompt_tokens_details
+    enable_server_load_tracking enable_force_include_usage enable_tokenizer_info_endpoint
+    return_tokens_as_token_ids disable_frontend_multiprocessing use_v2_block_manager
+    enable_reasoning disable_async_output_proc worker_use_ray engine_use_ray headless
+    enable_log_deltas log_error_stack tokens_only fail_on_environ_validation
+    long_prefill_token_threshold_adaptive allow_deprecated_quantization""".split()
+)
+
+# Keys of the "non-default args" dict that are not engine settings (kvdoctor ignores them quietly).
+_LOG_NOISE = frozenset({"model_tag", "subparser", "dispatch_function", "api_key", "hf_token"})
+
+
+def _dest(option: str) -> str:
+    """``--max-model-len`` / ``--max_model_len`` / ``max-model-len`` -> ``max_model_len``."""
+    return option.lstrip("-").replace("-", "_")
+
+
+def _canonical(option: str) -> tuple[str, bool | None]:
+    """Map an option string to (dest, negated?) ; ``--no-enable-prefix-caching`` -> (.., True)."""
+    if option in ALIASES:
+        return ALIASES[option], None
+    opt = "--" + option.lstrip("-").replace("_", "-")
+    if opt in ALIASES:
+        return ALIASES[opt], None
+    dest = _dest(option)
+    if dest.startswith("no_") and (dest[3:] in BOOL_FIELDS or dest[3:] in _KNOWN_BOOL_EXTRAS):
+        return dest[3:], True
+    return dest, None
+
+
+def _convert(dest: str, value: Any, spelled: str) -> Any:
+    try:
+        return CONVERTERS[dest](value)
+    except ValueError as exc:
+        raise InputError(f"{spelled}: {exc}") from None
+
+
+def _apply(cfg: EngineConfig, dest: str, value: Any, spelled: str) -> None:
+    if dest in CONVERTERS:
+        setattr(cfg, dest, _convert(dest, value, spelled))
+    else:
+        cfg.extra[dest] = value
+
+
+# ---------------------------------------------------------------------------------------------
+# from_flags
+
+
+def from_flags(mapping: Mapping[str, Any], *, origin: str = "flags") -> EngineConfig:
+    """Typed config from ``{name: value}`` as a user typed them (``"32k"``, ``"true"``, ``8``).
+
+    Names may be dests (``max_model_len``) or flags (``--max-model-len``, ``-tp``); ``None`` values
+    mean "not given". Unknown names go to ``extra`` verbatim.
+    """
+    cfg = EngineConfig(origin=origin)
+    for key, value in mapping.items():
+        if value is None:
+            continue
+        dest, negated = _canonical(str(key))
+        if negated:
+            value = not _convert(dest, value, str(key)) if dest in BOOL_FIELDS else False
+        spelled = str(key) if str(key).startswith("-") else "--" + dest.replace("_", "-")
+        _apply(cfg, dest, value, spelled)
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------------
+# vllm serve line
+
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# docker run options that take no value (everything else starting with "-" takes one unless "=").
+_DOCKER_BOOL = frozenset(
+    "--rm -d --detach -i --interactive -t --tty -it -ti -dit --privileged --init --read-only "
+    "--sig-proxy -P --publish-all --no-healthcheck --oom-kill-disable --help -q --quiet".split()
+)
+_PY_ENTRYPOINTS = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server",
+                   "vllm.entrypoints.cli.main")
+
+
+def _split(text: str) -> list[str]:
+    # Backslash-newline continuations (bash) and caret/backtick ones (cmd, PowerShell) join lines.
+    joined = re.sub(r"[\\^`][ \t]*\r?\n", " ", text)
+    # A pasted block may hold several lines: keep only up to an unescaped newline that ends the command
+    # only when the next line is not a flag; simplest faithful rule: treat newlines as spaces.
+    joined = joined.replace("\r", " ").replace("\n", " ")
+    # A prompt prefix ("$ vllm serve ...") is common in pasted runbooks.
+    joined = re.sub(r"^\s*[$#>]\s+", "", joined)
+    try:
+        return shlex.split(joined, comments=False)
+    except ValueError as exc:  # unbalanced quotes
+        raise InputError(f"cannot split the command line: {exc}") from None
+
+
+def _strip_to_args(tokens: list[str], cfg: EngineConfig) -> tuple[list[str], bool]:
+    """Drop env prefixes, ``docker run ...``, ``vllm serve`` / ``python -m ...``.
+
+    Returns (argument tokens after the command, positional_model_allowed).
+    """
+    i = 0
+    # Shell wrappers and env assignments before the command.
+    while i < len(tokens):
+        tok = tokens[i]
+        if _ENV_RE.match(tok):
+            k, v = tok.split("=", 1)
+            cfg.env[k] = v
+            i += 1
+        elif tok in ("env", "sudo", "exec", "nohup", "time", "uv", "run", "uvx", "poetry", "pipenv",
+                     "conda", "&&", ";"):
+            i += 1
+        elif tok in ("-E", "--preserve-env"):
+            i += 1
+        else:
+            break
+    rest = tokens[i:]
+    if not rest:
+        raise InputError("empty command line: expected `vllm serve MODEL ...`")
+    head = os.path.basename(rest[0])
+
+    if head in ("docker", "podman", "nerdctl"):
+        return _strip_docker(rest[1:], cfg)
+    if head == "vllm":
+        if len(rest) < 2 or rest[1] != "serve":
+            sub = rest[1] if len(rest) > 1 else ""
+            raise InputError(f"expected `vllm serve ...`, got `vllm {sub}`".rstrip())
+        return rest[2:], True
+    if re.fullmatch(r"python[0-9.]*", head):
+        j = 1
+        while j < len(rest) and rest[j] in ("-u", "-O", "-B"):
+            j += 1
+        if j + 1 < len(rest) and rest[j] == "-m":
+            mod = rest[j + 1]
+            if mod in _PY_ENTRYPOINTS:
+                args = rest[j + 2:]
+                if mod == "vllm.entrypoints.cli.main":
+                    if args[:1] != ["serve"]:
+                        raise InputError("expected `python -m vllm.entrypoints.cli.main serve ...`")
+                    return args[1:], True
+                return args, False
+        raise InputError(f"not a vLLM server command: {' '.join(rest[:4])}")
+    if rest[0].startswith("-"):
+        # Bare arguments (e.g. a Kubernetes `args:` list pasted on its own line).
+        return rest, False
+    raise InputError(f"not a vLLM server command: expected `vllm serve MODEL ...`, got `{rest[0]}`")
+
+
+def _strip_docker(tokens: list[str], cfg: EngineConfig) -> tuple[list[str], bool]:
+    if not tokens or tokens[0] not in ("run", "container"):
+        raise InputError("expected `docker run ... vllm/vllm-openai:TAG ...`")
+    i = 2 if tokens[0] == "container" else 1
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("-"):
+            name, has_eq, value = tok.partition("=")
+            if name in ("-e", "--env"):
+                assignment = value if has_eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
+                if "=" in assignment:
+                    k, v = assignment.split("=", 1)
+                    cfg.env[k] = v
+                i += 1 if has_eq else 2
+            elif has_eq or name in _DOCKER_BOOL:
+                i += 1
+            else:
+                i += 2
+            continue
+        break
+    if i >= len(tokens):
+        raise InputError("docker run line has no image")
+    image = tokens[i]
+    m = re.search(r":v?(\d+\.\d+(?:\.\d+)?(?:[.\-+]?(?:post|rc|dev)\d*)?)$", image)
+    if m:
+        cfg.vllm_version = m.group(1)
+    args = tokens[i + 1:]
+    # An explicit command after the image (`... vllm/vllm-openai vllm serve X`) or the image's own
+    # entrypoint (`vllm serve` in current images, api_server in old ones).
+    if args and (os.path.basename(args[0]) in ("vllm",) or re.fullmatch(r"python[0-9.]*", args[0])):
+        return _strip_to_args(args, cfg)
+    # The official image's ENTRYPOINT is `vllm serve` (older: python -m ...api_server), so a
+    # positional model is accepted either way.
+    return args, True
+
+
+def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
+                base_dir: Path | None, notes: list[str]) -> None:
+    config_file: str | None = None
+    i = 0
+    positionals: list[str] = []
+    while i < len(args):
+        tok = args[i]
+        if not tok.startswith("-") or re.fullmatch(r"-\d+(\.\d+)?", tok):
+            positionals.append(tok)
+            i += 1
+            continue
+        if tok == "--":
+            positionals.extend(args[i + 1:])
+            break
+        name, has_eq, inline = tok.partition("=")
+        if name in ("--config",):
+            if has_eq:
+                config_file = inline
+                i += 1
+            else:
+                if i + 1 >= len(args):
+                    raise InputError("--config: expected a YAML file")
+                config_file = args[i + 1]
+                i += 2
+            continue
+        dest, negated = _canonical(name)
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        if negated:
+            if dest in BOOL_FIELDS:
+                setattr(cfg, dest, False)
+            else:
+                cfg.extra[dest] = False
+            i += 1
+            continue
+        if dest in BOOL_FIELDS or dest in _KNOWN_BOOL_EXTRAS:
+            value: Any = True
+            if has_eq:
+                value = inline
+            elif nxt is not None and nxt.lower() in _TRUE | _FALSE:
+                # Old vLLM (<= 0.5) took `--enable-chunked-prefill False`; 0.33 would reject it.
+                value = nxt
+                notes.append(f"{name} {nxt}: old boolean spelling; vLLM 0.33 wants {name} / --no-{name[2:]}")
+                i += 1
+            _apply(cfg, dest, value if dest in BOOL_FIELDS else _maybe_bool(value), name)
+            i += 1
+            continue
+        if has_eq:
+            value = inline
+            i += 1
+        elif nxt is not None and (not nxt.startswith("-") or re.fullmatch(r"-\d+(\.\d+)?", nxt)):
+            value = nxt
+            i += 2
+            # nargs="+" options (served-model-name) swallow following plain words; the model, if any,
+            # came before them.
+            if dest == "served_model_name":
+                vals = [value]
+                while i < len(args) and not args[i].startswith("-"):
+                    vals.append(args[i])
+                    i += 1
+                value = vals
+        else:
+            if dest in CONVERTERS:
+                raise InputError(f"{name}: expected a value")
+            value = True  # an unknown flag used as a switch
+            i += 1
+        _apply(cfg, dest, value, name)
+
+    if positionals:
+        if positional_model and cfg.model is None:
+            cfg.model = positionals[0]
+            positionals = positionals[1:]
+        elif positional_model and positionals[0] == cfg.model:
+            positionals = positionals[1:]
+        if positionals:
+            notes.append(f"ignored stray argument(s): {' '.join(positionals)}")
+
+    if config_file is not None:
+        path = Path(config_file).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        from_file = load_yaml(path)
+        # Line flags win over the file (vLLM inserts the file's args before the line's own).
+        merged = from_file.overlay(cfg)
+        for f in ENGINE_FIELDS:
+            setattr(cfg, f, getattr(merged, f))
+        cfg.extra = merged.extra
+        cfg.env = merged.env
+        notes.extend(from_file.notes)
+        notes.append(f"--config {config_file}: loaded; flags on the line win over the file")
+
+
+def _maybe_bool(value: Any) -> Any:
+    try:
+        return boolean(value)
+    except ValueError:
+        return value
+
+
+def parse_serve_line(text: str, *, base_dir: str | Path | None = None) -> EngineConfig:
+    """Parse a pasted server command: ``vllm serve MODEL --flag v ...``, ``python -m
+    vllm.entrypoints.openai.api_server --model X ...``, ``docker run ... vllm/vllm-openai:TAG ...``,
+    with ``VAR=1`` prefixes and backslash-newline continuations. ``--config x.yaml`` is loaded
+    (relative to ``base_dir`` or the current directory). What the parse noticed (old spellings,
+    stray words) lands in ``cfg.notes``; unknown flags in ``cfg.extra``.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("empty command line: expected `vllm serve MODEL ...`")
+    cfg = EngineConfig(origin="serve-line")
+    tokens = _split(text)
+    args, positional_model = _strip_to_args(tokens, cfg)
+    notes: list[str] = []
+    _parse_args(args, cfg, positional_model=positional_model,
+                base_dir=Path(base_dir) if base_dir is not None else None, notes=notes)
+    cfg.notes.extend(notes)
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML
+
+
+def _yaml_model():
+    """A pydantic model of the fields kvdoctor types, built on first use (pydantic is lazy)."""
+    global _YAML_MODEL
+    if _YAML_MODEL is not None:
+        return _YAML_MODEL
+    from typing import Annotated, Optional
+
+    from pydantic import BeforeValidator, ConfigDict, create_model
+
+    def wrap(conv):
+        def v(x):
+            if x is None:
+                return None
+            try:
+                return conv(x)
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None  # pydantic reports "Value error, <msg>"
+        return v
+
+    fields = {name: (Optional[Annotated[Any, BeforeValidator(wrap(conv))]], None)
+              for name, conv in CONVERTERS.items()}
+    _YAML_MODEL = create_model("VllmYamlConfig", __config__=ConfigDict(extra="allow"), **fields)
+    return _YAML_MODEL
+
+
+_YAML_MODEL = None
+
+
+def load_yaml(path: str | Path) -> EngineConfig:
+    """A vLLM ``--config`` YAML file (keys kebab or snake case), validated with one-line errors."""
+    p = Path(path).expanduser()
+    if p.suffix.lower() not in (".yaml", ".yml"):
+        # vLLM refuses other extensions too ("Config file must be of a yaml/yml type").
+        raise InputError(f"{p}: config file must be of a yaml/yml type")
+    try:
+        raw_text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: cannot read: {exc}") from None
+    import yaml
+
+    try:
+        data = yaml.safe_load(raw_text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise InputError(f"{p}: invalid YAML{where}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(f"{p}: expected a mapping of vLLM flags, got {type(data).__name__}")
+    return from_mapping(data, origin=f"yaml:{p}", where=str(p))
+
+
+def from_mapping(data: Mapping[str, Any], *, origin: str, where: str) -> EngineConfig:
+    """Validate ``{flag-or-dest: typed value}`` (YAML, JSON) with pydantic for one-line type errors."""
+    from pydantic import ValidationError
+
+    normal: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for key, value in data.items():
+        dest, negated = _canonical(str(key))
+        if negated:
+            value = False if value in (True, None) else value
+        spelled[dest] = str(key)
+        normal[dest] = value
+    known = {k: v for k, v in normal.items() if k in CONVERTERS}
+    try:
+        model = _yaml_model().model_validate(known)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = spelled.get(str(err["loc"][0]), str(err["loc"][0])) if err.get("loc") else "?"
+        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise InputError(f"{where}: {key}: {msg}") from None
+    cfg = EngineConfig(origin=origin)
+    for k in known:
+        setattr(cfg, k, getattr(model, k))
+    for k, v in normal.items():
+        if k not in CONVERTERS:
+            cfg.extra[k] = v
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------------
+# Logs
+
+
+def from_non_default_args(args: Mapping[str, Any], *, origin: str = "log") -> EngineConfig:
+    """The start-up log's ``non-default args: {...}`` dict (snake_case dests, typed values).
+
+    ``model_tag`` is the positional model of ``vllm serve``; vLLM copies it to ``model``. Values shown
+    as ``'***'`` (secrets) and ``...`` (elided in pasted excerpts) are dropped.
+    """
+    if not isinstance(args, Mapping):
+        raise InputError(f"non-default args: expected a dict, got {type(args).__name__}")
+    data: dict[str, Any] = {}
+    for key, value in args.items():
+        if key in _LOG_NOISE or (isinstance(value, str) and value in ("***", "...")) or value is Ellipsis:
+            continue
+        data[key] = value
+    if "model" not in data and isinstance(args.get("model_tag"), str):
+        data["model"] = args["model_tag"]
+    for key in ("served_model_name",):
+        if isinstance(data.get(key), (list, tuple)) and any(x is Ellipsis for x in data[key]):
+            data.pop(key)
+    return from_mapping(data, origin=origin, where="non-default args")
+
+
+# StartupFacts field -> EngineConfig field for effective values a log shows.
+_MEASURED_FROM_FACTS = (
+    "max_model_len", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
+    "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype",
+)
+# Keys of the "Initializing a V1 LLM engine ... with config:" line that mirror engine fields.
+_ENGINE_LINE_KEYS = {
+    "max_seq_len": "max_model_len", "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size", "data_parallel_size": "data_parallel_size",
+    "kv_cache_dtype": "kv_cache_dtype", "dtype": "dtype", "quantization": "quantization",
+    "enforce_eager": "enforce_eager", "enable_prefix_caching": "enable_prefix_caching",
+    "enable_chunked_prefill": "enable_chunked_prefill", "model": "model",
+}
+
+
+def from_startup(facts: Any, *, origin: str | None = None) -> EngineConfig:
+    """Config recovered from one start-up (``evidence.model.StartupFacts``).
+
+    Given fields come from the non-default args (what the operator set); effective values the log
+    shows land in ``measured`` (resolve() marks them "measured" where nothing was given).
+    """
+    origin = origin or "log"
+    nda = getattr(facts, "non_default_args", None) or {}
+    cfg = from_non_default_args(nda, origin=origin) if nda else EngineConfig(origin=origin)
+    measured: dict[str, Any] = {}
+    for key, dest in _ENGINE_LINE_KEYS.items():
+        v = (getattr(facts, "engine_config", None) or {}).get(key)
+        if v is None or v in ("None", "none"):
+            continue
+        try:
+            measured[dest] = CONVERTERS[dest](v)
+        except ValueError:
+            continue
+    for name in _MEASURED_FROM_FACTS:
+        v = getattr(facts, name, None)
+        if v is not None:
+            try:
+                measured[name] = CONVERTERS[name](v)
+            except ValueError:
+                continue
+    if cfg.model is None and getattr(facts, "model", None):
+        measured.setdefault("model", facts.model)
+    cfg.measured = measured
+    if getattr(facts, "vllm_version", None):
+        cfg.vllm_version = facts.vllm_version
+    return cfg
+
+
+def unknown_flags(cfg: EngineConfig) -> list[str]:
+    """Flags kept verbatim in ``extra``, spelled as vLLM flags (for reporting)."""
+    return sorted("--" + k.replace("_", "-") for k in cfg.extra)
+
+
+def merge(configs: Iterable[EngineConfig]) -> EngineConfig:
+    """Overlay in order: later configs win (pass them lowest-precedence first)."""
+    out = EngineConfig(origin="default")
+    for c in configs:
+        out = out.overlay(c)
+    return out
