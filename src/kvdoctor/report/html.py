@@ -1,0 +1,278 @@
+"""The self-contained HTML report: one offline file, plotly.js inlined, built from ``--json`` payloads.
+
+The report reads only the plain JSON payloads every verb emits (``schema_version`` =
+``kvdoctor.<kind>/<n>``), never the other packages' Python types, so any verb's output (or a saved
+file) can be rendered. Which keys are read per kind is documented in docs/report.md.
+
+Safety: every user-provided string (model names, log lines, request ids, notes...) reaches the page
+either HTML-escaped in markup, or as JSON inside ``<script type="application/json">`` with ``<``,
+``>``, ``&`` and the JS line separators written as ``\\uXXXX`` escapes, so no ``</script>`` can close
+the block. A nonce-based Content-Security-Policy is defence in depth: even injected markup could not
+run an inline handler or fetch anything.
+
+Nothing heavy is imported at module level: verbs import ``html_option`` from here at start-up.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html as _html
+import json
+import secrets
+from pathlib import Path
+from typing import Any, Iterable
+
+from kvdoctor.errors import InputError
+
+# Keep the raw-payload appendix bounded: a simulated timeline can be megabytes of numbers.
+RAW_JSON_LIMIT = 200_000
+
+
+# --------------------------------------------------------------------------------------------
+# escaping
+# --------------------------------------------------------------------------------------------
+
+
+def esc(value: Any) -> str:
+    """HTML-escape anything for text or a quoted attribute (quotes included)."""
+    return _html.escape("" if value is None else str(value), quote=True)
+
+
+_SCRIPT_SAFE = {
+    ord("<"): "\\u003c",
+    ord(">"): "\\u003e",
+    ord("&"): "\\u0026",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def script_json(obj: Any) -> str:
+    """JSON that is safe inside a ``<script>`` element: no ``</script>``, ``<!--`` or line separators.
+
+    ``\\u003c`` is still ``<`` once JSON.parse has read it, so the data round-trips exactly.
+    """
+    text = json.dumps(obj, default=_json_default, allow_nan=False, separators=(",", ":"))
+    return text.translate(_SCRIPT_SAFE)
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "as_dict"):
+        return o.as_dict()
+    return str(o)
+
+
+# --------------------------------------------------------------------------------------------
+# payload handling
+# --------------------------------------------------------------------------------------------
+
+
+def payload_kind(payload: dict[str, Any]) -> str:
+    """``"kvdoctor.ledger/1"`` -> ``"ledger"``. Raises InputError for anything that is not a payload."""
+    if not isinstance(payload, dict):
+        raise InputError("a report payload must be a JSON object produced by a kvdoctor verb's --json")
+    sv = payload.get("schema_version")
+    if not isinstance(sv, str) or not sv.startswith("kvdoctor.") or "/" not in sv:
+        raise InputError(
+            f"not a kvdoctor payload (schema_version is {sv!r}; expected 'kvdoctor.<kind>/<n>')"
+        )
+    return sv[len("kvdoctor."):].split("/", 1)[0]
+
+
+def load_payload_file(path: str | Path) -> list[dict[str, Any]]:
+    """Read one saved ``--json`` output. A JSON list of payloads is accepted too."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"no such file: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {p}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p} is not JSON (line {exc.lineno}: {exc.msg})") from None
+    items = data if isinstance(data, list) else [data]
+    for item in items:
+        payload_kind(item)  # validates
+    return items
+
+
+# --------------------------------------------------------------------------------------------
+# the page
+# --------------------------------------------------------------------------------------------
+
+_CSS = """
+:root { --fg:#1d2330; --muted:#5b6475; --line:#d9dee7; --bg:#ffffff; --card:#f7f8fb; --bad:#b42318; --ok:#067647; --warn:#b54708; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: var(--fg); background: var(--bg); margin: 0; }
+header { padding: 18px 28px; border-bottom: 1px solid var(--line); background: var(--card); }
+header h1 { margin: 0 0 4px 0; font-size: 20px; }
+header .meta { color: var(--muted); font-size: 12px; }
+nav { padding: 8px 28px; border-bottom: 1px solid var(--line); font-size: 13px; }
+nav a { margin-right: 14px; color: #2451a6; text-decoration: none; }
+main { padding: 8px 28px 40px 28px; max-width: 1400px; }
+section { margin-top: 22px; }
+section h2 { font-size: 17px; margin: 0 0 6px 0; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+section h3 { font-size: 14px; margin: 14px 0 4px 0; }
+p.note { color: var(--muted); margin: 4px 0 8px 0; }
+table { border-collapse: collapse; margin: 6px 0 10px 0; font-size: 13px; }
+th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: var(--card); font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.src { font-size: 11px; padding: 0 5px; border-radius: 8px; background: #eef1f6; color: var(--muted); white-space: nowrap; }
+.src-measured { background:#e6f4ea; color:#146c2e; } .src-given { background:#e8eefc; color:#1d4ed8; }
+.src-predicted { background:#fdf1e3; color:#9a4a00; } .src-default { background:#eef1f6; color:#5b6475; }
+.verdict-bad { color: var(--bad); font-weight: 600; } .verdict-ok { color: var(--ok); font-weight: 600; }
+.sev-critical, .sev-error, .sev-high { color: var(--bad); font-weight: 600; }
+.sev-warning, .sev-medium { color: var(--warn); font-weight: 600; }
+.kvd-plot { width: 100%; min-height: 360px; }
+details { margin: 6px 0; } details pre { max-height: 400px; overflow: auto; background: var(--card); padding: 8px; font-size: 12px; }
+code { font-size: 12px; background: var(--card); padding: 0 3px; }
+"""
+
+_BOOT_JS = """
+(function () {
+  var plots = document.querySelectorAll('div.kvd-plot[data-fig]');
+  for (var i = 0; i < plots.length; i++) {
+    var div = plots[i];
+    var spec = JSON.parse(document.getElementById(div.getAttribute('data-fig')).textContent);
+    Plotly.newPlot(div, spec.data, spec.layout, {displaylogo: false, responsive: true});
+  }
+})();
+"""
+
+
+class _Page:
+    """Collects sections and plot specs; assigns stable element ids."""
+
+    def __init__(self) -> None:
+        self.sections: list[tuple[str, str, str]] = []  # (anchor, title, body html)
+        self.figs: list[tuple[str, dict[str, Any]]] = []
+
+    def plot(self, fig: dict[str, Any], height: int | None = None) -> str:
+        fid = f"kvd-fig-{len(self.figs)}"
+        self.figs.append((fid, fig))
+        style = f' style="height:{int(height)}px"' if height else ""
+        return f'<div class="kvd-plot" id="{fid}-div" data-fig="{fid}"{style}></div>'
+
+    def add(self, anchor: str, title: str, body: str) -> None:
+        # anchors must be unique when several payloads of one kind are given
+        base, n = anchor, 2
+        taken = {a for a, _, _ in self.sections}
+        while anchor in taken:
+            anchor, n = f"{base}-{n}", n + 1
+        self.sections.append((anchor, title, body))
+
+
+def render_report(payloads: Iterable[dict[str, Any]], *, title: str = "kvdoctor report") -> str:
+    """Render payloads (dicts from any verb's ``--json``) into one self-contained HTML document.
+
+    Sections appear in a fixed order (memory, plan, timeline, slow requests, findings, journal,
+    other summaries); a kind that is absent has no section. Raises InputError on a non-payload.
+    """
+    from kvdoctor import __version__
+    from kvdoctor.report import sections as S
+
+    payloads = list(payloads)
+    if not payloads:
+        raise InputError("nothing to report: give at least one kvdoctor --json payload")
+    kinds = [payload_kind(p) for p in payloads]
+
+    page = _Page()
+    S.build_sections(page, payloads, kinds)
+
+    from plotly.offline import get_plotlyjs
+
+    nonce = secrets.token_urlsafe(16)
+    generated = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out: list[str] = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        # default-src 'none': the page can fetch nothing at all (offline by construction); only
+        # our nonce'd scripts run, so injected inline handlers would be inert.
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        f"script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; img-src data:; font-src data:\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{esc(title)}</title>",
+        f"<style>{_CSS}</style>",
+        f'<script nonce="{nonce}">{get_plotlyjs()}</script>',
+        "</head><body>",
+        f"<header><h1>{esc(title)}</h1><div class=\"meta\">kvdoctor {esc(__version__)} · generated "
+        f"{esc(generated)} · from {esc(', '.join(_count_kinds(kinds)))}</div></header>",
+        "<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t, _ in page.sections) + "</nav>",
+        "<main>",
+    ]
+    for anchor, stitle, body in page.sections:
+        out.append(f'<section id="{esc(anchor)}"><h2>{esc(stitle)}</h2>{body}</section>')
+    out.append("</main>")
+    for fid, fig in page.figs:
+        out.append(f'<script type="application/json" id="{fid}">{script_json(fig)}</script>')
+    out.append(f'<script nonce="{nonce}">{_BOOT_JS}</script>')
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def _count_kinds(kinds: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    for k in kinds:
+        seen[k] = seen.get(k, 0) + 1
+    return [k if n == 1 else f"{k} ×{n}" for k, n in seen.items()]
+
+
+def write_report(path: str | Path, payloads: Iterable[dict[str, Any]], *, title: str = "kvdoctor report") -> Path:
+    """Render and write atomically (a half-written report never replaces a good one)."""
+    p = Path(path)
+    doc = render_report(payloads, title=title)
+    if p.exists() and p.is_dir():
+        raise InputError(f"{p} is a directory; give a file name for the report")
+    if not p.parent.exists():
+        raise InputError(f"cannot write {p}: directory {p.parent} does not exist")
+    tmp = p.with_name(f".{p.name}.tmp-{secrets.token_hex(4)}")
+    try:
+        tmp.write_text(doc, encoding="utf-8")
+        tmp.replace(p)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {p}: {exc.strerror or exc}") from None
+    return p
+
+
+# --------------------------------------------------------------------------------------------
+# the --html option other verbs reuse
+# --------------------------------------------------------------------------------------------
+
+
+def html_option():
+    """A typer ``--html FILE`` option for any verb. Use as a parameter default::
+
+        def ledger(..., html: Optional[Path] = html_option()):
+            payload = ...                                   # the same dict --json prints
+            write_html_if_asked(html, [payload], title="kvdoctor ledger: ...", quiet=quiet)
+    """
+    import typer
+
+    return typer.Option(
+        None, "--html", metavar="FILE", dir_okay=False,
+        help="Also write a self-contained HTML report (offline, plotly inlined) to FILE.",
+    )
+
+
+def write_html_if_asked(
+    path: str | Path | None, payloads: Iterable[dict[str, Any]], *, title: str, quiet: bool = False
+) -> Path | None:
+    """Write the report when ``--html`` was given; say where on stderr (stdout may carry --json)."""
+    if path is None:
+        return None
+    out = write_report(path, payloads, title=title)
+    if not quiet:
+        import sys
+
+        sys.stderr.write(f"kvdoctor: wrote {out}\n")
+    return out
+
+
+# alias named in the issue brief
+add_html_option = html_option
