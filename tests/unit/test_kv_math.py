@@ -146,8 +146,8 @@ def test_override_blocks():
 
 @pytest.mark.parametrize("era,tokens,conc", [
     ("v0", 1952 * 16, 1952 * 16 / 20000),  # kv001: "Maximum concurrency for 20000 tokens per request: 1.56x"
-    ("v1-blocks", 1952 * 16, 1952 / 1250),
-    ("v1-concurrency", int(1952 / 1250 * 20000), 1952 / 1250),
+    ("blocks_x_block_size", 1952 * 16, 1952 / 1250),
+    ("concurrency_x_len", int(1952 / 1250 * 20000), 1952 / 1250),
 ])
 def test_token_eras(era, tokens, conc):
     c = kv.concurrency(era, num_blocks=1952, blocks_per_req=1250, block_size=16, max_model_len=20000)
@@ -158,6 +158,6 @@ def test_token_eras(era, tokens, conc):
 
 def test_era_of_version():
     assert kv.kv_token_era("0.6.5") == "v0"
-    assert kv.kv_token_era("0.8.4") == "v1-blocks"
-    assert kv.kv_token_era("0.11.0") == "v1-groups"
-    assert kv.kv_token_era("0.33.0") == "v1-concurrency"
+    assert kv.kv_token_era("0.8.4") == "blocks_x_block_size"
+    assert kv.kv_token_era("0.11.0") == "per_group"
+    assert kv.kv_token_era("0.33.0") == "concurrency_x_len"

@@ -307,43 +307,23 @@ def max_in_flight_tokens(
 # Capacity: num_blocks, concurrency, tokens by version era, the one-request check, auto-fit
 # --------------------------------------------------------------------------------------------
 
-KV_TOKEN_ERAS = ("v0", "v1-blocks", "v1-groups", "v1-concurrency")
+# The "GPU KV cache size" formula eras, named as engine.version.VersionTraits.kv_tokens_formula names them.
+KV_TOKEN_ERAS = ("v0", "blocks_x_block_size", "per_group", "concurrency_x_len")
 
 
-def kv_token_era(version: tuple[int, ...] | str) -> str:
-    """Which "GPU KV cache size" formula a vLLM version printed (§2.5 "older formats").
+def kv_token_era(version) -> str:
+    """The era of a version string/Version (delegates to engine.version, the owner of version boundaries)."""
+    from kvdoctor.engine.version import traits
 
-    Local fallback for ``engine.version.VersionTraits``: v0 engine before 0.8; 0.8–0.9 blocks×bs;
-    0.10–0.11 blocks//groups×min_bs; ≥0.12 int(max_concurrency × max_model_len).
-    """
-    v = _vtuple(version)
-    if v < (0, 8):
-        return "v0"
-    if v < (0, 10):
-        return "v1-blocks"
-    if v < (0, 12):
-        return "v1-groups"
-    return "v1-concurrency"
-
-
-def _vtuple(version: tuple[int, ...] | str) -> tuple[int, ...]:
-    if isinstance(version, tuple):
-        return version
-    out = []
-    for part in str(version).split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out) or (0, 33, 0)
+    return traits(version).kv_tokens_formula
 
 
 def kv_cache_tokens(
     era: str, *, num_blocks: int, block_size: int, max_model_len: int, max_concurrency: float, num_groups: int
 ) -> int:
-    if era in ("v0", "v1-blocks"):
+    if era in ("v0", "blocks_x_block_size"):
         return num_blocks * block_size
-    if era == "v1-groups":
+    if era == "per_group":
         return num_blocks // max(1, num_groups) * block_size
     return int(max_concurrency * max_model_len)
 
@@ -477,7 +457,7 @@ def plan_kv(
     async_scheduling: bool = True,
     num_gpu_blocks_override: int | None = None,
     auto_fit: bool = False,
-    era: str = "v1-concurrency",
+    era: str = "concurrency_x_len",
     v2_runner: bool = True,
 ) -> KvPlan:
     """Blocks, tokens and concurrency for ``available_bytes`` per PP stage (len == PP, or 1 = same everywhere).
@@ -541,7 +521,7 @@ def plan_kv(
     for g, b, m in zip(projected, bpbs, check_mem):
         if not b:
             continue
-        f = check_one_request(g, b, m + b, max_model_len, in_flight, old_text=era != "v1-concurrency")
+        f = check_one_request(g, b, m + b, max_model_len, in_flight, old_text=era != "concurrency_x_len")
         if not f.ok:
             fit = f
             break

@@ -1,0 +1,151 @@
+"""Predict the memory terms vLLM measures at start-up (activation peak, non-torch, CUDA graphs).
+
+vLLM's budget (vllm-reference.md §1.2): ``KV = ceil(total × util) − total_consumed −
+transient_peak − cudagraph_estimate``. Weights come from ``ledger.weights``; this module predicts
+the other three from the configuration, with constants fitted on the public measurements
+(``ledger/fitted.py``, written by ``scripts/fit_memory.py``; residuals in docs/ledger.md).
+
+What the data says (docs/ledger.md "Activation peak"):
+
+* The profile run is a dummy forward of ``max_num_batched_tokens`` tokens followed, on the last PP
+  rank only, by a dummy *sampler* run over ``min(max_num_seqs, max_num_batched_tokens)`` rows of
+  logits. The sampler's fp32 logits pipeline (penalties, top-k/top-p sort, logprobs) is ~10× the
+  ``rows × vocab × 4 B`` logits tensor and dominates the peak at vLLM's default ``max_num_seqs=1024``,
+  independent of model size and TP (logits are gathered to the full vocabulary on every rank).
+* The forward peak is the MLP's gate/up output and its activation: ``c × tokens × ffn_width/TP ×
+  dtype_bytes`` (c ≈ 5; measured on PP ranks that run no sampler).
+* The peak is the larger of the two, not their sum: the forward's temporaries are freed before the
+  sampler runs (only the sampled hidden rows survive).
+* vLLM 0.12–0.20 ran a lighter dummy sampler (k ≈ 3.8 in the 0.19 measurements); 0.33's
+  ``_dummy_sampler_run`` runs a second pass with warm-up sampling params "so the profiled peak must"
+  pay for the fp32 pipeline, which is the k ≈ 9.7 regime the 0.11 and 0.2x data show.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvdoctor.ledger import fitted
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvdoctor.ledger.shape import ModelShape
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
+
+# Version boundaries of the empirical regimes (ASSUMPTION where marked; docs/ledger.md).
+# Light dummy sampler: seen in 0.19 measurements; 0.11 and ≥0.21 logs show the full one.
+# ASSUMPTION: the light regime spans 0.12 ≤ v < 0.21.
+LIGHT_SAMPLER = ((0, 12, 0), (0, 21, 0))
+# Non-torch growth jumped between the 0.11 and 0.19 measurements (custom all-reduce / NCCL buffers
+# now allocated after the baseline snapshot). ASSUMPTION: from 0.12 on.
+NON_TORCH_LATE = (0, 12, 0)
+
+
+def dtype_bytes(dtype: str) -> int:
+    return DTYPE_BYTES.get(dtype.lower().replace("torch.", ""), 2)
+
+
+def _triple(version) -> tuple[int, int, int]:
+    t = getattr(version, "triple", None)
+    if t is not None:
+        return t
+    return tuple(version)[:3]  # type: ignore[return-value]
+
+
+def sampler_regime(version, engine: str = "v1") -> str:
+    v = _triple(version)
+    if engine == "v1" and LIGHT_SAMPLER[0] <= v < LIGHT_SAMPLER[1]:
+        return "light"
+    return "full"
+
+
+def non_torch_era(version, engine: str = "v1") -> str:
+    if engine == "v0":
+        return "v0"
+    return "v1-late" if _triple(version) >= NON_TORCH_LATE else "v1-early"
+
+
+def ffn_width(shape: "ModelShape") -> int:
+    """Widest per-token MLP intermediate (dense layers, or top-k routed experts for MoE)."""
+    width = shape.intermediate_size
+    if shape.moe is not None:
+        routed = shape.moe.experts_per_token * shape.moe.moe_intermediate_size
+        if shape.moe.first_dense_layers == 0 and not shape.moe.num_shared_experts:
+            width = routed
+        else:
+            width = max(width, routed)
+    return max(1, width)
+
+
+@dataclass(frozen=True)
+class Term:
+    bytes: int
+    how: str
+
+
+def activation_peak(
+    shape: "ModelShape", *, tp: int, is_last_pp_rank: bool, model_dtype: str, max_num_seqs: int,
+    max_num_batched_tokens: int, version, engine: str = "v1",
+) -> Term:
+    """Torch peak increase of the profile run on one worker (``transient_peak_headroom``)."""
+    db = dtype_bytes(model_dtype)
+    width = ffn_width(shape) // max(1, tp)
+    fwd = fitted.ACT_FWD_COEF * max_num_batched_tokens * width * db
+    fwd_how = f"{fitted.ACT_FWD_COEF:g} × {max_num_batched_tokens} tok × {width} ffn/TP × {db} B"
+    if not is_last_pp_rank:
+        return Term(int(fwd), f"forward only (no sampler on this PP stage): {fwd_how} = {fwd / GiB:.2f} GiB")
+    rows = min(max_num_seqs, max_num_batched_tokens)
+    regime = sampler_regime(version, engine)
+    k = fitted.SAMPLER_K_FULL if regime == "full" else fitted.SAMPLER_K_LIGHT
+    kept = max_num_batched_tokens * shape.hidden_size * db  # hidden states alive while sampling
+    samp = k * rows * shape.vocab_size * 4 + kept
+    samp_how = (f"{k:g} × {rows} seqs × {shape.vocab_size} vocab × 4 B + hidden {max_num_batched_tokens}×"
+                f"{shape.hidden_size}×{db} B ({regime} dummy sampler)")
+    if samp >= fwd:
+        return Term(int(samp), f"max(sampler, forward) = sampler: {samp_how} = {samp / GiB:.2f} GiB "
+                               f"(forward {fwd / GiB:.2f} GiB)")
+    return Term(int(fwd), f"max(sampler, forward) = forward: {fwd_how} = {fwd / GiB:.2f} GiB "
+                          f"(sampler {samp / GiB:.2f} GiB)")
+
+
+def non_torch(*, tp: int, pp: int, version, engine: str = "v1") -> Term:
+    """Non-torch growth after the baseline snapshot (NCCL / custom all-reduce buffers, workspaces)."""
+    era = non_torch_era(version, engine)
+    table = fitted.NON_TORCH_GIB[era]
+    key = "tp_multi" if tp > 1 else ("pp_only" if pp > 1 else "tp1")
+    gib = table[key]
+    label = {"tp_multi": f"TP={tp} (all-reduce buffers)", "pp_only": f"PP={pp}, TP=1", "tp1": "single GPU"}[key]
+    return Term(int(gib * GiB), f"fitted {era} {label}: {gib:g} GiB")
+
+
+def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *, sm100: bool = False,
+                  num_speculative_tokens: int = 0) -> list[int]:
+    """vLLM 0.33 ``_set_cudagraph_sizes`` default list (§5), used when the engine gives none."""
+    cap = min(max_num_seqs * (1 + num_speculative_tokens) * 2, 1024 if sm100 else 512)
+    cap = min(cap, max_num_batched_tokens)
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, cap + 1, 16))
+    return [s for s in sizes if s <= cap]
+
+
+def cudagraph(
+    *, num_capture_sizes: int, layers_on_rank: int, enforce_eager: bool, deducted: bool
+) -> Term:
+    """CUDA-graph pool estimate deducted from the KV budget (≥0.21; 0 before, and with --enforce-eager)."""
+    if enforce_eager:
+        return Term(0, "--enforce-eager: no CUDA graphs")
+    c = fitted.CUDAGRAPH_MIB_PER_SIZE_LAYER
+    est = c * MiB * num_capture_sizes * layers_on_rank
+    how = f"{c:g} MiB × {num_capture_sizes} capture sizes × {layers_on_rank} layers = {est / GiB:.2f} GiB"
+    if not deducted:
+        return Term(0, f"not deducted from the KV budget by this vLLM version (captured after sizing; ~{how})")
+    return Term(int(est), how)
+
+
+def requested_bytes(total: int, util: float, *, ceil: bool = True) -> int:
+    """v1: ``math.ceil(total × util)`` of TOTAL memory; v0: the plain product."""
+    return math.ceil(total * util) if ceil else int(total * util)
