@@ -1,0 +1,150 @@
+"""What a rule test returns, and what it is given.
+
+A ``Finding`` is one rule firing on one instance: the sentence an operator reads, the evidence it
+rests on (each citation names a timestamp, a log line, a metric value or a ledger figure), the exact
+vLLM flag change, and the gain computed for this case (``provenance.Figure``s, never constants).
+
+A ``Context`` is everything a rule test may look at. Fields are optional because each chain has
+different inputs: chain two has a timeline, chain one has a model/GPU/engine and a ledger, the
+slow-request rules have request records. A test that lacks what it needs returns ``None``; the
+chain driver, not the test, reports what was missing.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvdoctor.provenance import Figure
+
+SEVERITIES = ("info", "warn", "problem")
+
+
+def fmt_time(t: float | None) -> str:
+    """Epoch seconds as the UTC wall-clock time the logs show (no year: logs carry none)."""
+    if t is None:
+        return "?"
+    if t < 10**8:  # seconds from trace start, not epoch
+        return f"t+{t:.1f}s"
+    return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%m-%d %H:%M:%S")
+
+
+@dataclass(frozen=True)
+class Cite:
+    """One piece of evidence a finding rests on."""
+
+    detail: str  # human sentence: "Preemptions: 3 at 07-28 06:42:09 (line 12)"
+    source: str | None = None  # file / instance / "ledger" / "trace"
+    t: float | None = None
+    line_no: int | None = None
+    metric: str | None = None  # field or metric name ("waiting", "vllm:num_preemptions_total")
+    value: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"detail": self.detail}
+        for k in ("source", "t", "line_no", "metric", "value"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = v
+        if self.t is not None:
+            d["time"] = fmt_time(self.t)
+        return d
+
+
+@dataclass
+class Finding:
+    rule_id: str
+    chain: str
+    step: int
+    summary: str
+    severity: str = "warn"
+    verdict: str | None = None  # the diagnose verdict this finding supports, if any
+    evidence: list[Cite] = field(default_factory=list)
+    action: str | None = None  # the exact vLLM flag change (or the operational action)
+    gain: dict[str, Figure] = field(default_factory=dict)  # computed for this case
+    cost: str | None = None
+    refinement: str | None = None  # where vLLM's mechanics refine the chapter
+    data: dict[str, Any] = field(default_factory=dict)  # numbers handed to the next step / chain
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "rule_id": self.rule_id,
+            "chain": self.chain,
+            "step": self.step,
+            "severity": self.severity,
+            "summary": self.summary,
+            "evidence": [c.as_dict() for c in self.evidence],
+        }
+        if self.verdict:
+            d["verdict"] = self.verdict
+        if self.action:
+            d["action"] = self.action
+        if self.gain:
+            d["gain"] = {k: v.as_dict() for k, v in self.gain.items()}
+        if self.cost:
+            d["cost"] = self.cost
+        if self.refinement:
+            d["refinement"] = self.refinement
+        if self.data:
+            d["data"] = self.data
+        return d
+
+
+@dataclass
+class Thresholds:
+    """The judgement calls, named and overridable. Each one is stated in the output that uses it."""
+
+    # Chapter: "occasional (about once a minute or less) is the normal safety net".
+    normal_preemptions_per_min: float = 1.0
+    # A frequency judgement needs at least one period of that threshold.
+    min_window_s: float = 60.0
+    min_samples: int = 3
+    # "Full" pool: vLLM preempts only when no free block is left; stats snapshots are taken after
+    # the step, so a pool that is the bottleneck reads in the 90s, not at 100.
+    kv_full_pct: float = 90.0
+    # Queue "≈ 0": at most this many waiting requests.
+    waiting_zero: float = 1.0
+    # Share of samples for "held up" / "long stretches".
+    held_share: float = 0.5
+    zero_share: float = 0.8
+    # TTFT above which, with an empty queue, prefill is the bottleneck (an assumption unless given).
+    ttft_slo_s: float = 2.0
+    ttft_slo_given: bool = False
+    # An ITL/TBT spike: interval p99 above this multiple of the window's median p99.
+    spike_factor: float = 3.0
+    # A spike and a preemption are "aligned" when they fall within this many seconds
+    # (None = one stats interval of the evidence).
+    align_tolerance_s: float | None = None
+    # Share of spikes that must align for "aligned".
+    aligned_share: float = 0.5
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Context:
+    """Everything a rule test may read. See the module docstring."""
+
+    source: str = ""
+    # facts about the deployment
+    shape: Any = None  # ledger.shape.ModelShape
+    gpu: Any = None  # catalog.gpus.GpuSpec
+    config: Any = None  # engine.config.EngineConfig
+    resolved: Any = None  # engine.defaults.ResolvedEngine
+    ledger: Any = None  # ledger.build.Ledger
+    version: str | None = None
+    # evidence
+    timeline: Any = None  # evidence.model.Timeline
+    events: list[Any] = field(default_factory=list)
+    startup: Any = None  # evidence.model.StartupFacts
+    requests: list[Any] = field(default_factory=list)
+    # chain-one inputs
+    lengths: Any = None  # chains.lengths.LengthDist (real business lengths), or None
+    target: Any = None  # chains.plan.Target
+    # swap review inputs
+    before: Any = None  # chains.swap.Side (the old model under the same configuration)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    # analyses computed once by the driver and shared by the tests (signals.* results)
+    cache: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,339 @@
+"""Pure measurements on a timeline: window, preemption frequency, queue shape, ITL spikes.
+
+Each function reads an ``evidence.model.Timeline`` (+ events) and returns a small dataclass of
+numbers with the sample indices they rest on, so a finding can cite timestamps and log lines.
+No judgement here beyond the named thresholds; the rules (``detect.py``) decide what fires.
+
+A fact about vLLM that shapes this module: the v1 periodic stats line cannot prove "zero
+preemptions". ``LoggingStatLogger.log`` (0.12 → 0.33) calls ``_update_stats()``, which resets
+``num_preemptions`` before the ``if self.num_preemptions > 0`` test, so ``Preemptions: N`` never
+prints (vllm-project/vllm PR #38452); before 0.12 the field did not exist. Only the Prometheus
+counter ``vllm:num_preemptions_total``, the v0 warning (every 50th preemption) or a simulation
+count them. From a v1 log alone kvdoctor infers "no persistent preemption" only from the queue: a
+request preempted for lack of blocks is prepended to the waiting queue and stays there until
+blocks free up, so persistent preemption cannot coexist with ``Waiting: 0`` in every sample.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvdoctor.chains.findings import Cite, Thresholds, fmt_time
+
+
+def _arr(x) -> list[float]:
+    if x is None:
+        return []
+    return [float(v) for v in (x.tolist() if hasattr(x, "tolist") else x)]
+
+
+def _finite(vals: list[float]) -> list[float]:
+    return [v for v in vals if not math.isnan(v)]
+
+
+def _median(vals: list[float]) -> float:
+    v = sorted(vals)
+    if not v:
+        return math.nan
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def _line(tl, i: int) -> int | None:
+    ln = getattr(tl, "line_no", None)
+    if ln is None:
+        return None
+    try:
+        v = float(ln[i])
+    except (IndexError, TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else int(v)
+
+
+def cite_sample(tl, i: int, source: str, metric: str, value: Any, text: str | None = None) -> Cite:
+    t = float(tl.t[i])
+    ln = _line(tl, i)
+    where = f" (line {ln})" if ln is not None else ""
+    detail = text or f"{metric}={value} at {fmt_time(t)}{where}"
+    return Cite(detail=detail, source=source, t=t, line_no=ln, metric=metric, value=value)
+
+
+# --------------------------------------------------------------------------------------------
+# window
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Window:
+    samples: int
+    start: float | None
+    end: float | None
+    interval_s: float | None  # median spacing between samples
+    seconds: float  # covered time: last - first + one interval (each sample covers the interval before it)
+
+
+def window(tl) -> Window:
+    if tl is None or len(tl) == 0:
+        return Window(0, None, None, None, 0.0)
+    t = _arr(tl.t)
+    if len(t) == 1:
+        return Window(1, t[0], t[0], None, 0.0)
+    gaps = [b - a for a, b in zip(t, t[1:]) if b > a]
+    interval = _median(gaps) if gaps else None
+    covered = (t[-1] - t[0]) + (interval or 0.0)
+    return Window(len(t), t[0], t[-1], interval, covered)
+
+
+# --------------------------------------------------------------------------------------------
+# preemptions
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Preemptions:
+    basis: str  # "counter" | "v0-warnings" | "queue-inference" | "none"
+    total: float | None  # preemptions in the window (None = unknown)
+    total_is_lower_bound: bool = False
+    per_min: float | None = None
+    intervals_with: int = 0  # samples whose interval had >= 1 preemption
+    intervals: int = 0
+    longest_run: int = 0  # consecutive intervals with preemptions
+    times: list[float] = field(default_factory=list)  # when they happened (sample times / warning times)
+    cites: list[Cite] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def share(self) -> float:
+        return self.intervals_with / self.intervals if self.intervals else 0.0
+
+
+def preemptions(tl, events, source: str, th: Thresholds, counter_trusted: bool) -> Preemptions:
+    """Preemption frequency over the window, from the best source available.
+
+    ``counter_trusted``: the timeline's ``preemptions`` column comes from a real counter (Prometheus
+    ``vllm:num_preemptions_total``, a simulation, or a log whose lines do print ``Preemptions:``).
+    """
+    win = window(tl)
+    warn = [e for e in (events or []) if getattr(e, "kind", "") == "preemption-warning"]
+    if tl is not None and len(tl) and counter_trusted:
+        p = _arr(tl.preemptions)
+        known = [(i, v) for i, v in enumerate(p) if not math.isnan(v)]
+        if known:
+            total = sum(v for _, v in known)
+            hits = [i for i, v in known if v > 0]
+            run = best = 0
+            for _, v in known:
+                run = run + 1 if v > 0 else 0
+                best = max(best, run)
+            cites = [cite_sample(tl, i, source, "preemptions", int(p[i])) for i in hits[:8]]
+            per_min = total / (win.seconds / 60.0) if win.seconds > 0 else None
+            return Preemptions(
+                "counter", total, False, per_min, len(hits), len(known), best,
+                [float(tl.t[i]) for i in hits], cites,
+            )
+    if warn:
+        return _from_v0_warnings(warn, source)
+    if tl is not None and len(tl) and not counter_trusted:
+        w = _arr(tl.waiting)
+        fw = _finite(w)
+        if fw and len(fw) == len(w) and max(fw) <= th.waiting_zero:
+            return Preemptions(
+                "queue-inference", None, False, None, 0, len(w), 0, [], [],
+                note=(
+                    "the log does not count preemptions (vLLM's stats line never prints them), but "
+                    f"Waiting <= {th.waiting_zero:g} in all {len(w)} samples: a request preempted for lack "
+                    "of KV blocks waits in that queue, so preemption was not persistent"
+                ),
+            )
+        return Preemptions(
+            "none", None, note=(
+                "preemptions are not counted in this evidence (vLLM's v1 stats line never prints them; "
+                "scrape vllm:num_preemptions_total)"
+            ),
+            intervals=len(w),
+        )
+    return Preemptions("none", None, note="no preemption counter, warning or timeline in the evidence")
+
+
+def _from_v0_warnings(warn, source: str) -> Preemptions:
+    """v0 logs the warning on the 1st, 51st, 101st... preemption with the cumulative count, so a
+    count N means at least N and fewer than N + 50. The rate needs two timestamped warnings from
+    the same engine."""
+    cites = []
+    for e in warn[:8]:
+        cum = e.data.get("cumulative")
+        where = f" line {e.line_no}" if e.line_no else ""
+        cites.append(Cite(
+            detail=f"v0 warning total_num_cumulative_preemption={cum} at {fmt_time(e.t)}{where}",
+            source=source, t=e.t, line_no=e.line_no, metric="total_num_cumulative_preemption", value=cum,
+        ))
+    timed = [(e.t, e.data.get("cumulative")) for e in warn if e.t is not None and e.data.get("cumulative") is not None]
+    cums = [e.data.get("cumulative") for e in warn if e.data.get("cumulative") is not None]
+    top = max(cums) if cums else None
+    per_min = None
+    total = top
+    if len(timed) >= 2:
+        timed.sort()
+        (t0, c0), (t1, c1) = timed[0], timed[-1]
+        if t1 > t0 and c1 > c0:
+            per_min = (c1 - c0) / ((t1 - t0) / 60.0)
+            total = c1 - c0
+    return Preemptions(
+        "v0-warnings", total, True, per_min, len(warn), 0, 0,
+        [e.t for e in warn if e.t is not None], cites,
+        note=(
+            "v0 warns on every 50th preemption only (1st, 51st, ...): a cumulative count N means "
+            "between N and N+49 so far"
+        ),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# queue shape
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Queue:
+    samples: int
+    zero_share: float  # share of samples with waiting <= waiting_zero
+    held_share: float  # share with waiting > waiting_zero
+    held_full_share: float  # share with waiting > 0 AND kv >= full (capacity-blocked admission)
+    full_share: float  # share with kv >= full
+    episodes: int  # rises from ~0 above zero and back to ~0
+    max_waiting: float
+    median_waiting: float
+    kv_max: float
+    kv_median: float
+    running_max: float
+    held_idx: list[int] = field(default_factory=list)
+    held_full_idx: list[int] = field(default_factory=list)
+    peak_idx: int | None = None
+
+
+def queue(tl, th: Thresholds) -> Queue | None:
+    if tl is None or len(tl) == 0:
+        return None
+    w = _arr(tl.waiting)
+    kv = _arr(tl.kv_usage_pct)
+    run = _arr(tl.running)
+    idx = [i for i, v in enumerate(w) if not math.isnan(v)]
+    if not idx:
+        return None
+    n = len(idx)
+    zero = [i for i in idx if w[i] <= th.waiting_zero]
+    held = [i for i in idx if w[i] > th.waiting_zero]
+    full = [i for i in idx if i < len(kv) and not math.isnan(kv[i]) and kv[i] >= th.kv_full_pct]
+    held_full = [i for i in held if i in set(full)]
+    # episodes: a stretch above zero that ends back at ~0 (or the window's end after a rise)
+    episodes, inside = 0, False
+    for i in idx:
+        if w[i] > th.waiting_zero and not inside:
+            inside = True
+        elif w[i] <= th.waiting_zero and inside:
+            inside, episodes = False, episodes + 1
+    fkv = _finite(kv)
+    peak = max(idx, key=lambda i: w[i])
+    return Queue(
+        samples=n,
+        zero_share=len(zero) / n,
+        held_share=len(held) / n,
+        held_full_share=len(held_full) / n,
+        full_share=len(full) / n,
+        episodes=episodes,
+        max_waiting=max(w[i] for i in idx),
+        median_waiting=_median([w[i] for i in idx]),
+        kv_max=max(fkv) if fkv else math.nan,
+        kv_median=_median(fkv) if fkv else math.nan,
+        running_max=max(_finite(run)) if _finite(run) else math.nan,
+        held_idx=held,
+        held_full_idx=held_full,
+        peak_idx=peak,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# TTFT
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Ttft:
+    basis: str  # "timeline-p99" | "timeline-p50" | "requests" | "bench"
+    p99: float | None
+    p50: float | None
+    worst_idx: int | None = None
+    worst: float | None = None
+
+
+def ttft(tl, requests, bench) -> Ttft | None:
+    if tl is not None and len(tl):
+        for name in ("ttft_p99", "ttft_p50"):
+            col = getattr(tl, name, None)
+            vals = _arr(col)
+            fin = [(i, v) for i, v in enumerate(vals) if not math.isnan(v)]
+            if fin:
+                i_w, v_w = max(fin, key=lambda x: x[1])
+                med = _median([v for _, v in fin])
+                return Ttft(f"timeline-{name[-3:]}", med if name == "ttft_p99" else None,
+                            med if name == "ttft_p50" else None, i_w, v_w)
+    vals = sorted(r.ttft_s for r in (requests or []) if getattr(r, "ttft_s", None) is not None)
+    if vals:
+        return Ttft("requests", _pct(vals, 99), _pct(vals, 50), None, vals[-1])
+    for b in bench or []:
+        f = b.fields
+        if "p99_ttft_ms" in f or "median_ttft_ms" in f:
+            p99 = f.get("p99_ttft_ms")
+            p50 = f.get("median_ttft_ms")
+            return Ttft("bench", p99 / 1000 if p99 is not None else None,
+                        p50 / 1000 if p50 is not None else None)
+    return None
+
+
+def _pct(sorted_vals: list[float], p: float) -> float:
+    if not sorted_vals:
+        return math.nan
+    k = (len(sorted_vals) - 1) * p / 100.0
+    lo, hi = math.floor(k), math.ceil(k)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo)
+
+
+def percentile(vals: list[float], p: float) -> float:
+    return _pct(sorted(vals), p)
+
+
+# --------------------------------------------------------------------------------------------
+# ITL spikes vs preemptions
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Spikes:
+    basis: str  # "itl_p99" | "itl_p50"
+    baseline: float  # median of the series
+    threshold: float
+    spike_idx: list[int]
+    aligned_idx: list[int]  # spikes within tolerance of a preemption
+    tolerance_s: float
+
+
+def spikes(tl, preempt_times: list[float], th: Thresholds) -> Spikes | None:
+    if tl is None or len(tl) == 0:
+        return None
+    for name in ("itl_p99", "itl_p50"):
+        vals = _arr(getattr(tl, name, None))
+        fin = [(i, v) for i, v in enumerate(vals) if not math.isnan(v)]
+        if len(fin) >= 3:
+            break
+    else:
+        return None
+    base = _median([v for _, v in fin])
+    thr = base * th.spike_factor
+    idx = [i for i, v in fin if v > thr]
+    win = window(tl)
+    tol = th.align_tolerance_s if th.align_tolerance_s is not None else (win.interval_s or 10.0)
+    t = _arr(tl.t)
+    aligned = [i for i in idx if any(abs(t[i] - pt) <= tol for pt in preempt_times)]
+    return Spikes(name, base, thr, idx, aligned, tol)
