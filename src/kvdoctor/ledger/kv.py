@@ -459,6 +459,7 @@ def plan_kv(
     auto_fit: bool = False,
     era: str = "concurrency_x_len",
     v2_runner: bool = True,
+    null_block: bool = True,
 ) -> KvPlan:
     """Blocks, tokens and concurrency for ``available_bytes`` per PP stage (len == PP, or 1 = same everywhere).
 
@@ -544,7 +545,8 @@ def plan_kv(
     ranks = _ranks(ranges, projected, bpbs, unified, specs, avail, own)
     return KvPlan(
         era=era, block_size=min(group_bs), grouping=grouping, ranks=ranks, num_blocks=num_blocks,
-        usable_blocks=max(0, num_blocks - 1), blocks_per_request=bpr, max_concurrency=conc,
+        usable_blocks=max(0, num_blocks - 1 if null_block else num_blocks), blocks_per_request=bpr,
+        max_concurrency=conc,
         kv_cache_tokens=tokens, max_model_len=max_model_len, max_model_len_requested=requested_len,
         max_in_flight_tokens=in_flight, fit=fit, auto_fit_message=auto_msg, override_message=override_msg,
     )

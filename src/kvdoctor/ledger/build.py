@@ -1,0 +1,496 @@
+"""The memory ledger (显存对账): how vLLM splits each GPU's memory and what the KV pool holds.
+
+``build_ledger(shape, gpu, resolved, startup=None)`` is pure and fast (the chains call it many
+times per plan). Every figure is a ``provenance.Figure``: ``measured`` (from a start-up log, with
+the prediction kept in ``Figure.predicted``), ``given`` (a flag), ``predicted`` (formula + fitted
+constants) or ``default`` (vLLM's default for the version / GPU). JSON schema: docs/json/ledger.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvdoctor.errors import InputError
+from kvdoctor.ledger import kv as kvm
+from kvdoctor.ledger import memory as mem
+from kvdoctor.provenance import Figure
+
+SCHEMA_VERSION = "kvdoctor.ledger/1"
+GiB = 1 << 30
+
+MEMORY_KEYS = ("total", "requested", "weights", "activation", "non_torch", "cudagraph", "kv_cache")
+
+BOOK_NOTES = (
+    "Paged KV: lowering --max-model-len does not by itself enlarge the pool (the budget is what is left "
+    "after weights, activation, non-torch and CUDA graphs); it raises concurrency and admits more requests.",
+    "vLLM's KV usage excludes nothing that is merely cached: evictable prefix-cache blocks count as free, so "
+    "a full-looking pool is not a tight pool.",
+)
+CUDAGRAPH_NOTE = ("Since vLLM 0.21 the CUDA-graph pool estimate is deducted from the KV budget (and the default "
+                  "gpu_memory_utilization went 0.9 → 0.92 to compensate).")
+
+
+@dataclass
+class RankLedger:
+    """One GPU (a PP stage × TP rank). TP ranks of a stage differ only if weights split unevenly."""
+
+    pp_rank: int
+    tp_rank: int
+    layers: tuple[int, int]
+    memory: dict[str, Figure]
+    bytes_per_block: int
+    num_blocks_own: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "pp_rank": self.pp_rank, "tp_rank": self.tp_rank, "layers": list(self.layers),
+            "memory": {f"{k}_bytes": v.value for k, v in self.memory.items()},
+            "sources": {k: v.source for k, v in self.memory.items()},
+            "bytes_per_block": self.bytes_per_block, "num_blocks_own": self.num_blocks_own,
+        }
+
+
+@dataclass
+class Ledger:
+    model: str
+    gpu: str
+    vllm_version: str
+    memory: dict[str, Figure]  # rank 0, as vLLM logs it
+    kv: dict[str, Figure]  # block_size, page_bytes_per_layer, bytes_per_block, bytes_per_token, num_blocks...
+    reconciliation: dict[str, Any]
+    fit_ok: bool
+    startup_error: str | None  # vLLM's exact error text when it would refuse to start
+    estimated_max_model_len: int | None
+    ranks: list[RankLedger]
+    groups: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    engine: dict[str, Figure] = field(default_factory=dict)  # the engine settings the ledger used
+    plan: Any = None  # ledger.kv.KvPlan (for the simulator / chains)
+
+    # Convenience accessors used by the chains and the simulator.
+    @property
+    def num_blocks(self) -> int:
+        return int(self.kv["num_blocks"].value)
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return int(self.memory["kv_cache"].value)
+
+    @property
+    def verdict(self) -> str:
+        return self.reconciliation["verdict"]
+
+    def sources(self) -> dict[str, str]:
+        out = {f"memory.{k}": f.source for k, f in self.memory.items()}
+        out.update({f"kv_cache.{k}": f.source for k, f in self.kv.items()})
+        out.update({f"engine.{k}": f.source for k, f in self.engine.items()})
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model,
+            "gpu": self.gpu,
+            "vllm_version": self.vllm_version,
+            "memory": {f"{k}_bytes": f.value for k, f in self.memory.items()},
+            "kv_cache": {k: f.value for k, f in self.kv.items()},
+            "reconciliation": dict(self.reconciliation),
+            "startup": {
+                "fits": self.fit_ok,
+                "error": self.startup_error,
+                "estimated_max_model_len": self.estimated_max_model_len,
+            },
+            "engine": {k: f.value for k, f in self.engine.items()},
+            "groups": self.groups,
+            "sources": self.sources(),
+            "figures": {
+                **{f"memory.{k}": f.as_dict() for k, f in self.memory.items()},
+                **{f"kv_cache.{k}": f.as_dict() for k, f in self.kv.items()},
+                **{f"engine.{k}": f.as_dict() for k, f in self.engine.items()},
+            },
+            "ranks": [r.as_dict() for r in self.ranks],
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+        }
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading the resolved engine (engine.defaults.ResolvedEngine) without depending on its layout
+
+
+def _val(resolved: Any, name: str, default: Any = None) -> Any:
+    v = getattr(resolved, name, None)
+    if v is None and hasattr(resolved, "config"):
+        v = getattr(resolved.config, name, None)
+    return default if v is None else v
+
+
+def _src(resolved: Any, name: str) -> str:
+    sources = getattr(resolved, "sources", None) or {}
+    s = sources.get(name)
+    if isinstance(s, str) and s in ("given", "default", "measured", "predicted"):
+        return s
+    if s is not None and getattr(s, "source", None) in ("given", "default", "measured", "predicted"):
+        return s.source
+    return "default"
+
+
+def _traits(resolved: Any, version: str):
+    t = getattr(resolved, "traits", None)
+    if t is not None:
+        return t
+    from kvdoctor.engine.version import traits
+
+    return traits(version)
+
+
+def _version_text(resolved: Any) -> str:
+    v = getattr(resolved, "version", None) or getattr(resolved, "vllm_version", None)
+    return str(v) if v is not None else "0.33.0"
+
+
+def _gib(b: float) -> str:
+    return f"{b / GiB:.2f} GiB"
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) -> Ledger:
+    """The ledger of ``shape`` on ``gpu`` under ``resolved`` (every engine field concrete).
+
+    With ``startup`` (evidence.model.StartupFacts), measured terms replace predicted ones.
+    """
+    version = _version_text(resolved)
+    tr = _traits(resolved, version)
+    engine_kind = getattr(tr, "engine", "v1")
+    tp = int(_val(resolved, "tensor_parallel_size", 1))
+    pp = int(_val(resolved, "pipeline_parallel_size", 1))
+    util = float(_val(resolved, "gpu_memory_utilization", tr.gpu_memory_utilization_default))
+    if not (0 < util <= 1):
+        raise InputError(f"--gpu-memory-utilization must be in (0, 1] (got {util})")
+    max_model_len_raw = _val(resolved, "max_model_len", shape.max_model_len)
+    auto_fit = max_model_len_raw in (-1, "auto")
+    max_model_len = int(shape.max_model_len if auto_fit else max_model_len_raw)
+    if max_model_len <= 0:
+        raise InputError(f"--max-model-len must be positive (got {max_model_len_raw})")
+    max_num_seqs = int(_val(resolved, "max_num_seqs", 256))
+    mnbt = int(_val(resolved, "max_num_batched_tokens", 2048))
+    if max_num_seqs <= 0 or mnbt <= 0:
+        raise InputError("--max-num-seqs and --max-num-batched-tokens must be positive")
+    block_size = int(_val(resolved, "block_size", 16))
+    kv_dtype = str(_val(resolved, "kv_cache_dtype", "auto"))
+    model_dtype = str(_val(resolved, "dtype", shape.dtype))
+    if model_dtype == "auto":
+        model_dtype = shape.dtype
+    enforce_eager = bool(_val(resolved, "enforce_eager", False))
+    async_sched = bool(_val(resolved, "async_scheduling", engine_kind == "v1"))
+    override = _val(resolved, "num_gpu_blocks_override", None)
+    kv_bytes_given = _val(resolved, "kv_cache_memory_bytes", None)
+    total = int(getattr(gpu, "memory_bytes"))
+    kvm.check_parallel(shape, tp, pp)
+
+    sizes = _val(resolved, "cudagraph_capture_sizes", None)
+    if sizes is None:
+        cc = getattr(gpu, "compute_capability", None)
+        sm100 = _cc_major(cc) >= 10
+        sizes = mem.capture_sizes(max_num_seqs, mnbt, sm100=sm100)
+    n_sizes = len(sizes)
+
+    opts = kvm.SpecOptions(
+        block_size=block_size, kv_cache_dtype=kv_dtype, model_dtype=model_dtype, tensor_parallel_size=tp,
+        pipeline_parallel_size=pp, disable_sliding_window=bool(_val(resolved, "disable_sliding_window", False)),
+        disable_hybrid_kv_cache_manager=bool(_val(resolved, "disable_hybrid_kv_cache_manager", False)),
+    )
+    ranges = kvm.pp_layer_ranges(shape.num_layers, pp)
+    weights = _weights(shape, model_dtype, resolved, tp, pp)
+
+    requested = mem.requested_bytes(total, util, ceil=tr.requested_memory_ceil)
+    req_how = (f"ceil({_gib(total)} × {util:g})" if tr.requested_memory_ceil else f"{_gib(total)} × {util:g}")
+    deducted = bool(tr.cudagraph_in_kv_budget) and not enforce_eager
+
+    # Per PP stage (TP ranks of a stage share everything except, possibly, their weight shard).
+    stage_terms = []
+    for r, (lo, hi) in enumerate(ranges):
+        act = mem.activation_peak(shape, tp=tp, is_last_pp_rank=(r == pp - 1), model_dtype=model_dtype,
+                                  max_num_seqs=max_num_seqs, max_num_batched_tokens=mnbt, version=tr.version,
+                                  engine=engine_kind)
+        nt = mem.non_torch(tp=tp, pp=pp, version=tr.version, engine=engine_kind)
+        cg = mem.cudagraph(num_capture_sizes=n_sizes, layers_on_rank=hi - lo, enforce_eager=enforce_eager,
+                           deducted=deducted)
+        stage_terms.append((act, nt, cg))
+
+    # Rank 0 figures, measured where the log has them.
+    act0, nt0, cg0 = stage_terms[0]
+    w0 = weights[0][0]
+    s = startup
+    figs: dict[str, Figure] = {}
+    figs["total"] = _measured_or(s, "total_memory_bytes", Figure(total, "given" if _gpu_given_size(gpu) else "default",
+                                 f"{getattr(gpu, 'name', 'GPU')}: {_gib(total)} as torch reports it"))
+    util_src = _src(resolved, "gpu_memory_utilization")
+    figs["requested"] = _measured_or(s, "requested_bytes", Figure(
+        requested, "predicted", f"{req_how} = {_gib(requested)} (util {util:g}: {util_src})"))
+    figs["weights"] = _measured_or(s, "weights_bytes", Figure(w0.bytes, "predicted", w0.how))
+    figs["activation"] = _measured_or(s, "activation_bytes", Figure(act0.bytes, "predicted", act0.how))
+    figs["non_torch"] = _measured_or(s, "non_torch_bytes", Figure(nt0.bytes, "predicted", nt0.how))
+    cg_attr = "cudagraph_estimate_bytes" if deducted else "cudagraph_bytes"
+    figs["cudagraph"] = _measured_or(s, cg_attr, Figure(cg0.bytes, "predicted" if deducted else "default", cg0.how))
+    if not deducted and figs["cudagraph"].source == "measured":
+        # Measured actual capture, but this version did not deduct it from the budget.
+        figs["cudagraph"] = Figure(figs["cudagraph"].value, "measured",
+                                   figs["cudagraph"].how + " (captured after sizing; not in the KV budget)",
+                                   predicted=cg0.bytes)
+
+    def budget_of(w: int, act: int, nt: int, cg: int, req: int) -> int:
+        return req - w - act - nt - (cg if deducted else 0)
+
+    # KV budget per stage.
+    kv_avail: list[int] = []
+    for r, (act, nt, cg) in enumerate(stage_terms):
+        w = max(x.bytes for x in weights[r])  # the tightest TP rank of the stage
+        if r == 0:
+            w = figs["weights"].value if figs["weights"].source == "measured" else w
+            act_b, nt_b = figs["activation"].value, figs["non_torch"].value
+            cg_b = figs["cudagraph"].value if deducted else 0
+            req_b = figs["requested"].value
+        else:
+            act_b, nt_b, cg_b, req_b = act.bytes, nt.bytes, cg.bytes, requested
+        kv_avail.append(budget_of(w, act_b, nt_b, cg_b, req_b))
+
+    pred_kv0 = budget_of(w0.bytes, act0.bytes, nt0.bytes, cg0.bytes, requested)
+    if kv_bytes_given is not None:
+        kvb = int(kv_bytes_given)
+        if kvb <= 0:
+            raise InputError(f"--kv-cache-memory-bytes must be positive (got {kvb})")
+        kv_avail = [kvb] * pp
+        figs["kv_cache"] = Figure(kvb, "given", f"--kv-cache-memory-bytes {kvb} ({_gib(kvb)}); profiling "
+                                  "arithmetic skipped, gpu_memory_utilization ignored", predicted=pred_kv0)
+    elif s is not None and getattr(s, "kv_cache_bytes", None) is not None:
+        kv_avail[0] = int(s.kv_cache_bytes)
+        figs["kv_cache"] = Figure(int(s.kv_cache_bytes), "measured", _line(s, "kv_cache_bytes",
+                                  "Available KV cache memory"), predicted=pred_kv0)
+    else:
+        parts = [figs["requested"], figs["weights"], figs["activation"], figs["non_torch"]]
+        how = (f"requested {_gib(parts[0].value)} − weights {_gib(parts[1].value)} − activation "
+               f"{_gib(parts[2].value)} − non-torch {_gib(parts[3].value)}")
+        if deducted:
+            how += f" − CUDA graphs {_gib(figs['cudagraph'].value)}"
+        how += f" = {_gib(kv_avail[0])}"
+        src = "measured" if all(p.source == "measured" for p in parts) else "predicted"
+        figs["kv_cache"] = Figure(kv_avail[0], src, how, predicted=pred_kv0 if src == "measured" else None)
+
+    plan = kvm.plan_kv(
+        shape, opts, available_bytes=[max(0, a) for a in kv_avail], max_model_len=max_model_len,
+        max_num_batched_tokens=mnbt, async_scheduling=async_sched, num_gpu_blocks_override=override,
+        auto_fit=auto_fit, era=tr.kv_tokens_formula,
+        null_block=bool(getattr(tr, "null_block_reserved", True)),
+    )
+    if min(kv_avail) <= 0 and plan.fit.ok:
+        plan = _no_memory(plan)
+
+    kvf = _kv_figures(plan, s, shape, opts, override, engine_kind)
+    recon = reconcile(plan, max_num_seqs)
+
+    ranks = _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducted)
+    warnings = list(plan.grouping.warnings)
+    notes = list(BOOK_NOTES)
+    if deducted:
+        notes.append(CUDAGRAPH_NOTE)
+    if plan.auto_fit_message:
+        notes.append(plan.auto_fit_message)
+    if plan.override_message:
+        notes.append(plan.override_message)
+    if getattr(shape, "is_multimodal", False) and figs["activation"].source != "measured":
+        notes.append("Multimodal model: the encoder's dummy batch adds to the activation peak; kvdoctor does not "
+                     "model it (pass --from-log for the measured peak).")
+    notes.extend(getattr(resolved, "notes", []) or [])
+    groups = [
+        {"kind": g.spec.kind, "layers": len(g.layers), "block_size": g.spec.block_size,
+         "page_bytes": g.spec.page_bytes, "blocks_per_request": g.spec.max_blocks(plan.max_model_len,
+                                                                                  plan.max_in_flight_tokens)}
+        for g in plan.grouping.groups
+    ]
+    engine_figs = {
+        "max_model_len": Figure(plan.max_model_len, "predicted" if auto_fit else _src(resolved, "max_model_len"),
+                                plan.auto_fit_message or "max_model_len"),
+        "max_num_seqs": Figure(max_num_seqs, _src(resolved, "max_num_seqs"), "max_num_seqs"),
+        "max_num_batched_tokens": Figure(mnbt, _src(resolved, "max_num_batched_tokens"), "max_num_batched_tokens"),
+        "gpu_memory_utilization": Figure(util, util_src, "gpu_memory_utilization"),
+        "tensor_parallel_size": Figure(tp, _src(resolved, "tensor_parallel_size"), "tensor_parallel_size"),
+        "pipeline_parallel_size": Figure(pp, _src(resolved, "pipeline_parallel_size"), "pipeline_parallel_size"),
+        "kv_cache_dtype": Figure(kv_dtype, _src(resolved, "kv_cache_dtype"), "kv_cache_dtype"),
+        "cudagraph_capture_sizes": Figure(n_sizes, _src(resolved, "cudagraph_capture_sizes"),
+                                          f"{n_sizes} sizes, largest {max(sizes) if sizes else 0}"),
+    }
+    return Ledger(
+        model=shape.name, gpu=str(getattr(gpu, "name", "GPU")), vllm_version=version, memory=figs, kv=kvf,
+        reconciliation=recon, fit_ok=plan.fit.ok, startup_error=plan.fit.error,
+        estimated_max_model_len=plan.fit.estimated_max_model_len, ranks=ranks, groups=groups, warnings=warnings,
+        notes=notes, engine=engine_figs, plan=plan,
+    )
+
+
+def reconcile(plan: kvm.KvPlan, max_num_seqs: int) -> dict[str, Any]:
+    """The concurrency reconciliation: max_num_seqs requests at max_model_len vs the usable pool."""
+    worst = max_num_seqs * plan.max_model_len
+    if not plan.fit.ok or plan.blocks_per_request == 0:
+        pool = 0
+    else:
+        pool = int(plan.usable_blocks / plan.blocks_per_request * plan.max_model_len)
+    ratio = worst / pool if pool else math.inf
+    if not plan.fit.ok or pool < plan.max_model_len:
+        verdict = "does-not-fit"
+    elif ratio > 1:
+        verdict = "starved"
+    else:
+        verdict = "ok"
+    how = (f"worst case {max_num_seqs} seqs × {plan.max_model_len} tok = {worst:,} tok vs pool "
+           f"({plan.usable_blocks:,} usable blocks ÷ {plan.blocks_per_request} blocks/request × "
+           f"{plan.max_model_len} tok) = {pool:,} tok")
+    return {"worst_case_tokens": worst, "pool_tokens": pool,
+            "ratio": None if math.isinf(ratio) else round(ratio, 4), "verdict": verdict, "how": how}
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _W:
+    bytes: int
+    how: str
+
+
+def _weights(shape, model_dtype: str, resolved, tp: int, pp: int) -> list[list[_W]]:
+    from kvdoctor.ledger.weights import weight_breakdown
+
+    db = mem.dtype_bytes(model_dtype)
+    quant = _quant(shape, resolved)
+    wb = weight_breakdown(shape, dtype_bytes=db, quant=quant, tp=tp, pp=pp)
+    return [[_W(int(b), f"{wb.how} → stage {r} rank {t}: {_gib(int(b))}") for t, b in enumerate(row)]
+            for r, row in enumerate(wb.per_rank)]
+
+
+def _quant(shape, resolved):
+    """The QuantInfo vLLM would load with: the resolver's, else --quantization online, else the checkpoint's."""
+    q = getattr(resolved, "quant", None)
+    if q is not None and not isinstance(q, str):
+        return q
+    method = _val(resolved, "quantization", None)
+    ckpt = getattr(shape, "quant", None)
+    if method and (ckpt is None or ckpt.method != method):
+        from kvdoctor.ledger.shape import online_quantization
+
+        return online_quantization(str(method))
+    return ckpt
+
+
+def _cc_major(cc: Any) -> int:
+    if cc is None:
+        return 0
+    if isinstance(cc, (tuple, list)):
+        return int(cc[0])
+    try:
+        f = float(cc)
+    except (TypeError, ValueError):
+        return 0
+    return int(f // 10) if f >= 20 else int(f)
+
+
+def _gpu_given_size(gpu: Any) -> bool:
+    return bool(getattr(gpu, "from_size", False) or getattr(gpu, "is_plain_size", False))
+
+
+def _line(s: Any, attr: str, label: str) -> str:
+    ln = (getattr(s, "line_refs", {}) or {}).get(attr)
+    return f"log line {ln}: {label}" if ln else f"log: {label}"
+
+
+def _measured_or(s: Any, attr: str, pred: Figure) -> Figure:
+    v = getattr(s, attr, None) if s is not None else None
+    if v is None:
+        return pred
+    return Figure(int(v), "measured", _line(s, attr, attr.replace("_bytes", "").replace("_", " ")),
+                  predicted=pred.value)
+
+
+def _no_memory(plan: kvm.KvPlan) -> kvm.KvPlan:
+    from dataclasses import replace
+
+    return replace(plan, fit=kvm.FitCheck(False, 0, 0, None, kvm.NO_MEMORY_MSG), kv_cache_tokens=0, num_blocks=0,
+                   usable_blocks=0, max_concurrency=0.0)
+
+
+def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, override, engine_kind) -> dict:
+    r0 = plan.ranks[0]
+    page = max(r0.page_bytes_per_layer.values()) if r0.page_bytes_per_layer else 0
+    bs_src = "default"
+    out: dict[str, Figure] = {}
+    out["block_size"] = Figure(plan.block_size, bs_src, f"block size {plan.block_size} tokens (attention backend)")
+    kinds = ", ".join(f"{k} {v:,} B" for k, v in r0.page_bytes_per_layer.items())
+    out["page_bytes_per_layer"] = Figure(page, "predicted", f"block_size × kv_heads/rank × (head + head_v) × "
+                                         f"dtype bytes ({kinds})")
+    out["bytes_per_block"] = Figure(r0.bytes_per_block, "predicted",
+                                    f"largest group: Σ page of its layers on rank 0 = {r0.bytes_per_block:,} B")
+    out["bytes_per_token"] = Figure(r0.bytes_per_token, "predicted",
+                                    f"Σ over rank 0's {r0.layers[1] - r0.layers[0]} KV layers of per-token bytes")
+    nb_how = (f"num_gpu_blocks_override" if override is not None else
+              f"min over ranks of available // bytes_per_block = "
+              + ", ".join(f"{x.available_bytes:,} // {x.bytes_per_block:,}" for x in plan.ranks))
+    out["num_blocks"] = _measured_count(s, "num_gpu_blocks", Figure(plan.num_blocks, "predicted",
+                                        nb_how + " (includes the null block)"))
+    out["usable_blocks"] = Figure(plan.usable_blocks, "predicted", "num_blocks − 1 (block 0 is the null block)")
+    out["blocks_per_request"] = Figure(plan.blocks_per_request, "predicted",
+                                       "Σ over groups of cdiv(max memory per request, page)")
+    tok_how = {
+        "v0": "num_blocks × block_size (v0)",
+        "blocks_x_block_size": "num_blocks × block_size (v1 ≈0.8–0.9)",
+        "per_group": "num_blocks // groups × min block size (v1 ≈0.10–0.19)",
+        "concurrency_x_len": "int(max_concurrency × max_model_len) (v1 ≥0.20)",
+    }.get(plan.era, plan.era)
+    out["tokens"] = _measured_count(s, "kv_cache_tokens", Figure(plan.kv_cache_tokens, "predicted", tok_how))
+    conc_how = (f"num_blocks × block_size / max_model_len (v0)" if plan.era == "v0" else
+                f"{plan.num_blocks:,} blocks / {plan.blocks_per_request} blocks per request")
+    out["max_concurrency"] = _measured_count(s, "max_concurrency", Figure(round(plan.max_concurrency, 4),
+                                             "predicted", conc_how), cast=float)
+    return out
+
+
+def _measured_count(s: Any, attr: str, pred: Figure, cast=int) -> Figure:
+    v = getattr(s, attr, None) if s is not None else None
+    if v is None:
+        return pred
+    return Figure(cast(v), "measured", _line(s, attr, attr.replace("_", " ")), predicted=pred.value)
+
+
+def _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducted) -> list[RankLedger]:
+    out = []
+    for r, rk in enumerate(plan.ranks):
+        act, nt, cg = stage_terms[r]
+        row = weights[r]
+        for t, w in enumerate(row):
+            if r == 0 and t == 0:
+                m = dict(figs)
+            else:
+                kvb = requested - w.bytes - act.bytes - nt.bytes - (cg.bytes if deducted else 0)
+                if figs["kv_cache"].source == "given":
+                    kvb = figs["kv_cache"].value
+                m = {
+                    "total": figs["total"], "requested": Figure(requested, "predicted", figs["requested"].how),
+                    "weights": Figure(w.bytes, "predicted", w.how),
+                    "activation": Figure(act.bytes, "predicted", act.how),
+                    "non_torch": Figure(nt.bytes, "predicted", nt.how),
+                    "cudagraph": Figure(cg.bytes, "predicted", cg.how),
+                    "kv_cache": Figure(kvb, figs["kv_cache"].source if figs["kv_cache"].source == "given"
+                                       else "predicted", "requested − weights − activation − non-torch"
+                                       + (" − CUDA graphs" if deducted else "")),
+                }
+            out.append(RankLedger(r, t, rk.layers, m, rk.bytes_per_block, rk.num_blocks_own))
+    # Show every rank only when they differ; rank 0 always.
+    first = out[0]
+    if all(x.memory["weights"].value == first.memory["weights"].value and x.bytes_per_block == first.bytes_per_block
+           and x.memory["activation"].value == first.memory["activation"].value for x in out[1:]):
+        return [first]
+    return out
