@@ -1,0 +1,287 @@
+"""Shared CLI options for every verb that takes a configuration, and ``resolve_inputs``.
+
+Engine flags are spelled exactly like vLLM's (``--max-model-len``, ``-tp`` ...), so an operator can
+paste their own flags. A configuration can come from four places; **precedence: explicit flags >
+``--serve`` line > ``--config`` YAML > ``--from-log``** (a log shows what ran; what you type now is
+what you want to know about). See docs/engine.md.
+
+Usage (the bundle pattern: one decorator adds every option and hands the verb one object)::
+
+    from kvdoctor.cli import app
+    from kvdoctor.cli import common
+
+    @app.command()
+    @common.config_options
+    def ledger(opts: common.ConfigOptions, json_out: common.JsonOpt = False) -> None:
+        inputs = common.resolve_inputs(opts)   # -> Inputs(shape, gpu, config, resolved, startup, ...)
+        ...
+
+The individual ``Annotated`` aliases (``ModelOpt``, ``GpuOpt``, ``MaxModelLenOpt`` ...) are exported
+too, for a verb that wants only a few of them (e.g. ``swap`` takes two models).
+Heavy modules (catalog tables, evidence readers, pydantic) are imported inside functions.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from kvdoctor.errors import InputError
+
+_ENGINE = "Engine (vLLM flags)"
+_SOURCES = "Configuration sources"
+
+# ---------------------------------------------------------------------------------------------
+# Annotated aliases. Integer flags are typed str so "32k" / "8K" / "auto" reach vLLM's own
+# human-readable-int rules (engine.sources) instead of click's int parser.
+
+ModelOpt = Annotated[Optional[str], typer.Option(
+    "--model", "-m", help="Model: catalog id / HF id, a config.json, or a model directory.",
+    rich_help_panel=_SOURCES)]
+GpuOpt = Annotated[Optional[str], typer.Option(
+    "--gpu", help="GPU: catalog name or alias as nvidia-smi prints it (H100, 'NVIDIA A100-SXM4-80GB'), or a size like 24GiB.",
+    rich_help_panel=_SOURCES)]
+ServeOpt = Annotated[Optional[str], typer.Option(
+    "--serve", help="A full server command line: 'vllm serve MODEL --flag v ...', 'python -m vllm.entrypoints.openai.api_server ...' or 'docker run ... vllm/vllm-openai:TAG ...'.",
+    rich_help_panel=_SOURCES)]
+ConfigFileOpt = Annotated[Optional[str], typer.Option(
+    "--config", help="A vLLM YAML config file (keys as vLLM flags, kebab or snake case).",
+    rich_help_panel=_SOURCES)]
+FromLogOpt = Annotated[Optional[str], typer.Option(
+    "--from-log", help="A vLLM start-up log: the configuration is recovered from its 'non-default args' line; its measured figures are used too. Explicit flags win.",
+    rich_help_panel=_SOURCES)]
+VllmVersionOpt = Annotated[Optional[str], typer.Option(
+    "--vllm-version", help="vLLM version whose defaults and formulas to apply (default: from the docker tag or log, else 0.33.0).",
+    rich_help_panel=_SOURCES)]
+
+MaxModelLenOpt = Annotated[Optional[str], typer.Option(
+    "--max-model-len", help="Context limit (human-readable: 32k = 32000, 32K = 32768; 'auto' = fit to memory).",
+    rich_help_panel=_ENGINE)]
+GpuMemUtilOpt = Annotated[Optional[float], typer.Option(
+    "--gpu-memory-utilization", help="Fraction of total GPU memory vLLM may use (0, 1].", rich_help_panel=_ENGINE)]
+MaxNumSeqsOpt = Annotated[Optional[int], typer.Option(
+    "--max-num-seqs", help="Cap on running requests.", rich_help_panel=_ENGINE)]
+MaxNumBatchedTokensOpt = Annotated[Optional[str], typer.Option(
+    "--max-num-batched-tokens", help="Token budget per step (human-readable).", rich_help_panel=_ENGINE)]
+BlockSizeOpt = Annotated[Optional[int], typer.Option(
+    "--block-size", help="Tokens per KV block.", rich_help_panel=_ENGINE)]
+KvCacheDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--kv-cache-dtype", help="auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, ...", rich_help_panel=_ENGINE)]
+KvCacheMemoryBytesOpt = Annotated[Optional[str], typer.Option(
+    "--kv-cache-memory-bytes", help="Fixed KV-cache size per GPU in bytes (human-readable: 20G); overrides the utilization.",
+    rich_help_panel=_ENGINE)]
+NumGpuBlocksOverrideOpt = Annotated[Optional[int], typer.Option(
+    "--num-gpu-blocks-override", help="Force the number of KV blocks.", rich_help_panel=_ENGINE)]
+QuantizationOpt = Annotated[Optional[str], typer.Option(
+    "--quantization", "-q", help="Weight quantization method (awq, gptq, fp8, ...); default: from the checkpoint.",
+    rich_help_panel=_ENGINE)]
+DtypeOpt = Annotated[Optional[str], typer.Option(
+    "--dtype", help="Model dtype: auto, bfloat16, float16, float32.", rich_help_panel=_ENGINE)]
+TpOpt = Annotated[Optional[int], typer.Option(
+    "--tensor-parallel-size", "-tp", help="Tensor-parallel GPUs.", rich_help_panel=_ENGINE)]
+PpOpt = Annotated[Optional[int], typer.Option(
+    "--pipeline-parallel-size", "-pp", help="Pipeline-parallel stages.", rich_help_panel=_ENGINE)]
+EnforceEagerOpt = Annotated[Optional[bool], typer.Option(
+    "--enforce-eager/--no-enforce-eager", help="Disable CUDA graphs.", rich_help_panel=_ENGINE)]
+PrefixCachingOpt = Annotated[Optional[bool], typer.Option(
+    "--enable-prefix-caching/--no-enable-prefix-caching", help="Automatic prefix caching (default on).",
+    rich_help_panel=_ENGINE)]
+ChunkedPrefillOpt = Annotated[Optional[bool], typer.Option(
+    "--enable-chunked-prefill/--no-enable-chunked-prefill", help="Chunked prefill (default on).",
+    rich_help_panel=_ENGINE)]
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (schema_version inside).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", help="Only the essentials; no progress bars.")]
+
+
+# ---------------------------------------------------------------------------------------------
+# The bundle
+
+
+@dataclass
+class ConfigOptions:
+    """What the shared options collected. Field names = the verb-function parameter names."""
+
+    model: str | None = None
+    gpu: str | None = None
+    serve: str | None = None
+    config: str | None = None
+    from_log: str | None = None
+    vllm_version: str | None = None
+    max_model_len: str | None = None
+    gpu_memory_utilization: float | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: str | None = None
+    block_size: int | None = None
+    kv_cache_dtype: str | None = None
+    kv_cache_memory_bytes: str | None = None
+    num_gpu_blocks_override: int | None = None
+    quantization: str | None = None
+    dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    enforce_eager: bool | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+
+    def engine_flags(self) -> dict[str, Any]:
+        """The explicit engine flags (dest -> value as typed), for ``engine.sources.from_flags``."""
+        skip = {"model", "gpu", "serve", "config", "from_log", "vllm_version"}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        out["model"] = self.model
+        return {k: v for k, v in out.items() if v is not None}
+
+
+_OPTION_TYPES: dict[str, Any] = {
+    "model": ModelOpt, "gpu": GpuOpt, "serve": ServeOpt, "config": ConfigFileOpt,
+    "from_log": FromLogOpt, "vllm_version": VllmVersionOpt,
+    "max_model_len": MaxModelLenOpt, "gpu_memory_utilization": GpuMemUtilOpt,
+    "max_num_seqs": MaxNumSeqsOpt, "max_num_batched_tokens": MaxNumBatchedTokensOpt,
+    "block_size": BlockSizeOpt, "kv_cache_dtype": KvCacheDtypeOpt,
+    "kv_cache_memory_bytes": KvCacheMemoryBytesOpt, "num_gpu_blocks_override": NumGpuBlocksOverrideOpt,
+    "quantization": QuantizationOpt, "dtype": DtypeOpt, "tensor_parallel_size": TpOpt,
+    "pipeline_parallel_size": PpOpt, "enforce_eager": EnforceEagerOpt,
+    "enable_prefix_caching": PrefixCachingOpt, "enable_chunked_prefill": ChunkedPrefillOpt,
+}
+assert set(_OPTION_TYPES) == {f.name for f in fields(ConfigOptions)}
+
+
+def config_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: replace the verb's ``opts: ConfigOptions`` parameter by every shared option.
+
+    typer reads the wrapper's ``__signature__``; the wrapper collects the shared options into a
+    ``ConfigOptions`` and calls the verb with ``opts=...`` plus its own parameters.
+    """
+    sig = inspect.signature(func, eval_str=True)
+    own = [p for p in sig.parameters.values() if p.name != "opts"]
+    if len(own) == len(sig.parameters):
+        raise TypeError(f"{func.__name__}: @config_options needs a parameter named 'opts'")
+    clash = {p.name for p in own} & set(_OPTION_TYPES)
+    if clash:
+        raise TypeError(f"{func.__name__}: parameters {sorted(clash)} clash with the shared options")
+    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ann)
+              for name, ann in _OPTION_TYPES.items()]
+    # Keep the verb's positional arguments (typer Arguments) first, then its options, then ours.
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.kind is inspect.Parameter.VAR_KEYWORD
+              else p for p in own]
+    params = [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params] + shared
+    new_sig = sig.replace(parameters=_ordered(params))
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        collected = {name: kwargs.pop(name, None) for name in _OPTION_TYPES}
+        return func(*args, opts=ConfigOptions(**collected), **kwargs)
+
+    wrapper.__signature__ = new_sig  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in new_sig.parameters.values()
+                               if p.annotation is not inspect.Parameter.empty}
+    if sig.return_annotation is not inspect.Signature.empty:
+        wrapper.__annotations__["return"] = sig.return_annotation
+    del wrapper.__wrapped__  # typer must see the new signature, not the verb's
+    return wrapper
+
+
+def _ordered(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    # Python signatures need parameters without defaults before those with defaults.
+    no_default = [p for p in params if p.default is inspect.Parameter.empty]
+    with_default = [p for p in params if p.default is not inspect.Parameter.empty]
+    return no_default + with_default
+
+
+# ---------------------------------------------------------------------------------------------
+# resolve_inputs
+
+
+@dataclass
+class Inputs:
+    """Everything a verb needs about "this model on this GPU under this configuration"."""
+
+    shape: Any  # kvdoctor.ledger.shape.ModelShape
+    gpu: Any  # kvdoctor.catalog.gpus.GpuSpec
+    config: Any  # kvdoctor.engine.config.EngineConfig (merged, given fields only)
+    resolved: Any  # kvdoctor.engine.defaults.ResolvedEngine
+    startup: Any = None  # kvdoctor.evidence.model.StartupFacts when --from-log was given
+    vllm_version: str = "0.33.0"
+    notes: list[str] = field(default_factory=list)  # source-level notes (unknown flags, old spellings)
+
+
+DEFAULT_VLLM_VERSION = "0.33.0"
+
+
+def read_startup(path: str) -> Any:
+    """The most recent start-up in a log (``evidence.logs.read_startup_facts``)."""
+    try:
+        from kvdoctor.evidence.logs import read_startup_facts
+    except ImportError:
+        raise InputError("--from-log: the log reader (kvdoctor.evidence.logs) is not available in this build") from None
+    facts = read_startup_facts(path)
+    if not facts:
+        raise InputError(f"{path}: no vLLM start-up found in this log")
+    return facts[-1]
+
+
+def merge_config(opts: ConfigOptions, startup: Any = None, *, base_dir: str | None = None):
+    """Merge the configuration sources, lowest precedence first: log < YAML < serve line < flags."""
+    from kvdoctor.engine import sources
+
+    layers = []
+    if startup is not None:
+        layers.append(sources.from_startup(startup, origin=f"log:{opts.from_log}" if opts.from_log else "log"))
+    if opts.config:
+        layers.append(sources.load_yaml(opts.config))
+    if opts.serve:
+        layers.append(sources.parse_serve_line(opts.serve, base_dir=base_dir))
+    flags = opts.engine_flags()
+    if flags:
+        layers.append(sources.from_flags(flags, origin="flags"))
+    return sources.merge(layers)
+
+
+def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str = "api") -> Inputs:
+    """Look up model and GPU, merge configuration sources, apply vLLM's defaults for the version.
+
+    The model may come from ``--model``, the serve line, the YAML file or the log; the GPU from
+    ``--gpu`` or the log (its device name, else its total memory). Raises InputError (one line).
+    """
+    from kvdoctor.engine import sources
+    from kvdoctor.engine.defaults import resolve
+    from kvdoctor.engine.version import parse_version
+
+    startup = read_startup(opts.from_log) if opts.from_log else None
+    cfg = merge_config(opts, startup)
+    notes = list(cfg.notes)
+    unknown = sources.unknown_flags(cfg)
+    if unknown:
+        notes.append("kept but not modelled: " + " ".join(unknown))
+
+    model_text = cfg.model or cfg.measured.get("model")
+    if not model_text:
+        raise InputError("no model: pass --model, a --serve line, a --config file with 'model:', or --from-log")
+    from kvdoctor.catalog.models import lookup_model
+
+    shape = lookup_model(model_text)
+
+    gpu = None
+    gpu_text = opts.gpu
+    if gpu_text is None and startup is not None:
+        if getattr(startup, "gpu_name", None):
+            gpu_text = startup.gpu_name
+        elif getattr(startup, "total_memory_bytes", None):
+            gpu_text = f"{startup.total_memory_bytes / 2**30:.2f}GiB"
+            notes.append(f"GPU taken from the log's total memory ({gpu_text}); pass --gpu for its name")
+    if gpu_text is not None:
+        from kvdoctor.catalog.gpus import lookup_gpu
+
+        gpu = lookup_gpu(gpu_text)
+    elif need_gpu:
+        raise InputError("no GPU: pass --gpu (e.g. --gpu H100) or --from-log with a start-up log")
+
+    version_text = opts.vllm_version or cfg.vllm_version or DEFAULT_VLLM_VERSION
+    version = parse_version(version_text)
+    resolved = resolve(cfg, shape, gpu, version=version, usage=usage)
+    return Inputs(shape=shape, gpu=gpu, config=cfg, resolved=resolved, startup=startup,
+                  vllm_version=str(version), notes=notes)

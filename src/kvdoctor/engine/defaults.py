@@ -1,0 +1,792 @@
+"""Version- and GPU-aware defaults: ``resolve(cfg, shape, gpu)`` -> every engine field concrete.
+
+This is the part of ``EngineArgs.create_engine_config`` that decides numbers kvdoctor's ledger and
+simulator need, re-implemented from vLLM 0.33.0's source (engine/arg_utils.py, config/model.py,
+config/cache.py, config/vllm.py, platforms/cuda.py, the attention backends' class methods) with
+older behaviour switched by ``engine.version.traits``. Each field records whether it was *given*
+(a flag, serve line, YAML), *measured* (a start-up log showed the effective value) or *default*
+(vLLM's rule; ``how`` says which), and ``notes`` say why a default was chosen.
+
+Configurations vLLM would reject raise ``ConfigError`` with vLLM's own wording; values that are
+not valid input at all (utilization 1.5, max_model_len 0) raise ``InputError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvdoctor.engine.config import ENGINE_FIELDS, EngineConfig
+from kvdoctor.engine.version import Version, VersionTraits, parse_version, traits
+from kvdoctor.errors import ConfigError, InputError
+
+GiB = 1 << 30
+
+# ---------------------------------------------------------------------------------------------
+# Tables (vllm-reference.md §4, §5; vLLM 0.33.0 source)
+
+# KV-cache storage bytes per element (utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE). nvfp4 packs
+# head/2 + head/16 bytes per head (values + fp8 scale per 16), i.e. 0.5625 per element.
+KV_DTYPE_BYTES: dict[str, float] = {
+    "float16": 2, "bfloat16": 2, "float32": 4,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
+    "int8_per_token_head": 1, "fp8_per_token_head": 1, "int4_per_token_head": 0.5,
+    "nvfp4": 0.5625, "nvfp4_4over6": 0.5625, "nvfp4_ds_mla": 0.5625,
+}
+FP8_KV = frozenset({"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"})
+QUANTIZED_KV_PREFIXES = ("fp8", "nvfp4", "int4", "int8", "turboquant", "octave", "ultraquant")
+
+# get_min_capability per quantization method (model_executor/layers/quantization/*.py, 0.33).
+QUANT_MIN_CAPABILITY: dict[str, int] = {
+    "gptq": 60, "auto_gptq": 60, "gptq_marlin": 60,
+    "awq": 75, "auto_awq": 75, "awq_marlin": 75,
+    "fp8": 75, "modelopt": 80, "modelopt_fp4": 75, "modelopt_mxfp8": 80, "mxfp8": 80,
+    "modelopt_mixed": 75, "mxfp4": 80, "gpt_oss_mxfp4": 80, "compressed-tensors": 70,
+    "quark": 70, "moe_wna16": 70, "experts_int8": 80, "fbgemm_fp8": 80, "fp_quant": 100,
+    "torchao": 75, "online": 75, "humming": 75, "inc": 60, "deepseek_v4_fp8": 89,
+    "fp8_per_tensor": 75, "fp8_per_block": 75, "fp8_per_channel": 75,
+    "int8_per_channel_weight_only": 75, "nvfp4_per_token": 75,
+}
+QUANT_METHODS_0_33 = frozenset(QUANT_MIN_CAPABILITY)
+# Methods that only existed in older releases (core, not plugins); accepted for versions < 0.30.
+QUANT_METHODS_LEGACY = frozenset({
+    "bitsandbytes", "gguf", "marlin", "squeezellm", "deepspeedfp", "aqlm", "ptpc_fp8", "hqq",
+    "ipex", "auto_round", "tpu_int8", "qqq", "neuron_quant", "gptq_bitblas", "bitblas",
+    "awq_bitblas", "modelopt_nvfp4", "rtn", "petit_nvfp4", "tpu",
+})
+# vLLM quietly upgrades these to their Marlin/override kernels (config/model.py overrides list),
+# so "--quantization awq" on an AWQ checkpoint is not a mismatch.
+_QUANT_FAMILY = {
+    "awq": "awq", "auto_awq": "awq", "awq_marlin": "awq",
+    "gptq": "gptq", "auto_gptq": "gptq", "gptq_marlin": "gptq",
+    "mxfp4": "mxfp4", "gpt_oss_mxfp4": "mxfp4",
+    "modelopt": "modelopt", "modelopt_fp4": "modelopt", "modelopt_mixed": "modelopt",
+    "modelopt_mxfp8": "modelopt",
+}
+# Methods that quantize a bf16 checkpoint while loading (no quantization_config needed).
+ONLINE_QUANT = frozenset({
+    "fp8", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only",
+    "nvfp4_per_token", "mxfp8", "online", "experts_int8", "torchao", "bitsandbytes", "inc",
+})
+
+# config/model.py _FLOAT16_NOT_SUPPORTED_MODELS
+FLOAT16_NOT_SUPPORTED = {
+    "gemma2": "Numerical instability. Please use bfloat16 or float32 instead.",
+    "gemma3": "Numerical instability. Please use bfloat16 or float32 instead.",
+    "gemma3_text": "Numerical instability. Please use bfloat16 or float32 instead.",
+    "glm4": "Numerical instability. Please use bfloat16 or float32 instead.",
+}
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    min_cc: int | None = None  # inclusive, as cc*10 (80 = SM80)
+    max_cc: int | None = None
+    majors: tuple[int, ...] | None = None  # allowed compute-capability majors
+    kv_dtypes: frozenset[str] = frozenset({"auto", "float16", "bfloat16"})
+    block_sizes: tuple[int, ...] | None = None  # exact list; None = any multiple of 16
+    default_block: int = 16
+    max_head_size: int | None = None
+
+
+_BASE = frozenset({"auto", "float16", "bfloat16"})
+_FP8 = frozenset({"fp8", "fp8_e4m3"})
+BACKENDS: dict[str, Backend] = {
+    # FA2 (SM8x) rejects fp8 KV; FA3 (SM90) / FA4 (SM100) take fp8/fp8_e4m3, never e5m2
+    # (fa_utils.flash_attn_supports_kv_cache_dtype). fp8 handled in _supports().
+    "FLASH_ATTN": Backend("FLASH_ATTN", min_cc=80, kv_dtypes=_BASE | _FP8, max_head_size=256),
+    "FLASHINFER": Backend("FLASHINFER", min_cc=80, max_cc=121,
+                          kv_dtypes=_BASE | _FP8 | {"fp8_e5m2", "nvfp4"}, block_sizes=(16, 32, 64)),
+    "TRITON_ATTN": Backend("TRITON_ATTN", kv_dtypes=_BASE | _FP8 | {
+        "fp8_e5m2", "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head"}),
+    "FLEX_ATTENTION": Backend("FLEX_ATTENTION"),
+    "FLASH_ATTN_MLA": Backend("FLASH_ATTN_MLA", majors=(9,)),
+    "FLASHMLA": Backend("FLASHMLA", majors=(9, 10), kv_dtypes=_BASE | _FP8, block_sizes=(64,), default_block=64),
+    "FLASHINFER_MLA": Backend("FLASHINFER_MLA", majors=(10,), kv_dtypes=_BASE | _FP8,
+                              block_sizes=(32, 64), default_block=32),
+    "CUTLASS_MLA": Backend("CUTLASS_MLA", majors=(10,), kv_dtypes=_BASE | _FP8, block_sizes=(128,),
+                           default_block=128),
+    "TRITON_MLA": Backend("TRITON_MLA", kv_dtypes=_BASE | _FP8),
+}
+
+
+def backend_priorities(is_mla: bool, cc: int | None) -> list[str]:
+    """platforms/cuda.py ``_get_backend_priorities`` (dense backends; sparse MLA variants omitted)."""
+    major = (cc or 0) // 10
+    if is_mla:
+        if major == 10:
+            return ["FLASHINFER_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA", "TRITON_MLA"]
+        if major == 12:
+            return ["TRITON_MLA"]
+        return ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA"]
+    if major == 10:
+        return ["FLASHINFER", "FLASH_ATTN", "TRITON_ATTN", "FLEX_ATTENTION"]
+    return ["FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION"]
+
+
+def _backend_rejects(b: Backend, cc: int | None, kv_dtype: str, block_size: int | None,
+                     head_size: int) -> str | None:
+    """Why vLLM's selector would skip this backend (None = valid)."""
+    if cc is not None:
+        if b.min_cc is not None and cc < b.min_cc:
+            return f"compute capability {cc / 10:.1f} < {b.min_cc / 10:.1f}"
+        if b.max_cc is not None and cc > b.max_cc:
+            return f"compute capability {cc / 10:.1f} not supported"
+        if b.majors is not None and cc // 10 not in b.majors:
+            return f"needs SM{'/'.join(str(m) + 'x' for m in b.majors)}"
+        if b.name == "FLASHINFER" and cc == 75:
+            return "SM75 temporarily excluded"
+    if kv_dtype not in b.kv_dtypes:
+        return f"kv_cache_dtype {kv_dtype} not supported"
+    if b.name == "FLASH_ATTN" and kv_dtype in _FP8 and (cc is None or cc // 10 not in (9, 10)):
+        return "fp8 KV needs FlashAttention 3 (SM90) or 4 (SM100); FA2 rejects it"
+    if b.max_head_size is not None and head_size > b.max_head_size:
+        return f"head size {head_size} > {b.max_head_size}"
+    if block_size is not None:
+        if b.block_sizes is not None and block_size not in b.block_sizes:
+            return f"block size {block_size} not in {list(b.block_sizes)}"
+        if b.block_sizes is None and block_size % 16:
+            return f"block size {block_size} is not a multiple of 16"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Result
+
+
+@dataclass
+class ResolvedEngine:
+    """Every engine setting concrete, with where it came from. Field names = vLLM dests."""
+
+    model: str | None
+    served_model_name: str | None
+    max_model_len: int
+    gpu_memory_utilization: float
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    kv_cache_dtype: str  # concrete: "bfloat16", "float16", "fp8", "fp8_e4m3" ... (never "auto")
+    kv_cache_memory_bytes: int | None
+    num_gpu_blocks_override: int | None
+    quantization: str | None
+    dtype: str  # "bfloat16" | "float16" | "float32"
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    data_parallel_size: int
+    enforce_eager: bool
+    enable_prefix_caching: bool
+    enable_chunked_prefill: bool
+    long_prefill_token_threshold: int
+    max_num_partial_prefills: int
+    scheduling_policy: str
+    performance_mode: str
+    cpu_offload_gb: float
+    kv_offloading_size: float | None
+    swap_space: float | None  # v0 only (GiB of CPU swap per GPU), None on v1
+    disable_sliding_window: bool
+    disable_hybrid_kv_cache_manager: bool
+    async_scheduling: bool
+    max_cudagraph_capture_size: int  # 0 with enforce_eager
+    speculative_config: Any
+    # Derived
+    kv_cache_dtype_bytes: float
+    attention_backend: str
+    cudagraph_mode: str  # "FULL_AND_PIECEWISE" | "PIECEWISE" | "NONE"
+    cudagraph_capture_sizes: tuple[int, ...]
+    max_model_len_auto: bool  # --max-model-len auto/-1: vLLM fits it to memory at start-up
+    derived_max_model_len: int  # the model's own limit (§3)
+    num_speculative_tokens: int
+    world_size: int  # tensor_parallel_size * pipeline_parallel_size (GPUs per replica)
+    vllm_version: str
+    traits: VersionTraits
+    usage: str | None
+    sources: dict[str, str] = field(default_factory=dict)  # field -> given|measured|default
+    how: dict[str, str] = field(default_factory=dict)  # field -> rule / flag / log line
+    notes: list[str] = field(default_factory=list)
+
+    def figure(self, name: str):
+        """A provenance.Figure for one field (value, source, how)."""
+        from kvdoctor.provenance import Figure
+
+        return Figure(getattr(self, name), self.sources.get(name, "default"), self.how.get(name, ""))  # type: ignore[arg-type]
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k in self.__dataclass_fields__:
+            v = getattr(self, k)
+            if k == "traits":
+                v = v.as_dict()
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[k] = v
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def gpu_cc(gpu: Any) -> int | None:
+    """Compute capability as an int (90 for SM90) from whatever form the catalog uses."""
+    if gpu is None:
+        return None
+    cc = getattr(gpu, "compute_capability", None)
+    if cc is None:
+        return None
+    if isinstance(cc, (tuple, list)):
+        return int(cc[0]) * 10 + int(cc[1])
+    if isinstance(cc, str):
+        major, _, minor = cc.strip().partition(".")
+        return int(major) * 10 + int(minor or 0)
+    if isinstance(cc, float):
+        return int(round(cc * 10))
+    if isinstance(cc, int):
+        return cc if cc >= 10 else cc * 10
+    return None
+
+
+def _cc_str(cc: int | None) -> str:
+    return "unknown" if cc is None else f"{cc // 10}.{cc % 10}"
+
+
+def _gpu_name(gpu: Any) -> str:
+    return str(getattr(gpu, "name", "") or "")
+
+
+def _gpu_mem(gpu: Any) -> int | None:
+    m = getattr(gpu, "memory_bytes", None)
+    return int(m) if m else None
+
+
+class _Acc:
+    """Collects values with their source/how while resolving."""
+
+    def __init__(self, cfg: EngineConfig):
+        self.cfg = cfg
+        self.values: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}
+        self.how: dict[str, str] = {}
+        self.notes: list[str] = []
+
+    def given(self, name: str) -> Any:
+        return getattr(self.cfg, name)
+
+    def pick(self, name: str, default: Any, how: str) -> Any:
+        """given > measured > default."""
+        v = getattr(self.cfg, name)
+        if v is not None:
+            return self.set(name, v, "given", f"--{name.replace('_', '-')} ({self.cfg.origin})")
+        if name in self.cfg.measured and self.cfg.measured[name] is not None:
+            return self.set(name, self.cfg.measured[name], "measured", "start-up log")
+        return self.set(name, default, "default", how)
+
+    def set(self, name: str, value: Any, source: str, how: str) -> Any:
+        self.values[name] = value
+        self.sources[name] = source
+        self.how[name] = how
+        return value
+
+
+def _speculative_tokens(spec: Any) -> int:
+    if isinstance(spec, dict):
+        n = spec.get("num_speculative_tokens")
+        try:
+            return int(n) if n is not None else 0
+        except (TypeError, ValueError):
+            return 0
+    return 0
+
+
+def _truthy_env(env: dict[str, str], key: str) -> bool:
+    return str(env.get(key, "")).strip().lower() in ("1", "true", "yes")
+
+
+# ---------------------------------------------------------------------------------------------
+# resolve
+
+
+def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version" = "0.33.0",
+            usage: str | None = "api") -> ResolvedEngine:
+    """Apply vLLM's defaults and checks for ``version`` on ``gpu`` (``usage``: "api" = vllm serve,
+    "llm" = the offline LLM class, None = unknown usage context)."""
+    v = parse_version(version)
+    tr = traits(v, env=cfg.env)
+    acc = _Acc(cfg)
+    cc = gpu_cc(gpu)
+    if gpu is None:
+        acc.notes.append("no GPU given: GPU-dependent defaults (batch sizes, backend, dtype) assume an SM90 80 GiB-class card")
+    if usage not in ("api", "llm", None):
+        raise InputError(f"usage must be 'api', 'llm' or None, got {usage!r}")
+
+    # --- parallelism (checked first: vLLM verifies it before anything memory-related)
+    tp = acc.pick("tensor_parallel_size", 1, "vLLM default 1")
+    pp = acc.pick("pipeline_parallel_size", 1, "vLLM default 1")
+    dp = acc.pick("data_parallel_size", 1, "vLLM default 1")
+    for name, val in (("tensor_parallel_size", tp), ("pipeline_parallel_size", pp), ("data_parallel_size", dp)):
+        if not isinstance(val, int) or val < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {val!r}")
+    heads = getattr(shape, "num_attention_heads", None)
+    if heads and heads % tp:
+        raise ConfigError(f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).")
+    layers = getattr(shape, "num_layers", None)
+    if layers and pp > layers:
+        raise ConfigError(f"pipeline_parallel_size ({pp}) exceeds the number of hidden layers ({layers}): some stages would hold no layers")
+    kv_heads = getattr(shape, "num_kv_heads", None)
+    if kv_heads and not getattr(shape, "is_mla", False):
+        # QKVParallelLinear: divide(tp, kv) when tp >= kv (replicas), else divide(kv, tp).
+        if (kv_heads <= tp and tp % kv_heads) or (kv_heads > tp and kv_heads % tp):
+            raise ConfigError(
+                f"Tensor parallel size ({tp}) and the number of KV heads ({kv_heads}) must divide one "
+                "another (QKVParallelLinear splits or replicates whole KV heads)."
+            )
+        if kv_heads < tp:
+            acc.notes.append(f"{kv_heads} KV heads < TP {tp}: each rank keeps 1 KV head (replicated), so KV per token does not shrink past TP={kv_heads}")
+    if layers and pp > 1 and layers % pp:
+        parts = [layers // pp] * pp
+        for i in range(2, layers % pp + 2):
+            parts[-i] += 1
+        acc.notes.append(f"Hidden layers were unevenly partitioned: [{','.join(map(str, parts))}] (vLLM get_pp_indices)")
+
+    # --- dtype (config/model.py _get_and_verify_dtype / _resolve_auto_dtype)
+    dtype = _resolve_dtype(acc, shape, gpu, cc)
+
+    # --- quantization
+    quant = _resolve_quantization(acc, shape, gpu, cc, v)
+
+    # --- max_model_len (_get_and_verify_max_len)
+    derived = int(getattr(shape, "max_model_len", 0) or 2048)
+    dsw = acc.pick("disable_sliding_window", False, "vLLM default False")
+    window = getattr(shape, "sliding_window", None)
+    if dsw and window:
+        derived = min(derived, int(window))
+        acc.notes.append(f"--disable-sliding-window caps the context at the window ({window})")
+    given_len = cfg.max_model_len
+    auto = False
+    if given_len is not None:
+        if given_len == -1:
+            auto = True
+            acc.set("max_model_len", derived, "default",
+                    f"--max-model-len auto: starts from the model's {derived}; vLLM lowers it to fit the KV memory")
+            acc.notes.append("--max-model-len auto: the final value depends on free KV memory (the ledger computes it)")
+        elif given_len <= 0:
+            raise InputError(f"--max-model-len must be positive (or 'auto'), got {given_len}")
+        elif given_len > derived:
+            if _truthy_env(cfg.env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN"):
+                acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin}), VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+                acc.notes.append(f"max_model_len {given_len} exceeds the model's {derived}; allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (RoPE positions beyond it produce NaN)")
+            else:
+                raise ConfigError(
+                    f"User-specified max_model_len ({given_len}) is greater than the derived max_model_len "
+                    f"({derived} in model's config.json). To allow overriding this maximum, set the env var "
+                    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+                )
+        else:
+            acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin})")
+    else:
+        acc.pick("max_model_len", derived, "derived from the model's config.json (max_position_embeddings, rope scaling)")
+    max_len = int(acc.values["max_model_len"])
+
+    # --- memory knobs
+    util = acc.pick("gpu_memory_utilization", tr.gpu_memory_utilization_default,
+                    f"vLLM {v} default" + (" (0.92 since 0.21, with CUDA-graph memory in the budget)"
+                                           if tr.gpu_memory_utilization_default == 0.92 else " (0.9 before 0.21)"))
+    if not isinstance(util, (int, float)) or not 0 < util <= 1:
+        raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
+    kvmem = acc.pick("kv_cache_memory_bytes", None, "not set: the KV budget comes from the utilization")
+    if kvmem is not None and kvmem <= 0:
+        raise InputError(f"--kv-cache-memory-bytes must be positive, got {kvmem}")
+    if kvmem is not None:
+        acc.notes.append("--kv-cache-memory-bytes set: vLLM ignores gpu_memory_utilization for the KV budget")
+    override = acc.pick("num_gpu_blocks_override", None, "not set")
+    if override is not None and override <= 0:
+        raise InputError(f"--num-gpu-blocks-override must be positive, got {override}")
+    acc.pick("cpu_offload_gb", 0.0, "vLLM default 0")
+    acc.pick("kv_offloading_size", None, "not set (no KV CPU offload)")
+    if tr.engine == "v0":
+        acc.pick("swap_space", 4.0, "v0 default 4 GiB CPU swap per GPU")
+    else:
+        acc.set("swap_space", None, "default", "v1 has no swap space (recompute-only preemption)")
+        if cfg.swap_space is not None:
+            acc.notes.append("--swap-space is ignored by the v1 engine (preemption is recompute-only)")
+
+    # --- feature defaults
+    attention_free = bool(getattr(shape, "layer_kinds", ())) and all(
+        k in ("mamba", "linear", "none") for k in shape.layer_kinds)
+    if tr.engine == "v1":
+        acc.pick("enable_chunked_prefill", True, "v1 default: on for generative models")
+        acc.pick("enable_prefix_caching", not attention_free,
+                 "v1 default: on for decoder models" if not attention_free else "off: attention-free model")
+    else:
+        # v0: chunked prefill auto-enabled only for long contexts on the API server (arg_utils v0).
+        long_ctx = max_len > 32768 and usage == "api"
+        acc.pick("enable_chunked_prefill", long_ctx,
+                 "v0 default: on only when max_model_len > 32K (API server)" if long_ctx else "v0 default: off")
+        acc.pick("enable_prefix_caching", False, "v0 default: off")
+    chunked = bool(acc.values["enable_chunked_prefill"])
+    acc.pick("long_prefill_token_threshold", 0, "vLLM default 0 (disabled)")
+    acc.pick("max_num_partial_prefills", 1, "vLLM default 1")
+    acc.pick("scheduling_policy", "fcfs", "vLLM default fcfs")
+    perf = acc.pick("performance_mode", "balanced", "vLLM default balanced")
+    acc.pick("disable_hybrid_kv_cache_manager", False, "vLLM default False")
+    async_default = tr.engine == "v1" and v >= (0, 13, 0) and not (pp > 1 and v < (0, 16, 0))
+    acc.pick("async_scheduling", async_default,
+             "vLLM default: on (ASSUMPTION: default since 0.13)" if async_default else "off in this version/configuration")
+    spec = acc.pick("speculative_config", None, "not set")
+    n_spec = _speculative_tokens(spec)
+
+    # --- batch sizes (get_batch_defaults + _set_default_max_num_seqs_and_batched_tokens_args)
+    _resolve_batch(acc, gpu, tr, usage, max_len, chunked, perf, tp * pp)
+    seqs = acc.values["max_num_seqs"]
+    mnbt = acc.values["max_num_batched_tokens"]
+    if seqs <= 0 or mnbt <= 0:
+        raise InputError("--max-num-seqs and --max-num-batched-tokens must be positive")
+    if not chunked and mnbt < max_len:
+        raise ConfigError(
+            f"max_num_batched_tokens ({mnbt}) is smaller than max_model_len ({max_len}). This effectively "
+            "limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer "
+            "sequences. Please increase max_num_batched_tokens or decrease max_model_len."
+        )
+    if mnbt < seqs:
+        raise ConfigError(
+            f"max_num_batched_tokens ({mnbt}) must be greater than or equal to max_num_seqs ({seqs})."
+        )
+
+    # --- KV dtype, attention backend, block size
+    kv_dtype = _resolve_kv_dtype(acc, shape, dtype, cc)
+    backend, block = _resolve_backend(acc, shape, cc, kv_dtype, tr)
+    kv_bytes = KV_DTYPE_BYTES.get(kv_dtype)
+    if kv_bytes is None:
+        kv_bytes = 1.0 if kv_dtype.startswith(QUANTIZED_KV_PREFIXES) else 2.0
+        acc.notes.append(f"kv_cache_dtype {kv_dtype}: packed layout not modelled; counted as {kv_bytes} byte/element")
+    acc.set("kv_cache_dtype_bytes", kv_bytes, "default", f"storage bytes per element of {kv_dtype}")
+
+    # --- CUDA graphs
+    eager = acc.pick("enforce_eager", False, "vLLM default False (CUDA graphs on)")
+    _resolve_cudagraphs(acc, cfg, tr, cc, bool(eager), seqs, mnbt, n_spec, perf)
+
+    # --- model name passthrough
+    acc.pick("model", getattr(shape, "name", None), "from the model shape")
+    acc.pick("served_model_name", None, "not set (= model)")
+
+    vals = acc.values
+    return ResolvedEngine(
+        model=vals["model"], served_model_name=vals["served_model_name"],
+        max_model_len=max_len, gpu_memory_utilization=float(util), max_num_seqs=int(seqs),
+        max_num_batched_tokens=int(mnbt), block_size=int(block), kv_cache_dtype=kv_dtype,
+        kv_cache_memory_bytes=kvmem, num_gpu_blocks_override=override, quantization=quant, dtype=dtype,
+        tensor_parallel_size=tp, pipeline_parallel_size=pp, data_parallel_size=dp,
+        enforce_eager=bool(eager), enable_prefix_caching=bool(vals["enable_prefix_caching"]),
+        enable_chunked_prefill=chunked, long_prefill_token_threshold=int(vals["long_prefill_token_threshold"]),
+        max_num_partial_prefills=int(vals["max_num_partial_prefills"]),
+        scheduling_policy=str(vals["scheduling_policy"]), performance_mode=str(perf),
+        cpu_offload_gb=float(vals["cpu_offload_gb"]), kv_offloading_size=vals["kv_offloading_size"],
+        swap_space=vals["swap_space"], disable_sliding_window=bool(dsw),
+        disable_hybrid_kv_cache_manager=bool(vals["disable_hybrid_kv_cache_manager"]),
+        async_scheduling=bool(vals["async_scheduling"]),
+        max_cudagraph_capture_size=int(vals["max_cudagraph_capture_size"]), speculative_config=spec,
+        kv_cache_dtype_bytes=float(kv_bytes), attention_backend=backend,
+        cudagraph_mode=vals["cudagraph_mode"], cudagraph_capture_sizes=tuple(vals["cudagraph_capture_sizes"]),
+        max_model_len_auto=auto, derived_max_model_len=derived, num_speculative_tokens=n_spec,
+        world_size=tp * pp, vllm_version=str(v), traits=tr, usage=usage,
+        sources=acc.sources, how=acc.how, notes=acc.notes,
+    )
+
+
+def _resolve_dtype(acc: _Acc, shape: Any, gpu: Any, cc: int | None) -> str:
+    model_type = str(getattr(shape, "model_type", "") or "")
+    config_dtype = str(getattr(shape, "dtype", "") or "bfloat16")
+    config_dtype = {"half": "float16", "float": "float32"}.get(config_dtype, config_dtype)
+    eff_cc = 90 if cc is None else cc
+    # platforms/cuda.py supported_dtypes: first entry is the preferred fallback.
+    if eff_cc >= 80:
+        supported = ["bfloat16", "float16", "float32"]
+    elif eff_cc >= 60:
+        supported = ["float16", "float32"]
+    else:
+        supported = ["float32"]
+    given = acc.given("dtype")
+    if given is None and "dtype" in acc.cfg.measured:
+        return acc.set("dtype", acc.cfg.measured["dtype"], "measured", "start-up log (engine config dtype=)")
+    if given is None or given == "auto":
+        valid = [d for d in supported if not (model_type in FLOAT16_NOT_SUPPORTED and d == "float16")]
+        preferred = valid[0]
+        dt = preferred if config_dtype == "float32" else config_dtype
+        if dt not in valid:
+            name = _gpu_name(gpu) or "GPU"
+            acc.notes.append(
+                f"Your device '{name}' (with compute capability {_cc_str(cc)}) doesn't support "
+                f"torch.{dt}. Falling back to torch.{preferred} for compatibility."
+            )
+            dt = preferred
+        how = f"auto: config dtype {config_dtype}"
+        if config_dtype == "float32" and dt != "float32":
+            how += f" -> {dt} (vLLM downcasts fp32 checkpoints to the platform's preferred dtype)"
+        elif dt != config_dtype:
+            how += f" -> {dt} (not supported on SM{_cc_str(cc)})"
+        src = "given" if given == "auto" else "default"
+        return acc.set("dtype", dt, src, how)
+    if given not in ("float16", "bfloat16", "float32"):
+        raise ConfigError(f"Unknown dtype: {given!r}")
+    if model_type in FLOAT16_NOT_SUPPORTED and given == "float16":
+        raise ConfigError(f"The model type {model_type!r} does not support float16. Reason: {FLOAT16_NOT_SUPPORTED[model_type]}")
+    if given == "bfloat16" and cc is not None and cc < 80:
+        # An explicit bf16 is not rewritten by vLLM; torch fails at load time on such GPUs.
+        raise ConfigError(
+            f"Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your "
+            f"{_gpu_name(gpu) or 'GPU'} GPU has compute capability {_cc_str(cc)}. You can use float16 "
+            "instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half."
+        )
+    if given != config_dtype and not (given == "float32" or config_dtype == "float32"):
+        acc.notes.append(f"Casting torch.{config_dtype} to torch.{given}.")
+    return acc.set("dtype", given, "given", f"--dtype ({acc.cfg.origin})")
+
+
+def _resolve_quantization(acc: _Acc, shape: Any, gpu: Any, cc: int | None, v: Version) -> str | None:
+    qinfo = getattr(shape, "quant", None)
+    ckpt = getattr(qinfo, "method", None) if qinfo is not None else None
+    given = acc.given("quantization")
+    if given is None and "quantization" in acc.cfg.measured:
+        given_m = acc.cfg.measured["quantization"]
+        if given_m and given_m != "none":
+            acc.set("quantization", given_m, "measured", "start-up log (engine config quantization=)")
+            return given_m
+    known = QUANT_METHODS_0_33 | (QUANT_METHODS_LEGACY if v < (0, 30, 0) else frozenset())
+    if given is not None:
+        if given not in known:
+            raise ConfigError(f"Unknown quantization method: {given}. Must be one of {sorted(known)}.")
+        if ckpt and _QUANT_FAMILY.get(given, given) != _QUANT_FAMILY.get(ckpt, ckpt):
+            raise ConfigError(
+                f"Quantization method specified in the model config ({ckpt}) does not match the "
+                f"quantization method specified in the `quantization` argument ({given})."
+            )
+        if not ckpt and given not in ONLINE_QUANT:
+            raise ConfigError(f"Cannot find the config file for {given}")
+        method = given
+        acc.set("quantization", method, "given", f"--quantization ({acc.cfg.origin})")
+        if not ckpt:
+            acc.notes.append(f"--quantization {given} on an unquantized checkpoint: weights are quantized while loading")
+    elif ckpt:
+        method = ckpt
+        acc.set("quantization", method, "default", "detected from the checkpoint's quantization_config")
+    else:
+        acc.set("quantization", None, "default", "none: unquantized checkpoint")
+        return None
+    need = QUANT_MIN_CAPABILITY.get(method)
+    if need is None and qinfo is not None and getattr(qinfo, "min_capability", None):
+        need = qinfo.min_capability
+    if need is not None and cc is not None and cc < need:
+        raise ConfigError(
+            f"The quantization method {method} is not supported for the current GPU. Minimum "
+            f"capability: {need}. Current capability: {cc}."
+        )
+    if method in ("fp8",) and cc is not None and cc < 89:
+        acc.notes.append("fp8 weights below SM89 run weight-only (Marlin FP8): memory halves, compute stays 16-bit")
+    return method
+
+
+def _resolve_kv_dtype(acc: _Acc, shape: Any, dtype: str, cc: int | None) -> str:
+    given = acc.given("kv_cache_dtype")
+    qinfo = getattr(shape, "quant", None)
+    forced = getattr(qinfo, "kv_cache_dtype", None) if qinfo is not None else None
+    if given is None and "kv_cache_dtype" in acc.cfg.measured and acc.cfg.measured["kv_cache_dtype"] != "auto":
+        return acc.set("kv_cache_dtype", acc.cfg.measured["kv_cache_dtype"], "measured", "start-up log (engine config kv_cache_dtype=)")
+    if given is None or given == "auto":
+        src = "given" if given == "auto" else "default"
+        if forced:
+            return acc.set("kv_cache_dtype", forced, src,
+                           f"auto: the checkpoint forces {forced} KV (kv_cache_quant_algo / kv_cache_scheme)")
+        return acc.set("kv_cache_dtype", dtype, src, f"auto: the model dtype ({dtype})")
+    if given in ("float16", "bfloat16", "float32", "half"):
+        given = {"half": "float16"}.get(given, given)
+    if given.startswith("fp8") and cc is not None and cc < 75:
+        acc.notes.append(f"fp8 KV on SM{_cc_str(cc)}: only the Triton backend stores it; no speed-up expected")
+    if given not in KV_DTYPE_BYTES and not given.startswith(QUANTIZED_KV_PREFIXES):
+        raise ConfigError(f"Unknown kv_cache_dtype: {given!r}")
+    if given in FP8_KV or given.startswith("fp8"):
+        acc.notes.append(
+            f"Using {given} data type to store kv cache. It reduces the GPU memory footprint and boosts the "
+            "performance. Meanwhile, it may cause accuracy drop without a proper scaling factor"
+        )
+    return acc.set("kv_cache_dtype", given, "given", f"--kv-cache-dtype ({acc.cfg.origin})")
+
+
+def _resolve_backend(acc: _Acc, shape: Any, cc: int | None, kv_dtype: str, tr: VersionTraits) -> tuple[str, int]:
+    is_mla = bool(getattr(shape, "is_mla", False))
+    head = int(getattr(shape, "head_size", 0) or 0)
+    user_block = acc.given("block_size")
+    if user_block is not None and user_block <= 0:
+        raise InputError(f"--block-size must be positive, got {user_block}")
+    eff_cc = 90 if cc is None else cc
+    # The selector works on the storage class: "fp8" and "fp8_e4m3" behave alike on CUDA.
+    if tr.engine == "v0":
+        backend = "FLASH_ATTN" if eff_cc >= 80 else "XFORMERS"
+        block = user_block if user_block is not None else acc.cfg.measured.get("block_size", 16)
+        acc.set("attention_backend", backend, "default", "v0 selector (FlashAttention on SM80+, else xFormers)")
+        _set_block(acc, user_block, block, "v0 default block size 16")
+        return backend, int(block)
+    rejected: list[str] = []
+    chosen = None
+    for name in backend_priorities(is_mla, eff_cc):
+        b = BACKENDS[name]
+        why = _backend_rejects(b, eff_cc, kv_dtype, user_block, head)
+        if why is None:
+            chosen = b
+            break
+        rejected.append(f"{name}: {why}")
+    if chosen is None:
+        raise ConfigError(
+            f"No valid attention backend found for cuda with kv_cache_dtype={kv_dtype}, block_size={user_block}, "
+            f"compute capability {_cc_str(cc)}. Reasons: {{{'; '.join(rejected)}}}."
+        )
+    how = f"first valid backend for SM{_cc_str(eff_cc)}{' MLA' if is_mla else ''} (platforms/cuda.py priorities)"
+    if rejected:
+        how += "; skipped " + "; ".join(rejected)
+        if kv_dtype.startswith("fp8"):
+            acc.notes.append(f"{kv_dtype} KV: vLLM skips {', '.join(r.split(':')[0] for r in rejected)} and uses {chosen.name}")
+    acc.set("attention_backend", chosen.name, "default", how)
+    block = user_block if user_block is not None else chosen.default_block
+    _set_block(acc, user_block, block,
+               f"{chosen.name} preferred block size" + (" (Setting kv cache block size to %d)" % block if block != 16 else ""))
+    layer_kinds = tuple(getattr(shape, "layer_kinds", ()) or ())
+    if any(k in ("mamba", "linear") for k in layer_kinds):
+        acc.notes.append("hybrid (Mamba/linear-attention) model: vLLM raises the attention block size so its page "
+                         "matches the state page (see the ledger's page math)")
+    return chosen.name, int(block)
+
+
+def _set_block(acc: _Acc, user_block: int | None, block: int, how: str) -> None:
+    if user_block is not None:
+        acc.set("block_size", user_block, "given", f"--block-size ({acc.cfg.origin})")
+    elif "block_size" in acc.cfg.measured:
+        acc.set("block_size", acc.cfg.measured["block_size"], "measured", "start-up log")
+    else:
+        acc.set("block_size", block, "default", how)
+
+
+def batch_defaults(gpu: Any, tr: VersionTraits, usage: str | None, world_size: int = 1) -> tuple[int, int, str]:
+    """(max_num_batched_tokens, max_num_seqs, why) before post-processing, as get_batch_defaults."""
+    mem = _gpu_mem(gpu)
+    name = _gpu_name(gpu).lower()
+    cc = gpu_cc(gpu)
+    if gpu is None:
+        mem, name, cc = 80 * GiB, "", 90
+    if tr.batch_defaults_era == "v0":
+        return 0, 256, "v0 default max_num_seqs 256"
+    if usage is None:
+        return 2048, 128, "no usage context: SchedulerConfig defaults 2048 / 128"
+    big = mem is not None and mem >= 70 * GiB
+    if tr.batch_defaults_era != "v1-0.8":
+        big = big and "a100" not in name
+    if tr.batch_defaults_era == "v1-0.2x":
+        big = big and cc != 121  # GB10 (DGX Spark) stays on the small tier
+        if mem is not None and mem >= 160 * GiB:
+            return 16384, 1024, f"device memory {mem / GiB:.1f} GiB >= 160 GiB tier"
+    gib = f"{(mem or 0) / GiB:.1f} GiB"
+    if big:
+        return (16384 if usage == "llm" else 8192), 1024, f"device memory {gib} >= 70 GiB tier (not A100)"
+    why = f"device memory {gib}" + (" (A100 excluded from the large tier, PR #17885)" if "a100" in name and (mem or 0) >= 70 * GiB else "") + ": small tier"
+    return (8192 if usage == "llm" else 2048), 256, why
+
+
+def _resolve_batch(acc: _Acc, gpu: Any, tr: VersionTraits, usage: str | None, max_len: int,
+                   chunked: bool, perf: str, world: int) -> None:
+    cfg = acc.cfg
+    mnbt_d, seqs_d, why = batch_defaults(gpu, tr, usage, world)
+    ctx = {"api": "vllm serve", "llm": "LLM class", None: "unknown usage"}[usage]
+    if tr.engine == "v0":
+        # v0 SchedulerConfig: chunked prefill off -> max(max_model_len, 2048);
+        # on -> 512 (ASSUMPTION: 2048 from 0.6.4 on).
+        if chunked:
+            mnbt_d = 2048 if tr.version >= (0, 6, 4) else 512
+            why_t = f"v0 chunked-prefill default {mnbt_d}"
+        else:
+            mnbt_d = max(max_len, 2048)
+            why_t = "v0: max(max_model_len, 2048)"
+        acc.pick("max_num_seqs", seqs_d, why)
+        acc.pick("max_num_batched_tokens", mnbt_d, why_t)
+        return
+    seqs_given = cfg.max_num_seqs is not None or "max_num_seqs" in cfg.measured
+    mnbt_given = cfg.max_num_batched_tokens is not None or "max_num_batched_tokens" in cfg.measured
+    steps_t = [f"{ctx} on {why}: {mnbt_d}"]
+    steps_s = [f"{ctx} on {why}: {seqs_d}"]
+    seqs = acc.pick("max_num_seqs", seqs_d, "")
+    mnbt = acc.pick("max_num_batched_tokens", mnbt_d, "")
+    if perf == "throughput":
+        if not mnbt_given:
+            mnbt *= 2
+            steps_t.append("x2 performance-mode throughput")
+        if not seqs_given:
+            seqs *= 2
+            steps_s.append("x2 performance-mode throughput")
+    if not mnbt_given:
+        if not chunked and max_len > mnbt:
+            mnbt = max(max_len, mnbt)
+            steps_t.append(f"chunked prefill off: max(max_model_len, .) = {mnbt}")
+        if seqs * max_len < mnbt:
+            mnbt = seqs * max_len
+            steps_t.append(f"min(max_num_seqs x max_model_len, .) = {mnbt}")
+        acc.set("max_num_batched_tokens", mnbt, "default", "; ".join(steps_t))
+    if not seqs_given:
+        if mnbt < seqs:
+            seqs = mnbt
+            steps_s.append(f"min(., max_num_batched_tokens) = {seqs}")
+        acc.set("max_num_seqs", seqs, "default", "; ".join(steps_s))
+
+
+def _resolve_cudagraphs(acc: _Acc, cfg: EngineConfig, tr: VersionTraits, cc: int | None, eager: bool,
+                        seqs: int, mnbt: int, n_spec: int, perf: str) -> None:
+    if eager:
+        acc.set("cudagraph_mode", "NONE", "default", "--enforce-eager: no CUDA graphs")
+        acc.set("cudagraph_capture_sizes", (), "default", "--enforce-eager")
+        acc.set("max_cudagraph_capture_size", 0, "default", "--enforce-eager")
+        return
+    if tr.engine == "v0":
+        # v0 _BATCH_SIZES_TO_CAPTURE = [1, 2, 4] + [8*i for i in 1..32], up to max_num_seqs (padded).
+        all_sizes = [1, 2, 4] + [8 * i for i in range(1, 33)]
+        sizes = [s for s in all_sizes if s <= max(seqs, 1)]
+        nxt = next((s for s in all_sizes if s >= seqs), all_sizes[-1])
+        if nxt not in sizes:
+            sizes.append(nxt)
+        acc.set("cudagraph_mode", "FULL", "default", "v0 captures full decode graphs")
+        acc.set("cudagraph_capture_sizes", tuple(sizes), "default", "v0 batch sizes to capture, up to max_num_seqs")
+        acc.set("max_cudagraph_capture_size", sizes[-1], "default", "v0")
+        return
+    acc.set("cudagraph_mode", "FULL_AND_PIECEWISE", "default", "v1 default (compilation level 3 / -O2+)")
+    decode_q = 1 + n_spec
+    given_max = cfg.max_cudagraph_capture_size
+    if given_max is not None:
+        max_size = given_max
+        how = f"--max-cudagraph-capture-size {given_max}"
+    else:
+        ceiling = 1024 if cc is not None and cc // 10 == 10 else 512
+        max_size = min(seqs * decode_q * 2, ceiling)
+        how = f"min(max_num_seqs x {decode_q} x 2, {ceiling})"
+    max_size = min(mnbt, max_size)
+    if tr.version < (0, 11, 0):
+        # ASSUMPTION: before 0.11 the list was [1, 2, 4] + range(8, 513, 8) capped by max_num_seqs*2.
+        sizes = [s for s in [1, 2, 4] + list(range(8, 513, 8)) if s <= max_size]
+    else:
+        if perf == "interactivity":
+            sizes = list(range(1, min(max_size, 32) + 1))
+        else:
+            sizes = [s for s in (1, 2, 4) if s <= max_size]
+        if max_size >= 8:
+            sizes += list(range(8, min(max_size + 1, 256), 8))
+        if max_size >= 256:
+            sizes += list(range(256, max_size + 1, 16))
+        if mnbt <= max_size and mnbt not in sizes:
+            sizes.append(mnbt)
+        if given_max is None and decode_q == 1 and seqs <= max_size and seqs <= mnbt:
+            sizes.append(seqs)
+        elif given_max is None and decode_q > 1:
+            sizes += [n * decode_q for n in range(1, seqs + 1) if n * decode_q <= max_size and n * decode_q <= mnbt
+                      and (n in (1, 2, 4) or (n < 256 and n % 8 == 0) or (n >= 256 and n % 16 == 0) or n == seqs)]
+        sizes = sorted(set(sizes))
+    acc.set("cudagraph_capture_sizes", tuple(sizes), "default", f"config/vllm.py _set_cudagraph_sizes: max {how}")
+    acc.set("max_cudagraph_capture_size", sizes[-1] if sizes else 0,
+            "given" if given_max is not None else "default", how)
+
+
+__all__ = ["ResolvedEngine", "resolve", "batch_defaults", "backend_priorities", "gpu_cc",
+           "KV_DTYPE_BYTES", "QUANT_MIN_CAPABILITY", "ENGINE_FIELDS"]

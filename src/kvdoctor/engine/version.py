@@ -1,0 +1,184 @@
+"""vLLM versions and what changed between them that kvdoctor's arithmetic depends on.
+
+``parse_version`` accepts what operators type or logs print: ``0.33.0``, ``v0.10.1``, ``0.6.3.post1``,
+``0.11.0rc2``, ``0.10.2.dev45+g1234``, ``0.1.dev20073+g8e685d198`` (a source build: treated as the
+newest known release, since such builds come from main). ``traits(version)`` returns the behaviour
+of that release. Every boundary below cites its source; the ones we could not pin exactly are marked
+ASSUMPTION and collected in docs/engine.md ("Version traits").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import total_ordering
+
+from kvdoctor.errors import InputError
+
+LATEST_KNOWN = (0, 33, 0)
+
+
+@total_ordering
+@dataclass(frozen=True)
+class Version:
+    major: int
+    minor: int
+    patch: int = 0
+    pre: str = ""  # "rc2", "dev45", "post1" (kept for display; ordering uses the release triple)
+    text: str = ""
+
+    @property
+    def triple(self) -> tuple[int, int, int]:
+        return (self.major, self.minor, self.patch)
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, tuple):
+            return self.triple < other
+        if isinstance(other, Version):
+            return self.triple < other.triple
+        return NotImplemented
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, tuple):
+            return self.triple == other
+        if isinstance(other, Version):
+            return self.triple == other.triple and self.pre == other.pre
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.triple, self.pre))
+
+    def __str__(self) -> str:
+        base = f"{self.major}.{self.minor}.{self.patch}"
+        if not self.pre:
+            return base
+        sep = "." if self.pre.startswith(("post", "dev")) else ""
+        return f"{base}{sep}{self.pre}"
+
+
+_VERSION_RE = re.compile(
+    r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.\-]?((?:rc|post|dev|a|b)\d*))?(?:\+[0-9A-Za-z.\-_]+)?$"
+)
+
+
+def parse_version(text: "str | Version | None") -> Version:
+    """Parse a vLLM version string; garbage raises InputError (one line)."""
+    if isinstance(text, Version):
+        return text
+    if text is None:
+        return Version(*LATEST_KNOWN, text="0.33.0")
+    raw = str(text).strip()
+    m = _VERSION_RE.match(raw)
+    if not m:
+        raise InputError(f"--vllm-version: not a vLLM version: {raw!r} (expected e.g. 0.33.0, v0.10.1, 0.6.3.post1)")
+    major, minor, patch, pre = m.groups()
+    v = Version(int(major), int(minor), int(patch or 0), pre or "", raw)
+    if v.major == 0 and v.minor <= 1 and (pre or "").startswith("dev"):
+        # "0.1.devNNNN+g<sha>" is setuptools-scm's fallback for a source checkout of main.
+        return Version(*LATEST_KNOWN, pre=pre or "", text=raw)
+    if v.major != 0 or v.minor > 99:
+        raise InputError(f"--vllm-version: {raw!r} is not a known vLLM release line (0.x)")
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Boundaries (first release with the new behaviour)
+
+# V1 engine on by default: 0.8.0 (release notes "V1 engine enabled by default"; VLLM_USE_V1=0 still
+# selects v0 until the v0 engine was deleted in 0.11.0 (release notes "V0 engine removed")).
+V1_DEFAULT = (0, 8, 0)
+V0_REMOVED = (0, 11, 0)
+# CUDA-graph memory profiled and deducted from the KV budget by default, and the default
+# gpu_memory_utilization raised 0.9 -> 0.92 to compensate: vllm-project/vllm PR #38284 ("Enable
+# CUDAGraph memory profiling by default ... slated for default enablement in v0.21"); 0.2x logs say
+# "CUDA graph memory profiling is enabled (default since v0.21.0)". Before it the estimate existed
+# only opt-in (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, PR #30515).
+CUDAGRAPH_IN_BUDGET = (0, 21, 0)
+UTIL_092 = (0, 21, 0)
+# ASSUMPTION: the opt-in env var exists from 0.14.0 (PR #30515 merged early 2026); earlier releases ignore it.
+CUDAGRAPH_ENV_OPT_IN = (0, 14, 0)
+# "GPU KV cache size" token count:
+#   v1 0.8.0 (PR #13596, Feb 2025): num_blocks * block_size
+#   ASSUMPTION 0.10.0 (hybrid KV-cache manager): num_blocks // len(groups) * min_block_size
+#     (still so in 0.19.0: vllm-project/vllm issue #40691)
+#   ASSUMPTION 0.20.0 (after the #40691/#38364 fix): int(max_concurrency * max_model_len)
+KV_TOKENS_PER_GROUP = (0, 10, 0)
+KV_TOKENS_CONCURRENCY = (0, 20, 0)
+# Batch defaults (engine/arg_utils.py get_batch_defaults):
+#   v1 0.8.0: usage-context tables, large tier for >= 70 GiB devices;
+#   0.9.0: "a100" excluded from the large tier (PR #17885: larger mnbt hurt A100 throughput);
+#   ASSUMPTION 0.2x: >= 160 GiB top tier (B200/B300) with 16384 for the API server too; we date it
+#     0.20.0 (present in 0.33.0 source).
+BATCH_A100_EXCLUDED = (0, 9, 0)
+BATCH_TOP_TIER = (0, 20, 0)
+
+
+@dataclass(frozen=True)
+class VersionTraits:
+    """What a vLLM release does, in the terms kvdoctor's arithmetic needs."""
+
+    version: Version
+    engine: str  # "v1" | "v0": the default engine of that release
+    v0_available: bool  # VLLM_USE_V1=0 can still select v0
+    gpu_memory_utilization_default: float
+    cudagraph_in_kv_budget: bool  # CUDA-graph estimate deducted from the KV budget by default
+    cudagraph_env_opt_in: bool  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS honoured
+    kv_tokens_formula: str  # "v0" | "blocks_x_block_size" | "per_group" | "concurrency_x_len"
+    kv_size_log_one_line: bool  # "GPU KV cache size ..., Maximum concurrency ..." on one line (0.33)
+    requested_memory_ceil: bool  # v1: ceil(total * util); v0: plain product
+    null_block_reserved: bool  # v1 block pool keeps block 0 as the null block
+    batch_defaults_era: str  # "v0" | "v1-0.8" | "v1-0.9" | "v1-0.2x"
+
+    def as_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "version"}
+        d["version"] = str(self.version)
+        return d
+
+
+def traits(version: "str | Version | None" = None, *, env: dict[str, str] | None = None) -> VersionTraits:
+    """Traits of a release; ``env`` (VLLM_USE_V1=0 ...) selects the older engine where it still exists."""
+    v = parse_version(version)
+    env = env or {}
+    v1_default = v >= V1_DEFAULT
+    v0_available = v < V0_REMOVED
+    engine = "v1" if v1_default else "v0"
+    use_v1 = env.get("VLLM_USE_V1")
+    if use_v1 is not None and v0_available and v >= (0, 7, 0):
+        # VLLM_USE_V1 existed from 0.7 (opt-in v1 alpha) until v0 was removed.
+        engine = "v1" if use_v1.strip() in ("1", "true", "True") else "v0"
+    if engine == "v0":
+        formula = "v0"
+    elif v < KV_TOKENS_PER_GROUP:
+        formula = "blocks_x_block_size"
+    elif v < KV_TOKENS_CONCURRENCY:
+        formula = "per_group"
+    else:
+        formula = "concurrency_x_len"
+    cg_default = engine == "v1" and v >= CUDAGRAPH_IN_BUDGET
+    cg_env_ok = engine == "v1" and v >= CUDAGRAPH_ENV_OPT_IN
+    cg_flag = env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
+    cg = cg_default
+    if cg_flag is not None and cg_env_ok:
+        cg = cg_flag.strip() not in ("0", "false", "False", "")
+    if engine == "v0":
+        era = "v0"
+    elif v < BATCH_A100_EXCLUDED:
+        era = "v1-0.8"
+    elif v < BATCH_TOP_TIER:
+        era = "v1-0.9"
+    else:
+        era = "v1-0.2x"
+    return VersionTraits(
+        version=v,
+        engine=engine,
+        v0_available=v0_available,
+        gpu_memory_utilization_default=0.92 if v >= UTIL_092 else 0.9,
+        cudagraph_in_kv_budget=cg,
+        cudagraph_env_opt_in=cg_env_ok,
+        kv_tokens_formula=formula,
+        # ASSUMPTION: one line from 0.30 (0.2x logs still print two lines; 0.33 source prints one).
+        kv_size_log_one_line=engine == "v1" and v >= (0, 30, 0),
+        requested_memory_ceil=engine == "v1",
+        null_block_reserved=engine == "v1",
+        batch_defaults_era=era,
+    )
