@@ -173,8 +173,10 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
     if not (0 < util <= 1):
         raise InputError(f"--gpu-memory-utilization must be in (0, 1] (got {util})")
     max_model_len_raw = _val(resolved, "max_model_len", shape.max_model_len)
-    auto_fit = max_model_len_raw in (-1, "auto")
-    max_model_len = int(shape.max_model_len if auto_fit else max_model_len_raw)
+    auto_fit = bool(_val(resolved, "max_model_len_auto", False)) or max_model_len_raw in (-1, "auto")
+    if auto_fit:
+        max_model_len_raw = _val(resolved, "derived_max_model_len", shape.max_model_len)
+    max_model_len = int(max_model_len_raw)
     if max_model_len <= 0:
         raise InputError(f"--max-model-len must be positive (got {max_model_len_raw})")
     max_num_seqs = int(_val(resolved, "max_num_seqs", 256))
@@ -313,18 +315,18 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
                                                                                   plan.max_in_flight_tokens)}
         for g in plan.grouping.groups
     ]
-    engine_figs = {
-        "max_model_len": Figure(plan.max_model_len, "predicted" if auto_fit else _src(resolved, "max_model_len"),
-                                plan.auto_fit_message or "max_model_len"),
-        "max_num_seqs": Figure(max_num_seqs, _src(resolved, "max_num_seqs"), "max_num_seqs"),
-        "max_num_batched_tokens": Figure(mnbt, _src(resolved, "max_num_batched_tokens"), "max_num_batched_tokens"),
-        "gpu_memory_utilization": Figure(util, util_src, "gpu_memory_utilization"),
-        "tensor_parallel_size": Figure(tp, _src(resolved, "tensor_parallel_size"), "tensor_parallel_size"),
-        "pipeline_parallel_size": Figure(pp, _src(resolved, "pipeline_parallel_size"), "pipeline_parallel_size"),
-        "kv_cache_dtype": Figure(kv_dtype, _src(resolved, "kv_cache_dtype"), "kv_cache_dtype"),
-        "cudagraph_capture_sizes": Figure(n_sizes, _src(resolved, "cudagraph_capture_sizes"),
-                                          f"{n_sizes} sizes, largest {max(sizes) if sizes else 0}"),
-    }
+    engine_figs = {}
+    for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
+                 "tensor_parallel_size", "pipeline_parallel_size", "dtype", "kv_cache_dtype", "block_size",
+                 "enforce_eager", "async_scheduling"):
+        engine_figs[name] = _engine_figure(resolved, name)
+    if auto_fit:
+        engine_figs["max_model_len"] = Figure(plan.max_model_len, "predicted", plan.auto_fit_message or "auto-fit")
+    engine_figs["cudagraph_capture_sizes"] = Figure(
+        n_sizes, _src(resolved, "cudagraph_capture_sizes"),
+        f"{n_sizes} capture sizes, largest {max(sizes) if sizes else 0}" if n_sizes else "no CUDA graphs")
+    kvf["block_size"] = Figure(plan.block_size, engine_figs["block_size"].source,
+                               engine_figs["block_size"].how or kvf["block_size"].how)
     return Ledger(
         model=shape.name, gpu=str(getattr(gpu, "name", "GPU")), vllm_version=version, memory=figs, kv=kvf,
         reconciliation=recon, fit_ok=plan.fit.ok, startup_error=plan.fit.error,
@@ -385,6 +387,16 @@ def _quant(shape, resolved):
 
         return online_quantization(str(method))
     return ckpt
+
+
+def _engine_figure(resolved: Any, name: str) -> Figure:
+    fig = getattr(resolved, "figure", None)
+    if callable(fig):
+        try:
+            return fig(name)
+        except AttributeError:
+            pass
+    return Figure(_val(resolved, name), _src(resolved, name), name)  # type: ignore[arg-type]
 
 
 def _cc_major(cc: Any) -> int:
