@@ -128,7 +128,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .verdict-bad { color: var(--bad); font-weight: 600; } .verdict-ok { color: var(--ok); font-weight: 600; }
 .sev-critical, .sev-error, .sev-high { color: var(--bad); font-weight: 600; }
 .sev-warning, .sev-medium { color: var(--warn); font-weight: 600; }
-.kvd-plot { width: 100%; min-height: 360px; }
+.kvd-plot { width: 100%; min-height: 120px; }
 details { margin: 6px 0; } details pre { max-height: 400px; overflow: auto; background: var(--card); padding: 8px; font-size: 12px; }
 code { font-size: 12px; background: var(--card); padding: 0 3px; }
 """
@@ -155,6 +155,7 @@ class _Page:
     def plot(self, fig: dict[str, Any], height: int | None = None) -> str:
         fid = f"kvd-fig-{len(self.figs)}"
         self.figs.append((fid, fig))
+        height = height or (fig.get("layout") or {}).get("height")
         style = f' style="height:{int(height)}px"' if height else ""
         return f'<div class="kvd-plot" id="{fid}-div" data-fig="{fid}"{style}></div>'
 

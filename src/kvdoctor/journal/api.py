@@ -1,0 +1,182 @@
+"""Journal operations the CLI calls: start, record, show, compare. I/O (files, SQLite) stays here and
+in store.py; the rule and the arithmetic live in configs.py, figures.py and handbook.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kvdoctor.errors import InputError
+from kvdoctor.journal import configs, figures
+from kvdoctor.journal.store import JournalStore, Step, StepInput, clean
+
+SCHEMA = "kvdoctor.journal/1"
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------------------------
+
+
+def gather_evidence(paths: list[str] | None = None, *, bench: list[str] | None = None,
+                    prometheus: str | None = None, window: str | None = None,
+                    quiet: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(figures, evidence record) from logs / metrics dumps / bench results / a Prometheus window.
+
+    The whole summary is kept in the step (``evidence.summary``) besides the journal's figures, so a
+    figure added to the journal later can still be read from old steps.
+    """
+    all_paths = [*(paths or []), *(bench or [])]
+    if not all_paths and not prometheus:
+        return {}, {}
+    if window and not prometheus:
+        raise InputError("--window needs --prometheus URL")
+    for p in all_paths:
+        if not Path(p).exists():
+            raise InputError(f"no such file: {p}")
+    from kvdoctor.evidence import summary as summarize
+    from kvdoctor.evidence.load import load_evidence
+
+    kwargs: dict[str, Any] = {}
+    if prometheus:
+        kwargs["prometheus"] = prometheus
+        if window:
+            kwargs["window"] = window
+    ev = load_evidence(all_paths, **kwargs)
+    summ = summarize(ev)
+    figs = figures.extract(summ, source="measured", how_prefix="evidence summary: ")
+    record = {
+        "sources": [str(s) for s in (getattr(ev, "sources", None) or all_paths or [prometheus])],
+        "prometheus": prometheus, "window": window, "summary": clean(summ),
+    }
+    return figs, record
+
+
+def read_prediction(path: str | None) -> dict[str, Any] | None:
+    """A saved ``--json`` payload (plan, simulate, diagnose...) that predicted this step."""
+    if path is None:
+        return None
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"--prediction: no such file: {p}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"--prediction: {p} is not a readable JSON payload ({exc})") from None
+    if not isinstance(data, dict) or not str(data.get("schema_version", "")).startswith("kvdoctor."):
+        raise InputError(f"--prediction: {p} is not a kvdoctor --json payload (no kvdoctor schema_version)")
+    return data
+
+
+# --------------------------------------------------------------------------------------------
+# operations
+# --------------------------------------------------------------------------------------------
+
+
+def start(db: str | Path | None, name: str, *, config: str, evidence: list[str] | None = None,
+          bench: list[str] | None = None, prometheus: str | None = None, window: str | None = None,
+          note: str | None = None) -> Step:
+    cfg, text, origin = configs.read_config(config)
+    figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window)
+    step = StepInput(config=configs.config_to_dict(cfg), config_text=text, config_origin=origin, note=note,
+                     figures=figs, evidence=ev)
+    with JournalStore(db) as store:
+        return store.start(name, step)
+
+
+def record(db: str | Path | None, journal: str | None = None, *, config: str | None = None,
+           evidence: list[str] | None = None, bench: list[str] | None = None, prometheus: str | None = None,
+           window: str | None = None, note: str | None = None, prediction: str | None = None,
+           force_multi: bool = False) -> Step:
+    """Append a step. Without ``--config`` the configuration is the previous step's (a re-measure)."""
+    if config is None and not (evidence or bench or prometheus or note or prediction):
+        raise InputError("nothing to record: give --config and/or --evidence/--bench/--prometheus (or --note)")
+    new_cfg = None
+    if config is not None:
+        cfg, text, origin = configs.read_config(config)
+        new_cfg = (configs.config_to_dict(cfg), text, origin)
+    figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window)
+    pred_payload = read_prediction(prediction)
+
+    def build(prev: Step) -> StepInput:
+        cfg_dict, text, origin = new_cfg if new_cfg else (prev.config, None, f"same as step #{prev.seq}")
+        return StepInput(config=cfg_dict, config_text=text, config_origin=origin, note=note, figures=figs,
+                         evidence=ev, prediction=pred_payload)
+
+    def check(prev: Step, new: StepInput) -> tuple[list[dict[str, Any]], bool]:
+        changes, multi = configs.one_variable(prev.config, prev.seq, new.config, force_multi=force_multi)
+        if pred_payload is not None:
+            new.predicted = figures.predicted_from_payload(pred_payload, changes)
+        return changes, multi
+
+    with JournalStore(db, create=False) as store:
+        name = store.resolve_name(journal)
+        return store.record(name, build, check)
+
+
+def add_note(db: str | Path | None, journal: str | None, seq: int, text: str) -> None:
+    with JournalStore(db, create=False) as store:
+        store.add_note(store.resolve_name(journal), seq, text)
+
+
+def load_steps(db: str | Path | None, journal: str | None) -> tuple[str, list[Step], str]:
+    with JournalStore(db, create=False) as store:
+        name = store.resolve_name(journal)
+        return name, store.steps(name), str(store.path)
+
+
+def step_payload(s: Step) -> dict[str, Any]:
+    d = s.as_dict()
+    d.pop("journal", None)
+    # the prediction payload can be large (a whole simulate run): show it by reference
+    pred = d.pop("prediction", None)
+    d["prediction_kind"] = (str(pred.get("schema_version")) if isinstance(pred, dict) else None)
+    d["config_given"] = {k: v for k, v in s.config.items()
+                         if k not in ("extra", "env", "measured", "notes", "origin", "vllm_version") and v is not None}
+    return d
+
+
+def show_payload(db: str | Path | None, journal: str | None) -> dict[str, Any]:
+    name, steps, path = load_steps(db, journal)
+    return {
+        "schema_version": SCHEMA,
+        "db": path,
+        "journal": {"name": name, "created_at": steps[0].created_at if steps else None, "steps": len(steps)},
+        "figures": {k: {"label": v[0], "unit": v[1], "better": {1: "higher", -1: "lower", 0: "neither"}[v[2]]}
+                    for k, v in figures.FIGURES.items()},
+        "steps": [step_payload(s) for s in steps],
+    }
+
+
+def compare_payload(db: str | Path | None, journal: str | None, a: int, b: int) -> dict[str, Any]:
+    name, steps, path = load_steps(db, journal)
+    by_seq = {s.seq: s for s in steps}
+    for x in (a, b):
+        if x not in by_seq:
+            raise InputError(f"journal {name!r} has no step #{x} (steps: 0..{steps[-1].seq})")
+    sa, sb = by_seq[a], by_seq[b]
+    rows = []
+    for fname, (label, unit, _) in figures.FIGURES.items():
+        va, vb = sa.figures.get(fname), sb.figures.get(fname)
+        if va is None and vb is None:
+            continue
+        rows.append({"figure": fname, "label": label, "unit": unit, "a": va, "b": vb,
+                     "delta": figures.delta(fname, va, vb),
+                     "predicted_b": sb.predicted.get(fname)})
+    between = [s for s in steps if min(a, b) < s.seq <= max(a, b)]
+    return {
+        "schema_version": SCHEMA,
+        "db": path,
+        "journal": {"name": name},
+        "compare": {
+            "a": a, "b": b,
+            "changes": configs.config_changes(sa.config, sb.config),
+            "multi_steps_between": [s.seq for s in between if s.multi],
+            "figures": rows,
+        },
+    }
+
+
+__all__ = ["start", "record", "add_note", "show_payload", "compare_payload", "gather_evidence"]

@@ -1,0 +1,208 @@
+"""Shared rich renderers for the terminal. Every verb shows numbers the same way: value, unit, the
+source (measured / given / predicted / default) and how it was derived.
+
+Usage from a verb::
+
+    from kvdoctor.report.terminal import render_figures
+    render_figures([("weights", fig_weights, "GiB"), ("KV pool", fig_kv, "tokens")], title="Memory")
+
+Colours come from rich and switch off by themselves with ``NO_COLOR`` or when stdout is not a TTY
+(cli/output.console()); nothing here depends on colour to carry meaning: the source is a word.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+SOURCE_STYLE = {"measured": "green", "given": "blue", "predicted": "yellow", "default": "dim"}
+VERDICT_STYLE = {"better": "green", "worse": "red", "flat": "dim", "changed": "yellow"}
+
+
+def _value_of(x: Any) -> Any:
+    if isinstance(x, dict) and "value" in x:
+        return x["value"]
+    if hasattr(x, "value") and hasattr(x, "source"):
+        return x.value
+    return x
+
+
+def _source_how(x: Any) -> tuple[str | None, str]:
+    if isinstance(x, dict) and "source" in x:
+        return x.get("source"), str(x.get("how") or "")
+    if hasattr(x, "value") and hasattr(x, "source"):
+        return x.source, str(getattr(x, "how", "") or "")
+    return None, ""
+
+
+def fmt_value(v: Any, unit: str = "") -> str:
+    """Numbers as an operator reads them: thousands separators, 3 significant digits, s -> ms."""
+    v = _value_of(v)
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float) and not math.isfinite(v):
+        return "—"
+    if isinstance(v, (int, float)):
+        if unit == "s":
+            return f"{v * 1000:,.1f} ms" if abs(v) < 10 else f"{v:,.2f} s"
+        if unit == "bytes":
+            return f"{v / (1 << 30):,.2f} GiB"
+        if isinstance(v, int):
+            s = f"{v:,}"
+        elif abs(v) >= 100:
+            s = f"{v:,.0f}"
+        else:
+            s = f"{v:.3g}"
+        return f"{s} {unit}".strip()
+    return f"{v} {unit}".strip()
+
+
+def figures_table(rows: Iterable[Sequence[Any]], *, title: str | None = None, show_how: bool = True):
+    """A rich Table of (label, Figure | Figure-dict | number, unit?) rows."""
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False, header_style="bold")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    t.add_column("source")
+    if show_how:
+        t.add_column("how", overflow="fold", max_width=70)
+    for row in rows:
+        label, fig = row[0], row[1]
+        unit = row[2] if len(row) > 2 else ""
+        src, how = _source_how(fig)
+        cells = [Text(str(label)), Text(fmt_value(fig, unit)),
+                 Text(src or "", style=SOURCE_STYLE.get(src or "", ""))]
+        if show_how:
+            cells.append(Text(how, style="dim"))
+        t.add_row(*cells)
+    return t
+
+
+def render_figures(rows: Iterable[Sequence[Any]], *, title: str | None = None, show_how: bool = True,
+                   console=None) -> None:
+    """Print a figures table (see figures_table) on the shared console."""
+    from kvdoctor.cli.output import console as _console
+
+    (console or _console()).print(figures_table(rows, title=title, show_how=show_how))
+
+
+def change_text(changes: list[dict[str, Any]] | None, kind: str = "step") -> str:
+    if kind == "baseline":
+        return "baseline"
+    if not changes:
+        return "re-measure (no configuration change)"
+    return "; ".join(f"{c['field']}: {fmt_value(c.get('before')) if c.get('before') is not None else 'unset'}"
+                     f" → {fmt_value(c.get('after')) if c.get('after') is not None else 'unset'}" for c in changes)
+
+
+# --------------------------------------------------------------------------------------------
+# journal views
+# --------------------------------------------------------------------------------------------
+
+
+def render_step(step, *, verb: str = "recorded", console=None) -> None:
+    from rich.text import Text
+
+    from kvdoctor.cli.output import console as _console
+    from kvdoctor.journal.figures import FIGURES, delta
+
+    c = console or _console()
+    head = Text(f"{verb} step #{step.seq} in journal ", style="bold")
+    head.append(str(step.journal), style="bold cyan")
+    c.print(head)
+    line = Text("  change: ")
+    line.append(change_text(step.changes, step.kind))
+    if step.multi:
+        line.append("  [several variables: marked multi-variable for good]", style="bold red")
+    c.print(line)
+    if step.note:
+        c.print(Text(f"  note: {step.note}", style="dim"))
+    if not step.figures and not step.predicted:
+        c.print(Text("  no figures recorded (give --evidence / --bench / --prometheus)", style="dim"))
+        return
+    from rich.table import Table
+
+    t = Table(show_edge=False, pad_edge=False, header_style="bold")
+    for h, j in (("figure", "left"), ("before", "right"), ("after", "right"), ("change", "right"),
+                 ("predicted", "right"), ("source", "left")):
+        t.add_column(h, justify=j)
+    for name, (label, unit, _) in FIGURES.items():
+        a, b, p = step.figures.get(name), step.before.get(name), step.predicted.get(name)
+        if a is None and p is None:
+            continue
+        d = delta(name, b, a)
+        ch = Text("—") if d is None or d["rel"] is None else Text(f"{d['rel'] * 100:+.1f} % {d['verdict']}",
+                                                                    style=VERDICT_STYLE.get(d["verdict"], ""))
+        src, _ = _source_how(a)
+        t.add_row(label, fmt_value(b, unit), fmt_value(a, unit), ch, fmt_value(p, unit),
+                  Text(src or "", style=SOURCE_STYLE.get(src or "", "")))
+    c.print(t)
+
+
+def render_journal(payload: dict[str, Any], *, console=None) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from kvdoctor.cli.output import console as _console
+    from kvdoctor.journal.figures import FIGURES
+
+    c = console or _console()
+    j = payload["journal"]
+    c.print(Text(f"journal {j['name']} — {j['steps']} step(s) in {payload['db']}", style="bold"))
+    steps = payload["steps"]
+    shown = [k for k in FIGURES if any(k in (s.get("figures") or {}) for s in steps)]
+    t = Table(show_edge=False, pad_edge=False, header_style="bold")
+    t.add_column("#", justify="right")
+    t.add_column("when")
+    t.add_column("change", overflow="fold", max_width=48)
+    for k in shown:
+        label, unit, _ = FIGURES[k]
+        t.add_column(f"{label}" + (f" ({'ms' if unit == 's' else unit})" if unit else ""), justify="right")
+    for s in steps:
+        ch = Text(change_text(s.get("changes"), s.get("kind", "step")))
+        if s.get("multi"):
+            ch.append(" [multi]", style="bold red")
+        if s.get("note"):
+            ch.append(f"\n{s['note']}", style="dim")
+        row = [str(s["seq"]), str(s.get("created_at", ""))[:16].replace("T", " "), ch]
+        for k in shown:
+            f = (s.get("figures") or {}).get(k)
+            p = (s.get("predicted") or {}).get(k)
+            unit = FIGURES[k][1]
+            v = _value_of(f)
+            cell = "—" if v is None else (f"{v * 1000:,.1f}" if unit == "s" else fmt_value(v))
+            if p is not None:
+                pv = _value_of(p)
+                cell += f" (pred {pv * 1000:,.1f})" if unit == "s" and pv is not None else f" (pred {fmt_value(pv)})"
+            row.append(cell)
+        t.add_row(*row)
+    c.print(t)
+
+
+def render_compare(payload: dict[str, Any], *, console=None) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from kvdoctor.cli.output import console as _console
+
+    c = console or _console()
+    cmp_ = payload["compare"]
+    c.print(Text(f"journal {payload['journal']['name']}: step #{cmp_['a']} → step #{cmp_['b']}", style="bold"))
+    c.print(Text("  configuration: " + change_text(cmp_["changes"]) if cmp_["changes"] else "  configuration: identical"))
+    if cmp_.get("multi_steps_between"):
+        c.print(Text(f"  multi-variable steps in between: {cmp_['multi_steps_between']}", style="red"))
+    t = Table(show_edge=False, pad_edge=False, header_style="bold")
+    for h, j in (("figure", "left"), (f"#{cmp_['a']}", "right"), (f"#{cmp_['b']}", "right"), ("change", "right"),
+                 (f"predicted #{cmp_['b']}", "right")):
+        t.add_column(h, justify=j)
+    for r in cmp_["figures"]:
+        d = r.get("delta")
+        ch = Text("—") if not d or d.get("rel") is None else Text(f"{d['rel'] * 100:+.1f} % {d['verdict']}",
+                                                                  style=VERDICT_STYLE.get(d["verdict"], ""))
+        t.add_row(r["label"], fmt_value(r.get("a"), r["unit"]), fmt_value(r.get("b"), r["unit"]), ch,
+                  fmt_value(r.get("predicted_b"), r["unit"]))
+    c.print(t)
