@@ -249,9 +249,35 @@ class WeightBreakdown:
         return max(max(r) for r in self.per_rank)
 
 
-def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo | None, tp: int, pp: int,
-                     mxfp4_align: tuple[int, int] | None = None) -> WeightBreakdown:
-    """The full derivation behind ``weight_bytes_per_rank``."""
+def resolve_quant(shape: ModelShape, quant: QuantInfo | str | None) -> QuantInfo | None:
+    """A QuantInfo from what callers have: None, the checkpoint's own, or a --quantization name.
+
+    A name equal to the checkpoint's method means "load it as it is"; any other name on an
+    unquantized checkpoint is online quantization (``--quantization fp8`` on a bf16 model).
+    """
+    if quant is None or isinstance(quant, QuantInfo):
+        return quant
+    name = str(quant).lower()
+    if shape.quant is not None:
+        if name == shape.quant.method or name in ("auto", shape.quant.method.replace("-", "_")):
+            return shape.quant
+        if name.startswith(shape.quant.method.split("_")[0]):
+            return shape.quant  # e.g. gptq_marlin / awq_marlin on a gptq / awq checkpoint
+        raise ConfigError(f"--quantization {quant} does not match the checkpoint's {shape.quant.method}")
+    from kvdoctor.ledger.shape import online_quantization
+
+    return online_quantization(name)
+
+
+def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo | str | None, tp: int, pp: int,
+                     mxfp4_align: tuple[int, int] | None = None, capability: int | None = None,
+                     vllm_version: tuple[int, ...] | None = None) -> WeightBreakdown:
+    """The full derivation behind ``weight_bytes_per_rank``.
+
+    ``capability`` (e.g. 90) and ``vllm_version`` pick the MXFP4 MoE backend's padding when
+    ``mxfp4_align`` is not given.
+    """
+    quant = resolve_quant(shape, quant)
     if pp < 1:
         raise ConfigError(f"pipeline parallel size must be >= 1, got {pp}")
     if pp > shape.num_layers:
@@ -259,7 +285,7 @@ def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo 
     if quant is not None and not quant.supported:
         raise InputError(quant.note or f"quantization {quant.method} is not supported by vLLM 0.33")
     if quant is not None and quant.method in ("mxfp4", "gpt_oss_mxfp4") and mxfp4_align is None:
-        mxfp4_align = mxfp4_alignment(None)
+        mxfp4_align = mxfp4_alignment(capability, vllm_version)
     tensors = model_tensors(shape, tp, mxfp4_align=mxfp4_align if (quant and quant.experts_only) else None)
     bpw = quant.bytes_per_weight if quant else dtype_bytes
     rope = int(shape.rotary_dim * shape.rope_cache_len * dtype_bytes)
@@ -290,24 +316,26 @@ def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo 
                 role0[x.role] = role0.get(x.role, 0) + int(b)
         total += rope
         stages.append(int(round(total)))
-    if pp == 1 or True:
-        role0["rope_cache"] = rope
+    role0["rope_cache"] = rope
     how = _explain(shape, dtype_bytes, quant, tp, pp, mxfp4_align, rope, stages)
     # All TP ranks of a stage hold the same amount (splits are even or replicated).
     return WeightBreakdown([[b] * tp for b in stages], how, role0, rope)
 
 
-def weight_bytes_per_rank(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo | None, tp: int, pp: int,
-                          mxfp4_align: tuple[int, int] | None = None) -> list[list[int]]:
+def weight_bytes_per_rank(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo | str | None, tp: int,
+                          pp: int, mxfp4_align: tuple[int, int] | None = None, capability: int | None = None,
+                          vllm_version: tuple[int, ...] | None = None) -> list[list[int]]:
     """Bytes of weights on each GPU, indexed [pp_stage][tp_rank], as vLLM 0.33 loads them."""
-    return weight_breakdown(shape, dtype_bytes=dtype_bytes, quant=quant, tp=tp, pp=pp,
-                            mxfp4_align=mxfp4_align).per_rank
+    return weight_breakdown(shape, dtype_bytes=dtype_bytes, quant=quant, tp=tp, pp=pp, mxfp4_align=mxfp4_align,
+                            capability=capability, vllm_version=vllm_version).per_rank
 
 
-def explain_weights(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo | None, tp: int, pp: int,
-                    mxfp4_align: tuple[int, int] | None = None) -> str:
-    return weight_breakdown(shape, dtype_bytes=dtype_bytes, quant=quant, tp=tp, pp=pp,
-                            mxfp4_align=mxfp4_align).how
+def explain_weights(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo | str | None, tp: int, pp: int,
+                    mxfp4_align: tuple[int, int] | None = None, capability: int | None = None,
+                    vllm_version: tuple[int, ...] | None = None) -> str:
+    """One line saying how the weight figure was derived (for provenance.Figure.how)."""
+    return weight_breakdown(shape, dtype_bytes=dtype_bytes, quant=quant, tp=tp, pp=pp, mxfp4_align=mxfp4_align,
+                            capability=capability, vllm_version=vllm_version).how
 
 
 def _explain(shape: ModelShape, dtype_bytes: float, quant: QuantInfo | None, tp: int, pp: int,

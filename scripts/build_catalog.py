@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Generate the embedded catalogs in src/kvdoctor/catalog/data/ from the shared data set.
+
+    python scripts/build_catalog.py [--data ../shared/data] [--check]
+
+models.json: one ModelShape per Hugging Face id (the facts vLLM derives, via the same
+``shape_from_hf_config`` the CLI uses on a user's config.json), not the raw configs.
+gpus.json: one GpuSpec per accelerator, memory in bytes as torch reports it. Where no public
+torch figure exists, the memory is derived from nvidia-smi MiB or the marketing size with the
+ratio fitted here on the GPUs that have both; the fit and its error are printed and written to
+docs/catalog.md by hand. ``--check`` regenerates in memory and fails if the files differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+
+from kvdoctor.ledger.shape import shape_from_hf_config, shape_to_dict  # noqa: E402
+
+OUT = REPO / "src" / "kvdoctor" / "catalog" / "data"
+GiB = 1 << 30
+MiB = 1 << 20
+
+# Short names people type or logs print that the TSV alias column does not spell out.
+# Ambiguous ones (plain "A100": 40 or 80 GB, PCIe or SXM) are left out on purpose so the lookup
+# answers with suggestions instead of guessing.
+EXTRA_ALIASES: dict[str, list[str]] = {
+    "NVIDIA H100 SXM": ["H100", "H100 SXM", "H100 SXM5", "H100-80G", "H100 80GB", "H100-SXM5-80GB"],
+    "NVIDIA H100 PCIe": ["H100 PCIe"],
+    "NVIDIA H100 NVL": ["H100 NVL"],
+    "NVIDIA H200": ["H200", "H200 SXM", "H200 141GB", "NVIDIA H200 141GB HBM3e"],
+    "NVIDIA A100 80GB SXM": ["A100 80GB", "A100-80G", "A100 SXM 80GB", "A100-SXM-80GB"],
+    "NVIDIA A100 80GB PCIe": ["A100 80GB PCIe", "A100-PCIE-80GB"],
+    "NVIDIA A100 40GB SXM": ["A100 40GB", "A100-40G", "A100 SXM 40GB"],
+    "NVIDIA A100 40GB PCIe": ["A100 40GB PCIe", "NVIDIA A100-PCIE-40GB"],
+    "NVIDIA GeForce RTX 3090": ["RTX 3090", "3090"],
+    "NVIDIA GeForce RTX 4090": ["RTX 4090", "4090"],
+    "NVIDIA GeForce RTX 5090": ["RTX 5090", "5090"],
+    "NVIDIA T4": ["T4"],
+    "NVIDIA A10": ["A10"],
+    "NVIDIA A10G": ["A10G"],
+    "NVIDIA L4": ["L4"],
+    "NVIDIA L40": ["L40"],
+    "NVIDIA L40S": ["L40S"],
+    "NVIDIA A40": ["A40"],
+    "NVIDIA A30": ["A30", "NVIDIA A30"],
+    "NVIDIA H20": ["H20"],
+    "NVIDIA B200": ["B200"],
+    "NVIDIA B300": ["B300", "NVIDIA B300 SXM6 AC"],
+    "NVIDIA RTX 6000 Ada Generation": ["RTX 6000 Ada"],
+    "AMD Instinct MI300X": ["MI300X"],
+    "AMD Instinct MI325X": ["MI325X"],
+}
+
+# Display names: the TSV's descriptive names carry parentheticals; keep a clean key.
+RENAME = {
+    "NVIDIA GH200 (Hopper GPU of Grace Hopper)": "NVIDIA GH200",
+    "NVIDIA GB200 (per Blackwell GPU)": "NVIDIA GB200",
+    "NVIDIA GB300 (per Blackwell Ultra GPU)": "NVIDIA GB300",
+    "NVIDIA RTX PRO 6000 Blackwell (Server / Workstation Edition)": "NVIDIA RTX PRO 6000 Blackwell",
+    "AMD Instinct MI250 / MI250X": "AMD Instinct MI250X",
+}
+
+# Memory measured by torch on hardware this project ran on (device runs), bytes.
+MEASURED_TORCH: dict[str, tuple[int, str]] = {}
+
+_NUM = re.compile(r"^\s*~?\s*([0-9]+(?:\.[0-9]+)?)")
+
+
+def _first_number(text: str | None) -> float | None:
+    if not text:
+        return None
+    m = _NUM.match(text.strip().strip('"'))
+    return float(m.group(1)) if m else None
+
+
+def _aliases(name: str, col: str) -> list[str]:
+    """The TSV's alias column: ';'-separated spellings, with (comments) that may name more."""
+    col = (col or "").strip().strip('"')
+    out = [name] + [p.strip() for p in re.findall(r"commonly printed ([^;)]+)", col)]
+    col = re.sub(r"\([^)]*\)", "", col)  # drop comments first: they contain ';' too
+    out += [p.strip() for p in col.split(";") if p.strip()]
+    return out
+
+
+def _ecc_gddr(r: dict) -> bool:
+    """Datacenter GDDR card (ECC on by default): T4, A10(G), L4, L40(S), A40."""
+    return "GDDR" in (r.get("notes") or "") and "GeForce" not in r["name"] and "RTX" not in r["name"] or (
+        r["name"] in ("NVIDIA A10G", "NVIDIA T4"))
+
+
+def _capability(text: str) -> tuple[int, int] | None:
+    m = re.match(r"^\s*(\d+)\.(\d+)\s*$", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def build_gpus(data: Path) -> tuple[list[dict], list[str]]:
+    rows = list(csv.DictReader(open(data / "gpus.tsv", encoding="utf-8"), delimiter="\t"))
+    report: list[str] = []
+    # ---- fit torch/nvidia-smi and torch/marketing ratios on the rows that have both ----
+    smi_pairs, mkt_pairs, ecc_pairs = [], [], []
+    for r in rows:
+        torch_gib = _first_number(r["total_memory_as_reported_by_torch_GiB"])
+        smi = _first_number(r["nvidia_smi_total_MiB"])
+        mkt = _first_number(r["memory_bytes_marketing"])
+        if torch_gib and r["name"].startswith("NVIDIA"):
+            if smi:
+                smi_pairs.append((r["name"], torch_gib * GiB / (smi * MiB)))
+            if mkt:
+                # Marketing "80 GB" of HBM/GDDR is a binary size (80 GiB physical). Datacenter GDDR
+                # cards run with ECC on, which takes 1/16 of the memory: fitted separately.
+                (ecc_pairs if _ecc_gddr(r) else mkt_pairs).append(
+                    (r["name"], torch_gib * GiB / (mkt / 1e9 * GiB)))
+    smi_ratio = statistics.median(v for _, v in smi_pairs)
+    mkt_ratio = statistics.median(v for _, v in mkt_pairs)
+    ecc_ratio = statistics.median(v for _, v in ecc_pairs)
+    report.append(f"torch/nvidia-smi ratio: median {smi_ratio:.4f} over {len(smi_pairs)} GPUs; errors: "
+                  + ", ".join(f"{n} {smi_ratio / v - 1:+.2%}" for n, v in smi_pairs))
+    report.append(f"torch/marketing ratio: median {mkt_ratio:.4f} over {len(mkt_pairs)} GPUs; errors: "
+                  + ", ".join(f"{n} {mkt_ratio / v - 1:+.2%}" for n, v in mkt_pairs))
+    report.append(f"torch/marketing ratio, datacenter GDDR with ECC: median {ecc_ratio:.4f} over {len(ecc_pairs)} "
+                  "GPUs; errors: " + ", ".join(f"{n} {ecc_ratio / v - 1:+.2%}" for n, v in ecc_pairs))
+
+    gpus = []
+    for r in rows:
+        name = RENAME.get(r["name"], r["name"])
+        torch_gib = _first_number(r["total_memory_as_reported_by_torch_GiB"])
+        smi = _first_number(r["nvidia_smi_total_MiB"])
+        mkt = _first_number(r["memory_bytes_marketing"])
+        notes = (r.get("notes") or "").strip().strip('"')
+        if name in MEASURED_TORCH:
+            mem, src = MEASURED_TORCH[name]
+        elif torch_gib:
+            mem = int(round(torch_gib * GiB))
+            src = f"torch total_memory {torch_gib:.2f} GiB seen in public logs"
+        elif smi:
+            mem = int(smi * MiB * smi_ratio)
+            src = f"derived: nvidia-smi {int(smi)} MiB x {smi_ratio:.4f} (median torch/nvidia-smi ratio)"
+        elif mkt and _ecc_gddr(r):
+            mem = int(mkt / 1e9 * GiB * ecc_ratio)
+            src = (f"derived: marketing {mkt / 1e9:g} GB as GiB x {ecc_ratio:.4f} (median torch/marketing ratio "
+                   "of datacenter GDDR cards, ECC on)")
+        elif mkt:
+            mem = int(mkt / 1e9 * GiB * mkt_ratio)
+            src = f"derived: marketing {mkt / 1e9:g} GB as GiB x {mkt_ratio:.4f} (median torch/marketing ratio)"
+        else:
+            raise SystemExit(f"no memory figure for {name}")
+        if name == "AMD Instinct MI250X":
+            notes = ("Per package (2 GCDs): PyTorch sees 2 devices of 64 GB each; halve memory, bandwidth "
+                     "and compute per device. " + notes)
+        cc = _capability(r["compute_capability"])
+        if cc is None and r["compute_capability"]:
+            notes = (notes + f" Architecture {r['compute_capability'].strip(chr(34))} (no CUDA compute "
+                     "capability).").strip()
+        aliases = []
+        for a in _aliases(r["name"], r["aliases"]) + EXTRA_ALIASES.get(name, []) + [name]:
+            if a not in aliases:
+                aliases.append(a)
+        gpus.append({
+            "name": name,
+            "aliases": aliases,
+            "memory_bytes": mem,
+            "memory_source": src,
+            "hbm_bandwidth_gbps": _first_number(r["hbm_bandwidth_GBps"]),
+            "bf16_tflops": _first_number(r["bf16_dense_tflops"]),
+            "fp8_tflops": _first_number(r["fp8_dense_tflops"]),
+            "int8_tops": _first_number(r["int8"]),
+            "fp4_tflops": _first_number(r["fp4_dense_tflops"]),
+            "compute_capability": list(cc) if cc else None,
+            "nvlink_gbps": _first_number(r["nvlink_GBps"]),
+            "notes": notes,
+        })
+    return gpus, report
+
+
+def build_models(data: Path) -> tuple[dict, list[str]]:
+    d = data / "models"
+    rows = list(csv.DictReader(open(d / "INDEX.tsv", encoding="utf-8"), delimiter="\t"))
+    out: dict[str, dict] = {}
+    report = []
+    for r in rows:
+        hf = r["hf_id"]
+        cfg = json.load(open(d / r["file"], encoding="utf-8"))
+        qfile = d / r["file"].replace(".json", ".hf_quant_config.json")
+        hq = json.load(open(qfile, encoding="utf-8")) if qfile.exists() else None
+        shape = shape_from_hf_config(cfg, hf, hf_quant_config=hq)
+        sd = shape_to_dict(shape)
+        sd["source"] = f"catalog:{hf}"
+        note = []
+        if "PARTIAL" in r["file"]:
+            note.append("partial config (few keys); family defaults applied")
+        if "TRANSCRIBED" in r["notes"]:
+            note.append("config transcribed from a preset, not the HF file itself")
+        if "MODIFIED" in r["notes"]:
+            note.append("config modified by its source (see docs/catalog.md)")
+        if note:
+            sd["notes"] = list(sd["notes"]) + note
+        sd.pop("extra", None)
+        sd["extra"] = {"max_model_len_how": shape.extra.get("max_model_len_how", "")}
+        out[hf] = sd
+        report.append(f"{hf}: {shape.params.total if shape.params else 0:,} params")
+    return out, report
+
+
+def _dump(obj) -> str:
+    return json.dumps(obj, indent=None, separators=(",", ":"), sort_keys=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--check", action="store_true", help="fail if the generated files are stale")
+    args = ap.parse_args(argv)
+    if not (args.data / "gpus.tsv").exists():
+        print(f"build_catalog: no gpus.tsv under {args.data}", file=sys.stderr)
+        return 2
+    gpus, grep = build_gpus(args.data)
+    models, mrep = build_models(args.data)
+    files = {
+        OUT / "gpus.json": _dump({"schema": "kvdoctor.catalog.gpus/1", "gpus": gpus}),
+        OUT / "models.json": _dump({"schema": "kvdoctor.catalog.models/1", "models": models}),
+    }
+    if args.check:
+        stale = [p.name for p, text in files.items() if not p.exists() or p.read_text() != text]
+        if stale:
+            print("build_catalog: stale: " + ", ".join(stale), file=sys.stderr)
+            return 1
+        return 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    for p, text in files.items():
+        p.write_text(text)
+    for line in grep:
+        print(line)
+    print(f"{len(gpus)} GPUs, {len(models)} models -> {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

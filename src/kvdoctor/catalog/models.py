@@ -1,0 +1,132 @@
+"""Model catalog: a ModelShape from an HF id, a config.json, a model directory or an HF cache dir.
+
+The embedded table (data/models.json) holds the shape facts vLLM derives for each model (built by
+scripts/build_catalog.py with the same ``shape_from_hf_config`` used here on a user's files).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from kvdoctor.errors import InputError, NotFoundError
+from kvdoctor.ledger.shape import ModelShape, shape_from_dict, shape_from_hf_config
+
+_DATA = Path(__file__).resolve().parent / "data" / "models.json"
+
+
+@lru_cache(maxsize=1)
+def _raw() -> dict[str, dict]:
+    try:
+        return json.loads(_DATA.read_text(encoding="utf-8"))["models"]
+    except (OSError, ValueError, KeyError) as exc:  # a broken install, not user input
+        raise RuntimeError(f"model catalog {_DATA} is unreadable: {exc}") from exc
+
+
+@lru_cache(maxsize=None)
+def _shape(hf_id: str) -> ModelShape:
+    return shape_from_dict(_raw()[hf_id])
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, str]:
+    """lower-case spellings -> catalog id: 'org/name', 'org__name', 'models--org--name', bare 'name'."""
+    idx: dict[str, str] = {}
+    bare: dict[str, list[str]] = {}
+    for hf in _raw():
+        low = hf.lower()
+        idx[low] = hf
+        idx[low.replace("/", "__")] = hf
+        idx["models--" + low.replace("/", "--")] = hf
+        bare.setdefault(low.split("/")[-1], []).append(hf)
+    for name, ids in bare.items():
+        if len(ids) == 1:  # a bare name is only an alias when it is unambiguous
+            idx.setdefault(name, ids[0])
+    return idx
+
+
+def list_models() -> list[str]:
+    return sorted(_raw(), key=str.lower)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise InputError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path} must hold a JSON object")
+    return data
+
+
+def _snapshot(cache_dir: Path) -> Path:
+    """models--org--name/ -> the snapshot that refs/main names, else the newest with a config.json."""
+    snaps = cache_dir / "snapshots"
+    ref = cache_dir / "refs" / "main"
+    if ref.is_file():
+        cand = snaps / ref.read_text(encoding="utf-8").strip()
+        if (cand / "config.json").is_file():
+            return cand
+    found = [p for p in snaps.iterdir() if (p / "config.json").is_file()] if snaps.is_dir() else []
+    if not found:
+        raise InputError(f"{cache_dir} is a Hugging Face cache dir without a snapshot holding config.json")
+    return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def _cache_name(path: Path) -> str | None:
+    for part in reversed(path.parts):
+        if part.startswith("models--"):
+            return part[len("models--"):].replace("--", "/", 1)
+    return None
+
+
+def shape_from_path(path: Path) -> ModelShape:
+    """A config.json file, a model directory, an HF cache dir (models--org--name) or its snapshot."""
+    p = path.expanduser()
+    if p.is_dir():
+        if (p / "snapshots").is_dir() and not (p / "config.json").is_file():
+            p = _snapshot(p)
+        if not (p / "config.json").is_file():
+            raise InputError(f"{path} has no config.json")
+        cfg_file = p / "config.json"
+    else:
+        cfg_file = p
+    cfg = _read_json(cfg_file)
+    qfile = cfg_file.parent / "hf_quant_config.json"
+    hq = _read_json(qfile) if qfile.is_file() else None
+    name = _cache_name(cfg_file.resolve()) or _cache_name(cfg_file) or str(path)
+    try:
+        shape = shape_from_hf_config(cfg, name, hf_quant_config=hq)
+    except InputError as exc:
+        raise InputError(f"{cfg_file}: {exc}") from None
+    from dataclasses import replace
+
+    return replace(shape, source=str(cfg_file))
+
+
+def lookup_model(text: str) -> ModelShape:
+    """A ModelShape for an HF id (case-insensitive), a config.json path, a model dir or an HF cache dir."""
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("empty model name")
+    t = text.strip()
+    p = Path(t).expanduser()
+    if p.exists():
+        return shape_from_path(p)
+    hit = _index().get(t.lower().rstrip("/"))
+    if hit is not None:
+        return _shape(hit)
+    if t.endswith(".json") or t.startswith(("/", "./", "~")):
+        raise InputError(f"model path {t} does not exist")
+    names = list_models()
+    close = difflib.get_close_matches(t.lower(), [n.lower() for n in names], n=4, cutoff=0.55)
+    by_low = {n.lower(): n for n in names}
+    sugg = [by_low[c] for c in close]
+    tail = t.lower().split("/")[-1]
+    sugg += [n for n in names if tail and tail in n.lower() and n not in sugg]
+    raise NotFoundError(
+        f"model {t!r} is not in the catalog; pass a config.json or model directory instead", sugg[:5]
+    )
