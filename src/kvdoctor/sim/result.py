@@ -1,0 +1,103 @@
+"""What a simulation returns: a summary (for the chains and --json) and the full detail.
+
+``SimResult`` keeps per-request arrays and the step log; the evidence views (``Timeline``,
+``RequestRecord``) are built from them on demand so a what-if call pays only for the summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SimSummary:
+    requests: int
+    completed: int
+    rejected: int
+    preemptions: int
+    output_tokens_per_s: float
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    tbt_p50_s: float | None
+    tbt_p99_s: float | None
+    e2e_p50_s: float | None = None
+    e2e_p99_s: float | None = None
+    queue_p50_s: float | None = None
+    queue_p99_s: float | None = None
+    preempted_requests: int = 0  # requests preempted at least once
+    duration_s: float = 0.0  # first arrival -> last completion (simulated)
+    steps: int = 0  # engine steps simulated
+    mean_running: float = 0.0
+    peak_kv_usage_pct: float = 0.0
+    mean_kv_usage_pct: float = 0.0
+    prefix_cache_hit_pct: float | None = None
+    wall_s: float = 0.0  # how long the simulation took to run (not simulated time)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SimResult:
+    summary: SimSummary
+    # per request, index = workload order (numpy arrays; NaN where not applicable)
+    arrival_s: Any
+    prompt_tokens: Any
+    output_tokens: Any  # generated (capped at max_model_len - prompt)
+    requested_output_tokens: Any
+    status: Any  # 2 finished, 3 rejected (scheduler.FINISHED / REJECTED)
+    queue_s: Any
+    ttft_s: Any
+    e2e_s: Any
+    preemptions: Any
+    cached_tokens: Any
+    step_end_s: Any  # end time of every engine step
+    timeline: Any  # evidence.model.Timeline (interval samples)
+    interval_s: float
+    config: dict[str, Any] = field(default_factory=dict)
+    itl_runs: list = field(default_factory=list, repr=False)  # per request: [[first_step, last_step], ...]
+    itl_gaps: list = field(default_factory=list, repr=False)  # per request: gaps longer than one step
+    histograms: dict[str, Any] = field(default_factory=dict, repr=False)  # metric -> (buckets, counts, sum)
+    counters: dict[str, float] = field(default_factory=dict)
+    t0: float = 0.0  # epoch offset added to every time when written as evidence
+
+    def itl(self, i: int):
+        """Inter-token latencies of request ``i`` (seconds), rebuilt from the step log."""
+        import numpy as np
+
+        runs = self.itl_runs[i]
+        if not runs:
+            return np.zeros(0)
+        idx = np.concatenate([np.arange(a, b + 1) for a, b in runs])
+        return np.diff(self.step_end_s[idx])
+
+    def request_records(self):
+        """The simulated requests as evidence ``RequestRecord`` s (what ``load_trace`` would give)."""
+        import numpy as np
+
+        from kvdoctor.evidence.model import RequestRecord
+
+        out = []
+        for i in range(len(self.arrival_s)):
+            rejected = int(self.status[i]) != 2
+
+            def f(a):
+                v = float(a[i])
+                return None if (rejected or np.isnan(v)) else v
+
+            ttft, e2e, q = f(self.ttft_s), f(self.e2e_s), f(self.queue_s)
+            out.append(RequestRecord(
+                request_id=str(i),
+                arrival_s=self.t0 + float(self.arrival_s[i]),
+                prompt_tokens=int(self.prompt_tokens[i]),
+                output_tokens=None if rejected else int(self.output_tokens[i]),
+                queue_s=q,
+                prefill_s=None if ttft is None or q is None else ttft - q,
+                decode_s=None if ttft is None or e2e is None else e2e - ttft,
+                ttft_s=ttft,
+                e2e_s=e2e,
+                preemptions=None if rejected else int(self.preemptions[i]),
+                itl_s=None if rejected else self.itl(i),
+            ))
+        return out

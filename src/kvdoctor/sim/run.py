@@ -1,0 +1,478 @@
+"""The event loop: drive the v1 scheduler over a workload and keep the clock with a step-time model.
+
+Speed comes from one observation: between events (an arrival that could be admitted, a completion,
+a pool that runs out of free blocks, a sampling tick) a batch of decoding requests repeats the
+same step — every running request computes one token, nobody is admitted, nobody is preempted.
+Such a stretch of k identical steps is applied in one go: the step time is linear in the KV tokens
+read (``A + B * kv``), and kv grows by n per step, so the stretch lasts
+``k*A + B*(k*kv1 + n*k*(k-1)/2)`` seconds, and the k that reaches the next arrival or tick is the
+root of a quadratic. Blocks are handed out for the whole stretch at once, and the largest k whose
+block demand the free queue covers is computed per request, so the step where the pool runs dry
+is simulated one step at a time, exactly as vLLM schedules it (preemption and all).
+"""
+
+from __future__ import annotations
+
+import math
+import time as _time
+from dataclasses import asdict
+from typing import Callable
+
+from kvdoctor.sim.result import SimResult, SimSummary
+from kvdoctor.sim.scheduler import FINISHED, REJECTED, RUNNING, SchedConfig, Scheduler, SimRequest
+from kvdoctor.sim.workload import Workload
+
+
+def _first_k_reaching(A: float, B: float, kv1: int, n: int, delta: float) -> int:
+    """Smallest k >= 1 with S(k) = k*A + B*(k*kv1 + n*k*(k-1)/2) >= delta."""
+    if delta <= 0:
+        return 1
+    a2 = B * n / 2.0
+    a1 = A + B * kv1 - a2
+    if a2 <= 0:
+        k = math.ceil(delta / a1) if a1 > 0 else 1
+    else:
+        k = math.ceil((-a1 + math.sqrt(a1 * a1 + 4 * a2 * delta)) / (2 * a2))
+    k = max(1, k)
+    # float guard: make k exact for the inequality
+    while k > 1 and (k - 1) * A + B * ((k - 1) * kv1 + n * (k - 1) * (k - 2) / 2) >= delta:
+        k -= 1
+    while k * A + B * (k * kv1 + n * k * (k - 1) / 2) < delta:
+        k += 1
+    return k
+
+
+def _block_need(running, bs: int, k: int) -> int:
+    """New blocks the running decodes need over k steps (step j needs slots for num_tokens+j-1)."""
+    need = 0
+    for r in running:
+        m = -(-(r.prompt + r.out + k - 1) // bs) - r.nblocks
+        if m > 0:
+            need += m
+    return need
+
+
+def _max_k_blocks(running, bs: int, free: int, k_cap: int) -> int:
+    if _block_need(running, bs, k_cap) <= free:
+        return k_cap
+    lo, hi = 0, k_cap  # need(lo) <= free < need(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _block_need(running, bs, mid) <= free:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class _Recorder:
+    """Interval samples (the simulated stats line) and step segments (for ITLs)."""
+
+    def __init__(self, t0: float, interval: float):
+        self.interval = interval
+        self.next_tick = t0 + interval
+        self.t, self.running, self.waiting, self.kv, self.pre, self.ptoks, self.gtoks = ([] for _ in range(7))
+        self.hits, self.queries = [], []
+        self.cur_pre = self.cur_ptok = self.cur_gtok = 0
+        # step segments: first step index, k, t_start, A, B, kv1, n, weight of step 1, weight of rest
+        self.seg = []
+        self.gaps = []
+
+    def tick(self, now: float, sched: Scheduler) -> None:
+        while self.next_tick <= now:
+            self.t.append(self.next_tick)
+            self.running.append(len(sched.running))
+            self.waiting.append(sched.num_waiting)
+            self.kv.append(100.0 * sched.pool.usage())
+            self.pre.append(self.cur_pre)
+            self.ptoks.append(self.cur_ptok)
+            self.gtoks.append(self.cur_gtok)
+            self.hits.append(sched.prefix_hits)
+            self.queries.append(sched.prefix_queries)
+            self.cur_pre = self.cur_ptok = self.cur_gtok = 0
+            self.next_tick += self.interval
+
+
+def simulate(
+    workload: Workload,
+    cfg: SchedConfig,
+    steptime,
+    *,
+    interval_s: float = 10.0,
+    progress: Callable[[int], None] | None = None,
+    detail: bool = True,
+) -> SimResult:
+    """Run ``workload`` through the scheduler. ``steptime`` has ``step(...)`` and ``decode_line(n)``."""
+    wall0 = _time.perf_counter()
+    n_req = len(workload)
+    order = sorted(range(n_req), key=workload.arrival.__getitem__)
+    reqs = [None] * n_req
+    for i in range(n_req):
+        reqs[i] = SimRequest(
+            i, workload.arrival[i], workload.prompt[i], workload.output[i],
+            priority=workload.priority[i] if workload.priority else 0,
+            group=workload.group[i] if workload.group else None,
+            prefix_len=workload.prefix_len[i] if workload.prefix_len else 0,
+        )
+    arrivals = [reqs[i] for i in order]
+    sched = Scheduler(cfg)
+    bs = cfg.block_size
+    mnbt = cfg.max_num_batched_tokens
+    fcfs = cfg.scheduling_policy == "fcfs"
+    t_start = arrivals[0].arrival if arrivals else 0.0
+    rec = _Recorder(t_start, interval_s)
+    now = t_start
+    ai = 0
+    step = 0  # index of the next step
+    done = 0
+    running = sched.running
+    pool = sched.pool
+    step_fn = steptime.step
+    decode_line = steptime.decode_line
+    kv_usage_sum = 0.0
+    kv_usage_peak = 0.0
+    running_sum = 0.0
+    busy_t = 0.0
+    nonfit_rejects = 0
+    report_every = max(1, n_req // 200)
+    last_report = 0
+
+    def finish(r: SimRequest, t: float):
+        nonlocal done
+        sched.finish(r, t)
+        done += 1
+
+    while True:
+        while ai < n_req and arrivals[ai].arrival <= now:
+            r = arrivals[ai]
+            ai += 1
+            if not sched.add(r):
+                done += 1
+        if progress is not None and done - last_report >= report_every:
+            progress(done - last_report)
+            last_report = done
+        if not running and sched.num_waiting == 0:
+            if ai >= n_req:
+                break
+            now = arrivals[ai].arrival
+            rec.tick(now, sched)
+            continue
+
+        # ---- a stretch of identical decode steps? ------------------------------------------
+        n = len(running)
+        if n and n <= mnbt:
+            uniform = True
+            kv1 = 0
+            k_fin = 1 << 60
+            for r in running:
+                nt = r.prompt + r.out
+                if r.computed != nt - 1 or r.out == 0:
+                    uniform = False
+                    break
+                kv1 += nt
+                left = r.max_out - r.out
+                if left < k_fin:
+                    k_fin = left
+            if uniform:
+                head = sched._peek()
+                arrivals_matter = head is None or not fcfs
+                if head is not None:
+                    # would the waiting head be refused this step (and so for the whole stretch)?
+                    blocked = n >= cfg.max_num_seqs or mnbt - n <= 0
+                    if not blocked:
+                        hg, ho, evictable = sched._prefix_hit(head)
+                        full = -(-min(head.num_tokens, cfg.max_model_len) // bs) - hg - ho
+                        wm = sched.watermark_blocks
+                        # this step's own decode blocks come first, so the head sees fewer free blocks
+                        free_after = pool.num_free - _block_need(running, bs, 1)
+                        ntok = head.num_tokens - (hg + ho) * bs
+                        blocked = full + evictable + wm > free_after or (
+                            not cfg.enable_chunked_prefill and ntok > mnbt - n)
+                    uniform = blocked
+            if uniform:
+                A, B = decode_line(n)
+                k = k_fin
+                delta_tick = rec.next_tick - now
+                k = min(k, _first_k_reaching(A, B, kv1, n, delta_tick))
+                if arrivals_matter and ai < n_req:
+                    k = min(k, _first_k_reaching(A, B, kv1, n, arrivals[ai].arrival - now))
+                k = _max_k_blocks(running, bs, pool.num_free, k)
+                if k >= 1:
+                    dur = k * A + B * (k * kv1 + n * k * (k - 1) / 2)
+                    t1 = now + A + B * kv1  # end of the first step
+                    t_end = now + dur
+                    last = step + k - 1
+                    c1 = 0
+                    gaps = rec.gaps
+                    finished = []
+                    total_need = 0
+                    caching = cfg.enable_prefix_caching
+                    for r in running:
+                        nt = r.prompt + r.out
+                        if r.last_step == step - 1:
+                            c1 += 1
+                            r.runs[-1][1] = last
+                        else:
+                            g = t1 - r.t_last
+                            gaps.append(g)
+                            r.gaps.append(g)
+                            r.runs.append([step, last])
+                        need = -(-(nt + k - 1) // bs) - r.nblocks
+                        if need > 0:
+                            total_need += need
+                            r.nblocks += need
+                        r.out += k
+                        r.computed += k
+                        if caching:
+                            # decodes lie past any shared prefix: only own blocks get hashes
+                            r.cached_upto = (nt + k - 1) // bs
+                        r.t_last = t_end
+                        r.last_step = last
+                        if r.out >= r.max_out:
+                            finished.append(r)
+                    pool.take(total_need)  # one pop for the whole stretch: same blocks leave the queue
+                    rec.seg.append((step, k, now, A, B, kv1, n, c1, n))
+                    rec.cur_gtok += n * k
+                    u = pool.usage()
+                    kv_usage_sum += u * dur
+                    running_sum += n * dur
+                    busy_t += dur
+                    step += k
+                    now = t_end
+                    for r in finished:
+                        finish(r, now)
+                    if u > kv_usage_peak:
+                        kv_usage_peak = u
+                    rec.tick(now, sched)
+                    continue
+
+        # ---- one step, exactly as vLLM plans it ---------------------------------------------
+        plan = sched.schedule(now)
+        if plan.preempted:
+            rec.cur_pre += len(plan.preempted)
+        if not plan.scheduled:
+            # Nothing can run: the pool is empty of requests yet the waiting head does not fit
+            # it (possible only with --num-gpu-blocks-override below one max-length request;
+            # vLLM refuses to start then). It would wait forever: count it as rejected.
+            if not running and not plan.preempted:
+                r = sched._pop()
+                r.status = REJECTED
+                nonfit_rejects += 1
+                done += 1
+                continue
+            if not running:
+                continue
+            raise AssertionError("scheduler made no progress with running requests")
+        tokens = 0
+        sampled = 0
+        kv_dec = 0
+        pairs = 0.0
+        for r, m in plan.scheduled:
+            tokens += m
+            c = r.computed
+            if c + m >= r.prompt + r.out:
+                sampled += 1
+            if m == 1:
+                kv_dec += c + 1
+            else:
+                pairs += m * c + m * (m + 1) / 2.0
+        dt = step_fn(tokens, sampled, kv_dec, pairs, len(plan.scheduled))
+        t_end = now + dt
+        c1 = 0
+        ptoks = 0
+        finished = []
+        for r, m in plan.scheduled:
+            r.computed += m
+            if r.computed >= r.prompt + r.out:
+                if r.out == 0:
+                    r.t_first = t_end
+                    r.runs.append([step, step])
+                    ptoks += r.prompt - r.hit_tokens
+                elif r.last_step == step - 1:
+                    c1 += 1
+                    r.runs[-1][1] = step
+                else:
+                    g = t_end - r.t_last
+                    rec.gaps.append(g)
+                    r.gaps.append(g)
+                    r.runs.append([step, step])
+                r.out += 1
+                r.t_last = t_end
+                r.last_step = step
+                if r.out >= r.max_out:
+                    finished.append(r)
+        rec.seg.append((step, 1, now, dt, 0.0, 0, 0, c1, 0))
+        rec.cur_gtok += sampled
+        rec.cur_ptok += ptoks
+        u = pool.usage()
+        kv_usage_sum += u * dt
+        running_sum += len(running) * dt
+        busy_t += dt
+        if u > kv_usage_peak:
+            kv_usage_peak = u
+        step += 1
+        now = t_end
+        for r in finished:
+            finish(r, now)
+        rec.tick(now, sched)
+
+    if progress is not None and done > last_report:
+        progress(done - last_report)
+    # flush the last partial interval so its tokens are not lost
+    if rec.cur_gtok or rec.cur_ptok or rec.cur_pre:
+        rec.next_tick = max(rec.next_tick, now)
+        rec.tick(rec.next_tick, sched)
+    return _build_result(reqs, sched, rec, cfg, step, now, t_start, busy_t, kv_usage_sum, kv_usage_peak,
+                         running_sum, nonfit_rejects, wall0, detail)
+
+
+def _wpercentile(values, weights, qs):
+    import numpy as np
+
+    if len(values) == 0 or weights.sum() <= 0:
+        return [None for _ in qs]
+    order = np.argsort(values, kind="stable")
+    v = values[order]
+    w = np.cumsum(weights[order])
+    total = w[-1]
+    out = []
+    for q in qs:
+        # nearest-rank on the weighted distribution (same as np.percentile 'inverted_cdf')
+        j = int(np.searchsorted(w, q / 100.0 * total, side="left"))
+        out.append(float(v[min(j, len(v) - 1)]))
+    return out
+
+
+def _pct(a, qs):
+    import numpy as np
+
+    a = a[~np.isnan(a)]
+    if len(a) == 0:
+        return [None for _ in qs]
+    return [float(x) for x in np.percentile(a, qs)]
+
+
+def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, kv_peak, running_sum,
+                  nonfit_rejects, wall0, detail) -> SimResult:
+    import numpy as np
+
+    from kvdoctor.evidence.model import Timeline
+
+    n = len(reqs)
+    nan = float("nan")
+    arrival = np.array([r.arrival for r in reqs], dtype=float)
+    status = np.array([r.status for r in reqs], dtype=np.int8)
+    fin = status == FINISHED
+    t_sched = np.array([r.t_sched if r.t_sched is not None else nan for r in reqs], dtype=float)
+    t_first = np.array([r.t_first if r.t_first is not None else nan for r in reqs], dtype=float)
+    t_fin = np.array([r.t_finish if r.t_finish is not None else nan for r in reqs], dtype=float)
+    out = np.array([r.out for r in reqs], dtype=np.int64)
+    npre = np.array([r.npre for r in reqs], dtype=np.int64)
+    ttft, e2e, queue = t_first - arrival, t_fin - arrival, t_sched - arrival
+    ttft[~fin] = nan
+    e2e[~fin] = nan
+    queue[~fin] = nan
+
+    # step end times and the ITL distribution, from the step segments
+    seg = np.array(rec.seg, dtype=float).reshape(-1, 9) if rec.seg else np.zeros((0, 9))
+    ks = seg[:, 1].astype(np.int64)
+    total_steps = int(ks.sum())
+    seg_of = np.repeat(np.arange(len(seg)), ks)
+    j = np.arange(total_steps) - np.repeat(np.cumsum(ks) - ks, ks)  # 0-based index within segment
+    A, B, kv1, nn = seg[seg_of, 3], seg[seg_of, 4], seg[seg_of, 5], seg[seg_of, 6]
+    dur = A + B * (kv1 + nn * j)
+    # the end of step s = segment start + sum of its durations up to s
+    csum = np.cumsum(dur)
+    seg_first = np.cumsum(ks) - ks
+    base = seg[seg_of, 2] - (csum[seg_first[seg_of]] - dur[seg_first[seg_of]])
+    step_end = base + csum
+    weights = np.where(j == 0, seg[seg_of, 7], seg[seg_of, 8])
+    gaps = np.array(rec.gaps, dtype=float)
+    itl_vals = np.concatenate([dur, gaps])
+    itl_w = np.concatenate([weights, np.ones(len(gaps))])
+    tbt50, tbt99 = _wpercentile(itl_vals, itl_w, (50, 99))
+    ttft50, ttft99 = _pct(ttft, (50, 99))
+    e2e50, e2e99 = _pct(e2e, (50, 99))
+    q50, q99 = _pct(queue, (50, 99))
+
+    end = float(np.nanmax(t_fin)) if fin.any() else now
+    span = max(end - t_start, 1e-9)
+    out_tokens = int(out[fin].sum())
+    summary = SimSummary(
+        requests=n,
+        completed=int(fin.sum()),
+        rejected=int((status == REJECTED).sum()),
+        preemptions=sched.num_preemptions,
+        output_tokens_per_s=out_tokens / span if fin.any() else 0.0,
+        ttft_p50_s=ttft50, ttft_p99_s=ttft99, tbt_p50_s=tbt50, tbt_p99_s=tbt99,
+        e2e_p50_s=e2e50, e2e_p99_s=e2e99, queue_p50_s=q50, queue_p99_s=q99,
+        preempted_requests=int((npre > 0).sum()),
+        duration_s=span,
+        steps=total_steps,
+        mean_running=running_sum / span,
+        peak_kv_usage_pct=100.0 * kv_peak,
+        mean_kv_usage_pct=100.0 * kv_sum / span,
+        prefix_cache_hit_pct=(100.0 * sched.prefix_hits / sched.prefix_queries) if sched.prefix_queries else None,
+        wall_s=_time.perf_counter() - wall0,
+    )
+
+    # interval samples -> evidence Timeline (throughputs per second, latencies per interval)
+    t = np.array(rec.t, dtype=float)
+    iv = rec.interval
+    tl_ttft50 = np.full(len(t), nan)
+    tl_ttft99 = np.full(len(t), nan)
+    tl_itl50 = np.full(len(t), nan)
+    tl_itl99 = np.full(len(t), nan)
+    if len(t):
+        bins = np.concatenate([[t[0] - iv], t])
+        fi = np.digitize(t_first, bins) - 1
+        for b in range(len(t)):
+            sel = ttft[(fi == b) & fin]
+            if len(sel):
+                tl_ttft50[b], tl_ttft99[b] = np.percentile(sel, (50, 99))
+        si = np.digitize(step_end, bins) - 1
+        order = np.lexsort((dur, si))
+        for b in np.unique(si[(si >= 0) & (si < len(t))]):
+            m = order[si[order] == b]
+            w = weights[m]
+            if w.sum() > 0:
+                tl_itl50[b], tl_itl99[b] = _wpercentile(dur[m], w, (50, 99))
+    hits = np.array(rec.hits, dtype=float)
+    queries = np.array(rec.queries, dtype=float)
+    timeline = Timeline(
+        t=t,
+        running=np.array(rec.running, dtype=float),
+        waiting=np.array(rec.waiting, dtype=float),
+        kv_usage_pct=np.array(rec.kv, dtype=float),
+        preemptions=np.array(rec.pre, dtype=float),
+        prompt_tps=np.array(rec.ptoks, dtype=float) / iv,
+        gen_tps=np.array(rec.gtoks, dtype=float) / iv,
+        prefix_hit_pct=np.where(queries > 0, 100.0 * hits / np.maximum(queries, 1), nan),
+        ttft_p50=tl_ttft50, ttft_p99=tl_ttft99, itl_p50=tl_itl50, itl_p99=tl_itl99,
+    )
+    return SimResult(
+        summary=summary,
+        arrival_s=arrival,
+        prompt_tokens=np.array([r.prompt for r in reqs], dtype=np.int64),
+        output_tokens=out,
+        requested_output_tokens=np.array([r.requested_out for r in reqs], dtype=np.int64),
+        status=status,
+        queue_s=queue,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        preemptions=npre,
+        cached_tokens=np.array([r.hit_tokens for r in reqs], dtype=np.int64),
+        step_end_s=step_end,
+        timeline=timeline,
+        interval_s=iv,
+        config=asdict(cfg),
+        itl_runs=[r.runs for r in reqs] if detail else [],
+        itl_gaps=[r.gaps for r in reqs] if detail else [],
+        counters={
+            "prefix_cache_queries": float(sched.prefix_queries),
+            "prefix_cache_hits": float(sched.prefix_hits),
+            "evicted_blocks": float(sched.pool.evictions),
+            "rejected_not_fitting_pool": float(nonfit_rejects),
+            "busy_s": busy_t,
+        },
+    )

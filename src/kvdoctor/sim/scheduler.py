@@ -1,0 +1,354 @@
+"""vLLM 0.33's v1 scheduler, one step at a time (``v1/core/sched/scheduler.py: Scheduler.schedule``).
+
+The mechanics kept, each pinned by a hand-worked unit test (tests/unit/test_sim_scheduler.py):
+
+* one token budget per step (``max_num_batched_tokens``); no prefill/decode phases: each request
+  gets ``num_tokens - num_computed_tokens`` new tokens, clipped by ``long_prefill_token_threshold``
+  (only when more than one request is running or waiting), by the budget and by ``max_model_len``;
+* RUNNING requests first, in admission order (continuing chunked prefills included); a running
+  request that cannot get its blocks preempts ``running[-1]`` (FCFS) or the lowest-priority
+  request (priority policy) until it fits or it preempted itself;
+* preemption is recompute: the victim's blocks are freed (tail first), ``num_computed_tokens = 0``,
+  and it is **prepended** to the waiting queue; on resume it recomputes prompt + generated tokens;
+* WAITING requests are admitted only if **no preemption happened this step**, while
+  ``len(running) < max_num_seqs`` and budget remains, in queue order; admission needs free blocks
+  for the **whole** sequence after prefix hits (``scheduler_reserve_full_isl``) plus the watermark
+  (only when something already runs); the first refusal stops admission for the step;
+* prefix hits are whole blocks, at most ``num_tokens - 1`` tokens; hit blocks sitting in the free
+  queue count against the free blocks (touching removes them);
+* requests whose prompt is >= ``max_model_len`` are rejected (the frontend's 400), outputs stop
+  at ``max_model_len`` (``check_stop``: FINISHED_LENGTH_CAPPED).
+
+Simplifications (documented in docs/simulation.md): synchronous scheduling (0.33 schedules one step
+ahead with async scheduling; the token accounting is the same), no speculative decoding, one KV
+cache group (sliding-window / hybrid models are treated as full attention), no KV connector.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+from kvdoctor.sim.blocks import BlockPool
+
+WAITING, RUNNING, FINISHED, REJECTED = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class SchedConfig:
+    """The scheduler limits, all concrete (vLLM names)."""
+
+    num_blocks: int  # num_gpu_blocks incl. the null block
+    block_size: int = 16
+    max_model_len: int = 8192
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    long_prefill_token_threshold: int = 0
+    scheduling_policy: str = "fcfs"  # or "priority"
+    watermark: float = 0.0
+
+    def __post_init__(self):
+        for name in ("num_blocks", "block_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.scheduling_policy not in ("fcfs", "priority"):
+            raise ValueError(f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}")
+
+
+class SimRequest:
+    """Per-request state; attribute names follow vLLM's ``Request`` where one exists."""
+
+    __slots__ = (
+        "idx", "arrival", "prompt", "max_out", "requested_out", "out", "computed", "nblocks", "gheld",
+        "chunk", "priority", "group", "prefix_len", "status", "npre", "t_sched", "t_first", "t_last",
+        "t_finish", "last_step", "hit_tokens", "cached_upto", "runs", "gaps",
+    )
+
+    def __init__(self, idx: int, arrival: float, prompt: int, out: int, *, priority: int = 0,
+                 group=None, prefix_len: int = 0):
+        self.idx = idx
+        self.arrival = arrival
+        self.prompt = prompt
+        self.requested_out = out
+        self.max_out = out
+        self.out = 0
+        self.computed = 0  # num_computed_tokens
+        self.nblocks = 0  # blocks held (shared-prefix blocks included)
+        self.gheld = 0  # leading shared-prefix blocks held (ref-counted in the prefix group)
+        self.chunk = None  # its cached run in the free queue after a preemption (resume hits)
+        self.priority = priority
+        self.group = group
+        self.prefix_len = prefix_len if group is not None else 0
+        self.status = WAITING
+        self.npre = 0
+        self.t_sched = None  # first scheduled (queue time ends)
+        self.t_first = None  # first output token
+        self.t_last = None  # last output token
+        self.t_finish = None
+        self.last_step = -2  # index of the step that produced the last token
+        self.hit_tokens = 0  # prefix-cache hit at first admission
+        self.cached_upto = 0  # leading full blocks that carry a content hash
+        self.runs: list[list[int]] = []  # [first_step, last_step] runs of consecutive token steps
+        self.gaps: list[float] = []  # inter-token gaps that were not one step long
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prompt + self.out
+
+
+@dataclass
+class StepPlan:
+    """What one step computes: (request, new tokens) pairs and what happened while planning it."""
+
+    scheduled: list
+    preempted: list
+    admitted: list
+
+
+class Scheduler:
+    def __init__(self, cfg: SchedConfig):
+        self.cfg = cfg
+        self.pool = BlockPool(cfg.num_blocks, cfg.enable_prefix_caching)
+        self.running: list[SimRequest] = []
+        self.waiting: deque[SimRequest] = deque()
+        self._heap: list = []  # priority policy: (priority, arrival, idx, req)
+        self.watermark_blocks = int(cfg.watermark * cfg.num_blocks)
+        self.prefix_queries = 0  # tokens looked up by newly admitted requests
+        self.prefix_hits = 0
+        self.num_preemptions = 0
+
+    # -- queue helpers ------------------------------------------------------------------------
+    @property
+    def num_waiting(self) -> int:
+        return len(self._heap) if self.cfg.scheduling_policy == "priority" else len(self.waiting)
+
+    def add(self, r: SimRequest) -> bool:
+        """A new request. False (and REJECTED) when the prompt does not fit ``max_model_len``."""
+        mml = self.cfg.max_model_len
+        if r.prompt >= mml or r.prompt < 1:
+            # input_processor: prompt > max_model_len, or == max_model_len leaving no room to generate
+            r.status = REJECTED
+            return False
+        # check_stop caps the sequence at max_model_len tokens
+        r.max_out = max(1, min(r.requested_out, mml - r.prompt))
+        self._push_back(r)
+        return True
+
+    def _push_back(self, r):
+        if self.cfg.scheduling_policy == "priority":
+            heapq.heappush(self._heap, (r.priority, r.arrival, r.idx, r))
+        else:
+            self.waiting.append(r)
+
+    def _push_front(self, r):
+        if self.cfg.scheduling_policy == "priority":
+            heapq.heappush(self._heap, (r.priority, r.arrival, r.idx, r))
+        else:
+            self.waiting.appendleft(r)
+
+    def _peek(self):
+        if self.cfg.scheduling_policy == "priority":
+            return self._heap[0][3] if self._heap else None
+        return self.waiting[0] if self.waiting else None
+
+    def _pop(self):
+        if self.cfg.scheduling_policy == "priority":
+            return heapq.heappop(self._heap)[3]
+        return self.waiting.popleft()
+
+    # -- block helpers ------------------------------------------------------------------------
+    def _group(self, r: SimRequest):
+        if r.group is None:
+            return None
+        return self.pool.group(r.group, max(1, r.prefix_len // self.cfg.block_size))
+
+    def _cache_full(self, r: SimRequest, upto_tokens: int) -> None:
+        """``cache_blocks(request, num_tokens_to_cache)``: full blocks get their content hash."""
+        if not self.cfg.enable_prefix_caching:
+            return
+        bs = self.cfg.block_size
+        nfull = upto_tokens // bs
+        if nfull <= r.cached_upto:
+            return
+        if r.group is not None:
+            gb = r.prefix_len // bs
+            if r.cached_upto < gb:
+                g = self._group(r)
+                ref, cached = g.ref, g.cached
+                for i in range(r.cached_upto, min(nfull, gb)):
+                    # A freshly computed prefix block becomes the group's block i when the group
+                    # has no live copy; otherwise it is a duplicate and stays the request's own.
+                    if i == r.gheld and ref[i] == 0 and not cached[i]:
+                        ref[i] = 1
+                        cached[i] = True
+                        r.gheld += 1
+        r.cached_upto = nfull
+
+    def _grow(self, r: SimRequest, n_new: int) -> bool:
+        """``allocate_slots`` for a running request: blocks for computed + n_new tokens, or refuse."""
+        bs = self.cfg.block_size
+        need = -(-min(r.computed + n_new, self.cfg.max_model_len) // bs) - r.nblocks
+        if need > 0:
+            pool = self.pool
+            if need > pool.plain + pool.cached_free:
+                return False
+            pool.take(need)
+            r.nblocks += need
+        self._cache_full(r, min(r.computed + n_new, r.num_tokens))
+        return True
+
+    def _prefix_hit(self, r: SimRequest) -> tuple[int, int, int]:
+        """``get_computed_blocks``: (shared blocks hit, own blocks hit, hit blocks sitting in the
+        free queue). Whole blocks only, at most ``num_tokens - 1`` tokens, stopping at the first miss."""
+        if not self.cfg.enable_prefix_caching:
+            return 0, 0, 0
+        bs = self.cfg.block_size
+        cap = (r.prompt + r.out - 1) // bs
+        h = ev = 0
+        if r.group is not None:
+            g = self.pool.groups.get(r.group)
+            if g is not None:
+                lim = min(cap, r.prefix_len // bs)
+                cached, ref = g.cached, g.ref
+                while h < lim and cached[h]:
+                    if ref[h] == 0:
+                        ev += 1
+                    h += 1
+        ho = 0
+        run = r.chunk
+        if run is not None and run.count > 0 and run.start == h and cap > h:
+            ho = min(run.count, cap - h)
+            ev += ho  # own cached blocks are always in the free queue
+        return h, ho, ev
+
+    def _touch(self, r: SimRequest, hg: int, ho: int) -> None:
+        pool = self.pool
+        if hg:
+            g = self._group(r)
+            for i in range(hg):
+                if g.ref[i] == 0:
+                    g.entry[i].count = 0  # leaves the free queue (lazily dropped from the deque)
+                    g.entry[i] = None
+                    pool.cached_free -= 1
+                g.ref[i] += 1
+        if ho:
+            run = r.chunk
+            run.start += ho
+            run.count -= ho
+            pool.cached_free -= ho
+        r.gheld = hg
+        r.nblocks = hg + ho
+        r.cached_upto = hg + ho
+        r.chunk = None
+
+    def _preempt(self, victim: SimRequest, now: float) -> None:
+        victim.chunk = self.pool.release(victim, self._group(victim))
+        victim.computed = 0
+        victim.status = WAITING
+        victim.npre += 1
+        self.num_preemptions += 1
+        self._push_front(victim)
+
+    def finish(self, r: SimRequest, now: float) -> None:
+        self.running.remove(r)
+        self.pool.release(r, self._group(r))
+        r.chunk = None  # its cached blocks stay evictable; nobody else can hit them
+        r.status = FINISHED
+        r.t_finish = now
+
+    # -- the step ----------------------------------------------------------------------------
+    def schedule(self, now: float) -> StepPlan:
+        cfg = self.cfg
+        budget = cfg.max_num_batched_tokens
+        mml = cfg.max_model_len
+        running = self.running
+        thr = cfg.long_prefill_token_threshold if (len(running) + self.num_waiting) > 1 else 0
+        scheduled: list = []
+        preempted: list = []
+        admitted: list = []
+        priority = cfg.scheduling_policy == "priority"
+
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            n = r.prompt + r.out - r.computed
+            if 0 < thr < n:
+                n = thr
+            n = min(n, budget, mml - r.computed - 1)
+            if n <= 0:
+                i += 1
+                continue
+            ok = False
+            while True:
+                if self._grow(r, n):
+                    ok = True
+                    break
+                if priority:
+                    victim = max(running, key=lambda q: (q.priority, q.arrival))
+                    vi = running.index(victim)
+                    del running[vi]
+                    if vi < i:
+                        i -= 1
+                    for j, (q, m) in enumerate(scheduled):
+                        if q is victim:
+                            del scheduled[j]
+                            budget += m  # its already-scheduled tokens go back to the budget
+                            break
+                else:
+                    victim = running.pop()
+                self._preempt(victim, now)
+                preempted.append(victim)
+                if victim is r:
+                    break
+            if not ok:
+                if priority and r.status == WAITING:
+                    continue  # it preempted itself; later (higher-priority) requests may still fit
+                break
+            scheduled.append((r, n))
+            budget -= n
+            i += 1
+
+        if not preempted:
+            pool = self.pool
+            while budget > 0:
+                r = self._peek()
+                if r is None or len(running) >= cfg.max_num_seqs:
+                    break
+                hg, ho, evictable = self._prefix_hit(r)
+                hit_tokens = (hg + ho) * cfg.block_size
+                n = r.num_tokens - hit_tokens
+                if 0 < thr < n:
+                    n = thr
+                if not cfg.enable_chunked_prefill and n > budget:
+                    break
+                n = min(n, budget)
+                # full_sequence_must_fit: blocks for the whole sequence after the hit, plus hit
+                # blocks that sit in the free queue (touching them takes them out of it)
+                wm = self.watermark_blocks if running else 0
+                full = -(-min(r.num_tokens, mml) // cfg.block_size) - (hg + ho)
+                if full + evictable + wm > pool.plain + pool.cached_free:
+                    break
+                self._pop()
+                self._touch(r, hg, ho)
+                r.computed = hit_tokens
+                if not self._grow(r, n):  # cannot fail: the full sequence fits
+                    raise AssertionError("admission passed the full-sequence check but allocation failed")
+                if r.npre == 0:
+                    self.prefix_queries += r.num_tokens
+                    self.prefix_hits += hit_tokens
+                    r.hit_tokens = hit_tokens
+                if r.t_sched is None:
+                    r.t_sched = now
+                r.status = RUNNING
+                running.append(r)
+                scheduled.append((r, n))
+                admitted.append(r)
+                budget -= n
+        return StepPlan(scheduled, preempted, admitted)
+
+    def check(self) -> None:
+        """Pool invariants against the running requests (tests)."""
+        self.pool.check(self.running)
