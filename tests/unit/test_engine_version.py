@@ -1,0 +1,86 @@
+"""engine.version: parsing what operators type and the behaviour boundaries between releases."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvdoctor.engine.version import LATEST_KNOWN, parse_version, traits
+from kvdoctor.errors import InputError
+
+
+@pytest.mark.parametrize(
+    "text,triple,pre",
+    [("0.33.0", (0, 33, 0), ""), ("v0.10.1", (0, 10, 1), ""), ("0.6.3.post1", (0, 6, 3), "post1"),
+     ("0.11.0rc2", (0, 11, 0), "rc2"), ("0.10.2.dev45+g1234abc", (0, 10, 2), "dev45"), ("0.9", (0, 9, 0), ""),
+     ("0.1.dev20073+g8e685d198", LATEST_KNOWN, "dev20073")],
+)
+def test_parse(text, triple, pre):
+    v = parse_version(text)
+    assert v.triple == triple and v.pre == pre
+
+
+def test_str_roundtrip():
+    assert str(parse_version("v0.6.3.post1")) == "0.6.3.post1"
+    assert str(parse_version("0.11.0rc2")) == "0.11.0rc2"
+
+
+@pytest.mark.parametrize("text", ["latest", "0", "1.2.3", "0.x.1", "", "0.10.1-foo bar"])
+def test_garbage(text):
+    with pytest.raises(InputError) as exc:
+        parse_version(text)
+    assert "\n" not in str(exc.value)
+
+
+def test_ordering_against_tuples():
+    assert parse_version("0.9.2") < (0, 10, 0)
+    # a release candidate behaves as its release (boundaries are stated per release line)
+    assert parse_version("0.10.0rc1") >= (0, 10, 0) and not parse_version("0.10.0rc1") < (0, 10, 0)
+    assert parse_version("0.21.0") >= (0, 21, 0)
+    assert sorted([parse_version("0.10.1"), parse_version("0.9.2"), parse_version("0.33.0")])[0].triple == (0, 9, 2)
+
+
+@pytest.mark.parametrize(
+    "version,util,cg,formula,engine",
+    [("0.6.3.post1", 0.9, False, "v0", "v0"),
+     ("0.7.3", 0.9, False, "v0", "v0"),
+     ("0.8.5", 0.9, False, "blocks_x_block_size", "v1"),
+     ("0.9.2", 0.9, False, "blocks_x_block_size", "v1"),
+     ("0.10.1", 0.9, False, "per_group", "v1"),
+     ("0.19.0", 0.9, False, "per_group", "v1"),  # vllm issue #40691 (per-group log on 0.19.0)
+     ("0.20.1", 0.9, False, "concurrency_x_len", "v1"),
+     ("0.21.0", 0.92, True, "concurrency_x_len", "v1"),  # PR #38284
+     ("0.33.0", 0.92, True, "concurrency_x_len", "v1")],
+)
+def test_traits_boundaries(version, util, cg, formula, engine):
+    t = traits(version)
+    assert t.gpu_memory_utilization_default == util
+    assert t.cudagraph_in_kv_budget is cg
+    assert t.kv_tokens_formula == formula
+    assert t.engine == engine
+    assert t.requested_memory_ceil is (engine == "v1")
+    assert t.null_block_reserved is (engine == "v1")
+
+
+def test_env_selects_v0_only_while_it_exists():
+    assert traits("0.9.2", env={"VLLM_USE_V1": "0"}).engine == "v0"
+    assert traits("0.9.2", env={"VLLM_USE_V1": "0"}).kv_tokens_formula == "v0"
+    assert traits("0.7.3", env={"VLLM_USE_V1": "1"}).engine == "v1"
+    assert traits("0.11.0", env={"VLLM_USE_V1": "0"}).engine == "v1"  # v0 removed
+
+
+def test_cudagraph_env_switch():
+    assert traits("0.33.0", env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}).cudagraph_in_kv_budget is False
+    assert traits("0.15.0", env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"}).cudagraph_in_kv_budget is True
+    assert traits("0.10.0", env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"}).cudagraph_in_kv_budget is False
+
+
+def test_batch_eras():
+    assert traits("0.6.0").batch_defaults_era == "v0"
+    assert traits("0.8.4").batch_defaults_era == "v1-0.8"
+    assert traits("0.10.0").batch_defaults_era == "v1-0.9"
+    assert traits("0.33.0").batch_defaults_era == "v1-0.2x"
+
+
+def test_as_dict_is_plain():
+    d = traits("0.33.0").as_dict()
+    assert d["version"] == "0.33.0" and d["gpu_memory_utilization_default"] == 0.92
