@@ -208,7 +208,7 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
         disable_hybrid_kv_cache_manager=bool(_val(resolved, "disable_hybrid_kv_cache_manager", False)),
     )
     ranges = kvm.pp_layer_ranges(shape.num_layers, pp)
-    weights = _weights(shape, model_dtype, resolved, tp, pp)
+    weights = _weights(shape, model_dtype, resolved, tp, pp, gpu, tr)
 
     requested = mem.requested_bytes(total, util, ceil=tr.requested_memory_ceil)
     req_how = (f"ceil({_gib(total)} × {util:g})" if tr.requested_memory_ceil else f"{_gib(total)} × {util:g}")
@@ -221,7 +221,8 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
                                   max_num_seqs=max_num_seqs, max_num_batched_tokens=mnbt, version=tr.version,
                                   engine=engine_kind)
         nt = mem.non_torch(tp=tp, pp=pp, version=tr.version, engine=engine_kind)
-        cg = mem.cudagraph(num_capture_sizes=n_sizes, layers_on_rank=hi - lo, enforce_eager=enforce_eager,
+        cg = mem.cudagraph(num_capture_sizes=n_sizes, layers_on_rank=hi - lo, hidden_size=shape.hidden_size,
+                           enforce_eager=enforce_eager,
                            deducted=deducted)
         stage_terms.append((act, nt, cg))
 
@@ -305,7 +306,7 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
         notes.append(plan.auto_fit_message)
     if plan.override_message:
         notes.append(plan.override_message)
-    if getattr(shape, "is_multimodal", False) and figs["activation"].source != "measured":
+    if _multimodal(shape) and figs["activation"].source != "measured":
         notes.append("Multimodal model: the encoder's dummy batch adds to the activation peak; kvdoctor does not "
                      "model it (pass --from-log for the measured peak).")
     notes.extend(getattr(resolved, "notes", []) or [])
@@ -365,12 +366,17 @@ class _W:
     how: str
 
 
-def _weights(shape, model_dtype: str, resolved, tp: int, pp: int) -> list[list[_W]]:
-    from kvdoctor.ledger.weights import weight_breakdown
+def _weights(shape, model_dtype: str, resolved, tp: int, pp: int, gpu, tr) -> list[list[_W]]:
+    from kvdoctor.engine.defaults import gpu_cc
+    from kvdoctor.ledger.weights import mxfp4_alignment, weight_breakdown
 
     db = mem.dtype_bytes(model_dtype)
     quant = _quant(shape, resolved)
-    wb = weight_breakdown(shape, dtype_bytes=db, quant=quant, tp=tp, pp=pp)
+    align = None
+    if quant is not None and getattr(quant, "experts_only", False):
+        # The MXFP4 MoE backend (and so its padding) depends on the GPU generation and the release.
+        align = mxfp4_alignment(gpu_cc(gpu), tr.version.triple)
+    wb = weight_breakdown(shape, dtype_bytes=db, quant=quant, tp=tp, pp=pp, mxfp4_align=align)
     return [[_W(int(b), f"{wb.how} → stage {r} rank {t}: {_gib(int(b))}") for t, b in enumerate(row)]
             for r, row in enumerate(wb.per_rank)]
 
@@ -387,6 +393,12 @@ def _quant(shape, resolved):
 
         return online_quantization(str(method))
     return ckpt
+
+
+def _multimodal(shape: Any) -> bool:
+    # Guard on the architecture too: shape.is_multimodal was set for every model in early catalog builds.
+    archs = getattr(shape, "architectures", ()) or ()
+    return bool(getattr(shape, "is_multimodal", False)) and any("ConditionalGeneration" in a for a in archs)
 
 
 def _engine_figure(resolved: Any, name: str) -> Figure:

@@ -133,14 +133,19 @@ def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *, sm100: bool
 
 
 def cudagraph(
-    *, num_capture_sizes: int, layers_on_rank: int, enforce_eager: bool, deducted: bool
+    *, num_capture_sizes: int, layers_on_rank: int, hidden_size: int, enforce_eager: bool, deducted: bool
 ) -> Term:
-    """CUDA-graph pool estimate deducted from the KV budget (≥0.21; 0 before, and with --enforce-eager)."""
-    if enforce_eager:
+    """CUDA-graph pool estimate deducted from the KV budget (≥0.21; 0 before, and with --enforce-eager).
+
+    Each captured size keeps per-layer static buffers whose size follows the hidden width, so the
+    pool grows with sizes × layers × hidden; the constant is fitted (docs/ledger.md, "CUDA graphs").
+    """
+    if enforce_eager or num_capture_sizes == 0:
         return Term(0, "--enforce-eager: no CUDA graphs")
-    c = fitted.CUDAGRAPH_MIB_PER_SIZE_LAYER
-    est = c * MiB * num_capture_sizes * layers_on_rank
-    how = f"{c:g} MiB × {num_capture_sizes} capture sizes × {layers_on_rank} layers = {est / GiB:.2f} GiB"
+    c = fitted.CUDAGRAPH_BYTES_PER_SIZE_LAYER_HIDDEN
+    est = c * num_capture_sizes * layers_on_rank * hidden_size
+    how = (f"{c:.4g} B × {num_capture_sizes} capture sizes × {layers_on_rank} layers × {hidden_size} hidden "
+           f"= {est / GiB:.2f} GiB")
     if not deducted:
         return Term(0, f"not deducted from the KV budget by this vLLM version (captured after sizing; ~{how})")
     return Term(int(est), how)

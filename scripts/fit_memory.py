@@ -1,0 +1,411 @@
+#!/usr/bin/env python
+"""Fit the empirical memory constants of ``kvdoctor.ledger.memory`` on the public vLLM measurements.
+
+Reads ``../shared/data/real/vllm_measured_memory_h100.tsv`` and ``kv_capacity_cases.jsonl`` directly,
+fits (robust medians, alternating on which term dominates the activation peak):
+
+* ``ACT_FWD_COEF``      forward peak = c × max_num_batched_tokens × ffn_width/TP × dtype bytes
+* ``SAMPLER_K_FULL``    dummy-sampler peak = k × rows × vocab × 4 B (+ kept hidden rows); 0.11, v0, ≥0.21
+* ``SAMPLER_K_LIGHT``   the same for the lighter 0.12–0.20 dummy sampler (0.19 measurements)
+* ``NON_TORCH_GIB``     non-torch growth by era × {single GPU, TP>1, PP-only}
+* ``CUDAGRAPH_BYTES_PER_SIZE_LAYER_HIDDEN``  deducted CUDA-graph estimate per capture size × layer × hidden
+
+then writes ``src/kvdoctor/ledger/fitted.py`` (plain numbers) and the residual tables of
+``docs/ledger.md`` (between the ``<!-- fit:begin -->`` / ``<!-- fit:end -->`` markers), and prints both.
+
+Usage: ``python scripts/fit_memory.py [--shared ../shared/data] [--check]`` (``--check``: print only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import statistics
+import sys
+import types
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+
+from kvdoctor.engine.config import EngineConfig  # noqa: E402
+from kvdoctor.engine.defaults import resolve  # noqa: E402
+from kvdoctor.ledger import fitted, memory  # noqa: E402
+from kvdoctor.ledger.build import build_ledger  # noqa: E402
+
+GiB = 1 << 30
+
+# ------------------------------------------------------------------------------------------------
+# Per-case annotations: what the public source shows but the data file leaves as null or free text.
+# Every entry says why. Cases not listed and lacking a catalog model / GPU size / version are excluded.
+
+ANNOTATE: dict[str, dict] = {
+    "kv001": {"version": "0.6.3", "why": "v0 single-line 'Memory profiling results' format (~0.6.3-0.6.4)",
+              "activation_gib": 17.06 - 14.9888, "weights_gib": 14.9888},
+    "kv015": {"gpu_total_gib": 79.25, "why": "A100 variant inferred: 36.56 GiB KV cannot fit a 40 GB card"},
+    "kv017": {"version": "0.6.6", "hf_id": "Qwen/Qwen2.5-0.5B", "max_model_len": 32768,
+              "why": "v0 worker.py three-line format (~0.6.6-0.10); fine-tune of Qwen2.5-0.5B (same architecture); "
+                     "length from the concurrency line"},
+    "kv050": {"version": "0.2.4", "hf_id": "meta-llama/Llama-2-7b-hf", "gpu_total_gib": 79.15,
+              "why": "maintainer summary, Dec 2023 (v0.2.x); A100-80GB"},
+    "kv051": {"version": "0.2.4", "hf_id": "meta-llama/Llama-2-70b-hf", "gpu_total_gib": 79.15,
+              "why": "maintainer summary, Dec 2023 (v0.2.x); A100-80GB"},
+    "kv051": {"exclude": "unexplained 12.7 GiB gap at TP=4 in a v0.2-era maintainer summary: the PR being "
+                          "summarised changed how peak memory is profiled and does not say which side of the change "
+                          "the 20,865 blocks come from"},
+    "kv004": {"version": "0.6.5", "hf_id": "meta-llama/Meta-Llama-3-8B-Instruct",
+              "exclude": "measured on PR #10511's own development build (the PR changed non-torch profiling); its "
+                         "TP=1 non-torch 1.79 GiB (TP=2: 3.58 GiB) appears in no release log"},
+    "kv021": {"exclude": "figures typed in a commenter's summary table (the KV figure is their own 'estimated "
+                         "budget'), not log lines; start-up failed"},
+    "kv041": {"version": "0.10.1", "hf_id": "openai/gpt-oss-120b", "gpu_total_gib": 79.19,
+              "exclude": "the MXFP4 MoE backend fell back to Marlin in this thread (kv042, same thread and GPU, logs "
+                         "65.97 GiB weights 'Marlin weight-only FP4 fallback on H100'), an environment fact the "
+                         "configuration does not carry; with Marlin weights the budget closes to 0.05 GiB"},
+}
+
+# CUDA-graph estimates deducted from the budget (≥0.21) with a known model: (case, layers, hidden,
+# capture sizes, GiB). The only two public points; see docs/ledger.md.
+CG_POINTS = [
+    ("kv030", "Llama-3.1-8B (weights 14.9889 GiB identify it), API defaults on an 80 GiB card", 32, 4096,
+     51, 0.65),
+    ("kv020", "gemma-3-4b-it text stack, offline LLM defaults on a 178 GiB SM100 card (capture up to 1024)",
+     34, 2560, 83, 0.65),
+]
+
+
+def _gib_text(v) -> float | None:
+    if v in (None, ""):
+        return None
+    t = str(v).replace(",", "")
+    num = "".join(ch for ch in t.split("GiB")[0].split("MiB")[0] if ch.isdigit() or ch == ".")
+    if not num:
+        return None
+    f = float(num)
+    return f / 1024 if "MiB" in t else f
+
+
+def load_cases(shared: Path) -> list[dict]:
+    cases: list[dict] = []
+    tsv = (shared / "real" / "vllm_measured_memory_h100.tsv").read_text().splitlines()
+    head = tsv[0].split("\t")
+    for i, line in enumerate(tsv[1:], start=1):
+        r = dict(zip(head, line.split("\t")))
+        src = r["source"]
+        version = "0.11.0" if "v0.11.0" in src else ("0.19.0" if "v0.19.0" in src else None)
+        total = 79.18 if "79.18" in src else 79.19
+        util = float(r["gpu_memory_utilization"].split()[0].rstrip("?"))
+        label = r["model_label"]
+        c = {
+            "id": f"h100-{i:02d}", "label": label, "hf_id": r["hf_id"], "version": version, "total_gib": total,
+            "util": util, "tp": int(r["tp"]), "pp": int(r["pp"]), "max_model_len": int(r["max_model_len"]),
+            "dtype": "float32" if "float32" in label else None,
+            "quantization": "fp8" if "--quantization fp8" in label else None,
+            "block_size": 128 if "block-size=128" in src else None,
+            "weights": _f(r["weights_GiB"]), "activation": _f(r["activation_peak_GiB"]),
+            "non_torch": _f(r["non_torch_GiB"]), "cudagraph": _f(r["cuda_graph_GiB"]),
+            "kv": _f(r["kv_cache_GiB"]), "tokens": _i(r["kv_cache_tokens"]),
+            "util_inferred": "inferred" in r["gpu_memory_utilization"],
+            "source": "tsv", "notes": r["notes"], "gpu": "H100",
+        }
+        a = TSV_ANNOTATE.get(c["id"], {})
+        if a:
+            c["util"], c["annotation"] = a["util"], a["why"]
+        cases.append(c)
+    for line in (shared / "real" / "kv_capacity_cases.jsonl").read_text().splitlines():
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        a = ANNOTATE.get(r["case_id"], {})
+        c = {
+            "id": r["case_id"], "label": r["model"] or "?", "hf_id": a.get("hf_id", (r["model"] or "").split(" ")[0]),
+            "version": a.get("version", r["vllm_version"]),
+            "total_gib": a.get("gpu_total_gib", _gib_text(r["gpu_total_memory"])),
+            "util": r["gpu_memory_utilization"], "tp": r["tensor_parallel_size"] or 1,
+            "pp": r["pipeline_parallel_size"] or 1, "max_model_len": a.get("max_model_len", r["max_model_len"]),
+            "max_num_seqs": r["max_num_seqs"], "max_num_batched_tokens": r["max_num_batched_tokens"],
+            "dtype": r["dtype"], "kv_cache_dtype": r["kv_cache_dtype"], "quantization": None,
+            "block_size": r["block_size"], "enforce_eager": r["enforce_eager"],
+            "weights": a.get("weights_gib", r["weights_gib"]),
+            "activation": a.get("activation_gib", r["activation_peak_gib"]),
+            "non_torch": r["non_torch_gib"], "cudagraph": r["cudagraph_gib"], "kv": r["kv_cache_gib"],
+            "blocks": r["num_gpu_blocks"], "tokens": r["kv_cache_tokens"], "failed": r["startup_failed"],
+            "source": "jsonl", "notes": r["notes"], "annotation": a.get("why"), "gpu": r["gpu"] or "",
+            "exclude": a.get("exclude"),
+        }
+        cases.append(c)
+    return cases
+
+
+def _f(v: str) -> float | None:
+    return float(v) if v not in ("", None) else None
+
+
+def _i(v: str) -> int | None:
+    return int(v) if v not in ("", None) else None
+
+
+def load_shape(hf_id: str, shared: Path):
+    """The catalog's shape when the catalog has the model; else the shared config.json (same parser)."""
+    try:
+        from kvdoctor.catalog.models import lookup_model
+
+        return lookup_model(hf_id)
+    except ImportError:
+        pass
+    except Exception:
+        return None
+    from kvdoctor.ledger.shape import shape_from_hf_config
+
+    path = shared / "models" / (hf_id.replace("/", "__") + ".json")
+    if not hf_id or "/" not in hf_id or not path.exists():
+        return None
+    return shape_from_hf_config(json.loads(path.read_text()), hf_id)
+
+
+TSV_ANNOTATE = {
+    "h100-02": {"util": 0.95, "why": "weights + activation + non-torch + KV = 75.22 GiB = 0.95 × 79.18: the run used "
+                                    "0.95, not the 0.9 the table's column says"},
+}
+
+
+def exclusion(c: dict, shape) -> str | None:
+    if c.get("exclude"):
+        return c["exclude"]
+    if "CAVEAT" in (c.get("notes") or ""):
+        return "fork or patched vLLM build (CAVEAT in the source)"
+    if shape is None:
+        return "model not in the catalog (or not named in the excerpt)"
+    if c["total_gib"] is None:
+        return "GPU total memory not known"
+    if c["version"] is None:
+        return "vLLM version not known"
+    if getattr(shape, "is_multimodal", False) and any("ConditionalGeneration" in a for a in shape.architectures):
+        return "multimodal: encoder profiling not modelled"
+    return None
+
+
+def engine_for(c: dict, shape, gpu):
+    cfg = EngineConfig(
+        max_model_len=c.get("max_model_len"), gpu_memory_utilization=c["util"] if isinstance(c["util"], float)
+        else None, tensor_parallel_size=c["tp"], pipeline_parallel_size=c["pp"], dtype=c.get("dtype"),
+        quantization=c.get("quantization"), max_num_seqs=c.get("max_num_seqs"),
+        max_num_batched_tokens=c.get("max_num_batched_tokens"), block_size=c.get("block_size"),
+        kv_cache_dtype=c.get("kv_cache_dtype"), enforce_eager=c.get("enforce_eager"),
+    )
+    return resolve(cfg, shape, gpu, version=c["version"], usage="api")
+
+
+def gpu_ns(name: str, total_gib: float):
+    # The measured total (torch's figure in the log) beats the catalog's; the name picks vLLM's batch tier.
+    cc = None
+    try:
+        from kvdoctor.catalog.gpus import lookup_gpu
+
+        cc = getattr(lookup_gpu(name), "compute_capability", None) if name else None
+    except Exception:  # not in the catalog (or catalog absent): fall back to the name's generation
+        for key, val in (("H100", 90), ("H200", 90), ("A100", 80), ("3090", 86), ("L40S", 89), ("B200", 100)):
+            if key in name:
+                cc = val
+    return types.SimpleNamespace(name=name or f"{total_gib:.2f} GiB GPU", memory_bytes=int(total_gib * GiB),
+                                 compute_capability=cc)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def fit(cases: list[dict], shared: Path) -> tuple[dict, list[dict]]:
+    rows = []
+    for c in cases:
+        shape = load_shape(c["hf_id"], shared) if c["hf_id"] else None
+        why = exclusion(c, shape)
+        c["excluded"] = why
+        if why:
+            continue
+        gpu = gpu_ns(c.get("gpu", ""), c["total_gib"])
+        try:
+            res = engine_for(c, shape, gpu)
+        except Exception as exc:  # an engine vLLM itself would reject: report, don't fit
+            c["excluded"] = f"configuration rejected: {exc}"
+            continue
+        c["_shape"], c["_gpu"], c["_res"] = shape, gpu, res
+        rows.append(c)
+
+    # --- activation: alternate between "which term dominates" and robust medians
+    consts = {"fwd": fitted.ACT_FWD_COEF, "full": fitted.SAMPLER_K_FULL, "light": fitted.SAMPLER_K_LIGHT}
+    pts = []
+    for c in rows:
+        if c.get("activation") is None:
+            continue
+        res, shape = c["_res"], c["_shape"]
+        db = memory.dtype_bytes(res.dtype)
+        fwd_unit = res.max_num_batched_tokens * (memory.ffn_width(shape) // res.tensor_parallel_size) * db
+        rows_ = min(res.max_num_seqs, res.max_num_batched_tokens)
+        samp_unit = rows_ * shape.vocab_size * 4
+        kept = res.max_num_batched_tokens * shape.hidden_size * db
+        regime = memory.sampler_regime(res.traits.version, res.traits.engine)
+        pts.append((c, c["activation"] * GiB, fwd_unit, samp_unit, kept, regime, res.pipeline_parallel_size == 1))
+    for _ in range(8):
+        fwd_r, samp_r = [], {"full": [], "light": []}
+        for c, meas, fu, su, kept, regime, last in pts:
+            f = consts["fwd"] * fu
+            s = consts[regime] * su + kept if last else -1
+            if not last or f > s:
+                fwd_r.append(meas / fu)
+            else:
+                samp_r[regime].append((meas - kept) / su)
+        consts["fwd"] = statistics.median(fwd_r) if fwd_r else consts["fwd"]
+        for k in ("full", "light"):
+            if samp_r[k]:
+                consts[k] = statistics.median(samp_r[k])
+
+    # --- non-torch by era × parallel kind
+    nt: dict[str, dict[str, list[float]]] = {}
+    for c in rows:
+        if c.get("non_torch") is None:
+            continue
+        res = c["_res"]
+        era = memory.non_torch_era(res.traits.version, res.traits.engine)
+        key = "tp_multi" if res.tensor_parallel_size > 1 else ("pp_only" if res.pipeline_parallel_size > 1 else "tp1")
+        nt.setdefault(era, {}).setdefault(key, []).append(c["non_torch"])
+    nt_fit = {era: dict(v) for era, v in fitted.NON_TORCH_GIB.items()}
+    for era, d in nt.items():
+        for key, vals in d.items():
+            nt_fit.setdefault(era, {})[key] = round(statistics.median(vals), 3)
+    # Fill eras lacking a kind from the nearest era that has it (documented in docs/ledger.md).
+    for era in nt_fit:
+        for key in ("tp1", "tp_multi", "pp_only"):
+            if key not in nt_fit[era]:
+                nt_fit[era][key] = nt_fit["v1-late"].get(key, 0.1)
+
+    cg = statistics.median(g * GiB / (n * layers * hidden) for _, _, layers, hidden, n, g in CG_POINTS)
+    out = {"ACT_FWD_COEF": round(consts["fwd"], 3), "SAMPLER_K_FULL": round(consts["full"], 3),
+           "SAMPLER_K_LIGHT": round(consts["light"], 3), "NON_TORCH_GIB": nt_fit,
+           "CUDAGRAPH_BYTES_PER_SIZE_LAYER_HIDDEN": round(cg, 5)}
+    return out, rows
+
+
+def apply(consts: dict) -> None:
+    for k, v in consts.items():
+        setattr(fitted, k, v)
+
+
+def residuals(rows: list[dict]) -> list[dict]:
+    out = []
+    for c in rows:
+        led = build_ledger(c["_shape"], c["_gpu"], c["_res"])
+        m = {k: f.value / GiB for k, f in led.memory.items()}
+        r = {"id": c["id"], "label": c["label"], "version": c["version"], "tp": c["tp"], "pp": c["pp"],
+             "pred": m, "meas": {k: c.get(k) for k in ("weights", "activation", "non_torch", "cudagraph", "kv")},
+             "deducted": bool(c["_res"].traits.cudagraph_in_kv_budget) and not c["_res"].enforce_eager,
+             "util_inferred": c.get("util_inferred", False), "blocks": c.get("blocks"),
+             "pred_blocks": led.num_blocks, "annotation": c.get("annotation")}
+        kv_meas = c.get("kv")
+        if kv_meas is None and c.get("blocks"):
+            # Blocks × bytes per block recovers the budget to within one block.
+            kv_meas = c["blocks"] * led.kv["bytes_per_block"].value / GiB
+            r["kv_from_blocks"] = True
+        r["meas"]["kv"] = kv_meas
+        out.append(r)
+    return out
+
+
+def _cell(p, m):
+    if m is None:
+        return f"{p:.2f} / –"
+    return f"{p:.2f} / {m:.2f}"
+
+
+def render(consts: dict, res: list[dict], excluded: list[dict], today: str) -> str:
+    lines = [f"Fitted by `scripts/fit_memory.py` on {today}. Cells: predicted / measured GiB (– = not measured).", ""]
+    lines += ["| constant | value |", "|---|---|"]
+    for k, v in consts.items():
+        lines.append(f"| `{k}` | `{v}` |")
+    lines += ["", "| case | model | vLLM | TP/PP | weights | activation | non-torch | CUDA graph | KV | KV error |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    errs = []
+    for r in res:
+        p, m = r["pred"], r["meas"]
+        kv_err = ""
+        if m["kv"] is not None:
+            e = p["kv_cache"] - m["kv"]
+            errs.append((abs(e), abs(e) / m["kv"] if m["kv"] else 0.0, r["id"]))
+            kv_err = f"{e:+.2f} GiB ({100 * e / m['kv']:+.1f} %)" + (" from blocks" if r.get("kv_from_blocks") else "")
+        cgp = p["cudagraph"] if r["deducted"] else 0.0
+        lines.append(
+            f"| {r['id']} | {r['label']} | {r['version']} | {r['tp']}/{r['pp']} | {_cell(p['weights'], m['weights'])} | "
+            f"{_cell(p['activation'], m['activation'])} | {_cell(p['non_torch'], m['non_torch'])} | "
+            f"{_cell(cgp, m['cudagraph'])}{'' if r['deducted'] else ' (not deducted)'} | "
+            f"{_cell(p['kv_cache'], m['kv'])} | {kv_err} |")
+    if errs:
+        med = statistics.median(e[1] for e in errs)
+        worst = max(errs)
+        lines += ["", f"KV from configuration alone over {len(errs)} cases: median error {100 * med:.1f} %, "
+                      f"largest {worst[0]:.2f} GiB ({worst[2]})."]
+    lines += ["", "Annotations (facts the data file leaves null, taken from the cited source):", ""]
+    for r in res:
+        if r.get("annotation"):
+            lines.append(f"- `{r['id']}`: {r['annotation']}")
+    lines += ["", "Excluded cases (and why):", ""]
+    for c in excluded:
+        lines.append(f"- `{c['id']}` ({c['label']}): {c['excluded']}")
+    return "\n".join(lines)
+
+
+def write_fitted(consts: dict, today: str) -> None:
+    body = [
+        '"""Fitted constants for the memory terms vLLM only measures.',
+        "",
+        f"Written by scripts/fit_memory.py on {today} from ../shared/data/real/ (vllm_measured_memory_h100.tsv,",
+        "kv_capacity_cases.jsonl). Do not edit by hand: rerun the script. Residuals: docs/ledger.md.",
+        '"""',
+        "",
+        "# forward peak = ACT_FWD_COEF × max_num_batched_tokens × ffn_width/TP × dtype bytes",
+        f"ACT_FWD_COEF = {consts['ACT_FWD_COEF']}",
+        "# dummy-sampler peak = K × min(max_num_seqs, max_num_batched_tokens) × vocab × 4 B (+ kept hidden rows)",
+        f"SAMPLER_K_FULL = {consts['SAMPLER_K_FULL']}",
+        f"SAMPLER_K_LIGHT = {consts['SAMPLER_K_LIGHT']}",
+        "# non-torch growth after the baseline snapshot, GiB, by era and parallel layout",
+        "NON_TORCH_GIB = {",
+    ]
+    for era, d in consts["NON_TORCH_GIB"].items():
+        body.append(f'    "{era}": {{' + ", ".join(f'"{k}": {v}' for k, v in d.items()) + "},")
+    body += ["}", "# CUDA-graph pool estimate = C × capture sizes × layers on the rank × hidden size (bytes)",
+             f"CUDAGRAPH_BYTES_PER_SIZE_LAYER_HIDDEN = {consts['CUDAGRAPH_BYTES_PER_SIZE_LAYER_HIDDEN']}", ""]
+    (REPO / "src" / "kvdoctor" / "ledger" / "fitted.py").write_text("\n".join(body))
+
+
+def write_doc(table: str) -> None:
+    doc = REPO / "docs" / "ledger.md"
+    text = doc.read_text() if doc.exists() else "# The memory ledger\n\n<!-- fit:begin -->\n<!-- fit:end -->\n"
+    a, b = "<!-- fit:begin -->", "<!-- fit:end -->"
+    if a not in text:
+        text += f"\n{a}\n{b}\n"
+    pre, rest = text.split(a, 1)
+    _, post = rest.split(b, 1)
+    doc.write_text(f"{pre}{a}\n{table}\n{b}{post}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--check", action="store_true", help="print only; write nothing")
+    args = ap.parse_args(argv)
+    shared = Path(args.shared)
+    cases = load_cases(shared)
+    consts, rows = fit(cases, shared)
+    apply(consts)
+    res = residuals(rows)
+    today = _dt.date.today().isoformat()
+    excluded = [c for c in cases if c.get("excluded")]
+    table = render(consts, res, excluded, today)
+    print(table)
+    if not args.check:
+        write_fitted(consts, today)
+        write_doc(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
