@@ -269,20 +269,28 @@ def fit(cases: list[dict], shared: Path) -> tuple[dict, list[dict]]:
         era = memory.non_torch_era(res.traits.version, res.traits.engine)
         key = "tp_multi" if res.tensor_parallel_size > 1 else ("pp_only" if res.pipeline_parallel_size > 1 else "tp1")
         nt.setdefault(era, {}).setdefault(key, []).append(c["non_torch"])
-    nt_fit = {era: dict(v) for era, v in fitted.NON_TORCH_GIB.items()}
+    nt_fit: dict[str, dict[str, float]] = {}
     for era, d in nt.items():
         for key, vals in d.items():
             nt_fit.setdefault(era, {})[key] = round(statistics.median(vals), 3)
-    # Fill eras lacking a kind from the nearest era that has it (documented in docs/ledger.md).
-    for era in nt_fit:
+    # An era without a measurement for a layout borrows the nearest later era's (listed in docs/ledger.md).
+    borrowed = []
+    order = ["v1-late", "v1-early", "v0"]
+    for i, era in enumerate(order):
+        nt_fit.setdefault(era, {})
         for key in ("tp1", "tp_multi", "pp_only"):
             if key not in nt_fit[era]:
-                nt_fit[era][key] = nt_fit["v1-late"].get(key, 0.1)
+                donor = next((e for e in order[:i][::-1] + order[i + 1:] if key in nt_fit.get(e, {})), None)
+                nt_fit[era][key] = nt_fit[donor][key] if donor else 0.1
+                borrowed.append(f"{era}/{key} from {donor}")
+    nt_fit = {e: nt_fit[e] for e in ("v0", "v1-early", "v1-late")}
 
     cg = statistics.median(g * GiB / (n * layers * hidden) for _, _, layers, hidden, n, g in CG_POINTS)
     out = {"ACT_FWD_COEF": round(consts["fwd"], 3), "SAMPLER_K_FULL": round(consts["full"], 3),
            "SAMPLER_K_LIGHT": round(consts["light"], 3), "NON_TORCH_GIB": nt_fit,
            "CUDAGRAPH_BYTES_PER_SIZE_LAYER_HIDDEN": round(cg, 5)}
+    out_meta = {"borrowed": borrowed, "act_points": len(pts)}
+    fit.meta = out_meta  # type: ignore[attr-defined]
     return out, rows
 
 
@@ -343,6 +351,10 @@ def render(consts: dict, res: list[dict], excluded: list[dict], today: str) -> s
         worst = max(errs)
         lines += ["", f"KV from configuration alone over {len(errs)} cases: median error {100 * med:.1f} %, "
                       f"largest {worst[0]:.2f} GiB ({worst[2]})."]
+    meta = getattr(fit, "meta", {})
+    if meta.get("borrowed"):
+        lines += ["", "Non-torch layouts without a measurement in their era (borrowed): "
+                  + "; ".join(meta["borrowed"]) + "."]
     lines += ["", "Annotations (facts the data file leaves null, taken from the cited source):", ""]
     for r in res:
         if r.get("annotation"):

@@ -368,15 +368,13 @@ class _W:
 
 def _weights(shape, model_dtype: str, resolved, tp: int, pp: int, gpu, tr) -> list[list[_W]]:
     from kvdoctor.engine.defaults import gpu_cc
-    from kvdoctor.ledger.weights import mxfp4_alignment, weight_breakdown
+    from kvdoctor.ledger.weights import weight_breakdown
 
     db = mem.dtype_bytes(model_dtype)
     quant = _quant(shape, resolved)
-    align = None
-    if quant is not None and getattr(quant, "experts_only", False):
-        # The MXFP4 MoE backend (and so its padding) depends on the GPU generation and the release.
-        align = mxfp4_alignment(gpu_cc(gpu), tr.version.triple)
-    wb = weight_breakdown(shape, dtype_bytes=db, quant=quant, tp=tp, pp=pp, mxfp4_align=align)
+    # The MXFP4 MoE backend (and so its padding) depends on the GPU generation and the release.
+    wb = weight_breakdown(shape, dtype_bytes=db, quant=quant, tp=tp, pp=pp, capability=gpu_cc(gpu),
+                          vllm_version=tr.version.triple)
     return [[_W(int(b), f"{wb.how} → stage {r} rank {t}: {_gib(int(b))}") for t, b in enumerate(row)]
             for r, row in enumerate(wb.per_rank)]
 
@@ -424,7 +422,7 @@ def _cc_major(cc: Any) -> int:
 
 
 def _gpu_given_size(gpu: Any) -> bool:
-    return bool(getattr(gpu, "from_size", False) or getattr(gpu, "is_plain_size", False))
+    return bool(getattr(gpu, "is_anonymous", False))
 
 
 def _line(s: Any, attr: str, label: str) -> str:
