@@ -70,6 +70,14 @@ RENAME = {
     "AMD Instinct MI250 / MI250X": "AMD Instinct MI250X",
 }
 
+# Checkpoints whose config.json carries no dtype: vLLM then reads the safetensors headers, which the
+# shared data set does not hold. The published checkpoints are bf16 (non-quantized tensors).
+DTYPE_FROM_CHECKPOINT = {
+    "openai/gpt-oss-20b": "bfloat16",
+    "openai/gpt-oss-120b": "bfloat16",
+    "tiiuae/falcon-7b": "bfloat16",
+}
+
 # Memory measured by torch on hardware this project ran on (device runs), bytes.
 MEASURED_TORCH: dict[str, tuple[int, str]] = {}
 
@@ -196,6 +204,10 @@ def build_models(data: Path) -> tuple[dict, list[str]]:
         sd = shape_to_dict(shape)
         sd["source"] = f"catalog:{hf}"
         note = []
+        if hf in DTYPE_FROM_CHECKPOINT:
+            sd["dtype"] = DTYPE_FROM_CHECKPOINT[hf]
+            sd["notes"] = [n for n in sd["notes"] if "has no dtype" not in n]
+            note.append(f"config has no dtype; {sd['dtype']} as vLLM reads it from the checkpoint's safetensors headers")
         if "PARTIAL" in r["file"]:
             note.append("partial config (few keys); family defaults applied")
         if "TRANSCRIBED" in r["notes"]:
