@@ -711,7 +711,38 @@ def journal_section(page, payload: dict[str, Any]) -> str:
             *[cell(figs.get(k)) for k in cols],
         ])
     html += table(["step", "when", "change", "note", *cols], rows)
+    if isinstance(payload.get("handbook"), dict):
+        html += handbook_html(payload["handbook"])
     return html
+
+
+def handbook_html(hb: dict[str, Any]) -> str:
+    """What each variable did to which figure (journal handbook --html)."""
+    parts = ["<h3>Handbook: what each variable did on this traffic</h3>",
+             '<p class="note">Changes under 5 % are called flat: one before/after pair has no error bars.</p>']
+    variables = [v for v in hb.get("variables") or [] if isinstance(v, dict)]
+    if not variables:
+        parts.append('<p class="note">No variable has been changed yet.</p>')
+    for var in variables:
+        parts.append(f"<h3><code>{esc(var.get('field'))}</code></h3><p><b>On this traffic:</b> {esc(var.get('lesson'))}</p>")
+        rows = []
+        for e in var.get("steps") or []:
+            change = f"#{e.get('seq')}: {fmt(e.get('before'))} → {fmt(e.get('after'))}"
+            if e.get("multi"):
+                change += f" (together with {', '.join(map(str, e.get('also_changed') or []))})"
+            effects = e.get("effects") or [{}]
+            for x in effects:
+                rel = x.get("rel")
+                verdict = x.get("verdict") or ""
+                cls = {"better": "verdict-ok", "worse": "verdict-bad"}.get(verdict, "")
+                rows.append([
+                    f"<td>{esc(change)}</td>", cell(x.get("label"), numeric=False),
+                    cell(x.get("before")), cell(x.get("after")),
+                    cell(rel, numeric=True, text="—" if rel is None else f"{rel * 100:+.1f} %"),
+                    f'<td class="{cls}">{esc(verdict)}</td>', cell(x.get("predicted")),
+                ])
+        parts.append(table(["step", "figure", "before", "after", "change", "verdict", "predicted"], rows))
+    return "".join(parts)
 
 
 def _change_text(step: dict[str, Any]) -> str:

@@ -1,0 +1,122 @@
+"""Inputs of ``kvdoctor report``: saved ``--json`` payloads, or raw evidence files turned into an
+``evidence`` payload through ``kvdoctor.evidence.load.load_evidence`` (the documented Evidence
+boundary type is all that is read, so the report does not depend on the evidence verb's printer).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from kvdoctor.errors import InputError
+from kvdoctor.report.html import payload_kind
+
+MAX_TIMELINES = 4  # one engine lifetime each; more would bury the page
+
+
+def collect_payloads(paths: list[str], *, quiet: bool = True) -> list[tuple[str, dict[str, Any]]]:
+    """(input path, payload) pairs in input order."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    evidence_paths: list[str] = []
+    for p in paths:
+        path = Path(p)
+        if not path.exists():
+            raise InputError(f"no such file: {p}")
+        if path.is_dir():
+            raise InputError(f"{p} is a directory; give the payload or log files")
+        payloads = _as_payloads(path)
+        if payloads is None:
+            evidence_paths.append(p)
+        else:
+            out.extend((p, x) for x in payloads)
+    if evidence_paths:
+        out.extend((", ".join(evidence_paths), x) for x in evidence_payloads(evidence_paths, quiet=quiet))
+    if not out:
+        raise InputError("nothing to report")
+    return out
+
+
+def _as_payloads(path: Path) -> list[dict[str, Any]] | None:
+    """Payloads in the file, or None when it is not a kvdoctor payload (then it is evidence)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(1)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if head not in (b"{", b"["):
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None  # e.g. JSONL traces or metrics: evidence
+    items = data if isinstance(data, list) else [data]
+    if not items or not all(isinstance(i, dict) and str(i.get("schema_version", "")).startswith("kvdoctor.")
+                            for i in items):
+        return None  # a bench result JSON and the like
+    for i in items:
+        payload_kind(i)
+    return items
+
+
+def evidence_payloads(paths: list[str], *, quiet: bool = True) -> list[dict[str, Any]]:
+    from kvdoctor.evidence.load import load_evidence
+
+    ev = load_evidence(paths)
+    summary: dict[str, Any] = {}
+    try:
+        from kvdoctor.evidence import summary as summarize
+
+        summary = summarize(ev)
+    except ImportError:
+        summary = {}
+    segs = [s for s in ev.segments if s.timeline is not None and len(s.timeline) > 0]
+    segs.sort(key=lambda s: len(s.timeline), reverse=True)
+    payloads: list[dict[str, Any]] = []
+    for i, seg in enumerate(segs[:MAX_TIMELINES] or [None]):
+        p: dict[str, Any] = {"schema_version": "kvdoctor.evidence/1", "sources": list(ev.sources or paths)}
+        if seg is not None:
+            p["engine"] = f"{seg.source} {seg.engine}".strip()
+            p["timeline"] = timeline_dict(seg.timeline)
+            if seg.startup is not None and seg.startup.model:
+                p["model"] = seg.startup.model
+            events = [{"t": e.t, "kind": e.kind, "line_no": e.line_no, "message": e.message} for e in seg.events[:200]]
+            if events:
+                p["events"] = events
+        if i == 0 and summary:
+            p["summary"] = _clean(summary)
+        payloads.append(p)
+    if len(segs) > MAX_TIMELINES and payloads:
+        payloads[0]["note"] = f"{len(segs)} engine timelines; the {MAX_TIMELINES} longest are drawn"
+    return payloads
+
+
+_TIMELINE_KEYS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps",
+                  "ttft_p50", "ttft_p99", "itl_p50", "itl_p99")
+
+
+def timeline_dict(tl: Any) -> dict[str, list[float | None]]:
+    """An evidence.model.Timeline as JSON lists (NaN -> null)."""
+    out: dict[str, list[float | None]] = {}
+    for k in _TIMELINE_KEYS:
+        v = getattr(tl, k, None)
+        if v is None:
+            continue
+        out[k] = [None if (x is None or (isinstance(x, float) and not math.isfinite(x))) else float(x)
+                  for x in (v.tolist() if hasattr(v, "tolist") else list(v))]
+    return out
+
+
+def _clean(o: Any) -> Any:
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if hasattr(o, "tolist"):
+        return _clean(o.tolist())
+    if hasattr(o, "as_dict"):
+        return _clean(o.as_dict())
+    return o

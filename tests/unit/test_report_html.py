@@ -1,0 +1,205 @@
+"""HTML report: escaping, safe JSON in <script>, sections per payload kind, offline, downsampling."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from kvdoctor.errors import InputError
+from kvdoctor.report import sections as S
+from kvdoctor.report.html import payload_kind, render_report, script_json, write_report
+
+GiB = 1 << 30
+HOSTILE = ['<script>alert(1)</script>', '"></div><img src=x onerror=alert(2)>', "</script><script>alert(3)</script>",
+           "'><svg onload=alert(4)>", "\u2028</SCRIPT >"]
+
+
+def ledger_payload(model="meta-llama/Llama-3.1-8B-Instruct"):
+    return {
+        "schema_version": "kvdoctor.ledger/1", "model": model, "gpu": {"name": "H100 80GB HBM3"},
+        "memory": {"total_bytes": int(79.19 * GiB), "requested_bytes": int(0.92 * 79.19 * GiB),
+                   "weights_bytes": {"value": int(14.99 * GiB), "source": "measured", "how": "Model loading took 14.99 GiB"},
+                   "activation_bytes": int(1.25 * GiB), "non_torch_bytes": int(0.43 * GiB),
+                   "cudagraph_bytes": int(0.56 * GiB), "kv_cache_bytes": int(55.6 * GiB)},
+        "kv_cache": {"block_size": 16, "bytes_per_block": 2 * 1024 * 1024, "num_blocks": 28467, "tokens": 455472,
+                     "max_concurrency": 13.9},
+        "reconciliation": {"worst_case_tokens": 256 * 131072, "pool_tokens": 455472, "ratio": 73.7,
+                           "verdict": "starved by configuration"},
+    }
+
+
+def timeline_payload(n=120, kind="diagnose"):
+    t = [1.7e9 + 10 * i for i in range(n)]
+    pre = [2 if i in (30, 31, 80) else 0 for i in range(n)]
+    itl = [0.025 + (0.3 if i in (31, 60, 80) else 0.0) for i in range(n)]
+    return {"schema_version": f"kvdoctor.{kind}/1", "timeline": {
+        "t": t, "running": [10 + i % 7 for i in range(n)], "waiting": [i % 3 for i in range(n)],
+        "kv_usage_pct": [min(99.0, i * 0.9) for i in range(n)], "preemptions": pre, "itl_p99": itl}}
+
+
+def _tags(doc: str) -> list[tuple[str, list]]:
+    from html.parser import HTMLParser
+
+    found: list[tuple[str, list]] = []
+
+    class P(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, attrs))
+
+    P().feed(doc)
+    return found
+
+
+def _fig_specs(doc: str) -> list[dict]:
+    return [json.loads(m) for m in re.findall(r'<script type="application/json" id="kvd-fig-\d+">(.*?)</script>', doc, re.S)]
+
+
+def test_script_json_cannot_close_the_script_and_roundtrips():
+    obj = {"name": "</script><script>alert(1)</script>", "sep": "a\u2028b\u2029c", "amp": "&lt;"}
+    text = script_json(obj)
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == obj
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_hostile_strings_never_become_markup(hostile):
+    led = ledger_payload(model=hostile)
+    tl = timeline_payload()
+    tl["findings"] = [{"rule": hostile, "severity": hostile, "title": hostile, "action": hostile}]
+    tl["slow_requests"] = [{"request_id": hostile, "queue_s": 1.0, "prefill_s": 0.2, "decode_s": 3.0, "cause": hostile}]
+    journal = {"schema_version": "kvdoctor.journal/1", "journal": {"name": hostile}, "steps": [
+        {"seq": 0, "kind": "baseline", "note": hostile, "changes": [], "figures": {}},
+        {"seq": 1, "kind": "step", "note": hostile, "changes": [{"field": hostile, "before": hostile, "after": 1}],
+         "figures": {"output_tps": {"value": 1.0, "source": "measured", "how": hostile}}}]}
+    full = render_report([led, tl, journal], title=hostile)
+    # plotly.min.js itself mentions onerror/<svg: look at everything but that one script
+    doc = re.sub(r"<script nonce=\"[^\"]+\">.*?</script>", "<script></script>", full, count=1, flags=re.S)
+    assert len(doc) < len(full) / 10
+    # the raw hostile text appears nowhere: not in markup, not in the JSON data blocks
+    assert hostile not in doc
+    for tag in ("<img", "<svg", "alert(1)</script>"):
+        assert tag not in doc.lower()
+    # parse it as a browser would: no img/svg element, no on* attribute, only our scripts
+    tags = _tags(doc)
+    assert not [t for t, _ in tags if t in ("img", "svg", "iframe", "object")]
+    assert not [(t, a) for t, attrs in tags for a, _ in attrs if a.lower().startswith("on")]
+    assert sum(1 for t, _ in tags if t == "script") == 2 + sum(1 for t, a in tags if dict(a).get("type") == "application/json")
+    # the only executable scripts are ours (nonce'd plotly + boot) — data blocks are JSON
+    scripts = re.findall(r"<script([^>]*)>", full)
+    assert all('nonce="' in s or 'type="application/json"' in s for s in scripts)
+    # escaped text is still shown to the reader (html.escape form)
+    assert "&lt;" in doc
+
+
+def test_sections_follow_payload_keys_and_absent_kinds_are_omitted():
+    doc = render_report([ledger_payload()], title="only a ledger")
+    assert 'id="memory"' in doc and 'id="timeline"' not in doc and 'id="plan"' not in doc
+    doc = render_report([timeline_payload(), ledger_payload()], title="both")
+    # fixed order: memory before timeline whatever the input order
+    assert doc.index('id="memory"') < doc.index('id="timeline"')
+
+
+def test_memory_bar_adds_up_to_total():
+    specs = _fig_specs(render_report([ledger_payload()], title="x"))
+    mem = specs[0]
+    total = sum(tr["x"][0] for tr in mem["data"] if tr["x"][0] is not None)
+    assert total == pytest.approx(79.19, abs=0.02)
+    names = [tr["name"] for tr in mem["data"]]
+    assert names[:5] == ["weights", "activation peak", "non-torch", "CUDA graphs", "KV cache pool"]
+    assert "above gpu_memory_utilization" in names
+
+
+def test_per_rank_bars():
+    led = ledger_payload()
+    led["ranks"] = [{"rank": r, "memory": dict(led["memory"])} for r in range(4)]
+    mem = _fig_specs(render_report([led], title="x"))[0]
+    assert mem["data"][0]["y"] == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]
+
+
+def test_plan_staircase():
+    plan = {"schema_version": "kvdoctor.plan/1", "levels": [
+        {"level": 0, "action": "baseline", "pool_tokens": 100000, "enough": False, "worst_case_tokens": 400000},
+        {"level": 1, "action": "lower --max-model-len", "flag_change": "--max-model-len 8192", "pool_tokens": 100000,
+         "enough": False, "worst_case_tokens": 200000, "predicted": {"output_tps": 900}},
+        {"level": 2, "action": "fp8 KV", "flag_change": "--kv-cache-dtype fp8", "pool_tokens": 200000, "enough": True,
+         "worst_case_tokens": 200000, "predicted": {"output_tps": {"value": 1100, "source": "predicted", "how": "sim"}}}]}
+    doc = render_report([plan], title="plan")
+    spec = _fig_specs(doc)[0]
+    assert spec["data"][0]["line"]["shape"] == "hv" and spec["data"][0]["y"] == [100000, 100000, 200000]
+    assert spec["data"][1]["y"] == [400000, 200000, 200000]
+    assert "predicted output_tps" in doc
+
+
+def test_timeline_alignment_of_spikes_and_preemptions():
+    spec = _fig_specs(render_report([timeline_payload()], title="t"))[0]
+    by_name = {tr["name"]: tr for tr in spec["data"]}
+    # spikes at 31 and 80 sit on preemption samples (30/31, 80); 60 does not
+    assert len(by_name["spike with preemption"]["x"]) == 2
+    assert len(by_name["spike without preemption"]["x"]) == 1
+    assert len(spec["layout"]["shapes"]) == 2  # runs {30,31} and {80}
+    # four rows sharing one x axis
+    assert {k for k in spec["layout"] if k.startswith("yaxis")} == {"yaxis", "yaxis2", "yaxis3", "yaxis4"}
+
+
+def test_payload_spikes_override_the_default_definition():
+    p = timeline_payload()
+    p["spikes"] = [p["timeline"]["t"][60]]
+    spec = _fig_specs(render_report([p], title="t"))[0]
+    names = [tr["name"] for tr in spec["data"]]
+    assert "spike with preemption" not in names and "spike without preemption" in names
+
+
+def test_downsampling_keeps_the_peak():
+    n = 50_000
+    p = timeline_payload(n=n)
+    p["timeline"]["itl_p99"] = [0.02] * n
+    p["timeline"]["itl_p99"][33_333] = 5.0
+    spec = _fig_specs(render_report([p], title="big"))[0]
+    tbt = next(tr for tr in spec["data"] if tr["name"] == "TBT p99 (ms)")
+    assert len(tbt["y"]) <= S.MAX_POINTS
+    assert max(v for v in tbt["y"] if v is not None) == pytest.approx(5000.0)
+    pre = next(tr for tr in spec["data"] if tr["name"] == "preemptions / interval")
+    assert sum(v for v in pre["y"] if v) == sum(p["timeline"]["preemptions"])
+
+
+def test_nulls_and_relative_times():
+    p = {"schema_version": "kvdoctor.simulate/1", "summary": {"output_tps": 1234.5, "preemptions": 3},
+         "timeline": {"t": [0, 1, 2, 3], "kv_usage_pct": [None, 50, 60, None], "waiting": [0, 1, None, 0]}}
+    doc = render_report([p], title="sim")
+    spec = _fig_specs(doc)[0]
+    assert spec["data"][0]["x"] == [0, 1, 2, 3]
+    assert "summary.output_tps" in doc
+
+
+def test_offline_no_external_urls_and_plotly_inlined():
+    full = render_report([ledger_payload(), timeline_payload()], title="x")
+    # plotly.min.js names its CDN as a default for geo maps (never used here); judge the rest
+    doc = re.sub(r"<script nonce=\"[^\"]+\">.*?</script>", "", full, count=1, flags=re.S)
+    assert not [t for t, a in _tags(full) if t == "script" and dict(a).get("src")]
+    assert "http://" not in doc and "https://" not in doc and 'src="http' not in doc and "<link" not in doc
+    assert "default-src 'none'" in doc
+    assert len(full) > 3_000_000  # plotly.min.js is inside
+
+
+def test_bad_payloads_are_input_errors(tmp_path):
+    with pytest.raises(InputError):
+        render_report([], title="x")
+    with pytest.raises(InputError):
+        payload_kind({"schema_version": "something/1"})
+    with pytest.raises(InputError):
+        payload_kind([1, 2])  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        write_report(tmp_path / "missing-dir" / "r.html", [ledger_payload()], title="x")
+
+
+def test_write_report_is_atomic(tmp_path):
+    out = tmp_path / "r.html"
+    out.write_text("previous good report")
+    with pytest.raises(InputError):
+        write_report(out, [{"schema_version": "nope"}], title="x")
+    assert out.read_text() == "previous good report"
+    write_report(out, [ledger_payload()], title="x")
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r.html.tmp")]
