@@ -131,6 +131,7 @@ def load_cases(shared: Path) -> list[dict]:
             "activation": a.get("activation_gib", r["activation_peak_gib"]),
             "non_torch": r["non_torch_gib"], "cudagraph": r["cudagraph_gib"], "kv": r["kv_cache_gib"],
             "blocks": r["num_gpu_blocks"], "tokens": r["kv_cache_tokens"], "failed": r["startup_failed"],
+            "max_concurrency": r["max_concurrency"],
             "source": "jsonl", "notes": r["notes"], "annotation": a.get("why"), "gpu": r["gpu"] or "",
             "exclude": a.get("exclude"),
         }
