@@ -49,6 +49,7 @@ class Tensor:
     expert: bool = False  # FusedMoE expert weight
     place: str = "layer"  # "first" (embedding side), "last" (lm_head side), "every" (each stage), "layer"
     fixed_bytes: int | None = None  # element size fixed regardless of model dtype (fp32 buffers)
+    derived: bool = False  # built after loading (not a checkpoint parameter): excluded from param counts
 
 
 def round_up(x: int, m: int) -> int:
@@ -144,6 +145,10 @@ def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
             t.append(Tensor(f"{a}.kv_b_proj", "attention", i,
                             lora * heads_r * ((s.qk_nope_head_dim or 0) + v_hd), linear=True))
             t.append(Tensor(f"{a}.o_proj", "attention", i, heads_r * v_hd * h, linear=True))
+            # MLAAttention.process_weights_after_loading splits kv_b_proj into W_UK_T and W_UV in the
+            # activation dtype (dequantized if fp8) and keeps kv_b_proj for prefill: a second copy.
+            t.append(Tensor(f"{a}.W_UK_T_W_UV", "attention", i,
+                            lora * heads_r * ((s.qk_nope_head_dim or 0) + v_hd), derived=True))
         else:
             t.append(Tensor(f"{a}.q_proj", "attention", i, heads_r * hd * h, linear=True))
             t.append(Tensor(f"{a}.k_proj", "attention", i, kv_r * hd * h, linear=True))
@@ -206,7 +211,8 @@ def param_counts(shape: ModelShape) -> ParamCounts:
     sums = dict.fromkeys(("embedding", "lm_head", "attention", "mlp_dense", "experts", "shared_experts",
                           "router", "norms", "other"), 0)
     for x in model_tensors(shape, 1, padded=False):
-        sums[x.role] += x.numel
+        if not x.derived:
+            sums[x.role] += x.numel
     return ParamCounts(**sums)
 
 
@@ -340,7 +346,7 @@ def explain_weights(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo |
 
 def _explain(shape: ModelShape, dtype_bytes: float, quant: QuantInfo | None, tp: int, pp: int,
              align: tuple[int, int] | None, rope: int, stages: list[int]) -> str:
-    n = shape.params.total if shape.params else sum(x.numel for x in model_tensors(shape, 1, padded=False))
+    n = shape.params.total if shape.params else param_counts(shape).total
     parts = [f"{n / 1e9:.2f}B params"]
     if quant is None:
         parts.append(f"x {dtype_bytes:g} B")
@@ -357,6 +363,8 @@ def _explain(shape: ModelShape, dtype_bytes: float, quant: QuantInfo | None, tp:
                      + "; embedding on stage 0, lm_head on the last")
     if align is not None and quant is not None and quant.experts_only:
         parts.append(f"MXFP4 MoE padding hidden->{align[0]}, intermediate/rank->{align[1]} multiples")
+    if shape.is_mla:
+        parts.append("+ MLA W_UK_T/W_UV copies of kv_b_proj in the activation dtype")
     if rope:
         parts.append(f"+ RoPE cos_sin_cache {shape.rope_cache_len}x{shape.rotary_dim} = {rope / GiB:.3f} GiB")
     per = ", ".join(f"{b / GiB:.2f}" for b in stages)
