@@ -1,0 +1,571 @@
+"""Chain one: memory is tight. Levels 1 → 4 in order of rising cost, stop at the first that is enough.
+
+Each level is a rule (``memory.level1-max-model-len`` ...) whose test takes the plan's running
+state (the configuration after the previous levels) and returns a ``Finding`` carrying a
+``LevelResult``: applicable or why not, the exact flag change, the ledger rebuilt under it (pool
+tokens, max concurrency, worst-case ratio, expected demand from the real lengths), the cost and
+"enough?" against the target. Levels apply cumulatively: level 2 is judged on top of level 1.
+
+The levels' ledgers are predictions from the model/GPU/engine (no start-up log figures), so the
+before/after comparison is like for like.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvdoctor.chains.findings import Cite, Context, Finding
+from kvdoctor.chains.lengths import LengthDist
+from kvdoctor.chains.rules import get
+from kvdoctor.errors import KvdoctorError
+from kvdoctor.provenance import Figure
+
+SCHEMA_VERSION = "kvdoctor.plan/1"
+NODE_GPUS = 8  # GPUs per node for TP (NVLink domain of an HGX board)
+# Per-GPU throughput kept under tensor parallelism: an assumption (source "default"), stated in the
+# output; the simulator's TP step-time model replaces it when a workload is given.
+TP_EFFICIENCY = {1: 1.0, 2: 0.9, 4: 0.8, 8: 0.7}
+PP_EFFICIENCY = {1: 1.0, 2: 0.85, 4: 0.7}
+
+
+@dataclass
+class Target:
+    concurrency: int | None = None  # concurrent requests at the limit (vLLM's max-concurrency figure)
+    context: int | None = None  # the context the business must serve
+    demand_tokens: int | None = None  # observed KV demand at the peak (from evidence)
+    demand_how: str = ""
+
+    def describe(self) -> str:
+        parts = []
+        if self.concurrency:
+            parts.append(f"≥ {self.concurrency} concurrent requests at the context limit")
+        if self.context:
+            parts.append(f"context ≥ {self.context:,} tokens")
+        if self.demand_tokens:
+            parts.append(f"pool ≥ {self.demand_tokens:,} tokens (no persistent preemption: {self.demand_how})")
+        return "; ".join(parts) or "the worst case fits the pool (max-num-seqs × max-model-len ≤ pool tokens)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "context": self.context, "demand_tokens": self.demand_tokens,
+                "demand_how": self.demand_how or None, "text": self.describe()}
+
+
+@dataclass
+class State:
+    """A configuration point of the plan: what is set, what vLLM resolves it to, its ledger."""
+
+    config: Any
+    resolved: Any
+    ledger: Any
+
+    def figures(self, lengths: LengthDist | None) -> dict[str, Figure]:
+        led = self.ledger
+        r = led.reconciliation
+        kv = led.kv
+        mml = int(led.engine["max_model_len"].value)
+        f = {
+            "max_model_len": led.engine["max_model_len"],
+            "pool_tokens": Figure(int(r["pool_tokens"]), "predicted", r.get("how", "")),
+            "max_concurrency": Figure(round(float(kv["max_concurrency"].value), 2), "predicted",
+                                      kv["max_concurrency"].how),
+            "worst_case_tokens": Figure(int(r["worst_case_tokens"]), "predicted",
+                                        f"max-num-seqs × max-model-len = {r['worst_case_tokens']:,}"),
+            "ratio": Figure(r["ratio"], "predicted", "worst case / pool tokens"),
+            "kv_bytes_per_token": kv["bytes_per_token"],
+            "weights_bytes": led.memory["weights"],
+            "kv_cache_bytes": led.memory["kv_cache"],
+            "activation_bytes": led.memory["activation"],
+            "gpus": Figure(int(self.resolved.world_size), "given", "tensor × pipeline parallel size"),
+        }
+        if lengths is not None and lengths.mean_total:
+            pool = int(r["pool_tokens"])
+            # Paged KV: a request holds prompt + generated tokens; mean(prompt + output) is its peak.
+            f["expected_concurrency"] = Figure(
+                round(pool / lengths.mean_total, 1), "predicted",
+                f"pool {pool:,} tokens / mean request {lengths.mean_total:,.0f} tokens ({lengths.source})")
+        del mml
+        return f
+
+
+@dataclass
+class LevelResult:
+    level: int
+    rule_id: str
+    title: str
+    applicable: bool
+    why: str
+    flag_change: dict[str, Any] = field(default_factory=dict)
+    state: State | None = None
+    figures: dict[str, Figure] = field(default_factory=dict)
+    costs: dict[str, Any] = field(default_factory=dict)
+    enough: bool | None = None
+    enough_why: str = ""
+    notes: list[str] = field(default_factory=list)
+    predicted: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def flags(self) -> str:
+        return " ".join(flag_text(k, v) for k, v in self.flag_change.items())
+
+    def as_dict(self) -> dict[str, Any]:
+        fv = {k: (v.value if isinstance(v, Figure) else v) for k, v in self.figures.items()}
+        return {
+            "level": self.level, "rule_id": self.rule_id, "title": self.title, "applicable": self.applicable,
+            "why": self.why, "action": self.flags or None, "flag_change": self.flag_change,
+            "pool_tokens": fv.get("pool_tokens"), "max_concurrency": fv.get("max_concurrency"),
+            "ratio": fv.get("ratio"), "worst_case_tokens": fv.get("worst_case_tokens"),
+            "expected_concurrency": fv.get("expected_concurrency"),
+            "enough": self.enough, "enough_why": self.enough_why,
+            "figures": {k: v.as_dict() for k, v in self.figures.items() if isinstance(v, Figure)},
+            "costs": {k: (v.as_dict() if isinstance(v, Figure) else v) for k, v in self.costs.items()},
+            "notes": self.notes, "predicted": self.predicted,
+        }
+
+
+def flag_text(dest: str, value: Any) -> str:
+    name = "--" + dest.replace("_", "-")
+    if value is True:
+        return name
+    if value is False:
+        return "--no-" + dest.replace("_", "-")
+    return f"{name} {value}"
+
+
+# --------------------------------------------------------------------------------------------
+# building a state
+
+
+def build_state(shape, gpu, config, version: str, usage: str = "api") -> State:
+    from kvdoctor.engine.defaults import resolve
+    from kvdoctor.ledger.build import build_ledger
+
+    resolved = resolve(config, shape, gpu, version=version, usage=usage)
+    return State(config, resolved, build_ledger(shape, gpu, resolved))
+
+
+def _try_state(ctx: Context, changes: dict[str, Any]) -> tuple[State | None, str]:
+    cur: State = ctx.cache["state"]
+    cfg = cur.config.with_changes(**changes)
+    try:
+        return build_state(ctx.shape, ctx.gpu, cfg, ctx.version or "0.33.0"), ""
+    except KvdoctorError as exc:  # vLLM would reject it: that is the reason the level does not apply
+        return None, str(exc)
+
+
+def _judge(ctx: Context, res: LevelResult) -> None:
+    """"Enough?" against the target, on the state after this level."""
+    t: Target = ctx.target or Target()
+    st = res.state
+    led = st.ledger
+    f = res.figures
+    reasons, ok = [], True
+    if not led.fit_ok:
+        res.enough, res.enough_why = False, "vLLM would still refuse to start"
+        return
+    mml = int(f["max_model_len"].value)
+    conc = float(f["max_concurrency"].value)
+    pool = int(f["pool_tokens"].value)
+    if t.context:
+        good = mml >= t.context
+        ok &= good
+        reasons.append(f"context {mml:,} {'≥' if good else '<'} {t.context:,}")
+    if t.concurrency:
+        good = conc >= t.concurrency
+        ok &= good
+        reasons.append(f"max concurrency {conc:.2f} {'≥' if good else '<'} {t.concurrency}")
+    if t.demand_tokens:
+        good = pool >= t.demand_tokens
+        ok &= good
+        reasons.append(f"pool {pool:,} {'≥' if good else '<'} observed demand {t.demand_tokens:,} tokens")
+    if not (t.context or t.concurrency or t.demand_tokens):
+        ratio = led.reconciliation.get("ratio")
+        ok = ratio is not None and ratio <= 1.0
+        reasons.append(f"worst case / pool = {ratio if ratio is not None else '∞'} ({'≤' if ok else '>'} 1)")
+    res.enough, res.enough_why = bool(ok), "; ".join(reasons)
+
+
+def _level_finding(ctx: Context, res: LevelResult) -> Finding:
+    r = get(res.rule_id)
+    before = ctx.cache.get("before_figures", {})
+    ev = [Cite(detail=f"ledger before: pool {before['pool_tokens'].value:,} tokens, max concurrency "
+                      f"{before['max_concurrency'].value} at {before['max_model_len'].value:,}", source="ledger")] \
+        if before else []
+    summary = (f"Level {res.level}: {res.flags} — {res.why}" if res.applicable
+               else f"Level {res.level} not applicable: {res.why}")
+    gain = {k: v for k, v in res.figures.items() if isinstance(v, Figure)} if res.applicable else {}
+    return Finding(rule_id=r.id, chain=r.chain, step=r.step, summary=summary,
+                   severity="warn" if res.applicable else "info", action=res.flags or None, gain=gain,
+                   cost="; ".join(f"{k}: {v.value if isinstance(v, Figure) else v}" for k, v in res.costs.items())
+                   or r.cost, refinement=r.refinement, evidence=ev, data={"level": res})
+
+
+# --------------------------------------------------------------------------------------------
+# the four levels (rule tests: memory.level1..4)
+
+
+def level1(ctx: Context) -> Finding | None:
+    if ctx.cache.get("state") is None:
+        return None
+    cur: State = ctx.cache["state"]
+    lens: LengthDist | None = ctx.lengths
+    t: Target = ctx.target or Target()
+    mml = int(cur.ledger.engine["max_model_len"].value)
+    bs = int(cur.ledger.kv["block_size"].value)
+    res = LevelResult(1, "memory.level1-max-model-len", get("memory.level1-max-model-len").title, False, "")
+    if lens is None or lens.p99_total is None:
+        res.why = ("the real length distribution is unknown: pass --trace / --lengths FILE or --p99-context N "
+                   "(the business maximum must be known before cutting the limit)")
+        return _level_finding(ctx, res)
+    # The business maximum: p99 of prompt + output, rounded up to a multiple of 1024 tokens (a limit
+    # people can reason about; also a multiple of every block size), never below the target context.
+    p99 = lens.p99_total
+    new = max(int(math.ceil(p99 / 1024.0) * 1024), t.context or 0)
+    new = int(math.ceil(new / bs) * bs)
+    if new >= mml:
+        res.why = f"max-model-len {mml:,} is already at or below the business p99 ({p99:,} → {new:,})"
+        return _level_finding(ctx, res)
+    st, err = _try_state(ctx, {"max_model_len": new})
+    if st is None:
+        res.why = f"vLLM would reject --max-model-len {new}: {err}"
+        return _level_finding(ctx, res)
+    res.applicable, res.flag_change, res.state = True, {"max_model_len": new}, st
+    res.figures = st.figures(lens)
+    before = ctx.cache["before_figures"]
+    p_before, p_after = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
+    res.why = (f"real p99 request {p99:,} tokens ({lens.source}) → limit {new:,}: one request's worst-case KV "
+               f"falls to {new / mml:.0%} of before; max concurrency {before['max_concurrency'].value} → "
+               f"{res.figures['max_concurrency'].value}")
+    pool_note = ("pool unchanged" if abs(p_after - p_before) <= max(1, p_before // 1000)
+                 else f"pool {p_before:,} → {p_after:,} tokens")
+    res.notes.append(
+        f"Paged KV: {pool_note} — lowering max-model-len does not enlarge the pool by itself. What it gains: the "
+        f"worst case ({before['worst_case_tokens'].value:,} → {res.figures['worst_case_tokens'].value:,} tokens, ratio "
+        f"{before['ratio'].value} → {res.figures['ratio'].value}), fewer preemptions caused by very long requests, "
+        + ("the concurrency check passing" if (res.figures["ratio"].value or 99) <= 1 else
+           f"though the worst case still exceeds the pool {res.figures['ratio'].value}×")
+        + (", a lower activation peak (max-num-batched-tokens follows the context with chunked prefill off)"
+           if int(res.figures["activation_bytes"].value) < int(before["activation_bytes"].value) else "")
+        + ".")
+    rej, trunc = lens.over_limit(new)
+    if rej is not None:
+        res.costs["rejected_share"] = Figure(round(rej, 5), "predicted",
+                                             f"requests with prompt ≥ {new:,} in {lens.source} (vLLM rejects them)")
+        res.costs["truncated_share"] = Figure(round(trunc, 5), "predicted",
+                                              f"prompt < {new:,} < prompt + output: output stops at the limit")
+    else:
+        res.costs["rejected_or_truncated"] = "≤ 1 % (the limit is at the given p99; the split is unknown)"
+    _judge(ctx, res)
+    return _level_finding(ctx, res)
+
+
+def level2(ctx: Context) -> Finding | None:
+    if ctx.cache.get("state") is None:
+        return None
+    cur: State = ctx.cache["state"]
+    res = LevelResult(2, "memory.level2-fp8-kv", get("memory.level2-fp8-kv").title, False, "")
+    kvd = str(cur.resolved.kv_cache_dtype)
+    if kvd not in ("bfloat16", "float16", "float32"):
+        res.why = f"the KV cache is already {kvd}"
+        return _level_finding(ctx, res)
+    st, err = _try_state(ctx, {"kv_cache_dtype": "fp8"})
+    cc = getattr(ctx.gpu, "compute_capability", None)
+    if st is None:
+        res.why = f"fp8 KV is not available on {getattr(ctx.gpu, 'name', 'this GPU')} (SM {cc}): {err}"
+        return _level_finding(ctx, res)
+    res.applicable, res.flag_change, res.state = True, {"kv_cache_dtype": "fp8"}, st
+    res.figures = st.figures(ctx.lengths)
+    before = ctx.cache["state_figures"]
+    pb, pa = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
+    res.why = (f"KV bytes per token {before['kv_bytes_per_token'].value:,} → {res.figures['kv_bytes_per_token'].value:,}: "
+               f"pool {pb:,} → {pa:,} tokens (×{pa / pb:.2f})" if pb else "pool rebuilt with 1-byte KV")
+    backend = st.resolved.attention_backend
+    res.notes.append(f"vLLM on SM{_cc(cc)} stores fp8 KV through the {backend} attention backend"
+                     + (f" (before: {cur.resolved.attention_backend})" if backend != cur.resolved.attention_backend else ""))
+    res.notes.extend(n for n in st.resolved.notes if "skips" in n)
+    major = (_cc_int(cc) or 0) // 10
+    res.costs["quality"] = "a quality regression evaluation on the team's own tasks (fp8 KV without calibrated scales)"
+    res.costs["speed"] = ("fp8 attention kernels (FA3/FA4): KV reads halve" if major in (9, 10) else
+                          "no fp8 attention speed-up on this GPU generation: the gain is capacity only")
+    _judge(ctx, res)
+    return _level_finding(ctx, res)
+
+
+def level3(ctx: Context) -> Finding | None:
+    if ctx.cache.get("state") is None:
+        return None
+    cur: State = ctx.cache["state"]
+    res = LevelResult(3, "memory.level3-quantize-weights", get("memory.level3-quantize-weights").title, False, "")
+    q = cur.resolved.quantization or getattr(getattr(ctx.shape, "quant", None), "method", None)
+    if q:
+        res.why = f"the weights are already quantized ({q})"
+        return _level_finding(ctx, res)
+    st, err = _try_state(ctx, {"quantization": "fp8"})
+    cc = _cc_int(getattr(ctx.gpu, "compute_capability", None))
+    if st is None:
+        res.why = (f"online fp8 weight quantization is not available here: {err}. A pre-quantized checkpoint "
+                   "(GPTQ needs SM60+, AWQ SM75+) is the alternative")
+        return _level_finding(ctx, res)
+    res.applicable, res.flag_change, res.state = True, {"quantization": "fp8"}, st
+    res.figures = st.figures(ctx.lengths)
+    before = ctx.cache["state_figures"]
+    wb, wa = int(before["weights_bytes"].value), int(res.figures["weights_bytes"].value)
+    pb, pa = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
+    res.why = (f"weights {wb / 2**30:.2f} → {wa / 2**30:.2f} GiB per GPU; the {(wb - wa) / 2**30:.2f} GiB freed goes "
+               f"to the pool: {pb:,} → {pa:,} tokens")
+    res.notes.append("W8A8 fp8 (decode reads half the weight bytes)" if (cc or 0) >= 89 else
+                     "below SM89 fp8 weights run weight-only (Marlin): memory halves, compute stays 16-bit")
+    res.notes.append("a 4-bit AWQ/GPTQ checkpoint frees more (≈0.52 B/weight) but needs that checkpoint")
+    res.costs["quality"] = "quality risk growing with task sensitivity: the team's own evaluation is required"
+    _judge(ctx, res)
+    return _level_finding(ctx, res)
+
+
+def level4(ctx: Context) -> Finding | None:
+    if ctx.cache.get("state") is None:
+        return None
+    cur: State = ctx.cache["state"]
+    res = LevelResult(4, "memory.level4-parallelism", get("memory.level4-parallelism").title, False, "")
+    shape = ctx.shape
+    tp0 = int(cur.resolved.tensor_parallel_size)
+    pp0 = int(cur.resolved.pipeline_parallel_size)
+    tried = []
+    for tp, pp in parallel_candidates(shape, tp0, pp0):
+        st, err = _try_state(ctx, {"tensor_parallel_size": tp, "pipeline_parallel_size": pp})
+        if st is None:
+            tried.append(f"TP{tp}×PP{pp}: {err}")
+            continue
+        probe = LevelResult(4, res.rule_id, res.title, True, "", {"tensor_parallel_size": tp}, st,
+                            st.figures(ctx.lengths))
+        _judge(ctx, probe)
+        tried.append(f"TP{tp}×PP{pp}: pool {int(probe.figures['pool_tokens'].value):,} tokens"
+                     + (" — enough" if probe.enough else ""))
+        res.applicable, res.state, res.figures = True, st, probe.figures
+        res.flag_change = {"tensor_parallel_size": tp} if pp == 1 else {"tensor_parallel_size": tp,
+                                                                         "pipeline_parallel_size": pp}
+        res.enough, res.enough_why = probe.enough, probe.enough_why
+        if probe.enough:
+            break
+    if not res.applicable:
+        res.why = "no tensor/pipeline size within one node divides the model: " + "; ".join(tried[:4])
+        return _level_finding(ctx, res)
+    tp, pp = res.flag_change.get("tensor_parallel_size", tp0), res.flag_change.get("pipeline_parallel_size", pp0)
+    gpus = tp * pp
+    before = ctx.cache["state_figures"]
+    res.why = (f"{gpus} GPUs per instance: weights per GPU {int(before['weights_bytes'].value) / 2**30:.2f} → "
+               f"{int(res.figures['weights_bytes'].value) / 2**30:.2f} GiB, pool {int(before['pool_tokens'].value):,} → "
+               f"{int(res.figures['pool_tokens'].value):,} tokens")
+    eff = TP_EFFICIENCY.get(tp, 0.7) * PP_EFFICIENCY.get(pp, 0.7)
+    res.costs["gpus"] = Figure(gpus, "predicted", f"TP {tp} × PP {pp}")
+    res.costs["throughput_per_gpu"] = Figure(eff, "default",
+                                             f"assumed per-GPU efficiency: TP{tp} {TP_EFFICIENCY.get(tp, 0.7):g} × "
+                                             f"PP{pp} {PP_EFFICIENCY.get(pp, 0.7):g} (all-reduce, pipeline bubbles)")
+    res.notes.append("tried: " + "; ".join(tried))
+    kvh = int(getattr(shape, "num_kv_heads", 0) or 0)
+    if kvh and tp > kvh:
+        res.notes.append(f"TP {tp} > {kvh} KV heads: KV heads are replicated, so the pool grows less than the GPU count")
+    return _level_finding(ctx, res)
+
+
+def parallel_candidates(shape, tp0: int = 1, pp0: int = 1) -> list[tuple[int, int]]:
+    """TP sizes that divide the attention heads, within one node (≤ 8 GPUs), smallest first; then PP 2."""
+    heads = int(getattr(shape, "num_attention_heads", 1) or 1)
+    out = [(tp, 1) for tp in (2, 4, 8) if tp > tp0 and heads % tp == 0]
+    tp_max = max([tp for tp in (1, 2, 4, 8) if heads % tp == 0], default=1)
+    if tp_max * 2 <= NODE_GPUS:
+        out.append((tp_max, 2))
+    return out
+
+
+def _cc_int(cc: Any) -> int | None:
+    if cc is None:
+        return None
+    if isinstance(cc, (tuple, list)) and len(cc) == 2:
+        return int(cc[0]) * 10 + int(cc[1])
+    if isinstance(cc, (int,)) and cc > 20:
+        return cc
+    try:
+        f = float(cc)
+    except (TypeError, ValueError):
+        return None
+    return int(round(f * 10)) if f < 20 else int(f)
+
+
+def _cc(cc: Any) -> str:
+    c = _cc_int(cc)
+    return f"{c // 10}{c % 10}" if c else "?"
+
+
+# --------------------------------------------------------------------------------------------
+# the driver
+
+
+@dataclass
+class Plan:
+    model: str
+    gpu: str
+    vllm_version: str
+    target: Target
+    lengths: LengthDist | None
+    before: State
+    levels: list[LevelResult]
+    final: State
+    stop_loss: Finding | None = None
+    notes: list[str] = field(default_factory=list)
+    simulated: bool = False
+
+    @property
+    def chosen(self) -> list[LevelResult]:
+        return [lv for lv in self.levels if lv.applicable and lv.level in self.applied_levels]
+
+    applied_levels: tuple[int, ...] = ()
+
+    @property
+    def enough(self) -> bool | None:
+        done = [lv for lv in self.levels if lv.level in self.applied_levels]
+        return done[-1].enough if done else None
+
+    def serve_line(self) -> str:
+        return serve_line(self.final.config, self.model)
+
+    def yaml(self) -> str:
+        return yaml_text(self.final.config, self.model)
+
+    def to_json(self) -> dict[str, Any]:
+        bf = self.before.figures(self.lengths)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "plan",
+            "model": self.model,
+            "gpu": self.gpu,
+            "vllm_version": self.vllm_version,
+            "target": self.target.as_dict(),
+            "lengths": self.lengths.describe() if self.lengths else None,
+            "before": {k: v.as_dict() for k, v in bf.items()},
+            "reconciliation": dict(self.before.ledger.reconciliation),
+            "levels": [lv.as_dict() for lv in self.levels],
+            "applied_levels": list(self.applied_levels),
+            "enough": self.enough,
+            "stop_loss": self.stop_loss.as_dict() if self.stop_loss else None,
+            "result": {"serve": self.serve_line(), "yaml": self.yaml(),
+                       "flag_changes": {k: v for lv in self.levels if lv.level in self.applied_levels
+                                        for k, v in lv.flag_change.items()}},
+            "notes": self.notes,
+            "discipline": "Apply one level at a time and re-measure before the next (one variable per experiment).",
+        }
+
+
+def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDist | None = None,
+              target: Target | None = None, usage: str = "api", max_level: int = 4,
+              stop_when_enough: bool = True, workload: Any = None, evidence_capacity_short: bool = False) -> Plan:
+    """Walk chain one from ``config`` (an EngineConfig). Raises KvdoctorError on bad input."""
+    from kvdoctor.chains.rules import RULES
+
+    before = build_state(shape, gpu, config, version, usage)
+    ctx = Context(shape=shape, gpu=gpu, config=config, resolved=before.resolved, ledger=before.ledger,
+                  version=version, lengths=lengths, target=target or Target())
+    ctx.cache["state"] = before
+    ctx.cache["before_figures"] = before.figures(lengths)
+    ctx.cache["state_figures"] = ctx.cache["before_figures"]
+    levels: list[LevelResult] = []
+    applied: list[int] = []
+    notes: list[str] = []
+    base_enough = LevelResult(0, "", "", True, "", state=before, figures=ctx.cache["before_figures"])
+    _judge(ctx, base_enough)
+    if base_enough.enough and stop_when_enough and not evidence_capacity_short:
+        notes.append(f"the current configuration already meets the target ({base_enough.enough_why}): "
+                     "no level needed")
+    else:
+        for rule in sorted((r for r in RULES if r.chain == "memory" and 1 <= r.step <= max_level),
+                           key=lambda r: r.step):
+            f = rule.run(ctx)
+            lv: LevelResult = f.data["level"]
+            levels.append(lv)
+            if lv.applicable and lv.level < 4:
+                applied.append(lv.level)
+                ctx.cache["state"] = lv.state
+                ctx.cache["state_figures"] = lv.figures
+                if lv.enough and stop_when_enough:
+                    break
+            elif lv.applicable and lv.level == 4:
+                applied.append(4)
+                ctx.cache["state"] = lv.state
+                ctx.cache["state_figures"] = lv.figures
+                break
+    final = ctx.cache["state"]
+    p = Plan(model=shape.name, gpu=str(getattr(gpu, "name", gpu)), vllm_version=version,
+             target=ctx.target, lengths=lengths, before=before, levels=levels, final=final,
+             applied_levels=tuple(applied), notes=notes)
+    from kvdoctor.chains.stoploss import check_stop_loss
+
+    ctx.cache["plan"] = p
+    ctx.cache["evidence_capacity_short"] = evidence_capacity_short
+    p.stop_loss = check_stop_loss(ctx)
+    if workload is not None:
+        attach_simulation(p, shape, gpu, workload)
+    return p
+
+
+def attach_simulation(p: Plan, shape, gpu, workload) -> None:
+    """Predicted TTFT/TBT/throughput/preemptions per applied level, when the simulator is present."""
+    try:
+        from kvdoctor.sim.whatif import predict
+    except ImportError:
+        p.notes.append("simulation not attached: kvdoctor.sim.whatif is not available in this build")
+        return
+    states = [("before", p.before)] + [(f"level {lv.level}", lv.state) for lv in p.levels
+                                        if lv.applicable and lv.state is not None]
+    for label, st in states:
+        try:
+            s = predict(shape, gpu, st.resolved, st.ledger.num_blocks, workload, seed=0)
+        except KvdoctorError as exc:
+            p.notes.append(f"simulation of {label} failed: {exc}")
+            return
+        d = s.as_dict() if hasattr(s, "as_dict") else dict(s.__dict__)
+        pred = {k: d.get(k) for k in ("ttft_p99_s", "tbt_p99_s", "output_tokens_per_s", "preemptions",
+                                      "rejected", "completed")}
+        if label == "before":
+            p.notes.append("simulated before any change: " + ", ".join(f"{k}={v}" for k, v in pred.items()))
+            p.__dict__.setdefault("predicted_before", pred)
+        else:
+            lv = next(x for x in p.levels if f"level {x.level}" == label)
+            lv.predicted = pred
+    p.simulated = True
+
+
+# --------------------------------------------------------------------------------------------
+# rendering the resulting configuration
+
+
+def _given_flags(cfg) -> dict[str, Any]:
+    from kvdoctor.engine.config import ENGINE_FIELDS
+
+    out = {}
+    for name in ENGINE_FIELDS:
+        if name in ("model",):
+            continue
+        v = getattr(cfg, name, None)
+        if v is not None and not isinstance(v, (dict, list)):
+            out[name] = v
+    return out
+
+
+def serve_line(cfg, model: str) -> str:
+    import shlex
+
+    parts = ["vllm", "serve", shlex.quote(cfg.model or model)]
+    for k, v in _given_flags(cfg).items():
+        parts.append(flag_text(k, shlex.quote(str(v)) if not isinstance(v, bool) else v))
+    for k, v in (cfg.extra or {}).items():
+        parts.append(f"--{str(k).replace('_', '-')} {shlex.quote(str(v))}")
+    return " ".join(parts)
+
+
+def yaml_text(cfg, model: str) -> str:
+    import yaml
+
+    data = {"model": cfg.model or model}
+    data.update({k.replace("_", "-"): v for k, v in _given_flags(cfg).items()})
+    data.update({str(k).replace("_", "-"): v for k, v in (cfg.extra or {}).items()})
+    return yaml.safe_dump(data, sort_keys=False)
