@@ -88,6 +88,7 @@ class Backend:
     block_sizes: tuple[int, ...] | None = None  # exact list; None = any multiple of 16
     default_block: int = 16
     max_head_size: int | None = None
+    model_dtypes: frozenset[str] = frozenset({"float16", "bfloat16"})  # supported_dtypes
 
 
 _BASE = frozenset({"auto", "float16", "bfloat16"})
@@ -99,8 +100,9 @@ BACKENDS: dict[str, Backend] = {
     "FLASHINFER": Backend("FLASHINFER", min_cc=80, max_cc=121,
                           kv_dtypes=_BASE | _FP8 | {"fp8_e5m2", "nvfp4"}, block_sizes=(16, 32, 64)),
     "TRITON_ATTN": Backend("TRITON_ATTN", kv_dtypes=_BASE | _FP8 | {
-        "fp8_e5m2", "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head"}),
-    "FLEX_ATTENTION": Backend("FLEX_ATTENTION"),
+        "fp8_e5m2", "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head"},
+        model_dtypes=frozenset({"float16", "bfloat16", "float32"})),
+    "FLEX_ATTENTION": Backend("FLEX_ATTENTION", model_dtypes=frozenset({"float16", "bfloat16", "float32"})),
     "FLASH_ATTN_MLA": Backend("FLASH_ATTN_MLA", majors=(9,)),
     "FLASHMLA": Backend("FLASHMLA", majors=(9, 10), kv_dtypes=_BASE | _FP8, block_sizes=(64,), default_block=64),
     "FLASHINFER_MLA": Backend("FLASHINFER_MLA", majors=(10,), kv_dtypes=_BASE | _FP8,
@@ -126,7 +128,7 @@ def backend_priorities(is_mla: bool, cc: int | None) -> list[str]:
 
 
 def _backend_rejects(b: Backend, cc: int | None, kv_dtype: str, block_size: int | None,
-                     head_size: int) -> str | None:
+                     head_size: int, model_dtype: str = "bfloat16") -> str | None:
     """Why vLLM's selector would skip this backend (None = valid)."""
     if cc is not None:
         if b.min_cc is not None and cc < b.min_cc:
@@ -137,6 +139,8 @@ def _backend_rejects(b: Backend, cc: int | None, kv_dtype: str, block_size: int 
             return f"needs SM{'/'.join(str(m) + 'x' for m in b.majors)}"
         if b.name == "FLASHINFER" and cc == 75:
             return "SM75 temporarily excluded"
+    if model_dtype not in b.model_dtypes:
+        return f"dtype {model_dtype} not supported"
     if kv_dtype not in b.kv_dtypes:
         return f"kv_cache_dtype {kv_dtype} not supported"
     if b.name == "FLASH_ATTN" and kv_dtype in _FP8 and (cc is None or cc // 10 not in (9, 10)):
@@ -242,7 +246,7 @@ def gpu_cc(gpu: Any) -> int | None:
     if isinstance(cc, float):
         return int(round(cc * 10))
     if isinstance(cc, int):
-        return cc if cc >= 10 else cc * 10
+        return cc * 10 if cc < 20 else cc  # 9 -> 90 (major only), 90 -> 90
     return None
 
 
@@ -316,6 +320,9 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
     cc = gpu_cc(gpu)
     if gpu is None:
         acc.notes.append("no GPU given: GPU-dependent defaults (batch sizes, backend, dtype) assume an SM90 80 GiB-class card")
+    elif cc is None:
+        acc.notes.append(f"{_gpu_name(gpu) or 'GPU'}: compute capability unknown; dtype, backend and quantization "
+                         "checks assume an SM90-class card (pass --gpu with a name for exact rules)")
     if usage not in ("api", "llm", None):
         raise InputError(f"usage must be 'api', 'llm' or None, got {usage!r}")
 
@@ -454,7 +461,7 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
 
     # --- KV dtype, attention backend, block size
     kv_dtype = _resolve_kv_dtype(acc, shape, dtype, cc)
-    backend, block = _resolve_backend(acc, shape, cc, kv_dtype, tr)
+    backend, block = _resolve_backend(acc, shape, cc, kv_dtype, tr, dtype)
     kv_bytes = KV_DTYPE_BYTES.get(kv_dtype)
     if kv_bytes is None:
         kv_bytes = 1.0 if kv_dtype.startswith(QUANTIZED_KV_PREFIXES) else 2.0
@@ -611,25 +618,27 @@ def _resolve_kv_dtype(acc: _Acc, shape: Any, dtype: str, cc: int | None) -> str:
     return acc.set("kv_cache_dtype", given, "given", f"--kv-cache-dtype ({acc.cfg.origin})")
 
 
-def _resolve_backend(acc: _Acc, shape: Any, cc: int | None, kv_dtype: str, tr: VersionTraits) -> tuple[str, int]:
+def _resolve_backend(acc: _Acc, shape: Any, cc: int | None, kv_dtype: str, tr: VersionTraits,
+                     model_dtype: str) -> tuple[str, int]:
     is_mla = bool(getattr(shape, "is_mla", False))
     head = int(getattr(shape, "head_size", 0) or 0)
     user_block = acc.given("block_size")
     if user_block is not None and user_block <= 0:
         raise InputError(f"--block-size must be positive, got {user_block}")
     eff_cc = 90 if cc is None else cc
-    # The selector works on the storage class: "fp8" and "fp8_e4m3" behave alike on CUDA.
+    # The selector sees the cache dtype *string*: an unquantized cache is "auto" whatever the model dtype.
+    sel_kv = "auto" if kv_dtype in ("float16", "bfloat16", "float32") else kv_dtype
     if tr.engine == "v0":
         backend = "FLASH_ATTN" if eff_cc >= 80 else "XFORMERS"
         block = user_block if user_block is not None else acc.cfg.measured.get("block_size", 16)
         acc.set("attention_backend", backend, "default", "v0 selector (FlashAttention on SM80+, else xFormers)")
         _set_block(acc, user_block, block, "v0 default block size 16")
-        return backend, int(block)
+        return backend, int(acc.values["block_size"])
     rejected: list[str] = []
     chosen = None
     for name in backend_priorities(is_mla, eff_cc):
         b = BACKENDS[name]
-        why = _backend_rejects(b, eff_cc, kv_dtype, user_block, head)
+        why = _backend_rejects(b, eff_cc, sel_kv, user_block, head, model_dtype)
         if why is None:
             chosen = b
             break
@@ -652,7 +661,7 @@ def _resolve_backend(acc: _Acc, shape: Any, cc: int | None, kv_dtype: str, tr: V
     if any(k in ("mamba", "linear") for k in layer_kinds):
         acc.notes.append("hybrid (Mamba/linear-attention) model: vLLM raises the attention block size so its page "
                          "matches the state page (see the ledger's page math)")
-    return chosen.name, int(block)
+    return chosen.name, int(acc.values["block_size"])
 
 
 def _set_block(acc: _Acc, user_block: int | None, block: int, how: str) -> None:
