@@ -25,8 +25,8 @@ MEMORY_KEYS = ("total", "requested", "weights", "activation", "non_torch", "cuda
 BOOK_NOTES = (
     "Paged KV: lowering --max-model-len does not by itself enlarge the pool (the budget is what is left "
     "after weights, activation, non-torch and CUDA graphs); it raises concurrency and admits more requests.",
-    "vLLM's KV usage excludes nothing that is merely cached: evictable prefix-cache blocks count as free, so "
-    "a full-looking pool is not a tight pool.",
+    "vLLM's KV usage (1 − free/(num_blocks − 1)) counts evictable prefix-cache blocks as free: judge tightness "
+    "by preemptions and the waiting queue, not by a full-looking pool.",
 )
 CUDAGRAPH_NOTE = ("Since vLLM 0.21 the CUDA-graph pool estimate is deducted from the KV budget (and the default "
                   "gpu_memory_utilization went 0.9 → 0.92 to compensate).")

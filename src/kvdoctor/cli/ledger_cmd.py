@@ -1,0 +1,191 @@
+"""``kvdoctor ledger``: how vLLM will split each GPU's memory and what the KV pool holds.
+
+Thin: parse the shared options, resolve the inputs, call ``ledger.build.build_ledger``, render.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvdoctor.cli import app
+from kvdoctor.cli import common
+
+
+@app.command("ledger")
+@common.config_options
+def ledger(opts: common.ConfigOptions, json_out: common.JsonOpt = False, quiet: common.QuietOpt = False) -> None:
+    """The memory ledger (显存对账): total → requested → weights, activation, non-torch, CUDA graphs →
+    KV budget → page, block, blocks, tokens, max concurrency, and the concurrency reconciliation.
+
+    Every figure shows its source (measured / given / predicted / default) and its derivation.
+    """
+    from kvdoctor.ledger.build import build_ledger
+
+    log_info = scan_log(opts.from_log) if opts.from_log else None
+    inputs = common.resolve_inputs(opts)
+    led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
+    notes = list(inputs.notes)
+    if log_info is not None:
+        notes.insert(0, log_info["summary"])
+    led.notes[:0] = notes
+    if json_out:
+        from kvdoctor.cli.output import emit_json
+
+        payload = led.to_json()
+        if log_info is not None:
+            payload["log"] = {k: v for k, v in log_info.items() if k != "summary"}
+        emit_json(payload)
+        return
+    render(led, quiet=quiet)
+
+
+def scan_log(path: str) -> dict[str, Any]:
+    """Count what a start-up log holds (engine starts, vLLM lines, foreign lines); never fatal on content.
+
+    Missing, unreadable or binary files raise InputError (one line, exit 2).
+    """
+    import gzip
+    import os
+
+    from kvdoctor.errors import InputError
+    from kvdoctor.evidence.logs.envelope import parse_envelope, split_glued, strip_ansi
+    from kvdoctor.evidence.logs.startup import StartupCollector
+
+    if not os.path.exists(path):
+        raise InputError(f"--from-log: no such file: {path}")
+    if os.path.isdir(path):
+        raise InputError(f"--from-log: {path} is a directory, not a log file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8192)
+    except OSError as exc:
+        raise InputError(f"--from-log: cannot read {path}: {exc.strerror or exc}") from None
+    gz = head[:2] == b"\x1f\x8b"
+    if gz:
+        try:
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(8192)
+        except (OSError, EOFError):
+            raise InputError(f"--from-log: {path} is a damaged gzip file") from None
+    if not head.strip():
+        raise InputError(f"--from-log: {path} is empty")
+    if _binary(head):
+        raise InputError(f"--from-log: {path} is not a text log (binary content)")
+
+    col = StartupCollector()
+    total = vllm = facts_lines = 0
+    opener = gzip.open if gz else open
+    try:
+        with opener(path, "rb") as fh:
+            for n, raw in enumerate(fh, start=1):
+                total += 1
+                phys = strip_ansi(raw[: 1 << 16].decode("utf-8", "replace").replace("\x00", "").rstrip("\r\n"))
+                seen_vllm = False
+                for line in split_glued(phys) if len(phys) > 60 else (phys,):
+                    env = parse_envelope(line)
+                    seen_vllm |= env is not None
+                    if col.feed(n, env, env.msg if env is not None else line):
+                        facts_lines += 1
+                vllm += seen_vllm
+    except (OSError, EOFError):
+        pass  # a truncated gzip keeps what was read
+    starts = col.finish()
+    if not starts:
+        raise InputError(f"--from-log: {path}: no vLLM start-up found in this log ({total} lines read)")
+    foreign = total - vllm
+    summary = (f"log {os.path.basename(path)}: {total} lines, {facts_lines} with start-up facts, "
+               f"{foreign} not vLLM-formatted (skipped)")
+    if len(starts) > 1:
+        summary += f"; {len(starts)} engine starts found — this ledger is of the last one"
+    return {"path": path, "lines": total, "startup_fact_lines": facts_lines, "foreign_lines": foreign,
+            "engine_starts": len(starts), "summary": summary}
+
+
+def _binary(head: bytes) -> bool:
+    if b"\x00" in head:
+        return True
+    text = sum(1 for b in head if b in (9, 10, 13) or 32 <= b < 127 or b >= 128)
+    return text / max(1, len(head)) < 0.9
+
+
+# ------------------------------------------------------------------------------------------------
+# rendering
+
+_SRC_STYLE = {"measured": "green", "given": "cyan", "predicted": "yellow", "default": "dim"}
+
+
+def _fmt_bytes(v: Any) -> str:
+    if v is None:
+        return "–"
+    return f"{v / 2**30:,.2f} GiB"
+
+
+def _fmt(name: str, v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.2f}x" if name == "max_concurrency" else f"{v:g}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
+def render(led: Any, quiet: bool = False) -> None:
+    from rich.table import Table
+
+    from kvdoctor.cli.output import console
+
+    con = console()
+    title = f"{led.model} on {led.gpu} · vLLM {led.vllm_version}"
+    t = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    t.add_column("source")
+    if not quiet:
+        t.add_column("how", overflow="fold", max_width=90)
+    labels = {"total": "total", "requested": "requested", "weights": "weights", "activation": "activation peak",
+              "non_torch": "non-torch", "cudagraph": "CUDA graphs", "kv_cache": "KV budget"}
+    for k, f in led.memory.items():
+        how = f.how + (f" (predicted {_fmt_bytes(f.predicted)})" if f.predicted is not None else "")
+        _row(t, labels.get(k, k), _fmt_bytes(f.value), f.source, how, quiet)
+    t.add_section()
+    for k, f in led.kv.items():
+        val = f"{f.value:,} B" if k in ("page_bytes_per_layer", "bytes_per_block", "bytes_per_token") else _fmt(k, f.value)
+        how = f.how + (f" (predicted {_fmt(k, f.predicted)})" if f.predicted is not None else "")
+        _row(t, k.replace("_", " "), val, f.source, how, quiet)
+    con.print(t)
+
+    r = led.reconciliation
+    style = {"ok": "green", "starved": "yellow", "does-not-fit": "red"}[r["verdict"]]
+    ratio = "∞" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+    con.print(f"[bold]Concurrency reconciliation:[/bold] [{style}]{r['verdict']}[/{style}] "
+              f"(worst case / pool = {ratio})")
+    if not quiet:
+        con.print(f"  {r['how']}")
+    if not led.fit_ok:
+        con.print(f"[red]vLLM would refuse to start:[/red] {led.startup_error}")
+    if len(led.ranks) > 1:
+        rt = Table(title="Per GPU (ranks differ)", title_justify="left")
+        for col in ("PP", "TP", "layers", "weights", "activation", "non-torch", "CUDA graphs", "KV budget",
+                    "bytes/block", "own blocks"):
+            rt.add_column(col, justify="right")
+        for x in led.ranks:
+            m = x.memory
+            rt.add_row(str(x.pp_rank), str(x.tp_rank), f"{x.layers[0]}–{x.layers[1] - 1}",
+                       _fmt_bytes(m["weights"].value), _fmt_bytes(m["activation"].value),
+                       _fmt_bytes(m["non_torch"].value), _fmt_bytes(m["cudagraph"].value),
+                       _fmt_bytes(m["kv_cache"].value), f"{x.bytes_per_block:,}", f"{x.num_blocks_own:,}")
+        con.print(rt)
+    for w in led.warnings:
+        con.print(f"[yellow]vLLM warning:[/yellow] {w}")
+    if not quiet:
+        for n in led.notes:
+            con.print(f"[dim]• {n}[/dim]")
+
+
+def _row(t, name: str, value: str, source: str, how: str, quiet: bool) -> None:
+    s = f"[{_SRC_STYLE.get(source, '')}]{source}[/]"
+    if quiet:
+        t.add_row(name, value, s)
+    else:
+        t.add_row(name, value, s, how)
