@@ -186,6 +186,26 @@ def _judge(ctx: Context, res: LevelResult) -> None:
     res.enough, res.enough_why = bool(ok), "; ".join(reasons)
 
 
+def _no_gain(ctx: Context, res: LevelResult) -> bool:
+    """A level that changes nothing the operator can use is not applicable (e.g. cutting the context
+    when the weights alone exceed the budget). Marks it and says why."""
+    before = ctx.cache["state_figures"]
+    st = res.state
+    prev_fit = bool(ctx.cache["state"].ledger.fit_ok)
+    gained = (
+        (st.ledger.fit_ok and not prev_fit)
+        or int(res.figures["pool_tokens"].value) > int(before["pool_tokens"].value)
+        or float(res.figures["max_concurrency"].value) > float(before["max_concurrency"].value)
+    )
+    if gained:
+        return False
+    kv = int(st.ledger.memory["kv_cache"].value)
+    res.applicable, res.state, res.flag_change = False, None, {}
+    res.why = ("no gain: " + ("the weights and runtime terms leave no memory for the KV pool "
+                              f"({kv / 2**30:.2f} GiB)" if kv <= 0 else "pool and concurrency unchanged"))
+    return True
+
+
 def _level_finding(ctx: Context, res: LevelResult) -> Finding:
     r = get(res.rule_id)
     before = ctx.cache.get("before_figures", {})
@@ -232,6 +252,8 @@ def level1(ctx: Context) -> Finding | None:
         return _level_finding(ctx, res)
     res.applicable, res.flag_change, res.state = True, {"max_model_len": new}, st
     res.figures = st.figures(lens)
+    if _no_gain(ctx, res):
+        return _level_finding(ctx, res)
     before = ctx.cache["before_figures"]
     p_before, p_after = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
     res.why = (f"real p99 request {p99:,} tokens ({lens.source}) → limit {new:,}: one request's worst-case KV "
@@ -276,6 +298,8 @@ def level2(ctx: Context) -> Finding | None:
         return _level_finding(ctx, res)
     res.applicable, res.flag_change, res.state = True, {"kv_cache_dtype": "fp8"}, st
     res.figures = st.figures(ctx.lengths)
+    if _no_gain(ctx, res):
+        return _level_finding(ctx, res)
     before = ctx.cache["state_figures"]
     pb, pa = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
     res.why = (f"KV bytes per token {before['kv_bytes_per_token'].value:,} → {res.figures['kv_bytes_per_token'].value:,}: "
@@ -309,6 +333,8 @@ def level3(ctx: Context) -> Finding | None:
         return _level_finding(ctx, res)
     res.applicable, res.flag_change, res.state = True, {"quantization": "fp8"}, st
     res.figures = st.figures(ctx.lengths)
+    if _no_gain(ctx, res):
+        return _level_finding(ctx, res)
     before = ctx.cache["state_figures"]
     wb, wa = int(before["weights_bytes"].value), int(res.figures["weights_bytes"].value)
     pb, pa = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
@@ -332,7 +358,10 @@ def level4(ctx: Context) -> Finding | None:
     pp0 = int(cur.resolved.pipeline_parallel_size)
     tried = []
     for tp, pp in parallel_candidates(shape, tp0, pp0):
-        st, err = _try_state(ctx, {"tensor_parallel_size": tp, "pipeline_parallel_size": pp})
+        ch = {"tensor_parallel_size": tp}
+        if pp != pp0:
+            ch["pipeline_parallel_size"] = pp
+        st, err = _try_state(ctx, ch)
         if st is None:
             tried.append(f"TP{tp}×PP{pp}: {err}")
             continue
@@ -342,8 +371,7 @@ def level4(ctx: Context) -> Finding | None:
         tried.append(f"TP{tp}×PP{pp}: pool {int(probe.figures['pool_tokens'].value):,} tokens"
                      + (" — enough" if probe.enough else ""))
         res.applicable, res.state, res.figures = True, st, probe.figures
-        res.flag_change = {"tensor_parallel_size": tp} if pp == 1 else {"tensor_parallel_size": tp,
-                                                                         "pipeline_parallel_size": pp}
+        res.flag_change = ch
         res.enough, res.enough_why = probe.enough, probe.enough_why
         if probe.enough:
             break

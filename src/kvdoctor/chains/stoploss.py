@@ -89,7 +89,7 @@ def check_stop_loss(ctx: Context) -> Finding | None:
     if not (missed or (evidence_short and not applied)):
         return None
     size = size_out(plan)
-    spent = ", ".join(f"level {lv.level} {'applied' if lv.applicable else 'n/a: ' + lv.why[:80]}" for lv in soft)
+    spent = ", ".join(f"level {lv.level} {'applied' if lv.applicable else 'n/a'}" for lv in soft)
     if size is None:
         summary = ("Stop tuning: levels 1–3 are spent and the target is still missed, and no layout that fits was "
                    "found; the model needs more GPUs than one node offers (multi-node TP/PP).")

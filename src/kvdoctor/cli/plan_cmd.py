@@ -1,0 +1,170 @@
+"""``kvdoctor plan``: chain one — which memory level to apply next, with its computed gain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kvdoctor.cli import app, common
+from kvdoctor.report.html import html_option, write_html_if_asked
+
+TraceOpt = Annotated[Optional[str], typer.Option(
+    "--trace", help="Request trace (CSV/JSONL: arrival, prompt and output tokens): the real length distribution "
+                    "and, when the simulator is present, the workload for predicted latencies.")]
+LengthsOpt = Annotated[Optional[str], typer.Option(
+    "--lengths", help="A length distribution file (prompt/output token columns, e.g. a benchmark's).")]
+P99Opt = Annotated[Optional[int], typer.Option(
+    "--p99-context", help="The business's real p99 request length (prompt + output), when no trace is at hand.")]
+TargetConcOpt = Annotated[Optional[int], typer.Option(
+    "--target-concurrency", help="Target: this many concurrent requests at the context limit.")]
+TargetCtxOpt = Annotated[Optional[int], typer.Option(
+    "--target-context", help="Target: the context the business must serve (level 1 never goes below it).")]
+EvidenceOpt = Annotated[Optional[list[str]], typer.Option(
+    "--evidence", help="vLLM log / metrics of this deployment: target 'no persistent preemption' from its peak demand.")]
+
+
+def load_lengths(trace: str | None, lengths: str | None, p99: int | None):
+    """(LengthDist | None, Workload | None) from the options; at most one source."""
+    from kvdoctor.chains import lengths as L
+    from kvdoctor.errors import InputError
+
+    given = [x for x in (trace, lengths, p99) if x is not None]
+    if len(given) > 1:
+        raise InputError("give one of --trace, --lengths, --p99-context")
+    if trace:
+        from kvdoctor.sim.workload import load_trace
+
+        w = load_trace(trace)
+        return L.from_workload(w), w
+    if lengths:
+        return L.from_file(lengths), None
+    if p99 is not None:
+        return L.from_p99(p99), None
+    return None, None
+
+
+def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
+    """From evidence: (Target with demand tokens or None, capacity_short?, notes)."""
+    from kvdoctor.chains.diagnose import diagnose
+    from kvdoctor.chains.plan import Target
+    from kvdoctor.evidence.load import load_evidence
+
+    ev = load_evidence(paths)
+    d = diagnose(ev, inputs=inputs, as_one=True)
+    inst = d.instances[0]
+    notes = [f"evidence verdict: {inst.verdict} — {inst.reason}"]
+    short = inst.verdict == "capacity-short"
+    tl = inst.timeline
+    if tl is None or not short:
+        return None, short, notes
+    # Demand at the peak: tokens held per running request when the pool was fullest, times the
+    # requests that wanted to run (running + waiting) at the queue's peak.
+    from kvdoctor.chains.plan import build_state
+
+    st = build_state(inputs.shape, inputs.gpu, inputs.config, inputs.vllm_version)
+    pool = int(st.ledger.reconciliation["pool_tokens"])
+    kv, run, wait = list(tl.kv_usage_pct), list(tl.running), list(tl.waiting)
+    i = max(range(len(kv)), key=lambda k: kv[k] if kv[k] == kv[k] else -1)
+    if not run[i] or run[i] != run[i]:
+        return None, short, notes
+    per_req = pool * kv[i] / 100.0 / run[i]
+    j = max(range(len(run)), key=lambda k: (run[k] or 0) + (wait[k] or 0))
+    want = (run[j] or 0) + (wait[j] or 0)
+    demand = int(per_req * want)
+    how = (f"{kv[i]:.1f}% of {pool:,} tokens / {run[i]:.0f} running = {per_req:,.0f} tokens per request, × "
+           f"{want:.0f} requests (running + waiting at the peak)")
+    return Target(demand_tokens=demand, demand_how=how), short, notes
+
+
+@app.command(help="Chain one (memory is tight): levels 1→4 in order, each with its computed gain, cost and "
+                  "'enough?'; stops at the first level that meets the target; prints the resulting vllm serve line "
+                  "and YAML. Example: kvdoctor plan -m Qwen/Qwen2.5-14B --gpu L40S --max-model-len 32768 "
+                  "--p99-context 7500 --target-concurrency 12")
+@common.config_options
+def plan(
+    opts: common.ConfigOptions,
+    trace: TraceOpt = None,
+    lengths: LengthsOpt = None,
+    p99_context: P99Opt = None,
+    target_concurrency: TargetConcOpt = None,
+    target_context: TargetCtxOpt = None,
+    evidence: EvidenceOpt = None,
+    json_out: common.JsonOpt = False,
+    quiet: common.QuietOpt = False,
+    html: Optional[Path] = html_option(),
+) -> None:
+    from kvdoctor.chains.plan import Target, make_plan
+    from kvdoctor.cli.output import emit_json
+    from kvdoctor.errors import InputError
+
+    for name, v in (("--target-concurrency", target_concurrency), ("--target-context", target_context)):
+        if v is not None and v <= 0:
+            raise InputError(f"{name} must be positive (got {v})")
+    inputs = common.resolve_inputs(opts)
+    dist, workload = load_lengths(trace, lengths, p99_context)
+    target = Target(concurrency=target_concurrency, context=target_context)
+    short, notes = False, []
+    if evidence:
+        t_ev, short, notes = evidence_target(list(evidence), inputs)
+        if t_ev is not None:
+            target.demand_tokens, target.demand_how = t_ev.demand_tokens, t_ev.demand_how
+    p = make_plan(inputs.shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
+                  target=target, workload=workload, evidence_capacity_short=short)
+    p.notes = notes + list(inputs.notes) + p.notes
+    payload = p.to_json()
+    write_html_if_asked(html, [payload], title=f"kvdoctor plan: {p.model} on {p.gpu}", quiet=quiet)
+    if json_out:
+        emit_json(payload)
+        return
+    render_plan(payload, quiet=quiet)
+
+
+def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
+    from rich.table import Table
+
+    from kvdoctor.cli.output import console
+
+    c = console()
+    b = payload["before"]
+    c.print(f"[bold]Chain one — {payload['model']} on {payload['gpu']}[/bold] (vLLM {payload['vllm_version']})")
+    c.print(f"Target: {payload['target']['text']}")
+    c.print(f"Now: max-model-len {b['max_model_len']['value']:,}, pool {b['pool_tokens']['value']:,} tokens, "
+            f"max concurrency {b['max_concurrency']['value']}, worst case / pool {b['ratio']['value']}")
+    if payload["lengths"]:
+        L = payload["lengths"]
+        c.print(f"Real lengths: {L['source']} — p99 {L['p99_total']}, mean {L['mean_total']}, "
+                f"{L['requests']} requests")
+    t = Table(show_lines=False)
+    for col in ("level", "change", "pool tokens", "max conc.", "worst/pool", "enough?"):
+        t.add_column(col)
+    for lv in payload["levels"]:
+        t.add_row(str(lv["level"]), lv["action"] or "n/a",
+                  f"{lv['pool_tokens']:,}" if lv["pool_tokens"] is not None else "—",
+                  str(lv["max_concurrency"] if lv["max_concurrency"] is not None else "—"),
+                  str(lv["ratio"] if lv["ratio"] is not None else "—"),
+                  {True: "yes", False: "no", None: "—"}[lv["enough"]])
+    if payload["levels"]:
+        c.print(t)
+    for lv in payload["levels"]:
+        c.print(f"[bold]{lv['title']}[/bold]: " + (lv["why"] or ""))
+        if quiet:
+            continue
+        for n in lv["notes"]:
+            c.print(f"   · {n}")
+        for k, v in lv["costs"].items():
+            val = v["value"] if isinstance(v, dict) else v
+            c.print(f"   cost {k}: {val}")
+        if lv["enough_why"]:
+            c.print(f"   enough? {lv['enough_why']}")
+        if lv["predicted"]:
+            c.print("   simulated: " + ", ".join(f"{k}={v}" for k, v in lv["predicted"].items()))
+    if payload["stop_loss"]:
+        c.print(f"[bold red]Stop-loss:[/bold red] {payload['stop_loss']['summary']}")
+    for n in payload["notes"]:
+        c.print(f"note: {n}")
+    c.print("[bold]Resulting configuration[/bold]")
+    c.print(payload["result"]["serve"], soft_wrap=True)
+    c.print(payload["result"]["yaml"].rstrip())
+    c.print(payload["discipline"])
