@@ -607,15 +607,28 @@ def from_non_default_args(args: Mapping[str, Any], *, origin: str = "log") -> En
         raise InputError(f"non-default args: expected a dict, got {type(args).__name__}")
     data: dict[str, Any] = {}
     for key, value in args.items():
-        if key in _LOG_NOISE or (isinstance(value, str) and value in ("***", "...")) or value is Ellipsis:
+        if key in _LOG_NOISE or _elided(value):
             continue
         data[key] = value
     if "model" not in data and isinstance(args.get("model_tag"), str):
         data["model"] = args["model_tag"]
-    for key in ("served_model_name",):
-        if isinstance(data.get(key), (list, tuple)) and any(x is Ellipsis for x in data[key]):
-            data.pop(key)
     return from_mapping(data, origin=origin, where="non-default args")
+
+
+_ELIDED_RE = re.compile(r"^\s*[\[{(]?\s*(\.\.\.|…)\s*[\]})]?\s*$")
+
+
+def _elided(value: Any) -> bool:
+    """Secrets ('***') and what a pasted excerpt cut out ('...', [...], {...}, or Ellipsis inside)."""
+    if value is Ellipsis:
+        return True
+    if isinstance(value, str):
+        return value.strip() == "***" or bool(_ELIDED_RE.match(value))
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(x is Ellipsis for x in value)
+    if isinstance(value, dict):
+        return Ellipsis in value
+    return False
 
 
 # StartupFacts field -> EngineConfig field for effective values a log shows.

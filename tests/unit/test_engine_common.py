@@ -1,0 +1,125 @@
+"""cli.common: the shared options bundle and resolve_inputs (source precedence, lookups, errors)."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from kvdoctor.cli import common
+from kvdoctor.errors import ConfigError, InputError
+
+LOG_033 = """\
+(APIServer pid=4242) INFO 11-20 14:00:01 [startup.py:96] non-default args: {'model_tag': 'meta-llama/Llama-3.1-8B-Instruct', 'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 32768, 'gpu_memory_utilization': 0.85, 'enable_prefix_caching': False, 'max_num_seqs': 64}
+(EngineCore pid=81234) INFO 11-20 14:02:07 [gpu_worker.py:773] Available KV cache memory: 55.1 GiB
+"""
+
+
+def _app(seen: dict):
+    app = typer.Typer()
+
+    @app.command()
+    @common.config_options
+    def verb(opts: common.ConfigOptions, what: str = typer.Argument("all"), json_out: common.JsonOpt = False):
+        seen["opts"], seen["what"], seen["json"] = opts, what, json_out
+
+    @app.command()
+    def other() -> None:  # a second command so typer keeps the verb name
+        pass
+
+    return app
+
+
+def test_bundle_collects_vllm_spelled_options():
+    seen: dict = {}
+    res = CliRunner().invoke(_app(seen), [
+        "verb", "kv", "--json", "-m", "llama", "--gpu", "H100", "-tp", "2", "-pp", "1", "-q", "awq",
+        "--max-model-len", "32k", "--max-num-batched-tokens", "8K", "--gpu-memory-utilization", "0.8",
+        "--no-enable-prefix-caching", "--enable-chunked-prefill", "--enforce-eager", "--kv-cache-dtype", "fp8",
+        "--block-size", "32", "--max-num-seqs", "64", "--dtype", "half", "--kv-cache-memory-bytes", "20G",
+        "--num-gpu-blocks-override", "100", "--vllm-version", "0.10.1"])
+    assert res.exit_code == 0, res.output
+    o = seen["opts"]
+    assert (seen["what"], seen["json"]) == ("kv", True)
+    assert (o.model, o.gpu, o.tensor_parallel_size, o.quantization, o.max_model_len) == ("llama", "H100", 2, "awq", "32k")
+    assert (o.enable_prefix_caching, o.enable_chunked_prefill, o.enforce_eager) == (False, True, True)
+    assert o.vllm_version == "0.10.1"
+    flags = o.engine_flags()
+    assert "gpu" not in flags and "vllm_version" not in flags and flags["block_size"] == 32
+
+
+def test_bundle_defaults_are_none():
+    seen: dict = {}
+    res = CliRunner().invoke(_app(seen), ["verb"])
+    assert res.exit_code == 0, res.output
+    assert seen["opts"] == common.ConfigOptions()
+
+
+def test_decorator_refuses_clashes():
+    with pytest.raises(TypeError, match="needs a parameter named 'opts'"):
+        common.config_options(lambda x: x)
+    with pytest.raises(TypeError, match="clash"):
+        def bad(opts: common.ConfigOptions, model: str = "") -> None: ...
+        common.config_options(bad)
+
+
+def test_precedence_flags_over_serve_over_yaml_over_log(tmp_path, monkeypatch):
+    log = tmp_path / "vllm.log"
+    log.write_text(LOG_033)
+    yml = tmp_path / "c.yaml"
+    yml.write_text("max-model-len: 16384\nmax-num-seqs: 48\nblock-size: 32\n")
+    opts = common.ConfigOptions(from_log=str(log), config=str(yml),
+                                serve="vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 40 -tp 1",
+                                max_model_len="8k", gpu="H100")
+    inputs = common.resolve_inputs(opts)
+    r = inputs.resolved
+    assert r.max_model_len == 8000  # flag
+    assert r.max_num_seqs == 40  # serve line over YAML and log
+    assert r.block_size == 32  # YAML
+    assert r.gpu_memory_utilization == 0.85 and r.sources["gpu_memory_utilization"] == "given"  # log
+    assert r.enable_prefix_caching is False  # log
+    assert inputs.config.origin == f"log:{log} < yaml:{yml} < serve-line < flags"
+    assert inputs.shape.name.endswith("Llama-3.1-8B-Instruct")
+    assert inputs.startup is not None and inputs.vllm_version == "0.33.0"
+
+
+def test_model_from_log_and_gpu_required(tmp_path):
+    log = tmp_path / "vllm.log"
+    log.write_text(LOG_033)
+    with pytest.raises(InputError, match="no GPU: pass --gpu"):
+        common.resolve_inputs(common.ConfigOptions(from_log=str(log)))
+    inputs = common.resolve_inputs(common.ConfigOptions(from_log=str(log)), need_gpu=False)
+    assert inputs.gpu is None and inputs.resolved.max_model_len == 32768
+
+
+def test_version_from_docker_tag_and_unknown_flags_noted():
+    opts = common.ConfigOptions(serve="docker run --gpus all vllm/vllm-openai:v0.10.1 --model "
+                                      "meta-llama/Llama-3.1-8B-Instruct --port 8000", gpu="A100-80GB")
+    inputs = common.resolve_inputs(opts)
+    assert inputs.vllm_version == "0.10.1"
+    assert inputs.resolved.gpu_memory_utilization == 0.9
+    assert any("--port" in n for n in inputs.notes)
+    # an explicit --vllm-version wins over the tag
+    opts.vllm_version = "0.33.0"
+    assert common.resolve_inputs(opts).resolved.gpu_memory_utilization == 0.92
+
+
+def test_errors_are_one_line():
+    with pytest.raises(InputError, match="no model"):
+        common.resolve_inputs(common.ConfigOptions(gpu="H100"))
+    with pytest.raises(ConfigError, match="must be divisible by tensor parallel size"):
+        common.resolve_inputs(common.ConfigOptions(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100",
+                                                   tensor_parallel_size=3))
+    with pytest.raises(InputError, match="not a vLLM version"):
+        common.resolve_inputs(common.ConfigOptions(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100",
+                                                   vllm_version="latest"))
+    with pytest.raises(InputError, match="max-model-len"):
+        common.resolve_inputs(common.ConfigOptions(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100",
+                                                   max_model_len="lots"))
+
+
+def test_log_without_startup(tmp_path):
+    p = tmp_path / "empty.log"
+    p.write_text("nothing here\n")
+    with pytest.raises(InputError, match="no vLLM start-up"):
+        common.resolve_inputs(common.ConfigOptions(from_log=str(p), gpu="H100"))
