@@ -350,6 +350,13 @@ def test_every_field_has_a_source_and_figure():
     assert (fig.value, fig.source) == (8000, "given")
     d = r.as_dict()
     assert d["traits"]["engine"] == "v1" and isinstance(d["cudagraph_capture_sizes"], list)
+    j = r.to_json()
+    assert j["schema_version"] == "kvdoctor.engine/1"
+    assert all(f["how"] and f["source"] in ("given", "default", "measured") for f in j["fields"].values()), [
+        k for k, f in j["fields"].items() if not f["how"]]
+    import json
+
+    json.dumps(j, allow_nan=False)
 
 
 def test_anonymous_gpu_and_no_gpu():

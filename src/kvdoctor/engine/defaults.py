@@ -215,6 +215,19 @@ class ResolvedEngine:
 
         return Figure(getattr(self, name), self.sources.get(name, "default"), self.how.get(name, ""))  # type: ignore[arg-type]
 
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON form (docs/json/engine.md): every field as a figure."""
+        skip = {"traits", "sources", "how", "notes", "vllm_version", "usage"}
+        fields_out = {}
+        for k in self.__dataclass_fields__:
+            if k in skip:
+                continue
+            v = getattr(self, k)
+            fields_out[k] = {"value": list(v) if isinstance(v, tuple) else v,
+                             "source": self.sources.get(k, "default"), "how": self.how.get(k, "")}
+        return {"schema_version": "kvdoctor.engine/1", "vllm_version": self.vllm_version, "usage": self.usage,
+                "traits": self.traits.as_dict(), "fields": fields_out, "notes": list(self.notes)}
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k in self.__dataclass_fields__:
@@ -476,6 +489,12 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
     acc.pick("model", getattr(shape, "name", None), "from the model shape")
     acc.pick("served_model_name", None, "not set (= model)")
 
+    acc.set("derived_max_model_len", derived, "default", "the model's own limit (config.json, §3)")
+    acc.set("max_model_len_auto", auto, "given" if auto else "default",
+            "--max-model-len auto" if auto else "a fixed max_model_len")
+    acc.set("num_speculative_tokens", n_spec, acc.sources.get("speculative_config", "default"),
+            "speculative_config.num_speculative_tokens" if spec else "no speculative decoding")
+    acc.set("world_size", tp * pp, "default", f"tensor_parallel_size {tp} x pipeline_parallel_size {pp}")
     vals = acc.values
     return ResolvedEngine(
         model=vals["model"], served_model_name=vals["served_model_name"],
