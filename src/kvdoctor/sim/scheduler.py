@@ -271,10 +271,24 @@ class Scheduler:
         admitted: list = []
         priority = cfg.scheduling_policy == "priority"
 
+        bs = cfg.block_size
+        caching = cfg.enable_prefix_caching
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
-            n = r.prompt + r.out - r.computed
+            c = r.computed
+            n = r.prompt + r.out - c
+            if n == 1 and c + 1 < mml and c + 1 <= r.nblocks * bs:
+                # fast path, same outcome as below: a decode whose slot is already allocated
+                if caching:
+                    if r.group is None:
+                        r.cached_upto = (c + 1) // bs
+                    else:
+                        self._cache_full(r, c + 1)
+                scheduled.append((r, 1))
+                budget -= 1
+                i += 1
+                continue
             if 0 < thr < n:
                 n = thr
             n = min(n, budget, mml - r.computed - 1)

@@ -31,3 +31,254 @@ class LinearStepTime:
 
     def decode_line(self, n: int) -> tuple[float, float]:
         return self.base_s + (self.per_token_s + self.per_request_s) * n, self.per_kv_token_s
+
+
+# -------------------------------------------------------------------------------------------------
+# The calibrated roofline model
+
+def _family(gpu) -> str:
+    """Which fitted coefficient set applies: the profiled part itself, else "generic"."""
+    name = (getattr(gpu, "name", "") or "").upper()
+    if any(t in name for t in ("H100", "H200", "H800", "H20", "GH200")):
+        return "h100"
+    if "A100" in name or "A800" in name:
+        return "a100"
+    if "A40" in name:
+        return "a40"
+    return "generic"
+
+
+def _softmax(m: float, f: float, q: float) -> float:
+    hi, lo = (m, f) if m >= f else (f, m)
+    if hi <= 0:
+        return 0.0
+    return hi * (1.0 + (lo / hi) ** q) ** (1.0 / q)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One named term of the step-time model, for --explain output and docs."""
+
+    name: str
+    formula: str
+
+
+class RooflineStepTime:
+    """Step time on one GPU rank of a deployment, from roofline terms with fitted efficiencies.
+
+    GEMMs: ``c + softmax(weight_bytes / (BW*eta_m), 2*params*tokens / (PEAK*eta_c))`` per linear
+    layer (MoE experts: only the experts the batch touches are read); element-wise kernels:
+    ``c_op + bytes_op / (BW*eta_op)``; attention: decode ``c + kv_bytes_read / (BW*eta_d)``,
+    prefill ``c + 4*heads*head_dim*pairs / (PEAK*eta_p)``; TP: two all-reduces of the hidden
+    state per layer; PP: stages run one after the other for a batch (no overlap of several
+    batches is modelled, so PP adds ``(pp-1)`` send/recv hops and gains no speed: the bubble);
+    plus the sampler per step (and scheduling/input preparation when async scheduling is off).
+    """
+
+    def __init__(self, shape, gpu, *, tp: int = 1, pp: int = 1, weight_bytes: float = 2.0,
+                 kv_bytes: float = 2.0, compute_peak_tflops: float | None = None, async_scheduling: bool = True,
+                 quant_name: str | None = None):
+        from kvdoctor.sim import coefficients as C
+
+        self.family = _family(gpu)
+        co = C.COEFFS[self.family]
+        self.gemm = co["gemm"]
+        self.ew = co["ew"]
+        bw = getattr(gpu, "hbm_bandwidth_gbps", None)
+        peak16 = getattr(gpu, "bf16_tflops", None)
+        if not bw or not peak16:
+            from kvdoctor.errors import InputError
+
+            raise InputError(f"GPU {getattr(gpu, 'name', gpu)!s} has no bandwidth/TFLOPS in the catalog: "
+                             "the simulator needs a named GPU (not just a memory size)")
+        self.bw = bw * 1e9 / 1e3  # bytes per ms
+        self.peak16 = peak16 * 1e12 / 1e3  # flop per ms
+        self.peak = (compute_peak_tflops or peak16) * 1e12 / 1e3
+        self.tp, self.pp = tp, pp
+        self.wb, self.kvb = weight_bytes, kv_bytes
+        self.quant_name = quant_name
+        L = shape.num_layers
+        self.L = L
+        h = shape.hidden_size
+        self.h = h
+        nh = shape.num_attention_heads
+        hd = getattr(shape, "attn_head_dim", None) or shape.head_size
+        self.nh_r = max(1, nh // tp)
+        self.hd = hd
+        p = shape.params
+        if shape.is_mla:
+            # MLA: one latent (kv_lora_rank + rope dim) per token per layer on every rank
+            self.kv_tok_layer = shape.head_size * kv_bytes
+            attn_params = (p.attention / L if p else 4 * h * h) / tp
+            self.attn_ops = [attn_params / 2, attn_params / 2]
+        else:
+            nkv_r = max(1, shape.num_kv_heads // tp)
+            self.kv_tok_layer = 2 * nkv_r * hd * kv_bytes
+            self.attn_ops = [h * (self.nh_r + 2 * nkv_r) * hd, self.nh_r * hd * h]
+        moe = shape.moe
+        n_moe_layers = 0
+        if moe is not None:
+            n_dense = moe.first_dense_layers or len(getattr(moe, "dense_layers", ()) or ())
+            n_moe_layers = max(0, L - n_dense)
+        self.n_moe_layers = n_moe_layers
+        n_dense_layers = L - n_moe_layers
+        if p is not None and n_dense_layers:
+            mlp = p.mlp_dense / n_dense_layers / tp
+        else:
+            mlp = 3 * h * shape.intermediate_size / tp if n_dense_layers else 0.0
+        gated = getattr(shape, "mlp_kind", "gated") == "gated"
+        self.mlp_ops = [mlp * 2 / 3, mlp / 3] if gated else [mlp / 2, mlp / 2]
+        self.mlp_inter_r = (mlp / 3 / h) if gated else (mlp / 2 / h)
+        self.gated = gated
+        if moe is not None and n_moe_layers:
+            e_all = (p.experts / n_moe_layers / tp) if p else 3 * h * moe.moe_intermediate_size * moe.num_experts / tp
+            self.expert_params = e_all / moe.num_experts
+            self.n_experts = moe.num_experts
+            self.top_k = moe.experts_per_token
+            sh = (p.shared_experts / n_moe_layers / tp) if p else 0.0
+            self.shared_ops = [sh * 2 / 3, sh / 3] if sh else []
+        else:
+            self.expert_params = 0.0
+            self.n_experts = self.top_k = 0
+            self.shared_ops = []
+        self.lm_head = shape.vocab_size * h / tp
+        ad = C.ATTENTION["decode"]
+        ap = C.ATTENTION["prefill"]
+        self.att_dec = ad
+        self.att_pre = ap
+        # network: fitted per GPU family and GPU count; other parts scale NVLink or assume PCIe
+        fam_net = self.family if self.family in ("h100", "a100") else None
+        self.ar = None
+        if tp > 1:
+            key = f"{fam_net}:all_reduce:{tp}" if fam_net else None
+            if key and key in C.NETWORK:
+                self.ar = C.NETWORK[key]
+            else:
+                nv = getattr(gpu, "nvlink_gbps", None)
+                # no profile: ring all-reduce at the H100 fit's fraction of NVLink, else PCIe 4.0 x16
+                h_c, h_bw = C.NETWORK.get(f"h100:all_reduce:{min(tp, 8)}", C.NETWORK["h100:all_reduce:2"])
+                self.ar = [h_c, (nv / 900.0) * h_bw if nv else 12.0]
+        self.sr = None
+        if pp > 1:
+            key = f"{fam_net}:send_recv:2" if fam_net else None
+            if key and key in C.NETWORK:
+                self.sr = C.NETWORK[key]
+            else:
+                nv = getattr(gpu, "nvlink_gbps", None)
+                h_c, h_bw = C.NETWORK["h100:send_recv:2"]
+                self.sr = [h_c, (nv / 900.0) * h_bw if nv else 12.0]
+        ov = C.OVERHEADS.get(self.family if self.family in C.OVERHEADS else "a100")
+        self.sampler = ov["sampler"]
+        self.cpu = ov["cpu"] if not async_scheduling else [0.0, 0.0]
+        self._fixed_cache: dict[tuple, float] = {}
+        self._line_cache: dict[int, tuple[float, float]] = {}
+
+    # -- pieces (ms) ---------------------------------------------------------------------------
+    def _gemm(self, params: float, tokens: int) -> float:
+        c, eta_m, eta_c, q = self.gemm
+        m = params * self.wb / (self.bw * eta_m)
+        f = 2.0 * params * tokens / (self.peak * eta_c)
+        return c + _softmax(m, f, q)
+
+    def _ew(self, op: str, nbytes: float) -> float:
+        c, eta = self.ew[op]
+        return c + nbytes / (self.bw * eta)
+
+    def _dense_part(self, T: int, sampled: int) -> float:
+        """Everything that depends only on the token count (weights, activations, comms)."""
+        key = (T, sampled)
+        v = self._fixed_cache.get(key)
+        if v is not None:
+            return v
+        h, L = self.h, self.L
+        layer = sum(self._gemm(pp, T) for pp in self.attn_ops)
+        if L - self.n_moe_layers:
+            dense = sum(self._gemm(pp, T) for pp in self.mlp_ops)
+            dense += self._ew("mlp_act", (3 if self.gated else 2) * T * self.mlp_inter_r * 2)
+        else:
+            dense = 0.0
+        moe = 0.0
+        if self.n_moe_layers:
+            E, k = self.n_experts, self.top_k
+            touched = E * (1.0 - (1.0 - k / E) ** T)  # expected distinct experts read by T tokens
+            c, eta_m, eta_c, q = self.gemm
+            m = touched * self.expert_params * self.wb / (self.bw * eta_m)
+            f = 2.0 * self.expert_params * k * T / (self.peak * eta_c)
+            moe = 3 * c + _softmax(m, f, q) + sum(self._gemm(pp, T) for pp in self.shared_ops)
+            moe += self._ew("mlp_act", 3 * T * k * self.expert_params / 3 / h * 2)
+        ew = (self._ew("input_layernorm", 2 * T * h * 2) + self._ew("post_attention_layernorm", 2 * T * h * 2)
+              + self._ew("attn_rope", 2 * T * (self.attn_ops[0] / h) * 2) + self._ew("add", 3 * T * h * 2))
+        total = L * (layer + ew) + (L - self.n_moe_layers) * dense + self.n_moe_layers * moe
+        total += self._ew("emb", 2 * T * h * 2) + self._gemm(self.lm_head, max(1, sampled))
+        if self.ar is not None:
+            c, gbs = self.ar
+            total += 2 * L * (c + T * h * 2 / (gbs * 1e9 / 1e3))
+        if self.sr is not None:
+            c, gbs = self.sr
+            total += (self.pp - 1) * (c + T * h * 2 / (gbs * 1e9 / 1e3))
+        if len(self._fixed_cache) < 65536:
+            self._fixed_cache[key] = total
+        return total
+
+    def _kv_ms_per_token(self) -> float:
+        return self.L * self.kv_tok_layer / (self.bw * self.att_dec[1])
+
+    # -- the interface ---------------------------------------------------------------------------
+    def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int) -> float:
+        ms = self._dense_part(tokens, sampled)
+        n_dec = sampled  # every sampled request attends; per-sequence cost is tiny
+        if kv_decode:
+            ms += self.L * (self.att_dec[0] + self.att_dec[2] * n_dec) + kv_decode * self._kv_ms_per_token()
+        if prefill_pairs:
+            ms += self.L * (self.att_pre[0] + 4.0 * self.nh_r * self.hd * prefill_pairs / (self.peak16 * self.att_pre[1]))
+        ms += self.sampler[0] + self.sampler[1] * num_reqs + self.cpu[0] + self.cpu[1] * num_reqs
+        return ms / 1e3
+
+    def decode_line(self, n: int) -> tuple[float, float]:
+        v = self._line_cache.get(n)
+        if v is None:
+            a = (self._dense_part(n, n) + self.L * (self.att_dec[0] + self.att_dec[2] * n)
+                 + self.sampler[0] + self.sampler[1] * n + self.cpu[0] + self.cpu[1] * n)
+            v = (a / 1e3, self._kv_ms_per_token() / 1e3)
+            self._line_cache[n] = v
+        return v
+
+    def describe(self) -> dict:
+        return {
+            "coefficients": self.family,
+            "tensor_parallel_size": self.tp,
+            "pipeline_parallel_size": self.pp,
+            "weight_bytes_per_param": self.wb,
+            "kv_bytes_per_element": self.kvb,
+            "compute_peak_tflops": self.peak * 1e3 / 1e12,
+            "quantization": self.quant_name,
+            "decode_step_ms_batch1_ctx1k": round(1e3 * sum(x * y for x, y in zip(self.decode_line(1), (1, 1024))), 3),
+            "decode_step_ms_batch64_ctx1k": round(1e3 * sum(x * y for x, y in zip(self.decode_line(64), (1, 64 * 1024))), 3),
+        }
+
+
+_FP8_METHODS = ("fp8", "fbgemm_fp8", "modelopt", "compressed-tensors", "fp8_per_tensor", "fp8_per_block",
+                "fp8_per_channel", "mxfp8", "modelopt_mxfp8", "deepseek_v4_fp8")
+
+
+def from_deployment(shape, gpu, resolved) -> RooflineStepTime:
+    """The step-time model for ``shape`` on ``gpu`` under a resolved engine configuration."""
+    from kvdoctor.ledger.weights import DTYPE_BYTES, resolve_quant
+
+    def val(name, default=None):
+        v = getattr(resolved, name, None)
+        return default if v is None else v
+
+    dtype_bytes = DTYPE_BYTES.get(val("dtype", "bfloat16"), 2)
+    quant = resolve_quant(shape, val("quantization")) if (val("quantization") or shape.quant) else None
+    wb = quant.bytes_per_weight if quant is not None else dtype_bytes
+    peak = None
+    cap = getattr(gpu, "capability", None)
+    if quant is not None and quant.method in _FP8_METHODS and (quant.bits in (None, 8)) and cap and cap >= 89:
+        # fp8 weights run fp8 GEMMs on Ada/Hopper/Blackwell; elsewhere vLLM dequantizes (Marlin)
+        peak = getattr(gpu, "fp8_tflops", None)
+    return RooflineStepTime(
+        shape, gpu, tp=int(val("tensor_parallel_size", 1)), pp=int(val("pipeline_parallel_size", 1)),
+        weight_bytes=wb, kv_bytes=float(val("kv_cache_dtype_bytes", dtype_bytes)), compute_peak_tflops=peak,
+        async_scheduling=bool(val("async_scheduling", True)), quant_name=quant.method if quant else None,
+    )

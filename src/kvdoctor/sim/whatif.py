@@ -1,0 +1,77 @@
+"""What-if API for the decision chains: one call per plan level.
+
+    from kvdoctor.sim.whatif import predict
+    summary = predict(shape, gpu, resolved, ledger.num_blocks, workload)
+
+``workload`` is a ``sim.workload.Workload``, a trace path, a list of evidence ``RequestRecord`` s,
+or a dict for a synthetic workload (``{"rate": 5, "requests": 2000, "lengths": "lognormal:1024:256"}``,
+keys = ``sim.workload.synthetic`` arguments; ``seed`` fills in the seed). The same seed and
+workload give the same answer, so two plan levels differ only by the configuration change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvdoctor.errors import InputError
+from kvdoctor.sim.result import SimResult, SimSummary
+from kvdoctor.sim.scheduler import SchedConfig
+from kvdoctor.sim.workload import Workload
+
+
+def sched_config(resolved: Any, num_blocks: int) -> SchedConfig:
+    """The scheduler limits from a resolved engine (``engine.defaults.ResolvedEngine``)."""
+
+    def val(name, default):
+        v = getattr(resolved, name, None)
+        return default if v is None else v
+
+    if num_blocks is None or int(num_blocks) < 2:
+        raise InputError(f"the KV pool has {num_blocks} blocks: nothing can run (vLLM would refuse to start)")
+    override = getattr(resolved, "num_gpu_blocks_override", None)
+    return SchedConfig(
+        num_blocks=int(override) if override else int(num_blocks),
+        block_size=int(val("block_size", 16)),
+        max_model_len=int(val("max_model_len", 8192)),
+        max_num_seqs=int(val("max_num_seqs", 256)),
+        max_num_batched_tokens=int(val("max_num_batched_tokens", 8192)),
+        enable_prefix_caching=bool(val("enable_prefix_caching", True)),
+        enable_chunked_prefill=bool(val("enable_chunked_prefill", True)),
+        long_prefill_token_threshold=int(val("long_prefill_token_threshold", 0)),
+        scheduling_policy=str(val("scheduling_policy", "fcfs")),
+    )
+
+
+def as_workload(workload: Any, seed: int = 0) -> Workload:
+    if isinstance(workload, Workload):
+        return workload
+    if isinstance(workload, dict):
+        from kvdoctor.sim.workload import synthetic
+
+        return synthetic(**{"seed": seed, **workload})
+    if isinstance(workload, (str, bytes)) or hasattr(workload, "__fspath__"):
+        from kvdoctor.sim.workload import load_trace
+
+        return load_trace(workload)
+    if isinstance(workload, (list, tuple)):
+        return Workload.from_records(workload)
+    raise InputError(f"cannot simulate a workload of type {type(workload).__name__}")
+
+
+def run(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0,
+        detail: bool = False, progress=None, interval_s: float = 10.0) -> SimResult:
+    """The full result (timeline, per-request arrays) for one configuration."""
+    from kvdoctor.sim.run import simulate
+    from kvdoctor.sim.steptime import from_deployment
+
+    cfg = sched_config(resolved, num_blocks)
+    model = from_deployment(shape, gpu, resolved)
+    w = as_workload(workload, seed)
+    if len(w) == 0:
+        raise InputError("the workload has no requests")
+    return simulate(w, cfg, model, detail=detail, progress=progress, interval_s=interval_s)
+
+
+def predict(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0) -> SimSummary:
+    """Simulated TTFT / TBT / throughput / preemptions for one configuration (fast: summary only)."""
+    return run(shape, gpu, resolved, num_blocks, workload, seed=seed, detail=False).summary
