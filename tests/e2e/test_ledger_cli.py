@@ -1,0 +1,200 @@
+"""``kvdoctor ledger`` end to end: figures with sources, --json schema, --from-log on real start-ups,
+and one line + exit 2 for every kind of bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from kvdoctor.cli import app
+from kvdoctor.errors import KvdoctorError
+
+runner = CliRunner()
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def invoke(*args: str):
+    """Run the CLI in-process the way ``kvdoctor.cli.main`` does: KvdoctorError → its exit code + one line."""
+    res = runner.invoke(app, list(args), env={"NO_COLOR": "1", "COLUMNS": "200"})
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        if isinstance(res.exception, KvdoctorError):
+            return res.exception.exit_code, str(res.exception), res.output
+        raise res.exception
+    return res.exit_code, "", res.output
+
+
+def ledger_json(*args: str) -> dict:
+    code, err, out = invoke("ledger", *args, "--json")
+    assert code == 0, err or out
+    return json.loads(out)
+
+
+def test_default_h100_ledger_text():
+    code, err, out = invoke("ledger", "--model", LLAMA, "--gpu", "H100")
+    assert code == 0, err
+    for word in ("KV budget", "activation peak", "CUDA graphs", "predicted", "default", "Concurrency reconciliation"):
+        assert word in out
+    assert "9.566 × 1024 seqs × 128256 vocab" in out  # the derivation, numbers substituted
+
+
+def test_json_schema_and_sources():
+    j = ledger_json("--model", LLAMA, "--gpu", "H100", "--max-model-len", "8192", "--max-num-seqs", "32")
+    assert j["schema_version"] == "kvdoctor.ledger/1"
+    for k in ("total", "requested", "weights", "activation", "non_torch", "cudagraph", "kv_cache"):
+        assert isinstance(j["memory"][f"{k}_bytes"], int)
+        assert j["sources"][f"memory.{k}"] in ("measured", "given", "predicted", "default")
+    for k in ("block_size", "page_bytes_per_layer", "bytes_per_block", "bytes_per_token", "num_blocks", "tokens",
+              "max_concurrency"):
+        assert k in j["kv_cache"]
+    assert j["kv_cache"]["bytes_per_block"] == 2 * 2**20 and j["kv_cache"]["page_bytes_per_layer"] == 65536
+    r = j["reconciliation"]
+    assert r["worst_case_tokens"] == 32 * 8192 and r["verdict"] == "ok" and r["ratio"] < 1
+    assert j["sources"]["engine.max_num_seqs"] == "given"
+    assert j["ranks"] and j["figures"]["memory.kv_cache"]["how"]
+
+
+def test_kv_cache_memory_bytes_given():
+    j = ledger_json("--model", LLAMA, "--gpu", "H100", "--kv-cache-memory-bytes", "20G")
+    assert j["memory"]["kv_cache_bytes"] == 20 * 2**30
+    assert j["sources"]["memory.kv_cache"] == "given"
+    assert j["kv_cache"]["num_blocks"] == 20 * 2**30 // (2 * 2**20)
+
+
+def test_starved_and_does_not_fit_verdicts():
+    j = ledger_json("--model", LLAMA, "--gpu", "H100")  # 1024 × 131072 tokens vs a ~50 GiB pool
+    assert j["reconciliation"]["verdict"] == "starved" and j["reconciliation"]["ratio"] > 100
+    j = ledger_json("--model", LLAMA, "--gpu", "24GiB", "--max-model-len", "131072")
+    assert j["startup"]["fits"] is False
+    assert j["reconciliation"]["verdict"] == "does-not-fit"
+    assert j["startup"]["error"].startswith("To serve at least one request with the model's max seq len (131072)")
+    assert 0 < j["startup"]["estimated_max_model_len"] < 131072
+
+
+def test_tp_and_pp_ranks():
+    j = ledger_json("--model", LLAMA, "--gpu", "H100", "-pp", "3")
+    assert len(j["ranks"]) == 3  # stages own 11/11/10 layers: they differ
+    assert [r["layers"] for r in j["ranks"]] == [[0, 11], [11, 22], [22, 32]]
+    j = ledger_json("--model", LLAMA, "--gpu", "H100", "-tp", "2")
+    assert j["memory"]["non_torch_bytes"] > 2**30  # custom all-reduce buffers at TP>1 (fitted)
+
+
+def test_mla_and_fp8_kv():
+    j = ledger_json("--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--max-model-len", "16384")
+    assert j["kv_cache"]["bytes_per_token"] == 70_272
+    j = ledger_json("--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--max-model-len", "16384",
+                    "--kv-cache-dtype", "fp8")
+    assert j["kv_cache"]["bytes_per_token"] == 35_136
+
+
+# ------------------------------------------------------------------------------------------------
+# --from-log on the real start-ups
+
+
+def _case(shared_data, cid):
+    for line in (shared_data / "real" / "kv_capacity_cases.jsonl").read_text().splitlines():
+        c = json.loads(line)
+        if c["case_id"] == cid:
+            return c
+    raise KeyError(cid)
+
+
+def test_from_log_v0_case_measured_replaces_predicted(shared_data, tmp_path):
+    c = _case(shared_data, "kv001")  # RTX 3090, v0 single-line profiling format
+    log = tmp_path / "kv001.log"
+    log.write_text(c["log_excerpt"] + "\nthis line is not from vLLM\n")
+    j = ledger_json("--from-log", str(log), "--model", LLAMA, "--gpu", "RTX 3090", "--vllm-version", "0.6.3",
+                    "--max-model-len", "20000")
+    assert j["sources"]["memory.kv_cache"] == "measured"
+    assert j["memory"]["kv_cache_bytes"] == round(3.81 * 2**30)
+    assert j["figures"]["memory.kv_cache"]["predicted"] > 0  # the prediction is kept beside it
+    assert j["kv_cache"]["num_blocks"] == 1952 and j["sources"]["kv_cache.num_blocks"] == "measured"
+    assert j["log"]["foreign_lines"] >= 1 and j["log"]["engine_starts"] == 1
+
+
+V033 = """(EngineCore pid={pid}) INFO 11-20 14:0{m}:31 [gpu_worker.py:513] Using V2 Model Runner
+(EngineCore pid={pid}) INFO 11-20 14:0{m}:40 [model_runner.py:429] Model loading took 14.99 GiB memory and 5.312874 seconds
+(EngineCore pid={pid}) INFO 11-20 14:0{m}:41 [gpu_worker.py:772] Available KV cache memory: {kv} GiB
+(EngineCore pid={pid}) INFO 11-20 14:0{m}:42 [kv_cache_utils.py:1147] GPU KV cache size: 451,344 tokens, Maximum concurrency for 131,072 tokens per request: 3.44x
+"""
+
+
+def test_from_log_033_two_starts_uses_last(tmp_path):
+    text = V033.format(pid=1, m=1, kv="50.0") + "garbage \x01 line\n" + V033.format(pid=2, m=5, kv="55.1")
+    log = tmp_path / "two.log.gz"
+    with gzip.open(log, "wt") as fh:
+        fh.write(text)
+    j = ledger_json("--from-log", str(log), "--model", LLAMA, "--gpu", "H100")
+    assert j["log"]["engine_starts"] == 2
+    assert any("this ledger is of the last one" in n for n in j["notes"])
+    assert j["memory"]["kv_cache_bytes"] == round(55.1 * 2**30)
+    assert j["kv_cache"]["tokens"] == 451_344 and j["sources"]["kv_cache.tokens"] == "measured"
+    assert j["memory"]["weights_bytes"] == round(14.99 * 2**30)
+
+
+# ------------------------------------------------------------------------------------------------
+# bad input: one line, exit 2
+
+
+@pytest.fixture
+def bad_files(tmp_path):
+    broken = tmp_path / "broken" / "config.json"
+    broken.parent.mkdir()
+    broken.write_text('{"model_type": "llama", "num_hidden_layers": 32, "hidden_')  # truncated JSON
+    missing = tmp_path / "missing" / "config.json"
+    missing.parent.mkdir()
+    missing.write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
+    mistyped = tmp_path / "mistyped" / "config.json"
+    mistyped.parent.mkdir()
+    mistyped.write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+                                    "num_hidden_layers": "thirty-two", "hidden_size": 4096,
+                                    "num_attention_heads": 32, "vocab_size": 128256, "intermediate_size": 14336}))
+    binary = tmp_path / "binary.log"
+    binary.write_bytes(bytes(range(256)) * 64)
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    nostart = tmp_path / "nostart.log"
+    nostart.write_text("hello\nworld\n")
+    return {"broken": str(broken), "missing": str(missing), "mistyped": str(mistyped), "binary": str(binary),
+            "empty": str(empty), "nostart": str(nostart), "absent": str(tmp_path / "nope.log")}
+
+
+BAD = [
+    ("unknown model", ["--model", "no-such/model-xyz", "--gpu", "H100"]),
+    ("unknown gpu", ["--model", LLAMA, "--gpu", "Z9000"]),
+    ("truncated config.json", ["--model", "{broken}", "--gpu", "H100"]),
+    ("config.json missing fields", ["--model", "{missing}", "--gpu", "H100"]),
+    ("config.json mistyped field", ["--model", "{mistyped}", "--gpu", "H100"]),
+    ("tp not dividing heads", ["--model", LLAMA, "--gpu", "H100", "-tp", "3"]),
+    ("util above 1", ["--model", LLAMA, "--gpu", "H100", "--gpu-memory-utilization", "1.5"]),
+    ("util zero", ["--model", LLAMA, "--gpu", "H100", "--gpu-memory-utilization", "0"]),
+    ("negative length", ["--model", LLAMA, "--gpu", "H100", "--max-model-len", "-5"]),
+    ("missing log", ["--from-log", "{absent}", "--model", LLAMA, "--gpu", "H100"]),
+    ("binary log", ["--from-log", "{binary}", "--model", LLAMA, "--gpu", "H100"]),
+    ("empty log", ["--from-log", "{empty}", "--model", LLAMA, "--gpu", "H100"]),
+    ("log without a start-up", ["--from-log", "{nostart}", "--model", LLAMA, "--gpu", "H100"]),
+    ("no gpu", ["--model", LLAMA]),
+]
+
+
+@pytest.mark.parametrize("label,args", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_one_line_exit_2(bad_files, label, args):
+    args = [a.format(**bad_files) for a in args]
+    code, err, out = invoke("ledger", *args)
+    assert code == 2, (label, err, out)
+    assert err and "\n" not in err.strip(), err
+
+
+def test_bad_input_through_main_has_no_traceback(bad_files):
+    env = {**os.environ, "NO_COLOR": "1"}
+    env.pop("KVDOCTOR_DEBUG", None)
+    p = subprocess.run([sys.executable, "-m", "kvdoctor", "ledger", "--model", LLAMA, "--gpu", "H100",
+                        "--from-log", bad_files["binary"]], capture_output=True, text=True, env=env)
+    assert p.returncode == 2
+    assert p.stderr.startswith("kvdoctor: error:") and len(p.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in p.stderr
