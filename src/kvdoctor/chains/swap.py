@@ -1,0 +1,188 @@
+"""The model-swap review: the same engine configuration, the old model's ledger against the new one's.
+
+The chapter's most common incident: the configuration was tuned to the old model and nobody re-ran
+the ledger after the swap. The review builds both ledgers, names the inherited settings the new
+model cannot afford (max-model-len, max-num-seqs), the capacity change, runs chain one for the new
+model, and always reminds that the load-test baseline must be re-run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvdoctor.chains.findings import Cite, Context, Finding
+from kvdoctor.chains.rules import get
+from kvdoctor.provenance import Figure
+
+SCHEMA_VERSION = "kvdoctor.swap/1"
+BASELINE_REMINDER = ("Re-run the load-test baseline for the new model before comparing throughput: the old baseline "
+                     "was measured against a different ledger. Make 're-run the memory ledger and the load-test "
+                     "baseline' a fixed step of every model change.")
+# A pool change smaller than this is noise for a review (block rounding, activation differences).
+MATERIAL = 0.10
+
+
+def _fig(st, lengths=None) -> dict[str, Figure]:
+    return st.figures(lengths)
+
+
+def _finding(rule_id: str, summary: str, **kw) -> Finding:
+    r = get(rule_id)
+    return Finding(rule_id=r.id, chain=r.chain, step=r.step, summary=summary, cost=kw.pop("cost", r.cost),
+                   refinement=r.refinement, **kw)
+
+
+def inherited_max_model_len(ctx: Context) -> Finding | None:
+    old, new = ctx.before, ctx.cache.get("state")
+    if old is None or new is None:
+        return None
+    fo, fn = _fig(old), _fig(new)
+    mml = int(fn["max_model_len"].value)
+    co, cn = float(fo["max_concurrency"].value), float(fn["max_concurrency"].value)
+    if new.ledger.fit_ok and cn >= co * (1 - MATERIAL):
+        return None
+    pool = int(fn["pool_tokens"].value)
+    bs = int(new.ledger.kv["block_size"].value)
+    if new.ledger.fit_ok and co > 0:
+        # the largest limit at which the new pool still guarantees the old model's concurrency
+        keep = int(pool / co // 1024 * 1024) or int(pool / co // bs * bs)
+        how = f"floor({pool:,} pool tokens / old max concurrency {co:.2f}) rounded down to 1024"
+    else:
+        keep = new.ledger.estimated_max_model_len or 0
+        how = "vLLM's estimated maximum model length for the new model"
+    why = (f"vLLM would refuse to start the new model at max-model-len {mml:,}" if not new.ledger.fit_ok else
+           f"at the inherited max-model-len {mml:,} the new pool guarantees {cn:.2f} concurrent max-length requests, "
+           f"the old one {co:.2f}")
+    return _finding(
+        "swap.inherited-max-model-len",
+        f"Inherited max-model-len {mml:,}: {why}." + (f" ≤ {keep:,} restores the old concurrency; the real "
+                                                     "business maximum (chain one level 1) decides." if keep else ""),
+        severity="problem", action=f"--max-model-len {keep}" if keep else "--max-model-len <lower>",
+        gain={"max_concurrency_old": Figure(round(co, 2), "predicted", fo["max_concurrency"].how),
+              "max_concurrency_new": Figure(round(cn, 2), "predicted", fn["max_concurrency"].how),
+              **({"max_model_len_that_keeps_concurrency": Figure(keep, "predicted", how)} if keep else {})},
+        evidence=[Cite(detail=f"same engine configuration: max-model-len {mml:,} ({fn['max_model_len'].source})",
+                       source="config")],
+    )
+
+
+def inherited_max_num_seqs(ctx: Context) -> Finding | None:
+    old, new = ctx.before, ctx.cache.get("state")
+    if old is None or new is None or not new.ledger.fit_ok:
+        return None
+    ro, rn = old.ledger.reconciliation, new.ledger.reconciliation
+    if rn.get("ratio") is None or rn["ratio"] <= 1.0:
+        return None
+    if ro.get("ratio") is not None and rn["ratio"] <= ro["ratio"] * (1 + MATERIAL):
+        return None
+    mns = int(new.ledger.engine["max_num_seqs"].value)
+    lens = ctx.lengths
+    pool = int(rn["pool_tokens"])
+    if lens is not None and lens.mean_total:
+        fit = max(1, int(pool // lens.mean_total))
+        how = f"floor({pool:,} pool tokens / mean request {lens.mean_total:,.0f} tokens ({lens.source}))"
+    else:
+        fit = max(1, int(float(new.ledger.kv["max_concurrency"].value)))
+        how = "floor(the new pool's max concurrency at the configured max-model-len)"
+    if fit >= mns:
+        return None
+    return _finding(
+        "swap.inherited-max-num-seqs",
+        f"Inherited max-num-seqs {mns}: the new pool holds {fit} such requests ({how}); worst case / pool rose "
+        f"{ro.get('ratio')} → {rn['ratio']}.",
+        severity="warn", action=f"--max-num-seqs {fit}",
+        gain={"max_num_seqs_that_fits": Figure(fit, "predicted", how),
+              "ratio_old": Figure(ro.get("ratio"), "predicted", ro.get("how", "")),
+              "ratio_new": Figure(rn["ratio"], "predicted", rn.get("how", ""))},
+        evidence=[Cite(detail=f"max-num-seqs {mns} ({new.ledger.engine['max_num_seqs'].source})", source="config")],
+    )
+
+
+def capacity_drop(ctx: Context) -> Finding | None:
+    old, new = ctx.before, ctx.cache.get("state")
+    if old is None or new is None:
+        return None
+    fo, fn = _fig(old), _fig(new)
+    po, pn = int(fo["pool_tokens"].value), int(fn["pool_tokens"].value)
+    ko, kn = int(fo["kv_cache_bytes"].value), int(fn["kv_cache_bytes"].value)
+    if po <= 0 or pn >= po * (1 - MATERIAL):
+        return None
+    wo, wn = int(fo["weights_bytes"].value), int(fn["weights_bytes"].value)
+    bo, bn = int(fo["kv_bytes_per_token"].value), int(fn["kv_bytes_per_token"].value)
+    return _finding(
+        "swap.capacity-drop",
+        f"The pool shrinks from {po:,} to {pn:,} tokens ({pn / po - 1:+.0%}): weights {wo / 2**30:.2f} → "
+        f"{wn / 2**30:.2f} GiB leave {ko / 2**30:.2f} → {max(kn, 0) / 2**30:.2f} GiB for KV, and each token costs "
+        f"{bo:,} → {bn:,} bytes. {BASELINE_REMINDER}",
+        severity="problem", action=get("swap.capacity-drop").action,
+        gain={"pool_tokens_old": fo["pool_tokens"], "pool_tokens_new": fn["pool_tokens"],
+              "pool_change": Figure(round(pn / po - 1, 4), "predicted", "new / old − 1"),
+              "weights_ratio": Figure(round(wn / wo, 3) if wo else None, "predicted", "new / old weights")},
+        evidence=[Cite(detail="ledgers under the same engine configuration", source="ledger")],
+    )
+
+
+SWAP_RULES = ("swap.inherited-max-model-len", "swap.inherited-max-num-seqs", "swap.capacity-drop")
+
+
+@dataclass
+class SwapReview:
+    old_model: str
+    new_model: str
+    gpu: str
+    old: Any  # plan.State
+    new: Any
+    findings: list[Finding]
+    plan: Any  # plan.Plan for the new model
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        fo, fn = self.old.figures(self.plan.lengths), self.new.figures(self.plan.lengths)
+        keys = ("max_model_len", "pool_tokens", "max_concurrency", "worst_case_tokens", "ratio", "kv_bytes_per_token",
+                "weights_bytes", "kv_cache_bytes", "expected_concurrency")
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "swap",
+            "from": self.old_model, "to": self.new_model, "gpu": self.gpu,
+            "before": {k: fo[k].as_dict() for k in keys if k in fo},
+            "after": {k: fn[k].as_dict() for k in keys if k in fn},
+            "capacity_change": (round(int(fn["pool_tokens"].value) / int(fo["pool_tokens"].value) - 1, 4)
+                                if int(fo["pool_tokens"].value) else None),
+            "ledgers": {"from": self.old.ledger.to_json(), "to": self.new.ledger.to_json()},
+            "findings": [dict(f.as_dict(), id=f.rule_id, title=get(f.rule_id).title) for f in self.findings],
+            "plan": self.plan.to_json(),
+            "reminder": BASELINE_REMINDER,
+            "notes": self.notes,
+        }
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "problem" for f in self.findings)
+
+
+def review(old_shape, new_shape, gpu, config, *, version: str = "0.33.0", lengths=None, target=None,
+           workload=None) -> SwapReview:
+    """Both ledgers under ``config`` (the new model name replaces the old one), the swap rules, chain one."""
+    from kvdoctor.chains.plan import Target, build_state, make_plan
+    from kvdoctor.chains.rules import get as get_rule
+
+    old_cfg = config.with_changes(model=old_shape.name)
+    new_cfg = config.with_changes(model=new_shape.name)
+    old = build_state(old_shape, gpu, old_cfg, version)
+    new = build_state(new_shape, gpu, new_cfg, version)
+    ctx = Context(shape=new_shape, gpu=gpu, config=new_cfg, resolved=new.resolved, ledger=new.ledger,
+                  version=version, lengths=lengths, before=old)
+    ctx.cache["state"] = new
+    findings = [f for rid in SWAP_RULES if (f := get_rule(rid).run(ctx)) is not None]
+    notes = []
+    if target is None:
+        # Without a stated target the review aims at what the old model delivered: its max concurrency
+        # at the inherited limit ("as before the swap").
+        conc_old = float(old.ledger.kv["max_concurrency"].value)
+        target = Target(concurrency=max(1, math.floor(conc_old)))
+        notes.append(f"target: the old model's max concurrency at its limit, floor({conc_old:.2f}) = "
+                     f"{target.concurrency} (pass --target-concurrency / --target-context to override)")
+    p = make_plan(new_shape, gpu, new_cfg, version=version, lengths=lengths, target=target, workload=workload)
+    return SwapReview(old_shape.name, new_shape.name, str(getattr(gpu, "name", gpu)), old, new, findings, p, notes)

@@ -1,0 +1,61 @@
+"""``kvdoctor check``: the change gate for CI/CD (exit 0 ok, 1 with reasons, 2 bad input)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvdoctor.cli import app, common
+
+
+@app.command(help="The change gate: exit 0 when the configuration fits and is not starved, 1 with the reasons "
+                  "otherwise, 2 on bad input. Example: kvdoctor check --serve \"vllm serve Qwen/Qwen2.5-14B "
+                  "--max-model-len 8192 --max-num-seqs 6\" --gpu L40S")
+@common.config_options
+def check(
+    opts: common.ConfigOptions,
+    previous_model: Annotated[Optional[str], typer.Option(
+        "--previous-model", help="The model this configuration was tuned for: also fail when the new model cannot "
+                                 "afford the inherited max-model-len.")] = None,
+    max_ratio: Annotated[float, typer.Option(
+        "--max-ratio", help="Tolerated worst case / pool (max-num-seqs × max-model-len over pool tokens). "
+                            "1 = the chapter's reconciliation.")] = 1.0,
+    json_out: common.JsonOpt = False,
+    quiet: common.QuietOpt = False,
+) -> None:
+    from kvdoctor.chains.check import run_check
+    from kvdoctor.errors import EXIT_FINDING, InputError
+
+    if not max_ratio > 0:
+        raise InputError(f"--max-ratio must be positive (got {max_ratio})")
+    inputs = common.resolve_inputs(opts)
+    prev = None
+    if previous_model:
+        from kvdoctor.catalog.models import lookup_model
+
+        prev = lookup_model(previous_model)
+    res = run_check(inputs.shape, inputs.gpu, inputs.config, version=inputs.vllm_version, max_ratio=max_ratio,
+                    previous_shape=prev)
+    if json_out:
+        from kvdoctor.cli.output import emit_json
+
+        emit_json(res.to_json())
+    else:
+        from kvdoctor.cli.output import console
+
+        c = console()
+        r = res.state.ledger.reconciliation
+        head = f"{res.state.ledger.model} on {res.state.ledger.gpu}: "
+        if res.ok:
+            c.print(head + f"[green]PASS[/green] — fits; worst case / pool {r.get('ratio')} ≤ {max_ratio:g}")
+        else:
+            c.print(head + "[red]FAIL[/red]")
+            for reason in res.reasons:
+                c.print(f" - {reason}", soft_wrap=not quiet)
+            if not quiet:
+                for f in res.findings:
+                    if f.action:
+                        c.print(f"   fix ({f.rule_id}): {f.action}")
+    if not res.ok:
+        raise typer.Exit(EXIT_FINDING)

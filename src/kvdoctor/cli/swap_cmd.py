@@ -1,0 +1,87 @@
+"""``kvdoctor swap --from OLD --to NEW``: the model-swap review under the same engine configuration."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kvdoctor.cli import app, common
+from kvdoctor.cli.plan_cmd import LengthsOpt, P99Opt, TargetConcOpt, TargetCtxOpt, TraceOpt
+
+
+@app.command(help="Model-swap review: both ledgers under the same engine configuration, inherited settings the "
+                  "new model cannot afford, the capacity change, chain one for the new model, and the reminder to "
+                  "re-run the load-test baseline. Exit 1 when a problem is found. Example: kvdoctor swap --from "
+                  "meta-llama/Llama-3.1-8B-Instruct --to Qwen/Qwen2.5-14B --gpu L40S --max-model-len 32768 "
+                  "--p99-context 7500")
+@common.config_options
+def swap(
+    opts: common.ConfigOptions,
+    old: Annotated[str, typer.Option("--from", help="The model the configuration was tuned for.")],
+    new: Annotated[str, typer.Option("--to", help="The model replacing it.")],
+    trace: TraceOpt = None,
+    lengths: LengthsOpt = None,
+    p99_context: P99Opt = None,
+    target_concurrency: TargetConcOpt = None,
+    target_context: TargetCtxOpt = None,
+    json_out: common.JsonOpt = False,
+    quiet: common.QuietOpt = False,
+) -> None:
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.chains.plan import Target
+    from kvdoctor.chains.swap import review
+    from kvdoctor.cli.plan_cmd import load_lengths
+    from kvdoctor.errors import EXIT_FINDING
+
+    opts.model = opts.model or new
+    inputs = common.resolve_inputs(opts)
+    new_shape = lookup_model(new)
+    old_shape = lookup_model(old)
+    dist, workload = load_lengths(trace, lengths, p99_context)
+    target = None
+    if target_concurrency or target_context:
+        target = Target(concurrency=target_concurrency, context=target_context)
+    r = review(old_shape, new_shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
+               target=target, workload=workload)
+    payload = r.to_json()
+    if json_out:
+        from kvdoctor.cli.output import emit_json
+
+        emit_json(payload)
+    else:
+        render_swap(payload, quiet)
+    if not r.ok:
+        raise typer.Exit(EXIT_FINDING)
+
+
+def render_swap(p: dict[str, Any], quiet: bool = False) -> None:
+    from rich.table import Table
+
+    from kvdoctor.cli.output import console
+    from kvdoctor.cli.plan_cmd import render_plan
+
+    c = console()
+    c.print(f"[bold]Model swap on {p['gpu']}: {p['from']} → {p['to']}[/bold] (same engine configuration)")
+    t = Table()
+    t.add_column("figure")
+    t.add_column(p["from"])
+    t.add_column(p["to"])
+    for k in p["before"]:
+        b, a = p["before"][k]["value"], p["after"].get(k, {}).get("value")
+        fmt = (lambda v: f"{v / 2**30:.2f} GiB") if k.endswith("bytes") else (
+            lambda v: f"{v:,}" if isinstance(v, int) else str(v))
+        t.add_row(k, fmt(b) if b is not None else "—", fmt(a) if a is not None else "—")
+    c.print(t)
+    if p["capacity_change"] is not None:
+        c.print(f"Capacity change: pool tokens {p['capacity_change']:+.0%}")
+    for f in p["findings"]:
+        c.print(f"[bold]{f['rule_id']}[/bold]: {f['summary']}")
+        if f.get("action"):
+            c.print(f"   action: {f['action']}")
+    if not quiet:
+        c.print()
+        render_plan(p["plan"], quiet=True)
+    for n in p["notes"]:
+        c.print(f"note: {n}")
+    c.print(f"[bold]{p['reminder']}[/bold]")
