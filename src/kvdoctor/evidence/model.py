@@ -55,6 +55,16 @@ class StartupFacts:
     error_available_bytes: int | None = None
     error_est_max_model_len: int | None = None
     line_refs: dict[str, int] = field(default_factory=dict)  # figure name -> 1-based line number
+    # --- added by the evidence reader (additive; docs/evidence.md) ---
+    consumed_bytes: int | None = None  # "Actual usage is X GiB for consumed memory (weights + non-torch)"
+    torch_peak_bytes: int | None = None  # v0 "peak_torch_memory" (absolute torch peak, incl. weights)
+    load_seconds: float | None = None  # "Model loading took ... and N seconds"
+    kv_cache_memory_fit_bytes: int | None = None  # suggested --kv-cache-memory to fit the requested budget
+    kv_cache_memory_full_bytes: int | None = None  # suggested --kv-cache-memory to fill the GPU
+    equivalent_gpu_memory_utilization: float | None = None  # "... is equivalent to --gpu-memory-utilization=X"
+    per_worker: dict[str, dict[str, Any]] = field(default_factory=dict)  # worker -> its own figures (TP/PP ranks)
+    first_line: int | None = None
+    last_line: int | None = None
 
     def found(self) -> dict[str, Any]:
         """Non-empty facts only (for printing and JSON)."""

@@ -1,0 +1,121 @@
+"""The vLLM log-line envelope: process prefix, level, timestamp, file:line, message.
+
+vLLM's format (``logger.py``) is ``(<proc> pid=N) LEVEL MM-DD HH:MM:SS [file.py:N] message``; older
+releases dropped the ``[`` and the process prefix, and operators' tooling adds its own prefixes
+(docker/k8s ISO timestamps, Ray's ``(WorkerDict pid=N, ip=...)``, ANSI colours). The regex is
+therefore *searched* (not anchored) so anything before the vLLM part is tolerated and kept as
+``foreign`` — a container timestamp there carries the year vLLM's own timestamp lacks.
+
+Pure, stdlib only: imported by the ledger's ``--from-log`` path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+ENVELOPE = re.compile(
+    r"(?:\(?(?P<proc>[A-Za-z_][\w.\-]*(?: rank=\d+)?)\s+pid=(?P<pid>\d+)(?:,\s*ip=[^)\s]*)?\)\s*)?"
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
+    r"(?:(?P<year>\d{4})-)?(?P<mon>\d\d)-(?P<day>\d\d)[ T](?P<hh>\d\d):(?P<mi>\d\d):(?P<ss>\d\d)(?P<frac>[.,]\d+)?\s+"
+    r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\]\s?(?P<msg>.*)"
+)
+
+# A foreign prefix that carries a full date (docker --timestamps, k8s, journald ISO).
+FOREIGN_ISO = re.compile(r"(?P<year>\d{4})-(?P<mon>\d\d)-(?P<day>\d\d)[T ](?P<hh>\d\d):(?P<mi>\d\d):(?P<ss>\d\d)")
+
+# Where a second envelope starts inside one physical line (lines glued together when newlines
+# were lost in copy/paste or by a log shipper).
+GLUE = re.compile(
+    r"(?<=\S)(?=(?:\([A-Za-z_][\w.\-]*(?: rank=\d+)? pid=\d+\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d)"
+)
+
+
+@dataclass(slots=True)
+class Envelope:
+    proc: str | None
+    pid: int | None
+    level: str
+    year: int | None  # from a 4-digit vLLM timestamp or an ISO foreign prefix
+    mon: int
+    day: int
+    hh: int
+    mi: int
+    ss: float
+    file: str
+    msg: str
+    foreign: str  # text before the vLLM envelope (container timestamp, tool prefixes)
+
+    @property
+    def process_key(self) -> str:
+        """Keeps interleaved processes apart: name + pid (pid alone repeats across containers)."""
+        if self.proc is None:
+            return "main"
+        return f"{self.proc} pid={self.pid}"
+
+    def sort_key(self) -> tuple:
+        return (self.year or 0, self.mon, self.day, self.hh, self.mi, self.ss)
+
+
+def strip_ansi(line: str) -> str:
+    return ANSI.sub("", line) if "\x1b" in line else line
+
+
+def parse_envelope(line: str) -> Envelope | None:
+    """Parse one physical line; ``None`` when no vLLM envelope is present (bare message)."""
+    m = ENVELOPE.search(line)
+    if m is None:
+        return None
+    g = m.group
+    year = g("year")
+    foreign = line[: m.start()]
+    if year is None and foreign:
+        fm = FOREIGN_ISO.search(foreign)
+        if fm is not None:
+            year = fm.group("year")
+    ss = float(g("ss") + (g("frac") or "").replace(",", ".")) if g("frac") else float(g("ss"))
+    pid = g("pid")
+    level = g("level")
+    return Envelope(
+        proc=g("proc"),
+        pid=int(pid) if pid else None,
+        level="WARNING" if level == "WARN" else level,
+        year=int(year) if year else None,
+        mon=int(g("mon")),
+        day=int(g("day")),
+        hh=int(g("hh")),
+        mi=int(g("mi")),
+        ss=ss,
+        file=g("file"),
+        msg=g("msg"),
+        foreign=foreign,
+    )
+
+
+def split_glued(line: str) -> list[str]:
+    """Split a physical line holding several log records (lost newlines) into records."""
+    parts = GLUE.split(line)
+    return [p for p in parts if p] if len(parts) > 1 else [line]
+
+
+_RANK_PART = re.compile(r"(?:DP|PP|PCP|TP|DCP|EP)(\d+)")
+_RANK_EQ = re.compile(r"rank=(\d+)")
+
+
+def worker_rank(proc: str | None) -> int:
+    """0 for the process whose figures vLLM treats as authoritative (rank 0 / driver / engine core).
+
+    ``info_once`` lines come from the local first rank; with several workers the others print
+    their own numbers under ``Worker_TPn`` / ``VllmWorker rank=n`` / ``VllmWorkerProcess``.
+    """
+    if not proc:
+        return 0
+    m = _RANK_EQ.search(proc)
+    if m:
+        return int(m.group(1))
+    if proc.startswith("VllmWorkerProcess"):
+        return 1  # v0 multiproc workers; the driver printed without a prefix
+    parts = _RANK_PART.findall(proc)
+    return sum(int(p) for p in parts) if parts else 0

@@ -1,0 +1,959 @@
+"""Start-up facts: every memory / KV / configuration line vLLM has printed at start-up, all eras.
+
+One :class:`StartupFacts` per engine start. Formats covered (vllm-reference.md §1.3-1.6, §2.5, §2.6,
+§8.4, §9; the real excerpts in ``shared/data/real/kv_capacity_cases.jsonl``):
+
+* v0: ``Loading model weights took X GB``, ``# GPU blocks: N, # CPU blocks: M`` (also ``# cuda
+  blocks`` / ``# CUDA blocks``), the single-line ``Memory profiling results: total_gpu_memory=...``
+  (two variants), the tabular ``Memory profiling results:`` block, the three-line ``Memory profiling
+  takes`` / ``the current vLLM instance can use`` / ``model weights take ...`` message, the error
+  ``The model's max seq len (N) is larger than the maximum number of tokens ... (M)``.
+* v1: ``Model loading took X GB|GiB [memory] and Y seconds``, ``Available KV cache memory``,
+  ``GPU KV cache size`` and ``Maximum concurrency`` (one- and two-line forms), the newest ``Free
+  memory on device (...) ... Actual usage is ...`` summary (and its older ``for weight, ...``
+  variant), ``CUDA graph memory profiling is enabled ... equivalent to ...`` (the estimate is
+  recovered as ``(util - equivalent) * total``), ``Estimated CUDA graph memory``, ``CUDA graph
+  pool memory``, ``Graph capturing finished ... took``, ``non-default args: {...}``, ``Initializing a
+  V1 LLM engine (v...) with config: ...``, chunked prefill / max model len / block size / attention
+  backend lines, and the errors (KV too small incl. the estimated max length, no memory for the
+  cache blocks, CUDA OOM, free memory below the utilization budget, Mamba blocks, engine failed).
+
+Several workers print their own numbers (TP/PP ranks): the figure of the lowest rank wins (it is
+what vLLM's ``info_once`` prints and what the scheduler uses for a uniform model); every worker's
+figures are kept in ``per_worker``. Never raises on garbage. Stdlib only (start-up-time sensitive).
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import io
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from kvdoctor.evidence.logs.envelope import Envelope, parse_envelope, split_glued, strip_ansi, worker_rank
+from kvdoctor.evidence.model import StartupFacts
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+_N = r"(-?\d+(?:\.\d+)?)"  # a decimal as vLLM prints it (format_gib, %.2f, %.4f; may be negative)
+_I = r"(\d{1,3}(?:,\d{3})+|\d+)"  # an int, possibly with thousands separators
+
+MAX_LINE = 1 << 16  # longer physical lines are cut: no start-up fact needs more
+
+
+def _b(v: str, unit: str = "GiB") -> int:
+    mult = {"GiB": GiB, "GB": GiB, "Gib": GiB, "MiB": MiB, "MB": MiB, "KiB": 1024, "B": 1}.get(unit, GiB)
+    # "GB" in old vLLM lines is bytes / 2**30 (reference §1.6): treat as GiB.
+    return int(round(float(v) * mult))
+
+
+def _i(v: str) -> int:
+    return int(v.replace(",", ""))
+
+
+# --- regexes (each guarded by a cheap substring test in _RULES) -----------------------------------
+R_LOAD_V0 = re.compile(r"Loading model weights took " + _N + r" ?(GB|GiB)")
+R_LOAD = re.compile(r"Model loading took " + _N + r" ?(GB|GiB)(?: memory)? and " + _N + r" ?s")
+R_BLOCKS = re.compile(r"(?:#\s*)?(\w+) blocks: " + _I + r"(?:, # CPU blocks: " + _I + ")?")
+R_MAXCONC = re.compile(r"Maximum concurrency for " + _I + r" tokens per request: " + _N + r"x")
+R_KVSIZE = re.compile(r"(?:GPU|XPU|TPU|HPU|NPU|CPU|CUDA|GPU \+ host) KV cache size: " + _I + r" tokens")
+R_AVAIL = re.compile(r"Available KV cache memory: " + _N + r" ?(GiB|GB|MiB)")
+R_PROF1 = re.compile(r"Memory profiling results: (.*)")
+R_KV_PAIR = re.compile(r"(\w+)=" + _N + r"(GiB|Gib|GB|MiB)?")
+R_CAN_USE = re.compile(
+    r"can use total_gpu_memory \(" + _N + r"GiB\) x gpu_memory_utilization \(" + _N + r"\) = " + _N + r"GiB"
+)
+R_WEIGHTS_TAKE = re.compile(r"model weights take " + _N + r"GiB")
+R_NONTORCH_TAKES = re.compile(r"non_torch_memory takes " + _N + r"GiB")
+R_ACT_TAKES = re.compile(r"PyTorch activation peak memory takes " + _N + r"GiB")
+R_KV_REST = re.compile(r"reserved for KV Cache is " + _N + r"GiB")
+R_PROF_TAKES = re.compile(r"Memory profiling takes " + _N + r" seconds")
+# The tabular v0 block ("Memory profiling results:" then one "key  value" per line).
+R_TABLE = re.compile(
+    r"^\s*(duration|total_gpu_memory|gpu_memory_utilization|the current vLLM instance can use|"
+    r"model weights take|non_torch_memory|PyTorch activation peak memory|available_kv_cache_memory|"
+    r"torch_peak_memory|memory_usage_post_profile|initial_memory_usage)\s+" + _N + r"\s*(GiB|seconds)?\s*$"
+)
+R_FREE_ON_DEV = re.compile(r"Free memory on device (?:\S+ )?\(" + _N + r"/" + _N + r" GiB\) on startup")
+R_DESIRED = re.compile(r"Desired GPU memory utilization is \(" + _N + r", " + _N + r" GiB\)")
+R_CONSUMED = re.compile(_N + r" GiB for consumed memory")
+R_WEIGHT_FOR = re.compile(_N + r" GiB for weight")
+R_PEAK_ACT = re.compile(_N + r" GiB for peak activation")
+R_NONTORCH_FOR = re.compile(_N + r" GiB for non-torch memory")
+R_CG_FOR = re.compile(_N + r" GiB for CUDAGraph memory")
+R_FIT = re.compile(r"--kv-cache-memory=(\d+)`?(?: \(" + _N + r" GiB\))? to fit into requested memory")
+R_FULL = re.compile(r"--kv-cache-memory=(\d+)`?(?: \(" + _N + r" GiB\))? to fully utilize")
+R_IN_USE = re.compile(r"Current kv cache memory in use is " + _N + r" GiB")
+R_BELOW_UTIL = re.compile(
+    r"Free memory on device (?:\S+ )?\(" + _N + r"/" + _N + r" GiB\) on startup is less than desired GPU memory "
+    r"utilization \(" + _N + r", " + _N + r" GiB\)"
+)
+R_EQUIV = re.compile(
+    r"--gpu-memory-utilization=" + _N + r" is equivalent to (?:--gpu-memory-utilization=)?" + _N
+)
+R_CG_EST = re.compile(r"Estimated CUDA graph memory: " + _N + r" GiB total")
+R_CG_POOL = re.compile(r"CUDA graph pool memory: " + _N + r" GiB \(actual\), " + _N + r" GiB \(estimated\)")
+R_CG_TOOK = re.compile(r"Graph capturing finished in " + _N + r" secs?, took " + _N + r" ?(GiB|MiB|GB)")
+R_NDA = re.compile(r"non-default args: (\{.*)")
+R_ENGINE_CFG = re.compile(r"Initializing an? (?:V1 )?LLM engine(?: \(v([^)]*)\))? with config: (.*)")
+R_CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+R_MAXLEN = re.compile(r"Using max model len (\d+)")
+R_BLOCK_SIZE = re.compile(r"Setting (?:kv cache|attention) block size to (\d+)")
+R_BACKEND = re.compile(
+    r"Using ([\w\-. ]+?) (?:attention )?backend(?: out of potential backends|\.|$| on V1| for)"
+)
+R_VERSION = re.compile(r"(?:vLLM (?:API )?server version|^\s*(?:\.\.\.|[│|]?)\s*version) v?(\d+\.\d+[\w.+\-]*)")
+R_SERVING = re.compile(r"serving model (\S+)")
+R_BANNER_MODEL = re.compile(r"^\s*(?:\.\.\.|[│|])\s*model (\S+)")
+R_TOO_SMALL = re.compile(
+    r"To serve at least one request with the model'?s'?s? max seq len \((\d+)\), \(?" + _N
+    + r" GiB KV cache is needed, which is larger than the available KV cache memory \(" + _N + r" GiB\)\."
+    r"(?: ?Based on the available memory, the estimated maximum model length is (\d+)\.)?"
+)
+R_V0_TOO_LARGE = re.compile(
+    r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)"
+)
+R_OOM_ALLOC = re.compile(r"Tried to allocate " + _N + r" (GiB|MiB)")
+R_OOM_FREE = re.compile(_N + r" (GiB|MiB) (?:is )?free")
+R_OOM_TOTAL = re.compile(r"total capacity of " + _N + r" (GiB|MiB)")
+R_MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
+R_CACHE_INFO_BLOCKS = re.compile(r"num_gpu_blocks is: (\d+)")
+R_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
+R_AUTOFIT = re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)")
+
+# Lines that open a new engine start once the current one already reported its KV figures.
+_START_MARKERS = (
+    "non-default args:",
+    "LLM engine",
+    "server version",
+    "Starting to load model",
+    "Loading model weights took",
+    "Model loading took",
+)
+_KV_FIELDS = ("kv_cache_bytes", "num_gpu_blocks", "kv_cache_tokens")
+# Per-worker figures worth keeping for every rank (TP/PP asymmetry shows up here).
+_PER_WORKER = {
+    "weights_bytes", "activation_bytes", "non_torch_bytes", "consumed_bytes", "cudagraph_bytes",
+    "cudagraph_estimate_bytes", "kv_cache_bytes", "free_memory_bytes", "total_memory_bytes",
+    "kv_cache_memory_fit_bytes", "kv_cache_memory_full_bytes",
+}
+# Fields where the *last* report of the same worker wins (V2 runner prints its capture twice:
+# the profile-only capture first, the real one last).
+_LAST_WINS = {"cudagraph_bytes"}
+
+_P_CONFIG = 1  # echoed configuration (non-default args, engine config)
+_P_LOG = 2  # a figure vLLM printed about itself
+_P_FINAL = 3  # the definitive line for that figure ("Using max model len", block counts)
+
+
+class _Builder:
+    """Accumulates one engine start's facts with per-field priority and rank."""
+
+    def __init__(self, first_line: int | None):
+        self.f = StartupFacts()
+        self.f.first_line = first_line
+        self.meta: dict[str, tuple[int, int]] = {}  # field -> (priority, rank)
+        self.kv_seen: dict[tuple[str, str], tuple[Any, tuple | None]] = {}  # (field, worker) -> (value, ts)
+        self.last_kv_ts: tuple | None = None
+        self.equiv: tuple[float, float] | None = None  # (util, equivalent util)
+        self.any = False
+        self.hints: set[str] = set()  # era cues from the formats seen ("v0", "v1", "v1-0.2x", "v1-0.33")
+
+    def has_kv(self) -> bool:
+        f = self.f
+        return any(getattr(f, k) is not None for k in _KV_FIELDS) or f.startup_error is not None
+
+    def set(self, name: str, value: Any, line_no: int, env: Envelope | None, prio: int = _P_LOG) -> None:
+        if value is None:
+            return
+        self.any = True
+        rank = worker_rank(env.proc if env else None)
+        if name in _PER_WORKER:
+            label = env.proc if env and env.proc else "main"
+            self.f.per_worker.setdefault(label, {})[name] = value
+        old = self.meta.get(name)
+        if old is not None:
+            op, orank = old
+            replace = prio > op or (prio == op and (rank < orank or (rank == orank and name in _LAST_WINS)))
+            if not replace:
+                return
+        self.meta[name] = (prio, rank)
+        setattr(self.f, name, value)
+        self.f.line_refs[name] = line_no
+        self.f.last_line = line_no if self.f.last_line is None else max(self.f.last_line, line_no)
+
+
+def _literal_dict(text: str) -> dict[str, Any]:
+    """``non-default args: {...}``: a Python dict repr. ``ast.literal_eval`` first; values that are
+    not literals (enums, dataclasses, ``torch.dtype``, pasted ``...``) fall back to their text."""
+    text = text.strip()
+    end = _matching_brace(text)
+    body = text[: end + 1] if end is not None else text
+    try:
+        val = ast.literal_eval(body)
+        if isinstance(val, dict) and not _has_ellipsis(val):
+            return {str(k): v for k, v in val.items()}
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        pass
+    inner = body[1:-1] if body.endswith("}") else body[1:]
+    out: dict[str, Any] = {}
+    for piece in _split_top(inner, ","):
+        m = re.match(r"[\s.]*['\"]([^'\"]+)['\"]\s*:\s*(.*)$", piece, re.S)
+        if not m:
+            continue  # "..." placeholders or fragments
+        key, raw = m.group(1), m.group(2).strip()
+        try:
+            v = ast.literal_eval(raw)
+            if _has_ellipsis(v):
+                v = raw
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            v = raw
+        out[key] = v
+    return out
+
+
+def _has_ellipsis(v: Any) -> bool:
+    if v is Ellipsis:
+        return True
+    if isinstance(v, dict):
+        return any(_has_ellipsis(x) for x in v.values())
+    if isinstance(v, (list, tuple, set)):
+        return any(_has_ellipsis(x) for x in v)
+    return False
+
+
+def _matching_brace(text: str) -> int | None:
+    depth, quote = 0, None
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """Split on ``sep`` at bracket depth 0, outside quotes."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth = max(0, depth - 1)
+        elif ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def parse_engine_config(text: str) -> dict[str, Any]:
+    """``VllmConfig.__str__``: ``key=value, key=value`` with nested reprs; values kept as text
+    unless they are Python literals."""
+    out: dict[str, Any] = {}
+    for piece in _split_top(text, ","):
+        k, sep, v = piece.partition("=")
+        k = k.strip()
+        if not sep or not re.fullmatch(r"\w+", k):
+            continue
+        v = v.strip()
+        try:
+            out[k] = ast.literal_eval(v)
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            out[k] = v
+    return out
+
+
+def _as_int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and re.fullmatch(r"\d+", v.strip()):
+        return int(v)
+    return None
+
+
+def _as_float(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(str(v))
+    except ValueError:
+        return None
+
+
+def _dtype_text(v: Any) -> str | None:
+    if v is None:
+        return None
+    s = str(v)
+    return s.removeprefix("torch.") or None
+
+
+class StartupCollector:
+    """Feed it (line number, envelope, message); collect one StartupFacts per engine start.
+
+    Used by :func:`read_startup_facts` and by the streaming log reader (which segments on
+    ``starts``)."""
+
+    def __init__(self) -> None:
+        self.facts: list[StartupFacts] = []
+        self._cur: _Builder | None = None
+        self._table_mode = False  # inside a tabular "Memory profiling results:" block
+        self._table_proc: str | None = None
+
+    # -- segmentation ------------------------------------------------------------------------
+    def _builder(self, line_no: int) -> _Builder:
+        if self._cur is None:
+            self._cur = _Builder(line_no)
+        return self._cur
+
+    def _close(self) -> None:
+        if self._cur is not None and self._cur.any:
+            self.facts.append(_finalize(self._cur))
+        self._cur = None
+
+    def _maybe_new_start(self, line_no: int, env: Envelope | None, msg: str) -> None:
+        cur = self._cur
+        if cur is None or not cur.has_kv():
+            return
+        if not any(m in msg for m in _START_MARKERS):
+            return
+        if "took" in msg and worker_rank(env.proc if env else None) != 0:
+            return  # other ranks report their own load; not a new start
+        ts = env.sort_key() if env else None
+        # Only a marker *later* than this start's KV figures opens a new start: an earlier line
+        # pasted out of order (or a timestamp-less excerpt) belongs to the current one.
+        if ts is None or cur.last_kv_ts is None or ts < cur.last_kv_ts:
+            return
+        self._close()
+
+    def _kv_repeat(self, name: str, value: Any, line_no: int, env: Envelope | None) -> None:
+        """A KV figure reported again by the same worker at a later time = the engine restarted."""
+        cur = self._builder(line_no)
+        label = env.process_key if env else "main"
+        ts = env.sort_key() if env else None
+        prev = cur.kv_seen.get((name, label))
+        if prev is not None:
+            pval, pts = prev
+            later = (ts is not None and pts is not None and ts > pts) or (ts is None and pval != value)
+            if later:
+                self._close()
+                cur = self._builder(line_no)
+        cur.kv_seen[(name, label)] = (value, ts)
+        if ts is not None and (cur.last_kv_ts is None or ts > cur.last_kv_ts):
+            cur.last_kv_ts = ts
+
+    # -- feeding -----------------------------------------------------------------------------
+    def feed(self, line_no: int, env: Envelope | None, msg: str) -> bool:
+        """Returns True when the message carried a start-up fact."""
+        try:
+            return self._feed(line_no, env, msg)
+        except (ValueError, OverflowError, IndexError, RecursionError, MemoryError):
+            return False  # a malformed number in a matching line is skipped, never fatal
+
+    def _feed(self, line_no: int, env: Envelope | None, msg: str) -> bool:
+        # tabular v0 profiling block
+        if self._table_mode:
+            m = R_TABLE.match(msg)
+            if m and (env.proc if env else None) == self._table_proc:
+                self._table_row(line_no, env, m.group(1), m.group(2))
+                return True
+            self._table_mode = False
+        if msg.rstrip().endswith("Memory profiling results:"):
+            self._builder(line_no).hints.add("v0")
+            self._table_mode, self._table_proc = True, (env.proc if env else None)
+            return True
+
+        hit = False
+        for needle, fn in _RULES:
+            if needle in msg:
+                if fn(self, line_no, env, msg):
+                    hit = True
+        return hit
+
+    def _table_row(self, line_no: int, env: Envelope | None, key: str, val: str) -> None:
+        b = self._builder(line_no)
+        if key == "total_gpu_memory":
+            b.set("total_memory_bytes", _b(val), line_no, env)
+        elif key == "gpu_memory_utilization":
+            b.set("gpu_memory_utilization", float(val), line_no, env)
+        elif key == "the current vLLM instance can use":
+            b.set("requested_bytes", _b(val), line_no, env)
+        elif key == "model weights take":
+            b.set("weights_bytes", _b(val), line_no, env)
+        elif key == "non_torch_memory":
+            b.set("non_torch_bytes", _b(val), line_no, env)
+        elif key == "PyTorch activation peak memory":
+            b.set("activation_bytes", _b(val), line_no, env)
+        elif key == "available_kv_cache_memory":
+            self._kv_repeat("kv_cache_bytes", val, line_no, env)
+            self._builder(line_no).set("kv_cache_bytes", _b(val), line_no, env)
+        elif key == "torch_peak_memory":
+            b.set("torch_peak_bytes", _b(val), line_no, env)
+
+    def finish(self) -> list[StartupFacts]:
+        self._close()
+        return self.facts
+
+    @property
+    def current_first_line(self) -> int | None:
+        return self._cur.f.first_line if self._cur is not None else None
+
+
+# --- rule handlers: (collector, line_no, env, msg) -> matched? -------------------------------------
+def _h_load(c: StartupCollector, n: int, env: Envelope | None, msg: str) -> bool:
+    m = R_LOAD.search(msg)
+    if m:
+        c._maybe_new_start(n, env, msg)
+        b = c._builder(n)
+        b.set("weights_bytes", _b(m.group(1), m.group(2)), n, env)
+        b.set("load_seconds", float(m.group(3)), n, env)
+        if m.group(2) == "GB":
+            b.hints.add("v0")  # "GB" wording: v0 ~0.7-0.8
+        return True
+    return False
+
+
+def _h_load_v0(c, n, env, msg) -> bool:
+    m = R_LOAD_V0.search(msg)
+    if m:
+        c._maybe_new_start(n, env, msg)
+        c._builder(n).set("weights_bytes", _b(m.group(1), m.group(2)), n, env)
+        c._builder(n).hints.add("v0")
+        return True
+    return False
+
+
+def _h_blocks(c, n, env, msg) -> bool:
+    m = R_BLOCKS.search(msg)
+    if not m:
+        return False
+    gpu = _i(m.group(2))
+    c._kv_repeat("num_gpu_blocks", gpu, n, env)
+    b = c._builder(n)
+    b.set("num_gpu_blocks", gpu, n, env, _P_FINAL)
+    if m.group(3):
+        b.set("num_cpu_blocks", _i(m.group(3)), n, env, _P_FINAL)
+    b.hints.add("v0")
+    return True
+
+
+def _h_maxconc(c, n, env, msg) -> bool:
+    m = R_MAXCONC.search(msg)
+    if not m:
+        return False
+    b = c._builder(n)
+    b.set("max_concurrency_len", _i(m.group(1)), n, env)
+    b.set("max_concurrency", float(m.group(2)), n, env)
+    # The "for N tokens per request" figure is the final max_model_len the scheduler uses.
+    b.set("max_model_len", _i(m.group(1)), n, env, _P_LOG)
+    return True
+
+
+def _h_kvsize(c, n, env, msg) -> bool:
+    m = R_KVSIZE.search(msg)
+    if not m:
+        return False
+    tok = _i(m.group(1))
+    c._kv_repeat("kv_cache_tokens", tok, n, env)
+    b = c._builder(n)
+    b.set("kv_cache_tokens", tok, n, env)
+    b.hints.add("v1-0.33" if "Maximum concurrency" in msg else "v1")  # one-line form is 0.33's
+    return True
+
+
+def _h_avail(c, n, env, msg) -> bool:
+    m = R_AVAIL.search(msg)
+    if not m:
+        return False
+    c._kv_repeat("kv_cache_bytes", m.group(1), n, env)
+    c._builder(n).set("kv_cache_bytes", _b(m.group(1), m.group(2)), n, env)
+    c._builder(n).hints.add("v1")
+    return True
+
+
+def _h_prof1(c, n, env, msg) -> bool:
+    m = R_PROF1.search(msg)
+    if not m or "=" not in m.group(1):
+        return False
+    b = c._builder(n)
+    b.hints.add("v0")
+    vals = {k: (v, u) for k, v, u in R_KV_PAIR.findall(m.group(1))}
+    if "total_gpu_memory" in vals:
+        b.set("total_memory_bytes", _b(*vals["total_gpu_memory"]), n, env)
+    if "gpu_memory_utilization" in vals:
+        b.set("gpu_memory_utilization", float(vals["gpu_memory_utilization"][0]), n, env)
+    if "non_torch_memory" in vals:
+        b.set("non_torch_bytes", _b(*vals["non_torch_memory"]), n, env)
+    if "peak_torch_memory" in vals:
+        b.set("torch_peak_bytes", _b(*vals["peak_torch_memory"]), n, env)
+    if "kv_cache_size" in vals:
+        c._kv_repeat("kv_cache_bytes", vals["kv_cache_size"][0], n, env)
+        c._builder(n).set("kv_cache_bytes", _b(*vals["kv_cache_size"]), n, env)
+    return True
+
+
+def _h_can_use(c, n, env, msg) -> bool:
+    m = R_CAN_USE.search(msg)
+    if not m:
+        return False
+    b = c._builder(n)
+    b.hints.add("v0")
+    b.set("total_memory_bytes", _b(m.group(1)), n, env)
+    b.set("gpu_memory_utilization", float(m.group(2)), n, env)
+    b.set("requested_bytes", _b(m.group(3)), n, env)
+    return True
+
+
+def _h_weights_take(c, n, env, msg) -> bool:
+    m = R_WEIGHTS_TAKE.search(msg)
+    if not m:
+        return False
+    kv = R_KV_REST.search(msg)
+    if kv:
+        c._kv_repeat("kv_cache_bytes", kv.group(1), n, env)
+    b = c._builder(n)
+    b.hints.add("v0")
+    b.set("weights_bytes", _b(m.group(1)), n, env, _P_FINAL)  # the profiler's figure beats the load line
+    for rx, name in ((R_NONTORCH_TAKES, "non_torch_bytes"), (R_ACT_TAKES, "activation_bytes")):
+        mm = rx.search(msg)
+        if mm:
+            b.set(name, _b(mm.group(1)), n, env)
+    if kv:
+        b.set("kv_cache_bytes", _b(kv.group(1)), n, env)
+    return True
+
+
+def _h_free_summary(c, n, env, msg) -> bool:
+    if "is less than" in msg:
+        m = R_BELOW_UTIL.search(msg)
+        if not m:
+            return False
+        b = c._builder(n)
+        b.set("free_memory_bytes", _b(m.group(1)), n, env)
+        b.set("total_memory_bytes", _b(m.group(2)), n, env)
+        b.set("gpu_memory_utilization", float(m.group(3)), n, env)
+        b.set("requested_bytes", _b(m.group(4)), n, env)
+        _error(c, n, env, "free-memory-below-util", msg)
+        b.set("error_available_bytes", _b(m.group(1)), n, env)
+        b.set("error_needed_bytes", _b(m.group(4)), n, env)
+        return True
+    m = R_FREE_ON_DEV.search(msg)
+    if not m:
+        return False
+    b = c._builder(n)
+    b.hints.add("v1-0.2x")
+    b.set("free_memory_bytes", _b(m.group(1)), n, env)
+    b.set("total_memory_bytes", _b(m.group(2)), n, env)
+    d = R_DESIRED.search(msg)
+    if d:
+        b.set("gpu_memory_utilization", float(d.group(1)), n, env)
+        b.set("requested_bytes", _b(d.group(2)), n, env)
+    for rx, name in (
+        (R_CONSUMED, "consumed_bytes"),
+        (R_WEIGHT_FOR, "weights_bytes"),
+        (R_PEAK_ACT, "activation_bytes"),
+        (R_NONTORCH_FOR, "non_torch_bytes"),
+        (R_CG_FOR, "cudagraph_bytes"),
+    ):
+        mm = rx.search(msg)
+        if mm:
+            b.set(name, _b(mm.group(1)), n, env)
+    for rx, name in ((R_FIT, "kv_cache_memory_fit_bytes"), (R_FULL, "kv_cache_memory_full_bytes")):
+        mm = rx.search(msg)
+        if mm:
+            b.set(name, int(mm.group(1)), n, env)
+    mm = R_IN_USE.search(msg)
+    if mm:
+        # Same figure as "Available KV cache memory" (already deducted the estimate); not a restart.
+        b.set("kv_cache_bytes", _b(mm.group(1)), n, env)
+    return True
+
+
+def _h_equiv(c, n, env, msg) -> bool:
+    m = R_EQUIV.search(msg)
+    if not m:
+        return False
+    b = c._builder(n)
+    util, equiv = float(m.group(1)), float(m.group(2))
+    b.set("gpu_memory_utilization", util, n, env)
+    b.set("equivalent_gpu_memory_utilization", equiv, n, env)
+    b.hints.add("v1-0.2x")  # CUDA-graph estimate is budgeted since 0.21
+    if worker_rank(env.proc if env else None) == 0 or b.equiv is None:
+        b.equiv = (util, equiv)
+        b.f.line_refs.setdefault("cudagraph_estimate_bytes", n)
+    return True
+
+
+def _h_cg_est(c, n, env, msg) -> bool:
+    m = R_CG_EST.search(msg)
+    if not m:
+        return False
+    c._builder(n).set("cudagraph_estimate_bytes", _b(m.group(1)), n, env, _P_FINAL)
+    return True
+
+
+def _h_cg_pool(c, n, env, msg) -> bool:
+    m = R_CG_POOL.search(msg)
+    if not m:
+        return False
+    b = c._builder(n)
+    b.set("cudagraph_bytes", _b(m.group(1)), n, env, _P_FINAL)
+    b.set("cudagraph_estimate_bytes", _b(m.group(2)), n, env, _P_FINAL)
+    return True
+
+
+def _h_cg_took(c, n, env, msg) -> bool:
+    m = R_CG_TOOK.search(msg)
+    if not m:
+        return False
+    c._builder(n).set("cudagraph_bytes", _b(m.group(2), m.group(3)), n, env)
+    return True
+
+
+def _h_nda(c, n, env, msg) -> bool:
+    m = R_NDA.search(msg)
+    if not m:
+        return False
+    c._maybe_new_start(n, env, msg)
+    b = c._builder(n)
+    args = _literal_dict(m.group(1))
+    b.f.non_default_args.update(args)
+    b.f.line_refs["non_default_args"] = n
+    b.any = True
+    _apply_args(b, args, n, env)
+    return True
+
+
+def _apply_args(b: _Builder, args: dict[str, Any], n: int, env: Envelope | None) -> None:
+    model = args.get("model") or args.get("model_tag")
+    if isinstance(model, str):
+        b.set("model", model, n, env, _P_CONFIG)
+    for key, name, conv in (
+        ("max_model_len", "max_model_len", _as_int),
+        ("gpu_memory_utilization", "gpu_memory_utilization", _as_float),
+        ("tensor_parallel_size", "tensor_parallel_size", _as_int),
+        ("pipeline_parallel_size", "pipeline_parallel_size", _as_int),
+        ("block_size", "block_size", _as_int),
+        ("max_num_batched_tokens", "max_num_batched_tokens", _as_int),
+        ("kv_cache_dtype", "kv_cache_dtype", lambda v: str(v) if v is not None else None),
+        ("dtype", "dtype", _dtype_text),
+    ):
+        if key in args:
+            b.set(name, conv(args[key]), n, env, _P_CONFIG)
+
+
+def _h_engine_cfg(c, n, env, msg) -> bool:
+    m = R_ENGINE_CFG.search(msg)
+    if not m:
+        return False
+    c._maybe_new_start(n, env, msg)
+    b = c._builder(n)
+    if m.group(1):
+        b.set("vllm_version", m.group(1), n, env, _P_FINAL)
+    cfg = parse_engine_config(m.group(2))
+    b.f.engine_config.update(cfg)
+    b.f.line_refs["engine_config"] = n
+    b.any = True
+    if isinstance(cfg.get("model"), str):
+        b.set("model", cfg["model"], n, env, _P_LOG)
+    for key, name, conv in (
+        ("max_seq_len", "max_model_len", _as_int),
+        ("tensor_parallel_size", "tensor_parallel_size", _as_int),
+        ("pipeline_parallel_size", "pipeline_parallel_size", _as_int),
+        ("kv_cache_dtype", "kv_cache_dtype", lambda v: str(v)),
+        ("dtype", "dtype", _dtype_text),
+    ):
+        if key in cfg:
+            b.set(name, conv(cfg[key]), n, env, _P_LOG)
+    return True
+
+
+def _simple(rx: re.Pattern, name: str, conv=int, prio: int = _P_FINAL):
+    def h(c, n, env, msg) -> bool:
+        m = rx.search(msg)
+        if not m:
+            return False
+        c._builder(n).set(name, conv(m.group(1)), n, env, prio)
+        return True
+
+    return h
+
+
+def _h_backend(c, n, env, msg) -> bool:
+    m = R_BACKEND.search(msg)
+    if not m or len(m.group(1)) > 40:
+        return False
+    c._builder(n).set("attention_backend", m.group(1).strip(), n, env)
+    return True
+
+
+def _h_version(c, n, env, msg) -> bool:
+    m = R_VERSION.search(msg)
+    hit = False
+    if m:
+        c._maybe_new_start(n, env, "server version")
+        c._builder(n).set("vllm_version", m.group(1).rstrip(",."), n, env)
+        hit = True
+    s = R_SERVING.search(msg) or R_BANNER_MODEL.search(msg)
+    if s:
+        c._builder(n).set("model", s.group(1).rstrip(","), n, env, _P_LOG)
+        hit = True
+    return hit
+
+
+def _error(c: StartupCollector, n: int, env: Envelope | None, kind: str, msg: str) -> _Builder:
+    b = c._builder(n)
+    # The most specific error wins over the generic "engine failed to start" that follows it.
+    if b.f.startup_error in (None, "engine-failed"):
+        b.f.startup_error = kind
+        b.f.error_message = msg.strip()[:500]
+        b.f.line_refs["startup_error"] = n
+        b.any = True
+    return b
+
+
+def _h_too_small(c, n, env, msg) -> bool:
+    m = R_TOO_SMALL.search(msg)
+    if not m:
+        return False
+    b = _error(c, n, env, "kv-too-small", msg)
+    b.hints.add("v1")
+    b.set("max_model_len", int(m.group(1)), n, env, _P_LOG)
+    b.set("error_needed_bytes", _b(m.group(2)), n, env)
+    b.set("error_available_bytes", _b(m.group(3)), n, env)
+    if m.group(4):
+        b.set("error_est_max_model_len", int(m.group(4)), n, env)
+    return True
+
+
+def _h_v0_too_large(c, n, env, msg) -> bool:
+    m = R_V0_TOO_LARGE.search(msg)
+    if not m:
+        return False
+    b = _error(c, n, env, "max-len-too-large", msg)
+    b.hints.add("v0")
+    b.set("max_model_len", int(m.group(1)), n, env, _P_LOG)
+    b.set("kv_cache_tokens", int(m.group(2)), n, env)
+    return True
+
+
+def _h_no_mem(c, n, env, msg) -> bool:
+    _error(c, n, env, "no-memory-for-cache", msg)
+    return True
+
+
+def _h_autofit_fail(c, n, env, msg) -> bool:
+    if "Cannot auto-fit max_model_len" not in msg:
+        return False
+    _error(c, n, env, "no-memory-for-cache", msg)
+    return True
+
+
+def _h_oom(c, n, env, msg) -> bool:
+    if "CUDA out of memory" not in msg and "OutOfMemoryError" not in msg:
+        return False
+    b = _error(c, n, env, "oom", msg)
+    m = R_OOM_ALLOC.search(msg)
+    if m:
+        b.set("error_needed_bytes", _b(m.group(1), m.group(2)), n, env)
+    m = R_OOM_FREE.search(msg)
+    if m:
+        b.set("error_available_bytes", _b(m.group(1), m.group(2)), n, env)
+    m = R_OOM_TOTAL.search(msg)
+    if m:
+        b.set("total_memory_bytes", _b(m.group(1), m.group(2)), n, env)
+    return True
+
+
+def _h_mamba(c, n, env, msg) -> bool:
+    m = R_MAMBA.search(msg)
+    if not m:
+        return False
+    b = _error(c, n, env, "mamba-blocks", msg)
+    # vLLM reports its Mamba/state block pool here; it is the pool the KV manager allocated.
+    b.set("num_gpu_blocks", int(m.group(2)), n, env, _P_LOG)
+    return True
+
+
+def _h_failed(c, n, env, msg) -> bool:
+    if "failed to start" not in msg and "Engine core initialization failed" not in msg:
+        return False
+    _error(c, n, env, "engine-failed", msg)
+    return True
+
+
+def _h_override(c, n, env, msg) -> bool:
+    m = R_OVERRIDE.search(msg)
+    if not m:
+        return False
+    c._builder(n).set("num_gpu_blocks", int(m.group(2)), n, env, _P_FINAL + 1)
+    return True
+
+
+def _h_autofit(c, n, env, msg) -> bool:
+    m = R_AUTOFIT.search(msg)
+    if not m:
+        return False
+    c._builder(n).set("max_model_len", int(m.group(2)), n, env, _P_FINAL)
+    return True
+
+
+_RULES: tuple[tuple[str, Any], ...] = (
+    ("Model loading took", _h_load),
+    ("Loading model weights took", _h_load_v0),
+    (" blocks: ", _h_blocks),
+    ("Maximum concurrency for", _h_maxconc),
+    ("KV cache size:", _h_kvsize),
+    ("Available KV cache memory", _h_avail),
+    ("Memory profiling results:", _h_prof1),
+    ("can use total_gpu_memory", _h_can_use),
+    ("model weights take", _h_weights_take),
+    ("Free memory on device", _h_free_summary),
+    ("is equivalent to", _h_equiv),
+    ("Estimated CUDA graph memory", _h_cg_est),
+    ("CUDA graph pool memory", _h_cg_pool),
+    ("Graph capturing finished", _h_cg_took),
+    ("non-default args:", _h_nda),
+    ("LLM engine", _h_engine_cfg),
+    ("Chunked prefill is enabled", _simple(R_CHUNKED, "max_num_batched_tokens")),
+    ("Using max model len", _simple(R_MAXLEN, "max_model_len")),
+    ("block size to", _simple(R_BLOCK_SIZE, "block_size")),
+    ("backend", _h_backend),
+    ("version", _h_version),
+    ("serving model", _h_version),
+    ("To serve at least one request", _h_too_small),
+    ("is larger than the maximum number of tokens", _h_v0_too_large),
+    ("No available memory for the cache blocks", _h_no_mem),
+    ("Cannot auto-fit", _h_autofit_fail),
+    ("out of memory", _h_oom),
+    ("OutOfMemoryError", _h_oom),
+    ("Mamba cache blocks", _h_mamba),
+    ("failed", _h_failed),
+    ("num_gpu_blocks is:", _simple(R_CACHE_INFO_BLOCKS, "num_gpu_blocks", int, _P_LOG)),
+    ("num_gpu_blocks_override", _h_override),
+    ("Auto-fit max_model_len: reduced", _h_autofit),
+    ("Memory profiling takes", lambda c, n, env, msg: bool(R_PROF_TAKES.search(msg)) and c._builder(n) is not None),
+)
+
+# Substrings that make a line worth handing to the collector at all (fast pre-filter for the
+# streaming reader; every rule needle plus the table-block rows).
+NEEDLES: tuple[str, ...] = tuple({needle for needle, _ in _RULES}) + (
+    "duration", "total_gpu_memory", "gpu_memory_utilization", "PyTorch activation", "non_torch_memory",
+    "available_kv_cache_memory", "model weights", "the current vLLM instance",
+)
+
+
+def _finalize(b: _Builder) -> StartupFacts:
+    f = b.f
+    if f.cudagraph_estimate_bytes is None and b.equiv is not None and f.total_memory_bytes:
+        util, equiv = b.equiv
+        # The V2 runner never prints the estimate; vLLM prints equiv = round(util - est/total, 4).
+        est = (util - equiv) * f.total_memory_bytes
+        if est >= 0:
+            f.cudagraph_estimate_bytes = int(round(est))
+    f.era = _era(f, b.hints)
+    return f
+
+
+def _era(f: StartupFacts, hints: set[str]) -> str | None:
+    """Era from the printed version when known, else from the formats seen (docs/evidence.md)."""
+    v = f.vllm_version
+    if v:
+        m = re.match(r"(\d+)\.(\d+)", v)
+        if m:
+            major, minor = int(m.group(1)), int(m.group(2))
+            if major == 0 and minor < 8:
+                return "v0"
+            if major == 0 and minor < 10:
+                return "v1-early"
+            if major == 0 and minor < 20:
+                return "v1-0.1x"
+            if major == 0 and minor < 33:
+                return "v1-0.2x"
+            if not (major == 0 and minor == 1):  # "0.1.devNNNN" builds carry no era
+                return "v1-0.33"
+    for era in ("v1-0.33", "v1-0.2x", "v0", "v1"):
+        if era in hints:
+            return era
+    if f.engine_config:
+        return "v1"
+    return None
+
+
+# --- public entry point ----------------------------------------------------------------------------
+def _looks_like_path(src: Any) -> bool:
+    # A str is a path when it names an existing file or has no whitespace (a log line always has);
+    # anything else is log text.
+    if isinstance(src, os.PathLike):
+        return True
+    if not isinstance(src, str) or "\n" in src:
+        return False
+    return os.path.exists(src) or not any(ch.isspace() for ch in src)
+
+
+def _open_lines(src: Any) -> Iterable[str]:
+    if _looks_like_path(src):
+        path = os.fspath(src)
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(2)
+        except OSError as exc:
+            from kvdoctor.errors import InputError
+
+            raise InputError(f"cannot read log {path}: {exc.strerror or exc}") from None
+        raw = gzip.open(path, "rb") if head == b"\x1f\x8b" else open(path, "rb")
+        return _decode(raw)
+    if isinstance(src, str):
+        return src.splitlines()
+    if isinstance(src, (bytes, bytearray)):
+        return _decode(io.BytesIO(bytes(src)))
+    return (x.decode("utf-8", "replace") if isinstance(x, (bytes, bytearray)) else str(x) for x in src)
+
+
+def _decode(raw) -> Iterable[str]:
+    with raw:
+        try:
+            for bline in raw:
+                if len(bline) > MAX_LINE:
+                    bline = bline[:MAX_LINE]
+                yield bline.decode("utf-8", "replace").replace("\x00", "")
+        except (OSError, EOFError, gzip.BadGzipFile):
+            return  # truncated gzip: keep what was read
+
+
+def read_startup_facts(path_or_lines: Any) -> list[StartupFacts]:
+    """Every engine start in a log (path, gzip path, text, bytes, or an iterable of lines).
+
+    Returns one :class:`StartupFacts` per start, in file order; ``[]`` when none is visible.
+    Never raises on content; an unreadable path raises :class:`~kvdoctor.errors.InputError`.
+    """
+    col = StartupCollector()
+    for n, phys in enumerate(_open_lines(path_or_lines), start=1):
+        if len(phys) > MAX_LINE:
+            phys = phys[:MAX_LINE]
+        phys = strip_ansi(phys.rstrip("\r\n"))
+        for line in split_glued(phys) if len(phys) > 60 else (phys,):
+            env = parse_envelope(line)
+            msg = env.msg if env is not None else line
+            col.feed(n, env, msg)
+    return col.finish()

@@ -1,0 +1,146 @@
+"""Start-up facts on vLLM 0.33 lines (vllm-reference.md §1.5 worked example) and edge cases."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from kvdoctor.errors import InputError
+from kvdoctor.evidence.logs import read_startup_facts
+from kvdoctor.evidence.logs.startup import _literal_dict, parse_engine_config
+
+GiB = 1 << 30
+
+V033 = """\
+(APIServer pid=4242) INFO 11-20 14:00:01 [startup.py:96] non-default args: {'model_tag': 'meta-llama/Llama-3.1-8B-Instruct', 'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 131072, 'gpu_memory_utilization': 0.92, 'enable_prefix_caching': False, 'max_num_seqs': 64}
+(EngineCore pid=81234) INFO 11-20 14:01:20 [core.py:100] Initializing a V1 LLM engine (v0.33.0) with config: model='meta-llama/Llama-3.1-8B-Instruct', speculative_config=None, tokenizer='meta-llama/Llama-3.1-8B-Instruct', dtype=torch.bfloat16, max_seq_len=131072, download_dir=None, tensor_parallel_size=1, pipeline_parallel_size=1, data_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, compilation_config={"level": 3, "cudagraph_mode": [2, 1]}, seed=0
+(EngineCore pid=81234) INFO 11-20 14:01:21 [scheduler.py:311] Chunked prefill is enabled with max_num_batched_tokens=8192.
+(EngineCore pid=81234) INFO 11-20 14:01:25 [cuda.py:509] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN', 'FLASHINFER'].
+(EngineCore pid=81234) INFO 11-20 14:01:31 [gpu_worker.py:513] Using V2 Model Runner
+(EngineCore pid=81234) INFO 11-20 14:01:40 [model_runner.py:429] Model loading took 14.99 GiB memory and 5.312874 seconds
+(EngineCore pid=81234) INFO 11-20 14:02:06 [model_runner.py:1163] Graph capturing finished in 4 secs, took 0.41 GiB
+(EngineCore pid=81234) INFO 11-20 14:02:07 [gpu_worker.py:772] Available KV cache memory: 55.1 GiB
+(EngineCore pid=81234) INFO 11-20 14:02:07 [gpu_worker.py:787] CUDA graph memory profiling is enabled (default since v0.21.0). The current --gpu-memory-utilization=0.9200 is equivalent to --gpu-memory-utilization=0.9133 without CUDA graph memory profiling. To maintain the same effective KV cache size as before, increase --gpu-memory-utilization to 0.9267. To disable, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0.
+(EngineCore pid=81234) INFO 11-20 14:02:07 [kv_cache_utils.py:1147] GPU KV cache size: 451,344 tokens, Maximum concurrency for 131,072 tokens per request: 3.44x
+(EngineCore pid=81234) INFO 11-20 14:02:30 [model_runner.py:1163] Graph capturing finished in 22 secs, took 0.49 GiB
+(EngineCore pid=81234) INFO 11-20 14:02:31 [gpu_worker.py:1066] Free memory on device (78.62/79.19 GiB) on startup. Desired GPU memory utilization is (0.92, 72.86 GiB). Actual usage is 16.04 GiB for consumed memory (weights + non-torch), 1.72 GiB for peak activation, and 0.49 GiB for CUDAGraph memory. Replace gpu_memory_utilization config with `--kv-cache-memory=58476102946` (54.46 GiB) to fit into requested memory, or `--kv-cache-memory=64664507517` (60.22 GiB) to fully utilize gpu memory. Current kv cache memory in use is 55.1 GiB.
+"""
+
+
+def g(x):
+    return None if x is None else round(x / GiB, 2)
+
+
+def test_v033_worked_example():
+    (f,) = read_startup_facts(V033)
+    assert f.era == "v1-0.33" and f.vllm_version == "0.33.0"
+    assert g(f.weights_bytes) == 14.99 and f.load_seconds == pytest.approx(5.312874)
+    assert g(f.kv_cache_bytes) == 55.1
+    assert f.kv_cache_tokens == 451344 and f.max_concurrency == 3.44 and f.max_concurrency_len == 131072
+    assert g(f.cudagraph_bytes) == 0.49  # the real (second) capture, not the profile-only one
+    # estimate recovered from the utilisation equivalence: (0.92 - 0.9133) * 79.19 GiB
+    assert f.cudagraph_estimate_bytes == pytest.approx((0.92 - 0.9133) * 79.19 * GiB, rel=1e-6)
+    assert g(f.consumed_bytes) == 16.04 and g(f.activation_bytes) == 1.72
+    assert g(f.total_memory_bytes) == 79.19 and g(f.free_memory_bytes) == 78.62
+    assert f.gpu_memory_utilization == 0.92 and g(f.requested_bytes) == 72.86
+    assert f.kv_cache_memory_fit_bytes == 58476102946 and f.kv_cache_memory_full_bytes == 64664507517
+    assert f.max_model_len == 131072 and f.max_num_batched_tokens == 8192
+    assert f.dtype == "bfloat16" and f.kv_cache_dtype == "auto" and f.tensor_parallel_size == 1
+    assert f.attention_backend == "FLASH_ATTN"
+    assert f.non_default_args["max_num_seqs"] == 64 and f.non_default_args["enable_prefix_caching"] is False
+    assert f.engine_config["compilation_config"] == {"level": 3, "cudagraph_mode": [2, 1]}
+    lines = V033.splitlines()
+    assert "Available KV cache memory" in lines[f.line_refs["kv_cache_bytes"] - 1]
+    assert "0.49 GiB" in lines[f.line_refs["cudagraph_bytes"] - 1]
+
+
+def test_two_engine_starts_are_two_facts():
+    restarted = V033.replace("11-20 14:0", "11-20 15:0").replace("55.1 GiB", "50.2 GiB")
+    facts = read_startup_facts(V033 + restarted)
+    assert len(facts) == 2
+    assert [g(f.kv_cache_bytes) for f in facts] == [55.1, 50.2]
+    assert facts[1].first_line == len(V033.splitlines()) + 1
+
+
+def test_worker_ranks_lowest_wins_and_per_worker_kept():
+    text = (
+        "(Worker_TP1 pid=2) INFO 08-22 04:42:13 [gpu_worker.py:1] Available KV cache memory: 12.24 GiB\n"
+        "(Worker_TP0 pid=1) INFO 08-22 04:42:13 [gpu_worker.py:1] Available KV cache memory: 12.26 GiB\n"
+    )
+    (f,) = read_startup_facts(text)
+    assert g(f.kv_cache_bytes) == 12.26
+    assert g(f.per_worker["Worker_TP1"]["kv_cache_bytes"]) == 12.24
+
+
+@pytest.mark.parametrize(
+    "line, kind, needed, avail",
+    [
+        ("ERROR 01-01 00:00:00 [core.py:1] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+         "no-memory-for-cache", None, None),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.50 GiB is free.",
+         "oom", 2.0, 1.5),
+        ("(EngineCore pid=1) ERROR 01-01 00:00:00 [core.py:1] ValueError: Free memory on device cuda:0 (60.5/79.19 GiB) on startup is less than desired GPU memory utilization (0.92, 72.86 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+         "free-memory-below-util", 72.86, 60.5),
+    ],
+)
+def test_errors(line, kind, needed, avail):
+    (f,) = read_startup_facts(line + "\n(EngineCore pid=1) ERROR 01-01 00:00:01 [core.py:2] EngineCore failed to start.\n")
+    assert f.startup_error == kind  # the specific error beats the generic "failed to start"
+    assert g(f.error_needed_bytes) == needed and g(f.error_available_bytes) == avail
+
+
+def test_older_kv_too_small_typo_and_estimate():
+    line = ("ValueError: To serve at least one request with the models's max seq len (32768), (16.00 GiB KV cache is "
+            "needed, which is larger than the available KV cache memory (4.85 GiB). Based on the available memory, "
+            "the estimated maximum model length is 9936. Try increasing `gpu_memory_utilization`")
+    (f,) = read_startup_facts(line)
+    assert (f.startup_error, f.max_model_len, f.error_est_max_model_len) == ("kv-too-small", 32768, 9936)
+    assert g(f.error_needed_bytes) == 16.0 and g(f.error_available_bytes) == 4.85
+
+
+def test_non_default_args_tolerant_fallback():
+    text = ("{'model': 'x', 'dtype': torch.bfloat16, 'kv_cache_dtype': 'fp8', ... 'max_num_seqs': 2, "
+            "'served_model_name': [...], 'speculative_config': {'method': 'mtp', 'num_speculative_tokens': 3}}")
+    d = _literal_dict(text)
+    assert d["model"] == "x" and d["dtype"] == "torch.bfloat16" and d["max_num_seqs"] == 2
+    assert d["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 3}
+    assert d["served_model_name"] == "[...]"
+
+
+def test_engine_config_parser_keeps_nested_values_whole():
+    cfg = parse_engine_config("model='m', max_seq_len=4096, observability_config=ObservabilityConfig(a=1, b=2), seed=0")
+    assert cfg == {"model": "m", "max_seq_len": 4096, "observability_config": "ObservabilityConfig(a=1, b=2)", "seed": 0}
+
+
+def test_garbage_never_raises(tmp_path):
+    junk = bytes(range(256)) * 50 + b"\x00" * 1000 + b"Available KV cache memory: nan GiB\n" + b"x" * 200_000
+    p = tmp_path / "junk.log"
+    p.write_bytes(junk)
+    assert read_startup_facts(p) == []
+    assert read_startup_facts(["Available KV cache memory: 1e999999 GiB", "# GPU blocks: 99999999999999999999999"])
+
+
+def test_gzip_path_and_missing_file(tmp_path):
+    p = tmp_path / "x.log.gz"
+    p.write_bytes(gzip.compress(V033.encode()))
+    (f,) = read_startup_facts(p)
+    assert f.kv_cache_tokens == 451344
+    with pytest.raises(InputError):
+        read_startup_facts(tmp_path / "nope.log")
+
+
+def test_foreign_prefixes_and_ansi():
+    line = ("2026-05-12T08:01:39.331095044Z \x1b[32m(EngineCore_DP0 pid=7)\x1b[0m INFO 05-12 08:01:39 "
+            "[gpu_worker.py:1] Available KV cache memory: 3.5 GiB")
+    (f,) = read_startup_facts(line)
+    assert g(f.kv_cache_bytes) == 3.5
+
+
+def test_no_numpy_at_import():
+    import subprocess
+    import sys
+
+    code = "import sys, kvdoctor.evidence.logs; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
