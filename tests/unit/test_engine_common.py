@@ -123,3 +123,28 @@ def test_log_without_startup(tmp_path):
     p.write_text("nothing here\n")
     with pytest.raises(InputError, match="no vLLM start-up"):
         common.resolve_inputs(common.ConfigOptions(from_log=str(p), gpu="H100"))
+
+
+def test_gpu_from_log_name_or_memory():
+    from kvdoctor.evidence.model import StartupFacts
+
+    notes: list[str] = []
+    g = common._gpu_from(None, StartupFacts(gpu_name="NVIDIA H100 80GB HBM3"), notes)
+    assert g.compute_capability == (9, 0) and "GPU from the log" in notes[0]
+    notes = []
+    g = common._gpu_from(None, StartupFacts(gpu_name="Mystery Accelerator X", total_memory_bytes=int(23.58 * 2**30)), notes)
+    assert abs(g.memory_bytes - 23.58 * 2**30) < 2**20 and any("not in the catalog" in n for n in notes)
+    assert common._gpu_from(None, StartupFacts(), []) is None
+    assert common._gpu_from("A100-80GB", StartupFacts(gpu_name="NVIDIA H100 80GB HBM3"), []).compute_capability == (8, 0)
+
+
+def test_imports_stay_light():
+    """cli/common and engine/* must not pull heavy modules at import time (CLI start-up budget)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, kvdoctor.cli.common, kvdoctor.engine.defaults, kvdoctor.engine.sources, "
+            "kvdoctor.engine.diff; print([m for m in ('numpy', 'pydantic', 'plotly', 'httpx', "
+            "'prometheus_client', 'yaml') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -241,6 +241,33 @@ def merge_config(opts: ConfigOptions, startup: Any = None, *, base_dir: str | No
     return sources.merge(layers)
 
 
+def _gpu_from(text: str | None, startup: Any, notes: list[str]) -> Any:
+    """--gpu wins; else the log's device name; else the log's total memory as an anonymous GPU."""
+    from kvdoctor.catalog.gpus import lookup_gpu
+    from kvdoctor.errors import NotFoundError
+
+    if text is not None:
+        return lookup_gpu(text)
+    if startup is None:
+        return None
+    total = getattr(startup, "total_memory_bytes", None)
+    name = getattr(startup, "gpu_name", None)
+    if name:
+        try:
+            gpu = lookup_gpu(name)
+            notes.append(f"GPU from the log: {name} -> {gpu.name}")
+            return gpu
+        except NotFoundError:
+            if not total:
+                raise
+            notes.append(f"the log's GPU {name!r} is not in the catalog; using its total memory only")
+    if total:
+        size = f"{total / 2**30:.2f}GiB"
+        notes.append(f"GPU taken from the log's total memory ({size}); pass --gpu for its name and capability")
+        return lookup_gpu(size)
+    return None
+
+
 def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str = "api") -> Inputs:
     """Look up model and GPU, merge configuration sources, apply vLLM's defaults for the version.
 
@@ -265,19 +292,8 @@ def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str = "
 
     shape = lookup_model(model_text)
 
-    gpu = None
-    gpu_text = opts.gpu
-    if gpu_text is None and startup is not None:
-        if getattr(startup, "gpu_name", None):
-            gpu_text = startup.gpu_name
-        elif getattr(startup, "total_memory_bytes", None):
-            gpu_text = f"{startup.total_memory_bytes / 2**30:.2f}GiB"
-            notes.append(f"GPU taken from the log's total memory ({gpu_text}); pass --gpu for its name")
-    if gpu_text is not None:
-        from kvdoctor.catalog.gpus import lookup_gpu
-
-        gpu = lookup_gpu(gpu_text)
-    elif need_gpu:
+    gpu = _gpu_from(opts.gpu, startup, notes)
+    if gpu is None and need_gpu:
         raise InputError("no GPU: pass --gpu (e.g. --gpu H100) or --from-log with a start-up log")
 
     version_text = opts.vllm_version or cfg.vllm_version or DEFAULT_VLLM_VERSION
