@@ -1,0 +1,231 @@
+"""Per-request traces → ``list[RequestRecord]``.
+
+Formats (auto-detected; docs/evidence.md "Request traces"):
+
+* **kvdoctor CSV / JSONL** — one request per row. Columns (aliases in ``_ALIASES``):
+  ``request_id, arrival_s, prompt_tokens, output_tokens, queue_s, prefill_s, decode_s, ttft_s,
+  e2e_s, preemptions, preempted_s, prefix_group, prefix_len``. Only ``prompt_tokens`` (or an alias)
+  is required; ``arrival_s`` is seconds (epoch or from trace start).
+* **Vidur / Splitwise CSV** — ``arrived_at,num_prefill_tokens,num_decode_tokens`` (seconds from
+  trace start), and Vidur's length-only files (``num_prefill_tokens,num_decode_tokens,...``) whose
+  records get ``arrival_s = nan`` (a length distribution has no arrival times; callers that need
+  arrivals check :func:`has_arrivals`).
+* **OTLP JSON spans** exported from vLLM's tracing (``--otlp-traces-endpoint`` through a collector's
+  file exporter): ``{"resourceSpans": [...]}`` documents (one JSON document, or one per line).
+  Spans named ``llm_request`` carry ``gen_ai.*`` attributes (vLLM ``tracing/utils.py:SpanAttributes``);
+  the span start is the request's arrival.
+
+I/O at the edge, stdlib only, fast for the 20k-row traces (csv module, no per-row regex).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from kvdoctor.errors import InputError
+from kvdoctor.evidence.model import RequestRecord
+
+# canonical field -> accepted column names (lower-case)
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "request_id": ("request_id", "id", "req_id", "rid", "gen_ai.request.id"),
+    "arrival_s": ("arrival_s", "arrival", "arrived_at", "arrival_time", "timestamp", "t", "time"),
+    "prompt_tokens": ("prompt_tokens", "num_prefill_tokens", "input_len", "input_lens", "prompt_len",
+                      "input_tokens", "prompt_length"),
+    "output_tokens": ("output_tokens", "num_decode_tokens", "output_len", "output_lens", "completion_tokens",
+                      "output_length", "generation_tokens"),
+    "queue_s": ("queue_s", "queue_time", "time_in_queue", "queued_s"),
+    "prefill_s": ("prefill_s", "prefill_time"),
+    "decode_s": ("decode_s", "decode_time"),
+    "ttft_s": ("ttft_s", "ttft", "time_to_first_token"),
+    "e2e_s": ("e2e_s", "e2e", "latency", "e2e_latency"),
+    "preemptions": ("preemptions", "num_preemptions"),
+    "preempted_s": ("preempted_s", "preempted_time"),
+    "prefix_group": ("prefix_group", "prefix_id", "session_id", "conversation_id"),
+    "prefix_len": ("prefix_len", "prefix_tokens", "shared_prefix_len"),
+}
+_INT_FIELDS = {"prompt_tokens", "output_tokens", "preemptions", "prefix_len"}
+_FLOAT_FIELDS = {"arrival_s", "queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s", "preempted_s"}
+
+OTEL_ATTRS = {
+    "gen_ai.request.id": "request_id",
+    "gen_ai.usage.prompt_tokens": "prompt_tokens",
+    "gen_ai.usage.completion_tokens": "output_tokens",
+    "gen_ai.latency.time_in_queue": "queue_s",
+    "gen_ai.latency.time_to_first_token": "ttft_s",
+    "gen_ai.latency.e2e": "e2e_s",
+    "gen_ai.latency.time_in_model_prefill": "prefill_s",
+    "gen_ai.latency.time_in_model_decode": "decode_s",
+}
+
+
+def has_arrivals(records: Iterable[RequestRecord]) -> bool:
+    return all(not math.isnan(r.arrival_s) for r in records)
+
+
+def _open_text(path: str) -> io.TextIOBase:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+        if head == b"\x1f\x8b":
+            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace", newline="")
+        return open(path, encoding="utf-8", errors="replace", newline="")
+    except OSError as exc:
+        raise InputError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+
+
+def _column_map(header: Iterable[str]) -> dict[str, str]:
+    """canonical field -> the header's column name."""
+    lower = {h.strip().lower(): h for h in header if h is not None}
+    out: dict[str, str] = {}
+    for field, names in _ALIASES.items():
+        for n in names:
+            if n in lower:
+                out[field] = lower[n]
+                break
+    return out
+
+
+def _conv(field: str, v: Any) -> Any:
+    if v is None or v == "":
+        return None
+    if field in _INT_FIELDS:
+        return int(float(v))
+    if field in _FLOAT_FIELDS:
+        return float(v)
+    return str(v)
+
+
+def _record(i: int, row: dict[str, Any], cols: dict[str, str], where: str) -> RequestRecord:
+    vals: dict[str, Any] = {}
+    for field, col in cols.items():
+        try:
+            vals[field] = _conv(field, row.get(col))
+        except (TypeError, ValueError):
+            raise InputError(f"{where}: row {i + 1}: {col}={row.get(col)!r} is not a number") from None
+    rid = vals.pop("request_id", None) or str(i)
+    arrival = vals.pop("arrival_s", None)
+    return RequestRecord(request_id=rid, arrival_s=float("nan") if arrival is None else arrival, **vals)
+
+
+def load_csv(path: str) -> list[RequestRecord]:
+    with _open_text(path) as fh:
+        reader = csv.DictReader(fh)
+        cols = _column_map(reader.fieldnames or [])
+        if "prompt_tokens" not in cols:
+            raise InputError(
+                f"{path}: not a request trace: needs a prompt-token column "
+                f"(one of {', '.join(_ALIASES['prompt_tokens'])}); found {reader.fieldnames}"
+            )
+        return [_record(i, row, cols, path) for i, row in enumerate(reader)]
+
+
+def load_jsonl(path: str) -> list[RequestRecord]:
+    out: list[RequestRecord] = []
+    cols: dict[str, str] | None = None
+    with _open_text(path) as fh:
+        for i, line in enumerate(fh):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                raise InputError(f"{path}: line {i + 1} is not JSON") from None
+            if isinstance(row, dict) and "resourceSpans" in row:
+                out.extend(_otlp_records(row))
+                continue
+            if not isinstance(row, dict):
+                raise InputError(f"{path}: line {i + 1} is not a JSON object")
+            cols = _column_map(row.keys()) if cols is None or not set(cols.values()) <= row.keys() else cols
+            if "prompt_tokens" not in cols:
+                raise InputError(f"{path}: line {i + 1}: no prompt-token field (e.g. prompt_tokens)")
+            out.append(_record(len(out), row, cols, path))
+    return out
+
+
+def _any_value(v: dict[str, Any]) -> Any:
+    for k in ("intValue", "doubleValue", "stringValue", "boolValue"):
+        if k in v:
+            return v[k]
+    return None
+
+
+def _otlp_records(doc: dict[str, Any]) -> list[RequestRecord]:
+    out: list[RequestRecord] = []
+    for rs in doc.get("resourceSpans") or []:
+        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
+            for span in ss.get("spans") or []:
+                attrs = {a.get("key"): _any_value(a.get("value") or {}) for a in span.get("attributes") or []}
+                if not any(k in attrs for k in OTEL_ATTRS):
+                    continue  # not a vLLM request span (HTTP, loading spans...)
+                vals: dict[str, Any] = {}
+                for key, field in OTEL_ATTRS.items():
+                    if attrs.get(key) is not None:
+                        try:
+                            vals[field] = _conv(field, attrs[key]) if field != "request_id" else str(attrs[key])
+                        except (TypeError, ValueError):
+                            continue
+                start = span.get("startTimeUnixNano")
+                arrival = int(start) / 1e9 if start not in (None, "") else float("nan")
+                rid = vals.pop("request_id", None) or span.get("spanId") or str(len(out))
+                out.append(RequestRecord(request_id=rid, arrival_s=arrival, **vals))
+    return out
+
+
+def load_otlp(path: str) -> list[RequestRecord]:
+    with _open_text(path) as fh:
+        text = fh.read()
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return load_jsonl(path)  # the collector's file exporter writes one document per line
+    if not isinstance(doc, dict) or "resourceSpans" not in doc:
+        raise InputError(f"{path}: not an OTLP JSON trace (no resourceSpans)")
+    return _otlp_records(doc)
+
+
+def sniff_trace(path: str) -> str | None:
+    """'csv' | 'jsonl' | 'otlp' when the file looks like a request trace, else None."""
+    try:
+        with _open_text(path) as fh:
+            head = fh.read(4096)
+    except InputError:
+        return None
+    s = head.lstrip()
+    if s.startswith("{"):
+        if '"resourceSpans"' in head:
+            return "otlp"
+        first = s.splitlines()[0] if s else ""
+        try:
+            row = json.loads(first)
+        except json.JSONDecodeError:
+            return None
+        return "jsonl" if isinstance(row, dict) and "prompt_tokens" in _column_map(row.keys()) else None
+    first = s.splitlines()[0] if s else ""
+    if "prompt_tokens" in _column_map(c.strip() for c in first.split(",")):
+        return "csv"
+    return None
+
+
+def load_trace(path: str | os.PathLike) -> list[RequestRecord]:
+    """Load a request trace (CSV, JSONL or OTLP JSON; gzip ok). Records are sorted by arrival when
+    the trace has arrivals, else kept in file order. Bad input raises InputError."""
+    path = os.fspath(path)
+    kind = sniff_trace(path)
+    if kind is None:
+        if not os.path.exists(path):
+            raise InputError(f"cannot read trace {path}: no such file")
+        raise InputError(
+            f"{path}: not a request trace (expected CSV/JSONL with a prompt-token column, or OTLP JSON spans)"
+        )
+    recs = {"csv": load_csv, "jsonl": load_jsonl, "otlp": load_otlp}[kind](path)
+    if recs and has_arrivals(recs):
+        recs.sort(key=lambda r: r.arrival_s)
+    return recs
