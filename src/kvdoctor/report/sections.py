@@ -122,6 +122,23 @@ def kv_table(pairs: list[tuple[str, Any, str]]) -> str:
     return "<table><tbody>" + "".join("<tr>" + "".join(r) + "</tr>" for r in rows) + "</tbody></table>" if rows else ""
 
 
+def with_figure(payload: dict[str, Any], dotted: str, value: Any) -> Any:
+    """A bare value joined with its provenance from ``payload["figures"]`` when the verb keeps it
+    there (flat ``{"memory.weights": Figure}`` or nested ``{"memory": {"weights": Figure}}``)."""
+    if value is None or (isinstance(value, dict) and "source" in value):
+        return value
+    figs = payload.get("figures")
+    if not isinstance(figs, dict):
+        return value
+    f = figs.get(dotted)
+    if f is None:
+        head, _, tail = dotted.partition(".")
+        f = figs.get(head, {}).get(tail) if isinstance(figs.get(head), dict) else None
+    if isinstance(f, dict) and "source" in f:
+        return {"value": value, "source": f.get("source"), "how": f.get("how", "")}
+    return value
+
+
 def _label(payload: dict[str, Any]) -> str:
     """model @ gpu, whatever shape the verb used (strings or {"name": ...} objects)."""
     def name(v: Any) -> str | None:
@@ -226,7 +243,14 @@ def _ranks(payload: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             if not isinstance(r, dict):
                 continue
             mem = r.get("memory") if isinstance(r.get("memory"), dict) else r
-            name = r.get("label") or (f"GPU {r['rank']}" if "rank" in r else f"GPU {i}")
+            if r.get("label"):
+                name = r["label"]
+            elif "rank" in r:
+                name = f"GPU {r['rank']}"
+            elif "tp_rank" in r or "pp_rank" in r:  # ledger/1 lists distinct (tp, pp) ranks
+                name = f"TP{r.get('tp_rank', 0)} PP{r.get('pp_rank', 0)}"
+            else:
+                name = f"GPU {i}"
             out.append((str(name), mem))
     if not out and isinstance(payload.get("memory"), dict):
         out.append(("GPU 0" if not payload.get("ranks") else "GPU", payload["memory"]))
@@ -265,7 +289,10 @@ def ledger_section(page, payload: dict[str, Any]) -> str:
     })
     parts = [page.plot({"data": data, "layout": layout})]
 
-    m0 = ranks[0][1]
+    m0 = dict(ranks[0][1])
+    # ledger/1 keeps bare numbers in memory{} and the provenance in figures{"memory.weights": Figure}
+    for part in ("total", "requested", *[p for p, _ in _MEM_PARTS]):
+        m0[f"{part}_bytes"] = with_figure(payload, f"memory.{part}", m0.get(f"{part}_bytes"))
     mem_rows = [
         ("total", m0.get("total_bytes")), ("requested (utilization × total)", m0.get("requested_bytes")),
         *[(_MEM_LABEL[p], m0.get(k)) for p, k in _MEM_PARTS],
@@ -274,7 +301,9 @@ def ledger_section(page, payload: dict[str, Any]) -> str:
     if rows:
         parts.append(f"<h3>{esc(ranks[0][0])}</h3>" + table(["figure", "value"], rows))
 
-    kv = payload.get("kv_cache") if isinstance(payload.get("kv_cache"), dict) else {}
+    kv = dict(payload.get("kv_cache")) if isinstance(payload.get("kv_cache"), dict) else {}
+    for k in list(kv):
+        kv[k] = with_figure(payload, f"kv_cache.{k}", kv[k])
     if kv:
         parts.append("<h3>KV block pool</h3>" + kv_table([
             ("block size (tokens)", kv.get("block_size"), ""),
@@ -372,7 +401,12 @@ def plan_section(page, payload: dict[str, Any]) -> str:
                 "y": [w] * len(labels), "line": {"dash": "dot", "color": COLORS["preempt"]},
             })
     layout = _base_layout(None, height=380)
-    layout.update({"xaxis": {"type": "category", "automargin": True}, "yaxis": {"title": {"text": "tokens"}, "rangemode": "tozero"}})
+    ys = [v for tr in data for v in tr["y"] if v]
+    # a worst case 50x the pool would flatten the staircase into the axis: use a log scale then
+    log = bool(ys) and max(ys) / min(ys) > 20
+    yaxis = {"title": {"text": "tokens" + (" (log scale)" if log else "")}}
+    yaxis.update({"type": "log"} if log else {"rangemode": "tozero"})
+    layout.update({"xaxis": {"type": "category", "automargin": True}, "yaxis": yaxis})
     html = page.plot({"data": data, "layout": layout})
     html += '<p class="note">Green marker: that level is enough; red: not enough; grey: not judged.</p>'
 
@@ -762,8 +796,9 @@ def _change_text(step: dict[str, Any]) -> str:
 # generic summaries (simulate, swap, check, evidence...)
 # --------------------------------------------------------------------------------------------
 
+# shown in their own sections, or provenance of values shown elsewhere (figures{}, sources{})
 _SKIP_TOP = {"schema_version", "timeline", "levels", "slow_requests", "findings", "memory", "kv_cache",
-             "reconciliation", "ranks", "steps", "spikes"}
+             "reconciliation", "ranks", "steps", "spikes", "figures", "sources", "handbook", "events"}
 
 
 def summary_section(payload: dict[str, Any], kind: str) -> str:
