@@ -214,8 +214,8 @@ _LAYER_TYPE_NAMES = {
 }
 
 
-def _normalise(raw: dict, name: str) -> tuple[dict, dict, str]:
-    """Return (root config, text config with canonical keys filled in, model_type)."""
+def _normalise(raw: dict, name: str) -> tuple[dict, dict, str, bool]:
+    """Return (root config, text config with canonical keys filled in, model_type, is_multimodal)."""
     if not isinstance(raw, dict):
         raise InputError(f"config must be a JSON object, got {type(raw).__name__}{_where(name)}")
     text = raw
@@ -243,7 +243,7 @@ def _normalise(raw: dict, name: str) -> tuple[dict, dict, str]:
     for canon, own in amap.items():
         if canon not in t and own in t:
             t[canon] = t[own]
-    return raw, t, model_type
+    return raw, t, model_type, text is not raw
 
 
 # --------------------------------------------------------------------------------------------
@@ -654,8 +654,8 @@ def _vision_params(raw: dict) -> tuple[int, str]:
 
 def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None = None) -> ModelShape:
     """Derive the ModelShape vLLM 0.33 would from ``config.json`` (+ ModelOpt ``hf_quant_config.json``)."""
-    raw, t, model_type = _normalise(cfg, name)
-    text_type = t.get("model_type", model_type) if t is not raw else model_type
+    raw, t, model_type, is_mm = _normalise(cfg, name)
+    text_type = t.get("model_type", model_type) if is_mm else model_type
     archs = tuple(raw.get("architectures") or ())
     notes: list[str] = []
 
@@ -743,7 +743,7 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
     if is_falcon and t.get("parallel_attn", True) and not t.get("new_decoder_architecture", False):
         norms = 1
     rot, rope_rows = _rope_cache(t, text_type, attn_head_dim, name, mla_rope=rope_dim if is_mla else None)
-    vis, vis_note = _vision_params(raw) if t is not raw else (0, "")
+    vis, vis_note = _vision_params(raw) if is_mm else (0, "")
     if vis_note:
         notes.append(vis_note)
 
@@ -752,7 +752,7 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
         num_attention_heads=heads, num_kv_heads=kv_heads, head_size=head_size, head_size_v=head_size_v,
         intermediate_size=dense_inter, vocab_size=vocab, tie_word_embeddings=tie, max_model_len=max_len,
         dtype=dtype, layer_kinds=kinds, sliding_window=sw, is_mla=is_mla, kv_lora_rank=kv_lora,
-        qk_rope_head_dim=rope_dim, moe=moe, quant=quant, is_multimodal=t is not raw, source=name,
+        qk_rope_head_dim=rope_dim, moe=moe, quant=quant, is_multimodal=is_mm, source=name,
         extra={"max_model_len_how": max_len_how},
         attention_chunk_size=chunk, q_lora_rank=q_lora, qk_nope_head_dim=nope, v_head_dim=v_head,
         attn_head_dim=attn_head_dim, qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
