@@ -60,7 +60,7 @@ class State:
     resolved: Any
     ledger: Any
 
-    def figures(self, lengths: LengthDist | None) -> dict[str, Figure]:
+    def figures(self, lengths: LengthDist | None = None) -> dict[str, Figure]:
         led = self.ledger
         r = led.reconciliation
         kv = led.kv
@@ -238,10 +238,10 @@ def level1(ctx: Context) -> Finding | None:
         res.why = ("the real length distribution is unknown: pass --trace / --lengths FILE or --p99-context N "
                    "(the business maximum must be known before cutting the limit)")
         return _level_finding(ctx, res)
-    # The business maximum: p99 of prompt + output, rounded up to a multiple of 1024 tokens (a limit
-    # people can reason about; also a multiple of every block size), never below the target context.
+    # The business maximum: p99 of prompt + output, rounded up to a multiple of 2048 tokens (the 2K
+    # steps people state limits in; a multiple of every block size), never below the target context.
     p99 = lens.p99_total
-    new = max(int(math.ceil(p99 / 1024.0) * 1024), t.context or 0)
+    new = max(int(math.ceil(p99 / 2048.0) * 2048), t.context or 0)
     new = int(math.ceil(new / bs) * bs)
     if new >= mml:
         res.why = f"max-model-len {mml:,} is already at or below the business p99 ({p99:,} → {new:,})"
