@@ -74,7 +74,8 @@ class _Recorder:
         self.t, self.running, self.waiting, self.kv, self.pre, self.ptoks, self.gtoks = ([] for _ in range(7))
         self.hits, self.queries = [], []
         self.cur_pre = self.cur_ptok = self.cur_gtok = 0
-        # step segments: first step index, k, t_start, A, B, kv1, n, weight of step 1, weight of rest
+        # step segments: first step index, k, t_start, A, B, kv1, n, weight of step 1, weight of rest,
+        # tokens computed per step
         self.seg = []
         self.gaps = []
 
@@ -231,7 +232,7 @@ def simulate(
                         if r.out >= r.max_out:
                             finished.append(r)
                     pool.take(total_need)  # one pop for the whole stretch: same blocks leave the queue
-                    rec.seg.append((step, k, now, A, B, kv1, n, c1, n))
+                    rec.seg.append((step, k, now, A, B, kv1, n, c1, n, n))
                     rec.cur_gtok += n * k
                     u = pool.usage()
                     kv_usage_sum += u * dur
@@ -301,7 +302,7 @@ def simulate(
                 r.last_step = step
                 if r.out >= r.max_out:
                     finished.append(r)
-        rec.seg.append((step, 1, now, dt, 0.0, 0, 0, c1, 0))
+        rec.seg.append((step, 1, now, dt, 0.0, 0, 0, c1, 0, tokens))
         rec.cur_gtok += sampled
         rec.cur_ptok += ptoks
         u = pool.usage()
@@ -374,7 +375,7 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
     queue[~fin] = nan
 
     # step end times and the ITL distribution, from the step segments
-    seg = np.array(rec.seg, dtype=float).reshape(-1, 9) if rec.seg else np.zeros((0, 9))
+    seg = np.array(rec.seg, dtype=float).reshape(-1, 10) if rec.seg else np.zeros((0, 10))
     ks = seg[:, 1].astype(np.int64)
     total_steps = int(ks.sum())
     seg_of = np.repeat(np.arange(len(seg)), ks)
@@ -391,6 +392,7 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
     itl_vals = np.concatenate([dur, gaps])
     itl_w = np.concatenate([weights, np.ones(len(gaps))])
     tbt50, tbt99 = _wpercentile(itl_vals, itl_w, (50, 99))
+    step_tokens = seg[seg_of, 9]
     ttft50, ttft99 = _pct(ttft, (50, 99))
     e2e50, e2e99 = _pct(e2e, (50, 99))
     q50, q99 = _pct(queue, (50, 99))
@@ -468,11 +470,14 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
         config=asdict(cfg),
         itl_runs=[r.runs for r in reqs] if detail else [],
         itl_gaps=[r.gaps for r in reqs] if detail else [],
+        histograms={"itl": (itl_vals, itl_w), "iteration_tokens": step_tokens},
         counters={
             "prefix_cache_queries": float(sched.prefix_queries),
             "prefix_cache_hits": float(sched.prefix_hits),
             "evicted_blocks": float(sched.pool.evictions),
             "rejected_not_fitting_pool": float(nonfit_rejects),
             "busy_s": busy_t,
+            "prompt_tokens": float(sum(r.prompt for r in reqs if r.status == FINISHED)),
+            "generation_tokens": float(out_tokens),
         },
     )

@@ -1,0 +1,278 @@
+"""``kvdoctor simulate``: run a workload through a simulation of vLLM's v1 scheduler.
+
+Thin: shared model/GPU/engine options (cli/common.py), a workload (``--trace`` or synthetic), then
+``sim.whatif.run`` and rendering. The pool size comes from the memory ledger (or
+``--num-gpu-blocks-override``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kvdoctor.cli import app
+from kvdoctor.cli import common
+
+SCHEMA = "kvdoctor.simulate/1"
+_WL = "Workload"
+_OUT = "Outputs"
+
+
+@app.command("simulate")
+@common.config_options
+def simulate_cmd(
+    opts: common.ConfigOptions,
+    trace: Annotated[Optional[str], typer.Option("--trace", help="Request trace (CSV/JSONL: arrival time, prompt tokens, output tokens, optional prefix_group/prefix_len/priority).", rich_help_panel=_WL)] = None,
+    rate: Annotated[Optional[float], typer.Option("--rate", help="Synthetic workload: requests per second.", rich_help_panel=_WL)] = None,
+    arrival: Annotated[str, typer.Option("--arrival", help="Synthetic arrivals: poisson or gamma (bursty with --cv > 1).", rich_help_panel=_WL)] = "poisson",
+    cv: Annotated[float, typer.Option("--cv", help="Coefficient of variation of gamma inter-arrival times.", rich_help_panel=_WL)] = 1.0,
+    prompt_dist: Annotated[str, typer.Option("--prompt-dist", help="Lengths: fixed:PROMPT:OUTPUT, lognormal:PROMPT:OUTPUT[:SIGMA] (medians), or a file with prompt/output token columns (sampled).", rich_help_panel=_WL)] = "lognormal:1024:256:1.0",
+    requests: Annotated[Optional[int], typer.Option("--requests", "-n", help="Number of requests (synthetic; with --trace: the first N).", rich_help_panel=_WL)] = None,
+    duration: Annotated[Optional[float], typer.Option("--duration", help="Seconds of arrivals (synthetic; with --trace: the first S seconds).", rich_help_panel=_WL)] = None,
+    rate_scale: Annotated[float, typer.Option("--rate-scale", help="Multiply the request rate (2 = arrivals twice as fast).", rich_help_panel=_WL)] = 1.0,
+    prefix_groups: Annotated[int, typer.Option("--prefix-groups", help="Synthetic: requests share one of G prefixes (prefix caching).", rich_help_panel=_WL)] = 0,
+    prefix_len: Annotated[int, typer.Option("--prefix-len", help="Synthetic: tokens of the shared prefix.", rich_help_panel=_WL)] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.", rich_help_panel=_WL)] = 0,
+    long_prefill_token_threshold: Annotated[Optional[int], typer.Option("--long-prefill-token-threshold", help="vLLM's cap on one request's prefill tokens per step (0 = off).", rich_help_panel="Engine (vLLM flags)")] = None,
+    scheduling_policy: Annotated[Optional[str], typer.Option("--scheduling-policy", help="fcfs or priority (trace column 'priority').", rich_help_panel="Engine (vLLM flags)")] = None,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds per timeline sample / stats line (vLLM's VLLM_LOG_STATS_INTERVAL).", rich_help_panel=_OUT)] = 10.0,
+    log_out: Annotated[Optional[str], typer.Option("--log-out", help="Write the run as a vLLM 0.33 server log (stats lines).", rich_help_panel=_OUT)] = None,
+    metrics_out: Annotated[Optional[str], typer.Option("--metrics-out", help="Write a Prometheus /metrics scrape taken at the end.", rich_help_panel=_OUT)] = None,
+    requests_out: Annotated[Optional[str], typer.Option("--requests-out", help="Write per-request results as CSV (TTFT, E2E, queue, preemptions, ITL stats).", rich_help_panel=_OUT)] = None,
+    json_out: common.JsonOpt = False,
+    quiet: common.QuietOpt = False,
+) -> None:
+    """Predict TTFT, TBT, throughput and preemptions of a workload on this configuration, with a
+    simulation of vLLM 0.33's v1 scheduler and a step-time model calibrated on real GPU kernels."""
+    from dataclasses import replace
+
+    from kvdoctor.cli.output import emit_json, progress
+    from kvdoctor.errors import InputError
+    from kvdoctor.ledger.build import build_ledger
+    from kvdoctor.sim import whatif
+
+    if not interval > 0:
+        raise InputError(f"--interval must be positive, got {interval}")
+    if scheduling_policy is not None and scheduling_policy not in ("fcfs", "priority"):
+        raise InputError(f"--scheduling-policy must be fcfs or priority, got {scheduling_policy!r}")
+    if long_prefill_token_threshold is not None and long_prefill_token_threshold < 0:
+        raise InputError("--long-prefill-token-threshold must be >= 0")
+    workload = _workload(trace, rate, arrival, cv, prompt_dist, requests, duration, rate_scale, prefix_groups,
+                         prefix_len, seed)
+    inputs = common.resolve_inputs(opts)
+    resolved = inputs.resolved
+    changes = {}
+    if long_prefill_token_threshold is not None:
+        changes["long_prefill_token_threshold"] = long_prefill_token_threshold
+    if scheduling_policy is not None:
+        changes["scheduling_policy"] = scheduling_policy
+    if changes:
+        resolved = replace(resolved, **changes)
+    led = build_ledger(inputs.shape, inputs.gpu, resolved, startup=inputs.startup)
+    notes = list(inputs.notes) + list(workload.notes)
+    if not led.fit_ok:
+        msg = f"vLLM would not start with this configuration: {led.startup_error}"
+        if json_out:
+            emit_json({"schema_version": SCHEMA, "model": inputs.shape.name, "gpu": inputs.gpu.name,
+                       "error": msg, "summary": None, "notes": notes})
+        else:
+            typer.echo(f"kvdoctor: {msg}", err=True)
+        raise typer.Exit(1)
+    with progress("Simulating", total=len(workload), quiet=quiet or json_out) as advance:
+        result = whatif.run(inputs.shape, inputs.gpu, resolved, led.num_blocks, workload,
+                            detail=bool(requests_out), progress=advance, interval_s=interval)
+    from kvdoctor.sim.steptime import from_deployment
+
+    step_model = from_deployment(inputs.shape, inputs.gpu, resolved).describe()
+    outputs = _write_outputs(result, inputs, log_out, metrics_out, requests_out)
+    payload = to_json(result, inputs, resolved, led, workload, step_model, outputs, notes)
+    if json_out:
+        emit_json(payload)
+        return
+    _render(payload, quiet)
+
+
+def _workload(trace, rate, arrival, cv, prompt_dist, requests, duration, rate_scale, prefix_groups, prefix_len, seed):
+    from kvdoctor.errors import InputError
+    from kvdoctor.sim.workload import load_trace, synthetic
+
+    if trace and rate is not None:
+        raise InputError("give either --trace or --rate (a synthetic workload), not both; use --rate-scale to speed a trace up")
+    if requests is not None and requests < 1:
+        raise InputError(f"--requests must be >= 1, got {requests}")
+    if (prefix_groups > 0) != (prefix_len > 0):
+        raise InputError("--prefix-groups and --prefix-len go together")
+    if prefix_groups < 0 or prefix_len < 0:
+        raise InputError("--prefix-groups and --prefix-len must be >= 0")
+    if trace:
+        w = load_trace(trace)
+        if duration is not None:
+            w = w.until(duration)
+        if requests is not None:
+            w = w.head(requests)
+    elif rate is not None:
+        w = synthetic(rate=rate, requests=requests, duration_s=duration, arrival=arrival, cv=cv, lengths=prompt_dist,
+                      prefix_groups=prefix_groups, prefix_len=prefix_len, seed=seed)
+    else:
+        raise InputError("no workload: pass --trace FILE or --rate R (with --requests N or --duration S)")
+    if rate_scale != 1.0:
+        w = w.scaled(rate_scale)
+    if len(w) == 0:
+        raise InputError("the workload has no requests")
+    return w
+
+
+def _write_outputs(result, inputs, log_out, metrics_out, requests_out) -> dict[str, str]:
+    from kvdoctor.errors import InputError
+    from kvdoctor.sim.writers import write_prometheus, write_vllm_log
+
+    model = inputs.resolved.served_model_name or inputs.shape.name
+    out = {}
+    try:
+        if log_out:
+            given = {k: v for k, v in inputs.config.given().items() if not k.startswith("extra.") and k != "model"}
+            with open(log_out, "w", encoding="utf-8") as f:
+                write_vllm_log(result, f, model=model, non_default_args=given)
+            out["log"] = log_out
+        if metrics_out:
+            with open(metrics_out, "w", encoding="utf-8") as f:
+                write_prometheus(result, f, model=model)
+            out["metrics"] = metrics_out
+        if requests_out:
+            _write_requests(result, requests_out)
+            out["requests"] = requests_out
+    except OSError as exc:
+        raise InputError(f"cannot write {exc.filename}: {exc.strerror}") from None
+    return out
+
+
+def _write_requests(result, path: str) -> None:
+    import csv
+
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["request_id", "arrival_s", "prompt_tokens", "output_tokens", "status", "queue_s", "ttft_s",
+                    "e2e_s", "preemptions", "cached_tokens", "itl_mean_s", "itl_max_s"])
+        for i in range(len(result.arrival_s)):
+            fin = int(result.status[i]) == 2
+            itl = result.itl(i) if fin else None
+            w.writerow([
+                i, f"{result.arrival_s[i]:.6f}", int(result.prompt_tokens[i]), int(result.output_tokens[i]) if fin else "",
+                "finished" if fin else "rejected",
+                _f(result.queue_s[i]), _f(result.ttft_s[i]), _f(result.e2e_s[i]),
+                int(result.preemptions[i]) if fin else "", int(result.cached_tokens[i]) if fin else "",
+                _f(itl.mean()) if itl is not None and len(itl) else "", _f(itl.max()) if itl is not None and len(itl) else "",
+            ])
+
+
+def _f(x) -> str:
+    x = float(x)
+    return "" if math.isnan(x) else f"{x:.6f}"
+
+
+def _clean(v):
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    return v
+
+
+def _arr(a) -> list:
+    return [None if (x != x) else round(float(x), 6) for x in a] if a is not None else None
+
+
+def to_json(result, inputs, resolved, led, workload, step_model, outputs, notes) -> dict[str, Any]:
+    from kvdoctor.provenance import Figure
+
+    s = result.summary
+    cfg = result.config
+    how_sim = "simulated: vLLM 0.33 v1 scheduler + calibrated step-time model (docs/simulation.md)"
+    figures = {
+        "output_tokens_per_s": Figure(s.output_tokens_per_s, "predicted", "generated tokens of finished requests / (last finish - first arrival); " + how_sim),
+        "ttft_p50_s": Figure(s.ttft_p50_s, "predicted", "median first-token time - arrival; " + how_sim),
+        "ttft_p99_s": Figure(s.ttft_p99_s, "predicted", "99th percentile first-token time - arrival; " + how_sim),
+        "tbt_p50_s": Figure(s.tbt_p50_s, "predicted", "median gap between a request's successive tokens, over all tokens; " + how_sim),
+        "tbt_p99_s": Figure(s.tbt_p99_s, "predicted", "99th percentile inter-token gap; " + how_sim),
+        "preemptions": Figure(s.preemptions, "predicted", "running requests preempted (recompute) when the pool ran dry; " + how_sim),
+        "num_gpu_blocks": Figure(cfg["num_blocks"], led.kv["num_blocks"].source, led.kv["num_blocks"].how),
+    }
+    engine = {}
+    for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size", "enable_prefix_caching",
+                 "enable_chunked_prefill", "long_prefill_token_threshold", "scheduling_policy",
+                 "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "quantization"):
+        engine[name] = getattr(resolved, name, None)
+    engine["num_gpu_blocks"] = cfg["num_blocks"]
+    tl = result.timeline
+    return {
+        "schema_version": SCHEMA,
+        "model": inputs.shape.name,
+        "gpu": inputs.gpu.name,
+        "vllm_version": inputs.vllm_version,
+        "engine": engine,
+        "workload": workload.describe(),
+        "step_time": step_model,
+        "summary": {k: _clean(v) for k, v in s.as_dict().items()},
+        "figures": {k: f.as_dict() for k, f in figures.items()},
+        "timeline": {
+            "interval_s": result.interval_s,
+            "t": _arr(tl.t), "running": _arr(tl.running), "waiting": _arr(tl.waiting),
+            "kv_usage_pct": _arr(tl.kv_usage_pct), "preemptions": _arr(tl.preemptions),
+            "prompt_tps": _arr(tl.prompt_tps), "gen_tps": _arr(tl.gen_tps),
+            "ttft_p99": _arr(tl.ttft_p99), "itl_p50": _arr(tl.itl_p50), "itl_p99": _arr(tl.itl_p99),
+        },
+        "outputs": outputs,
+        "notes": notes,
+    }
+
+
+def _render(payload: dict[str, Any], quiet: bool) -> None:
+    from rich.table import Table
+
+    from kvdoctor.cli.output import console
+
+    con = console()
+    s = payload["summary"]
+    wl = payload["workload"]
+    e = payload["engine"]
+
+    def ms(x):
+        return "—" if x is None else (f"{x * 1e3:.1f} ms" if x < 10 else f"{x:.1f} s")
+
+    if quiet:
+        con.print(f"completed {s['completed']}/{s['requests']}  rejected {s['rejected']}  preemptions {s['preemptions']}  "
+                  f"{s['output_tokens_per_s']:.0f} tok/s  TTFT p99 {ms(s['ttft_p99_s'])}  TBT p99 {ms(s['tbt_p99_s'])}")
+        return
+    con.print(f"[bold]kvdoctor simulate[/bold] — {payload['model']} on {payload['gpu']} (vLLM {payload['vllm_version']})")
+    con.print(f"workload: {wl['source']} — {wl['requests']} requests over {wl['span_s']:.0f} s"
+              + (f" ({wl['rate_per_s']:.2f}/s)" if wl.get("rate_per_s") else "")
+              + f", mean prompt {wl['mean_prompt_tokens']:.0f} / output {wl['mean_output_tokens']:.0f} tokens")
+    con.print(f"engine: max_model_len={e['max_model_len']} max_num_seqs={e['max_num_seqs']} "
+              f"max_num_batched_tokens={e['max_num_batched_tokens']} blocks={e['num_gpu_blocks']} x {e['block_size']} "
+              f"prefix_caching={e['enable_prefix_caching']} kv={e['kv_cache_dtype']} tp={e['tensor_parallel_size']} pp={e['pipeline_parallel_size']}")
+    t = Table(show_header=True, header_style="bold")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    t.add_column("source")
+    rows = [
+        ("requests completed / rejected", f"{s['completed']} / {s['rejected']}", "predicted"),
+        ("preemptions (requests affected)", f"{s['preemptions']} ({s['preempted_requests']})", "predicted"),
+        ("output throughput", f"{s['output_tokens_per_s']:.1f} tok/s", "predicted"),
+        ("TTFT p50 / p99", f"{ms(s['ttft_p50_s'])} / {ms(s['ttft_p99_s'])}", "predicted"),
+        ("TBT p50 / p99", f"{ms(s['tbt_p50_s'])} / {ms(s['tbt_p99_s'])}", "predicted"),
+        ("E2E p50 / p99", f"{ms(s['e2e_p50_s'])} / {ms(s['e2e_p99_s'])}", "predicted"),
+        ("queue p50 / p99", f"{ms(s['queue_p50_s'])} / {ms(s['queue_p99_s'])}", "predicted"),
+        ("mean running requests", f"{s['mean_running']:.1f}", "predicted"),
+        ("KV usage mean / peak", f"{s['mean_kv_usage_pct']:.1f} % / {s['peak_kv_usage_pct']:.1f} %", "predicted"),
+        ("prefix cache hit rate", "—" if s["prefix_cache_hit_pct"] is None else f"{s['prefix_cache_hit_pct']:.1f} %", "predicted"),
+        ("KV blocks (pool)", f"{e['num_gpu_blocks']}", payload["figures"]["num_gpu_blocks"]["source"]),
+    ]
+    for r in rows:
+        t.add_row(*r)
+    con.print(t)
+    con.print(f"simulated {s['duration_s']:.0f} s of serving in {s['steps']} engine steps, {s['wall_s']:.2f} s wall "
+              f"(step-time coefficients: {payload['step_time']['coefficients']})")
+    for k, v in payload["outputs"].items():
+        con.print(f"wrote {k}: {v}")
+    for n in payload["notes"]:
+        con.print(f"note: {n}")
