@@ -149,6 +149,23 @@ def test_docker_with_explicit_command_and_positional():
     assert cfg.vllm_version == "0.6.3.post1" and cfg.dtype == "float16"
 
 
+@pytest.mark.parametrize(
+    "text,expect",
+    [("cd /srv && CUDA_VISIBLE_DEVICES=0 nohup vllm serve m --max-model-len 8k > vllm.log 2>&1 &",
+      {"model": "m", "max_model_len": 8000, "env.CUDA_VISIBLE_DEVICES": "0"}),
+     ("conda run -n vllm vllm serve m -tp 2 | tee out.log", {"model": "m", "tensor_parallel_size": 2}),
+     ("sudo docker run --gpus all vllm/vllm-openai:v0.9.2 --model m", {"model": "m"}),
+     ("--model m --max-model-len 4096", {"model": "m", "max_model_len": 4096}),
+     # a runbook pasted without continuation backslashes (vllm-project issue style), with a tee tail
+     ("VLLM_USE_V1=1\npython3 -m vllm.entrypoints.openai.api_server\n--model ${MODEL}\n--dtype float16\n"
+      "--no-enable-prefix-caching\n--block-size 64\n2>&1 | tee \"${NAME}.log\"",
+      {"model": "${MODEL}", "dtype": "float16", "enable_prefix_caching": False, "block_size": 64,
+       "env.VLLM_USE_V1": "1"})],
+)
+def test_shell_wrappers_and_tails(text, expect):
+    assert parse_serve_line(text).given() == expect
+
+
 def test_old_boolean_spelling_is_accepted_with_a_note():
     cfg = parse_serve_line("vllm serve /model --enable-chunked-prefill False --gpu-memory-utilization 0.9")
     assert cfg.enable_chunked_prefill is False
@@ -175,7 +192,8 @@ def test_config_file_in_line_line_flags_win(tmp_path):
     "text,fragment",
     [("", "empty command line"),
      ("ls -la /tmp", "not a vLLM server command"),
-     ("vllm bench serve --model x", "expected `vllm serve ...`"),
+     ("vllm bench serve --model x", "expected `vllm serve ...`, got `vllm bench`"),
+     ("vllm", "expected `vllm serve MODEL ...`"),
      ("vllm serve m --max-model-len 'abc", "cannot split the command line"),
      ("vllm serve m --max-model-len abc", "--max-model-len: not an integer"),
      ("vllm serve m --max-num-seqs", "--max-num-seqs: expected a value"),

@@ -299,29 +299,61 @@ def _split(text: str) -> list[str]:
         raise InputError(f"cannot split the command line: {exc}") from None
 
 
+_SHELL_OPS = frozenset({"|", "||", "&&", ";", "&", "|&"})
+_REDIRECT_RE = re.compile(r"^(?:\d?>>?|&>>?|<|\d?>&\d)")
+
+
+def _is_command_start(tokens: list[str], i: int, *, loose: bool = False) -> bool:
+    head = os.path.basename(tokens[i])
+    nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+    if head == "vllm":
+        # `conda run -n vllm vllm serve`: a bare "vllm" is only the command when nothing better follows.
+        return nxt == "serve" or loose
+    if head in ("docker", "podman", "nerdctl"):
+        return nxt in ("run", "container")
+    if re.fullmatch(r"python[0-9.]*", head):
+        return any(t.startswith("vllm.entrypoints") for t in tokens[i + 1:i + 5])
+    return False
+
+
+def _cut_shell_tail(tokens: list[str]) -> list[str]:
+    """Stop at a pipe, `&&`, `;`, `&` or a redirection (`2>&1 | tee server.log`, `> out.log &`)."""
+    for j, tok in enumerate(tokens):
+        if tok in _SHELL_OPS or _REDIRECT_RE.match(tok):
+            return tokens[:j]
+    return tokens
+
+
 def _strip_to_args(tokens: list[str], cfg: EngineConfig) -> tuple[list[str], bool]:
-    """Drop env prefixes, ``docker run ...``, ``vllm serve`` / ``python -m ...``.
+    """Drop env prefixes and wrappers (``nohup``, ``uv run``, ``conda run -n x``, ``cd d &&``),
+    ``docker run ...``, ``vllm serve`` / ``python -m ...``; cut the shell tail after the command.
 
     Returns (argument tokens after the command, positional_model_allowed).
     """
-    i = 0
-    # Shell wrappers and env assignments before the command.
-    while i < len(tokens):
-        tok = tokens[i]
+    start = next((i for i in range(len(tokens)) if _is_command_start(tokens, i)), None)
+    if start is None:
+        start = next((i for i in range(len(tokens)) if _is_command_start(tokens, i, loose=True)), None)
+    if start is None:
+        # Bare arguments (e.g. a Kubernetes `args:` list pasted on its own line), else garbage.
+        i = 0
+        while i < len(tokens) and _ENV_RE.match(tokens[i]):
+            k, v = tokens[i].split("=", 1)
+            cfg.env[k] = v
+            i += 1
+        rest = _cut_shell_tail(tokens[i:])
+        if rest and rest[0].startswith("-"):
+            return rest, False
+        if not rest:
+            raise InputError("empty command line: expected `vllm serve MODEL ...`")
+        raise InputError(f"not a vLLM server command: expected `vllm serve MODEL ...`, got `{rest[0]}`")
+    # Environment assignments of the same shell command (after the last operator before the start).
+    seg_start = max([j + 1 for j in range(start) if tokens[j] in _SHELL_OPS] or [0])
+    for tok in tokens[seg_start:start]:
         if _ENV_RE.match(tok):
             k, v = tok.split("=", 1)
             cfg.env[k] = v
-            i += 1
-        elif tok in ("env", "sudo", "exec", "nohup", "time", "uv", "run", "uvx", "poetry", "pipenv",
-                     "conda", "&&", ";"):
-            i += 1
-        elif tok in ("-E", "--preserve-env"):
-            i += 1
-        else:
-            break
-    rest = tokens[i:]
-    if not rest:
-        raise InputError("empty command line: expected `vllm serve MODEL ...`")
+    i = start
+    rest = _cut_shell_tail(tokens[i:])
     head = os.path.basename(rest[0])
 
     if head in ("docker", "podman", "nerdctl"):
@@ -329,7 +361,7 @@ def _strip_to_args(tokens: list[str], cfg: EngineConfig) -> tuple[list[str], boo
     if head == "vllm":
         if len(rest) < 2 or rest[1] != "serve":
             sub = rest[1] if len(rest) > 1 else ""
-            raise InputError(f"expected `vllm serve ...`, got `vllm {sub}`".rstrip())
+            raise InputError(f"expected `vllm serve ...`, got `vllm {sub}`" if sub else "expected `vllm serve MODEL ...`")
         return rest[2:], True
     if re.fullmatch(r"python[0-9.]*", head):
         j = 1
@@ -345,9 +377,6 @@ def _strip_to_args(tokens: list[str], cfg: EngineConfig) -> tuple[list[str], boo
                     return args[1:], True
                 return args, False
         raise InputError(f"not a vLLM server command: {' '.join(rest[:4])}")
-    if rest[0].startswith("-"):
-        # Bare arguments (e.g. a Kubernetes `args:` list pasted on its own line).
-        return rest, False
     raise InputError(f"not a vLLM server command: expected `vllm serve MODEL ...`, got `{rest[0]}`")
 
 
