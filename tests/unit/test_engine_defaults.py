@@ -284,6 +284,11 @@ def test_cudagraph_sizes_follow_max_num_seqs_and_sm100():
     assert R("", gpu="B200").max_cudagraph_capture_size == 1024
 
 
+def test_cudagraph_sizes_before_0_11():
+    r = R("--max-num-seqs 100", version="0.10.1")
+    assert r.cudagraph_capture_sizes == tuple([1, 2, 4] + list(range(8, 513, 8)))
+
+
 def test_enforce_eager_has_no_graphs():
     r = R("--enforce-eager")
     assert (r.cudagraph_mode, r.cudagraph_capture_sizes, r.max_cudagraph_capture_size) == ("NONE", (), 0)

@@ -786,13 +786,17 @@ def _resolve_cudagraphs(acc: _Acc, cfg: EngineConfig, tr: VersionTraits, cc: int
     if given_max is not None:
         max_size = given_max
         how = f"--max-cudagraph-capture-size {given_max}"
+    elif tr.version < (0, 11, 0):
+        # ASSUMPTION: before 0.11 the default ceiling was a flat 512 (cuda_graph_sizes=[512]).
+        max_size = 512
+        how = "512 (cuda_graph_sizes default before 0.11)"
     else:
         ceiling = 1024 if cc is not None and cc // 10 == 10 else 512
         max_size = min(seqs * decode_q * 2, ceiling)
         how = f"min(max_num_seqs x {decode_q} x 2, {ceiling})"
     max_size = min(mnbt, max_size)
     if tr.version < (0, 11, 0):
-        # ASSUMPTION: before 0.11 the list was [1, 2, 4] + range(8, 513, 8) capped by max_num_seqs*2.
+        # ASSUMPTION: before 0.11 the list was [1, 2, 4] + range(8, 513, 8), capped by the token budget.
         sizes = [s for s in [1, 2, 4] + list(range(8, 513, 8)) if s <= max_size]
     else:
         if perf == "interactivity":
