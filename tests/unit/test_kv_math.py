@@ -161,3 +161,21 @@ def test_era_of_version():
     assert kv.kv_token_era("0.8.4") == "blocks_x_block_size"
     assert kv.kv_token_era("0.11.0") == "per_group"
     assert kv.kv_token_era("0.33.0") == "concurrency_x_len"
+
+
+def test_chunked_local_promoted_to_full_unless_allowed():
+    shape = _shape("l4", 8, 8, 128, kinds=["chunked", "chunked", "chunked", "full"] * 2)
+    shape = __import__("dataclasses").replace(shape, extra={"attention_chunk_size": 8192})
+    default = kv.kv_cache_groups(kv.layer_specs(shape, _opts()))
+    assert [g.spec.kind for g in default.groups] == ["full"] and len(default.groups[0].layers) == 8
+    allowed = kv.kv_cache_groups(kv.layer_specs(shape, _opts(allow_chunked_hybrid=True)))
+    assert sorted(g.spec.kind for g in allowed.groups) == ["chunked"] * 3 + ["full"]
+    # chunk + in-flight tokens, capped by the length
+    assert allowed.groups[0].spec.max_blocks(65536, 16384) == (8192 + 16384) // 16
+
+
+def test_sliding_window_reservation_grows_with_batched_tokens():
+    s = kv.layer_specs(GPT_OSS, _opts())[0]
+    assert s.max_blocks(131072, 2 * 2048) == -(-(127 + 4096) // 16) + 1
+    assert s.max_blocks(131072, 2 * 8192) == 1033
+    assert s.max_blocks(100, 16384) == -(-100 // 16) + 1  # capped by max_model_len

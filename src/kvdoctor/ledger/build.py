@@ -206,6 +206,7 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
         block_size=block_size, kv_cache_dtype=kv_dtype, model_dtype=model_dtype, tensor_parallel_size=tp,
         pipeline_parallel_size=pp, disable_sliding_window=bool(_val(resolved, "disable_sliding_window", False)),
         disable_hybrid_kv_cache_manager=bool(_val(resolved, "disable_hybrid_kv_cache_manager", False)),
+        allow_chunked_hybrid=_env_true(resolved, "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"),
     )
     ranges = kvm.pp_layer_ranges(shape.num_layers, pp)
     weights = _weights(shape, model_dtype, resolved, tp, pp, gpu, tr)
@@ -299,6 +300,8 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
 
     ranks = _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducted)
     warnings = list(plan.grouping.warnings)
+    if "chunked" in shape.layer_kinds and not opts.allow_chunked_hybrid:
+        warnings.insert(0, kvm.CHUNKED_HYBRID_WARNING)
     notes = list(BOOK_NOTES)
     if deducted:
         notes.append(CUDAGRAPH_NOTE)
@@ -393,10 +396,13 @@ def _quant(shape, resolved):
     return ckpt
 
 
+def _env_true(resolved: Any, key: str) -> bool:
+    env = getattr(resolved, "env", None) or getattr(getattr(resolved, "config", None), "env", None) or {}
+    return str(env.get(key, "")).strip().lower() in ("1", "true", "yes")
+
+
 def _multimodal(shape: Any) -> bool:
-    # Guard on the architecture too: shape.is_multimodal was set for every model in early catalog builds.
-    archs = getattr(shape, "architectures", ()) or ()
-    return bool(getattr(shape, "is_multimodal", False)) and any("ConditionalGeneration" in a for a in archs)
+    return bool(getattr(shape, "is_multimodal", False))
 
 
 def _engine_figure(resolved: Any, name: str) -> Figure:

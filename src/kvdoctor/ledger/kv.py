@@ -98,6 +98,16 @@ class SpecOptions:
     pipeline_parallel_size: int = 1
     disable_sliding_window: bool = False
     disable_hybrid_kv_cache_manager: bool = False
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; otherwise vLLM 0.33 turns the hybrid
+    # manager off for chunked-local models (config/vllm.py), so chunked layers cost full attention.
+    allow_chunked_hybrid: bool = False
+
+
+CHUNKED_HYBRID_WARNING = (
+    "There is a latency regression when using chunked local attention with the hybrid KV cache manager. "
+    "Disabling it, by default. To enable it, set the environment "
+    "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1."
+)
 
 
 def kv_heads_per_rank(total_kv_heads: int, tp: int) -> int:
@@ -169,7 +179,10 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
         eff = kind
         if kind == "sliding" and (opts.disable_sliding_window or not shape.sliding_window):
             eff = "full"
-        if kind == "chunked" and not shape.extra.get("attention_chunk_size"):
+        chunk = getattr(shape, "attention_chunk_size", None) or shape.extra.get("attention_chunk_size")
+        if kind == "chunked" and not chunk:
+            eff = "full"
+        if eff == "chunked" and not opts.allow_chunked_hybrid:
             eff = "full"
         if opts.disable_hybrid_kv_cache_manager and eff in ("sliding", "chunked"):
             # vLLM promotes local attention to full when the hybrid manager is off (§2.3 step 1).
@@ -178,7 +191,7 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
             KvSpec(
                 eff, bs, bs * per_tok, per_tok,
                 sliding_window=shape.sliding_window if eff == "sliding" else None,
-                chunk_size=int(shape.extra["attention_chunk_size"]) if eff == "chunked" else None,
+                chunk_size=int(chunk) if eff == "chunked" else None,
             )
         )
     return specs
