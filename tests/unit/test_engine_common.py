@@ -148,3 +148,11 @@ def test_imports_stay_light():
             "'prometheus_client', 'yaml') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_usage_context_follows_the_source():
+    llm = common.resolve_inputs(common.ConfigOptions(
+        serve="LLM(model='meta-llama/Llama-3.1-8B-Instruct')", gpu="H100"))
+    assert (llm.resolved.usage, llm.resolved.max_num_batched_tokens) == ("llm", 16384)
+    api = common.resolve_inputs(common.ConfigOptions(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100"))
+    assert (api.resolved.usage, api.resolved.max_num_batched_tokens) == ("api", 8192)

@@ -166,6 +166,18 @@ def test_shell_wrappers_and_tails(text, expect):
     assert parse_serve_line(text).given() == expect
 
 
+def test_offline_llm_call():
+    cfg = parse_serve_line("llm = LLM(model='/models/alpaca-2', gpu_memory_utilization=0.9, max_model_len=4096, "
+                           "tensor_parallel_size=2, enforce_eager=True, seed=0)\nout = llm.generate(p)")
+    assert cfg.usage_context == "llm" and cfg.origin == "llm-call"
+    assert cfg.given() == {"model": "/models/alpaca-2", "max_model_len": 4096, "gpu_memory_utilization": 0.9,
+                           "tensor_parallel_size": 2, "enforce_eager": True, "extra.seed": 0}
+    cfg = parse_serve_line("LLM(path, max_num_seqs=8, **kw)")
+    assert cfg.max_num_seqs == 8 and len(cfg.notes) == 2
+    with pytest.raises(InputError, match="unbalanced"):
+        parse_serve_line("LLM(model='m'")
+
+
 def test_old_boolean_spelling_is_accepted_with_a_note():
     cfg = parse_serve_line("vllm serve /model --enable-chunked-prefill False --gpu-memory-utilization 0.9")
     assert cfg.enable_chunked_prefill is False

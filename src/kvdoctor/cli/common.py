@@ -268,7 +268,7 @@ def _gpu_from(text: str | None, startup: Any, notes: list[str]) -> Any:
     return None
 
 
-def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str = "api") -> Inputs:
+def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | None = None) -> Inputs:
     """Look up model and GPU, merge configuration sources, apply vLLM's defaults for the version.
 
     The model may come from ``--model``, the serve line, the YAML file or the log; the GPU from
@@ -298,6 +298,8 @@ def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str = "
 
     version_text = opts.vllm_version or cfg.vllm_version or DEFAULT_VLLM_VERSION
     version = parse_version(version_text)
+    # vLLM's usage context: an LLM(...) call -> offline tables; a serve line, YAML, flags -> API server.
+    usage = usage or cfg.usage_context or "api"
     resolved = resolve(cfg, shape, gpu, version=version, usage=usage)
     return Inputs(shape=shape, gpu=gpu, config=cfg, resolved=resolved, startup=startup,
                   vllm_version=str(version), notes=notes)

@@ -87,6 +87,7 @@ class EngineConfig:
     measured: dict[str, Any] = field(default_factory=dict)
     vllm_version: str | None = None  # when the source reveals it (docker image tag, log banner)
     notes: list[str] = field(default_factory=list)  # what parsing noticed (old spellings, stray words)
+    usage_context: str | None = None  # "api" (vllm serve) | "llm" (offline LLM class): picks vLLM's batch table
 
     def given(self) -> dict[str, Any]:
         """The fields the operator actually set (``None`` = not set)."""
@@ -105,6 +106,7 @@ class EngineConfig:
             env={**self.env, **other.env},
             measured={**self.measured, **other.measured},
             vllm_version=other.vllm_version or self.vllm_version,
+            usage_context=other.usage_context or self.usage_context,
             notes=[*self.notes, *(n for n in other.notes if n not in self.notes)],
             origin=_join_origins(self, other),
         )

@@ -523,12 +523,62 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None) -> Engine
     """
     if not isinstance(text, str) or not text.strip():
         raise InputError("empty command line: expected `vllm serve MODEL ...`")
-    cfg = EngineConfig(origin="serve-line")
+    if re.search(r"(?:^|[\s=(.])LLM\s*\(", text):
+        return parse_llm_call(text)
+    cfg = EngineConfig(origin="serve-line", usage_context="api")
     tokens = _split(text)
     args, positional_model = _strip_to_args(tokens, cfg)
     notes: list[str] = []
     _parse_args(args, cfg, positional_model=positional_model,
                 base_dir=Path(base_dir) if base_dir is not None else None, notes=notes)
+    cfg.notes.extend(notes)
+    return cfg
+
+
+def parse_llm_call(text: str) -> EngineConfig:
+    """An offline ``LLM(model=..., gpu_memory_utilization=0.9, ...)`` call (usage context "llm").
+
+    Only literal keyword values are read (``ast.literal_eval``); anything computed is reported.
+    """
+    import ast
+
+    m = re.search(r"LLM\s*\(", text)
+    assert m is not None
+    call_text = text[m.start():]
+    # Cut at the matching parenthesis so trailing code does not break parsing.
+    depth, end = 0, None
+    for k, ch in enumerate(call_text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                end = k + 1
+                break
+    if end is None:
+        raise InputError("LLM(...): unbalanced parentheses")
+    try:
+        node = ast.parse(call_text[:end], mode="eval").body
+    except SyntaxError as exc:
+        raise InputError(f"LLM(...): not valid Python: {exc.msg}") from None
+    assert isinstance(node, ast.Call)
+    values: dict[str, Any] = {}
+    notes: list[str] = []
+    if node.args:
+        try:
+            values["model"] = ast.literal_eval(node.args[0])
+        except ValueError:
+            notes.append("LLM(...): the model is not a literal; pass --model")
+    for kw in node.keywords:
+        if kw.arg is None:
+            notes.append("LLM(**kwargs): keyword unpacking not read")
+            continue
+        try:
+            values[kw.arg] = ast.literal_eval(kw.value)
+        except ValueError:
+            notes.append(f"LLM(...): {kw.arg} is not a literal; ignored")
+    cfg = from_flags(values, origin="llm-call")
+    cfg.usage_context = "llm"
     cfg.notes.extend(notes)
     return cfg
 
