@@ -1,0 +1,193 @@
+"""``kvdoctor diagnose``: chain two on real evidence (logs, /metrics, Prometheus, traces), and slow requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kvdoctor.cli import app, common
+from kvdoctor.report.html import html_option, write_html_if_asked
+
+
+@app.command(help="Chain two (scheduling feels wrong) on evidence: concurrency reconciliation → preemption "
+                  "frequency → queue shape → spike alignment; one verdict per instance (healthy, config-starved, "
+                  "capacity-short, prefill-bound, arrival-bursts, spikes-elsewhere, insufficient-evidence) and a "
+                  "fleet summary. --slow splits the slow tail of a request trace. Example: kvdoctor diagnose "
+                  "vllm.log --prometheus http://prom:9090")
+@common.config_options
+def diagnose(
+    opts: common.ConfigOptions,
+    evidence: Annotated[Optional[list[str]], typer.Argument(
+        help="vLLM logs (any era), /metrics dumps, vllm bench results, request traces.")] = None,
+    prometheus: Annotated[Optional[str], typer.Option(
+        "--prometheus", help="A Prometheus server URL: range queries over the window, one verdict per instance.")] = None,
+    window: Annotated[Optional[str], typer.Option(
+        "--window", help="Prometheus range (e.g. 1h, 30m).")] = None,
+    labels: Annotated[Optional[list[str]], typer.Option(
+        "--label", help="Prometheus label filter k=v (repeatable).")] = None,
+    as_one: Annotated[bool, typer.Option(
+        "--as-one", help="Treat all evidence as one instance (consecutive excerpts of one engine).")] = False,
+    ttft_slo: Annotated[Optional[float], typer.Option(
+        "--ttft-slo", help="TTFT (s) above which an empty queue means prefill-bound (default 2 s, an assumption).")] = None,
+    align_tolerance: Annotated[Optional[float], typer.Option(
+        "--align-tolerance", help="Seconds within which a spike and a preemption are aligned (default: one stats interval).")] = None,
+    slow: Annotated[bool, typer.Option("--slow", help="Rare slow requests: split the tail of a request trace.")] = False,
+    trace: Annotated[Optional[str], typer.Option(
+        "--trace", help="Request trace for --slow (else the traces among EVIDENCE; simulated with the configuration "
+                        "when it has no timings).")] = None,
+    pct: Annotated[float, typer.Option("--percentile", help="--slow: the tail above this percentile.")] = 99.9,
+    by: Annotated[str, typer.Option("--by", help="--slow: rank by e2e or ttft latency.")] = "e2e",
+    fail_on: Annotated[Optional[str], typer.Option(
+        "--fail-on", help="Comma-separated verdicts that make the exit code 1 (e.g. config-starved,capacity-short).")] = None,
+    json_out: common.JsonOpt = False,
+    quiet: common.QuietOpt = False,
+    html: Optional[Path] = html_option(),
+) -> None:
+    from kvdoctor.chains.diagnose import diagnose as run_diagnose
+    from kvdoctor.chains.findings import Thresholds
+    from kvdoctor.chains.rules import VERDICTS
+    from kvdoctor.errors import EXIT_FINDING, InputError
+
+    fail = [v.strip() for v in (fail_on or "").split(",") if v.strip()]
+    bad = [v for v in fail if v not in VERDICTS]
+    if bad:
+        raise InputError(f"--fail-on: unknown verdict(s) {', '.join(bad)}; choose from {', '.join(VERDICTS)}")
+    if not evidence and not prometheus and not (slow and trace):
+        raise InputError("give evidence files, --prometheus URL, or --slow --trace FILE")
+    th = Thresholds()
+    if ttft_slo is not None:
+        if ttft_slo <= 0:
+            raise InputError(f"--ttft-slo must be positive (got {ttft_slo})")
+        th.ttft_slo_s, th.ttft_slo_given = ttft_slo, True
+    if align_tolerance is not None:
+        if align_tolerance < 0:
+            raise InputError(f"--align-tolerance must be ≥ 0 (got {align_tolerance})")
+        th.align_tolerance_s = align_tolerance
+    inputs = None
+    if opts.model or opts.serve or opts.config or opts.from_log:
+        inputs = common.resolve_inputs(opts)
+    ev = None
+    if evidence or prometheus:
+        try:
+            from kvdoctor.evidence.load import load_evidence
+        except ImportError:
+            raise InputError("the evidence reader (kvdoctor.evidence.load) is not available in this build") from None
+        kw: dict[str, Any] = {}
+        if prometheus:
+            kw["prometheus"] = prometheus
+        if window:
+            kw["window"] = window
+        if labels:
+            kw["labels"] = list(labels)
+        ev = load_evidence(list(evidence or []), **kw)
+    payload: dict[str, Any]
+    if ev is not None:
+        d = run_diagnose(ev, thresholds=th, inputs=inputs, as_one=as_one)
+        payload = d.to_json()
+    else:
+        payload = {"schema_version": "kvdoctor.diagnose/1", "kind": "diagnose", "verdict": "insufficient-evidence",
+                   "instances": [], "findings": [], "fleet": {"instances": 0}, "thresholds": th.as_dict(),
+                   "reason": "no runtime evidence given (slow-request analysis only)"}
+    if slow:
+        payload["slow"] = slow_payload(ev, trace, inputs, pct, by)
+        payload["slow_requests"] = payload["slow"]["slow_requests"]
+    write_html_if_asked(html, [payload], title="kvdoctor diagnose", quiet=quiet)
+    if json_out:
+        from kvdoctor.cli.output import emit_json
+
+        emit_json(payload)
+    else:
+        render(payload, quiet)
+    if payload["verdict"] in fail or any(i["verdict"] in fail for i in payload.get("instances", [])):
+        raise typer.Exit(EXIT_FINDING)
+
+
+def slow_payload(ev, trace: str | None, inputs, pct: float, by: str) -> dict[str, Any]:
+    from kvdoctor.chains.slow import analyse_slow
+    from kvdoctor.errors import InputError
+
+    requests = list(getattr(ev, "requests", []) or []) if ev is not None else []
+    source = "evidence"
+    if trace:
+        from kvdoctor.evidence.traces import load_trace
+
+        requests, source = load_trace(trace), trace
+    if not requests:
+        raise InputError("--slow needs request records: a trace (--trace FILE) or per-request benchmark results")
+    timeline = None
+    if ev is not None and ev.segments:
+        timeline = next((s.timeline for s in ev.segments if s.timeline is not None), None)
+    timed = [r for r in requests if r.e2e_s is not None or r.ttft_s is not None]
+    note = None
+    if not timed:
+        if inputs is None:
+            raise InputError("the trace has no per-request timings: pass --model/--gpu (and engine flags) to simulate "
+                             "it, or a trace with latencies")
+        from kvdoctor.chains.plan import build_state
+        from kvdoctor.sim.whatif import run
+
+        st = build_state(inputs.shape, inputs.gpu, inputs.config, inputs.vllm_version)
+        res = run(inputs.shape, inputs.gpu, st.resolved, st.ledger.num_blocks, list(requests), detail=True)
+        requests, timeline = res.request_records(), res.timeline
+        note = ("timings simulated with kvdoctor's vLLM v1 scheduler for this configuration "
+                f"({len(requests)} requests); queue/prefill/decode are predictions")
+    rep = analyse_slow(requests, timeline, pct=pct, by=by, source=source)
+    out = rep.as_dict()
+    out["source"] = source
+    if note:
+        out["note"] = note
+    return out
+
+
+def render(p: dict[str, Any], quiet: bool = False) -> None:
+    from kvdoctor.cli.output import console
+
+    c = console()
+    insts = p.get("instances", [])
+    for inst in insts:
+        head = f"{inst['source']} {inst['engine']}".strip()
+        color = {"healthy": "green", "insufficient-evidence": "yellow"}.get(inst["verdict"], "red")
+        c.print(f"[bold]{head}[/bold]: [{color}]{inst['verdict']}[/{color}] — {inst['reason']}", soft_wrap=True)
+        w = inst["window"]
+        c.print(f"   window: {w['samples']} samples over {w['seconds']} s ({w.get('start')} → {w.get('end')}); "
+                f"preemptions from: {inst['preemption_basis']}")
+        for f in inst["findings"]:
+            c.print(f"   [{f['severity']}] step {f['step']} {f['rule_id']}: {f['summary']}", soft_wrap=True)
+            if not quiet:
+                for e in f["evidence"][:4]:
+                    c.print(f"       · {e['detail']}", soft_wrap=True)
+                if f.get("action") and f["action"] != "none":
+                    c.print(f"       action: {f['action']}", soft_wrap=True)
+        if inst["missing"] and inst["verdict"] == "insufficient-evidence":
+            c.print("   missing: " + "; ".join(inst["missing"]), soft_wrap=True)
+        if inst.get("leaning"):
+            c.print(f"   the thin evidence leans towards: {inst['leaning']} (not a conclusion)")
+        if inst["contradictions"]:
+            c.print("   contradictions: " + "; ".join(inst["contradictions"]), soft_wrap=True)
+        if not quiet:
+            for n in inst["notes"]:
+                c.print(f"   note: {n}", soft_wrap=True)
+        c.print(f"   next: {inst['next']}")
+    if len(insts) > 1:
+        fl = p["fleet"]
+        c.print(f"[bold]Fleet[/bold]: {fl['instances']} instances, verdict {fl['verdict']}: "
+                + ", ".join(f"{k} {v}" for k, v in fl["counts"].items()))
+    s = p.get("slow")
+    if s:
+        c.print(f"[bold]Slow requests[/bold] (≥ p{s['percentile']:g} {s['by']} = {s['threshold_s']:.2f} s): "
+                f"{s['tail_size']} of {s['requests']}; causes {s['causes']}")
+        c.print(f"   explained by floods only {s['explained']['flood_only']:.0%}, heavy-tailed input only "
+                f"{s['explained']['heavy_tail_only']:.0%}, both {s['explained']['both']:.0%}, neither "
+                f"{s['explained']['neither']:.0%}  (flood: {s['basis']['flood']}; heavy tail: {s['basis']['heavy_tail']})",
+                soft_wrap=True)
+        for r in s["slow_requests"][: (5 if quiet else 15)]:
+            def f(x):
+                return "?" if x is None else f"{x:.2f}"
+            c.print(f"   {r['request_id']}: {r['latency_s']:.2f} s = queue {f(r['queue_s'])} + preempted "
+                    f"{f(r['preempted_s'])} + prefill {f(r['prefill_s'])} + decode {f(r['decode_s'])} → {r['cause']}")
+        for fd in s["findings"]:
+            c.print(f"   {fd['rule_id']}: {fd['summary']} Action: {fd['action']}", soft_wrap=True)
+        if s.get("note"):
+            c.print(f"   note: {s['note']}")
