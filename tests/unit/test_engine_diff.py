@@ -62,3 +62,10 @@ def test_speculative_config_string_vs_dict():
     b = from_non_default_args({"model": "m", "speculative_config": {"method": "mtp", "num_speculative_tokens": 3}})
     assert diff(a, b) == []
     assert normalised(a)["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 3}
+
+
+def test_usage_context_change():
+    a = parse_serve_line("vllm serve m --max-num-seqs 8")
+    b = parse_serve_line("LLM(model='m', max_num_seqs=8)")
+    assert diff(a, b) == [Change("usage_context", "api", "llm")]
+    assert diff(from_flags({"model": "m", "max_num_seqs": 8}), b) == []  # flags state no context

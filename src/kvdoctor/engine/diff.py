@@ -105,4 +105,7 @@ def diff(a: EngineConfig, b: EngineConfig) -> list[Change]:
 
         if parse_version(a.vllm_version) != parse_version(b.vllm_version):
             changes.append(Change("vllm_version", a.vllm_version, b.vllm_version))
+    # Same for the usage context (vllm serve vs the offline LLM class): it picks vLLM's batch table.
+    if a.usage_context and b.usage_context and a.usage_context != b.usage_context:
+        changes.append(Change("usage_context", a.usage_context, b.usage_context))
     return changes
