@@ -166,6 +166,13 @@ def test_shell_wrappers_and_tails(text, expect):
     assert parse_serve_line(text).given() == expect
 
 
+def test_positional_model_wins_over_model_flag():
+    cfg = parse_serve_line("vllm serve org/a --model org/b -tp 2")
+    assert cfg.model == "org/a" and any("uses the positional one" in n for n in cfg.notes)
+    cfg = parse_serve_line("vllm serve org/a -tp 2 stray")
+    assert cfg.model == "org/a" and any("stray" in n for n in cfg.notes)
+
+
 def test_offline_llm_call():
     cfg = parse_serve_line("llm = LLM(model='/models/alpaca-2', gpu_memory_utilization=0.9, max_model_len=4096, "
                            "tensor_parallel_size=2, enforce_eager=True, seed=0)\nout = llm.generate(p)")

@@ -484,10 +484,11 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
         _apply(cfg, dest, value, name)
 
     if positionals:
-        if positional_model and cfg.model is None:
+        if positional_model:
+            # `vllm serve TAG --model X`: vLLM sets args.model = args.model_tag, so the positional wins.
+            if cfg.model is not None and cfg.model != positionals[0]:
+                notes.append(f"both a positional model ({positionals[0]}) and --model {cfg.model}: vLLM uses the positional one")
             cfg.model = positionals[0]
-            positionals = positionals[1:]
-        elif positional_model and positionals[0] == cfg.model:
             positionals = positionals[1:]
         if positionals:
             notes.append(f"ignored stray argument(s): {' '.join(positionals)}")
