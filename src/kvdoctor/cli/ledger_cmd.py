@@ -165,16 +165,17 @@ def render(led: Any, quiet: bool = False) -> None:
     if not led.fit_ok:
         con.print(f"[red]vLLM would refuse to start:[/red] {led.startup_error}")
     if len(led.ranks) > 1:
-        rt = Table(title="Per GPU (ranks differ)", title_justify="left")
-        for col in ("PP", "TP", "layers", "weights", "activation", "non-torch", "CUDA graphs", "KV budget",
-                    "bytes/block", "own blocks"):
+        rt = Table(title="Per GPU, GiB (ranks differ; num blocks = the minimum)", title_justify="left")
+        for col in ("PP", "TP", "layers", "weights", "act.", "non-torch", "graphs", "KV", "B/block", "blocks"):
             rt.add_column(col, justify="right")
         for x in led.ranks:
             m = x.memory
-            rt.add_row(str(x.pp_rank), str(x.tp_rank), f"{x.layers[0]}–{x.layers[1] - 1}",
-                       _fmt_bytes(m["weights"].value), _fmt_bytes(m["activation"].value),
-                       _fmt_bytes(m["non_torch"].value), _fmt_bytes(m["cudagraph"].value),
-                       _fmt_bytes(m["kv_cache"].value), f"{x.bytes_per_block:,}", f"{x.num_blocks_own:,}")
+            tps = x.tp_ranks or (x.tp_rank,)
+            tp = str(tps[0]) if len(tps) == 1 else f"{tps[0]}–{tps[-1]}"
+            g = lambda k: f"{m[k].value / 2**30:.2f}"  # noqa: E731
+            rt.add_row(str(x.pp_rank), tp, f"{x.layers[0]}–{x.layers[1] - 1}", g("weights"), g("activation"),
+                       g("non_torch"), g("cudagraph"), g("kv_cache"), f"{x.bytes_per_block:,}",
+                       f"{x.num_blocks_own:,}")
         con.print(rt)
     for w in led.warnings:
         con.print(f"[yellow]vLLM warning:[/yellow] {w}")

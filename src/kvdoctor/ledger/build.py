@@ -42,10 +42,12 @@ class RankLedger:
     memory: dict[str, Figure]
     bytes_per_block: int
     num_blocks_own: int
+    tp_ranks: tuple[int, ...] = ()  # the TP ranks this row stands for (identical ones are merged)
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "pp_rank": self.pp_rank, "tp_rank": self.tp_rank, "layers": list(self.layers),
+            "pp_rank": self.pp_rank, "tp_rank": self.tp_rank, "tp_ranks": list(self.tp_ranks or (self.tp_rank,)),
+            "layers": list(self.layers),
             "memory": {f"{k}_bytes": v.value for k, v in self.memory.items()},
             "sources": {k: v.source for k, v in self.memory.items()},
             "bytes_per_block": self.bytes_per_block, "num_blocks_own": self.num_blocks_own,
@@ -515,7 +517,11 @@ def _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducte
                                        else "predicted", "requested − weights − activation − non-torch"
                                        + (" − CUDA graphs" if deducted else "")),
                 }
-            out.append(RankLedger(r, t, rk.layers, m, rk.bytes_per_block, rk.num_blocks_own))
+            same = [x for x in out if x.pp_rank == r and x.memory["weights"].value == m["weights"].value]
+            if same:  # an identical TP rank of this stage: merge rather than repeat it
+                same[0].tp_ranks = (*same[0].tp_ranks, t)
+                continue
+            out.append(RankLedger(r, t, rk.layers, m, rk.bytes_per_block, rk.num_blocks_own, (t,)))
     # Show every rank only when they differ; rank 0 always.
     first = out[0]
     if all(x.memory["weights"].value == first.memory["weights"].value and x.bytes_per_block == first.bytes_per_block
