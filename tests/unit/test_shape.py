@@ -214,6 +214,24 @@ def test_llama4_scout_multimodal_text_config(shared_data):
     assert 105e9 < s.params.total < 112e9  # published: 109B total
 
 
+def test_hybrid_layer_kinds():
+    jamba = cfg(model_type="jamba", num_hidden_layers=8, attn_layer_period=8, attn_layer_offset=4, num_experts=16,
+                num_experts_per_tok=2, expert_layer_period=2, expert_layer_offset=1)
+    s = shape_from_hf_config(jamba, "jamba")
+    assert s.layer_kinds == ("mamba",) * 4 + ("full",) + ("mamba",) * 3
+    assert s.moe.dense_layers == (0, 2, 4, 6)
+    assert any("not modelled" in n for n in s.notes)  # the gap is said, not hidden
+    nh = shape_from_hf_config(cfg(num_hidden_layers=4, hybrid_override_pattern="M-M*"), "nemotron-h")
+    assert nh.layer_kinds == ("mamba", "none", "mamba", "full")
+    mm = shape_from_hf_config(cfg(num_hidden_layers=4, attn_type_list=[0, 0, 0, 1]), "minimax")
+    assert mm.layer_kinds == ("linear", "linear", "linear", "full")
+    q3n = shape_from_hf_config(cfg(num_hidden_layers=4, layer_types=["linear_attention"] * 3 + ["full_attention"]),
+                               "qwen3-next")
+    assert q3n.layer_kinds == ("linear", "linear", "linear", "full")
+    with pytest.raises(InputError, match="layers_block_type"):
+        shape_from_hf_config(cfg(num_hidden_layers=2, layers_block_type=["attention", "transformer"]), "x")
+
+
 def test_text_config_without_heads_is_input_error():
     c = {"model_type": "llava", "architectures": ["X"], "text_config": {"hidden_size": 8}}
     with pytest.raises(InputError, match="num_attention_heads"):

@@ -538,6 +538,32 @@ def _layer_kinds(t: dict, model_type: str, n: int, name: str) -> tuple[tuple[str
             mwl = _get_int(t, ("max_window_layers",), name, default=n, positive=False)
             t = dict(t, layer_types=["sliding_attention" if i >= mwl else "full_attention" for i in range(n)])
     chunk = None
+    # Hybrids (vLLM get_num_layers_by_block_type): layers_block_type (Jamba-style; the transformers
+    # config derives it from attn_layer_period/offset or Nemotron-H's hybrid_override_pattern),
+    # then MiniMax's attn_type_list (1 = softmax attention, 0 = linear), then layer_types below.
+    lbt = t.get("layers_block_type")
+    if lbt is None and "attn_layer_period" in t:
+        period = _get_int(t, ("attn_layer_period",), name)
+        offset = _get_int(t, ("attn_layer_offset",), name, default=0, positive=False)
+        lbt = ["attention" if i % period == offset else "mamba" for i in range(n)]
+    if lbt is None and isinstance(t.get("hybrid_override_pattern"), str):
+        sym = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+        lbt = [sym.get(c, c) for c in t["hybrid_override_pattern"]]
+    if lbt is not None:
+        if not isinstance(lbt, list) or len(lbt) != n:
+            raise InputError(f"config field 'layers_block_type' must be a list of {n} entries{_where(name)}")
+        kind_of = {"attention": "sliding" if sw else "full", "hybrid": "full", "mamba": "mamba",
+                   "mamba2": "mamba", "linear_attention": "linear", "mlp": "none", "moe": "none"}
+        bad = [x for x in lbt if x not in kind_of]
+        if bad:
+            raise InputError(f"config field 'layers_block_type' has unknown entry {bad[0]!r}{_where(name)}")
+        kinds = tuple(kind_of[x] for x in lbt)
+        return kinds, (sw if "sliding" in kinds else None), None, notes
+    atl = t.get("attn_type_list")
+    if isinstance(atl, list) and atl:
+        if len(atl) != n:
+            raise InputError(f"config field 'attn_type_list' must have {n} entries{_where(name)}")
+        return tuple("full" if x == 1 else "linear" for x in atl), None, None, notes
     lt = t.get("layer_types")
     if model_type in ("llama4", "llama4_text") and t.get("attention_chunk_size"):
         chunk = _get_int(t, ("attention_chunk_size",), name)
@@ -613,6 +639,10 @@ def _moe(t: dict, model_type: str, n: int, hidden: int, inter: int, name: str) -
         dense_i = _get_int(t, ("intermediate_size_mlp",), name, default=inter)
     elif model_type == "gpt_oss":
         router_bias = expert_bias = True
+    elif model_type == "jamba":
+        period = _get_int(t, ("expert_layer_period",), name, default=1)
+        offset = _get_int(t, ("expert_layer_offset",), name, default=0, positive=False)
+        dense_layers = [i for i in range(n) if i % period != offset]
     # Mixtral and others: every layer MoE, no shared experts.
     moe = MoeShape(
         num_experts=e, experts_per_token=k, moe_intermediate_size=moe_i, num_shared_experts=shared_n,
@@ -705,6 +735,9 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
     moe, dense_inter = _moe(t, text_type, layers, hidden, inter, name)
     kinds, sw, chunk, kind_notes = _layer_kinds(t, text_type, layers, name)
     notes += kind_notes
+    if any(k in ("mamba", "linear") for k in kinds):
+        notes.append("hybrid model: mamba / linear-attention mixer weights are not modelled, so parameter "
+                     "counts and weight bytes are low by those layers' mixers")
     max_len, max_len_how = derive_max_model_len(t, text_type, name)
 
     tie_default = model_type in ("gemma", "gemma2", "gemma3", "opt", "falcon", "gpt2")

@@ -129,8 +129,11 @@ def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
     for i in range(s.num_layers):
         p = f"model.layers.{i}"
         a = f"{p}.self_attn"
-        # ---- attention ----
-        if s.is_mla:
+        kind = s.layer_kinds[i] if i < len(s.layer_kinds) else "full"
+        # ---- attention (mamba / linear / attention-free layers: mixer not modelled, see shape notes) ----
+        if kind in ("mamba", "linear", "none"):
+            pass
+        elif s.is_mla:
             assert s.kv_lora_rank is not None and s.qk_rope_head_dim is not None
             rope, lora = s.qk_rope_head_dim, s.kv_lora_rank
             v_hd = s.v_head_dim or hd
@@ -161,7 +164,7 @@ def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
             if s.qk_norm:
                 t.append(Tensor(f"{a}.q_norm", "norms", i, hd))
                 t.append(Tensor(f"{a}.k_norm", "norms", i, hd))
-        if s.attn_sinks:
+        if s.attn_sinks and kind not in ("mamba", "linear", "none"):
             t.append(Tensor(f"{a}.sinks", "attention", i, heads_r))
         t.append(Tensor(f"{p}.layernorms", "norms", i, s.norms_per_layer * h * norm_w))
         # ---- MLP ----
