@@ -83,3 +83,15 @@ def test_handbook_lessons_and_multi_steps():
     assert "## `max_model_len`" in md and "+78.8 %" in md
     assert "biz max \\| 8k" in md  # a pipe in a note cannot break the table
     assert "also max_num_seqs" in md
+
+
+def test_prediction_from_simulate_summary_keys():
+    """simulate/1's summary names (output_tokens_per_s, a preemption count over duration_s)."""
+    sim = {"schema_version": "kvdoctor.simulate/1",
+           "summary": {"output_tokens_per_s": 1794.3, "tbt_p99_s": 0.225, "preemptions": 12, "duration_s": 240.0,
+                       "peak_kv_usage_pct": 51.5, "mean_kv_usage_pct": 30.8}}
+    got = F.predicted_from_payload(sim, [])
+    assert got["output_tps"]["value"] == 1794.3
+    assert math.isclose(got["preemptions_per_min"]["value"], 3.0)
+    assert "preemptions / duration_s" in got["preemptions_per_min"]["how"]
+    assert got["kv_usage_peak_pct"]["value"] == 51.5 and got["kv_usage_mean_pct"]["value"] == 30.8

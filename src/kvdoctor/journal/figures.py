@@ -31,7 +31,7 @@ FIGURES: dict[str, tuple[str, str, int]] = {
 # scale to the journal's unit. First match wins. Covers kvdoctor.evidence.summary(), simulate's
 # summary, plan levels' predicted{}, and `vllm bench serve` field names (ms).
 ALIASES: dict[str, list[tuple[str, float]]] = {
-    "output_tps": [("output_tps", 1), ("gen_tps", 1), ("gen_tps_mean", 1), ("throughput.output_tps", 1),
+    "output_tps": [("output_tps", 1), ("output_tokens_per_s", 1), ("gen_tps", 1), ("gen_tps_mean", 1), ("throughput.output_tps", 1),
                    ("throughput.gen_tps", 1), ("throughput.gen_tps_mean", 1), ("generation_tps", 1),
                    ("output_throughput", 1), ("throughput.output", 1), ("gen_tps.mean", 1)],
     "prompt_tps": [("prompt_tps", 1), ("prompt_tps_mean", 1), ("throughput.prompt_tps", 1),
@@ -51,9 +51,9 @@ ALIASES: dict[str, list[tuple[str, float]]] = {
     "preemptions_per_min": [("preemptions_per_min", 1), ("preemptions.per_min", 1), ("preemption_rate_per_min", 1),
                             ("preemptions.rate_per_min", 1), ("preemptions_per_s", 60),
                             ("preemptions.per_s", 60)],
-    "kv_usage_mean_pct": [("kv_usage_mean_pct", 1), ("kv_usage_pct.mean", 1), ("kv_usage.mean_pct", 1),
+    "kv_usage_mean_pct": [("kv_usage_mean_pct", 1), ("mean_kv_usage_pct", 1), ("kv_usage_pct.mean", 1), ("kv_usage.mean_pct", 1),
                           ("kv_usage.mean", 1), ("kv_usage_pct_mean", 1)],
-    "kv_usage_peak_pct": [("kv_usage_peak_pct", 1), ("kv_usage_max_pct", 1), ("kv_usage_pct.max", 1),
+    "kv_usage_peak_pct": [("kv_usage_peak_pct", 1), ("peak_kv_usage_pct", 1), ("kv_usage_max_pct", 1), ("kv_usage_pct.max", 1),
                           ("kv_usage_pct.peak", 1), ("kv_usage.peak_pct", 1), ("kv_usage.max_pct", 1),
                           ("kv_usage.max", 1), ("kv_usage.peak", 1), ("kv_usage_pct_max", 1)],
     "waiting_mean": [("waiting_mean", 1), ("waiting.mean", 1), ("queue.waiting_mean", 1)],
@@ -115,6 +115,12 @@ def extract(data: dict[str, Any], *, source: str, how_prefix: str) -> dict[str, 
                 fig = {"value": x * scale, "source": source, "how": how}
             out[name] = fig
             break
+    if "preemptions_per_min" not in out:
+        # simulate/1 reports a count over a duration: the rate is derived, and says so
+        n, dur = _number(flat.get("preemptions")), _number(flat.get("duration_s"))
+        if n is not None and dur:
+            out["preemptions_per_min"] = {"value": n / dur * 60.0, "source": source,
+                                          "how": f"{how_prefix}preemptions / duration_s × 60 ({n:g} in {dur:.0f} s)"}
     return out
 
 

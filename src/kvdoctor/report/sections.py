@@ -804,12 +804,18 @@ _SKIP_TOP = {"schema_version", "timeline", "levels", "slow_requests", "findings"
 def summary_section(payload: dict[str, Any], kind: str) -> str:
     """Scalars at the top level and in ``summary`` (one level of nesting flattened)."""
     pairs: list[tuple[str, Any, str]] = []
-    for key, val in payload.items():
+    # the verb's own summary{} first: it is what the reader came for
+    keys = sorted(payload, key=lambda k: 0 if k == "summary" else 1)
+    for key in keys:
+        val = payload[key]
         if key in _SKIP_TOP:
             continue
         if isinstance(val, dict) and not ("value" in val and "source" in val):
             for k2, v2 in val.items():
                 if _scalar(v2):
+                    v2 = with_figure(payload, f"{key}.{k2}", v2)
+                    if key == "summary":
+                        v2 = with_figure(payload, k2, v2)
                     pairs.append((f"{key}.{k2}", v2, ""))
         elif _scalar(val):
             pairs.append((key, val, ""))
