@@ -179,3 +179,18 @@ def test_sliding_window_reservation_grows_with_batched_tokens():
     assert s.max_blocks(131072, 2 * 2048) == -(-(127 + 4096) // 16) + 1
     assert s.max_blocks(131072, 2 * 8192) == 1033
     assert s.max_blocks(100, 16384) == -(-100 // 16) + 1  # capped by max_model_len
+
+
+def test_v0_cache_size_error_kv032():
+    # vllm#2418 / kv032: 229 blocks of 16 tokens hold 3,664 tokens < max seq len 4096 (v0, no null block).
+    shape = _shape("llama2-7b", 32, 32, 128)
+    bpb = 32 * 16 * 32 * 256 * 2
+    plan = kv.plan_kv(shape, _opts(), available_bytes=[229 * bpb + 5], max_model_len=4096,
+                      max_num_batched_tokens=4096, era="v0", null_block=False)
+    assert not plan.fit.ok and plan.fit.estimated_max_model_len == 3664
+    assert plan.fit.error == ("The model's max seq len (4096) is larger than the maximum number of tokens that can "
+                              "be stored in KV cache (3664). Try increasing `gpu_memory_utilization` or decreasing "
+                              "`max_model_len` when initializing the engine.")
+    ok = kv.plan_kv(shape, _opts(), available_bytes=[256 * bpb], max_model_len=4096, max_num_batched_tokens=4096,
+                    era="v0", null_block=False)
+    assert ok.fit.ok and ok.usable_blocks == 256 and ok.kv_cache_tokens == 4096

@@ -531,8 +531,13 @@ def plan_kv(
                         f"KV cache memory ({format_gib(limiting)} GiB GPU)")
             max_model_len = best
 
+    if era == "v0":
+        fit = _check_v0(avail, bpbs, opts.block_size, max_model_len)
+        if not fit.ok:
+            return _failed_plan(era, opts, grouping, ranges, projected, bpbs, unified, avail, max_model_len,
+                                in_flight, fit, override_msg, auto_msg)
     fit = FitCheck(True, 0, check_mem[0])
-    for g, b, m in zip(projected, bpbs, check_mem):
+    for g, b, m in zip(projected, bpbs, check_mem if era != "v0" else []):
         if not b:
             continue
         f = check_one_request(g, b, m + b, max_model_len, in_flight, old_text=era != "concurrency_x_len")
@@ -563,6 +568,24 @@ def plan_kv(
         kv_cache_tokens=tokens, max_model_len=max_model_len, max_model_len_requested=requested_len,
         max_in_flight_tokens=in_flight, fit=fit, auto_fit_message=auto_msg, override_message=override_msg,
     )
+
+
+V0_NO_MEMORY_MSG = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                    "initializing the engine.")
+
+
+def _check_v0(avail: Sequence[int], bpbs: Sequence[int], block_size: int, max_model_len: int) -> FitCheck:
+    """v0 ``_verify_args``/``raise_if_cache_size_invalid``: no null block, no per-group estimate."""
+    blocks = min(a // b if b else 1 for a, b in zip(avail, bpbs))
+    if blocks <= 0:
+        return FitCheck(False, 0, min(avail), None, V0_NO_MEMORY_MSG)
+    cap = blocks * block_size
+    if max_model_len > cap:
+        return FitCheck(False, max_model_len * (bpbs[0] // block_size if bpbs[0] else 0), min(avail), cap,
+                        f"The model's max seq len ({max_model_len}) is larger than the maximum number of tokens "
+                        f"that can be stored in KV cache ({cap}). Try increasing `gpu_memory_utilization` or "
+                        "decreasing `max_model_len` when initializing the engine.")
+    return FitCheck(True, max_model_len * (bpbs[0] // block_size if bpbs[0] else 0), min(avail))
 
 
 def _unified_specs(specs: Sequence[KvSpec | None], grouping: Grouping) -> list[KvSpec | None]:
