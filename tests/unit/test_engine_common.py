@@ -79,6 +79,11 @@ def test_precedence_flags_over_serve_over_yaml_over_log(tmp_path, monkeypatch):
     assert r.gpu_memory_utilization == 0.85 and r.sources["gpu_memory_utilization"] == "given"  # log
     assert r.enable_prefix_caching is False  # log
     assert inputs.config.origin == f"log:{log} < yaml:{yml} < serve-line < flags"
+    # each given figure names the source that set it
+    assert r.how["max_model_len"] == "--max-model-len (flags)"
+    assert r.how["max_num_seqs"] == "--max-num-seqs (serve-line)"
+    assert r.how["block_size"] == f"--block-size (yaml:{yml})"
+    assert r.how["gpu_memory_utilization"] == f"--gpu-memory-utilization (log:{log})"
     assert inputs.shape.name.endswith("Llama-3.1-8B-Instruct")
     assert inputs.startup is not None and inputs.vllm_version == "0.33.0"
 

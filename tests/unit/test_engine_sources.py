@@ -203,6 +203,8 @@ def test_config_file_in_line_line_flags_win(tmp_path):
     assert cfg.max_model_len == 16384 and cfg.tensor_parallel_size == 2
     assert cfg.max_num_seqs == 128  # the line wins, as in vLLM
     assert cfg.extra == {"port": 9000}
+    assert cfg.origin_of("max_num_seqs") == "serve-line"
+    assert cfg.origin_of("max_model_len") == f"yaml:{tmp_path / 'cfg.yaml'}"
     cfg = parse_serve_line(f"vllm serve m --config={tmp_path / 'cfg.yaml'}")
     assert cfg.max_num_seqs == 32
 

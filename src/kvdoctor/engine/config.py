@@ -88,6 +88,8 @@ class EngineConfig:
     vllm_version: str | None = None  # when the source reveals it (docker image tag, log banner)
     notes: list[str] = field(default_factory=list)  # what parsing noticed (old spellings, stray words)
     usage_context: str | None = None  # "api" (vllm serve) | "llm" (offline LLM class): picks vLLM's batch table
+    # Which source set each given field when several were merged (field -> origin); see origin_of().
+    field_origins: dict[str, str] = field(default_factory=dict)
 
     def given(self) -> dict[str, Any]:
         """The fields the operator actually set (``None`` = not set)."""
@@ -96,9 +98,15 @@ class EngineConfig:
         out.update({f"env.{k}": v for k, v in self.env.items()})
         return out
 
+    def origin_of(self, name: str) -> str:
+        """The source that set one given field (``yaml:serve.yaml``, ``flags`` ...)."""
+        return self.field_origins.get(name, self.origin)
+
     def overlay(self, other: "EngineConfig") -> "EngineConfig":
         """``other``'s given fields win (e.g. explicit flags on top of a YAML file or a log)."""
         changes = {f: getattr(other, f) for f in ENGINE_FIELDS if getattr(other, f) is not None}
+        origins = {f: self.origin_of(f) for f in ENGINE_FIELDS if getattr(self, f) is not None}
+        origins.update({f: other.origin_of(f) for f in changes})
         return replace(
             self,
             **changes,
@@ -109,6 +117,7 @@ class EngineConfig:
             usage_context=other.usage_context or self.usage_context,
             notes=[*self.notes, *(n for n in other.notes if n not in self.notes)],
             origin=_join_origins(self, other),
+            field_origins=origins,
         )
 
     def with_changes(self, **changes: Any) -> "EngineConfig":

@@ -293,7 +293,7 @@ class _Acc:
         """given > measured > default."""
         v = getattr(self.cfg, name)
         if v is not None:
-            return self.set(name, v, "given", f"--{name.replace('_', '-')} ({self.cfg.origin})")
+            return self.set(name, v, "given", f"--{name.replace('_', '-')} ({self.cfg.origin_of(name)})")
         if name in self.cfg.measured and self.cfg.measured[name] is not None:
             return self.set(name, self.cfg.measured[name], "measured", "start-up log")
         return self.set(name, default, "default", how)
@@ -393,7 +393,7 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
             raise InputError(f"--max-model-len must be positive (or 'auto'), got {given_len}")
         elif given_len > derived:
             if _truthy_env(cfg.env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN"):
-                acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin}), VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+                acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin_of('max_model_len')}), VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
                 acc.notes.append(f"max_model_len {given_len} exceeds the model's {derived}; allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (RoPE positions beyond it produce NaN)")
             else:
                 raise ConfigError(
@@ -402,7 +402,7 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
                     "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
                 )
         else:
-            acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin})")
+            acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin_of('max_model_len')})")
     else:
         acc.pick("max_model_len", derived, "derived from the model's config.json (max_position_embeddings, rope scaling)")
     max_len = int(acc.values["max_model_len"])
@@ -565,7 +565,7 @@ def _resolve_dtype(acc: _Acc, shape: Any, gpu: Any, cc: int | None) -> str:
         )
     if given != config_dtype and not (given == "float32" or config_dtype == "float32"):
         acc.notes.append(f"Casting torch.{config_dtype} to torch.{given}.")
-    return acc.set("dtype", given, "given", f"--dtype ({acc.cfg.origin})")
+    return acc.set("dtype", given, "given", f"--dtype ({acc.cfg.origin_of('dtype')})")
 
 
 def _resolve_quantization(acc: _Acc, shape: Any, gpu: Any, cc: int | None, v: Version) -> str | None:
@@ -589,7 +589,7 @@ def _resolve_quantization(acc: _Acc, shape: Any, gpu: Any, cc: int | None, v: Ve
         if not ckpt and given not in ONLINE_QUANT:
             raise ConfigError(f"Cannot find the config file for {given}")
         method = given
-        acc.set("quantization", method, "given", f"--quantization ({acc.cfg.origin})")
+        acc.set("quantization", method, "given", f"--quantization ({acc.cfg.origin_of('quantization')})")
         if not ckpt:
             acc.notes.append(f"--quantization {given} on an unquantized checkpoint: weights are quantized while loading")
     elif ckpt:
@@ -634,7 +634,7 @@ def _resolve_kv_dtype(acc: _Acc, shape: Any, dtype: str, cc: int | None) -> str:
             f"Using {given} data type to store kv cache. It reduces the GPU memory footprint and boosts the "
             "performance. Meanwhile, it may cause accuracy drop without a proper scaling factor"
         )
-    return acc.set("kv_cache_dtype", given, "given", f"--kv-cache-dtype ({acc.cfg.origin})")
+    return acc.set("kv_cache_dtype", given, "given", f"--kv-cache-dtype ({acc.cfg.origin_of('kv_cache_dtype')})")
 
 
 def _resolve_backend(acc: _Acc, shape: Any, cc: int | None, kv_dtype: str, tr: VersionTraits,
@@ -685,7 +685,7 @@ def _resolve_backend(acc: _Acc, shape: Any, cc: int | None, kv_dtype: str, tr: V
 
 def _set_block(acc: _Acc, user_block: int | None, block: int, how: str) -> None:
     if user_block is not None:
-        acc.set("block_size", user_block, "given", f"--block-size ({acc.cfg.origin})")
+        acc.set("block_size", user_block, "given", f"--block-size ({acc.cfg.origin_of('block_size')})")
     elif "block_size" in acc.cfg.measured:
         acc.set("block_size", acc.cfg.measured["block_size"], "measured", "start-up log")
     else:

@@ -504,6 +504,7 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
             setattr(cfg, f, getattr(merged, f))
         cfg.extra = merged.extra
         cfg.env = merged.env
+        cfg.field_origins = merged.field_origins
         notes.extend(from_file.notes)
         notes.append(f"--config {config_file}: loaded; flags on the line win over the file")
 
