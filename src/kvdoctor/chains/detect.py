@@ -485,8 +485,7 @@ def full_not_tight(ctx: Context) -> Finding | None:
     tl = ctx.timeline
     kv = [float(v) for v in tl.kv_usage_pct]
     i_max = max(range(len(kv)), key=lambda i: -1 if math.isnan(kv[i]) else kv[i])
-    how = {"counter": f"{p.total:g} preemptions counted", "queue-inference": p.note,
-           "v0-warnings": p.note}.get(p.basis, p.note)
+    how = f"{p.total:g} preemptions counted" if p.basis == "counter" else p.note
     return _finding(
         "memory.full-not-tight",
         f"KV usage reaches {q.kv_max:.1f}% but preemption is not persistent ({how}) and the queue is ~empty "
