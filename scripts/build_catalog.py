@@ -58,6 +58,7 @@ EXTRA_ALIASES: dict[str, list[str]] = {
     "NVIDIA B300": ["B300", "NVIDIA B300 SXM6 AC"],
     "NVIDIA RTX 6000 Ada Generation": ["RTX 6000 Ada"],
     "AMD Instinct MI300X": ["MI300X"],
+    "AMD Instinct MI250X (one GCD)": ["AMD Instinct MI250X", "AMD Instinct MI250X/MI250", "MI250X"],
     "AMD Instinct MI325X": ["MI325X"],
 }
 
@@ -67,7 +68,7 @@ RENAME = {
     "NVIDIA GB200 (per Blackwell GPU)": "NVIDIA GB200",
     "NVIDIA GB300 (per Blackwell Ultra GPU)": "NVIDIA GB300",
     "NVIDIA RTX PRO 6000 Blackwell (Server / Workstation Edition)": "NVIDIA RTX PRO 6000 Blackwell",
-    "AMD Instinct MI250 / MI250X": "AMD Instinct MI250X",
+    "AMD Instinct MI250 / MI250X": "AMD Instinct MI250X (one GCD)",
 }
 
 # Checkpoints whose config.json carries no dtype: vLLM then reads the safetensors headers, which the
@@ -89,6 +90,17 @@ def _first_number(text: str | None) -> float | None:
         return None
     m = _NUM.match(text.strip().strip('"'))
     return float(m.group(1)) if m else None
+
+
+def _last_number(text: str | None) -> float | None:
+    """'362 (MI250) / 383 (MI250X), both for 2 GCDs' -> 383 (the row is the MI250X)."""
+    nums = re.findall(r"(?<![A-Za-z])([0-9]+(?:\.[0-9]+)?)(?![0-9]*X)", text or "")
+    vals = [float(n) for n in nums if float(n) > 10]
+    return vals[-1] if vals else _first_number(text)
+
+
+def _scaled(x: float | None, f: float) -> float | None:
+    return None if x is None else round(x * f, 3)
 
 
 def _aliases(name: str, col: str) -> list[str]:
@@ -145,6 +157,14 @@ def build_gpus(data: Path) -> tuple[list[dict], list[str]]:
         smi = _first_number(r["nvidia_smi_total_MiB"])
         mkt = _first_number(r["memory_bytes_marketing"])
         notes = (r.get("notes") or "").strip().strip('"')
+        per_device = 1.0
+        if name.startswith("AMD Instinct MI250X"):
+            # PyTorch sees each of the package's 2 GCDs as one device with 64 GB: tabulate what one
+            # device has (torchtitan uses 191.5 TFLOPS bf16 per GCD, half of the package's 383).
+            per_device = 0.5
+            mkt = mkt / 2 if mkt else mkt
+            notes = ("One GCD (PyTorch device) of an MI250X package: memory, bandwidth and compute are half "
+                     "the package's 128 GB / 3.28 TB/s / 383 TFLOPS. " + notes)
         if name in MEASURED_TORCH:
             mem, src = MEASURED_TORCH[name]
         elif torch_gib:
@@ -162,9 +182,6 @@ def build_gpus(data: Path) -> tuple[list[dict], list[str]]:
             src = f"derived: marketing {mkt / 1e9:g} GB as GiB x {mkt_ratio:.4f} (median torch/marketing ratio)"
         else:
             raise SystemExit(f"no memory figure for {name}")
-        if name == "AMD Instinct MI250X":
-            notes = ("Per package (2 GCDs): PyTorch sees 2 devices of 64 GB each; halve memory, bandwidth "
-                     "and compute per device. " + notes)
         cc = _capability(r["compute_capability"])
         if cc is None and r["compute_capability"]:
             notes = (notes + f" Architecture {r['compute_capability'].strip(chr(34))} (no CUDA compute "
@@ -178,11 +195,13 @@ def build_gpus(data: Path) -> tuple[list[dict], list[str]]:
             "aliases": aliases,
             "memory_bytes": mem,
             "memory_source": src,
-            "hbm_bandwidth_gbps": _first_number(r["hbm_bandwidth_GBps"]),
-            "bf16_tflops": _first_number(r["bf16_dense_tflops"]),
-            "fp8_tflops": _first_number(r["fp8_dense_tflops"]),
-            "int8_tops": _first_number(r["int8"]),
-            "fp4_tflops": _first_number(r["fp4_dense_tflops"]),
+            "hbm_bandwidth_gbps": _scaled(_first_number(r["hbm_bandwidth_GBps"]), per_device),
+            "bf16_tflops": _scaled(_last_number(r["bf16_dense_tflops"]) if per_device != 1 else
+                                   _first_number(r["bf16_dense_tflops"]), per_device),
+            "fp8_tflops": _scaled(_first_number(r["fp8_dense_tflops"]), per_device),
+            "int8_tops": _scaled(_last_number(r["int8"]) if per_device != 1 else _first_number(r["int8"]),
+                                 per_device),
+            "fp4_tflops": _scaled(_first_number(r["fp4_dense_tflops"]), per_device),
             "compute_capability": list(cc) if cc else None,
             "nvlink_gbps": _first_number(r["nvlink_GBps"]),
             "notes": notes,
