@@ -318,6 +318,12 @@ def test_v0_defaults():
     assert r.gpu_memory_utilization == 0.9 and not r.async_scheduling
 
 
+def test_v0_chunked_prefill_budget_by_release():
+    # max_model_len 131072 > 32K: v0 turns chunked prefill on for the API server
+    assert R("", version="0.6.3.post1").max_num_batched_tokens == 512
+    assert R("", version="0.6.5").max_num_batched_tokens == 2048  # vllm PR #10544
+
+
 def test_swap_space_ignored_on_v1():
     r = R("--swap-space 16")
     assert r.swap_space is None and any("--swap-space is ignored" in n for n in r.notes)

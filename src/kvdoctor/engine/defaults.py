@@ -724,9 +724,9 @@ def _resolve_batch(acc: _Acc, gpu: Any, tr: VersionTraits, usage: str | None, ma
     ctx = {"api": "vllm serve", "llm": "LLM class", None: "unknown usage"}[usage]
     if tr.engine == "v0":
         # v0 SchedulerConfig: chunked prefill off -> max(max_model_len, 2048);
-        # on -> 512 (ASSUMPTION: 2048 from 0.6.4 on).
+        # on -> 512, raised to 2048 by vllm PR #10544 (merged 2024-11-21, first in 0.6.5).
         if chunked:
-            mnbt_d = 2048 if tr.version >= (0, 6, 4) else 512
+            mnbt_d = 2048 if tr.version >= (0, 6, 5) else 512
             why_t = f"v0 chunked-prefill default {mnbt_d}"
         else:
             mnbt_d = max(max_len, 2048)
