@@ -255,8 +255,8 @@ def test_spike_tolerance_is_stated_and_overridable():
     th = Thresholds(align_tolerance_s=0.0)
     c = ctx_for(spikes_timeline(True), th=th)
     assert detect.spikes_aligned(c) is not None  # same sample: aligned even at zero tolerance
-    # spikes 4 intervals (40 s) away from the nearest preemption: unaligned at any tolerance < 40 s
-    c2 = ctx_for(spikes_timeline(False), th=Thresholds(align_tolerance_s=30.0))
+    # every spike is ≥ 3 intervals (30 s) from the nearest preemption: unaligned at a 20 s tolerance
+    c2 = ctx_for(spikes_timeline(False), th=Thresholds(align_tolerance_s=20.0))
     assert detect.spikes_elsewhere(c2).gain["unaligned_share"].value == 1.0
 
 
