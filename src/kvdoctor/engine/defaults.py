@@ -449,9 +449,12 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
     acc.pick("scheduling_policy", "fcfs", "vLLM default fcfs")
     perf = acc.pick("performance_mode", "balanced", "vLLM default balanced")
     acc.pick("disable_hybrid_kv_cache_manager", False, "vLLM default False")
+    # On by default via vllm PR #27614 (Q4 2025; ASSUMPTION: first in 0.13.0); PP joined via PR #32359
+    # (Jan 2026; ASSUMPTION: 0.16.0). Opt-in --async-scheduling since PR #19970 (0.10).
     async_default = tr.engine == "v1" and v >= (0, 13, 0) and not (pp > 1 and v < (0, 16, 0))
     acc.pick("async_scheduling", async_default,
-             "vLLM default: on (ASSUMPTION: default since 0.13)" if async_default else "off in this version/configuration")
+             "vLLM default: on (PR #27614)" if async_default else
+             "off by default in this version/configuration (on from 0.13; with PP from 0.16)")
     spec = acc.pick("speculative_config", None, "not set")
     n_spec = _speculative_tokens(spec)
 
