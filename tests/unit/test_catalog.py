@@ -81,6 +81,17 @@ def test_hf_cache_dir_uses_refs_main(tmp_path):
     assert lookup_model(str(new)).name == "acme/tiny"  # a snapshot dir names the model too
 
 
+def test_id_found_in_local_hf_cache(tmp_path, monkeypatch):
+    snap = tmp_path / "models--acme--cached-7b" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text(json.dumps(TINY))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    s = lookup_model("acme/cached-7b")
+    assert s.name == "acme/cached-7b" and s.num_layers == 2 and s.source.endswith("config.json")
+    with pytest.raises(NotFoundError):
+        lookup_model("acme/not-downloaded")
+
+
 def test_hf_cache_dir_without_snapshot_is_input_error(tmp_path):
     (tmp_path / "models--acme--empty" / "snapshots").mkdir(parents=True)
     with pytest.raises(InputError, match="snapshot"):

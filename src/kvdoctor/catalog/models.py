@@ -108,8 +108,31 @@ def shape_from_path(path: Path) -> ModelShape:
     return replace(shape, source=str(cfg_file))
 
 
+def _hf_cache_dir(model_id: str) -> Path | None:
+    """An id not in the catalog but downloaded: the Hugging Face cache entry vLLM would read."""
+    import os
+
+    if model_id.count("/") != 1:
+        return None
+    roots = []
+    if os.environ.get("HF_HUB_CACHE"):
+        roots.append(Path(os.environ["HF_HUB_CACHE"]))
+    if os.environ.get("HF_HOME"):
+        roots.append(Path(os.environ["HF_HOME"]) / "hub")
+    roots.append(Path.home() / ".cache" / "huggingface" / "hub")
+    for root in roots:
+        d = root.expanduser() / ("models--" + model_id.replace("/", "--"))
+        if (d / "snapshots").is_dir():
+            return d
+    return None
+
+
 def lookup_model(text: str) -> ModelShape:
-    """A ModelShape for an HF id (case-insensitive), a config.json path, a model dir or an HF cache dir."""
+    """A ModelShape for an HF id (case-insensitive), a config.json path, a model dir or an HF cache dir.
+
+    Order: an existing path; a catalog id; an id downloaded to the local Hugging Face cache
+    ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub); else NotFoundError with close matches.
+    """
     if not isinstance(text, str) or not text.strip():
         raise InputError("empty model name")
     t = text.strip()
@@ -121,6 +144,9 @@ def lookup_model(text: str) -> ModelShape:
         return _shape(hit)
     if t.endswith(".json") or t.startswith(("/", "./", "~")):
         raise InputError(f"model path {t} does not exist")
+    cached = _hf_cache_dir(t)
+    if cached is not None:
+        return shape_from_path(cached)
     names = list_models()
     close = difflib.get_close_matches(t.lower(), [n.lower() for n in names], n=4, cutoff=0.55)
     by_low = {n.lower(): n for n in names}
