@@ -1,0 +1,145 @@
+"""Chain one (plan), the stop-loss line, the swap review and the check gate, on catalog models."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvdoctor.chains.lengths import LengthDist, from_p99
+from kvdoctor.chains.plan import Target, make_plan, parallel_candidates
+from kvdoctor.engine.config import EngineConfig
+
+
+@pytest.fixture(scope="module")
+def l40s():
+    from kvdoctor.catalog.gpus import lookup_gpu
+
+    return lookup_gpu("L40S")
+
+
+@pytest.fixture(scope="module")
+def q14():
+    from kvdoctor.catalog.models import lookup_model
+
+    return lookup_model("Qwen/Qwen2.5-14B")
+
+
+@pytest.fixture(scope="module")
+def l8():
+    from kvdoctor.catalog.models import lookup_model
+
+    return lookup_model("meta-llama/Llama-3.1-8B-Instruct")
+
+
+def test_levels_in_order_stop_at_first_enough(q14, l40s):
+    p = make_plan(q14, l40s, EngineConfig(max_model_len=32768), lengths=from_p99(7500), target=Target(concurrency=12))
+    assert [lv.level for lv in p.levels] == [1, 2]
+    l1, l2 = p.levels
+    assert l1.flag_change == {"max_model_len": 8192} and l1.enough is False
+    # paged KV: the pool does not grow when the limit falls; vLLM's concurrency figure grows 4x
+    assert l1.figures["pool_tokens"].value == p.before.figures()["pool_tokens"].value
+    c0, c1 = p.before.figures()["max_concurrency"].value, l1.figures["max_concurrency"].value
+    assert c1 == pytest.approx(c0 * 4, rel=0.01)
+    assert any("does not enlarge the pool" in n for n in l1.notes)
+    assert l2.flag_change == {"kv_cache_dtype": "fp8"} and l2.enough is True
+    assert l2.figures["pool_tokens"].value == pytest.approx(2 * l1.figures["pool_tokens"].value, rel=0.01)
+    assert any("FLASHINFER" in n for n in l2.notes)  # SM89: FA2 rejects fp8 KV, vLLM picks FlashInfer
+    assert p.applied_levels == (1, 2) and p.stop_loss is None
+    assert p.serve_line() == "vllm serve Qwen/Qwen2.5-14B --max-model-len 8192 --kv-cache-dtype fp8"
+
+
+def test_resulting_serve_line_and_yaml_round_trip(q14, l40s):
+    from kvdoctor.engine.sources import parse_serve_line
+
+    p = make_plan(q14, l40s, EngineConfig(max_model_len=32768, max_num_seqs=64), lengths=from_p99(3000),
+                  target=Target(concurrency=30))
+    back = parse_serve_line(p.serve_line())
+    assert back.max_model_len == p.final.config.max_model_len
+    assert back.max_num_seqs == 64
+    import yaml
+
+    y = yaml.safe_load(p.yaml())
+    assert y["max-model-len"] == p.final.config.max_model_len
+
+
+def test_level1_needs_the_real_lengths(q14, l40s):
+    p = make_plan(q14, l40s, EngineConfig(max_model_len=32768), target=Target(concurrency=12))
+    l1 = p.levels[0]
+    assert not l1.applicable and "length distribution is unknown" in l1.why
+
+
+def test_level1_costs_from_the_distribution_and_target_context(q14, l40s):
+    # 1000 requests: 980 short, 10 with prompts over 8K (rejected), 10 that overflow only with output
+    prompt = [1000] * 980 + [9000] * 10 + [7800] * 10
+    output = [200] * 980 + [100] * 10 + [1000] * 10
+    d = LengthDist("test", prompt, output)
+    p = make_plan(q14, l40s, EngineConfig(max_model_len=32768), lengths=d, target=Target(concurrency=3))
+    l1 = p.levels[0]
+    assert l1.flag_change["max_model_len"] == math.ceil(d.p99_total / 2048) * 2048
+    lim = l1.flag_change["max_model_len"]
+    rej, trunc = d.over_limit(lim)
+    assert l1.costs["rejected_share"].value == round(rej, 5)
+    assert l1.costs["truncated_share"].value == round(trunc, 5)
+    # a target context above the p99 keeps the limit there
+    p2 = make_plan(q14, l40s, EngineConfig(max_model_len=32768), lengths=d, target=Target(context=16384, concurrency=3))
+    assert p2.levels[0].flag_change["max_model_len"] == 16384
+
+
+def test_stop_loss_sizes_the_scale_out(q14, l40s):
+    p = make_plan(q14, l40s, EngineConfig(max_model_len=32768), lengths=from_p99(7500), target=Target(concurrency=200))
+    assert p.stop_loss is not None
+    rec = p.stop_loss.data["sizing"]["recommended"]
+    assert rec["instances"] == math.ceil(200 / rec["capacity_per_instance"])
+    assert rec["total_gpus"] == rec["instances"] * rec["gpus_per_instance"]
+    assert "Stop tuning" in p.stop_loss.summary
+
+
+def test_model_that_does_not_fit_goes_to_parallelism(l40s):
+    from kvdoctor.catalog.models import lookup_model
+
+    big = lookup_model("Qwen/Qwen2.5-72B-Instruct")
+    p = make_plan(big, l40s, EngineConfig(max_model_len=32768), lengths=from_p99(7500), target=Target(concurrency=4))
+    assert [lv.applicable for lv in p.levels[:3]] == [False, False, False]
+    assert all("no gain" in lv.why for lv in p.levels[:2])
+    l4 = p.levels[3]
+    assert l4.applicable and l4.state.ledger.fit_ok
+    assert big.num_attention_heads % l4.flag_change["tensor_parallel_size"] == 0
+
+
+def test_parallel_candidates_divide_heads_and_fit_a_node(q14):
+    for tp, pp in parallel_candidates(q14):
+        assert q14.num_attention_heads % tp == 0 and tp * pp <= 8
+
+
+def test_swap_review_reproduces_the_case(l8, q14, l40s):
+    from kvdoctor.chains.swap import review
+
+    r = review(l8, q14, l40s, EngineConfig(max_model_len=32768), lengths=from_p99(7500))
+    ids = {f.rule_id for f in r.findings}
+    assert {"swap.inherited-max-model-len", "swap.capacity-drop"} <= ids
+    j = r.to_json()
+    assert j["capacity_change"] < -0.3
+    assert "load-test baseline" in j["reminder"]
+    assert j["plan"]["levels"][0]["action"] == "--max-model-len 8192"
+    # the reverse swap (to a smaller model) raises nothing
+    assert not review(q14, l8, l40s, EngineConfig(max_model_len=32768)).findings
+
+
+def test_check_gate(l8, q14, l40s):
+    from kvdoctor.chains.check import run_check
+
+    ok = run_check(q14, l40s, EngineConfig(max_model_len=8192, max_num_seqs=6))
+    assert ok.ok and ok.to_json()["exit_code"] == 0
+    bad = run_check(q14, l40s, EngineConfig(max_model_len=32768), previous_shape=l8)
+    assert not bad.ok and len(bad.reasons) == 2
+    assert {f.rule_id for f in bad.findings} == {"sched.concurrency-starved", "swap.inherited-max-model-len"}
+    tolerant = run_check(q14, l40s, EngineConfig(max_model_len=8192), max_ratio=1000)
+    assert tolerant.ok
+
+
+def test_lengths_percentiles():
+    d = LengthDist("x", list(range(1, 101)), [0] * 100)
+    assert d.p99_total == 99 and d.max_total == 100 and d.mean_total == 50.5
+    assert d.over_limit(50) == (0.51, 0.0)
+    assert from_p99(7000).p99_total == 7000
