@@ -161,6 +161,12 @@ def _diagnose_payload(n: int = 360) -> dict:
     }
 
 
+def _real_verb(*args: str) -> dict:
+    res = CliRunner().invoke(app, [*args, "--json"])
+    assert res.exit_code in (0, 1), res.output  # 1 = a finding (e.g. not enough), still a payload
+    return json.loads(res.output)
+
+
 def _plan_payload() -> dict:
     return {"schema_version": "kvdoctor.plan/1", "model": "Qwen/Qwen2.5-14B-Instruct", "levels": [
         {"level": 0, "action": "baseline", "flag_change": "", "pool_tokens": 181_000, "worst_case_tokens": 256 * 32768,
@@ -177,7 +183,15 @@ def _plan_payload() -> dict:
 
 
 def test_report_renders_in_chromium(chromium, tmp_path):
-    payloads = [_real_ledger(), _plan_payload(), _diagnose_payload(), _real_journal(tmp_path)]
+    payloads = [
+        _real_ledger(),
+        _real_verb("plan", "-m", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "A100-80GB", "--max-model-len", "32768"),
+        _plan_payload(),  # the documented keys with predictions, as a second plan
+        _real_verb("simulate", "-m", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "A100-80GB", "--rate", "8",
+                   "--duration", "120", "--quiet"),
+        _diagnose_payload(),
+        _real_journal(tmp_path),
+    ]
     out = write_report(tmp_path / "report.html", payloads, title="kvdoctor report: Qwen2.5-14B swap review")
     n_figs = out.read_text().count('<script type="application/json" id="kvd-fig-')
     assert n_figs >= 8

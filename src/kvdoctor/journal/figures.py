@@ -161,8 +161,13 @@ def predicted_from_payload(payload: dict[str, Any], changes: list[dict[str, Any]
         for lv in payload["levels"]:
             if not isinstance(lv, dict):
                 continue
-            text = f"{lv.get('flag_change') or ''} {lv.get('action') or ''}"
-            if any(f and f in text for f in flags) and isinstance(lv.get("predicted"), dict):
+            fc = lv.get("flag_change")
+            if isinstance(fc, dict):  # plan/1: {"kv_cache_dtype": "fp8"}
+                hit = bool(fields & {str(k) for k in fc})
+            else:
+                text = f"{fc or ''} {lv.get('action') or ''}"
+                hit = any(f and f in text for f in flags)
+            if hit and isinstance(lv.get("predicted"), dict):
                 return extract(lv["predicted"], source="predicted", how_prefix=f"{kind} level {lv.get('level')}: ")
         return {}
     for key in ("predicted", "summary"):

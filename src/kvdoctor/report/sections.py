@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import re
 from typing import Any
 
 from kvdoctor.report.html import RAW_JSON_LIMIT, esc
@@ -365,22 +366,50 @@ def _reconciliation(page, rec: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def plan_section(page, payload: dict[str, Any]) -> str:
+def flag_text(fc: Any) -> str:
+    """plan/1 writes flag changes as {"kv_cache_dtype": "fp8"}; older drafts as a string."""
+    if isinstance(fc, dict):
+        return " ".join(f"--{str(k).replace('_', '-')} {v}" for k, v in fc.items())
+    return "" if fc is None else str(fc)
+
+
+def _plan_levels(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The levels, led by the configuration before any change (plan/1 ``before{}``) as level 0."""
     levels = [lv for lv in payload["levels"] if isinstance(lv, dict)]
-    labels, pool, worst, conc, colors, hover = [], [], [], [], [], []
+    before = payload.get("before")
+    if isinstance(before, dict) and before.get("pool_tokens") is not None and not any(
+            lv.get("level") in (0, "0") for lv in levels):
+        levels = [{"level": 0, "title": "as configured", "enough": None, **before}] + levels
+    return levels
+
+
+def plan_section(page, payload: dict[str, Any]) -> str:
+    levels = _plan_levels(payload)
+    labels, pool, worst, colors, hover = [], [], [], [], []
+    last_pool: float | None = None
     for i, lv in enumerate(levels):
         lvl = lv.get("level", i)
-        act = lv.get("action") or ("baseline" if lvl in (0, "0") else "")
-        labels.append(esc(f"{lvl}: {act}" if act else str(lvl)))
-        pool.append(num(lv.get("pool_tokens")))
+        title = str(lv.get("title") or lv.get("action") or ("baseline" if lvl in (0, "0") else ""))
+        title = re.sub(r"^Level \d+:\s*", "", title)
+        labels.append(esc(f"{lvl}: {title}" if title else str(lvl)))
+        p = num(lv.get("pool_tokens"))
+        applicable = lv.get("applicable", True) is not False and p is not None
+        # a level that does not apply leaves the pool where the previous level left it
+        pool.append(p if applicable else last_pool)
+        last_pool = pool[-1]
         worst.append(num(lv.get("worst_case_tokens")))
-        conc.append(num(lv.get("max_concurrency")))
         enough = lv.get("enough")
-        colors.append(COLORS["kv"] if enough is True else (COLORS["preempt"] if enough is False else "#868e96"))
+        colors.append("#ced4da" if not applicable else
+                      COLORS["kv"] if enough is True else (COLORS["preempt"] if enough is False else "#868e96"))
+        why = lv.get("why") or lv.get("enough_why") or ""
         hover.append(
-            f"{esc(lv.get('flag_change') or act)}<br>pool: {fmt(lv.get('pool_tokens'))} tokens"
-            f"<br>enough: {esc(fmt(enough))}"
+            f"{esc(flag_text(lv.get('flag_change')) or title)}<br>pool: {fmt(lv.get('pool_tokens'))} tokens"
+            f"<br>enough: {esc(fmt(enough))}" + ("" if applicable else "<br>not applicable")
+            + (f"<br>{esc(str(why)[:160])}" if why else "")
         )
+    for i in range(1, len(worst)):  # likewise for the worst case
+        if worst[i] is None:
+            worst[i] = worst[i - 1]
     data: list[dict[str, Any]] = [{
         "type": "scatter", "mode": "lines+markers", "name": "KV pool (tokens)", "x": labels, "y": pool,
         "line": {"shape": "hv", "color": COLORS["kv"], "width": 3},
@@ -408,7 +437,9 @@ def plan_section(page, payload: dict[str, Any]) -> str:
     yaxis.update({"type": "log"} if log else {"rangemode": "tozero"})
     layout.update({"xaxis": {"type": "category", "automargin": True}, "yaxis": yaxis})
     html = page.plot({"data": data, "layout": layout})
-    html += '<p class="note">Green marker: that level is enough; red: not enough; grey: not judged.</p>'
+    html += ('<p class="note">Marker colour: green = that level is enough, red = not enough, dark grey = not '
+             "judged, light grey = the level does not apply (the pool stays where the previous level left it)."
+             " The dashed line is the worst case the pool must hold.</p>")
 
     pred_keys: list[str] = []
     for lv in levels:
@@ -418,13 +449,17 @@ def plan_section(page, payload: dict[str, Any]) -> str:
     rows = []
     for lv in levels:
         pred = lv.get("predicted") if isinstance(lv.get("predicted"), dict) else {}
+        figs = lv.get("figures") if isinstance(lv.get("figures"), dict) else {}
+        f = lambda k: figs.get(k) if isinstance(figs.get(k), dict) and lv.get(k) is not None else lv.get(k)  # noqa: E731
         rows.append([
-            cell(lv.get("level")), cell(lv.get("action")), f"<td><code>{esc(lv.get('flag_change') or '')}</code></td>",
-            cell(lv.get("pool_tokens")), cell(lv.get("max_concurrency")), cell(lv.get("ratio")),
-            cell(lv.get("enough")), *[cell(pred.get(k)) for k in pred_keys],
+            cell(lv.get("level")), cell(lv.get("title") or lv.get("action"), numeric=False),
+            f"<td><code>{esc(flag_text(lv.get('flag_change')))}</code></td>",
+            cell(f("pool_tokens")), cell(f("max_concurrency")), cell(f("ratio")),
+            cell(lv.get("enough")), cell(lv.get("why") if lv.get("applicable") is False else lv.get("enough_why"), numeric=False),
+            *[cell(pred.get(k)) for k in pred_keys],
         ])
-    html += table(["level", "action", "flag change", "pool tokens", "max concurrency", "ratio", "enough",
-                   *[f"predicted {k}" for k in pred_keys]], rows)
+    html += table(["level", "action", "flag change", "pool tokens", "max concurrency", "worst case / pool", "enough",
+                   "why", *[f"predicted {k}" for k in pred_keys]], rows)
     return html
 
 
