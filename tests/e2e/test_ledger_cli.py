@@ -198,3 +198,36 @@ def test_bad_input_through_main_has_no_traceback(bad_files):
     assert p.returncode == 2
     assert p.stderr.startswith("kvdoctor: error:") and len(p.stderr.strip().splitlines()) == 1
     assert "Traceback" not in p.stderr
+
+
+def _excerpt_cases(shared_data):
+    rows = [json.loads(x) for x in (shared_data / "real" / "kv_capacity_cases.jsonl").read_text().splitlines() if x]
+    return [r for r in rows if r.get("log_excerpt")]
+
+
+def test_from_log_every_real_excerpt(shared_data, tmp_path):
+    """Every real start-up excerpt (every era): exit 0 with the log's figures shown as measured, or — for
+    excerpts that are hand-typed summaries without a vLLM start-up line, or whose recorded engine flags vLLM
+    itself rejects — one line and exit 2. Never a crash. Llama-3.1-8B stands in for models outside the
+    catalog (the measured figures must pass through whatever the model)."""
+    ok = 0
+    for c in _excerpt_cases(shared_data):
+        log = tmp_path / f"{c['case_id']}.log"
+        log.write_text(c["log_excerpt"])
+        code, err, out = invoke("ledger", "--from-log", str(log), "--model", LLAMA, "--gpu", "H100", "--json")
+        assert code in (0, 2), (c["case_id"], err)
+        if code == 2:
+            assert err and "\n" not in err.strip()
+            continue
+        ok += 1
+        j = json.loads(out)
+        if c["num_gpu_blocks"] and j["log"]["engine_starts"] == 1:
+            assert j["sources"]["kv_cache.num_blocks"] == "measured", c["case_id"]
+        if c["kv_cache_gib"] is not None and j["sources"]["memory.kv_cache"] == "measured" \
+                and j["log"]["engine_starts"] == 1:
+            assert abs(j["memory"]["kv_cache_bytes"] / 2**30 - c["kv_cache_gib"]) < 0.006, c["case_id"]
+        if c["startup_failed"] and any(k in c["log_excerpt"] for k in ("To serve at least one request",
+                                                                       "larger than the maximum number of tokens")):
+            assert j["startup"]["fits"] is False and j["reconciliation"]["verdict"] == "does-not-fit", c["case_id"]
+            assert j["startup"]["error"], c["case_id"]
+    assert ok >= 25

@@ -288,16 +288,44 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
         src = "measured" if all(p.source == "measured" for p in parts) else "predicted"
         figs["kv_cache"] = Figure(kv_avail[0], src, how, predicted=pred_kv0 if src == "measured" else None)
 
-    plan = kvm.plan_kv(
-        shape, opts, available_bytes=[max(0, a) for a in kv_avail], max_model_len=max_model_len,
-        max_num_batched_tokens=mnbt, async_scheduling=async_sched, num_gpu_blocks_override=override,
-        auto_fit=auto_fit, era=tr.kv_tokens_formula,
-        null_block=bool(getattr(tr, "null_block_reserved", True)),
-    )
+    measured_err = getattr(s, "startup_error", None) if s is not None else None
+    if (s is not None and measured_err == "kv-too-small" and getattr(s, "error_available_bytes", None) is not None
+            and figs["kv_cache"].source != "measured" and kv_bytes_given is None):
+        # vLLM refused to start and printed the memory it had: that is the measured budget (as vLLM
+        # printed it: available minus the null block from 0.2x on, available before).
+        kv_avail[0] = int(s.error_available_bytes)
+        figs["kv_cache"] = Figure(kv_avail[0], "measured", _line(s, "startup_error",
+                                  "the available KV cache memory in vLLM's start-up error"), predicted=pred_kv0)
+
+    plan_kwargs = dict(max_model_len=max_model_len, max_num_batched_tokens=mnbt, async_scheduling=async_sched,
+                       auto_fit=auto_fit, era=tr.kv_tokens_formula,
+                       null_block=bool(getattr(tr, "null_block_reserved", True)))
+    plan = kvm.plan_kv(shape, opts, available_bytes=[max(0, a) for a in kv_avail],
+                       num_gpu_blocks_override=override, **plan_kwargs)
     if min(kv_avail) <= 0 and plan.fit.ok:
         plan = _no_memory(plan)
+    predicted_plan = plan
+    measured_blocks = getattr(s, "num_gpu_blocks", None) if s is not None else None
+    if measured_blocks and override is None:
+        # The log's block count is the truth: tokens, concurrency, the fit check and the reconciliation
+        # follow from it (vLLM's formulas on the measured count); the budget-derived count stays as predicted.
+        plan = kvm.plan_kv(shape, opts, available_bytes=[max(0, a) for a in kv_avail],
+                           num_gpu_blocks_override=int(measured_blocks), **plan_kwargs)
+        from dataclasses import replace as _replace
 
-    kvf = _kv_figures(plan, s, shape, opts, override, engine_kind)
+        plan = _replace(plan, override_message=None)
+    if measured_err in ("kv-too-small", "max-len-too-large", "no-memory-for-cache") and getattr(
+            s, "error_message", None):
+        from dataclasses import replace as _replace
+
+        plan = _replace(plan, fit=kvm.FitCheck(False, int(getattr(s, "error_needed_bytes", 0) or 0),
+                                               int(getattr(s, "error_available_bytes", 0) or 0),
+                                               getattr(s, "error_est_max_model_len", None) or
+                                               (getattr(s, "kv_cache_tokens", None)
+                                                if measured_err == "max-len-too-large" else None),
+                                               s.error_message))
+
+    kvf = _kv_figures(plan, s, shape, opts, override, engine_kind, predicted_plan)
     recon = reconcile(plan, max_num_seqs)
 
     ranks = _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducted)
@@ -453,7 +481,8 @@ def _no_memory(plan: kvm.KvPlan) -> kvm.KvPlan:
                    usable_blocks=0, max_concurrency=0.0)
 
 
-def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, override, engine_kind) -> dict:
+def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, override, engine_kind,
+                pred: kvm.KvPlan) -> dict:
     r0 = plan.ranks[0]
     page = max(r0.page_bytes_per_layer.values()) if r0.page_bytes_per_layer else 0
     bs_src = "default"
@@ -468,8 +497,8 @@ def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, ove
                                     f"Σ over rank 0's {r0.layers[1] - r0.layers[0]} KV layers of per-token bytes")
     nb_how = (f"num_gpu_blocks_override" if override is not None else
               f"min over ranks of available // bytes_per_block = "
-              + ", ".join(f"{x.available_bytes:,} // {x.bytes_per_block:,}" for x in plan.ranks))
-    out["num_blocks"] = _measured_count(s, "num_gpu_blocks", Figure(plan.num_blocks, "predicted",
+              + ", ".join(f"{x.available_bytes:,} // {x.bytes_per_block:,}" for x in pred.ranks))
+    out["num_blocks"] = _measured_count(s, "num_gpu_blocks", Figure(pred.num_blocks, "predicted",
                                         nb_how + " (includes the null block)"))
     out["usable_blocks"] = Figure(plan.usable_blocks, "predicted", "num_blocks − 1 (block 0 is the null block)")
     out["blocks_per_request"] = Figure(plan.blocks_per_request, "predicted",
@@ -481,6 +510,9 @@ def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, ove
         "concurrency_x_len": "int(max_concurrency × max_model_len) (v1 ≥0.20)",
     }.get(plan.era, plan.era)
     out["tokens"] = _measured_count(s, "kv_cache_tokens", Figure(plan.kv_cache_tokens, "predicted", tok_how))
+    if pred is not plan and out["tokens"].source == "predicted":
+        out["tokens"] = Figure(plan.kv_cache_tokens, "predicted", tok_how + " on the measured block count",
+                               predicted=pred.kv_cache_tokens)
     conc_how = (f"num_blocks × block_size / max_model_len (v0)" if plan.era == "v0" else
                 f"{plan.num_blocks:,} blocks / {plan.blocks_per_request} blocks per request")
     out["max_concurrency"] = _measured_count(s, "max_concurrency", Figure(round(plan.max_concurrency, 4),
