@@ -1,0 +1,119 @@
+"""Chain two's verdicts: order, thin and contradictory evidence, fleets, and full ≠ tight."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvdoctor.chains.diagnose import counter_trusted, diagnose
+from kvdoctor.evidence.model import Evidence, Segment
+from tests.unit.test_chains_rules import persistent_timeline, starved_startup, tl
+
+
+def ev(*segs):
+    return Evidence(segments=list(segs))
+
+
+def seg(timeline, source="http://prom:9090", engine="instance-a", startup=None):
+    return Segment(source=source, engine=engine, startup=startup, timeline=timeline)
+
+
+def test_config_starved_outranks_everything_and_says_later_steps_are_unreliable():
+    d = diagnose(ev(seg(persistent_timeline(), startup=starved_startup(256))))
+    assert d.verdict == "config-starved"
+    assert "unreliable" in d.instances[0].reason
+    # the later steps still ran and are reported
+    assert "sched.preemption-persistent" in {f.rule_id for f in d.instances[0].findings}
+
+
+def test_capacity_short_from_persistent_preemption():
+    d = diagnose(ev(seg(persistent_timeline())))
+    assert d.verdict == "capacity-short"
+    j = d.to_json()
+    assert j["schema_version"] == "kvdoctor.diagnose/1"
+    f = j["findings"][0]
+    assert {"rule_id", "step", "evidence"} <= set(f) and f["evidence"][0]["line_no"] == 100
+
+
+def test_thin_evidence_is_insufficient_with_what_is_missing_and_a_leaning_not_a_verdict():
+    one = tl(n=1, running=36, waiting=78, kv_usage_pct=99.1)  # like the v0 line of vllm#3561
+    d = diagnose(ev(seg(one, source="vllm.log")))
+    inst = d.instances[0]
+    assert inst.verdict == "insufficient-evidence"
+    assert any("longer window" in m for m in inst.missing)
+    assert inst.leaning == "capacity-short"
+
+
+def test_contradictory_evidence_is_insufficient():
+    # preemptions every interval while KV usage never passes 30 %: vLLM preempts only on a full pool
+    i = np.arange(30)
+    weird = tl(preemptions=np.where(i % 2 == 0, 3, 0), kv_usage_pct=25.0)
+    d = diagnose(ev(seg(weird)))
+    assert d.verdict == "insufficient-evidence"
+    assert d.instances[0].contradictions
+
+
+def test_fleet_summary_one_verdict_per_instance():
+    d = diagnose(ev(seg(persistent_timeline(), engine="a"), seg(tl(kv_usage_pct=95.0), engine="b"),
+                    seg(tl(n=2), engine="c")))
+    assert [i.verdict for i in d.instances] == ["capacity-short", "healthy", "insufficient-evidence"]
+    fl = d.to_json()["fleet"]
+    assert fl["verdict"] == "capacity-short" and fl["counts"] == {"capacity-short": 1, "insufficient-evidence": 1,
+                                                                    "healthy": 1}
+
+
+def test_log_without_preemption_field_is_not_a_counter():
+    s = seg(tl(), source="vllm.log", engine="Engine 000")
+    assert not counter_trusted(s)
+    s2 = seg(tl(preemptions=np.where(np.arange(30) == 3, 2, 0)), source="vllm.log")
+    assert counter_trusted(s2)  # a build that prints "Preemptions:" counts them, zeros included
+    assert counter_trusted(seg(tl(), source="http://prom:9090"))
+
+
+def test_log_only_queue_with_unknown_preemptions_is_insufficient():
+    # v1 log lines, queue swinging only once, KV mid: preemption count unknowable, queue not ~empty
+    w = np.zeros(30)
+    w[10:20] = 4
+    d = diagnose(ev(seg(tl(waiting=w, kv_usage_pct=70.0), source="vllm.log")))
+    assert d.verdict == "insufficient-evidence"
+    assert any("vllm:num_preemptions_total" in m for m in d.instances[0].missing)
+
+
+def test_as_one_merges_consecutive_excerpts():
+    a = tl(n=3, kv_usage_pct=91.5)
+    b = tl(n=6, kv_usage_pct=94.0)
+    b.t = b.t + 60
+    d = diagnose(ev(seg(a, source="x.log"), seg(b, source="y.log")), as_one=True)
+    assert len(d.instances) == 1 and d.instances[0].window["samples"] == 9
+    assert d.verdict == "healthy"
+
+
+@settings(max_examples=60, deadline=None)
+@given(kv=st.lists(st.floats(0, 100), min_size=6, max_size=40),
+       log=st.booleans())
+def test_full_pool_without_preemption_or_queue_is_never_a_shortage(kv, log):
+    n = len(kv)
+    t = tl(n=n, kv_usage_pct=np.array(kv), waiting=0.0, preemptions=0.0)
+    d = diagnose(ev(seg(t, source="vllm.log" if log else "http://prom")))
+    assert d.verdict in ("healthy", "insufficient-evidence")
+    assert d.verdict != "capacity-short"
+
+
+def test_startup_facts_alone_give_step_one():
+    d = diagnose(Evidence(segments=[Segment(source="start.log", engine="", startup=starved_startup(256),
+                                            timeline=None)]))
+    assert d.verdict == "config-starved"
+    d2 = diagnose(Evidence(segments=[Segment(source="start.log", engine="", startup=starved_startup(1),
+                                             timeline=None)]))
+    assert d2.verdict == "insufficient-evidence"
+
+
+def test_timeline_json_has_no_nan():
+    import json
+
+    t = tl(ttft_p99=np.full(30, np.nan))
+    payload = diagnose(ev(seg(t))).to_json()
+    json.dumps(payload, allow_nan=False)
+    assert "timeline" in payload and payload["timeline"]["t"][0] == t.t[0]
+
