@@ -203,3 +203,19 @@ def test_write_report_is_atomic(tmp_path):
     write_report(out, [ledger_payload()], title="x")
     assert out.read_text().startswith("<!DOCTYPE html>")
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r.html.tmp")]
+
+
+def test_diagnose_instances_and_findings_shape():
+    """diagnose/1 over two engines: a timeline per instance; findings with summary, cites, instance."""
+    tl = timeline_payload()["timeline"]
+    diag = {"schema_version": "kvdoctor.diagnose/1", "verdict": "capacity-short",
+            "instances": [{"source": "a.log", "engine": "Engine 000", "verdict": "capacity-short", "timeline": tl},
+                          {"source": "b.log", "engine": "Engine 001", "verdict": "healthy", "timeline": tl}],
+            "findings": [{"id": "chain2.preemption-frequency", "title": "Preemption frequency", "severity": "warn",
+                          "summary": "4.1 preemptions/min over 20 min", "action": {"kv_cache_dtype": "fp8"},
+                          "evidence": [{"source": "a.log", "line": 812, "text": "Preemptions: 51"}],
+                          "instance": "a.log Engine 000"}]}
+    doc = render_report([diag], title="d")
+    assert doc.count('id="timeline') == 2 and "a.log Engine 000" in doc and "b.log Engine 001" in doc
+    assert "4.1 preemptions/min over 20 min" in doc and "line 812 Preemptions: 51" in doc
+    assert "--kv-cache-dtype fp8" in doc and 'class="sev-warn"' in doc

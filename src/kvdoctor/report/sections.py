@@ -172,6 +172,9 @@ def _base_layout(title: str | None = None, height: int = 360) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
+MAX_INSTANCE_TIMELINES = 6
+
+
 def build_sections(page, payloads: list[dict[str, Any]], kinds: list[str]) -> None:
     buckets: dict[str, list[tuple[str, str, str]]] = {k: [] for k in _ORDER}
 
@@ -191,6 +194,16 @@ def build_sections(page, payloads: list[dict[str, Any]], kinds: list[str]) -> No
             body = timeline_section(page, payload["timeline"], payload)
             if body:
                 put("timeline", "timeline", f"Timeline ({kind}){suffix}", body)
+        # diagnose/1 over several engines: one timeline per instance (the first few)
+        instances = [i for i in payload.get("instances") or [] if isinstance(i, dict) and isinstance(i.get("timeline"), dict)]
+        for inst in instances[:MAX_INSTANCE_TIMELINES]:
+            body = timeline_section(page, inst["timeline"], inst)
+            if body:
+                who = f"{inst.get('source') or ''} {inst.get('engine') or ''}".strip()
+                put("timeline", "timeline", f"Timeline ({kind}): {who} — {inst.get('verdict') or ''}".rstrip(" —"), body)
+        if len(instances) > MAX_INSTANCE_TIMELINES:
+            put("timeline", "timeline-more", "More instances",
+                f'<p class="note">{len(instances) - MAX_INSTANCE_TIMELINES} more instance timelines are in the raw payload.</p>')
         if isinstance(payload.get("slow_requests"), list) and payload["slow_requests"]:
             put("slow", "slow-requests", f"Slow requests{suffix}", slow_section(page, payload["slow_requests"]))
         if isinstance(payload.get("findings"), list) and payload["findings"]:
@@ -698,23 +711,44 @@ def slow_section(page, reqs: list[Any]) -> str:
 
 
 def findings_section(findings: list[Any]) -> str:
+    """diagnose/1 findings: {id|rule_id|rule, title, summary, severity, evidence[cites], action, instance}."""
+    with_instance = any(isinstance(f, dict) and f.get("instance") for f in findings)
     rows = []
     for f in findings:
         if not isinstance(f, dict):
-            rows.append([cell(None), cell(None), cell(str(f), numeric=False), cell(None)])
+            rows.append([cell(None), cell(None), cell(str(f), numeric=False), cell(None)] + ([cell(None)] if with_instance else []))
             continue
         sev = str(f.get("severity") or f.get("level") or "")
-        title = f.get("title") or f.get("symptom") or f.get("message") or f.get("summary") or ""
-        detail = f.get("detail") or f.get("evidence") or f.get("root_cause") or ""
-        if isinstance(detail, (dict, list)):
-            detail = json.dumps(detail, default=str)[:500]
-        rows.append([
-            f"<td><code>{esc(f.get('rule') or f.get('id') or '')}</code></td>",
+        title = f.get("title") or f.get("symptom") or ""
+        text = f.get("summary") or f.get("message") or f.get("detail") or ""
+        cites = f.get("evidence") or f.get("root_cause") or ""
+        if isinstance(cites, list):
+            cites = "; ".join(_cite_text(c) for c in cites[:5])
+        elif isinstance(cites, dict):
+            cites = _cite_text(cites)
+        body = f"<b>{esc(title)}</b><br>" if title and title != text else ""
+        body += esc(text)
+        if cites:
+            body += f'<br><span class="note">{esc(str(cites)[:600])}</span>'
+        row = [
+            f"<td><code>{esc(f.get('rule') or f.get('id') or f.get('rule_id') or '')}</code></td>",
             f'<td class="sev-{esc(sev.lower())}">{esc(sev)}</td>',
-            f"<td>{esc(title)}<br><span class=\"note\">{esc(detail)}</span></td>",
-            f"<td>{esc(f.get('action') or '')}</td>",
-        ])
-    return table(["rule", "severity", "finding", "action"], rows)
+            f"<td>{body}</td>",
+            f"<td>{esc(flag_text(f.get('action')) if f.get('action') else '')}</td>",
+        ]
+        if with_instance:
+            row.append(cell(f.get("instance"), numeric=False))
+        rows.append(row)
+    return table(["rule", "severity", "finding", "action"] + (["instance"] if with_instance else []), rows)
+
+
+def _cite_text(c: Any) -> str:
+    if isinstance(c, dict):
+        where = c.get("line") or c.get("line_no") or c.get("t") or ""
+        what = c.get("text") or c.get("message") or c.get("what") or c.get("value") or ""
+        src = c.get("source") or ""
+        return " ".join(str(x) for x in (src, f"line {where}" if where else "", what) if x)
+    return str(c)
 
 
 # --------------------------------------------------------------------------------------------
