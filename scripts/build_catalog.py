@@ -156,7 +156,8 @@ def build_gpus(data: Path) -> tuple[list[dict], list[str]]:
         torch_gib = _first_number(r["total_memory_as_reported_by_torch_GiB"])
         smi = _first_number(r["nvidia_smi_total_MiB"])
         mkt = _first_number(r["memory_bytes_marketing"])
-        notes = (r.get("notes") or "").strip().strip('"')
+        # Source addresses stay in the shared data set, not in the shipped table.
+        notes = re.sub(r"\s*\(?(?:https?://|github\.com/)[^\s)]+\)?", "", (r.get("notes") or "").strip().strip('"'))
         per_device = 1.0
         if name.startswith("AMD Instinct MI250X"):
             # PyTorch sees each of the package's 2 GCDs as one device with 64 GB: tabulate what one
