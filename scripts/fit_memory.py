@@ -261,14 +261,20 @@ def fit(cases: list[dict], shared: Path) -> tuple[dict, list[dict]]:
             if samp_r[k]:
                 consts[k] = statistics.median(samp_r[k])
 
-    # --- non-torch by era × parallel kind
+    # --- non-torch by era × parallel kind. It does not depend on the model, so runs whose model is not in
+    # the catalog still count (version and layout known, upstream vLLM only).
+    from kvdoctor.engine.version import traits as _traits
+
     nt: dict[str, dict[str, list[float]]] = {}
-    for c in rows:
-        if c.get("non_torch") is None:
+    for c in cases:
+        if c.get("non_torch") is None or not c.get("version") or "CAVEAT" in (c.get("notes") or ""):
             continue
-        res = c["_res"]
-        era = memory.non_torch_era(res.traits.version, res.traits.engine)
-        key = "tp_multi" if res.tensor_parallel_size > 1 else ("pp_only" if res.pipeline_parallel_size > 1 else "tp1")
+        if c.get("exclude"):
+            continue
+        tr = _traits(c["version"])
+        era = memory.non_torch_era(tr.version, tr.engine)
+        tp, pp = int(c["tp"] or 1), int(c["pp"] or 1)
+        key = "tp_multi" if tp > 1 else ("pp_only" if pp > 1 else "tp1")
         nt.setdefault(era, {}).setdefault(key, []).append(c["non_torch"])
     nt_fit: dict[str, dict[str, float]] = {}
     for era, d in nt.items():
@@ -366,6 +372,31 @@ def render(consts: dict, res: list[dict], excluded: list[dict], today: str) -> s
     return "\n".join(lines)
 
 
+def leave_one_out(shared: Path) -> str:
+    """Refit without each KV case (all its points) and predict it: the out-of-sample error."""
+    base = {k: getattr(fitted, k) for k in ("ACT_FWD_COEF", "SAMPLER_K_FULL", "SAMPLER_K_LIGHT", "NON_TORCH_GIB",
+                                            "CUDAGRAPH_BYTES_PER_SIZE_LAYER_HIDDEN")}
+    _, rows = fit(load_cases(shared), shared)
+    targets = [r for r in residuals(rows) if r["meas"]["kv"] is not None]
+    errs = []
+    for t in targets:
+        apply(base)
+        others = [c for c in load_cases(shared) if c["id"] != t["id"]]
+        consts, _ = fit(others, shared)
+        apply(consts)
+        _, rows_i = fit([c for c in load_cases(shared) if c["id"] == t["id"]], shared)
+        if not rows_i:
+            continue
+        r = residuals(rows_i)[0]
+        kv_meas = t["meas"]["kv"]
+        errs.append((r["pred"]["kv_cache"] - kv_meas, kv_meas, t["id"]))
+    apply(base)
+    med = statistics.median(abs(e) / m for e, m, _ in errs)
+    worst = max(errs, key=lambda x: abs(x[0]))
+    return (f"Leave-one-out (refit without the case, then predict it) over {len(errs)} cases: median KV error "
+            f"{100 * med:.1f} %, largest {abs(worst[0]):.2f} GiB ({worst[2]}).")
+
+
 def write_fitted(consts: dict, today: str) -> None:
     body = [
         '"""Fitted constants for the memory terms vLLM only measures.',
@@ -404,15 +435,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"))
     ap.add_argument("--check", action="store_true", help="print only; write nothing")
+    ap.add_argument("--loo", action="store_true", help="with --check: also report leave-one-out KV errors")
     args = ap.parse_args(argv)
     shared = Path(args.shared)
     cases = load_cases(shared)
+    loo = leave_one_out(shared) if (args.loo or not args.check) else ""
     consts, rows = fit(cases, shared)
     apply(consts)
     res = residuals(rows)
     today = _dt.date.today().isoformat()
     excluded = [c for c in cases if c.get("excluded")]
     table = render(consts, res, excluded, today)
+    if loo:
+        table = table.replace("\n\nAnnotations", f"\n\n{loo} The constants are fitted on these same runs, so "
+                              "the leave-one-out figure is the honest one.\n\nAnnotations", 1)
     print(table)
     if not args.check:
         write_fitted(consts, today)
