@@ -102,8 +102,14 @@ def simulate(
     interval_s: float = 10.0,
     progress: Callable[[int], None] | None = None,
     detail: bool = True,
+    bulk: bool = True,
+    check: bool = False,
 ) -> SimResult:
-    """Run ``workload`` through the scheduler. ``steptime`` has ``step(...)`` and ``decode_line(n)``."""
+    """Run ``workload`` through the scheduler. ``steptime`` has ``step(...)`` and ``decode_line(n)``.
+
+    ``bulk=False`` simulates every step one by one (the reference the fast path is tested
+    against); ``check=True`` asserts the block-pool invariants after every step (tests).
+    """
     wall0 = _time.perf_counter()
     n_req = len(workload)
     order = sorted(range(n_req), key=workload.arrival.__getitem__)
@@ -160,8 +166,10 @@ def simulate(
             continue
 
         # ---- a stretch of identical decode steps? ------------------------------------------
+        if check:
+            sched.check()
         n = len(running)
-        if n and n <= mnbt:
+        if bulk and n and n <= mnbt:
             uniform = True
             kv1 = 0
             k_fin = 1 << 60

@@ -51,9 +51,15 @@ class SchedConfig:
     watermark: float = 0.0
 
     def __post_init__(self):
-        for name in ("num_blocks", "block_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
+        if self.num_blocks < 2:
+            raise ValueError(f"num_blocks must be >= 2 (one is the null block), got {self.num_blocks}")
+        for name in ("block_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            # vLLM's SchedulerConfig validation: without chunking a whole prompt must fit one step
+            raise ValueError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than max_model_len "
+                             f"({self.max_model_len}) with chunked prefill disabled")
         if self.scheduling_policy not in ("fcfs", "priority"):
             raise ValueError(f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}")
 
@@ -366,3 +372,9 @@ class Scheduler:
     def check(self) -> None:
         """Pool invariants against the running requests (tests)."""
         self.pool.check(self.running)
+        u = self.pool.usage()
+        assert 0.0 <= u <= 1.0, f"usage {u} outside 0..1"
+        bs = self.cfg.block_size
+        for r in self.running:
+            assert r.nblocks * bs >= min(r.computed, self.cfg.max_model_len), f"request {r.idx} computed beyond its slots"
+            assert r.nblocks <= -(-self.cfg.max_model_len // bs), f"request {r.idx} holds more than max_model_len"
