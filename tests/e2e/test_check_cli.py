@@ -1,0 +1,41 @@
+"""``kvdoctor check`` as a CI gate: 0 / 1 with reasons / 2 on bad input, also as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.e2e.test_rules_cli import invoke
+
+Q14 = "Qwen/Qwen2.5-14B"
+
+
+def test_pass_and_fail():
+    code, err, out = invoke("check", "--serve", "vllm serve Qwen/Qwen2.5-14B --max-model-len 8192 --max-num-seqs 6",
+                            "--gpu", "L40S")
+    assert code == 0 and "PASS" in out
+    code, err, out = invoke("check", "-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--previous-model",
+                            "meta-llama/Llama-3.1-8B-Instruct", "--json")
+    assert code == 1
+    j = json.loads(out)
+    assert j["schema_version"] == "kvdoctor.check/1" and not j["ok"] and len(j["reasons"]) == 2
+
+
+def test_does_not_fit_fails():
+    code, err, out = invoke("check", "-m", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "L40S", "--json")
+    assert code == 1 and json.loads(out)["fits"] is False
+
+
+def test_subprocess_exit_codes():
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "kvdoctor", "check", *a], capture_output=True, text=True)
+
+    r = run("-m", Q14, "--gpu", "L40S", "--max-model-len", "8192", "--max-num-seqs", "6", "--quiet")
+    assert r.returncode == 0, r.stderr
+    r = run("-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--quiet")
+    assert r.returncode == 1
+    r = run("-m", Q14, "--gpu", "L40S", "--max-ratio", "-1")
+    assert r.returncode == 2 and r.stderr.startswith("kvdoctor: error:") and r.stderr.count("\n") == 1
+    r = run("-m", Q14, "--gpu", "NoSuchGPU")
+    assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -1,0 +1,49 @@
+"""``kvdoctor plan`` end to end."""
+
+from __future__ import annotations
+
+import json
+
+from tests.e2e.test_rules_cli import invoke
+
+Q14 = "Qwen/Qwen2.5-14B"
+
+
+def test_plan_text_and_json():
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--p99-context", "7500",
+                            "--target-concurrency", "12")
+    assert code == 0, err
+    assert "vllm serve Qwen/Qwen2.5-14B --max-model-len 8192 --kv-cache-dtype fp8" in out
+    assert "max-model-len: 8192" in out and "does not enlarge the pool" in out
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--p99-context", "7500",
+                            "--target-concurrency", "12", "--json")
+    j = json.loads(out)
+    assert j["schema_version"] == "kvdoctor.plan/1"
+    assert [lv["level"] for lv in j["levels"]] == [1, 2] and j["levels"][-1]["enough"] is True
+    for lv in j["levels"]:  # keys the HTML report reads
+        assert {"level", "action", "flag_change", "pool_tokens", "max_concurrency", "ratio", "enough",
+                "predicted"} <= set(lv)
+
+
+def test_plan_with_a_real_trace_attaches_costs_and_simulation(shared_data, tmp_path):
+    src = shared_data / "traces" / "splitwise_conv.csv"
+    head = tmp_path / "conv.csv"
+    head.write_text("".join(src.open().readlines()[:400]))
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--trace", str(head),
+                            "--target-concurrency", "12", "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    l1 = j["levels"][0]
+    assert l1["applicable"] and "rejected_share" in l1["costs"]
+    assert j["lengths"]["requests"] == 399
+    if not any("not available" in n for n in j["notes"]):
+        assert "preemptions" in l1["predicted"]
+
+
+def test_plan_bad_input_exit_2():
+    code, err, _ = invoke("plan", "-m", Q14, "--gpu", "L40S", "--p99-context", "0")
+    assert code == 2 and "--p99-context" in err
+    code, err, _ = invoke("plan", "-m", Q14, "--gpu", "L40S", "--trace", "/nonexistent.csv")
+    assert code == 2
+    code, err, _ = invoke("plan", "-m", Q14, "--gpu", "L40S", "--p99-context", "100", "--lengths", "x.csv")
+    assert code == 2 and "one of" in err
