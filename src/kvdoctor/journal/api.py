@@ -133,8 +133,7 @@ def step_payload(s: Step) -> dict[str, Any]:
     # the prediction payload can be large (a whole simulate run): show it by reference
     pred = d.pop("prediction", None)
     d["prediction_kind"] = (str(pred.get("schema_version")) if isinstance(pred, dict) else None)
-    d["config_given"] = {k: v for k, v in s.config.items()
-                         if k not in ("extra", "env", "measured", "notes", "origin", "vllm_version") and v is not None}
+    d["config_given"] = configs.given(s.config)
     return d
 
 

@@ -78,6 +78,14 @@ def config_from_dict(d: dict[str, Any]) -> Any:
     return EngineConfig(**{k: v for k, v in d.items() if k in known})
 
 
+def given(d: dict[str, Any]) -> dict[str, Any]:
+    """What the operator set (EngineConfig.given(): vLLM fields, ``extra.<flag>``, ``env.<VAR>``)."""
+    try:
+        return {k: _plain(v) for k, v in config_from_dict(d).given().items()}
+    except TypeError:  # a config stored by a kvdoctor whose EngineConfig differs: show what is there
+        return {k: _plain(v) for k, v in d.items() if v not in (None, {}, [])}
+
+
 def config_changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
     """The variables that differ, as engine.diff sees them."""
     from kvdoctor.engine.diff import diff

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvdoctor.journal import figures as F
+from kvdoctor.journal.configs import given
 from kvdoctor.journal.store import Step
 
 
@@ -43,8 +44,7 @@ def build(name: str, steps: list[Step]) -> dict[str, Any]:
         "journal": name,
         "baseline": None if baseline is None else {
             "seq": baseline.seq, "created_at": baseline.created_at,
-            "config_given": {k: v for k, v in baseline.config.items()
-                             if v not in (None, {}, []) and k not in ("measured", "notes", "origin")},
+            "config_given": given(baseline.config),
             "figures": baseline.figures,
         },
         "variables": [{"field": v, "lesson": lessons[v], "steps": entries} for v, entries in variables.items()],
@@ -81,7 +81,7 @@ def _fmt(v: Any, unit: str = "") -> str:
         v = v["value"]
     if isinstance(v, float):
         if unit == "s":
-            return f"{v * 1000:.1f} ms" if abs(v) < 10 else f"{v:.2f} s"
+            return f"{v * 1000:,.1f} ms" if abs(v) < 10 else f"{v:,.2f} s"
         s = f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
         return f"{s} {unit}".strip()
     if isinstance(v, int) and not isinstance(v, bool):
@@ -101,9 +101,8 @@ def to_markdown(hb: dict[str, Any]) -> str:
     lines.append("")
     base = hb.get("baseline")
     if base:
-        given = ", ".join(f"`{_md(k)}={_md(v)}`" for k, v in base["config_given"].items()
-                          if k not in ("extra", "env"))
-        lines += [f"## Baseline (step #{base['seq']}, {_md(base['created_at'])})", "", given or "(no flags given)", ""]
+        flags = ", ".join(f"`{_md(k)}={_md(v)}`" for k, v in base["config_given"].items())
+        lines += [f"## Baseline (step #{base['seq']}, {_md(base['created_at'])})", "", flags or "(no flags given)", ""]
         if base["figures"]:
             lines += ["| figure | value | source |", "|---|---|---|"]
             for fname, (label, unit, _) in F.FIGURES.items():
