@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 
 from kvdoctor.catalog.gpus import list_gpus, lookup_gpu
 from kvdoctor.catalog.models import lookup_model
