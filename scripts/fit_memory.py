@@ -65,13 +65,14 @@ ANNOTATE: dict[str, dict] = {
                          "configuration does not carry; with Marlin weights the budget closes to 0.05 GiB"},
 }
 
-# CUDA-graph estimates deducted from the budget (≥0.21) with a known model: (case, layers, hidden,
-# capture sizes, GiB). The only two public points; see docs/ledger.md.
+# CUDA-graph pool with a known model: (case, what, layers, hidden, capture sizes, GiB). No public log of a
+# catalog model shows the deducted *estimate*, so these are actual captures used as its proxy (vLLM
+# logs the two within ~0.04 GiB). The only two public points; assumptions in docs/ledger.md.
 CG_POINTS = [
-    ("kv030", "Llama-3.1-8B (weights 14.9889 GiB identify it), API defaults on an 80 GiB card", 32, 4096,
+    ("kv030", "Llama-3.1-8B (weights 14.9889 GiB identify it), ~0.11 API defaults: 51 capture sizes", 32, 4096,
      51, 0.65),
-    ("kv020", "gemma-3-4b-it text stack, offline LLM defaults on a 178 GiB SM100 card (capture up to 1024)",
-     34, 2560, 83, 0.65),
+    ("kv020", "gemma-3-4b-it text stack, offline defaults on a 178 GiB SM100 card; ASSUMPTION capture cap 1024 "
+              "(83 sizes)", 34, 2560, 83, 0.65),
 ]
 
 
