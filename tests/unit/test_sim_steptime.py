@@ -1,0 +1,112 @@
+"""The step-time model: calibration quality (from the committed fit) and roofline behaviour."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvdoctor.catalog.gpus import lookup_gpu
+from kvdoctor.catalog.models import lookup_model
+from kvdoctor.sim import coefficients as C
+from kvdoctor.sim.steptime import LinearStepTime, RooflineStepTime, from_deployment
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return lookup_model("meta-llama/Llama-3.1-8B-Instruct")
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return lookup_gpu("H100")
+
+
+def test_committed_fit_meets_the_held_out_error_bar():
+    # scripts/calibrate_step_time.py writes these; the issue's bar is a median <= 10 % held out
+    assert C.FIT_SUMMARY["held_out_step_median_err"] <= 0.10
+    assert C.FIT_SUMMARY["held_out_operator_median_err"] <= 0.10
+    assert set(C.FIT_SUMMARY["hold_out"]) == {"a100", "a40", "h100"}
+
+
+def test_decode_line_agrees_with_step(llama8b, h100):
+    m = RooflineStepTime(llama8b, h100)
+    for n, kv in ((1, 500), (7, 9000), (64, 64 * 1200)):
+        a, b = m.decode_line(n)
+        assert math.isclose(a + b * kv, m.step(n, n, kv, 0.0, n), rel_tol=1e-12)
+
+
+def test_decode_is_memory_bound_and_prefill_compute_bound(llama8b, h100):
+    m = RooflineStepTime(llama8b, h100)
+    one = m.step(1, 1, 1000, 0.0, 1)
+    # one decode step reads every weight once: 16 GB at 3.35 TB/s is ~4.8 ms before overheads
+    assert 4e-3 < one < 9e-3
+    # 64 decodes cost much less than 64 single decodes (weights are read once per step)
+    assert m.step(64, 64, 64 * 1000, 0.0, 64) < 3 * one
+    # a 4096-token prefill is compute bound: ~2*8e9*4096 FLOP at < peak
+    pre = m.step(4096, 1, 0, 4096 * 4097 / 2, 1)
+    assert pre > 2 * 8.0e9 * 4096 / 989e12
+
+
+def test_fp8_kv_halves_the_kv_read_term(llama8b, h100):
+    bf = RooflineStepTime(llama8b, h100, kv_bytes=2.0)
+    f8 = RooflineStepTime(llama8b, h100, kv_bytes=1.0)
+    assert math.isclose(f8.decode_line(8)[1], bf.decode_line(8)[1] / 2, rel_tol=1e-12)
+    assert f8.decode_line(8)[0] == bf.decode_line(8)[0]
+
+
+def test_tensor_parallel_splits_work_and_adds_all_reduce(llama8b, h100):
+    tp1 = RooflineStepTime(llama8b, h100, tp=1)
+    tp2 = RooflineStepTime(llama8b, h100, tp=2)
+    # per-rank KV per token halves (8 KV heads / 2)
+    assert math.isclose(tp2.decode_line(1)[1], tp1.decode_line(1)[1] / 2, rel_tol=1e-12)
+    big = 8192
+    assert tp2.step(big, 1, 0, big * (big + 1) / 2, 1) < tp1.step(big, 1, 0, big * (big + 1) / 2, 1)
+    assert tp2.ar is not None and tp1.ar is None
+
+
+def test_pipeline_parallel_adds_hops_without_speed(llama8b, h100):
+    pp1 = RooflineStepTime(llama8b, h100, pp=1)
+    pp2 = RooflineStepTime(llama8b, h100, pp=2)
+    assert pp2.step(256, 8, 8000, 0.0, 8) > pp1.step(256, 8, 8000, 0.0, 8)
+
+
+def test_weight_quantization_speeds_up_decode(llama8b, h100):
+    bf = RooflineStepTime(llama8b, h100, weight_bytes=2.0)
+    w4 = RooflineStepTime(llama8b, h100, weight_bytes=0.5625)
+    assert w4.decode_line(1)[0] < 0.6 * bf.decode_line(1)[0]
+
+
+def test_unprofiled_gpu_uses_generic_coefficients(llama8b):
+    m = RooflineStepTime(llama8b, lookup_gpu("L40S"))
+    assert m.family == "generic"
+    assert m.step(1, 1, 100, 0.0, 1) > RooflineStepTime(llama8b, lookup_gpu("H100")).step(1, 1, 100, 0.0, 1)
+
+
+def test_moe_reads_only_touched_experts(h100):
+    moe = lookup_model("Qwen/Qwen3-30B-A3B")
+    m = RooflineStepTime(moe, h100)
+    # one token touches 8 of 128 experts: far less than reading the whole 30B model
+    assert m.decode_line(1)[0] < m.decode_line(256)[0] / 2
+
+
+def test_from_deployment_reads_the_resolved_engine(llama8b, h100):
+    from kvdoctor.engine.config import EngineConfig
+    from kvdoctor.engine.defaults import resolve
+
+    r = resolve(EngineConfig(kv_cache_dtype="fp8", tensor_parallel_size=2), llama8b, h100)
+    m = from_deployment(llama8b, h100, r)
+    assert m.tp == 2 and m.kvb == 1.0
+
+
+def test_anonymous_gpu_is_refused(llama8b):
+    from kvdoctor.errors import InputError
+
+    with pytest.raises(InputError):
+        RooflineStepTime(llama8b, lookup_gpu("24GiB"))
+
+
+def test_linear_model_line():
+    m = LinearStepTime(base_s=0.01, per_token_s=1e-4, per_kv_token_s=1e-6, per_request_s=1e-3)
+    a, b = m.decode_line(4)
+    assert math.isclose(a + b * 100, m.step(4, 4, 100, 0.0, 4))
