@@ -166,3 +166,20 @@ def test_real_process_exit_code_and_env_db(tmp_path):
     assert r.stderr.startswith("kvdoctor: error: 2 variables changed") and r.stderr.count("\n") == 1
     assert "Traceback" not in r.stderr
     assert (tmp_path / "env.sqlite").exists() and not (tmp_path / "kvdoctor-journal.sqlite").exists()
+
+
+def test_saved_serve_script_and_remeasure_without_config(tmp_path):
+    """--config also takes a saved launch script (backslash continuations); no --config = same config."""
+    db = tmp_path / "j.sqlite"
+    script = tmp_path / "serve.sh"
+    script.write_text("VLLM_USE_V1=1 vllm serve meta-llama/Llama-3.1-8B-Instruct \\\n  --max-model-len 16384 \\\n"
+                      "  --gpu-memory-utilization 0.9\n")
+    assert kvd("journal", "start", "s", "--config", str(script), "--db", str(db))[0] == 0
+    code, out = kvd("journal", "record", "--db", str(db), "--note", "re-run the load test")
+    assert code == 0, out
+    s = steps(db)
+    assert s[0]["config_given"]["max_model_len"] == 16384 and s[0]["config_given"]["env.VLLM_USE_V1"] == "1"
+    assert s[1]["changes"] == [] and s[1]["config_origin"] == "same as step #0"
+    code, out = kvd("journal", "note", "1", "p99 was noisy: rerun tomorrow", "--db", str(db))
+    assert code == 0
+    assert [n["text"] for n in steps(db)[1]["notes"]] == ["p99 was noisy: rerun tomorrow"]
