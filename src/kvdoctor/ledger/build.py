@@ -194,7 +194,9 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
     async_sched = bool(_val(resolved, "async_scheduling", engine_kind == "v1"))
     override = _val(resolved, "num_gpu_blocks_override", None)
     kv_bytes_given = _val(resolved, "kv_cache_memory_bytes", None)
-    total = int(getattr(gpu, "memory_bytes"))
+    total = catalog_total = int(getattr(gpu, "memory_bytes"))
+    if startup is not None and getattr(startup, "total_memory_bytes", None):
+        total = int(startup.total_memory_bytes)  # the log's own device total beats the catalog's
     kvm.check_parallel(shape, tp, pp)
 
     sizes = _val(resolved, "cudagraph_capture_sizes", None)
@@ -234,8 +236,9 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
     w0 = weights[0][0]
     s = startup
     figs: dict[str, Figure] = {}
-    figs["total"] = _measured_or(s, "total_memory_bytes", Figure(total, "given" if _gpu_given_size(gpu) else "default",
-                                 f"{getattr(gpu, 'name', 'GPU')}: {_gib(total)} as torch reports it"))
+    figs["total"] = _measured_or(s, "total_memory_bytes", Figure(
+        catalog_total, "given" if _gpu_given_size(gpu) else "default",
+        f"{getattr(gpu, 'name', 'GPU')}: {_gib(catalog_total)} as torch reports it"))
     util_src = _src(resolved, "gpu_memory_utilization")
     figs["requested"] = _measured_or(s, "requested_bytes", Figure(
         requested, "predicted", f"{req_how} = {_gib(requested)} (util {util:g}: {util_src})"))
