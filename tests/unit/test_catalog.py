@@ -169,6 +169,11 @@ def test_unknown_gpu_suggests_variants():
         lookup_gpu("0GiB")
 
 
+def test_mig_slice_asks_for_a_size():
+    with pytest.raises(InputError, match="MIG slice"):
+        lookup_gpu("NVIDIA H100 80GB HBM3 MIG 3g.40gb")
+
+
 def test_every_gpu_is_complete_and_aliases_resolve_to_it():
     gpus = list_gpus()
     assert len(gpus) >= 30

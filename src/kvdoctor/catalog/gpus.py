@@ -108,6 +108,9 @@ def lookup_gpu(text: str) -> GpuSpec:
     """A catalog GPU by name or alias, or an anonymous GPU from a plain size ('24GiB', '80GB')."""
     if not isinstance(text, str) or not text.strip():
         raise InputError("empty GPU name")
+    if re.search(r"\bMIG\b", text, re.IGNORECASE):
+        # A MIG slice has a fraction of the card's memory and compute; the card's figures would mislead.
+        raise InputError(f"{text.strip()!r} is a MIG slice: give its memory as a size instead (e.g. --gpu 40GiB)")
     specs, index = _table()
     hit = index.get(_key(text))
     if hit is not None:
