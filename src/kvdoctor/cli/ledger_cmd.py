@@ -21,7 +21,7 @@ def ledger(opts: common.ConfigOptions, json_out: common.JsonOpt = False, quiet: 
     """
     from kvdoctor.ledger.build import build_ledger
 
-    log_info = scan_log(opts.from_log) if opts.from_log else None
+    log_info = scan_log(opts.from_log, quiet=quiet or json_out) if opts.from_log else None
     inputs = common.resolve_inputs(opts)
     led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
     notes = list(inputs.notes)
@@ -39,7 +39,7 @@ def ledger(opts: common.ConfigOptions, json_out: common.JsonOpt = False, quiet: 
     render(led, quiet=quiet)
 
 
-def scan_log(path: str) -> dict[str, Any]:
+def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
     """Count what a start-up log holds (engine starts, vLLM lines, foreign lines); never fatal on content.
 
     Missing, unreadable or binary files raise InputError (one line, exit 2).
@@ -72,13 +72,17 @@ def scan_log(path: str) -> dict[str, Any]:
     if _binary(head):
         raise InputError(f"--from-log: {path} is not a text log (binary content)")
 
+    from kvdoctor.cli.output import progress
+
     col = StartupCollector()
     total = vllm = facts_lines = 0
     opener = gzip.open if gz else open
     try:
-        with opener(path, "rb") as fh:
+        with opener(path, "rb") as fh, progress("Reading log", total=None if gz else os.path.getsize(path),
+                                                quiet=quiet) as advance:
             for n, raw in enumerate(fh, start=1):
                 total += 1
+                advance(len(raw))
                 phys = strip_ansi(raw[: 1 << 16].decode("utf-8", "replace").replace("\x00", "").rstrip("\r\n"))
                 seen_vllm = False
                 for line in split_glued(phys) if len(phys) > 60 else (phys,):
