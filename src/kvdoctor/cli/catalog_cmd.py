@@ -222,12 +222,15 @@ def _show_gpu(g: Any, json_out: bool) -> None:
     t = Table(title=g.name, show_header=False)
     t.add_column("field")
     t.add_column("value", overflow="fold")
+    def n(x: float | None) -> str:
+        return "-" if x is None else f"{x:g}"
+
     cc = f"{g.compute_capability[0]}.{g.compute_capability[1]}" if g.compute_capability else "unknown"
     rows = [("memory", f"{g.memory_bytes:,} B = {g.memory_bytes / _GiB:.2f} GiB"), ("memory source", g.memory_source),
-            ("aliases", "; ".join(g.aliases) or "-"), ("HBM bandwidth", f"{g.hbm_bandwidth_gbps} GB/s"),
-            ("dense bf16 / fp8 / fp4", f"{g.bf16_tflops} / {g.fp8_tflops} / {g.fp4_tflops} TFLOPS"),
-            ("dense int8", f"{g.int8_tops} TOPS"), ("compute capability", cc), ("NVLink", f"{g.nvlink_gbps} GB/s"),
-            ("notes", g.notes or "-")]
+            ("aliases", "; ".join(g.aliases) or "-"), ("memory bandwidth", f"{n(g.hbm_bandwidth_gbps)} GB/s"),
+            ("dense bf16 / fp8 / fp4", f"{n(g.bf16_tflops)} / {n(g.fp8_tflops)} / {n(g.fp4_tflops)} TFLOPS"),
+            ("dense int8", f"{n(g.int8_tops)} TOPS"), ("compute capability", cc),
+            ("NVLink", f"{n(g.nvlink_gbps)} GB/s"), ("notes", g.notes or "-")]
     from rich.markup import escape
 
     for k, v in rows:
