@@ -194,3 +194,37 @@ def test_v0_cache_size_error_kv032():
     ok = kv.plan_kv(shape, _opts(), available_bytes=[256 * bpb], max_model_len=4096, max_num_batched_tokens=4096,
                     era="v0", null_block=False)
     assert ok.fit.ok and ok.usable_blocks == 256 and ok.kv_cache_tokens == 4096
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(layers=st.integers(1, 80), kv_heads=st.sampled_from([1, 2, 4, 8, 16]), head=st.sampled_from([64, 128, 256]),
+       tp=st.sampled_from([1, 2, 4, 8]), pp=st.integers(1, 4), bs=st.sampled_from([16, 32, 64]),
+       avail_mib=st.integers(1, 200_000), length=st.integers(1, 262_144), sliding=st.booleans())
+def test_capacity_invariants(layers, kv_heads, head, tp, pp, bs, avail_mib, length, sliding):
+    kinds = ["sliding", "full"] * (layers // 2) + ["full"] * (layers % 2) if sliding else None
+    shape = _shape("p", layers, kv_heads, head, heads=64, kinds=kinds, window=4096 if sliding else None)
+    if pp > layers:
+        return
+    avail = avail_mib * 2**20
+    plan = kv.plan_kv(shape, _opts(bs=bs, tp=tp, pp=pp), available_bytes=[avail], max_model_len=length,
+                      max_num_batched_tokens=8192)
+    for r in plan.ranks:
+        # No worker's pool exceeds its memory; the scheduler's count is the smallest worker's.
+        assert plan.num_blocks * r.bytes_per_block <= avail or not plan.fit.ok
+        assert r.num_blocks_own >= plan.num_blocks or not plan.fit.ok
+    bpb = max(r.bytes_per_block for r in plan.ranks)
+    if plan.fit.ok:
+        assert plan.kv_cache_tokens == int(plan.num_blocks / plan.blocks_per_request * length)
+    elif plan.fit.estimated_max_model_len:
+        # vLLM's estimate is the largest length whose need fits in (available − one block) on the worst rank.
+        est = plan.fit.estimated_max_model_len
+        groups = kv.project(plan.grouping, plan.ranks[0].layers)
+        rank_bpb = plan.ranks[0].bytes_per_block
+        if all(r.bytes_per_block == rank_bpb for r in plan.ranks):
+            need = lambda n: rank_bpb * kv.blocks_per_request(groups, n, plan.max_in_flight_tokens)  # noqa: E731
+            assert need(est) <= avail - rank_bpb < need(est + 1)
+    assert bpb > 0
