@@ -64,7 +64,6 @@ class State:
         led = self.ledger
         r = led.reconciliation
         kv = led.kv
-        mml = int(led.engine["max_model_len"].value)
         f = {
             "max_model_len": led.engine["max_model_len"],
             "pool_tokens": Figure(int(r["pool_tokens"]), "predicted", r.get("how", "")),
@@ -85,7 +84,6 @@ class State:
             f["expected_concurrency"] = Figure(
                 round(pool / lengths.mean_total, 1), "predicted",
                 f"pool {pool:,} tokens / mean request {lengths.mean_total:,.0f} tokens ({lengths.source})")
-        del mml
         return f
 
 
@@ -442,12 +440,8 @@ class Plan:
     stop_loss: Finding | None = None
     notes: list[str] = field(default_factory=list)
     simulated: bool = False
-
-    @property
-    def chosen(self) -> list[LevelResult]:
-        return [lv for lv in self.levels if lv.applicable and lv.level in self.applied_levels]
-
     applied_levels: tuple[int, ...] = ()
+    predicted_before: dict[str, Any] = field(default_factory=dict)  # simulated, current configuration
 
     @property
     def enough(self) -> bool | None:
@@ -479,6 +473,7 @@ class Plan:
             "result": {"serve": self.serve_line(), "yaml": self.yaml(),
                        "flag_changes": {k: v for lv in self.levels if lv.level in self.applied_levels
                                         for k, v in lv.flag_change.items()}},
+            "predicted_before": self.predicted_before,
             "notes": self.notes,
             "discipline": "Apply one level at a time and re-measure before the next (one variable per experiment).",
         }
@@ -554,8 +549,7 @@ def attach_simulation(p: Plan, shape, gpu, workload) -> None:
         pred = {k: d.get(k) for k in ("ttft_p99_s", "tbt_p99_s", "output_tokens_per_s", "preemptions",
                                       "rejected", "completed")}
         if label == "before":
-            p.notes.append("simulated before any change: " + ", ".join(f"{k}={v}" for k, v in pred.items()))
-            p.__dict__.setdefault("predicted_before", pred)
+            p.predicted_before = pred
         else:
             lv = next(x for x in p.levels if f"level {x.level}" == label)
             lv.predicted = pred

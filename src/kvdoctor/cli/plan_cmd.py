@@ -160,6 +160,8 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
             c.print(f"   enough? {lv['enough_why']}")
         if lv["predicted"]:
             c.print("   simulated: " + ", ".join(f"{k}={v}" for k, v in lv["predicted"].items()))
+    if payload.get("predicted_before"):
+        c.print("simulated now: " + ", ".join(f"{k}={v}" for k, v in payload["predicted_before"].items()))
     if payload["stop_loss"]:
         c.print(f"[bold red]Stop-loss:[/bold red] {payload['stop_loss']['summary']}")
     for n in payload["notes"]:
