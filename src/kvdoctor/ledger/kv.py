@@ -11,7 +11,6 @@ Everything here works on plain ints so the chains can call it thousands of times
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Sequence
 
@@ -345,7 +344,8 @@ def concurrency(era: str, *, num_blocks: int, blocks_per_req: int, block_size: i
     """vLLM's "Maximum concurrency" (v0: blocks×bs/len; v1: num_blocks/blocks_per_request)."""
     if era == "v0":
         return num_blocks * block_size / max_model_len
-    return num_blocks / blocks_per_req if blocks_per_req else math.inf
+    # Attention-free models have no KV groups: vLLM reports no capacity line; we report 0.
+    return num_blocks / blocks_per_req if blocks_per_req else 0.0
 
 
 NO_MEMORY_MSG = (
