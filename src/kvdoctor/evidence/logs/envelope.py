@@ -119,3 +119,10 @@ def worker_rank(proc: str | None) -> int:
         return 1  # v0 multiproc workers; the driver printed without a prefix
     parts = _RANK_PART.findall(proc)
     return sum(int(p) for p in parts) if parts else 0
+
+
+# Bytes twins for the streaming reader (it decodes only the lines it needs).
+ENVELOPE_B = re.compile(ENVELOPE.pattern.encode())
+FOREIGN_ISO_B = re.compile(FOREIGN_ISO.pattern.encode())
+GLUE_B = re.compile(GLUE.pattern.encode())
+ANSI_B = re.compile(ANSI.pattern.encode())

@@ -1,0 +1,78 @@
+"""Periodic stats lines (v0 and v1) and the v0 preemption warning, parsed from bytes.
+
+v1 (vllm-reference.md §8.1): ``[Engine 000: | N Engines Aggregated: ]Avg prompt throughput: X tokens/s,
+Avg generation throughput: X tokens/s, Running: N reqs, Waiting: N reqs[, Deferred: N reqs][, KV fetch:
+...][, Preemptions: N], GPU KV cache usage: X%[, Prefix cache hit rate: X%][, ...]``.
+v0 (§8.2): ``... Running: N reqs, Swapped: N reqs, Pending: N reqs, GPU KV cache usage: X%, CPU KV cache
+usage: X%.``. v0 warning (§8.3): ``Sequence group S is preempted by PreemptionMode.M mode because there
+is not enough KV cache space. ... total_num_cumulative_preemption=N`` (older: ``total_cumulative_preemption_cnt=N``).
+
+Bytes in, numbers out: the streaming reader never decodes lines it does not need.
+"""
+
+from __future__ import annotations
+
+import re
+
+_F = rb"(\d+(?:\.\d+)?)"
+
+STATS_HEAD = re.compile(
+    rb"(?:Engine (\d+): |(\d+) Engines Aggregated: )?Avg prompt throughput: " + _F
+    + rb" tokens/s, Avg generation throughput: " + _F + rb" tokens/s, Running: (\d+) reqs?, "
+    rb"(?:Swapped: (\d+) reqs?, )?(?:Pending|Waiting): (\d+) reqs?"
+)
+R_PREEMPT = re.compile(rb"Preemptions: (\d+)")
+R_KV = re.compile(rb"(?<!CPU )KV cache usage: " + _F + rb"%")
+R_PREFIX = re.compile(rb"Prefix cache hit rate: (?:GPU: )?" + _F + rb"%")
+
+WARN = re.compile(
+    rb"Sequence group (\S+) is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not enough KV cache "
+    rb"space.*?total_(?:num_cumulative_preemption|cumulative_preemption_cnt)=(\d+)"
+)
+
+NAN = float("nan")
+
+
+def parse_stats(msg: bytes) -> tuple | None:
+    """One stats record → (engine_label, prompt_tps, gen_tps, running, waiting, swapped, preempt,
+    kv_pct, prefix_pct, is_v0) or None. ``msg`` may carry the envelope; only the stats part is read."""
+    m = STATS_HEAD.search(msg)
+    if m is None:
+        return None
+    eng, agg, ptps, gtps, running, swapped, waiting = m.groups()
+    tail = msg[m.end():]
+    k = R_KV.search(tail)
+    if k is None:
+        return None  # cut before the KV figure: not a usable sample
+    is_v0 = swapped is not None
+    if eng is not None:
+        label = "Engine " + eng.decode()
+    elif agg is not None:
+        label = agg.decode() + " Engines Aggregated"
+    else:
+        label = ""
+    p = R_PREEMPT.search(tail, 0, k.start())
+    # v1 prints "Preemptions: N" only when N > 0 in the interval, so absent = 0; v0 never prints it
+    # (its preemptions come from the warnings) -> NaN.
+    preempt = float(p.group(1)) if p else (NAN if is_v0 else 0.0)
+    h = R_PREFIX.search(tail, k.end())
+    return (
+        label,
+        float(ptps),
+        float(gtps),
+        float(running),
+        float(waiting),
+        float(swapped) if swapped is not None else NAN,
+        preempt,
+        float(k.group(1)),
+        float(h.group(1)) if h else NAN,
+        is_v0,
+    )
+
+
+def parse_warning(msg: bytes) -> tuple[str, str, int] | None:
+    """(sequence group, mode, cumulative count) of a v0 preemption warning."""
+    m = WARN.search(msg)
+    if m is None:
+        return None
+    return m.group(1).decode("utf-8", "replace"), m.group(2).decode("ascii", "replace"), int(m.group(3))
