@@ -504,8 +504,11 @@ def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, ove
     out["num_blocks"] = _measured_count(s, "num_gpu_blocks", Figure(pred.num_blocks, "predicted",
                                         nb_how + " (includes the null block)"))
     out["usable_blocks"] = Figure(plan.usable_blocks, "predicted", "num_blocks − 1 (block 0 is the null block)")
+    per_group = " + ".join(f"{g.spec.kind} {g.spec.max_blocks(plan.max_model_len, plan.max_in_flight_tokens)}"
+                           for g in plan.grouping.groups)
     out["blocks_per_request"] = Figure(plan.blocks_per_request, "predicted",
-                                       "Σ over groups of cdiv(max memory per request, page)")
+                                       f"Σ over groups of cdiv(max memory per request, page) = {per_group} "
+                                       f"(L = {plan.max_model_len}, in-flight {plan.max_in_flight_tokens} tokens)")
     tok_how = {
         "v0": "num_blocks × block_size (v0)",
         "blocks_x_block_size": "num_blocks × block_size (v1 ≈0.8–0.9)",
