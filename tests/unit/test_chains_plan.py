@@ -143,3 +143,18 @@ def test_lengths_percentiles():
     assert d.p99_total == 99 and d.max_total == 100 and d.mean_total == 50.5
     assert d.over_limit(50) == (0.51, 0.0)
     assert from_p99(7000).p99_total == 7000
+
+
+def test_stop_loss_on_persistent_preemption_with_no_level_left(l40s):
+    """The chapter's stop-loss: context at the business minimum, fp8 KV and quantized weights already in use,
+    and the evidence still shows capacity shortage → stop tuning, scale out, with the size."""
+    from kvdoctor.catalog.models import lookup_model
+
+    shape = lookup_model("Qwen/Qwen3-32B-FP8")
+    cfg = EngineConfig(max_model_len=8192, kv_cache_dtype="fp8")
+    p = make_plan(shape, l40s, cfg, lengths=from_p99(7500), target=Target(demand_tokens=400_000,
+                  demand_how="test"), evidence_capacity_short=True)
+    assert [lv.applicable for lv in p.levels[:3]] == [False, False, False]
+    assert p.stop_loss is not None and p.stop_loss.verdict == "capacity-short"
+    rec = p.stop_loss.data["sizing"]["recommended"]
+    assert rec["unit"] == "tokens" and rec["instances"] == math.ceil(400_000 / rec["capacity_per_instance"])
