@@ -117,3 +117,24 @@ def test_timeline_json_has_no_nan():
     json.dumps(payload, allow_nan=False)
     assert "timeline" in payload and payload["timeline"]["t"][0] == t.t[0]
 
+
+
+def test_queue_held_with_free_pool_cap_versus_stall():
+    from kvdoctor.evidence.model import StartupFacts
+
+    def run(running, cap):
+        st = StartupFacts(non_default_args={"max_num_seqs": cap})
+        t = tl(running=running, waiting=14, kv_usage_pct=70.0)
+        return diagnose(ev(seg(t, source="vllm.log", startup=st))).instances[0]
+
+    at_cap = run(16, 16)
+    assert at_cap.verdict == "capacity-short" and "max-num-seqs" in at_cap.reason
+    stall = run(1, 16)  # like vllm-project intel/llm-scaler#391: 1 running, 14 waiting, a quarter of the pool free
+    assert stall.verdict == "insufficient-evidence" and "stall" in stall.reason
+
+
+def test_one_queue_episode_is_not_called_healthy():
+    w = np.zeros(30)
+    w[10:25] = 3
+    inst = diagnose(ev(seg(tl(waiting=w, kv_usage_pct=70.0)))).instances[0]
+    assert inst.verdict != "healthy"

@@ -410,7 +410,8 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
         f"(KV peak {q.kv_max:.1f}%) and no persistent preemption is visible. {why}: not a KV shortage — "
         + ("suspect an engine stall; look outside the memory chains." if cap
            else "need the configured max-num-seqs to tell a cap from a stall."),
-        severity="warn", verdict="insufficient-evidence" if not cap else None,
+        # Not one of the chains' verdicts: the memory/scheduling evidence cannot explain this queue.
+        severity="warn", verdict="insufficient-evidence",
         action="compare Running with --max-num-seqs; if below it, look for a stall (engine, connector, bug)",
         gain={"running_max": Figure(int(run_max), "measured", "max Running"),
               "kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage")},

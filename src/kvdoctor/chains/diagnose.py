@@ -209,6 +209,10 @@ def _verdict(ctx: Context, findings: list[Finding], inst: Instance) -> tuple[str
     q = a["queue"]
     if q is None:
         return "insufficient-evidence", "no waiting-queue samples"
+    if q.zero_share < ctx.thresholds.zero_share:
+        return "insufficient-evidence", (
+            f"requests waited in {1 - q.zero_share:.0%} of samples but no pattern of the chain fits (one queue "
+            "episode, no full pool, no persistent preemption): a longer window is needed to tell its shape")
     ok = next((f for f in findings if f.rule_id == "memory.full-not-tight"), None)
     if ok is not None:
         return "healthy", ok.summary
