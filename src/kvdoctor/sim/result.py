@@ -57,7 +57,6 @@ class SimResult:
     interval_s: float
     config: dict[str, Any] = field(default_factory=dict)
     itl_runs: list = field(default_factory=list, repr=False)  # per request: [[first_step, last_step], ...]
-    itl_gaps: list = field(default_factory=list, repr=False)  # per request: gaps longer than one step
     histograms: dict[str, Any] = field(default_factory=dict, repr=False)  # metric -> (buckets, counts, sum)
     counters: dict[str, float] = field(default_factory=dict)
     t0: float = 0.0  # epoch offset added to every time when written as evidence

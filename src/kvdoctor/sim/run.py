@@ -200,44 +200,50 @@ def simulate(
                     uniform = blocked
             if uniform:
                 A, B = decode_line(n)
-                k = k_fin
-                delta_tick = rec.next_tick - now
-                k = min(k, _first_k_reaching(A, B, kv1, n, delta_tick))
-                if arrivals_matter and ai < n_req:
-                    k = min(k, _first_k_reaching(A, B, kv1, n, arrivals[ai].arrival - now))
-                k = _max_k_blocks(running, bs, pool.num_free, k)
+                delta = rec.next_tick - now
+                if arrivals_matter and ai < n_req and arrivals[ai].arrival - now < delta:
+                    delta = arrivals[ai].arrival - now
+                k = min(k_fin, _first_k_reaching(A, B, kv1, n, delta))
+                # each request needs at most cdiv(k, bs) new blocks over k steps: skip the exact count
+                # when the free queue covers that bound
+                if pool.plain + pool.cached_free < n * -(-k // bs):
+                    k = _max_k_blocks(running, bs, pool.plain + pool.cached_free, k)
                 if k >= 1:
                     dur = k * A + B * (k * kv1 + n * k * (k - 1) / 2)
                     t1 = now + A + B * kv1  # end of the first step
                     t_end = now + dur
                     last = step + k - 1
+                    prev = step - 1
                     c1 = 0
                     gaps = rec.gaps
                     finished = []
                     total_need = 0
                     caching = cfg.enable_prefix_caching
+                    km1 = k - 1
                     for r in running:
-                        nt = r.prompt + r.out
-                        if r.last_step == step - 1:
+                        o = r.out
+                        nt = r.prompt + o
+                        if r.last_step == prev:
                             c1 += 1
-                            r.runs[-1][1] = last
+                            if detail:
+                                r.runs[-1][1] = last
                         else:
-                            g = t1 - r.t_last
-                            gaps.append(g)
-                            r.gaps.append(g)
-                            r.runs.append([step, last])
-                        need = -(-(nt + k - 1) // bs) - r.nblocks
+                            gaps.append(t1 - r.t_last)
+                            if detail:
+                                r.runs.append([step, last])
+                        need = -(-(nt + km1) // bs) - r.nblocks
                         if need > 0:
                             total_need += need
                             r.nblocks += need
-                        r.out += k
+                        o += k
+                        r.out = o
                         r.computed += k
                         if caching:
                             # decodes lie past any shared prefix: only own blocks get hashes
-                            r.cached_upto = (nt + k - 1) // bs
+                            r.cached_upto = (nt + km1) // bs
                         r.t_last = t_end
                         r.last_step = last
-                        if r.out >= r.max_out:
+                        if o >= r.max_out:
                             finished.append(r)
                     pool.take(total_need)  # one pop for the whole stretch: same blocks leave the queue
                     rec.seg.append((step, k, now, A, B, kv1, n, c1, n, n))
@@ -295,16 +301,17 @@ def simulate(
             if r.computed >= r.prompt + r.out:
                 if r.out == 0:
                     r.t_first = t_end
-                    r.runs.append([step, step])
+                    if detail:
+                        r.runs.append([step, step])
                     ptoks += r.prompt - r.hit_tokens
                 elif r.last_step == step - 1:
                     c1 += 1
-                    r.runs[-1][1] = step
+                    if detail:
+                        r.runs[-1][1] = step
                 else:
-                    g = t_end - r.t_last
-                    rec.gaps.append(g)
-                    r.gaps.append(g)
-                    r.runs.append([step, step])
+                    rec.gaps.append(t_end - r.t_last)
+                    if detail:
+                        r.runs.append([step, step])
                 r.out += 1
                 r.t_last = t_end
                 r.last_step = step
@@ -435,18 +442,29 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
     tl_itl99 = np.full(len(t), nan)
     if len(t):
         bins = np.concatenate([[t[0] - iv], t])
+        # requests by the interval of their first token, steps by the interval they ended in:
+        # sort once, then every interval is one contiguous slice
         fi = np.digitize(t_first, bins) - 1
+        sel = fin & (fi >= 0) & (fi < len(t))
+        o = np.lexsort((ttft[sel], fi[sel]))
+        fv, tv = fi[sel][o], ttft[sel][o]
+        cuts = np.searchsorted(fv, np.arange(len(t) + 1))
         for b in range(len(t)):
-            sel = ttft[(fi == b) & fin]
-            if len(sel):
-                tl_ttft50[b], tl_ttft99[b] = np.percentile(sel, (50, 99))
+            a, e = cuts[b], cuts[b + 1]
+            if e > a:
+                tl_ttft50[b], tl_ttft99[b] = np.percentile(tv[a:e], (50, 99))
         si = np.digitize(step_end, bins) - 1
-        order = np.lexsort((dur, si))
-        for b in np.unique(si[(si >= 0) & (si < len(t))]):
-            m = order[si[order] == b]
-            w = weights[m]
-            if w.sum() > 0:
-                tl_itl50[b], tl_itl99[b] = _wpercentile(dur[m], w, (50, 99))
+        o = np.lexsort((dur, si))
+        sv, dv, wv = si[o], dur[o], weights[o]
+        cuts = np.searchsorted(sv, np.arange(len(t) + 1))
+        for b in range(len(t)):
+            a, e = cuts[b], cuts[b + 1]
+            if e > a:
+                cw = np.cumsum(wv[a:e])
+                if cw[-1] > 0:
+                    j50 = min(int(np.searchsorted(cw, 0.5 * cw[-1])), e - a - 1)
+                    j99 = min(int(np.searchsorted(cw, 0.99 * cw[-1])), e - a - 1)
+                    tl_itl50[b], tl_itl99[b] = dv[a + j50], dv[a + j99]
     hits = np.array(rec.hits, dtype=float)
     queries = np.array(rec.queries, dtype=float)
     timeline = Timeline(
@@ -477,7 +495,6 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
         interval_s=iv,
         config=asdict(cfg),
         itl_runs=[r.runs for r in reqs] if detail else [],
-        itl_gaps=[r.gaps for r in reqs] if detail else [],
         histograms={"itl": (itl_vals, itl_w), "iteration_tokens": step_tokens},
         counters={
             "prefix_cache_queries": float(sched.prefix_queries),

@@ -70,7 +70,7 @@ class SimRequest:
     __slots__ = (
         "idx", "arrival", "prompt", "max_out", "requested_out", "out", "computed", "nblocks", "gheld",
         "chunk", "priority", "group", "prefix_len", "status", "npre", "t_sched", "t_first", "t_last",
-        "t_finish", "last_step", "hit_tokens", "cached_upto", "runs", "gaps",
+        "t_finish", "last_step", "hit_tokens", "cached_upto", "runs",
     )
 
     def __init__(self, idx: int, arrival: float, prompt: int, out: int, *, priority: int = 0,
@@ -98,7 +98,6 @@ class SimRequest:
         self.hit_tokens = 0  # prefix-cache hit at first admission
         self.cached_upto = 0  # leading full blocks that carry a content hash
         self.runs: list[list[int]] = []  # [first_step, last_step] runs of consecutive token steps
-        self.gaps: list[float] = []  # inter-token gaps that were not one step long
 
     @property
     def num_tokens(self) -> int:
