@@ -220,11 +220,19 @@ def test_capacity_invariants(layers, kv_heads, head, tp, pp, bs, avail_mib, leng
     if plan.fit.ok:
         assert plan.kv_cache_tokens == int(plan.num_blocks / plan.blocks_per_request * length)
     elif plan.fit.estimated_max_model_len:
-        # vLLM's estimate is the largest length whose need fits in (available − one block) on the worst rank.
+        # vLLM's estimate is the largest length whose need fits in (available − one block), computed on the
+        # first worker (in rank order) whose one-request check fails.
         est = plan.fit.estimated_max_model_len
-        groups = kv.project(plan.grouping, plan.ranks[0].layers)
-        rank_bpb = plan.ranks[0].bytes_per_block
-        if all(r.bytes_per_block == rank_bpb for r in plan.ranks):
-            need = lambda n: rank_bpb * kv.blocks_per_request(groups, n, plan.max_in_flight_tokens)  # noqa: E731
-            assert need(est) <= avail - rank_bpb < need(est + 1)
+        for r in plan.ranks:
+            groups = kv.project(plan.grouping, r.layers)
+            b = r.bytes_per_block
+
+            def need(n, groups=groups, b=b):
+                return b * kv.blocks_per_request(groups, n, plan.max_in_flight_tokens)
+
+            if b and need(length) > avail - b:
+                assert need(est) <= avail - b < need(est + 1)
+                break
+        else:
+            raise AssertionError("a failed fit must have a failing worker")
     assert bpb > 0
