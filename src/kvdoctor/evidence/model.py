@@ -165,3 +165,6 @@ class Evidence:
     bench: list[BenchResult] = field(default_factory=list)
     skipped: SkipReport = field(default_factory=SkipReport)
     sources: list[str] = field(default_factory=list)
+    kinds: dict[str, str] = field(default_factory=dict)  # source -> "log" | "metrics" | "bench" | "trace" | ...
+    ignored_lines: int = 0  # log lines that are not evidence (access logs, other messages)
+    notes: list[str] = field(default_factory=list)  # rollovers, out-of-order samples, dropped events

@@ -1,0 +1,134 @@
+"""``kvdoctor evidence``: read logs, /metrics dumps, bench results, traces, a Prometheus; say what is there."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kvdoctor.cli import app
+
+
+@app.command(help="Read vLLM evidence (logs of any era, gzip ok; /metrics dumps or a folder of them; vllm bench "
+                  "serve results; request traces; a Prometheus server) and print what was found: span, samples, "
+                  "peaks, preemptions, segments (engine starts), what was skipped and why. "
+                  "Example: kvdoctor evidence vllm.log.gz metrics/ --prometheus http://prom:9090 --window 1h")
+def evidence(
+    files: Annotated[Optional[list[str]], typer.Argument(help="Evidence files or folders.")] = None,
+    prometheus: Annotated[Optional[str], typer.Option("--prometheus", help="Prometheus URL (range queries).")] = None,
+    window: Annotated[Optional[str], typer.Option(
+        "--window", help="Prometheus range: 30m, 1h, 2d (ending now) or START..END (epoch or ISO 8601).")] = None,
+    labels: Annotated[Optional[list[str]], typer.Option("--label", help="Prometheus label filter k=v (repeatable).")] = None,
+    year: Annotated[Optional[int], typer.Option(
+        "--year", help="Year of the first log timestamp (vLLM prints none; default: this year).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document (schema_version inside).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="Only the essentials; no progress bars.")] = False,
+) -> None:
+    from kvdoctor.cli.output import emit_json, progress
+    from kvdoctor.errors import InputError
+    from kvdoctor.evidence.load import load_evidence
+    from kvdoctor.evidence.summarize import payload
+
+    files = list(files or [])
+    if not files and not prometheus:
+        raise InputError("give evidence files or --prometheus URL")
+    total = 0
+    for f in files:
+        if not os.path.exists(f):
+            raise InputError(f"no such file: {f}")
+        if os.path.isfile(f):
+            total += os.path.getsize(f)
+    with progress("Reading evidence", total=total or None, quiet=quiet or json_out) as advance:
+        ev = load_evidence(files, prometheus=prometheus, window=window, labels=labels, year=year, progress=advance)
+    doc = payload(ev)
+    if json_out:
+        emit_json(_clean(doc))
+        return
+    _render(doc, quiet)
+
+
+def _clean(o: Any) -> Any:
+    """NaN/inf are not JSON: null."""
+    import math
+
+    if isinstance(o, float):
+        return None if math.isnan(o) or math.isinf(o) else o
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if hasattr(o, "item") and not hasattr(o, "__len__"):
+        return _clean(o.item())
+    return o
+
+
+def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}{unit}"
+    return f"{v:,}{unit}" if isinstance(v, int) else f"{v}{unit}"
+
+
+def _span(s: float | None) -> str:
+    if not s:
+        return "0 s"
+    h, rem = divmod(int(s), 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m{sec:02d}s" if h else (f"{m}m{sec:02d}s" if m else f"{s:.0f} s")
+
+
+def _render(doc: dict[str, Any], quiet: bool) -> None:
+    import time
+
+    from kvdoctor.cli.output import console
+
+    con = console()
+    s = doc["summary"]
+    kinds = ", ".join(f"{x['path']} ({x['kind']})" for x in doc["sources"])
+    con.print(f"[bold]Evidence[/bold]: {kinds}")
+    con.print(f"  samples {s['samples']:,} over {_span(s['span_seconds'])} in {s['segments']} segment(s), "
+              f"{s['startups']} engine start(s), {s['requests']:,} request record(s), {s['bench_results']} bench result(s)")
+    con.print(f"  peaks: running {_fmt(s['max_running'], digits=0)}, waiting {_fmt(s['max_waiting'], digits=0)}, "
+              f"KV usage {_fmt(s['max_kv_usage_pct'], '%')} (mean {_fmt(s['mean_kv_usage_pct'], '%')})")
+    pre = s["preemptions"]
+    con.print(f"  preemptions: {_fmt(pre, digits=0)}"
+              + (f" ({s['preemptions_per_min']:.2f}/min)" if s.get("preemptions_per_min") is not None else "")
+              + (f", {s['preemption_warnings']} v0 warning(s)" if s.get("preemption_warnings") else ""))
+    lat = [f"{k.replace('_s', '')} {s[k] * 1000:.0f} ms" for k in ("ttft_p50_s", "ttft_p99_s", "itl_p50_s", "itl_p99_s")
+           if s.get(k) is not None]
+    if lat:
+        con.print("  latency: " + ", ".join(lat))
+    if s["errors"]:
+        con.print("  errors: " + ", ".join(f"{k} ×{v}" for k, v in sorted(s["errors"].items())))
+    sk = doc["skipped"]
+    if sk["total_lines"]:
+        reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(sk["reasons"].items(), key=lambda kv: -kv[1]))
+        con.print(f"  log lines: {sk['total_lines']:,} read, {sk['parsed_lines']:,} evidence, "
+                  f"{sk['ignored_lines']:,} other, {sk['skipped_lines']:,} skipped" + (f" ({reasons})" if reasons else ""))
+    if quiet:
+        return
+    for seg in doc["segments"]:
+        when = ""
+        if seg.get("start") is not None:
+            when = " " + time.strftime("%m-%d %H:%M:%S", time.gmtime(seg["start"])) + " → " + time.strftime(
+                "%m-%d %H:%M:%S", time.gmtime(seg["end"]))
+        lines = f" lines {seg['first_line']}-{seg['last_line']}" if seg.get("first_line") else ""
+        con.print(f"  • {seg['engine']}{when}{lines}: {seg['samples']} samples"
+                  + (f", max running {_fmt(seg.get('max_running'), digits=0)}, max waiting "
+                     f"{_fmt(seg.get('max_waiting'), digits=0)}, max KV {_fmt(seg.get('max_kv_usage_pct'), '%')}, "
+                     f"preemptions {_fmt(seg.get('preemptions'), digits=0)}" if seg["samples"] else "")
+                  + (", events " + ", ".join(f"{k} ×{v}" for k, v in seg["events"].items()) if seg["events"] else ""))
+        st = seg.get("startup")
+        if st:
+            g = 1 << 30
+            bits = [f"{k.removesuffix('_bytes')} {v / g:.2f} GiB" for k, v in st.items()
+                    if k.endswith("_bytes") and isinstance(v, int) and k in (
+                        "weights_bytes", "kv_cache_bytes", "activation_bytes", "cudagraph_bytes", "non_torch_bytes")]
+            for k in ("num_gpu_blocks", "kv_cache_tokens", "max_concurrency", "max_model_len", "startup_error"):
+                if k in st:
+                    bits.append(f"{k} {st[k]}")
+            con.print("      start-up: " + ", ".join(bits))
+    for n in doc.get("notes", []):
+        con.print(f"  note: {n}")

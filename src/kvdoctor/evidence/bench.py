@@ -1,0 +1,204 @@
+"""``vllm bench serve`` / ``benchmark_serving.py`` results → :class:`BenchResult`.
+
+* JSON saved with ``--save-result`` (``vllm/benchmarks/serve.py``: ``duration, completed, failed,
+  total_input_tokens, ..., mean_ttft_ms, p99_itl_ms, ...``) and, with ``--save-detailed``, the
+  per-request arrays ``input_lens, output_lens, ttfts, itls, latencies, start_times, errors`` →
+  one :class:`RequestRecord` per request.
+* The printed ``Serving Benchmark Result`` block (every version: with/without goodput, P50/P90/P95,
+  failed requests, peak throughput/concurrency) and the legacy (2023-early 2024) summary
+  (``Total time: / Throughput: / Average latency: ...``).
+
+Field names are normalised to the JSON's (``fields``); the printed labels map onto them, so a
+printed block and its JSON give the same keys. Times in ``*_ms`` fields stay milliseconds as vLLM
+prints them; legacy seconds are converted to those names with ``_ms``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from typing import Any
+
+from kvdoctor.errors import InputError
+from kvdoctor.evidence.model import BenchResult, RequestRecord
+
+_LABELS = {
+    "successful requests": "completed",
+    "failed requests": "failed",
+    "benchmark duration (s)": "duration",
+    "total input tokens": "total_input_tokens",
+    "total generated tokens": "total_output_tokens",
+    "request throughput (req/s)": "request_throughput",
+    "request goodput (req/s)": "request_goodput",
+    "output token throughput (tok/s)": "output_throughput",
+    "peak output token throughput (tok/s)": "max_output_tokens_per_s",
+    "peak concurrent requests": "max_concurrent_requests",
+    "total token throughput (tok/s)": "total_token_throughput",
+    "traffic request rate": "request_rate",
+    "burstiness factor": "burstiness",
+    "maximum request concurrency": "max_concurrency",
+}
+_STAT_LINE = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+(-?[\d.]+|nan|inf)\s*$", re.I)
+_KV_LINE = re.compile(r"^([A-Za-z][A-Za-z ()/.-]*?):\s+(-?[\d.]+(?:e[+-]?\d+)?|inf|None)\b")
+_LEGACY = {
+    "total time": ("duration", 1.0, r"([\d.]+) s"),
+    "throughput": ("request_throughput", 1.0, r"([\d.]+) requests/s"),
+    "average latency": ("mean_e2el_ms", 1000.0, r"([\d.]+) s"),
+    "average latency per token": ("mean_latency_per_token_ms", 1000.0, r"([\d.]+) s"),
+    "average latency per output token": ("mean_latency_per_output_token_ms", 1000.0, r"([\d.]+) s"),
+}
+_LEGACY_RX = re.compile(
+    r"(Total time|Throughput|Average latency per output token|Average latency per token|Average latency):\s*"
+    r"([\d.]+)\s*(s|requests/s)\b"
+)
+BLOCK_HEADER = "Serving Benchmark Result"
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(str(v))
+    except ValueError:
+        return None
+
+
+def parse_text(text: str, source: str = "") -> list[BenchResult]:
+    """Every result block in a text (a terminal capture may hold several runs)."""
+    results: list[BenchResult] = []
+    cur: dict[str, float] | None = None
+    pre: dict[str, float] = {}  # rate/burstiness/concurrency lines printed just before a block
+    legacy: dict[str, float] = {}
+
+    def close():
+        nonlocal cur
+        if cur:
+            results.append(BenchResult(source=source, fields=cur, raw={"format": "block"}))
+        cur = None
+
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if BLOCK_HEADER in line:
+            close()
+            cur = dict(pre)
+            pre = {}
+            continue
+        m = _STAT_LINE.match(line)
+        if m and cur is not None:
+            stat, metric, val = m.groups()
+            stat = stat.lower()
+            cur[f"{stat}_{metric.lower()}_ms"] = float(val)
+            continue
+        for lm in _LEGACY_RX.finditer(line):
+            name, mult, _ = _LEGACY[lm.group(1).lower()]
+            legacy[name] = float(lm.group(2)) * mult
+        if _LEGACY_RX.search(line):
+            continue
+        k = _KV_LINE.match(line)
+        if k:
+            label = k.group(1).strip().lower()
+            key = _LABELS.get(label)
+            if key is None:
+                continue
+            val = k.group(2)
+            f = float("inf") if val == "inf" else (None if val == "None" else float(val))
+            if f is None:
+                continue
+            if cur is not None and key not in ("request_rate", "burstiness", "max_concurrency"):
+                cur[key] = f
+            elif cur is not None and key in cur:
+                close()
+                pre[key] = f
+            elif cur is not None:
+                cur[key] = f
+            else:
+                pre[key] = f
+        elif line.startswith("=====") and cur is not None and len(cur) > 3 and set(line) == {"="}:
+            close()
+    close()
+    if legacy:
+        results.append(BenchResult(source=source, fields=legacy, raw={"format": "legacy"}))
+    return results
+
+
+def parse_json(doc: dict[str, Any], source: str = "") -> BenchResult:
+    fields: dict[str, float] = {}
+    for k, v in doc.items():
+        f = None if isinstance(v, (list, dict, str)) else _num(v)
+        if f is not None and not math.isnan(f):
+            fields[k] = f
+    reqs: list[RequestRecord] = []
+    ttfts = doc.get("ttfts")
+    if isinstance(ttfts, list) and ttfts:
+        import numpy as np
+
+        def col(name: str) -> list:
+            v = doc.get(name)
+            return v if isinstance(v, list) and len(v) == len(ttfts) else [None] * len(ttfts)
+
+        ins, outs, itls, lats, starts, errs = (col(n) for n in
+                                               ("input_lens", "output_lens", "itls", "latencies", "start_times", "errors"))
+        squeue = col("server_queue_times")
+        for i in range(len(ttfts)):
+            failed = bool(errs[i])
+            itl = itls[i]
+            reqs.append(RequestRecord(
+                request_id=str(i),
+                arrival_s=float(starts[i]) if _num(starts[i]) is not None else float("nan"),
+                prompt_tokens=int(ins[i]) if _num(ins[i]) is not None else None,
+                output_tokens=None if failed or _num(outs[i]) is None else int(outs[i]),
+                ttft_s=None if failed or _num(ttfts[i]) is None else float(ttfts[i]),
+                e2e_s=None if failed or _num(lats[i]) is None else float(lats[i]),
+                queue_s=_num(squeue[i]),
+                itl_s=np.asarray(itl, dtype=np.float64) if isinstance(itl, list) and not failed else None,
+            ))
+    raw = {k: v for k, v in doc.items() if not isinstance(v, list)}
+    raw["format"] = "json"
+    return BenchResult(source=source, fields=fields, requests=reqs, raw=raw)
+
+
+def looks_like_bench_json(doc: Any) -> bool:
+    return isinstance(doc, dict) and (
+        ("completed" in doc and ("request_throughput" in doc or "duration" in doc))
+        or "mean_ttft_ms" in doc
+    )
+
+
+def load_bench(path: str | os.PathLike) -> list[BenchResult]:
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    s = text.lstrip()
+    if s.startswith("{") or s.startswith("["):
+        try:
+            doc = json.loads(s)
+        except json.JSONDecodeError:
+            docs = []
+            for line in s.splitlines():
+                try:
+                    docs.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+            doc = docs
+        docs = doc if isinstance(doc, list) else [doc]
+        out = [parse_json(d, path) for d in docs if looks_like_bench_json(d)]
+        if not out:
+            raise InputError(f"{path}: JSON but not a vllm bench serve result (no completed/request_throughput)")
+        return out
+    out = parse_text(text, path)
+    if not out:
+        raise InputError(f"{path}: no 'Serving Benchmark Result' block or legacy benchmark summary found")
+    return out
+
+
+def looks_like_bench_text(head: str) -> bool:
+    return BLOCK_HEADER in head or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)

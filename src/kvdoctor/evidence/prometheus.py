@@ -1,0 +1,559 @@
+"""vLLM Prometheus metrics: ``/metrics`` text snapshots, series of snapshots, and a live Prometheus.
+
+One vocabulary for every vLLM era (vllm-reference.md §7 rename table): ``gpu_cache_usage_perc`` →
+``kv_cache_usage_perc``, ``time_per_output_token_seconds`` → ``inter_token_latency_seconds``,
+``gpu_prefix_cache_*`` → ``prefix_cache_*``, ``num_requests_swapped`` (v0 only), ``time_in_queue_requests``
+→ ``request_queue_time_seconds``. Series are kept apart by ``instance`` (the scrape target, or the
+file), ``model_name`` and ``engine``.
+
+Snapshot series (docs/evidence.md "Metrics snapshots"): a folder of dumps (time = a ``# kvdoctor-ts:
+<epoch>`` line inside, else the epoch in the file name, else its mtime), or one file with several
+dumps separated by ``# kvdoctor-ts: <epoch seconds>`` lines, or OpenMetrics/Prometheus text with
+per-sample timestamps (milliseconds in the Prometheus text format, seconds in OpenMetrics).
+Counters become per-interval deltas (a reset = the new value), rates = delta / interval, and
+histograms per-interval percentiles from bucket deltas with Prometheus' ``histogram_quantile``
+linear interpolation.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvdoctor.errors import InputError
+from kvdoctor.evidence.model import Segment, StartupFacts, Timeline
+
+# raw vLLM name (without "vllm:" and without _total/_bucket/... suffixes) -> canonical name
+GAUGES = {
+    "num_requests_running": "running",
+    "num_requests_waiting": "waiting",
+    "num_requests_swapped": "swapped",
+    "kv_cache_usage_perc": "kv_usage",
+    "gpu_cache_usage_perc": "kv_usage",
+    "cpu_cache_usage_perc": "cpu_kv_usage",
+    "gpu_prefix_cache_hit_rate": "prefix_hit_rate",
+    "avg_prompt_throughput_toks_per_s": "prompt_tps_gauge",
+    "avg_generation_throughput_toks_per_s": "gen_tps_gauge",
+}
+COUNTERS = {
+    "num_preemptions": "preemptions",
+    "prompt_tokens": "prompt_tokens",
+    "generation_tokens": "generation_tokens",
+    "prefix_cache_queries": "prefix_queries",
+    "prefix_cache_hits": "prefix_hits",
+    "gpu_prefix_cache_queries": "prefix_queries",
+    "gpu_prefix_cache_hits": "prefix_hits",
+    "request_success": "requests_finished",
+}
+HISTOGRAMS = {
+    "time_to_first_token_seconds": "ttft",
+    "inter_token_latency_seconds": "itl",
+    "time_per_output_token_seconds": "itl",
+    "e2e_request_latency_seconds": "e2e",
+    "request_queue_time_seconds": "queue_time",
+    "time_in_queue_requests": "queue_time",
+    "request_prefill_time_seconds": "prefill_time",
+    "request_decode_time_seconds": "decode_time",
+    "request_inference_time_seconds": "inference_time",
+    "request_num_preemptions": "request_preemptions",
+    "request_prompt_tokens": "prompt_len",
+    "request_generation_tokens": "generation_len",
+}
+# When both the old and the new name are exported (0.10 exports both), the new one wins.
+_PREFERRED = {"gpu_cache_usage_perc": 0, "kv_cache_usage_perc": 1, "time_per_output_token_seconds": 0,
+              "inter_token_latency_seconds": 1, "gpu_prefix_cache_queries": 0, "prefix_cache_queries": 1,
+              "gpu_prefix_cache_hits": 0, "prefix_cache_hits": 1, "time_in_queue_requests": 0,
+              "request_queue_time_seconds": 1}
+
+TS_MARK = re.compile(r"^#\s*kvdoctor-ts:\s*([0-9.]+)\s*$", re.M)
+
+
+@dataclass
+class Hist:
+    buckets: list[tuple[float, float]] = field(default_factory=list)  # (le, cumulative count), sorted
+    sum: float = math.nan
+    count: float = math.nan
+
+
+@dataclass
+class SeriesSnap:
+    """One (instance, model_name, engine) at one time."""
+
+    gauges: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    hists: dict[str, Hist] = field(default_factory=dict)
+    _prio: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Snapshot:
+    t: float | None
+    series: dict[tuple[str, str], SeriesSnap]  # (model_name, engine) -> values
+    cache_config: dict[str, str] = field(default_factory=dict)
+    unknown: int = 0
+
+
+def _strip(name: str) -> str:
+    return name[5:] if name.startswith("vllm:") else name
+
+
+def _family_base(sample_name: str) -> tuple[str, str]:
+    """('num_preemptions', '_total') from 'vllm:num_preemptions_total'."""
+    n = _strip(sample_name)
+    for suf in ("_bucket", "_count", "_sum", "_total", "_created"):
+        if n.endswith(suf):
+            return n[: -len(suf)], suf
+    return n, ""
+
+
+def _set(d: dict, prio: dict, key: str, raw: str, value: float) -> None:
+    p = _PREFERRED.get(raw, 1)
+    if key in d and prio.get(key, 1) > p:
+        return
+    d[key] = value
+    prio[key] = p
+
+
+def parse_snapshot(text: str, t: float | None = None) -> Snapshot:
+    """One ``/metrics`` text dump. Unknown families are counted, never fatal; a line the
+    prometheus-client parser rejects is dropped (the rest of the dump still parses)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    snap = Snapshot(t=t, series={})
+    try:
+        families = list(text_string_to_metric_families(text))
+    except Exception:  # noqa: BLE001 - the client raises ValueError/TypeError/IndexError on bad lines
+        families = _tolerant_families(text)
+    for fam in families:
+        for s in fam.samples:
+            _add_sample(snap, s.name, s.labels, s.value)
+    return snap
+
+
+def _tolerant_families(text: str) -> list:
+    """Parse line by line so one cut or garbled line does not lose the whole dump."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            out.extend(text_string_to_metric_families(line + "\n"))
+        except Exception:  # noqa: BLE001
+            continue
+    return out
+
+
+def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float) -> None:
+    base, suf = _family_base(name)
+    if not name.startswith("vllm:"):
+        return
+    if base in ("cache_config_info", "cache_config"):
+        snap.cache_config.update(labels)
+        return
+    key = (labels.get("model_name", ""), labels.get("engine", ""))
+    ss = snap.series.get(key)
+    if ss is None:
+        ss = snap.series[key] = SeriesSnap()
+    if base in GAUGES and suf == "":
+        _set(ss.gauges, ss._prio, GAUGES[base], base, float(value))
+    elif base in COUNTERS and suf in ("_total", ""):
+        c = COUNTERS[base]
+        # request_success has one series per finished_reason: sum them
+        if c == "requests_finished":
+            ss.counters[c] = ss.counters.get(c, 0.0) + float(value)
+        else:
+            _set(ss.counters, ss._prio, c, base, float(value))
+    elif base in HISTOGRAMS and suf in ("_bucket", "_sum", "_count"):
+        h_name = HISTOGRAMS[base]
+        if ss._prio.get("h:" + h_name, 1) > _PREFERRED.get(base, 1):
+            return
+        ss._prio["h:" + h_name] = _PREFERRED.get(base, 1)
+        h = ss.hists.get(h_name)
+        if h is None:
+            h = ss.hists[h_name] = Hist()
+        if suf == "_bucket":
+            le = labels.get("le", "+Inf")
+            h.buckets.append((math.inf if le in ("+Inf", "Inf", "inf") else float(le), float(value)))
+        elif suf == "_sum":
+            h.sum = float(value)
+        else:
+            h.count = float(value)
+    elif suf != "_created":
+        snap.unknown += 1
+
+
+def quantile(q: float, buckets: list[tuple[float, float]]) -> float:
+    """Prometheus ``histogram_quantile`` on cumulative (le, count) buckets: linear interpolation
+    inside the bucket; the +Inf bucket returns the highest finite bound; NaN when empty."""
+    b = sorted(buckets)
+    if len(b) < 2 or b[-1][0] != math.inf:
+        return math.nan
+    total = b[-1][1]
+    if not total > 0:
+        return math.nan
+    rank = q * total
+    prev_le, prev_c = 0.0, 0.0
+    for le, c in b:
+        if c >= rank:
+            if le == math.inf:
+                return prev_le
+            if c == prev_c:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
+        prev_le, prev_c = le, c
+    return b[-2][0]
+
+
+def _bucket_delta(a: Hist | None, b: Hist) -> list[tuple[float, float]]:
+    if a is None:
+        return list(b.buckets)
+    prev = dict(a.buckets)
+    out = []
+    for le, c in b.buckets:
+        d = c - prev.get(le, 0.0)
+        if d < 0:  # counter reset: the new cumulative counts are the interval's
+            return list(b.buckets)
+        out.append((le, d))
+    return out
+
+
+def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
+    """A time-ordered list of snapshots → one Segment per (model_name, engine)."""
+    import numpy as np
+
+    snaps = sorted(snaps, key=lambda s: (s.t is None, s.t or 0.0))
+    keys = sorted({k for s in snaps for k in s.series})
+    segs: list[Segment] = []
+    cache_config = next((s.cache_config for s in reversed(snaps) if s.cache_config), {})
+    for key in keys:
+        rows = [(s.t, s.series[key]) for s in snaps if key in s.series]
+        n = len(rows)
+        t = np.array([math.nan if r[0] is None else r[0] for r in rows], dtype=np.float64)
+        cols: dict[str, Any] = {c: np.full(n, math.nan) for c in (
+            "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",
+            "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99")}
+        prev: SeriesSnap | None = None
+        prev_t: float | None = None
+        for i, (ti, ss) in enumerate(rows):
+            g = ss.gauges
+            cols["running"][i] = g.get("running", math.nan)
+            cols["waiting"][i] = g.get("waiting", math.nan)
+            cols["swapped"][i] = g.get("swapped", math.nan)
+            if "kv_usage" in g:
+                cols["kv_usage_pct"][i] = g["kv_usage"] * 100.0  # metric is 0-1
+            if "prefix_hit_rate" in g:
+                cols["prefix_hit_pct"][i] = g["prefix_hit_rate"] * 100.0
+            dt = (ti - prev_t) if (ti is not None and prev_t is not None) else None
+            if prev is not None:
+                def delta(name: str) -> float:
+                    if name not in ss.counters or name not in prev.counters:
+                        return math.nan
+                    d = ss.counters[name] - prev.counters[name]
+                    return ss.counters[name] if d < 0 else d  # reset: the process restarted
+
+                cols["preemptions"][i] = delta("preemptions")
+                if dt and dt > 0:
+                    cols["prompt_tps"][i] = delta("prompt_tokens") / dt
+                    cols["gen_tps"][i] = delta("generation_tokens") / dt
+                dq, dh = delta("prefix_queries"), delta("prefix_hits")
+                if dq and dq > 0 and not math.isnan(dh):
+                    cols["prefix_hit_pct"][i] = 100.0 * dh / dq
+            elif n == 1 and "preemptions" in ss.counters:
+                # a single dump: the counter since the process started is the only interval
+                cols["preemptions"][i] = ss.counters["preemptions"]
+            if "prompt_tps_gauge" in g and math.isnan(cols["prompt_tps"][i]):
+                cols["prompt_tps"][i] = g["prompt_tps_gauge"]
+            if "gen_tps_gauge" in g and math.isnan(cols["gen_tps"][i]):
+                cols["gen_tps"][i] = g["gen_tps_gauge"]
+            for h, p50, p99 in (("ttft", "ttft_p50", "ttft_p99"), ("itl", "itl_p50", "itl_p99")):
+                if h in ss.hists:
+                    b = _bucket_delta(prev.hists.get(h) if prev is not None else None, ss.hists[h])
+                    cols[p50][i] = quantile(0.5, b)
+                    cols[p99][i] = quantile(0.99, b)
+            prev, prev_t = ss, ti
+        def opt(name: str):
+            v = cols[name]
+            return None if np.all(np.isnan(v)) else v
+
+        tl = Timeline(t=t, running=cols["running"], waiting=cols["waiting"], kv_usage_pct=cols["kv_usage_pct"],
+                      preemptions=cols["preemptions"], prompt_tps=cols["prompt_tps"], gen_tps=cols["gen_tps"],
+                      swapped=opt("swapped"), prefix_hit_pct=opt("prefix_hit_pct"), ttft_p50=opt("ttft_p50"),
+                      ttft_p99=opt("ttft_p99"), itl_p50=opt("itl_p50"), itl_p99=opt("itl_p99"))
+        model, engine = key
+        name = " ".join(x for x in (model, f"engine {engine}" if engine else "") if x) or "vllm"
+        seg = Segment(source=source, engine=name, startup=_startup_from_cache_config(cache_config, model), timeline=tl)
+        seg.events = []
+        segs.append(seg)
+    if not keys and cache_config:
+        segs.append(Segment(source=source, engine="vllm", startup=_startup_from_cache_config(cache_config, ""),
+                            timeline=None))
+    return segs
+
+
+def _startup_from_cache_config(cc: dict[str, str], model: str) -> StartupFacts | None:
+    """``vllm:cache_config_info`` labels are the engine's CacheConfig: block size, utilisation, the
+    number of GPU blocks (with DP: the sum over engines) and KV dtype."""
+    if not cc:
+        return None
+    f = StartupFacts()
+
+    def num(k, conv):
+        v = cc.get(k)
+        try:
+            return conv(v) if v not in (None, "None", "") else None
+        except ValueError:
+            return None
+
+    f.block_size = num("block_size", int)
+    f.gpu_memory_utilization = num("gpu_memory_utilization", float)
+    f.num_gpu_blocks = num("num_gpu_blocks", int)
+    f.num_cpu_blocks = num("num_cpu_blocks", int)
+    kvb = num("kv_cache_memory_bytes", int)
+    if kvb:
+        f.kv_cache_bytes = kvb
+    f.kv_cache_tokens = num("kv_cache_size_tokens", int)
+    f.max_concurrency = num("kv_cache_max_concurrency", float)
+    dt = cc.get("cache_dtype")
+    f.kv_cache_dtype = dt if dt not in (None, "None") else None
+    f.model = model or None
+    f.engine_config = {"cache_config_info": dict(cc)}
+    return f
+
+
+# --- files ----------------------------------------------------------------------------------------
+def looks_like_metrics(head: str) -> bool:
+    return bool(re.search(r"^(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", head, re.M))
+
+
+_OM_TS = re.compile(r"^(vllm:\S+?(?:\{[^}]*\})?)\s+(\S+)\s+([0-9.eE+]+)\s*$")
+
+
+def split_timed(text: str, default_t: float | None) -> list[tuple[float | None, str]]:
+    """Split a file into (time, dump) parts: ``# kvdoctor-ts:`` markers, or per-sample timestamps."""
+    marks = list(TS_MARK.finditer(text))
+    if marks:
+        parts = []
+        for i, m in enumerate(marks):
+            end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+            parts.append((float(m.group(1)), text[m.end():end]))
+        return parts
+    # Samples with their own timestamps: group lines by timestamp.
+    groups: dict[float, list[str]] = {}
+    header: list[str] = []
+    timed = False
+    for line in text.splitlines():
+        m = _OM_TS.match(line)
+        if m:
+            ts = float(m.group(3))
+            # Prometheus text format: milliseconds; OpenMetrics: seconds (with a fraction or small)
+            ts = ts / 1000.0 if ts > 1e11 else ts
+            groups.setdefault(ts, []).append(f"{m.group(1)} {m.group(2)}")
+            timed = True
+        elif line.startswith("#") and not line.startswith("# EOF"):
+            header.append(line)
+    if timed:
+        return [(ts, "\n".join(header + lines) + "\n") for ts, lines in sorted(groups.items())]
+    return [(default_t, text)]
+
+
+_EPOCH_IN_NAME = re.compile(r"(1[5-9]\d{8}(?:\.\d+)?)")
+
+
+def load_metrics(path: str | os.PathLike) -> list[Segment]:
+    """A dump, a file of timed dumps, or a folder of dumps → segments (one per model/engine)."""
+    path = os.fspath(path)
+    snaps: list[Snapshot] = []
+    if os.path.isdir(path):
+        names = sorted(n for n in os.listdir(path) if not n.startswith("."))
+        for n in names:
+            p = os.path.join(path, n)
+            if not os.path.isfile(p):
+                continue
+            text = _read(p)
+            if not looks_like_metrics(text[:65536]):
+                continue
+            m = _EPOCH_IN_NAME.search(n)
+            default_t = float(m.group(1)) if m else os.path.getmtime(p)
+            for t, part in split_timed(text, default_t):
+                snaps.append(parse_snapshot(part, t))
+        if not snaps:
+            raise InputError(f"{path}: no /metrics dumps (vllm:* series) in this folder")
+    else:
+        text = _read(path)
+        for t, part in split_timed(text, None):
+            snaps.append(parse_snapshot(part, t))
+    return snapshots_to_segments(snaps, path)
+
+
+def _read(p: str) -> str:
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
+    if data[:2] == b"\x1f\x8b":
+        import gzip
+
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"{p}: corrupt gzip ({exc})") from None
+    return data.decode("utf-8", "replace").replace("\x00", "")
+
+
+# --- live Prometheus --------------------------------------------------------------------------------
+_DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
+
+
+def parse_duration(text: str) -> float:
+    m = _DUR.match(text or "")
+    if not m:
+        raise InputError(f"--window: not a duration like 30m, 1h, 2d (got {text!r})")
+    v = float(m.group(1)) * _UNIT[m.group(2)]
+    if v <= 0:
+        raise InputError(f"--window must be positive (got {text!r})")
+    return v
+
+
+def parse_window(window: str | None, now: float | None = None) -> tuple[float, float]:
+    """``1h`` (ending now) or ``START..END`` (epoch seconds or ISO 8601) → (start, end) epoch."""
+    now = time.time() if now is None else now
+    if not window:
+        return now - 3600.0, now
+    if ".." in window:
+        a, b = window.split("..", 1)
+        return _parse_time(a), _parse_time(b)
+    return now - parse_duration(window), now
+
+
+def _parse_time(s: str) -> float:
+    s = s.strip()
+    try:
+        return float(s)
+    except ValueError:
+        pass
+    from datetime import datetime, timezone
+
+    try:
+        d = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"--window: {s!r} is neither epoch seconds nor an ISO 8601 time") from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=timezone.utc)
+    return d.timestamp()
+
+
+def parse_labels(labels: Iterable[str] | dict[str, str] | None) -> dict[str, str]:
+    if not labels:
+        return {}
+    if isinstance(labels, dict):
+        return dict(labels)
+    out = {}
+    for item in labels:
+        k, sep, v = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k.strip()):
+            raise InputError(f"--label: expected k=v with a Prometheus label name (got {item!r})")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _selector(names: Iterable[str], labels: dict[str, str]) -> str:
+    alt = "|".join(sorted(names))
+    parts = [f'__name__=~"vllm:({alt})"']
+    for k, v in labels.items():
+        parts.append(f'{k}="{_esc(v)}"')
+    return "{" + ",".join(parts) + "}"
+
+
+def _esc(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"')
+
+
+class PrometheusClient:
+    """Prometheus HTTP API (``/api/v1/query_range``) with timeouts and retries."""
+
+    def __init__(self, url: str, timeout: float = 10.0, retries: int = 2):
+        if not re.match(r"^https?://", url or ""):
+            raise InputError(f"--prometheus: expected an http(s):// URL (got {url!r})")
+        self.url = url.rstrip("/")
+        self.timeout, self.retries = timeout, retries
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        import httpx
+
+        params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            try:
+                r = httpx.get(f"{self.url}/api/v1/query_range", params=params, timeout=self.timeout)
+            except httpx.HTTPError as exc:
+                last = exc
+                time.sleep(min(0.5 * (2 ** attempt), 2.0))
+                continue
+            if r.status_code >= 500 or r.status_code == 429:
+                last = InputError(f"HTTP {r.status_code}")
+                time.sleep(min(0.5 * (2 ** attempt), 2.0))
+                continue
+            try:
+                body = r.json()
+            except ValueError:
+                raise InputError(f"--prometheus {self.url}: not a Prometheus API (HTTP {r.status_code}, not JSON)") from None
+            if body.get("status") != "success":
+                raise InputError(f"--prometheus {self.url}: query failed: {body.get('error') or r.status_code}")
+            return body.get("data", {}).get("result", [])
+        raise InputError(f"--prometheus {self.url} is unreachable after {self.retries + 1} tries: "
+                         f"{type(last).__name__}: {last}")
+
+
+def load_prometheus(url: str, window: str | None = None, labels: Any = None, *,
+                    step: float | None = None, client: PrometheusClient | None = None,
+                    now: float | None = None) -> list[Segment]:
+    """Range queries over the window → one Segment per (instance, model_name, engine)."""
+    start, end = parse_window(window, now)
+    if end <= start:
+        raise InputError(f"--window: end before start ({window})")
+    step = step or max(15.0, math.ceil((end - start) / 1000.0))
+    lab = parse_labels(labels)
+    cl = client or PrometheusClient(url)
+    g_names = [n for n in GAUGES] + [f"{n}_total" for n in COUNTERS]
+    h_names = [f"{n}_bucket" for n in ("time_to_first_token_seconds", "inter_token_latency_seconds",
+                                        "time_per_output_token_seconds")]
+    extra = ["cache_config_info"]
+    results = cl.query_range(_selector(g_names + extra, lab), start, end, step)
+    results += cl.query_range(_selector(h_names, lab), start, end, step)
+    if not results:
+        sel = ", ".join(f"{k}={v}" for k, v in lab.items()) or "no label filter"
+        raise InputError(f"--prometheus {url}: no vllm:* series between {time.strftime('%Y-%m-%d %H:%M', time.gmtime(start))} "
+                         f"and {time.strftime('%Y-%m-%d %H:%M', time.gmtime(end))} UTC ({sel})")
+    # instance -> time -> Snapshot
+    per: dict[str, dict[float, Snapshot]] = {}
+    for series in results:
+        metric = dict(series.get("metric", {}))
+        name = metric.pop("__name__", "")
+        inst = metric.pop("instance", "") or metric.get("job", "") or url
+        metric.pop("job", None)
+        snaps = per.setdefault(inst, {})
+        for ts, val in series.get("values", []):
+            t = float(ts)
+            sn = snaps.get(t)
+            if sn is None:
+                sn = snaps[t] = Snapshot(t=t, series={})
+            try:
+                v = float(val)
+            except ValueError:
+                continue
+            _add_sample(sn, name, metric, v)
+    segs: list[Segment] = []
+    for inst in sorted(per):
+        for sg in snapshots_to_segments(list(per[inst].values()), inst):
+            sg.engine = f"{inst} {sg.engine}".strip()
+            segs.append(sg)
+    return segs

@@ -1,0 +1,199 @@
+"""``summary(ev)``: what the evidence holds, as plain JSON-able numbers (schema in docs/json/evidence.md).
+
+Over all segments: samples, span, peaks and means of running / waiting / KV usage, preemptions (per
+interval sums; v0 from the cumulative warnings), throughput means, latency percentiles (from
+timelines, bench results or per-request records), what was skipped and why. Each figure's
+derivation is in ``sources`` (``provenance.Figure`` dicts).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kvdoctor.evidence.model import Evidence, Segment
+from kvdoctor.provenance import Figure
+
+SCHEMA = "kvdoctor.evidence/1"
+
+
+def _f(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) or math.isinf(v) else v
+
+
+def _nanstat(arrays: list, fn: str) -> float | None:
+    import numpy as np
+
+    vals = [a for a in arrays if a is not None and len(a)]
+    if not vals:
+        return None
+    allv = np.concatenate(vals)
+    allv = allv[~np.isnan(allv)]
+    if not len(allv):
+        return None
+    return float(getattr(np, fn)(allv))
+
+
+def _seg_summary(sg: Segment) -> dict[str, Any]:
+    import numpy as np
+
+    tl = sg.timeline
+    d: dict[str, Any] = {"source": sg.source, "engine": sg.engine, "first_line": sg.first_line,
+                         "last_line": sg.last_line, "samples": 0}
+    if tl is not None and len(tl):
+        t = tl.t[~np.isnan(tl.t)]
+        d.update(
+            samples=len(tl),
+            start=float(t.min()) if len(t) else None,
+            end=float(t.max()) if len(t) else None,
+            span_seconds=float(t.max() - t.min()) if len(t) else 0.0,
+            max_running=_nanstat([tl.running], "max"),
+            max_waiting=_nanstat([tl.waiting], "max"),
+            max_kv_usage_pct=_nanstat([tl.kv_usage_pct], "max"),
+            mean_kv_usage_pct=_nanstat([tl.kv_usage_pct], "mean"),
+            preemptions=_nanstat([tl.preemptions], "sum"),
+        )
+    counts: dict[str, int] = {}
+    for e in sg.events:
+        counts[e.kind] = counts.get(e.kind, 0) + 1
+    d["events"] = counts
+    if sg.startup is not None:
+        facts = {k: v for k, v in sg.startup.found().items()
+                 if k not in ("line_refs", "non_default_args", "engine_config", "per_worker")}
+        d["startup"] = facts
+    return d
+
+
+def summary(ev: Evidence) -> dict[str, Any]:
+    import numpy as np
+
+    tls = [sg.timeline for sg in ev.segments if sg.timeline is not None and len(sg.timeline)]
+    samples = sum(len(t) for t in tls)
+    ts = [t.t[~np.isnan(t.t)] for t in tls]
+    ts = [t for t in ts if len(t)]
+    span = float(max(t.max() for t in ts) - min(t.min() for t in ts)) if ts else 0.0
+    # preemptions: v1 "Preemptions: N" per interval / counter deltas / v0 warnings spread over intervals
+    preempt = _nanstat([t.preemptions for t in tls], "sum")
+    warn_cums = [e.data.get("cumulative") for sg in ev.segments for e in sg.events
+                 if e.kind == "preemption-warning" and e.data.get("cumulative") is not None]
+    seg_v0_without_timeline = [sg for sg in ev.segments if sg.timeline is None and any(
+        e.kind == "preemption-warning" for e in sg.events)]
+    if seg_v0_without_timeline:
+        # warnings with no stats line to spread them over: count the highest cumulative per process
+        extra = 0
+        for sg in seg_v0_without_timeline:
+            c = [e.data.get("cumulative") or 0 for e in sg.events if e.kind == "preemption-warning"]
+            extra += max(c) if c else 0
+        preempt = (preempt or 0.0) + extra
+    total_s = 0.0
+    for t in ts:
+        total_s += float(t.max() - t.min())
+    s: dict[str, Any] = {
+        "samples": samples,
+        "span_seconds": span,
+        "duration_s": span,
+        "max_running": _nanstat([t.running for t in tls], "max"),
+        "max_waiting": _nanstat([t.waiting for t in tls], "max"),
+        "max_kv_usage_pct": _nanstat([t.kv_usage_pct for t in tls], "max"),
+        "mean_kv_usage_pct": _nanstat([t.kv_usage_pct for t in tls], "mean"),
+        "mean_running": _nanstat([t.running for t in tls], "mean"),
+        "waiting_mean": _nanstat([t.waiting for t in tls], "mean"),
+        "preemptions": preempt,
+        "preemptions_per_min": (preempt / total_s * 60.0) if preempt is not None and total_s > 0 else None,
+        "prompt_tps_mean": _nanstat([t.prompt_tps for t in tls], "mean"),
+        "gen_tps_mean": _nanstat([t.gen_tps for t in tls], "mean"),
+        "skipped_lines": ev.skipped.skipped_lines,
+        "total_lines": ev.skipped.total_lines,
+        "parsed_lines": ev.skipped.parsed_lines,
+        "ignored_lines": ev.ignored_lines,
+        "skip_reasons": dict(ev.skipped.reasons),
+        "segments": len(ev.segments),
+        "startups": sum(1 for sg in ev.segments if sg.startup is not None),
+        "requests": len(ev.requests),
+        "bench_results": len(ev.bench),
+    }
+    # aliases the journal / chains read (journal.figures.ALIASES)
+    s["kv_usage_peak_pct"] = s["max_kv_usage_pct"]
+    s["kv_usage_mean_pct"] = s["mean_kv_usage_pct"]
+    s["waiting_peak"] = s["max_waiting"]
+    s["output_tps"] = s["gen_tps_mean"]
+    s["prompt_tps"] = s["prompt_tps_mean"]
+    errors: dict[str, int] = {}
+    for sg in ev.segments:
+        for e in sg.events:
+            if e.kind not in ("startup", "preemption-warning"):
+                errors[e.kind] = errors.get(e.kind, 0) + 1
+    s["errors"] = errors
+    s["preemption_warnings"] = len(warn_cums)
+    # latency percentiles: timelines (Prometheus), then per-request records, then bench results
+    lat = _latency(ev, tls)
+    s.update(lat)
+    sources: dict[str, Any] = {}
+    how_tl = f"{samples} samples from {len(tls)} timeline(s)"
+    for k in ("max_running", "max_waiting", "max_kv_usage_pct", "mean_kv_usage_pct", "prompt_tps_mean",
+              "gen_tps_mean"):
+        if s.get(k) is not None:
+            sources[k] = Figure(s[k], "measured", how_tl).as_dict()
+    if preempt is not None:
+        how = "sum of per-interval preemptions (v1 'Preemptions: N' / counter deltas)"
+        if warn_cums:
+            how += "; v0: total_num_cumulative_preemption warnings (every 50th), spread over intervals"
+        sources["preemptions"] = Figure(preempt, "measured", how).as_dict()
+    s["sources"] = sources
+    return s
+
+
+def _latency(ev: Evidence, tls: list) -> dict[str, Any]:
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    for name, attr in (("ttft_p50_s", "ttft_p50"), ("ttft_p99_s", "ttft_p99"), ("itl_p50_s", "itl_p50"),
+                       ("itl_p99_s", "itl_p99")):
+        arrs = [getattr(t, attr) for t in tls if getattr(t, attr) is not None]
+        v = _nanstat(arrs, "median") if "p50" in attr else _nanstat(arrs, "max")
+        if v is not None:
+            out[name] = v
+    ttft = np.array([r.ttft_s for r in ev.requests if r.ttft_s is not None], dtype=np.float64)
+    if len(ttft) and "ttft_p50_s" not in out:
+        out["ttft_p50_s"] = float(np.percentile(ttft, 50))
+        out["ttft_p99_s"] = float(np.percentile(ttft, 99))
+    itls = [r.itl_s for r in ev.requests if r.itl_s is not None and len(r.itl_s)]
+    if itls and "itl_p50_s" not in out:
+        a = np.concatenate(itls)
+        out["itl_p50_s"] = float(np.percentile(a, 50))
+        out["itl_p99_s"] = float(np.percentile(a, 99))
+    for b in ev.bench:
+        f = b.fields
+        for key, src in (("ttft_p50_s", "median_ttft_ms"), ("ttft_p99_s", "p99_ttft_ms"),
+                         ("itl_p50_s", "median_itl_ms"), ("itl_p99_s", "p99_itl_ms")):
+            if key not in out and _f(f.get(src)) is not None:
+                out[key] = f[src] / 1000.0
+        for key in ("request_throughput", "output_throughput"):
+            if key not in out and _f(f.get(key)) is not None:
+                out[key] = f[key]
+    return out
+
+
+def segments_json(ev: Evidence) -> list[dict[str, Any]]:
+    return [_seg_summary(sg) for sg in ev.segments]
+
+
+def payload(ev: Evidence) -> dict[str, Any]:
+    """The ``kvdoctor evidence --json`` document."""
+    return {
+        "schema_version": SCHEMA,
+        "kind": "evidence",
+        "sources": [{"path": p, "kind": ev.kinds.get(p, "?")} for p in ev.sources],
+        "summary": summary(ev),
+        "segments": segments_json(ev),
+        "skipped": {"total_lines": ev.skipped.total_lines, "parsed_lines": ev.skipped.parsed_lines,
+                    "skipped_lines": ev.skipped.skipped_lines, "ignored_lines": ev.ignored_lines,
+                    "reasons": dict(ev.skipped.reasons), "examples": dict(ev.skipped.examples)},
+        "bench": [{"source": b.source, "format": b.raw.get("format"), "fields": b.fields,
+                   "requests": len(b.requests)} for b in ev.bench],
+        "notes": list(ev.notes),
+    }
