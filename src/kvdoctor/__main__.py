@@ -1,3 +1,3 @@
-from kvdoctor.cli import main
+from kvdoctor.cli.boot import main
 
 main()

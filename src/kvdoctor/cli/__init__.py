@@ -63,7 +63,11 @@ def _root(
 
 
 def _register() -> None:
-    for name in _VERB_MODULES:
+    from kvdoctor.cli import _select
+
+    wanted = f"{_select.ONLY}_cmd" if _select.ONLY else None
+    names = (wanted,) if wanted in _VERB_MODULES else _VERB_MODULES
+    for name in names:
         qual = f"{__name__}.{name}"
         if importlib.util.find_spec(qual) is not None:
             importlib.import_module(qual)
