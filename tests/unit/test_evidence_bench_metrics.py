@@ -1,0 +1,169 @@
+"""Benchmark results and /metrics dumps: every real sample, plus series → rates and percentiles."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from kvdoctor.errors import InputError
+from kvdoctor.evidence.bench import load_bench, parse_json, parse_text
+from kvdoctor.evidence.prometheus import (
+    load_metrics, parse_snapshot, parse_window, quantile, snapshots_to_segments, split_timed,
+)
+
+
+def _rows(shared_data, name):
+    rows = [json.loads(x) for x in (shared_data / "real" / name).read_text().splitlines() if x.strip()]
+    return {r.get("bench_id") or r.get("dump_id"): r for r in rows}
+
+
+BENCH = {
+    "bo001": {"completed": 100, "duration": 26.67, "request_throughput": 3.75, "request_goodput": 3.75,
+              "output_throughput": 5624.71, "total_token_throughput": 18734.08, "median_ttft_ms": 136.7,
+              "p90_ttft_ms": 300.45, "p95_ttft_ms": 342.29, "p99_ttft_ms": 360.23, "mean_tpot_ms": 14.6,
+              "p50_tpot_ms": 14.77, "request_rate": 15.0, "burstiness": 1.0, "max_concurrency": 100},
+    "bo002": {"completed": 1000, "total_input_tokens": 229711, "total_output_tokens": 203068,
+              "mean_ttft_ms": 9626.13, "p99_tpot_ms": 211.21, "median_itl_ms": 25.44, "p99_itl_ms": 214.35},
+    "bo003": {"completed": 16, "failed": 0, "max_output_tokens_per_s": 352.0, "max_concurrent_requests": 16,
+              "total_token_throughput": 1052.55, "p99_itl_ms": 258.31},
+    "bo004": {"duration": 166.88, "request_throughput": 5.99, "mean_e2el_ms": 67590.0,
+              "mean_latency_per_output_token_ms": 1100.0},
+    "bo005": {"duration": 58.91, "request_throughput": 0.34, "mean_e2el_ms": 18550.0},
+    "bo006": {"completed": 1000, "duration": 473.62, "request_rate": 4.0, "output_throughput": 252.42,
+              "median_ttft_ms": 103588.53, "p99_tpot_ms": 363.05},
+}
+
+
+@pytest.mark.parametrize("bench_id", sorted(BENCH))
+def test_real_bench_outputs(bench_id, shared_data):
+    row = _rows(shared_data, "bench_outputs.jsonl")[bench_id]
+    (res,) = parse_text(row["output"], bench_id)
+    for k, v in BENCH[bench_id].items():
+        assert res.fields[k] == pytest.approx(v), k
+    if bench_id == "bo006":
+        assert "max_concurrency" not in res.fields  # printed as "None"
+
+
+def test_bench_json_with_details(tmp_path):
+    doc = {"duration": 10.0, "completed": 3, "failed": 1, "request_throughput": 0.3, "mean_ttft_ms": 120.0,
+           "p99_itl_ms": 40.0, "input_lens": [10, 20, 30, 40], "output_lens": [5, 6, 0, 7],
+           "ttfts": [0.1, 0.2, 0.0, 0.15], "itls": [[0.01, 0.02], [0.03], [], [0.04, 0.05, 0.06]],
+           "latencies": [0.5, 0.6, 0.0, 0.7], "start_times": [1.0, 1.5, 2.0, 2.5], "errors": ["", "", "boom", ""],
+           "model_id": "m"}
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    (b,) = load_bench(p)
+    assert b.fields["completed"] == 3 and b.fields["mean_ttft_ms"] == 120.0 and "model_id" not in b.fields
+    assert len(b.requests) == 4
+    r0, r2 = b.requests[0], b.requests[2]
+    assert (r0.prompt_tokens, r0.output_tokens, r0.ttft_s, r0.e2e_s, r0.arrival_s) == (10, 5, 0.1, 0.5, 1.0)
+    assert list(r0.itl_s) == [0.01, 0.02]
+    assert r2.ttft_s is None and r2.output_tokens is None  # failed request keeps only what was sent
+    assert parse_json(doc).raw["model_id"] == "m"
+
+
+def test_bench_errors(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text('{"a": 1}')
+    with pytest.raises(InputError):
+        load_bench(p)
+    p.write_text("nothing here")
+    with pytest.raises(InputError):
+        load_bench(p)
+
+
+def test_real_metrics_dumps(shared_data):
+    rows = _rows(shared_data, "metrics_dumps.jsonl")
+    # v0 (md002) and v0.10 (md003) names land in one vocabulary
+    s2 = parse_snapshot(rows["md002"]["dump"])
+    ((k2, v2),) = s2.series.items()
+    assert k2 == ("Qwen/Qwen2.5-Coder-32B-Instruct", "") and v2.gauges == {"running": 0.0, "waiting": 0.0, "kv_usage": 0.0}
+    s3 = parse_snapshot(rows["md003"]["dump"])
+    v3 = s3.series[("zai-org/GLM-4.5", "0")]
+    assert v3.gauges["kv_usage"] == pytest.approx(9.75010481363281e-06)
+    assert v3.counters["prefix_queries"] == 32.0  # the new name wins over the deprecated gpu_ one
+    s5 = parse_snapshot(rows["md005"]["dump"])
+    v5 = s5.series[("bigscience/bloom-560m", "")]
+    assert v5.counters == {"prompt_tokens": 1196.0, "generation_tokens": 218152.0}
+    assert v5.hists["ttft"].buckets[3] == (0.02, 112.0)
+    s7 = parse_snapshot(rows["md007"]["dump"])
+    (seg,) = snapshots_to_segments([s7], "md007")
+    assert seg.startup.num_gpu_blocks == 2048 and seg.startup.block_size == 16
+    assert seg.startup.gpu_memory_utilization == 0.9 and seg.timeline.swapped is not None
+    s8 = parse_snapshot(rows["md008"]["dump"])
+    v8 = s8.series[("meta-llama/Meta-Llama-3-70B-Instruct", "")]
+    assert v8.counters["requests_finished"] == 3918.0 and v8.hists["ttft"].count == 8060.0
+    s1 = parse_snapshot(rows["md001"]["dump"])
+    assert len(s1.series[("/home/jovyan/qwen3-8b", "1")].hists["decode_time"].buckets) == 13
+    s4 = parse_snapshot(rows["md004"]["dump"])  # HELP/TYPE only
+    assert s4.series == {}
+    s6 = parse_snapshot(rows["md006"]["dump"])
+    assert s6.unknown > 0  # v0 request_params_* histograms are outside the vocabulary
+
+
+def _dump(t, running, kv, preempt, gen, ttft_buckets, name_kv="kv_cache_usage_perc", ttft_name="time_to_first_token_seconds"):
+    lines = [f"# kvdoctor-ts: {t}",
+             f'vllm:num_requests_running{{model_name="m",engine="0"}} {running}',
+             f'vllm:num_requests_waiting{{model_name="m",engine="0"}} 2',
+             f'vllm:{name_kv}{{model_name="m",engine="0"}} {kv}',
+             f'vllm:num_preemptions_total{{model_name="m",engine="0"}} {preempt}',
+             f'vllm:generation_tokens_total{{model_name="m",engine="0"}} {gen}',
+             f'vllm:prompt_tokens_total{{model_name="m",engine="0"}} {gen * 2}']
+    for le, c in ttft_buckets:
+        lines.append(f'vllm:{ttft_name}_bucket{{le="{le}",model_name="m",engine="0"}} {c}')
+    return "\n".join(lines) + "\n"
+
+
+def test_snapshot_series_rates_and_percentiles(tmp_path):
+    b0 = [("0.1", 0), ("0.5", 0), ("1.0", 0), ("+Inf", 0)]
+    b1 = [("0.1", 10), ("0.5", 10), ("1.0", 10), ("+Inf", 10)]
+    b2 = [("0.1", 10), ("0.5", 110), ("1.0", 110), ("+Inf", 110)]
+    text = _dump(1000, 3, 0.5, 0, 0, b0) + _dump(1010, 4, 0.75, 2, 500, b1) + _dump(1020, 5, 0.9, 1, 1500, b2)
+    p = tmp_path / "series.prom"
+    p.write_text(text)
+    (seg,) = load_metrics(p)
+    tl = seg.timeline
+    assert list(tl.t) == [1000, 1010, 1020] and list(tl.running) == [3, 4, 5]
+    assert list(tl.kv_usage_pct) == [50.0, 75.0, 90.0]
+    assert math.isnan(tl.preemptions[0]) and tl.preemptions[1] == 2 and tl.preemptions[2] == 1  # reset → new value
+    assert list(tl.gen_tps[1:]) == [50.0, 100.0] and list(tl.prompt_tps[1:]) == [100.0, 200.0]
+    # interval 2: 10 observations all <= 0.1 -> p50 = 0.05 (linear inside [0, 0.1]); interval 3: 100 in (0.1, 0.5]
+    assert tl.ttft_p50[1] == pytest.approx(0.05) and tl.ttft_p50[2] == pytest.approx(0.1 + 0.4 * 0.5)
+    assert tl.ttft_p99[2] == pytest.approx(0.1 + 0.4 * 0.99)
+    assert seg.engine == "m engine 0"
+
+
+def test_folder_of_dumps_and_old_names(tmp_path):
+    d = tmp_path / "dumps"
+    d.mkdir()
+    b = [("0.1", 1), ("+Inf", 1)]
+    for i, t in enumerate((1700000000, 1700000015)):
+        body = _dump(t, i, 0.25 * (i + 1), 0, 100 * i, b, name_kv="gpu_cache_usage_perc",
+                     ttft_name="time_to_first_token_seconds").split("\n", 1)[1]
+        (d / f"metrics-{t}.txt").write_text(body)
+    (d / "README").write_text("not metrics")
+    (seg,) = load_metrics(d)
+    assert list(seg.timeline.t) == [1700000000, 1700000015] and list(seg.timeline.kv_usage_pct) == [25.0, 50.0]
+
+
+def test_openmetrics_timestamps_split():
+    text = ('vllm:num_requests_running{model_name="m"} 1 1700000000000\n'
+            'vllm:num_requests_running{model_name="m"} 2 1700000010000\n')
+    parts = split_timed(text, None)
+    assert [t for t, _ in parts] == [1700000000.0, 1700000010.0]
+
+
+def test_quantile_edges():
+    assert math.isnan(quantile(0.5, []))
+    assert math.isnan(quantile(0.5, [(1.0, 0), (math.inf, 0)]))
+    assert quantile(0.99, [(1.0, 0), (math.inf, 5)]) == 1.0  # all in +Inf: highest finite bound
+
+
+def test_window_parsing():
+    assert parse_window("1h", now=10000.0) == (6400.0, 10000.0)
+    assert parse_window("100..200") == (100.0, 200.0)
+    assert parse_window("2025-01-01T00:00:00Z..2025-01-01T01:00:00Z") == (1735689600.0, 1735693200.0)
+    with pytest.raises(InputError):
+        parse_window("soon")
