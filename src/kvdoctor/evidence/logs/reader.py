@@ -41,7 +41,9 @@ from kvdoctor.evidence.model import Event, Segment, SkipReport, StartupFacts, Ti
 
 CHUNK = 8 << 20
 MAX_LINE = 1 << 16  # longer lines are cut (and counted); no evidence line is that long
-MAX_EVENTS_PER_KIND = 5000  # bounded memory on a log full of errors; the rest are counted
+MAX_EVENTS_PER_KIND = 5000
+STICKY_LINES = 20000  # full path this many lines after the last start-up fact
+SMALL_FILE = 16 << 20  # files below this are read on the full path only (excerpts, small logs)  # bounded memory on a log full of errors; the rest are counted
 ROLLOVER_S = 180 * 86400
 
 _NEEDLES_B = tuple(n.encode() for n in NEEDLES)
@@ -152,6 +154,7 @@ class LogReader:
         self.total_lines = 0
         self._last_err: tuple[str, float | None, str] | None = None
         self._prev_fast: tuple[bytes, int] | None = None
+        self._last_startup_line: int | None = None
 
     # -- accounting --------------------------------------------------------------------------
     def _skipped(self, reason: str, line: bytes) -> None:
@@ -261,11 +264,15 @@ class LogReader:
         return True
 
     # -- chunk processing --------------------------------------------------------------------
-    def feed_chunk(self, work: bytes, base: int) -> int:
+    def feed_chunk(self, work: bytes, base: int, force_full: bool = False) -> int:
         """``work`` ends with a newline; ``base`` = physical lines before it. Returns its line count."""
         nlines = work.count(b"\n")
         self.total_lines += nlines
-        if self._fast(work, base):
+        # Start-up lines without "KV " (the 0.2x "Free memory on device" summary, CUDA-graph pool,
+        # "init engine took") follow the KV lines closely: stay on the full path for a while after
+        # start-up activity so a chunk boundary cannot hide them.
+        recent = self._last_startup_line is not None and base - self._last_startup_line < STICKY_LINES
+        if not (force_full or recent) and self._fast(work, base):
             self._prev_fast = (work[-(256 << 10):], base + nlines)
         else:
             if self._prev_fast is not None:
@@ -389,6 +396,7 @@ class LogReader:
                 msg = env.msg if env is not None else text
                 if col.feed(n, env, msg):
                     hit = True
+                    self._last_startup_line = n
             if hit:
                 self.parsed_lines += 1
             elif bl.isascii() is False and b"\xef\xbf\xbd" not in bl:
@@ -596,6 +604,10 @@ def read_log(path: str | os.PathLike, *, year: int | None = None,
     reader = LogReader(path, year=year)
     carry = b""
     base = 0
+    try:
+        small = os.path.getsize(path) < min(SMALL_FILE, 2 * chunk_size)
+    except OSError:
+        small = False
     for chunk, consumed in _chunks(path, chunk_size, reader.skip):
         if progress is not None:
             progress(consumed)
@@ -606,7 +618,7 @@ def read_log(path: str | os.PathLike, *, year: int | None = None,
             carry = buf[:MAX_LINE + 1]
             continue
         work, carry = buf[: cut + 1], buf[cut + 1:]
-        base += reader.feed_chunk(work, base)
+        base += reader.feed_chunk(work, base, force_full=small)
     if carry:
-        reader.feed_chunk(carry + b"\n", base)  # last line without newline (truncated file)
+        reader.feed_chunk(carry + b"\n", base, force_full=small)  # last line without newline (truncated file)
     return reader.finish()
