@@ -137,6 +137,28 @@ def test_from_log_033_two_starts_uses_last(tmp_path):
     assert j["memory"]["weights_bytes"] == round(14.99 * 2**30)
 
 
+def test_from_log_reads_the_file_once(tmp_path, monkeypatch):
+    """ledger --from-log scans the log for its line counts and reuses those facts for the ledger."""
+    import builtins
+
+    log = tmp_path / "one.log"
+    log.write_text(V033.format(pid=1, m=1, kv="55.1"))
+    opened = []
+    real_open = builtins.open
+
+    def counting_open(file, mode="r", *a, **kw):
+        if os.fspath(file) == str(log) and "b" in mode and "w" not in mode:
+            opened.append(mode)
+        return real_open(file, mode, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    j = ledger_json("--from-log", str(log), "--model", LLAMA, "--gpu", "H100")
+    assert j["memory"]["kv_cache_bytes"] == round(55.1 * 2**30)
+    # one look at the head (empty / binary check) and one full pass; the second parse is gone
+    assert len(opened) == 2, opened
+    assert "startup" not in j["log"]
+
+
 # ------------------------------------------------------------------------------------------------
 # bad input: one line, exit 2
 

@@ -88,6 +88,25 @@ def test_precedence_flags_over_serve_over_yaml_over_log(tmp_path, monkeypatch):
     assert inputs.startup is not None and inputs.vllm_version == "0.33.0"
 
 
+def test_parsed_startup_is_used_instead_of_reading_the_log(tmp_path, monkeypatch):
+    log = tmp_path / "vllm.log"
+    log.write_text(LOG_033)
+    first = common.resolve_inputs(common.ConfigOptions(from_log=str(log), gpu="H100"))
+    assert first.startup is not None and first.startup.kv_cache_bytes is not None
+
+    # Handing the parsed facts back in must not touch the file again (ledger --from-log reads it once).
+    def no_second_read(path):
+        raise AssertionError(f"log read twice: {path}")
+
+    monkeypatch.setattr(common, "read_startup", no_second_read)
+    again = common.resolve_inputs(common.ConfigOptions(from_log=str(log), gpu="H100"), startup=first.startup)
+    assert again.startup is first.startup
+    assert again.resolved.gpu_memory_utilization == 0.85  # the config still comes from the facts' args
+    assert again.config.origin.startswith(f"log:{log}")
+    with pytest.raises(AssertionError, match="log read twice"):
+        common.resolve_inputs(common.ConfigOptions(from_log=str(log), gpu="H100"))
+
+
 def test_model_from_log_and_gpu_required(tmp_path):
     log = tmp_path / "vllm.log"
     log.write_text(LOG_033)

@@ -268,17 +268,25 @@ def _gpu_from(text: str | None, startup: Any, notes: list[str]) -> Any:
     return None
 
 
-def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | None = None) -> Inputs:
+def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | None = None,
+                   startup: Any = None) -> Inputs:
     """Look up model and GPU, merge configuration sources, apply vLLM's defaults for the version.
 
     The model may come from ``--model``, the serve line, the YAML file or the log; the GPU from
     ``--gpu`` or the log (its device name, else its total memory). Raises InputError (one line).
+
+    ``startup``: start-up facts the caller already parsed from ``opts.from_log`` (an
+    ``evidence.model.StartupFacts``). Given, the log is not read again (a verb that scans the log
+    itself, as ``ledger --from-log`` does for its line counts, reads each file once); otherwise
+    ``--from-log`` is read here. Either way ``Inputs.startup`` holds the facts used, so a caller
+    can hand them on instead of re-reading the file.
     """
     from kvdoctor.engine import sources
     from kvdoctor.engine.defaults import resolve
     from kvdoctor.engine.version import parse_version
 
-    startup = read_startup(opts.from_log) if opts.from_log else None
+    if startup is None and opts.from_log:
+        startup = read_startup(opts.from_log)
     cfg = merge_config(opts, startup)
     notes = list(cfg.notes)
     unknown = sources.unknown_flags(cfg)

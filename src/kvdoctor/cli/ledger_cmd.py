@@ -22,7 +22,9 @@ def ledger(opts: common.ConfigOptions, json_out: common.JsonOpt = False, quiet: 
     from kvdoctor.ledger.build import build_ledger
 
     log_info = scan_log(opts.from_log, quiet=quiet or json_out) if opts.from_log else None
-    inputs = common.resolve_inputs(opts)
+    # scan_log already ran the start-up collector over every line: hand its facts on so the log is
+    # read once (a multi-GB log would otherwise be parsed twice).
+    inputs = common.resolve_inputs(opts, startup=log_info["startup"] if log_info is not None else None)
     led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
     notes = list(inputs.notes)
     if log_info is not None:
@@ -33,7 +35,7 @@ def ledger(opts: common.ConfigOptions, json_out: common.JsonOpt = False, quiet: 
 
         payload = led.to_json()
         if log_info is not None:
-            payload["log"] = {k: v for k, v in log_info.items() if k != "summary"}
+            payload["log"] = {k: v for k, v in log_info.items() if k not in ("summary", "startup")}
         emit_json(payload)
         return
     render(led, quiet=quiet)
@@ -41,6 +43,9 @@ def ledger(opts: common.ConfigOptions, json_out: common.JsonOpt = False, quiet: 
 
 def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
     """Count what a start-up log holds (engine starts, vLLM lines, foreign lines); never fatal on content.
+
+    Also returns the last engine start's facts (``"startup"``), the same ``StartupFacts``
+    ``evidence.logs.read_startup_facts`` would give, so the caller need not read the file again.
 
     Missing, unreadable or binary files raise InputError (one line, exit 2).
     """
@@ -102,7 +107,7 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
     if len(starts) > 1:
         summary += f"; {len(starts)} engine starts found — this ledger is of the last one"
     return {"path": path, "lines": total, "startup_fact_lines": facts_lines, "foreign_lines": foreign,
-            "engine_starts": len(starts), "summary": summary}
+            "engine_starts": len(starts), "summary": summary, "startup": starts[-1]}
 
 
 def _binary(head: bytes) -> bool:
