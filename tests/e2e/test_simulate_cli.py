@@ -93,3 +93,22 @@ def test_bad_input_exits_2(tmp_path):
         p = cli(*args)
         assert p.returncode == 2, (args, p.stderr)
         assert p.stderr.startswith("kvdoctor: error:") and "Traceback" not in p.stderr
+
+
+def test_evidence_reader_and_diagnosis_run_unchanged_on_simulated_evidence(tmp_path):
+    """The chapter's capacity-short case, simulated, then read back as if it came from a server."""
+    log, prom = tmp_path / "sim.log", tmp_path / "metrics.txt"
+    r = run("--rate", "3", "-n", "1500", "--seed", "3", "--max-model-len", "8192", "--gpu-memory-utilization", "0.3",
+            "--log-out", str(log), "--metrics-out", str(prom), "--json")
+    assert r.exit_code == 0, r.output
+    sim = json.loads(r.stdout)["summary"]
+    ev = runner.invoke(app, ["evidence", str(log), "--json"])
+    assert ev.exit_code == 0, ev.output
+    es = json.loads(ev.stdout)["summary"]
+    assert es["preemptions"] == sim["preemptions"] > 0
+    assert es["max_kv_usage_pct"] > 90
+    em = json.loads(runner.invoke(app, ["evidence", str(prom), "--json"]).stdout)["summary"]
+    assert em["preemptions"] == sim["preemptions"]
+    d = runner.invoke(app, ["diagnose", str(log), "--json"])
+    assert d.exit_code == 0, d.output
+    assert "capacity-short" in d.stdout
