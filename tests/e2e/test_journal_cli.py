@@ -183,3 +183,44 @@ def test_saved_serve_script_and_remeasure_without_config(tmp_path):
     code, out = kvd("journal", "note", "1", "p99 was noisy: rerun tomorrow", "--db", str(db))
     assert code == 0
     assert [n["text"] for n in steps(db)[1]["notes"]] == ["p99 was noisy: rerun tomorrow"]
+
+
+def _write_real(shared_data: Path, tmp: Path) -> dict[str, Path]:
+    """Real evidence from public threads: a v1 stats-line log and two `vllm bench serve` outputs."""
+    out: dict[str, Path] = {}
+    for line in (shared_data / "real" / "runtime_logs.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        if d["log_id"] == "rt013":
+            out["log"] = tmp / "rt013.log"
+            out["log"].write_text(d["excerpt"])
+    for line in (shared_data / "real" / "bench_outputs.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        if d["bench_id"] in ("bo001", "bo002"):
+            out[d["bench_id"]] = tmp / f"{d['bench_id']}.txt"
+            out[d["bench_id"]].write_text(d["output"] if isinstance(d["output"], str) else json.dumps(d["output"]))
+    return out
+
+
+def test_steps_keep_measured_figures_from_real_evidence(tmp_path, shared_data):
+    files = _write_real(shared_data, tmp_path)
+    db = tmp_path / "j.sqlite"
+    base = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768"
+    code, out = kvd("journal", "start", "real", "--config", base, "--evidence", str(files["log"]), "--db", str(db))
+    assert code == 0, out
+    code, out = kvd("journal", "record", "--config", base.replace("32768", "8192"), "--bench", str(files["bo002"]),
+                    "--db", str(db))
+    assert code == 0, out
+    code, out = kvd("journal", "record", "--config", base.replace("32768", "8192") + " --kv-cache-dtype fp8",
+                    "--bench", str(files["bo001"]), "--db", str(db))
+    assert code == 0, out
+    s = steps(db)
+    log_figs = s[0]["figures"]
+    assert log_figs["kv_usage_peak_pct"]["source"] == "measured" and 0 < log_figs["kv_usage_peak_pct"]["value"] <= 100
+    assert "output_tps" in log_figs and s[0]["evidence"]["kinds"] == ["log"]
+    # the first bench step is compared with a log: flagged; bench -> bench is like for like
+    assert "not like for like" in s[1]["evidence"]["mismatch"]
+    assert "mismatch" not in s[2]["evidence"]
+    assert s[2]["before"] == s[1]["figures"]
+    assert s[2]["figures"]["ttft_p99_s"]["value"] > 0 and s[2]["figures"]["output_tps"]["value"] > 0
+    code, md = kvd("journal", "handbook", "--db", str(db))
+    assert "## `kv_cache_dtype`" in md and "Caution: before measured from log" in md

@@ -47,8 +47,12 @@ def gather_evidence(paths: list[str] | None = None, *, bench: list[str] | None =
     ev = load_evidence(all_paths, **kwargs)
     summ = summarize(ev)
     figs = figures.extract(summ, source="measured", how_prefix="evidence summary: ")
+    kinds = getattr(ev, "kinds", None) or {}
+    if prometheus:
+        kinds = {**kinds, prometheus: "prometheus"}
     record = {
         "sources": [str(s) for s in (getattr(ev, "sources", None) or all_paths or [prometheus])],
+        "kinds": sorted(set(kinds.values())),
         "prometheus": prometheus, "window": window, "summary": clean(summ),
     }
     return figs, record
@@ -107,6 +111,11 @@ def record(db: str | Path | None, journal: str | None = None, *, config: str | N
 
     def check(prev: Step, new: StepInput) -> tuple[list[dict[str, Any]], bool]:
         changes, multi = configs.one_variable(prev.config, prev.seq, new.config, force_multi=force_multi)
+        before_kinds, after_kinds = prev.evidence.get("kinds") or [], new.evidence.get("kinds") or []
+        if before_kinds and after_kinds and before_kinds != after_kinds:
+            # a log's instantaneous throughput and a load test's average are different quantities
+            new.evidence["mismatch"] = (f"before measured from {', '.join(before_kinds)}, after from "
+                                        f"{', '.join(after_kinds)}: the figures are not like for like")
         if pred_payload is not None:
             new.predicted = figures.predicted_from_payload(pred_payload, changes)
         return changes, multi

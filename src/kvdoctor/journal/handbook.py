@@ -37,6 +37,7 @@ def build(name: str, steps: list[Step]) -> dict[str, Any]:
                 "seq": s.seq, "created_at": s.created_at, "before": c["before"], "after": c["after"],
                 "multi": s.multi, "also_changed": [x["field"] for x in s.changes if x["field"] != c["field"]],
                 "note": s.note, "notes": [n["text"] for n in s.notes], "effects": effects,
+                "mismatch": s.evidence.get("mismatch"),
             })
     lessons = {v: _lesson(entries) for v, entries in variables.items()}
     baseline = steps[0] if steps else None
@@ -120,6 +121,8 @@ def to_markdown(hb: dict[str, Any]) -> str:
             if e["multi"]:
                 lines += [f"> Several variables changed in this step (forced): also {', '.join(map(_md, e['also_changed']))}. "
                           "Its effects cannot be attributed to this variable alone.", ""]
+            if e.get("mismatch"):
+                lines += [f"> Caution: {_md(e['mismatch'])}.", ""]
             for n in [e.get("note"), *e.get("notes", [])]:
                 if n:
                     lines += [f"> {_md(n)}", ""]

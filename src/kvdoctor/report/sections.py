@@ -148,7 +148,10 @@ def _label(payload: dict[str, Any]) -> str:
         return None if v is None else str(v)
 
     parts = [p for p in (name(payload.get("model")), name(payload.get("gpu"))) if p]
-    return " on ".join(parts)
+    label = " on ".join(parts)
+    if payload.get("engine"):  # an evidence payload per engine lifetime: say which
+        label = f"{label} ({payload['engine']})" if label else str(payload["engine"])
+    return label
 
 
 def _base_layout(title: str | None = None, height: int = 360) -> dict[str, Any]:
@@ -558,7 +561,9 @@ def timeline_section(page, tl: dict[str, Any], payload: dict[str, Any]) -> str:
     x, is_date = _times(tb)
 
     # which rows exist decides the subplot grid
-    rows: list[str] = [r for r, s in (("kv", kv), ("queue", running or waiting), ("pre", pre), ("tbt", itl or ttft)) if s]
+    gen, prompt = get("gen_tps"), get("prompt_tps")
+    rows: list[str] = [r for r, s in (("kv", kv), ("queue", running or waiting), ("pre", pre), ("tbt", itl or ttft),
+                                      ("tps", gen or prompt)) if s]
     if not rows:
         return ""
     nrows = len(rows)
@@ -569,7 +574,7 @@ def timeline_section(page, tl: dict[str, Any], payload: dict[str, Any]) -> str:
     layout["legend"] = {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0}
     layout["margin"]["t"] = 50
     data: list[dict[str, Any]] = []
-    titles = {"kv": "KV usage %", "queue": "requests", "pre": "preemptions", "tbt": "latency (ms)"}
+    titles = {"kv": "KV usage %", "queue": "requests", "pre": "preemptions", "tbt": "latency (ms)", "tps": "tokens/s"}
     for r, row in enumerate(rows):
         ax = "" if r == 0 else str(r + 1)
         top = 1.0 - r * (h + gap)
@@ -604,6 +609,15 @@ def timeline_section(page, tl: dict[str, Any], payload: dict[str, Any]) -> str:
                 data.append({"type": "scatter", "mode": "lines", "name": "TTFT p99 (ms)", "x": x,
                              "y": [None if v is None else v * 1000 for v in _pool(ttft, buckets, "max")],
                              "xaxis": xa, "yaxis": ya, "line": {"color": "#74c0fc", "dash": "dot"}, "visible": "legendonly" if itl else True})
+
+        elif row == "tps":
+            if gen:
+                data.append({"type": "scatter", "mode": "lines", "name": "generation tok/s", "x": x,
+                             "y": _pool(gen, buckets, "max"), "xaxis": xa, "yaxis": ya, "line": {"color": "#2b8a3e"}})
+            if prompt:
+                data.append({"type": "scatter", "mode": "lines", "name": "prompt tok/s", "x": x,
+                             "y": _pool(prompt, buckets, "max"), "xaxis": xa, "yaxis": ya,
+                             "line": {"color": "#adb5bd", "dash": "dot"}})
 
     # aligned markers: every interval with a preemption is shaded across all rows, and every TBT
     # spike is marked on the latency row, coloured by whether a preemption sits within one sample

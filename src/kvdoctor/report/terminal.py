@@ -130,6 +130,8 @@ def render_step(step, *, verb: str = "recorded", console=None) -> None:
     c.print(line)
     if step.note:
         c.print(Text(f"  note: {step.note}", style="dim"))
+    if step.evidence.get("mismatch"):
+        c.print(Text(f"  caution: {step.evidence['mismatch']}", style="bold yellow"))
     if not step.figures and not step.predicted:
         c.print(Text("  no figures recorded (give --evidence / --bench / --prometheus)", style="dim"))
         return
