@@ -23,7 +23,7 @@ SEVERITIES = ("info", "warn", "problem")
 
 def fmt_time(t: float | None) -> str:
     """Epoch seconds as the UTC wall-clock time the logs show (no year: logs carry none)."""
-    if t is None:
+    if t is None or t != t:  # None or NaN (a /metrics dump has no timestamp)
         return "?"
     if t < 10**8:  # seconds from trace start, not epoch
         return f"t+{t:.1f}s"

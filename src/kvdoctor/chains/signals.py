@@ -78,6 +78,9 @@ def window(tl) -> Window:
     if tl is None or len(tl) == 0:
         return Window(0, None, None, None, 0.0)
     t = _arr(tl.t)
+    if any(math.isnan(x) for x in t):
+        # untimed samples (a single /metrics scrape): they count, but cover no known time
+        return Window(len(t), None, None, None, 0.0)
     if len(t) == 1:
         return Window(1, t[0], t[0], None, 0.0)
     gaps = [b - a for a, b in zip(t, t[1:]) if b > a]
