@@ -46,7 +46,13 @@ def gather_evidence(paths: list[str] | None = None, *, bench: list[str] | None =
             kwargs["window"] = window
     ev = load_evidence(all_paths, **kwargs)
     summ = summarize(ev)
-    figs = figures.extract(summ, source="measured", how_prefix="evidence summary: ")
+    # the summary keeps provenance for some figures in sources{}: use it where it exists
+    joined = dict(summ)
+    for key, fig in (summ.get("sources") or {}).items():
+        if isinstance(fig, dict) and "source" in fig and summ.get(key) is not None:
+            joined[key] = {**fig, "how": f"evidence summary {key}: {fig.get('how', '')}".rstrip(": ")}
+    joined.pop("sources", None)
+    figs = figures.extract(joined, source="measured", how_prefix="evidence summary: ")
     kinds = getattr(ev, "kinds", None) or {}
     if prometheus:
         kinds = {**kinds, prometheus: "prometheus"}

@@ -31,10 +31,10 @@ FIGURES: dict[str, tuple[str, str, int]] = {
 # scale to the journal's unit. First match wins. Covers kvdoctor.evidence.summary(), simulate's
 # summary, plan levels' predicted{}, and `vllm bench serve` field names (ms).
 ALIASES: dict[str, list[tuple[str, float]]] = {
-    "output_tps": [("output_tps", 1), ("output_tokens_per_s", 1), ("gen_tps", 1), ("gen_tps_mean", 1), ("throughput.output_tps", 1),
+    "output_tps": [("gen_tps_mean", 1), ("output_tps", 1), ("output_tokens_per_s", 1), ("gen_tps", 1), ("gen_tps_mean", 1), ("throughput.output_tps", 1),
                    ("throughput.gen_tps", 1), ("throughput.gen_tps_mean", 1), ("generation_tps", 1),
                    ("output_throughput", 1), ("throughput.output", 1), ("gen_tps.mean", 1)],
-    "prompt_tps": [("prompt_tps", 1), ("prompt_tps_mean", 1), ("throughput.prompt_tps", 1),
+    "prompt_tps": [("prompt_tps_mean", 1), ("prompt_tps", 1), ("throughput.prompt_tps", 1),
                    ("throughput.prompt_tps_mean", 1), ("prompt_tps.mean", 1), ("input_throughput", 1)],
     "request_throughput": [("request_throughput", 1), ("throughput.request_throughput", 1),
                            ("requests_per_s", 1), ("throughput.requests_per_s", 1)],
@@ -51,13 +51,13 @@ ALIASES: dict[str, list[tuple[str, float]]] = {
     "preemptions_per_min": [("preemptions_per_min", 1), ("preemptions.per_min", 1), ("preemption_rate_per_min", 1),
                             ("preemptions.rate_per_min", 1), ("preemptions_per_s", 60),
                             ("preemptions.per_s", 60)],
-    "kv_usage_mean_pct": [("kv_usage_mean_pct", 1), ("mean_kv_usage_pct", 1), ("kv_usage_pct.mean", 1), ("kv_usage.mean_pct", 1),
+    "kv_usage_mean_pct": [("mean_kv_usage_pct", 1), ("kv_usage_mean_pct", 1), ("kv_usage_pct.mean", 1), ("kv_usage.mean_pct", 1),
                           ("kv_usage.mean", 1), ("kv_usage_pct_mean", 1)],
-    "kv_usage_peak_pct": [("kv_usage_peak_pct", 1), ("peak_kv_usage_pct", 1), ("kv_usage_max_pct", 1), ("kv_usage_pct.max", 1),
+    "kv_usage_peak_pct": [("max_kv_usage_pct", 1), ("kv_usage_peak_pct", 1), ("peak_kv_usage_pct", 1), ("kv_usage_max_pct", 1), ("kv_usage_pct.max", 1),
                           ("kv_usage_pct.peak", 1), ("kv_usage.peak_pct", 1), ("kv_usage.max_pct", 1),
                           ("kv_usage.max", 1), ("kv_usage.peak", 1), ("kv_usage_pct_max", 1)],
     "waiting_mean": [("waiting_mean", 1), ("waiting.mean", 1), ("queue.waiting_mean", 1)],
-    "waiting_peak": [("waiting_peak", 1), ("waiting_max", 1), ("waiting.max", 1), ("waiting.peak", 1),
+    "waiting_peak": [("max_waiting", 1), ("waiting_peak", 1), ("waiting_max", 1), ("waiting.max", 1), ("waiting.peak", 1),
                      ("queue.waiting_max", 1)],
 }
 
