@@ -73,10 +73,16 @@ def test_fp8_kv_reduces_preemptions():
     assert b["summary"]["ttft_p99_s"] < a["summary"]["ttft_p99_s"] / 5
 
 
-def test_human_output_and_progress_quiet():
+def test_human_output_quiet_and_html(tmp_path):
     r = run("--rate", "5", "-n", "100", "--quiet")
     assert r.exit_code == 0
     assert "completed 100/100" in r.stdout
+    page = tmp_path / "sim.html"
+    r = run("--rate", "5", "-n", "100", "--html", str(page))
+    assert r.exit_code == 0, r.output
+    assert "TTFT p50 / p99" in r.stdout
+    html = page.read_text()
+    assert "kvdoctor simulate" in html and "kv_usage_pct" in html
 
 
 def test_bad_input_exits_2(tmp_path):

@@ -8,12 +8,14 @@ Thin: shared model/GPU/engine options (cli/common.py), a workload (``--trace`` o
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 from kvdoctor.cli import app
 from kvdoctor.cli import common
+from kvdoctor.report.html import html_option
 
 SCHEMA = "kvdoctor.simulate/1"
 _WL = "Workload"
@@ -43,6 +45,7 @@ def simulate_cmd(
     requests_out: Annotated[Optional[str], typer.Option("--requests-out", help="Write per-request results as CSV (TTFT, E2E, queue, preemptions, ITL stats).", rich_help_panel=_OUT)] = None,
     json_out: common.JsonOpt = False,
     quiet: common.QuietOpt = False,
+    html: Optional[Path] = html_option(),
 ) -> None:
     """Predict TTFT, TBT, throughput and preemptions of a workload on this configuration, with a
     simulation of vLLM 0.33's v1 scheduler and a step-time model calibrated on real GPU kernels."""
@@ -87,7 +90,16 @@ def simulate_cmd(
 
     step_model = from_deployment(inputs.shape, inputs.gpu, resolved).describe()
     outputs = _write_outputs(result, inputs, log_out, metrics_out, requests_out)
+    dp = int(getattr(resolved, "data_parallel_size", 1) or 1)
+    if dp > 1:
+        notes.append(f"data_parallel_size={dp}: the simulation is one engine receiving the whole workload; "
+                     f"for vLLM's load-balanced DP, divide the rate by {dp} (--rate-scale {1 / dp:g})")
     payload = to_json(result, inputs, resolved, led, workload, step_model, outputs, notes)
+    if html is not None:
+        from kvdoctor.report.html import write_html_if_asked
+
+        write_html_if_asked(html, [payload], title=f"kvdoctor simulate: {inputs.shape.name} on {inputs.gpu.name}",
+                            quiet=quiet or json_out)
     if json_out:
         emit_json(payload)
         return
