@@ -165,8 +165,11 @@ def diagnose_context(ctx: Context) -> Instance:
               "start": fmt_time(w.start) if w.start else None, "end": fmt_time(w.end) if w.end else None}
     inst = Instance(source=ctx.source, engine="", verdict="insufficient-evidence", reason="", findings=findings,
                     window=window, preemption_basis=p.basis, timeline=ctx.timeline)
-    if p.note:
+    if p.note and not any(p.note in f.summary for f in findings):
         inst.notes.append(p.note)
+    if p.basis == "v0-warnings" and p.per_min is None and p.total:
+        where = "; ".join(c.detail for c in p.cites[:2])
+        inst.notes.append(f"at least {p.total:g} preemptions so far on this engine ({where}); the rate is unknown")
     inst.contradictions = _contradictions(ctx, findings)
     inst.missing = _missing(ctx)
     inst.verdict, inst.reason = _verdict(ctx, findings, inst)
@@ -235,7 +238,7 @@ def _missing(ctx: Context) -> list[str]:
                    f"(have {w.samples} over {w.seconds:.0f} s)")
     p = a["preempt"]
     if p.basis == "none":
-        out.append("a preemption count: scrape vllm:num_preemptions_total (vLLM's v1 stats line never prints it)")
+        out.append("a preemption count: vllm:num_preemptions_total from /metrics or Prometheus")
     elif p.basis == "v0-warnings" and p.per_min is None:
         out.append("a preemption rate: timestamps on two v0 warnings from the same engine, or a counter")
     if a["recon"] is None:

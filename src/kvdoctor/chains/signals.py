@@ -138,6 +138,7 @@ def preemptions(tl, events, source: str, th: Thresholds, counter_trusted: bool) 
             )
     if warn:
         return _from_v0_warnings(warn, source)
+    v0 = tl is not None and getattr(tl, "swapped", None) is not None  # only v0 lines print "Swapped:"
     if tl is not None and len(tl) and not counter_trusted:
         w = _arr(tl.waiting)
         fw = _finite(w)
@@ -145,15 +146,20 @@ def preemptions(tl, events, source: str, th: Thresholds, counter_trusted: bool) 
             return Preemptions(
                 "queue-inference", None, False, None, 0, len(w), 0, [], [],
                 note=(
-                    "the log does not count preemptions (vLLM's stats line never prints them), but "
+                    ("v0 counts preemptions only in a warning on the 1st, 51st, ... one and none is in this "
+                     "excerpt; also " if v0 else
+                     "the log does not count preemptions (vLLM's v1 stats line never prints them), but ")
+                    + 
                     f"Waiting <= {th.waiting_zero:g} in all {len(w)} samples: a request preempted for lack "
                     "of KV blocks waits in that queue, so preemption was not persistent"
                 ),
             )
         return Preemptions(
             "none", None, note=(
-                "preemptions are not counted in this evidence (vLLM's v1 stats line never prints them; "
-                "scrape vllm:num_preemptions_total)"
+                "preemptions are not counted in this evidence ("
+                + ("v0 warns only on the 1st, 51st, ... preemption and the excerpt may not hold the warnings"
+                   if v0 else "vLLM's v1 stats line never prints them")
+                + "; scrape vllm:num_preemptions_total)"
             ),
             intervals=len(w),
         )

@@ -151,8 +151,9 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
         color = {"healthy": "green", "insufficient-evidence": "yellow"}.get(inst["verdict"], "red")
         c.print(f"[bold]{head}[/bold]: [{color}]{inst['verdict']}[/{color}] — {inst['reason']}", soft_wrap=True)
         w = inst["window"]
-        c.print(f"   window: {w['samples']} samples over {w['seconds']} s ({w.get('start')} → {w.get('end')}); "
-                f"preemptions from: {inst['preemption_basis']}")
+        span = (f"{w['samples']} samples over {w['seconds']} s ({w.get('start')} → {w.get('end')})"
+                if w["samples"] else "no timeline")
+        c.print(f"   window: {span}; preemptions from: {inst['preemption_basis']}")
         for f in inst["findings"]:
             c.print(f"   [{f['severity']}] step {f['step']} {f['rule_id']}: {f['summary']}", soft_wrap=True)
             if not quiet:
