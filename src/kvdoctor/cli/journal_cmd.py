@@ -51,7 +51,7 @@ def start_cmd(
     from kvdoctor.journal import api
 
     step = api.start(_db(db), name, config=config, evidence=_strs(evidence), bench=_strs(bench),
-                     prometheus=prometheus, window=window, note=note)
+                     prometheus=prometheus, window=window, note=note, quiet=quiet or json_out)
     _print_step(step, json_out, quiet, verb="started")
 
 
@@ -75,7 +75,8 @@ def record_cmd(
 
     step = api.record(_db(db), journal, config=config, evidence=_strs(evidence), bench=_strs(bench),
                       prometheus=prometheus, window=window, note=note,
-                      prediction=str(prediction) if prediction else None, force_multi=force_multi)
+                      prediction=str(prediction) if prediction else None, force_multi=force_multi,
+                      quiet=quiet or json_out)
     _print_step(step, json_out, quiet, verb="recorded")
 
 

@@ -44,7 +44,11 @@ def gather_evidence(paths: list[str] | None = None, *, bench: list[str] | None =
         kwargs["prometheus"] = prometheus
         if window:
             kwargs["window"] = window
-    ev = load_evidence(all_paths, **kwargs)
+    from kvdoctor.cli.output import progress
+
+    total = sum(Path(p).stat().st_size for p in all_paths if Path(p).is_file())
+    with progress("Reading evidence", total=total or None, quiet=quiet) as advance:
+        ev = load_evidence(all_paths, progress=advance, **kwargs)
     summ = summarize(ev)
     # the summary keeps provenance for some figures in sources{}: use it where it exists
     joined = dict(summ)
@@ -87,9 +91,9 @@ def read_prediction(path: str | None) -> dict[str, Any] | None:
 
 def start(db: str | Path | None, name: str, *, config: str, evidence: list[str] | None = None,
           bench: list[str] | None = None, prometheus: str | None = None, window: str | None = None,
-          note: str | None = None) -> Step:
+          note: str | None = None, quiet: bool = True) -> Step:
     cfg, text, origin = configs.read_config(config)
-    figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window)
+    figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, quiet=quiet)
     step = StepInput(config=configs.config_to_dict(cfg), config_text=text, config_origin=origin, note=note,
                      figures=figs, evidence=ev)
     with JournalStore(db) as store:
@@ -99,7 +103,7 @@ def start(db: str | Path | None, name: str, *, config: str, evidence: list[str] 
 def record(db: str | Path | None, journal: str | None = None, *, config: str | None = None,
            evidence: list[str] | None = None, bench: list[str] | None = None, prometheus: str | None = None,
            window: str | None = None, note: str | None = None, prediction: str | None = None,
-           force_multi: bool = False) -> Step:
+           force_multi: bool = False, quiet: bool = True) -> Step:
     """Append a step. Without ``--config`` the configuration is the previous step's (a re-measure)."""
     if config is None and not (evidence or bench or prometheus or note or prediction):
         raise InputError("nothing to record: give --config and/or --evidence/--bench/--prometheus (or --note)")
@@ -107,7 +111,7 @@ def record(db: str | Path | None, journal: str | None = None, *, config: str | N
     if config is not None:
         cfg, text, origin = configs.read_config(config)
         new_cfg = (configs.config_to_dict(cfg), text, origin)
-    figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window)
+    figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, quiet=quiet)
     pred_payload = read_prediction(prediction)
 
     def build(prev: Step) -> StepInput:

@@ -61,33 +61,29 @@ def _as_payloads(path: Path) -> list[dict[str, Any]] | None:
 
 
 def evidence_payloads(paths: list[str], *, quiet: bool = True) -> list[dict[str, Any]]:
+    """``kvdoctor evidence --json``'s document plus the timelines it leaves out, one per engine
+    lifetime (longest first, at most MAX_TIMELINES)."""
+    from kvdoctor.cli.output import progress
     from kvdoctor.evidence.load import load_evidence
+    from kvdoctor.evidence.summarize import payload as evidence_payload
 
-    ev = load_evidence(paths)
-    summary: dict[str, Any] = {}
-    try:
-        from kvdoctor.evidence import summary as summarize
-
-        summary = summarize(ev)
-    except ImportError:
-        summary = {}
+    total = sum(Path(p).stat().st_size for p in paths)
+    with progress("Reading evidence", total=total, quiet=quiet) as advance:
+        ev = load_evidence(paths, progress=advance)
+    head = _clean(evidence_payload(ev))
     segs = [s for s in ev.segments if s.timeline is not None and len(s.timeline) > 0]
     segs.sort(key=lambda s: len(s.timeline), reverse=True)
     payloads: list[dict[str, Any]] = []
-    for i, seg in enumerate(segs[:MAX_TIMELINES] or [None]):
-        p: dict[str, Any] = {"schema_version": "kvdoctor.evidence/1", "sources": list(ev.sources or paths)}
-        if seg is not None:
-            p["engine"] = f"{seg.source} {seg.engine}".strip()
-            p["timeline"] = timeline_dict(seg.timeline)
-            if seg.startup is not None and seg.startup.model:
-                p["model"] = seg.startup.model
-            events = [{"t": e.t, "kind": e.kind, "line_no": e.line_no, "message": e.message} for e in seg.events[:200]]
-            if events:
-                p["events"] = events
-        if i == 0 and summary:
-            p["summary"] = _clean(summary)
+    for i, seg in enumerate(segs[:MAX_TIMELINES]):
+        p: dict[str, Any] = head if i == 0 else {"schema_version": head["schema_version"]}
+        p["engine"] = f"{seg.source} {seg.engine}".strip()
+        p["timeline"] = timeline_dict(seg.timeline)
+        if seg.startup is not None and seg.startup.model:
+            p["model"] = seg.startup.model
         payloads.append(p)
-    if len(segs) > MAX_TIMELINES and payloads:
+    if not payloads:
+        payloads.append(head)
+    if len(segs) > MAX_TIMELINES:
         payloads[0]["note"] = f"{len(segs)} engine timelines; the {MAX_TIMELINES} longest are drawn"
     return payloads
 
