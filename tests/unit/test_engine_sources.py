@@ -380,3 +380,20 @@ def test_merge_precedence_and_origin():
     assert (cfg.max_model_len, cfg.max_num_seqs, cfg.model) == (16000, 32, "m")
     assert cfg.origin == "log:a < serve-line < flags"
     assert merge([EngineConfig(), flags]).origin == "flags"
+
+
+def test_serve_line_env_reaches_resolved_engine():
+    from kvdoctor.catalog.gpus import lookup_gpu
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.engine.defaults import resolve
+
+    shape, gpu = lookup_model("meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu("H100")
+    cfg = parse_serve_line("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 VLLM_FOO=bar vllm serve "
+                           "meta-llama/Llama-3.1-8B-Instruct")
+    res = resolve(cfg, shape, gpu)
+    assert res.env == {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0", "VLLM_FOO": "bar"}
+    assert res.traits.cudagraph_in_kv_budget is False
+    assert res.to_json()["env"] == res.env and res.as_dict()["env"] == res.env
+    docker = parse_serve_line("docker run --gpus all -e VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0 "
+                              "vllm/vllm-openai:v0.33.0 --model meta-llama/Llama-3.1-8B-Instruct")
+    assert resolve(docker, shape, gpu).env == {"VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE": "0"}

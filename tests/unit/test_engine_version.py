@@ -84,3 +84,36 @@ def test_batch_eras():
 def test_as_dict_is_plain():
     d = traits("0.33.0").as_dict()
     assert d["version"] == "0.33.0" and d["gpu_memory_utilization_default"] == 0.92
+
+
+def test_memory_regimes_are_traits():
+    # The empirical regimes ledger/memory.py applies, now with their boundaries in one place.
+    assert [traits(v).sampler_regime for v in ("0.11.0", "0.12.0", "0.19.0", "0.20.2", "0.21.0", "0.33.0")] == \
+        ["full", "light", "light", "light", "full", "full"]
+    assert [traits(v).non_torch_era for v in ("0.6.3", "0.8.0", "0.11.0", "0.12.0", "0.33.0")] == \
+        ["v0", "v1-early", "v1-early", "v1-late", "v1-late"]
+    assert traits("0.10.0", env={"VLLM_USE_V1": "0"}).non_torch_era == "v0"
+    from kvdoctor.ledger import memory
+
+    assert memory.sampler_regime(traits("0.19.0").version) == traits("0.19.0").sampler_regime
+    assert memory.LIGHT_SAMPLER == ((0, 12, 0), (0, 21, 0))  # still importable from the old home
+
+
+def test_chunked_local_hybrid_env_and_version():
+    var = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
+    assert traits("0.33.0").chunked_local_hybrid is True  # envs.py default "1"
+    assert traits("0.33.0", env={var: "0"}).chunked_local_hybrid is False
+    assert traits("0.19.0").chunked_local_hybrid is False  # default "0" since PR #21761 (0.10.1)
+    assert traits("0.19.0", env={var: "1"}).chunked_local_hybrid is True
+    assert traits("0.10.0").chunked_local_hybrid is True and traits("0.10.0").chunked_local_env is False
+    assert traits("0.9.1", env={var: "1"}).chunked_local_hybrid is False  # no ChunkedLocalAttentionSpec yet
+
+
+def test_env_flags_read_like_vllm():
+    # bool(int(os.getenv(...))): " 0 " is 0, "2" is true, "true" makes vLLM crash at start-up.
+    assert traits("0.33.0", env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": " 0 "}).cudagraph_in_kv_budget is False
+    assert traits("0.33.0", env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}).cudagraph_estimate_disabled
+    assert not traits("0.19.0", env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}).cudagraph_estimate_disabled
+    assert traits("0.33.0", env={"VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE": "2"}).chunked_local_hybrid
+    with pytest.raises(InputError, match="int\\(\\)"):
+        traits("0.33.0", env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "false"})

@@ -174,6 +174,21 @@ def test_chunked_local_promoted_to_full_unless_allowed():
     assert allowed.groups[0].spec.max_blocks(65536, 16384) == (8192 + 16384) // 16
 
 
+def test_chunked_model_without_permission_loses_every_local_group():
+    # vLLM's switch is model-wide (scheduler_config.disable_hybrid_kv_cache_manager): a sliding layer
+    # in a chunked-local model is promoted to full too, not only the chunked ones.
+    import dataclasses
+
+    shape = _shape("mixed", 8, 8, 128, kinds=["chunked", "sliding", "chunked", "full"] * 2, window=4096)
+    shape = dataclasses.replace(shape, extra={"attention_chunk_size": 8192})
+    off = kv.kv_cache_groups(kv.layer_specs(shape, _opts()))
+    assert {g.spec.kind for g in off.groups} == {"full"}
+    on = kv.kv_cache_groups(kv.layer_specs(shape, _opts(allow_chunked_hybrid=True)))
+    assert {g.spec.kind for g in on.groups} == {"chunked", "sliding", "full"}
+    # a sliding-only model is unaffected by the chunked permission
+    assert {s.kind for s in kv.layer_specs(GPT_OSS, _opts())} == {"sliding", "full"}
+
+
 def test_sliding_window_reservation_grows_with_batched_tokens():
     s = kv.layer_specs(GPT_OSS, _opts())[0]
     assert s.max_blocks(131072, 2 * 2048) == -(-(127 + 4096) // 16) + 1

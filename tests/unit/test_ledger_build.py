@@ -105,3 +105,70 @@ def test_util_out_of_range_is_input_error():
     res.gpu_memory_utilization = 1.5
     with pytest.raises(InputError):
         build_ledger(LLAMA, H100, res)
+
+
+SCOUT = "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"
+CHUNK_VAR = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
+
+
+def _scout(version="0.33.0", env=None, **cfg):
+    shape = lookup_model(SCOUT)
+    res = resolve(EngineConfig(tensor_parallel_size=4, max_model_len=131072, env=dict(env or {}), **cfg),
+                  shape, H100, version=version)
+    return res, build_ledger(shape, H100, res)
+
+
+def test_chunked_local_attention_keeps_hybrid_groups_by_default_on_033():
+    res, led = _scout()
+    assert res.disable_hybrid_kv_cache_manager is False
+    assert sorted({g["kind"] for g in led.groups}) == ["chunked", "full"]
+    assert not any("latency regression" in w for w in led.warnings)
+
+
+def test_chunked_local_env_0_turns_hybrid_off_with_vllm_warning():
+    on_res, on = _scout()
+    res, off = _scout(env={CHUNK_VAR: "0"})
+    assert res.env == {CHUNK_VAR: "0"}
+    assert res.disable_hybrid_kv_cache_manager is True and res.sources["disable_hybrid_kv_cache_manager"] == "default"
+    assert CHUNK_VAR in res.how["disable_hybrid_kv_cache_manager"]
+    assert {g["kind"] for g in off.groups} == {"full"}
+    assert off.warnings[0].startswith("There is a latency regression when using chunked local attention")
+    # Same budget, but every layer now needs max_model_len worth of blocks: far fewer tokens fit.
+    assert off.kv_cache_bytes == on.kv_cache_bytes
+    assert off.kv["max_concurrency"].value < on.kv["max_concurrency"].value / 2
+
+
+def test_chunked_local_default_off_in_0_2x_and_eagle_disables_silently():
+    res, led = _scout(version="0.20.0")
+    assert res.disable_hybrid_kv_cache_manager is True and led.warnings[0].startswith("There is a latency")
+    res, led = _scout(speculative_config={"method": "eagle3", "num_speculative_tokens": 2, "model": "x"})
+    assert res.disable_hybrid_kv_cache_manager is True and "eagle3" in res.how["disable_hybrid_kv_cache_manager"]
+    assert not any("latency regression" in w for w in led.warnings)
+
+
+def test_explicit_hybrid_enable_that_vllm_must_disable_is_its_error():
+    from kvdoctor.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="Hybrid KV cache manager was explicitly enabled"):
+        _scout(env={CHUNK_VAR: "0"}, disable_hybrid_kv_cache_manager=False)
+
+
+def test_cudagraph_estimate_env_0_not_deducted_with_vllm_warning():
+    on = _ledger()
+    off = _ledger(env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"})
+    est = on.memory["cudagraph"].value
+    assert est > 0 and off.memory["cudagraph"].value == 0
+    assert "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0" in off.memory["cudagraph"].how
+    assert off.kv_cache_bytes == on.kv_cache_bytes + est
+    total = on.memory["total"].value
+    suggested = min(round(0.92 + est / total, 4), 1.0)
+    assert off.warnings == [
+        "CUDA graph memory profiling is disabled (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0). Without it, CUDA "
+        "graph memory is not accounted for during KV cache allocation, which may require lowering "
+        "--gpu-memory-utilization to avoid OOM. Consider re-enabling it (the default as of v0.21.0) and "
+        f"increasing --gpu-memory-utilization from 0.9200 to {suggested:.4f}."]
+    # Deducted (the default): the note carries vLLM's equivalent-utilization figures instead.
+    assert any(f"acts like {round(0.92 - est / total, 4):.4f}" in n for n in on.notes)
+    assert not on.warnings
+    # --enforce-eager: no graphs, nothing to warn about.
+    assert not _ledger(env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}, enforce_eager=True).warnings

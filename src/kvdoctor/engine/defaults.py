@@ -208,6 +208,11 @@ class ResolvedEngine:
     sources: dict[str, str] = field(default_factory=dict)  # field -> given|measured|default
     how: dict[str, str] = field(default_factory=dict)  # field -> rule / flag / log line
     notes: list[str] = field(default_factory=list)
+    # The environment variables the serve line / docker -e / YAML source set (VLLM_USE_V1,
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS,
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE ...), verbatim. `traits` already reflects the
+    # ones kvdoctor models; the ledger and the journal read the rest from here.
+    env: dict[str, str] = field(default_factory=dict)
 
     def figure(self, name: str):
         """A provenance.Figure for one field (value, source, how)."""
@@ -217,7 +222,7 @@ class ResolvedEngine:
 
     def to_json(self) -> dict[str, Any]:
         """The documented JSON form (docs/json/engine.md): every field as a figure."""
-        skip = {"traits", "sources", "how", "notes", "vllm_version", "usage"}
+        skip = {"traits", "sources", "how", "notes", "vllm_version", "usage", "env"}
         fields_out = {}
         for k in self.__dataclass_fields__:
             if k in skip:
@@ -226,7 +231,8 @@ class ResolvedEngine:
             fields_out[k] = {"value": list(v) if isinstance(v, tuple) else v,
                              "source": self.sources.get(k, "default"), "how": self.how.get(k, "")}
         return {"schema_version": "kvdoctor.engine/1", "vllm_version": self.vllm_version, "usage": self.usage,
-                "traits": self.traits.as_dict(), "fields": fields_out, "notes": list(self.notes)}
+                "traits": self.traits.as_dict(), "fields": fields_out, "env": dict(self.env),
+                "notes": list(self.notes)}
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -234,6 +240,8 @@ class ResolvedEngine:
             v = getattr(self, k)
             if k == "traits":
                 v = v.as_dict()
+            elif k == "env":
+                v = dict(v)
             elif isinstance(v, tuple):
                 v = list(v)
             out[k] = v
@@ -448,7 +456,7 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
     acc.pick("max_num_partial_prefills", 1, "vLLM default 1")
     acc.pick("scheduling_policy", "fcfs", "vLLM default fcfs")
     perf = acc.pick("performance_mode", "balanced", "vLLM default balanced")
-    acc.pick("disable_hybrid_kv_cache_manager", False, "vLLM default False")
+    _resolve_hybrid_manager(acc, cfg, shape, tr, v)
     # On by default via vllm PR #27614 (Q4 2025; ASSUMPTION: first in 0.13.0); PP joined via PR #32359
     # (Jan 2026; ASSUMPTION: 0.16.0). Opt-in --async-scheduling since PR #19970 (0.10).
     async_default = tr.engine == "v1" and v >= (0, 13, 0) and not (pp > 1 and v < (0, 16, 0))
@@ -518,8 +526,43 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
         cudagraph_mode=vals["cudagraph_mode"], cudagraph_capture_sizes=tuple(vals["cudagraph_capture_sizes"]),
         max_model_len_auto=auto, derived_max_model_len=derived, num_speculative_tokens=n_spec,
         world_size=tp * pp, vllm_version=str(v), traits=tr, usage=usage,
-        sources=acc.sources, how=acc.how, notes=acc.notes,
+        sources=acc.sources, how=acc.how, notes=acc.notes, env=dict(cfg.env),
     )
+
+
+EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")  # SpeculativeConfig.use_eagle() (0.33)
+
+
+def _resolve_hybrid_manager(acc: _Acc, cfg: EngineConfig, shape: Any, tr: VersionTraits, v: Version) -> None:
+    """--disable-hybrid-kv-cache-manager as config/vllm.py (0.33) settles it.
+
+    vLLM turns the hybrid KV-cache manager off for a model with ``attention_chunk_size`` (Llama-4)
+    when EAGLE-style speculative decoding is on, or when
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is 0 (then with a latency warning; the ledger
+    shows it). An explicit enable that clashes is vLLM's ValueError.
+    """
+    chunked = bool(getattr(shape, "attention_chunk_size", None)) and "chunked" in (getattr(shape, "layer_kinds", ()) or ())
+    reason = None
+    if chunked and tr.engine == "v1":
+        spec = cfg.speculative_config if cfg.speculative_config is not None else cfg.measured.get("speculative_config")
+        method = spec.get("method") if isinstance(spec, dict) else None
+        if method in EAGLE_METHODS:
+            reason = f"chunked local attention with {method} speculative decoding: vLLM turns the hybrid KV cache manager off"
+        elif not tr.chunked_local_hybrid:
+            reason = ("chunked local attention: vLLM turns the hybrid KV cache manager off "
+                      + ("(VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0)" if tr.chunked_local_env
+                         else f"(vLLM {v} sizes chunked layers as full attention)"))
+    if reason is None:
+        acc.pick("disable_hybrid_kv_cache_manager", False, "vLLM default False")
+        return
+    if cfg.disable_hybrid_kv_cache_manager is False:
+        if v >= (0, 33, 0):  # the explicit-enable check as read in 0.33's source; older releases overrode silently
+            raise ConfigError(
+                "Hybrid KV cache manager was explicitly enabled but is not supported in this configuration. "
+                "Consider omitting the --enable-hybrid-kv-cache-manager flag to let vLLM decide automatically.")
+        acc.set("disable_hybrid_kv_cache_manager", True, "default", reason + " (overrides the explicit enable)")
+        return
+    acc.pick("disable_hybrid_kv_cache_manager", True, reason)
 
 
 def _resolve_dtype(acc: _Acc, shape: Any, gpu: Any, cc: int | None) -> str:

@@ -111,6 +111,57 @@ KV_TOKENS_CONCURRENCY = (0, 20, 0)
 #     0.20.0 (present in 0.33.0 source).
 BATCH_A100_EXCLUDED = (0, 9, 0)
 BATCH_TOP_TIER = (0, 20, 0)
+# Empirical memory regimes of the profile run (fitted on public logs; docs/ledger.md). They used to
+# live in ledger/memory.py; kept here so every version boundary has one home and one table.
+#   Dummy sampler: the 0.19 measurements show a light one (k ≈ 3.7 × rows × vocab × 4 B), the 0.11
+#   and ≥0.21 logs the full fp32 pipeline (k ≈ 9.6; 0.33 runs a second warm-up pass "so the
+#   profiled peak must" pay for it). ASSUMPTION: the light regime spans 0.12 ≤ v < 0.21.
+LIGHT_SAMPLER = ((0, 12, 0), (0, 21, 0))
+#   Non-torch growth after the baseline snapshot jumped between the 0.11 and 0.19 measurements (TP>1
+#   0.54 → 2.1 GiB: custom all-reduce / NCCL buffers now allocated after the snapshot).
+#   ASSUMPTION: from 0.12 on.
+NON_TORCH_LATE = (0, 12, 0)
+# Chunked local attention (Llama-4) in the hybrid KV-cache manager:
+#   vllm PR #19351 (June 2025; ASSUMPTION: first in 0.9.2) gave chunked layers their own
+#     ChunkedLocalAttentionSpec; before, they were sized as full attention.
+#   vllm PR #21761 (merged 2025-07-28, so 0.10.1) added VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE,
+#     default "0": the hybrid manager is turned off for chunked models, with a latency warning.
+#   vllm PR #29627 flipped the default to "1" (0.33 envs.py reads os.getenv(..., "1")). ASSUMPTION:
+#     first in 0.23.0 — PR #46553 reports the Llama-4 HMA behaviour changing "between 0.22 and 0.23".
+CHUNKED_LOCAL_SPEC = (0, 9, 2)
+CHUNKED_HYBRID_ENV = (0, 10, 1)
+CHUNKED_HYBRID_DEFAULT_ON = (0, 23, 0)
+
+ENV_CHUNKED_HYBRID = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
+ENV_CUDAGRAPH_ESTIMATE = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+
+
+def env_flag(env: "dict[str, str] | None", key: str, default: bool) -> bool:
+    """A boolean vLLM env var read as vLLM reads it: ``bool(int(os.getenv(key, default)))``.
+
+    vLLM would crash at start-up on a non-integer ("true"), so that is an InputError (one line) rather
+    than a guess at what the operator meant.
+    """
+    raw = (env or {}).get(key)
+    if raw is None:
+        return default
+    try:
+        return bool(int(str(raw).strip()))
+    except ValueError:
+        raise InputError(f"{key}={raw!r}: vLLM reads this variable with int() and would fail to start; "
+                         "set it to 0 or 1") from None
+
+
+def sampler_regime_of(triple: tuple[int, int, int], engine: str = "v1") -> str:
+    """"light" | "full": which dummy-sampler regime the profile run of a release shows."""
+    return "light" if engine == "v1" and LIGHT_SAMPLER[0] <= tuple(triple)[:3] < LIGHT_SAMPLER[1] else "full"
+
+
+def non_torch_era_of(triple: tuple[int, int, int], engine: str = "v1") -> str:
+    """"v0" | "v1-early" | "v1-late": the row of ledger.fitted.NON_TORCH_GIB for a release."""
+    if engine == "v0":
+        return "v0"
+    return "v1-late" if tuple(triple)[:3] >= NON_TORCH_LATE else "v1-early"
 
 
 @dataclass(frozen=True)
@@ -128,6 +179,16 @@ class VersionTraits:
     requested_memory_ceil: bool  # v1: ceil(total * util); v0: plain product
     null_block_reserved: bool  # v1 block pool keeps block 0 as the null block
     batch_defaults_era: str  # "v0" | "v1-0.8" | "v1-0.9" | "v1-0.2x"
+    # Fields added later have defaults so a VersionTraits built by hand (tests, callers) still works.
+    sampler_regime: str = "full"  # "full" | "light": the dummy sampler's weight in the activation peak
+    non_torch_era: str = "v1-late"  # "v0" | "v1-early" | "v1-late": row of fitted.NON_TORCH_GIB
+    # Chunked local attention layers keep their own (smaller) KV groups: the hybrid manager stays on.
+    # False → vLLM disables the hybrid manager and every local layer costs full attention.
+    chunked_local_hybrid: bool = True
+    chunked_local_env: bool = False  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE honoured (warns when 0)
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 on a release that deducts by default: the estimate is
+    # profiled but not deducted, and vLLM prints its "CUDA graph memory profiling is disabled" warning.
+    cudagraph_estimate_disabled: bool = False
 
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "version"}
@@ -156,10 +217,17 @@ def traits(version: "str | Version | None" = None, *, env: dict[str, str] | None
         formula = "concurrency_x_len"
     cg_default = engine == "v1" and v >= CUDAGRAPH_IN_BUDGET
     cg_env_ok = engine == "v1" and v >= CUDAGRAPH_ENV_OPT_IN
-    cg_flag = env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
-    cg = cg_default
-    if cg_flag is not None and cg_env_ok:
-        cg = cg_flag.strip() not in ("0", "false", "False", "")
+    # 0.33 envs.py: bool(int(os.getenv("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1"))); before
+    # 0.21 the default was "0" (opt-in).
+    cg = env_flag(env, ENV_CUDAGRAPH_ESTIMATE, cg_default) if cg_env_ok else cg_default
+    cg_disabled = cg_default and not cg
+    # config/vllm.py (0.33): a model with attention_chunk_size keeps the hybrid manager only when
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is truthy (default "1" in 0.33).
+    chunk_env = engine == "v1" and v >= CHUNKED_HYBRID_ENV
+    if chunk_env:
+        chunk_hybrid = env_flag(env, ENV_CHUNKED_HYBRID, v >= CHUNKED_HYBRID_DEFAULT_ON)
+    else:
+        chunk_hybrid = engine == "v1" and v >= CHUNKED_LOCAL_SPEC
     if engine == "v0":
         era = "v0"
     elif v < BATCH_A100_EXCLUDED:
@@ -181,4 +249,9 @@ def traits(version: "str | Version | None" = None, *, env: dict[str, str] | None
         requested_memory_ceil=engine == "v1",
         null_block_reserved=engine == "v1",
         batch_defaults_era=era,
+        sampler_regime=sampler_regime_of(v.triple, engine),
+        non_torch_era=non_torch_era_of(v.triple, engine),
+        chunked_local_hybrid=chunk_hybrid,
+        chunked_local_env=chunk_env,
+        cudagraph_estimate_disabled=cg_disabled,
     )

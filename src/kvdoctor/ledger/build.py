@@ -146,7 +146,7 @@ def _traits(resolved: Any, version: str):
         return t
     from kvdoctor.engine.version import traits
 
-    return traits(version)
+    return traits(version, env=_env(resolved))
 
 
 def _version_text(resolved: Any) -> str:
@@ -210,7 +210,7 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
         block_size=block_size, kv_cache_dtype=kv_dtype, model_dtype=model_dtype, tensor_parallel_size=tp,
         pipeline_parallel_size=pp, disable_sliding_window=bool(_val(resolved, "disable_sliding_window", False)),
         disable_hybrid_kv_cache_manager=bool(_val(resolved, "disable_hybrid_kv_cache_manager", False)),
-        allow_chunked_hybrid=_env_true(resolved, "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"),
+        allow_chunked_hybrid=bool(getattr(tr, "chunked_local_hybrid", True)),
     )
     ranges = kvm.pp_layer_ranges(shape.num_layers, pp)
     weights = _weights(shape, model_dtype, resolved, tp, pp, gpu, tr)
@@ -224,11 +224,12 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
     for r, (lo, hi) in enumerate(ranges):
         act = mem.activation_peak(shape, tp=tp, is_last_pp_rank=(r == pp - 1), model_dtype=model_dtype,
                                   max_num_seqs=max_num_seqs, max_num_batched_tokens=mnbt, version=tr.version,
-                                  engine=engine_kind)
-        nt = mem.non_torch(tp=tp, pp=pp, version=tr.version, engine=engine_kind)
+                                  engine=engine_kind, regime=getattr(tr, "sampler_regime", None))
+        nt = mem.non_torch(tp=tp, pp=pp, version=tr.version, engine=engine_kind,
+                           era=getattr(tr, "non_torch_era", None))
         cg = mem.cudagraph(num_capture_sizes=n_sizes, layers_on_rank=hi - lo, hidden_size=shape.hidden_size,
-                           enforce_eager=enforce_eager,
-                           deducted=deducted)
+                           enforce_eager=enforce_eager, deducted=deducted,
+                           env_disabled=bool(getattr(tr, "cudagraph_estimate_disabled", False)))
         stage_terms.append((act, nt, cg))
 
     # Rank 0 figures, measured where the log has them.
@@ -333,11 +334,16 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
 
     ranks = _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducted)
     warnings = list(plan.grouping.warnings)
-    if "chunked" in shape.layer_kinds and not opts.allow_chunked_hybrid:
+    if (_chunked_model(shape) and getattr(tr, "chunked_local_env", False) and not opts.allow_chunked_hybrid
+            and not _uses_eagle(_val(resolved, "speculative_config", None))):
+        # config/vllm.py logs this only when the env var (not EAGLE) is why the hybrid manager goes off.
         warnings.insert(0, kvm.CHUNKED_HYBRID_WARNING)
+    cg_est = figs["cudagraph"].value if figs["cudagraph"].source == "measured" else cg0.estimate
+    if getattr(tr, "cudagraph_estimate_disabled", False) and cg_est > 0:
+        warnings.append(cudagraph_disabled_warning(util, cg_est, total))
     notes = list(BOOK_NOTES)
     if deducted:
-        notes.append(CUDAGRAPH_NOTE)
+        notes.append(CUDAGRAPH_NOTE + cudagraph_util_equivalent(util, cg_est, total))
     if plan.auto_fit_message:
         notes.append(plan.auto_fit_message)
     if plan.override_message:
@@ -429,9 +435,44 @@ def _quant(shape, resolved):
     return ckpt
 
 
+def _env(resolved: Any) -> dict[str, str]:
+    """The VLLM_* variables of the serve line (ResolvedEngine.env, else a duck-typed .config.env)."""
+    return getattr(resolved, "env", None) or getattr(getattr(resolved, "config", None), "env", None) or {}
+
+
 def _env_true(resolved: Any, key: str) -> bool:
-    env = getattr(resolved, "env", None) or getattr(getattr(resolved, "config", None), "env", None) or {}
-    return str(env.get(key, "")).strip().lower() in ("1", "true", "yes")
+    return str(_env(resolved).get(key, "")).strip().lower() in ("1", "true", "yes")
+
+
+def _chunked_model(shape: Any) -> bool:
+    """vLLM's test is ``model_config.attention_chunk_size is not None`` (Llama-4)."""
+    return bool(getattr(shape, "attention_chunk_size", None)) and "chunked" in shape.layer_kinds
+
+
+def _uses_eagle(spec: Any) -> bool:
+    # SpeculativeConfig.use_eagle() (0.33): these methods draft from the target's hidden states, and
+    # vLLM turns the hybrid manager off for chunked-local models with them, silently.
+    method = spec.get("method") if isinstance(spec, dict) else getattr(spec, "method", None)
+    return str(method or "") in ("eagle", "eagle3", "mtp", "dflash", "dspark")
+
+
+def cudagraph_disabled_warning(util: float, estimate: int, total: int) -> str:
+    """vLLM 0.33's warning (gpu_worker.py) when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0."""
+    suggested = min(round(util + estimate / total, 4), 1.0)
+    return ("CUDA graph memory profiling is disabled (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0). Without it, "
+            "CUDA graph memory is not accounted for during KV cache allocation, which may require lowering "
+            "--gpu-memory-utilization to avoid OOM. Consider re-enabling it (the default as of v0.21.0) and "
+            f"increasing --gpu-memory-utilization from {util:.4f} to {suggested:.4f}.")
+
+
+def cudagraph_util_equivalent(util: float, estimate: int, total: int) -> str:
+    """The figures of vLLM's "CUDA graph memory profiling is enabled" INFO line, as a sentence."""
+    if estimate <= 0 or total <= 0:
+        return ""
+    equiv = round(util - estimate / total, 4)
+    suggested = min(round(util + estimate / total, 4), 1.0)
+    return (f" Here --gpu-memory-utilization={util:.4f} acts like {equiv:.4f} did before; {suggested:.4f} keeps "
+            "the pre-0.21 KV size (vLLM prints the same figures).")
 
 
 def _multimodal(shape: Any) -> bool:

@@ -97,8 +97,10 @@ class SpecOptions:
     pipeline_parallel_size: int = 1
     disable_sliding_window: bool = False
     disable_hybrid_kv_cache_manager: bool = False
-    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; otherwise vLLM 0.33 turns the hybrid
-    # manager off for chunked-local models (config/vllm.py), so chunked layers cost full attention.
+    # VersionTraits.chunked_local_hybrid (VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE, default
+    # "1" in 0.33, "0" in 0.10.1–0.22). When False vLLM turns the hybrid manager off for a model with
+    # attention_chunk_size (config/vllm.py), so every local layer — chunked or sliding — costs full
+    # attention. The default stays False so a hand-built SpecOptions keeps its old meaning.
     allow_chunked_hybrid: bool = False
 
 
@@ -151,6 +153,11 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
     if bs <= 0:
         raise ConfigError(f"block size must be positive (got {bs})")
     kvd = (opts.kv_cache_dtype or "auto").lower()
+    chunk = getattr(shape, "attention_chunk_size", None) or shape.extra.get("attention_chunk_size")
+    # vLLM's need_disable_hybrid_kv_cache_manager: asked for, or a chunked-local model without the env
+    # var's permission. It is a whole-model switch, not a per-layer one.
+    no_hybrid = opts.disable_hybrid_kv_cache_manager or (
+        bool(chunk) and "chunked" in shape.layer_kinds and not opts.allow_chunked_hybrid)
     specs: list[KvSpec | None] = []
     for kind in shape.layer_kinds:
         if kind == "none":
@@ -178,12 +185,9 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
         eff = kind
         if kind == "sliding" and (opts.disable_sliding_window or not shape.sliding_window):
             eff = "full"
-        chunk = getattr(shape, "attention_chunk_size", None) or shape.extra.get("attention_chunk_size")
         if kind == "chunked" and not chunk:
             eff = "full"
-        if eff == "chunked" and not opts.allow_chunked_hybrid:
-            eff = "full"
-        if opts.disable_hybrid_kv_cache_manager and eff in ("sliding", "chunked"):
+        if no_hybrid and eff in ("sliding", "chunked"):
             # vLLM promotes local attention to full when the hybrid manager is off (§2.3 step 1).
             eff = "full"
         specs.append(

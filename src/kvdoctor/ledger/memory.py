@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kvdoctor.engine.version import LIGHT_SAMPLER, NON_TORCH_LATE, non_torch_era_of, sampler_regime_of  # noqa: F401
 from kvdoctor.ledger import fitted
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,14 +38,9 @@ MiB = 1 << 20
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
 
-# Version boundaries of the empirical regimes (ASSUMPTION where marked; docs/ledger.md).
-# Light dummy sampler: seen in 0.19 measurements; 0.11 and ≥0.21 logs show the full one.
-# ASSUMPTION: the light regime spans 0.12 ≤ v < 0.21.
-LIGHT_SAMPLER = ((0, 12, 0), (0, 21, 0))
-# Non-torch growth jumped between the 0.11 and 0.19 measurements (custom all-reduce / NCCL buffers
-# now allocated after the baseline snapshot). ASSUMPTION: from 0.12 on.
-NON_TORCH_LATE = (0, 12, 0)
-
+# The version boundaries of the empirical regimes (LIGHT_SAMPLER, NON_TORCH_LATE) live in
+# engine/version.py as VersionTraits.sampler_regime / .non_torch_era, listed in docs/engine.md
+# "Version traits"; they are re-exported above for callers that imported them from this module.
 
 def dtype_bytes(dtype: str) -> int:
     return DTYPE_BYTES.get(dtype.lower().replace("torch.", ""), 2)
@@ -58,16 +54,11 @@ def _triple(version) -> tuple[int, int, int]:
 
 
 def sampler_regime(version, engine: str = "v1") -> str:
-    v = _triple(version)
-    if engine == "v1" and LIGHT_SAMPLER[0] <= v < LIGHT_SAMPLER[1]:
-        return "light"
-    return "full"
+    return sampler_regime_of(_triple(version), engine)
 
 
 def non_torch_era(version, engine: str = "v1") -> str:
-    if engine == "v0":
-        return "v0"
-    return "v1-late" if _triple(version) >= NON_TORCH_LATE else "v1-early"
+    return non_torch_era_of(_triple(version), engine)
 
 
 def ffn_width(shape: "ModelShape") -> int:
@@ -86,11 +77,14 @@ def ffn_width(shape: "ModelShape") -> int:
 class Term:
     bytes: int
     how: str
+    # CUDA graphs only: the pool estimate even when this release does not deduct it (vLLM still
+    # profiles it and quotes it in its VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 warning).
+    estimate: int = 0
 
 
 def activation_peak(
     shape: "ModelShape", *, tp: int, is_last_pp_rank: bool, model_dtype: str, max_num_seqs: int,
-    max_num_batched_tokens: int, version, engine: str = "v1",
+    max_num_batched_tokens: int, version, engine: str = "v1", regime: str | None = None,
 ) -> Term:
     """Torch peak increase of the profile run on one worker (``transient_peak_headroom``)."""
     db = dtype_bytes(model_dtype)
@@ -100,7 +94,7 @@ def activation_peak(
     if not is_last_pp_rank:
         return Term(int(fwd), f"forward only (no sampler on this PP stage): {fwd_how} = {fwd / GiB:.2f} GiB")
     rows = min(max_num_seqs, max_num_batched_tokens)
-    regime = sampler_regime(version, engine)
+    regime = regime or sampler_regime(version, engine)  # build_ledger passes VersionTraits.sampler_regime
     k = fitted.SAMPLER_K_FULL if regime == "full" else fitted.SAMPLER_K_LIGHT
     kept = max_num_batched_tokens * shape.hidden_size * db  # hidden states alive while sampling
     samp = k * rows * shape.vocab_size * 4 + kept
@@ -113,9 +107,9 @@ def activation_peak(
                           f"(sampler {samp / GiB:.2f} GiB)")
 
 
-def non_torch(*, tp: int, pp: int, version, engine: str = "v1") -> Term:
+def non_torch(*, tp: int, pp: int, version, engine: str = "v1", era: str | None = None) -> Term:
     """Non-torch growth after the baseline snapshot (NCCL / custom all-reduce buffers, workspaces)."""
-    era = non_torch_era(version, engine)
+    era = era or non_torch_era(version, engine)  # build_ledger passes VersionTraits.non_torch_era
     table = fitted.NON_TORCH_GIB[era]
     key = "tp_multi" if tp > 1 else ("pp_only" if pp > 1 else "tp1")
     gib = table[key]
@@ -133,7 +127,8 @@ def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *, sm100: bool
 
 
 def cudagraph(
-    *, num_capture_sizes: int, layers_on_rank: int, hidden_size: int, enforce_eager: bool, deducted: bool
+    *, num_capture_sizes: int, layers_on_rank: int, hidden_size: int, enforce_eager: bool, deducted: bool,
+    env_disabled: bool = False,
 ) -> Term:
     """CUDA-graph pool estimate deducted from the KV budget (≥0.21; 0 before, and with --enforce-eager).
 
@@ -146,9 +141,13 @@ def cudagraph(
     est = c * num_capture_sizes * layers_on_rank * hidden_size
     how = (f"{c:.4g} B × {num_capture_sizes} capture sizes × {layers_on_rank} layers × {hidden_size} hidden "
            f"= {est / GiB:.2f} GiB")
+    if not deducted and env_disabled:
+        return Term(0, f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: profiled but not deducted from the KV "
+                       f"budget (~{how}; the graphs still take it after sizing)", int(est))
     if not deducted:
-        return Term(0, f"not deducted from the KV budget by this vLLM version (captured after sizing; ~{how})")
-    return Term(int(est), how)
+        return Term(0, f"not deducted from the KV budget by this vLLM version (captured after sizing; ~{how})",
+                    int(est))
+    return Term(int(est), how, int(est))
 
 
 def requested_bytes(total: int, util: float, *, ceil: bool = True) -> int:
