@@ -47,3 +47,30 @@ def test_plan_bad_input_exit_2():
     assert code == 2
     code, err, _ = invoke("plan", "-m", Q14, "--gpu", "L40S", "--p99-context", "100", "--lengths", "x.csv")
     assert code == 2 and "one of" in err
+
+
+def test_plan_without_target_stays_in_software_levels():
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--p99-context", "7500",
+                            "--json")
+    j = json.loads(out)
+    assert [lv["level"] for lv in j["levels"]] == [1, 2]
+    assert all(lv["enough"] is None for lv in j["levels"]) and j["stop_loss"] is None
+    assert any("--max-num-seqs" in n for n in j["notes"])  # the reconciliation fix on the result
+
+
+def test_plan_target_from_evidence_of_shortage(tmp_path):
+    import pytest
+
+    pytest.importorskip("kvdoctor.evidence.load")
+    from tests.e2e.test_diagnose_cli import stats_log
+
+    rows = [(6, 10 + (k % 5), 2 if k % 2 else 0, 97.0 + (k % 3) * 0.5) for k in range(30)]
+    log = tmp_path / "vllm.log"
+    log.write_text(stats_log(rows))
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "L40S", "--max-model-len", "8192", "--p99-context", "7500",
+                            "--evidence", str(log), "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    assert j["target"]["demand_tokens"] and "running + waiting" in j["target"]["demand_how"]
+    last = [lv for lv in j["levels"] if lv["level"] in j["applied_levels"]][-1]
+    assert last["pool_tokens"] >= j["target"]["demand_tokens"] or j["stop_loss"] is not None

@@ -45,7 +45,8 @@ class Target:
             parts.append(f"context ≥ {self.context:,} tokens")
         if self.demand_tokens:
             parts.append(f"pool ≥ {self.demand_tokens:,} tokens (no persistent preemption: {self.demand_how})")
-        return "; ".join(parts) or "the worst case fits the pool (max-num-seqs × max-model-len ≤ pool tokens)"
+        return "; ".join(parts) or ("none given: levels 1–2 (software settings only) are shown; levels 3–4 bring "
+                                    "quality risk or hardware and need a target to be justified")
 
     def as_dict(self) -> dict[str, Any]:
         return {"concurrency": self.concurrency, "context": self.context, "demand_tokens": self.demand_tokens,
@@ -178,9 +179,8 @@ def _judge(ctx: Context, res: LevelResult) -> None:
         ok &= good
         reasons.append(f"pool {pool:,} {'≥' if good else '<'} observed demand {t.demand_tokens:,} tokens")
     if not (t.context or t.concurrency or t.demand_tokens):
-        ratio = led.reconciliation.get("ratio")
-        ok = ratio is not None and ratio <= 1.0
-        reasons.append(f"worst case / pool = {ratio if ratio is not None else '∞'} ({'≤' if ok else '>'} 1)")
+        res.enough, res.enough_why = None, "no target given (--target-concurrency, --target-context or --evidence)"
+        return
     res.enough, res.enough_why = bool(ok), "; ".join(reasons)
 
 
@@ -494,6 +494,9 @@ def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDis
     levels: list[LevelResult] = []
     applied: list[int] = []
     notes: list[str] = []
+    t = ctx.target
+    if not (t.context or t.concurrency or t.demand_tokens):
+        max_level = min(max_level, 2)
     base_enough = LevelResult(0, "", "", True, "", state=before, figures=ctx.cache["before_figures"])
     _judge(ctx, base_enough)
     if base_enough.enough and stop_when_enough and not evidence_capacity_short:
@@ -520,6 +523,16 @@ def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDis
     p = Plan(model=shape.name, gpu=str(getattr(gpu, "name", gpu)), vllm_version=version,
              target=ctx.target, lengths=lengths, before=before, levels=levels, final=final,
              applied_levels=tuple(applied), notes=notes)
+    fr = final.ledger.reconciliation
+    if final.ledger.fit_ok and fr.get("ratio") is not None and fr["ratio"] > 1:
+        # chain two, step 1 on the result: the concurrency cap the pool can guarantee at the limit
+        mml = int(final.ledger.engine["max_model_len"].value)
+        cap = max(1, int(fr["pool_tokens"]) // mml)
+        notes.append(
+            f"concurrency reconciliation on the result: max-num-seqs {int(final.ledger.engine['max_num_seqs'].value)} × "
+            f"{mml:,} = {fr['worst_case_tokens']:,} tokens vs a pool of {fr['pool_tokens']:,} ({fr['ratio']}×): the "
+            f"chapter's fix is --max-num-seqs {cap} (what the pool holds at the limit); with paged KV, real requests "
+            "shorter than the limit let vLLM run more — judge by preemptions (kvdoctor diagnose)")
     from kvdoctor.chains.stoploss import check_stop_loss
 
     ctx.cache["plan"] = p

@@ -55,7 +55,8 @@ def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
     d = diagnose(ev, inputs=inputs, as_one=True)
     inst = d.instances[0]
     notes = [f"evidence verdict: {inst.verdict} — {inst.reason}"]
-    short = inst.verdict == "capacity-short"
+    # capacity shortage shown by any step (also when step 1 already called the configuration starved)
+    short = inst.verdict == "capacity-short" or any(f.verdict == "capacity-short" for f in inst.findings)
     tl = inst.timeline
     if tl is None or not short:
         return None, short, notes
