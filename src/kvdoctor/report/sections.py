@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from kvdoctor.report.html import RAW_JSON_LIMIT, esc
+from kvdoctor.report.terminal import fmt_value
 
 GiB = float(1 << 30)
 
@@ -814,7 +815,18 @@ def journal_section(page, payload: dict[str, Any]) -> str:
         for k in s.get("figures") or {}:
             if k not in keys and k not in extra:
                 extra.append(k)
-    cols = keys + extra
+    cols = [k for k in keys + extra if any(k in (s.get("figures") or {}) for s in steps)]
+    meta = payload.get("figures") if isinstance(payload.get("figures"), dict) else {}
+
+    def head(k: str) -> str:
+        m = meta.get(k) if isinstance(meta.get(k), dict) else {}
+        unit = m.get("unit", "")
+        return f"{m.get('label', k)}" + (f" ({'ms' if unit == 's' else unit})" if unit else "")
+
+    def fig_cell(k: str, f: Any) -> str:
+        m = meta.get(k) if isinstance(meta.get(k), dict) else {}
+        return cell(f, numeric=True, text=fmt_value(f, m.get("unit", "")).replace(" ms", "") if m.get("unit") == "s"
+                    else fmt_value(f))
     rows = []
     for s in steps:
         figs = s.get("figures") or {}
@@ -825,9 +837,9 @@ def journal_section(page, payload: dict[str, Any]) -> str:
             cell(s.get("seq")), cell(s.get("created_at"), numeric=False),
             f"<td>{esc(_change_text(s))}{'<br><b>' + esc(', '.join(flags)) + '</b>' if flags else ''}</td>",
             cell(s.get("note"), numeric=False),
-            *[cell(figs.get(k)) for k in cols],
+            *[fig_cell(k, figs.get(k)) for k in cols],
         ])
-    html += table(["step", "when", "change", "note", *cols], rows)
+    html += table(["step", "when", "change", "note", *[head(k) for k in cols]], rows)
     if isinstance(payload.get("handbook"), dict):
         html += handbook_html(payload["handbook"])
     return html
@@ -844,7 +856,8 @@ def handbook_html(hb: dict[str, Any]) -> str:
         parts.append(f"<h3><code>{esc(var.get('field'))}</code></h3><p><b>On this traffic:</b> {esc(var.get('lesson'))}</p>")
         rows = []
         for e in var.get("steps") or []:
-            change = f"#{e.get('seq')}: {fmt(e.get('before'))} → {fmt(e.get('after'))}"
+            b, a = e.get("before"), e.get("after")
+            change = f"#{e.get('seq')}: {'unset' if b is None else fmt(b)} → {'unset' if a is None else fmt(a)}"
             if e.get("multi"):
                 change += f" (together with {', '.join(map(str, e.get('also_changed') or []))})"
             effects = e.get("effects") or [{}]
@@ -852,11 +865,14 @@ def handbook_html(hb: dict[str, Any]) -> str:
                 rel = x.get("rel")
                 verdict = x.get("verdict") or ""
                 cls = {"better": "verdict-ok", "worse": "verdict-bad"}.get(verdict, "")
+                unit = x.get("unit", "")
                 rows.append([
                     f"<td>{esc(change)}</td>", cell(x.get("label"), numeric=False),
-                    cell(x.get("before")), cell(x.get("after")),
+                    cell(x.get("before"), numeric=True, text=fmt_value(x.get("before"), unit)),
+                    cell(x.get("after"), numeric=True, text=fmt_value(x.get("after"), unit)),
                     cell(rel, numeric=True, text="—" if rel is None else f"{rel * 100:+.1f} %"),
-                    f'<td class="{cls}">{esc(verdict)}</td>', cell(x.get("predicted")),
+                    f'<td class="{cls}">{esc(verdict)}</td>',
+                    cell(x.get("predicted"), numeric=True, text=fmt_value(x.get("predicted"), unit)),
                 ])
         parts.append(table(["step", "figure", "before", "after", "change", "verdict", "predicted"], rows))
     return "".join(parts)
@@ -871,7 +887,8 @@ def _change_text(step: dict[str, Any]) -> str:
     parts = []
     for c in ch:
         if isinstance(c, dict):
-            parts.append(f"{c.get('field')}: {fmt(c.get('before'))} → {fmt(c.get('after'))}")
+            b, a = c.get("before"), c.get("after")
+            parts.append(f"{c.get('field')}: {'unset' if b is None else fmt(b)} → {'unset' if a is None else fmt(a)}")
     return "; ".join(parts)
 
 
