@@ -92,3 +92,23 @@ def test_bad_input():
     assert code == 2 and "--fail-on" in err
     code, err, _ = invoke("diagnose", "--slow", "--trace", "/nonexistent.csv")
     assert code == 2
+
+
+def test_folder_of_metrics_scrapes_counts_preemptions(tmp_path):
+    """Timed /metrics scrapes (0.33 names): the preemption counter is trusted, unlike a v1 log line."""
+    need_reader()
+    d = tmp_path / "scrapes"
+    d.mkdir()
+    for k in range(12):
+        ms = (1764460800 + k * 15) * 1000
+        lab = '{engine="0",model_name="Qwen/Qwen2.5-14B"}'
+        (d / f"{k:03d}.prom").write_text(
+            f"vllm:num_requests_running{lab} 24.0 {ms}\nvllm:num_requests_waiting{lab} 9.0 {ms}\n"
+            f"vllm:kv_cache_usage_perc{lab} 0.985 {ms}\nvllm:num_preemptions_total{lab} {4 * k}.0 {ms}\n")
+    code, err, out = invoke("diagnose", str(d), "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    inst = j["instances"][0]
+    assert j["verdict"] == "capacity-short" and inst["preemption_basis"] == "counter"
+    f = next(f for f in j["findings"] if f["rule_id"] == "sched.preemption-persistent")
+    assert f["gain"]["preemptions_per_min"]["value"] == round(44 / 3.0, 2)

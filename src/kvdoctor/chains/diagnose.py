@@ -131,7 +131,7 @@ def timeline_json(tl) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def counter_trusted(segment: Any) -> bool:
+def counter_trusted(segment: Any, kinds: dict[str, str] | None = None) -> bool:
     """Does the timeline's ``preemptions`` column count preemptions (see signals' docstring)?
 
     Yes for Prometheus / ``/metrics`` sources and simulations; for a log only when at least one
@@ -144,8 +144,10 @@ def counter_trusted(segment: Any) -> bool:
     finite = [v for v in vals if not math.isnan(v)]
     if not finite:
         return False
+    if (kinds or {}).get(getattr(segment, "source", "")) in ("metrics", "metrics-folder", "prometheus"):
+        return True
     src = f"{getattr(segment, 'source', '')} {getattr(segment, 'engine', '')}".lower()
-    if any(k in src for k in ("http://", "https://", "prometheus", "/metrics", "metrics", "sim:", "simulat")):
+    if any(k in src for k in ("http://", "https://", "prometheus", "/metrics", ".metrics", "sim:", "simulat")):
         return True
     return any(v > 0 for v in finite)
 
@@ -313,7 +315,7 @@ def diagnose(evidence: Any, *, thresholds: Thresholds | None = None, inputs: Any
     for seg in segments:
         ctx = Context(source=seg.source, timeline=seg.timeline, events=list(seg.events or []),
                       startup=seg.startup, requests=requests, thresholds=th, lengths=lengths)
-        ctx.cache["counter_trusted"] = counter_trusted(seg)
+        ctx.cache["counter_trusted"] = counter_trusted(seg, getattr(evidence, "kinds", None))
         ctx.cache["bench"] = bench
         notes = _attach_config(ctx, inputs, seg.startup)
         inst = diagnose_context(ctx)
