@@ -65,10 +65,17 @@ def test_tensor_parallel_splits_work_and_adds_all_reduce(llama8b, h100):
     assert tp2.ar is not None and tp1.ar is None
 
 
-def test_pipeline_parallel_adds_hops_without_speed(llama8b, h100):
+def test_pipeline_parallel_micro_batches(llama8b, h100):
     pp1 = RooflineStepTime(llama8b, h100, pp=1)
     pp2 = RooflineStepTime(llama8b, h100, pp=2)
-    assert pp2.step(256, 8, 8000, 0.0, 8) > pp1.step(256, 8, 8000, 0.0, 8)
+    # one request: nothing to overlap, the hop between stages only adds time
+    assert pp2.step(1, 1, 1000, 0.0, 1) > pp1.step(1, 1, 1000, 0.0, 1)
+    # two micro-batches in flight: KV reads spread over the stages, weights are still read per micro-batch
+    assert math.isclose(pp2.decode_line(64)[1], pp1.decode_line(64)[1] / 2, rel_tol=1e-12)
+    assert pp2.decode_line(64)[0] > 0.9 * pp1.decode_line(64)[0]
+    # compute-bound prefill of several requests: the stages work in parallel
+    big = 8192
+    assert pp2.step(big, 8, 0, 8 * 1024 * 1025 / 2, 8) < 0.75 * pp1.step(big, 8, 0, 8 * 1024 * 1025 / 2, 8)
 
 
 def test_weight_quantization_speeds_up_decode(llama8b, h100):

@@ -70,9 +70,15 @@ class RooflineStepTime:
     layer (MoE experts: only the experts the batch touches are read); element-wise kernels:
     ``c_op + bytes_op / (BW*eta_op)``; attention: decode ``c + kv_bytes_read / (BW*eta_d)``,
     prefill ``c + 4*heads*head_dim*pairs / (PEAK*eta_p)``; TP: two all-reduces of the hidden
-    state per layer; PP: stages run one after the other for a batch (no overlap of several
-    batches is modelled, so PP adds ``(pp-1)`` send/recv hops and gains no speed: the bubble);
-    plus the sampler per step (and scheduling/input preparation when async scheduling is off).
+    state per layer; plus the sampler per step (and scheduling/input preparation when async
+    scheduling is off).
+
+    PP: vLLM v1 keeps up to ``pp`` batches in flight, so the running requests travel as
+    ``m = min(pp, requests)`` micro-batches. One "step" of the simulation (every running request
+    advances one token) is one trip of a micro-batch through all stages: the layers at ``T/m``
+    tokens, its ``kv/m`` KV reads, plus ``pp-1`` send/recv hops. Weight reads are not shared
+    between micro-batches, so memory-bound decode gains nothing, while compute and KV reads
+    spread over the stages; with fewer requests than stages the pipeline has bubbles (m < pp).
     """
 
     def __init__(self, shape, gpu, *, tp: int = 1, pp: int = 1, weight_bytes: float = 2.0,
@@ -184,8 +190,9 @@ class RooflineStepTime:
         c, eta = self.ew[op]
         return c + nbytes / (self.bw * eta)
 
-    def _dense_part(self, T: int, sampled: int) -> float:
-        """Everything that depends only on the token count (weights, activations, comms)."""
+    def _dense_part(self, T: float, sampled: float) -> float:
+        """Everything that depends only on the token count (weights, activations, comms) for one
+        micro-batch of ``T`` tokens travelling through all layers."""
         key = (T, sampled)
         v = self._fixed_cache.get(key)
         if v is not None:
@@ -225,21 +232,25 @@ class RooflineStepTime:
 
     # -- the interface ---------------------------------------------------------------------------
     def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int) -> float:
-        ms = self._dense_part(tokens, sampled)
-        n_dec = sampled  # every sampled request attends; per-sequence cost is tiny
+        m = min(self.pp, max(1, num_reqs))  # micro-batches in flight (1 without PP)
+        ms = self._dense_part(tokens / m if m > 1 else tokens, sampled / m if m > 1 else sampled)
+        n_dec = sampled / m  # every sampled request attends; per-sequence cost is tiny
         if kv_decode:
-            ms += self.L * (self.att_dec[0] + self.att_dec[2] * n_dec) + kv_decode * self._kv_ms_per_token()
+            ms += self.L * (self.att_dec[0] + self.att_dec[2] * n_dec) + kv_decode / m * self._kv_ms_per_token()
         if prefill_pairs:
-            ms += self.L * (self.att_pre[0] + 4.0 * self.nh_r * self.hd * prefill_pairs / (self.peak16 * self.att_pre[1]))
+            ms += self.L * (self.att_pre[0]
+                            + 4.0 * self.nh_r * self.hd * prefill_pairs / m / (self.peak16 * self.att_pre[1]))
         ms += self.sampler[0] + self.sampler[1] * num_reqs + self.cpu[0] + self.cpu[1] * num_reqs
         return ms / 1e3
 
     def decode_line(self, n: int) -> tuple[float, float]:
         v = self._line_cache.get(n)
         if v is None:
-            a = (self._dense_part(n, n) + self.L * (self.att_dec[0] + self.att_dec[2] * n)
+            m = min(self.pp, max(1, n))
+            a = (self._dense_part(n / m if m > 1 else n, n / m if m > 1 else n)
+                 + self.L * (self.att_dec[0] + self.att_dec[2] * n / m)
                  + self.sampler[0] + self.sampler[1] * n + self.cpu[0] + self.cpu[1] * n)
-            v = (a / 1e3, self._kv_ms_per_token() / 1e3)
+            v = (a / 1e3, self._kv_ms_per_token() / m / 1e3)
             self._line_cache[n] = v
         return v
 
