@@ -270,3 +270,19 @@ def test_v0_warning_counts_are_lower_bounds_and_need_two_timestamps():
            Event(t=T0 + 60, kind="preemption-warning", line_no=9, message="", data={"cumulative": 51})]
     p = signals.preemptions(None, two, "log", Thresholds(), False)
     assert p.per_min == 50.0
+
+
+def test_slow_split_adds_up_and_bench_records_without_queue_time():
+    from kvdoctor.chains.slow import analyse_slow
+
+    rep = analyse_slow(slow_requests("preemption"), None, pct=99.9)
+    r = rep.tail[0]
+    assert r.cause == "preemption"
+    assert abs(r.queue_s + r.preempted_s + r.prefill_s + r.decode_s - r.latency_s) < 1e-9
+    # benchmark-style records: ttft and e2e only; a long TTFT on a normal prompt is waiting
+    recs = slow_requests("queueing")
+    for x in recs:
+        x.queue_s = x.prefill_s = x.decode_s = None
+    rep = analyse_slow(recs, None, pct=99.9)
+    assert rep.tail[0].request_id == "150" and rep.tail[0].cause == "queueing"
+    assert "not separable" in rep.tail[0].flood_evidence

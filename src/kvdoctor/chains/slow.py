@@ -176,8 +176,14 @@ def analyse_slow(requests, timeline=None, *, pct: float = 99.9, by: str = "e2e",
         q, lost, pre, dec = split(r)
         fl, fev = mark(r.arrival_s)
         heavy = None if p99_prompt is None or r.prompt_tokens is None else r.prompt_tokens >= p99_prompt
+        cause = _cause(q, lost, pre, dec, r.preemptions)
+        if q is None and pre is None and r.ttft_s is not None and r.ttft_s >= (dec or 0.0) and not lost:
+            # Benchmark records: TTFT = queue + prefill, not separable. A prompt outside the heavy tail
+            # cannot take long to prefill, so a long TTFT with a normal prompt is time spent waiting.
+            cause = "long-prefill" if heavy and not fl else "queueing"
+            fev = (fev + "; " if fev else "") + f"TTFT {r.ttft_s:.2f} s = queue + prefill (not separable)"
         tail.append(SlowRequest(r.request_id, r.arrival_s, x, r.prompt_tokens, r.output_tokens, q, lost, pre, dec,
-                                r.preemptions, _cause(q, lost, pre, dec, r.preemptions), fl, heavy, fev))
+                                r.preemptions, cause, fl, heavy, fev))
     n = len(tail)
 
     def share(pred) -> float:
