@@ -72,7 +72,9 @@ def simulate_cmd(
     if scheduling_policy is not None:
         changes["scheduling_policy"] = scheduling_policy
     if changes:
-        resolved = replace(resolved, **changes)
+        sources = {**getattr(resolved, "sources", {}), **{k: "given" for k in changes}}
+        how = {**getattr(resolved, "how", {}), **{k: f"--{k.replace('_', '-')} {v}" for k, v in changes.items()}}
+        resolved = replace(resolved, **changes, sources=sources, how=how)
     led = build_ledger(inputs.shape, inputs.gpu, resolved, startup=inputs.startup)
     notes = list(inputs.notes) + list(workload.notes)
     if not led.fit_ok:
@@ -215,6 +217,10 @@ def to_json(result, inputs, resolved, led, workload, step_model, outputs, notes)
                  "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "quantization"):
         engine[name] = getattr(resolved, name, None)
     engine["num_gpu_blocks"] = cfg["num_blocks"]
+    if hasattr(resolved, "figure"):
+        for name in engine:
+            if name != "num_gpu_blocks":
+                figures[f"engine.{name}"] = resolved.figure(name)
     tl = result.timeline
     return {
         "schema_version": SCHEMA,
