@@ -13,7 +13,7 @@ from typing import Any
 
 from kvdoctor.chains import signals as sig
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
-from kvdoctor.chains.rules import PAGED_KV, get
+from kvdoctor.chains.rules import get
 from kvdoctor.provenance import Figure
 
 
@@ -500,5 +500,5 @@ def full_not_tight(ctx: Context) -> Finding | None:
 __all__ = [
     "analyse", "reconcile", "does_not_fit", "concurrency_starved", "preemption_persistent",
     "preemption_occasional", "prefill_bound", "admission_blocked", "arrival_bursts", "queue_held_kv_free",
-    "spikes_aligned", "spikes_elsewhere", "full_not_tight", "PAGED_KV",
+    "spikes_aligned", "spikes_elsewhere", "full_not_tight",
 ]
