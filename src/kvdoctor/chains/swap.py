@@ -115,7 +115,7 @@ def capacity_drop(ctx: Context) -> Finding | None:
         "swap.capacity-drop",
         f"The pool shrinks from {po:,} to {pn:,} tokens ({pn / po - 1:+.0%}): weights {wo / 2**30:.2f} → "
         f"{wn / 2**30:.2f} GiB leave {ko / 2**30:.2f} → {max(kn, 0) / 2**30:.2f} GiB for KV, and each token costs "
-        f"{bo:,} → {bn:,} bytes. {BASELINE_REMINDER}",
+        f"{bo:,} → {bn:,} bytes; the old load-test baseline no longer applies.",
         severity="problem", action=get("swap.capacity-drop").action,
         gain={"pool_tokens_old": fo["pool_tokens"], "pool_tokens_new": fn["pool_tokens"],
               "pool_change": Figure(round(pn / po - 1, 4), "predicted", "new / old − 1"),

@@ -45,6 +45,10 @@ def render_demo(d: dict[str, Any], quiet: bool = False) -> None:
     render_swap(sw, quiet=True)
     c.print()
     c.print("[bold]2. Chain one for the new model[/bold]")
+    lv = {x["level"]: x for x in d["levels"]}
+    if lv.get(1, {}).get("enough") and 2 in lv:
+        c.print("Level 1 already meets the target (the pre-swap concurrency); the chapter applied level 2 as well, "
+                "for the preemptions — it is shown with its computed and simulated effect.")
     render_plan(d["plan"], quiet=quiet)
     if d["simulated"]:
         c.print()

@@ -156,13 +156,15 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
             c.print(f"   · {n}")
         for k, v in lv["costs"].items():
             val = v["value"] if isinstance(v, dict) else v
+            if k.endswith("_share") and isinstance(val, (int, float)):
+                val = f"{val:.2%} of requests ({v['how']})"
             c.print(f"   cost {k}: {val}")
         if lv["enough_why"]:
             c.print(f"   enough? {lv['enough_why']}")
         if lv["predicted"]:
-            c.print("   simulated: " + ", ".join(f"{k}={v}" for k, v in lv["predicted"].items()))
+            c.print("   simulated: " + _sim_text(lv["predicted"]))
     if payload.get("predicted_before"):
-        c.print("simulated now: " + ", ".join(f"{k}={v}" for k, v in payload["predicted_before"].items()))
+        c.print("simulated now: " + _sim_text(payload["predicted_before"]))
     if payload["stop_loss"]:
         c.print(f"[bold red]Stop-loss:[/bold red] {payload['stop_loss']['summary']}")
     for n in payload["notes"]:
@@ -171,3 +173,15 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
     c.print(payload["result"]["serve"], soft_wrap=True)
     c.print(payload["result"]["yaml"].rstrip())
     c.print(payload["discipline"])
+
+
+def _sim_text(p: dict[str, Any]) -> str:
+    def f(k, v):
+        if v is None:
+            return f"{k} —"
+        if k.endswith("_per_s"):
+            return f"{k[:-6]}/s {v:.0f}"
+        if k.endswith("_s"):
+            return f"{k[:-2]} {v * 1000:.0f} ms" if v < 10 else f"{k[:-2]} {v:.1f} s"
+        return f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}"
+    return ", ".join(f(k, v) for k, v in p.items())
