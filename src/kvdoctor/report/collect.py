@@ -70,6 +70,13 @@ def evidence_payloads(paths: list[str], *, quiet: bool = True) -> list[dict[str,
     total = sum(Path(p).stat().st_size for p in paths)
     with progress("Reading evidence", total=total, quiet=quiet) as advance:
         ev = load_evidence(paths, progress=advance)
+    if not (ev.segments or ev.requests or ev.bench):
+        from kvdoctor.errors import InputError
+
+        raise InputError(
+            f"{', '.join(paths)}: nothing kvdoctor recognises (not a --json payload, vLLM log, /metrics dump, "
+            "benchmark result or request trace)"
+        )
     head = _clean(evidence_payload(ev))
     segs = [s for s in ev.segments if s.timeline is not None and len(s.timeline) > 0]
     segs.sort(key=lambda s: len(s.timeline), reverse=True)
