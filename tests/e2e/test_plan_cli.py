@@ -74,3 +74,18 @@ def test_plan_target_from_evidence_of_shortage(tmp_path):
     assert j["target"]["demand_tokens"] and "running + waiting" in j["target"]["demand_how"]
     last = [lv for lv in j["levels"] if lv["level"] in j["applied_levels"]][-1]
     assert last["pool_tokens"] >= j["target"]["demand_tokens"] or j["stop_loss"] is not None
+
+
+def test_plan_from_a_real_startup_log_shows_the_measured_pool(shared_data, tmp_path):
+    # vllm-project/vllm PR #17122: Llama-3.1-8B-Instruct on L40S at 32K, "GPU KV cache size: 158,656 tokens"
+    rows = [json.loads(x) for x in (shared_data / "real" / "kv_capacity_cases.jsonl").read_text().splitlines()]
+    case = next(r for r in rows if r["case_id"] == "kv049")
+    log = tmp_path / "start.log"
+    log.write_text(case["log_excerpt"] + "\n")
+    code, err, out = invoke("plan", "--from-log", str(log), "-m", "meta-llama/Llama-3.1-8B-Instruct",
+                            "--max-model-len", "32768", "--gpu", "L40S", "--p99-context", "7500",
+                            "--target-concurrency", "8", "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    assert any("158,656 tokens" in n for n in j["notes"])
+    assert j["levels"][0]["flag_change"] == {"max_model_len": 8192}

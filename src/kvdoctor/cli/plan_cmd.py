@@ -45,6 +45,24 @@ def load_lengths(trace: str | None, lengths: str | None, p99: int | None):
     return None, None
 
 
+def measured_note(inputs, p) -> str:
+    """With --from-log: the measured pool beside the predicted one, so the what-ifs can be read against it."""
+    from kvdoctor.ledger.build import build_ledger
+
+    try:
+        led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
+    except Exception as exc:  # noqa: BLE001 - the note is informative; the plan stands without it
+        return f"the start-up log's figures could not be applied ({type(exc).__name__}: {exc})"
+    tok = led.kv["tokens"]
+    if tok.source != "measured":
+        return "the start-up log does not show the KV cache size; the levels are predictions from the configuration"
+    m = int(tok.value)
+    pr = int(p.before.ledger.kv["tokens"].value)
+    return (f"measured from the log: KV cache size {m:,} tokens ({tok.how}) vs {pr:,} predicted for this "
+            f"configuration; the levels are predictions (scale their pool by {m / pr:.2f} to read them against "
+            "the log)" if pr else f"measured from the log: KV cache size {m:,} tokens ({tok.how})")
+
+
 def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
     """From evidence: (Target with demand tokens or None, capacity_short?, notes)."""
     from kvdoctor.chains.diagnose import diagnose
@@ -113,6 +131,8 @@ def plan(
             target.demand_tokens, target.demand_how = t_ev.demand_tokens, t_ev.demand_how
     p = make_plan(inputs.shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
                   target=target, workload=workload, evidence_capacity_short=short)
+    if inputs.startup is not None:
+        notes.append(measured_note(inputs, p))
     p.notes = notes + list(inputs.notes) + p.notes
     payload = p.to_json()
     write_html_if_asked(html, [payload], title=f"kvdoctor plan: {p.model} on {p.gpu}", quiet=quiet)
