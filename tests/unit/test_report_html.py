@@ -219,3 +219,18 @@ def test_diagnose_instances_and_findings_shape():
     assert doc.count('id="timeline') == 2 and "a.log Engine 000" in doc and "b.log Engine 001" in doc
     assert "4.1 preemptions/min over 20 min" in doc and "line 812 Preemptions: 51" in doc
     assert "--kv-cache-dtype fp8" in doc and 'class="sev-warn"' in doc
+
+
+def test_nested_payloads_are_rendered_once_each():
+    """swap/1 embeds two ledgers and a plan; demo/1 embeds a swap: each gets its own sections."""
+    a, b = ledger_payload("org/small-8B"), ledger_payload("org/big-14B")
+    a["engine"] = {"max_model_len": 32768}  # ledger/1's engine{} is not an evidence engine name
+    swap = {"schema_version": "kvdoctor.swap/1", "ledgers": {"from": a, "to": b},
+            "simulated": {"before": {"output_tps": 900.0, "tbt_p99_s": 0.03}, "after": {"output_tps": 480.0, "tbt_p99_s": 0.06}}}
+    demo = {"schema_version": "kvdoctor.demo/1", "swap": swap, "again": swap}
+    doc = render_report([demo], title="demo")
+    titles = re.findall(r"<h2>(.*?)</h2>", doc)
+    assert titles.count("Memory per GPU — org/small-8B on H100 80GB HBM3") == 1
+    assert titles.count("Memory per GPU — org/big-14B on H100 80GB HBM3") == 1
+    assert "max_model_len" not in " ".join(t for t in titles if t.startswith("Memory"))
+    assert "<h3>simulated</h3>" in doc and "480" in doc

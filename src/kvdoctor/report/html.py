@@ -81,6 +81,35 @@ def payload_kind(payload: dict[str, Any]) -> str:
     return sv[len("kvdoctor."):].split("/", 1)[0]
 
 
+def expand_nested(payloads: list[dict[str, Any]], max_depth: int = 3) -> list[dict[str, Any]]:
+    """Payloads that embed others (swap carries two ledgers and a plan; demo carries a swap and a
+    plan) get their embedded payloads rendered too, right after them, each once."""
+    out: list[dict[str, Any]] = []
+    seen: set[int] = set()
+
+    def visit(obj: Any, depth: int) -> None:
+        if depth > max_depth:
+            return
+        if isinstance(obj, dict):
+            sv = obj.get("schema_version")
+            if isinstance(sv, str) and sv.startswith("kvdoctor.") and "/" in sv:
+                if id(obj) in seen:
+                    return
+                seen.add(id(obj))
+                out.append(obj)
+            for v in obj.values():
+                if isinstance(v, (dict, list)):
+                    visit(v, depth + 1)
+        elif isinstance(obj, list):
+            for v in obj:
+                if isinstance(v, (dict, list)):
+                    visit(v, depth + 1)
+
+    for p in payloads:
+        visit(p, 0)
+    return out
+
+
 def load_payload_file(path: str | Path) -> list[dict[str, Any]]:
     """Read one saved ``--json`` output. A JSON list of payloads is accepted too."""
     p = Path(path)
@@ -180,6 +209,9 @@ def render_report(payloads: Iterable[dict[str, Any]], *, title: str = "kvdoctor 
     payloads = list(payloads)
     if not payloads:
         raise InputError("nothing to report: give at least one kvdoctor --json payload")
+    for p in payloads:
+        payload_kind(p)  # validate what the caller gave before expanding anything
+    payloads = expand_nested(payloads)
     kinds = [payload_kind(p) for p in payloads]
 
     page = _Page()

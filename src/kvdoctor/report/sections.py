@@ -150,7 +150,7 @@ def _label(payload: dict[str, Any]) -> str:
 
     parts = [p for p in (name(payload.get("model")), name(payload.get("gpu"))) if p]
     label = " on ".join(parts)
-    if payload.get("engine"):  # an evidence payload per engine lifetime: say which
+    if isinstance(payload.get("engine"), str) and payload["engine"]:  # evidence: which engine lifetime
         label = f"{label} ({payload['engine']})" if label else str(payload["engine"])
     return label
 
@@ -921,7 +921,20 @@ def summary_section(payload: dict[str, Any], kind: str) -> str:
             pairs.append((key, val, ""))
     if kind == "journal":
         return ""
-    return kv_table(pairs[:80])
+    html = kv_table(pairs[:80])
+    # {scenario: {figure: scalar}} (demo's simulated runs, swap's before/after): one comparison table
+    for key, val in payload.items():
+        if key in _SKIP_TOP or not isinstance(val, dict) or len(val) < 2:
+            continue
+        rows = {k: v for k, v in val.items() if isinstance(v, dict) and v and all(_scalar(x) for x in v.values())}
+        if len(rows) < 2 or len(rows) != len(val):
+            continue
+        cols: list[str] = []
+        for v in rows.values():
+            cols += [c for c in v if c not in cols]
+        html += f"<h3>{esc(key)}</h3>" + table([key, *cols], [
+            [f"<th>{esc(name)}</th>", *[cell(v.get(c)) for c in cols]] for name, v in rows.items()])
+    return html
 
 
 def _scalar(v: Any) -> bool:
