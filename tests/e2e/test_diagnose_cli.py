@@ -112,3 +112,19 @@ def test_folder_of_metrics_scrapes_counts_preemptions(tmp_path):
     assert j["verdict"] == "capacity-short" and inst["preemption_basis"] == "counter"
     f = next(f for f in j["findings"] if f["rule_id"] == "sched.preemption-persistent")
     assert f["gain"]["preemptions_per_min"]["value"] == round(44 / 3.0, 2)
+
+
+def test_step_one_from_the_ledger_with_model_and_gpu(tmp_path):
+    need_reader()
+    rows = [(8, 0, 0, 93.0)] * 12
+    p = tmp_path / "vllm.log"
+    p.write_text(stats_log(rows))
+    code, err, out = invoke("diagnose", str(p), "-m", "Qwen/Qwen2.5-14B", "--gpu", "L40S", "--max-model-len", "32768",
+                            "--max-num-seqs", "16", "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    f = next(f for f in j["findings"] if f["rule_id"] == "sched.concurrency-starved")
+    assert j["verdict"] == "config-starved" and f["data"]["basis"] == "ledger"
+    # 93 % of the pool over 8 running requests, times max-num-seqs 16
+    pool = f["data"]["pool_tokens"]
+    assert f["gain"]["observed_demand_ratio"]["value"] == round(16 * (pool * 0.93 / 8) / pool, 2)

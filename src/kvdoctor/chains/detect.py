@@ -208,6 +208,14 @@ def concurrency_starved(ctx: Context) -> Finding | None:
             round(demand / rc.pool_tokens, 2), "predicted",
             f"{rc.max_num_seqs} × mean request length {lens.mean_total:,.0f} ({lens.source}) / pool")
         extra = (f"; at the real mean length the expected demand is {demand / rc.pool_tokens:.2f}× the pool")
+    obs = observed_tokens_per_request(ctx, rc.pool_tokens)
+    if obs is not None:
+        per_req, how = obs
+        gain["observed_demand_ratio"] = Figure(
+            round(rc.max_num_seqs * per_req / rc.pool_tokens, 2), "measured",
+            f"{rc.max_num_seqs} × {per_req:,.0f} tokens per running request ({how}) / pool")
+        extra += (f"; at the {per_req:,.0f} tokens per request observed, {rc.max_num_seqs} requests would need "
+                  f"{rc.max_num_seqs * per_req / rc.pool_tokens:.2f}× the pool")
     return _finding(
         "sched.concurrency-starved",
         f"max-num-seqs {rc.max_num_seqs} ({rc.max_num_seqs_source}) × max-model-len {rc.max_model_len:,} = "
@@ -220,6 +228,22 @@ def concurrency_starved(ctx: Context) -> Finding | None:
         data={"ratio": rc.ratio, "pool_tokens": rc.pool_tokens, "worst_case_tokens": rc.worst_case_tokens,
               "basis": rc.basis},
     )
+
+
+def observed_tokens_per_request(ctx: Context, pool_tokens: int) -> tuple[float, str] | None:
+    """KV tokens held per running request at the fullest sample: pool × usage / running."""
+    tl = ctx.timeline
+    if tl is None or len(tl) == 0 or pool_tokens <= 0:
+        return None
+    kv, run = [float(x) for x in tl.kv_usage_pct], [float(x) for x in tl.running]
+    idx = [i for i in range(len(kv)) if not math.isnan(kv[i]) and not math.isnan(run[i]) and run[i] > 0]
+    if not idx:
+        return None
+    i = max(idx, key=lambda k: kv[k])
+    if kv[i] < 50.0:
+        return None  # a lightly used pool says little about per-request demand
+    per = pool_tokens * kv[i] / 100.0 / run[i]
+    return per, f"{kv[i]:.1f}% of {pool_tokens:,} tokens / {run[i]:.0f} running at {fmt_time(float(tl.t[i]))}"
 
 
 # --------------------------------------------------------------------------------------------
