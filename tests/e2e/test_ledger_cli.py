@@ -253,3 +253,62 @@ def test_from_log_every_real_excerpt(shared_data, tmp_path):
             assert j["startup"]["fits"] is False and j["reconciliation"]["verdict"] == "does-not-fit", c["case_id"]
             assert j["startup"]["error"], c["case_id"]
     assert ok >= 25
+
+
+# ------------------------------------------------------------------------------------------------
+# text rendering: plain, aligned, coloured only on a terminal, and no rich on this path
+
+
+class _Tty:
+    def __init__(self):
+        self.parts: list[str] = []
+
+    def isatty(self):
+        return True
+
+    def write(self, s):
+        self.parts.append(s)
+
+
+def _rendered(monkeypatch, **env):
+    from kvdoctor.catalog.gpus import lookup_gpu
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.cli.ledger_cmd import render
+    from kvdoctor.engine.config import EngineConfig
+    from kvdoctor.engine.defaults import resolve
+    from kvdoctor.ledger.build import build_ledger
+
+    for k in ("NO_COLOR", "TERM", "COLUMNS"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    shape, gpu = lookup_model(LLAMA), lookup_gpu("H100")
+    led = build_ledger(shape, gpu, resolve(EngineConfig(pipeline_parallel_size=3), shape, gpu))
+    tty = _Tty()
+    render(led, stream=tty)
+    return "".join(tty.parts)
+
+
+def test_text_colour_only_on_a_terminal_without_no_color(monkeypatch):
+    assert "\x1b[33mpredicted" in _rendered(monkeypatch, COLUMNS="120")
+    plain = _rendered(monkeypatch, COLUMNS="120", NO_COLOR="1")
+    assert "\x1b[" not in plain
+    assert "\x1b[" not in _rendered(monkeypatch, COLUMNS="120", TERM="dumb")
+    # every line fits the width; figures, sources and per-rank rows are all there
+    assert max(len(ln) for ln in plain.splitlines()) <= 120
+    for text in ("KV budget", "predicted", "Per GPU, GiB", "22–31", "Concurrency reconciliation: starved"):
+        assert text in plain
+    narrow = _rendered(monkeypatch, COLUMNS="80", NO_COLOR="1")
+    table = narrow.split("Concurrency reconciliation")[0]
+    assert max(len(ln) for ln in table.splitlines()) <= 80
+
+
+def test_ledger_text_path_does_not_import_rich():
+    # rich.console + rich.table cost 40-100 ms of the 0.3 s start-up budget (benchmarks/README.md).
+    code = ("import sys, runpy; sys.argv = ['kvdoctor', 'ledger', '--model', %r, '--gpu', 'H100'];\n"
+            "from kvdoctor.cli.boot import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "assert not [m for m in sys.modules if m.startswith('rich')], 'rich imported'\n") % LLAMA
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    assert p.returncode == 0, p.stderr
+    assert "KV budget" in p.stdout

@@ -119,8 +119,17 @@ def _binary(head: bytes) -> bool:
 
 # ------------------------------------------------------------------------------------------------
 # rendering
+#
+# Plain text, no rich: importing rich.console + rich.table costs 40-100 ms, a third of the 0.3 s
+# start-up budget of this verb (benchmarks/README.md, "CLI start-up"), for a table that needs only
+# aligned columns, a wrapped last column and four colours. Colour follows the usual rules: only on a
+# terminal, never with NO_COLOR or TERM=dumb (the source is a word, so nothing depends on colour).
 
 _SRC_STYLE = {"measured": "green", "given": "cyan", "predicted": "yellow", "default": "dim"}
+_VERDICT_STYLE = {"ok": "green", "starved": "yellow", "does-not-fit": "red"}
+_SGR = {"green": "32", "cyan": "36", "yellow": "33", "red": "31", "dim": "2", "bold": "1"}
+_LABELS = {"total": "total", "requested": "requested", "weights": "weights", "activation": "activation peak",
+           "non_torch": "non-torch", "cudagraph": "CUDA graphs", "kv_cache": "KV budget"}
 
 
 def _fmt_bytes(v: Any) -> str:
@@ -139,63 +148,121 @@ def _fmt(name: str, v: Any) -> str:
     return str(v)
 
 
-def render(led: Any, quiet: bool = False) -> None:
-    from rich.table import Table
+class _Out:
+    """stdout with optional ANSI colour and the terminal width (COLUMNS wins, as for rich)."""
 
-    from kvdoctor.cli.output import console
+    def __init__(self, stream: Any = None):
+        import os
+        import shutil
+        import sys
 
-    con = console()
-    title = f"{led.model} on {led.gpu} · vLLM {led.vllm_version}"
-    t = Table(title=title, title_justify="left", show_lines=False, expand=False)
-    t.add_column("figure")
-    t.add_column("value", justify="right")
-    t.add_column("source")
-    if not quiet:
-        t.add_column("how", overflow="fold", max_width=90)
-    labels = {"total": "total", "requested": "requested", "weights": "weights", "activation": "activation peak",
-              "non_torch": "non-torch", "cudagraph": "CUDA graphs", "kv_cache": "KV budget"}
+        self.stream = stream or sys.stdout
+        env = os.environ
+        tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.colour = tty and not env.get("NO_COLOR") and env.get("TERM") != "dumb"
+        self.width = max(60, shutil.get_terminal_size((100, 24)).columns)
+        self.lines: list[str] = []
+
+    def style(self, text: str, style: str | None) -> str:
+        if not self.colour or not style or style not in _SGR:
+            return text
+        return f"\x1b[{_SGR[style]}m{text}\x1b[0m"
+
+    def add(self, line: str = "") -> None:
+        self.lines.append(line.rstrip())
+
+    def para(self, text: str, first: str = "", rest: str = "  ", style: str | None = None) -> None:
+        import textwrap
+
+        for ln in textwrap.wrap(text, self.width - 1, initial_indent=first, subsequent_indent=rest,
+                                break_on_hyphens=False) or [first]:
+            self.add(self.style(ln, style))
+
+    def flush(self) -> None:
+        self.stream.write("\n".join(self.lines) + "\n")
+        self.lines = []
+
+
+def _table(out: _Out, header: list[str], rows: list, right: set[int], styles: dict[int, dict],
+           wrap_last: bool) -> None:
+    """Aligned columns; the last column wraps to the terminal width when ``wrap_last``; a ``None``
+    row is a section break (a blank line)."""
+    import textwrap
+
+    n = len(header)
+    fixed = n - 1 if wrap_last else n
+    widths = [max(len(r[c]) for r in [header, *rows] if r is not None) for c in range(fixed)]
+    last_w = max(30, out.width - 1 - sum(widths) - 2 * fixed) if wrap_last else 0
+
+    def cells(row: list[str], style_of) -> list[str]:
+        parts = []
+        for c in range(fixed):
+            txt = row[c].rjust(widths[c]) if c in right else row[c].ljust(widths[c])
+            parts.append(out.style(txt, style_of(c, row[c])))
+        return parts
+
+    out.add(out.style("  ".join(cells(header, lambda c, v: None) + ([header[-1]] if wrap_last else [])), "bold"))
+    for row in rows:
+        if row is None:
+            out.add()
+            continue
+        style_of = lambda c, v: styles.get(c, {}).get(v.strip())  # noqa: E731
+        left = "  ".join(cells(row, style_of))
+        if not wrap_last:
+            out.add(left)
+            continue
+        pad = " " * (sum(widths) + 2 * fixed)
+        wrapped = textwrap.wrap(row[-1], last_w, break_on_hyphens=False) or [""]
+        out.add(left + "  " + wrapped[0])
+        for more in wrapped[1:]:
+            out.add(pad + more)
+
+
+def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
+    out = _Out(stream)
+    out.add(out.style(f"{led.model} on {led.gpu} · vLLM {led.vllm_version}", "bold"))
+    rows: list = []
     for k, f in led.memory.items():
         how = f.how + (f" (predicted {_fmt_bytes(f.predicted)})" if f.predicted is not None else "")
-        _row(t, labels.get(k, k), _fmt_bytes(f.value), f.source, how, quiet)
-    t.add_section()
+        rows.append([_LABELS.get(k, k), _fmt_bytes(f.value), f.source, how])
+    rows.append(None)  # memory terms above, the KV pool below
     for k, f in led.kv.items():
         val = f"{f.value:,} B" if k in ("page_bytes_per_layer", "bytes_per_block", "bytes_per_token") else _fmt(k, f.value)
         how = f.how + (f" (predicted {_fmt(k, f.predicted)})" if f.predicted is not None else "")
-        _row(t, k.replace("_", " "), val, f.source, how, quiet)
-    con.print(t)
+        rows.append([k.replace("_", " "), val, f.source, how])
+    header = ["figure", "value", "source", "how"]
+    if quiet:
+        header, rows = header[:3], [r and r[:3] for r in rows]
+    _table(out, header, rows, {1}, {2: _SRC_STYLE}, wrap_last=not quiet)
+    out.add()
 
     r = led.reconciliation
-    style = {"ok": "green", "starved": "yellow", "does-not-fit": "red"}[r["verdict"]]
     ratio = "∞" if r["ratio"] is None else f"{r['ratio']:.2f}x"
-    con.print(f"[bold]Concurrency reconciliation:[/bold] [{style}]{r['verdict']}[/{style}] "
-              f"(worst case / pool = {ratio})")
+    out.add(f"{out.style('Concurrency reconciliation:', 'bold')} "
+            f"{out.style(r['verdict'], _VERDICT_STYLE[r['verdict']])} (worst case / pool = {ratio})")
     if not quiet:
-        con.print(f"  {r['how']}")
+        out.para(r["how"], first="  ", rest="    ")
     if not led.fit_ok:
-        con.print(f"[red]vLLM would refuse to start:[/red] {led.startup_error}")
+        out.para(f"vLLM would refuse to start: {led.startup_error}", style="red")
     if len(led.ranks) > 1:
-        rt = Table(title="Per GPU, GiB (ranks differ; num blocks = the minimum)", title_justify="left")
-        for col in ("PP", "TP", "layers", "weights", "act.", "non-torch", "graphs", "KV", "B/block", "blocks"):
-            rt.add_column(col, justify="right")
+        out.add()
+        out.add(out.style("Per GPU, GiB (ranks differ; num blocks = the minimum)", "bold"))
+        rank_rows = []
         for x in led.ranks:
             m = x.memory
             tps = x.tp_ranks or (x.tp_rank,)
             tp = str(tps[0]) if len(tps) == 1 else f"{tps[0]}–{tps[-1]}"
             g = lambda k: f"{m[k].value / 2**30:.2f}"  # noqa: E731
-            rt.add_row(str(x.pp_rank), tp, f"{x.layers[0]}–{x.layers[1] - 1}", g("weights"), g("activation"),
-                       g("non_torch"), g("cudagraph"), g("kv_cache"), f"{x.bytes_per_block:,}",
-                       f"{x.num_blocks_own:,}")
-        con.print(rt)
+            rank_rows.append([str(x.pp_rank), tp, f"{x.layers[0]}–{x.layers[1] - 1}", g("weights"), g("activation"),
+                              g("non_torch"), g("cudagraph"), g("kv_cache"), f"{x.bytes_per_block:,}",
+                              f"{x.num_blocks_own:,}"])
+        cols = ["PP", "TP", "layers", "weights", "act.", "non-torch", "graphs", "KV", "B/block", "blocks"]
+        _table(out, cols, rank_rows, set(range(len(cols))), {}, wrap_last=False)
+    if led.warnings or (led.notes and not quiet):
+        out.add()
     for w in led.warnings:
-        con.print(f"[yellow]vLLM warning:[/yellow] {w}")
+        out.para(f"vLLM warning: {w}", rest="  ", style="yellow")
     if not quiet:
         for n in led.notes:
-            con.print(f"[dim]• {n}[/dim]")
-
-
-def _row(t, name: str, value: str, source: str, how: str, quiet: bool) -> None:
-    s = f"[{_SRC_STYLE.get(source, '')}]{source}[/]"
-    if quiet:
-        t.add_row(name, value, s)
-    else:
-        t.add_row(name, value, s, how)
+            out.para(n, first="• ", rest="  ", style="dim")
+    out.flush()
