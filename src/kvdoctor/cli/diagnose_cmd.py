@@ -109,6 +109,8 @@ def slow_payload(ev, trace: str | None, inputs, pct: float, by: str) -> dict[str
     from kvdoctor.errors import InputError
 
     requests = list(getattr(ev, "requests", []) or []) if ev is not None else []
+    if ev is not None:  # per-request benchmark results saved with details
+        requests += [r for b in (getattr(ev, "bench", []) or []) for r in (b.requests or [])]
     source = "evidence"
     if trace:
         from kvdoctor.evidence.traces import load_trace
