@@ -261,3 +261,23 @@ def test_four_concurrent_writers_lose_nothing(tmp_path):
         assert cur.before == prev.figures
         assert cur.changes[0]["before"] == prev.config["max_num_seqs"]
     json.dumps([x.as_dict() for x in steps])  # everything reads back as plain data
+
+
+def test_forward_migration_keeps_existing_steps(tmp_path, monkeypatch):
+    """A journal written at v1 is migrated in place when a later kvdoctor adds migration v2."""
+    import kvdoctor.journal.store as store
+
+    db = tmp_path / "j.sqlite"
+    with JournalStore(db) as s:
+        s.start("exp", StepInput(config=_cfg(1), note="written by the old version"))
+    v2 = (store.SCHEMA_VERSION + 1, "step tags", [
+        "CREATE TABLE step_tags (step_id INTEGER NOT NULL REFERENCES steps(id), tag TEXT NOT NULL)"])
+    monkeypatch.setattr(store, "MIGRATIONS", [*store.MIGRATIONS, v2])
+    monkeypatch.setattr(store, "SCHEMA_VERSION", v2[0])
+    with JournalStore(db, create=False) as s:
+        assert s.schema_version() == v2[0]
+        assert s.steps("exp")[0].note == "written by the old version"
+        s.conn.execute("INSERT INTO step_tags VALUES (1, 'ok')")
+        versions = [r[0] for r in s.conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+        assert versions == list(range(1, v2[0] + 1))
+        assert s.integrity_check() == "ok"
