@@ -84,3 +84,13 @@ def test_bad_inputs_exit_2(tmp_path):
     fake.write_text('{"schema_version": "kvdoctor.ledger/1"}')
     assert kvd("report", str(fake), "-o", str(tmp_path / "nodir" / "x.html"))[0] == 2
     assert not (tmp_path / "x.html").exists()
+
+
+def test_payload_from_stdin(tmp_path):
+    code, out = kvd("ledger", "-m", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--json")
+    assert code == 0
+    res = runner.invoke(app, ["report", "-", "-o", str(tmp_path / "p.html")], input=out)
+    assert res.exit_code == 0, res.output
+    assert 'id="memory"' in (tmp_path / "p.html").read_text()
+    res = runner.invoke(app, ["report", "-", "-o", str(tmp_path / "q.html")], input="not json")
+    assert isinstance(res.exception, KvdoctorError) and res.exception.exit_code == 2

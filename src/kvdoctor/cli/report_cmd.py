@@ -14,8 +14,8 @@ from kvdoctor.cli import app
 def report_cmd(
     inputs: List[Path] = typer.Argument(
         ..., metavar="FILE...",
-        help="Saved `kvdoctor <verb> --json` outputs (any verb; a JSON list of payloads works too), "
-             "or vLLM logs / /metrics dumps / bench results, read as evidence.",
+        help="Saved `kvdoctor <verb> --json` outputs (any verb; a JSON list of payloads works too; '-' reads "
+             "one from stdin), or vLLM logs / /metrics dumps / bench results / traces, read as evidence.",
     ),
     output: Path = typer.Option(Path("kvdoctor-report.html"), "--output", "-o", dir_okay=False,
                                 help="The HTML file to write."),

@@ -21,6 +21,9 @@ def collect_payloads(paths: list[str], *, quiet: bool = True) -> list[tuple[str,
     out: list[tuple[str, dict[str, Any]]] = []
     evidence_paths: list[str] = []
     for p in paths:
+        if p == "-":  # `kvdoctor ledger --json | kvdoctor report - -o r.html`
+            out.extend(("-", x) for x in _stdin_payloads())
+            continue
         path = Path(p)
         if not path.exists():
             raise InputError(f"no such file: {p}")
@@ -36,6 +39,20 @@ def collect_payloads(paths: list[str], *, quiet: bool = True) -> list[tuple[str,
     if not out:
         raise InputError("nothing to report")
     return out
+
+
+def _stdin_payloads() -> list[dict[str, Any]]:
+    import sys
+
+    text = sys.stdin.read()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"stdin is not a kvdoctor --json payload (line {exc.lineno}: {exc.msg})") from None
+    items = data if isinstance(data, list) else [data]
+    for i in items:
+        payload_kind(i)
+    return items
 
 
 def _as_payloads(path: Path) -> list[dict[str, Any]] | None:
