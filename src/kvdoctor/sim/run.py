@@ -42,23 +42,19 @@ def _first_k_reaching(A: float, B: float, kv1: int, n: int, delta: float) -> int
     return k
 
 
-def _block_need(running, bs: int, k: int) -> int:
-    """New blocks the running decodes need over k steps (step j needs slots for num_tokens+j-1)."""
-    need = 0
-    for r in running:
-        m = -(-(r.prompt + r.out + k - 1) // bs) - r.nblocks
-        if m > 0:
-            need += m
-    return need
+def _block_need(rooms, bs: int, k: int) -> int:
+    """New blocks the running decodes need over k steps, from each request's room (the number of
+    decode steps its blocks still cover)."""
+    return sum((k - x + bs - 1) // bs for x in rooms if x < k)
 
 
-def _max_k_blocks(running, bs: int, free: int, k_cap: int) -> int:
-    if _block_need(running, bs, k_cap) <= free:
+def _max_k_blocks(rooms, bs: int, free: int, k_cap: int) -> int:
+    if _block_need(rooms, bs, k_cap) <= free:
         return k_cap
     lo, hi = 0, k_cap  # need(lo) <= free < need(hi)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _block_need(running, bs, mid) <= free:
+        if _block_need(rooms, bs, mid) <= free:
             lo = mid
         else:
             hi = mid
@@ -173,12 +169,14 @@ def simulate(
             uniform = True
             kv1 = 0
             k_fin = 1 << 60
+            rooms = []  # per request: decode steps its blocks still cover (step j needs nt+j-1 slots)
             for r in running:
                 nt = r.prompt + r.out
                 if r.computed != nt - 1 or r.out == 0:
                     uniform = False
                     break
                 kv1 += nt
+                rooms.append(r.nblocks * bs - nt + 1)
                 left = r.max_out - r.out
                 if left < k_fin:
                     k_fin = left
@@ -193,7 +191,7 @@ def simulate(
                         full = -(-min(head.num_tokens, cfg.max_model_len) // bs) - hg - ho
                         wm = sched.watermark_blocks
                         # this step's own decode blocks come first, so the head sees fewer free blocks
-                        free_after = pool.num_free - _block_need(running, bs, 1)
+                        free_after = pool.num_free - rooms.count(0)
                         ntok = head.num_tokens - (hg + ho) * bs
                         blocked = full + evictable + wm > free_after or (
                             not cfg.enable_chunked_prefill and ntok > mnbt - n)
@@ -206,8 +204,8 @@ def simulate(
                 k = min(k_fin, _first_k_reaching(A, B, kv1, n, delta))
                 # each request needs at most cdiv(k, bs) new blocks over k steps: skip the exact count
                 # when the free queue covers that bound
-                if pool.plain + pool.cached_free < n * -(-k // bs):
-                    k = _max_k_blocks(running, bs, pool.plain + pool.cached_free, k)
+                if k > min(rooms) and pool.plain + pool.cached_free < n * -(-k // bs):
+                    k = _max_k_blocks(rooms, bs, pool.plain + pool.cached_free, k)
                 if k >= 1:
                     dur = k * A + B * (k * kv1 + n * k * (k - 1) / 2)
                     t1 = now + A + B * kv1  # end of the first step
