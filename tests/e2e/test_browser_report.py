@@ -275,3 +275,16 @@ def test_large_timeline_renders_in_chromium(chromium, tmp_path):
     run = _chrome(chromium, out.as_uri(), "--dump-dom")
     divs = _plot_divs(run.stdout)
     assert len(divs) == 2 and all('class="main-svg"' in d for d in divs)
+
+
+def test_csp_would_neutralise_markup_that_slipped_through(chromium, tmp_path):
+    """Defence in depth: with the report's CSP, even an unescaped injected handler does not run."""
+    doc = render_report([_diagnose_payload(30)], title="csp")
+    # simulate an escaping bug: raw hostile markup spliced into the page body
+    page = tmp_path / "csp.html"
+    page.write_text(doc.replace("<main>", f"<main><div>{HOSTILE_LINE}</div>", 1))
+    run = _chrome(chromium, page.as_uri(), "--dump-dom")
+    assert "<img" in run.stdout  # the markup is there...
+    assert "PWNED-2" not in re.search(r"<title>(.*?)</title>", run.stdout, re.S).group(1)  # ...but inert
+    assert any("Content Security Policy" in m for m in _console_messages(run.stderr))
+    assert all('class="main-svg"' in d for d in _plot_divs(run.stdout))
