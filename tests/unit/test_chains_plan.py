@@ -158,3 +158,13 @@ def test_stop_loss_on_persistent_preemption_with_no_level_left(l40s):
     assert p.stop_loss is not None and p.stop_loss.verdict == "capacity-short"
     rec = p.stop_loss.data["sizing"]["recommended"]
     assert rec["unit"] == "tokens" and rec["instances"] == math.ceil(400_000 / rec["capacity_per_instance"])
+
+
+def test_levels_without_room_are_carried_into_parallelism(l40s):
+    from kvdoctor.catalog.models import lookup_model
+
+    big = lookup_model("Qwen/Qwen2.5-72B-Instruct")
+    p = make_plan(big, l40s, EngineConfig(max_model_len=32768), lengths=from_p99(7500), target=Target(concurrency=8))
+    l4 = p.levels[3]
+    assert l4.flag_change["max_model_len"] == 8192 and l4.flag_change["kv_cache_dtype"] == "fp8"
+    assert l4.flag_change["tensor_parallel_size"] < 8 and l4.enough

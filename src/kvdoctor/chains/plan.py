@@ -198,9 +198,17 @@ def _no_gain(ctx: Context, res: LevelResult) -> bool:
     if gained:
         return False
     kv = int(st.ledger.memory["kv_cache"].value)
+    change = dict(res.flag_change)
     res.applicable, res.state, res.flag_change = False, None, {}
-    res.why = ("no gain: " + ("the weights and runtime terms leave no memory for the KV pool "
-                              f"({kv / 2**30:.2f} GiB)" if kv <= 0 else "pool and concurrency unchanged"))
+    if kv <= 0:
+        # The model does not fit one GPU: this level's change still pays once level 4 splits the
+        # weights, so level 4 carries it (and needs fewer GPUs for it).
+        ctx.cache.setdefault("deferred", {}).update(change)
+        res.why = (f"no gain yet: the weights and runtime terms leave no memory for the KV pool "
+                   f"({kv / 2**30:.2f} GiB); {' '.join(flag_text(k, v) for k, v in change.items())} is carried "
+                   "into level 4")
+    else:
+        res.why = "no gain: pool and concurrency unchanged"
     return True
 
 
@@ -355,8 +363,9 @@ def level4(ctx: Context) -> Finding | None:
     tp0 = int(cur.resolved.tensor_parallel_size)
     pp0 = int(cur.resolved.pipeline_parallel_size)
     tried = []
+    deferred = dict(ctx.cache.get("deferred", {}))
     for tp, pp in parallel_candidates(shape, tp0, pp0):
-        ch = {"tensor_parallel_size": tp}
+        ch = {**deferred, "tensor_parallel_size": tp}
         if pp != pp0:
             ch["pipeline_parallel_size"] = pp
         st, err = _try_state(ctx, ch)
@@ -388,6 +397,9 @@ def level4(ctx: Context) -> Finding | None:
                                              f"assumed per-GPU efficiency: TP{tp} {TP_EFFICIENCY.get(tp, 0.7):g} × "
                                              f"PP{pp} {PP_EFFICIENCY.get(pp, 0.7):g} (all-reduce, pipeline bubbles)")
     res.notes.append("tried: " + "; ".join(tried))
+    if deferred:
+        res.notes.append("with the changes of the levels that had no room to act on one GPU: "
+                         + " ".join(flag_text(k, v) for k, v in deferred.items()))
     kvh = int(getattr(shape, "num_kv_heads", 0) or 0)
     if kvh and tp > kvh:
         res.notes.append(f"TP {tp} > {kvh} KV heads: KV heads are replicated, so the pool grows less than the GPU count")
