@@ -224,3 +224,25 @@ def test_steps_keep_measured_figures_from_real_evidence(tmp_path, shared_data):
     assert s[2]["figures"]["ttft_p99_s"]["value"] > 0 and s[2]["figures"]["output_tps"]["value"] > 0
     code, md = kvd("journal", "handbook", "--db", str(db))
     assert "## `kv_cache_dtype`" in md and "Caution: before measured from log" in md
+
+
+def test_startup_log_as_config_matches_its_serve_line(tmp_path, shared_data):
+    """kv015: the operator's start-up log and the command they said they ran are the same config."""
+    case = next(json.loads(x) for x in (shared_data / "real" / "kv_capacity_cases.jsonl").read_text().splitlines()
+                if json.loads(x)["case_id"] == "kv015")
+    log = tmp_path / "kv015.log"
+    log.write_text(case["log_excerpt"])
+    db = tmp_path / "j.sqlite"
+    code, out = kvd("journal", "start", "from-log", "--config", str(log), "--db", str(db))
+    assert code == 0, out
+    s0 = steps(db)[0]
+    assert s0["config_origin"] == f"log:{log}"
+    assert s0["config_given"]["max_model_len"] == 131072 and s0["config_given"]["gpu_memory_utilization"] == 0.65
+    code, out = kvd("journal", "record", "--config", case["extra"]["command"], "--db", str(db))
+    assert code == 0, out
+    assert steps(db)[1]["changes"] == []  # the log's non-default args == the serve line
+    yaml32 = tmp_path / "32k.yaml"
+    yaml32.write_text(GPT_OSS_YAML_32K)
+    code, out = kvd("journal", "record", "--config", str(yaml32), "--db", str(db))
+    assert code == 0, out
+    assert [c["field"] for c in steps(db)[2]["changes"]] == ["max_model_len"]

@@ -39,8 +39,9 @@ def _show(v: Any) -> str:
 def read_config(value: str, *, base_dir: Path | None = None) -> tuple[Any, str, str]:
     """``--config`` -> (EngineConfig, the text as the user wrote it, origin).
 
-    A path to an existing ``.yaml``/``.yml`` file is a vLLM config file; an existing other file is
-    read as a saved serve line (``run.sh``); anything else is parsed as a serve line.
+    A path to an existing ``.yaml``/``.yml`` file is a vLLM config file; an existing file with a
+    start-up's ``non-default args`` line is a vLLM log (the latest start counts); another existing
+    file is a saved serve line (``run.sh``); anything else is parsed as a serve line.
     """
     from kvdoctor.engine.sources import load_yaml, parse_serve_line
 
@@ -59,10 +60,23 @@ def read_config(value: str, *, base_dir: Path | None = None) -> tuple[Any, str, 
             raise InputError(f"cannot read {p}: {exc}") from None
         if p.suffix.lower() in (".yaml", ".yml"):
             return load_yaml(p), text, f"yaml:{p}"
+        if "non-default args" in text:
+            return _from_log(p, text), text, f"log:{p}"
         return parse_serve_line(text, base_dir=p.parent), text, f"serve-line:{p}"
     if p.suffix.lower() in (".yaml", ".yml") and " " not in value.strip():
         raise InputError(f"{p}: no such file")
     return parse_serve_line(value, base_dir=base_dir), value, "serve-line"
+
+
+def _from_log(p: Path, text: str) -> Any:
+    """A vLLM log as the configuration: its latest start-up's ``non-default args`` (what was set)."""
+    from kvdoctor.engine.sources import from_startup
+    from kvdoctor.evidence.logs import read_startup_facts
+
+    starts = [f for f in read_startup_facts(text) if f.non_default_args]
+    if not starts:
+        raise InputError(f"{p}: no 'non-default args' line from a vLLM start-up in this log")
+    return from_startup(starts[-1], origin=f"log:{p}")
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:
