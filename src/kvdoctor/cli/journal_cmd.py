@@ -21,7 +21,8 @@ journal_app = typer.Typer(
 app.add_typer(journal_app, name="journal")
 
 _DB_HELP = "Journal file (default: $KVDOCTOR_JOURNAL or ./kvdoctor-journal.sqlite)."
-_CONFIG_HELP = "The engine configuration: a full `vllm serve ...` line (quoted) or a vLLM YAML config path."
+_CONFIG_HELP = ("The engine configuration: a full `vllm serve ...` line (quoted), a vLLM YAML config path, "
+                "a saved launch script, or a vLLM start-up log (its non-default args).")
 
 
 def _db(db: Optional[Path]) -> Optional[Path]:
