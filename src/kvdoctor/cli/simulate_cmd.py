@@ -92,6 +92,15 @@ def simulate_cmd(
 
     step_model = from_deployment(inputs.shape, inputs.gpu, resolved).describe()
     outputs = _write_outputs(result, inputs, log_out, metrics_out, requests_out)
+    if result.summary.rejected:
+        nofit = int(result.counters.get("rejected_not_fitting_pool", 0))
+        too_long = result.summary.rejected - nofit
+        if too_long:
+            notes.append(f"{too_long} requests rejected: prompt >= max_model_len ({resolved.max_model_len}); "
+                         "vLLM answers them with HTTP 400")
+        if nofit:
+            notes.append(f"{nofit} requests rejected: their longest sequence needs more blocks than the whole pool "
+                         "(vLLM would keep them waiting forever)")
     dp = int(getattr(resolved, "data_parallel_size", 1) or 1)
     if dp > 1:
         notes.append(f"data_parallel_size={dp}: the simulation is one engine receiving the whole workload; "
