@@ -22,6 +22,7 @@ _DATA = Path(__file__).resolve().parent / "data" / "gpus.json"
 
 @dataclass(frozen=True)
 class GpuSpec:
+    """A GPU model: memory as torch reports it, bandwidth, dense TFLOPS, capability, aliases."""
     name: str
     aliases: tuple[str, ...]
     memory_bytes: int  # total as torch reports it

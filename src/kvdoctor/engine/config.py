@@ -46,6 +46,7 @@ ENGINE_FIELDS = (
 
 @dataclass
 class EngineConfig:
+    """An engine configuration as given: vLLM dest names, None = not set."""
     model: str | None = None
     served_model_name: str | None = None
     max_model_len: int | None = None

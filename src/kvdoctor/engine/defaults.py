@@ -80,6 +80,7 @@ FLOAT16_NOT_SUPPORTED = {
 
 @dataclass(frozen=True)
 class Backend:
+    """An attention backend's support matrix (capabilities, dtypes, head and block sizes)."""
     name: str
     min_cc: int | None = None  # inclusive, as cc*10 (80 = SM80)
     max_cc: int | None = None

@@ -24,6 +24,7 @@ _EXPLICIT_DEFAULTS: dict[str, tuple[Any, ...]] = {
 
 @dataclass(frozen=True)
 class Change:
+    """One changed setting between two configurations (before/after, None = not given)."""
     field: str  # an EngineConfig field, "extra.<flag dest>", "env.<VAR>" or "vllm_version"
     before: Any  # None = not given
     after: Any

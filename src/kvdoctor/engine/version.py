@@ -21,6 +21,7 @@ LATEST_KNOWN = (0, 33, 0)
 @total_ordering
 @dataclass(frozen=True)
 class Version:
+    """A vLLM release (major.minor.patch, pre-release tag kept for display)."""
     major: int
     minor: int
     patch: int = 0

@@ -56,6 +56,7 @@ class RankLedger:
 
 @dataclass
 class Ledger:
+    """The ledger of one configuration: memory terms, KV pool, reconciliation, ranks."""
     model: str
     gpu: str
     vllm_version: str
@@ -404,6 +405,7 @@ def reconcile(plan: kvm.KvPlan, max_num_seqs: int) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _W:
+    """One rank's predicted weight bytes and their derivation."""
     bytes: int
     how: str
 

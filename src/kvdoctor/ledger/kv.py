@@ -207,12 +207,14 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
 
 @dataclass(frozen=True)
 class KvGroup:
+    """One KV-cache group: layers sharing a spec (and so a block table)."""
     spec: KvSpec
     layers: tuple[int, ...]  # global layer indices
 
 
 @dataclass(frozen=True)
 class Grouping:
+    """The KV-cache groups of a model, as get_kv_cache_groups forms them."""
     groups: tuple[KvGroup, ...]
     warnings: tuple[str, ...] = ()
     hybrid: bool = False

@@ -75,6 +75,7 @@ def ffn_width(shape: "ModelShape") -> int:
 
 @dataclass(frozen=True)
 class Term:
+    """One predicted memory term: bytes and how they were derived."""
     bytes: int
     how: str
     # CUDA graphs only: the pool estimate even when this release does not deduct it (vLLM still

@@ -25,6 +25,7 @@ LAYER_KINDS = ("full", "sliding", "chunked", "mamba", "linear", "none")
 
 @dataclass(frozen=True)
 class MoeShape:
+    """Mixture-of-experts facts: expert counts, routed/shared widths, dense layers first."""
     num_experts: int
     experts_per_token: int
     moe_intermediate_size: int
@@ -84,6 +85,7 @@ class ParamCounts:
 
 @dataclass(frozen=True)
 class ModelShape:
+    """The architecture facts kvdoctor needs, derived from config.json as vLLM derives them."""
     name: str  # HF id or the path it came from
     model_type: str
     architectures: tuple[str, ...]
