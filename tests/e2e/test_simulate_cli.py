@@ -86,7 +86,7 @@ def test_human_output_quiet_and_html(tmp_path):
 
 
 def test_bad_input_exits_2(tmp_path):
-    from kvdoctor.cli import main  # noqa: F401  (the entry point maps InputError to exit 2)
+    # through the real entry point, which maps InputError to one line and exit 2
     import subprocess
     import sys
 

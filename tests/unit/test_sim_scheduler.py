@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvdoctor.sim.scheduler import FINISHED, REJECTED, RUNNING, WAITING, SchedConfig, Scheduler, SimRequest
+from kvdoctor.sim.scheduler import FINISHED, WAITING, SchedConfig, Scheduler, SimRequest
 
 
 def cfg(**kw):

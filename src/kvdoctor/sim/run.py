@@ -19,7 +19,7 @@ from dataclasses import asdict
 from typing import Callable
 
 from kvdoctor.sim.result import SimResult, SimSummary
-from kvdoctor.sim.scheduler import FINISHED, REJECTED, RUNNING, SchedConfig, Scheduler, SimRequest
+from kvdoctor.sim.scheduler import FINISHED, REJECTED, SchedConfig, Scheduler, SimRequest
 from kvdoctor.sim.workload import Workload
 
 
