@@ -234,3 +234,16 @@ def test_nested_payloads_are_rendered_once_each():
     assert titles.count("Memory per GPU — org/big-14B on H100 80GB HBM3") == 1
     assert "max_model_len" not in " ".join(t for t in titles if t.startswith("Memory"))
     assert "<h3>simulated</h3>" in doc and "480" in doc
+
+
+def test_log_events_are_marked_on_the_timeline():
+    p = timeline_payload()
+    t = p["timeline"]["t"]
+    p["events"] = [{"t": t[10], "kind": "preemption-warning", "message": "Sequence group 7 is preempted <b>"},
+                   {"t": t[50], "kind": "oom", "message": "CUDA out of memory"},
+                   {"t": t[0] - 10_000, "kind": "oom", "message": "long before this timeline"},
+                   {"t": None, "kind": "error", "message": "no timestamp"}]
+    spec = _fig_specs(render_report([p], title="events"))[0]
+    ev = next(tr for tr in spec["data"] if tr["name"] == "log events")
+    assert len(ev["x"]) == 2
+    assert ev["hovertext"][0] == "preemption-warning: Sequence group 7 is preempted &lt;b&gt;"

@@ -104,6 +104,10 @@ def evidence_payloads(paths: list[str], *, quiet: bool = True) -> list[dict[str,
         p["timeline"] = timeline_dict(seg.timeline)
         if seg.startup is not None and seg.startup.model:
             p["model"] = seg.startup.model
+        events = [{"t": e.t, "kind": e.kind, "line_no": e.line_no, "message": e.message}
+                  for e in seg.events if e.kind != "startup" and e.t is not None]
+        if events:
+            p["events"] = events
         payloads.append(p)
     if not payloads:
         payloads.append(head)

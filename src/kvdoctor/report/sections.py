@@ -484,6 +484,7 @@ def plan_section(page, payload: dict[str, Any]) -> str:
 # timeline
 # --------------------------------------------------------------------------------------------
 
+MAX_EVENTS = 300
 MAX_POINTS = 4000  # per series; peaks are kept when downsampling (a spike must not vanish)
 
 
@@ -659,6 +660,22 @@ def timeline_section(page, tl: dict[str, Any], payload: dict[str, Any]) -> str:
                      f"(within one sample), {len(loose)} not. {thr_txt}.")
     if n > MAX_POINTS:
         note += f" {n:,} samples drawn as {len(buckets):,} buckets (max per bucket; preemptions summed)."
+    # log events (v0 preemption warnings, OOMs, engine deaths...) as markers on the top row: in old
+    # logs the warnings are the only preemption evidence there is
+    events = [e for e in payload.get("events") or [] if isinstance(e, dict) and num(e.get("t")) is not None]
+    if events:
+        lo, hi = min(v for v in t if v is not None), max(v for v in t if v is not None)
+        events = [e for e in events if lo - 60 <= num(e["t"]) <= hi + 60][:MAX_EVENTS]
+    if events:
+        y = 102 if rows[0] == "kv" else 0  # just above the KV-usage curve's 100 %
+        data.append({
+            "type": "scatter", "mode": "markers", "name": "log events",
+            "x": [_x_at([num(e["t"])], 0, is_date) for e in events], "y": [y] * len(events),
+            "xaxis": "x", "yaxis": "y", "marker": {"symbol": "triangle-down", "size": 10, "color": "#862e9c"},
+            "hovertext": [esc(f"{e.get('kind')}: {str(e.get('message', ''))[:200]}") for e in events],
+            "hoverinfo": "text",
+        })
+        note += f" {len(events)} log event(s) marked (▼)."
     html = page.plot({"data": data, "layout": layout}, height=170 * nrows + 90)
     html += ('<p class="note">Red bands: intervals with preemptions, across all rows.' + esc(note) + "</p>")
     return html
