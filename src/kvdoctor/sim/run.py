@@ -27,6 +27,8 @@ def _first_k_reaching(A: float, B: float, kv1: int, n: int, delta: float) -> int
     """Smallest k >= 1 with S(k) = k*A + B*(k*kv1 + n*k*(k-1)/2) >= delta."""
     if delta <= 0:
         return 1
+    if A <= 0 and B <= 0:
+        return 1 << 60  # a step that takes no time never reaches the event: other limits decide
     a2 = B * n / 2.0
     a1 = A + B * kv1 - a2
     if a2 <= 0:
