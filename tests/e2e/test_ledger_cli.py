@@ -159,6 +159,38 @@ def test_from_log_reads_the_file_once(tmp_path, monkeypatch):
     assert "startup" not in j["log"]
 
 
+def test_from_log_v0_without_version_applies_v0_rules(shared_data, tmp_path):
+    """kv001 prints v0-engine lines and no version: v1 rules (null block, graphs in the budget) would be wrong."""
+    log = tmp_path / "kv001.log"
+    log.write_text(_case(shared_data, "kv001")["log_excerpt"])
+    j = ledger_json("--from-log", str(log), "--model", LLAMA, "--max-model-len", "20000")
+    assert j["vllm_version"] == "0.6.6" and any("v0-engine lines" in n for n in j["notes"])
+    assert j["kv_cache"]["usable_blocks"] == j["kv_cache"]["num_blocks"] == 1952  # no null block in v0
+    assert j["memory"]["cudagraph_bytes"] == 0
+    assert j["kv_cache"]["tokens"] == 1952 * 16
+    # its lines carry facts though they lack vLLM's "INFO ... [file.py:n]" prefix: not foreign
+    assert j["log"]["foreign_lines"] == 0
+    assert "does not name its model" in invoke("ledger", "--from-log", str(log))[1]
+
+
+def test_from_log_block_count_from_tokens_when_not_printed(shared_data, tmp_path):
+    """kv049 (0.8-era, L40S) prints tokens and concurrency but no block count: invert the formula."""
+    log = tmp_path / "kv049.log"
+    log.write_text(_case(shared_data, "kv049")["log_excerpt"])
+    j = ledger_json("--from-log", str(log), "--model", LLAMA, "--gpu", "L40S", "--max-model-len", "32768",
+                    "--vllm-version", "0.8.4")
+    f = j["figures"]["kv_cache.num_blocks"]
+    assert j["kv_cache"]["num_blocks"] == 158_656 // 16 and f["source"] == "measured" and "inverted" in f["how"]
+    assert f["predicted"] != 158_656 // 16  # the budget-derived prediction is kept beside it
+    assert j["reconciliation"]["pool_tokens"] == (158_656 // 16 - 1) * 32768 // 2048
+    # the measured tokens carry the budget-derived prediction, not the same formula re-run on the log
+    assert j["figures"]["kv_cache.tokens"]["predicted"] == f["predicted"] * 16
+    # 0.33 rules (no version given): same count through int(concurrency × length)
+    j33 = ledger_json("--from-log", str(log), "--model", LLAMA, "--gpu", "L40S", "--max-model-len", "32768")
+    assert j33["kv_cache"]["num_blocks"] == 9916
+    assert any("shows no vLLM version" in n for n in j33["notes"])
+
+
 # ------------------------------------------------------------------------------------------------
 # bad input: one line, exit 2
 
@@ -182,8 +214,10 @@ def bad_files(tmp_path):
     empty.write_text("")
     nostart = tmp_path / "nostart.log"
     nostart.write_text("hello\nworld\n")
+    nomodel = tmp_path / "nomodel.log"
+    nomodel.write_text("Available KV cache memory: 36.56 GiB\n")
     return {"broken": str(broken), "missing": str(missing), "mistyped": str(mistyped), "binary": str(binary),
-            "empty": str(empty), "nostart": str(nostart), "absent": str(tmp_path / "nope.log")}
+            "empty": str(empty), "nostart": str(nostart), "absent": str(tmp_path / "nope.log"), "nomodel": str(nomodel)}
 
 
 BAD = [
@@ -201,6 +235,10 @@ BAD = [
     ("empty log", ["--from-log", "{empty}", "--model", LLAMA, "--gpu", "H100"]),
     ("log without a start-up", ["--from-log", "{nostart}", "--model", LLAMA, "--gpu", "H100"]),
     ("no gpu", ["--model", LLAMA]),
+    ("negative gpu size", ["--model", LLAMA, "--gpu", "-5GiB"]),
+    ("log without a model", ["--from-log", "{nomodel}", "--gpu", "H100"]),
+    ("env var vLLM cannot read", ["--serve", f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=yes vllm serve {LLAMA}",
+                                  "--gpu", "H100"]),
 ]
 
 

@@ -199,3 +199,12 @@ def test_catalog_imports_no_heavy_modules():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=os.environ | {"PYTHONPATH": str(REPO / "src")})
     assert r.stdout.strip() == "[]", r.stderr
+
+
+def test_config_error_names_the_file_once(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"model_type": "llama", "hidden_size": 4096}')
+    with pytest.raises(InputError) as exc:
+        lookup_model(str(cfg))
+    msg = str(exc.value)
+    assert msg.count(str(cfg)) == 1 and "num_attention_heads" in msg and "is missing" in msg

@@ -91,6 +91,8 @@ _UNIT = {"gib": 1 << 30, "g": 1 << 30, "gb": 10**9, "mib": 1 << 20, "m": 1 << 20
 def gpu_from_size(text: str) -> GpuSpec | None:
     """'24GiB' / '48G' (binary) or '80GB' (decimal, 80e9 bytes): a GPU with only its memory known."""
     m = _SIZE.match(text)
+    if not m and _SIZE.match(text.strip().lstrip("-")):
+        raise InputError(f"GPU memory size must be positive: {text!r}")  # '-5GiB' is a size, not a name
     if not m or not m.group(2):
         return None
     num, unit = float(m.group(1)), m.group(2).lower()

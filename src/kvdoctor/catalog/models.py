@@ -102,7 +102,12 @@ def shape_from_path(path: Path) -> ModelShape:
     try:
         shape = shape_from_hf_config(cfg, name, hf_quant_config=hq)
     except InputError as exc:
-        raise InputError(f"{cfg_file}: {exc}") from None
+        # The shape reader ends its messages with " in <name>"; when the name is just the path we are
+        # about to prefix, say it once ("x/config.json: config field 'n' is missing").
+        msg, suffix = str(exc), f" in {name}"
+        if name == str(path) and msg.endswith(suffix):
+            msg = msg[: -len(suffix)]
+        raise InputError(f"{cfg_file}: {msg}") from None
     from dataclasses import replace
 
     return replace(shape, source=str(cfg_file))

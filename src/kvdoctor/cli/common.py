@@ -210,6 +210,12 @@ class Inputs:
 
 
 DEFAULT_VLLM_VERSION = "0.33.0"
+# A start-up log in v0-engine formats without a version line. ASSUMPTION: 0.6.6, the last v0 release
+# line before the V1 engine (0.7 added it opt-in, 0.8 made it default) whose single-line and
+# worker-breakdown memory reports the public v0 logs mostly show; every v0 rule kvdoctor models
+# (requested = total × util, no null block, tokens = blocks × block_size, no graph deduction) is the
+# same across 0.2–0.7.
+V0_LOG_VERSION = "0.6.6"
 
 
 def read_startup(path: str) -> Any:
@@ -295,6 +301,9 @@ def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | N
 
     model_text = cfg.model or cfg.measured.get("model")
     if not model_text:
+        if startup is not None:
+            raise InputError(f"{opts.from_log or 'the log'}: the start-up log does not name its model "
+                             "(no 'non-default args' line); pass --model")
         raise InputError("no model: pass --model, a --serve line, a --config file with 'model:', or --from-log")
     from kvdoctor.catalog.models import lookup_model
 
@@ -304,7 +313,19 @@ def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | N
     if gpu is None and need_gpu:
         raise InputError("no GPU: pass --gpu (e.g. --gpu H100) or --from-log with a start-up log")
 
-    version_text = opts.vllm_version or cfg.vllm_version or DEFAULT_VLLM_VERSION
+    version_text = opts.vllm_version or cfg.vllm_version
+    era = getattr(startup, "era", None) if startup is not None else None
+    if version_text is None and era == "v0":
+        # The log shows no version but only the v0 engine prints its formats ("Memory profiling
+        # results", "# GPU blocks", the v0 worker breakdown): applying 0.33's v1 rules (null block,
+        # CUDA graphs in the budget, tokens = concurrency × length) to it would be wrong.
+        version_text = V0_LOG_VERSION
+        notes.append(f"the log shows no vLLM version but prints v0-engine lines: vLLM {V0_LOG_VERSION}'s v0 rules "
+                     "applied (pass --vllm-version for the exact release)")
+    elif version_text is None and startup is not None:
+        notes.append(f"the log shows no vLLM version ({'formats of era ' + era if era else 'format unknown'}): "
+                     f"vLLM {DEFAULT_VLLM_VERSION}'s rules applied (pass --vllm-version for the release that ran)")
+    version_text = version_text or DEFAULT_VLLM_VERSION
     version = parse_version(version_text)
     # vLLM's usage context: an LLM(...) call -> offline tables; a serve line, YAML, flags -> API server.
     usage = usage or cfg.usage_context or "api"

@@ -89,13 +89,16 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
                 total += 1
                 advance(len(raw))
                 phys = strip_ansi(raw[: 1 << 16].decode("utf-8", "replace").replace("\x00", "").rstrip("\r\n"))
-                seen_vllm = False
+                seen_vllm = had_fact = False
                 for line in split_glued(phys) if len(phys) > 60 else (phys,):
                     env = parse_envelope(line)
                     seen_vllm |= env is not None
                     if col.feed(n, env, env.msg if env is not None else line):
-                        facts_lines += 1
-                vllm += seen_vllm
+                        had_fact = True
+                facts_lines += had_fact
+                # A pasted excerpt often drops vLLM's "INFO mm-dd hh:mm:ss [file.py:n]" prefix; its lines
+                # still carry facts, so only lines with neither a prefix nor a fact count as foreign.
+                vllm += seen_vllm or had_fact
     except (OSError, EOFError):
         pass  # a truncated gzip keeps what was read
     starts = col.finish()
@@ -103,7 +106,7 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
         raise InputError(f"--from-log: {path}: no vLLM start-up found in this log ({total} lines read)")
     foreign = total - vllm
     summary = (f"log {os.path.basename(path)}: {total} lines, {facts_lines} with start-up facts, "
-               f"{foreign} not vLLM-formatted (skipped)")
+               f"{foreign} neither vLLM-formatted nor holding a fact (skipped)")
     if len(starts) > 1:
         summary += f"; {len(starts)} engine starts found — this ledger is of the last one"
     return {"path": path, "lines": total, "startup_fact_lines": facts_lines, "foreign_lines": foreign,

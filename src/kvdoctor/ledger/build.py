@@ -311,6 +311,9 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
         plan = _no_memory(plan)
     predicted_plan = plan
     measured_blocks = getattr(s, "num_gpu_blocks", None) if s is not None else None
+    derived_how = None
+    if not measured_blocks and override is None and s is not None:
+        measured_blocks, derived_how = _blocks_from_log(s, plan)
     if measured_blocks and override is None:
         # The log's block count is the truth: tokens, concurrency, the fit check and the reconciliation
         # follow from it (vLLM's formulas on the measured count); the budget-derived count stays as predicted.
@@ -331,6 +334,8 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
                                                s.error_message))
 
     kvf = _kv_figures(plan, s, shape, opts, override, engine_kind, predicted_plan)
+    if derived_how is not None:
+        kvf["num_blocks"] = Figure(plan.num_blocks, "measured", derived_how, predicted=predicted_plan.num_blocks)
     recon = reconcile(plan, max_num_seqs)
 
     ranks = _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducted)
@@ -546,7 +551,9 @@ def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, ove
               + ", ".join(f"{x.available_bytes:,} // {x.bytes_per_block:,}" for x in pred.ranks))
     out["num_blocks"] = _measured_count(s, "num_gpu_blocks", Figure(pred.num_blocks, "predicted",
                                         nb_how + " (includes the null block)"))
-    out["usable_blocks"] = Figure(plan.usable_blocks, "predicted", "num_blocks − 1 (block 0 is the null block)")
+    out["usable_blocks"] = Figure(plan.usable_blocks, "predicted",
+                                  "num_blocks − 1 (block 0 is the null block)" if plan.usable_blocks < plan.num_blocks
+                                  else "num_blocks (the v0 block manager keeps no null block)")
     per_group = " + ".join(f"{g.spec.kind} {g.spec.max_blocks(plan.max_model_len, plan.max_in_flight_tokens)}"
                            for g in plan.grouping.groups)
     out["blocks_per_request"] = Figure(plan.blocks_per_request, "predicted",
@@ -555,18 +562,58 @@ def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, ove
     tok_how = {
         "v0": "num_blocks × block_size (v0)",
         "blocks_x_block_size": "num_blocks × block_size (v1 ≈0.8–0.9)",
-        "per_group": "num_blocks // groups × min block size (v1 ≈0.10–0.19)",
+        "per_group": "num_blocks // groups × min block size (v1 ≈0.10–0.19); what this vLLM prints, an undercount "
+                     "for hybrid models (vllm issue #40691): the reconciliation counts blocks per request instead",
         "concurrency_x_len": "int(max_concurrency × max_model_len) (v1 ≥0.20)",
     }.get(plan.era, plan.era)
-    out["tokens"] = _measured_count(s, "kv_cache_tokens", Figure(plan.kv_cache_tokens, "predicted", tok_how))
+    # A measured figure keeps beside it what kvdoctor predicts without the log (the budget-derived
+    # plan), not the same formula re-run on the log's own block count, which would agree by construction.
+    out["tokens"] = _measured_count(s, "kv_cache_tokens", Figure(pred.kv_cache_tokens, "predicted", tok_how))
     if pred is not plan and out["tokens"].source == "predicted":
         out["tokens"] = Figure(plan.kv_cache_tokens, "predicted", tok_how + " on the measured block count",
                                predicted=pred.kv_cache_tokens)
     conc_how = (f"num_blocks × block_size / max_model_len (v0)" if plan.era == "v0" else
                 f"{plan.num_blocks:,} blocks / {plan.blocks_per_request} blocks per request")
-    out["max_concurrency"] = _measured_count(s, "max_concurrency", Figure(round(plan.max_concurrency, 4),
+    out["max_concurrency"] = _measured_count(s, "max_concurrency", Figure(round(pred.max_concurrency, 4),
                                              "predicted", conc_how), cast=float)
+    if out["max_concurrency"].source == "predicted":
+        out["max_concurrency"] = Figure(round(plan.max_concurrency, 4), "predicted", conc_how,
+                                        predicted=round(pred.max_concurrency, 4) if pred is not plan else None)
     return out
+
+
+def _blocks_from_log(s: Any, plan: kvm.KvPlan) -> tuple[int | None, str | None]:
+    """The block count a log implies when it prints tokens / concurrency but not "# GPU blocks".
+
+    v1 logs from 0.8 on print only "GPU KV cache size: N tokens" and "Maximum concurrency ...", so
+    without this the ledger would mix the log's tokens with a block count predicted from a budget the
+    log never showed. Inverts vLLM's formula of the era (docs/ledger.md); the concurrency line is
+    used only when it is for this ledger's max_model_len. Returns (None, None) when nothing fits.
+    """
+    bpr, length, bs = plan.blocks_per_request, plan.max_model_len, plan.block_size
+    groups = max(1, len(plan.grouping.groups))
+    tokens, conc = getattr(s, "kv_cache_tokens", None), getattr(s, "max_concurrency", None)
+    conc_len = getattr(s, "max_concurrency_len", None)
+    if tokens:
+        if plan.era in ("v0", "blocks_x_block_size"):
+            n, rule = tokens // bs, f"{tokens:,} tokens // block size {bs}"
+        elif plan.era == "per_group":
+            n, rule = tokens // bs * groups, f"{tokens:,} tokens // block size {bs} × {groups} groups"
+        elif bpr and (conc_len in (None, length)):
+            n, rule = round(tokens / length * bpr), f"{tokens:,} tokens / {length} max_model_len × {bpr} blocks per request"
+        else:
+            n = None
+        if n:
+            return n, (f"{_line(s, 'kv_cache_tokens', 'GPU KV cache size')} → {rule} (the log prints no block count; "
+                       "vLLM's tokens formula inverted)")
+    if conc and bpr and conc_len in (None, length):
+        if plan.era == "v0":
+            n, rule = round(conc * length / bs), f"{conc:g}x × {length} tokens / block size {bs}"
+        else:
+            n, rule = round(conc * bpr), f"{conc:g}x × {bpr} blocks per request"
+        return n, (f"{_line(s, 'max_concurrency', 'Maximum concurrency')} → {rule} (±{max(1, round(0.005 * bpr))} "
+                   "from the printed 2 decimals; the log prints no block count)")
+    return None, None
 
 
 def _measured_count(s: Any, attr: str, pred: Figure, cast=int) -> Figure:
