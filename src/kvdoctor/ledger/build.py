@@ -552,8 +552,8 @@ def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, ove
     out["num_blocks"] = _measured_count(s, "num_gpu_blocks", Figure(pred.num_blocks, "predicted",
                                         nb_how + " (includes the null block)"))
     out["usable_blocks"] = Figure(plan.usable_blocks, "predicted",
-                                  "num_blocks − 1 (block 0 is the null block)" if plan.usable_blocks < plan.num_blocks
-                                  else "num_blocks (the v0 block manager keeps no null block)")
+                                  "num_blocks (the v0 block manager keeps no null block)" if engine_kind == "v0"
+                                  else "num_blocks − 1 (block 0 is the null block)")
     per_group = " + ".join(f"{g.spec.kind} {g.spec.max_blocks(plan.max_model_len, plan.max_in_flight_tokens)}"
                            for g in plan.grouping.groups)
     out["blocks_per_request"] = Figure(plan.blocks_per_request, "predicted",
