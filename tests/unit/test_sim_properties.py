@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvdoctor.sim.run import simulate
-from kvdoctor.sim.scheduler import SchedConfig
+from kvdoctor.sim.scheduler import SchedConfig, blocks_for
 from kvdoctor.sim.steptime import LinearStepTime
 from kvdoctor.sim.workload import Workload
 
@@ -26,7 +26,15 @@ def scenario(draw):
     mml = draw(st.integers(8, 160))
     chunked = draw(st.booleans())
     mnbt = draw(st.integers(mml, 2 * mml)) if not chunked else draw(st.integers(4, 200))
+    layout = draw(st.sampled_from(["single", "single", "hybrid", "sliding", "mamba"]))
+    groups = {
+        "single": dict(),
+        "hybrid": dict(full_groups=1, sliding_groups=draw(st.integers(1, 2)), sliding_window=draw(st.integers(1, 40))),
+        "sliding": dict(full_groups=0, sliding_groups=1, sliding_window=draw(st.integers(1, 40))),
+        "mamba": dict(full_groups=1, const_blocks=1),
+    }[layout]
     cfg = SchedConfig(
+        **groups,
         num_blocks=draw(st.integers(2, 80)),
         block_size=bs,
         max_model_len=mml,
@@ -75,7 +83,7 @@ def test_conservation(sc):
     for i in range(len(w)):
         too_long = w.prompt[i] >= cfg.max_model_len
         max_out = min(w.output[i], cfg.max_model_len - w.prompt[i])
-        never_fits = math.ceil((w.prompt[i] + max_out - 1) / cfg.block_size) > cfg.num_blocks - 1
+        never_fits = blocks_for(cfg, w.prompt[i] + max_out - 1) > cfg.num_blocks - 1
         assert (res.status[i] == 3) == (too_long or never_fits)
     tl = res.timeline
     assert ((tl.kv_usage_pct >= -1e-9) & (tl.kv_usage_pct <= 100 + 1e-9)).all()

@@ -271,3 +271,33 @@ def test_sched_config_validation():
         SchedConfig(num_blocks=10, enable_chunked_prefill=False, max_num_batched_tokens=100, max_model_len=200)
     with pytest.raises(ValueError):
         SchedConfig(num_blocks=10, scheduling_policy="lifo")
+
+
+def test_sliding_window_group_holds_at_most_the_window():
+    from kvdoctor.sim.scheduler import blocks_for
+
+    # one sliding group, window 8 tokens, block 4: at most cdiv(8, 4) + 1 = 3 blocks however long
+    c = cfg(full_groups=0, sliding_groups=1, sliding_window=8, num_blocks=40)
+    assert [blocks_for(c, t) for t in (1, 4, 5, 8, 9, 12, 13, 40, 400)] == [1, 1, 2, 2, 3, 3, 3, 3, 3]
+    # hybrid: a full group grows, the sliding group plateaus, a mamba group costs a constant
+    h = cfg(full_groups=1, sliding_groups=1, sliding_window=8, const_blocks=1, num_blocks=40)
+    assert blocks_for(h, 4) == 1 + 1 + 1
+    assert blocks_for(h, 40) == 10 + 3 + 1
+    s = Scheduler(c)
+    r = req(0, 30, 20)
+    s.add(r)
+    for _ in range(10):
+        step(s)
+    assert r.nblocks == 3 and s.pool.num_free == 39 - 3
+
+
+def test_hybrid_layout_admission_counts_every_group():
+    # 2 groups of full attention (e.g. two page-size groups): a 16-token prompt needs 2 x 4 blocks
+    s = Scheduler(cfg(full_groups=2, num_blocks=9))
+    a = req(0, 16, 3)
+    b = req(1, 4, 3)
+    s.add(a)
+    s.add(b)
+    p = step(s)
+    assert sched_of(p) == {0: 16}  # b (2 blocks) does not fit the 0 left
+    assert a.nblocks == 8

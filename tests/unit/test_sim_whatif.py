@@ -69,3 +69,17 @@ def test_workload_forms(shared_data):
     assert isinstance(as_workload({"rate": 1, "requests": 10}), Workload)
     with pytest.raises(InputError):
         as_workload(42)
+
+
+def test_kv_layout_of_hybrid_catalog_models():
+    from kvdoctor.sim.whatif import layout_of
+
+    gpu = lookup_gpu("H100")
+    for model, expect in (("openai/gpt-oss-20b", {"full_groups": 1, "sliding_groups": 1, "sliding_window": 128}),
+                          ("mistralai/Mistral-7B-v0.1", {"full_groups": 0, "sliding_groups": 1, "sliding_window": 4096}),
+                          ("meta-llama/Llama-3.1-8B-Instruct", {"full_groups": 1, "sliding_groups": 0})):
+        shape = lookup_model(model)
+        lay = layout_of(shape, gpu, resolve(EngineConfig(), shape, gpu))
+        assert {k: lay[k] for k in expect} == expect, model
+        c = sched_config(resolve(EngineConfig(), shape, gpu), 1000, lay)
+        assert c.sliding_groups == expect["sliding_groups"]

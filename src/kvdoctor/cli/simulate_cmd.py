@@ -86,8 +86,9 @@ def simulate_cmd(
             typer.echo(f"kvdoctor: {msg}", err=True)
         raise typer.Exit(1)
     with progress("Simulating", total=len(workload), quiet=quiet or json_out) as advance:
+        layout = whatif.kv_layout(getattr(led.plan, "grouping", None)) if led.plan is not None else {}
         result = whatif.run(inputs.shape, inputs.gpu, resolved, led.num_blocks, workload,
-                            detail=bool(requests_out), progress=advance, interval_s=interval)
+                            detail=bool(requests_out), progress=advance, interval_s=interval, layout=layout)
     from kvdoctor.sim.steptime import from_deployment
 
     step_model = from_deployment(inputs.shape, inputs.gpu, resolved).describe()
@@ -226,9 +227,11 @@ def to_json(result, inputs, resolved, led, workload, step_model, outputs, notes)
                  "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "quantization"):
         engine[name] = getattr(resolved, name, None)
     engine["num_gpu_blocks"] = cfg["num_blocks"]
+    engine["kv_groups"] = {"full": cfg["full_groups"], "sliding": cfg["sliding_groups"],
+                           "sliding_window": cfg["sliding_window"], "mamba_blocks": cfg["const_blocks"]}
     if hasattr(resolved, "figure"):
         for name in engine:
-            if name != "num_gpu_blocks":
+            if name not in ("num_gpu_blocks", "kv_groups"):
                 figures[f"engine.{name}"] = resolved.figure(name)
     tl = result.timeline
     return {

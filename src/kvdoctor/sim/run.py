@@ -19,7 +19,7 @@ from dataclasses import asdict
 from typing import Callable
 
 from kvdoctor.sim.result import SimResult, SimSummary
-from kvdoctor.sim.scheduler import FINISHED, REJECTED, SchedConfig, Scheduler, SimRequest
+from kvdoctor.sim.scheduler import FINISHED, REJECTED, SchedConfig, Scheduler, SimRequest, blocks_for
 from kvdoctor.sim.workload import Workload
 
 
@@ -50,13 +50,14 @@ def _block_need(rooms, bs: int, k: int) -> int:
     return sum((k - x + bs - 1) // bs for x in rooms if x < k)
 
 
-def _max_k_blocks(rooms, bs: int, free: int, k_cap: int) -> int:
-    if _block_need(rooms, bs, k_cap) <= free:
+def _max_k(need, free: int, k_cap: int) -> int:
+    """Largest k <= k_cap with need(k) <= free (need is non-decreasing in k)."""
+    if need(k_cap) <= free:
         return k_cap
     lo, hi = 0, k_cap  # need(lo) <= free < need(hi)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _block_need(rooms, bs, mid) <= free:
+        if need(mid) <= free:
             lo = mid
         else:
             hi = mid
@@ -142,6 +143,12 @@ def simulate(
     report_every = max(1, n_req // 200)
     last_report = 0
 
+    single = sched.single
+
+    def multi_need(k: int) -> int:
+        # hybrid KV layouts: blocks the running decodes need over k steps, group by group
+        return sum(blocks_for(cfg, r.prompt + r.out + k - 1) - r.nblocks for r in running)
+
     def finish(r: SimRequest, t: float):
         nonlocal done
         sched.finish(r, t)
@@ -178,7 +185,7 @@ def simulate(
                     uniform = False
                     break
                 kv1 += nt
-                rooms.append(r.nblocks * bs - nt + 1)
+                rooms.append(r.nblocks * bs - nt + 1 if single else r)
                 left = r.max_out - r.out
                 if left < k_fin:
                     k_fin = left
@@ -193,7 +200,7 @@ def simulate(
                         full = -(-min(head.num_tokens, cfg.max_model_len) // bs) - hg - ho
                         wm = sched.watermark_blocks
                         # this step's own decode blocks come first, so the head sees fewer free blocks
-                        free_after = pool.num_free - rooms.count(0)
+                        free_after = pool.num_free - (rooms.count(0) if single else multi_need(1))
                         ntok = head.num_tokens - (hg + ho) * bs
                         blocked = full + evictable + wm > free_after or (
                             not cfg.enable_chunked_prefill and ntok > mnbt - n)
@@ -206,8 +213,12 @@ def simulate(
                 k = min(k_fin, _first_k_reaching(A, B, kv1, n, delta))
                 # each request needs at most cdiv(k, bs) new blocks over k steps: skip the exact count
                 # when the free queue covers that bound
-                if k > min(rooms) and pool.plain + pool.cached_free < n * -(-k // bs):
-                    k = _max_k_blocks(rooms, bs, pool.plain + pool.cached_free, k)
+                free = pool.plain + pool.cached_free
+                if single:
+                    if k > min(rooms) and free < n * -(-k // bs):
+                        k = _max_k(lambda kk: _block_need(rooms, bs, kk), free, k)
+                else:
+                    k = _max_k(multi_need, free, k)
                 if k >= 1:
                     dur = k * A + B * (k * kv1 + n * k * (k - 1) / 2)
                     t1 = now + A + B * kv1  # end of the first step
@@ -218,7 +229,7 @@ def simulate(
                     gaps = rec.gaps
                     finished = []
                     total_need = 0
-                    caching = cfg.enable_prefix_caching
+                    caching = sched.caching
                     km1 = k - 1
                     for r in running:
                         o = r.out
@@ -231,7 +242,7 @@ def simulate(
                             gaps.append(t1 - r.t_last)
                             if detail:
                                 r.runs.append([step, last])
-                        need = -(-(nt + km1) // bs) - r.nblocks
+                        need = (-(-(nt + km1) // bs) if single else blocks_for(cfg, nt + km1)) - r.nblocks
                         if need > 0:
                             total_need += need
                             r.nblocks += need

@@ -49,6 +49,17 @@ class SchedConfig:
     long_prefill_token_threshold: int = 0
     scheduling_policy: str = "fcfs"  # or "priority"
     watermark: float = 0.0
+    # KV cache groups (vllm-reference.md §2.3): every group draws its blocks from the one pool.
+    # One full-attention group is the common case; hybrid models add sliding-window groups (which
+    # hold at most the window's blocks) and Mamba/linear groups (a constant number per request).
+    full_groups: int = 1
+    sliding_groups: int = 0
+    sliding_window: int = 0  # tokens
+    const_blocks: int = 0  # blocks per request of Mamba/linear-attention groups
+
+    @property
+    def single_group(self) -> bool:
+        return self.full_groups == 1 and self.sliding_groups == 0 and self.const_blocks == 0
 
     def __post_init__(self):
         if self.num_blocks < 2:
@@ -60,8 +71,32 @@ class SchedConfig:
             # vLLM's SchedulerConfig validation: without chunking a whole prompt must fit one step
             raise ValueError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than max_model_len "
                              f"({self.max_model_len}) with chunked prefill disabled")
+        if self.full_groups < 0 or self.sliding_groups < 0 or self.const_blocks < 0:
+            raise ValueError("KV group counts must be >= 0")
+        if self.full_groups + self.sliding_groups == 0:
+            raise ValueError("at least one attention KV group is needed")
+        if self.sliding_groups and self.sliding_window < 1:
+            raise ValueError("sliding-window groups need sliding_window >= 1")
         if self.scheduling_policy not in ("fcfs", "priority"):
             raise ValueError(f"scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}")
+
+
+def blocks_for(cfg: SchedConfig, tokens: int) -> int:
+    """Blocks one request holds with slots for ``tokens`` tokens, over all KV cache groups.
+
+    A sliding-window group frees the blocks that fell out of the window before it allocates
+    (``remove_skipped_blocks`` then the null block in their place), so it holds at most
+    ``cdiv(window, block_size) + 1`` blocks; the +1 is the block the window straddles.
+    """
+    c = -(-tokens // cfg.block_size)
+    if cfg.full_groups == 1 and not cfg.sliding_groups and not cfg.const_blocks:
+        return c
+    b = cfg.full_groups * c
+    if cfg.sliding_groups:
+        b += cfg.sliding_groups * min(c, -(-cfg.sliding_window // cfg.block_size) + 1)
+    if cfg.const_blocks and tokens > 0:
+        b += cfg.const_blocks
+    return b
 
 
 class SimRequest:
@@ -116,7 +151,11 @@ class StepPlan:
 class Scheduler:
     def __init__(self, cfg: SchedConfig):
         self.cfg = cfg
-        self.pool = BlockPool(cfg.num_blocks, cfg.enable_prefix_caching)
+        self.single = cfg.single_group
+        # Prefix caching is modelled for one KV group; for hybrid layouts every group would need
+        # its own hit (vLLM's HybridKVCacheCoordinator): not modelled, hits are 0 (docs/simulation.md).
+        self.caching = cfg.enable_prefix_caching and self.single
+        self.pool = BlockPool(cfg.num_blocks, self.caching)
         self.running: list[SimRequest] = []
         self.waiting: deque[SimRequest] = deque()
         self._heap: list = []  # priority policy: (priority, arrival, idx, req)
@@ -172,7 +211,7 @@ class Scheduler:
 
     def _cache_full(self, r: SimRequest, upto_tokens: int) -> None:
         """``cache_blocks(request, num_tokens_to_cache)``: full blocks get their content hash."""
-        if not self.cfg.enable_prefix_caching:
+        if not self.caching:
             return
         bs = self.cfg.block_size
         nfull = upto_tokens // bs
@@ -194,8 +233,7 @@ class Scheduler:
 
     def _grow(self, r: SimRequest, n_new: int) -> bool:
         """``allocate_slots`` for a running request: blocks for computed + n_new tokens, or refuse."""
-        bs = self.cfg.block_size
-        need = -(-min(r.computed + n_new, self.cfg.max_model_len) // bs) - r.nblocks
+        need = blocks_for(self.cfg, min(r.computed + n_new, self.cfg.max_model_len)) - r.nblocks
         if need > 0:
             pool = self.pool
             if need > pool.plain + pool.cached_free:
@@ -208,7 +246,7 @@ class Scheduler:
     def _prefix_hit(self, r: SimRequest) -> tuple[int, int, int]:
         """``get_computed_blocks``: (shared blocks hit, own blocks hit, hit blocks sitting in the
         free queue). Whole blocks only, at most ``num_tokens - 1`` tokens, stopping at the first miss."""
-        if not self.cfg.enable_prefix_caching:
+        if not self.caching:
             return 0, 0, 0
         bs = self.cfg.block_size
         cap = (r.prompt + r.out - 1) // bs
@@ -277,13 +315,14 @@ class Scheduler:
         priority = cfg.scheduling_policy == "priority"
 
         bs = cfg.block_size
-        caching = cfg.enable_prefix_caching
+        caching = self.caching
+        single = self.single
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
             c = r.computed
             n = r.prompt + r.out - c
-            if n == 1 and c + 1 < mml and c + 1 <= r.nblocks * bs:
+            if n == 1 and c + 1 < mml and (c + 1 <= r.nblocks * bs if single else blocks_for(cfg, c + 1) <= r.nblocks):
                 # fast path, same outcome as below: a decode whose slot is already allocated
                 if caching:
                     if r.group is None:
@@ -347,7 +386,7 @@ class Scheduler:
                 # full_sequence_must_fit: blocks for the whole sequence after the hit, plus hit
                 # blocks that sit in the free queue (touching them takes them out of it)
                 wm = self.watermark_blocks if running else 0
-                full = -(-min(r.num_tokens, mml) // cfg.block_size) - (hg + ho)
+                full = blocks_for(cfg, min(r.num_tokens, mml)) - (hg + ho)
                 if full + evictable + wm > pool.plain + pool.cached_free:
                     break
                 self._pop()
@@ -355,7 +394,7 @@ class Scheduler:
                 r.computed = hit_tokens
                 if not self._grow(r, n):  # cannot fail: the full sequence fits
                     raise AssertionError("admission passed the full-sequence check but allocation failed")
-                if r.npre == 0:
+                if r.npre == 0 and self.caching:
                     self.prefix_queries += r.num_tokens
                     self.prefix_hits += hit_tokens
                     r.hit_tokens = hit_tokens
@@ -373,7 +412,7 @@ class Scheduler:
         self.pool.check(self.running)
         u = self.pool.usage()
         assert 0.0 <= u <= 1.0, f"usage {u} outside 0..1"
-        bs = self.cfg.block_size
+        cfg = self.cfg
         for r in self.running:
-            assert r.nblocks * bs >= min(r.computed, self.cfg.max_model_len), f"request {r.idx} computed beyond its slots"
-            assert r.nblocks <= -(-self.cfg.max_model_len // bs), f"request {r.idx} holds more than max_model_len"
+            assert r.nblocks >= blocks_for(cfg, min(r.computed, cfg.max_model_len)), f"request {r.idx} computed beyond its slots"
+            assert r.nblocks <= blocks_for(cfg, cfg.max_model_len), f"request {r.idx} holds more than max_model_len"

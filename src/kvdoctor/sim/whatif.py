@@ -19,8 +19,48 @@ from kvdoctor.sim.scheduler import SchedConfig
 from kvdoctor.sim.workload import Workload
 
 
-def sched_config(resolved: Any, num_blocks: int) -> SchedConfig:
-    """The scheduler limits from a resolved engine (``engine.defaults.ResolvedEngine``)."""
+def kv_layout(grouping: Any) -> dict[str, int]:
+    """Group counts for ``SchedConfig`` from the ledger's KV grouping (``ledger.kv.Grouping``)."""
+    out = {"full_groups": 0, "sliding_groups": 0, "sliding_window": 0, "const_blocks": 0}
+    bs = None
+    for g in getattr(grouping, "groups", ()) or ():
+        spec = g.spec
+        kind = spec.kind
+        if kind == "full":
+            out["full_groups"] += 1
+        elif kind in ("sliding", "chunked"):
+            # chunked local attention holds at most one chunk: a window of chunk_size for the pool
+            out["sliding_groups"] += 1
+            w = spec.sliding_window if kind == "sliding" else spec.chunk_size
+            out["sliding_window"] = max(out["sliding_window"], int(w or 0))
+        elif kind in ("mamba", "linear"):
+            out["const_blocks"] += int(getattr(spec, "mamba_blocks", 1) or 1)
+            continue
+        else:
+            continue
+        bs = bs or spec.block_size
+    if out["full_groups"] + out["sliding_groups"] == 0:
+        return {}
+    if bs:
+        out["block_size"] = int(bs)
+    return out
+
+
+def layout_of(shape: Any, gpu: Any, resolved: Any) -> dict[str, int]:
+    """The KV group layout of this deployment, via the ledger (empty: one full-attention group)."""
+    from kvdoctor.errors import KvdoctorError
+    from kvdoctor.ledger.build import build_ledger
+
+    try:
+        plan = build_ledger(shape, gpu, resolved).plan
+    except KvdoctorError:
+        return {}
+    return kv_layout(getattr(plan, "grouping", None)) if plan is not None else {}
+
+
+def sched_config(resolved: Any, num_blocks: int, layout: dict[str, int] | None = None) -> SchedConfig:
+    """The scheduler limits from a resolved engine (``engine.defaults.ResolvedEngine``) and, for
+    hybrid models, the KV group layout (``kv_layout``)."""
 
     def val(name, default):
         v = getattr(resolved, name, None)
@@ -29,9 +69,11 @@ def sched_config(resolved: Any, num_blocks: int) -> SchedConfig:
     if num_blocks is None or int(num_blocks) < 2:
         raise InputError(f"the KV pool has {num_blocks} blocks: nothing can run (vLLM would refuse to start)")
     override = getattr(resolved, "num_gpu_blocks_override", None)
+    layout = dict(layout or {})
+    block_size = int(layout.pop("block_size", None) or val("block_size", 16))
     return SchedConfig(
         num_blocks=int(override) if override else int(num_blocks),
-        block_size=int(val("block_size", 16)),
+        block_size=block_size,
         max_model_len=int(val("max_model_len", 8192)),
         max_num_seqs=int(val("max_num_seqs", 256)),
         max_num_batched_tokens=int(val("max_num_batched_tokens", 8192)),
@@ -39,6 +81,7 @@ def sched_config(resolved: Any, num_blocks: int) -> SchedConfig:
         enable_chunked_prefill=bool(val("enable_chunked_prefill", True)),
         long_prefill_token_threshold=int(val("long_prefill_token_threshold", 0)),
         scheduling_policy=str(val("scheduling_policy", "fcfs")),
+        **layout,
     )
 
 
@@ -59,12 +102,15 @@ def as_workload(workload: Any, seed: int = 0) -> Workload:
 
 
 def run(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0,
-        detail: bool = False, progress=None, interval_s: float = 10.0) -> SimResult:
-    """The full result (timeline, per-request arrays) for one configuration."""
+        detail: bool = False, progress=None, interval_s: float = 10.0, layout: dict | None = None) -> SimResult:
+    """The full result (timeline, per-request arrays) for one configuration. ``layout``: the KV
+    group layout (``kv_layout(ledger.plan.grouping)``); computed from the ledger when omitted."""
     from kvdoctor.sim.run import simulate
     from kvdoctor.sim.steptime import from_deployment
 
-    cfg = sched_config(resolved, num_blocks)
+    if layout is None:
+        layout = layout_of(shape, gpu, resolved)
+    cfg = sched_config(resolved, num_blocks, layout)
     model = from_deployment(shape, gpu, resolved)
     w = as_workload(workload, seed)
     if len(w) == 0:
