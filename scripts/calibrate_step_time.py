@@ -305,6 +305,20 @@ def main(argv=None) -> int:
         meas = np.array([step_measured(r, L) for r in test])
         pred = np.array([step_predicted(coef["generic"], gpu, r, L) for r in test])
         gen_err.append(rel_err(pred, meas))
+    # leave one GPU out: the mean of the other two GPUs' coefficients, scored on the left-out GPU's
+    # held-out model -- what a GPU without profiles (L40S, B200 ...) can expect from "generic"
+    logo_lines = []
+    logo_all = []
+    for gpu in GPUS:
+        others = [g for g in GPUS if g != gpu]
+        c = {"gemm": [float(np.mean([coef[g]["gemm"][i] for g in others])) for i in range(4)],
+             "ew": {op: [float(np.mean([coef[g]["ew"][op][i] for g in others])) for i in range(2)] for op in ELEMWISE}}
+        test = [r for r in rows if r["gpu"] == gpu and r["model"] == HOLD_OUT[gpu]]
+        L = LAYERS[HOLD_OUT[gpu]]
+        e = rel_err(np.array([step_predicted(c, gpu, r, L) for r in test]), np.array([step_measured(r, L) for r in test]))
+        logo_all.append(e)
+        logo_lines.append(f"| {gpu} (coefficients of {' + '.join(others)}) | {HOLD_OUT[gpu]} | {len(e)} | "
+                          f"{100 * np.median(e):.1f} % | {100 * np.quantile(e, 0.9):.1f} % | {100 * e.max():.1f} % |")
     attn, attn_err = fit_attention(args.profiles)
     net, net_err = fit_network(args.profiles)
     ovh = fit_overheads(args.profiles)
@@ -315,6 +329,7 @@ def main(argv=None) -> int:
         "held_out_operator_median_err": float(np.median(op_all)),
         "held_out_step_median_err": float(np.median(step_all)),
         "generic_step_median_err": float(np.median(gen_all)),
+        "leave_one_gpu_out_step_median_err": float(np.median(np.concatenate(logo_all))),
         "attention_decode_median_err": float(np.median(attn_err["attention decode"])),
         "attention_prefill_median_err": float(np.median(attn_err["attention prefill"])),
         "hold_out": HOLD_OUT,
@@ -342,6 +357,9 @@ def main(argv=None) -> int:
           *step_lines,
           f"| all | | {len(step_all)} | {100 * np.median(step_all):.1f} % | {100 * np.quantile(step_all, 0.9):.1f} % | {100 * step_all.max():.1f} % |",
           f"| generic coefficients (unprofiled GPUs) | | {len(gen_all)} | {100 * np.median(gen_all):.1f} % | {100 * np.quantile(gen_all, 0.9):.1f} % | {100 * gen_all.max():.1f} % |",
+          "", "### Leave one GPU out (generic coefficients for a GPU without profiles), per step", "",
+          "| GPU left out | held-out model | steps | median error | p90 error | max error |", "|---|---|---|---|---|---|",
+          *logo_lines,
           "", "### Attention (A100, 25 % of rows held out) and collectives (fit error)", "",
           "| term | rows | median error | p90 error |", "|---|---|---|---|"]
     for k, e in attn_err.items():
