@@ -9,12 +9,12 @@ average, ``python -c pass`` for scale, and the top ``python -X importtime`` offe
 self). Results are recorded by hand in benchmarks/README.md ("## CLI start-up"). Not a test: timings
 depend on the machine and its load.
 
-Bytecode: an installed package has ``.pyc`` files; a shell with ``PYTHONDONTWRITEBYTECODE=1`` (as on
-the shared development box) recompiles every kvdoctor module on every run (~60 ms). By default the
-children run without that variable (after one warm-up run writes the cache), i.e. as installed;
-``--no-bytecode`` measures the recompiling case.
+Bytecode: an installed package has ``.pyc`` files. In a shell with ``PYTHONDONTWRITEBYTECODE=1`` (the
+shared development box) an editable checkout never gets them, and every run recompiles every kvdoctor
+module (~60 ms more). The children run without that variable, so the warm-up run writes the cache
+(``src/**/__pycache__``, git-ignored) and the timed runs see the package as installed.
 
-Usage: python benchmarks/bench_startup.py [--runs 15] [--top 12] [--no-bytecode]
+Usage: python benchmarks/bench_startup.py [--runs 15] [--top 12]
 """
 
 from __future__ import annotations
@@ -63,12 +63,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--top", type=int, default=12)
-    ap.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE (recompile every run)")
     a = ap.parse_args()
-    if a.no_bytecode:
-        ENV["PYTHONDONTWRITEBYTECODE"] = "1"
-    else:
-        ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+    ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     cmds = {"python -m kvdoctor": [sys.executable, "-m", "kvdoctor", *ARGS]}
     # The console script pip wrote next to the interpreter; a `kvdoctor` found first on PATH may be a
     # pyenv shim (a bash script running `pyenv exec`, 0.1-0.2 s by itself), timed separately.
@@ -79,7 +75,7 @@ def main() -> int:
     if on_path and os.path.realpath(on_path) != os.path.realpath(script):
         cmds[f"kvdoctor via PATH ({'pyenv shim' if 'shims' in on_path else on_path})"] = [on_path, *ARGS]
     cmds["python -c pass (scale)"] = [sys.executable, "-c", "pass"]
-    print(f"interpreter: {sys.executable}; bytecode cache: {'off' if a.no_bytecode else 'on'}; "
+    print(f"interpreter: {sys.executable}; bytecode cache on; "
           f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     for label, cmd in cmds.items():
         ts, cpu = wall(cmd, a.runs)
