@@ -1,3 +1,3 @@
-from kvdoctor.cli.boot import main
+from kvdoctor.entry import main
 
 main()

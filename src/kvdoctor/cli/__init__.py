@@ -63,9 +63,8 @@ def _root(
 
 
 def _register() -> None:
-    from kvdoctor.cli import _select
-
-    wanted = f"{_select.ONLY}_cmd" if _select.ONLY else None
+    only = getattr(sys.modules.get("kvdoctor.entry"), "ONLY", None)  # set by the console entry point
+    wanted = f"{only}_cmd" if only else None
     names = (wanted,) if wanted in _VERB_MODULES else _VERB_MODULES
     for name in names:
         qual = f"{__name__}.{name}"
