@@ -343,13 +343,14 @@ def test_text_colour_only_on_a_terminal_without_no_color(monkeypatch):
 
 def test_ledger_text_path_does_not_import_rich():
     # rich.console + rich.table cost 40-100 ms of the 0.3 s start-up budget (benchmarks/README.md).
-    code = ("import sys, runpy; sys.argv = ['kvdoctor', 'ledger', '--model', %r, '--gpu', 'H100'];\n"
-            "from kvdoctor.cli.boot import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "assert not [m for m in sys.modules if m.startswith('rich')], 'rich imported'\n") % LLAMA
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
-    assert p.returncode == 0, p.stderr
+    # Runs the real entry (python -m kvdoctor, whatever module it boots through) under -X importtime.
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "kvdoctor", "ledger", "--model", LLAMA, "--gpu", "H100"],
+                       capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
     assert "KV budget" in p.stdout
+    imported = [ln.rsplit("|", 1)[-1].strip() for ln in p.stderr.splitlines() if ln.startswith("import time:")]
+    assert "kvdoctor.ledger.build" in imported  # the instrumentation did see our modules
+    assert not [m for m in imported if m == "rich" or m.startswith("rich.")], "rich imported on the ledger text path"
 
 
 def test_dataclasses_on_the_ledger_path_have_docstrings():

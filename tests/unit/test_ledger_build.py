@@ -172,3 +172,33 @@ def test_cudagraph_estimate_env_0_not_deducted_with_vllm_warning():
     assert not on.warnings
     # --enforce-eager: no graphs, nothing to warn about.
     assert not _ledger(env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}, enforce_eager=True).warnings
+
+
+# vllm-reference.md §1.5 worked example (0.33, V2 model runner): the budget must close on the log's terms.
+WORKED_033 = """\
+(EngineCore pid=81234) INFO 11-20 14:01:40 [model_runner.py:429] Model loading took 14.99 GiB memory and 5.312874 seconds
+(EngineCore pid=81234) INFO 11-20 14:02:07 [gpu_worker.py:772] Available KV cache memory: 55.1 GiB
+(EngineCore pid=81234) INFO 11-20 14:02:07 [gpu_worker.py:787] CUDA graph memory profiling is enabled (default since v0.21.0). The current --gpu-memory-utilization=0.9200 is equivalent to --gpu-memory-utilization=0.9133 without CUDA graph memory profiling. To maintain the same effective KV cache size as before, increase --gpu-memory-utilization to 0.9267. To disable, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0.
+(EngineCore pid=81234) INFO 11-20 14:02:07 [kv_cache_utils.py:1147] GPU KV cache size: 451,344 tokens, Maximum concurrency for 131,072 tokens per request: 3.44x
+(EngineCore pid=81234) INFO 11-20 14:02:30 [gpu_worker.py:1003] CUDA graph pool memory: 0.49 GiB (actual), 0.53 GiB (estimated), difference: 0.04 GiB (8.2%).
+(EngineCore pid=81234) INFO 11-20 14:02:31 [gpu_worker.py:1066] Free memory on device (78.62/79.19 GiB) on startup. Desired GPU memory utilization is (0.92, 72.86 GiB). Actual usage is 16.04 GiB for consumed memory (weights + non-torch), 1.72 GiB for peak activation, and 0.49 GiB for CUDAGraph memory. Replace gpu_memory_utilization config with `--kv-cache-memory=58476102946` (54.46 GiB) to fit into requested memory, or `--kv-cache-memory=64664507517` (60.22 GiB) to fully utilize gpu memory. Current kv cache memory in use is 55.1 GiB.
+"""
+
+
+def test_usage_summary_line_read_in_ledger_terms():
+    from kvdoctor.evidence.logs import read_startup_facts
+
+    facts = read_startup_facts(WORKED_033)[-1]
+    led = _ledger(startup=facts)
+    m = {k: f.value / GiB for k, f in led.memory.items()}
+    # vLLM's "peak activation" = transient peak + the CUDA-graph estimate it deducts: 1.72 − 0.53
+    assert led.memory["activation"].source == "measured" and m["activation"] == pytest.approx(1.19, abs=0.006)
+    assert "includes the estimate" in led.memory["activation"].how
+    # consumed (weights + non-torch) − weights
+    assert led.memory["non_torch"].source == "measured" and m["non_torch"] == pytest.approx(1.05, abs=0.006)
+    assert m["cudagraph"] == pytest.approx(0.53, abs=0.006)
+    # and so the budget closes on the log's own figures (§1.5: 72.86 − 16.04 − 1.19 − 0.53 = 55.1)
+    closing = m["requested"] - m["weights"] - m["activation"] - m["non_torch"] - m["cudagraph"]
+    assert closing == pytest.approx(m["kv_cache"], abs=0.02)
+    # the log prints no block count: tokens / L × blocks per request
+    assert led.num_blocks == round(451_344 / 131_072 * 8192) and led.kv["num_blocks"].source == "measured"

@@ -255,6 +255,9 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
                                    figs["cudagraph"].how + " (captured after sizing; not in the KV budget)",
                                    predicted=cg0.bytes)
 
+    if s is not None:
+        _from_usage_summary(s, figs, deducted, act0, nt0)
+
     def budget_of(w: int, act: int, nt: int, cg: int, req: int) -> int:
         return req - w - act - nt - (cg if deducted else 0)
 
@@ -580,6 +583,32 @@ def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, ove
         out["max_concurrency"] = Figure(round(plan.max_concurrency, 4), "predicted", conc_how,
                                         predicted=round(pred.max_concurrency, 4) if pred is not plan else None)
     return out
+
+
+def _from_usage_summary(s: Any, figs: dict[str, Figure], deducted: bool, act0: Any, nt0: Any) -> None:
+    """Read the 0.2x "Free memory on device ... Actual usage is C GiB for consumed memory (weights +
+    non-torch), P GiB for peak activation, and G GiB for CUDAGraph memory" line in the ledger's terms.
+
+    vLLM prints ``peak_activation_memory = transient_peak + cudagraph_estimate_applied``
+    (v1/worker/gpu_worker.py), so taken as is the activation row would count the CUDA-graph estimate
+    twice; and ``C − weights`` is exactly the ledger's non-torch term (persistent buffers + non-torch
+    growth) when the log has no line of its own for it.
+    """
+    refs = getattr(s, "line_refs", {}) or {}
+    summary = refs.get("consumed_bytes")
+    act, cg = figs["activation"], figs["cudagraph"]
+    if (summary is not None and act.source == "measured" and refs.get("activation_bytes") == summary and deducted
+            and cg.source == "measured" and 0 < cg.value <= act.value):
+        figs["activation"] = Figure(act.value - cg.value, "measured",
+                                    f"log line {summary}: peak activation {_gib(act.value)} − CUDA-graph estimate "
+                                    f"{_gib(cg.value)} (vLLM's figure includes the estimate it deducts)",
+                                    predicted=act0.bytes)
+    consumed, weights = getattr(s, "consumed_bytes", None), figs["weights"]
+    if (consumed and figs["non_torch"].source != "measured" and weights.source == "measured"
+            and consumed >= weights.value):
+        figs["non_torch"] = Figure(int(consumed) - weights.value, "measured",
+                                   f"log line {summary}: consumed memory {_gib(consumed)} − weights {_gib(weights.value)}",
+                                   predicted=nt0.bytes)
 
 
 def _blocks_from_log(s: Any, plan: kvm.KvPlan) -> tuple[int | None, str | None]:
