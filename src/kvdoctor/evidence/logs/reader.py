@@ -39,15 +39,34 @@ from kvdoctor.evidence.logs.startup import NEEDLES, StartupCollector
 from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
 from kvdoctor.evidence.model import Event, Segment, SkipReport, StartupFacts, Timeline
 
-CHUNK = 8 << 20
+CHUNK = 1 << 20  # small: a chunk that needs the full path costs little
 MAX_LINE = 1 << 16  # longer lines are cut (and counted); no evidence line is that long
 MAX_EVENTS_PER_KIND = 5000
-STICKY_LINES = 20000  # full path this many lines after the last start-up fact
-SMALL_FILE = 16 << 20  # files below this are read on the full path only (excerpts, small logs)  # bounded memory on a log full of errors; the rest are counted
+STICKY_LINES = 1500
+GAP_S = 60.0  # a stats stream silent for longer than this (and 4 intervals) is read in full around the gap  # full path this many lines after the last start-up fact
+SMALL_FILE = 4 << 20  # files below this are read on the full path only (excerpts, small logs)  # bounded memory on a log full of errors; the rest are counted
 ROLLOVER_S = 180 * 86400
 
 _NEEDLES_B = tuple(n.encode() for n in NEEDLES)
-_ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"Error", b"out of memory", b"died unexpectedly", b"Traceback")
+# What the full path looks for (each rule needle in startup._RULES contains one of these; the
+# table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
+FULL_NEEDLES = (
+    b"KV ", b"GiB", b" GB", b"blocks", b"tokens per request", b"LLM engine", b"non-default args",
+    b"max_num_batched_tokens=", b"max model len", b"block size", b"backend", b"version", b"max seq len",
+    b"rror", b"ERROR", b"Memory profiling", b"is equivalent to", b"uto-fit", b"roughput", b"reqs", b"cache ",
+    b"\x00", b"num_gpu_blocks",
+)
+# The exact vLLM stats line (no foreign prefix): one anchored match instead of envelope + stats.
+FAST_STATS = re.compile(
+    rb"(?:\((?P<proc>[A-Za-z_][\w.\-]*(?: rank=\d+)?) pid=(?P<pid>\d+)\) )?(?:INFO|DEBUG|WARNING) "
+    rb"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? \[?[^\]\s:]+:\d+\] "
+    rb"(?:Engine (?P<eng>\d+): )?Avg prompt throughput: (?P<p>\d+(?:\.\d+)?) tokens/s, Avg generation throughput: "
+    rb"(?P<g>\d+(?:\.\d+)?) tokens/s, Running: (?P<r>\d+) reqs?, (?:Swapped: (?P<sw>\d+) reqs?, )?"
+    rb"(?:Pending|Waiting): (?P<w>\d+) reqs?, (?:Deferred: \d+ reqs?, )?(?:Preemptions: (?P<pre>\d+), )?"
+    rb"GPU KV cache usage: (?P<kv>\d+(?:\.\d+)?)%(?:, Prefix cache hit rate: (?P<h>\d+(?:\.\d+)?)%)?"
+)
+NAN = float("nan")
+_ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"died unexpectedly", b"Traceback")
 _COLS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",
          "prefix_hit_pct", "line_no")
 
@@ -107,10 +126,11 @@ class _Clock:
 
 
 class _Series:
-    __slots__ = ("cols", "is_v0", "proc", "label")
+    __slots__ = ("cols", "is_v0", "proc", "label", "last_dt")
 
     def __init__(self, proc: str, label: str):
         self.cols = {c: array("d") for c in _COLS}
+        self.last_dt = 10.0  # vLLM's default stats interval (VLLM_LOG_STATS_INTERVAL)
         self.is_v0 = False
         self.proc = proc
         self.label = label
@@ -153,8 +173,10 @@ class LogReader:
         self.parsed_lines = 0
         self.total_lines = 0
         self._last_err: tuple[str, float | None, str] | None = None
-        self._prev_fast: tuple[bytes, int] | None = None
+        self._prev_chunk: tuple[bytes, int] | None = None
         self._last_startup_line: int | None = None
+        self._ts_cache: tuple[bytes | None, float] = (None, 0.0)
+        self._series_cache: dict[tuple, _Series] = {}
 
     # -- accounting --------------------------------------------------------------------------
     def _skipped(self, reason: str, line: bytes) -> None:
@@ -266,83 +288,154 @@ class LogReader:
     # -- chunk processing --------------------------------------------------------------------
     def feed_chunk(self, work: bytes, base: int, force_full: bool = False) -> int:
         """``work`` ends with a newline; ``base`` = physical lines before it. Returns its line count."""
+        # Start-up lines without "KV cache" (the 0.2x "Free memory on device" summary, CUDA-graph
+        # pool, "init engine took") follow the KV lines closely: stay on the full path for a while
+        # after start-up activity so a chunk boundary cannot hide them.
+        recent = self._last_startup_line is not None and base - self._last_startup_line < STICKY_LINES
+        verdict = "full" if (force_full or recent) else self._fast(work, base)
+        if verdict != "full":
+            nlines = verdict
+            self.total_lines += nlines
+            self._prev_chunk = (work, base)
+            return nlines
         nlines = work.count(b"\n")
         self.total_lines += nlines
-        # Start-up lines without "KV " (the 0.2x "Free memory on device" summary, CUDA-graph pool,
-        # "init engine took") follow the KV lines closely: stay on the full path for a while after
-        # start-up activity so a chunk boundary cannot hide them.
-        recent = self._last_startup_line is not None and base - self._last_startup_line < STICKY_LINES
-        if not (force_full or recent) and self._fast(work, base):
-            self._prev_fast = (work[-(256 << 10):], base + nlines)
-        else:
-            if self._prev_fast is not None:
-                self._replay_startup_tail(*self._prev_fast)
-            self._full(work, base)
-            self._prev_fast = None
+        if self._prev_chunk is not None:
+            # What led here (an engine dying after its last stats line, the banner and arguments
+            # of a start-up) sits in the previous chunk, already read for its stats: read the rest.
+            self._full(*self._prev_chunk, with_stats=False)
+        self._full(work, base)
+        self._prev_chunk = None
         return nlines
 
-    def _replay_startup_tail(self, tail: bytes, end_line: int) -> None:
-        """A start-up that begins at the end of a fast chunk (``non-default args``, the version
-        banner) and continues in this one: give the collector those earlier lines too."""
-        lines = tail.split(b"\n")
-        lines.pop()
-        first = end_line - len(lines) + 1
-        for k, bl in enumerate(lines):
-            if k == 0 and len(tail) == (256 << 10):
-                continue  # probably a partial line
-            if b"KV " in bl or not any(nd in bl for nd in _NEEDLES_B):
-                continue
-            text = bl.decode("utf-8", "replace")
-            env = parse_envelope(text)
-            if self.collector.feed(first + k, env, env.msg if env is not None else text):
-                self.parsed_lines += 1
+    def _fast(self, work: bytes, base: int) -> int | str:
+        """The steady state: only stats lines and v0 warnings, found with ``bytes.find`` (C speed).
 
-    def _fast(self, work: bytes, base: int) -> bool:
-        if b"LLM engine" in work or b"\x00" in work or b"ERROR" in work or b"\x1b" in work:
-            return False
-        hits: list[tuple[bytes, int, tuple | None]] = []
-        pos = work.find(b"KV ")
+        Returns the chunk's line count when it was fully read that way. Anything else sends it (and the rest of
+        the previous chunk) to the full path: a "KV cache" line that is not a stats line or a warning
+        (a start-up, a KV error), binary or ANSI content, a stats line the fast regex does not take,
+        no stats line at all, or a gap in an engine's stats stream (a restart or a death: vLLM logs
+        stats every few seconds while serving, so the lines explaining a gap are read in full)."""
+        import numpy as np
+
+        nlmask = np.frombuffer(work, dtype=np.uint8) == 10
+        rows: list[tuple] = []
+        warns: list[tuple[bytes, int]] = []
+        pos = work.find(b"KV cache")
         counted_to, line_no = 0, base
+        last_t: dict[int, float] = {}
         while pos != -1:
             ls = work.rfind(b"\n", 0, pos) + 1
             le = work.find(b"\n", pos)
-            line_no += work.count(b"\n", counted_to, ls)
+            line_no += int(np.count_nonzero(nlmask[counted_to:ls]))
             counted_to = ls
             line = work[ls:le]
-            if len(line) > MAX_LINE:
-                return False
-            if b"throughput" in line:
-                row = parse_stats(line)
-                if row is None or line.count(b"Avg prompt throughput") > 1:
-                    return False  # wrapped / glued / cut: the full path joins and splits
-                hits.append((line, line_no + 1, row))
+            if b"\x1b" in line:
+                line = ANSI_B.sub(b"", line)
+            if b"roughput" in line:
+                if len(line) > MAX_LINE or line.count(b"Avg prompt throughput") != 1:
+                    return "full"
+                r = self._stats_fast(line)
+                if r is None:
+                    return "full"
+                s, t, row = r
+                prev = last_t.get(id(s))
+                if prev is None:
+                    prev = s.cols["t"][-1] if len(s.cols["t"]) else None
+                if prev is None or t - prev > max(GAP_S, 4 * s.last_dt):
+                    return "full"
+                if t > prev:
+                    s.last_dt = t - prev
+                last_t[id(s)] = t
+                rows.append((s, t, row, line_no + 1))
             elif b"preempted by" in line:
-                hits.append((line, line_no + 1, None))
+                warns.append((line, line_no + 1))
             else:
-                return False  # a start-up / error line: read the chunk fully
-            pos = work.find(b"KV ", le)
-        for line, n, row in hits:
-            if row is not None:
-                if self._stats(line, n, row):
-                    self.parsed_lines += 1
-            elif self._warning(line, n):
+                return "full"
+            pos = work.find(b"KV cache", le)
+        if not rows:
+            return "full"
+        for s, t, row, n in rows:
+            s.add(t, row, n)
+        self.parsed_lines += len(rows)
+        for line, n in warns:
+            if self._warning(line, n):
                 self.parsed_lines += 1
-        return True
+        p = work.find(b"\x00")  # memchr: binary junk is counted, never parsed
+        while p != -1:
+            ls = work.rfind(b"\n", 0, p) + 1
+            le = work.find(b"\n", p)
+            if not work[ls:le].replace(b"\x00", b"").strip():
+                self._skipped("binary", b"\\x00...")
+            p = work.find(b"\x00", le)
+        return int(np.count_nonzero(nlmask))
 
-    def _full(self, work: bytes, base: int) -> None:
+    def _stats_fast(self, line: bytes) -> tuple | None:
+        m = FAST_STATS.match(line)
+        if m is None:
+            return None
+        proc, pid, ts, eng, p, g, r, sw, w, pre, kv, h = m.groups()
+        if ts == self._ts_cache[0]:
+            t = self._ts_cache[1]
+        else:
+            try:
+                t = self.clock.epoch(None, int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]), float(ts[12:14]))
+            except ValueError:
+                return None
+            self._ts_cache = (ts, t)
+        skey = (proc, pid, eng)
+        s = self._series_cache.get(skey)
+        if s is None:
+            pk = "main" if proc is None else f"{proc.decode('utf-8', 'replace')} pid={pid.decode()}"
+            label = "" if eng is None else "Engine " + eng.decode()
+            key = (pk, label)
+            s = self.series.get(key)
+            if s is None:
+                s = self.series[key] = _Series(pk, label)
+            self._series_cache[skey] = s
+        is_v0 = sw is not None
+        return s, t, (None, float(p), float(g), float(r), float(w), float(sw) if is_v0 else NAN,
+                      float(pre) if pre is not None else (NAN if is_v0 else 0.0), float(kv),
+                      float(h) if h is not None else NAN, is_v0)
+
+    def _full(self, work: bytes, base: int, with_stats: bool = True) -> None:
+        """Every line that holds a needle of any rule, in order; plus the hostile-line accounting.
+        ``with_stats=False`` re-reads a chunk whose stats lines were already taken (errors, start-up)."""
         if b"\x1b" in work:
             work = ANSI_B.sub(b"", work)
-        lines = work.split(b"\n")
-        lines.pop()  # after the final newline
-        i, total = 0, len(lines)
+        starts: set[int] = set()
+        for nd in FULL_NEEDLES:
+            p = work.find(nd)
+            while p != -1:
+                ls = work.rfind(b"\n", 0, p) + 1
+                starts.add(ls)
+                le = work.find(b"\n", p)
+                if le == -1:
+                    break
+                if nd == b"Memory profiling" and work[le - 1:le] == b":":
+                    # v0's tabular block: "Memory profiling results:" then one "key  value" row per line
+                    q = le
+                    for _ in range(12):
+                        if q + 1 >= len(work):
+                            break
+                        starts.add(q + 1)
+                        q = work.find(b"\n", q + 1)
+                        if q == -1:
+                            break
+                p = work.find(nd, le)
+        if with_stats:
+            self._hostile(work, base)
         col = self.collector
-        while i < total:
-            bl = lines[i]
-            n = base + i + 1
-            i += 1
-            if len(bl) > MAX_LINE:
-                self._skipped("too-long", bl)
-                bl = bl[:MAX_LINE]
+        consumed = -1  # byte offset up to which lines were eaten by a join
+        counted_to, line_no = 0, base
+        for ls in sorted(starts):
+            if ls < consumed:
+                continue
+            line_no += work.count(b"\n", counted_to, ls)
+            counted_to = ls
+            n = line_no + 1
+            le = work.find(b"\n", ls)
+            bl = work[ls:le] if le - ls <= MAX_LINE else work[ls:ls + MAX_LINE]
             if b"\x00" in bl:
                 bl = bl.replace(b"\x00", b"")
                 if not bl.strip():
@@ -350,33 +443,35 @@ class LogReader:
                     continue
             if b"\r" in bl:
                 bl = bl.rstrip(b"\r")
-            if (b"Avg prompt throughput" not in bl and i < total and _looks_like_stats_tail(lines[i])
-                    and ENVELOPE_B.search(lines[i]) is None and ENVELOPE_B.search(bl) is not None):
-                # a stats record wrapped by a terminal before "Avg prompt throughput" was complete
-                joined, j = bl, i
-                while j < total and j < i + 4 and ENVELOPE_B.search(lines[j]) is None:
-                    joined += lines[j].rstrip(b"\r")
-                    j += 1
-                    if parse_stats(joined) is not None:
-                        break
-                if parse_stats(joined) is not None:
-                    if self._stats(joined, n):
-                        self.parsed_lines += 1
-                    i = j
+            if not with_stats and (b"roughput" in bl or b"preempted by" in bl):
+                continue
+            if b"Avg prompt throughput" not in bl and _looks_like_stats_tail(bl) and ENVELOPE_B.search(bl) is None:
+                # a continuation of a terminal-wrapped stats record: join from its envelope line
+                done = self._join_back(work, ls, le, n)
+                if done is not None:
+                    if done > 0:
+                        consumed = max(consumed, done)
                     continue
             if b"Avg prompt throughput" in bl:
                 r = self._stats(bl, n)
                 if r is None and parse_stats(bl) is None:
-                    # terminal-wrapped: join the following envelope-less fragments
-                    joined, j = bl, i
-                    while j < total and j < i + 3 and ENVELOPE_B.search(lines[j]) is None:
-                        joined += lines[j].rstrip(b"\r")
-                        j += 1
-                        if parse_stats(joined) is not None:
+                    # cut by a terminal: join the following envelope-less fragments
+                    joined, j_end, ok = bl, le, False
+                    for _ in range(3):
+                        nxt_end = work.find(b"\n", j_end + 1)
+                        if nxt_end == -1:
                             break
-                    if j > i and parse_stats(joined) is not None:
+                        nxt = work[j_end + 1:nxt_end]
+                        if ENVELOPE_B.search(nxt) is not None:
+                            break
+                        joined += nxt.rstrip(b"\r")
+                        j_end = nxt_end
+                        if parse_stats(joined) is not None:
+                            ok = True
+                            break
+                    if ok:
                         r = self._stats(joined, n)
-                        i = j  # the fragments belong to this record
+                        consumed = max(consumed, j_end)
                     else:
                         self._skipped("malformed-stats", bl)
                 if r:
@@ -388,22 +483,73 @@ class LogReader:
                 continue
             hit = False
             if any(nd in bl for nd in _ERR_NEEDLES):
-                m = ENVELOPE_B.search(bl)
-                hit = self._error(bl, n, m)
-            if any(nd in bl for nd in _NEEDLES_B) or b"Memory profiling results" in bl or col._table_mode:
-                text = bl.decode("utf-8", "replace")
-                env = parse_envelope(text)
-                msg = env.msg if env is not None else text
-                if col.feed(n, env, msg):
-                    hit = True
-                    self._last_startup_line = n
+                hit = self._error(bl, n, ENVELOPE_B.search(bl))
+            text = bl.decode("utf-8", "replace")
+            env = parse_envelope(text)
+            if col.feed(n, env, env.msg if env is not None else text):
+                hit = True
+                self._last_startup_line = n
             if hit:
                 self.parsed_lines += 1
-            elif bl.isascii() is False and b"\xef\xbf\xbd" not in bl:
-                try:
-                    bl.decode("utf-8")
-                except UnicodeDecodeError:
-                    self._skipped("invalid-utf8", bl)
+
+    def _join_back(self, work: bytes, ls: int, le: int, n: int) -> int | None:
+        """A stats fragment without envelope: find the envelope line up to 3 lines above, join the
+        fragments down to one that parses. Returns the end offset consumed, 0 when the record was
+        already read from its first line, None when this is not a wrapped stats record."""
+        start = ls
+        for _ in range(3):
+            if start == 0:
+                return None
+            ps = work.rfind(b"\n", 0, start - 1) + 1
+            prev = work[ps:start - 1]
+            start = ps
+            if ENVELOPE_B.search(prev) is not None:
+                break
+        else:
+            return None
+        if b"Avg prompt throughput" in work[start:ls]:
+            return 0  # the record's first line carries the marker: it was (or will be) joined from there
+        end = le
+        for _ in range(3):
+            joined = work[start:end].replace(b"\r\n", b"").replace(b"\n", b"")
+            if parse_stats(joined) is not None:
+                first_n = n - work.count(b"\n", start, ls)
+                if self._stats(joined, first_n):
+                    self.parsed_lines += 1
+                return end
+            nxt = work.find(b"\n", end + 1)
+            if nxt == -1:
+                break
+            end = nxt
+        return None
+
+    def _hostile(self, work: bytes, base: int) -> None:
+        """Too-long lines and invalid UTF-8, counted (a full chunk only: hostile input lands here)."""
+        import numpy as np
+
+        arr = np.frombuffer(work, dtype=np.uint8)
+        nl = np.flatnonzero(arr == 10)
+        if len(nl):
+            lens = np.diff(np.concatenate(([-1], nl))) - 1
+            for k in np.flatnonzero(lens > MAX_LINE)[:1000]:
+                self._skipped("too-long", work[int(nl[k] - lens[k]): int(nl[k] - lens[k]) + 160])
+        if not work.isascii():
+            try:
+                work.decode("utf-8")
+            except UnicodeDecodeError:
+                hi = np.flatnonzero(arr >= 0x80)
+                line_idx = np.unique(np.searchsorted(nl, hi))
+                for k in line_idx[:100000]:
+                    a = int(nl[k - 1]) + 1 if k > 0 else 0
+                    b = int(nl[k]) if k < len(nl) else len(work)
+                    seg = work[a:b]
+                    if len(seg) > MAX_LINE:
+                        continue  # already counted as too long
+                    try:
+                        seg.decode("utf-8")
+                    except UnicodeDecodeError:
+                        if seg.replace(b"\x00", b"").strip():
+                            self._skipped("invalid-utf8", seg)
 
     # -- the end -----------------------------------------------------------------------------
     def finish(self) -> LogRead:

@@ -318,9 +318,28 @@ class StartupCollector:
         self.facts: list[StartupFacts] = []
         self._cur: _Builder | None = None
         self._table_mode = False  # inside a tabular "Memory profiling results:" block
+        self._year_add = 0.0
+        self._max_ord: float | None = None
+        self._line_ts: float | None = None
         self._table_proc: str | None = None
 
     # -- segmentation ------------------------------------------------------------------------
+    def _ts(self, env: Envelope | None) -> float | None:
+        """An ordering key for year-less timestamps that survives New Year (12-31 → 01-01)."""
+        if env is None:
+            return None
+        k = ((env.mon - 1) * 31 + env.day - 1) * 86400.0 + env.hh * 3600 + env.mi * 60 + env.ss
+        if env.year:
+            k += env.year * 400 * 86400.0
+        else:
+            k += self._year_add
+            if self._max_ord is not None and k < self._max_ord - 180 * 86400:
+                self._year_add += 372 * 86400.0
+                k += 372 * 86400.0
+        if self._max_ord is None or k > self._max_ord:
+            self._max_ord = k
+        return k
+
     def _builder(self, line_no: int) -> _Builder:
         if self._cur is None:
             self._cur = _Builder(line_no)
@@ -339,7 +358,7 @@ class StartupCollector:
             return
         if "took" in msg and worker_rank(env.proc if env else None) != 0:
             return  # other ranks report their own load; not a new start
-        ts = env.sort_key() if env else None
+        ts = self._line_ts
         # Only a marker *later* than this start's KV figures opens a new start: an earlier line
         # pasted out of order (or a timestamp-less excerpt) belongs to the current one.
         if ts is None or cur.last_kv_ts is None or ts < cur.last_kv_ts:
@@ -350,7 +369,7 @@ class StartupCollector:
         """A KV figure reported again by the same worker at a later time = the engine restarted."""
         cur = self._builder(line_no)
         label = env.process_key if env else "main"
-        ts = env.sort_key() if env else None
+        ts = self._line_ts
         prev = cur.kv_seen.get((name, label))
         if prev is not None:
             pval, pts = prev
@@ -365,6 +384,7 @@ class StartupCollector:
     # -- feeding -----------------------------------------------------------------------------
     def feed(self, line_no: int, env: Envelope | None, msg: str) -> bool:
         """Returns True when the message carried a start-up fact."""
+        self._line_ts = self._ts(env)
         try:
             return self._feed(line_no, env, msg)
         except (ValueError, OverflowError, IndexError, RecursionError, MemoryError):
