@@ -32,18 +32,23 @@ TARGET_S = 0.3
 ENV = {**os.environ, "NO_COLOR": "1"}
 
 
-def wall(cmd: list[str], runs: int) -> tuple[list[float], list[float]]:
-    """(wall seconds, child CPU seconds) per run, after one warm-up run (page cache, .pyc files)."""
-    subprocess.run(cmd, capture_output=True, env=ENV, check=True)
-    walls, cpus = [], []
-    for _ in range(runs):
-        before = os.times()
-        t0 = time.perf_counter()
+def wall(cmds: dict[str, list[str]], runs: int) -> dict[str, tuple[list[float], list[float]]]:
+    """(wall seconds, child CPU seconds) per command and run. The commands are interleaved round by
+    round, so a burst of load on the shared box hits all of them alike; one warm-up run each first
+    (page cache, .pyc files)."""
+    for cmd in cmds.values():
         subprocess.run(cmd, capture_output=True, env=ENV, check=True)
-        walls.append(time.perf_counter() - t0)
-        after = os.times()
-        cpus.append(after.children_user + after.children_system - before.children_user - before.children_system)
-    return walls, cpus
+    out: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in cmds}
+    for _ in range(runs):
+        for label, cmd in cmds.items():
+            before = os.times()
+            t0 = time.perf_counter()
+            subprocess.run(cmd, capture_output=True, env=ENV, check=True)
+            out[label][0].append(time.perf_counter() - t0)
+            after = os.times()
+            out[label][1].append(after.children_user + after.children_system
+                                 - before.children_user - before.children_system)
+    return out
 
 
 def importtime(top: int) -> tuple[list[tuple[int, int, str]], int]:
@@ -77,8 +82,7 @@ def main() -> int:
     cmds["python -c pass (scale)"] = [sys.executable, "-c", "pass"]
     print(f"interpreter: {sys.executable}; bytecode cache on; "
           f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-    for label, cmd in cmds.items():
-        ts, cpu = wall(cmd, a.runs)
+    for label, (ts, cpu) in wall(cmds, a.runs).items():
         med = statistics.median(ts)
         flag = "" if "scale" in label else f"; target {TARGET_S} s: {'OK' if med < TARGET_S else 'OVER TARGET'}"
         print(f"{label:34s} wall min {min(ts):.3f} s  median {med:.3f} s  max {max(ts):.3f} s | CPU min "
