@@ -384,3 +384,28 @@ def test_gpu_cc_forms():
             self.compute_capability = cc
     assert [gpu_cc(G(x)) for x in ((9, 0), "8.6", 8.9, 90, 10)] == [90, 86, 89, 90, 100]
     assert gpu_cc(None) is None and gpu_cc(G(None)) is None
+
+
+def test_forced_attention_backend_sets_block_size_or_is_vllms_error():
+    llama, dsv3 = lookup_model("meta-llama/Llama-3.1-8B-Instruct"), lookup_model("deepseek-ai/DeepSeek-V3")
+    h100, a100 = lookup_gpu("H100"), lookup_gpu("A100-80GB")
+
+    def res(line, shape=llama, gpu=h100, version="0.33.0"):
+        return resolve(parse_serve_line(line), shape, gpu, version=version)
+
+    r = res("vllm serve x --attention-backend flashinfer")
+    assert (r.attention_backend, r.sources["attention_backend"], r.block_size) == ("FLASHINFER", "given", 16)
+    # FlashMLA only takes 64-token blocks: forcing it on DeepSeek changes the page and so the KV count
+    r = res("vllm serve x -tp 8 --attention-backend FLASHMLA", shape=dsv3)
+    assert (r.attention_backend, r.block_size) == ("FLASHMLA", 64)
+    r = res("vllm serve x --attention-config '{\"backend\": \"TRITON_ATTN\"}'")
+    assert r.attention_backend == "TRITON_ATTN" and "--attention-config" not in " ".join(r.notes)
+    # a forced backend is validated, never swapped for the next one (platforms/cuda.py)
+    with pytest.raises(ConfigError, match=r"Selected backend AttentionBackendEnum.FLASH_ATTN is not valid .*FA2"):
+        res("vllm serve x --attention-backend FLASH_ATTN --kv-cache-dtype fp8", gpu=a100)
+    with pytest.raises(ConfigError, match="MLA backend needs an MLA model"):
+        res("vllm serve x --attention-backend FLASHMLA")
+    # VLLM_ATTENTION_BACKEND: read by old releases, silently ignored by new ones (said in a note)
+    assert res("VLLM_ATTENTION_BACKEND=FLASHINFER vllm serve x", version="0.12.0").attention_backend == "FLASHINFER"
+    r = res("VLLM_ATTENTION_BACKEND=FLASHINFER vllm serve x")
+    assert r.attention_backend == "FLASH_ATTN" and any("is ignored by vLLM 0.33.0" in n for n in r.notes)

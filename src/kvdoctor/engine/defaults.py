@@ -702,6 +702,27 @@ def _resolve_backend(acc: _Acc, shape: Any, cc: int | None, kv_dtype: str, tr: V
         return backend, int(acc.values["block_size"])
     rejected: list[str] = []
     chosen = None
+    selected, sel_how = _selected_backend(acc.cfg, tr)
+    if selected is None and acc.cfg.env.get("VLLM_ATTENTION_BACKEND"):
+        acc.notes.append(f"VLLM_ATTENTION_BACKEND={acc.cfg.env['VLLM_ATTENTION_BACKEND']} is ignored by vLLM {tr.version} "
+                         "(deprecated by PR #26315; use --attention-backend): the default selection applies")
+    if selected is not None:
+        b = BACKENDS.get(selected)
+        if b is None:
+            acc.notes.append(f"{sel_how}: backend {selected} is not modelled; kvdoctor uses vLLM's priority list "
+                             "(block size may differ)")
+        else:
+            why = ("an MLA model needs an MLA backend" if is_mla and "MLA" not in selected else
+                   "an MLA backend needs an MLA model" if not is_mla and "MLA" in selected else
+                   _backend_rejects(b, eff_cc, sel_kv, user_block, head, model_dtype))
+            if why is not None:
+                # platforms/cuda.py get_attn_backend_cls: a selected backend is validated, never replaced.
+                raise ConfigError(f"Selected backend AttentionBackendEnum.{selected} is not valid for this "
+                                  f"configuration. Reason: ['{why}']")
+            acc.set("attention_backend", b.name, "given", sel_how)
+            block = user_block if user_block is not None else b.default_block
+            _set_block(acc, user_block, block, f"{b.name} preferred block size")
+            return b.name, int(acc.values["block_size"])
     for name in backend_priorities(is_mla, eff_cc):
         b = BACKENDS[name]
         why = _backend_rejects(b, eff_cc, sel_kv, user_block, head, model_dtype)
@@ -728,6 +749,38 @@ def _resolve_backend(acc: _Acc, shape: Any, cc: int | None, kv_dtype: str, tr: V
         acc.notes.append("hybrid (Mamba/linear-attention) model: vLLM raises the attention block size so its page "
                          "matches the state page (see the ledger's page math)")
     return chosen.name, int(acc.values["block_size"])
+
+
+# VLLM_ATTENTION_BACKEND: deprecated by vllm PR #26315 in favour of --attention-backend /
+# --attention-config.backend ("will be removed in v0.14.0 or v1.0.0"; 0.14.1 still warned), absent from
+# 0.26's source (vllm issue #50292: silently ignored). ASSUMPTION: read until 0.14.x, ignored from 0.15.0.
+ATTENTION_BACKEND_ENV_UNTIL = (0, 15, 0)
+
+
+def _selected_backend(cfg: EngineConfig, tr: VersionTraits) -> tuple[str | None, str]:
+    """The backend the operator forced: --attention-backend, --attention-config.backend /
+    '{"backend": ...}', else VLLM_ATTENTION_BACKEND where the release still reads it."""
+    ex = cfg.extra
+    for key in ("attention_backend", "attention_config.backend"):
+        if ex.get(key):
+            return str(ex[key]).strip().upper(), f"--{key.replace('_', '-')} {ex[key]} ({cfg.origin})"
+    ac = ex.get("attention_config")
+    if isinstance(ac, str):
+        import json
+
+        try:
+            ac = json.loads(ac)
+        except ValueError:
+            ac = None
+    if isinstance(ac, dict) and ac.get("backend"):
+        return str(ac["backend"]).strip().upper(), f"--attention-config backend {ac['backend']} ({cfg.origin})"
+    env = cfg.env.get("VLLM_ATTENTION_BACKEND")
+    if env:
+        if tr.version < ATTENTION_BACKEND_ENV_UNTIL:
+            return env.strip().upper(), f"VLLM_ATTENTION_BACKEND={env}"
+        # vLLM ignores it silently from here on; say so, since the operator believes it took effect.
+        return None, ""
+    return None, ""
 
 
 def _set_block(acc: _Acc, user_block: int | None, block: int, how: str) -> None:

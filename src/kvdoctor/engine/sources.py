@@ -760,9 +760,14 @@ def from_startup(facts: Any, *, origin: str | None = None) -> EngineConfig:
     return cfg
 
 
+# Flags kept in ``extra`` (not EngineConfig fields, so the journal's schema stays put) that
+# engine.defaults nevertheless reads: the forced attention backend decides the block size.
+MODELLED_EXTRA = frozenset({"attention_backend", "attention_config.backend", "attention_config"})
+
+
 def unknown_flags(cfg: EngineConfig) -> list[str]:
-    """Flags kept verbatim in ``extra``, spelled as vLLM flags (for reporting)."""
-    return sorted("--" + k.replace("_", "-") for k in cfg.extra)
+    """Flags kept verbatim in ``extra`` and not modelled, spelled as vLLM flags (for reporting)."""
+    return sorted("--" + k.replace("_", "-") for k in cfg.extra if k not in MODELLED_EXTRA)
 
 
 def merge(configs: Iterable[EngineConfig]) -> EngineConfig:
