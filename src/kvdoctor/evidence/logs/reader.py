@@ -41,10 +41,11 @@ from kvdoctor.evidence.model import Event, Segment, SkipReport, StartupFacts, Ti
 
 CHUNK = 1 << 20  # small: a chunk that needs the full path costs little
 MAX_LINE = 1 << 16  # longer lines are cut (and counted); no evidence line is that long
-MAX_EVENTS_PER_KIND = 5000
-STICKY_LINES = 1500
-GAP_S = 60.0  # a stats stream silent for longer than this (and 4 intervals) is read in full around the gap  # full path this many lines after the last start-up fact
-SMALL_FILE = 4 << 20  # files below this are read on the full path only (excerpts, small logs)  # bounded memory on a log full of errors; the rest are counted
+MAX_EVENTS_PER_KIND = 5000  # bounded memory on a log full of errors; the rest are counted
+MAX_WARNINGS = 200_000  # v0 warnings carry the preemption counts: keep (nearly) all
+STICKY_LINES = 500  # full path this many lines after the last start-up fact
+GAP_S = 60.0  # a stats stream silent for longer than this (and 4 intervals) is read in full around the gap
+SMALL_FILE = 4 << 20  # files below this are read on the full path only (excerpts, small logs)
 ROLLOVER_S = 180 * 86400
 
 _NEEDLES_B = tuple(n.encode() for n in NEEDLES)
@@ -126,30 +127,31 @@ class _Clock:
 
 
 class _Series:
-    __slots__ = ("cols", "is_v0", "proc", "label", "last_dt")
+    __slots__ = ("data", "is_v0", "proc", "label", "last_dt")
 
     def __init__(self, proc: str, label: str):
-        self.cols = {c: array("d") for c in _COLS}
+        self.data = array("d")  # row-major, len(_COLS) values per sample: one extend per sample
         self.last_dt = 10.0  # vLLM's default stats interval (VLLM_LOG_STATS_INTERVAL)
         self.is_v0 = False
         self.proc = proc
         self.label = label
 
+    @property
+    def last_t(self) -> float | None:
+        return self.data[-len(_COLS)] if self.data else None
+
     def add(self, t: float, row: tuple, line_no: int) -> None:
         _, ptps, gtps, running, waiting, swapped, preempt, kv, prefix, is_v0 = row
-        c = self.cols
-        c["t"].append(t)
-        c["running"].append(running)
-        c["waiting"].append(waiting)
-        c["kv_usage_pct"].append(kv)
-        c["preemptions"].append(preempt)
-        c["prompt_tps"].append(ptps)
-        c["gen_tps"].append(gtps)
-        c["swapped"].append(swapped)
-        c["prefix_hit_pct"].append(prefix)
-        c["line_no"].append(line_no)
+        # order = _COLS
+        self.data.extend((t, running, waiting, kv, preempt, ptps, gtps, swapped, prefix, line_no))
         if is_v0:
             self.is_v0 = True
+
+    def columns(self):
+        import numpy as np
+
+        m = np.frombuffer(self.data, dtype=np.float64).reshape(-1, len(_COLS)) if self.data else np.empty((0, len(_COLS)))
+        return {c: m[:, k] for k, c in enumerate(_COLS)}
 
 
 def _proc_key(m: re.Match | None) -> str:
@@ -173,7 +175,8 @@ class LogReader:
         self.parsed_lines = 0
         self.total_lines = 0
         self._last_err: tuple[str, float | None, str] | None = None
-        self._prev_chunk: tuple[bytes, int] | None = None
+        self._prev_chunk: tuple[bytes, int, int, int] | None = None
+        self._gap_ok_first = False
         self._last_startup_line: int | None = None
         self._ts_cache: tuple[bytes | None, float] = (None, 0.0)
         self._series_cache: dict[tuple, _Series] = {}
@@ -252,7 +255,7 @@ class LogReader:
     def _event(self, ev: Event, proc: str) -> None:
         c = self.event_counts.get(ev.kind, 0) + 1
         self.event_counts[ev.kind] = c
-        if c > MAX_EVENTS_PER_KIND:
+        if c > (MAX_WARNINGS if ev.kind == "preemption-warning" else MAX_EVENTS_PER_KIND):
             self.events_dropped += 1
             return
         self.events.append((ev, proc))
@@ -293,73 +296,96 @@ class LogReader:
         # after start-up activity so a chunk boundary cannot hide them.
         recent = self._last_startup_line is not None and base - self._last_startup_line < STICKY_LINES
         verdict = "full" if (force_full or recent) else self._fast(work, base)
-        if verdict != "full":
-            nlines = verdict
-            self.total_lines += nlines
-            self._prev_chunk = (work, base)
-            return nlines
+        if isinstance(verdict, int):
+            self.total_lines += verdict
+            return verdict
+        self._replay_prev()
+        if isinstance(verdict, tuple):
+            # a gap in a stats stream at byte `cut`: what came before it (a death, a restart's
+            # start-up lines) is read in full, the rest of the chunk on the fast path again
+            _, cut = verdict
+            head = self._full_counted(work[:cut], base)
+            self._gap_ok_first = True
+            return head + self.feed_chunk(work[cut:], base + head)
+        return self._full_counted(work, base)
+
+    def _full_counted(self, work: bytes, base: int) -> int:
         nlines = work.count(b"\n")
         self.total_lines += nlines
-        if self._prev_chunk is not None:
-            # What led here (an engine dying after its last stats line, the banner and arguments
-            # of a start-up) sits in the previous chunk, already read for its stats: read the rest.
-            self._full(*self._prev_chunk, with_stats=False)
         self._full(work, base)
         self._prev_chunk = None
         return nlines
 
-    def _fast(self, work: bytes, base: int) -> int | str:
+    def _replay_prev(self) -> None:
+        """What led to a start-up or a gap (an engine dying after its last stats line, the banner and
+        arguments of a restart) sits after the last stats line of the previous fast chunk: read it."""
+        if self._prev_chunk is not None:
+            work, base, tail_at, tail_base = self._prev_chunk
+            self._prev_chunk = None
+            if tail_at < len(work):
+                self._full(work[tail_at:], tail_base, with_stats=False)
+
+    def _fast(self, work: bytes, base: int) -> int | str | tuple:
         """The steady state: only stats lines and v0 warnings, found with ``bytes.find`` (C speed).
 
-        Returns the chunk's line count when it was fully read that way. Anything else sends it (and the rest of
-        the previous chunk) to the full path: a "KV cache" line that is not a stats line or a warning
-        (a start-up, a KV error), binary or ANSI content, a stats line the fast regex does not take,
-        no stats line at all, or a gap in an engine's stats stream (a restart or a death: vLLM logs
-        stats every few seconds while serving, so the lines explaining a gap are read in full)."""
+        Returns the chunk's line count when it was fully read that way. Anything else sends it (and
+        the rest of the previous chunk) to the full path: a "KV cache" line that is not a stats line
+        or a warning (a start-up, a KV error), a stats line the fast regex does not take, no stats
+        line at all, or a gap in an engine's stats stream (a restart or a death: vLLM logs stats every
+        few seconds while serving, so the lines explaining a gap are read in full) — then
+        ``("split", offset)``: the part before the gap goes to the full path."""
         import numpy as np
 
-        nlmask = np.frombuffer(work, dtype=np.uint8) == 10
         rows: list[tuple] = []
         warns: list[tuple[bytes, int]] = []
+        offs: list[int] = []
         pos = work.find(b"KV cache")
-        counted_to, line_no = 0, base
+        last_end = -1
         last_t: dict[int, float] = {}
+        gap_ok, self._gap_ok_first = self._gap_ok_first, False
         while pos != -1:
             ls = work.rfind(b"\n", 0, pos) + 1
             le = work.find(b"\n", pos)
-            line_no += int(np.count_nonzero(nlmask[counted_to:ls]))
-            counted_to = ls
             line = work[ls:le]
             if b"\x1b" in line:
                 line = ANSI_B.sub(b"", line)
             if b"roughput" in line:
-                if len(line) > MAX_LINE or line.count(b"Avg prompt throughput") != 1:
+                if len(line) > MAX_LINE:
                     return "full"
                 r = self._stats_fast(line)
                 if r is None:
-                    return "full"
+                    return "full"  # wrapped, glued, foreign prefix, unusual fields
                 s, t, row = r
                 prev = last_t.get(id(s))
                 if prev is None:
-                    prev = s.cols["t"][-1] if len(s.cols["t"]) else None
-                if prev is None or t - prev > max(GAP_S, 4 * s.last_dt):
-                    return "full"
+                    prev = s.last_t
+                if (prev is None or t - prev > max(GAP_S, 4 * s.last_dt)) and not (gap_ok and ls == 0):
+                    return "full" if ls == 0 else ("split", ls)
                 if t > prev:
                     s.last_dt = t - prev
                 last_t[id(s)] = t
-                rows.append((s, t, row, line_no + 1))
+                rows.append((s, t, row, len(offs)))
             elif b"preempted by" in line:
-                warns.append((line, line_no + 1))
+                warns.append((line, len(offs)))
             else:
                 return "full"
+            offs.append(ls)
+            last_end = le
             pos = work.find(b"KV cache", le)
         if not rows:
             return "full"
-        for s, t, row, n in rows:
-            s.add(t, row, n)
+        # line numbers of all hits at once: where the newlines are, and how many precede each hit
+        nl = np.flatnonzero(np.frombuffer(work, dtype=np.uint8) == 10)
+        before = np.searchsorted(nl, np.asarray(offs, dtype=np.int64))
+        total = len(nl)
+        line_of = (before + (base + 1)).tolist()
+        # remember where the last evidence line ended: the rest may explain a gap that follows
+        self._prev_chunk = (work, base, last_end + 1, line_of[-1])
+        for s, t, row, k in rows:
+            s.add(t, row, line_of[k])
         self.parsed_lines += len(rows)
-        for line, n in warns:
-            if self._warning(line, n):
+        for line, k in warns:
+            if self._warning(line, line_of[k]):
                 self.parsed_lines += 1
         p = work.find(b"\x00")  # memchr: binary junk is counted, never parsed
         while p != -1:
@@ -368,11 +394,11 @@ class LogReader:
             if not work[ls:le].replace(b"\x00", b"").strip():
                 self._skipped("binary", b"\\x00...")
             p = work.find(b"\x00", le)
-        return int(np.count_nonzero(nlmask))
+        return total
 
     def _stats_fast(self, line: bytes) -> tuple | None:
         m = FAST_STATS.match(line)
-        if m is None:
+        if m is None or line.find(b"Avg prompt", m.end()) != -1:
             return None
         proc, pid, ts, eng, p, g, r, sw, w, pre, kv, h = m.groups()
         if ts == self._ts_cache[0]:
@@ -577,7 +603,7 @@ class LogReader:
 
         out_of_order = 0
         for (proc, label), s in self.series.items():
-            cols = {c: np.frombuffer(a, dtype=np.float64) if len(a) else np.empty(0) for c, a in s.cols.items()}
+            cols = s.columns()
             line_nos = cols["line_no"]
             idx = np.searchsorted(np.asarray(starts, dtype=np.float64), line_nos, side="right") - 1
             for k in np.unique(idx):
