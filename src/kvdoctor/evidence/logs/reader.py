@@ -339,32 +339,46 @@ class LogReader:
         rows: list[tuple] = []
         warns: list[tuple[bytes, int]] = []
         offs: list[int] = []
+        tcache: dict[bytes, float] = {}
         pos = work.find(b"KV cache")
         last_end = -1
         last_t: dict[int, float] = {}
         gap_ok, self._gap_ok_first = self._gap_ok_first, False
+        ansi = b"\x1b" in work  # memchr
         while pos != -1:
             ls = work.rfind(b"\n", 0, pos) + 1
             le = work.find(b"\n", pos)
             line = work[ls:le]
-            if b"\x1b" in line:
+            if ansi and b"\x1b" in line:
                 line = ANSI_B.sub(b"", line)
-            if b"roughput" in line:
-                if len(line) > MAX_LINE:
-                    return "full"
-                r = self._stats_fast(line)
-                if r is None:
-                    return "full"  # wrapped, glued, foreign prefix, unusual fields
-                s, t, row = r
+            m = FAST_STATS.match(line)
+            if m is not None:
+                if le - ls > MAX_LINE or line.find(b"Avg prompt", m.end()) != -1:
+                    return "full"  # glued records, a huge line
+                g = m.groups()
+                t = tcache.get(g[2])
+                if t is None:
+                    ts = g[2]
+                    try:
+                        t = self.clock.epoch(None, int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]),
+                                             float(ts[12:14]))
+                    except ValueError:
+                        return "full"
+                    tcache[ts] = t
+                s = self._series_cache.get(g[:2] + (g[3],))
+                if s is None:
+                    s = self._series_for(g[0], g[1], g[3])
                 prev = last_t.get(id(s))
                 if prev is None:
                     prev = s.last_t
                 if (prev is None or t - prev > max(GAP_S, 4 * s.last_dt)) and not (gap_ok and ls == 0):
                     return "full" if ls == 0 else ("split", ls)
-                if t > prev:
+                if prev is not None and t > prev:
                     s.last_dt = t - prev
                 last_t[id(s)] = t
-                rows.append((s, t, row, len(offs)))
+                rows.append((s, t, g, len(offs)))
+            elif b"roughput" in line:
+                return "full"  # a stats line the fast regex does not take: wrapped, foreign prefix...
             elif b"preempted by" in line:
                 warns.append((line, len(offs)))
             else:
@@ -381,8 +395,7 @@ class LogReader:
         line_of = (before + (base + 1)).tolist()
         # remember where the last evidence line ended: the rest may explain a gap that follows
         self._prev_chunk = (work, base, last_end + 1, line_of[-1])
-        for s, t, row, k in rows:
-            s.add(t, row, line_of[k])
+        self._commit_rows(rows, line_of)
         self.parsed_lines += len(rows)
         for line, k in warns:
             if self._warning(line, line_of[k]):
@@ -395,6 +408,47 @@ class LogReader:
                 self._skipped("binary", b"\\x00...")
             p = work.find(b"\x00", le)
         return total
+
+    def _series_for(self, proc: bytes | None, pid: bytes | None, eng: bytes | None) -> "_Series":
+        pk = "main" if proc is None else f"{proc.decode('utf-8', 'replace')} pid={pid.decode()}"
+        label = "" if eng is None else "Engine " + eng.decode()
+        s = self.series.get((pk, label))
+        if s is None:
+            s = self.series[(pk, label)] = _Series(pk, label)
+        self._series_cache[(proc, pid, eng)] = s
+        return s
+
+    def _commit_rows(self, rows: list[tuple], line_of: list[int]) -> None:
+        """Regex groups → floats for a whole chunk at once (numpy parses the digits)."""
+        import numpy as np
+
+        by: dict[int, list] = {}
+        for r in rows:
+            by.setdefault(id(r[0]), []).append(r)
+        for lst in by.values():
+            s = lst[0][0]
+            n = len(lst)
+            # groups: proc, pid, ts, eng, p, g, r, sw, w, pre, kv, h
+            raw = np.array([(g[4], g[5], g[6], g[7] or b"nan", g[8], g[9] or b"", g[10], g[11] or b"nan")
+                            for _, _, g, _ in lst], dtype="S24")
+            is_v0 = lst[0][2][7] is not None
+            pre = raw[:, 5]
+            raw[:, 5] = np.where(pre == b"", b"nan" if is_v0 else b"0", pre)
+            v = raw.astype(np.float64)
+            mat = np.empty((n, len(_COLS)), dtype=np.float64)
+            mat[:, 0] = [r[1] for r in lst]
+            mat[:, 1] = v[:, 2]  # running
+            mat[:, 2] = v[:, 4]  # waiting
+            mat[:, 3] = v[:, 6]  # kv %
+            mat[:, 4] = v[:, 5]  # preemptions (v1: absent = 0; v0: from warnings)
+            mat[:, 5] = v[:, 0]  # prompt tps
+            mat[:, 6] = v[:, 1]  # gen tps
+            mat[:, 7] = v[:, 3]  # swapped
+            mat[:, 8] = v[:, 7]  # prefix hit %
+            mat[:, 9] = [line_of[r[3]] for r in lst]
+            s.data.frombytes(mat.tobytes())
+            if is_v0:
+                s.is_v0 = True
 
     def _stats_fast(self, line: bytes) -> tuple | None:
         m = FAST_STATS.match(line)
@@ -747,7 +801,13 @@ def _chunks(path: str, chunk_size: int, skip: SkipReport):
                 chunk = fh.read(chunk_size)
                 if not chunk:
                     return
-                yield chunk, len(chunk)
+                n = len(chunk)
+                if chunk[-1:] != b"\n":
+                    # complete the last line here (one copy) instead of carrying it to the next chunk
+                    rest = fh.readline(MAX_LINE + 1)
+                    n += len(rest)
+                    chunk += rest
+                yield chunk, n
         d = zlib.decompressobj(wbits=31)
         while True:
             raw = fh.read(1 << 20)
