@@ -20,6 +20,32 @@ from kvdoctor.provenance import Figure
 
 SEVERITIES = ("info", "warn", "problem")
 
+# The one place severity words are decided and mapped. Findings speak info / warn / problem;
+# every renderer (terminal colour, HTML class) asks ``severity_style`` instead of keeping its own
+# list, so a finding cannot be "problem" in the JSON and uncoloured in the report. Words other
+# tools or older payloads use (the HTML report once coloured critical/warning) map onto ours.
+SEVERITY_ALIASES = {
+    "critical": "problem", "error": "problem", "high": "problem", "bad": "problem", "fail": "problem",
+    "warning": "warn", "medium": "warn",
+    "low": "info", "note": "info", "ok": "info",
+}
+# severity → (CSS class suffix for the HTML report, rich style for the terminal)
+SEVERITY_STYLE = {"problem": ("problem", "bold red"), "warn": ("warn", "yellow"), "info": ("info", "cyan")}
+
+
+def normalize_severity(word: Any) -> str | None:
+    """Our word for a severity (None when it is not one we know: shown as given, uncoloured)."""
+    w = str(word or "").strip().lower()
+    if w in SEVERITIES:
+        return w
+    return SEVERITY_ALIASES.get(w)
+
+
+def severity_style(word: Any) -> tuple[str, str] | None:
+    """(HTML class suffix, rich style) for a severity word, or None when it is not a severity."""
+    n = normalize_severity(word)
+    return SEVERITY_STYLE[n] if n else None
+
 
 def fmt_time(t: float | None) -> str:
     """Epoch seconds as the UTC wall-clock time the logs show (no year: logs carry none)."""
@@ -66,6 +92,11 @@ class Finding:
     cost: str | None = None
     refinement: str | None = None  # where vLLM's mechanics refine the chapter
     data: dict[str, Any] = field(default_factory=dict)  # numbers handed to the next step / chain
+
+    def __post_init__(self) -> None:
+        # A typo'd severity would render uncoloured and slip past check/swap's "any problem" test.
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"Finding {self.rule_id}: severity {self.severity!r} is not one of {SEVERITIES}")
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {

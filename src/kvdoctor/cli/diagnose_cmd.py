@@ -144,35 +144,46 @@ def slow_payload(ev, trace: str | None, inputs, pct: float, by: str) -> dict[str
 
 
 def render(p: dict[str, Any], quiet: bool = False) -> None:
+    from rich.markup import escape as m
+
+    from kvdoctor.chains.findings import severity_style
     from kvdoctor.cli.output import console
 
+    # Everything interpolated below comes from the operator's files (paths, engine names taken from
+    # log prefixes, log text in citations): escape it, or rich reads "[red]" in a file name as
+    # markup and "[/x]" as a closing tag it cannot match (MarkupError → exit 3).
     c = console()
     insts = p.get("instances", [])
     for inst in insts:
         head = f"{inst['source']} {inst['engine']}".strip()
         color = {"healthy": "green", "insufficient-evidence": "yellow"}.get(inst["verdict"], "red")
-        c.print(f"[bold]{head}[/bold]: [{color}]{inst['verdict']}[/{color}] — {inst['reason']}", soft_wrap=True)
+        c.print(f"[bold]{m(head)}[/bold]: [{color}]{inst['verdict']}[/{color}] — {m(inst['reason'])}", soft_wrap=True)
         w = inst["window"]
         span = (f"{w['samples']} samples over {w['seconds']} s ({w.get('start')} → {w.get('end')})"
                 if w["samples"] else "no timeline")
-        c.print(f"   window: {span}; preemptions from: {inst['preemption_basis']}")
+        c.print(f"   window: {m(span)}; preemptions from: {m(str(inst['preemption_basis']))}")
         for f in inst["findings"]:
-            c.print(f"   [{f['severity']}] step {f['step']} {f['rule_id']}: {f['summary']}", soft_wrap=True)
+            # the severity word is shown (it is the meaning) and coloured from the one mapping
+            sev = m(f"[{f['severity']}]")
+            style = severity_style(f["severity"])
+            if style:
+                sev = f"[{style[1]}]{sev}[/{style[1]}]"
+            c.print(f"   {sev} step {f['step']} {m(f['rule_id'])}: {m(f['summary'])}", soft_wrap=True)
             if not quiet:
                 for e in f["evidence"][:4]:
-                    c.print(f"       · {e['detail']}", soft_wrap=True)
+                    c.print(f"       · {m(str(e['detail']))}", soft_wrap=True)
                 if f.get("action") and f["action"] != "none":
-                    c.print(f"       action: {f['action']}", soft_wrap=True)
+                    c.print(f"       action: {m(str(f['action']))}", soft_wrap=True)
         if inst["missing"] and inst["verdict"] == "insufficient-evidence":
-            c.print("   missing: " + "; ".join(inst["missing"]), soft_wrap=True)
+            c.print("   missing: " + m("; ".join(inst["missing"])), soft_wrap=True)
         if inst.get("leaning"):
-            c.print(f"   the thin evidence leans towards: {inst['leaning']} (not a conclusion)")
+            c.print(f"   the thin evidence leans towards: {m(str(inst['leaning']))} (not a conclusion)")
         if inst["contradictions"]:
-            c.print("   contradictions: " + "; ".join(inst["contradictions"]), soft_wrap=True)
+            c.print("   contradictions: " + m("; ".join(inst["contradictions"])), soft_wrap=True)
         if not quiet:
             for n in inst["notes"]:
-                c.print(f"   note: {n}", soft_wrap=True)
-        c.print(f"   next: {inst['next']}")
+                c.print(f"   note: {m(str(n))}", soft_wrap=True)
+        c.print(f"   next: {m(str(inst['next']))}")
     if len(insts) > 1:
         fl = p["fleet"]
         c.print(f"[bold]Fleet[/bold]: {fl['instances']} instances, verdict {fl['verdict']}: "
@@ -180,17 +191,18 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
     s = p.get("slow")
     if s:
         c.print(f"[bold]Slow requests[/bold] (≥ p{s['percentile']:g} {s['by']} = {s['threshold_s']:.2f} s): "
-                f"{s['tail_size']} of {s['requests']}; causes {s['causes']}")
+                f"{s['tail_size']} of {s['requests']}; causes {m(str(s['causes']))}")
         c.print(f"   explained by floods only {s['explained']['flood_only']:.0%}, heavy-tailed input only "
                 f"{s['explained']['heavy_tail_only']:.0%}, both {s['explained']['both']:.0%}, neither "
-                f"{s['explained']['neither']:.0%}  (flood: {s['basis']['flood']}; heavy tail: {s['basis']['heavy_tail']})",
+                f"{s['explained']['neither']:.0%}  (flood: {m(str(s['basis']['flood']))}; "
+                f"heavy tail: {m(str(s['basis']['heavy_tail']))})",
                 soft_wrap=True)
         for r in s["slow_requests"][: (5 if quiet else 15)]:
             def f(x):
                 return "?" if x is None else f"{x:.2f}"
-            c.print(f"   {r['request_id']}: {r['latency_s']:.2f} s = queue {f(r['queue_s'])} + preempted "
+            c.print(f"   {m(str(r['request_id']))}: {r['latency_s']:.2f} s = queue {f(r['queue_s'])} + preempted "
                     f"{f(r['preempted_s'])} + prefill {f(r['prefill_s'])} + decode {f(r['decode_s'])} → {r['cause']}")
         for fd in s["findings"]:
-            c.print(f"   {fd['rule_id']}: {fd['summary']} Action: {fd['action']}", soft_wrap=True)
+            c.print(f"   {m(fd['rule_id'])}: {m(fd['summary'])} Action: {m(str(fd['action']))}", soft_wrap=True)
         if s.get("note"):
-            c.print(f"   note: {s['note']}")
+            c.print(f"   note: {m(str(s['note']))}")

@@ -155,8 +155,9 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .src-measured { background:#e6f4ea; color:#146c2e; } .src-given { background:#e8eefc; color:#1d4ed8; }
 .src-predicted { background:#fdf1e3; color:#9a4a00; } .src-default { background:#eef1f6; color:#5b6475; }
 .verdict-bad { color: var(--bad); font-weight: 600; } .verdict-ok { color: var(--ok); font-weight: 600; }
-.sev-critical, .sev-error, .sev-high { color: var(--bad); font-weight: 600; }
-.sev-warning, .sev-warn, .sev-medium { color: var(--warn); font-weight: 600; }
+.sev-problem { color: var(--bad); font-weight: 600; }
+.sev-warn { color: var(--warn); font-weight: 600; }
+.sev-info { color: var(--muted); }
 .kvd-plot { width: 100%; min-height: 120px; }
 details { margin: 6px 0; } details pre { max-height: 400px; overflow: auto; background: var(--card); padding: 8px; font-size: 12px; }
 code { font-size: 12px; background: var(--card); padding: 0 3px; }

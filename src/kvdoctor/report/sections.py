@@ -14,6 +14,7 @@ import math
 import re
 from typing import Any
 
+from kvdoctor.chains.findings import normalize_severity, severity_style
 from kvdoctor.report.html import RAW_JSON_LIMIT, esc
 from kvdoctor.report.terminal import fmt_value
 
@@ -751,6 +752,9 @@ def findings_section(findings: list[Any]) -> str:
             rows.append([cell(None), cell(None), cell(str(f), numeric=False), cell(None)] + ([cell(None)] if with_instance else []))
             continue
         sev = str(f.get("severity") or f.get("level") or "")
+        # one vocabulary (chains.findings): the class names our word, the cell shows our word
+        style = severity_style(sev)
+        sev_cls, sev = (style[0], normalize_severity(sev)) if style else ("", sev)
         title = f.get("title") or f.get("symptom") or ""
         text = f.get("summary") or f.get("message") or f.get("detail") or ""
         cites = f.get("evidence") or f.get("root_cause") or ""
@@ -764,7 +768,7 @@ def findings_section(findings: list[Any]) -> str:
             body += f'<br><span class="note">{esc(str(cites)[:600])}</span>'
         row = [
             f"<td><code>{esc(f.get('rule') or f.get('id') or f.get('rule_id') or '')}</code></td>",
-            f'<td class="sev-{esc(sev.lower())}">{esc(sev)}</td>',
+            (f'<td class="sev-{sev_cls}">{esc(sev)}</td>' if sev_cls else f"<td>{esc(sev)}</td>"),
             f"<td>{body}</td>",
             f"<td>{esc(flag_text(f.get('action')) if f.get('action') else '')}</td>",
         ]
@@ -850,6 +854,10 @@ def journal_section(page, payload: dict[str, Any]) -> str:
         flags = []
         if s.get("multi"):
             flags.append("several variables (forced)")
+        # the terminal and the Markdown handbook show the caution; the HTML report must not drop it
+        mismatch = (s.get("evidence") or {}).get("mismatch") if isinstance(s.get("evidence"), dict) else None
+        if mismatch:
+            flags.append(f"caution: {mismatch}")
         rows.append([
             cell(s.get("seq")), cell(s.get("created_at"), numeric=False),
             f"<td>{esc(_change_text(s))}{'<br><b>' + esc(', '.join(flags)) + '</b>' if flags else ''}</td>",

@@ -1,0 +1,42 @@
+"""``kvdoctor diagnose`` terminal output: severity shown, operator strings never read as markup."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.test_rules_cli import invoke
+
+
+def _excerpt(shared_data, log_id: str) -> str:
+    for line in (shared_data / "real" / "runtime_logs.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        if d["log_id"] == log_id:
+            return d["excerpt"]
+    raise KeyError(log_id)
+
+
+def test_severity_word_is_printed_and_file_names_stay_literal(shared_data, tmp_path):
+    pytest.importorskip("kvdoctor.evidence.load", reason="the evidence reader is not built yet")
+    # rt013: 60 s, 8 running, 0 waiting, KV 94-96 % → healthy with one info finding (full ≠ tight)
+    log = tmp_path / "[red]prod[bold].log"
+    log.write_text(_excerpt(shared_data, "rt013"))
+    code, err, out = invoke("diagnose", str(log))
+    assert code == 0, err
+    # was: "[info]" eaten by rich as an unknown style tag, and "[red]"/"[bold]" eaten from the path
+    assert "[info] step 0 memory.full-not-tight" in out
+    assert "[red]prod[bold].log" in out
+
+
+def test_log_text_with_a_closing_tag_does_not_crash_the_renderer(shared_data, tmp_path):
+    pytest.importorskip("kvdoctor.evidence.load", reason="the evidence reader is not built yet")
+    # a Ray-style prefix carrying "[/x]" ends up in engine names and citations; rich raised
+    # MarkupError on an unmatched closing tag (exit 3) before the strings were escaped
+    text = "\n".join(f"([/x] pid=1, ip=10.0.0.1) {ln}" for ln in _excerpt(shared_data, "rt013").splitlines())
+    (tmp_path / "ray[").mkdir()  # so the path itself reads ".../ray[/x].log"
+    log = tmp_path / "ray[" / "x].log"
+    log.write_text(text)
+    code, err, out = invoke("diagnose", str(log))
+    assert code == 0, err
+    assert "ray[/x].log" in out
