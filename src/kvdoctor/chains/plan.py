@@ -265,8 +265,19 @@ def level1(ctx: Context) -> Finding | None:
     res.why = (f"real p99 request {p99:,} tokens ({lens.source}) → limit {new:,}: one request's worst-case KV "
                f"falls to {new / mml:.0%} of before; max concurrency {before['max_concurrency'].value} → "
                f"{res.figures['max_concurrency'].value}")
-    pool_note = ("pool unchanged" if abs(p_after - p_before) <= max(1, p_before // 1000)
-                 else f"pool {p_before:,} → {p_after:,} tokens")
+    blocks_before = int(cur.ledger.kv["usable_blocks"].value)
+    blocks_after = int(st.ledger.kv["usable_blocks"].value)
+    if abs(p_after - p_before) <= max(1, p_before // 1000):
+        pool_note = "pool unchanged"
+    elif blocks_after == blocks_before:
+        # Sliding-window / hybrid models: vLLM's token figure is max concurrency × max-model-len over
+        # the KV groups, so it moves with the limit although not one block changed. Saying "pool
+        # 2.0M → 1.1M tokens" bare reads as a loss the operator did not suffer.
+        pool_note = (f"pool unchanged at {blocks_after:,} blocks (vLLM's group-aware token figure, max concurrency "
+                     f"× max-model-len, reads {p_before:,} → {p_after:,} tokens because the sliding-window "
+                     "layers hold at most their window whatever the limit)")
+    else:
+        pool_note = f"pool {p_before:,} → {p_after:,} tokens"
     res.notes.append(
         f"Paged KV: {pool_note} — lowering max-model-len does not enlarge the pool by itself. What it gains: the "
         f"worst case ({before['worst_case_tokens'].value:,} → {res.figures['worst_case_tokens'].value:,} tokens, ratio "

@@ -42,20 +42,23 @@ def check(
 
         emit_json(res.to_json())
     else:
+        from rich.markup import escape as m
+
         from kvdoctor.cli.output import console
 
         c = console()
         r = res.state.ledger.reconciliation
-        head = f"{res.state.ledger.model} on {res.state.ledger.gpu}: "
+        # the model name may be a path the user chose: never let rich read it as markup
+        head = f"{m(res.state.ledger.model)} on {m(res.state.ledger.gpu)}: "
         if res.ok:
             c.print(head + f"[green]PASS[/green] — fits; worst case / pool {r.get('ratio')} ≤ {max_ratio:g}")
         else:
             c.print(head + "[red]FAIL[/red]")
             for reason in res.reasons:
-                c.print(f" - {reason}", soft_wrap=not quiet)
+                c.print(f" - {m(reason)}", soft_wrap=not quiet)
             if not quiet:
                 for f in res.findings:
                     if f.action:
-                        c.print(f"   fix ({f.rule_id}): {f.action}")
+                        c.print(f"   fix ({f.rule_id}): {m(f.action)}")
     if not res.ok:
         raise typer.Exit(EXIT_FINDING)

@@ -33,13 +33,18 @@ def load_lengths(trace: str | None, lengths: str | None, p99: int | None):
     given = [x for x in (trace, lengths, p99) if x is not None]
     if len(given) > 1:
         raise InputError("give one of --trace, --lengths, --p99-context")
-    if trace:
-        from kvdoctor.sim.workload import load_trace
+    # sim.workload reads the file as UTF-8 text; a binary or mis-encoded file is bad input (exit 2),
+    # not a kvdoctor bug (it escaped as UnicodeDecodeError → exit 3).
+    try:
+        if trace:
+            from kvdoctor.sim.workload import load_trace
 
-        w = load_trace(trace)
-        return L.from_workload(w), w
-    if lengths:
-        return L.from_file(lengths), None
+            w = load_trace(trace)
+            return L.from_workload(w), w
+        if lengths:
+            return L.from_file(lengths), None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{trace or lengths}: not a text CSV/JSONL file (byte {exc.start} is not UTF-8)") from None
     if p99 is not None:
         return L.from_p99(p99), None
     return None, None
@@ -122,6 +127,18 @@ def plan(
         if v is not None and v <= 0:
             raise InputError(f"{name} must be positive (got {v})")
     inputs = common.resolve_inputs(opts)
+    if target_context is not None:
+        # A context the model itself cannot serve is a bad target, not a plan that fails at every level
+        # (it used to walk levels 1-4 to TP8 and end at "stop tuning, scale out" for 99,999,999 tokens).
+        from kvdoctor.engine.defaults import resolve
+        from kvdoctor.errors import KvdoctorError
+
+        try:
+            resolve(inputs.config.with_changes(max_model_len=target_context), inputs.shape, inputs.gpu,
+                    version=inputs.vllm_version)
+        except KvdoctorError as exc:
+            raise InputError(f"--target-context {target_context:,}: vLLM would refuse this context for "
+                             f"{inputs.shape.name}: {exc}") from None
     dist, workload = load_lengths(trace, lengths, p99_context)
     target = Target(concurrency=target_concurrency, context=target_context)
     short, notes = False, []
@@ -142,26 +159,39 @@ def plan(
     render_plan(payload, quiet=quiet)
 
 
+def lengths_text(L: dict[str, Any]) -> str:
+    """The 'Real lengths' line: only what is known (a bare --p99-context has no mean and no requests)."""
+    parts = [f"p99 {L['p99_total']:,}" if L.get("p99_total") is not None else "p99 unknown"]
+    if L.get("mean_total") is not None:
+        parts.append(f"mean {L['mean_total']:,}")
+    if L.get("requests"):
+        parts.append(f"{L['requests']:,} requests")
+    return f"Real lengths: {L['source']} — " + ", ".join(parts)
+
+
 def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
+    from rich.markup import escape as m
     from rich.table import Table
 
     from kvdoctor.cli.output import console
 
+    # model names and trace paths come from the user: escape them so rich never reads them as markup
     c = console()
     b = payload["before"]
-    c.print(f"[bold]Chain one — {payload['model']} on {payload['gpu']}[/bold] (vLLM {payload['vllm_version']})")
-    c.print(f"Target: {payload['target']['text']}")
+    c.print(f"[bold]Chain one — {m(payload['model'])} on {m(payload['gpu'])}[/bold] (vLLM {m(payload['vllm_version'])})")
+    c.print(f"Target: {m(payload['target']['text'])}")
+    # no pool (the model does not fit) has no ratio: say so instead of printing None
+    ratio = b["ratio"]["value"]
+    ratio_text = ratio if ratio is not None else "— (no KV pool: the configuration does not fit)"
     c.print(f"Now: max-model-len {b['max_model_len']['value']:,}, pool {b['pool_tokens']['value']:,} tokens, "
-            f"max concurrency {b['max_concurrency']['value']}, worst case / pool {b['ratio']['value']}")
+            f"max concurrency {b['max_concurrency']['value']}, worst case / pool {ratio_text}")
     if payload["lengths"]:
-        L = payload["lengths"]
-        c.print(f"Real lengths: {L['source']} — p99 {L['p99_total']}, mean {L['mean_total']}, "
-                f"{L['requests']} requests")
+        c.print(m(lengths_text(payload["lengths"])))
     t = Table(show_lines=False)
     for col in ("level", "change", "pool tokens", "max conc.", "worst/pool", "enough?"):
         t.add_column(col)
     for lv in payload["levels"]:
-        t.add_row(str(lv["level"]), lv["action"] or "n/a",
+        t.add_row(str(lv["level"]), m(lv["action"] or "n/a"),
                   f"{lv['pool_tokens']:,}" if lv["pool_tokens"] is not None else "—",
                   str(lv["max_concurrency"] if lv["max_concurrency"] is not None else "—"),
                   str(lv["ratio"] if lv["ratio"] is not None else "—"),
@@ -169,30 +199,34 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
     if payload["levels"]:
         c.print(t)
     for lv in payload["levels"]:
-        c.print(f"[bold]{lv['title']}[/bold]: " + (lv["why"] or ""))
+        c.print(f"[bold]{m(lv['title'])}[/bold]: " + m(lv["why"] or ""))
         if quiet:
             continue
         for n in lv["notes"]:
-            c.print(f"   · {n}")
+            c.print(f"   · {m(n)}")
         for k, v in lv["costs"].items():
             val = v["value"] if isinstance(v, dict) else v
             if k.endswith("_share") and isinstance(val, (int, float)):
                 val = f"{val:.2%} of requests ({v['how']})"
+            elif isinstance(v, dict) and v.get("how"):
+                # a bare 0.8 means nothing to an operator: show the derivation with the figure
+                val = f"{val} ({v['how']})"
+            val = m(str(val))
             c.print(f"   cost {k}: {val}")
         if lv["enough_why"]:
-            c.print(f"   enough? {lv['enough_why']}")
+            c.print(f"   enough? {m(lv['enough_why'])}")
         if lv["predicted"]:
             c.print("   simulated: " + _sim_text(lv["predicted"]))
     if payload.get("predicted_before"):
         c.print("simulated now: " + _sim_text(payload["predicted_before"]))
     if payload["stop_loss"]:
-        c.print(f"[bold red]Stop-loss:[/bold red] {payload['stop_loss']['summary']}")
+        c.print(f"[bold red]Stop-loss:[/bold red] {m(payload['stop_loss']['summary'])}")
     for n in payload["notes"]:
-        c.print(f"note: {n}")
+        c.print(f"note: {m(str(n))}")
     c.print("[bold]Resulting configuration[/bold]")
-    c.print(payload["result"]["serve"], soft_wrap=True)
-    c.print(payload["result"]["yaml"].rstrip())
-    c.print(payload["discipline"])
+    c.print(m(payload["result"]["serve"]), soft_wrap=True)
+    c.print(m(payload["result"]["yaml"].rstrip()))
+    c.print(m(payload["discipline"]))
 
 
 def _sim_text(p: dict[str, Any]) -> str:

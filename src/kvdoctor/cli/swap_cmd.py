@@ -56,17 +56,19 @@ def swap(
 
 
 def render_swap(p: dict[str, Any], quiet: bool = False) -> None:
+    from rich.markup import escape as m
     from rich.table import Table
 
     from kvdoctor.cli.output import console
     from kvdoctor.cli.plan_cmd import render_plan
 
+    # model names can be a user's directory or config.json path: escape them for rich's markup
     c = console()
-    c.print(f"[bold]Model swap on {p['gpu']}: {p['from']} → {p['to']}[/bold] (same engine configuration)")
+    c.print(f"[bold]Model swap on {m(p['gpu'])}: {m(p['from'])} → {m(p['to'])}[/bold] (same engine configuration)")
     t = Table()
     t.add_column("figure")
-    t.add_column(p["from"])
-    t.add_column(p["to"])
+    t.add_column(m(p["from"]))
+    t.add_column(m(p["to"]))
     for k in p["before"]:
         b, a = p["before"][k]["value"], p["after"].get(k, {}).get("value")
         fmt = (lambda v: f"{v / 2**30:.2f} GiB") if k.endswith("bytes") else (
@@ -76,12 +78,12 @@ def render_swap(p: dict[str, Any], quiet: bool = False) -> None:
     if p["capacity_change"] is not None:
         c.print(f"Capacity change: pool tokens {p['capacity_change']:+.0%}")
     for f in p["findings"]:
-        c.print(f"[bold]{f['rule_id']}[/bold]: {f['summary']}")
+        c.print(f"[bold]{m(f['rule_id'])}[/bold]: {m(f['summary'])}")
         if f.get("action"):
-            c.print(f"   action: {f['action']}")
+            c.print(f"   action: {m(str(f['action']))}")
     if not quiet:
         c.print()
         render_plan(p["plan"], quiet=True)
     for n in p["notes"]:
-        c.print(f"note: {n}")
-    c.print(f"[bold]{p['reminder']}[/bold]")
+        c.print(f"note: {m(str(n))}")
+    c.print(f"[bold]{m(p['reminder'])}[/bold]")

@@ -1,0 +1,74 @@
+"""``kvdoctor plan`` regressions found by running it as an operator would (bad input, odd models)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.e2e.test_rules_cli import invoke
+
+Q14 = "Qwen/Qwen2.5-14B"
+
+
+def test_binary_trace_or_length_file_is_bad_input_not_a_crash(tmp_path):
+    # was: UnicodeDecodeError escaping from the CSV reader → "internal error", exit 3
+    blob = tmp_path / "trace.csv"
+    blob.write_bytes(bytes(range(256)) * 8)
+    for opt in ("--trace", "--lengths"):
+        code, err, _ = invoke("plan", "-m", Q14, "--gpu", "H100", opt, str(blob))
+        assert code == 2, (opt, err)
+        assert "not a text CSV/JSONL" in err and "\n" not in err
+
+
+def test_target_context_beyond_the_model_is_refused(tmp_path):
+    # was: levels 1-4 walked up to TP8 and a stop-loss for a 99,999,999-token "target"
+    code, err, _ = invoke("plan", "-m", Q14, "--gpu", "H100", "--target-context", "99999999")
+    assert code == 2 and "--target-context 99,999,999" in err and "131072" in err
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "H100", "--target-context", "32768")
+    assert code == 0, err
+
+
+def test_bare_p99_shows_only_what_is_known():
+    # was: "Real lengths: --p99-context 6000 — p99 6000, mean None, 0 requests"
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "H100", "--p99-context", "6000")
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("Real lengths"))
+    assert "None" not in line and "0 requests" not in line and "p99 6,000" in line
+
+
+def test_a_model_that_does_not_fit_prints_no_none_ratio_and_explains_costs():
+    code, err, out = invoke("plan", "-m", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "L40S",
+                            "--p99-context", "8000", "--target-concurrency", "32")
+    assert code == 0, err
+    now = next(ln for ln in out.splitlines() if ln.startswith("Now:"))
+    assert "None" not in now and "does not fit" in now
+    # a bare "throughput_per_gpu: 0.8" is meaningless: the derivation is printed with it
+    cost = next(ln for ln in out.splitlines() if "cost throughput_per_gpu" in ln)
+    assert "assumed per-GPU efficiency" in cost
+
+
+def test_sliding_window_model_level1_says_the_blocks_did_not_change():
+    # gpt-oss: vLLM's token figure (max concurrency × max-model-len, group-aware) falls with the
+    # limit while the block pool stays put; "pool 2,019,858 → 1,135,801 tokens" alone read as a loss
+    code, err, out = invoke("plan", "-m", "openai/gpt-oss-20b", "--gpu", "H100", "--p99-context", "6000", "--json")
+    assert code == 0, err
+    l1 = json.loads(out)["levels"][0]
+    note = next(n for n in l1["notes"] if n.startswith("Paged KV"))
+    assert "pool unchanged at" in note and "blocks" in note and "sliding-window" in note
+
+
+# a small Llama-architecture config.json, enough for the ledger
+TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+              "intermediate_size": 5632, "num_attention_heads": 32, "num_hidden_layers": 22,
+              "num_key_value_heads": 4, "max_position_embeddings": 8192, "vocab_size": 32000,
+              "rms_norm_eps": 1e-05, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+
+
+def test_hostile_model_path_is_not_read_as_terminal_markup(tmp_path):
+    # a model directory the operator named is printed through rich: "[red]" must show as text,
+    # not vanish into a style (and "[/x]" must not crash the renderer)
+    d = tmp_path / "[red]mymodel[bold]"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(TINY_LLAMA))
+    code, err, out = invoke("plan", "-m", str(d), "--gpu", "H100", "--p99-context", "4000")
+    assert code == 0, err
+    assert "[red]mymodel[bold]" in out
