@@ -57,6 +57,11 @@ def gather_evidence(paths: list[str] | None = None, *, bench: list[str] | None =
             joined[key] = {**fig, "how": f"evidence summary {key}: {fig.get('how', '')}".rstrip(": ")}
     joined.pop("sources", None)
     figs = figures.extract(joined, source="measured", how_prefix="evidence summary: ")
+    if all_paths and not figs and not prometheus:
+        # A step is its before/after figures: a binary file or an empty "result" given as --bench
+        # used to be recorded as a step with nothing in it (and the next step compared against it).
+        raise InputError(f"{', '.join(all_paths)}: no figures could be read (expected a vLLM log with stats "
+                         "lines, a /metrics dump or a `vllm bench serve` result)")
     kinds = getattr(ev, "kinds", None) or {}
     if prometheus:
         kinds = {**kinds, prometheus: "prometheus"}
@@ -65,7 +70,31 @@ def gather_evidence(paths: list[str] | None = None, *, bench: list[str] | None =
         "kinds": sorted(set(kinds.values())),
         "prometheus": prometheus, "window": window, "summary": clean(summ),
     }
+    digests = file_digests(all_paths)
+    if digests:
+        record["digests"] = digests
     return figs, record
+
+
+def file_digests(paths: list[str]) -> list[str]:
+    """sha256 of each evidence file's bytes, sorted (order of the options does not matter).
+
+    Kept so a step whose "after" evidence is the very same file as the step before can be told
+    apart from a change that truly did nothing (see ``record``). Folders and Prometheus windows
+    have no single file to hash; they are left out.
+    """
+    import hashlib
+
+    out = []
+    for p in paths:
+        f = Path(p)
+        if f.is_file():
+            h = hashlib.sha256()
+            with f.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+            out.append(h.hexdigest())
+    return sorted(out)
 
 
 def read_prediction(path: str | None) -> dict[str, Any] | None:
@@ -126,6 +155,14 @@ def record(db: str | Path | None, journal: str | None = None, *, config: str | N
             # a log's instantaneous throughput and a load test's average are different quantities
             new.evidence["mismatch"] = (f"before measured from {', '.join(before_kinds)}, after from "
                                         f"{', '.join(after_kinds)}: the figures are not like for like")
+        same = prev.evidence.get("digests")
+        if changes and same and same == new.evidence.get("digests"):
+            # The operator re-attached the previous step's result file: the before/after table would
+            # read "flat" for every figure and the handbook would record that the change did nothing.
+            note = (f"the after evidence is byte-identical to step #{prev.seq}'s (same file contents): it cannot "
+                    "show what this change did; re-run the load test (or collect the logs) after the change")
+            new.evidence["mismatch"] = (f"{new.evidence['mismatch']}; {note}" if new.evidence.get("mismatch")
+                                        else note)
         if pred_payload is not None:
             new.predicted = figures.predicted_from_payload(pred_payload, changes)
         return changes, multi

@@ -135,10 +135,36 @@ class JournalStore:
             raise NotFoundError(f"no journal file at {self.path} (start one with `kvdoctor journal start NAME`)")
         if not self.path.parent.exists():
             raise InputError(f"cannot create journal {self.path}: directory {self.path.parent} does not exist")
+        # a WAL database can hold its first pages in the -wal file only (a writer killed before the
+        # first checkpoint): that is a journal too, not an empty file
+        existed = self.path.exists() and (self.path.stat().st_size > 0
+                                          or Path(f"{self.path}-wal").exists())
+        if not create and not existed:
+            # an empty file is not a journal; a reader (show, compare, record) must not turn it into one
+            raise NotFoundError(f"{self.path} is empty: it holds no journal yet (start one with "
+                                "`kvdoctor journal start NAME`)")
         try:
             self.conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             self.conn.row_factory = sqlite3.Row
             self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"{self.path}: not a kvdoctor journal ({exc})") from None
+        if existed:
+            # Look before the first pragma that writes (journal_mode=WAL is stored in the file): a
+            # foreign SQLite database must be refused unchanged, not switched to WAL and then refused.
+            try:
+                tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            except sqlite3.DatabaseError as exc:
+                self.conn.close()
+                raise InputError(f"{self.path}: not a kvdoctor journal ({exc})") from None
+            if tables and "schema_migrations" not in tables:
+                self.conn.close()
+                raise InputError(f"{self.path}: an SQLite file that is not a kvdoctor journal "
+                                 f"(tables: {', '.join(sorted(tables))})")
+            if not tables and not create:
+                self.conn.close()
+                raise NotFoundError(f"{self.path} holds no journal yet (start one with `kvdoctor journal start NAME`)")
+        try:
             mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":  # e.g. a network filesystem; still correct, just slower
                 self.conn.execute("PRAGMA journal_mode = DELETE")
