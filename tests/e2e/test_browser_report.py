@@ -199,20 +199,19 @@ def test_report_renders_in_chromium(chromium, tmp_path):
     n_figs = out.read_text().count('<script type="application/json" id="kvd-fig-')
     assert n_figs >= 8
 
-    dom_run = _chrome(chromium, out.as_uri(), "--dump-dom")
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    shot.unlink(missing_ok=True)
+    # One Chromium run dumps the DOM and takes the screenshot: a headless start costs seconds on a
+    # loaded CI machine and this test paid for two (12 s); the assertions are the same.
+    dom_run = _chrome(chromium, out.as_uri(), "--dump-dom", f"--screenshot={shot}", "--window-size=1400,7000",
+                      "--hide-scrollbars")
     assert dom_run.returncode == 0, dom_run.stderr[-2000:]
     divs = _plot_divs(dom_run.stdout)
     assert len(divs) == n_figs
     missing = [i for i, d in enumerate(divs) if 'class="main-svg"' not in d]
     assert not missing, f"plots without svg.main-svg: {missing}"
     assert not _console_messages(dom_run.stderr), _console_messages(dom_run.stderr)
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    shot = ARTIFACTS / "report.png"
-    shot.unlink(missing_ok=True)
-    shot_run = _chrome(chromium, out.as_uri(), f"--screenshot={shot}", "--window-size=1400,7000",
-                       "--hide-scrollbars")
-    assert shot_run.returncode == 0, shot_run.stderr[-2000:]
     assert shot.exists() and shot.stat().st_size > 50_000
     shutil.copy(out, ARTIFACTS / "report.html")
 
