@@ -366,3 +366,14 @@ def test_dataclasses_on_the_ledger_path_have_docstrings():
         for name, obj in vars(m).items():
             if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == mod:
                 assert obj.__doc__ and not obj.__doc__.startswith(f"{obj.__name__}("), f"{mod}.{name} has no docstring"
+
+
+def test_ledger_html_writes_a_report_with_the_same_figures(tmp_path):
+    out = tmp_path / "ledger.html"
+    res = CliRunner().invoke(app, ["ledger", "--model", LLAMA, "--gpu", "H100", "--json", "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    payload = json.loads(res.stdout)
+    page = out.read_text()
+    assert "Memory per GPU" in page and "<script src=" not in page  # plotly inlined, nothing fetched
+    # the report shows the ledger's own pool figure, not a recomputation
+    assert f"{payload['kv_cache']['num_blocks']:,}" in page
