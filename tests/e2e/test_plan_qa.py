@@ -72,3 +72,21 @@ def test_hostile_model_path_is_not_read_as_terminal_markup(tmp_path):
     code, err, out = invoke("plan", "-m", str(d), "--gpu", "H100", "--p99-context", "4000")
     assert code == 0, err
     assert "[red]mymodel[bold]" in out
+
+
+def test_a_fleet_trace_on_one_instance_is_called_an_overload(shared_data, tmp_path):
+    # splitwise_conv's first 400 requests ask ~980 output tokens/s; one L40S with the 14B model
+    # serves ~700 even after fp8 KV: "enough? yes" on concurrency, yet the queue never drains
+    src = shared_data / "traces" / "splitwise_conv.csv"
+    head = tmp_path / "conv.csv"
+    head.write_text("".join(src.open().readlines()[:400]))
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--trace", str(head),
+                            "--target-concurrency", "12", "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    if not j.get("levels") or not j["levels"][-1].get("predicted"):
+        import pytest
+        pytest.skip("the simulator is not in this build")
+    note = next((n for n in j["notes"] if "the workload offers" in n), None)
+    assert note is not None, j["notes"]
+    assert "instances of this configuration" in note

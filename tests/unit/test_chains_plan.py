@@ -168,3 +168,22 @@ def test_levels_without_room_are_carried_into_parallelism(l40s):
     l4 = p.levels[3]
     assert l4.flag_change["max_model_len"] == 8192 and l4.flag_change["kv_cache_dtype"] == "fp8"
     assert l4.flag_change["tensor_parallel_size"] < 8 and l4.enough
+
+
+def test_overload_note_sizes_instances_from_offered_vs_simulated_output():
+    """A trace that buries one instance is said so, even when 'enough?' (concurrency) says yes."""
+    from types import SimpleNamespace
+
+    from kvdoctor.chains.plan import overload_note
+
+    w = SimpleNamespace(arrival=[0.0, 50.0, 100.0], output=[40_000, 40_000, 40_000])  # 1,200 tok/s offered
+    note = overload_note(w, "level 2", {"output_tokens_per_s": 500.0, "ttft_p99_s": 900.0})
+    assert note is not None and "1,200 output tokens/s" in note and "about 3 instances" in note
+    assert "after level 2" in note and "TTFT p99 900 s" in note
+    assert "current configuration" in overload_note(w, "before", {"output_tokens_per_s": 500.0, "ttft_p99_s": 60.0})
+    # within 10 % of the offered load the simulator is at saturation noise: no alarm
+    assert overload_note(w, "level 1", {"output_tokens_per_s": 1_150.0, "ttft_p99_s": 900.0}) is None
+    # served < offered with a short TTFT is the drain at the end of a short trace, not an overload
+    assert overload_note(w, "level 1", {"output_tokens_per_s": 500.0, "ttft_p99_s": 1.5}) is None
+    assert overload_note(w, "level 1", {"output_tokens_per_s": 500.0}) is None
+    assert overload_note(SimpleNamespace(arrival=[0.0], output=[5]), "before", {"output_tokens_per_s": 1.0}) is None

@@ -590,6 +590,41 @@ def attach_simulation(p: Plan, shape, gpu, workload) -> None:
             lv = next(x for x in p.levels if f"level {x.level}" == label)
             lv.predicted = pred
     p.simulated = True
+    note = overload_note(workload, label, pred)
+    if note:
+        p.notes.append(note)
+
+
+def overload_note(workload, label: str, pred: dict[str, Any]) -> str | None:
+    """When the workload asks for more output than the simulated configuration delivers.
+
+    "Enough?" judges concurrency at the limit; a trace recorded on a fleet can still bury one
+    instance (splitwise_conv on one L40S: level 2 "enough", TTFT p99 ~30 min). Offered output
+    tokens/s over the arrival span against the simulated rate sizes the instances the load needs.
+    """
+    arr, out = list(getattr(workload, "arrival", []) or []), list(getattr(workload, "output", []) or [])
+    served = pred.get("output_tokens_per_s")
+    if len(arr) < 2 or not served or served <= 0:
+        return None
+    span = max(arr) - min(arr)
+    if span <= 0:
+        return None
+    offered = sum(out) / span
+    if offered <= 1.1 * served:  # within the simulator's noise at saturation: not called overloaded
+        return None
+    ttft = pred.get("ttft_p99_s")
+    # The simulated rate is total output / makespan, and the makespan includes draining the last
+    # requests: on a short trace that alone reads as "served < offered". A real overload also shows
+    # as a growing queue, i.e. a TTFT p99 that is a visible share of the run.
+    if ttft is None or ttft < max(10.0, 0.05 * span):
+        return None
+    need = math.ceil(offered / served)
+    where = "the current configuration" if label == "before" else f"the configuration after {label}"
+    return (f"the workload offers {offered:,.0f} output tokens/s ({len(arr):,} requests over {span:,.0f} s) and "
+            f"{where}, simulated, serves {served:,.0f}: one instance cannot keep up"
+            + f" (TTFT p99 {ttft:,.0f} s: the waiting queue keeps growing)"
+            + f" — size for the load: about {need} instances of this configuration (stop-loss: scale out), "
+            "or rate-limit at the entrance")
 
 
 # --------------------------------------------------------------------------------------------
