@@ -191,7 +191,8 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
     s = p.get("slow")
     if s:
         c.print(f"[bold]Slow requests[/bold] (≥ p{s['percentile']:g} {s['by']} = {s['threshold_s']:.2f} s): "
-                f"{s['tail_size']} of {s['requests']}; causes {m(str(s['causes']))}")
+                f"{s['tail_size']} of {s['requests']}; causes: "
+                + m(", ".join(f"{k} {v}" for k, v in (s["causes"] or {}).items()) or "none"))
         c.print(f"   explained by floods only {s['explained']['flood_only']:.0%}, heavy-tailed input only "
                 f"{s['explained']['heavy_tail_only']:.0%}, both {s['explained']['both']:.0%}, neither "
                 f"{s['explained']['neither']:.0%}  (flood: {m(str(s['basis']['flood']))}; "
