@@ -40,3 +40,19 @@ def test_log_text_with_a_closing_tag_does_not_crash_the_renderer(shared_data, tm
     code, err, out = invoke("diagnose", str(log))
     assert code == 0, err
     assert "ray[/x].log" in out
+
+
+def test_full_not_tight_does_not_say_healthy_beside_a_starved_configuration(shared_data, tmp_path):
+    pytest.importorskip("kvdoctor.evidence.load", reason="the evidence reader is not built yet")
+    log = tmp_path / "rt013.log"
+    log.write_text(_excerpt(shared_data, "rt013"))
+    code, err, out = invoke("diagnose", str(log), "-m", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100",
+                            "--max-model-len", "131072", "--max-num-seqs", "512", "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    assert j["verdict"] == "config-starved"
+    ids = {f["rule_id"]: f for f in j["findings"]}
+    # the pool is full without a shortage (that finding stays), but it must not call the instance healthy
+    assert "memory.full-not-tight" in ids and "Healthy" not in ids["memory.full-not-tight"]["summary"]
+    code, err, out = invoke("diagnose", str(log), "--json")
+    assert json.loads(out)["verdict"] == "healthy"

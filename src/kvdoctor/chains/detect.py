@@ -514,7 +514,9 @@ def full_not_tight(ctx: Context) -> Finding | None:
     return _finding(
         "memory.full-not-tight",
         f"KV usage reaches {q.kv_max:.1f}% but preemption is not persistent ({how}) and the queue is ~empty "
-        f"({q.zero_share:.0%} of samples): a full pool, not a tight one. Healthy.",
+        # no "Healthy." here: the finding also fires beside a config-starved verdict, where that
+        # word contradicted it; the memory is not short, which is all this rule can say
+        f"({q.zero_share:.0%} of samples): a full pool, not a tight one — not a capacity shortage.",
         severity="info", action="none",
         gain={"kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage in the window")},
         evidence=[sig.cite_sample(tl, i_max, ctx.source, "kv_usage_pct", round(kv[i_max], 1))],
