@@ -90,3 +90,18 @@ def test_a_fleet_trace_on_one_instance_is_called_an_overload(shared_data, tmp_pa
     note = next((n for n in j["notes"] if "the workload offers" in n), None)
     assert note is not None, j["notes"]
     assert "instances of this configuration" in note
+
+
+def test_evidence_that_sets_no_target_says_why(shared_data, tmp_path):
+    # rt015 (one v0 line) with the chapter's 14B/L40S/32K configuration is config-starved, not
+    # capacity-short: no demand target, and the plan must say so instead of "none given" alone
+    for line in (shared_data / "real" / "runtime_logs.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        if d["log_id"] == "rt015":
+            log = tmp_path / "rt015.log"
+            log.write_text(d["excerpt"])
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--evidence", str(log),
+                            "--json")
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert any("--evidence sets a target only when it shows a capacity shortage" in n for n in notes), notes

@@ -82,6 +82,11 @@ def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
     short = inst.verdict == "capacity-short" or any(f.verdict == "capacity-short" for f in inst.findings)
     tl = inst.timeline
     if tl is None or not short:
+        # say why --evidence set no target, or "Target: none given" reads as if it had been ignored
+        notes.append(f"--evidence sets a target only when it shows a capacity shortage (here: {inst.verdict}); "
+                     "pass --target-concurrency or --target-context to judge 'enough?'" if not short else
+                     "--evidence shows a capacity shortage but no timeline to size the demand from; pass "
+                     "--target-concurrency or --target-context to judge 'enough?'")
         return None, short, notes
     # Demand at the peak: tokens held per running request when the pool was fullest, times the
     # requests that wanted to run (running + waiting) at the queue's peak.
