@@ -48,6 +48,7 @@ def test_saved_ledger_and_a_real_log(tmp_path, shared_data):
     assert code == 0, out
     info = json.loads(out)
     assert info["schema_version"] == "kvdoctor.report/1"
+    assert info["kind"] == "report"  # every verb's payload names its kind
     assert [p["kind"] for p in info["payloads"]] == ["ledger", "evidence"]
     doc = html.read_text()
     secs = _sections(doc)

@@ -35,7 +35,9 @@ def report_cmd(
     title = title or "kvdoctor report: " + ", ".join(dict.fromkeys(kinds))
     out = write_report(output, payloads, title=title)
     if json_out:
-        emit_json({"schema_version": "kvdoctor.report/1", "output": str(out), "bytes": out.stat().st_size,
+        # "kind" like every other verb's payload, so a saved report --json is recognised by kind too
+        emit_json({"schema_version": "kvdoctor.report/1", "kind": "report", "output": str(out),
+                   "bytes": out.stat().st_size,
                    "payloads": [{"input": i, "kind": k} for (i, _), k in zip(pairs, kinds)]})
     elif not quiet:
         typer.echo(f"kvdoctor: wrote {out} ({out.stat().st_size / 1e6:.1f} MB; sections from {', '.join(dict.fromkeys(kinds))})")
