@@ -44,12 +44,19 @@ class CheckResult:
 
 
 def run_check(shape, gpu, config, *, version: str = "0.33.0", max_ratio: float = 1.0,
-              previous_shape=None) -> CheckResult:
+              previous_shape=None, startup: Any = None) -> CheckResult:
+    """``startup`` (evidence.model.StartupFacts from --from-log): the gate judges the pool the log
+    measured, not the prediction — a log showing 158,656 tokens / 4.84x must not pass or fail on a
+    predicted 195,072 / 5.95x."""
     from kvdoctor.chains import detect
-    from kvdoctor.chains.plan import build_state
+    from kvdoctor.chains.plan import State, build_state
     from kvdoctor.chains.swap import inherited_max_model_len
 
     st = build_state(shape, gpu, config, version)
+    if startup is not None:
+        from kvdoctor.ledger.build import build_ledger
+
+        st = State(st.config, st.resolved, build_ledger(shape, gpu, st.resolved, startup=startup))
     ctx = Context(shape=shape, gpu=gpu, config=config, resolved=st.resolved, ledger=st.ledger, version=version)
     findings: list[Finding] = []
     reasons: list[str] = []

@@ -36,7 +36,7 @@ def check(
 
         prev = lookup_model(previous_model)
     res = run_check(inputs.shape, inputs.gpu, inputs.config, version=inputs.vllm_version, max_ratio=max_ratio,
-                    previous_shape=prev)
+                    previous_shape=prev, startup=inputs.startup)
     if json_out:
         from kvdoctor.cli.output import emit_json
 
@@ -50,6 +50,9 @@ def check(
         r = res.state.ledger.reconciliation
         # the model name may be a path the user chose: never let rich read it as markup
         head = f"{m(res.state.ledger.model)} on {m(res.state.ledger.gpu)}: "
+        tok = res.state.ledger.kv.get("tokens")
+        if getattr(tok, "source", None) == "measured":
+            c.print(m(f"pool measured from the start-up log: {int(tok.value):,} tokens ({tok.how})"), soft_wrap=True)
         if res.ok:
             c.print(head + f"[green]PASS[/green] — fits; worst case / pool {r.get('ratio')} ≤ {max_ratio:g}")
         else:
