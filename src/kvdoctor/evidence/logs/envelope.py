@@ -33,6 +33,52 @@ GLUE = re.compile(
 )
 
 
+# The envelope is found from its level + timestamp (cheap to search: a rare first letter), then the
+# optional process prefix is matched backwards on the short text before it. One unanchored regex with
+# the optional prefix first backtracks on every word of a long line.
+LEVEL_TS = re.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
+    r"(?:(?P<year>\d{4})-)?(?P<mon>\d\d)-(?P<day>\d\d)[ T](?P<hh>\d\d):(?P<mi>\d\d):(?P<ss>\d\d)(?P<frac>[.,]\d+)?\s+"
+    r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\]\s?(?P<msg>.*)"
+)
+PROC_TAIL = re.compile(r"\(?(?P<proc>[A-Za-z_][\w.\-]*(?: rank=\d+)?)\s+pid=(?P<pid>\d+)(?:,\s*ip=[^)\s]*)?\)\s*$")
+LEVEL_TS_B = re.compile(LEVEL_TS.pattern.encode())
+PROC_TAIL_B = re.compile(PROC_TAIL.pattern.encode())
+
+
+class EnvMatch:
+    """``re.Match``-like view of (level/timestamp match, process-prefix match)."""
+
+    __slots__ = ("m", "p")
+
+    def __init__(self, m: re.Match, p: re.Match | None):
+        self.m, self.p = m, p
+
+    def group(self, name: str):
+        if name in ("proc", "pid"):
+            return self.p.group(name) if self.p is not None else None
+        return self.m.group(name)
+
+    def start(self) -> int:
+        return self.p.start() if self.p is not None else self.m.start()
+
+
+def search_envelope(line: str) -> EnvMatch | None:
+    m = LEVEL_TS.search(line)
+    if m is None:
+        return None
+    p = PROC_TAIL.search(line, max(0, m.start() - 120), m.start()) if m.start() else None
+    return EnvMatch(m, p)
+
+
+def search_envelope_b(line: bytes) -> EnvMatch | None:
+    m = LEVEL_TS_B.search(line)
+    if m is None:
+        return None
+    p = PROC_TAIL_B.search(line, max(0, m.start() - 120), m.start()) if m.start() else None
+    return EnvMatch(m, p)
+
+
 @dataclass(slots=True)
 class Envelope:
     proc: str | None
@@ -65,7 +111,7 @@ def strip_ansi(line: str) -> str:
 
 def parse_envelope(line: str) -> Envelope | None:
     """Parse one physical line; ``None`` when no vLLM envelope is present (bare message)."""
-    m = ENVELOPE.search(line)
+    m = search_envelope(line)
     if m is None:
         return None
     g = m.group

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvdoctor.errors import InputError
-from kvdoctor.evidence.logs.envelope import ANSI_B, ENVELOPE_B, FOREIGN_ISO_B, GLUE_B, parse_envelope
+from kvdoctor.evidence.logs.envelope import ANSI_B, FOREIGN_ISO_B, GLUE_B, parse_envelope, search_envelope_b
 from kvdoctor.evidence.logs.startup import NEEDLES, StartupCollector
 from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
 from kvdoctor.evidence.model import Event, Segment, SkipReport, StartupFacts, Timeline
@@ -154,7 +154,7 @@ class _Series:
         return {c: m[:, k] for k, c in enumerate(_COLS)}
 
 
-def _proc_key(m: re.Match | None) -> str:
+def _proc_key(m: Any) -> str:
     if m is None or m.group("proc") is None:
         return "main"
     return f"{m.group('proc').decode('utf-8', 'replace')} pid={m.group('pid').decode()}"
@@ -189,7 +189,7 @@ class LogReader:
             self.skip.examples[reason] = line[:160].decode("utf-8", "replace")
 
     # -- time --------------------------------------------------------------------------------
-    def _time(self, m: re.Match, line: bytes) -> float | None:
+    def _time(self, m: Any, line: bytes) -> float | None:
         year = m.group("year")
         y = int(year) if year else None
         if y is None and m.start() > 0:
@@ -223,7 +223,7 @@ class LogReader:
             row = parse_stats(line)
             if row is None:
                 return None
-        m = ENVELOPE_B.search(line)
+        m = search_envelope_b(line)
         if m is None:
             self._skipped("stats-without-timestamp", line)
             return None
@@ -244,7 +244,7 @@ class LogReader:
         if w is None:
             self._skipped("malformed-preemption-warning", line)
             return False
-        m = ENVELOPE_B.search(line)
+        m = search_envelope_b(line)
         t = self._time(m, line) if m is not None else None
         group, mode, cum = w
         self._event(Event(t=t, kind="preemption-warning", line_no=n,
@@ -260,7 +260,7 @@ class LogReader:
             return
         self.events.append((ev, proc))
 
-    def _error(self, line: bytes, n: int, m: re.Match | None) -> bool:
+    def _error(self, line: bytes, n: int, m: Any) -> bool:
         text = line[:600].decode("utf-8", "replace").strip()
         msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
         if "out of memory" in msg or "OutOfMemoryError" in msg:
@@ -525,7 +525,7 @@ class LogReader:
                 bl = bl.rstrip(b"\r")
             if not with_stats and (b"roughput" in bl or b"preempted by" in bl):
                 continue
-            if b"Avg prompt throughput" not in bl and _looks_like_stats_tail(bl) and ENVELOPE_B.search(bl) is None:
+            if b"Avg prompt throughput" not in bl and _looks_like_stats_tail(bl) and search_envelope_b(bl) is None:
                 # a continuation of a terminal-wrapped stats record: join from its envelope line
                 done = self._join_back(work, ls, le, n)
                 if done is not None:
@@ -542,7 +542,7 @@ class LogReader:
                         if nxt_end == -1:
                             break
                         nxt = work[j_end + 1:nxt_end]
-                        if ENVELOPE_B.search(nxt) is not None:
+                        if search_envelope_b(nxt) is not None:
                             break
                         joined += nxt.rstrip(b"\r")
                         j_end = nxt_end
@@ -563,7 +563,7 @@ class LogReader:
                 continue
             hit = False
             if any(nd in bl for nd in _ERR_NEEDLES):
-                hit = self._error(bl, n, ENVELOPE_B.search(bl))
+                hit = self._error(bl, n, search_envelope_b(bl))
             text = bl.decode("utf-8", "replace")
             env = parse_envelope(text)
             if col.feed(n, env, env.msg if env is not None else text):
@@ -583,7 +583,7 @@ class LogReader:
             ps = work.rfind(b"\n", 0, start - 1) + 1
             prev = work[ps:start - 1]
             start = ps
-            if ENVELOPE_B.search(prev) is not None:
+            if search_envelope_b(prev) is not None:
                 break
         else:
             return None

@@ -43,6 +43,7 @@ _N = r"(-?\d+(?:\.\d+)?)"  # a decimal as vLLM prints it (format_gib, %.2f, %.4f
 _I = r"(\d{1,3}(?:,\d{3})+|\d+)"  # an int, possibly with thousands separators
 
 MAX_LINE = 1 << 16  # longer physical lines are cut: no start-up fact needs more
+BIG_LOG = 4 << 20  # above this, read_startup_facts uses the streaming reader's fast path
 
 
 def _b(v: str, unit: str = "GiB") -> int:
@@ -967,12 +968,25 @@ def read_startup_facts(path_or_lines: Any) -> list[StartupFacts]:
     Returns one :class:`StartupFacts` per start, in file order; ``[]`` when none is visible.
     Never raises on content; an unreadable path raises :class:`~kvdoctor.errors.InputError`.
     """
+    if _looks_like_path(path_or_lines):
+        try:
+            big = os.path.getsize(path_or_lines) > BIG_LOG
+        except OSError:
+            big = False
+        if big:
+            # a production log: the streaming reader finds the start-up regions without reading
+            # every line in Python (docs/evidence.md "Log reader"); it imports numpy, which only
+            # matters for small files
+            from kvdoctor.evidence.logs.reader import read_log
+
+            return read_log(path_or_lines).startups
     col = StartupCollector()
     for n, phys in enumerate(_open_lines(path_or_lines), start=1):
         if len(phys) > MAX_LINE:
             phys = phys[:MAX_LINE]
         phys = strip_ansi(phys.rstrip("\r\n"))
-        for line in split_glued(phys) if len(phys) > 60 else (phys,):
+        glued = len(phys) > 60 and sum(phys.count(lv) for lv in (" INFO ", " WARNING ", " ERROR ", " DEBUG ")) > 1
+        for line in split_glued(phys) if glued else (phys,):
             env = parse_envelope(line)
             msg = env.msg if env is not None else line
             col.feed(n, env, msg)
