@@ -85,3 +85,20 @@ def test_the_same_result_file_after_a_change_is_flagged(shared_data, tmp_path):
     from kvdoctor.report.html import render_report
 
     assert "byte-identical to step #0" in render_report([json.loads(js)], title="t")
+
+
+def test_show_and_handbook_take_the_journal_option_the_error_message_suggests(tmp_path):
+    # "holds several journals ...; pick one with --journal NAME" — and show/handbook then said
+    # "No such option: -j" (they only took the name positionally)
+    db = tmp_path / "j.sqlite"
+    for name in ("a", "b"):
+        assert kvd("journal", "start", name, "--config", BASE, "--db", str(db))[0] == 0
+    code, out = kvd("journal", "show", "--db", str(db))
+    assert code == 2 and "--journal NAME" in out
+    for verb in ("show", "handbook"):
+        for how in (["--journal", "b"], ["-j", "b"], ["b"]):
+            code, out = kvd("journal", verb, *how, "--db", str(db), "--json")
+            assert code == 0, (verb, how, out)
+            assert json.loads(out)["journal"]["name"] == "b"
+    code, out = kvd("journal", "show", "a", "--journal", "b", "--db", str(db))
+    assert code == 2 and "two journal names" in out

@@ -125,6 +125,7 @@ def list_cmd(
 @journal_app.command("show")
 def show_cmd(
     journal: Optional[str] = typer.Argument(None, help="Journal name (default: the only one in the file)."),
+    journal_opt: Optional[str] = typer.Option(None, "--journal", "-j", help="Journal name, as record/compare/note take it."),
     db: Optional[Path] = typer.Option(None, "--db", help=_DB_HELP, dir_okay=False),
     json_out: bool = typer.Option(False, "--json", help="Print kvdoctor.journal/1 JSON (docs/json/journal.md)."),
     html: Optional[Path] = typer.Option(None, "--html", metavar="FILE", dir_okay=False, help="Also write an HTML report of the journal."),
@@ -135,7 +136,7 @@ def show_cmd(
     from kvdoctor.journal import api
     from kvdoctor.report.html import write_html_if_asked
 
-    payload = api.show_payload(_db(db), journal)
+    payload = api.show_payload(_db(db), _one_name(journal, journal_opt))
     write_html_if_asked(html, [payload], title=f"kvdoctor journal: {payload['journal']['name']}", quiet=quiet)
     if json_out:
         emit_json(payload)
@@ -170,6 +171,7 @@ def compare_cmd(
 @journal_app.command("handbook")
 def handbook_cmd(
     journal: Optional[str] = typer.Argument(None, help="Journal name (default: the only one in the file)."),
+    journal_opt: Optional[str] = typer.Option(None, "--journal", "-j", help="Journal name, as record/compare/note take it."),
     db: Optional[Path] = typer.Option(None, "--db", help=_DB_HELP, dir_okay=False),
     output: Optional[Path] = typer.Option(None, "--output", "-o", dir_okay=False, help="Write the Markdown here instead of stdout."),
     html: Optional[Path] = typer.Option(None, "--html", metavar="FILE", dir_okay=False, help="Write the handbook as a self-contained HTML file."),
@@ -182,7 +184,7 @@ def handbook_cmd(
     from kvdoctor.journal import api, handbook
     from kvdoctor.report.html import write_html_if_asked
 
-    payload = api.show_payload(_db(db), journal)
+    payload = api.show_payload(_db(db), _one_name(journal, journal_opt))
     name = payload["journal"]["name"]
     _, steps, _ = api.load_steps(_db(db), name)
     hb = handbook.build(name, steps)
@@ -202,6 +204,17 @@ def handbook_cmd(
             typer.echo(f"kvdoctor: wrote {output}", err=True)
     elif html is None and not quiet:
         typer.echo(md, nl=False)
+
+
+def _one_name(positional: Optional[str], option: Optional[str]) -> Optional[str]:
+    """show/handbook take the name positionally; record/compare/note take --journal/-j. Both work
+    everywhere the name is optional, so "journal handbook -j NAME" (as the error message for a file
+    with several journals suggests) is not a usage error."""
+    from kvdoctor.errors import InputError
+
+    if positional is not None and option is not None and positional != option:
+        raise InputError(f"two journal names given: {positional!r} and --journal {option!r}")
+    return positional if positional is not None else option
 
 
 def _strs(paths: Optional[List[Path]]) -> list[str]:
