@@ -112,7 +112,7 @@ def summary(ev: Evidence) -> dict[str, Any]:
         "ignored_lines": ev.ignored_lines,
         "skip_reasons": dict(ev.skipped.reasons),
         "segments": len(ev.segments),
-        "startups": sum(1 for sg in ev.segments if sg.startup is not None),
+        "startups": len({id(sg.startup) for sg in ev.segments if sg.startup is not None}),  # DP engines share one
         "requests": len(ev.requests),
         "bench_results": len(ev.bench),
     }
