@@ -342,16 +342,17 @@ class LogReader:
         tcache: dict[bytes, float] = {}
         pos = work.find(b"KV cache")
         last_end = -1
-        last_t: dict[int, float] = {}
+        last_t: dict[_Series, float] = {}
         gap_ok, self._gap_ok_first = self._gap_ok_first, False
         ansi = b"\x1b" in work  # memchr
+        find, rfind, match, series_cache = work.find, work.rfind, FAST_STATS.match, self._series_cache
         while pos != -1:
-            ls = work.rfind(b"\n", 0, pos) + 1
-            le = work.find(b"\n", pos)
+            ls = rfind(b"\n", 0, pos) + 1
+            le = find(b"\n", pos)
             line = work[ls:le]
             if ansi and b"\x1b" in line:
                 line = ANSI_B.sub(b"", line)
-            m = FAST_STATS.match(line)
+            m = match(line)
             if m is not None:
                 if le - ls > MAX_LINE or line.find(b"Avg prompt", m.end()) != -1:
                     return "full"  # glued records, a huge line
@@ -365,17 +366,17 @@ class LogReader:
                     except ValueError:
                         return "full"
                     tcache[ts] = t
-                s = self._series_cache.get(g[:2] + (g[3],))
+                s = series_cache.get((g[0], g[1], g[3]))
                 if s is None:
                     s = self._series_for(g[0], g[1], g[3])
-                prev = last_t.get(id(s))
+                prev = last_t.get(s)
                 if prev is None:
                     prev = s.last_t
                 if (prev is None or t - prev > max(GAP_S, 4 * s.last_dt)) and not (gap_ok and ls == 0):
                     return "full" if ls == 0 else ("split", ls)
                 if prev is not None and t > prev:
                     s.last_dt = t - prev
-                last_t[id(s)] = t
+                last_t[s] = t
                 rows.append((s, t, g, len(offs)))
             elif b"roughput" in line:
                 return "full"  # a stats line the fast regex does not take: wrapped, foreign prefix...
@@ -385,7 +386,7 @@ class LogReader:
                 return "full"
             offs.append(ls)
             last_end = le
-            pos = work.find(b"KV cache", le)
+            pos = find(b"KV cache", le)
         if not rows:
             return "full"
         # line numbers of all hits at once: where the newlines are, and how many precede each hit
@@ -834,6 +835,19 @@ def read_log(path: str | os.PathLike, *, year: int | None = None,
     """Read one vLLM log (plain or gzip). Unreadable path → InputError; bad content never raises."""
     path = os.fspath(path)
     reader = LogReader(path, year=year)
+    import gc
+
+    # millions of short-lived tuples, no cycles: the cyclic collector would only rescan them
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        return _read(reader, path, progress, chunk_size)
+    finally:
+        if gc_was:
+            gc.enable()
+
+
+def _read(reader: "LogReader", path: str, progress, chunk_size: int) -> LogRead:
     carry = b""
     base = 0
     try:
