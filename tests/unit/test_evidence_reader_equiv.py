@@ -1,0 +1,186 @@
+"""The chunk-scanning fast path reads big logs exactly as the per-line reader it replaced did.
+
+The reference digests in ``fixtures/evidence_reader_equiv.json`` were recorded with the per-line reader
+(commit 2944d65, before the chunk-scan rewrite) on the logs built below: ``benchmarks/gen_log.py`` output
+(deterministic for a seed) with extra hostile and mixed content spliced in at seeded random places —
+wrapped, glued, ANSI-coloured and foreign-prefixed stats lines, a second API server's interleaved
+engines, NUL runs, invalid UTF-8, over-long lines, steady-state ERROR lines, out-of-order lines, v0
+warnings. Every part of a ``LogRead`` is compared (segments with their timelines to the last bit, events,
+start-up facts, skip counts by reason and their examples, notes), part by part so a failure names what
+differs. The real samples are small (full path only) and are covered by test_evidence_reader.py.
+
+Re-record (only when the reading is *meant* to change, and say so in the commit):
+``python tests/unit/test_evidence_reader_equiv.py --record``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kvdoctor.evidence.logs.reader import read_log
+
+REPO = Path(__file__).resolve().parents[2]
+REF = REPO / "tests" / "fixtures" / "evidence_reader_equiv.json"
+sys.path.insert(0, str(REPO / "benchmarks"))
+import gen_log  # noqa: E402
+
+V1 = ("(APIServer pid={pid}) INFO {ts} [loggers.py:271] Engine {eng:03d}: Avg prompt throughput: {p:.1f} tokens/s, "
+      "Avg generation throughput: {g:.1f} tokens/s, Running: {r} reqs, Waiting: {w} reqs, {pre}"
+      "GPU KV cache usage: {kv:.1f}%, Prefix cache hit rate: {h:.1f}%")
+
+# (name, size, rps, dense, seed, splice?, gzip?)
+CASES = [
+    ("mixed-a", "12M", 20.0, False, 3, True, False),
+    ("mixed-b", "30M", 20.0, False, 7, True, False),
+    ("plain", "26M", 20.0, False, 1, False, False),
+    ("dense", "9M", 20.0, True, 5, True, False),
+    ("gzip", "10M", 4.0, False, 11, True, True),
+]
+
+
+def _splice(lines: list[bytes], rnd: random.Random) -> list[bytes]:
+    """Hostile and mixed content at seeded random places (each kind several times)."""
+    out: list[bytes] = []
+    n = len(lines)
+    marks = {}
+    kinds = ["wrap", "glue", "ansi", "foreign", "apiserver2", "nul", "utf8", "long", "error", "ooo", "warn",
+             "v1pre", "crlf", "nulstats"]
+    for k in kinds:
+        for _ in range(6):
+            marks.setdefault(rnd.randrange(100, n - 100), []).append(k)
+    last_ts = "12-31 20:00:00"
+    for i, line in enumerate(lines):
+        if b"INFO " in line[:40] and line[:1] == b"(":
+            p = line.find(b"INFO ") + 5
+            last_ts = line[p:p + 14].decode("ascii", "replace")
+        out.append(line)
+        for k in marks.get(i, ()):
+            stats = V1.format(pid=1, ts=last_ts, eng=rnd.randint(0, 1), p=rnd.uniform(0, 900), g=rnd.uniform(0, 900),
+                              r=rnd.randint(0, 99), w=rnd.randint(0, 9), pre="", kv=rnd.uniform(0, 99),
+                              h=rnd.uniform(0, 50)).encode()
+            if k == "wrap":
+                out.extend(stats[j:j + 100] for j in range(0, len(stats), 100))
+            elif k == "glue":
+                out[-1] = out[-1] + stats
+            elif k == "ansi":
+                out.append(b"\x1b[32m" + stats.replace(b" INFO ", b" INFO\x1b[0m ", 1))
+            elif k == "foreign":
+                out.append(b"2027-01-01T00:00:00.123456789Z " + stats)
+            elif k == "apiserver2":
+                out.append(stats.replace(b"APIServer pid=1", b"APIServer pid=2"))
+            elif k == "nul":
+                out.append(b"\x00" * rnd.randint(1, 3000))
+            elif k == "utf8":
+                out.append(b"(APIServer pid=1) INFO " + last_ts.encode() + b" [x.py:1] caf\xe9 \xff\xfe")
+            elif k == "long":
+                out.append(b"Y" * rnd.randint(70_000, 140_000))
+            elif k == "error":
+                out.append(b"(APIServer pid=1) ERROR " + last_ts.encode()
+                           + b" [serving.py:12] Error in request: client disconnected")
+            elif k == "ooo":
+                out.append(stats.replace(last_ts.encode(), b"12-31 19:00:00"))
+            elif k == "warn":
+                out.append(f"WARNING {last_ts} scheduler.py:1754] Sequence group {rnd.randint(1, 9999)} is preempted by "
+                           f"PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. "
+                           f"total_num_cumulative_preemption={rnd.randint(1, 500)}".encode())
+            elif k == "v1pre":
+                out.append(stats.replace(b"GPU KV", b"Preemptions: 3, GPU KV"))
+            elif k == "crlf":
+                out.append(stats + b"\r")
+            elif k == "nulstats":
+                out.append(stats[:50] + b"\x00\x00" + stats[50:])
+    return out
+
+
+def _build(tmp: Path, name: str, size: str, rps: float, dense: bool, seed: int, splice: bool, gz: bool) -> Path:
+    raw = tmp / f"{name}.log"
+    gen_log.generate(str(raw), gen_log.parse_size(size), rps, False, dense, seed)
+    if splice:
+        lines = raw.read_bytes().split(b"\n")
+        raw.write_bytes(b"\n".join(_splice(lines, random.Random(seed * 31 + 1))))
+    if gz:
+        gzp = tmp / f"{name}.log.gz"
+        gzp.write_bytes(gzip.compress(raw.read_bytes(), compresslevel=1, mtime=0))
+        return gzp
+    return raw
+
+
+def _jsonable(v):
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else repr(v)
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if dataclasses.is_dataclass(v):
+        return _jsonable(dataclasses.asdict(v))
+    if isinstance(v, np.ndarray):
+        return hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()[:16] + f"/{v.dtype}/{len(v)}"
+    return v
+
+
+def digest(r) -> dict[str, str]:
+    """One short hash per part of a LogRead (so a mismatch names the part)."""
+    parts: dict[str, object] = {
+        "skip": {"total": r.skipped.total_lines, "parsed": r.skipped.parsed_lines,
+                 "skipped": r.skipped.skipped_lines, "reasons": dict(r.skipped.reasons),
+                 "examples": dict(r.skipped.examples)},
+        "counters": [r.ignored_lines, r.out_of_order, r.rollovers, r.events_dropped, r.notes],
+        "startups": r.startups,
+        "segment_list": [(s.engine, s.first_line, s.last_line, s.source == r.source) for s in r.segments],
+    }
+    for k, s in enumerate(r.segments):
+        tl = s.timeline
+        parts[f"seg{k}.timeline"] = None if tl is None else {
+            f.name: getattr(tl, f.name) for f in dataclasses.fields(tl)}
+        parts[f"seg{k}.events"] = [(e.t, e.kind, e.line_no, e.message, e.data) for e in s.events]
+        parts[f"seg{k}.startup"] = s.startup
+    out = {}
+    for k, v in parts.items():
+        blob = json.dumps(_jsonable(v), sort_keys=True, default=str).encode()
+        out[k] = hashlib.sha256(blob).hexdigest()[:20]
+    # plain figures too, so a failure shows the size of the difference
+    out["figures"] = json.dumps({"total": r.skipped.total_lines, "parsed": r.skipped.parsed_lines,
+                                 "reasons": dict(sorted(r.skipped.reasons.items())),
+                                 "samples": sum(len(s.timeline) for s in r.segments if s.timeline is not None),
+                                 "segments": len(r.segments), "startups": len(r.startups)}, sort_keys=True)
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_fast_path_reads_exactly_as_the_per_line_reader(case, tmp_path):
+    ref = json.loads(REF.read_text())
+    name, size, rps, dense, seed, splice, gz = case
+    log = _build(tmp_path, *case)
+    got = digest(read_log(log, year=2026))
+    want = ref[name]
+    assert got["figures"] == want["figures"]
+    diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+    assert diff == [], f"{name}: parts differing from the per-line reader: {diff}"
+
+
+def _record() -> None:
+    import tempfile
+
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        for case in CASES:
+            log = _build(Path(d), *case)
+            out[case[0]] = digest(read_log(log, year=2026))
+            print(case[0], out[case[0]]["figures"])
+    REF.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    if "--record" in sys.argv:
+        _record()
