@@ -247,3 +247,16 @@ def test_log_events_are_marked_on_the_timeline():
     ev = next(tr for tr in spec["data"] if tr["name"] == "log events")
     assert len(ev["x"]) == 2
     assert ev["hovertext"][0] == "preemption-warning: Sequence group 7 is preempted &lt;b&gt;"
+
+
+def test_hand_edited_payloads_with_wrong_types_render_instead_of_crashing():
+    """A saved --json edited by hand (a list where a dict belongs) must not make `report` exit 3."""
+    diag = timeline_payload(kind="diagnose")
+    diag["instances"] = 1
+    journal = {"schema_version": "kvdoctor.journal/1", "journal": {"name": "j"}, "steps": [
+        {"seq": 0, "kind": "baseline", "figures": [1, "a", None], "predicted": "<b>"},
+        {"seq": 1, "kind": "step", "figures": {"output_tps": {"value": 1.0, "source": "measured", "how": "x"}},
+         "predicted": None, "evidence": "not a dict"}]}
+    doc = render_report([diag, journal], title="t")
+    assert "<b>" not in doc.split("<body", 1)[1].split("<script", 1)[0]
+    assert render_report([{"schema_version": "kvdoctor.journal/1", "steps": 1}], title="t")

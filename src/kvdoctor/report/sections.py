@@ -200,7 +200,9 @@ def build_sections(page, payloads: list[dict[str, Any]], kinds: list[str]) -> No
             if body:
                 put("timeline", "timeline", f"Timeline ({kind}){suffix}", body)
         # diagnose/1 over several engines: one timeline per instance (the first few)
-        instances = [i for i in payload.get("instances") or [] if isinstance(i, dict) and isinstance(i.get("timeline"), dict)]
+        # payloads may be hand-edited or truncated: a wrong type is skipped, never a crash (exit 3)
+        raw_instances = payload.get("instances") if isinstance(payload.get("instances"), list) else []
+        instances = [i for i in raw_instances if isinstance(i, dict) and isinstance(i.get("timeline"), dict)]
         for inst in instances[:MAX_INSTANCE_TIMELINES]:
             body = timeline_section(page, inst["timeline"], inst)
             if body:
@@ -808,15 +810,16 @@ def _journal_name(payload: dict[str, Any]) -> str:
 
 
 def journal_section(page, payload: dict[str, Any]) -> str:
-    steps = [s for s in payload.get("steps") or [] if isinstance(s, dict)]
+    raw = payload.get("steps") if isinstance(payload.get("steps"), list) else []
+    steps = [s for s in raw if isinstance(s, dict)]
     if not steps:
         return '<p class="note">No steps recorded.</p>'
     labels = [esc(f"#{s.get('seq')} {_change_text(s)}") for s in steps]
     # one small chart per figure: their units differ by orders of magnitude
     html = ""
     for key, name, scale in JOURNAL_PLOTTED:
-        ys = [num((s.get("figures") or {}).get(key)) for s in steps]
-        preds = [num((s.get("predicted") or {}).get(key)) for s in steps]
+        ys = [num(_as_dict(s.get("figures")).get(key)) for s in steps]
+        preds = [num(_as_dict(s.get("predicted")).get(key)) for s in steps]
         if all(v is None for v in ys) and all(p is None for p in preds):
             continue
         data = [{"type": "scatter", "mode": "lines+markers", "name": "measured", "x": labels,
@@ -833,10 +836,10 @@ def journal_section(page, payload: dict[str, Any]) -> str:
     keys = [k for k, _, _ in JOURNAL_PLOTTED]
     extra = []
     for s in steps:
-        for k in s.get("figures") or {}:
+        for k in _as_dict(s.get("figures")):
             if k not in keys and k not in extra:
                 extra.append(k)
-    cols = [k for k in keys + extra if any(k in (s.get("figures") or {}) for s in steps)]
+    cols = [k for k in keys + extra if any(k in _as_dict(s.get("figures")) for s in steps)]
     meta = payload.get("figures") if isinstance(payload.get("figures"), dict) else {}
 
     def head(k: str) -> str:
@@ -850,7 +853,7 @@ def journal_section(page, payload: dict[str, Any]) -> str:
                     else fmt_value(f))
     rows = []
     for s in steps:
-        figs = s.get("figures") or {}
+        figs = _as_dict(s.get("figures"))
         flags = []
         if s.get("multi"):
             flags.append("several variables (forced)")
@@ -868,6 +871,11 @@ def journal_section(page, payload: dict[str, Any]) -> str:
     if isinstance(payload.get("handbook"), dict):
         html += handbook_html(payload["handbook"])
     return html
+
+
+def _as_dict(x: Any) -> dict[str, Any]:
+    """A hand-edited payload may hold a list or a string where a dict belongs: read it as empty."""
+    return x if isinstance(x, dict) else {}
 
 
 def handbook_html(hb: dict[str, Any]) -> str:
