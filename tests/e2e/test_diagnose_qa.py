@@ -56,3 +56,26 @@ def test_full_not_tight_does_not_say_healthy_beside_a_starved_configuration(shar
     assert "memory.full-not-tight" in ids and "Healthy" not in ids["memory.full-not-tight"]["summary"]
     code, err, out = invoke("diagnose", str(log), "--json")
     assert json.loads(out)["verdict"] == "healthy"
+
+
+def test_binary_or_empty_evidence_is_bad_input_but_odd_text_is_not(shared_data, tmp_path):
+    pytest.importorskip("kvdoctor.evidence.load", reason="the evidence reader is not built yet")
+    # was: exit 0 "insufficient-evidence" with a list of evidence to collect, for a PNG or an empty file
+    blob = tmp_path / "screenshot.png"
+    blob.write_bytes(bytes(range(256)) * 16)
+    empty = tmp_path / "vllm.log"
+    empty.write_bytes(b"")
+    for bad, words in ((blob, "binary file"), (empty, "empty file")):
+        code, err, _ = invoke("diagnose", str(bad))
+        assert code == 2 and words in err and "\n" not in err, err
+    # a real log with one undecodable byte (an echoed prompt) is still read, and still healthy
+    log = tmp_path / "latin.log"
+    log.write_bytes(b"prompt echo \xff\xfe here\n" + _excerpt(shared_data, "rt013").encode())
+    code, err, out = invoke("diagnose", str(log), "--json")
+    assert code == 0 and json.loads(out)["verdict"] == "healthy", err
+    # gzip'd logs are evidence too
+    import gzip
+    gz = tmp_path / "vllm.log.gz"
+    gz.write_bytes(gzip.compress(_excerpt(shared_data, "rt013").encode()))
+    code, err, out = invoke("diagnose", str(gz), "--json")
+    assert code == 0 and json.loads(out)["verdict"] == "healthy", err

@@ -81,6 +81,8 @@ def diagnose(
             kw["window"] = window
         if labels:
             kw["labels"] = list(labels)
+        for path in evidence or []:
+            _refuse_non_text(path)
         ev = load_evidence(list(evidence or []), **kw)
     payload: dict[str, Any]
     if ev is not None:
@@ -102,6 +104,38 @@ def diagnose(
         render(payload, quiet)
     if payload["verdict"] in fail or any(i["verdict"] in fail for i in payload.get("instances", [])):
         raise typer.Exit(EXIT_FINDING)
+
+
+def _refuse_non_text(path: str) -> None:
+    """An empty or binary file is bad input (exit 2), not "insufficient evidence".
+
+    The log reader skips undecodable lines one by one, so a PNG or a core dump given by mistake
+    came back as a verdict with a list of evidence to collect. A vLLM log that kvdoctor merely does
+    not understand (a patched scheduler's messages) still gets insufficient-evidence: it is text.
+    gzip'd logs are read by the evidence loader and pass.
+    """
+    from pathlib import Path
+
+    from kvdoctor.errors import InputError
+
+    p = Path(path)
+    if not p.is_file():
+        return  # folders and missing files: the evidence loader's own messages
+    with p.open("rb") as fh:
+        head = fh.read(8192)
+    if not head:
+        raise InputError(f"{path}: empty file (give a vLLM log, /metrics dump, benchmark result or request trace)")
+    if head[:2] == b"\x1f\x8b":
+        return
+    # A real log may carry a stray non-UTF-8 byte (an echoed prompt): the reader skips that line.
+    # Refuse only what is mostly undecodable, or holds NUL bytes (no text log does).
+    bad = head.decode("utf-8", errors="replace").count("\ufffd")
+    if bad > max(4, len(head) // 10):
+        raise InputError(f"{path}: a binary file, not text ({bad} of the first {len(head):,} bytes are not UTF-8); "
+                         "give a vLLM log, /metrics dump, benchmark result or request trace")
+    if b"\x00" in head:
+        raise InputError(f"{path}: a binary file, not text (NUL bytes); give a vLLM log, /metrics dump, benchmark "
+                         "result or request trace")
 
 
 def slow_payload(ev, trace: str | None, inputs, pct: float, by: str) -> dict[str, Any]:
