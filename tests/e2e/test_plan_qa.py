@@ -105,3 +105,10 @@ def test_evidence_that_sets_no_target_says_why(shared_data, tmp_path):
     assert code == 0, err
     notes = json.loads(out)["notes"]
     assert any("--evidence sets a target only when it shows a capacity shortage" in n for n in notes), notes
+
+
+def test_binary_evidence_is_bad_input(tmp_path):
+    blob = tmp_path / "metrics.prom"
+    blob.write_bytes(bytes(range(256)) * 16)
+    code, err, _ = invoke("plan", "-m", Q14, "--gpu", "H100", "--evidence", str(blob))
+    assert code == 2 and "binary file" in err
