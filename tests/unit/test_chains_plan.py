@@ -187,3 +187,39 @@ def test_overload_note_sizes_instances_from_offered_vs_simulated_output():
     assert overload_note(w, "level 1", {"output_tokens_per_s": 500.0, "ttft_p99_s": 1.5}) is None
     assert overload_note(w, "level 1", {"output_tokens_per_s": 500.0}) is None
     assert overload_note(SimpleNamespace(arrival=[0.0], output=[5]), "before", {"output_tokens_per_s": 1.0}) is None
+
+
+def test_plan_simulation_reports_progress_over_every_configuration():
+    """plan --trace simulates before + each level (seconds each on a real trace): one progress bar
+    over all of them, advanced to its total; the predictions are the same as without it."""
+    import contextlib
+
+    import pytest
+
+    whatif = pytest.importorskip("kvdoctor.sim.whatif")
+    from kvdoctor.catalog.gpus import lookup_gpu
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.chains.lengths import from_workload
+    from kvdoctor.chains.plan import Target, make_plan
+    from kvdoctor.engine.config import EngineConfig
+
+    w = whatif.as_workload({"rate": 2.0, "requests": 60, "lengths": "lognormal:1500:350:0.7", "seed": 3})
+    seen = {"total": None, "done": 0, "desc": ""}
+
+    @contextlib.contextmanager
+    def bar(description, total=None):
+        seen["total"], seen["desc"] = total, description
+
+        def advance(n=1):
+            seen["done"] += n
+        yield advance
+
+    args = (lookup_model("Qwen/Qwen2.5-14B"), lookup_gpu("L40S"), EngineConfig(max_model_len=32768))
+    kw = dict(lengths=from_workload(w), target=Target(concurrency=12), workload=w)
+    p = make_plan(*args, progress=bar, **kw)
+    runs = 1 + sum(1 for lv in p.levels if lv.applicable)
+    assert seen["total"] == 60 * runs and seen["done"] == seen["total"]
+    assert f"Simulating {runs} configurations" == seen["desc"]
+    q = make_plan(*args, **kw)
+    assert q.predicted_before == p.predicted_before
+    assert [lv.predicted for lv in q.levels] == [lv.predicted for lv in p.levels]

@@ -504,8 +504,12 @@ class Plan:
 
 def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDist | None = None,
               target: Target | None = None, usage: str = "api", max_level: int = 4,
-              stop_when_enough: bool = True, workload: Any = None, evidence_capacity_short: bool = False) -> Plan:
-    """Walk chain one from ``config`` (an EngineConfig). Raises KvdoctorError on bad input."""
+              stop_when_enough: bool = True, workload: Any = None, evidence_capacity_short: bool = False,
+              progress: Any = None) -> Plan:
+    """Walk chain one from ``config`` (an EngineConfig). Raises KvdoctorError on bad input.
+
+    ``progress``: the CLI's ``progress(description, total=...)`` context factory (a bar on a TTY),
+    for the simulations a trace brings; chains never import the CLI, so it is handed in."""
     from kvdoctor.chains.rules import RULES
 
     before = build_state(shape, gpu, config, version, usage)
@@ -562,37 +566,51 @@ def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDis
     ctx.cache["evidence_capacity_short"] = evidence_capacity_short
     p.stop_loss = check_stop_loss(ctx)
     if workload is not None:
-        attach_simulation(p, shape, gpu, workload)
+        attach_simulation(p, shape, gpu, workload, progress=progress)
     return p
 
 
-def attach_simulation(p: Plan, shape, gpu, workload) -> None:
+def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None) -> None:
     """Predicted TTFT/TBT/throughput/preemptions per applied level, when the simulator is present."""
+    import contextlib
+
     try:
-        from kvdoctor.sim.whatif import predict
+        from kvdoctor.sim.whatif import run
     except ImportError:
         p.notes.append("simulation not attached: kvdoctor.sim.whatif is not available in this build")
         return
     states = [("before", p.before)] + [(f"level {lv.level}", lv.state) for lv in p.levels
                                         if lv.applicable and lv.state is not None]
-    for label, st in states:
-        try:
-            s = predict(shape, gpu, st.resolved, st.ledger.num_blocks, workload, seed=0)
-        except KvdoctorError as exc:
-            p.notes.append(f"simulation of {label} failed: {exc}")
-            return
-        d = s.as_dict() if hasattr(s, "as_dict") else dict(s.__dict__)
-        pred = {k: d.get(k) for k in ("ttft_p99_s", "tbt_p99_s", "output_tokens_per_s", "preemptions",
-                                      "rejected", "completed")}
-        if label == "before":
-            p.predicted_before = pred
-        else:
-            lv = next(x for x in p.levels if f"level {x.level}" == label)
-            lv.predicted = pred
+    # one bar over every configuration's run: a full trace takes seconds per level
+    total = len(getattr(workload, "arrival", None) or []) * len(states) or None
+    bar = (progress(f"Simulating {len(states)} configurations", total=total) if progress is not None
+           else contextlib.nullcontext(None))
+    with bar as advance:
+        for label, st in states:
+            try:
+                s = run(shape, gpu, st.resolved, st.ledger.num_blocks, workload, seed=0, detail=False,
+                        progress=advance).summary
+            except KvdoctorError as exc:
+                p.notes.append(f"simulation of {label} failed: {exc}")
+                return
+            _record_prediction(p, label, s)
     p.simulated = True
-    note = overload_note(workload, label, pred)
+    last = states[-1][0]
+    pred = p.predicted_before if last == "before" else next(x for x in p.levels if f"level {x.level}" == last).predicted
+    note = overload_note(workload, last, pred or {})
     if note:
         p.notes.append(note)
+
+
+def _record_prediction(p: Plan, label: str, s: Any) -> None:
+    d = s.as_dict() if hasattr(s, "as_dict") else dict(s.__dict__)
+    pred = {k: d.get(k) for k in ("ttft_p99_s", "tbt_p99_s", "output_tokens_per_s", "preemptions",
+                                  "rejected", "completed")}
+    if label == "before":
+        p.predicted_before = pred
+    else:
+        lv = next(x for x in p.levels if f"level {x.level}" == label)
+        lv.predicted = pred
 
 
 def overload_note(workload, label: str, pred: dict[str, Any]) -> str | None:

@@ -155,8 +155,14 @@ def plan(
         t_ev, short, notes = evidence_target(list(evidence), inputs)
         if t_ev is not None:
             target.demand_tokens, target.demand_how = t_ev.demand_tokens, t_ev.demand_how
+    import functools
+
+    from kvdoctor.cli.output import progress
+
+    # a bar on stderr while the trace is simulated for each level (silent with --quiet/--json/no TTY)
     p = make_plan(inputs.shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
-                  target=target, workload=workload, evidence_capacity_short=short)
+                  target=target, workload=workload, evidence_capacity_short=short,
+                  progress=functools.partial(progress, quiet=quiet or json_out))
     if inputs.startup is not None:
         notes.append(measured_note(inputs, p))
     p.notes = notes + list(inputs.notes) + p.notes
