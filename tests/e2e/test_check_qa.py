@@ -29,3 +29,18 @@ def test_from_log_gates_on_the_measured_pool(shared_data, tmp_path):
     # without the log the same flags pass on the predicted pool: the difference is the measurement
     code, err, _ = invoke("check", "-m", L8, "--gpu", "L40S", "--max-model-len", "32768", "--max-num-seqs", "5")
     assert code == 0, err
+
+
+def test_swap_from_log_says_its_ledgers_are_predictions(shared_data, tmp_path):
+    # swap compares two models under one configuration: the log's measurement (of the old model)
+    # is not applied, and the output must not let the 'from' column pass for it
+    for line in (shared_data / "real" / "kv_capacity_cases.jsonl").read_text().splitlines():
+        case = json.loads(line)
+        if case["case_id"] == "kv049":
+            log = tmp_path / "kv049.log"
+            log.write_text(case["log_excerpt"])
+    code, err, out = invoke("swap", "--from-log", str(log), "--from", L8, "--to", "Qwen/Qwen2.5-14B", "--gpu", "L40S",
+                            "--json")
+    assert code in (0, 1), err
+    notes = json.loads(out)["notes"]
+    assert any("both ledgers are predictions" in n and "158,656" in n for n in notes), notes

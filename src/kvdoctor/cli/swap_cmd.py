@@ -44,6 +44,13 @@ def swap(
         target = Target(concurrency=target_concurrency, context=target_context)
     r = review(old_shape, new_shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
                target=target, workload=workload)
+    if inputs.startup is not None:
+        # the ledgers compare both models under one configuration, so both are predictions; say so,
+        # or an operator reads the old column as the pool their log measured
+        tok = getattr(inputs.startup, "kv_cache_tokens", None)
+        r.notes.append("--from-log: the configuration comes from the log; both ledgers are predictions under it"
+                       + (f" (the log measured {int(tok):,} KV tokens for the model it ran: compare with the "
+                          "'from' column)" if isinstance(tok, (int, float)) else ""))
     payload = r.to_json()
     if json_out:
         from kvdoctor.cli.output import emit_json
