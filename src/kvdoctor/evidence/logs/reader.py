@@ -30,6 +30,8 @@ import os
 import re
 from array import array
 from collections.abc import Callable
+from itertools import chain
+from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +72,7 @@ FAST_STATS = re.compile(
 # (the stats part is optional and cannot cross a newline), so the result has one tuple per line.
 FAST_ALL = re.compile(rb"\n(?:" + FAST_STATS.pattern + rb")?")
 NAN = float("nan")
+_NUMS = itemgetter(4, 5, 6, 8, 10)  # FAST_STATS' always-present numbers: p, g, r, w, kv
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"died unexpectedly", b"Traceback")
 _COLS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",
          "prefix_hit_pct", "line_no")
@@ -99,6 +102,12 @@ class _Clock:
         self.rollovers = 0
         self.backwards = 0
         self._days: dict[tuple[int, int, int], float] = {}
+
+    def state(self) -> tuple:
+        return (self.year, self.max_t, self.rollovers, self.backwards)
+
+    def restore(self, st: tuple) -> None:
+        self.year, self.max_t, self.rollovers, self.backwards = st
 
     def _day(self, y: int, mon: int, day: int) -> float:
         key = (y, mon, day)
@@ -338,7 +347,7 @@ class LogReader:
         few seconds while serving, so the lines explaining a gap are read in full) — then
         ``("split", offset)``: the part before the gap goes to the full path.
 
-        Per chunk, in C/numpy: the ``KV cache`` hits (every ``V`` byte, verified), a newline bitmap
+        Per chunk, in C/numpy: the ``KV cache`` hits (every ``V`` byte by memchr, verified), a newline bitmap
         cumulated per 64-byte word (line numbers by lookup), and one ``findall`` over the hit lines joined together (one groups tuple
         per line, no match objects). Python then touches only the hit lines (~1 % of a production log),
         in file order and with the same early exits as a line-by-line reading — so the clock and the
@@ -347,20 +356,26 @@ class LogReader:
 
         n = len(work)
         find, rfind, count = work.find, work.rfind, work.count
+        # a split chunk's second part may start with the stats line after a gap: once, at its start
+        gap_ok, self._gap_ok_first = self._gap_ok_first, False
         # -- the hit lines: every line holding "KV cache" (stats lines; v0 warnings; else full) ----
-        # every "V" (rare in logs: ~1 per 10 KB here), then a check for "KV cache" at the byte before it
-        cand = np.flatnonzero(np.frombuffer(work, dtype=np.uint8) == 86) - 1
+        # every "V" (memchr: a one-byte find is C-library fast; "V" is rare in logs, ~1 per 10 KB
+        # here), then a check for "KV cache" at the byte before it
         starts: list[int] = []
         ends: list[int] = []
         le = 0
         sw = work.startswith
-        for p in cand.tolist():
-            if p < le or not sw(b"KV cache", p):
-                continue  # one hit per line, as a find from the end of the previous hit line (p >= 0)
-            ls = rfind(b"\n", 0, p) + 1
-            le = find(b"\n", p)
-            starts.append(ls)
-            ends.append(le)
+        v = find(b"V", 1)
+        while v != -1:
+            p = v - 1
+            if p >= le and sw(b"KV cache", p):  # one hit per line, as a find from the end of the previous hit line
+                ls = rfind(b"\n", 0, p) + 1
+                le = find(b"\n", p)
+                starts.append(ls)
+                ends.append(le)
+                v = find(b"V", le)
+            else:
+                v = find(b"V", v + 1)
         if not starts:
             return "full"
         lines = [work[x:y] for x, y in zip(starts, ends)]
@@ -386,12 +401,15 @@ class LogReader:
                 k = nwords  # in the tail after the last whole 512-byte block
             return base + (int(cum[k - 1]) if k else 0) + count(b"\n", k << 6, o) + 1
 
+        # -- the common chunk in bulk (numpy); anything unusual: the exact row-by-row loop below ----
+        done = None if gap_ok else self._bulk(work, base, tups, starts, ends, lines, cum, nwords, total)
+        if done is not None:
+            return done
         # -- in file order, with the early exits of a line-by-line reading ------------------------
         rows: list[tuple] = []
         warns: list[tuple[bytes, int]] = []
         tcache: dict[bytes, float] = {}
         last_t: dict[_Series, float] = {}
-        gap_ok, self._gap_ok_first = self._gap_ok_first, False
         series_cache = self._series_cache
         epoch = self.clock.epoch
         cum_at = cum.item if cum is not None else None
@@ -454,6 +472,96 @@ class LogReader:
             if not work[ls:le].replace(b"\x00", b"").strip():
                 self._skipped("binary", b"\\x00...")
             p = find(b"\x00", le)
+        return total
+
+    def _bulk(self, work: bytes, base: int, tups: list, starts: list, ends: list, lines: list, cum, nwords: int,
+              total: int) -> int | None:
+        """A chunk of stats lines only, of series already seen, without a gap: the row-by-row loop's
+        result computed column-wise. Returns None (nothing changed: the clock is restored) whenever the
+        loop could take an early exit or do something else — the loop then reads the chunk."""
+        import numpy as np
+
+        n = len(tups)
+        if (max(map(len, lines)) > MAX_LINE
+                or b"".join(lines).count(b"Avg prompt") != n):
+            return None
+        ts_list = [g[2] for g in tups]
+        if b"" in ts_list:
+            return None  # a warning or another non-stats line: the loop
+        sc = self._series_cache
+        try:
+            srs = [sc[(g[0], g[1], g[3])] for g in tups]
+        except KeyError:
+            return None  # a new series (its first sample opens it): the loop
+        clock = self.clock
+        saved = clock.state()
+        tmap: dict[bytes, float] = {}
+        try:
+            for ts in dict.fromkeys(ts_list):  # first-occurrence order = the loop's epoch() calls
+                tmap[ts] = clock.epoch(None, int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]), float(ts[12:14]))
+        except ValueError:
+            clock.restore(saved)
+            return None
+        t = np.array([tmap[x] for x in ts_list], dtype=np.float64)
+        ids: dict[_Series, int] = {}
+        sid = np.array([ids.setdefault(x, len(ids)) for x in srs], dtype=np.int64)
+        per: list[tuple] = []
+        for s, j in ids.items():
+            sel = np.flatnonzero(sid == j)
+            prev0 = s.last_t
+            if prev0 is None:
+                clock.restore(saved)
+                return None
+            d = np.diff(t[sel], prepend=prev0)
+            if d.max() > GAP_S:
+                # a possible gap (d > max(GAP_S, 4 * last_dt)): the loop decides, with its bookkeeping
+                clock.restore(saved)
+                return None
+            pos = np.flatnonzero(d > 0)
+            per.append((s, sel, float(d[pos[-1]]) if len(pos) else None))
+        # -- no early exit possible: commit what the loop would have ----------------------------
+        ls = np.array(starts, dtype=np.int64)
+        w6 = np.minimum(ls >> 6, nwords)
+        before = np.zeros(n, dtype=np.int64) if cum is None else np.where(w6 > 0, cum[np.maximum(w6 - 1, 0)], 0)
+        count = work.count
+        within = [count(b"\n", a << 6, b) for a, b in zip(w6.tolist(), starts)]
+        line = (base + 1) + before + np.array(within, dtype=np.int64)
+        # groups: proc, pid, ts, eng, p, g, r, sw, w, pre, kv, h (b"" = not in the line)
+        v = np.fromstring(b" ".join(chain.from_iterable(map(_NUMS, tups))), sep=" ").reshape(n, 5)
+        mat = np.empty((n, len(_COLS)), dtype=np.float64)
+        # _COLS: t, running, waiting, kv, preemptions, prompt tps, gen tps, swapped, prefix hit, line
+        mat[:, 0] = t
+        mat[:, 1] = v[:, 2]
+        mat[:, 2] = v[:, 3]
+        mat[:, 3] = v[:, 4]
+        mat[:, 5] = v[:, 0]
+        mat[:, 6] = v[:, 1]
+        sw = [g[7] for g in tups]
+        mat[:, 7] = [float(x) if x else NAN for x in sw]
+        hh = [g[11] for g in tups]
+        mat[:, 8] = [float(x) if x else NAN for x in hh]
+        mat[:, 9] = line
+        pre = [g[9] for g in tups]
+        nan = NAN
+        for s, sel, last_dt in per:
+            first = int(sel[0])
+            v0 = bool(sw[first])  # the series' first row in the chunk decides, as in _commit_rows
+            dpre = nan if v0 else 0.0
+            mat[sel, 4] = [float(pre[i]) if pre[i] else dpre for i in sel.tolist()]
+            s.data.frombytes(mat[sel].tobytes())
+            if v0:
+                s.is_v0 = True
+            if last_dt is not None:
+                s.last_dt = last_dt
+        self.parsed_lines += n
+        self._prev_chunk = (work, base, ends[-1] + 1, int(line[-1]))
+        p = work.find(b"\x00")  # memchr: binary junk is counted, never parsed
+        while p != -1:
+            a0 = work.rfind(b"\n", 0, p) + 1
+            le = work.find(b"\n", p)
+            if not work[a0:le].replace(b"\x00", b"").strip():
+                self._skipped("binary", b"\\x00...")
+            p = work.find(b"\x00", le)
         return total
 
     def _series_for(self, proc: bytes | None, pid: bytes | None, eng: bytes | None) -> "_Series":
