@@ -75,9 +75,17 @@ def _register() -> None:
 _register()
 
 
+def _usage_line(exc: Exception) -> str:
+    """click's usage errors print the usage block, a hint and a boxed message; an operator (and a CI
+    log) gets one line naming the command and where to look instead."""
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "kvdoctor"
+    return f"{where}: error: {exc.format_message()} (see '{where} --help')"
+
+
 def main() -> None:
     try:
-        app()
+        rc = app(standalone_mode=False)  # we print errors ourselves: one line each
     except KvdoctorError as exc:
         sys.stderr.write(f"kvdoctor: error: {exc}\n")
         sys.exit(exc.exit_code)
@@ -86,11 +94,23 @@ def main() -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
-    except Exception as exc:  # a bug: still one line, never a traceback unless asked
-        if os.environ.get("KVDOCTOR_DEBUG"):
+    except Exception as exc:
+        name = type(exc).__name__
+        if name == "NoArgsIsHelpError":  # bare `kvdoctor` / `kvdoctor journal`: show the help
+            exc.show()
+            sys.exit(0)
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # click/typer usage & file errors
+            line = _usage_line(exc) if hasattr(exc, "ctx") else f"kvdoctor: error: {exc.format_message()}"
+            sys.stderr.write(line + "\n")
+            sys.exit(exc.exit_code)
+        if name == "Abort":  # Ctrl-C or EOF inside a prompt
+            sys.stderr.write("kvdoctor: aborted\n")
+            sys.exit(1)
+        if os.environ.get("KVDOCTOR_DEBUG"):  # a bug: still one line, never a traceback unless asked
             raise
         sys.stderr.write(
-            f"kvdoctor: internal error: {type(exc).__name__}: {exc} "
+            f"kvdoctor: internal error: {name}: {exc} "
             "(set KVDOCTOR_DEBUG=1 for a traceback)\n"
         )
         sys.exit(EXIT_BUG)
+    sys.exit(rc if isinstance(rc, int) else 0)
