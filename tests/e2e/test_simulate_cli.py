@@ -94,7 +94,9 @@ def test_bad_input_exits_2(tmp_path):
         return subprocess.run([sys.executable, "-m", "kvdoctor", "simulate", *MODEL, *args], capture_output=True,
                               text=True)
 
-    for args in (["--trace", str(tmp_path / "nope.csv")], [], ["--rate", "5", "--trace", "x.csv"],
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(bytes(range(256)) * 12)  # a trace that is not text must not crash (was exit 3)
+    for args in (["--trace", str(tmp_path / "nope.csv")], ["--trace", str(binary)], [], ["--rate", "5", "--trace", "x.csv"],
                  ["--rate", "-1"], ["--rate", "5", "--arrival", "weird"], ["--rate", "5", "--interval", "0"]):
         p = cli(*args)
         assert p.returncode == 2, (args, p.stderr)

@@ -119,6 +119,13 @@ def _pick(header: list[str], names: tuple[str, ...]) -> str | None:
 
 
 def _rows(path: Path):
+    try:
+        return _rows_unchecked(path)
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text trace (binary or non-UTF-8 content)") from None
+
+
+def _rows_unchecked(path: Path):
     text_head = path.open("r", encoding="utf-8", errors="replace").read(4096).lstrip()
     if path.suffix.lower() in (".jsonl", ".ndjson") or text_head.startswith("{"):
         rows = []
