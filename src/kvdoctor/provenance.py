@@ -32,3 +32,19 @@ class Figure:
         if self.extra:
             d["extra"] = self.extra
         return d
+
+
+def json_default(o: Any) -> Any:
+    """``json.dumps(default=...)`` for what results carry: numpy scalars/arrays, Figures and other
+    dataclasses, sets. Shared by ``--json`` output and the journal's stored payloads."""
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "as_dict"):
+        return o.as_dict()
+    if hasattr(o, "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.asdict(o)
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    return str(o)

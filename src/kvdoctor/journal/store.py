@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from kvdoctor.errors import InputError, NotFoundError
+from kvdoctor.provenance import json_default
 
 DEFAULT_DB = "kvdoctor-journal.sqlite"
 ENV_DB = "KVDOCTOR_JOURNAL"
@@ -361,7 +362,7 @@ class JournalStore:
         from kvdoctor import __version__
 
         def dump(o: Any) -> str:
-            return json.dumps(clean(o), default=_json_default, allow_nan=False, sort_keys=True)
+            return json.dumps(clean(o), default=json_default, allow_nan=False, sort_keys=True)
 
         conn.execute(
             "INSERT INTO steps (journal_id, seq, kind, created_at, note, config_json, config_text, config_origin, "
@@ -386,17 +387,3 @@ def clean(o: Any) -> Any:
     if hasattr(o, "as_dict"):
         return clean(o.as_dict())
     return o
-
-
-def _json_default(o: Any) -> Any:
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "as_dict"):
-        return o.as_dict()
-    if hasattr(o, "__dataclass_fields__"):
-        import dataclasses
-
-        return dataclasses.asdict(o)
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    return str(o)
