@@ -65,9 +65,18 @@ def test_json_contract_on_a_real_log(sample_files):
         assert k in s
     assert (s["samples"], s["span_seconds"], s["max_running"], s["max_waiting"], s["max_kv_usage_pct"]) == (
         6, 50.0, 8.0, 0.0, 95.8)
-    assert s["preemptions"] == 0.0 and s["skipped_lines"] == 0
+    # rt013 (no version, no line with "Preemptions:"): a v1 line without the field does not say 0 — vLLM
+    # 0.12-0.33 never print it — so the count is unknown (null + a note), not 0 (docs/evidence.md "Preemptions")
+    assert s["preemptions"] is None and s["preemptions_per_min"] is None and s["skipped_lines"] == 0
+    assert s["preemptions_unknown_segments"] == 1 and s["preemptions_known"] is None
+    assert "unknown for 1 of 1 timeline" in s["preemptions_note"]
     (seg,) = doc["segments"]
     assert seg["engine"] == "Engine 000" and seg["first_line"] == 1 and seg["last_line"] == 6
+    # the timeline itself (NaN -> null), and the longest one at the top level for `kvdoctor report`
+    tl = seg["timeline"]
+    assert tl["kv_usage_pct"] == [93.9, 94.3, 94.7, 95.0, 95.4, 95.8] and tl["running"] == [8.0] * 6
+    assert tl["preemptions"] == [None] * 6 and len(tl["t"]) == 6 and tl["line_no"] == [1, 2, 3, 4, 5, 6]
+    assert doc["timeline"] == tl and doc["timeline_segment"] == 0
 
 
 def test_v0_warning_preemptions_counted(sample_files):

@@ -129,6 +129,17 @@ def _jsonable(v):
     return v
 
 
+def _as_recorded(tl, name: str):
+    """The column as the recording reader had it. One deliberate change since: a v1 stats line without
+    ``Preemptions:`` is NaN (unknown) unless its segment proves the field can print (docs/evidence.md
+    "Preemptions"); the recording reader wrote 0. In a v1 log timeline (no ``swapped`` column) that is
+    the only source of NaN in ``preemptions``, so NaN → 0 gives back the recorded column exactly."""
+    v = getattr(tl, name)
+    if name == "preemptions" and tl.swapped is None:
+        return np.where(np.isnan(v), 0.0, v)
+    return v
+
+
 def digest(r) -> dict[str, str]:
     """One short hash per part of a LogRead (so a mismatch names the part)."""
     parts: dict[str, object] = {
@@ -142,7 +153,7 @@ def digest(r) -> dict[str, str]:
     for k, s in enumerate(r.segments):
         tl = s.timeline
         parts[f"seg{k}.timeline"] = None if tl is None else {
-            f.name: getattr(tl, f.name) for f in dataclasses.fields(tl)}
+            f.name: _as_recorded(tl, f.name) for f in dataclasses.fields(tl)}
         parts[f"seg{k}.events"] = [(e.t, e.kind, e.line_no, e.message, e.data) for e in s.events]
         parts[f"seg{k}.startup"] = s.startup
     out = {}

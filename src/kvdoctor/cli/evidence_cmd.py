@@ -41,7 +41,7 @@ def evidence(
             total += os.path.getsize(f)
     with progress("Reading evidence", total=total or None, quiet=quiet or json_out) as advance:
         ev = load_evidence(files, prometheus=prometheus, window=window, labels=labels, year=year, progress=advance)
-    doc = payload(ev)
+    doc = payload(ev, timelines=json_out)
     if json_out:
         emit_json(_clean(doc))
         return
@@ -93,6 +93,8 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
     con.print(f"  peaks: running {_fmt(s['max_running'], digits=0)}, waiting {_fmt(s['max_waiting'], digits=0)}, "
               f"KV usage {_fmt(s['max_kv_usage_pct'], '%')} (mean {_fmt(s['mean_kv_usage_pct'], '%')})")
     pre = s["preemptions"]
+    if pre is None and s.get("preemptions_unknown_segments"):
+        pre = "unknown" + (f" (known part: {s['preemptions_known']:,.0f})" if s.get("preemptions_known") is not None else "")
     con.print(f"  preemptions: {_fmt(pre, digits=0)}"
               + (f" ({s['preemptions_per_min']:.2f}/min)" if s.get("preemptions_per_min") is not None else "")
               + (f", {s['preemption_warnings']} v0 warning(s)" if s.get("preemption_warnings") else ""))
@@ -118,7 +120,8 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
         con.print(f"  • {seg['engine']}{when}{lines}: {seg['samples']} samples"
                   + (f", max running {_fmt(seg.get('max_running'), digits=0)}, max waiting "
                      f"{_fmt(seg.get('max_waiting'), digits=0)}, max KV {_fmt(seg.get('max_kv_usage_pct'), '%')}, "
-                     f"preemptions {_fmt(seg.get('preemptions'), digits=0)}" if seg["samples"] else "")
+                     f"preemptions {_fmt(seg.get('preemptions'), digits=0) if seg.get('preemptions') is not None else 'unknown'}"
+                     if seg["samples"] else "")
                   + (", events " + ", ".join(f"{k} ×{v}" for k, v in seg["events"].items()) if seg["events"] else ""))
         st = seg.get("startup")
         if st:
@@ -130,5 +133,5 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
                 if k in st:
                     bits.append(f"{k} {st[k]}")
             con.print("      start-up: " + ", ".join(bits))
-    for n in doc.get("notes", []):
+    for n in doc.get("notes", []) + ([s["preemptions_note"]] if s.get("preemptions_note") else []):
         con.print(f"  note: {n}")

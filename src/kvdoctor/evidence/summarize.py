@@ -76,8 +76,11 @@ def summary(ev: Evidence) -> dict[str, Any]:
     ts = [t.t[~np.isnan(t.t)] for t in tls]
     ts = [t for t in ts if len(t)]
     span = float(max(t.max() for t in ts) - min(t.min() for t in ts)) if ts else 0.0
-    # preemptions: v1 "Preemptions: N" per interval / counter deltas / v0 warnings spread over intervals
-    preempt = _nanstat([t.preemptions for t in tls], "sum")
+    # preemptions: v1 "Preemptions: N" per interval / counter deltas / v0 warnings spread over intervals.
+    # A timeline whose preemptions are all NaN does not know them (a vLLM 0.12-0.33 log never prints the
+    # field; a /metrics source without the counter): the total is then unknown, not the others' sum.
+    unknown = [t for t in tls if not np.any(~np.isnan(t.preemptions))]
+    preempt = _nanstat([t.preemptions for t in tls if not any(t is u for u in unknown)], "sum")
     warn_cums = [e.data.get("cumulative") for sg in ev.segments for e in sg.events
                  if e.kind == "preemption-warning" and e.data.get("cumulative") is not None]
     seg_v0_without_timeline = [sg for sg in ev.segments if sg.timeline is None and any(
@@ -89,6 +92,9 @@ def summary(ev: Evidence) -> dict[str, Any]:
             c = [e.data.get("cumulative") or 0 for e in sg.events if e.kind == "preemption-warning"]
             extra += max(c) if c else 0
         preempt = (preempt or 0.0) + extra
+    known = preempt
+    if unknown:
+        preempt = None
     total_s = 0.0
     for t in ts:
         total_s += float(t.max() - t.min())
@@ -104,6 +110,8 @@ def summary(ev: Evidence) -> dict[str, Any]:
         "waiting_mean": _nanstat([t.waiting for t in tls], "mean"),
         "preemptions": preempt,
         "preemptions_per_min": (preempt / total_s * 60.0) if preempt is not None and total_s > 0 else None,
+        "preemptions_known": known,
+        "preemptions_unknown_segments": len(unknown),
         "prompt_tps_mean": _nanstat([t.prompt_tps for t in tls], "mean"),
         "gen_tps_mean": _nanstat([t.gen_tps for t in tls], "mean"),
         "skipped_lines": ev.skipped.skipped_lines,
@@ -143,6 +151,13 @@ def summary(ev: Evidence) -> dict[str, Any]:
         if warn_cums:
             how += "; v0: total_num_cumulative_preemption warnings (every 50th), spread over intervals"
         sources["preemptions"] = Figure(preempt, "measured", how).as_dict()
+    if unknown:
+        s["preemptions_note"] = (
+            f"preemptions unknown for {len(unknown)} of {len(tls)} timeline(s): their stats lines never print "
+            "'Preemptions:' and nothing proves they could (vLLM v1 0.12-0.33 reset the count before logging it; "
+            "<= 0.11 print it only when > 0), or the metrics lack vllm:num_preemptions_total; read the counter "
+            "from /metrics or Prometheus"
+            + (f"; the other timelines total {known:g}" if known is not None else ""))
     s["sources"] = sources
     return s
 
@@ -178,18 +193,80 @@ def _latency(ev: Evidence, tls: list) -> dict[str, Any]:
     return out
 
 
-def segments_json(ev: Evidence) -> list[dict[str, Any]]:
-    return [_seg_summary(sg) for sg in ev.segments]
+MAX_POINTS = 4000  # per segment timeline in the JSON
+_TL_MAX = ("running", "waiting", "kv_usage_pct", "swapped", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99")
+_TL_MEAN = ("prompt_tps", "gen_tps", "prefix_hit_pct")
+_TL_CORE = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps")
+_TL_KEYS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",
+            "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no")
 
 
-def payload(ev: Evidence) -> dict[str, Any]:
-    """The ``kvdoctor evidence --json`` document."""
-    return {
+def timeline_json(tl: Any, max_points: int = MAX_POINTS) -> dict[str, Any]:
+    """A Timeline as parallel JSON lists (NaN → null), at most ``max_points`` rows. Longer timelines are
+    pooled in runs of consecutive rows, so peaks and totals survive: ``t`` and ``line_no`` = the run's
+    last (an interval ends at t), running / waiting / KV usage / swapped / latency percentiles = the
+    run's max, preemptions = its sum (null only when all are null), throughputs and prefix hit = mean."""
+    import numpy as np
+
+    n = len(tl)
+    cols = {k: getattr(tl, k, None) for k in _TL_KEYS}
+    cols = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items() if v is not None}
+    out: dict[str, Any] = {}
+    if n > max_points:
+        edges = np.linspace(0, n, max_points + 1).astype(np.int64)
+        starts, last = edges[:-1], edges[1:] - 1
+        pooled: dict[str, Any] = {}
+        for k, v in cols.items():
+            if k in ("t", "line_no"):
+                pooled[k] = v[last]
+                continue
+            nan = np.isnan(v)
+            if k == "preemptions":
+                s = np.add.reduceat(np.where(nan, 0.0, v), starts)
+                seen = np.add.reduceat((~nan).astype(np.int64), starts)
+                pooled[k] = np.where(seen > 0, s, np.nan)
+            elif k in _TL_MEAN:
+                s = np.add.reduceat(np.where(nan, 0.0, v), starts)
+                seen = np.add.reduceat((~nan).astype(np.int64), starts)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    pooled[k] = np.where(seen > 0, s / np.maximum(seen, 1), np.nan)
+            else:
+                m = np.maximum.reduceat(np.where(nan, -np.inf, v), starts)
+                pooled[k] = np.where(np.isinf(m), np.nan, m)
+        cols = pooled
+        out["downsampled_from"] = n
+    for k, v in cols.items():
+        vals = [None if x != x else x for x in v.tolist()]  # NaN → null
+        if k == "line_no":
+            vals = [None if x is None else int(x) for x in vals]
+        # the core columns always (an all-null preemptions column says "unknown"), optional ones when reported
+        if k in _TL_CORE or any(x is not None for x in vals):
+            out[k] = vals
+    return out
+
+
+def segments_json(ev: Evidence, timelines: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for sg in ev.segments:
+        d = _seg_summary(sg)
+        if timelines and sg.timeline is not None and len(sg.timeline):
+            d["timeline"] = timeline_json(sg.timeline)
+        out.append(d)
+    return out
+
+
+def payload(ev: Evidence, timelines: bool = False) -> dict[str, Any]:
+    """The ``kvdoctor evidence --json`` document. ``timelines`` (the CLI's ``--json``): each segment's
+    timeline (≤ 4,000 rows) under ``segments[].timeline``, and the longest one also as the top-level
+    ``timeline`` (with its events) — the object ``kvdoctor report`` draws from any payload. Off by
+    default: ``report`` builds its own timelines from the Evidence and uses this only as its header."""
+    segs = segments_json(ev, timelines=timelines)
+    doc: dict[str, Any] = {
         "schema_version": SCHEMA,
         "kind": "evidence",
         "sources": [{"path": p, "kind": ev.kinds.get(p, "?")} for p in ev.sources],
         "summary": summary(ev),
-        "segments": segments_json(ev),
+        "segments": segs,
         "skipped": {"total_lines": ev.skipped.total_lines, "parsed_lines": ev.skipped.parsed_lines,
                     "skipped_lines": ev.skipped.skipped_lines, "ignored_lines": ev.ignored_lines,
                     "reasons": dict(ev.skipped.reasons), "examples": dict(ev.skipped.examples)},
@@ -197,3 +274,15 @@ def payload(ev: Evidence) -> dict[str, Any]:
                    "requests": len(b.requests)} for b in ev.bench],
         "notes": list(ev.notes),
     }
+    withtl = [k for k, d in enumerate(segs) if "timeline" in d]
+    if withtl:
+        k = max(withtl, key=lambda i: len(ev.segments[i].timeline))
+        sg = ev.segments[k]
+        doc["timeline"] = segs[k]["timeline"]
+        doc["timeline_segment"] = k
+        doc["engine"] = f"{sg.source} {sg.engine}".strip()
+        events = [{"t": e.t, "kind": e.kind, "line_no": e.line_no, "message": e.message}
+                  for e in sg.events if e.kind != "startup" and e.t is not None]
+        if events:
+            doc["events"] = events[:300]
+    return doc

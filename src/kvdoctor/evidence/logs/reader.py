@@ -72,6 +72,9 @@ FAST_STATS = re.compile(
 # (the stats part is optional and cannot cross a newline), so the result has one tuple per line.
 FAST_ALL = re.compile(rb"\n(?:" + FAST_STATS.pattern + rb")?")
 NAN = float("nan")
+# A v1 stats line without "Preemptions:": 0 or unknown, settled per segment in finish()
+# (_settle_preemptions). Never a real count (those are >= 0).
+ABSENT = -1.0
 _NUMS = itemgetter(4, 5, 6, 8, 10)  # FAST_STATS' always-present numbers: p, g, r, w, kv
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"died unexpectedly", b"Traceback")
 _COLS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",
@@ -232,7 +235,7 @@ class LogReader:
                     ok = ok or r
             return ok
         if row is None:
-            row = parse_stats(line)
+            row = parse_stats(line, absent=ABSENT)
             if row is None:
                 return None
         m = search_envelope_b(line)
@@ -546,7 +549,7 @@ class LogReader:
         for s, sel, last_dt in per:
             first = int(sel[0])
             v0 = bool(sw[first])  # the series' first row in the chunk decides, as in _commit_rows
-            dpre = nan if v0 else 0.0
+            dpre = nan if v0 else ABSENT
             mat[sel, 4] = [float(pre[i]) if pre[i] else dpre for i in sel.tolist()]
             s.data.frombytes(mat[sel].tobytes())
             if v0:
@@ -576,7 +579,7 @@ class LogReader:
     def _commit_rows(self, rows: list[tuple]) -> None:
         """Regex groups → one row of floats per stats line, appended to its series (float() parses
         bytes, correctly rounded). A series' first row in the chunk says whether it is v0 (no
-        ``Preemptions`` field: NaN, from the warnings) or v1 (absent = 0)."""
+        ``Preemptions`` field: NaN, from the warnings) or v1 (absent: ABSENT, settled per segment)."""
         first_v0: dict[_Series, float] = {}
         nan = NAN
         for s, t, g, ln in rows:
@@ -585,7 +588,7 @@ class LogReader:
             if dpre is None:
                 if g[7]:
                     s.is_v0 = True
-                dpre = first_v0[s] = nan if g[7] else 0.0
+                dpre = first_v0[s] = nan if g[7] else ABSENT
             # order = _COLS: t, running, waiting, kv, preemptions, prompt tps, gen tps, swapped, prefix hit, line
             s.data.extend((t, float(g[6]), float(g[8]), float(g[10]), float(g[9]) if g[9] else dpre, float(g[4]),
                            float(g[5]), float(g[7]) if g[7] else nan, float(g[11]) if g[11] else nan, ln))
@@ -788,6 +791,7 @@ class LogReader:
                     line_no=part["line_no"].astype(np.int64),
                 )
                 kk = int(k)
+                _settle_preemptions(tl, startups[kk] if kk >= 0 else None)
                 segs[(kk, proc, label)] = Segment(
                     source=self.source, engine=engine_name(proc, label),
                     startup=startups[kk] if kk >= 0 else None, timeline=tl,
@@ -864,6 +868,28 @@ def _startup_line(f: StartupFacts) -> str:
     if f.startup_error:
         bits.append(f"error: {f.startup_error}")
     return "engine start" + (": " + ", ".join(bits) if bits else "")
+
+
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+def _settle_preemptions(tl: Timeline, startup: StartupFacts | None) -> None:
+    """v1 stats lines without ``Preemptions:`` (ABSENT): 0 only where the log proves it can print the
+    field, else unknown (NaN). vLLM v1 up to 0.11 prints it when > 0 in the interval; 0.12-0.33 never
+    print it (LoggingStatLogger._update_stats resets num_preemptions before log() reads it,
+    v1/metrics/loggers.py), so there a missing field says nothing. Proof: a line of this segment has
+    the field, or the segment's start-up shows a version <= 0.11."""
+    import numpy as np
+
+    pre = tl.preemptions
+    absent = pre == ABSENT
+    if not absent.any():
+        return
+    printable = bool(np.any(pre >= 0))
+    if not printable and startup is not None and startup.vllm_version:
+        m = _VERSION.search(startup.vllm_version)
+        printable = m is not None and (int(m.group(1)), int(m.group(2))) <= (0, 11)
+    pre[absent] = 0.0 if printable else NAN
 
 
 def _v0_preemptions_from_warnings(sg: Segment) -> None:

@@ -33,9 +33,11 @@ WARN = re.compile(
 NAN = float("nan")
 
 
-def parse_stats(msg: bytes) -> tuple | None:
+def parse_stats(msg: bytes, absent: float = 0.0) -> tuple | None:
     """One stats record → (engine_label, prompt_tps, gen_tps, running, waiting, swapped, preempt,
-    kv_pct, prefix_pct, is_v0) or None. ``msg`` may carry the envelope; only the stats part is read."""
+    kv_pct, prefix_pct, is_v0) or None. ``msg`` may carry the envelope; only the stats part is read.
+    ``absent``: ``preempt`` of a v1 line without ``Preemptions:`` (the log reader passes a marker and
+    decides per segment whether that means 0 or unknown — docs/evidence.md "Preemptions")."""
     m = STATS_HEAD.search(msg)
     if m is None:
         return None
@@ -52,9 +54,9 @@ def parse_stats(msg: bytes) -> tuple | None:
     else:
         label = ""
     p = R_PREEMPT.search(tail, 0, k.start())
-    # v1 prints "Preemptions: N" only when N > 0 in the interval, so absent = 0; v0 never prints it
-    # (its preemptions come from the warnings) -> NaN.
-    preempt = float(p.group(1)) if p else (NAN if is_v0 else 0.0)
+    # v1 prints "Preemptions: N" only when N > 0 in the interval (and 0.12-0.33 never print it); v0
+    # never prints it (its preemptions come from the warnings) -> NaN.
+    preempt = float(p.group(1)) if p else (NAN if is_v0 else absent)
     h = R_PREFIX.search(tail, k.end())
     return (
         label,
