@@ -94,7 +94,8 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
               f"KV usage {_fmt(s['max_kv_usage_pct'], '%')} (mean {_fmt(s['mean_kv_usage_pct'], '%')})")
     pre = s["preemptions"]
     if pre is None and s.get("preemptions_unknown_segments"):
-        pre = "unknown" + (f" (known part: {s['preemptions_known']:,.0f})" if s.get("preemptions_known") is not None else "")
+        known = s.get("preemptions_known")
+        pre = "unknown" + (f" (known part: {known:,.0f})" if known is not None else "")  # why: preemptions_note
     con.print(f"  preemptions: {_fmt(pre, digits=0)}"
               + (f" ({s['preemptions_per_min']:.2f}/min)" if s.get("preemptions_per_min") is not None else "")
               + (f", {s['preemption_warnings']} v0 warning(s)" if s.get("preemption_warnings") else ""))
@@ -120,7 +121,7 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
         con.print(f"  • {seg['engine']}{when}{lines}: {seg['samples']} samples"
                   + (f", max running {_fmt(seg.get('max_running'), digits=0)}, max waiting "
                      f"{_fmt(seg.get('max_waiting'), digits=0)}, max KV {_fmt(seg.get('max_kv_usage_pct'), '%')}, "
-                     f"preemptions {_fmt(seg.get('preemptions'), digits=0) if seg.get('preemptions') is not None else 'unknown'}"
+                     f"preemptions {_fmt(seg['preemptions'], digits=0) if seg.get('preemptions') is not None else 'unknown'}"
                      if seg["samples"] else "")
                   + (", events " + ", ".join(f"{k} ×{v}" for k, v in seg["events"].items()) if seg["events"] else ""))
         st = seg.get("startup")

@@ -350,11 +350,12 @@ class LogReader:
         few seconds while serving, so the lines explaining a gap are read in full) — then
         ``("split", offset)``: the part before the gap goes to the full path.
 
-        Per chunk, in C/numpy: the ``KV cache`` hits (every ``V`` byte by memchr, verified), a newline bitmap
-        cumulated per 64-byte word (line numbers by lookup), and one ``findall`` over the hit lines joined together (one groups tuple
-        per line, no match objects). Python then touches only the hit lines (~1 % of a production log),
-        in file order and with the same early exits as a line-by-line reading — so the clock and the
-        gap bookkeeping see exactly the same calls (the equivalence test pins this)."""
+        Per chunk, in C/numpy: the ``KV cache`` hits (every ``V`` byte by memchr, verified), a newline
+        bitmap cumulated per 64-byte word (line numbers by lookup), and one ``findall`` over the hit lines
+        joined together (one groups tuple per line, no match objects). Python then touches only the hit
+        lines (~1 % of a production log): column-wise in ``_bulk`` for a steady chunk, else row by row in
+        file order with the same early exits as a line-by-line reading — so the clock and the gap
+        bookkeeping see exactly the same calls (tests/unit/test_evidence_reader_equiv.py pins this)."""
         import numpy as np
 
         n = len(work)
@@ -371,7 +372,7 @@ class LogReader:
         v = find(b"V", 1)
         while v != -1:
             p = v - 1
-            if p >= le and sw(b"KV cache", p):  # one hit per line, as a find from the end of the previous hit line
+            if p >= le and sw(b"KV cache", p):  # one hit per line (as a find from the previous hit line's end)
                 ls = rfind(b"\n", 0, p) + 1
                 le = find(b"\n", p)
                 starts.append(ls)
@@ -456,7 +457,7 @@ class LogReader:
             else:
                 line = lines[k]
                 if b"roughput" in line or b"preempted by" not in line:
-                    return "full"  # a stats line the fast regex does not take (wrapped, foreign prefix...), a start-up
+                    return "full"  # a stats line the fast regex does not take (wrapped, foreign...), a start-up
                 warns.append((line, line_no(ls)))
         if not rows:
             return "full"
@@ -485,7 +486,8 @@ class LogReader:
         import numpy as np
 
         n = len(tups)
-        if (max(map(len, lines)) > MAX_LINE
+        # (raw lengths, as the loop checks them: a colour-stripped line is shorter than its bytes)
+        if (max(e - b for b, e in zip(starts, ends)) > MAX_LINE
                 or b"".join(lines).count(b"Avg prompt") != n):
             return None
         ts_list = [g[2] for g in tups]
@@ -501,7 +503,8 @@ class LogReader:
         tmap: dict[bytes, float] = {}
         try:
             for ts in dict.fromkeys(ts_list):  # first-occurrence order = the loop's epoch() calls
-                tmap[ts] = clock.epoch(None, int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]), float(ts[12:14]))
+                tmap[ts] = clock.epoch(None, int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]),
+                                       float(ts[12:14]))
         except ValueError:
             clock.restore(saved)
             return None
