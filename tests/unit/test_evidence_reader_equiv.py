@@ -195,3 +195,33 @@ def _record() -> None:
 if __name__ == "__main__":
     if "--record" in sys.argv:
         _record()
+
+
+def test_mapped_chunks_are_the_read_loop_chunks(tmp_path):
+    """Plain files are sliced from a memory map; the chunks (hence every fast/full decision) must be
+    exactly those of the read(chunk) + readline(MAX_LINE + 1) loop, long lines and EOF included."""
+    from kvdoctor.evidence.logs import reader as R
+
+    def read_loop(path, cs):
+        with open(path, "rb") as fh:
+            while True:
+                c = fh.read(cs)
+                if not c:
+                    return
+                n = len(c)
+                if c[-1:] != b"\n":
+                    rest = fh.readline(R.MAX_LINE + 1)
+                    n += len(rest)
+                    c += rest
+                yield c, n
+
+    rnd = random.Random(3)
+    for trial in range(20):
+        parts = [b"x" * rnd.choice([0, 1, 5, 80, 300, 70_000, 140_000]) for _ in range(rnd.randint(1, 300))]
+        p = tmp_path / f"f{trial}.log"
+        p.write_bytes(b"\n".join(parts) + (b"\n" if trial % 2 else b""))
+        for cs in (1, 7, 4096, 1 << 16, 1 << 20):
+            assert list(R._chunks(str(p), cs, R.SkipReport())) == list(read_loop(p, cs)), (trial, cs)
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    assert list(R._chunks(str(empty), 1 << 20, R.SkipReport())) == []
