@@ -121,8 +121,8 @@ def _pick(header: list[str], names: tuple[str, ...]) -> str | None:
 def _rows(path: Path):
     try:
         return _rows_unchecked(path)
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text trace (binary or non-UTF-8 content)") from None
+    except UnicodeDecodeError as exc:  # same wording as plan/swap's guard for --trace/--lengths
+        raise InputError(f"{path}: not a text CSV/JSONL file (byte {exc.start} is not UTF-8)") from None
 
 
 def _rows_unchecked(path: Path):
