@@ -31,7 +31,8 @@ import re
 from array import array
 from collections.abc import Callable
 from itertools import chain
-from operator import itemgetter
+from functools import lru_cache
+from operator import itemgetter, not_ as operator_not
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +140,34 @@ class _Clock:
         if self.max_t is None or t > self.max_t:
             self.max_t = t
         return t
+
+
+@lru_cache(maxsize=8)
+def _year_table(year: int):
+    """(epoch of the 1st of each month, days in each month), indexed by month 1-12: ``_Clock`` on arrays."""
+    import numpy as np
+
+    first = np.zeros(13, dtype=np.int64)  # day 0 of each month: day 1 minus a day
+    mdays = np.zeros(13, dtype=np.int64)
+    for mon in range(1, 13):
+        first[mon] = calendar.timegm((year, mon, 1, 0, 0, 0)) - 86400
+        mdays[mon] = calendar.monthrange(year, mon)[1]
+    return first, mdays
+
+
+_TS_HI = [0, 3, 6, 9, 12]  # "MM-DD HH:MM:SS": tens digits of month, day, hour, minute, second
+_TS_LO = [1, 4, 7, 10, 13]
+_TS_MIN = (1, 1, 0, 0, 0)  # _Clock.epoch's checks (second < 61)
+_TS_MAX = (12, 31, 23, 59, 60)
+_TS_W = (86400, 3600, 60, 1)  # day (from 1: the month table holds day 0), hour, minute, second
+
+
+@lru_cache(maxsize=1)
+def _low_mask():
+    """uint64 masks of the bits below bit 0..63 (the newlines before a byte in its 64-byte word)."""
+    import numpy as np
+
+    return (np.uint64(1) << np.arange(64, dtype=np.uint64)) - np.uint64(1)
 
 
 class _Series:
@@ -391,11 +420,14 @@ class LogReader:
         #    one lookup plus a count over < 64 bytes (no Python loop over lines, no array of positions)
         n512 = n & ~511
         if n512:
-            cum = np.cumsum(np.bitwise_count(
-                np.packbits(np.frombuffer(work, dtype=np.uint8, count=n512) == 10).view(np.uint64)))
+            # bit i of word k = byte 64k + i is a newline (little bit order: masks count bits before a byte)
+            words = np.packbits(np.frombuffer(work, dtype=np.uint8, count=n512) == 10, bitorder="little").view("<u8")
+            cum0 = np.zeros(len(words) + 1, dtype=np.uint64)  # cum0[k]: newlines in the first k words
+            np.cumsum(np.bitwise_count(words), out=cum0[1:])
+            cum = cum0[1:]
             nl_words = int(cum[-1])
         else:
-            cum, nl_words = None, 0
+            cum, cum0, words, nl_words = None, None, None, 0
         total = nl_words + count(b"\n", n512)
         nwords = n512 >> 6
 
@@ -406,7 +438,7 @@ class LogReader:
             return base + (int(cum[k - 1]) if k else 0) + count(b"\n", k << 6, o) + 1
 
         # -- the common chunk in bulk (numpy); anything unusual: the exact row-by-row loop below ----
-        done = None if gap_ok else self._bulk(work, base, tups, starts, ends, lines, cum, nwords, total)
+        done = None if gap_ok else self._bulk(work, base, tups, starts, ends, lines, cum0, words, nwords, total)
         if done is not None:
             return done
         # -- in file order, with the early exits of a line-by-line reading ------------------------
@@ -478,89 +510,175 @@ class LogReader:
             p = find(b"\x00", le)
         return total
 
-    def _bulk(self, work: bytes, base: int, tups: list, starts: list, ends: list, lines: list, cum, nwords: int,
-              total: int) -> int | None:
-        """A chunk of stats lines only, of series already seen, without a gap: the row-by-row loop's
-        result computed column-wise. Returns None (nothing changed: the clock is restored) whenever the
-        loop could take an early exit or do something else — the loop then reads the chunk."""
+    def _bulk(self, work: bytes, base: int, tups: list, starts: list, ends: list, lines: list, cum0, words,
+              nwords: int, total: int) -> int | None:
+        """A chunk of stats lines (and v0 warnings) only, of series already seen, without a gap: the
+        row-by-row loop's result computed column-wise — regex groups transposed to columns, numbers
+        parsed per column, year-less timestamps → epoch with day-of-year tables on the array (the
+        clock's rollover/out-of-order bookkeeping done on it too), line numbers from the newline
+        bitmap. Returns None (nothing changed) whenever the loop could take an early exit or do
+        something else (a new series, a possible gap, a bad or rolling-over timestamp, an odd line) —
+        the loop then reads the chunk."""
         import numpy as np
 
         n = len(tups)
+        ls = np.array(starts, dtype=np.int64)
         # (raw lengths, as the loop checks them: a colour-stripped line is shorter than its bytes)
-        if (max(e - b for b, e in zip(starts, ends)) > MAX_LINE
-                or b"".join(lines).count(b"Avg prompt") != n):
+        if int((np.array(ends, dtype=np.int64) - ls).max()) > MAX_LINE:
             return None
-        ts_list = [g[2] for g in tups]
-        if b"" in ts_list:
-            return None  # a warning or another non-stats line: the loop
+        # groups: proc, pid, ts, eng, p, g, r, sw, w, pre, kv, h (b"" = not in the line)
+        cproc, cpid, cts, ceng, cp, cg, cr, csw, cw, cpre, ckv, ch = zip(*tups)
+        warns: list[int] = []
+        if b"" in cts:
+            # not a stats line: a v0 warning (read after the stats lines, as the loop does), else the loop
+            warns = [k for k, ts in enumerate(cts) if not ts]
+            for k in warns:
+                line = lines[k]
+                if b"roughput" in line or b"preempted by" not in line:
+                    return None
+            if len(warns) == n:
+                return None
+            keep = np.ones(n, dtype=bool)
+            keep[warns] = False
+            sel_rows = np.flatnonzero(keep)
+            pick = itemgetter(*sel_rows.tolist())
+            cproc, cpid, cts, ceng, cp, cg, cr, csw, cw, cpre, ckv, ch = (
+                pick(c) if len(sel_rows) > 1 else (pick(c),) for c in
+                (cproc, cpid, cts, ceng, cp, cg, cr, csw, cw, cpre, ckv, ch))
+            ns = len(sel_rows)
+            if b"".join(map(lines.__getitem__, sel_rows.tolist())).count(b"Avg prompt") != ns:
+                return None
+        else:
+            sel_rows = None
+            ns = n
+            if b"".join(lines).count(b"Avg prompt") != n:
+                return None
         sc = self._series_cache
         try:
-            srs = [sc[(g[0], g[1], g[3])] for g in tups]
+            srs = list(map(sc.__getitem__, zip(cproc, cpid, ceng)))
         except KeyError:
             return None  # a new series (its first sample opens it): the loop
+        # -- time: each distinct "MM-DD HH:MM:SS" once, in first-occurrence order (the loop's epoch() calls)
         clock = self.clock
-        saved = clock.state()
-        tmap: dict[bytes, float] = {}
-        try:
-            for ts in dict.fromkeys(ts_list):  # first-occurrence order = the loop's epoch() calls
-                tmap[ts] = clock.epoch(None, int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]),
-                                       float(ts[12:14]))
-        except ValueError:
-            clock.restore(saved)
-            return None
-        t = np.array([tmap[x] for x in ts_list], dtype=np.float64)
-        ids: dict[_Series, int] = {}
-        sid = np.array([ids.setdefault(x, len(ids)) for x in srs], dtype=np.int64)
+        uniq = list(dict.fromkeys(cts))
+        f = np.frombuffer(b"".join(uniq), dtype=np.uint8).reshape(-1, 14).astype(np.int64)
+        f = f[:, _TS_HI] * 10 + f[:, _TS_LO] - 528  # month, day, hour, minute, second (the regex: digits)
+        first, mdays = _year_table(clock.year)
+        if np.any((f < _TS_MIN) | (f > _TS_MAX)) or np.any(f[:, 1] > mdays[f[:, 0]]):
+            return None  # epoch() raises: the loop
+        tu = (first[f[:, 0]] + f[:, 1:] @ _TS_W).astype(np.float64)  # exact: whole seconds
+        max0 = clock.max_t
+        run = np.maximum.accumulate(tu)
+        prev_max = np.empty_like(tu)
+        prev_max[0] = -np.inf if max0 is None else max0
+        if len(tu) > 1:
+            np.maximum(run[:-1], prev_max[0], out=prev_max[1:])
+        if np.any(tu < prev_max - ROLLOVER_S):
+            return None  # a year rollover: epoch() one by one, in the loop
+        tmap = dict(zip(uniq, tu.tolist()))
+        t = np.fromiter(map(tmap.__getitem__, cts), dtype=np.float64, count=ns)
+        # -- group by series (one pass over the distinct ones), gap check --------------------------
+        ids = {s: j for j, s in enumerate(dict.fromkeys(srs))}
+        sid = np.fromiter(map(ids.__getitem__, srs), dtype=np.int64, count=ns) if len(ids) > 1 else None
         per: list[tuple] = []
         for s, j in ids.items():
-            sel = np.flatnonzero(sid == j)
+            sel = None if sid is None else np.flatnonzero(sid == j)
             prev0 = s.last_t
             if prev0 is None:
-                clock.restore(saved)
                 return None
-            d = np.diff(t[sel], prepend=prev0)
+            ts_s = t if sel is None else t[sel]
+            d = np.empty(len(ts_s))
+            d[0] = ts_s[0] - prev0
+            np.subtract(ts_s[1:], ts_s[:-1], out=d[1:])
             if d.max() > GAP_S:
                 # a possible gap (d > max(GAP_S, 4 * last_dt)): the loop decides, with its bookkeeping
-                clock.restore(saved)
                 return None
             pos = np.flatnonzero(d > 0)
             per.append((s, sel, float(d[pos[-1]]) if len(pos) else None))
         # -- no early exit possible: commit what the loop would have ----------------------------
-        ls = np.array(starts, dtype=np.int64)
-        w6 = np.minimum(ls >> 6, nwords)
-        before = np.zeros(n, dtype=np.int64) if cum is None else np.where(w6 > 0, cum[np.maximum(w6 - 1, 0)], 0)
-        count = work.count
-        within = [count(b"\n", a << 6, b) for a, b in zip(w6.tolist(), starts)]
-        line = (base + 1) + before + np.array(within, dtype=np.int64)
-        # groups: proc, pid, ts, eng, p, g, r, sw, w, pre, kv, h (b"" = not in the line)
-        v = np.fromstring(b" ".join(chain.from_iterable(map(_NUMS, tups))), sep=" ").reshape(n, 5)
-        mat = np.empty((n, len(_COLS)), dtype=np.float64)
+        backwards = int(np.count_nonzero(tu < prev_max))
+        clock.backwards += backwards
+        top = float(run[-1])
+        if max0 is None or top > max0:
+            clock.max_t = top
+        # line numbers: newlines in the whole 64-byte words before the line start (cumulated popcounts)
+        # plus those in its word before it (masked popcount); after the last whole 512-byte block, a count
+        if starts[-1] < nwords << 6:
+            wk = ls >> 6
+            line = (cum0[wk] + np.bitwise_count(words[wk] & _low_mask()[ls & 63])).astype(np.int64)
+        else:
+            line = np.empty(n, dtype=np.int64)
+            cnt = work.count
+            for k, o in enumerate(starts):
+                w = min(o >> 6, nwords)
+                line[k] = (int(cum0[w]) if cum0 is not None else 0) + cnt(b"\n", w << 6, o)
+        line += base + 1
+        lst = line if sel_rows is None else line[sel_rows]
+        # numbers: one parse for every column present in all lines (np.fromstring: correctly rounded)
+        num_cols = [cp, cg, cr, cw, ckv]
+        h_all = b"" not in ch
+        sw_all = b"" not in csw
+        pre_all = b"" not in cpre
+        if h_all:
+            num_cols.append(ch)
+        if sw_all:
+            num_cols.append(csw)
+        if pre_all:
+            num_cols.append(cpre)
+        v = np.fromstring(b" ".join(chain.from_iterable(num_cols)), sep=" ").reshape(len(num_cols), ns)
+        nan = NAN
+        mat = np.empty((ns, len(_COLS)), dtype=np.float64)
         # _COLS: t, running, waiting, kv, preemptions, prompt tps, gen tps, swapped, prefix hit, line
         mat[:, 0] = t
-        mat[:, 1] = v[:, 2]
-        mat[:, 2] = v[:, 3]
-        mat[:, 3] = v[:, 4]
-        mat[:, 5] = v[:, 0]
-        mat[:, 6] = v[:, 1]
-        sw = [g[7] for g in tups]
-        mat[:, 7] = [float(x) if x else NAN for x in sw]
-        hh = [g[11] for g in tups]
-        mat[:, 8] = [float(x) if x else NAN for x in hh]
-        mat[:, 9] = line
-        pre = [g[9] for g in tups]
-        nan = NAN
+        mat[:, 1] = v[2]
+        mat[:, 2] = v[3]
+        mat[:, 3] = v[4]
+        mat[:, 5] = v[0]
+        mat[:, 6] = v[1]
+        c = 5
+        if h_all:
+            mat[:, 8] = v[c]
+            c += 1
+        elif b"".join(ch):
+            mat[:, 8] = [float(x) if x else nan for x in ch]
+        else:
+            mat[:, 8] = nan
+        if sw_all:
+            mat[:, 7] = v[c]
+            c += 1
+        elif b"".join(csw):
+            mat[:, 7] = [float(x) if x else nan for x in csw]
+        else:
+            mat[:, 7] = nan
+        if pre_all:
+            mat[:, 4] = v[c]
+            pre_absent = None
+        else:
+            mat[:, 4] = [float(x) if x else nan for x in cpre] if b"".join(cpre) else nan
+            pre_absent = np.fromiter(map(operator_not, cpre), dtype=bool, count=ns)
+        mat[:, 9] = lst
         for s, sel, last_dt in per:
-            first = int(sel[0])
-            v0 = bool(sw[first])  # the series' first row in the chunk decides, as in _commit_rows
-            dpre = nan if v0 else ABSENT
-            mat[sel, 4] = [float(pre[i]) if pre[i] else dpre for i in sel.tolist()]
-            s.data.frombytes(mat[sel].tobytes())
+            first_i = 0 if sel is None else int(sel[0])
+            v0 = bool(csw[first_i])  # the series' first row in the chunk decides, as in _commit_rows
+            if pre_absent is not None and not v0:
+                if sel is None:
+                    mat[pre_absent, 4] = ABSENT
+                else:
+                    mat[sel[pre_absent[sel]], 4] = ABSENT
+            s.data.frombytes((mat if sel is None else mat[sel]).tobytes())
             if v0:
                 s.is_v0 = True
             if last_dt is not None:
                 s.last_dt = last_dt
-        self.parsed_lines += n
-        self._prev_chunk = (work, base, ends[-1] + 1, int(line[-1]))
+        self.parsed_lines += ns
+        last_line = int(lst[-1])
+        for k in warns:
+            ln = int(line[k])
+            if self._warning(lines[k], ln):
+                self.parsed_lines += 1
+        if warns:
+            last_line = max(last_line, int(line[warns[-1]]))
+        self._prev_chunk = (work, base, ends[-1] + 1, last_line)
         p = work.find(b"\x00")  # memchr: binary junk is counted, never parsed
         while p != -1:
             a0 = work.rfind(b"\n", 0, p) + 1
