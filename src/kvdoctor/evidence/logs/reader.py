@@ -144,7 +144,8 @@ class _Clock:
 
 @lru_cache(maxsize=8)
 def _year_table(year: int):
-    """(epoch of the 1st of each month, days in each month), indexed by month 1-12: ``_Clock`` on arrays."""
+    """``_Clock`` on arrays: (epoch of day 0 of each month, days in each month) indexed by month 1-12,
+    the bounds of (month, day, hour, minute, second) and the weights of (day, hour, minute, second)."""
     import numpy as np
 
     first = np.zeros(13, dtype=np.int64)  # day 0 of each month: day 1 minus a day
@@ -152,11 +153,11 @@ def _year_table(year: int):
     for mon in range(1, 13):
         first[mon] = calendar.timegm((year, mon, 1, 0, 0, 0)) - 86400
         mdays[mon] = calendar.monthrange(year, mon)[1]
-    return first, mdays
+    return (first, mdays, np.array(_TS_MIN, dtype=np.int64), np.array(_TS_MAX, dtype=np.int64),
+            np.array(_TS_W, dtype=np.int64))
 
 
-_TS_HI = [0, 3, 6, 9, 12]  # "MM-DD HH:MM:SS": tens digits of month, day, hour, minute, second
-_TS_LO = [1, 4, 7, 10, 13]
+# "MM-DD HH:MM:SS" as (month, day, hour, minute, second): tens digits at 0, 3, 6, 9, 12, units one byte on
 _TS_MIN = (1, 1, 0, 0, 0)  # _Clock.epoch's checks (second < 61)
 _TS_MAX = (12, 31, 23, 59, 60)
 _TS_W = (86400, 3600, 60, 1)  # day (from 1: the month table holds day 0), hour, minute, second
@@ -224,6 +225,7 @@ class LogReader:
         self._last_startup_line: int | None = None
         self._ts_cache: tuple[bytes | None, float] = (None, 0.0)
         self._series_cache: dict[tuple, _Series] = {}
+        self._eq_buf = None
 
     # -- accounting --------------------------------------------------------------------------
     def _skipped(self, reason: str, line: bytes) -> None:
@@ -234,18 +236,18 @@ class LogReader:
 
     # -- time --------------------------------------------------------------------------------
     def _time(self, m: Any, line: bytes) -> float | None:
-        year = m.group("year")
+        # (an EnvMatch: its level/timestamp match answers these groups; one call for all of them)
+        year, mon, day, hh, mi, ss, frac = getattr(m, "m", m).group("year", "mon", "day", "hh", "mi", "ss", "frac")
         y = int(year) if year else None
-        if y is None and m.start() > 0:
-            fm = FOREIGN_ISO_B.search(line, 0, m.start())
-            if fm is not None:
-                y = int(fm.group("year"))
-        ss = m.group("ss")
-        frac = m.group("frac")
+        if y is None:
+            st = m.start()
+            if st > 0:
+                fm = FOREIGN_ISO_B.search(line, 0, st)
+                if fm is not None:
+                    y = int(fm.group("year"))
         sec = float(ss + frac.replace(b",", b".")) if frac else float(ss)
         try:
-            return self.clock.epoch(y, int(m.group("mon")), int(m.group("day")), int(m.group("hh")),
-                                    int(m.group("mi")), sec)
+            return self.clock.epoch(y, int(mon), int(day), int(hh), int(mi), sec)
         except ValueError:
             return None
 
@@ -421,13 +423,16 @@ class LogReader:
         n512 = n & ~511
         if n512:
             # bit i of word k = byte 64k + i is a newline (little bit order: masks count bits before a byte)
-            words = np.packbits(np.frombuffer(work, dtype=np.uint8, count=n512) == 10, bitorder="little").view("<u8")
-            cum0 = np.zeros(len(words) + 1, dtype=np.uint64)  # cum0[k]: newlines in the first k words
-            np.cumsum(np.bitwise_count(words), out=cum0[1:])
-            cum = cum0[1:]
-            nl_words = int(cum[-1])
+            eq = self._eq_buf
+            if eq is None or len(eq) < n512:  # one reused buffer: a fresh 1 MiB temporary page-faults each time
+                eq = self._eq_buf = np.empty(max(n512, CHUNK + MAX_LINE + 1), dtype=bool)
+            eq = np.equal(np.frombuffer(work, dtype=np.uint8, count=n512), 10, out=eq[:n512])
+            words = np.packbits(eq, bitorder="little").view("<u8")
+            pc = np.bitwise_count(words)  # newlines per word; cumulated only for the row loop
+            nl_words = int(pc.sum())
         else:
-            cum, cum0, words, nl_words = None, None, None, 0
+            words, pc, nl_words = None, None, 0
+        cum = None
         total = nl_words + count(b"\n", n512)
         nwords = n512 >> 6
 
@@ -438,9 +443,11 @@ class LogReader:
             return base + (int(cum[k - 1]) if k else 0) + count(b"\n", k << 6, o) + 1
 
         # -- the common chunk in bulk (numpy); anything unusual: the exact row-by-row loop below ----
-        done = None if gap_ok else self._bulk(work, base, tups, starts, ends, lines, cum0, words, nwords, total)
+        done = None if gap_ok else self._bulk(work, base, tups, starts, ends, lines, pc, words, nwords, total)
         if done is not None:
             return done
+        if pc is not None:
+            cum = np.cumsum(pc, dtype=np.int64)
         # -- in file order, with the early exits of a line-by-line reading ------------------------
         rows: list[tuple] = []
         warns: list[tuple[bytes, int]] = []
@@ -510,7 +517,7 @@ class LogReader:
             p = find(b"\x00", le)
         return total
 
-    def _bulk(self, work: bytes, base: int, tups: list, starts: list, ends: list, lines: list, cum0, words,
+    def _bulk(self, work: bytes, base: int, tups: list, starts: list, ends: list, lines: list, pc, words,
               nwords: int, total: int) -> int | None:
         """A chunk of stats lines (and v0 warnings) only, of series already seen, without a gap: the
         row-by-row loop's result computed column-wise — regex groups transposed to columns, numbers
@@ -562,11 +569,11 @@ class LogReader:
         clock = self.clock
         uniq = list(dict.fromkeys(cts))
         f = np.frombuffer(b"".join(uniq), dtype=np.uint8).reshape(-1, 14).astype(np.int64)
-        f = f[:, _TS_HI] * 10 + f[:, _TS_LO] - 528  # month, day, hour, minute, second (the regex: digits)
-        first, mdays = _year_table(clock.year)
-        if np.any((f < _TS_MIN) | (f > _TS_MAX)) or np.any(f[:, 1] > mdays[f[:, 0]]):
+        f = f[:, 0:14:3] * 10 + f[:, 1:14:3] - 528  # month, day, hour, minute, second (the regex: digits)
+        first, mdays, lo, hi, wt = _year_table(clock.year)
+        if ((f < lo) | (f > hi)).any() or (f[:, 1] > mdays[f[:, 0]]).any():
             return None  # epoch() raises: the loop
-        tu = (first[f[:, 0]] + f[:, 1:] @ _TS_W).astype(np.float64)  # exact: whole seconds
+        tu = (first[f[:, 0]] + f[:, 1:] @ wt).astype(np.float64)  # exact: whole seconds
         max0 = clock.max_t
         run = np.maximum.accumulate(tu)
         prev_max = np.empty_like(tu)
@@ -605,10 +612,18 @@ class LogReader:
         # plus those in its word before it (masked popcount); after the last whole 512-byte block, a count
         if starts[-1] < nwords << 6:
             wk = ls >> 6
-            line = (cum0[wk] + np.bitwise_count(words[wk] & _low_mask()[ls & 63])).astype(np.int64)
+            # newlines in the words between consecutive hit words (reduceat gives pc[i], not 0, for an
+            # empty range: zeroed), cumulated: those before each hit word
+            idx = np.empty(n + 1, dtype=np.int64)
+            idx[0] = 0
+            idx[1:] = wk
+            seg = np.add.reduceat(pc, idx, dtype=np.int64)[:-1]
+            seg[idx[:-1] >= idx[1:]] = 0
+            line = np.cumsum(seg) + np.bitwise_count(words[wk] & _low_mask()[ls & 63])
         else:
             line = np.empty(n, dtype=np.int64)
             cnt = work.count
+            cum0 = np.concatenate(([0], np.cumsum(pc, dtype=np.int64))) if pc is not None else None
             for k, o in enumerate(starts):
                 w = min(o >> 6, nwords)
                 line[k] = (int(cum0[w]) if cum0 is not None else 0) + cnt(b"\n", w << 6, o)
