@@ -384,9 +384,10 @@ class LogReader:
         Per chunk, in C/numpy: the ``KV cache`` hits (every ``V`` byte by memchr, verified), a newline
         bitmap cumulated per 64-byte word (line numbers by lookup), and one ``findall`` over the hit lines
         joined together (one groups tuple per line, no match objects). Python then touches only the hit
-        lines (~1 % of a production log): column-wise in ``_bulk`` for a steady chunk, else row by row in
-        file order with the same early exits as a line-by-line reading — so the clock and the gap
-        bookkeeping see exactly the same calls (tests/unit/test_evidence_reader_equiv.py pins this)."""
+        lines (~1 % of a production log): column-wise in ``_bulk`` for a steady chunk (stats lines of known
+        series, v0 warnings), else row by row in file order with the same early exits as a line-by-line
+        reading — so the clock and the gap bookkeeping see exactly the same calls
+        (tests/unit/test_evidence_reader_equiv.py pins this)."""
         import numpy as np
 
         n = len(work)
