@@ -37,6 +37,18 @@ def parse_human_int(text: str | int | float) -> int:
     return int(round(value))
 
 
+def as_float(v: object) -> float | None:
+    """A number from a parsed JSON value or dict-repr field, or None (bools and non-numbers are not numbers)."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(str(v))
+    except ValueError:
+        return None
+
+
 def format_gib(n_bytes: float) -> str:
     """vLLM 0.33 ``format_gib``: ``str(round(b / 2**30, 2))`` (prints 55.1, 12.0, 0.57)."""
     return str(round(n_bytes / GiB, 2))

@@ -23,6 +23,7 @@ from typing import Any
 
 from kvdoctor.errors import InputError
 from kvdoctor.evidence.model import BenchResult, RequestRecord
+from kvdoctor.units import as_float
 
 _LABELS = {
     "successful requests": "completed",
@@ -54,17 +55,6 @@ _LEGACY_RX = re.compile(
     r"([\d.]+)\s*(s|requests/s)\b"
 )
 BLOCK_HEADER = "Serving Benchmark Result"
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    try:
-        return float(str(v))
-    except ValueError:
-        return None
 
 
 def parse_text(text: str, source: str = "") -> list[BenchResult]:
@@ -130,7 +120,7 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
 def parse_json(doc: dict[str, Any], source: str = "") -> BenchResult:
     fields: dict[str, float] = {}
     for k, v in doc.items():
-        f = None if isinstance(v, (list, dict, str)) else _num(v)
+        f = None if isinstance(v, (list, dict, str)) else as_float(v)
         if f is not None and not math.isnan(f):
             fields[k] = f
     reqs: list[RequestRecord] = []
@@ -150,12 +140,12 @@ def parse_json(doc: dict[str, Any], source: str = "") -> BenchResult:
             itl = itls[i]
             reqs.append(RequestRecord(
                 request_id=str(i),
-                arrival_s=float(starts[i]) if _num(starts[i]) is not None else float("nan"),
-                prompt_tokens=int(ins[i]) if _num(ins[i]) is not None else None,
-                output_tokens=None if failed or _num(outs[i]) is None else int(outs[i]),
-                ttft_s=None if failed or _num(ttfts[i]) is None else float(ttfts[i]),
-                e2e_s=None if failed or _num(lats[i]) is None else float(lats[i]),
-                queue_s=_num(squeue[i]),
+                arrival_s=float(starts[i]) if as_float(starts[i]) is not None else float("nan"),
+                prompt_tokens=int(ins[i]) if as_float(ins[i]) is not None else None,
+                output_tokens=None if failed or as_float(outs[i]) is None else int(outs[i]),
+                ttft_s=None if failed or as_float(ttfts[i]) is None else float(ttfts[i]),
+                e2e_s=None if failed or as_float(lats[i]) is None else float(lats[i]),
+                queue_s=as_float(squeue[i]),
                 itl_s=np.asarray(itl, dtype=np.float64) if isinstance(itl, list) and not failed else None,
             ))
     raw = {k: v for k, v in doc.items() if not isinstance(v, list)}

@@ -35,6 +35,7 @@ from typing import Any
 
 from kvdoctor.evidence.logs.envelope import Envelope, parse_envelope, split_glued, strip_ansi, worker_rank
 from kvdoctor.evidence.model import StartupFacts
+from kvdoctor.units import as_float
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -289,17 +290,6 @@ def _as_int(v: Any) -> int | None:
     if isinstance(v, str) and re.fullmatch(r"\d+", v.strip()):
         return int(v)
     return None
-
-
-def _as_float(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    try:
-        return float(str(v))
-    except ValueError:
-        return None
 
 
 def _dtype_text(v: Any) -> str | None:
@@ -671,7 +661,7 @@ def _apply_args(b: _Builder, args: dict[str, Any], n: int, env: Envelope | None)
         b.set("model", model, n, env, _P_CONFIG)
     for key, name, conv in (
         ("max_model_len", "max_model_len", _as_int),
-        ("gpu_memory_utilization", "gpu_memory_utilization", _as_float),
+        ("gpu_memory_utilization", "gpu_memory_utilization", as_float),
         ("tensor_parallel_size", "tensor_parallel_size", _as_int),
         ("pipeline_parallel_size", "pipeline_parallel_size", _as_int),
         ("block_size", "block_size", _as_int),
