@@ -377,3 +377,20 @@ def test_ledger_html_writes_a_report_with_the_same_figures(tmp_path):
     assert "Memory per GPU" in page and "<script src=" not in page  # plotly inlined, nothing fetched
     # the report shows the ledger's own pool figure, not a recomputation
     assert f"{payload['kv_cache']['num_blocks']:,}" in page
+
+
+def test_log_with_pool_but_no_budget_implies_the_budget(shared_data, tmp_path):
+    # kv049 (vllm PR #17122, L40S): the log prints "GPU KV cache size: 158,656 tokens" and the concurrency, no
+    # budget. The KV budget row must follow the measured pool (9,916 blocks × 2 MiB), not a prediction
+    # that disagrees with the pool printed beside it.
+    case = next(json.loads(l) for l in open(shared_data / "real" / "kv_capacity_cases.jsonl")
+                if json.loads(l)["case_id"] == "kv049")
+    log = tmp_path / "kv049.log"
+    log.write_text(case["log_excerpt"])
+    res = runner.invoke(app, ["ledger", "--from-log", str(log), "-m", case["model"], "--gpu", "L40S",
+                              "--max-model-len", str(case["max_model_len"]), "--json"])
+    assert res.exit_code == 0, res.output
+    p = json.loads(res.stdout)
+    assert p["kv_cache"]["num_blocks"] == 158_656 // 16
+    assert p["memory"]["kv_cache_bytes"] == 9_916 * 2_097_152
+    assert p["sources"]["memory.kv_cache"] == "measured"

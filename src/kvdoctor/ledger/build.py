@@ -339,6 +339,15 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
     kvf = _kv_figures(plan, s, shape, opts, override, engine_kind, predicted_plan)
     if derived_how is not None:
         kvf["num_blocks"] = Figure(plan.num_blocks, "measured", derived_how, predicted=predicted_plan.num_blocks)
+    if measured_blocks and override is None and figs["kv_cache"].source not in ("measured", "given"):
+        # The log shows the pool but not the budget: the budget it implies (to within one block) beats a
+        # prediction that disagrees with the pool printed beside it; the prediction stays next to it.
+        bpb = plan.ranks[0].bytes_per_block
+        implied = int(plan.num_blocks) * bpb
+        figs["kv_cache"] = Figure(implied, "measured",
+                                  f"implied by the log's {int(plan.num_blocks):,} blocks × {bpb:,} B per block = "
+                                  f"{_gib(implied)} (+ less than one block vLLM could not use)",
+                                  predicted=figs["kv_cache"].value)
     recon = reconcile(plan, max_num_seqs)
 
     ranks = _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducted)
