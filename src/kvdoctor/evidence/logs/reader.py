@@ -10,6 +10,13 @@ Design (docs/evidence.md "Log reader"):
   to the **full path**: every line is examined, start-up lines go to the
   :class:`~kvdoctor.evidence.logs.startup.StartupCollector`, errors become events, hostile lines are
   counted by reason.
+* **Pre-scan worker** (plain files >= ``PARALLEL_MIN``, 2+ CPUs, fork, no other threads): a forked
+  child reads the file's memory map in place and sends, per chunk and in order, what the fast path
+  computes without reader state — the ``KV cache`` hit lines' bounds and line numbers, the chunk's line
+  count, the colour-stripped hit lines and the fast regex's groups — as packed bytes through a pipe; the
+  reader commits chunk i while the child scans chunk i+1. Same results (each message is checked against
+  its chunk's length and last bytes; anything out of step, a dead worker, gzip, a split chunk: scanned
+  here as before).
 * Timestamps carry no year (``MM-DD HH:MM:SS``): the year comes from the line itself when present
   (a ``YYYY-`` timestamp or a container's ISO prefix), else from ``year`` (default: this year); a jump
   back of more than 180 days is a year rollover; smaller backward jumps are out-of-order lines and
@@ -28,6 +35,7 @@ import bisect
 import calendar
 import os
 import re
+import struct
 from array import array
 from collections.abc import Callable
 from itertools import chain
@@ -335,13 +343,15 @@ class LogReader:
         return True
 
     # -- chunk processing --------------------------------------------------------------------
-    def feed_chunk(self, work: bytes, base: int, force_full: bool = False) -> int:
-        """``work`` ends with a newline; ``base`` = physical lines before it. Returns its line count."""
+    def feed_chunk(self, work: bytes, base: int, force_full: bool = False, pre: tuple | None = None) -> int:
+        """``work`` ends with a newline; ``base`` = physical lines before it. Returns its line count.
+        ``pre``: the fast path's state-free scan of exactly this ``work`` (:func:`_prescan`), made ahead
+        by the pre-scan worker; None = scan here."""
         # Start-up lines without "KV cache" (the 0.2x "Free memory on device" summary, CUDA-graph
         # pool, "init engine took") follow the KV lines closely: stay on the full path for a while
         # after start-up activity so a chunk boundary cannot hide them.
         recent = self._last_startup_line is not None and base - self._last_startup_line < STICKY_LINES
-        verdict = "full" if (force_full or recent) else self._fast(work, base)
+        verdict = "full" if (force_full or recent) else self._fast(work, base, pre)
         if isinstance(verdict, int):
             self.total_lines += verdict
             return verdict
@@ -371,7 +381,7 @@ class LogReader:
             if tail_at < len(work):
                 self._full(work[tail_at:], tail_base, with_stats=False)
 
-    def _fast(self, work: bytes, base: int) -> int | str | tuple:
+    def _fast(self, work: bytes, base: int, pre: tuple | None = None) -> int | str | tuple:
         """The steady state: only stats lines and v0 warnings, found with C-speed scans.
 
         Returns the chunk's line count when it was fully read that way. Anything else sends it (and
@@ -394,48 +404,57 @@ class LogReader:
         find, rfind, count = work.find, work.rfind, work.count
         # a split chunk's second part may start with the stats line after a gap: once, at its start
         gap_ok, self._gap_ok_first = self._gap_ok_first, False
-        # -- the hit lines: every line holding "KV cache" (stats lines; v0 warnings; else full) ----
-        # every "V" (memchr: a one-byte find is C-library fast; "V" is rare in logs, ~1 per 10 KB
-        # here), then a check for "KV cache" at the byte before it
-        starts: list[int] = []
-        ends: list[int] = []
-        le = 0
-        sw = work.startswith
-        v = find(b"V", 1)
-        while v != -1:
-            p = v - 1
-            if p >= le and sw(b"KV cache", p):  # one hit per line (as a find from the previous hit line's end)
-                ls = rfind(b"\n", 0, p) + 1
-                le = find(b"\n", p)
-                starts.append(ls)
-                ends.append(le)
-                v = find(b"V", le)
-            else:
-                v = find(b"V", v + 1)
-        if not starts:
-            return "full"
-        lines = [work[x:y] for x, y in zip(starts, ends)]
-        if b"\x1b" in work:  # memchr; colour codes are stripped from the hit lines only
-            lines = [ANSI_B.sub(b"", ln) if b"\x1b" in ln else ln for ln in lines]
-        # one tuple per line: FAST_STATS' groups, or all b"" (ts == b"") where the line is no stats line
-        tups = FAST_ALL.findall(b"\n" + b"\n".join(lines))
-        # -- newline bitmap, popcount per 64-byte word, cumulated: the line number of any offset from
-        #    one lookup plus a count over < 64 bytes (no Python loop over lines, no array of positions)
-        n512 = n & ~511
-        if n512:
-            # bit i of word k = byte 64k + i is a newline (little bit order: masks count bits before a byte)
-            eq = self._eq_buf
-            if eq is None or len(eq) < n512:  # one reused buffer: a fresh 1 MiB temporary page-faults each time
-                eq = self._eq_buf = np.empty(max(n512, CHUNK + MAX_LINE + 1), dtype=bool)
-            eq = np.equal(np.frombuffer(work, dtype=np.uint8, count=n512), 10, out=eq[:n512])
-            words = np.packbits(eq, bitorder="little").view("<u8")
-            pc = np.bitwise_count(words)  # newlines per word; cumulated only for the row loop
-            nl_words = int(pc.sum())
+        rel = None  # hit lines' line numbers within the chunk, when pre-scanned
+        if pre is not None:
+            starts, ends, lines, tups, rel, total = pre
+            if not starts:
+                return "full"
+            words = pc = None
+            nl_words = nwords = 0
         else:
-            words, pc, nl_words = None, None, 0
+            # -- the hit lines: every line holding "KV cache" (stats lines; v0 warnings; else full) ----
+            # every "V" (memchr: a one-byte find is C-library fast; "V" is rare in logs, ~1 per 10 KB
+            # here), then a check for "KV cache" at the byte before it
+            starts: list[int] = []
+            ends: list[int] = []
+            le = 0
+            sw = work.startswith
+            v = find(b"V", 1)
+            while v != -1:
+                p = v - 1
+                if p >= le and sw(b"KV cache", p):  # one hit per line (as a find from the previous hit line's end)
+                    ls = rfind(b"\n", 0, p) + 1
+                    le = find(b"\n", p)
+                    starts.append(ls)
+                    ends.append(le)
+                    v = find(b"V", le)
+                else:
+                    v = find(b"V", v + 1)
+            if not starts:
+                return "full"
+            lines = [work[x:y] for x, y in zip(starts, ends)]
+            if b"\x1b" in work:  # memchr; colour codes are stripped from the hit lines only
+                lines = [ANSI_B.sub(b"", ln) if b"\x1b" in ln else ln for ln in lines]
+            # one tuple per line: FAST_STATS' groups, or all b"" (ts == b"") where the line is no stats line
+            tups = FAST_ALL.findall(b"\n" + b"\n".join(lines))
+            # -- newline bitmap, popcount per 64-byte word, cumulated: the line number of any offset from
+            #    one lookup plus a count over < 64 bytes (no Python loop over lines, no array of positions)
+            n512 = n & ~511
+            if n512:
+                # bit i of word k = byte 64k + i is a newline (little bit order: masks count bits before a byte)
+                eq = self._eq_buf
+                if eq is None or len(eq) < n512:  # one reused buffer: a fresh 1 MiB temporary page-faults each time
+                    eq = self._eq_buf = np.empty(max(n512, CHUNK + MAX_LINE + 1), dtype=bool)
+                eq = np.equal(np.frombuffer(work, dtype=np.uint8, count=n512), 10, out=eq[:n512])
+                words = np.packbits(eq, bitorder="little").view("<u8")
+                pc = np.bitwise_count(words)  # newlines per word; cumulated only for the row loop
+                nl_words = int(pc.sum())
+            else:
+                words, pc, nl_words = None, None, 0
+            cum = None
+            total = nl_words + count(b"\n", n512)
+            nwords = n512 >> 6
         cum = None
-        total = nl_words + count(b"\n", n512)
-        nwords = n512 >> 6
 
         def line_no(o: int) -> int:  # 1-based line number of the line starting at byte o
             k = o >> 6
@@ -444,7 +463,7 @@ class LogReader:
             return base + (int(cum[k - 1]) if k else 0) + count(b"\n", k << 6, o) + 1
 
         # -- the common chunk in bulk (numpy); anything unusual: the exact row-by-row loop below ----
-        done = None if gap_ok else self._bulk(work, base, tups, starts, ends, lines, pc, words, nwords, total)
+        done = None if gap_ok else self._bulk(work, base, tups, starts, ends, lines, pc, words, nwords, total, rel)
         if done is not None:
             return done
         if pc is not None:
@@ -493,12 +512,13 @@ class LogReader:
                 w6 = ls >> 6
                 if w6 > nwords:
                     w6 = nwords
-                rows.append((s, t, g, base1 + (cum_at(w6 - 1) if w6 else 0) + count(b"\n", w6 << 6, ls)))
+                rows.append((s, t, g, base1 + rel[k] if rel is not None else
+                             base1 + (cum_at(w6 - 1) if w6 else 0) + count(b"\n", w6 << 6, ls)))
             else:
                 line = lines[k]
                 if b"roughput" in line or b"preempted by" not in line:
                     return "full"  # a stats line the fast regex does not take (wrapped, foreign...), a start-up
-                warns.append((line, line_no(ls)))
+                warns.append((line, base1 + rel[k] if rel is not None else line_no(ls)))
         if not rows:
             return "full"
         # remember where the last evidence line ended: the rest may explain a gap that follows
@@ -519,7 +539,7 @@ class LogReader:
         return total
 
     def _bulk(self, work: bytes, base: int, tups: list, starts: list, ends: list, lines: list, pc, words,
-              nwords: int, total: int) -> int | None:
+              nwords: int, total: int, rel: list | None = None) -> int | None:
         """A chunk of stats lines (and v0 warnings) only, of series already seen, without a gap: the
         row-by-row loop's result computed column-wise — regex groups transposed to columns, numbers
         parsed per column, year-less timestamps → epoch with day-of-year tables on the array (the
@@ -611,7 +631,9 @@ class LogReader:
             clock.max_t = top
         # line numbers: newlines in the whole 64-byte words before the line start (cumulated popcounts)
         # plus those in its word before it (masked popcount); after the last whole 512-byte block, a count
-        if starts[-1] < nwords << 6:
+        if rel is not None:
+            line = np.array(rel, dtype=np.int64)
+        elif starts[-1] < nwords << 6:
             wk = ls >> 6
             # newlines in the words between consecutive hit words (reduceat gives pc[i], not 0, for an
             # empty range: zeroed), cumulated: those before each hit word
@@ -1074,27 +1096,35 @@ def _mapped_chunks(fh, chunk_size: int):
 
     def gen():
         with mm:
-            size = len(mm)
-            s = dropped = 0
-            step = 8 << 20  # drop sliced pages in 8 MiB runs (the chunks are copies: nothing re-reads them)
-            can_drop = hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED")
-            while s < size:
-                e = s + chunk_size
-                if e >= size:
-                    e = size
-                elif mm[e - 1] != 10:
-                    cap = min(size, e + MAX_LINE + 1)  # readline(MAX_LINE + 1)
-                    q = mm.find(b"\n", e, cap)
-                    e = cap if q == -1 else q + 1
-                chunk = mm[s:e]
-                s = e
-                if can_drop and s - dropped > 2 * step:
-                    upto = (s - step) & ~(mmap.PAGESIZE - 1)
-                    mm.madvise(mmap.MADV_DONTNEED, dropped, upto - dropped)
-                    dropped = upto
-                yield chunk, len(chunk)
+            for s, e in _spans(mm, chunk_size):
+                yield mm[s:e], e - s
 
     return gen()
+
+
+def _spans(mm, chunk_size: int):
+    """``_mapped_chunks``' chunk bounds ``(start, end)`` in the map ``mm``; pages before the chunk
+    before last are dropped from the mapping (8 MiB runs) as the chunks are taken."""
+    import mmap
+
+    size = len(mm)
+    s = dropped = 0
+    step = 8 << 20  # drop sliced pages in 8 MiB runs (the chunks are copies: nothing re-reads them)
+    can_drop = hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED")
+    while s < size:
+        e = s + chunk_size
+        if e >= size:
+            e = size
+        elif mm[e - 1] != 10:
+            cap = min(size, e + MAX_LINE + 1)  # readline(MAX_LINE + 1)
+            q = mm.find(b"\n", e, cap)
+            e = cap if q == -1 else q + 1
+        yield s, e
+        s = e
+        if can_drop and s - dropped > 2 * step:
+            upto = (s - step) & ~(mmap.PAGESIZE - 1)
+            mm.madvise(mmap.MADV_DONTNEED, dropped, upto - dropped)
+            dropped = upto
 
 
 def _chunks(path: str, chunk_size: int, skip: SkipReport):
@@ -1163,24 +1193,222 @@ def read_log(path: str | os.PathLike, *, year: int | None = None,
             gc.enable()
 
 
-def _read(reader: "LogReader", path: str, progress, chunk_size: int) -> LogRead:
+def _works(chunks):
+    """``(consumed, work)`` per chunk: ``work`` = the lines it completes (None: no newline yet, a huge
+    line); last ``(None, tail + b"\\n")`` for a final line without newline (a truncated file)."""
     carry = b""
-    base = 0
-    try:
-        small = os.path.getsize(path) < min(SMALL_FILE, 2 * chunk_size)
-    except OSError:
-        small = False
-    for chunk, consumed in _chunks(path, chunk_size, reader.skip):
-        if progress is not None:
-            progress(consumed)
+    for chunk, consumed in chunks:
         buf = carry + chunk if carry else chunk
         cut = buf.rfind(b"\n")
         if cut == -1:
             # no newline in a whole chunk: a huge line; keep only its head
             carry = buf[:MAX_LINE + 1]
+            yield consumed, None
             continue
         work, carry = buf[: cut + 1], buf[cut + 1:]
-        base += reader.feed_chunk(work, base, force_full=small)
+        yield consumed, work
     if carry:
-        reader.feed_chunk(carry + b"\n", base, force_full=small)  # last line without newline (truncated file)
+        yield None, carry + b"\n"
+
+
+# -- the pre-scan worker ---------------------------------------------------------------------------
+PARALLEL_MIN = 256 << 20  # plain files from this size get a pre-scan worker process (when a 2nd CPU is free)
+# len(work), its line count, hits, bytes of the hit lines, bytes of the groups, work's last 8 bytes
+_HDR = struct.Struct("<5q8s")
+_NGROUPS = FAST_ALL.groups
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _prescan(buf, a: int, b: int, bufs: list) -> bytes:
+    """What ``_fast`` computes from ``work = buf[a:b]`` alone (no reader state), packed: the hit lines'
+    bounds, their line numbers within ``work``, its line count, the hit lines (colour-stripped) and the
+    fast regex's groups per line (joined by newlines: no group can hold one). ``buf``: bytes or the
+    file's memory map (read in place: no copy of the chunk); the scan is ``_fast``'s, offsets shifted."""
+    import numpy as np
+
+    n = b - a
+    find, rfind = buf.find, buf.rfind
+    starts: list[int] = []
+    ends: list[int] = []
+    le = a
+    v = find(b"V", a + 1, b)
+    while v != -1:
+        p = v - 1
+        if p >= le and buf[p:p + 8] == b"KV cache":  # (work ends with a newline: never past its end)
+            q = rfind(b"\n", a, p)
+            starts.append(q + 1 - a if q != -1 else 0)
+            le = find(b"\n", p, b)
+            ends.append(le - a)
+            v = find(b"V", le, b)
+        else:
+            v = find(b"V", v + 1, b)
+    n512 = n & ~511
+    nwords = n512 >> 6
+    if n512:
+        if len(bufs[0]) < n512:
+            bufs[0] = np.empty(n512, dtype=bool)
+        eq = np.equal(np.frombuffer(buf, dtype=np.uint8, count=n512, offset=a), 10, out=bufs[0][:n512])
+        words = np.packbits(eq, bitorder="little").view("<u8")
+        cum0 = np.empty(nwords + 1, dtype=np.int64)
+        cum0[0] = 0
+        np.cumsum(np.bitwise_count(words), out=cum0[1:])
+        nl_words = int(cum0[-1])
+    else:
+        nl_words = 0
+    total = nl_words + buf[a + n512:b].count(b"\n")
+    tail = buf[max(a, b - 8):b]  # (checked by the parent with the length: the same bytes, not just as many)
+    if not starts:
+        return _HDR.pack(n, total, 0, 0, 0, tail)
+    ls = np.array(starts, dtype=np.int64)
+    rel = np.empty(len(starts), dtype=np.int64)
+    inner = ls < nwords << 6
+    if inner.any():
+        wk = ls[inner] >> 6
+        rel[inner] = cum0[wk] + np.bitwise_count(words[wk] & _low_mask()[ls[inner] & 63])
+    for k in np.flatnonzero(~inner).tolist():
+        rel[k] = nl_words + buf[a + n512:a + starts[k]].count(b"\n")
+    lines = [buf[a + x:a + y] for x, y in zip(starts, ends)]
+    if find(b"\x1b", a, b) != -1:
+        lines = [ANSI_B.sub(b"", ln) if b"\x1b" in ln else ln for ln in lines]
+    blob = b"\n".join(lines)
+    flat = b"\n".join(chain.from_iterable(FAST_ALL.findall(b"\n" + blob)))
+    return b"".join((_HDR.pack(n, total, len(starts), len(blob), len(flat), tail), array("q", starts).tobytes(),
+                     array("q", ends).tobytes(), rel.tobytes(), blob, flat))
+
+
+def _prescan_worker(path: str, chunk_size: int, wfd: int) -> None:
+    """The child: every ``work`` of the file, in order — the same as ``_works(_chunks(...))`` in the
+    parent: a mapped chunk that ends with a newline and has no carry before it is read in place."""
+    import mmap
+
+    import numpy as np
+
+    code = 1
+    out = None
+    try:
+        out = os.fdopen(wfd, "wb", buffering=1 << 20)
+        bufs = [np.empty(chunk_size + MAX_LINE + 1, dtype=bool)]  # the newline bitmap's reused buffer
+        with open(path, "rb") as fh:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        carry = b""
+        for s, e in _spans(mm, chunk_size):
+            if not carry and mm[e - 1] == 10:
+                out.write(_prescan(mm, s, e, bufs))
+                continue
+            buf = carry + mm[s:e]  # _works' steps
+            cut = buf.rfind(b"\n")
+            if cut == -1:
+                carry = buf[:MAX_LINE + 1]
+                continue
+            carry = buf[cut + 1:]
+            out.write(_prescan(buf, 0, cut + 1, bufs))
+        if carry:
+            carry += b"\n"
+            out.write(_prescan(carry, 0, len(carry), bufs))
+        out.flush()
+        code = 0
+    except BaseException:  # the parent stopped reading (broken pipe) or anything else: end here;
+        try:  # what was scanned still goes out (the parent reads the rest alone)
+            if out is not None:
+                out.flush()
+        except BaseException:
+            pass
+    finally:
+        os._exit(code)
+
+
+def _start_prescan(path: str, chunk_size: int):
+    """Fork the pre-scan worker for a big plain file when a second CPU is free: the per-byte scans of
+    chunk i+1 run there while this process commits chunk i. None (read alone) for gzip, small files,
+    one CPU, no fork, or other threads in this process (forking them is unsafe)."""
+    import threading
+
+    try:
+        if (not hasattr(os, "fork") or _cpus() < 2 or threading.active_count() > 1
+                or os.path.getsize(path) < PARALLEL_MIN):
+            return None
+        with open(path, "rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":
+                return None
+        rfd, wfd = os.pipe()
+    except OSError:
+        return None
+    try:
+        import fcntl
+
+        fcntl.fcntl(wfd, fcntl.F_SETPIPE_SZ, 1 << 20)  # the worker may run a few chunks ahead
+    except (ImportError, AttributeError, OSError):
+        pass
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns on fork in a process with OS threads (numpy's BLAS pool starts some);
+            # the child runs only the scan (no BLAS, no locks of other threads) and os._exit()s
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:
+        os.close(rfd)
+        os.close(wfd)
+        return None
+    if pid == 0:  # the child: never returns (os._exit)
+        try:
+            os.close(rfd)
+        finally:
+            _prescan_worker(path, chunk_size, wfd)
+    os.close(wfd)
+    return pid, os.fdopen(rfd, "rb", buffering=1 << 20)
+
+
+def _take_prescan(rd, work: bytes) -> tuple | None:
+    """The worker's next message, unpacked to ``_fast``'s inputs; None if it is not this ``work``'s."""
+    hdr = rd.read(_HDR.size)
+    if len(hdr) != _HDR.size:
+        return None
+    nw, total, nh, nb, nf, tail = _HDR.unpack(hdr)
+    body = rd.read(24 * nh + nb + nf)
+    if nw != len(work) or len(body) != 24 * nh + nb + nf or tail.rstrip(b"\x00") != work[-8:].rstrip(b"\x00"):
+        return None
+    if not nh:
+        return [], [], [], [], [], total
+    mv = memoryview(body)
+    q = mv[: 24 * nh].cast("q")
+    a = 24 * nh
+    flat = body[a + nb:].split(b"\n")
+    return (q[:nh].tolist(), q[nh:2 * nh].tolist(), body[a:a + nb].split(b"\n"),
+            list(zip(*[iter(flat)] * _NGROUPS)), q[2 * nh:].tolist(), total)
+
+
+def _read(reader: "LogReader", path: str, progress, chunk_size: int) -> LogRead:
+    base = 0
+    try:
+        small = os.path.getsize(path) < min(SMALL_FILE, 2 * chunk_size)
+    except OSError:
+        small = False
+    worker = None if small else _start_prescan(path, chunk_size)
+    rd = worker[1] if worker is not None else None
+    try:
+        for consumed, work in _works(_chunks(path, chunk_size, reader.skip)):
+            if consumed is not None and progress is not None:
+                progress(consumed)
+            if work is None:
+                continue
+            pre = None
+            if rd is not None:
+                pre = _take_prescan(rd, work)
+                if pre is None:  # out of step (cannot happen): read alone from here on
+                    rd.close()
+                    rd = None
+            base += reader.feed_chunk(work, base, force_full=small, pre=pre)
+    finally:
+        if worker is not None:
+            if rd is not None:
+                rd.close()
+            os.waitpid(worker[0], 0)
     return reader.finish()
