@@ -32,13 +32,11 @@ def ledger(
 
     Every figure shows its source (measured / given / predicted / default) and its derivation.
     """
-    from kvdoctor.ledger.build import build_ledger
-
     log_info = scan_log(opts.from_log, quiet=quiet or json_out) if opts.from_log else None
     # scan_log already ran the start-up collector over every line: hand its facts on so the log is
     # read once (a multi-GB log would otherwise be parsed twice).
     inputs = common.resolve_inputs(opts, startup=log_info["startup"] if log_info is not None else None)
-    led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
+    led = inputs.ledger
     notes = list(inputs.notes)
     if log_info is not None:
         notes.insert(0, log_info["summary"])

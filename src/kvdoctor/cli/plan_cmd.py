@@ -52,10 +52,8 @@ def load_lengths(trace: str | None, lengths: str | None, p99: int | None):
 
 def measured_note(inputs, p) -> str:
     """With --from-log: the measured pool beside the predicted one, so the what-ifs can be read against it."""
-    from kvdoctor.ledger.build import build_ledger
-
     try:
-        led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
+        led = inputs.ledger
     except Exception as exc:  # noqa: BLE001 - the note is informative; the plan stands without it
         return f"the start-up log's figures could not be applied ({type(exc).__name__}: {exc})"
     tok = led.kv["tokens"]
