@@ -117,15 +117,8 @@ def _finding_json(f: Finding) -> dict[str, Any]:
 
 
 def timeline_json(tl) -> dict[str, Any]:
-    def col(x):
-        if x is None:
-            return None
-        return [None if (isinstance(v, float) and math.isnan(v)) else v for v in
-                (x.tolist() if hasattr(x, "tolist") else list(x))]
-
-    out = {k: col(getattr(tl, k, None)) for k in ("t", "running", "waiting", "kv_usage_pct", "preemptions",
-                                                  "prompt_tps", "gen_tps", "ttft_p99", "itl_p99", "line_no")}
-    return {k: v for k, v in out.items() if v is not None}
+    return tl.to_json(("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "ttft_p99",
+                       "itl_p99", "line_no"))
 
 
 # --------------------------------------------------------------------------------------------

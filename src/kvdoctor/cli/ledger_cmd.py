@@ -12,6 +12,7 @@ import typer
 
 from kvdoctor.cli import app
 from kvdoctor.cli import common
+from kvdoctor.units import gib_text
 
 
 @app.command("ledger")
@@ -153,9 +154,7 @@ _LABELS = {"total": "total", "requested": "requested", "weights": "weights", "ac
 
 
 def _fmt_bytes(v: Any) -> str:
-    if v is None:
-        return "–"
-    return f"{v / 2**30:,.2f} GiB"
+    return gib_text(v, grouping=True, missing="–")
 
 
 def _fmt(name: str, v: Any) -> str:

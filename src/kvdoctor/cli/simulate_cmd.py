@@ -15,6 +15,7 @@ import typer
 
 from kvdoctor.cli import app
 from kvdoctor.cli import common
+from kvdoctor.provenance import json_clean as _clean
 from kvdoctor.report.html import html_option
 
 SCHEMA = "kvdoctor.simulate/1"
@@ -189,10 +190,7 @@ def _f(x) -> str:
     return "" if math.isnan(x) else f"{x:.6f}"
 
 
-def _clean(v):
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
-    return v
+
 
 
 def _arr(a) -> list:

@@ -156,14 +156,6 @@ def weight_bytes_per_rank(shape: ModelShape, *, dtype_bytes: float, quant: Quant
                             capability=capability, vllm_version=vllm_version).per_rank
 
 
-def explain_weights(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo | str | None, tp: int, pp: int,
-                    mxfp4_align: tuple[int, int] | None = None, capability: int | None = None,
-                    vllm_version: tuple[int, ...] | None = None) -> str:
-    """One line saying how the weight figure was derived (for provenance.Figure.how)."""
-    return weight_breakdown(shape, dtype_bytes=dtype_bytes, quant=quant, tp=tp, pp=pp, mxfp4_align=mxfp4_align,
-                            capability=capability, vllm_version=vllm_version).how
-
-
 def _explain(shape: ModelShape, dtype_bytes: float, quant: QuantInfo | None, tp: int, pp: int,
              align: tuple[int, int] | None, rope: int, stages: list[int]) -> str:
     n = shape.params.total if shape.params else param_counts(shape).total
