@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from kvdoctor.chains.lengths import LengthDist, from_p99
