@@ -39,8 +39,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
 }
 KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"kvdoctor.report.html", "kvdoctor.report.sections"}): "report: a module per section",
-    frozenset({"kvdoctor.evidence.logs.reader", "kvdoctor.evidence.logs.startup"}):
-        "refactor: start-up facts apart from the reader",
 }
 KNOWN_PRIVATE: dict[tuple[str, str], str] = {
     ("kvdoctor.cli.plan_cmd", "kvdoctor.cli.diagnose_cmd._refuse_non_text"): "harden: one binary-file check",
