@@ -72,10 +72,10 @@ def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
     from kvdoctor.chains.plan import Target
     from kvdoctor.evidence.load import load_evidence
 
-    from kvdoctor.cli.diagnose_cmd import _refuse_non_text
+    from kvdoctor.cli.diagnose_cmd import refuse_non_text
 
     for path in paths:  # a binary/empty --evidence is bad input here too, as in diagnose
-        _refuse_non_text(path)
+        refuse_non_text(path)
     ev = load_evidence(paths)
     d = diagnose(ev, inputs=inputs, as_one=True)
     inst = d.instances[0]
