@@ -29,7 +29,8 @@ import re
 from dataclasses import dataclass
 
 from kvdoctor.errors import ConfigError, InputError
-from kvdoctor.ledger.shape import ModelShape, QuantInfo, online_quantization
+from kvdoctor.facts.model import ModelShape, QuantInfo
+from kvdoctor.ledger.shape import online_quantization
 from kvdoctor.ledger.tensors import (  # noqa: F401  (re-exported: the inventory moved to tensors.py)
     VOCAB_PADDING, Tensor, get_pp_indices, model_tensors, mxfp4_alignment, param_counts, round_up,
 )
