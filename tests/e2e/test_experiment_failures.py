@@ -165,3 +165,34 @@ def test_ctrl_c_stops_what_it_started(tmp_path, journal):
             p.kill()
         bystander.kill()
         bystander.wait()
+
+
+def test_chain_walks_levels_until_enough(tmp_path):
+    """Control flow of `experiment chain` (the stand-in plays three runs: preempting at 100 tok/s, still
+    preempting at 200, clean at 400): baseline -> level 2 (not enough) -> level 3 (enough), then it stops."""
+    db = tmp_path / "j.sqlite"
+    r = _kv(["experiment", "chain", "--serve", "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 131072",
+             "--gpu", "L4", "--target-context", "8192", "--vllm-cmd", str(FAKE), "--requests", "3", "--db", str(db),
+             "--out", str(tmp_path / "runs"), "--json"],
+            env={"FAKE_VLLM_COUNTER": str(tmp_path / "n"), "FAKE_VLLM_TPS": "100,200,400",
+                 "FAKE_VLLM_PREEMPT": "1,1,0", "FAKE_VLLM_PIDFILE": str(tmp_path / "pids")}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    assert [s["verdict"] for s in rec["steps"]] == ["not enough", "enough"]
+    assert [s["change"]["field"] for s in rec["steps"]] == ["kv_cache_dtype", "quantization"]
+    assert rec["verdict"] == "enough" and rec.get("stopped_at") == "level3"
+    steps = _steps(db)
+    assert [s["changes"][0]["field"] if s["changes"] else None for s in steps] == [None, "kv_cache_dtype", "quantization"]
+    assert all(not _alive(p) for p in _pids(tmp_path / "pids"))
+
+
+def test_chain_stops_at_stop_loss(tmp_path):
+    db = tmp_path / "j.sqlite"
+    r = _kv(["experiment", "chain", "--serve", "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 131072",
+             "--gpu", "L4", "--target-context", "8192", "--vllm-cmd", str(FAKE), "--requests", "3", "--db", str(db),
+             "--out", str(tmp_path / "runs"), "--json"],
+            env={"FAKE_VLLM_COUNTER": str(tmp_path / "n"), "FAKE_VLLM_TPS": "100,101,400"}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    assert [s["verdict"] for s in rec["steps"]] == ["stop-loss"] and rec["stopped_at"] == "level2"
+    assert len(_steps(db)) == 2

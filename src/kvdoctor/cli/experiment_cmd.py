@@ -50,6 +50,7 @@ BenchTOpt = Annotated[float, typer.Option("--bench-timeout", help="Seconds one l
 ServedOpt = Annotated[Optional[str], typer.Option("--served-model-name-for-bench", help="Model name the bench sends (default: the served name, else the model).", rich_help_panel=_RUN, hidden=True)]
 OutOpt = Annotated[Optional[Path], typer.Option("--out", help="Folder for every file of the runs (default: ./kvdoctor-experiments/<time>).", rich_help_panel=_RUN)]
 
+TraceOpt = Annotated[Optional[str], typer.Option("--trace", help="Replay a request trace (CSV/JSONL as `simulate --trace`: arrival, prompt and output tokens) at its timestamps (bench's timed_trace dataset).", rich_help_panel=_LOAD)]
 DistOpt = Annotated[str, typer.Option("--prompt-dist", help="Lengths: fixed:PROMPT:OUTPUT or random:PROMPT:OUTPUT:RANGE_RATIO (bench's random dataset).", rich_help_panel=_LOAD)]
 ReqOpt = Annotated[int, typer.Option("--requests", "-n", help="Number of requests (bench --num-prompts).", rich_help_panel=_LOAD)]
 RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Requests per second (default: all at once).", rich_help_panel=_LOAD)]
@@ -89,6 +90,7 @@ def experiment_cmd(
     health_timeout: HealthOpt = 600.0,
     bench_timeout: BenchTOpt = 1800.0,
     out: OutOpt = None,
+    trace: TraceOpt = None,
     prompt_dist: DistOpt = "fixed:512:128",
     requests: ReqOpt = 100,
     rate: RateOpt = None,
@@ -139,6 +141,7 @@ def chain_cmd(
     health_timeout: HealthOpt = 600.0,
     bench_timeout: BenchTOpt = 1800.0,
     out: OutOpt = None,
+    trace: TraceOpt = None,
     prompt_dist: DistOpt = "fixed:512:128",
     requests: ReqOpt = 100,
     rate: RateOpt = None,
@@ -242,9 +245,19 @@ def _run(levels, base, opts, o: dict[str, Any], *, stop_early: bool, exhausted_n
     from kvdoctor.experiment.core import Experiment, Targets, run_experiment
     from kvdoctor.experiment.load import LoadSpec, parse_prompt_dist
 
+    from kvdoctor.errors import InputError
+
     p_len, o_len, ratio = parse_prompt_dist(o["prompt_dist"])
+    if o["trace"]:
+        if o["rate"] is not None:
+            raise InputError("give either --trace (replayed at its own timestamps) or --rate, not both")
+        if not Path(o["trace"]).is_file():
+            raise InputError(f"--trace: no such file: {o['trace']}")
     load = LoadSpec(prompt_len=p_len, output_len=o_len, range_ratio=ratio, requests=o["requests"], rate=o["rate"],
-                    arrival=o["arrival"], cv=o["cv"], max_concurrency=o["max_concurrency"], seed=o["seed"])
+                    arrival=o["arrival"], cv=o["cv"], max_concurrency=o["max_concurrency"], seed=o["seed"],
+                    trace=o["trace"])
+    if load.trace:
+        load.sim_workload()  # a trace kvdoctor cannot read is bad input now, not after a server started
     targets = Targets(max_preemptions=0 if o["max_preemptions"] is None else o["max_preemptions"],
                       min_output_tps=o["min_output_tps"], max_ttft_p99_s=o["max_ttft_p99"],
                       max_waiting_peak=o["max_waiting"])

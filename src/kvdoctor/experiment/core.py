@@ -377,10 +377,24 @@ def _journal_precheck(exp: Experiment) -> dict[str, Any]:
             "baseline_as": "re-measure" if not changes else f"a step changing {changes[0]['field']}"}
 
 
-def _files_for_journal(run: RunResult) -> tuple[list[str], list[str]]:
-    ev = [str(p) for p in (run.file("serve_log"), run.file("metrics_after")) if p is not None]
+# The journal's figures from what the run itself measured (the 1-s /metrics samples and the counter): a
+# scrape taken after the load is idle and would read peak waiting/KV as 0.
+_JOURNAL_FIGS = {"waiting_peak": "waiting_peak", "waiting_mean": "waiting_mean",
+                 "kv_usage_peak_pct": "kv_usage_peak_pct", "kv_usage_mean_pct": "kv_usage_mean_pct",
+                 "preemptions_per_min": "preemptions_per_min"}
+
+
+def _journal_inputs(run: RunResult, measured: dict[str, Any]) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """(bench files, extra figures, file references) for a journal step. The bench result is the measure of
+    record for throughput and latency (one kind of evidence on both sides: like for like); the server log and
+    the /metrics scrapes are kept by reference (path + sha256), their facts in the experiment record."""
+    from kvdoctor.journal.api import file_digests
+
     bench = [str(run.file("bench"))] if run.file("bench") else []
-    return ev, bench
+    figs = {name: measured[key] for key, name in _JOURNAL_FIGS.items() if key in measured}
+    refs = {k: str(p) for k in ("serve_log", "metrics_before", "metrics_after", "metrics_samples")
+            if (p := run.file(k)) is not None}
+    return bench, figs, {"files": refs, "file_digests": {k: file_digests([v])[0] for k, v in refs.items()}}
 
 
 def _change_dict(ch: Any) -> dict[str, Any] | None:
@@ -492,8 +506,8 @@ def _measure(exp: Experiment, label: str, cfg: EngineConfig, vllm_argv: list[str
 def _record(exp: Experiment, lv: Level, prev: Level | None, run: RunResult, rec: dict[str, Any],
             step_rec: dict[str, Any] | None, journal: dict[str, Any] | None, api: Any, log) -> dict[str, Any]:
     name = journal["name"] if journal else (exp.journal_name or "experiment")
-    ev, bench = _files_for_journal(run)
-    extra = {"experiment": {
+    bench, figs, refs = _journal_inputs(run, rec["measured"].get(lv.label) or {})
+    extra = {"experiment": {**refs,
         "schema_version": SCHEMA, "run": lv.label, "title": lv.title, "directory": str(run.directory),
         "status": run.status, "measured": rec["measured"].get(lv.label), "startup": rec["startup"].get(lv.label),
         "predicted": rec["predicted"].get(lv.label), "load": rec["load"], "change": _change_dict(lv.change),
@@ -508,13 +522,13 @@ def _record(exp: Experiment, lv: Level, prev: Level | None, run: RunResult, rec:
         note_txt += f"; {exp.note}"
     cfg = without_launch_owned(lv.config)
     if prev is None and journal and not journal["exists"]:
-        step = api.start(exp.journal_db, name, config=cfg, evidence=ev, bench=bench, note=note_txt,
-                         extra_evidence=extra)
+        step = api.start(exp.journal_db, name, config=cfg, bench=bench, note=note_txt,
+                         extra_evidence=extra, extra_figures=figs)
         journal["exists"] = True
     else:
         payload = step_rec["prediction"] if step_rec else None
-        step = api.record(exp.journal_db, name, config=cfg, evidence=ev, bench=bench, note=note_txt,
-                          extra_evidence=extra, prediction_payload=payload)
+        step = api.record(exp.journal_db, name, config=cfg, bench=bench, note=note_txt,
+                          extra_evidence=extra, prediction_payload=payload, extra_figures=figs)
     log(f"[{lv.label}] journal {name!r}: step #{step.seq} recorded")
     return {"run": lv.label, "journal": name, "seq": step.seq}
 

@@ -12,9 +12,11 @@ Lengths (``--prompt-dist``):
   [P·(1−R), P·(1+R)] and [O·(1−R), O·(1+R)], as vLLM 0.32/0.33 draw them;
 - lognormal is a simulator-only distribution: the bench cannot draw it, so it is refused here.
 
-``--trace FILE`` replays a trace's per-request lengths (prompt_tokens/output_tokens columns, the format
-``simulate --trace`` reads) through bench's ``custom`` dataset... see ``bench_args``. Arrival times are
-the bench's own (``--rate``/``--arrival``); a trace's timestamps are not replayed by ``vllm bench serve``.
+``--trace FILE`` replays a request trace (the CSV/JSONL ``simulate --trace`` reads: arrival time, prompt and
+output tokens) with bench's ``timed_trace`` dataset (vLLM >= 0.32): kvdoctor writes ``trace.jsonl`` in the run
+folder (``timestamp`` in seconds from the first request, ``input_length``, ``output_length``) and the bench
+sends each request at its timestamp (``--self-timed``, the default for that dataset) with its exact lengths
+(``--ignore-eos`` forced by the bench). Prompts are random tokens: a trace's prefix sharing is not replayed.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class LoadSpec:
     max_concurrency: int | None = None
     seed: int = 0
     ignore_eos: bool = True
+    trace: str | None = None  # a request trace to replay (then lengths/rate/arrival are the trace's)
 
     def __post_init__(self) -> None:
         if self.prompt_len < 1 or self.output_len < 1:
@@ -62,15 +65,40 @@ class LoadSpec:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def _trace_workload(self) -> Any:
+        from kvdoctor.sim.workload import load_trace
+
+        w = load_trace(self.trace)
+        return w.head(self.requests) if self.requests < len(w) else w
+
     def describe(self) -> str:
+        if self.trace:
+            return f"replay of {self.trace} (first {self.requests} requests at their timestamps)"
         rng = f" ±{self.range_ratio:.0%}" if self.range_ratio else ""
         rate = "all at once" if self.rate is None else f"{self.rate:g} req/s {self.arrival}"
         cap = f", at most {self.max_concurrency} in flight" if self.max_concurrency else ""
         return (f"{self.requests} requests, {self.prompt_len}{rng} prompt / {self.output_len}{rng} output tokens, "
                 f"{rate}{cap}, seed {self.seed}")
 
-    def bench_args(self) -> list[str]:
-        """`vllm bench serve` arguments for this load (without --base-url/--model/result options)."""
+    def bench_args(self, run_dir: Any = None) -> list[str]:
+        """`vllm bench serve` arguments for this load (without --base-url/--model/result options).
+        A trace is written to ``run_dir/trace.jsonl`` first (the bench's timed_trace format)."""
+        if self.trace:
+            import json
+            from pathlib import Path
+
+            w = self._trace_workload()
+            path = Path(run_dir or ".") / "trace.jsonl"
+            t0 = min(w.arrival) if len(w) else 0.0
+            with open(path, "w", encoding="utf-8") as f:
+                for a, p, o in zip(w.arrival, w.prompt, w.output):
+                    f.write(json.dumps({"timestamp": round(a - t0, 6), "input_length": int(p),
+                                        "output_length": int(o)}) + "\n")
+            args = ["--dataset-name", "timed_trace", "--dataset-path", str(path), "--num-prompts", str(len(w)),
+                    "--seed", str(self.seed)]
+            if self.max_concurrency is not None:
+                args += ["--max-concurrency", str(self.max_concurrency)]
+            return args
         args = ["--dataset-name", "random", "--random-input-len", str(self.prompt_len),
                 "--random-output-len", str(self.output_len), "--random-range-ratio", repr(float(self.range_ratio)),
                 "--num-prompts", str(self.requests), "--seed", str(self.seed),
@@ -93,6 +121,8 @@ class LoadSpec:
 
         from kvdoctor.sim.workload import Workload
 
+        if self.trace:
+            return self._trace_workload()
         rng = np.random.default_rng(self.seed)
         n = self.requests
         if self.rate is None:
@@ -111,8 +141,9 @@ class LoadSpec:
         else:
             p = np.full(n, self.prompt_len)
             o = np.full(n, self.output_len)
-        recs = [{"arrival_s": float(t[i]), "prompt_tokens": int(p[i]), "output_tokens": int(o[i])} for i in range(n)]
-        return Workload.from_records(recs, name=f"bench-load({self.describe()})")
+        return Workload(arrival=[float(x) for x in t], prompt=[int(x) for x in p], output=[int(x) for x in o],
+                        name="experiment load", source=f"vllm bench serve random dataset: {self.describe()}",
+                        notes=self.prediction_notes())
 
     def prediction_notes(self) -> list[str]:
         notes = []

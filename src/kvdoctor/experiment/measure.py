@@ -85,6 +85,7 @@ class RunResult:
     stop: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     samples: list[dict[str, float]] = field(default_factory=list)
+    groups: dict[str, int] = field(default_factory=dict)  # "server"/"bench" -> process group id it ran in
 
     @property
     def complete(self) -> bool:
@@ -98,7 +99,7 @@ class RunResult:
         return {"label": self.label, "directory": str(self.directory), "status": self.status,
                 "reason": self.reason, "reason_code": self.reason_code, "argv": self.argv, "env": self.env,
                 "ready_s": self.ready_s, "bench_s": self.bench_s, "stop": self.stop, "files": self.files,
-                "samples": len(self.samples)}
+                "samples": len(self.samples), "groups": self.groups}
 
 
 class _Sampler(threading.Thread):
@@ -135,7 +136,7 @@ def serve_argv(vllm_cmd: list[str], model: str, flags: list[str], host: str, por
 def bench_argv(vllm_cmd: list[str], base_url: str, model: str, load: LoadSpec, out_dir: Path,
                served_name: str | None = None, tokenizer: str | None = None) -> list[str]:
     argv = [*vllm_cmd, "bench", "serve", "--backend", "vllm", "--base-url", base_url,
-            "--model", served_name or model, *load.bench_args(),
+            "--model", served_name or model, *load.bench_args(out_dir),
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
             "--save-result", "--result-dir", str(out_dir), "--result-filename", "bench.json"]
     if tokenizer or served_name:
@@ -166,6 +167,7 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
             server = start_server(res.argv, env=env, host=host, port=port, log_path=out_dir / "serve.log",
                                   health_timeout_s=health_timeout_s, log=log)
             res.ready_s = server.ready_s
+            res.groups["server"] = server.managed.pgid
             log(f"[{label}] ready after {server.ready_s} s at {server.base_url}")
             target = server
         else:
@@ -183,6 +185,7 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
         log(f"[{label}] load: {load.describe()}")
         t0 = time.monotonic()
         bench = spawn(argv, env=env, log_path=out_dir / "bench.log")
+        res.groups["bench"] = bench.pgid
         res.files["bench_log"] = str(out_dir / "bench.log")
         while bench.proc.poll() is None:
             if server is not None and server.managed.proc.poll() is not None:

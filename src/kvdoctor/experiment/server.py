@@ -209,6 +209,16 @@ class Managed:
         return _group_alive(self.pgid) and bool(_group_members(self.pgid))
 
 
+# Every process group this Python process started (pgid), in order: lets a caller — the test suite's
+# "no process is left" check — verify each one is gone without guessing by name.
+STARTED_GROUPS: list[int] = []
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes still in group ``pgid``."""
+    return _group_members(pgid)
+
+
 def spawn(argv: Sequence[str], *, env: dict[str, str] | None, log_path: Path | None, cwd: str | None = None,
           capture: bool = False) -> Managed:
     """Start ``argv`` in a new session (own process group); output to ``log_path`` (or a pipe)."""
@@ -224,6 +234,7 @@ def spawn(argv: Sequence[str], *, env: dict[str, str] | None, log_path: Path | N
     finally:
         if log_f:
             log_f.close()  # the child holds its own descriptor
+    STARTED_GROUPS.append(proc.pid)
     return Managed(argv=list(argv), proc=proc, log_path=log_path)
 
 
