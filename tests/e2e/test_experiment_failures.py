@@ -196,3 +196,35 @@ def test_chain_stops_at_stop_loss(tmp_path):
     rec = json.loads(r.stdout)
     assert [s["verdict"] for s in rec["steps"]] == ["stop-loss"] and rec["stopped_at"] == "level2"
     assert len(_steps(db)) == 2
+
+
+def test_attach_measures_and_never_stops_the_server(tmp_path):
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    p = port.getsockname()[1]
+    port.close()
+    srv = subprocess.Popen([sys.executable, str(FAKE), "serve", "m", "--host", "127.0.0.1", "--port", str(p)],
+                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", p), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        db = tmp_path / "j.sqlite"
+        r = _kv(["experiment", "--attach", f"http://127.0.0.1:{p}", "-m", "m", "--vllm-cmd", str(FAKE),
+                 "--requests", "3", "--db", str(db), "--out", str(tmp_path / "runs"), "--json"])
+        assert r.returncode == 0, r.stderr
+        rec = json.loads(r.stdout)
+        assert rec["status"] == "complete" and rec["steps"] == [] and rec["measured"]["before"]["output_tps"]
+        assert srv.poll() is None  # still running: kvdoctor did not start it, so it never stops it
+        assert len(_steps(db)) == 1
+        r = _kv(["experiment", "--attach", f"http://127.0.0.1:{p}", "-m", "m", "--set", "max-num-seqs=8",
+                 "--vllm-cmd", str(FAKE), "--no-record"])
+        assert r.returncode == 2 and "cannot change its configuration" in r.stderr
+    finally:
+        os.killpg(srv.pid, signal.SIGKILL)
+        srv.wait()

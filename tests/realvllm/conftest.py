@@ -30,13 +30,6 @@ REPO = Path(__file__).resolve().parents[2]
 CLI_GROUPS: list[int] = []
 
 
-def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).parent
-    for item in items:
-        if Path(str(item.fspath)).is_relative_to(here):
-            item.add_marker(pytest.mark.realvllm)
-
-
 def _log(msg: str) -> None:
     sys.stderr.write(f"[realvllm] {msg}\n")
     sys.stderr.flush()
@@ -94,6 +87,27 @@ def note_cli_groups(experiment_dir: Path) -> None:
 
 def live_groups() -> dict[int, list[int]]:
     return {g: m for g in [*STARTED_GROUPS, *CLI_GROUPS] if (m := group_members(g))}
+
+
+@pytest.fixture(scope="session")
+def starved_experiment(testbed, tmp_path_factory):
+    """Run the experiment once per session: (record, journal db, out dir, completed process)."""
+    from kvdoctor.testbed.scenarios import SCENARIOS
+
+    sc = SCENARIOS["config_starved"]
+    d = tmp_path_factory.mktemp("experiment-starved")
+    db, out = d / "journal.sqlite", d / "runs"
+    load = sc.load
+    r = kvdoctor(
+        "experiment", "--serve", sc.serve_line(str(testbed.model)), "--set", "max-num-seqs=8",
+        "--vllm-cmd", str(testbed.vllm), "--gpu", "L4",
+        "--prompt-dist", f"fixed:{load.prompt_len}:{load.output_len}", "--requests", str(load.requests),
+        "--rate", str(load.rate), "--seed", str(load.seed),
+        "--db", str(db), "--journal", "starved", "--out", str(out), "--health-timeout", "600", "--json",
+        env=testbed.env(), timeout=2400)
+    note_cli_groups(out)
+    (d / "stderr.txt").write_text(r.stderr)
+    return {"proc": r, "db": db, "out": out, "rec": json.loads(r.stdout) if r.stdout.strip() else None}
 
 
 @pytest.fixture(scope="session", autouse=True)

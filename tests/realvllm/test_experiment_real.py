@@ -13,29 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kvdoctor, live_groups, note_cli_groups  # noqa: E402 - tests/realvllm/conftest.py
-from kvdoctor.testbed.scenarios import SCENARIOS
+from tests.realvllm.conftest import kvdoctor, live_groups
 
 pytestmark = pytest.mark.realvllm
-
-
-@pytest.fixture(scope="session")
-def starved_experiment(testbed, tmp_path_factory):
-    """Run the experiment once per session: (record, journal db, out dir, completed process)."""
-    sc = SCENARIOS["config_starved"]
-    d = tmp_path_factory.mktemp("experiment-starved")
-    db, out = d / "journal.sqlite", d / "runs"
-    load = sc.load
-    r = kvdoctor(
-        "experiment", "--serve", sc.serve_line(str(testbed.model)), "--set", "max-num-seqs=8",
-        "--vllm-cmd", str(testbed.vllm), "--gpu", "L4",
-        "--prompt-dist", f"fixed:{load.prompt_len}:{load.output_len}", "--requests", str(load.requests),
-        "--rate", str(load.rate), "--seed", str(load.seed),
-        "--db", str(db), "--journal", "starved", "--out", str(out), "--health-timeout", "600", "--json",
-        env=testbed.env(), timeout=2400)
-    note_cli_groups(out)
-    (d / "stderr.txt").write_text(r.stderr)
-    return {"proc": r, "db": db, "out": out, "rec": json.loads(r.stdout) if r.stdout.strip() else None}
 
 
 def test_experiment_completes_and_throughput_rises(starved_experiment):

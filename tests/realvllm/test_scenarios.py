@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kvdoctor  # noqa: E402 - tests/realvllm/conftest.py
+from tests.realvllm.conftest import kvdoctor
 from kvdoctor.experiment.readout import read_run
 
 pytestmark = pytest.mark.realvllm

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CLI_GROUPS, live_groups  # noqa: E402 - tests/realvllm/conftest.py
+from tests.realvllm.conftest import CLI_GROUPS, live_groups
 from kvdoctor.experiment.server import STARTED_GROUPS
 
 pytestmark = pytest.mark.realvllm
