@@ -95,6 +95,25 @@ class RunResult:
         p = self.files.get(key)
         return Path(p) if p and Path(p).exists() else None
 
+    @classmethod
+    def from_dir(cls, directory: Path, label: str | None = None) -> "RunResult":
+        """A run read back from its folder (a copy moved elsewhere works: files are found by name)."""
+        d = Path(directory)
+        meta: dict[str, Any] = {}
+        if (d / "run.json").exists():
+            meta = json.loads((d / "run.json").read_text())
+        names = {"serve_log": "serve.log", "metrics_before": "metrics_before.txt", "metrics_after": "metrics_after.txt",
+                 "metrics_samples": "metrics_samples.jsonl", "bench": "bench.json", "bench_log": "bench.log",
+                 "run": "run.json"}
+        res = cls(label=label or meta.get("label") or d.name, directory=d, status=meta.get("status", "incomplete"),
+                  reason=meta.get("reason"), reason_code=meta.get("reason_code"), argv=meta.get("argv", []),
+                  env=meta.get("env", {}), ready_s=meta.get("ready_s"), bench_s=meta.get("bench_s"),
+                  stop=meta.get("stop", {}), groups=meta.get("groups", {}),
+                  files={k: str(d / v) for k, v in names.items() if (d / v).exists()})
+        if (d / "metrics_samples.jsonl").exists():
+            res.samples = [json.loads(x) for x in (d / "metrics_samples.jsonl").read_text().splitlines() if x.strip()]
+        return res
+
     def as_dict(self) -> dict[str, Any]:
         return {"label": self.label, "directory": str(self.directory), "status": self.status,
                 "reason": self.reason, "reason_code": self.reason_code, "argv": self.argv, "env": self.env,
