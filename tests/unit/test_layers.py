@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("chains", ("kvdoctor.chains",)),
     ("journal", ("kvdoctor.journal",)),
     ("report", ("kvdoctor.report",)),
+    ("experiment", ("kvdoctor.experiment", "kvdoctor.testbed")),
     ("cli", ("kvdoctor.cli",)),
     ("entry", ("kvdoctor.entry", "kvdoctor.__main__")),
 ]

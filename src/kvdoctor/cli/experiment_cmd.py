@@ -241,7 +241,7 @@ def _change_level(base, opts, set_, next_level, tconc, tctx):
 
 
 def _run(levels, base, opts, o: dict[str, Any], *, stop_early: bool, exhausted_note: str | None = None) -> None:
-    from kvdoctor.cli.output import emit_json
+    from kvdoctor.cli.output import console, emit_json
     from kvdoctor.experiment.core import Experiment, Targets, run_experiment
     from kvdoctor.experiment.load import LoadSpec, parse_prompt_dist
 
@@ -279,6 +279,6 @@ def _run(levels, base, opts, o: dict[str, Any], *, stop_early: bool, exhausted_n
     elif not quiet:
         from kvdoctor.experiment.render import render
 
-        render(rec)
+        render(rec, console())
     if rec["status"] != "complete":
         raise typer.Exit(3 if rec.get("reason_code") == "interrupted" else 1)

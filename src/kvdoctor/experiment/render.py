@@ -19,12 +19,10 @@ def _pct(v: Any) -> str:
     return "—" if v is None else f"{v:+.0%}"
 
 
-def render(rec: dict[str, Any]) -> None:
+def render(rec: dict[str, Any], c: Any) -> None:
+    """`c` is the rich console the CLI hands in (the library never imports the CLI)."""
     from rich.table import Table
 
-    from kvdoctor.cli.output import console
-
-    c = console()
     c.print(f"kvdoctor experiment — {rec['status']}" + (f": {rec['reason']}" if rec.get("reason") else ""))
     c.print(f"load: {rec['load_text']}")
     for st in rec.get("steps", []):
