@@ -206,7 +206,9 @@ def _baseline(opts: common.ConfigOptions):
     except KvdoctorError:
         if opts.serve or opts.config or opts.model:
             # a model kvdoctor cannot read (not in the catalog, no config.json here) still runs: measure-only
-            cfg = common.merge_config(opts)
+            from kvdoctor.deployment import merge_config
+
+            cfg = merge_config(common.deployment_inputs(opts))
             from types import SimpleNamespace
 
             return SimpleNamespace(config=cfg, shape=None, gpu=None, vllm_version=opts.vllm_version or "0.33.0",
