@@ -211,14 +211,6 @@ def deployment_inputs(opts: ConfigOptions) -> DeploymentInputs:
                             engine_flags=opts.engine_flags())
 
 
-def merge_config(opts: ConfigOptions, startup: Any = None, *, base_dir: str | None = None):
-    """The options' configuration sources merged (log < YAML < serve line < flags), nothing looked up:
-    ``kvdoctor.deployment.merge_config``."""
-    from kvdoctor.deployment import merge_config as merge
-
-    return merge(deployment_inputs(opts), startup, base_dir=base_dir)
-
-
 def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | None = None,
                    startup: Any = None) -> Deployment:
     """``kvdoctor.deployment.resolve_deployment`` on the shared options: call it once per verb.
