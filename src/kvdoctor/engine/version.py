@@ -189,7 +189,7 @@ def v1_unsupported(version: "str | Version | None", *, compute_capability: int |
 
 
 def engine_mode(version: "str | Version | None", env: "dict[str, str] | None" = None,
-                unsupported: str | None = None) -> tuple[str, str]:
+                unsupported: str | None = None, logged: str | None = None) -> tuple[str, str]:
     """("v0" | "v1", why): the engine a release starts, by VLLM_USE_V1, its default and V1's fallbacks.
 
     ``unsupported``: what ``v1_unsupported`` found. With VLLM_USE_V1=1 set explicitly that is vLLM's own
@@ -203,6 +203,11 @@ def engine_mode(version: "str | Version | None", env: "dict[str, str] | None" = 
         if raw is not None and raw.strip() in ("0", "false", "False"):
             return "v1", f"VLLM_USE_V1=0 is ignored by vLLM {v}: the v0 engine was removed in 0.11.0"
         return "v1", f"vLLM {v}: V1 is the only engine (v0 removed in 0.11.0)"
+    if raw is None and logged in ("v0", "v1"):
+        # A start-up log shows which engine ran: its fact lines come from that engine's files.
+        why = (f"the start-up log's lines come from the {logged.upper()} engine's files (vLLM {v}"
+               + (f"; V1 cannot serve {unsupported}" if logged == "v0" and unsupported else "") + ")")
+        return logged, why
     if raw is not None:
         want_v1 = raw.strip() in ("1", "true", "True")
         if want_v1 and unsupported:
@@ -261,13 +266,13 @@ class VersionTraits:
 
 
 def traits(version: "str | Version | None" = None, *, env: dict[str, str] | None = None,
-           v1_unsupported_by: str | None = None) -> VersionTraits:
+           v1_unsupported_by: str | None = None, logged_engine: str | None = None) -> VersionTraits:
     """Traits of a release; ``env`` (VLLM_USE_V1=0 ...) selects the older engine where it still exists,
     ``v1_unsupported_by`` (engine.version.v1_unsupported) is a feature that makes 0.8–0.10 fall back to V0."""
     v = parse_version(version)
     env = env or {}
     v0_available = v < V0_REMOVED
-    engine, engine_why = engine_mode(v, env, v1_unsupported_by)
+    engine, engine_why = engine_mode(v, env, v1_unsupported_by, logged_engine)
     if engine == "v0":
         formula = "v0"
     elif v < KV_TOKENS_PER_GROUP:

@@ -495,7 +495,9 @@ def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> 
     notes = list(BOOK_NOTES)
     engine_why = getattr(ctx.tr, "engine_why", "")
     if engine_why:
-        notes.insert(0, f"engine {ctx.engine_kind.upper()} assumed: {engine_why}")
+        extra = ("; its profile run (one whole max_model_len prompt without chunked prefill), batch defaults and "
+                 "block manager apply" if ctx.engine_kind == "v0" else "")
+        notes.insert(0, f"engine {ctx.engine_kind.upper()} assumed: {engine_why}{extra}")
     if ctx.deducted and ctx.total:
         notes.append(CUDAGRAPH_NOTE + cudagraph_util_equivalent(ctx.util, cg_est, ctx.total))
     if plan.auto_fit_message:

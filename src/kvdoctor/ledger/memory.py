@@ -90,8 +90,10 @@ def activation_peak(
     """Torch peak increase of the profile run on one worker (``transient_peak_headroom``)."""
     db = dtype_bytes(model_dtype)
     width = ffn_width(shape) // max(1, tp)
-    fwd = fitted.ACT_FWD_COEF * max_num_batched_tokens * width * db
-    fwd_how = f"{fitted.ACT_FWD_COEF:g} × {max_num_batched_tokens} tok × {width} ffn/TP × {db} B"
+    # v0 (chunked prefill off) profiles one whole max_model_len prompt: its own fitted coefficient.
+    c = getattr(fitted, "ACT_FWD_COEF_V0", fitted.ACT_FWD_COEF) if engine == "v0" else fitted.ACT_FWD_COEF
+    fwd = c * max_num_batched_tokens * width * db
+    fwd_how = f"{c:g} × {max_num_batched_tokens} tok × {width} ffn/TP × {db} B" + (" (v0 profile run)" if engine == "v0" else "")
     if not is_last_pp_rank:
         return Term(int(fwd), f"forward only (no sampler on this PP stage): {fwd_how} = {fwd / GiB:.2f} GiB")
     rows = min(max_num_seqs, max_num_batched_tokens)

@@ -168,6 +168,7 @@ class _Builder:
         self.equiv: tuple[float, float] | None = None  # (util, equivalent util)
         self.any = False
         self.hints: set[str] = set()  # era cues from the formats seen ("v0", "v1", "v1-0.2x", "v1-0.33")
+        self.engine_files: set[str] = set()  # "v0" / "v1": the engine whose source files printed facts
 
     def has_kv(self) -> bool:
         f = self.f
@@ -403,7 +404,19 @@ class StartupCollector:
             if needle in msg:
                 if fn(self, line_no, env, msg):
                     hit = True
+        if hit and env is not None and env.file:
+            self._engine_hint(line_no, env.file)
+        elif "LLM engine" in msg and (" V0 LLM engine" in msg or " V1 LLM engine" in msg):
+            self._builder(line_no).engine_files.add("v0" if " V0 " in msg else "v1")
         return hit
+
+    def _engine_hint(self, line_no: int, file: str) -> None:
+        """Which engine printed a fact line, by its source file (v0: worker.py, model_runner.py,
+        executor_base.py, llm_engine.py; V1: gpu_worker.py, gpu_model_runner.py, kv_cache_utils.py, core.py)."""
+        name = file.split(":")[0].split("/")[-1]
+        kind = _ENGINE_FILES.get(name)
+        if kind:
+            self._builder(line_no).engine_files.add(kind)
 
     def _table_row(self, line_no: int, env: Envelope | None, key: str, val: str) -> None:
         b = self._builder(line_no)
@@ -914,7 +927,17 @@ def _finalize(b: _Builder) -> StartupFacts:
         if est >= 0:
             f.cudagraph_estimate_bytes = int(round(est))
     f.era = _era(f, b.hints)
+    if len(b.engine_files) == 1:
+        # The engine that ran, as its own files say (a 0.8–0.10 log from worker.py is the V0 fallback).
+        f.engine_config.setdefault("engine_formats", next(iter(b.engine_files)))
     return f
+
+
+_ENGINE_FILES = {
+    "worker.py": "v0", "model_runner.py": "v0", "executor_base.py": "v0", "llm_engine.py": "v0",
+    "cache_engine.py": "v0", "block_manager.py": "v0",
+    "gpu_worker.py": "v1", "gpu_model_runner.py": "v1", "kv_cache_utils.py": "v1", "core.py": "v1",
+}
 
 
 def _era(f: StartupFacts, hints: set[str]) -> str | None:
