@@ -483,10 +483,10 @@ def write_fitted(consts: dict, today: str) -> None:
     (REPO / "src" / "kvdoctor" / "ledger" / "fitted.py").write_text("\n".join(body))
 
 
-def write_doc(table: str) -> None:
+def write_doc(table: str, marker: str = "fit") -> None:
     doc = REPO / "docs" / "ledger.md"
     text = doc.read_text() if doc.exists() else "# The memory ledger\n\n<!-- fit:begin -->\n<!-- fit:end -->\n"
-    a, b = "<!-- fit:begin -->", "<!-- fit:end -->"
+    a, b = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
     if a not in text:
         text += f"\n{a}\n{b}\n"
     pre, rest = text.split(a, 1)
@@ -516,6 +516,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check:
         write_fitted(consts, today)
         write_doc(table)
+        # The real start-up logs (fit and held-out splits) with the constants just written.
+        import importlib
+
+        sys.path.insert(0, str(REPO / "scripts"))
+        import kvdoctor.ledger.fitted as _f
+        importlib.reload(_f)
+        import startup_logs_eval as sle
+
+        write_doc(sle.markdown(), "startup-logs")
     return 0
 
 

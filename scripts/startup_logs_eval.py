@@ -119,7 +119,9 @@ def markdown() -> str:
     for c in cases:
         r = reproduction(c)
         warn = "; ".join(w[:90] + ("…" if len(w) > 90 else "") for w in r["warnings"] if "does not match" in w) or "–"
-        lines.append(f"| {c['id']} | [{c['source'].split('github.com/')[-1]}]({c['source']}) | "
+        src = (f"[{c['source'].split('github.com/')[-1]}]({c['source']})" if c["source"].startswith("http")
+               else c["source"])
+        lines.append(f"| {c['id']} | {src} | "
                      f"{', '.join(x['figure'].split('.')[-1] for x in r['checks'])} | "
                      f"{'all' if r['ok'] else 'NO: ' + ', '.join(x['figure'] for x in r['checks'] if not x['ok'])} | {warn} |")
     rows = [r for r in (kv_from_config(c) for c in cases) if r is not None]

@@ -220,9 +220,19 @@ def engine_mode(version: "str | Version | None", env: "dict[str, str] | None" = 
     return "v1", f"vLLM {v}: V1 is the default engine (since 0.8.0)"
 
 
+# The V1 engine before 0.8.0 (opt-in with VLLM_USE_V1=1) computed the profile run's logits but ran no
+# dummy sampler (``_dummy_sampler_run`` came with the 0.8 line). ASSUMPTION, pinned by one fit-split log
+# (tests/fixtures/startup_logs pr13596, opt-125m on H100: 127,626 blocks leave ~0.8 GiB for the peak,
+# the light regime's size); treated as the light regime.
+V1_FULL_SAMPLER_FROM = V1_DEFAULT
+
+
 def sampler_regime_of(triple: tuple[int, int, int], engine: str = "v1") -> str:
     """"light" | "full": which dummy-sampler regime the profile run of a release shows."""
-    return "light" if engine == "v1" and LIGHT_SAMPLER[0] <= tuple(triple)[:3] < LIGHT_SAMPLER[1] else "full"
+    t = tuple(triple)[:3]
+    if engine == "v1" and t < V1_FULL_SAMPLER_FROM:
+        return "light"
+    return "light" if engine == "v1" and LIGHT_SAMPLER[0] <= t < LIGHT_SAMPLER[1] else "full"
 
 
 def non_torch_era_of(triple: tuple[int, int, int], engine: str = "v1") -> str:
