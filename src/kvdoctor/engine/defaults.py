@@ -577,8 +577,11 @@ def _resolve_features(acc: _Acc, cfg: EngineConfig, shape: "ModelShape", tr: Ver
     # On by default via vllm PR #27614 (Q4 2025; ASSUMPTION: first in 0.13.0); PP joined via PR #32359
     # (Jan 2026; ASSUMPTION: 0.16.0). Opt-in --async-scheduling since PR #19970 (0.10).
     async_default = tr.engine == "v1" and v >= (0, 13, 0) and not (pp > 1 and v < (0, 16, 0))
+    if acc.values.get("platform") == "cpu":
+        async_default = False  # the CPU platform forces it off (shared/real-vllm notes, 0.32)
     acc.pick("async_scheduling", async_default,
              "vLLM default: on (PR #27614)" if async_default else
+             "off: the CPU platform does not support it" if acc.values.get("platform") == "cpu" else
              "off by default in this version/configuration (on from 0.13; with PP from 0.16)")
     spec = acc.pick("speculative_config", None, "not set")
     return chunked, perf, spec, _speculative_tokens(spec)

@@ -927,10 +927,19 @@ def _finalize(b: _Builder) -> StartupFacts:
         if est >= 0:
             f.cudagraph_estimate_bytes = int(round(est))
     f.era = _era(f, b.hints)
-    if len(b.engine_files) == 1:
+    if len(b.engine_files) == 1 and _engine_ambiguous(f.vllm_version):
         # The engine that ran, as its own files say (a 0.8–0.10 log from worker.py is the V0 fallback).
+        # Kept only where the release had both engines (0.7–0.10) or the log names no release.
         f.engine_config.setdefault("engine_formats", next(iter(b.engine_files)))
     return f
+
+
+def _engine_ambiguous(version: str | None) -> bool:
+    m = re.match(r"v?(\d+)\.(\d+)", version or "")
+    if not m:
+        return True
+    major, minor = int(m.group(1)), int(m.group(2))
+    return major == 0 and (7 <= minor <= 10 or minor <= 1 and "dev" in (version or ""))
 
 
 _ENGINE_FILES = {
