@@ -16,12 +16,13 @@ from kvdoctor.errors import InputError
 from kvdoctor.ledger import kv as kvm
 from kvdoctor.ledger import memory as mem
 from kvdoctor.provenance import Figure
+from kvdoctor.units import gib_text
 
-if TYPE_CHECKING:  # pragma: no cover - types only (the refactor moves them to a bottom "facts" layer)
-    from kvdoctor.catalog.gpus import GpuSpec
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from kvdoctor.facts.gpu import GpuSpec
     from kvdoctor.engine.defaults import ResolvedEngine
     from kvdoctor.evidence.model import StartupFacts
-    from kvdoctor.ledger.shape import ModelShape
+    from kvdoctor.facts.model import ModelShape
 
 SCHEMA_VERSION = "kvdoctor.ledger/1"
 GiB = 1 << 30
@@ -162,7 +163,7 @@ def _version_text(resolved: Any) -> str:
 
 
 def _gib(b: float) -> str:
-    return f"{b / GiB:.2f} GiB"
+    return gib_text(b)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -627,10 +628,6 @@ def _quant(shape, resolved):
 def _env(resolved: Any) -> dict[str, str]:
     """The VLLM_* variables of the serve line (ResolvedEngine.env, else a duck-typed .config.env)."""
     return getattr(resolved, "env", None) or getattr(getattr(resolved, "config", None), "env", None) or {}
-
-
-def _env_true(resolved: Any, key: str) -> bool:
-    return str(_env(resolved).get(key, "")).strip().lower() in ("1", "true", "yes")
 
 
 def _chunked_model(shape: Any) -> bool:
