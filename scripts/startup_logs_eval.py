@@ -93,7 +93,8 @@ def kv_from_config(case: dict[str, Any]) -> dict[str, Any] | None:
     meas = with_log["memory"]["kv_cache_bytes"]
     pred = alone["memory"]["kv_cache_bytes"]
     how = with_log["figures"]["memory.kv_cache"]["how"]
-    return {"id": case["id"], "split": case["split"], "model": case["model"], "gpu": case.get("gpu"),
+    given = alone["figures"]["memory.kv_cache"]["source"] == "given"
+    return {"id": case["id"], "split": case["split"], "model": case["model"], "gpu": case.get("gpu"), "given": given,
             "version": alone["vllm_version"], "engine": alone["engine"].get("engine"), "measured_gib": meas / GiB,
             "predicted_gib": pred / GiB, "err_gib": (pred - meas) / GiB, "err_pct": 100 * (pred - meas) / meas,
             "measured_how": "implied by the pool" if how.startswith("implied") else "printed",
@@ -134,6 +135,10 @@ def markdown() -> str:
                      f"{r['err_gib']:+.2f} GiB ({r['err_pct']:+.1f} %) | {r['verdict_alone']} / {r['verdict_log']} |")
     for split in ("fit", "heldout"):
         lines.append(f"\n- {split}: " + summary([r for r in rows if r["split"] == split]))
+        predicted = [r for r in rows if r["split"] == split and not r["given"]]
+        if len(predicted) != len([r for r in rows if r["split"] == split]):
+            lines.append(f"- {split}, budget predicted (not set by VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes): "
+                         + summary(predicted))
     lines += ["", "Excluded from the configuration-alone check (they still reproduce their own figures):", ""]
     lines += [f"- `{c['id']}`: {c['config_alone']}" for c in cases if c.get("config_alone")]
     return "\n".join(lines)

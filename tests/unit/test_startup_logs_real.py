@@ -40,8 +40,11 @@ def test_kv_budget_from_configuration_alone():
     held = [abs(r["err_pct"]) for r in rows if r["split"] == "heldout"]
     assert fit and held
     assert statistics.median(fit) <= 3.0
-    # Held out: 2 cases, median 5.6 % (gh17327, V1 0.8.5 on 4 x A10: -11 %, the dummy-sampler weight of
-    # 0.8.x is not pinned). Above the 3 % target; docs/ledger.md says so. This bound only guards regressions.
-    assert statistics.median(held) <= 6.0
+    # Held out: the CPU cases' budgets are set (VLLM_CPU_KVCACHE_SPACE), so they are exact by construction;
+    # the one GPU case whose budget is predicted (gh17327, V1 0.8.5 on 4 x A10) is -11 %: the 0.8-era dummy
+    # sampler's weight is not pinned. docs/ledger.md reports both; this bound only guards regressions.
+    held_predicted = [abs(r["err_pct"]) for r in rows if r["split"] == "heldout" and not r["given"]]
+    assert held_predicted and max(held_predicted) <= 12.0
+    assert statistics.median(held) <= 3.0
     # The start-up verdict from the configuration alone matches the log's on every case.
     assert all(r["verdict_alone"] == r["verdict_log"] for r in rows), [(r["id"], r["verdict_alone"], r["verdict_log"]) for r in rows]
