@@ -33,7 +33,7 @@ def tl(n=30, dt=10.0, **cols):
 def ctx_for(timeline=None, *, counter=True, startup=None, events=(), requests=(), th=None, source="http://prom"):
     c = Context(source=source, timeline=timeline, startup=startup, events=list(events), requests=list(requests),
                 thresholds=th or Thresholds())
-    c.cache["counter_trusted"] = counter
+    c.counter_trusted = counter
     return c
 
 
@@ -160,8 +160,12 @@ FIRES = {
                                                         kv_usage_pct=93.0)),
     "sched.admission-blocked": lambda g: ctx_for(tl(waiting=12, kv_usage_pct=97.5), counter=False, source="vllm.log"),
     "sched.arrival-bursts": lambda g: ctx_for(tl(waiting=np.tile([0, 0, 5, 9, 3, 0], 5), kv_usage_pct=55.0)),
-    "sched.queue-held-kv-free": lambda g: ctx_for(tl(running=1, waiting=14, kv_usage_pct=76.6), counter=False,
+    # Running flat at 4 while 5 wait and the pool is 30 % used: a cap, not memory
+    "sched.queue-held-kv-free": lambda g: ctx_for(tl(running=4, waiting=5, kv_usage_pct=30.0), counter=False,
                                                   source="vllm.log"),
+    # vllm#15018: 2 running at 0.4 tok/s together (0.2 tok/s each), nothing waiting, KV 0.6 %
+    "sched.decode-bound": lambda g: ctx_for(tl(n=4, running=2, gen_tps=0.4, prompt_tps=0.0, kv_usage_pct=0.6),
+                                            counter=False, source="vllm.log"),
     "sched.prefill-bound": lambda g: ctx_for(tl(ttft_p99=np.full(30, 6.5))),
     "sched.spikes-aligned": lambda g: ctx_for(spikes_timeline(True)),
     "sched.spikes-elsewhere": lambda g: ctx_for(spikes_timeline(False)),
@@ -189,6 +193,8 @@ SILENT = {
     "sched.admission-blocked": lambda g: ctx_for(tl(waiting=0, kv_usage_pct=97.5)),
     "sched.arrival-bursts": lambda g: ctx_for(tl(waiting=12, kv_usage_pct=97.5)),
     "sched.queue-held-kv-free": lambda g: ctx_for(tl(waiting=0, kv_usage_pct=76.6)),
+    # 8 running at 400 tok/s = 50 tok/s each
+    "sched.decode-bound": lambda g: ctx_for(tl(n=4), counter=False, source="vllm.log"),
     "sched.prefill-bound": lambda g: ctx_for(tl(ttft_p99=np.full(30, 0.4))),
     "sched.spikes-aligned": lambda g: ctx_for(spikes_timeline(False)),
     "sched.spikes-elsewhere": lambda g: ctx_for(spikes_timeline(True)),
@@ -240,7 +246,9 @@ def test_rule_silent(rule_id, l40s):
 def test_starved_gain_is_computed_from_the_log_figures():
     f = detect.concurrency_starved(ctx_for(startup=starved_startup(256)))
     assert f.gain["worst_case_ratio"].value == round(256 / 1.75, 2)
-    assert f.gain["max_num_seqs_that_fits"].value == 57344 // 32768
+    # the chapter's worst case is shown as the conservative bound, never as the action
+    assert f.gain["conservative_max_num_seqs"].value == 57344 // 32768
+    assert "conservative" in f.summary and "--max-num-seqs 1" not in (f.action or "")
     assert f.evidence[0].line_no == 41
 
 
