@@ -526,20 +526,21 @@ def _cap_advice(s: sig.Signals, cap: int) -> tuple[str, dict[str, Figure]]:
 # --------------------------------------------------------------------------------------------
 
 
-def decode_floor(ctx: Context) -> tuple[float, str, str]:
+def decode_floor(ctx: Context, kv_pct: float = 0.0) -> tuple[float, str, str]:
     """Per-request decode speed below which decode is the bottleneck: (tokens/s, how, source).
 
-    With the model and GPU known: 15 % of the bandwidth roofline at small batch (weights read once
-    per step: bandwidth / weight bytes per GPU); else an absolute floor no GPU serving a model that
-    fits it goes below (≈2 tok/s: steps of 0.5 s)."""
+    With the model and GPU known: 15 % of the bandwidth roofline — a decode step reads the weights
+    once and the KV in use (``kv_pct`` of the pool) once: bandwidth / (weight bytes per GPU + KV bytes
+    in use); else an absolute floor no GPU serving a model that fits it goes below (a 0.5 s step)."""
     led, gpu = ctx.ledger, ctx.gpu
     bw = getattr(gpu, "hbm_bandwidth_gbps", None) if gpu is not None else None
     if led is not None and bw:
         wb = float(_val(led.memory["weights"]))
+        kvb = max(0.0, float(led.kv_cache_bytes)) * max(0.0, kv_pct) / 100.0
         if wb > 0:
-            roof = bw * 1e9 / wb
-            return 0.15 * roof, f"15 % of {bw:,.0f} GB/s / {wb / 2**30:.1f} GiB weights per GPU = {roof:,.0f} tok/s", \
-                "predicted"
+            roof = bw * 1e9 / (wb + kvb)
+            return 0.15 * roof, (f"15 % of {bw:,.0f} GB/s / ({wb / 2**30:.1f} GiB weights + {kvb / 2**30:.1f} GiB KV in "
+                                 f"use) = {roof:,.0f} tok/s"), "predicted"
     return ctx.thresholds.decode_floor_tps, "absolute floor: a decode step of 0.5 s", "default"
 
 
@@ -548,14 +549,16 @@ def decode_bound(ctx: Context) -> Finding | None:
     d, th = s.decode, ctx.thresholds
     if d is None or d.samples == 0 or math.isnan(d.per_request):
         return None
-    floor, how, src = decode_floor(ctx)
+    tl = ctx.timeline
+    kvs = [float(tl.kv_usage_pct[i]) for i in d.idx if not math.isnan(float(tl.kv_usage_pct[i]))]
+    floor, how, src = decode_floor(ctx, sig._median(kvs) if kvs else 0.0)
     q = s.queue
-    small = q is not None and not math.isnan(q.running_max) and q.running_max <= 8
+    # the roofline holds while the step is bandwidth-bound (small batches); a big batch turns compute-bound
+    small = q is not None and not math.isnan(q.running_max) and q.running_max <= 16
     if src == "predicted" and not small:
         floor, how, src = th.decode_floor_tps, "absolute floor (large batch: the roofline does not apply)", "default"
     if d.per_request >= floor:
         return None
-    tl = ctx.timeline
     ev = [sig.cite_sample(tl, i, ctx.source, "gen_tps", float(tl.gen_tps[i]),
                           f"generation {float(tl.gen_tps[i]):,.1f} tok/s for {int(tl.running[i])} running = "
                           f"{float(tl.gen_tps[i]) / float(tl.running[i]):.2f} tok/s per request at "
