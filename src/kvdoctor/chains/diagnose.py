@@ -421,8 +421,9 @@ def _no_timeline(ctx: Context, s: sig.Signals) -> Judgement:
     rc = s.recon
     if rc is not None and rc.ratio > 1.0:
         lean = None  # the worst case alone is a bound, not a direction
-    return Judgement("insufficient-evidence", "low",
-                     "no runtime samples (stats lines, /metrics over time): nothing points anywhere yet", None, [],
+    why = ("the samples carry no running/waiting figures (a /metrics dump without the scheduler gauges)"
+           if s.window.samples else "no runtime samples (stats lines, /metrics over time)")
+    return Judgement("insufficient-evidence", "low", why + ": nothing points anywhere yet", None, [],
                      ["periodic stats lines or /metrics scrapes over ≥ 60 s"], [], lean)
 
 

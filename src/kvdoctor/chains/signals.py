@@ -234,6 +234,9 @@ def queue(tl, th: Thresholds) -> Queue | None:
     n = len(idx)
     zero = [i for i in idx if w[i] <= th.waiting_zero]
     held = [i for i in idx if w[i] > th.waiting_zero]
+    if n >= 3 and all(w[i] >= 1 for i in idx):
+        # one request waiting in every sample is a held queue, not noise around zero
+        zero, held = [], list(idx)
     full = [i for i in idx if i < len(kv) and not math.isnan(kv[i]) and kv[i] >= th.kv_full_pct]
     held_full = [i for i in held if i in set(full)]
     # episodes: a stretch above zero that ends back at ~0 (or the window's end after a rise)
