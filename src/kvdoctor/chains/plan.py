@@ -465,6 +465,8 @@ class Plan:
     simulated: bool = False
     applied_levels: tuple[int, ...] = ()
     predicted_before: dict[str, Any] = field(default_factory=dict)  # simulated, current configuration
+    concurrency: dict[str, Any] = field(default_factory=dict)  # max-num-seqs advice (concurrency_advice)
+    instances: int = 1  # instances of the resulting configuration (the stop-loss size, when it fires)
 
     @property
     def enough(self) -> bool | None:
@@ -493,9 +495,10 @@ class Plan:
             "applied_levels": list(self.applied_levels),
             "enough": self.enough,
             "stop_loss": self.stop_loss.as_dict() if self.stop_loss else None,
-            "result": {"serve": self.serve_line(), "yaml": self.yaml(),
+            "result": {"serve": self.serve_line(), "yaml": self.yaml(), "instances": self.instances,
                        "flag_changes": {k: v for lv in self.levels if lv.level in self.applied_levels
                                         for k, v in lv.flag_change.items()}},
+            "concurrency": self.concurrency,
             "predicted_before": self.predicted_before,
             "notes": self.notes,
             "discipline": "Apply one level at a time and re-measure before the next (one variable per experiment).",
@@ -550,24 +553,86 @@ def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDis
     p = Plan(model=shape.name, gpu=str(getattr(gpu, "name", gpu)), vllm_version=version,
              target=ctx.target, lengths=lengths, before=before, levels=levels, final=final,
              applied_levels=tuple(applied), notes=notes)
-    fr = final.ledger.reconciliation
-    if final.ledger.fit_ok and fr.get("ratio") is not None and fr["ratio"] > 1:
-        # chain two, step 1 on the result: the concurrency cap the pool can guarantee at the limit
-        mml = int(final.ledger.engine["max_model_len"].value)
-        cap = max(1, int(fr["pool_tokens"]) // mml)
-        notes.append(
-            f"concurrency reconciliation on the result: max-num-seqs {int(final.ledger.engine['max_num_seqs'].value)} × "
-            f"{mml:,} = {fr['worst_case_tokens']:,} tokens vs a pool of {fr['pool_tokens']:,} ({fr['ratio']}×): the "
-            f"chapter's fix is --max-num-seqs {cap} (what the pool holds at the limit); with paged KV, real requests "
-            "shorter than the limit let vLLM run more — judge by preemptions (kvdoctor diagnose)")
     from kvdoctor.chains.stoploss import check_stop_loss
 
     ctx.cache["plan"] = p
     ctx.cache["evidence_capacity_short"] = evidence_capacity_short
     p.stop_loss = check_stop_loss(ctx)
+    _follow_stop_loss(p)
+    p.concurrency = concurrency_advice(p.final, lengths, p.target)
+    if p.concurrency.get("recommended") is not None:
+        p.final = build_state(shape, gpu, p.final.config.with_changes(max_num_seqs=p.concurrency["recommended"]),
+                              version, usage)
     if workload is not None:
         attach_simulation(p, shape, gpu, workload, progress=progress)
     return p
+
+
+def _follow_stop_loss(p: Plan) -> None:
+    """The resulting configuration is the layout the stop-loss sizes: N instances of the tuned
+    configuration, or of the level-4 TP/PP one — never TP 8 in the serve line beside "7 × 1 GPU"."""
+    sl = p.stop_loss
+    sizing = (sl.data or {}).get("sizing") if sl is not None else None
+    if not sizing:
+        return
+    rec = sizing["recommended"]
+    p.instances = int(rec["instances"])
+    if not rec.get("level4") and 4 in p.applied_levels:
+        from kvdoctor.chains.stoploss import _state_before_level4
+
+        p.final = _state_before_level4(p)
+        p.applied_levels = tuple(x for x in p.applied_levels if x != 4)
+        p.notes.append(f"level 4 ({next(lv.flags for lv in p.levels if lv.level == 4)}) is not applied: "
+                       f"{rec['instances']} instance(s) of {rec['gpus_per_instance']} GPU(s) need fewer GPUs "
+                       f"({rec['total_gpus']}) — the stop-loss layout")
+
+
+def concurrency_advice(st: State, lengths: LengthDist | None, target: Target) -> dict[str, Any]:
+    """max-num-seqs from expected demand, the chapter's worst case beside it as the conservative bound.
+
+    Expected concurrency = pool tokens / mean request (prompt + output) of the real lengths: the
+    requests the pool holds on average; above it the scheduler admits requests it will preempt as
+    they grow. Recommended only when below the current setting (never raised past vLLM's default by
+    this advice) and never below a stated ``--target-concurrency``. Without lengths: no change."""
+    led = st.ledger
+    if not led.fit_ok:
+        return {}
+    r = led.reconciliation
+    pool = int(r.get("pool_tokens") or 0)
+    mml = int(led.engine["max_model_len"].value)
+    cur = int(led.engine["max_num_seqs"].value)
+    out: dict[str, Any] = {
+        "current": cur, "current_source": led.engine["max_num_seqs"].source,
+        "vllm_max_concurrency": round(float(led.kv["max_concurrency"].value), 2),
+        "conservative_bound": max(1, pool // max(1, mml)),
+        "conservative_how": f"floor({pool:,} / {mml:,}): every request at max-model-len — the chapter's worst case, "
+                            "a bound, not the setting (vLLM pages KV)",
+        "expected": None, "expected_how": None, "recommended": None, "why": "",
+    }
+    p99 = lengths.p99_total if lengths is not None else None
+    if (lengths is None or not lengths.mean_total) and p99 and pool > 0:
+        at_p99 = max(1, int(pool // p99))
+        out["at_p99"] = at_p99
+        out["why"] = (f"keep max-num-seqs: with only the p99 known ({p99:,} tokens) the pool holds at least {at_p99} "
+                      "requests (every one at the p99); the mean request (--trace / --lengths) sizes the cap, and a "
+                      f"cap below {at_p99} would queue requests the pool can hold")
+        return out
+    if lengths is None or not lengths.mean_total or pool <= 0:
+        out["why"] = ("keep max-num-seqs: the real lengths are unknown (--trace / --lengths / --p99-context size it "
+                      "from demand); judge by preemptions (kvdoctor diagnose)")
+        return out
+    exp = max(1, int(pool // lengths.mean_total))
+    out["expected"] = exp
+    out["expected_how"] = f"floor({pool:,} pool tokens / mean request {lengths.mean_total:,.0f} tokens ({lengths.source}))"
+    floor_ = target.concurrency or 1
+    if exp < cur:
+        rec = max(exp, floor_)
+        out["recommended"] = rec
+        out["why"] = (f"--max-num-seqs {rec}: the pool holds ~{exp} requests of the real mean size; a cap of {cur} "
+                      "admits requests it will preempt as they grow")
+    else:
+        out["why"] = f"keep max-num-seqs {cur}: the pool holds ~{exp} requests of the real mean size, more than the cap"
+    return out
 
 
 def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None) -> None:

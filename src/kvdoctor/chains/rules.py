@@ -379,8 +379,9 @@ RULES: tuple[Rule, ...] = (
         symptom="After a swap, concurrency at peaks brings preemptions that the old model did not have.",
         evidence="ledgers of the old and new model under the same engine configuration",
         root_cause="The concurrency cap was sized to the old pool.",
-        action="--max-num-seqs <new pool's concurrency at the configured context>",
-        gain="max concurrency old vs new (ledger)",
+        action="--max-num-seqs <what the new pool holds at the real mean request> when the lengths are known; the "
+               "worst case floor(pool / max-model-len) is shown as the conservative bound, never as the action",
+        gain="expected concurrency at the real lengths; worst-case ratio old vs new (ledger)",
         cost="a lower cap queues peaks at the entrance",
         test=f"{_W}:inherited_max_num_seqs",
     ),

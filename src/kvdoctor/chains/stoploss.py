@@ -24,9 +24,8 @@ def _need(plan, st) -> tuple[float | None, str, str]:
         return float(t.concurrency), "concurrency", f"target {t.concurrency} concurrent requests at the limit"
     if t.demand_tokens:
         return float(t.demand_tokens), "tokens", f"observed demand {t.demand_tokens:,} tokens ({t.demand_how})"
-    r = st.ledger.reconciliation
-    return float(r["worst_case_tokens"]), "tokens", (
-        f"worst case {r['worst_case_tokens']:,} tokens (max-num-seqs × max-model-len)")
+    # no target: nothing to size against (the worst case is a bound, not a demand)
+    return None, "", "no target: give --target-concurrency or --evidence to size the scale-out"
 
 
 def _capacity(st, unit: str) -> float:
@@ -43,7 +42,7 @@ def size_out(plan) -> dict[str, Any] | None:
     lv4 = next((lv for lv in plan.levels if lv.level == 4 and lv.applicable), None)
     if lv4 is not None:
         cands.append((f"tuned + level 4 ({lv4.flags})", lv4.state))
-    for label, st in cands:
+    for k, (label, st) in enumerate(cands):
         if st is None or not st.ledger.fit_ok:
             continue
         need, unit, how = _need(plan, st)
@@ -55,6 +54,7 @@ def size_out(plan) -> dict[str, Any] | None:
         options.append({
             "layout": label, "gpus_per_instance": gpus_per, "instances": inst, "total_gpus": inst * gpus_per,
             "capacity_per_instance": round(cap, 2), "unit": unit, "need": need, "need_how": how,
+            "level4": k == 1,
             "tensor_parallel_size": int(st.resolved.tensor_parallel_size),
             "pipeline_parallel_size": int(st.resolved.pipeline_parallel_size),
         })

@@ -69,6 +69,9 @@ def inherited_max_model_len(ctx: Context) -> Finding | None:
 
 
 def inherited_max_num_seqs(ctx: Context) -> Finding | None:
+    """The inherited max-num-seqs against the new pool. Advice comes from expected demand (the real
+    lengths' mean request: what the pool holds); the chapter's worst case (every request at
+    max-model-len) is shown as the conservative bound, never as the action."""
     old, new = ctx.before, ctx.cache.get("state")
     if old is None or new is None or not new.ledger.fit_ok:
         return None
@@ -78,26 +81,38 @@ def inherited_max_num_seqs(ctx: Context) -> Finding | None:
     if ro.get("ratio") is not None and rn["ratio"] <= ro["ratio"] * (1 + MATERIAL):
         return None
     mns = int(new.ledger.engine["max_num_seqs"].value)
-    lens = ctx.lengths
+    mml = int(new.ledger.engine["max_model_len"].value)
     pool = int(rn["pool_tokens"])
+    bound = max(1, pool // max(1, mml))
+    gain = {"conservative_max_num_seqs": Figure(bound, "predicted", f"floor({pool:,} / {mml:,}): every request at "
+                                                                    "max-model-len (the chapter's bound, not a setting)"),
+            "ratio_old": Figure(ro.get("ratio"), "predicted", ro.get("how", "")),
+            "ratio_new": Figure(rn["ratio"], "predicted", rn.get("how", ""))}
+    lens = ctx.lengths
+    ev = [Cite(detail=f"max-num-seqs {mns} ({new.ledger.engine['max_num_seqs'].source})", source="config")]
     if lens is not None and lens.mean_total:
         fit = max(1, int(pool // lens.mean_total))
         how = f"floor({pool:,} pool tokens / mean request {lens.mean_total:,.0f} tokens ({lens.source}))"
-    else:
-        fit = max(1, int(float(new.ledger.kv["max_concurrency"].value)))
-        how = "floor(the new pool's max concurrency at the configured max-model-len)"
-    if fit >= mns:
-        return None
+        gain["expected_concurrency"] = Figure(fit, "predicted", how)
+        if fit >= mns:
+            return None
+        return _finding(
+            "swap.inherited-max-num-seqs",
+            f"Inherited max-num-seqs {mns}: at the real lengths the new pool holds {fit} requests ({how}); above that the "
+            f"scheduler admits requests it will preempt as they grow. The chapter's conservative bound would be {bound} "
+            "(every request at max-model-len) — a bound, not the setting.",
+            severity="warn", action=f"--max-num-seqs {fit}", gain=gain, evidence=ev)
+    old_pool = int(ro.get("pool_tokens") or 0)
+    share = pool / old_pool if old_pool else None
     return _finding(
         "swap.inherited-max-num-seqs",
-        f"Inherited max-num-seqs {mns}: the new pool holds {fit} such requests ({how}); worst case / pool rose "
-        f"{ro.get('ratio')} → {rn['ratio']}.",
-        severity="warn", action=f"--max-num-seqs {fit}",
-        gain={"max_num_seqs_that_fits": Figure(fit, "predicted", how),
-              "ratio_old": Figure(ro.get("ratio"), "predicted", ro.get("how", "")),
-              "ratio_new": Figure(rn["ratio"], "predicted", rn.get("how", ""))},
-        evidence=[Cite(detail=f"max-num-seqs {mns} ({new.ledger.engine['max_num_seqs'].source})", source="config")],
-    )
+        f"Inherited max-num-seqs {mns}: worst case / pool rose {ro.get('ratio')} → {rn['ratio']}"
+        + (f"; at the same request lengths the new pool holds {share:.0%} of the requests the old one did" if share
+           else "")
+        + f". The chapter's conservative bound is {bound} (every request at max-model-len) — a bound, not a setting; "
+        "the real lengths size it.",
+        severity="info", action="keep max-num-seqs; pass --lengths / --trace / --p99-context to size it from demand",
+        gain=gain, evidence=ev)
 
 
 def capacity_drop(ctx: Context) -> Finding | None:
