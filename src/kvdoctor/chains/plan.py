@@ -646,6 +646,8 @@ def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None) -> No
         return
     states = [("before", p.before)] + [(f"level {lv.level}", lv.state) for lv in p.levels
                                         if lv.applicable and lv.state is not None]
+    if p.concurrency.get("recommended") is not None:
+        states.append(("result", p.final))  # the max-num-seqs advice, confirmed on the same workload
     # one bar over every configuration's run: a full trace takes seconds per level
     total = len(getattr(workload, "arrival", None) or []) * len(states) or None
     bar = (progress(f"Simulating {len(states)} configurations", total=total) if progress is not None
@@ -661,7 +663,8 @@ def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None) -> No
             _record_prediction(p, label, s)
     p.simulated = True
     last = states[-1][0]
-    pred = p.predicted_before if last == "before" else next(x for x in p.levels if f"level {x.level}" == last).predicted
+    pred = (p.predicted_before if last == "before" else p.concurrency.get("predicted") or {} if last == "result" else
+            next(x for x in p.levels if f"level {x.level}" == last).predicted)
     note = overload_note(workload, last, pred or {})
     if note:
         p.notes.append(note)
@@ -673,6 +676,8 @@ def _record_prediction(p: Plan, label: str, s: Any) -> None:
                                   "rejected", "completed")}
     if label == "before":
         p.predicted_before = pred
+    elif label == "result":
+        p.concurrency["predicted"] = pred
     else:
         lv = next(x for x in p.levels if f"level {x.level}" == label)
         lv.predicted = pred

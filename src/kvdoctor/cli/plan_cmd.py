@@ -247,6 +247,8 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
         c.print(f"   conservative bound (the chapter's worst case, not the setting): --max-num-seqs "
                 f"{cc['conservative_bound']} ({m(str(cc['conservative_how']))}); vLLM's max concurrency at the limit "
                 f"{cc['vllm_max_concurrency']}", soft_wrap=True)
+        if cc.get("predicted"):
+            c.print("   simulated with it: " + _sim_text(cc["predicted"]))
     n = payload["result"].get("instances", 1)
     c.print("[bold]Resulting configuration[/bold]" + (f" — {n} instances of:" if n > 1 else ""))
     c.print(m(payload["result"]["serve"]), soft_wrap=True)
