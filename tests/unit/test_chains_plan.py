@@ -232,9 +232,11 @@ def test_plan_simulation_reports_progress_over_every_configuration():
     args = (lookup_model("Qwen/Qwen2.5-14B"), lookup_gpu("L40S"), EngineConfig(max_model_len=32768))
     kw = dict(lengths=from_workload(w), target=Target(concurrency=12), workload=w)
     p = make_plan(*args, progress=bar, **kw)
-    runs = 1 + sum(1 for lv in p.levels if lv.applicable)
+    # before, each applied level, and the resulting configuration when it carries a max-num-seqs advice
+    runs = 1 + sum(1 for lv in p.levels if lv.applicable) + (p.concurrency.get("recommended") is not None)
     assert seen["total"] == 60 * runs and seen["done"] == seen["total"]
     assert f"Simulating {runs} configurations" == seen["desc"]
     q = make_plan(*args, **kw)
     assert q.predicted_before == p.predicted_before
     assert [lv.predicted for lv in q.levels] == [lv.predicted for lv in p.levels]
+    assert q.concurrency.get("predicted") == p.concurrency.get("predicted")
