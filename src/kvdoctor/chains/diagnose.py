@@ -173,7 +173,7 @@ def counter_trusted(segment: Any, kinds: dict[str, str] | None = None) -> bool:
     finite = [v for v in vals if not math.isnan(v)]
     if not finite:
         return False
-    if (kinds or {}).get(getattr(segment, "source", "")) in ("metrics", "metrics-folder", "prometheus"):
+    if (kinds or {}).get(getattr(segment, "source", "")) in ("metrics", "metrics-folder", "prometheus", "merged"):
         return True
     src = f"{getattr(segment, 'source', '')} {getattr(segment, 'engine', '')}".lower()
     if any(k in src for k in ("http://", "https://", "prometheus", "/metrics", ".metrics", "sim:", "simulat")):
@@ -496,7 +496,10 @@ def diagnose(evidence: Any, *, thresholds: Thresholds | None = None, inputs: Any
         inst.engine = seg.engine or ""
         inst.notes.extend(notes)
         instances.append(inst)
-    return Diagnosis(instances, th)
+    # how the sources were grouped into instances (merge_instances) is part of the answer
+    ev_notes = [n for n in (getattr(evidence, "notes", None) or [])
+                if n.startswith("one instance") or "kept apart" in n or "kept as its own instance" in n]
+    return Diagnosis(instances, th, ev_notes)
 
 
 def _attach_config(ctx: Context, inputs: Any, startup: Any) -> list[str]:

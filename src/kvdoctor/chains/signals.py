@@ -75,18 +75,17 @@ class Window:
 
 
 def window(tl) -> Window:
+    """The evidence layer's one window measure (evidence.summarize.covered_window), with its ends."""
+    from kvdoctor.evidence.summarize import covered_window
+
     if tl is None or len(tl) == 0:
         return Window(0, None, None, None, 0.0)
     t = _arr(tl.t)
+    n, covered, interval = covered_window(t)
     if any(math.isnan(x) for x in t):
         # untimed samples (a single /metrics scrape): they count, but cover no known time
-        return Window(len(t), None, None, None, 0.0)
-    if len(t) == 1:
-        return Window(1, t[0], t[0], None, 0.0)
-    gaps = [b - a for a, b in zip(t, t[1:]) if b > a]
-    interval = _median(gaps) if gaps else None
-    covered = (t[-1] - t[0]) + (interval or 0.0)
-    return Window(len(t), t[0], t[-1], interval, covered)
+        return Window(n, None, None, None, 0.0)
+    return Window(n, min(t), max(t), interval, covered)
 
 
 # --------------------------------------------------------------------------------------------
