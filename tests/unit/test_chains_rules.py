@@ -109,13 +109,16 @@ def plan_ctx(model, gpu, level_state=None, **cfg):
     from kvdoctor.chains.plan import Target, build_state
     from kvdoctor.engine.config import EngineConfig
 
+    from kvdoctor.chains.plan import PlanState
+
     shape = lookup_model(model)
     st = build_state(shape, gpu, EngineConfig(**cfg), "0.33.0")
     c = Context(shape=shape, gpu=gpu, config=st.config, resolved=st.resolved, ledger=st.ledger, version="0.33.0",
                 lengths=from_p99(7500), target=Target(concurrency=12))
-    c.cache["state"] = level_state or st
-    c.cache["before_figures"] = st.figures()
-    c.cache["state_figures"] = (level_state or st).figures()
+    ps = PlanState.start(shape, gpu, "0.33.0", c.lengths, c.target, st)
+    if level_state is not None:
+        ps.current, ps.current_figures = level_state, level_state.figures()
+    c.plan_state = ps
     return c
 
 
@@ -127,9 +130,7 @@ def swap_ctx(old, new, gpu):
     cfg = EngineConfig(max_model_len=32768)
     o = build_state(lookup_model(old), gpu, cfg, "0.33.0")
     n = build_state(lookup_model(new), gpu, cfg, "0.33.0")
-    c = Context(before=o, ledger=n.ledger)
-    c.cache["state"] = n
-    return c
+    return Context(before=o, after=n, ledger=n.ledger)
 
 
 def stoploss_ctx(model, gpu, conc):
@@ -140,9 +141,7 @@ def stoploss_ctx(model, gpu, conc):
 
     p = make_plan(lookup_model(model), gpu, EngineConfig(max_model_len=32768), lengths=from_p99(7500),
                   target=Target(concurrency=conc))
-    c = Context()
-    c.cache["plan"] = p
-    return c
+    return Context(plan=p)
 
 
 L8, Q14, Q72 = "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-14B", "Qwen/Qwen2.5-72B-Instruct"

@@ -157,8 +157,7 @@ def run_check(shape, gpu, config, *, version: str = "0.33.0", intent: Intent | N
         accepted = intent.accept_capacity_drop
         tol = DEFAULT_DROP_TOLERANCE if accepted is None else max(accepted, DEFAULT_DROP_TOLERANCE)
         sctx = Context(shape=shape, gpu=gpu, config=config, resolved=st.resolved, ledger=led,
-                       version=version, before=old)
-        sctx.cache["state"] = st
+                       version=version, before=old, after=st)
         f = inherited_max_model_len(sctx)
         if drop > tol:
             if f is not None:

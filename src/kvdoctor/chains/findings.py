@@ -183,13 +183,18 @@ class Context:
     # chain-one inputs
     lengths: Any = None  # chains.lengths.LengthDist (real business lengths), or None
     target: Any = None  # chains.plan.Target
-    # swap review inputs
-    before: Any = None  # chains.swap.Side (the old model under the same configuration)
+    # swap review: the old model's and the new model's plan.State under the same configuration
+    before: Any = None
+    after: Any = None
+    # chain one: the running plan state (chains.plan.PlanState); stop-loss: the finished plan
+    plan_state: Any = None
+    plan: Any = None
+    evidence_capacity_short: bool = False
     thresholds: Thresholds = field(default_factory=Thresholds)
     # chain two: does the timeline's preemption column count (a counter), benchmark results, and the
     # signals computed once from all of it (detect.signals_of)
     counter_trusted: bool = False
     bench: list[Any] = field(default_factory=list)
     signals: "Signals | None" = None
-    # chain one / swap / slow hand-over (plan state and the like)
+    # the slow-request analysis hand-over
     cache: dict[str, Any] = field(default_factory=dict)

@@ -144,18 +144,45 @@ def build_state(shape, gpu, config, version: str, usage: str = "api") -> State:
     return State(config, resolved, build_ledger(shape, gpu, resolved))
 
 
-def _try_state(ctx: Context, changes: dict[str, Any]) -> tuple[State | None, str]:
-    cur: State = ctx.cache["state"]
-    cfg = cur.config.with_changes(**changes)
+@dataclass
+class PlanState:
+    """Chain one's running state, handed from level to level: the configuration after the levels
+    applied so far (``current``), the starting point (``before``), and changes deferred to level 4.
+    Invariant: ``current_figures == current.figures(lengths)`` after every :meth:`advance`."""
+
+    shape: Any  # ledger.shape.ModelShape
+    gpu: Any  # catalog.gpus.GpuSpec
+    version: str
+    lengths: LengthDist | None
+    target: Target
+    before: State
+    before_figures: dict[str, Figure]
+    current: State
+    current_figures: dict[str, Figure]
+    deferred: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, shape, gpu, version: str, lengths: LengthDist | None, target: Target | None,
+              before: State) -> "PlanState":
+        figs = before.figures(lengths)
+        return cls(shape, gpu, version, lengths, target or Target(), before, figs, before, figs)
+
+    def advance(self, lv: "LevelResult") -> None:
+        """An applicable level becomes the state the next level starts from."""
+        self.current, self.current_figures = lv.state, lv.figures
+
+
+def _try_state(ps: PlanState, changes: dict[str, Any]) -> tuple[State | None, str]:
+    cfg = ps.current.config.with_changes(**changes)
     try:
-        return build_state(ctx.shape, ctx.gpu, cfg, ctx.version or "0.33.0"), ""
+        return build_state(ps.shape, ps.gpu, cfg, ps.version or "0.33.0"), ""
     except KvdoctorError as exc:  # vLLM would reject it: that is the reason the level does not apply
         return None, str(exc)
 
 
-def _judge(ctx: Context, res: LevelResult) -> None:
+def _judge(target: Target | None, res: LevelResult) -> None:
     """"Enough?" against the target, on the state after this level."""
-    t: Target = ctx.target or Target()
+    t: Target = target or Target()
     st = res.state
     led = st.ledger
     f = res.figures
@@ -184,12 +211,12 @@ def _judge(ctx: Context, res: LevelResult) -> None:
     res.enough, res.enough_why = bool(ok), "; ".join(reasons)
 
 
-def _no_gain(ctx: Context, res: LevelResult) -> bool:
+def _no_gain(ps: PlanState, res: LevelResult) -> bool:
     """A level that changes nothing the operator can use is not applicable (e.g. cutting the context
     when the weights alone exceed the budget). Marks it and says why."""
-    before = ctx.cache["state_figures"]
+    before = ps.current_figures
     st = res.state
-    prev_fit = bool(ctx.cache["state"].ledger.fit_ok)
+    prev_fit = bool(ps.current.ledger.fit_ok)
     gained = (
         (st.ledger.fit_ok and not prev_fit)
         or int(res.figures["pool_tokens"].value) > int(before["pool_tokens"].value)
@@ -203,7 +230,7 @@ def _no_gain(ctx: Context, res: LevelResult) -> bool:
     if kv <= 0:
         # The model does not fit one GPU: this level's change still pays once level 4 splits the
         # weights, so level 4 carries it (and needs fewer GPUs for it).
-        ctx.cache.setdefault("deferred", {}).update(change)
+        ps.deferred.update(change)
         res.why = (f"no gain yet: the weights and runtime terms leave no memory for the KV pool "
                    f"({kv / 2**30:.2f} GiB); {' '.join(flag_text(k, v) for k, v in change.items())} is carried "
                    "into level 4")
@@ -212,9 +239,11 @@ def _no_gain(ctx: Context, res: LevelResult) -> bool:
     return True
 
 
-def _level_finding(ctx: Context, res: LevelResult) -> Finding:
+def _level_finding(ps: PlanState, res: LevelResult) -> Finding:
+    """A level's result as the registry's Finding (``kvdoctor rules``, the rule tests); the driver
+    uses the LevelResult itself."""
     r = get(res.rule_id)
-    before = ctx.cache.get("before_figures", {})
+    before = ps.before_figures
     ev = [Cite(detail=f"ledger before: pool {before['pool_tokens'].value:,} tokens, max concurrency "
                       f"{before['max_concurrency'].value} at {before['max_model_len'].value:,}", source="ledger")] \
         if before else []
@@ -231,19 +260,17 @@ def _level_finding(ctx: Context, res: LevelResult) -> Finding:
 # the four levels (rule tests: memory.level1..4)
 
 
-def level1(ctx: Context) -> Finding | None:
-    if ctx.cache.get("state") is None:
-        return None
-    cur: State = ctx.cache["state"]
-    lens: LengthDist | None = ctx.lengths
-    t: Target = ctx.target or Target()
+def apply_level1(ps: PlanState) -> LevelResult:
+    cur: State = ps.current
+    lens: LengthDist | None = ps.lengths
+    t: Target = ps.target
     mml = int(cur.ledger.engine["max_model_len"].value)
     bs = int(cur.ledger.kv["block_size"].value)
     res = LevelResult(1, "memory.level1-max-model-len", get("memory.level1-max-model-len").title, False, "")
     if lens is None or lens.p99_total is None:
         res.why = ("the real length distribution is unknown: pass --trace / --lengths FILE or --p99-context N "
                    "(the business maximum must be known before cutting the limit)")
-        return _level_finding(ctx, res)
+        return res
     # The business maximum: p99 of prompt + output, rounded up to a multiple of 2048 tokens (the 2K
     # steps people state limits in; a multiple of every block size), never below the target context.
     p99 = lens.p99_total
@@ -251,16 +278,16 @@ def level1(ctx: Context) -> Finding | None:
     new = int(math.ceil(new / bs) * bs)
     if new >= mml:
         res.why = f"max-model-len {mml:,} is already at or below the business p99 ({p99:,} → {new:,})"
-        return _level_finding(ctx, res)
-    st, err = _try_state(ctx, {"max_model_len": new})
+        return res
+    st, err = _try_state(ps, {"max_model_len": new})
     if st is None:
         res.why = f"vLLM would reject --max-model-len {new}: {err}"
-        return _level_finding(ctx, res)
+        return res
     res.applicable, res.flag_change, res.state = True, {"max_model_len": new}, st
     res.figures = st.figures(lens)
-    if _no_gain(ctx, res):
-        return _level_finding(ctx, res)
-    before = ctx.cache["before_figures"]
+    if _no_gain(ps, res):
+        return res
+    before = ps.before_figures
     p_before, p_after = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
     res.why = (f"real p99 request {p99:,} tokens ({lens.source}) → limit {new:,}: one request's worst-case KV "
                f"falls to {new / mml:.0%} of before; max concurrency {before['max_concurrency'].value} → "
@@ -295,29 +322,27 @@ def level1(ctx: Context) -> Finding | None:
                                               f"prompt < {new:,} < prompt + output: output stops at the limit")
     else:
         res.costs["rejected_or_truncated"] = "≤ 1 % (the limit is at the given p99; the split is unknown)"
-    _judge(ctx, res)
-    return _level_finding(ctx, res)
+    _judge(ps.target, res)
+    return res
 
 
-def level2(ctx: Context) -> Finding | None:
-    if ctx.cache.get("state") is None:
-        return None
-    cur: State = ctx.cache["state"]
+def apply_level2(ps: PlanState) -> LevelResult:
+    cur: State = ps.current
     res = LevelResult(2, "memory.level2-fp8-kv", get("memory.level2-fp8-kv").title, False, "")
     kvd = str(cur.resolved.kv_cache_dtype)
     if kvd not in ("bfloat16", "float16", "float32"):
         res.why = f"the KV cache is already {kvd}"
-        return _level_finding(ctx, res)
-    st, err = _try_state(ctx, {"kv_cache_dtype": "fp8"})
-    cc = getattr(ctx.gpu, "compute_capability", None)
+        return res
+    st, err = _try_state(ps, {"kv_cache_dtype": "fp8"})
+    cc = getattr(ps.gpu, "compute_capability", None)
     if st is None:
-        res.why = f"fp8 KV is not available on {getattr(ctx.gpu, 'name', 'this GPU')} (SM {cc}): {err}"
-        return _level_finding(ctx, res)
+        res.why = f"fp8 KV is not available on {getattr(ps.gpu, 'name', 'this GPU')} (SM {cc}): {err}"
+        return res
     res.applicable, res.flag_change, res.state = True, {"kv_cache_dtype": "fp8"}, st
-    res.figures = st.figures(ctx.lengths)
-    if _no_gain(ctx, res):
-        return _level_finding(ctx, res)
-    before = ctx.cache["state_figures"]
+    res.figures = st.figures(ps.lengths)
+    if _no_gain(ps, res):
+        return res
+    before = ps.current_figures
     pb, pa = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
     res.why = (f"KV bytes per token {before['kv_bytes_per_token'].value:,} → {res.figures['kv_bytes_per_token'].value:,}: "
                f"pool {pb:,} → {pa:,} tokens (×{pa / pb:.2f})" if pb else "pool rebuilt with 1-byte KV")
@@ -329,30 +354,28 @@ def level2(ctx: Context) -> Finding | None:
     res.costs["quality"] = "a quality regression evaluation on the team's own tasks (fp8 KV without calibrated scales)"
     res.costs["speed"] = ("fp8 attention kernels (FA3/FA4): KV reads halve" if major in (9, 10) else
                           "no fp8 attention speed-up on this GPU generation: the gain is capacity only")
-    _judge(ctx, res)
-    return _level_finding(ctx, res)
+    _judge(ps.target, res)
+    return res
 
 
-def level3(ctx: Context) -> Finding | None:
-    if ctx.cache.get("state") is None:
-        return None
-    cur: State = ctx.cache["state"]
+def apply_level3(ps: PlanState) -> LevelResult:
+    cur: State = ps.current
     res = LevelResult(3, "memory.level3-quantize-weights", get("memory.level3-quantize-weights").title, False, "")
-    q = cur.resolved.quantization or getattr(getattr(ctx.shape, "quant", None), "method", None)
+    q = cur.resolved.quantization or getattr(getattr(ps.shape, "quant", None), "method", None)
     if q:
         res.why = f"the weights are already quantized ({q})"
-        return _level_finding(ctx, res)
-    st, err = _try_state(ctx, {"quantization": "fp8"})
-    cc = _cc_int(getattr(ctx.gpu, "compute_capability", None))
+        return res
+    st, err = _try_state(ps, {"quantization": "fp8"})
+    cc = _cc_int(getattr(ps.gpu, "compute_capability", None))
     if st is None:
         res.why = (f"online fp8 weight quantization is not available here: {err}. A pre-quantized checkpoint "
                    "(GPTQ needs SM60+, AWQ SM75+) is the alternative")
-        return _level_finding(ctx, res)
+        return res
     res.applicable, res.flag_change, res.state = True, {"quantization": "fp8"}, st
-    res.figures = st.figures(ctx.lengths)
-    if _no_gain(ctx, res):
-        return _level_finding(ctx, res)
-    before = ctx.cache["state_figures"]
+    res.figures = st.figures(ps.lengths)
+    if _no_gain(ps, res):
+        return res
+    before = ps.current_figures
     wb, wa = int(before["weights_bytes"].value), int(res.figures["weights_bytes"].value)
     pb, pa = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
     res.why = (f"weights {wb / 2**30:.2f} → {wa / 2**30:.2f} GiB per GPU; the {(wb - wa) / 2**30:.2f} GiB freed goes "
@@ -361,31 +384,29 @@ def level3(ctx: Context) -> Finding | None:
                      "below SM89 fp8 weights run weight-only (Marlin): memory halves, compute stays 16-bit")
     res.notes.append("a 4-bit AWQ/GPTQ checkpoint frees more (≈0.52 B/weight) but needs that checkpoint")
     res.costs["quality"] = "quality risk growing with task sensitivity: the team's own evaluation is required"
-    _judge(ctx, res)
-    return _level_finding(ctx, res)
+    _judge(ps.target, res)
+    return res
 
 
-def level4(ctx: Context) -> Finding | None:
-    if ctx.cache.get("state") is None:
-        return None
-    cur: State = ctx.cache["state"]
+def apply_level4(ps: PlanState) -> LevelResult:
+    cur: State = ps.current
     res = LevelResult(4, "memory.level4-parallelism", get("memory.level4-parallelism").title, False, "")
-    shape = ctx.shape
+    shape = ps.shape
     tp0 = int(cur.resolved.tensor_parallel_size)
     pp0 = int(cur.resolved.pipeline_parallel_size)
     tried = []
-    deferred = dict(ctx.cache.get("deferred", {}))
+    deferred = dict(ps.deferred)
     for tp, pp in parallel_candidates(shape, tp0, pp0):
         ch = {**deferred, "tensor_parallel_size": tp}
         if pp != pp0:
             ch["pipeline_parallel_size"] = pp
-        st, err = _try_state(ctx, ch)
+        st, err = _try_state(ps, ch)
         if st is None:
             tried.append(f"TP{tp}×PP{pp}: {err}")
             continue
         probe = LevelResult(4, res.rule_id, res.title, True, "", {"tensor_parallel_size": tp}, st,
-                            st.figures(ctx.lengths))
-        _judge(ctx, probe)
+                            st.figures(ps.lengths))
+        _judge(ps.target, probe)
         tried.append(f"TP{tp}×PP{pp}: pool {int(probe.figures['pool_tokens'].value):,} tokens"
                      + (" — enough" if probe.enough else ""))
         res.applicable, res.state, res.figures = True, st, probe.figures
@@ -395,10 +416,10 @@ def level4(ctx: Context) -> Finding | None:
             break
     if not res.applicable:
         res.why = "no tensor/pipeline size within one node divides the model: " + "; ".join(tried[:4])
-        return _level_finding(ctx, res)
+        return res
     tp, pp = res.flag_change.get("tensor_parallel_size", tp0), res.flag_change.get("pipeline_parallel_size", pp0)
     gpus = tp * pp
-    before = ctx.cache["state_figures"]
+    before = ps.current_figures
     res.why = (f"{gpus} GPUs per instance: weights per GPU {int(before['weights_bytes'].value) / 2**30:.2f} → "
                f"{int(res.figures['weights_bytes'].value) / 2**30:.2f} GiB, pool {int(before['pool_tokens'].value):,} → "
                f"{int(res.figures['pool_tokens'].value):,} tokens")
@@ -414,7 +435,29 @@ def level4(ctx: Context) -> Finding | None:
     kvh = int(getattr(shape, "num_kv_heads", 0) or 0)
     if kvh and tp > kvh:
         res.notes.append(f"TP {tp} > {kvh} KV heads: KV heads are replicated, so the pool grows less than the GPU count")
-    return _level_finding(ctx, res)
+    return res
+
+
+
+
+# the registry's rule tests (memory.level1..4): the level on the plan state in ``ctx.plan_state``
+def level1(ctx: Context) -> Finding | None:
+    return None if ctx.plan_state is None else _level_finding(ctx.plan_state, apply_level1(ctx.plan_state))
+
+
+def level2(ctx: Context) -> Finding | None:
+    return None if ctx.plan_state is None else _level_finding(ctx.plan_state, apply_level2(ctx.plan_state))
+
+
+def level3(ctx: Context) -> Finding | None:
+    return None if ctx.plan_state is None else _level_finding(ctx.plan_state, apply_level3(ctx.plan_state))
+
+
+def level4(ctx: Context) -> Finding | None:
+    return None if ctx.plan_state is None else _level_finding(ctx.plan_state, apply_level4(ctx.plan_state))
+
+
+LEVELS = (apply_level1, apply_level2, apply_level3, apply_level4)  # in order of rising cost
 
 
 def parallel_candidates(shape, tp0: int = 1, pp0: int = 1) -> list[tuple[int, int]]:
@@ -513,51 +556,36 @@ def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDis
 
     ``progress``: the CLI's ``progress(description, total=...)`` context factory (a bar on a TTY),
     for the simulations a trace brings; chains never import the CLI, so it is handed in."""
-    from kvdoctor.chains.rules import RULES
-
     before = build_state(shape, gpu, config, version, usage)
-    ctx = Context(shape=shape, gpu=gpu, config=config, resolved=before.resolved, ledger=before.ledger,
-                  version=version, lengths=lengths, target=target or Target())
-    ctx.cache["state"] = before
-    ctx.cache["before_figures"] = before.figures(lengths)
-    ctx.cache["state_figures"] = ctx.cache["before_figures"]
+    ps = PlanState.start(shape, gpu, version, lengths, target, before)
     levels: list[LevelResult] = []
     applied: list[int] = []
     notes: list[str] = []
-    t = ctx.target
+    t = ps.target
     if not (t.context or t.concurrency or t.demand_tokens):
         max_level = min(max_level, 2)
-    base_enough = LevelResult(0, "", "", True, "", state=before, figures=ctx.cache["before_figures"])
-    _judge(ctx, base_enough)
+    base_enough = LevelResult(0, "", "", True, "", state=before, figures=ps.before_figures)
+    _judge(t, base_enough)
     if base_enough.enough and stop_when_enough and not evidence_capacity_short:
         notes.append(f"the current configuration already meets the target ({base_enough.enough_why}): "
                      "no level needed")
     else:
-        for rule in sorted((r for r in RULES if r.chain == "memory" and 1 <= r.step <= max_level),
-                           key=lambda r: r.step):
-            f = rule.run(ctx)
-            lv: LevelResult = f.data["level"]
+        # a plain loop over the levels, in order of rising cost; each applicable one is the next start
+        for step in LEVELS[:max_level]:
+            lv = step(ps)
             levels.append(lv)
-            if lv.applicable and lv.level < 4:
-                applied.append(lv.level)
-                ctx.cache["state"] = lv.state
-                ctx.cache["state_figures"] = lv.figures
-                if lv.enough and stop_when_enough:
-                    break
-            elif lv.applicable and lv.level == 4:
-                applied.append(4)
-                ctx.cache["state"] = lv.state
-                ctx.cache["state_figures"] = lv.figures
+            if not lv.applicable:
+                continue
+            applied.append(lv.level)
+            ps.advance(lv)
+            if lv.level == 4 or (lv.enough and stop_when_enough):
                 break
-    final = ctx.cache["state"]
     p = Plan(model=shape.name, gpu=str(getattr(gpu, "name", gpu)), vllm_version=version,
-             target=ctx.target, lengths=lengths, before=before, levels=levels, final=final,
+             target=t, lengths=lengths, before=before, levels=levels, final=ps.current,
              applied_levels=tuple(applied), notes=notes)
     from kvdoctor.chains.stoploss import check_stop_loss
 
-    ctx.cache["plan"] = p
-    ctx.cache["evidence_capacity_short"] = evidence_capacity_short
-    p.stop_loss = check_stop_loss(ctx)
+    p.stop_loss = check_stop_loss(p, evidence_capacity_short)
     _follow_stop_loss(p)
     p.concurrency = concurrency_advice(p.final, lengths, p.target)
     if p.concurrency.get("recommended") is not None:

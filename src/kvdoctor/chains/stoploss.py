@@ -70,14 +70,11 @@ def _state_before_level4(plan):
 
 
 def scale_out(ctx: Context) -> Finding | None:
-    """Rule test for ``stoploss.scale-out`` (reads the plan the chain-one driver put in the cache)."""
-    return check_stop_loss(ctx)
+    """Rule test for ``stoploss.scale-out``: the plan chain one produced (``ctx.plan``)."""
+    return None if ctx.plan is None else check_stop_loss(ctx.plan, ctx.evidence_capacity_short)
 
 
-def check_stop_loss(ctx: Context) -> Finding | None:
-    plan = ctx.cache.get("plan")
-    if plan is None:
-        return None
+def check_stop_loss(plan, evidence_short: bool = False) -> Finding | None:
     by_level = {lv.level: lv for lv in plan.levels}
     if not all(n in by_level for n in (1, 2, 3)):
         return None  # the plan stopped early: a software level was enough
@@ -85,7 +82,6 @@ def check_stop_loss(ctx: Context) -> Finding | None:
     applied = [lv for lv in soft if lv.applicable]
     last = applied[-1] if applied else None
     missed = last is None or last.enough is False
-    evidence_short = bool(ctx.cache.get("evidence_capacity_short"))
     if not (missed or (evidence_short and not applied)):
         return None
     size = size_out(plan)

@@ -35,7 +35,7 @@ def _finding(rule_id: str, summary: str, **kw) -> Finding:
 
 
 def inherited_max_model_len(ctx: Context) -> Finding | None:
-    old, new = ctx.before, ctx.cache.get("state")
+    old, new = ctx.before, ctx.after
     if old is None or new is None:
         return None
     fo, fn = _fig(old), _fig(new)
@@ -72,7 +72,7 @@ def inherited_max_num_seqs(ctx: Context) -> Finding | None:
     """The inherited max-num-seqs against the new pool. Advice comes from expected demand (the real
     lengths' mean request: what the pool holds); the chapter's worst case (every request at
     max-model-len) is shown as the conservative bound, never as the action."""
-    old, new = ctx.before, ctx.cache.get("state")
+    old, new = ctx.before, ctx.after
     if old is None or new is None or not new.ledger.fit_ok:
         return None
     ro, rn = old.ledger.reconciliation, new.ledger.reconciliation
@@ -116,7 +116,7 @@ def inherited_max_num_seqs(ctx: Context) -> Finding | None:
 
 
 def capacity_drop(ctx: Context) -> Finding | None:
-    old, new = ctx.before, ctx.cache.get("state")
+    old, new = ctx.before, ctx.after
     if old is None or new is None:
         return None
     fo, fn = _fig(old), _fig(new)
@@ -188,8 +188,7 @@ def review(old_shape, new_shape, gpu, config, *, version: str = "0.33.0", length
     old = build_state(old_shape, gpu, old_cfg, version)
     new = build_state(new_shape, gpu, new_cfg, version)
     ctx = Context(shape=new_shape, gpu=gpu, config=new_cfg, resolved=new.resolved, ledger=new.ledger,
-                  version=version, lengths=lengths, before=old)
-    ctx.cache["state"] = new
+                  version=version, lengths=lengths, before=old, after=new)
     findings = [f for rid in SWAP_RULES if (f := get_rule(rid).run(ctx)) is not None]
     notes = []
     if target is None:
