@@ -240,3 +240,48 @@ def test_plan_simulation_reports_progress_over_every_configuration():
     assert q.predicted_before == p.predicted_before
     assert [lv.predicted for lv in q.levels] == [lv.predicted for lv in p.levels]
     assert q.concurrency.get("predicted") == p.concurrency.get("predicted")
+
+
+def test_stop_loss_and_the_resulting_configuration_agree(l40s):
+    """The serve line is the layout the stop-loss sizes (never TP 8 beside '7 × 1 GPU'), and a level with
+    quality risk is dropped when the scale-out needs as many GPUs without it."""
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.chains.lengths import from_p99
+    from kvdoctor.chains.plan import Target, make_plan
+
+    def agree(p):
+        rec = p.stop_loss.data["sizing"]["recommended"]
+        tp = int(p.final.resolved.tensor_parallel_size)
+        assert p.instances == rec["instances"] and tp == rec["tensor_parallel_size"]
+        assert (f"--tensor-parallel-size {tp}" in p.serve_line()) == (tp > 1)
+        assert p.to_json()["result"]["instances"] == rec["instances"]
+        return rec
+
+    q14 = make_plan(lookup_model("Qwen/Qwen2.5-14B"), l40s, EngineConfig(max_model_len=32768),
+                    lengths=from_p99(7500), target=Target(concurrency=200))
+    rec = agree(q14)
+    assert rec["gpus_per_instance"] == 1 and 4 not in q14.applied_levels
+    l8 = make_plan(lookup_model("meta-llama/Llama-3.1-8B-Instruct"), l40s, EngineConfig(max_model_len=131072),
+                   lengths=from_p99(8192), target=Target(concurrency=64))
+    rec = agree(l8)
+    # 2 × L40S at fp8 KV hold ~47.6 requests of 8K each: 2 GPUs with or without fp8 weights
+    assert rec["total_gpus"] == 2 and 3 not in l8.applied_levels and "--quantization" not in l8.serve_line()
+    assert l8.stop_loss.data["sizing"]["recommended"]["capacity_per_instance"] < 64
+
+
+def test_concurrency_advice_is_from_demand_never_the_worst_case(l40s):
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.chains.lengths import LengthDist
+    from kvdoctor.chains.plan import make_plan
+
+    # 1,000 requests of 1,500 + 500 tokens: mean 2,000
+    lens = LengthDist("fixed", [1500] * 1000, [500] * 1000)
+    p = make_plan(lookup_model("Qwen/Qwen2.5-14B"), l40s, EngineConfig(max_model_len=8192), lengths=lens)
+    cc = p.concurrency
+    # the advice is sized on the pool of the last applied level (a smaller cap then frees a little more:
+    # fewer CUDA-graph sizes to capture)
+    last = [lv for lv in p.levels if lv.level in p.applied_levels][-1]
+    pool = int(last.figures["pool_tokens"].value)
+    assert cc["recommended"] == pool // 2000 and cc["conservative_bound"] == pool // 8192
+    assert f"--max-num-seqs {pool // 2000}" in p.serve_line()
+    assert cc["recommended"] > cc["conservative_bound"]

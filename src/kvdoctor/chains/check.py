@@ -144,7 +144,9 @@ def run_check(shape, gpu, config, *, version: str = "0.33.0", intent: Intent | N
                 f"the pool holds {conc:.2f} requests of {at:,} tokens, below --min-concurrency {intent.min_concurrency}: "
                 + (f"--max-model-len {fix_len} (if the business allows) or " if intent.p99_context is None
                    and fix_len >= 1024 else "")
-                + f"kvdoctor plan --target-concurrency {intent.min_concurrency} (fp8 KV, quantization, TP)")
+                + "kvdoctor plan" + (f" --p99-context {intent.p99_context}" if intent.p99_context else "")
+                + f" --target-concurrency {intent.min_concurrency} (the levels that reach it: fp8 KV, quantization, "
+                  "TP, or more instances)")
     # the swap
     prev_name = None
     if previous_shape is not None:

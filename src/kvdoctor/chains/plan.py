@@ -586,7 +586,9 @@ def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDis
     from kvdoctor.chains.stoploss import check_stop_loss
 
     p.stop_loss = check_stop_loss(p, evidence_capacity_short)
-    _follow_stop_loss(p)
+    if _follow_stop_loss(p):
+        # the result changed (a level dropped): size the scale-out on what is deployed
+        p.stop_loss = check_stop_loss(p, evidence_capacity_short) or p.stop_loss
     p.concurrency = concurrency_advice(p.final, lengths, p.target)
     if p.concurrency.get("recommended") is not None:
         p.final = build_state(shape, gpu, p.final.config.with_changes(max_num_seqs=p.concurrency["recommended"]),
@@ -596,13 +598,13 @@ def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDis
     return p
 
 
-def _follow_stop_loss(p: Plan) -> None:
+def _follow_stop_loss(p: Plan) -> bool:
     """The resulting configuration is the layout the stop-loss sizes: N instances of the tuned
     configuration, or of the level-4 TP/PP one — never TP 8 in the serve line beside "7 × 1 GPU"."""
     sl = p.stop_loss
     sizing = (sl.data or {}).get("sizing") if sl is not None else None
     if not sizing:
-        return
+        return False
     rec = sizing["recommended"]
     p.instances = int(rec["instances"])
     if not rec.get("level4") and 4 in p.applied_levels:
@@ -613,6 +615,27 @@ def _follow_stop_loss(p: Plan) -> None:
         p.notes.append(f"level 4 ({next(lv.flags for lv in p.levels if lv.level == 4)}) is not applied: "
                        f"{rec['instances']} instance(s) of {rec['gpus_per_instance']} GPU(s) need fewer GPUs "
                        f"({rec['total_gpus']}) — the stop-loss layout")
+    if 3 in p.applied_levels and 4 not in p.applied_levels:
+        # scaling out anyway: weight quantization (quality risk) is worth it only if it saves GPUs
+        import math as _m
+
+        from kvdoctor.chains.stoploss import _capacity, _need
+
+        lower = [lv for lv in p.levels if lv.applicable and lv.level in p.applied_levels and lv.level < 3]
+        st = lower[-1].state if lower else p.before
+        need, unit, _ = _need(p, st)
+        cap = _capacity(st, unit) if need is not None else 0.0
+        if st.ledger.fit_ok and cap > 0:
+            n = max(1, _m.ceil(need / cap))
+            if n * int(st.resolved.world_size) <= int(rec["total_gpus"]):
+                p.final = st
+                p.applied_levels = tuple(x for x in p.applied_levels if x != 3)
+                p.instances = n
+                p.notes.append(f"level 3 (--quantization fp8) is not applied: without it {n} instance(s) of "
+                               f"{int(st.resolved.world_size)} GPU(s) hold {cap:,.2f} {unit} each, the same GPU count "
+                               "— no quality risk for nothing")
+                return True
+    return False
 
 
 def concurrency_advice(st: State, lengths: LengthDist | None, target: Target) -> dict[str, Any]:

@@ -50,15 +50,19 @@ def inherited_max_model_len(ctx: Context) -> Finding | None:
         keep = int(pool / co // 1024 * 1024) or int(pool / co // bs * bs)
         how = f"floor({pool:,} pool tokens / old max concurrency {co:.2f}) rounded down to 1024"
     else:
-        keep = new.ledger.estimated_max_model_len or 0
-        how = "vLLM's estimated maximum model length for the new model"
+        est = new.ledger.estimated_max_model_len or 0
+        # vLLM's estimate is exact to the token; a limit an operator types is a multiple of 1024 below it
+        keep = int(est // 1024 * 1024) or est
+        how = f"vLLM's estimated maximum model length for the new model ({est:,}), rounded down to 1024"
     why = (f"vLLM would refuse to start the new model at max-model-len {mml:,}" if not new.ledger.fit_ok else
            f"at the inherited max-model-len {mml:,} the new pool guarantees {cn:.2f} concurrent max-length requests, "
            f"the old one {co:.2f}")
     return _finding(
         "swap.inherited-max-model-len",
-        f"Inherited max-model-len {mml:,}: {why}." + (f" ≤ {keep:,} restores the old concurrency; the real "
-                                                     "business maximum (chain one level 1) decides." if keep else ""),
+        f"Inherited max-model-len {mml:,}: {why}." + (
+            (f" ≤ {keep:,} restores the old concurrency" if new.ledger.fit_ok else
+             f" ≤ {keep:,} lets it start ({how})") + "; the real business maximum (chain one level 1) decides."
+            if keep else ""),
         severity="problem", action=f"--max-model-len {keep}" if keep else "--max-model-len <lower>",
         gain={"max_concurrency_old": Figure(round(co, 2), "predicted", fo["max_concurrency"].how),
               "max_concurrency_new": Figure(round(cn, 2), "predicted", fn["max_concurrency"].how),
