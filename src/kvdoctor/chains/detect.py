@@ -370,7 +370,7 @@ def prefill_bound(ctx: Context) -> Finding | None:
     ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
                           f"Waiting: {int(tl.waiting[i])}, prompt {float(tl.prompt_tps[i]):,.0f} tok/s vs generation "
                           f"{float(tl.gen_tps[i]):,.0f} tok/s, KV {float(tl.kv_usage_pct[i]):.1f}% at "
-                          f"{fmt_time(float(tl.t[i]))}" + (f" (line {sig._line(tl, i)})" if sig._line(tl, i) else ""))
+                          f"{fmt_time(float(tl.t[i]))}" + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
           for i in q.held_idx[:4]]
     return _finding(
         "sched.prefill-bound",
@@ -394,7 +394,7 @@ def admission_blocked(ctx: Context) -> Finding | None:
     ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
                           f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])} with KV "
                           f"{float(tl.kv_usage_pct[i]):.1f}% at {fmt_time(float(tl.t[i]))}"
-                          + (f" (line {sig._line(tl, i)})" if sig._line(tl, i) else ""))
+                          + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
           for i in idx[:6]]
     r = s.held_room
     if q.held_full_share >= th.held_share:
@@ -424,7 +424,7 @@ def arrival_bursts(ctx: Context) -> Finding | None:
         return None  # that is admission-blocked / preemption churn, not arrivals
     tl = ctx.timeline
     kv_held = [float(tl.kv_usage_pct[i]) for i in q.held_idx if not math.isnan(float(tl.kv_usage_pct[i]))]
-    if kv_held and sig._median(kv_held) >= th.kv_full_pct:
+    if kv_held and sig.median(kv_held) >= th.kv_full_pct:
         return None  # the queue forms when the pool is full: capacity, not arrivals
     ev = [sig.cite_sample(tl, q.peak_idx, ctx.source, "waiting", int(q.max_waiting))] if q.peak_idx is not None else []
     ev.append(Cite(detail=f"{q.episodes} queue episodes back to ~0; KV median {q.kv_median:.1f}%",
@@ -458,7 +458,7 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
     ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
                           f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])}, KV "
                           f"{float(tl.kv_usage_pct[i]):.1f}% at {fmt_time(float(tl.t[i]))}"
-                          + (f" (line {sig._line(tl, i)})" if sig._line(tl, i) else ""))
+                          + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
           for i in q.held_idx[:4]]
     gain = {"running_max": Figure(int(run_max), "measured", "max Running"),
             "kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage")}
@@ -551,7 +551,7 @@ def decode_bound(ctx: Context) -> Finding | None:
         return None
     tl = ctx.timeline
     kvs = [float(tl.kv_usage_pct[i]) for i in d.idx if not math.isnan(float(tl.kv_usage_pct[i]))]
-    floor, how, src = decode_floor(ctx, sig._median(kvs) if kvs else 0.0)
+    floor, how, src = decode_floor(ctx, sig.median(kvs) if kvs else 0.0)
     q = s.queue
     # the roofline holds while the step is bandwidth-bound (small batches); a big batch turns compute-bound
     small = q is not None and not math.isnan(q.running_max) and q.running_max <= 16
@@ -562,7 +562,7 @@ def decode_bound(ctx: Context) -> Finding | None:
     ev = [sig.cite_sample(tl, i, ctx.source, "gen_tps", float(tl.gen_tps[i]),
                           f"generation {float(tl.gen_tps[i]):,.1f} tok/s for {int(tl.running[i])} running = "
                           f"{float(tl.gen_tps[i]) / float(tl.running[i]):.2f} tok/s per request at "
-                          f"{fmt_time(float(tl.t[i]))}" + (f" (line {sig._line(tl, i)})" if sig._line(tl, i) else ""))
+                          f"{fmt_time(float(tl.t[i]))}" + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
           for i in d.idx[:4]]
     return _finding(
         "sched.decode-bound",

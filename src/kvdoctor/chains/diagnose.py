@@ -146,15 +146,8 @@ def _finding_json(f: Finding) -> dict[str, Any]:
 
 
 def timeline_json(tl) -> dict[str, Any]:
-    def col(x):
-        if x is None:
-            return None
-        return [None if (isinstance(v, float) and math.isnan(v)) else v for v in
-                (x.tolist() if hasattr(x, "tolist") else list(x))]
-
-    out = {k: col(getattr(tl, k, None)) for k in ("t", "running", "waiting", "kv_usage_pct", "preemptions",
-                                                  "prompt_tps", "gen_tps", "ttft_p99", "itl_p99", "line_no")}
-    return {k: v for k, v in out.items() if v is not None}
+    return tl.to_json(("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "ttft_p99",
+                       "itl_p99", "line_no"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -470,7 +463,7 @@ def diagnose(evidence: Any, *, thresholds: Thresholds | None = None, inputs: Any
              as_one: bool = False, lengths: Any = None) -> Diagnosis:
     """Chain two over every instance in ``evidence`` (evidence.model.Evidence).
 
-    ``inputs`` (cli.common.Inputs) gives the configuration explicitly (model, GPU, engine); without
+    ``inputs`` (deployment.Deployment) gives the configuration explicitly (model, GPU, engine); without
     it, step 1 uses each segment's start-up facts. ``as_one`` merges all segments into one instance
     (several files of the same engine).
     """
@@ -513,9 +506,7 @@ def _attach_config(ctx: Context, inputs: Any, startup: Any) -> list[str]:
             startup = None
         ctx.shape, ctx.gpu, ctx.config, ctx.resolved = inputs.shape, inputs.gpu, inputs.config, inputs.resolved
         try:
-            from kvdoctor.ledger.build import build_ledger
-
-            ctx.ledger = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=startup or inputs.startup)
+            ctx.ledger = inputs.ledger_for(startup)  # built once per deployment; per segment only if it differs
         except Exception as exc:  # noqa: BLE001 - a ledger failure must not hide the log evidence
             notes.append(f"ledger not built ({type(exc).__name__}: {exc}); step 1 uses the log only")
         return notes
@@ -524,22 +515,17 @@ def _attach_config(ctx: Context, inputs: Any, startup: Any) -> list[str]:
     try:
         from kvdoctor.engine.sources import from_startup
 
-        ctx.config = from_startup(startup)
+        ctx.config = from_startup(startup)  # step 1 needs max-num-seqs even when model/GPU are unknown
     except Exception as exc:  # noqa: BLE001
         notes.append(f"configuration not recovered from the log ({exc})")
         return notes
-    model, gpu = getattr(startup, "model", None), getattr(startup, "gpu_name", None)
-    if model and gpu:
+    if getattr(startup, "model", None) and getattr(startup, "gpu_name", None):
         try:
-            from kvdoctor.catalog.gpus import lookup_gpu
-            from kvdoctor.catalog.models import lookup_model
-            from kvdoctor.engine.defaults import resolve
-            from kvdoctor.ledger.build import build_ledger
+            from kvdoctor.deployment import deployment_from_startup
 
-            shape, g = lookup_model(model), lookup_gpu(gpu)
-            ctx.shape, ctx.gpu = shape, g
-            ctx.resolved = resolve(ctx.config, shape, g, version=getattr(startup, "vllm_version", None) or "0.33.0")
-            ctx.ledger = build_ledger(shape, g, ctx.resolved, startup=startup)
+            d = deployment_from_startup(startup)
+            ctx.shape, ctx.gpu, ctx.config, ctx.resolved = d.shape, d.gpu, d.config, d.resolved
+            ctx.ledger = d.ledger
         except Exception as exc:  # noqa: BLE001 - unknown model/GPU: fall back to the log's own figures
             notes.append(f"ledger not built from the log's model/GPU ({type(exc).__name__}: {exc}); "
                          "step 1 uses the log's 'Maximum concurrency' line")

@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kvdoctor.provenance import Figure
-
-if TYPE_CHECKING:  # signals imports this module
-    from kvdoctor.chains.signals import Signals
 
 SEVERITIES = ("info", "warn", "problem")
 
@@ -195,6 +192,6 @@ class Context:
     # signals computed once from all of it (detect.signals_of)
     counter_trusted: bool = False
     bench: list[Any] = field(default_factory=list)
-    signals: "Signals | None" = None
+    signals: Any = None  # chains.signals.Signals (not imported: signals imports this module)
     # the slow-request analysis hand-over
     cache: dict[str, Any] = field(default_factory=dict)

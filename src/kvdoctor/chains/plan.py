@@ -20,6 +20,7 @@ from kvdoctor.chains.findings import Cite, Context, Finding
 from kvdoctor.chains.lengths import LengthDist
 from kvdoctor.chains.rules import get
 from kvdoctor.errors import KvdoctorError
+from kvdoctor.facts.gpu import capability_int, capability_text
 from kvdoctor.provenance import Figure
 
 SCHEMA_VERSION = "kvdoctor.plan/1"
@@ -350,7 +351,7 @@ def apply_level2(ps: PlanState) -> LevelResult:
     res.notes.append(f"vLLM on SM{_cc(cc)} stores fp8 KV through the {backend} attention backend"
                      + (f" (before: {cur.resolved.attention_backend})" if backend != cur.resolved.attention_backend else ""))
     res.notes.extend(n for n in st.resolved.notes if "skips" in n)
-    major = (_cc_int(cc) or 0) // 10
+    major = (capability_int(cc) or 0) // 10
     res.costs["quality"] = "a quality regression evaluation on the team's own tasks (fp8 KV without calibrated scales)"
     res.costs["speed"] = ("fp8 attention kernels (FA3/FA4): KV reads halve" if major in (9, 10) else
                           "no fp8 attention speed-up on this GPU generation: the gain is capacity only")
@@ -366,7 +367,7 @@ def apply_level3(ps: PlanState) -> LevelResult:
         res.why = f"the weights are already quantized ({q})"
         return res
     st, err = _try_state(ps, {"quantization": "fp8"})
-    cc = _cc_int(getattr(ps.gpu, "compute_capability", None))
+    cc = capability_int(getattr(ps.gpu, "compute_capability", None))
     if st is None:
         res.why = (f"online fp8 weight quantization is not available here: {err}. A pre-quantized checkpoint "
                    "(GPTQ needs SM60+, AWQ SM75+) is the alternative")
@@ -470,23 +471,8 @@ def parallel_candidates(shape, tp0: int = 1, pp0: int = 1) -> list[tuple[int, in
     return out
 
 
-def _cc_int(cc: Any) -> int | None:
-    if cc is None:
-        return None
-    if isinstance(cc, (tuple, list)) and len(cc) == 2:
-        return int(cc[0]) * 10 + int(cc[1])
-    if isinstance(cc, (int,)) and cc > 20:
-        return cc
-    try:
-        f = float(cc)
-    except (TypeError, ValueError):
-        return None
-    return int(round(f * 10)) if f < 20 else int(f)
-
-
 def _cc(cc: Any) -> str:
-    c = _cc_int(cc)
-    return f"{c // 10}{c % 10}" if c else "?"
+    return capability_text(cc, sep="", unknown="?")
 
 
 # --------------------------------------------------------------------------------------------
@@ -608,9 +594,9 @@ def _follow_stop_loss(p: Plan) -> bool:
     rec = sizing["recommended"]
     p.instances = int(rec["instances"])
     if not rec.get("level4") and 4 in p.applied_levels:
-        from kvdoctor.chains.stoploss import _state_before_level4
+        from kvdoctor.chains.stoploss import state_before_level4
 
-        p.final = _state_before_level4(p)
+        p.final = state_before_level4(p)
         p.applied_levels = tuple(x for x in p.applied_levels if x != 4)
         p.notes.append(f"level 4 ({next(lv.flags for lv in p.levels if lv.level == 4)}) is not applied: "
                        f"{rec['instances']} instance(s) of {rec['gpus_per_instance']} GPU(s) need fewer GPUs "
@@ -619,12 +605,12 @@ def _follow_stop_loss(p: Plan) -> bool:
         # scaling out anyway: weight quantization (quality risk) is worth it only if it saves GPUs
         import math as _m
 
-        from kvdoctor.chains.stoploss import _capacity, _need
+        from kvdoctor.chains.stoploss import capacity_of, need_of
 
         lower = [lv for lv in p.levels if lv.applicable and lv.level in p.applied_levels and lv.level < 3]
         st = lower[-1].state if lower else p.before
-        need, unit, _ = _need(p, st)
-        cap = _capacity(st, unit) if need is not None else 0.0
+        need, unit, _ = need_of(p, st)
+        cap = capacity_of(st, unit) if need is not None else 0.0
         if st.ledger.fit_ok and cap > 0:
             n = max(1, _m.ceil(need / cap))
             if n * int(st.resolved.world_size) <= int(rec["total_gpus"]):

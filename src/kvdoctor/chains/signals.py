@@ -33,7 +33,7 @@ def _finite(vals: list[float]) -> list[float]:
     return [v for v in vals if not math.isnan(v)]
 
 
-def _median(vals: list[float]) -> float:
+def median(vals: list[float]) -> float:
     v = sorted(vals)
     if not v:
         return math.nan
@@ -41,7 +41,7 @@ def _median(vals: list[float]) -> float:
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
-def _line(tl, i: int) -> int | None:
+def line_of(tl, i: int) -> int | None:
     ln = getattr(tl, "line_no", None)
     if ln is None:
         return None
@@ -54,7 +54,7 @@ def _line(tl, i: int) -> int | None:
 
 def cite_sample(tl, i: int, source: str, metric: str, value: Any, text: str | None = None) -> Cite:
     t = float(tl.t[i])
-    ln = _line(tl, i)
+    ln = line_of(tl, i)
     where = f" (line {ln})" if ln is not None else ""
     detail = text or f"{metric}={value} at {fmt_time(t)}{where}"
     return Cite(detail=detail, source=source, t=t, line_no=ln, metric=metric, value=value)
@@ -255,9 +255,9 @@ def queue(tl, th: Thresholds) -> Queue | None:
         full_share=len(full) / n,
         episodes=episodes,
         max_waiting=max(w[i] for i in idx),
-        median_waiting=_median([w[i] for i in idx]),
+        median_waiting=median([w[i] for i in idx]),
         kv_max=max(fkv) if fkv else math.nan,
-        kv_median=_median(fkv) if fkv else math.nan,
+        kv_median=median(fkv) if fkv else math.nan,
         running_max=max(_finite(run)) if _finite(run) else math.nan,
         held_idx=held,
         held_full_idx=held_full,
@@ -287,7 +287,7 @@ def ttft(tl, requests, bench) -> Ttft | None:
             fin = [(i, v) for i, v in enumerate(vals) if not math.isnan(v)]
             if fin:
                 i_w, v_w = max(fin, key=lambda x: x[1])
-                med = _median([v for _, v in fin])
+                med = median([v for _, v in fin])
                 return Ttft(f"timeline-{name[-3:]}", med if name == "ttft_p99" else None,
                             med if name == "ttft_p50" else None, i_w, v_w)
     vals = sorted(r.ttft_s for r in (requests or []) if getattr(r, "ttft_s", None) is not None)
@@ -340,7 +340,7 @@ def spikes(tl, preempt_times: list[float], th: Thresholds) -> Spikes | None:
             break
     else:
         return None
-    base = _median([v for _, v in fin])
+    base = median([v for _, v in fin])
     thr = base * th.spike_factor
     idx = [i for i, v in fin if v > thr]
     win = window(tl)
@@ -405,7 +405,7 @@ def decode(tl) -> Decode | None:
     dom = [i for i in used if math.isnan(pr[i]) or pr[i] <= gen[i]] or used
     rates = [gen[i] / run[i] for i in dom]
     stuck = sum(1 for i in used if gen[i] == 0 and (math.isnan(pr[i]) or pr[i] == 0))
-    return Decode(len(dom), _median(rates), min(rates), dom, share, stuck)
+    return Decode(len(dom), median(rates), min(rates), dom, share, stuck)
 
 
 @dataclass
@@ -429,7 +429,7 @@ def room(tl, idx: list[int]) -> Room | None:
         return None
     per = [k / r for k, r in rows]
     rooms = [(100.0 - k) / max(p, 1e-9) for (k, _), p in zip(rows, per)]
-    return Room(len(rows), _median(rooms), min(rooms), _median(per))
+    return Room(len(rows), median(rooms), min(rooms), median(per))
 
 
 # --------------------------------------------------------------------------------------------

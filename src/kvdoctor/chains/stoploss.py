@@ -17,7 +17,7 @@ from kvdoctor.chains.rules import get
 from kvdoctor.provenance import Figure
 
 
-def _need(plan, st) -> tuple[float | None, str, str]:
+def need_of(plan, st) -> tuple[float | None, str, str]:
     """(need, unit, how) per instance capacity measure for the plan's target."""
     t = plan.target
     if t.concurrency:
@@ -28,7 +28,7 @@ def _need(plan, st) -> tuple[float | None, str, str]:
     return None, "", "no target: give --target-concurrency or --evidence to size the scale-out"
 
 
-def _capacity(st, unit: str) -> float:
+def capacity_of(st, unit: str) -> float:
     if unit == "concurrency":
         return float(st.ledger.kv["max_concurrency"].value)
     return float(st.ledger.reconciliation["pool_tokens"] or 0)
@@ -36,7 +36,7 @@ def _capacity(st, unit: str) -> float:
 
 def size_out(plan) -> dict[str, Any] | None:
     """GPUs per instance and instances for the target, for each candidate layout."""
-    spent = plan.final if 4 not in plan.applied_levels else _state_before_level4(plan)
+    spent = plan.final if 4 not in plan.applied_levels else state_before_level4(plan)
     options = []
     cands = [("tuned, one instance per GPU set", spent)]
     lv4 = next((lv for lv in plan.levels if lv.level == 4 and lv.applicable), None)
@@ -45,8 +45,8 @@ def size_out(plan) -> dict[str, Any] | None:
     for k, (label, st) in enumerate(cands):
         if st is None or not st.ledger.fit_ok:
             continue
-        need, unit, how = _need(plan, st)
-        cap = _capacity(st, unit)
+        need, unit, how = need_of(plan, st)
+        cap = capacity_of(st, unit)
         if cap <= 0 or need is None:
             continue
         inst = max(1, math.ceil(need / cap))
@@ -64,7 +64,7 @@ def size_out(plan) -> dict[str, Any] | None:
     return {"recommended": best, "options": options}
 
 
-def _state_before_level4(plan):
+def state_before_level4(plan):
     prev = [lv for lv in plan.levels if lv.applicable and lv.level < 4 and lv.level in plan.applied_levels]
     return prev[-1].state if prev else plan.before
 
