@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvdoctor.errors import InputError
-from kvdoctor.evidence.logs.envelope import ANSI_B, FOREIGN_ISO_B, GLUE_B, parse_envelope, search_envelope_b
+from kvdoctor.evidence.logs.envelope import (ANSI_B, FOREIGN_ISO_B, GLUE_B, leading_timestamp_b, parse_envelope,
+                                             search_envelope_b)
 from kvdoctor.evidence.logs.startup import NEEDLES, StartupCollector
 from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
 from kvdoctor.evidence.model import Event, Segment, SkipReport, StartupFacts, Timeline
@@ -277,7 +278,7 @@ class LogReader:
             row = parse_stats(line, absent=ABSENT)
             if row is None:
                 return None
-        m = search_envelope_b(line)
+        m = search_envelope_b(line) or leading_timestamp_b(line)
         if m is None:
             self._skipped("stats-without-timestamp", line)
             return None
