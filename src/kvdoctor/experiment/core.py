@@ -426,20 +426,20 @@ def run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, Any
     }
     _write(exp.out_dir, rec)
 
-    if len(exp.levels) > 1 and exp.shape is not None and exp.gpu is not None:
-        log("predicting every configuration with kvdoctor's simulator (before measuring anything)")
-        rec["prediction_notes"] = exp.load.prediction_notes()
-        for lv in exp.levels:
-            try:
-                rec["predicted"][lv.label] = predict_one(exp.shape, exp.gpu, exp.vllm_version, lv.config, exp.load)
-            except KvdoctorError as exc:
-                rec["predicted"][lv.label] = {"error": f"prediction failed: {exc}"}
-    elif len(exp.levels) > 1:
-        rec["prediction_notes"] = ["no prediction: pass --gpu (and a model kvdoctor can read) to get one"]
-    _write(exp.out_dir, rec)
-
     prev: Level | None = None
     try:
+        if len(exp.levels) > 1 and exp.shape is not None and exp.gpu is not None:
+            log("predicting every configuration with kvdoctor's simulator (before measuring anything)")
+            rec["prediction_notes"] = exp.load.prediction_notes()
+            for lv in exp.levels:
+                try:
+                    rec["predicted"][lv.label] = predict_one(exp.shape, exp.gpu, exp.vllm_version, lv.config, exp.load)
+                except KvdoctorError as exc:
+                    rec["predicted"][lv.label] = {"error": f"prediction failed: {exc}"}
+        elif len(exp.levels) > 1:
+            rec["prediction_notes"] = ["no prediction: pass --gpu (and a model kvdoctor can read) to get one"]
+        _write(exp.out_dir, rec)
+
         for lv in exp.levels:
             run = _measure(exp, lv.label, lv.config, vllm_argv, log)
             rec["runs"][lv.label] = run.as_dict()

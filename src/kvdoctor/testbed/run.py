@@ -18,7 +18,7 @@ _UNUSED = LoadSpec(prompt_len=8, output_len=8, requests=1)
 
 
 def run_scenario(tb: TestBed, sc: Scenario, out_dir: Path, *, port: int | None = None,
-                 health_timeout_s: float = 300.0, bench_timeout_s: float = 600.0,
+                 health_timeout_s: float = 900.0, bench_timeout_s: float = 900.0,
                  log: Callable[[str], None] | None = None) -> RunResult:
     """Start the scenario's server on 127.0.0.1:<free port>, drive its load, stop it. The run folder also gets
     ``scenario.json`` (the exact serve line, env and load)."""
