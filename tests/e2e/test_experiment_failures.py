@@ -137,7 +137,9 @@ def test_server_dies_during_the_changed_run(tmp_path, journal):
     assert any("INCOMPLETE (server-died)" in n["text"] for n in steps[1]["notes"])
 
 
-def test_ctrl_c_stops_what_it_started(tmp_path, journal):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_what_it_started(tmp_path, journal, sig):
+    """Ctrl-C (SIGINT) and SIGTERM (a `timeout`, a cancelled CI job) both stop the server kvdoctor started."""
     pidfile = tmp_path / "pids"
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"), FAKE_VLLM_PIDFILE=str(pidfile), FAKE_BENCH_S="60")
@@ -150,12 +152,14 @@ def test_ctrl_c_stops_what_it_started(tmp_path, journal):
             assert time.monotonic() < deadline and p.poll() is None, "the experiment never reached the load"
             time.sleep(0.2)
         time.sleep(1.0)
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         out, err = p.communicate(timeout=60)
         assert p.returncode == 130, err
         assert "interrupted" in err
         rec = json.loads((tmp_path / "runs" / "experiment.json").read_text())
         assert rec["status"] == "incomplete" and rec["reason_code"] == "interrupted"
+        if sig == signal.SIGTERM:
+            assert "SIGTERM" in rec["reason"]
         assert all(not _alive(pid) for pid in _pids(pidfile)) and _pids(pidfile)
         assert bystander.poll() is None  # a process kvdoctor did not start is never touched
         assert len(_steps(journal)) == 1

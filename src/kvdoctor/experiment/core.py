@@ -402,7 +402,15 @@ def _change_dict(ch: Any) -> dict[str, Any] | None:
 
 
 def run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, Any]:
-    """Run it. Returns the experiment record (also written to ``out_dir/experiment.json``)."""
+    """Run it. Returns the experiment record (also written to ``out_dir/experiment.json``). SIGTERM/SIGHUP are
+    handled as Ctrl-C while it runs."""
+    from kvdoctor.experiment.server import terminate_as_interrupt
+
+    with terminate_as_interrupt():
+        return _run_experiment(exp, log)
+
+
+def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, Any]:
     from kvdoctor.journal import api
 
     t0 = time.time()
@@ -473,8 +481,8 @@ def run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, Any
             if exp.stop_early and step_rec is not None and step_rec["verdict"] in ("enough", "stop-loss"):
                 rec["stopped_at"] = lv.label
                 break
-    except KeyboardInterrupt:
-        rec["status"], rec["reason"], rec["reason_code"] = "incomplete", "interrupted (Ctrl-C)", "interrupted"
+    except KeyboardInterrupt as exc:
+        rec["status"], rec["reason"], rec["reason_code"] = "incomplete", f"interrupted ({exc or 'Ctrl-C'})", "interrupted"
         _finish_incomplete(exp, rec, journal, api, log)
         raise
     if rec["status"] == "incomplete":

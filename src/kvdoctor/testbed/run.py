@@ -25,9 +25,12 @@ def run_scenario(tb: TestBed, sc: Scenario, out_dir: Path, *, port: int | None =
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     out_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
-    res = measure_run(sc.name, out_dir, vllm_cmd=[str(tb.vllm)], model=str(tb.model), flags=sc.all_flags(),
-                      env=tb.env(**sc.env), load=sc.load or _UNUSED, port=port,
-                      health_timeout_s=health_timeout_s, bench_timeout_s=bench_timeout_s, log=log)
+    from kvdoctor.experiment.server import terminate_as_interrupt
+
+    with terminate_as_interrupt():
+        res = measure_run(sc.name, out_dir, vllm_cmd=[str(tb.vllm)], model=str(tb.model), flags=sc.all_flags(),
+                          env=tb.env(**sc.env), load=sc.load or _UNUSED, port=port,
+                          health_timeout_s=health_timeout_s, bench_timeout_s=bench_timeout_s, log=log)
     (out_dir / "scenario.json").write_text(json.dumps({
         "scenario": sc.name, "what": sc.what, "serve_line": sc.serve_line("$TESTBED/tiny"),
         "flags": sc.all_flags(), "env": sc.env, "load": sc.load.as_dict() if sc.load else None,

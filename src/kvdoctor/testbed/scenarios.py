@@ -48,11 +48,11 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario(
         "healthy_full",
-        "KV usage high (4 requests of 352 tokens hold 44 of 47 usable blocks), no queue (the client never has more "
-        "in flight than --max-num-seqs), no preemption",
+        "KV usage high (4 requests of 256 + 90 tokens, 11 blocks each even with a BOS token, hold 44 of 47 usable "
+        "blocks), no queue (the client never has more in flight than --max-num-seqs), no preemption",
         ["--max-model-len", "512", "--max-num-seqs", "4", "--max-num-batched-tokens", "2048",
          "--num-gpu-blocks-override", "48"],
-        LoadSpec(prompt_len=256, output_len=96, requests=16, rate=None, max_concurrency=4, seed=0),
+        LoadSpec(prompt_len=256, output_len=90, requests=16, rate=None, max_concurrency=4, seed=0),
     ),
     Scenario(
         "capacity_short",
