@@ -232,3 +232,21 @@ def test_attach_measures_and_never_stops_the_server(tmp_path):
     finally:
         os.killpg(srv.pid, signal.SIGKILL)
         srv.wait()
+
+
+def test_next_level_is_chain_ones_next_change(tmp_path):
+    r = _kv(["experiment", "--serve", "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 131072 "
+             "--max-num-seqs 256", "--next-level", "--gpu", "H100", "--target-concurrency", "64",
+             "--vllm-cmd", str(FAKE), "--requests", "3",
+             "--no-record", "--out", str(tmp_path / "runs"), "--json"],
+            env={"FAKE_VLLM_COUNTER": str(tmp_path / "n"), "FAKE_VLLM_TPS": "100,150", "FAKE_VLLM_PREEMPT": "1,0"})
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    assert rec["change"] == {"field": "kv_cache_dtype", "before": None, "after": "fp8"}
+    assert rec["levels"][1]["title"].startswith("chain one, level 2")
+    assert rec["verdict"] == "enough" and rec["journal_steps"] == []
+    # the prediction came first, for both configurations, from the same load
+    assert rec["predicted"]["before"]["output_tps"] > 0 and rec["predicted"]["after"]["output_tps"] > 0
+    argv_after = rec["runs"]["after"]["argv"]
+    assert argv_after[argv_after.index("--kv-cache-dtype") + 1] == "fp8"
+    assert argv_after[argv_after.index("--host") + 1] == "127.0.0.1"
