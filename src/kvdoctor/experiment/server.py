@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import signal
 import socket
@@ -256,7 +257,8 @@ def _tail(path: Path | None, n: int = 12) -> str:
     return "\n".join(lines[-n:])
 
 
-_EXC_RE = None
+# A bare Python exception line ("ValueError: To serve ...", "torch.OutOfMemoryError: ...").
+_EXC_RE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): \S")
 # Wrapper exceptions vLLM raises around the real cause ("See root cause above"): never the line to show.
 _GENERIC = ("Engine core initialization failed", "See root cause above", "WorkerProc initialization failed",
             "KeyboardInterrupt")
@@ -265,11 +267,6 @@ _GENERIC = ("Engine core initialization failed", "See root cause above", "Worker
 def last_error_line(path: Path | None) -> str:
     """The most telling line of a failed log: vLLM's own exception line (``ValueError: To serve at least one
     request ...``) rather than the wrappers around it; else the last line."""
-    import re
-
-    global _EXC_RE
-    if _EXC_RE is None:
-        _EXC_RE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): \S")
     text = _tail(path, 400)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     exc = [ln for ln in lines if _EXC_RE.match(ln)]
