@@ -301,7 +301,7 @@ def _fold(log_seg, others: list, ev: Evidence):
                                           else np.full(len(x), np.nan) for x in tls])
         order = np.argsort(cols["t"], kind="stable")
         timeline = Timeline(**{k: v[order] for k, v in cols.items()})
-    source = " + ".join([log_seg.source] + [o.source for o in others])
+    source = " + ".join(dict.fromkeys([log_seg.source] + [o.source for o in others]))
     merged = Segment(source=source, engine=log_seg.engine, startup=startup, timeline=timeline,
                      events=list(log_seg.events) + [e for o in others for e in (o.events or [])],
                      first_line=log_seg.first_line, last_line=log_seg.last_line)
