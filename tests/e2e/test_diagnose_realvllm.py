@@ -47,6 +47,10 @@ def test_real_engine_scenario_verdict(name):
         # the log and the /metrics dump of the same server are one instance, with the same verdict
         assert len(j2["instances"]) == 1 and j2["verdict"] == verdict
         assert any(n.startswith("one instance") for n in j2["notes"])
+        if name == "capacity_short":
+            # the dump's counter (12 since start) is carried as a signal and raises the confidence
+            assert any("12 preemptions since the engine started" in x for x in j2["carried_by"])
+            assert ["low", "medium", "high"].index(j2["confidence"]) > ["low", "medium", "high"].index(j["confidence"])
 
 
 def test_cpu_backend_stats_are_read_not_skipped():
