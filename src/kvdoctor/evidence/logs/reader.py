@@ -67,7 +67,7 @@ FULL_NEEDLES = (
     b"KV ", b"GiB", b" GB", b"blocks", b"tokens per request", b"LLM engine", b"non-default args",
     b"max_num_batched_tokens=", b"max model len", b"block size", b"backend", b"version", b"max seq len",
     b"rror", b"ERROR", b"Memory profiling", b"is equivalent to", b"uto-fit", b"roughput", b"reqs", b"cache ",
-    b"\x00", b"num_gpu_blocks",
+    b"\x00", b"num_gpu_blocks", b"allreduce is disabled",
 )
 # The exact vLLM stats line (no foreign prefix): one anchored match instead of envelope + stats.
 FAST_STATS = re.compile(
