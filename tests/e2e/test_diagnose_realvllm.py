@@ -17,14 +17,14 @@ from tests.e2e.test_rules_cli import invoke
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SCENARIOS = {
     # scenario: (folder, verdict, why)
-    "healthy_full": (FIX / "realvllm_diagnose" / "healthy_full", "healthy",
+    "healthy_full": (FIX / "realvllm" / "healthy_full", "healthy",
                      "4 running, nothing waiting, KV up to 87 %, no preemption: a full pool, not a tight one"),
     "capacity_short": (FIX / "realvllm" / "capacity_short", "capacity-short",
                        "a 640-token pool: requests wait while the running ones hold ~30 % each and < 1 more fits; "
                        "the counter shows 12 preemptions"),
     "config_starved": (FIX / "realvllm" / "config_starved", "config-starved",
                        "--max-num-seqs 2: Running pinned at 2 while up to 34 wait and KV stays ≤ 3 %"),
-    "startup_failure": (FIX / "realvllm_diagnose" / "startup_failure", "config-starved",
+    "startup_failure": (FIX / "realvllm" / "startup_failure", "config-starved",
                         "vLLM refuses to start: max-model-len 4096 does not fit a 1 MiB KV budget"),
 }
 
