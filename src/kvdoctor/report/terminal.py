@@ -1,21 +1,27 @@
 """Shared rich renderers for the terminal. Every verb shows numbers the same way: value, unit, the
-source (measured / given / predicted / default) and how it was derived.
+source (measured / simulated / given / predicted / default) and how it was derived.
 
-Usage from a verb::
+The caller hands in the rich Console to print on (the CLI makes it: cli/output.console()), so this
+library module never imports the command line. Usage from a verb::
 
+    from kvdoctor.cli.output import console
     from kvdoctor.report.terminal import render_figures
-    render_figures([("weights", fig_weights, "GiB"), ("KV pool", fig_kv, "tokens")], title="Memory")
+    render_figures([("weights", fig_weights, "GiB"), ("KV pool", fig_kv, "tokens")], title="Memory",
+                   console=console())
 
-Colours come from rich and switch off by themselves with ``NO_COLOR`` or when stdout is not a TTY
-(cli/output.console()); nothing here depends on colour to carry meaning: the source is a word.
+Colours come from the one style table (report/style.py) and switch off by themselves with
+``NO_COLOR`` or when stdout is not a TTY; nothing depends on colour to carry meaning: the source is a word.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, Sequence
 
-SOURCE_STYLE = {"measured": "green", "given": "blue", "predicted": "yellow", "default": "dim"}
+from kvdoctor.report.numbers import fmt_ratio, fmt_value, source_how as _source_how, value_of as _value_of  # noqa: F401
+from kvdoctor.report.style import SOURCES, VERDICTS
+
+SOURCE_STYLE = {name: rich for name, (rich, _, _) in SOURCES.items()}
+VERDICT_STYLE = {name: rich for name, (rich, _) in VERDICTS.items()}
 # column headers for the journal table, narrow enough for 100 columns
 SHORT = {
     "output_tps": "out tok/s", "prompt_tps": "in tok/s", "request_throughput": "req/s",
@@ -25,47 +31,6 @@ SHORT = {
 }
 PRIORITY = ("output_tps", "tbt_p99_s", "ttft_p99_s", "preemptions_per_min", "waiting_peak", "kv_usage_peak_pct",
             "request_throughput", "tbt_p50_s", "ttft_p50_s", "prompt_tps", "waiting_mean", "kv_usage_mean_pct")
-VERDICT_STYLE = {"better": "green", "worse": "red", "flat": "dim", "changed": "yellow"}
-
-
-def _value_of(x: Any) -> Any:
-    if isinstance(x, dict) and "value" in x:
-        return x["value"]
-    if hasattr(x, "value") and hasattr(x, "source"):
-        return x.value
-    return x
-
-
-def _source_how(x: Any) -> tuple[str | None, str]:
-    if isinstance(x, dict) and "source" in x:
-        return x.get("source"), str(x.get("how") or "")
-    if hasattr(x, "value") and hasattr(x, "source"):
-        return x.source, str(getattr(x, "how", "") or "")
-    return None, ""
-
-
-def fmt_value(v: Any, unit: str = "") -> str:
-    """Numbers as an operator reads them: thousands separators, 3 significant digits, s -> ms."""
-    v = _value_of(v)
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float) and not math.isfinite(v):
-        return "—"
-    if isinstance(v, (int, float)):
-        if unit == "s":
-            return f"{v * 1000:,.1f} ms" if abs(v) < 10 else f"{v:,.2f} s"
-        if unit == "bytes":
-            return f"{v / (1 << 30):,.2f} GiB"
-        if isinstance(v, int):
-            s = f"{v:,}"
-        elif abs(v) >= 100:
-            s = f"{v:,.0f}"
-        else:
-            s = f"{v:.3g}"
-        return f"{s} {unit}".strip()
-    return f"{v} {unit}".strip()
 
 
 def figures_table(rows: Iterable[Sequence[Any]], *, title: str | None = None, show_how: bool = True):
@@ -92,11 +57,9 @@ def figures_table(rows: Iterable[Sequence[Any]], *, title: str | None = None, sh
 
 
 def render_figures(rows: Iterable[Sequence[Any]], *, title: str | None = None, show_how: bool = True,
-                   console=None) -> None:
-    """Print a figures table (see figures_table) on the shared console."""
-    from kvdoctor.cli.output import console as _console
-
-    (console or _console()).print(figures_table(rows, title=title, show_how=show_how))
+                   console) -> None:
+    """Print a figures table (see figures_table) on the console the caller hands in."""
+    console.print(figures_table(rows, title=title, show_how=show_how))
 
 
 def change_text(changes: list[dict[str, Any]] | None, kind: str = "step") -> str:
@@ -113,13 +76,12 @@ def change_text(changes: list[dict[str, Any]] | None, kind: str = "step") -> str
 # --------------------------------------------------------------------------------------------
 
 
-def render_step(step, *, verb: str = "recorded", console=None) -> None:
+def render_step(step, *, verb: str = "recorded", console) -> None:
     from rich.text import Text
 
-    from kvdoctor.cli.output import console as _console
     from kvdoctor.journal.figures import FIGURES, delta
 
-    c = console or _console()
+    c = console
     head = Text(f"{verb} step #{step.seq} in journal ", style="bold")
     head.append(str(step.journal), style="bold cyan")
     c.print(head)
@@ -154,14 +116,13 @@ def render_step(step, *, verb: str = "recorded", console=None) -> None:
     c.print(t)
 
 
-def render_journal(payload: dict[str, Any], *, console=None) -> None:
+def render_journal(payload: dict[str, Any], *, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from kvdoctor.cli.output import console as _console
     from kvdoctor.journal.figures import FIGURES
 
-    c = console or _console()
+    c = console
     j = payload["journal"]
     c.print(Text(f"journal {j['name']} — {j['steps']} step(s) in {payload['db']}", style="bold"))
     steps = payload["steps"]
@@ -199,13 +160,12 @@ def render_journal(payload: dict[str, Any], *, console=None) -> None:
         c.print(Text(f"{hidden} more figure(s) not shown at this width: widen the terminal or use --json", style="dim"))
 
 
-def render_compare(payload: dict[str, Any], *, console=None) -> None:
+def render_compare(payload: dict[str, Any], *, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from kvdoctor.cli.output import console as _console
 
-    c = console or _console()
+    c = console
     cmp_ = payload["compare"]
     c.print(Text(f"journal {payload['journal']['name']}: step #{cmp_['a']} → step #{cmp_['b']}", style="bold"))
     c.print(Text("  configuration: " + change_text(cmp_["changes"]) if cmp_["changes"] else "  configuration: identical"))
