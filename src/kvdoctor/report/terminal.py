@@ -94,6 +94,8 @@ def render_step(step, *, verb: str = "recorded", console) -> None:
         c.print(Text(f"  note: {step.note}", style="dim"))
     if step.evidence.get("mismatch"):
         c.print(Text(f"  caution: {step.evidence['mismatch']}", style="bold yellow"))
+    if step.evidence.get("prediction_note"):
+        c.print(Text(f"  predicted: — because {step.evidence['prediction_note']}", style="yellow"))
     if not step.figures and not step.predicted:
         c.print(Text("  no figures recorded (give --evidence / --bench / --prometheus)", style="dim"))
         return
@@ -143,6 +145,12 @@ def render_journal(payload: dict[str, Any], *, console) -> None:
             ch.append(" [multi]", style="bold red")
         if s.get("note"):
             ch.append(f"\n{s['note']}", style="dim")
+        why = (s.get("evidence") or {}).get("prediction_note") if isinstance(s.get("evidence"), dict) else None
+        if why:
+            ch.append(f"\nno prediction: {why}", style="yellow")
+        srcs = {(f or {}).get("source") for f in (s.get("figures") or {}).values() if isinstance(f, dict)}
+        if "simulated" in srcs:
+            ch.append("\nfigures: simulated", style=SOURCE_STYLE["simulated"])
         row = [str(s["seq"]), str(s.get("created_at", ""))[5:16].replace("T", "\n"), ch]
         for k in shown:
             f = (s.get("figures") or {}).get(k)

@@ -80,6 +80,9 @@ def journal_section(page, payload: dict[str, Any]) -> str:
         mismatch = (s.get("evidence") or {}).get("mismatch") if isinstance(s.get("evidence"), dict) else None
         if mismatch:
             flags.append(f"caution: {mismatch}")
+        why = (s.get("evidence") or {}).get("prediction_note") if isinstance(s.get("evidence"), dict) else None
+        if why:
+            flags.append(f"no prediction: {why}")
         rows.append([
             cell(s.get("seq")), cell(s.get("created_at"), numeric=False),
             f"<td>{esc(_change_text(s))}{'<br><b>' + esc(', '.join(flags)) + '</b>' if flags else ''}</td>",
