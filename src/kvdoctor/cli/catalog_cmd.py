@@ -68,20 +68,14 @@ def models(
         for r in rows:
             typer.echo(r["id"])
         return
-    from rich.table import Table
-
     from kvdoctor.cli.output import console
+    from kvdoctor.report.terminal import print_table
 
-    from rich.markup import escape
-
-    t = Table(title=f"{len(rows)} models (shape as vLLM 0.33 derives it from config.json)")
-    for col in ("id", "type", "layers", "heads/kv", "head", "params", "max len", "layers by kind", "MoE", "quant"):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        t.add_row(escape(r["id"]), r["model_type"], str(r["layers"]), f"{r['attention_heads']}/{r['kv_heads']}",
+    print_table(console(), ("id", "type", "layers", "heads/kv", "head", "params", "max len", "layers by kind", "MoE", "quant"),
+                [(r["id"], r["model_type"], r["layers"], f"{r['attention_heads']}/{r['kv_heads']}",
                   f"{r['head_size']}{' MLA' if r['mla'] else ''}", f"{r['params'] / 1e9:.2f}B",
-                  f"{r['max_model_len']:,}", r["layer_kinds"], r["moe"] or "", r["quantization"] or "")
-    console().print(t)
+                  f"{r['max_model_len']:,}", r["layer_kinds"], r["moe"] or "", r["quantization"] or "") for r in rows],
+                title=f"{len(rows)} models (shape as vLLM 0.33 derives it from config.json)", right=(2, 4, 5, 6))
 
 
 def _gpu_dict(g: Any) -> dict[str, Any]:
@@ -109,65 +103,21 @@ def gpus(json_out: common.JsonOpt = False, quiet: common.QuietOpt = False) -> No
         for g in gs:
             typer.echo(g.name)
         return
-    from rich.table import Table
-
     from kvdoctor.cli.output import console
+    from kvdoctor.report.terminal import print_table
 
     def num(x: float | None) -> str:
         return "" if x is None else f"{x:g}"
 
-    from rich.markup import escape
-
-    t = Table(title=f"{len(gs)} GPUs (memory as torch reports it; * = derived, see `catalog show`)")
-    for col in ("name", "memory GiB", "GB/s", "bf16 TF", "fp8 TF", "int8 TOPS", "fp4 TF", "cc", "NVLink GB/s"):
-        t.add_column(col, overflow="fold")
+    rows = []
     for g in gs:
         mark = "" if g.memory_source.startswith("torch") else "*"
         cc = f"{g.compute_capability[0]}.{g.compute_capability[1]}" if g.compute_capability else ""
-        t.add_row(escape(g.name), f"{g.memory_bytes / _GiB:.2f}{mark}", num(g.hbm_bandwidth_gbps), num(g.bf16_tflops),
-                  num(g.fp8_tflops), num(g.int8_tops), num(g.fp4_tflops), cc, num(g.nvlink_gbps))
-    console().print(t)
-
-
-def _model_payload(shape: Any, *, tp: int, pp: int, dtype: str | None, quantization: str | None,
-                   gpu: Any) -> dict[str, Any]:
-    import dataclasses
-
-    from kvdoctor.ledger.shape import shape_to_dict
-    from kvdoctor.ledger.weights import weight_breakdown
-    from kvdoctor.provenance import Figure
-
-    notes = list(shape.notes)
-    if dtype is None:
-        # vLLM --dtype auto: a float32 (or missing) config dtype loads as bf16 on SM80+ (fp16 below).
-        dtype = shape.dtype
-        if dtype == "float32":
-            cap = gpu.capability if gpu is not None else None
-            dtype = "float16" if cap is not None and cap < 80 else "bfloat16"
-            notes.append(f"--dtype auto: config dtype float32 loads as {dtype}")
-    db = {"float32": 4, "float16": 2, "bfloat16": 2}.get(dtype)
-    if db is None:
-        from kvdoctor.errors import InputError
-
-        raise InputError(f"--dtype must be bfloat16, float16 or float32 (got {dtype!r})")
-    wb = weight_breakdown(shape, dtype_bytes=db, quant=quantization or shape.quant, tp=tp, pp=pp,
-                          capability=gpu.capability if gpu is not None else None)
-    d = shape_to_dict(shape)
-    d["params_by_role"] = dataclasses.asdict(shape.params) if shape.params else None
-    d["notes"] = notes
-    figures = {
-        "params_total": Figure(shape.params.total if shape.params else None, "predicted",
-                               "sum of every checkpoint tensor derived from config.json (unpadded, tied once)"),
-        "max_model_len": Figure(shape.max_model_len, "default",
-                                "vLLM _get_and_verify_max_len: " + shape.extra.get("max_model_len_how", "")),
-        "weights_per_gpu_bytes": Figure(wb.per_rank, "predicted", wb.how,
-                                        extra={"tp": tp, "pp": pp, "dtype": dtype}),
-    }
-    if gpu is not None and not gpu.is_anonymous and shape.quant and shape.quant.min_capability and gpu.capability:
-        if gpu.capability < shape.quant.min_capability:
-            notes.append(f"{shape.quant.method} needs compute capability {shape.quant.min_capability}; "
-                         f"{gpu.name} has {gpu.capability}: vLLM refuses to start")
-    return {"model": d, "figures": {k: v.as_dict() for k, v in figures.items()}, "weights_by_role_bytes": wb.by_role}
+        rows.append((g.name, f"{g.memory_bytes / _GiB:.2f}{mark}", num(g.hbm_bandwidth_gbps), num(g.bf16_tflops),
+                     num(g.fp8_tflops), num(g.int8_tops), num(g.fp4_tflops), cc, num(g.nvlink_gbps)))
+    print_table(console(), ("name", "memory GiB", "GB/s", "bf16 TF", "fp8 TF", "int8 TOPS", "fp4 TF", "cc", "NVLink GB/s"),
+                rows, title=f"{len(gs)} GPUs (memory as torch reports it; * = derived, see `catalog show`)",
+                right=tuple(range(1, 9)))
 
 
 @catalog_app.command("show", help="One model or GPU in full; for a model also the weight bytes per GPU. "
@@ -177,7 +127,7 @@ def show(
     tp: Annotated[int, typer.Option("--tensor-parallel-size", "-tp", "--tp", min=1, help="TP size.")] = 1,
     pp: Annotated[int, typer.Option("--pipeline-parallel-size", "-pp", "--pp", min=1, help="PP size.")] = 1,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="bfloat16, float16, float32 (default auto).")] = None,
-    quantization: Annotated[Optional[str], typer.Option("--quantization", "-q",
+    quantization: Annotated[Optional[str], typer.Option("--quantization",
                                                         help="e.g. fp8 (online) on an unquantized model.")] = None,
     gpu_name: Annotated[Optional[str], typer.Option("--gpu", help="GPU (picks the MXFP4 MoE backend).")] = None,
     json_out: common.JsonOpt = False,

@@ -196,8 +196,10 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
     c.print(f"[bold]Chain one — {m(payload['model'])} on {m(payload['gpu'])}[/bold] (vLLM {m(payload['vllm_version'])})")
     c.print(f"Target: {m(payload['target']['text'])}")
     # no pool (the model does not fit) has no ratio: say so instead of printing None
+    from kvdoctor.report.numbers import fmt_ratio
+
     ratio = b["ratio"]["value"]
-    ratio_text = ratio if ratio is not None else "— (no KV pool: the configuration does not fit)"
+    ratio_text = fmt_ratio(ratio) if ratio is not None else "— (no KV pool: the configuration does not fit)"
     c.print(f"Now: max-model-len {b['max_model_len']['value']:,}, pool {b['pool_tokens']['value']:,} tokens, "
             f"max concurrency {b['max_concurrency']['value']}, worst case / pool {ratio_text}")
     if payload["lengths"]:
@@ -209,7 +211,7 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
         t.add_row(str(lv["level"]), m(lv["action"] or "n/a"),
                   f"{lv['pool_tokens']:,}" if lv["pool_tokens"] is not None else "—",
                   str(lv["max_concurrency"] if lv["max_concurrency"] is not None else "—"),
-                  str(lv["ratio"] if lv["ratio"] is not None else "—"),
+                  fmt_ratio(lv["ratio"]),
                   {True: "yes", False: "no", None: "—"}[lv["enough"]])
     if payload["levels"]:
         c.print(t)
@@ -236,8 +238,9 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
         c.print("simulated now: " + _sim_text(payload["predicted_before"]))
     if payload["stop_loss"]:
         c.print(f"[bold red]Stop-loss:[/bold red] {m(payload['stop_loss']['summary'])}")
-    for n in payload["notes"]:
-        c.print(f"note: {m(str(n))}")
+    from kvdoctor.report.terminal import print_notes
+
+    print_notes(c, payload["notes"])
     c.print("[bold]Resulting configuration[/bold]")
     c.print(m(payload["result"]["serve"]), soft_wrap=True)
     c.print(m(payload["result"]["yaml"].rstrip()))

@@ -190,3 +190,71 @@ def render_compare(payload: dict[str, Any], *, console) -> None:
         t.add_row(r["label"], fmt_value(r.get("a"), r["unit"]), fmt_value(r.get("b"), r["unit"]), ch,
                   fmt_value(r.get("predicted_b"), r["unit"]))
     c.print(t)
+
+
+# --------------------------------------------------------------------------------------------
+# tables that fold, notes once, one-line answers
+# --------------------------------------------------------------------------------------------
+
+FOLD_BELOW = 100  # columns: under this a wide table becomes one block per row
+
+
+def print_table(console, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None,
+                right: Sequence[int] = (), fold_below: int = FOLD_BELOW) -> None:
+    """A table when it fits the terminal at its natural width and the terminal has ``fold_below``
+    columns or more; otherwise one block per row: the first cell
+    on its own line, then ``column value`` pairs packed to the width. A squeezed rich table breaks
+    ids and words mid-way ("01-ai /Yi-3 4B", "layer s"); a block never cuts a value.
+
+    Cells are plain text (no rich markup is interpreted)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from rich.measure import Measurement
+
+    rows = [[("" if c is None else str(c)) for c in r] for r in rows]
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for i, col in enumerate(columns):
+        t.add_column(col, justify="right" if i in right else "left", overflow="fold")
+    for r in rows:
+        t.add_row(*[Text(c) for c in r])
+    # the table at its natural width must fit: a squeezed one breaks values mid-word
+    if console.width >= fold_below and Measurement.get(console, console.options.update_width(100_000), t).maximum <= console.width:
+        console.print(t)
+        return
+    if title:
+        console.print(Text(title, style="bold"))
+    width = max(40, console.width)
+    for r in rows:
+        console.print(Text(r[0], style="bold"), soft_wrap=True)
+        line = "  "
+        for col, val in zip(columns[1:], r[1:]):
+            if not val:
+                continue
+            piece = f"{col} {val}"
+            if len(line) > 2 and len(line) + 3 + len(piece) > width:
+                console.print(Text(line), soft_wrap=True)
+                line = "  "
+            line += ("" if line == "  " else " · ") + piece
+        if line.strip():
+            console.print(Text(line), soft_wrap=True)
+
+
+def print_notes(console, notes: Iterable[Any], *, seen: set[str] | None = None, prefix: str = "note: ") -> None:
+    """Each note once, even when two payloads (a swap and its plan) carry the same one."""
+    from rich.text import Text
+
+    seen = set() if seen is None else seen
+    for n in notes:
+        text = str(n)
+        if not text or text in seen:
+            continue
+        seen.add(text)
+        console.print(Text(prefix + text))
+
+
+def one_line(text: str) -> None:
+    """The --quiet answer: one line on stdout, never wrapped, no colour, no markup."""
+    import sys
+
+    sys.stdout.write(" ".join(str(text).split()) + "\n")

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from kvdoctor.report.markup import esc
-from kvdoctor.report.numbers import fmt_value
+from kvdoctor.report.numbers import fmt_ratio, fmt_value
 
 GiB = float(1 << 30)
 
@@ -111,8 +111,7 @@ def human_value(key: str, value: Any) -> str:
     if unit == "bytes":
         return gib_text(value)
     if unit == "ratio":
-        v = num(value)
-        return "—" if v is None else f"{v:,.1f}×" if v >= 10 else f"{v:.2f}×"
+        return fmt_ratio(num(value))
     if unit == "share":
         v = num(value)
         return "—" if v is None else f"{v * 100:.2g} %" if v * 100 < 10 else f"{v * 100:.0f} %"
