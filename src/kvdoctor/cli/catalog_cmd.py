@@ -120,6 +120,47 @@ def gpus(json_out: common.JsonOpt = False, quiet: common.QuietOpt = False) -> No
                 right=tuple(range(1, 9)))
 
 
+def _model_payload(shape: Any, *, tp: int, pp: int, dtype: str | None, quantization: str | None,
+                   gpu: Any) -> dict[str, Any]:
+    import dataclasses
+
+    from kvdoctor.ledger.shape import shape_to_dict
+    from kvdoctor.ledger.weights import weight_breakdown
+    from kvdoctor.provenance import Figure
+
+    notes = list(shape.notes)
+    if dtype is None:
+        # vLLM --dtype auto: a float32 (or missing) config dtype loads as bf16 on SM80+ (fp16 below).
+        dtype = shape.dtype
+        if dtype == "float32":
+            cap = gpu.capability if gpu is not None else None
+            dtype = "float16" if cap is not None and cap < 80 else "bfloat16"
+            notes.append(f"--dtype auto: config dtype float32 loads as {dtype}")
+    db = {"float32": 4, "float16": 2, "bfloat16": 2}.get(dtype)
+    if db is None:
+        from kvdoctor.errors import InputError
+
+        raise InputError(f"--dtype must be bfloat16, float16 or float32 (got {dtype!r})")
+    wb = weight_breakdown(shape, dtype_bytes=db, quant=quantization or shape.quant, tp=tp, pp=pp,
+                          capability=gpu.capability if gpu is not None else None)
+    d = shape_to_dict(shape)
+    d["params_by_role"] = dataclasses.asdict(shape.params) if shape.params else None
+    d["notes"] = notes
+    figures = {
+        "params_total": Figure(shape.params.total if shape.params else None, "predicted",
+                               "sum of every checkpoint tensor derived from config.json (unpadded, tied once)"),
+        "max_model_len": Figure(shape.max_model_len, "default",
+                                "vLLM _get_and_verify_max_len: " + shape.extra.get("max_model_len_how", "")),
+        "weights_per_gpu_bytes": Figure(wb.per_rank, "predicted", wb.how,
+                                        extra={"tp": tp, "pp": pp, "dtype": dtype}),
+    }
+    if gpu is not None and not gpu.is_anonymous and shape.quant and shape.quant.min_capability and gpu.capability:
+        if gpu.capability < shape.quant.min_capability:
+            notes.append(f"{shape.quant.method} needs compute capability {shape.quant.min_capability}; "
+                         f"{gpu.name} has {gpu.capability}: vLLM refuses to start")
+    return {"model": d, "figures": {k: v.as_dict() for k, v in figures.items()}, "weights_by_role_bytes": wb.by_role}
+
+
 @catalog_app.command("show", help="One model or GPU in full; for a model also the weight bytes per GPU. "
                                   "Example: kvdoctor catalog show openai/gpt-oss-120b --tp 2 --gpu H100")
 def show(
@@ -145,7 +186,7 @@ def show(
         except NotFoundError as gpu_err:
             raise NotFoundError(f"{name!r} is neither a catalog model nor a GPU",
                                 (model_err.suggestions + gpu_err.suggestions)[:6]) from None
-        _show_gpu(g, json_out)
+        _show_gpu(g, json_out, quiet)
         return
     gpu = lookup_gpu(gpu_name) if gpu_name else None
     if dtype is not None:
@@ -159,11 +200,16 @@ def show(
     _render_model(shape, payload, quiet)
 
 
-def _show_gpu(g: Any, json_out: bool) -> None:
+def _show_gpu(g: Any, json_out: bool, quiet: bool = False) -> None:
     if json_out:
         from kvdoctor.cli.output import emit_json
 
         emit_json({"schema_version": SCHEMA_VERSION, "kind": "gpu", "gpu": _gpu_dict(g)})
+        return
+    if quiet:  # docs/cli.md "--quiet": one line
+        cc = f", cc {g.compute_capability[0]}.{g.compute_capability[1]}" if g.compute_capability else ""
+        bw = f", {g.hbm_bandwidth_gbps:g} GB/s" if g.hbm_bandwidth_gbps else ""
+        typer.echo(f"{g.name}: {g.memory_bytes / _GiB:.2f} GiB{bw}{cc}")
         return
     from rich.table import Table
 

@@ -20,6 +20,12 @@ def demo(json_out: common.JsonOpt = False, quiet: common.QuietOpt = False) -> No
 
         emit_json(payload)
         return
+    if quiet:  # docs/cli.md "--quiet": the case's answer, one line
+        from kvdoctor.report.oneline import demo_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(demo_line(payload))
+        return
     render_demo(payload, quiet)
 
 

@@ -100,6 +100,11 @@ def diagnose(
         from kvdoctor.cli.output import emit_json
 
         emit_json(payload)
+    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
+        from kvdoctor.report.oneline import diagnose_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(diagnose_line(payload))
     else:
         render(payload, quiet)
     if payload["verdict"] in fail or any(i["verdict"] in fail for i in payload.get("instances", [])):

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvdoctor.cli import app
+from kvdoctor.cli import app, common
 
 
 @app.command(help="Read vLLM evidence (logs of any era, gzip ok; /metrics dumps or a folder of them; vllm bench "
@@ -23,7 +23,7 @@ def evidence(
     year: Annotated[Optional[int], typer.Option(
         "--year", help="Year of the first log timestamp (vLLM prints none; default: this year).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document (schema_version inside).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help="Only the essentials; no progress bars.")] = False,
+    quiet: common.QuietOpt = False,
 ) -> None:
     from kvdoctor.cli.output import emit_json, progress
     from kvdoctor.errors import InputError
@@ -44,6 +44,12 @@ def evidence(
     doc = payload(ev, timelines=json_out)
     if json_out:
         emit_json(_clean(doc))
+        return
+    if quiet:  # docs/cli.md "--quiet": what was read, one line
+        from kvdoctor.report.oneline import evidence_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(evidence_line(doc))
         return
     _render(doc, quiet)
 

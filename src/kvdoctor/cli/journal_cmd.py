@@ -111,6 +111,7 @@ def note_cmd(
 def list_cmd(
     db: Optional[Path] = typer.Option(None, "--db", help=_DB_HELP, dir_okay=False),
     json_out: bool = typer.Option(False, "--json"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the journal names, one per line."),
 ) -> None:
     """The journals in the file."""
     from kvdoctor.cli.output import console, emit_json
@@ -121,6 +122,10 @@ def list_cmd(
         path = str(store.path)
     if json_out:
         emit_json({"schema_version": "kvdoctor.journal/1", "db": path, "journals": rows})
+        return
+    if quiet:
+        for r in rows:
+            typer.echo(str(r["name"]))
         return
     from rich.table import Table
 
@@ -158,7 +163,13 @@ def show_cmd(
     write_html_if_asked(html, [payload], title=f"kvdoctor journal: {payload['journal']['name']}", quiet=quiet)
     if json_out:
         emit_json(payload)
-    elif not quiet:
+    elif quiet:  # docs/cli.md "--quiet": one line per step
+        from kvdoctor.report.oneline import journal_step_line
+        from kvdoctor.report.terminal import one_line
+
+        for s in payload["steps"]:
+            one_line(journal_step_line(s))
+    else:
         from kvdoctor.cli.output import console
         from kvdoctor.report.terminal import render_journal
 
@@ -181,7 +192,12 @@ def compare_cmd(
     payload = api.compare_payload(_db(db), journal, a, b)
     if json_out:
         emit_json(payload)
-    elif not quiet:
+    elif quiet:  # docs/cli.md "--quiet": every figure's change, one line
+        from kvdoctor.report.oneline import journal_compare_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(journal_compare_line(payload))
+    else:
         from kvdoctor.cli.output import console
         from kvdoctor.report.terminal import render_compare
 
@@ -222,7 +238,7 @@ def handbook_cmd(
             raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
         if not quiet:
             typer.echo(f"kvdoctor: wrote {output}", err=True)
-    elif html is None and not quiet:
+    elif html is None:  # the handbook is what this verb exists to give: printed even with --quiet
         typer.echo(md, nl=False)
 
 

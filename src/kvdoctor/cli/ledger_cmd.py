@@ -57,6 +57,12 @@ def ledger(
 
         emit_json(payload)
         return
+    if quiet:  # docs/cli.md "--quiet": the reconciliation verdict, one line
+        from kvdoctor.report.oneline import ledger_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(ledger_line(led.model, led.gpu, led.reconciliation, led.kv, led.fit_ok, led.startup_error))
+        return
     render(led, quiet=quiet)
 
 

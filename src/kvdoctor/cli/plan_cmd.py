@@ -171,6 +171,12 @@ def plan(
     if json_out:
         emit_json(payload)
         return
+    if quiet:  # docs/cli.md "--quiet": the resulting serve line
+        from kvdoctor.report.oneline import plan_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(plan_line(payload))
+        return
     render_plan(payload, quiet=quiet)
 
 

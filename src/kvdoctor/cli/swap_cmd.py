@@ -56,6 +56,11 @@ def swap(
         from kvdoctor.cli.output import emit_json
 
         emit_json(payload)
+    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
+        from kvdoctor.report.oneline import swap_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(swap_line(payload))
     else:
         render_swap(payload, quiet)
     if not r.ok:
