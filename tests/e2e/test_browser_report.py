@@ -127,7 +127,7 @@ def _real_journal(tmp: Path) -> dict:
     assert run(app, ["journal", "start", "qwen14b-swap", "--db", str(db), "--config",
                      "vllm serve Qwen/Qwen2.5-14B-Instruct --max-model-len 32768"]).exit_code == 0
     assert run(app, ["journal", "record", "--db", str(db), "--config",
-                     "vllm serve Qwen/Qwen2.5-14B-Instruct --max-model-len 8192", "-n", "business max 8k"]).exit_code == 0
+                     "vllm serve Qwen/Qwen2.5-14B-Instruct --max-model-len 8192", "--note", "business max 8k"]).exit_code == 0
     assert run(app, ["journal", "record", "--db", str(db), "--config",
                      "vllm serve Qwen/Qwen2.5-14B-Instruct --max-model-len 8192 --kv-cache-dtype fp8"]).exit_code == 0
     res = run(app, ["journal", "show", "--db", str(db), "--json"])
