@@ -61,7 +61,9 @@ def check(
         if getattr(tok, "source", None) == "measured":
             c.print(m(f"pool measured from the start-up log: {int(tok.value):,} tokens ({tok.how})"), soft_wrap=True)
         if res.ok:
-            c.print(head + f"[green]PASS[/green] — fits; worst case / pool {r.get('ratio')} ≤ {max_ratio:g}")
+            from kvdoctor.report.numbers import fmt_ratio
+
+            c.print(head + f"[green]PASS[/green] — fits; worst case ÷ pool {fmt_ratio(r.get('ratio'))} ≤ {max_ratio:g}")
         else:
             c.print(head + "[red]FAIL[/red]")
             for reason in res.reasons:

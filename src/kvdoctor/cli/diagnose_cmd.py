@@ -195,7 +195,9 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
     insts = p.get("instances", [])
     for inst in insts:
         head = f"{inst['source']} {inst['engine']}".strip()
-        color = {"healthy": "green", "insufficient-evidence": "yellow"}.get(inst["verdict"], "red")
+        from kvdoctor.report.style import outcome_style
+
+        color = outcome_style(inst["verdict"])
         c.print(f"[bold]{m(head)}[/bold]: [{color}]{inst['verdict']}[/{color}] — {m(inst['reason'])}", soft_wrap=True)
         w = inst["window"]
         span = (f"{w['samples']} samples over {w['seconds']} s ({w.get('start')} → {w.get('end')})"

@@ -254,12 +254,7 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
 
 
 def _sim_text(p: dict[str, Any]) -> str:
-    def f(k, v):
-        if v is None:
-            return f"{k} —"
-        if k.endswith("_per_s"):
-            return f"{k[:-6]}/s {v:.0f}"
-        if k.endswith("_s"):
-            return f"{k[:-2]} {v * 1000:.0f} ms" if v < 10 else f"{k[:-2]} {v:.1f} s"
-        return f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}"
-    return ", ".join(f(k, v) for k, v in p.items())
+    """Predicted serving figures in words ("TTFT p99 800 ms"), as the HTML report labels them."""
+    from kvdoctor.report.sections.common import human, human_value
+
+    return ", ".join(f"{human(k)[0]} {human_value(k, v)}" for k, v in p.items())

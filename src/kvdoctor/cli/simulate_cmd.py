@@ -266,8 +266,10 @@ def _render(payload: dict[str, Any], quiet: bool) -> None:
     wl = payload["workload"]
     e = payload["engine"]
 
-    def ms(x):
-        return "—" if x is None else (f"{x * 1e3:.1f} ms" if x < 10 else f"{x:.1f} s")
+    from kvdoctor.report.numbers import fmt_value
+
+    def ms(x):  # 226 ms, 7.84 s: rounded to what a latency means (report/numbers.py)
+        return fmt_value(x, "s")
 
     if quiet:  # docs/cli.md "--quiet": the outcome, one line (never wrapped)
         from kvdoctor.report.oneline import simulate_line

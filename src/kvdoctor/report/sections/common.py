@@ -71,12 +71,14 @@ _LABELS: dict[str, tuple[str, str]] = {
     "kv_bytes_per_token": ("KV bytes per token", ""),
     "capacity_change": ("KV pool change", "fraction"),
     "span_seconds": ("span", "s"),
+    "output_tokens_per_s": ("output throughput", "tok/s"),
+    "prompt_tokens_per_s": ("prompt throughput", "tok/s"),
     "duration_s": ("duration", "s"),
     "gpus": ("GPUs", ""),
     "instances": ("instances", ""),
     "verdict": ("verdict", ""),
 }
-_SUFFIX_UNITS = (("_share", "share"), ("_bytes", "bytes"), ("_seconds", "s"), ("_s", "s"), ("_pct", "%"), ("_per_min", "/min"),
+_SUFFIX_UNITS = (("_share", "share"), ("_tokens_per_s", "tok/s"), ("_per_s", "/s"), ("_bytes", "bytes"), ("_seconds", "s"), ("_s", "s"), ("_pct", "%"), ("_per_min", "/min"),
                  ("_tps", "tok/s"))
 
 
@@ -98,7 +100,7 @@ def human(key: str) -> tuple[str, str]:
             break
     words = base.replace("_", " ").replace(".", " · ")
     for short, up in (("ttft", "TTFT"), ("tbt", "TBT"), ("itl", "ITL"), ("tpot", "TPOT"), ("kv", "KV"),
-                      ("gpu", "GPU"), ("tp", "TP"), ("pp", "PP"), ("p99", "p99"), ("p50", "p50")):
+                      ("gpu", "GPU"), ("e2e", "E2E"), ("tp", "TP"), ("pp", "PP"), ("p99", "p99"), ("p50", "p50")):
         words = " ".join(up if w == short else w for w in words.split(" "))
     if unit in ("tok/s",):
         words = words + " throughput" if "throughput" not in words else words
@@ -118,7 +120,7 @@ def human_value(key: str, value: Any) -> str:
     if unit == "fraction":
         v = num(value)
         return "—" if v is None else f"{v * 100:+.0f} %"
-    if unit in ("s", "%", "/min"):
+    if unit in ("s", "%", "/min", "/s", "tok/s"):
         return fmt_value(value, unit)
     return fmt(value)
 
