@@ -108,6 +108,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .verdicts p.verdict { margin: 2px 0; font-size: 14px; }
 .verdicts p.verdict.lead { font-size: 18px; }
 .verdict .what { color: var(--muted); } .verdict .detail { color: var(--fg); }
+.verdicts p.verdict.lead .detail { font-size: 15px; }
 .tone-bad .word { color: var(--bad); } .tone-warn .word { color: var(--warn); } .tone-good .word { color: var(--ok); }
 .next p { margin: 3px 0; } .next .action code { font-size: 14px; font-weight: 600; }
 pre.serve { background: #1d2330; color: #f7f8fb; padding: 8px 12px; border-radius: 4px; white-space: pre-wrap;

@@ -25,7 +25,7 @@ _TONE = {
     "does-not-fit": "bad", "config-starved": "bad", "capacity-short": "bad", "prefill-bound": "bad",
     "arrival-bursts": "warn", "spikes-elsewhere": "warn", "fail": "bad", "problem": "bad",
 }
-_RANK = {"bad": 0, "warn": 1, "": 2, "good": 3}
+_RANK = {"bad": 0, "warn": 1, "": 2, "good": 3, "info": 4}  # what was read or simulated never leads
 _CONFIG_FIRST = {"config-starved", "prefill-bound", "arrival-bursts"}
 _SEV_RANK = {"problem": 0, "critical": 0, "error": 0, "warn": 1, "warning": 1, "info": 2}
 
@@ -86,6 +86,10 @@ def verdicts(payloads: list[dict[str, Any]], kinds: list[str]) -> list[Verdict]:
             detail = f"{who}: worst case ÷ KV pool = {fmt_ratio(rec.get('ratio'))}" if who else \
                 f"worst case ÷ KV pool = {fmt_ratio(rec.get('ratio'))}"
             out.append(_v("Memory", rec["verdict"], detail))
+        if kind == "evidence" and isinstance(p.get("summary"), dict):
+            from kvdoctor.report.oneline import evidence_line
+
+            out.append(Verdict("Evidence", "read", f"{who}: {evidence_line(p)}" if who else evidence_line(p), "info"))
         if kind == "simulate" and isinstance(p.get("summary"), dict):
             s = p["summary"]
             parts = [f"{human(k)[0]} {human_value(k, s.get(k))}" for k in ("ttft_p99_s", "tbt_p99_s") if s.get(k) is not None]
@@ -93,7 +97,7 @@ def verdicts(payloads: list[dict[str, Any]], kinds: list[str]) -> list[Verdict]:
                 parts.append(f"output {fmt_value(s['output_tokens_per_s'], 'tok/s')}")
             if s.get("preemptions") is not None:
                 parts.append(f"{fmt_value(s['preemptions'])} preemptions")
-            out.append(Verdict("Simulation", "simulated", f"{who}: " + ", ".join(parts)))
+            out.append(Verdict("Simulation", "simulated", f"{who}: " + ", ".join(parts), "info"))
     # a payload embedded twice (demo carries the swap's plan and its own) says the same thing once
     unique: list[Verdict] = []
     for v in out:
@@ -204,6 +208,8 @@ def headline_section(payloads: list[dict[str, Any]], kinds: list[str]) -> str:
                          + f':</p><pre class="serve" id="kvd-serve">{esc(ch.serve)}</pre>')
         parts.append("</div>")
     elif vs:
+        why = next((str(p["next"]) for p, k in zip(payloads, kinds) if k == "diagnose" and p.get("next")), "")
         parts.append('<div class="next" id="kvd-next"><h2>The one change to make next</h2>'
-                     '<p class="action">None: these payloads propose no change.</p></div>')
+                     '<p class="action">None: these payloads propose no change'
+                     + (f" ({esc(why)})" if why else "") + ".</p></div>")
     return "".join(parts)

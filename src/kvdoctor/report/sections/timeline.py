@@ -257,4 +257,5 @@ def _queue_scales_differ(running: list[float | None] | None, waiting: list[float
     r = max((v for v in running if v is not None), default=0.0)
     w = max((v for v in waiting if v is not None), default=0.0)
     lo, hi = min(r, w), max(r, w)
-    return hi > 0 and (lo == 0 or hi / lo > SHARED_QUEUE_SCALE)
+    # an all-zero series flattens nothing: it shares the row
+    return lo > 0 and hi / lo > SHARED_QUEUE_SCALE
