@@ -110,6 +110,8 @@ def handbook_html(hb: dict[str, Any]) -> str:
             change = f"#{e.get('seq')}: {'unset' if b is None else fmt(b)} → {'unset' if a is None else fmt(a)}"
             if e.get("multi"):
                 change += f" (together with {', '.join(map(str, e.get('also_changed') or []))})"
+            if e.get("prediction_note"):
+                change += f" — no prediction: {e['prediction_note']}"
             effects = e.get("effects") or [{}]
             for x in effects:
                 rel = x.get("rel")
