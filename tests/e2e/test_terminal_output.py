@@ -97,6 +97,7 @@ def test_journal_tells_where_why_and_what(tmp_path, monkeypatch):
     assert "predicted: — because plan level 2 (kv_cache_dtype) predicts no serving figures" in " ".join(r.stdout.split())
     show = " ".join(run("journal", "show", columns=160).stdout.split())
     assert "no prediction: plan level 2" in show
+    assert "No prediction: plan level 2" in " ".join(run("journal", "handbook").stdout.split())
     # no second "created" line once the file exists
     assert "created journal file" not in r.stderr
 
