@@ -6,6 +6,8 @@ import json
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kvdoctor.errors import InputError
 from kvdoctor.report import sections as S
@@ -336,3 +338,50 @@ def test_a_timeline_given_twice_is_drawn_once():
     other = timeline_payload(kind="diagnose")
     other["timeline"]["running"] = [v + 1 for v in other["timeline"]["running"]]
     assert render_report([ev, other], title="t").count('id="timeline') == 2
+
+
+_WRONG = st.sampled_from([None, 7, -1.5, "x<b>", [], [1, "a"], {}, {"value": "n", "source": 3}, True])
+
+
+def _plan_like() -> dict:
+    return {"schema_version": "kvdoctor.plan/1", "model": "m", "gpu": "g", "applied_levels": [1, 2], "enough": True,
+            "target": {"text": "≥ 5"}, "before": {"pool_tokens": 100, "max_concurrency": 1.5, "ratio": 40.0},
+            "reconciliation": {"verdict": "starved", "ratio": 40.0, "worst_case_tokens": 4000, "pool_tokens": 100},
+            "predicted_before": {"ttft_p99_s": 1.0},
+            "levels": [{"level": 1, "applicable": True, "title": "Level 1: a", "flag_change": {"max_model_len": 8192},
+                        "pool_tokens": 100, "max_concurrency": 6.0, "ratio": 10.0, "costs": {"rejected_share": 0.01},
+                        "predicted": {"ttft_p99_s": 0.5}},
+                       {"level": 2, "applicable": True, "title": "Level 2: b", "flag_change": {"kv_cache_dtype": "fp8"},
+                        "pool_tokens": 200}],
+            "result": {"serve": "vllm serve m --max-model-len 8192"}, "notes": ["n"]}
+
+
+def _diag_like() -> dict:
+    p = timeline_payload(kind="diagnose")
+    p.update(verdict="config-starved", reason="r", next="n", fleet={"counts": {"config-starved": 1}},
+             findings=[{"id": "a", "severity": "problem", "action": {"max_num_seqs": 6}, "gain": {"ratio": 2.0},
+                        "cost": "c", "title": "t"}])
+    return p
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.sampled_from(["plan", "diag", "check", "swap"]), key=st.text(min_size=0, max_size=0) | st.sampled_from(
+    ["applied_levels", "levels", "before", "reconciliation", "result", "target", "predicted_before", "findings",
+     "verdict", "fleet", "instances", "reasons", "ok", "timeline", "summary", "notes", "capacity_change"]),
+       level_key=st.sampled_from(["", "level", "flag_change", "costs", "predicted", "pool_tokens", "title", "applicable"]),
+       wrong=_WRONG)
+def test_headline_and_summaries_survive_any_wrong_type(which, key, level_key, wrong):
+    """The verdict block reads many keys of many kinds: a hand-edited payload with a wrong type in
+    any of them renders (what can be read is shown), never an exit 3."""
+    p = {"plan": _plan_like, "diag": _diag_like,
+         "check": lambda: {"schema_version": "kvdoctor.check/1", "ok": False, "reasons": ["starved"],
+                           "reconciliation": {"verdict": "starved", "ratio": 3.0}},
+         "swap": lambda: {"schema_version": "kvdoctor.swap/1", "from": "a", "to": "b", "capacity_change": -0.5,
+                          "findings": [{"severity": "problem", "title": "t", "action": "--max-model-len 9216"}],
+                          "before": {"pool_tokens": 10}, "after": {"pool_tokens": 5}, "plan": _plan_like()}}[which]()
+    if key:
+        p[key] = wrong
+    if level_key and isinstance(p.get("levels"), list) and p["levels"] and isinstance(p["levels"][0], dict):
+        p["levels"][0][level_key] = wrong
+    doc = render_report([p], title="t")
+    assert 'id="verdict"' in doc

@@ -57,6 +57,11 @@ def as_dict(x: Any) -> dict[str, Any]:
     return x if isinstance(x, dict) else {}
 
 
+def as_list(x: Any) -> list[Any]:
+    """Likewise for a list: anything else reads as empty."""
+    return x if isinstance(x, list) else []
+
+
 # --------------------------------------------------------------------------------------------
 # human labels: a reader of the report never sees a JSON key
 

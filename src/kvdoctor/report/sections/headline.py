@@ -16,7 +16,7 @@ from typing import Any
 
 from kvdoctor.report.markup import esc
 from kvdoctor.report.numbers import fmt_ratio, fmt_value
-from kvdoctor.report.sections.common import as_dict, flag_text, human, human_value, label_of, num
+from kvdoctor.report.sections.common import as_dict, as_list, flag_text, human, human_value, label_of, num
 
 # verdict words -> page class (good / warn / bad); an unknown word is shown uncoloured
 _TONE = {
@@ -66,18 +66,18 @@ def verdicts(payloads: list[dict[str, Any]], kinds: list[str]) -> list[Verdict]:
                 detail = ", ".join(f"{n} {w}" for w, n in counts.items()) or detail
             out.append(_v("Diagnosis", p["verdict"], detail))
         elif kind == "check" and "ok" in p:
-            reasons = [str(r) for r in p.get("reasons") or []]
+            reasons = [str(r) for r in as_list(p.get("reasons"))]
             out.append(_v("Change gate", "pass" if p["ok"] else "fail",
                           "; ".join(reasons[:2]) or "the configuration fits and is not starved"))
         elif kind == "plan" and isinstance(p.get("levels"), list):
-            applied = [str(x) for x in p.get("applied_levels") or []]
+            applied = [str(x) for x in as_list(p.get("applied_levels"))]
             target = as_dict(p.get("target")).get("text") or ""
             enough = p.get("enough")
             word = "enough" if enough is True else "not enough" if enough is False else "not judged"
             lv = "level " + applied[0] if len(applied) == 1 else f"levels {', '.join(applied)}" if applied else "no level"
             out.append(_v("Plan", word, f"{who}: after {lv}, target {target}".strip().rstrip(",")))
         elif kind == "swap":
-            probs = [f for f in p.get("findings") or [] if isinstance(f, dict)
+            probs = [f for f in as_list(p.get("findings")) if isinstance(f, dict)
                      and str(f.get("severity")) in ("problem", "critical", "error")]
             word = "problem" if probs else "ok"
             detail = str(probs[0].get("title") or probs[0].get("summary")) if probs else "nothing the new model cannot afford"
@@ -114,8 +114,8 @@ def _figure_text(x: Any, key: str) -> str:
 
 
 def _plan_change(p: dict[str, Any]) -> Change | None:
-    levels = [lv for lv in p.get("levels") or [] if isinstance(lv, dict)]
-    applied = p.get("applied_levels") or []
+    levels = [lv for lv in as_list(p.get("levels")) if isinstance(lv, dict)]
+    applied = as_list(p.get("applied_levels"))
     first = next((lv for lv in levels if lv.get("level") in applied and lv.get("applicable") is not False), None)
     if first is None:
         return None
@@ -166,7 +166,7 @@ def next_change(payloads: list[dict[str, Any]], kinds: list[str]) -> Change | No
     diag = by_kind.get("diagnose", [])
     for p in diag:
         if p.get("verdict") in _CONFIG_FIRST:
-            c = _finding_change(p.get("findings") or [], "findings")
+            c = _finding_change(as_list(p.get("findings")), "findings")
             if c:
                 return c
     for p in by_kind.get("plan", []):
@@ -175,7 +175,7 @@ def next_change(payloads: list[dict[str, Any]], kinds: list[str]) -> Change | No
             return c
     for k in ("diagnose", "swap", "check"):
         for p in by_kind.get(k, []):
-            c = _finding_change(p.get("findings") or [], "findings")
+            c = _finding_change(as_list(p.get("findings")), "findings")
             if c:
                 if k == "swap" and isinstance(p.get("plan"), dict):
                     c.serve = as_dict(p["plan"].get("result")).get("serve")
