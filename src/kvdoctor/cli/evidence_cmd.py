@@ -140,5 +140,5 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
                 if k in st:
                     bits.append(f"{k} {st[k]}")
             con.print("      start-up: " + ", ".join(bits))
-    for n in doc.get("notes", []) + ([s["preemptions_note"]] if s.get("preemptions_note") else []):
+    for n in dict.fromkeys(doc.get("notes", []) + ([s["preemptions_note"]] if s.get("preemptions_note") else [])):
         con.print(f"  note: {n}")

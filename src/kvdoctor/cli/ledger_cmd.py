@@ -298,6 +298,6 @@ def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
     for w in led.warnings:
         out.para(f"vLLM warning: {w}", rest="  ", style="yellow")
     if not quiet:
-        for n in led.notes:
+        for n in dict.fromkeys(led.notes):  # each note once (inputs and the ledger can both carry it)
             out.para(n, first="• ", rest="  ", style="dim")
     out.flush()

@@ -308,5 +308,5 @@ def _render(payload: dict[str, Any], quiet: bool) -> None:
               f"(step-time coefficients: {payload['step_time']['coefficients']})")
     for k, v in payload["outputs"].items():
         con.print(f"wrote {k}: {v}")
-    for n in payload["notes"]:
+    for n in dict.fromkeys(payload["notes"]):  # each note once
         con.print(f"note: {n}")
