@@ -26,11 +26,13 @@ VERDICT_STYLE = {name: rich for name, (rich, _) in VERDICTS.items()}
 SHORT = {
     "output_tps": "out tok/s", "prompt_tps": "in tok/s", "request_throughput": "req/s",
     "ttft_p50_s": "TTFT p50 ms", "ttft_p99_s": "TTFT p99 ms", "tbt_p50_s": "TBT p50 ms", "tbt_p99_s": "TBT p99 ms",
+    "tpot_p50_s": "TPOT p50 ms", "tpot_p99_s": "TPOT p99 ms",
     "preemptions_per_min": "preempt /min", "kv_usage_mean_pct": "KV mean %", "kv_usage_peak_pct": "KV peak %",
     "waiting_mean": "wait mean", "waiting_peak": "wait peak",
 }
 PRIORITY = ("output_tps", "tbt_p99_s", "ttft_p99_s", "preemptions_per_min", "waiting_peak", "kv_usage_peak_pct",
-            "request_throughput", "tbt_p50_s", "ttft_p50_s", "prompt_tps", "waiting_mean", "kv_usage_mean_pct")
+            "request_throughput", "tbt_p50_s", "ttft_p50_s", "tpot_p99_s", "tpot_p50_s", "prompt_tps", "waiting_mean",
+            "kv_usage_mean_pct")
 
 
 def figures_table(rows: Iterable[Sequence[Any]], *, title: str | None = None, show_how: bool = True):
