@@ -165,7 +165,7 @@ def next_change(payloads: list[dict[str, Any]], kinds: list[str]) -> Change | No
         by_kind.setdefault(k, []).append(p)
     diag = by_kind.get("diagnose", [])
     for p in diag:
-        if p.get("verdict") in _CONFIG_FIRST:
+        if str(p.get("verdict")) in _CONFIG_FIRST:
             c = _finding_change(as_list(p.get("findings")), "findings")
             if c:
                 return c
