@@ -8,6 +8,7 @@ import typer
 
 from kvdoctor.cli import app, common
 from kvdoctor.cli.plan_cmd import LengthsOpt, P99Opt, TargetConcOpt, TargetCtxOpt, TraceOpt
+from kvdoctor.units import gib_text
 
 
 @app.command(help="Model-swap review: both ledgers under the same engine configuration, inherited settings the "

@@ -5,6 +5,7 @@ in store.py; the rule and the arithmetic live in configs.py, figures.py and hand
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def gather_evidence(paths: list[str] | None = None, *, bench: list[str] | None =
         if window:
             kwargs["window"] = window
     if progress is None:
-        from kvdoctor.report.collect import no_progress as progress
+        progress = _no_progress
 
     simulated = simulated or any(looks_simulated(p) for p in all_paths)
     total = sum(Path(p).stat().st_size for p in all_paths if Path(p).is_file())
@@ -112,6 +113,11 @@ def file_digests(paths: list[str]) -> list[str]:
     return sorted(out)
 
 
+@contextmanager
+def _no_progress(description: str = "", total: float | None = None):
+    yield lambda n=1: None
+
+
 def looks_simulated(path: str) -> bool:
     """A log or /metrics dump written by ``kvdoctor simulate`` (sim/writers.py): its envelope carries
     the writer's fixed process ids, both of them, in the first lines. A real server reusing both
@@ -150,32 +156,64 @@ def read_prediction(path: str | None) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------------------------
 
 
-def start(db: str | Path | None, name: str, *, config: str, evidence: list[str] | None = None,
+def _config_input(config: Any) -> tuple[Any, str, str]:
+    """(EngineConfig, text, origin) from a ``--config`` value or an EngineConfig already built (the
+    configuration ``kvdoctor experiment`` launched: its serve line is kept as the text)."""
+    if isinstance(config, str):
+        return configs.read_config(config)
+    from kvdoctor.chains.plan import serve_line
+
+    env = " ".join(f"{k}={v}" for k, v in (config.env or {}).items())
+    text = f"{env} {serve_line(config, config.model or '')}".strip()
+    return config, text, str(config.origin or "experiment")
+
+
+def start(db: str | Path | None, name: str, *, config: Any, evidence: list[str] | None = None,
           bench: list[str] | None = None, prometheus: str | None = None, window: str | None = None,
-          note: str | None = None, progress: Any = None, simulated: bool = False) -> Step:
-    cfg, text, origin = configs.read_config(config)
+          note: str | None = None, progress: Any = None, simulated: bool = False,
+          extra_evidence: dict[str, Any] | None = None, extra_figures: dict[str, Any] | None = None) -> Step:
+    """``extra_evidence``: kept under the step's evidence (``kvdoctor experiment`` stores its run record);
+    ``extra_figures``: measured figures (provenance dicts) the caller read itself, over the evidence's.
+    ``progress``: a progress factory handed in by the caller (see gather_evidence); ``simulated``: the
+    evidence is a simulator's output."""
+    cfg, text, origin = _config_input(config)
     figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, progress=progress,
                                simulated=simulated)
+    if extra_evidence:
+        ev = {**ev, **extra_evidence}
+    if extra_figures:
+        figs = {**figs, **extra_figures}
     step = StepInput(config=configs.config_to_dict(cfg), config_text=text, config_origin=origin, note=note,
                      figures=figs, evidence=ev)
     with JournalStore(db) as store:
         return store.start(name, step)
 
 
-def record(db: str | Path | None, journal: str | None = None, *, config: str | None = None,
+def record(db: str | Path | None, journal: str | None = None, *, config: Any = None,
            evidence: list[str] | None = None, bench: list[str] | None = None, prometheus: str | None = None,
            window: str | None = None, note: str | None = None, prediction: str | None = None,
-           force_multi: bool = False, progress: Any = None, simulated: bool = False) -> Step:
-    """Append a step. Without ``--config`` the configuration is the previous step's (a re-measure)."""
-    if config is None and not (evidence or bench or prometheus or note or prediction):
+           force_multi: bool = False, progress: Any = None, simulated: bool = False,
+           extra_evidence: dict[str, Any] | None = None, prediction_payload: dict[str, Any] | None = None,
+           extra_figures: dict[str, Any] | None = None) -> Step:
+    """Append a step. Without ``--config`` the configuration is the previous step's (a re-measure).
+
+    ``config`` may be an EngineConfig already built; ``prediction_payload`` a payload already in memory
+    (instead of a ``--prediction`` file); ``extra_evidence`` is kept under the step's evidence;
+    ``extra_figures`` (provenance dicts) are measured figures the caller read itself, over the evidence's;
+    ``progress`` and ``simulated`` as for start."""
+    if config is None and not (evidence or bench or prometheus or note or prediction or prediction_payload):
         raise InputError("nothing to record: give --config and/or --evidence/--bench/--prometheus (or --note)")
     new_cfg = None
     if config is not None:
-        cfg, text, origin = configs.read_config(config)
+        cfg, text, origin = _config_input(config)
         new_cfg = (configs.config_to_dict(cfg), text, origin)
     figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, progress=progress,
                                simulated=simulated)
-    pred_payload = read_prediction(prediction)
+    if extra_evidence:
+        ev = {**ev, **extra_evidence}
+    if extra_figures:
+        figs = {**figs, **extra_figures}
+    pred_payload = prediction_payload if prediction_payload is not None else read_prediction(prediction)
 
     def build(prev: Step) -> StepInput:
         cfg_dict, text, origin = new_cfg if new_cfg else (prev.config, None, f"same as step #{prev.seq}")

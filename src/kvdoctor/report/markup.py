@@ -12,6 +12,8 @@ import html as _html
 import json
 from typing import Any
 
+from kvdoctor.provenance import json_default as _json_default  # the one home of JSON defaults
+
 
 def esc(value: Any) -> str:
     """HTML-escape anything for text or a quoted attribute (quotes included)."""
@@ -34,11 +36,3 @@ def script_json(obj: Any) -> str:
     """
     text = json.dumps(obj, default=_json_default, allow_nan=False, separators=(",", ":"))
     return text.translate(_SCRIPT_SAFE)
-
-
-def _json_default(o: Any) -> Any:
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "as_dict"):
-        return o.as_dict()
-    return str(o)

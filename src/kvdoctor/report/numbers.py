@@ -57,7 +57,9 @@ def fmt_value(v: Any, unit: str = "") -> str:
             # under a second in ms (45.1 ms, 226 ms), above in s (7.84 s): never "7,840.1 ms"
             return f"{sig(v * 1000)} ms" if abs(v) < 1 else f"{v:,.2f} s"
         if unit == "bytes":
-            return f"{v / (1 << 30):,.2f} GiB"
+            from kvdoctor.units import gib_text
+
+            return gib_text(v, grouping=True)
         if unit in ("×", "x", "ratio"):
             return fmt_ratio(v)
         s = f"{v:,}" if isinstance(v, int) else sig(v)

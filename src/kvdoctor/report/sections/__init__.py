@@ -19,7 +19,7 @@ from kvdoctor.report.sections.appendix import appendix_section
 from kvdoctor.report.sections.common import label_of
 from kvdoctor.report.sections.findings import findings_section
 from kvdoctor.report.sections.headline import headline_section
-from kvdoctor.report.sections.journal import journal_section
+from kvdoctor.report.sections.journal import journal_name, journal_section
 from kvdoctor.report.sections.ledger import ledger_section
 from kvdoctor.report.sections.plan import plan_section
 from kvdoctor.report.sections.slow import slow_section
@@ -89,9 +89,7 @@ def build_sections(page, payloads: list[dict[str, Any]], kinds: list[str], *, ra
         if isinstance(payload.get("findings"), list) and payload["findings"]:
             put("findings", "findings", f"Findings ({what}){suffix}", findings_section(payload["findings"]))
         if kind == "journal":
-            from kvdoctor.report.sections.journal import _journal_name
-
-            put("journal", "journal", "Journal: " + str(_journal_name(payload)), journal_section(page, payload))
+            put("journal", "journal", "Journal: " + str(journal_name(payload)), journal_section(page, payload))
         summary = summary_section(payload, kind)
         if summary:
             put("summaries", f"summary-{kind}", f"{what.capitalize()} in figures{suffix}", summary)

@@ -13,6 +13,7 @@ from typing import Any
 
 from kvdoctor.report.markup import esc
 from kvdoctor.report.numbers import fmt_ratio, fmt_value
+from kvdoctor.units import gib_text as units_gib_text
 
 GiB = float(1 << 30)
 
@@ -48,8 +49,7 @@ def fmt(x: Any, unit: str = "") -> str:
 
 
 def gib_text(b: Any) -> str:
-    v = num(b)
-    return "—" if v is None else f"{v / GiB:.2f} GiB"
+    return units_gib_text(num(b))
 
 
 def as_dict(x: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ JOURNAL_PLOTTED = (
 )
 
 
-def _journal_name(payload: dict[str, Any]) -> str:
+def journal_name(payload: dict[str, Any]) -> str:
     j = payload.get("journal")
     if isinstance(j, dict):
         return str(j.get("name", ""))
