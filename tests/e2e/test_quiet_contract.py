@@ -29,6 +29,8 @@ def _commands() -> dict[str, object]:
 
     def walk(c, path):
         if hasattr(c, "commands"):
+            if path and any(getattr(p, "param_type_name", "") == "option" for p in c.params):
+                out[" ".join(path)] = c  # a group that runs by itself (`experiment --set ...`) is a verb too
             for name, sub in c.commands.items():
                 walk(sub, [*path, name])
         else:
@@ -92,10 +94,16 @@ def _cases(f: dict[str, str]) -> dict[str, list[tuple[list[str], int, object, st
     }
 
 
+# verbs that need a real vLLM server to succeed: their --quiet line is checked on a failure here (stdout
+# stays empty, one line on stderr) and on success in tests/realvllm/ (the experiment test bed)
+NEEDS_A_SERVER = {"experiment", "experiment chain"}
+
+
 def test_quiet_contract_on_every_verb(files):
     cases = _cases(files)
     commands = _commands()
-    assert set(commands) == set(cases), f"verbs without a --quiet case: {set(commands) - set(cases)}"
+    missing = set(commands) - set(cases) - NEEDS_A_SERVER
+    assert not missing, f"verbs without a --quiet case: {missing}"
     for name, runs in cases.items():
         for args, code, lines, must in runs:
             for flag in ("--quiet", "-q"):
@@ -109,6 +117,34 @@ def test_quiet_contract_on_every_verb(files):
                     assert len(out) == lines, (where, res.stdout)
                 assert must in res.stdout, (where, res.stdout)
                 assert res.stderr == "", (where, res.stderr)  # nothing but errors on stderr
+
+
+def test_quiet_experiment_failure_is_one_line_on_stderr(tmp_path):
+    """No vLLM to start: exit 2, nothing on stdout, one line on stderr, even with --quiet."""
+    import subprocess
+    import sys
+
+    for verb in (["experiment"], ["experiment", "chain"]):
+        args = [*verb, "--serve", "vllm serve fake-model --max-num-seqs 2", "--requests", "3",
+                "--vllm-cmd", str(tmp_path / "no-such-vllm"), "--db", str(tmp_path / "j.sqlite"),
+                "--out", str(tmp_path / "runs"), "-q"]
+        if verb == ["experiment"]:
+            args.insert(1, "--set")
+            args.insert(2, "max-num-seqs=8")
+        r = subprocess.run([sys.executable, "-m", "kvdoctor", *args], capture_output=True, text=True, timeout=120,
+                           env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+        assert r.returncode == 2, (verb, r.stderr)
+        assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (verb, r.stdout, r.stderr)
+
+
+def test_experiment_line():
+    from kvdoctor.report.oneline import experiment_line
+
+    assert experiment_line({"status": "failed", "reason": "vLLM died at start-up"}) == "failed: vLLM died at start-up"
+    one = {"status": "complete", "steps": [{"verdict": "as predicted", "verdict_why": "preemptions 12 → 0"}]}
+    assert experiment_line(one) == "as predicted: preemptions 12 → 0"
+    chain = {"status": "complete", "verdict": "target met", "verdict_why": "level 2", "steps": [{}, {}]}
+    assert experiment_line(chain) == "target met: level 2"
 
 
 def test_quiet_with_json_prints_only_the_document(files):

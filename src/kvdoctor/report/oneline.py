@@ -95,6 +95,16 @@ def demo_line(payload: dict[str, Any]) -> str:
     return f"{case.get('from')} → {case.get('to')} on {case.get('gpu')}: {pool}; next: {serve}"
 
 
+def experiment_line(rec: dict[str, Any]) -> str:
+    """The experiment's verdict (the chain's when several steps ran), or its status and reason."""
+    steps = rec.get("steps") or []
+    if rec.get("verdict") and len(steps) > 1:
+        return f"{rec['verdict']}: {_first(rec.get('verdict_why'), 240)}"
+    if steps and steps[-1].get("verdict"):
+        return f"{steps[-1]['verdict']}: {_first(steps[-1].get('verdict_why'), 240)}"
+    return f"{rec.get('status')}" + (f": {_first(rec.get('reason'), 240)}" if rec.get("reason") else "")
+
+
 def journal_step_line(step: dict[str, Any]) -> str:
     """``#2 kv_cache_dtype: unset → fp8 · output throughput 930 tok/s · TBT p99 61 ms``"""
     from kvdoctor.journal.figures import FIGURES
