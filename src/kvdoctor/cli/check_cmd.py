@@ -45,7 +45,7 @@ def check(
         from kvdoctor.report.oneline import check_line
         from kvdoctor.report.terminal import one_line
 
-        line = check_line({"ok": res.ok, "reasons": res.reasons})
+        line = check_line(res.to_json())
         if line:
             one_line(line)
     else:

@@ -44,7 +44,15 @@ def check_line(payload: dict[str, Any]) -> str:
     """Nothing when the gate passes (exit 0 says it); the reasons on one line when it fails."""
     if payload.get("ok"):
         return ""
-    return "fail: " + "; ".join(_first(r, 200) for r in payload.get("reasons") or []) or "fail"
+    rec = payload.get("reconciliation") or {}
+    reasons = []
+    for r in payload.get("reasons") or []:
+        if str(r).startswith("starved:") and rec.get("ratio") is not None:
+            # the chain's sentence carries the raw ratio (146.4492): say it rounded, as everywhere else
+            limit = payload.get("max_ratio")
+            r = f"starved: worst case ÷ pool {fmt_ratio(rec['ratio'])}" + (f" > {limit:g}" if isinstance(limit, (int, float)) else "")
+        reasons.append(_first(r, 200))
+    return "fail: " + "; ".join(reasons) if reasons else "fail"
 
 
 def swap_line(payload: dict[str, Any]) -> str:
