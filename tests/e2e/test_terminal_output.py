@@ -100,6 +100,11 @@ def test_journal_tells_where_why_and_what(tmp_path, monkeypatch):
     assert "No prediction: plan level 2" in " ".join(run("journal", "handbook").stdout.split())
     # no second "created" line once the file exists
     assert "created journal file" not in r.stderr
+    # at 80 columns the steps fold into blocks with every figure (none hidden), latencies included
+    narrow = run("journal", "show").stdout
+    assert "not shown at this width" not in narrow and max(len(x) for x in narrow.splitlines()) <= 80
+    for label in ("TTFT p99 ms 12,666.7", "TBT p99 ms 214.3", "TPOT p99 ms 211.2"):
+        assert label in narrow, label
 
 
 def test_simulated_evidence_is_labelled_simulated(tmp_path):

@@ -131,7 +131,10 @@ def render_journal(payload: dict[str, Any], *, console) -> None:
     c.print(Text(f"journal {j['name']} — {j['steps']} step(s) in {payload['db']}", style="bold"))
     steps = payload["steps"]
     present = [k for k in PRIORITY if any(k in (s.get("figures") or {}) for s in steps)]
-    # narrow terminals: keep the figures the chapter judges by first; the rest stay in --json
+    if c.width < FOLD_BELOW:
+        _journal_blocks(c, steps, [k for k in FIGURES if k in present])
+        return
+    # the figures the chapter judges by first; the rest stay in --json
     fit = max(2, (c.width - 36) // 13)
     shown = [k for k in FIGURES if k in present[:fit]]
     hidden = len(present) - len(shown)
@@ -168,6 +171,46 @@ def render_journal(payload: dict[str, Any], *, console) -> None:
     c.print(t)
     if hidden:
         c.print(Text(f"{hidden} more figure(s) not shown at this width: widen the terminal or use --json", style="dim"))
+
+
+def _figure_cell(s: dict[str, Any], k: str, unit: str) -> str:
+    """A journal figure with the prediction beside it: ``190 (pred 210)``; latencies in ms."""
+    v, p = _value_of((s.get("figures") or {}).get(k)), _value_of((s.get("predicted") or {}).get(k))
+    show = (lambda x: f"{x * 1000:,.1f}") if unit == "s" else fmt_value  # noqa: E731
+    cell = "—" if v is None else show(v)
+    return cell + (f" (pred {show(p)})" if p is not None else "")
+
+
+def _journal_blocks(c, steps: list[dict[str, Any]], keys: list[str]) -> None:
+    """Under FOLD_BELOW columns: one block per step, every figure present (none hidden)."""
+    from rich.text import Text
+
+    from kvdoctor.journal.figures import FIGURES
+
+    for s in steps:
+        head = Text(f"#{s['seq']} {str(s.get('created_at', ''))[5:16].replace('T', ' ')}  ", style="bold")
+        head.append(change_text(s.get("changes"), s.get("kind", "step")))
+        if s.get("multi"):
+            head.append(" [multi]", style="bold red")
+        c.print(head)
+        if s.get("note"):
+            c.print(Text(f"  note: {s['note']}", style="dim"))
+        ev = s.get("evidence") if isinstance(s.get("evidence"), dict) else {}
+        if ev.get("prediction_note"):
+            c.print(Text(f"  no prediction: {ev['prediction_note']}", style="yellow"))
+        srcs = {(f or {}).get("source") for f in (s.get("figures") or {}).values() if isinstance(f, dict)}
+        if "simulated" in srcs:
+            c.print(Text("  figures: simulated", style=SOURCE_STYLE["simulated"]))
+        pieces = [f"{SHORT.get(k, FIGURES[k][0])} {_figure_cell(s, k, FIGURES[k][1])}" for k in keys
+                  if (s.get("figures") or {}).get(k) is not None or (s.get("predicted") or {}).get(k) is not None]
+        line = " "
+        for piece in pieces:
+            if len(line) > 2 and len(line) + 3 + len(piece) > c.width:
+                c.print(Text(line))
+                line = " "
+            line += (" " if line == " " else " · ") + piece
+        if line.strip():
+            c.print(Text(line))
 
 
 def render_compare(payload: dict[str, Any], *, console) -> None:
