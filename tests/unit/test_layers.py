@@ -36,9 +36,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 KNOWN_CYCLES: dict[frozenset[str], str] = {}
 KNOWN_PRIVATE: dict[tuple[str, str], str] = {
-    ("kvdoctor.chains.diagnose", "kvdoctor.chains.detect._persistent"): "diagnose: explicit chain state",
-    ("kvdoctor.chains.detect", "kvdoctor.chains.signals._line"): "diagnose: signals computed once",
-    ("kvdoctor.chains.detect", "kvdoctor.chains.signals._median"): "diagnose: signals computed once",
 }
 
 

@@ -27,7 +27,7 @@ VERDICTS: dict[str, tuple[str, str]] = {
 
 # reconciliation / diagnosis verdict words -> rich style; anything else is "bad" (red)
 OUTCOMES: dict[str, str] = {
-    "ok": "green", "healthy": "green", "enough": "green", "pass": "green",
+    "ok": "green", "healthy": "green", "idle": "green", "enough": "green", "pass": "green",
     "starved": "yellow", "insufficient-evidence": "yellow",
     "does-not-fit": "red",
 }

@@ -20,7 +20,7 @@ from kvdoctor.report.sections.common import as_dict, as_list, flag_text, human, 
 
 # verdict words -> page class (good / warn / bad); an unknown word is shown uncoloured
 _TONE = {
-    "ok": "good", "healthy": "good", "enough": "good", "pass": "good",
+    "ok": "good", "healthy": "good", "idle": "good", "enough": "good", "pass": "good",
     "starved": "warn", "insufficient-evidence": "warn", "not enough": "bad",
     "does-not-fit": "bad", "config-starved": "bad", "capacity-short": "bad", "prefill-bound": "bad",
     "arrival-bursts": "warn", "spikes-elsewhere": "warn", "fail": "bad", "problem": "bad",
