@@ -74,7 +74,7 @@ def _cases(f: dict[str, str]) -> dict[str, list[tuple[list[str], int, object, st
         "diagnose": [([f["log"]], 0, 1, ": ")],  # "<verdict>: <reason>"
         "swap": [(SWAP, 1, 1, "problem:")],
         "check": [(["-m", "Qwen/Qwen2.5-14B", "--gpu", "L40S", "--max-model-len", "8192", "--max-num-seqs", "6"], 0, 0, ""),
-                  (M, 1, 1, "fail: starved")],
+                  ([*M, "--max-ratio", "1"], 1, 1, "fail: worst case ÷ pool 146× > --max-ratio 1")],
         "simulate": [([*M, "--rate", "2", "--duration", "30"], 0, 1, "completed")],
         "evidence": [([f["log"]], 0, 1, "samples")],
         "rules": [([], 0, "list", "sched.preemption-persistent"),

@@ -47,10 +47,11 @@ def check_line(payload: dict[str, Any]) -> str:
     rec = payload.get("reconciliation") or {}
     reasons = []
     for r in payload.get("reasons") or []:
-        if str(r).startswith("starved:") and rec.get("ratio") is not None:
+        if str(r).startswith(("starved:", "worst case / pool")) and rec.get("ratio") is not None:
             # the chain's sentence carries the raw ratio (146.4492): say it rounded, as everywhere else
             limit = payload.get("max_ratio")
-            r = f"starved: worst case ÷ pool {fmt_ratio(rec['ratio'])}" + (f" > {limit:g}" if isinstance(limit, (int, float)) else "")
+            r = f"worst case ÷ pool {fmt_ratio(rec['ratio'])}" + (
+                f" > --max-ratio {limit:g}" if isinstance(limit, (int, float)) else "")
         reasons.append(_first(r, 200))
     return "fail: " + "; ".join(reasons) if reasons else "fail"
 
