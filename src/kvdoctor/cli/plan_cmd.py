@@ -169,6 +169,12 @@ def plan(
     if json_out:
         emit_json(payload)
         return
+    if quiet:  # docs/cli.md "--quiet": the resulting serve line
+        from kvdoctor.report.oneline import plan_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(plan_line(payload))
+        return
     render_plan(payload, quiet=quiet)
 
 
@@ -194,8 +200,10 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
     c.print(f"[bold]Chain one — {m(payload['model'])} on {m(payload['gpu'])}[/bold] (vLLM {m(payload['vllm_version'])})")
     c.print(f"Target: {m(payload['target']['text'])}")
     # no pool (the model does not fit) has no ratio: say so instead of printing None
+    from kvdoctor.report.numbers import fmt_ratio
+
     ratio = b["ratio"]["value"]
-    ratio_text = ratio if ratio is not None else "— (no KV pool: the configuration does not fit)"
+    ratio_text = fmt_ratio(ratio) if ratio is not None else "— (no KV pool: the configuration does not fit)"
     c.print(f"Now: max-model-len {b['max_model_len']['value']:,}, pool {b['pool_tokens']['value']:,} tokens, "
             f"max concurrency {b['max_concurrency']['value']}, worst case / pool {ratio_text}")
     if payload["lengths"]:
@@ -207,7 +215,7 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
         t.add_row(str(lv["level"]), m(lv["action"] or "n/a"),
                   f"{lv['pool_tokens']:,}" if lv["pool_tokens"] is not None else "—",
                   str(lv["max_concurrency"] if lv["max_concurrency"] is not None else "—"),
-                  str(lv["ratio"] if lv["ratio"] is not None else "—"),
+                  fmt_ratio(lv["ratio"]),
                   {True: "yes", False: "no", None: "—"}[lv["enough"]])
     if payload["levels"]:
         c.print(t)
@@ -234,8 +242,9 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
         c.print("simulated now: " + _sim_text(payload["predicted_before"]))
     if payload["stop_loss"]:
         c.print(f"[bold red]Stop-loss:[/bold red] {m(payload['stop_loss']['summary'])}")
-    for n in payload["notes"]:
-        c.print(f"note: {m(str(n))}")
+    from kvdoctor.report.terminal import print_notes
+
+    print_notes(c, payload["notes"])
     cc = payload.get("concurrency") or {}
     if cc:
         line = f"concurrency: {m(str(cc.get('why', '')))}"
@@ -255,12 +264,7 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
 
 
 def _sim_text(p: dict[str, Any]) -> str:
-    def f(k, v):
-        if v is None:
-            return f"{k} —"
-        if k.endswith("_per_s"):
-            return f"{k[:-6]}/s {v:.0f}"
-        if k.endswith("_s"):
-            return f"{k[:-2]} {v * 1000:.0f} ms" if v < 10 else f"{k[:-2]} {v:.1f} s"
-        return f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}"
-    return ", ".join(f(k, v) for k, v in p.items())
+    """Predicted serving figures in words ("TTFT p99 800 ms"), as the HTML report labels them."""
+    from kvdoctor.report.sections.common import human, human_value
+
+    return ", ".join(f"{human(k)[0]} {human_value(k, v)}" for k, v in p.items())

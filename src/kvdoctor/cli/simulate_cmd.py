@@ -257,12 +257,16 @@ def _render(payload: dict[str, Any], quiet: bool) -> None:
     wl = payload["workload"]
     e = payload["engine"]
 
-    def ms(x):
-        return "—" if x is None else (f"{x * 1e3:.1f} ms" if x < 10 else f"{x:.1f} s")
+    from kvdoctor.report.numbers import fmt_value
 
-    if quiet:
-        con.print(f"completed {s['completed']}/{s['requests']}  rejected {s['rejected']}  preemptions {s['preemptions']}  "
-                  f"{s['output_tokens_per_s']:.0f} tok/s  TTFT p99 {ms(s['ttft_p99_s'])}  TBT p99 {ms(s['tbt_p99_s'])}")
+    def ms(x):  # 226 ms, 7.84 s: rounded to what a latency means (report/numbers.py)
+        return fmt_value(x, "s")
+
+    if quiet:  # docs/cli.md "--quiet": the outcome, one line (never wrapped)
+        from kvdoctor.report.oneline import simulate_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(simulate_line(s))
         return
     con.print(f"[bold]kvdoctor simulate[/bold] — {payload['model']} on {payload['gpu']} (vLLM {payload['vllm_version']})")
     con.print(f"workload: {wl['source']} — {wl['requests']} requests over {wl['span_s']:.0f} s"
@@ -295,5 +299,5 @@ def _render(payload: dict[str, Any], quiet: bool) -> None:
               f"(step-time coefficients: {payload['step_time']['coefficients']})")
     for k, v in payload["outputs"].items():
         con.print(f"wrote {k}: {v}")
-    for n in payload["notes"]:
+    for n in dict.fromkeys(payload["notes"]):  # each note once
         con.print(f"note: {n}")

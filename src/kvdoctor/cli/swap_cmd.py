@@ -57,6 +57,11 @@ def swap(
         from kvdoctor.cli.output import emit_json
 
         emit_json(payload)
+    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
+        from kvdoctor.report.oneline import swap_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(swap_line(payload))
     else:
         render_swap(payload, quiet)
     if not r.ok:
@@ -65,24 +70,18 @@ def swap(
 
 def render_swap(p: dict[str, Any], quiet: bool = False) -> None:
     from rich.markup import escape as m
-    from rich.table import Table
-
     from kvdoctor.cli.output import console
     from kvdoctor.cli.plan_cmd import render_plan
 
     # model names can be a user's directory or config.json path: escape them for rich's markup
     c = console()
     c.print(f"[bold]Model swap on {m(p['gpu'])}: {m(p['from'])} → {m(p['to'])}[/bold] (same engine configuration)")
-    t = Table()
-    t.add_column("figure")
-    t.add_column(m(p["from"]))
-    t.add_column(m(p["to"]))
-    for k in p["before"]:
-        b, a = p["before"][k]["value"], p["after"].get(k, {}).get("value")
-        fmt = gib_text if k.endswith("bytes") else (
-            lambda v: f"{v:,}" if isinstance(v, int) else str(v))
-        t.add_row(k, fmt(b) if b is not None else "—", fmt(a) if a is not None else "—")
-    c.print(t)
+    from kvdoctor.report.sections.common import human, human_value
+    from kvdoctor.report.terminal import print_table
+
+    rows = [(human(k)[0], human_value(k, p["before"][k]), human_value(k, p["after"].get(k)))
+            for k in p["before"]]
+    print_table(c, ("figure", p["from"], p["to"]), rows, right=(1, 2))
     if p["capacity_change"] is not None:
         c.print(f"Capacity change: pool tokens {p['capacity_change']:+.0%}")
     for f in p["findings"]:
@@ -92,6 +91,8 @@ def render_swap(p: dict[str, Any], quiet: bool = False) -> None:
     if not quiet:
         c.print()
         render_plan(p["plan"], quiet=True)
-    for n in p["notes"]:
-        c.print(f"note: {m(str(n))}")
+    from kvdoctor.report.terminal import print_notes
+
+    # the plan printed above carries notes of its own: each note once
+    print_notes(c, [n for n in p["notes"] if n not in (p.get("plan") or {}).get("notes", [])])
     c.print(f"[bold]{m(p['reminder'])}[/bold]")
