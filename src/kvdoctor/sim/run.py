@@ -103,12 +103,17 @@ def simulate(
     detail: bool = True,
     bulk: bool = True,
     check: bool = False,
+    frontend=None,
 ) -> SimResult:
     """Run ``workload`` through the scheduler. ``steptime`` has ``step(...)`` and ``decode_line(n)``.
 
     ``bulk=False`` simulates every step one by one (the reference the fast path is tested
     against); ``check=True`` asserts the block-pool invariants after every step (tests).
+    ``workload.max_concurrency`` (closed loop) and ``frontend`` (``sim.frontend.FrontEnd``) route
+    arrivals through ``sim.frontend.Admission``; TTFT/E2E are then timed from the client's send.
     """
+    from kvdoctor.sim.frontend import Admission
+
     wall0 = _time.perf_counter()
     n_req = len(workload)
     order = sorted(range(n_req), key=workload.arrival.__getitem__)
@@ -121,6 +126,7 @@ def simulate(
             prefix_len=workload.prefix_len[i] if workload.prefix_len else 0,
         )
     arrivals = [reqs[i] for i in order]
+    adm = Admission(arrivals, getattr(workload, "max_concurrency", None), frontend)
     sched = Scheduler(cfg)
     bs = cfg.block_size
     mnbt = cfg.max_num_batched_tokens
@@ -128,7 +134,6 @@ def simulate(
     t_start = arrivals[0].arrival if arrivals else 0.0
     rec = _Recorder(t_start, interval_s)
     now = t_start
-    ai = 0
     step = 0  # index of the next step
     done = 0
     running = sched.running
@@ -152,21 +157,22 @@ def simulate(
     def finish(r: SimRequest, t: float):
         nonlocal done
         sched.finish(r, t)
+        adm.finished(t)
         done += 1
 
     while True:
-        while ai < n_req and arrivals[ai].arrival <= now:
-            r = arrivals[ai]
-            ai += 1
+        for r in adm.ready(now):
             if not sched.add(r):
                 done += 1
+                adm.finished(now)
         if progress is not None and done - last_report >= report_every:
             progress(done - last_report)
             last_report = done
         if not running and sched.num_waiting == 0:
-            if ai >= n_req:
+            nt = adm.next_time()
+            if nt is None:
                 break
-            now = arrivals[ai].arrival
+            now = max(now, nt)
             rec.tick(now, sched)
             continue
 
@@ -208,8 +214,9 @@ def simulate(
             if uniform:
                 A, B = decode_line(n)
                 delta = rec.next_tick - now
-                if arrivals_matter and ai < n_req and arrivals[ai].arrival - now < delta:
-                    delta = arrivals[ai].arrival - now
+                nt = adm.next_time() if arrivals_matter else None
+                if nt is not None and nt - now < delta:
+                    delta = nt - now
                 k = min(k_fin, _first_k_reaching(A, B, kv1, n, delta))
                 # each request needs at most cdiv(k, bs) new blocks over k steps: skip the exact count
                 # when the free queue covers that bound
@@ -285,6 +292,7 @@ def simulate(
                 r.status = REJECTED
                 nonfit_rejects += 1
                 done += 1
+                adm.finished(now)
                 continue
             if not running:
                 continue
@@ -350,7 +358,7 @@ def simulate(
         rec.next_tick = max(rec.next_tick, now)
         rec.tick(rec.next_tick, sched)
     return _build_result(reqs, sched, rec, cfg, step, now, t_start, busy_t, kv_usage_sum, kv_usage_peak,
-                         running_sum, nonfit_rejects, wall0, detail)
+                         running_sum, nonfit_rejects, wall0, detail, None if adm.simple else adm.sent)
 
 
 def _wpercentile(values, weights, qs):
@@ -380,14 +388,16 @@ def _pct(a, qs):
 
 
 def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, kv_peak, running_sum,
-                  nonfit_rejects, wall0, detail) -> SimResult:
+                  nonfit_rejects, wall0, detail, sent=None) -> SimResult:
     import numpy as np
 
     from kvdoctor.evidence.model import Timeline
 
     n = len(reqs)
     nan = float("nan")
-    arrival = np.array([r.arrival for r in reqs], dtype=float)
+    engine_arrival = np.array([r.arrival for r in reqs], dtype=float)
+    # the client's send time (closed loop / front end): TTFT and E2E count from it, queue from the engine's
+    arrival = engine_arrival if sent is None else np.array([sent.get(r.idx, r.arrival) for r in reqs], dtype=float)
     status = np.array([r.status for r in reqs], dtype=np.int8)
     fin = status == FINISHED
     t_sched = np.array([r.t_sched if r.t_sched is not None else nan for r in reqs], dtype=float)
@@ -395,7 +405,7 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
     t_fin = np.array([r.t_finish if r.t_finish is not None else nan for r in reqs], dtype=float)
     out = np.array([r.out for r in reqs], dtype=np.int64)
     npre = np.array([r.npre for r in reqs], dtype=np.int64)
-    ttft, e2e, queue = t_first - arrival, t_fin - arrival, t_sched - arrival
+    ttft, e2e, queue = t_first - arrival, t_fin - arrival, t_sched - engine_arrival
     ttft[~fin] = nan
     e2e[~fin] = nan
     queue[~fin] = nan
