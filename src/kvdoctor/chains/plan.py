@@ -505,7 +505,7 @@ class Plan:
 def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDist | None = None,
               target: Target | None = None, usage: str = "api", max_level: int = 4,
               stop_when_enough: bool = True, workload: Any = None, evidence_capacity_short: bool = False,
-              progress: Any = None) -> Plan:
+              progress: Any = None, calibration: Any = None) -> Plan:
     """Walk chain one from ``config`` (an EngineConfig). Raises KvdoctorError on bad input.
 
     ``progress``: the CLI's ``progress(description, total=...)`` context factory (a bar on a TTY),
@@ -566,11 +566,11 @@ def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDis
     ctx.cache["evidence_capacity_short"] = evidence_capacity_short
     p.stop_loss = check_stop_loss(ctx)
     if workload is not None:
-        attach_simulation(p, shape, gpu, workload, progress=progress)
+        attach_simulation(p, shape, gpu, workload, progress=progress, calibration=calibration)
     return p
 
 
-def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None) -> None:
+def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None, calibration: Any = None) -> None:
     """Predicted TTFT/TBT/throughput/preemptions per applied level, when the simulator is present."""
     import contextlib
 
@@ -589,7 +589,7 @@ def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None) -> No
         for label, st in states:
             try:
                 s = run(shape, gpu, st.resolved, st.ledger.num_blocks, workload, seed=0, detail=False,
-                        progress=advance).summary
+                        progress=advance, calibration=calibration).summary
             except KvdoctorError as exc:
                 p.notes.append(f"simulation of {label} failed: {exc}")
                 return
