@@ -139,6 +139,7 @@ class BenchRun:
     burstiness: float
     max_concurrency: int | None
     seed: int = 0
+    cfg: Any = None  # SchedConfig of this run when it differs from the setup's (another --max-num-seqs ...)
 
     def workload(self):
         from kvdoctor.sim.workload import Workload, bench_arrivals
@@ -265,7 +266,7 @@ def simulate_run(run: BenchRun, setup: Setup, cal: Calibration):
 
     lin = LinearStepTime(**{k: float(cal.linear.get(k, 0.0)) for k in LINEAR_KEYS})
     model = CalibratedStepTime(setup.base, cal.scale, lin)
-    return simulate(run.workload(), setup.cfg, model, detail=False, frontend=cal.frontend)
+    return simulate(run.workload(), run.cfg or setup.cfg, model, detail=False, frontend=cal.frontend)
 
 
 _PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_request_s", "fe_output_token_s")

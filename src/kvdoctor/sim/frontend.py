@@ -61,9 +61,24 @@ class Admission:
         self.fe_free = -math.inf
         self.queue: deque = deque()  # sent, not yet at the engine (engine arrival ascending)
         self.sent: dict[int, float] = {}
+        if self.cap is None and self.fe is not None:
+            # open loop: sends are known up front, so the FIFO front end is one pass (engine
+            # arrivals stay sorted) and the run loop keeps its plain arrival scan
+            fe_free = -math.inf
+            for r in arrivals:
+                self.sent[r.idx] = r.arrival
+                start = max(r.arrival, fe_free)
+                r.arrival = start + self.fe.s_in(r.prompt)
+                fe_free = r.arrival + self.fe.s_out(r.max_out)
+
+    @property
+    def open_loop(self) -> bool:
+        """Arrivals are final (already through the front end): scan them in order."""
+        return self.cap is None
 
     @property
     def simple(self) -> bool:
+        """Neither a closed loop nor a front end: engine arrival = send."""
         return self.cap is None and self.fe is None
 
     def _gate_open(self) -> bool:

@@ -127,11 +127,12 @@ def simulate(
         )
     arrivals = [reqs[i] for i in order]
     adm = Admission(arrivals, getattr(workload, "max_concurrency", None), frontend)
+    open_loop = adm.open_loop
     sched = Scheduler(cfg)
     bs = cfg.block_size
     mnbt = cfg.max_num_batched_tokens
     fcfs = cfg.scheduling_policy == "fcfs"
-    t_start = arrivals[0].arrival if arrivals else 0.0
+    t_start = (min(adm.sent.values()) if adm.sent else arrivals[0].arrival) if arrivals else 0.0
     rec = _Recorder(t_start, interval_s)
     now = t_start
     step = 0  # index of the next step
@@ -160,16 +161,24 @@ def simulate(
         adm.finished(t)
         done += 1
 
+    ai = 0
     while True:
-        for r in adm.ready(now):
-            if not sched.add(r):
-                done += 1
-                adm.finished(now)
+        if open_loop:
+            while ai < n_req and arrivals[ai].arrival <= now:
+                r = arrivals[ai]
+                ai += 1
+                if not sched.add(r):
+                    done += 1
+        else:
+            for r in adm.ready(now):
+                if not sched.add(r):
+                    done += 1
+                    adm.finished(now)
         if progress is not None and done - last_report >= report_every:
             progress(done - last_report)
             last_report = done
         if not running and sched.num_waiting == 0:
-            nt = adm.next_time()
+            nt = (arrivals[ai].arrival if ai < n_req else None) if open_loop else adm.next_time()
             if nt is None:
                 break
             now = max(now, nt)
@@ -214,7 +223,10 @@ def simulate(
             if uniform:
                 A, B = decode_line(n)
                 delta = rec.next_tick - now
-                nt = adm.next_time() if arrivals_matter else None
+                if open_loop:
+                    nt = arrivals[ai].arrival if arrivals_matter and ai < n_req else None
+                else:
+                    nt = adm.next_time() if arrivals_matter else None
                 if nt is not None and nt - now < delta:
                     delta = nt - now
                 k = min(k_fin, _first_k_reaching(A, B, kv1, n, delta))
