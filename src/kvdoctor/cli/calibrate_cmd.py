@@ -21,7 +21,8 @@ SCHEMA = "kvdoctor.calibrate/1"
 @common.config_options
 def calibrate_cmd(
     opts: common.ConfigOptions,
-    bench: Annotated[list[str], typer.Argument(help="`vllm bench serve --save-result` JSON files of this deployment (--save-detailed adds per-request lengths and send times).")],
+    bench: Annotated[Optional[list[str]], typer.Argument(help="`vllm bench serve --save-result` JSON files of this deployment (--save-detailed adds per-request lengths and send times).")] = None,
+    stats_log: Annotated[Optional[list[str]], typer.Option("--stats-log", help="The server's log with its periodic stats lines (repeatable): busy intervals constrain the step time.")] = None,
     out: Annotated[str, typer.Option("--out", "-o", help="Where to write the calibration file (JSON).")] = "kvdoctor-calibration.json",
     fit_on: Annotated[Optional[list[str]], typer.Option("--fit-on", help="Fit on this result (file name; repeatable). Default: the first. The others are held out and predicted.")] = None,
     linear: Annotated[bool, typer.Option("--linear", help="Fit a linear step time alone (engines the GPU roofline does not describe, e.g. vLLM's CPU backend). Default: scale the roofline and add linear terms.")] = False,
@@ -35,7 +36,12 @@ def calibrate_cmd(
     from kvdoctor.sim import calibration as C
     from kvdoctor.sim.whatif import layout_of, sched_config
 
-    runs = C.load_bench_runs(bench)
+    if not bench and not stats_log:
+        raise InputError("give bench results (vllm bench serve --save-result JSON) and/or --stats-log SERVER.log")
+    runs = C.load_bench_runs(bench) if bench else []
+    stats = C.load_stats_observations(list(stats_log)) if stats_log else None
+    if not runs and not linear:
+        raise InputError("a stats log alone calibrates the linear step model only: add --linear")
     inputs = common.resolve_inputs(opts)
     led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
     if not led.fit_ok:
@@ -49,7 +55,8 @@ def calibrate_cmd(
         base = from_deployment(inputs.shape, inputs.gpu, inputs.resolved)
     deployment = {"model": inputs.shape.name, "gpu": inputs.gpu.name, "vllm_version": inputs.vllm_version,
                   "engine": {k: v for k, v in inputs.config.given().items() if not str(k).startswith("extra.")}}
-    cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment)
+    cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment,
+                      stats=stats)
     try:
         with open(out, "w", encoding="utf-8") as f:
             import json
@@ -72,8 +79,9 @@ def _render(p: dict, quiet: bool) -> None:
 
     con = console()
     fit = p["fit"]
+    on = list(fit["fit_on"]) + ([f"{fit['stats_intervals']} stats-log intervals"] if fit.get("stats_intervals") else [])
     con.print(f"[bold]kvdoctor calibrate[/bold] — {escape(str(p['deployment'].get('model')))} "
-              f"({p['kind']}), fitted on {', '.join(fit['fit_on'])}")
+              f"({p['kind']}), fitted on {escape(', '.join(on))}")
     if not quiet:
         t = Table(show_header=True, header_style="bold")
         for c in ("run", "split", "output tok/s", "mean TTFT", "mean TPOT"):

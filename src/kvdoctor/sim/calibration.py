@@ -331,17 +331,69 @@ def _nelder_mead(f, x0, step=0.7, iters=300, tol=1e-5):
     return pts[j], vals[j]
 
 
-def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250) -> Calibration:
-    """Fit one calibration on ``runs`` (one or more bench runs of the same deployment)."""
+# ---- server stats logs -----------------------------------------------------------------------------
+
+@dataclass
+class StatsObs:
+    """One stats-log interval of a busy engine: tokens/s it reported and the requests it ran."""
+
+    running: float
+    prompt_tps: float
+    gen_tps: float
+
+
+def load_stats_observations(paths: list[str]) -> list[StatsObs]:
+    """Busy intervals from vLLM server logs (the periodic ``Avg prompt throughput ... Running: N``
+    line, every era the evidence reader knows): intervals with running requests and generation."""
+    from kvdoctor.evidence.load import load_evidence
+
+    ev = load_evidence(paths)
+    obs = []
+    for seg in ev.segments:
+        tl = seg.timeline
+        if tl is None:
+            continue
+        for run, pr, gen in zip(tl.running, tl.prompt_tps, tl.gen_tps):
+            if run == run and gen == gen and run >= 1 and gen > 0:
+                obs.append(StatsObs(float(run), float(pr) if pr == pr else 0.0, float(gen)))
+    if not obs:
+        raise InputError(f"{', '.join(paths)}: no stats line with running requests and generation throughput")
+    return obs
+
+
+def busy_fraction(cal: Calibration, o: StatsObs) -> float:
+    """Seconds of engine work per second of one interval, by the linear step model: every running
+    request gets one token per step, so steps/s = gen/running, and each step costs
+    ``base + per_request*running``, each computed token ``per_token`` (base model terms ignored:
+    stats logs are for the linear calibration). A busy engine reads 1."""
+    lin = cal.linear
+    steps = o.gen_tps / o.running
+    return (steps * (lin.get("base_s", 0.0) + lin.get("per_request_s", 0.0) * o.running)
+            + lin.get("per_token_s", 0.0) * (o.prompt_tps + o.gen_tps))
+
+
+def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
+        stats: list[StatsObs] | None = None) -> Calibration:
+    """Fit one calibration on ``runs`` (bench runs of one deployment) and/or the busy intervals of
+    its server stats log (``stats``; weighted as much as one run's figures in total)."""
     import numpy as np
 
+    if not runs and not stats:
+        raise InputError("nothing to calibrate on: give bench results and/or a server stats log")
+    if not runs and kind != "linear":
+        raise InputError("a stats log alone calibrates the linear step model only (--linear)")
     names = _PARAMS_LINEAR if kind == "linear" else _PARAMS_ROOF
-    init = _initial(runs, kind)
+    init = _initial(runs, kind) if runs else {"base_s": 0.01, "per_request_s": 0.001, "per_token_s": 1e-5,
+                                               "per_pair_s": 1e-9, "fe_request_s": 0.005, "fe_output_token_s": 1e-5}
     x0 = np.log([max(init[n], 1e-12) for n in names])
+    w_stats = len(FIGURES) / len(stats) if stats else 0.0
 
     def objective(x) -> float:
         cal = _unpack(names, x, kind)
         total = 0.0
+        for o in stats or ():
+            # a busy interval's work fills it: log(busy fraction) = 0 (capped: idle gaps only lower it)
+            total += w_stats * math.log(max(busy_fraction(cal, o), 1e-9)) ** 2
         for r in runs:
             pred = sim_figures(simulate_run(r, setup, cal))
             for k in FIGURES:
@@ -375,24 +427,25 @@ def median_abs(per_run: dict[str, dict], keys=HEADLINE) -> dict[str, float | Non
 
 
 def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_on: list[str] | None = None,
-              deployment: dict | None = None) -> Calibration:
-    """Fit on ``fit_on`` (run names; default: the first run), predict the rest (held out), and
-    return the calibration with both errors recorded."""
+              deployment: dict | None = None, stats: list[StatsObs] | None = None) -> Calibration:
+    """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
+    the other runs (held out), and return the calibration with both errors recorded."""
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError("two bench results have the same file name: rename one")
-    chosen = fit_on or [names[0]]
+    chosen = fit_on or names[:1]
     unknown = [n for n in chosen if n not in names]
     if unknown:
         raise InputError(f"--fit-on {', '.join(unknown)}: not among the given results ({', '.join(names)})")
     fit_runs = [r for r in runs if r.name in chosen]
     held = [r for r in runs if r.name not in chosen]
-    cal = fit(fit_runs, setup, kind)
+    cal = fit(fit_runs, setup, kind, stats=stats)
     on_fit = evaluate(cal, fit_runs, setup)
     on_held = evaluate(cal, held, setup) if held else {}
     cal.deployment = dict(deployment or {})
     cal.fit = {
         "fit_on": chosen,
+        "stats_intervals": len(stats or ()),
         "held_out": [r.name for r in held],
         "runs": {**{k: {**v, "split": "fit"} for k, v in on_fit.items()},
                  **{k: {**v, "split": "held_out"} for k, v in on_held.items()}},
