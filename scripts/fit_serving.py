@@ -216,13 +216,21 @@ def write_coeffs(serving, frontend, fit_summary) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="evaluate the current coefficients only")
+    ap.add_argument("--baseline", action="store_true",
+                    help="evaluate the kernel-profile model alone (neutral serving terms, no front end)")
     ap.add_argument("--report", help="write the per-result markdown table here")
     a = ap.parse_args(argv)
     os.environ.setdefault("KVDOCTOR_SHARED_DATA", str(REPO.parent / "shared" / "data"))
     rows = load_rows()
     from kvdoctor.sim import coefficients as C
 
-    if a.check:
+    if a.baseline:
+        serving = {"compute_scale": {"a100": 1.0, "h100": 1.0, "a40": 1.0, "generic": 1.0}, "int4_mem_eff": 1.0,
+                   "moe_factor": 1.0, "graph_step_ms": 0.0, "eager_step_ms": 0.0, "eager_layer_ms": 0.0,
+                   "graph_layer_ms": 0.0, "moe_layer_ms": 0.0, "overhead_scale": 1.0}
+        frontend = {"per_request_s": 0.0, "per_prompt_token_s": 0.0, "per_output_token_s": 0.0}
+        a.check = True
+    elif a.check:
         serving, frontend = C.SERVING, C.FRONTEND
     else:
         x = fit([r for r in rows if r["split"] == "fit"])

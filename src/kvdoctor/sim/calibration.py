@@ -32,11 +32,15 @@ from kvdoctor.sim.frontend import FrontEnd
 
 SCHEMA = "kvdoctor.calibration/1"
 LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s")
-FE_KEYS = ("per_request_s", "per_prompt_token_s", "per_output_token_s")
+FE_KEYS = ("per_request_s", "per_prompt_token_s", "per_output_token_s", "latency_s")
 # the bench figures a fit matches, with the simulated counterpart computed by ``sim_figures``
 FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
            "median_itl_ms", "p99_itl_ms", "mean_e2el_ms")
 HEADLINE = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+# what the fit matches: the means the operator plans with. Medians and tails of ITL are reported,
+# not fitted: on a shared host they carry interference spikes (a run's p99 ITL 8x its median) that
+# no step-time model should chase
+FIT_FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
 
 
 class CalibratedStepTime:
@@ -269,28 +273,31 @@ def simulate_run(run: BenchRun, setup: Setup, cal: Calibration):
     return simulate(run.workload(), run.cfg or setup.cfg, model, detail=False, frontend=cal.frontend)
 
 
-_PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_request_s", "fe_output_token_s")
-_PARAMS_ROOF = ("scale", "base_s", "per_request_s", "fe_request_s", "fe_output_token_s")
+_PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_request_s", "fe_output_token_s",
+                  "fe_latency_s")
+_PARAMS_ROOF = ("scale", "base_s", "per_request_s", "fe_request_s", "fe_output_token_s", "fe_latency_s")
 
 
 def _unpack(names, x, kind) -> Calibration:
     v = {n: float(math.exp(xi)) for n, xi in zip(names, x)}
     lin = {k: v.get(k, 0.0) for k in LINEAR_KEYS}
-    fe = FrontEnd(per_request_s=v.get("fe_request_s", 0.0), per_output_token_s=v.get("fe_output_token_s", 0.0))
+    fe = FrontEnd(per_request_s=v.get("fe_request_s", 0.0), per_output_token_s=v.get("fe_output_token_s", 0.0),
+                  latency_s=v.get("fe_latency_s", 0.0))
     return Calibration(kind=kind, scale=v.get("scale", 1.0), linear=lin, frontend=fe)
 
 
 def _initial(runs: list[BenchRun], kind: str) -> dict[str, float]:
     """A starting point read off the runs themselves: the fastest median ITL is roughly one step
     of a small batch, the fastest TTFT one prefill of its prompt."""
-    itl = min((r.figures.get("median_itl_ms") or r.figures.get("mean_tpot_ms") or 20.0) for r in runs) / 1e3
+    itl = min((r.figures.get("mean_tpot_ms") or r.figures.get("median_itl_ms") or 20.0) for r in runs) / 1e3
     ttft = min((r.figures.get("median_ttft_ms") or 50.0) for r in runs) / 1e3
     p = min(sum(r.prompt) / len(r.prompt) for r in runs)
     if kind == "linear":
-        return {"base_s": 0.6 * itl, "per_request_s": 0.05 * itl, "per_token_s": max(1e-7, 0.5 * ttft / p),
-                "per_pair_s": 1e-9, "fe_request_s": 0.2 * ttft, "fe_output_token_s": 0.02 * itl}
-    return {"scale": 1.0, "base_s": 0.05 * itl, "per_request_s": 0.01 * itl, "fe_request_s": 0.2 * ttft,
-            "fe_output_token_s": 0.01 * itl}
+        return {"base_s": 0.8 * itl, "per_request_s": 0.03 * itl, "per_token_s": max(1e-7, 0.1 * ttft / p),
+                "per_pair_s": 1e-9, "fe_request_s": 0.25 * ttft, "fe_output_token_s": 0.001 * itl,
+                "fe_latency_s": 0.25 * ttft}
+    return {"scale": 1.0, "base_s": 0.05 * itl, "per_request_s": 0.01 * itl, "fe_request_s": 0.1 * ttft,
+            "fe_output_token_s": 0.01 * itl, "fe_latency_s": 0.1 * ttft}
 
 
 def _nelder_mead(f, x0, step=0.7, iters=300, tol=1e-5):
@@ -384,9 +391,10 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
         raise InputError("a stats log alone calibrates the linear step model only (--linear)")
     names = _PARAMS_LINEAR if kind == "linear" else _PARAMS_ROOF
     init = _initial(runs, kind) if runs else {"base_s": 0.01, "per_request_s": 0.001, "per_token_s": 1e-5,
-                                               "per_pair_s": 1e-9, "fe_request_s": 0.005, "fe_output_token_s": 1e-5}
+                                               "per_pair_s": 1e-9, "fe_request_s": 0.005, "fe_output_token_s": 1e-5,
+                                               "fe_latency_s": 0.005}
     x0 = np.log([max(init[n], 1e-12) for n in names])
-    w_stats = len(FIGURES) / len(stats) if stats else 0.0
+    w_stats = len(FIT_FIGURES) / len(stats) if stats else 0.0
 
     def objective(x) -> float:
         cal = _unpack(names, x, kind)
@@ -396,7 +404,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
             total += w_stats * math.log(max(busy_fraction(cal, o), 1e-9)) ** 2
         for r in runs:
             pred = sim_figures(simulate_run(r, setup, cal))
-            for k in FIGURES:
+            for k in FIT_FIGURES:
                 m, p = r.figures.get(k), pred.get(k)
                 if m and m > 0:
                     total += (math.log(max(p, 1e-9) / m) if p else 5.0) ** 2

@@ -8,7 +8,8 @@ The API server (``vllm serve``'s front-end process: HTTP, admission, tokenizatio
 SSE streaming) is one Python process in front of the engine core. It is modelled as a FIFO server:
 request i occupies it for ``s_in = per_request_s + per_prompt_token_s * prompt`` before it reaches
 the engine (so TTFT grows by ``s_in`` at low load), and then for ``s_out = per_output_token_s *
-output`` of streaming work that delays the requests behind it but not itself. Its ceiling is
+output`` of streaming work that delays the requests behind it but not itself; ``latency_s`` is a
+per-request delay that occupies nothing (process hops, event-loop wake-ups). Its ceiling is
 ``1 / (s_in + s_out)`` requests per second: 128-in/4-out at rate inf saturates there, not in the
 engine. Invariants: engine arrivals are in send order (FIFO) and never before the send.
 """
@@ -28,6 +29,7 @@ class FrontEnd:
     per_request_s: float = 0.0
     per_prompt_token_s: float = 0.0
     per_output_token_s: float = 0.0
+    latency_s: float = 0.0  # per-request delay that occupies nothing (IPC hops, event-loop wake-ups)
 
     def s_in(self, prompt: int) -> float:
         return self.per_request_s + self.per_prompt_token_s * prompt
@@ -41,7 +43,7 @@ class FrontEnd:
 
     def as_dict(self) -> dict:
         return {"per_request_s": self.per_request_s, "per_prompt_token_s": self.per_prompt_token_s,
-                "per_output_token_s": self.per_output_token_s}
+                "per_output_token_s": self.per_output_token_s, "latency_s": self.latency_s}
 
 
 class Admission:
@@ -55,7 +57,7 @@ class Admission:
         self.ai = 0
         self.cap = max_concurrency
         self.fe = frontend if frontend is not None and (frontend.per_request_s or frontend.per_prompt_token_s
-                                                          or frontend.per_output_token_s) else None
+                                                          or frontend.per_output_token_s or frontend.latency_s) else None
         self.inflight = 0
         self.open_since = -math.inf  # the semaphore has had a free slot continuously since then
         self.fe_free = -math.inf
@@ -65,11 +67,13 @@ class Admission:
             # open loop: sends are known up front, so the FIFO front end is one pass (engine
             # arrivals stay sorted) and the run loop keeps its plain arrival scan
             fe_free = -math.inf
+            lat = self.fe.latency_s
             for r in arrivals:
                 self.sent[r.idx] = r.arrival
                 start = max(r.arrival, fe_free)
-                r.arrival = start + self.fe.s_in(r.prompt)
-                fe_free = r.arrival + self.fe.s_out(r.max_out)
+                done_in = start + self.fe.s_in(r.prompt)
+                fe_free = done_in + self.fe.s_out(r.max_out)
+                r.arrival = done_in + lat
 
     @property
     def open_loop(self) -> bool:
@@ -99,6 +103,7 @@ class Admission:
                 start = max(t, self.fe_free)
                 t = start + self.fe.s_in(r.prompt)
                 self.fe_free = t + self.fe.s_out(r.max_out)
+                t += self.fe.latency_s
             r.arrival = t
             self.queue.append(r)
 
@@ -116,7 +121,7 @@ class Admission:
             s = self.pending[self.ai]
             send = s.arrival if self.cap is None else max(s.arrival, self.open_since)
             if self.fe is not None:
-                send = max(send, self.fe_free) + self.fe.s_in(s.prompt)
+                send = max(send, self.fe_free) + self.fe.s_in(s.prompt) + self.fe.latency_s
             t = min(t, send)
         return None if math.isinf(t) else t
 
