@@ -30,14 +30,26 @@ def _run(name, n, mc=None, rate=float("inf")):
     return run
 
 
-def test_fit_on_one_load_predicts_other_loads_of_the_same_deployment():
-    runs = [_run("c4.json", 40, mc=4), _run("c1.json", 12, mc=1), _run("c16.json", 64, mc=16),
-            _run("r6.json", 60, rate=6.0)]
-    cal = C.calibrate(runs, C.Setup(cfg=_cfg()), kind="linear", fit_on=["c4.json"])
+def test_fit_on_two_loads_predicts_the_loads_between_and_beyond():
+    # a known deployment's own figures, noise-free: fitted on a light and a heavy closed loop, the
+    # step's per-step and per-request costs separate and the other loads follow
+    runs = [_run("c1.json", 12, mc=1), _run("c16.json", 64, mc=16), _run("c4.json", 40, mc=4),
+            _run("r3.json", 60, rate=3.0), _run("r6.json", 60, rate=6.0)]
+    cal = C.calibrate(runs, C.Setup(cfg=_cfg()), kind="linear", fit_on=["c1.json", "c16.json"])
     held = cal.fit["held_out_median_abs_error"]
-    assert set(cal.fit["held_out"]) == {"c1.json", "c16.json", "r6.json"}
+    assert set(cal.fit["held_out"]) == {"c4.json", "r3.json", "r6.json"}
     for k in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"):
-        assert held[k] < 0.10, (k, held, cal.linear, cal.frontend)
+        assert held[k] < 0.05, (k, held, cal.linear, cal.frontend)
+
+
+def test_one_run_is_matched_but_only_partly_identifies_the_deployment():
+    # one run at one load pins the sums its batch sizes see (base + n x per_request), not each
+    # term: the fit run is reproduced, other loads carry the ambiguity (docs/simulation.md)
+    runs = [_run("r3.json", 60, rate=3.0), _run("c1.json", 12, mc=1), _run("c16.json", 64, mc=16)]
+    cal = C.calibrate(runs, C.Setup(cfg=_cfg()), kind="linear", fit_on=["r3.json"])
+    assert cal.fit["fit_median_abs_error"]["output_throughput"] < 0.02
+    assert cal.fit["fit_median_abs_error"]["mean_tpot_ms"] < 0.02
+    assert cal.fit["held_out_median_abs_error"]["output_throughput"] < 0.25
 
 
 def test_calibration_file_round_trip_and_use_in_whatif(tmp_path):

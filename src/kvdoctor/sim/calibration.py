@@ -41,6 +41,25 @@ HEADLINE = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
 # not fitted: on a shared host they carry interference spikes (a run's p99 ITL 8x its median) that
 # no step-time model should chase
 FIT_FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
+# per-request spreads (from --save-detailed arrays) are reported beside the fit, not fitted: on a
+# shared host they carry the host's interference, not the deployment's
+_QS = ((10, "q10"), (25, "q25"), (75, "q75"), (90, "q90"))
+
+
+def _spread(ttft_ms, tpot_ms) -> dict[str, float]:
+    """Quantiles of per-request TTFT and TPOT (ms) — the same for a bench's arrays and a simulation."""
+    import numpy as np
+
+    out = {}
+    t = np.asarray([x for x in ttft_ms if x == x], dtype=float)
+    if len(t) >= 4:
+        for q, name in _QS:
+            out[f"ttft_{name}_ms"] = float(np.percentile(t, q))
+    p = np.asarray([x for x in tpot_ms if x == x], dtype=float)
+    if len(p) >= 4:
+        for q, name in ((25, "q25"), (75, "q75")):
+            out[f"tpot_{name}_ms"] = float(np.percentile(p, q))
+    return out
 
 
 class CalibratedStepTime:
@@ -194,6 +213,12 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1) -> BenchR
             raise InputError(f"{name}: the result has no token totals to rebuild its lengths from")
         prompt = [int(round(ti / n)) + special_tokens] * n
         output = [max(1, int(round(to / n)))] * n
+    ttfts, lats = doc.get("ttfts"), doc.get("latencies")
+    if isinstance(ttfts, list) and isinstance(lats, list) and len(ttfts) == len(lats) == len(output):
+        tt = [float(x) * 1e3 for x in ttfts if _num(x) is not None]
+        tp = [(float(e) - float(t)) * 1e3 / (o - 1) for t, e, o in zip(ttfts, lats, output)
+              if o > 1 and _num(t) is not None and _num(e) is not None]
+        figs.update(_spread(tt, tp))
     send = None
     st = doc.get("start_times")
     if isinstance(st, list) and len(st) == len(prompt) and all(_num(x) is not None for x in st):
@@ -239,7 +264,9 @@ def sim_figures(result) -> dict[str, float]:
         f["mean_e2el_ms"] = float(np.mean(e2e) * 1e3)
         multi = out > 1
         if multi.any():
-            f["mean_tpot_ms"] = float(np.mean((e2e[multi] - ttft[multi]) / (out[multi] - 1)) * 1e3)
+            tpot = (e2e[multi] - ttft[multi]) / (out[multi] - 1)
+            f["mean_tpot_ms"] = float(np.mean(tpot) * 1e3)
+            f.update(_spread(ttft * 1e3, tpot * 1e3))
     vals, w = result.histograms.get("itl", (None, None))
     if vals is not None and len(vals) and float(np.sum(w)) > 0:
         o = np.argsort(vals, kind="stable")
@@ -352,9 +379,36 @@ class StatsObs:
 def load_stats_observations(paths: list[str]) -> list[StatsObs]:
     """Busy intervals from vLLM server logs (the periodic ``Avg prompt throughput ... Running: N``
     line, every era the evidence reader knows): intervals with running requests and generation."""
+    import os
+    import tempfile
+
     from kvdoctor.evidence.load import load_evidence
 
-    ev = load_evidence(paths)
+    # vLLM's CPU (and XPU) backends print "CPU KV cache usage" where GPUs print "GPU KV cache usage";
+    # the evidence reader knows the GPU spelling only (reported to its owner), so such logs are read
+    # through a copy with the device word normalised
+    tmp: list[str] = []
+    read: list[str] = []
+    for p in paths:
+        try:
+            with open(p, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
+        if b"GPU KV cache usage" not in data and (b"CPU KV cache usage" in data or b"XPU KV cache usage" in data):
+            fd, name = tempfile.mkstemp(suffix=".log")
+            with os.fdopen(fd, "wb") as out:
+                out.write(data.replace(b"CPU KV cache usage", b"GPU KV cache usage")
+                          .replace(b"XPU KV cache usage", b"GPU KV cache usage"))
+            tmp.append(name)
+            read.append(name)
+        else:
+            read.append(p)
+    try:
+        ev = load_evidence(read)
+    finally:
+        for name in tmp:
+            os.unlink(name)
     obs = []
     for seg in ev.segments:
         tl = seg.timeline
