@@ -64,7 +64,7 @@ def calibrate_cmd(
             json.dump(cal.to_json(), f, indent=1, default=str)
     except OSError as exc:
         raise InputError(f"cannot write {out}: {exc.strerror}") from None
-    payload = {"schema_version": SCHEMA, "calibration_file": out, **cal.to_json()}
+    payload = {**cal.to_json(), "schema_version": SCHEMA, "calibration_file": out}
     if json_out:
         emit_json(payload)
         return
