@@ -40,6 +40,7 @@ _VERB_MODULES = (
     "check_cmd",
     "simulate_cmd",
     "calibrate_cmd",
+    "experiment_cmd",
     "evidence_cmd",
     "rules_cmd",
     "journal_cmd",
