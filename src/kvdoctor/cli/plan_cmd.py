@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvdoctor.cli import app, common
+from kvdoctor.cli import app, common, workload_opts
 from kvdoctor.report.html import html_option, write_html_if_asked
 
 TraceOpt = Annotated[Optional[str], typer.Option(
@@ -25,12 +25,20 @@ EvidenceOpt = Annotated[Optional[list[str]], typer.Option(
     "--evidence", help="vLLM log / metrics of this deployment: target 'no persistent preemption' from its peak demand.")]
 
 
-def load_lengths(trace: str | None, lengths: str | None, p99: int | None):
-    """(LengthDist | None, Workload | None) from the options; at most one source."""
+def load_lengths(trace: str | None, lengths: str | None, p99: int | None, wl=None):
+    """(LengthDist | None, Workload | None) from the options; at most one source. ``wl``: the
+    vllm bench serve workload options (``cli.workload_opts``), a workload of their own."""
     from kvdoctor.chains import lengths as L
     from kvdoctor.errors import InputError
 
     given = [x for x in (trace, lengths, p99) if x is not None]
+    if wl is not None and wl.asked():
+        if lengths or p99 is not None:
+            raise InputError("give either the vllm bench serve workload options or --lengths/--p99-context, not both")
+        from kvdoctor.sim.workload import build_workload
+
+        w = build_workload(wl.spec(trace=trace))
+        return L.from_workload(w), w
     if len(given) > 1:
         raise InputError("give one of --trace, --lengths, --p99-context")
     # sim.workload reads the file as UTF-8 text; a binary or mis-encoded file is bad input (exit 2),
@@ -114,8 +122,10 @@ def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
                   "and YAML. Example: kvdoctor plan -m Qwen/Qwen2.5-14B --gpu L40S --max-model-len 32768 "
                   "--p99-context 7500 --target-concurrency 12")
 @common.config_options
+@workload_opts.workload_options
 def plan(
     opts: common.ConfigOptions,
+    wl: workload_opts.WorkloadOptions,
     trace: TraceOpt = None,
     lengths: LengthsOpt = None,
     p99_context: P99Opt = None,
@@ -146,7 +156,8 @@ def plan(
         except KvdoctorError as exc:
             raise InputError(f"--target-context {target_context:,}: vLLM would refuse this context for "
                              f"{inputs.shape.name}: {exc}") from None
-    dist, workload = load_lengths(trace, lengths, p99_context)
+    dist, workload = load_lengths(trace, lengths, p99_context, wl)
+    calibration = wl.load_calibration()
     target = Target(concurrency=target_concurrency, context=target_context)
     short, notes = False, []
     if evidence:
@@ -160,7 +171,7 @@ def plan(
     # a bar on stderr while the trace is simulated for each level (silent with --quiet/--json/no TTY)
     p = make_plan(inputs.shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
                   target=target, workload=workload, evidence_capacity_short=short,
-                  progress=functools.partial(progress, quiet=quiet or json_out))
+                  progress=functools.partial(progress, quiet=quiet or json_out), calibration=calibration)
     if inputs.startup is not None:
         notes.append(measured_note(inputs, p))
     p.notes = notes + list(inputs.notes) + p.notes

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kvdoctor.cli import app, common
+from kvdoctor.cli import app, common, workload_opts
 from kvdoctor.cli.plan_cmd import LengthsOpt, P99Opt, TargetConcOpt, TargetCtxOpt, TraceOpt
 from kvdoctor.units import gib_text
 
@@ -17,8 +17,10 @@ from kvdoctor.units import gib_text
                   "meta-llama/Llama-3.1-8B-Instruct --to Qwen/Qwen2.5-14B --gpu L40S --max-model-len 32768 "
                   "--p99-context 7500")
 @common.config_options
+@workload_opts.workload_options
 def swap(
     opts: common.ConfigOptions,
+    wl: workload_opts.WorkloadOptions,
     old: Annotated[str, typer.Option("--from", help="The model the configuration was tuned for.")],
     new: Annotated[str, typer.Option("--to", help="The model replacing it.")],
     trace: TraceOpt = None,
@@ -39,12 +41,12 @@ def swap(
     inputs = common.resolve_inputs(opts)
     new_shape = lookup_model(new)
     old_shape = lookup_model(old)
-    dist, workload = load_lengths(trace, lengths, p99_context)
+    dist, workload = load_lengths(trace, lengths, p99_context, wl)
     target = None
     if target_concurrency or target_context:
         target = Target(concurrency=target_concurrency, context=target_context)
     r = review(old_shape, new_shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
-               target=target, workload=workload)
+               target=target, workload=workload, calibration=wl.load_calibration())
     if inputs.startup is not None:
         # the ledgers compare both models under one configuration, so both are predictions; say so,
         # or an operator reads the old column as the pool their log measured
