@@ -35,8 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 # listed fails the test; a listed one that is gone only warns (delete its line).
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 KNOWN_CYCLES: dict[frozenset[str], str] = {}
-KNOWN_PRIVATE: dict[tuple[str, str], str] = {
-}
+KNOWN_PRIVATE: dict[tuple[str, str], str] = {}
 
 
 def _modules() -> dict[str, Path]:

@@ -557,22 +557,10 @@ def _same_model(a: str, b: str) -> bool:
 
 def _merge_segments(segments: list[Any]) -> Any:
     """One instance from several segments (e.g. consecutive log excerpts of one engine), by time."""
-    import numpy as np
-
     from kvdoctor.evidence.model import Segment, Timeline
 
     tls = [s.timeline for s in segments if s.timeline is not None and len(s.timeline)]
-    tl = None
-    if tls:
-        names = ["t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps"]
-        opt = ["swapped", "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no"]
-        cols = {n: np.concatenate([np.asarray(getattr(x, n), dtype=float) for x in tls]) for n in names}
-        for n in opt:
-            if any(getattr(x, n, None) is not None for x in tls):
-                cols[n] = np.concatenate([np.asarray(getattr(x, n), dtype=float) if getattr(x, n, None) is not None
-                                          else np.full(len(x), np.nan) for x in tls])
-        order = np.argsort(cols["t"], kind="stable")
-        tl = Timeline(**{k: v[order] for k, v in cols.items()})
+    tl = Timeline.concat(tls) if tls else None
     startup = next((s.startup for s in reversed(segments) if s.startup is not None), None)
     events = [e for s in segments for e in (s.events or [])]
     return Segment(source=" + ".join(dict.fromkeys(s.source for s in segments)),

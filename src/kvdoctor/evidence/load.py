@@ -296,15 +296,7 @@ def _fold(log_seg, others: list, ev: Evidence):
                     setattr(startup, name, getattr(o.startup, name))
     timeline = tls[0] if tls else log_seg.timeline
     if len(tls) > 1:
-        names = ["t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps"]
-        opt = ["swapped", "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no"]
-        cols = {n: np.concatenate([np.asarray(getattr(x, n), dtype=float) for x in tls]) for n in names}
-        for n in opt:
-            if any(getattr(x, n, None) is not None for x in tls):
-                cols[n] = np.concatenate([np.asarray(getattr(x, n), dtype=float) if getattr(x, n, None) is not None
-                                          else np.full(len(x), np.nan) for x in tls])
-        order = np.argsort(cols["t"], kind="stable")
-        timeline = Timeline(**{k: v[order] for k, v in cols.items()})
+        timeline = Timeline.concat(tls)
     source = " + ".join(dict.fromkeys([log_seg.source] + [o.source for o in others]))
     merged = Segment(source=source, engine=log_seg.engine, startup=startup, timeline=timeline,
                      events=list(log_seg.events) + [e for o in others for e in (o.events or [])] + counters,

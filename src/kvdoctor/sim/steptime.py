@@ -13,6 +13,11 @@ A model answers two questions:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the boundary types (annotations only)
+    from kvdoctor.engine.defaults import ResolvedEngine
+    from kvdoctor.facts import GpuSpec, ModelShape
 
 
 @dataclass(frozen=True)
@@ -295,7 +300,8 @@ _FP8_METHODS = ("fp8", "fbgemm_fp8", "modelopt", "compressed-tensors", "fp8_per_
                 "fp8_per_channel", "mxfp8", "modelopt_mxfp8", "deepseek_v4_fp8")
 
 
-def from_deployment(shape, gpu, resolved, serving: dict | None = None) -> RooflineStepTime:
+def from_deployment(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine,
+                    serving: dict | None = None) -> RooflineStepTime:
     """The step-time model for ``shape`` on ``gpu`` under a resolved engine configuration."""
     from kvdoctor.ledger.weights import DTYPE_BYTES, resolve_quant
 

@@ -11,12 +11,16 @@ workload give the same answer, so two plan levels differ only by the configurati
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.errors import InputError
 from kvdoctor.sim.result import SimResult, SimSummary
 from kvdoctor.sim.scheduler import SchedConfig
 from kvdoctor.sim.workload import Workload
+
+if TYPE_CHECKING:  # the boundary types (annotations only: no import cost)
+    from kvdoctor.engine.defaults import ResolvedEngine
+    from kvdoctor.facts import GpuSpec, ModelShape
 
 
 def kv_layout(grouping: Any) -> dict[str, int]:
@@ -46,7 +50,7 @@ def kv_layout(grouping: Any) -> dict[str, int]:
     return out
 
 
-def layout_of(shape: Any, gpu: Any, resolved: Any) -> dict[str, int]:
+def layout_of(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine) -> dict[str, int]:
     """The KV group layout of this deployment, via the ledger (empty: one full-attention group)."""
     from kvdoctor.errors import KvdoctorError
     from kvdoctor.ledger.build import build_ledger
@@ -58,7 +62,7 @@ def layout_of(shape: Any, gpu: Any, resolved: Any) -> dict[str, int]:
     return kv_layout(getattr(plan, "grouping", None)) if plan is not None else {}
 
 
-def sched_config(resolved: Any, num_blocks: int, layout: dict[str, int] | None = None) -> SchedConfig:
+def sched_config(resolved: ResolvedEngine, num_blocks: int, layout: dict[str, int] | None = None) -> SchedConfig:
     """The scheduler limits from a resolved engine (``engine.defaults.ResolvedEngine``) and, for
     hybrid models, the KV group layout (``kv_layout``)."""
 
@@ -105,7 +109,7 @@ def as_workload(workload: Any, seed: int = 0) -> Workload:
     raise InputError(f"cannot simulate a workload of type {type(workload).__name__}")
 
 
-def step_model(shape: Any, gpu: Any, resolved: Any, calibration: Any = None):
+def step_model(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, calibration: Any = None):
     """The step-time model of this deployment: the fitted roofline, or the deployment's own
     calibration (``kvdoctor calibrate``) on top of it (or instead of it, for a linear fit)."""
     from kvdoctor.sim.steptime import from_deployment
@@ -138,8 +142,8 @@ def uncertainty(calibration: Any = None) -> dict:
             "median_abs_error": {k: v for k, v in (err or {}).items() if k != "n"}}
 
 
-def run(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0,
-        detail: bool = False, progress=None, interval_s: float = 10.0, layout: dict | None = None,
+def run(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int, workload: Any, *,
+        seed: int = 0, detail: bool = False, progress=None, interval_s: float = 10.0, layout: dict | None = None,
         calibration: Any = None) -> SimResult:
     """The full result (timeline, per-request arrays) for one configuration. ``layout``: the KV
     group layout (``kv_layout(ledger.plan.grouping)``); computed from the ledger when omitted.
@@ -157,7 +161,7 @@ def run(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, 
                     frontend=front_end(calibration))
 
 
-def predict(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0,
-            calibration: Any = None) -> SimSummary:
+def predict(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int, workload: Any, *,
+            seed: int = 0, calibration: Any = None) -> SimSummary:
     """Simulated TTFT / TBT / throughput / preemptions for one configuration (fast: summary only)."""
     return run(shape, gpu, resolved, num_blocks, workload, seed=seed, detail=False, calibration=calibration).summary
