@@ -28,6 +28,8 @@ OUTPUT_COLS = ("num_decode_tokens", "output_tokens", "completion_tokens", "outpu
 GROUP_COLS = ("prefix_group", "prefix_id", "group")
 PREFIX_LEN_COLS = ("prefix_len", "shared_prefix_len", "prefix_tokens")
 PRIORITY_COLS = ("priority",)
+MAX_REQUESTS = 1_000_000  # a simulation holds every request in memory (docs/cli.md "Limits and hostile input")
+MAX_TOKENS = 100_000_000  # longer than any model's context
 
 
 @dataclass
@@ -238,13 +240,17 @@ def _lengths(spec: str, n: int, rng) -> tuple[list[int], list[int], str]:
             vals = [float(x) for x in parts]
         except ValueError:
             raise InputError(f"--prompt-dist {spec!r}: expected numbers after '{kind}:'") from None
-        if len(vals) < 2 or any(v <= 0 for v in vals):
-            raise InputError(f"--prompt-dist {spec!r}: expected {kind}:PROMPT:OUTPUT with positive numbers")
+        if len(vals) < 2 or any(not (0 < v <= MAX_TOKENS) for v in vals):  # NaN fails the comparison too
+            raise InputError(f"--prompt-dist {spec!r}: expected {kind}:PROMPT:OUTPUT with positive numbers "
+                             f"up to {MAX_TOKENS:,}")
         if kind == "fixed":
             return [int(vals[0])] * n, [int(vals[1])] * n, s
         sigma = vals[2] if len(vals) > 2 else 1.0
-        pr = rng.lognormal(math.log(vals[0]), sigma, n)
-        ou = rng.lognormal(math.log(vals[1]), sigma, n)
+        if sigma > 10:  # e^(10·z) already spans 40 orders of magnitude
+            raise InputError(f"--prompt-dist {spec!r}: SIGMA must be <= 10")
+        # clipped: a far tail past any context stays an integer (rejected later as too long)
+        pr = rng.lognormal(math.log(vals[0]), sigma, n).clip(1, MAX_TOKENS)
+        ou = rng.lognormal(math.log(vals[1]), sigma, n).clip(1, MAX_TOKENS)
         return ([max(1, int(x)) for x in pr], [max(1, int(x)) for x in ou], s)
     p = Path(s)
     if not p.exists():
@@ -281,6 +287,10 @@ def synthetic(
         raise InputError(f"--requests must be >= 1, got {requests}")
     if duration_s is not None and not duration_s > 0:
         raise InputError(f"--duration must be positive, got {duration_s}")
+    expected = requests if requests is not None else rate * duration_s
+    if not expected <= MAX_REQUESTS:  # every request is held in memory (NaN fails too)
+        raise InputError(f"the synthetic workload would hold {expected:,.0f} requests; the limit is {MAX_REQUESTS:,} "
+                         "(lower --rate or --duration, or pass --requests)")
     rng = np.random.default_rng(seed)
     n = requests if requests is not None else int(rate * duration_s * 1.5) + 16
     if arrival == "poisson":
