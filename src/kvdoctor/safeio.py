@@ -126,6 +126,9 @@ def head_bytes(path: str | os.PathLike, n: int = 65536) -> bytes:
     return data
 
 
+_BINARY_CTRL = re.compile(r"[\x01-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f]")
+
+
 def binary_reason(head: bytes) -> str | None:
     """Why these first bytes are not a text file (None: text). The one binary check of kvdoctor.
 
@@ -135,9 +138,14 @@ def binary_reason(head: bytes) -> str | None:
         return None
     if b"\x00" in head:
         return "NUL bytes"
-    bad = head.decode("utf-8", errors="replace").count("\ufffd")
+    text = head.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd")
     if bad > max(4, len(head) // 10):
         return f"{bad} of the first {len(head):,} bytes are not UTF-8"
+    # control characters other than tab, newlines, form feed and ESC (colour codes in logs)
+    ctrl = len(_BINARY_CTRL.findall(text))
+    if ctrl > max(4, len(head) // 10):
+        return f"{ctrl} of the first {len(head):,} bytes are control characters"
     return None
 
 
@@ -207,6 +215,22 @@ def finite(value: Any, what: str, *, lo: float | None = None, hi: float | None =
     if hi is not None and v > hi:
         raise InputError(f"{what}: {value!r} must be <= {hi:g}")
     return v
+
+
+def check_magnitudes(obj: Any, what: str, limit: float = MAX_INT, _key: str = "") -> None:
+    """Refuse any number past ``limit`` in a JSON document (a model config's ``hidden_size: 1e308``):
+    no real size, count or constant is that large, and such a number overflows the arithmetic."""
+    if isinstance(obj, bool):
+        return
+    if isinstance(obj, (int, float)):
+        if abs(obj) > limit:
+            raise InputError(f"{what}: {_key or 'a value'} = {obj!r:.40} is out of range (|x| > {limit:g})")
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            check_magnitudes(v, what, limit, f"{_key}.{k}" if _key else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            check_magnitudes(v, what, limit, f"{_key}[{i}]")
 
 
 def clean_json(obj: Any) -> Any:

@@ -356,7 +356,7 @@ NUMERIC_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "--max-ratio": (0.0, 1e6, True),
     "--align-tolerance": (0.0, 1e6, False),
     "--percentile": (0.0, 100.0, True),
-    "--gpu-memory-utilization": (0.0, 1e6, True),  # (0, 1] is vLLM's own check, with vLLM's words
+    "--gpu-memory-utilization": (-1e6, 1e6, False),  # finite only: (0, 1] is vLLM's own check, in its words
     "--year": (1970, 9999, False),
 }
 _DEFAULT_BOUNDS = (0, 2**53, False)
@@ -383,8 +383,9 @@ def _num(x: float) -> str:
 
 
 def check_number(param: Any, value: Any) -> Any:
-    """Raise ``typer.BadParameter`` unless ``value`` (already converted by click) is finite and in
-    the option's bounds. Tuples (repeatable options) are checked item by item."""
+    """Raise InputError (one line, exit 2, like the verbs' own checks) unless ``value`` (already
+    converted by click) is finite and within the option's bounds. Tuples (repeatable options) are
+    checked item by item."""
     import math
 
     if value is None:
@@ -393,13 +394,14 @@ def check_number(param: Any, value: Any) -> Any:
         for v in value:
             check_number(param, v)
         return value
+    name = max(param.opts, key=len) if param.opts else param.name
     lo, hi, lo_open = _bounds_for(param)
     if isinstance(value, float) and not math.isfinite(value):
-        raise typer.BadParameter(f"{value!r} is not a finite number")
+        raise InputError(f"{name} must be a finite number, got {value!r}")
     if value < lo or (lo_open and value == lo):
-        raise typer.BadParameter(f"{value!r} must be {'>' if lo_open else '>='} {_num(lo)}")
+        raise InputError(f"{name} must be {'>' if lo_open else '>='} {_num(lo)}, got {value!r}")
     if value > hi:
-        raise typer.BadParameter(f"{value!r} must be <= {_num(hi)}")
+        raise InputError(f"{name} must be <= {_num(hi)}, got {value!r}")
     return value
 
 

@@ -118,23 +118,21 @@ def _refuse_non_text(path: str) -> None:
 
     from kvdoctor.errors import InputError
 
+    from kvdoctor.safeio import binary_reason, check_input_file
+
     p = Path(path)
-    if not p.is_file():
+    if not p.exists() or p.is_dir():
         return  # folders and missing files: the evidence loader's own messages
+    check_input_file(p, "evidence")  # a FIFO or device: refused before it is read
     with p.open("rb") as fh:
         head = fh.read(8192)
     if not head:
         raise InputError(f"{path}: empty file (give a vLLM log, /metrics dump, benchmark result or request trace)")
     if head[:2] == b"\x1f\x8b":
         return
-    # A real log may carry a stray non-UTF-8 byte (an echoed prompt): the reader skips that line.
-    # Refuse only what is mostly undecodable, or holds NUL bytes (no text log does).
-    bad = head.decode("utf-8", errors="replace").count("\ufffd")
-    if bad > max(4, len(head) // 10):
-        raise InputError(f"{path}: a binary file, not text ({bad} of the first {len(head):,} bytes are not UTF-8); "
-                         "give a vLLM log, /metrics dump, benchmark result or request trace")
-    if b"\x00" in head:
-        raise InputError(f"{path}: a binary file, not text (NUL bytes); give a vLLM log, /metrics dump, benchmark "
+    why = binary_reason(head)  # the one binary check (safeio)
+    if why:
+        raise InputError(f"{path}: a binary file, not text ({why}); give a vLLM log, /metrics dump, benchmark "
                          "result or request trace")
 
 

@@ -136,8 +136,8 @@ def load_jsonl(path: str) -> list[RequestRecord]:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
-                raise InputError(f"{path}: line {i + 1} is not JSON") from None
+            except (json.JSONDecodeError, RecursionError):
+                raise InputError(f"{path}: line {i + 1} is not JSON (or nested too deeply)") from None
             if isinstance(row, dict) and "resourceSpans" in row:
                 out.extend(_otlp_records(row))
                 continue
@@ -184,6 +184,8 @@ def load_otlp(path: str) -> list[RequestRecord]:
         text = fh.read()
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to read") from None
     except json.JSONDecodeError:
         return load_jsonl(path)  # the collector's file exporter writes one document per line
     if not isinstance(doc, dict) or "resourceSpans" not in doc:
@@ -205,7 +207,7 @@ def sniff_trace(path: str) -> str | None:
         first = s.splitlines()[0] if s else ""
         try:
             row = json.loads(first)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None
         return "jsonl" if isinstance(row, dict) and "prompt_tokens" in _column_map(row.keys()) else None
     first = s.splitlines()[0] if s else ""

@@ -121,6 +121,8 @@ def load_payload_file(path: str | Path) -> list[dict[str, Any]]:
         raise InputError(f"cannot read {p}: {exc}") from None
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise InputError(f"{p}: JSON nested too deeply to read") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{p} is not JSON (line {exc.lineno}: {exc.msg})") from None
     items = data if isinstance(data, list) else [data]

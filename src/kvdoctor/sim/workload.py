@@ -138,6 +138,8 @@ def _rows_unchecked(path: Path):
                     continue
                 try:
                     obj = json.loads(line)
+                except RecursionError:
+                    raise InputError(f"{path}:{n}: JSON nested too deeply to read") from None
                 except json.JSONDecodeError as exc:
                     raise InputError(f"{path}:{n}: not JSON ({exc.msg})") from None
                 if not isinstance(obj, dict):
