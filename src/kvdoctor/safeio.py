@@ -261,7 +261,7 @@ def redact(obj: Any) -> Any:
     if isinstance(obj, str):
         return redact_url(obj) if "@" in obj else obj
     if isinstance(obj, dict):
-        return {k: redact(v) for k, v in obj.items()}
+        return {redact(k) if isinstance(k, str) else k: redact(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [redact(v) for v in obj]
     return obj

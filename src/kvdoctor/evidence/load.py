@@ -105,9 +105,12 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
         elif kind == "trace":
             ev.requests.extend(load_trace(path))
     if prometheus:
+        from kvdoctor.safeio import redact_url
+
         ev.segments.extend(load_prometheus(prometheus, window, labels))
-        ev.sources.append(prometheus)
-        ev.kinds[prometheus] = "prometheus"
+        shown = redact_url(prometheus)  # sources are printed and stored: never with credentials
+        ev.sources.append(shown)
+        ev.kinds[shown] = "prometheus"
     elif window or labels:
         raise InputError("--window/--label need --prometheus URL")
     return ev
