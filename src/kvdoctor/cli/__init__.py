@@ -62,9 +62,10 @@ def _root(
 ) -> None:
     # Runs before the verb's own options are parsed: every int/float option gets kvdoctor's bounds
     # (finite, within range) so NaN, inf and 1e308 stop at the edge with a one-line exit 2.
-    from kvdoctor.cli.common import bound_numeric_options
+    # Input paths that are FIFOs or devices are refused the same way.
+    from kvdoctor.cli.common import harden_options
 
-    bound_numeric_options(ctx.command)
+    harden_options(ctx.command)
 
 
 def _register() -> None:

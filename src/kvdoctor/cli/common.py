@@ -421,3 +421,58 @@ def bound_numeric_options(command: Any) -> None:
 
         param.callback = callback
         param._kvdoctor_bounded = True
+
+
+# Parameters that name files kvdoctor reads (by dest name). A FIFO, socket or device given there
+# (``<(cmd)``, ``/dev/zero``) blocks or never ends: refused before the verb runs. ``-`` (stdin, where
+# a verb reads it) and names that are not paths (a model id, a serve line) pass through.
+INPUT_FILE_PARAMS = frozenset({"trace", "lengths", "config", "from_log", "evidence", "bench", "prediction",
+                               "files", "inputs", "db", "prompt_dist", "model", "old", "new",
+                               "previous_model"})
+
+
+def check_input_path(param: Any, value: Any) -> Any:
+    import os
+
+    from kvdoctor.safeio import check_input_file
+
+    if value is None:
+        return value
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            check_input_path(param, v)
+        return value
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(text, str) or text == "-" or "\n" in text:
+        return value
+    try:
+        exists = os.path.exists(text)
+    except (OSError, ValueError):
+        return value
+    if exists and not os.path.isdir(text):
+        opts = [o for o in param.opts if o.startswith("-")]
+        check_input_file(text, max(opts, key=len) if opts else "input")
+    return value
+
+
+def harden_options(command: Any) -> None:
+    """Bound every number and guard every input path under ``command`` (called once per run by the
+    root callback, before the verb's own options are parsed). Idempotent."""
+    bound_numeric_options(command)
+    _guard_paths(command)
+
+
+def _guard_paths(command: Any) -> None:
+    for sub in getattr(command, "commands", {}).values():
+        _guard_paths(sub)
+    for param in getattr(command, "params", []):
+        if param.name not in INPUT_FILE_PARAMS or getattr(param, "_kvdoctor_path_guard", False):
+            continue
+        own = param.callback
+
+        def callback(ctx: Any, p: Any, value: Any, _own: Any = own) -> Any:
+            value = check_input_path(p, value)
+            return _own(ctx, p, value) if _own is not None else value
+
+        param.callback = callback
+        param._kvdoctor_path_guard = True

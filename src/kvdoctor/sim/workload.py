@@ -49,6 +49,11 @@ class Workload:
 
     def __post_init__(self):
         n = len(self.arrival)
+        # Invariant: every arrival is a finite time. A NaN arrival (a trace row without one) never
+        # comes due, and the simulation would wait for it forever.
+        if not all(math.isfinite(a) for a in self.arrival):
+            bad = sum(1 for a in self.arrival if not math.isfinite(a))
+            raise InputError(f"workload {self.name}: {bad} request(s) without a finite arrival time")
         for nm in ("prompt", "output", "group", "prefix_len", "priority"):
             v = getattr(self, nm)
             if v is not None and len(v) != n:
@@ -98,6 +103,12 @@ class Workload:
         rows = [r for r in records if r.prompt_tokens is not None and r.output_tokens is not None]
         if not rows:
             raise InputError("no request in the evidence has both prompt and output token counts")
+        timed = [r for r in rows if r.arrival_s is not None and math.isfinite(r.arrival_s)]
+        if not timed:
+            raise InputError("no request in the evidence has an arrival time: a length distribution cannot be "
+                             "replayed (use it with --prompt-dist and a rate)")
+        dropped = len(rows) - len(timed)
+        rows = timed
         t0 = min(r.arrival_s for r in rows)
         groups = [r.prefix_group for r in rows]
         has_group = any(g is not None for g in groups)
@@ -109,6 +120,7 @@ class Workload:
             prefix_len=[int(r.prefix_len or 0) for r in rows] if has_group else None,
             name=name,
             source=name,
+            notes=[f"{dropped} requests without an arrival time skipped"] if dropped else [],
         )
 
 
