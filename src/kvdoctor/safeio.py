@@ -35,7 +35,7 @@ MAX_CONFIG_BYTES = 4 * MiB  # a YAML engine config or a model's config.json
 MAX_RESPONSE_BYTES = 64 * MiB  # one Prometheus API reply (a 1 h window of every vllm:* series is ~1-5 MB)
 PROMETHEUS_DEADLINE_S = 60.0  # total time for one Prometheus query, retries included
 GZIP_CHUNK = 1 * MiB  # most bytes one decompression step may produce
-MAX_TRACE_ROWS = 2_000_000  # request rows in one trace (a week of a busy fleet is ~1M)
+MAX_TRACE_ROWS = 1_000_000  # request rows in one trace: ~200-400 MB held at the limit
 MAX_INT = 2**53  # integers past this lose precision as floats (JSON, numpy)
 
 
@@ -127,6 +127,39 @@ def head_bytes(path: str | os.PathLike, n: int = 65536) -> bytes:
 
 
 _BINARY_CTRL = re.compile(r"[\x01-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f]")
+
+
+def more_lines_than(path: str | os.PathLike, limit: int) -> bool:
+    """Whether the file (gunzipped when gzip) has more than ``limit`` lines. Reads only until the
+    answer is known, in bounded chunks: a 10M-row trace is refused after ~limit lines' worth of bytes,
+    before any row is parsed."""
+    import zlib
+
+    n = 0
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+        fh.seek(0)
+        d = zlib.decompressobj(wbits=31) if gz else None
+        while True:
+            raw = fh.read(GZIP_CHUNK)
+            if not raw:
+                return False
+            if d is None:
+                n += raw.count(b"\n")
+            else:
+                buf = raw
+                try:
+                    while buf:
+                        n += d.decompress(buf, GZIP_CHUNK).count(b"\n")
+                        buf = d.unconsumed_tail
+                        if not buf and d.eof and d.unused_data:
+                            buf, d = d.unused_data, zlib.decompressobj(wbits=31)
+                        if n > limit:
+                            return True
+                except zlib.error:
+                    return False  # the reader reports the damage itself
+            if n > limit:
+                return True
 
 
 def binary_reason(head: bytes) -> str | None:

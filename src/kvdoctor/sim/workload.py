@@ -133,37 +133,67 @@ def _pick(header: list[str], names: tuple[str, ...]) -> str | None:
 
 
 def _rows(path: Path):
+    """(header, rows): rows is an iterator read from the file as it is consumed, at most
+    MAX_TRACE_ROWS of them (safeio), so memory holds the parsed columns only, never the raw rows."""
     try:
         return _rows_unchecked(path)
     except UnicodeDecodeError as exc:  # same wording as plan/swap's guard for --trace/--lengths
         raise InputError(f"{path}: not a text CSV/JSONL file (byte {exc.start} is not UTF-8)") from None
 
 
-def _rows_unchecked(path: Path):
-    text_head = path.open("r", encoding="utf-8", errors="replace").read(4096).lstrip()
-    if path.suffix.lower() in (".jsonl", ".ndjson") or text_head.startswith("{"):
-        rows = []
-        with path.open("r", encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    obj = json.loads(line)
-                except RecursionError:
-                    raise InputError(f"{path}:{n}: JSON nested too deeply to read") from None
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}:{n}: not JSON ({exc.msg})") from None
-                if not isinstance(obj, dict):
-                    raise InputError(f"{path}:{n}: expected one JSON object per line")
-                rows.append(obj)
-        header = sorted({k for r in rows for k in r})
-        return header, rows
+def _capped(path: Path, rows):
+    from kvdoctor.safeio import MAX_TRACE_ROWS
+
+    try:
+        for n, row in enumerate(rows, 1):
+            if n > MAX_TRACE_ROWS:
+                raise InputError(f"{path}: more than {MAX_TRACE_ROWS:,} rows, the limit for one trace; give a part "
+                                 f"of it (e.g. head -n {MAX_TRACE_ROWS + 1} for a CSV)")
+            yield row
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a text CSV/JSONL file (byte {exc.start} is not UTF-8)") from None
+
+
+def _jsonl(path: Path):
+    with path.open("r", encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except RecursionError:
+                raise InputError(f"{path}:{n}: JSON nested too deeply to read") from None
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{n}: not JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise InputError(f"{path}:{n}: expected one JSON object per line")
+            yield obj
+
+
+def _csv(path: Path):
     with path.open("r", encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        if not reader.fieldnames:
-            raise InputError(f"{path}: empty file or no CSV header")
-        return list(reader.fieldnames), list(reader)
+        yield from csv.DictReader(f)
+
+
+def _rows_unchecked(path: Path):
+    from kvdoctor.safeio import MAX_TRACE_ROWS, more_lines_than
+
+    if more_lines_than(path, MAX_TRACE_ROWS + 1):  # refused before a row is parsed
+        raise InputError(f"{path}: more than {MAX_TRACE_ROWS:,} rows, the limit for one trace; give a part "
+                         f"of it (e.g. head -n {MAX_TRACE_ROWS + 1} for a CSV)")
+    with path.open("r", encoding="utf-8", errors="replace") as f:
+        text_head = f.read(4096).lstrip()
+    if path.suffix.lower() in (".jsonl", ".ndjson") or text_head.startswith("{"):
+        keys: set[str] = set()
+        for obj in _capped(path, _jsonl(path)):  # first pass: the header is every key seen
+            keys.update(obj)
+        return sorted(keys), _capped(path, _jsonl(path))
+    with path.open("r", encoding="utf-8", newline="") as f:
+        fieldnames = csv.DictReader(f).fieldnames
+    if not fieldnames:
+        raise InputError(f"{path}: empty file or no CSV header")
+    return list(fieldnames), _capped(path, _csv(path))
 
 
 def _num(v, path, n, col, kind=float):
