@@ -620,6 +620,8 @@ def load_prometheus(url: str, window: str | None = None, labels: Any = None, *,
                     step: float | None = None, client: PrometheusClient | None = None,
                     now: float | None = None) -> list[Segment]:
     """Range queries over the window → one Segment per (instance, model_name, engine)."""
+    from kvdoctor.safeio import redact_url
+
     start, end = parse_window(window, now)
     if not (_EPOCH_MIN <= start < _EPOCH_MAX and _EPOCH_MIN < end <= _EPOCH_MAX):  # NaN fails too
         raise InputError(f"--window: {window!r} is not a time range between 1970 and 2100")
@@ -639,8 +641,6 @@ def load_prometheus(url: str, window: str | None = None, labels: Any = None, *,
         raise InputError(f"--prometheus {redact_url(url)}: no vllm:* series between {time.strftime('%Y-%m-%d %H:%M', time.gmtime(start))} "
                          f"and {time.strftime('%Y-%m-%d %H:%M', time.gmtime(end))} UTC ({sel})")
     # instance -> time -> Snapshot
-    from kvdoctor.safeio import redact_url
-
     per: dict[str, dict[float, Snapshot]] = {}
     for series in results:
         # a reply of the wrong shape loses its bad parts, not the whole query
