@@ -636,10 +636,15 @@ def load_prometheus(url: str, window: str | None = None, labels: Any = None, *,
     extra = ["cache_config_info"]
     results = cl.query_range(_selector(g_names + extra, lab), start, end, step)
     results += cl.query_range(_selector(h_names, lab), start, end, step)
-    if not results:
+
+    def no_series(why: str = "no vllm:* series") -> InputError:
         sel = ", ".join(f"{k}={v}" for k, v in lab.items()) or "no label filter"
-        raise InputError(f"--prometheus {redact_url(url)}: no vllm:* series between {time.strftime('%Y-%m-%d %H:%M', time.gmtime(start))} "
-                         f"and {time.strftime('%Y-%m-%d %H:%M', time.gmtime(end))} UTC ({sel})")
+        return InputError(f"--prometheus {redact_url(url)}: {why} between "
+                          f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(start))} "
+                          f"and {time.strftime('%Y-%m-%d %H:%M', time.gmtime(end))} UTC ({sel})")
+
+    if not results:
+        raise no_series()
     # instance -> time -> Snapshot
     per: dict[str, dict[float, Snapshot]] = {}
     for series in results:
@@ -659,14 +664,16 @@ def load_prometheus(url: str, window: str | None = None, labels: Any = None, *,
             t = _sample_time(ts)
             if t is None:
                 continue
-            sn = snaps.get(t)
-            if sn is None:
-                sn = snaps[t] = Snapshot(t=t, series={})
             try:
                 v = float(val)
             except (TypeError, ValueError):
                 continue
+            sn = snaps.get(t)
+            if sn is None:
+                sn = snaps[t] = Snapshot(t=t, series={})
             _add_sample(sn, name, metric, v)
+    if not any(per.values()):
+        raise no_series("no usable vllm:* samples (every series malformed)")
     segs: list[Segment] = []
     for inst in sorted(per):
         for sg in snapshots_to_segments(list(per[inst].values()), inst):
