@@ -266,17 +266,6 @@ def check_magnitudes(obj: Any, what: str, limit: float = MAX_INT, _key: str = ""
             check_magnitudes(v, what, limit, f"{_key}[{i}]")
 
 
-def clean_json(obj: Any) -> Any:
-    """A copy with NaN and ±inf replaced by None: JSON has no such numbers (``allow_nan=False``)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: clean_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [clean_json(v) for v in obj]
-    return obj
-
-
 # --- text from outside -------------------------------------------------------------------------------
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s?#]*@")  # up to the last @ of the authority
 # CSI (ESC [ ...), OSC (ESC ] ... BEL|ST), other two-byte escapes, then any remaining C0/C1 control

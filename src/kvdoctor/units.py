@@ -1,40 +1,13 @@
-"""Byte units and number formats exactly as vLLM prints and parses them."""
+"""Byte units and number formats: vLLM's own (``format_gib``), kvdoctor's one GiB formatter, lenient numbers.
+
+vLLM's human-readable integers ("32k", "32K") are parsed where flags are read: ``engine.sources``.
+"""
 
 from __future__ import annotations
-
-import math
-import re
 
 GiB = 1 << 30
 MiB = 1 << 20
 KiB = 1 << 10
-
-_HUMAN = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)\s*$")
-# vLLM's human-readable ints (engine/arg_utils.py human_readable_int): lower-case = powers of 1000,
-# upper-case = powers of 1024 ("1k"=1000, "1K"=1024, "10G"=10*2**30, "25.6k"=25600).
-_DEC = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BIN = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def parse_human_int(text: str | int | float) -> int:
-    """Parse vLLM's human-readable integers. Raises ValueError on anything else."""
-    if isinstance(text, bool):
-        raise ValueError(f"not a number: {text!r}")
-    if isinstance(text, int):
-        return text
-    if isinstance(text, float):
-        if not text.is_integer():
-            raise ValueError(f"not an integer: {text!r}")
-        return int(text)
-    m = _HUMAN.match(str(text))
-    if not m:
-        raise ValueError(f"not a number: {text!r}")
-    num, suffix = m.groups()
-    mult = _BIN[suffix] if suffix in _BIN else _DEC[suffix]
-    value = float(num) * mult
-    if not math.isclose(value, round(value), abs_tol=1e-6):
-        raise ValueError(f"not an integer: {text!r}")
-    return int(round(value))
 
 
 def as_float(v: object) -> float | None:
@@ -52,6 +25,14 @@ def as_float(v: object) -> float | None:
 def format_gib(n_bytes: float) -> str:
     """vLLM 0.33 ``format_gib``: ``str(round(b / 2**30, 2))`` (prints 55.1, 12.0, 0.57)."""
     return str(round(n_bytes / GiB, 2))
+
+
+def gib_text(n_bytes: float | None, *, digits: int = 2, unit: str = " GiB", grouping: bool = False,
+             missing: str = "—") -> str:
+    """Bytes as kvdoctor prints them: "14.99 GiB" (``missing`` for an unknown figure); the one GiB formatter."""
+    if n_bytes is None:
+        return missing
+    return f"{n_bytes / GiB:{',' if grouping else ''}.{digits}f}{unit}"
 
 
 def gib(n_bytes: float) -> float:

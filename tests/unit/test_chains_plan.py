@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from kvdoctor.chains.lengths import LengthDist, from_p99
@@ -43,6 +41,8 @@ def test_levels_in_order_stop_at_first_enough(q14, l40s):
     assert c1 == pytest.approx(c0 * 4, rel=0.01)
     assert any("does not enlarge the pool" in n for n in l1.notes)
     assert l2.flag_change == {"kv_cache_dtype": "fp8"} and l2.enough is True
+    # bf16 KV: 48 layers × 8 KV heads × 128 dims × 2 (K, V) × 2 B = 196,608 B per token; fp8 halves it
+    assert l1.figures["kv_bytes_per_token"].value == 196_608 and l2.figures["kv_bytes_per_token"].value == 98_304
     assert l2.figures["pool_tokens"].value == pytest.approx(2 * l1.figures["pool_tokens"].value, rel=0.01)
     assert any("FLASHINFER" in n for n in l2.notes)  # SM89: FA2 rejects fp8 KV, vLLM picks FlashInfer
     assert p.applied_levels == (1, 2) and p.stop_loss is None
@@ -70,17 +70,22 @@ def test_level1_needs_the_real_lengths(q14, l40s):
 
 
 def test_level1_costs_from_the_distribution_and_target_context(q14, l40s):
-    # 1000 requests: 980 short, 10 with prompts over 8K (rejected), 10 that overflow only with output
+    # 1000 requests: 980 of 1000 + 200 = 1,200 tokens, 10 of 9000 + 100 = 9,100 and 10 of 7800 + 1000 = 8,800
     prompt = [1000] * 980 + [9000] * 10 + [7800] * 10
     output = [200] * 980 + [100] * 10 + [1000] * 10
     d = LengthDist("test", prompt, output)
+    # p99 by nearest rank: the 990th of the sorted totals (980 × 1,200, then 10 × 8,800, then 10 × 9,100) = 8,800
+    assert d.p99_total == 8800
+    # at 8,192 the 10 prompts of 9,000 are rejected (prompt ≥ limit) and the 10 of 7,800 stop early
+    # (7,800 < 8,192 < 8,800): 10 / 1000 = 0.01 each
+    assert d.over_limit(8192) == (0.01, 0.01)
     p = make_plan(q14, l40s, EngineConfig(max_model_len=32768), lengths=d, target=Target(concurrency=3))
     l1 = p.levels[0]
-    assert l1.flag_change["max_model_len"] == math.ceil(d.p99_total / 2048) * 2048
-    lim = l1.flag_change["max_model_len"]
-    rej, trunc = d.over_limit(lim)
-    assert l1.costs["rejected_share"].value == round(rej, 5)
-    assert l1.costs["truncated_share"].value == round(trunc, 5)
+    # level 1 rounds the p99 up to a multiple of 2,048: ceil(8,800 / 2,048) = 5 → 5 × 2,048 = 10,240
+    assert l1.flag_change["max_model_len"] == 10240
+    # at 10,240 nothing is lost: the longest prompt is 9,000 < 10,240 and the longest total 9,100 ≤ 10,240
+    assert l1.costs["rejected_share"].value == 0.0
+    assert l1.costs["truncated_share"].value == 0.0
     # a target context above the p99 keeps the limit there
     p2 = make_plan(q14, l40s, EngineConfig(max_model_len=32768), lengths=d, target=Target(context=16384, concurrency=3))
     assert p2.levels[0].flag_change["max_model_len"] == 16384
@@ -89,9 +94,25 @@ def test_level1_costs_from_the_distribution_and_target_context(q14, l40s):
 def test_stop_loss_sizes_the_scale_out(q14, l40s):
     p = make_plan(q14, l40s, EngineConfig(max_model_len=32768), lengths=from_p99(7500), target=Target(concurrency=200))
     assert p.stop_loss is not None
+    l2, l3 = p.levels[1], p.levels[2]
+    assert l3.flag_change == {"quantization": "fp8"}
+    # Qwen2.5-14B: 48 layers × 8 KV heads × 128 dims × 2 (K and V) × 1 B (fp8 KV) = 98,304 B per token
+    assert l3.figures["kv_bytes_per_token"].value == 48 * 8 * 128 * 2 * 1 == 98_304
+    # fp8 weights free their bytes for KV and nothing else moves (activation, non-torch and graphs do not depend
+    # on the weight dtype): budget 3 = budget 2 + (weights 2 − weights 3); today 11,267,631,922 +
+    # (29,573,621,760 − 16,361,564,160) = 24,479,689,522 B
+    budget2, budget3 = l2.figures["kv_cache_bytes"].value, l3.figures["kv_cache_bytes"].value
+    assert budget3 == budget2 + l2.figures["weights_bytes"].value - l3.figures["weights_bytes"].value
+    # blocks of 16 tokens × 98,304 B = 1,572,864 B: 24,479,689,522 // 1,572,864 = 15,563 blocks; vLLM keeps one
+    # as the null block, so the pool is 15,562 × 16 = 248,992 tokens
+    blocks = budget3 // (16 * 98_304)
+    assert l3.figures["pool_tokens"].value == (blocks - 1) * 16
+    # vLLM's "Maximum concurrency for 8,192 tokens per request": 15,563 × 16 / 8,192 = 30.40x; 200 requests
+    # need ceil(200 / 30.40) = 7 instances of one GPU each
+    cap = round(blocks * 16 / 8192, 2)
     rec = p.stop_loss.data["sizing"]["recommended"]
-    assert rec["instances"] == math.ceil(200 / rec["capacity_per_instance"])
-    assert rec["total_gpus"] == rec["instances"] * rec["gpus_per_instance"]
+    assert rec["capacity_per_instance"] == cap
+    assert (rec["instances"], rec["gpus_per_instance"], rec["total_gpus"]) == (7, 1, 7)
     assert "Stop tuning" in p.stop_loss.summary
 
 
@@ -156,8 +177,17 @@ def test_stop_loss_on_persistent_preemption_with_no_level_left(l40s):
                   demand_how="test"), evidence_capacity_short=True)
     assert [lv.applicable for lv in p.levels[:3]] == [False, False, False]
     assert p.stop_loss is not None and p.stop_loss.verdict == "capacity-short"
+    # Qwen3-32B with fp8 KV: 64 layers × 8 KV heads × 128 dims × 2 (K, V) × 1 B = 131,072 B per token
+    assert p.before.figures()["kv_bytes_per_token"].value == 64 * 8 * 128 * 2 == 131_072
+    one, tp = p.stop_loss.data["sizing"]["options"]
+    # one GPU per instance holds its own pool (today 46,400 tokens): ceil(400,000 / 46,400) = 9 instances
+    pool = p.before.figures()["pool_tokens"].value
+    assert (one["unit"], one["capacity_per_instance"], one["gpus_per_instance"]) == ("tokens", pool, 1)
+    assert one["instances"] == -(-400_000 // int(pool)) == 9
+    # TP 4 frees 3/4 of the weights per GPU: one 4-GPU instance holds the demand (4 GPUs < 9)
     rec = p.stop_loss.data["sizing"]["recommended"]
-    assert rec["unit"] == "tokens" and rec["instances"] == math.ceil(400_000 / rec["capacity_per_instance"])
+    assert rec == tp and (rec["tensor_parallel_size"], rec["instances"], rec["total_gpus"]) == (4, 1, 4)
+    assert rec["capacity_per_instance"] >= 400_000
 
 
 def test_levels_without_room_are_carried_into_parallelism(l40s):

@@ -12,7 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvdoctor.errors import InputError, NotFoundError
-from kvdoctor.ledger.shape import ModelShape, shape_from_dict, shape_from_hf_config
+from kvdoctor.facts.model import ModelShape
+from kvdoctor.ledger.shape import shape_from_dict, shape_from_hf_config
 
 _DATA = Path(__file__).resolve().parent / "data" / "models.json"
 

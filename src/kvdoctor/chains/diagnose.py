@@ -117,15 +117,8 @@ def _finding_json(f: Finding) -> dict[str, Any]:
 
 
 def timeline_json(tl) -> dict[str, Any]:
-    def col(x):
-        if x is None:
-            return None
-        return [None if (isinstance(v, float) and math.isnan(v)) else v for v in
-                (x.tolist() if hasattr(x, "tolist") else list(x))]
-
-    out = {k: col(getattr(tl, k, None)) for k in ("t", "running", "waiting", "kv_usage_pct", "preemptions",
-                                                  "prompt_tps", "gen_tps", "ttft_p99", "itl_p99", "line_no")}
-    return {k: v for k, v in out.items() if v is not None}
+    return tl.to_json(("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "ttft_p99",
+                       "itl_p99", "line_no"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,7 +287,7 @@ def diagnose(evidence: Any, *, thresholds: Thresholds | None = None, inputs: Any
              as_one: bool = False, lengths: Any = None) -> Diagnosis:
     """Chain two over every instance in ``evidence`` (evidence.model.Evidence).
 
-    ``inputs`` (cli.common.Inputs) gives the configuration explicitly (model, GPU, engine); without
+    ``inputs`` (deployment.Deployment) gives the configuration explicitly (model, GPU, engine); without
     it, step 1 uses each segment's start-up facts. ``as_one`` merges all segments into one instance
     (several files of the same engine).
     """
@@ -331,14 +324,15 @@ def _attach_config(ctx: Context, inputs: Any, startup: Any) -> list[str]:
     if inputs is not None:
         ctx.shape, ctx.gpu, ctx.config, ctx.resolved = inputs.shape, inputs.gpu, inputs.config, inputs.resolved
         try:
-            from kvdoctor.ledger.build import build_ledger
-
-            ctx.ledger = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=startup or inputs.startup)
+            ctx.ledger = inputs.ledger_for(startup)  # built once per deployment; per segment only if it differs
         except Exception as exc:  # noqa: BLE001 - a ledger failure must not hide the log evidence
             notes.append(f"ledger not built ({type(exc).__name__}: {exc}); step 1 uses the log only")
         return notes
     if startup is None:
         return notes
+    # TODO(diagnose, issue 13): this branch is kvdoctor.deployment.deployment_from_startup(startup) (same
+    # steps: args line -> config, the log's model and device, its version's defaults, the ledger), kept
+    # inline until chain two's explicit state lands so the two changes do not collide.
     try:
         from kvdoctor.engine.sources import from_startup
 

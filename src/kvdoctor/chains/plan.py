@@ -20,6 +20,7 @@ from kvdoctor.chains.findings import Cite, Context, Finding
 from kvdoctor.chains.lengths import LengthDist
 from kvdoctor.chains.rules import get
 from kvdoctor.errors import KvdoctorError
+from kvdoctor.facts.gpu import capability_int, capability_text
 from kvdoctor.provenance import Figure
 
 SCHEMA_VERSION = "kvdoctor.plan/1"
@@ -325,7 +326,7 @@ def level2(ctx: Context) -> Finding | None:
     res.notes.append(f"vLLM on SM{_cc(cc)} stores fp8 KV through the {backend} attention backend"
                      + (f" (before: {cur.resolved.attention_backend})" if backend != cur.resolved.attention_backend else ""))
     res.notes.extend(n for n in st.resolved.notes if "skips" in n)
-    major = (_cc_int(cc) or 0) // 10
+    major = (capability_int(cc) or 0) // 10
     res.costs["quality"] = "a quality regression evaluation on the team's own tasks (fp8 KV without calibrated scales)"
     res.costs["speed"] = ("fp8 attention kernels (FA3/FA4): KV reads halve" if major in (9, 10) else
                           "no fp8 attention speed-up on this GPU generation: the gain is capacity only")
@@ -343,7 +344,7 @@ def level3(ctx: Context) -> Finding | None:
         res.why = f"the weights are already quantized ({q})"
         return _level_finding(ctx, res)
     st, err = _try_state(ctx, {"quantization": "fp8"})
-    cc = _cc_int(getattr(ctx.gpu, "compute_capability", None))
+    cc = capability_int(getattr(ctx.gpu, "compute_capability", None))
     if st is None:
         res.why = (f"online fp8 weight quantization is not available here: {err}. A pre-quantized checkpoint "
                    "(GPTQ needs SM60+, AWQ SM75+) is the alternative")
@@ -427,23 +428,8 @@ def parallel_candidates(shape, tp0: int = 1, pp0: int = 1) -> list[tuple[int, in
     return out
 
 
-def _cc_int(cc: Any) -> int | None:
-    if cc is None:
-        return None
-    if isinstance(cc, (tuple, list)) and len(cc) == 2:
-        return int(cc[0]) * 10 + int(cc[1])
-    if isinstance(cc, (int,)) and cc > 20:
-        return cc
-    try:
-        f = float(cc)
-    except (TypeError, ValueError):
-        return None
-    return int(round(f * 10)) if f < 20 else int(f)
-
-
 def _cc(cc: Any) -> str:
-    c = _cc_int(cc)
-    return f"{c // 10}{c % 10}" if c else "?"
+    return capability_text(cc, sep="", unknown="?")
 
 
 # --------------------------------------------------------------------------------------------

@@ -416,10 +416,6 @@ def get(rule_id: str) -> Rule:
     return BY_ID[rule_id]
 
 
-def for_chain(chain: str) -> list[Rule]:
-    return sorted((r for r in RULES if r.chain == chain), key=lambda r: (r.step, r.id))
-
-
 def table() -> list[dict[str, Any]]:
     """The symptom → root cause → action table, in chain and step order."""
     order = {c: i for i, c in enumerate(CHAINS)}

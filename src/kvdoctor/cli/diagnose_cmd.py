@@ -82,7 +82,7 @@ def diagnose(
         if labels:
             kw["labels"] = list(labels)
         for path in evidence or []:
-            _refuse_non_text(path)
+            refuse_non_text(path)
         ev = load_evidence(list(evidence or []), **kw)
     payload: dict[str, Any]
     if ev is not None:
@@ -106,7 +106,7 @@ def diagnose(
         raise typer.Exit(EXIT_FINDING)
 
 
-def _refuse_non_text(path: str) -> None:
+def refuse_non_text(path: str) -> None:
     """An empty or binary file is bad input (exit 2), not "insufficient evidence".
 
     The log reader skips undecodable lines one by one, so a PNG or a core dump given by mistake

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kvdoctor.cli import app
+from kvdoctor.provenance import json_clean as _clean
 
 
 @app.command(help="Read vLLM evidence (logs of any era, gzip ok; /metrics dumps or a folder of them; vllm bench "
@@ -46,21 +47,6 @@ def evidence(
         emit_json(_clean(doc))
         return
     _render(doc, quiet)
-
-
-def _clean(o: Any) -> Any:
-    """NaN/inf are not JSON: null."""
-    import math
-
-    if isinstance(o, float):
-        return None if math.isnan(o) or math.isinf(o) else o
-    if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    if hasattr(o, "item") and not hasattr(o, "__len__"):
-        return _clean(o.item())
-    return o
 
 
 def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:

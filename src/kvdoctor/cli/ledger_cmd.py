@@ -12,6 +12,7 @@ import typer
 
 from kvdoctor.cli import app
 from kvdoctor.cli import common
+from kvdoctor.units import gib_text
 
 
 @app.command("ledger")
@@ -32,13 +33,11 @@ def ledger(
 
     Every figure shows its source (measured / given / predicted / default) and its derivation.
     """
-    from kvdoctor.ledger.build import build_ledger
-
     log_info = scan_log(opts.from_log, quiet=quiet or json_out) if opts.from_log else None
     # scan_log already ran the start-up collector over every line: hand its facts on so the log is
     # read once (a multi-GB log would otherwise be parsed twice).
     inputs = common.resolve_inputs(opts, startup=log_info["startup"] if log_info is not None else None)
-    led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
+    led = inputs.ledger
     notes = list(inputs.notes)
     if log_info is not None:
         notes.insert(0, log_info["summary"])
@@ -152,9 +151,7 @@ _LABELS = {"total": "total", "requested": "requested", "weights": "weights", "ac
 
 
 def _fmt_bytes(v: Any) -> str:
-    if v is None:
-        return "–"
-    return f"{v / 2**30:,.2f} GiB"
+    return gib_text(v, grouping=True, missing="–")
 
 
 def _fmt(name: str, v: Any) -> str:

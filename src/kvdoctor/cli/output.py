@@ -25,9 +25,9 @@ def emit_json(payload: dict[str, Any]) -> None:
     except ValueError:
         # NaN/inf slipped past the edge checks (a number computed from odd input): JSON has no
         # such value, so it is written as null rather than as invalid JSON or a crash
-        from kvdoctor.safeio import clean_json
+        from kvdoctor.provenance import json_clean
 
-        text = json.dumps(clean_json(json.loads(json.dumps(payload, default=json_default))), indent=2,
+        text = json.dumps(json_clean(json.loads(json.dumps(payload, default=json_default))), indent=2,
                           allow_nan=False)
     sys.stdout.write(text + "\n")
 

@@ -52,10 +52,8 @@ def load_lengths(trace: str | None, lengths: str | None, p99: int | None):
 
 def measured_note(inputs, p) -> str:
     """With --from-log: the measured pool beside the predicted one, so the what-ifs can be read against it."""
-    from kvdoctor.ledger.build import build_ledger
-
     try:
-        led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
+        led = inputs.ledger
     except Exception as exc:  # noqa: BLE001 - the note is informative; the plan stands without it
         return f"the start-up log's figures could not be applied ({type(exc).__name__}: {exc})"
     tok = led.kv["tokens"]
@@ -74,10 +72,10 @@ def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
     from kvdoctor.chains.plan import Target
     from kvdoctor.evidence.load import load_evidence
 
-    from kvdoctor.cli.diagnose_cmd import _refuse_non_text
+    from kvdoctor.cli.diagnose_cmd import refuse_non_text
 
     for path in paths:  # a binary/empty --evidence is bad input here too, as in diagnose
-        _refuse_non_text(path)
+        refuse_non_text(path)
     ev = load_evidence(paths)
     d = diagnose(ev, inputs=inputs, as_one=True)
     inst = d.instances[0]

@@ -19,6 +19,7 @@ from typing import Any
 from kvdoctor.engine.config import ENGINE_FIELDS, EngineConfig
 from kvdoctor.engine.version import Version, VersionTraits, parse_version, traits
 from kvdoctor.errors import ConfigError, InputError
+from kvdoctor.facts.gpu import capability_int, capability_text
 
 GiB = 1 << 30
 
@@ -254,26 +255,12 @@ class ResolvedEngine:
 
 
 def gpu_cc(gpu: Any) -> int | None:
-    """Compute capability as an int (90 for SM90) from whatever form the catalog uses."""
-    if gpu is None:
-        return None
-    cc = getattr(gpu, "compute_capability", None)
-    if cc is None:
-        return None
-    if isinstance(cc, (tuple, list)):
-        return int(cc[0]) * 10 + int(cc[1])
-    if isinstance(cc, str):
-        major, _, minor = cc.strip().partition(".")
-        return int(major) * 10 + int(minor or 0)
-    if isinstance(cc, float):
-        return int(round(cc * 10))
-    if isinstance(cc, int):
-        return cc * 10 if cc < 20 else cc  # 9 -> 90 (major only), 90 -> 90
-    return None
+    """Compute capability as an int (90 for SM90); the one normaliser is facts.gpu.capability_int."""
+    return None if gpu is None else capability_int(gpu.compute_capability)
 
 
 def _cc_str(cc: int | None) -> str:
-    return "unknown" if cc is None else f"{cc // 10}.{cc % 10}"
+    return capability_text(cc)
 
 
 def _gpu_name(gpu: Any) -> str:

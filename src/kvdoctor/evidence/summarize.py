@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvdoctor.evidence.model import Evidence, Segment
+from kvdoctor.evidence.model import TIMELINE_COLUMNS, TIMELINE_CORE, Evidence, Segment
 from kvdoctor.provenance import Figure
 
 SCHEMA = "kvdoctor.evidence/1"
@@ -194,55 +194,11 @@ def _latency(ev: Evidence, tls: list) -> dict[str, Any]:
 
 
 MAX_POINTS = 4000  # per segment timeline in the JSON
-_TL_MAX = ("running", "waiting", "kv_usage_pct", "swapped", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99")
-_TL_MEAN = ("prompt_tps", "gen_tps", "prefix_hit_pct")
-_TL_CORE = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps")
-_TL_KEYS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",
-            "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no")
 
 
 def timeline_json(tl: Any, max_points: int = MAX_POINTS) -> dict[str, Any]:
-    """A Timeline as parallel JSON lists (NaN → null), at most ``max_points`` rows. Longer timelines are
-    pooled in runs of consecutive rows, so peaks and totals survive: ``t`` and ``line_no`` = the run's
-    last (an interval ends at t), running / waiting / KV usage / swapped / latency percentiles = the
-    run's max, preemptions = its sum (null only when all are null), throughputs and prefix hit = mean."""
-    import numpy as np
-
-    n = len(tl)
-    cols = {k: getattr(tl, k, None) for k in _TL_KEYS}
-    cols = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items() if v is not None}
-    out: dict[str, Any] = {}
-    if n > max_points:
-        edges = np.linspace(0, n, max_points + 1).astype(np.int64)
-        starts, last = edges[:-1], edges[1:] - 1
-        pooled: dict[str, Any] = {}
-        for k, v in cols.items():
-            if k in ("t", "line_no"):
-                pooled[k] = v[last]
-                continue
-            nan = np.isnan(v)
-            if k == "preemptions":
-                s = np.add.reduceat(np.where(nan, 0.0, v), starts)
-                seen = np.add.reduceat((~nan).astype(np.int64), starts)
-                pooled[k] = np.where(seen > 0, s, np.nan)
-            elif k in _TL_MEAN:
-                s = np.add.reduceat(np.where(nan, 0.0, v), starts)
-                seen = np.add.reduceat((~nan).astype(np.int64), starts)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    pooled[k] = np.where(seen > 0, s / np.maximum(seen, 1), np.nan)
-            else:
-                m = np.maximum.reduceat(np.where(nan, -np.inf, v), starts)
-                pooled[k] = np.where(np.isinf(m), np.nan, m)
-        cols = pooled
-        out["downsampled_from"] = n
-    for k, v in cols.items():
-        vals = [None if x != x else x for x in v.tolist()]  # NaN → null
-        if k == "line_no":
-            vals = [None if x is None else int(x) for x in vals]
-        # the core columns always (an all-null preemptions column says "unknown"), optional ones when reported
-        if k in _TL_CORE or any(x is not None for x in vals):
-            out[k] = vals
-    return out
+    """A Timeline as parallel JSON lists, at most ``max_points`` rows (``Timeline.to_json``)."""
+    return tl.to_json(TIMELINE_COLUMNS, max_points=max_points, keep_empty=TIMELINE_CORE)
 
 
 def segments_json(ev: Evidence, timelines: bool = False) -> list[dict[str, Any]]:

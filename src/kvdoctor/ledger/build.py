@@ -16,6 +16,7 @@ from kvdoctor.errors import InputError
 from kvdoctor.ledger import kv as kvm
 from kvdoctor.ledger import memory as mem
 from kvdoctor.provenance import Figure
+from kvdoctor.units import gib_text
 
 SCHEMA_VERSION = "kvdoctor.ledger/1"
 GiB = 1 << 30
@@ -156,7 +157,7 @@ def _version_text(resolved: Any) -> str:
 
 
 def _gib(b: float) -> str:
-    return f"{b / GiB:.2f} GiB"
+    return gib_text(b)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -457,10 +458,6 @@ def _quant(shape, resolved):
 def _env(resolved: Any) -> dict[str, str]:
     """The VLLM_* variables of the serve line (ResolvedEngine.env, else a duck-typed .config.env)."""
     return getattr(resolved, "env", None) or getattr(getattr(resolved, "config", None), "env", None) or {}
-
-
-def _env_true(resolved: Any, key: str) -> bool:
-    return str(_env(resolved).get(key, "")).strip().lower() in ("1", "true", "yes")
 
 
 def _chunked_model(shape: Any) -> bool:

@@ -31,7 +31,7 @@ from kvdoctor.engine.version import LIGHT_SAMPLER, NON_TORCH_LATE, non_torch_era
 from kvdoctor.ledger import fitted
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kvdoctor.ledger.shape import ModelShape
+    from kvdoctor.facts.model import ModelShape
 
 GiB = 1 << 30
 MiB = 1 << 20

@@ -18,6 +18,7 @@ import time as _time
 from dataclasses import asdict
 from typing import Callable
 
+from kvdoctor.sim.contracts import StepObserver, StepRecord, StepTimeModel
 from kvdoctor.sim.result import SimResult, SimSummary
 from kvdoctor.sim.scheduler import FINISHED, REJECTED, SchedConfig, Scheduler, SimRequest, blocks_for
 from kvdoctor.sim.workload import Workload
@@ -93,186 +94,261 @@ class _Recorder:
             self.next_tick += self.interval
 
 
-def simulate(
-    workload: Workload,
-    cfg: SchedConfig,
-    steptime,
-    *,
-    interval_s: float = 10.0,
-    progress: Callable[[int], None] | None = None,
-    detail: bool = True,
-    bulk: bool = True,
-    check: bool = False,
-) -> SimResult:
-    """Run ``workload`` through the scheduler. ``steptime`` has ``step(...)`` and ``decode_line(n)``.
+class _Loop:
+    """The state one simulation carries between events: clock, queues of arrivals, accumulators.
 
-    ``bulk=False`` simulates every step one by one (the reference the fast path is tested
-    against); ``check=True`` asserts the block-pool invariants after every step (tests).
+    ``run`` is the driver: admit what has arrived, then either jump over a stretch of identical
+    decode steps (``_decode_stretch``) or plan and apply one step exactly as vLLM does
+    (``_one_step``). Both report every step they cover to ``on_step`` when one is given.
     """
-    wall0 = _time.perf_counter()
-    n_req = len(workload)
-    order = sorted(range(n_req), key=workload.arrival.__getitem__)
-    reqs = [None] * n_req
-    for i in range(n_req):
-        reqs[i] = SimRequest(
-            i, workload.arrival[i], workload.prompt[i], workload.output[i],
-            priority=workload.priority[i] if workload.priority else 0,
-            group=workload.group[i] if workload.group else None,
-            prefix_len=workload.prefix_len[i] if workload.prefix_len else 0,
-        )
-    arrivals = [reqs[i] for i in order]
-    sched = Scheduler(cfg)
-    bs = cfg.block_size
-    mnbt = cfg.max_num_batched_tokens
-    fcfs = cfg.scheduling_policy == "fcfs"
-    t_start = arrivals[0].arrival if arrivals else 0.0
-    rec = _Recorder(t_start, interval_s)
-    now = t_start
-    ai = 0
-    step = 0  # index of the next step
-    done = 0
-    running = sched.running
-    pool = sched.pool
-    step_fn = steptime.step
-    decode_line = steptime.decode_line
-    kv_usage_sum = 0.0
-    kv_usage_peak = 0.0
-    running_sum = 0.0
-    busy_t = 0.0
-    nonfit_rejects = 0
-    report_every = max(1, n_req // 200)
-    last_report = 0
 
-    single = sched.single
+    def __init__(self, workload: Workload, cfg: SchedConfig, steptime: StepTimeModel, interval_s: float,
+                 progress: Callable[[int], None] | None, detail: bool, on_step: StepObserver | None):
+        n_req = len(workload)
+        self.n_req = n_req
+        self.reqs = [
+            SimRequest(
+                i, workload.arrival[i], workload.prompt[i], workload.output[i],
+                priority=workload.priority[i] if workload.priority else 0,
+                group=workload.group[i] if workload.group else None,
+                prefix_len=workload.prefix_len[i] if workload.prefix_len else 0,
+            )
+            for i in range(n_req)
+        ]
+        order = sorted(range(n_req), key=workload.arrival.__getitem__)
+        self.arrivals = [self.reqs[i] for i in order]
+        self.cfg = cfg
+        self.sched = Scheduler(cfg)
+        self.steptime = steptime
+        self.detail = detail
+        self.on_step = on_step
+        self.progress = progress
+        self.t_start = self.arrivals[0].arrival if self.arrivals else 0.0
+        self.rec = _Recorder(self.t_start, interval_s)
+        self.now = self.t_start
+        self.ai = 0  # next arrival
+        self.step = 0  # index of the next step
+        self.done = 0  # finished or rejected requests
+        self.kv_usage_sum = 0.0
+        self.kv_usage_peak = 0.0
+        self.running_sum = 0.0
+        self.busy_t = 0.0
+        self.nonfit_rejects = 0
+        self.report_every = max(1, n_req // 200)
+        self.last_report = 0
 
-    def multi_need(k: int) -> int:
-        # hybrid KV layouts: blocks the running decodes need over k steps, group by group
-        return sum(blocks_for(cfg, r.prompt + r.out + k - 1) - r.nblocks for r in running)
-
-    def finish(r: SimRequest, t: float):
-        nonlocal done
-        sched.finish(r, t)
-        done += 1
-
-    while True:
-        while ai < n_req and arrivals[ai].arrival <= now:
-            r = arrivals[ai]
-            ai += 1
-            if not sched.add(r):
-                done += 1
-        if progress is not None and done - last_report >= report_every:
-            progress(done - last_report)
-            last_report = done
-        if not running and sched.num_waiting == 0:
-            if ai >= n_req:
-                break
-            now = arrivals[ai].arrival
-            rec.tick(now, sched)
-            continue
-
-        # ---- a stretch of identical decode steps? ------------------------------------------
-        if check:
-            sched.check()
-        n = len(running)
-        if bulk and n and n <= mnbt:
-            uniform = True
-            kv1 = 0
-            k_fin = 1 << 60
-            rooms = []  # per request: decode steps its blocks still cover (step j needs nt+j-1 slots)
-            for r in running:
-                nt = r.prompt + r.out
-                if r.computed != nt - 1 or r.out == 0:
-                    uniform = False
+    # -- the driver ------------------------------------------------------------------------------
+    def run(self, bulk: bool, check: bool) -> None:
+        sched = self.sched
+        while True:
+            self._admit_arrivals()
+            if not sched.running and sched.num_waiting == 0:
+                if self.ai >= self.n_req:
                     break
-                kv1 += nt
-                rooms.append(r.nblocks * bs - nt + 1 if single else r)
-                left = r.max_out - r.out
-                if left < k_fin:
-                    k_fin = left
-            if uniform:
-                head = sched._peek()
-                arrivals_matter = head is None or not fcfs
-                if head is not None:
-                    # would the waiting head be refused this step (and so for the whole stretch)?
-                    blocked = n >= cfg.max_num_seqs or mnbt - n <= 0
-                    if not blocked:
-                        hg, ho, evictable = sched._prefix_hit(head)
-                        full = -(-min(head.num_tokens, cfg.max_model_len) // bs) - hg - ho
-                        wm = sched.watermark_blocks
-                        # this step's own decode blocks come first, so the head sees fewer free blocks
-                        free_after = pool.num_free - (rooms.count(0) if single else multi_need(1))
-                        ntok = head.num_tokens - (hg + ho) * bs
-                        blocked = full + evictable + wm > free_after or (
-                            not cfg.enable_chunked_prefill and ntok > mnbt - n)
-                    uniform = blocked
-            if uniform:
-                A, B = decode_line(n)
-                delta = rec.next_tick - now
-                if arrivals_matter and ai < n_req and arrivals[ai].arrival - now < delta:
-                    delta = arrivals[ai].arrival - now
-                k = min(k_fin, _first_k_reaching(A, B, kv1, n, delta))
-                # each request needs at most cdiv(k, bs) new blocks over k steps: skip the exact count
-                # when the free queue covers that bound
-                free = pool.plain + pool.cached_free
-                if single:
-                    if k > min(rooms) and free < n * -(-k // bs):
-                        k = _max_k(lambda kk: _block_need(rooms, bs, kk), free, k)
-                else:
-                    k = _max_k(multi_need, free, k)
-                if k >= 1:
-                    dur = k * A + B * (k * kv1 + n * k * (k - 1) / 2)
-                    t1 = now + A + B * kv1  # end of the first step
-                    t_end = now + dur
-                    last = step + k - 1
-                    prev = step - 1
-                    c1 = 0
-                    gaps = rec.gaps
-                    finished = []
-                    total_need = 0
-                    caching = sched.caching
-                    km1 = k - 1
-                    for r in running:
-                        o = r.out
-                        nt = r.prompt + o
-                        if r.last_step == prev:
-                            c1 += 1
-                            if detail:
-                                r.runs[-1][1] = last
-                        else:
-                            gaps.append(t1 - r.t_last)
-                            if detail:
-                                r.runs.append([step, last])
-                        need = (-(-(nt + km1) // bs) if single else blocks_for(cfg, nt + km1)) - r.nblocks
-                        if need > 0:
-                            total_need += need
-                            r.nblocks += need
-                        o += k
-                        r.out = o
-                        r.computed += k
-                        if caching:
-                            # decodes lie past any shared prefix: only own blocks get hashes
-                            r.cached_upto = (nt + km1) // bs
-                        r.t_last = t_end
-                        r.last_step = last
-                        if o >= r.max_out:
-                            finished.append(r)
-                    pool.take(total_need)  # one pop for the whole stretch: same blocks leave the queue
-                    rec.seg.append((step, k, now, A, B, kv1, n, c1, n, n))
-                    rec.cur_gtok += n * k
-                    u = pool.usage()
-                    kv_usage_sum += u * dur
-                    running_sum += n * dur
-                    busy_t += dur
-                    step += k
-                    now = t_end
-                    for r in finished:
-                        finish(r, now)
-                    if u > kv_usage_peak:
-                        kv_usage_peak = u
-                    rec.tick(now, sched)
-                    continue
+                self.now = self.arrivals[self.ai].arrival  # idle until the next arrival
+                self.rec.tick(self.now, sched)
+                continue
+            if check:
+                sched.check()
+            if bulk and self._decode_stretch():
+                continue
+            self._one_step()
+        if self.progress is not None and self.done > self.last_report:
+            self.progress(self.done - self.last_report)
+        # flush the last partial interval so its tokens are not lost
+        rec = self.rec
+        if rec.cur_gtok or rec.cur_ptok or rec.cur_pre:
+            rec.next_tick = max(rec.next_tick, self.now)
+            rec.tick(rec.next_tick, sched)
 
-        # ---- one step, exactly as vLLM plans it ---------------------------------------------
+    def _admit_arrivals(self) -> None:
+        arrivals, now, sched = self.arrivals, self.now, self.sched
+        while self.ai < self.n_req and arrivals[self.ai].arrival <= now:
+            r = arrivals[self.ai]
+            self.ai += 1
+            if not sched.add(r):
+                self.done += 1
+        if self.progress is not None and self.done - self.last_report >= self.report_every:
+            self.progress(self.done - self.last_report)
+            self.last_report = self.done
+
+    def _finish(self, r: SimRequest) -> None:
+        self.sched.finish(r, self.now)
+        self.done += 1
+
+    def _account(self, dur: float, n_running: int) -> None:
+        u = self.sched.pool.usage()
+        self.kv_usage_sum += u * dur
+        self.running_sum += n_running * dur
+        self.busy_t += dur
+        if u > self.kv_usage_peak:
+            self.kv_usage_peak = u
+
+    def _used_blocks(self) -> int:
+        return self.cfg.num_blocks - 1 - self.sched.pool.num_free
+
+    # -- a stretch of identical decode steps -------------------------------------------------------
+    def _decode_stretch(self) -> bool:
+        """Apply k >= 1 identical decode steps at once, if the next step is one. False: it is not."""
+        plan = self._stretch_plan()
+        if plan is None:
+            return False
+        k, A, B, kv1 = plan
+        self._apply_stretch(k, A, B, kv1)
+        return True
+
+    def _stretch_plan(self) -> tuple[int, float, float, int] | None:
+        """(k, A, B, kv1) for the stretch starting now, or None when the next step differs from a
+        plain decode step (a prefill chunk, an admission, a request without its next slot...)."""
+        sched, cfg = self.sched, self.cfg
+        running = sched.running
+        n = len(running)
+        if not n or n > cfg.max_num_batched_tokens:
+            return None
+        bs = cfg.block_size
+        single = sched.single
+        kv1 = 0
+        k_fin = 1 << 60
+        rooms = []  # per request: decode steps its blocks still cover (step j needs nt+j-1 slots)
+        for r in running:
+            nt = r.prompt + r.out
+            if r.computed != nt - 1 or r.out == 0:
+                return None
+            kv1 += nt
+            if single:
+                rooms.append(r.nblocks * bs - nt + 1)
+            left = r.max_out - r.out
+            if left < k_fin:
+                k_fin = left
+        pool = sched.pool
+        head = sched.peek_waiting()
+        # FCFS with a refused head: nothing behind it can be admitted either, so arrivals do not
+        # end the stretch; with priorities (or an empty queue) a new arrival may be admitted
+        arrivals_matter = head is None or cfg.scheduling_policy != "fcfs"
+        if head is not None:
+            # would the waiting head be refused this step (and so for the whole stretch)?
+            if not (n >= cfg.max_num_seqs or cfg.max_num_batched_tokens - n <= 0):
+                hg, ho, need = sched.admission_need(head)
+                # this step's own decode blocks come first, so the head sees fewer free blocks
+                free_after = pool.num_free - (rooms.count(0) if single else self._multi_need(1))
+                ntok = head.num_tokens - (hg + ho) * bs
+                if not (need > free_after or (
+                        not cfg.enable_chunked_prefill and ntok > cfg.max_num_batched_tokens - n)):
+                    return None
+        A, B = self.steptime.decode_line(n)
+        delta = self.rec.next_tick - self.now
+        if arrivals_matter and self.ai < self.n_req and self.arrivals[self.ai].arrival - self.now < delta:
+            delta = self.arrivals[self.ai].arrival - self.now
+        k = min(k_fin, _first_k_reaching(A, B, kv1, n, delta))
+        # each request needs at most cdiv(k, bs) new blocks over k steps: skip the exact count
+        # when the free queue covers that bound
+        free = pool.num_free
+        if single:
+            if k > min(rooms) and free < n * -(-k // bs):
+                k = _max_k(lambda kk: _block_need(rooms, bs, kk), free, k)
+        else:
+            k = _max_k(self._multi_need, free, k)
+        if k < 1:
+            return None
+        return k, A, B, kv1
+
+    def _multi_need(self, k: int) -> int:
+        # hybrid KV layouts: blocks the running decodes need over k steps, group by group
+        cfg = self.cfg
+        return sum(blocks_for(cfg, r.prompt + r.out + k - 1) - r.nblocks for r in self.sched.running)
+
+    def _apply_stretch(self, k: int, A: float, B: float, kv1: int) -> None:
+        sched, cfg, rec = self.sched, self.cfg, self.rec
+        running = sched.running
+        n = len(running)
+        bs = cfg.block_size
+        single = sched.single
+        detail = self.detail
+        step, now = self.step, self.now
+        dur = k * A + B * (k * kv1 + n * k * (k - 1) / 2)
+        t1 = now + A + B * kv1  # end of the first step
+        t_end = now + dur
+        last = step + k - 1
+        prev = step - 1
+        c1 = 0
+        gaps = rec.gaps
+        finished = []
+        total_need = 0
+        caching = sched.caching
+        km1 = k - 1
+        before = [(r, r.prompt + r.out, r.nblocks) for r in running] if self.on_step else None
+        for r in running:
+            o = r.out
+            nt = r.prompt + o
+            if r.last_step == prev:
+                c1 += 1
+                if detail:
+                    r.runs[-1][1] = last
+            else:
+                gaps.append(t1 - r.t_last)
+                if detail:
+                    r.runs.append([step, last])
+            need = (-(-(nt + km1) // bs) if single else blocks_for(cfg, nt + km1)) - r.nblocks
+            if need > 0:
+                total_need += need
+                r.nblocks += need
+            o += k
+            r.out = o
+            r.computed += k
+            if caching:
+                # decodes lie past any shared prefix: only own blocks get hashes
+                r.cached_upto = (nt + km1) // bs
+            r.t_last = t_end
+            r.last_step = last
+            if o >= r.max_out:
+                finished.append(r)
+        used0 = self._used_blocks()
+        sched.pool.take(total_need)  # one pop for the whole stretch: same blocks leave the queue
+        rec.seg.append((step, k, now, A, B, kv1, n, c1, n, n))
+        rec.cur_gtok += n * k
+        self._account(dur, n)
+        self.step += k
+        self.now = t_end
+        for r in finished:
+            self._finish(r)
+        if before is not None:
+            self._report_stretch(before, used0, k, A, B, kv1, finished)
+        rec.tick(t_end, sched)
+
+    def _report_stretch(self, before, used0: int, k: int, A: float, B: float, kv1: int, finished) -> None:
+        """The k step records a stretch stands for, as step-by-step simulation would give them."""
+        cfg, sched = self.cfg, self.sched
+        n = len(before)
+        t0 = self.now - (k * A + B * (k * kv1 + n * k * (k - 1) / 2))
+        sched_ids = tuple((r.idx, 1) for r, _, _ in before)
+        step0 = self.step - k
+        for j in range(k):
+            t = t0 + j * A + B * (j * kv1 + n * j * (j - 1) / 2)
+            if j == k - 1:
+                used, nrun, fin = self._used_blocks(), len(sched.running), tuple(r.idx for r in finished)
+            else:
+                used = used0 + sum(max(0, blocks_for(cfg, nt + j) - nb) for _, nt, nb in before)
+                nrun, fin = n, ()
+            self.on_step(StepRecord(step0 + j, t, sched_ids, (), fin, used, nrun,
+                                    sched.num_waiting + self._pending_arrivals(t)))
+
+    def _pending_arrivals(self, t: float) -> int:
+        """Requests that arrived by ``t`` but that a stretch has not queued yet (it queues them when
+        it ends; they could not have been admitted before: FCFS behind a refused head)."""
+        mml = self.cfg.max_model_len
+        c = 0
+        i = self.ai
+        while i < self.n_req and self.arrivals[i].arrival <= t:
+            if 1 <= self.arrivals[i].prompt < mml:
+                c += 1
+            i += 1
+        return c
+
+    # -- one step, exactly as vLLM plans it --------------------------------------------------------
+    def _one_step(self) -> None:
+        sched, rec = self.sched, self.rec
+        running = sched.running
+        step, now = self.step, self.now
         plan = sched.schedule(now)
         if plan.preempted:
             rec.cur_pre += len(plan.preempted)
@@ -281,17 +357,15 @@ def simulate(
             # it (possible only with --num-gpu-blocks-override below one max-length request;
             # vLLM refuses to start then). It would wait forever: count it as rejected.
             if not running and not plan.preempted:
-                r = sched._pop()
+                r = sched.pop_waiting()
                 r.status = REJECTED
-                nonfit_rejects += 1
-                done += 1
-                continue
+                self.nonfit_rejects += 1
+                self.done += 1
+                return
             if not running:
-                continue
+                return
             raise AssertionError("scheduler made no progress with running requests")
-        tokens = 0
-        sampled = 0
-        kv_dec = 0
+        tokens = sampled = kv_dec = 0
         pairs = 0.0
         for r, m in plan.scheduled:
             tokens += m
@@ -302,12 +376,30 @@ def simulate(
                 kv_dec += c + 1
             else:
                 pairs += m * c + m * (m + 1) / 2.0
-        dt = step_fn(tokens, sampled, kv_dec, pairs, len(plan.scheduled))
+        dt = self.steptime.step(tokens, sampled, kv_dec, pairs, len(plan.scheduled))
         t_end = now + dt
+        finished, c1, ptoks = self._apply_step(plan.scheduled, step, t_end)
+        rec.seg.append((step, 1, now, dt, 0.0, 0, 0, c1, 0, tokens))
+        rec.cur_gtok += sampled
+        rec.cur_ptok += ptoks
+        self._account(dt, len(running))
+        self.step += 1
+        self.now = t_end
+        for r in finished:
+            self._finish(r)
+        if self.on_step is not None:
+            self.on_step(StepRecord(step, now, tuple((r.idx, m) for r, m in plan.scheduled),
+                                    tuple(r.idx for r in plan.preempted), tuple(r.idx for r in finished),
+                                    self._used_blocks(), len(running), sched.num_waiting))
+        rec.tick(t_end, sched)
+
+    def _apply_step(self, scheduled, step: int, t_end: float):
+        """Advance the scheduled requests; (finished requests, continuing decodes, prompt tokens)."""
+        detail, rec = self.detail, self.rec
         c1 = 0
         ptoks = 0
         finished = []
-        for r, m in plan.scheduled:
+        for r, m in scheduled:
             r.computed += m
             if r.computed >= r.prompt + r.out:
                 if r.out == 0:
@@ -328,29 +420,33 @@ def simulate(
                 r.last_step = step
                 if r.out >= r.max_out:
                     finished.append(r)
-        rec.seg.append((step, 1, now, dt, 0.0, 0, 0, c1, 0, tokens))
-        rec.cur_gtok += sampled
-        rec.cur_ptok += ptoks
-        u = pool.usage()
-        kv_usage_sum += u * dt
-        running_sum += len(running) * dt
-        busy_t += dt
-        if u > kv_usage_peak:
-            kv_usage_peak = u
-        step += 1
-        now = t_end
-        for r in finished:
-            finish(r, now)
-        rec.tick(now, sched)
+        return finished, c1, ptoks
 
-    if progress is not None and done > last_report:
-        progress(done - last_report)
-    # flush the last partial interval so its tokens are not lost
-    if rec.cur_gtok or rec.cur_ptok or rec.cur_pre:
-        rec.next_tick = max(rec.next_tick, now)
-        rec.tick(rec.next_tick, sched)
-    return _build_result(reqs, sched, rec, cfg, step, now, t_start, busy_t, kv_usage_sum, kv_usage_peak,
-                         running_sum, nonfit_rejects, wall0, detail)
+
+def simulate(
+    workload: Workload,
+    cfg: SchedConfig,
+    steptime: StepTimeModel,
+    *,
+    interval_s: float = 10.0,
+    progress: Callable[[int], None] | None = None,
+    detail: bool = True,
+    bulk: bool = True,
+    check: bool = False,
+    on_step: StepObserver | None = None,
+) -> SimResult:
+    """Run ``workload`` through the scheduler, timing steps with ``steptime``.
+
+    ``bulk=False`` simulates every step one by one (the reference the fast path is tested
+    against); ``check=True`` asserts the block-pool invariants after every step (tests);
+    ``on_step`` receives a ``StepRecord`` per engine step, stretches included (``--steps-out``).
+    """
+    wall0 = _time.perf_counter()
+    loop = _Loop(workload, cfg, steptime, interval_s, progress, detail, on_step)
+    loop.run(bulk, check)
+    return _build_result(loop.reqs, loop.sched, loop.rec, cfg, loop.step, loop.now, loop.t_start, loop.busy_t,
+                         loop.kv_usage_sum, loop.kv_usage_peak, loop.running_sum, loop.nonfit_rejects, wall0,
+                         detail)
 
 
 def _wpercentile(values, weights, qs):

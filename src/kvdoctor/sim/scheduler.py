@@ -193,12 +193,14 @@ class Scheduler:
         else:
             self.waiting.appendleft(r)
 
-    def _peek(self):
+    def peek_waiting(self) -> SimRequest | None:
+        """The request admission would try next (the waiting queue's head), or None."""
         if self.cfg.scheduling_policy == "priority":
             return self._heap[0][3] if self._heap else None
         return self.waiting[0] if self.waiting else None
 
-    def _pop(self):
+    def pop_waiting(self) -> SimRequest:
+        """Remove and return the waiting queue's head."""
         if self.cfg.scheduling_policy == "priority":
             return heapq.heappop(self._heap)[3]
         return self.waiting.popleft()
@@ -243,7 +245,7 @@ class Scheduler:
         self._cache_full(r, min(r.computed + n_new, r.num_tokens))
         return True
 
-    def _prefix_hit(self, r: SimRequest) -> tuple[int, int, int]:
+    def prefix_hit(self, r: SimRequest) -> tuple[int, int, int]:
         """``get_computed_blocks``: (shared blocks hit, own blocks hit, hit blocks sitting in the
         free queue). Whole blocks only, at most ``num_tokens - 1`` tokens, stopping at the first miss."""
         if not self.caching:
@@ -266,6 +268,18 @@ class Scheduler:
             ho = min(run.count, cap - h)
             ev += ho  # own cached blocks are always in the free queue
         return h, ho, ev
+
+    def admission_need(self, r: SimRequest) -> tuple[int, int, int]:
+        """What admitting waiting request ``r`` asks of the pool now: (shared blocks hit, own blocks
+        hit, free blocks it needs). ``full_sequence_must_fit``: blocks for the whole sequence (capped
+        at max_model_len) after the hit, plus hit blocks that sit in the free queue (touching them
+        takes them out of it), plus the watermark when something already runs. The one formula both
+        ``schedule`` and the event loop's decode-stretch test use (they once differed: issue 14)."""
+        cfg = self.cfg
+        hg, ho, evictable = self.prefix_hit(r)
+        wm = self.watermark_blocks if self.running else 0
+        full = blocks_for(cfg, min(r.num_tokens, cfg.max_model_len)) - (hg + ho)
+        return hg, ho, full + evictable + wm
 
     def _touch(self, r: SimRequest, hg: int, ho: int) -> None:
         pool = self.pool
@@ -372,10 +386,10 @@ class Scheduler:
         if not preempted:
             pool = self.pool
             while budget > 0:
-                r = self._peek()
+                r = self.peek_waiting()
                 if r is None or len(running) >= cfg.max_num_seqs:
                     break
-                hg, ho, evictable = self._prefix_hit(r)
+                hg, ho, need = self.admission_need(r)
                 hit_tokens = (hg + ho) * cfg.block_size
                 n = r.num_tokens - hit_tokens
                 if 0 < thr < n:
@@ -383,13 +397,9 @@ class Scheduler:
                 if not cfg.enable_chunked_prefill and n > budget:
                     break
                 n = min(n, budget)
-                # full_sequence_must_fit: blocks for the whole sequence after the hit, plus hit
-                # blocks that sit in the free queue (touching them takes them out of it)
-                wm = self.watermark_blocks if running else 0
-                full = blocks_for(cfg, min(r.num_tokens, mml)) - (hg + ho)
-                if full + evictable + wm > pool.plain + pool.cached_free:
+                if need > pool.plain + pool.cached_free:
                     break
-                self._pop()
+                self.pop_waiting()
                 self._touch(r, hg, ho)
                 r.computed = hit_tokens
                 if not self._grow(r, n):  # cannot fail: the full sequence fits

@@ -302,7 +302,7 @@ def _dtype_text(v: Any) -> str | None:
 class StartupCollector:
     """Feed it (line number, envelope, message); collect one StartupFacts per engine start.
 
-    Used by :func:`read_startup_facts` and by the streaming log reader (which segments on
+    Used by :func:`collect_startup_facts` and by the streaming log reader (which segments on
     ``starts``)."""
 
     def __init__(self) -> None:
@@ -952,24 +952,23 @@ def _decode(raw) -> Iterable[str]:
             return  # truncated gzip: keep what was read
 
 
-def read_startup_facts(path_or_lines: Any) -> list[StartupFacts]:
-    """Every engine start in a log (path, gzip path, text, bytes, or an iterable of lines).
+def is_big_log(path_or_lines: Any) -> bool:
+    """A log file above ``BIG_LOG``: ``evidence.logs.read_startup_facts`` hands it to the streaming reader."""
+    if not _looks_like_path(path_or_lines):
+        return False
+    try:
+        return os.path.getsize(path_or_lines) > BIG_LOG
+    except OSError:
+        return False
+
+
+def collect_startup_facts(path_or_lines: Any) -> list[StartupFacts]:
+    """Every engine start in a log (path, gzip path, text, bytes, or an iterable of lines), line by line.
 
     Returns one :class:`StartupFacts` per start, in file order; ``[]`` when none is visible.
     Never raises on content; an unreadable path raises :class:`~kvdoctor.errors.InputError`.
+    Callers use ``evidence.logs.read_startup_facts``, which sends big files to the streaming reader.
     """
-    if _looks_like_path(path_or_lines):
-        try:
-            big = os.path.getsize(path_or_lines) > BIG_LOG
-        except OSError:
-            big = False
-        if big:
-            # a production log: the streaming reader finds the start-up regions without reading
-            # every line in Python (docs/evidence.md "Log reader"); it imports numpy, which only
-            # matters for small files
-            from kvdoctor.evidence.logs.reader import read_log
-
-            return read_log(path_or_lines).startups
     col = StartupCollector()
     for n, phys in enumerate(_open_lines(path_or_lines), start=1):
         if len(phys) > MAX_LINE:

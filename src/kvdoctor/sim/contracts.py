@@ -1,0 +1,51 @@
+"""The simulator's contracts: what the event loop (``sim/run.py``) needs from a step-time model, and
+what it tells an observer about every engine step.
+
+Kept minimal on purpose: any object with these two methods is a step-time model
+(``sim.steptime.LinearStepTime``, ``RooflineStepTime``, a calibrated model, a test double).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class StepTimeModel(Protocol):
+    def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int) -> float:
+        """Seconds for one step that computes ``tokens`` tokens (prefill chunks + decodes), samples
+        ``sampled`` next tokens, whose decodes read ``kv_decode`` cached tokens and whose prefill
+        chunks attend ``prefill_pairs`` (query, key) pairs, over ``num_reqs`` requests."""
+        ...
+
+    def decode_line(self, n: int) -> tuple[float, float]:
+        """``(A, B)``: a step of ``n`` decodes that read ``kv`` cached tokens takes ``A + B * kv``
+        seconds. Must agree with ``step(n, n, kv, 0, n)``: the event loop jumps over stretches of
+        identical decode steps with it."""
+        ...
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One engine step as vLLM's scheduler would report it (``--steps-out``).
+
+    ``sched``: (request index, tokens scheduled) in scheduling order; ``preempted``: request
+    indexes preempted while planning the step; ``finished``: requests whose last token this step
+    sampled. ``kv_blocks_used``, ``running`` and ``waiting`` are read after the step's output is
+    processed (finished requests freed): ``num_gpu_blocks - 1 - free blocks`` (the null block is
+    never counted), ``len(running)`` and the waiting queue's length. ``t``: when the step starts
+    (simulated seconds; arrivals up to ``t`` are in the queues when it is planned).
+    """
+
+    step: int
+    t: float
+    sched: tuple[tuple[int, int], ...]
+    preempted: tuple[int, ...]
+    finished: tuple[int, ...]
+    kv_blocks_used: int
+    running: int
+    waiting: int
+
+
+StepObserver = Callable[[StepRecord], None]
