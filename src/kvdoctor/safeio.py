@@ -94,17 +94,22 @@ def gunzip_bounded(data: bytes, limit: int, what: str) -> bytes:
     d = zlib.decompressobj(wbits=31)
     buf = data
     try:
-        while buf:
+        while True:
             chunk = d.decompress(buf, GZIP_CHUNK)
             out += chunk
             if len(out) > limit:
                 raise InputError(f"{what} decompresses to more than {limit // MiB} MiB, the limit for a file read whole")
             buf = d.unconsumed_tail
-            if not buf and d.eof and d.unused_data:
-                buf = d.unused_data
-                d = zlib.decompressobj(wbits=31)
+            if not buf:
+                if d.eof and d.unused_data:  # concatenated members
+                    buf = d.unused_data
+                    d = zlib.decompressobj(wbits=31)
+                elif len(chunk) < GZIP_CHUNK:  # else output may still be pending: drain it
+                    break
     except zlib.error as exc:
         raise InputError(f"{what}: corrupt gzip ({exc})") from None
+    if not d.eof:
+        raise InputError(f"{what}: corrupt gzip (the stream ends before its end marker)")
     return bytes(out)
 
 
@@ -149,13 +154,17 @@ def more_lines_than(path: str | os.PathLike, limit: int) -> bool:
             else:
                 buf = raw
                 try:
-                    while buf:
-                        n += d.decompress(buf, GZIP_CHUNK).count(b"\n")
-                        buf = d.unconsumed_tail
-                        if not buf and d.eof and d.unused_data:
-                            buf, d = d.unused_data, zlib.decompressobj(wbits=31)
+                    while True:
+                        out = d.decompress(buf, GZIP_CHUNK)
+                        n += out.count(b"\n")
                         if n > limit:
                             return True
+                        buf = d.unconsumed_tail
+                        if not buf:
+                            if d.eof and d.unused_data:
+                                buf, d = d.unused_data, zlib.decompressobj(wbits=31)
+                            elif len(out) < GZIP_CHUNK:
+                                break
                 except zlib.error:
                     return False  # the reader reports the damage itself
             if n > limit:
@@ -180,6 +189,32 @@ def binary_reason(head: bytes) -> str | None:
     if ctrl > max(4, len(head) // 10):
         return f"{ctrl} of the first {len(head):,} bytes are control characters"
     return None
+
+
+def refuse_non_text(path: str | os.PathLike, what: str = "evidence") -> None:
+    """An empty, binary or non-regular evidence file is bad input (exit 2), not "insufficient evidence".
+
+    The log reader skips undecodable lines one by one, so a PNG or a core dump given by mistake
+    came back as a verdict with a list of evidence to collect. A vLLM log that kvdoctor merely does
+    not understand (a patched scheduler's messages) still passes: it is text. gzip passes (the
+    readers inflate it, bounded); folders and missing files get the loaders' own messages."""
+    p = Path(path)
+    if not p.exists() or p.is_dir():
+        return
+    check_input_file(p, what)  # a FIFO or device: refused before it is read
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(8192)
+    except OSError as exc:
+        raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
+    if not head:
+        raise InputError(f"{path}: empty file (give a vLLM log, /metrics dump, benchmark result or request trace)")
+    if head[:2] == b"\x1f\x8b":
+        return
+    why = binary_reason(head)
+    if why:
+        raise InputError(f"{path}: a binary file, not text ({why}); give a vLLM log, /metrics dump, benchmark "
+                         "result or request trace")
 
 
 # --- structured documents ------------------------------------------------------------------------

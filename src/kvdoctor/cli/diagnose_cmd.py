@@ -107,33 +107,11 @@ def diagnose(
 
 
 def refuse_non_text(path: str) -> None:
-    """An empty or binary file is bad input (exit 2), not "insufficient evidence".
+    """An empty, binary or non-regular evidence file is bad input (exit 2): ``safeio.refuse_non_text``,
+    the one text-file check (kept here under its old name for callers)."""
+    from kvdoctor.safeio import refuse_non_text as check
 
-    The log reader skips undecodable lines one by one, so a PNG or a core dump given by mistake
-    came back as a verdict with a list of evidence to collect. A vLLM log that kvdoctor merely does
-    not understand (a patched scheduler's messages) still gets insufficient-evidence: it is text.
-    gzip'd logs are read by the evidence loader and pass.
-    """
-    from pathlib import Path
-
-    from kvdoctor.errors import InputError
-
-    from kvdoctor.safeio import binary_reason, check_input_file
-
-    p = Path(path)
-    if not p.exists() or p.is_dir():
-        return  # folders and missing files: the evidence loader's own messages
-    check_input_file(p, "evidence")  # a FIFO or device: refused before it is read
-    with p.open("rb") as fh:
-        head = fh.read(8192)
-    if not head:
-        raise InputError(f"{path}: empty file (give a vLLM log, /metrics dump, benchmark result or request trace)")
-    if head[:2] == b"\x1f\x8b":
-        return
-    why = binary_reason(head)  # the one binary check (safeio)
-    if why:
-        raise InputError(f"{path}: a binary file, not text ({why}); give a vLLM log, /metrics dump, benchmark "
-                         "result or request trace")
+    check(path)
 
 
 def slow_payload(ev, trace: str | None, inputs, pct: float, by: str) -> dict[str, Any]:
