@@ -171,6 +171,23 @@ def more_lines_than(path: str | os.PathLike, limit: int) -> bool:
                 return True
 
 
+def bounded_lines(fh: Any, cap: int = 1 << 16):
+    """The lines of a binary file object, each at most ``cap`` bytes (a longer line keeps its head
+    and ends with a newline; the rest is skipped in ``cap``-sized reads). ``for line in fh`` holds a
+    whole line in memory, and a gzip of one endless line would be read into it."""
+    while True:
+        line = fh.readline(cap)
+        if not line:
+            return
+        if not line.endswith(b"\n"):
+            while True:  # skip the rest of an over-long line
+                rest = fh.readline(cap)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            line += b"\n"
+        yield line
+
+
 def binary_reason(head: bytes) -> str | None:
     """Why these first bytes are not a text file (None: text). The one binary check of kvdoctor.
 

@@ -327,3 +327,13 @@ def test_full_device_output_stays_a_device(tmp_path, payload):
         run = check(run_kvdoctor(*args), allowed=(2,))
         assert "No space left" in run.err and str(dev) in run.err, run
         assert stat.S_ISCHR(os.stat(dev).st_mode), f"{args[0]} turned the device into a regular file"
+
+
+def test_gzip_of_one_endless_line_is_read_in_bounded_memory(tmp_path):
+    p = tmp_path / "one.log.gz"
+    with gzip.open(p, "wb", compresslevel=9) as fh:
+        fh.write(b"INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.33.0\n")
+        for _ in range(600):  # 600 MiB without a newline: a line never held whole
+            fh.write(b"a" * (1 << 20))
+    for args in (["evidence", str(p)], ["ledger", "--from-log", str(p), "--gpu", "H100"]):
+        check(run_kvdoctor(*args, timeout=300))

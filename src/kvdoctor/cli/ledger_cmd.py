@@ -74,7 +74,7 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
     from kvdoctor.evidence.logs.envelope import parse_envelope, split_glued, strip_ansi
     from kvdoctor.evidence.logs.startup import StartupCollector
 
-    from kvdoctor.safeio import binary_reason, check_input_file
+    from kvdoctor.safeio import binary_reason, bounded_lines, check_input_file
 
     if not os.path.exists(path):
         raise InputError(f"--from-log: no such file: {path}")
@@ -107,7 +107,7 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
     try:
         with opener(path, "rb") as fh, progress("Reading log", total=None if gz else os.path.getsize(path),
                                                 quiet=quiet) as advance:
-            for n, raw in enumerate(fh, start=1):
+            for n, raw in enumerate(bounded_lines(fh), start=1):  # an endless line is never held whole
                 total += 1
                 advance(len(raw))
                 phys = strip_ansi(raw[: 1 << 16].decode("utf-8", "replace").replace("\x00", "").rstrip("\r\n"))
