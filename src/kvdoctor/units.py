@@ -5,9 +5,48 @@ vLLM's human-readable integers ("32k", "32K") are parsed where flags are read: `
 
 from __future__ import annotations
 
+import re
+
 GiB = 1 << 30
 MiB = 1 << 20
 KiB = 1 << 10
+
+
+# Decimal (lower case, SI "GB") and binary (upper case, "GiB") multipliers, as vLLM's human_readable_int.
+_DEC = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BIN = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_BYTES = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*([kKmMgGtT]?)(i?)([bB]?)\s*$")
+
+
+def parse_bytes(text: str | int | float) -> int:
+    """A byte count as people type it: ``12GiB`` / ``12 GiB`` / ``12Gi`` = 12 × 2**30, ``12GB`` =
+    12 × 10**9 (SI, as disks and ``nvidia-smi`` marketing use it), ``12e9``, ``1.5GiB``, and vLLM's own
+    human-readable ints (``12G`` = 12 × 2**30, ``12g`` = 12 × 10**9). Raises ValueError on anything else.
+
+    vLLM itself accepts only the last form for ``--kv-cache-memory-bytes``; the rest are what operators
+    paste from dashboards, so kvdoctor reads them and the derivation shows the bytes it used.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"not a byte count: {text!r}")
+    if isinstance(text, (int, float)):
+        if isinstance(text, float) and not text.is_integer():
+            raise ValueError(f"not a whole number of bytes: {text!r}")
+        return int(text)
+    m = _BYTES.match(str(text))
+    if not m:
+        raise ValueError(f"not a byte count: {text!r} (e.g. 12GiB, 12G, 12e9, 12884901888)")
+    num, prefix, binary, b = m.groups()
+    if not prefix:
+        if binary or (b and b != "B"):
+            raise ValueError(f"not a byte count: {text!r}")
+        value = float(num)
+    elif binary or (not b and prefix.isupper()):
+        value = float(num) * _BIN[prefix.upper()]  # GiB, Gi, and vLLM's upper-case G
+    else:
+        value = float(num) * _DEC[prefix.lower()]  # GB (SI) and vLLM's lower-case g
+    if value <= 0 or not (value == round(value) or (prefix and value > 1e6)):
+        raise ValueError(f"not a whole, positive number of bytes: {text!r}")
+    return int(round(value))
 
 
 def as_float(v: object) -> float | None:

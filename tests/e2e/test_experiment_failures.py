@@ -137,7 +137,9 @@ def test_server_dies_during_the_changed_run(tmp_path, journal):
     assert any("INCOMPLETE (server-died)" in n["text"] for n in steps[1]["notes"])
 
 
-def test_ctrl_c_stops_what_it_started(tmp_path, journal):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_what_it_started(tmp_path, journal, sig):
+    """Ctrl-C (SIGINT) and SIGTERM (a `timeout`, a cancelled CI job) both stop the server kvdoctor started."""
     pidfile = tmp_path / "pids"
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"), FAKE_VLLM_PIDFILE=str(pidfile), FAKE_BENCH_S="60")
@@ -150,12 +152,14 @@ def test_ctrl_c_stops_what_it_started(tmp_path, journal):
             assert time.monotonic() < deadline and p.poll() is None, "the experiment never reached the load"
             time.sleep(0.2)
         time.sleep(1.0)
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         out, err = p.communicate(timeout=60)
         assert p.returncode == 130, err
         assert "interrupted" in err
         rec = json.loads((tmp_path / "runs" / "experiment.json").read_text())
         assert rec["status"] == "incomplete" and rec["reason_code"] == "interrupted"
+        if sig == signal.SIGTERM:
+            assert "SIGTERM" in rec["reason"]
         assert all(not _alive(pid) for pid in _pids(pidfile)) and _pids(pidfile)
         assert bystander.poll() is None  # a process kvdoctor did not start is never touched
         assert len(_steps(journal)) == 1
@@ -228,3 +232,21 @@ def test_attach_measures_and_never_stops_the_server(tmp_path):
     finally:
         os.killpg(srv.pid, signal.SIGKILL)
         srv.wait()
+
+
+def test_next_level_is_chain_ones_next_change(tmp_path):
+    r = _kv(["experiment", "--serve", "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 131072 "
+             "--max-num-seqs 256", "--next-level", "--gpu", "H100", "--target-concurrency", "64",
+             "--vllm-cmd", str(FAKE), "--requests", "3",
+             "--no-record", "--out", str(tmp_path / "runs"), "--json"],
+            env={"FAKE_VLLM_COUNTER": str(tmp_path / "n"), "FAKE_VLLM_TPS": "100,150", "FAKE_VLLM_PREEMPT": "1,0"})
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    assert rec["change"] == {"field": "kv_cache_dtype", "before": None, "after": "fp8"}
+    assert rec["levels"][1]["title"].startswith("chain one, level 2")
+    assert rec["verdict"] == "enough" and rec["journal_steps"] == []
+    # the prediction came first, for both configurations, from the same load
+    assert rec["predicted"]["before"]["output_tps"] > 0 and rec["predicted"]["after"]["output_tps"] > 0
+    argv_after = rec["runs"]["after"]["argv"]
+    assert argv_after[argv_after.index("--kv-cache-dtype") + 1] == "fp8"
+    assert argv_after[argv_after.index("--host") + 1] == "127.0.0.1"

@@ -2,7 +2,9 @@
 
 Each scenario's server is started once per session (conftest.scenario_runs) and stopped before its tests read
 the files; the config-starved scenario is the baseline run of the experiment test (test_experiment_real.py),
-so it costs no extra start. Frozen copies of the same runs live in tests/fixtures/realvllm/ (see its README).
+so it costs no extra start. The live loads are short (a CI budget): these tests assert what was measured.
+`kvdoctor diagnose` needs >= 60 s of stats lines before it judges, so its verdicts are asserted on the frozen
+long runs of the same scenarios (tests/fixtures/realvllm/, test_frozen_verdicts.py).
 """
 
 from __future__ import annotations
@@ -16,13 +18,6 @@ from tests.realvllm.conftest import kvdoctor
 from kvdoctor.experiment.readout import read_run
 
 pytestmark = pytest.mark.realvllm
-
-
-def _diagnose(d: Path) -> dict:
-    r = kvdoctor("diagnose", str(d / "serve.log"), str(d / "metrics_after.txt"), str(d / "bench.json"), "--as-one",
-                 "--json")
-    assert r.returncode in (0, 1), r.stderr
-    return json.loads(r.stdout)
 
 
 def _evidence(path: Path) -> dict:
@@ -50,12 +45,6 @@ def test_healthy_full_measured(healthy):
     assert m["pool_tokens"]["value"] == 48 * 32
 
 
-def test_healthy_full_diagnosed_healthy(healthy):
-    run, _ = healthy
-    d = _diagnose(run.directory)
-    assert d["verdict"] == "healthy", d["instances"][0]["reason"]
-
-
 # ---------------------------------------------------------------------------------------------- capacity-short
 
 
@@ -74,12 +63,6 @@ def test_capacity_short_measured(short):
     assert m["pool_tokens"]["value"] == 20 * 32
 
 
-def test_capacity_short_diagnosed(short):
-    run, _ = short
-    d = _diagnose(run.directory)
-    assert d["verdict"] == "capacity-short", d["instances"][0]["reason"]
-
-
 # ---------------------------------------------------------------------------------------------- config-starved
 
 
@@ -96,11 +79,6 @@ def test_config_starved_measured(starved):
     assert m["waiting_peak"]["value"] >= 5  # a queue behind the 2 running sequences
     assert m["kv_usage_peak_pct"]["value"] < 20.0  # KV mostly free
     assert m["preemptions"]["value"] == 0
-
-
-def test_config_starved_diagnosed(starved):
-    d = _diagnose(starved[0])
-    assert d["verdict"] == "config-starved", d["instances"][0]["reason"]
 
 
 def test_evidence_reads_cpu_stats_lines(starved):

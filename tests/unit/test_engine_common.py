@@ -112,8 +112,13 @@ def test_parsed_startup_is_used_instead_of_reading_the_log(tmp_path, monkeypatch
 def test_model_from_log_and_gpu_required(tmp_path):
     log = tmp_path / "vllm.log"
     log.write_text(LOG_033)
+    # issue 12: a log that gives the KV figures needs no GPU for the KV part (the rest is stated missing)
+    no_gpu = common.resolve_inputs(common.ConfigOptions(from_log=str(log)))
+    assert no_gpu.gpu is None and any("no GPU known" in n for n in no_gpu.notes)
+    args_only = tmp_path / "args.log"
+    args_only.write_text("\n".join(ln for ln in LOG_033.splitlines() if "non-default args" in ln or "version" in ln))
     with pytest.raises(InputError, match="no GPU: pass --gpu"):
-        common.resolve_inputs(common.ConfigOptions(from_log=str(log)))
+        common.resolve_inputs(common.ConfigOptions(from_log=str(args_only)))
     inputs = common.resolve_inputs(common.ConfigOptions(from_log=str(log)), need_gpu=False)
     assert inputs.gpu is None and inputs.resolved.max_model_len == 32768
 

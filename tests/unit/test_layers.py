@@ -43,9 +43,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"kvdoctor.report.html", "kvdoctor.report.sections"}): "report: a module per section",
 }
 KNOWN_PRIVATE: dict[tuple[str, str], str] = {
-    ("kvdoctor.chains.diagnose", "kvdoctor.chains.detect._persistent"): "diagnose: explicit chain state",
-    ("kvdoctor.chains.detect", "kvdoctor.chains.signals._line"): "diagnose: signals computed once",
-    ("kvdoctor.chains.detect", "kvdoctor.chains.signals._median"): "diagnose: signals computed once",
 }
 
 

@@ -95,6 +95,12 @@ ChunkedPrefillOpt = Annotated[Optional[bool], typer.Option(
     "--enable-chunked-prefill/--no-enable-chunked-prefill", help="Chunked prefill (default on).",
     rich_help_panel=_ENGINE)]
 
+InterconnectOpt = Annotated[Optional[str], typer.Option(
+    "--interconnect", metavar="nvlink|pcie|multi-node",
+    help="How TP ranks talk (picks the non-torch memory row): nvlink = custom all-reduce on; pcie = off "
+         "(vLLM disables it on >2 PCIe-only GPUs or without P2P); multi-node = Ray/NCCL across hosts. "
+         "Default: the GPU's NVLink in the catalog, or the start-up log.", rich_help_panel=_ENGINE)]
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (schema_version inside).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="Only the essentials; no progress bars.")]
 
@@ -128,6 +134,7 @@ class ConfigOptions:
     enforce_eager: bool | None = None
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool | None = None
+    interconnect: str | None = None
 
     def engine_flags(self) -> dict[str, Any]:
         """The explicit engine flags (dest -> value as typed), for ``engine.sources.from_flags``."""
@@ -147,6 +154,7 @@ _OPTION_TYPES: dict[str, Any] = {
     "quantization": QuantizationOpt, "dtype": DtypeOpt, "tensor_parallel_size": TpOpt,
     "pipeline_parallel_size": PpOpt, "enforce_eager": EnforceEagerOpt,
     "enable_prefix_caching": PrefixCachingOpt, "enable_chunked_prefill": ChunkedPrefillOpt,
+    "interconnect": InterconnectOpt,
 }
 assert set(_OPTION_TYPES) == {f.name for f in fields(ConfigOptions)}
 

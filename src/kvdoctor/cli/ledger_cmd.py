@@ -236,7 +236,9 @@ def _table(out: _Out, header: list[str], rows: list, right: set[int], styles: di
 
 def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
     out = _Out(stream)
-    out.add(out.style(f"{led.model} on {led.gpu} · vLLM {led.vllm_version}", "bold"))
+    eng = led.engine.get("engine")
+    mode = f" · {str(eng.value).upper()} engine" if eng is not None and eng.value else ""
+    out.add(out.style(f"{led.model} on {led.gpu} · vLLM {led.vllm_version}{mode}", "bold"))
     rows: list = []
     for k, f in led.memory.items():
         how = f.how + (f" (predicted {_fmt_bytes(f.predicted)})" if f.predicted is not None else "")
@@ -277,7 +279,8 @@ def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
     if led.warnings or (led.notes and not quiet):
         out.add()
     for w in led.warnings:
-        out.para(f"vLLM warning: {w}", rest="  ", style="yellow")
+        who = "kvdoctor" if w.startswith("the start-up log does not match") else "vLLM warning"
+        out.para(f"{who}: {w}", rest="  ", style="yellow")
     if not quiet:
         for n in led.notes:
             out.para(n, first="• ", rest="  ", style="dim")

@@ -79,7 +79,7 @@ def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
     ev = load_evidence(paths)
     d = diagnose(ev, inputs=inputs, as_one=True)
     inst = d.instances[0]
-    notes = [f"evidence verdict: {inst.verdict} — {inst.reason}"]
+    notes = [f"evidence verdict: {inst.verdict} (confidence {inst.confidence}) — {inst.reason}"]
     # capacity shortage shown by any step (also when step 1 already called the configuration starved)
     short = inst.verdict == "capacity-short" or any(f.verdict == "capacity-short" for f in inst.findings)
     tl = inst.timeline
@@ -236,7 +236,19 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
         c.print(f"[bold red]Stop-loss:[/bold red] {m(payload['stop_loss']['summary'])}")
     for n in payload["notes"]:
         c.print(f"note: {m(str(n))}")
-    c.print("[bold]Resulting configuration[/bold]")
+    cc = payload.get("concurrency") or {}
+    if cc:
+        line = f"concurrency: {m(str(cc.get('why', '')))}"
+        if cc.get("expected") is not None:
+            line += f" [{m(str(cc['expected_how']))}]"
+        c.print(line, soft_wrap=True)
+        c.print(f"   conservative bound (the chapter's worst case, not the setting): --max-num-seqs "
+                f"{cc['conservative_bound']} ({m(str(cc['conservative_how']))}); vLLM's max concurrency at the limit "
+                f"{cc['vllm_max_concurrency']}", soft_wrap=True)
+        if cc.get("predicted"):
+            c.print("   simulated with it: " + _sim_text(cc["predicted"]))
+    n = payload["result"].get("instances", 1)
+    c.print("[bold]Resulting configuration[/bold]" + (f" — {n} instances of:" if n > 1 else ""))
     c.print(m(payload["result"]["serve"]), soft_wrap=True)
     c.print(m(payload["result"]["yaml"].rstrip()))
     c.print(m(payload["discipline"]))

@@ -15,6 +15,24 @@ from kvdoctor.evidence.model import TIMELINE_COLUMNS, TIMELINE_CORE, Evidence, S
 from kvdoctor.provenance import Figure
 
 SCHEMA = "kvdoctor.evidence/1"
+WINDOW_HOW = "last − first sample + one sampling interval (each sample reports the interval before it)"
+
+
+def covered_window(t) -> tuple[int, float, float | None]:
+    """The one way kvdoctor measures a window (``evidence`` and ``diagnose`` alike): (samples, seconds
+    covered, sampling interval). A sample reports the interval that ends at it, so 6 lines 10 s apart
+    cover 60 s, not 50; the interval is the median gap. Untimed samples count but cover nothing."""
+    vals = [float(x) for x in (t.tolist() if hasattr(t, "tolist") else t)]
+    n = len(vals)
+    if n == 0 or any(x != x for x in vals):
+        return n, 0.0, None
+    v = sorted(vals)
+    gaps = sorted(b - a for a, b in zip(v, v[1:]) if b > a)
+    interval = None
+    if gaps:
+        m = len(gaps)
+        interval = gaps[m // 2] if m % 2 else 0.5 * (gaps[m // 2 - 1] + gaps[m // 2])
+    return n, (v[-1] - v[0]) + (interval or 0.0), interval
 
 
 def _f(x: Any) -> float | None:
@@ -46,11 +64,13 @@ def _seg_summary(sg: Segment) -> dict[str, Any]:
                          "last_line": sg.last_line, "samples": 0}
     if tl is not None and len(tl):
         t = tl.t[~np.isnan(tl.t)]
+        _, covered, interval = covered_window(tl.t)
         d.update(
             samples=len(tl),
             start=float(t.min()) if len(t) else None,
             end=float(t.max()) if len(t) else None,
-            span_seconds=float(t.max() - t.min()) if len(t) else 0.0,
+            span_seconds=covered,
+            interval_s=interval,
             max_running=_nanstat([tl.running], "max"),
             max_waiting=_nanstat([tl.waiting], "max"),
             max_kv_usage_pct=_nanstat([tl.kv_usage_pct], "max"),
@@ -75,7 +95,10 @@ def summary(ev: Evidence) -> dict[str, Any]:
     samples = sum(len(t) for t in tls)
     ts = [t.t[~np.isnan(t.t)] for t in tls]
     ts = [t for t in ts if len(t)]
-    span = float(max(t.max() for t in ts) - min(t.min() for t in ts)) if ts else 0.0
+    # one window for everything: first to last sample over all timelines, plus one sampling interval
+    intervals = [iv for t in ts if (iv := covered_window(t)[2]) is not None]
+    interval = sorted(intervals)[len(intervals) // 2] if intervals else None
+    span = float(max(t.max() for t in ts) - min(t.min() for t in ts)) + (interval or 0.0) if ts else 0.0
     # preemptions: v1 "Preemptions: N" per interval / counter deltas / v0 warnings spread over intervals.
     # A timeline whose preemptions are all NaN does not know them (a vLLM 0.12-0.33 log never prints the
     # field; a /metrics source without the counter): the total is then unknown, not the others' sum.
@@ -97,11 +120,13 @@ def summary(ev: Evidence) -> dict[str, Any]:
         preempt = None
     total_s = 0.0
     for t in ts:
-        total_s += float(t.max() - t.min())
+        total_s += covered_window(t)[1]
     s: dict[str, Any] = {
         "samples": samples,
         "span_seconds": span,
         "duration_s": span,
+        "interval_s": interval,
+        "window_how": WINDOW_HOW,
         "max_running": _nanstat([t.running for t in tls], "max"),
         "max_waiting": _nanstat([t.waiting for t in tls], "max"),
         "max_kv_usage_pct": _nanstat([t.kv_usage_pct for t in tls], "max"),

@@ -402,7 +402,15 @@ def _change_dict(ch: Any) -> dict[str, Any] | None:
 
 
 def run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, Any]:
-    """Run it. Returns the experiment record (also written to ``out_dir/experiment.json``)."""
+    """Run it. Returns the experiment record (also written to ``out_dir/experiment.json``). SIGTERM/SIGHUP are
+    handled as Ctrl-C while it runs."""
+    from kvdoctor.experiment.server import terminate_as_interrupt
+
+    with terminate_as_interrupt():
+        return _run_experiment(exp, log)
+
+
+def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, Any]:
     from kvdoctor.journal import api
 
     t0 = time.time()
@@ -426,20 +434,20 @@ def run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, Any
     }
     _write(exp.out_dir, rec)
 
-    if len(exp.levels) > 1 and exp.shape is not None and exp.gpu is not None:
-        log("predicting every configuration with kvdoctor's simulator (before measuring anything)")
-        rec["prediction_notes"] = exp.load.prediction_notes()
-        for lv in exp.levels:
-            try:
-                rec["predicted"][lv.label] = predict_one(exp.shape, exp.gpu, exp.vllm_version, lv.config, exp.load)
-            except KvdoctorError as exc:
-                rec["predicted"][lv.label] = {"error": f"prediction failed: {exc}"}
-    elif len(exp.levels) > 1:
-        rec["prediction_notes"] = ["no prediction: pass --gpu (and a model kvdoctor can read) to get one"]
-    _write(exp.out_dir, rec)
-
     prev: Level | None = None
     try:
+        if len(exp.levels) > 1 and exp.shape is not None and exp.gpu is not None:
+            log("predicting every configuration with kvdoctor's simulator (before measuring anything)")
+            rec["prediction_notes"] = exp.load.prediction_notes()
+            for lv in exp.levels:
+                try:
+                    rec["predicted"][lv.label] = predict_one(exp.shape, exp.gpu, exp.vllm_version, lv.config, exp.load)
+                except KvdoctorError as exc:
+                    rec["predicted"][lv.label] = {"error": f"prediction failed: {exc}"}
+        elif len(exp.levels) > 1:
+            rec["prediction_notes"] = ["no prediction: pass --gpu (and a model kvdoctor can read) to get one"]
+        _write(exp.out_dir, rec)
+
         for lv in exp.levels:
             run = _measure(exp, lv.label, lv.config, vllm_argv, log)
             rec["runs"][lv.label] = run.as_dict()
@@ -473,8 +481,8 @@ def run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, Any
             if exp.stop_early and step_rec is not None and step_rec["verdict"] in ("enough", "stop-loss"):
                 rec["stopped_at"] = lv.label
                 break
-    except KeyboardInterrupt:
-        rec["status"], rec["reason"], rec["reason_code"] = "incomplete", "interrupted (Ctrl-C)", "interrupted"
+    except KeyboardInterrupt as exc:
+        rec["status"], rec["reason"], rec["reason_code"] = "incomplete", f"interrupted ({exc or 'Ctrl-C'})", "interrupted"
         _finish_incomplete(exp, rec, journal, api, log)
         raise
     if rec["status"] == "incomplete":

@@ -229,7 +229,7 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
         res.reason, res.reason_code = str(exc), exc.reason
         log(f"[{label}] incomplete: {exc}")
     except KeyboardInterrupt as exc:
-        res.reason, res.reason_code = "interrupted (Ctrl-C)", "interrupted"
+        res.reason, res.reason_code = f"interrupted ({exc or 'Ctrl-C'})", "interrupted"
         interrupted = exc
         log(f"[{label}] interrupted: stopping what was started")
     finally:

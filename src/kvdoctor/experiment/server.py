@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import signal
 import socket
@@ -219,6 +220,13 @@ def group_members(pgid: int) -> list[int]:
     return _group_members(pgid)
 
 
+def _child_signals() -> None:
+    # A process started from a background shell job inherits SIGINT *ignored* (and keeps it across exec):
+    # vLLM would then ignore the SIGINT that asks it to shut down cleanly. Give the child the defaults.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def spawn(argv: Sequence[str], *, env: dict[str, str] | None, log_path: Path | None, cwd: str | None = None,
           capture: bool = False) -> Managed:
     """Start ``argv`` in a new session (own process group); output to ``log_path`` (or a pipe)."""
@@ -226,7 +234,7 @@ def spawn(argv: Sequence[str], *, env: dict[str, str] | None, log_path: Path | N
     try:
         proc = subprocess.Popen(list(argv), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=log_f if log_f else (subprocess.PIPE if capture else subprocess.DEVNULL),
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_child_signals)
     except FileNotFoundError:
         raise VllmMissing(argv[0]) from None
     except PermissionError as exc:
@@ -249,15 +257,51 @@ def _tail(path: Path | None, n: int = 12) -> str:
     return "\n".join(lines[-n:])
 
 
+# A bare Python exception line ("ValueError: To serve ...", "torch.OutOfMemoryError: ...").
+_EXC_RE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): \S")
+# Wrapper exceptions vLLM raises around the real cause ("See root cause above"): never the line to show.
+_GENERIC = ("Engine core initialization failed", "See root cause above", "WorkerProc initialization failed",
+            "KeyboardInterrupt")
+
+
 def last_error_line(path: Path | None) -> str:
-    """The most telling line of a failed start-up log: the last ``...Error: ...`` line, else the last line."""
-    text = _tail(path, 80)
-    best = ""
-    for line in text.splitlines():
-        s = line.strip()
-        if ("Error:" in s or "Error " in s or s.startswith("error")) and "Traceback" not in s:
-            best = s
-    return best or (text.splitlines()[-1].strip() if text.strip() else "")
+    """The most telling line of a failed log: vLLM's own exception line (``ValueError: To serve at least one
+    request ...``) rather than the wrappers around it; else the last line."""
+    text = _tail(path, 400)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    exc = [ln for ln in lines if _EXC_RE.match(ln)]
+    specific = [ln for ln in exc if not any(g in ln for g in _GENERIC)]
+    if specific:
+        return specific[-1]
+    if exc:
+        return exc[-1]
+    return lines[-1] if lines else ""
+
+
+class terminate_as_interrupt:
+    """While active (main thread only), SIGTERM and SIGHUP raise KeyboardInterrupt, so ``finally`` blocks stop
+    what was started — a `timeout`, a CI job cancel or a closed terminal must not orphan a vLLM server."""
+
+    def __enter__(self):
+        import threading
+
+        self._old = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                try:
+                    self._old[sig] = signal.signal(sig, self._raise)
+                except (ValueError, OSError):
+                    pass
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        return False
 
 
 @dataclass
