@@ -50,11 +50,29 @@ def testbed():
     return tb
 
 
+@pytest.fixture(scope="session")
+def engine_lock(testbed):
+    """One real-engine test session at a time per test bed (machine): several sessions starting vLLM servers at
+    once on a small machine slow each other past their time-outs and turn timings into noise. In CI (one
+    session) it is taken at once; elsewhere the second session waits, and says so."""
+    import fcntl
+
+    with open(testbed.root / "servers.lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            t0 = time.monotonic()
+            _log(f"another real-engine test session holds {testbed.root / 'servers.lock'}: waiting for it")
+            fcntl.flock(f, fcntl.LOCK_EX)
+            _log(f"got the lock after {time.monotonic() - t0:.0f} s")
+        yield
+
+
 _RUNS: dict[str, object] = {}
 
 
 @pytest.fixture(scope="session")
-def scenario_runs(testbed, tmp_path_factory):
+def scenario_runs(testbed, engine_lock, tmp_path_factory):
     """name -> RunResult, each scenario run once per session on first use."""
     from kvdoctor.testbed.run import run_scenario
     from kvdoctor.testbed.scenarios import SCENARIOS
@@ -90,7 +108,7 @@ def live_groups() -> dict[int, list[int]]:
 
 
 @pytest.fixture(scope="session")
-def starved_experiment(testbed, tmp_path_factory):
+def starved_experiment(testbed, engine_lock, tmp_path_factory):
     """Run the experiment once per session: (record, journal db, out dir, completed process)."""
     from kvdoctor.testbed.scenarios import SCENARIOS
 

@@ -28,8 +28,8 @@ def test_experiment_completes_and_throughput_rises(starved_experiment):
     row = {x["figure"]: x for x in rec["comparison"]}["output_tps"]
     assert a["output_tps"]["value"] > b["output_tps"]["value"], (b["output_tps"], a["output_tps"])
     assert row["call"] == "better", row  # beyond the 5 % noise band
-    # the queue the starved configuration built is what the change removes
-    assert b["waiting_peak"]["value"] > a["waiting_peak"]["value"]
+    # the queue the starved configuration built drains faster (its peak is set by the arrival burst: 40 in 2 s)
+    assert b["waiting_mean"]["value"] > a["waiting_mean"]["value"]
     assert b["running_peak"]["value"] <= 2 < a["running_peak"]["value"] <= 8
     # the measured pool is the override, as vLLM exported it
     assert b["pool_tokens"]["value"] == a["pool_tokens"]["value"] == 400 * 32

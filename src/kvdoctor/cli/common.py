@@ -78,7 +78,7 @@ KvCacheMemoryBytesOpt = Annotated[Optional[str], typer.Option(
 NumGpuBlocksOverrideOpt = Annotated[Optional[int], typer.Option(
     "--num-gpu-blocks-override", help="Force the number of KV blocks.", rich_help_panel=_ENGINE)]
 QuantizationOpt = Annotated[Optional[str], typer.Option(
-    "--quantization", "-q", help="Weight quantization method (awq, gptq, fp8, ...); default: from the checkpoint.",
+    "--quantization", help="Weight quantization method (awq, gptq, fp8, ...); default: from the checkpoint.",
     rich_help_panel=_ENGINE)]
 DtypeOpt = Annotated[Optional[str], typer.Option(
     "--dtype", help="Model dtype: auto, bfloat16, float16, float32.", rich_help_panel=_ENGINE)]
@@ -102,7 +102,7 @@ InterconnectOpt = Annotated[Optional[str], typer.Option(
          "Default: the GPU's NVLink in the catalog, or the start-up log.", rich_help_panel=_ENGINE)]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (schema_version inside).")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", help="Only the essentials; no progress bars.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only what the verb exists to give (docs/cli.md, \"--quiet\"); no progress bars.")]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -102,6 +102,11 @@ def diagnose(
         from kvdoctor.cli.output import emit_json
 
         emit_json(payload)
+    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
+        from kvdoctor.report.oneline import diagnose_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(diagnose_line(payload))
     else:
         render(payload, quiet)
     if payload["verdict"] in fail or any(i["verdict"] in fail for i in payload.get("instances", [])):
@@ -168,7 +173,9 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
     insts = p.get("instances", [])
     for inst in insts:
         head = f"{inst['source']} {inst['engine']}".strip()
-        color = {"healthy": "green", "idle": "green", "insufficient-evidence": "yellow"}.get(inst["verdict"], "red")
+        from kvdoctor.report.style import outcome_style
+
+        color = outcome_style(inst["verdict"])  # the one style table
         # verdict and action first, then the signals, then what would change it
         c.print(f"[bold]{m(head)}[/bold]: [{color}]{inst['verdict']}[/{color}] "
                 f"(confidence {inst.get('confidence', 'low')})", soft_wrap=True)

@@ -278,7 +278,12 @@ def _run(levels, base, opts, o: dict[str, Any], *, stop_early: bool, exhausted_n
     rec = run_experiment(exp, log)
     if o["json_out"]:
         emit_json(rec)
-    elif not quiet:
+    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
+        from kvdoctor.report.oneline import experiment_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(experiment_line(rec))
+    else:
         from kvdoctor.experiment.render import render
 
         render(rec, console())

@@ -56,6 +56,12 @@ def ledger(
 
         emit_json(payload)
         return
+    if quiet:  # docs/cli.md "--quiet": the reconciliation verdict, one line
+        from kvdoctor.report.oneline import ledger_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(ledger_line(led.model, led.gpu, led.reconciliation, led.kv, led.fit_ok, led.startup_error))
+        return
     render(led, quiet=quiet)
 
 
@@ -143,9 +149,14 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
 # aligned columns, a wrapped last column and four colours. Colour follows the usual rules: only on a
 # terminal, never with NO_COLOR or TERM=dumb (the source is a word, so nothing depends on colour).
 
-_SRC_STYLE = {"measured": "green", "given": "cyan", "predicted": "yellow", "default": "dim"}
-_VERDICT_STYLE = {"ok": "green", "starved": "yellow", "does-not-fit": "red"}
-_SGR = {"green": "32", "cyan": "36", "yellow": "33", "red": "31", "dim": "2", "bold": "1"}
+def _styles() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """Source and verdict colours from the one style table (report/style.py: pure data, no rich)."""
+    from kvdoctor.report.style import OUTCOMES, SGR, SOURCES
+
+    return {k: v[0] for k, v in SOURCES.items()}, OUTCOMES, SGR
+
+
+_SRC_STYLE, _VERDICT_STYLE, _SGR = _styles()
 _LABELS = {"total": "total", "requested": "requested", "weights": "weights", "activation": "activation peak",
            "non_torch": "non-torch", "cudagraph": "CUDA graphs", "kv_cache": "KV budget"}
 
@@ -255,7 +266,9 @@ def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
     out.add()
 
     r = led.reconciliation
-    ratio = "∞" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+    from kvdoctor.report.numbers import fmt_ratio
+
+    ratio = "∞" if r["ratio"] is None else fmt_ratio(r["ratio"])
     out.add(f"{out.style('Concurrency reconciliation:', 'bold')} "
             f"{out.style(r['verdict'], _VERDICT_STYLE[r['verdict']])} (worst case / pool = {ratio})")
     if not quiet:
@@ -282,6 +295,6 @@ def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
         who = "kvdoctor" if w.startswith("the start-up log does not match") else "vLLM warning"
         out.para(f"{who}: {w}", rest="  ", style="yellow")
     if not quiet:
-        for n in led.notes:
+        for n in dict.fromkeys(led.notes):  # each note once (inputs and the ledger can both carry it)
             out.para(n, first="• ", rest="  ", style="dim")
     out.flush()

@@ -250,10 +250,11 @@ def _fold(log_seg, others: list, ev: Evidence):
 
     import numpy as np
 
-    from kvdoctor.evidence.model import Segment, Timeline
+    from kvdoctor.evidence.model import Event, Segment, Timeline
 
     tls = [log_seg.timeline] if log_seg.timeline is not None and len(log_seg.timeline) else []
     notes = []
+    counters: list = []  # an untimed scrape's preemption counter: a count since start, no rate
     sa = _span(log_seg)
     shifts = {_year_shift(sa, sb) for o in others if sa is not None and (sb := _span(o)) is not None}
     shifts.discard(None)
@@ -273,6 +274,9 @@ def _fold(log_seg, others: list, ev: Evidence):
             if p:
                 notes.append(f"{o.source}: vllm:num_preemptions_total = {p[-1]:g} since the engine started (one "
                              "untimed scrape: no rate)")
+                counters.append(Event(t=None, kind="preemption-counter", line_no=None,
+                                      message=f"vllm:num_preemptions_total = {p[-1]:g} since the engine started",
+                                      data={"total": p[-1], "source": o.source}))
             continue
         tls.append(tl)
     startup = log_seg.startup
@@ -297,9 +301,9 @@ def _fold(log_seg, others: list, ev: Evidence):
                                           else np.full(len(x), np.nan) for x in tls])
         order = np.argsort(cols["t"], kind="stable")
         timeline = Timeline(**{k: v[order] for k, v in cols.items()})
-    source = " + ".join([log_seg.source] + [o.source for o in others])
+    source = " + ".join(dict.fromkeys([log_seg.source] + [o.source for o in others]))
     merged = Segment(source=source, engine=log_seg.engine, startup=startup, timeline=timeline,
-                     events=list(log_seg.events) + [e for o in others for e in (o.events or [])],
+                     events=list(log_seg.events) + [e for o in others for e in (o.events or [])] + counters,
                      first_line=log_seg.first_line, last_line=log_seg.last_line)
     ev.kinds[source] = "merged"
     ev.notes.append(f"one instance: {source} ({log_seg.engine or 'engine'}): same engine, model, pool and time"

@@ -178,6 +178,7 @@ class RequestRecord:
     itl_s: "np.ndarray | None" = None
     prefix_group: str | None = None
     prefix_len: int | None = None
+    priority: int | None = None  # vLLM --scheduling-policy priority (lower = sooner)
 
 
 @dataclass

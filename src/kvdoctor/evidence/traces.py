@@ -37,9 +37,10 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "request_id": ("request_id", "id", "req_id", "rid", "gen_ai.request.id"),
     "arrival_s": ("arrival_s", "arrival", "arrived_at", "arrival_time", "timestamp", "t", "time"),
     "prompt_tokens": ("prompt_tokens", "num_prefill_tokens", "input_len", "input_lens", "prompt_len",
-                      "input_tokens", "prompt_length"),
+                      "input_tokens", "prompt_length", "num_prompt_tokens", "context_tokens", "contexttokens"),
     "output_tokens": ("output_tokens", "num_decode_tokens", "output_len", "output_lens", "completion_tokens",
-                      "output_length", "generation_tokens"),
+                      "output_length", "generation_tokens", "num_output_tokens", "generated_tokens",
+                      "generatedtokens"),
     "queue_s": ("queue_s", "queue_time", "time_in_queue", "queued_s"),
     "prefill_s": ("prefill_s", "prefill_time"),
     "decode_s": ("decode_s", "decode_time"),
@@ -47,10 +48,11 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "e2e_s": ("e2e_s", "e2e", "latency", "e2e_latency"),
     "preemptions": ("preemptions", "num_preemptions"),
     "preempted_s": ("preempted_s", "preempted_time"),
-    "prefix_group": ("prefix_group", "prefix_id", "session_id", "conversation_id"),
+    "prefix_group": ("prefix_group", "prefix_id", "group", "session_id", "conversation_id"),
     "prefix_len": ("prefix_len", "prefix_tokens", "shared_prefix_len"),
+    "priority": ("priority",),
 }
-_INT_FIELDS = {"prompt_tokens", "output_tokens", "preemptions", "prefix_len"}
+_INT_FIELDS = {"prompt_tokens", "output_tokens", "preemptions", "prefix_len", "priority"}
 _FLOAT_FIELDS = {"arrival_s", "queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s", "preempted_s"}
 
 OTEL_ATTRS = {

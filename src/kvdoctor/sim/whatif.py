@@ -88,6 +88,10 @@ def sched_config(resolved: Any, num_blocks: int, layout: dict[str, int] | None =
 def as_workload(workload: Any, seed: int = 0) -> Workload:
     if isinstance(workload, Workload):
         return workload
+    from kvdoctor.sim.workload import WorkloadSpec, build_workload
+
+    if isinstance(workload, WorkloadSpec):
+        return build_workload(workload)
     if isinstance(workload, dict):
         from kvdoctor.sim.workload import synthetic
 
@@ -101,23 +105,59 @@ def as_workload(workload: Any, seed: int = 0) -> Workload:
     raise InputError(f"cannot simulate a workload of type {type(workload).__name__}")
 
 
-def run(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0,
-        detail: bool = False, progress=None, interval_s: float = 10.0, layout: dict | None = None) -> SimResult:
-    """The full result (timeline, per-request arrays) for one configuration. ``layout``: the KV
-    group layout (``kv_layout(ledger.plan.grouping)``); computed from the ledger when omitted."""
-    from kvdoctor.sim.run import simulate
+def step_model(shape: Any, gpu: Any, resolved: Any, calibration: Any = None):
+    """The step-time model of this deployment: the fitted roofline, or the deployment's own
+    calibration (``kvdoctor calibrate``) on top of it (or instead of it, for a linear fit)."""
     from kvdoctor.sim.steptime import from_deployment
+
+    if calibration is not None:
+        return calibration.step_model(shape, gpu, resolved)
+    return from_deployment(shape, gpu, resolved)
+
+
+def front_end(calibration: Any = None):
+    """The API-server model: the deployment's calibration, else the fit on public results."""
+    from kvdoctor.sim import coefficients as C
+    from kvdoctor.sim.frontend import FrontEnd
+
+    if calibration is not None and calibration.frontend is not None:
+        return calibration.frontend
+    return FrontEnd(**C.FRONTEND)
+
+
+def uncertainty(calibration: Any = None) -> dict:
+    """How far to trust a prediction: the median absolute error on results the time model was not
+    fitted on (the deployment's held-out runs with a calibration, else the public held-out set)."""
+    from kvdoctor.sim import coefficients as C
+
+    if calibration is not None and calibration.uncertainty():
+        return {"source": "calibration held-out runs", "median_abs_error": calibration.uncertainty()}
+    fit = getattr(C, "SERVING_FIT", {}) or {}
+    err = (fit.get("median_abs_error") or {}).get("held_out")
+    return {"source": "public vllm bench results held out of the fit (docs/simulation.md)",
+            "median_abs_error": {k: v for k, v in (err or {}).items() if k != "n"}}
+
+
+def run(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0,
+        detail: bool = False, progress=None, interval_s: float = 10.0, layout: dict | None = None,
+        calibration: Any = None) -> SimResult:
+    """The full result (timeline, per-request arrays) for one configuration. ``layout``: the KV
+    group layout (``kv_layout(ledger.plan.grouping)``); computed from the ledger when omitted.
+    ``calibration``: a ``sim.calibration.Calibration`` (``--calibration FILE``)."""
+    from kvdoctor.sim.run import simulate
 
     if layout is None:
         layout = layout_of(shape, gpu, resolved)
     cfg = sched_config(resolved, num_blocks, layout)
-    model = from_deployment(shape, gpu, resolved)
+    model = step_model(shape, gpu, resolved, calibration)
     w = as_workload(workload, seed)
     if len(w) == 0:
         raise InputError("the workload has no requests")
-    return simulate(w, cfg, model, detail=detail, progress=progress, interval_s=interval_s)
+    return simulate(w, cfg, model, detail=detail, progress=progress, interval_s=interval_s,
+                    frontend=front_end(calibration))
 
 
-def predict(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0) -> SimSummary:
+def predict(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0,
+            calibration: Any = None) -> SimSummary:
     """Simulated TTFT / TBT / throughput / preemptions for one configuration (fast: summary only)."""
-    return run(shape, gpu, resolved, num_blocks, workload, seed=seed, detail=False).summary
+    return run(shape, gpu, resolved, num_blocks, workload, seed=seed, detail=False, calibration=calibration).summary
