@@ -16,7 +16,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 # Lowest first. A module belongs to the first entry whose name is the module or a package above it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("kvdoctor.facts", "kvdoctor.errors", "kvdoctor.units", "kvdoctor.provenance", "kvdoctor")),
+    ("base", ("kvdoctor.facts", "kvdoctor.errors", "kvdoctor.units", "kvdoctor.provenance", "kvdoctor.safeio",
+              "kvdoctor")),
     ("evidence", ("kvdoctor.evidence",)),
     ("engine", ("kvdoctor.engine",)),
     ("ledger", ("kvdoctor.ledger",)),

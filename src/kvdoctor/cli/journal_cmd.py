@@ -232,10 +232,9 @@ def handbook_cmd(
         return
     md = handbook.to_markdown(hb)
     if output is not None:
-        try:
-            output.write_text(md, encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+        from kvdoctor.safeio import write_text_safely
+
+        write_text_safely(output, md, what="handbook")  # a symlink or device written through, never replaced
         if not quiet:
             typer.echo(f"kvdoctor: wrote {output}", err=True)
     elif html is None:  # the handbook is what this verb exists to give: printed even with --quiet

@@ -80,10 +80,13 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
     from kvdoctor.evidence.logs.envelope import parse_envelope, split_glued, strip_ansi
     from kvdoctor.evidence.logs.startup import StartupCollector
 
+    from kvdoctor.safeio import binary_reason, bounded_lines, check_input_file
+
     if not os.path.exists(path):
         raise InputError(f"--from-log: no such file: {path}")
     if os.path.isdir(path):
         raise InputError(f"--from-log: {path} is a directory, not a log file")
+    check_input_file(path, "--from-log")  # a FIFO or device: refused before it is read
     try:
         with open(path, "rb") as fh:
             head = fh.read(8192)
@@ -98,8 +101,9 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
             raise InputError(f"--from-log: {path} is a damaged gzip file") from None
     if not head.strip():
         raise InputError(f"--from-log: {path} is empty")
-    if _binary(head):
-        raise InputError(f"--from-log: {path} is not a text log (binary content)")
+    why = binary_reason(head)  # the one binary check (safeio)
+    if why:
+        raise InputError(f"--from-log: {path} is not a text log (binary content: {why})")
 
     from kvdoctor.cli.output import progress
 
@@ -109,7 +113,7 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
     try:
         with opener(path, "rb") as fh, progress("Reading log", total=None if gz else os.path.getsize(path),
                                                 quiet=quiet) as advance:
-            for n, raw in enumerate(fh, start=1):
+            for n, raw in enumerate(bounded_lines(fh), start=1):  # an endless line is never held whole
                 total += 1
                 advance(len(raw))
                 phys = strip_ansi(raw[: 1 << 16].decode("utf-8", "replace").replace("\x00", "").rstrip("\r\n"))
@@ -135,13 +139,6 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
         summary += f"; {len(starts)} engine starts found — this ledger is of the last one"
     return {"path": path, "lines": total, "startup_fact_lines": facts_lines, "foreign_lines": foreign,
             "engine_starts": len(starts), "summary": summary, "startup": starts[-1]}
-
-
-def _binary(head: bytes) -> bool:
-    if b"\x00" in head:
-        return True
-    text = sum(1 for b in head if b in (9, 10, 13) or 32 <= b < 127 or b >= 128)
-    return text / max(1, len(head)) < 0.9
 
 
 # ------------------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
     from kvdoctor.chains.plan import Target
     from kvdoctor.evidence.load import load_evidence
 
-    from kvdoctor.cli.diagnose_cmd import refuse_non_text
+    from kvdoctor.safeio import refuse_non_text
 
     for path in paths:  # a binary/empty --evidence is bad input here too, as in diagnose
         refuse_non_text(path)

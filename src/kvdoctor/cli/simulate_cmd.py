@@ -179,7 +179,9 @@ def _write_outputs(result, inputs, log_out, metrics_out, requests_out) -> dict[s
             _write_requests(result, requests_out)
             out["requests"] = requests_out
     except OSError as exc:
-        raise InputError(f"cannot write {exc.filename}: {exc.strerror}") from None
+        # the failing write (a full disk, /dev/full) carries no file name, only the open does
+        name = exc.filename or next((p for p in (log_out, metrics_out, requests_out) if p and p not in out.values()), "")
+        raise InputError(f"cannot write {name}: {exc.strerror or exc}") from None
     return out
 
 

@@ -18,19 +18,9 @@ from kvdoctor.evidence.model import Evidence, SkipReport
 
 
 def _head(path: str, n: int = 65536) -> str:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(n)
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if data[:2] == b"\x1f\x8b":
-        import zlib
+    from kvdoctor.safeio import head_bytes
 
-        try:
-            data = zlib.decompressobj(wbits=31).decompress(data)[:n]
-        except zlib.error:
-            return ""
-    return data.decode("utf-8", "replace")
+    return head_bytes(path, n).decode("utf-8", "replace")
 
 
 def detect_kind(path: str) -> str:
@@ -39,10 +29,11 @@ def detect_kind(path: str) -> str:
     from kvdoctor.evidence.prometheus import looks_like_metrics
     from kvdoctor.evidence.traces import sniff_trace
 
-    if os.path.isdir(path):
+    from kvdoctor.safeio import check_input_file
+
+    # a FIFO, socket or device (/dev/zero, <(cmd)) is refused here, before a byte is read
+    if check_input_file(path, "evidence", allow_dir=True).is_dir():
         return "metrics-folder"
-    if not os.path.exists(path):
-        raise InputError(f"no such file: {path}")
     head = _head(path)
     s = head.lstrip()
     if s.startswith("{") or s.startswith("["):
@@ -50,6 +41,8 @@ def detect_kind(path: str) -> str:
             return "trace"
         try:
             doc = json.loads(s) if len(head) < 65536 else json.loads(s.splitlines()[0])
+        except RecursionError:
+            raise InputError(f"{path}: JSON nested too deeply to read") from None
         except (json.JSONDecodeError, IndexError):
             doc = None
         if isinstance(doc, list) and doc:
@@ -114,10 +107,13 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
         elif kind == "trace":
             ev.requests.extend(load_trace(path))
     if prometheus:
+        from kvdoctor.safeio import redact_url
+
         segs = load_prometheus(prometheus, window, labels)
         ev.segments.extend(segs)
-        ev.sources.append(prometheus)
-        ev.kinds[prometheus] = "prometheus"
+        shown = redact_url(prometheus)  # sources are printed and stored: never with credentials
+        ev.sources.append(shown)
+        ev.kinds[shown] = "prometheus"
         for sg in segs:  # each series is named by its instance: the source is the server, the kind prometheus
             ev.kinds.setdefault(sg.source, "prometheus")
     elif window or labels:

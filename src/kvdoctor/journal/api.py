@@ -146,6 +146,8 @@ def read_prediction(path: str | None) -> dict[str, Any] | None:
         raise InputError(f"--prediction: no such file: {p}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"--prediction: {p} is not a readable JSON payload ({exc})") from None
+    except RecursionError:
+        raise InputError(f"--prediction: {p}: JSON nested too deeply to read") from None
     if not isinstance(data, dict) or not str(data.get("schema_version", "")).startswith("kvdoctor."):
         raise InputError(f"--prediction: {p} is not a kvdoctor --json payload (no kvdoctor schema_version)")
     return data

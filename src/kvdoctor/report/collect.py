@@ -60,6 +60,8 @@ def _stdin_payloads() -> list[dict[str, Any]]:
     text = sys.stdin.read()
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise InputError("stdin: JSON nested too deeply to read") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"stdin is not a kvdoctor --json payload (line {exc.lineno}: {exc.msg})") from None
     items = data if isinstance(data, list) else [data]
@@ -79,6 +81,8 @@ def _as_payloads(path: Path) -> list[dict[str, Any]] | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to read") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None  # e.g. JSONL traces or metrics: evidence
     items = data if isinstance(data, list) else [data]

@@ -236,20 +236,11 @@ def _count_kinds(kinds: list[str]) -> list[str]:
 def write_report(path: str | Path, payloads: Iterable[dict[str, Any]], *, title: str = "kvdoctor report",
                  raw: bool = True) -> Path:
     """Render and write atomically (a half-written report never replaces a good one)."""
-    p = Path(path)
+    from kvdoctor.safeio import write_text_safely
+
     doc = render_report(payloads, title=title, raw=raw)
-    if p.exists() and p.is_dir():
-        raise InputError(f"{p} is a directory; give a file name for the report")
-    if not p.parent.exists():
-        raise InputError(f"cannot write {p}: directory {p.parent} does not exist")
-    tmp = p.with_name(f".{p.name}.tmp-{secrets.token_hex(4)}")
-    try:
-        tmp.write_text(doc, encoding="utf-8")
-        tmp.replace(p)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {p}: {exc.strerror or exc}") from None
-    return p
+    # a symlink is written through, a device or FIFO written in place: never replaced (safeio)
+    return write_text_safely(path, doc, what="report")
 
 
 # --------------------------------------------------------------------------------------------

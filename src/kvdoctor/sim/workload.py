@@ -26,6 +26,8 @@ OUTPUT_COLS = ("num_decode_tokens", "output_tokens", "completion_tokens", "outpu
 GROUP_COLS = ("prefix_group", "prefix_id", "group")
 PREFIX_LEN_COLS = ("prefix_len", "shared_prefix_len", "prefix_tokens")
 PRIORITY_COLS = ("priority",)
+MAX_REQUESTS = 1_000_000  # a simulation holds every request in memory (docs/cli.md "Limits and hostile input")
+MAX_TOKENS = 100_000_000  # longer than any model's context
 
 
 @dataclass
@@ -47,6 +49,11 @@ class Workload:
 
     def __post_init__(self):
         n = len(self.arrival)
+        # Invariant: every arrival is a finite time. A NaN arrival (a trace row without one) never
+        # comes due, and the simulation would wait for it forever.
+        if not all(math.isfinite(a) for a in self.arrival):
+            bad = sum(1 for a in self.arrival if not math.isfinite(a))
+            raise InputError(f"workload {self.name}: {bad} request(s) without a finite arrival time")
         for nm in ("prompt", "output", "group", "prefix_len", "priority", "ids"):
             v = getattr(self, nm)
             if v is not None and len(v) != n:
@@ -97,6 +104,12 @@ class Workload:
         rows = [r for r in records if r.prompt_tokens is not None and r.output_tokens is not None]
         if not rows:
             raise InputError("no request in the evidence has both prompt and output token counts")
+        timed = [r for r in rows if r.arrival_s is not None and math.isfinite(r.arrival_s)]
+        if not timed:
+            raise InputError("no request in the evidence has an arrival time: a length distribution cannot be "
+                             "replayed (use it with --prompt-dist and a rate)")
+        dropped = len(rows) - len(timed)
+        rows = timed
         t0 = min(r.arrival_s for r in rows)
         groups = [r.prefix_group for r in rows]
         has_group = any(g is not None for g in groups)
@@ -112,6 +125,7 @@ class Workload:
             ids=[str(r.request_id) for r in rows],
             name=name,
             source=name,
+            notes=[f"{dropped} requests without an arrival time skipped"] if dropped else [],
         )
 
 
@@ -227,13 +241,17 @@ def _lengths(spec: str, n: int, rng) -> tuple[list[int], list[int], str]:
             vals = [float(x) for x in parts]
         except ValueError:
             raise InputError(f"--prompt-dist {spec!r}: expected numbers after '{kind}:'") from None
-        if len(vals) < 2 or any(v <= 0 for v in vals):
-            raise InputError(f"--prompt-dist {spec!r}: expected {kind}:PROMPT:OUTPUT with positive numbers")
+        if len(vals) < 2 or any(not (0 < v <= MAX_TOKENS) for v in vals):  # NaN fails the comparison too
+            raise InputError(f"--prompt-dist {spec!r}: expected {kind}:PROMPT:OUTPUT with positive numbers "
+                             f"up to {MAX_TOKENS:,}")
         if kind == "fixed":
             return [int(vals[0])] * n, [int(vals[1])] * n, s
         sigma = vals[2] if len(vals) > 2 else 1.0
-        pr = rng.lognormal(math.log(vals[0]), sigma, n)
-        ou = rng.lognormal(math.log(vals[1]), sigma, n)
+        if sigma > 10:  # e^(10·z) already spans 40 orders of magnitude
+            raise InputError(f"--prompt-dist {spec!r}: SIGMA must be <= 10")
+        # clipped: a far tail past any context stays an integer (rejected later as too long)
+        pr = rng.lognormal(math.log(vals[0]), sigma, n).clip(1, MAX_TOKENS)
+        ou = rng.lognormal(math.log(vals[1]), sigma, n).clip(1, MAX_TOKENS)
         return ([max(1, int(x)) for x in pr], [max(1, int(x)) for x in ou], s)
     p = Path(s)
     if not p.exists():
@@ -270,6 +288,10 @@ def synthetic(
         raise InputError(f"--requests must be >= 1, got {requests}")
     if duration_s is not None and not duration_s > 0:
         raise InputError(f"--duration must be positive, got {duration_s}")
+    expected = requests if requests is not None else rate * duration_s
+    if not expected <= MAX_REQUESTS:  # every request is held in memory (NaN fails too)
+        raise InputError(f"the synthetic workload would hold {expected:,.0f} requests; the limit is {MAX_REQUESTS:,} "
+                         "(lower --rate or --duration, or pass --requests)")
     rng = np.random.default_rng(seed)
     n = requests if requests is not None else int(rate * duration_s * 1.5) + 16
     if arrival == "poisson":

@@ -87,21 +87,33 @@ def file_chunks(path: str, chunk_size: int, skip: SkipReport):
                     chunk += rest
                 yield chunk, n
         d = zlib.decompressobj(wbits=31)
+        consumed_left = 0
         while True:
             raw = fh.read(1 << 20)
             if not raw:
                 break
+            consumed, buf = consumed_left + len(raw), raw
             try:
-                out = d.decompress(raw)
-                while d.eof and d.unused_data:
-                    rest = d.unused_data
-                    d = zlib.decompressobj(wbits=31)
-                    out += d.decompress(rest)
+                # at most chunk_size bytes out per step: 1 MiB of a gzip bomb (200 MB of newlines
+                # packs ~1000:1) streams through in pieces instead of inflating at once
+                while True:
+                    out = d.decompress(buf, chunk_size)
+                    buf = d.unconsumed_tail
+                    if out:
+                        yield out, consumed
+                        consumed = 0
+                    if not buf:
+                        if d.eof and d.unused_data:  # concatenated members
+                            buf = d.unused_data
+                            d = zlib.decompressobj(wbits=31)
+                            continue
+                        if len(out) < chunk_size:  # else output may still be pending: drain it
+                            break
             except zlib.error as exc:
                 skip.reasons["truncated-input"] += 1
                 skip.examples.setdefault("truncated-input", f"corrupt gzip: {exc}"[:160])
                 return
-            yield out, len(raw)
+            consumed_left = consumed  # input that produced no output yet: counted with the next piece
         if not d.eof:
             skip.reasons["truncated-input"] += 1
             skip.examples.setdefault("truncated-input", "gzip stream ends before its end marker")
