@@ -20,6 +20,9 @@ from typer.testing import CliRunner
 from kvdoctor.cli import app
 
 M = ["-m", "Qwen/Qwen2.5-14B", "--gpu", "L40S", "--max-model-len", "32768"]
+BENCH = Path(__file__).resolve().parent.parent / "fixtures" / "realvllm_bench"  # frozen real CPU-engine runs
+TINY = ["-m", str(BENCH / "tiny" / "config.json"), "--gpu", "L4", "--max-model-len", "512", "--max-num-seqs", "8",
+        "--max-num-batched-tokens", "2048", "--block-size", "32", "--num-gpu-blocks-override", "256"]
 SWAP = ["--from", "meta-llama/Llama-3.1-8B-Instruct", "--to", "Qwen/Qwen2.5-14B", "--gpu", "L40S",
         "--max-model-len", "32768"]
 
@@ -91,6 +94,8 @@ def _cases(f: dict[str, str]) -> dict[str, list[tuple[list[str], int, object, st
         "catalog models": [(["--filter", "qwen3"], 0, "list", "Qwen/Qwen3-8B")],
         "catalog gpus": [([], 0, "list", "NVIDIA H100")],
         "catalog show": [(["Qwen/Qwen2.5-14B"], 0, 1, "27.54 GiB"), (["H100"], 0, 1, "79.19 GiB")],
+        "calibrate": [([*TINY, "--linear", str(BENCH / "s8_c4.json"), str(BENCH / "s8_c1.json"),
+                        "-o", str(Path(f["dir"]) / "cal.json")], 0, 1, "held-out median |error|")],
     }
 
 

@@ -23,7 +23,7 @@ def calibrate_cmd(
     opts: common.ConfigOptions,
     bench: Annotated[Optional[list[str]], typer.Argument(help="`vllm bench serve --save-result` JSON files of this deployment (--save-detailed adds per-request lengths and send times).")] = None,
     stats_log: Annotated[Optional[list[str]], typer.Option("--stats-log", help="The server's log with its periodic stats lines (repeatable): busy intervals constrain the step time.")] = None,
-    out: Annotated[str, typer.Option("--out", "-o", help="Where to write the calibration file (JSON).")] = "kvdoctor-calibration.json",
+    out: Annotated[str, typer.Option("--output", "--out", "-o", help="Where to write the calibration file (JSON).")] = "kvdoctor-calibration.json",
     fit_on: Annotated[Optional[list[str]], typer.Option("--fit-on", help="Fit on this result (file name; repeatable). Default: the first. The others are held out and predicted.")] = None,
     linear: Annotated[bool, typer.Option("--linear", help="Fit a linear step time alone (engines the GPU roofline does not describe, e.g. vLLM's CPU backend). Default: scale the roofline and add linear terms.")] = False,
     json_out: common.JsonOpt = False,
@@ -79,6 +79,12 @@ def _render(p: dict, quiet: bool) -> None:
 
     con = console()
     fit = p["fit"]
+    if quiet:  # docs/cli.md "--quiet": the file and how far to trust it, one line
+        from kvdoctor.report.oneline import calibrate_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(calibrate_line(p))
+        return
     on = list(fit["fit_on"]) + ([f"{fit['stats_intervals']} stats-log intervals"] if fit.get("stats_intervals") else [])
     con.print(f"[bold]kvdoctor calibrate[/bold] — {escape(str(p['deployment'].get('model')))} "
               f"({p['kind']}), fitted on {escape(', '.join(on))}")

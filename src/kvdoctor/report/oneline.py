@@ -114,6 +114,15 @@ def experiment_line(rec: dict[str, Any]) -> str:
     return f"{rec.get('status')}" + (f": {_first(rec.get('reason'), 240)}" if rec.get("reason") else "")
 
 
+def calibrate_line(p: dict[str, Any]) -> str:
+    """``wrote cal.json; held-out median |error|: output throughput 4%, mean ttft ms 12%``."""
+    fit = p.get("fit") or {}
+    label, err = ("held-out", fit.get("held_out_median_abs_error")) if fit.get("held_out_median_abs_error") else (
+        "fit (no held-out run)", fit.get("fit_median_abs_error"))
+    parts = [f"{str(k).replace('_', ' ')} {v:.0%}" for k, v in (err or {}).items() if isinstance(v, (int, float))]
+    return f"wrote {p.get('calibration_file')}" + (f"; {label} median |error|: " + ", ".join(parts) if parts else "")
+
+
 def journal_step_line(step: dict[str, Any]) -> str:
     """``#2 kv_cache_dtype: unset → fp8 · output throughput 930 tok/s · TBT p99 61 ms``"""
     from kvdoctor.journal.figures import FIGURES
