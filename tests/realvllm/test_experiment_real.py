@@ -74,7 +74,8 @@ def test_handbook_shows_measured_beside_predicted(starved_experiment):
     assert r.returncode == 0, r.stderr
     md = r.stdout
     assert "## `max_num_seqs`" in md and "Step #1: 2 → 8" in md
-    row = next(ln for ln in md.splitlines() if ln.startswith("| output throughput |"))
+    step = md[md.index("Step #1: 2 → 8"):]
+    row = next(ln for ln in step.splitlines() if ln.startswith("| output throughput |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] != "—" and cells[2] != "—" and cells[4] == "better" and cells[5] != "—", row
 
