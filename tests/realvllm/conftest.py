@@ -116,9 +116,18 @@ def starved_experiment(testbed, engine_lock, tmp_path_factory):
     d = tmp_path_factory.mktemp("experiment-starved")
     db, out = d / "journal.sqlite", d / "runs"
     load = sc.load
+    # The prediction's time model: calibrated (`kvdoctor calibrate --linear`) on a bench run of the same tiny
+    # model recorded in another session with another configuration (max-num-seqs 8, 256 blocks, closed loop 4:
+    # tests/fixtures/realvllm_bench/s8_c4.json) — held out from this experiment.
+    cal = d / "calibration.json"
+    rc = kvdoctor("calibrate", str(REPO / "tests" / "fixtures" / "realvllm_bench" / "s8_c4.json"), "--linear",
+                  "--serve", f"vllm serve {testbed.model} --max-model-len 512 --max-num-seqs 8 "
+                  "--max-num-batched-tokens 2048 --block-size 32 --num-gpu-blocks-override 256 --enforce-eager "
+                  "--dtype bfloat16", "--gpu", "24GiB", "-o", str(cal), "--quiet")
+    assert rc.returncode == 0, rc.stderr
     r = kvdoctor(
         "experiment", "--serve", sc.serve_line(str(testbed.model)), "--set", "max-num-seqs=8",
-        "--vllm-cmd", str(testbed.vllm), "--gpu", "L4",
+        "--vllm-cmd", str(testbed.vllm), "--gpu", "24GiB", "--calibration", str(cal),
         "--prompt-dist", f"fixed:{load.prompt_len}:{load.output_len}", "--requests", str(load.requests),
         "--rate", str(load.rate), "--seed", str(load.seed),
         "--db", str(db), "--journal", "starved", "--out", str(out), "--health-timeout", "600", "--json",
