@@ -80,3 +80,24 @@ def gib(n_bytes: float) -> float:
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def sig3(v: float) -> str:
+    """3 significant digits below 100, whole numbers with separators above (how an operator reads a figure)."""
+    if v != 0 and (abs(v) >= 1e9 or abs(v) < 1e-3):
+        return f"{v:.3g}"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.3g}"
+
+
+def ratio_text(v: object) -> str:
+    """A ratio (worst case / pool, capacity multipliers) rounded to what it means: ``146``, ``36.6``, ``1.75``.
+
+    No unit sign: callers writing sentences add ``×`` where the grammar wants it.
+    """
+    import math
+
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return "—"
+    return sig3(float(v))

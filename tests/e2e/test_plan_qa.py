@@ -42,7 +42,7 @@ def test_a_model_that_does_not_fit_prints_no_none_ratio_and_explains_costs():
     now = next(ln for ln in out.splitlines() if ln.startswith("Now:"))
     assert "None" not in now and "does not fit" in now
     # a bare "throughput_per_gpu: 0.8" is meaningless: the derivation is printed with it
-    cost = next(ln for ln in out.splitlines() if "cost throughput_per_gpu" in ln)
+    cost = next(ln for ln in out.splitlines() if "cost (throughput per gpu)" in ln)
     assert "assumed per-GPU efficiency" in cost
 
 

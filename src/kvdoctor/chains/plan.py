@@ -22,6 +22,7 @@ from kvdoctor.chains.rules import get
 from kvdoctor.errors import KvdoctorError
 from kvdoctor.facts.gpu import capability_int, capability_text
 from kvdoctor.provenance import Figure
+from kvdoctor.units import ratio_text
 
 SCHEMA_VERSION = "kvdoctor.plan/1"
 NODE_GPUS = 8  # GPUs per node for TP (NVLink domain of an HGX board)
@@ -309,9 +310,9 @@ def apply_level1(ps: PlanState) -> LevelResult:
     res.notes.append(
         f"Paged KV: {pool_note} — lowering max-model-len does not enlarge the pool by itself. What it gains: the "
         f"worst case ({before['worst_case_tokens'].value:,} → {res.figures['worst_case_tokens'].value:,} tokens, ratio "
-        f"{before['ratio'].value} → {res.figures['ratio'].value}), fewer preemptions caused by very long requests, "
+        f"{ratio_text(before['ratio'].value)} → {ratio_text(res.figures['ratio'].value)}), fewer preemptions caused by very long requests, "
         + ("the concurrency check passing" if (res.figures["ratio"].value or 99) <= 1 else
-           f"though the worst case still exceeds the pool {res.figures['ratio'].value}×")
+           f"though the worst case still exceeds the pool {ratio_text(res.figures['ratio'].value)}×")
         + (", a lower activation peak (max-num-batched-tokens follows the context with chunked prefill off)"
            if int(res.figures["activation_bytes"].value) < int(before["activation_bytes"].value) else "")
         + ".")

@@ -15,6 +15,7 @@ from typing import Any
 from kvdoctor.chains.findings import Cite, Context, Finding
 from kvdoctor.chains.rules import get
 from kvdoctor.provenance import Figure
+from kvdoctor.units import ratio_text
 
 SCHEMA_VERSION = "kvdoctor.swap/1"
 BASELINE_REMINDER = ("Re-run the load-test baseline for the new model before comparing throughput: the old baseline "
@@ -110,7 +111,7 @@ def inherited_max_num_seqs(ctx: Context) -> Finding | None:
     share = pool / old_pool if old_pool else None
     return _finding(
         "swap.inherited-max-num-seqs",
-        f"Inherited max-num-seqs {mns}: worst case / pool rose {ro.get('ratio')} → {rn['ratio']}"
+        f"Inherited max-num-seqs {mns}: worst case / pool rose {ratio_text(ro.get('ratio'))} → {ratio_text(rn['ratio'])}"
         + (f"; at the same request lengths the new pool holds {share:.0%} of the requests the old one did" if share
            else "")
         + f". The chapter's conservative bound is {bound} (every request at max-model-len) — a bound, not a setting; "

@@ -244,7 +244,7 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
                 # a bare 0.8 means nothing to an operator: show the derivation with the figure
                 val = f"{val} ({v['how']})"
             val = m(str(val))
-            c.print(f"   cost {k}: {val}")
+            c.print(f"   cost ({k.replace('_', ' ')}): {val}")
         if lv["enough_why"]:
             c.print(f"   enough? {m(lv['enough_why'])}")
         if lv["predicted"]:

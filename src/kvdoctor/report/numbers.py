@@ -28,11 +28,9 @@ def source_how(x: Any) -> tuple[str | None, str]:
 
 def sig(v: float) -> str:
     """3 significant digits below 100, whole numbers with separators above."""
-    if v != 0 and (abs(v) >= 1e9 or abs(v) < 1e-3):
-        return f"{v:.3g}"
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    return f"{v:.3g}"
+    from kvdoctor.units import sig3
+
+    return sig3(v)
 
 
 def fmt_ratio(v: Any) -> str:
