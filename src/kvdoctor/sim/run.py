@@ -20,7 +20,7 @@ from typing import Callable
 
 from kvdoctor.sim.contracts import StepObserver, StepRecord, StepTimeModel
 from kvdoctor.sim.result import SimResult, SimSummary
-from kvdoctor.sim.scheduler import FINISHED, REJECTED, SchedConfig, Scheduler, SimRequest, blocks_for
+from kvdoctor.sim.scheduler import FINISHED, REJECTED, RUNNING, SchedConfig, Scheduler, SimRequest, blocks_for
 from kvdoctor.sim.workload import Workload
 
 
@@ -136,6 +136,10 @@ class _Loop:
         self.nonfit_rejects = 0
         self.report_every = max(1, n_req // 200)
         self.last_report = 0
+        # async scheduling: the last step's finished requests and record wait for the next plan
+        self.is_async = cfg.async_scheduling
+        self.pending_finish: list[SimRequest] = []
+        self.pending_record: StepRecord | None = None
 
     # -- the driver ------------------------------------------------------------------------------
     def run(self, bulk: bool, check: bool) -> None:
@@ -309,28 +313,51 @@ class _Loop:
         self._account(dur, n)
         self.step += k
         self.now = t_end
-        for r in finished:
-            self._finish(r)
+        if self.is_async:
+            self.pending_finish = finished  # freed after the next plan (a stretch never starts with any)
+        else:
+            for r in finished:
+                self._finish(r)
         if before is not None:
             self._report_stretch(before, used0, k, A, B, kv1, finished)
         rec.tick(t_end, sched)
 
     def _report_stretch(self, before, used0: int, k: int, A: float, B: float, kv1: int, finished) -> None:
-        """The k step records a stretch stands for, as step-by-step simulation would give them."""
+        """The k step records a stretch stands for, as step-by-step simulation would give them.
+
+        Sync: record j holds the state after step j. Async: after the plan of step j+1, so the
+        previous step's pending record closes with the stretch's first plan, and the stretch's
+        last record stays pending until the next plan."""
         cfg, sched = self.cfg, self.sched
         n = len(before)
         t0 = self.now - (k * A + B * (k * kv1 + n * k * (k - 1) / 2))
         sched_ids = tuple((r.idx, 1) for r, _, _ in before)
         step0 = self.step - k
+        lag = 1 if self.is_async else 0
+
+        def t_of(j):
+            return t0 + j * A + B * (j * kv1 + n * j * (j - 1) / 2)
+
+        def state(j):  # kv blocks used and waiting once step j is planned
+            used = used0 + sum(max(0, blocks_for(cfg, nt + j) - nb) for _, nt, nb in before)
+            return used, sched.num_waiting + self._pending_arrivals(t_of(j))
+
+        if lag and self.pending_record is not None:
+            used, waiting = state(0)
+            self.on_step(_close(self.pending_record, used, n, waiting))
+            self.pending_record = None
         for j in range(k):
-            t = t0 + j * A + B * (j * kv1 + n * j * (j - 1) / 2)
             if j == k - 1:
-                used, nrun, fin = self._used_blocks(), len(sched.running), tuple(r.idx for r in finished)
+                fin = tuple(r.idx for r in finished)
+                if lag:
+                    self.pending_record = StepRecord(step0 + j, t_of(j), sched_ids, (), fin, 0, 0, 0)
+                    break
+                used, nrun = self._used_blocks(), len(sched.running)
+                waiting = sched.num_waiting + self._pending_arrivals(t_of(j))
             else:
-                used = used0 + sum(max(0, blocks_for(cfg, nt + j) - nb) for _, nt, nb in before)
+                used, waiting = state(j + lag)
                 nrun, fin = n, ()
-            self.on_step(StepRecord(step0 + j, t, sched_ids, (), fin, used, nrun,
-                                    sched.num_waiting + self._pending_arrivals(t)))
+            self.on_step(StepRecord(step0 + j, t_of(j), sched_ids, (), fin, used, nrun, waiting))
 
     def _pending_arrivals(self, t: float) -> int:
         """Requests that arrived by ``t`` but that a stretch has not queued yet (it queues them when
@@ -349,9 +376,16 @@ class _Loop:
         sched, rec = self.sched, self.rec
         running = sched.running
         step, now = self.step, self.now
+        sched.step_index = step
         plan = sched.schedule(now)
         if plan.preempted:
             rec.cur_pre += len(plan.preempted)
+        if self.is_async:
+            # the previous step's output is processed now that this step is planned
+            had_pending = bool(self.pending_finish)
+            self._close_pending()
+            if not plan.scheduled and had_pending:
+                return  # vLLM planned an empty batch, processed the step in flight: it plans again
         if not plan.scheduled:
             # Nothing can run: the pool is empty of requests yet the waiting head does not fit
             # it (possible only with --num-gpu-blocks-override below one max-length request;
@@ -385,13 +419,34 @@ class _Loop:
         self._account(dt, len(running))
         self.step += 1
         self.now = t_end
-        for r in finished:
-            self._finish(r)
+        record = None
         if self.on_step is not None:
-            self.on_step(StepRecord(step, now, tuple((r.idx, m) for r, m in plan.scheduled),
-                                    tuple(r.idx for r in plan.preempted), tuple(r.idx for r in finished),
-                                    self._used_blocks(), len(running), sched.num_waiting))
+            record = StepRecord(step, now, tuple((r.idx, m) for r, m in plan.scheduled),
+                                tuple(r.idx for r in plan.preempted), tuple(r.idx for r in finished), 0, 0, 0)
+        if self.is_async:
+            self.pending_finish = finished
+            self.pending_record = record
+        else:
+            for r in finished:
+                self._finish(r)
+            if record is not None:
+                self.on_step(_close(record, self._used_blocks(), len(running), sched.num_waiting))
         rec.tick(t_end, sched)
+
+    def _close_pending(self) -> None:
+        """Async scheduling: process the step in flight — free its finished requests (a finished
+        request the new plan preempted leaves the waiting queue) and report it."""
+        sched = self.sched
+        for r in self.pending_finish:
+            if r.status == RUNNING:
+                sched.finish(r, r.t_last)
+            else:
+                sched.finish_preempted(r, r.t_last)
+            self.done += 1
+        self.pending_finish = []
+        if self.pending_record is not None:
+            self.on_step(_close(self.pending_record, self._used_blocks(), len(sched.running), sched.num_waiting))
+            self.pending_record = None
 
     def _apply_step(self, scheduled, step: int, t_end: float):
         """Advance the scheduled requests; (finished requests, continuing decodes, prompt tokens)."""
@@ -421,6 +476,10 @@ class _Loop:
                 if r.out >= r.max_out:
                     finished.append(r)
         return finished, c1, ptoks
+
+
+def _close(rec: StepRecord, used: int, running: int, waiting: int) -> StepRecord:
+    return StepRecord(rec.step, rec.t, rec.sched, rec.preempted, rec.finished, used, running, waiting)
 
 
 def simulate(

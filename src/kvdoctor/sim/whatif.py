@@ -81,6 +81,7 @@ def sched_config(resolved: Any, num_blocks: int, layout: dict[str, int] | None =
         enable_chunked_prefill=bool(val("enable_chunked_prefill", True)),
         long_prefill_token_threshold=int(val("long_prefill_token_threshold", 0)),
         scheduling_policy=str(val("scheduling_policy", "fcfs")),
+        async_scheduling=bool(val("async_scheduling", False)),
         **layout,
     )
 
@@ -102,9 +103,11 @@ def as_workload(workload: Any, seed: int = 0) -> Workload:
 
 
 def run(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0,
-        detail: bool = False, progress=None, interval_s: float = 10.0, layout: dict | None = None) -> SimResult:
+        detail: bool = False, progress=None, interval_s: float = 10.0, layout: dict | None = None,
+        on_step=None) -> SimResult:
     """The full result (timeline, per-request arrays) for one configuration. ``layout``: the KV
-    group layout (``kv_layout(ledger.plan.grouping)``); computed from the ledger when omitted."""
+    group layout (``kv_layout(ledger.plan.grouping)``); computed from the ledger when omitted.
+    ``on_step``: a step observer (``sim.contracts.StepRecord`` per engine step)."""
     from kvdoctor.sim.run import simulate
     from kvdoctor.sim.steptime import from_deployment
 
@@ -115,7 +118,7 @@ def run(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, 
     w = as_workload(workload, seed)
     if len(w) == 0:
         raise InputError("the workload has no requests")
-    return simulate(w, cfg, model, detail=detail, progress=progress, interval_s=interval_s)
+    return simulate(w, cfg, model, detail=detail, progress=progress, interval_s=interval_s, on_step=on_step)
 
 
 def predict(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0) -> SimSummary:

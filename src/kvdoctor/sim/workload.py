@@ -28,6 +28,7 @@ OUTPUT_COLS = ("num_decode_tokens", "output_tokens", "completion_tokens", "outpu
 GROUP_COLS = ("prefix_group", "prefix_id", "group")
 PREFIX_LEN_COLS = ("prefix_len", "shared_prefix_len", "prefix_tokens")
 PRIORITY_COLS = ("priority",)
+ID_COLS = ("request_id",)
 
 
 @dataclass
@@ -41,13 +42,16 @@ class Workload:
     name: str = "workload"
     source: str = ""  # file path or the synthetic recipe
     notes: list[str] = field(default_factory=list)
+    # request ids as --steps-out prints them: the trace's request_id column, else its 0-based row
+    # index; None: the position in this workload
+    ids: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.arrival)
 
     def __post_init__(self):
         n = len(self.arrival)
-        for nm in ("prompt", "output", "group", "prefix_len", "priority"):
+        for nm in ("prompt", "output", "group", "prefix_len", "priority", "ids"):
             v = getattr(self, nm)
             if v is not None and len(v) != n:
                 raise InputError(f"workload {nm} has {len(v)} entries, arrivals have {n}")
@@ -66,7 +70,7 @@ class Workload:
 
         return replace(self, arrival=self.arrival[:n], prompt=self.prompt[:n], output=self.output[:n],
                        group=cut(self.group), prefix_len=cut(self.prefix_len), priority=cut(self.priority),
-                       notes=list(self.notes))
+                       ids=cut(self.ids), notes=list(self.notes))
 
     def until(self, duration_s: float) -> "Workload":
         t0 = min(self.arrival) if self.arrival else 0.0
@@ -174,13 +178,16 @@ def load_trace(path: str | Path) -> Workload:
         raise InputError(f"{p}: has no arrival-time column, so it is a length distribution: use "
                          f"--prompt-dist {p} with --rate")
     cg, cl, cr = _pick(header, GROUP_COLS), _pick(header, PREFIX_LEN_COLS), _pick(header, PRIORITY_COLS)
-    arrival, prompt, output, group, plen, prio = [], [], [], [], [], []
+    cid = _pick(header, ID_COLS)
+    arrival, prompt, output, group, plen, prio, ids = [], [], [], [], [], [], []
     skipped = 0
     for n, row in enumerate(rows, 2):
         a, pt, ot = row.get(ca), row.get(cp), row.get(co)
         if a in (None, "") or pt in (None, "") or ot in (None, ""):
             skipped += 1
             continue
+        rid = row.get(cid) if cid else None
+        ids.append(str(n - 2) if rid in (None, "") else str(rid))
         arrival.append(_num(a, p, n, ca))
         prompt.append(_num(pt, p, n, cp, int))
         # a request always yields at least one token (vLLM samples one after the prefill)
@@ -199,7 +206,7 @@ def load_trace(path: str | Path) -> Workload:
     w = Workload(
         arrival=[a - t0 for a in arrival], prompt=prompt, output=output,
         group=group if cg else None, prefix_len=plen if cg else None, priority=prio if cr else None,
-        name=p.stem, source=str(p),
+        name=p.stem, source=str(p), ids=ids,
     )
     if skipped:
         w.notes.append(f"{skipped} rows without arrival/prompt/output skipped")
