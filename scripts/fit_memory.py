@@ -215,6 +215,50 @@ def gpu_ns(name: str, total_gib: float):
 
 
 # ------------------------------------------------------------------------------------------------
+# Fit-split start-up logs (tests/fixtures/startup_logs/cases.json, split fixed before tuning): their
+# measured non-torch (by interconnect) and v0 whole-prompt forward peaks. Held-out logs never enter here.
+
+
+def startup_fit_points() -> tuple[list[tuple[str, str, float]], list[tuple[str, float, float]]]:
+    """([(era, non-torch key, GiB)], [(case id, measured activation bytes, forward unit bytes)])."""
+    from kvdoctor.cli.common import resolve_inputs
+    from kvdoctor.engine.version import non_torch_era_of
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import startup_logs_eval as sle
+
+    nts, fwd = [], []
+    for c in sle.load_cases():
+        if c["split"] != "fit" or c.get("config_alone"):
+            continue
+        inputs = resolve_inputs(sle._opts(c, with_log=True))
+        f, res, shape = inputs.startup, inputs.resolved, inputs.shape
+        tr = res.traits
+        era = non_torch_era_of(tr.version.triple, tr.engine)
+        if f.non_torch_bytes is not None:
+            nts.append((era, memory.non_torch_key(res.tensor_parallel_size, res.pipeline_parallel_size,
+                                                  res.interconnect), f.non_torch_bytes / GiB))
+        act = f.activation_bytes
+        if act is None and f.torch_peak_bytes and f.weights_bytes:
+            act = f.torch_peak_bytes - f.weights_bytes  # v0 single-line format: peak includes the weights
+        if act and tr.engine == "v0":
+            db = memory.dtype_bytes(res.dtype)
+            unit = res.max_num_batched_tokens * (memory.ffn_width(shape) // res.tensor_parallel_size) * db
+            samp = (fitted.SAMPLER_K_FULL * min(res.max_num_seqs, res.max_num_batched_tokens) * shape.vocab_size * 4
+                    + res.max_num_batched_tokens * shape.hidden_size * db)
+            if unit * fitted.ACT_FWD_COEF_V0 > samp:  # only runs whose whole-prompt forward is the peak
+                fwd.append((c["id"], act, unit))
+    return nts, fwd
+
+
+def _pcie_gpu(name: str) -> bool:
+    """TP over PCIe: a catalog GPU without NVLink (custom all-reduce off), by the case's GPU name."""
+    try:
+        from kvdoctor.catalog.gpus import lookup_gpu
+
+        return bool(name) and not lookup_gpu(name).nvlink_gbps
+    except Exception:  # not in the catalog: the data's H100/A100 runs are NVLink machines
+        return False
 
 
 def fit(cases: list[dict], shared: Path) -> tuple[dict, list[dict]]:
@@ -236,6 +280,7 @@ def fit(cases: list[dict], shared: Path) -> tuple[dict, list[dict]]:
 
     # --- activation: alternate between "which term dominates" and robust medians
     consts = {"fwd": fitted.ACT_FWD_COEF, "full": fitted.SAMPLER_K_FULL, "light": fitted.SAMPLER_K_LIGHT}
+    nt_extra, fwd_v0_pts = startup_fit_points()
     pts = []
     for c in rows:
         if c.get("activation") is None:
@@ -247,6 +292,10 @@ def fit(cases: list[dict], shared: Path) -> tuple[dict, list[dict]]:
         samp_unit = rows_ * shape.vocab_size * 4
         kept = res.max_num_batched_tokens * shape.hidden_size * db
         regime = memory.sampler_regime(res.traits.version, res.traits.engine)
+        if res.traits.engine == "v0" and fwd_unit * fitted.ACT_FWD_COEF_V0 > consts[regime] * samp_unit + kept:
+            # v0 without chunked prefill profiles one whole max_model_len prompt: its own coefficient.
+            fwd_v0_pts.append((c["id"], c["activation"] * GiB, fwd_unit))
+            continue
         pts.append((c, c["activation"] * GiB, fwd_unit, samp_unit, kept, regime, res.pipeline_parallel_size == 1))
     for _ in range(8):
         fwd_r, samp_r = [], {"full": [], "light": []}
@@ -275,8 +324,10 @@ def fit(cases: list[dict], shared: Path) -> tuple[dict, list[dict]]:
         tr = _traits(c["version"])
         era = memory.non_torch_era(tr.version, tr.engine)
         tp, pp = int(c["tp"] or 1), int(c["pp"] or 1)
-        key = "tp_multi" if tp > 1 else ("pp_only" if pp > 1 else "tp1")
+        key = memory.non_torch_key(tp, pp, "pcie" if _pcie_gpu(c.get("gpu", "")) else "nvlink")
         nt.setdefault(era, {}).setdefault(key, []).append(c["non_torch"])
+    for era, key, gib in nt_extra:
+        nt.setdefault(era, {}).setdefault(key, []).append(gib)
     nt_fit: dict[str, dict[str, float]] = {}
     for era, d in nt.items():
         for key, vals in d.items():
@@ -286,7 +337,12 @@ def fit(cases: list[dict], shared: Path) -> tuple[dict, list[dict]]:
     order = ["v1-late", "v1-early", "v0"]
     for i, era in enumerate(order):
         nt_fit.setdefault(era, {})
-        for key in ("tp1", "tp_multi", "pp_only"):
+        for key in ("tp1", "tp_multi", "pp_only", "tp_pcie", "multi_node"):
+            if key == "multi_node" and key not in nt_fit[era]:
+                # No public multi-node measurement: the NVLink row, stated as such in memory.non_torch.
+                nt_fit[era][key] = nt_fit[era].get("tp_multi") or 0.545
+                borrowed.append(f"{era}/multi_node from {era}/tp_multi (no measurement)")
+                continue
             if key not in nt_fit[era]:
                 donor = next((e for e in order[:i][::-1] + order[i + 1:] if key in nt_fit.get(e, {})), None)
                 nt_fit[era][key] = nt_fit[donor][key] if donor else 0.1
@@ -294,10 +350,13 @@ def fit(cases: list[dict], shared: Path) -> tuple[dict, list[dict]]:
     nt_fit = {e: nt_fit[e] for e in ("v0", "v1-early", "v1-late")}
 
     cg = statistics.median(g * GiB / (n * layers * hidden) for _, _, layers, hidden, n, g in CG_POINTS)
-    out = {"ACT_FWD_COEF": round(consts["fwd"], 3), "SAMPLER_K_FULL": round(consts["full"], 3),
+    fwd_v0 = statistics.median(a / u for _, a, u in fwd_v0_pts) if fwd_v0_pts else fitted.ACT_FWD_COEF_V0
+    fit.fwd_v0_detail = [(i, round(a / u, 3)) for i, a, u in fwd_v0_pts]  # type: ignore[attr-defined]
+    out = {"ACT_FWD_COEF": round(consts["fwd"], 3), "ACT_FWD_COEF_V0": round(fwd_v0, 3),
+           "SAMPLER_K_FULL": round(consts["full"], 3),
            "SAMPLER_K_LIGHT": round(consts["light"], 3), "NON_TORCH_GIB": nt_fit,
            "CUDAGRAPH_BYTES_PER_SIZE_LAYER_HIDDEN": round(cg, 5)}
-    out_meta = {"borrowed": borrowed, "act_points": len(pts)}
+    out_meta = {"borrowed": borrowed, "act_points": len(pts), "fwd_v0_points": [i for i, _, _ in fwd_v0_pts]}
     fit.meta = out_meta  # type: ignore[attr-defined]
     return out, rows
 
@@ -375,7 +434,8 @@ def render(consts: dict, res: list[dict], excluded: list[dict], today: str) -> s
 
 def leave_one_out(shared: Path) -> str:
     """Refit without each KV case (all its points) and predict it: the out-of-sample error."""
-    base = {k: getattr(fitted, k) for k in ("ACT_FWD_COEF", "SAMPLER_K_FULL", "SAMPLER_K_LIGHT", "NON_TORCH_GIB",
+    base = {k: getattr(fitted, k) for k in ("ACT_FWD_COEF", "ACT_FWD_COEF_V0", "SAMPLER_K_FULL", "SAMPLER_K_LIGHT",
+                                            "NON_TORCH_GIB",
                                             "CUDAGRAPH_BYTES_PER_SIZE_LAYER_HIDDEN")}
     _, rows = fit(load_cases(shared), shared)
     targets = [r for r in residuals(rows) if r["meas"]["kv"] is not None]
@@ -408,6 +468,8 @@ def write_fitted(consts: dict, today: str) -> None:
         "",
         "# forward peak = ACT_FWD_COEF × max_num_batched_tokens × ffn_width/TP × dtype bytes",
         f"ACT_FWD_COEF = {consts['ACT_FWD_COEF']}",
+        "# the same for the v0 engine's profile run (one whole max_model_len prompt without chunked prefill)",
+        f"ACT_FWD_COEF_V0 = {consts['ACT_FWD_COEF_V0']}",
         "# dummy-sampler peak = K × min(max_num_seqs, max_num_batched_tokens) × vocab × 4 B (+ kept hidden rows)",
         f"SAMPLER_K_FULL = {consts['SAMPLER_K_FULL']}",
         f"SAMPLER_K_LIGHT = {consts['SAMPLER_K_LIGHT']}",
@@ -421,10 +483,10 @@ def write_fitted(consts: dict, today: str) -> None:
     (REPO / "src" / "kvdoctor" / "ledger" / "fitted.py").write_text("\n".join(body))
 
 
-def write_doc(table: str) -> None:
+def write_doc(table: str, marker: str = "fit") -> None:
     doc = REPO / "docs" / "ledger.md"
     text = doc.read_text() if doc.exists() else "# The memory ledger\n\n<!-- fit:begin -->\n<!-- fit:end -->\n"
-    a, b = "<!-- fit:begin -->", "<!-- fit:end -->"
+    a, b = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
     if a not in text:
         text += f"\n{a}\n{b}\n"
     pre, rest = text.split(a, 1)
@@ -454,6 +516,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check:
         write_fitted(consts, today)
         write_doc(table)
+        # The real start-up logs (fit and held-out splits) with the constants just written.
+        import importlib
+
+        sys.path.insert(0, str(REPO / "scripts"))
+        import kvdoctor.ledger.fitted as _f
+        importlib.reload(_f)
+        import startup_logs_eval as sle
+
+        write_doc(sle.markdown(), "startup-logs")
     return 0
 
 

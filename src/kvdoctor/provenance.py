@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -48,3 +49,20 @@ def json_default(o: Any) -> Any:
     if isinstance(o, (set, frozenset)):
         return sorted(o)
     return str(o)
+
+
+def json_clean(o: Any) -> Any:
+    """A payload made JSON-safe, the one cleaner: NaN / ±inf become None (JSON has neither; "not
+    measured" is what they mean here), numpy arrays and scalars plain lists and numbers, objects
+    with ``as_dict`` their dict, mapping keys strings; cleaned all the way down."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {str(k): json_clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [json_clean(v) for v in o]
+    if hasattr(o, "tolist"):
+        return json_clean(o.tolist())
+    if hasattr(o, "as_dict"):
+        return json_clean(o.as_dict())
+    return o

@@ -19,7 +19,14 @@ def test_pass_and_fail():
                             "meta-llama/Llama-3.1-8B-Instruct", "--json")
     assert code == 1
     j = json.loads(out)
-    assert j["schema_version"] == "kvdoctor.check/1" and not j["ok"] and len(j["reasons"]) == 2
+    assert j["schema_version"] == "kvdoctor.check/2" and not j["ok"] and len(j["reasons"]) == 1
+    # stated as intended, the same swap passes the gate; a drop beyond the stated one still fails
+    code, err, out = invoke("check", "-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--previous-model",
+                            "meta-llama/Llama-3.1-8B-Instruct", "--accept-capacity-drop", "75%")
+    assert code == 0, out
+    code, err, out = invoke("check", "-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--previous-model",
+                            "meta-llama/Llama-3.1-8B-Instruct", "--accept-capacity-drop", "0.5")
+    assert code == 1 and "more than the accepted 50%" in out
 
 
 def test_does_not_fit_fails():
@@ -33,8 +40,12 @@ def test_subprocess_exit_codes():
 
     r = run("-m", Q14, "--gpu", "L40S", "--max-model-len", "8192", "--max-num-seqs", "6", "--quiet")
     assert r.returncode == 0, r.stderr
-    r = run("-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--quiet")
+    r = run("-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--min-concurrency", "4", "--quiet")
     assert r.returncode == 1
+    r = run("-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--max-ratio", "1", "--quiet")
+    assert r.returncode == 1
+    r = run("-m", Q14, "--gpu", "L40S", "--accept-capacity-drop", "50%")
+    assert r.returncode == 2 and "--previous-model" in r.stderr
     r = run("-m", Q14, "--gpu", "L40S", "--max-ratio", "-1")
     assert r.returncode == 2 and r.stderr.startswith("kvdoctor: error:") and r.stderr.count("\n") == 1
     r = run("-m", Q14, "--gpu", "NoSuchGPU")

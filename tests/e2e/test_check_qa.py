@@ -19,15 +19,16 @@ def test_from_log_gates_on_the_measured_pool(shared_data, tmp_path):
             log = tmp_path / "kv049.log"
             log.write_text(case["log_excerpt"])
     args = ("check", "--from-log", str(log), "-m", L8, "--gpu", "L40S")
-    code, err, out = invoke(*args, "--max-num-seqs", "5", "--json")
+    code, err, out = invoke(*args, "--max-num-seqs", "5", "--max-ratio", "1", "--json")
     assert code == 1, err
     j = json.loads(out)
     assert j["reconciliation"]["pool_tokens"] < 163_840 and j["kv_cache"]["tokens"] == 158_656
-    code, err, out = invoke(*args, "--max-num-seqs", "4")
+    code, err, out = invoke(*args, "--max-num-seqs", "4", "--max-ratio", "1")
     assert code == 0, err
     assert "pool measured from the start-up log: 158,656 tokens" in out
     # without the log the same flags pass on the predicted pool: the difference is the measurement
-    code, err, _ = invoke("check", "-m", L8, "--gpu", "L40S", "--max-model-len", "32768", "--max-num-seqs", "5")
+    code, err, _ = invoke("check", "-m", L8, "--gpu", "L40S", "--max-model-len", "32768", "--max-num-seqs", "5",
+                          "--max-ratio", "1")
     assert code == 0, err
 
 

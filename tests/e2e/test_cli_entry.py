@@ -47,7 +47,8 @@ def test_help_and_version_exit_0():
 
 def test_gate_exit_code_passes_through():
     # typer.Exit(1) inside a verb must reach the shell unchanged (standalone_mode=False returns it)
-    p = run("check", "-m", "Qwen/Qwen2.5-14B", "--gpu", "L40S", "--max-model-len", "32768", "--quiet")
+    p = run("check", "-m", "Qwen/Qwen2.5-14B", "--gpu", "L40S", "--max-model-len", "32768", "--min-concurrency", "4",
+            "--quiet")
     assert p.returncode == 1, p.stderr
 
 

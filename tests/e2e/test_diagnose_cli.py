@@ -48,16 +48,21 @@ def test_admission_blocked_is_capacity_short_with_line_numbers(tmp_path):
     assert code == 1 and "capacity-short" in out
 
 
-def test_starved_startup_is_config_starved(tmp_path):
+def test_worst_case_is_a_labelled_bound_beside_the_runtime_verdict(tmp_path):
+    # max-num-seqs 64 × 32K against 57,344 tokens is 36.6× over the chapter's worst case, but 8 requests
+    # run with 40 % of the pool free and nothing waits: healthy, the worst case shown as a bound
     need_reader()
     rows = [(8, 0, 0, 60.0)] * 12
     p = tmp_path / "vllm.log"
     p.write_text(STARTUP + stats_log(rows))
     code, err, out = invoke("diagnose", str(p), "--json")
     j = json.loads(out)
-    assert j["verdict"] == "config-starved", j["reason"]
+    assert j["verdict"] == "healthy", j["reason"]
     f = next(f for f in j["findings"] if f["rule_id"] == "sched.concurrency-starved")
     assert f["gain"]["worst_case_ratio"]["value"] == round(64 / 1.75, 2)
+    assert f["gain"]["conservative_max_num_seqs"]["value"] == 1 and "conservative bound" in f["summary"]
+    # 8 running at 60 % → 13 requests fit at the demand seen: that is the advice, not 1
+    assert f["gain"]["expected_concurrency"]["value"] == 13 and f["action"].startswith("--max-num-seqs 13")
 
 
 def test_quiet_full_pool_is_healthy(tmp_path):
@@ -124,7 +129,7 @@ def test_step_one_from_the_ledger_with_model_and_gpu(tmp_path):
     assert code == 0, err
     j = json.loads(out)
     f = next(f for f in j["findings"] if f["rule_id"] == "sched.concurrency-starved")
-    assert j["verdict"] == "config-starved" and f["data"]["basis"] == "ledger"
-    # 93 % of the pool over 8 running requests, times max-num-seqs 16
-    pool = f["data"]["pool_tokens"]
-    assert f["gain"]["observed_demand_ratio"]["value"] == round(16 * (pool * 0.93 / 8) / pool, 2)
+    assert j["verdict"] == "healthy" and f["data"]["basis"] == "ledger"
+    # 93 % of the pool over 8 running requests: floor(8 / 0.93) = 8 fit at that demand; max-num-seqs 16 is 2×
+    assert f["gain"]["expected_concurrency"]["value"] == 8
+    assert f["gain"]["expected_demand_ratio"]["value"] == 2.0 and f["action"].startswith("--max-num-seqs 8")

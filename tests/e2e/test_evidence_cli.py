@@ -63,8 +63,9 @@ def test_json_contract_on_a_real_log(sample_files):
     for k in ("samples", "span_seconds", "max_running", "max_waiting", "max_kv_usage_pct", "preemptions",
               "skipped_lines"):
         assert k in s
-    assert (s["samples"], s["span_seconds"], s["max_running"], s["max_waiting"], s["max_kv_usage_pct"]) == (
-        6, 50.0, 8.0, 0.0, 95.8)
+    # 6 lines 10 s apart cover 60 s (each reports the interval before it) — the window diagnose states too
+    assert (s["samples"], s["span_seconds"], s["interval_s"], s["max_running"], s["max_waiting"],
+            s["max_kv_usage_pct"]) == (6, 60.0, 10.0, 8.0, 0.0, 95.8)
     # rt013 (no version, no line with "Preemptions:"): a v1 line without the field does not say 0 — vLLM
     # 0.12-0.33 never print it — so the count is unknown (null + a note), not 0 (docs/evidence.md "Preemptions")
     assert s["preemptions"] is None and s["preemptions_per_min"] is None and s["skipped_lines"] == 0
@@ -91,7 +92,7 @@ def test_human_output_and_gzip(sample_files, tmp_path):
     gz.write_bytes(gzip.compress(src.read_bytes()))
     r = _run(gz)
     assert r.exit_code == 0
-    assert "samples 4 over 30 s" in r.output and "KV usage 79.9%" in r.output
+    assert "samples 4 over 40 s (one sample every 10 s)" in r.output and "KV usage 79.9%" in r.output
 
 
 def test_startup_facts_in_segments(sample_files):

@@ -55,7 +55,10 @@ def test_plan_without_target_stays_in_software_levels():
     j = json.loads(out)
     assert [lv["level"] for lv in j["levels"]] == [1, 2]
     assert all(lv["enough"] is None for lv in j["levels"]) and j["stop_loss"] is None
-    assert any("--max-num-seqs" in n for n in j["notes"])  # the reconciliation fix on the result
+    # the worst case is shown as the conservative bound, never applied: with only the p99 known the cap stays
+    cc = j["concurrency"]
+    assert cc["recommended"] is None and cc["conservative_bound"] == 114_592 // 8192
+    assert cc["at_p99"] == 114_592 // 7500 and "--max-num-seqs" not in j["result"]["serve"]
 
 
 def test_plan_target_from_evidence_of_shortage(tmp_path):

@@ -92,13 +92,28 @@ def test_a_fleet_trace_on_one_instance_is_called_an_overload(shared_data, tmp_pa
     assert "instances of this configuration" in note
 
 
-def test_evidence_that_sets_no_target_says_why(shared_data, tmp_path):
-    # rt015 (one v0 line) with the chapter's 14B/L40S/32K configuration is config-starved, not
-    # capacity-short: no demand target, and the plan must say so instead of "none given" alone
+def test_evidence_of_one_full_snapshot_sets_a_demand_target_and_says_how_sure(shared_data, tmp_path):
+    # rt015 (one v0 line: 36 running, 78 pending, KV 99.1 %): a capacity shortage from one snapshot —
+    # the plan takes the demand it shows as the target and says the verdict's confidence is low
     for line in (shared_data / "real" / "runtime_logs.jsonl").read_text().splitlines():
         d = json.loads(line)
         if d["log_id"] == "rt015":
             log = tmp_path / "rt015.log"
+            log.write_text(d["excerpt"])
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--evidence", str(log),
+                            "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    assert any("capacity-short (confidence low)" in n for n in j["notes"]), j["notes"]
+    assert j["target"]["demand_tokens"] and "running + waiting at the peak" in j["target"]["demand_how"]
+
+
+def test_evidence_that_sets_no_target_says_why(shared_data, tmp_path):
+    # rt013: a full pool, not a tight one: no shortage, so no demand target — and the plan says why
+    log = tmp_path / "rt013.log"
+    for line in (shared_data / "real" / "runtime_logs.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        if d["log_id"] == "rt013":
             log.write_text(d["excerpt"])
     code, err, out = invoke("plan", "-m", Q14, "--gpu", "L40S", "--max-model-len", "32768", "--evidence", str(log),
                             "--json")

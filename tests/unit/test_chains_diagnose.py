@@ -19,30 +19,45 @@ def seg(timeline, source="http://prom:9090", engine="instance-a", startup=None):
     return Segment(source=source, engine=engine, startup=startup, timeline=timeline)
 
 
-def test_config_starved_outranks_everything_and_says_later_steps_are_unreliable():
+def test_the_worst_case_alone_is_a_bound_not_the_verdict():
+    # persistent preemption on a full pool with max-num-seqs 256 × 32K: the runtime evidence decides
+    # (capacity-short); step 1 is reported as the chapter's conservative bound, not as the action
     d = diagnose(ev(seg(persistent_timeline(), startup=starved_startup(256))))
-    assert d.verdict == "config-starved"
-    assert "unreliable" in d.instances[0].reason
-    # the later steps still ran and are reported
-    assert "sched.preemption-persistent" in {f.rule_id for f in d.instances[0].findings}
+    inst = d.instances[0]
+    assert d.verdict == "capacity-short" and inst.confidence == "high"
+    f = next(f for f in inst.findings if f.rule_id == "sched.concurrency-starved")
+    assert "conservative bound" in f.summary and f.verdict is None
+    assert "--max-num-seqs 1 " not in (inst.action or "") + " "
+
+
+def test_a_cap_holding_the_queue_with_room_in_the_pool_is_config_starved():
+    from kvdoctor.evidence.model import StartupFacts
+
+    st = StartupFacts(non_default_args={"max_num_seqs": 2})
+    d = diagnose(ev(seg(tl(n=8, running=2, waiting=6, kv_usage_pct=12.0), source="vllm.log", startup=st)))
+    inst = d.instances[0]
+    assert inst.verdict == "config-starved" and inst.confidence == "high"
+    # the advice is running + waiting within what the pool holds at the running size — not the worst case
+    assert "--max-num-seqs 8" in inst.action
 
 
 def test_capacity_short_from_persistent_preemption():
     d = diagnose(ev(seg(persistent_timeline())))
     assert d.verdict == "capacity-short"
     j = d.to_json()
-    assert j["schema_version"] == "kvdoctor.diagnose/1"
+    assert j["schema_version"] == "kvdoctor.diagnose/2"
+    assert j["confidence"] == "high" and j["carried_by"] and j["would_overturn"]
     f = j["findings"][0]
     assert {"rule_id", "step", "evidence"} <= set(f) and f["evidence"][0]["line_no"] == 100
 
 
-def test_thin_evidence_is_insufficient_with_what_is_missing_and_a_leaning_not_a_verdict():
+def test_one_snapshot_commits_with_low_confidence_and_says_what_would_raise_it():
     one = tl(n=1, running=36, waiting=78, kv_usage_pct=99.1)  # like the v0 line of vllm#3561
     d = diagnose(ev(seg(one, source="vllm.log")))
     inst = d.instances[0]
-    assert inst.verdict == "insufficient-evidence"
+    assert inst.verdict == "capacity-short" and inst.confidence == "low"
     assert any("longer window" in m for m in inst.missing)
-    assert inst.leaning == "capacity-short"
+    assert any("60 s" in x for x in inst.would_raise)
 
 
 def test_contradictory_evidence_is_insufficient():
@@ -57,10 +72,10 @@ def test_contradictory_evidence_is_insufficient():
 def test_fleet_summary_one_verdict_per_instance():
     d = diagnose(ev(seg(persistent_timeline(), engine="a"), seg(tl(kv_usage_pct=95.0), engine="b"),
                     seg(tl(n=2), engine="c")))
-    assert [i.verdict for i in d.instances] == ["capacity-short", "healthy", "insufficient-evidence"]
+    assert [i.verdict for i in d.instances] == ["capacity-short", "healthy", "healthy"]
+    assert [i.confidence for i in d.instances] == ["high", "high", "medium"]  # 20 s of counter: medium
     fl = d.to_json()["fleet"]
-    assert fl["verdict"] == "capacity-short" and fl["counts"] == {"capacity-short": 1, "insufficient-evidence": 1,
-                                                                    "healthy": 1}
+    assert fl["verdict"] == "capacity-short" and fl["counts"] == {"capacity-short": 1, "healthy": 2}
 
 
 def test_log_without_preemption_field_is_not_a_counter():
@@ -71,13 +86,14 @@ def test_log_without_preemption_field_is_not_a_counter():
     assert counter_trusted(seg(tl(), source="http://prom:9090"))
 
 
-def test_log_only_queue_with_unknown_preemptions_is_insufficient():
-    # v1 log lines, queue swinging only once, KV mid: preemption count unknowable, queue not ~empty
+def test_log_only_queue_episode_commits_low_and_asks_for_the_counter():
+    # v1 log lines, one queue episode, KV mid: preemption count unknowable, queue not ~empty
     w = np.zeros(30)
     w[10:20] = 4
     d = diagnose(ev(seg(tl(waiting=w, kv_usage_pct=70.0), source="vllm.log")))
-    assert d.verdict == "insufficient-evidence"
-    assert any("vllm:num_preemptions_total" in m for m in d.instances[0].missing)
+    inst = d.instances[0]
+    assert d.verdict == "arrival-bursts" and inst.confidence == "low"
+    assert any("vllm:num_preemptions_total" in m for m in inst.missing)
 
 
 def test_as_one_merges_consecutive_excerpts():
@@ -100,13 +116,15 @@ def test_full_pool_without_preemption_or_queue_is_never_a_shortage(kv, log):
     assert d.verdict != "capacity-short"
 
 
-def test_startup_facts_alone_give_step_one():
+def test_startup_facts_alone_give_step_one_as_a_bound():
     d = diagnose(Evidence(segments=[Segment(source="start.log", engine="", startup=starved_startup(256),
                                             timeline=None)]))
-    assert d.verdict == "config-starved"
+    # no runtime samples: nothing points anywhere; step 1 is reported, labelled the conservative bound
+    assert d.verdict == "insufficient-evidence"
+    assert "sched.concurrency-starved" in {f.rule_id for f in d.instances[0].findings}
     d2 = diagnose(Evidence(segments=[Segment(source="start.log", engine="", startup=starved_startup(1),
                                              timeline=None)]))
-    assert d2.verdict == "insufficient-evidence"
+    assert d2.verdict == "insufficient-evidence" and not d2.instances[0].findings
 
 
 def test_timeline_json_has_no_nan():
@@ -128,9 +146,14 @@ def test_queue_held_with_free_pool_cap_versus_stall():
         return diagnose(ev(seg(t, source="vllm.log", startup=st))).instances[0]
 
     at_cap = run(16, 16)
-    assert at_cap.verdict == "capacity-short" and "max-num-seqs" in at_cap.reason
-    stall = run(1, 16)  # like vllm-project intel/llm-scaler#391: 1 running, 14 waiting, a quarter of the pool free
-    assert stall.verdict == "insufficient-evidence" and "stall" in stall.reason
+    assert at_cap.verdict == "config-starved" and "max-num-seqs" in at_cap.reason
+    # like intel/llm-scaler#391: 1 running holds 76 % of the pool, 14 waiting: the next one does not fit
+    short = run(1, 16)
+    assert short.verdict == "capacity-short" and "room for 0.4" in short.reason
+    from kvdoctor.evidence.model import StartupFacts
+    t = tl(running=3, waiting=14, kv_usage_pct=20.0, gen_tps=0.0, prompt_tps=0.0)
+    stall = diagnose(ev(seg(t, source="vllm.log", startup=StartupFacts(non_default_args={"max_num_seqs": 16}))))
+    assert stall.verdict == "stalled"
 
 
 def test_one_queue_episode_is_not_called_healthy():

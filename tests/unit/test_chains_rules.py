@@ -33,7 +33,7 @@ def tl(n=30, dt=10.0, **cols):
 def ctx_for(timeline=None, *, counter=True, startup=None, events=(), requests=(), th=None, source="http://prom"):
     c = Context(source=source, timeline=timeline, startup=startup, events=list(events), requests=list(requests),
                 thresholds=th or Thresholds())
-    c.cache["counter_trusted"] = counter
+    c.counter_trusted = counter
     return c
 
 
@@ -109,13 +109,16 @@ def plan_ctx(model, gpu, level_state=None, **cfg):
     from kvdoctor.chains.plan import Target, build_state
     from kvdoctor.engine.config import EngineConfig
 
+    from kvdoctor.chains.plan import PlanState
+
     shape = lookup_model(model)
     st = build_state(shape, gpu, EngineConfig(**cfg), "0.33.0")
     c = Context(shape=shape, gpu=gpu, config=st.config, resolved=st.resolved, ledger=st.ledger, version="0.33.0",
                 lengths=from_p99(7500), target=Target(concurrency=12))
-    c.cache["state"] = level_state or st
-    c.cache["before_figures"] = st.figures()
-    c.cache["state_figures"] = (level_state or st).figures()
+    ps = PlanState.start(shape, gpu, "0.33.0", c.lengths, c.target, st)
+    if level_state is not None:
+        ps.current, ps.current_figures = level_state, level_state.figures()
+    c.plan_state = ps
     return c
 
 
@@ -127,9 +130,7 @@ def swap_ctx(old, new, gpu):
     cfg = EngineConfig(max_model_len=32768)
     o = build_state(lookup_model(old), gpu, cfg, "0.33.0")
     n = build_state(lookup_model(new), gpu, cfg, "0.33.0")
-    c = Context(before=o, ledger=n.ledger)
-    c.cache["state"] = n
-    return c
+    return Context(before=o, after=n, ledger=n.ledger)
 
 
 def stoploss_ctx(model, gpu, conc):
@@ -140,9 +141,7 @@ def stoploss_ctx(model, gpu, conc):
 
     p = make_plan(lookup_model(model), gpu, EngineConfig(max_model_len=32768), lengths=from_p99(7500),
                   target=Target(concurrency=conc))
-    c = Context()
-    c.cache["plan"] = p
-    return c
+    return Context(plan=p)
 
 
 L8, Q14, Q72 = "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-14B", "Qwen/Qwen2.5-72B-Instruct"
@@ -160,8 +159,12 @@ FIRES = {
                                                         kv_usage_pct=93.0)),
     "sched.admission-blocked": lambda g: ctx_for(tl(waiting=12, kv_usage_pct=97.5), counter=False, source="vllm.log"),
     "sched.arrival-bursts": lambda g: ctx_for(tl(waiting=np.tile([0, 0, 5, 9, 3, 0], 5), kv_usage_pct=55.0)),
-    "sched.queue-held-kv-free": lambda g: ctx_for(tl(running=1, waiting=14, kv_usage_pct=76.6), counter=False,
+    # Running flat at 4 while 5 wait and the pool is 30 % used: a cap, not memory
+    "sched.queue-held-kv-free": lambda g: ctx_for(tl(running=4, waiting=5, kv_usage_pct=30.0), counter=False,
                                                   source="vllm.log"),
+    # vllm#15018: 2 running at 0.4 tok/s together (0.2 tok/s each), nothing waiting, KV 0.6 %
+    "sched.decode-bound": lambda g: ctx_for(tl(n=4, running=2, gen_tps=0.4, prompt_tps=0.0, kv_usage_pct=0.6),
+                                            counter=False, source="vllm.log"),
     "sched.prefill-bound": lambda g: ctx_for(tl(ttft_p99=np.full(30, 6.5))),
     "sched.spikes-aligned": lambda g: ctx_for(spikes_timeline(True)),
     "sched.spikes-elsewhere": lambda g: ctx_for(spikes_timeline(False)),
@@ -189,6 +192,8 @@ SILENT = {
     "sched.admission-blocked": lambda g: ctx_for(tl(waiting=0, kv_usage_pct=97.5)),
     "sched.arrival-bursts": lambda g: ctx_for(tl(waiting=12, kv_usage_pct=97.5)),
     "sched.queue-held-kv-free": lambda g: ctx_for(tl(waiting=0, kv_usage_pct=76.6)),
+    # 8 running at 400 tok/s = 50 tok/s each
+    "sched.decode-bound": lambda g: ctx_for(tl(n=4), counter=False, source="vllm.log"),
     "sched.prefill-bound": lambda g: ctx_for(tl(ttft_p99=np.full(30, 0.4))),
     "sched.spikes-aligned": lambda g: ctx_for(spikes_timeline(False)),
     "sched.spikes-elsewhere": lambda g: ctx_for(spikes_timeline(True)),
@@ -240,7 +245,9 @@ def test_rule_silent(rule_id, l40s):
 def test_starved_gain_is_computed_from_the_log_figures():
     f = detect.concurrency_starved(ctx_for(startup=starved_startup(256)))
     assert f.gain["worst_case_ratio"].value == round(256 / 1.75, 2)
-    assert f.gain["max_num_seqs_that_fits"].value == 57344 // 32768
+    # the chapter's worst case is shown as the conservative bound, never as the action
+    assert f.gain["conservative_max_num_seqs"].value == 57344 // 32768
+    assert "conservative" in f.summary and "--max-num-seqs 1" not in (f.action or "")
     assert f.evidence[0].line_no == 41
 
 

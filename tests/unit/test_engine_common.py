@@ -98,7 +98,9 @@ def test_parsed_startup_is_used_instead_of_reading_the_log(tmp_path, monkeypatch
     def no_second_read(path):
         raise AssertionError(f"log read twice: {path}")
 
-    monkeypatch.setattr(common, "read_startup", no_second_read)
+    from kvdoctor import deployment
+
+    monkeypatch.setattr(deployment, "read_startup", no_second_read)
     again = common.resolve_inputs(common.ConfigOptions(from_log=str(log), gpu="H100"), startup=first.startup)
     assert again.startup is first.startup
     assert again.resolved.gpu_memory_utilization == 0.85  # the config still comes from the facts' args
@@ -110,8 +112,13 @@ def test_parsed_startup_is_used_instead_of_reading_the_log(tmp_path, monkeypatch
 def test_model_from_log_and_gpu_required(tmp_path):
     log = tmp_path / "vllm.log"
     log.write_text(LOG_033)
+    # issue 12: a log that gives the KV figures needs no GPU for the KV part (the rest is stated missing)
+    no_gpu = common.resolve_inputs(common.ConfigOptions(from_log=str(log)))
+    assert no_gpu.gpu is None and any("no GPU known" in n for n in no_gpu.notes)
+    args_only = tmp_path / "args.log"
+    args_only.write_text("\n".join(ln for ln in LOG_033.splitlines() if "non-default args" in ln or "version" in ln))
     with pytest.raises(InputError, match="no GPU: pass --gpu"):
-        common.resolve_inputs(common.ConfigOptions(from_log=str(log)))
+        common.resolve_inputs(common.ConfigOptions(from_log=str(args_only)))
     inputs = common.resolve_inputs(common.ConfigOptions(from_log=str(log)), need_gpu=False)
     assert inputs.gpu is None and inputs.resolved.max_model_len == 32768
 
@@ -150,16 +157,17 @@ def test_log_without_startup(tmp_path):
 
 
 def test_gpu_from_log_name_or_memory():
+    from kvdoctor.deployment import gpu_from
     from kvdoctor.evidence.model import StartupFacts
 
     notes: list[str] = []
-    g = common._gpu_from(None, StartupFacts(gpu_name="NVIDIA H100 80GB HBM3"), notes)
+    g = gpu_from(None, StartupFacts(gpu_name="NVIDIA H100 80GB HBM3"), notes)
     assert g.compute_capability == (9, 0) and "GPU from the log" in notes[0]
     notes = []
-    g = common._gpu_from(None, StartupFacts(gpu_name="Mystery Accelerator X", total_memory_bytes=int(23.58 * 2**30)), notes)
+    g = gpu_from(None, StartupFacts(gpu_name="Mystery Accelerator X", total_memory_bytes=int(23.58 * 2**30)), notes)
     assert abs(g.memory_bytes - 23.58 * 2**30) < 2**20 and any("not in the catalog" in n for n in notes)
-    assert common._gpu_from(None, StartupFacts(), []) is None
-    assert common._gpu_from("A100-80GB", StartupFacts(gpu_name="NVIDIA H100 80GB HBM3"), []).compute_capability == (8, 0)
+    assert gpu_from(None, StartupFacts(), []) is None
+    assert gpu_from("A100-80GB", StartupFacts(gpu_name="NVIDIA H100 80GB HBM3"), []).compute_capability == (8, 0)
 
 
 def test_imports_stay_light():
@@ -168,7 +176,7 @@ def test_imports_stay_light():
     import sys
 
     code = ("import sys, kvdoctor.cli.common, kvdoctor.engine.defaults, kvdoctor.engine.sources, "
-            "kvdoctor.engine.diff; print([m for m in ('numpy', 'pydantic', 'plotly', 'httpx', "
+            "kvdoctor.engine.diff, kvdoctor.deployment, kvdoctor.facts; print([m for m in ('numpy', 'pydantic', 'plotly', 'httpx', "
             "'prometheus_client', 'yaml') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

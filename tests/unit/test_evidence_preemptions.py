@@ -69,7 +69,8 @@ def test_one_line_with_the_field_makes_the_others_zero(tmp_path):
     assert _pre(seg) == [0.0, 0.0, 0.0, 4.0, 0.0, 0.0]
     s = summary(load_evidence([str(p)], year=2026))
     assert s["preemptions"] == 4.0 and s["preemptions_unknown_segments"] == 0 and "preemptions_note" not in s
-    assert s["preemptions_per_min"] == 4.0 / 50.0 * 60.0
+    # 6 lines 10 s apart cover 60 s (the one window measure, evidence.summarize.covered_window)
+    assert s["preemptions_per_min"] == 4.0 / 60.0 * 60.0
 
 
 def test_version_up_to_0_11_proves_the_field(tmp_path):

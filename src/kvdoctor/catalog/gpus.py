@@ -11,42 +11,13 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from kvdoctor.errors import InputError, NotFoundError
+from kvdoctor.facts.gpu import GpuSpec  # noqa: F401  (the type lives in the bottom layer)
 
 _DATA = Path(__file__).resolve().parent / "data" / "gpus.json"
-
-
-@dataclass(frozen=True)
-class GpuSpec:
-    """A GPU model: memory as torch reports it, bandwidth, dense TFLOPS, capability, aliases."""
-    name: str
-    aliases: tuple[str, ...]
-    memory_bytes: int  # total as torch reports it
-    memory_source: str  # "torch total_memory ... seen in public logs" / "derived: ..." / "given: ..."
-    hbm_bandwidth_gbps: float | None = None  # GB/s (1e9)
-    bf16_tflops: float | None = None  # dense
-    fp8_tflops: float | None = None  # dense
-    int8_tops: float | None = None  # dense
-    fp4_tflops: float | None = None  # dense
-    compute_capability: tuple[int, int] | None = None  # (major, minor); None for AMD / unknown
-    nvlink_gbps: float | None = None  # bidirectional per GPU
-    notes: str = ""
-
-    @property
-    def is_anonymous(self) -> bool:
-        """True for a GPU given only as a size: nothing but memory is known."""
-        return self.memory_source.startswith("given")
-
-    @property
-    def capability(self) -> int | None:
-        """vLLM's integer form (90 for 9.0), as quantization min-capability checks use it."""
-        if self.compute_capability is None:
-            return None
-        return self.compute_capability[0] * 10 + self.compute_capability[1]
 
 
 def _key(text: str) -> str:

@@ -12,7 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvdoctor.errors import InputError, NotFoundError
-from kvdoctor.ledger.shape import ModelShape, shape_from_dict, shape_from_hf_config
+from kvdoctor.facts.model import ModelShape
+from kvdoctor.ledger.shape import shape_from_dict, shape_from_hf_config
 
 _DATA = Path(__file__).resolve().parent / "data" / "models.json"
 
@@ -153,11 +154,34 @@ def lookup_model(text: str) -> ModelShape:
     if cached is not None:
         return shape_from_path(cached)
     names = list_models()
+    siblings = same_size_siblings(t, names)
     close = difflib.get_close_matches(t.lower(), [n.lower() for n in names], n=4, cutoff=0.55)
     by_low = {n.lower(): n for n in names}
-    sugg = [by_low[c] for c in close]
+    sugg = list(siblings) + [by_low[c] for c in close if by_low[c] not in siblings]
     tail = t.lower().split("/")[-1]
     sugg += [n for n in names if tail and tail in n.lower() and n not in sugg]
+    hint = (f"; {siblings[0]} is the same architecture and size (base/instruct differ only in weights' "
+            "values: identical memory figures)" if siblings else "")
     raise NotFoundError(
-        f"model {t!r} is not in the catalog; pass a config.json or model directory instead", sugg[:5]
+        f"model {t!r} is not in the catalog{hint}; or pass its config.json or model directory (a local "
+        "config.json gives the exact shape: layers, heads, vocab, dtype, quantization_config)", sugg[:5]
     )
+
+
+_VARIANT_SUFFIXES = ("-instruct", "-chat", "-it", "-base", "-hf", "-chat-hf", "-instruct-hf")
+
+
+def _stem(name: str) -> str:
+    low = name.lower().rstrip("/")
+    for suf in sorted(_VARIANT_SUFFIXES, key=len, reverse=True):
+        if low.endswith(suf):
+            return low[: -len(suf)]
+    return low
+
+
+def same_size_siblings(text: str, names: list[str] | None = None) -> list[str]:
+    """Catalog models that differ from ``text`` only by a base/instruct/chat suffix (same org and size):
+    ``Qwen/Qwen2.5-14B-Instruct`` → ``Qwen/Qwen2.5-14B``. Same architecture, so the same memory figures."""
+    names = names if names is not None else list_models()
+    stem = _stem(text)
+    return [n for n in names if _stem(n) == stem and n.lower() != text.lower().rstrip("/")]

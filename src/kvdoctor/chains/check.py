@@ -1,5 +1,16 @@
-"""The change gate for CI/CD: does this configuration fit, is it not starved, does it not inherit a
-context limit the model cannot afford? Exit 0 / 1 (reasons) / 2 (bad input, raised upstream)."""
+"""The change gate for CI/CD: exit 0 / 1 (reasons) / 2 (bad input, raised upstream).
+
+The gate judges the operator's *intent*, not the chapter's worst case:
+
+* always: vLLM must start (one max-length request fits the pool — vLLM's own check);
+* a target, when stated: ``--min-concurrency N`` (concurrent requests the pool holds at the p99
+  context, or at max-model-len without one), ``--p99-context L`` (the limit must cover it);
+* a model swap (``--previous-model``): a capacity drop beyond what ``--accept-capacity-drop`` states
+  fails (an unintended drop); a deliberate, accepted swap to a bigger model passes;
+* the chapter's worst case (max-num-seqs × max-model-len ≤ pool × R) only when ``--max-ratio R`` is
+  given: it is a conservative bound — vLLM pages KV and never reserves max-model-len per request —
+  reported as a note otherwise.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +19,26 @@ from typing import Any
 
 from kvdoctor.chains.findings import Context, Finding
 from kvdoctor.chains.rules import get
+from kvdoctor.provenance import Figure
 
-SCHEMA_VERSION = "kvdoctor.check/1"
+SCHEMA_VERSION = "kvdoctor.check/2"
+# A pool change smaller than this is noise between two models (block rounding, activation).
+DEFAULT_DROP_TOLERANCE = 0.10
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What the operator says the deployment must do. Invariant: every field None or positive;
+    ``accept_capacity_drop`` is a fraction in [0, 1)."""
+
+    min_concurrency: int | None = None
+    p99_context: int | None = None
+    accept_capacity_drop: float | None = None  # the pool may shrink by this fraction vs --previous-model
+    max_ratio: float | None = None  # opt-in: the chapter's worst-case reconciliation
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"min_concurrency": self.min_concurrency, "p99_context": self.p99_context,
+                "accept_capacity_drop": self.accept_capacity_drop, "max_ratio": self.max_ratio}
 
 
 @dataclass
@@ -18,9 +47,14 @@ class CheckResult:
     reasons: list[str]
     findings: list[Finding]
     state: Any  # plan.State
-    max_ratio: float
+    intent: Intent
     previous_model: str | None = None
     notes: list[str] = field(default_factory=list)
+    figures: dict[str, Figure] = field(default_factory=dict)
+
+    @property
+    def max_ratio(self) -> float | None:
+        return self.intent.max_ratio
 
     def to_json(self) -> dict[str, Any]:
         led = self.state.ledger
@@ -30,56 +64,118 @@ class CheckResult:
             "ok": self.ok,
             "exit_code": 0 if self.ok else 1,
             "reasons": self.reasons,
+            "intent": self.intent.as_dict(),
             "model": led.model, "gpu": led.gpu, "vllm_version": led.vllm_version,
             "fits": led.fit_ok,
             "startup_error": led.startup_error,
             "reconciliation": dict(led.reconciliation),
-            "max_ratio": self.max_ratio,
+            "max_ratio": self.intent.max_ratio,
             "kv_cache": {k: v.value for k, v in led.kv.items()},
             "engine": {k: v.value for k, v in led.engine.items()},
+            "figures": {k: v.as_dict() for k, v in self.figures.items()},
             "previous_model": self.previous_model,
             "findings": [dict(f.as_dict(), id=f.rule_id, title=get(f.rule_id).title) for f in self.findings],
             "notes": self.notes,
         }
 
 
-def run_check(shape, gpu, config, *, version: str = "0.33.0", max_ratio: float = 1.0,
-              previous_shape=None, startup: Any = None) -> CheckResult:
+def _round_len(x: float) -> int:
+    """A max-model-len an operator would type: down to a multiple of 1024 (of 16 below that)."""
+    return int(x // 1024 * 1024) or int(x // 16 * 16)
+
+
+def run_check(shape, gpu, config, *, version: str = "0.33.0", intent: Intent | None = None,
+              max_ratio: float | None = None, previous_shape=None, startup: Any = None) -> CheckResult:
     """``startup`` (evidence.model.StartupFacts from --from-log): the gate judges the pool the log
     measured, not the prediction — a log showing 158,656 tokens / 4.84x must not pass or fail on a
-    predicted 195,072 / 5.95x."""
+    predicted 195,072 / 5.95x. ``max_ratio`` is shorthand for ``Intent(max_ratio=...)``."""
     from kvdoctor.chains import detect
     from kvdoctor.chains.plan import State, build_state
     from kvdoctor.chains.swap import inherited_max_model_len
 
+    intent = intent or Intent()
+    if max_ratio is not None:
+        intent = Intent(intent.min_concurrency, intent.p99_context, intent.accept_capacity_drop, max_ratio)
     st = build_state(shape, gpu, config, version)
     if startup is not None:
         from kvdoctor.ledger.build import build_ledger
 
         st = State(st.config, st.resolved, build_ledger(shape, gpu, st.resolved, startup=startup))
-    ctx = Context(shape=shape, gpu=gpu, config=config, resolved=st.resolved, ledger=st.ledger, version=version)
+    led = st.ledger
+    ctx = Context(shape=shape, gpu=gpu, config=config, resolved=st.resolved, ledger=led, version=version)
     findings: list[Finding] = []
     reasons: list[str] = []
+    notes: list[str] = []
+    figs: dict[str, Figure] = {}
     f = detect.does_not_fit(ctx)
     if f is not None:
         findings.append(f)
         reasons.append(f.summary)
-    r = st.ledger.reconciliation
-    if st.ledger.fit_ok and r.get("ratio") is not None and r["ratio"] > max_ratio:
-        f = detect.concurrency_starved(ctx)
-        if f is not None:
-            findings.append(f)
-            reasons.append(f"starved: worst case / pool = {r['ratio']} > {max_ratio:g} ({r.get('how', '')})")
-    notes = []
+    r = led.reconciliation
+    pool = int(r.get("pool_tokens") or 0)
+    mml = int(led.engine["max_model_len"].value)
+    # the chapter's worst case: opt-in gate, otherwise a labelled bound
+    if led.fit_ok and r.get("ratio") is not None and r["ratio"] > 1.0:
+        bound = max(1, pool // max(1, mml))
+        figs["conservative_max_num_seqs"] = Figure(
+            bound, "predicted", f"floor({pool:,} / {mml:,}): every request at max-model-len (the chapter's bound)")
+        if intent.max_ratio is not None and r["ratio"] > intent.max_ratio:
+            f = detect.concurrency_starved(ctx)
+            if f is not None:
+                findings.append(f)
+            reasons.append(f"worst case / pool = {r['ratio']} > --max-ratio {intent.max_ratio:g} ({r.get('how', '')}); "
+                           f"the conservative bound is --max-num-seqs {bound}")
+        else:
+            notes.append(f"worst case max-num-seqs × max-model-len = {r['worst_case_tokens']:,} tokens is {r['ratio']}× "
+                         f"the pool: the chapter's conservative bound is --max-num-seqs {bound}; vLLM pages KV, so this "
+                         "is not gated (pass --max-ratio R to gate on it)")
+    # the stated target
+    if intent.p99_context is not None and intent.p99_context > mml:
+        reasons.append(f"--p99-context {intent.p99_context:,} exceeds max-model-len {mml:,}: the longest requests "
+                       "would be rejected; raise --max-model-len")
+    if intent.min_concurrency is not None and led.fit_ok and pool > 0:
+        at = min(intent.p99_context or mml, mml)
+        conc = pool / at
+        figs["concurrency_at_target_context"] = Figure(round(conc, 2), "predicted",
+                                                       f"{pool:,} pool tokens / {at:,} tokens per request")
+        if conc < intent.min_concurrency:
+            fix_len = _round_len(pool / intent.min_concurrency)
+            reasons.append(
+                f"the pool holds {conc:.2f} requests of {at:,} tokens, below --min-concurrency {intent.min_concurrency}: "
+                + (f"--max-model-len {fix_len} (if the business allows) or " if intent.p99_context is None
+                   and fix_len >= 1024 else "")
+                + "kvdoctor plan" + (f" --p99-context {intent.p99_context}" if intent.p99_context else "")
+                + f" --target-concurrency {intent.min_concurrency} (the levels that reach it: fp8 KV, quantization, "
+                  "TP, or more instances)")
+    # the swap
+    prev_name = None
     if previous_shape is not None:
+        prev_name = previous_shape.name
         old = build_state(previous_shape, gpu, config.with_changes(model=previous_shape.name), version)
-        sctx = Context(shape=shape, gpu=gpu, config=config, resolved=st.resolved, ledger=st.ledger,
-                       version=version, before=old)
-        sctx.cache["state"] = st
+        old_pool = int(old.ledger.reconciliation.get("pool_tokens") or 0)
+        drop = 1.0 - pool / old_pool if old_pool > 0 else 0.0
+        figs["capacity_change"] = Figure(round(-drop, 4), "predicted",
+                                         f"pool {old_pool:,} → {pool:,} tokens under the same configuration")
+        accepted = intent.accept_capacity_drop
+        tol = DEFAULT_DROP_TOLERANCE if accepted is None else max(accepted, DEFAULT_DROP_TOLERANCE)
+        sctx = Context(shape=shape, gpu=gpu, config=config, resolved=st.resolved, ledger=led,
+                       version=version, before=old, after=st)
         f = inherited_max_model_len(sctx)
-        if f is not None:
-            findings.append(f)
-            reasons.append(f.summary)
+        if drop > tol:
+            if f is not None:
+                findings.append(f)
+            why = (f"the pool shrinks {drop:.0%} from {previous_shape.name} ({old_pool:,} → {pool:,} tokens)")
+            reasons.append(why + (f", more than the accepted {accepted:.0%}" if accepted is not None else
+                                  " and the drop is not stated as intended (--accept-capacity-drop "
+                                  f"{int(drop * 100 + 0.999)}% if it is)")
+                           + (f"; {f.summary}" if f is not None else ""))
+        else:
+            if f is not None:
+                # accepted: reported, not failed
+                findings.append(Finding(rule_id=f.rule_id, chain=f.chain, step=f.step, summary=f.summary,
+                                        severity="info", action=f.action, gain=f.gain, evidence=f.evidence))
+            if drop > 0:
+                notes.append(f"capacity drop {drop:.0%} vs {previous_shape.name} is within "
+                             + (f"the accepted {accepted:.0%}" if accepted is not None else "noise (10 %)"))
         notes.append("compared with " + previous_shape.name + " under the same configuration")
-    return CheckResult(not reasons, reasons, findings, st, max_ratio,
-                       previous_shape.name if previous_shape is not None else None, notes)
+    return CheckResult(not reasons, reasons, findings, st, intent, prev_name, notes, figs)

@@ -67,6 +67,10 @@ def run_demo(*, simulate: bool = True) -> dict[str, Any]:
 
         runs = [("before swap (8B, 32K)", old_shape, sw.old), ("after swap (14B, 32K)", new_shape, sw.new)]
         runs += [(f"level {lv.level} ({lv.flags})", new_shape, lv.state) for lv in p.levels if lv.applicable]
+        rec = p.concurrency.get("recommended")
+        if rec:
+            # the advice is confirmed on the same load test, not asserted
+            runs.append((f"result (+ --max-num-seqs {rec})", new_shape, p.final))
         for label, shape, st in runs:
             s = predict(shape, gpu, st.resolved, st.ledger.num_blocks, workload, seed=0)
             sims[label] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in s.as_dict().items()
@@ -76,6 +80,8 @@ def run_demo(*, simulate: bool = True) -> dict[str, Any]:
             key = f"level {lv.level} ({lv.flags})"
             if key in sims:
                 lv.predicted = sims[key]
+        if rec:
+            p.concurrency["predicted"] = sims.get(f"result (+ --max-num-seqs {rec})")
     claims = _claims(sw, p, gpu, sims, old_shape, new_shape)
     return {
         "schema_version": SCHEMA_VERSION,

@@ -1,14 +1,15 @@
 """Rule tests for the ledger check and chain two (scheduling), plus the full≠tight warning.
 
-Every test takes a ``findings.Context`` and returns a ``Finding`` or ``None``. They read the shared
-analyses from ``analyse(ctx)`` (computed once per instance), cite the samples they rest on, and
-compute their numbers from the evidence: nothing here is a constant answer.
+Every test takes a ``findings.Context`` and returns a ``Finding`` or ``None``. They read the typed
+``signals.Signals`` from ``signals_of(ctx)`` (computed once per instance, kept on ``ctx.signals``),
+cite the samples they rest on, and compute their numbers from the evidence: nothing here is a
+constant answer. Each question has its own evidence need (docs/chains.md): queue shape and
+full ≠ tight read from a handful of samples; preemption frequency needs time or a counter.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from kvdoctor.chains import signals as sig
@@ -26,30 +27,46 @@ def _finding(rule_id: str, summary: str, **kw: Any) -> Finding:
 
 
 # --------------------------------------------------------------------------------------------
-# shared analyses
+# the signals, computed once per instance
 # --------------------------------------------------------------------------------------------
 
 
-def analyse(ctx: Context) -> dict[str, Any]:
-    """Window, preemptions, queue, TTFT and spikes for this instance, computed once."""
-    c = ctx.cache
-    if "window" in c:
-        return c
+def signals_of(ctx: Context) -> sig.Signals:
+    """Window, preemptions (and step 2's answer), queue, TTFT, spikes, decode speed, step 1 — once per
+    instance, kept on ``ctx.signals`` for every rule test and for the verdict."""
+    if ctx.signals is not None:
+        return ctx.signals
     th = ctx.thresholds
     tl = ctx.timeline
-    c["window"] = sig.window(tl)
-    c["preempt"] = sig.preemptions(tl, ctx.events, ctx.source, th, bool(c.get("counter_trusted")))
-    c["queue"] = sig.queue(tl, th)
-    c["ttft"] = sig.ttft(tl, ctx.requests, c.get("bench") or [])
-    c["spikes"] = sig.spikes(tl, c["preempt"].times, th)
-    c["recon"] = reconcile(ctx)
-    return c
+    w = sig.window(tl)
+    p = sig.preemptions(tl, ctx.events, ctx.source, th, ctx.counter_trusted)
+    q = sig.queue(tl, th)
+    persistent, how = sig.persistence(w, p, q, th)
+    cap, cap_src = _max_num_seqs(ctx)
+    ctx.signals = sig.Signals(
+        window=w, preempt=p, queue=q, ttft=sig.ttft(tl, ctx.requests, ctx.bench), spikes=sig.spikes(tl, p.times, th),
+        decode=sig.decode(tl), recon=reconcile(ctx), persistent=persistent, persistent_how=how,
+        counter_trusted=ctx.counter_trusted, held_room=sig.room(tl, q.held_idx) if q is not None else None,
+        max_num_seqs=cap, max_num_seqs_source=cap_src,
+    )
+    return ctx.signals
 
 
-def enough_window(ctx: Context) -> bool:
-    w = analyse(ctx)["window"]
-    th = ctx.thresholds
-    return w.samples >= th.min_samples and w.seconds >= th.min_window_s
+def _max_num_seqs(ctx: Context) -> tuple[int | None, str]:
+    """The configured cap, from the inputs or the start-up log's non-default args (None: not in the evidence)."""
+    nd = getattr(ctx.startup, "non_default_args", None) or {}
+    if "max_num_seqs" in nd:
+        try:
+            return int(nd["max_num_seqs"]), "measured"
+        except (TypeError, ValueError):
+            pass
+    if ctx.config is not None and getattr(ctx.config, "max_num_seqs", None):
+        return int(ctx.config.max_num_seqs), "given"
+    if ctx.resolved is not None:
+        v = _resolved(ctx, "max_num_seqs")
+        if v:
+            return int(v), _resolved_source(ctx, "max_num_seqs")
+    return None, "unknown"
 
 
 # --------------------------------------------------------------------------------------------
@@ -57,18 +74,7 @@ def enough_window(ctx: Context) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Recon:
-    basis: str  # "ledger" | "startup-log"
-    max_num_seqs: int
-    max_num_seqs_source: str
-    max_model_len: int
-    pool_tokens: int
-    worst_case_tokens: int
-    ratio: float
-    max_concurrency: float | None
-    fits: bool = True
-    cites: list[Cite] | None = None
+Recon = sig.Recon
 
 
 def reconcile(ctx: Context) -> Recon | None:
@@ -97,7 +103,7 @@ def reconcile(ctx: Context) -> Recon | None:
     if st is None or st.max_concurrency is None or not (st.max_concurrency_len or st.max_model_len):
         return None
     mml = int(st.max_concurrency_len or st.max_model_len)
-    mns, src = _startup_max_num_seqs(ctx)
+    mns, src = _max_num_seqs(ctx)
     if mns is None:
         return None
     pool = int(st.kv_cache_tokens or round(st.max_concurrency * mml))
@@ -136,22 +142,6 @@ def _resolved_source(ctx: Context, name: str) -> str:
     return v.source if isinstance(v, Figure) else "given"
 
 
-def _startup_max_num_seqs(ctx: Context) -> tuple[int | None, str]:
-    st = ctx.startup
-    nd = getattr(st, "non_default_args", None) or {}
-    if "max_num_seqs" in nd:
-        try:
-            return int(nd["max_num_seqs"]), "measured"
-        except (TypeError, ValueError):
-            pass
-    if ctx.config is not None and getattr(ctx.config, "max_num_seqs", None):
-        return int(ctx.config.max_num_seqs), "given"
-    v = _resolved(ctx, "max_num_seqs")
-    if v:
-        return int(v), _resolved_source(ctx, "max_num_seqs")
-    return None, "unknown"
-
-
 def does_not_fit(ctx: Context) -> Finding | None:
     st = ctx.startup
     led = ctx.ledger
@@ -186,47 +176,72 @@ def does_not_fit(ctx: Context) -> Finding | None:
     return None
 
 
+def expected_concurrency(ctx: Context, pool_tokens: int) -> tuple[int, str, str] | None:
+    """How many requests the pool holds at the demand this deployment really sees — (count, how, source).
+
+    In order: the tokens per running request observed when the pool was fullest (measured), the real
+    length distribution's mean request (predicted from ``--lengths``/``--trace``), vLLM's own figure
+    at the observed peak (running + waiting). None when nothing tells the demand."""
+    obs = observed_tokens_per_request(ctx, pool_tokens)
+    if obs is not None:
+        per, how = obs
+        return max(1, int(pool_tokens // max(per, 1.0))), f"floor({pool_tokens:,} / {per:,.0f} tokens per running " \
+                                                          f"request observed: {how})", "measured"
+    lens = ctx.lengths
+    if lens is not None and getattr(lens, "mean_total", None):
+        return (max(1, int(pool_tokens // lens.mean_total)),
+                f"floor({pool_tokens:,} / mean request {lens.mean_total:,.0f} tokens ({lens.source}))", "predicted")
+    return None
+
+
 def concurrency_starved(ctx: Context) -> Finding | None:
-    rc = analyse(ctx)["recon"]
+    """Step 1, the chapter's reconciliation. vLLM pages KV and never reserves max-model-len per request,
+    so the worst case is the *conservative bound*, shown as such; the action comes from expected demand
+    (observed tokens per request, the real lengths), and the finding is a problem only when that demand
+    does not fit either."""
+    s = signals_of(ctx)
+    rc = s.recon
     if rc is None or rc.ratio <= 1.0 or rc.pool_tokens <= 0:
         return None
     safe_seqs = max(1, int(rc.pool_tokens // max(1, rc.max_model_len)))
-    safe_len = int(rc.pool_tokens // max(1, rc.max_num_seqs))
-    lens = ctx.lengths
-    extra = ""
     gain = {
         "worst_case_ratio": Figure(round(rc.ratio, 2), "predicted",
                                    f"{rc.max_num_seqs} × {rc.max_model_len:,} / {rc.pool_tokens:,} pool tokens"),
-        "max_num_seqs_that_fits": Figure(safe_seqs, "predicted",
-                                         f"floor({rc.pool_tokens:,} / {rc.max_model_len:,})"),
-        "max_model_len_that_fits": Figure(safe_len, "predicted",
-                                          f"floor({rc.pool_tokens:,} / {rc.max_num_seqs})"),
+        "conservative_max_num_seqs": Figure(safe_seqs, "predicted",
+                                            f"the chapter's worst case: floor({rc.pool_tokens:,} / {rc.max_model_len:,}) "
+                                            "— every request at max-model-len"),
     }
-    if lens is not None and getattr(lens, "mean_total", None):
-        demand = rc.max_num_seqs * lens.mean_total
-        gain["expected_demand_ratio"] = Figure(
-            round(demand / rc.pool_tokens, 2), "predicted",
-            f"{rc.max_num_seqs} × mean request length {lens.mean_total:,.0f} ({lens.source}) / pool")
-        extra = (f"; at the real mean length the expected demand is {demand / rc.pool_tokens:.2f}× the pool")
-    obs = observed_tokens_per_request(ctx, rc.pool_tokens)
-    if obs is not None:
-        per_req, how = obs
-        gain["observed_demand_ratio"] = Figure(
-            round(rc.max_num_seqs * per_req / rc.pool_tokens, 2), "measured",
-            f"{rc.max_num_seqs} × {per_req:,.0f} tokens per running request ({how}) / pool")
-        extra += (f"; at the {per_req:,.0f} tokens per request observed, {rc.max_num_seqs} requests would need "
-                  f"{rc.max_num_seqs * per_req / rc.pool_tokens:.2f}× the pool")
+    exp = expected_concurrency(ctx, rc.pool_tokens)
+    demand_ratio = None
+    if exp is not None:
+        n, how, src = exp
+        gain["expected_concurrency"] = Figure(n, src, how)
+        demand_ratio = rc.max_num_seqs / n
+        gain["expected_demand_ratio"] = Figure(round(demand_ratio, 2), src, f"max-num-seqs {rc.max_num_seqs} / {n}")
+    if rc.max_concurrency is not None:
+        gain["vllm_max_concurrency"] = Figure(round(rc.max_concurrency, 2), "measured" if rc.basis == "startup-log"
+                                              else "predicted", f"vLLM's figure at {rc.max_model_len:,} tokens per request")
+    bound = (f"the chapter's conservative bound is --max-num-seqs {safe_seqs} (every request at max-model-len "
+             f"{rc.max_model_len:,}); vLLM pages KV and never reserves that, so it is a bound, not the setting")
+    if exp is not None and demand_ratio is not None and demand_ratio > 1.0:
+        n, how, _ = exp
+        sev, action = "warn", f"--max-num-seqs {n} (what the pool holds at the demand seen: {how})"
+        head = (f"max-num-seqs {rc.max_num_seqs} is more than the pool holds at the demand seen ({n}); "
+                "the scheduler will preempt when that many are admitted")
+    else:
+        sev = "info"
+        action = ("keep max-num-seqs; watch vllm:num_preemptions_total" if exp is not None else
+                  "keep max-num-seqs unless preemptions persist (then kvdoctor plan with --lengths or --evidence)")
+        head = (f"max-num-seqs {rc.max_num_seqs} fits the demand seen ({exp[0]} requests)" if exp is not None else
+                "the demand per request is not in the evidence")
     return _finding(
         "sched.concurrency-starved",
-        f"max-num-seqs {rc.max_num_seqs} ({rc.max_num_seqs_source}) × max-model-len {rc.max_model_len:,} = "
-        f"{rc.worst_case_tokens:,} tokens against a pool of {rc.pool_tokens:,} ({rc.ratio:.1f}× over){extra}. "
-        "Fix the configuration first: the later steps are unreliable until then.",
-        severity="problem",
-        action=f"--max-num-seqs {safe_seqs}, or chain one level 1: --max-model-len <real maximum> "
-               f"(≤ {safe_len:,} makes the worst case fit at max-num-seqs {rc.max_num_seqs})",
-        gain=gain, evidence=list(rc.cites or []),
+        f"Worst case: max-num-seqs {rc.max_num_seqs} ({rc.max_num_seqs_source}) × max-model-len {rc.max_model_len:,} = "
+        f"{rc.worst_case_tokens:,} tokens against a pool of {rc.pool_tokens:,} ({rc.ratio:.1f}×). {head}; {bound}.",
+        severity=sev, verdict=None, action=action, gain=gain, evidence=list(rc.cites or []),
         data={"ratio": rc.ratio, "pool_tokens": rc.pool_tokens, "worst_case_tokens": rc.worst_case_tokens,
-              "basis": rc.basis},
+              "basis": rc.basis, "conservative_max_num_seqs": safe_seqs,
+              "expected_concurrency": exp[0] if exp is not None else None},
     )
 
 
@@ -258,31 +273,13 @@ def _rate_text(p: sig.Preemptions, w: sig.Window) -> str:
     return f"{lb}{p.total:g} preemptions in {w.seconds:.0f} s = {p.per_min:.2f}/min"
 
 
-def _persistent(ctx: Context) -> bool | None:
-    """True/False when the evidence can tell, None when it cannot."""
-    a = analyse(ctx)
-    p, w, th = a["preempt"], a["window"], ctx.thresholds
-    if p.basis == "counter":
-        if not enough_window(ctx):
-            return None
-        # persistent = above the safety-net rate AND in more than one interval (one burst is not "persistent")
-        return p.per_min is not None and p.per_min > th.normal_preemptions_per_min and p.intervals_with >= 2
-    if p.basis == "v0-warnings":
-        if p.per_min is None:
-            return None
-        return p.per_min > th.normal_preemptions_per_min
-    if p.basis == "queue-inference":
-        return False if enough_window(ctx) else None
-    return None
-
-
 def preemption_persistent(ctx: Context) -> Finding | None:
-    a = analyse(ctx)
-    if _persistent(ctx) is not True:
+    s = signals_of(ctx)
+    if s.persistent is not True:
         return None
-    p, w, th = a["preempt"], a["window"], ctx.thresholds
-    q = a["queue"]
+    p, w, q, th = s.preempt, s.window, s.queue, ctx.thresholds
     kv = f"; KV usage peaked at {q.kv_max:.1f}%" if q and not math.isnan(q.kv_max) else ""
+    rate = p.per_min if p.per_min is not None else (p.total or 0.0) / max(w.seconds / 60.0, 1e-9)
     return _finding(
         "sched.preemption-persistent",
         f"{_rate_text(p, w)} in {p.intervals_with} of {p.intervals or '?'} intervals (longest run "
@@ -290,16 +287,16 @@ def preemption_persistent(ctx: Context) -> Finding | None:
         "Capacity is short or the concurrency cap is too aggressive: hand over to chain one.",
         severity="problem",
         action="kvdoctor plan (chain one) with this evidence: --max-model-len, then --kv-cache-dtype fp8, ...",
-        gain={"preemptions_per_min": Figure(round(p.per_min, 2), "measured", f"{p.basis} over {w.seconds:.0f} s")},
+        gain={"preemptions_per_min": Figure(round(rate, 2), "measured", f"{p.basis} over {w.seconds:.0f} s")},
         evidence=p.cites,
         data={"per_min": p.per_min, "total": p.total, "intervals_with": p.intervals_with},
     )
 
 
 def preemption_occasional(ctx: Context) -> Finding | None:
-    a = analyse(ctx)
-    p, w, th = a["preempt"], a["window"], ctx.thresholds
-    if _persistent(ctx) is not False or not p.total:
+    s = signals_of(ctx)
+    p, w, th = s.preempt, s.window, ctx.thresholds
+    if s.persistent is not False or not p.total:
         return None
     return _finding(
         "sched.preemption-occasional",
@@ -312,73 +309,123 @@ def preemption_occasional(ctx: Context) -> Finding | None:
 
 
 # --------------------------------------------------------------------------------------------
-# step 3: queue shape
+# step 3: queue shape — readable from a handful of samples
 # --------------------------------------------------------------------------------------------
 
 
+def _held(s: sig.Signals, th) -> bool:
+    return s.queue is not None and s.queue.held_share >= th.held_share
+
+
+def capacity_blocked(s: sig.Signals, th) -> bool:
+    """Requests wait because the next one does not fit: the pool reads full, or the room left is less
+    than one request of the size already running (a few long requests fill it without reading 90 %)."""
+    q = s.queue
+    if q is None or not _held(s, th):
+        return False
+    if q.held_full_share >= th.held_share:
+        return True
+    r = s.held_room
+    return r is not None and r.median_room < 1.0
+
+
+def prefill_share_high(s: sig.Signals, th) -> bool:
+    d = s.decode
+    return d is not None and not math.isnan(d.prefill_share) and d.prefill_share >= th.prefill_share
+
+
 def prefill_bound(ctx: Context) -> Finding | None:
-    a = analyse(ctx)
-    q, t, th = a["queue"], a["ttft"], ctx.thresholds
-    if q is None or t is None or not enough_window(ctx) or q.zero_share < th.zero_share:
+    s = signals_of(ctx)
+    q, t, th = s.queue, s.ttft, ctx.thresholds
+    if q is None:
         return None
-    level = t.p99 if t.p99 is not None else t.p50
-    if level is None or level <= th.ttft_slo_s:
+    if q.zero_share >= th.zero_share and t is not None:
+        level = t.p99 if t.p99 is not None else t.p50
+        if level is None or level <= th.ttft_slo_s:
+            return None
+        which = "p99" if t.p99 is not None else "p50"
+        slo_src = "given" if th.ttft_slo_given else "default"
+        ev = [Cite(detail=f"waiting ≤ {th.waiting_zero:g} in {q.zero_share:.0%} of {q.samples} samples",
+                   source=ctx.source, metric="waiting", value=q.median_waiting)]
+        if t.worst_idx is not None and ctx.timeline is not None:
+            ev.append(sig.cite_sample(ctx.timeline, t.worst_idx, ctx.source, "ttft_p99", round(t.worst, 3)))
+        else:
+            ev.append(Cite(detail=f"TTFT {which} {level:.2f} s ({t.basis})", source=ctx.source, metric="ttft",
+                           value=level))
+        return _finding(
+            "sched.prefill-bound",
+            f"The queue is ~empty ({q.zero_share:.0%} of samples) yet TTFT {which} is {level:.2f} s, above "
+            f"{th.ttft_slo_s:g} s ({slo_src}): the bottleneck is prefill, not admission.",
+            severity="problem", action=get("sched.prefill-bound").action,
+            gain={f"ttft_{which}_s": Figure(round(level, 3), "measured", t.basis),
+                  "ttft_target_s": Figure(th.ttft_slo_s, slo_src, "--ttft-slo")},
+            evidence=ev, data={"form": "ttft"},
+        )
+    # the queue is held with room in the pool while nearly every token processed is a prompt token:
+    # admission waits for the step's token budget (max-num-batched-tokens), not for memory
+    if not _held(s, th) or capacity_blocked(s, th) or not prefill_share_high(s, th):
         return None
-    which = "p99" if t.p99 is not None else "p50"
-    slo_src = "given" if th.ttft_slo_given else "default"
-    ev = [Cite(detail=f"waiting ≤ {th.waiting_zero:g} in {q.zero_share:.0%} of {q.samples} samples",
-               source=ctx.source, metric="waiting", value=q.median_waiting)]
-    if t.worst_idx is not None and ctx.timeline is not None:
-        ev.append(sig.cite_sample(ctx.timeline, t.worst_idx, ctx.source, "ttft_p99", round(t.worst, 3)))
-    else:
-        ev.append(Cite(detail=f"TTFT {which} {level:.2f} s ({t.basis})", source=ctx.source, metric="ttft", value=level))
+    tl = ctx.timeline
+    d = s.decode
+    ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
+                          f"Waiting: {int(tl.waiting[i])}, prompt {float(tl.prompt_tps[i]):,.0f} tok/s vs generation "
+                          f"{float(tl.gen_tps[i]):,.0f} tok/s, KV {float(tl.kv_usage_pct[i]):.1f}% at "
+                          f"{fmt_time(float(tl.t[i]))}" + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
+          for i in q.held_idx[:4]]
     return _finding(
         "sched.prefill-bound",
-        f"The queue is ~empty ({q.zero_share:.0%} of samples) yet TTFT {which} is {level:.2f} s, above "
-        f"{th.ttft_slo_s:g} s ({slo_src}): the bottleneck is prefill, not admission.",
-        severity="problem",
-        action=get("sched.prefill-bound").action,
-        gain={f"ttft_{which}_s": Figure(round(level, 3), "measured", t.basis),
-              "ttft_target_s": Figure(th.ttft_slo_s, slo_src, "--ttft-slo")},
-        evidence=ev,
+        f"Requests wait in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}) with room in the pool (KV peak "
+        f"{q.kv_max:.1f}%) while {d.prefill_share:.0%} of the tokens processed are prompt tokens: admission waits "
+        "for prefill (the step's token budget), not for memory.",
+        severity="problem", action=get("sched.prefill-bound").action,
+        gain={"prefill_share": Figure(round(d.prefill_share, 3), "measured", "Σ prompt tok/s / Σ (prompt + generation)"),
+              "peak_waiting": Figure(int(q.max_waiting), "measured", "max Waiting")},
+        evidence=ev, data={"form": "queue"},
     )
 
 
 def admission_blocked(ctx: Context) -> Finding | None:
-    a = analyse(ctx)
-    q, th = a["queue"], ctx.thresholds
-    if q is None or not enough_window(ctx) or q.held_full_share < th.held_share:
+    s = signals_of(ctx)
+    q, th = s.queue, ctx.thresholds
+    if not capacity_blocked(s, th):
         return None
     tl = ctx.timeline
+    idx = q.held_full_idx if q.held_full_share >= th.held_share else q.held_idx
     ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
-                          f"Waiting: {int(tl.waiting[i])} with KV {float(tl.kv_usage_pct[i]):.1f}% at "
-                          f"{fmt_time(float(tl.t[i]))}" + (f" (line {sig._line(tl, i)})" if sig._line(tl, i) else ""))
-          for i in q.held_full_idx[:6]]
+                          f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])} with KV "
+                          f"{float(tl.kv_usage_pct[i]):.1f}% at {fmt_time(float(tl.t[i]))}"
+                          + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
+          for i in idx[:6]]
+    r = s.held_room
+    if q.held_full_share >= th.held_share:
+        why = f"while KV usage is ≥ {th.kv_full_pct:g}%"
+    else:
+        why = (f"while the pool has room for {r.median_room:.1f} more of the requests already running (each holds "
+               f"~{r.per_request_pct:.1f}% of it)")
+    gain = {"peak_waiting": Figure(int(q.max_waiting), "measured", "max Waiting in the window"),
+            "held_share": Figure(round(q.held_share, 3), "measured",
+                                 f"share of samples with Waiting > {th.waiting_zero:g}")}
+    if r is not None:
+        gain["room_in_running_requests"] = Figure(round(r.median_room, 2), "measured",
+                                                  "(100 − KV %) / (KV % / running), median over the held samples")
     return _finding(
         "sched.admission-blocked",
-        f"Requests wait in {q.held_full_share:.0%} of samples while KV usage is ≥ {th.kv_full_pct:g}% "
-        f"(peak queue {q.max_waiting:.0f}): admission is blocked by capacity.",
-        severity="problem",
-        action=get("sched.admission-blocked").action,
-        gain={"peak_waiting": Figure(int(q.max_waiting), "measured", "max Waiting in the window"),
-              "held_share": Figure(round(q.held_full_share, 3), "measured",
-                                   f"share of samples with Waiting > {th.waiting_zero:g} and KV ≥ {th.kv_full_pct:g}%")},
-        evidence=ev,
+        f"Requests wait in {q.held_share:.0%} of samples (peak {q.max_waiting:.0f}) {why}: admission is blocked by "
+        "capacity.", severity="problem", action=get("sched.admission-blocked").action, gain=gain, evidence=ev,
     )
 
 
 def arrival_bursts(ctx: Context) -> Finding | None:
-    a = analyse(ctx)
-    q, th = a["queue"], ctx.thresholds
-    if q is None or not enough_window(ctx) or q.episodes < 2:
+    s = signals_of(ctx)
+    q, th = s.queue, ctx.thresholds
+    if q is None or q.episodes < 2:
         return None
-    if q.held_full_share >= th.held_share or _persistent(ctx):
+    if capacity_blocked(s, th) or s.persistent:
         return None  # that is admission-blocked / preemption churn, not arrivals
     tl = ctx.timeline
     kv_held = [float(tl.kv_usage_pct[i]) for i in q.held_idx if not math.isnan(float(tl.kv_usage_pct[i]))]
-    if kv_held and sig._median(kv_held) >= th.kv_full_pct:
+    if kv_held and sig.median(kv_held) >= th.kv_full_pct:
         return None  # the queue forms when the pool is full: capacity, not arrivals
-    tl = ctx.timeline
     ev = [sig.cite_sample(tl, q.peak_idx, ctx.source, "waiting", int(q.max_waiting))] if q.peak_idx is not None else []
     ev.append(Cite(detail=f"{q.episodes} queue episodes back to ~0; KV median {q.kv_median:.1f}%",
                    source=ctx.source, metric="waiting"))
@@ -387,8 +434,7 @@ def arrival_bursts(ctx: Context) -> Finding | None:
         f"The waiting queue rose and fell {q.episodes} times (peak {q.max_waiting:.0f}) while KV usage "
         f"stayed mostly below {th.kv_full_pct:g}% (median {q.kv_median:.1f}%): an arrival pattern, "
         "not a memory shortage.",
-        severity="warn",
-        action=get("sched.arrival-bursts").action,
+        severity="warn", action=get("sched.arrival-bursts").action,
         gain={"queue_episodes": Figure(q.episodes, "measured", "rises of Waiting that returned to ~0"),
               "peak_waiting": Figure(int(q.max_waiting), "measured", "max Waiting")},
         evidence=ev,
@@ -396,50 +442,137 @@ def arrival_bursts(ctx: Context) -> Finding | None:
 
 
 def queue_held_kv_free(ctx: Context) -> Finding | None:
-    a = analyse(ctx)
-    q, th = a["queue"], ctx.thresholds
-    if q is None or not enough_window(ctx) or q.held_share < th.held_share:
+    """A held queue with room in the pool and no prefill pressure: the concurrency cap (config-starved),
+    a stall, or — when neither shows — a burst being admitted."""
+    s = signals_of(ctx)
+    q, th = s.queue, ctx.thresholds
+    if not _held(s, th) or capacity_blocked(s, th) or q.episodes >= 2 or prefill_share_high(s, th):
         return None
-    if q.held_full_share >= th.held_share or q.episodes >= 2:
-        return None
-    p = a["preempt"]
-    if p.basis == "counter" and (p.total or 0) > 0 and _persistent(ctx):
+    if s.persistent:
         return None
     tl = ctx.timeline
-    cap = _resolved(ctx, "max_num_seqs")
-    nd = getattr(ctx.startup, "non_default_args", None) or {}
-    cap = cap or nd.get("max_num_seqs")
+    cap = s.max_num_seqs
     run_max = q.running_max
+    run = [float(tl.running[i]) for i in q.held_idx if not math.isnan(float(tl.running[i]))]
+    flat = bool(run) and max(run) - min(run) <= 1
     ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
                           f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])}, KV "
                           f"{float(tl.kv_usage_pct[i]):.1f}% at {fmt_time(float(tl.t[i]))}"
-                          + (f" (line {sig._line(tl, i)})" if sig._line(tl, i) else ""))
+                          + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
           for i in q.held_idx[:4]]
+    gain = {"running_max": Figure(int(run_max), "measured", "max Running"),
+            "kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage")}
+    d = s.decode
+    if d is not None and d.no_progress >= 2:
+        return _finding(
+            "sched.queue-held-kv-free",
+            f"Requests wait ({q.max_waiting:.0f}) with room in the pool (KV peak {q.kv_max:.1f}%) and {d.no_progress} "
+            "intervals without a single prompt or generated token: the engine is stalled, not short of memory.",
+            severity="problem", verdict="stalled",
+            action="look outside the memory chains: engine core alive? connector / KV transfer stuck? (py-spy dump)",
+            gain=gain, evidence=ev, data={"form": "stall"})
+    room = s.held_room
+    room_txt = (f"room for {room.median_room:.1f} more requests of the running size" if room is not None
+                else f"KV peak {q.kv_max:.1f}%")
     if cap and run_max >= int(cap):
+        gain["max_num_seqs"] = Figure(int(cap), s.max_num_seqs_source, "engine configuration")
+        new_cap = _cap_advice(s, int(cap))
         return _finding(
             "sched.queue-held-kv-free",
             f"Requests wait in {q.held_share:.0%} of samples with Running at the max-num-seqs cap ({int(cap)}) and "
-            f"the pool not full (KV peak {q.kv_max:.1f}%): the concurrency cap, not memory, holds the queue.",
-            severity="problem", verdict="capacity-short",
-            action=f"--max-num-seqs <above {int(cap)}, within the pool's concurrency (kvdoctor ledger)>",
-            gain={"running_max": Figure(int(run_max), "measured", "max Running"),
-                  "max_num_seqs": Figure(int(cap), "given", "engine configuration")},
-            evidence=ev,
-        )
+            f"{room_txt}: the concurrency cap, not memory, holds the queue.",
+            severity="problem", verdict="config-starved", action=new_cap[0],
+            gain={**gain, **new_cap[1]}, evidence=ev, data={"form": "cap"})
+    if flat and (cap is None or run_max >= int(cap)):
+        n = int(round(run_max))
+        new_cap = _cap_advice(s, n)
+        return _finding(
+            "sched.queue-held-kv-free",
+            f"Requests wait in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}) while Running stays flat at "
+            f"{n} with {room_txt}: a cap holds the queue (max-num-seqs = {n}, or the token budget), not memory.",
+            severity="problem", verdict="config-starved", action=new_cap[0], gain={**gain, **new_cap[1]},
+            evidence=ev, data={"form": "flat", "missing": ["max-num-seqs (engine configuration) to confirm the cap"]})
     why = (f"Running peaks at {run_max:.0f}, below max-num-seqs {int(cap)}" if cap
-           else f"Running peaks at {run_max:.0f}; max-num-seqs is not in the evidence")
+           else f"Running moves ({min(run):.0f}–{max(run):.0f})")
     return _finding(
         "sched.queue-held-kv-free",
         f"Requests wait in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}) while the pool has room "
-        f"(KV peak {q.kv_max:.1f}%) and no persistent preemption is visible. {why}: not a KV shortage — "
-        + ("suspect an engine stall; look outside the memory chains." if cap
-           else "need the configured max-num-seqs to tell a cap from a stall."),
-        # Not one of the chains' verdicts: the memory/scheduling evidence cannot explain this queue.
-        severity="warn", verdict="insufficient-evidence",
-        action="compare Running with --max-num-seqs; if below it, look for a stall (engine, connector, bug)",
-        gain={"running_max": Figure(int(run_max), "measured", "max Running"),
-              "kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage")},
-        evidence=ev, data={"missing": [] if cap else ["max-num-seqs (engine configuration)"]},
+        f"({room_txt}) and the engine keeps admitting. {why}: a burst being worked off, not a memory shortage.",
+        severity="warn", verdict="arrival-bursts",
+        action="smooth arrivals at the entrance; a longer window tells a burst from a steady overload",
+        gain=gain, evidence=ev, data={"form": "burst"},
+    )
+
+
+def _cap_advice(s: sig.Signals, cap: int) -> tuple[str, dict[str, Figure]]:
+    """A max-num-seqs the pool can carry: the running requests plus the queue, bounded by the room the
+    pool has at the size of the requests already running (never the worst case)."""
+    q, r = s.queue, s.held_room
+    want = cap + int(q.max_waiting) if q is not None else cap * 2
+    gains: dict[str, Figure] = {}
+    if r is not None and r.per_request_pct > 0:
+        fits = int(100.0 / r.per_request_pct)
+        gains["requests_the_pool_holds"] = Figure(fits, "measured",
+                                                  f"100 % / {r.per_request_pct:.2f} % per running request")
+        want = min(want, fits)
+    want = max(want, cap + 1)
+    gains["suggested_max_num_seqs"] = Figure(want, "predicted", "running + waiting at the peak, within what the pool "
+                                             "holds at the running requests' size")
+    return (f"--max-num-seqs {want} (was {cap}); re-measure, then kvdoctor simulate to confirm with a workload", gains)
+
+
+# --------------------------------------------------------------------------------------------
+# decode speed
+# --------------------------------------------------------------------------------------------
+
+
+def decode_floor(ctx: Context, kv_pct: float = 0.0) -> tuple[float, str, str]:
+    """Per-request decode speed below which decode is the bottleneck: (tokens/s, how, source).
+
+    With the model and GPU known: 15 % of the bandwidth roofline — a decode step reads the weights
+    once and the KV in use (``kv_pct`` of the pool) once: bandwidth / (weight bytes per GPU + KV bytes
+    in use); else an absolute floor no GPU serving a model that fits it goes below (a 0.5 s step)."""
+    led, gpu = ctx.ledger, ctx.gpu
+    bw = getattr(gpu, "hbm_bandwidth_gbps", None) if gpu is not None else None
+    if led is not None and bw:
+        wb = float(_val(led.memory["weights"]))
+        kvb = max(0.0, float(led.kv_cache_bytes)) * max(0.0, kv_pct) / 100.0
+        if wb > 0:
+            roof = bw * 1e9 / (wb + kvb)
+            return 0.15 * roof, (f"15 % of {bw:,.0f} GB/s / ({wb / 2**30:.1f} GiB weights + {kvb / 2**30:.1f} GiB KV in "
+                                 f"use) = {roof:,.0f} tok/s"), "predicted"
+    return ctx.thresholds.decode_floor_tps, "absolute floor: a decode step of 0.5 s", "default"
+
+
+def decode_bound(ctx: Context) -> Finding | None:
+    s = signals_of(ctx)
+    d, th = s.decode, ctx.thresholds
+    if d is None or d.samples == 0 or math.isnan(d.per_request):
+        return None
+    tl = ctx.timeline
+    kvs = [float(tl.kv_usage_pct[i]) for i in d.idx if not math.isnan(float(tl.kv_usage_pct[i]))]
+    floor, how, src = decode_floor(ctx, sig.median(kvs) if kvs else 0.0)
+    q = s.queue
+    # the roofline holds while the step is bandwidth-bound (small batches); a big batch turns compute-bound
+    small = q is not None and not math.isnan(q.running_max) and q.running_max <= 16
+    if src == "predicted" and not small:
+        floor, how, src = th.decode_floor_tps, "absolute floor (large batch: the roofline does not apply)", "default"
+    if d.per_request >= floor:
+        return None
+    ev = [sig.cite_sample(tl, i, ctx.source, "gen_tps", float(tl.gen_tps[i]),
+                          f"generation {float(tl.gen_tps[i]):,.1f} tok/s for {int(tl.running[i])} running = "
+                          f"{float(tl.gen_tps[i]) / float(tl.running[i]):.2f} tok/s per request at "
+                          f"{fmt_time(float(tl.t[i]))}" + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
+          for i in d.idx[:4]]
+    return _finding(
+        "sched.decode-bound",
+        f"Each running request decodes at {d.per_request:.2f} tok/s (median of {d.samples} interval(s)), below "
+        f"{floor:,.1f} tok/s ({how}): the decode step itself is the bottleneck, not memory or admission.",
+        severity="problem", verdict="decode-bound", action=get("sched.decode-bound").action,
+        gain={"decode_tps_per_request": Figure(round(d.per_request, 3), "measured",
+                                               "generation tok/s / running, sustained intervals"),
+              "decode_floor_tps": Figure(round(floor, 2), src, how)},
+        evidence=ev,
     )
 
 
@@ -454,8 +587,8 @@ def _spike_cites(ctx: Context, idx: list[int], s: sig.Spikes) -> list[Cite]:
 
 
 def spikes_aligned(ctx: Context) -> Finding | None:
-    a = analyse(ctx)
-    s, p, th = a["spikes"], a["preempt"], ctx.thresholds
+    g = signals_of(ctx)
+    s, p, th = g.spikes, g.preempt, ctx.thresholds
     if s is None or not s.spike_idx or p.basis not in ("counter", "v0-warnings"):
         return None
     share = len(s.aligned_idx) / len(s.spike_idx)
@@ -473,8 +606,8 @@ def spikes_aligned(ctx: Context) -> Finding | None:
 
 
 def spikes_elsewhere(ctx: Context) -> Finding | None:
-    a = analyse(ctx)
-    s, p, th = a["spikes"], a["preempt"], ctx.thresholds
+    g = signals_of(ctx)
+    s, p, th = g.spikes, g.preempt, ctx.thresholds
     if s is None or not s.spike_idx:
         return None
     # "not aligned" needs to know when preemptions happened: a counter, or proof there were none
@@ -501,11 +634,13 @@ def spikes_elsewhere(ctx: Context) -> Finding | None:
 
 
 def full_not_tight(ctx: Context) -> Finding | None:
-    a = analyse(ctx)
-    q, p, th = a["queue"], a["preempt"], ctx.thresholds
-    if q is None or not enough_window(ctx) or math.isnan(q.kv_max) or q.kv_max < th.kv_full_pct:
+    """KV ≥ 90 % with no persistent preemption and an empty queue: full, not tight. Readable from two
+    samples — a preempted request would be in the waiting queue, and it is empty."""
+    s = signals_of(ctx)
+    q, p, th = s.queue, s.preempt, ctx.thresholds
+    if q is None or math.isnan(q.kv_max) or q.kv_max < th.kv_full_pct:
         return None
-    if _persistent(ctx) is not False or q.held_share > 1 - th.zero_share:
+    if s.persistent is not False or q.held_share > 1 - th.zero_share:
         return None
     tl = ctx.timeline
     kv = [float(v) for v in tl.kv_usage_pct]
@@ -514,8 +649,8 @@ def full_not_tight(ctx: Context) -> Finding | None:
     return _finding(
         "memory.full-not-tight",
         f"KV usage reaches {q.kv_max:.1f}% but preemption is not persistent ({how}) and the queue is ~empty "
-        # no "Healthy." here: the finding also fires beside a config-starved verdict, where that
-        # word contradicted it; the memory is not short, which is all this rule can say
+        # no "Healthy." here: the finding also fires beside other verdicts; the memory is not short,
+        # which is all this rule can say
         f"({q.zero_share:.0%} of samples): a full pool, not a tight one — not a capacity shortage.",
         severity="info", action="none",
         gain={"kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage in the window")},
@@ -524,7 +659,7 @@ def full_not_tight(ctx: Context) -> Finding | None:
 
 
 __all__ = [
-    "analyse", "reconcile", "does_not_fit", "concurrency_starved", "preemption_persistent",
+    "signals_of", "reconcile", "does_not_fit", "concurrency_starved", "preemption_persistent",
     "preemption_occasional", "prefill_bound", "admission_blocked", "arrival_bursts", "queue_held_kv_free",
-    "spikes_aligned", "spikes_elsewhere", "full_not_tight",
+    "decode_bound", "spikes_aligned", "spikes_elsewhere", "full_not_tight", "expected_concurrency",
 ]

@@ -1,44 +1,55 @@
 """Chain two: "scheduling feels wrong", walked in the chapter's order, one verdict per instance.
 
 Order: (1) concurrency reconciliation → (2) preemption frequency → (3) queue shape → (4) spike
-alignment, plus the chapter's warning that a full pool with no preemption and no queue is healthy.
-Every step runs (so the operator sees all the evidence), but the verdict follows the order: a
-configuration starved at step 1 makes the later steps unreliable, and thin or contradictory
-evidence gives ``insufficient-evidence`` with what is missing, never a guess.
+alignment, plus decode speed and the chapter's warning that a full pool with no preemption and no
+queue is healthy. Every step runs (so the operator sees all the evidence); the verdict follows the
+order and commits to the most likely answer with a confidence (high / medium / low), the signals
+that carry it, and what would raise the confidence or overturn it. Each question has its own
+evidence need: queue shape and full ≠ tight read from a handful of samples, preemption frequency
+needs time or a counter. ``insufficient-evidence`` is left for evidence that points nowhere.
+
+The worst-case reconciliation (step 1) is the chapter's conservative bound: it is reported, never
+the verdict by itself; ``config-starved`` is a configuration that holds the engine back in the
+evidence (vLLM refuses to start, or a cap holds the queue while the pool has room).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvdoctor.chains import detect
+from kvdoctor.chains import signals as sig
 from kvdoctor.chains.findings import Context, Finding, Thresholds, fmt_time
-from kvdoctor.chains.rules import RULES, VERDICTS
+from kvdoctor.chains.rules import VERDICTS, get
 
-SCHEMA_VERSION = "kvdoctor.diagnose/1"
+SCHEMA_VERSION = "kvdoctor.diagnose/2"
 
 # The rules chain two runs, in order.
 DIAGNOSE_RULES = ("ledger.does-not-fit", "sched.concurrency-starved", "sched.preemption-persistent",
                   "sched.preemption-occasional", "sched.admission-blocked", "sched.queue-held-kv-free",
-                  "sched.prefill-bound", "sched.arrival-bursts", "sched.spikes-aligned",
+                  "sched.prefill-bound", "sched.decode-bound", "sched.arrival-bursts", "sched.spikes-aligned",
                   "sched.spikes-elsewhere", "memory.full-not-tight")
 
 # Fleet roll-up: the most urgent verdict first.
-SEVERITY_ORDER = ("config-starved", "capacity-short", "prefill-bound", "arrival-bursts", "spikes-elsewhere",
-                  "insufficient-evidence", "healthy")
+SEVERITY_ORDER = ("config-starved", "capacity-short", "stalled", "prefill-bound", "decode-bound", "arrival-bursts",
+                  "spikes-elsewhere", "insufficient-evidence", "healthy", "idle")
 assert set(SEVERITY_ORDER) == set(VERDICTS)
+CONF_ORDER = ("low", "medium", "high")
 
 NEXT = {
-    "config-starved": "fix the configuration first (the action above), then re-run diagnose",
+    "config-starved": "apply the action above (one change), re-measure, then re-run diagnose",
     "capacity-short": "kvdoctor plan (chain one) with this configuration and evidence",
     "prefill-bound": "tune the prefill budget (--max-num-batched-tokens, --long-prefill-token-threshold); "
                      "kvdoctor simulate to predict it",
+    "decode-bound": "profile one decode step; compare with vllm bench latency for this model and GPU",
+    "stalled": "look outside the memory chains: engine core, connector, KV transfer; a py-spy dump of the engine",
     "arrival-bursts": "smooth or rate-limit at the entrance; kvdoctor diagnose --slow on a request trace",
     "spikes-elsewhere": "look outside the memory chains: network, kernels, host",
     "insufficient-evidence": "collect what is listed as missing and re-run",
     "healthy": "nothing to change; keep the before/after data for the handbook",
+    "idle": "nothing to judge: diagnose a window with load",
 }
 
 
@@ -48,10 +59,15 @@ class Instance:
     engine: str
     verdict: str
     reason: str
+    confidence: str = "low"
+    action: str | None = None
+    carried_by: list[str] = field(default_factory=list)  # the signals the verdict rests on
+    would_raise: list[str] = field(default_factory=list)  # evidence that would raise the confidence
+    would_overturn: list[str] = field(default_factory=list)  # what would change the verdict
     findings: list[Finding] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     contradictions: list[str] = field(default_factory=list)
-    leaning: str | None = None  # where thin evidence points, with the window requirement waived
+    leaning: str | None = None  # insufficient-evidence only: where the little evidence points
     window: dict[str, Any] = field(default_factory=dict)
     preemption_basis: str = "none"
     notes: list[str] = field(default_factory=list)
@@ -59,7 +75,9 @@ class Instance:
 
     def as_dict(self, with_timeline: bool = True) -> dict[str, Any]:
         d = {
-            "source": self.source, "engine": self.engine, "verdict": self.verdict, "reason": self.reason,
+            "source": self.source, "engine": self.engine, "verdict": self.verdict, "confidence": self.confidence,
+            "action": self.action, "reason": self.reason, "carried_by": self.carried_by,
+            "would_raise_confidence": self.would_raise, "would_overturn": self.would_overturn,
             "next": NEXT[self.verdict], "missing": self.missing, "contradictions": self.contradictions,
             "leaning": self.leaning, "window": self.window, "preemption_basis": self.preemption_basis,
             "notes": self.notes, "findings": [_finding_json(f) for f in self.findings],
@@ -73,6 +91,7 @@ class Instance:
 class Diagnosis:
     instances: list[Instance]
     thresholds: Thresholds
+    notes: list[str] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -80,11 +99,17 @@ class Diagnosis:
             return "insufficient-evidence"
         return min((i.verdict for i in self.instances), key=SEVERITY_ORDER.index)
 
+    @property
+    def confidence(self) -> str:
+        v = self.verdict
+        cs = [i.confidence for i in self.instances if i.verdict == v]
+        return max(cs, key=CONF_ORDER.index) if cs else "low"
+
     def fleet(self) -> dict[str, Any]:
         counts = {v: 0 for v in SEVERITY_ORDER}
         for i in self.instances:
             counts[i.verdict] += 1
-        return {"instances": len(self.instances), "verdict": self.verdict,
+        return {"instances": len(self.instances), "verdict": self.verdict, "confidence": self.confidence,
                 "counts": {k: v for k, v in counts.items() if v}}
 
     def to_json(self) -> dict[str, Any]:
@@ -93,15 +118,19 @@ class Diagnosis:
             "schema_version": SCHEMA_VERSION,
             "kind": "diagnose",
             "verdict": self.verdict,
+            "confidence": self.confidence,
             "fleet": self.fleet(),
             "instances": [i.as_dict(with_timeline=not one) for i in self.instances],
             "findings": [dict(_finding_json(f), instance=f"{i.source} {i.engine}".strip())
                          for i in self.instances for f in i.findings],
             "thresholds": self.thresholds.as_dict(),
+            "notes": self.notes,
         }
         if one:
             inst = self.instances[0]
-            out.update(reason=inst.reason, missing=inst.missing, leaning=inst.leaning, next=NEXT[inst.verdict])
+            out.update(reason=inst.reason, action=inst.action, carried_by=inst.carried_by,
+                       would_raise_confidence=inst.would_raise, would_overturn=inst.would_overturn,
+                       missing=inst.missing, leaning=inst.leaning, next=NEXT[inst.verdict], window=inst.window)
             if inst.timeline is not None:
                 out["timeline"] = timeline_json(inst.timeline)
         return out
@@ -117,15 +146,8 @@ def _finding_json(f: Finding) -> dict[str, Any]:
 
 
 def timeline_json(tl) -> dict[str, Any]:
-    def col(x):
-        if x is None:
-            return None
-        return [None if (isinstance(v, float) and math.isnan(v)) else v for v in
-                (x.tolist() if hasattr(x, "tolist") else list(x))]
-
-    out = {k: col(getattr(tl, k, None)) for k in ("t", "running", "waiting", "kv_usage_pct", "preemptions",
-                                                  "prompt_tps", "gen_tps", "ttft_p99", "itl_p99", "line_no")}
-    return {k: v for k, v in out.items() if v is not None}
+    return tl.to_json(("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "ttft_p99",
+                       "itl_p99", "line_no"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,7 +166,7 @@ def counter_trusted(segment: Any, kinds: dict[str, str] | None = None) -> bool:
     finite = [v for v in vals if not math.isnan(v)]
     if not finite:
         return False
-    if (kinds or {}).get(getattr(segment, "source", "")) in ("metrics", "metrics-folder", "prometheus"):
+    if (kinds or {}).get(getattr(segment, "source", "")) in ("metrics", "metrics-folder", "prometheus", "merged"):
         return True
     src = f"{getattr(segment, 'source', '')} {getattr(segment, 'engine', '')}".lower()
     if any(k in src for k in ("http://", "https://", "prometheus", "/metrics", ".metrics", "sim:", "simulat")):
@@ -152,139 +174,286 @@ def counter_trusted(segment: Any, kinds: dict[str, str] | None = None) -> bool:
     return any(v > 0 for v in finite)
 
 
+RULES_BY_ID = {rid: get(rid) for rid in DIAGNOSE_RULES}  # rule lookup by id, not a search
+
+
 def diagnose_context(ctx: Context) -> Instance:
     """Run chain two on one instance whose ``Context`` is filled (timeline/events/startup/ledger)."""
-    a = detect.analyse(ctx)
-    th = ctx.thresholds
-    findings: list[Finding] = []
-    for rid in DIAGNOSE_RULES:
-        rule = next(r for r in RULES if r.id == rid)
-        f = rule.run(ctx)
-        if f is not None:
-            findings.append(f)
-    w, p, q = a["window"], a["preempt"], a["queue"]
-    window = {"samples": w.samples, "seconds": round(w.seconds, 1), "interval_s": w.interval_s,
-              "start": fmt_time(w.start) if w.start else None, "end": fmt_time(w.end) if w.end else None}
+    s = detect.signals_of(ctx)
+    findings = [f for rid in DIAGNOSE_RULES if (f := RULES_BY_ID[rid].run(ctx)) is not None]
+    w, p = s.window, s.preempt
     inst = Instance(source=ctx.source, engine="", verdict="insufficient-evidence", reason="", findings=findings,
-                    window=window, preemption_basis=p.basis, timeline=ctx.timeline)
+                    window=window_json(w), preemption_basis=p.basis, timeline=ctx.timeline)
     if p.note and not any(p.note in f.summary for f in findings):
         inst.notes.append(p.note)
     if p.basis == "v0-warnings" and p.per_min is None and p.total:
         where = "; ".join(c.detail for c in p.cites[:2])
         inst.notes.append(f"at least {p.total:g} preemptions so far on this engine ({where}); the rate is unknown")
-    inst.contradictions = _contradictions(ctx, findings)
-    inst.missing = _missing(ctx)
-    inst.verdict, inst.reason = _verdict(ctx, findings, inst)
-    if inst.verdict == "insufficient-evidence" and not inst.contradictions:
-        inst.leaning = _leaning(ctx)
+    inst.contradictions = _contradictions(s)
+    inst.missing = _missing(ctx, s)
+    j = judge(ctx, s, findings, inst.contradictions)
+    inst.verdict, inst.confidence, inst.reason, inst.action = j.verdict, j.confidence, j.reason, j.action
+    inst.carried_by, inst.would_raise, inst.would_overturn = j.carried_by, j.would_raise, j.would_overturn
+    inst.leaning = j.leaning
     return inst
 
 
-def _by(findings: list[Finding], *verdicts: str) -> list[Finding]:
-    return [f for f in findings if f.verdict in verdicts]
+def window_json(w: sig.Window) -> dict[str, Any]:
+    """The one way a window is stated (diagnose and evidence alike): samples, the covered seconds
+    (first to last sample plus one sampling interval — each sample reports the interval before it)
+    and the interval itself."""
+    return {"samples": w.samples, "seconds": round(w.seconds, 1),
+            "interval_s": round(w.interval_s, 1) if w.interval_s is not None else None,
+            "start": fmt_time(w.start) if w.start else None, "end": fmt_time(w.end) if w.end else None,
+            "how": "last − first sample + one sampling interval"}
 
 
-def _verdict(ctx: Context, findings: list[Finding], inst: Instance) -> tuple[str, str]:
-    # Step 1 is arithmetic: it needs no window, and it outranks everything after it.
-    starved = _by(findings, "config-starved")
-    if starved:
-        return "config-starved", starved[0].summary
-    if inst.contradictions:
-        return "insufficient-evidence", "contradictory evidence: " + "; ".join(inst.contradictions)
-    if not detect.enough_window(ctx):
-        w = detect.analyse(ctx)["window"]
-        th = ctx.thresholds
-        return "insufficient-evidence", (
-            f"the evidence covers {w.samples} sample(s) over {w.seconds:.0f} s; judging preemption frequency "
-            f"(~{th.normal_preemptions_per_min:g}/min) and queue shape needs ≥ {th.min_samples} samples over "
-            f"≥ {th.min_window_s:.0f} s")
-    for v in ("capacity-short", "prefill-bound", "arrival-bursts", "spikes-elsewhere"):
-        hit = _by(findings, v)
-        if hit:
-            return v, hit[0].summary
-    thin = _by(findings, "insufficient-evidence")
-    if thin:
-        return "insufficient-evidence", thin[0].summary
-    persistent = detect._persistent(ctx)
-    if persistent is None:
-        return "insufficient-evidence", (
-            "preemption frequency cannot be told from this evidence and the queue is not empty enough to "
-            "rule it out")
-    a = detect.analyse(ctx)
-    q = a["queue"]
+@dataclass
+class Judgement:
+    verdict: str
+    confidence: str
+    reason: str
+    action: str | None = None
+    carried_by: list[str] = field(default_factory=list)
+    would_raise: list[str] = field(default_factory=list)
+    would_overturn: list[str] = field(default_factory=list)
+    leaning: str | None = None
+
+
+def _lower(c: str, steps: int = 1) -> str:
+    return CONF_ORDER[max(0, CONF_ORDER.index(c) - steps)]
+
+
+def _cap(c: str, top: str) -> str:
+    return c if CONF_ORDER.index(c) <= CONF_ORDER.index(top) else top
+
+
+def strength(s: sig.Signals, th: Thresholds) -> str:
+    """The most a window allows: high from ≥ 4 samples over ≥ the frequency window, medium from ≥ 2,
+    low from one snapshot."""
+    w = s.window
+    if w.samples >= max(th.min_samples, 4) and w.seconds >= th.min_window_s:
+        return "high"
+    return "medium" if w.samples >= 2 else "low"
+
+
+def _window_more(s: sig.Signals, th: Thresholds) -> str:
+    w = s.window
+    iv = f"{w.interval_s:.0f} s apart" if w.interval_s else "no interval"
+    return (f"≥ 4 samples over ≥ {th.min_window_s:.0f} s (have {w.samples} over {w.seconds:.0f} s, {iv})")
+
+
+def _counter_more() -> str:
+    return "vllm:num_preemptions_total over the same window (/metrics scrapes or --prometheus)"
+
+
+def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions: list[str]) -> Judgement:
+    """The verdict, first match wins, in the chain's order of evidence. Each branch says which signals
+    carry it and what would raise or overturn it."""
+    th = ctx.thresholds
+    by = {f.rule_id: f for f in findings}
+    top = strength(s, th)
+    more_window = [_window_more(s, th)] if top != "high" else []
+    more_counter = [_counter_more()] if s.preempt.basis not in ("counter",) else []
+    q, d = s.queue, s.decode
+
+    # step 1, arithmetic: vLLM would refuse to start
+    f = by.get("ledger.does-not-fit")
+    if f is not None:
+        return Judgement("config-starved", "high", f.summary, f.action, [f.summary], [],
+                         ["a start-up log of this configuration serving requests (then the pool figures are wrong)"])
+    if contradictions:
+        return Judgement("insufficient-evidence", "low", "contradictory evidence: " + "; ".join(contradictions),
+                         None, [], ["one source per engine (a log and /metrics of the same server, same window)"], [])
     if q is None:
-        return "insufficient-evidence", "no waiting-queue samples"
-    if q.zero_share < ctx.thresholds.zero_share:
-        return "insufficient-evidence", (
-            f"requests waited in {1 - q.zero_share:.0%} of samples but no pattern of the chain fits (one queue "
-            "episode, no full pool, no persistent preemption): a longer window is needed to tell its shape")
-    ok = next((f for f in findings if f.rule_id == "memory.full-not-tight"), None)
-    if ok is not None:
-        return "healthy", ok.summary
-    p = a["preempt"]
-    prem = (f"{p.total:g} preemptions" if p.basis == "counter" else p.note) if p.basis != "none" else ""
-    return "healthy", (
-        f"no persistent preemption ({prem}), queue ~empty in {q.zero_share:.0%} of samples, KV peak "
-        f"{q.kv_max:.1f}%: nothing for the chains to fix in this window")
+        return _no_timeline(ctx, s)
+    n = s.window.samples
+    fkv = q.kv_max
+    # idle: nothing ran and nothing waited
+    if q.running_max == 0 and q.max_waiting == 0:
+        return Judgement("idle", _cap(top, "high") if n >= 2 else "low",
+                         f"0 running and 0 waiting in all {n} sample(s) (KV peak {fkv:.1f}%): no load to judge",
+                         None, [f"Running 0, Waiting 0 in {n} sample(s)"], [], ["requests arriving in the window"])
+
+    # step 2: persistent preemption
+    f = by.get("sched.preemption-persistent")
+    if f is not None:
+        conf = top if s.preempt.basis == "counter" else _lower(top)
+        return Judgement("capacity-short", conf, f.summary, f.action,
+                         [f.summary, f"preemption judged by: {s.persistent_how}"],
+                         more_window + ([] if s.preempt.basis == "counter" else more_counter),
+                         ["a counter over a longer window at ≤ ~1 preemption/min (a burst, not persistent)"])
+    # step 3: the queue
+    f = by.get("sched.admission-blocked")
+    if f is not None:
+        room_only = q.held_full_share < th.held_share
+        conf = _lower(top) if room_only else top
+        raise_ = more_window + more_counter
+        if room_only:
+            raise_.append("num_requests_waiting_by_reason{reason=\"capacity\"} or the prompt lengths of the waiting "
+                          "requests (the room estimate assumes they match the running ones)")
+        return Judgement("capacity-short", conf, f.summary, _capacity_action(ctx, s), [f.summary], raise_,
+                         ["Running rising while the pool still has room (then a burst or the cap, not capacity)"])
+    f = by.get("sched.queue-held-kv-free")
+    if f is not None and f.verdict in ("config-starved", "stalled", "arrival-bursts"):
+        form = f.data.get("form")
+        conf = top
+        raise_ = list(more_window)
+        over: list[str] = []
+        if form == "flat":
+            conf = _lower(top)
+            raise_.append("max-num-seqs (start-up log 'non-default args' or --max-num-seqs) to confirm the cap")
+            over.append("max-num-seqs above the flat Running count (then a stall or the token budget)")
+        elif form == "cap":
+            over.append("the pool filling (≥ 90 %) once the cap is raised: then capacity is next")
+        elif form == "burst":
+            conf = _lower(top)
+            over.append("the queue staying up for minutes while Running stops rising (a steady overload)")
+        else:
+            over.append("tokens generated in the following intervals (a slow step, not a stall)")
+        return Judgement(f.verdict, conf, f.summary, f.action, [f.summary], raise_, over)
+    f = by.get("sched.prefill-bound")
+    if f is not None:
+        conf = top if f.data.get("form") == "ttft" else _lower(top) if n < 3 else top
+        raise_ = list(more_window)
+        if f.data.get("form") != "ttft":
+            raise_.append("TTFT p99 (/metrics histograms or a benchmark) to measure the prefill wait")
+        return Judgement("prefill-bound", conf, f.summary, f.action, [f.summary], raise_,
+                         ["prompt throughput falling while the queue stays (then the cap or capacity holds it)"])
+    f = by.get("sched.decode-bound")
+    if f is not None:
+        floor_src = f.gain["decode_floor_tps"].source
+        conf = top if d is not None and d.samples >= 3 else _lower(top)
+        if floor_src == "default" and d is not None and d.per_request > 0.5 * th.decode_floor_tps:
+            conf = _lower(conf)
+        raise_ = list(more_window)
+        if floor_src == "default":
+            raise_.append("--model and --gpu (the bandwidth roofline instead of the absolute floor)")
+        return Judgement("decode-bound", conf, f.summary, f.action, [f.summary], raise_,
+                         ["vllm bench latency on this model and hardware decoding as slowly (then it is the "
+                          "hardware's speed, expected rather than a fault)"])
+    # step 4: spikes
+    f = by.get("sched.spikes-aligned")
+    if f is not None:
+        return Judgement("capacity-short", top, f.summary, f.action, [f.summary], more_window,
+                         ["spikes that persist with preemptions gone"])
+    f = by.get("sched.spikes-elsewhere")
+    if f is not None:
+        return Judgement("spikes-elsewhere", top, f.summary, f.action, [f.summary], more_window,
+                         ["preemptions found at the spike times (a counter at a finer interval)"])
+    f = by.get("sched.arrival-bursts")
+    if f is not None:
+        return Judgement("arrival-bursts", top, f.summary, f.action, [f.summary], more_window,
+                         ["the queue forming only when the pool is full (then capacity)"])
+    # the queue is (mostly) empty
+    if q.zero_share >= th.zero_share:
+        return _healthy(ctx, s, by, top, more_window, more_counter)
+    # a queue that came and went without a shape the chain names
+    held = [float(x) for x in q.held_idx]
+    if q.kv_max >= th.kv_full_pct:
+        return Judgement("capacity-short", "low",
+                         f"requests waited in {q.held_share:.0%} of samples and the pool reached {q.kv_max:.1f}%: "
+                         "capacity at the peaks, from too few samples to show a pattern",
+                         _capacity_action(ctx, s), [f"Waiting > 0 in {len(held):.0f} of {q.samples} samples"],
+                         more_window + more_counter, ["the queue forming while the pool has room"])
+    return Judgement("arrival-bursts", "low",
+                     f"requests waited in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}) with room in the "
+                     f"pool (KV peak {q.kv_max:.1f}%): a queue that comes and goes with arrivals",
+                     get("sched.arrival-bursts").action, [f"Waiting > 0 in {len(held):.0f} of {q.samples} samples"],
+                     more_window, ["the queue staying up (then the cap or prefill)"])
 
 
-def _missing(ctx: Context) -> list[str]:
-    a = detect.analyse(ctx)
+def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
+    q, p, th = s.queue, s.preempt, ctx.thresholds
+    ok = by.get("memory.full-not-tight")
+    prem = (f"{p.total:g} preemptions counted" if p.basis == "counter" else
+            "a preempted request would wait in the queue, and it stays empty" if p.basis == "queue-inference" else
+            p.note or "preemptions not counted")
+    if s.persistent is False:
+        conf = top
+        if p.basis == "queue-inference" and s.window.samples < 6:
+            conf = _cap(conf, "medium")  # an inference from the queue, not a count
+    else:
+        conf = _lower(top)
+    reason = ok.summary if ok is not None else (
+        f"the queue is ~empty in {q.zero_share:.0%} of {q.samples} sample(s), KV peak {q.kv_max:.1f}%, {prem}: "
+        "nothing for the chains to fix in this window")
+    carried = [f"Waiting ≤ {th.waiting_zero:g} in {q.zero_share:.0%} of {q.samples} sample(s)",
+               f"KV peak {q.kv_max:.1f}%", f"preemption: {s.persistent_how}"]
+    d = s.decode
+    if d is not None and d.samples and not math.isnan(d.per_request):
+        carried.append(f"decode {d.per_request:.1f} tok/s per running request")
+    return Judgement("healthy", conf, reason, "none", carried, more_window + more_counter,
+                     ["Waiting > 0 while KV ≥ 90 % (capacity), or vllm:num_preemptions_total rising faster than "
+                      "~1/min"])
+
+
+def _capacity_action(ctx: Context, s: sig.Signals) -> str:
+    """Capacity-short: chain one, with the concurrency the pool holds at the demand seen when it is below
+    the configured cap (never the worst case)."""
+    rc = s.recon
+    if rc is not None and rc.pool_tokens > 0:
+        exp = detect.expected_concurrency(ctx, rc.pool_tokens)
+        if exp is not None and exp[0] < rc.max_num_seqs:
+            return (f"kvdoctor plan (chain one: --max-model-len, fp8 KV, ...); meanwhile --max-num-seqs {exp[0]} stops "
+                    f"the preemption churn ({exp[1]})")
+    return "kvdoctor plan (chain one) with this evidence: --max-model-len, then --kv-cache-dtype fp8, ..."
+
+
+def _no_timeline(ctx: Context, s: sig.Signals) -> Judgement:
+    p = s.preempt
+    if p.basis == "v0-warnings" and (p.total or 0) >= 50:
+        return Judgement(
+            "capacity-short", "low",
+            f"at least {p.total:g} preemptions on this engine (v0 warns on the 1st, 51st, ... one): the pool ran out "
+            "of blocks again and again; no timeline gives the rate",
+            _capacity_action(ctx, s), [c.detail for c in p.cites[:3]],
+            ["stats lines over ≥ 60 s, or two timestamped warnings (the rate)", _counter_more()],
+            ["a rate of ≤ ~1/min over the engine's lifetime (a long-running engine accumulates the safety net)"])
+    lean = None
+    rc = s.recon
+    if rc is not None and rc.ratio > 1.0:
+        lean = None  # the worst case alone is a bound, not a direction
+    why = ("the samples carry no running/waiting figures (a /metrics dump without the scheduler gauges)"
+           if s.window.samples else "no runtime samples (stats lines, /metrics over time)")
+    return Judgement("insufficient-evidence", "low", why + ": nothing points anywhere yet", None, [],
+                     ["periodic stats lines or /metrics scrapes over ≥ 60 s"], [], lean)
+
+
+def _missing(ctx: Context, s: sig.Signals) -> list[str]:
     th = ctx.thresholds
     out = []
-    w = a["window"]
+    w = s.window
     if ctx.timeline is None or w.samples == 0:
         out.append("a timeline: periodic stats lines (vLLM log) or /metrics scrapes over time")
     elif w.samples < th.min_samples or w.seconds < th.min_window_s:
-        out.append(f"a longer window: ≥ {th.min_samples} samples over ≥ {th.min_window_s:.0f} s "
+        out.append(f"a longer window for high confidence: ≥ {th.min_samples} samples over ≥ {th.min_window_s:.0f} s "
                    f"(have {w.samples} over {w.seconds:.0f} s)")
-    p = a["preempt"]
+    p = s.preempt
     if p.basis == "none":
         out.append("a preemption count: vllm:num_preemptions_total from /metrics or Prometheus")
     elif p.basis == "v0-warnings" and p.per_min is None:
         out.append("a preemption rate: timestamps on two v0 warnings from the same engine, or a counter")
-    if a["recon"] is None:
+    if s.recon is None:
         out.append("the configuration and pool size for step 1 (start-up log with 'Maximum concurrency' "
                    "and max-num-seqs, or --model/--gpu/engine flags)")
-    if a["ttft"] is None:
+    if s.ttft is None:
         out.append("TTFT (for the prefill-bound test): /metrics histograms, a request trace or a benchmark")
-    if a["spikes"] is None:
+    if s.spikes is None:
         out.append("ITL/TBT per interval (for spike alignment): /metrics histograms over time")
     return out
 
 
-def _contradictions(ctx: Context, findings: list[Finding]) -> list[str]:
-    a = detect.analyse(ctx)
-    p, q, rc = a["preempt"], a["queue"], a["recon"]
+def _contradictions(s: sig.Signals) -> list[str]:
+    p, q, rc = s.preempt, s.queue, s.recon
     out = []
-    if p.basis == "counter" and detect._persistent(ctx) and q is not None and not math.isnan(q.kv_max) \
-            and q.kv_max < 50.0:
+    if p.basis == "counter" and s.persistent and q is not None and not math.isnan(q.kv_max) and q.kv_max < 50.0:
         out.append(f"preemptions persist ({p.total:g}) while KV usage never exceeds {q.kv_max:.1f}%; vLLM preempts "
                    "only when no block is free — is the usage from the same engine?")
-    if rc is not None and rc.ratio <= 1.0 and detect._persistent(ctx):
+    if rc is not None and rc.ratio <= 1.0 and s.persistent:
         out.append(f"the reconciliation says the worst case fits the pool ({rc.ratio:.2f}×) yet preemptions "
                    "persist; the recovered configuration or pool size may not be the one that ran")
-    warn = [e for e in ctx.events if getattr(e, "kind", "") == "preemption-warning"]
-    if warn and p.basis == "counter" and (p.total or 0) == 0:
-        out.append(f"{len(warn)} v0 preemption warning(s) but the counter shows none in the same window")
     return out
-
-
-def _leaning(ctx: Context) -> str | None:
-    """Where the evidence would point if the window requirement were waived (stated, not concluded)."""
-    th = replace(ctx.thresholds, min_window_s=0.0, min_samples=1)
-    relaxed = replace(ctx, thresholds=th, cache={"counter_trusted": ctx.cache.get("counter_trusted"),
-                                                 "bench": ctx.cache.get("bench")})
-    fs = []
-    for rid in DIAGNOSE_RULES:
-        rule = next(r for r in RULES if r.id == rid)
-        f = rule.run(relaxed)
-        if f is not None:
-            fs.append(f)
-    for v in ("capacity-short", "prefill-bound", "arrival-bursts", "spikes-elsewhere", "healthy"):
-        if _by(fs, v):
-            return v
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,7 +463,7 @@ def diagnose(evidence: Any, *, thresholds: Thresholds | None = None, inputs: Any
              as_one: bool = False, lengths: Any = None) -> Diagnosis:
     """Chain two over every instance in ``evidence`` (evidence.model.Evidence).
 
-    ``inputs`` (cli.common.Inputs) gives the configuration explicitly (model, GPU, engine); without
+    ``inputs`` (deployment.Deployment) gives the configuration explicitly (model, GPU, engine); without
     it, step 1 uses each segment's start-up facts. ``as_one`` merges all segments into one instance
     (several files of the same engine).
     """
@@ -307,33 +476,37 @@ def diagnose(evidence: Any, *, thresholds: Thresholds | None = None, inputs: Any
     instances = []
     if not segments:
         ctx = Context(source=", ".join(getattr(evidence, "sources", []) or []), thresholds=th, requests=requests,
-                      lengths=lengths)
-        ctx.cache["bench"] = bench
+                      lengths=lengths, bench=bench)
         _attach_config(ctx, inputs, None)
         instances.append(diagnose_context(ctx))
         return Diagnosis(instances, th)
     for seg in segments:
         ctx = Context(source=seg.source, timeline=seg.timeline, events=list(seg.events or []),
-                      startup=seg.startup, requests=requests, thresholds=th, lengths=lengths)
-        ctx.cache["counter_trusted"] = counter_trusted(seg, getattr(evidence, "kinds", None))
-        ctx.cache["bench"] = bench
+                      startup=seg.startup, requests=requests, thresholds=th, lengths=lengths, bench=bench,
+                      counter_trusted=counter_trusted(seg, getattr(evidence, "kinds", None)))
         notes = _attach_config(ctx, inputs, seg.startup)
         inst = diagnose_context(ctx)
         inst.engine = seg.engine or ""
         inst.notes.extend(notes)
         instances.append(inst)
-    return Diagnosis(instances, th)
+    # how the sources were grouped into instances (merge_instances) is part of the answer
+    ev_notes = [n for n in (getattr(evidence, "notes", None) or [])
+                if n.startswith("one instance") or "kept apart" in n or "kept as its own instance" in n]
+    return Diagnosis(instances, th, ev_notes)
 
 
 def _attach_config(ctx: Context, inputs: Any, startup: Any) -> list[str]:
     """Step 1 needs the configuration: explicit inputs win; else recover it from the start-up log."""
     notes: list[str] = []
     if inputs is not None:
+        logged = getattr(startup, "model", None) if startup is not None else None
+        if logged and not _same_model(logged, inputs.shape.name):
+            notes.append(f"the start-up log is of {logged}, not of --model {inputs.shape.name}: its measured pool is "
+                         "not used for this model (give the log of the server that ran, or drop --model)")
+            startup = None
         ctx.shape, ctx.gpu, ctx.config, ctx.resolved = inputs.shape, inputs.gpu, inputs.config, inputs.resolved
         try:
-            from kvdoctor.ledger.build import build_ledger
-
-            ctx.ledger = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=startup or inputs.startup)
+            ctx.ledger = inputs.ledger_for(startup)  # built once per deployment; per segment only if it differs
         except Exception as exc:  # noqa: BLE001 - a ledger failure must not hide the log evidence
             notes.append(f"ledger not built ({type(exc).__name__}: {exc}); step 1 uses the log only")
         return notes
@@ -342,26 +515,28 @@ def _attach_config(ctx: Context, inputs: Any, startup: Any) -> list[str]:
     try:
         from kvdoctor.engine.sources import from_startup
 
-        ctx.config = from_startup(startup)
+        ctx.config = from_startup(startup)  # step 1 needs max-num-seqs even when model/GPU are unknown
     except Exception as exc:  # noqa: BLE001
         notes.append(f"configuration not recovered from the log ({exc})")
         return notes
-    model, gpu = getattr(startup, "model", None), getattr(startup, "gpu_name", None)
-    if model and gpu:
+    if getattr(startup, "model", None) and getattr(startup, "gpu_name", None):
         try:
-            from kvdoctor.catalog.gpus import lookup_gpu
-            from kvdoctor.catalog.models import lookup_model
-            from kvdoctor.engine.defaults import resolve
-            from kvdoctor.ledger.build import build_ledger
+            from kvdoctor.deployment import deployment_from_startup
 
-            shape, g = lookup_model(model), lookup_gpu(gpu)
-            ctx.shape, ctx.gpu = shape, g
-            ctx.resolved = resolve(ctx.config, shape, g, version=getattr(startup, "vllm_version", None) or "0.33.0")
-            ctx.ledger = build_ledger(shape, g, ctx.resolved, startup=startup)
+            d = deployment_from_startup(startup)
+            ctx.shape, ctx.gpu, ctx.config, ctx.resolved = d.shape, d.gpu, d.config, d.resolved
+            ctx.ledger = d.ledger
         except Exception as exc:  # noqa: BLE001 - unknown model/GPU: fall back to the log's own figures
             notes.append(f"ledger not built from the log's model/GPU ({type(exc).__name__}: {exc}); "
                          "step 1 uses the log's 'Maximum concurrency' line")
     return notes
+
+
+def _same_model(a: str, b: str) -> bool:
+    """A served path or HF id against a catalog name: compare the last path component, case-insensitive."""
+    def norm(x: str) -> str:
+        return x.rstrip("/").rsplit("/", 1)[-1].lower()
+    return norm(a) == norm(b) or norm(a) in b.lower() or norm(b) in a.lower()
 
 
 def _merge_segments(segments: list[Any]) -> Any:

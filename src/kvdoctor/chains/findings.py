@@ -128,7 +128,8 @@ class Thresholds:
 
     # Chapter: "occasional (about once a minute or less) is the normal safety net".
     normal_preemptions_per_min: float = 1.0
-    # A frequency judgement needs at least one period of that threshold.
+    # A frequency judgement needs at least one period of that threshold; below it a verdict can still
+    # be given from the queue (a handful of samples), with a lower confidence. "high" needs this window.
     min_window_s: float = 60.0
     min_samples: int = 3
     # "Full" pool: vLLM preempts only when no free block is left; stats snapshots are taken after
@@ -149,6 +150,11 @@ class Thresholds:
     align_tolerance_s: float | None = None
     # Share of spikes that must align for "aligned".
     aligned_share: float = 0.5
+    # Prompt tokens as a share of all tokens processed above which a held queue waits for prefill.
+    prefill_share: float = 0.8
+    # Per-request decode speed (tok/s) below which decode is the bottleneck when the model and GPU are
+    # unknown: a 0.5 s decode step, slower than any GPU serving a model that fits it.
+    decode_floor_tps: float = 2.0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -174,8 +180,18 @@ class Context:
     # chain-one inputs
     lengths: Any = None  # chains.lengths.LengthDist (real business lengths), or None
     target: Any = None  # chains.plan.Target
-    # swap review inputs
-    before: Any = None  # chains.swap.Side (the old model under the same configuration)
+    # swap review: the old model's and the new model's plan.State under the same configuration
+    before: Any = None
+    after: Any = None
+    # chain one: the running plan state (chains.plan.PlanState); stop-loss: the finished plan
+    plan_state: Any = None
+    plan: Any = None
+    evidence_capacity_short: bool = False
     thresholds: Thresholds = field(default_factory=Thresholds)
-    # analyses computed once by the driver and shared by the tests (signals.* results)
+    # chain two: does the timeline's preemption column count (a counter), benchmark results, and the
+    # signals computed once from all of it (detect.signals_of)
+    counter_trusted: bool = False
+    bench: list[Any] = field(default_factory=list)
+    signals: Any = None  # chains.signals.Signals (not imported: signals imports this module)
+    # the slow-request analysis hand-over
     cache: dict[str, Any] = field(default_factory=dict)

@@ -20,6 +20,7 @@ from kvdoctor.chains.findings import Cite, Context, Finding
 from kvdoctor.chains.lengths import LengthDist
 from kvdoctor.chains.rules import get
 from kvdoctor.errors import KvdoctorError
+from kvdoctor.facts.gpu import capability_int, capability_text
 from kvdoctor.provenance import Figure
 
 SCHEMA_VERSION = "kvdoctor.plan/1"
@@ -144,18 +145,45 @@ def build_state(shape, gpu, config, version: str, usage: str = "api") -> State:
     return State(config, resolved, build_ledger(shape, gpu, resolved))
 
 
-def _try_state(ctx: Context, changes: dict[str, Any]) -> tuple[State | None, str]:
-    cur: State = ctx.cache["state"]
-    cfg = cur.config.with_changes(**changes)
+@dataclass
+class PlanState:
+    """Chain one's running state, handed from level to level: the configuration after the levels
+    applied so far (``current``), the starting point (``before``), and changes deferred to level 4.
+    Invariant: ``current_figures == current.figures(lengths)`` after every :meth:`advance`."""
+
+    shape: Any  # ledger.shape.ModelShape
+    gpu: Any  # catalog.gpus.GpuSpec
+    version: str
+    lengths: LengthDist | None
+    target: Target
+    before: State
+    before_figures: dict[str, Figure]
+    current: State
+    current_figures: dict[str, Figure]
+    deferred: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, shape, gpu, version: str, lengths: LengthDist | None, target: Target | None,
+              before: State) -> "PlanState":
+        figs = before.figures(lengths)
+        return cls(shape, gpu, version, lengths, target or Target(), before, figs, before, figs)
+
+    def advance(self, lv: "LevelResult") -> None:
+        """An applicable level becomes the state the next level starts from."""
+        self.current, self.current_figures = lv.state, lv.figures
+
+
+def _try_state(ps: PlanState, changes: dict[str, Any]) -> tuple[State | None, str]:
+    cfg = ps.current.config.with_changes(**changes)
     try:
-        return build_state(ctx.shape, ctx.gpu, cfg, ctx.version or "0.33.0"), ""
+        return build_state(ps.shape, ps.gpu, cfg, ps.version or "0.33.0"), ""
     except KvdoctorError as exc:  # vLLM would reject it: that is the reason the level does not apply
         return None, str(exc)
 
 
-def _judge(ctx: Context, res: LevelResult) -> None:
+def _judge(target: Target | None, res: LevelResult) -> None:
     """"Enough?" against the target, on the state after this level."""
-    t: Target = ctx.target or Target()
+    t: Target = target or Target()
     st = res.state
     led = st.ledger
     f = res.figures
@@ -184,12 +212,12 @@ def _judge(ctx: Context, res: LevelResult) -> None:
     res.enough, res.enough_why = bool(ok), "; ".join(reasons)
 
 
-def _no_gain(ctx: Context, res: LevelResult) -> bool:
+def _no_gain(ps: PlanState, res: LevelResult) -> bool:
     """A level that changes nothing the operator can use is not applicable (e.g. cutting the context
     when the weights alone exceed the budget). Marks it and says why."""
-    before = ctx.cache["state_figures"]
+    before = ps.current_figures
     st = res.state
-    prev_fit = bool(ctx.cache["state"].ledger.fit_ok)
+    prev_fit = bool(ps.current.ledger.fit_ok)
     gained = (
         (st.ledger.fit_ok and not prev_fit)
         or int(res.figures["pool_tokens"].value) > int(before["pool_tokens"].value)
@@ -203,7 +231,7 @@ def _no_gain(ctx: Context, res: LevelResult) -> bool:
     if kv <= 0:
         # The model does not fit one GPU: this level's change still pays once level 4 splits the
         # weights, so level 4 carries it (and needs fewer GPUs for it).
-        ctx.cache.setdefault("deferred", {}).update(change)
+        ps.deferred.update(change)
         res.why = (f"no gain yet: the weights and runtime terms leave no memory for the KV pool "
                    f"({kv / 2**30:.2f} GiB); {' '.join(flag_text(k, v) for k, v in change.items())} is carried "
                    "into level 4")
@@ -212,9 +240,11 @@ def _no_gain(ctx: Context, res: LevelResult) -> bool:
     return True
 
 
-def _level_finding(ctx: Context, res: LevelResult) -> Finding:
+def _level_finding(ps: PlanState, res: LevelResult) -> Finding:
+    """A level's result as the registry's Finding (``kvdoctor rules``, the rule tests); the driver
+    uses the LevelResult itself."""
     r = get(res.rule_id)
-    before = ctx.cache.get("before_figures", {})
+    before = ps.before_figures
     ev = [Cite(detail=f"ledger before: pool {before['pool_tokens'].value:,} tokens, max concurrency "
                       f"{before['max_concurrency'].value} at {before['max_model_len'].value:,}", source="ledger")] \
         if before else []
@@ -231,19 +261,17 @@ def _level_finding(ctx: Context, res: LevelResult) -> Finding:
 # the four levels (rule tests: memory.level1..4)
 
 
-def level1(ctx: Context) -> Finding | None:
-    if ctx.cache.get("state") is None:
-        return None
-    cur: State = ctx.cache["state"]
-    lens: LengthDist | None = ctx.lengths
-    t: Target = ctx.target or Target()
+def apply_level1(ps: PlanState) -> LevelResult:
+    cur: State = ps.current
+    lens: LengthDist | None = ps.lengths
+    t: Target = ps.target
     mml = int(cur.ledger.engine["max_model_len"].value)
     bs = int(cur.ledger.kv["block_size"].value)
     res = LevelResult(1, "memory.level1-max-model-len", get("memory.level1-max-model-len").title, False, "")
     if lens is None or lens.p99_total is None:
         res.why = ("the real length distribution is unknown: pass --trace / --lengths FILE or --p99-context N "
                    "(the business maximum must be known before cutting the limit)")
-        return _level_finding(ctx, res)
+        return res
     # The business maximum: p99 of prompt + output, rounded up to a multiple of 2048 tokens (the 2K
     # steps people state limits in; a multiple of every block size), never below the target context.
     p99 = lens.p99_total
@@ -251,16 +279,16 @@ def level1(ctx: Context) -> Finding | None:
     new = int(math.ceil(new / bs) * bs)
     if new >= mml:
         res.why = f"max-model-len {mml:,} is already at or below the business p99 ({p99:,} → {new:,})"
-        return _level_finding(ctx, res)
-    st, err = _try_state(ctx, {"max_model_len": new})
+        return res
+    st, err = _try_state(ps, {"max_model_len": new})
     if st is None:
         res.why = f"vLLM would reject --max-model-len {new}: {err}"
-        return _level_finding(ctx, res)
+        return res
     res.applicable, res.flag_change, res.state = True, {"max_model_len": new}, st
     res.figures = st.figures(lens)
-    if _no_gain(ctx, res):
-        return _level_finding(ctx, res)
-    before = ctx.cache["before_figures"]
+    if _no_gain(ps, res):
+        return res
+    before = ps.before_figures
     p_before, p_after = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
     res.why = (f"real p99 request {p99:,} tokens ({lens.source}) → limit {new:,}: one request's worst-case KV "
                f"falls to {new / mml:.0%} of before; max concurrency {before['max_concurrency'].value} → "
@@ -295,29 +323,27 @@ def level1(ctx: Context) -> Finding | None:
                                               f"prompt < {new:,} < prompt + output: output stops at the limit")
     else:
         res.costs["rejected_or_truncated"] = "≤ 1 % (the limit is at the given p99; the split is unknown)"
-    _judge(ctx, res)
-    return _level_finding(ctx, res)
+    _judge(ps.target, res)
+    return res
 
 
-def level2(ctx: Context) -> Finding | None:
-    if ctx.cache.get("state") is None:
-        return None
-    cur: State = ctx.cache["state"]
+def apply_level2(ps: PlanState) -> LevelResult:
+    cur: State = ps.current
     res = LevelResult(2, "memory.level2-fp8-kv", get("memory.level2-fp8-kv").title, False, "")
     kvd = str(cur.resolved.kv_cache_dtype)
     if kvd not in ("bfloat16", "float16", "float32"):
         res.why = f"the KV cache is already {kvd}"
-        return _level_finding(ctx, res)
-    st, err = _try_state(ctx, {"kv_cache_dtype": "fp8"})
-    cc = getattr(ctx.gpu, "compute_capability", None)
+        return res
+    st, err = _try_state(ps, {"kv_cache_dtype": "fp8"})
+    cc = getattr(ps.gpu, "compute_capability", None)
     if st is None:
-        res.why = f"fp8 KV is not available on {getattr(ctx.gpu, 'name', 'this GPU')} (SM {cc}): {err}"
-        return _level_finding(ctx, res)
+        res.why = f"fp8 KV is not available on {getattr(ps.gpu, 'name', 'this GPU')} (SM {cc}): {err}"
+        return res
     res.applicable, res.flag_change, res.state = True, {"kv_cache_dtype": "fp8"}, st
-    res.figures = st.figures(ctx.lengths)
-    if _no_gain(ctx, res):
-        return _level_finding(ctx, res)
-    before = ctx.cache["state_figures"]
+    res.figures = st.figures(ps.lengths)
+    if _no_gain(ps, res):
+        return res
+    before = ps.current_figures
     pb, pa = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
     res.why = (f"KV bytes per token {before['kv_bytes_per_token'].value:,} → {res.figures['kv_bytes_per_token'].value:,}: "
                f"pool {pb:,} → {pa:,} tokens (×{pa / pb:.2f})" if pb else "pool rebuilt with 1-byte KV")
@@ -325,34 +351,32 @@ def level2(ctx: Context) -> Finding | None:
     res.notes.append(f"vLLM on SM{_cc(cc)} stores fp8 KV through the {backend} attention backend"
                      + (f" (before: {cur.resolved.attention_backend})" if backend != cur.resolved.attention_backend else ""))
     res.notes.extend(n for n in st.resolved.notes if "skips" in n)
-    major = (_cc_int(cc) or 0) // 10
+    major = (capability_int(cc) or 0) // 10
     res.costs["quality"] = "a quality regression evaluation on the team's own tasks (fp8 KV without calibrated scales)"
     res.costs["speed"] = ("fp8 attention kernels (FA3/FA4): KV reads halve" if major in (9, 10) else
                           "no fp8 attention speed-up on this GPU generation: the gain is capacity only")
-    _judge(ctx, res)
-    return _level_finding(ctx, res)
+    _judge(ps.target, res)
+    return res
 
 
-def level3(ctx: Context) -> Finding | None:
-    if ctx.cache.get("state") is None:
-        return None
-    cur: State = ctx.cache["state"]
+def apply_level3(ps: PlanState) -> LevelResult:
+    cur: State = ps.current
     res = LevelResult(3, "memory.level3-quantize-weights", get("memory.level3-quantize-weights").title, False, "")
-    q = cur.resolved.quantization or getattr(getattr(ctx.shape, "quant", None), "method", None)
+    q = cur.resolved.quantization or getattr(getattr(ps.shape, "quant", None), "method", None)
     if q:
         res.why = f"the weights are already quantized ({q})"
-        return _level_finding(ctx, res)
-    st, err = _try_state(ctx, {"quantization": "fp8"})
-    cc = _cc_int(getattr(ctx.gpu, "compute_capability", None))
+        return res
+    st, err = _try_state(ps, {"quantization": "fp8"})
+    cc = capability_int(getattr(ps.gpu, "compute_capability", None))
     if st is None:
         res.why = (f"online fp8 weight quantization is not available here: {err}. A pre-quantized checkpoint "
                    "(GPTQ needs SM60+, AWQ SM75+) is the alternative")
-        return _level_finding(ctx, res)
+        return res
     res.applicable, res.flag_change, res.state = True, {"quantization": "fp8"}, st
-    res.figures = st.figures(ctx.lengths)
-    if _no_gain(ctx, res):
-        return _level_finding(ctx, res)
-    before = ctx.cache["state_figures"]
+    res.figures = st.figures(ps.lengths)
+    if _no_gain(ps, res):
+        return res
+    before = ps.current_figures
     wb, wa = int(before["weights_bytes"].value), int(res.figures["weights_bytes"].value)
     pb, pa = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
     res.why = (f"weights {wb / 2**30:.2f} → {wa / 2**30:.2f} GiB per GPU; the {(wb - wa) / 2**30:.2f} GiB freed goes "
@@ -361,31 +385,29 @@ def level3(ctx: Context) -> Finding | None:
                      "below SM89 fp8 weights run weight-only (Marlin): memory halves, compute stays 16-bit")
     res.notes.append("a 4-bit AWQ/GPTQ checkpoint frees more (≈0.52 B/weight) but needs that checkpoint")
     res.costs["quality"] = "quality risk growing with task sensitivity: the team's own evaluation is required"
-    _judge(ctx, res)
-    return _level_finding(ctx, res)
+    _judge(ps.target, res)
+    return res
 
 
-def level4(ctx: Context) -> Finding | None:
-    if ctx.cache.get("state") is None:
-        return None
-    cur: State = ctx.cache["state"]
+def apply_level4(ps: PlanState) -> LevelResult:
+    cur: State = ps.current
     res = LevelResult(4, "memory.level4-parallelism", get("memory.level4-parallelism").title, False, "")
-    shape = ctx.shape
+    shape = ps.shape
     tp0 = int(cur.resolved.tensor_parallel_size)
     pp0 = int(cur.resolved.pipeline_parallel_size)
     tried = []
-    deferred = dict(ctx.cache.get("deferred", {}))
+    deferred = dict(ps.deferred)
     for tp, pp in parallel_candidates(shape, tp0, pp0):
         ch = {**deferred, "tensor_parallel_size": tp}
         if pp != pp0:
             ch["pipeline_parallel_size"] = pp
-        st, err = _try_state(ctx, ch)
+        st, err = _try_state(ps, ch)
         if st is None:
             tried.append(f"TP{tp}×PP{pp}: {err}")
             continue
         probe = LevelResult(4, res.rule_id, res.title, True, "", {"tensor_parallel_size": tp}, st,
-                            st.figures(ctx.lengths))
-        _judge(ctx, probe)
+                            st.figures(ps.lengths))
+        _judge(ps.target, probe)
         tried.append(f"TP{tp}×PP{pp}: pool {int(probe.figures['pool_tokens'].value):,} tokens"
                      + (" — enough" if probe.enough else ""))
         res.applicable, res.state, res.figures = True, st, probe.figures
@@ -395,10 +417,10 @@ def level4(ctx: Context) -> Finding | None:
             break
     if not res.applicable:
         res.why = "no tensor/pipeline size within one node divides the model: " + "; ".join(tried[:4])
-        return _level_finding(ctx, res)
+        return res
     tp, pp = res.flag_change.get("tensor_parallel_size", tp0), res.flag_change.get("pipeline_parallel_size", pp0)
     gpus = tp * pp
-    before = ctx.cache["state_figures"]
+    before = ps.current_figures
     res.why = (f"{gpus} GPUs per instance: weights per GPU {int(before['weights_bytes'].value) / 2**30:.2f} → "
                f"{int(res.figures['weights_bytes'].value) / 2**30:.2f} GiB, pool {int(before['pool_tokens'].value):,} → "
                f"{int(res.figures['pool_tokens'].value):,} tokens")
@@ -414,7 +436,29 @@ def level4(ctx: Context) -> Finding | None:
     kvh = int(getattr(shape, "num_kv_heads", 0) or 0)
     if kvh and tp > kvh:
         res.notes.append(f"TP {tp} > {kvh} KV heads: KV heads are replicated, so the pool grows less than the GPU count")
-    return _level_finding(ctx, res)
+    return res
+
+
+
+
+# the registry's rule tests (memory.level1..4): the level on the plan state in ``ctx.plan_state``
+def level1(ctx: Context) -> Finding | None:
+    return None if ctx.plan_state is None else _level_finding(ctx.plan_state, apply_level1(ctx.plan_state))
+
+
+def level2(ctx: Context) -> Finding | None:
+    return None if ctx.plan_state is None else _level_finding(ctx.plan_state, apply_level2(ctx.plan_state))
+
+
+def level3(ctx: Context) -> Finding | None:
+    return None if ctx.plan_state is None else _level_finding(ctx.plan_state, apply_level3(ctx.plan_state))
+
+
+def level4(ctx: Context) -> Finding | None:
+    return None if ctx.plan_state is None else _level_finding(ctx.plan_state, apply_level4(ctx.plan_state))
+
+
+LEVELS = (apply_level1, apply_level2, apply_level3, apply_level4)  # in order of rising cost
 
 
 def parallel_candidates(shape, tp0: int = 1, pp0: int = 1) -> list[tuple[int, int]]:
@@ -427,23 +471,8 @@ def parallel_candidates(shape, tp0: int = 1, pp0: int = 1) -> list[tuple[int, in
     return out
 
 
-def _cc_int(cc: Any) -> int | None:
-    if cc is None:
-        return None
-    if isinstance(cc, (tuple, list)) and len(cc) == 2:
-        return int(cc[0]) * 10 + int(cc[1])
-    if isinstance(cc, (int,)) and cc > 20:
-        return cc
-    try:
-        f = float(cc)
-    except (TypeError, ValueError):
-        return None
-    return int(round(f * 10)) if f < 20 else int(f)
-
-
 def _cc(cc: Any) -> str:
-    c = _cc_int(cc)
-    return f"{c // 10}{c % 10}" if c else "?"
+    return capability_text(cc, sep="", unknown="?")
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,6 +494,8 @@ class Plan:
     simulated: bool = False
     applied_levels: tuple[int, ...] = ()
     predicted_before: dict[str, Any] = field(default_factory=dict)  # simulated, current configuration
+    concurrency: dict[str, Any] = field(default_factory=dict)  # max-num-seqs advice (concurrency_advice)
+    instances: int = 1  # instances of the resulting configuration (the stop-loss size, when it fires)
 
     @property
     def enough(self) -> bool | None:
@@ -493,9 +524,10 @@ class Plan:
             "applied_levels": list(self.applied_levels),
             "enough": self.enough,
             "stop_loss": self.stop_loss.as_dict() if self.stop_loss else None,
-            "result": {"serve": self.serve_line(), "yaml": self.yaml(),
+            "result": {"serve": self.serve_line(), "yaml": self.yaml(), "instances": self.instances,
                        "flag_changes": {k: v for lv in self.levels if lv.level in self.applied_levels
                                         for k, v in lv.flag_change.items()}},
+            "concurrency": self.concurrency,
             "predicted_before": self.predicted_before,
             "notes": self.notes,
             "discipline": "Apply one level at a time and re-measure before the next (one variable per experiment).",
@@ -510,64 +542,134 @@ def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDis
 
     ``progress``: the CLI's ``progress(description, total=...)`` context factory (a bar on a TTY),
     for the simulations a trace brings; chains never import the CLI, so it is handed in."""
-    from kvdoctor.chains.rules import RULES
-
     before = build_state(shape, gpu, config, version, usage)
-    ctx = Context(shape=shape, gpu=gpu, config=config, resolved=before.resolved, ledger=before.ledger,
-                  version=version, lengths=lengths, target=target or Target())
-    ctx.cache["state"] = before
-    ctx.cache["before_figures"] = before.figures(lengths)
-    ctx.cache["state_figures"] = ctx.cache["before_figures"]
+    ps = PlanState.start(shape, gpu, version, lengths, target, before)
     levels: list[LevelResult] = []
     applied: list[int] = []
     notes: list[str] = []
-    t = ctx.target
+    t = ps.target
     if not (t.context or t.concurrency or t.demand_tokens):
         max_level = min(max_level, 2)
-    base_enough = LevelResult(0, "", "", True, "", state=before, figures=ctx.cache["before_figures"])
-    _judge(ctx, base_enough)
+    base_enough = LevelResult(0, "", "", True, "", state=before, figures=ps.before_figures)
+    _judge(t, base_enough)
     if base_enough.enough and stop_when_enough and not evidence_capacity_short:
         notes.append(f"the current configuration already meets the target ({base_enough.enough_why}): "
                      "no level needed")
     else:
-        for rule in sorted((r for r in RULES if r.chain == "memory" and 1 <= r.step <= max_level),
-                           key=lambda r: r.step):
-            f = rule.run(ctx)
-            lv: LevelResult = f.data["level"]
+        # a plain loop over the levels, in order of rising cost; each applicable one is the next start
+        for step in LEVELS[:max_level]:
+            lv = step(ps)
             levels.append(lv)
-            if lv.applicable and lv.level < 4:
-                applied.append(lv.level)
-                ctx.cache["state"] = lv.state
-                ctx.cache["state_figures"] = lv.figures
-                if lv.enough and stop_when_enough:
-                    break
-            elif lv.applicable and lv.level == 4:
-                applied.append(4)
-                ctx.cache["state"] = lv.state
-                ctx.cache["state_figures"] = lv.figures
+            if not lv.applicable:
+                continue
+            applied.append(lv.level)
+            ps.advance(lv)
+            if lv.level == 4 or (lv.enough and stop_when_enough):
                 break
-    final = ctx.cache["state"]
     p = Plan(model=shape.name, gpu=str(getattr(gpu, "name", gpu)), vllm_version=version,
-             target=ctx.target, lengths=lengths, before=before, levels=levels, final=final,
+             target=t, lengths=lengths, before=before, levels=levels, final=ps.current,
              applied_levels=tuple(applied), notes=notes)
-    fr = final.ledger.reconciliation
-    if final.ledger.fit_ok and fr.get("ratio") is not None and fr["ratio"] > 1:
-        # chain two, step 1 on the result: the concurrency cap the pool can guarantee at the limit
-        mml = int(final.ledger.engine["max_model_len"].value)
-        cap = max(1, int(fr["pool_tokens"]) // mml)
-        notes.append(
-            f"concurrency reconciliation on the result: max-num-seqs {int(final.ledger.engine['max_num_seqs'].value)} × "
-            f"{mml:,} = {fr['worst_case_tokens']:,} tokens vs a pool of {fr['pool_tokens']:,} ({fr['ratio']}×): the "
-            f"chapter's fix is --max-num-seqs {cap} (what the pool holds at the limit); with paged KV, real requests "
-            "shorter than the limit let vLLM run more — judge by preemptions (kvdoctor diagnose)")
     from kvdoctor.chains.stoploss import check_stop_loss
 
-    ctx.cache["plan"] = p
-    ctx.cache["evidence_capacity_short"] = evidence_capacity_short
-    p.stop_loss = check_stop_loss(ctx)
+    p.stop_loss = check_stop_loss(p, evidence_capacity_short)
+    if _follow_stop_loss(p):
+        # the result changed (a level dropped): size the scale-out on what is deployed
+        p.stop_loss = check_stop_loss(p, evidence_capacity_short) or p.stop_loss
+    p.concurrency = concurrency_advice(p.final, lengths, p.target)
+    if p.concurrency.get("recommended") is not None:
+        p.final = build_state(shape, gpu, p.final.config.with_changes(max_num_seqs=p.concurrency["recommended"]),
+                              version, usage)
     if workload is not None:
         attach_simulation(p, shape, gpu, workload, progress=progress)
     return p
+
+
+def _follow_stop_loss(p: Plan) -> bool:
+    """The resulting configuration is the layout the stop-loss sizes: N instances of the tuned
+    configuration, or of the level-4 TP/PP one — never TP 8 in the serve line beside "7 × 1 GPU"."""
+    sl = p.stop_loss
+    sizing = (sl.data or {}).get("sizing") if sl is not None else None
+    if not sizing:
+        return False
+    rec = sizing["recommended"]
+    p.instances = int(rec["instances"])
+    if not rec.get("level4") and 4 in p.applied_levels:
+        from kvdoctor.chains.stoploss import state_before_level4
+
+        p.final = state_before_level4(p)
+        p.applied_levels = tuple(x for x in p.applied_levels if x != 4)
+        p.notes.append(f"level 4 ({next(lv.flags for lv in p.levels if lv.level == 4)}) is not applied: "
+                       f"{rec['instances']} instance(s) of {rec['gpus_per_instance']} GPU(s) need fewer GPUs "
+                       f"({rec['total_gpus']}) — the stop-loss layout")
+    if 3 in p.applied_levels and 4 not in p.applied_levels:
+        # scaling out anyway: weight quantization (quality risk) is worth it only if it saves GPUs
+        import math as _m
+
+        from kvdoctor.chains.stoploss import capacity_of, need_of
+
+        lower = [lv for lv in p.levels if lv.applicable and lv.level in p.applied_levels and lv.level < 3]
+        st = lower[-1].state if lower else p.before
+        need, unit, _ = need_of(p, st)
+        cap = capacity_of(st, unit) if need is not None else 0.0
+        if st.ledger.fit_ok and cap > 0:
+            n = max(1, _m.ceil(need / cap))
+            if n * int(st.resolved.world_size) <= int(rec["total_gpus"]):
+                p.final = st
+                p.applied_levels = tuple(x for x in p.applied_levels if x != 3)
+                p.instances = n
+                p.notes.append(f"level 3 (--quantization fp8) is not applied: without it {n} instance(s) of "
+                               f"{int(st.resolved.world_size)} GPU(s) hold {cap:,.2f} {unit} each, the same GPU count "
+                               "— no quality risk for nothing")
+                return True
+    return False
+
+
+def concurrency_advice(st: State, lengths: LengthDist | None, target: Target) -> dict[str, Any]:
+    """max-num-seqs from expected demand, the chapter's worst case beside it as the conservative bound.
+
+    Expected concurrency = pool tokens / mean request (prompt + output) of the real lengths: the
+    requests the pool holds on average; above it the scheduler admits requests it will preempt as
+    they grow. Recommended only when below the current setting (never raised past vLLM's default by
+    this advice) and never below a stated ``--target-concurrency``. Without lengths: no change."""
+    led = st.ledger
+    if not led.fit_ok:
+        return {}
+    r = led.reconciliation
+    pool = int(r.get("pool_tokens") or 0)
+    mml = int(led.engine["max_model_len"].value)
+    cur = int(led.engine["max_num_seqs"].value)
+    out: dict[str, Any] = {
+        "current": cur, "current_source": led.engine["max_num_seqs"].source,
+        "vllm_max_concurrency": round(float(led.kv["max_concurrency"].value), 2),
+        "conservative_bound": max(1, pool // max(1, mml)),
+        "conservative_how": f"floor({pool:,} / {mml:,}): every request at max-model-len — the chapter's worst case, "
+                            "a bound, not the setting (vLLM pages KV)",
+        "expected": None, "expected_how": None, "recommended": None, "why": "",
+    }
+    p99 = lengths.p99_total if lengths is not None else None
+    if (lengths is None or not lengths.mean_total) and p99 and pool > 0:
+        at_p99 = max(1, int(pool // p99))
+        out["at_p99"] = at_p99
+        out["why"] = (f"keep max-num-seqs: with only the p99 known ({p99:,} tokens) the pool holds at least {at_p99} "
+                      "requests (every one at the p99); the mean request (--trace / --lengths) sizes the cap, and a "
+                      f"cap below {at_p99} would queue requests the pool can hold")
+        return out
+    if lengths is None or not lengths.mean_total or pool <= 0:
+        out["why"] = ("keep max-num-seqs: the real lengths are unknown (--trace / --lengths / --p99-context size it "
+                      "from demand); judge by preemptions (kvdoctor diagnose)")
+        return out
+    exp = max(1, int(pool // lengths.mean_total))
+    out["expected"] = exp
+    out["expected_how"] = f"floor({pool:,} pool tokens / mean request {lengths.mean_total:,.0f} tokens ({lengths.source}))"
+    floor_ = target.concurrency or 1
+    if exp < cur:
+        rec = max(exp, floor_)
+        out["recommended"] = rec
+        out["why"] = (f"--max-num-seqs {rec}: the pool holds ~{exp} requests of the real mean size; a cap of {cur} "
+                      "admits requests it will preempt as they grow")
+    else:
+        out["why"] = f"keep max-num-seqs {cur}: the pool holds ~{exp} requests of the real mean size, more than the cap"
+    return out
 
 
 def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None) -> None:
@@ -581,6 +683,8 @@ def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None) -> No
         return
     states = [("before", p.before)] + [(f"level {lv.level}", lv.state) for lv in p.levels
                                         if lv.applicable and lv.state is not None]
+    if p.concurrency.get("recommended") is not None:
+        states.append(("result", p.final))  # the max-num-seqs advice, confirmed on the same workload
     # one bar over every configuration's run: a full trace takes seconds per level
     total = len(getattr(workload, "arrival", None) or []) * len(states) or None
     bar = (progress(f"Simulating {len(states)} configurations", total=total) if progress is not None
@@ -596,7 +700,8 @@ def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None) -> No
             _record_prediction(p, label, s)
     p.simulated = True
     last = states[-1][0]
-    pred = p.predicted_before if last == "before" else next(x for x in p.levels if f"level {x.level}" == last).predicted
+    pred = (p.predicted_before if last == "before" else p.concurrency.get("predicted") or {} if last == "result" else
+            next(x for x in p.levels if f"level {x.level}" == last).predicted)
     note = overload_note(workload, last, pred or {})
     if note:
         p.notes.append(note)
@@ -608,6 +713,8 @@ def _record_prediction(p: Plan, label: str, s: Any) -> None:
                                   "rejected", "completed")}
     if label == "before":
         p.predicted_before = pred
+    elif label == "result":
+        p.concurrency["predicted"] = pred
     else:
         lv = next(x for x in p.levels if f"level {x.level}" == label)
         lv.predicted = pred

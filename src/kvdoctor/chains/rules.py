@@ -19,13 +19,17 @@ from typing import Any, Callable
 CHAINS = ("ledger", "memory", "scheduling", "slow-request", "swap", "stop-loss")
 VERDICTS = (
     "healthy",
+    "idle",
     "config-starved",
     "capacity-short",
     "prefill-bound",
+    "decode-bound",
+    "stalled",
     "arrival-bursts",
     "spikes-elsewhere",
     "insufficient-evidence",
 )
+CONFIDENCES = ("high", "medium", "low")
 
 _D = "kvdoctor.chains.detect"
 _P = "kvdoctor.chains.plan"
@@ -99,14 +103,15 @@ RULES: tuple[Rule, ...] = (
         symptom="TBT/ITL spikes, erratic TTFT, preemption bursts at traffic peaks.",
         evidence="max-num-seqs and max-model-len (given, defaulted or recovered from the log) and the pool "
                   "size (ledger or the log's 'GPU KV cache size' / 'Maximum concurrency' line)",
-        root_cause="Configuration starvation: the scheduler may admit more long requests than the pool can "
-                   "hold, so it lives on a knife edge; later steps are unreliable until this is fixed.",
-        action="--max-num-seqs <floor(pool tokens / max-model-len)>, or chain one level 1: "
-               "--max-model-len <real business maximum>",
-        gain="worst-case ratio (max-num-seqs × max-model-len / pool tokens) before and after",
+        root_cause="The chapter's worst case: the scheduler may admit more long requests than the pool can hold. "
+                   "It is a conservative bound (vLLM pages KV); it becomes a problem when the demand actually "
+                   "seen (tokens per running request, the real lengths) exceeds the pool too.",
+        action="--max-num-seqs <what the pool holds at the demand seen> when that is below the setting; the "
+               "bound floor(pool tokens / max-model-len) is shown, labelled conservative, never as the action",
+        gain="worst-case ratio, the expected concurrency at the demand seen, vLLM's max-concurrency figure",
         cost="a lower max-num-seqs caps concurrency; a lower max-model-len rejects longer requests",
         test=f"{_D}:concurrency_starved",
-        verdict="config-starved",
+        verdict=None,
         refinement=PAGED_KV,
     ),
     # ---------------------------------------------------------------- chain two, step 2
@@ -145,9 +150,11 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="sched.prefill-bound",
         chain="scheduling", step=3,
-        title="Empty queue, high TTFT: prefill is the bottleneck",
-        symptom="Waiting queue near zero for long stretches, yet TTFT is high or erratic.",
-        evidence="waiting over time and TTFT (p99 per interval from /metrics, request traces or a benchmark)",
+        title="Prefill is the bottleneck: empty queue with high TTFT, or a queue waiting for the token budget",
+        symptom="Waiting queue near zero yet TTFT is high; or requests wait with room in the pool while nearly "
+                "every token processed is a prompt token.",
+        evidence="waiting over time and TTFT (p99 per interval from /metrics, request traces or a benchmark); "
+                 "or waiting, KV usage and prompt vs generation throughput (a handful of stats lines)",
         root_cause="Requests are admitted at once but their prefill is slow: long prompts share the per-step "
                    "token budget with decodes.",
         action="raise --max-num-batched-tokens (prefill budget per step); keep chunked prefill on "
@@ -164,9 +171,10 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="sched.admission-blocked",
         chain="scheduling", step=3,
-        title="Queue held up while the KV pool is full: admission blocked by capacity",
-        symptom="Waiting stays above zero while KV cache usage sits at the top.",
-        evidence="waiting and KV usage over a window of at least a minute",
+        title="Queue held up by capacity: the pool is full, or has no room for one more running-size request",
+        symptom="Waiting stays above zero while KV cache usage sits at the top, or while the room left is less "
+                "than one request of the size already running.",
+        evidence="waiting, running and KV usage (a handful of samples; a minute for high confidence)",
         root_cause="New requests cannot be admitted because no free blocks are left for their prompts: "
                    "capacity is short.",
         action="go to chain one (kvdoctor plan) with the observed peak demand",
@@ -198,13 +206,32 @@ RULES: tuple[Rule, ...] = (
         title="Queue held up while the pool has room",
         symptom="Requests wait for a long stretch although the KV pool is not full and nothing is preempted.",
         evidence="waiting, running and KV usage over a window; max-num-seqs to tell a cap from a stall",
-        root_cause="Admission is limited by something other than KV: the max-num-seqs cap (running at the cap) "
-                   "or a stalled engine (running stays low, throughput flat).",
-        action="at the cap: --max-num-seqs <higher, within the pool's concurrency>; below it: look outside the "
-               "memory chains (engine stall, connector, bug)",
+        root_cause="Admission is limited by something other than KV: the max-num-seqs cap (running at the cap, "
+                   "or flat: config-starved), a stalled engine (no tokens at all: stalled), or a burst being "
+                   "admitted (running climbing: arrival-bursts).",
+        action="at the cap: --max-num-seqs <running + waiting, within what the pool holds at the running size>; "
+               "stalled: look outside the memory chains (engine, connector, bug)",
         gain="running vs max-num-seqs and the pool's concurrency at the real lengths",
         cost="a higher cap raises KV pressure: re-run the concurrency reconciliation",
         test=f"{_D}:queue_held_kv_free",
+        verdict="dynamic",
+    ),
+    Rule(
+        id="sched.decode-bound",
+        chain="scheduling", step=3,
+        title="Decode is the bottleneck: each request decodes far slower than the model and GPU allow",
+        symptom="Requests run and nothing waits for memory, but tokens come out slowly (generation tok/s per "
+                "running request in single digits or below).",
+        evidence="generation throughput and running count on sustained intervals; the model and GPU for the "
+                 "roofline (else an absolute floor)",
+        root_cause="The decode step itself: a slow platform or build (CPU, plugin), pipeline bubbles, eager mode, "
+                   "a speculative-decoding or sampling path that stalls, host overhead — not the KV pool.",
+        action="profile one decode step (VLLM_TORCH_PROFILER_DIR, py-spy); check CUDA graphs are on (no "
+               "--enforce-eager), TP instead of PP within a node, the attention backend; compare with vllm bench "
+               "latency for this model and GPU",
+        gain="per-request decode tok/s against the floor (15 % of the bandwidth roofline, or 2 tok/s)",
+        cost="none from the memory chains",
+        test=f"{_D}:decode_bound",
         verdict="dynamic",
     ),
     # ---------------------------------------------------------------- chain two, step 4
@@ -352,8 +379,9 @@ RULES: tuple[Rule, ...] = (
         symptom="After a swap, concurrency at peaks brings preemptions that the old model did not have.",
         evidence="ledgers of the old and new model under the same engine configuration",
         root_cause="The concurrency cap was sized to the old pool.",
-        action="--max-num-seqs <new pool's concurrency at the configured context>",
-        gain="max concurrency old vs new (ledger)",
+        action="--max-num-seqs <what the new pool holds at the real mean request> when the lengths are known; the "
+               "worst case floor(pool / max-model-len) is shown as the conservative bound, never as the action",
+        gain="expected concurrency at the real lengths; worst-case ratio old vs new (ledger)",
         cost="a lower cap queues peaks at the entrance",
         test=f"{_W}:inherited_max_num_seqs",
     ),
@@ -414,10 +442,6 @@ BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
 
 def get(rule_id: str) -> Rule:
     return BY_ID[rule_id]
-
-
-def for_chain(chain: str) -> list[Rule]:
-    return sorted((r for r in RULES if r.chain == chain), key=lambda r: (r.step, r.id))
 
 
 def table() -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ def _finite(vals: list[float]) -> list[float]:
     return [v for v in vals if not math.isnan(v)]
 
 
-def _median(vals: list[float]) -> float:
+def median(vals: list[float]) -> float:
     v = sorted(vals)
     if not v:
         return math.nan
@@ -41,7 +41,7 @@ def _median(vals: list[float]) -> float:
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
-def _line(tl, i: int) -> int | None:
+def line_of(tl, i: int) -> int | None:
     ln = getattr(tl, "line_no", None)
     if ln is None:
         return None
@@ -54,7 +54,7 @@ def _line(tl, i: int) -> int | None:
 
 def cite_sample(tl, i: int, source: str, metric: str, value: Any, text: str | None = None) -> Cite:
     t = float(tl.t[i])
-    ln = _line(tl, i)
+    ln = line_of(tl, i)
     where = f" (line {ln})" if ln is not None else ""
     detail = text or f"{metric}={value} at {fmt_time(t)}{where}"
     return Cite(detail=detail, source=source, t=t, line_no=ln, metric=metric, value=value)
@@ -75,18 +75,17 @@ class Window:
 
 
 def window(tl) -> Window:
+    """The evidence layer's one window measure (evidence.summarize.covered_window), with its ends."""
+    from kvdoctor.evidence.summarize import covered_window
+
     if tl is None or len(tl) == 0:
         return Window(0, None, None, None, 0.0)
     t = _arr(tl.t)
+    n, covered, interval = covered_window(t)
     if any(math.isnan(x) for x in t):
         # untimed samples (a single /metrics scrape): they count, but cover no known time
-        return Window(len(t), None, None, None, 0.0)
-    if len(t) == 1:
-        return Window(1, t[0], t[0], None, 0.0)
-    gaps = [b - a for a, b in zip(t, t[1:]) if b > a]
-    interval = _median(gaps) if gaps else None
-    covered = (t[-1] - t[0]) + (interval or 0.0)
-    return Window(len(t), t[0], t[-1], interval, covered)
+        return Window(n, None, None, None, 0.0)
+    return Window(n, min(t), max(t), interval, covered)
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,6 +233,9 @@ def queue(tl, th: Thresholds) -> Queue | None:
     n = len(idx)
     zero = [i for i in idx if w[i] <= th.waiting_zero]
     held = [i for i in idx if w[i] > th.waiting_zero]
+    if n >= 3 and all(w[i] >= 1 for i in idx):
+        # one request waiting in every sample is a held queue, not noise around zero
+        zero, held = [], list(idx)
     full = [i for i in idx if i < len(kv) and not math.isnan(kv[i]) and kv[i] >= th.kv_full_pct]
     held_full = [i for i in held if i in set(full)]
     # episodes: a stretch above zero that ends back at ~0 (or the window's end after a rise)
@@ -253,9 +255,9 @@ def queue(tl, th: Thresholds) -> Queue | None:
         full_share=len(full) / n,
         episodes=episodes,
         max_waiting=max(w[i] for i in idx),
-        median_waiting=_median([w[i] for i in idx]),
+        median_waiting=median([w[i] for i in idx]),
         kv_max=max(fkv) if fkv else math.nan,
-        kv_median=_median(fkv) if fkv else math.nan,
+        kv_median=median(fkv) if fkv else math.nan,
         running_max=max(_finite(run)) if _finite(run) else math.nan,
         held_idx=held,
         held_full_idx=held_full,
@@ -285,7 +287,7 @@ def ttft(tl, requests, bench) -> Ttft | None:
             fin = [(i, v) for i, v in enumerate(vals) if not math.isnan(v)]
             if fin:
                 i_w, v_w = max(fin, key=lambda x: x[1])
-                med = _median([v for _, v in fin])
+                med = median([v for _, v in fin])
                 return Ttft(f"timeline-{name[-3:]}", med if name == "ttft_p99" else None,
                             med if name == "ttft_p50" else None, i_w, v_w)
     vals = sorted(r.ttft_s for r in (requests or []) if getattr(r, "ttft_s", None) is not None)
@@ -338,7 +340,7 @@ def spikes(tl, preempt_times: list[float], th: Thresholds) -> Spikes | None:
             break
     else:
         return None
-    base = _median([v for _, v in fin])
+    base = median([v for _, v in fin])
     thr = base * th.spike_factor
     idx = [i for i, v in fin if v > thr]
     win = window(tl)
@@ -346,3 +348,153 @@ def spikes(tl, preempt_times: list[float], th: Thresholds) -> Spikes | None:
     t = _arr(tl.t)
     aligned = [i for i in idx if any(abs(t[i] - pt) <= tol for pt in preempt_times)]
     return Spikes(name, base, thr, idx, aligned, tol)
+
+
+# --------------------------------------------------------------------------------------------
+# decode speed, prefill share, room in the pool
+# --------------------------------------------------------------------------------------------
+
+# vLLM logs stats every 10 s (v0: 5 s); an interval much longer means the logger printed only on
+# activity (platform plugins) and its throughput is diluted by idle time.
+REGULAR_GAP_S = 30.0
+
+
+@dataclass
+class Decode:
+    """Per-request decode speed: generation tokens/s ÷ running requests. With one token per running
+    request per step this is the decode step rate. Read only on *sustained* intervals (running ≥ 1
+    at both ends, a regular gap) so idle time inside an interval does not pass for slowness."""
+
+    samples: int  # intervals used
+    per_request: float  # median tokens/s per running request (decode-dominated intervals first)
+    worst: float
+    idx: list[int]  # the intervals used
+    prefill_share: float  # prompt tokens / all tokens over the window (NaN when no throughput)
+    no_progress: int  # sustained intervals with running ≥ 1 and no prompt or generation tokens at all
+
+
+def decode(tl) -> Decode | None:
+    if tl is None or len(tl) == 0:
+        return None
+    t, run = _arr(tl.t), _arr(tl.running)
+    gen, pr = _arr(getattr(tl, "gen_tps", None)), _arr(getattr(tl, "prompt_tps", None))
+    if not gen or len(gen) != len(run):
+        return None
+    if len(pr) != len(run):
+        pr = [math.nan] * len(run)
+    n = len(run)
+    timed = not any(math.isnan(x) for x in t)
+
+    def sustained(i: int) -> bool:
+        if math.isnan(run[i]) or run[i] < 1 or math.isnan(gen[i]):
+            return False
+        if n == 1:
+            return True  # one line: the best there is (confidence says so)
+        if i == 0:
+            return timed and n > 1 and run[1] >= 1 and 0 < t[1] - t[0] <= REGULAR_GAP_S
+        return timed and run[i - 1] >= 1 and 0 < t[i] - t[i - 1] <= REGULAR_GAP_S
+
+    used = [i for i in range(n) if sustained(i)]
+    pf = [x for x in pr if not math.isnan(x)]
+    gf = [x for x in gen if not math.isnan(x)]
+    tot = sum(pf) + sum(gf)
+    share = sum(pf) / tot if tot > 0 else math.nan
+    if not used:
+        return Decode(0, math.nan, math.nan, [], share, 0)
+    # intervals where decode dominates say most about the step rate (prefill chunks slow a step)
+    dom = [i for i in used if math.isnan(pr[i]) or pr[i] <= gen[i]] or used
+    rates = [gen[i] / run[i] for i in dom]
+    stuck = sum(1 for i in used if gen[i] == 0 and (math.isnan(pr[i]) or pr[i] == 0))
+    return Decode(len(dom), median(rates), min(rates), dom, share, stuck)
+
+
+@dataclass
+class Room:
+    """Room in the pool for one more request of the size already running, at the samples where requests
+    wait: free KV share ÷ KV share per running request. Below 1 the next request most likely does not
+    fit — a queue held by capacity although the pool does not read "full"."""
+
+    samples: int
+    median_room: float  # in "average running requests"
+    min_room: float
+    per_request_pct: float  # median KV % per running request at those samples
+
+
+def room(tl, idx: list[int]) -> Room | None:
+    if tl is None or not idx:
+        return None
+    kv, run = _arr(tl.kv_usage_pct), _arr(tl.running)
+    rows = [(kv[i], run[i]) for i in idx if i < len(kv) and not math.isnan(kv[i]) and run[i] >= 1]
+    if not rows:
+        return None
+    per = [k / r for k, r in rows]
+    rooms = [(100.0 - k) / max(p, 1e-9) for (k, _), p in zip(rows, per)]
+    return Room(len(rows), median(rooms), min(rooms), median(per))
+
+
+# --------------------------------------------------------------------------------------------
+# the signals of one instance, computed once
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Recon:
+    """Step 1, the chapter's concurrency reconciliation (worst case: every sequence at max-model-len)."""
+
+    basis: str  # "ledger" | "startup-log"
+    max_num_seqs: int
+    max_num_seqs_source: str
+    max_model_len: int
+    pool_tokens: int
+    worst_case_tokens: int
+    ratio: float
+    max_concurrency: float | None
+    fits: bool = True
+    cites: list[Cite] | None = None
+
+
+@dataclass
+class Signals:
+    """Everything chain two measures on one instance — computed once by ``detect.signals_of`` and read
+    by every rule test and by the verdict. ``persistent`` is the step-2 answer (None: cannot tell) and
+    ``persistent_how`` how it was reached."""
+
+    window: Window
+    preempt: Preemptions
+    queue: Queue | None
+    ttft: Ttft | None
+    spikes: Spikes | None
+    decode: Decode | None
+    recon: Recon | None
+    persistent: bool | None
+    persistent_how: str
+    counter_trusted: bool
+    held_room: Room | None = None
+    max_num_seqs: int | None = None  # the configured cap, when the evidence or the inputs give it
+    max_num_seqs_source: str = "unknown"
+
+
+def persistence(w: Window, p: Preemptions, q: Queue | None, th: Thresholds) -> tuple[bool | None, str]:
+    """Step 2: is preemption persistent (above ~1/min, in more than one interval)?
+
+    Its evidence need is *time or a count*: a counter over ≥ ``min_window_s`` answers either way; a
+    shorter counter window answers "yes" when the count alone exceeds what a minute allows in more
+    than one interval, and "no" when none happened (a weaker no); v0 warnings need two timestamps;
+    a v1 log answers "no" from an empty waiting queue (a preempted request waits there)."""
+    if p.basis == "counter":
+        total = p.total or 0.0
+        if w.seconds >= th.min_window_s and w.samples >= th.min_samples:
+            yes = p.per_min is not None and p.per_min > th.normal_preemptions_per_min and p.intervals_with >= 2
+            return yes, f"counter over {w.seconds:.0f} s"
+        if total > max(1.0, th.normal_preemptions_per_min) and p.intervals_with >= 2:
+            return True, f"counter: {total:g} in {w.seconds:.0f} s (more than a minute's normal level)"
+        if total == 0 and w.samples >= 2:
+            return False, f"counter: none in {w.seconds:.0f} s"
+        return None, f"counter over {w.seconds:.0f} s only"
+    if p.basis == "v0-warnings":
+        if p.per_min is None:
+            return None, "v0 warnings without two timestamps"
+        return p.per_min > th.normal_preemptions_per_min, "v0 warnings' cumulative counts"
+    if p.basis == "queue-inference":
+        return False, f"waiting queue ~empty in all {w.samples} samples"
+    return None, "no preemption count"

@@ -17,19 +17,18 @@ from kvdoctor.chains.rules import get
 from kvdoctor.provenance import Figure
 
 
-def _need(plan, st) -> tuple[float | None, str, str]:
+def need_of(plan, st) -> tuple[float | None, str, str]:
     """(need, unit, how) per instance capacity measure for the plan's target."""
     t = plan.target
     if t.concurrency:
         return float(t.concurrency), "concurrency", f"target {t.concurrency} concurrent requests at the limit"
     if t.demand_tokens:
         return float(t.demand_tokens), "tokens", f"observed demand {t.demand_tokens:,} tokens ({t.demand_how})"
-    r = st.ledger.reconciliation
-    return float(r["worst_case_tokens"]), "tokens", (
-        f"worst case {r['worst_case_tokens']:,} tokens (max-num-seqs × max-model-len)")
+    # no target: nothing to size against (the worst case is a bound, not a demand)
+    return None, "", "no target: give --target-concurrency or --evidence to size the scale-out"
 
 
-def _capacity(st, unit: str) -> float:
+def capacity_of(st, unit: str) -> float:
     if unit == "concurrency":
         return float(st.ledger.kv["max_concurrency"].value)
     return float(st.ledger.reconciliation["pool_tokens"] or 0)
@@ -37,17 +36,17 @@ def _capacity(st, unit: str) -> float:
 
 def size_out(plan) -> dict[str, Any] | None:
     """GPUs per instance and instances for the target, for each candidate layout."""
-    spent = plan.final if 4 not in plan.applied_levels else _state_before_level4(plan)
+    spent = plan.final if 4 not in plan.applied_levels else state_before_level4(plan)
     options = []
     cands = [("tuned, one instance per GPU set", spent)]
     lv4 = next((lv for lv in plan.levels if lv.level == 4 and lv.applicable), None)
     if lv4 is not None:
         cands.append((f"tuned + level 4 ({lv4.flags})", lv4.state))
-    for label, st in cands:
+    for k, (label, st) in enumerate(cands):
         if st is None or not st.ledger.fit_ok:
             continue
-        need, unit, how = _need(plan, st)
-        cap = _capacity(st, unit)
+        need, unit, how = need_of(plan, st)
+        cap = capacity_of(st, unit)
         if cap <= 0 or need is None:
             continue
         inst = max(1, math.ceil(need / cap))
@@ -55,6 +54,7 @@ def size_out(plan) -> dict[str, Any] | None:
         options.append({
             "layout": label, "gpus_per_instance": gpus_per, "instances": inst, "total_gpus": inst * gpus_per,
             "capacity_per_instance": round(cap, 2), "unit": unit, "need": need, "need_how": how,
+            "level4": k == 1,
             "tensor_parallel_size": int(st.resolved.tensor_parallel_size),
             "pipeline_parallel_size": int(st.resolved.pipeline_parallel_size),
         })
@@ -64,20 +64,17 @@ def size_out(plan) -> dict[str, Any] | None:
     return {"recommended": best, "options": options}
 
 
-def _state_before_level4(plan):
+def state_before_level4(plan):
     prev = [lv for lv in plan.levels if lv.applicable and lv.level < 4 and lv.level in plan.applied_levels]
     return prev[-1].state if prev else plan.before
 
 
 def scale_out(ctx: Context) -> Finding | None:
-    """Rule test for ``stoploss.scale-out`` (reads the plan the chain-one driver put in the cache)."""
-    return check_stop_loss(ctx)
+    """Rule test for ``stoploss.scale-out``: the plan chain one produced (``ctx.plan``)."""
+    return None if ctx.plan is None else check_stop_loss(ctx.plan, ctx.evidence_capacity_short)
 
 
-def check_stop_loss(ctx: Context) -> Finding | None:
-    plan = ctx.cache.get("plan")
-    if plan is None:
-        return None
+def check_stop_loss(plan, evidence_short: bool = False) -> Finding | None:
     by_level = {lv.level: lv for lv in plan.levels}
     if not all(n in by_level for n in (1, 2, 3)):
         return None  # the plan stopped early: a software level was enough
@@ -85,7 +82,6 @@ def check_stop_loss(ctx: Context) -> Finding | None:
     applied = [lv for lv in soft if lv.applicable]
     last = applied[-1] if applied else None
     missed = last is None or last.enough is False
-    evidence_short = bool(ctx.cache.get("evidence_capacity_short"))
     if not (missed or (evidence_short and not applied)):
         return None
     size = size_out(plan)

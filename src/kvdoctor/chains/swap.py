@@ -35,7 +35,7 @@ def _finding(rule_id: str, summary: str, **kw) -> Finding:
 
 
 def inherited_max_model_len(ctx: Context) -> Finding | None:
-    old, new = ctx.before, ctx.cache.get("state")
+    old, new = ctx.before, ctx.after
     if old is None or new is None:
         return None
     fo, fn = _fig(old), _fig(new)
@@ -50,15 +50,19 @@ def inherited_max_model_len(ctx: Context) -> Finding | None:
         keep = int(pool / co // 1024 * 1024) or int(pool / co // bs * bs)
         how = f"floor({pool:,} pool tokens / old max concurrency {co:.2f}) rounded down to 1024"
     else:
-        keep = new.ledger.estimated_max_model_len or 0
-        how = "vLLM's estimated maximum model length for the new model"
+        est = new.ledger.estimated_max_model_len or 0
+        # vLLM's estimate is exact to the token; a limit an operator types is a multiple of 1024 below it
+        keep = int(est // 1024 * 1024) or est
+        how = f"vLLM's estimated maximum model length for the new model ({est:,}), rounded down to 1024"
     why = (f"vLLM would refuse to start the new model at max-model-len {mml:,}" if not new.ledger.fit_ok else
            f"at the inherited max-model-len {mml:,} the new pool guarantees {cn:.2f} concurrent max-length requests, "
            f"the old one {co:.2f}")
     return _finding(
         "swap.inherited-max-model-len",
-        f"Inherited max-model-len {mml:,}: {why}." + (f" ≤ {keep:,} restores the old concurrency; the real "
-                                                     "business maximum (chain one level 1) decides." if keep else ""),
+        f"Inherited max-model-len {mml:,}: {why}." + (
+            (f" ≤ {keep:,} restores the old concurrency" if new.ledger.fit_ok else
+             f" ≤ {keep:,} lets it start ({how})") + "; the real business maximum (chain one level 1) decides."
+            if keep else ""),
         severity="problem", action=f"--max-model-len {keep}" if keep else "--max-model-len <lower>",
         gain={"max_concurrency_old": Figure(round(co, 2), "predicted", fo["max_concurrency"].how),
               "max_concurrency_new": Figure(round(cn, 2), "predicted", fn["max_concurrency"].how),
@@ -69,7 +73,10 @@ def inherited_max_model_len(ctx: Context) -> Finding | None:
 
 
 def inherited_max_num_seqs(ctx: Context) -> Finding | None:
-    old, new = ctx.before, ctx.cache.get("state")
+    """The inherited max-num-seqs against the new pool. Advice comes from expected demand (the real
+    lengths' mean request: what the pool holds); the chapter's worst case (every request at
+    max-model-len) is shown as the conservative bound, never as the action."""
+    old, new = ctx.before, ctx.after
     if old is None or new is None or not new.ledger.fit_ok:
         return None
     ro, rn = old.ledger.reconciliation, new.ledger.reconciliation
@@ -78,30 +85,42 @@ def inherited_max_num_seqs(ctx: Context) -> Finding | None:
     if ro.get("ratio") is not None and rn["ratio"] <= ro["ratio"] * (1 + MATERIAL):
         return None
     mns = int(new.ledger.engine["max_num_seqs"].value)
-    lens = ctx.lengths
+    mml = int(new.ledger.engine["max_model_len"].value)
     pool = int(rn["pool_tokens"])
+    bound = max(1, pool // max(1, mml))
+    gain = {"conservative_max_num_seqs": Figure(bound, "predicted", f"floor({pool:,} / {mml:,}): every request at "
+                                                                    "max-model-len (the chapter's bound, not a setting)"),
+            "ratio_old": Figure(ro.get("ratio"), "predicted", ro.get("how", "")),
+            "ratio_new": Figure(rn["ratio"], "predicted", rn.get("how", ""))}
+    lens = ctx.lengths
+    ev = [Cite(detail=f"max-num-seqs {mns} ({new.ledger.engine['max_num_seqs'].source})", source="config")]
     if lens is not None and lens.mean_total:
         fit = max(1, int(pool // lens.mean_total))
         how = f"floor({pool:,} pool tokens / mean request {lens.mean_total:,.0f} tokens ({lens.source}))"
-    else:
-        fit = max(1, int(float(new.ledger.kv["max_concurrency"].value)))
-        how = "floor(the new pool's max concurrency at the configured max-model-len)"
-    if fit >= mns:
-        return None
+        gain["expected_concurrency"] = Figure(fit, "predicted", how)
+        if fit >= mns:
+            return None
+        return _finding(
+            "swap.inherited-max-num-seqs",
+            f"Inherited max-num-seqs {mns}: at the real lengths the new pool holds {fit} requests ({how}); above that the "
+            f"scheduler admits requests it will preempt as they grow. The chapter's conservative bound would be {bound} "
+            "(every request at max-model-len) — a bound, not the setting.",
+            severity="warn", action=f"--max-num-seqs {fit}", gain=gain, evidence=ev)
+    old_pool = int(ro.get("pool_tokens") or 0)
+    share = pool / old_pool if old_pool else None
     return _finding(
         "swap.inherited-max-num-seqs",
-        f"Inherited max-num-seqs {mns}: the new pool holds {fit} such requests ({how}); worst case / pool rose "
-        f"{ro.get('ratio')} → {rn['ratio']}.",
-        severity="warn", action=f"--max-num-seqs {fit}",
-        gain={"max_num_seqs_that_fits": Figure(fit, "predicted", how),
-              "ratio_old": Figure(ro.get("ratio"), "predicted", ro.get("how", "")),
-              "ratio_new": Figure(rn["ratio"], "predicted", rn.get("how", ""))},
-        evidence=[Cite(detail=f"max-num-seqs {mns} ({new.ledger.engine['max_num_seqs'].source})", source="config")],
-    )
+        f"Inherited max-num-seqs {mns}: worst case / pool rose {ro.get('ratio')} → {rn['ratio']}"
+        + (f"; at the same request lengths the new pool holds {share:.0%} of the requests the old one did" if share
+           else "")
+        + f". The chapter's conservative bound is {bound} (every request at max-model-len) — a bound, not a setting; "
+        "the real lengths size it.",
+        severity="info", action="keep max-num-seqs; pass --lengths / --trace / --p99-context to size it from demand",
+        gain=gain, evidence=ev)
 
 
 def capacity_drop(ctx: Context) -> Finding | None:
-    old, new = ctx.before, ctx.cache.get("state")
+    old, new = ctx.before, ctx.after
     if old is None or new is None:
         return None
     fo, fn = _fig(old), _fig(new)
@@ -173,8 +192,7 @@ def review(old_shape, new_shape, gpu, config, *, version: str = "0.33.0", length
     old = build_state(old_shape, gpu, old_cfg, version)
     new = build_state(new_shape, gpu, new_cfg, version)
     ctx = Context(shape=new_shape, gpu=gpu, config=new_cfg, resolved=new.resolved, ledger=new.ledger,
-                  version=version, lengths=lengths, before=old)
-    ctx.cache["state"] = new
+                  version=version, lengths=lengths, before=old, after=new)
     findings = [f for rid in SWAP_RULES if (f := get_rule(rid).run(ctx)) is not None]
     notes = []
     if target is None:

@@ -39,6 +39,7 @@ _VERB_MODULES = (
     "swap_cmd",
     "check_cmd",
     "simulate_cmd",
+    "experiment_cmd",
     "evidence_cmd",
     "rules_cmd",
     "journal_cmd",

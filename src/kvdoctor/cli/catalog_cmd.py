@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kvdoctor.cli import app, common
+from kvdoctor.units import gib_text
 
 SCHEMA_VERSION = "kvdoctor.catalog/1"
 
@@ -25,7 +26,7 @@ _GiB = 1 << 30
 
 
 def _gib(b: float) -> str:
-    return f"{b / _GiB:.2f}"
+    return gib_text(b, unit="")
 
 
 def _kinds(kinds: tuple[str, ...]) -> str:

@@ -9,33 +9,50 @@ import typer
 from kvdoctor.cli import app, common
 
 
-@app.command(help="The change gate: exit 0 when the configuration fits and is not starved, 1 with the reasons "
-                  "otherwise, 2 on bad input. Example: kvdoctor check --serve \"vllm serve Qwen/Qwen2.5-14B "
-                  "--max-model-len 8192 --max-num-seqs 6\" --gpu L40S")
+@app.command(help="The change gate: exit 0 when vLLM would start and the stated intent holds, 1 with the reasons "
+                  "otherwise, 2 on bad input. Intent: --min-concurrency / --p99-context (a target), --previous-model "
+                  "with --accept-capacity-drop (a deliberate swap), --max-ratio (the chapter's worst case, opt-in). "
+                  "Example: kvdoctor check --serve \"vllm serve Qwen/Qwen2.5-14B --max-model-len 8192\" --gpu L40S "
+                  "--min-concurrency 6")
 @common.config_options
 def check(
     opts: common.ConfigOptions,
     previous_model: Annotated[Optional[str], typer.Option(
-        "--previous-model", help="The model this configuration was tuned for: also fail when the new model cannot "
-                                 "afford the inherited max-model-len.")] = None,
-    max_ratio: Annotated[float, typer.Option(
-        "--max-ratio", help="Tolerated worst case / pool (max-num-seqs × max-model-len over pool tokens). "
-                            "1 = the chapter's reconciliation.")] = 1.0,
+        "--previous-model", help="The model this configuration was tuned for: fail on a capacity drop that is not "
+                                 "stated as intended.")] = None,
+    accept_capacity_drop: Annotated[Optional[str], typer.Option(
+        "--accept-capacity-drop", help="The pool may shrink this much vs --previous-model (e.g. 75%% or 0.75): a "
+                                       "deliberate swap to a bigger model passes, a larger drop still fails.")] = None,
+    min_concurrency: Annotated[Optional[int], typer.Option(
+        "--min-concurrency", help="Target: concurrent requests the pool must hold at --p99-context (else at "
+                                  "max-model-len).")] = None,
+    p99_context: Annotated[Optional[int], typer.Option(
+        "--p99-context", help="Target: the p99 request (prompt + output) the limit must cover.")] = None,
+    max_ratio: Annotated[Optional[float], typer.Option(
+        "--max-ratio", help="Opt-in: also fail when worst case / pool (max-num-seqs × max-model-len over pool tokens) "
+                            "exceeds this. 1 = the chapter's reconciliation, a conservative bound.")] = None,
     json_out: common.JsonOpt = False,
     quiet: common.QuietOpt = False,
 ) -> None:
-    from kvdoctor.chains.check import run_check
+    from kvdoctor.chains.check import Intent, run_check
     from kvdoctor.errors import EXIT_FINDING, InputError
 
-    if not max_ratio > 0:
+    if max_ratio is not None and not max_ratio > 0:
         raise InputError(f"--max-ratio must be positive (got {max_ratio})")
+    for name, v in (("--min-concurrency", min_concurrency), ("--p99-context", p99_context)):
+        if v is not None and v <= 0:
+            raise InputError(f"{name} must be positive (got {v})")
+    drop = _fraction(accept_capacity_drop) if accept_capacity_drop is not None else None
+    if drop is not None and previous_model is None:
+        raise InputError("--accept-capacity-drop needs --previous-model (the drop is measured against it)")
     inputs = common.resolve_inputs(opts)
     prev = None
     if previous_model:
         from kvdoctor.catalog.models import lookup_model
 
         prev = lookup_model(previous_model)
-    res = run_check(inputs.shape, inputs.gpu, inputs.config, version=inputs.vllm_version, max_ratio=max_ratio,
+    intent = Intent(min_concurrency, p99_context, drop, max_ratio)
+    res = run_check(inputs.shape, inputs.gpu, inputs.config, version=inputs.vllm_version, intent=intent,
                     previous_shape=prev, startup=inputs.startup)
     if json_out:
         from kvdoctor.cli.output import emit_json
@@ -47,21 +64,41 @@ def check(
         from kvdoctor.cli.output import console
 
         c = console()
-        r = res.state.ledger.reconciliation
         # the model name may be a path the user chose: never let rich read it as markup
         head = f"{m(res.state.ledger.model)} on {m(res.state.ledger.gpu)}: "
         tok = res.state.ledger.kv.get("tokens")
         if getattr(tok, "source", None) == "measured":
             c.print(m(f"pool measured from the start-up log: {int(tok.value):,} tokens ({tok.how})"), soft_wrap=True)
         if res.ok:
-            c.print(head + f"[green]PASS[/green] — fits; worst case / pool {r.get('ratio')} ≤ {max_ratio:g}")
+            stated = [k for k, v in intent.as_dict().items() if v is not None]
+            c.print(head + "[green]PASS[/green] — vLLM would start"
+                    + (f"; intent holds ({', '.join(stated)})" if stated else "; no target stated"))
         else:
             c.print(head + "[red]FAIL[/red]")
             for reason in res.reasons:
                 c.print(f" - {m(reason)}", soft_wrap=not quiet)
             if not quiet:
                 for f in res.findings:
-                    if f.action:
+                    if f.action and f.severity == "problem":
                         c.print(f"   fix ({f.rule_id}): {m(f.action)}")
+        if not quiet:
+            for n in res.notes:
+                c.print(f"   note: {m(n)}", soft_wrap=True)
     if not res.ok:
         raise typer.Exit(EXIT_FINDING)
+
+
+def _fraction(text: str) -> float:
+    """'75%', '75' or '0.75' → 0.75; bad input is one line, exit 2."""
+    from kvdoctor.errors import InputError
+
+    t = text.strip().rstrip("%").strip()
+    try:
+        v = float(t)
+    except ValueError:
+        raise InputError(f"--accept-capacity-drop: not a share ({text!r}); e.g. 75% or 0.75") from None
+    if text.strip().endswith("%") or v > 1:
+        v /= 100.0
+    if not 0 <= v < 1:
+        raise InputError(f"--accept-capacity-drop must be between 0 and 100% (got {text})")
+    return v

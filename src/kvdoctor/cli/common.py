@@ -1,4 +1,5 @@
-"""Shared CLI options for every verb that takes a configuration, and ``resolve_inputs``.
+"""Shared CLI options for every verb that takes a configuration, and ``resolve_inputs`` (options ->
+``kvdoctor.deployment.resolve_deployment``, the one input path).
 
 Engine flags are spelled exactly like vLLM's (``--max-model-len``, ``-tp`` ...), so an operator can
 paste their own flags. A configuration can come from four places; **precedence: explicit flags >
@@ -13,7 +14,7 @@ Usage (the bundle pattern: one decorator adds every option and hands the verb on
     @app.command()
     @common.config_options
     def ledger(opts: common.ConfigOptions, json_out: common.JsonOpt = False) -> None:
-        inputs = common.resolve_inputs(opts)   # -> Inputs(shape, gpu, config, resolved, startup, ...)
+        dep = common.resolve_inputs(opts)   # -> deployment.Deployment(shape, gpu, config, resolved, ledger ...)
         ...
 
 The individual ``Annotated`` aliases (``ModelOpt``, ``GpuOpt``, ``MaxModelLenOpt`` ...) are exported
@@ -25,12 +26,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from kvdoctor.errors import InputError
+from kvdoctor.errors import InputError  # noqa: F401  (verbs raise it through this module)
 
 _ENGINE = "Engine (vLLM flags)"
 _SOURCES = "Configuration sources"
@@ -94,6 +95,12 @@ ChunkedPrefillOpt = Annotated[Optional[bool], typer.Option(
     "--enable-chunked-prefill/--no-enable-chunked-prefill", help="Chunked prefill (default on).",
     rich_help_panel=_ENGINE)]
 
+InterconnectOpt = Annotated[Optional[str], typer.Option(
+    "--interconnect", metavar="nvlink|pcie|multi-node",
+    help="How TP ranks talk (picks the non-torch memory row): nvlink = custom all-reduce on; pcie = off "
+         "(vLLM disables it on >2 PCIe-only GPUs or without P2P); multi-node = Ray/NCCL across hosts. "
+         "Default: the GPU's NVLink in the catalog, or the start-up log.", rich_help_panel=_ENGINE)]
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (schema_version inside).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="Only the essentials; no progress bars.")]
 
@@ -127,6 +134,7 @@ class ConfigOptions:
     enforce_eager: bool | None = None
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool | None = None
+    interconnect: str | None = None
 
     def engine_flags(self) -> dict[str, Any]:
         """The explicit engine flags (dest -> value as typed), for ``engine.sources.from_flags``."""
@@ -146,6 +154,7 @@ _OPTION_TYPES: dict[str, Any] = {
     "quantization": QuantizationOpt, "dtype": DtypeOpt, "tensor_parallel_size": TpOpt,
     "pipeline_parallel_size": PpOpt, "enforce_eager": EnforceEagerOpt,
     "enable_prefix_caching": PrefixCachingOpt, "enable_chunked_prefill": ChunkedPrefillOpt,
+    "interconnect": InterconnectOpt,
 }
 assert set(_OPTION_TYPES) == {f.name for f in fields(ConfigOptions)}
 
@@ -193,142 +202,30 @@ def _ordered(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
 
 
 # ---------------------------------------------------------------------------------------------
-# resolve_inputs
+# resolve_inputs: the options -> kvdoctor.deployment.resolve_deployment (the one input path)
+
+# The configured deployment a verb works on (kvdoctor.deployment.Deployment); the old name stays.
+from kvdoctor.deployment import (  # noqa: E402,F401  (light: its heavy imports are inside functions)
+    DEFAULT_VLLM_VERSION, V0_LOG_VERSION, Deployment, DeploymentInputs,
+)
+
+Inputs = Deployment
 
 
-@dataclass
-class Inputs:
-    """Everything a verb needs about "this model on this GPU under this configuration"."""
-
-    shape: Any  # kvdoctor.ledger.shape.ModelShape
-    gpu: Any  # kvdoctor.catalog.gpus.GpuSpec
-    config: Any  # kvdoctor.engine.config.EngineConfig (merged, given fields only)
-    resolved: Any  # kvdoctor.engine.defaults.ResolvedEngine
-    startup: Any = None  # kvdoctor.evidence.model.StartupFacts when --from-log was given
-    vllm_version: str = "0.33.0"
-    notes: list[str] = field(default_factory=list)  # source-level notes (unknown flags, old spellings)
-
-
-DEFAULT_VLLM_VERSION = "0.33.0"
-# A start-up log in v0-engine formats without a version line. ASSUMPTION: 0.6.6, the last v0 release
-# line before the V1 engine (0.7 added it opt-in, 0.8 made it default) whose single-line and
-# worker-breakdown memory reports the public v0 logs mostly show; every v0 rule kvdoctor models
-# (requested = total × util, no null block, tokens = blocks × block_size, no graph deduction) is the
-# same across 0.2–0.7.
-V0_LOG_VERSION = "0.6.6"
-
-
-def read_startup(path: str) -> Any:
-    """The most recent start-up in a log (``evidence.logs.read_startup_facts``)."""
-    try:
-        from kvdoctor.evidence.logs import read_startup_facts
-    except ImportError:
-        raise InputError("--from-log: the log reader (kvdoctor.evidence.logs) is not available in this build") from None
-    facts = read_startup_facts(path)
-    if not facts:
-        raise InputError(f"{path}: no vLLM start-up found in this log")
-    return facts[-1]
-
-
-def merge_config(opts: ConfigOptions, startup: Any = None, *, base_dir: str | None = None):
-    """Merge the configuration sources, lowest precedence first: log < YAML < serve line < flags."""
-    from kvdoctor.engine import sources
-
-    layers = []
-    if startup is not None:
-        layers.append(sources.from_startup(startup, origin=f"log:{opts.from_log}" if opts.from_log else "log"))
-    if opts.config:
-        layers.append(sources.load_yaml(opts.config))
-    if opts.serve:
-        layers.append(sources.parse_serve_line(opts.serve, base_dir=base_dir))
-    flags = opts.engine_flags()
-    if flags:
-        layers.append(sources.from_flags(flags, origin="flags"))
-    return sources.merge(layers)
-
-
-def _gpu_from(text: str | None, startup: Any, notes: list[str]) -> Any:
-    """--gpu wins; else the log's device name; else the log's total memory as an anonymous GPU."""
-    from kvdoctor.catalog.gpus import lookup_gpu
-    from kvdoctor.errors import NotFoundError
-
-    if text is not None:
-        return lookup_gpu(text)
-    if startup is None:
-        return None
-    total = getattr(startup, "total_memory_bytes", None)
-    name = getattr(startup, "gpu_name", None)
-    if name:
-        try:
-            gpu = lookup_gpu(name)
-            notes.append(f"GPU from the log: {name} -> {gpu.name}")
-            return gpu
-        except NotFoundError:
-            if not total:
-                raise
-            notes.append(f"the log's GPU {name!r} is not in the catalog; using its total memory only")
-    if total:
-        size = f"{total / 2**30:.2f}GiB"
-        notes.append(f"GPU taken from the log's total memory ({size}); pass --gpu for its name and capability")
-        return lookup_gpu(size)
-    return None
+def deployment_inputs(opts: ConfigOptions) -> DeploymentInputs:
+    """The shared options as the library's ``DeploymentInputs`` (text as typed; nothing looked up)."""
+    return DeploymentInputs(model=opts.model, gpu=opts.gpu, serve=opts.serve, config=opts.config,
+                            from_log=opts.from_log, vllm_version=opts.vllm_version,
+                            engine_flags=opts.engine_flags())
 
 
 def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | None = None,
-                   startup: Any = None) -> Inputs:
-    """Look up model and GPU, merge configuration sources, apply vLLM's defaults for the version.
+                   startup: Any = None) -> Deployment:
+    """``kvdoctor.deployment.resolve_deployment`` on the shared options: call it once per verb.
 
-    The model may come from ``--model``, the serve line, the YAML file or the log; the GPU from
-    ``--gpu`` or the log (its device name, else its total memory). Raises InputError (one line).
-
-    ``startup``: start-up facts the caller already parsed from ``opts.from_log`` (an
-    ``evidence.model.StartupFacts``). Given, the log is not read again (a verb that scans the log
-    itself, as ``ledger --from-log`` does for its line counts, reads each file once); otherwise
-    ``--from-log`` is read here. Either way ``Inputs.startup`` holds the facts used, so a caller
-    can hand them on instead of re-reading the file.
+    ``startup``: start-up facts the caller already parsed from ``opts.from_log`` (the log is then
+    not read again). Raises InputError (one line).
     """
-    from kvdoctor.engine import sources
-    from kvdoctor.engine.defaults import resolve
-    from kvdoctor.engine.version import parse_version
+    from kvdoctor.deployment import resolve_deployment
 
-    if startup is None and opts.from_log:
-        startup = read_startup(opts.from_log)
-    cfg = merge_config(opts, startup)
-    notes = list(cfg.notes)
-    unknown = sources.unknown_flags(cfg)
-    if unknown:
-        notes.append("kept but not modelled: " + " ".join(unknown))
-
-    model_text = cfg.model or cfg.measured.get("model")
-    if not model_text:
-        if startup is not None:
-            raise InputError(f"{opts.from_log or 'the log'}: the start-up log does not name its model "
-                             "(no 'non-default args' line); pass --model")
-        raise InputError("no model: pass --model, a --serve line, a --config file with 'model:', or --from-log")
-    from kvdoctor.catalog.models import lookup_model
-
-    shape = lookup_model(model_text)
-
-    gpu = _gpu_from(opts.gpu, startup, notes)
-    if gpu is None and need_gpu:
-        raise InputError("no GPU: pass --gpu (e.g. --gpu H100) or --from-log with a start-up log")
-
-    version_text = opts.vllm_version or cfg.vllm_version
-    era = getattr(startup, "era", None) if startup is not None else None
-    if version_text is None and era == "v0":
-        # The log shows no version but only the v0 engine prints its formats ("Memory profiling
-        # results", "# GPU blocks", the v0 worker breakdown): applying 0.33's v1 rules (null block,
-        # CUDA graphs in the budget, tokens = concurrency × length) to it would be wrong.
-        version_text = V0_LOG_VERSION
-        notes.append(f"the log shows no vLLM version but prints v0-engine lines: vLLM {V0_LOG_VERSION}'s v0 rules "
-                     "applied (pass --vllm-version for the exact release)")
-    elif version_text is None and startup is not None:
-        notes.append(f"the log shows no vLLM version ({'formats of era ' + era if era else 'format unknown'}): "
-                     f"vLLM {DEFAULT_VLLM_VERSION}'s rules applied (pass --vllm-version for the release that ran)")
-    version_text = version_text or DEFAULT_VLLM_VERSION
-    version = parse_version(version_text)
-    # vLLM's usage context: an LLM(...) call -> offline tables; a serve line, YAML, flags -> API server.
-    usage = usage or cfg.usage_context or "api"
-    resolved = resolve(cfg, shape, gpu, version=version, usage=usage)
-    return Inputs(shape=shape, gpu=gpu, config=cfg, resolved=resolved, startup=startup,
-                  vllm_version=str(version), notes=notes)
+    return resolve_deployment(deployment_inputs(opts), need_gpu=need_gpu, usage=usage, startup=startup)

@@ -12,9 +12,10 @@ from kvdoctor.report.html import html_option, write_html_if_asked
 
 
 @app.command(help="Chain two (scheduling feels wrong) on evidence: concurrency reconciliation → preemption "
-                  "frequency → queue shape → spike alignment; one verdict per instance (healthy, config-starved, "
-                  "capacity-short, prefill-bound, arrival-bursts, spikes-elsewhere, insufficient-evidence) and a "
-                  "fleet summary. --slow splits the slow tail of a request trace. Example: kvdoctor diagnose "
+                  "frequency → queue shape → decode speed → spike alignment; one verdict per instance with a "
+                  "confidence (healthy, idle, config-starved, capacity-short, prefill-bound, decode-bound, stalled, "
+                  "arrival-bursts, spikes-elsewhere, insufficient-evidence), what carries it and what would change "
+                  "it, and a fleet summary. --slow splits the slow tail of a request trace. Example: kvdoctor diagnose "
                   "vllm.log --prometheus http://prom:9090")
 @common.config_options
 def diagnose(
@@ -82,14 +83,15 @@ def diagnose(
         if labels:
             kw["labels"] = list(labels)
         for path in evidence or []:
-            _refuse_non_text(path)
+            refuse_non_text(path)
         ev = load_evidence(list(evidence or []), **kw)
     payload: dict[str, Any]
     if ev is not None:
         d = run_diagnose(ev, thresholds=th, inputs=inputs, as_one=as_one)
         payload = d.to_json()
     else:
-        payload = {"schema_version": "kvdoctor.diagnose/1", "kind": "diagnose", "verdict": "insufficient-evidence",
+        payload = {"schema_version": "kvdoctor.diagnose/2", "kind": "diagnose", "verdict": "insufficient-evidence",
+                   "confidence": "low",
                    "instances": [], "findings": [], "fleet": {"instances": 0}, "thresholds": th.as_dict(),
                    "reason": "no runtime evidence given (slow-request analysis only)"}
     if slow:
@@ -106,7 +108,7 @@ def diagnose(
         raise typer.Exit(EXIT_FINDING)
 
 
-def _refuse_non_text(path: str) -> None:
+def refuse_non_text(path: str) -> None:
     """An empty or binary file is bad input (exit 2), not "insufficient evidence".
 
     The log reader skips undecodable lines one by one, so a PNG or a core dump given by mistake
@@ -190,37 +192,54 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
     insts = p.get("instances", [])
     for inst in insts:
         head = f"{inst['source']} {inst['engine']}".strip()
-        color = {"healthy": "green", "insufficient-evidence": "yellow"}.get(inst["verdict"], "red")
-        c.print(f"[bold]{m(head)}[/bold]: [{color}]{inst['verdict']}[/{color}] — {m(inst['reason'])}", soft_wrap=True)
+        color = {"healthy": "green", "idle": "green", "insufficient-evidence": "yellow"}.get(inst["verdict"], "red")
+        # verdict and action first, then the signals, then what would change it
+        c.print(f"[bold]{m(head)}[/bold]: [{color}]{inst['verdict']}[/{color}] "
+                f"(confidence {inst.get('confidence', 'low')})", soft_wrap=True)
+        if inst.get("action") and inst["action"] != "none":
+            c.print(f"   action: {m(str(inst['action']))}", soft_wrap=True)
+        c.print(f"   why: {m(inst['reason'])}", soft_wrap=True)
+        for sgl in inst.get("carried_by") or []:
+            if sgl != inst["reason"]:
+                c.print(f"   signal: {m(str(sgl))}", soft_wrap=True)
         w = inst["window"]
-        span = (f"{w['samples']} samples over {w['seconds']} s ({w.get('start')} → {w.get('end')})"
+        iv = f", one sample every {w['interval_s']:g} s" if w.get("interval_s") else ""
+        span = (f"{w['samples']} samples over {w['seconds']:g} s{iv} ({w.get('start')} → {w.get('end')})"
                 if w["samples"] else "no timeline")
         c.print(f"   window: {m(span)}; preemptions from: {m(str(inst['preemption_basis']))}")
-        for f in inst["findings"]:
-            # the severity word is shown (it is the meaning) and coloured from the one mapping
-            sev = m(f"[{f['severity']}]")
-            style = severity_style(f["severity"])
-            if style:
-                sev = f"[{style[1]}]{sev}[/{style[1]}]"
-            c.print(f"   {sev} step {f['step']} {m(f['rule_id'])}: {m(f['summary'])}", soft_wrap=True)
-            if not quiet:
-                for e in f["evidence"][:4]:
-                    c.print(f"       · {m(str(e['detail']))}", soft_wrap=True)
-                if f.get("action") and f["action"] != "none":
-                    c.print(f"       action: {m(str(f['action']))}", soft_wrap=True)
-        if inst["missing"] and inst["verdict"] == "insufficient-evidence":
-            c.print("   missing: " + m("; ".join(inst["missing"])), soft_wrap=True)
+        raise_, over = inst.get("would_raise_confidence") or [], inst.get("would_overturn") or []
+        if raise_ or over:
+            c.print("   what would change this:", soft_wrap=True)
+            for x in raise_:
+                c.print(f"     + more sure with: {m(str(x))}", soft_wrap=True)
+            for x in over:
+                c.print(f"     ↺ overturned by: {m(str(x))}", soft_wrap=True)
         if inst.get("leaning"):
-            c.print(f"   the thin evidence leans towards: {m(str(inst['leaning']))} (not a conclusion)")
+            c.print(f"   the thin evidence leans towards: {m(str(inst['leaning']))}")
         if inst["contradictions"]:
             c.print("   contradictions: " + m("; ".join(inst["contradictions"])), soft_wrap=True)
+        if inst["missing"] and inst["verdict"] == "insufficient-evidence":
+            c.print("   missing: " + m("; ".join(inst["missing"])), soft_wrap=True)
         if not quiet:
+            c.print("   findings:")
+            for f in inst["findings"]:
+                # the severity word is shown (it is the meaning) and coloured from the one mapping
+                sev = m(f"[{f['severity']}]")
+                style = severity_style(f["severity"])
+                if style:
+                    sev = f"[{style[1]}]{sev}[/{style[1]}]"
+                c.print(f"     {sev} step {f['step']} {m(f['rule_id'])}: {m(f['summary'])}", soft_wrap=True)
+                for e in f["evidence"][:4]:
+                    c.print(f"         · {m(str(e['detail']))}", soft_wrap=True)
+                if f.get("action") and f["action"] != "none":
+                    c.print(f"         action: {m(str(f['action']))}", soft_wrap=True)
             for n in inst["notes"]:
                 c.print(f"   note: {m(str(n))}", soft_wrap=True)
         c.print(f"   next: {m(str(inst['next']))}")
     if len(insts) > 1:
         fl = p["fleet"]
-        c.print(f"[bold]Fleet[/bold]: {fl['instances']} instances, verdict {fl['verdict']}: "
+        c.print(f"[bold]Fleet[/bold]: {fl['instances']} instances, verdict {fl['verdict']} "
+                f"({fl.get('confidence', 'low')}): "
                 + ", ".join(f"{k} {v}" for k, v in fl["counts"].items()))
     s = p.get("slow")
     if s:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kvdoctor.cli import app
+from kvdoctor.provenance import json_clean as _clean
 
 
 @app.command(help="Read vLLM evidence (logs of any era, gzip ok; /metrics dumps or a folder of them; vllm bench "
@@ -48,21 +49,6 @@ def evidence(
     _render(doc, quiet)
 
 
-def _clean(o: Any) -> Any:
-    """NaN/inf are not JSON: null."""
-    import math
-
-    if isinstance(o, float):
-        return None if math.isnan(o) or math.isinf(o) else o
-    if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    if hasattr(o, "item") and not hasattr(o, "__len__"):
-        return _clean(o.item())
-    return o
-
-
 def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
     if v is None:
         return "-"
@@ -88,7 +74,8 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
     s = doc["summary"]
     kinds = ", ".join(f"{x['path']} ({x['kind']})" for x in doc["sources"])
     con.print(f"[bold]Evidence[/bold]: {kinds}")
-    con.print(f"  samples {s['samples']:,} over {_span(s['span_seconds'])} in {s['segments']} segment(s), "
+    every = f" (one sample every {s['interval_s']:g} s)" if s.get("interval_s") else ""
+    con.print(f"  samples {s['samples']:,} over {_span(s['span_seconds'])}{every} in {s['segments']} segment(s), "
               f"{s['startups']} engine start(s), {s['requests']:,} request record(s), {s['bench_results']} bench result(s)")
     con.print(f"  peaks: running {_fmt(s['max_running'], digits=0)}, waiting {_fmt(s['max_waiting'], digits=0)}, "
               f"KV usage {_fmt(s['max_kv_usage_pct'], '%')} (mean {_fmt(s['mean_kv_usage_pct'], '%')})")

@@ -12,6 +12,7 @@ import typer
 
 from kvdoctor.cli import app
 from kvdoctor.cli import common
+from kvdoctor.units import gib_text
 
 
 @app.command("ledger")
@@ -32,13 +33,11 @@ def ledger(
 
     Every figure shows its source (measured / given / predicted / default) and its derivation.
     """
-    from kvdoctor.ledger.build import build_ledger
-
     log_info = scan_log(opts.from_log, quiet=quiet or json_out) if opts.from_log else None
     # scan_log already ran the start-up collector over every line: hand its facts on so the log is
     # read once (a multi-GB log would otherwise be parsed twice).
     inputs = common.resolve_inputs(opts, startup=log_info["startup"] if log_info is not None else None)
-    led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
+    led = inputs.ledger
     notes = list(inputs.notes)
     if log_info is not None:
         notes.insert(0, log_info["summary"])
@@ -155,9 +154,7 @@ _LABELS = {"total": "total", "requested": "requested", "weights": "weights", "ac
 
 
 def _fmt_bytes(v: Any) -> str:
-    if v is None:
-        return "–"
-    return f"{v / 2**30:,.2f} GiB"
+    return gib_text(v, grouping=True, missing="–")
 
 
 def _fmt(name: str, v: Any) -> str:
@@ -242,7 +239,9 @@ def _table(out: _Out, header: list[str], rows: list, right: set[int], styles: di
 
 def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
     out = _Out(stream)
-    out.add(out.style(f"{led.model} on {led.gpu} · vLLM {led.vllm_version}", "bold"))
+    eng = led.engine.get("engine")
+    mode = f" · {str(eng.value).upper()} engine" if eng is not None and eng.value else ""
+    out.add(out.style(f"{led.model} on {led.gpu} · vLLM {led.vllm_version}{mode}", "bold"))
     rows: list = []
     for k, f in led.memory.items():
         how = f.how + (f" (predicted {_fmt_bytes(f.predicted)})" if f.predicted is not None else "")
@@ -283,7 +282,8 @@ def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
     if led.warnings or (led.notes and not quiet):
         out.add()
     for w in led.warnings:
-        out.para(f"vLLM warning: {w}", rest="  ", style="yellow")
+        who = "kvdoctor" if w.startswith("the start-up log does not match") else "vLLM warning"
+        out.para(f"{who}: {w}", rest="  ", style="yellow")
     if not quiet:
         for n in led.notes:
             out.para(n, first="• ", rest="  ", style="dim")

@@ -52,10 +52,8 @@ def load_lengths(trace: str | None, lengths: str | None, p99: int | None):
 
 def measured_note(inputs, p) -> str:
     """With --from-log: the measured pool beside the predicted one, so the what-ifs can be read against it."""
-    from kvdoctor.ledger.build import build_ledger
-
     try:
-        led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
+        led = inputs.ledger
     except Exception as exc:  # noqa: BLE001 - the note is informative; the plan stands without it
         return f"the start-up log's figures could not be applied ({type(exc).__name__}: {exc})"
     tok = led.kv["tokens"]
@@ -74,14 +72,14 @@ def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
     from kvdoctor.chains.plan import Target
     from kvdoctor.evidence.load import load_evidence
 
-    from kvdoctor.cli.diagnose_cmd import _refuse_non_text
+    from kvdoctor.cli.diagnose_cmd import refuse_non_text
 
     for path in paths:  # a binary/empty --evidence is bad input here too, as in diagnose
-        _refuse_non_text(path)
+        refuse_non_text(path)
     ev = load_evidence(paths)
     d = diagnose(ev, inputs=inputs, as_one=True)
     inst = d.instances[0]
-    notes = [f"evidence verdict: {inst.verdict} — {inst.reason}"]
+    notes = [f"evidence verdict: {inst.verdict} (confidence {inst.confidence}) — {inst.reason}"]
     # capacity shortage shown by any step (also when step 1 already called the configuration starved)
     short = inst.verdict == "capacity-short" or any(f.verdict == "capacity-short" for f in inst.findings)
     tl = inst.timeline
@@ -238,7 +236,19 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
         c.print(f"[bold red]Stop-loss:[/bold red] {m(payload['stop_loss']['summary'])}")
     for n in payload["notes"]:
         c.print(f"note: {m(str(n))}")
-    c.print("[bold]Resulting configuration[/bold]")
+    cc = payload.get("concurrency") or {}
+    if cc:
+        line = f"concurrency: {m(str(cc.get('why', '')))}"
+        if cc.get("expected") is not None:
+            line += f" [{m(str(cc['expected_how']))}]"
+        c.print(line, soft_wrap=True)
+        c.print(f"   conservative bound (the chapter's worst case, not the setting): --max-num-seqs "
+                f"{cc['conservative_bound']} ({m(str(cc['conservative_how']))}); vLLM's max concurrency at the limit "
+                f"{cc['vllm_max_concurrency']}", soft_wrap=True)
+        if cc.get("predicted"):
+            c.print("   simulated with it: " + _sim_text(cc["predicted"]))
+    n = payload["result"].get("instances", 1)
+    c.print("[bold]Resulting configuration[/bold]" + (f" — {n} instances of:" if n > 1 else ""))
     c.print(m(payload["result"]["serve"]), soft_wrap=True)
     c.print(m(payload["result"]["yaml"].rstrip()))
     c.print(m(payload["discipline"]))

@@ -15,6 +15,7 @@ import typer
 
 from kvdoctor.cli import app
 from kvdoctor.cli import common
+from kvdoctor.provenance import json_clean as _clean
 from kvdoctor.report.html import html_option
 
 SCHEMA = "kvdoctor.simulate/1"
@@ -50,11 +51,8 @@ def simulate_cmd(
 ) -> None:
     """Predict TTFT, TBT, throughput and preemptions of a workload on this configuration, with a
     simulation of vLLM 0.33's v1 scheduler and a step-time model calibrated on real GPU kernels."""
-    from dataclasses import replace
-
     from kvdoctor.cli.output import emit_json, progress
     from kvdoctor.errors import InputError
-    from kvdoctor.ledger.build import build_ledger
     from kvdoctor.sim import whatif
 
     if not interval > 0:
@@ -66,17 +64,13 @@ def simulate_cmd(
     workload = _workload(trace, rate, arrival, cv, prompt_dist, requests, duration, rate_scale, prefix_groups,
                          prefix_len, seed)
     inputs = common.resolve_inputs(opts)
-    resolved = inputs.resolved
     changes = {}
     if long_prefill_token_threshold is not None:
         changes["long_prefill_token_threshold"] = long_prefill_token_threshold
     if scheduling_policy is not None:
         changes["scheduling_policy"] = scheduling_policy
-    if changes:
-        sources = {**getattr(resolved, "sources", {}), **{k: "given" for k in changes}}
-        how = {**getattr(resolved, "how", {}), **{k: f"--{k.replace('_', '-')} {v}" for k, v in changes.items()}}
-        resolved = replace(resolved, **changes, sources=sources, how=how)
-    led = build_ledger(inputs.shape, inputs.gpu, resolved, startup=inputs.startup)
+    inputs = inputs.with_resolved(**changes)  # simulator-only settings, recorded as given
+    resolved, led = inputs.resolved, inputs.ledger
     notes = list(inputs.notes) + list(workload.notes)
     if not led.fit_ok:
         msg = f"vLLM would not start with this configuration: {led.startup_error}"
@@ -219,10 +213,7 @@ def _f(x) -> str:
     return "" if math.isnan(x) else f"{x:.6f}"
 
 
-def _clean(v):
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
-    return v
+
 
 
 def _arr(a) -> list:

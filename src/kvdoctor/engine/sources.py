@@ -67,6 +67,14 @@ def human_int(value: Any) -> int:
         raise ValueError(f"not an integer: {text!r}") from None
 
 
+def byte_count(value: Any) -> int:
+    """``--kv-cache-memory-bytes``: vLLM's human-readable ints plus the units people type
+    (``12GiB``, ``12 GB``, ``12e9``; units.parse_bytes)."""
+    from kvdoctor.units import parse_bytes
+
+    return parse_bytes(value)
+
+
 def human_int_or_auto(value: Any) -> int:
     """``--max-model-len``: also ``auto`` / ``-1`` (vLLM auto-fits the length to memory)."""
     if isinstance(value, str) and value.strip().lower() in ("auto", "-1"):
@@ -158,7 +166,7 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "max_num_batched_tokens": human_int,
     "block_size": plain_int,
     "kv_cache_dtype": lower_text,
-    "kv_cache_memory_bytes": human_int,
+    "kv_cache_memory_bytes": byte_count,
     "num_gpu_blocks_override": plain_int,
     "quantization": lower_text,
     "dtype": dtype_name,
@@ -754,6 +762,15 @@ def from_startup(facts: Any, *, origin: str | None = None) -> EngineConfig:
                 continue
     if cfg.model is None and getattr(facts, "model", None):
         measured.setdefault("model", facts.model)
+    ec = getattr(facts, "engine_config", None) or {}
+    if ec.get("platform") == "cpu":
+        measured["platform"] = "cpu"
+    if ec.get("engine_formats") in ("v0", "v1"):
+        measured["engine"] = ec["engine_formats"]
+    if ec.get("interconnect"):
+        measured["interconnect"] = ec["interconnect"]
+    elif str(ec.get("disable_custom_all_reduce", "")).strip() in ("True", "true", "1"):
+        measured["interconnect"] = "pcie"
     cfg.measured = measured
     if getattr(facts, "vllm_version", None):
         cfg.vllm_version = facts.vllm_version
@@ -762,7 +779,11 @@ def from_startup(facts: Any, *, origin: str | None = None) -> EngineConfig:
 
 # Flags kept in ``extra`` (not EngineConfig fields, so the journal's schema stays put) that
 # engine.defaults nevertheless reads: the forced attention backend decides the block size.
-MODELLED_EXTRA = frozenset({"attention_backend", "attention_config.backend", "attention_config"})
+MODELLED_EXTRA = frozenset({"attention_backend", "attention_config.backend", "attention_config",
+                            # LoRA adapter slots, the interconnect (non-torch row), V0 fallbacks (docs/engine.md)
+                            "enable_lora", "max_loras", "max_lora_rank", "fully_sharded_loras",
+                            "disable_custom_all_reduce", "interconnect", "num_scheduler_steps",
+                            "distributed_executor_backend"})
 
 
 def unknown_flags(cfg: EngineConfig) -> list[str]:

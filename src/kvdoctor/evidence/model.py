@@ -8,6 +8,7 @@ year given by the caller (default: the current year) and handle rollover (docs/e
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -71,6 +72,13 @@ class StartupFacts:
         return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}
 
 
+# Timeline columns in their JSON order; the ones always present; the ones pooled by their mean.
+TIMELINE_COLUMNS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",
+                    "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no")
+TIMELINE_CORE = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps")
+_MEAN_COLUMNS = ("prompt_tps", "gen_tps", "prefix_hit_pct")
+
+
 @dataclass
 class Timeline:
     """Samples over time, one row per stats line / scrape / simulated interval.
@@ -97,6 +105,52 @@ class Timeline:
 
     def __len__(self) -> int:
         return len(self.t)
+
+    def to_json(self, columns: tuple[str, ...] = TIMELINE_COLUMNS, *, max_points: int | None = None,
+                keep_empty: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """The timeline as parallel JSON lists: the one serialiser (payloads, report, journal).
+
+        ``columns``: which, in that order (a column this timeline lacks is left out). NaN and ±inf
+        become null (JSON has neither; "not reported" is what they mean); ``line_no`` stays integer.
+        ``keep_empty``: columns kept even when every value is null (default: all asked for); others
+        are dropped then. ``max_points``: more rows than that are pooled in runs of consecutive rows
+        so peaks and totals survive — ``t`` and ``line_no`` = the run's last (an interval ends at t),
+        preemptions = the sum (null only when all are null), throughputs and prefix hit = the mean,
+        the rest (running, waiting, KV usage, swapped, latency percentiles) = the max; the result then
+        says ``downsampled_from``.
+        """
+        import numpy as np
+
+        keep = columns if keep_empty is None else keep_empty
+        cols = {k: np.asarray(v, dtype=np.float64) for k in columns if (v := getattr(self, k, None)) is not None}
+        out: dict[str, Any] = {}
+        n = len(self)
+        if max_points is not None and n > max_points:
+            edges = np.linspace(0, n, max_points + 1).astype(np.int64)
+            starts, last = edges[:-1], edges[1:] - 1
+            pooled: dict[str, Any] = {}
+            for k, v in cols.items():
+                if k in ("t", "line_no"):
+                    pooled[k] = v[last]
+                    continue
+                nan = np.isnan(v)
+                if k == "preemptions" or k in _MEAN_COLUMNS:
+                    s = np.add.reduceat(np.where(nan, 0.0, v), starts)
+                    seen = np.add.reduceat((~nan).astype(np.int64), starts)
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        pooled[k] = np.where(seen > 0, s if k == "preemptions" else s / np.maximum(seen, 1), np.nan)
+                else:
+                    m = np.maximum.reduceat(np.where(nan, -np.inf, v), starts)
+                    pooled[k] = np.where(np.isinf(m), np.nan, m)
+            cols = pooled
+            out["downsampled_from"] = n
+        for k, v in cols.items():
+            vals = [x if math.isfinite(x) else None for x in v.tolist()]
+            if k == "line_no":
+                vals = [None if x is None else int(x) for x in vals]
+            if k in keep or any(x is not None for x in vals):
+                out[k] = vals
+        return out
 
 
 @dataclass

@@ -95,6 +95,9 @@ class Snapshot:
     t: float | None
     series: dict[tuple[str, str], SeriesSnap]  # (model_name, engine) -> values
     cache_config: dict[str, str] = field(default_factory=dict)
+    # one cache_config_info per engine when its labels name the engine / model (no figure of one engine
+    # is shown for another)
+    cache_configs: list[dict[str, str]] = field(default_factory=list)
     unknown: int = 0
 
 
@@ -156,6 +159,7 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
         return
     if base in ("cache_config_info", "cache_config"):
         snap.cache_config.update(labels)
+        snap.cache_configs.append(dict(labels))
         return
     key = (labels.get("model_name", ""), labels.get("engine", ""))
     ss = snap.series.get(key)
@@ -232,6 +236,24 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
     keys = sorted({k for s in snaps for k in s.series})
     segs: list[Segment] = []
     cache_config = next((s.cache_config for s in reversed(snaps) if s.cache_config), {})
+
+    def cc_for(key: tuple[str, str]) -> dict[str, str]:
+        """The cache_config_info of this (model, engine): one whose model_name / engine labels match;
+        an unlabelled one only when the dump has a single series (else it is nobody's in particular)."""
+        model, engine = key
+        for s in reversed(snaps):
+            for cc in reversed(s.cache_configs):
+                if ("model_name" in cc or "engine" in cc) and cc.get("model_name", model) == model \
+                        and cc.get("engine", engine) == engine:
+                    return cc
+        # unlabelled: it belongs to the server of its dump — to this series when that dump holds only it
+        for s in reversed(snaps):
+            if len(keys) <= 1 or set(s.series) == {key}:
+                for cc in reversed(s.cache_configs):
+                    if "model_name" not in cc and "engine" not in cc:
+                        return cc
+        return {}
+
     for key in keys:
         rows = [(s.t, s.series[key]) for s in snaps if key in s.series]
         n = len(rows)
@@ -288,7 +310,7 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
                       ttft_p99=opt("ttft_p99"), itl_p50=opt("itl_p50"), itl_p99=opt("itl_p99"))
         model, engine = key
         name = " ".join(x for x in (model, f"engine {engine}" if engine else "") if x) or "vllm"
-        seg = Segment(source=source, engine=name, startup=_startup_from_cache_config(cache_config, model), timeline=tl)
+        seg = Segment(source=source, engine=name, startup=_startup_from_cache_config(cc_for(key), model), timeline=tl)
         seg.events = []
         segs.append(seg)
     if not keys and cache_config:

@@ -11,10 +11,28 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvdoctor.evidence.model import Evidence, Segment
+from kvdoctor.evidence.model import TIMELINE_COLUMNS, TIMELINE_CORE, Evidence, Segment
 from kvdoctor.provenance import Figure
 
 SCHEMA = "kvdoctor.evidence/1"
+WINDOW_HOW = "last − first sample + one sampling interval (each sample reports the interval before it)"
+
+
+def covered_window(t) -> tuple[int, float, float | None]:
+    """The one way kvdoctor measures a window (``evidence`` and ``diagnose`` alike): (samples, seconds
+    covered, sampling interval). A sample reports the interval that ends at it, so 6 lines 10 s apart
+    cover 60 s, not 50; the interval is the median gap. Untimed samples count but cover nothing."""
+    vals = [float(x) for x in (t.tolist() if hasattr(t, "tolist") else t)]
+    n = len(vals)
+    if n == 0 or any(x != x for x in vals):
+        return n, 0.0, None
+    v = sorted(vals)
+    gaps = sorted(b - a for a, b in zip(v, v[1:]) if b > a)
+    interval = None
+    if gaps:
+        m = len(gaps)
+        interval = gaps[m // 2] if m % 2 else 0.5 * (gaps[m // 2 - 1] + gaps[m // 2])
+    return n, (v[-1] - v[0]) + (interval or 0.0), interval
 
 
 def _f(x: Any) -> float | None:
@@ -46,11 +64,13 @@ def _seg_summary(sg: Segment) -> dict[str, Any]:
                          "last_line": sg.last_line, "samples": 0}
     if tl is not None and len(tl):
         t = tl.t[~np.isnan(tl.t)]
+        _, covered, interval = covered_window(tl.t)
         d.update(
             samples=len(tl),
             start=float(t.min()) if len(t) else None,
             end=float(t.max()) if len(t) else None,
-            span_seconds=float(t.max() - t.min()) if len(t) else 0.0,
+            span_seconds=covered,
+            interval_s=interval,
             max_running=_nanstat([tl.running], "max"),
             max_waiting=_nanstat([tl.waiting], "max"),
             max_kv_usage_pct=_nanstat([tl.kv_usage_pct], "max"),
@@ -75,7 +95,10 @@ def summary(ev: Evidence) -> dict[str, Any]:
     samples = sum(len(t) for t in tls)
     ts = [t.t[~np.isnan(t.t)] for t in tls]
     ts = [t for t in ts if len(t)]
-    span = float(max(t.max() for t in ts) - min(t.min() for t in ts)) if ts else 0.0
+    # one window for everything: first to last sample over all timelines, plus one sampling interval
+    intervals = [iv for t in ts if (iv := covered_window(t)[2]) is not None]
+    interval = sorted(intervals)[len(intervals) // 2] if intervals else None
+    span = float(max(t.max() for t in ts) - min(t.min() for t in ts)) + (interval or 0.0) if ts else 0.0
     # preemptions: v1 "Preemptions: N" per interval / counter deltas / v0 warnings spread over intervals.
     # A timeline whose preemptions are all NaN does not know them (a vLLM 0.12-0.33 log never prints the
     # field; a /metrics source without the counter): the total is then unknown, not the others' sum.
@@ -97,11 +120,13 @@ def summary(ev: Evidence) -> dict[str, Any]:
         preempt = None
     total_s = 0.0
     for t in ts:
-        total_s += float(t.max() - t.min())
+        total_s += covered_window(t)[1]
     s: dict[str, Any] = {
         "samples": samples,
         "span_seconds": span,
         "duration_s": span,
+        "interval_s": interval,
+        "window_how": WINDOW_HOW,
         "max_running": _nanstat([t.running for t in tls], "max"),
         "max_waiting": _nanstat([t.waiting for t in tls], "max"),
         "max_kv_usage_pct": _nanstat([t.kv_usage_pct for t in tls], "max"),
@@ -194,55 +219,11 @@ def _latency(ev: Evidence, tls: list) -> dict[str, Any]:
 
 
 MAX_POINTS = 4000  # per segment timeline in the JSON
-_TL_MAX = ("running", "waiting", "kv_usage_pct", "swapped", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99")
-_TL_MEAN = ("prompt_tps", "gen_tps", "prefix_hit_pct")
-_TL_CORE = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps")
-_TL_KEYS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",
-            "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no")
 
 
 def timeline_json(tl: Any, max_points: int = MAX_POINTS) -> dict[str, Any]:
-    """A Timeline as parallel JSON lists (NaN → null), at most ``max_points`` rows. Longer timelines are
-    pooled in runs of consecutive rows, so peaks and totals survive: ``t`` and ``line_no`` = the run's
-    last (an interval ends at t), running / waiting / KV usage / swapped / latency percentiles = the
-    run's max, preemptions = its sum (null only when all are null), throughputs and prefix hit = mean."""
-    import numpy as np
-
-    n = len(tl)
-    cols = {k: getattr(tl, k, None) for k in _TL_KEYS}
-    cols = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items() if v is not None}
-    out: dict[str, Any] = {}
-    if n > max_points:
-        edges = np.linspace(0, n, max_points + 1).astype(np.int64)
-        starts, last = edges[:-1], edges[1:] - 1
-        pooled: dict[str, Any] = {}
-        for k, v in cols.items():
-            if k in ("t", "line_no"):
-                pooled[k] = v[last]
-                continue
-            nan = np.isnan(v)
-            if k == "preemptions":
-                s = np.add.reduceat(np.where(nan, 0.0, v), starts)
-                seen = np.add.reduceat((~nan).astype(np.int64), starts)
-                pooled[k] = np.where(seen > 0, s, np.nan)
-            elif k in _TL_MEAN:
-                s = np.add.reduceat(np.where(nan, 0.0, v), starts)
-                seen = np.add.reduceat((~nan).astype(np.int64), starts)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    pooled[k] = np.where(seen > 0, s / np.maximum(seen, 1), np.nan)
-            else:
-                m = np.maximum.reduceat(np.where(nan, -np.inf, v), starts)
-                pooled[k] = np.where(np.isinf(m), np.nan, m)
-        cols = pooled
-        out["downsampled_from"] = n
-    for k, v in cols.items():
-        vals = [None if x != x else x for x in v.tolist()]  # NaN → null
-        if k == "line_no":
-            vals = [None if x is None else int(x) for x in vals]
-        # the core columns always (an all-null preemptions column says "unknown"), optional ones when reported
-        if k in _TL_CORE or any(x is not None for x in vals):
-            out[k] = vals
-    return out
+    """A Timeline as parallel JSON lists, at most ``max_points`` rows (``Timeline.to_json``)."""
+    return tl.to_json(TIMELINE_COLUMNS, max_points=max_points, keep_empty=TIMELINE_CORE)
 
 
 def segments_json(ev: Evidence, timelines: bool = False) -> list[dict[str, Any]]:

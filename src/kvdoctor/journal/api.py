@@ -118,30 +118,58 @@ def read_prediction(path: str | None) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------------------------
 
 
-def start(db: str | Path | None, name: str, *, config: str, evidence: list[str] | None = None,
+def _config_input(config: Any) -> tuple[Any, str, str]:
+    """(EngineConfig, text, origin) from a ``--config`` value or an EngineConfig already built (the
+    configuration ``kvdoctor experiment`` launched: its serve line is kept as the text)."""
+    if isinstance(config, str):
+        return configs.read_config(config)
+    from kvdoctor.chains.plan import serve_line
+
+    env = " ".join(f"{k}={v}" for k, v in (config.env or {}).items())
+    text = f"{env} {serve_line(config, config.model or '')}".strip()
+    return config, text, str(config.origin or "experiment")
+
+
+def start(db: str | Path | None, name: str, *, config: Any, evidence: list[str] | None = None,
           bench: list[str] | None = None, prometheus: str | None = None, window: str | None = None,
-          note: str | None = None, quiet: bool = True) -> Step:
-    cfg, text, origin = configs.read_config(config)
+          note: str | None = None, quiet: bool = True, extra_evidence: dict[str, Any] | None = None,
+          extra_figures: dict[str, Any] | None = None) -> Step:
+    """``extra_evidence``: kept under the step's evidence (``kvdoctor experiment`` stores its run record);
+    ``extra_figures``: measured figures (provenance dicts) the caller read itself, over the evidence's."""
+    cfg, text, origin = _config_input(config)
     figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, quiet=quiet)
+    if extra_evidence:
+        ev = {**ev, **extra_evidence}
+    if extra_figures:
+        figs = {**figs, **extra_figures}
     step = StepInput(config=configs.config_to_dict(cfg), config_text=text, config_origin=origin, note=note,
                      figures=figs, evidence=ev)
     with JournalStore(db) as store:
         return store.start(name, step)
 
 
-def record(db: str | Path | None, journal: str | None = None, *, config: str | None = None,
+def record(db: str | Path | None, journal: str | None = None, *, config: Any = None,
            evidence: list[str] | None = None, bench: list[str] | None = None, prometheus: str | None = None,
            window: str | None = None, note: str | None = None, prediction: str | None = None,
-           force_multi: bool = False, quiet: bool = True) -> Step:
-    """Append a step. Without ``--config`` the configuration is the previous step's (a re-measure)."""
-    if config is None and not (evidence or bench or prometheus or note or prediction):
+           force_multi: bool = False, quiet: bool = True, extra_evidence: dict[str, Any] | None = None,
+           prediction_payload: dict[str, Any] | None = None, extra_figures: dict[str, Any] | None = None) -> Step:
+    """Append a step. Without ``--config`` the configuration is the previous step's (a re-measure).
+
+    ``config`` may be an EngineConfig already built; ``prediction_payload`` a payload already in memory
+    (instead of a ``--prediction`` file); ``extra_evidence`` is kept under the step's evidence;
+    ``extra_figures`` (provenance dicts) are measured figures the caller read itself, over the evidence's."""
+    if config is None and not (evidence or bench or prometheus or note or prediction or prediction_payload):
         raise InputError("nothing to record: give --config and/or --evidence/--bench/--prometheus (or --note)")
     new_cfg = None
     if config is not None:
-        cfg, text, origin = configs.read_config(config)
+        cfg, text, origin = _config_input(config)
         new_cfg = (configs.config_to_dict(cfg), text, origin)
     figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, quiet=quiet)
-    pred_payload = read_prediction(prediction)
+    if extra_evidence:
+        ev = {**ev, **extra_evidence}
+    if extra_figures:
+        figs = {**figs, **extra_figures}
+    pred_payload = prediction_payload if prediction_payload is not None else read_prediction(prediction)
 
     def build(prev: Step) -> StepInput:
         cfg_dict, text, origin = new_cfg if new_cfg else (prev.config, None, f"same as step #{prev.seq}")

@@ -79,7 +79,7 @@ def _is_figure(d: Any) -> bool:
     return isinstance(d, dict) and "value" in d and "source" in d
 
 
-def _number(v: Any) -> float | None:
+def number(v: Any) -> float | None:
     if _is_figure(v):
         v = v["value"]
     if isinstance(v, bool) or v is None:
@@ -103,7 +103,7 @@ def extract(data: dict[str, Any], *, source: str, how_prefix: str) -> dict[str, 
         for key, scale in candidates:
             if key not in flat:
                 continue
-            x = _number(flat[key])
+            x = number(flat[key])
             if x is None:
                 continue
             raw = flat[key]
@@ -117,7 +117,7 @@ def extract(data: dict[str, Any], *, source: str, how_prefix: str) -> dict[str, 
             break
     if "preemptions_per_min" not in out:
         # simulate/1 reports a count over a duration: the rate is derived, and says so
-        n, dur = _number(flat.get("preemptions")), _number(flat.get("duration_s"))
+        n, dur = number(flat.get("preemptions")), number(flat.get("duration_s"))
         if n is not None and dur:
             out["preemptions_per_min"] = {"value": n / dur * 60.0, "source": source,
                                           "how": f"{how_prefix}preemptions / duration_s × 60 ({n:g} in {dur:.0f} s)"}
@@ -130,7 +130,7 @@ def delta(name: str, before: Any, after: Any) -> dict[str, Any] | None:
     Changes under 5 % are called "flat": one before/after pair has no error bars, and 5 % is about
     the run-to-run spread of a serving benchmark; the raw numbers are always kept beside the call.
     """
-    b, a = _number(before), _number(after)
+    b, a = number(before), number(after)
     if b is None or a is None:
         return None
     d = a - b

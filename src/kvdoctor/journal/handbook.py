@@ -27,7 +27,7 @@ def build(name: str, steps: list[Step]) -> dict[str, Any]:
                 continue
             e = {"figure": fname, "label": label, "unit": unit, **(d or {"before": None, "after": None,
                                                                         "delta": None, "rel": None, "verdict": None})}
-            pv = F._number(pred)
+            pv = F.number(pred)
             e["predicted"] = pv
             if pv is not None and d is not None and pv != 0:
                 e["prediction_error_rel"] = (d["after"] - pv) / abs(pv)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from kvdoctor.errors import InputError, NotFoundError
+from kvdoctor.provenance import json_clean as clean  # noqa: F401  (journal.api takes it from here)
 from kvdoctor.provenance import json_default
 
 DEFAULT_DB = "kvdoctor-journal.sqlite"
@@ -372,18 +373,3 @@ class JournalStore:
              1 if multi else 0, dump(s.figures), dump(before), dump(s.evidence),
              dump(s.prediction) if s.prediction is not None else None, dump(s.predicted), __version__),
         )
-
-
-def clean(o: Any) -> Any:
-    """NaN / inf become None (JSON has no NaN; "not measured" is what they mean here)."""
-    if isinstance(o, float):
-        return o if o == o and o not in (float("inf"), float("-inf")) else None
-    if isinstance(o, dict):
-        return {str(k): clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [clean(v) for v in o]
-    if hasattr(o, "tolist"):
-        return clean(o.tolist())
-    if hasattr(o, "as_dict"):
-        return clean(o.as_dict())
-    return o

@@ -9,13 +9,20 @@ constants) or ``default`` (vLLM's default for the version / GPU). JSON schema: d
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.errors import InputError
 from kvdoctor.ledger import kv as kvm
 from kvdoctor.ledger import memory as mem
 from kvdoctor.provenance import Figure
+from kvdoctor.units import gib_text
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from kvdoctor.facts.gpu import GpuSpec
+    from kvdoctor.engine.defaults import ResolvedEngine
+    from kvdoctor.evidence.model import StartupFacts
+    from kvdoctor.facts.model import ModelShape
 
 SCHEMA_VERSION = "kvdoctor.ledger/1"
 GiB = 1 << 30
@@ -156,17 +163,41 @@ def _version_text(resolved: Any) -> str:
 
 
 def _gib(b: float) -> str:
-    return f"{b / GiB:.2f} GiB"
+    return gib_text(b)
 
 
 # ----------------------------------------------------------------------------------------------
 
 
-def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) -> Ledger:
-    """The ledger of ``shape`` on ``gpu`` under ``resolved`` (every engine field concrete).
+@dataclass
+class _Ctx:
+    """The scalar inputs of one ledger, read once from the resolved engine (every field concrete)."""
+    version: str
+    tr: Any  # engine.version.VersionTraits
+    engine_kind: str
+    platform: str
+    tp: int
+    pp: int
+    util: float
+    max_model_len: int
+    auto_fit: bool
+    max_num_seqs: int
+    mnbt: int
+    model_dtype: str
+    enforce_eager: bool
+    async_sched: bool
+    override: int | None
+    kv_bytes_given: int | None
+    total: int | None  # device total (log > catalog); None: no GPU and the log does not print it
+    catalog_total: int | None
+    sizes: tuple[int, ...]
+    deducted: bool
+    interconnect: str
+    lora: dict[str, Any] | None
+    opts: kvm.SpecOptions
 
-    With ``startup`` (evidence.model.StartupFacts), measured terms replace predicted ones.
-    """
+
+def _context(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "ResolvedEngine", startup: Any) -> _Ctx:
     version = _version_text(resolved)
     tr = _traits(resolved, version)
     engine_kind = getattr(tr, "engine", "v1")
@@ -175,171 +206,62 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
     util = float(_val(resolved, "gpu_memory_utilization", tr.gpu_memory_utilization_default))
     if not (0 < util <= 1):
         raise InputError(f"--gpu-memory-utilization must be in (0, 1] (got {util})")
-    max_model_len_raw = _val(resolved, "max_model_len", shape.max_model_len)
-    auto_fit = bool(_val(resolved, "max_model_len_auto", False)) or max_model_len_raw in (-1, "auto")
+    raw_len = _val(resolved, "max_model_len", shape.max_model_len)
+    auto_fit = bool(_val(resolved, "max_model_len_auto", False)) or raw_len in (-1, "auto")
     if auto_fit:
-        max_model_len_raw = _val(resolved, "derived_max_model_len", shape.max_model_len)
-    max_model_len = int(max_model_len_raw)
-    if max_model_len <= 0:
-        raise InputError(f"--max-model-len must be positive (got {max_model_len_raw})")
-    max_num_seqs = int(_val(resolved, "max_num_seqs", 256))
-    mnbt = int(_val(resolved, "max_num_batched_tokens", 2048))
-    if max_num_seqs <= 0 or mnbt <= 0:
+        raw_len = _val(resolved, "derived_max_model_len", shape.max_model_len)
+    if int(raw_len) <= 0:
+        raise InputError(f"--max-model-len must be positive (got {raw_len})")
+    seqs, mnbt = int(_val(resolved, "max_num_seqs", 256)), int(_val(resolved, "max_num_batched_tokens", 2048))
+    if seqs <= 0 or mnbt <= 0:
         raise InputError("--max-num-seqs and --max-num-batched-tokens must be positive")
-    block_size = int(_val(resolved, "block_size", 16))
-    kv_dtype = str(_val(resolved, "kv_cache_dtype", "auto"))
     model_dtype = str(_val(resolved, "dtype", shape.dtype))
-    if model_dtype == "auto":
-        model_dtype = shape.dtype
-    enforce_eager = bool(_val(resolved, "enforce_eager", False))
-    async_sched = bool(_val(resolved, "async_scheduling", engine_kind == "v1"))
-    override = _val(resolved, "num_gpu_blocks_override", None)
-    kv_bytes_given = _val(resolved, "kv_cache_memory_bytes", None)
-    total = catalog_total = int(getattr(gpu, "memory_bytes"))
+    model_dtype = shape.dtype if model_dtype == "auto" else model_dtype
+    eager = bool(_val(resolved, "enforce_eager", False))
+    catalog_total = int(gpu.memory_bytes) if gpu is not None and getattr(gpu, "memory_bytes", None) else None
+    total = catalog_total
     if startup is not None and getattr(startup, "total_memory_bytes", None):
         total = int(startup.total_memory_bytes)  # the log's own device total beats the catalog's
-    kvm.check_parallel(shape, tp, pp)
-
     sizes = _val(resolved, "cudagraph_capture_sizes", None)
     if sizes is None:
-        cc = getattr(gpu, "compute_capability", None)
-        sm100 = _cc_major(cc) >= 10
-        sizes = mem.capture_sizes(max_num_seqs, mnbt, sm100=sm100)
-    n_sizes = len(sizes)
-
+        sizes = mem.capture_sizes(seqs, mnbt, sm100=_cc_major(getattr(gpu, "compute_capability", None)) >= 10)
     opts = kvm.SpecOptions(
-        block_size=block_size, kv_cache_dtype=kv_dtype, model_dtype=model_dtype, tensor_parallel_size=tp,
-        pipeline_parallel_size=pp, disable_sliding_window=bool(_val(resolved, "disable_sliding_window", False)),
+        block_size=int(_val(resolved, "block_size", 16)), kv_cache_dtype=str(_val(resolved, "kv_cache_dtype", "auto")),
+        model_dtype=model_dtype, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+        disable_sliding_window=bool(_val(resolved, "disable_sliding_window", False)),
         disable_hybrid_kv_cache_manager=bool(_val(resolved, "disable_hybrid_kv_cache_manager", False)),
         allow_chunked_hybrid=bool(getattr(tr, "chunked_local_hybrid", True)),
     )
-    ranges = kvm.pp_layer_ranges(shape.num_layers, pp)
-    weights = _weights(shape, model_dtype, resolved, tp, pp, gpu, tr)
+    return _Ctx(version, tr, engine_kind, str(getattr(resolved, "platform", "cuda") or "cuda"), tp, pp, util,
+                int(raw_len), auto_fit, seqs, mnbt, model_dtype, eager,
+                bool(_val(resolved, "async_scheduling", engine_kind == "v1")),
+                _val(resolved, "num_gpu_blocks_override", None), _val(resolved, "kv_cache_memory_bytes", None),
+                total, catalog_total, tuple(sizes), bool(tr.cudagraph_in_kv_budget) and not eager,
+                str(getattr(resolved, "interconnect", "nvlink") or "nvlink"), getattr(resolved, "lora", None), opts)
 
-    requested = mem.requested_bytes(total, util, ceil=tr.requested_memory_ceil)
-    req_how = (f"ceil({_gib(total)} × {util:g})" if tr.requested_memory_ceil else f"{_gib(total)} × {util:g}")
-    deducted = bool(tr.cudagraph_in_kv_budget) and not enforce_eager
 
-    # Per PP stage (TP ranks of a stage share everything except, possibly, their weight shard).
-    stage_terms = []
-    for r, (lo, hi) in enumerate(ranges):
-        act = mem.activation_peak(shape, tp=tp, is_last_pp_rank=(r == pp - 1), model_dtype=model_dtype,
-                                  max_num_seqs=max_num_seqs, max_num_batched_tokens=mnbt, version=tr.version,
-                                  engine=engine_kind, regime=getattr(tr, "sampler_regime", None))
-        nt = mem.non_torch(tp=tp, pp=pp, version=tr.version, engine=engine_kind,
-                           era=getattr(tr, "non_torch_era", None))
-        cg = mem.cudagraph(num_capture_sizes=n_sizes, layers_on_rank=hi - lo, hidden_size=shape.hidden_size,
-                           enforce_eager=enforce_eager, deducted=deducted,
-                           env_disabled=bool(getattr(tr, "cudagraph_estimate_disabled", False)))
-        stage_terms.append((act, nt, cg))
+def build_ledger(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "ResolvedEngine", *,
+                 startup: "StartupFacts | None" = None) -> Ledger:
+    """The ledger of ``shape`` on ``gpu`` under ``resolved`` (every engine field concrete).
 
-    # Rank 0 figures, measured where the log has them.
-    act0, nt0, cg0 = stage_terms[0]
-    w0 = weights[0][0]
-    s = startup
-    figs: dict[str, Figure] = {}
-    figs["total"] = _measured_or(s, "total_memory_bytes", Figure(
-        catalog_total, "given" if _gpu_given_size(gpu) else "default",
-        f"{getattr(gpu, 'name', 'GPU')}: {_gib(catalog_total)} as torch reports it"))
-    util_src = _src(resolved, "gpu_memory_utilization")
-    figs["requested"] = _measured_or(s, "requested_bytes", Figure(
-        requested, "predicted", f"{req_how} = {_gib(requested)} (util {util:g}: {util_src})"))
-    figs["weights"] = _measured_or(s, "weights_bytes", Figure(w0.bytes, "predicted", w0.how))
-    figs["activation"] = _measured_or(s, "activation_bytes", Figure(act0.bytes, "predicted", act0.how))
-    figs["non_torch"] = _measured_or(s, "non_torch_bytes", Figure(nt0.bytes, "predicted", nt0.how))
-    cg_attr = "cudagraph_estimate_bytes" if deducted else "cudagraph_bytes"
-    figs["cudagraph"] = _measured_or(s, cg_attr, Figure(cg0.bytes, "predicted" if deducted else "default", cg0.how))
-    if not deducted and figs["cudagraph"].source == "measured":
-        # Measured actual capture, but this version did not deduct it from the budget.
-        figs["cudagraph"] = Figure(figs["cudagraph"].value, "measured",
-                                   figs["cudagraph"].how + " (captured after sizing; not in the KV budget)",
-                                   predicted=cg0.bytes)
-
-    if s is not None:
-        _from_usage_summary(s, figs, deducted, act0, nt0)
-
-    def budget_of(w: int, act: int, nt: int, cg: int, req: int) -> int:
-        return req - w - act - nt - (cg if deducted else 0)
-
-    # KV budget per stage.
-    kv_avail: list[int] = []
-    for r, (act, nt, cg) in enumerate(stage_terms):
-        w = max(x.bytes for x in weights[r])  # the tightest TP rank of the stage
-        if r == 0:
-            w = figs["weights"].value if figs["weights"].source == "measured" else w
-            act_b, nt_b = figs["activation"].value, figs["non_torch"].value
-            cg_b = figs["cudagraph"].value if deducted else 0
-            req_b = figs["requested"].value
-        else:
-            act_b, nt_b, cg_b, req_b = act.bytes, nt.bytes, cg.bytes, requested
-        kv_avail.append(budget_of(w, act_b, nt_b, cg_b, req_b))
-
-    pred_kv0 = budget_of(w0.bytes, act0.bytes, nt0.bytes, cg0.bytes, requested)
-    if kv_bytes_given is not None:
-        kvb = int(kv_bytes_given)
-        if kvb <= 0:
-            raise InputError(f"--kv-cache-memory-bytes must be positive (got {kvb})")
-        kv_avail = [kvb] * pp
-        figs["kv_cache"] = Figure(kvb, "given", f"--kv-cache-memory-bytes {kvb} ({_gib(kvb)}); profiling "
-                                  "arithmetic skipped, gpu_memory_utilization ignored", predicted=pred_kv0)
-    elif s is not None and getattr(s, "kv_cache_bytes", None) is not None:
-        kv_avail[0] = int(s.kv_cache_bytes)
-        figs["kv_cache"] = Figure(int(s.kv_cache_bytes), "measured", _line(s, "kv_cache_bytes",
-                                  "Available KV cache memory"), predicted=pred_kv0)
-    else:
-        parts = [figs["requested"], figs["weights"], figs["activation"], figs["non_torch"]]
-        how = (f"requested {_gib(parts[0].value)} − weights {_gib(parts[1].value)} − activation "
-               f"{_gib(parts[2].value)} − non-torch {_gib(parts[3].value)}")
-        if deducted:
-            how += f" − CUDA graphs {_gib(figs['cudagraph'].value)}"
-        how += f" = {_gib(kv_avail[0])}"
-        src = "measured" if all(p.source == "measured" for p in parts) else "predicted"
-        figs["kv_cache"] = Figure(kv_avail[0], src, how, predicted=pred_kv0 if src == "measured" else None)
-
-    measured_err = getattr(s, "startup_error", None) if s is not None else None
-    if (s is not None and measured_err == "kv-too-small" and getattr(s, "error_available_bytes", None) is not None
-            and figs["kv_cache"].source != "measured" and kv_bytes_given is None):
-        # vLLM refused to start and printed the memory it had: that is the measured budget (as vLLM
-        # printed it: available minus the null block from 0.2x on, available before).
-        kv_avail[0] = int(s.error_available_bytes)
-        figs["kv_cache"] = Figure(kv_avail[0], "measured", _line(s, "startup_error",
-                                  "the available KV cache memory in vLLM's start-up error"), predicted=pred_kv0)
-
-    plan_kwargs = dict(max_model_len=max_model_len, max_num_batched_tokens=mnbt, async_scheduling=async_sched,
-                       auto_fit=auto_fit, era=tr.kv_tokens_formula,
-                       null_block=bool(getattr(tr, "null_block_reserved", True)))
-    plan = kvm.plan_kv(shape, opts, available_bytes=[max(0, a) for a in kv_avail],
-                       num_gpu_blocks_override=override, **plan_kwargs)
-    if min(kv_avail) <= 0 and plan.fit.ok:
-        plan = _no_memory(plan)
-    predicted_plan = plan
-    measured_blocks = getattr(s, "num_gpu_blocks", None) if s is not None else None
-    derived_how = None
-    if not measured_blocks and override is None and s is not None:
-        measured_blocks, derived_how = _blocks_from_log(s, plan)
-    if measured_blocks and override is None:
-        # The log's block count is the truth: tokens, concurrency, the fit check and the reconciliation
-        # follow from it (vLLM's formulas on the measured count); the budget-derived count stays as predicted.
-        plan = kvm.plan_kv(shape, opts, available_bytes=[max(0, a) for a in kv_avail],
-                           num_gpu_blocks_override=int(measured_blocks), **plan_kwargs)
-        from dataclasses import replace as _replace
-
-        plan = _replace(plan, override_message=None)
-    if measured_err in ("kv-too-small", "max-len-too-large", "no-memory-for-cache") and getattr(
-            s, "error_message", None):
-        from dataclasses import replace as _replace
-
-        plan = _replace(plan, fit=kvm.FitCheck(False, int(getattr(s, "error_needed_bytes", 0) or 0),
-                                               int(getattr(s, "error_available_bytes", 0) or 0),
-                                               getattr(s, "error_est_max_model_len", None) or
-                                               (getattr(s, "kv_cache_tokens", None)
-                                                if measured_err == "max-len-too-large" else None),
-                                               s.error_message))
-
-    kvf = _kv_figures(plan, s, shape, opts, override, engine_kind, predicted_plan)
+    With ``startup`` (evidence.model.StartupFacts), measured terms replace predicted ones. ``gpu`` may be
+    None when a log gives the KV figures without its device: rows neither the log nor a GPU can give are
+    stated as missing (value None), never guessed.
+    """
+    ctx = _context(shape, gpu, resolved, startup)
+    kvm.check_parallel(shape, ctx.tp, ctx.pp)
+    weights = _weights(shape, ctx.model_dtype, resolved, ctx.tp, ctx.pp, gpu, ctx.tr)
+    if ctx.lora:
+        weights = _with_lora(shape, ctx, weights)
+    stage_terms = _stage_terms(shape, ctx)
+    figs = _memory_figures(ctx, gpu, weights, stage_terms, startup, resolved)
+    kv_avail, pred_kv0 = _kv_budgets(ctx, figs, weights, stage_terms, startup)
+    plan, predicted_plan, derived_how = _plans(shape, ctx, kv_avail, startup)
+    kvf = _kv_figures(plan, startup, shape, ctx.opts, ctx.override, ctx.engine_kind, predicted_plan)
     if derived_how is not None:
         kvf["num_blocks"] = Figure(plan.num_blocks, "measured", derived_how, predicted=predicted_plan.num_blocks)
-    if measured_blocks and override is None and figs["kv_cache"].source not in ("measured", "given"):
+    if (plan.num_blocks and ctx.override is None and figs["kv_cache"].source not in ("measured", "given")
+            and (derived_how is not None or getattr(startup, "num_gpu_blocks", None))):
         # The log shows the pool but not the budget: the budget it implies (to within one block) beats a
         # prediction that disagrees with the pool printed beside it; the prediction stays next to it.
         bpb = plan.ranks[0].bytes_per_block
@@ -348,20 +270,237 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
                                   f"implied by the log's {int(plan.num_blocks):,} blocks × {bpb:,} B per block = "
                                   f"{_gib(implied)} (+ less than one block vLLM could not use)",
                                   predicted=figs["kv_cache"].value)
-    recon = reconcile(plan, max_num_seqs)
+    recon = reconcile(plan, ctx.max_num_seqs)
+    ranks = _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, _requested(ctx), ctx.deducted)
+    warnings, notes = _warnings_notes(shape, ctx, resolved, figs, plan, stage_terms[0][2], startup, weights)
+    engine_figs = _engine_figures(resolved, ctx, plan)
+    kvf["block_size"] = Figure(plan.block_size, engine_figs["block_size"].source,
+                               engine_figs["block_size"].how or kvf["block_size"].how)
+    groups = [
+        {"kind": g.spec.kind, "layers": len(g.layers), "block_size": g.spec.block_size,
+         "page_bytes": g.spec.page_bytes, "blocks_per_request": g.spec.max_blocks(plan.max_model_len,
+                                                                                  plan.max_in_flight_tokens)}
+        for g in plan.grouping.groups
+    ]
+    return Ledger(
+        model=shape.name, gpu=str(getattr(gpu, "name", None) or ("CPU" if ctx.platform == "cpu" else "GPU (unknown)")),
+        vllm_version=ctx.version, memory=figs, kv=kvf, reconciliation=recon, fit_ok=plan.fit.ok,
+        startup_error=plan.fit.error, estimated_max_model_len=plan.fit.estimated_max_model_len, ranks=ranks,
+        groups=groups, warnings=warnings, notes=notes, engine=engine_figs, plan=plan,
+    )
 
-    ranks = _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducted)
+
+def _requested(ctx: _Ctx) -> int | None:
+    if ctx.total is None:
+        return None
+    return mem.requested_bytes(ctx.total, ctx.util, ceil=ctx.tr.requested_memory_ceil)
+
+
+def _stage_terms(shape: "ModelShape", ctx: _Ctx) -> list[tuple[mem.Term, mem.Term, mem.Term]]:
+    """(activation, non-torch, CUDA graphs) per PP stage; TP ranks of a stage share them."""
+    out = []
+    for r, (lo, hi) in enumerate(kvm.pp_layer_ranges(shape.num_layers, ctx.pp)):
+        act = mem.activation_peak(shape, tp=ctx.tp, is_last_pp_rank=(r == ctx.pp - 1), model_dtype=ctx.model_dtype,
+                                  max_num_seqs=ctx.max_num_seqs, max_num_batched_tokens=ctx.mnbt,
+                                  version=ctx.tr.version, engine=ctx.engine_kind,
+                                  regime=getattr(ctx.tr, "sampler_regime", None))
+        nt = mem.non_torch(tp=ctx.tp, pp=ctx.pp, version=ctx.tr.version, engine=ctx.engine_kind,
+                           era=getattr(ctx.tr, "non_torch_era", None), interconnect=ctx.interconnect)
+        cg = mem.cudagraph(num_capture_sizes=len(ctx.sizes), layers_on_rank=hi - lo, hidden_size=shape.hidden_size,
+                           enforce_eager=ctx.enforce_eager, deducted=ctx.deducted,
+                           env_disabled=bool(getattr(ctx.tr, "cudagraph_estimate_disabled", False)))
+        out.append((act, nt, cg))
+    return out
+
+
+def _with_lora(shape: "ModelShape", ctx: _Ctx, weights: "list[list[_W]]") -> "list[list[_W]]":
+    """Add the --enable-lora adapter slots to every rank's weights (vLLM measures them there)."""
+    out = []
+    for r, (lo, hi) in enumerate(kvm.pp_layer_ranges(shape.num_layers, ctx.pp)):
+        term = mem.lora_buffers(shape, tp=ctx.tp, layers_on_rank=hi - lo, max_loras=int(ctx.lora["max_loras"]),
+                                max_lora_rank=int(ctx.lora["max_lora_rank"]), model_dtype=ctx.model_dtype,
+                                fully_sharded=bool(ctx.lora.get("fully_sharded")))
+        out.append([_W(w.bytes + term.bytes, f"{w.how} + LoRA adapter slots {term.how}") for w in weights[r]])
+    return out
+
+
+MISSING = "missing: the log does not print it and no GPU is known (pass --gpu to predict it)"
+
+
+def _memory_figures(ctx: _Ctx, gpu: Any, weights, stage_terms, s: Any, resolved: Any) -> dict[str, Figure]:
+    """Rank 0's memory rows, measured where the log has them; rows nothing can give are stated missing."""
+    act0, nt0, cg0 = stage_terms[0]
+    w0 = weights[0][0]
+    figs: dict[str, Figure] = {}
+    if ctx.platform == "cpu":
+        return _cpu_memory_figures(ctx, s, w0)
+    if ctx.catalog_total is not None:
+        total_pred = Figure(ctx.catalog_total, "given" if _gpu_given_size(gpu) else "default",
+                            f"{getattr(gpu, 'name', 'GPU')}: {_gib(ctx.catalog_total)} as torch reports it")
+    else:
+        total_pred = Figure(None, "default", MISSING)
+    figs["total"] = _measured_or(s, "total_memory_bytes", total_pred)
+    requested = _requested(ctx)
+    util_src = _src(resolved, "gpu_memory_utilization")
+    if requested is not None:
+        req_how = (f"ceil({_gib(ctx.total)} × {ctx.util:g})" if ctx.tr.requested_memory_ceil
+                   else f"{_gib(ctx.total)} × {ctx.util:g}")
+        req_pred = Figure(requested, "predicted", f"{req_how} = {_gib(requested)} (util {ctx.util:g}: {util_src})")
+    else:
+        req_pred = Figure(None, "default", MISSING)
+    figs["requested"] = _measured_or(s, "requested_bytes", req_pred)
+    figs["weights"] = _measured_or(s, "weights_bytes", Figure(w0.bytes, "predicted", w0.how))
+    figs["activation"] = _measured_or(s, "activation_bytes", Figure(act0.bytes, "predicted", act0.how))
+    figs["non_torch"] = _measured_or(s, "non_torch_bytes", Figure(nt0.bytes, "predicted", nt0.how))
+    cg_attr = "cudagraph_estimate_bytes" if ctx.deducted else "cudagraph_bytes"
+    figs["cudagraph"] = _measured_or(s, cg_attr, Figure(cg0.bytes, "predicted" if ctx.deducted else "default", cg0.how))
+    if not ctx.deducted and figs["cudagraph"].source == "measured":
+        # Measured actual capture, but this version did not deduct it from the budget.
+        figs["cudagraph"] = Figure(figs["cudagraph"].value, "measured",
+                                   figs["cudagraph"].how + " (captured after sizing; not in the KV budget)",
+                                   predicted=cg0.bytes)
+    if s is not None:
+        _from_usage_summary(s, figs, ctx.deducted, act0, nt0)
+    return figs
+
+
+def _cpu_memory_figures(ctx: _Ctx, s: Any, w0: "_W") -> dict[str, Figure]:
+    """vllm-cpu: the KV budget is set directly (VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes) or as a
+    share of the NUMA node's memory; weights, activation and graphs are not deducted from it."""
+    ec = (getattr(s, "engine_config", None) or {}) if s is not None else {}
+    node = ec.get("cpu_node_memory_bytes")
+    na = "CPU backend: not part of the KV budget (cpu_worker sizes the KV cache on its own)"
+    return {
+        "total": Figure(node, "measured", _line(s, "kv_cache_bytes", "NUMA node memory in 'set (budget/node) GiB "
+                        "for KV cache'")) if node else Figure(None, "default", "CPU: node memory not in the log"),
+        "requested": Figure(None, "default", na),
+        "weights": _measured_or(s, "weights_bytes", Figure(w0.bytes, "predicted", w0.how + " (host memory)")),
+        "activation": Figure(None, "default", na), "non_torch": Figure(None, "default", na),
+        "cudagraph": Figure(0, "default", "CPU backend: no CUDA graphs"),
+    }
+
+
+def _kv_budgets(ctx: _Ctx, figs: dict[str, Figure], weights, stage_terms, s: Any) -> tuple[list[int], int | None]:
+    """The KV budget per PP stage and rank 0's prediction; sets figs["kv_cache"]."""
+    requested = _requested(ctx)
+
+    def budget_of(w: int, act: int, nt: int, cg: int, req: int) -> int:
+        return req - w - act - nt - (cg if ctx.deducted else 0)
+
+    act0, nt0, cg0 = stage_terms[0]
+    pred_kv0 = None
+    kv_avail: list[int] = [0] * ctx.pp
+    if requested is not None and ctx.platform != "cpu":
+        pred_kv0 = budget_of(weights[0][0].bytes, act0.bytes, nt0.bytes, cg0.bytes, requested)
+        for r, (act, nt, cg) in enumerate(stage_terms):
+            w = max(x.bytes for x in weights[r])  # the tightest TP rank of the stage
+            if r == 0:
+                w = figs["weights"].value if figs["weights"].source == "measured" else w
+                kv_avail[0] = budget_of(w, figs["activation"].value, figs["non_torch"].value,
+                                        figs["cudagraph"].value if ctx.deducted else 0, figs["requested"].value)
+            else:
+                kv_avail[r] = budget_of(w, act.bytes, nt.bytes, cg.bytes, requested)
+    if ctx.kv_bytes_given is not None:
+        kvb = int(ctx.kv_bytes_given)
+        if kvb <= 0:
+            raise InputError(f"--kv-cache-memory-bytes must be positive (got {kvb})")
+        kv_avail = [kvb] * ctx.pp
+        how = ("VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes" if ctx.platform == "cpu" else
+               "--kv-cache-memory-bytes") + f" {kvb} ({_gib(kvb)}); profiling arithmetic skipped, gpu_memory_utilization ignored"
+        figs["kv_cache"] = Figure(kvb, "given", how, predicted=pred_kv0)
+        if s is not None and getattr(s, "kv_cache_bytes", None) is not None:
+            figs["kv_cache"] = Figure(int(s.kv_cache_bytes), "measured", _line(s, "kv_cache_bytes", "KV cache budget"),
+                                      predicted=kvb)
+    elif s is not None and getattr(s, "kv_cache_bytes", None) is not None:
+        kv_avail = [int(s.kv_cache_bytes) if r == 0 or not any(kv_avail) else kv_avail[r] for r in range(ctx.pp)]
+        label = ("'Explicitly/Auto set (budget/node) GiB for KV cache'" if ctx.platform == "cpu"
+                 else "Available KV cache memory")
+        figs["kv_cache"] = Figure(int(s.kv_cache_bytes), "measured", _line(s, "kv_cache_bytes", label),
+                                  predicted=pred_kv0)
+    elif pred_kv0 is not None:
+        parts = [figs["requested"], figs["weights"], figs["activation"], figs["non_torch"]]
+        how = (f"requested {_gib(parts[0].value)} − weights {_gib(parts[1].value)} − activation "
+               f"{_gib(parts[2].value)} − non-torch {_gib(parts[3].value)}")
+        if ctx.deducted:
+            how += f" − CUDA graphs {_gib(figs['cudagraph'].value)}"
+        how += f" = {_gib(kv_avail[0])}"
+        src = "measured" if all(p.source == "measured" for p in parts) else "predicted"
+        figs["kv_cache"] = Figure(kv_avail[0], src, how, predicted=pred_kv0 if src == "measured" else None)
+    else:
+        figs["kv_cache"] = Figure(None, "default", MISSING if ctx.platform == "cuda" else
+                                  "CPU 'Auto set' budget: a share of the node's memory kvdoctor does not model; "
+                                  "set VLLM_CPU_KVCACHE_SPACE or pass --from-log")
+    err = getattr(s, "startup_error", None) if s is not None else None
+    if (err == "kv-too-small" and getattr(s, "error_available_bytes", None) is not None
+            and figs["kv_cache"].source != "measured" and ctx.kv_bytes_given is None):
+        # vLLM refused to start and printed the memory it had: that is the measured budget (as vLLM
+        # printed it: available minus the null block from 0.2x on, available before).
+        kv_avail[0] = int(s.error_available_bytes)
+        figs["kv_cache"] = Figure(kv_avail[0], "measured", _line(s, "startup_error",
+                                  "the available KV cache memory in vLLM's start-up error"), predicted=pred_kv0)
+    return kv_avail, pred_kv0
+
+
+def _plans(shape: "ModelShape", ctx: _Ctx, kv_avail: list[int], s: Any):
+    """(plan on the log's block count where it has one, the budget-derived plan, how the count was derived)."""
+    plan_kwargs = dict(max_model_len=ctx.max_model_len, max_num_batched_tokens=ctx.mnbt,
+                       async_scheduling=ctx.async_sched, auto_fit=ctx.auto_fit, era=ctx.tr.kv_tokens_formula,
+                       null_block=bool(getattr(ctx.tr, "null_block_reserved", True)))
+    avail = [max(0, a) for a in kv_avail]
+    plan = kvm.plan_kv(shape, ctx.opts, available_bytes=avail, num_gpu_blocks_override=ctx.override, **plan_kwargs)
+    if min(kv_avail) <= 0 and plan.fit.ok:
+        plan = _no_memory(plan)
+    plan = _v0_pool_tokens(plan)
+    predicted_plan = plan
+    measured_blocks = getattr(s, "num_gpu_blocks", None) if s is not None else None
+    derived_how = None
+    if not measured_blocks and ctx.override is None and s is not None:
+        measured_blocks, derived_how = _blocks_from_log(s, plan)
+    if measured_blocks and ctx.override is None:
+        # The log's block count is the truth: tokens, concurrency, the fit check and the reconciliation
+        # follow from it (vLLM's formulas on the measured count); the budget-derived count stays as predicted.
+        plan = kvm.plan_kv(shape, ctx.opts, available_bytes=avail, num_gpu_blocks_override=int(measured_blocks),
+                           **plan_kwargs)
+        plan = _v0_pool_tokens(replace(plan, override_message=None))
+    err = getattr(s, "startup_error", None) if s is not None else None
+    if err in ("kv-too-small", "max-len-too-large", "no-memory-for-cache") and getattr(s, "error_message", None):
+        plan = replace(plan, fit=kvm.FitCheck(False, int(getattr(s, "error_needed_bytes", 0) or 0),
+                                              int(getattr(s, "error_available_bytes", 0) or 0),
+                                              getattr(s, "error_est_max_model_len", None) or
+                                              (getattr(s, "kv_cache_tokens", None)
+                                               if err == "max-len-too-large" else None),
+                                              s.error_message))
+    return plan, predicted_plan, derived_how
+
+
+def _v0_pool_tokens(plan: kvm.KvPlan) -> kvm.KvPlan:
+    """v0 prints its pool as ``num_blocks × block_size`` even when one request does not fit (the
+    "maximum number of tokens that can be stored in KV cache (23648)" of its error): keep that, not 0."""
+    if plan.era == "v0" and plan.num_blocks > 0 and not plan.kv_cache_tokens:
+        return replace(plan, kv_cache_tokens=int(plan.num_blocks) * int(plan.block_size))
+    return plan
+
+
+def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> tuple[list[str], list[str]]:
     warnings = list(plan.grouping.warnings)
-    if (_chunked_model(shape) and getattr(tr, "chunked_local_env", False) and not opts.allow_chunked_hybrid
+    if (_chunked_model(shape) and getattr(ctx.tr, "chunked_local_env", False) and not ctx.opts.allow_chunked_hybrid
             and not _uses_eagle(_val(resolved, "speculative_config", None))):
         # config/vllm.py logs this only when the env var (not EAGLE) is why the hybrid manager goes off.
         warnings.insert(0, kvm.CHUNKED_HYBRID_WARNING)
     cg_est = figs["cudagraph"].value if figs["cudagraph"].source == "measured" else cg0.estimate
-    if getattr(tr, "cudagraph_estimate_disabled", False) and cg_est > 0:
-        warnings.append(cudagraph_disabled_warning(util, cg_est, total))
+    if getattr(ctx.tr, "cudagraph_estimate_disabled", False) and cg_est > 0 and ctx.total:
+        warnings.append(cudagraph_disabled_warning(ctx.util, cg_est, ctx.total))
+    mismatch = _log_mismatch(shape, figs, plan, s, weights)
+    if mismatch:
+        warnings.insert(0, mismatch)
     notes = list(BOOK_NOTES)
-    if deducted:
-        notes.append(CUDAGRAPH_NOTE + cudagraph_util_equivalent(util, cg_est, total))
+    engine_why = getattr(ctx.tr, "engine_why", "")
+    if engine_why:
+        extra = ("; its profile run (one whole max_model_len prompt without chunked prefill), batch defaults and "
+                 "block manager apply" if ctx.engine_kind == "v0" else "")
+        notes.insert(0, f"engine {ctx.engine_kind.upper()} assumed: {engine_why}{extra}")
+    if ctx.deducted and ctx.total:
+        notes.append(CUDAGRAPH_NOTE + cudagraph_util_equivalent(ctx.util, cg_est, ctx.total))
     if plan.auto_fit_message:
         notes.append(plan.auto_fit_message)
     if plan.override_message:
@@ -370,30 +509,52 @@ def build_ledger(shape: Any, gpu: Any, resolved: Any, *, startup: Any = None) ->
         notes.append("Multimodal model: the encoder's dummy batch adds to the activation peak; kvdoctor does not "
                      "model it (pass --from-log for the measured peak).")
     notes.extend(getattr(resolved, "notes", []) or [])
-    groups = [
-        {"kind": g.spec.kind, "layers": len(g.layers), "block_size": g.spec.block_size,
-         "page_bytes": g.spec.page_bytes, "blocks_per_request": g.spec.max_blocks(plan.max_model_len,
-                                                                                  plan.max_in_flight_tokens)}
-        for g in plan.grouping.groups
-    ]
+    return warnings, notes
+
+
+def _log_mismatch(shape, figs: dict[str, Figure], plan: kvm.KvPlan, s: Any, weights) -> str | None:
+    """A start-up log that is not of this model: the figure that shows it (weights or bytes per block)."""
+    if s is None:
+        return None
+    w = figs["weights"]
+    pred_w = weights[0][0].bytes
+    if w.source == "measured" and w.value and pred_w and abs(w.value - pred_w) > max(0.5 * GiB, 0.1 * pred_w):
+        return (f"the start-up log does not match --model {shape.name}: it measured {_gib(w.value)} of weights "
+                f"per GPU, {shape.name} predicts {_gib(pred_w)} ({(w.value / pred_w - 1) * 100:+.0f} %) — a "
+                "different checkpoint (size or quantization)? Figures from the log are kept as measured.")
+    ec = getattr(s, "engine_config", None) or {}
+    kvb = getattr(s, "kv_cache_bytes", None)
+    # with --num-gpu-blocks-override the printed count is the override; the budget's own count is the one before
+    blocks = ec.get("num_gpu_blocks_before_override") or getattr(s, "num_gpu_blocks", None)
+    bpb = plan.ranks[0].bytes_per_block if plan.ranks else 0
+    if kvb and blocks and bpb and kvb > 0:
+        implied = kvb / blocks
+        if abs(implied / bpb - 1) > 0.1:
+            return (f"the start-up log does not match --model {shape.name}: its {blocks:,} blocks in "
+                    f"{_gib(kvb)} imply {implied:,.0f} B per block, {shape.name} needs {bpb:,} B — a different "
+                    "model, KV dtype or block size?")
+    return None
+
+
+def _engine_figures(resolved: Any, ctx: _Ctx, plan: kvm.KvPlan) -> dict[str, Figure]:
     engine_figs = {}
     for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
                  "tensor_parallel_size", "pipeline_parallel_size", "dtype", "kv_cache_dtype", "block_size",
                  "enforce_eager", "async_scheduling"):
         engine_figs[name] = _engine_figure(resolved, name)
-    if auto_fit:
+    engine_figs["engine"] = Figure(ctx.engine_kind, _src(resolved, "engine"),
+                                   getattr(ctx.tr, "engine_why", "") or ctx.engine_kind)
+    engine_figs["interconnect"] = Figure(ctx.interconnect, _src(resolved, "interconnect"),
+                                         (getattr(resolved, "how", None) or {}).get("interconnect", ""))
+    if ctx.lora:
+        engine_figs["lora"] = Figure(dict(ctx.lora), "given", (getattr(resolved, "how", None) or {}).get("lora", ""))
+    if ctx.auto_fit:
         engine_figs["max_model_len"] = Figure(plan.max_model_len, "predicted", plan.auto_fit_message or "auto-fit")
+    n_sizes = len(ctx.sizes)
     engine_figs["cudagraph_capture_sizes"] = Figure(
         n_sizes, _src(resolved, "cudagraph_capture_sizes"),
-        f"{n_sizes} capture sizes, largest {max(sizes) if sizes else 0}" if n_sizes else "no CUDA graphs")
-    kvf["block_size"] = Figure(plan.block_size, engine_figs["block_size"].source,
-                               engine_figs["block_size"].how or kvf["block_size"].how)
-    return Ledger(
-        model=shape.name, gpu=str(getattr(gpu, "name", "GPU")), vllm_version=version, memory=figs, kv=kvf,
-        reconciliation=recon, fit_ok=plan.fit.ok, startup_error=plan.fit.error,
-        estimated_max_model_len=plan.fit.estimated_max_model_len, ranks=ranks, groups=groups, warnings=warnings,
-        notes=notes, engine=engine_figs, plan=plan,
-    )
+        f"{n_sizes} capture sizes, largest {max(ctx.sizes) if ctx.sizes else 0}" if n_sizes else "no CUDA graphs")
+    return engine_figs
 
 
 def reconcile(plan: kvm.KvPlan, max_num_seqs: int) -> dict[str, Any]:
@@ -441,12 +602,22 @@ def _weights(shape, model_dtype: str, resolved, tp: int, pp: int, gpu, tr) -> li
 
 
 def _quant(shape, resolved):
-    """The QuantInfo vLLM would load with: the resolver's, else --quantization online, else the checkpoint's."""
+    """The QuantInfo vLLM would load with: the resolver's, else --quantization online, else the checkpoint's.
+
+    A kernel variant of the checkpoint's own method (``gptq_marlin``/``gptq``, ``awq_marlin``/``awq``,
+    machete) is the checkpoint's format; a pre-quantized method named by a log for a bf16 --model is a
+    mismatch the ledger reports (weights disagree), not a reason to refuse."""
+    from kvdoctor.engine.defaults import ONLINE_QUANT, quant_family
+
     q = getattr(resolved, "quant", None)
     if q is not None and not isinstance(q, str):
         return q
     method = _val(resolved, "quantization", None)
     ckpt = getattr(shape, "quant", None)
+    if method and ckpt is not None and quant_family(method) == quant_family(ckpt.method):
+        return ckpt
+    if method and ckpt is None and str(method).lower() not in ONLINE_QUANT:
+        return None
     if method and (ckpt is None or ckpt.method != method):
         from kvdoctor.ledger.shape import online_quantization
 
@@ -457,10 +628,6 @@ def _quant(shape, resolved):
 def _env(resolved: Any) -> dict[str, str]:
     """The VLLM_* variables of the serve line (ResolvedEngine.env, else a duck-typed .config.env)."""
     return getattr(resolved, "env", None) or getattr(getattr(resolved, "config", None), "env", None) or {}
-
-
-def _env_true(resolved: Any, key: str) -> bool:
-    return str(_env(resolved).get(key, "")).strip().lower() in ("1", "true", "yes")
 
 
 def _chunked_model(shape: Any) -> bool:
@@ -670,7 +837,8 @@ def _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducte
             if r == 0 and t == 0:
                 m = dict(figs)
             else:
-                kvb = requested - w.bytes - act.bytes - nt.bytes - (cg.bytes if deducted else 0)
+                kvb = (requested - w.bytes - act.bytes - nt.bytes - (cg.bytes if deducted else 0)
+                       if requested is not None else figs["kv_cache"].value)
                 if figs["kv_cache"].source == "given":
                     kvb = figs["kv_cache"].value
                 m = {

@@ -18,7 +18,7 @@ from kvdoctor.errors import ConfigError, InputError
 from kvdoctor.units import cdiv, format_gib
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kvdoctor.ledger.shape import ModelShape
+    from kvdoctor.facts.model import ModelShape
 
 # ``--kv-cache-dtype`` → bytes per stored element. Every fp8 variant is stored as uint8 (§2.1).
 KV_DTYPE_BYTES = {

@@ -31,7 +31,7 @@ from kvdoctor.engine.version import LIGHT_SAMPLER, NON_TORCH_LATE, non_torch_era
 from kvdoctor.ledger import fitted
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kvdoctor.ledger.shape import ModelShape
+    from kvdoctor.facts.model import ModelShape
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -90,8 +90,10 @@ def activation_peak(
     """Torch peak increase of the profile run on one worker (``transient_peak_headroom``)."""
     db = dtype_bytes(model_dtype)
     width = ffn_width(shape) // max(1, tp)
-    fwd = fitted.ACT_FWD_COEF * max_num_batched_tokens * width * db
-    fwd_how = f"{fitted.ACT_FWD_COEF:g} × {max_num_batched_tokens} tok × {width} ffn/TP × {db} B"
+    # v0 (chunked prefill off) profiles one whole max_model_len prompt: its own fitted coefficient.
+    c = getattr(fitted, "ACT_FWD_COEF_V0", fitted.ACT_FWD_COEF) if engine == "v0" else fitted.ACT_FWD_COEF
+    fwd = c * max_num_batched_tokens * width * db
+    fwd_how = f"{c:g} × {max_num_batched_tokens} tok × {width} ffn/TP × {db} B" + (" (v0 profile run)" if engine == "v0" else "")
     if not is_last_pp_rank:
         return Term(int(fwd), f"forward only (no sampler on this PP stage): {fwd_how} = {fwd / GiB:.2f} GiB")
     rows = min(max_num_seqs, max_num_batched_tokens)
@@ -108,13 +110,26 @@ def activation_peak(
                           f"(sampler {samp / GiB:.2f} GiB)")
 
 
-def non_torch(*, tp: int, pp: int, version, engine: str = "v1", era: str | None = None) -> Term:
+def non_torch_key(tp: int, pp: int, interconnect: str = "nvlink") -> str:
+    """The row of fitted.NON_TORCH_GIB for a layout: custom all-reduce (NVLink) buffers dominate TP>1;
+    over PCIe vLLM turns custom all-reduce off (more than two PCIe-only GPUs, or no P2P), leaving NCCL's."""
+    if tp > 1:
+        return {"pcie": "tp_pcie", "multi-node": "multi_node"}.get(interconnect, "tp_multi")
+    return "pp_only" if pp > 1 else "tp1"
+
+
+def non_torch(*, tp: int, pp: int, version, engine: str = "v1", era: str | None = None,
+              interconnect: str = "nvlink") -> Term:
     """Non-torch growth after the baseline snapshot (NCCL / custom all-reduce buffers, workspaces)."""
     era = era or non_torch_era(version, engine)  # build_ledger passes VersionTraits.non_torch_era
     table = fitted.NON_TORCH_GIB[era]
-    key = "tp_multi" if tp > 1 else ("pp_only" if pp > 1 else "tp1")
-    gib = table[key]
-    label = {"tp_multi": f"TP={tp} (all-reduce buffers)", "pp_only": f"PP={pp}, TP=1", "tp1": "single GPU"}[key]
+    key = non_torch_key(tp, pp, interconnect)
+    gib = table.get(key, table["tp_multi"])
+    label = {"tp_multi": f"TP={tp} over NVLink (custom all-reduce + NCCL buffers)",
+             "tp_pcie": f"TP={tp} over PCIe (custom all-reduce off: NCCL buffers only)",
+             "multi_node": f"TP×PP={tp * pp} across nodes (Ray/NCCL; not fitted: no public measurement, the "
+                           "NVLink row is used — expect ±3 GiB)",
+             "pp_only": f"PP={pp}, TP=1", "tp1": "single GPU"}[key]
     return Term(int(gib * GiB), f"fitted {era} {label}: {gib:g} GiB")
 
 
@@ -154,3 +169,32 @@ def cudagraph(
 def requested_bytes(total: int, util: float, *, ceil: bool = True) -> int:
     """v1: ``math.ceil(total × util)`` of TOTAL memory; v0: the plain product."""
     return math.ceil(total * util) if ceil else int(total * util)
+
+
+def lora_buffers(shape: "ModelShape", *, tp: int, layers_on_rank: int, max_loras: int, max_lora_rank: int,
+                 model_dtype: str, fully_sharded: bool = False) -> Term:
+    """Adapter slots vLLM allocates when loading with --enable-lora (lora/layers: ``create_lora_weights``).
+
+    Every LoRA-able linear layer keeps ``lora_a_stacked`` [max_loras, 1, rank, in] and ``lora_b_stacked``
+    [max_loras, 1, out, rank] per slice, in the model dtype. Column-parallel layers (qkv, gate_up) keep A
+    whole and shard B's output; row-parallel ones (o, down) shard A's input and keep B whole (unless
+    --fully-sharded-loras). The LM head adds [max_loras, vocab, rank]. Allocated inside load_model, so the
+    "Model loading took" figure includes it; MoE expert weights take no adapter slots here.
+    """
+    db = dtype_bytes(model_dtype)
+    t = max(1, tp)
+    h, r = shape.hidden_size, max_lora_rank
+    q = shape.num_attention_heads * shape.head_size
+    kv = max(1, shape.num_kv_heads // t if shape.num_kv_heads >= t else 1) * shape.head_size
+    per_layer = 3 * r * h + (q // t + 2 * kv) * r  # qkv: A per slice, B on this rank's heads
+    per_layer += r * (q // t) + (h // t if fully_sharded else h) * r  # o_proj (row-parallel)
+    dense = shape.moe is None or shape.moe.first_dense_layers > 0 or bool(shape.moe.num_shared_experts)
+    if dense:
+        inter = shape.intermediate_size // t
+        per_layer += 2 * r * h + 2 * inter * r  # gate_up
+        per_layer += r * inter + (h // t if fully_sharded else h) * r  # down (row-parallel)
+    head = shape.vocab_size * r // (t if fully_sharded else 1)
+    total = max_loras * (per_layer * layers_on_rank + head) * db
+    how = (f"{max_loras} slot(s) × rank {r} × (Σ per layer A+B {per_layer:,} elements × {layers_on_rank} layers "
+           f"+ LM head {head:,}) × {db} B = {total / GiB:.2f} GiB")
+    return Term(int(total), how)

@@ -6,11 +6,11 @@ boundary type is all that is read, so the report does not depend on the evidence
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from kvdoctor.errors import InputError
+from kvdoctor.provenance import json_clean as _clean
 from kvdoctor.report.html import payload_kind
 
 MAX_TIMELINES = 4  # one engine lifetime each; more would bury the page
@@ -121,26 +121,5 @@ _TIMELINE_KEYS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "pro
 
 
 def timeline_dict(tl: Any) -> dict[str, list[float | None]]:
-    """An evidence.model.Timeline as JSON lists (NaN -> null)."""
-    out: dict[str, list[float | None]] = {}
-    for k in _TIMELINE_KEYS:
-        v = getattr(tl, k, None)
-        if v is None:
-            continue
-        out[k] = [None if (x is None or (isinstance(x, float) and not math.isfinite(x))) else float(x)
-                  for x in (v.tolist() if hasattr(v, "tolist") else list(v))]
-    return out
-
-
-def _clean(o: Any) -> Any:
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {str(k): _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    if hasattr(o, "tolist"):
-        return _clean(o.tolist())
-    if hasattr(o, "as_dict"):
-        return _clean(o.as_dict())
-    return o
+    """An evidence.model.Timeline as JSON lists (NaN -> null): ``Timeline.to_json``."""
+    return tl.to_json(_TIMELINE_KEYS)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kvdoctor.errors import InputError
+from kvdoctor.provenance import json_default as _json_default
 
 # Keep the raw-payload appendix bounded: a simulated timeline can be megabytes of numbers.
 RAW_JSON_LIMIT = 200_000
@@ -56,12 +57,7 @@ def script_json(obj: Any) -> str:
     return text.translate(_SCRIPT_SAFE)
 
 
-def _json_default(o: Any) -> Any:
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "as_dict"):
-        return o.as_dict()
-    return str(o)
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,25 +104,6 @@ def expand_nested(payloads: list[dict[str, Any]], max_depth: int = 3) -> list[di
     for p in payloads:
         visit(p, 0)
     return out
-
-
-def load_payload_file(path: str | Path) -> list[dict[str, Any]]:
-    """Read one saved ``--json`` output. A JSON list of payloads is accepted too."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"no such file: {p}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {p}: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p} is not JSON (line {exc.lineno}: {exc.msg})") from None
-    items = data if isinstance(data, list) else [data]
-    for item in items:
-        payload_kind(item)  # validates
-    return items
 
 
 # --------------------------------------------------------------------------------------------

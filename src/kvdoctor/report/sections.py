@@ -17,6 +17,7 @@ from typing import Any
 from kvdoctor.chains.findings import normalize_severity, severity_style
 from kvdoctor.report.html import RAW_JSON_LIMIT, esc
 from kvdoctor.report.terminal import fmt_value
+from kvdoctor.units import gib_text as units_gib_text
 
 GiB = float(1 << 30)
 
@@ -97,8 +98,7 @@ def fmt(x: Any, unit: str = "") -> str:
 
 
 def gib_text(b: Any) -> str:
-    v = num(b)
-    return "—" if v is None else f"{v / GiB:.2f} GiB"
+    return units_gib_text(num(b))
 
 
 def cell(x: Any, unit: str = "", *, numeric: bool | None = None, text: str | None = None) -> str:

@@ -45,6 +45,19 @@ PROC_TAIL = re.compile(r"\(?(?P<proc>[A-Za-z_][\w.\-]*(?: rank=\d+)?)\s+pid=(?P<
 LEVEL_TS_B = re.compile(LEVEL_TS.pattern.encode())
 PROC_TAIL_B = re.compile(PROC_TAIL.pattern.encode())
 
+# An operator's own Python-logging formatter instead of vLLM's (``VLLM_CONFIGURE_LOGGING=0`` or
+# ``VLLM_LOGGING_CONFIG_PATH`` with e.g. ``%(asctime)s - %(name)s - %(levelname)s - %(message)s``):
+# ``2024-12-20 15:18:19[,123] - vllm.engine.metrics - INFO - Avg prompt ...`` (also ``|`` as the
+# separator, the logger name optional). Same group names as LEVEL_TS (the logger name stands in
+# for ``file``; no line number); tried only where LEVEL_TS finds nothing, so vLLM's own format
+# always wins.
+PYLOG = re.compile(
+    r"(?P<year>\d{4})-(?P<mon>\d\d)-(?P<day>\d\d)[ T](?P<hh>\d\d):(?P<mi>\d\d):(?P<ss>\d\d)(?P<frac>[.,]\d+)?Z?"
+    r"\s+[-|]\s+(?:(?P<file>[A-Za-z_][\w.\-]*)\s+[-|]\s+)?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
+    r"\s+[-|:]\s+(?P<msg>.*)"
+)
+PYLOG_B = re.compile(PYLOG.pattern.encode())
+
 
 class EnvMatch:
     """``re.Match``-like view of (level/timestamp match, process-prefix match)."""
@@ -66,15 +79,31 @@ class EnvMatch:
 def search_envelope(line: str) -> EnvMatch | None:
     m = LEVEL_TS.search(line)
     if m is None:
-        return None
+        m = PYLOG.search(line) if "- " in line or "| " in line else None
+        return None if m is None else EnvMatch(m, None)
     p = PROC_TAIL.search(line, max(0, m.start() - 120), m.start()) if m.start() else None
     return EnvMatch(m, p)
+
+
+# A container/k8s timestamp leading a line that has no envelope of its own (a fork or a custom
+# handler printing the bare message): ``2024-05-12T08:01:39.331095044Z Engine 000: Avg prompt ...``.
+ISO_LEAD_B = re.compile(
+    rb"\s*(?P<year>\d{4})-(?P<mon>\d\d)-(?P<day>\d\d)[T ](?P<hh>\d\d):(?P<mi>\d\d):(?P<ss>\d\d)(?P<frac>[.,]\d+)?"
+    rb"(?:Z|[+-]\d\d:?\d\d)?\s"
+)
+
+
+def leading_timestamp_b(line: bytes) -> EnvMatch | None:
+    """The time of a bare record from the container timestamp in front of it (no process, no level)."""
+    m = ISO_LEAD_B.match(line)
+    return None if m is None else EnvMatch(m, None)
 
 
 def search_envelope_b(line: bytes) -> EnvMatch | None:
     m = LEVEL_TS_B.search(line)
     if m is None:
-        return None
+        m = PYLOG_B.search(line) if b"- " in line or b"| " in line else None
+        return None if m is None else EnvMatch(m, None)
     p = PROC_TAIL_B.search(line, max(0, m.start() - 120), m.start()) if m.start() else None
     return EnvMatch(m, p)
 
@@ -134,7 +163,7 @@ def parse_envelope(line: str) -> Envelope | None:
         hh=int(g("hh")),
         mi=int(g("mi")),
         ss=ss,
-        file=g("file"),
+        file=g("file") or "",
         msg=g("msg"),
         foreign=foreign,
     )

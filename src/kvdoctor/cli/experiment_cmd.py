@@ -1,0 +1,286 @@
+"""``kvdoctor experiment``: change one variable and measure before and after, for real.
+
+Thin: the shared configuration options give the baseline; ``--set FLAG=VALUE`` or ``--next-level`` the one
+change; the load options (names shared with ``simulate``) the load. The library (kvdoctor.experiment) starts
+vLLM, drives `vllm bench serve`, stops what it started, predicts, journals and judges. Progress on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kvdoctor.cli import app, common
+
+experiment_app = typer.Typer(
+    name="experiment",
+    help=("Change one variable and measure before and after on a real vLLM server: start it (or --attach), drive "
+          "`vllm bench serve`, scrape /metrics, stop it, record both runs in the journal beside kvdoctor's "
+          "prediction, and say: enough, not enough, or stop-loss. `experiment chain` walks chain one's levels."),
+    invoke_without_command=True,
+    rich_markup_mode=None,
+)
+app.add_typer(experiment_app, name="experiment")
+
+SCHEMA = "kvdoctor.experiment/1"
+_CH = "The change"
+_LOAD = "Load (vllm bench serve)"
+_RUN = "Server"
+_J = "Journal and verdict"
+
+SetOpt = Annotated[Optional[list[str]], typer.Option(
+    "--set", help="The one change: FLAG=VALUE as vLLM spells the flag (--set max-num-seqs=8). Refused when it moves more than one variable.",
+    rich_help_panel=_CH)]
+NextOpt = Annotated[bool, typer.Option(
+    "--next-level", help="The change is the next level of chain one (`kvdoctor plan`) from the baseline (needs --gpu).",
+    rich_help_panel=_CH)]
+AttachOpt = Annotated[Optional[str], typer.Option(
+    "--attach", help="Measure a server already running at this URL (never started or stopped by kvdoctor); measure-only.",
+    rich_help_panel=_RUN)]
+VllmCmdOpt = Annotated[str, typer.Option(
+    "--vllm-cmd", help="How to run vLLM: 'vllm', a path, or 'python -m vllm.entrypoints.cli.main'.", rich_help_panel=_RUN)]
+HostOpt = Annotated[str, typer.Option("--host", help="Address the server binds to.", rich_help_panel=_RUN)]
+PortOpt = Annotated[Optional[int], typer.Option("--port", help="Port (default: a free one). A port in use is refused.", rich_help_panel=_RUN)]
+HealthOpt = Annotated[float, typer.Option("--health-timeout", help="Seconds to wait for /health.", rich_help_panel=_RUN)]
+BenchTOpt = Annotated[float, typer.Option("--bench-timeout", help="Seconds one load may take.", rich_help_panel=_RUN)]
+ServedOpt = Annotated[Optional[str], typer.Option("--served-model-name-for-bench", help="Model name the bench sends (default: the served name, else the model).", rich_help_panel=_RUN, hidden=True)]
+OutOpt = Annotated[Optional[Path], typer.Option("--out", help="Folder for every file of the runs (default: ./kvdoctor-experiments/<time>).", rich_help_panel=_RUN)]
+
+TraceOpt = Annotated[Optional[str], typer.Option("--trace", help="Replay a request trace (CSV/JSONL as `simulate --trace`: arrival, prompt and output tokens) at its timestamps (bench's timed_trace dataset).", rich_help_panel=_LOAD)]
+DistOpt = Annotated[str, typer.Option("--prompt-dist", help="Lengths: fixed:PROMPT:OUTPUT or random:PROMPT:OUTPUT:RANGE_RATIO (bench's random dataset).", rich_help_panel=_LOAD)]
+ReqOpt = Annotated[int, typer.Option("--requests", "-n", help="Number of requests (bench --num-prompts).", rich_help_panel=_LOAD)]
+RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Requests per second (default: all at once).", rich_help_panel=_LOAD)]
+ArrOpt = Annotated[str, typer.Option("--arrival", help="poisson or gamma (bench --burstiness = 1/cv²).", rich_help_panel=_LOAD)]
+CvOpt = Annotated[float, typer.Option("--cv", help="Coefficient of variation of gamma inter-arrivals.", rich_help_panel=_LOAD)]
+ConcOpt = Annotated[Optional[int], typer.Option("--max-concurrency", help="Closed loop: at most this many requests in flight.", rich_help_panel=_LOAD)]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the load (same requests before and after).", rich_help_panel=_LOAD)]
+
+DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Journal file (default: $KVDOCTOR_JOURNAL or ./kvdoctor-journal.sqlite).", rich_help_panel=_J, dir_okay=False)]
+JournalOpt = Annotated[Optional[str], typer.Option("--journal", "-j", help="Journal name (default: 'experiment'; created when absent).", rich_help_panel=_J)]
+NoRecOpt = Annotated[bool, typer.Option("--no-record", help="Do not write to the journal (the run folder still keeps everything).", rich_help_panel=_J)]
+NoteOpt = Annotated[Optional[str], typer.Option("--note", help="Why this experiment (kept verbatim in the journal).", rich_help_panel=_J)]
+MaxPreOpt = Annotated[Optional[int], typer.Option("--max-preemptions", help="Target: at most this many preemptions during the load (default 0).", rich_help_panel=_J)]
+MinTpsOpt = Annotated[Optional[float], typer.Option("--min-output-tps", help="Target: output throughput at least this (tok/s).", rich_help_panel=_J)]
+MaxTtftOpt = Annotated[Optional[float], typer.Option("--max-ttft-p99", help="Target: TTFT p99 at most this (seconds).", rich_help_panel=_J)]
+MaxWaitOpt = Annotated[Optional[int], typer.Option("--max-waiting", help="Target: peak waiting requests at most this.", rich_help_panel=_J)]
+TConcOpt = Annotated[Optional[int], typer.Option("--target-concurrency", help="Chain one's target (as `plan`): concurrent requests at the context limit.", rich_help_panel=_CH)]
+TCtxOpt = Annotated[Optional[int], typer.Option("--target-context", help="Chain one's target (as `plan`): the context the business must serve.", rich_help_panel=_CH)]
+
+
+def _stderr(msg: str) -> None:
+    sys.stderr.write(f"kvdoctor experiment: {msg}\n")
+    sys.stderr.flush()
+
+
+@experiment_app.callback()
+@common.config_options
+def experiment_cmd(
+    ctx: typer.Context,
+    opts: common.ConfigOptions,
+    set_: SetOpt = None,
+    next_level: NextOpt = False,
+    attach: AttachOpt = None,
+    vllm_cmd: VllmCmdOpt = "vllm",
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = None,
+    health_timeout: HealthOpt = 600.0,
+    bench_timeout: BenchTOpt = 1800.0,
+    out: OutOpt = None,
+    trace: TraceOpt = None,
+    prompt_dist: DistOpt = "fixed:512:128",
+    requests: ReqOpt = 100,
+    rate: RateOpt = None,
+    arrival: ArrOpt = "poisson",
+    cv: CvOpt = 1.0,
+    max_concurrency: ConcOpt = None,
+    seed: SeedOpt = 0,
+    db: DbOpt = None,
+    journal: JournalOpt = None,
+    no_record: NoRecOpt = False,
+    note: NoteOpt = None,
+    max_preemptions: MaxPreOpt = None,
+    min_output_tps: MinTpsOpt = None,
+    max_ttft_p99: MaxTtftOpt = None,
+    max_waiting: MaxWaitOpt = None,
+    target_concurrency: TConcOpt = None,
+    target_context: TCtxOpt = None,
+    json_out: common.JsonOpt = False,
+    quiet: common.QuietOpt = False,
+) -> None:
+    """Baseline + ONE change (--set FLAG=VALUE or --next-level), each run on a real vLLM server and measured
+    with `vllm bench serve`; both recorded in the journal beside kvdoctor's prediction."""
+    if ctx.invoked_subcommand is not None:
+        ctx.obj = dict(locals())  # `experiment chain` reads the shared options given before it
+        return
+    from kvdoctor.errors import InputError
+
+    if set_ and next_level:
+        raise InputError("give either --set FLAG=VALUE or --next-level, not both: one change per experiment")
+    if not set_ and not next_level and not attach:
+        raise InputError("no change: give --set FLAG=VALUE or --next-level (or --attach URL to measure only); "
+                         "see 'kvdoctor experiment --help'")
+    base = _baseline(opts)
+    levels = [_level("before", base.config)]
+    if set_ or next_level:
+        levels.append(_change_level(base, opts, set_, next_level, target_concurrency, target_context))
+    _run(levels, base, opts, locals(), stop_early=False)
+
+
+@experiment_app.command("chain")
+@common.config_options
+def chain_cmd(
+    ctx: typer.Context,
+    opts: common.ConfigOptions,
+    vllm_cmd: VllmCmdOpt = "vllm",
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = None,
+    health_timeout: HealthOpt = 600.0,
+    bench_timeout: BenchTOpt = 1800.0,
+    out: OutOpt = None,
+    trace: TraceOpt = None,
+    prompt_dist: DistOpt = "fixed:512:128",
+    requests: ReqOpt = 100,
+    rate: RateOpt = None,
+    arrival: ArrOpt = "poisson",
+    cv: CvOpt = 1.0,
+    max_concurrency: ConcOpt = None,
+    seed: SeedOpt = 0,
+    db: DbOpt = None,
+    journal: JournalOpt = None,
+    no_record: NoRecOpt = False,
+    note: NoteOpt = None,
+    max_preemptions: MaxPreOpt = None,
+    min_output_tps: MinTpsOpt = None,
+    max_ttft_p99: MaxTtftOpt = None,
+    max_waiting: MaxWaitOpt = None,
+    target_concurrency: TConcOpt = None,
+    target_context: TCtxOpt = None,
+    json_out: common.JsonOpt = False,
+    quiet: common.QuietOpt = False,
+) -> None:
+    """Walk chain one's levels for real: measure the baseline, then each level of `kvdoctor plan` on top of the
+    previous one, until a level is enough or the stop-loss line (a level that buys nothing, or none left)."""
+    from kvdoctor.errors import InputError
+
+    base = _baseline(opts)
+    if base.gpu is None:
+        raise InputError("experiment chain needs --gpu: chain one's levels come from the memory ledger")
+    from kvdoctor.chains.plan import Target, make_plan
+
+    p = make_plan(base.shape, base.gpu, base.config, version=base.vllm_version,
+                  target=Target(concurrency=target_concurrency, context=target_context), stop_when_enough=False)
+    levels = [_level("before", base.config)]
+    cfg = base.config
+    for lv in p.levels:
+        if not lv.applicable or not lv.flag_change:
+            continue
+        from kvdoctor.experiment.core import Level, TwoVariables, apply_change
+
+        try:
+            cfg, change = apply_change(cfg, dict(lv.flag_change), origin=f"chain one level {lv.level}")
+        except TwoVariables as exc:
+            _stderr(f"level {lv.level} ({lv.flags}) moves more than one variable: the chain stops before it ({exc})")
+            break
+        levels.append(Level(f"level{lv.level}", cfg, change, title=f"chain one, level {lv.level}: {lv.title} ({lv.flags})"))
+    if len(levels) == 1:
+        raise InputError("chain one has no applicable level for this configuration (see `kvdoctor plan`): nothing to try")
+    exhausted = None
+    if p.stop_loss is not None:
+        exhausted = f"kvdoctor plan's stop-loss: {getattr(p.stop_loss, 'title', '')} {getattr(p.stop_loss, 'summary', '')}".strip()
+    _run(levels, base, opts, locals(), stop_early=True, exhausted_note=exhausted)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _baseline(opts: common.ConfigOptions):
+    """The baseline's Inputs. Without --gpu the model is still read when it can be (prediction needs both)."""
+    from kvdoctor.errors import KvdoctorError
+
+    try:
+        return common.resolve_inputs(opts, need_gpu=False)
+    except KvdoctorError:
+        if opts.serve or opts.config or opts.model:
+            # a model kvdoctor cannot read (not in the catalog, no config.json here) still runs: measure-only
+            from kvdoctor.deployment import merge_config
+
+            cfg = merge_config(common.deployment_inputs(opts))
+            from types import SimpleNamespace
+
+            return SimpleNamespace(config=cfg, shape=None, gpu=None, vllm_version=opts.vllm_version or "0.33.0",
+                                   notes=["kvdoctor cannot read this model: no prediction"])
+        raise
+
+
+def _level(label: str, cfg):
+    from kvdoctor.experiment.core import Level
+
+    return Level(label, cfg)
+
+
+def _change_level(base, opts, set_, next_level, tconc, tctx):
+    from kvdoctor.errors import InputError
+    from kvdoctor.experiment.core import Level, apply_change, parse_set
+
+    if set_:
+        changed, ch = apply_change(base.config, parse_set(set_))
+        return Level("after", changed, ch)
+    if base.gpu is None or base.shape is None:
+        raise InputError("--next-level needs --gpu and a model kvdoctor can read: chain one's levels come from the ledger")
+    from kvdoctor.chains.plan import Target, make_plan
+
+    p = make_plan(base.shape, base.gpu, base.config, version=base.vllm_version,
+                  target=Target(concurrency=tconc, context=tctx), stop_when_enough=False)
+    for lv in p.levels:
+        if lv.applicable and lv.flag_change:
+            changed, ch = apply_change(base.config, dict(lv.flag_change), origin=f"chain one level {lv.level}")
+            return Level("after", changed, ch, title=f"chain one, level {lv.level}: {lv.title} ({lv.flags})")
+    raise InputError("chain one has no applicable level for this configuration (see `kvdoctor plan`)")
+
+
+def _run(levels, base, opts, o: dict[str, Any], *, stop_early: bool, exhausted_note: str | None = None) -> None:
+    from kvdoctor.cli.output import console, emit_json
+    from kvdoctor.experiment.core import Experiment, Targets, run_experiment
+    from kvdoctor.experiment.load import LoadSpec, parse_prompt_dist
+
+    from kvdoctor.errors import InputError
+
+    p_len, o_len, ratio = parse_prompt_dist(o["prompt_dist"])
+    if o["trace"]:
+        if o["rate"] is not None:
+            raise InputError("give either --trace (replayed at its own timestamps) or --rate, not both")
+        if not Path(o["trace"]).is_file():
+            raise InputError(f"--trace: no such file: {o['trace']}")
+    load = LoadSpec(prompt_len=p_len, output_len=o_len, range_ratio=ratio, requests=o["requests"], rate=o["rate"],
+                    arrival=o["arrival"], cv=o["cv"], max_concurrency=o["max_concurrency"], seed=o["seed"],
+                    trace=o["trace"])
+    if load.trace:
+        load.sim_workload()  # a trace kvdoctor cannot read is bad input now, not after a server started
+    targets = Targets(max_preemptions=0 if o["max_preemptions"] is None else o["max_preemptions"],
+                      min_output_tps=o["min_output_tps"], max_ttft_p99_s=o["max_ttft_p99"],
+                      max_waiting_peak=o["max_waiting"])
+    out = o["out"] or Path("kvdoctor-experiments") / time.strftime("%Y%m%d-%H%M%S")
+    quiet = o["quiet"]
+    log = (lambda m: None) if quiet else _stderr
+    exp = Experiment(levels=levels, load=load, out_dir=Path(out), vllm_cmd=o["vllm_cmd"], host=o["host"],
+                     port=o["port"], attach=o.get("attach"), health_timeout_s=o["health_timeout"],
+                     bench_timeout_s=o["bench_timeout"], journal_db=str(o["db"]) if o["db"] else None,
+                     journal_name=o["journal"], record=not o["no_record"], note=o["note"], targets=targets,
+                     shape=getattr(base, "shape", None), gpu=getattr(base, "gpu", None),
+                     vllm_version=getattr(base, "vllm_version", "0.33.0"), stop_early=stop_early,
+                     exhausted_note=exhausted_note)
+    for n in getattr(base, "notes", []) or []:
+        log(f"note: {n}")
+    rec = run_experiment(exp, log)
+    if o["json_out"]:
+        emit_json(rec)
+    elif not quiet:
+        from kvdoctor.experiment.render import render
+
+        render(rec, console())
+    if rec["status"] != "complete":
+        raise typer.Exit(3 if rec.get("reason_code") == "interrupted" else 1)

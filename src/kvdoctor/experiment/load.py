@@ -1,0 +1,170 @@
+"""The load an experiment drives: one spec, turned into `vllm bench serve` arguments (the measurement)
+and into kvdoctor's simulator workload (the prediction), so both see the same requests.
+
+Option names follow ``kvdoctor simulate``'s workload options where one exists (``--rate``, ``--requests``,
+``--seed``, ``--prompt-dist``, ``--arrival``, ``--cv``, ``--trace``); ``--max-concurrency`` is
+``vllm bench serve``'s closed-loop cap.
+
+Lengths (``--prompt-dist``):
+- ``fixed:P:O`` — every request has P prompt tokens and O output tokens (bench: ``--dataset-name random``,
+  ``--random-range-ratio 0``, ``--ignore-eos`` so outputs are exactly O tokens);
+- ``random:P:O:R`` — bench's random dataset with ``--random-range-ratio R``: lengths uniform on
+  [P·(1−R), P·(1+R)] and [O·(1−R), O·(1+R)], as vLLM 0.32/0.33 draw them;
+- lognormal is a simulator-only distribution: the bench cannot draw it, so it is refused here.
+
+``--trace FILE`` replays a request trace (the CSV/JSONL ``simulate --trace`` reads: arrival time, prompt and
+output tokens) with bench's ``timed_trace`` dataset (vLLM >= 0.32): kvdoctor writes ``trace.jsonl`` in the run
+folder (``timestamp`` in seconds from the first request, ``input_length``, ``output_length``) and the bench
+sends each request at its timestamp (``--self-timed``, the default for that dataset) with its exact lengths
+(``--ignore-eos`` forced by the bench). Prompts are random tokens: a trace's prefix sharing is not replayed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kvdoctor.errors import InputError
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    prompt_len: int = 128
+    output_len: int = 64
+    range_ratio: float = 0.0
+    requests: int = 50
+    rate: float | None = None  # requests/s; None = inf (all at once)
+    arrival: str = "poisson"
+    cv: float = 1.0
+    max_concurrency: int | None = None
+    seed: int = 0
+    ignore_eos: bool = True
+    trace: str | None = None  # a request trace to replay (then lengths/rate/arrival are the trace's)
+
+    def __post_init__(self) -> None:
+        if self.prompt_len < 1 or self.output_len < 1:
+            raise InputError("--prompt-dist: prompt and output lengths must be >= 1")
+        if not 0.0 <= self.range_ratio < 1.0:
+            raise InputError(f"--prompt-dist: the range ratio must be in [0, 1), got {self.range_ratio}")
+        if self.requests < 1:
+            raise InputError(f"--requests must be >= 1, got {self.requests}")
+        if self.rate is not None and not self.rate > 0:
+            raise InputError(f"--rate must be positive (omit it for all requests at once), got {self.rate}")
+        if self.arrival not in ("poisson", "gamma"):
+            raise InputError(f"--arrival must be poisson or gamma, got {self.arrival!r}")
+        if not self.cv > 0:
+            raise InputError(f"--cv must be positive, got {self.cv}")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise InputError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
+
+    @property
+    def burstiness(self) -> float:
+        """vLLM bench's gamma shape: CV = 1/sqrt(shape), so shape = 1/CV² (1 = Poisson)."""
+        return 1.0 if self.arrival == "poisson" else 1.0 / (self.cv * self.cv)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def _trace_workload(self) -> Any:
+        from kvdoctor.sim.workload import load_trace
+
+        w = load_trace(self.trace)
+        return w.head(self.requests) if self.requests < len(w) else w
+
+    def describe(self) -> str:
+        if self.trace:
+            return f"replay of {self.trace} (first {self.requests} requests at their timestamps)"
+        rng = f" ±{self.range_ratio:.0%}" if self.range_ratio else ""
+        rate = "all at once" if self.rate is None else f"{self.rate:g} req/s {self.arrival}"
+        cap = f", at most {self.max_concurrency} in flight" if self.max_concurrency else ""
+        return (f"{self.requests} requests, {self.prompt_len}{rng} prompt / {self.output_len}{rng} output tokens, "
+                f"{rate}{cap}, seed {self.seed}")
+
+    def bench_args(self, run_dir: Any = None) -> list[str]:
+        """`vllm bench serve` arguments for this load (without --base-url/--model/result options).
+        A trace is written to ``run_dir/trace.jsonl`` first (the bench's timed_trace format)."""
+        if self.trace:
+            import json
+            from pathlib import Path
+
+            w = self._trace_workload()
+            path = Path(run_dir or ".") / "trace.jsonl"
+            t0 = min(w.arrival) if len(w) else 0.0
+            with open(path, "w", encoding="utf-8") as f:
+                for a, p, o in zip(w.arrival, w.prompt, w.output):
+                    f.write(json.dumps({"timestamp": round(a - t0, 6), "input_length": int(p),
+                                        "output_length": int(o)}) + "\n")
+            args = ["--dataset-name", "timed_trace", "--dataset-path", str(path), "--num-prompts", str(len(w)),
+                    "--seed", str(self.seed)]
+            if self.max_concurrency is not None:
+                args += ["--max-concurrency", str(self.max_concurrency)]
+            return args
+        args = ["--dataset-name", "random", "--random-input-len", str(self.prompt_len),
+                "--random-output-len", str(self.output_len), "--random-range-ratio", repr(float(self.range_ratio)),
+                "--num-prompts", str(self.requests), "--seed", str(self.seed),
+                "--request-rate", "inf" if self.rate is None else repr(float(self.rate))]
+        if self.arrival == "gamma":
+            args += ["--burstiness", repr(self.burstiness)]
+        if self.max_concurrency is not None:
+            args += ["--max-concurrency", str(self.max_concurrency)]
+        if self.ignore_eos:
+            args.append("--ignore-eos")
+        return args
+
+    def sim_workload(self) -> Any:
+        """The simulator's workload with the same lengths, count, arrival process and seed.
+
+        The simulator has no closed loop yet: with ``--max-concurrency`` and no rate it is predicted as
+        all requests arriving at once (the engine's own --max-num-seqs still caps the running batch);
+        ``prediction_notes`` says so."""
+        import numpy as np
+
+        from kvdoctor.sim.workload import Workload
+
+        if self.trace:
+            return self._trace_workload()
+        rng = np.random.default_rng(self.seed)
+        n = self.requests
+        if self.rate is None:
+            t = np.zeros(n)
+        elif self.arrival == "poisson":
+            gaps = rng.exponential(1.0 / self.rate, n)
+            t = np.cumsum(gaps) - gaps[0]
+        else:
+            shape = self.burstiness
+            gaps = rng.gamma(shape, 1.0 / (self.rate * shape), n)
+            t = np.cumsum(gaps) - gaps[0]
+        r = self.range_ratio
+        if r:
+            p = rng.integers(int(self.prompt_len * (1 - r)), int(self.prompt_len * (1 + r)) + 1, n)
+            o = rng.integers(max(1, int(self.output_len * (1 - r))), int(self.output_len * (1 + r)) + 1, n)
+        else:
+            p = np.full(n, self.prompt_len)
+            o = np.full(n, self.output_len)
+        return Workload(arrival=[float(x) for x in t], prompt=[int(x) for x in p], output=[int(x) for x in o],
+                        name="experiment load", source=f"vllm bench serve random dataset: {self.describe()}",
+                        notes=self.prediction_notes())
+
+    def prediction_notes(self) -> list[str]:
+        notes = []
+        if self.max_concurrency is not None:
+            notes.append(f"the simulator has no closed loop: --max-concurrency {self.max_concurrency} is predicted as "
+                         + ("all requests arriving at once" if self.rate is None else f"open-loop arrivals at {self.rate:g}/s"))
+        return notes
+
+
+def parse_prompt_dist(text: str) -> tuple[int, int, float]:
+    """``fixed:P:O`` or ``random:P:O[:R]`` -> (P, O, R)."""
+    parts = str(text).strip().split(":")
+    kind = parts[0].lower()
+    try:
+        if kind == "fixed" and len(parts) == 3:
+            return int(parts[1]), int(parts[2]), 0.0
+        if kind == "random" and len(parts) in (3, 4):
+            return int(parts[1]), int(parts[2]), float(parts[3]) if len(parts) == 4 else 0.0
+    except ValueError:
+        pass
+    if kind == "lognormal":
+        raise InputError("--prompt-dist lognormal: `vllm bench serve` cannot draw lognormal lengths; use "
+                         "fixed:PROMPT:OUTPUT or random:PROMPT:OUTPUT:RANGE_RATIO (its random dataset)")
+    raise InputError(f"--prompt-dist: expected fixed:PROMPT:OUTPUT or random:PROMPT:OUTPUT[:RANGE_RATIO], got {text!r}")

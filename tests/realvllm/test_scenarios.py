@@ -1,0 +1,133 @@
+"""The real scenarios, produced live by the real CPU server and read end to end by kvdoctor.
+
+Each scenario's server is started once per session (conftest.scenario_runs) and stopped before its tests read
+the files; the config-starved scenario is the baseline run of the experiment test (test_experiment_real.py),
+so it costs no extra start. The live loads are short (a CI budget): these tests assert what was measured.
+`kvdoctor diagnose` needs >= 60 s of stats lines before it judges, so its verdicts are asserted on the frozen
+long runs of the same scenarios (tests/fixtures/realvllm/, test_frozen_verdicts.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.realvllm.conftest import kvdoctor
+from kvdoctor.experiment.readout import read_run
+
+pytestmark = pytest.mark.realvllm
+
+
+def _evidence(path: Path) -> dict:
+    r = kvdoctor("evidence", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+# ---------------------------------------------------------------------------------------------- healthy but full
+
+
+@pytest.fixture(scope="module")
+def healthy(scenario_runs):
+    run = scenario_runs("healthy_full")
+    assert run.complete, run.reason
+    return run, read_run(run)
+
+
+def test_healthy_full_measured(healthy):
+    _, m = healthy
+    assert m["completed"]["value"] == 16 and m["failed"]["value"] == 0
+    assert m["preemptions"]["value"] == 0
+    assert m["waiting_peak"]["value"] == 0  # the client never has more in flight than --max-num-seqs
+    assert m["kv_usage_peak_pct"]["value"] >= 80.0  # 4 × 11 of 47 usable blocks
+    assert m["pool_tokens"]["value"] == 48 * 32
+
+
+# ---------------------------------------------------------------------------------------------- capacity-short
+
+
+@pytest.fixture(scope="module")
+def short(scenario_runs):
+    run = scenario_runs("capacity_short")
+    assert run.complete, run.reason
+    return run, read_run(run)
+
+
+def test_capacity_short_measured(short):
+    _, m = short
+    assert m["completed"]["value"] == 40
+    assert m["preemptions"]["value"] > 0  # vllm:num_preemptions_total moved during the load
+    assert m["waiting_peak"]["value"] > 0
+    assert m["pool_tokens"]["value"] == 20 * 32
+
+
+# ---------------------------------------------------------------------------------------------- config-starved
+
+
+@pytest.fixture(scope="module")
+def starved(starved_experiment):
+    rec = starved_experiment["rec"]
+    assert rec and rec["runs"]["before"]["status"] == "complete"
+    return Path(rec["runs"]["before"]["directory"]), rec["measured"]["before"]
+
+
+def test_config_starved_measured(starved):
+    _, m = starved
+    assert m["running_peak"]["value"] <= 2
+    assert m["waiting_peak"]["value"] >= 5  # a queue behind the 2 running sequences
+    assert m["kv_usage_peak_pct"]["value"] < 20.0  # KV mostly free
+    assert m["preemptions"]["value"] == 0
+
+
+def test_evidence_reads_cpu_stats_lines(starved):
+    """`CPU KV cache usage: 2.5%` stats lines (CPU backend wording) are samples, not malformed lines."""
+    ev = _evidence(starved[0] / "serve.log")
+    seg = ev["segments"][0]
+    assert seg["samples"] >= 3, ev
+    assert not ev.get("skipped", {}).get("malformed-stats")
+
+
+# ---------------------------------------------------------------------------------------------- prefill-bound
+
+
+@pytest.fixture(scope="module")
+def prefill(scenario_runs):
+    run = scenario_runs("prefill_bound")
+    assert run.complete, run.reason
+    return run, read_run(run)
+
+
+def test_prefill_bound_measured(prefill):
+    _, m = prefill
+    assert m["completed"]["value"] == 16
+    # a burst of 16 × 3,072 prompt tokens through 2,048 batched tokens a step: the first token waits on
+    # the others' prefills, the decode itself is short
+    assert m["ttft_p50_s"]["value"] > 5 * m["tpot_p50_s"]["value"]
+    assert m["prompt_tokens"]["value"] >= 16 * 3000
+    assert m["preemptions"]["value"] == 0
+
+
+# ---------------------------------------------------------------------------------------------- start-up failure
+
+
+@pytest.fixture(scope="module")
+def failed_start(scenario_runs):
+    run = scenario_runs("startup_failure")
+    assert run.status == "incomplete" and run.reason_code == "server-died", run.reason
+    return run
+
+
+def test_startup_failure_keeps_vllms_message(failed_start):
+    log = (failed_start.directory / "serve.log").read_text()
+    assert "max seq len (4096)" in log and "KV cache is needed" in log
+    assert "max seq len (4096)" in failed_start.reason  # the one line the operator sees
+
+
+def test_ledger_from_log_says_does_not_fit(failed_start):
+    r = kvdoctor("ledger", "--from-log", str(failed_start.directory / "serve.log"), "--json")
+    out = json.loads(r.stdout) if r.stdout.strip() else {}
+    text = json.dumps(out)
+    assert "does-not-fit" in text or "does_not_fit" in text, (r.returncode, r.stderr[-2000:])
+    assert "max seq len (4096)" in text or "4096" in text

@@ -1,0 +1,112 @@
+"""Log wrappers seen in real threads (issue 10): an operator's Python-logging formatter, Docker/k8s
+timestamps (on vLLM's envelope and on bare records), the CPU backend's ``CPU KV cache usage`` wording.
+
+Each is read as a sample with its own time; the fast path either takes the line or falls back to
+the per-line path, and the two agree (checked by reading the same file with small chunks — fast
+path — and as one chunk — full path)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kvdoctor.evidence.logs.reader import read_log
+from kvdoctor.evidence.logs.stats import parse_stats
+
+V1 = ("Engine 000: Avg prompt throughput: {p:.1f} tokens/s, Avg generation throughput: {g:.1f} tokens/s, "
+      "Running: {r} reqs, Waiting: {w} reqs, {dev} KV cache usage: {kv:.1f}%, Prefix cache hit rate: 0.7%")
+V0 = ("Avg prompt throughput: {p:.1f} tokens/s, Avg generation throughput: {g:.1f} tokens/s, Running: {r} reqs, "
+      "Swapped: 0 reqs, Pending: {w} reqs, GPU KV cache usage: {kv:.1f}%, CPU KV cache usage: 0.0%.")
+
+
+def _one(tmp_path, text: str):
+    p = tmp_path / "x.log"
+    p.write_text(text)
+    r = read_log(p)
+    assert len(r.segments) == 1, r.segments
+    return r, r.segments[0].timeline
+
+
+def test_python_logging_formatter_prefix(tmp_path):
+    lines = [
+        "2024-12-20 15:18:19 - vllm.engine.metrics - INFO - " + V0.format(p=0, g=31.2, r=1, w=0, kv=0.9),
+        "2024-12-20 15:18:24,512 - vllm.engine.metrics - INFO - " + V0.format(p=0, g=31.2, r=1, w=0, kv=1.0),
+        "2024-12-20 15:18:29.001 | vllm.engine.metrics | INFO | " + V0.format(p=0, g=30.0, r=2, w=1, kv=1.5),
+    ]
+    r, tl = _one(tmp_path, "\n".join(lines) + "\n")
+    assert r.skipped.skipped_lines == 0
+    assert list(tl.running) == [1, 1, 2]
+    assert list(tl.kv_usage_pct) == [0.9, 1.0, 1.5]
+    # the formatter's full date is used (no year guessing): 5.512 s then 4.489 s
+    assert np.allclose(np.diff(tl.t), [5.512, 4.489])
+    assert tl.t[0] == 1734707899.0  # 2024-12-20 15:18:19 UTC
+
+
+def test_docker_and_kubectl_timestamps(tmp_path):
+    lines = [  # docker logs -t / kubectl logs --timestamps in front of vLLM's own envelope
+        f"2024-05-12T08:01:{s:02d}.331095044Z (APIServer pid=1) INFO 05-12 08:01:{s:02d} [loggers.py:271] "
+        + V1.format(p=10, g=4.8, r=9, w=0, dev="GPU", kv=62.8 + s / 10) for s in (9, 19, 29)
+    ]
+    r, tl = _one(tmp_path, "\n".join(lines) + "\n")
+    assert r.skipped.skipped_lines == 0 and len(tl.t) == 3
+    assert tl.t[0] == 1715500869.0  # the year comes from the container's timestamp
+
+
+def test_container_timestamp_on_a_bare_record(tmp_path):
+    lines = [f"2024-05-12T08:01:{s:02d}.5Z " + V1.format(p=1, g=4.8, r=9, w=0, dev="GPU", kv=60.0) for s in (0, 10)]
+    r, tl = _one(tmp_path, "\n".join(lines) + "\n")
+    assert r.skipped.skipped_lines == 0
+    assert list(np.diff(tl.t)) == [10.0]
+
+
+def test_cpu_backend_wording():
+    line = ("INFO 12-01 10:00:00 [loggers.py:123] " + V1.format(p=1217.1, g=523.6, r=3, w=32, dev="CPU", kv=84.2)).encode()
+    row = parse_stats(line)
+    assert row is not None
+    assert row[3:5] == (3.0, 32.0) and row[7] == 84.2 and row[8] == 0.7
+    # v0's "CPU KV cache usage" is the swap space, never the pool
+    v0 = ("INFO 12-01 10:00:00 [metrics.py:1] " + V0.format(p=1, g=1, r=1, w=0, kv=12.5)).encode()
+    assert parse_stats(v0)[7] == 12.5
+    cut = b"INFO 12-01 10:00:00 [metrics.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 1.0 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, CPU KV cache usage: 3.0%."
+    assert parse_stats(cut) is None  # a v0 line cut before its GPU figure stays unusable
+
+
+def _digest(r):
+    out = []
+    for s in r.segments:
+        tl = s.timeline
+        out.append((s.engine, s.first_line, s.last_line, tl.t.tolist(), tl.running.tolist(), tl.waiting.tolist(),
+                    tl.kv_usage_pct.tolist(), [x if not math.isnan(x) else None for x in tl.preemptions.tolist()],
+                    tl.line_no.tolist()))
+    return out, dict(r.skipped.reasons), r.skipped.parsed_lines
+
+
+def test_fast_path_takes_or_falls_back_exactly(tmp_path):
+    """A log mixing vLLM's envelope, CPU-backend lines and wrapped lines, big enough for the fast path with
+    small chunks: the same result as the per-line path."""
+    rows = []
+    t0 = 10 * 3600
+    for i in range(4000):
+        t = t0 + 10 * i
+        ts = f"12-01 {t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d}"
+        kind = i % 50
+        if 10 <= kind < 14:
+            dev = "CPU"
+        else:
+            dev = "GPU"
+        body = V1.format(p=i % 7, g=100 + i % 13, r=i % 5, w=i % 3, dev=dev, kv=(i % 90) + 0.5)
+        if kind == 20:
+            rows.append(f"2026-12-01 {ts[6:]} - vllm.v1.metrics.loggers - INFO - " + body)
+        elif kind == 30:
+            rows.append(f"2026-12-01T{ts[6:]}.0Z (APIServer pid=1) INFO {ts} [loggers.py:271] " + body)
+        else:
+            rows.append(f"(APIServer pid=1) INFO {ts} [loggers.py:271] " + body)
+        rows.append("(APIServer pid=1) INFO:     127.0.0.1:5000 - \"POST /v1/completions HTTP/1.1\" 200 OK")
+    p = tmp_path / "big.log"
+    p.write_text("\n".join(rows) + "\n")
+    fast = read_log(p, year=2026, chunk_size=1 << 14)
+    full = read_log(p, year=2026, chunk_size=1 << 26)
+    assert _digest(fast) == _digest(full)
+    assert full.skipped.skipped_lines == 0
+    assert sum(len(s.timeline.t) for s in full.segments) == 4000

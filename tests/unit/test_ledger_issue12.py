@@ -1,0 +1,209 @@
+"""Issue 12: the ledger on deployments seen in the wild (engine mode, interconnect, LoRA, CPU backend,
+logs without total memory, v0 pool tokens, model mismatch, units, catalog siblings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvdoctor.cli import common
+from kvdoctor.engine.version import engine_mode, parse_version, traits, v1_unsupported
+from kvdoctor.errors import InputError, NotFoundError
+from kvdoctor.ledger import memory
+from kvdoctor.ledger.build import build_ledger
+from kvdoctor.units import parse_bytes
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "startup_logs"
+TINY = str(FIX / "tiny-llama" / "config.json")
+GiB = 1 << 30
+
+
+def ledger(**kw):
+    inputs = common.resolve_inputs(common.ConfigOptions(**kw))
+    return build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup), inputs
+
+
+# --- versions and engine mode -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,triple,local", [("0.10.1.1", (0, 10, 1), ""), ("0.32.0+cpu", (0, 32, 0), "cpu"),
+                                              ("v0.6.3.post1", (0, 6, 3), "")])
+def test_four_part_and_local_versions(text, triple, local):
+    v = parse_version(text)
+    assert v.triple == triple and v.local == local
+
+
+def test_engine_mode_by_version_env_and_fallback():
+    assert engine_mode("0.6.3")[0] == "v0"
+    assert engine_mode("0.7.3")[0] == "v0" and engine_mode("0.7.3", {"VLLM_USE_V1": "1"})[0] == "v1"
+    assert engine_mode("0.9.2")[0] == "v1" and engine_mode("0.9.2", {"VLLM_USE_V1": "0"})[0] == "v0"
+    assert engine_mode("0.11.0", {"VLLM_USE_V1": "0"})[0] == "v1"  # v0 removed
+    why = v1_unsupported("0.9.2", compute_capability=70)
+    assert why and "8.0" in why
+    mode, reason = engine_mode("0.9.2", {}, why)
+    assert mode == "v0" and "falls back to V0" in reason
+    with pytest.raises(InputError, match="VLLM_USE_V1=1 is not supported with Compute Capability"):
+        engine_mode("0.9.2", {"VLLM_USE_V1": "1"}, why)
+    assert v1_unsupported("0.11.0", compute_capability=70) is None  # no fallback left after 0.11
+    assert v1_unsupported("0.8.4", kv_cache_dtype="fp8") and not v1_unsupported("0.9.0", kv_cache_dtype="fp8")
+    assert traits("0.9.2", v1_unsupported_by=why).engine == "v0"
+
+
+def test_turing_gpu_on_09_runs_v0_with_whole_prompt_profile():
+    led, inputs = ledger(model="Qwen/Qwen2.5-7B-Instruct", gpu="T4", vllm_version="0.9.2", dtype="half",
+                         max_model_len="32768")
+    assert inputs.resolved.engine == "v0" and led.engine["engine"].value == "v0"
+    assert "Compute Capability" in led.engine["engine"].how
+    # v0 without chunked prefill profiles one whole max_model_len prompt
+    assert inputs.resolved.max_num_batched_tokens == 32768 and not inputs.resolved.enable_chunked_prefill
+    assert "(v0 profile run)" in led.memory["activation"].how
+    assert any(n.startswith("engine V0 assumed") for n in led.notes)
+
+
+# --- interconnect, LoRA ----------------------------------------------------------------------------------
+
+
+def test_non_torch_by_interconnect():
+    nv, _ = ledger(model="Qwen/Qwen2.5-32B-Instruct", gpu="H100", tensor_parallel_size=2)
+    pcie, inp = ledger(model="Qwen/Qwen2.5-32B-Instruct", gpu="L40S", tensor_parallel_size=2)
+    assert inp.resolved.interconnect == "pcie" and "catalog" in inp.resolved.how["interconnect"]
+    assert pcie.memory["non_torch"].value < nv.memory["non_torch"].value / 4  # 0.3 vs 2.1 GiB
+    flag, inp = ledger(model="Qwen/Qwen2.5-32B-Instruct", gpu="H100", tensor_parallel_size=2, interconnect="pcie")
+    assert flag.memory["non_torch"].value == pcie.memory["non_torch"].value and inp.resolved.sources["interconnect"] == "given"
+    off, _ = ledger(serve="vllm serve Qwen/Qwen2.5-32B-Instruct -tp 2 --disable-custom-all-reduce", gpu="H100")
+    assert off.memory["non_torch"].value == pcie.memory["non_torch"].value
+    with pytest.raises(InputError, match="--interconnect"):
+        ledger(model="Qwen/Qwen2.5-32B-Instruct", gpu="H100", tensor_parallel_size=2, interconnect="infiniband")
+
+
+def test_log_says_custom_all_reduce_is_off(tmp_path):
+    log = tmp_path / "v.log"
+    log.write_text(
+        "INFO 05-01 10:00:00 [api_server.py:1] vLLM API server version 0.19.0\n"
+        "INFO 05-01 10:00:00 [utils.py:1] non-default args: {'model': 'Qwen/Qwen2.5-7B-Instruct', "
+        "'tensor_parallel_size': 4}\n"
+        "(VllmWorker TP0 pid=1) WARNING 05-01 10:00:05 [custom_all_reduce.py:85] Custom allreduce is disabled "
+        "because it's not supported on more than two PCIe-only GPUs. To silence this warning, specify "
+        "disable_custom_all_reduce=True explicitly.\n")
+    _, inp = ledger(from_log=str(log), gpu="H100")
+    assert inp.resolved.interconnect == "pcie" and inp.resolved.sources["interconnect"] == "measured"
+
+
+def test_lora_adapter_slots_count_in_weights():
+    base, _ = ledger(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100")
+    lora, inp = ledger(serve="vllm serve meta-llama/Llama-3.1-8B-Instruct --enable-lora --max-loras 4 "
+                             "--max-lora-rank 64", gpu="H100")
+    extra = lora.memory["weights"].value - base.memory["weights"].value
+    # Llama-3.1-8B: per layer A+B = 3·r·h + (q+2kv)·r + r·q + h·r + 2·r·h + 2·i·r + r·i + h·r; 32 layers + LM head
+    h, i, q, kv, r = 4096, 14336, 4096, 1024, 64
+    per_layer = 3 * r * h + (q + 2 * kv) * r + r * q + h * r + 2 * r * h + 2 * i * r + r * i + h * r
+    assert extra == 4 * (per_layer * 32 + 128256 * r) * 2
+    assert inp.resolved.lora == {"max_loras": 4, "max_lora_rank": 64, "fully_sharded": False}
+    assert lora.memory["kv_cache"].value == base.memory["kv_cache"].value - extra
+    one, _ = ledger(serve="vllm serve meta-llama/Llama-3.1-8B-Instruct --enable-lora", gpu="H100")
+    assert 0 < one.memory["weights"].value - base.memory["weights"].value < 0.1 * GiB  # 1 slot of rank 16
+
+
+# --- CPU backend ------------------------------------------------------------------------------------------
+
+
+def test_cpu_log_reproduces_and_needs_no_gpu():
+    led, inp = ledger(from_log=str(FIX / "cpu-readme-override.log"), model=TINY)
+    assert inp.resolved.platform == "cpu" and led.gpu == "CPU"
+    assert led.memory["kv_cache"].value == GiB and led.memory["kv_cache"].source == "measured"
+    assert led.memory["total"].value == int(round(18.96 * GiB))
+    assert (led.kv["num_blocks"].value, led.kv["tokens"].value, led.kv["max_concurrency"].value) == (20, 640, 1.25)
+    assert led.memory["activation"].value is None and "CPU backend" in led.memory["activation"].how
+    assert not any("does not match" in w for w in led.warnings)  # the pre-override pool is 1 GiB exactly
+    assert any("Overriding num_gpu_blocks=65536" in n for n in led.notes)
+
+
+def test_cpu_config_alone_budget_and_too_long_failure():
+    led, inp = ledger(serve=f"VLLM_CPU_KVCACHE_SPACE=1 vllm serve {TINY} --max-model-len 512 --block-size 32",
+                      vllm_version="0.32.0+cpu")
+    assert inp.gpu is None and led.memory["kv_cache"].value == GiB and led.memory["kv_cache"].source == "given"
+    assert led.kv["block_size"].value == 32 and led.verdict == "ok"
+    bad, _ = ledger(serve=f"vllm serve {TINY} --max-model-len 2048 --block-size 32 --kv-cache-memory-bytes 48KiB",
+                    vllm_version="0.32.0+cpu")
+    assert bad.verdict == "does-not-fit" and not bad.fit_ok
+    assert bad.startup_error.startswith("To serve at least one request with the model")
+    with pytest.raises(Exception, match="MultipleOf\\(32\\)"):
+        ledger(serve=f"VLLM_CPU_KVCACHE_SPACE=1 vllm serve {TINY} --block-size 16", vllm_version="0.32.0+cpu")
+
+
+# --- logs without total memory, v0 pool, mismatch, quantization variants ----------------------------------
+
+
+def test_log_without_total_memory_is_read_not_refused():
+    led, inp = ledger(from_log=str(FIX / "lmcache1739-qwen3-14b-v1.log"), model="Qwen/Qwen3-14B",
+                      max_model_len="32768")
+    assert inp.gpu is None
+    assert led.memory["total"].value is None and led.memory["total"].how.startswith("missing")
+    assert led.memory["requested"].value is None
+    assert led.memory["kv_cache"].source == "measured" and led.kv["tokens"].value == 42656
+    assert led.kv["max_concurrency"].value == 1.3
+
+
+def test_v0_pool_tokens_when_one_request_does_not_fit():
+    led, _ = ledger(from_log=str(FIX / "gh10517-llama8b-3090-29k.log"), model="meta-llama/Llama-3.1-8B-Instruct",
+                    gpu="RTX 3090", max_model_len="29000")
+    assert led.verdict == "does-not-fit"
+    tokens = led.kv["tokens"]
+    assert tokens.value == 23648 and tokens.source == "measured"
+    assert tokens.predicted == led.kv["num_blocks"].predicted * 16 > 0  # num_blocks × block_size, not 0
+
+
+def test_log_of_another_checkpoint_is_called_out():
+    led, _ = ledger(from_log=str(FIX / "gh13882-qwen7b-4bit-rtx4060-fail.log"), model="Qwen/Qwen2.5-7B-Instruct",
+                    max_model_len="4096", gpu_memory_utilization=0.7)
+    warn = [w for w in led.warnings if "does not match --model" in w]
+    assert warn and "5.20 GiB" in warn[0] and "14.19 GiB" in warn[0]
+    ok, _ = ledger(from_log=str(FIX / "gh15815-qwen32b-2xl40s-tp2.log"), model="Qwen/Qwen2.5-32B-Instruct",
+                   gpu="L40S", tensor_parallel_size=2, max_model_len="10000", vllm_version="0.7.3")
+    assert not any("does not match" in w for w in ok.warnings)
+
+
+def test_marlin_method_variants_in_a_log_are_not_refused(tmp_path):
+    log = tmp_path / "v.log"
+    log.write_text(
+        "INFO 08-01 10:00:00 [api_server.py:1] vLLM API server version 0.10.1.1\n"
+        "INFO 08-01 10:00:01 [core.py:1] Initializing a V1 LLM engine (v0.10.1.1) with config: "
+        "model='Qwen/Qwen2.5-7B-Instruct', dtype=torch.float16, max_seq_len=8192, tensor_parallel_size=1, "
+        "pipeline_parallel_size=1, quantization=gptq_marlin, enforce_eager=False, kv_cache_dtype=auto\n"
+        "INFO 08-01 10:00:30 [gpu_worker.py:1] Available KV cache memory: 12.00 GiB\n")
+    led, inp = ledger(from_log=str(log), gpu="A10")
+    assert inp.vllm_version == "0.10.1.post1" and led.memory["kv_cache"].source == "measured"
+
+
+# --- units, catalog --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,value", [("12GiB", 12 * GiB), ("12G", 12 * GiB), ("12 GiB", 12 * GiB),
+                                        ("12GB", 12 * 10**9), ("12g", 12 * 10**9), ("12e9", 12 * 10**9),
+                                        ("1.5GiB", int(1.5 * GiB)), ("12884901888", 12 * GiB)])
+def test_byte_units_as_typed(text, value):
+    assert parse_bytes(text) == value
+
+
+def test_kv_cache_memory_bytes_accepts_gib_and_rejects_garbage():
+    led, _ = ledger(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", kv_cache_memory_bytes="12GiB")
+    assert led.memory["kv_cache"].value == 12 * GiB and led.memory["kv_cache"].source == "given"
+    with pytest.raises(InputError):
+        ledger(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", kv_cache_memory_bytes="twelve")
+
+
+def test_catalog_suggests_same_size_sibling_first():
+    from kvdoctor.catalog.models import lookup_model, same_size_siblings
+
+    assert same_size_siblings("Qwen/Qwen2.5-14B-Instruct")[0] == "Qwen/Qwen2.5-14B"
+    with pytest.raises(NotFoundError) as e:
+        lookup_model("Qwen/Qwen2.5-14B-Instruct")
+    assert "Qwen/Qwen2.5-14B is the same architecture and size" in str(e.value)
+    assert "config.json gives the exact shape" in str(e.value)
+
+
+def test_non_torch_key_rows():
+    assert memory.non_torch_key(2, 1, "pcie") == "tp_pcie"
+    assert memory.non_torch_key(8, 2, "multi-node") == "multi_node"
+    assert memory.non_torch_key(1, 2, "pcie") == "pp_only"
