@@ -538,8 +538,6 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
                   nonfit_rejects, wall0, detail) -> SimResult:
     import numpy as np
 
-    from kvdoctor.evidence.model import Timeline
-
     n = len(reqs)
     nan = float("nan")
     arrival = np.array([r.arrival for r in reqs], dtype=float)
@@ -599,7 +597,44 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
         wall_s=_time.perf_counter() - wall0,
     )
 
-    # interval samples -> evidence Timeline (throughputs per second, latencies per interval)
+    timeline = _timeline(rec, t_first, fin, ttft, step_end, dur, weights)
+    return SimResult(
+        summary=summary,
+        arrival_s=arrival,
+        prompt_tokens=np.array([r.prompt for r in reqs], dtype=np.int64),
+        output_tokens=out,
+        requested_output_tokens=np.array([r.requested_out for r in reqs], dtype=np.int64),
+        status=status,
+        queue_s=queue,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        preemptions=npre,
+        cached_tokens=np.array([r.hit_tokens for r in reqs], dtype=np.int64),
+        step_end_s=step_end,
+        timeline=timeline,
+        interval_s=rec.interval,
+        config=asdict(cfg),
+        itl_runs=[r.runs for r in reqs] if detail else [],
+        histograms={"itl": (itl_vals, itl_w), "iteration_tokens": step_tokens},
+        counters={
+            "prefix_cache_queries": float(sched.prefix_queries),
+            "prefix_cache_hits": float(sched.prefix_hits),
+            "evicted_blocks": float(sched.pool.evictions),
+            "rejected_not_fitting_pool": float(nonfit_rejects),
+            "busy_s": busy_t,
+            "prompt_tokens": float(sum(r.prompt for r in reqs if r.status == FINISHED)),
+            "generation_tokens": float(out_tokens),
+        },
+    )
+
+
+def _timeline(rec, t_first, fin, ttft, step_end, dur, weights):
+    """Interval samples -> evidence ``Timeline`` (throughputs per second, latencies per interval)."""
+    import numpy as np
+
+    from kvdoctor.evidence.model import Timeline
+
+    nan = float("nan")
     t = np.array(rec.t, dtype=float)
     iv = rec.interval
     tl_ttft50 = np.full(len(t), nan)
@@ -644,31 +679,4 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
         prefix_hit_pct=np.where(queries > 0, 100.0 * hits / np.maximum(queries, 1), nan),
         ttft_p50=tl_ttft50, ttft_p99=tl_ttft99, itl_p50=tl_itl50, itl_p99=tl_itl99,
     )
-    return SimResult(
-        summary=summary,
-        arrival_s=arrival,
-        prompt_tokens=np.array([r.prompt for r in reqs], dtype=np.int64),
-        output_tokens=out,
-        requested_output_tokens=np.array([r.requested_out for r in reqs], dtype=np.int64),
-        status=status,
-        queue_s=queue,
-        ttft_s=ttft,
-        e2e_s=e2e,
-        preemptions=npre,
-        cached_tokens=np.array([r.hit_tokens for r in reqs], dtype=np.int64),
-        step_end_s=step_end,
-        timeline=timeline,
-        interval_s=iv,
-        config=asdict(cfg),
-        itl_runs=[r.runs for r in reqs] if detail else [],
-        histograms={"itl": (itl_vals, itl_w), "iteration_tokens": step_tokens},
-        counters={
-            "prefix_cache_queries": float(sched.prefix_queries),
-            "prefix_cache_hits": float(sched.prefix_hits),
-            "evicted_blocks": float(sched.pool.evictions),
-            "rejected_not_fitting_pool": float(nonfit_rejects),
-            "busy_s": busy_t,
-            "prompt_tokens": float(sum(r.prompt for r in reqs if r.status == FINISHED)),
-            "generation_tokens": float(out_tokens),
-        },
-    )
+    return timeline
