@@ -79,7 +79,7 @@ def plan(case: dict) -> dict:
             vc.adjust_dcp_kv_cache_interleave_size(groups)
         kcs = get_kv_cache_configs(vc, specs, list(case["avail"]), groups)
     except ValueError as exc:
-        return {"ok": False, "error": str(exc)}
+        return {"ok": False, "error": str(exc), "v2_runner": bool(vc.use_v2_model_runner)}
 
     def idx(n):
         return int(n.split(".")[2])
@@ -90,5 +90,8 @@ def plan(case: dict) -> dict:
         "num_blocks": [kc.num_blocks for kc in kcs],
         "groups": [sorted(idx(n) for n in g.layer_names) for g in groups],
         "group_block_sizes": [g.kv_cache_spec.block_size for g in groups],
-        "max_in_flight_tokens": vc.max_in_flight_tokens if hasattr(vc, "max_in_flight_tokens") else None,
+        "max_in_flight_tokens": vc.max_in_flight_tokens,
+        # sliding-window pages count max_in_flight_tokens = batches in flight x max_num_batched_tokens,
+        # and the number of batches depends on the model runner (V2 needs Triton: not on this CPU box)
+        "v2_runner": bool(vc.use_v2_model_runner),
     }
