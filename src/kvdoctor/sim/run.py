@@ -303,6 +303,7 @@ class _Loop:
                 # decodes lie past any shared prefix: only own blocks get hashes
                 r.cached_upto = (nt + km1) // bs
             r.t_last = t_end
+            r.prev_step = last - 1 if k > 1 else r.last_step
             r.last_step = last
             if o >= r.max_out:
                 finished.append(r)
@@ -472,6 +473,7 @@ class _Loop:
                         r.runs.append([step, step])
                 r.out += 1
                 r.t_last = t_end
+                r.prev_step = r.last_step
                 r.last_step = step
                 if r.out >= r.max_out:
                     finished.append(r)

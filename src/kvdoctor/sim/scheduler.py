@@ -112,7 +112,7 @@ class SimRequest:
     __slots__ = (
         "idx", "arrival", "prompt", "max_out", "requested_out", "out", "computed", "nblocks", "gheld",
         "chunk", "priority", "group", "prefix_len", "status", "npre", "t_sched", "t_first", "t_last",
-        "t_finish", "last_step", "hit_tokens", "cached_upto", "runs",
+        "t_finish", "last_step", "prev_step", "hit_tokens", "cached_upto", "runs",
     )
 
     def __init__(self, idx: int, arrival: float, prompt: int, out: int, *, priority: int = 0,
@@ -137,6 +137,7 @@ class SimRequest:
         self.t_last = None  # last output token
         self.t_finish = None
         self.last_step = -2  # index of the step that produced the last token
+        self.prev_step = -3  # index of the step that produced the token before it
         self.hit_tokens = 0  # prefix-cache hit at first admission
         self.cached_upto = 0  # leading full blocks that carry a content hash
         self.runs: list[list[int]] = []  # [first_step, last_step] runs of consecutive token steps
@@ -310,10 +311,11 @@ class Scheduler:
         r.chunk = None
 
     def _preempt(self, victim: SimRequest, now: float) -> None:
-        if self.cfg.async_scheduling and victim.last_step == self.step_index - 1 and self.caching:
-            # the step that sampled its last token is still in flight: vLLM has cached blocks only
-            # up to the tokens computed by the steps already processed (computed - 1), so the block
-            # the in-flight step completed carries no hash yet
+        j = self.step_index
+        if self.cfg.async_scheduling and self.caching and victim.last_step == j - 1 and victim.prev_step == j - 2:
+            # it decoded in step j-1 on the token sampled in step j-2: vLLM planned step j-1 before
+            # that token arrived and processed step j-2 (caching up to computed - 1 tokens) just
+            # before this plan, so the block step j-1 completed carries no hash yet
             victim.cached_upto = min(victim.cached_upto, (victim.computed - 1) // self.cfg.block_size)
         victim.chunk = self.pool.release(victim, self._group(victim))
         victim.computed = 0
