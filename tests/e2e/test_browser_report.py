@@ -127,7 +127,7 @@ def _real_journal(tmp: Path) -> dict:
     assert run(app, ["journal", "start", "qwen14b-swap", "--db", str(db), "--config",
                      "vllm serve Qwen/Qwen2.5-14B-Instruct --max-model-len 32768"]).exit_code == 0
     assert run(app, ["journal", "record", "--db", str(db), "--config",
-                     "vllm serve Qwen/Qwen2.5-14B-Instruct --max-model-len 8192", "-n", "business max 8k"]).exit_code == 0
+                     "vllm serve Qwen/Qwen2.5-14B-Instruct --max-model-len 8192", "--note", "business max 8k"]).exit_code == 0
     assert run(app, ["journal", "record", "--db", str(db), "--config",
                      "vllm serve Qwen/Qwen2.5-14B-Instruct --max-model-len 8192 --kv-cache-dtype fp8"]).exit_code == 0
     res = run(app, ["journal", "show", "--db", str(db), "--json"])
@@ -287,3 +287,63 @@ def test_csp_would_neutralise_markup_that_slipped_through(chromium, tmp_path):
     assert "PWNED-2" not in re.search(r"<title>(.*?)</title>", run.stdout, re.S).group(1)  # ...but inert
     assert any("Content Security Policy" in m for m in _console_messages(run.stderr))
     assert all('class="main-svg"' in d for d in _plot_divs(run.stdout))
+
+
+FOLD_W, FOLD_H = 1366, 768  # the most common laptop viewport: "above the fold" means inside it
+
+_PROBE = """
+window.addEventListener('load', function () {
+  var out = {vh: window.innerHeight};
+  ['kvd-verdict', 'kvd-next', 'kvd-serve'].forEach(function (id) {
+    var el = document.getElementById(id);
+    if (el) { var r = el.getBoundingClientRect(); out[id] = {top: r.top, bottom: r.bottom, text: el.innerText}; }
+  });
+  var first = document.querySelector('div.kvd-plot');
+  if (first) { out.first_plot_top = first.getBoundingClientRect().top; }
+  var pre = document.createElement('pre'); pre.id = 'fold-probe'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+"""
+
+
+def _with_probe(doc: str) -> str:
+    """The page's own nonce lets one measuring script run (the CSP still blocks anything else)."""
+    nonce = re.search(r'<script nonce="([^"]+)"', doc).group(1)
+    return doc.replace("</body>", f'<script nonce="{nonce}">{_PROBE}</script></body>', 1)
+
+
+def test_verdict_and_next_change_above_the_fold(chromium, tmp_path):
+    """Issue 14: the verdict, the one change to make next (gain, cost) and the resulting serve line
+    are the first thing a reader sees: inside a 1366×768 viewport, before any chart."""
+    payloads = [
+        _real_ledger(),
+        _real_verb("plan", "-m", "Qwen/Qwen2.5-14B", "--gpu", "L40S", "--max-model-len", "32768",
+                   "--target-concurrency", "40"),
+        _diagnose_payload(),
+        _real_verb("simulate", "-m", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "A100-80GB", "--rate", "8",
+                   "--duration", "60", "--quiet"),
+    ]
+    doc = render_report(payloads, title="kvdoctor report: Qwen2.5-14B on L40S")
+    page = tmp_path / "fold.html"
+    page.write_text(_with_probe(doc))
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "report-fold.png"
+    shot.unlink(missing_ok=True)
+    run = _chrome(chromium, page.as_uri(), "--dump-dom", f"--screenshot={shot}",
+                  f"--window-size={FOLD_W},{FOLD_H}", "--hide-scrollbars")
+    assert run.returncode == 0, run.stderr[-2000:]
+    probe = json.loads(__import__("html").unescape(re.search(r'<pre id="fold-probe">(.*?)</pre>', run.stdout, re.S).group(1)))
+    for key in ("kvd-verdict", "kvd-next", "kvd-serve"):
+        assert key in probe, f"#{key} missing from the page"
+        assert 0 <= probe[key]["top"] and probe[key]["bottom"] <= FOLD_H, (key, probe[key], "below the fold")
+    assert probe["kvd-verdict"]["bottom"] <= probe["kvd-next"]["top"] <= probe["kvd-serve"]["top"]
+    assert probe.get("first_plot_top", 1e9) > probe["kvd-serve"]["bottom"]  # no chart before the answer
+    verdict, nxt = probe["kvd-verdict"]["text"], probe["kvd-next"]["text"]
+    assert "starved" in verdict and "Plan:" in verdict
+    assert "--kv-cache-dtype fp8" in nxt and "Predicted gain" in nxt and "Cost" in nxt
+    assert probe["kvd-serve"]["text"].startswith("vllm serve Qwen/Qwen2.5-14B")
+    assert not _console_messages(run.stderr), _console_messages(run.stderr)
+    assert shot.exists() and shot.stat().st_size > 20_000
+    # the whole page still renders every chart
+    assert all('class="main-svg"' in d for d in _plot_divs(run.stdout))
+    shutil.copy(page, ARTIFACTS / "report-fold.html")

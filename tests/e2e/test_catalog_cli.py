@@ -57,7 +57,7 @@ def test_show_model_weights_match_logged(shared_data):
 
 
 def test_show_online_fp8_and_pp():
-    d = json.loads(run("catalog", "show", "meta-llama/Llama-3.1-8B-Instruct", "-q", "fp8", "--json").stdout)
+    d = json.loads(run("catalog", "show", "meta-llama/Llama-3.1-8B-Instruct", "--quantization", "fp8", "--json").stdout)
     assert round(d["figures"]["weights_per_gpu_bytes"]["value"][0][0] / 2**30, 2) == 8.49
     d = json.loads(run("catalog", "show", "Qwen/Qwen3-8B", "--pp", "3", "--json").stdout)
     stages = [round(r[0] / 2**30, 2) for r in d["figures"]["weights_per_gpu_bytes"]["value"]]

@@ -57,7 +57,7 @@ GPT_OSS_YAML_32K = textwrap.dedent("""\
 def test_serve_line_then_yaml_one_variable(tmp_path, shared_data):
     db = tmp_path / "j.sqlite"
     line = serve_line(shared_data, "kv015")
-    code, out = kvd("journal", "start", "gptoss", "--config", line, "--db", str(db), "-n", "as reported")
+    code, out = kvd("journal", "start", "gptoss", "--config", line, "--db", str(db), "--note", "as reported")
     assert code == 0, out
     yaml32 = tmp_path / "gptoss-32k.yaml"
     yaml32.write_text(GPT_OSS_YAML_32K)

@@ -53,7 +53,11 @@ def test_saved_ledger_and_a_real_log(tmp_path, shared_data):
     doc = html.read_text()
     secs = _sections(doc)
     assert secs.index("memory") < secs.index("timeline")
-    assert "summary-evidence" in secs and "raw-ledger" in secs
+    assert "summary-evidence" in secs and secs[0] == "verdict" and secs[-1] == "appendix"
+    # the raw payloads sit in one collapsed appendix at the end; --no-raw leaves them out
+    assert doc.index('<details class="appendix">') > doc.index('id="summary-evidence"')
+    code, _ = kvd("report", str(led), str(log), "-o", str(html), "--no-raw")
+    assert code == 0 and 'id="appendix"' not in html.read_text()
     assert "rt013.log" in doc
 
 
@@ -71,7 +75,9 @@ def test_list_of_payloads_and_bench_output(tmp_path, shared_data):
     doc = html.read_text()
     assert "<title>two GPUs &lt;b&gt;</title>" in doc
     assert _sections(doc).count("memory") == 1 and "memory-2" in _sections(doc)  # unique anchors
-    assert "summary.output_throughput" in doc or "summary.request_throughput" in doc
+    shown = doc[:doc.index('id="appendix"')]
+    # the bench result's summary in words (human labels), never as flattened JSON keys
+    assert "request throughput" in shown and "summary.request_throughput" not in shown
 
 
 def test_bad_inputs_exit_2(tmp_path):

@@ -7,8 +7,8 @@ kvdoctor. Reads one JSON batch on stdin, writes one JSON answer on stdout.
 ``sched``: vLLM's real ``Scheduler`` (or ``AsyncScheduler``) and ``KVCacheManager``, model-free:
 mocked runner output (one sampled token per request whose prefill is complete), set up the way
 ``EngineCore._initialize_kv_caches`` does (learned from ../shared/real-vllm/drive_scheduler.py).
-Requests are added when they have arrived by the start of a step, with the step start times the
-kvdoctor side reports (the time model is not under test, the scheduler is).
+Requests are added before the step kvdoctor reports them reaching the engine at (its ``arrived``
+list: the time model and the front end are not under test, the scheduler is).
 
 ``kvplan``: ``get_kv_cache_configs`` / ``get_global_kv_cache_groups`` on generated layer specs.
 
@@ -112,18 +112,21 @@ def _run_sched(model: str, case: dict) -> list[dict]:
     t0 = min((r["arrival"] for r in case["requests"]), default=0.0)
     reqs = sorted(((i, {**r, "arrival": r["arrival"] - t0}) for i, r in enumerate(case["requests"])),
                   key=lambda x: (x[1]["arrival"], x[0]))
-    times = case["step_times"]
-    ai = 0
+    arrived = case["arrived"]  # per kvdoctor step: the ids that reached the engine before it was planned
+    by_id = {r["id"]: (i, r) for i, r in reqs}
     trace: list[dict] = []
     inflight: list = []  # async: (scheduler output, its step record) not yet processed
     is_async = bool(c.get("async_scheduling"))
     step = 0
 
-    def add_until(t):
-        nonlocal ai
-        while ai < len(reqs) and (t is None or reqs[ai][1]["arrival"] <= t):
-            i, r = reqs[ai]
-            ai += 1
+    added = set()
+
+    def add(ids):
+        for rid in ids:
+            if rid in added:
+                continue
+            added.add(rid)
+            i, r = by_id[rid]
             if not 1 <= r["prompt"] < mml:
                 continue  # the frontend rejects it (kvdoctor counts it rejected)
             sp = SamplingParams(max_tokens=r["output"], ignore_eos=True, temperature=0.0)
@@ -155,12 +158,11 @@ def _run_sched(model: str, case: dict) -> list[dict]:
         guard += 1
         if guard > 200000:
             raise RuntimeError("oracle made no progress")
-        add_until(times[step] if step < len(times) else None)
+        add(arrived[step] if step < len(arrived) else by_id)
         if not sched.has_requests() and not inflight:
-            if ai >= len(reqs):
+            if len(added) >= len(by_id) or step >= len(arrived):
                 break
-            add_until(reqs[ai][1]["arrival"])
-            continue
+            raise RuntimeError(f"idle before kvdoctor's step {step}, though requests remain")
         so = sched.schedule() if sched.has_requests() else None
         if so is not None and so.total_num_scheduled_tokens > 0:
             rec = {"step": step, "sched": dict(so.num_scheduled_tokens),

@@ -1,7 +1,7 @@
-"""`kvdoctor diagnose`, `evidence` and `ledger --from-log` on the frozen long runs of the real CPU engine
-(tests/fixtures/realvllm/, produced by scripts/realvllm_scenarios.py --long; see its README). No server is
-started here (no `realvllm` marker): diagnose needs >= 60 s of stats lines, which the live tests' short loads
-(a CI budget) do not give, so its verdicts are judged on these recorded real runs.
+"""`kvdoctor diagnose`, `evidence` and `ledger --from-log` on frozen runs of the real CPU engine
+(tests/fixtures/realvllm/, produced by scripts/realvllm_scenarios.py with the same scenarios the live tests
+start; see its README). No server is started here (no `realvllm` marker), so the verdicts are checked on every
+run of the suite, deterministically, even where the test bed cannot be built.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def test_evidence_reads_the_cpu_stats_lines(name):
     assert r.returncode == 0, r.stderr
     ev = json.loads(r.stdout)
     n = sum(int(s.get("samples") or 0) for s in ev["segments"])
-    assert n >= 10, ev["segments"]
+    lines = sum(1 for ln in (FIX / name / "serve.log").read_text().splitlines() if "CPU KV cache usage:" in ln)
+    assert lines >= 5 and n == lines, (n, lines)  # every CPU stats line is a sample, none is "malformed"
 
 
 def test_ledger_from_log_reads_the_cpu_start_up():

@@ -33,7 +33,7 @@ def _app(seen: dict):
 def test_bundle_collects_vllm_spelled_options():
     seen: dict = {}
     res = CliRunner().invoke(_app(seen), [
-        "verb", "kv", "--json", "-m", "llama", "--gpu", "H100", "-tp", "2", "-pp", "1", "-q", "awq",
+        "verb", "kv", "--json", "-m", "llama", "--gpu", "H100", "-tp", "2", "-pp", "1", "--quantization", "awq",
         "--max-model-len", "32k", "--max-num-batched-tokens", "8K", "--gpu-memory-utilization", "0.8",
         "--no-enable-prefix-caching", "--enable-chunked-prefill", "--enforce-eager", "--kv-cache-dtype", "fp8",
         "--block-size", "32", "--max-num-seqs", "64", "--dtype", "half", "--kv-cache-memory-bytes", "20G",

@@ -200,7 +200,9 @@ if __name__ == "__main__":
 def test_mapped_chunks_are_the_read_loop_chunks(tmp_path):
     """Plain files are sliced from a memory map; the chunks (hence every fast/full decision) must be
     exactly those of the read(chunk) + readline(MAX_LINE + 1) loop, long lines and EOF included."""
-    from kvdoctor.evidence.logs import reader as R
+    from kvdoctor.evidence.logs import chunks as C
+    from kvdoctor.evidence.logs.limits import MAX_LINE
+    from kvdoctor.evidence.model import SkipReport
 
     def read_loop(path, cs):
         with open(path, "rb") as fh:
@@ -210,7 +212,7 @@ def test_mapped_chunks_are_the_read_loop_chunks(tmp_path):
                     return
                 n = len(c)
                 if c[-1:] != b"\n":
-                    rest = fh.readline(R.MAX_LINE + 1)
+                    rest = fh.readline(MAX_LINE + 1)
                     n += len(rest)
                     c += rest
                 yield c, n
@@ -221,7 +223,7 @@ def test_mapped_chunks_are_the_read_loop_chunks(tmp_path):
         p = tmp_path / f"f{trial}.log"
         p.write_bytes(b"\n".join(parts) + (b"\n" if trial % 2 else b""))
         for cs in (1, 7, 4096, 1 << 16, 1 << 20):
-            assert list(R._chunks(str(p), cs, R.SkipReport())) == list(read_loop(p, cs)), (trial, cs)
+            assert list(C.file_chunks(str(p), cs, SkipReport())) == list(read_loop(p, cs)), (trial, cs)
     empty = tmp_path / "empty.log"
     empty.write_bytes(b"")
-    assert list(R._chunks(str(empty), 1 << 20, R.SkipReport())) == []
+    assert list(C.file_chunks(str(empty), 1 << 20, SkipReport())) == []

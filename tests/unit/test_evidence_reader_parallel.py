@@ -1,4 +1,4 @@
-"""The pre-scan worker (reader._start_prescan): a forked process scans chunk i+1 while the reader commits
+"""The pre-scan worker (evidence.logs.prescan.start_prescan): a forked process scans chunk i+1 while the reader commits
 chunk i. Its results must be exactly those of the sequential reader, and every case it does not take
 (gzip, small files, one CPU, other threads, a worker that dies or falls out of step, a reader that stops
 early) must fall back cleanly, leaving no child behind."""
@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from kvdoctor.evidence.logs import chunks as C
+from kvdoctor.evidence.logs import prescan as P
 from kvdoctor.evidence.logs import reader as R
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the pre-scan worker needs fork")
@@ -22,7 +24,7 @@ _spec = importlib.util.spec_from_file_location(
 EQ = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(EQ)
 
-_TAKE = R._take_prescan
+_TAKE = P.take_prescan
 CHUNK = 1 << 16  # many chunks on a small log: chunk ends, carries, tails all exercised
 
 
@@ -50,9 +52,9 @@ def _read(path, monkeypatch, parallel: bool):
         used["pre" if got is not None else "none"] += 1
         return got
 
-    monkeypatch.setattr(R, "_take_prescan", counting)
-    monkeypatch.setattr(R, "_cpus", lambda: 2)
-    monkeypatch.setattr(R, "PARALLEL_MIN", 0 if parallel else 1 << 62)
+    monkeypatch.setattr(R, "take_prescan", counting)
+    monkeypatch.setattr(P, "cpus", lambda: 2)
+    monkeypatch.setattr(P, "PARALLEL_MIN", 0 if parallel else 1 << 62)
     return EQ.digest(R.read_log(path, year=2026, chunk_size=CHUNK)), used
 
 
@@ -79,15 +81,15 @@ def test_prescan_of_a_chunk_is_the_fast_paths_own_scan(logs):
     try:
         bufs = [np.empty(16, dtype=bool)]  # grows on demand
         checked = 0
-        for s, e in R._spans(mm, CHUNK):
+        for s, e in C.spans(mm, CHUNK):
             work = data[s:e]
-            for msg in (R._prescan(mm, s, e, bufs), R._prescan(work, 0, len(work), bufs)):
-                starts, ends, lines, tups, rel, total = R._take_prescan(io.BufferedReader(io.BytesIO(msg)), work)
+            for msg in (P.prescan(mm, s, e, bufs), P.prescan(work, 0, len(work), bufs)):
+                starts, ends, lines, tups, rel, total = P.take_prescan(io.BufferedReader(io.BytesIO(msg)), work)
                 assert total == work.count(b"\n")
-                assert lines == [R.ANSI_B.sub(b"", work[a:b]) for a, b in zip(starts, ends)]
+                assert lines == [P.ANSI_B.sub(b"", work[a:b]) for a, b in zip(starts, ends)]
                 assert rel == [work.count(b"\n", 0, a) for a in starts]
                 assert all(b"KV cache" in work[a:b] for a, b in zip(starts, ends))
-                assert tups == (R.FAST_ALL.findall(b"\n" + b"\n".join(lines)) if lines else [])
+                assert tups == (P.FAST_ALL.findall(b"\n" + b"\n".join(lines)) if lines else [])
                 checked += 1
         assert checked > 100
     finally:
@@ -95,25 +97,25 @@ def test_prescan_of_a_chunk_is_the_fast_paths_own_scan(logs):
 
 
 def test_no_worker_for_gzip_small_files_one_cpu_or_threads(logs, monkeypatch):
-    monkeypatch.setattr(R, "PARALLEL_MIN", 0)
-    monkeypatch.setattr(R, "_cpus", lambda: 2)
-    assert R._start_prescan(str(logs["gz"]), CHUNK) is None  # gzip
-    monkeypatch.setattr(R, "_cpus", lambda: 1)
-    assert R._start_prescan(str(logs["mixed"]), CHUNK) is None  # one CPU
-    monkeypatch.setattr(R, "_cpus", lambda: 2)
+    monkeypatch.setattr(P, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(P, "cpus", lambda: 2)
+    assert P.start_prescan(str(logs["gz"]), CHUNK) is None  # gzip
+    monkeypatch.setattr(P, "cpus", lambda: 1)
+    assert P.start_prescan(str(logs["mixed"]), CHUNK) is None  # one CPU
+    monkeypatch.setattr(P, "cpus", lambda: 2)
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
     t.start()
     try:
-        assert R._start_prescan(str(logs["mixed"]), CHUNK) is None  # forking a threaded process: no
+        assert P.start_prescan(str(logs["mixed"]), CHUNK) is None  # forking a threaded process: no
     finally:
         stop.set()
         t.join()
-    monkeypatch.setattr(R, "PARALLEL_MIN", 1 << 40)
-    assert R._start_prescan(str(logs["mixed"]), CHUNK) is None  # below the size threshold
+    monkeypatch.setattr(P, "PARALLEL_MIN", 1 << 40)
+    assert P.start_prescan(str(logs["mixed"]), CHUNK) is None  # below the size threshold
     # the default threshold: only big files
     monkeypatch.undo()
-    assert R.PARALLEL_MIN >= 64 << 20
+    assert P.PARALLEL_MIN >= 64 << 20
 
 
 def test_gzip_reads_alike_with_the_worker_allowed(logs, monkeypatch):
@@ -125,7 +127,7 @@ def test_gzip_reads_alike_with_the_worker_allowed(logs, monkeypatch):
 def test_worker_that_dies_midway_falls_back(logs, monkeypatch):
     seq, _ = _read(logs["mixed"], monkeypatch, parallel=False)
     calls = {"n": 0}
-    prescan = R._prescan
+    prescan = P.prescan
 
     def dying(*a):  # runs in the (forked) child
         calls["n"] += 1
@@ -133,7 +135,7 @@ def test_worker_that_dies_midway_falls_back(logs, monkeypatch):
             raise RuntimeError("worker gone")
         return prescan(*a)
 
-    monkeypatch.setattr(R, "_prescan", dying)
+    monkeypatch.setattr(P, "prescan", dying)
     par, used = _read(logs["mixed"], monkeypatch, parallel=True)
     assert used["pre"] == 20 and used["none"] == 1  # then read alone
     assert par == seq
@@ -141,16 +143,16 @@ def test_worker_that_dies_midway_falls_back(logs, monkeypatch):
 
 def test_reader_that_stops_early_leaves_no_child(logs, monkeypatch):
     pids = []
-    start = R._start_prescan
+    start = P.start_prescan
 
     def recording(*a):
         w = start(*a)
         pids.append(w[0])
         return w
 
-    monkeypatch.setattr(R, "_start_prescan", recording)
-    monkeypatch.setattr(R, "_cpus", lambda: 2)
-    monkeypatch.setattr(R, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(R, "start_prescan", recording)
+    monkeypatch.setattr(P, "cpus", lambda: 2)
+    monkeypatch.setattr(P, "PARALLEL_MIN", 0)
     seen = {"n": 0}
 
     def progress(_):

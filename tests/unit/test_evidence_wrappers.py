@@ -110,3 +110,22 @@ def test_fast_path_takes_or_falls_back_exactly(tmp_path):
     assert _digest(fast) == _digest(full)
     assert full.skipped.skipped_lines == 0
     assert sum(len(s.timeline.t) for s in full.segments) == 4000
+
+
+def test_python_logging_lines_of_a_real_thread(tmp_path):
+    """vllm-project/vllm#11517 (Qwen2.5-32B, TP 8): the operator's formatter on start-up and stats lines;
+    the stats line is cut after the GPU figure in the thread and still gives a sample."""
+    text = (
+        "2024-12-20 15:18:19 - vllm.executor.distributed_gpu_executor - INFO - # GPU blocks: 50231, # CPU blocks: 8192\n"
+        "2024-12-20 15:18:19 - vllm.executor.distributed_gpu_executor - INFO - Maximum concurrency for 32768 tokens per "
+        "request: 24.53x\n"
+        "2024-12-23 18:28:10 - vllm.engine.metrics - INFO - Avg prompt throughput: 0.0 tokens/s, Avg generation "
+        "throughput: 45.7 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 3 reqs, GPU KV cache usage: 3.1%, CPU KV\n")
+    p = tmp_path / "vllm11517.log"
+    p.write_text(text)
+    r = read_log(p)
+    assert r.skipped.skipped_lines == 0
+    (seg,) = r.segments
+    assert (seg.startup.num_gpu_blocks, seg.startup.max_concurrency, seg.startup.max_concurrency_len) == (50231, 24.53,
+                                                                                                         32768)
+    assert list(seg.timeline.running) == [1.0] and list(seg.timeline.waiting) == [3.0]

@@ -46,8 +46,30 @@ def test_sim_workload_is_the_same_load():
     w = LoadSpec(prompt_len=100, output_len=10, requests=7, rate=None, seed=1).sim_workload()
     assert len(w) == 7
     w2 = LoadSpec(prompt_len=100, output_len=10, range_ratio=0.5, requests=50, rate=5.0, seed=1).sim_workload()
-    assert all(50 <= p <= 150 for p in w2.prompt) and all(5 <= o <= 15 for o in w2.output)  # within ±50 %
-    assert len(set(w2.prompt)) > 10 and w2.arrival == sorted(w2.arrival)
+    assert all(48 <= p <= 150 for p in w2.prompt) and all(5 <= o <= 15 for o in w2.output)  # within ±50 %
+    assert len(set(w2.prompt)) > 10 and list(w2.arrival) == sorted(w2.arrival)
+    w3 = LoadSpec(prompt_len=100, output_len=10, requests=9, max_concurrency=3).sim_workload()
+    assert w3.max_concurrency == 3  # the closed loop is simulated, as the bench runs it
+
+
+def test_bench_style_options_round_trip():
+    import math
+
+    from kvdoctor.sim.workload import WorkloadSpec
+
+    spec = WorkloadSpec(dataset_name="random", num_prompts=40, request_rate=20.0, burstiness=0.25, max_concurrency=8,
+                        seed=3, random_input_len=128, random_output_len=64, random_range_ratio=0.1,
+                        random_prefix_len=16, ignore_eos=False)
+    load = LoadSpec.from_workload_spec(spec)
+    assert (load.prompt_len, load.output_len, load.requests, load.rate, load.arrival) == (128, 64, 40, 20.0, "gamma")
+    assert load.cv == pytest.approx(2.0) and load.burstiness == pytest.approx(0.25) and not load.ignore_eos
+    a = load.bench_args()
+    assert a[a.index("--random-prefix-len") + 1] == "16" and "--ignore-eos" not in a
+    back = load.workload_spec()
+    assert back.request_rate == 20.0 and back.random_prefix_len == 16 and back.max_concurrency == 8
+    assert math.isinf(LoadSpec().workload_spec().request_rate)
+    with pytest.raises(InputError, match="sharegpt"):
+        LoadSpec.from_workload_spec(WorkloadSpec(dataset_name="sharegpt"))
 
 
 def test_launch_args_round_trip_and_owned_flags():

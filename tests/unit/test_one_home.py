@@ -70,3 +70,15 @@ def test_capability_text_and_gpu_spec():
     assert capability_text(None) == "unknown" and capability_text(None, unknown="?") == "?"
     g = GpuSpec("X", (), 80 * 2**30, "given: test", compute_capability=(10, 0))
     assert g.capability == 100
+
+
+def test_timeline_concat_orders_by_time_and_fills_missing_columns():
+    a = Timeline(t=np.array([10.0, 30.0]), running=np.array([1.0, 3.0]), waiting=np.zeros(2),
+                 kv_usage_pct=np.zeros(2), preemptions=np.zeros(2), prompt_tps=np.zeros(2), gen_tps=np.zeros(2),
+                 ttft_p99=np.array([0.5, 0.7]))
+    b = Timeline(t=np.array([20.0]), running=np.array([2.0]), waiting=np.zeros(1), kv_usage_pct=np.zeros(1),
+                 preemptions=np.zeros(1), prompt_tps=np.zeros(1), gen_tps=np.zeros(1))
+    m = Timeline.concat([a, b])
+    assert m.t.tolist() == [10.0, 20.0, 30.0] and m.running.tolist() == [1.0, 2.0, 3.0]
+    assert m.ttft_p99[0] == 0.5 and math.isnan(m.ttft_p99[1]) and m.ttft_p99[2] == 0.7  # b had no column
+    assert m.line_no is None and m.swapped is None

@@ -6,6 +6,8 @@ import json
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kvdoctor.errors import InputError
 from kvdoctor.report import sections as S
@@ -129,7 +131,8 @@ def test_plan_staircase():
     spec = _fig_specs(doc)[0]
     assert spec["data"][0]["line"]["shape"] == "hv" and spec["data"][0]["y"] == [100000, 100000, 200000]
     assert spec["data"][1]["y"] == [400000, 200000, 200000]
-    assert "predicted output_tps" in doc
+    assert "predicted output throughput" in doc  # human labels, never a JSON key
+    assert "predicted output_tps" not in doc
 
 
 def test_timeline_alignment_of_spikes_and_preemptions():
@@ -139,8 +142,8 @@ def test_timeline_alignment_of_spikes_and_preemptions():
     assert len(by_name["spike with preemption"]["x"]) == 2
     assert len(by_name["spike without preemption"]["x"]) == 1
     assert len(spec["layout"]["shapes"]) == 2  # runs {30,31} and {80}
-    # four rows sharing one x axis
-    assert {k for k in spec["layout"] if k.startswith("yaxis")} == {"yaxis", "yaxis2", "yaxis3", "yaxis4"}
+    # five rows sharing one x axis: running (≤ 16) and waiting (≤ 2) differ in scale, so apart
+    assert {k for k in spec["layout"] if k.startswith("yaxis")} == {"yaxis", "yaxis2", "yaxis3", "yaxis4", "yaxis5"}
 
 
 def test_payload_spikes_override_the_default_definition():
@@ -170,7 +173,10 @@ def test_nulls_and_relative_times():
     doc = render_report([p], title="sim")
     spec = _fig_specs(doc)[0]
     assert spec["data"][0]["x"] == [0, 1, 2, 3]
-    assert "summary.output_tps" in doc
+    # the summary in words: a human label and the value, no flattened JSON key outside the appendix
+    shown = doc[:doc.index('id="appendix"')]
+    assert "output throughput" in shown and "1,234.5" not in shown and "1,234" in shown or "1,235" in shown
+    assert "summary.output_tps" not in shown
 
 
 def test_offline_no_external_urls_and_plotly_inlined():
@@ -180,7 +186,22 @@ def test_offline_no_external_urls_and_plotly_inlined():
     assert not [t for t, a in _tags(full) if t == "script" and dict(a).get("src")]
     assert "http://" not in doc and "https://" not in doc and 'src="http' not in doc and "<link" not in doc
     assert "default-src 'none'" in doc
-    assert len(full) > 3_000_000  # plotly.min.js is inside
+    assert len(full) > 1_000_000  # plotly.js (the basic partial bundle) is inside
+    assert re.search(r"plotly\.js \(basic - minified\) v\d", full[:6_000])
+
+
+def test_basic_plotly_bundle_serves_every_figure_and_falls_back_when_not():
+    """The page inlines the vendored basic bundle (1.2 MB, not the full 4.8 MB) when every trace
+    is a type it holds; any other trace type gets the full bundle from plotly's package."""
+    from kvdoctor.report import html as H
+
+    assert H.BASIC_BUNDLE.exists() and (H.ASSETS / "plotly-LICENSE").exists()
+    doc = render_report([ledger_payload(), timeline_payload()], title="x")
+    assert len(doc) < 2_000_000
+    types = {t.get("type") for spec in _fig_specs(doc) for t in spec["data"]}
+    assert types <= H.BASIC_TRACES
+    assert len(H.plotly_js({"scatter", "bar"})) < 1_500_000
+    assert len(H.plotly_js({"heatmap"})) > 3_000_000
 
 
 def test_bad_payloads_are_input_errors(tmp_path):
@@ -210,7 +231,8 @@ def test_diagnose_instances_and_findings_shape():
     tl = timeline_payload()["timeline"]
     diag = {"schema_version": "kvdoctor.diagnose/1", "verdict": "capacity-short",
             "instances": [{"source": "a.log", "engine": "Engine 000", "verdict": "capacity-short", "timeline": tl},
-                          {"source": "b.log", "engine": "Engine 001", "verdict": "healthy", "timeline": tl}],
+                          {"source": "b.log", "engine": "Engine 001", "verdict": "healthy",
+                           "timeline": {**tl, "kv_usage_pct": [v / 2 for v in tl["kv_usage_pct"]]}}],
             "findings": [{"id": "chain2.preemption-frequency", "title": "Preemption frequency", "severity": "warn",
                           "summary": "4.1 preemptions/min over 20 min", "action": {"kv_cache_dtype": "fp8"},
                           "evidence": [{"source": "a.log", "line": 812, "text": "Preemptions: 51"}],
@@ -260,3 +282,106 @@ def test_hand_edited_payloads_with_wrong_types_render_instead_of_crashing():
     doc = render_report([diag, journal], title="t")
     assert "<b>" not in doc.split("<body", 1)[1].split("<script", 1)[0]
     assert render_report([{"schema_version": "kvdoctor.journal/1", "steps": 1}], title="t")
+
+
+def test_running_and_waiting_share_a_row_only_at_similar_scales():
+    def rows(running, waiting):
+        p = timeline_payload()
+        p["timeline"]["running"], p["timeline"]["waiting"] = running, waiting
+        spec = _fig_specs(render_report([p], title="t"))[0]
+        return {tr["name"]: tr["yaxis"] for tr in spec["data"] if tr["name"] in
+                ("running", "waiting", "running requests", "waiting requests")}
+
+    # the issue's case: 18 running beside 1,414 waiting flattens running into the axis
+    apart = rows([18] * 120, [1414] * 120)
+    assert set(apart) == {"running requests", "waiting requests"}
+    assert apart["running requests"] != apart["waiting requests"]
+    together = rows([12] * 120, [9] * 120)
+    assert set(together) == {"running", "waiting"} and together["running"] == together["waiting"]
+
+
+def test_verdict_and_next_change_lead_the_page():
+    from kvdoctor.report.sections.headline import next_change
+
+    plan = {"schema_version": "kvdoctor.plan/1", "model": "m", "gpu": "g", "applied_levels": [2, 3], "enough": True,
+            "target": {"text": "≥ 40 concurrent requests"},
+            "before": {"pool_tokens": {"value": 57280, "source": "predicted", "how": "x"}, "max_concurrency": 1.75,
+                       "ratio": 146.4492},
+            "reconciliation": {"verdict": "starved", "ratio": 146.4492, "worst_case_tokens": 8388608, "pool_tokens": 57280},
+            "levels": [{"level": 1, "applicable": False, "title": "Level 1: lower the limit"},
+                       {"level": 2, "applicable": True, "title": "Level 2: fp8 KV cache", "flag_change": {"kv_cache_dtype": "fp8"},
+                        "pool_tokens": 114592, "max_concurrency": 3.5, "ratio": 73.2, "enough": False,
+                        "costs": {"quality": "a quality evaluation"}, "predicted": {"ttft_p99_s": 0.8}},
+                       {"level": 3, "applicable": True, "title": "Level 3: weights", "flag_change": {"quantization": "fp8"},
+                        "pool_tokens": 248992, "enough": True}],
+            "result": {"serve": "vllm serve m --kv-cache-dtype fp8 --quantization fp8"}}
+    ch = next_change([plan], ["plan"])
+    assert ch.action == "--kv-cache-dtype fp8"
+    assert "KV pool 57,280 → 114,592 tokens" in ch.gain
+    assert "worst case ÷ pool 146× → 73.2×" in ch.gain  # ratios rounded to what they mean
+    assert "predicted TTFT p99 800 ms" in ch.gain
+    assert ch.cost == ["quality: a quality evaluation"]
+    doc = render_report([plan], title="t")
+    body = doc[doc.index("<body>"):]
+    # verdict, next change and serve line come before the navigation and every other section
+    order = [body.index(x) for x in ('id="kvd-verdict"', 'id="kvd-next"', 'id="kvd-serve"', "<nav>", 'id="plan"')]
+    assert order == sorted(order)
+    assert "starved" in body[:body.index("<nav>")]
+    assert "146.4492" not in body[:body.index('id="appendix"')]
+
+
+def test_a_timeline_given_twice_is_drawn_once():
+    """An evidence payload and the diagnosis of the same log carry one engine's timeline: one chart."""
+    ev, diag = timeline_payload(kind="evidence"), timeline_payload(kind="diagnose")
+    doc = render_report([ev, diag], title="t")
+    assert doc.count('id="timeline') == 1
+    other = timeline_payload(kind="diagnose")
+    other["timeline"]["running"] = [v + 1 for v in other["timeline"]["running"]]
+    assert render_report([ev, other], title="t").count('id="timeline') == 2
+
+
+_WRONG = st.sampled_from([None, 7, -1.5, "x<b>", [], [1, "a"], {}, {"value": "n", "source": 3}, True])
+
+
+def _plan_like() -> dict:
+    return {"schema_version": "kvdoctor.plan/1", "model": "m", "gpu": "g", "applied_levels": [1, 2], "enough": True,
+            "target": {"text": "≥ 5"}, "before": {"pool_tokens": 100, "max_concurrency": 1.5, "ratio": 40.0},
+            "reconciliation": {"verdict": "starved", "ratio": 40.0, "worst_case_tokens": 4000, "pool_tokens": 100},
+            "predicted_before": {"ttft_p99_s": 1.0},
+            "levels": [{"level": 1, "applicable": True, "title": "Level 1: a", "flag_change": {"max_model_len": 8192},
+                        "pool_tokens": 100, "max_concurrency": 6.0, "ratio": 10.0, "costs": {"rejected_share": 0.01},
+                        "predicted": {"ttft_p99_s": 0.5}},
+                       {"level": 2, "applicable": True, "title": "Level 2: b", "flag_change": {"kv_cache_dtype": "fp8"},
+                        "pool_tokens": 200}],
+            "result": {"serve": "vllm serve m --max-model-len 8192"}, "notes": ["n"]}
+
+
+def _diag_like() -> dict:
+    p = timeline_payload(kind="diagnose")
+    p.update(verdict="config-starved", reason="r", next="n", fleet={"counts": {"config-starved": 1}},
+             findings=[{"id": "a", "severity": "problem", "action": {"max_num_seqs": 6}, "gain": {"ratio": 2.0},
+                        "cost": "c", "title": "t"}])
+    return p
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.sampled_from(["plan", "diag", "check", "swap"]), key=st.text(min_size=0, max_size=0) | st.sampled_from(
+    ["applied_levels", "levels", "before", "reconciliation", "result", "target", "predicted_before", "findings",
+     "verdict", "fleet", "instances", "reasons", "ok", "timeline", "summary", "notes", "capacity_change"]),
+       level_key=st.sampled_from(["", "level", "flag_change", "costs", "predicted", "pool_tokens", "title", "applicable"]),
+       wrong=_WRONG)
+def test_headline_and_summaries_survive_any_wrong_type(which, key, level_key, wrong):
+    """The verdict block reads many keys of many kinds: a hand-edited payload with a wrong type in
+    any of them renders (what can be read is shown), never an exit 3."""
+    p = {"plan": _plan_like, "diag": _diag_like,
+         "check": lambda: {"schema_version": "kvdoctor.check/1", "ok": False, "reasons": ["starved"],
+                           "reconciliation": {"verdict": "starved", "ratio": 3.0}},
+         "swap": lambda: {"schema_version": "kvdoctor.swap/1", "from": "a", "to": "b", "capacity_change": -0.5,
+                          "findings": [{"severity": "problem", "title": "t", "action": "--max-model-len 9216"}],
+                          "before": {"pool_tokens": 10}, "after": {"pool_tokens": 5}, "plan": _plan_like()}}[which]()
+    if key:
+        p[key] = wrong
+    if level_key and isinstance(p.get("levels"), list) and p["levels"] and isinstance(p["levels"][0], dict):
+        p["levels"][0][level_key] = wrong
+    doc = render_report([p], title="t")
+    assert 'id="verdict"' in doc

@@ -81,7 +81,13 @@ def test_pipeline_parallel_micro_batches(llama8b, h100):
 def test_weight_quantization_speeds_up_decode(llama8b, h100):
     bf = RooflineStepTime(llama8b, h100, weight_bytes=2.0)
     w4 = RooflineStepTime(llama8b, h100, weight_bytes=0.5625)
-    assert w4.decode_line(1)[0] < 0.6 * bf.decode_line(1)[0]
+    # the kernels' share (the served per-step overhead, fitted on public bench results, is the
+    # same for both and dilutes the end-to-end speed-up: docs/simulation.md)
+    k_bf = bf.decode_line(1)[0] - bf.step_ms / 1e3
+    k_w4 = w4.decode_line(1)[0] - w4.step_ms / 1e3
+    assert bf.step_ms == w4.step_ms > 0
+    assert k_w4 < 0.7 * k_bf  # int4 GEMMs at >= 60 % of bandwidth: weight reads <= 0.47x, other kernels unchanged
+    assert w4.decode_line(1)[0] < 0.8 * bf.decode_line(1)[0]
 
 
 def test_unprofiled_gpu_uses_generic_coefficients(llama8b):

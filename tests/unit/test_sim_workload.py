@@ -46,9 +46,10 @@ def test_jsonl_trace_with_prefix_groups_and_priority(tmp_path):
              "priority": 0}]
     f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     w = load_trace(f)
-    assert w.arrival == [1.0, 0.0]  # shifted to start at 0, order kept
-    assert w.output == [1, 20]  # at least one token
-    assert w.group == ["sys", None] and w.prefix_len == [64, 0] and w.priority == [2, 0]
+    # one reader (evidence.traces): sorted by arrival, shifted to start at 0, row index kept as the id
+    assert w.arrival == [0.0, 1.0] and w.ids == ["1", "0"]
+    assert w.output == [20, 1]  # at least one token
+    assert w.group == [None, "sys"] and w.prefix_len == [0, 64] and w.priority == [0, 2]
 
 
 @pytest.mark.parametrize("text,msg", [
@@ -112,3 +113,48 @@ def test_from_records():
     recs = [RequestRecord("a", 100.0, 10, 5), RequestRecord("b", 101.0, 20, 0), RequestRecord("c", 102.0, None, 3)]
     w = Workload.from_records(recs)
     assert w.arrival == [0.0, 1.0] and w.output == [5, 1]
+
+
+# ---- one trace reader: files the two readers used to disagree on --------------------------------
+
+@pytest.mark.parametrize("header", [
+    "arrival_s,input_lens,output_lens",  # evidence-only spellings, refused by the old sim reader
+    "timestamp,prompt_length,output_length",
+    "arrived_at,ContextTokens,GeneratedTokens",  # Azure trace spellings, refused by the old evidence reader
+    "time,num_prompt_tokens,num_output_tokens",
+])
+def test_plan_and_diagnose_accept_the_same_trace_columns(tmp_path, header):
+    from kvdoctor.evidence.traces import load_trace as read_records
+
+    f = tmp_path / "t.csv"
+    f.write_text(header + "\n0.5,100,10\n0.0,50,5\n")
+    w = load_trace(f)
+    recs = read_records(f)
+    assert w.prompt == [50, 100] and w.output == [5, 10] and w.arrival == [0.0, 0.5]
+    assert [r.prompt_tokens for r in recs] == [50, 100] and [r.output_tokens for r in recs] == [5, 10]
+
+
+def test_gzip_and_otlp_traces_now_simulate(tmp_path):
+    import gzip
+
+    f = tmp_path / "t.csv.gz"
+    with gzip.open(f, "wt") as fh:
+        fh.write("request_id,arrival_s,prompt_tokens,output_tokens,priority\nq7,3.0,100,10,1\nq8,1.0,50,5,0\n")
+    w = load_trace(f)
+    assert w.ids == ["q8", "q7"] and w.priority == [0, 1] and w.arrival == [0.0, 2.0]
+    span = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"name": "llm_request", "startTimeUnixNano": str(int(5e9 + i * 1e9)), "attributes": [
+            {"key": "gen_ai.request.id", "value": {"stringValue": f"r{i}"}},
+            {"key": "gen_ai.usage.prompt_tokens", "value": {"intValue": 100 + i}},
+            {"key": "gen_ai.usage.completion_tokens", "value": {"intValue": 7}}]} for i in range(3)]}]}]}
+    o = tmp_path / "spans.json"
+    o.write_text(json.dumps(span))
+    w = load_trace(o)
+    assert w.prompt == [100, 101, 102] and w.arrival == [0.0, 1.0, 2.0] and w.ids == ["r0", "r1", "r2"]
+
+
+def test_rows_missing_a_count_are_skipped_with_a_note(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,2\n1,,3\n2,30,4\n")
+    w = load_trace(f)
+    assert w.prompt == [10, 30] and any("1 rows" in n for n in w.notes)

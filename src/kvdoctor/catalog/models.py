@@ -53,14 +53,14 @@ def list_models() -> list[str]:
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise InputError(f"{path} is not valid JSON: {exc}") from None
+    from kvdoctor.safeio import MAX_CONFIG_BYTES, check_magnitudes, loads_json, read_document
+
+    # bounded read of a regular file; NaN/Infinity, overflowing and > 2**53 numbers refused
+    raw = read_document(path, "config", limit=MAX_CONFIG_BYTES)
+    data = loads_json(raw.decode("utf-8", "replace"), str(path), strict_numbers=True)
     if not isinstance(data, dict):
         raise InputError(f"{path} must hold a JSON object")
+    check_magnitudes(data, str(path))
     return data
 
 

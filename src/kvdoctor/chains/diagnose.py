@@ -284,15 +284,19 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
                          more_window + ([] if s.preempt.basis == "counter" else more_counter),
                          ["a counter over a longer window at ≤ ~1 preemption/min (a burst, not persistent)"])
     # step 3: the queue
+    since_start = _counter_since_start(ctx)
     f = by.get("sched.admission-blocked")
     if f is not None:
         room_only = q.held_full_share < th.held_share
-        conf = _lower(top) if room_only else top
+        # a counter of the same server showing preemptions confirms the pool ran out (no rate, but a fact)
+        conf = _lower(top) if room_only and not since_start else top
         raise_ = more_window + more_counter
+        carried = [f.summary] + ([f"{since_start:g} preemptions since the engine started (/metrics of the same "
+                                  "server)"] if since_start else [])
         if room_only:
             raise_.append("num_requests_waiting_by_reason{reason=\"capacity\"} or the prompt lengths of the waiting "
                           "requests (the room estimate assumes they match the running ones)")
-        return Judgement("capacity-short", conf, f.summary, _capacity_action(ctx, s), [f.summary], raise_,
+        return Judgement("capacity-short", conf, f.summary, _capacity_action(ctx, s), carried, raise_,
                          ["Running rising while the pool still has room (then a burst or the cap, not capacity)"])
     f = by.get("sched.queue-held-kv-free")
     if f is not None and f.verdict in ("config-starved", "stalled", "arrival-bursts"):
@@ -363,6 +367,12 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
                      more_window, ["the queue staying up (then the cap or prefill)"])
 
 
+def _counter_since_start(ctx: Context) -> float:
+    """Preemptions since the engine started, from an untimed /metrics scrape merged into this instance."""
+    return max((float(e.data.get("total") or 0.0) for e in ctx.events if getattr(e, "kind", "") == "preemption-counter"),
+               default=0.0)
+
+
 def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     q, p, th = s.queue, s.preempt, ctx.thresholds
     ok = by.get("memory.full-not-tight")
@@ -383,6 +393,12 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     d = s.decode
     if d is not None and d.samples and not math.isnan(d.per_request):
         carried.append(f"decode {d.per_request:.1f} tok/s per running request")
+    since = _counter_since_start(ctx)
+    if since:
+        # preemptions happened at some point of the engine's life: not in this window's queue, but worth saying
+        conf = _cap(conf, "medium")
+        carried.append(f"{since:g} preemptions since the engine started (/metrics, no rate): outside this window or "
+                       "the safety net")
     return Judgement("healthy", conf, reason, "none", carried, more_window + more_counter,
                      ["Waiting > 0 while KV ≥ 90 % (capacity), or vllm:num_preemptions_total rising faster than "
                       "~1/min"])
@@ -541,22 +557,10 @@ def _same_model(a: str, b: str) -> bool:
 
 def _merge_segments(segments: list[Any]) -> Any:
     """One instance from several segments (e.g. consecutive log excerpts of one engine), by time."""
-    import numpy as np
-
     from kvdoctor.evidence.model import Segment, Timeline
 
     tls = [s.timeline for s in segments if s.timeline is not None and len(s.timeline)]
-    tl = None
-    if tls:
-        names = ["t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps"]
-        opt = ["swapped", "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no"]
-        cols = {n: np.concatenate([np.asarray(getattr(x, n), dtype=float) for x in tls]) for n in names}
-        for n in opt:
-            if any(getattr(x, n, None) is not None for x in tls):
-                cols[n] = np.concatenate([np.asarray(getattr(x, n), dtype=float) if getattr(x, n, None) is not None
-                                          else np.full(len(x), np.nan) for x in tls])
-        order = np.argsort(cols["t"], kind="stable")
-        tl = Timeline(**{k: v[order] for k, v in cols.items()})
+    tl = Timeline.concat(tls) if tls else None
     startup = next((s.startup for s in reversed(segments) if s.startup is not None), None)
     events = [e for s in segments for e in (s.events or [])]
     return Segment(source=" + ".join(dict.fromkeys(s.source for s in segments)),

@@ -537,7 +537,7 @@ class Plan:
 def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDist | None = None,
               target: Target | None = None, usage: str = "api", max_level: int = 4,
               stop_when_enough: bool = True, workload: Any = None, evidence_capacity_short: bool = False,
-              progress: Any = None) -> Plan:
+              progress: Any = None, calibration: Any = None) -> Plan:
     """Walk chain one from ``config`` (an EngineConfig). Raises KvdoctorError on bad input.
 
     ``progress``: the CLI's ``progress(description, total=...)`` context factory (a bar on a TTY),
@@ -580,7 +580,7 @@ def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDis
         p.final = build_state(shape, gpu, p.final.config.with_changes(max_num_seqs=p.concurrency["recommended"]),
                               version, usage)
     if workload is not None:
-        attach_simulation(p, shape, gpu, workload, progress=progress)
+        attach_simulation(p, shape, gpu, workload, progress=progress, calibration=calibration)
     return p
 
 
@@ -672,7 +672,7 @@ def concurrency_advice(st: State, lengths: LengthDist | None, target: Target) ->
     return out
 
 
-def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None) -> None:
+def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None, calibration: Any = None) -> None:
     """Predicted TTFT/TBT/throughput/preemptions per applied level, when the simulator is present."""
     import contextlib
 
@@ -693,7 +693,7 @@ def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None) -> No
         for label, st in states:
             try:
                 s = run(shape, gpu, st.resolved, st.ledger.num_blocks, workload, seed=0, detail=False,
-                        progress=advance).summary
+                        progress=advance, calibration=calibration).summary
             except KvdoctorError as exc:
                 p.notes.append(f"simulation of {label} failed: {exc}")
                 return

@@ -182,7 +182,7 @@ class SwapReview:
 
 
 def review(old_shape, new_shape, gpu, config, *, version: str = "0.33.0", lengths=None, target=None,
-           workload=None) -> SwapReview:
+           workload=None, calibration=None) -> SwapReview:
     """Both ledgers under ``config`` (the new model name replaces the old one), the swap rules, chain one."""
     from kvdoctor.chains.plan import Target, build_state, make_plan
     from kvdoctor.chains.rules import get as get_rule
@@ -202,5 +202,6 @@ def review(old_shape, new_shape, gpu, config, *, version: str = "0.33.0", length
         target = Target(concurrency=max(1, math.floor(conc_old)))
         notes.append(f"target: the old model's max concurrency at its limit, floor({conc_old:.2f}) = "
                      f"{target.concurrency} (pass --target-concurrency / --target-context to override)")
-    p = make_plan(new_shape, gpu, new_cfg, version=version, lengths=lengths, target=target, workload=workload)
+    p = make_plan(new_shape, gpu, new_cfg, version=version, lengths=lengths, target=target, workload=workload,
+                  calibration=calibration)
     return SwapReview(old_shape.name, new_shape.name, str(getattr(gpu, "name", gpu)), old, new, findings, p, notes)

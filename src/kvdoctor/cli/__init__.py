@@ -39,6 +39,7 @@ _VERB_MODULES = (
     "swap_cmd",
     "check_cmd",
     "simulate_cmd",
+    "calibrate_cmd",
     "experiment_cmd",
     "evidence_cmd",
     "rules_cmd",
@@ -56,11 +57,17 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    pass
+    # Runs before the verb's own options are parsed: every int/float option gets kvdoctor's bounds
+    # (finite, within range) so NaN, inf and 1e308 stop at the edge with a one-line exit 2.
+    # Input paths that are FIFOs or devices are refused the same way.
+    from kvdoctor.cli.common import harden_options
+
+    harden_options(ctx.command)
 
 
 def _register() -> None:
@@ -84,12 +91,25 @@ def _usage_line(exc: Exception) -> str:
     return f"{where}: error: {exc.format_message()} (see '{where} --help')"
 
 
+def _say(line: str) -> None:
+    """One line on stderr, whatever the message holds: server text and file content are echoed in
+    errors, so escapes, newlines and URL credentials are removed here (safeio.one_line)."""
+    from kvdoctor.safeio import one_line
+
+    sys.stderr.write(one_line(line) + "\n")
+
+
 def main() -> None:
     try:
         rc = app(standalone_mode=False)  # we print errors ourselves: one line each
     except KvdoctorError as exc:
-        sys.stderr.write(f"kvdoctor: error: {exc}\n")
+        _say(f"kvdoctor: error: {exc}")
         sys.exit(exc.exit_code)
+    except RecursionError:
+        # Only hostile nesting (JSON/YAML thousands deep) gets here; readers turn it into InputError
+        # themselves, this is the net for one that does not.
+        _say("kvdoctor: error: input nested too deeply to read")
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.stderr.write("kvdoctor: interrupted\n")
         sys.exit(130)
@@ -102,16 +122,13 @@ def main() -> None:
             sys.exit(0)
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # click/typer usage & file errors
             line = _usage_line(exc) if hasattr(exc, "ctx") else f"kvdoctor: error: {exc.format_message()}"
-            sys.stderr.write(line + "\n")
+            _say(line)
             sys.exit(exc.exit_code)
         if name == "Abort":  # Ctrl-C or EOF inside a prompt
             sys.stderr.write("kvdoctor: aborted\n")
             sys.exit(1)
         if os.environ.get("KVDOCTOR_DEBUG"):  # a bug: still one line, never a traceback unless asked
             raise
-        sys.stderr.write(
-            f"kvdoctor: internal error: {name}: {exc} "
-            "(set KVDOCTOR_DEBUG=1 for a traceback)\n"
-        )
+        _say(f"kvdoctor: internal error: {name}: {exc} (set KVDOCTOR_DEBUG=1 for a traceback)")
         sys.exit(EXIT_BUG)
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -69,20 +69,14 @@ def models(
         for r in rows:
             typer.echo(r["id"])
         return
-    from rich.table import Table
-
     from kvdoctor.cli.output import console
+    from kvdoctor.report.terminal import print_table
 
-    from rich.markup import escape
-
-    t = Table(title=f"{len(rows)} models (shape as vLLM 0.33 derives it from config.json)")
-    for col in ("id", "type", "layers", "heads/kv", "head", "params", "max len", "layers by kind", "MoE", "quant"):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        t.add_row(escape(r["id"]), r["model_type"], str(r["layers"]), f"{r['attention_heads']}/{r['kv_heads']}",
+    print_table(console(), ("id", "type", "layers", "heads/kv", "head", "params", "max len", "layers by kind", "MoE", "quant"),
+                [(r["id"], r["model_type"], r["layers"], f"{r['attention_heads']}/{r['kv_heads']}",
                   f"{r['head_size']}{' MLA' if r['mla'] else ''}", f"{r['params'] / 1e9:.2f}B",
-                  f"{r['max_model_len']:,}", r["layer_kinds"], r["moe"] or "", r["quantization"] or "")
-    console().print(t)
+                  f"{r['max_model_len']:,}", r["layer_kinds"], r["moe"] or "", r["quantization"] or "") for r in rows],
+                title=f"{len(rows)} models (shape as vLLM 0.33 derives it from config.json)", right=(2, 4, 5, 6))
 
 
 def _gpu_dict(g: Any) -> dict[str, Any]:
@@ -110,24 +104,21 @@ def gpus(json_out: common.JsonOpt = False, quiet: common.QuietOpt = False) -> No
         for g in gs:
             typer.echo(g.name)
         return
-    from rich.table import Table
-
     from kvdoctor.cli.output import console
+    from kvdoctor.report.terminal import print_table
 
     def num(x: float | None) -> str:
         return "" if x is None else f"{x:g}"
 
-    from rich.markup import escape
-
-    t = Table(title=f"{len(gs)} GPUs (memory as torch reports it; * = derived, see `catalog show`)")
-    for col in ("name", "memory GiB", "GB/s", "bf16 TF", "fp8 TF", "int8 TOPS", "fp4 TF", "cc", "NVLink GB/s"):
-        t.add_column(col, overflow="fold")
+    rows = []
     for g in gs:
         mark = "" if g.memory_source.startswith("torch") else "*"
         cc = f"{g.compute_capability[0]}.{g.compute_capability[1]}" if g.compute_capability else ""
-        t.add_row(escape(g.name), f"{g.memory_bytes / _GiB:.2f}{mark}", num(g.hbm_bandwidth_gbps), num(g.bf16_tflops),
-                  num(g.fp8_tflops), num(g.int8_tops), num(g.fp4_tflops), cc, num(g.nvlink_gbps))
-    console().print(t)
+        rows.append((g.name, f"{g.memory_bytes / _GiB:.2f}{mark}", num(g.hbm_bandwidth_gbps), num(g.bf16_tflops),
+                     num(g.fp8_tflops), num(g.int8_tops), num(g.fp4_tflops), cc, num(g.nvlink_gbps)))
+    print_table(console(), ("name", "memory GiB", "GB/s", "bf16 TF", "fp8 TF", "int8 TOPS", "fp4 TF", "cc", "NVLink GB/s"),
+                rows, title=f"{len(gs)} GPUs (memory as torch reports it; * = derived, see `catalog show`)",
+                right=tuple(range(1, 9)))
 
 
 def _model_payload(shape: Any, *, tp: int, pp: int, dtype: str | None, quantization: str | None,
@@ -178,7 +169,7 @@ def show(
     tp: Annotated[int, typer.Option("--tensor-parallel-size", "-tp", "--tp", min=1, help="TP size.")] = 1,
     pp: Annotated[int, typer.Option("--pipeline-parallel-size", "-pp", "--pp", min=1, help="PP size.")] = 1,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="bfloat16, float16, float32 (default auto).")] = None,
-    quantization: Annotated[Optional[str], typer.Option("--quantization", "-q",
+    quantization: Annotated[Optional[str], typer.Option("--quantization",
                                                         help="e.g. fp8 (online) on an unquantized model.")] = None,
     gpu_name: Annotated[Optional[str], typer.Option("--gpu", help="GPU (picks the MXFP4 MoE backend).")] = None,
     json_out: common.JsonOpt = False,
@@ -196,7 +187,7 @@ def show(
         except NotFoundError as gpu_err:
             raise NotFoundError(f"{name!r} is neither a catalog model nor a GPU",
                                 (model_err.suggestions + gpu_err.suggestions)[:6]) from None
-        _show_gpu(g, json_out)
+        _show_gpu(g, json_out, quiet)
         return
     gpu = lookup_gpu(gpu_name) if gpu_name else None
     if dtype is not None:
@@ -210,11 +201,16 @@ def show(
     _render_model(shape, payload, quiet)
 
 
-def _show_gpu(g: Any, json_out: bool) -> None:
+def _show_gpu(g: Any, json_out: bool, quiet: bool = False) -> None:
     if json_out:
         from kvdoctor.cli.output import emit_json
 
         emit_json({"schema_version": SCHEMA_VERSION, "kind": "gpu", "gpu": _gpu_dict(g)})
+        return
+    if quiet:  # docs/cli.md "--quiet": one line
+        cc = f", cc {g.compute_capability[0]}.{g.compute_capability[1]}" if g.compute_capability else ""
+        bw = f", {g.hbm_bandwidth_gbps:g} GB/s" if g.hbm_bandwidth_gbps else ""
+        typer.echo(f"{g.name}: {g.memory_bytes / _GiB:.2f} GiB{bw}{cc}")
         return
     from rich.table import Table
 

@@ -58,6 +58,13 @@ def check(
         from kvdoctor.cli.output import emit_json
 
         emit_json(res.to_json())
+    elif quiet:  # docs/cli.md "--quiet": nothing when the gate passes, the reasons on one line when not
+        from kvdoctor.report.oneline import check_line
+        from kvdoctor.report.terminal import one_line
+
+        line = check_line(res.to_json())
+        if line:
+            one_line(line)
     else:
         from rich.markup import escape as m
 

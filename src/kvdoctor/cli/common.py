@@ -78,7 +78,7 @@ KvCacheMemoryBytesOpt = Annotated[Optional[str], typer.Option(
 NumGpuBlocksOverrideOpt = Annotated[Optional[int], typer.Option(
     "--num-gpu-blocks-override", help="Force the number of KV blocks.", rich_help_panel=_ENGINE)]
 QuantizationOpt = Annotated[Optional[str], typer.Option(
-    "--quantization", "-q", help="Weight quantization method (awq, gptq, fp8, ...); default: from the checkpoint.",
+    "--quantization", help="Weight quantization method (awq, gptq, fp8, ...); default: from the checkpoint.",
     rich_help_panel=_ENGINE)]
 DtypeOpt = Annotated[Optional[str], typer.Option(
     "--dtype", help="Model dtype: auto, bfloat16, float16, float32.", rich_help_panel=_ENGINE)]
@@ -102,7 +102,7 @@ InterconnectOpt = Annotated[Optional[str], typer.Option(
          "Default: the GPU's NVLink in the catalog, or the start-up log.", rich_help_panel=_ENGINE)]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (schema_version inside).")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", help="Only the essentials; no progress bars.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only what the verb exists to give (docs/cli.md, \"--quiet\"); no progress bars.")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,3 +229,147 @@ def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | N
     from kvdoctor.deployment import resolve_deployment
 
     return resolve_deployment(deployment_inputs(opts), need_gpu=need_gpu, usage=usage, startup=startup)
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers at the edge (issue 14). click's float accepts "nan", "inf" and "1e308", its int any size:
+# each one reached the library and came back as a hang, an OverflowError or NaN in --json. Every
+# int/float option and argument of every verb is bounded here, once, before the verb runs; a verb
+# still checks what only it knows (--requests with --trace, a percentile's meaning).
+
+# long option name -> (low, high, low is exclusive). Unlisted ints: [0, 2**53]; unlisted floats:
+# finite and in [0, 2**53] (no kvdoctor number is negative).
+NUMERIC_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "--duration": (0.0, 1e7, True),  # seconds of arrivals: 116 days
+    "--rate": (0.0, 1e6, True),  # requests per second
+    "--rate-scale": (0.0, 1e6, True),
+    "--cv": (0.0, 100.0, True),
+    "--interval": (0.001, 86400.0, False),
+    "--seed": (0, 2**32 - 1, False),  # numpy's default_rng takes non-negative seeds
+    "--requests": (1, 1_000_000, False),  # a simulation holds every request in memory
+    "--prefix-len": (0, 10_000_000, False),
+    "--prefix-groups": (0, 1_000_000, False),
+    "--ttft-slo": (0.0, 1e6, True),
+    "--max-ratio": (0.0, 1e6, True),
+    "--align-tolerance": (0.0, 1e6, False),
+    "--percentile": (0.0, 100.0, True),
+    "--gpu-memory-utilization": (-1e6, 1e6, False),  # finite only: (0, 1] is vLLM's own check, in its words
+    "--year": (1970, 9999, False),
+}
+_DEFAULT_BOUNDS = (0, 2**53, False)
+
+
+def _numeric_kind(param: Any) -> str | None:
+    names = {c.__name__ for c in type(param.type).__mro__}
+    if "FloatParamType" in names:
+        return "float"
+    if "IntParamType" in names:
+        return "int"
+    return None
+
+
+def _bounds_for(param: Any) -> tuple[float, float, bool]:
+    for opt in param.opts:
+        if opt in NUMERIC_BOUNDS:
+            return NUMERIC_BOUNDS[opt]
+    return _DEFAULT_BOUNDS
+
+
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) >= 1e4 and abs(x) < 1e16 else f"{x:g}"
+
+
+def check_number(param: Any, value: Any) -> Any:
+    """Raise InputError (one line, exit 2, like the verbs' own checks) unless ``value`` (already
+    converted by click) is finite and within the option's bounds. Tuples (repeatable options) are
+    checked item by item."""
+    import math
+
+    if value is None:
+        return value
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            check_number(param, v)
+        return value
+    name = max(param.opts, key=len) if param.opts else param.name
+    lo, hi, lo_open = _bounds_for(param)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{name} must be a finite number, got {value!r}")
+    if value < lo or (lo_open and value == lo):
+        raise InputError(f"{name} must be {'>' if lo_open else '>='} {_num(lo)}, got {value!r}")
+    if value > hi:
+        raise InputError(f"{name} must be <= {_num(hi)}, got {value!r}")
+    return value
+
+
+def bound_numeric_options(command: Any) -> None:
+    """Give every int/float parameter under ``command`` (a click group or command) the bounds check,
+    chained before its own callback. Idempotent."""
+    for sub in getattr(command, "commands", {}).values():
+        bound_numeric_options(sub)
+    for param in getattr(command, "params", []):
+        if _numeric_kind(param) is None or getattr(param, "_kvdoctor_bounded", False):
+            continue
+        own = param.callback
+
+        def callback(ctx: Any, p: Any, value: Any, _own: Any = own) -> Any:
+            value = check_number(p, value)
+            return _own(ctx, p, value) if _own is not None else value
+
+        param.callback = callback
+        param._kvdoctor_bounded = True
+
+
+# Parameters that name files kvdoctor reads (by dest name). A FIFO, socket or device given there
+# (``<(cmd)``, ``/dev/zero``) blocks or never ends: refused before the verb runs. ``-`` (stdin, where
+# a verb reads it) and names that are not paths (a model id, a serve line) pass through.
+INPUT_FILE_PARAMS = frozenset({"trace", "lengths", "config", "from_log", "evidence", "bench", "prediction",
+                               "files", "inputs", "db", "prompt_dist", "model", "old", "new",
+                               "previous_model"})
+
+
+def check_input_path(param: Any, value: Any) -> Any:
+    import os
+
+    from kvdoctor.safeio import check_input_file
+
+    if value is None:
+        return value
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            check_input_path(param, v)
+        return value
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(text, str) or text == "-" or "\n" in text:
+        return value
+    try:
+        exists = os.path.exists(text)
+    except (OSError, ValueError):
+        return value
+    if exists and not os.path.isdir(text):
+        opts = [o for o in param.opts if o.startswith("-")]
+        check_input_file(text, max(opts, key=len) if opts else "input")
+    return value
+
+
+def harden_options(command: Any) -> None:
+    """Bound every number and guard every input path under ``command`` (called once per run by the
+    root callback, before the verb's own options are parsed). Idempotent."""
+    bound_numeric_options(command)
+    _guard_paths(command)
+
+
+def _guard_paths(command: Any) -> None:
+    for sub in getattr(command, "commands", {}).values():
+        _guard_paths(sub)
+    for param in getattr(command, "params", []):
+        if param.name not in INPUT_FILE_PARAMS or getattr(param, "_kvdoctor_path_guard", False):
+            continue
+        own = param.callback
+
+        def callback(ctx: Any, p: Any, value: Any, _own: Any = own) -> Any:
+            value = check_input_path(p, value)
+            return _own(ctx, p, value) if _own is not None else value
+
+        param.callback = callback
+        param._kvdoctor_path_guard = True

@@ -20,6 +20,12 @@ def demo(json_out: common.JsonOpt = False, quiet: common.QuietOpt = False) -> No
 
         emit_json(payload)
         return
+    if quiet:  # docs/cli.md "--quiet": the case's answer, one line
+        from kvdoctor.report.oneline import demo_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(demo_line(payload))
+        return
     render_demo(payload, quiet)
 
 
@@ -69,5 +75,5 @@ def render_demo(d: dict[str, Any], quiet: bool = False) -> None:
         t.add_row(f"{cl['claim']}\n{cl['book']}", cl["kvdoctor"] + (f"\n({cl['note']})" if cl["note"] and not quiet
                                                                    else ""), cl["verdict"])
     c.print(t)
-    for n in d["notes"]:
+    for n in dict.fromkeys(x for x in d["notes"] if x not in d["plan"].get("notes", [])):  # each note once
         c.print(f"note: {n}")

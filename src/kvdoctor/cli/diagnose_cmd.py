@@ -102,6 +102,11 @@ def diagnose(
         from kvdoctor.cli.output import emit_json
 
         emit_json(payload)
+    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
+        from kvdoctor.report.oneline import diagnose_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(diagnose_line(payload))
     else:
         render(payload, quiet)
     if payload["verdict"] in fail or any(i["verdict"] in fail for i in payload.get("instances", [])):
@@ -109,35 +114,11 @@ def diagnose(
 
 
 def refuse_non_text(path: str) -> None:
-    """An empty or binary file is bad input (exit 2), not "insufficient evidence".
+    """An empty, binary or non-regular evidence file is bad input (exit 2): ``safeio.refuse_non_text``,
+    the one text-file check (kept here under its old name for callers)."""
+    from kvdoctor.safeio import refuse_non_text as check
 
-    The log reader skips undecodable lines one by one, so a PNG or a core dump given by mistake
-    came back as a verdict with a list of evidence to collect. A vLLM log that kvdoctor merely does
-    not understand (a patched scheduler's messages) still gets insufficient-evidence: it is text.
-    gzip'd logs are read by the evidence loader and pass.
-    """
-    from pathlib import Path
-
-    from kvdoctor.errors import InputError
-
-    p = Path(path)
-    if not p.is_file():
-        return  # folders and missing files: the evidence loader's own messages
-    with p.open("rb") as fh:
-        head = fh.read(8192)
-    if not head:
-        raise InputError(f"{path}: empty file (give a vLLM log, /metrics dump, benchmark result or request trace)")
-    if head[:2] == b"\x1f\x8b":
-        return
-    # A real log may carry a stray non-UTF-8 byte (an echoed prompt): the reader skips that line.
-    # Refuse only what is mostly undecodable, or holds NUL bytes (no text log does).
-    bad = head.decode("utf-8", errors="replace").count("\ufffd")
-    if bad > max(4, len(head) // 10):
-        raise InputError(f"{path}: a binary file, not text ({bad} of the first {len(head):,} bytes are not UTF-8); "
-                         "give a vLLM log, /metrics dump, benchmark result or request trace")
-    if b"\x00" in head:
-        raise InputError(f"{path}: a binary file, not text (NUL bytes); give a vLLM log, /metrics dump, benchmark "
-                         "result or request trace")
+    check(path)
 
 
 def slow_payload(ev, trace: str | None, inputs, pct: float, by: str) -> dict[str, Any]:
@@ -192,7 +173,9 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
     insts = p.get("instances", [])
     for inst in insts:
         head = f"{inst['source']} {inst['engine']}".strip()
-        color = {"healthy": "green", "idle": "green", "insufficient-evidence": "yellow"}.get(inst["verdict"], "red")
+        from kvdoctor.report.style import outcome_style
+
+        color = outcome_style(inst["verdict"])  # the one style table
         # verdict and action first, then the signals, then what would change it
         c.print(f"[bold]{m(head)}[/bold]: [{color}]{inst['verdict']}[/{color}] "
                 f"(confidence {inst.get('confidence', 'low')})", soft_wrap=True)

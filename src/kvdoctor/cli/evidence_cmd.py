@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvdoctor.cli import app
+from kvdoctor.cli import app, common
 from kvdoctor.provenance import json_clean as _clean
 
 
@@ -24,7 +24,7 @@ def evidence(
     year: Annotated[Optional[int], typer.Option(
         "--year", help="Year of the first log timestamp (vLLM prints none; default: this year).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document (schema_version inside).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help="Only the essentials; no progress bars.")] = False,
+    quiet: common.QuietOpt = False,
 ) -> None:
     from kvdoctor.cli.output import emit_json, progress
     from kvdoctor.errors import InputError
@@ -45,6 +45,12 @@ def evidence(
     doc = payload(ev, timelines=json_out)
     if json_out:
         emit_json(_clean(doc))
+        return
+    if quiet:  # docs/cli.md "--quiet": what was read, one line
+        from kvdoctor.report.oneline import evidence_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(evidence_line(doc))
         return
     _render(doc, quiet)
 
@@ -121,5 +127,5 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
                 if k in st:
                     bits.append(f"{k} {st[k]}")
             con.print("      start-up: " + ", ".join(bits))
-    for n in doc.get("notes", []) + ([s["preemptions_note"]] if s.get("preemptions_note") else []):
+    for n in dict.fromkeys(doc.get("notes", []) + ([s["preemptions_note"]] if s.get("preemptions_note") else [])):
         con.print(f"  note: {n}")

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvdoctor.cli import app, common
+from kvdoctor.cli import app, common, workload_opts
 
 experiment_app = typer.Typer(
     name="experiment",
@@ -51,13 +51,11 @@ ServedOpt = Annotated[Optional[str], typer.Option("--served-model-name-for-bench
 OutOpt = Annotated[Optional[Path], typer.Option("--out", help="Folder for every file of the runs (default: ./kvdoctor-experiments/<time>).", rich_help_panel=_RUN)]
 
 TraceOpt = Annotated[Optional[str], typer.Option("--trace", help="Replay a request trace (CSV/JSONL as `simulate --trace`: arrival, prompt and output tokens) at its timestamps (bench's timed_trace dataset).", rich_help_panel=_LOAD)]
-DistOpt = Annotated[str, typer.Option("--prompt-dist", help="Lengths: fixed:PROMPT:OUTPUT or random:PROMPT:OUTPUT:RANGE_RATIO (bench's random dataset).", rich_help_panel=_LOAD)]
-ReqOpt = Annotated[int, typer.Option("--requests", "-n", help="Number of requests (bench --num-prompts).", rich_help_panel=_LOAD)]
+DistOpt = Annotated[Optional[str], typer.Option("--prompt-dist", help="Lengths: fixed:PROMPT:OUTPUT or random:PROMPT:OUTPUT:RANGE_RATIO (bench's random dataset; default fixed:512:128). Or use the bench-style options below.", rich_help_panel=_LOAD)]
+ReqOpt = Annotated[Optional[int], typer.Option("--requests", "-n", help="Number of requests (bench --num-prompts; default 100).", rich_help_panel=_LOAD)]
 RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Requests per second (default: all at once).", rich_help_panel=_LOAD)]
 ArrOpt = Annotated[str, typer.Option("--arrival", help="poisson or gamma (bench --burstiness = 1/cv²).", rich_help_panel=_LOAD)]
 CvOpt = Annotated[float, typer.Option("--cv", help="Coefficient of variation of gamma inter-arrivals.", rich_help_panel=_LOAD)]
-ConcOpt = Annotated[Optional[int], typer.Option("--max-concurrency", help="Closed loop: at most this many requests in flight.", rich_help_panel=_LOAD)]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the load (same requests before and after).", rich_help_panel=_LOAD)]
 
 DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Journal file (default: $KVDOCTOR_JOURNAL or ./kvdoctor-journal.sqlite).", rich_help_panel=_J, dir_okay=False)]
 JournalOpt = Annotated[Optional[str], typer.Option("--journal", "-j", help="Journal name (default: 'experiment'; created when absent).", rich_help_panel=_J)]
@@ -78,9 +76,11 @@ def _stderr(msg: str) -> None:
 
 @experiment_app.callback()
 @common.config_options
+@workload_opts.workload_options
 def experiment_cmd(
     ctx: typer.Context,
     opts: common.ConfigOptions,
+    wl: workload_opts.WorkloadOptions,
     set_: SetOpt = None,
     next_level: NextOpt = False,
     attach: AttachOpt = None,
@@ -91,13 +91,11 @@ def experiment_cmd(
     bench_timeout: BenchTOpt = 1800.0,
     out: OutOpt = None,
     trace: TraceOpt = None,
-    prompt_dist: DistOpt = "fixed:512:128",
-    requests: ReqOpt = 100,
+    prompt_dist: DistOpt = None,
+    requests: ReqOpt = None,
     rate: RateOpt = None,
     arrival: ArrOpt = "poisson",
     cv: CvOpt = 1.0,
-    max_concurrency: ConcOpt = None,
-    seed: SeedOpt = 0,
     db: DbOpt = None,
     journal: JournalOpt = None,
     no_record: NoRecOpt = False,
@@ -132,9 +130,11 @@ def experiment_cmd(
 
 @experiment_app.command("chain")
 @common.config_options
+@workload_opts.workload_options
 def chain_cmd(
     ctx: typer.Context,
     opts: common.ConfigOptions,
+    wl: workload_opts.WorkloadOptions,
     vllm_cmd: VllmCmdOpt = "vllm",
     host: HostOpt = "127.0.0.1",
     port: PortOpt = None,
@@ -142,13 +142,11 @@ def chain_cmd(
     bench_timeout: BenchTOpt = 1800.0,
     out: OutOpt = None,
     trace: TraceOpt = None,
-    prompt_dist: DistOpt = "fixed:512:128",
-    requests: ReqOpt = 100,
+    prompt_dist: DistOpt = None,
+    requests: ReqOpt = None,
     rate: RateOpt = None,
     arrival: ArrOpt = "poisson",
     cv: CvOpt = 1.0,
-    max_concurrency: ConcOpt = None,
-    seed: SeedOpt = 0,
     db: DbOpt = None,
     journal: JournalOpt = None,
     no_record: NoRecOpt = False,
@@ -242,24 +240,42 @@ def _change_level(base, opts, set_, next_level, tconc, tctx):
     raise InputError("chain one has no applicable level for this configuration (see `kvdoctor plan`)")
 
 
+def _load(wl, o: dict[str, Any]):
+    """The load: kvdoctor simulate's options (--prompt-dist, --rate, --requests, --arrival/--cv, --trace) or the
+    shared bench-style ones (--random-input-len, --request-rate, --num-prompts, --burstiness ...: workload_opts);
+    --max-concurrency and --seed apply to both. Not both styles at once."""
+    from kvdoctor.errors import InputError
+    from kvdoctor.experiment.load import LoadSpec, parse_prompt_dist
+
+    legacy = [n for n, v in (("--prompt-dist", o["prompt_dist"]), ("--rate", o["rate"]), ("--requests", o["requests"]))
+              if v is not None] + (["--arrival"] if o["arrival"] != "poisson" else []) + (["--cv"] if o["cv"] != 1.0 else [])
+    trace = o["trace"]
+    if trace and not Path(trace).is_file():
+        raise InputError(f"--trace: no such file: {trace}")
+    if wl.asked():
+        if legacy:
+            raise InputError(f"give the load either with {', '.join(legacy)} or with the bench-style options "
+                             "(--random-input-len, --request-rate, --num-prompts ...), not both")
+        load = LoadSpec.from_workload_spec(wl.spec(trace=trace, default_prompts=100))
+    else:
+        if trace and o["rate"] is not None:
+            raise InputError("give either --trace (replayed at its own timestamps) or --rate, not both")
+        p_len, o_len, ratio = parse_prompt_dist(o["prompt_dist"] or "fixed:512:128")
+        load = LoadSpec(prompt_len=p_len, output_len=o_len, range_ratio=ratio,
+                        requests=o["requests"] if o["requests"] is not None else 100, rate=o["rate"],
+                        arrival=o["arrival"], cv=o["cv"], max_concurrency=wl.max_concurrency, seed=wl.seed,
+                        trace=trace)
+    if load.trace:
+        load.sim_workload()  # a trace kvdoctor cannot read is bad input now, not after a server started
+    return load
+
+
 def _run(levels, base, opts, o: dict[str, Any], *, stop_early: bool, exhausted_note: str | None = None) -> None:
     from kvdoctor.cli.output import console, emit_json
     from kvdoctor.experiment.core import Experiment, Targets, run_experiment
     from kvdoctor.experiment.load import LoadSpec, parse_prompt_dist
 
-    from kvdoctor.errors import InputError
-
-    p_len, o_len, ratio = parse_prompt_dist(o["prompt_dist"])
-    if o["trace"]:
-        if o["rate"] is not None:
-            raise InputError("give either --trace (replayed at its own timestamps) or --rate, not both")
-        if not Path(o["trace"]).is_file():
-            raise InputError(f"--trace: no such file: {o['trace']}")
-    load = LoadSpec(prompt_len=p_len, output_len=o_len, range_ratio=ratio, requests=o["requests"], rate=o["rate"],
-                    arrival=o["arrival"], cv=o["cv"], max_concurrency=o["max_concurrency"], seed=o["seed"],
-                    trace=o["trace"])
-    if load.trace:
-        load.sim_workload()  # a trace kvdoctor cannot read is bad input now, not after a server started
+    load = _load(o["wl"], o)
     targets = Targets(max_preemptions=0 if o["max_preemptions"] is None else o["max_preemptions"],
                       min_output_tps=o["min_output_tps"], max_ttft_p99_s=o["max_ttft_p99"],
                       max_waiting_peak=o["max_waiting"])
@@ -272,13 +288,18 @@ def _run(levels, base, opts, o: dict[str, Any], *, stop_early: bool, exhausted_n
                      journal_name=o["journal"], record=not o["no_record"], note=o["note"], targets=targets,
                      shape=getattr(base, "shape", None), gpu=getattr(base, "gpu", None),
                      vllm_version=getattr(base, "vllm_version", "0.33.0"), stop_early=stop_early,
-                     exhausted_note=exhausted_note)
+                     exhausted_note=exhausted_note, calibration=o["wl"].load_calibration())
     for n in getattr(base, "notes", []) or []:
         log(f"note: {n}")
     rec = run_experiment(exp, log)
     if o["json_out"]:
         emit_json(rec)
-    elif not quiet:
+    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
+        from kvdoctor.report.oneline import experiment_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(experiment_line(rec))
+    else:
         from kvdoctor.experiment.render import render
 
         render(rec, console())

@@ -43,16 +43,25 @@ def start_cmd(
     bench: Optional[List[Path]] = typer.Option(None, "--bench", help="A `vllm bench serve` result (repeatable)."),
     prometheus: Optional[str] = typer.Option(None, "--prometheus", help="Prometheus server URL."),
     window: Optional[str] = typer.Option(None, "--window", help="Prometheus window, e.g. 1h (with --prometheus)."),
-    note: Optional[str] = typer.Option(None, "--note", "-n", help="What this baseline is (kept verbatim)."),
+    note: Optional[str] = typer.Option(None, "--note", help="What this baseline is (kept verbatim)."),
+    simulated: bool = typer.Option(False, "--simulated", help="The evidence comes from a simulator: label its figures 'simulated', not 'measured' (kvdoctor's own simulated logs are recognised without it)."),
     db: Optional[Path] = typer.Option(None, "--db", help=_DB_HELP, dir_okay=False),
     json_out: bool = typer.Option(False, "--json", help="Print the new step as JSON (kvdoctor.journal/1)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors."),
 ) -> None:
     """Start journal NAME with its baseline (step #0): configuration + measured figures."""
     from kvdoctor.journal import api
+    from kvdoctor.journal.store import default_db_path
 
+    path = Path(db) if db is not None else default_db_path()
+    existed = path.exists()
     step = api.start(_db(db), name, config=config, evidence=_strs(evidence), bench=_strs(bench),
-                     prometheus=prometheus, window=window, note=note, quiet=quiet or json_out)
+                     prometheus=prometheus, window=window, note=note, progress=_progress(quiet or json_out),
+                     simulated=simulated)
+    if not existed and not quiet:
+        # never create a file in the working directory silently: say where the journal lives
+        typer.echo(f"kvdoctor: created journal file {path.resolve()}"
+                   + ("" if db is not None else " (set --db or $KVDOCTOR_JOURNAL to keep it elsewhere)"), err=True)
     _print_step(step, json_out, quiet, verb="started")
 
 
@@ -64,7 +73,8 @@ def record_cmd(
     prometheus: Optional[str] = typer.Option(None, "--prometheus", help="Prometheus server URL."),
     window: Optional[str] = typer.Option(None, "--window", help="Prometheus window, e.g. 1h (with --prometheus)."),
     prediction: Optional[Path] = typer.Option(None, "--prediction", help="kvdoctor's --json payload that predicted this change (plan, simulate...)."),
-    note: Optional[str] = typer.Option(None, "--note", "-n", help="Why / what you expected (kept verbatim)."),
+    note: Optional[str] = typer.Option(None, "--note", help="Why / what you expected (kept verbatim)."),
+    simulated: bool = typer.Option(False, "--simulated", help="The evidence comes from a simulator: label its figures 'simulated', not 'measured' (kvdoctor's own simulated logs are recognised without it)."),
     force_multi: bool = typer.Option(False, "--force-multi", help="Record even though several variables changed; the step is marked so, for good."),
     journal: Optional[str] = typer.Option(None, "--journal", "-j", help="Journal name (default: the only one in the file)."),
     db: Optional[Path] = typer.Option(None, "--db", help=_DB_HELP, dir_okay=False),
@@ -77,7 +87,7 @@ def record_cmd(
     step = api.record(_db(db), journal, config=config, evidence=_strs(evidence), bench=_strs(bench),
                       prometheus=prometheus, window=window, note=note,
                       prediction=str(prediction) if prediction else None, force_multi=force_multi,
-                      quiet=quiet or json_out)
+                      progress=_progress(quiet or json_out), simulated=simulated)
     _print_step(step, json_out, quiet, verb="recorded")
 
 
@@ -101,6 +111,7 @@ def note_cmd(
 def list_cmd(
     db: Optional[Path] = typer.Option(None, "--db", help=_DB_HELP, dir_okay=False),
     json_out: bool = typer.Option(False, "--json"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the journal names, one per line."),
 ) -> None:
     """The journals in the file."""
     from kvdoctor.cli.output import console, emit_json
@@ -112,6 +123,10 @@ def list_cmd(
     if json_out:
         emit_json({"schema_version": "kvdoctor.journal/1", "db": path, "journals": rows})
         return
+    if quiet:
+        for r in rows:
+            typer.echo(str(r["name"]))
+        return
     from rich.table import Table
 
     t = Table(title=f"journals in {path}", title_justify="left")
@@ -120,6 +135,14 @@ def list_cmd(
     for r in rows:
         t.add_row(str(r["name"]), str(r["created_at"]), str(r["steps"]), str(r["last"] or ""), )
     console().print(t)
+
+
+def _progress(quiet: bool):
+    import functools
+
+    from kvdoctor.cli.output import progress
+
+    return functools.partial(progress, quiet=quiet)
 
 
 @journal_app.command("show")
@@ -140,10 +163,17 @@ def show_cmd(
     write_html_if_asked(html, [payload], title=f"kvdoctor journal: {payload['journal']['name']}", quiet=quiet)
     if json_out:
         emit_json(payload)
-    elif not quiet:
+    elif quiet:  # docs/cli.md "--quiet": one line per step
+        from kvdoctor.report.oneline import journal_step_line
+        from kvdoctor.report.terminal import one_line
+
+        for s in payload["steps"]:
+            one_line(journal_step_line(s))
+    else:
+        from kvdoctor.cli.output import console
         from kvdoctor.report.terminal import render_journal
 
-        render_journal(payload)
+        render_journal(payload, console=console())
 
 
 @journal_app.command("compare")
@@ -162,10 +192,16 @@ def compare_cmd(
     payload = api.compare_payload(_db(db), journal, a, b)
     if json_out:
         emit_json(payload)
-    elif not quiet:
+    elif quiet:  # docs/cli.md "--quiet": every figure's change, one line
+        from kvdoctor.report.oneline import journal_compare_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(journal_compare_line(payload))
+    else:
+        from kvdoctor.cli.output import console
         from kvdoctor.report.terminal import render_compare
 
-        render_compare(payload)
+        render_compare(payload, console=console())
 
 
 @journal_app.command("handbook")
@@ -196,13 +232,12 @@ def handbook_cmd(
         return
     md = handbook.to_markdown(hb)
     if output is not None:
-        try:
-            output.write_text(md, encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+        from kvdoctor.safeio import write_text_safely
+
+        write_text_safely(output, md, what="handbook")  # a symlink or device written through, never replaced
         if not quiet:
             typer.echo(f"kvdoctor: wrote {output}", err=True)
-    elif html is None and not quiet:
+    elif html is None:  # the handbook is what this verb exists to give: printed even with --quiet
         typer.echo(md, nl=False)
 
 
@@ -231,6 +266,7 @@ def _print_step(step, json_out: bool, quiet: bool, verb: str) -> None:
         return
     if quiet:
         return
+    from kvdoctor.cli.output import console
     from kvdoctor.report.terminal import render_step
 
-    render_step(step, verb=verb)
+    render_step(step, verb=verb, console=console())

@@ -56,6 +56,12 @@ def ledger(
 
         emit_json(payload)
         return
+    if quiet:  # docs/cli.md "--quiet": the reconciliation verdict, one line
+        from kvdoctor.report.oneline import ledger_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(ledger_line(led.model, led.gpu, led.reconciliation, led.kv, led.fit_ok, led.startup_error))
+        return
     render(led, quiet=quiet)
 
 
@@ -74,10 +80,13 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
     from kvdoctor.evidence.logs.envelope import parse_envelope, split_glued, strip_ansi
     from kvdoctor.evidence.logs.startup import StartupCollector
 
+    from kvdoctor.safeio import binary_reason, bounded_lines, check_input_file
+
     if not os.path.exists(path):
         raise InputError(f"--from-log: no such file: {path}")
     if os.path.isdir(path):
         raise InputError(f"--from-log: {path} is a directory, not a log file")
+    check_input_file(path, "--from-log")  # a FIFO or device: refused before it is read
     try:
         with open(path, "rb") as fh:
             head = fh.read(8192)
@@ -92,8 +101,9 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
             raise InputError(f"--from-log: {path} is a damaged gzip file") from None
     if not head.strip():
         raise InputError(f"--from-log: {path} is empty")
-    if _binary(head):
-        raise InputError(f"--from-log: {path} is not a text log (binary content)")
+    why = binary_reason(head)  # the one binary check (safeio)
+    if why:
+        raise InputError(f"--from-log: {path} is not a text log (binary content: {why})")
 
     from kvdoctor.cli.output import progress
 
@@ -103,7 +113,7 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
     try:
         with opener(path, "rb") as fh, progress("Reading log", total=None if gz else os.path.getsize(path),
                                                 quiet=quiet) as advance:
-            for n, raw in enumerate(fh, start=1):
+            for n, raw in enumerate(bounded_lines(fh), start=1):  # an endless line is never held whole
                 total += 1
                 advance(len(raw))
                 phys = strip_ansi(raw[: 1 << 16].decode("utf-8", "replace").replace("\x00", "").rstrip("\r\n"))
@@ -131,13 +141,6 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
             "engine_starts": len(starts), "summary": summary, "startup": starts[-1]}
 
 
-def _binary(head: bytes) -> bool:
-    if b"\x00" in head:
-        return True
-    text = sum(1 for b in head if b in (9, 10, 13) or 32 <= b < 127 or b >= 128)
-    return text / max(1, len(head)) < 0.9
-
-
 # ------------------------------------------------------------------------------------------------
 # rendering
 #
@@ -146,9 +149,14 @@ def _binary(head: bytes) -> bool:
 # aligned columns, a wrapped last column and four colours. Colour follows the usual rules: only on a
 # terminal, never with NO_COLOR or TERM=dumb (the source is a word, so nothing depends on colour).
 
-_SRC_STYLE = {"measured": "green", "given": "cyan", "predicted": "yellow", "default": "dim"}
-_VERDICT_STYLE = {"ok": "green", "starved": "yellow", "does-not-fit": "red"}
-_SGR = {"green": "32", "cyan": "36", "yellow": "33", "red": "31", "dim": "2", "bold": "1"}
+def _styles() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """Source and verdict colours from the one style table (report/style.py: pure data, no rich)."""
+    from kvdoctor.report.style import OUTCOMES, SGR, SOURCES
+
+    return {k: v[0] for k, v in SOURCES.items()}, OUTCOMES, SGR
+
+
+_SRC_STYLE, _VERDICT_STYLE, _SGR = _styles()
 _LABELS = {"total": "total", "requested": "requested", "weights": "weights", "activation": "activation peak",
            "non_torch": "non-torch", "cudagraph": "CUDA graphs", "kv_cache": "KV budget"}
 
@@ -258,7 +266,9 @@ def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
     out.add()
 
     r = led.reconciliation
-    ratio = "∞" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+    from kvdoctor.report.numbers import fmt_ratio
+
+    ratio = "∞" if r["ratio"] is None else fmt_ratio(r["ratio"])
     out.add(f"{out.style('Concurrency reconciliation:', 'bold')} "
             f"{out.style(r['verdict'], _VERDICT_STYLE[r['verdict']])} (worst case / pool = {ratio})")
     if not quiet:
@@ -285,6 +295,6 @@ def render(led: Any, quiet: bool = False, stream: Any = None) -> None:
         who = "kvdoctor" if w.startswith("the start-up log does not match") else "vLLM warning"
         out.para(f"{who}: {w}", rest="  ", style="yellow")
     if not quiet:
-        for n in led.notes:
+        for n in dict.fromkeys(led.notes):  # each note once (inputs and the ledger can both carry it)
             out.para(n, first="• ", rest="  ", style="dim")
     out.flush()

@@ -20,7 +20,16 @@ def emit_json(payload: dict[str, Any]) -> None:
     """Write one JSON document to stdout. Payloads carry their own ``schema_version``."""
     if "schema_version" not in payload:
         raise AssertionError("JSON payloads must carry schema_version")
-    sys.stdout.write(json.dumps(payload, default=json_default, indent=2, allow_nan=False) + "\n")
+    try:
+        text = json.dumps(payload, default=json_default, indent=2, allow_nan=False)
+    except ValueError:
+        # NaN/inf slipped past the edge checks (a number computed from odd input): JSON has no
+        # such value, so it is written as null rather than as invalid JSON or a crash
+        from kvdoctor.provenance import json_clean
+
+        text = json.dumps(json_clean(json.loads(json.dumps(payload, default=json_default))), indent=2,
+                          allow_nan=False)
+    sys.stdout.write(text + "\n")
 
 
 class progress:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvdoctor.cli import app, common
+from kvdoctor.cli import app, common, workload_opts
 from kvdoctor.report.html import html_option, write_html_if_asked
 
 TraceOpt = Annotated[Optional[str], typer.Option(
@@ -25,12 +25,20 @@ EvidenceOpt = Annotated[Optional[list[str]], typer.Option(
     "--evidence", help="vLLM log / metrics of this deployment: target 'no persistent preemption' from its peak demand.")]
 
 
-def load_lengths(trace: str | None, lengths: str | None, p99: int | None):
-    """(LengthDist | None, Workload | None) from the options; at most one source."""
+def load_lengths(trace: str | None, lengths: str | None, p99: int | None, wl=None):
+    """(LengthDist | None, Workload | None) from the options; at most one source. ``wl``: the
+    vllm bench serve workload options (``cli.workload_opts``), a workload of their own."""
     from kvdoctor.chains import lengths as L
     from kvdoctor.errors import InputError
 
     given = [x for x in (trace, lengths, p99) if x is not None]
+    if wl is not None and wl.asked():
+        if lengths or p99 is not None:
+            raise InputError("give either the vllm bench serve workload options or --lengths/--p99-context, not both")
+        from kvdoctor.sim.workload import build_workload
+
+        w = build_workload(wl.spec(trace=trace))
+        return L.from_workload(w), w
     if len(given) > 1:
         raise InputError("give one of --trace, --lengths, --p99-context")
     # sim.workload reads the file as UTF-8 text; a binary or mis-encoded file is bad input (exit 2),
@@ -72,7 +80,7 @@ def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
     from kvdoctor.chains.plan import Target
     from kvdoctor.evidence.load import load_evidence
 
-    from kvdoctor.cli.diagnose_cmd import refuse_non_text
+    from kvdoctor.safeio import refuse_non_text
 
     for path in paths:  # a binary/empty --evidence is bad input here too, as in diagnose
         refuse_non_text(path)
@@ -114,8 +122,10 @@ def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
                   "and YAML. Example: kvdoctor plan -m Qwen/Qwen2.5-14B --gpu L40S --max-model-len 32768 "
                   "--p99-context 7500 --target-concurrency 12")
 @common.config_options
+@workload_opts.workload_options
 def plan(
     opts: common.ConfigOptions,
+    wl: workload_opts.WorkloadOptions,
     trace: TraceOpt = None,
     lengths: LengthsOpt = None,
     p99_context: P99Opt = None,
@@ -146,7 +156,8 @@ def plan(
         except KvdoctorError as exc:
             raise InputError(f"--target-context {target_context:,}: vLLM would refuse this context for "
                              f"{inputs.shape.name}: {exc}") from None
-    dist, workload = load_lengths(trace, lengths, p99_context)
+    dist, workload = load_lengths(trace, lengths, p99_context, wl)
+    calibration = wl.load_calibration()
     target = Target(concurrency=target_concurrency, context=target_context)
     short, notes = False, []
     if evidence:
@@ -160,7 +171,7 @@ def plan(
     # a bar on stderr while the trace is simulated for each level (silent with --quiet/--json/no TTY)
     p = make_plan(inputs.shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
                   target=target, workload=workload, evidence_capacity_short=short,
-                  progress=functools.partial(progress, quiet=quiet or json_out))
+                  progress=functools.partial(progress, quiet=quiet or json_out), calibration=calibration)
     if inputs.startup is not None:
         notes.append(measured_note(inputs, p))
     p.notes = notes + list(inputs.notes) + p.notes
@@ -168,6 +179,12 @@ def plan(
     write_html_if_asked(html, [payload], title=f"kvdoctor plan: {p.model} on {p.gpu}", quiet=quiet)
     if json_out:
         emit_json(payload)
+        return
+    if quiet:  # docs/cli.md "--quiet": the resulting serve line
+        from kvdoctor.report.oneline import plan_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(plan_line(payload))
         return
     render_plan(payload, quiet=quiet)
 
@@ -194,8 +211,10 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
     c.print(f"[bold]Chain one — {m(payload['model'])} on {m(payload['gpu'])}[/bold] (vLLM {m(payload['vllm_version'])})")
     c.print(f"Target: {m(payload['target']['text'])}")
     # no pool (the model does not fit) has no ratio: say so instead of printing None
+    from kvdoctor.report.numbers import fmt_ratio
+
     ratio = b["ratio"]["value"]
-    ratio_text = ratio if ratio is not None else "— (no KV pool: the configuration does not fit)"
+    ratio_text = fmt_ratio(ratio) if ratio is not None else "— (no KV pool: the configuration does not fit)"
     c.print(f"Now: max-model-len {b['max_model_len']['value']:,}, pool {b['pool_tokens']['value']:,} tokens, "
             f"max concurrency {b['max_concurrency']['value']}, worst case / pool {ratio_text}")
     if payload["lengths"]:
@@ -207,7 +226,7 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
         t.add_row(str(lv["level"]), m(lv["action"] or "n/a"),
                   f"{lv['pool_tokens']:,}" if lv["pool_tokens"] is not None else "—",
                   str(lv["max_concurrency"] if lv["max_concurrency"] is not None else "—"),
-                  str(lv["ratio"] if lv["ratio"] is not None else "—"),
+                  fmt_ratio(lv["ratio"]),
                   {True: "yes", False: "no", None: "—"}[lv["enough"]])
     if payload["levels"]:
         c.print(t)
@@ -234,8 +253,9 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
         c.print("simulated now: " + _sim_text(payload["predicted_before"]))
     if payload["stop_loss"]:
         c.print(f"[bold red]Stop-loss:[/bold red] {m(payload['stop_loss']['summary'])}")
-    for n in payload["notes"]:
-        c.print(f"note: {m(str(n))}")
+    from kvdoctor.report.terminal import print_notes
+
+    print_notes(c, payload["notes"])
     cc = payload.get("concurrency") or {}
     if cc:
         line = f"concurrency: {m(str(cc.get('why', '')))}"
@@ -255,12 +275,7 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
 
 
 def _sim_text(p: dict[str, Any]) -> str:
-    def f(k, v):
-        if v is None:
-            return f"{k} —"
-        if k.endswith("_per_s"):
-            return f"{k[:-6]}/s {v:.0f}"
-        if k.endswith("_s"):
-            return f"{k[:-2]} {v * 1000:.0f} ms" if v < 10 else f"{k[:-2]} {v:.1f} s"
-        return f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}"
-    return ", ".join(f(k, v) for k, v in p.items())
+    """Predicted serving figures in words ("TTFT p99 800 ms"), as the HTML report labels them."""
+    from kvdoctor.report.sections.common import human, human_value
+
+    return ", ".join(f"{human(k)[0]} {human_value(k, v)}" for k, v in p.items())

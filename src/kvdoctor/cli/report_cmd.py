@@ -21,19 +21,24 @@ def report_cmd(
                                 help="The HTML file to write."),
     title: Optional[str] = typer.Option(None, "--title", help="Page title (default: from the inputs)."),
     json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON (kvdoctor.report/1)."),
+    raw: bool = typer.Option(True, "--raw/--no-raw",
+                             help="Keep the raw payloads in a collapsed appendix at the end (default) or leave them out."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors."),
 ) -> None:
-    """Write an offline HTML report: memory per GPU, the plan staircase, the timeline with
-    preemptions and TBT spikes aligned, slow requests, findings and journal steps."""
-    from kvdoctor.cli.output import emit_json
+    """Write an offline HTML report: the verdict, the next change and its serve line first; then
+    memory per GPU, the plan staircase, timelines with preemptions and TBT spikes aligned, slow
+    requests, findings and journal steps."""
+    import functools
+
+    from kvdoctor.cli.output import emit_json, progress
     from kvdoctor.report.collect import collect_payloads
     from kvdoctor.report.html import payload_kind, write_report
 
-    pairs = collect_payloads([str(p) for p in inputs], quiet=quiet)
+    pairs = collect_payloads([str(p) for p in inputs], progress=functools.partial(progress, quiet=quiet or json_out))
     payloads = [p for _, p in pairs]
     kinds = [payload_kind(p) for p in payloads]
     title = title or "kvdoctor report: " + ", ".join(dict.fromkeys(kinds))
-    out = write_report(output, payloads, title=title)
+    out = write_report(output, payloads, title=title, raw=raw)
     if json_out:
         # "kind" like every other verb's payload, so a saved report --json is recognised by kind too
         emit_json({"schema_version": "kvdoctor.report/1", "kind": "report", "output": str(out),

@@ -42,6 +42,12 @@ def rules(
 
         emit_json({"schema_version": SCHEMA_VERSION, "kind": "rules", "rules": rows})
         return
+    if quiet:  # docs/cli.md "--quiet": the rule ids, one per line; one rule: its id, title and action
+        from kvdoctor.report.terminal import one_line
+
+        for r in rows:
+            one_line(f"{r['id']}: {r['title']} — {r['action']}" if rule_id is not None else r["id"])
+        return
     from rich.markup import escape as m
     from rich.table import Table
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kvdoctor.cli import app
-from kvdoctor.cli import common
+from kvdoctor.cli import common, workload_opts
 from kvdoctor.provenance import json_clean as _clean
 from kvdoctor.report.html import html_option
 
@@ -25,8 +25,10 @@ _OUT = "Outputs"
 
 @app.command("simulate")
 @common.config_options
+@workload_opts.workload_options
 def simulate_cmd(
     opts: common.ConfigOptions,
+    wl: workload_opts.WorkloadOptions,
     trace: Annotated[Optional[str], typer.Option("--trace", help="Request trace (CSV/JSONL: arrival time, prompt tokens, output tokens, optional prefix_group/prefix_len/priority).", rich_help_panel=_WL)] = None,
     rate: Annotated[Optional[float], typer.Option("--rate", help="Synthetic workload: requests per second.", rich_help_panel=_WL)] = None,
     arrival: Annotated[str, typer.Option("--arrival", help="Synthetic arrivals: poisson or gamma (bursty with --cv > 1).", rich_help_panel=_WL)] = "poisson",
@@ -37,7 +39,6 @@ def simulate_cmd(
     rate_scale: Annotated[float, typer.Option("--rate-scale", help="Multiply the request rate (2 = arrivals twice as fast).", rich_help_panel=_WL)] = 1.0,
     prefix_groups: Annotated[int, typer.Option("--prefix-groups", help="Synthetic: requests share one of G prefixes (prefix caching).", rich_help_panel=_WL)] = 0,
     prefix_len: Annotated[int, typer.Option("--prefix-len", help="Synthetic: tokens of the shared prefix.", rich_help_panel=_WL)] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.", rich_help_panel=_WL)] = 0,
     long_prefill_token_threshold: Annotated[Optional[int], typer.Option("--long-prefill-token-threshold", help="vLLM's cap on one request's prefill tokens per step (0 = off).", rich_help_panel="Engine (vLLM flags)")] = None,
     scheduling_policy: Annotated[Optional[str], typer.Option("--scheduling-policy", help="fcfs or priority (trace column 'priority').", rich_help_panel="Engine (vLLM flags)")] = None,
     interval: Annotated[float, typer.Option("--interval", help="Seconds per timeline sample / stats line (vLLM's VLLM_LOG_STATS_INTERVAL).", rich_help_panel=_OUT)] = 10.0,
@@ -61,8 +62,23 @@ def simulate_cmd(
         raise InputError(f"--scheduling-policy must be fcfs or priority, got {scheduling_policy!r}")
     if long_prefill_token_threshold is not None and long_prefill_token_threshold < 0:
         raise InputError("--long-prefill-token-threshold must be >= 0")
-    workload = _workload(trace, rate, arrival, cv, prompt_dist, requests, duration, rate_scale, prefix_groups,
-                         prefix_len, seed)
+    calibration = wl.load_calibration()
+    if wl.asked():
+        if rate is not None:
+            raise InputError("give either --rate (kvdoctor's synthetic workload) or the vllm bench serve options "
+                             "(--dataset-name, --request-rate, ...), not both")
+        from kvdoctor.sim.workload import build_workload
+
+        workload = build_workload(wl.spec(trace=trace))
+        if duration is not None:
+            workload = workload.until(duration)
+        if requests is not None:
+            workload = workload.head(requests)
+        if rate_scale != 1.0:
+            workload = workload.scaled(rate_scale)
+    else:
+        workload = _workload(trace, rate, arrival, cv, prompt_dist, requests, duration, rate_scale, prefix_groups,
+                             prefix_len, wl.seed)
     inputs = common.resolve_inputs(opts)
     changes = {}
     if long_prefill_token_threshold is not None:
@@ -91,13 +107,13 @@ def simulate_cmd(
                 on_step = StepsWriter(steps_file, workload.ids)
             result = whatif.run(inputs.shape, inputs.gpu, resolved, led.num_blocks, workload,
                                 detail=bool(requests_out), progress=advance, interval_s=interval, layout=layout,
-                                on_step=on_step)
+                                calibration=calibration, on_step=on_step)
     finally:
         if steps_file is not None:
             steps_file.close()
-    from kvdoctor.sim.steptime import from_deployment
-
-    step_model = from_deployment(inputs.shape, inputs.gpu, resolved).describe()
+    step_model = whatif.step_model(inputs.shape, inputs.gpu, resolved, calibration).describe()
+    step_model["front_end"] = whatif.front_end(calibration).as_dict()
+    step_model["uncertainty"] = whatif.uncertainty(calibration)
     outputs = _write_outputs(result, inputs, log_out, metrics_out, requests_out)
     if steps_out:
         outputs["steps"] = steps_out
@@ -185,7 +201,9 @@ def _write_outputs(result, inputs, log_out, metrics_out, requests_out) -> dict[s
             _write_requests(result, requests_out)
             out["requests"] = requests_out
     except OSError as exc:
-        raise InputError(f"cannot write {exc.filename}: {exc.strerror}") from None
+        # the failing write (a full disk, /dev/full) carries no file name, only the open does
+        name = exc.filename or next((p for p in (log_out, metrics_out, requests_out) if p and p not in out.values()), "")
+        raise InputError(f"cannot write {name}: {exc.strerror or exc}") from None
     return out
 
 
@@ -280,12 +298,16 @@ def _render(payload: dict[str, Any], quiet: bool) -> None:
     wl = payload["workload"]
     e = payload["engine"]
 
-    def ms(x):
-        return "—" if x is None else (f"{x * 1e3:.1f} ms" if x < 10 else f"{x:.1f} s")
+    from kvdoctor.report.numbers import fmt_value
 
-    if quiet:
-        con.print(f"completed {s['completed']}/{s['requests']}  rejected {s['rejected']}  preemptions {s['preemptions']}  "
-                  f"{s['output_tokens_per_s']:.0f} tok/s  TTFT p99 {ms(s['ttft_p99_s'])}  TBT p99 {ms(s['tbt_p99_s'])}")
+    def ms(x):  # 226 ms, 7.84 s: rounded to what a latency means (report/numbers.py)
+        return fmt_value(x, "s")
+
+    if quiet:  # docs/cli.md "--quiet": the outcome, one line (never wrapped)
+        from kvdoctor.report.oneline import simulate_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(simulate_line(s))
         return
     con.print(f"[bold]kvdoctor simulate[/bold] — {payload['model']} on {payload['gpu']} (vLLM {payload['vllm_version']})")
     con.print(f"workload: {wl['source']} — {wl['requests']} requests over {wl['span_s']:.0f} s"
@@ -316,7 +338,13 @@ def _render(payload: dict[str, Any], quiet: bool) -> None:
     con.print(t)
     con.print(f"simulated {s['duration_s']:.0f} s of serving in {s['steps']} engine steps, {s['wall_s']:.2f} s wall "
               f"(step-time coefficients: {payload['step_time']['coefficients']})")
+    unc = payload["step_time"].get("uncertainty") or {}
+    err = {k: v for k, v in (unc.get("median_abs_error") or {}).items() if v is not None}
+    if err:
+        names = {"output_throughput": "throughput", "mean_ttft_ms": "TTFT", "mean_tpot_ms": "TPOT"}
+        con.print("uncertainty: typical error ± " + ", ".join(f"{names.get(k, k)} {v:.0%}" for k, v in err.items())
+                  + f" ({unc.get('source')})")
     for k, v in payload["outputs"].items():
         con.print(f"wrote {k}: {v}")
-    for n in payload["notes"]:
+    for n in dict.fromkeys(payload["notes"]):  # each note once
         con.print(f"note: {n}")

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kvdoctor.cli import app, common
+from kvdoctor.cli import app, common, workload_opts
 from kvdoctor.cli.plan_cmd import LengthsOpt, P99Opt, TargetConcOpt, TargetCtxOpt, TraceOpt
 from kvdoctor.units import gib_text
 
@@ -17,8 +17,10 @@ from kvdoctor.units import gib_text
                   "meta-llama/Llama-3.1-8B-Instruct --to Qwen/Qwen2.5-14B --gpu L40S --max-model-len 32768 "
                   "--p99-context 7500")
 @common.config_options
+@workload_opts.workload_options
 def swap(
     opts: common.ConfigOptions,
+    wl: workload_opts.WorkloadOptions,
     old: Annotated[str, typer.Option("--from", help="The model the configuration was tuned for.")],
     new: Annotated[str, typer.Option("--to", help="The model replacing it.")],
     trace: TraceOpt = None,
@@ -39,12 +41,12 @@ def swap(
     inputs = common.resolve_inputs(opts)
     new_shape = lookup_model(new)
     old_shape = lookup_model(old)
-    dist, workload = load_lengths(trace, lengths, p99_context)
+    dist, workload = load_lengths(trace, lengths, p99_context, wl)
     target = None
     if target_concurrency or target_context:
         target = Target(concurrency=target_concurrency, context=target_context)
     r = review(old_shape, new_shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
-               target=target, workload=workload)
+               target=target, workload=workload, calibration=wl.load_calibration())
     if inputs.startup is not None:
         # the ledgers compare both models under one configuration, so both are predictions; say so,
         # or an operator reads the old column as the pool their log measured
@@ -57,6 +59,11 @@ def swap(
         from kvdoctor.cli.output import emit_json
 
         emit_json(payload)
+    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
+        from kvdoctor.report.oneline import swap_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(swap_line(payload))
     else:
         render_swap(payload, quiet)
     if not r.ok:
@@ -65,24 +72,18 @@ def swap(
 
 def render_swap(p: dict[str, Any], quiet: bool = False) -> None:
     from rich.markup import escape as m
-    from rich.table import Table
-
     from kvdoctor.cli.output import console
     from kvdoctor.cli.plan_cmd import render_plan
 
     # model names can be a user's directory or config.json path: escape them for rich's markup
     c = console()
     c.print(f"[bold]Model swap on {m(p['gpu'])}: {m(p['from'])} → {m(p['to'])}[/bold] (same engine configuration)")
-    t = Table()
-    t.add_column("figure")
-    t.add_column(m(p["from"]))
-    t.add_column(m(p["to"]))
-    for k in p["before"]:
-        b, a = p["before"][k]["value"], p["after"].get(k, {}).get("value")
-        fmt = gib_text if k.endswith("bytes") else (
-            lambda v: f"{v:,}" if isinstance(v, int) else str(v))
-        t.add_row(k, fmt(b) if b is not None else "—", fmt(a) if a is not None else "—")
-    c.print(t)
+    from kvdoctor.report.sections.common import human, human_value
+    from kvdoctor.report.terminal import print_table
+
+    rows = [(human(k)[0], human_value(k, p["before"][k]), human_value(k, p["after"].get(k)))
+            for k in p["before"]]
+    print_table(c, ("figure", p["from"], p["to"]), rows, right=(1, 2))
     if p["capacity_change"] is not None:
         c.print(f"Capacity change: pool tokens {p['capacity_change']:+.0%}")
     for f in p["findings"]:
@@ -92,6 +93,8 @@ def render_swap(p: dict[str, Any], quiet: bool = False) -> None:
     if not quiet:
         c.print()
         render_plan(p["plan"], quiet=True)
-    for n in p["notes"]:
-        c.print(f"note: {m(str(n))}")
+    from kvdoctor.report.terminal import print_notes
+
+    # the plan printed above carries notes of its own: each note once
+    print_notes(c, [n for n in p["notes"] if n not in (p.get("plan") or {}).get("notes", [])])
     c.print(f"[bold]{m(p['reminder'])}[/bold]")

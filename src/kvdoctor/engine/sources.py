@@ -631,16 +631,20 @@ def load_yaml(path: str | Path) -> EngineConfig:
     if p.suffix.lower() not in (".yaml", ".yml"):
         # vLLM refuses other extensions too ("Config file must be of a yaml/yml type").
         raise InputError(f"{p}: config file must be of a yaml/yml type")
+    from kvdoctor.safeio import MAX_CONFIG_BYTES, check_input_file, load_yaml_text
+
+    if not p.exists():
+        raise InputError(f"{p}: no such file")
+    check_input_file(p, "--config")  # a FIFO or device is refused before it is read
     try:
-        raw_text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
+        with p.open("r", encoding="utf-8") as fh:
+            raw_text = fh.read(MAX_CONFIG_BYTES + 1)
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{p}: cannot read: {exc}") from None
     import yaml
 
     try:
-        data = yaml.safe_load(raw_text)
+        data = load_yaml_text(raw_text, str(p))  # no aliases (alias bombs), size-capped
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

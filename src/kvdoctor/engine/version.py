@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import total_ordering
 
 from kvdoctor.errors import InputError
+from kvdoctor.facts.gpu import capability_text
 
 LATEST_KNOWN = (0, 33, 0)
 
@@ -178,7 +179,7 @@ def v1_unsupported(version: "str | Version | None", *, compute_capability: int |
     if not (V1_ORACLE[0] <= v < V1_ORACLE[1]):
         return None
     if compute_capability is not None and compute_capability < 80:
-        return f"Compute Capability < 8.0 (this GPU: {compute_capability // 10}.{compute_capability % 10})"
+        return f"Compute Capability < 8.0 (this GPU: {capability_text(compute_capability)})"
     if kv_cache_dtype and str(kv_cache_dtype).startswith("fp8") and v < V1_FP8_KV:
         return f"--kv-cache-dtype {kv_cache_dtype}"
     if scheduling_policy == "priority" and v < V1_PRIORITY:

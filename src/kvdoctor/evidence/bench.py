@@ -171,12 +171,14 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
     if s.startswith("{") or s.startswith("["):
         try:
             doc = json.loads(s)
+        except RecursionError:
+            raise InputError(f"{path}: JSON nested too deeply to read") from None
         except json.JSONDecodeError:
             docs = []
             for line in s.splitlines():
                 try:
                     docs.append(json.loads(line))
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):
                     continue
             doc = docs
         docs = doc if isinstance(doc, list) else [doc]

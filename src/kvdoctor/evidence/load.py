@@ -18,19 +18,9 @@ from kvdoctor.evidence.model import Evidence, SkipReport
 
 
 def _head(path: str, n: int = 65536) -> str:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(n)
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if data[:2] == b"\x1f\x8b":
-        import zlib
+    from kvdoctor.safeio import head_bytes
 
-        try:
-            data = zlib.decompressobj(wbits=31).decompress(data)[:n]
-        except zlib.error:
-            return ""
-    return data.decode("utf-8", "replace")
+    return head_bytes(path, n).decode("utf-8", "replace")
 
 
 def detect_kind(path: str) -> str:
@@ -39,10 +29,11 @@ def detect_kind(path: str) -> str:
     from kvdoctor.evidence.prometheus import looks_like_metrics
     from kvdoctor.evidence.traces import sniff_trace
 
-    if os.path.isdir(path):
+    from kvdoctor.safeio import check_input_file
+
+    # a FIFO, socket or device (/dev/zero, <(cmd)) is refused here, before a byte is read
+    if check_input_file(path, "evidence", allow_dir=True).is_dir():
         return "metrics-folder"
-    if not os.path.exists(path):
-        raise InputError(f"no such file: {path}")
     head = _head(path)
     s = head.lstrip()
     if s.startswith("{") or s.startswith("["):
@@ -50,6 +41,8 @@ def detect_kind(path: str) -> str:
             return "trace"
         try:
             doc = json.loads(s) if len(head) < 65536 else json.loads(s.splitlines()[0])
+        except RecursionError:
+            raise InputError(f"{path}: JSON nested too deeply to read") from None
         except (json.JSONDecodeError, IndexError):
             doc = None
         if isinstance(doc, list) and doc:
@@ -114,10 +107,13 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
         elif kind == "trace":
             ev.requests.extend(load_trace(path))
     if prometheus:
+        from kvdoctor.safeio import redact_url
+
         segs = load_prometheus(prometheus, window, labels)
         ev.segments.extend(segs)
-        ev.sources.append(prometheus)
-        ev.kinds[prometheus] = "prometheus"
+        shown = redact_url(prometheus)  # sources are printed and stored: never with credentials
+        ev.sources.append(shown)
+        ev.kinds[shown] = "prometheus"
         for sg in segs:  # each series is named by its instance: the source is the server, the kind prometheus
             ev.kinds.setdefault(sg.source, "prometheus")
     elif window or labels:
@@ -254,10 +250,11 @@ def _fold(log_seg, others: list, ev: Evidence):
 
     import numpy as np
 
-    from kvdoctor.evidence.model import Segment, Timeline
+    from kvdoctor.evidence.model import Event, Segment, Timeline
 
     tls = [log_seg.timeline] if log_seg.timeline is not None and len(log_seg.timeline) else []
     notes = []
+    counters: list = []  # an untimed scrape's preemption counter: a count since start, no rate
     sa = _span(log_seg)
     shifts = {_year_shift(sa, sb) for o in others if sa is not None and (sb := _span(o)) is not None}
     shifts.discard(None)
@@ -277,6 +274,9 @@ def _fold(log_seg, others: list, ev: Evidence):
             if p:
                 notes.append(f"{o.source}: vllm:num_preemptions_total = {p[-1]:g} since the engine started (one "
                              "untimed scrape: no rate)")
+                counters.append(Event(t=None, kind="preemption-counter", line_no=None,
+                                      message=f"vllm:num_preemptions_total = {p[-1]:g} since the engine started",
+                                      data={"total": p[-1], "source": o.source}))
             continue
         tls.append(tl)
     startup = log_seg.startup
@@ -292,18 +292,10 @@ def _fold(log_seg, others: list, ev: Evidence):
                     setattr(startup, name, getattr(o.startup, name))
     timeline = tls[0] if tls else log_seg.timeline
     if len(tls) > 1:
-        names = ["t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps"]
-        opt = ["swapped", "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no"]
-        cols = {n: np.concatenate([np.asarray(getattr(x, n), dtype=float) for x in tls]) for n in names}
-        for n in opt:
-            if any(getattr(x, n, None) is not None for x in tls):
-                cols[n] = np.concatenate([np.asarray(getattr(x, n), dtype=float) if getattr(x, n, None) is not None
-                                          else np.full(len(x), np.nan) for x in tls])
-        order = np.argsort(cols["t"], kind="stable")
-        timeline = Timeline(**{k: v[order] for k, v in cols.items()})
-    source = " + ".join([log_seg.source] + [o.source for o in others])
+        timeline = Timeline.concat(tls)
+    source = " + ".join(dict.fromkeys([log_seg.source] + [o.source for o in others]))
     merged = Segment(source=source, engine=log_seg.engine, startup=startup, timeline=timeline,
-                     events=list(log_seg.events) + [e for o in others for e in (o.events or [])],
+                     events=list(log_seg.events) + [e for o in others for e in (o.events or [])] + counters,
                      first_line=log_seg.first_line, last_line=log_seg.last_line)
     ev.kinds[source] = "merged"
     ev.notes.append(f"one instance: {source} ({log_seg.engine or 'engine'}): same engine, model, pool and time"

@@ -77,6 +77,7 @@ TIMELINE_COLUMNS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "p
                     "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no")
 TIMELINE_CORE = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps")
 _MEAN_COLUMNS = ("prompt_tps", "gen_tps", "prefix_hit_pct")
+_OPTIONAL_COLUMNS = ("swapped", "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no")
 
 
 @dataclass
@@ -105,6 +106,21 @@ class Timeline:
 
     def __len__(self) -> int:
         return len(self.t)
+
+    @classmethod
+    def concat(cls, timelines: list["Timeline"]) -> "Timeline":
+        """Several timelines as one, rows in time order (stable: equal times keep their input order). An
+        optional column any of them has is kept, NaN where the others lack it."""
+        import numpy as np
+
+        cols = {n: np.concatenate([np.asarray(getattr(x, n), dtype=float) for x in timelines])
+                for n in TIMELINE_CORE}
+        for n in _OPTIONAL_COLUMNS:
+            if any(getattr(x, n, None) is not None for x in timelines):
+                cols[n] = np.concatenate([np.asarray(getattr(x, n), dtype=float) if getattr(x, n, None) is not None
+                                          else np.full(len(x), np.nan) for x in timelines])
+        order = np.argsort(cols["t"], kind="stable")
+        return cls(**{k: v[order] for k, v in cols.items()})
 
     def to_json(self, columns: tuple[str, ...] = TIMELINE_COLUMNS, *, max_points: int | None = None,
                 keep_empty: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -178,6 +194,7 @@ class RequestRecord:
     itl_s: "np.ndarray | None" = None
     prefix_group: str | None = None
     prefix_len: int | None = None
+    priority: int | None = None  # vLLM --scheduling-policy priority (lower = sooner)
 
 
 @dataclass

@@ -184,7 +184,15 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
             h = ss.hists[h_name] = Hist()
         if suf == "_bucket":
             le = labels.get("le", "+Inf")
-            h.buckets.append((math.inf if le in ("+Inf", "Inf", "inf") else float(le), float(value)))
+            try:
+                bound = math.inf if le in ("+Inf", "Inf", "inf") else float(le)
+            except ValueError:  # le="abc": a garbled bucket is skipped, the histogram keeps the rest
+                snap.unknown += 1
+                return
+            if math.isnan(bound):
+                snap.unknown += 1
+                return
+            h.buckets.append((bound, float(value)))
         elif suf == "_sum":
             h.sum = float(value)
         else:
@@ -364,7 +372,9 @@ def split_timed(text: str, default_t: float | None) -> list[tuple[float | None, 
         parts = []
         for i, m in enumerate(marks):
             end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-            parts.append((float(m.group(1)), text[m.end():end]))
+            t = _sample_time(m.group(1))
+            if t is not None:  # a garbled marker loses its dump, not the file
+                parts.append((t, text[m.end():end]))
         return parts
     # Samples with their own timestamps: group lines by timestamp.
     groups: dict[float, list[str]] = {}
@@ -376,6 +386,8 @@ def split_timed(text: str, default_t: float | None) -> list[tuple[float | None, 
             ts = float(m.group(3))
             # Prometheus text format: milliseconds; OpenMetrics: seconds (with a fraction or small)
             ts = ts / 1000.0 if ts > 1e11 else ts
+            if not _EPOCH_MIN < ts < _EPOCH_MAX:  # 1e20: no time any clock reads; the sample is dropped
+                continue
             groups.setdefault(ts, []).append(f"{m.group(1)} {m.group(2)}")
             timed = True
         elif line.startswith("#") and not line.startswith("# EOF"):
@@ -415,19 +427,10 @@ def load_metrics(path: str | os.PathLike) -> list[Segment]:
 
 
 def _read(p: str) -> str:
-    try:
-        with open(p, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
-    if data[:2] == b"\x1f\x8b":
-        import gzip
+    from kvdoctor.safeio import read_document
 
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise InputError(f"{p}: corrupt gzip ({exc})") from None
-    return data.decode("utf-8", "replace").replace("\x00", "")
+    # a regular file, at most MAX_DOCUMENT_BYTES, gunzipped with the same bound
+    return read_document(p, "metrics dump").decode("utf-8", "replace").replace("\x00", "")
 
 
 # --- live Prometheus --------------------------------------------------------------------------------
@@ -440,6 +443,8 @@ def parse_duration(text: str) -> float:
     if not m:
         raise InputError(f"--window: not a duration like 30m, 1h, 2d (got {text!r})")
     v = float(m.group(1)) * _UNIT[m.group(2)]
+    if not v < 100 * 365 * 86400:
+        raise InputError(f"--window must be under 100 years (got {text!r})")
     if v <= 0:
         raise InputError(f"--window must be positive (got {text!r})")
     return v
@@ -499,80 +504,198 @@ def _esc(v: str) -> str:
     return v.replace("\\", "\\\\").replace('"', '\\"')
 
 
-class PrometheusClient:
-    """Prometheus HTTP API (``/api/v1/query_range``) with timeouts and retries."""
+def check_url(url: str | None) -> str:
+    """An http(s) URL with a host and a valid port, else InputError. The message never carries
+    the URL's credentials (``http://user:pw@host`` prints as ``http://***@host``)."""
+    from urllib.parse import urlsplit
 
-    def __init__(self, url: str, timeout: float = 10.0, retries: int = 2):
-        if not re.match(r"^https?://", url or ""):
-            raise InputError(f"--prometheus: expected an http(s):// URL (got {url!r})")
-        self.url = url.rstrip("/")
+    from kvdoctor.safeio import redact_url
+
+    shown = redact_url(url or "")
+    if not re.match(r"^https?://", url or ""):
+        raise InputError(f"--prometheus: expected an http(s):// URL (got {shown!r})")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise InputError(f"--prometheus: not a valid URL {shown!r} ({exc})") from None
+    if not parts.hostname:
+        raise InputError(f"--prometheus: no host in {shown!r}")
+    return url
+
+
+class PrometheusClient:
+    """Prometheus HTTP API (``/api/v1/query_range``) with retries and hard limits.
+
+    Limits (safeio): each query — retries included — ends by ``deadline`` seconds even when the
+    server trickles bytes (httpx's time-out is per read); a reply over ``max_bytes`` is refused
+    while streaming, before it is parsed; the reply must have the API's shape. Messages carry the
+    URL without credentials, and server text only through ``safeio.one_line``."""
+
+    def __init__(self, url: str, timeout: float = 10.0, retries: int = 2, *, deadline: float | None = None,
+                 max_bytes: int | None = None):
+        import os
+
+        from kvdoctor import safeio
+
+        self.url = check_url(url).rstrip("/")
+        self.shown = safeio.redact_url(self.url)
         self.timeout, self.retries = timeout, retries
+        env = os.environ.get("KVDOCTOR_PROMETHEUS_DEADLINE")
+        if deadline is None and env:
+            deadline = safeio.finite(env, "KVDOCTOR_PROMETHEUS_DEADLINE", lo=0.0, lo_open=True, hi=86400.0)
+        self.deadline = deadline if deadline is not None else safeio.PROMETHEUS_DEADLINE_S
+        self.max_bytes = max_bytes if max_bytes is not None else safeio.MAX_RESPONSE_BYTES
+
+    def _fetch(self, params: dict[str, str], until: float) -> tuple[int, bytes]:
+        """(status, body) of one GET, streamed with the size cap; runs in a worker thread so the
+        caller can give up at ``until`` whatever the server does."""
+        import httpx
+
+        with httpx.Client(timeout=min(self.timeout, max(0.1, until - time.monotonic()))) as c:
+            with c.stream("GET", f"{self.url}/api/v1/query_range", params=params) as r:
+                buf = bytearray()
+                for chunk in r.iter_bytes():
+                    buf += chunk
+                    if len(buf) > self.max_bytes:
+                        raise InputError(f"--prometheus {self.shown}: reply larger than {self.max_bytes >> 20} MiB "
+                                         "(narrow --window or add --label filters)")
+                    if time.monotonic() > until:
+                        raise TimeoutError("deadline")
+                return r.status_code, bytes(buf)
+
+    def _get(self, params: dict[str, str], until: float) -> tuple[int, bytes]:
+        import threading
+
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["ok"] = self._fetch(params, until)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                box["err"] = exc
+
+        th = threading.Thread(target=work, name="kvdoctor-prometheus", daemon=True)
+        th.start()
+        th.join(max(0.0, until - time.monotonic()))
+        if th.is_alive() or isinstance(box.get("err"), TimeoutError):
+            # the worker is a daemon blocked on a socket: it ends at its next read time-out
+            raise InputError(f"--prometheus {self.shown}: no complete reply within {self.deadline:g} s; giving up "
+                             "(set KVDOCTOR_PROMETHEUS_DEADLINE to wait longer)")
+        if "err" in box:
+            raise box["err"]
+        return box["ok"]
 
     def query_range(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
         import httpx
 
+        from kvdoctor.safeio import loads_json, one_line
+
         params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        until = time.monotonic() + self.deadline
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             try:
-                r = httpx.get(f"{self.url}/api/v1/query_range", params=params, timeout=self.timeout)
+                status, raw = self._get(params, until)
             except httpx.HTTPError as exc:
                 last = exc
-                time.sleep(min(0.5 * (2 ** attempt), 2.0))
+                if time.monotonic() + 0.5 > until:
+                    break
+                time.sleep(min(0.5 * (2 ** attempt), 2.0, max(0.0, until - time.monotonic())))
                 continue
-            if r.status_code >= 500 or r.status_code == 429:
-                last = InputError(f"HTTP {r.status_code}")
-                time.sleep(min(0.5 * (2 ** attempt), 2.0))
+            if status >= 500 or status == 429:
+                last = InputError(f"HTTP {status}")
+                if time.monotonic() + 0.5 > until:
+                    break
+                time.sleep(min(0.5 * (2 ** attempt), 2.0, max(0.0, until - time.monotonic())))
                 continue
             try:
-                body = r.json()
-            except ValueError:
-                raise InputError(f"--prometheus {self.url}: not a Prometheus API (HTTP {r.status_code}, not JSON)") from None
+                body = loads_json(raw.decode("utf-8", "replace"), f"--prometheus {self.shown}")
+            except InputError:
+                raise InputError(f"--prometheus {self.shown}: not a Prometheus API (HTTP {status}, not JSON)") from None
+            if not isinstance(body, dict):
+                raise InputError(f"--prometheus {self.shown}: not a Prometheus API reply (a JSON {type(body).__name__})")
             if body.get("status") != "success":
-                raise InputError(f"--prometheus {self.url}: query failed: {body.get('error') or r.status_code}")
-            return body.get("data", {}).get("result", [])
-        raise InputError(f"--prometheus {self.url} is unreachable after {self.retries + 1} tries: "
-                         f"{type(last).__name__}: {last}")
+                why = one_line(body.get("error") or status, limit=300)  # server text: one safe line
+                raise InputError(f"--prometheus {self.shown}: query failed: {why}")
+            data = body.get("data")
+            result = data.get("result") if isinstance(data, dict) else None
+            if not isinstance(result, list):
+                raise InputError(f"--prometheus {self.shown}: not a Prometheus API reply (no data.result list)")
+            return result
+        what = f"{type(last).__name__}: {last}" if last is not None else "time limit reached"
+        raise InputError(f"--prometheus {self.shown} is unreachable after {attempt + 1} tries: {one_line(what, 300)}")
+
+
+_EPOCH_MIN, _EPOCH_MAX = 0.0, 4102444800.0  # 1970 .. 2100: a sample time outside is garbage
+
+
+def _sample_time(ts: Any) -> float | None:
+    try:
+        t = float(ts)
+    except (TypeError, ValueError):
+        return None
+    return t if _EPOCH_MIN < t < _EPOCH_MAX else None
 
 
 def load_prometheus(url: str, window: str | None = None, labels: Any = None, *,
                     step: float | None = None, client: PrometheusClient | None = None,
                     now: float | None = None) -> list[Segment]:
     """Range queries over the window → one Segment per (instance, model_name, engine)."""
+    from kvdoctor.safeio import redact_url
+
     start, end = parse_window(window, now)
+    if not (_EPOCH_MIN <= start < _EPOCH_MAX and _EPOCH_MIN < end <= _EPOCH_MAX):  # NaN fails too
+        raise InputError(f"--window: {window!r} is not a time range between 1970 and 2100")
     if end <= start:
         raise InputError(f"--window: end before start ({window})")
     step = step or max(15.0, math.ceil((end - start) / 1000.0))
     lab = parse_labels(labels)
-    cl = client or PrometheusClient(url)
+    cl = client or PrometheusClient(url)  # validates the URL before any query
     g_names = [n for n in GAUGES] + [f"{n}_total" for n in COUNTERS]
     h_names = [f"{n}_bucket" for n in ("time_to_first_token_seconds", "inter_token_latency_seconds",
                                         "time_per_output_token_seconds")]
     extra = ["cache_config_info"]
     results = cl.query_range(_selector(g_names + extra, lab), start, end, step)
     results += cl.query_range(_selector(h_names, lab), start, end, step)
-    if not results:
+
+    def no_series(why: str = "no vllm:* series") -> InputError:
         sel = ", ".join(f"{k}={v}" for k, v in lab.items()) or "no label filter"
-        raise InputError(f"--prometheus {url}: no vllm:* series between {time.strftime('%Y-%m-%d %H:%M', time.gmtime(start))} "
-                         f"and {time.strftime('%Y-%m-%d %H:%M', time.gmtime(end))} UTC ({sel})")
+        return InputError(f"--prometheus {redact_url(url)}: {why} between "
+                          f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(start))} "
+                          f"and {time.strftime('%Y-%m-%d %H:%M', time.gmtime(end))} UTC ({sel})")
+
+    if not results:
+        raise no_series()
     # instance -> time -> Snapshot
     per: dict[str, dict[float, Snapshot]] = {}
     for series in results:
-        metric = dict(series.get("metric", {}))
+        # a reply of the wrong shape loses its bad parts, not the whole query
+        if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict):
+            continue
+        metric = {str(k): str(v) for k, v in series.get("metric", {}).items()}
         name = metric.pop("__name__", "")
-        inst = metric.pop("instance", "") or metric.get("job", "") or url
+        inst = metric.pop("instance", "") or metric.get("job", "") or redact_url(url)
         metric.pop("job", None)
         snaps = per.setdefault(inst, {})
-        for ts, val in series.get("values", []):
-            t = float(ts)
+        values = series.get("values", [])
+        for pair in values if isinstance(values, list) else []:
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                continue
+            ts, val = pair
+            t = _sample_time(ts)
+            if t is None:
+                continue
+            try:
+                v = float(val)
+            except (TypeError, ValueError):
+                continue
             sn = snaps.get(t)
             if sn is None:
                 sn = snaps[t] = Snapshot(t=t, series={})
-            try:
-                v = float(val)
-            except ValueError:
-                continue
             _add_sample(sn, name, metric, v)
+    if not any(per.values()):
+        raise no_series("no usable vllm:* samples (every series malformed)")
     segs: list[Segment] = []
     for inst in sorted(per):
         for sg in snapshots_to_segments(list(per[inst].values()), inst):

@@ -158,7 +158,7 @@ def summary(ev: Evidence) -> dict[str, Any]:
     errors: dict[str, int] = {}
     for sg in ev.segments:
         for e in sg.events:
-            if e.kind not in ("startup", "preemption-warning"):
+            if e.kind not in ("startup", "preemption-warning", "preemption-counter"):
                 errors[e.kind] = errors.get(e.kind, 0) + 1
     s["errors"] = errors
     s["preemption_warnings"] = len(warn_cums)

@@ -37,9 +37,10 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "request_id": ("request_id", "id", "req_id", "rid", "gen_ai.request.id"),
     "arrival_s": ("arrival_s", "arrival", "arrived_at", "arrival_time", "timestamp", "t", "time"),
     "prompt_tokens": ("prompt_tokens", "num_prefill_tokens", "input_len", "input_lens", "prompt_len",
-                      "input_tokens", "prompt_length"),
+                      "input_tokens", "prompt_length", "num_prompt_tokens", "context_tokens", "contexttokens"),
     "output_tokens": ("output_tokens", "num_decode_tokens", "output_len", "output_lens", "completion_tokens",
-                      "output_length", "generation_tokens"),
+                      "output_length", "generation_tokens", "num_output_tokens", "generated_tokens",
+                      "generatedtokens"),
     "queue_s": ("queue_s", "queue_time", "time_in_queue", "queued_s"),
     "prefill_s": ("prefill_s", "prefill_time"),
     "decode_s": ("decode_s", "decode_time"),
@@ -47,10 +48,11 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "e2e_s": ("e2e_s", "e2e", "latency", "e2e_latency"),
     "preemptions": ("preemptions", "num_preemptions"),
     "preempted_s": ("preempted_s", "preempted_time"),
-    "prefix_group": ("prefix_group", "prefix_id", "session_id", "conversation_id"),
+    "prefix_group": ("prefix_group", "prefix_id", "group", "session_id", "conversation_id"),
     "prefix_len": ("prefix_len", "prefix_tokens", "shared_prefix_len"),
+    "priority": ("priority",),
 }
-_INT_FIELDS = {"prompt_tokens", "output_tokens", "preemptions", "prefix_len"}
+_INT_FIELDS = {"prompt_tokens", "output_tokens", "preemptions", "prefix_len", "priority"}
 _FLOAT_FIELDS = {"arrival_s", "queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s", "preempted_s"}
 
 OTEL_ATTRS = {
@@ -96,10 +98,37 @@ def _conv(field: str, v: Any) -> Any:
     if v is None or v == "":
         return None
     if field in _INT_FIELDS:
-        return int(float(v))
+        x = float(v)
+        if not math.isfinite(x) or abs(x) > 2**53:  # NaN, inf, 1e400: not a count
+            raise ValueError(v)
+        return int(x)
     if field in _FLOAT_FIELDS:
-        return float(v)
+        x = float(v)
+        return x if math.isfinite(x) else None  # a nan/inf column is a missing value, never a figure
     return str(v)
+
+
+def _too_many(path: str) -> InputError:
+    from kvdoctor.safeio import MAX_TRACE_ROWS
+
+    return InputError(f"{path}: more than {MAX_TRACE_ROWS:,} request rows, the limit for one trace; "
+                      f"give a part of it (e.g. head -n {MAX_TRACE_ROWS + 1} for a CSV)")
+
+
+def _bounded(records: Iterable[RequestRecord], path: str) -> list[RequestRecord]:
+    """At most MAX_TRACE_ROWS records (safeio): memory stays bounded whatever the file's size. A
+    file with more lines than that is refused before a row is parsed (``safeio.more_lines_than``)."""
+    from kvdoctor.safeio import MAX_TRACE_ROWS, more_lines_than
+
+    if more_lines_than(path, MAX_TRACE_ROWS + 1):  # + the CSV header
+        # a JSON line may hold many spans and a CSV field many lines: the count below still holds
+        raise _too_many(path)
+    out: list[RequestRecord] = []
+    for r in records:
+        if len(out) >= MAX_TRACE_ROWS:
+            raise _too_many(path)
+        out.append(r)
+    return out
 
 
 def _record(i: int, row: dict[str, Any], cols: dict[str, str], where: str) -> RequestRecord:
@@ -107,8 +136,8 @@ def _record(i: int, row: dict[str, Any], cols: dict[str, str], where: str) -> Re
     for field, col in cols.items():
         try:
             vals[field] = _conv(field, row.get(col))
-        except (TypeError, ValueError):
-            raise InputError(f"{where}: row {i + 1}: {col}={row.get(col)!r} is not a number") from None
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(f"{where}: row {i + 1}: {col}={str(row.get(col))[:40]!r} is not a number") from None
     rid = vals.pop("request_id", None) or str(i)
     arrival = vals.pop("arrival_s", None)
     return RequestRecord(request_id=rid, arrival_s=float("nan") if arrival is None else arrival, **vals)
@@ -123,10 +152,12 @@ def load_csv(path: str) -> list[RequestRecord]:
                 f"{path}: not a request trace: needs a prompt-token column "
                 f"(one of {', '.join(_ALIASES['prompt_tokens'])}); found {reader.fieldnames}"
             )
-        return [_record(i, row, cols, path) for i, row in enumerate(reader)]
+        return _bounded((_record(i, row, cols, path) for i, row in enumerate(reader)), path)
 
 
 def load_jsonl(path: str) -> list[RequestRecord]:
+    from kvdoctor.safeio import MAX_TRACE_ROWS
+
     out: list[RequestRecord] = []
     cols: dict[str, str] | None = None
     with _open_text(path) as fh:
@@ -136,8 +167,10 @@ def load_jsonl(path: str) -> list[RequestRecord]:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
-                raise InputError(f"{path}: line {i + 1} is not JSON") from None
+            except (json.JSONDecodeError, RecursionError):
+                raise InputError(f"{path}: line {i + 1} is not JSON (or nested too deeply)") from None
+            if len(out) > MAX_TRACE_ROWS:
+                _bounded(out, path)  # raises: the limit message
             if isinstance(row, dict) and "resourceSpans" in row:
                 out.extend(_otlp_records(row))
                 continue
@@ -147,7 +180,7 @@ def load_jsonl(path: str) -> list[RequestRecord]:
             if "prompt_tokens" not in cols:
                 raise InputError(f"{path}: line {i + 1}: no prompt-token field (e.g. prompt_tokens)")
             out.append(_record(len(out), row, cols, path))
-    return out
+    return _bounded(out, path)
 
 
 def _any_value(v: dict[str, Any]) -> Any:
@@ -157,12 +190,35 @@ def _any_value(v: dict[str, Any]) -> Any:
     return None
 
 
+def _items(obj: Any, *keys: str) -> list[Any]:
+    """The first list found under ``keys`` of a dict, else []: malformed OTLP (a span that is a
+    number, attributes that are a string) loses that part only."""
+    if not isinstance(obj, dict):
+        return []
+    for k in keys:
+        v = obj.get(k)
+        if v:
+            return v if isinstance(v, list) else []
+    return []
+
+
+def _span_start(span: dict[str, Any]) -> float:
+    try:
+        t = int(span.get("startTimeUnixNano")) / 1e9
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
+    return t if 0 < t < 4102444800 else float("nan")  # 1970..2100, else no arrival
+
+
 def _otlp_records(doc: dict[str, Any]) -> list[RequestRecord]:
     out: list[RequestRecord] = []
-    for rs in doc.get("resourceSpans") or []:
-        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
-            for span in ss.get("spans") or []:
-                attrs = {a.get("key"): _any_value(a.get("value") or {}) for a in span.get("attributes") or []}
+    for rs in _items(doc, "resourceSpans"):
+        for ss in _items(rs, "scopeSpans", "instrumentationLibrarySpans"):
+            for span in _items(ss, "spans"):
+                if not isinstance(span, dict):
+                    continue
+                attrs = {a.get("key"): _any_value(a.get("value") if isinstance(a.get("value"), dict) else {})
+                         for a in _items(span, "attributes") if isinstance(a, dict) and isinstance(a.get("key"), str)}
                 if not any(k in attrs for k in OTEL_ATTRS):
                     continue  # not a vLLM request span (HTTP, loading spans...)
                 vals: dict[str, Any] = {}
@@ -170,25 +226,31 @@ def _otlp_records(doc: dict[str, Any]) -> list[RequestRecord]:
                     if attrs.get(key) is not None:
                         try:
                             vals[field] = _conv(field, attrs[key]) if field != "request_id" else str(attrs[key])
-                        except (TypeError, ValueError):
+                        except (TypeError, ValueError, OverflowError):
                             continue
-                start = span.get("startTimeUnixNano")
-                arrival = int(start) / 1e9 if start not in (None, "") else float("nan")
-                rid = vals.pop("request_id", None) or span.get("spanId") or str(len(out))
+                arrival = _span_start(span)
+                rid = vals.pop("request_id", None) or str(span.get("spanId") or "") or str(len(out))
                 out.append(RequestRecord(request_id=rid, arrival_s=arrival, **vals))
     return out
 
 
 def load_otlp(path: str) -> list[RequestRecord]:
+    from kvdoctor.safeio import MAX_DOCUMENT_BYTES
+
     with _open_text(path) as fh:
-        text = fh.read()
+        text = fh.read(MAX_DOCUMENT_BYTES + 1)  # characters; gzip inflates only this far
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise InputError(f"{path}: an OTLP JSON document over {MAX_DOCUMENT_BYTES >> 20} MiB; export it as "
+                         "JSON lines (one resourceSpans document per line)")
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to read") from None
     except json.JSONDecodeError:
         return load_jsonl(path)  # the collector's file exporter writes one document per line
     if not isinstance(doc, dict) or "resourceSpans" not in doc:
         raise InputError(f"{path}: not an OTLP JSON trace (no resourceSpans)")
-    return _otlp_records(doc)
+    return _bounded(_otlp_records(doc), path)
 
 
 def sniff_trace(path: str) -> str | None:
@@ -205,7 +267,7 @@ def sniff_trace(path: str) -> str | None:
         first = s.splitlines()[0] if s else ""
         try:
             row = json.loads(first)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None
         return "jsonl" if isinstance(row, dict) and "prompt_tokens" in _column_map(row.keys()) else None
     first = s.splitlines()[0] if s else ""

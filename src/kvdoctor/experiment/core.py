@@ -172,7 +172,8 @@ class Prediction:
             "ledger": self.ledger}
 
 
-def predict_one(shape: Any, gpu: Any, version: str, cfg: EngineConfig, load: LoadSpec) -> dict[str, Any]:
+def predict_one(shape: Any, gpu: Any, version: str, cfg: EngineConfig, load: LoadSpec,
+                calibration: Any = None) -> dict[str, Any]:
     """Simulated figures of one configuration on the load (the same requests and seed for every config)."""
     from kvdoctor.engine.defaults import resolve
     from kvdoctor.engine.version import parse_version
@@ -184,7 +185,8 @@ def predict_one(shape: Any, gpu: Any, version: str, cfg: EngineConfig, load: Loa
     if not led.fit_ok:
         return {"error": f"predicted not to start: {led.startup_error}"}
     layout = whatif.kv_layout(getattr(led.plan, "grouping", None)) if led.plan is not None else None
-    s = whatif.run(shape, gpu, r, led.num_blocks, load.sim_workload(), layout=layout).summary.as_dict()
+    s = whatif.run(shape, gpu, r, led.num_blocks, load.sim_workload(), layout=layout,
+                   calibration=calibration).summary.as_dict()
     out: dict[str, Any] = {name: s.get(key) for key, name in _PRED_KEYS.items()}
     out["duration_s"] = s.get("duration_s")
     out["num_blocks"] = int(led.num_blocks)
@@ -339,6 +341,7 @@ class Experiment:
     vllm_version: str = "0.33.0"
     served_name: str | None = None
     tokenizer: str | None = None
+    calibration: Any = None  # sim.calibration.Calibration (--calibration FILE): this deployment's time model
     stop_early: bool = False  # chain: stop at the first level that is enough, or at stop-loss
     exhausted_note: str | None = None  # chain: what to say when every level was tried and none was enough
 
@@ -438,10 +441,13 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
     try:
         if len(exp.levels) > 1 and exp.shape is not None and exp.gpu is not None:
             log("predicting every configuration with kvdoctor's simulator (before measuring anything)")
-            rec["prediction_notes"] = exp.load.prediction_notes()
+            rec["prediction_notes"] = exp.load.prediction_notes() + (
+                ["time model: this deployment's calibration (--calibration)"] if exp.calibration is not None else
+                ["time model: kvdoctor's GPU step-time model for --gpu (no --calibration)"])
             for lv in exp.levels:
                 try:
-                    rec["predicted"][lv.label] = predict_one(exp.shape, exp.gpu, exp.vllm_version, lv.config, exp.load)
+                    rec["predicted"][lv.label] = predict_one(exp.shape, exp.gpu, exp.vllm_version, lv.config, exp.load,
+                                                             exp.calibration)
                 except KvdoctorError as exc:
                     rec["predicted"][lv.label] = {"error": f"prediction failed: {exc}"}
         elif len(exp.levels) > 1:

@@ -40,6 +40,7 @@ class LoadSpec:
     seed: int = 0
     ignore_eos: bool = True
     trace: str | None = None  # a request trace to replay (then lengths/rate/arrival are the trace's)
+    prefix_len: int = 0  # bench --random-prefix-len: one random prefix shared by every request
 
     def __post_init__(self) -> None:
         if self.prompt_len < 1 or self.output_len < 1:
@@ -56,7 +57,39 @@ class LoadSpec:
             raise InputError(f"--cv must be positive, got {self.cv}")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise InputError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
+        if self.prefix_len < 0:
+            raise InputError(f"--random-prefix-len must be >= 0, got {self.prefix_len}")
 
+    @classmethod
+    def from_workload_spec(cls, spec: Any) -> "LoadSpec":
+        """The shared bench-style workload options (``cli.workload_opts``, ``sim.workload.WorkloadSpec``) as a load:
+        the random dataset or a trace (sharegpt needs the ShareGPT file on the bench's side: refused)."""
+        import math
+
+        if spec.dataset_name not in ("random", "trace"):
+            raise InputError(f"kvdoctor experiment drives --dataset-name random or a --trace; {spec.dataset_name!r} "
+                             "needs a dataset file on the bench's side")
+        burst = float(spec.burstiness)
+        return cls(prompt_len=int(spec.random_input_len), output_len=int(spec.random_output_len),
+                   range_ratio=float(spec.random_range_ratio), requests=int(spec.num_prompts or 100),
+                   rate=None if math.isinf(spec.request_rate) else float(spec.request_rate),
+                   arrival="poisson" if burst == 1.0 else "gamma", cv=1.0 / math.sqrt(burst),
+                   max_concurrency=spec.max_concurrency, seed=int(spec.seed), ignore_eos=bool(spec.ignore_eos),
+                   trace=spec.dataset_path if spec.dataset_name == "trace" else None,
+                   prefix_len=int(spec.random_prefix_len or 0))
+
+    def workload_spec(self) -> Any:
+        """This load as the simulator's ``WorkloadSpec`` (same lengths algorithm and arrivals as the bench)."""
+        import math
+
+        from kvdoctor.sim.workload import WorkloadSpec
+
+        return WorkloadSpec(
+            dataset_name="trace" if self.trace else "random", num_prompts=self.requests,
+            request_rate=math.inf if self.rate is None else self.rate, burstiness=self.burstiness,
+            max_concurrency=self.max_concurrency, seed=self.seed, random_input_len=self.prompt_len,
+            random_output_len=self.output_len, random_range_ratio=self.range_ratio, random_prefix_len=self.prefix_len,
+            ignore_eos=self.ignore_eos, dataset_path=self.trace)
     @property
     def burstiness(self) -> float:
         """vLLM bench's gamma shape: CV = 1/sqrt(shape), so shape = 1/CV² (1 = Poisson)."""
@@ -98,6 +131,8 @@ class LoadSpec:
                     "--seed", str(self.seed)]
             if self.max_concurrency is not None:
                 args += ["--max-concurrency", str(self.max_concurrency)]
+            if self.ignore_eos:
+                args.append("--ignore-eos")
             return args
         args = ["--dataset-name", "random", "--random-input-len", str(self.prompt_len),
                 "--random-output-len", str(self.output_len), "--random-range-ratio", repr(float(self.range_ratio)),
@@ -107,50 +142,22 @@ class LoadSpec:
             args += ["--burstiness", repr(self.burstiness)]
         if self.max_concurrency is not None:
             args += ["--max-concurrency", str(self.max_concurrency)]
+        if self.prefix_len:
+            args += ["--random-prefix-len", str(self.prefix_len)]
         if self.ignore_eos:
             args.append("--ignore-eos")
         return args
 
     def sim_workload(self) -> Any:
-        """The simulator's workload with the same lengths, count, arrival process and seed.
+        """The simulator's workload for the same requests: ``sim.workload.build_workload`` on this load's
+        ``WorkloadSpec`` — vLLM bench's own length and arrival draws, the closed loop (``--max-concurrency``)
+        included, or the trace."""
+        from kvdoctor.sim.workload import build_workload
 
-        The simulator has no closed loop yet: with ``--max-concurrency`` and no rate it is predicted as
-        all requests arriving at once (the engine's own --max-num-seqs still caps the running batch);
-        ``prediction_notes`` says so."""
-        import numpy as np
-
-        from kvdoctor.sim.workload import Workload
-
-        if self.trace:
-            return self._trace_workload()
-        rng = np.random.default_rng(self.seed)
-        n = self.requests
-        if self.rate is None:
-            t = np.zeros(n)
-        elif self.arrival == "poisson":
-            gaps = rng.exponential(1.0 / self.rate, n)
-            t = np.cumsum(gaps) - gaps[0]
-        else:
-            shape = self.burstiness
-            gaps = rng.gamma(shape, 1.0 / (self.rate * shape), n)
-            t = np.cumsum(gaps) - gaps[0]
-        r = self.range_ratio
-        if r:
-            p = rng.integers(int(self.prompt_len * (1 - r)), int(self.prompt_len * (1 + r)) + 1, n)
-            o = rng.integers(max(1, int(self.output_len * (1 - r))), int(self.output_len * (1 + r)) + 1, n)
-        else:
-            p = np.full(n, self.prompt_len)
-            o = np.full(n, self.output_len)
-        return Workload(arrival=[float(x) for x in t], prompt=[int(x) for x in p], output=[int(x) for x in o],
-                        name="experiment load", source=f"vllm bench serve random dataset: {self.describe()}",
-                        notes=self.prediction_notes())
+        return build_workload(self.workload_spec())
 
     def prediction_notes(self) -> list[str]:
-        notes = []
-        if self.max_concurrency is not None:
-            notes.append(f"the simulator has no closed loop: --max-concurrency {self.max_concurrency} is predicted as "
-                         + ("all requests arriving at once" if self.rate is None else f"open-loop arrivals at {self.rate:g}/s"))
-        return notes
+        return list(getattr(self.sim_workload(), "notes", []) or [])
 
 
 def parse_prompt_dist(text: str) -> tuple[int, int, float]:

@@ -5,6 +5,7 @@ in store.py; the rule and the arithmetic live in configs.py, figures.py and hand
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,14 @@ SCHEMA = "kvdoctor.journal/1"
 
 def gather_evidence(paths: list[str] | None = None, *, bench: list[str] | None = None,
                     prometheus: str | None = None, window: str | None = None,
-                    quiet: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+                    progress: Any = None, simulated: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """(figures, evidence record) from logs / metrics dumps / bench results / a Prometheus window.
+
+    ``progress``: a factory ``(description, total=) -> context manager yielding advance(n)``, handed
+    in by the caller (the CLI's progress bar), so the library never imports the command line.
+    ``simulated``: the evidence is a simulator's output (``kvdoctor simulate --log/--metrics``), so
+    its figures are labelled ``simulated``, never ``measured``; kvdoctor's own simulated logs are
+    recognised by themselves (see looks_simulated).
 
     The whole summary is kept in the step (``evidence.summary``) besides the journal's figures, so a
     figure added to the journal later can still be read from old steps.
@@ -44,10 +51,12 @@ def gather_evidence(paths: list[str] | None = None, *, bench: list[str] | None =
         kwargs["prometheus"] = prometheus
         if window:
             kwargs["window"] = window
-    from kvdoctor.cli.output import progress
+    if progress is None:
+        progress = _no_progress
 
+    simulated = simulated or any(looks_simulated(p) for p in all_paths)
     total = sum(Path(p).stat().st_size for p in all_paths if Path(p).is_file())
-    with progress("Reading evidence", total=total or None, quiet=quiet) as advance:
+    with progress("Reading evidence", total=total or None) as advance:
         ev = load_evidence(all_paths, progress=advance, **kwargs)
     summ = summarize(ev)
     # the summary keeps provenance for some figures in sources{}: use it where it exists
@@ -56,7 +65,14 @@ def gather_evidence(paths: list[str] | None = None, *, bench: list[str] | None =
         if isinstance(fig, dict) and "source" in fig and summ.get(key) is not None:
             joined[key] = {**fig, "how": f"evidence summary {key}: {fig.get('how', '')}".rstrip(": ")}
     joined.pop("sources", None)
-    figs = figures.extract(joined, source="measured", how_prefix="evidence summary: ")
+    for b in getattr(ev, "bench", None) or []:  # TPOT is in bench results, not in the evidence summary
+        for key in ("median_tpot_ms", "p99_tpot_ms"):
+            if key not in joined and isinstance(getattr(b, "fields", {}).get(key), (int, float)):
+                joined[key] = b.fields[key]
+    source = "simulated" if simulated else "measured"
+    figs = figures.extract(joined, source=source, how_prefix=f"{source} evidence summary: ")
+    if simulated:  # the summary's own provenance says "measured" (it reads a log): the log is simulated
+        figs = {k: {**f, "source": "simulated"} for k, f in figs.items()}
     if all_paths and not figs and not prometheus:
         # A step is its before/after figures: a binary file or an empty "result" given as --bench
         # used to be recorded as a step with nothing in it (and the next step compared against it).
@@ -97,6 +113,28 @@ def file_digests(paths: list[str]) -> list[str]:
     return sorted(out)
 
 
+@contextmanager
+def _no_progress(description: str = "", total: float | None = None):
+    yield lambda n=1: None
+
+
+def looks_simulated(path: str) -> bool:
+    """A log or /metrics dump written by ``kvdoctor simulate`` (sim/writers.py): its envelope carries
+    the writer's fixed process ids, both of them, in the first lines. A real server reusing both
+    pids is not impossible, so ``--simulated`` exists as well; this only spares the operator the flag."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8192).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return all(m in head for m in SIMULATED_MARKERS)
+
+
+# sim/writers.write_vllm_log's default process ids (api_pid=4242, core_pid=4343); a test writes a
+# simulated log and checks that it is recognised, so the two cannot drift apart unnoticed
+SIMULATED_MARKERS = ("(APIServer pid=4242)", "(EngineCore pid=4343)")
+
+
 def read_prediction(path: str | None) -> dict[str, Any] | None:
     """A saved ``--json`` payload (plan, simulate, diagnose...) that predicted this step."""
     if path is None:
@@ -108,6 +146,8 @@ def read_prediction(path: str | None) -> dict[str, Any] | None:
         raise InputError(f"--prediction: no such file: {p}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"--prediction: {p} is not a readable JSON payload ({exc})") from None
+    except RecursionError:
+        raise InputError(f"--prediction: {p}: JSON nested too deeply to read") from None
     if not isinstance(data, dict) or not str(data.get("schema_version", "")).startswith("kvdoctor."):
         raise InputError(f"--prediction: {p} is not a kvdoctor --json payload (no kvdoctor schema_version)")
     return data
@@ -132,12 +172,15 @@ def _config_input(config: Any) -> tuple[Any, str, str]:
 
 def start(db: str | Path | None, name: str, *, config: Any, evidence: list[str] | None = None,
           bench: list[str] | None = None, prometheus: str | None = None, window: str | None = None,
-          note: str | None = None, quiet: bool = True, extra_evidence: dict[str, Any] | None = None,
-          extra_figures: dict[str, Any] | None = None) -> Step:
+          note: str | None = None, progress: Any = None, simulated: bool = False,
+          extra_evidence: dict[str, Any] | None = None, extra_figures: dict[str, Any] | None = None) -> Step:
     """``extra_evidence``: kept under the step's evidence (``kvdoctor experiment`` stores its run record);
-    ``extra_figures``: measured figures (provenance dicts) the caller read itself, over the evidence's."""
+    ``extra_figures``: measured figures (provenance dicts) the caller read itself, over the evidence's.
+    ``progress``: a progress factory handed in by the caller (see gather_evidence); ``simulated``: the
+    evidence is a simulator's output."""
     cfg, text, origin = _config_input(config)
-    figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, quiet=quiet)
+    figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, progress=progress,
+                               simulated=simulated)
     if extra_evidence:
         ev = {**ev, **extra_evidence}
     if extra_figures:
@@ -151,20 +194,23 @@ def start(db: str | Path | None, name: str, *, config: Any, evidence: list[str] 
 def record(db: str | Path | None, journal: str | None = None, *, config: Any = None,
            evidence: list[str] | None = None, bench: list[str] | None = None, prometheus: str | None = None,
            window: str | None = None, note: str | None = None, prediction: str | None = None,
-           force_multi: bool = False, quiet: bool = True, extra_evidence: dict[str, Any] | None = None,
-           prediction_payload: dict[str, Any] | None = None, extra_figures: dict[str, Any] | None = None) -> Step:
+           force_multi: bool = False, progress: Any = None, simulated: bool = False,
+           extra_evidence: dict[str, Any] | None = None, prediction_payload: dict[str, Any] | None = None,
+           extra_figures: dict[str, Any] | None = None) -> Step:
     """Append a step. Without ``--config`` the configuration is the previous step's (a re-measure).
 
     ``config`` may be an EngineConfig already built; ``prediction_payload`` a payload already in memory
     (instead of a ``--prediction`` file); ``extra_evidence`` is kept under the step's evidence;
-    ``extra_figures`` (provenance dicts) are measured figures the caller read itself, over the evidence's."""
+    ``extra_figures`` (provenance dicts) are measured figures the caller read itself, over the evidence's;
+    ``progress`` and ``simulated`` as for start."""
     if config is None and not (evidence or bench or prometheus or note or prediction or prediction_payload):
         raise InputError("nothing to record: give --config and/or --evidence/--bench/--prometheus (or --note)")
     new_cfg = None
     if config is not None:
         cfg, text, origin = _config_input(config)
         new_cfg = (configs.config_to_dict(cfg), text, origin)
-    figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, quiet=quiet)
+    figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, progress=progress,
+                               simulated=simulated)
     if extra_evidence:
         ev = {**ev, **extra_evidence}
     if extra_figures:
@@ -192,7 +238,9 @@ def record(db: str | Path | None, journal: str | None = None, *, config: Any = N
             new.evidence["mismatch"] = (f"{new.evidence['mismatch']}; {note}" if new.evidence.get("mismatch")
                                         else note)
         if pred_payload is not None:
-            new.predicted = figures.predicted_from_payload(pred_payload, changes)
+            new.predicted, why_none = figures.explain_prediction(pred_payload, changes)
+            if why_none:  # shown beside the empty predicted cells: "—" alone says nothing
+                new.evidence["prediction_note"] = why_none
         return changes, multi
 
     with JournalStore(db, create=False) as store:

@@ -20,6 +20,8 @@ FIGURES: dict[str, tuple[str, str, int]] = {
     "ttft_p99_s": ("TTFT p99", "s", -1),
     "tbt_p50_s": ("TBT p50", "s", -1),
     "tbt_p99_s": ("TBT p99", "s", -1),
+    "tpot_p50_s": ("TPOT p50", "s", -1),
+    "tpot_p99_s": ("TPOT p99", "s", -1),
     "preemptions_per_min": ("preemptions", "/min", -1),
     "kv_usage_mean_pct": ("KV usage mean", "%", 0),
     "kv_usage_peak_pct": ("KV usage peak", "%", 0),
@@ -44,10 +46,13 @@ ALIASES: dict[str, list[tuple[str, float]]] = {
                    ("p99_ttft_ms", 1e-3)],
     "tbt_p50_s": [("tbt_p50_s", 1), ("itl_p50_s", 1), ("itl_p50", 1), ("tbt_p50", 1), ("itl.p50", 1),
                   ("tbt.p50", 1), ("itl.p50_s", 1), ("latency.itl_p50_s", 1), ("median_itl_ms", 1e-3),
-                  ("p50_itl_ms", 1e-3), ("median_tpot_ms", 1e-3)],
+                  ("p50_itl_ms", 1e-3)],
     "tbt_p99_s": [("tbt_p99_s", 1), ("itl_p99_s", 1), ("itl_p99", 1), ("tbt_p99", 1), ("itl.p99", 1),
-                  ("tbt.p99", 1), ("itl.p99_s", 1), ("latency.itl_p99_s", 1), ("p99_itl_ms", 1e-3),
-                  ("p99_tpot_ms", 1e-3)],
+                  ("tbt.p99", 1), ("itl.p99_s", 1), ("latency.itl_p99_s", 1), ("p99_itl_ms", 1e-3)],
+    # TPOT (vllm bench: time per output token excluding the first, averaged per request) is not the
+    # inter-token gap (ITL/TBT): a request's stalls average out in its TPOT. Kept as its own figure.
+    "tpot_p50_s": [("tpot_p50_s", 1), ("tpot.p50", 1), ("median_tpot_ms", 1e-3), ("p50_tpot_ms", 1e-3)],
+    "tpot_p99_s": [("tpot_p99_s", 1), ("tpot.p99", 1), ("p99_tpot_ms", 1e-3)],
     "preemptions_per_min": [("preemptions_per_min", 1), ("preemptions.per_min", 1), ("preemption_rate_per_min", 1),
                             ("preemptions.rate_per_min", 1), ("preemptions_per_s", 60),
                             ("preemptions.per_s", 60)],
@@ -148,7 +153,14 @@ def delta(name: str, before: Any, after: Any) -> dict[str, Any] | None:
 
 
 def predicted_from_payload(payload: dict[str, Any], changes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """What a kvdoctor payload predicted for this step, as journal figures.
+    """What a kvdoctor payload predicted for this step, as journal figures (see explain_prediction)."""
+    return explain_prediction(payload, changes)[0]
+
+
+def explain_prediction(payload: dict[str, Any], changes: list[dict[str, Any]]
+                       ) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """(predicted figures, why there are none) for this step: the reason is None when figures were
+    found, else one sentence the journal shows beside the empty predicted cells.
 
     - ``plan``: the level whose ``flag_change`` names the changed variable (``--max-model-len``
       for ``max_model_len``), its ``predicted{}``;
@@ -158,6 +170,8 @@ def predicted_from_payload(payload: dict[str, Any], changes: list[dict[str, Any]
     if isinstance(payload.get("levels"), list):
         fields = {str(c.get("field", "")) for c in changes}
         flags = {f.replace("_", "-") for f in fields} | fields
+        if not fields:
+            return {}, f"this step changes no variable, so no {kind} level applies to it"
         for lv in payload["levels"]:
             if not isinstance(lv, dict):
                 continue
@@ -167,12 +181,20 @@ def predicted_from_payload(payload: dict[str, Any], changes: list[dict[str, Any]
             else:
                 text = f"{fc or ''} {lv.get('action') or ''}"
                 hit = any(f and f in text for f in flags)
-            if hit and isinstance(lv.get("predicted"), dict):
-                return extract(lv["predicted"], source="predicted", how_prefix=f"{kind} level {lv.get('level')}: ")
-        return {}
+            if not hit:
+                continue
+            got = extract(lv["predicted"], source="predicted", how_prefix=f"{kind} level {lv.get('level')}: ") \
+                if isinstance(lv.get("predicted"), dict) else {}
+            if got:
+                return got, None
+            return {}, (f"{kind} level {lv.get('level')} ({', '.join(sorted(fields))}) predicts no serving figures: "
+                        f"run `kvdoctor {kind}` with a workload (--trace or --rate) so each level is simulated")
+        levels = ", ".join(str(lv.get("flag_change") or lv.get("action") or lv.get("level"))
+                           for lv in payload["levels"] if isinstance(lv, dict) and lv.get("flag_change")) or "none"
+        return {}, f"no {kind} level changes {', '.join(sorted(fields))} (its levels change: {levels})"
     for key in ("predicted", "summary"):
         if isinstance(payload.get(key), dict):
             got = extract(payload[key], source="predicted", how_prefix=f"{kind} {key}.")
             if got:
-                return got
-    return {}
+                return got, None
+    return {}, f"the {kind} payload carries no serving figures (no predicted{{}} or summary{{}} the journal knows)"

@@ -38,6 +38,7 @@ def build(name: str, steps: list[Step]) -> dict[str, Any]:
                 "multi": s.multi, "also_changed": [x["field"] for x in s.changes if x["field"] != c["field"]],
                 "note": s.note, "notes": [n["text"] for n in s.notes], "effects": effects,
                 "mismatch": s.evidence.get("mismatch"),
+                "prediction_note": s.evidence.get("prediction_note"),
             })
     lessons = {v: _lesson(entries) for v, entries in variables.items()}
     baseline = steps[0] if steps else None
@@ -123,6 +124,8 @@ def to_markdown(hb: dict[str, Any]) -> str:
                           "Its effects cannot be attributed to this variable alone.", ""]
             if e.get("mismatch"):
                 lines += [f"> Caution: {_md(e['mismatch'])}.", ""]
+            if e.get("prediction_note"):
+                lines += [f"> No prediction: {_md(e['prediction_note'])}.", ""]
             for n in [e.get("note"), *e.get("notes", [])]:
                 if n:
                     lines += [f"> {_md(n)}", ""]

@@ -126,6 +126,31 @@ class Step:
         return d
 
 
+def _db_errors(method: Callable[..., Any]) -> Callable[..., Any]:
+    """SQLite errors past the open — a read-only file or directory, a corrupted page, a full disk —
+    become one InputError naming the journal (exit 2), never a traceback. Nothing is lost: a write
+    that fails is rolled back whole."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self: "JournalStore", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            msg = str(exc)
+            if "readonly" in msg or "read-only" in msg:
+                why = "the journal file or its directory is read-only; nothing was written"
+            elif "malformed" in msg or "not a database" in msg or "corrupt" in msg:
+                why = "the journal file is damaged (try `sqlite3 FILE .recover` on a copy)"
+            else:
+                why = "the journal could not be read or written"
+            raise InputError(f"{self.path}: {why} ({msg})") from None
+        except (json.JSONDecodeError, RecursionError):
+            raise InputError(f"{self.path}: the journal file is damaged (a stored step is not JSON)") from None
+
+    return wrapper
+
+
 class JournalStore:
     """One SQLite file holding any number of named journals."""
 
@@ -173,7 +198,9 @@ class JournalStore:
             self.conn.execute("PRAGMA synchronous = FULL")
             self.conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as exc:
-            raise InputError(f"{self.path}: not a kvdoctor journal ({exc})") from None
+            if "readonly" not in str(exc):
+                raise InputError(f"{self.path}: not a kvdoctor journal ({exc})") from None
+            # a read-only file or directory: reading still works (show, compare); writes say why
         self._migrate()
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -206,6 +233,7 @@ class JournalStore:
         # a seam: tests subclass this to be killed between the writes and the COMMIT
         conn.execute("COMMIT")
 
+    @_db_errors
     def schema_version(self) -> int:
         row = self.conn.execute(
             "SELECT name FROM sqlite_master WHERE type='table' AND name='schema_migrations'"
@@ -215,6 +243,7 @@ class JournalStore:
         v = self.conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
         return int(v or 0)
 
+    @_db_errors
     def _migrate(self) -> None:
         try:
             current = self.schema_version()
@@ -251,6 +280,7 @@ class JournalStore:
 
     # -- reads ------------------------------------------------------------------------------
 
+    @_db_errors
     def journals(self) -> list[dict[str, Any]]:
         rows = self.conn.execute(
             "SELECT j.name, j.created_at, COUNT(s.id) AS steps, MAX(s.created_at) AS last "
@@ -258,6 +288,7 @@ class JournalStore:
         ).fetchall()
         return [dict(r) for r in rows]
 
+    @_db_errors
     def resolve_name(self, name: str | None) -> str:
         """The journal to use: the one named, or the only one in the file."""
         names = [j["name"] for j in self.journals()]
@@ -280,7 +311,10 @@ class JournalStore:
             raise NotFoundError(f"no journal named {name!r} in {self.path}")
         return int(row[0])
 
+    @_db_errors
     def steps(self, name: str) -> list[Step]:
+        from kvdoctor.safeio import redact_url
+
         jid = self._journal_id(self.conn, name)
         rows = self.conn.execute("SELECT * FROM steps WHERE journal_id = ? ORDER BY seq", (jid,)).fetchall()
         notes: dict[int, list[dict[str, Any]]] = {}
@@ -288,9 +322,10 @@ class JournalStore:
             "SELECT n.step_id, n.created_at, n.text FROM notes n JOIN steps s ON s.id = n.step_id "
             "WHERE s.journal_id = ? ORDER BY n.id", (jid,)
         ):
-            notes.setdefault(n["step_id"], []).append({"created_at": n["created_at"], "text": n["text"]})
+            notes.setdefault(n["step_id"], []).append({"created_at": n["created_at"], "text": redact_url(n["text"])})
         return [self._row_to_step(name, r, notes.get(r["id"], [])) for r in rows]
 
+    @_db_errors
     def step(self, name: str, seq: int) -> Step:
         for s in self.steps(name):
             if s.seq == seq:
@@ -299,21 +334,30 @@ class JournalStore:
 
     @staticmethod
     def _row_to_step(name: str, r: sqlite3.Row, notes: list[dict[str, Any]]) -> Step:
+        from kvdoctor.safeio import redact
+
+        # redacted on the way out too: a journal written before credentials were stripped
+        def load(text: str) -> Any:
+            return redact(json.loads(text))
+
         return Step(
-            journal=name, seq=r["seq"], kind=r["kind"], created_at=r["created_at"], note=r["note"],
-            config=json.loads(r["config_json"]), config_text=r["config_text"], config_origin=r["config_origin"],
-            changes=json.loads(r["changes_json"]), multi=bool(r["multi"]), figures=json.loads(r["figures_json"]),
-            before=json.loads(r["before_json"]), evidence=json.loads(r["evidence_json"]),
-            prediction=json.loads(r["prediction_json"]) if r["prediction_json"] else None,
-            predicted=json.loads(r["predicted_json"]), kvdoctor_version=r["kvdoctor_version"],
+            journal=name, seq=r["seq"], kind=r["kind"], created_at=r["created_at"], note=redact(r["note"]),
+            config=load(r["config_json"]), config_text=redact(r["config_text"]),
+            config_origin=redact(r["config_origin"]),
+            changes=load(r["changes_json"]), multi=bool(r["multi"]), figures=load(r["figures_json"]),
+            before=load(r["before_json"]), evidence=load(r["evidence_json"]),
+            prediction=load(r["prediction_json"]) if r["prediction_json"] else None,
+            predicted=load(r["predicted_json"]), kvdoctor_version=r["kvdoctor_version"],
             notes=notes, id=r["id"],
         )
 
+    @_db_errors
     def integrity_check(self) -> str:
         return str(self.conn.execute("PRAGMA integrity_check").fetchone()[0])
 
     # -- writes -----------------------------------------------------------------------------
 
+    @_db_errors
     def start(self, name: str, baseline: StepInput) -> Step:
         """Create journal NAME with its baseline (step #0). Refuses an existing name: never overwrite."""
         from kvdoctor import __version__
@@ -330,6 +374,7 @@ class JournalStore:
             self._insert_step(conn, int(cur.lastrowid), 0, "baseline", baseline, [], False, {})
         return self.steps(name)[0]
 
+    @_db_errors
     def record(
         self,
         name: str,
@@ -348,7 +393,10 @@ class JournalStore:
             self._insert_step(conn, jid, prev.seq + 1, "step", new, changes, multi, prev.figures)
         return self.step(name, prev.seq + 1)
 
+    @_db_errors
     def add_note(self, name: str, seq: int, text: str) -> None:
+        from kvdoctor.safeio import redact_url
+
         if not text.strip():
             raise InputError("an empty note adds nothing")
         with self.transaction() as conn:
@@ -356,20 +404,24 @@ class JournalStore:
             row = conn.execute("SELECT id FROM steps WHERE journal_id = ? AND seq = ?", (jid, seq)).fetchone()
             if row is None:
                 raise NotFoundError(f"journal {name!r} has no step #{seq}")
-            conn.execute("INSERT INTO notes (step_id, created_at, text) VALUES (?, ?, ?)", (row[0], now_iso(), text))
+            conn.execute("INSERT INTO notes (step_id, created_at, text) VALUES (?, ?, ?)", (row[0], now_iso(), redact_url(text)))
 
     def _insert_step(self, conn: sqlite3.Connection, jid: int, seq: int, kind: str, s: StepInput,
                      changes: list[dict[str, Any]], multi: bool, before: dict[str, Any]) -> None:
         from kvdoctor import __version__
 
+        from kvdoctor.safeio import redact
+
         def dump(o: Any) -> str:
-            return json.dumps(clean(o), default=json_default, allow_nan=False, sort_keys=True)
+            # credentials in a --prometheus URL (or any URL) are never stored
+            return json.dumps(redact(clean(o)), default=json_default, allow_nan=False, sort_keys=True)
 
         conn.execute(
             "INSERT INTO steps (journal_id, seq, kind, created_at, note, config_json, config_text, config_origin, "
             "changes_json, multi, figures_json, before_json, evidence_json, prediction_json, predicted_json, "
             "kvdoctor_version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (jid, seq, kind, now_iso(), s.note, dump(s.config), s.config_text, s.config_origin, dump(changes),
+            (jid, seq, kind, now_iso(), redact(s.note), dump(s.config), redact(s.config_text), redact(s.config_origin),
+             dump(changes),
              1 if multi else 0, dump(s.figures), dump(before), dump(s.evidence),
              dump(s.prediction) if s.prediction is not None else None, dump(s.predicted), __version__),
         )

@@ -1,13 +1,18 @@
 """Inputs of ``kvdoctor report``: saved ``--json`` payloads, or raw evidence files turned into an
 ``evidence`` payload through ``kvdoctor.evidence.load.load_evidence`` (the documented Evidence
 boundary type is all that is read, so the report does not depend on the evidence verb's printer).
+
+Progress is handed in by the caller (``progress=``: a factory ``(description, total) -> context
+manager yielding advance(n)``, e.g. ``functools.partial(cli.output.progress, quiet=quiet)``), so this
+library module never imports the command line.
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kvdoctor.errors import InputError
 from kvdoctor.provenance import json_clean as _clean
@@ -16,7 +21,15 @@ from kvdoctor.report.html import payload_kind
 MAX_TIMELINES = 4  # one engine lifetime each; more would bury the page
 
 
-def collect_payloads(paths: list[str], *, quiet: bool = True) -> list[tuple[str, dict[str, Any]]]:
+Progress = Callable[..., Any]
+
+
+@contextmanager
+def no_progress(description: str = "", total: float | None = None):
+    yield lambda n=1: None
+
+
+def collect_payloads(paths: list[str], *, progress: Progress = no_progress) -> list[tuple[str, dict[str, Any]]]:
     """(input path, payload) pairs in input order."""
     out: list[tuple[str, dict[str, Any]]] = []
     evidence_paths: list[str] = []
@@ -35,7 +48,7 @@ def collect_payloads(paths: list[str], *, quiet: bool = True) -> list[tuple[str,
         else:
             out.extend((p, x) for x in payloads)
     if evidence_paths:
-        out.extend((", ".join(evidence_paths), x) for x in evidence_payloads(evidence_paths, quiet=quiet))
+        out.extend((", ".join(evidence_paths), x) for x in evidence_payloads(evidence_paths, progress=progress))
     if not out:
         raise InputError("nothing to report")
     return out
@@ -47,6 +60,8 @@ def _stdin_payloads() -> list[dict[str, Any]]:
     text = sys.stdin.read()
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise InputError("stdin: JSON nested too deeply to read") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"stdin is not a kvdoctor --json payload (line {exc.lineno}: {exc.msg})") from None
     items = data if isinstance(data, list) else [data]
@@ -66,6 +81,8 @@ def _as_payloads(path: Path) -> list[dict[str, Any]] | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to read") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None  # e.g. JSONL traces or metrics: evidence
     items = data if isinstance(data, list) else [data]
@@ -77,15 +94,14 @@ def _as_payloads(path: Path) -> list[dict[str, Any]] | None:
     return items
 
 
-def evidence_payloads(paths: list[str], *, quiet: bool = True) -> list[dict[str, Any]]:
+def evidence_payloads(paths: list[str], *, progress: Progress = no_progress) -> list[dict[str, Any]]:
     """``kvdoctor evidence --json``'s document plus the timelines it leaves out, one per engine
     lifetime (longest first, at most MAX_TIMELINES)."""
-    from kvdoctor.cli.output import progress
     from kvdoctor.evidence.load import load_evidence
     from kvdoctor.evidence.summarize import payload as evidence_payload
 
     total = sum(Path(p).stat().st_size for p in paths)
-    with progress("Reading evidence", total=total, quiet=quiet) as advance:
+    with progress("Reading evidence", total=total) as advance:
         ev = load_evidence(paths, progress=advance)
     if not (ev.segments or ev.requests or ev.bench):
         from kvdoctor.errors import InputError

@@ -16,48 +16,20 @@ Nothing heavy is imported at module level: verbs import ``html_option`` from her
 from __future__ import annotations
 
 import datetime as _dt
-import html as _html
-import json
+import gzip
 import secrets
 from pathlib import Path
 from typing import Any, Iterable
 
 from kvdoctor.errors import InputError
-from kvdoctor.provenance import json_default as _json_default
+from kvdoctor.report.markup import esc, script_json  # noqa: F401  (re-exported: the page's escaping API)
+from kvdoctor.report.style import source_css
 
-# Keep the raw-payload appendix bounded: a simulated timeline can be megabytes of numbers.
-RAW_JSON_LIMIT = 200_000
-
-
-# --------------------------------------------------------------------------------------------
-# escaping
-# --------------------------------------------------------------------------------------------
-
-
-def esc(value: Any) -> str:
-    """HTML-escape anything for text or a quoted attribute (quotes included)."""
-    return _html.escape("" if value is None else str(value), quote=True)
-
-
-_SCRIPT_SAFE = {
-    ord("<"): "\\u003c",
-    ord(">"): "\\u003e",
-    ord("&"): "\\u0026",
-    0x2028: "\\u2028",
-    0x2029: "\\u2029",
-}
-
-
-def script_json(obj: Any) -> str:
-    """JSON that is safe inside a ``<script>`` element: no ``</script>``, ``<!--`` or line separators.
-
-    ``\\u003c`` is still ``<`` once JSON.parse has read it, so the data round-trips exactly.
-    """
-    text = json.dumps(obj, default=_json_default, allow_nan=False, separators=(",", ":"))
-    return text.translate(_SCRIPT_SAFE)
-
-
-
+ASSETS = Path(__file__).resolve().parent / "assets"
+# plotly.js "basic" partial bundle (scatter, bar, pie; 1.2 MB instead of 4.8 MB), vendored by
+# scripts/vendor_plotly.py from npm's plotly.js-basic-dist-min, MIT licence beside it
+BASIC_BUNDLE = ASSETS / "plotly-basic.min.js.gz"
+BASIC_TRACES = frozenset({"scatter", "bar", "pie"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,7 +82,7 @@ def expand_nested(payloads: list[dict[str, Any]], max_depth: int = 3) -> list[di
 # the page
 # --------------------------------------------------------------------------------------------
 
-_CSS = """
+_CSS_TEMPLATE = """
 :root { --fg:#1d2330; --muted:#5b6475; --line:#d9dee7; --bg:#ffffff; --card:#f7f8fb; --bad:#b42318; --ok:#067647; --warn:#b54708; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: var(--fg); background: var(--bg); margin: 0; }
@@ -129,8 +101,19 @@ th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: left; vert
 th { background: var(--card); font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .src { font-size: 11px; padding: 0 5px; border-radius: 8px; background: #eef1f6; color: var(--muted); white-space: nowrap; }
-.src-measured { background:#e6f4ea; color:#146c2e; } .src-given { background:#e8eefc; color:#1d4ed8; }
-.src-predicted { background:#fdf1e3; color:#9a4a00; } .src-default { background:#eef1f6; color:#5b6475; }
+@SOURCE_CSS@
+#verdict { margin-top: 10px; border: 1px solid var(--line); border-radius: 6px; padding: 10px 16px; background: var(--card); }
+#verdict h2 { border: 0; font-size: 15px; margin: 10px 0 4px 0; padding: 0; }
+#verdict > h2:first-child { display: none; }
+.verdicts p.verdict { margin: 2px 0; font-size: 14px; }
+.verdicts p.verdict.lead { font-size: 18px; }
+.verdict .what { color: var(--muted); } .verdict .detail { color: var(--fg); }
+.verdicts p.verdict.lead .detail { font-size: 15px; }
+.tone-bad .word { color: var(--bad); } .tone-warn .word { color: var(--warn); } .tone-good .word { color: var(--ok); }
+.next p { margin: 3px 0; } .next .action code { font-size: 14px; font-weight: 600; }
+pre.serve { background: #1d2330; color: #f7f8fb; padding: 8px 12px; border-radius: 4px; white-space: pre-wrap;
+  word-break: break-all; font-size: 13px; margin: 4px 0; }
+details.appendix > summary { cursor: pointer; color: #2451a6; }
 .verdict-bad { color: var(--bad); font-weight: 600; } .verdict-ok { color: var(--ok); font-weight: 600; }
 .sev-problem { color: var(--bad); font-weight: 600; }
 .sev-warn { color: var(--warn); font-weight: 600; }
@@ -139,6 +122,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 details { margin: 6px 0; } details pre { max-height: 400px; overflow: auto; background: var(--card); padding: 8px; font-size: 12px; }
 code { font-size: 12px; background: var(--card); padding: 0 3px; }
 """
+
+_CSS = _CSS_TEMPLATE.replace("@SOURCE_CSS@", source_css())
 
 _BOOT_JS = """
 (function () {
@@ -175,11 +160,13 @@ class _Page:
         self.sections.append((anchor, title, body))
 
 
-def render_report(payloads: Iterable[dict[str, Any]], *, title: str = "kvdoctor report") -> str:
+def render_report(payloads: Iterable[dict[str, Any]], *, title: str = "kvdoctor report", raw: bool = True) -> str:
     """Render payloads (dicts from any verb's ``--json``) into one self-contained HTML document.
 
-    Sections appear in a fixed order (memory, plan, timeline, slow requests, findings, journal,
-    other summaries); a kind that is absent has no section. Raises InputError on a non-payload.
+    Sections appear in a fixed order (the verdict and the next change first, then memory, plan,
+    timelines, slow requests, findings, journal, summaries, and the raw payloads collapsed at the
+    end unless ``raw=False``); a kind that is absent has no section. Raises InputError on a
+    non-payload.
     """
     from kvdoctor import __version__
     from kvdoctor.report import sections as S
@@ -193,9 +180,7 @@ def render_report(payloads: Iterable[dict[str, Any]], *, title: str = "kvdoctor 
     kinds = [payload_kind(p) for p in payloads]
 
     page = _Page()
-    S.build_sections(page, payloads, kinds)
-
-    from plotly.offline import get_plotlyjs
+    S.build_sections(page, payloads, kinds, raw=raw)
 
     nonce = secrets.token_urlsafe(16)
     generated = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -209,14 +194,19 @@ def render_report(payloads: Iterable[dict[str, Any]], *, title: str = "kvdoctor 
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title>",
         f"<style>{_CSS}</style>",
-        f'<script nonce="{nonce}">{get_plotlyjs()}</script>',
+        f'<script nonce="{nonce}">{plotly_js({t.get("type", "scatter") for _, f in page.figs for t in f["data"]})}</script>',
         "</head><body>",
         f"<header><h1>{esc(title)}</h1><div class=\"meta\">kvdoctor {esc(__version__)} · generated "
         f"{esc(generated)} · from {esc(', '.join(_count_kinds(kinds)))}</div></header>",
-        "<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t, _ in page.sections) + "</nav>",
         "<main>",
     ]
-    for anchor, stitle, body in page.sections:
+    # the verdict comes before the navigation: it is what the reader opened the page for
+    rest = page.sections
+    if rest and rest[0][0] == "verdict":
+        out.append(f'<section id="verdict"><h2>{esc(rest[0][1])}</h2>{rest[0][2]}</section>')
+        rest = rest[1:]
+    out.append("<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t, _ in rest) + "</nav>")
+    for anchor, stitle, body in rest:
         out.append(f'<section id="{esc(anchor)}"><h2>{esc(stitle)}</h2>{body}</section>')
     out.append("</main>")
     for fid, fig in page.figs:
@@ -226,6 +216,16 @@ def render_report(payloads: Iterable[dict[str, Any]], *, title: str = "kvdoctor 
     return "\n".join(out)
 
 
+def plotly_js(trace_types: set[str] | None = None) -> str:
+    """plotly.js for the page: the vendored basic bundle when every trace type is in it, else the
+    full bundle that ships with plotly's Python package."""
+    if BASIC_BUNDLE.exists() and (trace_types is None or set(trace_types) <= BASIC_TRACES):
+        return gzip.decompress(BASIC_BUNDLE.read_bytes()).decode("utf-8")
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
 def _count_kinds(kinds: list[str]) -> list[str]:
     seen: dict[str, int] = {}
     for k in kinds:
@@ -233,22 +233,14 @@ def _count_kinds(kinds: list[str]) -> list[str]:
     return [k if n == 1 else f"{k} ×{n}" for k, n in seen.items()]
 
 
-def write_report(path: str | Path, payloads: Iterable[dict[str, Any]], *, title: str = "kvdoctor report") -> Path:
+def write_report(path: str | Path, payloads: Iterable[dict[str, Any]], *, title: str = "kvdoctor report",
+                 raw: bool = True) -> Path:
     """Render and write atomically (a half-written report never replaces a good one)."""
-    p = Path(path)
-    doc = render_report(payloads, title=title)
-    if p.exists() and p.is_dir():
-        raise InputError(f"{p} is a directory; give a file name for the report")
-    if not p.parent.exists():
-        raise InputError(f"cannot write {p}: directory {p.parent} does not exist")
-    tmp = p.with_name(f".{p.name}.tmp-{secrets.token_hex(4)}")
-    try:
-        tmp.write_text(doc, encoding="utf-8")
-        tmp.replace(p)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {p}: {exc.strerror or exc}") from None
-    return p
+    from kvdoctor.safeio import write_text_safely
+
+    doc = render_report(payloads, title=title, raw=raw)
+    # a symlink is written through, a device or FIFO written in place: never replaced (safeio)
+    return write_text_safely(path, doc, what="report")
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,71 +1,38 @@
 """Shared rich renderers for the terminal. Every verb shows numbers the same way: value, unit, the
-source (measured / given / predicted / default) and how it was derived.
+source (measured / simulated / given / predicted / default) and how it was derived.
 
-Usage from a verb::
+The caller hands in the rich Console to print on (the CLI makes it: cli/output.console()), so this
+library module never imports the command line. Usage from a verb::
 
+    from kvdoctor.cli.output import console
     from kvdoctor.report.terminal import render_figures
-    render_figures([("weights", fig_weights, "GiB"), ("KV pool", fig_kv, "tokens")], title="Memory")
+    render_figures([("weights", fig_weights, "GiB"), ("KV pool", fig_kv, "tokens")], title="Memory",
+                   console=console())
 
-Colours come from rich and switch off by themselves with ``NO_COLOR`` or when stdout is not a TTY
-(cli/output.console()); nothing here depends on colour to carry meaning: the source is a word.
+Colours come from the one style table (report/style.py) and switch off by themselves with
+``NO_COLOR`` or when stdout is not a TTY; nothing depends on colour to carry meaning: the source is a word.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, Sequence
 
-SOURCE_STYLE = {"measured": "green", "given": "blue", "predicted": "yellow", "default": "dim"}
+from kvdoctor.report.numbers import fmt_ratio, fmt_value, source_how as _source_how, value_of as _value_of  # noqa: F401
+from kvdoctor.report.style import SOURCES, VERDICTS
+
+SOURCE_STYLE = {name: rich for name, (rich, _, _) in SOURCES.items()}
+VERDICT_STYLE = {name: rich for name, (rich, _) in VERDICTS.items()}
 # column headers for the journal table, narrow enough for 100 columns
 SHORT = {
     "output_tps": "out tok/s", "prompt_tps": "in tok/s", "request_throughput": "req/s",
     "ttft_p50_s": "TTFT p50 ms", "ttft_p99_s": "TTFT p99 ms", "tbt_p50_s": "TBT p50 ms", "tbt_p99_s": "TBT p99 ms",
+    "tpot_p50_s": "TPOT p50 ms", "tpot_p99_s": "TPOT p99 ms",
     "preemptions_per_min": "preempt /min", "kv_usage_mean_pct": "KV mean %", "kv_usage_peak_pct": "KV peak %",
     "waiting_mean": "wait mean", "waiting_peak": "wait peak",
 }
 PRIORITY = ("output_tps", "tbt_p99_s", "ttft_p99_s", "preemptions_per_min", "waiting_peak", "kv_usage_peak_pct",
-            "request_throughput", "tbt_p50_s", "ttft_p50_s", "prompt_tps", "waiting_mean", "kv_usage_mean_pct")
-VERDICT_STYLE = {"better": "green", "worse": "red", "flat": "dim", "changed": "yellow"}
-
-
-def _value_of(x: Any) -> Any:
-    if isinstance(x, dict) and "value" in x:
-        return x["value"]
-    if hasattr(x, "value") and hasattr(x, "source"):
-        return x.value
-    return x
-
-
-def _source_how(x: Any) -> tuple[str | None, str]:
-    if isinstance(x, dict) and "source" in x:
-        return x.get("source"), str(x.get("how") or "")
-    if hasattr(x, "value") and hasattr(x, "source"):
-        return x.source, str(getattr(x, "how", "") or "")
-    return None, ""
-
-
-def fmt_value(v: Any, unit: str = "") -> str:
-    """Numbers as an operator reads them: thousands separators, 3 significant digits, s -> ms."""
-    v = _value_of(v)
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float) and not math.isfinite(v):
-        return "—"
-    if isinstance(v, (int, float)):
-        if unit == "s":
-            return f"{v * 1000:,.1f} ms" if abs(v) < 10 else f"{v:,.2f} s"
-        if unit == "bytes":
-            return f"{v / (1 << 30):,.2f} GiB"
-        if isinstance(v, int):
-            s = f"{v:,}"
-        elif abs(v) >= 100:
-            s = f"{v:,.0f}"
-        else:
-            s = f"{v:.3g}"
-        return f"{s} {unit}".strip()
-    return f"{v} {unit}".strip()
+            "request_throughput", "tbt_p50_s", "ttft_p50_s", "tpot_p99_s", "tpot_p50_s", "prompt_tps", "waiting_mean",
+            "kv_usage_mean_pct")
 
 
 def figures_table(rows: Iterable[Sequence[Any]], *, title: str | None = None, show_how: bool = True):
@@ -92,11 +59,9 @@ def figures_table(rows: Iterable[Sequence[Any]], *, title: str | None = None, sh
 
 
 def render_figures(rows: Iterable[Sequence[Any]], *, title: str | None = None, show_how: bool = True,
-                   console=None) -> None:
-    """Print a figures table (see figures_table) on the shared console."""
-    from kvdoctor.cli.output import console as _console
-
-    (console or _console()).print(figures_table(rows, title=title, show_how=show_how))
+                   console) -> None:
+    """Print a figures table (see figures_table) on the console the caller hands in."""
+    console.print(figures_table(rows, title=title, show_how=show_how))
 
 
 def change_text(changes: list[dict[str, Any]] | None, kind: str = "step") -> str:
@@ -113,13 +78,12 @@ def change_text(changes: list[dict[str, Any]] | None, kind: str = "step") -> str
 # --------------------------------------------------------------------------------------------
 
 
-def render_step(step, *, verb: str = "recorded", console=None) -> None:
+def render_step(step, *, verb: str = "recorded", console) -> None:
     from rich.text import Text
 
-    from kvdoctor.cli.output import console as _console
     from kvdoctor.journal.figures import FIGURES, delta
 
-    c = console or _console()
+    c = console
     head = Text(f"{verb} step #{step.seq} in journal ", style="bold")
     head.append(str(step.journal), style="bold cyan")
     c.print(head)
@@ -132,6 +96,8 @@ def render_step(step, *, verb: str = "recorded", console=None) -> None:
         c.print(Text(f"  note: {step.note}", style="dim"))
     if step.evidence.get("mismatch"):
         c.print(Text(f"  caution: {step.evidence['mismatch']}", style="bold yellow"))
+    if step.evidence.get("prediction_note"):
+        c.print(Text(f"  predicted: — because {step.evidence['prediction_note']}", style="yellow"))
     if not step.figures and not step.predicted:
         c.print(Text("  no figures recorded (give --evidence / --bench / --prometheus)", style="dim"))
         return
@@ -154,19 +120,21 @@ def render_step(step, *, verb: str = "recorded", console=None) -> None:
     c.print(t)
 
 
-def render_journal(payload: dict[str, Any], *, console=None) -> None:
+def render_journal(payload: dict[str, Any], *, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from kvdoctor.cli.output import console as _console
     from kvdoctor.journal.figures import FIGURES
 
-    c = console or _console()
+    c = console
     j = payload["journal"]
     c.print(Text(f"journal {j['name']} — {j['steps']} step(s) in {payload['db']}", style="bold"))
     steps = payload["steps"]
     present = [k for k in PRIORITY if any(k in (s.get("figures") or {}) for s in steps)]
-    # narrow terminals: keep the figures the chapter judges by first; the rest stay in --json
+    if c.width < FOLD_BELOW:
+        _journal_blocks(c, steps, [k for k in FIGURES if k in present])
+        return
+    # the figures the chapter judges by first; the rest stay in --json
     fit = max(2, (c.width - 36) // 13)
     shown = [k for k in FIGURES if k in present[:fit]]
     hidden = len(present) - len(shown)
@@ -182,6 +150,12 @@ def render_journal(payload: dict[str, Any], *, console=None) -> None:
             ch.append(" [multi]", style="bold red")
         if s.get("note"):
             ch.append(f"\n{s['note']}", style="dim")
+        why = (s.get("evidence") or {}).get("prediction_note") if isinstance(s.get("evidence"), dict) else None
+        if why:
+            ch.append(f"\nno prediction: {why}", style="yellow")
+        srcs = {(f or {}).get("source") for f in (s.get("figures") or {}).values() if isinstance(f, dict)}
+        if "simulated" in srcs:
+            ch.append("\nfigures: simulated", style=SOURCE_STYLE["simulated"])
         row = [str(s["seq"]), str(s.get("created_at", ""))[5:16].replace("T", "\n"), ch]
         for k in shown:
             f = (s.get("figures") or {}).get(k)
@@ -199,13 +173,52 @@ def render_journal(payload: dict[str, Any], *, console=None) -> None:
         c.print(Text(f"{hidden} more figure(s) not shown at this width: widen the terminal or use --json", style="dim"))
 
 
-def render_compare(payload: dict[str, Any], *, console=None) -> None:
+def _figure_cell(s: dict[str, Any], k: str, unit: str) -> str:
+    """A journal figure with the prediction beside it: ``190 (pred 210)``; latencies in ms."""
+    v, p = _value_of((s.get("figures") or {}).get(k)), _value_of((s.get("predicted") or {}).get(k))
+    show = (lambda x: f"{x * 1000:,.1f}") if unit == "s" else fmt_value  # noqa: E731
+    cell = "—" if v is None else show(v)
+    return cell + (f" (pred {show(p)})" if p is not None else "")
+
+
+def _journal_blocks(c, steps: list[dict[str, Any]], keys: list[str]) -> None:
+    """Under FOLD_BELOW columns: one block per step, every figure present (none hidden)."""
+    from rich.text import Text
+
+    from kvdoctor.journal.figures import FIGURES
+
+    for s in steps:
+        head = Text(f"#{s['seq']} {str(s.get('created_at', ''))[5:16].replace('T', ' ')}  ", style="bold")
+        head.append(change_text(s.get("changes"), s.get("kind", "step")))
+        if s.get("multi"):
+            head.append(" [multi]", style="bold red")
+        c.print(head)
+        if s.get("note"):
+            c.print(Text(f"  note: {s['note']}", style="dim"))
+        ev = s.get("evidence") if isinstance(s.get("evidence"), dict) else {}
+        if ev.get("prediction_note"):
+            c.print(Text(f"  no prediction: {ev['prediction_note']}", style="yellow"))
+        srcs = {(f or {}).get("source") for f in (s.get("figures") or {}).values() if isinstance(f, dict)}
+        if "simulated" in srcs:
+            c.print(Text("  figures: simulated", style=SOURCE_STYLE["simulated"]))
+        pieces = [f"{SHORT.get(k, FIGURES[k][0])} {_figure_cell(s, k, FIGURES[k][1])}" for k in keys
+                  if (s.get("figures") or {}).get(k) is not None or (s.get("predicted") or {}).get(k) is not None]
+        line = " "
+        for piece in pieces:
+            if len(line) > 2 and len(line) + 3 + len(piece) > c.width:
+                c.print(Text(line))
+                line = " "
+            line += (" " if line == " " else " · ") + piece
+        if line.strip():
+            c.print(Text(line))
+
+
+def render_compare(payload: dict[str, Any], *, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from kvdoctor.cli.output import console as _console
 
-    c = console or _console()
+    c = console
     cmp_ = payload["compare"]
     c.print(Text(f"journal {payload['journal']['name']}: step #{cmp_['a']} → step #{cmp_['b']}", style="bold"))
     c.print(Text("  configuration: " + change_text(cmp_["changes"]) if cmp_["changes"] else "  configuration: identical"))
@@ -222,3 +235,71 @@ def render_compare(payload: dict[str, Any], *, console=None) -> None:
         t.add_row(r["label"], fmt_value(r.get("a"), r["unit"]), fmt_value(r.get("b"), r["unit"]), ch,
                   fmt_value(r.get("predicted_b"), r["unit"]))
     c.print(t)
+
+
+# --------------------------------------------------------------------------------------------
+# tables that fold, notes once, one-line answers
+# --------------------------------------------------------------------------------------------
+
+FOLD_BELOW = 100  # columns: under this a wide table becomes one block per row
+
+
+def print_table(console, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None,
+                right: Sequence[int] = (), fold_below: int = FOLD_BELOW) -> None:
+    """A table when it fits the terminal at its natural width and the terminal has ``fold_below``
+    columns or more; otherwise one block per row: the first cell
+    on its own line, then ``column value`` pairs packed to the width. A squeezed rich table breaks
+    ids and words mid-way ("01-ai /Yi-3 4B", "layer s"); a block never cuts a value.
+
+    Cells are plain text (no rich markup is interpreted)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from rich.measure import Measurement
+
+    rows = [[("" if c is None else str(c)) for c in r] for r in rows]
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for i, col in enumerate(columns):
+        t.add_column(col, justify="right" if i in right else "left", overflow="fold")
+    for r in rows:
+        t.add_row(*[Text(c) for c in r])
+    # the table at its natural width must fit: a squeezed one breaks values mid-word
+    if console.width >= fold_below and Measurement.get(console, console.options.update_width(100_000), t).maximum <= console.width:
+        console.print(t)
+        return
+    if title:
+        console.print(Text(title, style="bold"))
+    width = max(40, console.width)
+    for r in rows:
+        console.print(Text(r[0], style="bold"), soft_wrap=True)
+        line = "  "
+        for col, val in zip(columns[1:], r[1:]):
+            if not val:
+                continue
+            piece = f"{col} {val}"
+            if len(line) > 2 and len(line) + 3 + len(piece) > width:
+                console.print(Text(line), soft_wrap=True)
+                line = "  "
+            line += ("" if line == "  " else " · ") + piece
+        if line.strip():
+            console.print(Text(line), soft_wrap=True)
+
+
+def print_notes(console, notes: Iterable[Any], *, seen: set[str] | None = None, prefix: str = "note: ") -> None:
+    """Each note once, even when two payloads (a swap and its plan) carry the same one."""
+    from rich.text import Text
+
+    seen = set() if seen is None else seen
+    for n in notes:
+        text = str(n)
+        if not text or text in seen:
+            continue
+        seen.add(text)
+        console.print(Text(prefix + text))
+
+
+def one_line(text: str) -> None:
+    """The --quiet answer: one line on stdout, never wrapped, no colour, no markup."""
+    import sys
+
+    sys.stdout.write(" ".join(str(text).split()) + "\n")

@@ -81,6 +81,13 @@ class BlockPool:
         g = self.groups.get(key)
         if g is None:
             g = self.groups[key] = PrefixGroup(nblocks)
+        elif nblocks > len(g.ref):
+            # A later request of the group shares a longer prefix (a trace may say so): the group's
+            # prefix is the longest any member claims; members with a shorter one use its head.
+            extra = nblocks - len(g.ref)
+            g.ref.extend([0] * extra)
+            g.cached.extend([False] * extra)
+            g.entry.extend([None] * extra)
         return g
 
     # -- allocation ------------------------------------------------------------------------------

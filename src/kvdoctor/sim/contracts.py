@@ -46,6 +46,9 @@ class StepRecord:
     kv_blocks_used: int
     running: int
     waiting: int
+    # requests that reached the engine (the scheduler's queue, or a front-end rejection) since the
+    # previous step was planned and before this one was
+    arrived: tuple[int, ...] = ()
 
 
 StepObserver = Callable[[StepRecord], None]

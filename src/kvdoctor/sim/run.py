@@ -19,6 +19,7 @@ from dataclasses import asdict
 from typing import Callable
 
 from kvdoctor.sim.contracts import StepObserver, StepRecord, StepTimeModel
+from kvdoctor.sim.frontend import Admission
 from kvdoctor.sim.result import SimResult, SimSummary
 from kvdoctor.sim.scheduler import FINISHED, REJECTED, RUNNING, SchedConfig, Scheduler, SimRequest, blocks_for
 from kvdoctor.sim.workload import Workload
@@ -103,7 +104,8 @@ class _Loop:
     """
 
     def __init__(self, workload: Workload, cfg: SchedConfig, steptime: StepTimeModel, interval_s: float,
-                 progress: Callable[[int], None] | None, detail: bool, on_step: StepObserver | None):
+                 progress: Callable[[int], None] | None, detail: bool, on_step: StepObserver | None,
+                 frontend=None):
         n_req = len(workload)
         self.n_req = n_req
         self.reqs = [
@@ -123,7 +125,12 @@ class _Loop:
         self.detail = detail
         self.on_step = on_step
         self.progress = progress
-        self.t_start = self.arrivals[0].arrival if self.arrivals else 0.0
+        # the client and the API server (sim/frontend.py): closed-loop --max-concurrency and the
+        # front end's costs; open loop without them, arrivals pass through unchanged
+        self.adm = Admission(self.arrivals, getattr(workload, "max_concurrency", None), frontend)
+        self.open_loop = self.adm.open_loop
+        sent = self.adm.sent
+        self.t_start = (min(sent.values()) if sent else self.arrivals[0].arrival) if self.arrivals else 0.0
         self.rec = _Recorder(self.t_start, interval_s)
         self.now = self.t_start
         self.ai = 0  # next arrival
@@ -140,6 +147,8 @@ class _Loop:
         self.is_async = cfg.async_scheduling
         self.pending_finish: list[SimRequest] = []
         self.pending_record: StepRecord | None = None
+        self.arrived_ids: list[int] = []  # --steps-out: reached the engine since the last record
+        self.reported: set[int] = set()  # listed by a stretch's record, queued when it ends
 
     # -- the driver ------------------------------------------------------------------------------
     def run(self, bulk: bool, check: bool) -> None:
@@ -147,9 +156,10 @@ class _Loop:
         while True:
             self._admit_arrivals()
             if not sched.running and sched.num_waiting == 0:
-                if self.ai >= self.n_req:
+                nt = self._next_arrival()
+                if nt is None:
                     break
-                self.now = self.arrivals[self.ai].arrival  # idle until the next arrival
+                self.now = max(self.now, nt)  # idle until the next arrival
                 self.rec.tick(self.now, sched)
                 continue
             if check:
@@ -165,19 +175,62 @@ class _Loop:
             rec.next_tick = max(rec.next_tick, self.now)
             rec.tick(rec.next_tick, sched)
 
+    def _next_arrival(self) -> float | None:
+        """When the next request reaches the engine without a finish first (None: never)."""
+        if self.open_loop:
+            return self.arrivals[self.ai].arrival if self.ai < self.n_req else None
+        return self.adm.next_time()
+
     def _admit_arrivals(self) -> None:
         arrivals, now, sched = self.arrivals, self.now, self.sched
-        while self.ai < self.n_req and arrivals[self.ai].arrival <= now:
-            r = arrivals[self.ai]
-            self.ai += 1
-            if not sched.add(r):
-                self.done += 1
+        track = self.on_step is not None
+        if self.open_loop:
+            while self.ai < self.n_req and arrivals[self.ai].arrival <= now:
+                r = arrivals[self.ai]
+                self.ai += 1
+                if track:
+                    self._arrived(r)
+                if not sched.add(r):
+                    self.done += 1
+        else:
+            for r in self.adm.ready(now):
+                if track:
+                    self._arrived(r)
+                if not sched.add(r):
+                    self.done += 1
+                    self.adm.finished(now)  # refused: its semaphore slot frees at once
         if self.progress is not None and self.done - self.last_report >= self.report_every:
             self.progress(self.done - self.last_report)
             self.last_report = self.done
 
+    def _arrived(self, r: SimRequest) -> None:
+        # step records list the requests that reached the engine since the previous plan
+        if r.idx in self.reported:
+            self.reported.discard(r.idx)  # a stretch's record already listed it
+        else:
+            self.arrived_ids.append(r.idx)
+
+    def _take_arrived(self, t: float | None = None) -> tuple[int, ...]:
+        """Requests to list in the record of a step planned at ``t``: those queued since the last
+        record, plus (inside a stretch, ``t`` given) those that reached the engine by ``t`` but are
+        queued only when the stretch ends."""
+        out = self.arrived_ids
+        self.arrived_ids = []
+        if t is not None:
+            pending = (self.arrivals[self.ai:] if self.open_loop else list(self.adm.queue))
+            for r in pending:
+                if r.arrival > t:
+                    if self.open_loop:
+                        break
+                    continue
+                if r.idx not in self.reported:
+                    self.reported.add(r.idx)
+                    out.append(r.idx)
+        return tuple(out)
+
     def _finish(self, r: SimRequest) -> None:
         self.sched.finish(r, self.now)
+        self.adm.finished(self.now)
         self.done += 1
 
     def _account(self, dur: float, n_running: int) -> None:
@@ -241,8 +294,9 @@ class _Loop:
                     return None
         A, B = self.steptime.decode_line(n)
         delta = self.rec.next_tick - self.now
-        if arrivals_matter and self.ai < self.n_req and self.arrivals[self.ai].arrival - self.now < delta:
-            delta = self.arrivals[self.ai].arrival - self.now
+        nt = self._next_arrival() if arrivals_matter else None
+        if nt is not None and nt - self.now < delta:
+            delta = nt - self.now
         k = min(k_fin, _first_k_reaching(A, B, kv1, n, delta))
         # each request needs at most cdiv(k, bs) new blocks over k steps: skip the exact count
         # when the free queue covers that bound
@@ -351,19 +405,24 @@ class _Loop:
             if j == k - 1:
                 fin = tuple(r.idx for r in finished)
                 if lag:
-                    self.pending_record = StepRecord(step0 + j, t_of(j), sched_ids, (), fin, 0, 0, 0)
+                    self.pending_record = StepRecord(step0 + j, t_of(j), sched_ids, (), fin, 0, 0, 0,
+                                                     self._take_arrived(t_of(j)))
                     break
+                arrived = self._take_arrived(t_of(j))
                 used, nrun = self._used_blocks(), len(sched.running)
                 waiting = sched.num_waiting + self._pending_arrivals(t_of(j))
             else:
+                arrived = self._take_arrived(t_of(j))
                 used, waiting = state(j + lag)
                 nrun, fin = n, ()
-            self.on_step(StepRecord(step0 + j, t_of(j), sched_ids, (), fin, used, nrun, waiting))
+            self.on_step(StepRecord(step0 + j, t_of(j), sched_ids, (), fin, used, nrun, waiting, arrived))
 
     def _pending_arrivals(self, t: float) -> int:
         """Requests that arrived by ``t`` but that a stretch has not queued yet (it queues them when
         it ends; they could not have been admitted before: FCFS behind a refused head)."""
         mml = self.cfg.max_model_len
+        if not self.open_loop:  # closed loop / front end: what the admission queue holds by then
+            return sum(1 for r in self.adm.queue if r.arrival <= t and 1 <= r.prompt < mml)
         c = 0
         i = self.ai
         while i < self.n_req and self.arrivals[i].arrival <= t:
@@ -396,6 +455,7 @@ class _Loop:
                 r.status = REJECTED
                 self.nonfit_rejects += 1
                 self.done += 1
+                self.adm.finished(now)
                 return
             if not running:
                 return
@@ -423,7 +483,8 @@ class _Loop:
         record = None
         if self.on_step is not None:
             record = StepRecord(step, now, tuple((r.idx, m) for r, m in plan.scheduled),
-                                tuple(r.idx for r in plan.preempted), tuple(r.idx for r in finished), 0, 0, 0)
+                                tuple(r.idx for r in plan.preempted), tuple(r.idx for r in finished), 0, 0, 0,
+                                self._take_arrived())
         if self.is_async:
             self.pending_finish = finished
             self.pending_record = record
@@ -443,6 +504,7 @@ class _Loop:
                 sched.finish(r, r.t_last)
             else:
                 sched.finish_preempted(r, r.t_last)
+            self.adm.finished(r.t_last)
             self.done += 1
         self.pending_finish = []
         if self.pending_record is not None:
@@ -481,7 +543,7 @@ class _Loop:
 
 
 def _close(rec: StepRecord, used: int, running: int, waiting: int) -> StepRecord:
-    return StepRecord(rec.step, rec.t, rec.sched, rec.preempted, rec.finished, used, running, waiting)
+    return StepRecord(rec.step, rec.t, rec.sched, rec.preempted, rec.finished, used, running, waiting, rec.arrived)
 
 
 def simulate(
@@ -495,19 +557,22 @@ def simulate(
     bulk: bool = True,
     check: bool = False,
     on_step: StepObserver | None = None,
+    frontend=None,
 ) -> SimResult:
     """Run ``workload`` through the scheduler, timing steps with ``steptime``.
 
     ``bulk=False`` simulates every step one by one (the reference the fast path is tested
     against); ``check=True`` asserts the block-pool invariants after every step (tests);
     ``on_step`` receives a ``StepRecord`` per engine step, stretches included (``--steps-out``).
+    ``workload.max_concurrency`` (closed loop) and ``frontend`` (``sim.frontend.FrontEnd``) route
+    arrivals through ``sim.frontend.Admission``; TTFT/E2E are then timed from the client's send.
     """
     wall0 = _time.perf_counter()
-    loop = _Loop(workload, cfg, steptime, interval_s, progress, detail, on_step)
+    loop = _Loop(workload, cfg, steptime, interval_s, progress, detail, on_step, frontend)
     loop.run(bulk, check)
     return _build_result(loop.reqs, loop.sched, loop.rec, cfg, loop.step, loop.now, loop.t_start, loop.busy_t,
                          loop.kv_usage_sum, loop.kv_usage_peak, loop.running_sum, loop.nonfit_rejects, wall0,
-                         detail)
+                         detail, None if loop.adm.simple else loop.adm.sent)
 
 
 def _wpercentile(values, weights, qs):
@@ -537,12 +602,14 @@ def _pct(a, qs):
 
 
 def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, kv_peak, running_sum,
-                  nonfit_rejects, wall0, detail) -> SimResult:
+                  nonfit_rejects, wall0, detail, sent=None) -> SimResult:
     import numpy as np
 
     n = len(reqs)
     nan = float("nan")
-    arrival = np.array([r.arrival for r in reqs], dtype=float)
+    engine_arrival = np.array([r.arrival for r in reqs], dtype=float)
+    # the client's send time (closed loop / front end): TTFT and E2E count from it, queue from the engine's
+    arrival = engine_arrival if sent is None else np.array([sent.get(r.idx, r.arrival) for r in reqs], dtype=float)
     status = np.array([r.status for r in reqs], dtype=np.int8)
     fin = status == FINISHED
     t_sched = np.array([r.t_sched if r.t_sched is not None else nan for r in reqs], dtype=float)
@@ -550,7 +617,7 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
     t_fin = np.array([r.t_finish if r.t_finish is not None else nan for r in reqs], dtype=float)
     out = np.array([r.out for r in reqs], dtype=np.int64)
     npre = np.array([r.npre for r in reqs], dtype=np.int64)
-    ttft, e2e, queue = t_first - arrival, t_fin - arrival, t_sched - arrival
+    ttft, e2e, queue = t_first - arrival, t_fin - arrival, t_sched - engine_arrival
     ttft[~fin] = nan
     e2e[~fin] = nan
     queue[~fin] = nan

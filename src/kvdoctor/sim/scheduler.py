@@ -265,7 +265,7 @@ class Scheduler:
         if r.group is not None:
             g = self.pool.groups.get(r.group)
             if g is not None:
-                lim = min(cap, r.prefix_len // bs)
+                lim = min(cap, r.prefix_len // bs, len(g.cached))  # the group may be shorter (grows later)
                 cached, ref = g.cached, g.ref
                 while h < lim and cached[h]:
                     if ref[h] == 0:

@@ -11,12 +11,16 @@ workload give the same answer, so two plan levels differ only by the configurati
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.errors import InputError
 from kvdoctor.sim.result import SimResult, SimSummary
 from kvdoctor.sim.scheduler import SchedConfig
 from kvdoctor.sim.workload import Workload
+
+if TYPE_CHECKING:  # the boundary types (annotations only: no import cost)
+    from kvdoctor.engine.defaults import ResolvedEngine
+    from kvdoctor.facts import GpuSpec, ModelShape
 
 
 def kv_layout(grouping: Any) -> dict[str, int]:
@@ -46,7 +50,7 @@ def kv_layout(grouping: Any) -> dict[str, int]:
     return out
 
 
-def layout_of(shape: Any, gpu: Any, resolved: Any) -> dict[str, int]:
+def layout_of(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine) -> dict[str, int]:
     """The KV group layout of this deployment, via the ledger (empty: one full-attention group)."""
     from kvdoctor.errors import KvdoctorError
     from kvdoctor.ledger.build import build_ledger
@@ -58,7 +62,7 @@ def layout_of(shape: Any, gpu: Any, resolved: Any) -> dict[str, int]:
     return kv_layout(getattr(plan, "grouping", None)) if plan is not None else {}
 
 
-def sched_config(resolved: Any, num_blocks: int, layout: dict[str, int] | None = None) -> SchedConfig:
+def sched_config(resolved: ResolvedEngine, num_blocks: int, layout: dict[str, int] | None = None) -> SchedConfig:
     """The scheduler limits from a resolved engine (``engine.defaults.ResolvedEngine``) and, for
     hybrid models, the KV group layout (``kv_layout``)."""
 
@@ -89,6 +93,10 @@ def sched_config(resolved: Any, num_blocks: int, layout: dict[str, int] | None =
 def as_workload(workload: Any, seed: int = 0) -> Workload:
     if isinstance(workload, Workload):
         return workload
+    from kvdoctor.sim.workload import WorkloadSpec, build_workload
+
+    if isinstance(workload, WorkloadSpec):
+        return build_workload(workload)
     if isinstance(workload, dict):
         from kvdoctor.sim.workload import synthetic
 
@@ -102,25 +110,60 @@ def as_workload(workload: Any, seed: int = 0) -> Workload:
     raise InputError(f"cannot simulate a workload of type {type(workload).__name__}")
 
 
-def run(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0,
-        detail: bool = False, progress=None, interval_s: float = 10.0, layout: dict | None = None,
-        on_step=None) -> SimResult:
+def step_model(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, calibration: Any = None):
+    """The step-time model of this deployment: the fitted roofline, or the deployment's own
+    calibration (``kvdoctor calibrate``) on top of it (or instead of it, for a linear fit)."""
+    from kvdoctor.sim.steptime import from_deployment
+
+    if calibration is not None:
+        return calibration.step_model(shape, gpu, resolved)
+    return from_deployment(shape, gpu, resolved)
+
+
+def front_end(calibration: Any = None):
+    """The API-server model: the deployment's calibration, else the fit on public results."""
+    from kvdoctor.sim import coefficients as C
+    from kvdoctor.sim.frontend import FrontEnd
+
+    if calibration is not None and calibration.frontend is not None:
+        return calibration.frontend
+    return FrontEnd(**C.FRONTEND)
+
+
+def uncertainty(calibration: Any = None) -> dict:
+    """How far to trust a prediction: the median absolute error on results the time model was not
+    fitted on (the deployment's held-out runs with a calibration, else the public held-out set)."""
+    from kvdoctor.sim import coefficients as C
+
+    if calibration is not None and calibration.uncertainty():
+        return {"source": "calibration held-out runs", "median_abs_error": calibration.uncertainty()}
+    fit = getattr(C, "SERVING_FIT", {}) or {}
+    err = (fit.get("median_abs_error") or {}).get("held_out")
+    return {"source": "public vllm bench results held out of the fit (docs/simulation.md)",
+            "median_abs_error": {k: v for k, v in (err or {}).items() if k != "n"}}
+
+
+def run(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int, workload: Any, *,
+        seed: int = 0, detail: bool = False, progress=None, interval_s: float = 10.0, layout: dict | None = None,
+        calibration: Any = None, on_step=None) -> SimResult:
     """The full result (timeline, per-request arrays) for one configuration. ``layout``: the KV
     group layout (``kv_layout(ledger.plan.grouping)``); computed from the ledger when omitted.
-    ``on_step``: a step observer (``sim.contracts.StepRecord`` per engine step)."""
+    ``calibration``: a ``sim.calibration.Calibration`` (``--calibration FILE``). ``on_step``: a
+    step observer (``sim.contracts.StepRecord`` per engine step, ``--steps-out``)."""
     from kvdoctor.sim.run import simulate
-    from kvdoctor.sim.steptime import from_deployment
 
     if layout is None:
         layout = layout_of(shape, gpu, resolved)
     cfg = sched_config(resolved, num_blocks, layout)
-    model = from_deployment(shape, gpu, resolved)
+    model = step_model(shape, gpu, resolved, calibration)
     w = as_workload(workload, seed)
     if len(w) == 0:
         raise InputError("the workload has no requests")
-    return simulate(w, cfg, model, detail=detail, progress=progress, interval_s=interval_s, on_step=on_step)
+    return simulate(w, cfg, model, detail=detail, progress=progress, interval_s=interval_s,
+                    frontend=front_end(calibration), on_step=on_step)
 
 
-def predict(shape: Any, gpu: Any, resolved: Any, num_blocks: int, workload: Any, *, seed: int = 0) -> SimSummary:
+def predict(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int, workload: Any, *,
+            seed: int = 0, calibration: Any = None) -> SimSummary:
     """Simulated TTFT / TBT / throughput / preemptions for one configuration (fast: summary only)."""
-    return run(shape, gpu, resolved, num_blocks, workload, seed=seed, detail=False).summary
+    return run(shape, gpu, resolved, num_blocks, workload, seed=seed, detail=False, calibration=calibration).summary

@@ -12,8 +12,6 @@ use them with ``--prompt-dist FILE`` and a synthetic arrival process.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,7 +26,8 @@ OUTPUT_COLS = ("num_decode_tokens", "output_tokens", "completion_tokens", "outpu
 GROUP_COLS = ("prefix_group", "prefix_id", "group")
 PREFIX_LEN_COLS = ("prefix_len", "shared_prefix_len", "prefix_tokens")
 PRIORITY_COLS = ("priority",)
-ID_COLS = ("request_id",)
+MAX_REQUESTS = 1_000_000  # a simulation holds every request in memory (docs/cli.md "Limits and hostile input")
+MAX_TOKENS = 100_000_000  # longer than any model's context
 
 
 @dataclass
@@ -39,18 +38,22 @@ class Workload:
     group: list | None = None
     prefix_len: list[int] | None = None
     priority: list[int] | None = None
+    ids: list[str] | None = None  # request ids (trace column request_id, else the row index)
+    max_concurrency: int | None = None  # closed loop: at most this many requests in flight (bench's semaphore)
     name: str = "workload"
     source: str = ""  # file path or the synthetic recipe
     notes: list[str] = field(default_factory=list)
-    # request ids as --steps-out prints them: the trace's request_id column, else its 0-based row
-    # index; None: the position in this workload
-    ids: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.arrival)
 
     def __post_init__(self):
         n = len(self.arrival)
+        # Invariant: every arrival is a finite time. A NaN arrival (a trace row without one) never
+        # comes due, and the simulation would wait for it forever.
+        if not all(math.isfinite(a) for a in self.arrival):
+            bad = sum(1 for a in self.arrival if not math.isfinite(a))
+            raise InputError(f"workload {self.name}: {bad} request(s) without a finite arrival time")
         for nm in ("prompt", "output", "group", "prefix_len", "priority", "ids"):
             v = getattr(self, nm)
             if v is not None and len(v) != n:
@@ -91,6 +94,7 @@ class Workload:
             "rate_per_s": (n - 1) / span if span > 0 else None,
             "mean_prompt_tokens": sum(self.prompt) / n if n else None,
             "mean_output_tokens": sum(self.output) / n if n else None,
+            "max_concurrency": self.max_concurrency,
             "notes": list(self.notes),
         }
 
@@ -100,114 +104,98 @@ class Workload:
         rows = [r for r in records if r.prompt_tokens is not None and r.output_tokens is not None]
         if not rows:
             raise InputError("no request in the evidence has both prompt and output token counts")
+        timed = [r for r in rows if r.arrival_s is not None and math.isfinite(r.arrival_s)]
+        if not timed:
+            raise InputError("no request in the evidence has an arrival time: a length distribution cannot be "
+                             "replayed (use it with --prompt-dist and a rate)")
+        dropped = len(rows) - len(timed)
+        rows = timed
         t0 = min(r.arrival_s for r in rows)
         groups = [r.prefix_group for r in rows]
         has_group = any(g is not None for g in groups)
+        prio = [r.priority for r in rows]
         return cls(
             arrival=[r.arrival_s - t0 for r in rows],
             prompt=[int(r.prompt_tokens) for r in rows],
+            # a request always yields at least one token (vLLM samples one after the prefill)
             output=[max(1, int(r.output_tokens)) for r in rows],
             group=groups if has_group else None,
             prefix_len=[int(r.prefix_len or 0) for r in rows] if has_group else None,
+            priority=[int(x or 0) for x in prio] if any(x is not None for x in prio) else None,
+            ids=[str(r.request_id) for r in rows],
             name=name,
             source=name,
+            notes=[f"{dropped} requests without an arrival time skipped"] if dropped else [],
         )
 
 
-def _pick(header: list[str], names: tuple[str, ...]) -> str | None:
-    low = {h.strip().lower(): h for h in header}
-    for n in names:
-        if n in low:
-            return low[n]
-    return None
-
-
-def _rows(path: Path):
+def _refuse_binary(p: Path) -> None:
+    """A binary or mis-encoded file is bad input (exit 2) with the byte that gave it away; the
+    evidence reader decodes leniently (garbled logs), which would blur this into "no columns"."""
+    with p.open("rb") as fh:
+        head = fh.read(65536)
+    if head[:2] == b"\x1f\x8b":
+        return  # gzip: the reader decompresses it
     try:
-        return _rows_unchecked(path)
-    except UnicodeDecodeError as exc:  # same wording as plan/swap's guard for --trace/--lengths
-        raise InputError(f"{path}: not a text CSV/JSONL file (byte {exc.start} is not UTF-8)") from None
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not merely a character cut at the read boundary
+            raise InputError(f"{p}: not a text CSV/JSONL file (byte {exc.start} is not UTF-8)") from None
 
 
-def _rows_unchecked(path: Path):
-    text_head = path.open("r", encoding="utf-8", errors="replace").read(4096).lstrip()
-    if path.suffix.lower() in (".jsonl", ".ndjson") or text_head.startswith("{"):
-        rows = []
-        with path.open("r", encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}:{n}: not JSON ({exc.msg})") from None
-                if not isinstance(obj, dict):
-                    raise InputError(f"{path}:{n}: expected one JSON object per line")
-                rows.append(obj)
-        header = sorted({k for r in rows for k in r})
-        return header, rows
-    with path.open("r", encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        if not reader.fieldnames:
-            raise InputError(f"{path}: empty file or no CSV header")
-        return list(reader.fieldnames), list(reader)
-
-
-def _num(v, path, n, col, kind=float):
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise InputError(f"{path}: row {n}: {col}={v!r} is not a number") from None
-    if math.isnan(x) or x < 0:
-        raise InputError(f"{path}: row {n}: {col}={v!r} must be a non-negative number")
-    return kind(x) if kind is float else int(round(x))
+def _check_count(v, where: str, col: str) -> None:
+    if v is not None and (v != v or v < 0):
+        raise InputError(f"{where}: {col}={v!r} must be a non-negative number")
 
 
 def load_trace(path: str | Path) -> Workload:
-    """A request trace with arrival times (CSV or JSONL)."""
+    """A request trace with arrival times: a thin layer over ``evidence.traces.load_trace`` (the
+    one trace reader: CSV / JSONL / OTLP spans, gzip, the column aliases of docs/evidence.md).
+
+    What this layer adds: rows without a prompt or output count or without an arrival are
+    skipped (a note says how many); a file with no arrival at all is a length distribution
+    (``--prompt-dist``); counts must be non-negative; a request yields at least one token.
+    Requests come sorted by arrival (stable), carrying the trace's ``request_id`` (else the
+    0-based row index) as ``ids``.
+    """
+    from kvdoctor.evidence.traces import load_trace as read_records
+
     p = Path(path)
     if not p.is_file():
         raise InputError(f"trace file not found: {p}")
-    header, rows = _rows(p)
-    ca, cp, co = _pick(header, ARRIVAL_COLS), _pick(header, PROMPT_COLS), _pick(header, OUTPUT_COLS)
-    if cp is None or co is None:
-        raise InputError(f"{p}: needs prompt and output token columns (e.g. num_prefill_tokens, "
-                         f"num_decode_tokens); found {', '.join(header)}")
-    if ca is None:
+    if p.stat().st_size == 0:
+        raise InputError(f"{p}: empty file")
+    _refuse_binary(p)
+    try:
+        recs = read_records(p)
+    except InputError as exc:
+        if "not a request trace" in str(exc):
+            raise InputError(f"{p}: needs prompt and output token columns (e.g. num_prefill_tokens, "
+                             "num_decode_tokens)") from None
+        raise
+    if not recs:
+        raise InputError(f"{p}: empty file or no request rows")
+    if all(r.arrival_s != r.arrival_s for r in recs):
         raise InputError(f"{p}: has no arrival-time column, so it is a length distribution: use "
                          f"--prompt-dist {p} with --rate")
-    cg, cl, cr = _pick(header, GROUP_COLS), _pick(header, PREFIX_LEN_COLS), _pick(header, PRIORITY_COLS)
-    cid = _pick(header, ID_COLS)
-    arrival, prompt, output, group, plen, prio, ids = [], [], [], [], [], [], []
-    skipped = 0
-    for n, row in enumerate(rows, 2):
-        a, pt, ot = row.get(ca), row.get(cp), row.get(co)
-        if a in (None, "") or pt in (None, "") or ot in (None, ""):
-            skipped += 1
+    if all(r.output_tokens is None for r in recs):
+        raise InputError(f"{p}: needs prompt and output token columns; no output-token column found")
+    rows = []
+    for r in recs:
+        if r.arrival_s != r.arrival_s or r.prompt_tokens is None or r.output_tokens is None:
             continue
-        rid = row.get(cid) if cid else None
-        ids.append(str(n - 2) if rid in (None, "") else str(rid))
-        arrival.append(_num(a, p, n, ca))
-        prompt.append(_num(pt, p, n, cp, int))
-        # a request always yields at least one token (vLLM samples one after the prefill)
-        output.append(max(1, _num(ot, p, n, co, int)))
-        if cg:
-            g = row.get(cg)
-            group.append(None if g in (None, "") else str(g))
-            plen.append(_num(row.get(cl) or 0, p, n, cl or "prefix_len", int) if cl else 0)
-        if cr:
-            prio.append(_num(row.get(cr) or 0, p, n, cr, int))
-    if not arrival:
+        for col in ("arrival_s", "prompt_tokens", "output_tokens", "prefix_len", "priority"):
+            _check_count(getattr(r, col), f"{p}: request {r.request_id}", col)
+        rows.append(r)
+    if not rows:
         raise InputError(f"{p}: no usable request rows")
-    if cg and cl is None and any(g is not None for g in group):
+    has_group = any(r.prefix_group is not None for r in rows)
+    if has_group and all(r.prefix_len is None for r in rows):
         raise InputError(f"{p}: has a prefix group column but no prefix_len column")
-    t0 = min(arrival)
-    w = Workload(
-        arrival=[a - t0 for a in arrival], prompt=prompt, output=output,
-        group=group if cg else None, prefix_len=plen if cg else None, priority=prio if cr else None,
-        name=p.stem, source=str(p), ids=ids,
-    )
+    rows.sort(key=lambda r: r.arrival_s)
+    w = Workload.from_records(rows, name=p.stem)
+    w.source = str(p)
+    skipped = len(recs) - len(rows)
     if skipped:
         w.notes.append(f"{skipped} rows without arrival/prompt/output skipped")
     return w
@@ -216,22 +204,30 @@ def load_trace(path: str | Path) -> Workload:
 # ---- synthetic workloads -----------------------------------------------------------------------
 
 def load_lengths(path: str | Path) -> tuple[list[int], list[int]]:
-    """An empirical (prompt, output) length file: any trace/statistics CSV or JSONL."""
+    """An empirical (prompt, output) length file: any trace/statistics CSV or JSONL (read by the one
+    trace reader, ``evidence.traces.load_trace``; arrival times, if any, are ignored)."""
+    from kvdoctor.evidence.traces import load_trace as read_records
+
     p = Path(path)
     if not p.is_file():
         raise InputError(f"length distribution file not found: {p}")
-    header, rows = _rows(p)
-    cp, co = _pick(header, PROMPT_COLS), _pick(header, OUTPUT_COLS)
-    if cp is None or co is None:
-        raise InputError(f"{p}: needs prompt and output token columns; found {', '.join(header)}")
+    _refuse_binary(p)
+    try:
+        recs = read_records(p)
+    except InputError as exc:
+        if "not a request trace" in str(exc):
+            raise InputError(f"{p}: needs prompt and output token columns") from None
+        raise
     pr, ou = [], []
-    for n, row in enumerate(rows, 2):
-        if row.get(cp) in (None, "") or row.get(co) in (None, ""):
+    for r in recs:
+        if r.prompt_tokens is None or r.output_tokens is None:
             continue
-        pr.append(max(1, _num(row[cp], p, n, cp, int)))
-        ou.append(max(1, _num(row[co], p, n, co, int)))
+        _check_count(r.prompt_tokens, f"{p}: request {r.request_id}", "prompt_tokens")
+        _check_count(r.output_tokens, f"{p}: request {r.request_id}", "output_tokens")
+        pr.append(max(1, int(r.prompt_tokens)))
+        ou.append(max(1, int(r.output_tokens)))
     if not pr:
-        raise InputError(f"{p}: no usable rows")
+        raise InputError(f"{p}: no usable rows (needs prompt and output token columns)")
     return pr, ou
 
 
@@ -245,13 +241,17 @@ def _lengths(spec: str, n: int, rng) -> tuple[list[int], list[int], str]:
             vals = [float(x) for x in parts]
         except ValueError:
             raise InputError(f"--prompt-dist {spec!r}: expected numbers after '{kind}:'") from None
-        if len(vals) < 2 or any(v <= 0 for v in vals):
-            raise InputError(f"--prompt-dist {spec!r}: expected {kind}:PROMPT:OUTPUT with positive numbers")
+        if len(vals) < 2 or any(not (0 < v <= MAX_TOKENS) for v in vals):  # NaN fails the comparison too
+            raise InputError(f"--prompt-dist {spec!r}: expected {kind}:PROMPT:OUTPUT with positive numbers "
+                             f"up to {MAX_TOKENS:,}")
         if kind == "fixed":
             return [int(vals[0])] * n, [int(vals[1])] * n, s
         sigma = vals[2] if len(vals) > 2 else 1.0
-        pr = rng.lognormal(math.log(vals[0]), sigma, n)
-        ou = rng.lognormal(math.log(vals[1]), sigma, n)
+        if sigma > 10:  # e^(10·z) already spans 40 orders of magnitude
+            raise InputError(f"--prompt-dist {spec!r}: SIGMA must be <= 10")
+        # clipped: a far tail past any context stays an integer (rejected later as too long)
+        pr = rng.lognormal(math.log(vals[0]), sigma, n).clip(1, MAX_TOKENS)
+        ou = rng.lognormal(math.log(vals[1]), sigma, n).clip(1, MAX_TOKENS)
         return ([max(1, int(x)) for x in pr], [max(1, int(x)) for x in ou], s)
     p = Path(s)
     if not p.exists():
@@ -288,6 +288,10 @@ def synthetic(
         raise InputError(f"--requests must be >= 1, got {requests}")
     if duration_s is not None and not duration_s > 0:
         raise InputError(f"--duration must be positive, got {duration_s}")
+    expected = requests if requests is not None else rate * duration_s
+    if not expected <= MAX_REQUESTS:  # every request is held in memory (NaN fails too)
+        raise InputError(f"the synthetic workload would hold {expected:,.0f} requests; the limit is {MAX_REQUESTS:,} "
+                         "(lower --rate or --duration, or pass --requests)")
     rng = np.random.default_rng(seed)
     n = requests if requests is not None else int(rate * duration_s * 1.5) + 16
     if arrival == "poisson":
@@ -313,3 +317,189 @@ def synthetic(
     recipe = f"{arrival}{'' if arrival == 'poisson' else f'(cv={cv:g})'} rate={rate:g}/s lengths={src} seed={seed}"
     return Workload(arrival=[float(x) for x in t], prompt=pr, output=ou, group=group, prefix_len=plen,
                     name="synthetic", source=recipe)
+
+
+# ---- the workloads `vllm bench serve` runs -------------------------------------------------------
+
+SHAREGPT_LENGTHS = "traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv"  # under KVDOCTOR_SHARED_DATA
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One workload description for ``simulate``, ``plan``, ``swap`` and ``experiment``.
+
+    Option names follow ``vllm bench serve`` (vLLM 0.33 ``benchmarks/serve.py`` and
+    ``benchmarks/datasets``); ``dataset_name`` ``trace`` replays a file and ``synthetic`` is
+    kvdoctor's own length recipe (``--prompt-dist``). Invariants: ``num_prompts >= 1``;
+    ``0 <= random_range_ratio < 1`` (vLLM raises otherwise); ``request_rate > 0`` (``inf``: all
+    at t=0); ``burstiness > 0``; ``max_concurrency`` None or >= 1.
+    """
+
+    dataset_name: str = "random"  # random | sharegpt | trace | synthetic
+    num_prompts: int = 1000
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    seed: int = 0
+    random_input_len: int = 1024
+    random_output_len: int = 128
+    random_range_ratio: float = 0.0
+    random_prefix_len: int = 0
+    ignore_eos: bool = False
+    dataset_path: str | None = None  # sharegpt: a length file; trace: the trace
+    sharegpt_output_len: int | None = None
+    special_tokens: int = 1  # tokens the server's tokenizer adds (BOS): vLLM subtracts them from input_len
+    prompt_dist: str | None = None  # synthetic only
+    rate_scale: float = 1.0
+
+    def validate(self) -> None:
+        if self.dataset_name not in ("random", "sharegpt", "trace", "synthetic"):
+            raise InputError(f"--dataset-name must be random, sharegpt or trace, got {self.dataset_name!r}")
+        if self.num_prompts < 1:
+            raise InputError(f"--num-prompts must be >= 1, got {self.num_prompts}")
+        if not self.request_rate > 0:
+            raise InputError(f"--request-rate must be positive (or inf), got {self.request_rate}")
+        if not self.burstiness > 0:
+            raise InputError(f"--burstiness must be positive, got {self.burstiness}")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise InputError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
+        if not 0.0 <= self.random_range_ratio < 1.0:
+            raise InputError(f"--random-range-ratio must be in [0, 1) (vLLM's check), got {self.random_range_ratio}")
+        if self.random_input_len < 1 or self.random_output_len < 1 or self.random_prefix_len < 0:
+            raise InputError("--random-input-len and --random-output-len must be >= 1, --random-prefix-len >= 0")
+        if self.dataset_name == "trace" and not self.dataset_path:
+            raise InputError("--dataset-name trace needs --trace FILE")
+
+    def describe(self) -> dict:
+        from dataclasses import asdict
+
+        d = asdict(self)
+        d["request_rate"] = "inf" if math.isinf(self.request_rate) else self.request_rate
+        return d
+
+
+def bench_arrivals(n: int, request_rate: float, burstiness: float, seed: int) -> list[float]:
+    """Send times as ``vllm bench serve``'s ``get_request`` makes them (vLLM 0.33 serve.py): gamma
+    gaps of shape ``burstiness`` and mean ``1/rate`` (burstiness 1 = Poisson), accumulated from the
+    first request's own gap, then rescaled so the last send is at exactly ``n / rate``; rate inf
+    sends everything at t=0. The bench seeds numpy's global RNG with ``--seed``; this draws from
+    ``RandomState(seed)`` (the same generator) though the bench's dataset sampling may consume
+    some draws first, so gaps match in distribution, not one by one."""
+    import numpy as np
+
+    if math.isinf(request_rate):
+        return [0.0] * n
+    if math.isinf(burstiness):
+        d = np.full(n, 1.0 / request_rate)
+    else:
+        d = np.random.RandomState(seed).gamma(shape=burstiness, scale=1.0 / (request_rate * burstiness), size=n)
+    t = np.cumsum(d)
+    if t[-1] > 0:
+        t = t * ((n / request_rate) / t[-1])
+    return [float(x) for x in t]
+
+
+def random_lengths(spec: WorkloadSpec) -> tuple[list[int], list[int]]:
+    """(server-side prompt tokens, requested output tokens) of ``--dataset-name random`` (vLLM 0.33
+    ``datasets/utils.get_sampling_params``): input from ``U[floor(L*(1-r)), ceil(L*(1+r))]`` with
+    ``L = input_len - special_tokens``, output from ``U[max(1, floor(O*(1-r))), ceil(O*(1+r))]``,
+    both drawn with ``numpy.default_rng(seed)`` in that order (so the lengths are the bench's own);
+    the prompt is ``prefix_len`` shared random tokens + the sampled length (re-tokenisation can
+    shift it by a token or two), and the server adds the special tokens back."""
+    import numpy as np
+
+    rng = np.random.default_rng(spec.seed)
+    r = spec.random_range_ratio
+    real_in = max(0, spec.random_input_len - spec.special_tokens)
+    lo, hi = math.floor(real_in * (1 - r)), math.ceil(real_in * (1 + r))
+    olo = max(1, math.floor(spec.random_output_len * (1 - r)))
+    ohi = max(1, math.ceil(spec.random_output_len * (1 + r)))
+    inp = rng.integers(lo, hi + 1, size=spec.num_prompts)
+    out = rng.integers(olo, ohi + 1, size=spec.num_prompts)
+    prompt = [int(x) + spec.random_prefix_len + spec.special_tokens for x in inp]
+    return [max(1, p) for p in prompt], [int(x) for x in out]
+
+
+def sharegpt_lengths(spec: WorkloadSpec) -> tuple[list[int], list[int], str]:
+    """``--dataset-name sharegpt`` as the bench samples it: shuffle the conversations with
+    ``random.seed(seed)``, take (first human turn, first reply) lengths in order, keep pairs with
+    ``4 <= prompt <= 1024``, ``output >= 4`` (skipped with ``--sharegpt-output-len``) and
+    ``prompt + output <= 2048`` (``is_valid_sequence``) until ``num_prompts`` are found. The reply's
+    length is ``max_tokens``. Lengths come from a length file (default: the shared ShareGPT
+    statistics, Llama-2 tokenizer), since the conversations themselves are not here."""
+    import os
+    import random
+
+    path = spec.dataset_path
+    if not path:
+        base = os.environ.get("KVDOCTOR_SHARED_DATA")
+        if not base:
+            raise InputError("--dataset-name sharegpt needs --dataset-path FILE (prompt/output token columns) "
+                             "or KVDOCTOR_SHARED_DATA pointing at the shared data")
+        path = str(Path(base) / SHAREGPT_LENGTHS)
+    pr, ou = load_lengths(path)
+    idx = list(range(len(pr)))
+    random.Random(spec.seed).shuffle(idx)
+    fixed = spec.sharegpt_output_len
+    P, O = [], []
+    for i in idx:
+        p, o = pr[i], (fixed if fixed is not None else ou[i])
+        if p < 4 or (fixed is None and o < 4) or p > 1024 or p + o > 2048:
+            continue
+        P.append(p)
+        O.append(o)
+        if len(P) == spec.num_prompts:
+            break
+    if not P:
+        raise InputError(f"{path}: no ShareGPT pair passes the bench's length filter")
+    if len(P) < spec.num_prompts:  # the bench oversamples with replacement
+        rng = random.Random(spec.seed)
+        extra = [rng.randrange(len(P)) for _ in range(spec.num_prompts - len(P))]
+        P += [P[j] for j in extra]
+        O += [O[j] for j in extra]
+    return P, O, path
+
+
+def build_workload(spec: WorkloadSpec) -> Workload:
+    """The requests of one bench run (or trace) as the simulator's ``Workload``."""
+    spec.validate()
+    notes: list[str] = []
+    if spec.dataset_name == "trace":
+        w = load_trace(spec.dataset_path)
+        if spec.num_prompts and spec.num_prompts < len(w):
+            w = w.head(spec.num_prompts)
+        if spec.rate_scale != 1.0:
+            w = w.scaled(spec.rate_scale)
+        return replace(w, max_concurrency=spec.max_concurrency)
+    n = spec.num_prompts
+    if spec.dataset_name == "random":
+        prompt, output = random_lengths(spec)
+        src = (f"random in={spec.random_input_len} out={spec.random_output_len} range={spec.random_range_ratio:g}"
+               + (f" prefix={spec.random_prefix_len}" if spec.random_prefix_len else ""))
+        if not spec.ignore_eos:
+            notes.append("--dataset-name random without --ignore-eos: each request may stop at an EOS the model "
+                         "happens to sample; simulated as running to its max_tokens (an upper bound; the bench's "
+                         "'Total generated tokens' shows the real count)")
+    elif spec.dataset_name == "sharegpt":
+        prompt, output, path = sharegpt_lengths(spec)
+        src = f"sharegpt lengths from {path}"
+        if spec.ignore_eos:
+            notes.append("sharegpt with --ignore-eos: every request generates exactly its reply's length")
+        else:
+            notes.append("sharegpt: a request stops at EOS; simulated at its recorded reply length (max_tokens)")
+    else:  # synthetic: kvdoctor's own length recipes
+        import numpy as np
+
+        prompt, output, src = _lengths(spec.prompt_dist or "lognormal:1024:256:1.0", n, np.random.default_rng(spec.seed))
+    arrival = bench_arrivals(n, spec.request_rate * spec.rate_scale,
+                             spec.burstiness, spec.seed)
+    group = plen = None
+    if spec.random_prefix_len and spec.dataset_name == "random":
+        # one random prefix shared by every request (RandomDataset.get_prefix): one prefix group
+        group = ["p0"] * n
+        plen = [spec.random_prefix_len] * n
+    rate = "inf" if math.isinf(spec.request_rate) else f"{spec.request_rate * spec.rate_scale:g}/s"
+    recipe = (f"{src} rate={rate}" + (f" burstiness={spec.burstiness:g}" if spec.burstiness != 1 else "")
+              + (f" max_concurrency={spec.max_concurrency}" if spec.max_concurrency else "") + f" seed={spec.seed}")
+    return Workload(arrival=arrival, prompt=prompt, output=output, group=group, prefix_len=plen,
+                    max_concurrency=spec.max_concurrency, name=spec.dataset_name, source=recipe, notes=notes)

@@ -197,7 +197,8 @@ class StepsWriter:
     """``--steps-out``: one JSON line per engine step, the format of vLLM's scheduler side of the
     differential check (tests/oracle/): ``step``, ``t`` (start, simulated seconds), ``sched``
     (request id -> tokens scheduled, in scheduling order), ``preempted`` and ``finished`` (ids),
-    ``kv_blocks_used``, ``running`` and ``waiting`` (after the step's output is processed).
+    ``kv_blocks_used``, ``running`` and ``waiting`` (after the step's output is processed), and
+    ``arrived`` (ids that reached the engine since the previous step was planned).
 
     Request ids are the workload's (the trace's ``request_id`` column, else the row index) as
     strings. Used as the simulation's step observer, so a run of any length streams to disk.
@@ -223,4 +224,5 @@ class StepsWriter:
             "kv_blocks_used": rec.kv_blocks_used,
             "running": rec.running,
             "waiting": rec.waiting,
+            "arrived": [ident(i) for i in rec.arrived],
         }, separators=(",", ":")) + "\n")

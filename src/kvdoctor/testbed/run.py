@@ -19,10 +19,10 @@ _UNUSED = LoadSpec(prompt_len=8, output_len=8, requests=1)
 
 def run_scenario(tb: TestBed, sc: Scenario, out_dir: Path, *, port: int | None = None,
                  health_timeout_s: float = 900.0, bench_timeout_s: float = 900.0,
-                 log: Callable[[str], None] | None = None, long: bool = False) -> RunResult:
-    """Start the scenario's server on 127.0.0.1:<free port>, drive its load (``long``: the frozen copies' longer
-    load), stop it. The run folder also gets ``scenario.json`` (the exact serve line, env and load)."""
-    load = sc.long_load() if long else sc.load
+                 log: Callable[[str], None] | None = None) -> RunResult:
+    """Start the scenario's server on 127.0.0.1:<free port>, drive its load, stop it. The run folder also gets
+    ``scenario.json`` (the exact serve line, env and load)."""
+    load = sc.load
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     out_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
@@ -35,7 +35,7 @@ def run_scenario(tb: TestBed, sc: Scenario, out_dir: Path, *, port: int | None =
     (out_dir / "scenario.json").write_text(json.dumps({
         "scenario": sc.name, "what": sc.what, "serve_line": sc.serve_line("$TESTBED/tiny"),
         "flags": sc.all_flags(), "env": sc.env, "load": load.as_dict() if load else None,
-        "bench_args": load.bench_args() if load else None, "long": long,
+        "bench_args": load.bench_args() if load else None,
         "expect_startup_failure": sc.expect_startup_failure, "status": res.status, "reason": res.reason,
         "vllm": tb.info.get("vllm_version"), "vllm_dist": tb.info.get("vllm_dist"), "torch": tb.info.get("torch"),
         "ready_s": res.ready_s, "bench_s": res.bench_s,

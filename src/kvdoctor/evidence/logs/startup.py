@@ -1005,9 +1005,11 @@ def _open_lines(src: Any) -> Iterable[str]:
 
 
 def _decode(raw) -> Iterable[str]:
+    from kvdoctor.safeio import bounded_lines
+
     with raw:
         try:
-            for bline in raw:
+            for bline in bounded_lines(raw, MAX_LINE + 1):  # an endless line is never held whole
                 if len(bline) > MAX_LINE:
                     bline = bline[:MAX_LINE]
                 yield bline.decode("utf-8", "replace").replace("\x00", "")

@@ -1,0 +1,108 @@
+"""``kvdoctor calibrate``: fit one deployment's step-time and front-end coefficients on its own
+`vllm bench serve` results, report the held-out error, write a calibration file that
+``simulate``, ``plan``, ``swap`` and ``experiment`` take with ``--calibration FILE``.
+
+Thin: the deployment options (cli/common.py) give the scheduler limits and the roofline; the fit
+lives in ``sim.calibration``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvdoctor.cli import app, common
+
+SCHEMA = "kvdoctor.calibrate/1"
+
+
+@app.command("calibrate")
+@common.config_options
+def calibrate_cmd(
+    opts: common.ConfigOptions,
+    bench: Annotated[Optional[list[str]], typer.Argument(help="`vllm bench serve --save-result` JSON files of this deployment (--save-detailed adds per-request lengths and send times).")] = None,
+    stats_log: Annotated[Optional[list[str]], typer.Option("--stats-log", help="The server's log with its periodic stats lines (repeatable): busy intervals constrain the step time.")] = None,
+    out: Annotated[str, typer.Option("--output", "--out", "-o", help="Where to write the calibration file (JSON).")] = "kvdoctor-calibration.json",
+    fit_on: Annotated[Optional[list[str]], typer.Option("--fit-on", help="Fit on this result (file name; repeatable). Default: the first. The others are held out and predicted.")] = None,
+    linear: Annotated[bool, typer.Option("--linear", help="Fit a linear step time alone (engines the GPU roofline does not describe, e.g. vLLM's CPU backend). Default: scale the roofline and add linear terms.")] = False,
+    json_out: common.JsonOpt = False,
+    quiet: common.QuietOpt = False,
+) -> None:
+    """Fit this deployment's time model on its own bench results; report the error on held-out runs."""
+    from kvdoctor.cli.output import emit_json
+    from kvdoctor.errors import InputError
+    from kvdoctor.ledger.build import build_ledger
+    from kvdoctor.sim import calibration as C
+    from kvdoctor.sim.whatif import layout_of, sched_config
+
+    if not bench and not stats_log:
+        raise InputError("give bench results (vllm bench serve --save-result JSON) and/or --stats-log SERVER.log")
+    runs = C.load_bench_runs(bench) if bench else []
+    stats = C.load_stats_observations(list(stats_log)) if stats_log else None
+    if not runs and not linear:
+        raise InputError("a stats log alone calibrates the linear step model only: add --linear")
+    inputs = common.resolve_inputs(opts)
+    led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
+    if not led.fit_ok:
+        raise InputError(f"vLLM would not start with this configuration: {led.startup_error}")
+    cfg = sched_config(inputs.resolved, led.num_blocks, layout_of(inputs.shape, inputs.gpu, inputs.resolved))
+    kind = "linear" if linear else "roofline+linear"
+    base = None
+    if not linear:
+        from kvdoctor.sim.steptime import from_deployment
+
+        base = from_deployment(inputs.shape, inputs.gpu, inputs.resolved)
+    deployment = {"model": inputs.shape.name, "gpu": inputs.gpu.name, "vllm_version": inputs.vllm_version,
+                  "engine": {k: v for k, v in inputs.config.given().items() if not str(k).startswith("extra.")}}
+    cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment,
+                      stats=stats)
+    try:
+        with open(out, "w", encoding="utf-8") as f:
+            import json
+
+            json.dump(cal.to_json(), f, indent=1, default=str)
+    except OSError as exc:
+        raise InputError(f"cannot write {out}: {exc.strerror}") from None
+    payload = {**cal.to_json(), "schema_version": SCHEMA, "calibration_file": out}
+    if json_out:
+        emit_json(payload)
+        return
+    _render(payload, quiet)
+
+
+def _render(p: dict, quiet: bool) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from kvdoctor.cli.output import console
+
+    con = console()
+    fit = p["fit"]
+    if quiet:  # docs/cli.md "--quiet": the file and how far to trust it, one line
+        from kvdoctor.report.oneline import calibrate_line
+        from kvdoctor.report.terminal import one_line
+
+        one_line(calibrate_line(p))
+        return
+    on = list(fit["fit_on"]) + ([f"{fit['stats_intervals']} stats-log intervals"] if fit.get("stats_intervals") else [])
+    con.print(f"[bold]kvdoctor calibrate[/bold] — {escape(str(p['deployment'].get('model')))} "
+              f"({p['kind']}), fitted on {escape(', '.join(on))}")
+    if not quiet:
+        t = Table(show_header=True, header_style="bold")
+        for c in ("run", "split", "output tok/s", "mean TTFT", "mean TPOT"):
+            t.add_column(c)
+        for name, r in fit["runs"].items():
+            def cell(k):
+                m, pr, e = r["measured"].get(k), r["predicted"].get(k), r["error"].get(k)
+                return "—" if m is None or pr is None else f"{m:.1f} → {pr:.1f} ({e:+.0%})"
+            t.add_row(escape(name), r["split"], cell("output_throughput"), cell("mean_ttft_ms"), cell("mean_tpot_ms"))
+        con.print(t)
+    for label, key in (("fit", "fit_median_abs_error"), ("held out", "held_out_median_abs_error")):
+        e = fit.get(key)
+        if e:
+            parts = [f"{k.replace('_', ' ')} {v:.0%}" for k, v in e.items() if v is not None]
+            con.print(f"median |error| on {label}: " + ", ".join(parts))
+    if not fit.get("held_out"):
+        con.print("note: no held-out run — give two or more results to know how far to trust the fit")
+    con.print(f"wrote {escape(p['calibration_file'])} (use: --calibration {escape(p['calibration_file'])})")

@@ -1,0 +1,144 @@
+"""The workload options of ``vllm bench serve``, shared by ``simulate``, ``plan``, ``swap`` and
+``experiment``, and ``--calibration FILE``.
+
+    @app.command()
+    @workload_opts.workload_options
+    def verb(wl: workload_opts.WorkloadOptions, ...):
+        spec = wl.spec(trace=...)            # sim.workload.WorkloadSpec, or None when none was asked for
+        cal = wl.load_calibration()          # sim.calibration.Calibration or None
+
+Names and defaults are the bench's (vLLM 0.33 ``benchmarks/serve.py``/``datasets``), so a bench
+command line's workload part can be pasted. Nothing heavy is imported here (start-up budget).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from dataclasses import dataclass, fields
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+_P = "Workload (vllm bench serve)"
+
+
+@dataclass
+class WorkloadOptions:
+    dataset_name: Optional[str] = None
+    num_prompts: Optional[int] = None
+    request_rate: Optional[str] = None
+    burstiness: Optional[float] = None
+    max_concurrency: Optional[int] = None
+    random_input_len: Optional[int] = None
+    random_output_len: Optional[int] = None
+    random_range_ratio: Optional[float] = None
+    random_prefix_len: Optional[int] = None
+    ignore_eos: bool = False
+    dataset_path: Optional[str] = None
+    sharegpt_output_len: Optional[int] = None
+    seed: int = 0
+    calibration: Optional[str] = None
+
+    def asked(self) -> bool:
+        """Was any bench-style workload option given?"""
+        return any(getattr(self, f.name) not in (None, False) for f in fields(self)
+                   if f.name not in ("seed", "calibration"))
+
+    def rate(self) -> float:
+        from kvdoctor.errors import InputError
+
+        if self.request_rate is None:
+            return math.inf
+        s = str(self.request_rate).strip().lower()
+        try:
+            v = math.inf if s in ("inf", "infinity") else float(s)
+        except ValueError:
+            raise InputError(f"--request-rate must be a number or inf, got {self.request_rate!r}") from None
+        return v
+
+    def spec(self, trace: str | None = None, default_prompts: int = 1000):
+        """The ``WorkloadSpec`` these options describe (None when no bench option was given and no
+        trace: the verb then uses its own workload options)."""
+        from kvdoctor.errors import InputError
+        from kvdoctor.sim.workload import WorkloadSpec
+
+        if not self.asked() and not trace:
+            return None
+        name = self.dataset_name or ("trace" if trace else "random")
+        if trace and name != "trace":
+            raise InputError(f"give either --trace or --dataset-name {name}, not both")
+        d = WorkloadSpec()
+        spec = WorkloadSpec(
+            dataset_name=name,
+            num_prompts=self.num_prompts if self.num_prompts is not None else (0 if trace else default_prompts),
+            request_rate=self.rate(),
+            burstiness=self.burstiness if self.burstiness is not None else 1.0,
+            max_concurrency=self.max_concurrency,
+            seed=self.seed,
+            random_input_len=self.random_input_len if self.random_input_len is not None else d.random_input_len,
+            random_output_len=self.random_output_len if self.random_output_len is not None else d.random_output_len,
+            random_range_ratio=self.random_range_ratio if self.random_range_ratio is not None else 0.0,
+            random_prefix_len=self.random_prefix_len or 0,
+            ignore_eos=self.ignore_eos,
+            dataset_path=trace or self.dataset_path,
+            sharegpt_output_len=self.sharegpt_output_len,
+        )
+        if name != "trace":
+            spec.validate()
+        return spec
+
+    def load_calibration(self):
+        if not self.calibration:
+            return None
+        from kvdoctor.sim.calibration import load_calibration
+
+        return load_calibration(self.calibration)
+
+
+_TYPES: dict[str, Any] = {
+    "dataset_name": Annotated[Optional[str], typer.Option("--dataset-name", help="random or sharegpt (as vllm bench serve); trace with --trace.", rich_help_panel=_P)],
+    "num_prompts": Annotated[Optional[int], typer.Option("--num-prompts", help="Number of requests (bench default 1000).", rich_help_panel=_P)],
+    "request_rate": Annotated[Optional[str], typer.Option("--request-rate", help="Requests per second, or inf (all at t=0; bench default).", rich_help_panel=_P)],
+    "burstiness": Annotated[Optional[float], typer.Option("--burstiness", help="Gamma shape of inter-arrival gaps (1 = Poisson, <1 burstier).", rich_help_panel=_P)],
+    "max_concurrency": Annotated[Optional[int], typer.Option("--max-concurrency", help="Closed loop: at most this many requests in flight (a new one is sent when one finishes).", rich_help_panel=_P)],
+    "random_input_len": Annotated[Optional[int], typer.Option("--random-input-len", help="random: input tokens (bench default 1024).", rich_help_panel=_P)],
+    "random_output_len": Annotated[Optional[int], typer.Option("--random-output-len", help="random: output tokens (bench default 128).", rich_help_panel=_P)],
+    "random_range_ratio": Annotated[Optional[float], typer.Option("--random-range-ratio", help="random: lengths uniform in [L(1-r), L(1+r)], 0 <= r < 1.", rich_help_panel=_P)],
+    "random_prefix_len": Annotated[Optional[int], typer.Option("--random-prefix-len", help="random: tokens of one prefix shared by every request (on top of the input length).", rich_help_panel=_P)],
+    "ignore_eos": Annotated[bool, typer.Option("--ignore-eos", help="Every request generates exactly its output length (else it may stop at EOS).", rich_help_panel=_P)],
+    "dataset_path": Annotated[Optional[str], typer.Option("--dataset-path", help="sharegpt: a length file (prompt/output token columns); default: the shared ShareGPT statistics.", rich_help_panel=_P)],
+    "sharegpt_output_len": Annotated[Optional[int], typer.Option("--sharegpt-output-len", help="sharegpt: override every output length.", rich_help_panel=_P)],
+    "seed": Annotated[int, typer.Option("--seed", help="Seed of the workload (bench: --seed).", rich_help_panel=_P)],
+    "calibration": Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvdoctor calibrate` (this deployment's step-time and front-end coefficients).", rich_help_panel="Time model")],
+}
+assert set(_TYPES) == {f.name for f in fields(WorkloadOptions)}
+_DEFAULTS = {f.name: f.default for f in fields(WorkloadOptions)}
+
+
+def workload_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: replace the verb's ``wl: WorkloadOptions`` parameter by the workload options
+    (same mechanism as ``common.config_options``; stack it under ``@common.config_options``)."""
+    sig = inspect.signature(func, eval_str=True)
+    own = [p for p in sig.parameters.values() if p.name != "wl"]
+    if len(own) == len(sig.parameters):
+        raise TypeError(f"{func.__name__}: @workload_options needs a parameter named 'wl'")
+    clash = {p.name for p in own} & set(_TYPES)
+    if clash:
+        raise TypeError(f"{func.__name__}: parameters {sorted(clash)} clash with the workload options")
+    extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=_DEFAULTS[n], annotation=a)
+             for n, a in _TYPES.items()]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + extra
+    new_sig = sig.replace(parameters=params)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        collected = {n: kwargs.pop(n, _DEFAULTS[n]) for n in _TYPES}
+        return func(*args, wl=WorkloadOptions(**collected), **kwargs)
+
+    wrapper.__signature__ = new_sig  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in new_sig.parameters.values()
+                               if p.annotation is not inspect.Parameter.empty}
+    del wrapper.__wrapped__
+    return wrapper

@@ -1,0 +1,313 @@
+"""The per-line path: every line that holds a needle of any rule, read in order.
+
+Start-up lines go to the ``StartupCollector``, stats lines and v0 preemption warnings become samples and
+events (terminal-wrapped records are joined back), errors become events (one per traceback burst), and
+hostile lines (too long, invalid UTF-8, binary) are counted by reason. A mixin of ``reader.LogReader``:
+it reads and writes the reader's state (``self.series``, ``self.events``, ``self.skip``, the clock).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvdoctor.evidence.logs.commit import Series
+from kvdoctor.evidence.logs.envelope import (ANSI_B, FOREIGN_ISO_B, GLUE_B, leading_timestamp_b, parse_envelope,
+                                             search_envelope_b)
+from kvdoctor.evidence.logs.limits import ABSENT, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_WARNINGS
+from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
+from kvdoctor.evidence.model import Event
+
+# What the full path looks for (each rule needle in startup._RULES contains one of these; the
+# table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
+FULL_NEEDLES = (
+    b"KV ", b"GiB", b" GB", b"blocks", b"tokens per request", b"LLM engine", b"non-default args",
+    b"max_num_batched_tokens=", b"max model len", b"block size", b"backend", b"version", b"max seq len",
+    b"rror", b"ERROR", b"Memory profiling", b"is equivalent to", b"uto-fit", b"roughput", b"reqs", b"cache ",
+    b"\x00", b"num_gpu_blocks", b"allreduce is disabled",
+)
+_ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"died unexpectedly", b"Traceback")
+
+
+def proc_key(m: Any) -> str:
+    if m is None or m.group("proc") is None:
+        return "main"
+    return f"{m.group('proc').decode('utf-8', 'replace')} pid={m.group('pid').decode()}"
+
+
+def looks_like_stats_tail(line: bytes) -> bool:
+    return b"tokens/s" in line or b"reqs," in line or b"cache usage" in line or b"roughput" in line
+
+
+class LinePath:
+    """The per-line path and the record handlers every path shares (a ``LogReader`` mixin)."""
+
+    # -- accounting --------------------------------------------------------------------------
+    def _skipped(self, reason: str, line: bytes) -> None:
+        self.skip.skipped_lines += 1
+        self.skip.reasons[reason] += 1
+        if reason not in self.skip.examples:
+            self.skip.examples[reason] = line[:160].decode("utf-8", "replace")
+
+    # -- time --------------------------------------------------------------------------------
+    def _time(self, m: Any, line: bytes) -> float | None:
+        # (an EnvMatch: its level/timestamp match answers these groups; one call for all of them)
+        year, mon, day, hh, mi, ss, frac = getattr(m, "m", m).group("year", "mon", "day", "hh", "mi", "ss", "frac")
+        y = int(year) if year else None
+        if y is None:
+            st = m.start()
+            if st > 0:
+                fm = FOREIGN_ISO_B.search(line, 0, st)
+                if fm is not None:
+                    y = int(fm.group("year"))
+        sec = float(ss + frac.replace(b",", b".")) if frac else float(ss)
+        try:
+            return self.clock.epoch(y, int(mon), int(day), int(hh), int(mi), sec)
+        except ValueError:
+            return None
+
+    # -- record handlers ---------------------------------------------------------------------
+    def _stats(self, line: bytes, n: int, row: tuple | None = None) -> bool | None:
+        """True parsed; None a stats record that could not be used (counted when it had a reason
+        other than its own shape; the caller decides about malformed ones)."""
+        parts = GLUE_B.split(line) if row is None and line.count(b"Avg prompt throughput") > 1 else ()
+        if len(parts) > 1:
+            ok: bool | None = None
+            for part in parts:
+                if part:
+                    r = self._stats(part, n)
+                    if r is None and parse_stats(part) is None:
+                        self._skipped("malformed-stats", part)
+                    ok = ok or r
+            return ok
+        if row is None:
+            row = parse_stats(line, absent=ABSENT)
+            if row is None:
+                return None
+        m = search_envelope_b(line) or leading_timestamp_b(line)
+        if m is None:
+            self._skipped("stats-without-timestamp", line)
+            return None
+        t = self._time(m, line)
+        if t is None:
+            self._skipped("bad-timestamp", line)
+            return None
+        proc = proc_key(m)
+        key = (proc, row[0])
+        s = self.series.get(key)
+        if s is None:
+            s = self.series[key] = Series(proc, row[0])
+        s.add(t, row, n)
+        return True
+
+    def _warning(self, line: bytes, n: int) -> bool:
+        w = parse_warning(line)
+        if w is None:
+            self._skipped("malformed-preemption-warning", line)
+            return False
+        m = search_envelope_b(line)
+        t = self._time(m, line) if m is not None else None
+        group, mode, cum = w
+        self._event(Event(t=t, kind="preemption-warning", line_no=n,
+                          message=line[:300].decode("utf-8", "replace").strip(),
+                          data={"cumulative": cum, "mode": mode, "sequence_group": group}), proc_key(m))
+        return True
+
+    def _event(self, ev: Event, proc: str) -> None:
+        c = self.event_counts.get(ev.kind, 0) + 1
+        self.event_counts[ev.kind] = c
+        if c > (MAX_WARNINGS if ev.kind == "preemption-warning" else MAX_EVENTS_PER_KIND):
+            self.events_dropped += 1
+            return
+        self.events.append((ev, proc))
+
+    def _error(self, line: bytes, n: int, m: Any) -> bool:
+        text = line[:600].decode("utf-8", "replace").strip()
+        msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
+        if "out of memory" in msg or "OutOfMemoryError" in msg:
+            kind = "oom"
+        elif "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
+            kind = "kv-too-small"
+        elif ("EngineDeadError" in msg or "died unexpectedly" in msg or "fatal error" in msg
+              or "Engine core initialization failed" in msg or "failed to start" in msg):
+            kind = "engine-dead"
+        elif (m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback"):
+            kind = "error"
+        else:
+            return False
+        proc = proc_key(m)
+        t = self._time(m, line) if m is not None else None
+        # A traceback logs one ERROR line per frame: one event per burst (process, second).
+        burst = (proc, None if t is None else int(t))
+        if self._last_err is not None and self._last_err == burst and self.events:
+            last = self.events[-1][0]
+            last.data["lines"] = last.data.get("lines", 1) + 1
+            if kind != "error" and last.kind == "error":
+                last.kind = kind
+            return True
+        self._last_err = burst
+        self._event(Event(t=t, kind=kind, line_no=n, message=msg.strip()[:300]), proc)
+        return True
+
+    def _full(self, work: bytes, base: int, with_stats: bool = True) -> None:
+        """Every line that holds a needle of any rule, in order; plus the hostile-line accounting.
+        ``with_stats=False`` re-reads a chunk whose stats lines were already taken (errors, start-up)."""
+        if b"\x1b" in work:
+            work = ANSI_B.sub(b"", work)
+        starts: set[int] = set()
+        for nd in FULL_NEEDLES:
+            p = work.find(nd)
+            while p != -1:
+                ls = work.rfind(b"\n", 0, p) + 1
+                starts.add(ls)
+                le = work.find(b"\n", p)
+                if le == -1:
+                    break
+                if nd == b"Memory profiling" and work[le - 1:le] == b":":
+                    # v0's tabular block: "Memory profiling results:" then one "key  value" row per line
+                    q = le
+                    for _ in range(12):
+                        if q + 1 >= len(work):
+                            break
+                        starts.add(q + 1)
+                        q = work.find(b"\n", q + 1)
+                        if q == -1:
+                            break
+                p = work.find(nd, le)
+        if with_stats:
+            self._hostile(work, base)
+        col = self.collector
+        consumed = -1  # byte offset up to which lines were eaten by a join
+        counted_to, line_no = 0, base
+        for ls in sorted(starts):
+            if ls < consumed:
+                continue
+            line_no += work.count(b"\n", counted_to, ls)
+            counted_to = ls
+            n = line_no + 1
+            le = work.find(b"\n", ls)
+            bl = work[ls:le] if le - ls <= MAX_LINE else work[ls:ls + MAX_LINE]
+            if b"\x00" in bl:
+                bl = bl.replace(b"\x00", b"")
+                if not bl.strip():
+                    self._skipped("binary", b"\\x00...")
+                    continue
+            if b"\r" in bl:
+                bl = bl.rstrip(b"\r")
+            if not with_stats and (b"roughput" in bl or b"preempted by" in bl):
+                continue
+            if b"Avg prompt throughput" not in bl and looks_like_stats_tail(bl) and search_envelope_b(bl) is None:
+                # a continuation of a terminal-wrapped stats record: join from its envelope line
+                done = self._join_back(work, ls, le, n)
+                if done is not None:
+                    if done > 0:
+                        consumed = max(consumed, done)
+                    continue
+            if b"Avg prompt throughput" in bl:
+                r = self._stats(bl, n)
+                if r is None and parse_stats(bl) is None:
+                    # cut by a terminal: join the following envelope-less fragments
+                    joined, j_end, ok = bl, le, False
+                    for _ in range(3):
+                        nxt_end = work.find(b"\n", j_end + 1)
+                        if nxt_end == -1:
+                            break
+                        nxt = work[j_end + 1:nxt_end]
+                        if search_envelope_b(nxt) is not None:
+                            break
+                        joined += nxt.rstrip(b"\r")
+                        j_end = nxt_end
+                        if parse_stats(joined) is not None:
+                            ok = True
+                            break
+                    if ok:
+                        r = self._stats(joined, n)
+                        consumed = max(consumed, j_end)
+                    else:
+                        self._skipped("malformed-stats", bl)
+                if r:
+                    self.parsed_lines += 1
+                continue
+            if b"preempted by" in bl and b"KV cache" in bl:
+                if self._warning(bl, n):
+                    self.parsed_lines += 1
+                continue
+            hit = False
+            if any(nd in bl for nd in _ERR_NEEDLES):
+                hit = self._error(bl, n, search_envelope_b(bl))
+            text = bl.decode("utf-8", "replace")
+            env = parse_envelope(text)
+            if col.feed(n, env, env.msg if env is not None else text):
+                hit = True
+                self._last_startup_line = n
+            if hit:
+                self.parsed_lines += 1
+
+    def _join_back(self, work: bytes, ls: int, le: int, n: int) -> int | None:
+        """A stats fragment without envelope: find the envelope line up to 3 lines above, join the
+        fragments down to one that parses. Returns the end offset consumed, 0 when the record was
+        already read from its first line, None when this is not a wrapped stats record."""
+        start = ls
+        for _ in range(3):
+            if start == 0:
+                return None
+            ps = work.rfind(b"\n", 0, start - 1) + 1
+            prev = work[ps:start - 1]
+            start = ps
+            if search_envelope_b(prev) is not None:
+                break
+        else:
+            return None
+        if b"Avg prompt throughput" in work[start:ls]:
+            return 0  # the record's first line carries the marker: it was (or will be) joined from there
+        end = le
+        for _ in range(3):
+            joined = work[start:end].replace(b"\r\n", b"").replace(b"\n", b"")
+            if parse_stats(joined) is not None:
+                first_n = n - work.count(b"\n", start, ls)
+                if self._stats(joined, first_n):
+                    self.parsed_lines += 1
+                return end
+            nxt = work.find(b"\n", end + 1)
+            if nxt == -1:
+                break
+            end = nxt
+        return None
+
+    def _hostile(self, work: bytes, base: int) -> None:
+        """Too-long lines and invalid UTF-8, counted (a full chunk only: hostile input lands here)."""
+        import numpy as np
+
+        arr = np.frombuffer(work, dtype=np.uint8)
+        nl = np.flatnonzero(arr == 10)
+        if len(nl):
+            lens = np.diff(np.concatenate(([-1], nl))) - 1
+            for k in np.flatnonzero(lens > MAX_LINE)[:1000]:
+                self._skipped("too-long", work[int(nl[k] - lens[k]): int(nl[k] - lens[k]) + 160])
+        if not work.isascii():
+            try:
+                work.decode("utf-8")
+            except UnicodeDecodeError:
+                hi = np.flatnonzero(arr >= 0x80)
+                line_idx = np.unique(np.searchsorted(nl, hi))
+                for k in line_idx[:100000]:
+                    a = int(nl[k - 1]) + 1 if k > 0 else 0
+                    b = int(nl[k]) if k < len(nl) else len(work)
+                    seg = work[a:b]
+                    if len(seg) > MAX_LINE:
+                        continue  # already counted as too long
+                    try:
+                        seg.decode("utf-8")
+                    except UnicodeDecodeError:
+                        if seg.replace(b"\x00", b"").strip():
+                            self._skipped("invalid-utf8", seg)
+
+    def _skip_binary_lines(self, work: bytes) -> None:
+        """Lines of NUL bytes only (binary junk) are counted, never parsed (memchr finds them)."""
+        find, rfind = work.find, work.rfind
+        p = find(b"\x00")
+        while p != -1:
+            ls = rfind(b"\n", 0, p) + 1
+            le = find(b"\n", p)
+            if not work[ls:le].replace(b"\x00", b"").strip():
+                self._skipped("binary", b"\\x00...")
+            p = find(b"\x00", le)

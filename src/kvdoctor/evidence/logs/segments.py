@@ -1,0 +1,94 @@
+"""From series and events to segments: the settlement rules the reader applies when it finishes.
+
+An engine lifetime (a start-up and what follows it) is a segment; its events go to the timeline of their
+process (``match_dp`` for data-parallel engine cores); v1 stats lines without ``Preemptions:`` are
+settled per segment (``settle_preemptions``); v0 preemption counts come from the every-50th warnings
+(``v0_preemptions_from_warnings``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kvdoctor.evidence.logs.limits import ABSENT, NAN
+from kvdoctor.evidence.model import Segment, StartupFacts, Timeline
+
+_DP = re.compile(r"DP(\d+)")
+
+
+def match_dp(proc: str, cands: list) -> Segment:
+    """An EngineCore_DPk event belongs to the "Engine 00k" timeline when there is one."""
+    m = _DP.search(proc or "")
+    if m:
+        want = f"Engine {int(m.group(1)):03d}"
+        for key, sg in cands:
+            if key[2] == want or sg.engine.endswith(want):
+                return sg
+    return cands[0][1]
+
+
+def startup_line(f: StartupFacts) -> str:
+    bits = []
+    if f.vllm_version:
+        bits.append(f"vLLM {f.vllm_version}")
+    if f.kv_cache_bytes is not None:
+        bits.append(f"KV {f.kv_cache_bytes / (1 << 30):.2f} GiB")
+    if f.num_gpu_blocks is not None:
+        bits.append(f"{f.num_gpu_blocks} blocks")
+    if f.kv_cache_tokens is not None:
+        bits.append(f"{f.kv_cache_tokens:,} tokens")
+    if f.startup_error:
+        bits.append(f"error: {f.startup_error}")
+    return "engine start" + (": " + ", ".join(bits) if bits else "")
+
+
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+def settle_preemptions(tl: Timeline, startup: StartupFacts | None) -> None:
+    """v1 stats lines without ``Preemptions:`` (ABSENT): 0 only where the log proves it can print the
+    field, else unknown (NaN). vLLM v1 up to 0.11 prints it when > 0 in the interval; 0.12-0.33 never
+    print it (LoggingStatLogger._update_stats resets num_preemptions before log() reads it,
+    v1/metrics/loggers.py), so there a missing field says nothing. Proof: a line of this segment has
+    the field, or the segment's start-up shows a version <= 0.11."""
+    import numpy as np
+
+    pre = tl.preemptions
+    absent = pre == ABSENT
+    if not absent.any():
+        return
+    printable = bool(np.any(pre >= 0))
+    if not printable and startup is not None and startup.vllm_version:
+        m = _VERSION.search(startup.vllm_version)
+        printable = m is not None and (int(m.group(1)), int(m.group(2))) <= (0, 11)
+    pre[absent] = 0.0 if printable else NAN
+
+
+def v0_preemptions_from_warnings(sg: Segment) -> None:
+    """v0 logs every 50th preemption with the cumulative count. Between two warnings C0 (t0) and
+    C1 (t1) exactly C1 - C0 preemptions happened in (t0, t1]; they are spread over the timeline's
+    intervals in proportion to time (the log says no more than that). Before the first warning the
+    count rose from 0 to C0 at t0 (C0 = 1: the first preemption)."""
+    tl = sg.timeline
+    if tl is None or tl.swapped is None or len(tl) == 0:
+        return
+    import numpy as np
+
+    warn = [(e.t, e.data["cumulative"]) for e in sg.events
+            if e.kind == "preemption-warning" and e.t is not None and "cumulative" in e.data]
+    if not warn:
+        if np.all(np.isnan(tl.preemptions)):
+            tl.preemptions = np.zeros(len(tl))  # no warning at all: no preemption (v0 warns on the 1st)
+        return
+    warn.sort()
+    wt = np.array([w[0] for w in warn], dtype=np.float64)
+    wc = np.array([w[1] for w in warn], dtype=np.float64)
+    # cumulative count as a step-then-linear function of time; flat after the last warning
+    # (fewer than 50 more happened, unknown when).
+    cum_at = np.interp(tl.t, np.concatenate([[wt[0] - 1e-9], wt]), np.concatenate([[0.0], wc]), left=0.0)
+    prev = np.concatenate([[0.0], cum_at[:-1]])
+    tl.preemptions = np.maximum(cum_at - prev, 0.0)
+    # warnings after the last sample are not in any interval: add them to the last one
+    tail = wc[-1] - cum_at[-1]
+    if tail > 0:
+        tl.preemptions[-1] += tail

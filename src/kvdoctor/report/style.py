@@ -1,0 +1,80 @@
+"""The one style table: which colour means what, for the terminal (rich style names, also mapped to
+plain ANSI by the verbs that avoid rich) and for the HTML report (CSS colours, plot colours).
+
+The terminal and the report used to keep their own tables and drifted apart (``given`` was blue in
+one place and cyan in another). Meaning never depends on colour: a source or verdict is always
+printed as a word; colour only helps the eye. Pure data: importing this costs nothing.
+"""
+
+from __future__ import annotations
+
+# provenance source -> (rich style, CSS text colour, CSS badge background)
+SOURCES: dict[str, tuple[str, str, str]] = {
+    "measured": ("green", "#146c2e", "#e6f4ea"),
+    "simulated": ("magenta", "#862e9c", "#f3e8fb"),
+    "given": ("blue", "#1d4ed8", "#e8eefc"),
+    "predicted": ("yellow", "#9a4a00", "#fdf1e3"),
+    "default": ("dim", "#5b6475", "#eef1f6"),
+}
+
+# before/after verdict words (journal) -> rich style, CSS colour
+VERDICTS: dict[str, tuple[str, str]] = {
+    "better": ("green", "#067647"),
+    "worse": ("red", "#b42318"),
+    "flat": ("dim", "#5b6475"),
+    "changed": ("yellow", "#b54708"),
+}
+
+# reconciliation / diagnosis verdict words -> rich style; anything else is "bad" (red)
+OUTCOMES: dict[str, str] = {
+    "ok": "green", "healthy": "green", "idle": "green", "enough": "green", "pass": "green",
+    "starved": "yellow", "insufficient-evidence": "yellow",
+    "does-not-fit": "red",
+}
+
+# rich style name -> SGR code, for verbs that print plain ANSI (ledger: rich costs start-up time)
+SGR: dict[str, str] = {"green": "32", "blue": "34", "cyan": "36", "yellow": "33", "red": "31",
+                       "magenta": "35", "dim": "2", "bold": "1"}
+
+# plot series colours in the HTML report
+PLOT: dict[str, str] = {
+    "weights": "#4c6ef5",
+    "activation": "#f59f00",
+    "non_torch": "#868e96",
+    "cudagraph": "#ae3ec9",
+    "kv_cache": "#12b886",
+    "unaccounted": "#dee2e6",
+    "headroom": "#f1f3f5",
+    "kv": "#12b886",
+    "running": "#4c6ef5",
+    "waiting": "#f76707",
+    "preempt": "#e03131",
+    "tbt": "#1d2330",
+    "ttft": "#74c0fc",
+    "gen_tps": "#2b8a3e",
+    "prompt_tps": "#adb5bd",
+    "spike": "#e03131",
+    "spike_free": "#f59f00",
+    "queue": "#f76707",
+    "prefill": "#4c6ef5",
+    "decode": "#12b886",
+    "event": "#862e9c",
+    "not_applicable": "#ced4da",
+    "not_judged": "#868e96",
+    "measured": SOURCES["measured"][1],
+    "predicted": "#f76707",
+}
+
+
+def source_style(source: str | None) -> str:
+    """The rich style for a provenance source ('' for an unknown one)."""
+    return SOURCES.get(source or "", ("",))[0]
+
+
+def outcome_style(verdict: str | None) -> str:
+    return OUTCOMES.get(str(verdict or ""), "red")
+
+
+def source_css() -> str:
+    """The badge rules of the HTML report, one per source."""
+    return " ".join(f".src-{name} {{ background:{bg}; color:{fg}; }}" for name, (_, fg, bg) in SOURCES.items())

@@ -1,0 +1,517 @@
+"""One deployment's own time model, fitted on its own `vllm bench serve` results (``kvdoctor calibrate``).
+
+The public fit (``sim/coefficients.py``) is a prior for every GPU; an operator's runs of *their*
+deployment pin it down. A calibration holds:
+
+* a step time ``scale * roofline(batch) + base + per_token*T + per_kv_token*kv + per_pair*pairs
+  + per_request*n`` (``kind="roofline+linear"``), or the linear part alone (``kind="linear"``:
+  engines the roofline does not describe, e.g. vLLM's CPU backend, where a step is Python and
+  oneDNN time, not HBM bytes);
+* the API-server front end (``sim.frontend.FrontEnd``: per request, per prompt token, per output
+  token, serial in one process);
+* how it was fitted: the runs, each run's error, and the held-out error (fit on some runs, predict
+  the others), which is the ± a prediction made with it carries.
+
+Fitting: each run is re-simulated as the bench ran it (its saved per-request lengths and send
+times when ``--save-detailed``, else its options: prompts, rate, burstiness, concurrency, mean
+lengths), and a Nelder-Mead search on log-parameters minimises the squared log errors of the
+bench's own summary figures (output throughput, mean/median/p99 TTFT, mean TPOT, median/p99 ITL,
+mean E2E). Pure numpy; the simulator is the model, so one fit covers closed and open loops alike.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvdoctor.errors import InputError
+from kvdoctor.sim.frontend import FrontEnd
+
+SCHEMA = "kvdoctor.calibration/1"
+LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s")
+FE_KEYS = ("per_request_s", "per_prompt_token_s", "per_output_token_s", "latency_s")
+# the bench figures a fit matches, with the simulated counterpart computed by ``sim_figures``
+FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+           "median_itl_ms", "p99_itl_ms", "mean_e2el_ms")
+HEADLINE = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+# what the fit matches: the means the operator plans with. Medians and tails of ITL are reported,
+# not fitted: on a shared host they carry interference spikes (a run's p99 ITL 8x its median) that
+# no step-time model should chase
+FIT_FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
+# per-request spreads (from --save-detailed arrays) are reported beside the fit, not fitted: on a
+# shared host they carry the host's interference, not the deployment's
+_QS = ((10, "q10"), (25, "q25"), (75, "q75"), (90, "q90"))
+
+
+def _spread(ttft_ms, tpot_ms) -> dict[str, float]:
+    """Quantiles of per-request TTFT and TPOT (ms) — the same for a bench's arrays and a simulation."""
+    import numpy as np
+
+    out = {}
+    t = np.asarray([x for x in ttft_ms if x == x], dtype=float)
+    if len(t) >= 4:
+        for q, name in _QS:
+            out[f"ttft_{name}_ms"] = float(np.percentile(t, q))
+    p = np.asarray([x for x in tpot_ms if x == x], dtype=float)
+    if len(p) >= 4:
+        for q, name in ((25, "q25"), (75, "q75")):
+            out[f"tpot_{name}_ms"] = float(np.percentile(p, q))
+    return out
+
+
+class CalibratedStepTime:
+    """``scale * base.step(...) + linear.step(...)``; ``decode_line`` likewise (both are linear in kv)."""
+
+    def __init__(self, base, scale: float, linear):
+        self.base = base
+        self.scale = scale if base is not None else 0.0
+        self.linear = linear
+
+    def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int) -> float:
+        t = self.linear.step(tokens, sampled, kv_decode, prefill_pairs, num_reqs)
+        if self.base is not None:
+            t += self.scale * self.base.step(tokens, sampled, kv_decode, prefill_pairs, num_reqs)
+        return t
+
+    def decode_line(self, n: int) -> tuple[float, float]:
+        a, b = self.linear.decode_line(n)
+        if self.base is not None:
+            a0, b0 = self.base.decode_line(n)
+            a, b = a + self.scale * a0, b + self.scale * b0
+        return a, b
+
+    def describe(self) -> dict:
+        d = {"coefficients": "calibration", "scale": self.scale,
+             "linear": {k: getattr(self.linear, k) for k in LINEAR_KEYS}}
+        if self.base is not None:
+            d["roofline"] = self.base.describe()
+        return d
+
+
+@dataclass
+class Calibration:
+    kind: str  # "linear" | "roofline+linear"
+    scale: float
+    linear: dict[str, float]
+    frontend: FrontEnd | None
+    deployment: dict[str, Any] = field(default_factory=dict)
+    fit: dict[str, Any] = field(default_factory=dict)
+
+    def step_model(self, shape: Any = None, gpu: Any = None, resolved: Any = None):
+        from kvdoctor.sim.steptime import LinearStepTime, from_deployment
+
+        lin = LinearStepTime(**{k: float(self.linear.get(k, 0.0)) for k in LINEAR_KEYS})
+        base = None
+        if self.kind == "roofline+linear":
+            if shape is None or gpu is None or resolved is None:
+                raise InputError("this calibration scales the roofline model: it needs the model, GPU and configuration")
+            base = from_deployment(shape, gpu, resolved)
+        return CalibratedStepTime(base, self.scale, lin)
+
+    def uncertainty(self) -> dict[str, float | None]:
+        """Median absolute held-out error per headline figure (None: no held-out run)."""
+        return dict(self.fit.get("held_out_median_abs_error") or {})
+
+    def to_json(self) -> dict:
+        return {"schema_version": SCHEMA, "kind": self.kind, "scale": self.scale, "linear": self.linear,
+                "frontend": self.frontend.as_dict() if self.frontend else None,
+                "deployment": self.deployment, "fit": self.fit}
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"calibration file not found: {p}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{p}: not a calibration file ({type(exc).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA:
+        raise InputError(f"{p}: not a kvdoctor calibration file (schema_version {SCHEMA} expected)")
+    try:
+        kind = str(doc["kind"])
+        if kind not in ("linear", "roofline+linear"):
+            raise ValueError(kind)
+        lin = {k: float(doc["linear"].get(k, 0.0)) for k in LINEAR_KEYS}
+        fe = doc.get("frontend")
+        frontend = FrontEnd(**{k: float(fe.get(k, 0.0)) for k in FE_KEYS}) if fe else None
+        scale = float(doc.get("scale", 1.0))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise InputError(f"{p}: malformed calibration file") from None
+    if any(v < 0 or not math.isfinite(v) for v in (*lin.values(), scale)):
+        raise InputError(f"{p}: calibration coefficients must be finite and non-negative")
+    return Calibration(kind=kind, scale=scale, linear=lin, frontend=frontend,
+                       deployment=dict(doc.get("deployment") or {}), fit=dict(doc.get("fit") or {}))
+
+
+# ---- bench runs ----------------------------------------------------------------------------------
+
+@dataclass
+class BenchRun:
+    """One `vllm bench serve` result as the simulator replays it."""
+
+    name: str
+    figures: dict[str, float]  # the bench's own summary figures (ms / tok/s)
+    prompt: list[int]
+    output: list[int]
+    send: list[float] | None  # per-request send times (s from start) when saved, else None
+    request_rate: float
+    burstiness: float
+    max_concurrency: int | None
+    seed: int = 0
+    cfg: Any = None  # SchedConfig of this run when it differs from the setup's (another --max-num-seqs ...)
+
+    def workload(self):
+        from kvdoctor.sim.workload import Workload, bench_arrivals
+
+        n = len(self.prompt)
+        if self.send is not None and self.max_concurrency is None:
+            arrival = list(self.send)
+        else:
+            # closed loop: the saved start times already include the semaphore wait; the simulator
+            # recreates the wait itself from the bench's own arrival process
+            arrival = bench_arrivals(n, self.request_rate, self.burstiness, self.seed)
+        order = sorted(range(n), key=arrival.__getitem__)
+        return Workload(arrival=[arrival[i] - arrival[order[0]] for i in order], prompt=[self.prompt[i] for i in order],
+                        output=[self.output[i] for i in order], max_concurrency=self.max_concurrency,
+                        name=self.name, source=self.name)
+
+
+def _num(x, default=None):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return default
+    return v if math.isfinite(v) else (math.inf if v == math.inf else default)
+
+
+def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1) -> BenchRun:
+    """A saved ``--save-result`` JSON (``--save-detailed`` adds per-request lengths and starts).
+    The bench counts prompt tokens without the special tokens the server adds: they are added back."""
+    figs = {k: float(doc[k]) for k in FIGURES if _num(doc.get(k)) is not None}
+    if "output_throughput" not in figs:
+        raise InputError(f"{name}: not a vllm bench serve result (no output_throughput)")
+    completed = int(_num(doc.get("completed"), 0) or 0)
+    rate = doc.get("request_rate")
+    rate = math.inf if rate in (None, "inf", "Infinity") or _num(rate) in (None, math.inf) else float(rate)
+    burst = _num(doc.get("burstiness"), 1.0) or 1.0
+    mc = doc.get("max_concurrency")
+    mc = int(mc) if _num(mc) else None
+    inl, outl = doc.get("input_lens"), doc.get("output_lens")
+    if isinstance(inl, list) and isinstance(outl, list) and len(inl) == len(outl) and inl:
+        prompt = [int(x) + special_tokens for x in inl]
+        output = [max(1, int(x)) for x in outl]
+    else:
+        n = completed or int(_num(doc.get("num_prompts"), 0) or 0)
+        if not n:
+            raise InputError(f"{name}: the result has neither per-request lengths nor a request count")
+        ti, to = _num(doc.get("total_input_tokens")), _num(doc.get("total_output_tokens"))
+        if not ti or not to:
+            raise InputError(f"{name}: the result has no token totals to rebuild its lengths from")
+        prompt = [int(round(ti / n)) + special_tokens] * n
+        output = [max(1, int(round(to / n)))] * n
+    ttfts, lats = doc.get("ttfts"), doc.get("latencies")
+    if isinstance(ttfts, list) and isinstance(lats, list) and len(ttfts) == len(lats) == len(output):
+        tt = [float(x) * 1e3 for x in ttfts if _num(x) is not None]
+        tp = [(float(e) - float(t)) * 1e3 / (o - 1) for t, e, o in zip(ttfts, lats, output)
+              if o > 1 and _num(t) is not None and _num(e) is not None]
+        figs.update(_spread(tt, tp))
+    send = None
+    st = doc.get("start_times")
+    if isinstance(st, list) and len(st) == len(prompt) and all(_num(x) is not None for x in st):
+        t0 = min(float(x) for x in st)
+        send = [float(x) - t0 for x in st]
+    return BenchRun(name=name, figures=figs, prompt=prompt, output=output, send=send, request_rate=rate,
+                    burstiness=burst, max_concurrency=mc)
+
+
+def load_bench_runs(paths: list[str]) -> list[BenchRun]:
+    runs = []
+    for p in paths:
+        try:
+            doc = json.loads(Path(p).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(f"bench result not found: {p}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result)") from None
+        if not isinstance(doc, dict):
+            raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result)")
+        runs.append(bench_run_from_json(doc, Path(p).name))
+    if not runs:
+        raise InputError("no bench result given")
+    return runs
+
+
+# ---- simulated figures, errors, fit --------------------------------------------------------------
+
+def sim_figures(result) -> dict[str, float]:
+    """The bench's summary figures computed on a simulated run (same definitions as
+    ``benchmarks/serve.py``: TPOT per request excluding the first token, ITLs over all gaps)."""
+    import numpy as np
+
+    fin = result.status == 2
+    out = result.output_tokens[fin].astype(float)
+    ttft = result.ttft_s[fin]
+    e2e = result.e2e_s[fin]
+    f: dict[str, float] = {"output_throughput": float(result.summary.output_tokens_per_s)}
+    if len(ttft):
+        f["mean_ttft_ms"] = float(np.mean(ttft) * 1e3)
+        f["median_ttft_ms"] = float(np.median(ttft) * 1e3)
+        f["p99_ttft_ms"] = float(np.percentile(ttft, 99) * 1e3)
+        f["mean_e2el_ms"] = float(np.mean(e2e) * 1e3)
+        multi = out > 1
+        if multi.any():
+            tpot = (e2e[multi] - ttft[multi]) / (out[multi] - 1)
+            f["mean_tpot_ms"] = float(np.mean(tpot) * 1e3)
+            f.update(_spread(ttft * 1e3, tpot * 1e3))
+    vals, w = result.histograms.get("itl", (None, None))
+    if vals is not None and len(vals) and float(np.sum(w)) > 0:
+        o = np.argsort(vals, kind="stable")
+        cw = np.cumsum(w[o])
+        for q, k in ((0.5, "median_itl_ms"), (0.99, "p99_itl_ms")):
+            j = min(int(np.searchsorted(cw, q * cw[-1])), len(o) - 1)
+            f[k] = float(vals[o][j] * 1e3)
+    return f
+
+
+def run_errors(measured: dict[str, float], predicted: dict[str, float], keys=FIGURES) -> dict[str, float]:
+    """Relative error predicted/measured - 1 per figure both have (measured > 0)."""
+    return {k: predicted[k] / measured[k] - 1.0 for k in keys
+            if k in measured and k in predicted and measured[k] > 0 and predicted[k] > 0}
+
+
+@dataclass
+class Setup:
+    """What stays fixed while fitting: the scheduler limits and (for roofline+linear) the roofline."""
+
+    cfg: Any  # sim.scheduler.SchedConfig
+    base: Any = None  # RooflineStepTime or None
+
+
+def simulate_run(run: BenchRun, setup: Setup, cal: Calibration):
+    from kvdoctor.sim.run import simulate
+    from kvdoctor.sim.steptime import LinearStepTime
+
+    lin = LinearStepTime(**{k: float(cal.linear.get(k, 0.0)) for k in LINEAR_KEYS})
+    model = CalibratedStepTime(setup.base, cal.scale, lin)
+    return simulate(run.workload(), run.cfg or setup.cfg, model, detail=False, frontend=cal.frontend)
+
+
+_PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_request_s", "fe_output_token_s",
+                  "fe_latency_s")
+_PARAMS_ROOF = ("scale", "base_s", "per_request_s", "fe_request_s", "fe_output_token_s", "fe_latency_s")
+
+
+def _unpack(names, x, kind) -> Calibration:
+    v = {n: float(math.exp(xi)) for n, xi in zip(names, x)}
+    lin = {k: v.get(k, 0.0) for k in LINEAR_KEYS}
+    fe = FrontEnd(per_request_s=v.get("fe_request_s", 0.0), per_output_token_s=v.get("fe_output_token_s", 0.0),
+                  latency_s=v.get("fe_latency_s", 0.0))
+    return Calibration(kind=kind, scale=v.get("scale", 1.0), linear=lin, frontend=fe)
+
+
+def _initial(runs: list[BenchRun], kind: str) -> dict[str, float]:
+    """A starting point read off the runs themselves: the fastest median ITL is roughly one step
+    of a small batch, the fastest TTFT one prefill of its prompt."""
+    itl = min((r.figures.get("mean_tpot_ms") or r.figures.get("median_itl_ms") or 20.0) for r in runs) / 1e3
+    ttft = min((r.figures.get("median_ttft_ms") or 50.0) for r in runs) / 1e3
+    p = min(sum(r.prompt) / len(r.prompt) for r in runs)
+    if kind == "linear":
+        return {"base_s": 0.8 * itl, "per_request_s": 0.03 * itl, "per_token_s": max(1e-7, 0.1 * ttft / p),
+                "per_pair_s": 1e-9, "fe_request_s": 0.25 * ttft, "fe_output_token_s": 0.001 * itl,
+                "fe_latency_s": 0.25 * ttft}
+    return {"scale": 1.0, "base_s": 0.05 * itl, "per_request_s": 0.01 * itl, "fe_request_s": 0.1 * ttft,
+            "fe_output_token_s": 0.01 * itl, "fe_latency_s": 0.1 * ttft}
+
+
+def _nelder_mead(f, x0, step=0.7, iters=300, tol=1e-5):
+    import numpy as np
+
+    n = len(x0)
+    pts = [np.array(x0, dtype=float)]
+    for i in range(n):
+        p = np.array(x0, dtype=float)
+        p[i] += step
+        pts.append(p)
+    vals = [f(p) for p in pts]
+    for _ in range(iters):
+        order = np.argsort(vals)
+        pts = [pts[i] for i in order]
+        vals = [vals[i] for i in order]
+        if abs(vals[-1] - vals[0]) < tol * (abs(vals[0]) + 1e-12):
+            break
+        c = np.mean(pts[:-1], axis=0)
+        xr = c + (c - pts[-1])
+        fr = f(xr)
+        if fr < vals[0]:
+            xe = c + 2 * (c - pts[-1])
+            fe = f(xe)
+            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = xr, fr
+        else:
+            xc = c + 0.5 * (pts[-1] - c)
+            fc = f(xc)
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = xc, fc
+            else:
+                for i in range(1, len(pts)):
+                    pts[i] = pts[0] + 0.5 * (pts[i] - pts[0])
+                    vals[i] = f(pts[i])
+    j = int(np.argmin(vals))
+    return pts[j], vals[j]
+
+
+# ---- server stats logs -----------------------------------------------------------------------------
+
+@dataclass
+class StatsObs:
+    """One stats-log interval of a busy engine: tokens/s it reported and the requests it ran."""
+
+    running: float
+    prompt_tps: float
+    gen_tps: float
+
+
+def load_stats_observations(paths: list[str]) -> list[StatsObs]:
+    """Busy intervals from vLLM server logs (the periodic ``Avg prompt throughput ... Running: N``
+    line, every era the evidence reader knows): intervals with running requests and generation."""
+    import os
+    import tempfile
+
+    from kvdoctor.evidence.load import load_evidence
+
+    # vLLM's CPU (and XPU) backends print "CPU KV cache usage" where GPUs print "GPU KV cache usage";
+    # the evidence reader knows the GPU spelling only (reported to its owner), so such logs are read
+    # through a copy with the device word normalised
+    tmp: list[str] = []
+    read: list[str] = []
+    for p in paths:
+        try:
+            with open(p, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
+        if b"GPU KV cache usage" not in data and (b"CPU KV cache usage" in data or b"XPU KV cache usage" in data):
+            fd, name = tempfile.mkstemp(suffix=".log")
+            with os.fdopen(fd, "wb") as out:
+                out.write(data.replace(b"CPU KV cache usage", b"GPU KV cache usage")
+                          .replace(b"XPU KV cache usage", b"GPU KV cache usage"))
+            tmp.append(name)
+            read.append(name)
+        else:
+            read.append(p)
+    try:
+        ev = load_evidence(read)
+    finally:
+        for name in tmp:
+            os.unlink(name)
+    obs = []
+    for seg in ev.segments:
+        tl = seg.timeline
+        if tl is None:
+            continue
+        for run, pr, gen in zip(tl.running, tl.prompt_tps, tl.gen_tps):
+            if run == run and gen == gen and run >= 1 and gen > 0:
+                obs.append(StatsObs(float(run), float(pr) if pr == pr else 0.0, float(gen)))
+    if not obs:
+        raise InputError(f"{', '.join(paths)}: no stats line with running requests and generation throughput")
+    return obs
+
+
+def busy_fraction(cal: Calibration, o: StatsObs) -> float:
+    """Seconds of engine work per second of one interval, by the linear step model: every running
+    request gets one token per step, so steps/s = gen/running, and each step costs
+    ``base + per_request*running``, each computed token ``per_token`` (base model terms ignored:
+    stats logs are for the linear calibration). A busy engine reads 1."""
+    lin = cal.linear
+    steps = o.gen_tps / o.running
+    return (steps * (lin.get("base_s", 0.0) + lin.get("per_request_s", 0.0) * o.running)
+            + lin.get("per_token_s", 0.0) * (o.prompt_tps + o.gen_tps))
+
+
+def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
+        stats: list[StatsObs] | None = None) -> Calibration:
+    """Fit one calibration on ``runs`` (bench runs of one deployment) and/or the busy intervals of
+    its server stats log (``stats``; weighted as much as one run's figures in total)."""
+    import numpy as np
+
+    if not runs and not stats:
+        raise InputError("nothing to calibrate on: give bench results and/or a server stats log")
+    if not runs and kind != "linear":
+        raise InputError("a stats log alone calibrates the linear step model only (--linear)")
+    names = _PARAMS_LINEAR if kind == "linear" else _PARAMS_ROOF
+    init = _initial(runs, kind) if runs else {"base_s": 0.01, "per_request_s": 0.001, "per_token_s": 1e-5,
+                                               "per_pair_s": 1e-9, "fe_request_s": 0.005, "fe_output_token_s": 1e-5,
+                                               "fe_latency_s": 0.005}
+    x0 = np.log([max(init[n], 1e-12) for n in names])
+    w_stats = len(FIT_FIGURES) / len(stats) if stats else 0.0
+
+    def objective(x) -> float:
+        cal = _unpack(names, x, kind)
+        total = 0.0
+        for o in stats or ():
+            # a busy interval's work fills it: log(busy fraction) = 0 (capped: idle gaps only lower it)
+            total += w_stats * math.log(max(busy_fraction(cal, o), 1e-9)) ** 2
+        for r in runs:
+            pred = sim_figures(simulate_run(r, setup, cal))
+            for k in FIT_FIGURES:
+                m, p = r.figures.get(k), pred.get(k)
+                if m and m > 0:
+                    total += (math.log(max(p, 1e-9) / m) if p else 5.0) ** 2
+        # a weak pull toward the starting point keeps unidentified parameters where the data put them
+        return total + 1e-3 * float(np.sum((x - x0) ** 2))
+
+    best, _ = _nelder_mead(objective, x0, iters=iters)
+    return _unpack(names, best, kind)
+
+
+def evaluate(cal: Calibration, runs: list[BenchRun], setup: Setup) -> dict[str, dict]:
+    """Per run: predicted figures and relative errors."""
+    out = {}
+    for r in runs:
+        pred = sim_figures(simulate_run(r, setup, cal))
+        out[r.name] = {"predicted": pred, "measured": r.figures, "error": run_errors(r.figures, pred)}
+    return out
+
+
+def median_abs(per_run: dict[str, dict], keys=HEADLINE) -> dict[str, float | None]:
+    import numpy as np
+
+    out = {}
+    for k in keys:
+        v = [abs(x["error"][k]) for x in per_run.values() if k in x["error"]]
+        out[k] = float(np.median(v)) if v else None
+    return out
+
+
+def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_on: list[str] | None = None,
+              deployment: dict | None = None, stats: list[StatsObs] | None = None) -> Calibration:
+    """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
+    the other runs (held out), and return the calibration with both errors recorded."""
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise InputError("two bench results have the same file name: rename one")
+    chosen = fit_on or names[:1]
+    unknown = [n for n in chosen if n not in names]
+    if unknown:
+        raise InputError(f"--fit-on {', '.join(unknown)}: not among the given results ({', '.join(names)})")
+    fit_runs = [r for r in runs if r.name in chosen]
+    held = [r for r in runs if r.name not in chosen]
+    cal = fit(fit_runs, setup, kind, stats=stats)
+    on_fit = evaluate(cal, fit_runs, setup)
+    on_held = evaluate(cal, held, setup) if held else {}
+    cal.deployment = dict(deployment or {})
+    cal.fit = {
+        "fit_on": chosen,
+        "stats_intervals": len(stats or ()),
+        "held_out": [r.name for r in held],
+        "runs": {**{k: {**v, "split": "fit"} for k, v in on_fit.items()},
+                 **{k: {**v, "split": "held_out"} for k, v in on_held.items()}},
+        "fit_median_abs_error": median_abs(on_fit),
+        "held_out_median_abs_error": median_abs(on_held) if on_held else None,
+    }
+    return cal

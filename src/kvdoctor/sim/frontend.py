@@ -1,0 +1,136 @@
+"""The client and the API server in front of the engine: closed-loop concurrency and front-end costs.
+
+``vllm bench serve`` sends request i at its send time (``get_request``), but with
+``--max-concurrency C`` it first waits on a FIFO semaphore of C slots, so a request is sent at
+``max(its time, the moment a slot frees)``; TTFT and E2E are timed from the send.
+
+The API server (``vllm serve``'s front-end process: HTTP, admission, tokenization, detokenization,
+SSE streaming) is one Python process in front of the engine core. It is modelled as a FIFO server:
+request i occupies it for ``s_in = per_request_s + per_prompt_token_s * prompt`` before it reaches
+the engine (so TTFT grows by ``s_in`` at low load), and then for ``s_out = per_output_token_s *
+output`` of streaming work that delays the requests behind it but not itself; ``latency_s`` is a
+per-request delay that occupies nothing (process hops, event-loop wake-ups). Its ceiling is
+``1 / (s_in + s_out)`` requests per second: 128-in/4-out at rate inf saturates there, not in the
+engine. Invariants: engine arrivals are in send order (FIFO) and never before the send.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """Per-request CPU seconds of the API server (fitted: sim/coefficients.py FRONTEND, or a
+    deployment's calibration file)."""
+
+    per_request_s: float = 0.0
+    per_prompt_token_s: float = 0.0
+    per_output_token_s: float = 0.0
+    latency_s: float = 0.0  # per-request delay that occupies nothing (IPC hops, event-loop wake-ups)
+
+    def s_in(self, prompt: int) -> float:
+        return self.per_request_s + self.per_prompt_token_s * prompt
+
+    def s_out(self, output: int) -> float:
+        return self.per_output_token_s * output
+
+    def ceiling_rps(self, prompt: float, output: float) -> float:
+        s = self.s_in(int(prompt)) + self.s_out(int(output))
+        return math.inf if s <= 0 else 1.0 / s
+
+    def as_dict(self) -> dict:
+        return {"per_request_s": self.per_request_s, "per_prompt_token_s": self.per_prompt_token_s,
+                "per_output_token_s": self.per_output_token_s, "latency_s": self.latency_s}
+
+
+class Admission:
+    """Requests from the client, through the semaphore and the front end, to the engine.
+
+    ``arrivals``: requests sorted by send time (their ``arrival`` is the send time on entry and
+    becomes the engine arrival when released). ``sent[idx]`` keeps the client send time."""
+
+    def __init__(self, arrivals, max_concurrency: int | None = None, frontend: FrontEnd | None = None):
+        self.pending = arrivals
+        self.ai = 0
+        self.cap = max_concurrency
+        self.fe = frontend if frontend is not None and (frontend.per_request_s or frontend.per_prompt_token_s
+                                                          or frontend.per_output_token_s or frontend.latency_s) else None
+        self.inflight = 0
+        self.open_since = -math.inf  # the semaphore has had a free slot continuously since then
+        self.fe_free = -math.inf
+        self.queue: deque = deque()  # sent, not yet at the engine (engine arrival ascending)
+        self.sent: dict[int, float] = {}
+        if self.cap is None and self.fe is not None:
+            # open loop: sends are known up front, so the FIFO front end is one pass (engine
+            # arrivals stay sorted) and the run loop keeps its plain arrival scan
+            fe_free = -math.inf
+            lat = self.fe.latency_s
+            for r in arrivals:
+                self.sent[r.idx] = r.arrival
+                start = max(r.arrival, fe_free)
+                done_in = start + self.fe.s_in(r.prompt)
+                fe_free = done_in + self.fe.s_out(r.max_out)
+                r.arrival = done_in + lat
+
+    @property
+    def open_loop(self) -> bool:
+        """Arrivals are final (already through the front end): scan them in order."""
+        return self.cap is None
+
+    @property
+    def simple(self) -> bool:
+        """Neither a closed loop nor a front end: engine arrival = send."""
+        return self.cap is None and self.fe is None
+
+    def _gate_open(self) -> bool:
+        return self.cap is None or self.inflight < self.cap
+
+    def _send(self, now: float) -> None:
+        pend = self.pending
+        while self.ai < len(pend) and pend[self.ai].arrival <= now and self._gate_open():
+            r = pend[self.ai]
+            self.ai += 1
+            t = r.arrival if self.cap is None else max(r.arrival, self.open_since)
+            self.sent[r.idx] = t
+            if self.cap is not None:
+                self.inflight += 1
+                if self.inflight >= self.cap:
+                    self.open_since = math.inf
+            if self.fe is not None:
+                start = max(t, self.fe_free)
+                t = start + self.fe.s_in(r.prompt)
+                self.fe_free = t + self.fe.s_out(r.max_out)
+                t += self.fe.latency_s
+            r.arrival = t
+            self.queue.append(r)
+
+    def ready(self, now: float):
+        """Requests reaching the engine by ``now`` (send them first where the gate lets them)."""
+        self._send(now)
+        q = self.queue
+        while q and q[0].arrival <= now:
+            yield q.popleft()
+
+    def next_time(self) -> float | None:
+        """The next moment something reaches the engine without a finish first (None: nothing will)."""
+        t = self.queue[0].arrival if self.queue else math.inf
+        if self.ai < len(self.pending) and self._gate_open():
+            s = self.pending[self.ai]
+            send = s.arrival if self.cap is None else max(s.arrival, self.open_since)
+            if self.fe is not None:
+                send = max(send, self.fe_free) + self.fe.s_in(s.prompt) + self.fe.latency_s
+            t = min(t, send)
+        return None if math.isinf(t) else t
+
+    def done(self) -> bool:
+        return self.ai >= len(self.pending) and not self.queue
+
+    def finished(self, t: float) -> None:
+        """A request left (finished or rejected) at ``t``: its semaphore slot frees."""
+        if self.cap is not None:
+            if self.inflight >= self.cap:
+                self.open_since = t
+            self.inflight -= 1

@@ -1,0 +1,73 @@
+"""`kvdoctor calibrate` and `--calibration` on simulate/plan/swap, through the CLI, on the frozen real
+CPU-engine runs; the vllm bench serve workload options on those verbs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.e2e.test_rules_cli import invoke
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "realvllm_bench"
+TINY = ["-m", str(FIX / "tiny" / "config.json"), "--gpu", "L4", "--max-model-len", "512", "--max-num-seqs", "8",
+        "--max-num-batched-tokens", "2048", "--block-size", "32", "--num-gpu-blocks-override", "256"]
+
+
+def test_calibrate_writes_a_file_that_simulate_uses(tmp_path):
+    out = tmp_path / "cal.json"
+    code, err, text = invoke("calibrate", *TINY, "--linear", str(FIX / "s8_c4.json"), str(FIX / "s8_c1.json"),
+                             "-o", str(out), "--json")
+    assert code == 0, err
+    j = json.loads(text)
+    assert j["schema_version"] == "kvdoctor.calibrate/1" and j["kind"] == "linear"
+    assert j["fit"]["fit_on"] == ["s8_c4.json"] and j["fit"]["held_out"] == ["s8_c1.json"]
+    assert set(j["fit"]["held_out_median_abs_error"]) == {"output_throughput", "mean_ttft_ms", "mean_tpot_ms"}
+    cal = json.loads(out.read_text())
+    assert cal["schema_version"] == "kvdoctor.calibration/1" and cal["linear"]["base_s"] > 0
+    # the same load as a held-out run, simulated with the calibration: close to what the bench measured
+    code, err, text = invoke("simulate", *TINY, "--calibration", str(out), "--dataset-name", "random",
+                             "--random-input-len", "128", "--random-output-len", "64", "--ignore-eos",
+                             "--num-prompts", "16", "--max-concurrency", "1", "--json")
+    assert code == 0, err
+    s = json.loads(text)
+    assert s["step_time"]["coefficients"] == "calibration"
+    assert s["step_time"]["uncertainty"]["source"] == "calibration held-out runs"
+    measured = json.loads((FIX / "s8_c1.json").read_text())["output_throughput"]
+    assert abs(s["summary"]["output_tokens_per_s"] / measured - 1) < 0.25
+    assert s["workload"]["max_concurrency"] == 1
+
+
+def test_calibrate_bad_input_is_one_line_exit_2(tmp_path):
+    code, err, _ = invoke("calibrate", *TINY, str(tmp_path / "missing.json"))
+    assert code == 2 and "not found" in err
+    bad = tmp_path / "x.json"
+    bad.write_text('{"completed": 3}')
+    code, err, _ = invoke("calibrate", *TINY, str(bad))
+    assert code == 2 and "not a vllm bench" in err
+    code, err, _ = invoke("calibrate", *TINY)
+    assert code == 2 and "--stats-log" in err
+    code, err, _ = invoke("simulate", *TINY, "--calibration", str(bad), "--num-prompts", "3")
+    assert code == 2 and "calibration" in err
+    code, err, _ = invoke("calibrate", *TINY, str(FIX / "s8_c4.json"), "--fit-on", "nope.json", "--linear",
+                          "-o", str(tmp_path / "c.json"))
+    assert code == 2 and "nope.json" in err
+
+
+def test_bench_workload_options_on_simulate_plan_and_swap():
+    bench = ["--dataset-name", "random", "--random-input-len", "2000", "--random-output-len", "300",
+             "--num-prompts", "100", "--request-rate", "2", "--burstiness", "0.5"]
+    code, err, text = invoke("simulate", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", *bench, "--json")
+    assert code == 0, err
+    w = json.loads(text)["workload"]
+    assert w["requests"] == 100 and "burstiness=0.5" in w["source"] and w["mean_prompt_tokens"] == 2000
+    code, err, text = invoke("plan", "-m", "Qwen/Qwen2.5-14B", "--gpu", "L40S", "--max-model-len", "32768", *bench,
+                             "--json")
+    assert code == 0, err
+    assert json.loads(text)["lengths"] is not None
+    code, err, _ = invoke("swap", "--from", "meta-llama/Llama-3.1-8B-Instruct", "--to", "Qwen/Qwen2.5-14B",
+                          "--gpu", "L40S", "--max-model-len", "32768", *bench, "--json")
+    assert code in (0, 1), err
+    code, err, _ = invoke("simulate", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", "--rate", "2", *bench)
+    assert code == 2 and "not both" in err
+    code, err, _ = invoke("simulate", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", "--request-rate", "fast")
+    assert code == 2 and "--request-rate" in err

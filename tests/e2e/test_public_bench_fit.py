@@ -1,0 +1,39 @@
+"""The committed serving-level time model on real public vLLM benchmark results: the errors recorded
+in docs/simulation.md, recomputed (fit rows and held-out rows, split fixed before fitting)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def fit_script(shared_data):
+    os.environ.setdefault("KVDOCTOR_SHARED_DATA", str(shared_data))  # the ShareGPT lengths of one row
+    spec = importlib.util.spec_from_file_location("fit_serving", REPO / "scripts" / "fit_serving.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_held_out_errors_of_the_committed_coefficients(fit_script):
+    from kvdoctor.sim import coefficients as C
+
+    rows = fit_script.load_rows()
+    assert len(rows) == 28 and sum(r["split"] == "held_out" for r in rows) == 12
+    errs = fit_script.errors(rows, C.SERVING, C.FRONTEND)
+    s = fit_script.summary(errs)
+    held = s["held_out"]
+    # issue 11's bar for throughput and TPOT (15 % / 20 %) is met; TTFT is not (documented: 33 %)
+    assert held["output_throughput"] <= 0.15, s
+    assert held["mean_tpot_ms"] <= 0.20, s
+    assert held["mean_ttft_ms"] <= 0.40, s
+    # what the coefficients file says about itself is what they do
+    rec = C.SERVING_FIT["median_abs_error"]["held_out"]
+    for k in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"):
+        assert held[k] == pytest.approx(rec[k], abs=0.01), (k, held, rec)
