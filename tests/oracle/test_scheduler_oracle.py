@@ -129,7 +129,10 @@ KNOWN_ASYNC: set[int] = set()
 def _differential(oracle, tmp_path, seeds, is_async):
     mixes = [make_mix(s, is_async) for s in seeds]
     ours = [kvdoctor_trace(m, tmp_path, k) for k, m in enumerate(mixes)]
-    cases = [dict(cfg=m["cfg"], requests=m["requests"], arrived=[r["arrived"] for r in tr]) for m, tr in zip(mixes, ours)]
+    # the oracle queues what kvdoctor says reached the engine before each step (front-end timing is
+    # not under test) and needs to know where kvdoctor's engine idled between steps
+    cases = [dict(cfg=m["cfg"], requests=m["requests"], arrived=[r["arrived"] for r in tr], t=[r["t"] for r in tr],
+                  t_end=[r["t_end"] for r in tr]) for m, tr in zip(mixes, ours)]
     theirs = oracle.call("sched", {"model": str(TINY_MODEL), "cases": cases})["traces"]
     bad = {}
     for seed, m, a, b in zip(seeds, mixes, ours, theirs):

@@ -99,6 +99,11 @@ def _prompt(i: int, r: dict) -> list[int]:
     return toks
 
 
+def _last_in_flight(q) -> bool:
+    """AsyncScheduler skips q: the step in flight already samples its last token (scheduler.py)."""
+    return q.num_computed_tokens + 2 - q.num_output_placeholders >= q.num_prompt_tokens + q.max_tokens
+
+
 def _run_sched(model: str, case: dict) -> list[dict]:
     from vllm.sampling_params import SamplingParams
     from vllm.v1.outputs import ModelRunnerOutput
@@ -114,6 +119,8 @@ def _run_sched(model: str, case: dict) -> list[dict]:
                   key=lambda x: (x[1]["arrival"], x[0]))
     arrived = case["arrived"]  # per kvdoctor step: the ids that reached the engine before it was planned
     by_id = {r["id"]: (i, r) for i, r in reqs}
+    # kvdoctor's engine was idle before step s (it planned s later than step s-1 ended)
+    gap = [s > 0 and case["t"][s] > case["t_end"][s - 1] + 1e-9 for s in range(len(arrived))]
     trace: list[dict] = []
     inflight: list = []  # async: (scheduler output, its step record) not yet processed
     is_async = bool(c.get("async_scheduling"))
@@ -158,6 +165,15 @@ def _run_sched(model: str, case: dict) -> list[dict]:
         guard += 1
         if guard > 200000:
             raise RuntimeError("oracle made no progress")
+        if (is_async and inflight and step < len(gap) and gap[step] and not sched.waiting
+                and all(_last_in_flight(q) for q in sched.running)):
+            # every running request's last token is in flight and kvdoctor's engine then idled before
+            # its next step: vLLM plans an empty batch and processes the step in flight; the requests
+            # listed for the next step came after that
+            so = sched.schedule()
+            assert so.total_num_scheduled_tokens == 0
+            process(*inflight.pop(0))
+            continue
         add(arrived[step] if step < len(arrived) else by_id)
         if not sched.has_requests() and not inflight:
             if len(added) >= len(by_id) or step >= len(arrived):

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from kvdoctor.cli import app
 
 TINY = Path(__file__).resolve().parents[1] / "oracle" / "tiny_llama"
-KEYS = {"step", "t", "sched", "preempted", "finished", "kv_blocks_used", "running", "waiting", "arrived"}
+KEYS = {"step", "t", "sched", "preempted", "finished", "kv_blocks_used", "running", "waiting", "arrived", "t_end"}
 
 
 def _run(tmp_path, csv_text, *serve_flags):

@@ -406,7 +406,7 @@ class _Loop:
                 fin = tuple(r.idx for r in finished)
                 if lag:
                     self.pending_record = StepRecord(step0 + j, t_of(j), sched_ids, (), fin, 0, 0, 0,
-                                                     self._take_arrived(t_of(j)))
+                                                     self._take_arrived(t_of(j)), self.now)
                     break
                 arrived = self._take_arrived(t_of(j))
                 used, nrun = self._used_blocks(), len(sched.running)
@@ -415,7 +415,8 @@ class _Loop:
                 arrived = self._take_arrived(t_of(j))
                 used, waiting = state(j + lag)
                 nrun, fin = n, ()
-            self.on_step(StepRecord(step0 + j, t_of(j), sched_ids, (), fin, used, nrun, waiting, arrived))
+            self.on_step(StepRecord(step0 + j, t_of(j), sched_ids, (), fin, used, nrun, waiting, arrived,
+                                    self.now if j == k - 1 else t_of(j + 1)))
 
     def _pending_arrivals(self, t: float) -> int:
         """Requests that arrived by ``t`` but that a stretch has not queued yet (it queues them when
@@ -484,7 +485,7 @@ class _Loop:
         if self.on_step is not None:
             record = StepRecord(step, now, tuple((r.idx, m) for r, m in plan.scheduled),
                                 tuple(r.idx for r in plan.preempted), tuple(r.idx for r in finished), 0, 0, 0,
-                                self._take_arrived())
+                                self._take_arrived(), t_end)
         if self.is_async:
             self.pending_finish = finished
             self.pending_record = record
@@ -543,7 +544,8 @@ class _Loop:
 
 
 def _close(rec: StepRecord, used: int, running: int, waiting: int) -> StepRecord:
-    return StepRecord(rec.step, rec.t, rec.sched, rec.preempted, rec.finished, used, running, waiting, rec.arrived)
+    return StepRecord(rec.step, rec.t, rec.sched, rec.preempted, rec.finished, used, running, waiting, rec.arrived,
+                      rec.t_end)
 
 
 def simulate(

@@ -195,7 +195,7 @@ def write_prometheus(result, out: TextIO, *, model: str, t0: float = T0_DEFAULT)
 
 class StepsWriter:
     """``--steps-out``: one JSON line per engine step, the format of vLLM's scheduler side of the
-    differential check (tests/oracle/): ``step``, ``t`` (start, simulated seconds), ``sched``
+    differential check (tests/oracle/): ``step``, ``t`` and ``t_end`` (simulated seconds), ``sched``
     (request id -> tokens scheduled, in scheduling order), ``preempted`` and ``finished`` (ids),
     ``kv_blocks_used``, ``running`` and ``waiting`` (after the step's output is processed), and
     ``arrived`` (ids that reached the engine since the previous step was planned).
@@ -218,6 +218,7 @@ class StepsWriter:
         self.out.write(json.dumps({
             "step": rec.step,
             "t": round(rec.t, 9),
+            "t_end": round(rec.t_end, 9),
             "sched": {ident(i): m for i, m in rec.sched},
             "preempted": [ident(i) for i in rec.preempted],
             "finished": [ident(i) for i in rec.finished],
