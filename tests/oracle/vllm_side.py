@@ -99,9 +99,11 @@ def _prompt(i: int, r: dict) -> list[int]:
     return toks
 
 
-def _last_in_flight(q) -> bool:
-    """AsyncScheduler skips q: the step in flight already samples its last token (scheduler.py)."""
-    return q.num_computed_tokens + 2 - q.num_output_placeholders >= q.num_prompt_tokens + q.max_tokens
+def _last_in_flight(q, max_model_len: int) -> bool:
+    """AsyncScheduler skips q: the step in flight already samples its last token, by max_tokens or by
+    max_model_len (the two skips of Scheduler.schedule's running loop)."""
+    return (q.num_computed_tokens + 2 - q.num_output_placeholders >= q.num_prompt_tokens + q.max_tokens
+            or q.num_computed_tokens >= max_model_len - 1)
 
 
 def _run_sched(model: str, case: dict) -> list[dict]:
@@ -166,7 +168,7 @@ def _run_sched(model: str, case: dict) -> list[dict]:
         if guard > 200000:
             raise RuntimeError("oracle made no progress")
         if (is_async and inflight and step < len(gap) and gap[step] and not sched.waiting
-                and all(_last_in_flight(q) for q in sched.running)):
+                and all(_last_in_flight(q, mml) for q in sched.running)):
             # every running request's last token is in flight and kvdoctor's engine then idled before
             # its next step: vLLM plans an empty batch and processes the step in flight; the requests
             # listed for the next step came after that
