@@ -44,6 +44,7 @@ def scenario(draw):
         enable_chunked_prefill=chunked,
         long_prefill_token_threshold=draw(st.sampled_from([0, 0, 3, 17])),
         scheduling_policy=draw(st.sampled_from(["fcfs", "fcfs", "priority"])),
+        async_scheduling=draw(st.booleans()),
     )
     gaps = draw(st.lists(st.floats(0.0, 0.3), min_size=n, max_size=n))
     arrival = [sum(gaps[: i + 1]) for i in range(n)]

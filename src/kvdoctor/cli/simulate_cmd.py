@@ -45,6 +45,7 @@ def simulate_cmd(
     log_out: Annotated[Optional[str], typer.Option("--log-out", help="Write the run as a vLLM 0.33 server log (stats lines).", rich_help_panel=_OUT)] = None,
     metrics_out: Annotated[Optional[str], typer.Option("--metrics-out", help="Write a Prometheus /metrics scrape taken at the end.", rich_help_panel=_OUT)] = None,
     requests_out: Annotated[Optional[str], typer.Option("--requests-out", help="Write per-request results as CSV (TTFT, E2E, queue, preemptions, ITL stats).", rich_help_panel=_OUT)] = None,
+    steps_out: Annotated[Optional[str], typer.Option("--steps-out", help="Write one JSON line per engine step (tokens scheduled per request id, preempted, finished, KV blocks used, running, waiting).", rich_help_panel=_OUT)] = None,
     json_out: common.JsonOpt = False,
     quiet: common.QuietOpt = False,
     html: Optional[Path] = html_option(),
@@ -95,15 +96,27 @@ def simulate_cmd(
         else:
             typer.echo(f"kvdoctor: {msg}", err=True)
         raise typer.Exit(1)
-    with progress("Simulating", total=len(workload), quiet=quiet or json_out) as advance:
-        layout = whatif.kv_layout(getattr(led.plan, "grouping", None)) if led.plan is not None else {}
-        result = whatif.run(inputs.shape, inputs.gpu, resolved, led.num_blocks, workload,
-                            detail=bool(requests_out), progress=advance, interval_s=interval, layout=layout,
-                            calibration=calibration)
+    steps_file = _open_out(steps_out) if steps_out else None
+    try:
+        with progress("Simulating", total=len(workload), quiet=quiet or json_out) as advance:
+            layout = whatif.kv_layout(getattr(led.plan, "grouping", None)) if led.plan is not None else {}
+            on_step = None
+            if steps_file is not None:
+                from kvdoctor.sim.writers import StepsWriter
+
+                on_step = StepsWriter(steps_file, workload.ids)
+            result = whatif.run(inputs.shape, inputs.gpu, resolved, led.num_blocks, workload,
+                                detail=bool(requests_out), progress=advance, interval_s=interval, layout=layout,
+                                calibration=calibration, on_step=on_step)
+    finally:
+        if steps_file is not None:
+            steps_file.close()
     step_model = whatif.step_model(inputs.shape, inputs.gpu, resolved, calibration).describe()
     step_model["front_end"] = whatif.front_end(calibration).as_dict()
     step_model["uncertainty"] = whatif.uncertainty(calibration)
     outputs = _write_outputs(result, inputs, log_out, metrics_out, requests_out)
+    if steps_out:
+        outputs["steps"] = steps_out
     if result.summary.rejected:
         nofit = int(result.counters.get("rejected_not_fitting_pool", 0))
         too_long = result.summary.rejected - nofit
@@ -157,6 +170,15 @@ def _workload(trace, rate, arrival, cv, prompt_dist, requests, duration, rate_sc
     if len(w) == 0:
         raise InputError("the workload has no requests")
     return w
+
+
+def _open_out(path: str):
+    from kvdoctor.errors import InputError
+
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def _write_outputs(result, inputs, log_out, metrics_out, requests_out) -> dict[str, str]:

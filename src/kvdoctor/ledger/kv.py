@@ -305,9 +305,16 @@ def bytes_per_block(groups: Sequence[KvGroup], specs: Sequence[KvSpec | None] | 
     return max(group_page_bytes(g, specs) for g in live)
 
 
-def blocks_per_request(groups: Sequence[KvGroup], max_model_len: int, max_in_flight_tokens: int) -> int:
-    """Σ over groups of cdiv(max_memory_usage_bytes, page) (= max blocks of the group's spec)."""
-    return sum(g.spec.max_blocks(max_model_len, max_in_flight_tokens) for g in groups if g.layers)
+def blocks_per_request(groups: Sequence[KvGroup], max_model_len: int, max_in_flight_tokens: int,
+                       *, include_empty: bool = False) -> int:
+    """Σ over groups of cdiv(max_memory_usage_bytes, page) (= max blocks of the group's spec).
+
+    ``include_empty``: count groups that hold no layer too. A PP stage's projection of the global
+    groups keeps every group, empty ones included (``_project_kv_cache_groups_to_worker``), and
+    vLLM's per-stage one-request check and max-length estimate (``_max_memory_usage_bytes_from_groups``)
+    sum over all of them. Found by the differential test against vLLM 0.33 (tests/oracle/)."""
+    return sum(g.spec.max_blocks(max_model_len, max_in_flight_tokens) for g in groups
+               if g.layers or include_empty)
 
 
 def max_in_flight_tokens(
@@ -367,7 +374,7 @@ def estimate_max_model_len(
     """``_estimate_max_model_len_from_groups``: binary search over [1, max_model_len]; 0 if 1 won't fit."""
 
     def fits(n: int) -> bool:
-        return bpb * blocks_per_request(groups, n, max_in_flight) <= memory
+        return bpb * blocks_per_request(groups, n, max_in_flight, include_empty=True) <= memory
 
     if not fits(1):
         return 0
@@ -402,10 +409,10 @@ def check_one_request(
     check = available - bpb
     if check <= 0:
         return FitCheck(False, 0, check, None, NO_MEMORY_MSG)
-    needed = bpb * blocks_per_request(live, max_model_len, max_in_flight)
+    needed = bpb * blocks_per_request(groups, max_model_len, max_in_flight, include_empty=True)
     if needed <= check:
         return FitCheck(True, needed, check)
-    est = estimate_max_model_len(live, bpb, check, max_model_len, max_in_flight)
+    est = estimate_max_model_len(groups, bpb, check, max_model_len, max_in_flight)
     return FitCheck(False, needed, check, est, one_request_error(max_model_len, needed, check, est, old_text=old_text))
 
 

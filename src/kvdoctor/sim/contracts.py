@@ -46,6 +46,10 @@ class StepRecord:
     kv_blocks_used: int
     running: int
     waiting: int
+    # requests that reached the engine (the scheduler's queue, or a front-end rejection) since the
+    # previous step was planned and before this one was
+    arrived: tuple[int, ...] = ()
+    t_end: float = 0.0  # when the step ends (the next plan starts then, unless the engine idles)
 
 
 StepObserver = Callable[[StepRecord], None]

@@ -21,7 +21,7 @@ from typing import Callable
 from kvdoctor.sim.contracts import StepObserver, StepRecord, StepTimeModel
 from kvdoctor.sim.frontend import Admission
 from kvdoctor.sim.result import SimResult, SimSummary
-from kvdoctor.sim.scheduler import FINISHED, REJECTED, SchedConfig, Scheduler, SimRequest, blocks_for
+from kvdoctor.sim.scheduler import FINISHED, REJECTED, RUNNING, SchedConfig, Scheduler, SimRequest, blocks_for
 from kvdoctor.sim.workload import Workload
 
 
@@ -143,6 +143,12 @@ class _Loop:
         self.nonfit_rejects = 0
         self.report_every = max(1, n_req // 200)
         self.last_report = 0
+        # async scheduling: the last step's finished requests and record wait for the next plan
+        self.is_async = cfg.async_scheduling
+        self.pending_finish: list[SimRequest] = []
+        self.pending_record: StepRecord | None = None
+        self.arrived_ids: list[int] = []  # --steps-out: reached the engine since the last record
+        self.reported: set[int] = set()  # listed by a stretch's record, queued when it ends
 
     # -- the driver ------------------------------------------------------------------------------
     def run(self, bulk: bool, check: bool) -> None:
@@ -177,20 +183,50 @@ class _Loop:
 
     def _admit_arrivals(self) -> None:
         arrivals, now, sched = self.arrivals, self.now, self.sched
+        track = self.on_step is not None
         if self.open_loop:
             while self.ai < self.n_req and arrivals[self.ai].arrival <= now:
                 r = arrivals[self.ai]
                 self.ai += 1
+                if track:
+                    self._arrived(r)
                 if not sched.add(r):
                     self.done += 1
         else:
             for r in self.adm.ready(now):
+                if track:
+                    self._arrived(r)
                 if not sched.add(r):
                     self.done += 1
                     self.adm.finished(now)  # refused: its semaphore slot frees at once
         if self.progress is not None and self.done - self.last_report >= self.report_every:
             self.progress(self.done - self.last_report)
             self.last_report = self.done
+
+    def _arrived(self, r: SimRequest) -> None:
+        # step records list the requests that reached the engine since the previous plan
+        if r.idx in self.reported:
+            self.reported.discard(r.idx)  # a stretch's record already listed it
+        else:
+            self.arrived_ids.append(r.idx)
+
+    def _take_arrived(self, t: float | None = None) -> tuple[int, ...]:
+        """Requests to list in the record of a step planned at ``t``: those queued since the last
+        record, plus (inside a stretch, ``t`` given) those that reached the engine by ``t`` but are
+        queued only when the stretch ends."""
+        out = self.arrived_ids
+        self.arrived_ids = []
+        if t is not None:
+            pending = (self.arrivals[self.ai:] if self.open_loop else list(self.adm.queue))
+            for r in pending:
+                if r.arrival > t:
+                    if self.open_loop:
+                        break
+                    continue
+                if r.idx not in self.reported:
+                    self.reported.add(r.idx)
+                    out.append(r.idx)
+        return tuple(out)
 
     def _finish(self, r: SimRequest) -> None:
         self.sched.finish(r, self.now)
@@ -321,6 +357,7 @@ class _Loop:
                 # decodes lie past any shared prefix: only own blocks get hashes
                 r.cached_upto = (nt + km1) // bs
             r.t_last = t_end
+            r.prev_step = last - 1 if k > 1 else r.last_step
             r.last_step = last
             if o >= r.max_out:
                 finished.append(r)
@@ -331,28 +368,55 @@ class _Loop:
         self._account(dur, n)
         self.step += k
         self.now = t_end
-        for r in finished:
-            self._finish(r)
+        if self.is_async:
+            self.pending_finish = finished  # freed after the next plan (a stretch never starts with any)
+        else:
+            for r in finished:
+                self._finish(r)
         if before is not None:
             self._report_stretch(before, used0, k, A, B, kv1, finished)
         rec.tick(t_end, sched)
 
     def _report_stretch(self, before, used0: int, k: int, A: float, B: float, kv1: int, finished) -> None:
-        """The k step records a stretch stands for, as step-by-step simulation would give them."""
+        """The k step records a stretch stands for, as step-by-step simulation would give them.
+
+        Sync: record j holds the state after step j. Async: after the plan of step j+1, so the
+        previous step's pending record closes with the stretch's first plan, and the stretch's
+        last record stays pending until the next plan."""
         cfg, sched = self.cfg, self.sched
         n = len(before)
         t0 = self.now - (k * A + B * (k * kv1 + n * k * (k - 1) / 2))
         sched_ids = tuple((r.idx, 1) for r, _, _ in before)
         step0 = self.step - k
+        lag = 1 if self.is_async else 0
+
+        def t_of(j):
+            return t0 + j * A + B * (j * kv1 + n * j * (j - 1) / 2)
+
+        def state(j):  # kv blocks used and waiting once step j is planned
+            used = used0 + sum(max(0, blocks_for(cfg, nt + j) - nb) for _, nt, nb in before)
+            return used, sched.num_waiting + self._pending_arrivals(t_of(j))
+
+        if lag and self.pending_record is not None:
+            used, waiting = state(0)
+            self.on_step(_close(self.pending_record, used, n, waiting))
+            self.pending_record = None
         for j in range(k):
-            t = t0 + j * A + B * (j * kv1 + n * j * (j - 1) / 2)
             if j == k - 1:
-                used, nrun, fin = self._used_blocks(), len(sched.running), tuple(r.idx for r in finished)
+                fin = tuple(r.idx for r in finished)
+                if lag:
+                    self.pending_record = StepRecord(step0 + j, t_of(j), sched_ids, (), fin, 0, 0, 0,
+                                                     self._take_arrived(t_of(j)), self.now)
+                    break
+                arrived = self._take_arrived(t_of(j))
+                used, nrun = self._used_blocks(), len(sched.running)
+                waiting = sched.num_waiting + self._pending_arrivals(t_of(j))
             else:
-                used = used0 + sum(max(0, blocks_for(cfg, nt + j) - nb) for _, nt, nb in before)
+                arrived = self._take_arrived(t_of(j))
+                used, waiting = state(j + lag)
                 nrun, fin = n, ()
-            self.on_step(StepRecord(step0 + j, t, sched_ids, (), fin, used, nrun,
-                                    sched.num_waiting + self._pending_arrivals(t)))
+            self.on_step(StepRecord(step0 + j, t_of(j), sched_ids, (), fin, used, nrun, waiting, arrived,
+                                    self.now if j == k - 1 else t_of(j + 1)))
 
     def _pending_arrivals(self, t: float) -> int:
         """Requests that arrived by ``t`` but that a stretch has not queued yet (it queues them when
@@ -373,9 +437,16 @@ class _Loop:
         sched, rec = self.sched, self.rec
         running = sched.running
         step, now = self.step, self.now
+        sched.step_index = step
         plan = sched.schedule(now)
         if plan.preempted:
             rec.cur_pre += len(plan.preempted)
+        if self.is_async:
+            # the previous step's output is processed now that this step is planned
+            had_pending = bool(self.pending_finish)
+            self._close_pending()
+            if not plan.scheduled and had_pending:
+                return  # vLLM planned an empty batch, processed the step in flight: it plans again
         if not plan.scheduled:
             # Nothing can run: the pool is empty of requests yet the waiting head does not fit
             # it (possible only with --num-gpu-blocks-override below one max-length request;
@@ -410,13 +481,36 @@ class _Loop:
         self._account(dt, len(running))
         self.step += 1
         self.now = t_end
-        for r in finished:
-            self._finish(r)
+        record = None
         if self.on_step is not None:
-            self.on_step(StepRecord(step, now, tuple((r.idx, m) for r, m in plan.scheduled),
-                                    tuple(r.idx for r in plan.preempted), tuple(r.idx for r in finished),
-                                    self._used_blocks(), len(running), sched.num_waiting))
+            record = StepRecord(step, now, tuple((r.idx, m) for r, m in plan.scheduled),
+                                tuple(r.idx for r in plan.preempted), tuple(r.idx for r in finished), 0, 0, 0,
+                                self._take_arrived(), t_end)
+        if self.is_async:
+            self.pending_finish = finished
+            self.pending_record = record
+        else:
+            for r in finished:
+                self._finish(r)
+            if record is not None:
+                self.on_step(_close(record, self._used_blocks(), len(running), sched.num_waiting))
         rec.tick(t_end, sched)
+
+    def _close_pending(self) -> None:
+        """Async scheduling: process the step in flight — free its finished requests (a finished
+        request the new plan preempted leaves the waiting queue) and report it."""
+        sched = self.sched
+        for r in self.pending_finish:
+            if r.status == RUNNING:
+                sched.finish(r, r.t_last)
+            else:
+                sched.finish_preempted(r, r.t_last)
+            self.adm.finished(r.t_last)
+            self.done += 1
+        self.pending_finish = []
+        if self.pending_record is not None:
+            self.on_step(_close(self.pending_record, self._used_blocks(), len(sched.running), sched.num_waiting))
+            self.pending_record = None
 
     def _apply_step(self, scheduled, step: int, t_end: float):
         """Advance the scheduled requests; (finished requests, continuing decodes, prompt tokens)."""
@@ -442,10 +536,16 @@ class _Loop:
                         r.runs.append([step, step])
                 r.out += 1
                 r.t_last = t_end
+                r.prev_step = r.last_step
                 r.last_step = step
                 if r.out >= r.max_out:
                     finished.append(r)
         return finished, c1, ptoks
+
+
+def _close(rec: StepRecord, used: int, running: int, waiting: int) -> StepRecord:
+    return StepRecord(rec.step, rec.t, rec.sched, rec.preempted, rec.finished, used, running, waiting, rec.arrived,
+                      rec.t_end)
 
 
 def simulate(
@@ -506,8 +606,6 @@ def _pct(a, qs):
 def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, kv_peak, running_sum,
                   nonfit_rejects, wall0, detail, sent=None) -> SimResult:
     import numpy as np
-
-    from kvdoctor.evidence.model import Timeline
 
     n = len(reqs)
     nan = float("nan")
@@ -570,7 +668,44 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
         wall_s=_time.perf_counter() - wall0,
     )
 
-    # interval samples -> evidence Timeline (throughputs per second, latencies per interval)
+    timeline = _timeline(rec, t_first, fin, ttft, step_end, dur, weights)
+    return SimResult(
+        summary=summary,
+        arrival_s=arrival,
+        prompt_tokens=np.array([r.prompt for r in reqs], dtype=np.int64),
+        output_tokens=out,
+        requested_output_tokens=np.array([r.requested_out for r in reqs], dtype=np.int64),
+        status=status,
+        queue_s=queue,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        preemptions=npre,
+        cached_tokens=np.array([r.hit_tokens for r in reqs], dtype=np.int64),
+        step_end_s=step_end,
+        timeline=timeline,
+        interval_s=rec.interval,
+        config=asdict(cfg),
+        itl_runs=[r.runs for r in reqs] if detail else [],
+        histograms={"itl": (itl_vals, itl_w), "iteration_tokens": step_tokens},
+        counters={
+            "prefix_cache_queries": float(sched.prefix_queries),
+            "prefix_cache_hits": float(sched.prefix_hits),
+            "evicted_blocks": float(sched.pool.evictions),
+            "rejected_not_fitting_pool": float(nonfit_rejects),
+            "busy_s": busy_t,
+            "prompt_tokens": float(sum(r.prompt for r in reqs if r.status == FINISHED)),
+            "generation_tokens": float(out_tokens),
+        },
+    )
+
+
+def _timeline(rec, t_first, fin, ttft, step_end, dur, weights):
+    """Interval samples -> evidence ``Timeline`` (throughputs per second, latencies per interval)."""
+    import numpy as np
+
+    from kvdoctor.evidence.model import Timeline
+
+    nan = float("nan")
     t = np.array(rec.t, dtype=float)
     iv = rec.interval
     tl_ttft50 = np.full(len(t), nan)
@@ -615,31 +750,4 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
         prefix_hit_pct=np.where(queries > 0, 100.0 * hits / np.maximum(queries, 1), nan),
         ttft_p50=tl_ttft50, ttft_p99=tl_ttft99, itl_p50=tl_itl50, itl_p99=tl_itl99,
     )
-    return SimResult(
-        summary=summary,
-        arrival_s=arrival,
-        prompt_tokens=np.array([r.prompt for r in reqs], dtype=np.int64),
-        output_tokens=out,
-        requested_output_tokens=np.array([r.requested_out for r in reqs], dtype=np.int64),
-        status=status,
-        queue_s=queue,
-        ttft_s=ttft,
-        e2e_s=e2e,
-        preemptions=npre,
-        cached_tokens=np.array([r.hit_tokens for r in reqs], dtype=np.int64),
-        step_end_s=step_end,
-        timeline=timeline,
-        interval_s=iv,
-        config=asdict(cfg),
-        itl_runs=[r.runs for r in reqs] if detail else [],
-        histograms={"itl": (itl_vals, itl_w), "iteration_tokens": step_tokens},
-        counters={
-            "prefix_cache_queries": float(sched.prefix_queries),
-            "prefix_cache_hits": float(sched.prefix_hits),
-            "evicted_blocks": float(sched.pool.evictions),
-            "rejected_not_fitting_pool": float(nonfit_rejects),
-            "busy_s": busy_t,
-            "prompt_tokens": float(sum(r.prompt for r in reqs if r.status == FINISHED)),
-            "generation_tokens": float(out_tokens),
-        },
-    )
+    return timeline

@@ -19,9 +19,11 @@ The mechanics kept, each pinned by a hand-worked unit test (tests/unit/test_sim_
 * requests whose prompt is >= ``max_model_len`` are rejected (the frontend's 400), outputs stop
   at ``max_model_len`` (``check_stop``: FINISHED_LENGTH_CAPPED).
 
-Simplifications (documented in docs/simulation.md): synchronous scheduling (0.33 schedules one step
-ahead with async scheduling; the token accounting is the same), no speculative decoding, one KV
-cache group (sliding-window / hybrid models are treated as full attention), no KV connector.
+Async scheduling (``SchedConfig.async_scheduling``): the next step is planned before this step's
+output is processed; requests that sampled their last token are freed one plan later (the event
+loop, sim/run.py, does that). Checked step for step against vLLM 0.33's AsyncScheduler
+(tests/oracle/). Simplifications (documented in docs/simulation.md): no speculative decoding, no KV
+connector, prefix caching modelled for one KV cache group.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ class SchedConfig:
     long_prefill_token_threshold: int = 0
     scheduling_policy: str = "fcfs"  # or "priority"
     watermark: float = 0.0
+    # Async scheduling (vLLM's AsyncScheduler; on by default on GPUs in 0.32/0.33): step k+1 is
+    # planned before step k's output is processed, so a request that sampled its last token in
+    # step k still holds its seat and its blocks while step k+1 is planned (it is skipped, or
+    # preempted as a victim), and is freed right after.
+    async_scheduling: bool = False
     # KV cache groups (vllm-reference.md §2.3): every group draws its blocks from the one pool.
     # One full-attention group is the common case; hybrid models add sliding-window groups (which
     # hold at most the window's blocks) and Mamba/linear groups (a constant number per request).
@@ -105,7 +112,7 @@ class SimRequest:
     __slots__ = (
         "idx", "arrival", "prompt", "max_out", "requested_out", "out", "computed", "nblocks", "gheld",
         "chunk", "priority", "group", "prefix_len", "status", "npre", "t_sched", "t_first", "t_last",
-        "t_finish", "last_step", "hit_tokens", "cached_upto", "runs",
+        "t_finish", "last_step", "prev_step", "hit_tokens", "cached_upto", "runs",
     )
 
     def __init__(self, idx: int, arrival: float, prompt: int, out: int, *, priority: int = 0,
@@ -130,6 +137,7 @@ class SimRequest:
         self.t_last = None  # last output token
         self.t_finish = None
         self.last_step = -2  # index of the step that produced the last token
+        self.prev_step = -3  # index of the step that produced the token before it
         self.hit_tokens = 0  # prefix-cache hit at first admission
         self.cached_upto = 0  # leading full blocks that carry a content hash
         self.runs: list[list[int]] = []  # [first_step, last_step] runs of consecutive token steps
@@ -163,6 +171,7 @@ class Scheduler:
         self.prefix_queries = 0  # tokens looked up by newly admitted requests
         self.prefix_hits = 0
         self.num_preemptions = 0
+        self.step_index = 0  # the step being planned (the event loop sets it; async preemption reads it)
 
     # -- queue helpers ------------------------------------------------------------------------
     @property
@@ -302,6 +311,12 @@ class Scheduler:
         r.chunk = None
 
     def _preempt(self, victim: SimRequest, now: float) -> None:
+        j = self.step_index
+        if self.cfg.async_scheduling and self.caching and victim.last_step == j - 1 and victim.prev_step == j - 2:
+            # it decoded in step j-1 on the token sampled in step j-2: vLLM planned step j-1 before
+            # that token arrived and processed step j-2 (caching up to computed - 1 tokens) just
+            # before this plan, so the block step j-1 completed carries no hash yet
+            victim.cached_upto = min(victim.cached_upto, (victim.computed - 1) // self.cfg.block_size)
         victim.chunk = self.pool.release(victim, self._group(victim))
         victim.computed = 0
         victim.status = WAITING
@@ -313,6 +328,19 @@ class Scheduler:
         self.running.remove(r)
         self.pool.release(r, self._group(r))
         r.chunk = None  # its cached blocks stay evictable; nobody else can hit them
+        r.status = FINISHED
+        r.t_finish = now
+
+    def finish_preempted(self, r: SimRequest, now: float) -> None:
+        """Async scheduling: ``r`` sampled its last token in the step in flight, then the next plan
+        preempted it. The token still arrives (as stale output) and stops the request, which leaves
+        the waiting queue finished; its blocks were freed by the preemption."""
+        if self.cfg.scheduling_policy == "priority":
+            self._heap = [e for e in self._heap if e[3] is not r]
+            heapq.heapify(self._heap)
+        else:
+            self.waiting.remove(r)
+        r.chunk = None
         r.status = FINISHED
         r.t_finish = now
 
@@ -334,6 +362,10 @@ class Scheduler:
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
+            if r.out >= r.max_out:
+                # async scheduling: its last token is in flight (AsyncScheduler skips it)
+                i += 1
+                continue
             c = r.computed
             n = r.prompt + r.out - c
             if n == 1 and c + 1 < mml and (c + 1 <= r.nblocks * bs if single else blocks_for(cfg, c + 1) <= r.nblocks):

@@ -85,6 +85,7 @@ def sched_config(resolved: ResolvedEngine, num_blocks: int, layout: dict[str, in
         enable_chunked_prefill=bool(val("enable_chunked_prefill", True)),
         long_prefill_token_threshold=int(val("long_prefill_token_threshold", 0)),
         scheduling_policy=str(val("scheduling_policy", "fcfs")),
+        async_scheduling=bool(val("async_scheduling", False)),
         **layout,
     )
 
@@ -144,10 +145,11 @@ def uncertainty(calibration: Any = None) -> dict:
 
 def run(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int, workload: Any, *,
         seed: int = 0, detail: bool = False, progress=None, interval_s: float = 10.0, layout: dict | None = None,
-        calibration: Any = None) -> SimResult:
+        calibration: Any = None, on_step=None) -> SimResult:
     """The full result (timeline, per-request arrays) for one configuration. ``layout``: the KV
     group layout (``kv_layout(ledger.plan.grouping)``); computed from the ledger when omitted.
-    ``calibration``: a ``sim.calibration.Calibration`` (``--calibration FILE``)."""
+    ``calibration``: a ``sim.calibration.Calibration`` (``--calibration FILE``). ``on_step``: a
+    step observer (``sim.contracts.StepRecord`` per engine step, ``--steps-out``)."""
     from kvdoctor.sim.run import simulate
 
     if layout is None:
@@ -158,7 +160,7 @@ def run(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_bl
     if len(w) == 0:
         raise InputError("the workload has no requests")
     return simulate(w, cfg, model, detail=detail, progress=progress, interval_s=interval_s,
-                    frontend=front_end(calibration))
+                    frontend=front_end(calibration), on_step=on_step)
 
 
 def predict(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int, workload: Any, *,

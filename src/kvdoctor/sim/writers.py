@@ -191,3 +191,39 @@ def prometheus_text(result, *, model: str, t0: float = T0_DEFAULT) -> str:
 
 def write_prometheus(result, out: TextIO, *, model: str, t0: float = T0_DEFAULT) -> None:
     out.write(prometheus_text(result, model=model, t0=t0))
+
+
+class StepsWriter:
+    """``--steps-out``: one JSON line per engine step, the format of vLLM's scheduler side of the
+    differential check (tests/oracle/): ``step``, ``t`` and ``t_end`` (simulated seconds), ``sched``
+    (request id -> tokens scheduled, in scheduling order), ``preempted`` and ``finished`` (ids),
+    ``kv_blocks_used``, ``running`` and ``waiting`` (after the step's output is processed), and
+    ``arrived`` (ids that reached the engine since the previous step was planned).
+
+    Request ids are the workload's (the trace's ``request_id`` column, else the row index) as
+    strings. Used as the simulation's step observer, so a run of any length streams to disk.
+    """
+
+    def __init__(self, out: TextIO, ids: list[str] | None = None):
+        self.out = out
+        self.ids = ids
+
+    def _id(self, i: int) -> str:
+        return self.ids[i] if self.ids is not None else str(i)
+
+    def __call__(self, rec) -> None:
+        import json
+
+        ident = self._id
+        self.out.write(json.dumps({
+            "step": rec.step,
+            "t": round(rec.t, 9),
+            "t_end": round(rec.t_end, 9),
+            "sched": {ident(i): m for i, m in rec.sched},
+            "preempted": [ident(i) for i in rec.preempted],
+            "finished": [ident(i) for i in rec.finished],
+            "kv_blocks_used": rec.kv_blocks_used,
+            "running": rec.running,
+            "waiting": rec.waiting,
+            "arrived": [ident(i) for i in rec.arrived],
+        }, separators=(",", ":")) + "\n")
