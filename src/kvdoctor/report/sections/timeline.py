@@ -162,9 +162,21 @@ def timeline_section(page, tl: dict[str, Any], payload: dict[str, Any]) -> str:
                              "y": _pool(prompt, buckets, "max"), "xaxis": xa, "yaxis": ya,
                              "line": {"color": COLORS["prompt_tps"], "dash": "dot"}})
 
+    note = _aligned_markers(t, pre, itl, rows, payload, tl, is_date, data, layout)
+    if n > MAX_POINTS:
+        note += f" {n:,} samples drawn as {len(buckets):,} buckets (max per bucket; preemptions summed)."
+    note += _event_markers(payload, t, rows, is_date, data)
+    html = page.plot({"data": data, "layout": layout}, height=170 * nrows + 90)
+    html += ('<p class="note">Red bands: intervals with preemptions, across all rows.' + esc(note) + "</p>")
+    return html
+
+
+def _aligned_markers(t: list, pre: list | None, itl: list | None, rows: list[str], payload: dict[str, Any],
+                     tl: dict[str, Any], is_date: bool, data: list[dict[str, Any]], layout: dict[str, Any]) -> str:
+    """Preemption bands across every row and TBT spikes on the latency row; returns the note text."""
     # aligned markers: every interval with a preemption is shaded across all rows, and every TBT
     # spike is marked on the latency row, coloured by whether a preemption sits within one sample
-    pre_idx = [i for i in range(n) if pre and pre[i] and pre[i] > 0]
+    pre_idx = [i for i in range(len(t)) if pre and pre[i] and pre[i] > 0]
     note = ""
     shapes = []
     for start, end in _runs(pre_idx):
@@ -199,8 +211,13 @@ def timeline_section(page, tl: dict[str, Any], payload: dict[str, Any]) -> str:
         if sp:
             note += (f" {len(sp)} TBT spike sample(s), {len(aligned)} aligned with a preemption "
                      f"(within one sample), {len(loose)} not. {thr_txt}.")
-    if n > MAX_POINTS:
-        note += f" {n:,} samples drawn as {len(buckets):,} buckets (max per bucket; preemptions summed)."
+    return note
+
+
+def _event_markers(payload: dict[str, Any], t: list, rows: list[str], is_date: bool,
+                   data: list[dict[str, Any]]) -> str:
+    """Log events (v0 preemption warnings, OOMs, engine deaths) as markers on the top row; returns the note text."""
+    note = ""
     # log events (v0 preemption warnings, OOMs, engine deaths...) as markers on the top row: in old
     # logs the warnings are the only preemption evidence there is
     events = [e for e in payload.get("events") or [] if isinstance(e, dict) and num(e.get("t")) is not None]
@@ -217,9 +234,7 @@ def timeline_section(page, tl: dict[str, Any], payload: dict[str, Any]) -> str:
             "hoverinfo": "text",
         })
         note += f" {len(events)} log event(s) marked (▼)."
-    html = page.plot({"data": data, "layout": layout}, height=170 * nrows + 90)
-    html += ('<p class="note">Red bands: intervals with preemptions, across all rows.' + esc(note) + "</p>")
-    return html
+    return note
 
 
 def _runs(idx: list[int]) -> list[tuple[int, int]]:
