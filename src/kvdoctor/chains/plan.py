@@ -138,7 +138,7 @@ def flag_text(dest: str, value: Any) -> str:
 # building a state
 
 
-def build_state(shape, gpu, config, version: str, usage: str = "api") -> State:
+def build_state(shape, gpu, config, version: str, usage: str | None = "api") -> State:
     from kvdoctor.engine.defaults import resolve
     from kvdoctor.ledger.build import build_ledger
 
@@ -162,12 +162,14 @@ class PlanState:
     current: State
     current_figures: dict[str, Figure]
     deferred: dict[str, Any] = field(default_factory=dict)
+    usage: str | None = "api"  # vLLM's usage context of the starting configuration: every level keeps it
 
     @classmethod
     def start(cls, shape, gpu, version: str, lengths: LengthDist | None, target: Target | None,
               before: State) -> "PlanState":
         figs = before.figures(lengths)
-        return cls(shape, gpu, version, lengths, target or Target(), before, figs, before, figs)
+        return cls(shape, gpu, version, lengths, target or Target(), before, figs, before, figs,
+                   usage=before.resolved.usage)
 
     def advance(self, lv: "LevelResult") -> None:
         """An applicable level becomes the state the next level starts from."""
@@ -177,7 +179,7 @@ class PlanState:
 def _try_state(ps: PlanState, changes: dict[str, Any]) -> tuple[State | None, str]:
     cfg = ps.current.config.with_changes(**changes)
     try:
-        return build_state(ps.shape, ps.gpu, cfg, ps.version or "0.33.0"), ""
+        return build_state(ps.shape, ps.gpu, cfg, ps.version or "0.33.0", ps.usage), ""
     except KvdoctorError as exc:  # vLLM would reject it: that is the reason the level does not apply
         return None, str(exc)
 
@@ -536,14 +538,19 @@ class Plan:
 
 
 def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDist | None = None,
-              target: Target | None = None, usage: str = "api", max_level: int = 4,
+              target: Target | None = None, usage: str | None = "api", max_level: int = 4,
               stop_when_enough: bool = True, workload: Any = None, evidence_capacity_short: bool = False,
-              progress: Any = None, calibration: Any = None) -> Plan:
+              progress: Any = None, calibration: Any = None, before: State | None = None) -> Plan:
     """Walk chain one from ``config`` (an EngineConfig). Raises KvdoctorError on bad input.
 
+    ``before``: the starting state when the caller already resolved it (a verb hands in its
+    ``Deployment``'s resolved engine and predicted ledger, so the start is not resolved twice);
+    built from ``config`` with ``usage`` otherwise. Every level keeps the start's usage context.
     ``progress``: the CLI's ``progress(description, total=...)`` context factory (a bar on a TTY),
     for the simulations a trace brings; chains never import the CLI, so it is handed in."""
-    before = build_state(shape, gpu, config, version, usage)
+    if before is None:
+        before = build_state(shape, gpu, config, version, usage)
+    usage = before.resolved.usage
     ps = PlanState.start(shape, gpu, version, lengths, target, before)
     levels: list[LevelResult] = []
     applied: list[int] = []
