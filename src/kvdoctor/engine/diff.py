@@ -84,7 +84,7 @@ def normalised(cfg: EngineConfig) -> dict[str, Any]:
     """The given settings of ``cfg`` as comparable values (absent = not given)."""
     out: dict[str, Any] = {}
     for f in ENGINE_FIELDS:
-        v = _norm_field(f, getattr(cfg, f))
+        v = _norm_field(f, cfg.value_of(f))
         if v is not None:
             out[f] = v
     for k, v in cfg.extra.items():

@@ -271,7 +271,7 @@ class VersionTraits:
     engine_why: str = ""  # why this engine (VLLM_USE_V1, the release's default, a V1 fallback)
 
     def as_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "version"}
+        d = {k: v for k, v in vars(self).items() if k != "version"}  # the declared fields, in order
         d["version"] = str(self.version)
         return d
 
