@@ -85,7 +85,7 @@ class CalibratedStepTime:
 
     def describe(self) -> dict:
         d = {"coefficients": "calibration", "scale": self.scale,
-             "linear": {k: getattr(self.linear, k) for k in LINEAR_KEYS}}
+             "linear": {k: vars(self.linear)[k] for k in LINEAR_KEYS}}  # LinearStepTime's own fields
         if self.base is not None:
             d["roofline"] = self.base.describe()
         return d

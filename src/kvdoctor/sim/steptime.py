@@ -41,9 +41,9 @@ class LinearStepTime:
 # -------------------------------------------------------------------------------------------------
 # The calibrated roofline model
 
-def _family(gpu) -> str:
+def _family(gpu: GpuSpec | None) -> str:
     """Which fitted coefficient set applies: the profiled part itself, else "generic"."""
-    name = (getattr(gpu, "name", "") or "").upper()
+    name = (gpu.name if gpu is not None else "").upper()
     if any(t in name for t in ("H100", "H200", "H800", "H20", "GH200")):
         return "h100"
     if "A100" in name or "A800" in name:
@@ -86,7 +86,7 @@ class RooflineStepTime:
     spread over the stages; with fewer requests than stages the pipeline has bubbles (m < pp).
     """
 
-    def __init__(self, shape, gpu, *, tp: int = 1, pp: int = 1, weight_bytes: float = 2.0,
+    def __init__(self, shape: ModelShape, gpu: GpuSpec | None, *, tp: int = 1, pp: int = 1, weight_bytes: float = 2.0,
                  kv_bytes: float = 2.0, compute_peak_tflops: float | None = None, async_scheduling: bool = True,
                  quant_name: str | None = None, enforce_eager: bool = False, serving: dict | None = None):
         from kvdoctor.sim import coefficients as C
@@ -101,12 +101,12 @@ class RooflineStepTime:
         co = C.COEFFS[self.family]
         self.gemm = co["gemm"]
         self.ew = co["ew"]
-        bw = getattr(gpu, "hbm_bandwidth_gbps", None)
-        peak16 = getattr(gpu, "bf16_tflops", None)
-        if not bw or not peak16:
+        bw = gpu.hbm_bandwidth_gbps if gpu is not None else None
+        peak16 = gpu.bf16_tflops if gpu is not None else None
+        if gpu is None or not bw or not peak16:
             from kvdoctor.errors import InputError
 
-            raise InputError(f"GPU {getattr(gpu, 'name', gpu)!s} has no bandwidth/TFLOPS in the catalog: "
+            raise InputError(f"GPU {gpu.name if gpu is not None else None!s} has no bandwidth/TFLOPS in the catalog: "
                              "the simulator needs a named GPU (not just a memory size)")
         self.bw = bw * 1e9 / 1e3  # bytes per ms
         # compute efficiency per GPU generation, measured on served prefills (the Vidur kernel
@@ -124,7 +124,7 @@ class RooflineStepTime:
         h = shape.hidden_size
         self.h = h
         nh = shape.num_attention_heads
-        hd = getattr(shape, "attn_head_dim", None) or shape.head_size
+        hd = shape.attn_head_dim or shape.head_size
         self.nh_r = max(1, nh // tp)
         self.hd = hd
         p = shape.params
@@ -140,7 +140,7 @@ class RooflineStepTime:
         moe = shape.moe
         n_moe_layers = 0
         if moe is not None:
-            n_dense = moe.first_dense_layers or len(getattr(moe, "dense_layers", ()) or ())
+            n_dense = moe.first_dense_layers or len(moe.dense_layers)
             n_moe_layers = max(0, L - n_dense)
         self.n_moe_layers = n_moe_layers
         n_dense_layers = L - n_moe_layers
@@ -148,7 +148,7 @@ class RooflineStepTime:
             mlp = p.mlp_dense / n_dense_layers / tp
         else:
             mlp = 3 * h * shape.intermediate_size / tp if n_dense_layers else 0.0
-        gated = getattr(shape, "mlp_kind", "gated") == "gated"
+        gated = shape.mlp_kind == "gated"
         self.mlp_ops = [mlp * 2 / 3, mlp / 3] if gated else [mlp / 2, mlp / 2]
         self.mlp_inter_r = (mlp / 3 / h) if gated else (mlp / 2 / h)
         self.gated = gated
@@ -176,7 +176,7 @@ class RooflineStepTime:
             if key and key in C.NETWORK:
                 self.ar = C.NETWORK[key]
             else:
-                nv = getattr(gpu, "nvlink_gbps", None)
+                nv = gpu.nvlink_gbps
                 # no profile: ring all-reduce at the H100 fit's fraction of NVLink, else PCIe 4.0 x16
                 h_c, h_bw = C.NETWORK.get(f"h100:all_reduce:{min(tp, 8)}", C.NETWORK["h100:all_reduce:2"])
                 self.ar = [h_c, (nv / 900.0) * h_bw if nv else 12.0]
@@ -186,7 +186,7 @@ class RooflineStepTime:
             if key and key in C.NETWORK:
                 self.sr = C.NETWORK[key]
             else:
-                nv = getattr(gpu, "nvlink_gbps", None)
+                nv = gpu.nvlink_gbps
                 h_c, h_bw = C.NETWORK["h100:send_recv:2"]
                 self.sr = [h_c, (nv / 900.0) * h_bw if nv else 12.0]
         ov = C.OVERHEADS.get(self.family if self.family in C.OVERHEADS else "a100")
@@ -305,21 +305,18 @@ def from_deployment(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEn
     """The step-time model for ``shape`` on ``gpu`` under a resolved engine configuration."""
     from kvdoctor.ledger.weights import DTYPE_BYTES, resolve_quant
 
-    def val(name, default=None):
-        v = getattr(resolved, name, None)
-        return default if v is None else v
-
-    dtype_bytes = DTYPE_BYTES.get(val("dtype", "bfloat16"), 2)
-    quant = resolve_quant(shape, val("quantization")) if (val("quantization") or shape.quant) else None
+    r = resolved  # every field concrete (engine.defaults.resolve)
+    dtype_bytes = DTYPE_BYTES.get(r.dtype or "bfloat16", 2)
+    quant = resolve_quant(shape, r.quantization) if (r.quantization or shape.quant) else None
     wb = quant.bytes_per_weight if quant is not None else dtype_bytes
     peak = None
-    cap = getattr(gpu, "capability", None)
+    cap = gpu.capability if gpu is not None else None
     if quant is not None and quant.method in _FP8_METHODS and (quant.bits in (None, 8)) and cap and cap >= 89:
         # fp8 weights run fp8 GEMMs on Ada/Hopper/Blackwell; elsewhere vLLM dequantizes (Marlin)
-        peak = getattr(gpu, "fp8_tflops", None)
+        peak = gpu.fp8_tflops if gpu is not None else None
     return RooflineStepTime(
-        shape, gpu, tp=int(val("tensor_parallel_size", 1)), pp=int(val("pipeline_parallel_size", 1)),
-        weight_bytes=wb, kv_bytes=float(val("kv_cache_dtype_bytes", dtype_bytes)), compute_peak_tflops=peak,
-        async_scheduling=bool(val("async_scheduling", True)), quant_name=quant.method if quant else None,
-        enforce_eager=bool(val("enforce_eager", False)), serving=serving,
+        shape, gpu, tp=int(r.tensor_parallel_size), pp=int(r.pipeline_parallel_size),
+        weight_bytes=wb, kv_bytes=float(r.kv_cache_dtype_bytes), compute_peak_tflops=peak,
+        async_scheduling=bool(r.async_scheduling), quant_name=quant.method if quant else None,
+        enforce_eager=bool(r.enforce_eager), serving=serving,
     )

@@ -54,8 +54,8 @@ class Workload:
         if not all(math.isfinite(a) for a in self.arrival):
             bad = sum(1 for a in self.arrival if not math.isfinite(a))
             raise InputError(f"workload {self.name}: {bad} request(s) without a finite arrival time")
-        for nm in ("prompt", "output", "group", "prefix_len", "priority", "ids"):
-            v = getattr(self, nm)
+        for nm, v in (("prompt", self.prompt), ("output", self.output), ("group", self.group),
+                      ("prefix_len", self.prefix_len), ("priority", self.priority), ("ids", self.ids)):
             if v is not None and len(v) != n:
                 raise InputError(f"workload {nm} has {len(v)} entries, arrivals have {n}")
 
@@ -184,8 +184,9 @@ def load_trace(path: str | Path) -> Workload:
     for r in recs:
         if r.arrival_s != r.arrival_s or r.prompt_tokens is None or r.output_tokens is None:
             continue
-        for col in ("arrival_s", "prompt_tokens", "output_tokens", "prefix_len", "priority"):
-            _check_count(getattr(r, col), f"{p}: request {r.request_id}", col)
+        for col, v in (("arrival_s", r.arrival_s), ("prompt_tokens", r.prompt_tokens),
+                       ("output_tokens", r.output_tokens), ("prefix_len", r.prefix_len), ("priority", r.priority)):
+            _check_count(v, f"{p}: request {r.request_id}", col)
         rows.append(r)
     if not rows:
         raise InputError(f"{p}: no usable request rows")
