@@ -90,7 +90,7 @@ class Deployment:
 
         return build_ledger(self.shape, self.gpu, self.resolved, startup=startup)
 
-    def with_resolved(self, **changes: Any) -> Deployment:
+    def with_resolved(self, **changes: object) -> Deployment:
         """The same deployment with engine fields set on top of the resolved ones (given by a flag).
 
         For settings only a consumer models (``simulate --scheduling-policy``): each is recorded as

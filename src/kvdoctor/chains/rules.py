@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover - named, not imported at run time (findings does not import rules)
+    from kvdoctor.chains.findings import Context, Finding
 
 CHAINS = ("ledger", "memory", "scheduling", "slow-request", "swap", "stop-loss")
 VERDICTS = (
@@ -60,19 +63,17 @@ class Rule:
     verdict: str | None = None  # diagnose verdict this rule supports ("dynamic" = decided per case)
     refinement: str | None = None  # where vLLM differs from the book
 
-    def load_test(self) -> Callable[[Any], Any]:
+    def load_test(self) -> Callable[[Context], Finding | None]:
         mod, fn = self.test.split(":")
-        return getattr(importlib.import_module(mod), fn)
+        return getattr(importlib.import_module(mod), fn)  # untyped-ok: the registry names its test as data
 
-    def run(self, ctx) -> Any:
+    def run(self, ctx: Context) -> Finding | None:
         return self.load_test()(ctx)
 
     def as_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in (
-            "id", "chain", "step", "title", "symptom", "evidence", "root_cause", "action", "gain",
-            "cost", "verdict", "refinement", "test",
-        )}
-        return d
+        return {"id": self.id, "chain": self.chain, "step": self.step, "title": self.title, "symptom": self.symptom,
+                "evidence": self.evidence, "root_cause": self.root_cause, "action": self.action, "gain": self.gain,
+                "cost": self.cost, "verdict": self.verdict, "refinement": self.refinement, "test": self.test}
 
 
 RULES: tuple[Rule, ...] = (

@@ -152,10 +152,11 @@ class SwapReview:
     old_model: str
     new_model: str
     gpu: str
-    old: Any  # plan.State
-    new: Any
+    # chains.plan's types, named, not imported: plan imports this module (test_layers: no circles)
+    old: "State"
+    new: "State"
     findings: list[Finding]
-    plan: Any  # plan.Plan for the new model
+    plan: "Plan"  # for the new model
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -205,4 +206,4 @@ def review(old_shape, new_shape, gpu, config, *, version: str = "0.33.0", length
                      f"{target.concurrency} (pass --target-concurrency / --target-context to override)")
     p = make_plan(new_shape, gpu, new_cfg, version=version, lengths=lengths, target=target, workload=workload,
                   calibration=calibration)
-    return SwapReview(old_shape.name, new_shape.name, str(getattr(gpu, "name", gpu)), old, new, findings, p, notes)
+    return SwapReview(old_shape.name, new_shape.name, str(gpu.name if gpu is not None else gpu), old, new, findings, p, notes)

@@ -206,7 +206,7 @@ class ResolvedEngine:
     disable_hybrid_kv_cache_manager: bool
     async_scheduling: bool
     max_cudagraph_capture_size: int  # 0 with enforce_eager
-    speculative_config: Any
+    speculative_config: dict[str, Any] | list[Any] | None  # JSON as given (EngineConfig)
     # Derived
     kv_cache_dtype_bytes: float
     attention_backend: str

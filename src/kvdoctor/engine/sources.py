@@ -41,7 +41,7 @@ _DEC = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BIN = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-def human_int(value: Any) -> int:
+def human_int(value: object) -> int:
     """vLLM ``human_readable_int``: ``25.6k`` = 25600, ``1K`` = 1024, ``1.5K`` rejected."""
     if isinstance(value, bool):
         raise ValueError(f"expected an integer, got {value!r}")
@@ -70,7 +70,7 @@ def human_int(value: Any) -> int:
         raise ValueError(f"not an integer: {text!r}") from None
 
 
-def byte_count(value: Any) -> int:
+def byte_count(value: object) -> int:
     """``--kv-cache-memory-bytes``: vLLM's human-readable ints plus the units people type
     (``12GiB``, ``12 GB``, ``12e9``; units.parse_bytes)."""
     from kvdoctor.units import parse_bytes
@@ -78,14 +78,14 @@ def byte_count(value: Any) -> int:
     return parse_bytes(value)
 
 
-def human_int_or_auto(value: Any) -> int:
+def human_int_or_auto(value: object) -> int:
     """``--max-model-len``: also ``auto`` / ``-1`` (vLLM auto-fits the length to memory)."""
     if isinstance(value, str) and value.strip().lower() in ("auto", "-1"):
         return -1
     return human_int(value)
 
 
-def plain_int(value: Any) -> int:
+def plain_int(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError(f"expected an integer, got {value!r}")
     if isinstance(value, int):
@@ -98,7 +98,7 @@ def plain_int(value: Any) -> int:
         raise ValueError(f"not an integer: {value!r}") from None
 
 
-def plain_float(value: Any) -> float:
+def plain_float(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got {value!r}")
     if isinstance(value, (int, float)):
@@ -113,7 +113,7 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
-def boolean(value: Any) -> bool:
+def boolean(value: object) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and value in (0, 1):
@@ -132,22 +132,22 @@ _DTYPE_ALIASES = {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp
                   "torch.float32": "float32"}
 
 
-def dtype_name(value: Any) -> str:
+def dtype_name(value: object) -> str:
     text = str(value).strip()
     return _DTYPE_ALIASES.get(text.lower(), text.lower())
 
 
-def text(value: Any) -> str:
+def text(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
     return str(value).strip()
 
 
-def lower_text(value: Any) -> str:
+def lower_text(value: object) -> str:
     return text(value).lower()
 
 
-def json_value(value: Any) -> Any:
+def json_value(value: object) -> object:
     """``--speculative-config '{"method": "mtp", ...}'``: dicts stay dicts; strings are JSON."""
     if isinstance(value, (dict, list)) or value is None:
         return value
@@ -247,14 +247,14 @@ def _canonical(option: str) -> tuple[str, bool | None]:
     return dest, None
 
 
-def _convert(dest: str, value: Any, spelled: str) -> Any:
+def _convert(dest: str, value: object, spelled: str) -> object:
     try:
         return CONVERTERS[dest](value)
     except ValueError as exc:
         raise InputError(f"{spelled}: {exc}") from None
 
 
-def _apply(cfg: EngineConfig, dest: str, value: Any, spelled: str) -> None:
+def _apply(cfg: EngineConfig, dest: str, value: object, spelled: str) -> None:
     if dest in CONVERTERS:
         setattr(cfg, dest, _convert(dest, value, spelled))
     else:
@@ -462,7 +462,7 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
             i += 1
             continue
         if dest in BOOL_FIELDS or dest in _KNOWN_BOOL_EXTRAS:
-            value: Any = True
+            value: object = True
             if has_eq:
                 value = inline
             elif nxt is not None and nxt.lower() in _TRUE | _FALSE:
@@ -520,7 +520,7 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
         notes.append(f"--config {config_file}: loaded; flags on the line win over the file")
 
 
-def _maybe_bool(value: Any) -> Any:
+def _maybe_bool(value: object) -> object:
     try:
         return boolean(value)
     except ValueError:
@@ -715,7 +715,7 @@ def from_non_default_args(args: Mapping[str, Any], *, origin: str = "log") -> En
 _ELIDED_RE = re.compile(r"^\s*[\[{(]?\s*(\.\.\.|…)\s*[\]})]?\s*$")
 
 
-def _elided(value: Any) -> bool:
+def _elided(value: object) -> bool:
     """Secrets ('***') and what a pasted excerpt cut out ('...', [...], {...}, or Ellipsis inside)."""
     if value is Ellipsis:
         return True

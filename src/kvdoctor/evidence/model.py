@@ -117,6 +117,13 @@ class Timeline:
     def __len__(self) -> int:
         return len(self.t)
 
+    def column(self, name: str) -> "np.ndarray | None":
+        """One column by its name (TIMELINE_COLUMNS); None when this timeline lacks it. Invariant:
+        ``name`` is a column (KeyError otherwise: a misspelt column never reads as "not reported")."""
+        if name not in TIMELINE_COLUMNS:
+            raise KeyError(name)
+        return vars(self)[name]
+
     @classmethod
     def concat(cls, timelines: list["Timeline"]) -> "Timeline":
         """Several timelines as one, rows in time order (stable: equal times keep their input order). An

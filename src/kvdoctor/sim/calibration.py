@@ -25,10 +25,17 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.errors import InputError
 from kvdoctor.sim.frontend import FrontEnd
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from kvdoctor.engine.defaults import ResolvedEngine
+    from kvdoctor.facts import GpuSpec, ModelShape
+    from kvdoctor.sim.contracts import StepTimeModel
+    from kvdoctor.sim.scheduler import SchedConfig
+    from kvdoctor.sim.steptime import RooflineStepTime
 
 SCHEMA = "kvdoctor.calibration/1"
 LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s")
@@ -100,7 +107,8 @@ class Calibration:
     deployment: dict[str, Any] = field(default_factory=dict)
     fit: dict[str, Any] = field(default_factory=dict)
 
-    def step_model(self, shape: Any = None, gpu: Any = None, resolved: Any = None):
+    def step_model(self, shape: ModelShape | None = None, gpu: GpuSpec | None = None,
+                   resolved: ResolvedEngine | None = None) -> StepTimeModel:
         from kvdoctor.sim.steptime import LinearStepTime, from_deployment
 
         lin = LinearStepTime(**{k: float(self.linear.get(k, 0.0)) for k in LINEAR_KEYS})
@@ -162,7 +170,7 @@ class BenchRun:
     burstiness: float
     max_concurrency: int | None
     seed: int = 0
-    cfg: Any = None  # SchedConfig of this run when it differs from the setup's (another --max-num-seqs ...)
+    cfg: SchedConfig | None = None  # of this run when it differs from the setup's (another --max-num-seqs ...)
 
     def workload(self):
         from kvdoctor.sim.workload import Workload, bench_arrivals
@@ -287,8 +295,8 @@ def run_errors(measured: dict[str, float], predicted: dict[str, float], keys=FIG
 class Setup:
     """What stays fixed while fitting: the scheduler limits and (for roofline+linear) the roofline."""
 
-    cfg: Any  # sim.scheduler.SchedConfig
-    base: Any = None  # RooflineStepTime or None
+    cfg: SchedConfig
+    base: RooflineStepTime | None = None
 
 
 def simulate_run(run: BenchRun, setup: Setup, cal: Calibration):
