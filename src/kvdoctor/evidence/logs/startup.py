@@ -762,13 +762,22 @@ def _error(c: StartupCollector, n: int, env: Envelope | None, kind: str, msg: st
     return b
 
 
-def _h_too_small(c, n, env, msg) -> bool:
-    m = R_TOO_SMALL.search(msg)
+def _max_len_error(c, n, env, msg, rx, kind: str, era: str):
+    """(builder, match) when ``rx`` reads a max-model-len error of ``era`` (group 1 = the length), else None."""
+    m = rx.search(msg)
     if not m:
-        return False
-    b = _error(c, n, env, "kv-too-small", msg)
-    b.hints.add("v1")
+        return None
+    b = _error(c, n, env, kind, msg)
+    b.hints.add(era)
     b.set("max_model_len", int(m.group(1)), n, env, _P_LOG)
+    return b, m
+
+
+def _h_too_small(c, n, env, msg) -> bool:
+    hit = _max_len_error(c, n, env, msg, R_TOO_SMALL, "kv-too-small", "v1")
+    if hit is None:
+        return False
+    b, m = hit
     b.set("error_needed_bytes", _b(m.group(2)), n, env)
     b.set("error_available_bytes", _b(m.group(3)), n, env)
     if m.group(4):
@@ -777,12 +786,10 @@ def _h_too_small(c, n, env, msg) -> bool:
 
 
 def _h_v0_too_large(c, n, env, msg) -> bool:
-    m = R_V0_TOO_LARGE.search(msg)
-    if not m:
+    hit = _max_len_error(c, n, env, msg, R_V0_TOO_LARGE, "max-len-too-large", "v0")
+    if hit is None:
         return False
-    b = _error(c, n, env, "max-len-too-large", msg)
-    b.hints.add("v0")
-    b.set("max_model_len", int(m.group(1)), n, env, _P_LOG)
+    b, m = hit
     b.set("kv_cache_tokens", int(m.group(2)), n, env)
     return True
 
