@@ -347,10 +347,9 @@ def prefill_bound(ctx: Context) -> Finding | None:
         return None
     tl = ctx.timeline
     d = s.decode
-    ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
-                          f"Waiting: {int(tl.waiting[i])}, prompt {float(tl.prompt_tps[i]):,.0f} tok/s vs generation "
-                          f"{float(tl.gen_tps[i]):,.0f} tok/s, KV {float(tl.kv_usage_pct[i]):.1f}% at "
-                          f"{fmt_time(float(tl.t[i]))}" + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
+    ev = [sig.cite_at(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
+                      f"Waiting: {int(tl.waiting[i])}, prompt {float(tl.prompt_tps[i]):,.0f} tok/s vs generation "
+                      f"{float(tl.gen_tps[i]):,.0f} tok/s, KV {float(tl.kv_usage_pct[i]):.1f}%")
           for i in q.held_idx[:4]]
     return _finding(
         "sched.prefill-bound",
@@ -371,10 +370,9 @@ def admission_blocked(ctx: Context) -> Finding | None:
         return None
     tl = ctx.timeline
     idx = q.held_full_idx if q.held_full_share >= th.held_share else q.held_idx
-    ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
-                          f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])} with KV "
-                          f"{float(tl.kv_usage_pct[i]):.1f}% at {fmt_time(float(tl.t[i]))}"
-                          + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
+    ev = [sig.cite_at(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
+                      f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])} with KV "
+                      f"{float(tl.kv_usage_pct[i]):.1f}%")
           for i in idx[:6]]
     r = s.held_room
     if q.held_full_share >= th.held_share:
@@ -435,10 +433,9 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
     run_max = q.running_max
     run = [float(tl.running[i]) for i in q.held_idx if not math.isnan(float(tl.running[i]))]
     flat = bool(run) and max(run) - min(run) <= 1
-    ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
-                          f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])}, KV "
-                          f"{float(tl.kv_usage_pct[i]):.1f}% at {fmt_time(float(tl.t[i]))}"
-                          + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
+    ev = [sig.cite_at(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
+                      f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])}, KV "
+                      f"{float(tl.kv_usage_pct[i]):.1f}%")
           for i in q.held_idx[:4]]
     gain = {"running_max": Figure(int(run_max), "measured", "max Running"),
             "kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage")}
@@ -539,10 +536,9 @@ def decode_bound(ctx: Context) -> Finding | None:
         floor, how, src = th.decode_floor_tps, "absolute floor (large batch: the roofline does not apply)", "default"
     if d.per_request >= floor:
         return None
-    ev = [sig.cite_sample(tl, i, ctx.source, "gen_tps", float(tl.gen_tps[i]),
-                          f"generation {float(tl.gen_tps[i]):,.1f} tok/s for {int(tl.running[i])} running = "
-                          f"{float(tl.gen_tps[i]) / float(tl.running[i]):.2f} tok/s per request at "
-                          f"{fmt_time(float(tl.t[i]))}" + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
+    ev = [sig.cite_at(tl, i, ctx.source, "gen_tps", float(tl.gen_tps[i]),
+                      f"generation {float(tl.gen_tps[i]):,.1f} tok/s for {int(tl.running[i])} running = "
+                      f"{float(tl.gen_tps[i]) / float(tl.running[i]):.2f} tok/s per request")
           for i in d.idx[:4]]
     return _finding(
         "sched.decode-bound",

@@ -228,6 +228,13 @@ def _judge(target: Target | None, res: LevelResult) -> None:
     res.enough, res.enough_why = bool(ok), "; ".join(reasons)
 
 
+def _adopt(ps: PlanState, res: LevelResult, st: State, change: dict[str, Any]) -> bool:
+    """The level's change gives state ``st``: record it; False when it buys nothing (``_no_gain``)."""
+    res.applicable, res.flag_change, res.state = True, change, st
+    res.figures = st.figures(ps.lengths)
+    return not _no_gain(ps, res)
+
+
 def _no_gain(ps: PlanState, res: LevelResult) -> bool:
     """A level that changes nothing the operator can use is not applicable (e.g. cutting the context
     when the weights alone exceed the budget). Marks it and says why."""
@@ -300,9 +307,7 @@ def apply_level1(ps: PlanState) -> LevelResult:
     if st is None:
         res.why = f"vLLM would reject --max-model-len {new}: {err}"
         return res
-    res.applicable, res.flag_change, res.state = True, {"max_model_len": new}, st
-    res.figures = st.figures(lens)
-    if _no_gain(ps, res):
+    if not _adopt(ps, res, st, {"max_model_len": new}):
         return res
     before = ps.before_figures
     p_before, p_after = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
@@ -355,9 +360,7 @@ def apply_level2(ps: PlanState) -> LevelResult:
     if st is None:
         res.why = f"fp8 KV is not available on {ps.gpu.name if ps.gpu is not None else 'this GPU'} (SM {cc}): {err}"
         return res
-    res.applicable, res.flag_change, res.state = True, {"kv_cache_dtype": "fp8"}, st
-    res.figures = st.figures(ps.lengths)
-    if _no_gain(ps, res):
+    if not _adopt(ps, res, st, {"kv_cache_dtype": "fp8"}):
         return res
     before = ps.current_figures
     pb, pa = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
@@ -388,9 +391,7 @@ def apply_level3(ps: PlanState) -> LevelResult:
         res.why = (f"online fp8 weight quantization is not available here: {err}. A pre-quantized checkpoint "
                    "(GPTQ needs SM60+, AWQ SM75+) is the alternative")
         return res
-    res.applicable, res.flag_change, res.state = True, {"quantization": "fp8"}, st
-    res.figures = st.figures(ps.lengths)
-    if _no_gain(ps, res):
+    if not _adopt(ps, res, st, {"quantization": "fp8"}):
         return res
     before = ps.current_figures
     wb, wa = int(before["weights_bytes"].value), int(res.figures["weights_bytes"].value)

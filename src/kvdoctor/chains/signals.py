@@ -71,6 +71,13 @@ def cite_sample(tl: Timeline, i: int, source: str, metric: str, value: float | i
     return Cite(detail=detail, source=source, t=t, line_no=ln, metric=metric, value=value)
 
 
+def cite_at(tl: Timeline, i: int, source: str, metric: str, value: float | int | None, what: str) -> Cite:
+    """A sample cited as "<what> at <time> (line N)": the sentence every chain-two finding quotes."""
+    ln = line_of(tl, i)
+    return cite_sample(tl, i, source, metric, value,
+                       f"{what} at {fmt_time(float(tl.t[i]))}" + (f" (line {ln})" if ln else ""))
+
+
 # --------------------------------------------------------------------------------------------
 # window
 # --------------------------------------------------------------------------------------------

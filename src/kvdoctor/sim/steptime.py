@@ -53,6 +53,18 @@ def _family(gpu: GpuSpec | None) -> str:
     return "generic"
 
 
+def _collective(network: dict[str, list[float]], family: str | None, op: str, gpus: int,
+                gpu: GpuSpec) -> list[float]:
+    """[c_ms, GB/s] of one collective over ``gpus`` GPUs: the profiled family's fit; without a
+    profile, the H100 fit at this GPU's fraction of NVLink (900 GB/s), else PCIe 4.0 x16 (12 GB/s)."""
+    key = f"{family}:{op}:{gpus}" if family else None
+    if key and key in network:
+        return network[key]
+    nv = gpu.nvlink_gbps
+    h_c, h_bw = network.get(f"h100:{op}:{min(gpus, 8)}", network[f"h100:{op}:2"])
+    return [h_c, (nv / 900.0) * h_bw if nv else 12.0]
+
+
 def _softmax(m: float, f: float, q: float) -> float:
     hi, lo = (m, f) if m >= f else (f, m)
     if hi <= 0:
@@ -170,25 +182,8 @@ class RooflineStepTime:
         self.att_pre = ap
         # network: fitted per GPU family and GPU count; other parts scale NVLink or assume PCIe
         fam_net = self.family if self.family in ("h100", "a100") else None
-        self.ar = None
-        if tp > 1:
-            key = f"{fam_net}:all_reduce:{tp}" if fam_net else None
-            if key and key in C.NETWORK:
-                self.ar = C.NETWORK[key]
-            else:
-                nv = gpu.nvlink_gbps
-                # no profile: ring all-reduce at the H100 fit's fraction of NVLink, else PCIe 4.0 x16
-                h_c, h_bw = C.NETWORK.get(f"h100:all_reduce:{min(tp, 8)}", C.NETWORK["h100:all_reduce:2"])
-                self.ar = [h_c, (nv / 900.0) * h_bw if nv else 12.0]
-        self.sr = None
-        if pp > 1:
-            key = f"{fam_net}:send_recv:2" if fam_net else None
-            if key and key in C.NETWORK:
-                self.sr = C.NETWORK[key]
-            else:
-                nv = gpu.nvlink_gbps
-                h_c, h_bw = C.NETWORK["h100:send_recv:2"]
-                self.sr = [h_c, (nv / 900.0) * h_bw if nv else 12.0]
+        self.ar = _collective(C.NETWORK, fam_net, "all_reduce", tp, gpu) if tp > 1 else None
+        self.sr = _collective(C.NETWORK, fam_net, "send_recv", 2, gpu) if pp > 1 else None
         ov = C.OVERHEADS.get(self.family if self.family in C.OVERHEADS else "a100")
         # Vidur's CPU-overhead profiles come from a v0-era engine; the served V1 engine's sampler and
         # input preparation cost what the public results say (overhead_scale)
