@@ -186,8 +186,9 @@ def _claims(sw, p, gpu, sims, old_shape, new_shape) -> list[dict[str, Any]]:
                 "agrees" if s2["preemptions"] <= max(1, s_new["preemptions"] // 20) else "differs")
     # The lesson is checked, not asserted: run the CI gate on this very swap.
     from kvdoctor.chains.check import run_check
+    from kvdoctor.deployment import configure
 
-    chk = run_check(new_shape, gpu, sw.new.config, version=p.vllm_version, previous_shape=old_shape)
+    chk = run_check(configure(new_shape, gpu, sw.new.config, version=p.vllm_version), previous_shape=old_shape)
     why = sorted({f.rule_id for f in chk.findings})
     add("lesson: every model change re-runs the ledger and the load-test baseline", "换模型必重跑显存对账与压测基线",
         (f"kvdoctor check --previous-model {old_shape.name} exits {0 if chk.ok else 1} on this swap"

@@ -102,17 +102,10 @@ def diagnose(
         payload["slow"] = slow_payload(ev, trace, inputs, pct, by)
         payload["slow_requests"] = payload["slow"]["slow_requests"]
     write_html_if_asked(html, [payload], title="kvdoctor diagnose", quiet=quiet)
-    if json_out:
-        from kvdoctor.cli.output import emit_json
+    from kvdoctor.cli.output import answer
+    from kvdoctor.report.oneline import diagnose_line  # --quiet: the verdict, one line
 
-        emit_json(payload)
-    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
-        from kvdoctor.report.oneline import diagnose_line
-        from kvdoctor.report.terminal import one_line
-
-        one_line(diagnose_line(payload))
-    else:
-        render(payload, quiet)
+    answer(payload, json_out=json_out, quiet=quiet, line=diagnose_line, render=render)
     if payload["verdict"] in fail or any(i["verdict"] in fail for i in payload.get("instances", [])):
         raise typer.Exit(EXIT_FINDING)
 

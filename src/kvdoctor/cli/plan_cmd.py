@@ -139,7 +139,6 @@ def plan(
     html: Optional[Path] = html_option(),
 ) -> None:
     from kvdoctor.chains.plan import Target, make_plan
-    from kvdoctor.cli.output import emit_json
     from kvdoctor.errors import InputError
 
     for name, v in (("--target-concurrency", target_concurrency), ("--target-context", target_context)):
@@ -182,16 +181,10 @@ def plan(
     p.notes = notes + list(inputs.notes) + p.notes
     payload = p.to_json()
     write_html_if_asked(html, [payload], title=f"kvdoctor plan: {p.model} on {p.gpu}", quiet=quiet)
-    if json_out:
-        emit_json(payload)
-        return
-    if quiet:  # docs/cli.md "--quiet": the resulting serve line
-        from kvdoctor.report.oneline import plan_line
-        from kvdoctor.report.terminal import one_line
+    from kvdoctor.cli.output import answer
+    from kvdoctor.report.oneline import plan_line  # --quiet: the resulting serve line
 
-        one_line(plan_line(payload))
-        return
-    render_plan(payload, quiet=quiet)
+    answer(payload, json_out=json_out, quiet=quiet, line=plan_line, render=render_plan)
 
 
 def lengths_text(L: dict[str, Any]) -> str:

@@ -55,17 +55,10 @@ def swap(
                        + (f" (the log measured {int(tok):,} KV tokens for the model it ran: compare with the "
                           "'from' column)" if isinstance(tok, (int, float)) else ""))
     payload = r.to_json()
-    if json_out:
-        from kvdoctor.cli.output import emit_json
+    from kvdoctor.cli.output import answer
+    from kvdoctor.report.oneline import swap_line  # --quiet: the verdict, one line
 
-        emit_json(payload)
-    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
-        from kvdoctor.report.oneline import swap_line
-        from kvdoctor.report.terminal import one_line
-
-        one_line(swap_line(payload))
-    else:
-        render_swap(payload, quiet)
+    answer(payload, json_out=json_out, quiet=quiet, line=swap_line, render=render_swap)
     if not r.ok:
         raise typer.Exit(EXIT_FINDING)
 
