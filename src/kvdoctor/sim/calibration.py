@@ -21,7 +21,6 @@ mean E2E). Pure numpy; the simulator is the model, so one fit covers closed and 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,13 +129,11 @@ class Calibration:
 
 
 def load_calibration(path: str | Path) -> Calibration:
+    from kvdoctor.safeio import read_json_file
+
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"calibration file not found: {p}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{p}: not a calibration file ({type(exc).__name__})") from None
+    doc = read_json_file(p, missing=f"calibration file not found: {p}",
+                         unreadable=lambda exc: f"{p}: not a calibration file ({type(exc).__name__})")
     if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA:
         raise InputError(f"{p}: not a kvdoctor calibration file (schema_version {SCHEMA} expected)")
     try:
@@ -237,14 +234,12 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1) -> BenchR
 
 
 def load_bench_runs(paths: list[str]) -> list[BenchRun]:
+    from kvdoctor.safeio import read_json_file
+
     runs = []
     for p in paths:
-        try:
-            doc = json.loads(Path(p).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"bench result not found: {p}") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result)") from None
+        doc = read_json_file(Path(p), missing=f"bench result not found: {p}",
+                             unreadable=lambda exc: f"{p}: not a vllm bench serve JSON result (--save-result)")
         if not isinstance(doc, dict):
             raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result)")
         runs.append(bench_run_from_json(doc, Path(p).name))

@@ -158,21 +158,8 @@ def load_trace(path: str | Path) -> Workload:
     Requests come sorted by arrival (stable), carrying the trace's ``request_id`` (else the
     0-based row index) as ``ids``.
     """
-    from kvdoctor.evidence.traces import load_trace as read_records
-
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"trace file not found: {p}")
-    if p.stat().st_size == 0:
-        raise InputError(f"{p}: empty file")
-    _refuse_binary(p)
-    try:
-        recs = read_records(p)
-    except InputError as exc:
-        if "not a request trace" in str(exc):
-            raise InputError(f"{p}: needs prompt and output token columns (e.g. num_prefill_tokens, "
-                             "num_decode_tokens)") from None
-        raise
+    recs = _records(p, "trace file", " (e.g. num_prefill_tokens, num_decode_tokens)", refuse_empty=True)
     if not recs:
         raise InputError(f"{p}: empty file or no request rows")
     if all(r.arrival_s != r.arrival_s for r in recs):
@@ -202,23 +189,31 @@ def load_trace(path: str | Path) -> Workload:
     return w
 
 
+def _records(p: Path, what: str, example: str, *, refuse_empty: bool = False) -> list:
+    """The rows of a trace-like file, read by the one trace reader (``evidence.traces.load_trace``);
+    one-line errors that name ``what`` and, for a file without token columns, ``example`` ones."""
+    from kvdoctor.evidence.traces import load_trace as read_records
+
+    if not p.is_file():
+        raise InputError(f"{what} not found: {p}")
+    if refuse_empty and p.stat().st_size == 0:
+        raise InputError(f"{p}: empty file")
+    _refuse_binary(p)
+    try:
+        return read_records(p)
+    except InputError as exc:
+        if "not a request trace" in str(exc):
+            raise InputError(f"{p}: needs prompt and output token columns{example}") from None
+        raise
+
+
 # ---- synthetic workloads -----------------------------------------------------------------------
 
 def load_lengths(path: str | Path) -> tuple[list[int], list[int]]:
     """An empirical (prompt, output) length file: any trace/statistics CSV or JSONL (read by the one
     trace reader, ``evidence.traces.load_trace``; arrival times, if any, are ignored)."""
-    from kvdoctor.evidence.traces import load_trace as read_records
-
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"length distribution file not found: {p}")
-    _refuse_binary(p)
-    try:
-        recs = read_records(p)
-    except InputError as exc:
-        if "not a request trace" in str(exc):
-            raise InputError(f"{p}: needs prompt and output token columns") from None
-        raise
+    recs = _records(p, "length distribution file", "")
     pr, ou = [], []
     for r in recs:
         if r.prompt_tokens is None or r.output_tokens is None:
