@@ -228,6 +228,11 @@ def _judge(target: Target | None, res: LevelResult) -> None:
     res.enough, res.enough_why = bool(ok), "; ".join(reasons)
 
 
+def _untried(level: int, rule_id: str) -> LevelResult:
+    """A level's result before it is tried: not applicable, titled by its rule."""
+    return LevelResult(level, rule_id, get(rule_id).title, False, "")
+
+
 def _adopt(ps: PlanState, res: LevelResult, st: State, change: dict[str, Any]) -> bool:
     """The level's change gives state ``st``: record it; False when it buys nothing (``_no_gain``)."""
     res.applicable, res.flag_change, res.state = True, change, st
@@ -290,7 +295,7 @@ def apply_level1(ps: PlanState) -> LevelResult:
     t: Target = ps.target
     mml = int(cur.ledger.engine["max_model_len"].value)
     bs = int(cur.ledger.kv["block_size"].value)
-    res = LevelResult(1, "memory.level1-max-model-len", get("memory.level1-max-model-len").title, False, "")
+    res = _untried(1, "memory.level1-max-model-len")
     if lens is None or lens.p99_total is None:
         res.why = ("the real length distribution is unknown: pass --trace / --lengths FILE or --p99-context N "
                    "(the business maximum must be known before cutting the limit)")
@@ -350,7 +355,7 @@ def apply_level1(ps: PlanState) -> LevelResult:
 
 def apply_level2(ps: PlanState) -> LevelResult:
     cur: State = ps.current
-    res = LevelResult(2, "memory.level2-fp8-kv", get("memory.level2-fp8-kv").title, False, "")
+    res = _untried(2, "memory.level2-fp8-kv")
     kvd = str(cur.resolved.kv_cache_dtype)
     if kvd not in ("bfloat16", "float16", "float32"):
         res.why = f"the KV cache is already {kvd}"
@@ -380,7 +385,7 @@ def apply_level2(ps: PlanState) -> LevelResult:
 
 def apply_level3(ps: PlanState) -> LevelResult:
     cur: State = ps.current
-    res = LevelResult(3, "memory.level3-quantize-weights", get("memory.level3-quantize-weights").title, False, "")
+    res = _untried(3, "memory.level3-quantize-weights")
     q = cur.resolved.quantization or (ps.shape.quant.method if ps.shape.quant is not None else None)
     if q:
         res.why = f"the weights are already quantized ({q})"
@@ -408,7 +413,7 @@ def apply_level3(ps: PlanState) -> LevelResult:
 
 def apply_level4(ps: PlanState) -> LevelResult:
     cur: State = ps.current
-    res = LevelResult(4, "memory.level4-parallelism", get("memory.level4-parallelism").title, False, "")
+    res = _untried(4, "memory.level4-parallelism")
     shape = ps.shape
     tp0 = int(cur.resolved.tensor_parallel_size)
     pp0 = int(cur.resolved.pipeline_parallel_size)

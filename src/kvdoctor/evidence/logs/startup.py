@@ -471,14 +471,19 @@ def _h_load_v0(c, n, env, msg) -> bool:
     return False
 
 
+def _pool_figure(c, n, env, name: str, value: int, *priority) -> _Builder:
+    """A KV pool figure (blocks or tokens) into the current start-up, after ``_kv_repeat`` has seen it."""
+    c._kv_repeat(name, value, n, env)
+    b = c._builder(n)
+    b.set(name, value, n, env, *priority)
+    return b
+
+
 def _h_blocks(c, n, env, msg) -> bool:
     m = R_BLOCKS.search(msg)
     if not m:
         return False
-    gpu = _i(m.group(2))
-    c._kv_repeat("num_gpu_blocks", gpu, n, env)
-    b = c._builder(n)
-    b.set("num_gpu_blocks", gpu, n, env, _P_FINAL)
+    b = _pool_figure(c, n, env, "num_gpu_blocks", _i(m.group(2)), _P_FINAL)
     if m.group(3):
         b.set("num_cpu_blocks", _i(m.group(3)), n, env, _P_FINAL)
     b.hints.add("v0")
@@ -501,10 +506,7 @@ def _h_kvsize(c, n, env, msg) -> bool:
     m = R_KVSIZE.search(msg)
     if not m:
         return False
-    tok = _i(m.group(1))
-    c._kv_repeat("kv_cache_tokens", tok, n, env)
-    b = c._builder(n)
-    b.set("kv_cache_tokens", tok, n, env)
+    b = _pool_figure(c, n, env, "kv_cache_tokens", _i(m.group(1)))
     if "CPU KV cache size" in msg:
         b.f.engine_config["platform"] = "cpu"
     b.hints.add("v1-0.33" if "Maximum concurrency" in msg else "v1")  # one-line form is 0.33's
