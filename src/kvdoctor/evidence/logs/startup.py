@@ -233,15 +233,23 @@ def _has_ellipsis(v: Any) -> bool:
     return False
 
 
-def _matching_brace(text: str) -> int | None:
-    depth, quote = 0, None
+def _outside_quotes(text: str):
+    """(index, character) of every character outside a quoted string (the quotes themselves left out)."""
+    quote = None
     for i, ch in enumerate(text):
         if quote:
             if ch == quote:
                 quote = None
         elif ch in "'\"":
             quote = ch
-        elif ch in "{[(":
+        else:
+            yield i, ch
+
+
+def _matching_brace(text: str) -> int | None:
+    depth = 0
+    for i, ch in _outside_quotes(text):
+        if ch in "{[(":
             depth += 1
         elif ch in "}])":
             depth -= 1
@@ -252,14 +260,9 @@ def _matching_brace(text: str) -> int | None:
 
 def _split_top(text: str, sep: str) -> list[str]:
     """Split on ``sep`` at bracket depth 0, outside quotes."""
-    parts, depth, quote, start = [], 0, None, 0
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "{[(":
+    parts, depth, start = [], 0, 0
+    for i, ch in _outside_quotes(text):
+        if ch in "{[(":
             depth += 1
         elif ch in "}])":
             depth = max(0, depth - 1)
