@@ -946,6 +946,8 @@ def batch_defaults(gpu: Any, tr: VersionTraits, usage: str | None, world_size: i
         return 0, 256, "v0 default max_num_seqs 256"
     if usage is None:
         return 2048, 128, "no usage context: SchedulerConfig defaults 2048 / 128"
+    if tr.batch_defaults_era == "v1-0.8-name":
+        return _batch_defaults_by_name(tr, usage, name)
     big = mem is not None and mem >= 70 * GiB
     if tr.batch_defaults_era != "v1-0.8":
         big = big and "a100" not in name
@@ -958,6 +960,20 @@ def batch_defaults(gpu: Any, tr: VersionTraits, usage: str | None, world_size: i
         return (16384 if usage == "llm" else 8192), 1024, f"device memory {gib} >= 70 GiB tier (not A100)"
     why = f"device memory {gib}" + (" (A100 excluded from the large tier, PR #17885)" if "a100" in name and (mem or 0) >= 70 * GiB else "") + ": small tier"
     return (8192 if usage == "llm" else 2048), 256, why
+
+
+def _batch_defaults_by_name(tr: VersionTraits, usage: str, name: str) -> tuple[int, int, str]:
+    """V1 0.7.3-0.8.4: tiers by device name (engine.version.BATCH_BY_MEMORY lists what each release does)."""
+    top = "h100" in name or "h200" in name
+    mnbt = (16384 if usage == "llm" else 8192) if top else (8192 if usage == "llm" else 2048)
+    if tr.version < (0, 8, 0):
+        seqs, why_s = 256, "V1 before 0.8 keeps max_num_seqs 256"
+    elif tr.version < (0, 8, 4):
+        seqs, why_s = 1024, "default_max_num_seqs 1024 on every device (0.8.0-0.8.3)"
+    else:
+        seqs, why_s = (1024 if top else 256), "0.8.4: 1024 on H100/H200, else 256"
+    tier = "H100/H200 name tier" if top else "device name not H100/H200"
+    return mnbt, seqs, f"{tier} (vLLM {tr.version} tiers by name); {why_s}"
 
 
 def _resolve_batch(acc: _Acc, gpu: Any, tr: VersionTraits, usage: str | None, max_len: int,
