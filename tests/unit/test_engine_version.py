@@ -92,8 +92,9 @@ def test_memory_regimes_are_traits():
     assert [traits(v).sampler_regime for v in ("0.11.0", "0.12.0", "0.19.0", "0.20.2", "0.21.0", "0.33.0")] == \
         ["full", "light", "light", "light", "full", "full"]
     # v0 before 0.6.5 counted the CUDA context and other processes as non-torch (PR #10511 changed it).
-    assert [traits(v).non_torch_era for v in ("0.6.3", "0.6.5", "0.8.0", "0.11.0", "0.12.0", "0.33.0")] == \
-        ["v0-early", "v0", "v1-early", "v1-early", "v1-late", "v1-late"]
+    # V1 until 0.9.1 did the same (gpu_worker: used − torch allocated), then measured over a snapshot.
+    assert [traits(v).non_torch_era for v in ("0.6.3", "0.6.5", "0.8.0", "0.9.1", "0.11.0", "0.12.0", "0.33.0")] == \
+        ["v0-early", "v0", "v1-0.8", "v1-early", "v1-early", "v1-late", "v1-late"]
     assert traits("0.10.0", env={"VLLM_USE_V1": "0"}).non_torch_era == "v0"
     from kvdoctor.ledger import memory
 

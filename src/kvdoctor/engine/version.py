@@ -139,6 +139,10 @@ NON_TORCH_LATE = (0, 12, 0)
 #   context and every other process on the GPU; 0.6.5 measures the growth over a baseline taken after the
 #   context exists (utils.memory_profiling). Row "v0-early" vs "v0" of fitted.NON_TORCH_GIB.
 V0_NON_TORCH_INCREASE = (0, 6, 5)
+#   V1 kept the old formula longer: gpu_worker.determine_available_memory adds mem_get_info used − torch
+#   allocated in 0.7.3, 0.8.3 and 0.8.5 (read in those wheels); 0.9.1 switched to utils.memory_profiling over
+#   an init snapshot. Row "v1-0.8" (ASSUMPTION: 0.9.0, not read, still on the old formula).
+V1_NON_TORCH_INCREASE = (0, 9, 1)
 # Chunked local attention (Llama-4) in the hybrid KV-cache manager:
 #   vllm PR #19351 (June 2025; ASSUMPTION: first in 0.9.2) gave chunked layers their own
 #     ChunkedLocalAttentionSpec; before, they were sized as full attention.
@@ -250,10 +254,13 @@ def sampler_regime_of(triple: tuple[int, int, int], engine: str = "v1") -> str:
 
 
 def non_torch_era_of(triple: tuple[int, int, int], engine: str = "v1") -> str:
-    """"v0-early" | "v0" | "v1-early" | "v1-late": the row of ledger.fitted.NON_TORCH_GIB for a release."""
+    """"v0-early" | "v0" | "v1-0.8" | "v1-early" | "v1-late": the row of ledger.fitted.NON_TORCH_GIB."""
     if engine == "v0":
         return "v0" if tuple(triple)[:3] >= V0_NON_TORCH_INCREASE else "v0-early"
-    return "v1-late" if tuple(triple)[:3] >= NON_TORCH_LATE else "v1-early"
+    t = tuple(triple)[:3]
+    if t < V1_NON_TORCH_INCREASE:
+        return "v1-0.8"
+    return "v1-late" if t >= NON_TORCH_LATE else "v1-early"
 
 
 @dataclass(frozen=True)
@@ -273,7 +280,7 @@ class VersionTraits:
     batch_defaults_era: str  # "v0" | "v1-0.8-name" | "v1-0.8" | "v1-0.9" | "v1-0.2x"
     # Fields added later have defaults so a VersionTraits built by hand (tests, callers) still works.
     sampler_regime: str = "full"  # "full" | "light": the dummy sampler's weight in the activation peak
-    non_torch_era: str = "v1-late"  # "v0-early" | "v0" | "v1-early" | "v1-late": row of fitted.NON_TORCH_GIB
+    non_torch_era: str = "v1-late"  # "v0-early" | "v0" | "v1-0.8" | "v1-early" | "v1-late": fitted.NON_TORCH_GIB row
     # Chunked local attention layers keep their own (smaller) KV groups: the hybrid manager stays on.
     # False → vLLM disables the hybrid manager and every local layer costs full attention.
     chunked_local_hybrid: bool = True
