@@ -347,7 +347,8 @@ def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, ve
     platform = _platform(cfg, v)
     unsupported = v1_unsupported(v, compute_capability=cc if platform == "cuda" else None,
                                  kv_cache_dtype=cfg.kv_cache_dtype, scheduling_policy=cfg.scheduling_policy,
-                                 num_scheduler_steps=_int_or_none(cfg.extra.get("num_scheduler_steps")))
+                                 num_scheduler_steps=_int_or_none(cfg.extra.get("num_scheduler_steps")),
+                                 platform=platform)
     tr = traits(v, env=cfg.env, v1_unsupported_by=unsupported, logged_engine=cfg.measured.get("engine"))
     acc = _Acc(cfg)
     acc.set("platform", platform, "default" if platform == "cuda" else "given",
@@ -515,7 +516,12 @@ def _resolve_memory_knobs(acc: _Acc, cfg: EngineConfig, tr: VersionTraits, v: Ve
     if kvmem is not None and kvmem <= 0:
         raise InputError(f"--kv-cache-memory-bytes must be positive, got {kvmem}")
     space = cfg.env.get("VLLM_CPU_KVCACHE_SPACE")
-    if platform == "cpu" and kvmem is None and space not in (None, "", "0"):
+    if platform == "cpu" and kvmem is None and space in (None, "", "0") and v < CPU_KV_AUTO:
+        # platforms/cpu.py 0.8.5-0.10.0 (read in the wheels): unset or 0 -> 4 GiB, "using 4 by default".
+        kvmem = 4 * GiB
+        acc.set("kv_cache_memory_bytes", kvmem, "default", f"vLLM {v} CPU backend: VLLM_CPU_KVCACHE_SPACE unset -> "
+                "4 GiB ('for CPU backend is not set, using 4 by default')")
+    elif platform == "cpu" and kvmem is None and space not in (None, "", "0"):
         try:
             kvmem = int(float(space) * GiB)
         except ValueError:
@@ -524,7 +530,8 @@ def _resolve_memory_knobs(acc: _Acc, cfg: EngineConfig, tr: VersionTraits, v: Ve
                 "'Explicitly set ... GiB for KV cache')")
     if kvmem is not None:
         acc.notes.append("--kv-cache-memory-bytes set: vLLM ignores gpu_memory_utilization for the KV budget"
-                         if platform == "cuda" else "CPU KV budget set explicitly: gpu_memory_utilization is not used")
+                         if platform == "cuda" else "CPU KV budget fixed (VLLM_CPU_KVCACHE_SPACE or its 4 GiB default): "
+                         "gpu_memory_utilization is not used")
     override = acc.pick("num_gpu_blocks_override", None, "not set")
     if override is not None and override <= 0:
         raise InputError(f"--num-gpu-blocks-override must be positive, got {override}")
@@ -601,6 +608,9 @@ def _kv_dtype_bytes(acc: _Acc, kv_dtype: str) -> float:
 # CPU attention (v1/attention/backends/cpu_attn.py): block sizes MultipleOf(32); platforms/cpu.py sets 128
 # when none is given (ASSUMPTION for releases before 0.2x, where it was 16).
 CPU_DEFAULT_BLOCK = 128
+# The CPU backend's unset VLLM_CPU_KVCACHE_SPACE meant 4 GiB in 0.8.5, 0.9.1, 0.9.2 and 0.10.0 (wheels read);
+# 0.33 sizes it from node memory. ASSUMPTION: the automatic share arrived in 0.11.0.
+CPU_KV_AUTO = (0, 11, 0)
 
 
 def _resolve_cpu_backend(acc: _Acc) -> tuple[str, int]:

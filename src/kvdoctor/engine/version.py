@@ -184,17 +184,22 @@ def env_flag(env: "dict[str, str] | None", key: str, default: bool) -> bool:
 #   * --scheduling-policy priority — ASSUMPTION: until 0.9.0 (V1 priority scheduling, PR #19057);
 #   * --num-scheduler-steps > 1 (multi-step is V0-only; removed with V0).
 V1_ORACLE = (V1_DEFAULT, V0_REMOVED)
+#   * the CPU platform: 0.8.5 falls back ("device type=cpu is not supported by the V1 Engine"); 0.9.1's
+#     platforms/cpu.py answers supports_v1 True (both read in the wheels; 0.9.0 not read: ASSUMPTION V0).
+V1_CPU = (0, 9, 1)
 V1_FP8_KV = (0, 9, 0)
 V1_PRIORITY = (0, 9, 0)
 
 
 def v1_unsupported(version: "str | Version | None", *, compute_capability: int | None = None,
                    kv_cache_dtype: str | None = None, scheduling_policy: str | None = None,
-                   num_scheduler_steps: int | None = None) -> str | None:
+                   num_scheduler_steps: int | None = None, platform: str = "cuda") -> str | None:
     """The feature that makes vLLM ``version`` fall back to V0 (None = V1 serves it)."""
     v = parse_version(version)
     if not (V1_ORACLE[0] <= v < V1_ORACLE[1]):
         return None
+    if platform == "cpu" and v < V1_CPU:
+        return "device type=cpu"
     if compute_capability is not None and compute_capability < 80:
         return f"Compute Capability < 8.0 (this GPU: {capability_text(compute_capability)})"
     if kv_cache_dtype and str(kv_cache_dtype).startswith("fp8") and v < V1_FP8_KV:
