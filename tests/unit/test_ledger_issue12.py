@@ -254,3 +254,20 @@ def test_cpu_08_falls_back_to_v0_with_the_4_gib_default():
     # An explicit space still wins.
     led, _ = ledger(serve=f"VLLM_CPU_KVCACHE_SPACE=2 vllm serve {TINY}", vllm_version="0.8.5")
     assert led.to_json()["memory"]["kv_cache_bytes"] == 2 * GiB
+
+
+def test_v0_engine_line_and_model_runner_name_the_model(tmp_path):
+    from kvdoctor.evidence.logs import read_startup_facts
+
+    f = read_startup_facts(str(FIX / "grpo-qwen25-1.5b-t4-v0.log"))[-1]
+    # "Initializing a V0 LLM engine (v0.7.2) with config: ..." (0.7-0.10 v0 wording) is read like V1's.
+    assert f.vllm_version == "0.7.2" and f.engine_config["model"] == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert f.engine_config["max_seq_len"] == 32768
+    # Without args or engine lines, "Starting to load model X..." still names the checkpoint.
+    f = read_startup_facts(str(FIX / "phi4-gptq-4bit-a100-80g-v0.log"))[-1]
+    assert f.model == "kaitchup/Phi-4-AutoRound-GPTQ-4bit"
+    log = tmp_path / "a.log"
+    log.write_text("INFO 01-01 00:00:00 model_runner.py:1] Starting to load model Qwen/Qwen2-1.5B-Instruct...\n"
+                   "INFO 01-01 00:00:01 non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct'}\n"
+                   "INFO 01-01 00:00:02 model_runner.py:1] Loading model weights took 14.9888 GB\n")
+    assert read_startup_facts(str(log))[-1].model == "meta-llama/Llama-3.1-8B-Instruct"  # args line wins
