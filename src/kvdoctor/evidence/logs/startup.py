@@ -14,7 +14,8 @@ One :class:`StartupFacts` per engine start. Formats covered (vllm-reference.md Â
   variant), ``CUDA graph memory profiling is enabled ... equivalent to ...`` (the estimate is
   recovered as ``(util - equivalent) * total``), ``Estimated CUDA graph memory``, ``CUDA graph
   pool memory``, ``Graph capturing finished ... took``, ``non-default args: {...}``, ``Initializing a
-  V1 LLM engine (v...) with config: ...``, chunked prefill / max model len / block size / attention
+  V1 (or V0) LLM engine (v...) with config: ...``, ``Starting to load model X...`` (the model when no
+  args line names it), chunked prefill / max model len / block size / attention
   backend lines, and the errors (KV too small incl. the estimated max length, no memory for the
   cache blocks, CUDA OOM, free memory below the utilization budget, Mamba blocks, engine failed).
 
