@@ -38,7 +38,7 @@ def _lin(n: int, k: int) -> int:
     return n * k + math.ceil(n / 128) * math.ceil(k / 128) * 4
 
 
-def _vllm_stage_bytes(stage: int, tp: int, pp: int) -> int:
+def _vllm_stage_bytes(stage: int, tp: int, pp: int, partition: tuple[int, ...] | None = None) -> int:
     bf16 = 2
     heads = HEADS // tp
     attn = (_lin(Q_LORA, H) + _lin(KV_LORA + ROPE, H)          # replicated q_a / kv_a_with_mqa
@@ -51,7 +51,11 @@ def _vllm_stage_bytes(stage: int, tp: int, pp: int) -> int:
     dense_mlp = _lin(2 * I_DENSE // tp, H) + _lin(H, I_DENSE // tp)
     expert = _lin(2 * I_MOE // tp, H) + _lin(H, I_MOE // tp)
     moe_mlp = E * expert + expert + E * H * bf16 + E * bf16    # experts, shared expert, gate, bias
-    lo, hi = get_pp_indices(LAYERS, stage, pp)
+    if partition is None:
+        lo, hi = get_pp_indices(LAYERS, stage, pp)
+    else:  # VLLM_PP_LAYER_PARTITION: the stage owns the given number of layers, in order
+        lo = sum(partition[:stage])
+        hi = lo + partition[stage]
     total = sum(attn + norms + (dense_mlp if i < DENSE else moe_mlp) for i in range(lo, hi))
     vocab_rows = math.ceil(VOCAB / 64) * 64 // tp
     if stage == 0:
@@ -91,3 +95,32 @@ def test_first_stage_has_the_embedding_and_the_last_the_head():
     assert abs((s0 + s1 - rope) - one.per_rank[0][0]) < 1 << 20
     # Stage 1 has two more MoE layers (30 vs 28) and no dense ones (stage 0 has 3): it is the heavier one.
     assert s1 > s0
+
+
+def test_vllm_pp_layer_partition_moves_layers_and_weights():
+    from kvdoctor.cli import common
+    from kvdoctor.errors import ConfigError
+    from kvdoctor.ledger.build import build_ledger
+    from kvdoctor.ledger.tensors import pp_partition
+
+    assert pp_partition(None, 61, 2) is None
+    assert pp_partition("29,32", 61, 2) == (29, 32)
+    for bad, msg in (("29,31", "sum(partitions)=60 does not match num_hidden_layers=61"),
+                     ("61", "len(partitions)=1 does not match pp_size=2"), ("a,b", "Invalid partition string")):
+        with pytest.raises(ConfigError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+            pp_partition(bad, 61, 2)
+    assert get_pp_indices(61, 1, 2, (29, 32)) == (29, 61)
+
+    def stage_weights(serve):
+        inputs = common.resolve_inputs(common.ConfigOptions(serve=serve, gpu="H200", vllm_version="0.10.0"))
+        led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved)
+        ranks = led.to_json()["ranks"]
+        return [r["memory"]["weights_bytes"] for r in ranks], [tuple(r["layers"]) for r in ranks]
+
+    base = "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 --pipeline-parallel-size 2 --max-model-len 8192"
+    default, layers = stage_weights(base)
+    moved, moved_layers = stage_weights("VLLM_PP_LAYER_PARTITION=29,32 " + base)
+    assert layers == [(0, 31), (31, 61)] and moved_layers == [(0, 29), (29, 61)]
+    # Two MoE layers move from stage 0 to stage 1 (vLLM's arithmetic above).
+    moe = (_vllm_stage_bytes(0, 8, 2) - _vllm_stage_bytes(0, 8, 2, (29, 32)))
+    assert abs((default[0] - moved[0]) - moe) < 1 << 20 and moved[1] > default[1]

@@ -462,7 +462,9 @@ def _resolve_parallel(acc: _Acc, shape: "ModelShape") -> tuple[int, int, int]:
             )
         if kv_heads < tp:
             acc.notes.append(f"{kv_heads} KV heads < TP {tp}: each rank keeps 1 KV head (replicated), so KV per token does not shrink past TP={kv_heads}")
-    if layers and pp > 1 and layers % pp:
+    if acc.cfg.env.get("VLLM_PP_LAYER_PARTITION"):
+        acc.notes.append(f"VLLM_PP_LAYER_PARTITION={acc.cfg.env['VLLM_PP_LAYER_PARTITION']}: layers per PP stage as given")
+    elif layers and pp > 1 and layers % pp:
         parts = [layers // pp] * pp
         for i in range(2, layers % pp + 2):
             parts[-i] += 1
