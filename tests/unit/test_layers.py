@@ -278,3 +278,15 @@ def test_the_untyped_counter_sees_what_it_counts():
     assert found.count("getattr") == 1 and found.count("hasattr") == 1
     assert {"f(x: Any)", "f(y: Any)", "f(z: Any)", "f -> Any", "v: Any"} <= set(found)
     assert not any("w:" in w or w.startswith("d:") for w in found)
+
+
+MAX_FUNCTION_LINES = 120  # issue 13: a function longer than this is split where its steps are
+
+
+def test_no_function_is_longer_than_the_limit():
+    long = []
+    for m, p in MODULES.items():
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES:
+                long.append(f"{m}.{n.name}: {n.end_lineno - n.lineno + 1} lines")
+    assert not long, "functions over the limit:\n  " + "\n  ".join(long)
