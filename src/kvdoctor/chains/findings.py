@@ -173,7 +173,7 @@ class Context:
     """Everything a rule test may read. See the module docstring.
 
     The chain types (``Target``, ``State``, ``PlanState``, ``Plan`` of chains.plan; ``Signals`` of
-    chains.signals) are named, not imported: those modules import this one, and the import graph
+    chains.signals; ``SlowReport`` of chains.slow) are named, not imported: those modules import this one, and the import graph
     stays without circles (tests/unit/test_layers.py)."""
 
     source: str = ""
@@ -205,5 +205,5 @@ class Context:
     counter_trusted: bool = False
     bench: list[BenchResult] = field(default_factory=list)
     signals: "Signals | None" = None
-    # the slow-request analysis hand-over
-    cache: dict[str, Any] = field(default_factory=dict)
+    # the slow-request analysis hand-over: the report its three rules read (chains.slow.SlowReport)
+    slow: "SlowReport | None" = None
