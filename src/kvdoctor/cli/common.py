@@ -175,7 +175,7 @@ def option_bundle(name: str, bundle: type, types: dict[str, Any]) -> Callable[[C
         sig = inspect.signature(func, eval_str=True)
         own = [p for p in sig.parameters.values() if p.name != name]
         if len(own) == len(sig.parameters):
-            raise TypeError(f"{func.__name__}: @{bundle.__name__} options need a parameter named {name!r}")
+            raise TypeError(f"{func.__name__}: the {bundle.__name__} decorator needs a parameter named {name!r}")
         clash = {p.name for p in own} & set(types)
         if clash:
             raise TypeError(f"{func.__name__}: parameters {sorted(clash)} clash with the shared options")
