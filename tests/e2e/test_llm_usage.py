@@ -7,7 +7,7 @@ max_num_seqs") gives, for the offline ``LLM`` class vs ``vllm serve``:
     device >= 70 GiB, not A100 (H100):  LLM 16384 / 1024   API 8192 / 1024
     otherwise (L40S, 44.4 GiB):          LLM  8192 /  256   API 2048 /  256
 
-``check``, ``plan --evidence`` and ``diagnose --slow`` used to re-resolve the configuration with
+``check``, ``plan --evidence``, ``diagnose --slow`` and ``swap`` used to re-resolve the configuration with
 the API server's table (chains.plan.build_state); they now take the one ``Deployment``
 (deployment.resolve_deployment), whose usage context follows the source.
 """
@@ -89,3 +89,16 @@ def test_diagnose_slow_simulates_the_llm_call_with_its_own_defaults(shared_data,
     r = seen["resolved"]
     assert (r.usage, r.max_num_batched_tokens, r.max_num_seqs) == ("llm", 8192, 256)
     assert seen["blocks"] == dep.predicted_ledger.num_blocks
+
+
+def test_swap_reviews_both_models_under_the_offline_table():
+    # L40S (44.4 GiB): the LLM class's 8,192 batched tokens for the old and the new model alike (API: 2,048)
+    for serve, mnbt in ((LLM_CALL, 8192), (SERVE, 2048)):
+        code, err, out = invoke("swap", "--from", "meta-llama/Llama-3.1-8B-Instruct", "--to", Q14, "--gpu", "L40S",
+                                "--serve", serve, "--json")
+        assert code in (0, 1), err
+        j = json.loads(out)
+        assert j["ledgers"]["from"]["engine"]["max_num_batched_tokens"] == mnbt
+        assert j["ledgers"]["to"]["engine"]["max_num_batched_tokens"] == mnbt
+        # chain one for the new model starts from the same state: hidden = batched tokens x 5120 x 2 B
+        assert f"hidden {mnbt}×5120×2 B" in j["plan"]["before"]["activation_bytes"]["how"]
