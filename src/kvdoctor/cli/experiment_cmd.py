@@ -163,10 +163,11 @@ def chain_cmd(
     base = _baseline(opts)
     if base.gpu is None:
         raise InputError("experiment chain needs --gpu: chain one's levels come from the memory ledger")
-    from kvdoctor.chains.plan import Target, make_plan
+    from kvdoctor.chains.plan import State, Target, make_plan
 
     p = make_plan(base.shape, base.gpu, base.config, version=base.vllm_version,
-                  target=Target(concurrency=run.target_concurrency, context=run.target_context), stop_when_enough=False)
+                  target=Target(concurrency=run.target_concurrency, context=run.target_context), stop_when_enough=False,
+                  before=State(base.config, base.resolved, base.predicted_ledger))
     levels = [_level("before", base.config)]
     cfg = base.config
     for lv in p.levels:
@@ -225,10 +226,11 @@ def _change_level(base, opts, set_, next_level, tconc, tctx):
         return Level("after", changed, ch)
     if base.gpu is None or base.shape is None:
         raise InputError("--next-level needs --gpu and a model kvdoctor can read: chain one's levels come from the ledger")
-    from kvdoctor.chains.plan import Target, make_plan
+    from kvdoctor.chains.plan import State, Target, make_plan
 
     p = make_plan(base.shape, base.gpu, base.config, version=base.vllm_version,
-                  target=Target(concurrency=tconc, context=tctx), stop_when_enough=False)
+                  target=Target(concurrency=tconc, context=tctx), stop_when_enough=False,
+                  before=State(base.config, base.resolved, base.predicted_ledger))
     for lv in p.levels:
         if lv.applicable and lv.flag_change:
             changed, ch = apply_change(base.config, dict(lv.flag_change), origin=f"chain one level {lv.level}")
