@@ -5,7 +5,7 @@ calibration run and the validation loads interleaved, each saved with ``--save-d
     nice python scripts/realvllm_calibration_series.py OUT_DIR [--freeze FIXTURE_DIR]
 
 Uses the test bed (``python -m kvdoctor.testbed``; built when absent). ``--freeze`` copies the results into
-FIXTURE_DIR with ``generated_texts`` dropped (random-weight output, not used) and the server's start-up and
+FIXTURE_DIR with ``generated_texts`` and ``itls`` dropped (random-weight output; per-token gaps) and the server's start-up and
 periodic stats lines (the per-request access lines are left out).
 """
 
@@ -22,7 +22,8 @@ def freeze(src: Path, dst: Path) -> None:
     meta = json.loads((src / "series.json").read_text())
     for r in meta["runs"]:
         doc = json.loads((src / f"{r['name']}.json").read_text())
-        doc.pop("generated_texts", None)
+        doc.pop("generated_texts", None)  # random-weight output, not used
+        doc.pop("itls", None)  # per-token gaps: ~80 KB a run; the summary ITL figures stay
         (dst / f"{r['name']}.json").write_text(json.dumps(doc) + "\n")
     keep = ("non-default args", "KV cache", "Avg prompt throughput", "version")
     lines = (src / "serve.log").read_text(errors="replace").splitlines(keepends=True)

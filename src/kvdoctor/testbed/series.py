@@ -60,6 +60,38 @@ SERIES: tuple[SeriesRun, ...] = (
 TOLERANCE = 0.10
 
 
+def sched_totals(pgid: int) -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) summed over every thread of every live
+    process in group ``pgid``, from the kernel's ``/proc/<pid>/task/<tid>/schedstat`` (fields 1 and 2, ns).
+    The ratio of their increments over a run is how much the host stretched the engine's time."""
+    import os
+
+    run = wait = 0
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat", "rb") as f:
+                st = f.read().decode("ascii", "replace")
+            if int(st[st.rfind(")") + 2:].split()[2]) != pgid:
+                continue
+            for t in os.listdir(f"/proc/{e}/task"):
+                with open(f"/proc/{e}/task/{t}/schedstat") as f:
+                    a, b, *_ = f.read().split()
+                run, wait = run + int(a), wait + int(b)
+        except (OSError, ValueError, IndexError):
+            continue  # a process or thread that ended meanwhile
+    return run / 1e9, wait / 1e9
+
+
+def host_stretch(before: tuple[float, float], after: tuple[float, float]) -> dict:
+    """How much longer the server's threads took than their CPU time alone: (run + wait) / run over one
+    bench run (1.0: every thread got a CPU whenever it was ready)."""
+    run, wait = after[0] - before[0], after[1] - before[1]
+    return {"cpu_s": round(run, 3), "runqueue_wait_s": round(wait, 3),
+            "stretch": round((run + wait) / run, 4) if run > 0 else None}
+
+
 def bench_argv(vllm: str, base_url: str, model: str, load: LoadSpec, out_dir: Path, name: str) -> list[str]:
     return [vllm, "bench", "serve", "--backend", "vllm", "--base-url", base_url, "--model", model,
             *load.bench_args(out_dir), "--percentile-metrics", "ttft,tpot,itl,e2el",
@@ -89,6 +121,7 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = SERIES, he
             meta["ready_s"] = round(time.monotonic() - t0, 1)
             log(f"[series] server ready after {meta['ready_s']} s")
             for r in runs:
+                s0 = sched_totals(server.managed.pgid)
                 b = spawn(bench_argv(str(tb.vllm), server.base_url, str(tb.model), r.load, out_dir, r.name),
                           env=env, log_path=out_dir / f"{r.name}.bench.log")
                 t1 = time.monotonic()
@@ -101,11 +134,13 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = SERIES, he
                         time.sleep(0.5)
                 finally:
                     b.stop(grace_s=5.0)
+                host = host_stretch(s0, sched_totals(server.managed.pgid))
                 if b.proc.returncode != 0 or not (out_dir / f"{r.name}.json").exists():
                     raise RuntimeError(f"{r.name}: vllm bench serve failed (see {out_dir / f'{r.name}.bench.log'})")
                 meta["runs"].append({"name": r.name, "role": r.role, "bench_args": r.load.bench_args(out_dir),
-                                     "wall_s": round(time.monotonic() - t1, 1), "ended_at": time.time()})
-                log(f"[series] {r.name} done in {meta['runs'][-1]['wall_s']} s")
+                                     "wall_s": round(time.monotonic() - t1, 1), "ended_at": time.time(),
+                                     "host": host})
+                log(f"[series] {r.name} done in {meta['runs'][-1]['wall_s']} s (host stretch {host['stretch']})")
             meta["status"] = "complete"
         except Exception as exc:  # noqa: BLE001 - reported in series.json and re-raised below
             meta["error"] = f"{type(exc).__name__}: {exc}"
@@ -116,3 +151,26 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = SERIES, he
     if meta["status"] != "complete":
         raise RuntimeError(meta.get("error", "series incomplete"))
     return meta
+
+
+def load_series_runs(directory: Path, host_corrected: bool = True) -> list:
+    """The series' runs as ``sim.calibration.BenchRun`` s, in series order, each with the host stretch
+    series.json recorded for it (``host_corrected``; else 1.0: wall-clock figures taken as they are)."""
+    from kvdoctor.sim.calibration import load_bench_runs
+
+    meta = json.loads((Path(directory) / "series.json").read_text())
+    runs = load_bench_runs([str(Path(directory) / f"{r['name']}.json") for r in meta["runs"]],
+                           special_tokens=SPECIAL_TOKENS)
+    for run, r in zip(runs, meta["runs"]):
+        st = (r.get("host") or {}).get("stretch")
+        if host_corrected and st:
+            run.host_stretch = float(st)
+    return runs
+
+
+def calibrate_series(runs: list, fit_on: str = "cal_c4"):
+    """Calibrate (linear CPU-engine model) on the one calibration run; every other run is held out."""
+    from kvdoctor.sim import calibration as C
+    from kvdoctor.sim.scheduler import SchedConfig
+
+    return C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"])
