@@ -339,8 +339,11 @@ def _unpack(names, x, kind) -> Calibration:
 def _initial(runs: list[BenchRun], kind: str) -> dict[str, float]:
     """A starting point read off the runs themselves: the fastest median ITL is roughly one step
     of a small batch, the fastest TTFT one prefill of its prompt."""
-    itl = min((r.figures.get("mean_tpot_ms") or r.figures.get("median_itl_ms") or 20.0) for r in runs) / 1e3
-    ttft = min((r.figures.get("median_ttft_ms") or 50.0) for r in runs) / 1e3
+    # in the engine's own time: a run the host stretched k-fold (BenchRun.host_stretch) ran k times slower,
+    # and the starting point (which also anchors the weak pull of ``fit``) must not depend on that
+    itl = min((r.figures.get("mean_tpot_ms") or r.figures.get("median_itl_ms") or 20.0) / r.host_stretch
+              for r in runs) / 1e3
+    ttft = min((r.figures.get("median_ttft_ms") or 50.0) / r.host_stretch for r in runs) / 1e3
     p = min(sum(r.prompt) / len(r.prompt) for r in runs)
     if kind == "linear":
         return {"base_s": 0.8 * itl, "per_request_s": 0.03 * itl, "per_token_s": max(1e-7, 0.1 * ttft / p),
