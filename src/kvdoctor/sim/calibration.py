@@ -230,7 +230,11 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int
               if o > 1 and _num(t) is not None and _num(e) is not None]
         figs.update(_spread(tt, tp))
     send = None
-    lead = 0.0 if math.isinf(rate) else 1.0 / rate  # the first gamma gap's mean
+    lead = 0.0
+    if not math.isinf(rate):  # the first request's own gap, as the bench draws it with --seed
+        from kvdoctor.sim.workload import bench_arrivals
+
+        lead = bench_arrivals(len(prompt), rate, burst, seed)[0]
     st = doc.get("start_times")
     if isinstance(st, list) and len(st) == len(prompt) and all(_num(x) is not None for x in st):
         t0 = min(float(x) for x in st)

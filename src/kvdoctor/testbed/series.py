@@ -153,9 +153,10 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = SERIES, he
     return meta
 
 
-def load_series_runs(directory: Path, host_corrected: bool = True) -> list:
-    """The series' runs as ``sim.calibration.BenchRun`` s, in series order, each with the host stretch
-    series.json recorded for it (``host_corrected``; else 1.0: wall-clock figures taken as they are)."""
+def load_series_runs(directory: Path, host_corrected: bool = False) -> list:
+    """The series' runs as ``sim.calibration.BenchRun`` s, in series order: wall-clock figures as the bench
+    reported them, or (``host_corrected``) each with the host stretch series.json recorded for it applied
+    (docs/simulation.md: it did not explain the drift, so it is not the default)."""
     from kvdoctor.sim.calibration import load_bench_runs
 
     meta = json.loads((Path(directory) / "series.json").read_text())
