@@ -124,3 +124,13 @@ def test_a_stats_log_alone_calibrates_the_step(tmp_path):
     # each busy interval is explained as (nearly) fully busy
     fr = sorted(C.busy_fraction(cal, o) for o in stats)
     assert 0.5 < fr[len(fr) // 2] < 2.0
+
+
+def test_one_load_level_is_flagged_as_not_identifying_the_batch_slope():
+    runs = {r.name: r for r in _runs()}
+    one = C.calibrate([runs["s8_c4.json"]], C.Setup(cfg=_cfg()), kind="linear")
+    assert any("assumed, not measured" in n for n in one.fit["notes"])
+    # a light and a heavy closed loop together measure it: no note
+    assert C.identifiability_notes([runs["s8_c1.json"], runs["s8_c16.json"]], None) == []
+    # an open loop at a finite rate: its batch follows the arrivals
+    assert C.identifiability_notes([runs["s8_r4.json"]], None) == []

@@ -107,4 +107,6 @@ def _render(p: dict, quiet: bool) -> None:
             con.print(f"median |error| on {label}: " + ", ".join(parts))
     if not fit.get("held_out"):
         con.print("note: no held-out run — give two or more results to know how far to trust the fit")
+    for n in fit.get("notes") or ():
+        con.print(f"note: {escape(n)}")
     con.print(f"wrote {escape(p['calibration_file'])} (use: --calibration {escape(p['calibration_file'])})")

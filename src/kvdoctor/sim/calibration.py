@@ -543,5 +543,29 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
                  **{k: {**v, "split": "held_out"} for k, v in on_held.items()}},
         "fit_median_abs_error": median_abs(on_fit),
         "held_out_median_abs_error": median_abs(on_held) if on_held else None,
+        "notes": identifiability_notes(fit_runs, stats),
     }
     return cal
+
+
+def _batch_levels(r: BenchRun) -> set[int]:
+    """The in-flight request counts a run's simulation saw for most of its time (its concurrency cap, or
+    for an open loop the range its send times allow), as coarse levels: 1, 2-3, 4-7, 8-15, ..."""
+    if r.max_concurrency is not None:
+        return {max(1, int(r.max_concurrency)).bit_length()}
+    if math.isinf(r.request_rate) or r.send is None:
+        return {len(r.prompt).bit_length()}
+    return set()  # an open loop at a finite rate: its batch varies with the arrivals
+
+
+def identifiability_notes(fit_runs: list[BenchRun], stats: list[StatsObs] | None) -> list[str]:
+    """What the fitted runs cannot tell apart. A step costs ``base + per_request * n``; runs that all held
+    about the same number n of requests in flight see only that sum, so how the step grows with n is the
+    fit's starting point, not a measurement (docs/simulation.md: on a loaded CPU host it was wrong by 2x)."""
+    if stats or len(fit_runs) > 1 and len(set().union(*(_batch_levels(r) for r in fit_runs))) > 1:
+        return []
+    if any(not _batch_levels(r) for r in fit_runs):
+        return []
+    return ["every run fitted on held about the same number of requests in flight: how the step time grows "
+            "with the batch is assumed, not measured — predictions at other concurrencies may be far off; add a "
+            "run at a clearly lighter or heavier load (e.g. --max-concurrency 1 and 16)"]
