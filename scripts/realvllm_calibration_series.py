@@ -28,9 +28,6 @@ def freeze(src: Path, dst: Path) -> None:
     keep = ("non-default args", "KV cache", "Avg prompt throughput", "version")
     lines = (src / "serve.log").read_text(errors="replace").splitlines(keepends=True)
     (dst / "serve.stats.log").write_text("".join(ln for ln in lines if any(k in ln for k in keep)))
-    meta["serve_argv"] = [a for a in meta["serve_argv"]]
-    for r in meta["runs"]:  # result paths of the recording machine are not kept
-        r["bench_args"] = [a for a in r["bench_args"]]
     (dst / "series.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
