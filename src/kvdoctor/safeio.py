@@ -32,6 +32,7 @@ from kvdoctor.errors import InputError
 MiB = 1 << 20
 MAX_DOCUMENT_BYTES = 256 * MiB  # one JSON / metrics document read whole (reports, bench results, dumps)
 MAX_CONFIG_BYTES = 4 * MiB  # a YAML engine config or a model's config.json
+MAX_YAML_NODES = 100_000  # values in a YAML config after alias expansion (a vLLM config has tens to hundreds)
 MAX_RESPONSE_BYTES = 64 * MiB  # one Prometheus API reply (a 1 h window of every vllm:* series is ~1-5 MB)
 PROMETHEUS_DEADLINE_S = 60.0  # total time for one Prometheus query, retries included
 GZIP_CHUNK = 1 * MiB  # most bytes one decompression step may produce
@@ -265,24 +266,74 @@ def loads_json(text: str | bytes, what: str, *, strict_numbers: bool = False) ->
 
 
 def load_yaml_text(text: str, what: str) -> Any:
-    """YAML without aliases (``*ref``): an engine config needs none, and an alias bomb (nested
-    anchors referencing each other) grows without limit when the document is walked."""
-    import yaml
+    """YAML with anchors and aliases (``&base`` / ``*base`` / ``<<: *base``, as real vLLM configs use
+    them), expanded within a bound: the document's size *after* alias expansion is counted on the
+    composed node graph (shared nodes counted once per reference, in linear time) before anything is
+    built, so an alias bomb (nested anchors referencing each other, 9 levels of 9 → 387 M values) is
+    refused with one line instead of being walked. A self-referencing alias is refused too.
 
-    class _NoAliasLoader(yaml.SafeLoader):
-        def compose_node(self, parent, index):  # type: ignore[override]
-            if self.check_event(yaml.AliasEvent):
-                ev = self.peek_event()
-                raise InputError(f"{what}: YAML aliases (*{ev.anchor}) are not accepted in a config file "
-                                 f"(line {ev.start_mark.line + 1}); write the values out")
-            return super().compose_node(parent, index)
+    Invariant: the value returned is a plain tree (no object reachable twice), at most
+    ``MAX_YAML_NODES`` nodes."""
+    import yaml
 
     if len(text) > MAX_CONFIG_BYTES:
         raise InputError(f"{what} is larger than {MAX_CONFIG_BYTES // MiB} MiB, the limit for a config file")
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - SafeLoader subclass
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_expansion(node, what)
+        return _unshared(loader.construct_document(node))
     except RecursionError:
         raise InputError(f"{what}: YAML nested too deeply to read") from None
+    finally:
+        loader.dispose()
+
+
+def _check_yaml_expansion(root: Any, what: str) -> None:
+    """Expanded node count of a composed YAML graph (an alias is the anchored node itself, shared), memoised
+    per node, iteratively (a deep document must not hit Python's recursion limit here); cycles refused."""
+    import yaml
+
+    def children(n: Any) -> list[Any]:
+        if isinstance(n, yaml.SequenceNode):
+            return list(n.value)
+        if isinstance(n, yaml.MappingNode):
+            return [x for kv in n.value for x in kv]
+        return []
+
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            on_path.discard(id(n))
+            total = 1 + sum(size[id(c)] for c in children(n))
+            if total > MAX_YAML_NODES:
+                raise InputError(f"{what}: YAML aliases expand to more than {MAX_YAML_NODES:,} values (an alias "
+                                 f"bomb?; line {n.start_mark.line + 1}); write the values out")
+            size[id(n)] = total
+            continue
+        if id(n) in size:
+            continue
+        if id(n) in on_path:
+            raise InputError(f"{what}: a YAML alias refers to the node that contains it (line "
+                             f"{n.start_mark.line + 1}); a config cannot be recursive")
+        on_path.add(id(n))
+        stack.append((n, True))
+        stack.extend((c, False) for c in children(n) if id(c) not in size)
+
+
+def _unshared(v: Any) -> Any:
+    """A copy in which no list or dict is reachable twice (PyYAML hands every alias the same object, and a
+    caller editing one key's list must not edit another's). Bounded by MAX_YAML_NODES."""
+    if isinstance(v, dict):
+        return {k: _unshared(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_unshared(x) for x in v]
+    return v
 
 
 # --- numbers ---------------------------------------------------------------------------------------

@@ -199,6 +199,10 @@ def test_chain_stops_at_stop_loss(tmp_path):
     assert r.returncode == 0, r.stderr
     rec = json.loads(r.stdout)
     assert [s["verdict"] for s in rec["steps"]] == ["stop-loss"] and rec["stopped_at"] == "level2"
+    # one preemption in each run however many 1 Hz samples fit in (the stand-in's counter moves once per
+    # load, not per scrape): the verdict cannot flip to "not enough" on a slow machine
+    pre = next(row for row in rec["steps"][0]["comparison"] if row["figure"] == "preemptions")
+    assert (pre["measured_before"], pre["measured_after"]) == (1, 1)
     assert len(_steps(db)) == 2
 
 

@@ -155,6 +155,21 @@ def test_yaml_anchors_without_aliases_still_read(tmp_path):
     check(run_kvdoctor("ledger", "--config", str(p), "--gpu", "H100", "--quiet"), allowed=(0,))
 
 
+def test_yaml_config_with_anchors_and_aliases_is_read(tmp_path):
+    """An anchor and its aliases, as shared vLLM configs use them: the aliased values land in the
+    configuration exactly as if written out."""
+    p = tmp_path / "anchored.yaml"
+    p.write_text("model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: &len 4096\n"
+                 "max-num-batched-tokens: *len\nmax-num-seqs: 64\n")
+    written = tmp_path / "written.yaml"
+    written.write_text(p.read_text().replace("&len ", "").replace("*len", "4096"))
+    run = check(run_kvdoctor("ledger", "--config", str(p), "--gpu", "H100", "--json"), allowed=(0,))
+    ref = check(run_kvdoctor("ledger", "--config", str(written), "--gpu", "H100", "--json"), allowed=(0,))
+    engine = json.loads(run.out)["engine"]
+    assert engine["max_model_len"] == engine["max_num_batched_tokens"] == 4096
+    assert engine == json.loads(ref.out)["engine"]
+
+
 # --- numbers at the edge ----------------------------------------------------------------------------------
 
 NUMBER_CASES = [

@@ -67,10 +67,43 @@ def test_magnitudes():
         safeio.check_magnitudes({"x": [1, -(2**60)]}, "c")
 
 
-def test_yaml_aliases_refused_anchors_kept():
+def test_yaml_anchors_and_aliases_expanded():
     assert safeio.load_yaml_text("a: &x 1\nb: 2\n", "c.yaml") == {"a": 1, "b": 2}
-    with pytest.raises(InputError, match="aliases"):
-        safeio.load_yaml_text("a: &x [1, 2]\nb: *x\n", "c.yaml")
+    got = safeio.load_yaml_text("a: &x [1, 2]\nb: *x\n", "c.yaml")
+    assert got == {"a": [1, 2], "b": [1, 2]}
+    got["a"].append(3)  # each alias is its own value: editing one key never edits another
+    assert got["b"] == [1, 2]
+    # merge keys, the way shared vLLM configs use them
+    text = ("base: &base\n  max-model-len: 8192\n  block-size: 16\n"
+            "model: m\nserve:\n  <<: *base\n  block-size: 32\n")
+    assert safeio.load_yaml_text(text, "c.yaml")["serve"] == {"max-model-len": 8192, "block-size": 32}
+
+
+def _bomb(levels: int, fan: int) -> str:
+    lines = ["a: &a [" + ",".join(["x"] * fan) + "]"]
+    names = "abcdefghijklmnop"
+    for i in range(1, levels):
+        lines.append(f"{names[i]}: &{names[i]} [" + ",".join([f"*{names[i - 1]}"] * fan) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_yaml_alias_bomb_refused_in_one_line_before_expansion():
+    with pytest.raises(InputError, match=r"aliases expand to more than 100,000 values") as ei:
+        safeio.load_yaml_text(_bomb(9, 9), "c.yaml")  # 9^9 = 387 M values: counted, never built
+    assert "\n" not in str(ei.value)
+    # the bound is on the expanded count: just under it reads, just over it does not
+    assert safeio.MAX_YAML_NODES == 100_000
+    small = _bomb(5, 9)  # 74,738 values expanded (e alone 66,430 = 1 + 9 × 7,381)
+    assert len(safeio.load_yaml_text(small, "c.yaml")["e"]) == 9
+    with pytest.raises(InputError, match="alias"):
+        safeio.load_yaml_text(_bomb(6, 7), "c.yaml")  # 7^6 = 117,649 leaves
+
+
+def test_yaml_recursive_alias_refused():
+    with pytest.raises(InputError, match="refers to the node that contains it"):
+        safeio.load_yaml_text("a: &x [1, *x]\n", "c.yaml")
+    with pytest.raises(InputError, match="refers to the node that contains it"):
+        safeio.load_yaml_text("a: &x {b: {c: *x}}\n", "c.yaml")
 
 
 def test_gunzip_is_bounded():

@@ -160,6 +160,19 @@ def slow_payload(ev, trace: str | None, inputs, pct: float, by: str) -> dict[str
     return out
 
 
+def _styled_verdict(verdict: str, confidence: str) -> str:
+    """``capacity-short (confidence low)`` in rich markup, both coloured from the one style table
+    (report/style.py); the words carry the meaning, colour only helps the eye."""
+    from rich.markup import escape as m
+
+    from kvdoctor.report.style import confidence_style, outcome_style
+
+    def paint(text: str, style: str) -> str:
+        return f"[{style}]{m(text)}[/{style}]" if style else m(text)
+
+    return f"{paint(str(verdict), outcome_style(verdict))} ({paint(f'confidence {confidence}', confidence_style(confidence))})"
+
+
 def render(p: dict[str, Any], quiet: bool = False) -> None:
     from rich.markup import escape as m
 
@@ -173,12 +186,9 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
     insts = p.get("instances", [])
     for inst in insts:
         head = f"{inst['source']} {inst['engine']}".strip()
-        from kvdoctor.report.style import outcome_style
-
-        color = outcome_style(inst["verdict"])  # the one style table
         # verdict and action first, then the signals, then what would change it
-        c.print(f"[bold]{m(head)}[/bold]: [{color}]{inst['verdict']}[/{color}] "
-                f"(confidence {inst.get('confidence', 'low')})", soft_wrap=True)
+        c.print(f"[bold]{m(head)}[/bold]: {_styled_verdict(inst['verdict'], inst.get('confidence', 'low'))}",
+                soft_wrap=True)
         if inst.get("action") and inst["action"] != "none":
             c.print(f"   action: {m(str(inst['action']))}", soft_wrap=True)
         c.print(f"   why: {m(inst['reason'])}", soft_wrap=True)
@@ -221,8 +231,8 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
         c.print(f"   next: {m(str(inst['next']))}")
     if len(insts) > 1:
         fl = p["fleet"]
-        c.print(f"[bold]Fleet[/bold]: {fl['instances']} instances, verdict {fl['verdict']} "
-                f"({fl.get('confidence', 'low')}): "
+        c.print(f"[bold]Fleet[/bold]: {fl['instances']} instances, verdict "
+                f"{_styled_verdict(fl['verdict'], fl.get('confidence', 'low'))}: "
                 + ", ".join(f"{k} {v}" for k, v in fl["counts"].items()))
     s = p.get("slow")
     if s:

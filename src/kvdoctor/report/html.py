@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from kvdoctor.errors import InputError
 from kvdoctor.report.markup import esc, script_json  # noqa: F401  (re-exported: the page's escaping API)
-from kvdoctor.report.style import source_css
+from kvdoctor.report.style import source_css, tone_css
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 # plotly.js "basic" partial bundle (scatter, bar, pie; 1.2 MB instead of 4.8 MB), vendored by
@@ -109,7 +109,10 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .verdicts p.verdict.lead { font-size: 18px; }
 .verdict .what { color: var(--muted); } .verdict .detail { color: var(--fg); }
 .verdicts p.verdict.lead .detail { font-size: 15px; }
-.tone-bad .word { color: var(--bad); } .tone-warn .word { color: var(--warn); } .tone-good .word { color: var(--ok); }
+@TONE_CSS@
+.conf { font-size: 11px; padding: 0 6px; border-radius: 8px; background: #eef1f6; color: var(--muted); white-space: nowrap; font-weight: normal; }
+.conf-high { background: #e6f4ea; color: #146c2e; } .conf-low { background: #fdf1e3; color: #9a4a00; }
+.diag ul { margin: 2px 0 8px 0; padding-left: 22px; } .diag h3 .word { font-size: 15px; }
 .next p { margin: 3px 0; } .next .action code { font-size: 14px; font-weight: 600; }
 pre.serve { background: #1d2330; color: #f7f8fb; padding: 8px 12px; border-radius: 4px; white-space: pre-wrap;
   word-break: break-all; font-size: 13px; margin: 4px 0; }
@@ -123,7 +126,7 @@ details { margin: 6px 0; } details pre { max-height: 400px; overflow: auto; back
 code { font-size: 12px; background: var(--card); padding: 0 3px; }
 """
 
-_CSS = _CSS_TEMPLATE.replace("@SOURCE_CSS@", source_css())
+_CSS = _CSS_TEMPLATE.replace("@SOURCE_CSS@", source_css()).replace("@TONE_CSS@", tone_css())
 
 _BOOT_JS = """
 (function () {

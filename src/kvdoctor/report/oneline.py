@@ -69,10 +69,12 @@ def swap_line(payload: dict[str, Any]) -> str:
 
 def diagnose_line(payload: dict[str, Any]) -> str:
     insts = payload.get("instances") or []
+    conf = f" (confidence {payload['confidence']})" if payload.get("confidence") else ""  # diagnose/2
     if len(insts) > 1:
         counts = (payload.get("fleet") or {}).get("counts") or {}
-        return f"{payload.get('verdict')}: {len(insts)} instances (" + ", ".join(f"{n} {v}" for v, n in counts.items()) + ")"
-    return f"{payload.get('verdict')}: {_first(payload.get('reason'), 240)}"
+        return (f"{payload.get('verdict')}{conf}: {len(insts)} instances ("
+                + ", ".join(f"{n} {v}" for v, n in counts.items()) + ")")
+    return f"{payload.get('verdict')}{conf}: {_first(payload.get('reason'), 240)}"
 
 
 def simulate_line(summary: dict[str, Any]) -> str:

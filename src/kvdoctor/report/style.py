@@ -25,12 +25,33 @@ VERDICTS: dict[str, tuple[str, str]] = {
     "changed": ("yellow", "#b54708"),
 }
 
-# reconciliation / diagnosis verdict words -> rich style; anything else is "bad" (red)
-OUTCOMES: dict[str, str] = {
-    "ok": "green", "healthy": "green", "idle": "green", "enough": "green", "pass": "green",
-    "starved": "yellow", "insufficient-evidence": "yellow",
-    "does-not-fit": "red",
+# verdict word (reconciliation, diagnosis, plan, gate, experiment) -> tone. The terminal, the HTML
+# headline and the diagnosis section all colour a verdict from here. diagnose's words are listed in
+# full (chains.diagnose.VERDICTS; a unit test keeps the two in step): a grave fault is "bad", a cause
+# outside the configuration or thin evidence is "warn", a window with nothing to judge is "info".
+TONES: dict[str, str] = {
+    "ok": "good", "healthy": "good", "enough": "good", "pass": "good",
+    "idle": "info",
+    "starved": "warn", "insufficient-evidence": "warn", "arrival-bursts": "warn", "spikes-elsewhere": "warn",
+    "decode-bound": "warn",
+    "does-not-fit": "bad", "config-starved": "bad", "capacity-short": "bad", "prefill-bound": "bad",
+    "stalled": "bad", "not enough": "bad", "fail": "bad", "problem": "bad", "stop-loss": "bad",
 }
+
+# tone -> (rich style, CSS colour)
+TONE_STYLE: dict[str, tuple[str, str]] = {
+    "good": ("green", "#067647"),
+    "warn": ("yellow", "#b54708"),
+    "bad": ("red", "#b42318"),
+    "info": ("cyan", "#5b6475"),
+}
+
+# reconciliation / diagnosis verdict words -> rich style; anything else is "bad" (red)
+OUTCOMES: dict[str, str] = {word: TONE_STYLE[tone][0] for word, tone in TONES.items()}
+
+# diagnose's confidence words -> (rich style, CSS class suffix). Low is flagged: the verdict is the most
+# likely answer on thin evidence, and the reader should look at "what would raise it".
+CONFIDENCE: dict[str, str] = {"high": "bold", "medium": "", "low": "yellow"}
 
 # rich style name -> SGR code, for verbs that print plain ANSI (ledger: rich costs start-up time)
 SGR: dict[str, str] = {"green": "32", "blue": "34", "cyan": "36", "yellow": "33", "red": "31",
@@ -73,6 +94,20 @@ def source_style(source: str | None) -> str:
 
 def outcome_style(verdict: str | None) -> str:
     return OUTCOMES.get(str(verdict or ""), "red")
+
+
+def verdict_tone(verdict: str | None) -> str:
+    """good / warn / bad / info, or '' for a word the table does not know (shown uncoloured)."""
+    return TONES.get(str(verdict or ""), "")
+
+
+def confidence_style(confidence: str | None) -> str:
+    return CONFIDENCE.get(str(confidence or ""), "")
+
+
+def tone_css() -> str:
+    """The verdict colour rules of the HTML report, one per tone (``tone-bad`` ...)."""
+    return " ".join(f".tone-{t} .word, .word.tone-{t} {{ color:{css}; }}" for t, (_, css) in TONE_STYLE.items())
 
 
 def source_css() -> str:

@@ -3,7 +3,7 @@ escaped HTML plus plotly figure specs (plain dicts, so plotly's Python package i
 build them).
 
 Page order, whatever order the payloads came in: the headline (verdict, the next change, the serve
-line), the memory ledger, the plan, the timelines (each distinct timeline once), slow requests,
+line), the diagnosis in full (confidence, signals, what would change it), the memory ledger, the plan, the timelines (each distinct timeline once), slow requests,
 findings, the journal, summaries in words, and the raw payloads in one collapsed appendix.
 
 Nothing here imports ``report.html`` (the page imports the sections, never the other way round).
@@ -17,6 +17,7 @@ from typing import Any
 
 from kvdoctor.report.sections.appendix import appendix_section
 from kvdoctor.report.sections.common import label_of
+from kvdoctor.report.sections.diagnosis import diagnosis_section
 from kvdoctor.report.sections.findings import findings_section
 from kvdoctor.report.sections.headline import headline_section
 from kvdoctor.report.sections.journal import journal_name, journal_section
@@ -28,7 +29,7 @@ from kvdoctor.report.sections.timeline import MAX_POINTS, timeline_section
 
 __all__ = ["build_sections", "findings_section", "MAX_POINTS", "MAX_INSTANCE_TIMELINES"]
 
-_ORDER = ("headline", "ledger", "plan", "timeline", "slow", "findings", "journal", "summaries", "raw")
+_ORDER = ("headline", "diagnosis", "ledger", "plan", "timeline", "slow", "findings", "journal", "summaries", "raw")
 MAX_INSTANCE_TIMELINES = 6
 
 _KIND_TITLE = {"ledger": "memory ledger", "plan": "plan", "diagnose": "diagnosis", "simulate": "simulation",
@@ -66,6 +67,10 @@ def build_sections(page, payloads: list[dict[str, Any]], kinds: list[str], *, ra
         label = label_of(payload)
         suffix = f" — {label}" if label else ""
         what = _KIND_TITLE.get(kind, kind)
+        if kind == "diagnose":
+            body = diagnosis_section(payload)
+            if body:
+                put("diagnosis", "diagnosis", f"Diagnosis{suffix}", body)
         if kind == "ledger" or (isinstance(payload.get("memory"), dict) and kind not in ("journal",)):
             body = ledger_section(page, payload)
             if body:

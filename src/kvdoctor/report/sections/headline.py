@@ -17,14 +17,8 @@ from typing import Any
 from kvdoctor.report.markup import esc
 from kvdoctor.report.numbers import fmt_ratio, fmt_value
 from kvdoctor.report.sections.common import as_dict, as_list, flag_text, human, human_value, label_of, num
+from kvdoctor.report.style import CONFIDENCE, verdict_tone
 
-# verdict words -> page class (good / warn / bad); an unknown word is shown uncoloured
-_TONE = {
-    "ok": "good", "healthy": "good", "idle": "good", "enough": "good", "pass": "good",
-    "starved": "warn", "insufficient-evidence": "warn", "not enough": "bad",
-    "does-not-fit": "bad", "config-starved": "bad", "capacity-short": "bad", "prefill-bound": "bad",
-    "arrival-bursts": "warn", "spikes-elsewhere": "warn", "fail": "bad", "problem": "bad",
-}
 _RANK = {"bad": 0, "warn": 1, "": 2, "good": 3, "info": 4}  # what was read or simulated never leads
 _CONFIG_FIRST = {"config-starved", "prefill-bound", "arrival-bursts"}
 _SEV_RANK = {"problem": 0, "critical": 0, "error": 0, "warn": 1, "warning": 1, "info": 2}
@@ -36,6 +30,7 @@ class Verdict:
     word: str      # the verdict word
     detail: str    # one sentence
     tone: str = ""
+    confidence: str = ""  # diagnose's high / medium / low ('' where a verdict carries none)
 
 
 @dataclass
@@ -49,9 +44,9 @@ class Change:
     serve_note: str = ""
 
 
-def _v(what: str, word: Any, detail: str) -> Verdict:
+def _v(what: str, word: Any, detail: str, confidence: Any = "") -> Verdict:
     w = str(word)
-    return Verdict(what, w, detail, _TONE.get(w, ""))
+    return Verdict(what, w, detail, verdict_tone(w), str(confidence or ""))
 
 
 def verdicts(payloads: list[dict[str, Any]], kinds: list[str]) -> list[Verdict]:
@@ -64,7 +59,7 @@ def verdicts(payloads: list[dict[str, Any]], kinds: list[str]) -> list[Verdict]:
             if isinstance(p.get("instances"), list) and len(p["instances"]) > 1:
                 counts = as_dict(as_dict(p.get("fleet")).get("counts"))
                 detail = ", ".join(f"{n} {w}" for w, n in counts.items()) or detail
-            out.append(_v("Diagnosis", p["verdict"], detail))
+            out.append(_v("Diagnosis", p["verdict"], detail, p.get("confidence")))
         elif kind == "check" and "ok" in p:
             reasons = [str(r) for r in as_list(p.get("reasons"))]
             out.append(_v("Change gate", "pass" if p["ok"] else "fail",
@@ -183,6 +178,14 @@ def next_change(payloads: list[dict[str, Any]], kinds: list[str]) -> Change | No
     return None
 
 
+def confidence_badge(confidence: str) -> str:
+    """``confidence high`` as a badge (the word is the meaning; the class only colours it), '' for none."""
+    if not confidence:
+        return ""
+    cls = f"conf conf-{confidence}" if confidence in CONFIDENCE else "conf"
+    return f'<span class="{cls}">confidence {esc(confidence)}</span> '
+
+
 def headline_section(payloads: list[dict[str, Any]], kinds: list[str]) -> str:
     """The verdict(s), the next change and the serve line, as the first block of the page."""
     vs = verdicts(payloads, kinds)
@@ -194,7 +197,8 @@ def headline_section(payloads: list[dict[str, Any]], kinds: list[str]) -> str:
         cls = f"verdict tone-{v.tone}" if v.tone else "verdict"
         tag = "p" if i else "p"
         parts.append(f'<{tag} class="{cls}{" lead" if i == 0 else ""}"><span class="what">{esc(v.what)}:</span> '
-                     f'<b class="word">{esc(v.word)}</b> <span class="detail">{esc(v.detail)}</span></{tag}>')
+                     f'<b class="word">{esc(v.word)}</b> {confidence_badge(v.confidence)}'
+                     f'<span class="detail">{esc(v.detail)}</span></{tag}>')
     parts.append("</div>")
     if ch is not None:
         parts.append('<div class="next" id="kvd-next"><h2>The one change to make next</h2>')

@@ -16,15 +16,18 @@ SKIP_TOP = {"schema_version", "kind", "timeline", "levels", "slow_requests", "fi
             "instances", "ledgers", "plan", "swap", "result", "thresholds", "model", "gpu",
             "applied_levels", "stop_loss", "predicted_before", "reminder", "discipline", "note", "notes"}
 MAX_ROWS = 60
+# per kind: what its own section already shows (diagnose: the diagnosis section)
+SHOWN_ELSEWHERE = {"diagnose": {"verdict", "confidence", "reason", "action", "next", "leaning", "fleet"}}
 
 
 def summary_section(payload: dict[str, Any], kind: str) -> str:
     if kind == "journal":
         return ""
     html = ""
-    top = [(k, v) for k, v in payload.items() if k not in SKIP_TOP and _scalar(v)]
+    skip = SKIP_TOP | SHOWN_ELSEWHERE.get(kind, set())
+    top = [(k, v) for k, v in payload.items() if k not in skip and _scalar(v)]
     # the verb's own summary{} first: it is what the reader came for
-    groups = sorted(((k, v) for k, v in payload.items() if k not in SKIP_TOP and isinstance(v, dict)
+    groups = sorted(((k, v) for k, v in payload.items() if k not in skip and isinstance(v, dict)
                      and not _scalar(v)), key=lambda kv: 0 if kv[0] == "summary" else 1)
     if top:
         html += _pairs_table(payload, "", top)
