@@ -393,9 +393,12 @@ def bench_arrivals(n: int, request_rate: float, burstiness: float, seed: int) ->
     """Send times as ``vllm bench serve``'s ``get_request`` makes them (vLLM 0.33 serve.py): gamma
     gaps of shape ``burstiness`` and mean ``1/rate`` (burstiness 1 = Poisson), accumulated from the
     first request's own gap, then rescaled so the last send is at exactly ``n / rate``; rate inf
-    sends everything at t=0. The bench seeds numpy's global RNG with ``--seed``; this draws from
-    ``RandomState(seed)`` (the same generator) though the bench's dataset sampling may consume
-    some draws first, so gaps match in distribution, not one by one."""
+    sends everything at t=0. The bench seeds numpy's global RNG with ``--seed`` (``serve.main_async``)
+    and then calls ``np.random.gamma`` once per request, in order; ``RandomState(seed).gamma(size=n)``
+    is that same stream. The random dataset draws from its own ``default_rng`` and leaves the global
+    one untouched, so for ``--dataset-name random`` these are the bench's send times draw for draw
+    (pinned against the bench's own ``get_request``: tests/unit/test_bench_draws.py). Datasets that
+    draw from numpy's global RNG while sampling (a few of vLLM's others do) would shift the stream."""
     import numpy as np
 
     if math.isinf(request_rate):
