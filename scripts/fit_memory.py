@@ -334,7 +334,10 @@ def fit(cases: list[dict], shared: Path) -> tuple[dict, list[dict]]:
             nt_fit.setdefault(era, {})[key] = round(statistics.median(vals), 3)
     # An era without a measurement for a layout borrows the nearest later era's (listed in docs/ledger.md).
     borrowed = []
-    order = ["v1-late", "v1-early", "v0"]
+    order = ["v1-late", "v1-early", "v1-0.8", "v0", "v0-early"]
+    # Eras that measured non-torch with the same formula (mem_get_info used − torch allocated: the CUDA
+    # context and other processes included) lend to each other before any other era does.
+    same_formula = {"v1-0.8": "v0-early", "v0-early": "v1-0.8"}
     for i, era in enumerate(order):
         nt_fit.setdefault(era, {})
         for key in ("tp1", "tp_multi", "pp_only", "tp_pcie", "multi_node"):
@@ -344,10 +347,12 @@ def fit(cases: list[dict], shared: Path) -> tuple[dict, list[dict]]:
                 borrowed.append(f"{era}/multi_node from {era}/tp_multi (no measurement)")
                 continue
             if key not in nt_fit[era]:
-                donor = next((e for e in order[:i][::-1] + order[i + 1:] if key in nt_fit.get(e, {})), None)
+                twin = same_formula.get(era)
+                twin = [twin] if twin and key in nt.get(twin, {}) else []
+                donor = next((e for e in twin + order[:i][::-1] + order[i + 1:] if key in nt_fit.get(e, {})), None)
                 nt_fit[era][key] = nt_fit[donor][key] if donor else 0.1
                 borrowed.append(f"{era}/{key} from {donor}")
-    nt_fit = {e: nt_fit[e] for e in ("v0", "v1-early", "v1-late")}
+    nt_fit = {e: nt_fit[e] for e in ("v0-early", "v0", "v1-0.8", "v1-early", "v1-late")}
 
     cg = statistics.median(g * GiB / (n * layers * hidden) for _, _, layers, hidden, n, g in CG_POINTS)
     fwd_v0 = statistics.median(a / u for _, a, u in fwd_v0_pts) if fwd_v0_pts else fitted.ACT_FWD_COEF_V0

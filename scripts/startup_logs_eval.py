@@ -93,6 +93,10 @@ def kv_from_config(case: dict[str, Any]) -> dict[str, Any] | None:
     meas = with_log["memory"]["kv_cache_bytes"]
     pred = alone["memory"]["kv_cache_bytes"]
     how = with_log["figures"]["memory.kv_cache"]["how"]
+    if pred is None or not meas:
+        # The ledger states it cannot size this budget from the configuration (e.g. the CPU backend's
+        # automatic share of node memory): no error to state, the reason is reported instead.
+        return {"id": case["id"], "split": case["split"], "no_prediction": alone["figures"]["memory.kv_cache"]["how"]}
     given = alone["figures"]["memory.kv_cache"]["source"] == "given"
     return {"id": case["id"], "split": case["split"], "model": case["model"], "gpu": case.get("gpu"), "given": given,
             "version": alone["vllm_version"], "engine": alone["engine"].get("engine"), "measured_gib": meas / GiB,
@@ -110,6 +114,17 @@ def summary(rows: list[dict[str, Any]]) -> str:
             f"({worst['id']}); over 1 GiB: {sum(abs(r['err_gib']) > 1 for r in rows)}")
 
 
+def _short_source(source: str) -> str:
+    """A table cell for a case's source: a link for a URL, the search-index id for a stored repository file."""
+    if source.startswith("http"):
+        url = source.split()[0]
+        return f"[{url.split('github.com/')[-1]}]({url})"
+    if "search-index file id" in source:
+        n = source.split("search-index file id")[1].split(";")[0].split(")")[0].strip()
+        return f"public repository file (search-index id {n}; cases.json names it)"
+    return source
+
+
 def markdown() -> str:
     cases = load_cases()
     lines = ["Real start-up logs from public threads: `tests/fixtures/startup_logs/` (cases.json: source URL, "
@@ -120,27 +135,31 @@ def markdown() -> str:
     for c in cases:
         r = reproduction(c)
         warn = "; ".join(w[:90] + ("…" if len(w) > 90 else "") for w in r["warnings"] if "does not match" in w) or "–"
-        src = (f"[{c['source'].split('github.com/')[-1]}]({c['source']})" if c["source"].startswith("http")
-               else c["source"])
+        src = _short_source(c["source"])
         lines.append(f"| {c['id']} | {src} | "
                      f"{', '.join(x['figure'].split('.')[-1] for x in r['checks'])} | "
                      f"{'all' if r['ok'] else 'NO: ' + ', '.join(x['figure'] for x in r['checks'] if not x['ok'])} | {warn} |")
     rows = [r for r in (kv_from_config(c) for c in cases) if r is not None]
+    unsized = [r for r in rows if "no_prediction" in r]
+    rows = [r for r in rows if "no_prediction" not in r]
     lines += ["", "**KV budget from the configuration alone** (predicted without the log / shown by the log):", "",
-              "| case | split | model | GPU | vLLM (engine) | predicted | log | error | fits? (alone / log) |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| case | split | model | GPU | vLLM (engine) | predicted | log | error | fits? (alone / log) | first run |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    first = {c["id"]: c.get("first_comparison") or "–" for c in cases}
     for r in rows:
         lines.append(f"| {r['id']} | {r['split']} | {r['model'].split('/')[-1]} | {r['gpu'] or '–'} | {r['version']} "
                      f"({r['engine']}) | {r['predicted_gib']:.2f} GiB | {r['measured_gib']:.2f} GiB ({r['measured_how']}) | "
-                     f"{r['err_gib']:+.2f} GiB ({r['err_pct']:+.1f} %) | {r['verdict_alone']} / {r['verdict_log']} |")
+                     f"{r['err_gib']:+.2f} GiB ({r['err_pct']:+.1f} %) | {r['verdict_alone']} / {r['verdict_log']} | "
+                     f"{first[r['id']]} |")
     for split in ("fit", "heldout"):
         lines.append(f"\n- {split}: " + summary([r for r in rows if r["split"] == split]))
-        predicted = [r for r in rows if r["split"] == split and not r["given"]]
-        if len(predicted) != len([r for r in rows if r["split"] == split]):
-            lines.append(f"- {split}, budget predicted (not set by VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes): "
-                         + summary(predicted))
+        gpu_pred = [r for r in rows if r["split"] == split and not r["given"] and r["gpu"]]
+        if len(gpu_pred) != len([r for r in rows if r["split"] == split]):
+            lines.append(f"- {split}, GPU budgets predicted (not set by VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes; "
+                         "CPU budgets are exact by construction): " + summary(gpu_pred))
     lines += ["", "Excluded from the configuration-alone check (they still reproduce their own figures):", ""]
     lines += [f"- `{c['id']}`: {c['config_alone']}" for c in cases if c.get("config_alone")]
+    lines += [f"- `{r['id']}`: the ledger gives no budget from the configuration alone ({r['no_prediction']})" for r in unsized]
     return "\n".join(lines)
 
 
@@ -155,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         r = reproduction(c)
         print(c["id"], "reproduced" if r["ok"] else "NOT reproduced", [x for x in r["checks"] if not x["ok"]])
         k = kv_from_config(c)
-        if k:
+        if k and "no_prediction" in k:
+            print(f"   config alone: no budget ({k['no_prediction']})")
+        elif k:
             print(f"   config alone: {k['predicted_gib']:.2f} vs {k['measured_gib']:.2f} GiB ({k['err_pct']:+.1f} %)")
     return 0
 

@@ -76,7 +76,8 @@ def test_cudagraph_env_switch():
 
 def test_batch_eras():
     assert traits("0.6.0").batch_defaults_era == "v0"
-    assert traits("0.8.4").batch_defaults_era == "v1-0.8"
+    assert traits("0.8.4").batch_defaults_era == "v1-0.8-name"  # by device name until 0.8.4 (wheel source)
+    assert traits("0.8.5").batch_defaults_era == "v1-0.8"  # by device memory from 0.8.5
     assert traits("0.10.0").batch_defaults_era == "v1-0.9"
     assert traits("0.33.0").batch_defaults_era == "v1-0.2x"
 
@@ -90,8 +91,10 @@ def test_memory_regimes_are_traits():
     # The empirical regimes ledger/memory.py applies, now with their boundaries in one place.
     assert [traits(v).sampler_regime for v in ("0.11.0", "0.12.0", "0.19.0", "0.20.2", "0.21.0", "0.33.0")] == \
         ["full", "light", "light", "light", "full", "full"]
-    assert [traits(v).non_torch_era for v in ("0.6.3", "0.8.0", "0.11.0", "0.12.0", "0.33.0")] == \
-        ["v0", "v1-early", "v1-early", "v1-late", "v1-late"]
+    # v0 before 0.6.5 counted the CUDA context and other processes as non-torch (PR #10511 changed it).
+    # V1 until 0.9.1 did the same (gpu_worker: used − torch allocated), then measured over a snapshot.
+    assert [traits(v).non_torch_era for v in ("0.6.3", "0.6.5", "0.8.0", "0.9.1", "0.11.0", "0.12.0", "0.33.0")] == \
+        ["v0-early", "v0", "v1-0.8", "v1-early", "v1-early", "v1-late", "v1-late"]
     assert traits("0.10.0", env={"VLLM_USE_V1": "0"}).non_torch_era == "v0"
     from kvdoctor.ledger import memory
 

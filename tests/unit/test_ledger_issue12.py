@@ -207,3 +207,67 @@ def test_non_torch_key_rows():
     assert memory.non_torch_key(2, 1, "pcie") == "tp_pcie"
     assert memory.non_torch_key(8, 2, "multi-node") == "multi_node"
     assert memory.non_torch_key(1, 2, "pcie") == "pp_only"
+
+
+# --- second pass: mechanisms the held-out start-up logs exposed, read in vLLM's released wheels ------------
+
+
+@pytest.mark.parametrize("version,gpu,seqs,mnbt", [
+    ("0.7.3", "RTX 4090", 256, 2048),    # V1 opt-in: EngineArgs' 256 sequences, token tier by name
+    ("0.8.3", "RTX 4090", 1024, 2048),   # _set_default_args_v1: 1024 sequences on every device
+    ("0.8.3", "H100", 1024, 8192),       # "h100" in the device name: the large token tier
+    ("0.8.4", "RTX 4090", 256, 2048),    # 0.8.4: 1024 only on H100/H200
+    ("0.8.4", "H100", 1024, 8192),
+    ("0.8.5", "A100 80GB SXM", 1024, 8192),  # 0.8.5: by device memory (>= 70 GiB), A100 included
+    ("0.8.5", "RTX 4090", 256, 2048),
+])
+def test_v1_08_batch_defaults_as_each_release_sets_them(version, gpu, seqs, mnbt):
+    _, inputs = ledger(serve=f"VLLM_USE_V1=1 vllm serve {TINY}", gpu=gpu, vllm_version=version)
+    assert (inputs.resolved.max_num_seqs, inputs.resolved.max_num_batched_tokens) == (seqs, mnbt)
+
+
+def test_v1_08_dummy_sampler_rows_follow_max_num_seqs():
+    # 0.8.3 runs the dummy sampler on min(max_num_seqs, tokens) = 1024 rows on any GPU; 0.8.5 on 256 below 70 GiB.
+    a, _ = ledger(serve="vllm serve Qwen/Qwen2.5-7B-Instruct", gpu="RTX 4090", vllm_version="0.8.3")
+    b, _ = ledger(serve="vllm serve Qwen/Qwen2.5-7B-Instruct", gpu="RTX 4090", vllm_version="0.8.5")
+    ja, jb = a.to_json(), b.to_json()
+    assert "1024 seqs" in ja["figures"]["memory.activation"]["how"]
+    assert "256 seqs" in jb["figures"]["memory.activation"]["how"]
+    assert ja["memory"]["activation_bytes"] > 3 * jb["memory"]["activation_bytes"]
+
+
+def test_non_torch_formula_eras():
+    # <= 0.6.4 (v0) and < 0.9.1 (V1): used − torch allocated, CUDA context included; later: growth only.
+    early = memory.non_torch(tp=1, pp=1, version=(0, 6, 4), engine="v0")
+    late = memory.non_torch(tp=1, pp=1, version=(0, 7, 2), engine="v0")
+    v1_08 = memory.non_torch(tp=1, pp=1, version=(0, 8, 3), engine="v1")
+    assert "v0-early" in early.how and "v1-0.8" in v1_08.how and early.bytes == v1_08.bytes
+    assert late.bytes < early.bytes
+
+
+def test_cpu_08_falls_back_to_v0_with_the_4_gib_default():
+    assert v1_unsupported("0.8.5", platform="cpu") == "device type=cpu"
+    assert v1_unsupported("0.9.1", platform="cpu") is None
+    led, inputs = ledger(serve=f"VLLM_TARGET_DEVICE=cpu vllm serve {TINY}", vllm_version="0.8.5")
+    assert inputs.resolved.traits.engine == "v0"
+    assert led.to_json()["memory"]["kv_cache_bytes"] == 4 * GiB
+    # An explicit space still wins.
+    led, _ = ledger(serve=f"VLLM_CPU_KVCACHE_SPACE=2 vllm serve {TINY}", vllm_version="0.8.5")
+    assert led.to_json()["memory"]["kv_cache_bytes"] == 2 * GiB
+
+
+def test_v0_engine_line_and_model_runner_name_the_model(tmp_path):
+    from kvdoctor.evidence.logs import read_startup_facts
+
+    f = read_startup_facts(str(FIX / "grpo-qwen25-1.5b-t4-v0.log"))[-1]
+    # "Initializing a V0 LLM engine (v0.7.2) with config: ..." (0.7-0.10 v0 wording) is read like V1's.
+    assert f.vllm_version == "0.7.2" and f.engine_config["model"] == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert f.engine_config["max_seq_len"] == 32768
+    # Without args or engine lines, "Starting to load model X..." still names the checkpoint.
+    f = read_startup_facts(str(FIX / "phi4-gptq-4bit-a100-80g-v0.log"))[-1]
+    assert f.model == "kaitchup/Phi-4-AutoRound-GPTQ-4bit"
+    log = tmp_path / "a.log"
+    log.write_text("INFO 01-01 00:00:00 model_runner.py:1] Starting to load model Qwen/Qwen2-1.5B-Instruct...\n"
+                   "INFO 01-01 00:00:01 non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct'}\n"
+                   "INFO 01-01 00:00:02 model_runner.py:1] Loading model weights took 14.9888 GB\n")
+    assert read_startup_facts(str(log))[-1].model == "meta-llama/Llama-3.1-8B-Instruct"  # args line wins

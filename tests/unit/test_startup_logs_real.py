@@ -34,17 +34,29 @@ def test_every_log_reproduces_its_printed_figures(case):
 
 
 def test_kv_budget_from_configuration_alone():
-    rows = [r for r in (sle.kv_from_config(c) for c in CASES) if r is not None]
+    all_rows = [r for r in (sle.kv_from_config(c) for c in CASES) if r is not None]
+    # A budget the ledger cannot size from the configuration (the CPU backend's automatic share of node
+    # memory) is reported with its reason, never as a number.
+    unsized = [r for r in all_rows if "no_prediction" in r]
+    assert all(r["no_prediction"] for r in unsized)
+    rows = [r for r in all_rows if "no_prediction" not in r]
     assert all(abs(r["err_gib"]) <= 1.0 for r in rows), [(r["id"], r["err_gib"]) for r in rows]
     fit = [abs(r["err_pct"]) for r in rows if r["split"] == "fit"]
-    held = [abs(r["err_pct"]) for r in rows if r["split"] == "heldout"]
-    assert fit and held
-    assert statistics.median(fit) <= 3.0
-    # Held out: the CPU cases' budgets are set (VLLM_CPU_KVCACHE_SPACE), so they are exact by construction;
-    # the one GPU case whose budget is predicted (gh17327, V1 0.8.5 on 4 x A10) is -11 %: the 0.8-era dummy
-    # sampler's weight is not pinned. docs/ledger.md reports both; this bound only guards regressions.
-    held_predicted = [abs(r["err_pct"]) for r in rows if r["split"] == "heldout" and not r["given"]]
-    assert held_predicted and max(held_predicted) <= 12.0
-    assert statistics.median(held) <= 3.0
+    assert fit and statistics.median(fit) <= 3.0
+    # Held out, GPU budgets the ledger predicts (not set by VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes):
+    # issue 12's bar is a median |error| <= 3 % and none over 1 GiB. docs/ledger.md reports each case, and
+    # which mechanism fixes (read in vLLM's wheels) the held-out logs prompted, with their before/after.
+    held = [r for r in rows if r["split"] == "heldout" and not r["given"] and r["gpu"]]
+    assert len(held) >= 8, [r["id"] for r in held]
+    assert statistics.median(abs(r["err_pct"]) for r in held) <= 3.0
+    assert max(abs(r["err_gib"]) for r in held) <= 1.0
     # The start-up verdict from the configuration alone matches the log's on every case.
     assert all(r["verdict_alone"] == r["verdict_log"] for r in rows), [(r["id"], r["verdict_alone"], r["verdict_log"]) for r in rows]
+
+
+def test_every_case_names_its_source_and_split_fields():
+    for c in CASES:
+        assert c["split"] in ("fit", "heldout") and c["who"] and c["notes"] is not None
+        # The configuration-alone check needs the GPU and the version the thread states (CPU: no GPU).
+        if c.get("config_alone") is None and c.get("gpu"):
+            assert c["vllm_version"], c["id"]

@@ -347,7 +347,8 @@ def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, ve
     platform = _platform(cfg, v)
     unsupported = v1_unsupported(v, compute_capability=cc if platform == "cuda" else None,
                                  kv_cache_dtype=cfg.kv_cache_dtype, scheduling_policy=cfg.scheduling_policy,
-                                 num_scheduler_steps=_int_or_none(cfg.extra.get("num_scheduler_steps")))
+                                 num_scheduler_steps=_int_or_none(cfg.extra.get("num_scheduler_steps")),
+                                 platform=platform)
     tr = traits(v, env=cfg.env, v1_unsupported_by=unsupported, logged_engine=cfg.measured.get("engine"))
     acc = _Acc(cfg)
     acc.set("platform", platform, "default" if platform == "cuda" else "given",
@@ -461,7 +462,9 @@ def _resolve_parallel(acc: _Acc, shape: "ModelShape") -> tuple[int, int, int]:
             )
         if kv_heads < tp:
             acc.notes.append(f"{kv_heads} KV heads < TP {tp}: each rank keeps 1 KV head (replicated), so KV per token does not shrink past TP={kv_heads}")
-    if layers and pp > 1 and layers % pp:
+    if acc.cfg.env.get("VLLM_PP_LAYER_PARTITION"):
+        acc.notes.append(f"VLLM_PP_LAYER_PARTITION={acc.cfg.env['VLLM_PP_LAYER_PARTITION']}: layers per PP stage as given")
+    elif layers and pp > 1 and layers % pp:
         parts = [layers // pp] * pp
         for i in range(2, layers % pp + 2):
             parts[-i] += 1
@@ -515,7 +518,12 @@ def _resolve_memory_knobs(acc: _Acc, cfg: EngineConfig, tr: VersionTraits, v: Ve
     if kvmem is not None and kvmem <= 0:
         raise InputError(f"--kv-cache-memory-bytes must be positive, got {kvmem}")
     space = cfg.env.get("VLLM_CPU_KVCACHE_SPACE")
-    if platform == "cpu" and kvmem is None and space not in (None, "", "0"):
+    if platform == "cpu" and kvmem is None and space in (None, "", "0") and v < CPU_KV_AUTO:
+        # platforms/cpu.py 0.8.5-0.10.0 (read in the wheels): unset or 0 -> 4 GiB, "using 4 by default".
+        kvmem = 4 * GiB
+        acc.set("kv_cache_memory_bytes", kvmem, "default", f"vLLM {v} CPU backend: VLLM_CPU_KVCACHE_SPACE unset -> "
+                "4 GiB ('for CPU backend is not set, using 4 by default')")
+    elif platform == "cpu" and kvmem is None and space not in (None, "", "0"):
         try:
             kvmem = int(float(space) * GiB)
         except ValueError:
@@ -524,7 +532,8 @@ def _resolve_memory_knobs(acc: _Acc, cfg: EngineConfig, tr: VersionTraits, v: Ve
                 "'Explicitly set ... GiB for KV cache')")
     if kvmem is not None:
         acc.notes.append("--kv-cache-memory-bytes set: vLLM ignores gpu_memory_utilization for the KV budget"
-                         if platform == "cuda" else "CPU KV budget set explicitly: gpu_memory_utilization is not used")
+                         if platform == "cuda" else "CPU KV budget fixed (VLLM_CPU_KVCACHE_SPACE or its 4 GiB default): "
+                         "gpu_memory_utilization is not used")
     override = acc.pick("num_gpu_blocks_override", None, "not set")
     if override is not None and override <= 0:
         raise InputError(f"--num-gpu-blocks-override must be positive, got {override}")
@@ -601,6 +610,9 @@ def _kv_dtype_bytes(acc: _Acc, kv_dtype: str) -> float:
 # CPU attention (v1/attention/backends/cpu_attn.py): block sizes MultipleOf(32); platforms/cpu.py sets 128
 # when none is given (ASSUMPTION for releases before 0.2x, where it was 16).
 CPU_DEFAULT_BLOCK = 128
+# The CPU backend's unset VLLM_CPU_KVCACHE_SPACE meant 4 GiB in 0.8.5, 0.9.1, 0.9.2 and 0.10.0 (wheels read);
+# 0.33 sizes it from node memory. ASSUMPTION: the automatic share arrived in 0.11.0.
+CPU_KV_AUTO = (0, 11, 0)
 
 
 def _resolve_cpu_backend(acc: _Acc) -> tuple[str, int]:
@@ -946,6 +958,8 @@ def batch_defaults(gpu: Any, tr: VersionTraits, usage: str | None, world_size: i
         return 0, 256, "v0 default max_num_seqs 256"
     if usage is None:
         return 2048, 128, "no usage context: SchedulerConfig defaults 2048 / 128"
+    if tr.batch_defaults_era == "v1-0.8-name":
+        return _batch_defaults_by_name(tr, usage, name)
     big = mem is not None and mem >= 70 * GiB
     if tr.batch_defaults_era != "v1-0.8":
         big = big and "a100" not in name
@@ -958,6 +972,20 @@ def batch_defaults(gpu: Any, tr: VersionTraits, usage: str | None, world_size: i
         return (16384 if usage == "llm" else 8192), 1024, f"device memory {gib} >= 70 GiB tier (not A100)"
     why = f"device memory {gib}" + (" (A100 excluded from the large tier, PR #17885)" if "a100" in name and (mem or 0) >= 70 * GiB else "") + ": small tier"
     return (8192 if usage == "llm" else 2048), 256, why
+
+
+def _batch_defaults_by_name(tr: VersionTraits, usage: str, name: str) -> tuple[int, int, str]:
+    """V1 0.7.3-0.8.4: tiers by device name (engine.version.BATCH_BY_MEMORY lists what each release does)."""
+    top = "h100" in name or "h200" in name
+    mnbt = (16384 if usage == "llm" else 8192) if top else (8192 if usage == "llm" else 2048)
+    if tr.version < (0, 8, 0):
+        seqs, why_s = 256, "V1 before 0.8 keeps max_num_seqs 256"
+    elif tr.version < (0, 8, 4):
+        seqs, why_s = 1024, "default_max_num_seqs 1024 on every device (0.8.0-0.8.3)"
+    else:
+        seqs, why_s = (1024 if top else 256), "0.8.4: 1024 on H100/H200, else 256"
+    tier = "H100/H200 name tier" if top else "device name not H100/H200"
+    return mnbt, seqs, f"{tier} (vLLM {tr.version} tiers by name); {why_s}"
 
 
 def _resolve_batch(acc: _Acc, gpu: Any, tr: VersionTraits, usage: str | None, max_len: int,

@@ -116,6 +116,14 @@ KV_TOKENS_CONCURRENCY = (0, 20, 0)
 #     0.20.0 (present in 0.33.0 source).
 BATCH_A100_EXCLUDED = (0, 9, 0)
 BATCH_TOP_TIER = (0, 20, 0)
+# Before 0.8.5 the V1 tiers went by device NAME, not memory (read in the released wheels' engine/arg_utils.py):
+#   0.7.3 _override_v1_engine_args: "h100"/"h200" in the name -> 8192 (API) / 16384 (LLM) batched tokens,
+#     else 2048 / 8192; max_num_seqs left at EngineArgs' 256.
+#   0.8.3 _set_default_args_v1: the same token tiers, default_max_num_seqs = 1024 on every device
+#     (ASSUMPTION: 0.8.0-0.8.2 alike, the function arrived with V1-by-default in 0.8.0).
+#   0.8.4: the same token tiers, max_num_seqs 1024 on H100/H200 and 256 elsewhere.
+#   0.8.5: get_device_total_memory() >= 70 GiB -> the large tier (1024 seqs), else 256: era "v1-0.8".
+BATCH_BY_MEMORY = (0, 8, 5)
 # Empirical memory regimes of the profile run (fitted on public logs; docs/ledger.md). They used to
 # live in ledger/memory.py; kept here so every version boundary has one home and one table.
 #   Dummy sampler: the 0.19 measurements show a light one (k ≈ 3.7 × rows × vocab × 4 B), the 0.11
@@ -126,6 +134,15 @@ LIGHT_SAMPLER = ((0, 12, 0), (0, 21, 0))
 #   0.54 → 2.1 GiB: custom all-reduce / NCCL buffers now allocated after the snapshot).
 #   ASSUMPTION: from 0.12 on.
 NON_TORCH_LATE = (0, 12, 0)
+#   v0 changed what "non-torch" means in 0.6.5 (vllm PR #10511; read in the 0.6.4.post1 and 0.6.5 wheels'
+#   worker/worker.py): 0.6.4 and earlier add ``mem_get_info`` used − torch allocated, i.e. this process's CUDA
+#   context and every other process on the GPU; 0.6.5 measures the growth over a baseline taken after the
+#   context exists (utils.memory_profiling). Row "v0-early" vs "v0" of fitted.NON_TORCH_GIB.
+V0_NON_TORCH_INCREASE = (0, 6, 5)
+#   V1 kept the old formula longer: gpu_worker.determine_available_memory adds mem_get_info used − torch
+#   allocated in 0.7.3, 0.8.3 and 0.8.5 (read in those wheels); 0.9.1 switched to utils.memory_profiling over
+#   an init snapshot. Row "v1-0.8" (ASSUMPTION: 0.9.0, not read, still on the old formula).
+V1_NON_TORCH_INCREASE = (0, 9, 1)
 # Chunked local attention (Llama-4) in the hybrid KV-cache manager:
 #   vllm PR #19351 (June 2025; ASSUMPTION: first in 0.9.2) gave chunked layers their own
 #     ChunkedLocalAttentionSpec; before, they were sized as full attention.
@@ -167,17 +184,22 @@ def env_flag(env: "dict[str, str] | None", key: str, default: bool) -> bool:
 #   * --scheduling-policy priority — ASSUMPTION: until 0.9.0 (V1 priority scheduling, PR #19057);
 #   * --num-scheduler-steps > 1 (multi-step is V0-only; removed with V0).
 V1_ORACLE = (V1_DEFAULT, V0_REMOVED)
+#   * the CPU platform: 0.8.5 falls back ("device type=cpu is not supported by the V1 Engine"); 0.9.1's
+#     platforms/cpu.py answers supports_v1 True (both read in the wheels; 0.9.0 not read: ASSUMPTION V0).
+V1_CPU = (0, 9, 1)
 V1_FP8_KV = (0, 9, 0)
 V1_PRIORITY = (0, 9, 0)
 
 
 def v1_unsupported(version: "str | Version | None", *, compute_capability: int | None = None,
                    kv_cache_dtype: str | None = None, scheduling_policy: str | None = None,
-                   num_scheduler_steps: int | None = None) -> str | None:
+                   num_scheduler_steps: int | None = None, platform: str = "cuda") -> str | None:
     """The feature that makes vLLM ``version`` fall back to V0 (None = V1 serves it)."""
     v = parse_version(version)
     if not (V1_ORACLE[0] <= v < V1_ORACLE[1]):
         return None
+    if platform == "cpu" and v < V1_CPU:
+        return "device type=cpu"
     if compute_capability is not None and compute_capability < 80:
         return f"Compute Capability < 8.0 (this GPU: {capability_text(compute_capability)})"
     if kv_cache_dtype and str(kv_cache_dtype).startswith("fp8") and v < V1_FP8_KV:
@@ -237,10 +259,13 @@ def sampler_regime_of(triple: tuple[int, int, int], engine: str = "v1") -> str:
 
 
 def non_torch_era_of(triple: tuple[int, int, int], engine: str = "v1") -> str:
-    """"v0" | "v1-early" | "v1-late": the row of ledger.fitted.NON_TORCH_GIB for a release."""
+    """"v0-early" | "v0" | "v1-0.8" | "v1-early" | "v1-late": the row of ledger.fitted.NON_TORCH_GIB."""
     if engine == "v0":
-        return "v0"
-    return "v1-late" if tuple(triple)[:3] >= NON_TORCH_LATE else "v1-early"
+        return "v0" if tuple(triple)[:3] >= V0_NON_TORCH_INCREASE else "v0-early"
+    t = tuple(triple)[:3]
+    if t < V1_NON_TORCH_INCREASE:
+        return "v1-0.8"
+    return "v1-late" if t >= NON_TORCH_LATE else "v1-early"
 
 
 @dataclass(frozen=True)
@@ -257,10 +282,10 @@ class VersionTraits:
     kv_size_log_one_line: bool  # "GPU KV cache size ..., Maximum concurrency ..." on one line (0.33)
     requested_memory_ceil: bool  # v1: ceil(total * util); v0: plain product
     null_block_reserved: bool  # v1 block pool keeps block 0 as the null block
-    batch_defaults_era: str  # "v0" | "v1-0.8" | "v1-0.9" | "v1-0.2x"
+    batch_defaults_era: str  # "v0" | "v1-0.8-name" | "v1-0.8" | "v1-0.9" | "v1-0.2x"
     # Fields added later have defaults so a VersionTraits built by hand (tests, callers) still works.
     sampler_regime: str = "full"  # "full" | "light": the dummy sampler's weight in the activation peak
-    non_torch_era: str = "v1-late"  # "v0" | "v1-early" | "v1-late": row of fitted.NON_TORCH_GIB
+    non_torch_era: str = "v1-late"  # "v0-early" | "v0" | "v1-0.8" | "v1-early" | "v1-late": fitted.NON_TORCH_GIB row
     # Chunked local attention layers keep their own (smaller) KV groups: the hybrid manager stays on.
     # False → vLLM disables the hybrid manager and every local layer costs full attention.
     chunked_local_hybrid: bool = True
@@ -307,6 +332,8 @@ def traits(version: "str | Version | None" = None, *, env: dict[str, str] | None
         chunk_hybrid = engine == "v1" and v >= CHUNKED_LOCAL_SPEC
     if engine == "v0":
         era = "v0"
+    elif v < BATCH_BY_MEMORY:
+        era = "v1-0.8-name"
     elif v < BATCH_A100_EXCLUDED:
         era = "v1-0.8"
     elif v < BATCH_TOP_TIER:

@@ -231,6 +231,7 @@ def _context(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "ResolvedEngi
         disable_sliding_window=bool(_val(resolved, "disable_sliding_window", False)),
         disable_hybrid_kv_cache_manager=bool(_val(resolved, "disable_hybrid_kv_cache_manager", False)),
         allow_chunked_hybrid=bool(getattr(tr, "chunked_local_hybrid", True)),
+        pp_partition=_pp_partition(shape, resolved, pp),
     )
     return _Ctx(version, tr, engine_kind, str(getattr(resolved, "platform", "cuda") or "cuda"), tp, pp, util,
                 int(raw_len), auto_fit, seqs, mnbt, model_dtype, eager,
@@ -299,7 +300,7 @@ def _requested(ctx: _Ctx) -> int | None:
 def _stage_terms(shape: "ModelShape", ctx: _Ctx) -> list[tuple[mem.Term, mem.Term, mem.Term]]:
     """(activation, non-torch, CUDA graphs) per PP stage; TP ranks of a stage share them."""
     out = []
-    for r, (lo, hi) in enumerate(kvm.pp_layer_ranges(shape.num_layers, ctx.pp)):
+    for r, (lo, hi) in enumerate(kvm.pp_layer_ranges(shape.num_layers, ctx.pp, ctx.opts.pp_partition)):
         act = mem.activation_peak(shape, tp=ctx.tp, is_last_pp_rank=(r == ctx.pp - 1), model_dtype=ctx.model_dtype,
                                   max_num_seqs=ctx.max_num_seqs, max_num_batched_tokens=ctx.mnbt,
                                   version=ctx.tr.version, engine=ctx.engine_kind,
@@ -316,7 +317,7 @@ def _stage_terms(shape: "ModelShape", ctx: _Ctx) -> list[tuple[mem.Term, mem.Ter
 def _with_lora(shape: "ModelShape", ctx: _Ctx, weights: "list[list[_W]]") -> "list[list[_W]]":
     """Add the --enable-lora adapter slots to every rank's weights (vLLM measures them there)."""
     out = []
-    for r, (lo, hi) in enumerate(kvm.pp_layer_ranges(shape.num_layers, ctx.pp)):
+    for r, (lo, hi) in enumerate(kvm.pp_layer_ranges(shape.num_layers, ctx.pp, ctx.opts.pp_partition)):
         term = mem.lora_buffers(shape, tp=ctx.tp, layers_on_rank=hi - lo, max_loras=int(ctx.lora["max_loras"]),
                                 max_lora_rank=int(ctx.lora["max_lora_rank"]), model_dtype=ctx.model_dtype,
                                 fully_sharded=bool(ctx.lora.get("fully_sharded")))
@@ -588,6 +589,14 @@ class _W:
     how: str
 
 
+def _pp_partition(shape, resolved, pp: int) -> tuple[int, ...] | None:
+    """VLLM_PP_LAYER_PARTITION from the serve line's environment (vLLM reads it in get_pp_indices)."""
+    from kvdoctor.ledger.tensors import pp_partition
+
+    env = getattr(resolved, "env", None) or {}
+    return pp_partition(env.get("VLLM_PP_LAYER_PARTITION"), shape.num_layers, pp) if pp > 1 else None
+
+
 def _weights(shape, model_dtype: str, resolved, tp: int, pp: int, gpu, tr) -> list[list[_W]]:
     from kvdoctor.engine.defaults import gpu_cc
     from kvdoctor.ledger.weights import weight_breakdown
@@ -596,7 +605,7 @@ def _weights(shape, model_dtype: str, resolved, tp: int, pp: int, gpu, tr) -> li
     quant = _quant(shape, resolved)
     # The MXFP4 MoE backend (and so its padding) depends on the GPU generation and the release.
     wb = weight_breakdown(shape, dtype_bytes=db, quant=quant, tp=tp, pp=pp, capability=gpu_cc(gpu),
-                          vllm_version=tr.version.triple)
+                          vllm_version=tr.version.triple, partition=_pp_partition(shape, resolved, pp))
     return [[_W(int(b), f"{wb.how} → stage {r} rank {t}: {_gib(int(b))}") for t, b in enumerate(row)]
             for r, row in enumerate(wb.per_rank)]
 

@@ -13,7 +13,9 @@ SAMPLER_K_FULL = 9.581
 SAMPLER_K_LIGHT = 3.716
 # non-torch growth after the baseline snapshot, GiB, by era and parallel layout
 NON_TORCH_GIB = {
-    "v0": {"tp1": 0.35, "tp_pcie": 0.3, "tp_multi": 0.545, "pp_only": 0.07, "multi_node": 0.545},
+    "v0-early": {"tp1": 0.35, "tp_multi": 0.545, "pp_only": 0.07, "tp_pcie": 0.3, "multi_node": 0.545},
+    "v0": {"tp1": 0.04, "tp_pcie": 0.3, "tp_multi": 0.545, "pp_only": 0.07, "multi_node": 0.545},
+    "v1-0.8": {"tp1": 0.35, "tp_multi": 0.545, "pp_only": 0.07, "tp_pcie": 0.3, "multi_node": 0.545},
     "v1-early": {"tp1": 0.13, "tp_multi": 0.545, "pp_only": 0.07, "tp_pcie": 0.3, "multi_node": 0.545},
     "v1-late": {"tp1": 0.25, "tp_multi": 2.1, "pp_only": 0.07, "tp_pcie": 0.3, "multi_node": 2.1},
 }

@@ -102,6 +102,8 @@ class SpecOptions:
     # attention_chunk_size (config/vllm.py), so every local layer — chunked or sliding — costs full
     # attention. The default stays False so a hand-built SpecOptions keeps its old meaning.
     allow_chunked_hybrid: bool = False
+    # VLLM_PP_LAYER_PARTITION (layers per stage), already validated by ledger.tensors.pp_partition.
+    pp_partition: tuple[int, ...] | None = None
 
 
 CHUNKED_HYBRID_WARNING = (
@@ -129,18 +131,12 @@ def check_parallel(shape: "ModelShape", tp: int, pp: int) -> None:
         raise ConfigError(f"pipeline parallel size {pp} exceeds the model's {shape.num_layers} layers")
 
 
-def pp_layer_ranges(num_layers: int, pp: int) -> list[tuple[int, int]]:
-    """``get_pp_indices`` for every stage: remainder layers go to the stages before the last."""
-    per = num_layers // pp
-    parts = [per] * pp
-    rem = num_layers % pp
-    for i in range(2, rem + 2):
-        parts[-i] += 1
-    out, start = [], 0
-    for n in parts:
-        out.append((start, start + n))
-        start += n
-    return out
+def pp_layer_ranges(num_layers: int, pp: int, partition: tuple[int, ...] | None = None) -> list[tuple[int, int]]:
+    """``get_pp_indices`` for every stage: remainder layers go to the stages before the last, unless
+    VLLM_PP_LAYER_PARTITION (``partition``) says otherwise."""
+    from kvdoctor.ledger.tensors import get_pp_indices
+
+    return [get_pp_indices(num_layers, r, pp, partition) for r in range(pp)]
 
 
 def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
@@ -507,7 +503,7 @@ def plan_kv(
         raise AssertionError("available_bytes must have one entry per PP stage")
     in_flight = max_in_flight_tokens(max_num_batched_tokens, async_scheduling=async_scheduling, pp=pp,
                                      v2_runner=v2_runner)
-    ranges = pp_layer_ranges(shape.num_layers, pp)
+    ranges = pp_layer_ranges(shape.num_layers, pp, opts.pp_partition)
     projected = [project(grouping, r) for r in ranges]
     bpbs = [bytes_per_block(g, unified) for g in projected]
 

@@ -36,13 +36,37 @@ def round_up(x: int, m: int) -> int:
     return cdiv(x, m) * m
 
 
-def get_pp_indices(num_layers: int, pp_rank: int, pp_size: int) -> tuple[int, int]:
-    """vLLM distributed/utils.get_pp_indices (without VLLM_PP_LAYER_PARTITION)."""
-    per = num_layers // pp_size
-    parts = [per] * pp_size
-    rem = num_layers % pp_size
-    for i in range(2, rem + 2):
-        parts[-i] += 1
+def pp_partition(text: str | None, num_layers: int, pp_size: int) -> tuple[int, ...] | None:
+    """``VLLM_PP_LAYER_PARTITION`` as vLLM's get_pp_indices reads it (None when unset): comma-separated
+    layers per stage, one per stage, summing to the model's layers; vLLM's own messages otherwise."""
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        parts = tuple(int(x) for x in str(text).split(","))
+    except ValueError:
+        raise ConfigError(f"Invalid partition string: {text} (VLLM_PP_LAYER_PARTITION)") from None
+    if len(parts) != pp_size:
+        raise ConfigError(f"len(partitions)={len(parts)} does not match pp_size={pp_size}. (VLLM_PP_LAYER_PARTITION={text})")
+    if sum(parts) != num_layers:
+        raise ConfigError(f"sum(partitions)={sum(parts)} does not match num_hidden_layers={num_layers}. "
+                          f"(VLLM_PP_LAYER_PARTITION={text})")
+    if min(parts) < 0:
+        raise ConfigError(f"Invalid partition string: {text} (VLLM_PP_LAYER_PARTITION: negative layer count)")
+    return parts
+
+
+def get_pp_indices(num_layers: int, pp_rank: int, pp_size: int,
+                   partition: tuple[int, ...] | None = None) -> tuple[int, int]:
+    """vLLM distributed/utils.get_pp_indices: ``partition`` is VLLM_PP_LAYER_PARTITION (see pp_partition);
+    without it the remainder layers go to the stages before the last (-2, -3, ...)."""
+    if partition is not None:
+        parts = list(partition)
+    else:
+        per = num_layers // pp_size
+        parts = [per] * pp_size
+        rem = num_layers % pp_size
+        for i in range(2, rem + 2):
+            parts[-i] += 1
     start = sum(parts[:pp_rank])
     return start, start + parts[pp_rank]
 

@@ -98,7 +98,8 @@ def resolve_quant(shape: ModelShape, quant: QuantInfo | str | None) -> QuantInfo
 
 def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo | str | None, tp: int, pp: int,
                      mxfp4_align: tuple[int, int] | None = None, capability: int | None = None,
-                     vllm_version: tuple[int, ...] | None = None) -> WeightBreakdown:
+                     vllm_version: tuple[int, ...] | None = None,
+                     partition: tuple[int, ...] | None = None) -> WeightBreakdown:
     """The full derivation behind ``weight_bytes_per_rank``.
 
     ``capability`` (e.g. 90) and ``vllm_version`` pick the MXFP4 MoE backend's padding when
@@ -119,7 +120,7 @@ def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo 
     stages: list[int] = []
     role0: dict[str, int] = {}
     for stage in range(pp):
-        lo, hi = get_pp_indices(shape.num_layers, stage, pp)
+        lo, hi = get_pp_indices(shape.num_layers, stage, pp, partition)
         first, last = stage == 0, stage == pp - 1
         total = 0.0
         for x in tensors:
@@ -144,7 +145,7 @@ def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo 
         total += rope
         stages.append(int(round(total)))
     role0["rope_cache"] = rope
-    how = _explain(shape, dtype_bytes, quant, tp, pp, mxfp4_align, rope, stages)
+    how = _explain(shape, dtype_bytes, quant, tp, pp, mxfp4_align, rope, stages, partition)
     # All TP ranks of a stage hold the same amount (splits are even or replicated).
     return WeightBreakdown([[b] * tp for b in stages], how, role0, rope)
 
@@ -158,7 +159,8 @@ def weight_bytes_per_rank(shape: ModelShape, *, dtype_bytes: float, quant: Quant
 
 
 def _explain(shape: ModelShape, dtype_bytes: float, quant: QuantInfo | None, tp: int, pp: int,
-             align: tuple[int, int] | None, rope: int, stages: list[int]) -> str:
+             align: tuple[int, int] | None, rope: int, stages: list[int],
+             partition: tuple[int, ...] | None = None) -> str:
     n = shape.params.total if shape.params else param_counts(shape).total
     parts = [f"{n / 1e9:.2f}B params"]
     if quant is None:
@@ -171,8 +173,9 @@ def _explain(shape: ModelShape, dtype_bytes: float, quant: QuantInfo | None, tp:
         parts.append(f"split over TP={tp} (vocab padded to {VOCAB_PADDING}, KV heads "
                      f"{'replicated' if shape.num_kv_heads < tp and not shape.is_mla else 'split'}, norms replicated)")
     if pp > 1:
-        spans = [get_pp_indices(shape.num_layers, r, pp) for r in range(pp)]
-        parts.append("PP layers " + ", ".join(f"[{a},{b})" for a, b in spans)
+        spans = [get_pp_indices(shape.num_layers, r, pp, partition) for r in range(pp)]
+        parts.append(("PP layers (VLLM_PP_LAYER_PARTITION) " if partition else "PP layers ")
+                     + ", ".join(f"[{a},{b})" for a, b in spans)
                      + "; embedding on stage 0, lm_head on the last")
     if align is not None and quant is not None and quant.experts_only:
         parts.append(f"MXFP4 MoE padding hidden->{align[0]}, intermediate/rank->{align[1]} multiples")

@@ -14,7 +14,8 @@ One :class:`StartupFacts` per engine start. Formats covered (vllm-reference.md Â
   variant), ``CUDA graph memory profiling is enabled ... equivalent to ...`` (the estimate is
   recovered as ``(util - equivalent) * total``), ``Estimated CUDA graph memory``, ``CUDA graph
   pool memory``, ``Graph capturing finished ... took``, ``non-default args: {...}``, ``Initializing a
-  V1 LLM engine (v...) with config: ...``, chunked prefill / max model len / block size / attention
+  V1 (or V0) LLM engine (v...) with config: ...``, ``Starting to load model X...`` (the model when no
+  args line names it), chunked prefill / max model len / block size / attention
   backend lines, and the errors (KV too small incl. the estimated max length, no memory for the
   cache blocks, CUDA OOM, free memory below the utilization budget, Mamba blocks, engine failed).
 
@@ -101,7 +102,10 @@ R_CG_EST = re.compile(r"Estimated CUDA graph memory: " + _N + r" GiB total")
 R_CG_POOL = re.compile(r"CUDA graph pool memory: " + _N + r" GiB \(actual\), " + _N + r" GiB \(estimated\)")
 R_CG_TOOK = re.compile(r"Graph capturing finished in " + _N + r" secs?, took " + _N + r" ?(GiB|MiB|GB)")
 R_NDA = re.compile(r"non-default args: (\{.*)")
-R_ENGINE_CFG = re.compile(r"Initializing an? (?:V1 )?LLM engine(?: \(v([^)]*)\))? with config: (.*)")
+# "an LLM engine" (<= 0.7.0), "a V0 LLM engine" (0.7.x-0.10 v0), "a V1 LLM engine" (V1).
+R_ENGINE_CFG = re.compile(r"Initializing an? (?:V[01] )?LLM engine(?: \(v([^)]*)\))? with config: (.*)")
+# The model runner names the checkpoint even when no args line was logged (offline LLM(...) runs).
+R_START_LOAD = re.compile(r"Starting to load model (\S+?)\.\.\.")
 R_CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
 R_MAXLEN = re.compile(r"Using max model len (\d+)")
 R_BLOCK_SIZE = re.compile(r"Setting (?:kv cache|attention) block size to (\d+)")
@@ -908,6 +912,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("GiB for KV cache", _h_cpu_kv),
     ("Custom allreduce is disabled", _h_custom_ar),
     ("Memory profiling takes", lambda c, n, env, msg: bool(R_PROF_TAKES.search(msg)) and c._builder(n) is not None),
+    ("Starting to load model", _simple(R_START_LOAD, "model", str, _P_CONFIG - 1)),
 )
 
 # Substrings that make a line worth handing to the collector at all (fast pre-filter for the
