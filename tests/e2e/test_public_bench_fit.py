@@ -25,14 +25,18 @@ def test_held_out_errors_of_the_committed_coefficients(fit_script):
     from kvdoctor.sim import coefficients as C
 
     rows = fit_script.load_rows()
-    assert len(rows) == 28 and sum(r["split"] == "held_out" for r in rows) == 12
+    assert len(rows) == 40 and sum(r["split"] == "held_out" for r in rows) == 21
+    assert sum(r.get("batch") == 2 for r in rows) == 12  # the later collection, split fixed before evaluation
     errs = fit_script.errors(rows, C.SERVING, C.FRONTEND)
     s = fit_script.summary(errs)
     held = s["held_out"]
-    # issue 11's bar for throughput and TPOT (15 % / 20 %) is met; TTFT is not (documented: 33 %)
+    # issue 11's bar for throughput and TPOT (15 % / 20 %) is met; TTFT is not (documented: 35 %)
     assert held["output_throughput"] <= 0.15, s
     assert held["mean_tpot_ms"] <= 0.20, s
     assert held["mean_ttft_ms"] <= 0.40, s
+    # the later collection (Qwen3-30B-A3B MoE, Qwen3-0.6B on A100 and on H100 at saturation)
+    b2 = s["held_out_batch2"]
+    assert b2["n"] == 9 and b2["output_throughput"] <= 0.15 and b2["mean_tpot_ms"] <= 0.20, s
     # what the coefficients file says about itself is what they do
     rec = C.SERVING_FIT["median_abs_error"]["held_out"]
     for k in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"):

@@ -123,3 +123,46 @@ def test_linear_model_line():
     m = LinearStepTime(base_s=0.01, per_token_s=1e-4, per_kv_token_s=1e-6, per_request_s=1e-3)
     a, b = m.decode_line(4)
     assert math.isclose(a + b * 100, m.step(4, 4, 100, 0.0, 4))
+
+
+def _resolved(model, gpu, version, **kw):
+    from kvdoctor.engine.config import EngineConfig
+    from kvdoctor.engine.defaults import resolve
+
+    return resolve(EngineConfig(**kw), model, gpu, version=version)
+
+
+def test_full_decode_graphs_from_0_11_only(llama8b, h100):
+    from kvdoctor.sim.steptime import full_decode_graph_max
+
+    old = _resolved(llama8b, h100, "0.9.2")
+    new = _resolved(llama8b, h100, "0.11.0")
+    eager = _resolved(llama8b, h100, "0.11.0", enforce_eager=True)
+    assert full_decode_graph_max(old) == 0  # 0.8-0.10: piecewise graphs only
+    assert full_decode_graph_max(new) == new.max_cudagraph_capture_size > 0
+    assert full_decode_graph_max(eager) == 0
+
+
+def test_full_decode_graph_drops_the_per_layer_gaps_of_decode_steps_only(llama8b, h100):
+    sv = {"graph_layer_ms": 0.05, "full_graph_layer_ms": 0.0}
+    piece = RooflineStepTime(llama8b, h100, serving=sv)
+    full = RooflineStepTime(llama8b, h100, serving=sv, full_decode_graph_max=512)
+    gap = 0.05 * llama8b.num_layers / 1e3
+    # a decode-only batch within the captured sizes replays one graph: the per-layer gaps go
+    assert math.isclose(piece.step(8, 8, 8000, 0.0, 8) - full.step(8, 8, 8000, 0.0, 8), gap, rel_tol=1e-9)
+    a_p, _ = piece.decode_line(8)
+    a_f, _ = full.decode_line(8)
+    assert math.isclose(a_p - a_f, gap, rel_tol=1e-9)
+    # a batch with a prefill chunk, or above the largest captured size, still runs piecewise
+    assert piece.step(520, 8, 8000, 512 * 513 / 2, 9) == full.step(520, 8, 8000, 512 * 513 / 2, 9)
+    assert piece.step(600, 600, 6e5, 0.0, 600) == full.step(600, 600, 6e5, 0.0, 600)
+
+
+def test_attention_prefill_scale_acts_on_prefill_attention_only(llama8b, h100):
+    base = RooflineStepTime(llama8b, h100, serving={"attn_prefill_scale": 1.0})
+    fast = RooflineStepTime(llama8b, h100, serving={"attn_prefill_scale": 2.0})
+    pairs = 8192 * 8193 / 2
+    attn = base.step(8192, 1, 0, pairs, 1) - base.step(8192, 1, 0, 0.0, 1) - base.L * base.att_pre[0] / 1e3
+    gain = base.step(8192, 1, 0, pairs, 1) - fast.step(8192, 1, 0, pairs, 1)
+    assert math.isclose(gain, attn / 2, rel_tol=1e-9)  # twice as efficient: half the attention time
+    assert base.decode_line(16) == fast.decode_line(16)

@@ -88,7 +88,8 @@ class RooflineStepTime:
 
     def __init__(self, shape, gpu, *, tp: int = 1, pp: int = 1, weight_bytes: float = 2.0,
                  kv_bytes: float = 2.0, compute_peak_tflops: float | None = None, async_scheduling: bool = True,
-                 quant_name: str | None = None, enforce_eager: bool = False, serving: dict | None = None):
+                 quant_name: str | None = None, enforce_eager: bool = False, serving: dict | None = None,
+                 full_decode_graph_max: int = 0):
         from kvdoctor.sim import coefficients as C
 
         self.family = _family(gpu)
@@ -192,6 +193,8 @@ class RooflineStepTime:
         ov = C.OVERHEADS.get(self.family if self.family in C.OVERHEADS else "a100")
         # Vidur's CPU-overhead profiles come from a v0-era engine; the served V1 engine's sampler and
         # input preparation cost what the public results say (overhead_scale)
+        # (both parts: the per-request part of that v0 profile is Python per-sequence-group work; V1's
+        # batched sampler reads the logits once, which the roofline terms already price)
         k = sv.get("overhead_scale", 1.0)
         self.sampler = [k * x for x in ov["sampler"]]
         self.cpu = [k * x for x in ov["cpu"]] if not async_scheduling else [0.0, 0.0]
@@ -201,6 +204,18 @@ class RooflineStepTime:
         self.step_ms = (sv["eager_step_ms"] if self.eager else sv["graph_step_ms"]) + layer_ms * L
         # fused-MoE layers: routing, top-k, permutation and the grouped GEMM launch, per MoE layer
         self.step_ms += sv.get("moe_layer_ms", 0.0) * n_moe_layers
+        # Full CUDA graphs for decode-only batches (cudagraph_mode FULL_AND_PIECEWISE, the V1 default
+        # from vLLM 0.11): the whole forward, attention included, replays as one graph, so the
+        # per-layer gaps of piecewise graphs (attention launched eagerly between graph pieces) go
+        # away; mixed prefill batches and batches above the largest captured size still run piecewise.
+        # Invariant: full_step_ms <= step_ms.
+        self.full_decode_graph_max = 0 if self.eager else int(full_decode_graph_max)
+        self.full_step_ms = (sv["graph_step_ms"] + sv.get("full_graph_layer_ms", 0.0) * L
+                             + sv.get("moe_layer_ms", 0.0) * n_moe_layers)
+        self.full_step_ms = min(self.full_step_ms, self.step_ms)
+        # served prefill attention (FlashAttention-2/3, FlashInfer) relative to the older A100
+        # attention profile the kernel fit used
+        self.attn_pre_scale = float(sv.get("attn_prefill_scale", 1.0)) or 1.0
         self._fixed_cache: dict[tuple, float] = {}
         self._line_cache: dict[int, tuple[float, float]] = {}
 
@@ -265,8 +280,11 @@ class RooflineStepTime:
             ms += self.L * (self.att_dec[0] + self.att_dec[2] * n_dec) + kv_decode / m * self._kv_ms_per_token()
         if prefill_pairs:
             ms += self.L * (self.att_pre[0]
-                            + 4.0 * self.nh_r * self.hd * prefill_pairs / m / (self.peak16 * self.att_pre[1]))
-        ms += self.sampler[0] + self.sampler[1] * num_reqs + self.cpu[0] + self.cpu[1] * num_reqs + self.step_ms
+                            + 4.0 * self.nh_r * self.hd * prefill_pairs / m
+                            / (self.peak16 * self.att_pre[1] * self.attn_pre_scale))
+        full = not prefill_pairs and tokens <= sampled and num_reqs <= self.full_decode_graph_max
+        ms += (self.sampler[0] + self.sampler[1] * num_reqs + self.cpu[0] + self.cpu[1] * num_reqs
+               + (self.full_step_ms if full else self.step_ms))
         return ms / 1e3
 
     def decode_line(self, n: int) -> tuple[float, float]:
@@ -275,7 +293,8 @@ class RooflineStepTime:
             m = min(self.pp, max(1, n))
             a = (self._dense_part(n / m if m > 1 else n, n / m if m > 1 else n)
                  + self.L * (self.att_dec[0] + self.att_dec[2] * n / m)
-                 + self.sampler[0] + self.sampler[1] * n + self.cpu[0] + self.cpu[1] * n + self.step_ms)
+                 + self.sampler[0] + self.sampler[1] * n + self.cpu[0] + self.cpu[1] * n
+                 + (self.full_step_ms if n <= self.full_decode_graph_max else self.step_ms))
             v = (a / 1e3, self._kv_ms_per_token() / m / 1e3)
             self._line_cache[n] = v
         return v
@@ -291,6 +310,7 @@ class RooflineStepTime:
             "quantization": self.quant_name,
             "enforce_eager": self.eager,
             "step_overhead_ms": round(self.step_ms, 4),
+            "decode_full_graph_step_overhead_ms": round(self.full_step_ms, 4) if self.full_decode_graph_max else None,
             "decode_step_ms_batch1_ctx1k": round(1e3 * sum(x * y for x, y in zip(self.decode_line(1), (1, 1024))), 3),
             "decode_step_ms_batch64_ctx1k": round(1e3 * sum(x * y for x, y in zip(self.decode_line(64), (1, 64 * 1024))), 3),
         }
@@ -322,4 +342,28 @@ def from_deployment(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEn
         weight_bytes=wb, kv_bytes=float(val("kv_cache_dtype_bytes", dtype_bytes)), compute_peak_tflops=peak,
         async_scheduling=bool(val("async_scheduling", True)), quant_name=quant.method if quant else None,
         enforce_eager=bool(val("enforce_eager", False)), serving=serving,
+        full_decode_graph_max=full_decode_graph_max(resolved),
     )
+
+
+# FULL_AND_PIECEWISE became V1's default cudagraph_mode in vLLM 0.11.0 (decode-only batches replay
+# one full graph); 0.8-0.10 captured piecewise graphs only (attention outside the graph)
+FULL_DECODE_GRAPHS_SINCE = (0, 11)
+
+
+def full_decode_graph_max(resolved) -> int:
+    """Largest decode batch that replays a full CUDA graph under ``resolved`` (0: none)."""
+    from kvdoctor.engine.version import parse_version
+
+    mode = str(getattr(resolved, "cudagraph_mode", "") or "")
+    if getattr(resolved, "enforce_eager", False) or mode not in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
+        return 0
+    if getattr(resolved, "engine", "v1") != "v1" or getattr(resolved, "platform", "cuda") != "cuda":
+        return 0
+    try:
+        v = parse_version(str(getattr(resolved, "vllm_version", "") or "0.33.0")).triple[:2]
+    except Exception:  # an unparsable version string: the current default
+        v = (0, 33)
+    if v < FULL_DECODE_GRAPHS_SINCE:
+        return 0
+    return int(getattr(resolved, "max_cudagraph_capture_size", 0) or 0)
