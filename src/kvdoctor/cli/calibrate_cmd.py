@@ -25,6 +25,8 @@ def calibrate_cmd(
     stats_log: Annotated[Optional[list[str]], typer.Option("--stats-log", help="The server's log with its periodic stats lines (repeatable): busy intervals constrain the step time.")] = None,
     out: Annotated[str, typer.Option("--output", "--out", "-o", help="Where to write the calibration file (JSON).")] = "kvdoctor-calibration.json",
     fit_on: Annotated[Optional[list[str]], typer.Option("--fit-on", help="Fit on this result (file name; repeatable). Default: the first. The others are held out and predicted.")] = None,
+    special_tokens: Annotated[int, typer.Option("--special-tokens", min=0, help="Tokens the server's tokenizer adds to each prompt (a BOS: 1, Llama-style; Qwen: 0). The bench counts prompts without them.")] = 1,
+    seed: Annotated[int, typer.Option("--seed", help="The bench's --seed (its JSON does not keep it): the send schedule of a closed loop with a finite --request-rate.")] = 0,
     linear: Annotated[bool, typer.Option("--linear", help="Fit a linear step time alone (engines the GPU roofline does not describe, e.g. vLLM's CPU backend). Default: scale the roofline and add linear terms.")] = False,
     json_out: common.JsonOpt = False,
     quiet: common.QuietOpt = False,
@@ -38,7 +40,7 @@ def calibrate_cmd(
 
     if not bench and not stats_log:
         raise InputError("give bench results (vllm bench serve --save-result JSON) and/or --stats-log SERVER.log")
-    runs = C.load_bench_runs(bench) if bench else []
+    runs = C.load_bench_runs(bench, special_tokens=special_tokens, seed=seed) if bench else []
     stats = C.load_stats_observations(list(stats_log)) if stats_log else None
     if not runs and not linear:
         raise InputError("a stats log alone calibrates the linear step model only: add --linear")
@@ -105,4 +107,6 @@ def _render(p: dict, quiet: bool) -> None:
             con.print(f"median |error| on {label}: " + ", ".join(parts))
     if not fit.get("held_out"):
         con.print("note: no held-out run — give two or more results to know how far to trust the fit")
+    for n in fit.get("notes") or ():
+        con.print(f"note: {escape(n)}")
     con.print(f"wrote {escape(p['calibration_file'])} (use: --calibration {escape(p['calibration_file'])})")

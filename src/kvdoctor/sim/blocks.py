@@ -90,6 +90,27 @@ class BlockPool:
             g.entry.extend([None] * extra)
         return g
 
+    def warm(self, key, nblocks: int) -> int:
+        """Start with the first ``nblocks`` blocks of prefix ``key`` already computed by earlier
+        traffic on the same server and since freed: cached (hash kept), ref count 0, in the free
+        queue, evictable like any freed block. The tail goes in first (vLLM frees a request's blocks
+        tail first), so eviction takes it first. Only never-used blocks are used, so what does not
+        fit is simply not warm. Returns the blocks warmed."""
+        if not self.enable_caching or nblocks <= 0:
+            return 0
+        n = min(nblocks, self.plain)
+        g = self.group(key, nblocks)
+        for i in range(n - 1, -1, -1):
+            if g.cached[i] or g.ref[i]:
+                continue
+            e = CachedRun(None, i, 1, key, i)
+            g.cached[i] = True
+            g.entry[i] = e
+            self.lru.append(e)
+            self.plain -= 1
+            self.cached_free += 1
+        return n
+
     # -- allocation ------------------------------------------------------------------------------
     def take(self, n: int) -> None:
         """``get_new_blocks(n)``: pop n blocks from the front; cached ones lose their hash."""

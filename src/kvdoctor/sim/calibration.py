@@ -163,6 +163,13 @@ class BenchRun:
     max_concurrency: int | None
     seed: int = 0
     cfg: Any = None  # SchedConfig of this run when it differs from the setup's (another --max-num-seqs ...)
+    # seconds from the bench's start to its first send: the bench's duration (the denominator of its output
+    # throughput) starts before its first request's own gamma gap; the simulated workload starts at that send
+    lead_s: float = 0.0
+    # how much the host stretched the server's time during this run ((cpu + runqueue wait) / cpu of its
+    # threads, kvdoctor.testbed.series.host_stretch); 1.0 = not measured / a dedicated host. Simulated
+    # step and front-end times are multiplied by it: a calibration then holds the engine's own times
+    host_stretch: float = 1.0
 
     def workload(self):
         from kvdoctor.sim.workload import Workload, bench_arrivals
@@ -188,9 +195,12 @@ def _num(x, default=None):
     return v if math.isfinite(v) else (math.inf if v == math.inf else default)
 
 
-def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1) -> BenchRun:
+def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int = 0) -> BenchRun:
     """A saved ``--save-result`` JSON (``--save-detailed`` adds per-request lengths and starts).
-    The bench counts prompt tokens without the special tokens the server adds: they are added back."""
+    The bench counts prompt tokens without the special tokens the server's tokenizer adds (a
+    Llama-style BOS: 1; Qwen's, or the test bed's tiny model: 0): they are added back. ``seed`` is
+    the bench's ``--seed`` (the JSON does not keep it): it fixes the send schedule of a closed loop
+    with a finite ``--request-rate``."""
     figs = {k: float(doc[k]) for k in FIGURES if _num(doc.get(k)) is not None}
     if "output_throughput" not in figs:
         raise InputError(f"{name}: not a vllm bench serve result (no output_throughput)")
@@ -220,15 +230,24 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1) -> BenchR
               if o > 1 and _num(t) is not None and _num(e) is not None]
         figs.update(_spread(tt, tp))
     send = None
+    lead = 0.0
+    if not math.isinf(rate):  # the first request's own gap, as the bench draws it with --seed
+        from kvdoctor.sim.workload import bench_arrivals
+
+        lead = bench_arrivals(len(prompt), rate, burst, seed)[0]
     st = doc.get("start_times")
     if isinstance(st, list) and len(st) == len(prompt) and all(_num(x) is not None for x in st):
         t0 = min(float(x) for x in st)
         send = [float(x) - t0 for x in st]
+        dur = _num(doc.get("duration"))
+        if dur and isinstance(lats, list) and len(lats) == len(st) and all(_num(x) is not None for x in lats):
+            # measured: the bench's duration minus its first send -> last completion span
+            lead = max(0.0, dur - (max(float(a) + float(b) for a, b in zip(st, lats)) - t0))
     return BenchRun(name=name, figures=figs, prompt=prompt, output=output, send=send, request_rate=rate,
-                    burstiness=burst, max_concurrency=mc)
+                    burstiness=burst, max_concurrency=mc, seed=seed, lead_s=lead)
 
 
-def load_bench_runs(paths: list[str]) -> list[BenchRun]:
+def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) -> list[BenchRun]:
     runs = []
     for p in paths:
         try:
@@ -239,7 +258,7 @@ def load_bench_runs(paths: list[str]) -> list[BenchRun]:
             raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result)") from None
         if not isinstance(doc, dict):
             raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result)")
-        runs.append(bench_run_from_json(doc, Path(p).name))
+        runs.append(bench_run_from_json(doc, Path(p).name, special_tokens=special_tokens, seed=seed))
     if not runs:
         raise InputError("no bench result given")
     return runs
@@ -247,16 +266,20 @@ def load_bench_runs(paths: list[str]) -> list[BenchRun]:
 
 # ---- simulated figures, errors, fit --------------------------------------------------------------
 
-def sim_figures(result) -> dict[str, float]:
+def sim_figures(result, lead_s: float = 0.0) -> dict[str, float]:
     """The bench's summary figures computed on a simulated run (same definitions as
-    ``benchmarks/serve.py``: TPOT per request excluding the first token, ITLs over all gaps)."""
+    ``benchmarks/serve.py``: TPOT per request excluding the first token, ITLs over all gaps; output
+    throughput over the bench's duration, which starts ``lead_s`` before the first send)."""
     import numpy as np
 
     fin = result.status == 2
     out = result.output_tokens[fin].astype(float)
     ttft = result.ttft_s[fin]
     e2e = result.e2e_s[fin]
-    f: dict[str, float] = {"output_throughput": float(result.summary.output_tokens_per_s)}
+    tput = float(result.summary.output_tokens_per_s)
+    if lead_s > 0 and result.summary.duration_s > 0:
+        tput = float(out.sum()) / (result.summary.duration_s + lead_s)
+    f: dict[str, float] = {"output_throughput": tput}
     if len(ttft):
         f["mean_ttft_ms"] = float(np.mean(ttft) * 1e3)
         f["median_ttft_ms"] = float(np.median(ttft) * 1e3)
@@ -295,9 +318,13 @@ def simulate_run(run: BenchRun, setup: Setup, cal: Calibration):
     from kvdoctor.sim.run import simulate
     from kvdoctor.sim.steptime import LinearStepTime
 
-    lin = LinearStepTime(**{k: float(cal.linear.get(k, 0.0)) for k in LINEAR_KEYS})
-    model = CalibratedStepTime(setup.base, cal.scale, lin)
-    return simulate(run.workload(), run.cfg or setup.cfg, model, detail=False, frontend=cal.frontend)
+    k = run.host_stretch if run.host_stretch > 0 else 1.0
+    lin = LinearStepTime(**{n: k * float(cal.linear.get(n, 0.0)) for n in LINEAR_KEYS})
+    model = CalibratedStepTime(setup.base, cal.scale * k, lin)
+    fe = cal.frontend
+    if fe is not None and k != 1.0:
+        fe = FrontEnd(**{n: k * v for n, v in fe.as_dict().items()})
+    return simulate(run.workload(), run.cfg or setup.cfg, model, detail=False, frontend=fe)
 
 
 _PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_request_s", "fe_output_token_s",
@@ -316,8 +343,11 @@ def _unpack(names, x, kind) -> Calibration:
 def _initial(runs: list[BenchRun], kind: str) -> dict[str, float]:
     """A starting point read off the runs themselves: the fastest median ITL is roughly one step
     of a small batch, the fastest TTFT one prefill of its prompt."""
-    itl = min((r.figures.get("mean_tpot_ms") or r.figures.get("median_itl_ms") or 20.0) for r in runs) / 1e3
-    ttft = min((r.figures.get("median_ttft_ms") or 50.0) for r in runs) / 1e3
+    # in the engine's own time: a run the host stretched k-fold (BenchRun.host_stretch) ran k times slower,
+    # and the starting point (which also anchors the weak pull of ``fit``) must not depend on that
+    itl = min((r.figures.get("mean_tpot_ms") or r.figures.get("median_itl_ms") or 20.0) / r.host_stretch
+              for r in runs) / 1e3
+    ttft = min((r.figures.get("median_ttft_ms") or 50.0) / r.host_stretch for r in runs) / 1e3
     p = min(sum(r.prompt) / len(r.prompt) for r in runs)
     if kind == "linear":
         return {"base_s": 0.8 * itl, "per_request_s": 0.03 * itl, "per_token_s": max(1e-7, 0.1 * ttft / p),
@@ -457,7 +487,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
             # a busy interval's work fills it: log(busy fraction) = 0 (capped: idle gaps only lower it)
             total += w_stats * math.log(max(busy_fraction(cal, o), 1e-9)) ** 2
         for r in runs:
-            pred = sim_figures(simulate_run(r, setup, cal))
+            pred = sim_figures(simulate_run(r, setup, cal), r.lead_s)
             for k in FIT_FIGURES:
                 m, p = r.figures.get(k), pred.get(k)
                 if m and m > 0:
@@ -473,7 +503,7 @@ def evaluate(cal: Calibration, runs: list[BenchRun], setup: Setup) -> dict[str, 
     """Per run: predicted figures and relative errors."""
     out = {}
     for r in runs:
-        pred = sim_figures(simulate_run(r, setup, cal))
+        pred = sim_figures(simulate_run(r, setup, cal), r.lead_s)
         out[r.name] = {"predicted": pred, "measured": r.figures, "error": run_errors(r.figures, pred)}
     return out
 
@@ -513,5 +543,29 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
                  **{k: {**v, "split": "held_out"} for k, v in on_held.items()}},
         "fit_median_abs_error": median_abs(on_fit),
         "held_out_median_abs_error": median_abs(on_held) if on_held else None,
+        "notes": identifiability_notes(fit_runs, stats),
     }
     return cal
+
+
+def _batch_levels(r: BenchRun) -> set[int]:
+    """The in-flight request counts a run's simulation saw for most of its time (its concurrency cap, or
+    for an open loop the range its send times allow), as coarse levels: 1, 2-3, 4-7, 8-15, ..."""
+    if r.max_concurrency is not None:
+        return {max(1, int(r.max_concurrency)).bit_length()}
+    if math.isinf(r.request_rate) or r.send is None:
+        return {len(r.prompt).bit_length()}
+    return set()  # an open loop at a finite rate: its batch varies with the arrivals
+
+
+def identifiability_notes(fit_runs: list[BenchRun], stats: list[StatsObs] | None) -> list[str]:
+    """What the fitted runs cannot tell apart. A step costs ``base + per_request * n``; runs that all held
+    about the same number n of requests in flight see only that sum, so how the step grows with n is the
+    fit's starting point, not a measurement (docs/simulation.md: on a loaded CPU host it was wrong by 2x)."""
+    if stats or len(fit_runs) > 1 and len(set().union(*(_batch_levels(r) for r in fit_runs))) > 1:
+        return []
+    if any(not _batch_levels(r) for r in fit_runs):
+        return []
+    return ["every run fitted on held about the same number of requests in flight: how the step time grows "
+            "with the batch is assumed, not measured — predictions at other concurrencies may be far off; add a "
+            "run at a clearly lighter or heavier load (e.g. --max-concurrency 1 and 16)"]

@@ -121,6 +121,14 @@ class _Loop:
         self.arrivals = [self.reqs[i] for i in order]
         self.cfg = cfg
         self.sched = Scheduler(cfg)
+        warm = getattr(workload, "warm_prefix", None)
+        if warm and self.sched.caching:
+            # a warm prefix cache: each request's warm head is a one-request prefix group whose
+            # blocks earlier traffic left cached and evictable (BlockPool.warm), oldest request first
+            for r in self.reqs:
+                if warm[r.idx] >= cfg.block_size:
+                    r.group, r.prefix_len = ("warm", r.idx), warm[r.idx]
+                    self.sched.pool.warm(r.group, warm[r.idx] // cfg.block_size)
         self.steptime = steptime
         self.detail = detail
         self.on_step = on_step

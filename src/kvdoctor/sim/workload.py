@@ -43,6 +43,9 @@ class Workload:
     name: str = "workload"
     source: str = ""  # file path or the synthetic recipe
     notes: list[str] = field(default_factory=list)
+    # tokens of each request's prompt already in the prefix cache when the run starts (earlier
+    # traffic on the same server computed them; see warm_prefix_after_runs), or None: a cold cache
+    warm_prefix: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.arrival)
@@ -54,10 +57,18 @@ class Workload:
         if not all(math.isfinite(a) for a in self.arrival):
             bad = sum(1 for a in self.arrival if not math.isfinite(a))
             raise InputError(f"workload {self.name}: {bad} request(s) without a finite arrival time")
-        for nm in ("prompt", "output", "group", "prefix_len", "priority", "ids"):
+        for nm in ("prompt", "output", "group", "prefix_len", "priority", "ids", "warm_prefix"):
             v = getattr(self, nm)
             if v is not None and len(v) != n:
                 raise InputError(f"workload {nm} has {len(v)} entries, arrivals have {n}")
+        if self.warm_prefix is not None:
+            # Invariant: a warm prefix is a head of the request's own prompt, and a request is either
+            # in a shared prefix group or has its own warm prefix (the run loop models the warm
+            # prefix as a one-request prefix group)
+            if any(w < 0 or w > p for w, p in zip(self.warm_prefix, self.prompt)):
+                raise InputError("workload warm_prefix must lie between 0 and each request's prompt length")
+            if self.group is not None and any(g is not None and w for g, w in zip(self.group, self.warm_prefix)):
+                raise InputError("workload: a request cannot have both a prefix group and a warm prefix")
 
     def scaled(self, rate_scale: float) -> "Workload":
         """The same requests arriving ``rate_scale`` times faster (2.0 = twice the request rate)."""
@@ -73,7 +84,7 @@ class Workload:
 
         return replace(self, arrival=self.arrival[:n], prompt=self.prompt[:n], output=self.output[:n],
                        group=cut(self.group), prefix_len=cut(self.prefix_len), priority=cut(self.priority),
-                       ids=cut(self.ids), notes=list(self.notes))
+                       ids=cut(self.ids), notes=list(self.notes), warm_prefix=cut(self.warm_prefix))
 
     def until(self, duration_s: float) -> "Workload":
         t0 = min(self.arrival) if self.arrival else 0.0
@@ -382,9 +393,12 @@ def bench_arrivals(n: int, request_rate: float, burstiness: float, seed: int) ->
     """Send times as ``vllm bench serve``'s ``get_request`` makes them (vLLM 0.33 serve.py): gamma
     gaps of shape ``burstiness`` and mean ``1/rate`` (burstiness 1 = Poisson), accumulated from the
     first request's own gap, then rescaled so the last send is at exactly ``n / rate``; rate inf
-    sends everything at t=0. The bench seeds numpy's global RNG with ``--seed``; this draws from
-    ``RandomState(seed)`` (the same generator) though the bench's dataset sampling may consume
-    some draws first, so gaps match in distribution, not one by one."""
+    sends everything at t=0. The bench seeds numpy's global RNG with ``--seed`` (``serve.main_async``)
+    and then calls ``np.random.gamma`` once per request, in order; ``RandomState(seed).gamma(size=n)``
+    is that same stream. The random dataset draws from its own ``default_rng`` and leaves the global
+    one untouched, so for ``--dataset-name random`` these are the bench's send times draw for draw
+    (pinned against the bench's own ``get_request``: tests/unit/test_bench_draws.py). Datasets that
+    draw from numpy's global RNG while sampling (a few of vLLM's others do) would shift the stream."""
     import numpy as np
 
     if math.isinf(request_rate):
@@ -503,3 +517,33 @@ def build_workload(spec: WorkloadSpec) -> Workload:
               + (f" max_concurrency={spec.max_concurrency}" if spec.max_concurrency else "") + f" seed={spec.seed}")
     return Workload(arrival=arrival, prompt=prompt, output=output, group=group, prefix_len=plen,
                     max_concurrency=spec.max_concurrency, name=spec.dataset_name, source=recipe, notes=notes)
+
+
+def warm_prefix_after_runs(prompt: list[int], prior_runs: list[tuple[int, int]], test_prompt: bool = True,
+                           retokenize_margin: int = 8) -> list[int]:
+    """Prompt tokens of each request already in the prefix cache when a ``vllm bench serve`` random
+    run starts on a server that earlier random runs with the same seed already served.
+
+    Why: with fixed lengths (``--random-range-ratio 0``) the bench's random prompt ``i`` is the same
+    token stream for every input length, cut at that length. vLLM's ``RandomDataset`` (0.8-0.10,
+    ``benchmark_dataset.py``) builds it as ``(offsets[i] + i + arange(L)) % vocab`` and draws the
+    lengths first with ``np.random.randint(L, L + 1, size=N)``, which consumes no random numbers, so
+    ``offsets[:N]`` is the same for every L and every N >= i + 1; tenstorrent's ``cleaned-random``
+    prompts are ``torch.manual_seed(42 + i); torch.randint(0, V, (L,))``, likewise one stream per i
+    cut at L. Prompt i of a later run therefore starts with prompt i of every earlier run that had
+    more than i prompts, and prefix caching (on by default in V1) serves those tokens.
+
+    ``prior_runs``: (input length, num prompts) of the runs that preceded on the same server.
+    ``test_prompt``: the bench sends request 0 once untimed before the run ("Starting initial single
+    prompt test run"), so request 0 finds its whole prompt cached. ``retokenize_margin``: where two
+    runs' lengths differ, the prompt text is cut at different points and re-tokenised, so the last
+    few tokens before the shorter cut may differ; this many are not counted as shared.
+    """
+    warm = []
+    for i, p in enumerate(prompt):
+        w = p if (test_prompt and i == 0) else 0
+        for length, n in prior_runs:
+            if i < n:
+                w = max(w, p if length == p else max(0, min(length, p) - retokenize_margin))
+        warm.append(min(w, p))
+    return warm

@@ -841,6 +841,13 @@ def _h_override(c, n, env, msg) -> bool:
     if not m:
         return False
     b = c._builder(n)
+    if int(m.group(1)) == 0 and b.f.kv_cache_bytes is None:
+        # V1 >= ~0.18 sizes a minimal KV cache for CUDA-graph memory profiling before the budget exists:
+        # gpu_model_runner._init_minimal_kv_cache_for_profiling overrides with min(max_num_reqs,
+        # max_cudagraph_capture_size) blocks at available_memory=0, so vLLM prints "Overriding
+        # num_gpu_blocks=0 with num_gpu_blocks_override=512". That is not the pool (nor the user's
+        # --num-gpu-blocks-override, which is printed after "Available KV cache memory").
+        return True
     b.set("num_gpu_blocks", int(m.group(2)), n, env, _P_FINAL + 1)
     # the pool the budget gave before the override (the ledger predicts that one)
     b.f.engine_config.setdefault("num_gpu_blocks_before_override", int(m.group(1)))

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""`kvdoctor calibrate` on public multi-load series: calibrate on ONE run of a deployment, predict its
+other runs (the issue's "calibrated" bar on public material).
+
+    python scripts/calibrate_public_series.py [--all-anchors] [--json]
+
+The series: the Tenstorrent "GPU reference" sweeps in tests/fixtures/bench_public/results.jsonl (stock
+vLLM on NVIDIA GPUs, `vllm bench serve`-style random lengths, closed loop at concurrency 1; one
+deployment per ``group``, 6-7 runs that differ in input/output length). Every run of a sweep is
+simulated on ONE deployment (max_model_len: the next power of two that holds the sweep's longest
+request, >= 4096 — the rule scripts/fit_serving.py uses per row).
+
+Library calls only, the ones ``kvdoctor calibrate`` makes: ``sim.calibration.calibrate`` with the
+roofline + linear model (``kind="roofline+linear"``, the default for GPUs) on a ``BenchRun`` per row
+(its three published figures: output throughput, mean TTFT, mean TPOT; lengths drawn as the bench
+draws them).
+
+The anchor (the run calibrated on) is fixed by rule, not by result: the sweep's first published run
+(128 in / 128 out). ``--all-anchors`` calibrates on every run in turn and reports the median over all
+(anchor, other run) pairs too. The ``split`` column of the fixture (the uncalibrated fit's) is not used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO / "tests" / "fixtures" / "bench_public" / "results.jsonl"
+METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+MIN_RUNS = 3  # a series: at least three runs of one deployment
+
+
+def load_series(path: Path = FIXTURE) -> dict[str, list[dict]]:
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if r.get("dataset") == "random" and r.get("max_concurrency") == 1 and r.get("id", "").startswith("tt"):
+            groups.setdefault(r["group"], []).append(r)
+    return {g: rs for g, rs in groups.items() if len(rs) >= MIN_RUNS}
+
+
+def setup_for(rows: list[dict]):
+    """One deployment for the whole sweep, resolved as the CLI resolves it."""
+    from kvdoctor.cli.common import ConfigOptions, resolve_inputs
+    from kvdoctor.ledger.build import build_ledger
+    from kvdoctor.sim.calibration import Setup
+    from kvdoctor.sim.steptime import from_deployment
+    from kvdoctor.sim.whatif import layout_of, sched_config
+
+    r0 = rows[0]
+    need = max(int(r["input_len"]) + int(r["output_len"]) for r in rows) + 16
+    mml = max(4096, 1 << math.ceil(math.log2(need)))
+    model = r0["model"]
+    if model.startswith("tests/"):
+        model = str(REPO / model)
+    opts = ConfigOptions(model=model, gpu=r0["gpu"], tensor_parallel_size=r0["tp"],
+                         quantization=r0.get("quantization"), enforce_eager=r0.get("enforce_eager") or None,
+                         max_model_len=str(mml), vllm_version=r0.get("vllm_version") or "0.9.2")
+    inputs = resolve_inputs(opts)
+    led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved)
+    cfg = sched_config(inputs.resolved, led.num_blocks, layout_of(inputs.shape, inputs.gpu, inputs.resolved))
+    return Setup(cfg=cfg, base=from_deployment(inputs.shape, inputs.gpu, inputs.resolved))
+
+
+def bench_run(row: dict):
+    """A published row as ``kvdoctor calibrate`` reads a result without --save-detailed: its figures, and
+    the lengths its options draw (random dataset, --ignore-eos)."""
+    from kvdoctor.sim.calibration import BenchRun
+    from kvdoctor.sim.workload import WorkloadSpec, random_lengths
+
+    spec = WorkloadSpec(dataset_name="random", num_prompts=int(row["num_prompts"]), max_concurrency=1,
+                        random_input_len=int(row["input_len"]), random_output_len=int(row["output_len"]),
+                        ignore_eos=True)
+    prompt, output = random_lengths(spec)
+    figs = {k: float(v) for k, v in row["measured"].items() if k in METRICS and v is not None}
+    return BenchRun(name=row["id"], figures=figs, prompt=prompt, output=output, send=None,
+                    request_rate=math.inf, burstiness=1.0, max_concurrency=1)
+
+
+def calibrate_series(rows: list[dict], anchor: str) -> dict:
+    from kvdoctor.sim import calibration as C
+
+    runs = [bench_run(r) for r in rows]
+    cal = C.calibrate(runs, setup_for(rows), kind="roofline+linear", fit_on=[anchor])
+    return {name: {"split": v["split"], "error": {k: v["error"][k] for k in METRICS if k in v["error"]},
+                   "measured": {k: v["measured"][k] for k in METRICS if k in v["measured"]},
+                   "predicted": {k: v["predicted"][k] for k in METRICS if k in v["predicted"]}}
+            for name, v in cal.fit["runs"].items()}
+
+
+def median_abs(per_run: list[dict]) -> dict[str, float | None]:
+    import numpy as np
+
+    out: dict[str, float | None] = {}
+    for m in METRICS:
+        v = [abs(x["error"][m]) for x in per_run if m in x["error"]]
+        out[m] = float(np.median(v)) if v else None
+    out["n"] = len(per_run)
+    return out
+
+
+def ttft_floor(rows: list[dict]) -> float:
+    """Median |error| of the best straight line TTFT = a + b * input_len fitted to ALL of a sweep's runs
+    (least squares in relative error, hindsight included): what the sweep's own TTFTs allow at best. At
+    concurrency 1 a TTFT is front end + one prefill, which grows with the prompt; a sweep whose means of
+    2-8 requests do not (a 4096-token prompt faster than a 2048-token one) puts a floor under any model."""
+    import numpy as np
+
+    x = np.array([float(r["input_len"]) for r in rows])
+    y = np.array([float(r["measured"]["mean_ttft_ms"]) for r in rows])
+    A = np.stack([np.ones_like(x), x], axis=1) / y[:, None]
+    coef, *_ = np.linalg.lstsq(A, np.ones_like(y), rcond=None)
+    coef = np.maximum(coef, 0.0)  # a cost is not negative
+    pred = coef[0] + coef[1] * x
+    return float(np.median(np.abs(pred / y - 1)))
+
+
+def evaluate(all_anchors: bool = False, path: Path = FIXTURE) -> dict:
+    series = load_series(path)
+    out: dict = {"series": {}, "held_out": [], "all_anchors_held_out": []}
+    for g, rows in sorted(series.items()):
+        anchor = rows[0]["id"]
+        res = calibrate_series(rows, anchor)
+        held = [v for v in res.values() if v["split"] == "held_out"]
+        out["series"][g] = {"anchor": anchor, "runs": res, "held_out_median_abs_error": median_abs(held),
+                            "ttft_floor": ttft_floor(rows)}
+        out["held_out"] += held
+        if all_anchors:
+            for r in rows:
+                res_a = res if r["id"] == anchor else calibrate_series(rows, r["id"])
+                out["all_anchors_held_out"] += [v for v in res_a.values() if v["split"] == "held_out"]
+    out["median_abs_error"] = median_abs(out.pop("held_out"))
+    pairs = out.pop("all_anchors_held_out")
+    if all_anchors:
+        out["all_anchors_median_abs_error"] = median_abs(pairs)
+    return out
+
+
+def table(res: dict) -> str:
+    lines = ["| series (anchor: first run) | run | output tok/s | mean TTFT | mean TPOT |", "|---|---|---|---|---|"]
+    for g, s in res["series"].items():
+        for name, v in s["runs"].items():
+            def cell(m):
+                if m not in v["error"]:
+                    return "—"
+                return f"{v['measured'][m]:.4g} → {v['predicted'][m]:.4g} ({v['error'][m]:+.0%})"
+            tag = " (calibration run)" if v["split"] == "fit" else ""
+            lines.append(f"| {g} | {name.removeprefix(g + '-')}{tag} | {cell('output_throughput')} | "
+                         f"{cell('mean_ttft_ms')} | {cell('mean_tpot_ms')} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--all-anchors", action="store_true", help="also calibrate on every run in turn")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(REPO / "src"))
+    res = evaluate(a.all_anchors)
+    if a.json:
+        print(json.dumps(res, indent=1))
+    else:
+        print(table(res))
+        for k in ("median_abs_error", "all_anchors_median_abs_error"):
+            if k in res:
+                print(k, json.dumps(res[k]))
+        for g, s in res["series"].items():
+            print(g, json.dumps(s["held_out_median_abs_error"]), "TTFT floor (best line, hindsight):",
+                  f"{s['ttft_floor']:.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Record one calibration series on the real CPU engine (``kvdoctor.testbed.series``): one server, the
+calibration run and the validation loads interleaved, each saved with ``--save-detailed``.
+
+    nice python scripts/realvllm_calibration_series.py OUT_DIR [--freeze FIXTURE_DIR]
+
+Uses the test bed (``python -m kvdoctor.testbed``; built when absent). ``--freeze`` copies the results into
+FIXTURE_DIR with ``generated_texts`` and ``itls`` dropped (random-weight output; per-token gaps) and the server's start-up and
+periodic stats lines (the per-request access lines are left out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def freeze(src: Path, dst: Path) -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    meta = json.loads((src / "series.json").read_text())
+    for r in meta["runs"]:
+        doc = json.loads((src / f"{r['name']}.json").read_text())
+        doc.pop("generated_texts", None)  # random-weight output, not used
+        doc.pop("itls", None)  # per-token gaps: ~80 KB a run; the summary ITL figures stay
+        (dst / f"{r['name']}.json").write_text(json.dumps(doc) + "\n")
+    keep = ("non-default args", "KV cache", "Avg prompt throughput", "version")
+    lines = (src / "serve.log").read_text(errors="replace").splitlines(keepends=True)
+    (dst / "serve.stats.log").write_text("".join(ln for ln in lines if any(k in ln for k in keep)))
+    (dst / "series.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out_dir")
+    ap.add_argument("--freeze", metavar="FIXTURE_DIR")
+    a = ap.parse_args()
+    from kvdoctor.testbed import ensure
+    from kvdoctor.testbed.series import record_series
+
+    import fcntl
+
+    tb = ensure(log=lambda m: print(m, file=sys.stderr, flush=True))
+    with open(tb.root / "servers.lock", "w") as lock:  # one real-engine session per test bed (tests/realvllm)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record_series(tb, Path(a.out_dir))
+    if a.freeze:
+        freeze(Path(a.out_dir), Path(a.freeze))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""The frozen bench draws (tests/fixtures/bench_draws/) are still what the test bed's `vllm bench serve`
+computes: its own get_request / get_sampling_params, run in the test bed's venv (no server)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.realvllm
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "bench_draws"
+
+
+def test_the_benchs_own_code_gives_the_frozen_draws(testbed):
+    r = subprocess.run([str(testbed.python), str(Path(__file__).with_name("bench_draws.py")), str(FIX / "cases.json")],
+                       capture_output=True, text=True, env=testbed.env(), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    live = json.loads(r.stdout)
+    frozen = json.loads((FIX / "draws_vllm032.json").read_text())
+    assert live["lengths"] == frozen["lengths"]
+    for (c1, a1), (c2, a2) in zip(live["arrivals"], frozen["arrivals"]):
+        assert c1 == c2 and a1 == pytest.approx(a2, rel=1e-12)

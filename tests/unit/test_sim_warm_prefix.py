@@ -1,0 +1,91 @@
+"""A warm prefix cache: prompt tokens earlier traffic on the same server left cached.
+
+Block size 4 in the scheduler cases, so the block arithmetic can be done by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvdoctor.errors import InputError
+from kvdoctor.sim.run import simulate
+from kvdoctor.sim.scheduler import SchedConfig, Scheduler, SimRequest
+from kvdoctor.sim.steptime import LinearStepTime
+from kvdoctor.sim.workload import Workload, warm_prefix_after_runs
+
+
+def _cfg(**kw):
+    base = dict(num_blocks=40, block_size=4, max_model_len=64, max_num_seqs=8, max_num_batched_tokens=64,
+                enable_prefix_caching=True)
+    base.update(kw)
+    return SchedConfig(**base)
+
+
+def test_warm_blocks_are_free_evictable_and_hit():
+    s = Scheduler(_cfg())
+    assert s.pool.warm(("warm", 0), 3) == 3
+    # warm blocks count as free (evictable), like any freed cached block
+    assert s.pool.num_free == 39 and s.pool.cached_free == 3
+    r = SimRequest(0, 0.0, 20, 2, group=("warm", 0), prefix_len=12)
+    s.add(r)
+    plan = s.schedule(0.0)
+    assert {q.idx: m for q, m in plan.scheduled} == {0: 8}  # 3 blocks x 4 tokens hit, 20 - 12 computed
+    assert s.prefix_hits == 12
+
+
+def test_whole_prompt_warm_still_computes_the_last_block():
+    # the bench's untimed test request leaves request 0's whole prompt cached; vLLM still computes
+    # at least one token: hits stop at (num_tokens - 1) // block_size whole blocks
+    s = Scheduler(_cfg())
+    s.pool.warm(("warm", 0), 3)
+    r = SimRequest(0, 0.0, 12, 2, group=("warm", 0), prefix_len=12)
+    s.add(r)
+    plan = s.schedule(0.0)
+    assert {q.idx: m for q, m in plan.scheduled} == {0: 4}
+
+
+def test_warm_blocks_are_evicted_before_they_are_hit_when_the_pool_needs_them():
+    s = Scheduler(_cfg(num_blocks=9))  # 8 usable
+    s.pool.warm(("warm", 1), 4)
+    filler = SimRequest(0, 0.0, 32, 1)  # 8 blocks: 4 plain + the 4 warm ones
+    s.add(filler)
+    s.schedule(0.0)
+    assert s.pool.evictions == 4
+    s.finish(filler, 0.0)
+    r = SimRequest(1, 0.0, 20, 1, group=("warm", 1), prefix_len=16)
+    s.add(r)
+    plan = s.schedule(0.0)
+    assert {q.idx: m for q, m in plan.scheduled} == {1: 20}  # nothing left to hit
+
+
+def test_warm_prefix_after_runs_follows_the_bench_streams():
+    # the tenstorrent sweep order before the 2048-token run: 128/128 (8 prompts), 128/1024 (4), 1024/128 (4)
+    prior = [(128, 8), (128, 4), (1024, 4)]
+    assert warm_prefix_after_runs([2048] * 4, prior) == [2048, 1016, 1016, 1016]
+    # 4096 after ... 3072/128 (4 prompts): both requests start with a 3072-token earlier prompt
+    assert warm_prefix_after_runs([4096] * 2, prior + [(2048, 4), (3072, 4)]) == [4096, 3064]
+    # same length: the earlier run sent the very same prompts
+    assert warm_prefix_after_runs([128] * 4, [(128, 8)]) == [128] * 4
+    # no earlier run and no test request: cold
+    assert warm_prefix_after_runs([128] * 2, [], test_prompt=False) == [0, 0]
+
+
+def test_workload_refuses_a_warm_prefix_longer_than_the_prompt():
+    with pytest.raises(InputError):
+        Workload(arrival=[0.0], prompt=[10], output=[2], warm_prefix=[11])
+
+
+def test_simulate_with_a_warm_prefix_charges_only_the_new_tokens():
+    # one request, per-token step cost only: TTFT is the prefill step's tokens x cost
+    st = LinearStepTime(base_s=0.0, per_token_s=0.001)
+    cfg = _cfg(block_size=16, num_blocks=64, max_model_len=256, max_num_batched_tokens=256)
+    cold = simulate(Workload(arrival=[0.0], prompt=[100], output=[2]), cfg, st, bulk=False)
+    warm = simulate(Workload(arrival=[0.0], prompt=[100], output=[2], warm_prefix=[64]), cfg, st, bulk=False)
+    assert np.isclose(cold.ttft_s[0], 0.100)
+    assert np.isclose(warm.ttft_s[0], 0.036)  # 64 tokens = 4 whole blocks hit, 36 computed
+    # without prefix caching the warm prefix is ignored
+    off = simulate(Workload(arrival=[0.0], prompt=[100], output=[2], warm_prefix=[64]),
+                   _cfg(block_size=16, num_blocks=64, max_model_len=256, max_num_batched_tokens=256,
+                        enable_prefix_caching=False), st, bulk=False)
+    assert np.isclose(off.ttft_s[0], 0.100)
