@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -42,6 +43,16 @@ def _ensure_prometheus() -> tuple[str, str]:
     if not (prom and tool):
         pytest.skip("apt-get installed prometheus but the binaries are not on PATH")
     return prom, tool
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: a pytest killed by `timeout` (SIGTERM, no fixture teardown) or
+    SIGKILL would otherwise leave this Prometheus orphaned; Linux delivers SIGTERM to it instead.
+    The fixture starts it from the main thread, so the parent thread lives as long as the session."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _free_port() -> int:
@@ -123,7 +134,8 @@ def prometheus_server(shared_data, tmp_path_factory):
     log = open(tmp / "prometheus.log", "w")
     proc = subprocess.Popen([prom, f"--config.file={cfg}", f"--storage.tsdb.path={data}",
                              f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d"],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_die_with_parent)
     url = f"http://127.0.0.1:{port}"
     import httpx
 

@@ -44,11 +44,12 @@ class Oracle:
     """tests/oracle/vllm_side.py running in the oracle env, serving batches over a pipe: vLLM is
     imported once per session (its first engine config takes tens of seconds on a busy 2-core box)."""
 
-    def __init__(self, python: str):
+    def __init__(self, python: str, warm: bool = False):
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env.update(VLLM_TARGET_DEVICE="cpu", PYTHONHASHSEED="0", VLLM_LOGGING_LEVEL="ERROR", OMP_NUM_THREADS="1")
         self.stderr = open(os.devnull, "w")
-        self.proc = subprocess.Popen([python, str(HERE / "vllm_side.py"), "serve"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([python, str(HERE / "vllm_side.py"), "serve", *(["--warm"] if warm else [])],
+                                     stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env, cwd=str(HERE))
 
     def call(self, cmd: str, batch: dict) -> dict:
@@ -61,6 +62,8 @@ class Oracle:
         return json.loads(line)
 
     def close(self) -> None:
+        if self.proc.stdin.closed:
+            return
         self.proc.stdin.close()
         try:
             self.proc.wait(timeout=30)
@@ -70,8 +73,27 @@ class Oracle:
         self.stderr.close()
 
 
+# Started at collection end when oracle tests are selected and the env is there: vLLM's import (~40 s on
+# an idle 2-core runner) then overlaps the tests collected before tests/oracle instead of delaying them.
+_EARLY: dict[str, Oracle] = {}
+
+
+def pytest_collection_finish(session):
+    py = oracle_env_dir() / "bin" / "python"
+    if session.config.option.collectonly or not (oracle_env_dir() / ".kvdoctor-oracle-ok").is_file() or not py.exists():
+        return
+    if any(item.get_closest_marker("oracle") and "oracle" in getattr(item, "fixturenames", ()) for item in session.items):
+        _EARLY[str(py)] = Oracle(str(py), warm=True)
+
+
+def pytest_sessionfinish(session):
+    for o in _EARLY.values():  # selected but never used (a -x stop before tests/oracle): stopped all the same
+        o.close()
+    _EARLY.clear()
+
+
 @pytest.fixture(scope="session")
 def oracle(oracle_python):
-    o = Oracle(oracle_python)
+    o = _EARLY.pop(oracle_python, None) or Oracle(oracle_python)
     yield o
     o.close()

@@ -15,13 +15,17 @@ _BASE = {}
 TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny_llama")
 
 
-def _config(case: dict):
+def base_config():
     from vllm.engine.arg_utils import EngineArgs
 
     if "vc" not in _BASE:
         _BASE["vc"] = EngineArgs(model=TINY, skip_tokenizer_init=True, dtype="bfloat16", enforce_eager=True,
                                  max_model_len=1024, max_num_batched_tokens=2048, block_size=16).create_engine_config()
-    vc = _BASE["vc"]  # reused: every field the planning reads is set below, case by case
+    return _BASE["vc"]
+
+
+def _config(case: dict):
+    vc = base_config()  # reused: every field the planning reads is set below, case by case
     vc.model_config.max_model_len = case["max_model_len"]
     vc.model_config.original_max_model_len = case["max_model_len"]
     vc.scheduler_config.max_model_len = case["max_model_len"]

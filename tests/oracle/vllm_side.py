@@ -231,6 +231,20 @@ def answer(cmd: str, batch: dict) -> dict:
     return out
 
 
+def _warm() -> None:
+    """Import what the first batch needs and build the shared base engine config before any request comes
+    (the fixture starts this process early, so this overlaps other tests). Answers are unchanged: the same
+    modules would be imported, and the same config built, by the first request."""
+    try:
+        import vllm.v1.core.sched.async_scheduler  # noqa: F401
+        import vllm.v1.core.sched.scheduler  # noqa: F401
+        from vllm_kvplan import base_config
+
+        base_config()
+    except Exception:  # noqa: BLE001 - a failure here is met again, and reported, by the first request
+        pass
+
+
 def main() -> None:
     """``serve``: one JSON request per stdin line ({"cmd": ..., ...batch}), one JSON answer per
     stdout line, until stdin closes (vLLM is imported once per test session). Otherwise
@@ -244,6 +258,8 @@ def main() -> None:
         return
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # whatever vLLM prints must not corrupt the answers
+    if "--warm" in sys.argv:
+        _warm()
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -4,7 +4,8 @@
   BUILDS it (``kvdoctor.testbed.ensure``: ~2 min with PyPI reachable). A build that fails FAILS the tests
   with the build's own error: CI must never pass without having exercised the real engine. Deselect them
   explicitly with ``-m "not realvllm"`` where no test bed can be built.
-- ``scenario_run`` (session, one per scenario, started on first use): a real ``vllm serve`` on
+- ``scenario_runs`` (session, one run per scenario; all but the experiment's own are started in the background
+  at collection end, tests/realvllm/prefetch.py, and every real-engine test waits for them): a real ``vllm serve`` on
   127.0.0.1:<free port> in its own process group, /health waited for with a time-out, the scenario's load
   driven by ``vllm bench serve``, /metrics scraped, and the group stopped (also when anything fails); the
   tests then read the run's files. One server start per scenario, shared by every test of that scenario.
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from kvdoctor.experiment.server import STARTED_GROUPS, group_members
+from tests.realvllm.prefetch import PREFETCH, hold_engine_lock
 
 REPO = Path(__file__).resolve().parents[2]
 # Groups started by subprocesses (kvdoctor experiment via the CLI), collected from their run.json files.
@@ -54,18 +56,30 @@ def testbed():
 def engine_lock(testbed):
     """One real-engine test session at a time per test bed (machine): several sessions starting vLLM servers at
     once on a small machine slow each other past their time-outs and turn timings into noise. In CI (one
-    session) it is taken at once; elsewhere the second session waits, and says so."""
-    import fcntl
+    session) it is taken at once; elsewhere the second session waits, and says so. Held until the session
+    ends (prefetch.hold_engine_lock, shared with the background scenario runs)."""
+    hold_engine_lock(testbed.root)
+    PREFETCH.wait()  # never two vLLM servers of this session at once
+    yield
 
-    with open(testbed.root / "servers.lock", "w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            t0 = time.monotonic()
-            _log(f"another real-engine test session holds {testbed.root / 'servers.lock'}: waiting for it")
-            fcntl.flock(f, fcntl.LOCK_EX)
-            _log(f"got the lock after {time.monotonic() - t0:.0f} s")
-        yield
+
+# --- the scenarios, started in the background at collection end (tests/realvllm/prefetch.py) --------------
+def pytest_collection_finish(session):
+    if session.config.option.collectonly:
+        return
+    if any(item.get_closest_marker("realvllm") and "scenario_runs" in getattr(item, "fixturenames", ())
+           for item in session.items):
+        PREFETCH.start(session.config._tmp_path_factory.mktemp("realvllm-prefetch"))
+
+
+def pytest_sessionfinish(session):
+    PREFETCH.abort([*STARTED_GROUPS, *CLI_GROUPS])
+
+
+@pytest.fixture(autouse=True)
+def _after_the_background_runs():
+    """Every real-engine test (the experiment's throughput above all) runs with no background server."""
+    PREFETCH.wait()
 
 
 _RUNS: dict[str, object] = {}
@@ -80,6 +94,8 @@ def scenario_runs(testbed, engine_lock, tmp_path_factory):
     root = tmp_path_factory.mktemp("realvllm-scenarios")
 
     def get(name: str):
+        if name not in _RUNS and name in PREFETCH.results:
+            _RUNS[name] = PREFETCH.result(name)
         if name not in _RUNS:
             t0 = time.monotonic()
             _RUNS[name] = run_scenario(testbed, SCENARIOS[name], root / name, health_timeout_s=600,

@@ -281,3 +281,24 @@ def test_forward_migration_keeps_existing_steps(tmp_path, monkeypatch):
         versions = [r[0] for r in s.conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
         assert versions == list(range(1, v2[0] + 1))
         assert s.integrity_check() == "ok"
+
+
+def test_rows_written_before_redaction_are_redacted_on_read(tmp_path):
+    """A journal written by an older kvdoctor may hold a credential in a stored URL: reading redacts it,
+    whether the JSON spells "@" plainly or as \\u0040; a row without one reads back untouched."""
+    db = tmp_path / "j.sqlite"
+    with JournalStore(db) as s:
+        s.start("exp", StepInput(config=_cfg(1), evidence={"samples": list(range(50))}))
+        s.conn.execute("DROP TRIGGER steps_no_update")  # stands for the older writer that stored it raw
+        s.conn.execute("UPDATE steps SET evidence_json = ?, figures_json = ?, note = ? WHERE seq = 0",
+                       ('{"prom": "http://u:pw@h:9090/x", "n": [1, 2]}', '{"b": "http://u:pw\\u0040h/y"}',
+                        "see http://a:b@h/"))
+    with JournalStore(db, create=False) as s:
+        for st in (s.steps("exp")[0], s.step("exp", 0)):
+            assert st.evidence == {"prom": "http://***@h:9090/x", "n": [1, 2]}
+            assert st.figures == {"b": "http://***@h/y"}
+            assert st.note == "see http://***@h/" and st.config == _cfg(1)
+        s.add_note("exp", 0, "ping http://x:y@h/")
+        assert s.step("exp", 0).notes[0]["text"] == "ping http://***@h/"
+        with pytest.raises(NotFoundError):
+            s.step("exp", 7)
