@@ -23,7 +23,6 @@ import datetime as _dt
 import json
 import statistics
 import sys
-import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -183,7 +182,7 @@ def exclusion(c: dict, shape) -> str | None:
         return "GPU total memory not known"
     if c["version"] is None:
         return "vLLM version not known"
-    if getattr(shape, "is_multimodal", False) and any("ConditionalGeneration" in a for a in shape.architectures):
+    if shape.is_multimodal and any("ConditionalGeneration" in a for a in shape.architectures):
         return "multimodal: encoder profiling not modelled"
     return None
 
@@ -205,13 +204,18 @@ def gpu_ns(name: str, total_gib: float):
     try:
         from kvdoctor.catalog.gpus import lookup_gpu
 
-        cc = getattr(lookup_gpu(name), "compute_capability", None) if name else None
+        cc = lookup_gpu(name).compute_capability if name else None
     except Exception:  # not in the catalog (or catalog absent): fall back to the name's generation
-        for key, val in (("H100", 90), ("H200", 90), ("A100", 80), ("3090", 86), ("L40S", 89), ("B200", 100)):
+        for key, val in (("H100", (9, 0)), ("H200", (9, 0)), ("A100", (8, 0)), ("3090", (8, 6)), ("L40S", (8, 9)),
+                         ("B200", (10, 0))):
             if key in name:
                 cc = val
-    return types.SimpleNamespace(name=name or f"{total_gib:.2f} GiB GPU", memory_bytes=int(total_gib * GiB),
-                                 compute_capability=cc)
+    from kvdoctor.facts import GpuSpec
+
+    # A typed spec with only what the case shows (no NVLink figure: the defaults read it as PCIe,
+    # as the duck-typed namespace this replaced did).
+    return GpuSpec(name=name or f"{total_gib:.2f} GiB GPU", aliases=(), memory_bytes=int(total_gib * GiB),
+                   memory_source="measured: the case's torch total", compute_capability=cc)
 
 
 # ------------------------------------------------------------------------------------------------

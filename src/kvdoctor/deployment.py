@@ -67,9 +67,20 @@ class Deployment:
     @cached_property
     def ledger(self) -> Ledger:
         """The ledger, with the start-up log's measured figures where there is one (built once)."""
+        if self.startup is None:
+            return self.predicted_ledger
         from kvdoctor.ledger.build import build_ledger
 
         return build_ledger(self.shape, self.gpu, self.resolved, startup=self.startup)
+
+    @cached_property
+    def predicted_ledger(self) -> Ledger:
+        """The ledger from the configuration alone, no log figures (the same object as ``ledger``
+        without a log): what chain one's what-ifs, the slow-request simulation and the evidence
+        target are sized on, so they compare like with like."""
+        from kvdoctor.ledger.build import build_ledger
+
+        return build_ledger(self.shape, self.gpu, self.resolved)
 
     def ledger_for(self, startup: StartupFacts | None) -> Ledger:
         """The ledger against other start-up facts (a segment of a multi-instance log); ours when the same."""
@@ -79,7 +90,7 @@ class Deployment:
 
         return build_ledger(self.shape, self.gpu, self.resolved, startup=startup)
 
-    def with_resolved(self, **changes: Any) -> Deployment:
+    def with_resolved(self, **changes: object) -> Deployment:
         """The same deployment with engine fields set on top of the resolved ones (given by a flag).
 
         For settings only a consumer models (``simulate --scheduling-policy``): each is recorded as
@@ -176,7 +187,7 @@ def version_for(given: str | None, startup: StartupFacts | None, notes: list[str
 def _log_has_kv(startup: StartupFacts | None) -> bool:
     """The log prints the KV budget, the pool's tokens or its block count."""
     return startup is not None and any(
-        getattr(startup, k, None) is not None for k in ("kv_cache_bytes", "kv_cache_tokens", "num_gpu_blocks"))
+        v is not None for v in (startup.kv_cache_bytes, startup.kv_cache_tokens, startup.num_gpu_blocks))
 
 
 def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage: str | None = None,
@@ -193,7 +204,6 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
     """
     from kvdoctor.catalog.models import lookup_model
     from kvdoctor.engine import sources
-    from kvdoctor.engine.defaults import resolve
 
     if startup is None and inputs.from_log:
         startup = read_startup(inputs.from_log)
@@ -223,11 +233,22 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
                      "others are stated missing; pass --gpu to predict them")
 
     version = version_for(inputs.vllm_version or cfg.vllm_version, startup, notes)
-    # vLLM's usage context: an LLM(...) call -> offline tables; a serve line, YAML, flags -> API server.
-    usage = usage or cfg.usage_context or "api"
-    resolved = resolve(cfg, shape, gpu, version=version, usage=usage)
+    return configure(shape, gpu, cfg, version=str(version), usage=usage, startup=startup, notes=notes)
+
+
+def configure(shape: ModelShape, gpu: GpuSpec | None, cfg: EngineConfig, *, version: str = DEFAULT_VLLM_VERSION,
+              usage: str | None = None, startup: StartupFacts | None = None,
+              notes: list[str] | None = None) -> Deployment:
+    """The last step of the one path, for callers that already hold the typed facts (the library's
+    ``run_check``, tests): vLLM's defaults for ``version`` applied to ``cfg``.
+
+    Usage context, one rule for every verb: ``usage`` given > the configuration's own (an ``LLM(...)``
+    call -> "llm", vLLM's offline tables) > "api" (a serve line, YAML or flags: ``vllm serve``)."""
+    from kvdoctor.engine.defaults import resolve
+
+    resolved = resolve(cfg, shape, gpu, version=version, usage=usage or cfg.usage_context or "api")
     return Deployment(shape=shape, gpu=gpu, config=cfg, resolved=resolved, startup=startup,
-                      vllm_version=str(version), notes=notes)
+                      vllm_version=str(version), notes=list(notes or []))
 
 
 def deployment_from_startup(startup: StartupFacts) -> Deployment:

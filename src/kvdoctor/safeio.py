@@ -25,7 +25,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kvdoctor.errors import InputError
 
@@ -263,6 +263,19 @@ def loads_json(text: str | bytes, what: str, *, strict_numbers: bool = False) ->
     except ValueError as exc:  # JSONDecodeError is a ValueError; so are the strict-number refusals
         line = f" (line {exc.lineno}: {exc.msg})" if hasattr(exc, "lineno") else f" ({exc})"
         raise InputError(f"{what} is not valid JSON{line}") from None
+
+
+def read_json_file(path: Path, *, missing: str, unreadable: Callable[[BaseException], str]) -> Any:
+    """A small JSON file read whole: InputError(``missing``) when it is absent, InputError(``unreadable(exc)``)
+    when it cannot be read or parsed (nesting too deep to parse included: a one-line error, never a traceback)."""
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(missing) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise InputError(unreadable(exc)) from None
 
 
 def load_yaml_text(text: str, what: str) -> Any:

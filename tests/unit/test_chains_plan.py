@@ -148,9 +148,12 @@ def test_swap_review_reproduces_the_case(l8, q14, l40s):
 
 
 def test_check_gate(l8, q14, l40s):
-    from kvdoctor.chains.check import run_check
-
     from kvdoctor.chains.check import Intent
+    from kvdoctor.chains.check import run_check as gate
+    from kvdoctor.deployment import configure
+
+    def run_check(shape, gpu, cfg, **kw):
+        return gate(configure(shape, gpu, cfg), **kw)
 
     ok = run_check(q14, l40s, EngineConfig(max_model_len=8192, max_num_seqs=6))
     assert ok.ok and ok.to_json()["exit_code"] == 0

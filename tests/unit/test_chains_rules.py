@@ -90,7 +90,7 @@ def slow_ctx(kind):
 
     recs = slow_requests(kind)
     c = Context(requests=recs)
-    c.cache["slow"] = analyse_slow(recs, None, pct=99.9)
+    c.slow = analyse_slow(recs, None, pct=99.9)
     return c
 
 

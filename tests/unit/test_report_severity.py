@@ -63,8 +63,10 @@ def test_real_findings_from_every_chain_render_coloured():
     from kvdoctor.engine.config import EngineConfig
 
     shape, gpu = lookup_model("Qwen/Qwen2.5-14B"), lookup_gpu("L40S")
-    res = run_check(shape, gpu, EngineConfig(model="Qwen/Qwen2.5-14B", max_model_len=32768), version="0.33.0",
-                    max_ratio=1.0, previous_shape=lookup_model("meta-llama/Llama-3.1-8B-Instruct"))
+    from kvdoctor.deployment import configure
+
+    dep = configure(shape, gpu, EngineConfig(model="Qwen/Qwen2.5-14B", max_model_len=32768), version="0.33.0")
+    res = run_check(dep, max_ratio=1.0, previous_shape=lookup_model("meta-llama/Llama-3.1-8B-Instruct"))
     found = [f.as_dict() for f in res.findings]
     assert found and any(f["severity"] == "problem" for f in found)
     html = S.findings_section(found)

@@ -15,11 +15,16 @@ The gate judges the operator's *intent*, not the chapter's worst case:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.chains.findings import Context, Finding
 from kvdoctor.chains.rules import get
 from kvdoctor.provenance import Figure
+
+if TYPE_CHECKING:
+    from kvdoctor.chains.plan import State
+    from kvdoctor.deployment import Deployment
+    from kvdoctor.facts import ModelShape
 
 SCHEMA_VERSION = "kvdoctor.check/2"
 # A pool change smaller than this is noise between two models (block rounding, activation).
@@ -46,7 +51,7 @@ class CheckResult:
     ok: bool
     reasons: list[str]
     findings: list[Finding]
-    state: Any  # plan.State
+    state: State
     intent: Intent
     previous_model: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -84,11 +89,14 @@ def _round_len(x: float) -> int:
     return int(x // 1024 * 1024) or int(x // 16 * 16)
 
 
-def run_check(shape, gpu, config, *, version: str = "0.33.0", intent: Intent | None = None,
-              max_ratio: float | None = None, previous_shape=None, startup: Any = None) -> CheckResult:
-    """``startup`` (evidence.model.StartupFacts from --from-log): the gate judges the pool the log
-    measured, not the prediction — a log showing 158,656 tokens / 4.84x must not pass or fail on a
-    predicted 195,072 / 5.95x. ``max_ratio`` is shorthand for ``Intent(max_ratio=...)``."""
+def run_check(dep: Deployment, *, intent: Intent | None = None, max_ratio: float | None = None,
+              previous_shape: ModelShape | None = None) -> CheckResult:
+    """The gate on one configured deployment (``deployment.resolve_deployment``, or ``configure`` for
+    typed facts), so an ``LLM(...)`` configuration is judged under vLLM's offline defaults.
+
+    With start-up facts (``--from-log``) the gate judges the pool the log measured, not the
+    prediction — a log showing 158,656 tokens / 4.84x must not pass or fail on a predicted
+    195,072 / 5.95x. ``max_ratio`` is shorthand for ``Intent(max_ratio=...)``."""
     from kvdoctor.chains import detect
     from kvdoctor.chains.plan import State, build_state
     from kvdoctor.chains.swap import inherited_max_model_len
@@ -96,11 +104,8 @@ def run_check(shape, gpu, config, *, version: str = "0.33.0", intent: Intent | N
     intent = intent or Intent()
     if max_ratio is not None:
         intent = Intent(intent.min_concurrency, intent.p99_context, intent.accept_capacity_drop, max_ratio)
-    st = build_state(shape, gpu, config, version)
-    if startup is not None:
-        from kvdoctor.ledger.build import build_ledger
-
-        st = State(st.config, st.resolved, build_ledger(shape, gpu, st.resolved, startup=startup))
+    shape, gpu, config, version = dep.shape, dep.gpu, dep.config, dep.vllm_version
+    st = State(config, dep.resolved, dep.ledger)
     led = st.ledger
     ctx = Context(shape=shape, gpu=gpu, config=config, resolved=st.resolved, ledger=led, version=version)
     findings: list[Finding] = []
@@ -151,7 +156,8 @@ def run_check(shape, gpu, config, *, version: str = "0.33.0", intent: Intent | N
     prev_name = None
     if previous_shape is not None:
         prev_name = previous_shape.name
-        old = build_state(previous_shape, gpu, config.with_changes(model=previous_shape.name), version)
+        old = build_state(previous_shape, gpu, config.with_changes(model=previous_shape.name), version,
+                          dep.resolved.usage)
         old_pool = int(old.ledger.reconciliation.get("pool_tokens") or 0)
         drop = 1.0 - pool / old_pool if old_pool > 0 else 0.0
         figs["capacity_change"] = Figure(round(-drop, 4), "predicted",

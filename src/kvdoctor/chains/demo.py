@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvdoctor.provenance import Figure
+
 SCHEMA_VERSION = "kvdoctor.demo/1"
 
 OLD_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -27,8 +29,8 @@ MAX_MODEL_LEN = 32768
 WORKLOAD = {"rate": 1.5, "requests": 300, "lengths": "lognormal:1500:350:0.7", "seed": 7}
 
 
-def _v(f) -> Any:
-    return f.value if hasattr(f, "value") else f
+def _v(f: Figure | float | int) -> Any:  # untyped-ok: a Figure's value is whatever it measures
+    return f.value if isinstance(f, Figure) else f
 
 
 def run_demo(*, simulate: bool = True) -> dict[str, Any]:
@@ -154,7 +156,7 @@ def _claims(sw, p, gpu, sims, old_shape, new_shape) -> list[dict[str, Any]]:
             "agrees" if t_l1 / t_old >= 0.85 else "differs (paged KV)",
             "with paged KV the load's real lengths, not the limit, set the KV demand; level 1 changes admission only "
             "for requests longer than the new limit")
-    bw = float(getattr(gpu, "hbm_bandwidth_gbps", 0) or 0) * 1e9
+    bw = float(gpu.hbm_bandwidth_gbps or 0) * 1e9
     if bw:
         so, sn = wo / bw * 1000, wn / bw * 1000
         extra = ""
@@ -171,7 +173,7 @@ def _claims(sw, p, gpu, sims, old_shape, new_shape) -> list[dict[str, Any]]:
             f"pool {p1:,} → {p2:,} tokens (×{p2 / p1:.2f})", "agrees" if 1.8 <= p2 / p1 <= 2.2 else "differs")
         backend = l2.state.resolved.attention_backend
         add("fp8 KV on older GPUs may be unavailable / no speed-up", "老硬件无加速或直接不可用",
-            f"{getattr(gpu, 'name', GPU)} is SM{''.join(str(x) for x in gpu.compute_capability)}: vLLM's "
+            f"{gpu.name} is SM{''.join(str(x) for x in gpu.compute_capability)}: vLLM's "
             f"FlashAttention-2 rejects fp8 KV and the selector falls back to {backend}; the gain is capacity only",
             "refined by vLLM")
         k2 = next((k for k in keys if k.startswith("level 2")), None)
@@ -184,8 +186,9 @@ def _claims(sw, p, gpu, sims, old_shape, new_shape) -> list[dict[str, Any]]:
                 "agrees" if s2["preemptions"] <= max(1, s_new["preemptions"] // 20) else "differs")
     # The lesson is checked, not asserted: run the CI gate on this very swap.
     from kvdoctor.chains.check import run_check
+    from kvdoctor.deployment import configure
 
-    chk = run_check(new_shape, gpu, sw.new.config, version=p.vllm_version, previous_shape=old_shape)
+    chk = run_check(configure(new_shape, gpu, sw.new.config, version=p.vllm_version), previous_shape=old_shape)
     why = sorted({f.rule_id for f in chk.findings})
     add("lesson: every model change re-runs the ledger and the load-test baseline", "换模型必重跑显存对账与压测基线",
         (f"kvdoctor check --previous-model {old_shape.name} exits {0 if chk.ok else 1} on this swap"

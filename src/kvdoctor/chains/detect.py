@@ -18,7 +18,7 @@ from kvdoctor.chains.rules import get
 from kvdoctor.provenance import Figure
 
 
-def _finding(rule_id: str, summary: str, **kw: Any) -> Finding:
+def _finding(rule_id: str, summary: str, **kw: object) -> Finding:
     r = get(rule_id)
     kw.setdefault("verdict", r.verdict if r.verdict not in (None, "dynamic") else None)
     kw.setdefault("refinement", r.refinement)
@@ -54,18 +54,16 @@ def signals_of(ctx: Context) -> sig.Signals:
 
 def _max_num_seqs(ctx: Context) -> tuple[int | None, str]:
     """The configured cap, from the inputs or the start-up log's non-default args (None: not in the evidence)."""
-    nd = getattr(ctx.startup, "non_default_args", None) or {}
+    nd = (ctx.startup.non_default_args if ctx.startup is not None else None) or {}
     if "max_num_seqs" in nd:
         try:
             return int(nd["max_num_seqs"]), "measured"
         except (TypeError, ValueError):
             pass
-    if ctx.config is not None and getattr(ctx.config, "max_num_seqs", None):
+    if ctx.config is not None and ctx.config.max_num_seqs:
         return int(ctx.config.max_num_seqs), "given"
-    if ctx.resolved is not None:
-        v = _resolved(ctx, "max_num_seqs")
-        if v:
-            return int(v), _resolved_source(ctx, "max_num_seqs")
+    if ctx.resolved is not None and ctx.resolved.max_num_seqs:
+        return int(ctx.resolved.max_num_seqs), ctx.resolved.sources.get("max_num_seqs", "given")
     return None, "unknown"
 
 
@@ -120,26 +118,8 @@ def reconcile(ctx: Context) -> Recon | None:
     )
 
 
-def _val(x: Any) -> Any:
+def _val(x: Figure | float | int | None) -> Any:  # untyped-ok: a Figure's value is whatever it measures
     return x.value if isinstance(x, Figure) else x
-
-
-def _resolved(ctx: Context, name: str) -> Any:
-    res = ctx.resolved
-    if res is None:
-        return getattr(ctx.config, name, None) if ctx.config is not None else None
-    v = getattr(res, name, None)
-    return _val(v)
-
-
-def _resolved_source(ctx: Context, name: str) -> str:
-    res = ctx.resolved
-    src = getattr(res, "sources", None) if res is not None else None
-    if isinstance(src, dict) and name in src:
-        s = src[name]
-        return getattr(s, "source", s) if not isinstance(s, str) else s
-    v = getattr(res, name, None) if res is not None else None
-    return v.source if isinstance(v, Figure) else "given"
 
 
 def does_not_fit(ctx: Context) -> Finding | None:
@@ -188,7 +168,7 @@ def expected_concurrency(ctx: Context, pool_tokens: int) -> tuple[int, str, str]
         return max(1, int(pool_tokens // max(per, 1.0))), f"floor({pool_tokens:,} / {per:,.0f} tokens per running " \
                                                           f"request observed: {how})", "measured"
     lens = ctx.lengths
-    if lens is not None and getattr(lens, "mean_total", None):
+    if lens is not None and lens.mean_total:
         return (max(1, int(pool_tokens // lens.mean_total)),
                 f"floor({pool_tokens:,} / mean request {lens.mean_total:,.0f} tokens ({lens.source}))", "predicted")
     return None
@@ -367,10 +347,9 @@ def prefill_bound(ctx: Context) -> Finding | None:
         return None
     tl = ctx.timeline
     d = s.decode
-    ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
-                          f"Waiting: {int(tl.waiting[i])}, prompt {float(tl.prompt_tps[i]):,.0f} tok/s vs generation "
-                          f"{float(tl.gen_tps[i]):,.0f} tok/s, KV {float(tl.kv_usage_pct[i]):.1f}% at "
-                          f"{fmt_time(float(tl.t[i]))}" + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
+    ev = [sig.cite_at(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
+                      f"Waiting: {int(tl.waiting[i])}, prompt {float(tl.prompt_tps[i]):,.0f} tok/s vs generation "
+                      f"{float(tl.gen_tps[i]):,.0f} tok/s, KV {float(tl.kv_usage_pct[i]):.1f}%")
           for i in q.held_idx[:4]]
     return _finding(
         "sched.prefill-bound",
@@ -391,10 +370,9 @@ def admission_blocked(ctx: Context) -> Finding | None:
         return None
     tl = ctx.timeline
     idx = q.held_full_idx if q.held_full_share >= th.held_share else q.held_idx
-    ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
-                          f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])} with KV "
-                          f"{float(tl.kv_usage_pct[i]):.1f}% at {fmt_time(float(tl.t[i]))}"
-                          + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
+    ev = [sig.cite_at(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
+                      f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])} with KV "
+                      f"{float(tl.kv_usage_pct[i]):.1f}%")
           for i in idx[:6]]
     r = s.held_room
     if q.held_full_share >= th.held_share:
@@ -455,10 +433,9 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
     run_max = q.running_max
     run = [float(tl.running[i]) for i in q.held_idx if not math.isnan(float(tl.running[i]))]
     flat = bool(run) and max(run) - min(run) <= 1
-    ev = [sig.cite_sample(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
-                          f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])}, KV "
-                          f"{float(tl.kv_usage_pct[i]):.1f}% at {fmt_time(float(tl.t[i]))}"
-                          + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
+    ev = [sig.cite_at(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
+                      f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])}, KV "
+                      f"{float(tl.kv_usage_pct[i]):.1f}%")
           for i in q.held_idx[:4]]
     gain = {"running_max": Figure(int(run_max), "measured", "max Running"),
             "kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage")}
@@ -533,7 +510,7 @@ def decode_floor(ctx: Context, kv_pct: float = 0.0) -> tuple[float, str, str]:
     once and the KV in use (``kv_pct`` of the pool) once: bandwidth / (weight bytes per GPU + KV bytes
     in use); else an absolute floor no GPU serving a model that fits it goes below (a 0.5 s step)."""
     led, gpu = ctx.ledger, ctx.gpu
-    bw = getattr(gpu, "hbm_bandwidth_gbps", None) if gpu is not None else None
+    bw = gpu.hbm_bandwidth_gbps if gpu is not None else None
     if led is not None and bw:
         wb = float(_val(led.memory["weights"]))
         kvb = max(0.0, float(led.kv_cache_bytes)) * max(0.0, kv_pct) / 100.0
@@ -559,10 +536,9 @@ def decode_bound(ctx: Context) -> Finding | None:
         floor, how, src = th.decode_floor_tps, "absolute floor (large batch: the roofline does not apply)", "default"
     if d.per_request >= floor:
         return None
-    ev = [sig.cite_sample(tl, i, ctx.source, "gen_tps", float(tl.gen_tps[i]),
-                          f"generation {float(tl.gen_tps[i]):,.1f} tok/s for {int(tl.running[i])} running = "
-                          f"{float(tl.gen_tps[i]) / float(tl.running[i]):.2f} tok/s per request at "
-                          f"{fmt_time(float(tl.t[i]))}" + (f" (line {sig.line_of(tl, i)})" if sig.line_of(tl, i) else ""))
+    ev = [sig.cite_at(tl, i, ctx.source, "gen_tps", float(tl.gen_tps[i]),
+                      f"generation {float(tl.gen_tps[i]):,.1f} tok/s for {int(tl.running[i])} running = "
+                      f"{float(tl.gen_tps[i]) / float(tl.running[i]):.2f} tok/s per request")
           for i in d.idx[:4]]
     return _finding(
         "sched.decode-bound",
@@ -583,7 +559,7 @@ def decode_bound(ctx: Context) -> Finding | None:
 
 def _spike_cites(ctx: Context, idx: list[int], s: sig.Spikes) -> list[Cite]:
     tl = ctx.timeline
-    return [sig.cite_sample(tl, i, ctx.source, s.basis, round(float(getattr(tl, s.basis)[i]), 4)) for i in idx[:6]]
+    return [sig.cite_sample(tl, i, ctx.source, s.basis, round(float(tl.column(s.basis)[i]), 4)) for i in idx[:6]]
 
 
 def spikes_aligned(ctx: Context) -> Finding | None:

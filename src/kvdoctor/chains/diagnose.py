@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.chains import detect
 from kvdoctor.chains import signals as sig
 from kvdoctor.chains.findings import Context, Finding, Thresholds, fmt_time
 from kvdoctor.chains.rules import VERDICTS, get
+
+if TYPE_CHECKING:  # pragma: no cover - boundary types (annotations only)
+    from kvdoctor.chains.lengths import LengthDist
+    from kvdoctor.deployment import Deployment
+    from kvdoctor.evidence.model import Evidence, Segment, StartupFacts, Timeline
 
 SCHEMA_VERSION = "kvdoctor.diagnose/2"
 
@@ -71,7 +76,7 @@ class Instance:
     window: dict[str, Any] = field(default_factory=dict)
     preemption_basis: str = "none"
     notes: list[str] = field(default_factory=list)
-    timeline: Any = None
+    timeline: Timeline | None = None
 
     def as_dict(self, with_timeline: bool = True) -> dict[str, Any]:
         d = {
@@ -145,7 +150,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
     return d
 
 
-def timeline_json(tl) -> dict[str, Any]:
+def timeline_json(tl: Timeline) -> dict[str, Any]:
     return tl.to_json(("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "ttft_p99",
                        "itl_p99", "line_no"))
 
@@ -153,22 +158,22 @@ def timeline_json(tl) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def counter_trusted(segment: Any, kinds: dict[str, str] | None = None) -> bool:
+def counter_trusted(segment: Segment, kinds: dict[str, str] | None = None) -> bool:
     """Does the timeline's ``preemptions`` column count preemptions (see signals' docstring)?
 
     Yes for Prometheus / ``/metrics`` sources and simulations; for a log only when at least one
     stats line printed ``Preemptions:`` (a build without the reset bug, so its zeros are real).
     """
-    tl = getattr(segment, "timeline", None)
+    tl = segment.timeline
     if tl is None or len(tl) == 0:
         return False
-    vals = [float(v) for v in (tl.preemptions.tolist() if hasattr(tl.preemptions, "tolist") else tl.preemptions)]
+    vals = sig.floats(tl.preemptions)
     finite = [v for v in vals if not math.isnan(v)]
     if not finite:
         return False
-    if (kinds or {}).get(getattr(segment, "source", "")) in ("metrics", "metrics-folder", "prometheus", "merged"):
+    if (kinds or {}).get(segment.source or "") in ("metrics", "metrics-folder", "prometheus", "merged"):
         return True
-    src = f"{getattr(segment, 'source', '')} {getattr(segment, 'engine', '')}".lower()
+    src = f"{segment.source or ''} {segment.engine or ''}".lower()
     if any(k in src for k in ("http://", "https://", "prometheus", "/metrics", ".metrics", "sim:", "simulat")):
         return True
     return any(v > 0 for v in finite)
@@ -369,7 +374,7 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
 
 def _counter_since_start(ctx: Context) -> float:
     """Preemptions since the engine started, from an untimed /metrics scrape merged into this instance."""
-    return max((float(e.data.get("total") or 0.0) for e in ctx.events if getattr(e, "kind", "") == "preemption-counter"),
+    return max((float(e.data.get("total") or 0.0) for e in ctx.events if e.kind == "preemption-counter"),
                default=0.0)
 
 
@@ -475,8 +480,8 @@ def _contradictions(s: sig.Signals) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-def diagnose(evidence: Any, *, thresholds: Thresholds | None = None, inputs: Any = None,
-             as_one: bool = False, lengths: Any = None) -> Diagnosis:
+def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs: Deployment | None = None,
+             as_one: bool = False, lengths: LengthDist | None = None) -> Diagnosis:
     """Chain two over every instance in ``evidence`` (evidence.model.Evidence).
 
     ``inputs`` (deployment.Deployment) gives the configuration explicitly (model, GPU, engine); without
@@ -484,14 +489,14 @@ def diagnose(evidence: Any, *, thresholds: Thresholds | None = None, inputs: Any
     (several files of the same engine).
     """
     th = thresholds or Thresholds()
-    segments = list(getattr(evidence, "segments", []) or [])
+    segments = list(evidence.segments or [])
     if as_one and len(segments) > 1:
         segments = [_merge_segments(segments)]
-    bench = list(getattr(evidence, "bench", []) or [])
-    requests = list(getattr(evidence, "requests", []) or [])
+    bench = list(evidence.bench or [])
+    requests = list(evidence.requests or [])
     instances = []
     if not segments:
-        ctx = Context(source=", ".join(getattr(evidence, "sources", []) or []), thresholds=th, requests=requests,
+        ctx = Context(source=", ".join(evidence.sources or []), thresholds=th, requests=requests,
                       lengths=lengths, bench=bench)
         _attach_config(ctx, inputs, None)
         instances.append(diagnose_context(ctx))
@@ -499,23 +504,23 @@ def diagnose(evidence: Any, *, thresholds: Thresholds | None = None, inputs: Any
     for seg in segments:
         ctx = Context(source=seg.source, timeline=seg.timeline, events=list(seg.events or []),
                       startup=seg.startup, requests=requests, thresholds=th, lengths=lengths, bench=bench,
-                      counter_trusted=counter_trusted(seg, getattr(evidence, "kinds", None)))
+                      counter_trusted=counter_trusted(seg, evidence.kinds))
         notes = _attach_config(ctx, inputs, seg.startup)
         inst = diagnose_context(ctx)
         inst.engine = seg.engine or ""
         inst.notes.extend(notes)
         instances.append(inst)
     # how the sources were grouped into instances (merge_instances) is part of the answer
-    ev_notes = [n for n in (getattr(evidence, "notes", None) or [])
+    ev_notes = [n for n in (evidence.notes or [])
                 if n.startswith("one instance") or "kept apart" in n or "kept as its own instance" in n]
     return Diagnosis(instances, th, ev_notes)
 
 
-def _attach_config(ctx: Context, inputs: Any, startup: Any) -> list[str]:
+def _attach_config(ctx: Context, inputs: Deployment | None, startup: StartupFacts | None) -> list[str]:
     """Step 1 needs the configuration: explicit inputs win; else recover it from the start-up log."""
     notes: list[str] = []
     if inputs is not None:
-        logged = getattr(startup, "model", None) if startup is not None else None
+        logged = startup.model if startup is not None else None
         if logged and not _same_model(logged, inputs.shape.name):
             notes.append(f"the start-up log is of {logged}, not of --model {inputs.shape.name}: its measured pool is "
                          "not used for this model (give the log of the server that ran, or drop --model)")
@@ -535,7 +540,7 @@ def _attach_config(ctx: Context, inputs: Any, startup: Any) -> list[str]:
     except Exception as exc:  # noqa: BLE001
         notes.append(f"configuration not recovered from the log ({exc})")
         return notes
-    if getattr(startup, "model", None) and getattr(startup, "gpu_name", None):
+    if startup.model and startup.gpu_name:
         try:
             from kvdoctor.deployment import deployment_from_startup
 
@@ -555,7 +560,7 @@ def _same_model(a: str, b: str) -> bool:
     return norm(a) == norm(b) or norm(a) in b.lower() or norm(b) in a.lower()
 
 
-def _merge_segments(segments: list[Any]) -> Any:
+def _merge_segments(segments: list[Segment]) -> Segment:
     """One instance from several segments (e.g. consecutive log excerpts of one engine), by time."""
     from kvdoctor.evidence.model import Segment, Timeline
 

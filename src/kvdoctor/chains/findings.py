@@ -14,9 +14,17 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.provenance import Figure
+
+if TYPE_CHECKING:  # pragma: no cover - the lower layers' boundary types (annotations only)
+    from kvdoctor.chains.lengths import LengthDist
+    from kvdoctor.engine.config import EngineConfig
+    from kvdoctor.engine.defaults import ResolvedEngine
+    from kvdoctor.evidence.model import BenchResult, Event, RequestRecord, StartupFacts, Timeline
+    from kvdoctor.facts import GpuSpec, ModelShape
+    from kvdoctor.ledger.build import Ledger
 
 SEVERITIES = ("info", "warn", "problem")
 
@@ -33,7 +41,7 @@ SEVERITY_ALIASES = {
 SEVERITY_STYLE = {"problem": ("problem", "bold red"), "warn": ("warn", "yellow"), "info": ("info", "cyan")}
 
 
-def normalize_severity(word: Any) -> str | None:
+def normalize_severity(word: object) -> str | None:
     """Our word for a severity (None when it is not one we know: shown as given, uncoloured)."""
     w = str(word or "").strip().lower()
     if w in SEVERITIES:
@@ -41,7 +49,7 @@ def normalize_severity(word: Any) -> str | None:
     return SEVERITY_ALIASES.get(w)
 
 
-def severity_style(word: Any) -> tuple[str, str] | None:
+def severity_style(word: object) -> tuple[str, str] | None:
     """(HTML class suffix, rich style) for a severity word, or None when it is not a severity."""
     n = normalize_severity(word)
     return SEVERITY_STYLE[n] if n else None
@@ -65,12 +73,12 @@ class Cite:
     t: float | None = None
     line_no: int | None = None
     metric: str | None = None  # field or metric name ("waiting", "vllm:num_preemptions_total")
-    value: Any = None
+    value: float | int | str | None = None  # the cited figure as read (a number, or a log token)
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"detail": self.detail}
-        for k in ("source", "t", "line_no", "metric", "value"):
-            v = getattr(self, k)
+        for k, v in (("source", self.source), ("t", self.t), ("line_no", self.line_no), ("metric", self.metric),
+                     ("value", self.value)):
             if v is not None:
                 d[k] = v
         if self.t is not None:
@@ -162,36 +170,40 @@ class Thresholds:
 
 @dataclass
 class Context:
-    """Everything a rule test may read. See the module docstring."""
+    """Everything a rule test may read. See the module docstring.
+
+    The chain types (``Target``, ``State``, ``PlanState``, ``Plan`` of chains.plan; ``Signals`` of
+    chains.signals; ``SlowReport`` of chains.slow) are named, not imported: those modules import this one, and the import graph
+    stays without circles (tests/unit/test_layers.py)."""
 
     source: str = ""
     # facts about the deployment
-    shape: Any = None  # ledger.shape.ModelShape
-    gpu: Any = None  # catalog.gpus.GpuSpec
-    config: Any = None  # engine.config.EngineConfig
-    resolved: Any = None  # engine.defaults.ResolvedEngine
-    ledger: Any = None  # ledger.build.Ledger
+    shape: ModelShape | None = None
+    gpu: GpuSpec | None = None
+    config: EngineConfig | None = None
+    resolved: ResolvedEngine | None = None
+    ledger: Ledger | None = None
     version: str | None = None
     # evidence
-    timeline: Any = None  # evidence.model.Timeline
-    events: list[Any] = field(default_factory=list)
-    startup: Any = None  # evidence.model.StartupFacts
-    requests: list[Any] = field(default_factory=list)
+    timeline: Timeline | None = None
+    events: list[Event] = field(default_factory=list)
+    startup: StartupFacts | None = None
+    requests: list[RequestRecord] = field(default_factory=list)
     # chain-one inputs
-    lengths: Any = None  # chains.lengths.LengthDist (real business lengths), or None
-    target: Any = None  # chains.plan.Target
+    lengths: LengthDist | None = None  # real business lengths
+    target: "Target | None" = None
     # swap review: the old model's and the new model's plan.State under the same configuration
-    before: Any = None
-    after: Any = None
-    # chain one: the running plan state (chains.plan.PlanState); stop-loss: the finished plan
-    plan_state: Any = None
-    plan: Any = None
+    before: "State | None" = None
+    after: "State | None" = None
+    # chain one: the running plan state; stop-loss: the finished plan
+    plan_state: "PlanState | None" = None
+    plan: "Plan | None" = None
     evidence_capacity_short: bool = False
     thresholds: Thresholds = field(default_factory=Thresholds)
     # chain two: does the timeline's preemption column count (a counter), benchmark results, and the
     # signals computed once from all of it (detect.signals_of)
     counter_trusted: bool = False
-    bench: list[Any] = field(default_factory=list)
-    signals: Any = None  # chains.signals.Signals (not imported: signals imports this module)
-    # the slow-request analysis hand-over
-    cache: dict[str, Any] = field(default_factory=dict)
+    bench: list[BenchResult] = field(default_factory=list)
+    signals: "Signals | None" = None
+    # the slow-request analysis hand-over: the report its three rules read (chains.slow.SlowReport)
+    slow: "SlowReport | None" = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from kvdoctor.chains.findings import Cite, Context, Finding
 from kvdoctor.chains.lengths import LengthDist
@@ -23,6 +23,18 @@ from kvdoctor.errors import KvdoctorError
 from kvdoctor.facts.gpu import capability_int, capability_text
 from kvdoctor.provenance import Figure
 from kvdoctor.units import ratio_text
+
+if TYPE_CHECKING:  # pragma: no cover - the lower layers' boundary types (annotations only)
+    from kvdoctor.engine.config import EngineConfig
+    from kvdoctor.engine.defaults import ResolvedEngine
+    from kvdoctor.facts import GpuSpec, ModelShape
+    from kvdoctor.ledger.build import Ledger
+    from kvdoctor.sim.calibration import Calibration
+    from kvdoctor.sim.result import SimSummary
+    from kvdoctor.sim.workload import Workload
+
+# The CLI's ``progress(description, total=...)`` factory (a bar on a TTY), handed in: chains never import the CLI.
+Progress = Callable[..., ContextManager[Any]]
 
 SCHEMA_VERSION = "kvdoctor.plan/1"
 NODE_GPUS = 8  # GPUs per node for TP (NVLink domain of an HGX board)
@@ -59,9 +71,9 @@ class Target:
 class State:
     """A configuration point of the plan: what is set, what vLLM resolves it to, its ledger."""
 
-    config: Any
-    resolved: Any
-    ledger: Any
+    config: EngineConfig
+    resolved: ResolvedEngine
+    ledger: Ledger
 
     def figures(self, lengths: LengthDist | None = None) -> dict[str, Figure]:
         led = self.ledger
@@ -125,7 +137,7 @@ class LevelResult:
         }
 
 
-def flag_text(dest: str, value: Any) -> str:
+def flag_text(dest: str, value: object) -> str:
     name = "--" + dest.replace("_", "-")
     if value is True:
         return name
@@ -138,7 +150,8 @@ def flag_text(dest: str, value: Any) -> str:
 # building a state
 
 
-def build_state(shape, gpu, config, version: str, usage: str = "api") -> State:
+def build_state(shape: ModelShape, gpu: GpuSpec | None, config: EngineConfig, version: str,
+                usage: str | None = "api") -> State:
     from kvdoctor.engine.defaults import resolve
     from kvdoctor.ledger.build import build_ledger
 
@@ -152,8 +165,8 @@ class PlanState:
     applied so far (``current``), the starting point (``before``), and changes deferred to level 4.
     Invariant: ``current_figures == current.figures(lengths)`` after every :meth:`advance`."""
 
-    shape: Any  # ledger.shape.ModelShape
-    gpu: Any  # catalog.gpus.GpuSpec
+    shape: ModelShape
+    gpu: GpuSpec | None
     version: str
     lengths: LengthDist | None
     target: Target
@@ -162,12 +175,14 @@ class PlanState:
     current: State
     current_figures: dict[str, Figure]
     deferred: dict[str, Any] = field(default_factory=dict)
+    usage: str | None = "api"  # vLLM's usage context of the starting configuration: every level keeps it
 
     @classmethod
-    def start(cls, shape, gpu, version: str, lengths: LengthDist | None, target: Target | None,
+    def start(cls, shape: ModelShape, gpu: GpuSpec | None, version: str, lengths: LengthDist | None, target: Target | None,
               before: State) -> "PlanState":
         figs = before.figures(lengths)
-        return cls(shape, gpu, version, lengths, target or Target(), before, figs, before, figs)
+        return cls(shape, gpu, version, lengths, target or Target(), before, figs, before, figs,
+                   usage=before.resolved.usage)
 
     def advance(self, lv: "LevelResult") -> None:
         """An applicable level becomes the state the next level starts from."""
@@ -177,7 +192,7 @@ class PlanState:
 def _try_state(ps: PlanState, changes: dict[str, Any]) -> tuple[State | None, str]:
     cfg = ps.current.config.with_changes(**changes)
     try:
-        return build_state(ps.shape, ps.gpu, cfg, ps.version or "0.33.0"), ""
+        return build_state(ps.shape, ps.gpu, cfg, ps.version or "0.33.0", ps.usage), ""
     except KvdoctorError as exc:  # vLLM would reject it: that is the reason the level does not apply
         return None, str(exc)
 
@@ -211,6 +226,18 @@ def _judge(target: Target | None, res: LevelResult) -> None:
         res.enough, res.enough_why = None, "no target given (--target-concurrency, --target-context or --evidence)"
         return
     res.enough, res.enough_why = bool(ok), "; ".join(reasons)
+
+
+def _untried(level: int, rule_id: str) -> LevelResult:
+    """A level's result before it is tried: not applicable, titled by its rule."""
+    return LevelResult(level, rule_id, get(rule_id).title, False, "")
+
+
+def _adopt(ps: PlanState, res: LevelResult, st: State, change: dict[str, Any]) -> bool:
+    """The level's change gives state ``st``: record it; False when it buys nothing (``_no_gain``)."""
+    res.applicable, res.flag_change, res.state = True, change, st
+    res.figures = st.figures(ps.lengths)
+    return not _no_gain(ps, res)
 
 
 def _no_gain(ps: PlanState, res: LevelResult) -> bool:
@@ -268,7 +295,7 @@ def apply_level1(ps: PlanState) -> LevelResult:
     t: Target = ps.target
     mml = int(cur.ledger.engine["max_model_len"].value)
     bs = int(cur.ledger.kv["block_size"].value)
-    res = LevelResult(1, "memory.level1-max-model-len", get("memory.level1-max-model-len").title, False, "")
+    res = _untried(1, "memory.level1-max-model-len")
     if lens is None or lens.p99_total is None:
         res.why = ("the real length distribution is unknown: pass --trace / --lengths FILE or --p99-context N "
                    "(the business maximum must be known before cutting the limit)")
@@ -285,9 +312,7 @@ def apply_level1(ps: PlanState) -> LevelResult:
     if st is None:
         res.why = f"vLLM would reject --max-model-len {new}: {err}"
         return res
-    res.applicable, res.flag_change, res.state = True, {"max_model_len": new}, st
-    res.figures = st.figures(lens)
-    if _no_gain(ps, res):
+    if not _adopt(ps, res, st, {"max_model_len": new}):
         return res
     before = ps.before_figures
     p_before, p_after = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
@@ -330,19 +355,17 @@ def apply_level1(ps: PlanState) -> LevelResult:
 
 def apply_level2(ps: PlanState) -> LevelResult:
     cur: State = ps.current
-    res = LevelResult(2, "memory.level2-fp8-kv", get("memory.level2-fp8-kv").title, False, "")
+    res = _untried(2, "memory.level2-fp8-kv")
     kvd = str(cur.resolved.kv_cache_dtype)
     if kvd not in ("bfloat16", "float16", "float32"):
         res.why = f"the KV cache is already {kvd}"
         return res
     st, err = _try_state(ps, {"kv_cache_dtype": "fp8"})
-    cc = getattr(ps.gpu, "compute_capability", None)
+    cc = ps.gpu.compute_capability if ps.gpu is not None else None
     if st is None:
-        res.why = f"fp8 KV is not available on {getattr(ps.gpu, 'name', 'this GPU')} (SM {cc}): {err}"
+        res.why = f"fp8 KV is not available on {ps.gpu.name if ps.gpu is not None else 'this GPU'} (SM {cc}): {err}"
         return res
-    res.applicable, res.flag_change, res.state = True, {"kv_cache_dtype": "fp8"}, st
-    res.figures = st.figures(ps.lengths)
-    if _no_gain(ps, res):
+    if not _adopt(ps, res, st, {"kv_cache_dtype": "fp8"}):
         return res
     before = ps.current_figures
     pb, pa = int(before["pool_tokens"].value), int(res.figures["pool_tokens"].value)
@@ -362,20 +385,18 @@ def apply_level2(ps: PlanState) -> LevelResult:
 
 def apply_level3(ps: PlanState) -> LevelResult:
     cur: State = ps.current
-    res = LevelResult(3, "memory.level3-quantize-weights", get("memory.level3-quantize-weights").title, False, "")
-    q = cur.resolved.quantization or getattr(getattr(ps.shape, "quant", None), "method", None)
+    res = _untried(3, "memory.level3-quantize-weights")
+    q = cur.resolved.quantization or (ps.shape.quant.method if ps.shape.quant is not None else None)
     if q:
         res.why = f"the weights are already quantized ({q})"
         return res
     st, err = _try_state(ps, {"quantization": "fp8"})
-    cc = capability_int(getattr(ps.gpu, "compute_capability", None))
+    cc = capability_int(ps.gpu.compute_capability if ps.gpu is not None else None)
     if st is None:
         res.why = (f"online fp8 weight quantization is not available here: {err}. A pre-quantized checkpoint "
                    "(GPTQ needs SM60+, AWQ SM75+) is the alternative")
         return res
-    res.applicable, res.flag_change, res.state = True, {"quantization": "fp8"}, st
-    res.figures = st.figures(ps.lengths)
-    if _no_gain(ps, res):
+    if not _adopt(ps, res, st, {"quantization": "fp8"}):
         return res
     before = ps.current_figures
     wb, wa = int(before["weights_bytes"].value), int(res.figures["weights_bytes"].value)
@@ -392,7 +413,7 @@ def apply_level3(ps: PlanState) -> LevelResult:
 
 def apply_level4(ps: PlanState) -> LevelResult:
     cur: State = ps.current
-    res = LevelResult(4, "memory.level4-parallelism", get("memory.level4-parallelism").title, False, "")
+    res = _untried(4, "memory.level4-parallelism")
     shape = ps.shape
     tp0 = int(cur.resolved.tensor_parallel_size)
     pp0 = int(cur.resolved.pipeline_parallel_size)
@@ -434,7 +455,7 @@ def apply_level4(ps: PlanState) -> LevelResult:
     if deferred:
         res.notes.append("with the changes of the levels that had no room to act on one GPU: "
                          + " ".join(flag_text(k, v) for k, v in deferred.items()))
-    kvh = int(getattr(shape, "num_kv_heads", 0) or 0)
+    kvh = int(shape.num_kv_heads or 0)
     if kvh and tp > kvh:
         res.notes.append(f"TP {tp} > {kvh} KV heads: KV heads are replicated, so the pool grows less than the GPU count")
     return res
@@ -464,7 +485,7 @@ LEVELS = (apply_level1, apply_level2, apply_level3, apply_level4)  # in order of
 
 def parallel_candidates(shape, tp0: int = 1, pp0: int = 1) -> list[tuple[int, int]]:
     """TP sizes that divide the attention heads, within one node (≤ 8 GPUs), smallest first; then PP 2."""
-    heads = int(getattr(shape, "num_attention_heads", 1) or 1)
+    heads = int(shape.num_attention_heads or 1)
     out = [(tp, 1) for tp in (2, 4, 8) if tp > tp0 and heads % tp == 0]
     tp_max = max([tp for tp in (1, 2, 4, 8) if heads % tp == 0], default=1)
     if tp_max * 2 <= NODE_GPUS:
@@ -472,7 +493,7 @@ def parallel_candidates(shape, tp0: int = 1, pp0: int = 1) -> list[tuple[int, in
     return out
 
 
-def _cc(cc: Any) -> str:
+def _cc(cc: tuple[int, int] | int | None) -> str:
     return capability_text(cc, sep="", unknown="?")
 
 
@@ -535,15 +556,21 @@ class Plan:
         }
 
 
-def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDist | None = None,
-              target: Target | None = None, usage: str = "api", max_level: int = 4,
-              stop_when_enough: bool = True, workload: Any = None, evidence_capacity_short: bool = False,
-              progress: Any = None, calibration: Any = None) -> Plan:
+def make_plan(shape: ModelShape, gpu: GpuSpec | None, config: EngineConfig, *, version: str = "0.33.0", lengths: LengthDist | None = None,
+              target: Target | None = None, usage: str | None = "api", max_level: int = 4,
+              stop_when_enough: bool = True, workload: Workload | None = None, evidence_capacity_short: bool = False,
+              progress: Progress | None = None, calibration: Calibration | None = None,
+              before: State | None = None) -> Plan:
     """Walk chain one from ``config`` (an EngineConfig). Raises KvdoctorError on bad input.
 
+    ``before``: the starting state when the caller already resolved it (a verb hands in its
+    ``Deployment``'s resolved engine and predicted ledger, so the start is not resolved twice);
+    built from ``config`` with ``usage`` otherwise. Every level keeps the start's usage context.
     ``progress``: the CLI's ``progress(description, total=...)`` context factory (a bar on a TTY),
     for the simulations a trace brings; chains never import the CLI, so it is handed in."""
-    before = build_state(shape, gpu, config, version, usage)
+    if before is None:
+        before = build_state(shape, gpu, config, version, usage)
+    usage = before.resolved.usage
     ps = PlanState.start(shape, gpu, version, lengths, target, before)
     levels: list[LevelResult] = []
     applied: list[int] = []
@@ -567,7 +594,7 @@ def make_plan(shape, gpu, config, *, version: str = "0.33.0", lengths: LengthDis
             ps.advance(lv)
             if lv.level == 4 or (lv.enough and stop_when_enough):
                 break
-    p = Plan(model=shape.name, gpu=str(getattr(gpu, "name", gpu)), vllm_version=version,
+    p = Plan(model=shape.name, gpu=str(gpu.name if gpu is not None else gpu), vllm_version=version,
              target=t, lengths=lengths, before=before, levels=levels, final=ps.current,
              applied_levels=tuple(applied), notes=notes)
     from kvdoctor.chains.stoploss import check_stop_loss
@@ -673,7 +700,8 @@ def concurrency_advice(st: State, lengths: LengthDist | None, target: Target) ->
     return out
 
 
-def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None, calibration: Any = None) -> None:
+def attach_simulation(p: Plan, shape: ModelShape, gpu: GpuSpec | None, workload: Workload,
+                      progress: Progress | None = None, calibration: Calibration | None = None) -> None:
     """Predicted TTFT/TBT/throughput/preemptions per applied level, when the simulator is present."""
     import contextlib
 
@@ -687,7 +715,7 @@ def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None, calib
     if p.concurrency.get("recommended") is not None:
         states.append(("result", p.final))  # the max-num-seqs advice, confirmed on the same workload
     # one bar over every configuration's run: a full trace takes seconds per level
-    total = len(getattr(workload, "arrival", None) or []) * len(states) or None
+    total = len(workload.arrival or []) * len(states) or None
     bar = (progress(f"Simulating {len(states)} configurations", total=total) if progress is not None
            else contextlib.nullcontext(None))
     with bar as advance:
@@ -708,8 +736,8 @@ def attach_simulation(p: Plan, shape, gpu, workload, progress: Any = None, calib
         p.notes.append(note)
 
 
-def _record_prediction(p: Plan, label: str, s: Any) -> None:
-    d = s.as_dict() if hasattr(s, "as_dict") else dict(s.__dict__)
+def _record_prediction(p: Plan, label: str, s: SimSummary) -> None:
+    d = s.as_dict()
     pred = {k: d.get(k) for k in ("ttft_p99_s", "tbt_p99_s", "output_tokens_per_s", "preemptions",
                                   "rejected", "completed")}
     if label == "before":
@@ -721,14 +749,14 @@ def _record_prediction(p: Plan, label: str, s: Any) -> None:
         lv.predicted = pred
 
 
-def overload_note(workload, label: str, pred: dict[str, Any]) -> str | None:
+def overload_note(workload: Workload, label: str, pred: dict[str, Any]) -> str | None:
     """When the workload asks for more output than the simulated configuration delivers.
 
     "Enough?" judges concurrency at the limit; a trace recorded on a fleet can still bury one
     instance (splitwise_conv on one L40S: level 2 "enough", TTFT p99 ~30 min). Offered output
     tokens/s over the arrival span against the simulated rate sizes the instances the load needs.
     """
-    arr, out = list(getattr(workload, "arrival", []) or []), list(getattr(workload, "output", []) or [])
+    arr, out = list(workload.arrival or []), list(workload.output or [])
     served = pred.get("output_tokens_per_s")
     if len(arr) < 2 or not served or served <= 0:
         return None
@@ -757,14 +785,14 @@ def overload_note(workload, label: str, pred: dict[str, Any]) -> str | None:
 # rendering the resulting configuration
 
 
-def _given_flags(cfg) -> dict[str, Any]:
+def _given_flags(cfg: EngineConfig) -> dict[str, Any]:
     from kvdoctor.engine.config import ENGINE_FIELDS
 
     out = {}
     for name in ENGINE_FIELDS:
         if name in ("model",):
             continue
-        v = getattr(cfg, name, None)
+        v = cfg.value_of(name)
         if v is not None and not isinstance(v, (dict, list)):
             out[name] = v
     return out

@@ -18,15 +18,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.chains.findings import Cite, Thresholds, fmt_time
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only (numpy is imported where it is used)
+    import numpy as np
+
+    from kvdoctor.evidence.model import Timeline
+
+
+def floats(x: np.ndarray | list[float] | None) -> list[float]:
+    """A column as plain floats (NaN kept); [] for a column the timeline lacks."""
+    return _arr(x)
 
 
 def _arr(x) -> list[float]:
     if x is None:
         return []
-    return [float(v) for v in (x.tolist() if hasattr(x, "tolist") else x)]
+    return [float(v) for v in (x.tolist() if hasattr(x, "tolist") else x)]  # untyped-ok: numpy array or list
 
 
 def _finite(vals: list[float]) -> list[float]:
@@ -42,7 +52,7 @@ def median(vals: list[float]) -> float:
 
 
 def line_of(tl, i: int) -> int | None:
-    ln = getattr(tl, "line_no", None)
+    ln = tl.line_no if tl is not None else None
     if ln is None:
         return None
     try:
@@ -52,12 +62,20 @@ def line_of(tl, i: int) -> int | None:
     return None if math.isnan(v) else int(v)
 
 
-def cite_sample(tl, i: int, source: str, metric: str, value: Any, text: str | None = None) -> Cite:
+def cite_sample(tl: Timeline, i: int, source: str, metric: str, value: float | int | str | None,
+                text: str | None = None) -> Cite:
     t = float(tl.t[i])
     ln = line_of(tl, i)
     where = f" (line {ln})" if ln is not None else ""
     detail = text or f"{metric}={value} at {fmt_time(t)}{where}"
     return Cite(detail=detail, source=source, t=t, line_no=ln, metric=metric, value=value)
+
+
+def cite_at(tl: Timeline, i: int, source: str, metric: str, value: float | int | None, what: str) -> Cite:
+    """A sample cited as "<what> at <time> (line N)": the sentence every chain-two finding quotes."""
+    ln = line_of(tl, i)
+    return cite_sample(tl, i, source, metric, value,
+                       f"{what} at {fmt_time(float(tl.t[i]))}" + (f" (line {ln})" if ln else ""))
 
 
 # --------------------------------------------------------------------------------------------
@@ -118,7 +136,7 @@ def preemptions(tl, events, source: str, th: Thresholds, counter_trusted: bool) 
     ``vllm:num_preemptions_total``, a simulation, or a log whose lines do print ``Preemptions:``).
     """
     win = window(tl)
-    warn = [e for e in (events or []) if getattr(e, "kind", "") == "preemption-warning"]
+    warn = [e for e in (events or []) if e.kind == "preemption-warning"]
     if tl is not None and len(tl) and counter_trusted:
         p = _arr(tl.preemptions)
         known = [(i, v) for i, v in enumerate(p) if not math.isnan(v)]
@@ -137,7 +155,7 @@ def preemptions(tl, events, source: str, th: Thresholds, counter_trusted: bool) 
             )
     if warn:
         return _from_v0_warnings(warn, source)
-    v0 = tl is not None and getattr(tl, "swapped", None) is not None  # only v0 lines print "Swapped:"
+    v0 = tl is not None and tl.swapped is not None  # only v0 lines print "Swapped:"
     if tl is not None and len(tl) and not counter_trusted:
         w = _arr(tl.waiting)
         fw = _finite(w)
@@ -282,7 +300,7 @@ class Ttft:
 def ttft(tl, requests, bench) -> Ttft | None:
     if tl is not None and len(tl):
         for name in ("ttft_p99", "ttft_p50"):
-            col = getattr(tl, name, None)
+            col = tl.column(name)
             vals = _arr(col)
             fin = [(i, v) for i, v in enumerate(vals) if not math.isnan(v)]
             if fin:
@@ -290,7 +308,7 @@ def ttft(tl, requests, bench) -> Ttft | None:
                 med = median([v for _, v in fin])
                 return Ttft(f"timeline-{name[-3:]}", med if name == "ttft_p99" else None,
                             med if name == "ttft_p50" else None, i_w, v_w)
-    vals = sorted(r.ttft_s for r in (requests or []) if getattr(r, "ttft_s", None) is not None)
+    vals = sorted(r.ttft_s for r in (requests or []) if r.ttft_s is not None)
     if vals:
         return Ttft("requests", _pct(vals, 99), _pct(vals, 50), None, vals[-1])
     for b in bench or []:
@@ -334,7 +352,7 @@ def spikes(tl, preempt_times: list[float], th: Thresholds) -> Spikes | None:
     if tl is None or len(tl) == 0:
         return None
     for name in ("itl_p99", "itl_p50"):
-        vals = _arr(getattr(tl, name, None))
+        vals = _arr(tl.column(name))
         fin = [(i, v) for i, v in enumerate(vals) if not math.isnan(v)]
         if len(fin) >= 3:
             break
@@ -377,7 +395,7 @@ def decode(tl) -> Decode | None:
     if tl is None or len(tl) == 0:
         return None
     t, run = _arr(tl.t), _arr(tl.running)
-    gen, pr = _arr(getattr(tl, "gen_tps", None)), _arr(getattr(tl, "prompt_tps", None))
+    gen, pr = _arr(tl.gen_tps), _arr(tl.prompt_tps)
     if not gen or len(gen) != len(run):
         return None
     if len(pr) != len(run):

@@ -199,8 +199,7 @@ def analyse_slow(requests, timeline=None, *, pct: float = 99.9, by: str = "e2e",
     rep = SlowReport(by, pct, thr, len(rows), tail, shares, {k: v for k, v in causes.items() if v},
                      {"flood": flood_basis,
                       "heavy_tail": f"prompt ≥ p99 prompt ({p99_prompt:,.0f} tokens)" if p99_prompt else "unknown"})
-    ctx = Context(source=source, requests=requests, timeline=timeline)
-    ctx.cache["slow"] = rep
+    ctx = Context(source=source, requests=requests, timeline=timeline, slow=rep)
     for rid in ("slow.queueing", "slow.preemption", "slow.long-prefill"):
         f = get(rid).run(ctx)
         if f is not None:
@@ -209,7 +208,7 @@ def analyse_slow(requests, timeline=None, *, pct: float = 99.9, by: str = "e2e",
 
 
 def _rule(ctx: Context, cause: str) -> Finding | None:
-    rep: SlowReport | None = ctx.cache.get("slow")
+    rep = ctx.slow
     if rep is None or not rep.tail:
         return None
     hit = [s for s in rep.tail if s.cause == cause]

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.chains.findings import Cite, Context, Finding
 from kvdoctor.chains.rules import get
 from kvdoctor.provenance import Figure
 from kvdoctor.units import ratio_text
+
+if TYPE_CHECKING:  # pragma: no cover - the lower layers' boundary types (annotations only)
+    from kvdoctor.chains.lengths import LengthDist
+    from kvdoctor.engine.config import EngineConfig
+    from kvdoctor.facts import GpuSpec, ModelShape
+    from kvdoctor.sim.calibration import Calibration
+    from kvdoctor.sim.workload import Workload
 
 SCHEMA_VERSION = "kvdoctor.swap/1"
 BASELINE_REMINDER = ("Re-run the load-test baseline for the new model before comparing throughput: the old baseline "
@@ -152,10 +159,11 @@ class SwapReview:
     old_model: str
     new_model: str
     gpu: str
-    old: Any  # plan.State
-    new: Any
+    # chains.plan's types, named, not imported: plan imports this module (test_layers: no circles)
+    old: "State"
+    new: "State"
     findings: list[Finding]
-    plan: Any  # plan.Plan for the new model
+    plan: "Plan"  # for the new model
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -182,16 +190,19 @@ class SwapReview:
         return not any(f.severity == "problem" for f in self.findings)
 
 
-def review(old_shape, new_shape, gpu, config, *, version: str = "0.33.0", lengths=None, target=None,
-           workload=None, calibration=None) -> SwapReview:
-    """Both ledgers under ``config`` (the new model name replaces the old one), the swap rules, chain one."""
+def review(old_shape: ModelShape, new_shape: ModelShape, gpu: GpuSpec | None, config: EngineConfig, *,
+           version: str = "0.33.0", lengths: LengthDist | None = None, target: "Target | None" = None,
+           workload: Workload | None = None, calibration: Calibration | None = None,
+           usage: str | None = "api") -> SwapReview:
+    """Both ledgers under ``config`` (the new model name replaces the old one), the swap rules, chain one.
+    ``usage``: the deployment's usage context (an ``LLM(...)`` configuration: "llm"), kept for both models."""
     from kvdoctor.chains.plan import Target, build_state, make_plan
     from kvdoctor.chains.rules import get as get_rule
 
     old_cfg = config.with_changes(model=old_shape.name)
     new_cfg = config.with_changes(model=new_shape.name)
-    old = build_state(old_shape, gpu, old_cfg, version)
-    new = build_state(new_shape, gpu, new_cfg, version)
+    old = build_state(old_shape, gpu, old_cfg, version, usage)
+    new = build_state(new_shape, gpu, new_cfg, version, usage)
     ctx = Context(shape=new_shape, gpu=gpu, config=new_cfg, resolved=new.resolved, ledger=new.ledger,
                   version=version, lengths=lengths, before=old, after=new)
     findings = [f for rid in SWAP_RULES if (f := get_rule(rid).run(ctx)) is not None]
@@ -204,5 +215,5 @@ def review(old_shape, new_shape, gpu, config, *, version: str = "0.33.0", length
         notes.append(f"target: the old model's max concurrency at its limit, floor({conc_old:.2f}) = "
                      f"{target.concurrency} (pass --target-concurrency / --target-context to override)")
     p = make_plan(new_shape, gpu, new_cfg, version=version, lengths=lengths, target=target, workload=workload,
-                  calibration=calibration)
-    return SwapReview(old_shape.name, new_shape.name, str(getattr(gpu, "name", gpu)), old, new, findings, p, notes)
+                  calibration=calibration, before=new)
+    return SwapReview(old_shape.name, new_shape.name, str(gpu.name if gpu is not None else gpu), old, new, findings, p, notes)

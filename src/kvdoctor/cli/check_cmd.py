@@ -52,8 +52,7 @@ def check(
 
         prev = lookup_model(previous_model)
     intent = Intent(min_concurrency, p99_context, drop, max_ratio)
-    res = run_check(inputs.shape, inputs.gpu, inputs.config, version=inputs.vllm_version, intent=intent,
-                    previous_shape=prev, startup=inputs.startup)
+    res = run_check(inputs, intent=intent, previous_shape=prev)
     if json_out:
         from kvdoctor.cli.output import emit_json
 

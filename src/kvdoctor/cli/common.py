@@ -159,39 +159,51 @@ _OPTION_TYPES: dict[str, Any] = {
 assert set(_OPTION_TYPES) == {f.name for f in fields(ConfigOptions)}
 
 
-def config_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator: replace the verb's ``opts: ConfigOptions`` parameter by every shared option.
+def option_bundle(name: str, bundle: type, types: dict[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator factory: replace the verb's parameter ``name`` (a ``bundle`` dataclass) by one option
+    per field (annotation from ``types``, default from the dataclass).
 
-    typer reads the wrapper's ``__signature__``; the wrapper collects the shared options into a
-    ``ConfigOptions`` and calls the verb with ``opts=...`` plus its own parameters.
+    typer reads the wrapper's ``__signature__``; the wrapper collects those options into one
+    ``bundle`` and calls the verb with ``name=...`` plus its own parameters. The verb's positional
+    arguments (typer Arguments) stay first, then its options, then the bundle's, so bundles stack
+    (``config_options`` over ``workload_opts.workload_options`` over a verb's own).
     """
-    sig = inspect.signature(func, eval_str=True)
-    own = [p for p in sig.parameters.values() if p.name != "opts"]
-    if len(own) == len(sig.parameters):
-        raise TypeError(f"{func.__name__}: @config_options needs a parameter named 'opts'")
-    clash = {p.name for p in own} & set(_OPTION_TYPES)
-    if clash:
-        raise TypeError(f"{func.__name__}: parameters {sorted(clash)} clash with the shared options")
-    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ann)
-              for name, ann in _OPTION_TYPES.items()]
-    # Keep the verb's positional arguments (typer Arguments) first, then its options, then ours.
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.kind is inspect.Parameter.VAR_KEYWORD
-              else p for p in own]
-    params = [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params] + shared
-    new_sig = sig.replace(parameters=_ordered(params))
+    defaults = {f.name: f.default for f in fields(bundle)}
+    assert set(types) == set(defaults), f"{bundle.__name__}: options and fields differ"
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        collected = {name: kwargs.pop(name, None) for name in _OPTION_TYPES}
-        return func(*args, opts=ConfigOptions(**collected), **kwargs)
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(func, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name != name]
+        if len(own) == len(sig.parameters):
+            raise TypeError(f"{func.__name__}: the {bundle.__name__} decorator needs a parameter named {name!r}")
+        clash = {p.name for p in own} & set(types)
+        if clash:
+            raise TypeError(f"{func.__name__}: parameters {sorted(clash)} clash with the shared options")
+        shared = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=defaults[n], annotation=ann)
+                  for n, ann in types.items()]
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.kind is inspect.Parameter.VAR_KEYWORD
+                  else p for p in own]
+        params = [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params] + shared
+        new_sig = sig.replace(parameters=_ordered(params))
 
-    wrapper.__signature__ = new_sig  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in new_sig.parameters.values()
-                               if p.annotation is not inspect.Parameter.empty}
-    if sig.return_annotation is not inspect.Signature.empty:
-        wrapper.__annotations__["return"] = sig.return_annotation
-    del wrapper.__wrapped__  # typer must see the new signature, not the verb's
-    return wrapper
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            collected = {n: kwargs.pop(n, defaults[n]) for n in types}
+            return func(*args, **{name: bundle(**collected)}, **kwargs)
+
+        wrapper.__signature__ = new_sig  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in new_sig.parameters.values()
+                                   if p.annotation is not inspect.Parameter.empty}
+        if sig.return_annotation is not inspect.Signature.empty:
+            wrapper.__annotations__["return"] = sig.return_annotation
+        del wrapper.__wrapped__  # typer must see the new signature, not the verb's
+        return wrapper
+
+    return decorate
+
+
+# Decorator: the verb's ``opts: ConfigOptions`` parameter becomes every shared engine option.
+config_options = option_bundle("opts", ConfigOptions, _OPTION_TYPES)
 
 
 def _ordered(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
@@ -310,14 +322,7 @@ def bound_numeric_options(command: Any) -> None:
     for param in getattr(command, "params", []):
         if _numeric_kind(param) is None or getattr(param, "_kvdoctor_bounded", False):
             continue
-        own = param.callback
-
-        def callback(ctx: Any, p: Any, value: Any, _own: Any = own) -> Any:
-            value = check_number(p, value)
-            return _own(ctx, p, value) if _own is not None else value
-
-        param.callback = callback
-        param._kvdoctor_bounded = True
+        _chain_callback(param, check_number, "_kvdoctor_bounded")
 
 
 # Parameters that name files kvdoctor reads (by dest name). A FIFO, socket or device given there
@@ -365,11 +370,17 @@ def _guard_paths(command: Any) -> None:
     for param in getattr(command, "params", []):
         if param.name not in INPUT_FILE_PARAMS or getattr(param, "_kvdoctor_path_guard", False):
             continue
-        own = param.callback
+        _chain_callback(param, check_input_path, "_kvdoctor_path_guard")
 
-        def callback(ctx: Any, p: Any, value: Any, _own: Any = own) -> Any:
-            value = check_input_path(p, value)
-            return _own(ctx, p, value) if _own is not None else value
 
-        param.callback = callback
-        param._kvdoctor_path_guard = True
+def _chain_callback(param: Any, check: Callable[[Any, Any], Any], marker: str) -> None:
+    """Run ``check(param, value)`` before the parameter's own click callback (if any); ``marker``
+    is set on the parameter so that hardening it twice is a no-op."""
+    own = param.callback
+
+    def callback(ctx: Any, p: Any, value: Any) -> Any:
+        value = check(p, value)
+        return own(ctx, p, value) if own is not None else value
+
+    param.callback = callback
+    setattr(param, marker, True)

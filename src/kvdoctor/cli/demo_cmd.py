@@ -15,18 +15,10 @@ def demo(json_out: common.JsonOpt = False, quiet: common.QuietOpt = False) -> No
     from kvdoctor.chains.demo import run_demo
 
     payload = run_demo()
-    if json_out:
-        from kvdoctor.cli.output import emit_json
+    from kvdoctor.cli.output import answer
+    from kvdoctor.report.oneline import demo_line  # --quiet: the case's answer, one line
 
-        emit_json(payload)
-        return
-    if quiet:  # docs/cli.md "--quiet": the case's answer, one line
-        from kvdoctor.report.oneline import demo_line
-        from kvdoctor.report.terminal import one_line
-
-        one_line(demo_line(payload))
-        return
-    render_demo(payload, quiet)
+    answer(payload, json_out=json_out, quiet=quiet, line=demo_line, render=render_demo)
 
 
 def render_demo(d: dict[str, Any], quiet: bool = False) -> None:

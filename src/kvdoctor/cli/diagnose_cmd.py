@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from kvdoctor.cli import app, common
 from kvdoctor.report.html import html_option, write_html_if_asked
+
+if TYPE_CHECKING:
+    from kvdoctor.deployment import Deployment
+    from kvdoctor.evidence.model import Evidence
 
 
 @app.command(help="Chain two (scheduling feels wrong) on evidence: concurrency reconciliation → preemption "
@@ -98,17 +102,10 @@ def diagnose(
         payload["slow"] = slow_payload(ev, trace, inputs, pct, by)
         payload["slow_requests"] = payload["slow"]["slow_requests"]
     write_html_if_asked(html, [payload], title="kvdoctor diagnose", quiet=quiet)
-    if json_out:
-        from kvdoctor.cli.output import emit_json
+    from kvdoctor.cli.output import answer
+    from kvdoctor.report.oneline import diagnose_line  # --quiet: the verdict, one line
 
-        emit_json(payload)
-    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
-        from kvdoctor.report.oneline import diagnose_line
-        from kvdoctor.report.terminal import one_line
-
-        one_line(diagnose_line(payload))
-    else:
-        render(payload, quiet)
+    answer(payload, json_out=json_out, quiet=quiet, line=diagnose_line, render=render)
     if payload["verdict"] in fail or any(i["verdict"] in fail for i in payload.get("instances", [])):
         raise typer.Exit(EXIT_FINDING)
 
@@ -121,7 +118,8 @@ def refuse_non_text(path: str) -> None:
     check(path)
 
 
-def slow_payload(ev, trace: str | None, inputs, pct: float, by: str) -> dict[str, Any]:
+def slow_payload(ev: Evidence | None, trace: str | None, inputs: Deployment | None, pct: float,
+                 by: str) -> dict[str, Any]:
     from kvdoctor.chains.slow import analyse_slow
     from kvdoctor.errors import InputError
 
@@ -144,11 +142,11 @@ def slow_payload(ev, trace: str | None, inputs, pct: float, by: str) -> dict[str
         if inputs is None:
             raise InputError("the trace has no per-request timings: pass --model/--gpu (and engine flags) to simulate "
                              "it, or a trace with latencies")
-        from kvdoctor.chains.plan import build_state
         from kvdoctor.sim.whatif import run
 
-        st = build_state(inputs.shape, inputs.gpu, inputs.config, inputs.vllm_version)
-        res = run(inputs.shape, inputs.gpu, st.resolved, st.ledger.num_blocks, list(requests), detail=True)
+        # this deployment as resolved once (its own usage context), sized on its predicted pool
+        res = run(inputs.shape, inputs.gpu, inputs.resolved, inputs.predicted_ledger.num_blocks, list(requests),
+                  detail=True)
         requests, timeline = res.request_records(), res.timeline
         note = ("timings simulated with kvdoctor's vLLM v1 scheduler for this configuration "
                 f"({len(requests)} requests); queue/prefill/decode are predictions")

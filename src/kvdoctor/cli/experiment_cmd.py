@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -69,6 +70,45 @@ TConcOpt = Annotated[Optional[int], typer.Option("--target-concurrency", help="C
 TCtxOpt = Annotated[Optional[int], typer.Option("--target-context", help="Chain one's target (as `plan`): the context the business must serve.", rich_help_panel=_CH)]
 
 
+@dataclass
+class RunOptions:
+    """The server, load, journal and target options ``experiment`` and ``experiment chain`` share."""
+
+    vllm_cmd: str = "vllm"
+    host: str = "127.0.0.1"
+    port: Optional[int] = None
+    health_timeout: float = 600.0
+    bench_timeout: float = 1800.0
+    out: Optional[Path] = None
+    trace: Optional[str] = None
+    prompt_dist: Optional[str] = None
+    requests: Optional[int] = None
+    rate: Optional[float] = None
+    arrival: str = "poisson"
+    cv: float = 1.0
+    db: Optional[Path] = None
+    journal: Optional[str] = None
+    no_record: bool = False
+    note: Optional[str] = None
+    max_preemptions: Optional[int] = None
+    min_output_tps: Optional[float] = None
+    max_ttft_p99: Optional[float] = None
+    max_waiting: Optional[int] = None
+    target_concurrency: Optional[int] = None
+    target_context: Optional[int] = None
+    json_out: bool = False
+    quiet: bool = False
+
+
+run_options = common.option_bundle("run", RunOptions, {
+    "vllm_cmd": VllmCmdOpt, "host": HostOpt, "port": PortOpt, "health_timeout": HealthOpt, "bench_timeout": BenchTOpt,
+    "out": OutOpt, "trace": TraceOpt, "prompt_dist": DistOpt, "requests": ReqOpt, "rate": RateOpt, "arrival": ArrOpt,
+    "cv": CvOpt, "db": DbOpt, "journal": JournalOpt, "no_record": NoRecOpt, "note": NoteOpt,
+    "max_preemptions": MaxPreOpt, "min_output_tps": MinTpsOpt, "max_ttft_p99": MaxTtftOpt, "max_waiting": MaxWaitOpt,
+    "target_concurrency": TConcOpt, "target_context": TCtxOpt, "json_out": common.JsonOpt, "quiet": common.QuietOpt,
+})
+
+
 def _stderr(msg: str) -> None:
     sys.stderr.write(f"kvdoctor experiment: {msg}\n")
     sys.stderr.flush()
@@ -77,37 +117,15 @@ def _stderr(msg: str) -> None:
 @experiment_app.callback()
 @common.config_options
 @workload_opts.workload_options
+@run_options
 def experiment_cmd(
     ctx: typer.Context,
     opts: common.ConfigOptions,
     wl: workload_opts.WorkloadOptions,
+    run: RunOptions,
     set_: SetOpt = None,
     next_level: NextOpt = False,
     attach: AttachOpt = None,
-    vllm_cmd: VllmCmdOpt = "vllm",
-    host: HostOpt = "127.0.0.1",
-    port: PortOpt = None,
-    health_timeout: HealthOpt = 600.0,
-    bench_timeout: BenchTOpt = 1800.0,
-    out: OutOpt = None,
-    trace: TraceOpt = None,
-    prompt_dist: DistOpt = None,
-    requests: ReqOpt = None,
-    rate: RateOpt = None,
-    arrival: ArrOpt = "poisson",
-    cv: CvOpt = 1.0,
-    db: DbOpt = None,
-    journal: JournalOpt = None,
-    no_record: NoRecOpt = False,
-    note: NoteOpt = None,
-    max_preemptions: MaxPreOpt = None,
-    min_output_tps: MinTpsOpt = None,
-    max_ttft_p99: MaxTtftOpt = None,
-    max_waiting: MaxWaitOpt = None,
-    target_concurrency: TConcOpt = None,
-    target_context: TCtxOpt = None,
-    json_out: common.JsonOpt = False,
-    quiet: common.QuietOpt = False,
 ) -> None:
     """Baseline + ONE change (--set FLAG=VALUE or --next-level), each run on a real vLLM server and measured
     with `vllm bench serve`; both recorded in the journal beside kvdoctor's prediction."""
@@ -124,41 +142,19 @@ def experiment_cmd(
     base = _baseline(opts)
     levels = [_level("before", base.config)]
     if set_ or next_level:
-        levels.append(_change_level(base, opts, set_, next_level, target_concurrency, target_context))
-    _run(levels, base, opts, locals(), stop_early=False)
+        levels.append(_change_level(base, opts, set_, next_level, run.target_concurrency, run.target_context))
+    _run(levels, base, wl, run, attach=attach, stop_early=False)
 
 
 @experiment_app.command("chain")
 @common.config_options
 @workload_opts.workload_options
+@run_options
 def chain_cmd(
     ctx: typer.Context,
     opts: common.ConfigOptions,
     wl: workload_opts.WorkloadOptions,
-    vllm_cmd: VllmCmdOpt = "vllm",
-    host: HostOpt = "127.0.0.1",
-    port: PortOpt = None,
-    health_timeout: HealthOpt = 600.0,
-    bench_timeout: BenchTOpt = 1800.0,
-    out: OutOpt = None,
-    trace: TraceOpt = None,
-    prompt_dist: DistOpt = None,
-    requests: ReqOpt = None,
-    rate: RateOpt = None,
-    arrival: ArrOpt = "poisson",
-    cv: CvOpt = 1.0,
-    db: DbOpt = None,
-    journal: JournalOpt = None,
-    no_record: NoRecOpt = False,
-    note: NoteOpt = None,
-    max_preemptions: MaxPreOpt = None,
-    min_output_tps: MinTpsOpt = None,
-    max_ttft_p99: MaxTtftOpt = None,
-    max_waiting: MaxWaitOpt = None,
-    target_concurrency: TConcOpt = None,
-    target_context: TCtxOpt = None,
-    json_out: common.JsonOpt = False,
-    quiet: common.QuietOpt = False,
+    run: RunOptions,
 ) -> None:
     """Walk chain one's levels for real: measure the baseline, then each level of `kvdoctor plan` on top of the
     previous one, until a level is enough or the stop-loss line (a level that buys nothing, or none left)."""
@@ -167,10 +163,11 @@ def chain_cmd(
     base = _baseline(opts)
     if base.gpu is None:
         raise InputError("experiment chain needs --gpu: chain one's levels come from the memory ledger")
-    from kvdoctor.chains.plan import Target, make_plan
+    from kvdoctor.chains.plan import State, Target, make_plan
 
     p = make_plan(base.shape, base.gpu, base.config, version=base.vllm_version,
-                  target=Target(concurrency=target_concurrency, context=target_context), stop_when_enough=False)
+                  target=Target(concurrency=run.target_concurrency, context=run.target_context), stop_when_enough=False,
+                  before=State(base.config, base.resolved, base.predicted_ledger))
     levels = [_level("before", base.config)]
     cfg = base.config
     for lv in p.levels:
@@ -189,7 +186,7 @@ def chain_cmd(
     exhausted = None
     if p.stop_loss is not None:
         exhausted = f"kvdoctor plan's stop-loss: {getattr(p.stop_loss, 'title', '')} {getattr(p.stop_loss, 'summary', '')}".strip()
-    _run(levels, base, opts, locals(), stop_early=True, exhausted_note=exhausted)
+    _run(levels, base, wl, run, stop_early=True, exhausted_note=exhausted)
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,10 +226,11 @@ def _change_level(base, opts, set_, next_level, tconc, tctx):
         return Level("after", changed, ch)
     if base.gpu is None or base.shape is None:
         raise InputError("--next-level needs --gpu and a model kvdoctor can read: chain one's levels come from the ledger")
-    from kvdoctor.chains.plan import Target, make_plan
+    from kvdoctor.chains.plan import State, Target, make_plan
 
     p = make_plan(base.shape, base.gpu, base.config, version=base.vllm_version,
-                  target=Target(concurrency=tconc, context=tctx), stop_when_enough=False)
+                  target=Target(concurrency=tconc, context=tctx), stop_when_enough=False,
+                  before=State(base.config, base.resolved, base.predicted_ledger))
     for lv in p.levels:
         if lv.applicable and lv.flag_change:
             changed, ch = apply_change(base.config, dict(lv.flag_change), origin=f"chain one level {lv.level}")
@@ -240,16 +238,16 @@ def _change_level(base, opts, set_, next_level, tconc, tctx):
     raise InputError("chain one has no applicable level for this configuration (see `kvdoctor plan`)")
 
 
-def _load(wl, o: dict[str, Any]):
+def _load(wl: workload_opts.WorkloadOptions, o: RunOptions):
     """The load: kvdoctor simulate's options (--prompt-dist, --rate, --requests, --arrival/--cv, --trace) or the
     shared bench-style ones (--random-input-len, --request-rate, --num-prompts, --burstiness ...: workload_opts);
     --max-concurrency and --seed apply to both. Not both styles at once."""
     from kvdoctor.errors import InputError
     from kvdoctor.experiment.load import LoadSpec, parse_prompt_dist
 
-    legacy = [n for n, v in (("--prompt-dist", o["prompt_dist"]), ("--rate", o["rate"]), ("--requests", o["requests"]))
-              if v is not None] + (["--arrival"] if o["arrival"] != "poisson" else []) + (["--cv"] if o["cv"] != 1.0 else [])
-    trace = o["trace"]
+    legacy = [n for n, v in (("--prompt-dist", o.prompt_dist), ("--rate", o.rate), ("--requests", o.requests))
+              if v is not None] + (["--arrival"] if o.arrival != "poisson" else []) + (["--cv"] if o.cv != 1.0 else [])
+    trace = o.trace
     if trace and not Path(trace).is_file():
         raise InputError(f"--trace: no such file: {trace}")
     if wl.asked():
@@ -258,41 +256,42 @@ def _load(wl, o: dict[str, Any]):
                              "(--random-input-len, --request-rate, --num-prompts ...), not both")
         load = LoadSpec.from_workload_spec(wl.spec(trace=trace, default_prompts=100))
     else:
-        if trace and o["rate"] is not None:
+        if trace and o.rate is not None:
             raise InputError("give either --trace (replayed at its own timestamps) or --rate, not both")
-        p_len, o_len, ratio = parse_prompt_dist(o["prompt_dist"] or "fixed:512:128")
+        p_len, o_len, ratio = parse_prompt_dist(o.prompt_dist or "fixed:512:128")
         load = LoadSpec(prompt_len=p_len, output_len=o_len, range_ratio=ratio,
-                        requests=o["requests"] if o["requests"] is not None else 100, rate=o["rate"],
-                        arrival=o["arrival"], cv=o["cv"], max_concurrency=wl.max_concurrency, seed=wl.seed,
+                        requests=o.requests if o.requests is not None else 100, rate=o.rate,
+                        arrival=o.arrival, cv=o.cv, max_concurrency=wl.max_concurrency, seed=wl.seed,
                         trace=trace)
     if load.trace:
         load.sim_workload()  # a trace kvdoctor cannot read is bad input now, not after a server started
     return load
 
 
-def _run(levels, base, opts, o: dict[str, Any], *, stop_early: bool, exhausted_note: str | None = None) -> None:
+def _run(levels, base, wl: workload_opts.WorkloadOptions, o: RunOptions, *, attach: str | None = None,
+         stop_early: bool, exhausted_note: str | None = None) -> None:
     from kvdoctor.cli.output import console, emit_json
     from kvdoctor.experiment.core import Experiment, Targets, run_experiment
     from kvdoctor.experiment.load import LoadSpec, parse_prompt_dist
 
-    load = _load(o["wl"], o)
-    targets = Targets(max_preemptions=0 if o["max_preemptions"] is None else o["max_preemptions"],
-                      min_output_tps=o["min_output_tps"], max_ttft_p99_s=o["max_ttft_p99"],
-                      max_waiting_peak=o["max_waiting"])
-    out = o["out"] or Path("kvdoctor-experiments") / time.strftime("%Y%m%d-%H%M%S")
-    quiet = o["quiet"]
+    load = _load(wl, o)
+    targets = Targets(max_preemptions=0 if o.max_preemptions is None else o.max_preemptions,
+                      min_output_tps=o.min_output_tps, max_ttft_p99_s=o.max_ttft_p99,
+                      max_waiting_peak=o.max_waiting)
+    out = o.out or Path("kvdoctor-experiments") / time.strftime("%Y%m%d-%H%M%S")
+    quiet = o.quiet
     log = (lambda m: None) if quiet else _stderr
-    exp = Experiment(levels=levels, load=load, out_dir=Path(out), vllm_cmd=o["vllm_cmd"], host=o["host"],
-                     port=o["port"], attach=o.get("attach"), health_timeout_s=o["health_timeout"],
-                     bench_timeout_s=o["bench_timeout"], journal_db=str(o["db"]) if o["db"] else None,
-                     journal_name=o["journal"], record=not o["no_record"], note=o["note"], targets=targets,
+    exp = Experiment(levels=levels, load=load, out_dir=Path(out), vllm_cmd=o.vllm_cmd, host=o.host,
+                     port=o.port, attach=attach, health_timeout_s=o.health_timeout,
+                     bench_timeout_s=o.bench_timeout, journal_db=str(o.db) if o.db else None,
+                     journal_name=o.journal, record=not o.no_record, note=o.note, targets=targets,
                      shape=getattr(base, "shape", None), gpu=getattr(base, "gpu", None),
                      vllm_version=getattr(base, "vllm_version", "0.33.0"), stop_early=stop_early,
-                     exhausted_note=exhausted_note, calibration=o["wl"].load_calibration())
+                     exhausted_note=exhausted_note, calibration=wl.load_calibration())
     for n in getattr(base, "notes", []) or []:
         log(f"note: {n}")
     rec = run_experiment(exp, log)
-    if o["json_out"]:
+    if o.json_out:
         emit_json(rec)
     elif quiet:  # docs/cli.md "--quiet": the verdict, one line
         from kvdoctor.report.oneline import experiment_line

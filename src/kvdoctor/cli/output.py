@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from kvdoctor.provenance import json_default
 
@@ -30,6 +30,20 @@ def emit_json(payload: dict[str, Any]) -> None:
         text = json.dumps(json_clean(json.loads(json.dumps(payload, default=json_default))), indent=2,
                           allow_nan=False)
     sys.stdout.write(text + "\n")
+
+
+def answer(payload: dict[str, Any], *, json_out: bool, quiet: bool, line: Callable[[dict[str, Any]], str],
+           render: Callable[[dict[str, Any], bool], None]) -> None:
+    """A verb's answer in the form asked: the JSON document (--json), one line (--quiet, docs/cli.md:
+    ``line`` from report.oneline), else the full rendering."""
+    if json_out:
+        emit_json(payload)
+    elif quiet:
+        from kvdoctor.report.terminal import one_line
+
+        one_line(line(payload))
+    else:
+        render(payload, quiet)
 
 
 class progress:

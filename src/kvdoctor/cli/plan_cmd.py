@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from kvdoctor.cli import app, common, workload_opts
 from kvdoctor.report.html import html_option, write_html_if_asked
+
+if TYPE_CHECKING:
+    from kvdoctor.chains.plan import Plan, Target
+    from kvdoctor.deployment import Deployment
 
 TraceOpt = Annotated[Optional[str], typer.Option(
     "--trace", help="Request trace (CSV/JSONL: arrival, prompt and output tokens): the real length distribution "
@@ -58,7 +62,7 @@ def load_lengths(trace: str | None, lengths: str | None, p99: int | None, wl=Non
     return None, None
 
 
-def measured_note(inputs, p) -> str:
+def measured_note(inputs: Deployment, p: Plan) -> str:
     """With --from-log: the measured pool beside the predicted one, so the what-ifs can be read against it."""
     try:
         led = inputs.ledger
@@ -74,7 +78,7 @@ def measured_note(inputs, p) -> str:
             "the log)" if pr else f"measured from the log: KV cache size {m:,} tokens ({tok.how})")
 
 
-def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
+def evidence_target(paths: list[str], inputs: Deployment) -> tuple[Target | None, bool, list[str]]:
     """From evidence: (Target with demand tokens or None, capacity_short?, notes)."""
     from kvdoctor.chains.diagnose import diagnose
     from kvdoctor.chains.plan import Target
@@ -99,11 +103,9 @@ def evidence_target(paths: list[str], inputs) -> tuple[Any, bool, list[str]]:
                      "--target-concurrency or --target-context to judge 'enough?'")
         return None, short, notes
     # Demand at the peak: tokens held per running request when the pool was fullest, times the
-    # requests that wanted to run (running + waiting) at the queue's peak.
-    from kvdoctor.chains.plan import build_state
-
-    st = build_state(inputs.shape, inputs.gpu, inputs.config, inputs.vllm_version)
-    pool = int(st.ledger.reconciliation["pool_tokens"])
+    # requests that wanted to run (running + waiting) at the queue's peak; the pool as predicted
+    # for this deployment (its own usage context), the one chain one's levels are compared with.
+    pool = int(inputs.predicted_ledger.reconciliation["pool_tokens"])
     kv, run, wait = list(tl.kv_usage_pct), list(tl.running), list(tl.waiting)
     i = max(range(len(kv)), key=lambda k: kv[k] if kv[k] == kv[k] else -1)
     if not run[i] or run[i] != run[i]:
@@ -137,7 +139,6 @@ def plan(
     html: Optional[Path] = html_option(),
 ) -> None:
     from kvdoctor.chains.plan import Target, make_plan
-    from kvdoctor.cli.output import emit_json
     from kvdoctor.errors import InputError
 
     for name, v in (("--target-concurrency", target_concurrency), ("--target-context", target_context)):
@@ -152,7 +153,7 @@ def plan(
 
         try:
             resolve(inputs.config.with_changes(max_model_len=target_context), inputs.shape, inputs.gpu,
-                    version=inputs.vllm_version)
+                    version=inputs.vllm_version, usage=inputs.resolved.usage)
         except KvdoctorError as exc:
             raise InputError(f"--target-context {target_context:,}: vLLM would refuse this context for "
                              f"{inputs.shape.name}: {exc}") from None
@@ -169,24 +170,21 @@ def plan(
     from kvdoctor.cli.output import progress
 
     # a bar on stderr while the trace is simulated for each level (silent with --quiet/--json/no TTY)
+    from kvdoctor.chains.plan import State
+
     p = make_plan(inputs.shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
                   target=target, workload=workload, evidence_capacity_short=short,
-                  progress=functools.partial(progress, quiet=quiet or json_out), calibration=calibration)
+                  progress=functools.partial(progress, quiet=quiet or json_out), calibration=calibration,
+                  before=State(inputs.config, inputs.resolved, inputs.predicted_ledger))
     if inputs.startup is not None:
         notes.append(measured_note(inputs, p))
     p.notes = notes + list(inputs.notes) + p.notes
     payload = p.to_json()
     write_html_if_asked(html, [payload], title=f"kvdoctor plan: {p.model} on {p.gpu}", quiet=quiet)
-    if json_out:
-        emit_json(payload)
-        return
-    if quiet:  # docs/cli.md "--quiet": the resulting serve line
-        from kvdoctor.report.oneline import plan_line
-        from kvdoctor.report.terminal import one_line
+    from kvdoctor.cli.output import answer
+    from kvdoctor.report.oneline import plan_line  # --quiet: the resulting serve line
 
-        one_line(plan_line(payload))
-        return
-    render_plan(payload, quiet=quiet)
+    answer(payload, json_out=json_out, quiet=quiet, line=plan_line, render=render_plan)
 
 
 def lengths_text(L: dict[str, Any]) -> str:

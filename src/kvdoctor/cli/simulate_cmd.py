@@ -99,7 +99,7 @@ def simulate_cmd(
     steps_file = _open_out(steps_out) if steps_out else None
     try:
         with progress("Simulating", total=len(workload), quiet=quiet or json_out) as advance:
-            layout = whatif.kv_layout(getattr(led.plan, "grouping", None)) if led.plan is not None else {}
+            layout = whatif.kv_layout(led.plan.grouping) if led.plan is not None else {}
             on_step = None
             if steps_file is not None:
                 from kvdoctor.sim.writers import StepsWriter

@@ -46,26 +46,19 @@ def swap(
     if target_concurrency or target_context:
         target = Target(concurrency=target_concurrency, context=target_context)
     r = review(old_shape, new_shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
-               target=target, workload=workload, calibration=wl.load_calibration())
+               target=target, workload=workload, calibration=wl.load_calibration(), usage=inputs.resolved.usage)
     if inputs.startup is not None:
         # the ledgers compare both models under one configuration, so both are predictions; say so,
         # or an operator reads the old column as the pool their log measured
-        tok = getattr(inputs.startup, "kv_cache_tokens", None)
+        tok = inputs.startup.kv_cache_tokens
         r.notes.append("--from-log: the configuration comes from the log; both ledgers are predictions under it"
                        + (f" (the log measured {int(tok):,} KV tokens for the model it ran: compare with the "
                           "'from' column)" if isinstance(tok, (int, float)) else ""))
     payload = r.to_json()
-    if json_out:
-        from kvdoctor.cli.output import emit_json
+    from kvdoctor.cli.output import answer
+    from kvdoctor.report.oneline import swap_line  # --quiet: the verdict, one line
 
-        emit_json(payload)
-    elif quiet:  # docs/cli.md "--quiet": the verdict, one line
-        from kvdoctor.report.oneline import swap_line
-        from kvdoctor.report.terminal import one_line
-
-        one_line(swap_line(payload))
-    else:
-        render_swap(payload, quiet)
+    answer(payload, json_out=json_out, quiet=quiet, line=swap_line, render=render_swap)
     if not r.ok:
         raise typer.Exit(EXIT_FINDING)
 

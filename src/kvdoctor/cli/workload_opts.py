@@ -13,13 +13,13 @@ command line's workload part can be pasted. Nothing heavy is imported here (star
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 from dataclasses import dataclass, fields
 from typing import Annotated, Any, Callable, Optional
 
 import typer
+
+from kvdoctor.cli.common import option_bundle
 
 _P = "Workload (vllm bench serve)"
 
@@ -114,31 +114,8 @@ _TYPES: dict[str, Any] = {
     "calibration": Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvdoctor calibrate` (this deployment's step-time and front-end coefficients).", rich_help_panel="Time model")],
 }
 assert set(_TYPES) == {f.name for f in fields(WorkloadOptions)}
-_DEFAULTS = {f.name: f.default for f in fields(WorkloadOptions)}
 
 
-def workload_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator: replace the verb's ``wl: WorkloadOptions`` parameter by the workload options
-    (same mechanism as ``common.config_options``; stack it under ``@common.config_options``)."""
-    sig = inspect.signature(func, eval_str=True)
-    own = [p for p in sig.parameters.values() if p.name != "wl"]
-    if len(own) == len(sig.parameters):
-        raise TypeError(f"{func.__name__}: @workload_options needs a parameter named 'wl'")
-    clash = {p.name for p in own} & set(_TYPES)
-    if clash:
-        raise TypeError(f"{func.__name__}: parameters {sorted(clash)} clash with the workload options")
-    extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=_DEFAULTS[n], annotation=a)
-             for n, a in _TYPES.items()]
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + extra
-    new_sig = sig.replace(parameters=params)
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        collected = {n: kwargs.pop(n, _DEFAULTS[n]) for n in _TYPES}
-        return func(*args, wl=WorkloadOptions(**collected), **kwargs)
-
-    wrapper.__signature__ = new_sig  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in new_sig.parameters.values()
-                               if p.annotation is not inspect.Parameter.empty}
-    del wrapper.__wrapped__
-    return wrapper
+# Decorator: the verb's ``wl: WorkloadOptions`` parameter becomes the workload options (the mechanism of
+# ``common.config_options``; stack it under ``@common.config_options``).
+workload_options = option_bundle("wl", WorkloadOptions, _TYPES)

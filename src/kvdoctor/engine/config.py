@@ -76,7 +76,7 @@ class EngineConfig:
     disable_hybrid_kv_cache_manager: bool | None = None
     async_scheduling: bool | None = None
     max_cudagraph_capture_size: int | None = None
-    speculative_config: Any = None
+    speculative_config: dict[str, Any] | list[Any] | None = None  # JSON as vLLM takes it (json_value)
     extra: dict[str, Any] = field(default_factory=dict)  # unknown flags, verbatim
     origin: str = "flags"  # "flags" | "serve-line" | "yaml:<path>" | "log:<path>" | "demo"
     # Environment variables that change vLLM's behaviour (VLLM_USE_V1, VLLM_ALLOW_LONG_MAX_MODEL_LEN,
@@ -92,9 +92,16 @@ class EngineConfig:
     # Which source set each given field when several were merged (field -> origin); see origin_of().
     field_origins: dict[str, str] = field(default_factory=dict)
 
+    def value_of(self, name: str) -> Any:  # untyped-ok: the fields' types differ; callers walk them by name
+        """One engine field by its vLLM dest name: the resolver, the diff and the merge walk
+        ENGINE_FIELDS by name. Invariant: ``name`` is one of ENGINE_FIELDS (KeyError otherwise)."""
+        if name not in _FIELD_NAMES:
+            raise KeyError(name)
+        return vars(self)[name]
+
     def given(self) -> dict[str, Any]:
         """The fields the operator actually set (``None`` = not set)."""
-        out = {f: getattr(self, f) for f in ENGINE_FIELDS if getattr(self, f) is not None}
+        out = {f: v for f in ENGINE_FIELDS if (v := self.value_of(f)) is not None}
         out.update({f"extra.{k}": v for k, v in self.extra.items()})
         out.update({f"env.{k}": v for k, v in self.env.items()})
         return out
@@ -105,8 +112,8 @@ class EngineConfig:
 
     def overlay(self, other: "EngineConfig") -> "EngineConfig":
         """``other``'s given fields win (e.g. explicit flags on top of a YAML file or a log)."""
-        changes = {f: getattr(other, f) for f in ENGINE_FIELDS if getattr(other, f) is not None}
-        origins = {f: self.origin_of(f) for f in ENGINE_FIELDS if getattr(self, f) is not None}
+        changes = {f: v for f in ENGINE_FIELDS if (v := other.value_of(f)) is not None}
+        origins = {f: self.origin_of(f) for f in ENGINE_FIELDS if self.value_of(f) is not None}
         origins.update({f: other.origin_of(f) for f in changes})
         return replace(
             self,
@@ -121,7 +128,7 @@ class EngineConfig:
             field_origins=origins,
         )
 
-    def with_changes(self, **changes: Any) -> "EngineConfig":
+    def with_changes(self, **changes: object) -> "EngineConfig":
         return replace(self, **changes)
 
 
@@ -132,3 +139,4 @@ def _join_origins(base: EngineConfig, top: EngineConfig) -> str:
 
 
 assert tuple(f.name for f in fields(EngineConfig))[: len(ENGINE_FIELDS)] == ENGINE_FIELDS
+_FIELD_NAMES = frozenset(ENGINE_FIELDS)

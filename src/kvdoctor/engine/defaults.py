@@ -206,7 +206,7 @@ class ResolvedEngine:
     disable_hybrid_kv_cache_manager: bool
     async_scheduling: bool
     max_cudagraph_capture_size: int  # 0 with enforce_eager
-    speculative_config: Any
+    speculative_config: dict[str, Any] | list[Any] | None  # JSON as given (EngineConfig)
     # Derived
     kv_cache_dtype_bytes: float
     attention_backend: str
@@ -236,16 +236,16 @@ class ResolvedEngine:
         """A provenance.Figure for one field (value, source, how)."""
         from kvdoctor.provenance import Figure
 
-        return Figure(getattr(self, name), self.sources.get(name, "default"), self.how.get(name, ""))  # type: ignore[arg-type]
+        # by field name over this class's own declared fields (KeyError for any other name)
+        return Figure(vars(self)[name], self.sources.get(name, "default"), self.how.get(name, ""))  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
         """The documented JSON form (docs/json/engine.md): every field as a figure."""
         skip = {"traits", "sources", "how", "notes", "vllm_version", "usage", "env"}
         fields_out = {}
-        for k in self.__dataclass_fields__:
+        for k, v in vars(self).items():  # the declared fields, in their order (no other attributes)
             if k in skip:
                 continue
-            v = getattr(self, k)
             fields_out[k] = {"value": list(v) if isinstance(v, tuple) else v,
                              "source": self.sources.get(k, "default"), "how": self.how.get(k, "")}
         return {"schema_version": "kvdoctor.engine/1", "vllm_version": self.vllm_version, "usage": self.usage,
@@ -254,8 +254,7 @@ class ResolvedEngine:
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for k in self.__dataclass_fields__:
-            v = getattr(self, k)
+        for k, v in vars(self).items():
             if k == "traits":
                 v = v.as_dict()
             elif k == "env":
@@ -270,7 +269,7 @@ class ResolvedEngine:
 # Helpers
 
 
-def gpu_cc(gpu: Any) -> int | None:
+def gpu_cc(gpu: GpuSpec | None) -> int | None:
     """Compute capability as an int (90 for SM90); the one normaliser is facts.gpu.capability_int."""
     return None if gpu is None else capability_int(gpu.compute_capability)
 
@@ -279,13 +278,13 @@ def _cc_str(cc: int | None) -> str:
     return capability_text(cc)
 
 
-def _gpu_name(gpu: Any) -> str:
-    return str(getattr(gpu, "name", "") or "")
+def _gpu_name(gpu: GpuSpec | None) -> str:
+    return gpu.name if gpu is not None else ""
 
 
-def _gpu_mem(gpu: Any) -> int | None:
-    m = getattr(gpu, "memory_bytes", None)
-    return int(m) if m else None
+def _gpu_mem(gpu: GpuSpec | None) -> int | None:
+    """Total device memory; None when no GPU is known (0 in a hand-built spec reads as unknown too)."""
+    return int(gpu.memory_bytes) if gpu is not None and gpu.memory_bytes else None
 
 
 class _Acc:
@@ -298,26 +297,26 @@ class _Acc:
         self.how: dict[str, str] = {}
         self.notes: list[str] = []
 
-    def given(self, name: str) -> Any:
-        return getattr(self.cfg, name)
+    def given(self, name: str) -> object:
+        return self.cfg.value_of(name)
 
-    def pick(self, name: str, default: Any, how: str) -> Any:
+    def pick(self, name: str, default: Any, how: str) -> Any:  # untyped-ok: one accumulator for every field's type
         """given > measured > default."""
-        v = getattr(self.cfg, name)
+        v = self.cfg.value_of(name)
         if v is not None:
             return self.set(name, v, "given", f"--{name.replace('_', '-')} ({self.cfg.origin_of(name)})")
         if name in self.cfg.measured and self.cfg.measured[name] is not None:
             return self.set(name, self.cfg.measured[name], "measured", "start-up log")
         return self.set(name, default, "default", how)
 
-    def set(self, name: str, value: Any, source: str, how: str) -> Any:
+    def set(self, name: str, value: Any, source: str, how: str) -> Any:  # untyped-ok: as pick
         self.values[name] = value
         self.sources[name] = source
         self.how[name] = how
         return value
 
 
-def _speculative_tokens(spec: Any) -> int:
+def _speculative_tokens(spec: object) -> int:
     if isinstance(spec, dict):
         n = spec.get("num_speculative_tokens")
         try:
@@ -377,7 +376,7 @@ def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, ve
     _resolve_cudagraphs(acc, cfg, tr, cc, eager, seqs, mnbt, n_spec, perf)
     lora = _resolve_lora(acc, cfg, tr)
     interconnect = _resolve_interconnect(acc, cfg, gpu, tp, pp)
-    acc.pick("model", getattr(shape, "name", None), "from the model shape")
+    acc.pick("model", shape.name, "from the model shape")
     acc.pick("served_model_name", None, "not set (= model)")
     acc.set("derived_max_model_len", derived, "default", "the model's own limit (config.json, §3)")
     acc.set("max_model_len_auto", auto, "given" if auto else "default",
@@ -410,7 +409,7 @@ def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, ve
     )
 
 
-def _int_or_none(v: Any) -> int | None:
+def _int_or_none(v: object) -> int | None:
     try:
         return int(v) if v is not None and not isinstance(v, bool) else None
     except (TypeError, ValueError):
@@ -446,14 +445,14 @@ def _resolve_parallel(acc: _Acc, shape: "ModelShape") -> tuple[int, int, int]:
     for name, val in (("tensor_parallel_size", tp), ("pipeline_parallel_size", pp), ("data_parallel_size", dp)):
         if not isinstance(val, int) or val < 1:
             raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {val!r}")
-    heads = getattr(shape, "num_attention_heads", None)
+    heads = shape.num_attention_heads
     if heads and heads % tp:
         raise ConfigError(f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).")
-    layers = getattr(shape, "num_layers", None)
+    layers = shape.num_layers
     if layers and pp > layers:
         raise ConfigError(f"pipeline_parallel_size ({pp}) exceeds the number of hidden layers ({layers}): some stages would hold no layers")
-    kv_heads = getattr(shape, "num_kv_heads", None)
-    if kv_heads and not getattr(shape, "is_mla", False):
+    kv_heads = shape.num_kv_heads
+    if kv_heads and not shape.is_mla:
         # QKVParallelLinear: divide(tp, kv) when tp >= kv (replicas), else divide(kv, tp).
         if (kv_heads <= tp and tp % kv_heads) or (kv_heads > tp and kv_heads % tp):
             raise ConfigError(
@@ -474,9 +473,9 @@ def _resolve_parallel(acc: _Acc, shape: "ModelShape") -> tuple[int, int, int]:
 
 def _resolve_max_len(acc: _Acc, cfg: EngineConfig, shape: "ModelShape") -> tuple[int, int, bool, bool]:
     """(derived, max_model_len, auto, disable_sliding_window) as _get_and_verify_max_len."""
-    derived = int(getattr(shape, "max_model_len", 0) or 2048)
+    derived = int(shape.max_model_len or 2048)
     dsw = bool(acc.pick("disable_sliding_window", False, "vLLM default False"))
-    window = getattr(shape, "sliding_window", None)
+    window = shape.sliding_window
     if dsw and window:
         derived = min(derived, int(window))
         acc.notes.append(f"--disable-sliding-window caps the context at the window ({window})")
@@ -549,9 +548,9 @@ def _resolve_memory_knobs(acc: _Acc, cfg: EngineConfig, tr: VersionTraits, v: Ve
 
 
 def _resolve_features(acc: _Acc, cfg: EngineConfig, shape: "ModelShape", tr: VersionTraits, v: Version,
-                      max_len: int, usage: str | None, pp: int) -> tuple[bool, str, Any, int]:
+                      max_len: int, usage: str | None, pp: int) -> tuple[bool, str, object, int]:
     """Chunked prefill, prefix caching, scheduling, hybrid manager, async scheduling, speculative config."""
-    kinds = tuple(getattr(shape, "layer_kinds", ()) or ())
+    kinds = shape.layer_kinds
     attention_free = bool(kinds) and all(k in ("mamba", "linear", "none") for k in kinds)
     if tr.engine == "v1":
         acc.pick("enable_chunked_prefill", True, "v1 default: on for generative models")
@@ -655,7 +654,7 @@ def _resolve_lora(acc: _Acc, cfg: EngineConfig, tr: VersionTraits) -> dict[str, 
     return settings.as_dict()
 
 
-def _truthy(v: Any) -> bool:
+def _truthy(v: object) -> bool:
     if isinstance(v, bool):
         return v
     return str(v).strip().lower() in ("1", "true", "yes", "on", "") if v is not None else False
@@ -678,8 +677,8 @@ def _resolve_interconnect(acc: _Acc, cfg: EngineConfig, gpu: "GpuSpec | None", t
         return acc.set("interconnect", measured, "measured", "start-up log (custom all-reduce / Ray lines)")
     if tp * pp > 1 and str(cfg.extra.get("distributed_executor_backend", "")).lower() == "ray" and tp * pp > 8:
         return acc.set("interconnect", "multi-node", "default", f"Ray with {tp * pp} GPUs: more than one 8-GPU node")
-    nv = getattr(gpu, "nvlink_gbps", None) if gpu is not None else None
-    if gpu is None or getattr(gpu, "is_anonymous", False):
+    nv = gpu.nvlink_gbps if gpu is not None else None
+    if gpu is None or gpu.is_anonymous:
         return acc.set("interconnect", "nvlink", "default", "GPU unknown: NVLink assumed (pass --interconnect pcie)")
     if nv:
         return acc.set("interconnect", "nvlink", "default", f"{_gpu_name(gpu)}: NVLink {nv:g} GB/s (catalog)")
@@ -689,7 +688,7 @@ def _resolve_interconnect(acc: _Acc, cfg: EngineConfig, gpu: "GpuSpec | None", t
 EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")  # SpeculativeConfig.use_eagle() (0.33)
 
 
-def _resolve_hybrid_manager(acc: _Acc, cfg: EngineConfig, shape: Any, tr: VersionTraits, v: Version) -> None:
+def _resolve_hybrid_manager(acc: _Acc, cfg: EngineConfig, shape: ModelShape, tr: VersionTraits, v: Version) -> None:
     """--disable-hybrid-kv-cache-manager as config/vllm.py (0.33) settles it.
 
     vLLM turns the hybrid KV-cache manager off for a model with ``attention_chunk_size`` (Llama-4)
@@ -697,7 +696,7 @@ def _resolve_hybrid_manager(acc: _Acc, cfg: EngineConfig, shape: Any, tr: Versio
     VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is 0 (then with a latency warning; the ledger
     shows it). An explicit enable that clashes is vLLM's ValueError.
     """
-    chunked = bool(getattr(shape, "attention_chunk_size", None)) and "chunked" in (getattr(shape, "layer_kinds", ()) or ())
+    chunked = bool(shape.attention_chunk_size) and "chunked" in shape.layer_kinds
     reason = None
     if chunked and tr.engine == "v1":
         spec = cfg.speculative_config if cfg.speculative_config is not None else cfg.measured.get("speculative_config")
@@ -721,9 +720,9 @@ def _resolve_hybrid_manager(acc: _Acc, cfg: EngineConfig, shape: Any, tr: Versio
     acc.pick("disable_hybrid_kv_cache_manager", True, reason)
 
 
-def _resolve_dtype(acc: _Acc, shape: Any, gpu: Any, cc: int | None) -> str:
-    model_type = str(getattr(shape, "model_type", "") or "")
-    config_dtype = str(getattr(shape, "dtype", "") or "bfloat16")
+def _resolve_dtype(acc: _Acc, shape: ModelShape, gpu: GpuSpec | None, cc: int | None) -> str:
+    model_type = shape.model_type or ""
+    config_dtype = shape.dtype or "bfloat16"
     config_dtype = {"half": "float16", "float": "float32"}.get(config_dtype, config_dtype)
     eff_cc = 90 if cc is None else cc
     # platforms/cuda.py supported_dtypes: first entry is the preferred fallback.
@@ -770,9 +769,9 @@ def _resolve_dtype(acc: _Acc, shape: Any, gpu: Any, cc: int | None) -> str:
     return acc.set("dtype", given, "given", f"--dtype ({acc.cfg.origin_of('dtype')})")
 
 
-def _resolve_quantization(acc: _Acc, shape: Any, gpu: Any, cc: int | None, v: Version) -> str | None:
-    qinfo = getattr(shape, "quant", None)
-    ckpt = getattr(qinfo, "method", None) if qinfo is not None else None
+def _resolve_quantization(acc: _Acc, shape: ModelShape, gpu: GpuSpec | None, cc: int | None, v: Version) -> str | None:
+    qinfo = shape.quant
+    ckpt = qinfo.method if qinfo is not None else None
     given = acc.given("quantization")
     if given is None and "quantization" in acc.cfg.measured:
         given_m = acc.cfg.measured["quantization"]
@@ -801,7 +800,7 @@ def _resolve_quantization(acc: _Acc, shape: Any, gpu: Any, cc: int | None, v: Ve
         acc.set("quantization", None, "default", "none: unquantized checkpoint")
         return None
     need = QUANT_MIN_CAPABILITY.get(method)
-    if need is None and qinfo is not None and getattr(qinfo, "min_capability", None):
+    if need is None and qinfo is not None and qinfo.min_capability:
         need = qinfo.min_capability
     if need is not None and cc is not None and cc < need:
         raise ConfigError(
@@ -813,10 +812,10 @@ def _resolve_quantization(acc: _Acc, shape: Any, gpu: Any, cc: int | None, v: Ve
     return method
 
 
-def _resolve_kv_dtype(acc: _Acc, shape: Any, dtype: str, cc: int | None) -> str:
+def _resolve_kv_dtype(acc: _Acc, shape: ModelShape, dtype: str, cc: int | None) -> str:
     given = acc.given("kv_cache_dtype")
-    qinfo = getattr(shape, "quant", None)
-    forced = getattr(qinfo, "kv_cache_dtype", None) if qinfo is not None else None
+    qinfo = shape.quant
+    forced = qinfo.kv_cache_dtype if qinfo is not None else None
     if given is None and "kv_cache_dtype" in acc.cfg.measured and acc.cfg.measured["kv_cache_dtype"] != "auto":
         return acc.set("kv_cache_dtype", acc.cfg.measured["kv_cache_dtype"], "measured", "start-up log (engine config kv_cache_dtype=)")
     if given is None or given == "auto":
@@ -839,10 +838,10 @@ def _resolve_kv_dtype(acc: _Acc, shape: Any, dtype: str, cc: int | None) -> str:
     return acc.set("kv_cache_dtype", given, "given", f"--kv-cache-dtype ({acc.cfg.origin_of('kv_cache_dtype')})")
 
 
-def _resolve_backend(acc: _Acc, shape: Any, cc: int | None, kv_dtype: str, tr: VersionTraits,
+def _resolve_backend(acc: _Acc, shape: ModelShape, cc: int | None, kv_dtype: str, tr: VersionTraits,
                      model_dtype: str) -> tuple[str, int]:
-    is_mla = bool(getattr(shape, "is_mla", False))
-    head = int(getattr(shape, "head_size", 0) or 0)
+    is_mla = shape.is_mla
+    head = int(shape.head_size or 0)
     user_block = acc.given("block_size")
     if user_block is not None and user_block <= 0:
         raise InputError(f"--block-size must be positive, got {user_block}")
@@ -899,7 +898,7 @@ def _resolve_backend(acc: _Acc, shape: Any, cc: int | None, kv_dtype: str, tr: V
     block = user_block if user_block is not None else chosen.default_block
     _set_block(acc, user_block, block,
                f"{chosen.name} preferred block size" + (" (Setting kv cache block size to %d)" % block if block != 16 else ""))
-    layer_kinds = tuple(getattr(shape, "layer_kinds", ()) or ())
+    layer_kinds = shape.layer_kinds
     if any(k in ("mamba", "linear") for k in layer_kinds):
         acc.notes.append("hybrid (Mamba/linear-attention) model: vLLM raises the attention block size so its page "
                          "matches the state page (see the ledger's page math)")
@@ -947,7 +946,7 @@ def _set_block(acc: _Acc, user_block: int | None, block: int, how: str) -> None:
         acc.set("block_size", block, "default", how)
 
 
-def batch_defaults(gpu: Any, tr: VersionTraits, usage: str | None, world_size: int = 1) -> tuple[int, int, str]:
+def batch_defaults(gpu: GpuSpec | None, tr: VersionTraits, usage: str | None, world_size: int = 1) -> tuple[int, int, str]:
     """(max_num_batched_tokens, max_num_seqs, why) before post-processing, as get_batch_defaults."""
     mem = _gpu_mem(gpu)
     name = _gpu_name(gpu).lower()
@@ -988,7 +987,7 @@ def _batch_defaults_by_name(tr: VersionTraits, usage: str, name: str) -> tuple[i
     return mnbt, seqs, f"{tier} (vLLM {tr.version} tiers by name); {why_s}"
 
 
-def _resolve_batch(acc: _Acc, gpu: Any, tr: VersionTraits, usage: str | None, max_len: int,
+def _resolve_batch(acc: _Acc, gpu: GpuSpec | None, tr: VersionTraits, usage: str | None, max_len: int,
                    chunked: bool, perf: str, world: int) -> None:
     cfg = acc.cfg
     mnbt_d, seqs_d, why = batch_defaults(gpu, tr, usage, world)

@@ -26,15 +26,15 @@ _EXPLICIT_DEFAULTS: dict[str, tuple[Any, ...]] = {
 class Change:
     """One changed setting between two configurations (before/after, None = not given)."""
     field: str  # an EngineConfig field, "extra.<flag dest>", "env.<VAR>" or "vllm_version"
-    before: Any  # None = not given
-    after: Any
+    before: object  # None = not given
+    after: object
 
     def __str__(self) -> str:
         show = lambda v: "unset" if v is None else str(v)  # noqa: E731
         return f"{self.field}: {show(self.before)} -> {show(self.after)}"
 
 
-def _norm_scalar(v: Any) -> Any:
+def _norm_scalar(v: object) -> object:
     """Loose typing for values kvdoctor does not model (``extra``): "8000" == 8000, "true" == True."""
     if isinstance(v, str):
         s = v.strip()
@@ -66,7 +66,7 @@ def _norm_scalar(v: Any) -> Any:
     return v
 
 
-def _norm_field(name: str, v: Any) -> Any:
+def _norm_field(name: str, v: object) -> object:
     if v is None:
         return None
     if name in _EXPLICIT_DEFAULTS and v in _EXPLICIT_DEFAULTS[name]:
@@ -84,7 +84,7 @@ def normalised(cfg: EngineConfig) -> dict[str, Any]:
     """The given settings of ``cfg`` as comparable values (absent = not given)."""
     out: dict[str, Any] = {}
     for f in ENGINE_FIELDS:
-        v = _norm_field(f, getattr(cfg, f))
+        v = _norm_field(f, cfg.value_of(f))
         if v is not None:
             out[f] = v
     for k, v in cfg.extra.items():

@@ -24,10 +24,13 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from kvdoctor.engine.config import ENGINE_FIELDS, EngineConfig
 from kvdoctor.errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from kvdoctor.evidence.model import StartupFacts
 
 # ---------------------------------------------------------------------------------------------
 # Value converters (one per vLLM argparse type). They raise ValueError with a short reason; the
@@ -38,7 +41,7 @@ _DEC = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BIN = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-def human_int(value: Any) -> int:
+def human_int(value: object) -> int:
     """vLLM ``human_readable_int``: ``25.6k`` = 25600, ``1K`` = 1024, ``1.5K`` rejected."""
     if isinstance(value, bool):
         raise ValueError(f"expected an integer, got {value!r}")
@@ -67,7 +70,7 @@ def human_int(value: Any) -> int:
         raise ValueError(f"not an integer: {text!r}") from None
 
 
-def byte_count(value: Any) -> int:
+def byte_count(value: object) -> int:
     """``--kv-cache-memory-bytes``: vLLM's human-readable ints plus the units people type
     (``12GiB``, ``12 GB``, ``12e9``; units.parse_bytes)."""
     from kvdoctor.units import parse_bytes
@@ -75,14 +78,14 @@ def byte_count(value: Any) -> int:
     return parse_bytes(value)
 
 
-def human_int_or_auto(value: Any) -> int:
+def human_int_or_auto(value: object) -> int:
     """``--max-model-len``: also ``auto`` / ``-1`` (vLLM auto-fits the length to memory)."""
     if isinstance(value, str) and value.strip().lower() in ("auto", "-1"):
         return -1
     return human_int(value)
 
 
-def plain_int(value: Any) -> int:
+def plain_int(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError(f"expected an integer, got {value!r}")
     if isinstance(value, int):
@@ -95,7 +98,7 @@ def plain_int(value: Any) -> int:
         raise ValueError(f"not an integer: {value!r}") from None
 
 
-def plain_float(value: Any) -> float:
+def plain_float(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got {value!r}")
     if isinstance(value, (int, float)):
@@ -110,7 +113,7 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
-def boolean(value: Any) -> bool:
+def boolean(value: object) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and value in (0, 1):
@@ -129,22 +132,22 @@ _DTYPE_ALIASES = {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp
                   "torch.float32": "float32"}
 
 
-def dtype_name(value: Any) -> str:
+def dtype_name(value: object) -> str:
     text = str(value).strip()
     return _DTYPE_ALIASES.get(text.lower(), text.lower())
 
 
-def text(value: Any) -> str:
+def text(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
     return str(value).strip()
 
 
-def lower_text(value: Any) -> str:
+def lower_text(value: object) -> str:
     return text(value).lower()
 
 
-def json_value(value: Any) -> Any:
+def json_value(value: object) -> object:
     """``--speculative-config '{"method": "mtp", ...}'``: dicts stay dicts; strings are JSON."""
     if isinstance(value, (dict, list)) or value is None:
         return value
@@ -244,14 +247,14 @@ def _canonical(option: str) -> tuple[str, bool | None]:
     return dest, None
 
 
-def _convert(dest: str, value: Any, spelled: str) -> Any:
+def _convert(dest: str, value: object, spelled: str) -> object:
     try:
         return CONVERTERS[dest](value)
     except ValueError as exc:
         raise InputError(f"{spelled}: {exc}") from None
 
 
-def _apply(cfg: EngineConfig, dest: str, value: Any, spelled: str) -> None:
+def _apply(cfg: EngineConfig, dest: str, value: object, spelled: str) -> None:
     if dest in CONVERTERS:
         setattr(cfg, dest, _convert(dest, value, spelled))
     else:
@@ -459,7 +462,7 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
             i += 1
             continue
         if dest in BOOL_FIELDS or dest in _KNOWN_BOOL_EXTRAS:
-            value: Any = True
+            value: object = True
             if has_eq:
                 value = inline
             elif nxt is not None and nxt.lower() in _TRUE | _FALSE:
@@ -509,7 +512,7 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
         # Line flags win over the file (vLLM inserts the file's args before the line's own).
         merged = from_file.overlay(cfg)
         for f in ENGINE_FIELDS:
-            setattr(cfg, f, getattr(merged, f))
+            setattr(cfg, f, merged.value_of(f))
         cfg.extra = merged.extra
         cfg.env = merged.env
         cfg.field_origins = merged.field_origins
@@ -517,7 +520,7 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
         notes.append(f"--config {config_file}: loaded; flags on the line win over the file")
 
 
-def _maybe_bool(value: Any) -> Any:
+def _maybe_bool(value: object) -> object:
     try:
         return boolean(value)
     except ValueError:
@@ -646,9 +649,10 @@ def load_yaml(path: str | Path) -> EngineConfig:
     try:
         data = load_yaml_text(raw_text, str(p))  # no aliases (alias bombs), size-capped
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        marked = isinstance(exc, yaml.MarkedYAMLError)  # a scanner/parser error knows where; others do not
+        mark = exc.problem_mark if marked else None
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
+        problem = (exc.problem if marked else None) or "invalid YAML"
         raise InputError(f"{p}: invalid YAML{where}: {problem}") from None
     if data is None:
         data = {}
@@ -679,7 +683,7 @@ def from_mapping(data: Mapping[str, Any], *, origin: str, where: str) -> EngineC
         raise InputError(f"{where}: {key}: {msg}") from None
     cfg = EngineConfig(origin=origin)
     for k in known:
-        setattr(cfg, k, getattr(model, k))
+        setattr(cfg, k, getattr(model, k))  # untyped-ok: pydantic's validated model, read field by field
     for k, v in normal.items():
         if k not in CONVERTERS:
             cfg.extra[k] = v
@@ -711,7 +715,7 @@ def from_non_default_args(args: Mapping[str, Any], *, origin: str = "log") -> En
 _ELIDED_RE = re.compile(r"^\s*[\[{(]?\s*(\.\.\.|…)\s*[\]})]?\s*$")
 
 
-def _elided(value: Any) -> bool:
+def _elided(value: object) -> bool:
     """Secrets ('***') and what a pasted excerpt cut out ('...', [...], {...}, or Ellipsis inside)."""
     if value is Ellipsis:
         return True
@@ -725,10 +729,12 @@ def _elided(value: Any) -> bool:
 
 
 # StartupFacts field -> EngineConfig field for effective values a log shows.
-_MEASURED_FROM_FACTS = (
-    "max_model_len", "gpu_memory_utilization", "block_size", "max_num_batched_tokens",
-    "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype",
-)
+def _measured_from_facts(f: StartupFacts) -> tuple[tuple[str, object], ...]:
+    """The effective values a start-up shows that mirror engine fields (engine dest, value)."""
+    return (("max_model_len", f.max_model_len), ("gpu_memory_utilization", f.gpu_memory_utilization),
+            ("block_size", f.block_size), ("max_num_batched_tokens", f.max_num_batched_tokens),
+            ("tensor_parallel_size", f.tensor_parallel_size), ("pipeline_parallel_size", f.pipeline_parallel_size),
+            ("kv_cache_dtype", f.kv_cache_dtype), ("dtype", f.dtype))
 # Keys of the "Initializing a V1 LLM engine ... with config:" line that mirror engine fields.
 _ENGINE_LINE_KEYS = {
     "max_seq_len": "max_model_len", "tensor_parallel_size": "tensor_parallel_size",
@@ -739,34 +745,33 @@ _ENGINE_LINE_KEYS = {
 }
 
 
-def from_startup(facts: Any, *, origin: str | None = None) -> EngineConfig:
+def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineConfig:
     """Config recovered from one start-up (``evidence.model.StartupFacts``).
 
     Given fields come from the non-default args (what the operator set); effective values the log
     shows land in ``measured`` (resolve() marks them "measured" where nothing was given).
     """
     origin = origin or "log"
-    nda = getattr(facts, "non_default_args", None) or {}
+    nda = facts.non_default_args or {}
     cfg = from_non_default_args(nda, origin=origin) if nda else EngineConfig(origin=origin)
     measured: dict[str, Any] = {}
     for key, dest in _ENGINE_LINE_KEYS.items():
-        v = (getattr(facts, "engine_config", None) or {}).get(key)
+        v = (facts.engine_config or {}).get(key)
         if v is None or v in ("None", "none"):
             continue
         try:
             measured[dest] = CONVERTERS[dest](v)
         except ValueError:
             continue
-    for name in _MEASURED_FROM_FACTS:
-        v = getattr(facts, name, None)
+    for name, v in _measured_from_facts(facts):
         if v is not None:
             try:
                 measured[name] = CONVERTERS[name](v)
             except ValueError:
                 continue
-    if cfg.model is None and getattr(facts, "model", None):
+    if cfg.model is None and facts.model:
         measured.setdefault("model", facts.model)
-    ec = getattr(facts, "engine_config", None) or {}
+    ec = facts.engine_config or {}
     if ec.get("platform") == "cpu":
         measured["platform"] = "cpu"
     if ec.get("engine_formats") in ("v0", "v1"):
@@ -776,7 +781,7 @@ def from_startup(facts: Any, *, origin: str | None = None) -> EngineConfig:
     elif str(ec.get("disable_custom_all_reduce", "")).strip() in ("True", "true", "1"):
         measured["interconnect"] = "pcie"
     cfg.measured = measured
-    if getattr(facts, "vllm_version", None):
+    if facts.vllm_version:
         cfg.vllm_version = facts.vllm_version
     return cfg
 

@@ -296,9 +296,14 @@ class VersionTraits:
     engine_why: str = ""  # why this engine (VLLM_USE_V1, the release's default, a V1 fallback)
 
     def as_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "version"}
+        d = {k: v for k, v in vars(self).items() if k != "version"}  # the declared fields, in order
         d["version"] = str(self.version)
         return d
+
+
+def _by_release(v: Version, steps: tuple[tuple[object, str], ...], newest: str) -> str:
+    """The label of the first boundary release ``v`` is older than (boundaries ascending), else ``newest``."""
+    return next((label for bound, label in steps if v < bound), newest)
 
 
 def traits(version: "str | Version | None" = None, *, env: dict[str, str] | None = None,
@@ -309,14 +314,8 @@ def traits(version: "str | Version | None" = None, *, env: dict[str, str] | None
     env = env or {}
     v0_available = v < V0_REMOVED
     engine, engine_why = engine_mode(v, env, v1_unsupported_by, logged_engine)
-    if engine == "v0":
-        formula = "v0"
-    elif v < KV_TOKENS_PER_GROUP:
-        formula = "blocks_x_block_size"
-    elif v < KV_TOKENS_CONCURRENCY:
-        formula = "per_group"
-    else:
-        formula = "concurrency_x_len"
+    formula = "v0" if engine == "v0" else _by_release(
+        v, ((KV_TOKENS_PER_GROUP, "blocks_x_block_size"), (KV_TOKENS_CONCURRENCY, "per_group")), "concurrency_x_len")
     cg_default = engine == "v1" and v >= CUDAGRAPH_IN_BUDGET
     cg_env_ok = engine == "v1" and v >= CUDAGRAPH_ENV_OPT_IN
     # 0.33 envs.py: bool(int(os.getenv("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1"))); before
@@ -330,16 +329,8 @@ def traits(version: "str | Version | None" = None, *, env: dict[str, str] | None
         chunk_hybrid = env_flag(env, ENV_CHUNKED_HYBRID, v >= CHUNKED_HYBRID_DEFAULT_ON)
     else:
         chunk_hybrid = engine == "v1" and v >= CHUNKED_LOCAL_SPEC
-    if engine == "v0":
-        era = "v0"
-    elif v < BATCH_BY_MEMORY:
-        era = "v1-0.8-name"
-    elif v < BATCH_A100_EXCLUDED:
-        era = "v1-0.8"
-    elif v < BATCH_TOP_TIER:
-        era = "v1-0.9"
-    else:
-        era = "v1-0.2x"
+    era = "v0" if engine == "v0" else _by_release(
+        v, ((BATCH_BY_MEMORY, "v1-0.8-name"), (BATCH_A100_EXCLUDED, "v1-0.8"), (BATCH_TOP_TIER, "v1-0.9")), "v1-0.2x")
     return VersionTraits(
         version=v,
         engine=engine,

@@ -67,9 +67,19 @@ class StartupFacts:
     first_line: int | None = None
     last_line: int | None = None
 
+    def value_of(self, name: str) -> Any:  # untyped-ok: the figures are ints or floats, read by name
+        """One fact by its field name, the name ``line_refs`` keys it by (the ledger reads its measured
+        rows this way). Invariant: ``name`` is a declared field (KeyError otherwise, never a silent None)."""
+        if name not in _STARTUP_FIELDS:
+            raise KeyError(name)
+        return vars(self)[name]
+
     def found(self) -> dict[str, Any]:
         """Non-empty facts only (for printing and JSON)."""
         return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}
+
+
+_STARTUP_FIELDS = frozenset(StartupFacts.__dataclass_fields__)
 
 
 # Timeline columns in their JSON order; the ones always present; the ones pooled by their mean.
@@ -106,6 +116,13 @@ class Timeline:
 
     def __len__(self) -> int:
         return len(self.t)
+
+    def column(self, name: str) -> "np.ndarray | None":
+        """One column by its name (TIMELINE_COLUMNS); None when this timeline lacks it. Invariant:
+        ``name`` is a column (KeyError otherwise: a misspelt column never reads as "not reported")."""
+        if name not in TIMELINE_COLUMNS:
+            raise KeyError(name)
+        return vars(self)[name]
 
     @classmethod
     def concat(cls, timelines: list["Timeline"]) -> "Timeline":

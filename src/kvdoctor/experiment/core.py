@@ -184,7 +184,7 @@ def predict_one(shape: Any, gpu: Any, version: str, cfg: EngineConfig, load: Loa
     led = build_ledger(shape, gpu, r)
     if not led.fit_ok:
         return {"error": f"predicted not to start: {led.startup_error}"}
-    layout = whatif.kv_layout(getattr(led.plan, "grouping", None)) if led.plan is not None else None
+    layout = whatif.kv_layout(led.plan.grouping) if led.plan is not None else None
     s = whatif.run(shape, gpu, r, led.num_blocks, load.sim_workload(), layout=layout,
                    calibration=calibration).summary.as_dict()
     out: dict[str, Any] = {name: s.get(key) for key, name in _PRED_KEYS.items()}

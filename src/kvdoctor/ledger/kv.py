@@ -149,7 +149,7 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
     if bs <= 0:
         raise ConfigError(f"block size must be positive (got {bs})")
     kvd = (opts.kv_cache_dtype or "auto").lower()
-    chunk = getattr(shape, "attention_chunk_size", None) or shape.extra.get("attention_chunk_size")
+    chunk = shape.attention_chunk_size or shape.extra.get("attention_chunk_size")
     # vLLM's need_disable_hybrid_kv_cache_manager: asked for, or a chunked-local model without the env
     # var's permission. It is a whole-model switch, not a per-layer one.
     no_hybrid = opts.disable_hybrid_kv_cache_manager or (

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvdoctor.engine.version import LIGHT_SAMPLER, NON_TORCH_LATE, non_torch_era_of, sampler_regime_of  # noqa: F401
+from kvdoctor.engine.version import LIGHT_SAMPLER, NON_TORCH_LATE, Version, non_torch_era_of, sampler_regime_of  # noqa: F401
 from kvdoctor.ledger import fitted
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,10 +46,9 @@ def dtype_bytes(dtype: str) -> int:
     return DTYPE_BYTES.get(dtype.lower().replace("torch.", ""), 2)
 
 
-def _triple(version) -> tuple[int, int, int]:
-    t = getattr(version, "triple", None)
-    if t is not None:
-        return t
+def _triple(version: Version | tuple[int, ...]) -> tuple[int, int, int]:
+    if isinstance(version, Version):
+        return version.triple
     return tuple(version)[:3]  # type: ignore[return-value]
 
 
@@ -91,7 +90,7 @@ def activation_peak(
     db = dtype_bytes(model_dtype)
     width = ffn_width(shape) // max(1, tp)
     # v0 (chunked prefill off) profiles one whole max_model_len prompt: its own fitted coefficient.
-    c = getattr(fitted, "ACT_FWD_COEF_V0", fitted.ACT_FWD_COEF) if engine == "v0" else fitted.ACT_FWD_COEF
+    c = fitted.ACT_FWD_COEF_V0 if engine == "v0" else fitted.ACT_FWD_COEF
     fwd = c * max_num_batched_tokens * width * db
     fwd_how = f"{c:g} × {max_num_batched_tokens} tok × {width} ffn/TP × {db} B" + (" (v0 profile run)" if engine == "v0" else "")
     if not is_last_pp_rank:

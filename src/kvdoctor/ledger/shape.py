@@ -33,8 +33,8 @@ def _where(name: str) -> str:
     return f" in {name}" if name else ""
 
 
-def _get_int(cfg: dict, keys: tuple[str, ...], name: str, *, default: Any = _MISSING,
-             positive: bool = True) -> Any:
+def _get_int(cfg: dict, keys: tuple[str, ...], name: str, *, default: int | None | object = _MISSING,
+             positive: bool = True) -> Any:  # untyped-ok: an int, or the caller's default (None or a sentinel)
     """First present key of ``keys`` as an int (vLLM getattr_iter semantics)."""
     for key in keys:
         if key in cfg and cfg[key] is not None:
@@ -153,7 +153,7 @@ _MIN_CAPABILITY = {
 _NOT_IN_CORE = {"bitsandbytes", "gguf"}
 
 
-def _as_patterns(v: Any) -> tuple[str, ...]:
+def _as_patterns(v: object) -> tuple[str, ...]:
     if v is None:
         return ()
     if isinstance(v, str):

@@ -21,14 +21,20 @@ mean E2E). Pure numpy; the simulator is the model, so one fit covers closed and 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.errors import InputError
 from kvdoctor.sim.frontend import FrontEnd
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from kvdoctor.engine.defaults import ResolvedEngine
+    from kvdoctor.facts import GpuSpec, ModelShape
+    from kvdoctor.sim.contracts import StepTimeModel
+    from kvdoctor.sim.scheduler import SchedConfig
+    from kvdoctor.sim.steptime import RooflineStepTime
 
 SCHEMA = "kvdoctor.calibration/1"
 LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s")
@@ -85,7 +91,7 @@ class CalibratedStepTime:
 
     def describe(self) -> dict:
         d = {"coefficients": "calibration", "scale": self.scale,
-             "linear": {k: getattr(self.linear, k) for k in LINEAR_KEYS}}
+             "linear": {k: vars(self.linear)[k] for k in LINEAR_KEYS}}  # LinearStepTime's own fields
         if self.base is not None:
             d["roofline"] = self.base.describe()
         return d
@@ -100,7 +106,8 @@ class Calibration:
     deployment: dict[str, Any] = field(default_factory=dict)
     fit: dict[str, Any] = field(default_factory=dict)
 
-    def step_model(self, shape: Any = None, gpu: Any = None, resolved: Any = None):
+    def step_model(self, shape: ModelShape | None = None, gpu: GpuSpec | None = None,
+                   resolved: ResolvedEngine | None = None) -> StepTimeModel:
         from kvdoctor.sim.steptime import LinearStepTime, from_deployment
 
         lin = LinearStepTime(**{k: float(self.linear.get(k, 0.0)) for k in LINEAR_KEYS})
@@ -122,13 +129,11 @@ class Calibration:
 
 
 def load_calibration(path: str | Path) -> Calibration:
+    from kvdoctor.safeio import read_json_file
+
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"calibration file not found: {p}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{p}: not a calibration file ({type(exc).__name__})") from None
+    doc = read_json_file(p, missing=f"calibration file not found: {p}",
+                         unreadable=lambda exc: f"{p}: not a calibration file ({type(exc).__name__})")
     if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA:
         raise InputError(f"{p}: not a kvdoctor calibration file (schema_version {SCHEMA} expected)")
     try:
@@ -162,7 +167,7 @@ class BenchRun:
     burstiness: float
     max_concurrency: int | None
     seed: int = 0
-    cfg: Any = None  # SchedConfig of this run when it differs from the setup's (another --max-num-seqs ...)
+    cfg: SchedConfig | None = None  # of this run when it differs from the setup's (another --max-num-seqs ...)
     # seconds from the bench's start to its first send: the bench's duration (the denominator of its output
     # throughput) starts before its first request's own gamma gap; the simulated workload starts at that send
     lead_s: float = 0.0
@@ -248,14 +253,12 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int
 
 
 def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) -> list[BenchRun]:
+    from kvdoctor.safeio import read_json_file
+
     runs = []
     for p in paths:
-        try:
-            doc = json.loads(Path(p).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"bench result not found: {p}") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result)") from None
+        doc = read_json_file(Path(p), missing=f"bench result not found: {p}",
+                             unreadable=lambda exc: f"{p}: not a vllm bench serve JSON result (--save-result)")
         if not isinstance(doc, dict):
             raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result)")
         runs.append(bench_run_from_json(doc, Path(p).name, special_tokens=special_tokens, seed=seed))
@@ -310,8 +313,8 @@ def run_errors(measured: dict[str, float], predicted: dict[str, float], keys=FIG
 class Setup:
     """What stays fixed while fitting: the scheduler limits and (for roofline+linear) the roofline."""
 
-    cfg: Any  # sim.scheduler.SchedConfig
-    base: Any = None  # RooflineStepTime or None
+    cfg: SchedConfig
+    base: RooflineStepTime | None = None
 
 
 def simulate_run(run: BenchRun, setup: Setup, cal: Calibration):

@@ -7,7 +7,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    import numpy as np
+
+    from kvdoctor.evidence.model import Timeline
 
 
 @dataclass(frozen=True)
@@ -42,18 +47,18 @@ class SimSummary:
 class SimResult:
     summary: SimSummary
     # per request, index = workload order (numpy arrays; NaN where not applicable)
-    arrival_s: Any
-    prompt_tokens: Any
-    output_tokens: Any  # generated (capped at max_model_len - prompt)
-    requested_output_tokens: Any
-    status: Any  # 2 finished, 3 rejected (scheduler.FINISHED / REJECTED)
-    queue_s: Any
-    ttft_s: Any
-    e2e_s: Any
-    preemptions: Any
-    cached_tokens: Any
-    step_end_s: Any  # end time of every engine step
-    timeline: Any  # evidence.model.Timeline (interval samples)
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray  # generated (capped at max_model_len - prompt)
+    requested_output_tokens: np.ndarray
+    status: np.ndarray  # 2 finished, 3 rejected (scheduler.FINISHED / REJECTED)
+    queue_s: np.ndarray
+    ttft_s: np.ndarray
+    e2e_s: np.ndarray
+    preemptions: np.ndarray
+    cached_tokens: np.ndarray
+    step_end_s: np.ndarray  # end time of every engine step
+    timeline: Timeline  # interval samples
     interval_s: float
     config: dict[str, Any] = field(default_factory=dict)
     itl_runs: list = field(default_factory=list, repr=False)  # per request: [[first_step, last_step], ...]

@@ -121,7 +121,7 @@ class _Loop:
         self.arrivals = [self.reqs[i] for i in order]
         self.cfg = cfg
         self.sched = Scheduler(cfg)
-        warm = getattr(workload, "warm_prefix", None)
+        warm = workload.warm_prefix
         if warm and self.sched.caching:
             # a warm prefix cache: each request's warm head is a one-request prefix group whose
             # blocks earlier traffic left cached and evictable (BlockPool.warm), oldest request first
@@ -135,7 +135,7 @@ class _Loop:
         self.progress = progress
         # the client and the API server (sim/frontend.py): closed-loop --max-concurrency and the
         # front end's costs; open loop without them, arrivals pass through unchanged
-        self.adm = Admission(self.arrivals, getattr(workload, "max_concurrency", None), frontend)
+        self.adm = Admission(self.arrivals, workload.max_concurrency, frontend)
         self.open_loop = self.adm.open_loop
         sent = self.adm.sent
         self.t_start = (min(sent.values()) if sent else self.arrivals[0].arrival) if self.arrivals else 0.0

@@ -71,9 +71,10 @@ class SchedConfig:
     def __post_init__(self):
         if self.num_blocks < 2:
             raise ValueError(f"num_blocks must be >= 2 (one is the null block), got {self.num_blocks}")
-        for name in ("block_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name, v in (("block_size", self.block_size), ("max_model_len", self.max_model_len),
+                        ("max_num_seqs", self.max_num_seqs), ("max_num_batched_tokens", self.max_num_batched_tokens)):
+            if v < 1:
+                raise ValueError(f"{name} must be positive, got {v}")
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
             # vLLM's SchedulerConfig validation: without chunking a whole prompt must fit one step
             raise ValueError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than max_model_len "

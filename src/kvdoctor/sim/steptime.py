@@ -41,9 +41,9 @@ class LinearStepTime:
 # -------------------------------------------------------------------------------------------------
 # The calibrated roofline model
 
-def _family(gpu) -> str:
+def _family(gpu: GpuSpec | None) -> str:
     """Which fitted coefficient set applies: the profiled part itself, else "generic"."""
-    name = (getattr(gpu, "name", "") or "").upper()
+    name = (gpu.name if gpu is not None else "").upper()
     if any(t in name for t in ("H100", "H200", "H800", "H20", "GH200")):
         return "h100"
     if "A100" in name or "A800" in name:
@@ -51,6 +51,18 @@ def _family(gpu) -> str:
     if "A40" in name:
         return "a40"
     return "generic"
+
+
+def _collective(network: dict[str, list[float]], family: str | None, op: str, gpus: int,
+                gpu: GpuSpec) -> list[float]:
+    """[c_ms, GB/s] of one collective over ``gpus`` GPUs: the profiled family's fit; without a
+    profile, the H100 fit at this GPU's fraction of NVLink (900 GB/s), else PCIe 4.0 x16 (12 GB/s)."""
+    key = f"{family}:{op}:{gpus}" if family else None
+    if key and key in network:
+        return network[key]
+    nv = gpu.nvlink_gbps
+    h_c, h_bw = network.get(f"h100:{op}:{min(gpus, 8)}", network[f"h100:{op}:2"])
+    return [h_c, (nv / 900.0) * h_bw if nv else 12.0]
 
 
 def _softmax(m: float, f: float, q: float) -> float:
@@ -86,7 +98,7 @@ class RooflineStepTime:
     spread over the stages; with fewer requests than stages the pipeline has bubbles (m < pp).
     """
 
-    def __init__(self, shape, gpu, *, tp: int = 1, pp: int = 1, weight_bytes: float = 2.0,
+    def __init__(self, shape: ModelShape, gpu: GpuSpec | None, *, tp: int = 1, pp: int = 1, weight_bytes: float = 2.0,
                  kv_bytes: float = 2.0, compute_peak_tflops: float | None = None, async_scheduling: bool = True,
                  quant_name: str | None = None, enforce_eager: bool = False, serving: dict | None = None,
                  full_decode_graph_max: int = 0):
@@ -102,12 +114,12 @@ class RooflineStepTime:
         co = C.COEFFS[self.family]
         self.gemm = co["gemm"]
         self.ew = co["ew"]
-        bw = getattr(gpu, "hbm_bandwidth_gbps", None)
-        peak16 = getattr(gpu, "bf16_tflops", None)
-        if not bw or not peak16:
+        bw = gpu.hbm_bandwidth_gbps if gpu is not None else None
+        peak16 = gpu.bf16_tflops if gpu is not None else None
+        if gpu is None or not bw or not peak16:
             from kvdoctor.errors import InputError
 
-            raise InputError(f"GPU {getattr(gpu, 'name', gpu)!s} has no bandwidth/TFLOPS in the catalog: "
+            raise InputError(f"GPU {gpu.name if gpu is not None else None!s} has no bandwidth/TFLOPS in the catalog: "
                              "the simulator needs a named GPU (not just a memory size)")
         self.bw = bw * 1e9 / 1e3  # bytes per ms
         # compute efficiency per GPU generation, measured on served prefills (the Vidur kernel
@@ -125,7 +137,7 @@ class RooflineStepTime:
         h = shape.hidden_size
         self.h = h
         nh = shape.num_attention_heads
-        hd = getattr(shape, "attn_head_dim", None) or shape.head_size
+        hd = shape.attn_head_dim or shape.head_size
         self.nh_r = max(1, nh // tp)
         self.hd = hd
         p = shape.params
@@ -141,7 +153,7 @@ class RooflineStepTime:
         moe = shape.moe
         n_moe_layers = 0
         if moe is not None:
-            n_dense = moe.first_dense_layers or len(getattr(moe, "dense_layers", ()) or ())
+            n_dense = moe.first_dense_layers or len(moe.dense_layers)
             n_moe_layers = max(0, L - n_dense)
         self.n_moe_layers = n_moe_layers
         n_dense_layers = L - n_moe_layers
@@ -149,7 +161,7 @@ class RooflineStepTime:
             mlp = p.mlp_dense / n_dense_layers / tp
         else:
             mlp = 3 * h * shape.intermediate_size / tp if n_dense_layers else 0.0
-        gated = getattr(shape, "mlp_kind", "gated") == "gated"
+        gated = shape.mlp_kind == "gated"
         self.mlp_ops = [mlp * 2 / 3, mlp / 3] if gated else [mlp / 2, mlp / 2]
         self.mlp_inter_r = (mlp / 3 / h) if gated else (mlp / 2 / h)
         self.gated = gated
@@ -171,25 +183,8 @@ class RooflineStepTime:
         self.att_pre = ap
         # network: fitted per GPU family and GPU count; other parts scale NVLink or assume PCIe
         fam_net = self.family if self.family in ("h100", "a100") else None
-        self.ar = None
-        if tp > 1:
-            key = f"{fam_net}:all_reduce:{tp}" if fam_net else None
-            if key and key in C.NETWORK:
-                self.ar = C.NETWORK[key]
-            else:
-                nv = getattr(gpu, "nvlink_gbps", None)
-                # no profile: ring all-reduce at the H100 fit's fraction of NVLink, else PCIe 4.0 x16
-                h_c, h_bw = C.NETWORK.get(f"h100:all_reduce:{min(tp, 8)}", C.NETWORK["h100:all_reduce:2"])
-                self.ar = [h_c, (nv / 900.0) * h_bw if nv else 12.0]
-        self.sr = None
-        if pp > 1:
-            key = f"{fam_net}:send_recv:2" if fam_net else None
-            if key and key in C.NETWORK:
-                self.sr = C.NETWORK[key]
-            else:
-                nv = getattr(gpu, "nvlink_gbps", None)
-                h_c, h_bw = C.NETWORK["h100:send_recv:2"]
-                self.sr = [h_c, (nv / 900.0) * h_bw if nv else 12.0]
+        self.ar = _collective(C.NETWORK, fam_net, "all_reduce", tp, gpu) if tp > 1 else None
+        self.sr = _collective(C.NETWORK, fam_net, "send_recv", 2, gpu) if pp > 1 else None
         ov = C.OVERHEADS.get(self.family if self.family in C.OVERHEADS else "a100")
         # Vidur's CPU-overhead profiles come from a v0-era engine; the served V1 engine's sampler and
         # input preparation cost what the public results say (overhead_scale)
@@ -325,23 +320,20 @@ def from_deployment(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEn
     """The step-time model for ``shape`` on ``gpu`` under a resolved engine configuration."""
     from kvdoctor.ledger.weights import DTYPE_BYTES, resolve_quant
 
-    def val(name, default=None):
-        v = getattr(resolved, name, None)
-        return default if v is None else v
-
-    dtype_bytes = DTYPE_BYTES.get(val("dtype", "bfloat16"), 2)
-    quant = resolve_quant(shape, val("quantization")) if (val("quantization") or shape.quant) else None
+    r = resolved  # every field concrete (engine.defaults.resolve)
+    dtype_bytes = DTYPE_BYTES.get(r.dtype or "bfloat16", 2)
+    quant = resolve_quant(shape, r.quantization) if (r.quantization or shape.quant) else None
     wb = quant.bytes_per_weight if quant is not None else dtype_bytes
     peak = None
-    cap = getattr(gpu, "capability", None)
+    cap = gpu.capability if gpu is not None else None
     if quant is not None and quant.method in _FP8_METHODS and (quant.bits in (None, 8)) and cap and cap >= 89:
         # fp8 weights run fp8 GEMMs on Ada/Hopper/Blackwell; elsewhere vLLM dequantizes (Marlin)
-        peak = getattr(gpu, "fp8_tflops", None)
+        peak = gpu.fp8_tflops if gpu is not None else None
     return RooflineStepTime(
-        shape, gpu, tp=int(val("tensor_parallel_size", 1)), pp=int(val("pipeline_parallel_size", 1)),
-        weight_bytes=wb, kv_bytes=float(val("kv_cache_dtype_bytes", dtype_bytes)), compute_peak_tflops=peak,
-        async_scheduling=bool(val("async_scheduling", True)), quant_name=quant.method if quant else None,
-        enforce_eager=bool(val("enforce_eager", False)), serving=serving,
+        shape, gpu, tp=int(r.tensor_parallel_size), pp=int(r.pipeline_parallel_size),
+        weight_bytes=wb, kv_bytes=float(r.kv_cache_dtype_bytes), compute_peak_tflops=peak,
+        async_scheduling=bool(r.async_scheduling), quant_name=quant.method if quant else None,
+        enforce_eager=bool(r.enforce_eager), serving=serving,
         full_decode_graph_max=full_decode_graph_max(resolved),
     )
 
@@ -351,19 +343,19 @@ def from_deployment(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEn
 FULL_DECODE_GRAPHS_SINCE = (0, 11)
 
 
-def full_decode_graph_max(resolved) -> int:
+def full_decode_graph_max(resolved: ResolvedEngine) -> int:
     """Largest decode batch that replays a full CUDA graph under ``resolved`` (0: none)."""
     from kvdoctor.engine.version import parse_version
 
-    mode = str(getattr(resolved, "cudagraph_mode", "") or "")
-    if getattr(resolved, "enforce_eager", False) or mode not in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
+    mode = str(resolved.cudagraph_mode or "")
+    if resolved.enforce_eager or mode not in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
         return 0
-    if getattr(resolved, "engine", "v1") != "v1" or getattr(resolved, "platform", "cuda") != "cuda":
+    if (resolved.engine or "v1") != "v1" or (resolved.platform or "cuda") != "cuda":
         return 0
     try:
-        v = parse_version(str(getattr(resolved, "vllm_version", "") or "0.33.0")).triple[:2]
+        v = parse_version(str(resolved.vllm_version or "0.33.0")).triple[:2]
     except Exception:  # an unparsable version string: the current default
         v = (0, 33)
     if v < FULL_DECODE_GRAPHS_SINCE:
         return 0
-    return int(getattr(resolved, "max_cudagraph_capture_size", 0) or 0)
+    return int(resolved.max_cudagraph_capture_size or 0)

@@ -11,7 +11,8 @@ workload give the same answer, so two plan levels differ only by the configurati
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import os
+from typing import TYPE_CHECKING, Union
 
 from kvdoctor.errors import InputError
 from kvdoctor.sim.result import SimResult, SimSummary
@@ -20,14 +21,24 @@ from kvdoctor.sim.workload import Workload
 
 if TYPE_CHECKING:  # the boundary types (annotations only: no import cost)
     from kvdoctor.engine.defaults import ResolvedEngine
+    from kvdoctor.evidence.model import RequestRecord
     from kvdoctor.facts import GpuSpec, ModelShape
+    from kvdoctor.ledger.kv import Grouping
+    from kvdoctor.sim.calibration import Calibration
+    from kvdoctor.sim.contracts import StepTimeModel
+    from kvdoctor.sim.frontend import FrontEnd
+    from kvdoctor.sim.workload import WorkloadSpec
+
+# Every way a caller may name a workload (see the module docstring); ``as_workload`` turns it into one.
+WorkloadInput = Union[Workload, "WorkloadSpec", dict, str, bytes, os.PathLike, "list[RequestRecord]",
+                      "tuple[RequestRecord, ...]"]
 
 
-def kv_layout(grouping: Any) -> dict[str, int]:
-    """Group counts for ``SchedConfig`` from the ledger's KV grouping (``ledger.kv.Grouping``)."""
+def kv_layout(grouping: Grouping | None) -> dict[str, int]:
+    """Group counts for ``SchedConfig`` from the ledger's KV grouping (``ledger.kv``; None: no plan)."""
     out = {"full_groups": 0, "sliding_groups": 0, "sliding_window": 0, "const_blocks": 0}
     bs = None
-    for g in getattr(grouping, "groups", ()) or ():
+    for g in (grouping.groups if grouping is not None else ()):
         spec = g.spec
         kind = spec.kind
         if kind == "full":
@@ -38,7 +49,7 @@ def kv_layout(grouping: Any) -> dict[str, int]:
             w = spec.sliding_window if kind == "sliding" else spec.chunk_size
             out["sliding_window"] = max(out["sliding_window"], int(w or 0))
         elif kind in ("mamba", "linear"):
-            out["const_blocks"] += int(getattr(spec, "mamba_blocks", 1) or 1)
+            out["const_blocks"] += int(spec.mamba_blocks or 1)
             continue
         else:
             continue
@@ -59,38 +70,35 @@ def layout_of(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine) 
         plan = build_ledger(shape, gpu, resolved).plan
     except KvdoctorError:
         return {}
-    return kv_layout(getattr(plan, "grouping", None)) if plan is not None else {}
+    return kv_layout(plan.grouping) if plan is not None else {}
 
 
 def sched_config(resolved: ResolvedEngine, num_blocks: int, layout: dict[str, int] | None = None) -> SchedConfig:
     """The scheduler limits from a resolved engine (``engine.defaults.ResolvedEngine``) and, for
     hybrid models, the KV group layout (``kv_layout``)."""
 
-    def val(name, default):
-        v = getattr(resolved, name, None)
-        return default if v is None else v
-
+    r = resolved  # every field concrete (engine.defaults.resolve)
     if num_blocks is None or int(num_blocks) < 2:
         raise InputError(f"the KV pool has {num_blocks} blocks: nothing can run (vLLM would refuse to start)")
-    override = getattr(resolved, "num_gpu_blocks_override", None)
+    override = r.num_gpu_blocks_override
     layout = dict(layout or {})
-    block_size = int(layout.pop("block_size", None) or val("block_size", 16))
+    block_size = int(layout.pop("block_size", None) or r.block_size)
     return SchedConfig(
         num_blocks=int(override) if override else int(num_blocks),
         block_size=block_size,
-        max_model_len=int(val("max_model_len", 8192)),
-        max_num_seqs=int(val("max_num_seqs", 256)),
-        max_num_batched_tokens=int(val("max_num_batched_tokens", 8192)),
-        enable_prefix_caching=bool(val("enable_prefix_caching", True)),
-        enable_chunked_prefill=bool(val("enable_chunked_prefill", True)),
-        long_prefill_token_threshold=int(val("long_prefill_token_threshold", 0)),
-        scheduling_policy=str(val("scheduling_policy", "fcfs")),
-        async_scheduling=bool(val("async_scheduling", False)),
+        max_model_len=int(r.max_model_len),
+        max_num_seqs=int(r.max_num_seqs),
+        max_num_batched_tokens=int(r.max_num_batched_tokens),
+        enable_prefix_caching=bool(r.enable_prefix_caching),
+        enable_chunked_prefill=bool(r.enable_chunked_prefill),
+        long_prefill_token_threshold=int(r.long_prefill_token_threshold),
+        scheduling_policy=str(r.scheduling_policy),
+        async_scheduling=bool(r.async_scheduling),
         **layout,
     )
 
 
-def as_workload(workload: Any, seed: int = 0) -> Workload:
+def as_workload(workload: WorkloadInput, seed: int = 0) -> Workload:
     if isinstance(workload, Workload):
         return workload
     from kvdoctor.sim.workload import WorkloadSpec, build_workload
@@ -101,7 +109,7 @@ def as_workload(workload: Any, seed: int = 0) -> Workload:
         from kvdoctor.sim.workload import synthetic
 
         return synthetic(**{"seed": seed, **workload})
-    if isinstance(workload, (str, bytes)) or hasattr(workload, "__fspath__"):
+    if isinstance(workload, (str, bytes, os.PathLike)):
         from kvdoctor.sim.workload import load_trace
 
         return load_trace(workload)
@@ -110,7 +118,8 @@ def as_workload(workload: Any, seed: int = 0) -> Workload:
     raise InputError(f"cannot simulate a workload of type {type(workload).__name__}")
 
 
-def step_model(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, calibration: Any = None):
+def step_model(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine,
+               calibration: Calibration | None = None) -> StepTimeModel:
     """The step-time model of this deployment: the fitted roofline, or the deployment's own
     calibration (``kvdoctor calibrate``) on top of it (or instead of it, for a linear fit)."""
     from kvdoctor.sim.steptime import from_deployment
@@ -120,7 +129,7 @@ def step_model(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine,
     return from_deployment(shape, gpu, resolved)
 
 
-def front_end(calibration: Any = None):
+def front_end(calibration: Calibration | None = None) -> FrontEnd:
     """The API-server model: the deployment's calibration, else the fit on public results."""
     from kvdoctor.sim import coefficients as C
     from kvdoctor.sim.frontend import FrontEnd
@@ -130,22 +139,22 @@ def front_end(calibration: Any = None):
     return FrontEnd(**C.FRONTEND)
 
 
-def uncertainty(calibration: Any = None) -> dict:
+def uncertainty(calibration: Calibration | None = None) -> dict:
     """How far to trust a prediction: the median absolute error on results the time model was not
     fitted on (the deployment's held-out runs with a calibration, else the public held-out set)."""
     from kvdoctor.sim import coefficients as C
 
     if calibration is not None and calibration.uncertainty():
         return {"source": "calibration held-out runs", "median_abs_error": calibration.uncertainty()}
-    fit = getattr(C, "SERVING_FIT", {}) or {}
+    fit = C.SERVING_FIT or {}
     err = (fit.get("median_abs_error") or {}).get("held_out")
     return {"source": "public vllm bench results held out of the fit (docs/simulation.md)",
             "median_abs_error": {k: v for k, v in (err or {}).items() if k != "n"}}
 
 
-def run(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int, workload: Any, *,
+def run(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int, workload: WorkloadInput, *,
         seed: int = 0, detail: bool = False, progress=None, interval_s: float = 10.0, layout: dict | None = None,
-        calibration: Any = None, on_step=None) -> SimResult:
+        calibration: Calibration | None = None, on_step=None) -> SimResult:
     """The full result (timeline, per-request arrays) for one configuration. ``layout``: the KV
     group layout (``kv_layout(ledger.plan.grouping)``); computed from the ledger when omitted.
     ``calibration``: a ``sim.calibration.Calibration`` (``--calibration FILE``). ``on_step``: a
@@ -163,7 +172,7 @@ def run(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_bl
                     frontend=front_end(calibration), on_step=on_step)
 
 
-def predict(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int, workload: Any, *,
-            seed: int = 0, calibration: Any = None) -> SimSummary:
+def predict(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int,
+            workload: WorkloadInput, *, seed: int = 0, calibration: Calibration | None = None) -> SimSummary:
     """Simulated TTFT / TBT / throughput / preemptions for one configuration (fast: summary only)."""
     return run(shape, gpu, resolved, num_blocks, workload, seed=seed, detail=False, calibration=calibration).summary

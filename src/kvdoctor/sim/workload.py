@@ -57,8 +57,9 @@ class Workload:
         if not all(math.isfinite(a) for a in self.arrival):
             bad = sum(1 for a in self.arrival if not math.isfinite(a))
             raise InputError(f"workload {self.name}: {bad} request(s) without a finite arrival time")
-        for nm in ("prompt", "output", "group", "prefix_len", "priority", "ids", "warm_prefix"):
-            v = getattr(self, nm)
+        for nm, v in (("prompt", self.prompt), ("output", self.output), ("group", self.group),
+                      ("prefix_len", self.prefix_len), ("priority", self.priority), ("ids", self.ids),
+                      ("warm_prefix", self.warm_prefix)):
             if v is not None and len(v) != n:
                 raise InputError(f"workload {nm} has {len(v)} entries, arrivals have {n}")
         if self.warm_prefix is not None:
@@ -169,21 +170,8 @@ def load_trace(path: str | Path) -> Workload:
     Requests come sorted by arrival (stable), carrying the trace's ``request_id`` (else the
     0-based row index) as ``ids``.
     """
-    from kvdoctor.evidence.traces import load_trace as read_records
-
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"trace file not found: {p}")
-    if p.stat().st_size == 0:
-        raise InputError(f"{p}: empty file")
-    _refuse_binary(p)
-    try:
-        recs = read_records(p)
-    except InputError as exc:
-        if "not a request trace" in str(exc):
-            raise InputError(f"{p}: needs prompt and output token columns (e.g. num_prefill_tokens, "
-                             "num_decode_tokens)") from None
-        raise
+    recs = _records(p, "trace file", " (e.g. num_prefill_tokens, num_decode_tokens)", refuse_empty=True)
     if not recs:
         raise InputError(f"{p}: empty file or no request rows")
     if all(r.arrival_s != r.arrival_s for r in recs):
@@ -195,8 +183,9 @@ def load_trace(path: str | Path) -> Workload:
     for r in recs:
         if r.arrival_s != r.arrival_s or r.prompt_tokens is None or r.output_tokens is None:
             continue
-        for col in ("arrival_s", "prompt_tokens", "output_tokens", "prefix_len", "priority"):
-            _check_count(getattr(r, col), f"{p}: request {r.request_id}", col)
+        for col, v in (("arrival_s", r.arrival_s), ("prompt_tokens", r.prompt_tokens),
+                       ("output_tokens", r.output_tokens), ("prefix_len", r.prefix_len), ("priority", r.priority)):
+            _check_count(v, f"{p}: request {r.request_id}", col)
         rows.append(r)
     if not rows:
         raise InputError(f"{p}: no usable request rows")
@@ -212,23 +201,31 @@ def load_trace(path: str | Path) -> Workload:
     return w
 
 
+def _records(p: Path, what: str, example: str, *, refuse_empty: bool = False) -> list:
+    """The rows of a trace-like file, read by the one trace reader (``evidence.traces.load_trace``);
+    one-line errors that name ``what`` and, for a file without token columns, ``example`` ones."""
+    from kvdoctor.evidence.traces import load_trace as read_records
+
+    if not p.is_file():
+        raise InputError(f"{what} not found: {p}")
+    if refuse_empty and p.stat().st_size == 0:
+        raise InputError(f"{p}: empty file")
+    _refuse_binary(p)
+    try:
+        return read_records(p)
+    except InputError as exc:
+        if "not a request trace" in str(exc):
+            raise InputError(f"{p}: needs prompt and output token columns{example}") from None
+        raise
+
+
 # ---- synthetic workloads -----------------------------------------------------------------------
 
 def load_lengths(path: str | Path) -> tuple[list[int], list[int]]:
     """An empirical (prompt, output) length file: any trace/statistics CSV or JSONL (read by the one
     trace reader, ``evidence.traces.load_trace``; arrival times, if any, are ignored)."""
-    from kvdoctor.evidence.traces import load_trace as read_records
-
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"length distribution file not found: {p}")
-    _refuse_binary(p)
-    try:
-        recs = read_records(p)
-    except InputError as exc:
-        if "not a request trace" in str(exc):
-            raise InputError(f"{p}: needs prompt and output token columns") from None
-        raise
+    recs = _records(p, "length distribution file", "")
     pr, ou = [], []
     for r in recs:
         if r.prompt_tokens is None or r.output_tokens is None:

@@ -49,34 +49,36 @@ class Scenario:
         return f"{env} vllm serve {model} {' '.join(self.all_flags())}".strip()
 
 
+def _pool(max_model_len: int, max_num_seqs: int, blocks: int) -> list[str]:
+    """The flags of a scenario sized by its pool: 2,048 batched tokens a step, ``blocks`` KV blocks."""
+    return ["--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
+            "--max-num-batched-tokens", "2048", "--num-gpu-blocks-override", str(blocks)]
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario(
         "healthy_full",
         "KV usage high (4 requests of 256 + 90 tokens, 11 blocks each even with a BOS token, hold 44 of 47 usable "
         "blocks), no queue (the client never has more in flight than --max-num-seqs), no preemption",
-        ["--max-model-len", "512", "--max-num-seqs", "4", "--max-num-batched-tokens", "2048",
-         "--num-gpu-blocks-override", "48"],
+        _pool(512, 4, 48),
         LoadSpec(prompt_len=256, output_len=90, requests=16, rate=None, max_concurrency=4, seed=0),
     ),
     Scenario(
         "capacity_short",
         "pool of 20 blocks (640 tokens) for 8 sequences of 192 tokens: preemptions and a queue",
-        ["--max-model-len", "512", "--max-num-seqs", "8", "--max-num-batched-tokens", "2048",
-         "--num-gpu-blocks-override", "20"],
+        _pool(512, 8, 20),
         LoadSpec(prompt_len=128, output_len=64, requests=40, rate=None, max_concurrency=16, seed=0),
     ),
     Scenario(
         "config_starved",
         "--max-num-seqs 2 with a pool of 400 blocks (12,800 tokens): KV mostly free, requests queue",
-        ["--max-model-len", "512", "--max-num-seqs", "2", "--max-num-batched-tokens", "2048",
-         "--num-gpu-blocks-override", "400"],
+        _pool(512, 2, 400),
         LoadSpec(prompt_len=128, output_len=64, requests=40, rate=20.0, seed=0),
     ),
     Scenario(
         "prefill_bound",
         "a burst of 16 prompts of 3,072 tokens with 8 output tokens each, 2,048 batched tokens a step",
-        ["--max-model-len", "4096", "--max-num-seqs", "16", "--max-num-batched-tokens", "2048",
-         "--num-gpu-blocks-override", "2000"],
+        _pool(4096, 16, 2000),
         LoadSpec(prompt_len=3072, output_len=8, requests=16, rate=None, seed=0),
     ),
     Scenario(

@@ -237,15 +237,23 @@ def _has_ellipsis(v: Any) -> bool:
     return False
 
 
-def _matching_brace(text: str) -> int | None:
-    depth, quote = 0, None
+def _outside_quotes(text: str):
+    """(index, character) of every character outside a quoted string (the quotes themselves left out)."""
+    quote = None
     for i, ch in enumerate(text):
         if quote:
             if ch == quote:
                 quote = None
         elif ch in "'\"":
             quote = ch
-        elif ch in "{[(":
+        else:
+            yield i, ch
+
+
+def _matching_brace(text: str) -> int | None:
+    depth = 0
+    for i, ch in _outside_quotes(text):
+        if ch in "{[(":
             depth += 1
         elif ch in "}])":
             depth -= 1
@@ -256,14 +264,9 @@ def _matching_brace(text: str) -> int | None:
 
 def _split_top(text: str, sep: str) -> list[str]:
     """Split on ``sep`` at bracket depth 0, outside quotes."""
-    parts, depth, quote, start = [], 0, None, 0
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "{[(":
+    parts, depth, start = [], 0, 0
+    for i, ch in _outside_quotes(text):
+        if ch in "{[(":
             depth += 1
         elif ch in "}])":
             depth = max(0, depth - 1)
@@ -475,14 +478,19 @@ def _h_load_v0(c, n, env, msg) -> bool:
     return False
 
 
+def _pool_figure(c, n, env, name: str, value: int, *priority) -> _Builder:
+    """A KV pool figure (blocks or tokens) into the current start-up, after ``_kv_repeat`` has seen it."""
+    c._kv_repeat(name, value, n, env)
+    b = c._builder(n)
+    b.set(name, value, n, env, *priority)
+    return b
+
+
 def _h_blocks(c, n, env, msg) -> bool:
     m = R_BLOCKS.search(msg)
     if not m:
         return False
-    gpu = _i(m.group(2))
-    c._kv_repeat("num_gpu_blocks", gpu, n, env)
-    b = c._builder(n)
-    b.set("num_gpu_blocks", gpu, n, env, _P_FINAL)
+    b = _pool_figure(c, n, env, "num_gpu_blocks", _i(m.group(2)), _P_FINAL)
     if m.group(3):
         b.set("num_cpu_blocks", _i(m.group(3)), n, env, _P_FINAL)
     b.hints.add("v0")
@@ -505,10 +513,7 @@ def _h_kvsize(c, n, env, msg) -> bool:
     m = R_KVSIZE.search(msg)
     if not m:
         return False
-    tok = _i(m.group(1))
-    c._kv_repeat("kv_cache_tokens", tok, n, env)
-    b = c._builder(n)
-    b.set("kv_cache_tokens", tok, n, env)
+    b = _pool_figure(c, n, env, "kv_cache_tokens", _i(m.group(1)))
     if "CPU KV cache size" in msg:
         b.f.engine_config["platform"] = "cpu"
     b.hints.add("v1-0.33" if "Maximum concurrency" in msg else "v1")  # one-line form is 0.33's
@@ -766,13 +771,22 @@ def _error(c: StartupCollector, n: int, env: Envelope | None, kind: str, msg: st
     return b
 
 
-def _h_too_small(c, n, env, msg) -> bool:
-    m = R_TOO_SMALL.search(msg)
+def _max_len_error(c, n, env, msg, rx, kind: str, era: str):
+    """(builder, match) when ``rx`` reads a max-model-len error of ``era`` (group 1 = the length), else None."""
+    m = rx.search(msg)
     if not m:
-        return False
-    b = _error(c, n, env, "kv-too-small", msg)
-    b.hints.add("v1")
+        return None
+    b = _error(c, n, env, kind, msg)
+    b.hints.add(era)
     b.set("max_model_len", int(m.group(1)), n, env, _P_LOG)
+    return b, m
+
+
+def _h_too_small(c, n, env, msg) -> bool:
+    hit = _max_len_error(c, n, env, msg, R_TOO_SMALL, "kv-too-small", "v1")
+    if hit is None:
+        return False
+    b, m = hit
     b.set("error_needed_bytes", _b(m.group(2)), n, env)
     b.set("error_available_bytes", _b(m.group(3)), n, env)
     if m.group(4):
@@ -781,12 +795,10 @@ def _h_too_small(c, n, env, msg) -> bool:
 
 
 def _h_v0_too_large(c, n, env, msg) -> bool:
-    m = R_V0_TOO_LARGE.search(msg)
-    if not m:
+    hit = _max_len_error(c, n, env, msg, R_V0_TOO_LARGE, "max-len-too-large", "v0")
+    if hit is None:
         return False
-    b = _error(c, n, env, "max-len-too-large", msg)
-    b.hints.add("v0")
-    b.set("max_model_len", int(m.group(1)), n, env, _P_LOG)
+    b, m = hit
     b.set("kv_cache_tokens", int(m.group(2)), n, env)
     return True
 
