@@ -39,8 +39,12 @@ _lock_file: list[Any] = []
 
 
 def _log(msg: str) -> None:
-    sys.stderr.write(f"[realvllm] {msg}\n")
-    sys.stderr.flush()
+    # This runs on the background thread while other tests run: sys.stderr may at that moment be a
+    # CliRunner's swapped-in stream, and the line would land in that test's command output. The
+    # interpreter's own stderr is never swapped (pytest still captures it at the fd level).
+    stream = sys.__stderr__ or sys.stderr
+    stream.write(f"[realvllm] {msg}\n")
+    stream.flush()
 
 
 def hold_engine_lock(root: Path) -> None:
