@@ -41,7 +41,11 @@ def test_healthy_full_measured(healthy):
     assert m["completed"]["value"] == 16 and m["failed"]["value"] == 0
     assert m["preemptions"]["value"] == 0
     assert m["waiting_peak"]["value"] == 0  # the client never has more in flight than --max-num-seqs
-    assert m["kv_usage_peak_pct"]["value"] >= 80.0  # 4 × 11 of 47 usable blocks
+    # Any sample with the four seats busy holds four prompts: 257 tokens (BOS included) = 9 blocks each,
+    # 36 of 47 usable blocks (76.6 %); with their 90 output tokens, up to 11 each (44 blocks, 93.6 %).
+    # Where in that range the sampled peak lands depends on when the 1 Hz samples fall (78.7 % seen
+    # on a loaded host), so the bound is the part that does not.
+    assert 100 * 36 / 47 - 0.1 <= m["kv_usage_peak_pct"]["value"] <= 100 * 44 / 47 + 0.1
     assert m["pool_tokens"]["value"] == 48 * 32
 
 
