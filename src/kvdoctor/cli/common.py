@@ -293,16 +293,9 @@ def _num(x: float) -> str:
 
 def check_number(param: Any, value: Any) -> Any:
     """Raise InputError (one line, exit 2, like the verbs' own checks) unless ``value`` (already
-    converted by click) is finite and within the option's bounds. Tuples (repeatable options) are
-    checked item by item."""
+    converted by click, one item of a repeatable option) is finite and within the option's bounds."""
     import math
 
-    if value is None:
-        return value
-    if isinstance(value, (tuple, list)):
-        for v in value:
-            check_number(param, v)
-        return value
     name = max(param.opts, key=len) if param.opts else param.name
     lo, hi, lo_open = _bounds_for(param)
     if isinstance(value, float) and not math.isfinite(value):
@@ -317,12 +310,7 @@ def check_number(param: Any, value: Any) -> Any:
 def bound_numeric_options(command: Any) -> None:
     """Give every int/float parameter under ``command`` (a click group or command) the bounds check,
     chained before its own callback. Idempotent."""
-    for sub in getattr(command, "commands", {}).values():
-        bound_numeric_options(sub)
-    for param in getattr(command, "params", []):
-        if _numeric_kind(param) is None or getattr(param, "_kvdoctor_bounded", False):
-            continue
-        _chain_callback(param, check_number, "_kvdoctor_bounded")
+    _harden(command, lambda param: _numeric_kind(param) is not None, check_number, "_kvdoctor_bounded")
 
 
 # Parameters that name files kvdoctor reads (by dest name). A FIFO, socket or device given there
@@ -338,12 +326,6 @@ def check_input_path(param: Any, value: Any) -> Any:
 
     from kvdoctor.safeio import check_input_file
 
-    if value is None:
-        return value
-    if isinstance(value, (tuple, list)):
-        for v in value:
-            check_input_path(param, v)
-        return value
     text = os.fspath(value) if isinstance(value, os.PathLike) else value
     if not isinstance(text, str) or text == "-" or "\n" in text:
         return value
@@ -361,25 +343,31 @@ def harden_options(command: Any) -> None:
     """Bound every number and guard every input path under ``command`` (called once per run by the
     root callback, before the verb's own options are parsed). Idempotent."""
     bound_numeric_options(command)
-    _guard_paths(command)
+    _harden(command, lambda param: param.name in INPUT_FILE_PARAMS, check_input_path, "_kvdoctor_path_guard")
 
 
-def _guard_paths(command: Any) -> None:
+def _harden(command: Any, wanted: Callable[[Any], bool], check: Callable[[Any, Any], Any], marker: str) -> None:
+    """Chain ``check`` onto every parameter under ``command`` that ``wanted`` selects and ``marker``
+    does not already mark."""
     for sub in getattr(command, "commands", {}).values():
-        _guard_paths(sub)
+        _harden(sub, wanted, check, marker)
     for param in getattr(command, "params", []):
-        if param.name not in INPUT_FILE_PARAMS or getattr(param, "_kvdoctor_path_guard", False):
-            continue
-        _chain_callback(param, check_input_path, "_kvdoctor_path_guard")
+        if wanted(param) and not getattr(param, marker, False):
+            _chain_callback(param, check, marker)
 
 
 def _chain_callback(param: Any, check: Callable[[Any, Any], Any], marker: str) -> None:
-    """Run ``check(param, value)`` before the parameter's own click callback (if any); ``marker``
-    is set on the parameter so that hardening it twice is a no-op."""
+    """Run ``check(param, item)`` on the value (each item of a repeatable option; nothing when unset)
+    before the parameter's own click callback (if any); ``marker`` is set on the parameter so that
+    hardening it twice is a no-op."""
     own = param.callback
 
     def callback(ctx: Any, p: Any, value: Any) -> Any:
-        value = check(p, value)
+        if isinstance(value, (tuple, list)):
+            for item in value:
+                check(p, item)
+        elif value is not None:
+            check(p, value)
         return own(ctx, p, value) if own is not None else value
 
     param.callback = callback
