@@ -313,8 +313,6 @@ class JournalStore:
 
     @_db_errors
     def steps(self, name: str) -> list[Step]:
-        from kvdoctor.safeio import redact_url
-
         jid = self._journal_id(self.conn, name)
         rows = self.conn.execute("SELECT * FROM steps WHERE journal_id = ? ORDER BY seq", (jid,)).fetchall()
         notes: dict[int, list[dict[str, Any]]] = {}
@@ -322,22 +320,26 @@ class JournalStore:
             "SELECT n.step_id, n.created_at, n.text FROM notes n JOIN steps s ON s.id = n.step_id "
             "WHERE s.journal_id = ? ORDER BY n.id", (jid,)
         ):
-            notes.setdefault(n["step_id"], []).append({"created_at": n["created_at"], "text": redact_url(n["text"])})
+            notes.setdefault(n["step_id"], []).append(self._note(n))
         return [self._row_to_step(name, r, notes.get(r["id"], [])) for r in rows]
 
     @_db_errors
     def step(self, name: str, seq: int) -> Step:
         """One step, read alone (``record`` returns the step it wrote: reading the whole journal back
         for it made n records cost O(n²))."""
-        from kvdoctor.safeio import redact_url
-
         jid = self._journal_id(self.conn, name)
         row = self.conn.execute("SELECT * FROM steps WHERE journal_id = ? AND seq = ?", (jid, seq)).fetchone()
         if row is None:
             raise NotFoundError(f"journal {name!r} has no step #{seq}")
-        notes = [{"created_at": n["created_at"], "text": redact_url(n["text"])} for n in self.conn.execute(
+        notes = [self._note(n) for n in self.conn.execute(
             "SELECT created_at, text FROM notes WHERE step_id = ? ORDER BY id", (row["id"],))]
         return self._row_to_step(name, row, notes)
+
+    @staticmethod
+    def _note(n: sqlite3.Row) -> dict[str, Any]:
+        from kvdoctor.safeio import redact_url
+
+        return {"created_at": n["created_at"], "text": redact_url(n["text"])}
 
     @staticmethod
     def _row_to_step(name: str, r: sqlite3.Row, notes: list[dict[str, Any]]) -> Step:
