@@ -145,6 +145,11 @@ def evaluate(all_anchors: bool = False, path: Path = FIXTURE) -> dict:
                                                        "ttft_floor": ttft_floor(rows)}
         if b3:
             out["batch3_held_out"] += held
+            if all_anchors:
+                out.setdefault("batch3_all_anchors_held_out", [])
+                for r in rows:
+                    res_a = res if r["id"] == anchor else calibrate_series(rows, r["id"])
+                    out["batch3_all_anchors_held_out"] += [v for v in res_a.values() if v["split"] == "held_out"]
             continue
         out["held_out"] += held
         if all_anchors:
@@ -153,6 +158,8 @@ def evaluate(all_anchors: bool = False, path: Path = FIXTURE) -> dict:
                 out["all_anchors_held_out"] += [v for v in res_a.values() if v["split"] == "held_out"]
     out["median_abs_error"] = median_abs(out.pop("held_out"))
     out["batch3_median_abs_error"] = median_abs(out.pop("batch3_held_out"))
+    if "batch3_all_anchors_held_out" in out:
+        out["batch3_all_anchors_median_abs_error"] = median_abs(out.pop("batch3_all_anchors_held_out"))
     pairs = out.pop("all_anchors_held_out")
     if all_anchors:
         out["all_anchors_median_abs_error"] = median_abs(pairs)
@@ -184,7 +191,8 @@ def main(argv=None) -> int:
         print(json.dumps(res, indent=1))
     else:
         print(table(res))
-        for k in ("median_abs_error", "all_anchors_median_abs_error", "batch3_median_abs_error"):
+        for k in ("median_abs_error", "all_anchors_median_abs_error", "batch3_median_abs_error",
+                  "batch3_all_anchors_median_abs_error"):
             if k in res:
                 print(k, json.dumps(res[k]))
         for g, s in res["series"].items():
