@@ -18,9 +18,10 @@ draws them).
 The anchor (the run calibrated on) is fixed by rule, not by result: the sweep's first published run
 (128 in / 128 out).
 
-Also the held-out multi-load series of batch 3 (rows with an ``anchor`` field: one deployment measured at
-several loads, ``--num-prompts`` N at rate inf; the anchor, the lowest load of each series, was fixed in the
-fixture before any evaluation). They are reported apart (``batch3_series``, ``batch3_median_abs_error``); each
+Also the held-out series of batches 3 and 4 (rows with an ``anchor`` field: one deployment measured at
+several loads or workloads, at rate inf; the anchor — batch 3: the lowest load, batch 4: the 2000/100 run — was
+fixed in the fixture before any evaluation). They are reported apart, per batch (``batch3_series``, ``batch3_median_abs_error``,
+``batch4_series``, ...); each
 is simulated on its own deployment (the row's max_model_len, gpu_memory_utilization and, where the source
 printed it, ``num_gpu_blocks``). ``--all-anchors`` calibrates on every run in turn and reports the median over all
 (anchor, other run) pairs too. The ``split`` column of the fixture (the uncalibrated fit's) is not used.
@@ -45,7 +46,8 @@ def load_series(path: Path = FIXTURE) -> dict[str, list[dict]]:
     groups: dict[str, list[dict]] = {}
     for r in rows:
         tt_sweep = r.get("dataset") == "random" and r.get("max_concurrency") == 1 and r.get("id", "").startswith("tt")
-        if tt_sweep or r.get("anchor") is not None:  # batch 3: a multi-load series with its anchor fixed
+        # batches 3-4: a series with its anchor fixed in the fixture (random lengths only: ShareGPT rows stay out)
+        if tt_sweep or (r.get("anchor") is not None and r.get("dataset") == "random"):
             groups.setdefault(r["group"], []).append(r)
     return {g: rs for g, rs in groups.items() if len(rs) >= MIN_RUNS}
 
@@ -134,32 +136,35 @@ def ttft_floor(rows: list[dict]) -> float | None:
 
 def evaluate(all_anchors: bool = False, path: Path = FIXTURE) -> dict:
     series = load_series(path)
-    out: dict = {"series": {}, "held_out": [], "all_anchors_held_out": [], "batch3_series": {}, "batch3_held_out": []}
+    out: dict = {"series": {}, "held_out": [], "all_anchors_held_out": []}
+    later: dict[int, dict] = {}  # batch -> held-out runs (and all-anchor pairs) of its fixed-anchor series
     for g, rows in sorted(series.items()):
-        b3 = any(r.get("anchor") is not None for r in rows)
+        b = rows[0].get("batch", 1) if any(r.get("anchor") is not None for r in rows) else None
         anchor = next((r["id"] for r in rows if r.get("anchor")), rows[0]["id"])
         res = calibrate_series(rows, anchor)
         held = [v for v in res.values() if v["split"] == "held_out"]
-        out["batch3_series" if b3 else "series"][g] = {"anchor": anchor, "runs": res,
-                                                       "held_out_median_abs_error": median_abs(held),
-                                                       "ttft_floor": ttft_floor(rows)}
-        if b3:
-            out["batch3_held_out"] += held
+        entry = {"anchor": anchor, "runs": res, "held_out_median_abs_error": median_abs(held),
+                 "ttft_floor": ttft_floor(rows)}
+        if b is not None:
+            out.setdefault(f"batch{b}_series", {})[g] = entry
+            acc = later.setdefault(b, {"held": [], "pairs": []})
+            acc["held"] += held
             if all_anchors:
-                out.setdefault("batch3_all_anchors_held_out", [])
                 for r in rows:
                     res_a = res if r["id"] == anchor else calibrate_series(rows, r["id"])
-                    out["batch3_all_anchors_held_out"] += [v for v in res_a.values() if v["split"] == "held_out"]
+                    acc["pairs"] += [v for v in res_a.values() if v["split"] == "held_out"]
             continue
+        out["series"][g] = entry
         out["held_out"] += held
         if all_anchors:
             for r in rows:
                 res_a = res if r["id"] == anchor else calibrate_series(rows, r["id"])
                 out["all_anchors_held_out"] += [v for v in res_a.values() if v["split"] == "held_out"]
     out["median_abs_error"] = median_abs(out.pop("held_out"))
-    out["batch3_median_abs_error"] = median_abs(out.pop("batch3_held_out"))
-    if "batch3_all_anchors_held_out" in out:
-        out["batch3_all_anchors_median_abs_error"] = median_abs(out.pop("batch3_all_anchors_held_out"))
+    for b, acc in sorted(later.items()):
+        out[f"batch{b}_median_abs_error"] = median_abs(acc["held"])
+        if all_anchors:
+            out[f"batch{b}_all_anchors_median_abs_error"] = median_abs(acc["pairs"])
     pairs = out.pop("all_anchors_held_out")
     if all_anchors:
         out["all_anchors_median_abs_error"] = median_abs(pairs)
@@ -167,8 +172,10 @@ def evaluate(all_anchors: bool = False, path: Path = FIXTURE) -> dict:
 
 
 def table(res: dict) -> str:
-    lines = ["| series (anchor: first run; batch 3: lowest load) | run | output tok/s | mean TTFT | mean TPOT |", "|---|---|---|---|---|"]
-    for g, s in [*res["series"].items(), *res.get("batch3_series", {}).items()]:
+    lines = ["| series (anchor: first run; batch 3: lowest load; batch 4: the 2000/100 run) | run | output tok/s "
+             "| mean TTFT | mean TPOT |", "|---|---|---|---|---|"]
+    later = [kv for k in sorted(res) if k.startswith("batch") and k.endswith("_series") for kv in res[k].items()]
+    for g, s in [*res["series"].items(), *later]:
         for name, v in s["runs"].items():
             def cell(m):
                 if m not in v["error"]:
@@ -191,15 +198,14 @@ def main(argv=None) -> int:
         print(json.dumps(res, indent=1))
     else:
         print(table(res))
-        for k in ("median_abs_error", "all_anchors_median_abs_error", "batch3_median_abs_error",
-                  "batch3_all_anchors_median_abs_error"):
-            if k in res:
-                print(k, json.dumps(res[k]))
+        for k in sorted(k for k in res if k.endswith("median_abs_error")):
+            print(k, json.dumps(res[k]))
         for g, s in res["series"].items():
             print(g, json.dumps(s["held_out_median_abs_error"]), "TTFT floor (best line, hindsight):",
                   f"{s['ttft_floor']:.1%}")
-        for g, s in res["batch3_series"].items():
-            print(g, "(batch 3, anchor", s["anchor"] + ")", json.dumps(s["held_out_median_abs_error"]))
+        for k in sorted(k for k in res if k.startswith("batch") and k.endswith("_series")):
+            for g, s in res[k].items():
+                print(g, f"({k[:-7]}, anchor", s["anchor"] + ")", json.dumps(s["held_out_median_abs_error"]))
     return 0
 
 

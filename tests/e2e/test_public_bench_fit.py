@@ -25,9 +25,10 @@ def test_held_out_errors_of_the_committed_coefficients(fit_script):
     from kvdoctor.sim import coefficients as C
 
     rows = fit_script.load_rows()
-    assert len(rows) == 58 and sum(r["split"] == "held_out" for r in rows) == 39
+    assert len(rows) == 67 and sum(r["split"] == "held_out" for r in rows) == 48
     assert sum(r.get("batch") == 2 for r in rows) == 12  # the later collection, split fixed before evaluation
     assert sum(r.get("batch") == 3 for r in rows) == 18  # the third, all held out, committed before evaluation
+    assert sum(r.get("batch") == 4 for r in rows) == 9  # the fourth, likewise
     errs = fit_script.errors(rows, C.SERVING, C.FRONTEND)
     s = fit_script.summary(errs)
     held = s["held_out_batch12"]  # the held-out set of the refit that wrote SERVING_FIT
@@ -46,8 +47,13 @@ def test_held_out_errors_of_the_committed_coefficients(fit_script):
     assert 0.15 < b3["mean_ttft_ms"] <= 0.30, s
     b3_rows = [e for e in errs if e["batch"] == 3]
     assert all(e["err"]["output_throughput"] > 0 and e["err"]["mean_tpot_ms"] < 0 for e in b3_rows)
-    allh = s["held_out"]  # all 39 held-out results
-    assert allh["n"] == 39 and allh["output_throughput"] <= 0.15 and allh["mean_tpot_ms"] <= 0.20, s
+    # batch 4 (Qwen3-14B saturated at rate inf, vLLM 0.11.0): measured 65 % / 32 % / 25 %, the bar missed; the H100
+    # runs' throughput is over-predicted about 2x (docs/simulation.md: the saturated regime on a fast GPU)
+    b4 = s["held_out_batch4"]
+    assert b4["n"] == 9 and b4["output_throughput"] > 0.30, s
+    assert all(e["err"]["output_throughput"] > 0.5 for e in errs if e["id"].startswith("gpustack-qwen3-14b-h100"))
+    allh = s["held_out"]  # all 48 held-out results
+    assert allh["n"] == 48 and allh["output_throughput"] <= 0.15 and allh["mean_tpot_ms"] <= 0.20, s
     # what the coefficients file says about itself is what they do
     rec = C.SERVING_FIT["median_abs_error"]["held_out"]
     for k in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"):

@@ -19,12 +19,12 @@ def rows() -> list[dict]:
 
 
 def test_every_row_has_a_source_a_split_and_measured_figures(rows):
-    assert len(rows) == 58
+    assert len(rows) == 67
     assert len({r["id"] for r in rows}) == len(rows)
     for r in rows:
         assert r["source_url"].startswith("https://github.com/"), r["id"]
         assert r["split"] in ("fit", "held_out"), r["id"]
-        assert r.get("batch", 1) in (1, 2, 3), r["id"]
+        assert r.get("batch", 1) in (1, 2, 3, 4), r["id"]
         assert r["notes"], r["id"]
         m = r["measured"]
         assert set(m) <= set(METRICS) and any(m.get(k) for k in METRICS), r["id"]
@@ -57,3 +57,16 @@ def test_batch3_server_history_is_earlier_runs_of_the_same_series(rows):
         loads = {x["num_prompts"] for x in rows if x.get("group") == r["group"]}
         for n_in, n in r["prior_runs_same_server"]:
             assert n_in == r["input_len"] and n in loads and n != r["num_prompts"], r["id"]
+
+
+def test_batch4_is_held_out_whole_with_the_2000_100_run_as_each_anchor(rows):
+    b4 = [r for r in rows if r.get("batch") == 4]
+    assert len(b4) == 9 and all(r["split"] == "held_out" for r in b4)
+    for g in ("gpustack-qwen3-14b-h100", "gpustack-qwen3-14b-a100"):
+        rs = [r for r in b4 if r["group"] == g]
+        assert [r["id"] for r in rs if r["anchor"]] == [g + "-2000-100"]
+        assert len({(r["model"], r["gpu"], r["tp"], r["vllm_version"], r["max_model_len"]) for r in rs}) == 1
+        # the order of the runs on the server is not stated: no history is claimed
+        assert all(r["prior_runs_same_server"] == [] and r["bench_test_request"] for r in rs)
+    # the H100 128-in/4-out run is quoted in issue 11 (not unseen): left out
+    assert not any(r["id"] == "gpustack-qwen3-14b-h100-128-4" for r in rows)

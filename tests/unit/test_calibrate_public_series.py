@@ -62,3 +62,15 @@ def test_batch3_series_each_calibrated_on_its_fixed_anchor(result):
     # measured (docs/simulation.md): throughput 6.3 %, TTFT 72 %, TPOT 7.2 %. One light run (a single request, or
     # ten) does not identify how the step and the queue grow with the load: TTFT misses the 10 % bar by far
     assert e["output_throughput"] < 0.25 and e["mean_ttft_ms"] > 0.30
+
+
+def test_batch4_saturated_workloads_calibrated_on_their_2000_100_run(result):
+    # Qwen3-14B on H100 / A100 (vLLM 0.11.0, rate inf): calibrated on the medium-prompt run, the other random
+    # workloads (32000/100, 4000/200 and, on A100, 128/4) predicted; the ShareGPT runs are not in the series
+    b4 = result["batch4_series"]
+    assert {g: s["anchor"] for g, s in b4.items()} == {"gpustack-qwen3-14b-a100": "gpustack-qwen3-14b-a100-2000-100",
+                                                       "gpustack-qwen3-14b-h100": "gpustack-qwen3-14b-h100-2000-100"}
+    e = result["batch4_median_abs_error"]
+    assert e["n"] == 5
+    # measured: throughput 10.0 %, TTFT 7.5 %, TPOT 6.1 % (uncalibrated on the same runs: 65 / 32 / 25 %)
+    assert e["output_throughput"] <= 0.15 and e["mean_ttft_ms"] <= 0.10 and e["mean_tpot_ms"] <= 0.10
