@@ -16,14 +16,7 @@ roofline + linear model (``kind="roofline+linear"``, the default for GPUs) on a 
 draws them).
 
 The anchor (the run calibrated on) is fixed by rule, not by result: the sweep's first published run
-(128 in / 128 out).
-
-Also the held-out series of batches 3 and 4 (rows with an ``anchor`` field: one deployment measured at
-several loads or workloads, at rate inf; the anchor — batch 3: the lowest load, batch 4: the 2000/100 run — was
-fixed in the fixture before any evaluation). They are reported apart, per batch (``batch3_series``, ``batch3_median_abs_error``,
-``batch4_series``, ...); each
-is simulated on its own deployment (the row's max_model_len, gpu_memory_utilization and, where the source
-printed it, ``num_gpu_blocks``). ``--all-anchors`` calibrates on every run in turn and reports the median over all
+(128 in / 128 out). ``--all-anchors`` calibrates on every run in turn and reports the median over all
 (anchor, other run) pairs too. The ``split`` column of the fixture (the uncalibrated fit's) is not used.
 """
 
@@ -45,9 +38,7 @@ def load_series(path: Path = FIXTURE) -> dict[str, list[dict]]:
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     groups: dict[str, list[dict]] = {}
     for r in rows:
-        tt_sweep = r.get("dataset") == "random" and r.get("max_concurrency") == 1 and r.get("id", "").startswith("tt")
-        # batches 3-4: a series with its anchor fixed in the fixture (random lengths only: ShareGPT rows stay out)
-        if tt_sweep or (r.get("anchor") is not None and r.get("dataset") == "random"):
+        if r.get("dataset") == "random" and r.get("max_concurrency") == 1 and r.get("id", "").startswith("tt"):
             groups.setdefault(r["group"], []).append(r)
     return {g: rs for g, rs in groups.items() if len(rs) >= MIN_RUNS}
 
@@ -83,15 +74,13 @@ def bench_run(row: dict):
     from kvdoctor.sim.calibration import BenchRun
     from kvdoctor.sim.workload import WorkloadSpec, random_lengths
 
-    mc = row.get("max_concurrency")
-    rate = math.inf if row.get("request_rate") in (None, "inf") else float(row["request_rate"])
-    spec = WorkloadSpec(dataset_name="random", num_prompts=int(row["num_prompts"]), max_concurrency=mc,
+    spec = WorkloadSpec(dataset_name="random", num_prompts=int(row["num_prompts"]), max_concurrency=1,
                         random_input_len=int(row["input_len"]), random_output_len=int(row["output_len"]),
                         ignore_eos=True)
     prompt, output = random_lengths(spec)
     figs = {k: float(v) for k, v in row["measured"].items() if k in METRICS and v is not None}
     return BenchRun(name=row["id"], figures=figs, prompt=prompt, output=output, send=None,
-                    request_rate=rate, burstiness=1.0, max_concurrency=mc)
+                    request_rate=math.inf, burstiness=1.0, max_concurrency=1)
 
 
 def calibrate_series(rows: list[dict], anchor: str) -> dict:
@@ -116,7 +105,7 @@ def median_abs(per_run: list[dict]) -> dict[str, float | None]:
     return out
 
 
-def ttft_floor(rows: list[dict]) -> float | None:
+def ttft_floor(rows: list[dict]) -> float:
     """Median |error| of the best straight line TTFT = a + b * input_len fitted to ALL of a sweep's runs
     (least squares in relative error, hindsight included): what the sweep's own TTFTs allow at best. At
     concurrency 1 a TTFT is front end + one prefill, which grows with the prompt; a sweep whose means of
@@ -125,8 +114,6 @@ def ttft_floor(rows: list[dict]) -> float | None:
 
     x = np.array([float(r["input_len"]) for r in rows])
     y = np.array([float(r["measured"]["mean_ttft_ms"]) for r in rows])
-    if len(set(x)) < 2:  # one prompt length (a load series): no line in the prompt length to fit
-        return None
     A = np.stack([np.ones_like(x), x], axis=1) / y[:, None]
     coef, *_ = np.linalg.lstsq(A, np.ones_like(y), rcond=None)
     coef = np.maximum(coef, 0.0)  # a cost is not negative
@@ -137,34 +124,18 @@ def ttft_floor(rows: list[dict]) -> float | None:
 def evaluate(all_anchors: bool = False, path: Path = FIXTURE) -> dict:
     series = load_series(path)
     out: dict = {"series": {}, "held_out": [], "all_anchors_held_out": []}
-    later: dict[int, dict] = {}  # batch -> held-out runs (and all-anchor pairs) of its fixed-anchor series
     for g, rows in sorted(series.items()):
-        b = rows[0].get("batch", 1) if any(r.get("anchor") is not None for r in rows) else None
-        anchor = next((r["id"] for r in rows if r.get("anchor")), rows[0]["id"])
+        anchor = rows[0]["id"]
         res = calibrate_series(rows, anchor)
         held = [v for v in res.values() if v["split"] == "held_out"]
-        entry = {"anchor": anchor, "runs": res, "held_out_median_abs_error": median_abs(held),
-                 "ttft_floor": ttft_floor(rows)}
-        if b is not None:
-            out.setdefault(f"batch{b}_series", {})[g] = entry
-            acc = later.setdefault(b, {"held": [], "pairs": []})
-            acc["held"] += held
-            if all_anchors:
-                for r in rows:
-                    res_a = res if r["id"] == anchor else calibrate_series(rows, r["id"])
-                    acc["pairs"] += [v for v in res_a.values() if v["split"] == "held_out"]
-            continue
-        out["series"][g] = entry
+        out["series"][g] = {"anchor": anchor, "runs": res, "held_out_median_abs_error": median_abs(held),
+                            "ttft_floor": ttft_floor(rows)}
         out["held_out"] += held
         if all_anchors:
             for r in rows:
                 res_a = res if r["id"] == anchor else calibrate_series(rows, r["id"])
                 out["all_anchors_held_out"] += [v for v in res_a.values() if v["split"] == "held_out"]
     out["median_abs_error"] = median_abs(out.pop("held_out"))
-    for b, acc in sorted(later.items()):
-        out[f"batch{b}_median_abs_error"] = median_abs(acc["held"])
-        if all_anchors:
-            out[f"batch{b}_all_anchors_median_abs_error"] = median_abs(acc["pairs"])
     pairs = out.pop("all_anchors_held_out")
     if all_anchors:
         out["all_anchors_median_abs_error"] = median_abs(pairs)
@@ -172,10 +143,8 @@ def evaluate(all_anchors: bool = False, path: Path = FIXTURE) -> dict:
 
 
 def table(res: dict) -> str:
-    lines = ["| series (anchor: first run; batch 3: lowest load; batch 4: the 2000/100 run) | run | output tok/s "
-             "| mean TTFT | mean TPOT |", "|---|---|---|---|---|"]
-    later = [kv for k in sorted(res) if k.startswith("batch") and k.endswith("_series") for kv in res[k].items()]
-    for g, s in [*res["series"].items(), *later]:
+    lines = ["| series (anchor: first run) | run | output tok/s | mean TTFT | mean TPOT |", "|---|---|---|---|---|"]
+    for g, s in res["series"].items():
         for name, v in s["runs"].items():
             def cell(m):
                 if m not in v["error"]:
@@ -198,14 +167,12 @@ def main(argv=None) -> int:
         print(json.dumps(res, indent=1))
     else:
         print(table(res))
-        for k in sorted(k for k in res if k.endswith("median_abs_error")):
-            print(k, json.dumps(res[k]))
+        for k in ("median_abs_error", "all_anchors_median_abs_error"):
+            if k in res:
+                print(k, json.dumps(res[k]))
         for g, s in res["series"].items():
             print(g, json.dumps(s["held_out_median_abs_error"]), "TTFT floor (best line, hindsight):",
                   f"{s['ttft_floor']:.1%}")
-        for k in sorted(k for k in res if k.startswith("batch") and k.endswith("_series")):
-            for g, s in res[k].items():
-                print(g, f"({k[:-7]}, anchor", s["anchor"] + ")", json.dumps(s["held_out_median_abs_error"]))
     return 0
 
 
