@@ -175,6 +175,24 @@ class BenchRun:
     # threads, kvdoctor.testbed.series.host_stretch); 1.0 = not measured / a dedicated host. Simulated
     # step and front-end times are multiplied by it: a calibration then holds the engine's own times
     host_stretch: float = 1.0
+    # tokens of each request's prompt (in the order of ``prompt``: the bench's request i) already in the server's
+    # prefix cache when the run started: earlier runs on the same server sent the same prompt heads, or the bench's
+    # untimed test request sent request 0 (``warm_prefixes``); None = a cold cache. The simulator serves them as
+    # cached, evictable blocks (sim.workload.Workload.warm_prefix), so only with prefix caching on
+    warm_prefix: list[int] | None = None
+    # from the result file: when the bench finished (``date``, "YYYYmmdd-HHMMSS") and the model it asked for; used
+    # to check the order and the one-server claim of --same-server, never to simulate
+    date: str | None = None
+    model_id: str | None = None
+
+    def __post_init__(self):
+        # Invariant: a warm prefix is a head of each request's own prompt, one entry per request
+        if self.warm_prefix is not None:
+            if len(self.warm_prefix) != len(self.prompt):
+                raise InputError(f"{self.name}: warm_prefix has {len(self.warm_prefix)} entries, "
+                                 f"the run has {len(self.prompt)} requests")
+            if any(not 0 <= w <= p for w, p in zip(self.warm_prefix, self.prompt)):
+                raise InputError(f"{self.name}: a warm prefix must lie between 0 and its request's prompt length")
 
     def workload(self):
         from kvdoctor.sim.workload import Workload, bench_arrivals
@@ -187,9 +205,10 @@ class BenchRun:
             # recreates the wait itself from the bench's own arrival process
             arrival = bench_arrivals(n, self.request_rate, self.burstiness, self.seed)
         order = sorted(range(n), key=arrival.__getitem__)
+        warm = None if self.warm_prefix is None else [self.warm_prefix[i] for i in order]
         return Workload(arrival=[arrival[i] - arrival[order[0]] for i in order], prompt=[self.prompt[i] for i in order],
                         output=[self.output[i] for i in order], max_concurrency=self.max_concurrency,
-                        name=self.name, source=self.name)
+                        name=self.name, source=self.name, warm_prefix=warm)
 
 
 def _num(x, default=None):
@@ -248,8 +267,10 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int
         if dur and isinstance(lats, list) and len(lats) == len(st) and all(_num(x) is not None for x in lats):
             # measured: the bench's duration minus its first send -> last completion span
             lead = max(0.0, dur - (max(float(a) + float(b) for a, b in zip(st, lats)) - t0))
+    date = doc.get("date") if isinstance(doc.get("date"), str) else None
+    model_id = doc.get("model_id") if isinstance(doc.get("model_id"), str) else None
     return BenchRun(name=name, figures=figs, prompt=prompt, output=output, send=send, request_rate=rate,
-                    burstiness=burst, max_concurrency=mc, seed=seed, lead_s=lead)
+                    burstiness=burst, max_concurrency=mc, seed=seed, lead_s=lead, date=date, model_id=model_id)
 
 
 def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) -> list[BenchRun]:
@@ -265,6 +286,68 @@ def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) ->
     if not runs:
         raise InputError("no bench result given")
     return runs
+
+
+# ---- a warm prefix cache: earlier runs on the same server, the bench's test request ---------------
+
+RETOKENIZE_MARGIN = 8  # tokens not counted as shared where two runs cut one prompt stream at different lengths
+
+
+def _fixed_lengths(r: BenchRun, margin: int) -> bool:
+    """A run sent with fixed lengths (``--random-range-ratio 0``): its prompts differ by no more than the
+    re-tokenisation jitter (vLLM 0.32 re-encodes the decoded text: 128 asked gives 128-130)."""
+    return not r.prompt or max(r.prompt) - min(r.prompt) <= margin
+
+
+def _same_stream(earlier: BenchRun, later: BenchRun, margin: int) -> bool:
+    """Whether ``earlier``'s prompt i is a head of ``later``'s prompt i (same --seed assumed). The random dataset
+    draws the lengths, then the per-request vocabulary offsets, from one ``default_rng(seed)``: a one-value length
+    range draws nothing, so with fixed lengths the offsets are the same for any length and count. A ranged run's
+    offsets come after draws that depend on its count and range, so it shares only with a run of the very same
+    lengths (the same draws)."""
+    if _fixed_lengths(earlier, margin) and _fixed_lengths(later, margin):
+        return True
+    return earlier.prompt == later.prompt
+
+
+def warm_prefixes(runs: list[BenchRun], *, same_server: bool = False, test_request: bool = False,
+                  retokenize_margin: int = RETOKENIZE_MARGIN) -> list[BenchRun]:
+    """The runs with the prefix cache each started on (``BenchRun.warm_prefix``), from the procedure alone.
+
+    ``same_server``: the runs ran in this order, back to back, on one server with prefix caching on, with the
+    random dataset and one ``--seed``: request i of a later run finds the head it shares with request i of every
+    earlier run (``sim.workload.warm_prefix_after_runs``; only runs given here count, and nothing is evicted
+    between runs). ``test_request``: the bench sent request 0 once, untimed, before the run (``benchmark_serving.py``
+    and ``vllm bench serve`` before vllm#30975; later ones only with ``--ready-check-timeout-sec`` > 0 or
+    ``--num-warmups``), so request 0 finds its whole prompt cached. Neither: the runs as given (cold)."""
+    from dataclasses import replace
+
+    from kvdoctor.sim.workload import warm_prefix_after_runs
+
+    if not same_server and not test_request:
+        return list(runs)
+    out = []
+    for k, r in enumerate(runs):
+        prior = [q.prompt for q in runs[:k] if same_server and _same_stream(q, r, retokenize_margin)]
+        warm = warm_prefix_after_runs(r.prompt, [], test_prompt=test_request, retokenize_margin=retokenize_margin,
+                                      prior_prompts=prior)
+        out.append(replace(r, warm_prefix=warm))
+    return out
+
+
+def check_same_server(runs: list[BenchRun]) -> None:
+    """What the result files can say against a --same-server claim: the bench's ``date`` (when it finished) must
+    not go backwards in the given order, and the ``model_id`` must be one. The seed, the dataset and the server
+    are not in the file: those stay the operator's word."""
+    ids = {r.model_id for r in runs if r.model_id}
+    if len(ids) > 1:
+        raise InputError(f"--same-server: the results asked for different models ({', '.join(sorted(ids))}): "
+                         "not one server")
+    dated = [r for r in runs if r.date]
+    for a, b in zip(dated, dated[1:]):
+        if b.date < a.date:  # "YYYYmmdd-HHMMSS" sorts as text
+            raise InputError(f"--same-server: {b.name} ({b.date}) finished before {a.name} ({a.date}); "
+                             "give the results in the order they ran")
 
 
 # ---- simulated figures, errors, fit --------------------------------------------------------------
@@ -508,6 +591,9 @@ def evaluate(cal: Calibration, runs: list[BenchRun], setup: Setup) -> dict[str, 
     for r in runs:
         pred = sim_figures(simulate_run(r, setup, cal), r.lead_s)
         out[r.name] = {"predicted": pred, "measured": r.figures, "error": run_errors(r.figures, pred)}
+        if r.warm_prefix is not None:  # what the re-simulation took as already cached (of the prompt tokens)
+            out[r.name]["warm_prompt_tokens"] = int(sum(r.warm_prefix))
+            out[r.name]["prompt_tokens"] = int(sum(r.prompt))
     return out
 
 

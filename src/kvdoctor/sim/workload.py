@@ -517,7 +517,7 @@ def build_workload(spec: WorkloadSpec) -> Workload:
 
 
 def warm_prefix_after_runs(prompt: list[int], prior_runs: list[tuple[int, int]], test_prompt: bool = True,
-                           retokenize_margin: int = 8) -> list[int]:
+                           retokenize_margin: int = 8, prior_prompts: list[list[int]] | None = None) -> list[int]:
     """Prompt tokens of each request already in the prefix cache when a ``vllm bench serve`` random
     run starts on a server that earlier random runs with the same seed already served.
 
@@ -535,12 +535,18 @@ def warm_prefix_after_runs(prompt: list[int], prior_runs: list[tuple[int, int]],
     prompt test run"), so request 0 finds its whole prompt cached. ``retokenize_margin``: where two
     runs' lengths differ, the prompt text is cut at different points and re-tokenised, so the last
     few tokens before the shorter cut may differ; this many are not counted as shared.
+    ``prior_prompts``: earlier runs given by their per-request prompt lengths instead (a saved
+    ``--save-detailed`` result: request i of that run had ``lengths[i]`` tokens); counted after
+    ``prior_runs``, by the same rule.
     """
+    # every earlier run as its per-request prompt lengths: (L, n) is n prompts of L tokens
+    earlier = [[int(length)] * int(n) for length, n in prior_runs] + [list(x) for x in prior_prompts or ()]
     warm = []
     for i, p in enumerate(prompt):
         w = p if (test_prompt and i == 0) else 0
-        for length, n in prior_runs:
-            if i < n:
+        for lengths in earlier:
+            if i < len(lengths):
+                length = lengths[i]
                 w = max(w, p if length == p else max(0, min(length, p) - retokenize_margin))
         warm.append(min(w, p))
     return warm
