@@ -104,11 +104,31 @@ def bench_run(row: dict, warm: bool = True):
                     warm_prefix=warm_prefix_of(row, prompt) if warm else None)
 
 
+def series_runs(rows: list[dict], setup, warm: bool = True) -> list:
+    """The sweep's runs with the prefix cache each started on. Where the rows' documented procedure is exactly
+    "these runs, in this order, on one server" (each row's ``prior_runs_same_server`` lists the rows before it),
+    the library's ``warm_prefixes`` gives it, as ``kvdoctor calibrate --same-server [--bench-test-request]`` would,
+    with the deployment's KV pool (what earlier runs left cached that the pool still holds); otherwise each row's
+    own procedure, pool unbounded (``warm_prefix_of``)."""
+    from kvdoctor.sim import calibration as C
+
+    if not warm:
+        return [bench_run(r, False) for r in rows]
+    in_order = all([list(map(int, x)) for x in (r.get("prior_runs_same_server") or [])]
+                   == [[int(q["input_len"]), int(q["num_prompts"])] for q in rows[:k]] for k, r in enumerate(rows))
+    tests = {bool(r.get("bench_test_request")) for r in rows}
+    if not in_order or len(tests) > 1:
+        return [bench_run(r, True) for r in rows]
+    return C.warm_prefixes([bench_run(r, False) for r in rows], same_server=True, test_request=tests.pop(),
+                           block_size=setup.cfg.block_size, num_blocks=setup.cfg.num_blocks)
+
+
 def calibrate_series(rows: list[dict], anchor: str, warm: bool = True) -> dict:
     from kvdoctor.sim import calibration as C
 
-    runs = [bench_run(r, warm) for r in rows]
-    cal = C.calibrate(runs, setup_for(rows), kind="roofline+linear", fit_on=[anchor])
+    setup = setup_for(rows)
+    runs = series_runs(rows, setup, warm)
+    cal = C.calibrate(runs, setup, kind="roofline+linear", fit_on=[anchor])
     return {name: {"split": v["split"], "error": {k: v["error"][k] for k in METRICS if k in v["error"]},
                    "measured": {k: v["measured"][k] for k in METRICS if k in v["measured"]},
                    "predicted": {k: v["predicted"][k] for k in METRICS if k in v["predicted"]}}

@@ -58,7 +58,8 @@ def calibrate_cmd(
     if (same_server or bench_test_request) and not cfg.enable_prefix_caching:
         raise InputError("--same-server / --bench-test-request: this configuration has prefix caching off, "
                          "so nothing earlier traffic sent stays cached; drop the option or the override")
-    runs = C.warm_prefixes(runs, same_server=same_server, test_request=bench_test_request)
+    runs = C.warm_prefixes(runs, same_server=same_server, test_request=bench_test_request,
+                           block_size=cfg.block_size, num_blocks=cfg.num_blocks)
     kind = "linear" if linear else "roofline+linear"
     base = None
     if not linear:

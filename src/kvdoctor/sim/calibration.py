@@ -310,8 +310,15 @@ def _same_stream(earlier: BenchRun, later: BenchRun, margin: int) -> bool:
     return earlier.prompt == later.prompt
 
 
+def _stream(r: BenchRun, margin: int) -> object:
+    """The prompt stream a run's request i comes from (one --seed): every fixed-length run shares one; a ranged
+    run shares only with runs of the very same lengths (``_same_stream``)."""
+    return "fixed" if _fixed_lengths(r, margin) else tuple(r.prompt)
+
+
 def warm_prefixes(runs: list[BenchRun], *, same_server: bool = False, test_request: bool = False,
-                  retokenize_margin: int = RETOKENIZE_MARGIN) -> list[BenchRun]:
+                  retokenize_margin: int = RETOKENIZE_MARGIN, block_size: int | None = None,
+                  num_blocks: int | None = None) -> list[BenchRun]:
     """The runs with the prefix cache each started on (``BenchRun.warm_prefix``), from the procedure alone.
 
     ``same_server``: the runs ran in this order, back to back, on one server with prefix caching on, with the
@@ -319,19 +326,33 @@ def warm_prefixes(runs: list[BenchRun], *, same_server: bool = False, test_reque
     earlier run (``sim.workload.warm_prefix_after_runs``; only runs given here count, and nothing is evicted
     between runs). ``test_request``: the bench sent request 0 once, untimed, before the run (``benchmark_serving.py``
     and ``vllm bench serve`` before vllm#30975; later ones only with ``--ready-check-timeout-sec`` > 0 or
-    ``--num-warmups``), so request 0 finds its whole prompt cached. Neither: the runs as given (cold)."""
+    ``--num-warmups``), so request 0 finds its whole prompt cached. Neither: the runs as given (cold).
+    ``block_size`` and ``num_blocks`` (the server's KV pool): only what the pool still holds when the run starts
+    counts (``sim.workload.cached_heads``: vLLM's least-recently-freed eviction over every request served before
+    and the run's own earlier ones, output blocks and other streams included); without them the pool is taken to
+    hold everything."""
     from dataclasses import replace
 
-    from kvdoctor.sim.workload import warm_prefix_after_runs
+    from kvdoctor.sim.workload import cached_heads, warm_prefix_after_runs
 
     if not same_server and not test_request:
         return list(runs)
     out = []
+    history: list[tuple[object, int, int, int]] = []  # every request the server served before the current run
     for k, r in enumerate(runs):
         prior = [q.prompt for q in runs[:k] if same_server and _same_stream(q, r, retokenize_margin)]
         warm = warm_prefix_after_runs(r.prompt, [], test_prompt=test_request, retokenize_margin=retokenize_margin,
                                       prior_prompts=prior)
+        st = _stream(r, retokenize_margin)
+        if not same_server:
+            history = []  # other servers, or unknown: only the run's own test request
+        if test_request and r.prompt:
+            history.append((st, 0, r.prompt[0], r.output[0]))
+        if block_size and num_blocks:
+            held = cached_heads(history, r.prompt, r.output, st, block_size, num_blocks, retokenize_margin)
+            warm = [min(w, h) for w, h in zip(warm, held)]
         out.append(replace(r, warm_prefix=warm))
+        history += [(st, i, p, o) for i, (p, o) in enumerate(zip(r.prompt, r.output))]
     return out
 
 

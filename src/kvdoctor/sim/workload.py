@@ -550,3 +550,54 @@ def warm_prefix_after_runs(prompt: list[int], prior_runs: list[tuple[int, int]],
                 w = max(w, p if length == p else max(0, min(length, p) - retokenize_margin))
         warm.append(min(w, p))
     return warm
+
+
+def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int], output: list[int], stream: object,
+                 block_size: int, num_blocks: int, retokenize_margin: int = 8) -> list[int]:
+    """Prompt tokens of each request of a run (``prompt``, ``output`` tokens; request order) still in a prefix
+    cache of ``num_blocks`` blocks when the request arrives, after the server served ``history``: (stream, index
+    i, prompt tokens, output tokens) of every earlier request, in order (the bench's test request too: request 0
+    of its run, just before it), and the run's own earlier requests.
+
+    What is shared is ``warm_prefix_after_runs``'s rule, as block identities: block j of request i of a prompt
+    stream (one ``--seed``'s random prompts) is the same content in every run whose request i has at least
+    ``(j + 1) * block_size + retokenize_margin`` tokens, and the blocks near the cut only among runs of the same
+    length; output blocks are the request's own. What survives is vLLM's free-block queue, in order: a request
+    takes the blocks of its leading hits out of the queue, evicts the least recently freed blocks for the rest
+    of its prompt and output, and frees all of them tail first, so a prompt's first block is the last to go.
+    Requests are taken one at a time (a closed loop of 1; with more in flight the pool is tighter than this).
+    With a pool that holds everything, the result is ``warm_prefix_after_runs`` rounded down to whole blocks.
+    """
+    from collections import OrderedDict
+
+    bs = int(block_size)
+
+    def ids(st, i, n_prompt, n_out):
+        head = [("h", st, i, j) if (j + 1) * bs + retokenize_margin <= n_prompt else ("t", st, i, j, n_prompt)
+                for j in range(n_prompt // bs)]
+        total = -(-(n_prompt + n_out) // bs)
+        return head, [object() for _ in range(total - len(head))]
+
+    free: OrderedDict = OrderedDict()  # cached, free blocks: least recently freed first
+
+    def serve(st, i, n_prompt, n_out) -> int:
+        """One request through the pool; returns the leading blocks of its prompt it found cached."""
+        head, own = ids(st, i, int(n_prompt), int(n_out))
+        n = 0
+        while n < len(head) and head[n] in free:
+            n += 1
+        for b in head[: min(n, max(0, (int(n_prompt) - 1) // bs))]:  # vLLM computes the last prompt token anew
+            free.pop(b)
+        blocks = head + own
+        while free and len(free) + len(blocks) > num_blocks:  # room for this request's new blocks
+            free.popitem(last=False)
+        for b in reversed(blocks):
+            free.pop(b, None)
+            free[b] = True
+        return n
+
+    for st, i, n_prompt, n_out in history:
+        serve(st, i, n_prompt, n_out)
+    # the run's own requests, in order, evict what later ones would have found (a run longer than the pool
+    # cycles through it: least-recently-freed eviction then takes each head just before it is asked for)
+    return [serve(stream, i, p, o) * bs for i, (p, o) in enumerate(zip(prompt, output))]
