@@ -460,8 +460,9 @@ def _initial(runs: list[BenchRun], kind: str) -> dict[str, float]:
         return {"base_s": 0.8 * itl, "per_request_s": 0.03 * itl, "per_token_s": max(1e-7, 0.1 * ttft / p),
                 "per_pair_s": 1e-9, "fe_request_s": 0.25 * ttft, "fe_output_token_s": 0.001 * itl,
                 "fe_latency_s": 0.25 * ttft}
+    # per_token_s (fitted only with prefill_term): a computed token's cost beyond the scaled roofline
     return {"scale": 1.0, "base_s": 0.05 * itl, "per_request_s": 0.01 * itl, "fe_request_s": 0.1 * ttft,
-            "fe_output_token_s": 0.01 * itl, "fe_latency_s": 0.1 * ttft}
+            "fe_output_token_s": 0.01 * itl, "fe_latency_s": 0.1 * ttft, "per_token_s": max(1e-9, 0.1 * ttft / p)}
 
 
 def _nelder_mead(f, x0, step=0.7, iters=300, tol=1e-5):
@@ -571,7 +572,7 @@ def busy_fraction(cal: Calibration, o: StatsObs) -> float:
 
 
 def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
-        stats: list[StatsObs] | None = None) -> Calibration:
+        stats: list[StatsObs] | None = None, prefill_term: bool = False) -> Calibration:
     """Fit one calibration on ``runs`` (bench runs of one deployment) and/or the busy intervals of
     its server stats log (``stats``; weighted as much as one run's figures in total)."""
     import numpy as np
@@ -580,7 +581,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
         raise InputError("nothing to calibrate on: give bench results and/or a server stats log")
     if not runs and kind != "linear":
         raise InputError("a stats log alone calibrates the linear step model only (--linear)")
-    names = _PARAMS_LINEAR if kind == "linear" else _PARAMS_ROOF
+    names = _PARAMS_LINEAR if kind == "linear" else _PARAMS_ROOF + (("per_token_s",) if prefill_term else ())
     init = _initial(runs, kind) if runs else {"base_s": 0.01, "per_request_s": 0.001, "per_token_s": 1e-5,
                                                "per_pair_s": 1e-9, "fe_request_s": 0.005, "fe_output_token_s": 1e-5,
                                                "fe_latency_s": 0.005}
@@ -629,9 +630,13 @@ def median_abs(per_run: dict[str, dict], keys=HEADLINE) -> dict[str, float | Non
 
 
 def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_on: list[str] | None = None,
-              deployment: dict | None = None, stats: list[StatsObs] | None = None) -> Calibration:
+              deployment: dict | None = None, stats: list[StatsObs] | None = None,
+              prefill_term: bool = False) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
-    the other runs (held out), and return the calibration with both errors recorded."""
+    the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
+    (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
+    prefill rate apart from its decode. Only runs at two or more prompt lengths tell it from the front end; the
+    default leaves the prefill rate to the roofline (docs/simulation.md, public multi-load series)."""
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError("two bench results have the same file name: rename one")
@@ -641,7 +646,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         raise InputError(f"--fit-on {', '.join(unknown)}: not among the given results ({', '.join(names)})")
     fit_runs = [r for r in runs if r.name in chosen]
     held = [r for r in runs if r.name not in chosen]
-    cal = fit(fit_runs, setup, kind, stats=stats)
+    cal = fit(fit_runs, setup, kind, stats=stats, prefill_term=prefill_term)
     on_fit = evaluate(cal, fit_runs, setup)
     on_held = evaluate(cal, held, setup) if held else {}
     cal.deployment = dict(deployment or {})
