@@ -29,6 +29,7 @@ def calibrate_cmd(
     seed: Annotated[int, typer.Option("--seed", help="The bench's --seed (its JSON does not keep it): the send schedule of a closed loop with a finite --request-rate.")] = 0,
     same_server: Annotated[bool, typer.Option("--same-server", help="The results ran in the order given, back to back, on ONE server with prefix caching on (V1's default), random dataset, the same --seed and fixed lengths (--random-range-ratio 0): request i of a later run then starts with request i of every earlier run, and the server had those tokens cached. Give every run that ran on that server, in order. The files keep no seed: if each run had its own --seed, the prompts differ and nothing is shared — leave this off. Checked: the files' `date` must not go backwards, one `model_id`.")] = False,
     bench_test_request: Annotated[bool, typer.Option("--bench-test-request", help="The bench sent request 0 once, untimed, before each run, so request 0 found its prompt cached: benchmark_serving.py and vllm bench serve before vllm#30975 (Dec 2025) always did; later ones only with --ready-check-timeout-sec > 0 or --num-warmups > 0.")] = False,
+    fit_prefill: Annotated[bool, typer.Option("--fit-prefill", help="Also fit the deployment's own cost per prompt token (its prefill rate), apart from the decode the roofline's scale follows. Needs --fit-on runs at two clearly different prompt lengths (e.g. 128 and 1024 tokens); without this the prefill rate is the public prior's.")] = False,
     linear: Annotated[bool, typer.Option("--linear", help="Fit a linear step time alone (engines the GPU roofline does not describe, e.g. vLLM's CPU backend). Default: scale the roofline and add linear terms.")] = False,
     json_out: common.JsonOpt = False,
     quiet: common.QuietOpt = False,
@@ -68,8 +69,10 @@ def calibrate_cmd(
         base = from_deployment(inputs.shape, inputs.gpu, inputs.resolved)
     deployment = {"model": inputs.shape.name, "gpu": inputs.gpu.name, "vllm_version": inputs.vllm_version,
                   "engine": {k: v for k, v in inputs.config.given().items() if not str(k).startswith("extra.")}}
+    if fit_prefill and linear:
+        raise InputError("--fit-prefill refines the roofline model; --linear already fits a cost per token")
     cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment,
-                      stats=stats)
+                      stats=stats, prefill_term=fit_prefill)
     cal.fit["warm_prefix"] = {"same_server": same_server, "bench_test_request": bench_test_request}
     try:
         with open(out, "w", encoding="utf-8") as f:

@@ -658,9 +658,28 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
                  **{k: {**v, "split": "held_out"} for k, v in on_held.items()}},
         "fit_median_abs_error": median_abs(on_fit),
         "held_out_median_abs_error": median_abs(on_held) if on_held else None,
-        "notes": identifiability_notes(fit_runs, stats),
+        "notes": identifiability_notes(fit_runs, stats) + prefill_notes(fit_runs, kind, prefill_term),
     }
+    if prefill_term:
+        cal.fit["prefill_term"] = True
     return cal
+
+
+def prefill_notes(fit_runs: list[BenchRun], kind: str, prefill_term: bool) -> list[str]:
+    """With the roofline model, a prompt token's cost is the roofline's (scaled with the decode) unless the fitted
+    runs had two clearly different prompt lengths and ``prefill_term`` is on: say which (one 128-token run's TTFT
+    cannot tell the prefill from the front end; on the public sweeps this was the TTFT miss, docs/simulation.md)."""
+    if kind != "roofline+linear" or not fit_runs:
+        return []
+    means = [sum(r.prompt) / len(r.prompt) for r in fit_runs if r.prompt]
+    two = bool(means) and max(means) >= 2 * min(means)
+    if prefill_term and not two:
+        return ["--fit-prefill with every fitted run at about one prompt length: the prefill rate and the front end "
+                "cannot be told apart; fit on runs at two clearly different prompt lengths"]
+    if not prefill_term and two:
+        return ["the fitted runs have two prompt lengths: --fit-prefill would measure the prefill rate instead of "
+                "taking the roofline's"]
+    return []
 
 
 def _batch_levels(r: BenchRun) -> set[int]:
