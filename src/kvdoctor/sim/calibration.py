@@ -323,8 +323,7 @@ def warm_prefixes(runs: list[BenchRun], *, same_server: bool = False, test_reque
 
     ``same_server``: the runs ran in this order, back to back, on one server with prefix caching on, with the
     random dataset and one ``--seed``: request i of a later run finds the head it shares with request i of every
-    earlier run (``sim.workload.warm_prefix_after_runs``; only runs given here count, and nothing is evicted
-    between runs). ``test_request``: the bench sent request 0 once, untimed, before the run (``benchmark_serving.py``
+    earlier run (``sim.workload.warm_prefix_after_runs``; only runs given here count). ``test_request``: the bench sent request 0 once, untimed, before the run (``benchmark_serving.py``
     and ``vllm bench serve`` before vllm#30975; later ones only with ``--ready-check-timeout-sec`` > 0 or
     ``--num-warmups``), so request 0 finds its whole prompt cached. Neither: the runs as given (cold).
     ``block_size`` and ``num_blocks`` (the server's KV pool): only what the pool still holds when the run starts
