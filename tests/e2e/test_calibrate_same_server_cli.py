@@ -94,7 +94,10 @@ def test_a_public_sweep_through_the_cli_same_server_and_two_prompt_lengths(tmp_p
     # the same two runs read as cold: the cache hits pass for a slow-growing prefill and the long runs miss
     code, err, text = invoke("calibrate", *common, "--fit-prefill", "-o", str(tmp_path / "cold.json"))
     assert code == 0, err
-    assert json.loads(text)["fit"]["held_out_median_abs_error"]["mean_ttft_ms"] > 0.5  
+    cold = json.loads(text)["fit"]
+    assert cold["held_out_median_abs_error"]["mean_ttft_ms"] > 0.5
+    # the files' dates and model say "one session": calibrate suggests --same-server
+    assert any("--same-server" in n for n in cold["notes"])
     # one prompt length cannot tell the prefill from the front end: said in a note
     code, err, text = invoke("calibrate", "-m", "Qwen/Qwen3-14B", "--gpu", rows[0]["gpu"], "--max-model-len", "16384",
                              "--vllm-version", "0.9.2", "--special-tokens", "0", *files[:2], "--fit-prefill", "--json",

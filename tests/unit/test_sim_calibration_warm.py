@@ -179,3 +179,16 @@ def test_same_server_hits_match_the_real_engines_logged_prefix_cache_hit_rate():
     assert measured[0] == 0.0  # no test request in 0.32's bench by default: s8_c1's request 0 found nothing
     # a pool that held everything would say 63-79 % for the runs after s8_c16: off by 50-70 points
     assert all(u - m > 0.45 for u, m in zip(unbounded[3:7], measured[3:7]))
+
+
+def test_a_back_to_back_session_is_hinted_at_from_the_files():
+    from pathlib import Path
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "realvllm_bench"
+    runs = C.load_bench_runs([str(fix / f"s8_{n}.json") for n in ("c16", "c1", "c4")], special_tokens=0)
+    (hint,) = C.same_server_hint(runs)
+    assert "within 6 minutes" in hint and "s8_c1.json, s8_c4.json, s8_c16.json" in hint  # ordered by date
+    # another model, a ranged run, or no dates: no hint
+    assert C.same_server_hint([runs[0], C.BenchRun(**{**vars(runs[1]), "model_id": "other"})]) == []
+    assert C.same_server_hint([runs[0], C.BenchRun(**{**vars(runs[1]), "prompt": [100, 200] * 8})]) == []
+    assert C.same_server_hint([runs[0], C.BenchRun(**{**vars(runs[1]), "date": None})]) == []

@@ -74,6 +74,8 @@ def calibrate_cmd(
     cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment,
                       stats=stats, prefill_term=fit_prefill)
     cal.fit["warm_prefix"] = {"same_server": same_server, "bench_test_request": bench_test_request}
+    if not same_server:
+        cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)
     try:
         with open(out, "w", encoding="utf-8") as f:
             import json

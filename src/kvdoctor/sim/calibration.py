@@ -370,6 +370,29 @@ def check_same_server(runs: list[BenchRun]) -> None:
                              "give the results in the order they ran")
 
 
+def same_server_hint(runs: list[BenchRun], window_s: float = 3 * 3600) -> list[str]:
+    """A note when the files look like one back-to-back session that --same-server was not given for: two or more
+    fixed-length runs of one ``model_id`` whose ``date`` stamps lie within ``window_s``. Only a hint: the files keep
+    no seed or server (``vllm bench serve``'s default ``--seed`` is 0, so a sweep left at the default shares its
+    prompts)."""
+    from datetime import datetime
+
+    if len(runs) < 2 or any(not r.date or not r.model_id for r in runs):
+        return []
+    if len({r.model_id for r in runs}) > 1 or not all(_fixed_lengths(r, RETOKENIZE_MARGIN) for r in runs):
+        return []
+    try:
+        when = sorted((datetime.strptime(r.date, "%Y%m%d-%H%M%S"), r.name) for r in runs)
+    except ValueError:
+        return []
+    span = (when[-1][0] - when[0][0]).total_seconds()
+    if span > window_s:
+        return []
+    return [f"these results ran within {span / 60:.0f} minutes against one model ({', '.join(n for _, n in when)}, "
+            "by their dates): if that was one server with prefix caching and one --seed (the bench's default is 0), "
+            "later runs found earlier prompts cached — give --same-server with the files in that order"]
+
+
 # ---- simulated figures, errors, fit --------------------------------------------------------------
 
 def sim_figures(result, lead_s: float = 0.0) -> dict[str, float]:
