@@ -271,13 +271,170 @@ def unpack(x) -> tuple[dict, dict]:
     return serving, frontend
 
 
+def row_residuals(row, serving, frontend) -> list[float]:
+    """log(pred / measured) of the row's three figures (0 where a figure is not measured)."""
+    pred = simulate_row(row, serving, frontend)
+    out = []
+    for m in METRICS:
+        meas = row["measured"].get(m)
+        out.append(math.log(pred[m] / meas) if (meas is not None and pred.get(m)) else 0.0)
+    return out
+
+
 def loss(x, rows) -> np.ndarray:
     serving, frontend = unpack(x)
     res = []
-    for e in errors(rows, serving, frontend):
-        for m in METRICS:
-            res.append(math.log1p(e["err"][m]) if m in e["err"] else 0.0)
+    for row in rows:
+        res += row_residuals(row, serving, frontend)
     return np.array(res)
+
+
+def dependence(rows, x) -> list[list[int]]:
+    """For each parameter, the rows whose figures it moves (a structural property: int4 terms touch only
+    4-bit rows, MoE terms only MoE rows, a GPU's compute scale only that GPU's rows), found by moving it
+    across a tenth of its range from ``x``. The Jacobian re-simulates only those rows."""
+    f0 = loss(x, rows).reshape(len(rows), len(METRICS))
+    dep = []
+    for j, (_, _, lo, hi) in enumerate(PARAMS):
+        x1 = np.array(x, float)
+        h = 0.1 * (hi - lo)
+        x1[j] = x1[j] + h if x1[j] + h <= hi else x1[j] - h
+        f1 = loss(x1, rows).reshape(len(rows), len(METRICS))
+        dep.append([i for i in range(len(rows)) if np.any(f1[i] != f0[i])])
+    return dep
+
+
+class Objective:
+    """Residuals and a forward-difference Jacobian that re-simulates only the rows a parameter moves, over
+    the free parameters ``idx`` (the others held at ``base``); every evaluation is logged to ``log``."""
+
+    def __init__(self, rows, idx, base, lo, hi, dep, log=None, diff_step=0.01):
+        self.rows, self.idx, self.base, self.lo, self.hi = rows, list(idx), np.array(base, float), lo, hi
+        self.dep, self.log, self.diff_step, self.nfev, self._last = dep, log, diff_step, 0, None
+
+    def full(self, z):
+        x = self.base.copy()
+        x[self.idx] = z
+        return x
+
+    def fun(self, z):
+        key = np.asarray(z, float).tobytes()
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        f = loss(self.full(z), self.rows)
+        self.nfev += 1
+        self._last = (key, f)
+        if self.log:
+            self.log(f"eval {self.nfev} cost {0.5 * float(f @ f):.5f} x {np.round(self.full(z), 5).tolist()}")
+        return f
+
+    def jac(self, z):
+        f0 = self.fun(z)
+        J = np.zeros((len(f0), len(self.idx)))
+        for k, j in enumerate(self.idx):
+            rows = self.dep[j]
+            if not rows:
+                continue
+            # relative step, floored at 1 % of the range for terms at or near 0
+            h = self.diff_step * max(abs(z[k]), 0.01 * (self.hi[k] - self.lo[k]))
+            if z[k] + h > self.hi[k]:
+                h = -h
+            x1 = self.full(z)
+            x1[j] += h
+            serving, frontend = unpack(x1)
+            for i in rows:
+                r1 = row_residuals(self.rows[i], serving, frontend)
+                J[3 * i:3 * i + 3, k] = (np.array(r1) - f0[3 * i:3 * i + 3]) / h
+        return J
+
+
+CANDIDATES = {  # the protocol's only choices (docstring, step 3): all PARAMS free, soft_l1 at three scales
+    "C1": {"free": None, "loss": "soft_l1", "f_scale": 0.2},
+    "C2": {"free": None, "loss": "soft_l1", "f_scale": 0.5},
+    "C3": {"free": None, "loss": "soft_l1", "f_scale": 0.1},
+}
+
+
+def fit_candidate(rows, cand: dict, log=None, max_nfev: int = 100, dep=None, start=None, tol: float = 1e-4):
+    """The protocol's fit (step 2) of one candidate on ``rows``: returns (x, info). ``start`` (PARAMS order;
+    default the committed constants) and ``tol`` serve the convergence check: a restart from the solution
+    with tighter tolerances."""
+    from scipy.optimize import least_squares
+
+    base = np.array(current_values() if start is None else start, float)
+    names = [p[0] for p in PARAMS]
+    idx = [names.index(n) for n in cand["free"]] if cand.get("free") else list(range(len(PARAMS)))
+    lo = np.array([PARAMS[i][2] for i in idx])
+    hi = np.array([PARAMS[i][3] for i in idx])
+    z0 = np.clip(base[idx], lo, hi)
+    # start strictly inside the bounds (a start on a bound stalls trf's first step)
+    z0 = np.clip(z0, lo + 1e-6 * (hi - lo), hi - 1e-6 * (hi - lo))
+    base[idx] = z0
+    if dep is None:
+        dep = dependence(rows, base)
+    obj = Objective(rows, idx, base, lo, hi, dep, log)
+    sol = least_squares(obj.fun, z0, jac=obj.jac, bounds=(lo, hi), loss=cand["loss"], f_scale=cand["f_scale"],
+                        ftol=tol, xtol=tol, gtol=1e-8, max_nfev=max_nfev, x_scale="jac")
+    info = {"status": int(sol.status), "message": str(sol.message), "nfev": int(sol.nfev), "njev": int(sol.njev),
+            "cost": float(sol.cost), "optimality": float(sol.optimality), "converged": bool(sol.status > 0)}
+    if log:
+        log(f"done {info}")
+    return obj.full(sol.x), info
+
+
+def _cv_fold(args):
+    """One fold of the cross-validation, in a worker process (nice 19: the box is shared)."""
+    cand_name, group, log_path = args
+    try:
+        os.nice(19)
+    except OSError:
+        pass
+    rows = [r for r in load_rows() if r["split"] == "fit"]
+    train = [r for r in rows if r["group"] != group]
+    test = [r for r in rows if r["group"] == group]
+    with open(log_path, "a") as fh:
+        def log(msg):
+            fh.write(f"{cand_name} -{group}: {msg}\n")
+            fh.flush()
+        x, info = fit_candidate(train, CANDIDATES[cand_name], log=log)
+    serving, frontend = unpack(x)
+    return cand_name, group, x.tolist(), info, errors(test, serving, frontend)
+
+
+def cv_score(errs) -> dict:
+    out = {m: median_abs(errs, m) for m in METRICS}
+    out["score"] = float(np.mean([out[m] for m in METRICS]))
+    out["n"] = len(errs)
+    return out
+
+
+def cross_validate(names, log_path, procs: int = 2, folds_path: str | None = None) -> dict:
+    """The protocol's step 4: leave-one-group-out CV of each candidate within the fit rows. Each finished
+    fold is appended to ``folds_path`` (JSON lines) as it comes, and folds already there are not rerun."""
+    import multiprocessing as mp
+
+    rows = [r for r in load_rows() if r["split"] == "fit"]
+    groups = sorted({r["group"] for r in rows})
+    done = []
+    if folds_path and Path(folds_path).exists():
+        done = [json.loads(x) for x in Path(folds_path).read_text().splitlines() if x.strip()]
+    have = {(d[0], d[1]) for d in done}
+    jobs = [(c, g, log_path) for c in names for g in groups if (c, g) not in have]
+    res = [tuple(d) for d in done]
+    if jobs:
+        with mp.get_context("fork").Pool(procs) as pool:
+            for r in pool.imap_unordered(_cv_fold, jobs, chunksize=1):
+                res.append(r)
+                if folds_path:
+                    with open(folds_path, "a") as fh:
+                        fh.write(json.dumps(r) + "\n")
+    out = {}
+    for c in names:
+        errs = [e for (cn, g, x, info, es) in res if cn == c for e in es]
+        out[c] = {"cv": cv_score(errs),
+                  "folds": {g: {"x": x, "info": info} for (cn, g, x, info, es) in res if cn == c},
+                  "rows": errs}
+    return out
 
 
 def current_values() -> list[float]:
@@ -371,7 +528,32 @@ def main(argv=None) -> int:
     ap.add_argument("--cold", action="store_true",
                     help="ignore the warm prefix cache (bench_test_request, prior_runs_same_server): every run "
                          "on a fresh server, as the model was before it")
+    ap.add_argument("--cv", metavar="FILE", help="protocol step 4: leave-one-group-out CV of the candidates within "
+                                                  "the fit rows; JSON to FILE (finished folds in FILE.folds.jsonl)")
+    ap.add_argument("--candidates", default=",".join(CANDIDATES), help="which candidates --cv runs")
+    ap.add_argument("--candidate", choices=sorted(CANDIDATES),
+                    help="protocol step 5: fit this candidate on all fit rows and write the coefficients")
+    ap.add_argument("--adopt", action="store_true",
+                    help="with --candidate: write the fitted constants into coefficients.py (the protocol's step 5 "
+                         "rule decides; without it nothing is written)")
+    ap.add_argument("--out", help="with --candidate: the fit, its convergence check and every row's errors (JSON)")
+    ap.add_argument("--log", default="/tmp/fit_serving.log", help="progress log of the fits")
+    ap.add_argument("--procs", type=int, default=2, help="worker processes for --cv (each at nice 19)")
+    ap.add_argument("--no-evict", action="store_true",
+                    help="warm prefixes as if the KV pool held everything served before (no cached_heads)")
     a = ap.parse_args(argv)
+    global EVICTION
+    EVICTION = not a.no_evict
+    if a.cv:
+        os.environ.setdefault("KVDOCTOR_SHARED_DATA", str(REPO.parent / "shared" / "data"))
+        out = cross_validate(a.candidates.split(","), a.log, a.procs, a.cv + ".folds.jsonl")
+        from kvdoctor.sim import coefficients as C
+
+        fit_rows = [r for r in load_rows() if r["split"] == "fit"]
+        out["committed"] = {"cv": cv_score(errors(fit_rows, C.SERVING, C.FRONTEND))}
+        Path(a.cv).write_text(json.dumps(out, indent=1))
+        print(json.dumps({k: v["cv"] for k, v in out.items()}, indent=1))
+        return 0
     if a.refit and (a.check or a.baseline):
         ap.error("--refit fits; it cannot be combined with --check/--baseline")
     global COLD_CACHE
@@ -391,13 +573,28 @@ def main(argv=None) -> int:
         serving, frontend = C.SERVING, C.FRONTEND
     else:
         fit_rows = [r for r in rows if r["split"] == "fit"]
-        x = fit_subset(fit_rows, a.refit.split(",")) if a.refit else fit(fit_rows)
+        if a.candidate:
+            with open(a.log, "a") as fh:
+                def log(msg):
+                    fh.write(f"{a.candidate} all fit rows: {msg}\n")
+                    fh.flush()
+                x, info = fit_candidate(fit_rows, CANDIDATES[a.candidate], log=log)
+                # convergence check: restart from the solution with tolerances 100x tighter
+                x2, info2 = fit_candidate(fit_rows, CANDIDATES[a.candidate], log=log, start=x, tol=1e-6)
+            cand_result = {"candidate": a.candidate, "x": x.tolist(), "info": info, "restart_x": x2.tolist(),
+                           "restart_info": info2}
+        else:
+            x = fit_subset(fit_rows, a.refit.split(",")) if a.refit else fit(fit_rows)
         serving, frontend = unpack(x)
     errs = errors(rows, serving, frontend)
     s = summary(errs)
     print(json.dumps({"serving": serving, "frontend": frontend, "median_abs_error": s}, indent=1))
     print(table(errs))
-    if not a.check:
+    if a.candidate:
+        cand_result.update(serving=serving, frontend=frontend, median_abs_error=s, rows=errs)
+        if a.out:
+            Path(a.out).write_text(json.dumps(cand_result, indent=1))
+    if not a.check and (a.adopt or not a.candidate):
         fs = {"fixture": "tests/fixtures/bench_public/results.jsonl", "median_abs_error": s,
               "held_out_ids": [r["id"] for r in rows if r["split"] == "held_out"]}
         write_coeffs(serving, frontend, fs)
