@@ -61,16 +61,18 @@ def setup_for(rows: list[dict]):
 
     r0 = rows[0]
     need = max(int(r["input_len"]) + int(r["output_len"]) for r in rows) + 16
-    mml = max(4096, 1 << math.ceil(math.log2(need)))
+    mml = r0.get("max_model_len") or max(4096, 1 << math.ceil(math.log2(need)))
     model = r0["model"]
     if model.startswith("tests/"):
         model = str(REPO / model)
     opts = ConfigOptions(model=model, gpu=r0["gpu"], tensor_parallel_size=r0["tp"],
                          quantization=r0.get("quantization"), enforce_eager=r0.get("enforce_eager") or None,
-                         max_model_len=str(mml), vllm_version=r0.get("vllm_version") or "0.9.2")
+                         max_model_len=str(mml), vllm_version=r0.get("vllm_version") or "0.9.2",
+                         gpu_memory_utilization=r0.get("gpu_memory_utilization"))
     inputs = resolve_inputs(opts)
     led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved)
-    cfg = sched_config(inputs.resolved, led.num_blocks, layout_of(inputs.shape, inputs.gpu, inputs.resolved))
+    nb = int(r0["num_gpu_blocks"]) if r0.get("num_gpu_blocks") else led.num_blocks  # the server's own log, where given
+    cfg = sched_config(inputs.resolved, nb, layout_of(inputs.shape, inputs.gpu, inputs.resolved))
     return Setup(cfg=cfg, base=from_deployment(inputs.shape, inputs.gpu, inputs.resolved))
 
 
