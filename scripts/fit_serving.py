@@ -40,6 +40,10 @@ Protocol of the warm-cache refit (fixed and committed before the fit was run; do
   6. Rows' assumptions (GPU variant, versions, splits) are not changed after seeing errors; rows
      added later (batch 3) are held out and never enter the fit.
 
+  Outcome (docs/simulation.md, "Refit under the warm evaluation"): C3 chosen (CV 32.0 %; C1 32.2 %,
+  C2 32.8 %), not adopted (committed constants 16.3 % in-sample). ``--cv ... --candidates R0`` runs a
+  reference that is not a candidate: the committed constants' own procedure (fit cold), scored warm.
+
     python scripts/fit_serving.py --cv FILE      # step 4 (all candidates; JSON to FILE)
     python scripts/fit_serving.py --candidate C1 # step 5: fit the chosen candidate, write coefficients
 
@@ -170,9 +174,9 @@ def warm_prefix_of(row: dict, w, cfg=None) -> list[int] | None:
     request 0 once, untimed, before the run) and ``prior_runs_same_server`` ([input_len, num_prompts]
     of the random runs that preceded on the same server, whose prompt i the run's prompt i extends:
     sim.workload.warm_prefix_after_runs). With ``cfg`` (the row's scheduler limits) and ``EVICTION``,
-    only what the row's KV pool still holds counts (sim.workload.cached_heads, the eviction model
-    calibrate's ``warm_prefixes`` uses: least recently freed first, over the test requests, the prior
-    runs and the run's own earlier requests)."""
+    only what the row's KV pool still holds when the run starts counts (sim.workload.cached_heads, the
+    eviction model calibrate's ``warm_prefixes`` uses: least recently freed first, over the test requests
+    and the prior runs; the run's own requests evict in the simulation itself)."""
     from kvdoctor.sim.workload import cached_heads, warm_prefix_after_runs
 
     prior = row.get("prior_runs_same_server") or []
@@ -192,7 +196,10 @@ def warm_prefix_of(row: dict, w, cfg=None) -> list[int] | None:
         history += [("s", i, length, PRIOR_OUTPUT_TOKENS) for i in range(n)]
     if test:
         history.append(("s", 0, w.prompt[0], w.output[0]))
-    held = cached_heads(history, list(w.prompt), list(w.output), "s", cfg.block_size, cfg.num_blocks)
+    # what the pool holds when the run starts: the simulator's own pool evicts during the run (BlockPool.warm);
+    # serving the run one request at a time here would charge a burst's outputs before its prompts are admitted
+    held = cached_heads(history, list(w.prompt), list(w.output), "s", cfg.block_size, cfg.num_blocks,
+                        serve_run=False)
     return [min(a, b) for a, b in zip(warm, held)]
 
 

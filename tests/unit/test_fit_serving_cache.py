@@ -79,3 +79,20 @@ def test_sparse_jacobian_equals_full_forward_differences(fs, rows):
         x1 = x.copy()
         x1[j] += h
         np.testing.assert_allclose(J[:, j], (fs.loss(x1, rows) - f0) / h, rtol=0, atol=1e-9)
+
+
+def test_cached_heads_at_run_start_before_the_runs_own_requests():
+    """``serve_run=False`` reads the pool as the run starts: never less than serving the run one request at a time
+    (which lets the run's own outputs evict later requests' heads first), and with room for everything, the
+    same whole blocks."""
+    from kvdoctor.sim.workload import cached_heads
+
+    history = [("s", i, 64, 64) for i in range(6)]  # six requests of 4 + 4 blocks, on one prompt stream
+    prompt, output = [64] * 6, [64] * 6
+    roomy = cached_heads(history, prompt, output, "s", 16, 1000, retokenize_margin=0, serve_run=False)
+    assert roomy == cached_heads(history, prompt, output, "s", 16, 1000, retokenize_margin=0) == [64] * 6
+    # a pool of 40 blocks held the last five requests (8 blocks each): request 0's head went first
+    start = cached_heads(history, prompt, output, "s", 16, 40, retokenize_margin=0, serve_run=False)
+    assert start == [0, 64, 64, 64, 64, 64]
+    served = cached_heads(history, prompt, output, "s", 16, 40, retokenize_margin=0)
+    assert all(a >= b for a, b in zip(start, served)) and sum(start) > sum(served)
