@@ -556,9 +556,9 @@ def main(argv=None) -> int:
                          "on a fresh server, as the model was before it")
     ap.add_argument("--cv", metavar="FILE", help="protocol step 4: leave-one-group-out CV of the candidates within "
                                                   "the fit rows; JSON to FILE (finished folds in FILE.folds.jsonl)")
-    ap.add_argument("--candidates", default=",".join(CANDIDATES), help="which candidates --cv runs")
+    ap.add_argument("--candidates", default=",".join(CANDIDATES), help="which candidates --cv runs (R0: the reference, not a candidate)")
     ap.add_argument("--candidate", choices=sorted(CANDIDATES),
-                    help="protocol step 5: fit this candidate on all fit rows and write the coefficients")
+                    help="protocol step 5: fit this candidate on all fit rows (coefficients written only with --adopt)")
     ap.add_argument("--adopt", action="store_true",
                     help="with --candidate: write the fitted constants into coefficients.py (the protocol's step 5 "
                          "rule decides; without it nothing is written)")
