@@ -553,7 +553,7 @@ def warm_prefix_after_runs(prompt: list[int], prior_runs: list[tuple[int, int]],
 
 
 def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int], output: list[int], stream: object,
-                 block_size: int, num_blocks: int, retokenize_margin: int = 8) -> list[int]:
+                 block_size: int, num_blocks: int, retokenize_margin: int = 8, serve_run: bool = True) -> list[int]:
     """Prompt tokens of each request of a run (``prompt``, ``output`` tokens; request order) still in a prefix
     cache of ``num_blocks`` blocks when the request arrives, after the server served ``history``: (stream, index
     i, prompt tokens, output tokens) of every earlier request, in order (the bench's test request too: request 0
@@ -567,6 +567,9 @@ def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int],
     of its prompt and output, and frees all of them tail first, so a prompt's first block is the last to go.
     Requests are taken one at a time (a closed loop of 1; with more in flight the pool is tighter than this).
     With a pool that holds everything, the result is ``warm_prefix_after_runs`` rounded down to whole blocks.
+    ``serve_run=False``: what the pool holds when the run starts, before any of its own requests (for a simulation
+    that evicts during the run itself, as ``BlockPool.warm`` does; a burst admits its prompts before any output
+    block exists, which serving the run one request at a time would not see).
     """
     from collections import OrderedDict
 
@@ -598,6 +601,15 @@ def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int],
 
     for st, i, n_prompt, n_out in history:
         serve(st, i, n_prompt, n_out)
+    if not serve_run:
+        out = []
+        for i, p in enumerate(prompt):
+            head, _ = ids(stream, i, int(p), 0)
+            n = 0
+            while n < len(head) and head[n] in free:
+                n += 1
+            out.append(n * bs)
+        return out
     # the run's own requests, in order, evict what later ones would have found (a run longer than the pool
     # cycles through it: least-recently-freed eviction then takes each head just before it is asked for)
     return [serve(stream, i, p, o) * bs for i, (p, o) in enumerate(zip(prompt, output))]
