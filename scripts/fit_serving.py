@@ -633,6 +633,11 @@ def main(argv=None) -> int:
                     help="with --candidate: write the fitted constants into coefficients.py (the protocol's step 5 "
                          "rule decides; without it nothing is written)")
     ap.add_argument("--out", help="with --candidate: the fit, its convergence check and every row's errors (JSON)")
+    ap.add_argument("--fit-only", action="store_true",
+                    help="with --candidate and --out: fit on the fit rows and stop (no row outside the fit is "
+                         "simulated: the fit of a candidate can run before the CV has chosen, unseen)")
+    ap.add_argument("--from-fit", metavar="FILE", help="evaluate (and with --adopt write) the constants of a "
+                                                        "--fit-only FILE instead of fitting again")
     ap.add_argument("--log", default="/tmp/fit_serving.log", help="progress log of the fits")
     ap.add_argument("--procs", type=int, default=2, help="worker processes for --cv (each at nice 19)")
     ap.add_argument("--no-evict", action="store_true",
@@ -667,6 +672,10 @@ def main(argv=None) -> int:
         a.check = True
     elif a.check:
         serving, frontend = C.SERVING, C.FRONTEND
+    elif a.from_fit:
+        cand_result = json.loads(Path(a.from_fit).read_text())
+        x = np.array(cand_result["x"], float)
+        serving, frontend = unpack(x)
     else:
         fit_rows = [r for r in rows if r["split"] == "fit"]
         if a.candidate:
@@ -678,7 +687,13 @@ def main(argv=None) -> int:
                 # convergence check: restart from the solution with tolerances 100x tighter
                 x2, info2 = fit_candidate(fit_rows, ALL_CANDIDATES[a.candidate], log=log, start=x, tol=1e-6)
             cand_result = {"candidate": a.candidate, "x": x.tolist(), "info": info, "restart_x": x2.tolist(),
-                           "restart_info": info2}
+                           "restart_info": info2, "params": [p[0] for p in PARAMS]}
+            if a.fit_only:
+                if not a.out:
+                    ap.error("--fit-only needs --out")
+                Path(a.out).write_text(json.dumps(cand_result, indent=1))
+                print(json.dumps(cand_result, indent=1))
+                return 0
         else:
             x = fit_subset(fit_rows, a.refit.split(",")) if a.refit else fit(fit_rows)
         serving, frontend = unpack(x)
@@ -686,11 +701,11 @@ def main(argv=None) -> int:
     s = summary(errs)
     print(json.dumps({"serving": serving, "frontend": frontend, "median_abs_error": s}, indent=1))
     print(table(errs))
-    if a.candidate:
+    if a.candidate or a.from_fit:
         cand_result.update(serving=serving, frontend=frontend, median_abs_error=s, rows=errs)
         if a.out:
             Path(a.out).write_text(json.dumps(cand_result, indent=1))
-    if not a.check and (a.adopt or not a.candidate):
+    if not a.check and (a.adopt or not (a.candidate or a.from_fit)):
         fs = {"fixture": "tests/fixtures/bench_public/results.jsonl", "median_abs_error": s,
               "held_out_ids": [r["id"] for r in rows if r["split"] == "held_out"]}
         write_coeffs(serving, frontend, fs)
