@@ -29,8 +29,8 @@ def recorded(request):
 def test_every_load_of_the_fixed_series_is_there(recorded):
     _, d, runs, _ = recorded
     meta = json.loads((d / "series.json").read_text())
-    assert meta["status"] == "complete" and [r["name"] for r in meta["runs"]] == [s.name for s in S.SERIES]
-    for run, spec, m in zip(runs, S.SERIES, meta["runs"]):
+    assert meta["status"] == "complete" and [r["name"] for r in meta["runs"]] == [s.name for s in S.SERIES_V1]
+    for run, spec, m in zip(runs, S.SERIES_V1, meta["runs"]):
         assert m["role"] == spec.role and len(run.prompt) == spec.load.requests
         assert run.send is not None  # --save-detailed: per-request send times
         if not spec.load.range_ratio:
