@@ -292,3 +292,44 @@ def calibrate_series_v2(directory: Path, runs: list | None = None, fit_on: str =
     cal = C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"],
                       finish_cost=True, iterations=load_iterations(directory, fit_on) or None)
     return cal, runs
+
+
+def engine_speed(directory: Path, cal, name: str) -> float | None:
+    """How fast the engine ran during run ``name`` relative to what calibration ``cal`` says for the same
+    steps: the median over the run's logged steps of (model runner's time) / (the calibrated step less its
+    overhead). A diagnostic, fixed AFTER version 2 was recorded (docs/simulation.md): it uses the held-out
+    run's own log, which a prediction of a future load does not have, to split a miss into the engine's
+    speed change (host) and the rest (model). None: no logged steps."""
+    import math
+    import statistics
+
+    from kvdoctor.sim.calibration import iteration_time
+
+    ov = float(cal.fit.get("engine_overhead_s") or 0.0)
+    its = load_iterations(directory, name)
+    if not its:
+        return None
+    return math.exp(statistics.median(math.log(o.elapsed_s / max(iteration_time(cal.linear, o) - ov, 1e-6))
+                                      for o in its))
+
+
+def speed_corrected_errors(directory: Path, cal, runs: list, fit_on: str = "cal_c6") -> dict[str, dict]:
+    """Each run re-predicted with its engine speed relative to the calibration run's (``engine_speed``)
+    applied as ``BenchRun.host_stretch``: the errors that remain when the engine's own measured speed change
+    is taken out. Leaves ``runs`` as they were."""
+    import copy
+
+    from kvdoctor.sim import calibration as C
+    from kvdoctor.sim.scheduler import SchedConfig
+
+    k0 = engine_speed(directory, cal, fit_on) or 1.0
+    adj = []
+    for r in runs:
+        r2 = copy.copy(r)
+        k = engine_speed(directory, cal, r.name.removesuffix(".json"))
+        r2.host_stretch = (k / k0) if k else 1.0
+        adj.append(r2)
+    out = C.evaluate(cal, adj, C.Setup(cfg=SchedConfig(**SCHED)))
+    for r2 in adj:
+        out[r2.name]["engine_speed"] = r2.host_stretch
+    return out
