@@ -25,11 +25,13 @@ def test_held_out_errors_of_the_committed_coefficients(fit_script):
     from kvdoctor.sim import coefficients as C
 
     rows = fit_script.load_rows()
-    assert len(rows) == 40 and sum(r["split"] == "held_out" for r in rows) == 21
+    assert len(rows) == 67 and sum(r["split"] == "held_out" for r in rows) == 48
     assert sum(r.get("batch") == 2 for r in rows) == 12  # the later collection, split fixed before evaluation
+    assert sum(r.get("batch") == 3 for r in rows) == 18  # the third, all held out, committed before evaluation
+    assert sum(r.get("batch") == 4 for r in rows) == 9  # the fourth, likewise
     errs = fit_script.errors(rows, C.SERVING, C.FRONTEND)
     s = fit_script.summary(errs)
-    held = s["held_out"]
+    held = s["held_out_batch12"]  # the held-out set of the refit that wrote SERVING_FIT
     # issue 11's bar for throughput and TPOT (15 % / 20 %) is met; TTFT is not (documented: 25 % with the
     # warm prefix cache the sweeps ran with, 35 % without it)
     assert held["output_throughput"] <= 0.15, s
@@ -38,6 +40,20 @@ def test_held_out_errors_of_the_committed_coefficients(fit_script):
     # the later collection (Qwen3-30B-A3B MoE, Qwen3-0.6B on A100 and on H100 at saturation)
     b2 = s["held_out_batch2"]
     assert b2["n"] == 9 and b2["output_throughput"] <= 0.15 and b2["mean_tpot_ms"] <= 0.20, s
+    # batch 3 (three multi-load series on A100, vLLM 0.10.1.1; never fitted on): measured 9.5 % / 24.2 % / 7.1 %,
+    # throughput over-predicted and TPOT under-predicted on every row, TTFT under-predicted (docs/simulation.md)
+    b3 = s["held_out_batch3"]
+    assert b3["n"] == 18 and b3["output_throughput"] <= 0.15 and b3["mean_tpot_ms"] <= 0.20, s
+    assert 0.15 < b3["mean_ttft_ms"] <= 0.30, s
+    b3_rows = [e for e in errs if e["batch"] == 3]
+    assert all(e["err"]["output_throughput"] > 0 and e["err"]["mean_tpot_ms"] < 0 for e in b3_rows)
+    # batch 4 (Qwen3-14B saturated at rate inf, vLLM 0.11.0): measured 65 % / 32 % / 25 %, the bar missed; the H100
+    # runs' throughput is over-predicted about 2x (docs/simulation.md: the saturated regime on a fast GPU)
+    b4 = s["held_out_batch4"]
+    assert b4["n"] == 9 and b4["output_throughput"] > 0.30, s
+    assert all(e["err"]["output_throughput"] > 0.5 for e in errs if e["id"].startswith("gpustack-qwen3-14b-h100"))
+    allh = s["held_out"]  # all 48 held-out results
+    assert allh["n"] == 48 and allh["output_throughput"] <= 0.15 and allh["mean_tpot_ms"] <= 0.20, s
     # what the coefficients file says about itself is what they do
     rec = C.SERVING_FIT["median_abs_error"]["held_out"]
     for k in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"):

@@ -89,3 +89,35 @@ def test_simulate_with_a_warm_prefix_charges_only_the_new_tokens():
                    _cfg(block_size=16, num_blocks=64, max_model_len=256, max_num_batched_tokens=256,
                         enable_prefix_caching=False), st, bulk=False)
     assert np.isclose(off.ttft_s[0], 0.100)
+
+
+def test_cached_heads_with_a_pool_that_holds_everything_is_the_rule_in_whole_blocks():
+    from kvdoctor.sim.workload import cached_heads
+
+    # four 128-token prompts (16-token blocks), then three of 256: the rule shares 128 - 8 = 120 tokens = 7 whole
+    # blocks (112 tokens) of requests 0-2; the same lengths again: every whole block (128)
+    hist = [("s", i, 128, 16) for i in range(4)]
+    assert cached_heads(hist, [256] * 3, [16] * 3, "s", 16, 10_000) == [112, 112, 112]
+    assert warm_prefix_after_runs([256] * 3, [(128, 4)], test_prompt=False) == [120, 120, 120]
+    assert cached_heads(hist, [128] * 2, [16] * 2, "s", 16, 10_000) == [128, 128]
+    # another stream (another --seed, a ranged run): nothing shared
+    assert cached_heads(hist, [128] * 2, [16] * 2, "other", 16, 10_000) == [0, 0]
+
+
+def test_a_run_longer_than_the_pool_evicts_each_head_just_before_it_is_asked_for():
+    from kvdoctor.sim.workload import cached_heads
+
+    # block size 4, 8-token prompts + 4 output tokens = 3 blocks a request, no re-tokenisation margin.
+    # Run A sent three such prompts; the same three again:
+    hist = [("s", i, 8, 4) for i in range(3)]
+    # a pool of 9 holds all three (2 head blocks each): every head hit
+    assert cached_heads(hist, [8] * 3, [4] * 3, "s", 4, 9, retokenize_margin=0) == [8, 8, 8]
+    # a pool of 6: A's third request evicted A's first (least recently freed: its output block, then its head);
+    # then each request of the new run evicts, for its own 3 blocks, the oldest request's - the very head the
+    # next one asks for: a cycle longer than the pool finds nothing, though two of three heads were cached at
+    # the start (vLLM's prefix-cache hit rate on the real CPU engine falls the same way: docs/simulation.md)
+    assert cached_heads(hist, [8] * 3, [4] * 3, "s", 4, 6, retokenize_margin=0) == [0, 0, 0]
+    # a pool of 7: A0 frees [a0 h01 h00] (tail first); A1 adds [a1 h11 h10]; A2 needs 3 more, evicts a0 and h01.
+    # The new run's request 0 finds h00 but not h01: one block (4 tokens); taking 3 blocks it evicts a1 and h11,
+    # so request 1 finds h10 only, and likewise request 2: a head loses its last block first
+    assert cached_heads(hist, [8] * 3, [4] * 3, "s", 4, 7, retokenize_margin=0) == [4, 4, 4]

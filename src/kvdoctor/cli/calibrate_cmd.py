@@ -29,6 +29,9 @@ def calibrate_cmd(
     fit_on: Annotated[Optional[list[str]], typer.Option("--fit-on", help="Fit on this result (file name; repeatable). Default: the first. The others are held out and predicted.")] = None,
     special_tokens: Annotated[int, typer.Option("--special-tokens", min=0, help="Tokens the server's tokenizer adds to each prompt (a BOS: 1, Llama-style; Qwen: 0). The bench counts prompts without them.")] = 1,
     seed: Annotated[int, typer.Option("--seed", help="The bench's --seed (its JSON does not keep it): the send schedule of a closed loop with a finite --request-rate.")] = 0,
+    same_server: Annotated[bool, typer.Option("--same-server", help="The results ran in the order given, back to back, on ONE server with prefix caching on (V1's default), random dataset, the same --seed and fixed lengths (--random-range-ratio 0): request i of a later run then starts with request i of every earlier run, and the server had those tokens cached. Give every run that ran on that server, in order. The files keep no seed: if each run had its own --seed, the prompts differ and nothing is shared — leave this off. Checked: the files' `date` must not go backwards, one `model_id`.")] = False,
+    bench_test_request: Annotated[bool, typer.Option("--bench-test-request", help="The bench sent request 0 once, untimed, before each run, so request 0 found its prompt cached: benchmark_serving.py and vllm bench serve before vllm#30975 (Dec 2025) always did; later ones only with --ready-check-timeout-sec > 0 or --num-warmups > 0.")] = False,
+    fit_prefill: Annotated[bool, typer.Option("--fit-prefill", help="Also fit the deployment's own cost per prompt token (its prefill rate), apart from the decode the roofline's scale follows. Needs --fit-on runs at two clearly different prompt lengths (e.g. 128 and 1024 tokens); without this the prefill rate is the public prior's.")] = False,
     linear: Annotated[bool, typer.Option("--linear", help="Fit a linear step time alone (engines the GPU roofline does not describe, e.g. vLLM's CPU backend). Default: scale the roofline and add linear terms.")] = False,
     json_out: common.JsonOpt = False,
     quiet: common.QuietOpt = False,
@@ -51,11 +54,20 @@ def calibrate_cmd(
         raise InputError("the per-step log calibrates the linear step model only: add --linear")
     if not runs and not linear:
         raise InputError("a stats log alone calibrates the linear step model only: add --linear")
+    if (same_server or bench_test_request) and not runs:
+        raise InputError("--same-server and --bench-test-request describe bench results: give some")
+    if same_server:
+        C.check_same_server(runs)
     inputs = common.resolve_inputs(opts)
     led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
     if not led.fit_ok:
         raise InputError(f"vLLM would not start with this configuration: {led.startup_error}")
     cfg = sched_config(inputs.resolved, led.num_blocks, layout_of(inputs.shape, inputs.gpu, inputs.resolved))
+    if (same_server or bench_test_request) and not cfg.enable_prefix_caching:
+        raise InputError("--same-server / --bench-test-request: this configuration has prefix caching off, "
+                         "so nothing earlier traffic sent stays cached; drop the option or the override")
+    runs = C.warm_prefixes(runs, same_server=same_server, test_request=bench_test_request,
+                           block_size=cfg.block_size, num_blocks=cfg.num_blocks)
     kind = "linear" if linear else "roofline+linear"
     base = None
     if not linear:
@@ -64,8 +76,13 @@ def calibrate_cmd(
         base = from_deployment(inputs.shape, inputs.gpu, inputs.resolved)
     deployment = {"model": inputs.shape.name, "gpu": inputs.gpu.name, "vllm_version": inputs.vllm_version,
                   "engine": {k: v for k, v in inputs.config.given().items() if not str(k).startswith("extra.")}}
+    if fit_prefill and linear:
+        raise InputError("--fit-prefill refines the roofline model; --linear already fits a cost per token")
     cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment,
-                      stats=stats, iterations=iters, finish_cost=finish_cost)
+                      stats=stats, prefill_term=fit_prefill, iterations=iters, finish_cost=finish_cost)
+    cal.fit["warm_prefix"] = {"same_server": same_server, "bench_test_request": bench_test_request}
+    if not same_server:
+        cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)
     try:
         with open(out, "w", encoding="utf-8") as f:
             import json
@@ -115,6 +132,13 @@ def _render(p: dict, quiet: bool) -> None:
             con.print(f"median |error| on {label}: " + ", ".join(parts))
     if not fit.get("held_out"):
         con.print("note: no held-out run — give two or more results to know how far to trust the fit")
+    warm = {k: v for k, v in fit["runs"].items() if "warm_prompt_tokens" in v}
+    if warm:
+        how = " and ".join(w for w, on in (("--same-server", fit.get("warm_prefix", {}).get("same_server")),
+                                           ("--bench-test-request", fit.get("warm_prefix", {}).get("bench_test_request")))
+                           if on)
+        con.print(f"warm prefix cache ({how}): prompt tokens cached when each run started: " + ", ".join(
+            f"{escape(k)} {v['warm_prompt_tokens'] / max(1, v['prompt_tokens']):.0%}" for k, v in warm.items()))
     for n in fit.get("notes") or ():
         con.print(f"note: {escape(n)}")
     con.print(f"wrote {escape(p['calibration_file'])} (use: --calibration {escape(p['calibration_file'])})")

@@ -181,6 +181,24 @@ class BenchRun:
     # threads, kvdoctor.testbed.series.host_stretch); 1.0 = not measured / a dedicated host. Simulated
     # step and front-end times are multiplied by it: a calibration then holds the engine's own times
     host_stretch: float = 1.0
+    # tokens of each request's prompt (in the order of ``prompt``: the bench's request i) already in the server's
+    # prefix cache when the run started: earlier runs on the same server sent the same prompt heads, or the bench's
+    # untimed test request sent request 0 (``warm_prefixes``); None = a cold cache. The simulator serves them as
+    # cached, evictable blocks (sim.workload.Workload.warm_prefix), so only with prefix caching on
+    warm_prefix: list[int] | None = None
+    # from the result file: when the bench finished (``date``, "YYYYmmdd-HHMMSS") and the model it asked for; used
+    # to check the order and the one-server claim of --same-server, never to simulate
+    date: str | None = None
+    model_id: str | None = None
+
+    def __post_init__(self):
+        # Invariant: a warm prefix is a head of each request's own prompt, one entry per request
+        if self.warm_prefix is not None:
+            if len(self.warm_prefix) != len(self.prompt):
+                raise InputError(f"{self.name}: warm_prefix has {len(self.warm_prefix)} entries, "
+                                 f"the run has {len(self.prompt)} requests")
+            if any(not 0 <= w <= p for w, p in zip(self.warm_prefix, self.prompt)):
+                raise InputError(f"{self.name}: a warm prefix must lie between 0 and its request's prompt length")
 
     def workload(self):
         from kvdoctor.sim.workload import Workload, bench_arrivals
@@ -193,9 +211,10 @@ class BenchRun:
             # recreates the wait itself from the bench's own arrival process
             arrival = bench_arrivals(n, self.request_rate, self.burstiness, self.seed)
         order = sorted(range(n), key=arrival.__getitem__)
+        warm = None if self.warm_prefix is None else [self.warm_prefix[i] for i in order]
         return Workload(arrival=[arrival[i] - arrival[order[0]] for i in order], prompt=[self.prompt[i] for i in order],
                         output=[self.output[i] for i in order], max_concurrency=self.max_concurrency,
-                        name=self.name, source=self.name)
+                        name=self.name, source=self.name, warm_prefix=warm)
 
 
 def _num(x, default=None):
@@ -254,8 +273,10 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int
         if dur and isinstance(lats, list) and len(lats) == len(st) and all(_num(x) is not None for x in lats):
             # measured: the bench's duration minus its first send -> last completion span
             lead = max(0.0, dur - (max(float(a) + float(b) for a, b in zip(st, lats)) - t0))
+    date = doc.get("date") if isinstance(doc.get("date"), str) else None
+    model_id = doc.get("model_id") if isinstance(doc.get("model_id"), str) else None
     return BenchRun(name=name, figures=figs, prompt=prompt, output=output, send=send, request_rate=rate,
-                    burstiness=burst, max_concurrency=mc, seed=seed, lead_s=lead)
+                    burstiness=burst, max_concurrency=mc, seed=seed, lead_s=lead, date=date, model_id=model_id)
 
 
 def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) -> list[BenchRun]:
@@ -271,6 +292,111 @@ def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) ->
     if not runs:
         raise InputError("no bench result given")
     return runs
+
+
+# ---- a warm prefix cache: earlier runs on the same server, the bench's test request ---------------
+
+RETOKENIZE_MARGIN = 8  # tokens not counted as shared where two runs cut one prompt stream at different lengths
+
+
+def _fixed_lengths(r: BenchRun, margin: int) -> bool:
+    """A run sent with fixed lengths (``--random-range-ratio 0``): its prompts differ by no more than the
+    re-tokenisation jitter (vLLM 0.32 re-encodes the decoded text: 128 asked gives 128-130)."""
+    return not r.prompt or max(r.prompt) - min(r.prompt) <= margin
+
+
+def _same_stream(earlier: BenchRun, later: BenchRun, margin: int) -> bool:
+    """Whether ``earlier``'s prompt i is a head of ``later``'s prompt i (same --seed assumed). The random dataset
+    draws the lengths, then the per-request vocabulary offsets, from one ``default_rng(seed)``: a one-value length
+    range draws nothing, so with fixed lengths the offsets are the same for any length and count. A ranged run's
+    offsets come after draws that depend on its count and range, so it shares only with a run of the very same
+    lengths (the same draws)."""
+    if _fixed_lengths(earlier, margin) and _fixed_lengths(later, margin):
+        return True
+    return earlier.prompt == later.prompt
+
+
+def _stream(r: BenchRun, margin: int) -> object:
+    """The prompt stream a run's request i comes from (one --seed): every fixed-length run shares one; a ranged
+    run shares only with runs of the very same lengths (``_same_stream``)."""
+    return "fixed" if _fixed_lengths(r, margin) else tuple(r.prompt)
+
+
+def warm_prefixes(runs: list[BenchRun], *, same_server: bool = False, test_request: bool = False,
+                  retokenize_margin: int = RETOKENIZE_MARGIN, block_size: int | None = None,
+                  num_blocks: int | None = None) -> list[BenchRun]:
+    """The runs with the prefix cache each started on (``BenchRun.warm_prefix``), from the procedure alone.
+
+    ``same_server``: the runs ran in this order, back to back, on one server with prefix caching on, with the
+    random dataset and one ``--seed``: request i of a later run finds the head it shares with request i of every
+    earlier run (``sim.workload.warm_prefix_after_runs``; only runs given here count). ``test_request``: the bench sent request 0 once, untimed, before the run (``benchmark_serving.py``
+    and ``vllm bench serve`` before vllm#30975; later ones only with ``--ready-check-timeout-sec`` > 0 or
+    ``--num-warmups``), so request 0 finds its whole prompt cached. Neither: the runs as given (cold).
+    ``block_size`` and ``num_blocks`` (the server's KV pool): only what the pool still holds when the run starts
+    counts (``sim.workload.cached_heads``: vLLM's least-recently-freed eviction over every request served before
+    and the run's own earlier ones, output blocks and other streams included); without them the pool is taken to
+    hold everything."""
+    from dataclasses import replace
+
+    from kvdoctor.sim.workload import cached_heads, warm_prefix_after_runs
+
+    if not same_server and not test_request:
+        return list(runs)
+    out = []
+    history: list[tuple[object, int, int, int]] = []  # every request the server served before the current run
+    for k, r in enumerate(runs):
+        prior = [q.prompt for q in runs[:k] if same_server and _same_stream(q, r, retokenize_margin)]
+        warm = warm_prefix_after_runs(r.prompt, [], test_prompt=test_request, retokenize_margin=retokenize_margin,
+                                      prior_prompts=prior)
+        st = _stream(r, retokenize_margin)
+        if not same_server:
+            history = []  # other servers, or unknown: only the run's own test request
+        if test_request and r.prompt:
+            history.append((st, 0, r.prompt[0], r.output[0]))
+        if block_size and num_blocks:
+            held = cached_heads(history, r.prompt, r.output, st, block_size, num_blocks, retokenize_margin)
+            warm = [min(w, h) for w, h in zip(warm, held)]
+        out.append(replace(r, warm_prefix=warm))
+        history += [(st, i, p, o) for i, (p, o) in enumerate(zip(r.prompt, r.output))]
+    return out
+
+
+def check_same_server(runs: list[BenchRun]) -> None:
+    """What the result files can say against a --same-server claim: the bench's ``date`` (when it finished) must
+    not go backwards in the given order, and the ``model_id`` must be one. The seed, the dataset and the server
+    are not in the file: those stay the operator's word."""
+    ids = {r.model_id for r in runs if r.model_id}
+    if len(ids) > 1:
+        raise InputError(f"--same-server: the results asked for different models ({', '.join(sorted(ids))}): "
+                         "not one server")
+    dated = [r for r in runs if r.date]
+    for a, b in zip(dated, dated[1:]):
+        if b.date < a.date:  # "YYYYmmdd-HHMMSS" sorts as text
+            raise InputError(f"--same-server: {b.name} ({b.date}) finished before {a.name} ({a.date}); "
+                             "give the results in the order they ran")
+
+
+def same_server_hint(runs: list[BenchRun], window_s: float = 3 * 3600) -> list[str]:
+    """A note when the files look like one back-to-back session that --same-server was not given for: two or more
+    fixed-length runs of one ``model_id`` whose ``date`` stamps lie within ``window_s``. Only a hint: the files keep
+    no seed or server (``vllm bench serve``'s default ``--seed`` is 0, so a sweep left at the default shares its
+    prompts)."""
+    from datetime import datetime
+
+    if len(runs) < 2 or any(not r.date or not r.model_id for r in runs):
+        return []
+    if len({r.model_id for r in runs}) > 1 or not all(_fixed_lengths(r, RETOKENIZE_MARGIN) for r in runs):
+        return []
+    try:
+        when = sorted((datetime.strptime(r.date, "%Y%m%d-%H%M%S"), r.name) for r in runs)
+    except ValueError:
+        return []
+    span = (when[-1][0] - when[0][0]).total_seconds()
+    if span > window_s:
+        return []
+    return [f"these results ran within {span / 60:.0f} minutes against one model ({', '.join(n for _, n in when)}, "
+            "by their dates): if that was one server with prefix caching and one --seed (the bench's default is 0), "
+            "later runs found earlier prompts cached — give --same-server with the files in that order"]
 
 
 # ---- simulated figures, errors, fit --------------------------------------------------------------
@@ -362,8 +488,10 @@ def _initial(runs: list[BenchRun], kind: str) -> dict[str, float]:
         return {"fe_finish_s": 0.05 * ttft, "base_s": 0.8 * itl, "per_request_s": 0.03 * itl, "per_token_s": max(1e-7, 0.1 * ttft / p),
                 "per_pair_s": 1e-9, "fe_request_s": 0.25 * ttft, "fe_output_token_s": 0.001 * itl,
                 "fe_latency_s": 0.25 * ttft}
-    return {"fe_finish_s": 0.02 * ttft, "scale": 1.0, "base_s": 0.05 * itl, "per_request_s": 0.01 * itl, "fe_request_s": 0.1 * ttft,
-            "fe_output_token_s": 0.01 * itl, "fe_latency_s": 0.1 * ttft}
+    # per_token_s (fitted only with prefill_term): a computed token's cost beyond the scaled roofline
+    return {"fe_finish_s": 0.02 * ttft, "scale": 1.0, "base_s": 0.05 * itl, "per_request_s": 0.01 * itl,
+            "fe_request_s": 0.1 * ttft, "fe_output_token_s": 0.01 * itl, "fe_latency_s": 0.1 * ttft,
+            "per_token_s": max(1e-9, 0.1 * ttft / p)}
 
 
 def _nelder_mead(f, x0, step=0.7, iters=300, tol=1e-5):
@@ -547,8 +675,8 @@ def _batch_varies(r: BenchRun) -> bool:
 
 
 def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
-        stats: list[StatsObs] | None = None, finish_cost: bool = False, spread: bool = False,
-        iterations: list[IterObs] | None = None) -> Calibration:
+        stats: list[StatsObs] | None = None, prefill_term: bool = False, finish_cost: bool = False,
+        spread: bool = False, iterations: list[IterObs] | None = None) -> Calibration:
     """Fit one calibration on ``runs`` (bench runs of one deployment) and/or the busy intervals of
     its server stats log (``stats``; weighted as much as one run's figures in total).
     ``finish_cost``: also fit the front end's work per finished request (``FrontEnd.per_finish_s``: a
@@ -563,7 +691,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
         raise InputError("nothing to calibrate on: give bench results and/or a server stats log")
     if not runs and kind != "linear":
         raise InputError("a stats log alone calibrates the linear step model only (--linear)")
-    names = _PARAMS_LINEAR if kind == "linear" else _PARAMS_ROOF
+    names = _PARAMS_LINEAR if kind == "linear" else _PARAMS_ROOF + (("per_token_s",) if prefill_term else ())
     if finish_cost:
         names = (*names, "fe_finish_s")
     if iterations:
@@ -611,6 +739,9 @@ def evaluate(cal: Calibration, runs: list[BenchRun], setup: Setup) -> dict[str, 
     for r in runs:
         pred = sim_figures(simulate_run(r, setup, cal), r.lead_s)
         out[r.name] = {"predicted": pred, "measured": r.figures, "error": run_errors(r.figures, pred)}
+        if r.warm_prefix is not None:  # what the re-simulation took as already cached (of the prompt tokens)
+            out[r.name]["warm_prompt_tokens"] = int(sum(r.warm_prefix))
+            out[r.name]["prompt_tokens"] = int(sum(r.prompt))
     return out
 
 
@@ -625,10 +756,14 @@ def median_abs(per_run: dict[str, dict], keys=HEADLINE) -> dict[str, float | Non
 
 
 def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_on: list[str] | None = None,
-              deployment: dict | None = None, stats: list[StatsObs] | None = None, finish_cost: bool = False,
-              spread: bool = False, iterations: list[IterObs] | None = None) -> Calibration:
+              deployment: dict | None = None, stats: list[StatsObs] | None = None,
+              prefill_term: bool = False, finish_cost: bool = False, spread: bool = False,
+              iterations: list[IterObs] | None = None) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
-    the other runs (held out), and return the calibration with both errors recorded."""
+    the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
+    (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
+    prefill rate apart from its decode. Only runs at two or more prompt lengths tell it from the front end; the
+    default leaves the prefill rate to the roofline (docs/simulation.md, public multi-load series)."""
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError("two bench results have the same file name: rename one")
@@ -638,7 +773,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         raise InputError(f"--fit-on {', '.join(unknown)}: not among the given results ({', '.join(names)})")
     fit_runs = [r for r in runs if r.name in chosen]
     held = [r for r in runs if r.name not in chosen]
-    cal = fit(fit_runs, setup, kind, stats=stats, finish_cost=finish_cost, spread=spread, iterations=iterations)
+    cal = fit(fit_runs, setup, kind, stats=stats, prefill_term=prefill_term, finish_cost=finish_cost, spread=spread,
+              iterations=iterations)
     overhead = cal.fit.get("engine_overhead_s")
     on_fit = evaluate(cal, fit_runs, setup)
     on_held = evaluate(cal, held, setup) if held else {}
@@ -655,9 +791,28 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
                  **{k: {**v, "split": "held_out"} for k, v in on_held.items()}},
         "fit_median_abs_error": median_abs(on_fit),
         "held_out_median_abs_error": median_abs(on_held) if on_held else None,
-        "notes": identifiability_notes(fit_runs, stats),
+        "notes": identifiability_notes(fit_runs, stats) + prefill_notes(fit_runs, kind, prefill_term),
     }
+    if prefill_term:
+        cal.fit["prefill_term"] = True
     return cal
+
+
+def prefill_notes(fit_runs: list[BenchRun], kind: str, prefill_term: bool) -> list[str]:
+    """With the roofline model, a prompt token's cost is the roofline's (scaled with the decode) unless the fitted
+    runs had two clearly different prompt lengths and ``prefill_term`` is on: say which (one 128-token run's TTFT
+    cannot tell the prefill from the front end; on the public sweeps this was the TTFT miss, docs/simulation.md)."""
+    if kind != "roofline+linear" or not fit_runs:
+        return []
+    means = [sum(r.prompt) / len(r.prompt) for r in fit_runs if r.prompt]
+    two = bool(means) and max(means) >= 2 * min(means)
+    if prefill_term and not two:
+        return ["--fit-prefill with every fitted run at about one prompt length: the prefill rate and the front end "
+                "cannot be told apart; fit on runs at two clearly different prompt lengths"]
+    if not prefill_term and two:
+        return ["the fitted runs have two prompt lengths: --fit-prefill would measure the prefill rate instead of "
+                "taking the roofline's"]
+    return []
 
 
 def _batch_levels(r: BenchRun) -> set[int]:

@@ -517,7 +517,7 @@ def build_workload(spec: WorkloadSpec) -> Workload:
 
 
 def warm_prefix_after_runs(prompt: list[int], prior_runs: list[tuple[int, int]], test_prompt: bool = True,
-                           retokenize_margin: int = 8) -> list[int]:
+                           retokenize_margin: int = 8, prior_prompts: list[list[int]] | None = None) -> list[int]:
     """Prompt tokens of each request already in the prefix cache when a ``vllm bench serve`` random
     run starts on a server that earlier random runs with the same seed already served.
 
@@ -535,12 +535,81 @@ def warm_prefix_after_runs(prompt: list[int], prior_runs: list[tuple[int, int]],
     prompt test run"), so request 0 finds its whole prompt cached. ``retokenize_margin``: where two
     runs' lengths differ, the prompt text is cut at different points and re-tokenised, so the last
     few tokens before the shorter cut may differ; this many are not counted as shared.
+    ``prior_prompts``: earlier runs given by their per-request prompt lengths instead (a saved
+    ``--save-detailed`` result: request i of that run had ``lengths[i]`` tokens); counted after
+    ``prior_runs``, by the same rule.
     """
+    # every earlier run as its per-request prompt lengths: (L, n) is n prompts of L tokens
+    earlier = [[int(length)] * int(n) for length, n in prior_runs] + [list(x) for x in prior_prompts or ()]
     warm = []
     for i, p in enumerate(prompt):
         w = p if (test_prompt and i == 0) else 0
-        for length, n in prior_runs:
-            if i < n:
+        for lengths in earlier:
+            if i < len(lengths):
+                length = lengths[i]
                 w = max(w, p if length == p else max(0, min(length, p) - retokenize_margin))
         warm.append(min(w, p))
     return warm
+
+
+def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int], output: list[int], stream: object,
+                 block_size: int, num_blocks: int, retokenize_margin: int = 8, serve_run: bool = True) -> list[int]:
+    """Prompt tokens of each request of a run (``prompt``, ``output`` tokens; request order) still in a prefix
+    cache of ``num_blocks`` blocks when the request arrives, after the server served ``history``: (stream, index
+    i, prompt tokens, output tokens) of every earlier request, in order (the bench's test request too: request 0
+    of its run, just before it), and the run's own earlier requests.
+
+    What is shared is ``warm_prefix_after_runs``'s rule, as block identities: block j of request i of a prompt
+    stream (one ``--seed``'s random prompts) is the same content in every run whose request i has at least
+    ``(j + 1) * block_size + retokenize_margin`` tokens, and the blocks near the cut only among runs of the same
+    length; output blocks are the request's own. What survives is vLLM's free-block queue, in order: a request
+    takes the blocks of its leading hits out of the queue, evicts the least recently freed blocks for the rest
+    of its prompt and output, and frees all of them tail first, so a prompt's first block is the last to go.
+    Requests are taken one at a time (a closed loop of 1; with more in flight the pool is tighter than this).
+    With a pool that holds everything, the result is ``warm_prefix_after_runs`` rounded down to whole blocks.
+    ``serve_run=False``: what the pool holds when the run starts, before any of its own requests (for a simulation
+    that evicts during the run itself, as ``BlockPool.warm`` does; a burst admits its prompts before any output
+    block exists, which serving the run one request at a time would not see).
+    """
+    from collections import OrderedDict
+
+    bs = int(block_size)
+
+    def ids(st, i, n_prompt, n_out):
+        head = [("h", st, i, j) if (j + 1) * bs + retokenize_margin <= n_prompt else ("t", st, i, j, n_prompt)
+                for j in range(n_prompt // bs)]
+        total = -(-(n_prompt + n_out) // bs)
+        return head, [object() for _ in range(total - len(head))]
+
+    free: OrderedDict = OrderedDict()  # cached, free blocks: least recently freed first
+
+    def serve(st, i, n_prompt, n_out) -> int:
+        """One request through the pool; returns the leading blocks of its prompt it found cached."""
+        head, own = ids(st, i, int(n_prompt), int(n_out))
+        n = 0
+        while n < len(head) and head[n] in free:
+            n += 1
+        for b in head[: min(n, max(0, (int(n_prompt) - 1) // bs))]:  # vLLM computes the last prompt token anew
+            free.pop(b)
+        blocks = head + own
+        while free and len(free) + len(blocks) > num_blocks:  # room for this request's new blocks
+            free.popitem(last=False)
+        for b in reversed(blocks):
+            free.pop(b, None)
+            free[b] = True
+        return n
+
+    for st, i, n_prompt, n_out in history:
+        serve(st, i, n_prompt, n_out)
+    if not serve_run:
+        out = []
+        for i, p in enumerate(prompt):
+            head, _ = ids(stream, i, int(p), 0)
+            n = 0
+            while n < len(head) and head[n] in free:
+                n += 1
+            out.append(n * bs)
+        return out
+    # the run's own requests, in order, evict what later ones would have found (a run longer than the pool
+    # cycles through it: least-recently-freed eviction then takes each head just before it is asked for)
+    return [serve(stream, i, p, o) * bs for i, (p, o) in enumerate(zip(prompt, output))]

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""`kvdoctor calibrate` on the held-out public series of batches 3 and 4: calibrate on ONE run of a deployment
+(the anchor the fixture fixed before any evaluation), predict its other runs.
+
+    python scripts/calibrate_public_later.py [--all-anchors] [--json]
+
+The series: rows of tests/fixtures/bench_public/results.jsonl with an ``anchor`` field and random lengths, one
+deployment per ``group`` (batch 3: dennislee22/vLLM-benchmarking, N prompts at once at rate inf, anchor = the
+lowest load; batch 4: GPUStack's saturated Qwen3-14B workloads, anchor = the 2000-in / 100-out run). ShareGPT rows
+stay out (the calibration replays random lengths only). Each run is re-simulated on the prefix cache its rows
+document (the series script's ``bench_run``: the earlier runs on the same server, the bench's test request);
+``--cold``: every run on a fresh server.
+
+The same library calls and helpers as scripts/calibrate_public_series.py (its ``setup_for``, ``bench_run``,
+``median_abs``: each run as ``kvdoctor calibrate`` reads a result without --save-detailed, on the deployment the
+rows give, ``num_gpu_blocks`` from the server's log where the source printed it), with the run's own request rate
+and concurrency. ``--all-anchors`` calibrates on every run in turn too (a diagnostic, not the rule). Kept apart
+from that script so each batch's result is reported on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO / "tests" / "fixtures" / "bench_public" / "results.jsonl"
+METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+
+
+def _series_script():
+    sys.path.insert(0, str(REPO / "scripts"))
+    sys.path.insert(0, str(REPO / "src"))
+    import calibrate_public_series as S
+
+    return S
+
+
+def load_series(path: Path = FIXTURE) -> dict[str, list[dict]]:
+    """Group -> rows (in fixture order) of the fixed-anchor series with random lengths."""
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if r.get("anchor") is not None and r.get("dataset") == "random":
+            groups.setdefault(r["group"], []).append(r)
+    # Invariant: one anchor per series, fixed in the fixture
+    for g, rs in groups.items():
+        if sum(bool(r["anchor"]) for r in rs) != 1:
+            raise ValueError(f"{g}: a series needs exactly one anchor row")
+    return groups
+
+
+def runs_of(rows: list[dict], warm: bool = True) -> list:
+    """The rows as BenchRuns with their own rate and concurrency (the series script's are closed loops of one);
+    ``warm``: with the prefix cache each row's documented procedure implies (``prior_runs_same_server``,
+    ``bench_test_request``: the series script's ``bench_run``), else every run on a fresh server."""
+    S = _series_script()
+    out = []
+    for r in rows:
+        rate = math.inf if r.get("request_rate") in (None, "inf") else float(r["request_rate"])
+        out.append(replace(S.bench_run(r, warm), request_rate=rate, max_concurrency=r.get("max_concurrency")))
+    return out
+
+
+def calibrate_series(rows: list[dict], anchor: str, warm: bool = True) -> dict:
+    from kvdoctor.sim import calibration as C
+
+    S = _series_script()
+    cal = C.calibrate(runs_of(rows, warm), S.setup_for(rows), kind="roofline+linear", fit_on=[anchor])
+    return {name: {"split": v["split"], "error": {k: v["error"][k] for k in METRICS if k in v["error"]},
+                   "measured": {k: v["measured"][k] for k in METRICS if k in v["measured"]},
+                   "predicted": {k: v["predicted"][k] for k in METRICS if k in v["predicted"]}}
+            for name, v in cal.fit["runs"].items()}
+
+
+def evaluate(all_anchors: bool = False, path: Path = FIXTURE, warm: bool = True) -> dict:
+    """Per batch: ``batch{b}_series`` (anchor, runs, held-out median |error| per series) and
+    ``batch{b}_median_abs_error`` over the batch's held-out runs (and, with all_anchors, over every
+    (anchor, other run) pair: ``batch{b}_all_anchors_median_abs_error``)."""
+    S = _series_script()
+    out: dict = {"warm_prefix_cache": warm}
+    acc: dict[int, dict] = {}
+    for g, rows in sorted(load_series(path).items()):
+        b = int(rows[0]["batch"])
+        anchor = next(r["id"] for r in rows if r["anchor"])
+        res = calibrate_series(rows, anchor, warm)
+        held = [v for v in res.values() if v["split"] == "held_out"]
+        out.setdefault(f"batch{b}_series", {})[g] = {"anchor": anchor, "runs": res,
+                                                     "held_out_median_abs_error": S.median_abs(held)}
+        a = acc.setdefault(b, {"held": [], "pairs": []})
+        a["held"] += held
+        if all_anchors:
+            for r in rows:
+                res_a = res if r["id"] == anchor else calibrate_series(rows, r["id"], warm)
+                a["pairs"] += [v for v in res_a.values() if v["split"] == "held_out"]
+    for b, a in sorted(acc.items()):
+        out[f"batch{b}_median_abs_error"] = S.median_abs(a["held"])
+        if all_anchors:
+            out[f"batch{b}_all_anchors_median_abs_error"] = S.median_abs(a["pairs"])
+    return out
+
+
+def table(res: dict) -> str:
+    lines = ["| series (anchor: fixed in the fixture) | run | output tok/s | mean TTFT | mean TPOT |",
+             "|---|---|---|---|---|"]
+    for k in sorted(k for k in res if k.endswith("_series")):
+        for g, s in res[k].items():
+            for name, v in s["runs"].items():
+                def cell(m):
+                    if m not in v["error"]:
+                        return "—"
+                    return f"{v['measured'][m]:.4g} → {v['predicted'][m]:.4g} ({v['error'][m]:+.0%})"
+                tag = " (calibration run)" if v["split"] == "fit" else ""
+                lines.append(f"| {g} | {name.removeprefix(g + '-')}{tag} | {cell('output_throughput')} | "
+                             f"{cell('mean_ttft_ms')} | {cell('mean_tpot_ms')} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--all-anchors", action="store_true", help="also calibrate on every run in turn (diagnostic)")
+    ap.add_argument("--cold", action="store_true",
+                    help="simulate every run on a fresh server (ignore prior_runs_same_server, bench_test_request)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    res = evaluate(a.all_anchors, warm=not a.cold)
+    if a.json:
+        print(json.dumps(res, indent=1))
+        return 0
+    print(table(res))
+    for k in sorted(k for k in res if k.endswith("median_abs_error")):
+        print(k, json.dumps(res[k]))
+    for k in sorted(k for k in res if k.endswith("_series")):
+        for g, s in res[k].items():
+            print(g, f"(anchor {s['anchor']})", json.dumps(s["held_out_median_abs_error"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""The public benchmark fixture (tests/fixtures/bench_public/results.jsonl) parses, and every row says where it
+comes from and how it was split: the set the serving-level fit and its held-out checks are judged on."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "bench_public" / "results.jsonl"
+METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return [json.loads(x) for x in FIXTURE.read_text().splitlines() if x.strip()]
+
+
+def test_every_row_has_a_source_a_split_and_measured_figures(rows):
+    assert len(rows) == 67
+    assert len({r["id"] for r in rows}) == len(rows)
+    for r in rows:
+        assert r["source_url"].startswith("https://github.com/"), r["id"]
+        assert r["split"] in ("fit", "held_out"), r["id"]
+        assert r.get("batch", 1) in (1, 2, 3, 4), r["id"]
+        assert r["notes"], r["id"]
+        m = r["measured"]
+        assert set(m) <= set(METRICS) and any(m.get(k) for k in METRICS), r["id"]
+        assert all(v is None or v > 0 for v in m.values()), r["id"]
+        assert r["tp"] >= 1 and int(r["num_prompts"]) >= 1, r["id"]
+
+
+def test_batch3_is_held_out_whole_with_one_anchor_per_series_at_its_lowest_load(rows):
+    b3 = [r for r in rows if r.get("batch") == 3]
+    assert len(b3) == 18 and all(r["split"] == "held_out" for r in b3)
+    series = defaultdict(list)
+    for r in b3:
+        series[r["group"]].append(r)
+    assert {g: len(v) for g, v in series.items()} == {"dl22-qwen2-7b-a100-gmu025": 6, "dl22-qwen2-7b-a100-gmu05": 9,
+                                                       "dl22-qwen2.5-32b-a100": 3}
+    for g, rs in series.items():
+        anchors = [r for r in rs if r["anchor"]]
+        assert len(anchors) == 1, g
+        # the rule fixed with the split: the lowest load of the series
+        assert anchors[0]["num_prompts"] == min(r["num_prompts"] for r in rs), g
+        # one deployment per series
+        assert len({(r["model"], r["gpu"], r["tp"], r.get("gpu_memory_utilization"), r["num_gpu_blocks"],
+                     r["vllm_version"], r["max_model_len"]) for r in rs}) == 1, g
+
+
+def test_batch3_server_history_is_earlier_runs_of_the_same_series(rows):
+    # prior_runs_same_server names runs of the same lengths that the source shows on the same server session
+    for r in (r for r in rows if r.get("batch") == 3):
+        assert r["bench_test_request"] is True
+        loads = {x["num_prompts"] for x in rows if x.get("group") == r["group"]}
+        for n_in, n in r["prior_runs_same_server"]:
+            assert n_in == r["input_len"] and n in loads and n != r["num_prompts"], r["id"]
+
+
+def test_batch4_is_held_out_whole_with_the_2000_100_run_as_each_anchor(rows):
+    b4 = [r for r in rows if r.get("batch") == 4]
+    assert len(b4) == 9 and all(r["split"] == "held_out" for r in b4)
+    for g in ("gpustack-qwen3-14b-h100", "gpustack-qwen3-14b-a100"):
+        rs = [r for r in b4 if r["group"] == g]
+        assert [r["id"] for r in rs if r["anchor"]] == [g + "-2000-100"]
+        assert len({(r["model"], r["gpu"], r["tp"], r["vllm_version"], r["max_model_len"]) for r in rs}) == 1
+        # the order of the runs on the server is not stated: no history is claimed
+        assert all(r["prior_runs_same_server"] == [] and r["bench_test_request"] for r in rs)
+    # the H100 128-in/4-out run is quoted in issue 11 (not unseen): left out
+    assert not any(r["id"] == "gpustack-qwen3-14b-h100-128-4" for r in rows)
