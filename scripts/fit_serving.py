@@ -516,14 +516,14 @@ def table(errs) -> str:
 
 
 def summary(errs) -> dict:
-    """Median |error| per split; ``held_out_batch1`` … ``held_out_batch4`` separate the first collection from the
-    rows added later (each later batch's split was committed before the model was first run on it; batches 3 and 4
-    are held out whole). ``held_out_batch12``: the held-out rows of the refit that wrote
-    ``coefficients.SERVING_FIT`` (batches 1 and 2), the set its recorded errors describe."""
+    """Median |error| per split; ``held_out_batch1`` … ``held_out_batch5`` (and ``fit_batch<b>``) separate the first
+    collection from the rows added later (each later batch's split was committed before the model was first run on it;
+    batches 3 and 4 are held out whole, batch 5 is split by source). ``held_out_batch12``: the held-out rows of the
+    refit that wrote ``coefficients.SERVING_FIT`` (batches 1 and 2), the set its recorded errors describe."""
     out = {}
     groups = {"fit": lambda e: e["split"] == "fit", "held_out": lambda e: e["split"] == "held_out",
               "held_out_batch12": lambda e: e["split"] == "held_out" and e.get("batch", 1) in (1, 2)}
-    for b in (1, 2, 3, 4):
+    for b in (1, 2, 3, 4, 5):
         groups[f"held_out_batch{b}"] = lambda e, b=b: e["split"] == "held_out" and e.get("batch", 1) == b
         groups[f"fit_batch{b}"] = lambda e, b=b: e["split"] == "fit" and e.get("batch", 1) == b
     for name, keep in groups.items():

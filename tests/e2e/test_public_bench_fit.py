@@ -25,10 +25,13 @@ def test_held_out_errors_of_the_committed_coefficients(fit_script):
     from kvdoctor.sim import coefficients as C
 
     rows = fit_script.load_rows()
-    assert len(rows) == 67 and sum(r["split"] == "held_out" for r in rows) == 48
+    assert len(rows) == 87 and sum(r["split"] == "held_out" for r in rows) == 59
     assert sum(r.get("batch") == 2 for r in rows) == 12  # the later collection, split fixed before evaluation
     assert sum(r.get("batch") == 3 for r in rows) == 18  # the third, all held out, committed before evaluation
     assert sum(r.get("batch") == 4 for r in rows) == 9  # the fourth, likewise
+    # the fifth: split by source (SHA-1 of the URL, alternating), committed before evaluation (7d82f48)
+    b5_rows = [r for r in rows if r.get("batch") == 5]
+    assert len(b5_rows) == 20 and sum(r["split"] == "held_out" for r in b5_rows) == 11
     errs = fit_script.errors(rows, C.SERVING, C.FRONTEND)
     s = fit_script.summary(errs)
     held = s["held_out_batch12"]  # the held-out set of the refit that wrote SERVING_FIT
@@ -52,8 +55,18 @@ def test_held_out_errors_of_the_committed_coefficients(fit_script):
     b4 = s["held_out_batch4"]
     assert b4["n"] == 9 and b4["output_throughput"] > 0.30, s
     assert all(e["err"]["output_throughput"] > 0.5 for e in errs if e["id"].startswith("gpustack-qwen3-14b-h100"))
-    allh = s["held_out"]  # all 48 held-out results
-    assert allh["n"] == 48 and allh["output_throughput"] <= 0.15 and allh["mean_tpot_ms"] <= 0.20, s
+    # batch 5 with the constants committed before its refit (docs/simulation.md, "Batch 5"): held out 54 % / 60 % /
+    # 36 %, fit rows 61 % / 33 % / 39 %; every GPUStack row (four more deployments of that lab) is over-predicted in
+    # throughput and under-predicted in TTFT and TPOT, batch 4's one-sided miss on more hosts of the same lab
+    b5h, b5f = s["held_out_batch5"], s["fit_batch5"]
+    assert b5h["n"] == 11 and b5f["n"] == 9, s
+    assert b5h["output_throughput"] > 0.30 and b5h["mean_ttft_ms"] > 0.30, s
+    gs5 = [e for e in errs if e["batch"] == 5 and e["id"].startswith("gpustack-")]
+    assert len(gs5) == 18
+    assert all(e["err"]["output_throughput"] > 0 and e["err"]["mean_ttft_ms"] < 0 and e["err"]["mean_tpot_ms"] < 0
+               for e in gs5)
+    allh = s["held_out"]  # all 59 held-out results (batches 1-5): measured 10.7 % / 32.7 % / 8.9 %
+    assert allh["n"] == 59 and allh["output_throughput"] <= 0.15 and allh["mean_tpot_ms"] <= 0.20, s
     # what the coefficients file says about itself is what they do
     rec = C.SERVING_FIT["median_abs_error"]["held_out"]
     for k in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"):

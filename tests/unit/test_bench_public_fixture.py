@@ -3,6 +3,7 @@ comes from and how it was split: the set the serving-level fit and its held-out 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -19,12 +20,12 @@ def rows() -> list[dict]:
 
 
 def test_every_row_has_a_source_a_split_and_measured_figures(rows):
-    assert len(rows) == 67
+    assert len(rows) == 87
     assert len({r["id"] for r in rows}) == len(rows)
     for r in rows:
         assert r["source_url"].startswith("https://github.com/"), r["id"]
         assert r["split"] in ("fit", "held_out"), r["id"]
-        assert r.get("batch", 1) in (1, 2, 3, 4), r["id"]
+        assert r.get("batch", 1) in (1, 2, 3, 4, 5), r["id"]
         assert r["notes"], r["id"]
         m = r["measured"]
         assert set(m) <= set(METRICS) and any(m.get(k) for k in METRICS), r["id"]
@@ -70,3 +71,37 @@ def test_batch4_is_held_out_whole_with_the_2000_100_run_as_each_anchor(rows):
         assert all(r["prior_runs_same_server"] == [] and r["bench_test_request"] for r in rs)
     # the H100 128-in/4-out run is quoted in issue 11 (not unseen): left out
     assert not any(r["id"] == "gpustack-qwen3-14b-h100-128-4" for r in rows)
+
+
+def test_batch5_is_split_by_source_with_the_sha1_rule_and_anchored_by_rule(rows):
+    b5 = [r for r in rows if r.get("batch") == 5]
+    assert len(b5) == 20
+    # the rule fixed with the split, before any evaluation: sources (one source_url each) ordered by the SHA-1 of
+    # their URL, alternately fit / held_out starting with fit
+    srcs = sorted({r["source_url"] for r in b5}, key=lambda u: hashlib.sha1(u.encode()).hexdigest())
+    assert len(srcs) == 6
+    for i, u in enumerate(srcs):
+        assert {r["split"] for r in b5 if r["source_url"] == u} == {"fit" if i % 2 == 0 else "held_out"}, u
+    assert sum(r["split"] == "fit" for r in b5) == 9 and sum(r["split"] == "held_out" for r in b5) == 11
+    # no batch-5 source was used by an earlier batch
+    earlier = {r["source_url"].split("/blob/")[0] + r["source_url"].split("/blob/")[-1].split("/", 1)[-1]
+               for r in rows if r.get("batch", 1) != 5}
+    for u in srcs:
+        assert u.split("/blob/")[0] + u.split("/blob/")[-1].split("/", 1)[-1] not in earlier, u
+        assert "/blob/" in u and len(u.split("/blob/")[1].split("/")[0]) == 40, u  # commit-pinned
+    groups = defaultdict(list)
+    for r in b5:
+        groups[r["group"]].append(r)
+    for g, rs in groups.items():
+        assert len({r["source_url"] for r in rs}) == 1, g
+        anchors = [r for r in rs if r["anchor"]]
+        if rs[0]["split"] == "fit" or len(rs) == 1:
+            assert not anchors, g
+            continue
+        # the anchor rule: the random run with the fewest prompt tokens sent, else the lowest max-concurrency
+        rnd = [r for r in rs if r["dataset"] == "random"]
+        want = (min(rnd, key=lambda r: r["num_prompts"] * r["input_len"]) if rnd
+                else min(rs, key=lambda r: r["max_concurrency"]))
+        assert [a["id"] for a in anchors] == [want["id"]], g
+    # the order of the runs on the servers is not stated in any source: no history is claimed
+    assert all(r["prior_runs_same_server"] == [] and r["bench_test_request"] for r in b5)
