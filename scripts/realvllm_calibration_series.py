@@ -5,8 +5,9 @@ calibration run and the validation loads interleaved, each saved with ``--save-d
     nice python scripts/realvllm_calibration_series.py OUT_DIR [--freeze FIXTURE_DIR]
 
 Uses the test bed (``python -m kvdoctor.testbed``; built when absent). ``--freeze`` copies the results into
-FIXTURE_DIR with ``generated_texts`` and ``itls`` dropped (random-weight output; per-token gaps) and the server's start-up and
-periodic stats lines (the per-request access lines are left out).
+FIXTURE_DIR with ``generated_texts`` and ``itls`` dropped (random-weight output; per-token gaps), each run's logged
+engine steps (``<run>.iterations.json``, version 2) and the server's start-up and periodic stats lines (the
+per-request access lines and the per-step lines are left out).
 """
 
 from __future__ import annotations
@@ -25,9 +26,14 @@ def freeze(src: Path, dst: Path) -> None:
         doc.pop("generated_texts", None)  # random-weight output, not used
         doc.pop("itls", None)  # per-token gaps: ~80 KB a run; the summary ITL figures stay
         (dst / f"{r['name']}.json").write_text(json.dumps(doc) + "\n")
+        it = src / f"{r['name']}.iterations.json"  # version 2: the run's logged engine steps, compact
+        if it.exists():
+            (dst / it.name).write_text(it.read_text())
     keep = ("non-default args", "KV cache", "Avg prompt throughput", "version")
     lines = (src / "serve.log").read_text(errors="replace").splitlines(keepends=True)
-    (dst / "serve.stats.log").write_text("".join(ln for ln in lines if any(k in ln for k in keep)))
+    # the per-step lines are in <run>.iterations.json already (one ~200-byte line per step)
+    (dst / "serve.stats.log").write_text("".join(ln for ln in lines if any(k in ln for k in keep)
+                                                 and "Iteration(" not in ln))
     (dst / "series.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 

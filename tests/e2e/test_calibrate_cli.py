@@ -71,3 +71,27 @@ def test_bench_workload_options_on_simulate_plan_and_swap():
     assert code == 2 and "not both" in err
     code, err, _ = invoke("simulate", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", "--request-rate", "fast")
     assert code == 2 and "--request-rate" in err
+
+
+def test_calibrate_with_the_servers_per_step_log_and_the_finish_cost(tmp_path):
+    # the first 150 engine steps the test bed's server logged (--enable-logging-iteration-details) during
+    # series5's calibration run, the lines as vLLM wrote them
+    steps = FIX / "series5" / "cal_c6.steps.log"
+    out = tmp_path / "cal.json"
+    code, err, text = invoke("calibrate", *TINY, "--linear", "--special-tokens", "0", str(FIX / "series5" / "cal_c6.json"),
+                             "--iteration-log", str(steps), "--finish-cost", "-o", str(out), "--json")
+    assert code == 0, err
+    j = json.loads(text)
+    assert j["fit"]["iterations"] == 150 and j["fit"]["finish_cost"] is True
+    assert j["fit"]["engine_overhead_s"] > 0 and j["frontend"]["per_finish_s"] > 0
+    assert abs(j["fit"]["runs"]["cal_c6.json"]["error"]["output_throughput"]) < 0.05
+    code, err, text = invoke("calibrate", *TINY, "--linear", "--special-tokens", "0", str(FIX / "series5" / "cal_c6.json"),
+                             "--iteration-log", str(steps), "-o", str(out))
+    assert code == 0 and "150 logged engine steps" in text, err
+    # a log without per-step lines, and the roofline model: one line, exit 2
+    code, err, _ = invoke("calibrate", *TINY, "--linear", str(FIX / "series5" / "cal_c6.json"),
+                          "--iteration-log", str(FIX / "series5" / "serve.stats.log"), "-o", str(out))
+    assert code == 2 and "--enable-logging-iteration-details" in err and "Traceback" not in err
+    code, err, _ = invoke("calibrate", *TINY, str(FIX / "series5" / "cal_c6.json"), "--iteration-log", str(steps),
+                          "-o", str(out))
+    assert code == 2 and "--linear" in err

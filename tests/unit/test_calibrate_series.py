@@ -1,6 +1,7 @@
 """The calibration series recorded on the real CPU engine in one server session each (frozen:
-tests/fixtures/realvllm_bench/series1, series2, series3 — the last one the live test's own session; loads, order and tolerance fixed in
-kvdoctor/testbed/series.py before the first run). Calibrated on the one calibration run, every other
+tests/fixtures/realvllm_bench/series1, series2, series3 — version 1, the last one the live test's own session —
+and series4, series5, series6 — version 2, series6 the live test's own session; loads, order, calibration
+procedure and tolerance fixed in kvdoctor/testbed/series.py before the first run of each version). Calibrated on the one calibration run, every other
 run is predicted; this pins what was measured (docs/simulation.md, "Validation on the real CPU
 engine") and why the 10 % bar cannot be judged on these recordings: the calibration load itself,
 repeated at the end of the same session, moved by more than the bar.
@@ -29,8 +30,8 @@ def recorded(request):
 def test_every_load_of_the_fixed_series_is_there(recorded):
     _, d, runs, _ = recorded
     meta = json.loads((d / "series.json").read_text())
-    assert meta["status"] == "complete" and [r["name"] for r in meta["runs"]] == [s.name for s in S.SERIES]
-    for run, spec, m in zip(runs, S.SERIES, meta["runs"]):
+    assert meta["status"] == "complete" and [r["name"] for r in meta["runs"]] == [s.name for s in S.SERIES_V1]
+    for run, spec, m in zip(runs, S.SERIES_V1, meta["runs"]):
         assert m["role"] == spec.role and len(run.prompt) == spec.load.requests
         assert run.send is not None  # --save-detailed: per-request send times
         if not spec.load.range_ratio:
@@ -96,3 +97,109 @@ def test_the_host_stretch_was_measured_for_every_run_of_series2():
     # but it does not explain the drift: the calibration load and its repeat had nearly the same stretch
     # (4.47 and 4.78) and yet a 38 % different TPOT
     assert st[-1] / st[0] - 1 < 0.10
+
+
+# ---- version 2 (kvdoctor.testbed.series.SERIES, committed before its first run) ------------------------------
+# series4 and series5: two sessions 6 minutes apart (21:28 and 21:34 UTC, load average 6.0 -> 3.5 and 2.8 -> 3.3,
+# three other processes at nice 10-19); series6: the live test's own session (21:39 UTC, load average 1.7-3.4). One OpenMP thread, a discarded warm-up, the per-step log; calibrated on
+# cal_c6 (its bench figures + its ~600 logged steps + the front end's per-finish work), every other run held out.
+
+V2 = ("series4", "series5", "series6")
+
+
+@pytest.fixture(scope="module", params=V2)
+def recorded_v2(request):
+    d = FIX / request.param
+    cal, runs = S.calibrate_series_v2(d)
+    return request.param, d, runs, cal
+
+
+def test_every_load_of_the_v2_series_is_there(recorded_v2):
+    _, d, runs, cal = recorded_v2
+    meta = json.loads((d / "series.json").read_text())
+    assert meta["version"] == 2 and meta["env"]["OMP_NUM_THREADS"] == "1"
+    assert "--enable-logging-iteration-details" in meta["serve_argv"]
+    assert [r["name"] for r in meta["runs"]] == [s.name for s in S.SERIES]
+    timed = [s for s in S.SERIES if s.role != "warmup"]
+    assert [r.name for r in runs] == [f"{s.name}.json" for s in timed]  # the warm-up is not a run of the fit
+    for run, spec in zip(runs, timed):
+        assert len(run.prompt) == spec.load.requests and run.send is not None
+    # the calibration saw its run's own logged engine steps
+    assert cal.fit["iterations"] == len(S.load_iterations(d, "cal_c6")) > 500
+    assert cal.fit["fit_on"] == ["cal_c6.json"] and cal.frontend.per_finish_s > 0
+
+
+# measured (wall clock as the bench reports it): throughput, mean TTFT, mean TPOT errors, calibrated on cal_c6
+REPORTED_V2 = {
+    "series4": {"cal_c6.json": (0.017, -0.011, 0.003), "val_r3.json": (-0.035, 0.036, 0.421),
+                "val_g6.json": (-0.116, 0.671, 0.658), "val_c8_in256.json": (-0.308, 0.603, 0.425)},
+    "series5": {"cal_c6.json": (0.011, -0.124, -0.016), "val_r3.json": (0.039, -0.023, 0.114),
+                "val_g6.json": (-0.091, 0.926, 0.620), "val_c8_in256.json": (-0.274, 0.141, 0.555)},
+    "series6": {"cal_c6.json": (-0.002, -0.057, 0.010), "val_r3.json": (0.016, -0.499, -0.433),
+                "val_g6.json": (0.083, -0.561, -0.044), "val_c8_in256.json": (-0.012, -0.352, 0.231)},
+}
+# the calibration load repeated at the end of the session (drift_c6 / cal_c6 - 1)
+DRIFT_V2 = {"series4": (0.192, 0.150, -0.168), "series5": (0.026, 0.201, -0.098), "series6": (-0.088, 1.136, -0.029)}
+
+
+def test_the_v2_errors_are_what_the_calibration_gives(recorded_v2):
+    name, _, _, cal = recorded_v2
+    for run, errs in REPORTED_V2[name].items():
+        e = cal.fit["runs"][run]["error"]
+        assert [e[m] for m in C.HEADLINE] == pytest.approx(list(errs), abs=0.01), (run, e)
+
+
+def test_the_v2_repeat_moved_by_more_than_the_bar(recorded_v2):
+    # so the bar is not judged on these sessions (the live test skips such a session); TTFT moved most
+    name, _, runs, _ = recorded_v2
+    a = next(r for r in runs if r.name == "cal_c6.json").figures
+    b = next(r for r in runs if r.name == "drift_c6.json").figures
+    drift = [b[m] / a[m] - 1 for m in C.HEADLINE]
+    assert drift == pytest.approx(list(DRIFT_V2[name]), abs=0.005)
+    assert max(abs(x) for x in drift) > S.TOLERANCE
+
+
+def _decode_ms(d, run, n):
+    import statistics
+
+    return statistics.median(o.elapsed_s * 1e3 for o in S.load_iterations(d, run) if o.ctx_reqs == 0 and o.gen_reqs == n)
+
+
+def test_the_engines_speed_for_one_batch_moved_between_runs_of_a_session(recorded_v2):
+    # what the per-step log shows and a step model (a function of the batch alone) cannot: the model runner's
+    # own time for a decode step of 4 requests was 9.5-9.9 ms under cal_c6 and 7.6-8.2 ms under val_g6 in the
+    # same session; 8 decodes under val_c8_in256 (10.3-10.6 ms) took no longer than 6 under cal_c6 (11.6-12.2
+    # ms). Not a property of the loads: in the live test's session (series6) it went the other way (4
+    # decodes: 7.2 ms under cal_c6, 10.2 under val_g6; 1 decode 3.5 vs 8.3 ms under val_r3)
+    name, d, _, _ = recorded_v2
+    if name == "series6":  # the other way round
+        assert _decode_ms(d, "cal_c6", 4) < 0.75 * _decode_ms(d, "val_g6", 4)
+        assert _decode_ms(d, "cal_c6", 1) < 0.5 * _decode_ms(d, "val_r3", 1)
+        return
+    assert _decode_ms(d, "val_g6", 4) < 0.9 * _decode_ms(d, "cal_c6", 4)
+    assert _decode_ms(d, "val_c8_in256", 8) < _decode_ms(d, "cal_c6", 6)
+
+
+# diagnostic fixed after version 2 was recorded: each held-out run re-predicted with the engine's own measured
+# speed (its logged steps against the calibrated step model, relative to the calibration run's). The engine's
+# speed for the same steps moved by up to 23 % between runs of one session; with that taken out, throughput
+# is within 14 %, TTFT within 13 % in 6 of 9, and TPOT stays over-predicted by 13-41 % in all nine (the model's part)
+SPEED_V2 = {
+    "series4": {"val_r3.json": (0.904, (-0.027, -0.071, 0.236)), "val_g6.json": (0.771, (0.0, -0.403, 0.159)),
+                "val_c8_in256.json": (0.800, (-0.135, 0.282, 0.139))},
+    "series5": {"val_r3.json": (1.054, (0.035, 0.033, 0.199)), "val_g6.json": (0.818, (-0.008, -0.039, 0.196)),
+                "val_c8_in256.json": (0.829, (-0.124, -0.054, 0.289))},
+    "series6": {"val_r3.json": (1.639, (-0.024, -0.129, 0.182)), "val_g6.json": (1.251, (-0.024, 0.009, 0.413)),
+                "val_c8_in256.json": (0.921, (0.073, -0.403, 0.133))},
+}
+
+
+def test_the_engines_own_speed_explains_part_of_the_miss(recorded_v2):
+    name, d, runs, cal = recorded_v2
+    per = S.speed_corrected_errors(d, cal, runs)
+    assert per["cal_c6.json"]["engine_speed"] == pytest.approx(1.0)
+    for run, (k, errs) in SPEED_V2[name].items():
+        assert per[run]["engine_speed"] == pytest.approx(k, abs=0.005)
+        assert [per[run]["error"][m] for m in C.HEADLINE] == pytest.approx(list(errs), abs=0.01), (run, per[run])
+        assert per[run]["error"]["mean_tpot_ms"] > 0.1  # one sign
+    assert all(r.host_stretch == 1.0 for r in runs)  # the diagnostic leaves the runs as they were

@@ -23,6 +23,8 @@ def calibrate_cmd(
     opts: common.ConfigOptions,
     bench: Annotated[Optional[list[str]], typer.Argument(help="`vllm bench serve --save-result` JSON files of this deployment (--save-detailed adds per-request lengths and send times).")] = None,
     stats_log: Annotated[Optional[list[str]], typer.Option("--stats-log", help="The server's log with its periodic stats lines (repeatable): busy intervals constrain the step time.")] = None,
+    iteration_log: Annotated[Optional[list[str]], typer.Option("--iteration-log", help="A server log with vLLM's per-step lines (vllm serve --enable-logging-iteration-details; repeatable; --linear): each step's batch and model time pin the step model.")] = None,
+    finish_cost: Annotated[bool, typer.Option("--finish-cost", help="Also fit the API server's work per finished request (a closed loop's synchronized wave: every request finishes in one step, the next ones arrive together).")] = False,
     out: Annotated[str, typer.Option("--output", "--out", "-o", help="Where to write the calibration file (JSON).")] = "kvdoctor-calibration.json",
     fit_on: Annotated[Optional[list[str]], typer.Option("--fit-on", help="Fit on this result (file name; repeatable). Default: the first. The others are held out and predicted.")] = None,
     special_tokens: Annotated[int, typer.Option("--special-tokens", min=0, help="Tokens the server's tokenizer adds to each prompt (a BOS: 1, Llama-style; Qwen: 0). The bench counts prompts without them.")] = 1,
@@ -45,6 +47,11 @@ def calibrate_cmd(
         raise InputError("give bench results (vllm bench serve --save-result JSON) and/or --stats-log SERVER.log")
     runs = C.load_bench_runs(bench, special_tokens=special_tokens, seed=seed) if bench else []
     stats = C.load_stats_observations(list(stats_log)) if stats_log else None
+    iters = C.load_iteration_observations(list(iteration_log)) if iteration_log else None
+    if iteration_log and not iters:
+        raise InputError(f"{', '.join(iteration_log)}: no per-step lines (start vllm serve with --enable-logging-iteration-details)")
+    if iters and not linear:
+        raise InputError("the per-step log calibrates the linear step model only: add --linear")
     if not runs and not linear:
         raise InputError("a stats log alone calibrates the linear step model only: add --linear")
     if (same_server or bench_test_request) and not runs:
@@ -72,7 +79,7 @@ def calibrate_cmd(
     if fit_prefill and linear:
         raise InputError("--fit-prefill refines the roofline model; --linear already fits a cost per token")
     cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment,
-                      stats=stats, prefill_term=fit_prefill)
+                      stats=stats, prefill_term=fit_prefill, iterations=iters, finish_cost=finish_cost)
     cal.fit["warm_prefix"] = {"same_server": same_server, "bench_test_request": bench_test_request}
     if not same_server:
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)
@@ -104,7 +111,8 @@ def _render(p: dict, quiet: bool) -> None:
 
         one_line(calibrate_line(p))
         return
-    on = list(fit["fit_on"]) + ([f"{fit['stats_intervals']} stats-log intervals"] if fit.get("stats_intervals") else [])
+    on = list(fit["fit_on"]) + ([f"{fit['stats_intervals']} stats-log intervals"] if fit.get("stats_intervals") else []) \
+        + ([f"{fit['iterations']} logged engine steps"] if fit.get("iterations") else [])
     con.print(f"[bold]kvdoctor calibrate[/bold] — {escape(str(p['deployment'].get('model')))} "
               f"({p['kind']}), fitted on {escape(', '.join(on))}")
     if not quiet:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only
 
 SCHEMA = "kvdoctor.calibration/1"
 LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s")
-FE_KEYS = ("per_request_s", "per_prompt_token_s", "per_output_token_s", "latency_s")
+FE_KEYS = ("per_request_s", "per_prompt_token_s", "per_output_token_s", "latency_s", "per_finish_s")
 # the bench figures a fit matches, with the simulated counterpart computed by ``sim_figures``
 FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
            "median_itl_ms", "p99_itl_ms", "mean_e2el_ms")
@@ -50,6 +50,12 @@ FIT_FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "mean_tpot
 # per-request spreads (from --save-detailed arrays) are reported beside the fit, not fitted: on a
 # shared host they carry the host's interference, not the deployment's
 _QS = ((10, "q10"), (25, "q25"), (75, "q75"), (90, "q90"))
+# ... except (``fit(spread=True)``) for a run whose batch size varies (an open loop at a finite rate):
+# there the quartiles of per-request TPOT are the only figures that see how the step grows with the
+# batch (a request that lived through a crowded stretch has a longer TPOT; the simulation replays the
+# same send times, so it sees the same crowding), and the TTFT quartiles how the first token grows
+# with the prompt and the queue. Means alone see one sum ``base + n * per_request``
+SPREAD_FIGURES = ("ttft_q25_ms", "ttft_q75_ms", "tpot_q25_ms", "tpot_q75_ms")
 
 
 def _spread(ttft_ms, tpot_ms) -> dict[str, float]:
@@ -475,7 +481,7 @@ def _unpack(names, x, kind) -> Calibration:
     v = {n: float(math.exp(xi)) for n, xi in zip(names, x)}
     lin = {k: v.get(k, 0.0) for k in LINEAR_KEYS}
     fe = FrontEnd(per_request_s=v.get("fe_request_s", 0.0), per_output_token_s=v.get("fe_output_token_s", 0.0),
-                  latency_s=v.get("fe_latency_s", 0.0))
+                  latency_s=v.get("fe_latency_s", 0.0), per_finish_s=v.get("fe_finish_s", 0.0))
     return Calibration(kind=kind, scale=v.get("scale", 1.0), linear=lin, frontend=fe)
 
 
@@ -489,12 +495,13 @@ def _initial(runs: list[BenchRun], kind: str) -> dict[str, float]:
     ttft = min((r.figures.get("median_ttft_ms") or 50.0) / r.host_stretch for r in runs) / 1e3
     p = min(sum(r.prompt) / len(r.prompt) for r in runs)
     if kind == "linear":
-        return {"base_s": 0.8 * itl, "per_request_s": 0.03 * itl, "per_token_s": max(1e-7, 0.1 * ttft / p),
+        return {"fe_finish_s": 0.05 * ttft, "base_s": 0.8 * itl, "per_request_s": 0.03 * itl, "per_token_s": max(1e-7, 0.1 * ttft / p),
                 "per_pair_s": 1e-9, "fe_request_s": 0.25 * ttft, "fe_output_token_s": 0.001 * itl,
                 "fe_latency_s": 0.25 * ttft}
     # per_token_s (fitted only with prefill_term): a computed token's cost beyond the scaled roofline
-    return {"scale": 1.0, "base_s": 0.05 * itl, "per_request_s": 0.01 * itl, "fe_request_s": 0.1 * ttft,
-            "fe_output_token_s": 0.01 * itl, "fe_latency_s": 0.1 * ttft, "per_token_s": max(1e-9, 0.1 * ttft / p)}
+    return {"fe_finish_s": 0.02 * ttft, "scale": 1.0, "base_s": 0.05 * itl, "per_request_s": 0.01 * itl,
+            "fe_request_s": 0.1 * ttft, "fe_output_token_s": 0.01 * itl, "fe_latency_s": 0.1 * ttft,
+            "per_token_s": max(1e-9, 0.1 * ttft / p)}
 
 
 def _nelder_mead(f, x0, step=0.7, iters=300, tol=1e-5):
@@ -592,6 +599,75 @@ def load_stats_observations(paths: list[str]) -> list[StatsObs]:
     return obs
 
 
+@dataclass(frozen=True)
+class IterObs:
+    """One engine step from vLLM's per-iteration log (``vllm serve --enable-logging-iteration-details``,
+    0.32+: ``Iteration(i): C context requests, T context tokens, G generation requests, g generation
+    tokens, iteration elapsed time: E ms``). ``elapsed_s`` is the wait for the model runner's output
+    (``EngineCore.step``: ``future.result()``), so the scheduler's planning and output processing
+    around it are not in it."""
+
+    ctx_reqs: int
+    ctx_tokens: int
+    gen_reqs: int
+    gen_tokens: int
+    elapsed_s: float
+
+
+_ITER_RE = None
+
+
+def parse_iteration_line(line: str) -> IterObs | None:
+    """An ``Iteration(...)`` line as an ``IterObs`` (None: not one; dummy data-parallel steps are skipped)."""
+    global _ITER_RE
+    if "Iteration(" not in line or "(dummy)" in line:
+        return None
+    if _ITER_RE is None:
+        import re
+
+        _ITER_RE = re.compile(r"Iteration\(\d+\): (\d+) context requests, (\d+) context tokens, (\d+) generation "
+                              r"requests, (\d+) generation tokens, iteration elapsed time: ([\d.]+) ms")
+    m = _ITER_RE.search(line)
+    if m is None:
+        return None
+    c, t, g, gt = (int(x) for x in m.groups()[:4])
+    e = float(m.group(5)) / 1e3
+    if c + g <= 0 or not e > 0 or not math.isfinite(e):
+        return None
+    return IterObs(c, t, g, gt, e)
+
+
+def load_iteration_observations(paths: list[str], spans: list[tuple[int, int]] | None = None) -> list[IterObs]:
+    """Every engine step logged in ``paths`` (``spans``: per path, the byte range to read — one bench
+    run's share of a server log that served several). Streams the file; other lines are skipped."""
+    out: list[IterObs] = []
+    for i, p in enumerate(paths):
+        lo, hi = spans[i] if spans else (0, None)
+        try:
+            with open(p, "rb") as fh:
+                fh.seek(lo)
+                n = lo
+                for raw in fh:
+                    n += len(raw)
+                    if hi is not None and n > hi:
+                        break
+                    o = parse_iteration_line(raw.decode("utf-8", "replace"))
+                    if o is not None:
+                        out.append(o)
+        except OSError as exc:
+            raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
+    return out
+
+
+def iteration_time(lin: dict[str, float], o: IterObs) -> float:
+    """The linear step model's time for one logged step. The log gives totals, not each request's
+    chunk, so prefill pairs are those of ``ctx_reqs`` equal fresh chunks (``T^2 / 2C``), and the
+    decodes' context lengths are unknown (the linear fit leaves ``per_kv_token_s`` at 0 anyway)."""
+    pairs = o.ctx_tokens * (o.ctx_tokens + o.ctx_reqs) / (2.0 * o.ctx_reqs) if o.ctx_reqs else 0.0
+    return (lin.get("base_s", 0.0) + lin.get("per_token_s", 0.0) * (o.ctx_tokens + o.gen_tokens)
+            + lin.get("per_pair_s", 0.0) * pairs + lin.get("per_request_s", 0.0) * (o.ctx_reqs + o.gen_reqs))
+
+
 def busy_fraction(cal: Calibration, o: StatsObs) -> float:
     """Seconds of engine work per second of one interval, by the linear step model: every running
     request gets one token per step, so steps/s = gen/running, and each step costs
@@ -603,10 +679,22 @@ def busy_fraction(cal: Calibration, o: StatsObs) -> float:
             + lin.get("per_token_s", 0.0) * (o.prompt_tps + o.gen_tps))
 
 
+def _batch_varies(r: BenchRun) -> bool:
+    """An open loop at a finite rate replayed at its recorded send times: its batch size follows the arrivals."""
+    return r.max_concurrency is None and r.send is not None and not math.isinf(r.request_rate)
+
+
 def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
-        stats: list[StatsObs] | None = None, prefill_term: bool = False) -> Calibration:
+        stats: list[StatsObs] | None = None, prefill_term: bool = False, finish_cost: bool = False,
+        spread: bool = False, iterations: list[IterObs] | None = None) -> Calibration:
     """Fit one calibration on ``runs`` (bench runs of one deployment) and/or the busy intervals of
-    its server stats log (``stats``; weighted as much as one run's figures in total)."""
+    its server stats log (``stats``; weighted as much as one run's figures in total).
+    ``finish_cost``: also fit the front end's work per finished request (``FrontEnd.per_finish_s``: a
+    closed loop's synchronized wave). ``spread``: also match the TTFT/TPOT quartiles of runs whose batch
+    size varies (``SPREAD_FIGURES``; they identify how the step grows with the batch from one run).
+    ``iterations``: the engine's logged steps (``IterObs``), weighted as much as one run's figures in
+    total: each pins the step model's time for its batch directly, less ``engine_overhead_s`` (a fitted
+    per-step time the log does not see: planning and output processing; the bench's ITLs include it)."""
     import numpy as np
 
     if not runs and not stats:
@@ -614,11 +702,20 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     if not runs and kind != "linear":
         raise InputError("a stats log alone calibrates the linear step model only (--linear)")
     names = _PARAMS_LINEAR if kind == "linear" else _PARAMS_ROOF + (("per_token_s",) if prefill_term else ())
+    if finish_cost:
+        names = (*names, "fe_finish_s")
+    if iterations:
+        if kind != "linear":
+            raise InputError("the per-iteration log calibrates the linear step model only (--linear)")
+        names = (*names, "overhead_s")
     init = _initial(runs, kind) if runs else {"base_s": 0.01, "per_request_s": 0.001, "per_token_s": 1e-5,
                                                "per_pair_s": 1e-9, "fe_request_s": 0.005, "fe_output_token_s": 1e-5,
-                                               "fe_latency_s": 0.005}
+                                               "fe_latency_s": 0.005, "fe_finish_s": 0.001}
+    init.setdefault("overhead_s", 0.1 * init.get("base_s", 0.01))
     x0 = np.log([max(init[n], 1e-12) for n in names])
     w_stats = len(FIT_FIGURES) / len(stats) if stats else 0.0
+    w_iter = len(FIT_FIGURES) / len(iterations) if iterations else 0.0
+    ov_i = names.index("overhead_s") if iterations else -1
 
     def objective(x) -> float:
         cal = _unpack(names, x, kind)
@@ -626,9 +723,13 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
         for o in stats or ():
             # a busy interval's work fills it: log(busy fraction) = 0 (capped: idle gaps only lower it)
             total += w_stats * math.log(max(busy_fraction(cal, o), 1e-9)) ** 2
+        if iterations:
+            ov = math.exp(x[ov_i])
+            for o in iterations:
+                total += w_iter * math.log(max(iteration_time(cal.linear, o) - ov, 1e-6) / o.elapsed_s) ** 2
         for r in runs:
             pred = sim_figures(simulate_run(r, setup, cal), r.lead_s)
-            for k in FIT_FIGURES:
+            for k in (FIT_FIGURES + SPREAD_FIGURES if spread and _batch_varies(r) else FIT_FIGURES):
                 m, p = r.figures.get(k), pred.get(k)
                 if m and m > 0:
                     total += (math.log(max(p, 1e-9) / m) if p else 5.0) ** 2
@@ -636,7 +737,10 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
         return total + 1e-3 * float(np.sum((x - x0) ** 2))
 
     best, _ = _nelder_mead(objective, x0, iters=iters)
-    return _unpack(names, best, kind)
+    cal = _unpack(names, best, kind)
+    if iterations:
+        cal.fit["engine_overhead_s"] = float(math.exp(best[ov_i]))
+    return cal
 
 
 def evaluate(cal: Calibration, runs: list[BenchRun], setup: Setup) -> dict[str, dict]:
@@ -663,7 +767,8 @@ def median_abs(per_run: dict[str, dict], keys=HEADLINE) -> dict[str, float | Non
 
 def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_on: list[str] | None = None,
               deployment: dict | None = None, stats: list[StatsObs] | None = None,
-              prefill_term: bool = False) -> Calibration:
+              prefill_term: bool = False, finish_cost: bool = False, spread: bool = False,
+              iterations: list[IterObs] | None = None) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -678,13 +783,19 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         raise InputError(f"--fit-on {', '.join(unknown)}: not among the given results ({', '.join(names)})")
     fit_runs = [r for r in runs if r.name in chosen]
     held = [r for r in runs if r.name not in chosen]
-    cal = fit(fit_runs, setup, kind, stats=stats, prefill_term=prefill_term)
+    cal = fit(fit_runs, setup, kind, stats=stats, prefill_term=prefill_term, finish_cost=finish_cost, spread=spread,
+              iterations=iterations)
+    overhead = cal.fit.get("engine_overhead_s")
     on_fit = evaluate(cal, fit_runs, setup)
     on_held = evaluate(cal, held, setup) if held else {}
     cal.deployment = dict(deployment or {})
     cal.fit = {
         "fit_on": chosen,
         "stats_intervals": len(stats or ()),
+        "finish_cost": finish_cost,
+        "spread": spread,
+        "iterations": len(iterations or ()),
+        "engine_overhead_s": overhead,
         "held_out": [r.name for r in held],
         "runs": {**{k: {**v, "split": "fit"} for k, v in on_fit.items()},
                  **{k: {**v, "split": "held_out"} for k, v in on_held.items()}},

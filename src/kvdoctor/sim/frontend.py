@@ -12,6 +12,19 @@ output`` of streaming work that delays the requests behind it but not itself; ``
 per-request delay that occupies nothing (process hops, event-loop wake-ups). Its ceiling is
 ``1 / (s_in + s_out)`` requests per second: 128-in/4-out at rate inf saturates there, not in the
 engine. Invariants: engine arrivals are in send order (FIFO) and never before the send.
+
+``per_finish_s`` is work the same process does when a request *finishes*: the last output's
+detokenization, the final SSE chunk with its usage block and ``[DONE]``, closing the stream. It
+joins the FIFO at the finish time, behind every request sent before it, so what is sent after a
+finish waits for it. This is the closed loop's wave: with a fixed output length every request of
+a ``--max-concurrency C`` loop finishes in the same engine step, the client sends C new ones at
+once, and the first of them reaches the engine only after C finishes' work (measured on the real
+CPU engine, closed loop 4 with 64-token outputs: the first request of each wave had TTFT ~71 ms,
+the other three ~141 ms because they missed its prefill step, against ~50 ms under Poisson 4/s;
+docs/simulation.md). A GPU server's API process does the same work per finish, only faster; at a
+concurrency of hundreds the wave is hundreds of finishes. With ``per_finish_s`` > 0 an open loop's
+engine arrivals depend on the engine's finishes, so they are computed as the run goes
+(``open_loop`` is False), not in one pass up front.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ class FrontEnd:
     per_prompt_token_s: float = 0.0
     per_output_token_s: float = 0.0
     latency_s: float = 0.0  # per-request delay that occupies nothing (IPC hops, event-loop wake-ups)
+    per_finish_s: float = 0.0  # FIFO work at a request's finish (final output, closing the stream)
 
     def s_in(self, prompt: int) -> float:
         return self.per_request_s + self.per_prompt_token_s * prompt
@@ -43,7 +57,8 @@ class FrontEnd:
 
     def as_dict(self) -> dict:
         return {"per_request_s": self.per_request_s, "per_prompt_token_s": self.per_prompt_token_s,
-                "per_output_token_s": self.per_output_token_s, "latency_s": self.latency_s}
+                "per_output_token_s": self.per_output_token_s, "latency_s": self.latency_s,
+                "per_finish_s": self.per_finish_s}
 
 
 class Admission:
@@ -57,13 +72,16 @@ class Admission:
         self.ai = 0
         self.cap = max_concurrency
         self.fe = frontend if frontend is not None and (frontend.per_request_s or frontend.per_prompt_token_s
-                                                          or frontend.per_output_token_s or frontend.latency_s) else None
+                                                          or frontend.per_output_token_s or frontend.latency_s
+                                                          or frontend.per_finish_s) else None
+        # work at finishes makes engine arrivals depend on the engine: no up-front pass then
+        self.dynamic = self.fe is not None and self.fe.per_finish_s > 0
         self.inflight = 0
         self.open_since = -math.inf  # the semaphore has had a free slot continuously since then
         self.fe_free = -math.inf
         self.queue: deque = deque()  # sent, not yet at the engine (engine arrival ascending)
         self.sent: dict[int, float] = {}
-        if self.cap is None and self.fe is not None:
+        if self.cap is None and self.fe is not None and not self.dynamic:
             # open loop: sends are known up front, so the FIFO front end is one pass (engine
             # arrivals stay sorted) and the run loop keeps its plain arrival scan
             fe_free = -math.inf
@@ -78,7 +96,7 @@ class Admission:
     @property
     def open_loop(self) -> bool:
         """Arrivals are final (already through the front end): scan them in order."""
-        return self.cap is None
+        return self.cap is None and not self.dynamic
 
     @property
     def simple(self) -> bool:
@@ -129,7 +147,11 @@ class Admission:
         return self.ai >= len(self.pending) and not self.queue
 
     def finished(self, t: float) -> None:
-        """A request left (finished or rejected) at ``t``: its semaphore slot frees."""
+        """A request left (finished or rejected) at ``t``: its semaphore slot frees; the front end's
+        finish work queues behind everything sent by ``t`` and ahead of what is sent after."""
+        if self.dynamic:
+            self._send(t)  # sent before the finish (the gate as it was): ahead of its work in the FIFO
+            self.fe_free = max(self.fe_free, t) + self.fe.per_finish_s
         if self.cap is not None:
             if self.inflight >= self.cap:
                 self.open_since = t

@@ -1,0 +1,161 @@
+"""The front end's work at each finish (``FrontEnd.per_finish_s``) and the calibration from vLLM's per-step
+log (``IterObs``): hand-counted cases, the equivalence of the as-you-go open loop with the up-front pass, and
+a noise-free fit that the step log lets one run identify."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from kvdoctor.sim import calibration as C
+from kvdoctor.sim.frontend import Admission, FrontEnd
+from kvdoctor.sim.run import simulate
+from kvdoctor.sim.scheduler import SchedConfig
+from kvdoctor.sim.steptime import LinearStepTime
+from kvdoctor.sim.workload import Workload
+
+
+@dataclass
+class _Req:
+    idx: int
+    arrival: float
+    prompt: int = 100
+    max_out: int = 10
+
+
+def test_closed_loop_finish_work_delays_the_next_wave_hand_counted():
+    # closed loop of 2; admission 0.05 s per request, 0.1 s of work per finish, no latency.
+    # t=0: requests 0 and 1 are sent; the front end admits 0 at [0, 0.05] and 1 at [0.05, 0.10]
+    fe = FrontEnd(per_request_s=0.05, per_finish_s=0.1)
+    reqs = [_Req(i, 0.0) for i in range(4)]
+    a = Admission(reqs, max_concurrency=2, frontend=fe)
+    assert not a.open_loop
+    assert [r.idx for r in a.ready(0.2)] == [0, 1]
+    assert (reqs[0].arrival, reqs[1].arrival) == pytest.approx((0.05, 0.10))
+    # both finish in the same engine step at t=1.0. First finish: nothing waits to be sent (the gate is
+    # closed), its work takes the front end [1.0, 1.1], its slot frees -> request 2 is sent at 1.0 (by the
+    # second finish's _send) and admitted after that work: [1.1, 1.15]; the second finish's work follows
+    # [1.15, 1.25]; request 3 (sent at 1.0, when the second slot freed) is admitted [1.25, 1.30]
+    a.finished(1.0)
+    a.finished(1.0)
+    assert [r.idx for r in a.ready(1.31)] == [2, 3]
+    assert (reqs[2].arrival, reqs[3].arrival) == pytest.approx((1.15, 1.30))
+    assert (a.sent[2], a.sent[3]) == pytest.approx((1.0, 1.0))  # TTFT counts from the send
+    # without the finish work the same wave reaches the engine at 1.05 and 1.10
+    reqs = [_Req(i, 0.0) for i in range(4)]
+    b = Admission(reqs, max_concurrency=2, frontend=FrontEnd(per_request_s=0.05))
+    list(b.ready(0.2))
+    b.finished(1.0)
+    b.finished(1.0)
+    list(b.ready(1.31))
+    assert (reqs[2].arrival, reqs[3].arrival) == pytest.approx((1.05, 1.10))
+
+
+def test_open_loop_finish_work_is_counted_as_the_run_goes():
+    # open loop: sends at 0.0 and 0.5; admission 0.1 s, finish work 0.2 s. Request 0 reaches the engine
+    # at 0.1 and finishes at 0.4; its finish work holds the front end [0.4, 0.6], so request 1 (sent at
+    # 0.5) is admitted [0.6, 0.7], not [0.5, 0.6]
+    reqs = [_Req(0, 0.0), _Req(1, 0.5)]
+    a = Admission(reqs, frontend=FrontEnd(per_request_s=0.1, per_finish_s=0.2))
+    assert not a.open_loop  # engine arrivals depend on finishes: no up-front pass
+    assert list(a.ready(0.0)) == [] and a.next_time() == pytest.approx(0.1)
+    assert [r.idx for r in a.ready(0.1)] == [0]
+    a.finished(0.4)
+    assert a.next_time() == pytest.approx(0.7)  # the send at 0.5 waits for the front end until 0.6, +0.1
+    assert [r.idx for r in a.ready(0.71)] == [1]
+    assert reqs[1].arrival == pytest.approx(0.7) and a.sent[1] == pytest.approx(0.5)
+    # a send BEFORE the finish goes ahead of its work (FIFO by time): finish at 0.55 instead
+    reqs = [_Req(0, 0.0), _Req(1, 0.5)]
+    b = Admission(reqs, frontend=FrontEnd(per_request_s=0.1, per_finish_s=0.2))
+    list(b.ready(0.1))
+    b.finished(0.55)
+    assert [r.idx for r in b.ready(0.61)] == [1] and reqs[1].arrival == pytest.approx(0.6)
+
+
+def _cfg():
+    return SchedConfig(num_blocks=512, block_size=32, max_model_len=512, max_num_seqs=8, max_num_batched_tokens=2048)
+
+
+def _wl(mc=None):
+    n = 30
+    return Workload(arrival=[0.07 * i for i in range(n)], prompt=[100 + 7 * (i % 5) for i in range(n)],
+                    output=[20 + 3 * (i % 4) for i in range(n)], max_concurrency=mc, name="t", source="t")
+
+
+@pytest.mark.parametrize("mc", [None, 4])
+def test_a_negligible_finish_cost_reproduces_the_up_front_pass(mc):
+    # the as-you-go path (per_finish_s > 0) must give what the one-pass open loop (or the closed loop)
+    # gives without finish work, up to the negligible work itself
+    step = LinearStepTime(base_s=0.01, per_token_s=5e-5, per_request_s=0.001)
+    a = simulate(_wl(mc), _cfg(), step, detail=False, frontend=FrontEnd(per_request_s=0.004, latency_s=0.002))
+    b = simulate(_wl(mc), _cfg(), step, detail=False,
+                 frontend=FrontEnd(per_request_s=0.004, latency_s=0.002, per_finish_s=1e-12))
+    assert list(b.ttft_s) == pytest.approx(list(a.ttft_s), abs=1e-9)
+    assert list(b.e2e_s) == pytest.approx(list(a.e2e_s), abs=1e-9)
+    # and a real finish cost only delays
+    c = simulate(_wl(mc), _cfg(), step, detail=False,
+                 frontend=FrontEnd(per_request_s=0.004, latency_s=0.002, per_finish_s=0.01))
+    assert sum(c.ttft_s) > sum(a.ttft_s)
+
+
+REAL = ("(APIServer pid=7981) INFO 12-01 21:23:22 [loggers.py:199] Engine 000: Iteration(201): 2 context requests, "
+        "256 context tokens, 4 generation requests, 4 generation tokens, iteration elapsed time: 14.09 ms, "
+        "CPU KV cache usage: 9.4%")
+
+
+def test_the_per_step_log_line_is_read():
+    # a line the test bed's vLLM 0.32 CPU server wrote with --enable-logging-iteration-details
+    assert C.parse_iteration_line(REAL) == C.IterObs(2, 256, 4, 4, 0.01409)
+    assert C.parse_iteration_line(REAL.replace("14.09 ms,", "0.00 ms (dummy),")) is None
+    assert C.parse_iteration_line("Avg prompt throughput: 1.0 tokens/s") is None
+    assert C.parse_iteration_line(REAL[:120]) is None  # cut mid-line
+
+
+def test_iteration_time_hand_counted():
+    lin = {"base_s": 0.005, "per_token_s": 1e-4, "per_request_s": 1e-3, "per_pair_s": 1e-8}
+    # 2 prefills of 256 tokens in all (pairs of two equal fresh chunks of 128: 2 x 128*129/2 = 16,512)
+    # and 4 decodes: 260 tokens, 6 requests
+    o = C.IterObs(2, 256, 4, 4, 0.02)
+    assert C.iteration_time(lin, o) == pytest.approx(0.005 + 260e-4 + 6e-3 + 16512e-8)
+
+
+def test_load_iteration_observations_reads_one_runs_byte_span(tmp_path):
+    p = tmp_path / "serve.log"
+    head = "INFO start-up\n"
+    p.write_text(head + REAL + "\n" + REAL.replace("14.09", "9.00") + "\n")
+    assert [o.elapsed_s for o in C.load_iteration_observations([str(p)])] == pytest.approx([0.01409, 0.009])
+    lo = len(head) + len(REAL) + 1
+    assert [o.elapsed_s for o in C.load_iteration_observations([str(p)], spans=[(lo, p.stat().st_size)])] == \
+        pytest.approx([0.009])
+
+
+def test_the_step_log_lets_one_closed_loop_separate_per_step_from_per_request_cost():
+    # a known deployment (noise-free). One closed loop at concurrency 4 sees only base + 4 x per_request;
+    # its server's step log (steps of 1-8 decodes and some prefills, each the model runner's time, i.e.
+    # the step less a fixed 2 ms of scheduling the log does not see) pins the split, and a closed loop
+    # at 8 is then predicted
+    true = C.Calibration(kind="linear", scale=0.0,
+                         linear={"base_s": 0.006, "per_token_s": 2e-4, "per_kv_token_s": 0.0, "per_pair_s": 0.0,
+                                 "per_request_s": 0.002},
+                         frontend=FrontEnd(per_request_s=0.004, per_finish_s=0.003))
+    setup = C.Setup(cfg=_cfg())
+
+    def run(name, n, mc):
+        r = C.BenchRun(name=name, figures={}, prompt=[129] * n, output=[48] * n, send=None,
+                       request_rate=float("inf"), burstiness=1.0, max_concurrency=mc)
+        r.figures = C.sim_figures(C.simulate_run(r, setup, true))
+        return r
+
+    runs = [run("c4.json", 24, 4), run("c8.json", 32, 8)]
+    its = [C.IterObs(c, t, g, g, C.iteration_time(true.linear, C.IterObs(c, t, g, g, 1.0)) - 0.002)
+           for c, t, g in [(0, 0, n) for n in range(1, 9)] + [(1, 129, 3), (2, 258, 2), (1, 129, 7)]]
+    with_log = C.calibrate(runs, setup, kind="linear", fit_on=["c4.json"], finish_cost=True, iterations=its)
+    assert with_log.fit["iterations"] == len(its)
+    assert with_log.linear["per_request_s"] == pytest.approx(0.002, rel=0.15)
+    assert with_log.fit["engine_overhead_s"] == pytest.approx(0.002, rel=0.3)
+    e = with_log.fit["runs"]["c8.json"]["error"]
+    assert abs(e["output_throughput"]) < 0.05 and abs(e["mean_tpot_ms"]) < 0.05, e
+    # the roofline model has no place for the log's totals: refused with a clear message
+    with pytest.raises(Exception, match="linear"):
+        C.fit(runs[:1], C.Setup(cfg=_cfg()), kind="roofline+linear", iterations=its)
