@@ -1,12 +1,13 @@
 """`kvdoctor calibrate` validated live on the real CPU engine: ONE server session runs a discarded warm-up, the
-calibration run and three other loads interleaved (``kvdoctor.testbed.series.SERIES``, version 2: a Poisson
+calibration run and three other loads interleaved (``kvdoctor.testbed.series.SERIES``, version 3 — version 2's loads, the model run inside EngineCore
+(``SERVER_ENV``: ``VLLM_ENABLE_V1_MULTIPROCESSING=0``): a Poisson
 run, bursty gamma arrivals, another concurrency with other lengths) and a repeat of the calibration load;
 calibrated on the calibration run alone (its bench figures and its logged engine steps), the other loads are
 predicted and compared with what the engine measured (wall clock, as the bench reports them).
 
 The series, the calibration procedure (``calibrate_series_v2``) and the tolerance (``TOLERANCE``: the issue's
 10 % on output throughput, mean TTFT and mean TPOT) were fixed in kvdoctor/testbed/series.py before any run
-of version 2 was recorded. The repeat of the calibration load measures the host's drift within the session.
+of version 2 (and the server env of version 3 before any run of version 3) was recorded. The repeat of the calibration load measures the host's drift within the session.
 When the repeat itself moved by more than the tolerance, the host — not the model — moved, and the bar
 cannot be judged on this session: the test is skipped and says by how much. Otherwise the bar is asserted.
 """
