@@ -605,7 +605,10 @@ class IterObs:
     0.32+: ``Iteration(i): C context requests, T context tokens, G generation requests, g generation
     tokens, iteration elapsed time: E ms``). ``elapsed_s`` is the wait for the model runner's output
     (``EngineCore.step``: ``future.result()``), so the scheduler's planning and output processing
-    around it are not in it."""
+    around it are not in it. That wait is the forward pass only when the model runs in another process
+    (the multiprocessing executor: a Worker). With the uni executor (the model inside EngineCore — e.g. a
+    CPU server with ``VLLM_ENABLE_V1_MULTIPROCESSING=0``) ``UniProcExecutor`` runs the forward inside
+    ``execute_model`` before the timed block, so the log times only the sampling (``iteration_log_notes``)."""
 
     ctx_reqs: int
     ctx_tokens: int
@@ -801,7 +804,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
                  **{k: {**v, "split": "held_out"} for k, v in on_held.items()}},
         "fit_median_abs_error": median_abs(on_fit),
         "held_out_median_abs_error": median_abs(on_held) if on_held else None,
-        "notes": identifiability_notes(fit_runs, stats) + prefill_notes(fit_runs, kind, prefill_term),
+        "notes": identifiability_notes(fit_runs, stats) + prefill_notes(fit_runs, kind, prefill_term)
+        + iteration_log_notes(fit_runs, iterations),
     }
     if prefill_term:
         cal.fit["prefill_term"] = True
@@ -833,6 +837,36 @@ def _batch_levels(r: BenchRun) -> set[int]:
     if math.isinf(r.request_rate) or r.send is None:
         return {len(r.prompt).bit_length()}
     return set()  # an open loop at a finite rate: its batch varies with the arrivals
+
+
+# below this fraction of the bench's mean TPOT, a logged decode step cannot hold the forward pass
+LOG_TIMES_FORWARD_MIN = 0.2
+
+
+def log_times_forward(iterations: list[IterObs], mean_tpot_s: float) -> bool | None:
+    """Whether the per-step log's times can contain the model's forward pass: the median logged time of the
+    decode-only steps against the bench's mean TPOT of the same run (a decode step is one token of each
+    running request, so it cannot take much less than the TPOT's share of the step). False when it is under
+    ``LOG_TIMES_FORWARD_MIN`` of it: the server ran the model inside EngineCore (uni executor) and vLLM timed
+    only the sampling (measured on the CPU engine: 0.6-0.8 ms logged against an 11.8 ms TPOT; with a Worker
+    process 11.6 ms against 20 ms). None: no decode-only step or no TPOT."""
+    import statistics
+
+    dec = [o.elapsed_s for o in iterations if o.ctx_reqs == 0 and o.gen_reqs > 0]
+    if not dec or not mean_tpot_s or mean_tpot_s <= 0:
+        return None
+    return statistics.median(dec) >= LOG_TIMES_FORWARD_MIN * mean_tpot_s
+
+
+def iteration_log_notes(fit_runs: list[BenchRun], iterations: list[IterObs] | None) -> list[str]:
+    tpots = [r.figures.get("mean_tpot_ms") for r in fit_runs if r.figures.get("mean_tpot_ms")]
+    if not iterations or not tpots:
+        return []
+    if log_times_forward(iterations, min(tpots) / 1e3) is False:
+        return ["the per-step log's times are far below the bench's TPOT: the server probably ran the model "
+                "inside EngineCore (uni executor), where vLLM's 'iteration elapsed time' is the sampling alone — "
+                "the fit then puts the step into its overhead; calibrate without --iteration-log"]
+    return []
 
 
 def identifiability_notes(fit_runs: list[BenchRun], stats: list[StatsObs] | None) -> list[str]:

@@ -1,7 +1,7 @@
 """One calibration series on the real CPU engine: ONE server session, a short calibration run and
 other loads interleaved with it, every run saved with ``--save-detailed``.
 
-Two versions. ``SERIES_V1`` (recorded as tests/fixtures/realvllm_bench/series1-3) is kept for the record
+Three versions. ``SERIES_V1`` (recorded as tests/fixtures/realvllm_bench/series1-3) is kept for the record
 and its frozen tables. ``SERIES`` is version 2, designed and committed before any of its runs was recorded,
 from what version 1 and the exploratory sessions of this issue measured (docs/simulation.md, "Validation on
 the real CPU engine"):
@@ -13,6 +13,12 @@ the real CPU engine"):
 * the calibration run is a closed loop with spread lengths (chosen by mechanism, below);
 * three validation loads that differ from it in arrival process, concurrency and lengths, then the drift
   repeat of the calibration load.
+
+Version 3 (``SERIES_VERSION``; recorded as series7 on) is version 2 with one change, committed before any of its
+runs was recorded: the server's env adds ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (``SERVER_ENV``, below: the model
+runs inside EngineCore, without the Worker process and its shared-memory busy-polling). Loads, seeds, order,
+calibration procedure and tolerance are version 2's. ``SERVER_ENV_V2`` / ``SERIES_V2`` keep version 2
+(tests/fixtures/realvllm_bench/series4-6).
 
 Why one session, interleaved (both versions): on a shared machine the host's speed drifts between sessions (the
 same load, repeated 16 minutes later in the first recorded series, moved by 8-30 %), so a
@@ -56,7 +62,23 @@ SERVER_FLAGS_V2 = [*SERVER_FLAGS, "--enable-logging-iteration-details"]
 # calibration run's TPOT was 89.7 ms (7x the quiet figure); with ONE thread, one nice-10 neighbour at
 # ~100 %, the repeat moved +9.8 % throughput / -12 % TTFT / -6 % TPOT (omp1a). One thread loses the second
 # core when the box is idle, but is slowed in proportion to what it loses instead of amplifying it.
-SERVER_ENV = {**COMMON_ENV, "OMP_NUM_THREADS": "1"}
+SERVER_ENV_V2 = {**COMMON_ENV, "OMP_NUM_THREADS": "1"}
+# Version 3 (committed before any of its runs was recorded) changes ONE thing: VLLM_ENABLE_V1_MULTIPROCESSING=0.
+# With the CPU backend vLLM 0.32 forces the multiprocessing executor (vllm/platforms/cpu.py,
+# check_and_update_config: `if VLLM_ENABLE_V1_MULTIPROCESSING == "1" and distributed_executor_backend == "uni":
+# backend = "mp"`), so the model runs in a separate Worker process, and EngineCore and Worker exchange every step
+# over a shared-memory MessageQueue whose reader busy-loops with sched_yield for 1 s after each read
+# (vllm/distributed/device_communicators/shm_broadcast.py, SpinCondition.wait, busy_loop_s=1, not settable by
+# env). scripts/realvllm_cpu_probe.py measured, during the bench's timed window: EngineCore 51-76 % of a core,
+# Worker 51-88 %, API server 12-21 %, bench client ~5 %: on 2 cores the server alone wanted ~1.5-2 cores, and
+# the v2 repeats of the calibration load moved by 19 %, 20 % and 114 % (series4-6). With the variable at 0 the
+# platform keeps the "uni" executor: `vllm serve` still runs EngineCore as its own process (AsyncLLM), but the
+# model runs inside it — no Worker process, no shm busy-polling (checked: server healthy, EngineCore ~0 % CPU
+# idle, the model loads in the EngineCore pid). Scheduler and model are unchanged; only where the model runs.
+# (vLLM's comment there — "OMP requires the MP executor ... not possible to set the OMP environment" — is about
+# its own thread binding; here binding is off (nobind) and OMP_NUM_THREADS=1 is set in the server's env.)
+SERVER_ENV = {**SERVER_ENV_V2, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+SERIES_VERSION = 3
 # scheduler limits of that server, for the simulator (prefix caching and chunked prefill on: vLLM's defaults)
 SCHED = {"num_blocks": 256, "block_size": 32, "max_model_len": 512, "max_num_seqs": 8, "max_num_batched_tokens": 2048}
 # the tiny model's tokenizer adds no special token (no post-processor): the server's prompt is the bench's
@@ -119,6 +141,9 @@ SERIES: tuple[SeriesRun, ...] = (
     SeriesRun("drift_c6", LoadSpec(prompt_len=128, output_len=64, range_ratio=0.5, requests=48, max_concurrency=6,
                                    seed=25), "drift"),
 )
+# version 2's loads (tests/fixtures/realvllm_bench/series4-6, with SERVER_ENV_V2); version 3 runs the same loads,
+# seeds and order, with SERVER_ENV
+SERIES_V2 = SERIES
 # the issue's bar, applied to every validation run: output throughput, mean TTFT, mean TPOT
 TOLERANCE = 0.10
 
@@ -161,7 +186,8 @@ def bench_argv(vllm: str, base_url: str, model: str, load: LoadSpec, out_dir: Pa
             "--save-result", "--save-detailed", "--result-dir", str(out_dir), "--result-filename", f"{name}.json"]
 
 
-def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = SERIES, health_timeout_s: float = 600.0,
+def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = SERIES, server_env: dict | None = None,
+                  version: int = SERIES_VERSION, health_timeout_s: float = 600.0,
                   bench_timeout_s: float = 600.0, log: Callable[[str], None] | None = None) -> dict:
     """Start one server on 127.0.0.1, run every load of ``runs`` against it in order, stop it (also on
     failure). Writes ``<name>.json`` per run, ``serve.log`` and ``series.json`` (what ran, when, how
@@ -171,9 +197,11 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = SERIES, he
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     out_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    env = tb.env(**SERVER_ENV)
+    server_env = dict(SERVER_ENV if server_env is None else server_env)
+    env = tb.env(**server_env)
     argv = [str(tb.vllm), "serve", str(tb.model), *SERVER_FLAGS_V2, "--host", "127.0.0.1", "--port", str(port)]
-    meta: dict = {"version": 2, "serve_argv": ["vllm", "serve", "$TESTBED/tiny", *SERVER_FLAGS_V2], "env": SERVER_ENV,
+    meta: dict = {"version": version, "serve_argv": ["vllm", "serve", "$TESTBED/tiny", *SERVER_FLAGS_V2],
+                  "env": server_env,
                   "vllm": tb.info.get("vllm_version"), "runs": [], "status": "incomplete"}
     log_path = out_dir / "serve.log"
     server = None
@@ -282,7 +310,7 @@ def calibrate_series(runs: list, fit_on: str = "cal_c4"):
 
 
 def calibrate_series_v2(directory: Path, runs: list | None = None, fit_on: str = "cal_c6"):
-    """Version 2, fixed with SERIES: the linear CPU-engine model and the front end (with its per-finish work,
+    """Versions 2 and 3 (the same procedure), fixed with SERIES: the linear CPU-engine model and the front end (with its per-finish work,
     ``FrontEnd.per_finish_s``) fitted on the calibration run's bench figures AND its logged engine steps;
     every other timed run is held out. Returns (calibration, runs)."""
     from kvdoctor.sim import calibration as C
@@ -291,6 +319,29 @@ def calibrate_series_v2(directory: Path, runs: list | None = None, fit_on: str =
     runs = runs if runs is not None else load_series_runs(directory)
     cal = C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"],
                       finish_cost=True, iterations=load_iterations(directory, fit_on) or None)
+    return cal, runs
+
+
+def calibrate_series_v4(directory: Path, runs: list | None = None, fit_on: str = "cal_c6"):
+    """Version 4: version 3's recording (same server env, loads, seeds, tolerance), calibrated WITHOUT the
+    per-step log — committed after series7 was recorded and before this procedure was applied to any run.
+
+    Why (by mechanism, vLLM 0.32 source): the log's "iteration elapsed time" is ``capture_iteration_details``
+    around ``future.result()`` + ``sample_tokens`` in ``EngineCore.step`` (vllm/v1/engine/core.py), after
+    ``model_executor.execute_model(scheduler_output, non_block=True)``. With the multiprocessing executor
+    (versions 1-2) that call only hands the step to the Worker, so the timed block waits for the forward pass.
+    With the uni executor (version 3: VLLM_ENABLE_V1_MULTIPROCESSING=0) ``UniProcExecutor.collective_rpc`` runs
+    the forward synchronously inside ``execute_model`` and returns a finished Future, so the timed block holds
+    only the sampling: series7 logged 0.4-1.1 ms per decode step where the bench measured ~10-14 ms TPOT, and
+    the v3 fit put 11 ms into the per-step overhead the log "does not see". Under version 3 the per-step log
+    does not measure the step, so version 4 fits the linear CPU-engine model and the front end (with its
+    per-finish work) on the calibration run's bench figures alone; every other timed run is held out."""
+    from kvdoctor.sim import calibration as C
+    from kvdoctor.sim.scheduler import SchedConfig
+
+    runs = runs if runs is not None else load_series_runs(directory)
+    cal = C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"],
+                      finish_cost=True, iterations=None)
     return cal, runs
 
 
