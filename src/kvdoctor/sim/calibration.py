@@ -95,6 +95,16 @@ class CalibratedStepTime:
             a, b = a + self.scale * a0, b + self.scale * b0
         return a, b
 
+    def decode_cpu_line(self, n: int) -> tuple[float, float] | None:
+        """``scale * max(g, c) + lin = max(scale * g + lin, scale * c + lin)``: the base's CPU line, scaled,
+        plus the linear part (None when the base has none)."""
+        f = getattr(self.base, "decode_cpu_line", None) if self.base is not None else None
+        c = f(n) if f is not None else None
+        if c is None:
+            return None
+        a, b = self.linear.decode_line(n)
+        return a + self.scale * c[0], b + self.scale * c[1]
+
     def describe(self) -> dict:
         d = {"coefficients": "calibration", "scale": self.scale,
              "linear": {k: vars(self.linear)[k] for k in LINEAR_KEYS}}  # LinearStepTime's own fields

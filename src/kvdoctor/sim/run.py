@@ -46,6 +46,26 @@ def _first_k_reaching(A: float, B: float, kv1: int, n: int, delta: float) -> int
     return k
 
 
+def _dominant_line(g: tuple[float, float], c: tuple[float, float], kv1: int, n: int
+                   ) -> tuple[float, float, int | None]:
+    """The step time is ``max`` of two lines in kv (``decode_line`` and ``decode_cpu_line``): the line
+    that is the larger at the stretch's first step, and the number of steps it stays the larger
+    (kv grows by ``n`` per step, so two lines cross at most once; None: never overtaken)."""
+    vg = g[0] + g[1] * kv1
+    vc = c[0] + c[1] * kv1
+    d, o = (g, c) if vg >= vc else (c, g)
+    db = o[1] - d[1]
+    if db <= 0:
+        return d[0], d[1], None
+    # steps j = 0, 1, ... read kv1 + n*j; the first j where the other line is strictly larger ends it
+    j = math.floor(-((o[0] - d[0]) + db * kv1) / (db * n)) + 1
+    while j > 1 and (o[0] - d[0]) + db * (kv1 + n * (j - 1)) > 0:  # float guard
+        j -= 1
+    while (o[0] - d[0]) + db * (kv1 + n * j) <= 0:
+        j += 1
+    return d[0], d[1], max(1, j)
+
+
 def _block_need(rooms, bs: int, k: int) -> int:
     """New blocks the running decodes need over k steps, from each request's room (the number of
     decode steps its blocks still cover)."""
@@ -301,11 +321,18 @@ class _Loop:
                         not cfg.enable_chunked_prefill and ntok > cfg.max_num_batched_tokens - n)):
                     return None
         A, B = self.steptime.decode_line(n)
+        cpu_line = getattr(self.steptime, "decode_cpu_line", None)
+        c = cpu_line(n) if cpu_line is not None else None
+        k_line = None
+        if c is not None:  # max of two lines: keep the stretch on one of them
+            A, B, k_line = _dominant_line((A, B), c, kv1, n)
         delta = self.rec.next_tick - self.now
         nt = self._next_arrival() if arrivals_matter else None
         if nt is not None and nt - self.now < delta:
             delta = nt - self.now
         k = min(k_fin, _first_k_reaching(A, B, kv1, n, delta))
+        if k_line is not None:
+            k = min(k, k_line)
         # each request needs at most cdiv(k, bs) new blocks over k steps: skip the exact count
         # when the free queue covers that bound
         free = pool.num_free

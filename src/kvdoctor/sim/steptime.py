@@ -7,7 +7,25 @@ A model answers two questions:
   read ``kv_decode`` cached tokens and whose prefill chunks attend ``prefill_pairs`` (query, key)
   pairs;
 * ``decode_line(n)``: ``(A, B)`` such that a step of ``n`` decodes reading ``kv`` cached tokens
-  takes ``A + B * kv`` seconds — what the event loop uses to skip identical decode steps.
+  takes ``A + B * kv`` seconds — what the event loop uses to skip identical decode steps;
+* optionally ``decode_cpu_line(n)``: a second line ``(A2, B2)`` (or None) when the step is the
+  larger of two lines (async scheduling: the engine's CPU work overlaps the GPU step, below); the
+  event loop then ends a stretch where the larger line changes, so the jump stays exact.
+
+Engine CPU work per running request (``SERVING["engine_cpu_per_req_ms"]``), as vLLM 0.33 does it:
+every engine step runs, in Python, ``Scheduler.schedule()`` (``vllm/v1/core/sched/scheduler.py``:
+the ``while req_index < len(self.running)`` loop over every running request), the worker's
+``GPUModelRunner._update_states`` / ``_prepare_inputs`` (per-request loops over
+``scheduler_output`` and ``input_batch.req_ids``) and ``Scheduler.update_from_output`` (``for
+req_id, num_tokens_scheduled in num_scheduled_tokens.items()``: one ``EngineCoreOutput`` per
+request). That is O(running requests) per step. ``EngineCore.step`` (``vllm/v1/engine/core.py``)
+does schedule -> ``execute_model`` -> ``future.result()`` -> ``update_from_output`` in sequence,
+so without async scheduling a step costs GPU + CPU. With async scheduling
+(``max_concurrent_batches`` = 2, ``EngineCore.step_with_batch_queue``) the next batch is scheduled
+and its inputs prepared while the current one runs on the GPU, and ``update_from_output`` of one
+step runs under the next: the step period is max(GPU, CPU). The API server's per-token output
+work (``OutputProcessor.process_outputs``: detokenize + stream per request per step) runs in its
+own process and is the front end's ``per_output_token_s`` (``sim/frontend.py``), not this term.
 """
 
 from __future__ import annotations
@@ -193,6 +211,10 @@ class RooflineStepTime:
         k = sv.get("overhead_scale", 1.0)
         self.sampler = [k * x for x in ov["sampler"]]
         self.cpu = [k * x for x in ov["cpu"]] if not async_scheduling else [0.0, 0.0]
+        # the V1 engine core's Python work per running request per step (module docstring): added to
+        # the GPU step without async scheduling, overlapped with it (max) with async scheduling
+        self.cpu_req_ms = float(sv.get("engine_cpu_per_req_ms", 0.0))
+        self.async_scheduling = bool(async_scheduling)
         # per-step engine overhead around the kernels, per layer: with CUDA graphs the gaps between
         # replayed kernels and the collectives' launches; eager mode launches every kernel from Python
         layer_ms = sv["eager_layer_ms"] if self.eager else sv.get("graph_layer_ms", 0.0)
@@ -280,6 +302,9 @@ class RooflineStepTime:
         full = not prefill_pairs and tokens <= sampled and num_reqs <= self.full_decode_graph_max
         ms += (self.sampler[0] + self.sampler[1] * num_reqs + self.cpu[0] + self.cpu[1] * num_reqs
                + (self.full_step_ms if full else self.step_ms))
+        cpu = self.cpu_req_ms * num_reqs
+        # async scheduling: max(GPU, engine CPU), step_with_batch_queue; sync: their sum, EngineCore.step
+        ms = max(ms, cpu) if self.async_scheduling else ms + cpu
         return ms / 1e3
 
     def decode_line(self, n: int) -> tuple[float, float]:
@@ -290,13 +315,24 @@ class RooflineStepTime:
                  + self.L * (self.att_dec[0] + self.att_dec[2] * n / m)
                  + self.sampler[0] + self.sampler[1] * n + self.cpu[0] + self.cpu[1] * n
                  + (self.full_step_ms if n <= self.full_decode_graph_max else self.step_ms))
+            if not self.async_scheduling:
+                a += self.cpu_req_ms * n  # sync: the engine's CPU work adds to the step
             v = (a / 1e3, self._kv_ms_per_token() / m / 1e3)
             self._line_cache[n] = v
         return v
 
+    def decode_cpu_line(self, n: int) -> tuple[float, float] | None:
+        """Async scheduling: the engine's CPU time for ``n`` decodes, ``(A2, 0)``; a decode step
+        takes ``max(decode_line, this)``. None when it adds instead (sync) or is zero."""
+        if not self.async_scheduling or self.cpu_req_ms <= 0:
+            return None
+        return self.cpu_req_ms * n / 1e3, 0.0
+
     def describe(self) -> dict:
         return {
             "coefficients": self.family,
+            "engine_cpu_per_req_ms": self.cpu_req_ms,
+            "engine_cpu_overlaps_gpu": self.async_scheduling,
             "tensor_parallel_size": self.tp,
             "pipeline_parallel_size": self.pp,
             "weight_bytes_per_param": self.wb,
@@ -306,8 +342,8 @@ class RooflineStepTime:
             "enforce_eager": self.eager,
             "step_overhead_ms": round(self.step_ms, 4),
             "decode_full_graph_step_overhead_ms": round(self.full_step_ms, 4) if self.full_decode_graph_max else None,
-            "decode_step_ms_batch1_ctx1k": round(1e3 * sum(x * y for x, y in zip(self.decode_line(1), (1, 1024))), 3),
-            "decode_step_ms_batch64_ctx1k": round(1e3 * sum(x * y for x, y in zip(self.decode_line(64), (1, 64 * 1024))), 3),
+            "decode_step_ms_batch1_ctx1k": round(1e3 * self.step(1, 1, 1024, 0, 1), 3),
+            "decode_step_ms_batch64_ctx1k": round(1e3 * self.step(64, 64, 64 * 1024, 0, 64), 3),
         }
 
 
