@@ -32,12 +32,10 @@ def test_batch3_series_each_calibrated_on_its_fixed_anchor(result):
         assert [v["split"] for v in s["runs"].values()].count("fit") == 1
     e = result["batch3_median_abs_error"]
     assert e["n"] == 15
-    # measured, each run on the prefix cache its rows document, with protocol 3's constants: throughput 44 %, TTFT
-    # 114 %, TPOT 63 % (21 / 91 / 15 % with the constants before: the calibration scales the base step, and the base
-    # now carries 0.2 ms of engine CPU per running request, which a run of one or ten requests cannot see or scale
-    # away; the loaded runs come out too slow). One light run does not identify how the step and the queue grow with
-    # the load: every figure misses the 10 % bar by far
-    assert 0.30 < e["output_throughput"] < 0.60 and e["mean_ttft_ms"] > 0.30 and e["mean_tpot_ms"] > 0.30
+    # measured, each run on the prefix cache its rows document: throughput 21 %, TTFT 91 %, TPOT 15 % (every run on
+    # a fresh server, --cold: 6.3 / 72 / 7.2 %). One light run (a single request whose prompt was cached, or ten)
+    # does not identify how the step and the queue grow with the load: TTFT misses the 10 % bar by far
+    assert e["output_throughput"] < 0.25 and e["mean_ttft_ms"] > 0.30
 
 
 def test_batch4_saturated_workloads_calibrated_on_their_2000_100_run(result):
@@ -48,7 +46,6 @@ def test_batch4_saturated_workloads_calibrated_on_their_2000_100_run(result):
                                                        "gpustack-qwen3-14b-h100": "gpustack-qwen3-14b-h100-2000-100"}
     e = result["batch4_median_abs_error"]
     assert e["n"] == 5
-    # measured with protocol 3's constants: throughput 14.8 %, TTFT 11.8 %, TPOT 6.6 % (9.8 / 6.5 / 8.8 % with the
-    # constants before; uncalibrated, all nine batch-4 runs: now 28 / 74 / 69 %, before 65 / 32 / 25 %): TTFT and
-    # throughput no longer within the 10 % bar
-    assert e["output_throughput"] <= 0.17 and e["mean_ttft_ms"] <= 0.15 and e["mean_tpot_ms"] <= 0.10
+    # measured: throughput 9.8 %, TTFT 6.5 %, TPOT 8.8 % (--cold: 10.0 / 7.5 / 6.1 %; uncalibrated on the same runs:
+    # 65 / 32 / 25 %)
+    assert e["output_throughput"] <= 0.15 and e["mean_ttft_ms"] <= 0.10 and e["mean_tpot_ms"] <= 0.10

@@ -61,15 +61,14 @@ def test_the_rows_procedure_is_the_same_server_path_of_kvdoctor_calibrate(mod):
 def test_throughput_and_tpot_within_the_bar_warm_or_cold(warm, cold):
     for res in (warm, cold):
         e = res["median_abs_error"]
-        assert e["output_throughput"] <= 0.10 and e["mean_tpot_ms"] <= 0.10  # warm 3.5 % / 1.6 %, cold 1.6 / 1.5 %
+        assert e["output_throughput"] <= 0.10 and e["mean_tpot_ms"] <= 0.10  # warm 4.4 % / 1.4 %, cold 2.1 / 1.6 %
 
 
 def test_ttft_misses_the_bar_and_the_warm_cache_does_not_close_it(warm, cold):
-    # measured with protocol 3's constants (served compute scale 0.45 A100 / 0.54 H100): held-out mean TTFT 22.3 %
-    # warm, 42.8 % cold (39.6 % / 25.7 % with the constants before, 1.07 / 1.40: the calibrated prefill was faster
-    # and the cold reading happened to offset it). The warm reading is the procedure's; it still misses the 10 % bar
-    assert 0.15 < warm["median_abs_error"]["mean_ttft_ms"] < 0.30
-    assert 0.30 < cold["median_abs_error"]["mean_ttft_ms"] < 0.55
+    # measured: held-out mean TTFT 39.6 % warm, 25.7 % cold. The warm reading is the procedure's; it moves TTFT
+    # the wrong way because the calibrated prefill is too fast (below), which the cold reading happened to offset
+    assert 0.30 < warm["median_abs_error"]["mean_ttft_ms"] < 0.50
+    assert 0.10 < cold["median_abs_error"]["mean_ttft_ms"] < 0.35
     floors = sorted(s["ttft_floor"] for s in warm["series"].values())
     assert statistics.median(floors) > 0.10 and floors[-1] > 0.30
 
@@ -77,14 +76,14 @@ def test_ttft_misses_the_bar_and_the_warm_cache_does_not_close_it(warm, cold):
 def test_the_warm_cache_explains_how_ttft_grows_and_the_prefill_rate_is_what_misses(warm, cold):
     # scale-free: each run's TTFT above the anchor's over the 1024-token run's. Four of the five sweeps with runs
     # beyond 1024 tokens grow as the warm cache says (2048-4096 tokens compute ~1,000 new ones each), not as a cold
-    # server would (shape error warm 0.04-0.50 vs cold 1.0-5.0); Qwen2.5-72B on 2xH100 (April 2025) grows cold
+    # server would (shape error warm 0.04-0.46 vs cold 1.0-5.9); Qwen2.5-72B on 2xH100 (April 2025) grows cold
     shapes = {g: (warm["series"][g]["ttft_shape"], cold["series"][g]["ttft_shape"]) for g in warm["series"]}
     shapes = {g: (w["shape_error"], c["shape_error"]) for g, (w, c) in shapes.items() if w.get("shape_error") is not None}
     assert len(shapes) == 5
     better = {g for g, (w, c) in shapes.items() if w < c}
     assert better == set(shapes) - {"tt143-qwen2.5-72b-2xh100"}
-    assert all(shapes[g][0] < 0.55 < 1.0 < shapes[g][1] for g in better)  # warm 0.04-0.50, cold 1.01-5.0
-    # and the calibrated prefill is too fast: the 1024-token run's TTFT rises above the anchor's 1.04-3.6x as much
-    # as predicted, in every sweep (1.5-5.7x with the constants before protocol 3)
+    assert all(shapes[g][0] < 0.5 < 1.0 < shapes[g][1] for g in better)
+    # and the calibrated prefill is too fast: the 1024-token run's TTFT rises above the anchor's 1.5-5.7x as much
+    # as predicted, in every sweep
     ratios = [warm["series"][g]["ttft_shape"]["prefill_ratio"] for g in warm["series"]]
-    assert min(ratios) > 1.0
+    assert min(ratios) > 1.4

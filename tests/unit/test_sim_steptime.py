@@ -72,9 +72,7 @@ def test_pipeline_parallel_micro_batches(llama8b, h100):
     assert pp2.step(1, 1, 1000, 0.0, 1) > pp1.step(1, 1, 1000, 0.0, 1)
     # two micro-batches in flight: KV reads spread over the stages, weights are still read per micro-batch
     assert math.isclose(pp2.decode_line(64)[1], pp1.decode_line(64)[1] / 2, rel_tol=1e-12)
-    # a small decode batch is memory-bound (at 64 tokens the served compute scale, 0.54 on H100 since protocol 3,
-    # makes the GEMMs' compute share visible: 0.89x)
-    assert pp2.decode_line(16)[0] > 0.9 * pp1.decode_line(16)[0]
+    assert pp2.decode_line(64)[0] > 0.9 * pp1.decode_line(64)[0]
     # compute-bound prefill of several requests: the stages work in parallel
     big = 8192
     assert pp2.step(big, 8, 0, 8 * 1024 * 1025 / 2, 8) < 0.75 * pp1.step(big, 8, 0, 8 * 1024 * 1025 / 2, 8)
