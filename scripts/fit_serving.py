@@ -74,9 +74,11 @@ engine's CPU work"):
   now start 1 % of their range inside (``start_margin``). That launch was killed and its folds discarded.
 
   Outcome (docs/simulation.md, "Refit with the engine's CPU work"): CV A 21.2 %, B 20.2 %, C 28.6 %, K 22.3 %;
-  B chosen and adopted (compute_scale 0.45 / 0.54, per_request_s 11.4 ms, engine_cpu_per_req_ms 0.198,
+  B chosen by the rule (compute_scale 0.45 / 0.54, per_request_s 11.4 ms, engine_cpu_per_req_ms 0.198,
   per_output_token_s ~0). Held out once, all 59: 10.7 / 32.7 / 8.9 % -> 20.1 / 42.2 / 13.9 % (worse; batch 3-4's
-  single-A100 loaded runs too slow).
+  single-A100 loaded runs too slow). NOT SHIPPED: the integrator overrode the rule on that evidence (the rule's
+  yardstick scored K in-sample; no fit source is a saturated single-GPU run); the committed constants are K's
+  (docs/simulation.md states the override and its price).
 
     python scripts/fit_serving.py --cv FILE --candidates A,B,C --procs 2   # protocol 3's step 3
     python scripts/fit_serving.py --candidate A --out FILE [--adopt]       # step 4 (writes only with --adopt)
