@@ -330,3 +330,32 @@ def test_calibrate_says_when_the_step_log_cannot_hold_the_forward():
     v2, _ = S.calibrate_series_v2(FIX / "series5")
     assert any("uni executor" in n for n in v3.fit["notes"])
     assert not any("uni executor" in n for n in v2.fit["notes"])
+
+
+# ---- the first session on a host that held still: the live test's own run inside a fresh-clone `.ci/run` on the
+# otherwise idle 2-core box (series11, 22:59-23:02 UTC, load average 1.4-1.6, no other session's work; server
+# ready in 26 s, the six runs 136 s). The live test reported it as xfail (the bar missed on a still host).
+STILL = "series11"
+
+
+def test_on_a_still_host_one_load_meets_the_bar_and_the_closed_loop_8_misses():
+    d = FIX / STILL
+    meta = json.loads((d / "series.json").read_text())
+    assert meta["version"] == 3 and meta["env"] == S.SERVER_ENV and meta["status"] == "complete"
+    cal, runs = S.calibrate_series_v4(d, fit_on="cal_c6")
+    fig = {r.name: r.figures for r in runs}
+    drift = [fig["drift_c6.json"][m] / fig["cal_c6.json"][m] - 1 for m in C.HEADLINE]
+    # the repeat held: +6.3 / -6.3 / -5.3 % — the first session whose bar can be judged
+    assert drift == pytest.approx([0.063, -0.063, -0.053], abs=0.005)
+    assert max(abs(x) for x in drift) <= S.TOLERANCE
+    err = {k: [v["error"][m] for m in C.HEADLINE] for k, v in cal.fit["runs"].items()}
+    # measured, version 4's procedure: the calibration run reproduces itself; Poisson 3/s within the bar
+    # (-0.9 / +9.1 / +8.9 %); gamma 6/s misses on TTFT (-15.5 %); the closed loop 8 with 256-token prompts and a
+    # synchronized wave of 8 misses on all three (+37.6 / -40.3 / -25.1 %): predicted prefill too cheap for
+    # prompts twice the calibration run's (one run's spread of 64-192 tokens does not pin the prefill rate)
+    assert err["cal_c6.json"] == pytest.approx([-0.002, -0.022, -0.002], abs=0.01)
+    assert err["val_r3.json"] == pytest.approx([-0.009, 0.091, 0.089], abs=0.01)
+    assert err["val_g6.json"] == pytest.approx([-0.010, -0.155, -0.086], abs=0.01)
+    assert err["val_c8_in256.json"] == pytest.approx([0.376, -0.403, -0.251], abs=0.01)
+    assert all(abs(x) <= S.TOLERANCE for x in err["val_r3.json"])
+    assert not all(abs(x) <= S.TOLERANCE for x in err["val_g6.json"] + err["val_c8_in256.json"])

@@ -98,8 +98,7 @@ class CalibratedStepTime:
     def decode_cpu_line(self, n: int) -> tuple[float, float] | None:
         """``scale * max(g, c) + lin = max(scale * g + lin, scale * c + lin)``: the base's CPU line, scaled,
         plus the linear part (None when the base has none)."""
-        f = getattr(self.base, "decode_cpu_line", None) if self.base is not None else None
-        c = f(n) if f is not None else None
+        c = self.base.decode_cpu_line(n) if self.base is not None else None
         if c is None:
             return None
         a, b = self.linear.decode_line(n)

@@ -22,10 +22,13 @@ class StepTimeModel(Protocol):
     def decode_line(self, n: int) -> tuple[float, float]:
         """``(A, B)``: a step of ``n`` decodes that read ``kv`` cached tokens takes ``A + B * kv``
         seconds. Must agree with ``step(n, n, kv, 0, n)``: the event loop jumps over stretches of
-        identical decode steps with it. A model whose decode step is the larger of two lines (async
-        scheduling: engine CPU overlapping the GPU step) also has ``decode_cpu_line(n)`` returning the
-        second ``(A2, B2)`` or None; ``step`` must then equal ``max`` of the two (``sim/run.py`` reads it
-        with ``getattr``, so models without it are plain lines)."""
+        identical decode steps with it."""
+        ...
+
+    def decode_cpu_line(self, n: int) -> tuple[float, float] | None:
+        """A model whose decode step is the larger of two lines (async scheduling: the engine's CPU work
+        overlapping the GPU step) returns the second ``(A2, B2)``; ``step`` must then equal the ``max`` of
+        ``decode_line`` and this. None: the decode step is the one line."""
         ...
 
 

@@ -321,8 +321,7 @@ class _Loop:
                         not cfg.enable_chunked_prefill and ntok > cfg.max_num_batched_tokens - n)):
                     return None
         A, B = self.steptime.decode_line(n)
-        cpu_line = getattr(self.steptime, "decode_cpu_line", None)
-        c = cpu_line(n) if cpu_line is not None else None
+        c = self.steptime.decode_cpu_line(n)
         k_line = None
         if c is not None:  # max of two lines: keep the stretch on one of them
             A, B, k_line = _dominant_line((A, B), c, kv1, n)

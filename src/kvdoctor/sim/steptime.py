@@ -55,6 +55,9 @@ class LinearStepTime:
     def decode_line(self, n: int) -> tuple[float, float]:
         return self.base_s + (self.per_token_s + self.per_request_s) * n, self.per_kv_token_s
 
+    def decode_cpu_line(self, n: int) -> tuple[float, float] | None:
+        return None  # one line: no overlapped CPU term
+
 
 # -------------------------------------------------------------------------------------------------
 # The calibrated roofline model
