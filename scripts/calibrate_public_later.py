@@ -110,15 +110,7 @@ def table(res: dict) -> str:
     lines = ["| series (anchor: fixed in the fixture) | run | output tok/s | mean TTFT | mean TPOT |",
              "|---|---|---|---|---|"]
     for k in sorted(k for k in res if k.endswith("_series")):
-        for g, s in res[k].items():
-            for name, v in s["runs"].items():
-                def cell(m):
-                    if m not in v["error"]:
-                        return "—"
-                    return f"{v['measured'][m]:.4g} → {v['predicted'][m]:.4g} ({v['error'][m]:+.0%})"
-                tag = " (calibration run)" if v["split"] == "fit" else ""
-                lines.append(f"| {g} | {name.removeprefix(g + '-')}{tag} | {cell('output_throughput')} | "
-                             f"{cell('mean_ttft_ms')} | {cell('mean_tpot_ms')} |")
+        lines += _series_script().series_rows(res[k])
     return "\n".join(lines)
 
 

@@ -234,9 +234,10 @@ def two_lengths(path: Path = FIXTURE, warm: bool = True) -> dict:
     return out
 
 
-def table(res: dict) -> str:
-    lines = ["| series (anchor: first run) | run | output tok/s | mean TTFT | mean TPOT |", "|---|---|---|---|---|"]
-    for g, s in res["series"].items():
+def series_rows(series: dict) -> list[str]:
+    """One markdown row per run of each series (measured → predicted (error)); the fit run is tagged."""
+    lines = []
+    for g, s in series.items():
         for name, v in s["runs"].items():
             def cell(m):
                 if m not in v["error"]:
@@ -245,7 +246,12 @@ def table(res: dict) -> str:
             tag = " (calibration run)" if v["split"] == "fit" else ""
             lines.append(f"| {g} | {name.removeprefix(g + '-')}{tag} | {cell('output_throughput')} | "
                          f"{cell('mean_ttft_ms')} | {cell('mean_tpot_ms')} |")
-    return "\n".join(lines)
+    return lines
+
+
+def table(res: dict) -> str:
+    lines = ["| series (anchor: first run) | run | output tok/s | mean TTFT | mean TPOT |", "|---|---|---|---|---|"]
+    return "\n".join(lines + series_rows(res["series"]))
 
 
 def main(argv=None) -> int:

@@ -5,6 +5,7 @@ lines (the stretch ends where the larger line changes)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -105,18 +106,16 @@ def test_bulk_decode_jump_exact_with_the_cpu_floor(cpu, asyn):
     fast_steps, slow_steps = [], []
     fast = simulate(_MIX, cfg, model, on_step=fast_steps.append)
     slow = simulate(_MIX, cfg, model, bulk=False, on_step=slow_steps.append)
-    assert len(fast_steps) == len(slow_steps) == slow.summary.steps
-    for a, b in zip(fast_steps, slow_steps):
-        assert (a.step, a.sched, a.preempted, a.finished, a.kv_blocks_used) == (
-            b.step, b.sched, b.preempted, b.finished, b.kv_blocks_used)
-        assert math.isclose(a.t, b.t, rel_tol=1e-9, abs_tol=1e-12)
+    _properties().assert_same_trace(fast_steps, slow_steps, slow.summary.steps, abs_tol=1e-12)
     for x, y in zip(fast.e2e_s, slow.e2e_s):
         assert math.isclose(x, y, rel_tol=1e-9)
     for x, y in zip(fast.ttft_s, slow.ttft_s):
         assert math.isclose(x, y, rel_tol=1e-9)
 
 
-def _scenario():
+@functools.cache
+def _properties():
+    """test_sim_properties as a module (loaded once): its random-mix strategy and its trace comparison."""
     import importlib.util
     from pathlib import Path
 
@@ -124,11 +123,11 @@ def _scenario():
         "test_sim_properties.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.scenario
+    return mod
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_scenario()(), st.sampled_from([1e-4, 1e-3, 4e-3, 2e-2]))
+@given(_properties().scenario(), st.sampled_from([1e-4, 1e-3, 4e-3, 2e-2]))
 def test_bulk_decode_jump_exact_with_the_cpu_floor_random_mixes(sc, cpu):
     """test_sim_properties' random mixes (layouts, caching, priorities, async on/off) with the CPU floor."""
     w, cfg, m = sc
@@ -137,10 +136,6 @@ def test_bulk_decode_jump_exact_with_the_cpu_floor_random_mixes(sc, cpu):
     fast_steps, slow_steps = [], []
     fast = simulate(w, cfg, model, on_step=fast_steps.append)
     slow = simulate(w, cfg, model, bulk=False, on_step=slow_steps.append)
-    assert len(fast_steps) == len(slow_steps) == slow.summary.steps
-    for a, b in zip(fast_steps, slow_steps):
-        assert (a.step, a.sched, a.preempted, a.finished, a.kv_blocks_used, a.running, a.waiting) == (
-            b.step, b.sched, b.preempted, b.finished, b.kv_blocks_used, b.running, b.waiting), (a, b)
-        assert math.isclose(a.t, b.t, rel_tol=1e-9, abs_tol=1e-9)
+    _properties().assert_same_trace(fast_steps, slow_steps, slow.summary.steps)
     for x, y in zip(fast.e2e_s, slow.e2e_s):
         assert (math.isnan(x) and math.isnan(y)) or math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9)

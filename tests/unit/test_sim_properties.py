@@ -108,6 +108,15 @@ ISSUE14 = (
 )
 
 
+def assert_same_trace(fast_steps, slow_steps, steps: int, abs_tol: float = 1e-9) -> None:
+    """The per-step trace (--steps-out) is the same whether decode stretches are jumped or walked."""
+    assert len(fast_steps) == len(slow_steps) == steps
+    for a, b in zip(fast_steps, slow_steps):
+        assert (a.step, a.sched, a.preempted, a.finished, a.kv_blocks_used, a.running, a.waiting) == (
+            b.step, b.sched, b.preempted, b.finished, b.kv_blocks_used, b.running, b.waiting), (a, b)
+        assert math.isclose(a.t, b.t, rel_tol=1e-9, abs_tol=abs_tol)
+
+
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario())
 @example(ISSUE14)
@@ -116,12 +125,7 @@ def test_bulk_decode_stretches_match_step_by_step(sc):
     fast_steps, slow_steps = [], []
     fast = simulate(w, cfg, model, on_step=fast_steps.append)
     slow = simulate(w, cfg, model, bulk=False, on_step=slow_steps.append)
-    # the per-step trace (--steps-out) is the same whether stretches are jumped or walked
-    assert len(fast_steps) == len(slow_steps) == slow.summary.steps
-    for a, b in zip(fast_steps, slow_steps):
-        assert (a.step, a.sched, a.preempted, a.finished, a.kv_blocks_used, a.running, a.waiting) == (
-            b.step, b.sched, b.preempted, b.finished, b.kv_blocks_used, b.running, b.waiting), (a, b)
-        assert math.isclose(a.t, b.t, rel_tol=1e-9, abs_tol=1e-9)
+    assert_same_trace(fast_steps, slow_steps, slow.summary.steps)
     assert fast.summary.steps == slow.summary.steps
     assert fast.summary.preemptions == slow.summary.preemptions
     assert (fast.status == slow.status).all()
