@@ -30,6 +30,21 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+# --- the reference deployment's parts: Llama-3.1-8B-Instruct on an H100 (the step-time and engine-CPU tests) ----
+@pytest.fixture(scope="module")
+def llama8b():
+    from kvdoctor.catalog.models import lookup_model
+
+    return lookup_model("meta-llama/Llama-3.1-8B-Instruct")
+
+
+@pytest.fixture(scope="module")
+def h100():
+    from kvdoctor.catalog.gpus import lookup_gpu
+
+    return lookup_gpu("H100")
+
+
 # --- CliRunner: build the click command tree once -------------------------------------------------------
 # typer's CliRunner.invoke calls typer.main.get_command(app) on every call, which rebuilds every verb's
 # click command (typing.get_type_hints on each option): 0.24 s of a 0.27 s invoke, hundreds of times a run.
