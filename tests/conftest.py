@@ -51,6 +51,10 @@ def h100():
 # The product builds it once per process too. The tree is keyed by the app's registrations, so a verb
 # registered later (a test importing another *_cmd module) gets a fresh build; reuse is safe because
 # click makes a new Context per call and the root callback's harden_options is idempotent.
+# The one private name used: CliRunner.invoke calls typer.testing's own binding of get_command
+# (``from typer.main import get_command as _get_command``), so patching typer.main would not reach it; typer
+# offers no public hook or cache for the built tree; click's own CliRunner is no substitute (typer 0.28
+# vendors click as typer._click, so it would patch the wrong termui).
 def _memoise_typer_get_command() -> None:
     import typer.main
     import typer.testing
