@@ -30,12 +30,31 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+# --- the reference deployment's parts: Llama-3.1-8B-Instruct on an H100 (the step-time and engine-CPU tests) ----
+@pytest.fixture(scope="module")
+def llama8b():
+    from kvdoctor.catalog.models import lookup_model
+
+    return lookup_model("meta-llama/Llama-3.1-8B-Instruct")
+
+
+@pytest.fixture(scope="module")
+def h100():
+    from kvdoctor.catalog.gpus import lookup_gpu
+
+    return lookup_gpu("H100")
+
+
 # --- CliRunner: build the click command tree once -------------------------------------------------------
 # typer's CliRunner.invoke calls typer.main.get_command(app) on every call, which rebuilds every verb's
 # click command (typing.get_type_hints on each option): 0.24 s of a 0.27 s invoke, hundreds of times a run.
 # The product builds it once per process too. The tree is keyed by the app's registrations, so a verb
 # registered later (a test importing another *_cmd module) gets a fresh build; reuse is safe because
 # click makes a new Context per call and the root callback's harden_options is idempotent.
+# The one private name used: CliRunner.invoke calls typer.testing's own binding of get_command
+# (``from typer.main import get_command as _get_command``), so patching typer.main would not reach it; typer
+# offers no public hook or cache for the built tree; click's own CliRunner is no substitute (typer 0.28
+# vendors click as typer._click, so it would patch the wrong termui).
 def _memoise_typer_get_command() -> None:
     import typer.main
     import typer.testing

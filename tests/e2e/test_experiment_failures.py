@@ -104,6 +104,7 @@ def test_server_dies_at_startup(tmp_path, journal):
     r = _kv(["experiment", *BASE, "--set", "max-num-seqs=8", "--vllm-cmd", str(FAKE), "--db", str(journal),
              "--out", str(tmp_path / "runs")], env={"FAKE_VLLM_MODE": "die-at-start", "FAKE_VLLM_PIDFILE": str(pidfile)})
     assert r.returncode == 1, r.stderr
+    assert "note: kvdoctor cannot read this model: no prediction" in r.stderr  # fake-model: the measure-only baseline
     rec = json.loads((tmp_path / "runs" / "experiment.json").read_text())
     assert rec["status"] == "incomplete" and rec["reason_code"] == "server-died"
     assert "ValueError: To serve at least one request" in rec["reason"]

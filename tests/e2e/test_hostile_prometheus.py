@@ -157,3 +157,32 @@ def test_credentials_never_printed_or_stored(tmp_path):
         run = check(run_kvdoctor(*args, timeout=120), allowed=(0,))
         assert SECRET not in run.out + run.err, (args, run)
     assert SECRET not in (tmp_path / "j.html").read_text()
+
+
+def test_busy_server_is_retried_with_back_off_then_given_up_on():
+    """A 503/429 reply is retried like a refused connection (0.5 s, then 1 s): one busy reply and the query
+    still succeeds; a server that stays busy ends in one error naming the tries and the last status."""
+    from kvdoctor.errors import InputError
+    from kvdoctor.evidence.prometheus import PrometheusClient
+
+    seen = []
+
+    def busy_once(h):
+        seen.append(h.path)
+        if len(seen) == 1:
+            _json(h, {"status": "error", "error": "busy"}, status=503)
+        else:
+            _good(h)
+
+    with serve(busy_once) as url:
+        result = PrometheusClient(url, timeout=5, retries=2, deadline=30).query_range("up", 0.0, 60.0, 15.0)
+    assert len(seen) == 2 and len(result) == 2
+
+    def always_busy(h):
+        seen.append(h.path)
+        _json(h, {"status": "error", "error": "slow down"}, status=429)
+
+    seen.clear()
+    with serve(always_busy) as url, pytest.raises(InputError, match=r"unreachable after 3 tries: InputError: HTTP 429"):
+        PrometheusClient(url, timeout=5, retries=2, deadline=30).query_range("up", 0.0, 60.0, 15.0)
+    assert len(seen) == 3

@@ -69,6 +69,8 @@ def pytest_collection_finish(session):
         return
     if any(item.get_closest_marker("realvllm") and "scenario_runs" in getattr(item, "fixturenames", ())
            for item in session.items):
+        # config._tmp_path_factory is private, but a hook gets no fixtures and this must start at collection end
+        # to overlap the e2e tests; tempfile would put the runs outside --basetemp and pytest's retention.
         PREFETCH.start(session.config._tmp_path_factory.mktemp("realvllm-prefetch"))
 
 

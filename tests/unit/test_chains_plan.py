@@ -23,13 +23,6 @@ def q14():
     return lookup_model("Qwen/Qwen2.5-14B")
 
 
-@pytest.fixture(scope="module")
-def l8():
-    from kvdoctor.catalog.models import lookup_model
-
-    return lookup_model("meta-llama/Llama-3.1-8B-Instruct")
-
-
 def test_levels_in_order_stop_at_first_enough(q14, l40s):
     p = make_plan(q14, l40s, EngineConfig(max_model_len=32768), lengths=from_p99(7500), target=Target(concurrency=12))
     assert [lv.level for lv in p.levels] == [1, 2]
@@ -133,10 +126,10 @@ def test_parallel_candidates_divide_heads_and_fit_a_node(q14):
         assert q14.num_attention_heads % tp == 0 and tp * pp <= 8
 
 
-def test_swap_review_reproduces_the_case(l8, q14, l40s):
+def test_swap_review_reproduces_the_case(llama8b, q14, l40s):
     from kvdoctor.chains.swap import review
 
-    r = review(l8, q14, l40s, EngineConfig(max_model_len=32768), lengths=from_p99(7500))
+    r = review(llama8b, q14, l40s, EngineConfig(max_model_len=32768), lengths=from_p99(7500))
     ids = {f.rule_id for f in r.findings}
     assert {"swap.inherited-max-model-len", "swap.capacity-drop"} <= ids
     j = r.to_json()
@@ -144,10 +137,10 @@ def test_swap_review_reproduces_the_case(l8, q14, l40s):
     assert "load-test baseline" in j["reminder"]
     assert j["plan"]["levels"][0]["action"] == "--max-model-len 8192"
     # the reverse swap (to a smaller model) raises nothing
-    assert not review(q14, l8, l40s, EngineConfig(max_model_len=32768)).findings
+    assert not review(q14, llama8b, l40s, EngineConfig(max_model_len=32768)).findings
 
 
-def test_check_gate(l8, q14, l40s):
+def test_check_gate(llama8b, q14, l40s):
     from kvdoctor.chains.check import Intent
     from kvdoctor.chains.check import run_check as gate
     from kvdoctor.deployment import configure
@@ -158,13 +151,13 @@ def test_check_gate(l8, q14, l40s):
     ok = run_check(q14, l40s, EngineConfig(max_model_len=8192, max_num_seqs=6))
     assert ok.ok and ok.to_json()["exit_code"] == 0
     # the 8B → 14B swap at 32K: the pool shrinks 71 % (195,072 → 57,280 tokens); unintended: fails
-    bad = run_check(q14, l40s, EngineConfig(max_model_len=32768), previous_shape=l8)
+    bad = run_check(q14, l40s, EngineConfig(max_model_len=32768), previous_shape=llama8b)
     assert not bad.ok and len(bad.reasons) == 1 and "71%" in bad.reasons[0]
     assert {f.rule_id for f in bad.findings} == {"swap.inherited-max-model-len"}
     # the same swap, stated as intended: passes; a larger drop than stated still fails
-    assert run_check(q14, l40s, EngineConfig(max_model_len=32768), previous_shape=l8,
+    assert run_check(q14, l40s, EngineConfig(max_model_len=32768), previous_shape=llama8b,
                      intent=Intent(accept_capacity_drop=0.75)).ok
-    assert not run_check(q14, l40s, EngineConfig(max_model_len=32768), previous_shape=l8,
+    assert not run_check(q14, l40s, EngineConfig(max_model_len=32768), previous_shape=llama8b,
                          intent=Intent(accept_capacity_drop=0.5)).ok
     # the chapter's worst case gates only when asked; the default reports it as the conservative bound
     strict = run_check(q14, l40s, EngineConfig(max_model_len=8192), max_ratio=1.0)

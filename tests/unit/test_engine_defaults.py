@@ -23,11 +23,6 @@ from kvdoctor.ledger.shape import QuantInfo
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
 
 
-@pytest.fixture(scope="module")
-def llama():
-    return lookup_model(LLAMA8)
-
-
 def R(line: str, model="llama", gpu="H100", **kw):
     shape = lookup_model(LLAMA8) if model == "llama" else (lookup_model(model) if isinstance(model, str) else model)
     return resolve(parse_serve_line(f"vllm serve x {line}"), shape, lookup_gpu(gpu) if isinstance(gpu, str) else gpu, **kw)
@@ -103,7 +98,7 @@ def test_util_one_is_allowed():
 # --- max_model_len ----------------------------------------------------------------------------------
 
 
-def test_max_model_len_default_given_auto(llama):
+def test_max_model_len_default_given_auto():
     assert R("").max_model_len == 131072 and R("").sources["max_model_len"] == "default"
     assert R("--max-model-len 32k").max_model_len == 32000
     r = R("--max-model-len auto")

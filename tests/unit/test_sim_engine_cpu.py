@@ -13,8 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvdoctor.catalog.gpus import lookup_gpu
-from kvdoctor.catalog.models import lookup_model
 from kvdoctor.sim.run import _dominant_line, simulate
 from kvdoctor.sim.scheduler import SchedConfig
 from kvdoctor.sim.steptime import LinearStepTime, RooflineStepTime
@@ -32,16 +30,6 @@ class OverlapStepTime(LinearStepTime):
 
     def decode_cpu_line(self, n):
         return self.cpu_per_req_s * n, 0.0
-
-
-@pytest.fixture(scope="module")
-def llama8b():
-    return lookup_model("meta-llama/Llama-3.1-8B-Instruct")
-
-
-@pytest.fixture(scope="module")
-def h100():
-    return lookup_gpu("H100")
 
 
 def test_sync_adds_the_engine_cpu_async_overlaps_it(llama8b, h100):

@@ -12,16 +12,6 @@ from kvdoctor.sim import coefficients as C
 from kvdoctor.sim.steptime import LinearStepTime, RooflineStepTime, from_deployment
 
 
-@pytest.fixture(scope="module")
-def llama8b():
-    return lookup_model("meta-llama/Llama-3.1-8B-Instruct")
-
-
-@pytest.fixture(scope="module")
-def h100():
-    return lookup_gpu("H100")
-
-
 def test_committed_fit_meets_the_held_out_error_bar():
     # scripts/calibrate_step_time.py writes these; the bar is a median <= 10 % held out
     assert C.FIT_SUMMARY["held_out_step_median_err"] <= 0.10

@@ -11,11 +11,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from kvdoctor.cli import app, common, workload_opts
+
+if TYPE_CHECKING:
+    from kvdoctor.deployment import Deployment
+    from kvdoctor.engine.config import EngineConfig
 
 experiment_app = typer.Typer(
     name="experiment",
@@ -192,7 +196,20 @@ def chain_cmd(
 # --------------------------------------------------------------------------------------------
 
 
-def _baseline(opts: common.ConfigOptions):
+@dataclass(frozen=True)
+class MeasureOnly:
+    """The baseline of a model kvdoctor cannot read (not in the catalog, no config.json here): its configuration
+    is still run and measured, with no shape and no GPU, so nothing is predicted. Reads like a ``Deployment``
+    where ``_run`` and ``_change_level`` read one (``shape``, ``gpu``, ``vllm_version``, ``notes``)."""
+
+    config: EngineConfig
+    vllm_version: str
+    notes: list[str]
+    shape: None = None
+    gpu: None = None
+
+
+def _baseline(opts: common.ConfigOptions) -> Deployment | MeasureOnly:
     """The baseline's Inputs. Without --gpu the model is still read when it can be (prediction needs both)."""
     from kvdoctor.errors import KvdoctorError
 
@@ -200,14 +217,11 @@ def _baseline(opts: common.ConfigOptions):
         return common.resolve_inputs(opts, need_gpu=False)
     except KvdoctorError:
         if opts.serve or opts.config or opts.model:
-            # a model kvdoctor cannot read (not in the catalog, no config.json here) still runs: measure-only
-            from kvdoctor.deployment import merge_config
+            from kvdoctor.deployment import DEFAULT_VLLM_VERSION, merge_config
 
-            cfg = merge_config(common.deployment_inputs(opts))
-            from types import SimpleNamespace
-
-            return SimpleNamespace(config=cfg, shape=None, gpu=None, vllm_version=opts.vllm_version or "0.33.0",
-                                   notes=["kvdoctor cannot read this model: no prediction"])
+            return MeasureOnly(config=merge_config(common.deployment_inputs(opts)),
+                               vllm_version=opts.vllm_version or DEFAULT_VLLM_VERSION,
+                               notes=["kvdoctor cannot read this model: no prediction"])
         raise
 
 
@@ -217,7 +231,7 @@ def _level(label: str, cfg):
     return Level(label, cfg)
 
 
-def _change_level(base, opts, set_, next_level, tconc, tctx):
+def _change_level(base: Deployment | MeasureOnly, opts, set_, next_level, tconc, tctx):
     from kvdoctor.errors import InputError
     from kvdoctor.experiment.core import Level, apply_change, parse_set
 
@@ -268,8 +282,8 @@ def _load(wl: workload_opts.WorkloadOptions, o: RunOptions):
     return load
 
 
-def _run(levels, base, wl: workload_opts.WorkloadOptions, o: RunOptions, *, attach: str | None = None,
-         stop_early: bool, exhausted_note: str | None = None) -> None:
+def _run(levels, base: Deployment | MeasureOnly, wl: workload_opts.WorkloadOptions, o: RunOptions, *,
+         attach: str | None = None, stop_early: bool, exhausted_note: str | None = None) -> None:
     from kvdoctor.cli.output import console, emit_json
     from kvdoctor.experiment.core import Experiment, Targets, run_experiment
     from kvdoctor.experiment.load import LoadSpec, parse_prompt_dist
@@ -285,10 +299,9 @@ def _run(levels, base, wl: workload_opts.WorkloadOptions, o: RunOptions, *, atta
                      port=o.port, attach=attach, health_timeout_s=o.health_timeout,
                      bench_timeout_s=o.bench_timeout, journal_db=str(o.db) if o.db else None,
                      journal_name=o.journal, record=not o.no_record, note=o.note, targets=targets,
-                     shape=getattr(base, "shape", None), gpu=getattr(base, "gpu", None),
-                     vllm_version=getattr(base, "vllm_version", "0.33.0"), stop_early=stop_early,
+                     shape=base.shape, gpu=base.gpu, vllm_version=base.vllm_version, stop_early=stop_early,
                      exhausted_note=exhausted_note, calibration=wl.load_calibration())
-    for n in getattr(base, "notes", []) or []:
+    for n in base.notes:
         log(f"note: {n}")
     rec = run_experiment(exp, log)
     if o.json_out:

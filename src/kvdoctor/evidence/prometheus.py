@@ -599,15 +599,13 @@ class PrometheusClient:
                 status, raw = self._get(params, until)
             except httpx.HTTPError as exc:
                 last = exc
-                if time.monotonic() + 0.5 > until:
+                if not _back_off(attempt, until):
                     break
-                time.sleep(min(0.5 * (2 ** attempt), 2.0, max(0.0, until - time.monotonic())))
                 continue
             if status >= 500 or status == 429:
                 last = InputError(f"HTTP {status}")
-                if time.monotonic() + 0.5 > until:
+                if not _back_off(attempt, until):
                     break
-                time.sleep(min(0.5 * (2 ** attempt), 2.0, max(0.0, until - time.monotonic())))
                 continue
             try:
                 body = loads_json(raw.decode("utf-8", "replace"), f"--prometheus {self.shown}")
@@ -625,6 +623,15 @@ class PrometheusClient:
             return result
         what = f"{type(last).__name__}: {last}" if last is not None else "time limit reached"
         raise InputError(f"--prometheus {self.shown} is unreachable after {attempt + 1} tries: {one_line(what, 300)}")
+
+
+def _back_off(attempt: int, until: float) -> bool:
+    """Wait before the next try: 0.5 s doubling per attempt, at most 2 s and never past ``until`` (monotonic).
+    False, without waiting, when under 0.5 s is left: the caller gives up instead of trying once more."""
+    if time.monotonic() + 0.5 > until:
+        return False
+    time.sleep(min(0.5 * (2 ** attempt), 2.0, max(0.0, until - time.monotonic())))
+    return True
 
 
 _EPOCH_MIN, _EPOCH_MAX = 0.0, 4102444800.0  # 1970 .. 2100: a sample time outside is garbage
