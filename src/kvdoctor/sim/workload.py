@@ -46,6 +46,8 @@ class Workload:
     # tokens of each request's prompt already in the prefix cache when the run starts (earlier
     # traffic on the same server computed them; see warm_prefix_after_runs), or None: a cold cache
     warm_prefix: list[int] | None = None
+    # the bench's --ramp-up-strategy that drew the arrivals ({"strategy", "start_rps", "end_rps"}), or None
+    ramp_up: dict | None = None
 
     def __len__(self) -> int:
         return len(self.arrival)
@@ -107,6 +109,7 @@ class Workload:
             "mean_prompt_tokens": sum(self.prompt) / n if n else None,
             "mean_output_tokens": sum(self.output) / n if n else None,
             "max_concurrency": self.max_concurrency,
+            **({"ramp_up": dict(self.ramp_up)} if self.ramp_up else {}),
             "notes": list(self.notes),
         }
 
@@ -606,7 +609,9 @@ def build_workload(spec: WorkloadSpec) -> Workload:
     recipe = (f"{src} rate={rate}" + (f" burstiness={spec.burstiness:g}" if spec.burstiness != 1 else "")
               + (f" max_concurrency={spec.max_concurrency}" if spec.max_concurrency else "") + f" seed={spec.seed}")
     return Workload(arrival=arrival, prompt=prompt, output=output, group=group, prefix_len=plen,
-                    max_concurrency=spec.max_concurrency, name=spec.dataset_name, source=recipe, notes=notes)
+                    max_concurrency=spec.max_concurrency, name=spec.dataset_name, source=recipe, notes=notes,
+                    ramp_up=None if ramp is None else {"strategy": ramp, "start_rps": spec.ramp_up_start_rps * spec.rate_scale,
+                                                       "end_rps": spec.ramp_up_end_rps * spec.rate_scale})
 
 
 def warm_prefix_after_runs(prompt: list[int], prior_runs: list[tuple[int, int]], test_prompt: bool = True,
