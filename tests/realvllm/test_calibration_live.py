@@ -1,20 +1,20 @@
 """`kvdoctor calibrate` validated live on the real CPU engine: ONE server session runs a discarded warm-up, the
-calibration run and three other loads interleaved (``kvdoctor.testbed.series.SERIES``, version 3 — version 2's loads, the model run inside EngineCore
-(``SERVER_ENV``: ``VLLM_ENABLE_V1_MULTIPROCESSING=0``): a Poisson
-run, bursty gamma arrivals, another concurrency with other lengths) and a repeat of the calibration load;
-calibrated on the calibration run alone (its bench figures and its logged engine steps), the other loads are
-predicted and compared with what the engine measured (wall clock, as the bench reports them).
+calibration run and four other loads interleaved (``kvdoctor.testbed.series.LIVE_SERIES``, version 5: version 3's
+server — the model run inside EngineCore, ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` — and version 2's loads: a Poisson run,
+bursty gamma arrivals, a closed loop 8 with other lengths, and version 2-4's calibration load, a closed loop 6) and a
+repeat of the calibration load. The calibration run is one `vllm bench serve --ramp-up-strategy linear` run (rate
+1 -> 16 requests/s, spread lengths): calibrated on it alone (``calibrate_series_v5``: its bench figures and per-request
+quartiles, a decode's context cost, the front end with its per-finish work), the other loads are predicted and compared
+with what the engine measured (wall clock, as the bench reports them).
 
-The series, the calibration procedure (``calibrate_series_v4``: version 2's, without the per-step log, whose
-"iteration elapsed time" does not time the forward pass once the model runs inside EngineCore) and the tolerance (``TOLERANCE``: the issue's
-10 % on output throughput, mean TTFT and mean TPOT) were fixed in kvdoctor/testbed/series.py before any run
-of version 2 (the server env of version 3 before any run of version 3, the procedure of version 4 before it was
-applied to any run) was recorded. The repeat of the calibration load measures the host's drift within the session.
-When the repeat itself moved by more than the tolerance, the host — not the model — moved, and the bar
-cannot be judged on this session: the test is skipped and says by how much. Otherwise the calibration run
-must reproduce itself within the tolerance (asserted), and the bar is checked on the other loads: met, the test
-passes; missed, it is reported as an expected failure (xfail) with the errors — the bar is issue 11's open gap on
-this engine, documented in docs/simulation.md, and the issue stays open until it passes here.
+The series, the calibration procedure and the tolerance (``TOLERANCE``: the issue's 10 % on output throughput, mean
+TTFT and mean TPOT) were fixed in kvdoctor/testbed/series.py before any run of version 5 was recorded. The repeat of
+the calibration load measures the host's drift within the session. When the repeat itself moved by more than the
+tolerance, the host — not the model — moved, and the bar cannot be judged on this session: the test is skipped and
+says by how much. Otherwise the calibration run must reproduce itself within the tolerance (asserted), and the bar is
+checked on the other loads: met, the test passes; missed, it is reported as an expected failure (xfail) with the
+errors — the bar is issue 11's open gap on this engine, documented in docs/simulation.md, and the issue stays open
+until it passes here.
 """
 
 from __future__ import annotations
@@ -28,21 +28,21 @@ from kvdoctor.testbed import series as S
 
 pytestmark = pytest.mark.realvllm
 
-CAL = next(r.name for r in S.SERIES if r.role == "calibration")
-DRIFT = next(r.name for r in S.SERIES if r.role == "drift")
+CAL = next(r.name for r in S.LIVE_SERIES if r.role == "calibration")
+DRIFT = next(r.name for r in S.LIVE_SERIES if r.role == "drift")
 
 
 @pytest.fixture(scope="module")
 def series(testbed, engine_lock, tmp_path_factory):
     d = tmp_path_factory.mktemp("calibration-series")
     S.record_series(testbed, d)
-    cal, runs = S.calibrate_series_v4(d, fit_on=CAL)
+    cal, runs = S.calibrate_series_v5(d, fit_on=CAL)
     return cal, runs, json.loads((d / "series.json").read_text()), d
 
 
 def test_the_series_ran_every_load(series):
     cal, runs, meta, d = series
-    timed = [r for r in S.SERIES if r.role != "warmup"]
+    timed = [r for r in S.LIVE_SERIES if r.role != "warmup"]
     assert [r.name for r in runs] == [f"{r.name}.json" for r in timed]
     for r, spec in zip(runs, timed):
         assert len(r.prompt) == spec.load.requests and r.send is not None
@@ -65,7 +65,7 @@ def test_other_loads_are_predicted_within_the_tolerance(series):
     # the calibration run itself is reproduced (a broken fit or workload replay fails here, drift or not)
     own = per[f"{CAL}.json"]["error"]
     assert all(abs(own[m]) <= S.TOLERANCE for m in C.HEADLINE), f"the calibration run itself: {table}"
-    missed = [f"{spec.name} {m}: {per[f'{spec.name}.json']['error'][m]:+.1%}" for spec in S.SERIES
+    missed = [f"{spec.name} {m}: {per[f'{spec.name}.json']['error'][m]:+.1%}" for spec in S.LIVE_SERIES
               if spec.role == "validation" for m in C.HEADLINE
               if abs(per[f"{spec.name}.json"]["error"][m]) > S.TOLERANCE]
     if missed:

@@ -199,7 +199,8 @@ class BenchRun:
     # to check the order and the one-server claim of --same-server, never to simulate
     date: str | None = None
     model_id: str | None = None
-    # the bench's --ramp-up-strategy/--ramp-up-start-rps/--ramp-up-end-rps (saved in the result JSON); None: none
+    # ``vllm bench serve --ramp-up-strategy linear|exponential --ramp-up-start-rps A --ramp-up-end-rps B``: the rate
+    # rises request by request from A to B (the result JSON keeps all three); None = a fixed --request-rate
     ramp_up_strategy: str | None = None
     ramp_up_start_rps: float | None = None
     ramp_up_end_rps: float | None = None
@@ -697,13 +698,15 @@ def busy_fraction(cal: Calibration, o: StatsObs) -> float:
 
 
 def _batch_varies(r: BenchRun) -> bool:
-    """An open loop at a finite rate replayed at its recorded send times: its batch size follows the arrivals."""
-    return r.max_concurrency is None and r.send is not None and not math.isinf(r.request_rate)
+    """An open loop at a finite rate (or a ramp-up: its rate rises during the run) replayed at its recorded send
+    times: its batch size follows the arrivals."""
+    return (r.max_concurrency is None and r.send is not None
+            and (not math.isinf(r.request_rate) or r.ramp_up_strategy is not None))
 
 
 def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
         stats: list[StatsObs] | None = None, prefill_term: bool = False, finish_cost: bool = False,
-        spread: bool = False, iterations: list[IterObs] | None = None) -> Calibration:
+        spread: bool = False, iterations: list[IterObs] | None = None, kv_term: bool = False) -> Calibration:
     """Fit one calibration on ``runs`` (bench runs of one deployment) and/or the busy intervals of
     its server stats log (``stats``; weighted as much as one run's figures in total).
     ``finish_cost``: also fit the front end's work per finished request (``FrontEnd.per_finish_s``: a
@@ -711,7 +714,10 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     size varies (``SPREAD_FIGURES``; they identify how the step grows with the batch from one run).
     ``iterations``: the engine's logged steps (``IterObs``), weighted as much as one run's figures in
     total: each pins the step model's time for its batch directly, less ``engine_overhead_s`` (a fitted
-    per-step time the log does not see: planning and output processing; the bench's ITLs include it)."""
+    per-step time the log does not see: planning and output processing; the bench's ITLs include it).
+    ``kv_term``: also fit ``per_kv_token_s``, a decode's cost per token of its context (attention reading the KV
+    cache; the linear model leaves it at 0 otherwise). Only a fitted run whose decodes saw clearly different
+    context lengths and batch sizes (a ramp-up, spread lengths) tells it from the per-request cost."""
     import numpy as np
 
     if not runs and not stats:
@@ -721,6 +727,8 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     names = _PARAMS_LINEAR if kind == "linear" else _PARAMS_ROOF + (("per_token_s",) if prefill_term else ())
     if finish_cost:
         names = (*names, "fe_finish_s")
+    if kv_term:
+        names = (*names, "per_kv_token_s")
     if iterations:
         if kind != "linear":
             raise InputError("the per-iteration log calibrates the linear step model only (--linear)")
@@ -729,6 +737,8 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
                                                "per_pair_s": 1e-9, "fe_request_s": 0.005, "fe_output_token_s": 1e-5,
                                                "fe_latency_s": 0.005, "fe_finish_s": 0.001}
     init.setdefault("overhead_s", 0.1 * init.get("base_s", 0.01))
+    # a decode's context cost starts small against its per-request cost: the data must raise it
+    init.setdefault("per_kv_token_s", max(1e-9, 0.05 * init.get("per_request_s", 1e-4) / 128))
     x0 = np.log([max(init[n], 1e-12) for n in names])
     w_stats = len(FIT_FIGURES) / len(stats) if stats else 0.0
     w_iter = len(FIT_FIGURES) / len(iterations) if iterations else 0.0
@@ -785,7 +795,7 @@ def median_abs(per_run: dict[str, dict], keys=HEADLINE) -> dict[str, float | Non
 def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_on: list[str] | None = None,
               deployment: dict | None = None, stats: list[StatsObs] | None = None,
               prefill_term: bool = False, finish_cost: bool = False, spread: bool = False,
-              iterations: list[IterObs] | None = None) -> Calibration:
+              iterations: list[IterObs] | None = None, kv_term: bool = False, iters: int = 250) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -801,7 +811,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     fit_runs = [r for r in runs if r.name in chosen]
     held = [r for r in runs if r.name not in chosen]
     cal = fit(fit_runs, setup, kind, stats=stats, prefill_term=prefill_term, finish_cost=finish_cost, spread=spread,
-              iterations=iterations)
+              iterations=iterations, kv_term=kv_term, iters=iters)
     overhead = cal.fit.get("engine_overhead_s")
     on_fit = evaluate(cal, fit_runs, setup)
     on_held = evaluate(cal, held, setup) if held else {}
@@ -811,6 +821,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         "stats_intervals": len(stats or ()),
         "finish_cost": finish_cost,
         "spread": spread,
+        "kv_term": kv_term,
         "iterations": len(iterations or ()),
         "engine_overhead_s": overhead,
         "held_out": [r.name for r in held],

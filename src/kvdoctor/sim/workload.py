@@ -375,7 +375,7 @@ class WorkloadSpec:
     def validate(self) -> None:
         if self.dataset_name not in ("random", "sharegpt", "trace", "synthetic"):
             raise InputError(f"--dataset-name must be random, sharegpt or trace, got {self.dataset_name!r}")
-        if self.num_prompts < 1:
+        if self.num_prompts < 1 and not (self.dataset_name == "trace" and self.num_prompts == 0):  # 0: the whole trace
             raise InputError(f"--num-prompts must be >= 1, got {self.num_prompts}")
         if not self.request_rate > 0:
             raise InputError(f"--request-rate must be positive (or inf), got {self.request_rate}")

@@ -90,6 +90,11 @@ class SeriesRun:
     name: str
     load: LoadSpec
     role: str  # "warmup" | "calibration" | "validation" | "drift"
+    # bench options LoadSpec does not speak (version 5: --ramp-up-strategy ...), appended to its arguments
+    extra_args: tuple[str, ...] = ()
+
+    def bench_args(self, out_dir: Path) -> list[str]:
+        return [*self.load.bench_args(out_dir), *self.extra_args]
 
 
 SERIES_V1: tuple[SeriesRun, ...] = (
@@ -144,6 +149,32 @@ SERIES: tuple[SeriesRun, ...] = (
 # version 2's loads (tests/fixtures/realvllm_bench/series4-6, with SERVER_ENV_V2); version 3 runs the same loads,
 # seeds and order, with SERVER_ENV
 SERIES_V2 = SERIES
+# Version 5 (committed before any of its runs was recorded). Version 3's server (SERVER_ENV), version 2's validation
+# loads, seeds and order, and a new CALIBRATION RUN: the one thing versions 2-4 showed a closed loop at one
+# concurrency cannot do is tell the per-step base from the per-request slope, or a prompt token's cost from the
+# front end — it holds the batch near one size and the prompts near one length (series11, the one still session:
+# the closed loop 8 with 256-token prompts came out +38 % throughput, -40 % TTFT, -25 % TPOT). A ramp-up
+# (`vllm bench serve --ramp-up-strategy linear --ramp-up-start-rps 1 --ramp-up-end-rps 16`: the rate rises request by
+# request) is still ONE bench run an operator can record, and within it the batch goes from 1 to the server's
+# --max-num-seqs (simulated with series11's calibration: in flight 0-1 at the start, 6-9 at the end) while prompts of
+# 65-319 tokens (192 +- 66 %, covering the validation's 192-320) and outputs of 24-72 arrive at every load. Fitted
+# with its per-request quartiles (``fit(spread=True)``: the early, light requests and the late, crowded ones) and a
+# decode's context cost (``kv_term``). The old calibration load stays as a validation run (``val_c6``), so the two
+# procedures meet the same loads. The drift repeat is the ramp's own load with other prompts.
+SERIES_V5: tuple[SeriesRun, ...] = (
+    SERIES[0],  # warmup_c8
+    SeriesRun("cal_ramp", LoadSpec(prompt_len=192, output_len=48, range_ratio=0.66, requests=64, seed=26),
+              "calibration", extra_args=("--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1",
+                                         "--ramp-up-end-rps", "16")),
+    SERIES[2], SERIES[3], SERIES[4],  # val_r3, val_g6, val_c8_in256
+    SeriesRun("val_c6", SERIES[1].load, "validation"),  # version 2-4's calibration load (seed 21)
+    SeriesRun("drift_ramp", LoadSpec(prompt_len=192, output_len=48, range_ratio=0.66, requests=64, seed=27),
+              "drift", extra_args=("--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1",
+                                   "--ramp-up-end-rps", "16")),
+)
+# what the live test and scripts/realvllm_calibration_series.py record now
+LIVE_SERIES = SERIES_V5
+LIVE_VERSION = 5
 # the issue's bar, applied to every validation run: output throughput, mean TTFT, mean TPOT
 TOLERANCE = 0.10
 
@@ -180,14 +211,14 @@ def host_stretch(before: tuple[float, float], after: tuple[float, float]) -> dic
             "stretch": round((run + wait) / run, 4) if run > 0 else None}
 
 
-def bench_argv(vllm: str, base_url: str, model: str, load: LoadSpec, out_dir: Path, name: str) -> list[str]:
+def bench_argv(vllm: str, base_url: str, model: str, run: SeriesRun, out_dir: Path, name: str) -> list[str]:
     return [vllm, "bench", "serve", "--backend", "vllm", "--base-url", base_url, "--model", model,
-            *load.bench_args(out_dir), "--percentile-metrics", "ttft,tpot,itl,e2el",
+            *run.bench_args(out_dir), "--percentile-metrics", "ttft,tpot,itl,e2el",
             "--save-result", "--save-detailed", "--result-dir", str(out_dir), "--result-filename", f"{name}.json"]
 
 
-def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = SERIES, server_env: dict | None = None,
-                  version: int = SERIES_VERSION, health_timeout_s: float = 600.0,
+def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = LIVE_SERIES, server_env: dict | None = None,
+                  version: int = LIVE_VERSION, health_timeout_s: float = 600.0,
                   bench_timeout_s: float = 600.0, log: Callable[[str], None] | None = None) -> dict:
     """Start one server on 127.0.0.1, run every load of ``runs`` against it in order, stop it (also on
     failure). Writes ``<name>.json`` per run, ``serve.log`` and ``series.json`` (what ran, when, how
@@ -215,7 +246,7 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = SERIES, se
             for r in runs:
                 s0 = sched_totals(server.managed.pgid)
                 off0 = _size(log_path)
-                b = spawn(bench_argv(str(tb.vllm), server.base_url, str(tb.model), r.load, out_dir, r.name),
+                b = spawn(bench_argv(str(tb.vllm), server.base_url, str(tb.model), r, out_dir, r.name),
                           env=env, log_path=out_dir / f"{r.name}.bench.log")
                 t1 = time.monotonic()
                 try:
@@ -232,7 +263,7 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = SERIES, se
                 n_it = _write_iterations(log_path, off0, _size(log_path), out_dir / f"{r.name}.iterations.json")
                 if b.proc.returncode != 0 or not (out_dir / f"{r.name}.json").exists():
                     raise RuntimeError(f"{r.name}: vllm bench serve failed (see {out_dir / f'{r.name}.bench.log'})")
-                meta["runs"].append({"name": r.name, "role": r.role, "bench_args": r.load.bench_args(out_dir),
+                meta["runs"].append({"name": r.name, "role": r.role, "bench_args": r.bench_args(out_dir),
                                      "wall_s": round(time.monotonic() - t1, 1), "ended_at": time.time(),
                                      "host": host, "iterations": n_it, "uptime": _loadavg()})
                 log(f"[series] {r.name} done in {meta['runs'][-1]['wall_s']} s (host stretch {host['stretch']})")
@@ -342,6 +373,21 @@ def calibrate_series_v4(directory: Path, runs: list | None = None, fit_on: str =
     runs = runs if runs is not None else load_series_runs(directory)
     cal = C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"],
                       finish_cost=True, iterations=None)
+    return cal, runs
+
+
+def calibrate_series_v5(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
+    """Version 5 (fixed with SERIES_V5, before any of its runs was recorded): the linear CPU-engine model with a
+    decode's context cost (``kv_term``) and the front end with its per-finish work, fitted on the ramp-up run's bench
+    figures and its per-request TTFT/TPOT quartiles (``spread``: the run's batch rises from 1 to --max-num-seqs, so
+    they see the step grow with the batch), Nelder-Mead to 600 iterations (nine parameters); no per-step log (version
+    4's reason). Every other timed run is held out."""
+    from kvdoctor.sim import calibration as C
+    from kvdoctor.sim.scheduler import SchedConfig
+
+    runs = runs if runs is not None else load_series_runs(directory)
+    cal = C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"],
+                      finish_cost=True, spread=True, kv_term=True, iters=600, iterations=None)
     return cal, runs
 
 
