@@ -8,6 +8,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -107,12 +110,16 @@ def test_flags_on_every_workload_verb(verb):
         assert flag in res.output
 
 
+def _kvdoctor(*args):
+    return subprocess.run([sys.executable, "-m", "kvdoctor", *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"}, timeout=300)
+
+
 def test_bad_ramp_is_a_one_line_error_exit_2():
-    res = CliRunner().invoke(app, ["simulate", "--serve", f"vllm serve {TINY}", "--gpu", "H100", "--quiet",
-                                   "--request-rate", "5", "--ramp-up-strategy", "linear",
-                                   "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "4"])
-    assert res.exit_code == 2
-    assert "do not specify --request-rate" in res.output and "Traceback" not in res.output
+    p = _kvdoctor("simulate", "--serve", f"vllm serve {TINY}", "--gpu", "H100", "--quiet", "--request-rate", "5",
+                  "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "4")
+    assert p.returncode == 2
+    assert "do not specify --request-rate" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
 def test_experiment_sends_the_ramp_to_the_bench_and_simulates_it():
@@ -167,13 +174,13 @@ def test_a_hostile_ramp_in_a_result_json_is_a_one_line_error():
 
 def test_simulate_ramp_up_arrivals_rise(tmp_path):
     out = tmp_path / "req.csv"
-    res = CliRunner().invoke(app, [
-        "simulate", "--serve", f"vllm serve {TINY} --max-model-len 2048", "--gpu", "H100", "--json",
-        "--dataset-name", "random", "--random-input-len", "128", "--random-output-len", "32", "--ignore-eos",
-        "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "20",
-        "--num-prompts", "200", "--requests-out", str(out)])
-    assert res.exit_code == 0, res.output
-    payload = json.loads(res.output)
+    p = _kvdoctor("simulate", "--serve", f"vllm serve {TINY} --max-model-len 2048", "--gpu", "H100", "--json",
+                  "--dataset-name", "random", "--random-input-len", "128", "--random-output-len", "32", "--ignore-eos",
+                  "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "20",
+                  "--num-prompts", "200", "--requests-out", str(out))
+    assert p.returncode == 0, p.stderr
+    res = p.stdout
+    payload = json.loads(res)
     assert payload["workload"]["ramp_up"] == {"strategy": "linear", "start_rps": 1, "end_rps": 20}
     assert payload["summary"]["completed"] == 200
     rows = list(csv.DictReader(out.open()))
