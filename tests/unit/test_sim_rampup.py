@@ -199,3 +199,11 @@ def test_simulate_ramp_up_arrivals_rise(tmp_path):
     assert all(abs(a / b - 1) < 0.4 for a, b in zip(q, want)), (q, want)
     # the last quarter of the requests arrives in a small share of the run (about 6 % at 15-20 req/s)
     assert (t[-1] - t[149]) / t[-1] < 0.12 and (t[49] - 0) / t[-1] > 0.4
+
+
+def test_a_trace_with_a_bench_option_replays_the_whole_trace(tmp_path):
+    # --trace with a bench option (here --max-concurrency) gives num_prompts 0 = every row, not an error
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,2\n0.5,12,3\n")
+    w = build_workload(WorkloadSpec(dataset_name="trace", dataset_path=str(trace), num_prompts=0, max_concurrency=1))
+    assert len(w) == 2 and w.max_concurrency == 1
