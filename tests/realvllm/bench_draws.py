@@ -7,8 +7,9 @@ bench's own functions — ``serve.get_request`` (driven with a fake clock, so it
     VENV_PYTHON tests/realvllm/bench_draws.py CASES.json  > DRAWS.json
 
 CASES.json: {"arrivals": [[n, rate, burstiness, seed], ...], "lengths": [[n, in, out, range_ratio,
-special_tokens, seed], ...]}. Output: the same lists with the bench's send times (s from the bench's
-start) and (input, output) lengths.
+special_tokens, seed], ...], "ramp": [[n, burstiness, seed, strategy, start_rps, end_rps], ...]} (each key
+optional; ramp cases run ``get_request`` with ``--request-rate inf`` and ``--ramp-up-strategy``). Output: the
+same lists with the bench's send times (s from the bench's start) and (input, output) lengths.
 """
 
 import asyncio
@@ -29,7 +30,7 @@ async def _sleep(s):
     _Clock.t += s
 
 
-def arrivals(n, rate, burstiness, seed):
+def arrivals(n, rate, burstiness, seed, strategy=None, start=None, end=None):
     np.random.seed(seed)  # serve.main_async, before the dataset (the random dataset has its own generator)
     _Clock.t = 0.0
     serve.time.time = lambda: _Clock.t  # get_request's clock
@@ -37,7 +38,7 @@ def arrivals(n, rate, burstiness, seed):
     out = []
 
     async def go():
-        async for _req, _rate in serve.get_request(list(range(n)), rate, burstiness):
+        async for _req, _rate in serve.get_request(list(range(n)), rate, burstiness, strategy, start, end):
             out.append(_Clock.t)
 
     asyncio.run(go())
@@ -61,9 +62,11 @@ def lengths(n, inp, outp, ratio, special, seed):
 def main():
     cases = json.load(open(sys.argv[1]))
     real_sleep = asyncio.sleep
-    res = {"arrivals": [[c, arrivals(*c)] for c in cases["arrivals"]]}
+    res = {"arrivals": [[c, arrivals(*c)] for c in cases.get("arrivals", [])]}
+    if "ramp" in cases:
+        res["ramp"] = [[c, arrivals(c[0], float("inf"), *c[1:])] for c in cases["ramp"]]
     serve.asyncio.sleep = real_sleep
-    res["lengths"] = [[c, lengths(*c)] for c in cases["lengths"]]
+    res["lengths"] = [[c, lengths(*c)] for c in cases.get("lengths", [])]
     json.dump(res, sys.stdout)
 
 

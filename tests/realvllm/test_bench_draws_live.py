@@ -22,3 +22,14 @@ def test_the_benchs_own_code_gives_the_frozen_draws(testbed):
     assert live["lengths"] == frozen["lengths"]
     for (c1, a1), (c2, a2) in zip(live["arrivals"], frozen["arrivals"]):
         assert c1 == c2 and a1 == pytest.approx(a2, rel=1e-12)
+
+
+def test_the_benchs_own_code_gives_the_frozen_ramp_up_draws(testbed):
+    r = subprocess.run([str(testbed.python), str(Path(__file__).with_name("bench_draws.py")),
+                        str(FIX / "ramp_cases.json")], capture_output=True, text=True, env=testbed.env(), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    live = json.loads(r.stdout)["ramp"]
+    frozen = json.loads((FIX / "ramp_draws_vllm032.json").read_text())["ramp"]
+    assert [c for c, _ in live] == [c for c, _ in frozen]
+    for (_, a1), (_, a2) in zip(live, frozen):
+        assert a1 == pytest.approx(a2, rel=1e-12)

@@ -38,6 +38,9 @@ class WorkloadOptions:
     ignore_eos: bool = False
     dataset_path: Optional[str] = None
     sharegpt_output_len: Optional[int] = None
+    ramp_up_strategy: Optional[str] = None
+    ramp_up_start_rps: Optional[int] = None
+    ramp_up_end_rps: Optional[int] = None
     seed: int = 0
     calibration: Optional[str] = None
 
@@ -84,9 +87,14 @@ class WorkloadOptions:
             ignore_eos=self.ignore_eos,
             dataset_path=trace or self.dataset_path,
             sharegpt_output_len=self.sharegpt_output_len,
+            ramp_up_strategy=self.ramp_up_strategy,
+            ramp_up_start_rps=self.ramp_up_start_rps,
+            ramp_up_end_rps=self.ramp_up_end_rps,
         )
         if name != "trace":
             spec.validate()
+        elif self.ramp_up_strategy is not None:
+            raise InputError("--ramp-up-strategy draws the send times: a trace brings its own (drop one of them)")
         return spec
 
     def load_calibration(self):
@@ -110,6 +118,9 @@ _TYPES: dict[str, Any] = {
     "ignore_eos": Annotated[bool, typer.Option("--ignore-eos", help="Every request generates exactly its output length (else it may stop at EOS).", rich_help_panel=_P)],
     "dataset_path": Annotated[Optional[str], typer.Option("--dataset-path", help="sharegpt: a length file (prompt/output token columns); default: the shared ShareGPT statistics.", rich_help_panel=_P)],
     "sharegpt_output_len": Annotated[Optional[int], typer.Option("--sharegpt-output-len", help="sharegpt: override every output length.", rich_help_panel=_P)],
+    "ramp_up_strategy": Annotated[Optional[str], typer.Option("--ramp-up-strategy", help="linear or exponential: each request's rate moves from --ramp-up-start-rps to --ramp-up-end-rps over the run (--request-rate stays inf).", rich_help_panel=_P)],
+    "ramp_up_start_rps": Annotated[Optional[int], typer.Option("--ramp-up-start-rps", help="Ramp-up: the first request's rate (requests/s, an integer as in the bench).", rich_help_panel=_P)],
+    "ramp_up_end_rps": Annotated[Optional[int], typer.Option("--ramp-up-end-rps", help="Ramp-up: the last request's rate (requests/s, >= the start).", rich_help_panel=_P)],
     "seed": Annotated[int, typer.Option("--seed", help="Seed of the workload (bench: --seed).", rich_help_panel=_P)],
     "calibration": Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvdoctor calibrate` (this deployment's step-time and front-end coefficients).", rich_help_panel="Time model")],
 }

@@ -41,6 +41,10 @@ class LoadSpec:
     ignore_eos: bool = True
     trace: str | None = None  # a request trace to replay (then lengths/rate/arrival are the trace's)
     prefix_len: int = 0  # bench --random-prefix-len: one random prefix shared by every request
+    # bench --ramp-up-strategy linear|exponential with --ramp-up-start-rps/--ramp-up-end-rps (rate stays None = inf)
+    ramp_up_strategy: str | None = None
+    ramp_up_start_rps: int | None = None
+    ramp_up_end_rps: int | None = None
 
     def __post_init__(self) -> None:
         if self.prompt_len < 1 or self.output_len < 1:
@@ -59,6 +63,13 @@ class LoadSpec:
             raise InputError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
         if self.prefix_len < 0:
             raise InputError(f"--random-prefix-len must be >= 0, got {self.prefix_len}")
+        if self.ramp_up_strategy is not None:
+            from kvdoctor.sim.workload import check_ramp_up
+
+            check_ramp_up(self.ramp_up_strategy, self.ramp_up_start_rps, self.ramp_up_end_rps,
+                          float("inf") if self.rate is None else self.rate)
+            if self.trace:
+                raise InputError("--ramp-up-strategy draws the send times: a trace brings its own (drop one of them)")
 
     @classmethod
     def from_workload_spec(cls, spec: Any) -> "LoadSpec":
@@ -76,7 +87,8 @@ class LoadSpec:
                    arrival="poisson" if burst == 1.0 else "gamma", cv=1.0 / math.sqrt(burst),
                    max_concurrency=spec.max_concurrency, seed=int(spec.seed), ignore_eos=bool(spec.ignore_eos),
                    trace=spec.dataset_path if spec.dataset_name == "trace" else None,
-                   prefix_len=int(spec.random_prefix_len or 0))
+                   prefix_len=int(spec.random_prefix_len or 0), ramp_up_strategy=spec.ramp_up_strategy,
+                   ramp_up_start_rps=spec.ramp_up_start_rps, ramp_up_end_rps=spec.ramp_up_end_rps)
 
     def workload_spec(self) -> Any:
         """This load as the simulator's ``WorkloadSpec`` (same lengths algorithm and arrivals as the bench)."""
@@ -89,7 +101,8 @@ class LoadSpec:
             request_rate=math.inf if self.rate is None else self.rate, burstiness=self.burstiness,
             max_concurrency=self.max_concurrency, seed=self.seed, random_input_len=self.prompt_len,
             random_output_len=self.output_len, random_range_ratio=self.range_ratio, random_prefix_len=self.prefix_len,
-            ignore_eos=self.ignore_eos, dataset_path=self.trace)
+            ignore_eos=self.ignore_eos, dataset_path=self.trace, ramp_up_strategy=self.ramp_up_strategy,
+            ramp_up_start_rps=self.ramp_up_start_rps, ramp_up_end_rps=self.ramp_up_end_rps)
     @property
     def burstiness(self) -> float:
         """vLLM bench's gamma shape: CV = 1/sqrt(shape), so shape = 1/CV² (1 = Poisson)."""
@@ -109,6 +122,9 @@ class LoadSpec:
             return f"replay of {self.trace} (first {self.requests} requests at their timestamps)"
         rng = f" ±{self.range_ratio:.0%}" if self.range_ratio else ""
         rate = "all at once" if self.rate is None else f"{self.rate:g} req/s {self.arrival}"
+        if self.ramp_up_strategy is not None:
+            rate = (f"{self.ramp_up_strategy} ramp-up {self.ramp_up_start_rps}->{self.ramp_up_end_rps} req/s "
+                    f"{self.arrival}")
         cap = f", at most {self.max_concurrency} in flight" if self.max_concurrency else ""
         return (f"{self.requests} requests, {self.prompt_len}{rng} prompt / {self.output_len}{rng} output tokens, "
                 f"{rate}{cap}, seed {self.seed}")
@@ -144,6 +160,9 @@ class LoadSpec:
             args += ["--max-concurrency", str(self.max_concurrency)]
         if self.prefix_len:
             args += ["--random-prefix-len", str(self.prefix_len)]
+        if self.ramp_up_strategy is not None:
+            args += ["--ramp-up-strategy", self.ramp_up_strategy, "--ramp-up-start-rps", str(self.ramp_up_start_rps),
+                     "--ramp-up-end-rps", str(self.ramp_up_end_rps)]
         if self.ignore_eos:
             args.append("--ignore-eos")
         return args

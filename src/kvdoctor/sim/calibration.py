@@ -222,8 +222,9 @@ class BenchRun:
             arrival = list(self.send)
         else:
             # closed loop: the saved start times already include the semaphore wait; the simulator
-            # recreates the wait itself from the bench's own arrival process
-            arrival = bench_arrivals(n, self.request_rate, self.burstiness, self.seed)
+            # recreates the wait itself from the bench's own arrival process (its ramp-up, if any)
+            arrival = bench_arrivals(n, self.request_rate, self.burstiness, self.seed, self.ramp_up_strategy,
+                                     self.ramp_up_start_rps, self.ramp_up_end_rps)
         order = sorted(range(n), key=arrival.__getitem__)
         warm = None if self.warm_prefix is None else [self.warm_prefix[i] for i in order]
         return Workload(arrival=[arrival[i] - arrival[order[0]] for i in order], prompt=[self.prompt[i] for i in order],
@@ -275,10 +276,19 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int
         figs.update(_spread(tt, tp))
     send = None
     lead = 0.0
-    if not math.isinf(rate):  # the first request's own gap, as the bench draws it with --seed
+    ramp = (None, None, None)
+    if doc.get("ramp_up_strategy") is not None:  # the bench saves the three with --ramp-up-strategy
+        from kvdoctor.sim.workload import check_ramp_up
+
+        ramp = (str(doc["ramp_up_strategy"]), _num(doc.get("ramp_up_start_rps")), _num(doc.get("ramp_up_end_rps")))
+        try:
+            check_ramp_up(*ramp, rate)
+        except InputError as exc:
+            raise InputError(f"{name}: {exc}") from None
+    if not math.isinf(rate) or ramp[0]:  # the first request's own gap, as the bench draws it with --seed
         from kvdoctor.sim.workload import bench_arrivals
 
-        lead = bench_arrivals(len(prompt), rate, burst, seed)[0]
+        lead = bench_arrivals(len(prompt), rate, burst, seed, *ramp)[0]
     st = doc.get("start_times")
     if isinstance(st, list) and len(st) == len(prompt) and all(_num(x) is not None for x in st):
         t0 = min(float(x) for x in st)
@@ -289,11 +299,9 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int
             lead = max(0.0, dur - (max(float(a) + float(b) for a, b in zip(st, lats)) - t0))
     date = doc.get("date") if isinstance(doc.get("date"), str) else None
     model_id = doc.get("model_id") if isinstance(doc.get("model_id"), str) else None
-    ramp = doc.get("ramp_up_strategy") if doc.get("ramp_up_strategy") in ("linear", "exponential") else None
     return BenchRun(name=name, figures=figs, prompt=prompt, output=output, send=send, request_rate=rate,
                     burstiness=burst, max_concurrency=mc, seed=seed, lead_s=lead, date=date, model_id=model_id,
-                    ramp_up_strategy=ramp, ramp_up_start_rps=_num(doc.get("ramp_up_start_rps")) if ramp else None,
-                    ramp_up_end_rps=_num(doc.get("ramp_up_end_rps")) if ramp else None)
+                    ramp_up_strategy=ramp[0], ramp_up_start_rps=ramp[1], ramp_up_end_rps=ramp[2])
 
 
 def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) -> list[BenchRun]:

@@ -46,6 +46,8 @@ class Workload:
     # tokens of each request's prompt already in the prefix cache when the run starts (earlier
     # traffic on the same server computed them; see warm_prefix_after_runs), or None: a cold cache
     warm_prefix: list[int] | None = None
+    # the bench's --ramp-up-strategy that drew the arrivals ({"strategy", "start_rps", "end_rps"}), or None
+    ramp_up: dict | None = None
 
     def __len__(self) -> int:
         return len(self.arrival)
@@ -107,6 +109,7 @@ class Workload:
             "mean_prompt_tokens": sum(self.prompt) / n if n else None,
             "mean_output_tokens": sum(self.output) / n if n else None,
             "max_concurrency": self.max_concurrency,
+            **({"ramp_up": dict(self.ramp_up)} if self.ramp_up else {}),
             "notes": list(self.notes),
         }
 
@@ -340,7 +343,11 @@ class WorkloadSpec:
     ``benchmarks/datasets``); ``dataset_name`` ``trace`` replays a file and ``synthetic`` is
     kvdoctor's own length recipe (``--prompt-dist``). Invariants: ``num_prompts >= 1``;
     ``0 <= random_range_ratio < 1`` (vLLM raises otherwise); ``request_rate > 0`` (``inf``: all
-    at t=0); ``burstiness > 0``; ``max_concurrency`` None or >= 1.
+    at t=0); ``burstiness > 0``; ``max_concurrency`` None or >= 1. Ramp-up (``--ramp-up-strategy``):
+    vLLM 0.33 ``serve.main``'s checks, in its order — ``request_rate`` inf, both rates given,
+    ``0 <= start <= end``, exponential from ``start > 0`` — and ``get_request``'s assertion that the
+    first request's rate is positive (a linear ramp from 0 stops the bench there). Rates given
+    without a strategy are ignored, as the bench ignores them (a note says so).
     """
 
     dataset_name: str = "random"  # random | sharegpt | trace | synthetic
@@ -359,11 +366,16 @@ class WorkloadSpec:
     special_tokens: int = 1  # tokens the server's tokenizer adds (BOS): vLLM subtracts them from input_len
     prompt_dist: str | None = None  # synthetic only
     rate_scale: float = 1.0
+    # --ramp-up-strategy linear|exponential: request i's rate moves from start to end rps over the run
+    # (request_rate stays inf); the bench's --ramp-up-start-rps/--ramp-up-end-rps are integers
+    ramp_up_strategy: str | None = None
+    ramp_up_start_rps: int | None = None
+    ramp_up_end_rps: int | None = None
 
     def validate(self) -> None:
         if self.dataset_name not in ("random", "sharegpt", "trace", "synthetic"):
             raise InputError(f"--dataset-name must be random, sharegpt or trace, got {self.dataset_name!r}")
-        if self.num_prompts < 1:
+        if self.num_prompts < 1 and not (self.dataset_name == "trace" and self.num_prompts == 0):  # 0: the whole trace
             raise InputError(f"--num-prompts must be >= 1, got {self.num_prompts}")
         if not self.request_rate > 0:
             raise InputError(f"--request-rate must be positive (or inf), got {self.request_rate}")
@@ -377,6 +389,9 @@ class WorkloadSpec:
             raise InputError("--random-input-len and --random-output-len must be >= 1, --random-prefix-len >= 0")
         if self.dataset_name == "trace" and not self.dataset_path:
             raise InputError("--dataset-name trace needs --trace FILE")
+        check_ramp_up(self.ramp_up_strategy, self.ramp_up_start_rps, self.ramp_up_end_rps, self.request_rate)
+        if self.ramp_up_strategy is not None and self.dataset_name == "trace":
+            raise InputError("--ramp-up-strategy draws the send times: a trace brings its own (drop one of them)")
 
     def describe(self) -> dict:
         from dataclasses import asdict
@@ -386,7 +401,50 @@ class WorkloadSpec:
         return d
 
 
-def bench_arrivals(n: int, request_rate: float, burstiness: float, seed: int) -> list[float]:
+RAMP_UP_STRATEGIES = ("linear", "exponential")
+
+
+def check_ramp_up(strategy: str | None, start: float | None, end: float | None, request_rate: float = math.inf) -> None:
+    """vLLM 0.33 ``benchmarks/serve.py``'s ramp-up checks (``main``, in its order; its messages, one line each,
+    as ``InputError``), plus ``get_request``'s assertion that every request's rate is positive: a linear ramp
+    from 0 gives request 0 the rate 0 and the bench stops with an AssertionError before sending anything."""
+    if strategy is None:
+        return
+    if strategy not in RAMP_UP_STRATEGIES:  # the bench's argparse choices
+        raise InputError(f"--ramp-up-strategy must be linear or exponential, got {strategy!r}")
+    if not math.isinf(request_rate):
+        raise InputError("When using ramp-up, do not specify --request-rate. The request rate will be controlled "
+                         "by ramp-up parameters. Please remove the --request-rate argument.")
+    if start is None or end is None:
+        raise InputError("When using --ramp-up-strategy, both --ramp-up-start-rps and --ramp-up-end-rps must be "
+                         "specified")
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise InputError("--ramp-up-start-rps and --ramp-up-end-rps must be finite numbers")
+    if start < 0 or end < 0:
+        raise InputError("Ramp-up start and end RPS must be non-negative")
+    if start > end:
+        raise InputError("Ramp-up start RPS must be less than end RPS")
+    if strategy == "exponential" and start == 0:
+        raise InputError("For exponential ramp-up, the start RPS cannot be 0.")
+    if start == 0:
+        raise InputError("--ramp-up-start-rps 0: the bench's first request then has the rate 0 and vllm bench serve "
+                         "stops (AssertionError 'Obtained non-positive request rate 0.0.'); start at 1 or more")
+
+
+def ramp_up_rates(strategy: str, start: float, end: float, n: int) -> list[float]:
+    """Request i's rate under ramp-up: ``serve._get_current_request_rate`` (vLLM 0.32/0.33), computed
+    in Python floats as there (progress ``i / max(n - 1, 1)``; linear ``start + (end - start) *
+    progress``, exponential ``start * (end / start) ** progress``), so every rate is the bench's to
+    the last bit. Request 0 has ``start``, the last ``end``."""
+    den = max(n - 1, 1)
+    if strategy == "linear":
+        return [start + (end - start) * (i / den) for i in range(n)]
+    ratio = end / start
+    return [start * (ratio ** (i / den)) for i in range(n)]
+
+
+def bench_arrivals(n: int, request_rate: float, burstiness: float, seed: int, ramp_up_strategy: str | None = None,
+                   ramp_up_start_rps: float | None = None, ramp_up_end_rps: float | None = None) -> list[float]:
     """Send times as ``vllm bench serve``'s ``get_request`` makes them (vLLM 0.33 serve.py): gamma
     gaps of shape ``burstiness`` and mean ``1/rate`` (burstiness 1 = Poisson), accumulated from the
     first request's own gap, then rescaled so the last send is at exactly ``n / rate``; rate inf
@@ -395,9 +453,19 @@ def bench_arrivals(n: int, request_rate: float, burstiness: float, seed: int) ->
     is that same stream. The random dataset draws from its own ``default_rng`` and leaves the global
     one untouched, so for ``--dataset-name random`` these are the bench's send times draw for draw
     (pinned against the bench's own ``get_request``: tests/unit/test_bench_draws.py). Datasets that
-    draw from numpy's global RNG while sampling (a few of vLLM's others do) would shift the stream."""
+    draw from numpy's global RNG while sampling (a few of vLLM's others do) would shift the stream.
+
+    Ramp-up (``ramp_up_strategy`` linear|exponential, ``request_rate`` inf): request i's gap is drawn
+    with its own rate (``ramp_up_rates``) — ``gamma(shape=burstiness, scale=1/(rate_i*burstiness))``,
+    one draw per request from the same stream (numpy's gamma is ``scale * standard_gamma(shape)``,
+    so an array of scales draws exactly what n scalar calls draw) — and the gaps are accumulated
+    *without* the final rescaling to ``n / rate`` (the bench skips it under ramp-up: "When
+    ramp_up_strategy is not set, we assume the request rate is fixed"). The last send then falls
+    wherever the draws put it: the sum of the gaps, about ``sum(1/rate_i)``."""
     import numpy as np
 
+    if ramp_up_strategy is not None:
+        return _ramp_up_arrivals(n, burstiness, seed, ramp_up_strategy, ramp_up_start_rps, ramp_up_end_rps)
     if math.isinf(request_rate):
         return [0.0] * n
     if math.isinf(burstiness):
@@ -408,6 +476,20 @@ def bench_arrivals(n: int, request_rate: float, burstiness: float, seed: int) ->
     if t[-1] > 0:
         t = t * ((n / request_rate) / t[-1])
     return [float(x) for x in t]
+
+
+def _ramp_up_arrivals(n: int, burstiness: float, seed: int, strategy: str, start: float | None,
+                      end: float | None) -> list[float]:
+    import numpy as np
+
+    check_ramp_up(strategy, start, end)
+    rates = ramp_up_rates(strategy, start, end, n)
+    if math.isinf(burstiness):
+        d = np.array([1.0 / r for r in rates])
+    else:
+        theta = np.array([1.0 / (r * burstiness) for r in rates])
+        d = np.random.RandomState(seed).gamma(shape=burstiness, scale=theta)
+    return [float(x) for x in np.cumsum(d)]
 
 
 def random_lengths(spec: WorkloadSpec) -> tuple[list[int], list[int]]:
@@ -502,18 +584,34 @@ def build_workload(spec: WorkloadSpec) -> Workload:
         import numpy as np
 
         prompt, output, src = _lengths(spec.prompt_dist or "lognormal:1024:256:1.0", n, np.random.default_rng(spec.seed))
-    arrival = bench_arrivals(n, spec.request_rate * spec.rate_scale,
-                             spec.burstiness, spec.seed)
+    ramp = spec.ramp_up_strategy
+    if ramp is None:
+        arrival = bench_arrivals(n, spec.request_rate * spec.rate_scale,
+                                 spec.burstiness, spec.seed)
+    else:
+        # the bench's own ramp; --rate-scale k multiplies every rate, i.e. divides every gap by k
+        arrival = [a / spec.rate_scale for a in
+                   bench_arrivals(n, spec.request_rate, spec.burstiness, spec.seed, ramp, spec.ramp_up_start_rps,
+                                  spec.ramp_up_end_rps)]
+    if ramp is None and (spec.ramp_up_start_rps is not None or spec.ramp_up_end_rps is not None):
+        notes.append("--ramp-up-start-rps/--ramp-up-end-rps without --ramp-up-strategy: ignored, as vllm bench "
+                     "serve ignores them")
     group = plen = None
     if spec.random_prefix_len and spec.dataset_name == "random":
         # one random prefix shared by every request (RandomDataset.get_prefix): one prefix group
         group = ["p0"] * n
         plen = [spec.random_prefix_len] * n
     rate = "inf" if math.isinf(spec.request_rate) else f"{spec.request_rate * spec.rate_scale:g}/s"
+    if ramp is not None:
+        k = spec.rate_scale
+        rate = (f"ramp-up {ramp} {spec.ramp_up_start_rps * k:g}->{spec.ramp_up_end_rps * k:g}/s"
+                f" (last send at {arrival[-1]:.1f} s)")
     recipe = (f"{src} rate={rate}" + (f" burstiness={spec.burstiness:g}" if spec.burstiness != 1 else "")
               + (f" max_concurrency={spec.max_concurrency}" if spec.max_concurrency else "") + f" seed={spec.seed}")
     return Workload(arrival=arrival, prompt=prompt, output=output, group=group, prefix_len=plen,
-                    max_concurrency=spec.max_concurrency, name=spec.dataset_name, source=recipe, notes=notes)
+                    max_concurrency=spec.max_concurrency, name=spec.dataset_name, source=recipe, notes=notes,
+                    ramp_up=None if ramp is None else {"strategy": ramp, "start_rps": spec.ramp_up_start_rps * spec.rate_scale,
+                                                       "end_rps": spec.ramp_up_end_rps * spec.rate_scale})
 
 
 def warm_prefix_after_runs(prompt: list[int], prior_runs: list[tuple[int, int]], test_prompt: bool = True,
