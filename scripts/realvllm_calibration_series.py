@@ -5,7 +5,8 @@ calibration run and the validation loads interleaved, each saved with ``--save-d
     nice python scripts/realvllm_calibration_series.py OUT_DIR [--freeze FIXTURE_DIR]
 
 Uses the test bed (``python -m kvdoctor.testbed``; built when absent). ``--freeze`` copies the results into
-FIXTURE_DIR with ``generated_texts`` and ``itls`` dropped (random-weight output; per-token gaps), each run's logged
+FIXTURE_DIR with ``generated_texts`` and ``itls`` dropped (random-weight output; per-token gaps — kept for the
+calibration run and its repeat, whose steps version 6 rebuilds from them), each run's logged
 engine steps (``<run>.iterations.json``, version 2) and the server's start-up and periodic stats lines (the
 per-request access lines and the per-step lines are left out).
 """
@@ -24,7 +25,10 @@ def freeze(src: Path, dst: Path) -> None:
     for r in meta["runs"]:
         doc = json.loads((src / f"{r['name']}.json").read_text())
         doc.pop("generated_texts", None)  # random-weight output, not used
-        doc.pop("itls", None)  # per-token gaps: ~80 KB a run; the summary ITL figures stay
+        if r.get("role") not in ("calibration", "drift"):
+            # per-token gaps: ~80 KB a run; the summary ITL figures stay. Kept for the calibration run and its repeat:
+            # version 6's fit rebuilds the engine's steps from them (sim.calibration.token_steps)
+            doc.pop("itls", None)
         (dst / f"{r['name']}.json").write_text(json.dumps(doc) + "\n")
         it = src / f"{r['name']}.iterations.json"  # version 2: the run's logged engine steps, compact
         if it.exists():
@@ -41,7 +45,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out_dir")
     ap.add_argument("--freeze", metavar="FIXTURE_DIR")
+    ap.add_argument("--freeze-only", action="store_true", help="freeze an OUT_DIR recorded earlier; record nothing")
     a = ap.parse_args()
+    if a.freeze_only:
+        freeze(Path(a.out_dir), Path(a.freeze))
+        return 0
     from kvdoctor.testbed import ensure
     from kvdoctor.testbed.series import record_series
 

@@ -1,14 +1,15 @@
 """`kvdoctor calibrate` validated live on the real CPU engine: ONE server session runs a discarded warm-up, the
-calibration run and four other loads interleaved (``kvdoctor.testbed.series.LIVE_SERIES``, version 5: version 3's
+calibration run and four other loads interleaved (``kvdoctor.testbed.series.LIVE_SERIES``, version 6: version 3's
 server — the model run inside EngineCore, ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` — and version 2's loads: a Poisson run,
 bursty gamma arrivals, a closed loop 8 with other lengths, and version 2-4's calibration load, a closed loop 6) and a
 repeat of the calibration load. The calibration run is one `vllm bench serve --ramp-up-strategy linear` run (rate
-1 -> 16 requests/s, spread lengths): calibrated on it alone (``calibrate_series_v5``: its bench figures and per-request
-quartiles, a decode's context cost, the front end with its per-finish work), the other loads are predicted and compared
-with what the engine measured (wall clock, as the bench reports them).
+1 -> 16 requests/s, spread lengths), after a discarded warm-up with the same load: calibrated on it alone
+(``calibrate_series_v6``: a prompt token's cost measured on its steps rebuilt from its per-token times; then its bench
+figures and per-request quartiles, a decode's context cost, the front end with its per-finish work), the other loads
+are predicted and compared with what the engine measured (wall clock, as the bench reports them).
 
 The series, the calibration procedure and the tolerance (``TOLERANCE``: the issue's 10 % on output throughput, mean
-TTFT and mean TPOT) were fixed in kvdoctor/testbed/series.py before any run of version 5 was recorded. The repeat of
+TTFT and mean TPOT) were fixed in kvdoctor/testbed/series.py before any run of version 6 was recorded. The repeat of
 the calibration load measures the host's drift within the session. When the repeat itself moved by more than the
 tolerance, the host — not the model — moved, and the bar cannot be judged on this session: the test is skipped and
 says by how much. Otherwise the calibration run must reproduce itself within the tolerance (asserted), and the bar is
@@ -36,7 +37,7 @@ DRIFT = next(r.name for r in S.LIVE_SERIES if r.role == "drift")
 def series(testbed, engine_lock, tmp_path_factory):
     d = tmp_path_factory.mktemp("calibration-series")
     S.record_series(testbed, d)
-    cal, runs = S.calibrate_series_v5(d, fit_on=CAL)
+    cal, runs = S.calibrate_series_v6(d, fit_on=CAL)
     return cal, runs, json.loads((d / "series.json").read_text()), d
 
 

@@ -55,7 +55,11 @@ _QS = ((10, "q10"), (25, "q25"), (75, "q75"), (90, "q90"))
 # batch (a request that lived through a crowded stretch has a longer TPOT; the simulation replays the
 # same send times, so it sees the same crowding), and the TTFT quartiles how the first token grows
 # with the prompt and the queue. Means alone see one sum ``base + n * per_request``
-SPREAD_FIGURES = ("ttft_q25_ms", "ttft_q75_ms", "tpot_q25_ms", "tpot_q75_ms")
+# The TTFT quartiles mix the queue with the prompt; the mean TTFT of the requests with the shorter and the longer half
+# of the prompts (``_by_prompt``: where the run's prompts span at least 1.5x) is what tells a prompt token's cost from
+# the front end's per-request cost in one run (noise-free, the quartiles alone left a closed loop of 256-token
+# prompts 32 % short on TTFT: tests/unit/test_sim_calibration_fit.py)
+SPREAD_FIGURES = ("ttft_q25_ms", "ttft_q75_ms", "tpot_q25_ms", "tpot_q75_ms", "ttft_short_ms", "ttft_long_ms")
 
 
 def _spread(ttft_ms, tpot_ms) -> dict[str, float]:
@@ -204,6 +208,9 @@ class BenchRun:
     ramp_up_strategy: str | None = None
     ramp_up_start_rps: float | None = None
     ramp_up_end_rps: float | None = None
+    # per request (bench order): when each of its tokens reached the client, seconds from the first send
+    # (``--save-detailed``: start_times + ttfts + itls); None = not saved. ``token_steps`` rebuilds the engine's steps
+    token_times: list[list[float]] | None = None
 
     def __post_init__(self):
         # Invariant: a warm prefix is a head of each request's own prompt, one entry per request
@@ -240,6 +247,24 @@ def _num(x, default=None):
     return v if math.isfinite(v) else (math.inf if v == math.inf else default)
 
 
+def _by_prompt(ttft_ms, prompt) -> dict[str, float]:
+    """Mean TTFT (ms) of the requests whose prompt is at most the median length and of those above it — the same for
+    a bench's arrays and a simulation (pairs with a NaN TTFT are left out). Only where the prompts span at least
+    1.5x; otherwise {}."""
+    import numpy as np
+
+    t = np.asarray(ttft_ms, dtype=float)
+    p = np.asarray(prompt, dtype=float)
+    ok = ~np.isnan(t)
+    t, p = t[ok], p[ok]
+    if len(t) < 8 or p.min() <= 0 or p.max() < 1.5 * p.min():
+        return {}
+    short = p <= np.median(p)
+    if short.all() or not short.any():
+        return {}
+    return {"ttft_short_ms": float(t[short].mean()), "ttft_long_ms": float(t[~short].mean())}
+
+
 def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int = 0) -> BenchRun:
     """A saved ``--save-result`` JSON (``--save-detailed`` adds per-request lengths and starts).
     The bench counts prompt tokens without the special tokens the server's tokenizer adds (a
@@ -274,6 +299,7 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int
         tp = [(float(e) - float(t)) * 1e3 / (o - 1) for t, e, o in zip(ttfts, lats, output)
               if o > 1 and _num(t) is not None and _num(e) is not None]
         figs.update(_spread(tt, tp))
+        figs.update(_by_prompt([float(x) * 1e3 if _num(x) is not None else math.nan for x in ttfts], prompt))
     send = None
     lead = 0.0
     ramp = (None, None, None)
@@ -301,7 +327,136 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int
     model_id = doc.get("model_id") if isinstance(doc.get("model_id"), str) else None
     return BenchRun(name=name, figures=figs, prompt=prompt, output=output, send=send, request_rate=rate,
                     burstiness=burst, max_concurrency=mc, seed=seed, lead_s=lead, date=date, model_id=model_id,
-                    ramp_up_strategy=ramp[0], ramp_up_start_rps=ramp[1], ramp_up_end_rps=ramp[2])
+                    ramp_up_strategy=ramp[0], ramp_up_start_rps=ramp[1], ramp_up_end_rps=ramp[2],
+                    token_times=_token_times(send, ttfts, doc.get("itls")))
+
+
+def _token_times(send, ttfts, itls) -> list[list[float]] | None:
+    """Each request's token arrival times (s from the first send) from the bench's per-request arrays, or None when
+    any is missing or malformed (a failed request's empty arrays are kept empty)."""
+    if send is None or not isinstance(ttfts, list) or not isinstance(itls, list) or len(itls) != len(send) \
+            or len(ttfts) != len(send):
+        return None
+    out: list[list[float]] = []
+    for s, t, gaps in zip(send, ttfts, itls):
+        if not isinstance(gaps, list) or _num(t) is None or not float(t) > 0:
+            out.append([])
+            continue
+        x = s + float(t)
+        times = [x]
+        for g in gaps:
+            v = _num(g)
+            if v is None or v < 0:
+                return None
+            x += v
+            times.append(x)
+        out.append(times)
+    return out
+
+
+# ---- the engine's steps rebuilt from the client's token times ----------------------------------------
+
+@dataclass(frozen=True)
+class TokenStep:
+    """One engine step as the client saw it: the tokens that reached it together (within ``threshold``) after the
+    previous such group. ``duration_s`` is the time since the previous group; ``prefills`` requests got their first
+    token (their whole prompt counted in ``tokens``), ``decodes`` their next one (context ``kv_decode``)."""
+
+    duration_s: float
+    num_reqs: int
+    tokens: int
+    kv_decode: int
+    prefills: int
+
+
+def token_steps(run: BenchRun, budget: int | None = None) -> tuple[list[TokenStep], dict]:
+    """The engine's steps rebuilt from the bench's per-token times (``--save-detailed``): every running request gets
+    one token per step, so the tokens that reach the client together are one step's outputs, and the time between
+    two groups is one step. Grouping: arrival gaps above ``threshold`` (a quarter of the run's median inter-token
+    gap, within 0.3-3 ms) start a new group, and so does a request's second token (one token per request per step).
+
+    Kept only where the duration is one step of known content: the group has a decode (a running request kept the
+    engine busy since the previous group, so no idle time is inside), and no prefill whose request was sent after
+    the previous group (its step may have started later) or whose prompt plus the step's decodes exceed ``budget``
+    (--max-num-batched-tokens: a chunked prompt's earlier chunks ran in steps the client cannot see). The API server
+    may deliver one step's tokens a few ms apart on a busy host, which splits a step in two: the fit that uses these
+    (``prefill_rate``) is robust to such outliers. Returns (steps, diagnostics)."""
+    import numpy as np
+
+    if not run.token_times or run.send is None:
+        return [], {"reason": "no per-token times (vllm bench serve --save-detailed keeps them)"}
+    ev = sorted((t, i, k) for i, times in enumerate(run.token_times) for k, t in enumerate(times))
+    gaps = [b - a for times in run.token_times for a, b in zip(times, times[1:])]
+    if len(ev) < 2 or not gaps:
+        return [], {"reason": "too few tokens"}
+    thr = min(3e-3, max(3e-4, 0.25 * float(np.median(gaps))))
+    groups: list[list[tuple[float, int, int]]] = [[ev[0]]]
+    seen = {ev[0][1]}
+    for e in ev[1:]:
+        if e[0] - groups[-1][-1][0] > thr or e[1] in seen:
+            groups.append([e])
+            seen = {e[1]}
+        else:
+            groups[-1].append(e)
+            seen.add(e[1])
+    steps: list[TokenStep] = []
+    skipped = 0
+    for prev, g in zip(groups, groups[1:]):
+        t_prev = prev[0][0]
+        pre = [i for _, i, k in g if k == 0]
+        dec = [(i, k) for _, i, k in g if k > 0]
+        tokens = sum(run.prompt[i] - (run.warm_prefix[i] if run.warm_prefix else 0) for i in pre) + len(dec)
+        if not dec or any(run.send[i] >= t_prev for i in pre) or (budget and tokens > budget):
+            skipped += 1
+            continue
+        steps.append(TokenStep(duration_s=g[0][0] - t_prev, num_reqs=len(pre) + len(dec), tokens=tokens,
+                               kv_decode=sum(run.prompt[i] + k for i, k in dec), prefills=len(pre)))
+    return steps, {"groups": len(groups), "steps": len(steps), "skipped": skipped, "threshold_ms": thr * 1e3,
+                   "prefill_steps": sum(1 for s in steps if s.prefills)}
+
+
+def prefill_rate(steps: list[TokenStep]) -> dict | None:
+    """A prompt token's cost from rebuilt steps: least squares of each step's duration on (1, requests, tokens,
+    decode context), refitted without the steps more than 5 robust standard deviations off (host interruptions,
+    split steps), terms that come out negative dropped. Only the per-token cost is used by ``calibrate``: the other
+    terms are collinear in most runs (a decode's context grows with the batch) and split steps bias them; the prefill
+    steps stand far apart (a 200-token prompt adds tens of ms) and pin it. None: fewer than 5 prefill steps or 30
+    steps, or no positive cost."""
+    import numpy as np
+
+    if len(steps) < 30 or sum(1 for s in steps if s.prefills) < 5:
+        return None
+    y = np.array([s.duration_s for s in steps])
+    X = np.array([[1.0, s.num_reqs, s.tokens, s.kv_decode] for s in steps], dtype=float)
+    cols = [0, 1, 2, 3]
+    keep = np.ones(len(y), bool)
+    for _ in range(4):
+        c, *_ = np.linalg.lstsq(X[keep][:, cols], y[keep], rcond=None)
+        fit_y = X[:, cols] @ c
+        # relative residuals: a prefill step's time is several decode steps', and so is its spread
+        res = (y - fit_y) / np.maximum(fit_y, 1e-6)
+        mad = float(np.median(np.abs(res[keep] - np.median(res[keep]))))
+        new_keep = np.abs(res) <= 5 * 1.4826 * mad + 1e-9
+        neg = [cols[j] for j, v in enumerate(c) if v < 0 and cols[j] != 2]
+        if neg:
+            cols = [x for x in cols if x not in neg]
+        if not neg and (new_keep == keep).all():
+            break
+        keep = new_keep
+    while True:  # the final fit on the kept steps, without negative terms (the per-token cost is tested below)
+        c, *_ = np.linalg.lstsq(X[keep][:, cols], y[keep], rcond=None)
+        neg = [cols[j] for j, v in enumerate(c) if v < 0 and cols[j] != 2]
+        if not neg:
+            break
+        cols = [x for x in cols if x not in neg]
+    coef = dict(zip(cols, c))
+    per_token = float(coef.get(2, 0.0))
+    if not per_token > 0:
+        return None
+    names = {0: "base_s", 1: "per_request_s", 2: "per_token_s", 3: "per_kv_token_s"}
+    return {"per_token_s": per_token, "steps_used": int(keep.sum()), "steps": len(steps),
+            "prefill_steps": int(sum(1 for s, k in zip(steps, keep) if k and s.prefills)),
+            "all_terms": {names[j]: float(coef.get(j, 0.0)) for j in names}}
 
 
 def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) -> list[BenchRun]:
@@ -450,6 +605,7 @@ def sim_figures(result, lead_s: float = 0.0) -> dict[str, float]:
             tpot = (e2e[multi] - ttft[multi]) / (out[multi] - 1)
             f["mean_tpot_ms"] = float(np.mean(tpot) * 1e3)
             f.update(_spread(ttft * 1e3, tpot * 1e3))
+        f.update(_by_prompt(ttft * 1e3, result.prompt_tokens[fin]))
     vals, w = result.histograms.get("itl", (None, None))
     if vals is not None and len(vals) and float(np.sum(w)) > 0:
         o = np.argsort(vals, kind="stable")
@@ -474,7 +630,7 @@ class Setup:
     base: RooflineStepTime | None = None
 
 
-def simulate_run(run: BenchRun, setup: Setup, cal: Calibration):
+def simulate_run(run: BenchRun, setup: Setup, cal: Calibration, detail: bool = False):
     from kvdoctor.sim.run import simulate
     from kvdoctor.sim.steptime import LinearStepTime
 
@@ -484,7 +640,7 @@ def simulate_run(run: BenchRun, setup: Setup, cal: Calibration):
     fe = cal.frontend
     if fe is not None and k != 1.0:
         fe = FrontEnd(**{n: k * v for n, v in fe.as_dict().items()})
-    return simulate(run.workload(), run.cfg or setup.cfg, model, detail=False, frontend=fe)
+    return simulate(run.workload(), run.cfg or setup.cfg, model, detail=detail, frontend=fe)
 
 
 _PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_request_s", "fe_output_token_s",
@@ -492,8 +648,8 @@ _PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_re
 _PARAMS_ROOF = ("scale", "base_s", "per_request_s", "fe_request_s", "fe_output_token_s", "fe_latency_s")
 
 
-def _unpack(names, x, kind) -> Calibration:
-    v = {n: float(math.exp(xi)) for n, xi in zip(names, x)}
+def _unpack(names, x, kind, fixed: dict[str, float] | None = None) -> Calibration:
+    v = {**(fixed or {}), **{n: float(math.exp(xi)) for n, xi in zip(names, x)}}
     lin = {k: v.get(k, 0.0) for k in LINEAR_KEYS}
     fe = FrontEnd(per_request_s=v.get("fe_request_s", 0.0), per_output_token_s=v.get("fe_output_token_s", 0.0),
                   latency_s=v.get("fe_latency_s", 0.0), per_finish_s=v.get("fe_finish_s", 0.0))
@@ -706,7 +862,8 @@ def _batch_varies(r: BenchRun) -> bool:
 
 def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
         stats: list[StatsObs] | None = None, prefill_term: bool = False, finish_cost: bool = False,
-        spread: bool = False, iterations: list[IterObs] | None = None, kv_term: bool = False) -> Calibration:
+        spread: bool = False, iterations: list[IterObs] | None = None, kv_term: bool = False,
+        fixed: dict[str, float] | None = None) -> Calibration:
     """Fit one calibration on ``runs`` (bench runs of one deployment) and/or the busy intervals of
     its server stats log (``stats``; weighted as much as one run's figures in total).
     ``finish_cost``: also fit the front end's work per finished request (``FrontEnd.per_finish_s``: a
@@ -733,6 +890,8 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
         if kind != "linear":
             raise InputError("the per-iteration log calibrates the linear step model only (--linear)")
         names = (*names, "overhead_s")
+    fixed = dict(fixed or {})
+    names = tuple(n for n in names if n not in fixed)  # measured elsewhere (e.g. the prefill rate: token_steps)
     init = _initial(runs, kind) if runs else {"base_s": 0.01, "per_request_s": 0.001, "per_token_s": 1e-5,
                                                "per_pair_s": 1e-9, "fe_request_s": 0.005, "fe_output_token_s": 1e-5,
                                                "fe_latency_s": 0.005, "fe_finish_s": 0.001}
@@ -745,7 +904,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     ov_i = names.index("overhead_s") if iterations else -1
 
     def objective(x) -> float:
-        cal = _unpack(names, x, kind)
+        cal = _unpack(names, x, kind, fixed)
         total = 0.0
         for o in stats or ():
             # a busy interval's work fills it: log(busy fraction) = 0 (capped: idle gaps only lower it)
@@ -764,7 +923,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
         return total + 1e-3 * float(np.sum((x - x0) ** 2))
 
     best, _ = _nelder_mead(objective, x0, iters=iters)
-    cal = _unpack(names, best, kind)
+    cal = _unpack(names, best, kind, fixed)
     if iterations:
         cal.fit["engine_overhead_s"] = float(math.exp(best[ov_i]))
     return cal
@@ -795,7 +954,8 @@ def median_abs(per_run: dict[str, dict], keys=HEADLINE) -> dict[str, float | Non
 def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_on: list[str] | None = None,
               deployment: dict | None = None, stats: list[StatsObs] | None = None,
               prefill_term: bool = False, finish_cost: bool = False, spread: bool = False,
-              iterations: list[IterObs] | None = None, kv_term: bool = False, iters: int = 250) -> Calibration:
+              iterations: list[IterObs] | None = None, kv_term: bool = False, iters: int = 250,
+              use_token_steps: bool = False) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -810,8 +970,14 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         raise InputError(f"--fit-on {', '.join(unknown)}: not among the given results ({', '.join(names)})")
     fit_runs = [r for r in runs if r.name in chosen]
     held = [r for r in runs if r.name not in chosen]
+    fixed, steps_info = None, None
+    if use_token_steps:
+        steps_info = prefill_from_token_steps(fit_runs, setup.cfg.max_num_batched_tokens)
+        if kind != "linear":
+            raise InputError("the prefill rate from the token times sets the linear model's cost per token: --linear")
+        fixed = {"per_token_s": steps_info["per_token_s"]}
     cal = fit(fit_runs, setup, kind, stats=stats, prefill_term=prefill_term, finish_cost=finish_cost, spread=spread,
-              iterations=iterations, kv_term=kv_term, iters=iters)
+              iterations=iterations, kv_term=kv_term, iters=iters, fixed=fixed)
     overhead = cal.fit.get("engine_overhead_s")
     on_fit = evaluate(cal, fit_runs, setup)
     on_held = evaluate(cal, held, setup) if held else {}
@@ -822,6 +988,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         "finish_cost": finish_cost,
         "spread": spread,
         "kv_term": kv_term,
+        "token_steps": steps_info,
         "iterations": len(iterations or ()),
         "engine_overhead_s": overhead,
         "held_out": [r.name for r in held],
@@ -835,6 +1002,24 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     if prefill_term:
         cal.fit["prefill_term"] = True
     return cal
+
+
+def prefill_from_token_steps(runs: list[BenchRun], budget: int | None) -> dict:
+    """The prefill rate measured on the fitted runs' rebuilt steps (``token_steps`` + ``prefill_rate``), with what
+    was rebuilt; InputError when the runs do not have the per-token times or too few prefill steps."""
+    steps: list[TokenStep] = []
+    diag = {}
+    for r in runs:
+        st, d = token_steps(r, budget)
+        steps += st
+        diag[r.name] = d
+    rate = prefill_rate(steps)
+    if rate is None:
+        why = "; ".join(f"{k}: " + (v.get("reason") or f"{v.get('steps', 0)} steps, {v.get('prefill_steps', 0)} with a prefill")
+                        for k, v in diag.items())
+        raise InputError("the prefill rate needs per-token times (vllm bench serve --save-detailed) with at least 30 "
+                         f"rebuilt steps and 5 with a prefill in the fitted runs ({why})")
+    return {**rate, "runs": diag}
 
 
 def prefill_notes(fit_runs: list[BenchRun], kind: str, prefill_term: bool) -> list[str]:
