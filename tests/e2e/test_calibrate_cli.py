@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.test_rules_cli import invoke
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "realvllm_bench"
@@ -94,4 +96,29 @@ def test_calibrate_with_the_servers_per_step_log_and_the_finish_cost(tmp_path):
     assert code == 2 and "--enable-logging-iteration-details" in err and "Traceback" not in err
     code, err, _ = invoke("calibrate", *TINY, str(FIX / "series5" / "cal_c6.json"), "--iteration-log", str(steps),
                           "-o", str(out))
+    assert code == 2 and "--linear" in err
+
+
+def test_calibrate_on_one_ramp_up_run_with_the_prefill_rate_from_its_token_times(tmp_path):
+    # series14 (version 6, the idle box): the ramp-up calibration run as `vllm bench serve --save-detailed` wrote it,
+    # and a held-out Poisson run
+    out = tmp_path / "cal.json"
+    d = FIX / "series14"
+    args = ["calibrate", *TINY, "--linear", "--special-tokens", "0", str(d / "cal_ramp.json"), str(d / "val_r3.json"),
+            "--finish-cost", "--fit-spread", "--fit-context", "-o", str(out)]
+    code, err, text = invoke(*args, "--token-steps", "--json")
+    assert code == 0, err
+    j = json.loads(text)
+    ts = j["fit"]["token_steps"]
+    assert 0.00012 < ts["per_token_s"] < 0.00018 and ts["prefill_steps"] >= 30
+    assert j["linear"]["per_token_s"] == ts["per_token_s"] and j["linear"]["per_kv_token_s"] > 0
+    assert j["fit"]["spread"] is True and j["fit"]["kv_term"] is True
+    # same procedure as the live test's (calibrate_series_v6): the held-out Poisson run as pinned there
+    assert j["fit"]["runs"]["val_r3.json"]["error"]["output_throughput"] == pytest.approx(-0.003, abs=0.01)
+    code, err, text = invoke(*args, "--token-steps")
+    assert code == 0 and "prefill rate measured on the rebuilt engine steps" in text, err
+    # a result saved without --save-detailed's per-token times, and the roofline model: one line, exit 2
+    code, err, _ = invoke("calibrate", *TINY, "--linear", str(d / "val_r3.json"), "--token-steps", "-o", str(out))
+    assert code == 2 and "per-token times" in err and "Traceback" not in err
+    code, err, _ = invoke("calibrate", *TINY, str(d / "cal_ramp.json"), "--token-steps", "-o", str(out))
     assert code == 2 and "--linear" in err

@@ -32,6 +32,9 @@ def calibrate_cmd(
     same_server: Annotated[bool, typer.Option("--same-server", help="The results ran in the order given, back to back, on ONE server with prefix caching on (V1's default), random dataset, the same --seed and fixed lengths (--random-range-ratio 0): request i of a later run then starts with request i of every earlier run, and the server had those tokens cached. Give every run that ran on that server, in order. The files keep no seed: if each run had its own --seed, the prompts differ and nothing is shared — leave this off. Checked: the files' `date` must not go backwards, one `model_id`.")] = False,
     bench_test_request: Annotated[bool, typer.Option("--bench-test-request", help="The bench sent request 0 once, untimed, before each run, so request 0 found its prompt cached: benchmark_serving.py and vllm bench serve before vllm#30975 (Dec 2025) always did; later ones only with --ready-check-timeout-sec > 0 or --num-warmups > 0.")] = False,
     fit_prefill: Annotated[bool, typer.Option("--fit-prefill", help="Also fit the deployment's own cost per prompt token (its prefill rate), apart from the decode the roofline's scale follows. Needs --fit-on runs at two clearly different prompt lengths (e.g. 128 and 1024 tokens); without this the prefill rate is the public prior's.")] = False,
+    token_steps: Annotated[bool, typer.Option("--token-steps", help="Measure a prompt token's cost on the engine's steps rebuilt from the --fit-on runs' per-token times (vllm bench serve --save-detailed keeps them: the tokens that reach the client together are one step's outputs) and hold it while the rest is fitted; with --linear. One run's bench figures cannot tell the prefill from the front end.")] = False,
+    fit_spread: Annotated[bool, typer.Option("--fit-spread", help="Also match the per-request TTFT/TPOT quartiles and the mean TTFT of the shorter and longer prompts of runs whose batch varies (open loops at a finite rate, --ramp-up-strategy runs; needs --save-detailed).")] = False,
+    fit_context: Annotated[bool, typer.Option("--fit-context", help="Also fit a decode's cost per token of context (attention reading the KV cache), apart from its per-request cost; needs fitted runs whose contexts and batches vary (a ramp-up with spread lengths).")] = False,
     linear: Annotated[bool, typer.Option("--linear", help="Fit a linear step time alone (engines the GPU roofline does not describe, e.g. vLLM's CPU backend). Default: scale the roofline and add linear terms.")] = False,
     json_out: common.JsonOpt = False,
     quiet: common.QuietOpt = False,
@@ -78,8 +81,14 @@ def calibrate_cmd(
                   "engine": {k: v for k, v in inputs.config.given().items() if not str(k).startswith("extra.")}}
     if fit_prefill and linear:
         raise InputError("--fit-prefill refines the roofline model; --linear already fits a cost per token")
+    if token_steps and not linear:
+        raise InputError("--token-steps measures the linear step model's cost per token: add --linear")
+    if (token_steps or fit_spread or fit_context) and not runs:
+        raise InputError("--token-steps, --fit-spread and --fit-context read bench results: give some")
     cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment,
-                      stats=stats, prefill_term=fit_prefill, iterations=iters, finish_cost=finish_cost)
+                      stats=stats, prefill_term=fit_prefill, iterations=iters, finish_cost=finish_cost,
+                      use_token_steps=token_steps, spread=fit_spread, kv_term=fit_context,
+                      iters=600 if fit_context else 250)
     cal.fit["warm_prefix"] = {"same_server": same_server, "bench_test_request": bench_test_request}
     if not same_server:
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)
@@ -139,6 +148,10 @@ def _render(p: dict, quiet: bool) -> None:
                            if on)
         con.print(f"warm prefix cache ({how}): prompt tokens cached when each run started: " + ", ".join(
             f"{escape(k)} {v['warm_prompt_tokens'] / max(1, v['prompt_tokens']):.0%}" for k, v in warm.items()))
+    ts = fit.get("token_steps")
+    if ts:
+        con.print(f"prefill rate measured on the rebuilt engine steps: {ts['per_token_s'] * 1e3:.3f} ms per prompt token "
+                  f"({ts['steps_used']} of {ts['steps']} steps, {ts['prefill_steps']} with a prefill; held in the fit)")
     for n in fit.get("notes") or ():
         con.print(f"note: {escape(n)}")
     con.print(f"wrote {escape(p['calibration_file'])} (use: --calibration {escape(p['calibration_file'])})")

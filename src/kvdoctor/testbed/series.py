@@ -409,6 +409,21 @@ def calibrate_series_v5(directory: Path, runs: list | None = None, fit_on: str =
     return cal, runs
 
 
+def session_drift(runs: list, cal: str, drift: str) -> dict[str, float]:
+    """How far the calibration load's repeat moved from the calibration run (measured / measured - 1), on the figures
+    that measure the engine's speed. A closed loop's output throughput does; an open loop's (a Poisson or ramp-up
+    run below saturation) is its send schedule's — the repeat's other seed draws other gaps and lengths, so its
+    throughput differs on an unchanged host (version 6's first session: -16 % with TTFT -3 %, TPOT +9 %, and the
+    simulation, which replays each run's sends, put the two throughputs within 0.5 % of each). There only mean TTFT
+    and mean TPOT are compared. Fixed after that session, before the next was recorded."""
+    from kvdoctor.sim import calibration as C
+
+    a = next(r for r in runs if r.name == f"{cal}.json")
+    b = next(r for r in runs if r.name == f"{drift}.json")
+    keys = [m for m in C.HEADLINE if not (m == "output_throughput" and C._batch_varies(a))]
+    return {m: round(b.figures[m] / a.figures[m] - 1, 3) for m in keys}
+
+
 def calibrate_series_v6(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
     """Version 6 (fixed with SERIES_V6, before any of its runs was recorded): version 5's procedure with the prompt
     token's cost measured on the calibration run's steps rebuilt from its per-token times
