@@ -1,15 +1,15 @@
 """`kvdoctor calibrate` validated live on the real CPU engine: ONE server session runs a discarded warm-up, the
-calibration run and four other loads interleaved (``kvdoctor.testbed.series.LIVE_SERIES``, version 6: version 3's
+calibration run and four other loads interleaved (``kvdoctor.testbed.series.LIVE_SERIES``, version 7: version 3's
 server — the model run inside EngineCore, ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` — and version 2's loads: a Poisson run,
 bursty gamma arrivals, a closed loop 8 with other lengths, and version 2-4's calibration load, a closed loop 6) and a
-repeat of the calibration load. The calibration run is one `vllm bench serve --ramp-up-strategy linear` run (rate
+repeat of the calibration run (its own prompts and send times). The calibration run is one `vllm bench serve --ramp-up-strategy linear` run (rate
 1 -> 16 requests/s, spread lengths), after a discarded warm-up with the same load: calibrated on it alone
 (``calibrate_series_v6``: a prompt token's cost measured on its steps rebuilt from its per-token times; then its bench
 figures and per-request quartiles, a decode's context cost, the front end with its per-finish work), the other loads
 are predicted and compared with what the engine measured (wall clock, as the bench reports them).
 
 The series, the calibration procedure and the tolerance (``TOLERANCE``: the issue's 10 % on output throughput, mean
-TTFT and mean TPOT) were fixed in kvdoctor/testbed/series.py before any run of version 6 was recorded. The repeat of
+TTFT and mean TPOT) were fixed in kvdoctor/testbed/series.py before any run of version 7 was recorded. The repeat of
 the calibration load measures the host's drift within the session. When the repeat itself moved by more than the
 tolerance, the host — not the model — moved, and the bar cannot be judged on this session: the test is skipped and
 says by how much. Otherwise the calibration run must reproduce itself within the tolerance (asserted), and the bar is
@@ -56,7 +56,7 @@ def test_other_loads_are_predicted_within_the_tolerance(series):
     cal, runs, meta, _ = series
     per = cal.fit["runs"]
     table = {k: {m: round(v["error"].get(m, float("nan")), 3) for m in C.HEADLINE} for k, v in per.items()}
-    drift = S.session_drift(runs, CAL, DRIFT)  # an open loop's throughput is its schedule's: TTFT and TPOT only
+    drift = S.session_drift(runs, CAL, DRIFT)  # the repeat re-sends the calibration run: every figure compares
     stretch = {m["name"]: m["host"]["stretch"] for m in meta["runs"]}
     if any(abs(v) > S.TOLERANCE for v in drift.values()):
         pytest.skip(f"the host moved: the calibration load repeated in the same session moved by {drift} "

@@ -403,7 +403,7 @@ def test_every_load_of_the_ramp_series_is_there(recorded_ramp):
     assert [r.name for r in runs] == [f"{s.name}.json" for s in spec if s.role != "warmup"]
     ramp = next(r for r in runs if r.name == "cal_ramp.json")
     assert (ramp.ramp_up_strategy, ramp.ramp_up_start_rps, ramp.ramp_up_end_rps) == ("linear", 1.0, 16.0)
-    assert C._batch_varies(ramp) and ramp.token_times and len(ramp.token_times) == 64
+    assert C.batch_varies(ramp) and ramp.token_times and len(ramp.token_times) == 64
     # the bench's per-token times are kept for the calibration run and its repeat only (the freeze drops the rest)
     assert next(r for r in runs if r.name == "val_r3.json").token_times is None
     assert cal6.fit["token_steps"]["steps"] > 1000 and cal6.fit["token_steps"]["prefill_steps"] >= 30

@@ -138,7 +138,7 @@ def _ramp_and_others():
 
 def test_token_steps_rebuild_the_engines_steps_and_measure_the_prefill_rate():
     ramp = _ramp_and_others()[0]
-    assert C._batch_varies(ramp)
+    assert C.batch_varies(ramp)
     steps, diag = C.token_steps(ramp, budget=2048)
     assert diag["steps"] > 300 and diag["prefill_steps"] >= 30
     # noise-free, every kept group is one simulated step: its duration is the linear model's for its content
@@ -182,6 +182,6 @@ def test_ramp_up_fields_are_read_from_the_bench_result():
            "ramp_up_start_rps": 1, "ramp_up_end_rps": 16, "start_times": [0.0, 0.5, 0.8, 1.0]}
     r = C.bench_run_from_json(doc, "ramp.json")
     assert (r.ramp_up_strategy, r.ramp_up_start_rps, r.ramp_up_end_rps) == ("linear", 1.0, 16.0)
-    assert C._batch_varies(r)
+    assert C.batch_varies(r)
     doc.pop("ramp_up_strategy")
-    assert not C._batch_varies(C.bench_run_from_json(doc, "burst.json"))  # rate inf, no ramp: one burst
+    assert not C.batch_varies(C.bench_run_from_json(doc, "burst.json"))  # rate inf, no ramp: one burst

@@ -853,7 +853,7 @@ def busy_fraction(cal: Calibration, o: StatsObs) -> float:
             + lin.get("per_token_s", 0.0) * (o.prompt_tps + o.gen_tps))
 
 
-def _batch_varies(r: BenchRun) -> bool:
+def batch_varies(r: BenchRun) -> bool:
     """An open loop at a finite rate (or a ramp-up: its rate rises during the run) replayed at its recorded send
     times: its batch size follows the arrivals."""
     return (r.max_concurrency is None and r.send is not None
@@ -915,7 +915,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
                 total += w_iter * math.log(max(iteration_time(cal.linear, o) - ov, 1e-6) / o.elapsed_s) ** 2
         for r in runs:
             pred = sim_figures(simulate_run(r, setup, cal), r.lead_s)
-            for k in (FIT_FIGURES + SPREAD_FIGURES if spread and _batch_varies(r) else FIT_FIGURES):
+            for k in (FIT_FIGURES + SPREAD_FIGURES if spread and batch_varies(r) else FIT_FIGURES):
                 m, p = r.figures.get(k), pred.get(k)
                 if m and m > 0:
                     total += (math.log(max(p, 1e-9) / m) if p else 5.0) ** 2
