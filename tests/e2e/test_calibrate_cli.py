@@ -115,7 +115,9 @@ def test_calibrate_on_one_ramp_up_run_with_the_prefill_rate_from_its_token_times
     assert j["fit"]["spread"] is True and j["fit"]["kv_term"] is True
     # same procedure as the live test's (calibrate_series_v6): the held-out Poisson run as pinned there
     assert j["fit"]["runs"]["val_r3.json"]["error"]["output_throughput"] == pytest.approx(-0.003, abs=0.01)
-    code, err, text = invoke(*args, "--token-steps")
+    # the text report says what was measured (the lighter fit: --token-steps alone)
+    code, err, text = invoke("calibrate", *TINY, "--linear", "--special-tokens", "0", str(d / "cal_ramp.json"),
+                             "--token-steps", "-o", str(out))
     assert code == 0 and "prefill rate measured on the rebuilt engine steps" in text, err
     # a result saved without --save-detailed's per-token times, and the roofline model: one line, exit 2
     code, err, _ = invoke("calibrate", *TINY, "--linear", str(d / "val_r3.json"), "--token-steps", "-o", str(out))
