@@ -387,7 +387,9 @@ SESSION_DRIFT = {"series12": (1.063, 0.115), "series13": (-0.391, -0.121), "seri
 PREFILL_MS = {"series12": 0.1205, "series13": 0.1494, "series14": 0.1504, "series15": 0.1461, "series16": 0.1505, "series17": 0.1392}
 
 
-@pytest.fixture(scope="module", params=["series12", "series13", "series14", "series15", "series16", "series17"])
+# series12, 13 and 15 are reproduced by scripts/calibration_series_table.py with the rest of the docs' table (their
+# pins below are its output); the suite runs the judged session, the CI session and version 7's (CI time)
+@pytest.fixture(scope="module", params=["series14", "series16", "series17"])
 def recorded_ramp(request):
     d = FIX / request.param
     runs = S.load_series_runs(d)
@@ -404,7 +406,7 @@ def test_every_load_of_the_ramp_series_is_there(recorded_ramp):
     name, d, runs, cal6, _ = recorded_ramp
     meta = json.loads((d / "series.json").read_text())
     spec = {5: S.SERIES_V5, 6: S.SERIES_V6, 7: S.SERIES_V7}[meta["version"]]
-    assert meta["version"] == {"series12": 5, "series13": 5, "series17": 7}.get(name, 6) and meta["env"] == S.SERVER_ENV
+    assert meta["version"] == {"series17": 7}.get(name, 6) and meta["env"] == S.SERVER_ENV
     assert [r["name"] for r in meta["runs"]] == [s.name for s in spec]
     assert [r.name for r in runs] == [f"{s.name}.json" for s in spec if s.role != "warmup"]
     ramp = next(r for r in runs if r.name == "cal_ramp.json")
