@@ -93,8 +93,10 @@ class WorkloadOptions:
         )
         if name != "trace":
             spec.validate()
-        elif self.ramp_up_strategy is not None:
-            raise InputError("--ramp-up-strategy draws the send times: a trace brings its own (drop one of them)")
+        else:
+            from kvdoctor.sim.workload import check_ramp_up
+
+            check_ramp_up(self.ramp_up_strategy, self.ramp_up_start_rps, self.ramp_up_end_rps, trace=True)
         return spec
 
     def load_calibration(self):

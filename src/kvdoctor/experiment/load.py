@@ -67,9 +67,7 @@ class LoadSpec:
             from kvdoctor.sim.workload import check_ramp_up
 
             check_ramp_up(self.ramp_up_strategy, self.ramp_up_start_rps, self.ramp_up_end_rps,
-                          float("inf") if self.rate is None else self.rate)
-            if self.trace:
-                raise InputError("--ramp-up-strategy draws the send times: a trace brings its own (drop one of them)")
+                          float("inf") if self.rate is None else self.rate, trace=bool(self.trace))
 
     @classmethod
     def from_workload_spec(cls, spec: Any) -> "LoadSpec":

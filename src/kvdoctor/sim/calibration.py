@@ -428,27 +428,27 @@ def prefill_rate(steps: list[TokenStep]) -> dict | None:
         return None
     y = np.array([s.duration_s for s in steps])
     X = np.array([[1.0, s.num_reqs, s.tokens, s.kv_decode] for s in steps], dtype=float)
-    cols = [0, 1, 2, 3]
-    keep = np.ones(len(y), bool)
+    def solve(keep, cols):
+        # least squares on the kept steps, terms other than the per-token cost dropped while they come out negative
+        while True:
+            c, *_ = np.linalg.lstsq(X[keep][:, cols], y[keep], rcond=None)
+            neg = [cols[j] for j, v in enumerate(c) if v < 0 and cols[j] != 2]
+            if not neg:
+                return cols, c
+            cols = [x for x in cols if x not in neg]
+
+    cols, keep = [0, 1, 2, 3], np.ones(len(y), bool)
     for _ in range(4):
-        c, *_ = np.linalg.lstsq(X[keep][:, cols], y[keep], rcond=None)
+        cols, c = solve(keep, cols)
         fit_y = X[:, cols] @ c
         # relative residuals: a prefill step's time is several decode steps', and so is its spread
         res = (y - fit_y) / np.maximum(fit_y, 1e-6)
         mad = float(np.median(np.abs(res[keep] - np.median(res[keep]))))
         new_keep = np.abs(res) <= 5 * 1.4826 * mad + 1e-9
-        neg = [cols[j] for j, v in enumerate(c) if v < 0 and cols[j] != 2]
-        if neg:
-            cols = [x for x in cols if x not in neg]
-        if not neg and (new_keep == keep).all():
+        if (new_keep == keep).all():
             break
         keep = new_keep
-    while True:  # the final fit on the kept steps, without negative terms (the per-token cost is tested below)
-        c, *_ = np.linalg.lstsq(X[keep][:, cols], y[keep], rcond=None)
-        neg = [cols[j] for j, v in enumerate(c) if v < 0 and cols[j] != 2]
-        if not neg:
-            break
-        cols = [x for x in cols if x not in neg]
+    cols, c = solve(keep, cols)
     coef = dict(zip(cols, c))
     per_token = float(coef.get(2, 0.0))
     if not per_token > 0:

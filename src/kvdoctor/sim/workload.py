@@ -389,9 +389,8 @@ class WorkloadSpec:
             raise InputError("--random-input-len and --random-output-len must be >= 1, --random-prefix-len >= 0")
         if self.dataset_name == "trace" and not self.dataset_path:
             raise InputError("--dataset-name trace needs --trace FILE")
-        check_ramp_up(self.ramp_up_strategy, self.ramp_up_start_rps, self.ramp_up_end_rps, self.request_rate)
-        if self.ramp_up_strategy is not None and self.dataset_name == "trace":
-            raise InputError("--ramp-up-strategy draws the send times: a trace brings its own (drop one of them)")
+        check_ramp_up(self.ramp_up_strategy, self.ramp_up_start_rps, self.ramp_up_end_rps, self.request_rate,
+                      trace=self.dataset_name == "trace")
 
     def describe(self) -> dict:
         from dataclasses import asdict
@@ -404,14 +403,18 @@ class WorkloadSpec:
 RAMP_UP_STRATEGIES = ("linear", "exponential")
 
 
-def check_ramp_up(strategy: str | None, start: float | None, end: float | None, request_rate: float = math.inf) -> None:
+def check_ramp_up(strategy: str | None, start: float | None, end: float | None, request_rate: float = math.inf,
+                  trace: bool = False) -> None:
     """vLLM 0.33 ``benchmarks/serve.py``'s ramp-up checks (``main``, in its order; its messages, one line each,
     as ``InputError``), plus ``get_request``'s assertion that every request's rate is positive: a linear ramp
-    from 0 gives request 0 the rate 0 and the bench stops with an AssertionError before sending anything."""
+    from 0 gives request 0 the rate 0 and the bench stops with an AssertionError before sending anything.
+    ``trace``: the workload replays a trace, whose timestamps are the send times (refused with a ramp)."""
     if strategy is None:
         return
     if strategy not in RAMP_UP_STRATEGIES:  # the bench's argparse choices
         raise InputError(f"--ramp-up-strategy must be linear or exponential, got {strategy!r}")
+    if trace:
+        raise InputError("--ramp-up-strategy draws the send times: a trace brings its own (drop one of them)")
     if not math.isinf(request_rate):
         raise InputError("When using ramp-up, do not specify --request-rate. The request rate will be controlled "
                          "by ramp-up parameters. Please remove the --request-rate argument.")

@@ -39,7 +39,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvdoctor.experiment.load import LoadSpec
@@ -90,11 +90,6 @@ class SeriesRun:
     name: str
     load: LoadSpec
     role: str  # "warmup" | "calibration" | "validation" | "drift"
-    # bench options LoadSpec does not speak (version 5: --ramp-up-strategy ...), appended to its arguments
-    extra_args: tuple[str, ...] = ()
-
-    def bench_args(self, out_dir: Path) -> list[str]:
-        return [*self.load.bench_args(out_dir), *self.extra_args]
 
 
 SERIES_V1: tuple[SeriesRun, ...] = (
@@ -161,17 +156,17 @@ SERIES_V2 = SERIES
 # with its per-request quartiles (``fit(spread=True)``: the early, light requests and the late, crowded ones) and a
 # decode's context cost (``kv_term``). The old calibration load stays as a validation run (``val_c6``), so the two
 # procedures meet the same loads. The drift repeat is the ramp's own load with other prompts.
+# the ramp-up load of versions 5-7 (other seeds: dataclasses.replace)
+RAMP_LOAD = LoadSpec(prompt_len=192, output_len=48, range_ratio=0.66, requests=64, seed=26, ramp_up_strategy="linear",
+                     ramp_up_start_rps=1, ramp_up_end_rps=16)
 SERIES_V5: tuple[SeriesRun, ...] = (
     SERIES[0],  # warmup_c8
-    SeriesRun("cal_ramp", LoadSpec(prompt_len=192, output_len=48, range_ratio=0.66, requests=64, seed=26),
-              "calibration", extra_args=("--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1",
-                                         "--ramp-up-end-rps", "16")),
+    SeriesRun("cal_ramp", RAMP_LOAD, "calibration"),
     SERIES[2], SERIES[3], SERIES[4],  # val_r3, val_g6, val_c8_in256
     SeriesRun("val_c6", SERIES[1].load, "validation"),  # version 2-4's calibration load (seed 21)
-    SeriesRun("drift_ramp", LoadSpec(prompt_len=192, output_len=48, range_ratio=0.66, requests=64, seed=27),
-              "drift", extra_args=("--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1",
-                                   "--ramp-up-end-rps", "16")),
+    SeriesRun("drift_ramp", replace(RAMP_LOAD, seed=27), "drift"),
 )
+
 # Version 6 (committed after version 5's two sessions — series12 beside other work, series13 on the idle box — and
 # before any run of version 6 was recorded). Two changes, each for a mechanism version 5's sessions showed:
 # * the PREFILL RATE is measured, not fitted: version 5's fit on the ramp's bench figures put a prompt token at
@@ -186,8 +181,7 @@ SERIES_V5: tuple[SeriesRun, ...] = (
 #   a fresh CPU server's one-time cost per new batch shape (version 2's finding). The warm-up is now the ramp's own
 #   load with other prompts (seed 20), discarded as before.
 SERIES_V6: tuple[SeriesRun, ...] = (
-    SeriesRun("warmup_ramp", LoadSpec(prompt_len=192, output_len=48, range_ratio=0.66, requests=64, seed=20),
-              "warmup", extra_args=SERIES_V5[1].extra_args),
+    SeriesRun("warmup_ramp", replace(RAMP_LOAD, seed=20), "warmup"),
     *SERIES_V5[1:],
 )
 # Version 7 (committed after version 6's third session — series16, the fresh-clone CI run — and before any run of
@@ -201,7 +195,7 @@ SERIES_V6: tuple[SeriesRun, ...] = (
 # (checked on the repeat's own stats lines, "Prefix cache hit rate", in the first recording).
 SERIES_V7: tuple[SeriesRun, ...] = (
     *SERIES_V6[:-1],
-    SeriesRun("drift_ramp", SERIES_V6[1].load, "drift", extra_args=SERIES_V6[1].extra_args),
+    SeriesRun("drift_ramp", RAMP_LOAD, "drift"),
 )
 # what the live test and scripts/realvllm_calibration_series.py record now
 LIVE_SERIES = SERIES_V7
@@ -242,9 +236,9 @@ def host_stretch(before: tuple[float, float], after: tuple[float, float]) -> dic
             "stretch": round((run + wait) / run, 4) if run > 0 else None}
 
 
-def bench_argv(vllm: str, base_url: str, model: str, run: SeriesRun, out_dir: Path, name: str) -> list[str]:
+def bench_argv(vllm: str, base_url: str, model: str, load: LoadSpec, out_dir: Path, name: str) -> list[str]:
     return [vllm, "bench", "serve", "--backend", "vllm", "--base-url", base_url, "--model", model,
-            *run.bench_args(out_dir), "--percentile-metrics", "ttft,tpot,itl,e2el",
+            *load.bench_args(out_dir), "--percentile-metrics", "ttft,tpot,itl,e2el",
             "--save-result", "--save-detailed", "--result-dir", str(out_dir), "--result-filename", f"{name}.json"]
 
 
@@ -277,7 +271,7 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = LIVE_SERIE
             for r in runs:
                 s0 = sched_totals(server.managed.pgid)
                 off0 = _size(log_path)
-                b = spawn(bench_argv(str(tb.vllm), server.base_url, str(tb.model), r, out_dir, r.name),
+                b = spawn(bench_argv(str(tb.vllm), server.base_url, str(tb.model), r.load, out_dir, r.name),
                           env=env, log_path=out_dir / f"{r.name}.bench.log")
                 t1 = time.monotonic()
                 try:
@@ -294,7 +288,7 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = LIVE_SERIE
                 n_it = _write_iterations(log_path, off0, _size(log_path), out_dir / f"{r.name}.iterations.json")
                 if b.proc.returncode != 0 or not (out_dir / f"{r.name}.json").exists():
                     raise RuntimeError(f"{r.name}: vllm bench serve failed (see {out_dir / f'{r.name}.bench.log'})")
-                meta["runs"].append({"name": r.name, "role": r.role, "bench_args": r.bench_args(out_dir),
+                meta["runs"].append({"name": r.name, "role": r.role, "bench_args": r.load.bench_args(out_dir),
                                      "wall_s": round(time.monotonic() - t1, 1), "ended_at": time.time(),
                                      "host": host, "iterations": n_it, "uptime": _loadavg()})
                 log(f"[series] {r.name} done in {meta['runs'][-1]['wall_s']} s (host stretch {host['stretch']})")
@@ -371,17 +365,23 @@ def calibrate_series(runs: list, fit_on: str = "cal_c4"):
     return C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"])
 
 
-def calibrate_series_v2(directory: Path, runs: list | None = None, fit_on: str = "cal_c6"):
-    """Versions 2 and 3 (the same procedure), fixed with SERIES: the linear CPU-engine model and the front end (with its per-finish work,
-    ``FrontEnd.per_finish_s``) fitted on the calibration run's bench figures AND its logged engine steps;
-    every other timed run is held out. Returns (calibration, runs)."""
+def _calibrate_on(directory: Path, runs: list | None, fit_on: str, **procedure):
+    """The linear CPU-engine model calibrated on the series run ``fit_on`` with ``procedure`` (sim.calibration.calibrate's
+    options), every other timed run held out. Returns (calibration, runs)."""
     from kvdoctor.sim import calibration as C
     from kvdoctor.sim.scheduler import SchedConfig
 
     runs = runs if runs is not None else load_series_runs(directory)
-    cal = C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"],
-                      finish_cost=True, iterations=load_iterations(directory, fit_on) or None)
-    return cal, runs
+    return C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"],
+                       **procedure), runs
+
+
+def calibrate_series_v2(directory: Path, runs: list | None = None, fit_on: str = "cal_c6"):
+    """Versions 2 and 3 (the same procedure), fixed with SERIES: the linear CPU-engine model and the front end (with its per-finish work,
+    ``FrontEnd.per_finish_s``) fitted on the calibration run's bench figures AND its logged engine steps;
+    every other timed run is held out. Returns (calibration, runs)."""
+    return _calibrate_on(directory, runs, fit_on, finish_cost=True,
+                         iterations=load_iterations(directory, fit_on) or None)
 
 
 def calibrate_series_v4(directory: Path, runs: list | None = None, fit_on: str = "cal_c6"):
@@ -398,13 +398,7 @@ def calibrate_series_v4(directory: Path, runs: list | None = None, fit_on: str =
     the v3 fit put 11 ms into the per-step overhead the log "does not see". Under version 3 the per-step log
     does not measure the step, so version 4 fits the linear CPU-engine model and the front end (with its
     per-finish work) on the calibration run's bench figures alone; every other timed run is held out."""
-    from kvdoctor.sim import calibration as C
-    from kvdoctor.sim.scheduler import SchedConfig
-
-    runs = runs if runs is not None else load_series_runs(directory)
-    cal = C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"],
-                      finish_cost=True, iterations=None)
-    return cal, runs
+    return _calibrate_on(directory, runs, fit_on, finish_cost=True)
 
 
 def calibrate_series_v5(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
@@ -413,13 +407,7 @@ def calibrate_series_v5(directory: Path, runs: list | None = None, fit_on: str =
     figures and its per-request TTFT/TPOT quartiles (``spread``: the run's batch rises from 1 to --max-num-seqs, so
     they see the step grow with the batch), Nelder-Mead to 600 iterations (nine parameters); no per-step log (version
     4's reason). Every other timed run is held out."""
-    from kvdoctor.sim import calibration as C
-    from kvdoctor.sim.scheduler import SchedConfig
-
-    runs = runs if runs is not None else load_series_runs(directory)
-    cal = C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"],
-                      finish_cost=True, spread=True, kv_term=True, iters=600, iterations=None)
-    return cal, runs
+    return _calibrate_on(directory, runs, fit_on, finish_cost=True, spread=True, kv_term=True, iters=600)
 
 
 def session_drift(runs: list, cal: str, drift: str) -> dict[str, float]:
@@ -445,13 +433,8 @@ def calibrate_series_v6(directory: Path, runs: list | None = None, fit_on: str =
     token's cost measured on the calibration run's steps rebuilt from its per-token times
     (``calibrate(use_token_steps=True)``: ``sim.calibration.token_steps`` + ``prefill_rate``) and held fixed while the
     rest is fitted. Every other timed run is held out."""
-    from kvdoctor.sim import calibration as C
-    from kvdoctor.sim.scheduler import SchedConfig
-
-    runs = runs if runs is not None else load_series_runs(directory)
-    cal = C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"],
-                      finish_cost=True, spread=True, kv_term=True, iters=600, iterations=None, use_token_steps=True)
-    return cal, runs
+    return _calibrate_on(directory, runs, fit_on, finish_cost=True, spread=True, kv_term=True, iters=600,
+                         use_token_steps=True)
 
 
 def engine_speed(directory: Path, cal, name: str) -> float | None:
