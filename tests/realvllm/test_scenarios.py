@@ -45,18 +45,13 @@ def test_healthy_full_measured(healthy):
     # 36 of 47 usable blocks (76.6 %); with their 90 output tokens, up to 11 each (44 blocks, 93.6 %).
     # Where in that range the sampled peak lands depends on when the 1 Hz samples fall (78.7 % seen
     # on a loaded host), so the bound is the part that does not.
+    # On a starved host (this scenario starts while the e2e tests run) every /metrics sample can miss the ~6 s
+    # load (one fresh-clone CI run read 18 samples of zeros while the server logged 70-94 %): the readout takes
+    # the engine's own stats lines of the load's window too (VLLM_LOG_STATS_INTERVAL=1), so the bound holds.
     run, _ = healthy
-    samples = [json.loads(x) for x in run.file("metrics_samples").read_text().splitlines() if x.strip()]
-    if any(x.get("running") for x in samples):
-        assert 100 * 36 / 47 - 0.1 <= m["kv_usage_peak_pct"]["value"] <= 100 * 44 / 47 + 0.1
-    else:
-        # On a starved host (this scenario starts while the e2e tests run) every /metrics sample can miss the ~6 s
-        # load: one fresh-clone CI run read 18 samples of zeros, its sampler 4.8 s late once, while the server
-        # logged 70-94 %. Then the engine's own 1 Hz stats lines (VLLM_LOG_STATS_INTERVAL=1) hold the bound.
-        import re
-
-        logged = [float(v) for v in re.findall(r"CPU KV cache usage: ([\d.]+)%", run.file("serve_log").read_text())]
-        assert logged and 100 * 36 / 47 - 0.1 <= max(logged) <= 100 * 44 / 47 + 0.1, logged
+    assert run.log_span and run.log_span[0] < run.log_span[1]
+    assert "stats lines" in m["kv_usage_peak_pct"]["how"]
+    assert 100 * 36 / 47 - 0.1 <= m["kv_usage_peak_pct"]["value"] <= 100 * 44 / 47 + 0.1, m["kv_usage_peak_pct"]
     assert m["pool_tokens"]["value"] == 48 * 32
 
 

@@ -44,3 +44,52 @@ def test_capacity_short_run():
 def test_cache_config_info_labels():
     info = cache_config_info((FIX / "capacity_short" / "metrics_after.txt").read_text())
     assert info["block_size"] == "32" and info["num_gpu_blocks"] == "20"
+
+
+def _with_window(tmp_path, name, samples_kept):
+    """A copy of a frozen run whose run.json records the load's window in serve.log (runs made before the window
+    was recorded have none) and whose /metrics samples are cut to ``samples_kept`` (a starved sampler)."""
+    import json
+    import shutil
+
+    d = tmp_path / name
+    shutil.copytree(FIX / name, d)
+    log = (d / "serve.log").read_bytes()
+    start = log.index(b"Avg prompt throughput")  # the first stats line: the engine is up and the load begins
+    start = log.rindex(b"\n", 0, start) + 1
+    meta = json.loads((d / "run.json").read_text())
+    meta["serve_log_load_span"] = [start, len(log)]
+    (d / "run.json").write_text(json.dumps(meta))
+    rows = (d / "metrics_samples.jsonl").read_text().splitlines()[:samples_kept]
+    (d / "metrics_samples.jsonl").write_text("".join(r + "\n" for r in rows))
+    return RunResult.from_dir(d)
+
+
+def test_the_servers_stats_lines_hold_the_peaks_a_starved_sampler_missed(tmp_path):
+    import re
+
+    from kvdoctor.experiment.readout import log_stats_during_load
+
+    run = _with_window(tmp_path, "capacity_short", samples_kept=3)  # three idle samples: the sampler saw no load
+    assert not any(s["running"] for s in run.samples)
+    logged = log_stats_during_load(run)
+    text = (FIX / "capacity_short" / "serve.log").read_text()
+    kv = [float(v) for v in re.findall(r"CPU KV cache usage: ([\d.]+)%", text)]
+    waiting = [int(v) for v in re.findall(r"Waiting: (\d+) reqs", text)]
+    assert len(logged) == len(kv) == 16
+    m = read_run(run)
+    assert m["kv_usage_peak_pct"]["value"] == max(kv) == 94.7
+    assert m["waiting_peak"]["value"] == max(waiting)
+    assert "stats lines" in m["kv_usage_peak_pct"]["how"] and "3 /metrics samples" in m["kv_usage_peak_pct"]["how"]
+    busy = [v for v, w, r in zip(kv, waiting, re.findall(r"Running: (\d+) reqs", text)) if w or int(r)]
+    assert m["kv_usage_mean_pct"]["value"] == round(sum(busy) / len(busy), 2)
+    assert "no /metrics sample saw the load" in m["kv_usage_mean_pct"]["how"]
+
+
+def test_with_both_sources_the_peak_is_the_larger_and_the_mean_stays_on_the_samples(tmp_path):
+    whole = read_run(_run("capacity_short"))  # no window recorded: /metrics samples only, as before
+    assert "stats lines" not in whole["kv_usage_peak_pct"]["how"]
+    both = read_run(_with_window(tmp_path, "capacity_short", samples_kept=10_000))
+    assert both["kv_usage_peak_pct"]["value"] == max(whole["kv_usage_peak_pct"]["value"], 94.7)
+    assert both["kv_usage_mean_pct"] == whole["kv_usage_mean_pct"]
+    assert both["waiting_peak"]["value"] >= whole["waiting_peak"]["value"]

@@ -86,6 +86,9 @@ class RunResult:
     files: dict[str, str] = field(default_factory=dict)
     samples: list[dict[str, float]] = field(default_factory=list)
     groups: dict[str, int] = field(default_factory=dict)  # "server"/"bench" -> process group id it ran in
+    # serve.log's byte offsets when the load started and after the last scrape: the window whose periodic stats
+    # lines the readout takes beside the /metrics samples (a starved sampler can miss a short load entirely)
+    log_span: list[int] | None = None
 
     @property
     def complete(self) -> bool:
@@ -108,7 +111,7 @@ class RunResult:
         res = cls(label=label or meta.get("label") or d.name, directory=d, status=meta.get("status", "incomplete"),
                   reason=meta.get("reason"), reason_code=meta.get("reason_code"), argv=meta.get("argv", []),
                   env=meta.get("env", {}), ready_s=meta.get("ready_s"), bench_s=meta.get("bench_s"),
-                  stop=meta.get("stop", {}), groups=meta.get("groups", {}),
+                  stop=meta.get("stop", {}), groups=meta.get("groups", {}), log_span=meta.get("serve_log_load_span"),
                   files={k: str(d / v) for k, v in names.items() if (d / v).exists()})
         if (d / "metrics_samples.jsonl").exists():
             res.samples = [json.loads(x) for x in (d / "metrics_samples.jsonl").read_text().splitlines() if x.strip()]
@@ -118,7 +121,7 @@ class RunResult:
         return {"label": self.label, "directory": str(self.directory), "status": self.status,
                 "reason": self.reason, "reason_code": self.reason_code, "argv": self.argv, "env": self.env,
                 "ready_s": self.ready_s, "bench_s": self.bench_s, "stop": self.stop, "files": self.files,
-                "samples": len(self.samples), "groups": self.groups}
+                "samples": len(self.samples), "groups": self.groups, "serve_log_load_span": self.log_span}
 
 
 class _Sampler(threading.Thread):
@@ -202,6 +205,7 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
         sampler.start()
         argv = bench_argv(vllm_cmd, target.base_url, model, load, out_dir, served_name, tokenizer)
         log(f"[{label}] load: {load.describe()}")
+        span_start = _size(out_dir / "serve.log") if server is not None else None
         t0 = time.monotonic()
         bench = spawn(argv, env=env, log_path=out_dir / "bench.log")
         res.groups["bench"] = bench.pgid
@@ -218,6 +222,8 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
         res.bench_s = round(time.monotonic() - t0, 1)
         sampler.stop()
         _scrape(target, out_dir / "metrics_after.txt", res, "metrics_after")
+        if span_start is not None:
+            res.log_span = [span_start, _size(out_dir / "serve.log")]
         if bench.proc.returncode != 0 or not (out_dir / "bench.json").exists():
             raise ExperimentError(f"`vllm bench serve` failed (exit {bench.proc.returncode}): "
                                   f"{last_error_line(out_dir / 'bench.log')} (full log: {out_dir / 'bench.log'})",
@@ -254,6 +260,13 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
     if interrupted is not None:
         raise interrupted
     return res
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _guard(fn: Callable[[], Any], log: Callable[[str], None]) -> None:

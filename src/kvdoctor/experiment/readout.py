@@ -77,24 +77,7 @@ def read_run(run: RunResult) -> dict[str, dict[str, Any]]:
     if "preemptions" in figs and "bench_duration_s" in figs and figs["bench_duration_s"]["value"]:
         n, d = figs["preemptions"]["value"], figs["bench_duration_s"]["value"]
         figs["preemptions_per_min"] = _fig(round(n / d * 60.0, 3), f"preemptions {n} / bench duration {d:.1f} s × 60")
-    s = run.samples
-    if s:
-        where = f"{len(s)} /metrics samples, 1 s apart, during the load"
-        for key, name in (("waiting", "waiting_peak"), ("running", "running_peak")):
-            vals = [x[key] for x in s if key in x]
-            if vals:
-                figs[name] = _fig(int(max(vals)), f"max vllm:num_requests_{key} over {where}")
-        kv = [x["kv_usage"] * 100.0 for x in s if "kv_usage" in x]
-        busy = [x["kv_usage"] * 100.0 for x in s if "kv_usage" in x and (x.get("running", 0) or x.get("waiting", 0))]
-        if kv:
-            figs["kv_usage_peak_pct"] = _fig(round(max(kv), 2), f"max vllm:kv_cache_usage_perc × 100 over {where}")
-        if busy:
-            figs["kv_usage_mean_pct"] = _fig(round(sum(busy) / len(busy), 2),
-                                             f"mean vllm:kv_cache_usage_perc × 100 over the {len(busy)} busy samples")
-        wait = [x["waiting"] for x in s if "waiting" in x and (x.get("running", 0) or x.get("waiting", 0))]
-        if wait:
-            figs["waiting_mean"] = _fig(round(sum(wait) / len(wait), 2),
-                                        f"mean vllm:num_requests_waiting over the {len(wait)} busy samples")
+    figs.update(_gauges(run.samples, log_stats_during_load(run)))
     info = cache_config_info(after_p.read_text()) if after_p else (cache_config_info(before_p.read_text()) if before_p else {})
     for key, name in (("num_gpu_blocks", "pool_blocks"), ("kv_cache_size_tokens", "pool_tokens"),
                       ("block_size", "block_size"), ("kv_cache_memory_bytes", "kv_cache_bytes"),
@@ -106,6 +89,70 @@ def read_run(run: RunResult) -> dict[str, dict[str, Any]]:
             except ValueError:
                 continue
             figs[name] = _fig(int(num) if num.is_integer() else num, f"vllm:cache_config_info{{{key}}}")
+    return figs
+
+
+def log_stats_during_load(run: RunResult) -> list[dict[str, float]] | None:
+    """The server log's periodic stats lines written while the load ran (``run.log_span``), as gauge samples
+    {running, waiting, kv_usage}; None when the run recorded no window (attached server, older runs)."""
+    log = run.file("serve_log")
+    span = run.log_span
+    if log is None or not (isinstance(span, list) and len(span) == 2 and all(isinstance(x, int) for x in span)):
+        return None
+    from kvdoctor.evidence.logs.stats import parse_stats
+
+    start, end = span
+    try:
+        with open(log, "rb") as f:
+            f.seek(start)
+            chunk = f.read(max(0, end - start))
+    except OSError:
+        return None
+    out = []
+    for line in chunk.splitlines():
+        rec = parse_stats(line)
+        if rec is not None:
+            out.append({"running": rec[3], "waiting": rec[4], "kv_usage": rec[7] / 100.0})
+    return out
+
+
+def _gauges(samples: list[dict[str, float]], logged: list[dict[str, float]] | None) -> dict[str, dict[str, Any]]:
+    """Peaks and busy means of the running/waiting/KV gauges. Both sources are snapshots of the same gauges
+    (/metrics every second, the engine's stats line every VLLM_LOG_STATS_INTERVAL), so a peak is the larger of
+    the two; a mean is over the /metrics samples, or over the log's lines when no sample saw the engine busy
+    (a starved sampler, a load shorter than its first scrape)."""
+    figs: dict[str, dict[str, Any]] = {}
+    logged = logged or []
+    src = {"samples": (samples, f"{len(samples)} /metrics samples, 1 s apart, during the load"),
+           "log": (logged, f"the server log's {len(logged)} stats lines during the load")}
+
+    def busy(rows):
+        return [x for x in rows if x.get("running", 0) or x.get("waiting", 0)]
+
+    for key, name, metric, scale, nd in (("waiting", "waiting_peak", "vllm:num_requests_waiting", 1.0, None),
+                                         ("running", "running_peak", "vllm:num_requests_running", 1.0, None),
+                                         ("kv_usage", "kv_usage_peak_pct", "vllm:kv_cache_usage_perc × 100", 100.0, 2)):
+        peaks = {}
+        for k, (rows, _) in src.items():
+            vals = [x[key] * scale for x in rows if key in x]
+            if vals:
+                peaks[k] = max(vals)
+        if not peaks:
+            continue
+        best = max(peaks.values())
+        value = round(best, nd) if nd is not None else int(best)
+        parts = [f"{src[k][1]}: {round(v, 2):g}" for k, v in peaks.items()]
+        how = f"max {metric} over " + ("; ".join(parts) if len(parts) > 1 else src[next(iter(peaks))][1])
+        figs[name] = _fig(value, how)
+    for key, name, metric, scale in (("kv_usage", "kv_usage_mean_pct", "vllm:kv_cache_usage_perc × 100", 100.0),
+                                     ("waiting", "waiting_mean", "vllm:num_requests_waiting", 1.0)):
+        for k in ("samples", "log"):
+            rows = [x for x in busy(src[k][0]) if key in x]
+            if rows:
+                where = (f"the {len(rows)} busy /metrics samples" if k == "samples"
+                         else f"the {len(rows)} busy stats lines of the server log (no /metrics sample saw the load)")
+                figs[name] = _fig(round(sum(x[key] for x in rows) * scale / len(rows), 2), f"mean {metric} over {where}")
+                break
     return figs
 
 
