@@ -143,3 +143,18 @@ def run_kvdoctor(*args: str, timeout: float = 120.0, env: dict | None = None, st
         err.seek(0)
         return CliRun(proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"),
                       usage.ru_maxrss / 1024.0, timed_out)
+
+
+# --- CPU-heavy fixtures computed in a worker process from collection end (tests/background.py) ---------------
+def pytest_collection_finish(session):
+    if session.config.option.collectonly:
+        return
+    from tests import background
+
+    background.start({item.module.__name__ for item in session.items if getattr(item, "module", None)})
+
+
+def pytest_sessionfinish(session):  # noqa: ARG001 - pytest hook
+    from tests import background
+
+    background.stop()

@@ -58,8 +58,11 @@ def engine_lock(testbed):
     once on a small machine slow each other past their time-outs and turn timings into noise. In CI (one
     session) it is taken at once; elsewhere the second session waits, and says so. Held until the session
     ends (prefetch.hold_engine_lock, shared with the background scenario runs)."""
+    from tests import background
+
     hold_engine_lock(testbed.root)
     PREFETCH.wait()  # never two vLLM servers of this session at once
+    background.wait()  # nor a background computation beside a server whose timings are read
     yield
 
 
@@ -80,8 +83,12 @@ def pytest_sessionfinish(session):
 
 @pytest.fixture(autouse=True)
 def _after_the_background_runs():
-    """Every real-engine test (the experiment's throughput above all) runs with no background server."""
+    """Every real-engine test (the experiment's throughput above all) runs with no background server and no
+    background computation (tests/background.py) beside it."""
+    from tests import background
+
     PREFETCH.wait()
+    background.wait()
 
 
 _RUNS: dict[str, object] = {}

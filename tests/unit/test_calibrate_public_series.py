@@ -12,25 +12,40 @@ from pathlib import Path
 
 import pytest
 
+from tests import background
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def mod():
+def _script():
     spec = importlib.util.spec_from_file_location("calibrate_public_series", REPO / "scripts" / "calibrate_public_series.py")
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
 
 
-@pytest.fixture(scope="module")
-def warm(mod):
-    return mod.evaluate()
+def _evaluate(warm: bool) -> dict:
+    return _script().evaluate(warm=warm)
+
+
+# computed in the worker process from collection end (tests/background.py)
+background.job("public_series:warm", _evaluate, True)
+background.job("public_series:cold", _evaluate, False)
 
 
 @pytest.fixture(scope="module")
-def cold(mod):
-    return mod.evaluate(warm=False)
+def mod():
+    return _script()
+
+
+@pytest.fixture(scope="module")
+def warm():
+    return background.result("public_series:warm")
+
+
+@pytest.fixture(scope="module")
+def cold():
+    return background.result("public_series:cold")
 
 
 def test_six_series_each_calibrated_on_its_first_run(warm):

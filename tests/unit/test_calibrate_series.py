@@ -17,15 +17,20 @@ import pytest
 
 from kvdoctor.sim import calibration as C
 from kvdoctor.testbed import series as S
+from tests import background
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "realvllm_bench"
 
 
+def _v1(name):
+    d = FIX / name
+    raw = S.load_series_runs(d, host_corrected=False)
+    return name, d, raw, S.calibrate_series(raw)
+
+
 @pytest.fixture(scope="module", params=["series1", "series2", "series3"])
 def recorded(request):
-    d = FIX / request.param
-    raw = S.load_series_runs(d, host_corrected=False)
-    return request.param, d, raw, S.calibrate_series(raw)
+    return background.result(f"v1:{request.param}")
 
 
 def test_every_load_of_the_fixed_series_is_there(recorded):
@@ -108,11 +113,15 @@ def test_the_host_stretch_was_measured_for_every_run_of_series2():
 V2 = ("series4", "series5", "series6")
 
 
+def _v2(name):
+    d = FIX / name
+    cal, runs = S.calibrate_series_v2(d)
+    return name, d, runs, cal
+
+
 @pytest.fixture(scope="module", params=V2)
 def recorded_v2(request):
-    d = FIX / request.param
-    cal, runs = S.calibrate_series_v2(d)
-    return request.param, d, runs, cal
+    return background.result(f"v2:{request.param}")
 
 
 def test_every_load_of_the_v2_series_is_there(recorded_v2):
@@ -220,12 +229,16 @@ def test_the_engines_own_speed_explains_part_of_the_miss(recorded_v2):
 V3 = ("series7", "series8", "series9", "series10")
 
 
-@pytest.fixture(scope="module", params=V3)
-def recorded_v3(request):
-    d = FIX / request.param
+def _v3(name):
+    d = FIX / name
     cal3, runs = S.calibrate_series_v2(d)
     cal4, _ = S.calibrate_series_v4(d, runs=runs)
-    return request.param, d, runs, cal3, cal4
+    return name, d, runs, cal3, cal4
+
+
+@pytest.fixture(scope="module", params=V3)
+def recorded_v3(request):
+    return background.result(f"v3:{request.param}")
 
 
 def test_every_load_of_the_v3_series_is_there(recorded_v3):
@@ -389,13 +402,20 @@ PREFILL_MS = {"series12": 0.1205, "series13": 0.1494, "series14": 0.1504, "serie
 
 # series12, 13 and 15 are reproduced by scripts/calibration_series_table.py with the rest of the docs' table (their
 # pins below are its output); the suite runs the judged session, the CI session and version 7's (CI time)
-@pytest.fixture(scope="module", params=["series14", "series16", "series17"])
-def recorded_ramp(request):
-    d = FIX / request.param
+RAMP = ("series14", "series16", "series17")
+
+
+def _ramp(name):
+    d = FIX / name
     runs = S.load_series_runs(d)
     cal6, _ = S.calibrate_series_v6(d, runs=runs)
     cal4, _ = S.calibrate_series_v4(d, runs=runs, fit_on="val_c6")
-    return request.param, d, runs, cal6, cal4
+    return name, d, runs, cal6, cal4
+
+
+@pytest.fixture(scope="module", params=RAMP)
+def recorded_ramp(request):
+    return background.result(f"ramp:{request.param}")
 
 
 def _errors(cal) -> dict[str, list[float]]:
@@ -462,3 +482,11 @@ def test_measuring_the_prefill_rate_shrinks_the_largest_miss_in_every_session(re
     worst6 = max(abs(x) for r in (*val4, "val_c6.json") for x in e6[r])
     assert worst6 < worst4
     assert abs(e6["val_c8_in256.json"][1]) < abs(e4["val_c8_in256.json"][1])
+
+
+# Every fixture above re-calibrates committed recordings only: computed in the worker process from collection end
+# (tests/background.py), in the order pytest asks for them.
+for _kind, _fn, _names in (("v1", _v1, ("series1", "series2", "series3")), ("v2", _v2, V2), ("v3", _v3, V3),
+                           ("ramp", _ramp, RAMP)):
+    for _n in _names:
+        background.job(f"{_kind}:{_n}", _fn, _n)

@@ -10,15 +10,24 @@ from pathlib import Path
 
 import pytest
 
+from tests import background
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def result():
+def evaluate() -> dict:
     spec = importlib.util.spec_from_file_location("calibrate_public_later", REPO / "scripts" / "calibrate_public_later.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.evaluate()
+
+
+background.job("public_later", evaluate)  # computed in the worker process while the e2e tests run
+
+
+@pytest.fixture(scope="module")
+def result():
+    return background.result("public_later")
 
 
 def test_batch3_series_each_calibrated_on_its_fixed_anchor(result):
