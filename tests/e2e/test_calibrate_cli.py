@@ -39,6 +39,23 @@ def test_calibrate_writes_a_file_that_simulate_uses(tmp_path):
     assert s["workload"]["max_concurrency"] == 1
 
 
+def test_calibrate_reads_what_the_bench_printed(tmp_path):
+    # a capture of two real runs' stdout (the frozen config_starved and capacity_short runs, vLLM 0.32's bench): one
+    # run per printed block, fitted on the first, the second predicted, as from their --save-result JSONs
+    real = FIX.parent / "realvllm"
+    capture = tmp_path / "terminal.txt"
+    capture.write_text((real / "config_starved" / "bench.log").read_text() + "\n"
+                       + (real / "capacity_short" / "bench.log").read_text())
+    code, err, text = invoke("calibrate", *TINY, "--linear", str(capture), "-o", str(tmp_path / "cal.json"), "--json")
+    assert code == 0, err
+    fit = json.loads(text)["fit"]
+    assert fit["fit_on"] == ["terminal.txt#1"] and fit["held_out"] == ["terminal.txt#2"]
+    m = fit["runs"]["terminal.txt#1"]["measured"]
+    saved = json.loads((real / "config_starved" / "bench.json").read_text())
+    assert m["output_throughput"] == pytest.approx(saved["output_throughput"], abs=0.006)
+    assert m["mean_ttft_ms"] == pytest.approx(saved["mean_ttft_ms"], abs=0.006)
+
+
 def test_calibrate_bad_input_is_one_line_exit_2(tmp_path):
     code, err, _ = invoke("calibrate", *TINY, str(tmp_path / "missing.json"))
     assert code == 2 and "not found" in err

@@ -46,6 +46,22 @@ def test_real_bench_outputs(bench_id, shared_data):
         assert "max_concurrency" not in res.fields  # printed as "None"
 
 
+def test_a_block_that_repeats_its_concurrency_inside_is_one_run():
+    # vLLM 0.32's bench (the real CPU engine's capacity_short run, --max-concurrency 16) prints "Maximum request
+    # concurrency: 16" before the block and again inside it, before the duration: one run, not a cut block
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "fixtures" / "realvllm" / "capacity_short" / "bench.log").read_text()
+    (res,) = parse_text(text)
+    saved = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "realvllm" / "capacity_short"
+                        / "bench.json").read_text())
+    assert res.fields["max_concurrency"] == 16 and res.fields["request_rate"] == math.inf
+    for k in ("completed", "duration", "total_input_tokens", "output_throughput", "mean_ttft_ms", "p99_itl_ms"):
+        assert res.fields[k] == pytest.approx(saved[k], abs=0.006), k
+    # and two such runs back to back are two blocks
+    assert len(parse_text(text + "\n" + text)) == 2
+
+
 def test_bench_json_with_details(tmp_path):
     doc = {"duration": 10.0, "completed": 3, "failed": 1, "request_throughput": 0.3, "mean_ttft_ms": 120.0,
            "p99_itl_ms": 40.0, "input_lens": [10, 20, 30, 40], "output_lens": [5, 6, 0, 7],

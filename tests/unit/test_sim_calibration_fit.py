@@ -4,6 +4,7 @@ the calibration file round trip, bad files."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +51,17 @@ def test_one_run_is_matched_but_only_partly_identifies_the_deployment():
     assert cal.fit["fit_median_abs_error"]["output_throughput"] < 0.02
     assert cal.fit["fit_median_abs_error"]["mean_tpot_ms"] < 0.02
     assert cal.fit["held_out_median_abs_error"]["output_throughput"] < 0.25
+
+
+def test_the_fit_reports_each_iteration_and_never_more_than_its_cap():
+    # `kvdoctor calibrate` advances its progress bar once per fit iteration; the search stops at its tolerance or
+    # at the cap, and reporting changes nothing in what it finds
+    runs = [_run("c4.json", 16, mc=4)]
+    ticks = []
+    with_bar = C.calibrate(runs, C.Setup(cfg=_cfg()), kind="linear", iters=40, on_iter=lambda: ticks.append(1))
+    without = C.calibrate(runs, C.Setup(cfg=_cfg()), kind="linear", iters=40)
+    assert 0 < len(ticks) <= 40
+    assert with_bar.linear == without.linear and with_bar.frontend == without.frontend
 
 
 def test_calibration_file_round_trip_and_use_in_whatif(tmp_path):
@@ -185,3 +197,47 @@ def test_ramp_up_fields_are_read_from_the_bench_result():
     assert C.batch_varies(r)
     doc.pop("ramp_up_strategy")
     assert not C.batch_varies(C.bench_run_from_json(doc, "burst.json"))  # rate inf, no ramp: one burst
+
+
+REALVLLM = Path(__file__).resolve().parents[1] / "fixtures" / "realvllm"
+
+
+def test_a_printed_result_is_the_same_run_as_its_saved_json():
+    # the bench's stdout (bench.log) and its --save-result JSON of one real run: the same figures to the printed
+    # two decimals, the same rate, concurrency, lengths (rebuilt from the totals) and first-request lead
+    printed = C.load_bench_runs([str(REALVLLM / "config_starved" / "bench.log")])
+    saved = C.load_bench_runs([str(REALVLLM / "config_starved" / "bench.json")])
+    assert len(printed) == 1 and printed[0].name == "bench.log"
+    p, s = printed[0], saved[0]
+    assert (p.request_rate, p.max_concurrency, p.prompt, p.output, p.lead_s) == \
+        (s.request_rate, s.max_concurrency, s.prompt, s.output, s.lead_s)
+    assert set(p.figures) <= set(s.figures) and "mean_ttft_ms" in p.figures
+    for k, v in p.figures.items():
+        assert v == pytest.approx(s.figures[k], abs=0.006), k
+
+
+def test_a_capture_of_several_runs_is_one_run_per_block(tmp_path):
+    a = (REALVLLM / "config_starved" / "bench.log").read_text()
+    b = (REALVLLM / "capacity_short" / "bench.log").read_text()
+    f = tmp_path / "sweep.txt"
+    f.write_text("$ vllm bench serve ...\n" + a + "\n$ vllm bench serve ...\n" + b)
+    runs = C.load_bench_runs([str(f)])
+    assert [r.name for r in runs] == ["sweep.txt#1", "sweep.txt#2"]
+    assert runs[0].figures["output_throughput"] == C.load_bench_runs([str(REALVLLM / "config_starved" / "bench.log")])[0].figures["output_throughput"]
+    assert len(runs[1].prompt) == 40
+
+
+def test_a_printed_block_without_its_rate_or_no_block_at_all_is_refused(tmp_path):
+    text = (REALVLLM / "config_starved" / "bench.log").read_text()
+    cut = tmp_path / "cut.txt"
+    cut.write_text(text[text.index("============ Serving Benchmark Result"):])
+    with pytest.raises(InputError, match="does not say its request rate"):
+        C.load_bench_runs([str(cut)])
+    other = tmp_path / "notes.txt"
+    other.write_text("throughput looked fine\n")
+    with pytest.raises(InputError, match="neither a vllm bench serve JSON result"):
+        C.load_bench_runs([str(other)])
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"output_throughput": 1')
+    with pytest.raises(InputError, match="not a vllm bench serve JSON result"):
+        C.load_bench_runs([str(broken)])

@@ -21,7 +21,7 @@ SCHEMA = "kvdoctor.calibrate/1"
 @common.config_options
 def calibrate_cmd(
     opts: common.ConfigOptions,
-    bench: Annotated[Optional[list[str]], typer.Argument(help="`vllm bench serve --save-result` JSON files of this deployment (--save-detailed adds per-request lengths and send times).")] = None,
+    bench: Annotated[Optional[list[str]], typer.Argument(help="`vllm bench serve --save-result` JSON files of this deployment (--save-detailed adds per-request lengths and send times), or what the bench printed: each 'Serving Benchmark Result' block of a capture is one run (FILE#k).")] = None,
     stats_log: Annotated[Optional[list[str]], typer.Option("--stats-log", help="The server's log with its periodic stats lines (repeatable): busy intervals constrain the step time.")] = None,
     iteration_log: Annotated[Optional[list[str]], typer.Option("--iteration-log", help="A server log with vLLM's per-step lines (vllm serve --enable-logging-iteration-details; repeatable; --linear): each step's batch and model time pin the step model.")] = None,
     finish_cost: Annotated[bool, typer.Option("--finish-cost", help="Also fit the API server's work per finished request (a closed loop's synchronized wave: every request finishes in one step, the next ones arrive together).")] = False,
@@ -85,10 +85,15 @@ def calibrate_cmd(
         raise InputError("--token-steps measures the linear step model's cost per token: add --linear")
     if (token_steps or fit_spread or fit_context) and not runs:
         raise InputError("--token-steps, --fit-spread and --fit-context read bench results: give some")
-    cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment,
-                      stats=stats, prefill_term=fit_prefill, iterations=iters, finish_cost=finish_cost,
-                      use_token_steps=token_steps, spread=fit_spread, kv_term=fit_context,
-                      iters=600 if fit_context else 250)
+    from kvdoctor.cli.output import progress
+
+    # each fit iteration re-simulates the fitted runs: seconds for a saturated run of hundreds of requests
+    n_iter = 600 if fit_context else 250
+    with progress("Fitting (re-simulating the fitted runs)", total=n_iter, quiet=quiet or json_out) as advance:
+        cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment,
+                          stats=stats, prefill_term=fit_prefill, iterations=iters, finish_cost=finish_cost,
+                          use_token_steps=token_steps, spread=fit_spread, kv_term=fit_context, iters=n_iter,
+                          on_iter=advance)
     cal.fit["warm_prefix"] = {"same_server": same_server, "bench_test_request": bench_test_request}
     if not same_server:
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)

@@ -102,7 +102,9 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
                 continue
             if cur is not None and key not in ("request_rate", "burstiness", "max_concurrency"):
                 cur[key] = f
-            elif cur is not None and key in cur:
+            elif cur is not None and key in cur and ("duration" in cur or "output_throughput" in cur):
+                # the next run's header lines after a block whose closing rule was cut: a new run. (vLLM >= 0.10
+                # repeats 'Maximum request concurrency:' inside the block, before its duration: the same run.)
                 close()
                 pre[key] = f
             elif cur is not None:

@@ -460,18 +460,50 @@ def prefill_rate(steps: list[TokenStep]) -> dict | None:
 
 
 def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) -> list[BenchRun]:
-    from kvdoctor.safeio import read_json_file
+    """Each file: a ``--save-result`` JSON, or what ``vllm bench serve`` printed (a terminal capture, a ticket's
+    paste): every ``Serving Benchmark Result`` block in it is one run, named ``FILE`` or ``FILE#k`` when it holds
+    several. A printed block has the JSON's figures and totals but no per-request arrays (lengths are rebuilt
+    from the totals, as for a JSON saved without --save-detailed)."""
+    from kvdoctor.safeio import loads_json, read_document
 
     runs = []
     for p in paths:
-        doc = read_json_file(Path(p), missing=f"bench result not found: {p}",
-                             unreadable=lambda exc: f"{p}: not a vllm bench serve JSON result (--save-result)")
-        if not isinstance(doc, dict):
-            raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result)")
-        runs.append(bench_run_from_json(doc, Path(p).name, special_tokens=special_tokens, seed=seed))
+        if not Path(p).exists():
+            raise InputError(f"bench result not found: {p}")
+        raw = read_document(p, "bench result")
+        text = raw.decode("utf-8", "replace")
+        if text.lstrip().startswith("{"):
+            try:
+                doc = loads_json(text, p)
+            except InputError:
+                doc = None
+            if not isinstance(doc, dict):
+                raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result)")
+            runs.append(bench_run_from_json(doc, Path(p).name, special_tokens=special_tokens, seed=seed))
+            continue
+        runs += _printed_runs(text, p, special_tokens, seed)
     if not runs:
         raise InputError("no bench result given")
     return runs
+
+
+def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[BenchRun]:
+    from kvdoctor.evidence.bench import parse_text
+
+    blocks = [b for b in parse_text(text, p) if b.raw.get("format") == "block"]
+    if not blocks:
+        raise InputError(f"{p}: neither a vllm bench serve JSON result (--save-result) nor its printed "
+                         "'Serving Benchmark Result' block")
+    out = []
+    for k, b in enumerate(blocks, 1):
+        name = Path(p).name if len(blocks) == 1 else f"{Path(p).name}#{k}"
+        # the bench prints 'Traffic request rate:' (and the concurrency) just before the block; without it an open
+        # loop and a burst at t=0 are the same text, and the fit would silently take the wrong one
+        if "request_rate" not in b.fields:
+            raise InputError(f"{name}: the printed result does not say its request rate: keep the 'Traffic request "
+                             "rate:' line that vllm bench serve prints before the block, or give the --save-result JSON")
+        out.append(bench_run_from_json(dict(b.fields), name, special_tokens=special_tokens, seed=seed))
+    return out
 
 
 # ---- a warm prefix cache: earlier runs on the same server, the bench's test request ---------------
@@ -675,7 +707,8 @@ def _initial(runs: list[BenchRun], kind: str) -> dict[str, float]:
             "per_token_s": max(1e-9, 0.1 * ttft / p)}
 
 
-def _nelder_mead(f, x0, step=0.7, iters=300, tol=1e-5):
+def _nelder_mead(f, x0, step=0.7, iters=300, tol=1e-5, on_iter=None):
+    """Minimise ``f`` from ``x0``; ``on_iter()`` after each of at most ``iters`` iterations (a progress bar)."""
     import numpy as np
 
     n = len(x0)
@@ -686,6 +719,8 @@ def _nelder_mead(f, x0, step=0.7, iters=300, tol=1e-5):
         pts.append(p)
     vals = [f(p) for p in pts]
     for _ in range(iters):
+        if on_iter is not None:
+            on_iter()
         order = np.argsort(vals)
         pts = [pts[i] for i in order]
         vals = [vals[i] for i in order]
@@ -863,7 +898,7 @@ def batch_varies(r: BenchRun) -> bool:
 def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
         stats: list[StatsObs] | None = None, prefill_term: bool = False, finish_cost: bool = False,
         spread: bool = False, iterations: list[IterObs] | None = None, kv_term: bool = False,
-        fixed: dict[str, float] | None = None) -> Calibration:
+        fixed: dict[str, float] | None = None, on_iter=None) -> Calibration:
     """Fit one calibration on ``runs`` (bench runs of one deployment) and/or the busy intervals of
     its server stats log (``stats``; weighted as much as one run's figures in total).
     ``finish_cost``: also fit the front end's work per finished request (``FrontEnd.per_finish_s``: a
@@ -922,7 +957,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
         # a weak pull toward the starting point keeps unidentified parameters where the data put them
         return total + 1e-3 * float(np.sum((x - x0) ** 2))
 
-    best, _ = _nelder_mead(objective, x0, iters=iters)
+    best, _ = _nelder_mead(objective, x0, iters=iters, on_iter=on_iter)
     cal = _unpack(names, best, kind, fixed)
     if iterations:
         cal.fit["engine_overhead_s"] = float(math.exp(best[ov_i]))
@@ -955,7 +990,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
               deployment: dict | None = None, stats: list[StatsObs] | None = None,
               prefill_term: bool = False, finish_cost: bool = False, spread: bool = False,
               iterations: list[IterObs] | None = None, kv_term: bool = False, iters: int = 250,
-              use_token_steps: bool = False) -> Calibration:
+              use_token_steps: bool = False, on_iter=None) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -977,7 +1012,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
             raise InputError("the prefill rate from the token times sets the linear model's cost per token: --linear")
         fixed = {"per_token_s": steps_info["per_token_s"]}
     cal = fit(fit_runs, setup, kind, stats=stats, prefill_term=prefill_term, finish_cost=finish_cost, spread=spread,
-              iterations=iterations, kv_term=kv_term, iters=iters, fixed=fixed)
+              iterations=iterations, kv_term=kv_term, iters=iters, fixed=fixed, on_iter=on_iter)
     overhead = cal.fit.get("engine_overhead_s")
     on_fit = evaluate(cal, fit_runs, setup)
     on_held = evaluate(cal, held, setup) if held else {}
