@@ -3,33 +3,42 @@
 The suite runs in one pytest process on one core. The box has two: the second serves the real-engine
 scenarios started at collection end (tests/realvllm/prefetch.py) for the first few minutes of the e2e tests,
 then idles. A handful of module fixtures (re-calibrating recorded and public series: minutes of simulation
-in all) depend on nothing but committed files, so they can be computed there while the e2e tests run, and
-the test that needs one later only collects it.
+in all) depend on nothing but committed files, so they are computed there while the e2e tests run, and the
+test that needs one later only loads it.
 
 A test module declares such a computation with ``job(key, fn, *args)`` at import time; ``fn`` must be a
-module-level function (it is pickled by name into a ``spawn`` worker). Its fixture returns ``result(key)``.
+module-level function (it is pickled by reference). Its fixture returns ``result(key)``.
 
 Invariants:
+- The worker is a plain child process (``python -c``), not a multiprocessing pool: a pool keeps helper threads
+  in the pytest process, and kvdoctor's log reader rightly refuses to fork a process that has other threads
+  (tests/unit/test_evidence_reader_parallel.py checks that it does fork here).
 - Jobs start only for modules that have selected tests (``start`` at collection end), in collection order,
-  which is the order the tests ask for them.
-- ``result`` gives exactly what ``fn(*args)`` gives in-process: an exception in the worker is re-raised in
-  the test; a job never started (a module run alone, ``--collect-only``) or a worker that died is computed
+  which is the order the tests ask for them; each result is written to its own file as soon as it is done.
+- ``result`` gives exactly what ``fn(*args)`` gives in-process: an exception in the worker is re-raised in the
+  test; a job never started (a module run alone, ``--collect-only``) or lost with a worker that died is computed
   in-process instead.
-- ``wait`` blocks until every started job is over: the real-engine tests whose timings matter call it
+- ``wait`` blocks until the worker has exited: the real-engine tests whose timings matter call it
   (tests/realvllm/conftest.py), so no background work ever runs beside them.
-- The worker pool is terminated at session end (``stop``), also on ``-x`` or Ctrl-C: nothing is left running.
+- ``stop`` (session end, also on ``-x`` or Ctrl-C) kills a worker still running: nothing is left behind.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import os
+import pickle
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable
 
-_JOBS: dict[str, tuple[str, Callable[..., Any], tuple]] = {}  # key -> (module, fn, args), registration order
-_ASYNC: dict[str, Any] = {}  # key -> multiprocessing AsyncResult
-_POOL: list[Any] = []
+REPO = Path(__file__).resolve().parents[1]
+_JOBS: dict[str, tuple[str, Callable[..., Any], tuple]] = {}  # key -> (module, fn, args), declaration order
+_STARTED: dict[str, Path] = {}  # key -> the file its result will be written to
+_WORKER: list[subprocess.Popen] = []
+_DIRS: list[Path] = []
 
 
 def _log(msg: str) -> None:
@@ -39,46 +48,75 @@ def _log(msg: str) -> None:
 
 
 def job(key: str, fn: Callable[..., Any], *args: Any) -> None:
-    """Declare a computation (at a test module's import). ``fn(*args)`` must be picklable by reference."""
+    """Declare a computation (at a test module's import). ``fn`` and ``args`` must pickle."""
     _JOBS[key] = (fn.__module__, fn, args)
 
 
 def start(modules: set[str]) -> None:
-    """Submit the jobs of the selected test modules, in declaration order (called at collection end)."""
-    wanted = [(k, fn, args) for k, (mod, fn, args) in _JOBS.items() if mod in modules and k not in _ASYNC]
-    if not wanted:
+    """Start the worker on the jobs of the selected test modules (called at collection end)."""
+    wanted = [(k, fn, args) for k, (mod, fn, args) in _JOBS.items() if mod in modules and k not in _STARTED]
+    if not wanted or _WORKER:
         return
-    if not _POOL:
-        # spawn, not fork: the pytest process has threads (the real-engine prefetch, the oracle's pipe reader)
-        _POOL.append(multiprocessing.get_context("spawn").Pool(processes=1))
-    for k, fn, args in wanted:
-        _ASYNC[k] = _POOL[0].apply_async(fn, args)
-    _log(f"{len(wanted)} computations started in a worker process: {', '.join(k for k, _, _ in wanted)}")
+    d = Path(tempfile.mkdtemp(prefix="kvdoctor-background-"))
+    _DIRS.append(d)
+    plan = [(k, str(d / f"{i}.pkl"), fn, args) for i, (k, fn, args) in enumerate(wanted)]
+    # the jobs are pickled apart: unpickling them imports their test modules, which needs this sys.path first
+    (d / "plan.pkl").write_bytes(pickle.dumps({"sys_path": list(sys.path), "jobs": pickle.dumps(plan)}))
+    _WORKER.append(subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.path[:0] = [sys.argv[1]]; from tests.background import _work; "
+         "_work(sys.argv[2])", str(REPO), str(d / "plan.pkl")], cwd=str(REPO), stdin=subprocess.DEVNULL))
+    for k, path, _, _ in plan:
+        _STARTED[k] = Path(path)
+    _log(f"{len(plan)} computations started in a worker process: {', '.join(k for k, _, _, _ in plan)}")
+
+
+def _work(plan_path: str) -> None:
+    """The worker: every job in order, each result (or the exception it raised) pickled to its own file."""
+    spec = pickle.loads(Path(plan_path).read_bytes())
+    sys.path[:] = spec["sys_path"]
+    for key, out, fn, args in pickle.loads(spec["jobs"]):
+        try:
+            payload = ("ok", fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test that asks for it
+            payload = ("error", exc)
+        try:
+            data = pickle.dumps(payload)
+        except Exception as exc:  # noqa: BLE001 - an unpicklable exception still reaches the test
+            data = pickle.dumps(("error", RuntimeError(f"{key}: {payload[1]!r} ({exc})")))
+        tmp = out + ".part"
+        Path(tmp).write_bytes(data)
+        os.replace(tmp, out)  # the parent sees a whole file or none
 
 
 def result(key: str) -> Any:
-    mod, fn, args = _JOBS[key]
-    pending = _ASYNC.get(key)
-    if pending is not None:
-        try:
-            return pending.get()
-        except (OSError, EOFError, multiprocessing.ProcessError) as exc:  # the worker died, not the computation
-            _log(f"{key}: the worker failed ({type(exc).__name__}: {exc}); computing it here")
+    _, fn, args = _JOBS[key]
+    path = _STARTED.get(key)
+    if path is not None:
+        while not path.exists() and _WORKER and _WORKER[0].poll() is None:
+            time.sleep(0.1)
+        if path.exists():
+            status, value = pickle.loads(path.read_bytes())
+            if status == "error":
+                raise value
+            return value
+        _log(f"{key}: the worker exited without it (status {_WORKER[0].returncode if _WORKER else '?'}); "
+             "computing it here")
     return fn(*args)
 
 
 def wait() -> None:
-    """Until every started job is over (their results stay available)."""
-    busy = [a for a in _ASYNC.values() if not a.ready()]
-    if busy:
+    """Until the worker has exited (its results stay available)."""
+    if _WORKER and _WORKER[0].poll() is None:
         t0 = time.monotonic()
-        for a in busy:
-            a.wait()
-        _log(f"waited {time.monotonic() - t0:.0f} s for {len(busy)} background computations")
+        _WORKER[0].wait()
+        _log(f"waited {time.monotonic() - t0:.0f} s for the background computations")
 
 
 def stop() -> None:
-    if _POOL:
-        _POOL[0].terminate()
-        _POOL[0].join()
-        _POOL.clear()
+    import shutil
+
+    if _WORKER and _WORKER[0].poll() is None:
+        _WORKER[0].kill()
+        _WORKER[0].wait()
+    for d in _DIRS:
+        shutil.rmtree(d, ignore_errors=True)
