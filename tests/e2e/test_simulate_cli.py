@@ -120,3 +120,25 @@ def test_evidence_reader_and_diagnosis_run_unchanged_on_simulated_evidence(tmp_p
     d = runner.invoke(app, ["diagnose", str(log), "--json"])
     assert d.exit_code == 0, d.output
     assert "capacity-short" in d.stdout
+
+
+def test_a_pasted_bench_command_is_the_same_workload_as_its_flags():
+    line = ("vllm bench serve --model Qwen/Qwen3-8B --backend openai --dataset-name random --random-input-len 512 "
+            "--random-output-len 64 --random-range-ratio 0.25 --num-prompts 50 --request-rate 4 --burstiness 0.5 "
+            "--ignore-eos --seed 3 --save-result")
+    pasted = run("--bench-cmd", line, "--json")
+    typed = run("--dataset-name", "random", "--random-input-len", "512", "--random-output-len", "64",
+                "--random-range-ratio", "0.25", "--num-prompts", "50", "--request-rate", "4", "--burstiness", "0.5",
+                "--ignore-eos", "--seed", "3", "--json")
+    assert pasted.exit_code == 0 and typed.exit_code == 0, pasted.output + typed.output
+    a, b = json.loads(pasted.stdout), json.loads(typed.stdout)
+    assert {k: v for k, v in a["summary"].items() if k != "wall_s"} == \
+        {k: v for k, v in b["summary"].items() if k != "wall_s"}
+    assert a["workload"]["source"] == b["workload"]["source"]
+    assert a["workload"]["notes"] == ["--bench-cmd: not read (no effect on the load kvdoctor models): --model, "
+                                      "--backend, --save-result"]
+    from kvdoctor.errors import InputError
+
+    bad = run("--bench-cmd", "vllm bench serve --dataset-name hf --dataset-path x")
+    assert isinstance(bad.exception, InputError)  # the entry point's one line and exit 2 (test_bad_input_exits_2)
+    assert "kvdoctor models the random and sharegpt datasets" in str(bad.exception)

@@ -43,11 +43,26 @@ class WorkloadOptions:
     ramp_up_end_rps: Optional[int] = None
     seed: int = 0
     calibration: Optional[str] = None
+    bench_cmd: Optional[str] = None
 
     def asked(self) -> bool:
         """Was any bench-style workload option given?"""
         return any(getattr(self, f.name) not in (None, False) for f in fields(self)
                    if f.name not in ("seed", "calibration"))
+
+    def _with_bench_cmd(self) -> tuple["WorkloadOptions", list[str]]:
+        """These options with the pasted bench command line's workload flags filling what was not given here
+        (an option given on kvdoctor's own command line wins), and the line's flags that were not read."""
+        if not self.bench_cmd:
+            return self, []
+        from dataclasses import replace
+
+        from kvdoctor.sim.benchline import parse_bench_cmd
+
+        got, ignored = parse_bench_cmd(self.bench_cmd)
+        fill = {k: v for k, v in got.items()
+                if getattr(self, k) in (None, False) or (k == "seed" and self.seed == 0)}
+        return replace(self, bench_cmd=None, **fill), ignored
 
     def rate(self) -> float:
         from kvdoctor.errors import InputError
@@ -67,6 +82,17 @@ class WorkloadOptions:
         from kvdoctor.errors import InputError
         from kvdoctor.sim.workload import WorkloadSpec
 
+        if self.bench_cmd:
+            opts, ignored = self._with_bench_cmd()
+            if not opts.asked() and not trace:  # a line with only defaults is still the bench's workload
+                opts.dataset_name = "random"
+            spec = opts.spec(trace=trace, default_prompts=1000)  # the bench's own default count
+            if spec is not None and ignored:
+                from dataclasses import replace
+
+                spec = replace(spec, notes=(f"--bench-cmd: not read (no effect on the load kvdoctor models): "
+                                            f"{', '.join(ignored)}",))
+            return spec
         if not self.asked() and not trace:
             return None
         name = self.dataset_name or ("trace" if trace else "random")
@@ -124,6 +150,7 @@ _TYPES: dict[str, Any] = {
     "ramp_up_start_rps": Annotated[Optional[int], typer.Option("--ramp-up-start-rps", help="Ramp-up: the first request's rate (requests/s, an integer as in the bench).", rich_help_panel=_P)],
     "ramp_up_end_rps": Annotated[Optional[int], typer.Option("--ramp-up-end-rps", help="Ramp-up: the last request's rate (requests/s, >= the start).", rich_help_panel=_P)],
     "seed": Annotated[int, typer.Option("--seed", help="Seed of the workload (bench: --seed).", rich_help_panel=_P)],
+    "bench_cmd": Annotated[Optional[str], typer.Option("--bench-cmd", help="A `vllm bench serve` (or benchmark_serving.py) command line, pasted: its workload flags are read; a workload option given here too wins.", rich_help_panel=_P)],
     "calibration": Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvdoctor calibrate` (this deployment's step-time and front-end coefficients).", rich_help_panel="Time model")],
 }
 assert set(_TYPES) == {f.name for f in fields(WorkloadOptions)}

@@ -205,7 +205,7 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
         sampler.start()
         argv = bench_argv(vllm_cmd, target.base_url, model, load, out_dir, served_name, tokenizer)
         log(f"[{label}] load: {load.describe()}")
-        span_start = _size(out_dir / "serve.log") if server is not None else None
+        span_start = file_size(out_dir / "serve.log") if server is not None else None
         t0 = time.monotonic()
         bench = spawn(argv, env=env, log_path=out_dir / "bench.log")
         res.groups["bench"] = bench.pgid
@@ -223,7 +223,7 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
         sampler.stop()
         _scrape(target, out_dir / "metrics_after.txt", res, "metrics_after")
         if span_start is not None:
-            res.log_span = [span_start, _size(out_dir / "serve.log")]
+            res.log_span = [span_start, file_size(out_dir / "serve.log")]
         if bench.proc.returncode != 0 or not (out_dir / "bench.json").exists():
             raise ExperimentError(f"`vllm bench serve` failed (exit {bench.proc.returncode}): "
                                   f"{last_error_line(out_dir / 'bench.log')} (full log: {out_dir / 'bench.log'})",
@@ -262,7 +262,8 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
     return res
 
 
-def _size(path: Path) -> int:
+def file_size(path: Path) -> int:
+    """Bytes in ``path`` now (0 when absent): a growing log's offset."""
     try:
         return path.stat().st_size
     except OSError:

@@ -371,6 +371,7 @@ class WorkloadSpec:
     ramp_up_strategy: str | None = None
     ramp_up_start_rps: int | None = None
     ramp_up_end_rps: int | None = None
+    notes: tuple[str, ...] = ()  # what a pasted bench command line held that was not read (--bench-cmd)
 
     def validate(self) -> None:
         if self.dataset_name not in ("random", "sharegpt", "trace", "synthetic"):
@@ -559,14 +560,14 @@ def sharegpt_lengths(spec: WorkloadSpec) -> tuple[list[int], list[int], str]:
 def build_workload(spec: WorkloadSpec) -> Workload:
     """The requests of one bench run (or trace) as the simulator's ``Workload``."""
     spec.validate()
-    notes: list[str] = []
+    notes: list[str] = list(spec.notes)
     if spec.dataset_name == "trace":
         w = load_trace(spec.dataset_path)
         if spec.num_prompts and spec.num_prompts < len(w):
             w = w.head(spec.num_prompts)
         if spec.rate_scale != 1.0:
             w = w.scaled(spec.rate_scale)
-        return replace(w, max_concurrency=spec.max_concurrency)
+        return replace(w, max_concurrency=spec.max_concurrency, notes=[*w.notes, *spec.notes])
     n = spec.num_prompts
     if spec.dataset_name == "random":
         prompt, output = random_lengths(spec)

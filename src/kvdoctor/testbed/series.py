@@ -248,6 +248,7 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = LIVE_SERIE
     """Start one server on 127.0.0.1, run every load of ``runs`` against it in order, stop it (also on
     failure). Writes ``<name>.json`` per run, ``serve.log`` and ``series.json`` (what ran, when, how
     long); returns the series.json content. Never leaves a process it started."""
+    from kvdoctor.experiment.measure import file_size as _size
     from kvdoctor.experiment.server import free_port, spawn, start_server, terminate_as_interrupt
 
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
@@ -302,13 +303,6 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = LIVE_SERIE
     if meta["status"] != "complete":
         raise RuntimeError(meta.get("error", "series incomplete"))
     return meta
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _loadavg() -> list[float] | None:

@@ -1,0 +1,67 @@
+"""--bench-cmd: a pasted `vllm bench serve` / benchmark_serving.py command line read as the workload options it sets."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvdoctor.cli.workload_opts import WorkloadOptions
+from kvdoctor.errors import InputError
+from kvdoctor.sim.benchline import parse_bench_cmd
+
+# the command of vllm PR 15322's DeepSeek-R1 benchmark (benchmark_serving.py era), as its author pasted it
+PR15322 = """python3 benchmark_serving.py \\
+        --backend vllm \\
+        --model /workspace/DeepSeek-R1 \\
+        --port 8862 \\
+        --endpoint /v1/completions \\
+        --dataset-name random \\
+        --dataset-path ${SHAREGPT_DATASET_PATH} \\
+        --random-input-len 4096 \\
+        --random-output-len 1024 \\
+        --random-prefix-len 0 \\
+        --ignore-eos \\
+        --max-concurrency 16 \\
+        --num-prompts 16"""
+
+
+def test_a_benchmark_serving_command_with_continuations():
+    got, ignored = parse_bench_cmd(PR15322)
+    assert got == {"dataset_name": "random", "random_input_len": 4096, "random_output_len": 1024,
+                   "random_prefix_len": 0, "ignore_eos": True, "max_concurrency": 16, "num_prompts": 16}
+    assert ignored == ["--backend", "--model", "--port", "--endpoint", "--dataset-path"]
+
+
+def test_vllm_bench_serve_with_equals_underscores_a_prompt_and_a_pipe():
+    got, ignored = parse_bench_cmd("$ VLLM_USE_V1=1 vllm bench serve --model m --request_rate=12.5 --burstiness 0.5 "
+                                   "--ramp-up-strategy linear --ramp-up-start-rps 1 --ramp-up-end-rps 8 --seed 7 "
+                                   "--save-result --percentile-metrics ttft,tpot 2>&1 | tee bench.log")
+    assert got == {"request_rate": "12.5", "burstiness": 0.5, "ramp_up_strategy": "linear", "ramp_up_start_rps": 1,
+                   "ramp_up_end_rps": 8, "seed": 7}
+    assert ignored == ["--model", "--save-result", "--percentile-metrics"]
+
+
+@pytest.mark.parametrize("line, msg", [
+    ("vllm serve Qwen/Qwen3-8B --max-num-seqs 8", "not a `vllm bench serve`"),
+    ("vllm bench serve --dataset-name sonnet --num-prompts 10", "sonnet: kvdoctor models the random and sharegpt"),
+    ("vllm bench serve --num-prompts ten", "--num-prompts 'ten' is not an integer"),
+    ("vllm bench serve --num-prompts", "--num-prompts needs a value"),
+    ("vllm bench serve --model 'unclosed", "cannot split"),
+])
+def test_lines_that_cannot_be_read_are_one_line_errors(line, msg):
+    with pytest.raises(InputError, match=msg):
+        parse_bench_cmd(line)
+
+
+def test_an_option_given_on_kvdoctors_command_line_wins_and_the_rest_comes_from_the_line():
+    wl = WorkloadOptions(bench_cmd="vllm bench serve --dataset-name random --random-input-len 2048 "
+                                   "--random-output-len 256 --num-prompts 200 --request-rate 8 --seed 5 --backend openai",
+                         random_input_len=512)
+    spec = wl.spec()
+    assert (spec.random_input_len, spec.random_output_len, spec.num_prompts, spec.request_rate, spec.seed) == \
+        (512, 256, 200, 8.0, 5)
+    assert spec.notes == ("--bench-cmd: not read (no effect on the load kvdoctor models): --backend",)
+    # the bench's defaults where the line says nothing: random 1024/128, 1000 prompts, rate inf
+    bare = WorkloadOptions(bench_cmd="vllm bench serve --model m").spec()
+    assert (bare.dataset_name, bare.random_input_len, bare.random_output_len, bare.num_prompts) == \
+        ("random", 1024, 128, 1000)
+    assert bare.request_rate == float("inf")
