@@ -65,3 +65,19 @@ def test_an_option_given_on_kvdoctors_command_line_wins_and_the_rest_comes_from_
     assert (bare.dataset_name, bare.random_input_len, bare.random_output_len, bare.num_prompts) == \
         ("random", 1024, 128, 1000)
     assert bare.request_rate == float("inf")
+
+
+def test_the_experiments_bench_runs_the_pasted_load():
+    # `kvdoctor experiment --bench-cmd ...` drives vllm bench serve with the workload part of the pasted line
+    from pathlib import Path
+
+    from kvdoctor.experiment.load import LoadSpec
+
+    line = ("vllm bench serve --model m --base-url http://gpu-7:8000 --dataset-name random --random-input-len 256 "
+            "--random-output-len 32 --num-prompts 40 --request-rate 5 --burstiness 0.5 --ignore-eos --seed 2")
+    args = LoadSpec.from_workload_spec(WorkloadOptions(bench_cmd=line).spec(default_prompts=100)).bench_args(Path("/x"))
+    pairs = dict(zip(args[::2], args[1::2]))
+    assert pairs["--random-input-len"] == "256" and pairs["--random-output-len"] == "32"
+    assert pairs["--num-prompts"] == "40" and pairs["--seed"] == "2" and float(pairs["--request-rate"]) == 5.0
+    assert pairs["--burstiness"] == "0.5"  # as pasted (it round-trips through the gamma's CV)
+    assert "--ignore-eos" in args and "--base-url" not in args

@@ -104,7 +104,9 @@ class LoadSpec:
     @property
     def burstiness(self) -> float:
         """vLLM bench's gamma shape: CV = 1/sqrt(shape), so shape = 1/CV² (1 = Poisson)."""
-        return 1.0 if self.arrival == "poisson" else 1.0 / (self.cv * self.cv)
+        # 12 digits: the shape came in as --burstiness k and went through cv = 1/sqrt(k); the round trip must give
+        # the bench back k (0.5, not 0.5000000000000001: its gamma draws, and ours, take the value as given)
+        return 1.0 if self.arrival == "poisson" else float(f"{1.0 / (self.cv * self.cv):.12g}")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
