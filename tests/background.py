@@ -13,8 +13,9 @@ Invariants:
 - The worker is a plain child process (``python -c``), not a multiprocessing pool: a pool keeps helper threads
   in the pytest process, and kvdoctor's log reader rightly refuses to fork a process that has other threads
   (tests/unit/test_evidence_reader_parallel.py checks that it does fork here).
-- Jobs start only for modules that have selected tests (``start`` at collection end), in collection order,
-  which is the order the tests ask for them; each result is written to its own file as soon as it is done.
+- Jobs start only when a selected test uses them (``start`` at collection end: the test's module, and the fixture
+  and parameter the job names), in declaration order, which is the order the tests ask for them; each result is
+  written to its own file as soon as it is done.
 - ``result`` gives exactly what ``fn(*args)`` gives in-process: an exception in the worker is re-raised in the
   test; a job never started (a module run alone, ``--collect-only``) or lost with a worker that died is computed
   in-process instead.
@@ -36,6 +37,7 @@ from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[1]
 _JOBS: dict[str, tuple[str, Callable[..., Any], tuple]] = {}  # key -> (module, fn, args), declaration order
+_USERS: dict[str, tuple[str, Any]] = {}  # key -> (fixture, param): only a selected test using it starts the job
 _STARTED: dict[str, Path] = {}  # key -> the file its result will be written to
 _WORKER: list[subprocess.Popen] = []
 _DIRS: list[Path] = []
@@ -47,14 +49,31 @@ def _log(msg: str) -> None:
     stream.flush()
 
 
-def job(key: str, fn: Callable[..., Any], *args: Any) -> None:
-    """Declare a computation (at a test module's import). ``fn`` and ``args`` must pickle."""
+def job(key: str, fn: Callable[..., Any], *args: Any, fixture: str | None = None, param: Any = None) -> None:
+    """Declare a computation (at a test module's import). ``fn`` and ``args`` must pickle. ``fixture`` (and, for a
+    parametrized one, ``param``): the fixture that returns it, so that ``-k`` runs start only what they use."""
     _JOBS[key] = (fn.__module__, fn, args)
+    if fixture is not None:
+        _USERS[key] = (fixture, param)
 
 
-def start(modules: set[str]) -> None:
-    """Start the worker on the jobs of the selected test modules (called at collection end)."""
-    wanted = [(k, fn, args) for k, (mod, fn, args) in _JOBS.items() if mod in modules and k not in _STARTED]
+def _used(key: str, mod: str, items: list) -> bool:
+    for item in items:
+        if getattr(getattr(item, "module", None), "__name__", None) != mod:
+            continue
+        if key not in _USERS:
+            return True
+        fixture, param = _USERS[key]
+        if fixture in getattr(item, "fixturenames", ()):
+            cs = getattr(item, "callspec", None)
+            if param is None or (cs is not None and cs.params.get(fixture) == param):
+                return True
+    return False
+
+
+def start(items: list) -> None:
+    """Start the worker on the jobs the selected tests use (called at collection end with ``session.items``)."""
+    wanted = [(k, fn, args) for k, (mod, fn, args) in _JOBS.items() if k not in _STARTED and _used(k, mod, items)]
     if not wanted or _WORKER:
         return
     d = Path(tempfile.mkdtemp(prefix="kvdoctor-background-"))

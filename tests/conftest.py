@@ -151,7 +151,7 @@ def pytest_collection_finish(session):
         return
     from tests import background
 
-    background.start({item.module.__name__ for item in session.items if getattr(item, "module", None)})
+    background.start(session.items)
 
 
 def pytest_sessionfinish(session):  # noqa: ARG001 - pytest hook

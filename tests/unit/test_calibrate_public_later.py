@@ -22,7 +22,7 @@ def evaluate() -> dict:
     return mod.evaluate()
 
 
-background.job("public_later", evaluate)  # computed in the worker process while the e2e tests run
+background.job("public_later", evaluate, fixture="result")  # computed in the worker process while the e2e tests run
 
 
 @pytest.fixture(scope="module")

@@ -29,8 +29,8 @@ def _evaluate(warm: bool) -> dict:
 
 
 # computed in the worker process from collection end (tests/background.py)
-background.job("public_series:warm", _evaluate, True)
-background.job("public_series:cold", _evaluate, False)
+background.job("public_series:warm", _evaluate, True, fixture="warm")
+background.job("public_series:cold", _evaluate, False, fixture="cold")
 
 
 @pytest.fixture(scope="module")

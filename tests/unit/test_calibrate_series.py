@@ -387,6 +387,7 @@ REPORTED_V6 = {
     "series15": {"cal_ramp.json": (0.007, -0.010, 0.025), "val_r3.json": (0.002, 0.023, -0.092), "val_g6.json": (-0.011, 0.122, 0.289), "val_c8_in256.json": (0.073, -0.155, -0.032), "val_c6.json": (-0.112, 0.147, 0.155), "drift_ramp.json": (-0.006, -0.110, -0.103)},
     "series16": {"cal_ramp.json": (-0.000, -0.027, -0.015), "val_r3.json": (-0.001, -0.014, -0.056), "val_g6.json": (-0.006, -0.041, 0.045), "val_c8_in256.json": (0.170, -0.259, -0.113), "val_c6.json": (-0.023, 0.016, 0.022), "drift_ramp.json": (-0.007, -0.073, 0.029)},
     "series17": {"cal_ramp.json": (-0.016, -0.008, 0.024), "val_r3.json": (-0.004, 0.055, 0.190), "val_g6.json": (0.014, -0.148, -0.058), "val_c8_in256.json": (0.142, -0.295, -0.074), "val_c6.json": (0.117, -0.095, -0.102), "drift_ramp.json": (0.001, -0.185, -0.050)},
+    "series19": {"cal_ramp.json": (-0.001, -0.010, 0.002), "val_r3.json": (-0.003, 0.028, 0.093), "val_g6.json": (0.003, -0.011, 0.149), "val_c8_in256.json": (0.072, -0.111, -0.050), "val_c6.json": (-0.194, 0.101, 0.302), "drift_ramp.json": (-0.002, 0.029, 0.042)},
 }
 REPORTED_V4_ON_VAL_C6 = {
     "series12": {"val_c6.json": (-0.012, 0.000, -0.010), "cal_ramp.json": (0.032, -0.573, -0.136), "val_r3.json": (-0.002, -0.276, 0.173), "val_g6.json": (-0.032, -0.440, -0.087), "val_c8_in256.json": (0.414, -0.637, -0.159), "drift_ramp.json": (0.058, -0.852, -0.209)},
@@ -395,14 +396,16 @@ REPORTED_V4_ON_VAL_C6 = {
     "series15": {"val_c6.json": (0.003, -0.010, 0.002), "cal_ramp.json": (0.029, -0.492, -0.121), "val_r3.json": (-0.006, 0.050, 0.094), "val_g6.json": (-0.022, 0.071, 0.300), "val_c8_in256.json": (0.662, -0.506, -0.393), "drift_ramp.json": (-0.008, -0.374, -0.250)},
     "series16": {"val_c6.json": (-0.008, -0.032, -0.006), "cal_ramp.json": (0.016, -0.366, -0.079), "val_r3.json": (-0.007, 0.077, 0.101), "val_g6.json": (-0.017, -0.030, 0.099), "val_c8_in256.json": (0.560, -0.542, -0.328), "drift_ramp.json": (-0.010, -0.287, -0.069)},
     "series17": {"val_c6.json": (-0.003, -0.024, -0.005), "cal_ramp.json": (-0.017, -0.136, 0.099), "val_r3.json": (-0.016, 0.306, 0.562), "val_g6.json": (-0.007, 0.003, 0.141), "val_c8_in256.json": (0.351, -0.477, -0.232), "drift_ramp.json": (0.000, -0.296, 0.022)},
+    "series19": {"val_c6.json": (0.006, -0.004, 0.006), "cal_ramp.json": (0.035, -0.582, -0.278), "val_r3.json": (-0.005, 0.026, 0.121), "val_g6.json": (0.002, -0.102, -0.011), "val_c8_in256.json": (0.903, -0.557, -0.479), "drift_ramp.json": (0.034, -0.561, -0.251)},
 }
-SESSION_DRIFT = {"series12": (1.063, 0.115), "series13": (-0.391, -0.121), "series14": (-0.029, 0.092), "series15": (-0.213, 0.146), "series16": (-0.269, -0.025), "series17": (0.219, 0.076)}
-PREFILL_MS = {"series12": 0.1205, "series13": 0.1494, "series14": 0.1504, "series15": 0.1461, "series16": 0.1505, "series17": 0.1392}
+SESSION_DRIFT = {"series12": (1.063, 0.115), "series13": (-0.391, -0.121), "series14": (-0.029, 0.092), "series15": (-0.213, 0.146), "series16": (-0.269, -0.025), "series17": (0.219, 0.076), "series19": (-0.045, -0.037)}
+PREFILL_MS = {"series12": 0.1205, "series13": 0.1494, "series14": 0.1504, "series15": 0.1461, "series16": 0.1505, "series17": 0.1392, "series19": 0.1724}
 
 
-# series12, 13 and 15 are reproduced by scripts/calibration_series_table.py with the rest of the docs' table (their
-# pins below are its output); the suite runs the judged session, the CI session and version 7's (CI time)
-RAMP = ("series14", "series16", "series17")
+# series12, 13, 15 and 18 are reproduced by scripts/calibration_series_table.py with the rest of the docs' table (their
+# pins below are its output); the suite runs the two judged sessions (series14; series19, version 7 inside a fresh-clone
+# CI run), the CI session of version 6 and version 7's first (CI time)
+RAMP = ("series14", "series16", "series17", "series19")
 
 
 def _ramp(name):
@@ -426,7 +429,7 @@ def test_every_load_of_the_ramp_series_is_there(recorded_ramp):
     name, d, runs, cal6, _ = recorded_ramp
     meta = json.loads((d / "series.json").read_text())
     spec = {5: S.SERIES_V5, 6: S.SERIES_V6, 7: S.SERIES_V7}[meta["version"]]
-    assert meta["version"] == {"series17": 7}.get(name, 6) and meta["env"] == S.SERVER_ENV
+    assert meta["version"] == {"series17": 7, "series19": 7}.get(name, 6) and meta["env"] == S.SERVER_ENV
     assert [r["name"] for r in meta["runs"]] == [s.name for s in spec]
     assert [r.name for r in runs] == [f"{s.name}.json" for s in spec if s.role != "warmup"]
     ramp = next(r for r in runs if r.name == "cal_ramp.json")
@@ -446,29 +449,40 @@ def test_the_ramp_series_errors_are_what_the_calibrations_give(recorded_ramp):
 
 
 def test_the_prefill_rate_measured_on_the_rebuilt_steps_holds_from_session_to_session(recorded_ramp):
-    # 0.12-0.15 ms per prompt token in all six sessions (the fit alone put 0.03-0.07 ms there, and ~34 ms into the
-    # front end); the fit holds it
+    # 0.12-0.15 ms per prompt token in the first six sessions, 0.17 in series19 (the fit alone put 0.03-0.07 ms there,
+    # and ~34 ms into the front end); the fit holds it
     name, _, _, cal6, _ = recorded_ramp
     assert cal6.fit["token_steps"]["per_token_s"] * 1e3 == pytest.approx(PREFILL_MS[name], abs=0.002)
-    assert 0.11 < PREFILL_MS[name] < 0.16
+    assert 0.11 < PREFILL_MS[name] < 0.18
     assert cal6.linear["per_token_s"] == cal6.fit["token_steps"]["per_token_s"]
 
 
-def test_only_series14s_repeat_held_and_there_the_closed_loops_miss(recorded_ramp):
+# the validation figures outside the 10 % bar in the two sessions whose repeat held (judged)
+JUDGED_MISSES = {
+    # gamma 6/s within on every figure; Poisson 3/s TTFT just over; the closed loops miss
+    "series14": {("val_r3.json", "mean_ttft_ms"), ("val_c8_in256.json", "mean_ttft_ms"),
+                 ("val_c6.json", "output_throughput"), ("val_c6.json", "mean_tpot_ms")},
+    # Poisson 3/s within on every figure; gamma 6/s TPOT +15 %; the closed loop 8's TTFT -11 %; the closed loop 6
+    # -19 / +10 / +30 % (it missed the other way in series14: +15 % throughput, -14 % TPOT)
+    "series19": {("val_g6.json", "mean_tpot_ms"), ("val_c8_in256.json", "mean_ttft_ms"),
+                 ("val_c6.json", "output_throughput"), ("val_c6.json", "mean_ttft_ms"), ("val_c6.json", "mean_tpot_ms")},
+}
+
+
+def test_where_the_repeat_held_the_bar_is_still_missed(recorded_ramp):
     name, _, runs, cal6, _ = recorded_ramp
     drift = S.session_drift(runs, "cal_ramp", "drift_ramp")
     # a ramp's throughput is its schedule's: compared only where the repeat re-sent the same run (version 7)
-    assert list(drift) == (list(C.HEADLINE) if name == "series17" else ["mean_ttft_ms", "mean_tpot_ms"])
+    assert list(drift) == (list(C.HEADLINE) if name in ("series17", "series19") else ["mean_ttft_ms", "mean_tpot_ms"])
     assert [drift["mean_ttft_ms"], drift["mean_tpot_ms"]] == pytest.approx(list(SESSION_DRIFT[name]), abs=0.005)
     held = all(abs(v) <= S.TOLERANCE for v in drift.values())
-    assert held == (name == "series14")
-    if held:  # judged: the calibration run reproduces itself; gamma 6/s within the bar; the closed loops miss
+    assert held == (name in JUDGED_MISSES)
+    if held:  # judged: the calibration run reproduces itself; what misses is listed above
         err = _errors(cal6)
-        assert all(abs(x) <= S.TOLERANCE for x in err["cal_ramp.json"] + err["val_g6.json"])
-        missed = {(run, m) for run in ("val_r3.json", "val_c8_in256.json", "val_c6.json")
+        assert all(abs(x) <= S.TOLERANCE for x in err["cal_ramp.json"])
+        missed = {(run, m) for run in ("val_r3.json", "val_g6.json", "val_c8_in256.json", "val_c6.json")
                   for m, x in zip(C.HEADLINE, err[run]) if abs(x) > S.TOLERANCE}
-        assert missed == {("val_r3.json", "mean_ttft_ms"), ("val_c8_in256.json", "mean_ttft_ms"),
-                          ("val_c6.json", "output_throughput"), ("val_c6.json", "mean_tpot_ms")}
+        assert missed == JUDGED_MISSES[name]
 
 
 def test_measuring_the_prefill_rate_shrinks_the_largest_miss_in_every_session(recorded_ramp):
@@ -486,7 +500,8 @@ def test_measuring_the_prefill_rate_shrinks_the_largest_miss_in_every_session(re
 
 # Every fixture above re-calibrates committed recordings only: computed in the worker process from collection end
 # (tests/background.py), in the order pytest asks for them.
-for _kind, _fn, _names in (("v1", _v1, ("series1", "series2", "series3")), ("v2", _v2, V2), ("v3", _v3, V3),
-                           ("ramp", _ramp, RAMP)):
+for _kind, _fn, _fixture, _names in (("v1", _v1, "recorded", ("series1", "series2", "series3")),
+                                     ("v2", _v2, "recorded_v2", V2), ("v3", _v3, "recorded_v3", V3),
+                                     ("ramp", _ramp, "recorded_ramp", RAMP)):
     for _n in _names:
-        background.job(f"{_kind}:{_n}", _fn, _n)
+        background.job(f"{_kind}:{_n}", _fn, _n, fixture=_fixture, param=_n)
