@@ -53,8 +53,6 @@ class WorkloadOptions:
     def _with_bench_cmd(self) -> tuple["WorkloadOptions", list[str]]:
         """These options with the pasted bench command line's workload flags filling what was not given here
         (an option given on kvdoctor's own command line wins), and the line's flags that were not read."""
-        if not self.bench_cmd:
-            return self, []
         from dataclasses import replace
 
         from kvdoctor.sim.benchline import parse_bench_cmd

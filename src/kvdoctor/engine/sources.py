@@ -296,7 +296,9 @@ _PY_ENTRYPOINTS = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_s
                    "vllm.entrypoints.cli.main")
 
 
-def _split(text: str) -> list[str]:
+def split_command_line(text: str) -> list[str]:
+    """A pasted shell command line (continuations, a prompt prefix, quotes) as its words; InputError when its
+    quotes do not balance."""
     # Backslash-newline continuations (bash) and caret/backtick ones (cmd, PowerShell) join lines.
     joined = re.sub(r"[\\^`][ \t]*\r?\n", " ", text)
     # A pasted block may hold several lines: keep only up to an unescaped newline that ends the command
@@ -310,8 +312,8 @@ def _split(text: str) -> list[str]:
         raise InputError(f"cannot split the command line: {exc}") from None
 
 
-_SHELL_OPS = frozenset({"|", "||", "&&", ";", "&", "|&"})
-_REDIRECT_RE = re.compile(r"^(?:\d?>>?|&>>?|<|\d?>&\d)")
+SHELL_OPS = frozenset({"|", "||", "&&", ";", "&", "|&"})
+REDIRECT_RE = re.compile(r"^(?:\d?>>?|&>>?|<|\d?>&\d)")
 
 
 def _is_command_start(tokens: list[str], i: int, *, loose: bool = False) -> bool:
@@ -330,7 +332,7 @@ def _is_command_start(tokens: list[str], i: int, *, loose: bool = False) -> bool
 def _cut_shell_tail(tokens: list[str]) -> list[str]:
     """Stop at a pipe, `&&`, `;`, `&` or a redirection (`2>&1 | tee server.log`, `> out.log &`)."""
     for j, tok in enumerate(tokens):
-        if tok in _SHELL_OPS or _REDIRECT_RE.match(tok):
+        if tok in SHELL_OPS or REDIRECT_RE.match(tok):
             return tokens[:j]
     return tokens
 
@@ -358,7 +360,7 @@ def _strip_to_args(tokens: list[str], cfg: EngineConfig) -> tuple[list[str], boo
             raise InputError("empty command line: expected `vllm serve MODEL ...`")
         raise InputError(f"not a vLLM server command: expected `vllm serve MODEL ...`, got `{rest[0]}`")
     # Environment assignments of the same shell command (after the last operator before the start).
-    seg_start = max([j + 1 for j in range(start) if tokens[j] in _SHELL_OPS] or [0])
+    seg_start = max([j + 1 for j in range(start) if tokens[j] in SHELL_OPS] or [0])
     for tok in tokens[seg_start:start]:
         if _ENV_RE.match(tok):
             k, v = tok.split("=", 1)
@@ -539,7 +541,7 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None) -> Engine
     if re.search(r"(?:^|[\s=(.])LLM\s*\(", text):
         return parse_llm_call(text)
     cfg = EngineConfig(origin="serve-line", usage_context="api")
-    tokens = _split(text)
+    tokens = split_command_line(text)
     args, positional_model = _strip_to_args(tokens, cfg)
     notes: list[str] = []
     _parse_args(args, cfg, positional_model=positional_model,

@@ -13,9 +13,8 @@ model name, result files, sampling parameters) are listed as ``ignored``, so a c
 from __future__ import annotations
 
 import os
-import re
-import shlex
 
+from kvdoctor.engine.sources import REDIRECT_RE, SHELL_OPS, split_command_line
 from kvdoctor.errors import InputError
 
 # bench flag -> (WorkloadOptions field, kind)
@@ -43,16 +42,7 @@ _FLAGS_NO_VALUE = frozenset({
     "--insecure", "--plot-timeline", "--plot-dataset-stats", "--skip-tokenizer-init", "--enable-multimodal-chat",
     "--custom-skip-chat-template", "--no-reranker",
 })
-_DATASETS = {"random": "random", "sharegpt": "sharegpt"}
-
-
-def _split(text: str) -> list[str]:
-    joined = re.sub(r"[\\^`][ \t]*\r?\n", " ", text).replace("\r", " ").replace("\n", " ")
-    joined = re.sub(r"^\s*[$#>]\s+", "", joined)  # a prompt prefix from a pasted runbook
-    try:
-        return shlex.split(joined, comments=False)
-    except ValueError as exc:
-        raise InputError(f"--bench-cmd: cannot split the command line: {exc}") from None
+_DATASETS = ("random", "sharegpt")
 
 
 def _args_start(tokens: list[str]) -> int:
@@ -70,14 +60,17 @@ def _args_start(tokens: list[str]) -> int:
 
 def parse_bench_cmd(text: str) -> tuple[dict, list[str]]:
     """(workload option values, flags not read). Values keep the option types of ``WorkloadOptions``."""
-    tokens = _split(text)
+    try:
+        tokens = split_command_line(text)
+    except InputError as exc:
+        raise InputError(f"--bench-cmd: {exc}") from None
     i = _args_start(tokens)
     out: dict = {}
     ignored: list[str] = []
     while i < len(tokens):
         tok = tokens[i]
         i += 1
-        if tok in ("|", "||", "&&", ";", "&") or re.match(r"^\d?>>?|^&>", tok):
+        if tok in SHELL_OPS or REDIRECT_RE.match(tok):
             break  # the rest of a shell pipeline or a redirection: not the bench's
         if not tok.startswith("--"):
             continue  # a stray value of a flag already passed over
@@ -106,7 +99,6 @@ def parse_bench_cmd(text: str) -> tuple[dict, list[str]]:
         if ds not in _DATASETS:
             raise InputError(f"--bench-cmd: --dataset-name {ds}: kvdoctor models the random and sharegpt datasets "
                              "(give the lengths as --dataset-name random, or replay the requests with --trace)")
-        out["dataset_name"] = _DATASETS[ds]
     # --dataset-path stays among the ignored: the bench's is the ShareGPT JSON itself, kvdoctor's a length table (the
     # shared ShareGPT statistics stand in; give --dataset-path to use the operator's own lengths)
     return out, ignored
