@@ -228,11 +228,12 @@ def _child_signals() -> None:
 
 
 def spawn(argv: Sequence[str], *, env: dict[str, str] | None, log_path: Path | None, cwd: str | None = None,
-          capture: bool = False) -> Managed:
-    """Start ``argv`` in a new session (own process group); output to ``log_path`` (or a pipe)."""
+          capture: bool = False, stdin_pipe: bool = False) -> Managed:
+    """Start ``argv`` in a new session (own process group); output to ``log_path`` (or a pipe); ``stdin_pipe``:
+    its stdin is a pipe the caller writes (``Managed.proc.stdin``), else /dev/null."""
     log_f = open(log_path, "ab") if log_path is not None else None
     try:
-        proc = subprocess.Popen(list(argv), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(list(argv), env=env, cwd=cwd, stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
                                 stdout=log_f if log_f else (subprocess.PIPE if capture else subprocess.DEVNULL),
                                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_child_signals)
     except FileNotFoundError:
