@@ -1,6 +1,6 @@
 """`kvdoctor calibrate` validated live on the real CPU engine: ONE server session runs a discarded warm-up, the
-calibration run and four other loads interleaved (``kvdoctor.testbed.series.LIVE_SERIES``, version 8: version 7 with
-every bench run sent from one `vllm bench serve` process; version 3's server — the model run inside EngineCore, ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` — and version 2's loads: a Poisson run,
+calibration run and four other loads interleaved (``kvdoctor.testbed.series.LIVE_SERIES``, version 9: version 7 with
+every bench run sent from one `vllm bench serve` process and EngineCore on a core of its own; version 3's server — the model run inside EngineCore, ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` — and version 2's loads: a Poisson run,
 bursty gamma arrivals, a closed loop 8 with other lengths, and version 2-4's calibration load, a closed loop 6) and a
 repeat of the calibration run (its own prompts and send times). The calibration run is one `vllm bench serve --ramp-up-strategy linear` run (rate
 1 -> 16 requests/s, spread lengths), after a discarded warm-up with the same load: calibrated on it alone

@@ -59,3 +59,41 @@ def test_one_process_serves_every_job_and_reports_each_exit_status(tmp_path):
     # nothing a run printed leaked to the client's own output
     assert "run " not in r.stdout and "to stderr" not in r.stderr
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_pin_engine_gives_enginecore_the_last_core_and_the_rest_the_others(tmp_path):
+    import os
+    import time
+
+    import pytest
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip(f"needs two cores, this process may use {cores}")
+    # a group like `vllm serve`'s: a leader (the API server) and a child that names itself as vLLM's EngineCore does
+    code = ("import os, subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', \"open('/proc/self/comm', 'w').write('VLLM::EngineCore'); "
+            "import time; time.sleep(60)\"])\n"
+            "time.sleep(60)\n")
+    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        from kvdoctor.experiment.server import group_members
+
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            names = {p: Path(f"/proc/{p}/comm").read_text().strip() for p in group_members(leader.pid)}
+            if "VLLM::EngineCor" in names.values():
+                break
+            time.sleep(0.1)
+        got = S.pin_engine(leader.pid, [other.pid])
+        assert got["pinned"] and got["engine_core"] == cores[-1:] and got["others"] == cores[:-1]
+        engine = next(p for p, n in names.items() if n == "VLLM::EngineCor")
+        assert os.sched_getaffinity(engine) == {cores[-1]}
+        assert os.sched_getaffinity(leader.pid) == set(cores[:-1]) == os.sched_getaffinity(other.pid)
+        # a group without an EngineCore is left as it is, and says why
+        assert S.pin_engine(other.pid, [])["pinned"] is False
+    finally:
+        for p in (leader, other):
+            os.killpg(p.pid, 9)
+            p.wait()

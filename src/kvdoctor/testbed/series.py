@@ -205,9 +205,18 @@ SERIES_V7: tuple[SeriesRun, ...] = (
 # the client now imports once, while the server starts. What the engine sees is unchanged: the same requests at the
 # same send times from the same bench code; between runs the client waits on its stdin instead of importing (which
 # took a core from the idle server, before its run started).
+# Version 9 (committed after one exploratory session of it, /tmp/ser9a of 2026-12-02, and before any run of it was
+# recorded) changes ONE thing: where the processes run. Once the server is up, EngineCore (which runs the model: uni
+# executor, one OpenMP thread) gets the machine's last core to itself, and the API server and the bench client share the
+# others (``pin_engine``). Why: on two cores the engine's compute thread, the API server and the bench client took turns
+# on both, and the engine's step stretched with the client's and the API server's work — by load, so differently per
+# validation load (host stretch 1.40-1.52 in version 8's sessions). vLLM's own CPU deployment guidance does the same
+# (VLLM_CPU_OMP_THREADS_BIND, cores reserved for the front end); 0.32 applies that binding only with the multiprocessing
+# executor, which version 3 left, so the series sets the affinity itself. The exploratory session: stretch 1.23-1.34,
+# errors of version 6's procedure within 11.2 % on every validation figure, the repeat's TPOT -12.8 %.
 # what the live test and scripts/realvllm_calibration_series.py record now
 LIVE_SERIES = SERIES_V7
-LIVE_VERSION = 8
+LIVE_VERSION = 9
 # the issue's bar, applied to every validation run: output throughput, mean TTFT, mean TPOT
 TOLERANCE = 0.10
 
@@ -286,6 +295,9 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = LIVE_SERIE
             log(f"[series] server ready after {meta['ready_s']} s")
             if client is not None:
                 _wait_for(lambda: ready.exists(), client, server, "the bench client's start", bench_timeout_s)
+            if version >= 9:
+                meta["pinning"] = pin_engine(server.managed.pgid, [client.pid] if client is not None else [])
+                log(f"[series] cores: {meta['pinning']}")
             for r in runs:
                 s0 = sched_totals(server.managed.pgid)
                 off0 = _size(log_path)
@@ -327,6 +339,42 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = LIVE_SERIE
     if meta["status"] != "complete":
         raise RuntimeError(meta.get("error", "series incomplete"))
     return meta
+
+
+def pin_engine(pgid: int, others: list[int]) -> dict:
+    """Give EngineCore (vLLM names it ``VLLM::EngineCore``; the kernel keeps 15 characters) the last core of this
+    process's CPU set and every other process of group ``pgid`` plus ``others`` the rest, thread by thread
+    (threads started later inherit their creator's set). Returns what was set, or why nothing was."""
+    import os
+
+    from kvdoctor.experiment.server import group_members
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return {"pinned": False, "why": f"one core ({cores})"}
+    engine_core, rest = {cores[-1]}, set(cores[:-1])
+    plan: dict[int, set] = {}
+    for pid in group_members(pgid):
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        plan[pid] = engine_core if comm.startswith("VLLM::EngineCor") else rest
+    if not any(v is engine_core for v in plan.values()):
+        return {"pinned": False, "why": "no VLLM::EngineCore process in the server's group"}
+    plan.update({pid: rest for pid in others})
+    done: dict[str, list[int]] = {}
+    for pid, target in plan.items():
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                try:
+                    os.sched_setaffinity(int(tid), target)
+                except OSError:
+                    pass  # a thread that ended meanwhile
+        except OSError:
+            continue
+        done[str(pid)] = sorted(target)
+    return {"pinned": True, "engine_core": sorted(engine_core), "others": sorted(rest), "pids": done}
 
 
 def _wait_for(cond: Callable[[], bool], client, server, what: str, timeout_s: float) -> None:
