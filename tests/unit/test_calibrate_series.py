@@ -514,3 +514,49 @@ for _kind, _fn, _fixture, _names in (("v1", _v1, "recorded", ("series1", "series
                                      ("ramp", _ramp, "recorded_ramp", RAMP)):
     for _n in _names:
         background.job(f"{_kind}:{_n}", _fn, _n, fixture=_fixture, param=_n)
+
+
+# Procedure 8 (series.calibrate_series_v8: version 6's fit, then series.PARSE_SHARE of the front end's per-request work
+# done as each request arrives — sim.frontend's parse_s — so a burst reaches the engine together), on the same
+# recordings; the share was measured on series20's closed loop 8, the other sessions were not used to set it.
+REPORTED_V8 = {
+    "series14": {"cal_ramp.json": (-0.002, 0.061, -0.056), "val_r3.json": (-0.003, 0.128, -0.009), "val_g6.json": (-0.008, 0.024, 0.023), "val_c8_in256.json": (0.044, 0.044, -0.059), "val_c6.json": (0.145, 0.024, -0.144), "drift_ramp.json": (0.005, -0.196, -0.150)},
+    "series16": {"cal_ramp.json": (-0.001, -0.026, -0.015), "val_r3.json": (-0.001, 0.003, -0.056), "val_g6.json": (-0.007, -0.003, 0.045), "val_c8_in256.json": (0.140, -0.161, -0.129), "val_c6.json": (-0.032, 0.121, 0.017), "drift_ramp.json": (-0.007, -0.065, 0.031)},
+    "series17": {"cal_ramp.json": (-0.016, -0.001, 0.021), "val_r3.json": (-0.004, 0.073, 0.190), "val_g6.json": (0.014, -0.114, -0.059), "val_c8_in256.json": (0.122, -0.135, -0.109), "val_c6.json": (0.107, -0.007, -0.106), "drift_ramp.json": (0.001, -0.182, -0.050)},
+    "series19": {"cal_ramp.json": (-0.001, -0.010, 0.002), "val_r3.json": (-0.003, 0.047, 0.091), "val_g6.json": (0.003, -0.016, 0.150), "val_c8_in256.json": (0.067, -0.072, -0.058), "val_c6.json": (-0.196, 0.165, 0.296), "drift_ramp.json": (-0.002, 0.030, 0.043)},
+    "series20": {"cal_ramp.json": (-0.002, -0.045, 0.056), "val_r3.json": (-0.004, 0.045, 0.010), "val_g6.json": (0.004, -0.121, -0.069), "val_c8_in256.json": (-0.066, -0.132, 0.140), "val_c6.json": (0.032, 0.006, -0.026), "drift_ramp.json": (-0.000, -0.092, 0.017)},
+}
+
+
+def test_procedure_8_errors_are_what_it_gives(recorded_ramp):
+    name, d, runs, cal6, _ = recorded_ramp
+    cal8, _ = S.calibrate_series_v8(d, runs=runs, cal6=cal6)
+    assert cal8.frontend.parse_s == pytest.approx(S.PARSE_SHARE * cal6.frontend.per_request_s)
+    assert cal8.frontend.parse_s + cal8.frontend.per_request_s == pytest.approx(cal6.frontend.per_request_s)
+    got = _errors(cal8)
+    for run, errs in REPORTED_V8[name].items():
+        assert got[run] == pytest.approx(list(errs), abs=0.01), (run, got[run])
+    # the closed loop 8's TTFT, short by 11-26 % under version 6 in these sessions, comes within 17 %
+    assert abs(got["val_c8_in256.json"][1]) < 0.17 and abs(_errors(cal6)["val_c8_in256.json"][1]) > 0.10
+
+
+@pytest.mark.parametrize("recorded_ramp", ["series20"], indirect=True)
+def test_procedure_8_releases_the_closed_loops_first_burst_together_as_the_engine_saw_it(recorded_ramp):
+    # series20's closed loop 8: the bench sent 8 requests at t=0; the engine prefilled the first alone (TTFT 85 ms)
+    # and the other seven in ONE step (TTFT 360-361 ms). Version 6's FIFO front end releases them 8.6 ms apart and
+    # splits the seven over two steps (226 / 346 ms); procedure 8 releases them together
+    import numpy as np
+
+    from kvdoctor.sim.scheduler import SchedConfig
+
+    _, d, runs, cal6, _ = recorded_ramp
+    cal8, _ = S.calibrate_series_v8(d, runs=runs, cal6=cal6)
+    c8 = next(r for r in runs if r.name == "val_c8_in256.json")
+    measured = json.loads((d / "val_c8_in256.json").read_text())["ttfts"][:8]
+    assert measured[0] < 0.1 and all(0.35 < t < 0.37 for t in measured[1:])
+    setup = C.Setup(cfg=SchedConfig(**S.SCHED))
+    ttft6 = C.simulate_run(c8, setup, cal6, detail=True).ttft_s[:8]
+    ttft8 = C.simulate_run(c8, setup, cal8, detail=True).ttft_s[:8]
+    assert len(set(np.round(ttft6[1:], 3))) == 2  # two prefill steps
+    assert len(set(np.round(ttft8[1:], 3))) == 1  # one
+    assert ttft8[1:] == pytest.approx(measured[1:], rel=0.03) and ttft8[0] == pytest.approx(measured[0], rel=0.05)

@@ -35,6 +35,7 @@ def calibrate_cmd(
     token_steps: Annotated[bool, typer.Option("--token-steps", help="Measure a prompt token's cost on the engine's steps rebuilt from the --fit-on runs' per-token times (vllm bench serve --save-detailed keeps them: the tokens that reach the client together are one step's outputs) and hold it while the rest is fitted; with --linear. One run's bench figures cannot tell the prefill from the front end.")] = False,
     fit_spread: Annotated[bool, typer.Option("--fit-spread", help="Also match the per-request TTFT/TPOT quartiles and the mean TTFT of the shorter and longer prompts of runs whose batch varies (open loops at a finite rate, --ramp-up-strategy runs; needs --save-detailed).")] = False,
     fit_context: Annotated[bool, typer.Option("--fit-context", help="Also fit a decode's cost per token of context (attention reading the KV cache), apart from its per-request cost; needs fitted runs whose contexts and batches vary (a ramp-up with spread lengths).")] = False,
+    parse_share: Annotated[float, typer.Option("--parse-share", min=0.0, max=0.99, help="Share of the API server's per-request work done as each request arrives, ahead of earlier requests (the event loop runs each new connection's handler first), so requests sent together reach the engine together. 0: one FIFO. One run rarely shows it; 0.43 was measured on vLLM's CPU engine's closed-loop bursts (docs/simulation.md).")] = 0.0,
     linear: Annotated[bool, typer.Option("--linear", help="Fit a linear step time alone (engines the GPU roofline does not describe, e.g. vLLM's CPU backend). Default: scale the roofline and add linear terms.")] = False,
     json_out: common.JsonOpt = False,
     quiet: common.QuietOpt = False,
@@ -93,7 +94,7 @@ def calibrate_cmd(
         cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment,
                           stats=stats, prefill_term=fit_prefill, iterations=iters, finish_cost=finish_cost,
                           use_token_steps=token_steps, spread=fit_spread, kv_term=fit_context, iters=n_iter,
-                          on_iter=advance)
+                          on_iter=advance, parse_share=parse_share)
     cal.fit["warm_prefix"] = {"same_server": same_server, "bench_test_request": bench_test_request}
     if not same_server:
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)

@@ -44,6 +44,13 @@ class FrontEnd:
     per_output_token_s: float = 0.0
     latency_s: float = 0.0  # per-request delay that occupies nothing (IPC hops, event-loop wake-ups)
     per_finish_s: float = 0.0  # FIFO work at a request's finish (final output, closing the stream)
+    # work done for a request AS IT ARRIVES, ahead of the remaining front-end work of requests that came before it
+    # (0: one FIFO, as above). With it, a request's front-end work is two parts: ``parse_s`` when it is sent (HTTP
+    # receive, request parsing and validation in the API server's event loop, which runs each new connection's
+    # handler before resuming earlier ones), then ``s_in`` in FIFO order. Requests sent together are therefore
+    # released together: the first of a burst waits for the whole burst's parsing. Work at finishes is event-loop
+    # work too and goes ahead in the same way.
+    parse_s: float = 0.0
 
     def s_in(self, prompt: int) -> float:
         return self.per_request_s + self.per_prompt_token_s * prompt
@@ -58,7 +65,7 @@ class FrontEnd:
     def as_dict(self) -> dict:
         return {"per_request_s": self.per_request_s, "per_prompt_token_s": self.per_prompt_token_s,
                 "per_output_token_s": self.per_output_token_s, "latency_s": self.latency_s,
-                "per_finish_s": self.per_finish_s}
+                "per_finish_s": self.per_finish_s, "parse_s": self.parse_s}
 
 
 class Admission:
@@ -73,9 +80,16 @@ class Admission:
         self.cap = max_concurrency
         self.fe = frontend if frontend is not None and (frontend.per_request_s or frontend.per_prompt_token_s
                                                           or frontend.per_output_token_s or frontend.latency_s
-                                                          or frontend.per_finish_s) else None
+                                                          or frontend.per_finish_s or frontend.parse_s) else None
+        # parse work ahead of earlier requests (FrontEnd.parse_s): a request's engine arrival depends on what is sent
+        # after it, so the front end is simulated as the run goes (two queues, below)
+        self.prio = self.fe is not None and self.fe.parse_s > 0
         # work at finishes makes engine arrivals depend on the engine: no up-front pass then
-        self.dynamic = self.fe is not None and self.fe.per_finish_s > 0
+        self.dynamic = self.fe is not None and (self.fe.per_finish_s > 0 or self.prio)
+        # priority mode: (ready time, cost, request or None) — parse work and finish work ahead of the FIFO part
+        self._front: deque = deque()
+        self._back: deque = deque()
+        self._in_fe = 0  # requests sent and not yet released to the engine
         self.inflight = 0
         self.open_since = -math.inf  # the semaphore has had a free slot continuously since then
         self.fe_free = -math.inf
@@ -117,6 +131,10 @@ class Admission:
                 self.inflight += 1
                 if self.inflight >= self.cap:
                     self.open_since = math.inf
+            if self.prio:
+                self._front.append((t, self.fe.parse_s, r))
+                self._in_fe += 1
+                continue
             if self.fe is not None:
                 start = max(t, self.fe_free)
                 t = start + self.fe.s_in(r.prompt)
@@ -125,9 +143,37 @@ class Admission:
             r.arrival = t
             self.queue.append(r)
 
+    def _serve(self, until: float) -> None:
+        """Run the two-queue front end (priority mode) while a job can start by ``until``; released requests go to
+        ``self.queue`` with their engine arrival. Non-preemptive: a started job runs to its end. Invariant: every
+        send and finish up to ``until`` is already queued (``_send``/``finished`` come first), so no job that could
+        have gone ahead is missing when one starts."""
+        fe, front, back, free = self.fe, self._front, self._back, self.fe_free
+        while front or back:
+            t_front = max(free, front[0][0]) if front else math.inf
+            t_back = max(free, back[0][0]) if back else math.inf
+            start = min(t_front, t_back)
+            if start > until:
+                break
+            if t_front <= start:  # parse and finish work first (all of it that is waiting by then)
+                ready_t, cost, r = front.popleft()
+                free = start + cost
+                if r is not None:
+                    back.append((free, fe.s_in(r.prompt), r))
+            else:
+                ready_t, cost, r = back.popleft()
+                free = start + cost
+                r.arrival = free + fe.latency_s
+                self.queue.append(r)
+                self._in_fe -= 1
+                free += fe.s_out(r.max_out)
+        self.fe_free = free
+
     def ready(self, now: float):
         """Requests reaching the engine by ``now`` (send them first where the gate lets them)."""
         self._send(now)
+        if self.prio:
+            self._serve(now)
         q = self.queue
         while q and q[0].arrival <= now:
             yield q.popleft()
@@ -135,6 +181,8 @@ class Admission:
     def next_time(self) -> float | None:
         """The next moment something reaches the engine without a finish first (None: nothing will)."""
         t = self.queue[0].arrival if self.queue else math.inf
+        if self.prio:
+            return t if not math.isinf(t) else self._first_release()
         if self.ai < len(self.pending) and self._gate_open():
             s = self.pending[self.ai]
             send = s.arrival if self.cap is None else max(s.arrival, self.open_since)
@@ -143,13 +191,45 @@ class Admission:
             t = min(t, send)
         return None if math.isinf(t) else t
 
+    def _first_release(self) -> float | None:
+        """Priority mode, nothing released yet: when the front end releases its next request if no finish comes first
+        (the sends still to come join as the gate's free slots allow), on copies of its queues."""
+        fe, pend = self.fe, self.pending
+        front, back, free = deque(self._front), deque(self._back), self.fe_free
+        i = self.ai
+        slots = math.inf if self.cap is None else self.cap - self.inflight
+        since = self.open_since if self.cap is not None else -math.inf
+        while True:
+            t_front = max(free, front[0][0]) if front else math.inf
+            t_back = max(free, back[0][0]) if back else math.inf
+            start = min(t_front, t_back)
+            t_send = max(pend[i].arrival, since) if i < len(pend) and slots > 0 else math.inf
+            if t_send <= start and not math.isinf(t_send):
+                front.append((t_send, fe.parse_s, pend[i]))  # parsed ahead of what waits at that moment
+                i, slots = i + 1, slots - 1
+                continue
+            if math.isinf(start):
+                return None
+            if t_front <= start:
+                _, cost, r = front.popleft()
+                free = start + cost
+                if r is not None:
+                    back.append((free, fe.s_in(r.prompt), r))
+            else:
+                _, cost, r = back.popleft()
+                return start + cost + fe.latency_s
+
     def done(self) -> bool:
-        return self.ai >= len(self.pending) and not self.queue
+        return self.ai >= len(self.pending) and not self.queue and not self._in_fe
 
     def finished(self, t: float) -> None:
         """A request left (finished or rejected) at ``t``: its semaphore slot frees; the front end's
         finish work queues behind everything sent by ``t`` and ahead of what is sent after."""
-        if self.dynamic:
+        if self.prio:
+            self._send(t)
+            if self.fe.per_finish_s > 0:
+                self._front.append((t, self.fe.per_finish_s, None))
+        elif self.dynamic:
             self._send(t)  # sent before the finish (the gate as it was): ahead of its work in the FIFO
             self.fe_free = max(self.fe_free, t) + self.fe.per_finish_s
         if self.cap is not None:

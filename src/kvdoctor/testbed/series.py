@@ -529,6 +529,39 @@ def calibrate_series_v6(directory: Path, runs: list | None = None, fit_on: str =
                          use_token_steps=True)
 
 
+# Procedure 8's share of the front end's per-request work done as each request arrives (FrontEnd.parse_s), measured on
+# series20's closed loop 8: its first burst's first request reached the engine ~26 ms later than version 6's
+# calibration put it (TTFT 85 ms: 43 ms to the engine + its 42 ms prefill), and the other seven all arrived during
+# that prefill (one step, TTFT 360 ms): 26 ms of parsing for seven requests is 3.7 ms each, 0.43 of the 8.6 ms the
+# calibration gives one request's front end.
+PARSE_SHARE = 0.43
+
+
+def calibrate_series_v8(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp", cal6=None):
+    """Procedure 8 (fixed after series20 was recorded, before any later session): version 6's procedure, then
+    ``PARSE_SHARE`` of the fitted per-request front-end work is done as each request arrives, ahead of earlier
+    requests' remaining work (``sim.calibration.split_parse``; ``calibrate(parse_share=...)``): a burst's requests reach
+    the engine together. Found on the closed loops' first bursts, which every session shows the same way (the first one
+    or two requests alone in the first step, all the others in the second), where version 6's one FIFO splits them over
+    two steps. ``cal6``: version 6's calibration of the same runs, if already computed (the fit is the same; only the
+    front end's split and the evaluation differ)."""
+    if cal6 is None:
+        return _calibrate_on(directory, runs, fit_on, finish_cost=True, spread=True, kv_term=True, iters=600,
+                             use_token_steps=True, parse_share=PARSE_SHARE)
+    from dataclasses import replace as _replace
+
+    from kvdoctor.sim import calibration as C
+    from kvdoctor.sim.scheduler import SchedConfig
+
+    runs = runs if runs is not None else load_series_runs(directory)
+    cal = _replace(cal6, frontend=C.split_parse(cal6.frontend, PARSE_SHARE), fit=dict(cal6.fit))
+    ev = C.evaluate(cal, runs, C.Setup(cfg=SchedConfig(**SCHED)))
+    chosen = set(cal.fit["fit_on"])
+    cal.fit.update(parse_share=PARSE_SHARE,
+                   runs={k: {**v, "split": "fit" if k in chosen else "held_out"} for k, v in ev.items()})
+    return cal, runs
+
+
 def engine_speed(directory: Path, cal, name: str) -> float | None:
     """How fast the engine ran during run ``name`` relative to what calibration ``cal`` says for the same
     steps: the median over the run's logged steps of (model runner's time) / (the calibrated step less its
