@@ -37,6 +37,26 @@ def test_calibrate_writes_a_file_that_simulate_uses(tmp_path):
     measured = json.loads((FIX / "s8_c1.json").read_text())["output_throughput"]
     assert abs(s["summary"]["output_tokens_per_s"] / measured - 1) < 0.25
     assert s["workload"]["max_concurrency"] == 1
+    # the same file with part of the front end done as each request arrives (what --parse-share writes): a burst of
+    # eight is released differently, one request at a time is not
+    fe = cal["frontend"]
+    assert fe["parse_s"] == 0.0  # written by this version; older files have no key and read as 0
+    split = dict(cal, frontend={**fe, "parse_s": 0.43 * fe["per_request_s"], "per_request_s": 0.57 * fe["per_request_s"]})
+    (tmp_path / "split.json").write_text(json.dumps(split))
+    burst = ("--dataset-name", "random", "--random-input-len", "128", "--random-output-len", "64", "--ignore-eos",
+             "--num-prompts", "8", "--json")
+    ttft = {}
+    for name in ("cal.json", "split.json"):
+        for conc in ("1", "8"):
+            code, err, text = invoke("simulate", *TINY, "--calibration", str(tmp_path / name), *burst,
+                                     "--max-concurrency", conc)
+            assert code == 0, err
+            summ = json.loads(text)["summary"]
+            ttft[name, conc] = (summ["ttft_p50_s"], summ["ttft_p99_s"])
+    assert ttft["split.json", "1"] == pytest.approx(ttft["cal.json", "1"], rel=1e-6)
+    assert ttft["split.json", "8"] != pytest.approx(ttft["cal.json", "8"], rel=1e-3)
+    code, err, out_ = invoke("calibrate", *TINY, "--linear", str(FIX / "s8_c4.json"), "--parse-share", "1.5")
+    assert code == 2 and "--parse-share" in err + out_
 
 
 def test_calibrate_reads_what_the_bench_printed(tmp_path):
