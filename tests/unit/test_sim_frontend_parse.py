@@ -3,8 +3,6 @@ hand-counted bursts, the look-ahead the idle engine waits on, and that an isolat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from kvdoctor.sim.frontend import Admission, FrontEnd
@@ -12,14 +10,7 @@ from kvdoctor.sim.run import simulate
 from kvdoctor.sim.scheduler import SchedConfig
 from kvdoctor.sim.steptime import LinearStepTime
 from kvdoctor.sim.workload import Workload
-
-
-@dataclass
-class _Req:
-    idx: int
-    arrival: float
-    prompt: int = 100
-    max_out: int = 10
+from tests.unit.test_sim_frontend_finish import _Req
 
 
 def test_a_burst_is_parsed_before_any_of_it_is_released_hand_counted():

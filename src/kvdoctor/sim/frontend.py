@@ -150,18 +150,13 @@ class Admission:
         have gone ahead is missing when one starts."""
         fe, front, back, free = self.fe, self._front, self._back, self.fe_free
         while front or back:
-            t_front = max(free, front[0][0]) if front else math.inf
-            t_back = max(free, back[0][0]) if back else math.inf
-            start = min(t_front, t_back)
+            start, parse_first = self._pick(front, back, free)
             if start > until:
                 break
-            if t_front <= start:  # parse and finish work first (all of it that is waiting by then)
-                ready_t, cost, r = front.popleft()
-                free = start + cost
-                if r is not None:
-                    back.append((free, fe.s_in(r.prompt), r))
+            if parse_first:  # parse and finish work first (all of it that is waiting by then)
+                free = self._parse(front, back, start)
             else:
-                ready_t, cost, r = back.popleft()
+                _, cost, r = back.popleft()
                 free = start + cost
                 r.arrival = free + fe.latency_s
                 self.queue.append(r)
@@ -200,9 +195,7 @@ class Admission:
         slots = math.inf if self.cap is None else self.cap - self.inflight
         since = self.open_since if self.cap is not None else -math.inf
         while True:
-            t_front = max(free, front[0][0]) if front else math.inf
-            t_back = max(free, back[0][0]) if back else math.inf
-            start = min(t_front, t_back)
+            start, parse_first = self._pick(front, back, free)
             t_send = max(pend[i].arrival, since) if i < len(pend) and slots > 0 else math.inf
             if t_send <= start and not math.isinf(t_send):
                 front.append((t_send, fe.parse_s, pend[i]))  # parsed ahead of what waits at that moment
@@ -210,14 +203,27 @@ class Admission:
                 continue
             if math.isinf(start):
                 return None
-            if t_front <= start:
-                _, cost, r = front.popleft()
-                free = start + cost
-                if r is not None:
-                    back.append((free, fe.s_in(r.prompt), r))
+            if parse_first:
+                free = self._parse(front, back, start)
             else:
-                _, cost, r = back.popleft()
-                return start + cost + fe.latency_s
+                return start + back[0][1] + fe.latency_s
+
+    @staticmethod
+    def _pick(front: deque, back: deque, free: float) -> tuple[float, bool]:
+        """When the server starts its next job and whether that is parse/finish work (it goes first when both wait);
+        (inf, False) when nothing waits."""
+        t_front = max(free, front[0][0]) if front else math.inf
+        t_back = max(free, back[0][0]) if back else math.inf
+        start = min(t_front, t_back)
+        return start, not math.isinf(start) and t_front <= start
+
+    def _parse(self, front: deque, back: deque, start: float) -> float:
+        """Run the head of ``front`` from ``start``; a request's parse queues its FIFO part. Returns when it ends."""
+        _, cost, r = front.popleft()
+        end = start + cost
+        if r is not None:
+            back.append((end, self.fe.s_in(r.prompt), r))
+        return end
 
     def done(self) -> bool:
         return self.ai >= len(self.pending) and not self.queue and not self._in_fe
