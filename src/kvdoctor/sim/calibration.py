@@ -684,8 +684,7 @@ def _unpack(names, x, kind, fixed: dict[str, float] | None = None) -> Calibratio
     v = {**(fixed or {}), **{n: float(math.exp(xi)) for n, xi in zip(names, x)}}
     lin = {k: v.get(k, 0.0) for k in LINEAR_KEYS}
     fe = FrontEnd(per_request_s=v.get("fe_request_s", 0.0), per_output_token_s=v.get("fe_output_token_s", 0.0),
-                  latency_s=v.get("fe_latency_s", 0.0), per_finish_s=v.get("fe_finish_s", 0.0),
-                  parse_s=v.get("fe_parse_s", 0.0))
+                  latency_s=v.get("fe_latency_s", 0.0), per_finish_s=v.get("fe_finish_s", 0.0))
     return Calibration(kind=kind, scale=v.get("scale", 1.0), linear=lin, frontend=fe)
 
 
@@ -987,6 +986,17 @@ def median_abs(per_run: dict[str, dict], keys=HEADLINE) -> dict[str, float | Non
     return out
 
 
+def evaluation(cal: Calibration, fit_runs: list[BenchRun], held: list[BenchRun], setup: Setup) -> dict:
+    """What ``cal.fit`` records of a calibration's figures: every run's predicted figures and errors with its split,
+    and the median errors on the fitted and the held-out runs."""
+    on_fit = evaluate(cal, fit_runs, setup)
+    on_held = evaluate(cal, held, setup) if held else {}
+    return {"runs": {**{k: {**v, "split": "fit"} for k, v in on_fit.items()},
+                     **{k: {**v, "split": "held_out"} for k, v in on_held.items()}},
+            "fit_median_abs_error": median_abs(on_fit),
+            "held_out_median_abs_error": median_abs(on_held) if on_held else None}
+
+
 def split_parse(fe: FrontEnd | None, share: float) -> FrontEnd | None:
     """The front end with ``share`` of its per-request work moved to ``parse_s`` (done as each request arrives, ahead
     of earlier requests' remaining work). A request alone sees the same total; a burst is released together."""
@@ -1031,8 +1041,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
               iterations=iterations, kv_term=kv_term, iters=iters, fixed=fixed, on_iter=on_iter)
     cal.frontend = split_parse(cal.frontend, parse_share)
     overhead = cal.fit.get("engine_overhead_s")
-    on_fit = evaluate(cal, fit_runs, setup)
-    on_held = evaluate(cal, held, setup) if held else {}
+    ev = evaluation(cal, fit_runs, held, setup)
     cal.deployment = dict(deployment or {})
     cal.fit = {
         "fit_on": chosen,
@@ -1045,10 +1054,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         "iterations": len(iterations or ()),
         "engine_overhead_s": overhead,
         "held_out": [r.name for r in held],
-        "runs": {**{k: {**v, "split": "fit"} for k, v in on_fit.items()},
-                 **{k: {**v, "split": "held_out"} for k, v in on_held.items()}},
-        "fit_median_abs_error": median_abs(on_fit),
-        "held_out_median_abs_error": median_abs(on_held) if on_held else None,
+        **ev,
         "notes": identifiability_notes(fit_runs, stats) + prefill_notes(fit_runs, kind, prefill_term)
         + iteration_log_notes(fit_runs, iterations),
     }

@@ -231,13 +231,13 @@ class Admission:
     def finished(self, t: float) -> None:
         """A request left (finished or rejected) at ``t``: its semaphore slot frees; the front end's
         finish work queues behind everything sent by ``t`` and ahead of what is sent after."""
-        if self.prio:
-            self._send(t)
-            if self.fe.per_finish_s > 0:
-                self._front.append((t, self.fe.per_finish_s, None))
-        elif self.dynamic:
-            self._send(t)  # sent before the finish (the gate as it was): ahead of its work in the FIFO
-            self.fe_free = max(self.fe_free, t) + self.fe.per_finish_s
+        if self.dynamic:
+            self._send(t)  # sent before the finish (the gate as it was): ahead of its work
+            if self.prio:
+                if self.fe.per_finish_s > 0:
+                    self._front.append((t, self.fe.per_finish_s, None))
+            else:
+                self.fe_free = max(self.fe_free, t) + self.fe.per_finish_s
         if self.cap is not None:
             if self.inflight >= self.cap:
                 self.open_since = t

@@ -294,7 +294,7 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = LIVE_SERIE
             meta["ready_s"] = round(time.monotonic() - t0, 1)
             log(f"[series] server ready after {meta['ready_s']} s")
             if client is not None:
-                _wait_for(lambda: ready.exists(), client, server, "the bench client's start", bench_timeout_s)
+                _wait_for(ready.exists, client, server, "the bench client's start", bench_timeout_s)
             if version >= 9:
                 meta["pinning"] = pin_engine(server.managed.pgid, [client.pid] if client is not None else [])
                 log(f"[series] cores: {meta['pinning']}")
@@ -555,10 +555,10 @@ def calibrate_series_v8(directory: Path, runs: list | None = None, fit_on: str =
 
     runs = runs if runs is not None else load_series_runs(directory)
     cal = _replace(cal6, frontend=C.split_parse(cal6.frontend, PARSE_SHARE), fit=dict(cal6.fit))
-    ev = C.evaluate(cal, runs, C.Setup(cfg=SchedConfig(**SCHED)))
     chosen = set(cal.fit["fit_on"])
-    cal.fit.update(parse_share=PARSE_SHARE,
-                   runs={k: {**v, "split": "fit" if k in chosen else "held_out"} for k, v in ev.items()})
+    cal.fit.update(parse_share=PARSE_SHARE, **C.evaluation(cal, [r for r in runs if r.name in chosen],
+                                                             [r for r in runs if r.name not in chosen],
+                                                             C.Setup(cfg=SchedConfig(**SCHED))))
     return cal, runs
 
 
