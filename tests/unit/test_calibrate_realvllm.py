@@ -15,6 +15,7 @@ tests/realvllm/test_calibration_live.py.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,7 @@ def test_one_load_level_is_flagged_as_not_identifying_the_batch_slope():
     assert C.identifiability_notes([runs["s8_c1.json"], runs["s8_c16.json"]], None) == []
     # an open loop at a finite rate: its batch follows the arrivals
     assert C.identifiability_notes([runs["s8_r4.json"]], None) == []
+    # a ramp-up run (--request-rate inf with --ramp-up-strategy): its rate rises, its batch goes from 1 to the cap
+    ramp = C.load_bench_runs([str(FIX / "series20" / "cal_ramp.json")], special_tokens=0)[0]
+    assert math.isinf(ramp.request_rate) and ramp.ramp_up_strategy == "linear"
+    assert C.identifiability_notes([ramp], None) == []

@@ -1103,9 +1103,9 @@ def _batch_levels(r: BenchRun) -> set[int]:
     for an open loop the range its send times allow), as coarse levels: 1, 2-3, 4-7, 8-15, ..."""
     if r.max_concurrency is not None:
         return {max(1, int(r.max_concurrency)).bit_length()}
-    if math.isinf(r.request_rate) or r.send is None:
-        return {len(r.prompt).bit_length()}
-    return set()  # an open loop at a finite rate: its batch varies with the arrivals
+    if batch_varies(r):
+        return set()  # an open loop at a finite rate, or a ramp-up: its batch varies with the arrivals
+    return {len(r.prompt).bit_length()}
 
 
 # below this fraction of the bench's mean TPOT, a logged decode step cannot hold the forward pass
