@@ -96,3 +96,13 @@ def test_cached_heads_at_run_start_before_the_runs_own_requests():
     assert start == [0, 64, 64, 64, 64, 64]
     served = cached_heads(history, prompt, output, "s", 16, 40, retokenize_margin=0)
     assert all(a >= b for a, b in zip(start, served)) and sum(start) > sum(served)
+
+
+def test_protocol_4_fits_on_every_row_of_batches_1_to_5_and_never_on_batch_6(fs):
+    rows = [{"id": "a", "split": "fit", "batch": 1}, {"id": "b", "split": "held_out", "batch": 3},
+            {"id": "c", "split": "held_out", "batch": 6}, {"id": "d", "split": "fit"}]
+    p4 = fs.ALL_CANDIDATES["P4"]
+    assert [r["id"] for r in fs.candidate_fit_rows(rows, p4)] == ["a", "b", "d"]
+    # the earlier protocols' candidates keep the fit split
+    assert [r["id"] for r in fs.candidate_fit_rows(rows, fs.ALL_CANDIDATES["B"])] == ["a", "d"]
+    assert set(p4["free"]) <= {p[0] for p in fs.PARAMS}
