@@ -24,7 +24,8 @@ def fit_script(shared_data):
 def test_held_out_errors_of_the_committed_coefficients(fit_script):
     from kvdoctor.sim import coefficients as C
 
-    rows = fit_script.load_rows()
+    # batch 6 is protocol 4's held-out set, judged in its own test below
+    rows = [r for r in fit_script.load_rows() if r.get("batch", 1) <= 5]
     assert len(rows) == 87 and sum(r["split"] == "held_out" for r in rows) == 59
     assert sum(r.get("batch") == 2 for r in rows) == 12  # the later collection, split fixed before evaluation
     assert sum(r.get("batch") == 3 for r in rows) == 18  # the third, all held out, committed before evaluation
