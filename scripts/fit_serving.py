@@ -106,6 +106,12 @@ simulated and before P4's fit ran; docs/simulation.md, "Protocol 4"):
   5. No batch-6 row, assumption or split changes after its errors are seen. A result whose model or GPU the
      catalog lacks is listed as left out in the fixture README, not evaluated.
 
+  Amendment (before any batch-6 figure was computed): the catalog's RTX 5090 has no sourced dense tensor rate, so the
+  simulator refuses its 7 rows (pegainfer); they are left out (fixture README). 30 rows from 4 sources remain.
+  Outcome (docs/simulation.md, "Protocol 4"): P4 = compute_scale 0.753 / 0.450, attn_prefill_scale 2.08,
+  graph_layer_ms 0.0642, per_request_s 16.5 ms (tests/fixtures/bench_public/protocol4/p4_fit.json). Batch 6, once:
+  K 4.1 / 20.6 / 6.8 % (score 10.5 %), P4 18.2 / 67.2 / 16.9 % (34.1 %): K stays; nothing written.
+
     python scripts/fit_serving.py --candidate P4 --out FILE --fit-only   # step 3 (batch 6 not simulated)
     python scripts/fit_serving.py --from-fit FILE --out FILE2            # step 4: every row, P4's constants
 
