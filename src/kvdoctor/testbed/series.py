@@ -452,20 +452,30 @@ def calibrate_series(runs: list, fit_on: str = "cal_c4"):
     """Version 1: calibrate (linear CPU-engine model) on the one calibration run's bench figures; every other
     run is held out."""
     from kvdoctor.sim import calibration as C
+
+    return C.calibrate(runs, _setup(), kind="linear", fit_on=[f"{fit_on}.json"])
+
+
+def _setup():
+    """The simulator's set-up for the series' server (its scheduler limits, ``SCHED``)."""
+    from kvdoctor.sim import calibration as C
     from kvdoctor.sim.scheduler import SchedConfig
 
-    return C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"])
+    return C.Setup(cfg=SchedConfig(**SCHED))
 
 
 def _calibrate_on(directory: Path, runs: list | None, fit_on: str, **procedure):
     """The linear CPU-engine model calibrated on the series run ``fit_on`` with ``procedure`` (sim.calibration.calibrate's
     options), every other timed run held out. Returns (calibration, runs)."""
     from kvdoctor.sim import calibration as C
-    from kvdoctor.sim.scheduler import SchedConfig
 
     runs = runs if runs is not None else load_series_runs(directory)
-    return C.calibrate(runs, C.Setup(cfg=SchedConfig(**SCHED)), kind="linear", fit_on=[f"{fit_on}.json"],
-                       **procedure), runs
+    return C.calibrate(runs, _setup(), kind="linear", fit_on=[f"{fit_on}.json"], **procedure), runs
+
+
+# versions 5 and 6's calibration options (procedure 8 is version 6's plus the parse share)
+_V5_PROCEDURE = {"finish_cost": True, "spread": True, "kv_term": True, "iters": 600}
+_V6_PROCEDURE = {**_V5_PROCEDURE, "use_token_steps": True}
 
 
 def calibrate_series_v2(directory: Path, runs: list | None = None, fit_on: str = "cal_c6"):
@@ -499,7 +509,7 @@ def calibrate_series_v5(directory: Path, runs: list | None = None, fit_on: str =
     figures and its per-request TTFT/TPOT quartiles (``spread``: the run's batch rises from 1 to --max-num-seqs, so
     they see the step grow with the batch), Nelder-Mead to 600 iterations (nine parameters); no per-step log (version
     4's reason). Every other timed run is held out."""
-    return _calibrate_on(directory, runs, fit_on, finish_cost=True, spread=True, kv_term=True, iters=600)
+    return _calibrate_on(directory, runs, fit_on, **_V5_PROCEDURE)
 
 
 def session_drift(runs: list, cal: str, drift: str) -> dict[str, float]:
@@ -525,8 +535,7 @@ def calibrate_series_v6(directory: Path, runs: list | None = None, fit_on: str =
     token's cost measured on the calibration run's steps rebuilt from its per-token times
     (``calibrate(use_token_steps=True)``: ``sim.calibration.token_steps`` + ``prefill_rate``) and held fixed while the
     rest is fitted. Every other timed run is held out."""
-    return _calibrate_on(directory, runs, fit_on, finish_cost=True, spread=True, kv_term=True, iters=600,
-                         use_token_steps=True)
+    return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE)
 
 
 # Procedure 8's share of the front end's per-request work done as each request arrives (FrontEnd.parse_s), measured on
@@ -546,19 +555,14 @@ def calibrate_series_v8(directory: Path, runs: list | None = None, fit_on: str =
     two steps. ``cal6``: version 6's calibration of the same runs, if already computed (the fit is the same; only the
     front end's split and the evaluation differ)."""
     if cal6 is None:
-        return _calibrate_on(directory, runs, fit_on, finish_cost=True, spread=True, kv_term=True, iters=600,
-                             use_token_steps=True, parse_share=PARSE_SHARE)
-    from dataclasses import replace as _replace
-
+        return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE, parse_share=PARSE_SHARE)
     from kvdoctor.sim import calibration as C
-    from kvdoctor.sim.scheduler import SchedConfig
 
     runs = runs if runs is not None else load_series_runs(directory)
-    cal = _replace(cal6, frontend=C.split_parse(cal6.frontend, PARSE_SHARE), fit=dict(cal6.fit))
+    cal = replace(cal6, frontend=C.split_parse(cal6.frontend, PARSE_SHARE), fit=dict(cal6.fit))
     chosen = set(cal.fit["fit_on"])
     cal.fit.update(parse_share=PARSE_SHARE, **C.evaluation(cal, [r for r in runs if r.name in chosen],
-                                                             [r for r in runs if r.name not in chosen],
-                                                             C.Setup(cfg=SchedConfig(**SCHED))))
+                                                             [r for r in runs if r.name not in chosen], _setup()))
     return cal, runs
 
 
@@ -588,7 +592,6 @@ def speed_corrected_errors(directory: Path, cal, runs: list, fit_on: str = "cal_
     import copy
 
     from kvdoctor.sim import calibration as C
-    from kvdoctor.sim.scheduler import SchedConfig
 
     k0 = engine_speed(directory, cal, fit_on) or 1.0
     adj = []
@@ -597,7 +600,7 @@ def speed_corrected_errors(directory: Path, cal, runs: list, fit_on: str = "cal_
         k = engine_speed(directory, cal, r.name.removesuffix(".json"))
         r2.host_stretch = (k / k0) if k else 1.0
         adj.append(r2)
-    out = C.evaluate(cal, adj, C.Setup(cfg=SchedConfig(**SCHED)))
+    out = C.evaluate(cal, adj, _setup())
     for r2 in adj:
         out[r2.name]["engine_speed"] = r2.host_stretch
     return out
