@@ -115,6 +115,28 @@ simulated and before P4's fit ran; docs/simulation.md, "Protocol 4"):
     python scripts/fit_serving.py --candidate P4 --out FILE --fit-only   # step 3 (batch 6 not simulated)
     python scripts/fit_serving.py --from-fit FILE --out FILE2            # step 4: every row, P4's constants
 
+Protocol 5, "a second blind batch" (fixed and committed at 14:07 UTC on 2026-12-02, before batch 7 was collected,
+before any of its rows was read by the integrator and before kvdoctor was run on any of them; docs/simulation.md,
+"Protocol 5"):
+
+  1. Why. Batch 6 is the only blind test of the uncalibrated model, and its 24 TTFTs missed the 20 % bar by 0.6
+     points: a median of 24 rows is uncertain by several points either way, so one batch cannot say on which side of
+     the bar the model lies. Disclosed: this second chance was decided after batch 6's miss was known.
+  2. No candidate, no fit: K, the committed constants, unchanged. (Protocol 3's fit gave the per-output-token front
+     end ~0 and protocol 4's refit lost to K; no term is changed on evidence already seen.)
+  3. Batch 7: public results collected on 2026-12-02 by transcribers who do not run kvdoctor, under batch 6's six
+     rules (fixture README), from sources not in batches 1-6 (a source already used only for a deployment, i.e. a
+     GPU and model, it did not have). Rows are committed (``"batch": 7``, ``"split": "held_out"``) before any of
+     their figures is computed. A row the simulator refuses (a GPU or model it cannot price) is listed as left out
+     with the reason, as batch 6's amendment did; no other row is dropped after its figures are seen.
+  4. Evaluation, once, with K: batch 7 alone, and the blind pool (batches 6 and 7: every row first evaluated after it
+     was committed, with constants fixed before it was collected). The bar (median |error| at most 15 % throughput,
+     20 % TTFT, 20 % TPOT) is judged on the blind pool; batch 7 alone and all held-out rows (batches 1-7, most of
+     them seen) are reported beside it, whatever they show.
+  5. No batch-7 row, assumption or split changes after its errors are seen.
+
+    python scripts/fit_serving.py --check    # prints held_out_batch7 and blind_batches6_7 with the rest
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
@@ -649,8 +671,10 @@ def summary(errs) -> dict:
     groups = {"fit": lambda e: e["split"] == "fit", "held_out": lambda e: e["split"] == "held_out",
               "held_out_batch12": lambda e: e["split"] == "held_out" and e.get("batch", 1) in (1, 2),
               # protocol 4: every row the P4 candidate was fitted on, and the batch it was not
-              "batches1_5": lambda e: e.get("batch", 1) <= 5}
-    for b in (1, 2, 3, 4, 5, 6):
+              "batches1_5": lambda e: e.get("batch", 1) <= 5,
+              # protocol 5: every row first evaluated after it was committed, with constants fixed before it was collected
+              "blind_batches6_7": lambda e: e.get("batch", 1) in (6, 7)}
+    for b in (1, 2, 3, 4, 5, 6, 7):
         groups[f"held_out_batch{b}"] = lambda e, b=b: e["split"] == "held_out" and e.get("batch", 1) == b
         groups[f"fit_batch{b}"] = lambda e, b=b: e["split"] == "fit" and e.get("batch", 1) == b
     for name, keep in groups.items():
