@@ -273,22 +273,28 @@ def warm_prefix_of(row: dict, w, cfg=None) -> list[int] | None:
     test = bool(row.get("bench_test_request"))
     if not prior and not test:
         return None
-    # prompt tokens = input_len + the special tokens the workload adds; earlier runs' prompts likewise
+    # prompt tokens = input_len + the special tokens the workload adds; earlier runs' prompts likewise.
+    # An entry [input_len, num_prompts] is a run of the row's own prompt stream (its --seed); [input_len,
+    # num_prompts, seed(, output_len)] names the stream (batch 7: repeats with other seeds between the row's runs)
+    # and the run's output length where the source states it; only runs of the row's own ``stream`` share its
+    # prompts, while every run takes room in the pool.
     extra = (w.prompt[0] - int(row["input_len"])) if row.get("input_len") else 0
-    runs = [(int(n_in) + extra, int(n)) for n_in, n in prior]
-    warm = warm_prefix_after_runs(list(w.prompt), runs, test_prompt=test)
+    own = row.get("stream", "s")
+    runs = [(int(e[0]) + extra, int(e[1]), e[2] if len(e) > 2 else own,
+             int(e[3]) if len(e) > 3 else PRIOR_OUTPUT_TOKENS) for e in prior]
+    warm = warm_prefix_after_runs(list(w.prompt), [(r[0], r[1]) for r in runs if r[2] == own], test_prompt=test)
     if cfg is None or not EVICTION:
         return warm
     history: list = []
-    for length, n in runs:  # one stream (one seed); each run preceded by its own test request
+    for length, n, st, out in runs:  # each run preceded by its own test request
         if test:
-            history.append(("s", 0, length, PRIOR_OUTPUT_TOKENS))
-        history += [("s", i, length, PRIOR_OUTPUT_TOKENS) for i in range(n)]
+            history.append((st, 0, length, out))
+        history += [(st, i, length, out) for i in range(n)]
     if test:
-        history.append(("s", 0, w.prompt[0], w.output[0]))
+        history.append((own, 0, w.prompt[0], w.output[0]))
     # what the pool holds when the run starts: the simulator's own pool evicts during the run (BlockPool.warm);
     # serving the run one request at a time here would charge a burst's outputs before its prompts are admitted
-    held = cached_heads(history, list(w.prompt), list(w.output), "s", cfg.block_size, cfg.num_blocks,
+    held = cached_heads(history, list(w.prompt), list(w.output), own, cfg.block_size, cfg.num_blocks,
                         serve_run=False)
     return [min(a, b) for a, b in zip(warm, held)]
 
