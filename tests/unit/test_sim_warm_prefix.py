@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvdoctor.errors import InputError
 from kvdoctor.sim.run import simulate
@@ -121,3 +123,64 @@ def test_a_run_longer_than_the_pool_evicts_each_head_just_before_it_is_asked_for
     # The new run's request 0 finds h00 but not h01: one block (4 tokens); taking 3 blocks it evicts a1 and h11,
     # so request 1 finds h10 only, and likewise request 2: a head loses its last block first
     assert cached_heads(hist, [8] * 3, [4] * 3, "s", 4, 7, retokenize_margin=0) == [4, 4, 4]
+
+
+def _replay_everything(history, prompt, output, stream, bs, num_blocks, margin=8, serve_run=True):
+    """cached_heads as it was before it skipped the old history: every request of the history through the pool."""
+    from collections import OrderedDict
+
+    def ids(st, i, n_prompt, n_out):
+        head = [("h", st, i, j) if (j + 1) * bs + margin <= n_prompt else ("t", st, i, j, n_prompt)
+                for j in range(n_prompt // bs)]
+        return head, [object() for _ in range(-(-(n_prompt + n_out) // bs) - len(head))]
+
+    free: OrderedDict = OrderedDict()
+
+    def serve(st, i, n_prompt, n_out):
+        head, own = ids(st, i, n_prompt, n_out)
+        n = 0
+        while n < len(head) and head[n] in free:
+            n += 1
+        for b in head[: min(n, max(0, (n_prompt - 1) // bs))]:
+            free.pop(b)
+        blocks = head + own
+        while free and len(free) + len(blocks) > num_blocks:
+            free.popitem(last=False)
+        for b in reversed(blocks):
+            free.pop(b, None)
+            free[b] = True
+        return n
+
+    for h in history:
+        serve(*h)
+    if not serve_run:
+        out = []
+        for i, p in enumerate(prompt):
+            head, _ = ids(stream, i, p, 0)
+            n = 0
+            while n < len(head) and head[n] in free:
+                n += 1
+            out.append(n * bs)
+        return out
+    return [serve(stream, i, p, o) * bs for i, (p, o) in enumerate(zip(prompt, output))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_skipping_the_old_history_leaves_the_same_pool(data):
+    # cached_heads replays only the history's suffix whose own blocks overflow the pool (the sweeps' histories hold
+    # millions of blocks); the pool it ends in must be the one the whole history leaves, hits and evictions alike
+    from kvdoctor.sim.workload import cached_heads
+
+    bs = data.draw(st.sampled_from([4, 16]))
+    num_blocks = data.draw(st.integers(4, 60))
+    lengths = st.integers(1, 120)
+    # few request indices and short outputs: prompts shared often, histories that nearly fit the pool
+    history = data.draw(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3), lengths, st.integers(0, 12)),
+                                 max_size=80))
+    n = data.draw(st.integers(1, 4))
+    prompt = data.draw(st.lists(lengths, min_size=n, max_size=n))
+    output = data.draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
+    serve_run = data.draw(st.booleans())
+    got = cached_heads(history, prompt, output, "a", bs, num_blocks, serve_run=serve_run)
+    assert got == _replay_everything(history, prompt, output, "a", bs, num_blocks, serve_run=serve_run)
