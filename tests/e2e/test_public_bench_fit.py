@@ -95,3 +95,29 @@ def test_protocol_4_batch_6_judged_once_the_committed_constants_kept(fit_script)
     serving, frontend = fit_script.unpack(p4["x"])
     p = fit_script.cv_score(fit_script.errors(rows, serving, frontend))
     assert p["score"] > k["score"] + 0.1, (p, k)  # the protocol's choice: P4 not adopted
+
+
+def test_protocol_5_batch_7_and_the_blind_pool_judged_once(fit_script):
+    """Protocol 5 (scripts/fit_serving.py; docs/simulation.md, "Protocol 5"): 124 public results (Glyd's other stock
+    baselines: 72B TP2 on 2xH100, L4, H100 8B/32B; silybench's Qwen3-8B H100 bf16/fp8 closed loops), committed before
+    kvdoctor was run on them, judged once with the committed constants K. Measured: batch 7 7.2 % / 19.2 % / 13.6 %; the
+    blind pool (batches 6-7, 154 results; 38 TTFTs, 33 TPOTs) 7.05 % / 19.98 % / 10.66 %, the bar's 15 / 20 / 20 % met,
+    TTFT by 0.02 points (bootstrap 90 % interval of that median 17.9-30.8 %). Pinned to the recorded figures, so that a
+    change of the model has to re-record them rather than slide past the bar."""
+    from kvdoctor.sim import coefficients as C
+
+    rows = [r for r in fit_script.load_rows() if r.get("batch") in (6, 7)]
+    b7 = [r for r in rows if r["batch"] == 7]
+    assert len(b7) == 124 and all(r["split"] == "held_out" for r in b7)
+    errs = fit_script.errors(rows, C.SERVING, C.FRONTEND)
+    s = fit_script.summary(errs)
+    pool, seven = s["blind_batches6_7"], s["held_out_batch7"]
+    assert pool["n"] == 154 and seven["n"] == 124
+    for got, want in ((pool, (0.0705, 0.1998, 0.1066)), (seven, (0.0718, 0.1916, 0.1358))):
+        for m, w in zip(fit_script.METRICS, want):
+            assert got[m] == pytest.approx(w, abs=0.003), (m, got)
+    # the L4 (72 W) is served slower than the model prices it: every L4 run's throughput over-predicted and its TPOT
+    # under-predicted (docs: the one deployment-wide miss of batch 7)
+    l4 = [e for e in errs if "-l4-" in e["id"]]
+    assert len(l4) == 8
+    assert all(e["err"]["output_throughput"] > 0 and e["err"]["mean_tpot_ms"] < 0 for e in l4)
