@@ -6,8 +6,14 @@
 
 The series: rows of tests/fixtures/bench_public/results.jsonl with an ``anchor`` field and random lengths, one
 deployment per ``group`` (batch 3: dennislee22/vLLM-benchmarking, N prompts at once at rate inf, anchor = the
-lowest load; batch 4: GPUStack's saturated Qwen3-14B workloads, anchor = the 2000-in / 100-out run). ShareGPT rows
-stay out (the calibration replays random lengths only). Each run is re-simulated on the prefix cache its rows
+lowest load; batch 4: GPUStack's saturated Qwen3-14B workloads, anchor = the 2000-in / 100-out run; batch 7: Glyd's
+four series with all three figures, anchor = the series' rate-inf run, fixed in the fixture before any
+calibrated figure of batch 7 was computed). ShareGPT rows stay out (the calibration replays random lengths only).
+
+Batch 7's rule, and why: the saturated run is the one an operator would calibrate on, and it is the only run of each
+series that exercises batching. Batch 3 showed that a light anchor pins nothing about batching, and batch 4's saturated
+anchors met the bar. The L4 series (0.25/1/4/16 req/s and rate inf) and the two 72B TP2 instances (1 req/s and rate inf)
+are predicted from it. silybench's sweeps print no TTFT or TPOT and stay out. Each run is re-simulated on the prefix cache its rows
 document (the series script's ``bench_run``: the earlier runs on the same server, the bench's test request);
 ``--cold``: every run on a fresh server.
 
@@ -47,8 +53,10 @@ def load_series(path: Path = FIXTURE) -> dict[str, list[dict]]:
     for r in rows:
         # batches 3 and 4 only: batch 5's rows carry ``anchor`` too (false on its fit and single-run groups), and its
         # split is by source for the uncalibrated refit, not a calibrated check (docs/simulation.md, "Batch 5")
-        if r.get("batch") in (3, 4) and r.get("anchor") is not None and r.get("dataset") == "random":
+        if r.get("batch") in (3, 4, 7) and r.get("anchor") is not None and r.get("dataset") == "random":
             groups.setdefault(r["group"], []).append(r)
+    # batch 7: only its series with an anchor (Glyd's four; silybench prints no TTFT or TPOT to calibrate on)
+    groups = {g: rs for g, rs in groups.items() if rs[0]["batch"] != 7 or any(r["anchor"] for r in rs)}
     # Invariant: one anchor per series, fixed in the fixture
     for g, rs in groups.items():
         if sum(bool(r["anchor"]) for r in rs) != 1:

@@ -68,6 +68,7 @@ def setup_for(rows: list[dict]):
     opts = ConfigOptions(model=model, gpu=r0["gpu"], tensor_parallel_size=r0["tp"],
                          quantization=r0.get("quantization"), enforce_eager=r0.get("enforce_eager") or None,
                          max_model_len=str(mml), vllm_version=r0.get("vllm_version") or "0.9.2",
+                         max_num_seqs=r0.get("max_num_seqs"),
                          gpu_memory_utilization=r0.get("gpu_memory_utilization"))
     inputs = resolve_inputs(opts)
     led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved)
