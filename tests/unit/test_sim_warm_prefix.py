@@ -184,3 +184,13 @@ def test_skipping_the_old_history_leaves_the_same_pool(data):
     serve_run = data.draw(st.booleans())
     got = cached_heads(history, prompt, output, "a", bs, num_blocks, serve_run=serve_run)
     assert got == _replay_everything(history, prompt, output, "a", bs, num_blocks, serve_run=serve_run)
+
+
+def test_a_long_prompt_survives_a_short_suffix_that_fits_beside_it():
+    # the pool (40 blocks of 4) holds the 100-token prompt (25 blocks) and the four later requests' 12 own blocks:
+    # a replay cut anywhere after the long prompt would lose it
+    from kvdoctor.sim.workload import cached_heads
+
+    history = [("a", 0, 100, 0)] + [("b", i, 3, 8) for i in range(4)]
+    assert cached_heads(history, [100], [5], "a", 4, 40, serve_run=False) == [100]
+    assert _replay_everything(history, [100], [5], "a", 4, 40, serve_run=False) == [100]
