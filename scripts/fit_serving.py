@@ -135,6 +135,10 @@ before any of its rows was read by the integrator and before kvdoctor was run on
      them seen) are reported beside it, whatever they show.
   5. No batch-7 row, assumption or split changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 5"): batch 7 = 124 rows from 2 sources (3754e5b). Once, with K: batch 7
+  7.2 / 19.2 / 13.6 %; blind pool (154 rows; 38 TTFTs) 7.05 / 19.98 / 10.66 %, the bar met, TTFT by 0.02 points
+  (bootstrap 90 % interval 17.9-30.8 %); every held-out row 8.4 / 28.5 / 9.1 %. Nothing written.
+
     python scripts/fit_serving.py --check    # prints held_out_batch7 and blind_batches6_7 with the rest
 
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
