@@ -125,46 +125,6 @@ def test_a_run_longer_than_the_pool_evicts_each_head_just_before_it_is_asked_for
     assert cached_heads(hist, [8] * 3, [4] * 3, "s", 4, 7, retokenize_margin=0) == [4, 4, 4]
 
 
-def _replay_everything(history, prompt, output, stream, bs, num_blocks, margin=8, serve_run=True):
-    """cached_heads as it was before it skipped the old history: every request of the history through the pool."""
-    from collections import OrderedDict
-
-    def ids(st, i, n_prompt, n_out):
-        head = [("h", st, i, j) if (j + 1) * bs + margin <= n_prompt else ("t", st, i, j, n_prompt)
-                for j in range(n_prompt // bs)]
-        return head, [object() for _ in range(-(-(n_prompt + n_out) // bs) - len(head))]
-
-    free: OrderedDict = OrderedDict()
-
-    def serve(st, i, n_prompt, n_out):
-        head, own = ids(st, i, n_prompt, n_out)
-        n = 0
-        while n < len(head) and head[n] in free:
-            n += 1
-        for b in head[: min(n, max(0, (n_prompt - 1) // bs))]:
-            free.pop(b)
-        blocks = head + own
-        while free and len(free) + len(blocks) > num_blocks:
-            free.popitem(last=False)
-        for b in reversed(blocks):
-            free.pop(b, None)
-            free[b] = True
-        return n
-
-    for h in history:
-        serve(*h)
-    if not serve_run:
-        out = []
-        for i, p in enumerate(prompt):
-            head, _ = ids(stream, i, p, 0)
-            n = 0
-            while n < len(head) and head[n] in free:
-                n += 1
-            out.append(n * bs)
-        return out
-    return [serve(stream, i, p, o) * bs for i, (p, o) in enumerate(zip(prompt, output))]
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_skipping_the_old_history_leaves_the_same_pool(data):
@@ -183,7 +143,7 @@ def test_skipping_the_old_history_leaves_the_same_pool(data):
     output = data.draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
     serve_run = data.draw(st.booleans())
     got = cached_heads(history, prompt, output, "a", bs, num_blocks, serve_run=serve_run)
-    assert got == _replay_everything(history, prompt, output, "a", bs, num_blocks, serve_run=serve_run)
+    assert got == cached_heads(history, prompt, output, "a", bs, num_blocks, serve_run=serve_run, replay_from=0)
 
 
 def test_a_long_prompt_survives_a_short_suffix_that_fits_beside_it():
@@ -193,4 +153,4 @@ def test_a_long_prompt_survives_a_short_suffix_that_fits_beside_it():
 
     history = [("a", 0, 100, 0)] + [("b", i, 3, 8) for i in range(4)]
     assert cached_heads(history, [100], [5], "a", 4, 40, serve_run=False) == [100]
-    assert _replay_everything(history, [100], [5], "a", 4, 40, serve_run=False) == [100]
+    assert cached_heads(history, [100], [5], "a", 4, 40, serve_run=False, replay_from=0) == [100]

@@ -655,7 +655,8 @@ def warm_prefix_after_runs(prompt: list[int], prior_runs: list[tuple[int, int]],
 
 
 def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int], output: list[int], stream: object,
-                 block_size: int, num_blocks: int, retokenize_margin: int = 8, serve_run: bool = True) -> list[int]:
+                 block_size: int, num_blocks: int, retokenize_margin: int = 8, serve_run: bool = True,
+                 replay_from: int | None = None) -> list[int]:
     """Prompt tokens of each request of a run (``prompt``, ``output`` tokens; request order) still in a prefix
     cache of ``num_blocks`` blocks when the request arrives, after the server served ``history``: (stream, index
     i, prompt tokens, output tokens) of every earlier request, in order (the bench's test request too: request 0
@@ -672,6 +673,8 @@ def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int],
     ``serve_run=False``: what the pool holds when the run starts, before any of its own requests (for a simulation
     that evicts during the run itself, as ``BlockPool.warm`` does; a burst admits its prompts before any output
     block exists, which serving the run one request at a time would not see).
+    ``replay_from``: the index of ``history`` the pool is replayed from (default: the latest one that gives the same
+    pool as the whole history, below; 0 replays everything).
     """
     from collections import OrderedDict
 
@@ -706,13 +709,15 @@ def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int],
     # keeps every block of the suffix until it has evicted everything older (least recently freed first), and from
     # that moment - which must come, since the suffix alone cannot fit - the two pools are the same list. The sweeps'
     # histories hold millions of blocks (batch 7's silybench: up to ~400 s of replay a row, now a few seconds).
-    start, own_blocks = 0, 0
-    for k in range(len(history) - 1, -1, -1):
-        _, _, n_prompt, n_out = history[k]
-        own_blocks += -(-(int(n_prompt) + int(n_out)) // bs) - int(n_prompt) // bs
-        if own_blocks > num_blocks:
-            start = k
-            break
+    start = replay_from
+    if start is None:
+        start, own_blocks = 0, 0
+        for k in range(len(history) - 1, -1, -1):
+            _, _, n_prompt, n_out = history[k]
+            own_blocks += -(-(int(n_prompt) + int(n_out)) // bs) - int(n_prompt) // bs
+            if own_blocks > num_blocks:
+                start = k
+                break
     for st, i, n_prompt, n_out in history[start:]:
         serve(st, i, n_prompt, n_out)
     if not serve_run:
