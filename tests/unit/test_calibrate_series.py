@@ -393,6 +393,7 @@ REPORTED_V6 = {
     "series22": {"cal_ramp.json": (0.000, -0.017, -0.004), "val_r3.json": (0.001, -0.002, -0.007), "val_g6.json": (0.001, -0.019, -0.030), "val_c8_in256.json": (-0.041, -0.022, 0.074), "val_c6.json": (-0.036, -0.060, 0.058), "drift_ramp.json": (-0.002, 0.043, 0.050)},
     "series23": {"cal_ramp.json": (-0.007, -0.002, 0.029), "val_r3.json": (-0.002, 0.019, -0.024), "val_g6.json": (-0.011, 0.308, 0.268), "val_c8_in256.json": (-0.139, -0.002, 0.230), "val_c6.json": (-0.169, 0.151, 0.221), "drift_ramp.json": (-0.001, -0.077, 0.014)},
     "series24": {"cal_ramp.json": (-0.003, -0.044, 0.032), "val_r3.json": (-0.005, 0.001, -0.165), "val_g6.json": (0.010, 0.027, -0.062), "val_c8_in256.json": (0.071, -0.277, 0.018), "val_c6.json": (0.036, -0.035, -0.037), "drift_ramp.json": (-0.007, 0.031, 0.104)},
+    "series25": {"cal_ramp.json": (0.001, -0.007, -0.012), "val_r3.json": (0.000, 0.063, -0.028), "val_g6.json": (0.000, 0.040, -0.023), "val_c8_in256.json": (-0.035, 0.052, 0.037), "val_c6.json": (0.015, -0.036, -0.011), "drift_ramp.json": (0.001, 0.011, -0.031)},
 }
 REPORTED_V4_ON_VAL_C6 = {
     "series12": {"val_c6.json": (-0.012, 0.000, -0.010), "cal_ramp.json": (0.032, -0.573, -0.136), "val_r3.json": (-0.002, -0.276, 0.173), "val_g6.json": (-0.032, -0.440, -0.087), "val_c8_in256.json": (0.414, -0.637, -0.159), "drift_ramp.json": (0.058, -0.852, -0.209)},
@@ -407,16 +408,17 @@ REPORTED_V4_ON_VAL_C6 = {
     "series22": {"val_c6.json": (-0.008, -0.002, -0.013), "cal_ramp.json": (-0.001, -0.156, 0.103), "val_r3.json": (-0.005, 0.238, 0.463), "val_g6.json": (-0.012, 0.134, 0.256), "val_c8_in256.json": (0.592, -0.450, -0.380), "drift_ramp.json": (-0.004, -0.115, 0.163)},
     "series23": {"val_c6.json": (-0.003, -0.006, -0.011), "cal_ramp.json": (0.001, -0.355, -0.201), "val_r3.json": (-0.002, -0.120, -0.072), "val_g6.json": (-0.010, 0.094, 0.163), "val_c8_in256.json": (0.540, -0.501, -0.323), "drift_ramp.json": (0.007, -0.392, -0.212)},
     "series24": {"val_c6.json": (-0.014, -0.061, 0.001), "cal_ramp.json": (-0.001, -0.270, 0.061), "val_r3.json": (-0.013, 0.105, 0.118), "val_g6.json": (-0.008, 0.067, 0.166), "val_c8_in256.json": (0.430, -0.549, -0.235), "drift_ramp.json": (-0.005, -0.209, 0.136)},
+    "series25": {"val_c6.json": (-0.010, -0.074, -0.002), "cal_ramp.json": (-0.001, -0.147, 0.126), "val_r3.json": (-0.008, 0.290, 0.438), "val_g6.json": (-0.015, 0.181, 0.297), "val_c8_in256.json": (0.423, -0.463, -0.273), "drift_ramp.json": (-0.001, -0.129, 0.105)},
 }
-SESSION_DRIFT = {"series12": (1.063, 0.115), "series13": (-0.391, -0.121), "series14": (-0.029, 0.092), "series15": (-0.213, 0.146), "series16": (-0.269, -0.025), "series17": (0.219, 0.076), "series19": (-0.045, -0.037), "series20": (0.057, 0.038), "series21": (0.033, 0.039), "series22": (-0.053, -0.051), "series23": (0.073, 0.013), "series24": (-0.073, -0.065)}
-PREFILL_MS = {"series12": 0.1205, "series13": 0.1494, "series14": 0.1504, "series15": 0.1461, "series16": 0.1505, "series17": 0.1392, "series19": 0.1724, "series20": 0.1519, "series21": 0.1103, "series22": 0.1055, "series23": 0.1141, "series24": 0.1470}
+SESSION_DRIFT = {"series12": (1.063, 0.115), "series13": (-0.391, -0.121), "series14": (-0.029, 0.092), "series15": (-0.213, 0.146), "series16": (-0.269, -0.025), "series17": (0.219, 0.076), "series19": (-0.045, -0.037), "series20": (0.057, 0.038), "series21": (0.033, 0.039), "series22": (-0.053, -0.051), "series23": (0.073, 0.013), "series24": (-0.073, -0.065), "series25": (-0.020, 0.020)}
+PREFILL_MS = {"series12": 0.1205, "series13": 0.1494, "series14": 0.1504, "series15": 0.1461, "series16": 0.1505, "series17": 0.1392, "series19": 0.1724, "series20": 0.1519, "series21": 0.1103, "series22": 0.1055, "series23": 0.1141, "series24": 0.1470, "series25": 0.1228}
 
 
 # series12, 13, 15 and 18 are reproduced by scripts/calibration_series_table.py with the rest of the docs' table (their
 # pins below are its output); the suite runs the three judged sessions (series14; series19, version 7 inside a
 # fresh-clone CI run; series20, version 9's first: EngineCore on a core of its own), the CI session of version 6 and
 # version 7's first (CI time)
-RAMP = ("series14", "series16", "series17", "series19", "series20", "series21", "series22", "series23", "series24")
+RAMP = ("series14", "series16", "series17", "series19", "series20", "series21", "series22", "series23", "series24", "series25")
 
 
 def _ramp(name):
@@ -440,7 +442,7 @@ def test_every_load_of_the_ramp_series_is_there(recorded_ramp):
     name, d, runs, cal6, _ = recorded_ramp
     meta = json.loads((d / "series.json").read_text())
     spec = {5: S.SERIES_V5, 6: S.SERIES_V6, 7: S.SERIES_V7, 9: S.SERIES_V7}[meta["version"]]  # 8, 9: 7's loads
-    assert meta["version"] == {"series17": 7, "series19": 7, "series20": 9, "series21": 9, "series22": 9, "series23": 9, "series24": 9}.get(name, 6) and meta["env"] == S.SERVER_ENV
+    assert meta["version"] == {"series17": 7, "series19": 7, "series20": 9, "series21": 9, "series22": 9, "series23": 9, "series24": 9, "series25": 9}.get(name, 6) and meta["env"] == S.SERVER_ENV
     # version 9 records where the processes ran: EngineCore alone on the last core
     assert (meta.get("pinning") or {}).get("pinned", False) == (meta["version"] >= 9)
     assert [r["name"] for r in meta["runs"]] == [s.name for s in spec]
@@ -501,6 +503,10 @@ JUDGED_MISSES = {
     # and, under version 6's procedure, the closed loop 8's TTFT 27.7 % short (procedure 8: -8.7 %, every other figure
     # within 8.7 %); the live test reported it as xfail
     "series24": {("val_r3.json", "mean_tpot_ms"), ("val_c8_in256.json", "mean_ttft_ms")},
+    # version 9 in the fresh-clone run of 0873991 (2026-12-02, the session's last): the repeat held (-2 / +2 %) and every
+    # figure came within 6.3 % under version 6's procedure - but the live test uses procedure 8, under which the closed
+    # loop 8's TTFT came out +12.8 % (every other figure within 6.3 %): the live test reported it as xfail
+    "series25": set(),
 }
 
 
@@ -508,7 +514,7 @@ def test_where_the_repeat_held_the_bar_is_still_missed(recorded_ramp):
     name, _, runs, cal6, _ = recorded_ramp
     drift = S.session_drift(runs, "cal_ramp", "drift_ramp")
     # a ramp's throughput is its schedule's: compared only where the repeat re-sent the same run (version 7)
-    assert list(drift) == (list(C.HEADLINE) if name in ("series17", "series19", "series20", "series21", "series22", "series23", "series24") else ["mean_ttft_ms", "mean_tpot_ms"])
+    assert list(drift) == (list(C.HEADLINE) if name in ("series17", "series19", "series20", "series21", "series22", "series23", "series24", "series25") else ["mean_ttft_ms", "mean_tpot_ms"])
     assert [drift["mean_ttft_ms"], drift["mean_tpot_ms"]] == pytest.approx(list(SESSION_DRIFT[name]), abs=0.005)
     held = all(abs(v) <= S.TOLERANCE for v in drift.values())
     assert held == (name in JUDGED_MISSES)
@@ -555,6 +561,7 @@ REPORTED_V8 = {
     "series22": {"cal_ramp.json": (0.000, -0.017, -0.004), "val_r3.json": (0.001, 0.001, -0.007), "val_g6.json": (0.001, -0.019, -0.030), "val_c8_in256.json": (-0.045, 0.027, 0.066), "val_c6.json": (-0.039, -0.007, 0.053), "drift_ramp.json": (-0.002, 0.043, 0.050)},
     "series23": {"cal_ramp.json": (-0.007, -0.002, 0.029), "val_r3.json": (-0.002, 0.025, -0.024), "val_g6.json": (-0.011, 0.315, 0.268), "val_c8_in256.json": (-0.157, 0.126, 0.188), "val_c6.json": (-0.177, 0.245, 0.217), "drift_ramp.json": (-0.001, -0.077, 0.014)},
     "series24": {"cal_ramp.json": (-0.003, -0.044, 0.032), "val_r3.json": (-0.005, 0.011, -0.165), "val_g6.json": (0.010, 0.053, -0.059), "val_c8_in256.json": (0.051, -0.087, -0.044), "val_c6.json": (0.029, 0.023, -0.038), "drift_ramp.json": (-0.007, 0.032, 0.104)},
+    "series25": {"cal_ramp.json": (0.001, 0.010, -0.013), "val_r3.json": (0.000, 0.063, -0.028), "val_g6.json": (0.000, 0.056, -0.025), "val_c8_in256.json": (-0.039, 0.128, 0.021), "val_c6.json": (0.010, 0.041, -0.019), "drift_ramp.json": (0.001, 0.017, -0.031)},
 }
 
 
@@ -569,7 +576,7 @@ def test_procedure_8_errors_are_what_it_gives(recorded_ramp):
     # the closed loop 8's TTFT, short by 11-26 % under version 6 in the sessions before procedure 8, comes within 17 %
     # (series21-23, recorded after it, within 3 % under version 6's procedure; series24 -28 % there, like the sessions before it, and -9 % here)
     assert abs(got["val_c8_in256.json"][1]) < 0.17
-    assert name in ("series21", "series22", "series23") or abs(_errors(cal6)["val_c8_in256.json"][1]) > 0.10
+    assert name in ("series21", "series22", "series23", "series25") or abs(_errors(cal6)["val_c8_in256.json"][1]) > 0.10
     if name in ("series21", "series22"):  # the judged sessions with every validation figure inside issue 11's 10 % bar
         assert all(abs(x) <= S.TOLERANCE for run, e in got.items() if run.startswith("val_") for x in e)
 
