@@ -161,3 +161,24 @@ def test_calibrate_on_one_ramp_up_run_with_the_prefill_rate_from_its_token_times
     assert code == 2 and "per-token times" in err and "Traceback" not in err
     code, err, _ = invoke("calibrate", *TINY, str(d / "cal_ramp.json"), "--token-steps", "-o", str(out))
     assert code == 2 and "--linear" in err
+
+
+def test_calibrate_reports_the_hosts_repeat_of_one_load(tmp_path):
+    # s8_c4 and s8_c4b: the same closed loop 4 (seed, prompts, lengths) sent 15 minutes apart to one CPU server; the
+    # second moved -8 % / +30 % / +10 %, so a held-out error of that size on this host is noise, and calibrate says so
+    args = ["calibrate", *TINY, "--linear", str(FIX / "s8_c4.json"), str(FIX / "s8_c1.json"), str(FIX / "s8_c4b.json"),
+            "-o", str(tmp_path / "cal.json")]
+    code, err, text = invoke(*args, "--json")
+    assert code == 0, err
+    rep = json.loads(text)["fit"]["repeatability"]
+    assert [p["runs"] for p in rep["pairs"]] == [["s8_c4.json", "s8_c4b.json"]]
+    assert rep["pairs"][0]["moved"] == pytest.approx({"output_throughput": -0.081, "mean_ttft_ms": 0.3,
+                                                      "mean_tpot_ms": 0.098}, abs=0.002)
+    code, err, text = invoke(*args)
+    assert code == 0, err
+    flat = " ".join(text.split())
+    assert "repeatability: s8_c4.json and s8_c4b.json ran one load" in flat and "run-to-run noise" in flat
+    # no load twice: nothing claimed
+    code, err, text = invoke("calibrate", *TINY, "--linear", str(FIX / "s8_c4.json"), str(FIX / "s8_c1.json"),
+                             "-o", str(tmp_path / "cal2.json"), "--json")
+    assert code == 0 and json.loads(text)["fit"]["repeatability"] is None, err

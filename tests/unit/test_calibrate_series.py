@@ -581,6 +581,33 @@ def test_procedure_8_errors_are_what_it_gives(recorded_ramp):
         assert all(abs(x) <= S.TOLERANCE for run, e in got.items() if run.startswith("val_") for x in e)
 
 
+def test_the_noise_floor_of_one_calibrated_session():
+    """docs/simulation.md, "The noise floor of one calibrated session": over the ten sessions pinned in REPORTED_V8 the
+    model's bias per validation figure (the mean error) is small beside how that error moves from session to session,
+    and a single figure is within 10 % in 69 of 100 cases (the open loops' throughputs, set by their send schedules,
+    left out), while the median over a session's twelve figures is within 10 % in seven of the eight judged sessions."""
+    import statistics
+
+    vals = ("val_r3.json", "val_g6.json", "val_c8_in256.json", "val_c6.json")
+    spread = []
+    for run in vals:
+        for k in range(3):
+            xs = [REPORTED_V8[s][run][k] for s in REPORTED_V8]
+            assert abs(statistics.mean(xs)) <= 0.055, (run, k, xs)  # bias -2.6 ... +5.4 %
+            spread.append(statistics.stdev(xs))
+    assert statistics.median(spread) > 0.09  # session-to-session SD of one figure's error: 0.2-13.9 %, median 10.0 %
+    sensitive = [abs(REPORTED_V8[s][run][k]) for s in REPORTED_V8 for run in vals for k in range(3)
+                 if not (run in ("val_r3.json", "val_g6.json") and k == 0)]
+    assert len(sensitive) == 100 and sum(x <= S.TOLERANCE for x in sensitive) == 69
+    medians = {s: statistics.median(abs(x) for run in vals for x in REPORTED_V8[s][run]) for s in REPORTED_V8}
+    assert [s for s, m in medians.items() if m > S.TOLERANCE] == ["series17", "series23"]  # 17: repeat +22 %, not judged
+    # the calibration load sent twice with its own prompts (version 7 on): |move| of TTFT and TPOT at most 7.6 %
+    # except series17's TTFT (+22 %, not judged)
+    same = ("series17", "series19", "series20", "series21", "series22", "series23", "series24", "series25")
+    moves = sorted(abs(x) for s in same for x in SESSION_DRIFT[s])
+    assert moves[-2] <= 0.076 and moves[-1] > 0.2 and statistics.median(moves) < 0.05
+
+
 @pytest.mark.parametrize("recorded_ramp", ["series20"], indirect=True)
 def test_procedure_8_releases_the_closed_loops_first_burst_together_as_the_engine_saw_it(recorded_ramp):
     # series20's closed loop 8: the bench sent 8 requests at t=0; the engine prefilled the first alone (TTFT 85 ms)

@@ -895,6 +895,64 @@ def batch_varies(r: BenchRun) -> bool:
             and (not math.isinf(r.request_rate) or r.ramp_up_strategy is not None))
 
 
+def same_load(a: BenchRun, b: BenchRun, rel: float = 0.05) -> bool:
+    """Two results of one load: the same number of requests, send pattern (rate, burstiness, concurrency, ramp) and
+    prompt/output lengths within ``rel`` in total (another --seed draws other lengths around the same means), on the
+    same prefix cache (warm tokens within ``rel`` of the prompt tokens)."""
+    if len(a.prompt) != len(b.prompt) or not a.prompt:
+        return False
+    if (a.request_rate, a.burstiness, a.max_concurrency, a.ramp_up_strategy, a.ramp_up_start_rps, a.ramp_up_end_rps) \
+            != (b.request_rate, b.burstiness, b.max_concurrency, b.ramp_up_strategy, b.ramp_up_start_rps, b.ramp_up_end_rps):
+        return False
+    if (a.cfg or None) != (b.cfg or None):
+        return False
+    pa, pb, oa, ob = sum(a.prompt), sum(b.prompt), sum(a.output), sum(b.output)
+    if abs(pa - pb) > rel * max(pa, pb) or abs(oa - ob) > rel * max(oa, ob):
+        return False
+    wa, wb = sum(a.warm_prefix or ()), sum(b.warm_prefix or ())
+    return abs(wa - wb) <= rel * max(pa, pb)
+
+
+def repeat_moved(a: BenchRun, b: BenchRun) -> dict[str, float]:
+    """How far the later result of one load moved from the earlier (measured / measured - 1) on the figures that
+    measure the server's speed. A closed loop's or a rate-inf run's output throughput does; an open loop's below
+    saturation (finite rate, ramp-up) is its send schedule's, so it is compared only when both sent the same
+    requests (the same --seed, hence the same schedule; the recorded send times themselves jitter)."""
+    same_sends = a.prompt == b.prompt and a.output == b.output
+    keys = [m for m in HEADLINE if same_sends or not (m == "output_throughput" and batch_varies(a))]
+    return {m: round(b.figures[m] / a.figures[m] - 1, 3) for m in keys
+            if (a.figures.get(m) or 0) > 0 and (b.figures.get(m) or 0) > 0}
+
+
+def repeatability(runs: list[BenchRun]) -> dict | None:
+    """Every pair of results of one load (``same_load``) and how far the later moved from the earlier: the host's own
+    repeatability. A held-out error below it says nothing about the model, and no calibration can promise less. None
+    when no load was run twice."""
+    pairs = [{"runs": [a.name, b.name], "moved": repeat_moved(a, b)}
+             for i, a in enumerate(runs) for b in runs[i + 1:] if same_load(a, b)]
+    pairs = [p for p in pairs if p["moved"]]
+    if not pairs:
+        return None
+    floor = {m: max(abs(p["moved"][m]) for p in pairs if m in p["moved"]) for m in HEADLINE
+             if any(m in p["moved"] for p in pairs)}
+    return {"pairs": pairs, "max_abs_moved": floor}
+
+
+def repeatability_notes(rep: dict | None, held_err: dict | None) -> list[str]:
+    """Say when the held-out error is no larger than the host's own repeat (the model cannot be judged finer)."""
+    if not rep or not held_err:
+        return []
+    below = [m for m, v in held_err.items() if v is not None and m in rep["max_abs_moved"]
+             and v <= rep["max_abs_moved"][m]]
+    if not below:
+        return []
+    names = {"output_throughput": "output throughput", "mean_ttft_ms": "mean TTFT", "mean_tpot_ms": "mean TPOT"}
+    floor = rep["max_abs_moved"]
+    moved = ", ".join(f"{names[m]} {floor[m]:.0%}" for m in below)
+    return [f"the held-out error on {', '.join(names[m] for m in below)} is within what one load moved when it ran "
+            f"again ({moved}): at that size the difference is the host's run-to-run noise, not the model's"]
+
+
 def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
         stats: list[StatsObs] | None = None, prefill_term: bool = False, finish_cost: bool = False,
         spread: bool = False, iterations: list[IterObs] | None = None, kv_term: bool = False,
@@ -1055,9 +1113,11 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         "engine_overhead_s": overhead,
         "held_out": [r.name for r in held],
         **ev,
+        "repeatability": repeatability(runs),
         "notes": identifiability_notes(fit_runs, stats) + prefill_notes(fit_runs, kind, prefill_term)
         + iteration_log_notes(fit_runs, iterations),
     }
+    cal.fit["notes"] += repeatability_notes(cal.fit["repeatability"], ev["held_out_median_abs_error"])
     if prefill_term:
         cal.fit["prefill_term"] = True
     return cal

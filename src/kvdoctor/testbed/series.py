@@ -525,9 +525,7 @@ def session_drift(runs: list, cal: str, drift: str) -> dict[str, float]:
     a = next(r for r in runs if r.name == f"{cal}.json")
     b = next(r for r in runs if r.name == f"{drift}.json")
     # version 7: the repeat sent the calibration run's own prompts on its own schedule, so every figure compares
-    same = a.prompt == b.prompt and a.output == b.output
-    keys = [m for m in C.HEADLINE if same or not (m == "output_throughput" and C.batch_varies(a))]
-    return {m: round(b.figures[m] / a.figures[m] - 1, 3) for m in keys}
+    return C.repeat_moved(a, b)
 
 
 def calibrate_series_v6(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
