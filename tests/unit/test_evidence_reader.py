@@ -146,6 +146,44 @@ def test_v0_preemptions_reconstructed_from_warnings(tmp_path):
     assert [e.data["cumulative"] for e in sg.events] == [1, 51]
 
 
+def test_a_v0_excerpt_does_not_charge_the_engines_earlier_preemptions_to_its_first_interval(tmp_path):
+    # vllm#5578's excerpt: one warning counting 151 since the engine started, 10 s of log. The 150 before it happened
+    # before the excerpt (their warnings at 1, 51, 101 are not in it): not a burst of 151 in the first interval
+    lines = [V0.format(ts="06-16 21:24:15", p=2706.1, g=13395.4, r=34, w=9832, kv=99.2),
+             WARN.format(ts="06-16 21:24:15", sg=165, c=151),
+             V0.format(ts="06-16 21:24:20", p=3737.0, g=8906.6, r=37, w=9779, kv=76.6),
+             V0.format(ts="06-16 21:24:25", p=3737.0, g=8906.6, r=37, w=9779, kv=76.6),
+             WARN.format(ts="06-16 21:24:27", sg=170, c=201),
+             V0.format(ts="06-16 21:24:30", p=3737.0, g=8906.6, r=37, w=9779, kv=76.6)]
+    res = read_log(_write(tmp_path, "x.log", "\n".join(lines) + "\n"), year=2024)
+    (sg,) = res.segments
+    assert sg.timeline.preemptions.sum() == pytest.approx(51.0)  # the warning's own one, then 151 -> 201
+    assert [e.data["cumulative"] for e in sg.events] == [151, 201]
+    assert any("counts 151 since the engine started" in n and "150 before it" in n for n in res.notes)
+    # a log from the engine's first preemption on is read as before: no note
+    res = read_log(_write(tmp_path, "y.log", "\n".join(lines[:1] + [WARN.format(ts="06-16 21:24:15", sg=1, c=1)]
+                                                       + lines[2:4]) + "\n"), year=2024)
+    assert res.segments[0].timeline.preemptions.sum() == 1.0 and not res.notes
+
+
+def test_stats_records_whose_newlines_became_spaces_are_all_read(tmp_path):
+    # vllm#36748 as a wiki page flattened it: three records of a data-parallel server on one line, joined by a space,
+    # the last one cut. Every complete record is read; the cut one is reported as skipped
+    recs = [v1("03-11 06:16:52", r=51, w=117, kv=100.0, eng="000"), v1("03-11 06:16:52", r=31, w=108, kv=98.6, eng="001"),
+            v1("03-11 06:16:52", r=3, eng="002")[:150]]
+    res = read_log(_write(tmp_path, "x.log", " ".join(recs) + "\n"))
+    assert sorted(sg.engine for sg in res.segments) == ["Engine 000", "Engine 001"]
+    assert res.skipped.reasons.get("malformed-stats") == 1
+    # v0 records end in "%.": the same
+    v0 = [V0.format(ts=f"06-16 21:24:{s}", p=1.0, g=2.0, r=r, w=0, kv=50.0) for s, r in (("15", 3), ("20", 4))]
+    res = read_log(_write(tmp_path, "y.log", " ".join(v0) + "\n"), year=2024)
+    assert list(res.segments[0].timeline.running) == [3, 4]
+    # one record with a foreign prefix is left whole (the split needs two records on the line)
+    one = "2026-03-11T06:16:52.1Z " + recs[0]
+    res = read_log(_write(tmp_path, "z.log", one + "\n"))
+    assert len(res.segments) == 1 and res.skipped.skipped_lines == 0
+
+
 def test_hostile_input_never_raises(tmp_path):
     good = v1("01-02 03:00:00", r=3)
     junk = (b"\x00" * 5000 + b"\n" + bytes(range(256)) * 4 + b"\n" + b"\xff\xfe INFO garbage \xc3\x28\n"

@@ -196,8 +196,14 @@ def worker_rank(proc: str | None) -> int:
     return sum(int(p) for p in parts) if parts else 0
 
 
+# A line holding several stats records: also split where a record ends in its "%" (v1) or "%." (v0) and ONE space
+# comes before the next envelope (newlines turned into spaces by a web copy, a chat tool, `echo $(cat log)`). Only for
+# lines with more than one stats record: a lone record's foreign prefix (a k8s ISO time, a docker name) stays on it.
+GLUE_STATS = re.compile(GLUE.pattern + r"|(?:(?<=%)|(?<=%\.)) (?=" + GLUE.pattern.split("(?=", 1)[1])
+
 # Bytes twins for the streaming reader (it decodes only the lines it needs).
 ENVELOPE_B = re.compile(ENVELOPE.pattern.encode())
 FOREIGN_ISO_B = re.compile(FOREIGN_ISO.pattern.encode())
 GLUE_B = re.compile(GLUE.pattern.encode())
+GLUE_STATS_B = re.compile(GLUE_STATS.pattern.encode())
 ANSI_B = re.compile(ANSI.pattern.encode())

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvdoctor.evidence.logs.commit import Series
-from kvdoctor.evidence.logs.envelope import (ANSI_B, FOREIGN_ISO_B, GLUE_B, leading_timestamp_b, parse_envelope,
+from kvdoctor.evidence.logs.envelope import (ANSI_B, FOREIGN_ISO_B, GLUE_STATS_B, leading_timestamp_b, parse_envelope,
                                              search_envelope_b)
 from kvdoctor.evidence.logs.limits import ABSENT, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_WARNINGS
 from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
@@ -69,7 +69,7 @@ class LinePath:
     def _stats(self, line: bytes, n: int, row: tuple | None = None) -> bool | None:
         """True parsed; None a stats record that could not be used (counted when it had a reason
         other than its own shape; the caller decides about malformed ones)."""
-        parts = GLUE_B.split(line) if row is None and line.count(b"Avg prompt throughput") > 1 else ()
+        parts = GLUE_STATS_B.split(line) if row is None and line.count(b"Avg prompt throughput") > 1 else ()
         if len(parts) > 1:
             ok: bool | None = None
             for part in parts:

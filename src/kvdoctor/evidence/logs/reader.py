@@ -209,13 +209,15 @@ class LogReader(LinePath, FastPath, ColumnCommit):
                 target.first_line = ev.line_no if target.first_line is None else min(target.first_line, ev.line_no)
                 target.last_line = ev.line_no if target.last_line is None else max(target.last_line, ev.line_no)
         segments = [sg for _, sg in sorted(segs.items(), key=lambda kv: (kv[1].first_line or 0, kv[1].engine))]
+        notes = []
         for sg in segments:
             sg.events.sort(key=lambda e: e.line_no or 0)
-            v0_preemptions_from_warnings(sg)
+            note = v0_preemptions_from_warnings(sg)
+            if note:
+                notes.append(note)
         self.skip.total_lines = self.total_lines
         self.skip.parsed_lines = self.parsed_lines
         ignored = max(0, self.total_lines - self.skip.parsed_lines - self.skip.skipped_lines)
-        notes = []
         if self.clock.rollovers:
             notes.append(f"{self.clock.rollovers} year rollover(s) in year-less timestamps")
         if self.events_dropped:

@@ -64,14 +64,16 @@ def settle_preemptions(tl: Timeline, startup: StartupFacts | None) -> None:
     pre[absent] = 0.0 if printable else NAN
 
 
-def v0_preemptions_from_warnings(sg: Segment) -> None:
-    """v0 logs every 50th preemption with the cumulative count. Between two warnings C0 (t0) and
-    C1 (t1) exactly C1 - C0 preemptions happened in (t0, t1]; they are spread over the timeline's
-    intervals in proportion to time (the log says no more than that). Before the first warning the
-    count rose from 0 to C0 at t0 (C0 = 1: the first preemption)."""
+def v0_preemptions_from_warnings(sg: Segment) -> str | None:
+    """v0 logs every 50th preemption with the cumulative count since the engine started (at 1, 51, 101, ...).
+    Between two warnings C0 (t0) and C1 (t1) exactly C1 - C0 preemptions happened in (t0, t1]; they are spread
+    over the timeline's intervals in proportion to time (the log says no more than that). The first warning is one
+    preemption at t0. When it is C0 = 1 nothing came before it; when C0 > 1 the warnings before it are not in this
+    log (an excerpt, a rotated file, ``docker logs --tail``), so the C0 - 1 earlier preemptions happened at times the
+    log does not show and are charged to no interval; the returned note says so."""
     tl = sg.timeline
     if tl is None or tl.swapped is None or len(tl) == 0:
-        return
+        return None
     import numpy as np
 
     warn = [(e.t, e.data["cumulative"]) for e in sg.events
@@ -79,16 +81,22 @@ def v0_preemptions_from_warnings(sg: Segment) -> None:
     if not warn:
         if np.all(np.isnan(tl.preemptions)):
             tl.preemptions = np.zeros(len(tl))  # no warning at all: no preemption (v0 warns on the 1st)
-        return
+        return None
     warn.sort()
     wt = np.array([w[0] for w in warn], dtype=np.float64)
     wc = np.array([w[1] for w in warn], dtype=np.float64)
-    # cumulative count as a step-then-linear function of time; flat after the last warning
-    # (fewer than 50 more happened, unknown when).
-    cum_at = np.interp(tl.t, np.concatenate([[wt[0] - 1e-9], wt]), np.concatenate([[0.0], wc]), left=0.0)
+    before = max(0.0, wc[0] - 1.0)  # preemptions before this log's first warning, at unknown times
+    # cumulative count (since this log's view began) as a step-then-linear function of time; flat after the last
+    # warning (fewer than 50 more happened, unknown when).
+    cum_at = np.interp(tl.t, np.concatenate([[wt[0] - 1e-9], wt]), np.concatenate([[0.0], wc - before]), left=0.0)
     prev = np.concatenate([[0.0], cum_at[:-1]])
     tl.preemptions = np.maximum(cum_at - prev, 0.0)
     # warnings after the last sample are not in any interval: add them to the last one
-    tail = wc[-1] - cum_at[-1]
+    tail = (wc[-1] - before) - cum_at[-1]
     if tail > 0:
         tl.preemptions[-1] += tail
+    if before:
+        return (f"{sg.engine}: the first preemption warning in this log counts {int(wc[0])} since the engine started; "
+                f"the {int(before)} before it happened before this log's view (earlier warnings are not in it) and "
+                f"are not charged to any interval")
+    return None
