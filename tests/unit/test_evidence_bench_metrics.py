@@ -80,6 +80,31 @@ def test_bench_json_with_details(tmp_path):
     assert parse_json(doc).raw["model_id"] == "m"
 
 
+def test_a_server_log_and_the_bench_output_in_one_capture_are_both_read(tmp_path):
+    # one terminal (or `tee`) holding the server's stats lines and the client's result block: both are evidence. Before,
+    # the block made the whole file a bench result and every stats line was dropped without a count
+    from kvdoctor.evidence.load import detect_kind, load_evidence
+
+    stats = ("(APIServer pid=1) INFO 03-17 15:38:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: 900.0 "
+             "tokens/s, Avg generation throughput: 1200.0 tokens/s, Running: {r} reqs, Waiting: 0 reqs, GPU KV cache "
+             "usage: 40.0%, Prefix cache hit rate: 0.0%")
+    block = ["============ Serving Benchmark Result ============", "Successful requests:                     100",
+             "Benchmark duration (s):                  26.67", "Output token throughput (tok/s):         5624.71",
+             "Mean TTFT (ms):                          137.50", "Mean TPOT (ms):                          14.60",
+             "=================================================="]
+    p = tmp_path / "capture.log"
+    p.write_text("\n".join([stats.format(s=10 * i, r=30 + i) for i in range(5)] + block) + "\n")
+    assert detect_kind(str(p)) == "log"
+    ev = load_evidence([str(p)], year=2026)
+    assert sum(len(sg.timeline) for sg in ev.segments) == 5
+    assert len(ev.bench) == 1 and ev.bench[0].fields["mean_ttft_ms"] == 137.5
+    assert any("Serving Benchmark Result" in n for n in ev.notes)
+    # the bench client's own capture (its INFO lines, no server stats) stays a bench result
+    q = tmp_path / "bench.txt"
+    q.write_text("INFO 03-17 15:38:00 [__init__.py:241] Automatically detected platform cuda.\n" + "\n".join(block))
+    assert detect_kind(str(q)) == "bench"
+
+
 def test_bench_errors(tmp_path):
     p = tmp_path / "x.json"
     p.write_text('{"a": 1}')

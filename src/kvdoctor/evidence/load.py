@@ -50,12 +50,34 @@ def detect_kind(path: str) -> str:
         if looks_like_bench_json(doc) or '"mean_ttft_ms"' in head or '"request_throughput"' in head:
             return "bench"
     if looks_like_bench_text(head):
-        return "bench"
+        # a server log and the bench's output in one capture (one terminal, `tee`, one pasted issue): the server's
+        # stats lines make it a log, and its bench blocks are read too (load_evidence). The bench client's own INFO
+        # lines are not enough: it prints them before every result.
+        return "log" if "Avg prompt throughput" in head else "bench"
     if sniff_trace(path):
         return "trace"
     if looks_like_metrics(head) and not _looks_like_log(head):
         return "metrics"
     return "log"
+
+
+BENCH_IN_LOG_MAX = 64 << 20  # a capture of server and client is small; a big log is not re-read as text
+
+
+def _bench_in_log(path: str) -> list:
+    """The bench result blocks of a log file that also holds them (a server and client capture)."""
+    from kvdoctor.evidence.bench import BLOCK_HEADER, parse_text
+
+    try:
+        if os.path.getsize(path) > BENCH_IN_LOG_MAX or path.endswith(".gz"):
+            return []
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return []
+    if BLOCK_HEADER not in text:
+        return []
+    return [b for b in parse_text(text, path) if b.raw.get("format") == "block"]
 
 
 def _looks_like_log(head: str) -> bool:
@@ -98,6 +120,12 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
             ev.notes.extend(f"{path}: {n}" for n in res.notes)
             if res.out_of_order:
                 ev.notes.append(f"{path}: {res.out_of_order} stats samples out of time order (sorted)")
+            for b in _bench_in_log(path):
+                ev.bench.append(b)
+                ev.requests.extend(b.requests)
+            if any(b.source == path for b in ev.bench):
+                n = sum(b.source == path for b in ev.bench)
+                ev.notes.append(f"{path}: also holds {n} 'Serving Benchmark Result' block(s), read as bench results")
         elif kind in ("metrics", "metrics-folder"):
             ev.segments.extend(load_metrics(path))
         elif kind == "bench":
