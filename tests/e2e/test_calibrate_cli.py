@@ -182,3 +182,13 @@ def test_calibrate_reports_the_hosts_repeat_of_one_load(tmp_path):
     code, err, text = invoke("calibrate", *TINY, "--linear", str(FIX / "s8_c4.json"), str(FIX / "s8_c1.json"),
                              "-o", str(tmp_path / "cal2.json"), "--json")
     assert code == 0 and json.loads(text)["fit"]["repeatability"] is None, err
+
+
+def test_calibrate_reads_an_append_result_file_as_one_run_per_line(tmp_path):
+    # `vllm bench serve --append-result` adds each run to one file as a JSON line; each is a run, FILE#k
+    lines = tmp_path / "results.json"
+    lines.write_text("".join("\n" + json.dumps(json.loads((FIX / n).read_text())) for n in ("s8_c4.json", "s8_c1.json")))
+    code, err, text = invoke("calibrate", *TINY, "--linear", str(lines), "-o", str(tmp_path / "cal.json"), "--json")
+    assert code == 0, err
+    fit = json.loads(text)["fit"]
+    assert fit["fit_on"] == ["results.json#1"] and fit["held_out"] == ["results.json#2"]

@@ -105,6 +105,76 @@ def test_a_server_log_and_the_bench_output_in_one_capture_are_both_read(tmp_path
     assert detect_kind(str(q)) == "bench"
 
 
+# vllm-project/recipes' ERNIE-4.5 page (vLLM >= 0.10.1): the configured rate is printed inside the block
+RPS_BLOCK = """============ Serving Benchmark Result ============
+Successful requests:                     16
+Request rate configured (RPS):           10.00
+Benchmark duration (s):                  18.65
+Total input tokens:                      127952
+Total generated tokens:                  16000
+Request throughput (req/s):              0.86
+Output token throughput (tok/s):         857.78
+Mean TTFT (ms):                          876.28
+Mean TPOT (ms):                          16.84
+=================================================="""
+
+
+def _failed_era(block: str) -> str:
+    return block.replace("Request rate configured (RPS):           10.00", "Failed requests:                         0")
+
+
+def test_captures_as_people_paste_them():
+    """A sweep of 33 real captures (2026-12-02) found these read wrong; each case is the smallest text showing it."""
+    (r,) = parse_text(RPS_BLOCK)
+    assert r.fields["request_rate"] == 10.0 and r.fields["mean_ttft_ms"] == 876.28
+    # every line behind a prefix: a shell comment, a markdown quote, docker compose, kubectl --timestamps
+    for prefix in ("# ", "> ", "vllm-bench-1  | ", "2025-09-27T16:47:52.000000123Z "):
+        (q,) = parse_text("\n".join(prefix + x for x in RPS_BLOCK.splitlines()))
+        assert q.fields == r.fields, prefix
+    # a pasted block without its closing rule: the next run's pre-block lines belong to the next run
+    nxt = ("Traffic request rate: 4.0\nBurstiness factor: 1.0 (Poisson process)\nMaximum request concurrency: 8\n"
+           + RPS_BLOCK.replace("10.00", "4.00"))
+    a, b = parse_text(RPS_BLOCK.rsplit("\n", 1)[0] + "\n" + nxt)
+    assert a.fields["request_rate"] == 10.0 and "max_concurrency" not in a.fields
+    assert b.fields["request_rate"] == 4.0 and b.fields["max_concurrency"] == 8.0
+    # 'Failed requests:' (>= 0.11.1) and no rate line: the run was at inf, and the result says it was inferred
+    (c,) = parse_text(_failed_era(RPS_BLOCK))
+    assert c.fields["request_rate"] == float("inf") and "inferred" in c.raw["request_rate"]
+    # ... but not for a ramp-up run, which prints no rate line either
+    (d,) = parse_text("Traffic ramp-up strategy: linear.\n" + _failed_era(RPS_BLOCK))
+    assert "request_rate" not in d.fields
+    # sglang's bench_serving (also pointed at vLLM servers) names the concurrency differently
+    (e,) = parse_text(RPS_BLOCK.replace("Successful requests:", "Max request concurrency:                 1\n"
+                                                               "Successful requests:"))
+    assert e.fields["max_concurrency"] == 1.0
+
+
+def test_legacy_summaries_are_one_run_each_and_offline_throughput_is_not_one():
+    # vllm#1739 (2023): one summary per GPU count; benchmark_throughput.py's offline line is not a serving run
+    text = ("1 L4 GPU\nTotal time: 98.36 s\nThroughput: 10.17 requests/s\nAverage latency: 47.96 s\n\n"
+            "2 L4 GPU\nTotal time: 148.03 s\nThroughput: 6.76 requests/s\nAverage latency: 62.97 s\n"
+            "Throughput: 30.22 requests/s, 19338.72 tokens/s\n")
+    a, b = parse_text(text)
+    assert (a.fields["duration"], a.fields["request_throughput"]) == (98.36, 10.17)
+    assert (b.fields["duration"], b.fields["request_throughput"], b.fields["mean_e2el_ms"]) == (148.03, 6.76, 62970.0)
+    assert parse_text("Throughput: 30.22 requests/s, 19338.72 tokens/s\n") == []
+
+
+def test_encodings_and_json_spellings(tmp_path):
+    doc = {"completed": 3, "duration": 2.0, "request_rate": "inf", "request_goodput:": 1.5, "mean_ttft_ms": 9.0}
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(doc).encode())
+    (r,) = load_bench(bom)
+    assert r.fields["request_rate"] == float("inf") and r.fields["request_goodput"] == 1.5
+    ps = tmp_path / "ps.txt"  # Windows PowerShell 5.1's `>`: UTF-16LE with a BOM
+    ps.write_bytes(RPS_BLOCK.encode("utf-16"))
+    (q,) = load_bench(ps)
+    assert q.fields["request_rate"] == 10.0
+    lines = tmp_path / "append.json"  # --append-result: one JSON object per line
+    lines.write_text("\n" + json.dumps(doc) + "\n" + json.dumps({**doc, "mean_ttft_ms": 11.0}) + "\n")
+    assert [x.fields["mean_ttft_ms"] for x in load_bench(lines)] == [9.0, 11.0]
+
+
 def test_bench_errors(tmp_path):
     p = tmp_path / "x.json"
     p.write_text('{"a": 1}')

@@ -229,8 +229,19 @@ def test_a_capture_of_several_runs_is_one_run_per_block(tmp_path):
 
 def test_a_printed_block_without_its_rate_or_no_block_at_all_is_refused(tmp_path):
     text = (REALVLLM / "config_starved" / "bench.log").read_text()
+    block = text[text.index("============ Serving Benchmark Result"):]
     cut = tmp_path / "cut.txt"
-    cut.write_text(text[text.index("============ Serving Benchmark Result"):])
+    # vLLM >= 0.10.1 states a finite rate inside the block: the block alone is enough
+    cut.write_text(block)
+    assert C.load_bench_runs([str(cut)])[0].request_rate == 20.0
+    # without that line, a block that prints 'Failed requests:' (>= 0.11.1, which prints the rate line whenever the
+    # rate is finite) ran at inf
+    rps = next(x for x in block.splitlines() if x.startswith("Request rate configured"))
+    cut.write_text(block.replace(rps + "\n", ""))
+    assert C.load_bench_runs([str(cut)])[0].request_rate == float("inf")
+    # an older block with neither line says nothing of its rate: refused
+    failed = next(x for x in block.splitlines() if x.startswith("Failed requests"))
+    cut.write_text(block.replace(rps + "\n", "").replace(failed + "\n", ""))
     with pytest.raises(InputError, match="does not say its request rate"):
         C.load_bench_runs([str(cut)])
     other = tmp_path / "notes.txt"

@@ -40,7 +40,12 @@ _LABELS = {
     "traffic request rate": "request_rate",
     "burstiness factor": "burstiness",
     "maximum request concurrency": "max_concurrency",
+    # vLLM >= 0.10.1 prints it inside the block whenever --request-rate is finite (benchmarks/serve.py)
+    "request rate configured (rps)": "request_rate",
+    # sglang's bench_serving, whose block imitates vLLM's (its client is also pointed at vLLM servers)
+    "max request concurrency": "max_concurrency",
 }
+_PRE_BLOCK = ("request_rate", "burstiness", "max_concurrency")
 _STAT_LINE = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+(-?[\d.]+|nan|inf)\s*$", re.I)
 _KV_LINE = re.compile(r"^([A-Za-z][A-Za-z ()/.-]*?):\s+(-?[\d.]+(?:e[+-]?\d+)?|inf|None)\b")
 _LEGACY = {
@@ -55,6 +60,10 @@ _LEGACY_RX = re.compile(
     r"([\d.]+)\s*(s|requests/s)\b"
 )
 BLOCK_HEADER = "Serving Benchmark Result"
+# what a capture puts before each line: a k8s/CI ISO time, a docker-compose "service | ", a markdown quote or a shell
+# comment ("> ", "# "). The block's labels are read after it.
+_LINE_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s+)?(?:[\w.-]+\s+\|\s?)?(?:[>#]+\s?)*")
+_RAMP_OR_TRACE = re.compile(r"Traffic ramp-up strategy:|Self timing is set")
 
 
 def parse_text(text: str, source: str = "") -> list[BenchResult]:
@@ -62,12 +71,21 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     results: list[BenchResult] = []
     cur: dict[str, float] | None = None
     pre: dict[str, float] = {}  # rate/burstiness/concurrency lines printed just before a block
-    legacy: dict[str, float] = {}
+    pre_ramp = False  # a ramp-up or timed-trace run: it prints no rate line, and is not a burst at t=0
+    legacy: dict[str, float] | None = None
+    legacies: list[dict[str, float]] = []
 
     def close():
         nonlocal cur
         if cur:
-            results.append(BenchResult(source=source, fields=cur, raw={"format": "block"}))
+            raw = {"format": "block"}
+            # vLLM >= 0.11.1 prints 'Failed requests:' and, since 0.10.1, 'Request rate configured (RPS):' whenever the
+            # rate is finite: a block of that era without it (and without a ramp-up or a trace's own timing) ran at inf
+            if "failed" in cur and "request_rate" not in cur and not cur.pop("_ramp", 0.0):
+                cur["request_rate"] = float("inf")
+                raw["request_rate"] = "inferred: the block prints no 'Request rate configured (RPS):' line, so inf"
+            cur.pop("_ramp", None)
+            results.append(BenchResult(source=source, fields=cur, raw=raw))
         cur = None
 
     for raw in text.splitlines():
@@ -77,7 +95,15 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
         if BLOCK_HEADER in line:
             close()
             cur = dict(pre)
-            pre = {}
+            if pre_ramp:
+                cur["_ramp"] = 1.0
+            pre, pre_ramp = {}, False
+            continue
+        line = line[_LINE_PREFIX.match(line).end():].strip()
+        if not line:
+            continue
+        if _RAMP_OR_TRACE.search(line):
+            pre_ramp = True
             continue
         m = _STAT_LINE.match(line)
         if m and cur is not None:
@@ -85,10 +111,16 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             stat = stat.lower()
             cur[f"{stat}_{metric.lower()}_ms"] = float(val)
             continue
-        for lm in _LEGACY_RX.finditer(line):
-            name, mult, _ = _LEGACY[lm.group(1).lower()]
-            legacy[name] = float(lm.group(2)) * mult
         if _LEGACY_RX.search(line):
+            for lm in _LEGACY_RX.finditer(line):
+                label = lm.group(1).lower()
+                if label == "total time":  # each 2023 summary opens with it: one run each
+                    legacy = {}
+                    legacies.append(legacy)
+                elif legacy is None or (label == "throughput" and "tokens/s" in line):
+                    continue  # benchmark_throughput.py's offline 'Throughput: X requests/s, Y tokens/s'
+                name, mult, _ = _LEGACY[label]
+                legacy[name] = float(lm.group(2)) * mult
             continue
         k = _KV_LINE.match(line)
         if k:
@@ -100,11 +132,13 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             f = float("inf") if val == "inf" else (None if val == "None" else float(val))
             if f is None:
                 continue
-            if cur is not None and key not in ("request_rate", "burstiness", "max_concurrency"):
+            if cur is not None and key not in _PRE_BLOCK:
                 cur[key] = f
-            elif cur is not None and key in cur and ("duration" in cur or "output_throughput" in cur):
+            elif cur is not None and ("duration" in cur or "output_throughput" in cur) \
+                    and (key in cur or label != "request rate configured (rps)"):
                 # the next run's header lines after a block whose closing rule was cut: a new run. (vLLM >= 0.10
-                # repeats 'Maximum request concurrency:' inside the block, before its duration: the same run.)
+                # prints 'Maximum request concurrency:' and the configured rate inside the block, before its duration:
+                # the same run.)
                 close()
                 pre[key] = f
             elif cur is not None:
@@ -114,17 +148,19 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
         elif line.startswith("=====") and cur is not None and len(cur) > 3 and set(line) == {"="}:
             close()
     close()
-    if legacy:
-        results.append(BenchResult(source=source, fields=legacy, raw={"format": "legacy"}))
+    results += [BenchResult(source=source, fields=lg, raw={"format": "legacy"}) for lg in legacies if lg]
     return results
 
 
 def parse_json(doc: dict[str, Any], source: str = "") -> BenchResult:
     fields: dict[str, float] = {}
     for k, v in doc.items():
-        f = None if isinstance(v, (list, dict, str)) else as_float(v)
+        if isinstance(v, str) and v.strip().lower() in ("inf", "infinity"):
+            f = float("inf")  # how vLLM writes the default --request-rate
+        else:
+            f = None if isinstance(v, (list, dict, str)) else as_float(v)
         if f is not None and not math.isnan(f):
-            fields[k] = f
+            fields[k.rstrip(":")] = f  # benchmark_serving.py of 2025 wrote "request_goodput:"
     reqs: list[RequestRecord] = []
     ttfts = doc.get("ttfts")
     if isinstance(ttfts, list) and ttfts:
@@ -155,6 +191,31 @@ def parse_json(doc: dict[str, Any], source: str = "") -> BenchResult:
     return BenchResult(source=source, fields=fields, requests=reqs, raw=raw)
 
 
+def decode_capture(data: bytes) -> str:
+    """Text of a saved result or capture: UTF-8 (a BOM dropped), or UTF-16 with its BOM (Windows PowerShell's `>`)."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16", "replace")
+    return data.decode("utf-8-sig", "replace")
+
+
+def json_documents(text: str) -> list:
+    """The JSON documents of a result file: one object, a list of them, or one per line (``--append-result``)."""
+    s = text.lstrip()
+    try:
+        doc = json.loads(s)
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read") from None
+    except json.JSONDecodeError:
+        docs = []
+        for line in s.splitlines():
+            try:
+                docs.append(json.loads(line))
+            except (json.JSONDecodeError, RecursionError):
+                continue
+        return docs
+    return doc if isinstance(doc, list) else [doc]
+
+
 def looks_like_bench_json(doc: Any) -> bool:
     return isinstance(doc, dict) and (
         ("completed" in doc and ("request_throughput" in doc or "duration" in doc))
@@ -165,25 +226,16 @@ def looks_like_bench_json(doc: Any) -> bool:
 def load_bench(path: str | os.PathLike) -> list[BenchResult]:
     path = os.fspath(path)
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            text = decode_capture(fh.read())
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     s = text.lstrip()
     if s.startswith("{") or s.startswith("["):
         try:
-            doc = json.loads(s)
-        except RecursionError:
-            raise InputError(f"{path}: JSON nested too deeply to read") from None
-        except json.JSONDecodeError:
-            docs = []
-            for line in s.splitlines():
-                try:
-                    docs.append(json.loads(line))
-                except (json.JSONDecodeError, RecursionError):
-                    continue
-            doc = docs
-        docs = doc if isinstance(doc, list) else [doc]
+            docs = json_documents(s)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
         out = [parse_json(d, path) for d in docs if looks_like_bench_json(d)]
         if not out:
             raise InputError(f"{path}: JSON but not a vllm bench serve result (no completed/request_throughput)")

@@ -464,22 +464,28 @@ def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) ->
     paste): every ``Serving Benchmark Result`` block in it is one run, named ``FILE`` or ``FILE#k`` when it holds
     several. A printed block has the JSON's figures and totals but no per-request arrays (lengths are rebuilt
     from the totals, as for a JSON saved without --save-detailed)."""
-    from kvdoctor.safeio import loads_json, read_document
+    from kvdoctor.evidence.bench import decode_capture, json_documents, looks_like_bench_json
+    from kvdoctor.safeio import read_document
 
     runs = []
     for p in paths:
         if not Path(p).exists():
             raise InputError(f"bench result not found: {p}")
         raw = read_document(p, "bench result")
-        text = raw.decode("utf-8", "replace")
-        if text.lstrip().startswith("{"):
+        text = decode_capture(raw)
+        if text.lstrip()[:1] in ("{", "["):
+            # one result, a list of them, or one per line (--append-result)
             try:
-                doc = loads_json(text, p)
-            except InputError:
-                doc = None
-            if not isinstance(doc, dict):
-                raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result)")
-            runs.append(bench_run_from_json(doc, Path(p).name, special_tokens=special_tokens, seed=seed))
+                docs = [d for d in json_documents(text) if looks_like_bench_json(d)
+                        or (isinstance(d, dict) and ("completed" in d or "output_throughput" in d))]
+            except InputError as exc:
+                raise InputError(f"{p}: {exc}") from None
+            if not docs:
+                raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result): no object with "
+                                 "completed / mean_ttft_ms")
+            for k, doc in enumerate(docs, 1):
+                name = Path(p).name if len(docs) == 1 else f"{Path(p).name}#{k}"
+                runs.append(bench_run_from_json(doc, name, special_tokens=special_tokens, seed=seed))
             continue
         runs += _printed_runs(text, p, special_tokens, seed)
     if not runs:
