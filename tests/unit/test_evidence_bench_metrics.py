@@ -170,6 +170,9 @@ def test_encodings_and_json_spellings(tmp_path):
     ps.write_bytes(RPS_BLOCK.encode("utf-16"))
     (q,) = load_bench(ps)
     assert q.fields["request_rate"] == 10.0
+    from kvdoctor.evidence.load import detect_kind
+
+    assert detect_kind(str(bom)) == detect_kind(str(ps)) == "bench"  # `kvdoctor evidence` sees them as results too
     lines = tmp_path / "append.json"  # --append-result: one JSON object per line
     lines.write_text("\n" + json.dumps(doc) + "\n" + json.dumps({**doc, "mean_ttft_ms": 11.0}) + "\n")
     assert [x.fields["mean_ttft_ms"] for x in load_bench(lines)] == [9.0, 11.0]

@@ -18,9 +18,13 @@ from kvdoctor.evidence.model import Evidence, SkipReport
 
 
 def _head(path: str, n: int = 65536) -> str:
+    from kvdoctor.evidence.bench import decode_capture
     from kvdoctor.safeio import head_bytes
 
-    return head_bytes(path, n).decode("utf-8", "replace")
+    data = head_bytes(path, n)
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        data = data[: len(data) - len(data) % 2]  # whole UTF-16 code units
+    return decode_capture(data)
 
 
 def detect_kind(path: str) -> str:
