@@ -5,6 +5,7 @@
 
 models.json: one ModelShape per Hugging Face id (the facts vLLM derives, via the same
 ``shape_from_hf_config`` the CLI uses on a user's config.json), not the raw configs.
+sharegpt_lengths.json: the ShareGPT length pairs `--dataset-name sharegpt` samples (the bench's own order).
 gpus.json: one GpuSpec per accelerator, memory in bytes as torch reports it. Where no public
 torch figure exists, the memory is derived from nvidia-smi MiB or the marketing size with the
 ratio fitted here on the GPUs that have both; the fit and its error are printed and written to
@@ -243,6 +244,21 @@ def build_models(data: Path) -> tuple[dict, list[str]]:
     return out, report
 
 
+SHAREGPT = "traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
+
+
+def build_sharegpt(data: Path) -> dict:
+    """The ShareGPT (first human turn, first reply) token lengths, in the file's order (the bench's seeded shuffle
+    indexes them), so `--dataset-name sharegpt` works offline without the shared data."""
+    rows = list(csv.DictReader(open(data / SHAREGPT, encoding="utf-8")))
+    return {"schema": "kvdoctor.catalog.sharegpt_lengths/1",
+            "source": f"../shared/data/{SHAREGPT}: ShareGPT conversations' prefill/decode token counts (Llama-2 "
+                      "tokenizer) as the Vidur project processed them",
+            "tokenizer": "meta-llama/Llama-2-7b-hf",
+            "prompt": [int(r["num_prefill_tokens"]) for r in rows],
+            "output": [int(r["num_decode_tokens"]) for r in rows]}
+
+
 def _dump(obj) -> str:
     return json.dumps(obj, indent=None, separators=(",", ":"), sort_keys=False) + "\n"
 
@@ -260,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     files = {
         OUT / "gpus.json": _dump({"schema": "kvdoctor.catalog.gpus/1", "gpus": gpus}),
         OUT / "models.json": _dump({"schema": "kvdoctor.catalog.models/1", "models": models}),
+        # one line per key: ~30k pairs stay a 200 KB file
+        OUT / "sharegpt_lengths.json": json.dumps(build_sharegpt(args.data), separators=(",", ":")).replace(
+            ',"', ',\n"') + "\n",
     }
     if args.check:
         stale = [p.name for p, text in files.items() if not p.exists() or p.read_text() != text]

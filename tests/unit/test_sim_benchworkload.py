@@ -57,6 +57,18 @@ def test_sharegpt_uses_the_bench_length_filter(shared_data):
     assert max(p + o for p, o in zip(w.prompt, w.output)) <= 2048 and min(w.output) >= 4
 
 
+def test_sharegpt_works_offline_on_the_embedded_lengths(shared_data, monkeypatch):
+    # a fresh install has no ../shared: the package carries the same pairs in the same order, so the bench's seeded
+    # shuffle draws the same requests from either
+    monkeypatch.delenv("KVDOCTOR_SHARED_DATA", raising=False)
+    spec = WorkloadSpec(dataset_name="sharegpt", num_prompts=300, seed=7)
+    w = build_workload(spec)
+    assert "embedded ShareGPT lengths" in w.source
+    f = build_workload(WorkloadSpec(dataset_name="sharegpt", num_prompts=300, seed=7, dataset_path=str(
+        shared_data / "traces" / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv")))
+    assert (w.prompt, w.output) == (f.prompt, f.output)
+
+
 def _lin():
     # 10 ms per step plus 1 ms per token: easy to reason about by hand
     return LinearStepTime(base_s=0.01, per_token_s=0.001)

@@ -332,7 +332,20 @@ def synthetic(
 
 # ---- the workloads `vllm bench serve` runs -------------------------------------------------------
 
-SHAREGPT_LENGTHS = "traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv"  # under KVDOCTOR_SHARED_DATA
+# the ShareGPT length pairs, embedded (scripts/build_catalog.py, from ../shared/data/traces/sharegpt_8k_filtered_
+# stats_llama2_tokenizer.csv, in that file's order: the bench's seeded shuffle indexes it)
+SHAREGPT_LENGTHS = Path(__file__).resolve().parent.parent / "catalog" / "data" / "sharegpt_lengths.json"
+SHAREGPT_LABEL = "the embedded ShareGPT lengths (Llama-2 tokenizer)"
+
+
+def embedded_sharegpt() -> tuple[list[int], list[int]]:
+    import json
+
+    try:
+        doc = json.loads(SHAREGPT_LENGTHS.read_text(encoding="utf-8"))
+        return list(doc["prompt"]), list(doc["output"])
+    except (OSError, ValueError, KeyError) as exc:  # a broken install, not user input
+        raise RuntimeError(f"ShareGPT length table {SHAREGPT_LENGTHS} is unreadable: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -522,19 +535,16 @@ def sharegpt_lengths(spec: WorkloadSpec) -> tuple[list[int], list[int], str]:
     ``random.seed(seed)``, take (first human turn, first reply) lengths in order, keep pairs with
     ``4 <= prompt <= 1024``, ``output >= 4`` (skipped with ``--sharegpt-output-len``) and
     ``prompt + output <= 2048`` (``is_valid_sequence``) until ``num_prompts`` are found. The reply's
-    length is ``max_tokens``. Lengths come from a length file (default: the shared ShareGPT
+    length is ``max_tokens``. Lengths come from a length file (default: the embedded ShareGPT
     statistics, Llama-2 tokenizer), since the conversations themselves are not here."""
-    import os
     import random
 
     path = spec.dataset_path
-    if not path:
-        base = os.environ.get("KVDOCTOR_SHARED_DATA")
-        if not base:
-            raise InputError("--dataset-name sharegpt needs --dataset-path FILE (prompt/output token columns) "
-                             "or KVDOCTOR_SHARED_DATA pointing at the shared data")
-        path = str(Path(base) / SHAREGPT_LENGTHS)
-    pr, ou = load_lengths(path)
+    if path:
+        pr, ou = load_lengths(path)
+    else:
+        path = SHAREGPT_LABEL
+        pr, ou = embedded_sharegpt()
     idx = list(range(len(pr)))
     random.Random(spec.seed).shuffle(idx)
     fixed = spec.sharegpt_output_len
