@@ -25,14 +25,14 @@ PR15322 = """python3 benchmark_serving.py \\
 
 
 def test_a_benchmark_serving_command_with_continuations():
-    got, ignored = parse_bench_cmd(PR15322)
+    got, ignored, notes = parse_bench_cmd(PR15322)
     assert got == {"dataset_name": "random", "random_input_len": 4096, "random_output_len": 1024,
                    "random_prefix_len": 0, "ignore_eos": True, "max_concurrency": 16, "num_prompts": 16}
     assert ignored == ["--backend", "--model", "--port", "--endpoint", "--dataset-path"]
 
 
 def test_vllm_bench_serve_with_equals_underscores_a_prompt_and_a_pipe():
-    got, ignored = parse_bench_cmd("$ VLLM_USE_V1=1 vllm bench serve --model m --request_rate=12.5 --burstiness 0.5 "
+    got, ignored, notes = parse_bench_cmd("$ VLLM_USE_V1=1 vllm bench serve --model m --request_rate=12.5 --burstiness 0.5 "
                                    "--ramp-up-strategy linear --ramp-up-start-rps 1 --ramp-up-end-rps 8 --seed 7 "
                                    "--save-result --percentile-metrics ttft,tpot 2>&1 | tee bench.log")
     assert got == {"request_rate": "12.5", "burstiness": 0.5, "ramp_up_strategy": "linear", "ramp_up_start_rps": 1,
@@ -81,3 +81,40 @@ def test_the_experiments_bench_runs_the_pasted_load():
     assert pairs["--num-prompts"] == "40" and pairs["--seed"] == "2" and float(pairs["--request-rate"]) == 5.0
     assert pairs["--burstiness"] == "0.5"  # as pasted (it round-trips through the gamma's CV)
     assert "--ignore-eos" in args and "--base-url" not in args
+
+
+def test_command_lines_as_people_paste_them():
+    """A sweep of 44 real bench command lines (2026-12-02) found these read wrong; each case is the smallest text."""
+    # vLLM >= 0.12's general lengths; --input-len wins over --random-input-len, as vLLM maps it after parsing
+    got, _, _ = parse_bench_cmd("vllm bench serve --random-input-len 9 --input-len 256 --output-len 64")
+    assert (got["random_input_len"], got["random_output_len"]) == (256, 64)
+    # argparse's unique prefixes, which vLLM's parser accepts; an ambiguous one is refused as vLLM would
+    got, _, notes = parse_bench_cmd("vllm bench serve --random-input 200 --random-output 512 --num-prompt 50")
+    assert (got["random_input_len"], got["random_output_len"], got["num_prompts"]) == (200, 512, 50)
+    assert any("--num-prompt read as --num-prompts" in n for n in notes)
+    with pytest.raises(InputError, match="ambiguous"):
+        parse_bench_cmd("vllm bench serve --random 5")
+    # a pasted block: a commented-out variant, a trailing backslash, flag lines that lost their backslashes
+    block = ("vllm bench serve --dataset-name random --random-input-len 112 --num-prompts 50 \\\n"
+             "  --max-concurrency 4\n# vllm bench serve --dataset-name sharegpt --num-prompts 7\n")
+    got, _, _ = parse_bench_cmd(block)
+    assert got == {"dataset_name": "random", "random_input_len": 112, "num_prompts": 50, "max_concurrency": 4}
+    got, _, _ = parse_bench_cmd("vllm bench serve --num-prompts 50 \\")
+    assert got == {"num_prompts": 50}
+    got, _, _ = parse_bench_cmd("vllm bench serve --num-prompts 50\n--request-rate 4\nvllm serve m --port 9")
+    assert got == {"num_prompts": 50, "request_rate": "4"}
+    with pytest.raises(InputError, match="2 bench commands"):
+        parse_bench_cmd("vllm bench serve --num-prompts 5\nvllm bench serve --num-prompts 6 --request-rate 4\n")
+    # the old script: sharegpt by default, and [r*L, L] lengths (1.0 = fixed)
+    got, _, notes = parse_bench_cmd("python benchmarks/benchmark_serving.py --backend vllm --model m --num-prompts 50")
+    assert got["dataset_name"] == "sharegpt" and any("default, sharegpt" in n for n in notes)
+    got, _, notes = parse_bench_cmd("python benchmark_serving.py --dataset-name random --random-range-ratio 1.0")
+    assert got["random_range_ratio"] == 0.0 and any("fixed lengths" in n for n in notes)
+    # flags not read are told apart: no effect, a change of the load not modelled, not a flag of vLLM 0.33's bench
+    got, ignored, notes = parse_bench_cmd("vllm bench serve --model m --num-warmups 10 --frobnicate 3 --seed $(date +%s)")
+    assert ignored == ["--model"] and "seed" not in got
+    assert any("change the load" in n and "--num-warmups" in n for n in notes)
+    assert any("not flags of vLLM 0.33" in n and "--frobnicate" in n for n in notes)
+    assert any("--seed $(date" in n for n in notes)
+    with pytest.raises(InputError, match="unexpanded shell variable"):
+        parse_bench_cmd("vllm bench serve --num-prompts ${N}")

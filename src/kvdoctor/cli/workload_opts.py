@@ -57,10 +57,12 @@ class WorkloadOptions:
 
         from kvdoctor.sim.benchline import parse_bench_cmd
 
-        got, ignored = parse_bench_cmd(self.bench_cmd)
+        got, ignored, notes = parse_bench_cmd(self.bench_cmd)
         fill = {k: v for k, v in got.items()
                 if getattr(self, k) in (None, False) or (k == "seed" and self.seed == 0)}
-        return replace(self, bench_cmd=None, **fill), ignored
+        if ignored:
+            notes = [f"--bench-cmd: not read (no effect on the load kvdoctor models): {', '.join(ignored)}", *notes]
+        return replace(self, bench_cmd=None, **fill), notes
 
     def rate(self) -> float:
         from kvdoctor.errors import InputError
@@ -81,15 +83,14 @@ class WorkloadOptions:
         from kvdoctor.sim.workload import WorkloadSpec
 
         if self.bench_cmd:
-            opts, ignored = self._with_bench_cmd()
+            opts, notes = self._with_bench_cmd()
             if not opts.asked() and not trace:  # a line with only defaults is still the bench's workload
                 opts.dataset_name = "random"
             spec = opts.spec(trace=trace, default_prompts=1000)  # the bench's own default count
-            if spec is not None and ignored:
+            if spec is not None and notes:
                 from dataclasses import replace
 
-                spec = replace(spec, notes=(f"--bench-cmd: not read (no effect on the load kvdoctor models): "
-                                            f"{', '.join(ignored)}",))
+                spec = replace(spec, notes=tuple(notes))
             return spec
         if not self.asked() and not trace:
             return None

@@ -13,10 +13,40 @@ model name, result files, sampling parameters) are listed as ``ignored``, so a c
 from __future__ import annotations
 
 import os
+import re
 
 from kvdoctor.engine.sources import REDIRECT_RE, SHELL_OPS, split_command_line
 from kvdoctor.errors import InputError
 
+# every flag of vLLM 0.33's `vllm bench serve` (benchmarks/serve.py add_cli_args, listed from its parser): argparse
+# there accepts any unique prefix of one (allow_abbrev), so a prefix is resolved against this list as vLLM would
+BENCH_FLAGS = (
+    '--append-result', '--asr-max-audio-len-sec', '--asr-min-audio-len-sec', '--backend', '--base-url',
+    '--bfcl-categories', '--blazedit-max-distance', '--blazedit-min-distance', '--burstiness', '--chat-template-kwargs',
+    '--custom-ensure-client-side-data', '--custom-output-len', '--dataset-name', '--dataset-path', '--disable-shuffle',
+    '--disable-tqdm', '--enable-multimodal-chat', '--endpoint', '--extra-body', '--frequency-penalty', '--goodput',
+    '--header', '--help', '--hf-name', '--hf-output-len', '--hf-split', '--hf-subset', '--host', '--ignore-eos',
+    '--input-len', '--insecure', '--label', '--logprobs', '--lora-assignment', '--lora-modules', '--max-concurrency',
+    '--metadata', '--metric-percentiles', '--min-p', '--model', '--no-oversample', '--no-reranker', '--no-self-timed',
+    '--no-stream', '--num-prompts', '--num-warmups', '--output-len', '--percentile-metrics', '--plot-dataset-stats',
+    '--plot-timeline', '--port', '--prefix-repetition-num-prefixes', '--prefix-repetition-output-len',
+    '--prefix-repetition-prefix-len', '--prefix-repetition-suffix-len', '--presence-penalty', '--probe-request-rate',
+    '--profile', '--ramp-up-end-rps', '--ramp-up-start-rps', '--ramp-up-strategy', '--random-batch-size',
+    '--random-input-len', '--random-mm-base-items-per-request', '--random-mm-bucket-config',
+    '--random-mm-limit-mm-per-prompt', '--random-mm-num-mm-items-range-ratio', '--random-output-len',
+    '--random-prefix-len', '--random-range-ratio', '--ready-check-timeout-sec', '--repetition-penalty',
+    '--request-id-prefix', '--request-rate', '--result-dir', '--result-filename', '--save-detailed', '--save-result',
+    '--seed', '--self-timed', '--served-model-name', '--sharegpt-output-len', '--skip-chat-template',
+    '--skip-tokenizer-init', '--spec-bench-category', '--spec-bench-output-len', '--speed-bench-category',
+    '--speed-bench-dataset-subset', '--speed-bench-output-len', '--temperature', '--timed-trace-chunk-hash-size',
+    '--timed-trace-label-hash-ids', '--timed-trace-label-input-length', '--timed-trace-label-output-length',
+    '--timed-trace-label-timestamp', '--timed-trace-sec-multiplier', '--timeline-itl-thresholds', '--tokenizer',
+    '--tokenizer-mode', '--top-k', '--top-p', '--trust-remote-code', '--use-beam-search',
+)
+# bench flags kvdoctor does not read that DO change the load: untimed warm-up requests (they warm the prefix cache),
+# LoRA adapters, a probe rate, a request body that may set max_tokens / min_tokens / ignore_eos, a trace's own timing
+_CHANGES_LOAD = frozenset({"--num-warmups", "--lora-modules", "--lora-assignment", "--probe-request-rate",
+                           "--extra-body", "--self-timed", "--random-batch-size"})
 # bench flag -> (WorkloadOptions field, kind)
 _READ = {
     "--dataset-name": ("dataset_name", str),
@@ -34,6 +64,9 @@ _READ = {
     "--ramp-up-start-rps": ("ramp_up_start_rps", int),
     "--ramp-up-end-rps": ("ramp_up_end_rps", int),
     "--seed": ("seed", int),
+    # vLLM >= 0.12's general lengths: --input-len sets random_input_len, --output-len every dataset's output length
+    "--input-len": ("input_len", int),
+    "--output-len": ("output_len", int),
 }
 # flags without a value (everything else takes one, or carries it after "=")
 _FLAGS_NO_VALUE = frozenset({
@@ -58,15 +91,64 @@ def _args_start(tokens: list[str]) -> int:
     raise InputError("--bench-cmd: not a `vllm bench serve` or `benchmark_serving.py` command line")
 
 
-def parse_bench_cmd(text: str) -> tuple[dict, list[str]]:
-    """(workload option values, flags not read). Values keep the option types of ``WorkloadOptions``."""
+_BENCH_RE = re.compile(r"\bbench\s+serve\b|benchmark_serving(?:\.py)?\b")
+
+
+def _one_command(text: str) -> str:
+    """The one bench command of a pasted block: continuation lines joined, comment lines and a trailing backslash
+    dropped, other commands (an `export`, the `vllm serve` beside it) left out; several bench commands → InputError."""
+    joined = re.sub(r"\\[ \t]*\r?\n", " ", text.replace("\r\n", "\n")).rstrip()
+    joined = re.sub(r"\s*\\$", "", joined)  # what `"$(cat file)"` of a half-copied block ends with
+    lines = [ln for ln in joined.split("\n") if ln.strip()]
+    # a commented-out line is not part of the command; "# vllm bench serve ..." is a root shell's prompt only when the
+    # text holds no other bench command
+    live = [ln for ln in lines if not ln.lstrip().startswith("#")]
+    if any(_BENCH_RE.search(ln) for ln in live) or not any(_BENCH_RE.search(ln) for ln in lines):
+        lines = live
+    bench: list[list[str]] = []
+    for ln in lines:
+        if _BENCH_RE.search(ln):
+            bench.append([ln])
+        elif bench and ln.lstrip().startswith("-") and len(bench[-1]) > 0:
+            bench[-1].append(ln)  # flag lines whose continuation backslashes were lost in the paste
+        elif bench:
+            bench[-1].append("")  # another command: this bench command ended
+    if len(bench) > 1:
+        raise InputError(f"the text holds {len(bench)} bench commands; give one")
+    if not bench:
+        return " ".join(lines)
+    return " ".join(ln for ln in bench[0][:bench[0].index("")] if ln) if "" in bench[0] else " ".join(bench[0])
+
+
+def _resolve(name: str) -> tuple[str, str | None]:
+    """A flag as vLLM's parser reads it: itself, or the one bench flag it is a unique prefix of (argparse's
+    allow_abbrev); (name, note)."""
+    if name in BENCH_FLAGS or name in _READ:
+        return name, None
+    cands = [f for f in BENCH_FLAGS if f.startswith(name)]
+    if len(cands) == 1:
+        return cands[0], f"{name} read as {cands[0]} (vLLM's parser accepts a unique prefix)"
+    if len(cands) > 1:
+        raise InputError(f"--bench-cmd: {name} is ambiguous for vllm bench serve ({', '.join(cands[:4])}"
+                         f"{', ...' if len(cands) > 4 else ''})")
+    return name, None
+
+
+def parse_bench_cmd(text: str) -> tuple[dict, list[str], list[str]]:
+    """(workload option values, flags not read that do not change the load, notes). Values keep the option types of
+    ``WorkloadOptions``; the notes name the flags not read that do change the load, flags vLLM 0.33's bench does not
+    have, abbreviations and the older scripts' conventions applied."""
     try:
-        tokens = split_command_line(text)
+        tokens = split_command_line(_one_command(text))
     except InputError as exc:
         raise InputError(f"--bench-cmd: {exc}") from None
     i = _args_start(tokens)
+    legacy_script = os.path.basename(tokens[i - 1]) in ("benchmark_serving.py", "benchmark_serving")
     out: dict = {}
     ignored: list[str] = []
+    changes: list[str] = []
+    unknown: list[str] = []
+    notes: list[str] = []
     while i < len(tokens):
         tok = tokens[i]
         i += 1
@@ -75,7 +157,9 @@ def parse_bench_cmd(text: str) -> tuple[dict, list[str]]:
         if not tok.startswith("--"):
             continue  # a stray value of a flag already passed over
         name, eq, val = tok.partition("=")
-        name = name.replace("_", "-")
+        name, how = _resolve(name.replace("_", "-"))
+        if how:
+            notes.append(how)
         takes = name not in _FLAGS_NO_VALUE
         if takes and not eq:
             if i < len(tokens) and not tokens[i].startswith("--"):
@@ -84,21 +168,52 @@ def parse_bench_cmd(text: str) -> tuple[dict, list[str]]:
             elif name in _READ and _READ[name][1] is not bool:
                 raise InputError(f"--bench-cmd: {name} needs a value")
         if name not in _READ:
-            ignored.append(name)
+            (changes if name in _CHANGES_LOAD else ignored if name in BENCH_FLAGS else unknown).append(name)
             continue
         field, kind = _READ[name]
         if kind is bool:
             out[field] = True
             continue
+        if val[:1] in ("$", "`"):  # an unexpanded shell variable or substitution ($N, ${N}, $(date +%s))
+            if name == "--seed":  # a time-based seed has no value to know; any seed draws from the same distributions
+                notes.append(f"--seed {val}: not expanded here; seed 0 used (the seed picks which lengths and arrival "
+                             "gaps are drawn, not their distribution)")
+                continue
+            raise InputError(f"--bench-cmd: {name} {val}: an unexpanded shell variable; paste the command with its "
+                             "values")
         try:
             out[field] = kind(val)
         except ValueError:
             raise InputError(f"--bench-cmd: {name} {val!r} is not a{'n integer' if kind is int else ' number'}") from None
+    # vLLM maps the general lengths after parsing, over the dataset-specific ones (benchmarks/serve.py main)
+    if "input_len" in out:
+        out["random_input_len"] = out.pop("input_len")
+    if "output_len" in out:
+        n = out.pop("output_len")
+        out["random_output_len"] = n
+        if out.get("dataset_name") == "sharegpt" or (legacy_script and "dataset_name" not in out):
+            out["sharegpt_output_len"] = n
+    if legacy_script and "dataset_name" not in out:
+        # benchmark_serving.py's --dataset-name defaulted to sharegpt (before it became a wrapper of vllm bench serve)
+        out["dataset_name"] = "sharegpt"
+        notes.append("benchmark_serving.py without --dataset-name: its default, sharegpt (vllm bench serve's is random)")
+    rr = out.get("random_range_ratio")
+    if rr == 1.0:
+        # before vLLM 0.9 (and in forks) lengths were uniform in [ratio*L, L]: 1.0 meant fixed; today's parser refuses it
+        out["random_range_ratio"] = 0.0
+        notes.append("--random-range-ratio 1.0: the older [ratio*L, L] convention, i.e. fixed lengths")
+    elif rr is not None and legacy_script:
+        notes.append(f"--random-range-ratio {rr:g} read as today's [L(1-r), L(1+r)]; the older benchmark_serving.py "
+                     "drew lengths in [r*L, L]")
+    if changes:
+        notes.append("--bench-cmd: not read, and they change the load (not modelled): " + ", ".join(changes))
+    if unknown:
+        notes.append("--bench-cmd: not flags of vLLM 0.33's vllm bench serve (not read): " + ", ".join(unknown))
     ds = out.get("dataset_name")
     if ds is not None:
         if ds not in _DATASETS:
             raise InputError(f"--bench-cmd: --dataset-name {ds}: kvdoctor models the random and sharegpt datasets "
                              "(give the lengths as --dataset-name random, or replay the requests with --trace)")
     # --dataset-path stays among the ignored: the bench's is the ShareGPT JSON itself, kvdoctor's a length table (the
-    # shared ShareGPT statistics stand in; give --dataset-path to use the operator's own lengths)
-    return out, ignored
+    # embedded ShareGPT statistics stand in; give --dataset-path to use the operator's own lengths)
+    return out, ignored, notes

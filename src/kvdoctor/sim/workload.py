@@ -584,8 +584,10 @@ def build_workload(spec: WorkloadSpec) -> Workload:
         src = (f"random in={spec.random_input_len} out={spec.random_output_len} range={spec.random_range_ratio:g}"
                + (f" prefix={spec.random_prefix_len}" if spec.random_prefix_len else ""))
         if not spec.ignore_eos:
-            notes.append("--dataset-name random without --ignore-eos: each request may stop at an EOS the model "
-                         "happens to sample; simulated as running to its max_tokens (an upper bound; the bench's "
+            notes.append("--dataset-name random without --ignore-eos: vllm bench serve 0.33 sets it itself for "
+                         "random with its OpenAI-compatible backends (the default); with an older bench or another "
+                         "backend a request may stop at an EOS the model happens to sample; simulated as running to "
+                         "its max_tokens (an upper bound there; the bench's "
                          "'Total generated tokens' shows the real count)")
     elif spec.dataset_name == "sharegpt":
         prompt, output, path = sharegpt_lengths(spec)
