@@ -117,12 +117,16 @@ def experiment_line(rec: dict[str, Any]) -> str:
 
 
 def calibrate_line(p: dict[str, Any]) -> str:
-    """``wrote cal.json; held-out median |error|: output throughput 4%, mean ttft ms 12%``."""
+    """``wrote cal.json; held-out median |error|: output throughput 4%, mean ttft ms 12%`` (and, when a load ran twice,
+    ``; one load run twice moved up to ...``: the host's own noise)."""
     fit = p.get("fit") or {}
     label, err = ("held-out", fit.get("held_out_median_abs_error")) if fit.get("held_out_median_abs_error") else (
         "fit (no held-out run)", fit.get("fit_median_abs_error"))
     parts = [f"{str(k).replace('_', ' ')} {v:.0%}" for k, v in (err or {}).items() if isinstance(v, (int, float))]
-    return f"wrote {p.get('calibration_file')}" + (f"; {label} median |error|: " + ", ".join(parts) if parts else "")
+    rep = (fit.get("repeatability") or {}).get("max_abs_moved") or {}
+    moved = [f"{str(k).replace('_', ' ')} {v:.0%}" for k, v in rep.items() if isinstance(v, (int, float))]
+    return (f"wrote {p.get('calibration_file')}" + (f"; {label} median |error|: " + ", ".join(parts) if parts else "")
+            + (f"; one load run twice moved up to " + ", ".join(moved) if moved else ""))
 
 
 def journal_step_line(step: dict[str, Any]) -> str:
