@@ -149,11 +149,12 @@ def _render(p: dict, quiet: bool) -> None:
         con.print("note: no held-out run — give two or more results to know how far to trust the fit")
     rep = fit.get("repeatability")
     if rep:
-        names = {"output_throughput": "output tok/s", "mean_ttft_ms": "mean TTFT", "mean_tpot_ms": "mean TPOT"}
+        from kvdoctor.sim.calibration import HEADLINE_LABELS
+
         for pair in rep["pairs"]:
             a, b = (escape(n) for n in pair["runs"])
             con.print(f"repeatability: {a} and {b} ran one load; {b} moved "
-                      + ", ".join(f"{names[m]} {v:+.0%}" for m, v in pair["moved"].items())
+                      + ", ".join(f"{HEADLINE_LABELS[m]} {v:+.0%}" for m, v in pair["moved"].items())
                       + " — errors of that size are the host's run-to-run noise")
     warm = {k: v for k, v in fit["runs"].items() if "warm_prompt_tokens" in v}
     if warm:

@@ -71,7 +71,7 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     results: list[BenchResult] = []
     cur: dict[str, float] | None = None
     pre: dict[str, float] = {}  # rate/burstiness/concurrency lines printed just before a block
-    pre_ramp = False  # a ramp-up or timed-trace run: it prints no rate line, and is not a burst at t=0
+    pre_ramp = cur_ramp = False  # a ramp-up or timed-trace run: it prints no rate line, and is not a burst at t=0
     legacy: dict[str, float] | None = None
     legacies: list[dict[str, float]] = []
 
@@ -81,10 +81,9 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             raw = {"format": "block"}
             # vLLM >= 0.11.1 prints 'Failed requests:' and, since 0.10.1, 'Request rate configured (RPS):' whenever the
             # rate is finite: a block of that era without it (and without a ramp-up or a trace's own timing) ran at inf
-            if "failed" in cur and "request_rate" not in cur and not cur.pop("_ramp", 0.0):
+            if "failed" in cur and "request_rate" not in cur and not cur_ramp:
                 cur["request_rate"] = float("inf")
                 raw["request_rate"] = "inferred: the block prints no 'Request rate configured (RPS):' line, so inf"
-            cur.pop("_ramp", None)
             results.append(BenchResult(source=source, fields=cur, raw=raw))
         cur = None
 
@@ -94,9 +93,7 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             continue
         if BLOCK_HEADER in line:
             close()
-            cur = dict(pre)
-            if pre_ramp:
-                cur["_ramp"] = 1.0
+            cur, cur_ramp = dict(pre), pre_ramp
             pre, pre_ramp = {}, False
             continue
         line = line[_LINE_PREFIX.match(line).end():].strip()
@@ -194,7 +191,7 @@ def parse_json(doc: dict[str, Any], source: str = "") -> BenchResult:
 def decode_capture(data: bytes) -> str:
     """Text of a saved result or capture: UTF-8 (a BOM dropped), or UTF-16 with its BOM (Windows PowerShell's `>`)."""
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        return data.decode("utf-16", "replace")
+        return data[: len(data) - len(data) % 2].decode("utf-16", "replace")  # a file's head may end mid-unit
     return data.decode("utf-8-sig", "replace")
 
 

@@ -21,10 +21,7 @@ def _head(path: str, n: int = 65536) -> str:
     from kvdoctor.evidence.bench import decode_capture
     from kvdoctor.safeio import head_bytes
 
-    data = head_bytes(path, n)
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        data = data[: len(data) - len(data) % 2]  # whole UTF-16 code units
-    return decode_capture(data)
+    return decode_capture(head_bytes(path, n))
 
 
 def detect_kind(path: str) -> str:
@@ -70,13 +67,13 @@ BENCH_IN_LOG_MAX = 64 << 20  # a capture of server and client is small; a big lo
 
 def _bench_in_log(path: str) -> list:
     """The bench result blocks of a log file that also holds them (a server and client capture)."""
-    from kvdoctor.evidence.bench import BLOCK_HEADER, parse_text
+    from kvdoctor.evidence.bench import BLOCK_HEADER, decode_capture, parse_text
 
     try:
         if os.path.getsize(path) > BENCH_IN_LOG_MAX or path.endswith(".gz"):
             return []
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            text = decode_capture(fh.read())
     except OSError:
         return []
     if BLOCK_HEADER not in text:
@@ -124,12 +121,13 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
             ev.notes.extend(f"{path}: {n}" for n in res.notes)
             if res.out_of_order:
                 ev.notes.append(f"{path}: {res.out_of_order} stats samples out of time order (sorted)")
-            for b in _bench_in_log(path):
+            found = _bench_in_log(path)
+            for b in found:
                 ev.bench.append(b)
                 ev.requests.extend(b.requests)
-            if any(b.source == path for b in ev.bench):
-                n = sum(b.source == path for b in ev.bench)
-                ev.notes.append(f"{path}: also holds {n} 'Serving Benchmark Result' block(s), read as bench results")
+            if found:
+                ev.notes.append(f"{path}: also holds {len(found)} 'Serving Benchmark Result' block(s), read as bench "
+                                "results")
         elif kind in ("metrics", "metrics-folder"):
             ev.segments.extend(load_metrics(path))
         elif kind == "bench":

@@ -106,18 +106,18 @@ def _one_command(text: str) -> str:
     if any(_BENCH_RE.search(ln) for ln in live) or not any(_BENCH_RE.search(ln) for ln in lines):
         lines = live
     bench: list[list[str]] = []
+    open_ = False  # the last bench command still takes flag lines
     for ln in lines:
         if _BENCH_RE.search(ln):
             bench.append([ln])
-        elif bench and ln.lstrip().startswith("-") and len(bench[-1]) > 0:
+            open_ = True
+        elif open_ and ln.lstrip().startswith("-"):
             bench[-1].append(ln)  # flag lines whose continuation backslashes were lost in the paste
-        elif bench:
-            bench[-1].append("")  # another command: this bench command ended
+        else:
+            open_ = False  # another command: the bench command ended
     if len(bench) > 1:
         raise InputError(f"the text holds {len(bench)} bench commands; give one")
-    if not bench:
-        return " ".join(lines)
-    return " ".join(ln for ln in bench[0][:bench[0].index("")] if ln) if "" in bench[0] else " ".join(bench[0])
+    return " ".join(bench[0] if bench else lines)
 
 
 def _resolve(name: str) -> tuple[str, str | None]:

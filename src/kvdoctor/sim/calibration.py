@@ -43,6 +43,7 @@ FE_KEYS = ("per_request_s", "per_prompt_token_s", "per_output_token_s", "latency
 FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
            "median_itl_ms", "p99_itl_ms", "mean_e2el_ms")
 HEADLINE = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+HEADLINE_LABELS = {"output_throughput": "output throughput", "mean_ttft_ms": "mean TTFT", "mean_tpot_ms": "mean TPOT"}
 # what the fit matches: the means the operator plans with. Medians and tails of ITL are reported,
 # not fitted: on a shared host they carry interference spikes (a run's p99 ITL 8x its median) that
 # no step-time model should chase
@@ -952,7 +953,7 @@ def repeatability_notes(rep: dict | None, held_err: dict | None) -> list[str]:
              and v <= rep["max_abs_moved"][m]]
     if not below:
         return []
-    names = {"output_throughput": "output throughput", "mean_ttft_ms": "mean TTFT", "mean_tpot_ms": "mean TPOT"}
+    names = HEADLINE_LABELS
     floor = rep["max_abs_moved"]
     moved = ", ".join(f"{names[m]} {floor[m]:.0%}" for m in below)
     return [f"the held-out error on {', '.join(names[m] for m in below)} is within what one load moved when it ran "

@@ -12,6 +12,7 @@ use them with ``--prompt-dist FILE`` and a synthetic arrival process.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -338,12 +339,13 @@ SHAREGPT_LENGTHS = Path(__file__).resolve().parent.parent / "catalog" / "data" /
 SHAREGPT_LABEL = "the embedded ShareGPT lengths (Llama-2 tokenizer)"
 
 
-def embedded_sharegpt() -> tuple[list[int], list[int]]:
+@functools.lru_cache(maxsize=1)
+def embedded_sharegpt() -> tuple[tuple[int, ...], tuple[int, ...]]:
     import json
 
     try:
         doc = json.loads(SHAREGPT_LENGTHS.read_text(encoding="utf-8"))
-        return list(doc["prompt"]), list(doc["output"])
+        return tuple(doc["prompt"]), tuple(doc["output"])
     except (OSError, ValueError, KeyError) as exc:  # a broken install, not user input
         raise RuntimeError(f"ShareGPT length table {SHAREGPT_LENGTHS} is unreadable: {exc}") from exc
 
