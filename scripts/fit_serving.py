@@ -141,6 +141,28 @@ before any of its rows was read by the integrator and before kvdoctor was run on
 
     python scripts/fit_serving.py --check    # prints held_out_batch7 and blind_batches6_7 with the rest
 
+Protocol 6, "a physical ceiling on served GEMMs" (fixed and committed on 2026-12-02 before the candidate was implemented
+or evaluated on any row; docs/simulation.md, "Protocol 6"):
+
+  1. Why. K's ``compute_scale`` multiplies the kernel fit's compute efficiency: the compute-bound GEMM rate it gives an
+     H100-family part is 0.736 x 1.401 = 103 % of the 989 TFLOPS datasheet peak (1,020 TFLOPS), a generic part 91 %,
+     an MI300X 1,180 TFLOPS. No served GEMM beats the Maximum Achievable Matmul FLOPS (MAMF) of a brute-force shape
+     search on the part. The scale was fitted cold on rows that ran on a warm prefix cache (the section "The sweeps ran
+     on a warm prefix cache"), which asks for a too-fast prefill. Disclosed: the blind pool's light-load TTFT shortfall
+     (recorded under protocol 5) is what prompted the question, so this evaluation is not blind.
+  2. Candidate K6 (no fit; one mechanism, nothing else changes): the compute-bound GEMM rate ``peak x compute_scale x
+     eta_c`` is capped at the part's MAMF. Source: S. Bekman, "Machine Learning Engineering", compute/accelerator,
+     "Maximum Achievable Matmul FLOPS comparison table" (v2; torch 2.5-2.7): BF16 A100 SXM 271.2, A100 PCIe 252.9,
+     H100 SXM 794.5, GH200 828.6, MI325X 784.9, MI300X 668.4 TFLOPS; MI250X one GCD 147.0 (its v1 table); FP8 H100 SXM
+     1,402.6, GH200 1,535.0. A part not in the table is capped at 80.3 % of its datasheet BF16 peak (H100 SXM's
+     efficiency, the lowest NVIDIA entry) and 70.9 % of its FP8 peak (H100 SXM's). Where K's rate is already below the
+     cap (the A100s), nothing changes. Attention, memory-bound terms and every fitted constant stay as committed.
+  3. Evaluation, once: every row with K and with K6. Adoption: K6 replaces K if its score on the blind pool (batches
+     6-7; the mean over output throughput, mean TTFT and mean TPOT of the median |error|) is lower than K's and it meets
+     all three bars there; otherwise K stays. Batches 1-5, every held-out row and the calibrated public series are
+     reported beside it, whatever they show.
+  4. No row, split or assumption changes.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
