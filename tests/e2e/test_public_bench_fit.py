@@ -109,7 +109,8 @@ def test_protocol_5_batch_7_and_the_blind_pool_judged_once(fit_script):
     rows = [r for r in fit_script.load_rows() if r.get("batch") in (6, 7)]
     b7 = [r for r in rows if r["batch"] == 7]
     assert len(b7) == 124 and all(r["split"] == "held_out" for r in b7)
-    errs = fit_script.errors(rows, C.SERVING, C.FRONTEND)
+    # K as it was judged: before protocol 6's GEMM ceiling
+    errs = fit_script.errors(rows, {**C.SERVING, "gemm_ceiling": False}, C.FRONTEND)
     s = fit_script.summary(errs)
     pool, seven = s["blind_batches6_7"], s["held_out_batch7"]
     assert pool["n"] == 154 and seven["n"] == 124
@@ -121,3 +122,26 @@ def test_protocol_5_batch_7_and_the_blind_pool_judged_once(fit_script):
     l4 = [e for e in errs if "-l4-" in e["id"]]
     assert len(l4) == 8
     assert all(e["err"]["output_throughput"] > 0 and e["err"]["mean_tpot_ms"] < 0 for e in l4)
+
+
+def test_protocol_6_the_gemm_ceiling_adopted_on_the_blind_pool(fit_script):
+    """Protocol 6 (scripts/fit_serving.py; docs/simulation.md, "Protocol 6"): the compute-bound GEMM rate capped at the
+    part's Maximum Achievable Matmul FLOPS (no fit). Evaluated once on every row; adopted because its blind-pool score
+    is lower than K's and it meets the three bars there. Measured: blind pool K 7.05 / 19.98 / 10.66 %, K6 5.93 /
+    19.37 / 10.66 %; every held-out row K 8.4 / 28.5 / 9.1 %, K6 7.4 / 25.0 / 9.5 %. Disclosed there: the pool had
+    been seen, so this is not a blind test. Pinned to the recorded figures."""
+    from kvdoctor.sim import coefficients as C
+    from kvdoctor.sim.steptime import GEMM_CEILING
+
+    assert GEMM_CEILING, "protocol 6's ceiling is what ships"
+    rows = fit_script.load_rows()
+    s = fit_script.summary(fit_script.errors(rows, C.SERVING, C.FRONTEND))
+    pool, six, seven, held = s["blind_batches6_7"], s["held_out_batch6"], s["held_out_batch7"], s["held_out"]
+    assert (pool["n"], held["n"]) == (154, 213)
+    for got, want in ((pool, (0.0593, 0.1937, 0.1066)), (six, (0.0437, 0.1769, 0.0963)),
+                      (seven, (0.0597, 0.1979, 0.1277)), (held, (0.0736, 0.2496, 0.0949))):
+        for m, w in zip(fit_script.METRICS, want):
+            assert got[m] == pytest.approx(w, abs=0.003), (m, got)
+    # the adoption rule: K6's blind-pool score below K's (12.56 %), every bar met
+    assert sum(pool[m] for m in fit_script.METRICS) / 3 < 0.1256
+    assert pool["output_throughput"] <= 0.15 and pool["mean_ttft_ms"] <= 0.20 and pool["mean_tpot_ms"] <= 0.20

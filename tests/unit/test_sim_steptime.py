@@ -156,3 +156,28 @@ def test_attention_prefill_scale_acts_on_prefill_attention_only(llama8b, h100):
     gain = base.step(8192, 1, 0, pairs, 1) - fast.step(8192, 1, 0, pairs, 1)
     assert math.isclose(gain, attn / 2, rel_tol=1e-9)  # twice as efficient: half the attention time
     assert base.decode_line(16) == fast.decode_line(16)
+
+
+def test_gemm_rate_never_exceeds_the_parts_maximum_achievable_matmul_flops(llama8b):
+    # protocol 6: the fitted compute_scale alone put an H100's GEMMs above its datasheet peak
+    from kvdoctor.sim.steptime import MAMF_TFLOPS
+
+    h100 = lookup_gpu("NVIDIA H100 SXM")
+    free = RooflineStepTime(llama8b, h100, serving={"gemm_ceiling": False})
+    capped = RooflineStepTime(llama8b, h100)
+    assert free.describe()["gemm_rate_tflops"] > h100.bf16_tflops  # what the ceiling exists for
+    assert capped.describe()["gemm_rate_tflops"] == pytest.approx(MAMF_TFLOPS["bf16"]["NVIDIA H100 SXM"], rel=1e-3)
+    # a big prefill is compute-bound: its time grows by the rate's ratio; memory-bound decode does not move
+    ratio = free.describe()["gemm_rate_tflops"] / capped.describe()["gemm_rate_tflops"]
+    t_free, t_cap = free.step(8192, 1, 0, 0.0, 1), capped.step(8192, 1, 0, 0.0, 1)
+    assert 1.1 < t_cap / t_free < ratio
+    assert capped.decode_line(1)[0] == pytest.approx(free.decode_line(1)[0], rel=0.02)
+    # a part already below its ceiling is unchanged (A100: 243 of 271 TFLOPS)
+    a100 = lookup_gpu("NVIDIA A100 80GB SXM")
+    assert RooflineStepTime(llama8b, a100).step(8192, 1, 0, 0.0, 1) == \
+        RooflineStepTime(llama8b, a100, serving={"gemm_ceiling": False}).step(8192, 1, 0, 0.0, 1)
+    # a part the table lacks: 80.3 % of its datasheet peak; fp8 GEMMs against the fp8 entry
+    l4 = lookup_gpu("NVIDIA L4")
+    assert RooflineStepTime(llama8b, l4).describe()["gemm_ceiling_tflops"] == pytest.approx(0.803 * l4.bf16_tflops, abs=0.1)
+    fp8 = RooflineStepTime(llama8b, h100, weight_bytes=1.0, compute_peak_tflops=h100.fp8_tflops)
+    assert fp8.describe()["gemm_rate_tflops"] == pytest.approx(MAMF_TFLOPS["fp8"]["NVIDIA H100 SXM"], rel=1e-3)

@@ -62,6 +62,29 @@ class LinearStepTime:
 # -------------------------------------------------------------------------------------------------
 # The calibrated roofline model
 
+# Maximum Achievable Matmul FLOPS (TFLOPS) per part: the best `matmul` a brute-force shape search reaches, so a
+# ceiling no served GEMM passes. Source: S. Bekman, "Machine Learning Engineering", compute/accelerator, "Maximum
+# Achievable Matmul FLOPS comparison table" (v2, torch 2.5-2.7; MI250X from its v1 table). Keys are catalog names.
+MAMF_TFLOPS: dict[str, dict[str, float]] = {
+    "bf16": {
+        "NVIDIA A100 40GB SXM": 271.2, "NVIDIA A100 80GB SXM": 271.2,
+        "NVIDIA A100 40GB PCIe": 252.9, "NVIDIA A100 80GB PCIe": 252.9,
+        "NVIDIA H100 SXM": 794.5, "NVIDIA GH200": 828.6,
+        "AMD Instinct MI325X": 784.9, "AMD Instinct MI300X": 668.4, "AMD Instinct MI250X (one GCD)": 147.0,
+    },
+    "fp8": {"NVIDIA H100 SXM": 1402.6, "NVIDIA GH200": 1535.0},
+}
+# a part the table lacks: H100 SXM's efficiency, the lowest NVIDIA entry (BF16 794.5 / 989, FP8 1402.6 / 1979)
+MAMF_DEFAULT_FRACTION = {"bf16": 0.803, "fp8": 0.709}
+# Protocol 6 (scripts/fit_serving.py): whether the compute-bound GEMM rate is capped at the ceiling above
+GEMM_CEILING = True
+
+
+def gemm_ceiling_tflops(gpu: GpuSpec, dtype: str, peak_tflops: float) -> float:
+    """The most a GEMM of ``dtype`` ("bf16" or "fp8") can reach on ``gpu``: its MAMF, else the default fraction
+    of its datasheet peak."""
+    return MAMF_TFLOPS[dtype].get(gpu.name) or MAMF_DEFAULT_FRACTION[dtype] * peak_tflops
+
 def _family(gpu: GpuSpec | None) -> str:
     """Which fitted coefficient set applies: the profiled part itself, else "generic"."""
     name = (gpu.name if gpu is not None else "").upper()
@@ -143,11 +166,7 @@ class RooflineStepTime:
             raise InputError(f"GPU {gpu.name if gpu is not None else None!s} has no bandwidth/TFLOPS in the catalog: "
                              "the simulator needs a named GPU (not just a memory size)")
         self.bw = bw * 1e9 / 1e3  # bytes per ms
-        # compute efficiency per GPU generation, measured on served prefills (the Vidur kernel
-        # profiles over-state H100's advantage: served H100/A100 prefill is ~1.8x, datasheets say 3.2x)
-        cs = sv["compute_scale"].get(self.family, sv["compute_scale"]["generic"])
-        self.peak16 = peak16 * 1e12 / 1e3 * cs  # flop per ms
-        self.peak = (compute_peak_tflops or peak16) * 1e12 / 1e3 * cs
+        self._compute_rates(gpu, sv, peak16, compute_peak_tflops)
         low_bit = weight_bytes < 1.0  # 4-bit AWQ/GPTQ (Marlin kernels): dequantisation costs bandwidth
         self.wq_mem = sv["int4_mem_eff"] if low_bit else 1.0
         self.tp, self.pp = tp, pp
@@ -238,6 +257,26 @@ class RooflineStepTime:
         self.attn_pre_scale = float(sv.get("attn_prefill_scale", 1.0)) or 1.0
         self._fixed_cache: dict[tuple, float] = {}
         self._line_cache: dict[int, tuple[float, float]] = {}
+
+    def _compute_rates(self, gpu: GpuSpec, sv: dict, peak16: float, compute_peak_tflops: float | None) -> None:
+        """``peak16`` (attention) and ``peak`` (GEMMs, fp8 where the weights run fp8 GEMMs) in flop per ms."""
+        # compute efficiency per GPU generation, measured on served prefills (the Vidur kernel
+        # profiles over-state H100's advantage: served H100/A100 prefill is ~1.8x, datasheets say 3.2x)
+        cs = sv["compute_scale"].get(self.family, sv["compute_scale"]["generic"])
+        self.peak16 = peak16 * 1e12 / 1e3 * cs
+        self.peak = (compute_peak_tflops or peak16) * 1e12 / 1e3 * cs
+        self.gemm_ceiling_tflops = None
+        if not sv.get("gemm_ceiling", GEMM_CEILING):
+            return
+        # Invariant: the compute-bound GEMM rate (peak x eta_c) never exceeds what the part's best matmul reaches
+        # (protocol 6). compute_scale was fitted on public runs (some on a warm prefix cache read as cold) and alone
+        # puts an H100's GEMMs at 103 % of its datasheet peak. Attention keeps its own fitted rate.
+        dtype = "fp8" if compute_peak_tflops and compute_peak_tflops != peak16 else "bf16"
+        ceiling = gemm_ceiling_tflops(gpu, dtype, compute_peak_tflops or peak16)
+        rate = self.peak * self.gemm[2] * 1e3 / 1e12
+        if rate > ceiling:
+            self.peak *= ceiling / rate
+        self.gemm_ceiling_tflops = ceiling
 
     # -- pieces (ms) ---------------------------------------------------------------------------
     def _gemm(self, params: float, tokens: int) -> float:
@@ -341,6 +380,8 @@ class RooflineStepTime:
             "weight_bytes_per_param": self.wb,
             "kv_bytes_per_element": self.kvb,
             "compute_peak_tflops": self.peak * 1e3 / 1e12,
+            "gemm_rate_tflops": round(self.peak * self.gemm[2] * 1e3 / 1e12, 1),
+            "gemm_ceiling_tflops": round(self.gemm_ceiling_tflops, 1) if self.gemm_ceiling_tflops else None,
             "quantization": self.quant_name,
             "enforce_eager": self.eager,
             "step_overhead_ms": round(self.step_ms, 4),
