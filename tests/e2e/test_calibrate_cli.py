@@ -192,3 +192,24 @@ def test_calibrate_reads_an_append_result_file_as_one_run_per_line(tmp_path):
     assert code == 0, err
     fit = json.loads(text)["fit"]
     assert fit["fit_on"] == ["results.json#1"] and fit["held_out"] == ["results.json#2"]
+
+
+def test_a_server_that_ran_speculative_decoding_is_said_so(tmp_path, shared_data):
+    # rt005 (club-3090#93): a real V1 log with DFlash speculative decoding, its stats lines beside 'SpecDecoding
+    # metrics' lines. The stats' generation rate counts accepted draft tokens; kvdoctor does not model drafting, so
+    # the calibration says what its decode cost then means
+    rows = [json.loads(x) for x in (shared_data / "real" / "runtime_logs.jsonl").read_text().splitlines() if x.strip()]
+    log = tmp_path / "server.log"
+    log.write_text(next(r for r in rows if r["log_id"] == "rt005")["excerpt"] + "\n")
+    code, err, text = invoke("calibrate", *TINY, "--linear", "--stats-log", str(log), "-o", str(tmp_path / "c.json"),
+                             "--json")
+    assert code == 0, err
+    notes = json.loads(text)["fit"]["notes"]
+    spec = [n for n in notes if n.startswith("speculative decoding")]
+    assert len(spec) == 1 and "2 speculative-decoding metrics line(s), mean acceptance length 2.63-2.66" in spec[0]
+    # and simulate says it does not model a configuration that drafts
+    serve = ("vllm serve Qwen/Qwen3-8B --speculative-config "
+             "'{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"prompt_lookup_max\": 4}'")
+    code, err, text = invoke("simulate", "--serve", serve, "--gpu", "H100", "--rate", "2", "-n", "20", "--json")
+    assert code == 0, err + text
+    assert any("speculative decoding (3 draft tokens per step) is not modelled" in n for n in json.loads(text)["notes"])

@@ -98,6 +98,10 @@ def calibrate_cmd(
     cal.fit["warm_prefix"] = {"same_server": same_server, "bench_test_request": bench_test_request}
     if not same_server:
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)
+    spec = C.speculative_decoding_note(list(stats_log or []) + list(iteration_log or []),
+                                       int(inputs.resolved.num_speculative_tokens or 0))
+    if spec:
+        cal.fit["notes"] = list(cal.fit.get("notes") or []) + [spec]
     try:
         with open(out, "w", encoding="utf-8") as f:
             import json

@@ -130,6 +130,11 @@ def simulate_cmd(
     if dp > 1:
         notes.append(f"data_parallel_size={dp}: the simulation is one engine receiving the whole workload; "
                      f"for vLLM's load-balanced DP, divide the rate by {dp} (--rate-scale {1 / dp:g})")
+    spec = int(getattr(resolved, "num_speculative_tokens", 0) or 0)
+    if spec:
+        notes.append(f"speculative decoding ({spec} draft tokens per step) is not modelled: every decode step yields "
+                     "one token, so TPOT and throughput are the figures without it; a server gains up to its mean "
+                     "acceptance length (its log's 'SpecDecoding metrics') on decode, less the drafting cost")
     payload = to_json(result, inputs, resolved, led, workload, step_model, outputs, notes)
     if html is not None:
         from kvdoctor.report.html import write_html_if_asked

@@ -22,6 +22,7 @@ mean E2E). Pure numpy; the simulator is the model, so one fit covers closed and 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -810,6 +811,37 @@ def load_stats_observations(paths: list[str]) -> list[StatsObs]:
     if not obs:
         raise InputError(f"{', '.join(paths)}: no stats line with running requests and generation throughput")
     return obs
+
+
+_SPEC_LINE = re.compile(rb"(?:SpecDecoding|Speculative) metrics:")
+_SPEC_MAL = re.compile(rb"Mean acceptance length: ([0-9.]+)")
+
+
+def speculative_decoding_note(paths: list[str], num_speculative_tokens: int = 0) -> str | None:
+    """A note when the server ran speculative decoding (its log's ``SpecDecoding metrics`` lines, vLLM V1, or
+    ``Speculative metrics``, V0; or the configuration's ``num_speculative_tokens``): the stats lines' generation
+    throughput then counts accepted draft tokens, and kvdoctor's simulator yields one token per decode step, so the
+    fitted decode is a time per generated token at the server's acceptance rate, not the engine's step."""
+    lines, lengths = 0, []
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:  # line by line: server logs are large
+                for line in fh:
+                    if _SPEC_LINE.search(line):
+                        lines += 1
+                        m = _SPEC_MAL.search(line)
+                        if m:
+                            lengths.append(float(m.group(1)))
+        except OSError:
+            continue
+    if not lines and not num_speculative_tokens:
+        return None
+    seen = (f"the log has {lines} speculative-decoding metrics line(s)"
+            + (f", mean acceptance length {min(lengths):.2f}-{max(lengths):.2f}" if lengths else "")) if lines \
+        else f"the configuration drafts {num_speculative_tokens} token(s) per step"
+    return (f"speculative decoding: {seen}. kvdoctor does not model it (one token per decode step), so the fitted "
+            "decode cost is a time per generated token at this acceptance rate; predictions hold only while the "
+            "acceptance rate stays as it was")
 
 
 @dataclass(frozen=True)
