@@ -163,6 +163,13 @@ or evaluated on any row; docs/simulation.md, "Protocol 6"):
      reported beside it, whatever they show.
   4. No row, split or assumption changes.
 
+  Outcome (docs/simulation.md, "Protocol 6"): K6 blind pool 5.93 / 19.37 / 10.66 % against K's 7.05 / 19.98 / 10.66 %
+  (score 11.99 < 12.56 %, bars met): adopted (995071d). It broke calibrated batch 4 (9.8 / 6.5 / 8.8 -> 21.5 / 16.8 /
+  8.8 %: GEMMs capped, attention not, so a 2000-token anchor scaled a 32000-token run too fast). Amended after those
+  results, disclosed as post hoc: the excess compute_scale is taken out of attention by the same factor (U, shipped):
+  blind pool 6.33 / 19.33 / 10.66 % (12.11 %), every held-out row 7.55 / 24.65 / 9.47 %, calibrated batch 4 7.8 / 6.5
+  / 8.8 %. steptime.GEMM_CEILING switches it; ``serving={"gemm_ceiling": False}`` evaluates K.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).

@@ -125,11 +125,12 @@ def test_protocol_5_batch_7_and_the_blind_pool_judged_once(fit_script):
 
 
 def test_protocol_6_the_gemm_ceiling_adopted_on_the_blind_pool(fit_script):
-    """Protocol 6 (scripts/fit_serving.py; docs/simulation.md, "Protocol 6"): the compute-bound GEMM rate capped at the
-    part's Maximum Achievable Matmul FLOPS (no fit). Evaluated once on every row; adopted because its blind-pool score
-    is lower than K's and it meets the three bars there. Measured: blind pool K 7.05 / 19.98 / 10.66 %, K6 5.93 /
-    19.37 / 10.66 %; every held-out row K 8.4 / 28.5 / 9.1 %, K6 7.4 / 25.0 / 9.5 %. Disclosed there: the pool had
-    been seen, so this is not a blind test. Pinned to the recorded figures."""
+    """Protocol 6 (scripts/fit_serving.py; docs/simulation.md, "Protocol 6"): Hopper's fitted compute scale capped so
+    that its GEMMs stay under the part's Maximum Achievable Matmul FLOPS (no fit). The protocol's form K6 capped the
+    GEMMs alone and met its adoption rule (blind pool K 7.05 / 19.98 / 10.66 % -> K6 5.93 / 19.37 / 10.66 %); the
+    shipped form, amended after that evaluation (disclosed), takes the same excess out of attention too: 6.33 / 19.33 /
+    10.66 % on the blind pool, 7.55 / 24.65 / 9.47 % on every held-out row (K: 8.4 / 28.5 / 9.1 %). The pool had been
+    seen, so neither is a blind test. Pinned to the recorded figures."""
     from kvdoctor.sim import coefficients as C
     from kvdoctor.sim.steptime import GEMM_CEILING
 
@@ -138,10 +139,10 @@ def test_protocol_6_the_gemm_ceiling_adopted_on_the_blind_pool(fit_script):
     s = fit_script.summary(fit_script.errors(rows, C.SERVING, C.FRONTEND))
     pool, six, seven, held = s["blind_batches6_7"], s["held_out_batch6"], s["held_out_batch7"], s["held_out"]
     assert (pool["n"], held["n"]) == (154, 213)
-    for got, want in ((pool, (0.0593, 0.1937, 0.1066)), (six, (0.0437, 0.1769, 0.0963)),
-                      (seven, (0.0597, 0.1979, 0.1277)), (held, (0.0736, 0.2496, 0.0949))):
+    for got, want in ((pool, (0.0633, 0.1933, 0.1066)), (six, (0.0440, 0.1769, 0.0959)),
+                      (seven, (0.0636, 0.1972, 0.1275)), (held, (0.0755, 0.2465, 0.0947))):
         for m, w in zip(fit_script.METRICS, want):
             assert got[m] == pytest.approx(w, abs=0.003), (m, got)
-    # the adoption rule: K6's blind-pool score below K's (12.56 %), every bar met
+    # the adoption rule, met by the shipped form too: a blind-pool score below K's (12.56 %), every bar met
     assert sum(pool[m] for m in fit_script.METRICS) / 3 < 0.1256
     assert pool["output_throughput"] <= 0.15 and pool["mean_ttft_ms"] <= 0.20 and pool["mean_tpot_ms"] <= 0.20

@@ -55,21 +55,19 @@ def test_batch4_saturated_workloads_calibrated_on_their_2000_100_run(result):
                                                        "gpustack-qwen3-14b-h100": "gpustack-qwen3-14b-h100-2000-100"}
     e = result["batch4_median_abs_error"]
     assert e["n"] == 5
-    # measured with protocol 6's GEMM ceiling: throughput 21.5 %, TTFT 16.8 %, TPOT 8.8 % (--cold: 21.4 / 16.1 / 3.5 %;
-    # before the ceiling 9.8 / 6.5 / 8.8 %). The median is the H100's 32000/100 run (+1 % -> +21.5 %): the ceiling
-    # slows the prior's GEMMs and not its attention, and a 2000-token anchor cannot re-weigh the two for a 32000-token
-    # run (docs/simulation.md, "Protocol 6")
-    assert e["output_throughput"] == pytest.approx(0.215, abs=0.01), e
-    assert e["mean_ttft_ms"] == pytest.approx(0.168, abs=0.01) and e["mean_tpot_ms"] <= 0.10, e
+    # measured with protocol 6's ceiling as shipped: throughput 7.8 %, TTFT 6.5 %, TPOT 8.8 % (--cold: 8.0 / 4.7 / 4.7 %;
+    # before the ceiling 9.8 / 6.5 / 8.8 %; uncalibrated on the same runs: 65 / 32 / 25 %). The protocol's first form,
+    # GEMMs capped and attention not, gave 21.5 / 16.8 / 8.8 %: its H100 32000/100 run +21.5 % (docs/simulation.md,
+    # "Protocol 6")
+    assert e["output_throughput"] <= 0.10 and e["mean_ttft_ms"] <= 0.10 and e["mean_tpot_ms"] <= 0.10, e
     h = b4["gpustack-qwen3-14b-h100"]["runs"]["gpustack-qwen3-14b-h100-32000-100"]["error"]
-    assert h["output_throughput"] == pytest.approx(0.215, abs=0.01), h
-
+    assert abs(h["output_throughput"]) <= 0.10 and abs(h["mean_ttft_ms"]) <= 0.10, h
 
 def test_batch7_glyd_series_calibrated_on_their_rate_inf_run(result):
     # Glyd's stock vLLM 0.30.0 baselines (L4 at 72 W, two sessions; Qwen2.5-72B TP2 on 2xH100, two instances),
     # calibrated on the saturated run fixed as the anchor before any calibrated figure was computed; 8 runs predicted.
-    # Measured: 0.8 / 2.8 / 1.2 % (22 of 24 figures within 10 %); the misses are the light L4 loads' TTFT (0.25 req/s
-    # -45 %, 1 req/s -19 %): a saturated anchor measures the step under batching, not a lone 1024-token prefill
+    # Measured: 0.9 / 2.8 / 1.2 % (22 of 24 figures within 10 %); the misses are the light L4 loads' TTFT (0.25 req/s
+    # -46 %, 1 req/s -19 %): a saturated anchor measures the step under batching, not a lone 1024-token prefill
     b7 = result["batch7_series"]
     assert {g: s["anchor"].rsplit("-", 1)[1] for g, s in b7.items()} == {
         "b7-glyd-2xh100sxm-qwen2.5-72b-20261002": "rateinf", "b7-glyd-2xh100sxm-qwen2.5-72b-20261003": "rateinf",
@@ -79,4 +77,4 @@ def test_batch7_glyd_series_calibrated_on_their_rate_inf_run(result):
     assert e["output_throughput"] <= 0.02 and e["mean_ttft_ms"] <= 0.05 and e["mean_tpot_ms"] <= 0.02, e
     held = [v["error"] for s in b7.values() for v in s["runs"].values() if v["split"] == "held_out"]
     missed = sorted(round(err[m], 2) for err in held for m in err if abs(err[m]) > 0.10)
-    assert missed == [-0.45, -0.19], missed
+    assert missed == [-0.46, -0.19], missed

@@ -172,6 +172,8 @@ def test_gemm_rate_never_exceeds_the_parts_maximum_achievable_matmul_flops(llama
     t_free, t_cap = free.step(8192, 1, 0, 0.0, 1), capped.step(8192, 1, 0, 0.0, 1)
     assert 1.1 < t_cap / t_free < ratio
     assert capped.decode_line(1)[0] == pytest.approx(free.decode_line(1)[0], rel=0.02)
+    # compute_scale is one constant on GEMMs and attention: its excess comes out of prefill attention alike
+    assert capped.peak16 / free.peak16 == pytest.approx(1 / ratio, rel=1e-3)
     # a part already below its ceiling is unchanged (A100: 243 of 271 TFLOPS)
     a100 = lookup_gpu("NVIDIA A100 80GB SXM")
     assert RooflineStepTime(llama8b, a100).step(8192, 1, 0, 0.0, 1) == \
