@@ -170,6 +170,13 @@ or evaluated on any row; docs/simulation.md, "Protocol 6"):
   blind pool 6.33 / 19.33 / 10.66 % (12.11 %), every held-out row 7.55 / 24.65 / 9.47 %, calibrated batch 4 7.8 / 6.5
   / 8.8 %. steptime.GEMM_CEILING switches it; ``serving={"gemm_ceiling": False}`` evaluates K.
 
+  5. (Stated on 2026-12-02 at 22:15 UTC, after U and before this was evaluated on any row.) The invariant of item 2 is
+     broken on one path: ``moe_factor`` (0.53, fitted) multiplies the fused-MoE experts' whole roofline, so their
+     compute-bound time runs at 1/0.53 of the capped GEMM rate (an H100 at ~1,500 TFLOPS). Candidate U+M: U with the
+     experts' time floored at their compute time at the capped rate (``max(moe_factor x softmax(m, f), f)``; decode,
+     memory-bound, is unchanged). Adopted if, against U, the blind pool's score is not higher and the median |TTFT
+     error| over every held-out row is not higher; otherwise U stays. The MoE rows (every batch) are reported either way.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
