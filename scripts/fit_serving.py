@@ -176,6 +176,9 @@ or evaluated on any row; docs/simulation.md, "Protocol 6"):
      experts' time floored at their compute time at the capped rate (``max(moe_factor x softmax(m, f), f)``; decode,
      memory-bound, is unchanged). Adopted if, against U, the blind pool's score is not higher and the median |TTFT
      error| over every held-out row is not higher; otherwise U stays. The MoE rows (every batch) are reported either way.
+  Outcome of item 5: blind pool unchanged (6.33 / 19.33 / 10.66 %), every held-out row TTFT 24.65 -> 24.22 %: adopted
+  (steptime.MOE_COMPUTE_FLOOR). SERVING_FIT's medians re-measured with the ceiling (held-out 59 rows of batches 1-5
+  unchanged at 10.7 / 32.7 / 8.9 %).
 
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current

@@ -129,8 +129,10 @@ def test_protocol_6_the_gemm_ceiling_adopted_on_the_blind_pool(fit_script):
     that its GEMMs stay under the part's Maximum Achievable Matmul FLOPS (no fit). The protocol's form K6 capped the
     GEMMs alone and met its adoption rule (blind pool K 7.05 / 19.98 / 10.66 % -> K6 5.93 / 19.37 / 10.66 %); the
     shipped form, amended after that evaluation (disclosed), takes the same excess out of attention too: 6.33 / 19.33 /
-    10.66 % on the blind pool, 7.55 / 24.65 / 9.47 % on every held-out row (K: 8.4 / 28.5 / 9.1 %). The pool had been
-    seen, so neither is a blind test. Pinned to the recorded figures."""
+    10.66 % on the blind pool, 7.55 / 24.65 / 9.47 % on every held-out row (K: 8.4 / 28.5 / 9.1 %). Item 5 (stated
+    before its evaluation) floors the fused-MoE experts' time at their compute at the capped rate: blind pool unchanged,
+    every held-out row 7.55 / 24.22 / 9.47 %. The pool had been seen, so none of this is a blind test. Pinned to the
+    recorded figures."""
     from kvdoctor.sim import coefficients as C
     from kvdoctor.sim.steptime import GEMM_CEILING
 
@@ -139,8 +141,8 @@ def test_protocol_6_the_gemm_ceiling_adopted_on_the_blind_pool(fit_script):
     s = fit_script.summary(fit_script.errors(rows, C.SERVING, C.FRONTEND))
     pool, six, seven, held = s["blind_batches6_7"], s["held_out_batch6"], s["held_out_batch7"], s["held_out"]
     assert (pool["n"], held["n"]) == (154, 213)
-    for got, want in ((pool, (0.0633, 0.1933, 0.1066)), (six, (0.0440, 0.1769, 0.0959)),
-                      (seven, (0.0636, 0.1972, 0.1275)), (held, (0.0755, 0.2465, 0.0947))):
+    for got, want in ((pool, (0.0633, 0.1933, 0.1066)), (six, (0.0445, 0.1769, 0.0959)),
+                      (seven, (0.0636, 0.1972, 0.1275)), (held, (0.0755, 0.2422, 0.0947))):
         for m, w in zip(fit_script.METRICS, want):
             assert got[m] == pytest.approx(w, abs=0.003), (m, got)
     # the adoption rule, met by the shipped form too: a blind-pool score below K's (12.56 %), every bar met

@@ -183,3 +183,16 @@ def test_gemm_rate_never_exceeds_the_parts_maximum_achievable_matmul_flops(llama
     assert RooflineStepTime(llama8b, l4).describe()["gemm_ceiling_tflops"] == pytest.approx(0.803 * l4.bf16_tflops, abs=0.1)
     fp8 = RooflineStepTime(llama8b, h100, weight_bytes=1.0, compute_peak_tflops=h100.fp8_tflops)
     assert fp8.describe()["gemm_rate_tflops"] == pytest.approx(MAMF_TFLOPS["fp8"]["NVIDIA H100 SXM"], rel=1e-3)
+
+
+def test_fused_moe_experts_never_compute_faster_than_the_ceiling(h100):
+    # protocol 6, item 5: moe_factor (fitted, < 1) shrinks the experts' roofline; it may shrink their weight reads
+    # (decode: fewer distinct experts than uniform routing touches) but not their compute below the capped rate
+    from kvdoctor.catalog.models import lookup_model
+
+    moe = lookup_model("Qwen/Qwen3-30B-A3B")
+    free = RooflineStepTime(moe, h100, serving={"moe_compute_floor": False, "moe_factor": 0.3})
+    floored = RooflineStepTime(moe, h100, serving={"moe_factor": 0.3})
+    big = 16384  # compute-bound: every expert touched, thousands of tokens each
+    assert floored.step(big, 1, 0, 0.0, 1) > free.step(big, 1, 0, 0.0, 1) * 1.2
+    assert floored.decode_line(8) == free.decode_line(8)  # memory-bound decode: the fitted factor still applies

@@ -78,6 +78,7 @@ MAMF_TFLOPS: dict[str, dict[str, float]] = {
 MAMF_DEFAULT_FRACTION = {"bf16": 0.803, "fp8": 0.709}
 # Protocol 6 (scripts/fit_serving.py): whether the compute-bound GEMM rate is capped at the ceiling above
 GEMM_CEILING = True
+MOE_COMPUTE_FLOOR = True
 
 
 def gemm_ceiling_tflops(gpu: GpuSpec, dtype: str, peak_tflops: float) -> float:
@@ -266,6 +267,7 @@ class RooflineStepTime:
         self.peak16 = peak16 * 1e12 / 1e3 * cs
         self.peak = (compute_peak_tflops or peak16) * 1e12 / 1e3 * cs
         self.gemm_ceiling_tflops = None
+        self._moe_floor = bool(sv.get("moe_compute_floor", MOE_COMPUTE_FLOOR) and sv.get("gemm_ceiling", GEMM_CEILING))
         if not sv.get("gemm_ceiling", GEMM_CEILING):
             return
         # Invariant: the compute-bound GEMM rate (peak x eta_c) never exceeds what the part's best matmul reaches
@@ -315,7 +317,10 @@ class RooflineStepTime:
             m = touched * self.expert_params * self.wb / (self.bw * eta_m * self.wq_mem)
             f = 2.0 * self.expert_params * k * T / (self.peak * eta_c)
             # fused-MoE kernels run below dense GEMM efficiency (routing, permutation, small per-expert tiles)
-            moe = 3 * c + self.serving["moe_factor"] * _softmax(m, f, q) + sum(self._gemm(pp, T) for pp in self.shared_ops)
+            experts = self.serving["moe_factor"] * _softmax(m, f, q)
+            if self._moe_floor:  # the fitted factor may shrink the reads, never the compute below the ceiling's rate
+                experts = max(experts, f)
+            moe = 3 * c + experts + sum(self._gemm(pp, T) for pp in self.shared_ops)
             moe += self._ew("mlp_act", 3 * T * k * self.expert_params / 3 / h * 2)
         ew = (self._ew("input_layernorm", 2 * T * h * 2) + self._ew("post_attention_layernorm", 2 * T * h * 2)
               + self._ew("attn_rope", 2 * T * (self.attn_ops[0] / h) * 2) + self._ew("add", 3 * T * h * 2))
