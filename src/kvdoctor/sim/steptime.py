@@ -267,21 +267,23 @@ class RooflineStepTime:
         self.peak16 = peak16 * 1e12 / 1e3 * cs
         self.peak = (compute_peak_tflops or peak16) * 1e12 / 1e3 * cs
         self.gemm_ceiling_tflops = None
-        self._moe_floor = bool(sv.get("moe_compute_floor", MOE_COMPUTE_FLOOR) and sv.get("gemm_ceiling", GEMM_CEILING))
-        if not sv.get("gemm_ceiling", GEMM_CEILING):
+        ceiling_on = bool(sv.get("gemm_ceiling", GEMM_CEILING))
+        self._moe_floor = ceiling_on and bool(sv.get("moe_compute_floor", MOE_COMPUTE_FLOOR))
+        if not ceiling_on:
             return
         # Invariant: the compute-bound GEMM rate (peak x eta_c) never exceeds what the part's best matmul reaches
         # (protocol 6). compute_scale, fitted on public runs (some on a warm prefix cache read as cold), alone puts an
         # H100's GEMMs at 103 % of its datasheet peak. It is one constant acting on GEMMs and attention alike, so its
         # excess is taken out of both (the amended form, docs/simulation.md): the BF16 factor slows attention too.
         eta_c = self.gemm[2]
-        f16 = min(1.0, gemm_ceiling_tflops(gpu, "bf16", peak16) / (peak16 * cs * eta_c))
+        ceiling16 = gemm_ceiling_tflops(gpu, "bf16", peak16)
+        f16 = min(1.0, ceiling16 / (peak16 * cs * eta_c))
         self.peak16 *= f16
         if compute_peak_tflops and compute_peak_tflops != peak16:  # fp8 GEMMs: the fp8 entry
             self.gemm_ceiling_tflops = gemm_ceiling_tflops(gpu, "fp8", compute_peak_tflops)
             self.peak *= min(1.0, self.gemm_ceiling_tflops / (compute_peak_tflops * cs * eta_c))
         else:
-            self.gemm_ceiling_tflops = gemm_ceiling_tflops(gpu, "bf16", peak16)
+            self.gemm_ceiling_tflops = ceiling16
             self.peak *= f16
 
     # -- pieces (ms) ---------------------------------------------------------------------------
