@@ -180,6 +180,16 @@ or evaluated on any row; docs/simulation.md, "Protocol 6"):
   (steptime.MOE_COMPUTE_FLOOR). SERVING_FIT's medians re-measured with the ceiling (held-out 59 rows of batches 1-5
   unchanged at 10.7 / 32.7 / 8.9 %).
 
+  6. (Stated on 2026-12-03 at 02:50 UTC, before it was evaluated on any row.) The same invariant on the memory side:
+     ``moe_factor`` also divides the experts' read time, so the touched experts are read at 1/0.53 of the rate the
+     dense GEMMs' memory term allows (above the part's datasheet bandwidth). At one token (decode, concurrency 1) the
+     touched experts are exactly top-k, so skewed routing cannot explain it; in prefill every expert is touched and
+     read at least once. Candidate U+M+R: U+M with the experts' time also floored at their read time
+     (``max(moe_factor x softmax(m, f), m, f)``, m the touched experts' bytes at the dense GEMMs' memory rate). No
+     fit; moe_factor then acts only where reads and compute overlap. Adopted if, against U+M, the blind pool's score
+     is not higher and the median |TTFT error| over every held-out row is not higher; otherwise U+M stays. The MoE
+     rows (every batch) and their TPOT are reported either way. ``serving={"moe_read_floor": False}`` evaluates U+M.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
