@@ -188,7 +188,11 @@ or evaluated on any row; docs/simulation.md, "Protocol 6"):
      (``max(moe_factor x softmax(m, f), m, f)``, m the touched experts' bytes at the dense GEMMs' memory rate). No
      fit; moe_factor then acts only where reads and compute overlap. Adopted if, against U+M, the blind pool's score
      is not higher and the median |TTFT error| over every held-out row is not higher; otherwise U+M stays. The MoE
-     rows (every batch) and their TPOT are reported either way. ``serving={"moe_read_floor": False}`` evaluates U+M.
+     rows (every batch) and their TPOT are reported either way. ``serving={"moe_read_floor": True}`` evaluates U+M+R.
+  Outcome of item 6: blind pool 6.33 / 19.33 / 10.66 -> 6.38 / 19.72 / 11.55 % (score 12.11 -> 12.55 %), every held-out
+  row 7.55 / 24.22 / 9.47 -> 7.64 / 23.60 / 10.88 %: the blind pool's score rose, not adopted (steptime.MOE_READ_FLOOR
+  stays False). MoE prefill TTFT moved the right way (Qwen3-30B-A3B A100 c1 -33 -> -17 %), decode TPOT the wrong way
+  (+11 -> +20 %; H100 at 4 req/s +6 -> +69 %): moe_factor absorbs an excess elsewhere in MoE decode.
 
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current

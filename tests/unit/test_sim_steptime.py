@@ -196,3 +196,16 @@ def test_fused_moe_experts_never_compute_faster_than_the_ceiling(h100):
     big = 16384  # compute-bound: every expert touched, thousands of tokens each
     assert floored.step(big, 1, 0, 0.0, 1) > free.step(big, 1, 0, 0.0, 1) * 1.2
     assert floored.decode_line(8) == free.decode_line(8)  # memory-bound decode: the fitted factor still applies
+
+
+def test_the_experts_read_floor_is_off_and_would_slow_decode(h100):
+    # protocol 6, item 6 (not adopted): flooring the experts at their reads slows memory-bound decode, which is why the
+    # blind pool's score rose; the switch stays off by default and evaluates the candidate when asked
+    from kvdoctor.catalog.models import lookup_model
+
+    moe = lookup_model("Qwen/Qwen3-30B-A3B")
+    shipped = RooflineStepTime(moe, h100)
+    floored = RooflineStepTime(moe, h100, serving={"moe_read_floor": True})
+    assert shipped.decode_line(8) == RooflineStepTime(moe, h100, serving={"moe_read_floor": False}).decode_line(8)
+    assert floored.step(1, 1, 0, 0.0, 1) > shipped.step(1, 1, 0, 0.0, 1) * 1.05
+    assert floored.step(2048, 1, 0, 0.0, 1) > shipped.step(2048, 1, 0, 0.0, 1) * 1.1  # every expert read once

@@ -79,6 +79,7 @@ MAMF_DEFAULT_FRACTION = {"bf16": 0.803, "fp8": 0.709}
 # Protocol 6 (scripts/fit_serving.py): whether the compute-bound GEMM rate is capped at the ceiling above
 GEMM_CEILING = True
 MOE_COMPUTE_FLOOR = True
+MOE_READ_FLOOR = False  # protocol 6 item 6: evaluated, not adopted (docs/simulation.md)
 
 
 def gemm_ceiling_tflops(gpu: GpuSpec, dtype: str, peak_tflops: float) -> float:
@@ -269,6 +270,7 @@ class RooflineStepTime:
         self.gemm_ceiling_tflops = None
         ceiling_on = bool(sv.get("gemm_ceiling", GEMM_CEILING))
         self._moe_floor = ceiling_on and bool(sv.get("moe_compute_floor", MOE_COMPUTE_FLOOR))
+        self._moe_read_floor = self._moe_floor and bool(sv.get("moe_read_floor", MOE_READ_FLOOR))
         if not ceiling_on:
             return
         # Invariant: the compute-bound GEMM rate (peak x eta_c) never exceeds what the part's best matmul reaches
@@ -320,7 +322,9 @@ class RooflineStepTime:
             f = 2.0 * self.expert_params * k * T / (self.peak * eta_c)
             # fused-MoE kernels run below dense GEMM efficiency (routing, permutation, small per-expert tiles)
             experts = self.serving["moe_factor"] * _softmax(m, f, q)
-            if self._moe_floor:  # the fitted factor may shrink the reads, never the compute below the ceiling's rate
+            if self._moe_read_floor:  # nor the touched experts' reads below the dense GEMMs' memory rate
+                experts = max(experts, m, f)
+            elif self._moe_floor:  # the fitted factor may shrink the reads, never the compute below the ceiling's rate
                 experts = max(experts, f)
             moe = 3 * c + experts + sum(self._gemm(pp, T) for pp in self.shared_ops)
             moe += self._ew("mlp_act", 3 * T * k * self.expert_params / 3 / h * 2)
