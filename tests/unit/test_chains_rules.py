@@ -41,6 +41,21 @@ def run(rule_id, ctx):
     return get(rule_id).run(ctx)
 
 
+
+# vLLM 0.32's lines, verbatim from tests/fixtures/realvllm/engine_killed and healthy_full (a Ctrl-C)
+_DEAD = Event(t=T0 + 300, kind="engine-dead", line_no=140,
+              message="[shutdown] MPClient: engine core exited unexpectedly; starting cleanup")
+_API_DEAD = Event(t=T0 + 300, kind="engine-dead", line_no=147, message="AsyncLLM output_handler failed.",
+                  data={"cause": "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See "
+                                 "stack trace (above) for the root cause.", "cause_line": 154})
+_STOP = Event(t=T0 + 299, kind="shutdown-requested", line_no=129,
+              message="[shutdown] EngineCore: trigger received signal=SIGINT")
+
+
+def died_ctx(stop: bool):
+    return ctx_for(tl(), events=[_STOP, _DEAD, _API_DEAD] if stop else [_DEAD, _API_DEAD], source="vllm.log")
+
+
 # ------------------------------------------------------------------ scheduling / ledger cases
 
 def persistent_timeline():
@@ -147,6 +162,7 @@ def stoploss_ctx(model, gpu, conc):
 L8, Q14, Q72 = "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-14B", "Qwen/Qwen2.5-72B-Instruct"
 
 FIRES = {
+    "engine.died": lambda g: died_ctx(stop=False),
     "ledger.does-not-fit": lambda g: ctx_for(startup=StartupFacts(
         startup_error="kv-too-small", error_est_max_model_len=9936, error_needed_bytes=16 * 2**30,
         error_available_bytes=int(4.85 * 2**30),
@@ -184,6 +200,7 @@ FIRES = {
 }
 
 SILENT = {
+    "engine.died": lambda g: died_ctx(stop=True),  # vLLM's shutdown path after a Ctrl-C
     "ledger.does-not-fit": lambda g: ctx_for(startup=starved_startup(1)),
     "sched.concurrency-starved": lambda g: ctx_for(startup=starved_startup(1)),
     # one preemption in ten minutes: the safety net

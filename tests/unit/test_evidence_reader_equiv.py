@@ -9,6 +9,11 @@ warnings. Every part of a ``LogRead`` is compared (segments with their timelines
 start-up facts, skip counts by reason and their examples, notes), part by part so a failure names what
 differs. The real samples are small (full path only) and are covered by test_evidence_reader.py.
 
+Re-recorded on 2026-12-03, when error events gained their process (``data["proc"]``) and a traceback burst the kind
+of its most specific line (an OOM burst that began "EngineCore encountered a fatal error" is ``oom``, with the
+line in ``data["cause"]``): the events of every case were compared with the previous reference's, and those were
+the only differences (no event added or removed, every timeline, skip count and start-up fact unchanged).
+
 Re-record (only when the reading is *meant* to change, and say so in the commit):
 ``python tests/unit/test_evidence_reader_equiv.py --record``.
 """

@@ -32,18 +32,20 @@ if TYPE_CHECKING:  # pragma: no cover - boundary types (annotations only)
 SCHEMA_VERSION = "kvdoctor.diagnose/2"
 
 # The rules chain two runs, in order.
-DIAGNOSE_RULES = ("ledger.does-not-fit", "sched.concurrency-starved", "sched.preemption-persistent",
+DIAGNOSE_RULES = ("ledger.does-not-fit", "engine.died", "sched.concurrency-starved", "sched.preemption-persistent",
                   "sched.preemption-occasional", "sched.admission-blocked", "sched.queue-held-kv-free",
                   "sched.prefill-bound", "sched.decode-bound", "sched.arrival-bursts", "sched.spikes-aligned",
                   "sched.spikes-elsewhere", "memory.full-not-tight")
 
 # Fleet roll-up: the most urgent verdict first.
-SEVERITY_ORDER = ("config-starved", "capacity-short", "stalled", "prefill-bound", "decode-bound", "arrival-bursts",
+SEVERITY_ORDER = ("engine-died", "config-starved", "capacity-short", "stalled", "prefill-bound", "decode-bound", "arrival-bursts",
                   "spikes-elsewhere", "insufficient-evidence", "healthy", "idle")
 assert set(SEVERITY_ORDER) == set(VERDICTS)
 CONF_ORDER = ("low", "medium", "high")
 
 NEXT = {
+    "engine-died": "act on the cause above, restart, and re-run diagnose on the new log; the window before the death "
+                   "is still judged in the findings",
     "config-starved": "apply the action above (one change), re-measure, then re-run diagnose",
     "capacity-short": "kvdoctor plan (chain one) with this configuration and evidence",
     "prefill-bound": "tune the prefill budget (--max-num-batched-tokens, --long-prefill-token-threshold); "
@@ -267,6 +269,15 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
     if f is not None:
         return Judgement("config-starved", "high", f.summary, f.action, [f.summary], [],
                          ["a start-up log of this configuration serving requests (then the pool figures are wrong)"])
+    # step 0: the engine died (a dead engine's last window can look healthy)
+    f = by.get("engine.died")
+    if f is not None:
+        return Judgement("engine-died", f.data.get("confidence", "medium"), f.summary, f.action,
+                         [c.detail for c in f.evidence],
+                         [] if f.data.get("cause") != "unknown" else
+                         ["the engine core's own traceback (the lines above the API server's EngineDeadError)"],
+                         ["a stop request just before it ('[shutdown] ... trigger received signal', Ctrl-C, "
+                          "SIGTERM): then it is vLLM's shutdown path, not a crash"])
     if contradictions:
         return Judgement("insufficient-evidence", "low", "contradictory evidence: " + "; ".join(contradictions),
                          None, [], ["one source per engine (a log and /metrics of the same server, same window)"], [])

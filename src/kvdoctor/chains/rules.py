@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover - named, not imported at run time (finding
 
 CHAINS = ("ledger", "memory", "scheduling", "slow-request", "swap", "stop-loss")
 VERDICTS = (
+    "engine-died",
     "healthy",
     "idle",
     "config-starved",

@@ -189,7 +189,9 @@ class Timeline:
 @dataclass
 class Event:
     t: float | None  # epoch seconds (None if the line had no timestamp)
-    kind: str  # "startup" | "preemption-warning" | "oom" | "kv-too-small" | "engine-dead" | "error" | ...
+    # "startup" | "preemption-warning" | "oom" | "kv-too-small" | "engine-dead" | "cuda-error" | "nccl-timeout" |
+    # "engine-error" (a traceback of the engine core or a worker) | "error" | "shutdown-requested" | ...
+    kind: str
     line_no: int | None
     message: str
     data: dict[str, Any] = field(default_factory=dict)  # e.g. {"cumulative": 51} for v0 warnings

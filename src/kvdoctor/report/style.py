@@ -35,7 +35,7 @@ TONES: dict[str, str] = {
     "starved": "warn", "insufficient-evidence": "warn", "arrival-bursts": "warn", "spikes-elsewhere": "warn",
     "decode-bound": "warn",
     "does-not-fit": "bad", "config-starved": "bad", "capacity-short": "bad", "prefill-bound": "bad",
-    "stalled": "bad", "not enough": "bad", "fail": "bad", "problem": "bad", "stop-loss": "bad",
+    "stalled": "bad", "engine-died": "bad", "not enough": "bad", "fail": "bad", "problem": "bad", "stop-loss": "bad",
 }
 
 # tone -> (rich style, CSS colour)

@@ -23,9 +23,19 @@ FULL_NEEDLES = (
     b"KV ", b"GiB", b" GB", b"blocks", b"tokens per request", b"LLM engine", b"non-default args",
     b"max_num_batched_tokens=", b"max model len", b"block size", b"backend", b"version", b"max seq len",
     b"rror", b"ERROR", b"Memory profiling", b"is equivalent to", b"uto-fit", b"roughput", b"reqs", b"cache ",
-    b"\x00", b"num_gpu_blocks", b"allreduce is disabled",
+    b"\x00", b"num_gpu_blocks", b"allreduce is disabled", b"nexpectedly", b"received signal", b"shutdown triggered",
+    b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL",
 )
-_ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"died unexpectedly", b"Traceback")
+_ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly", b"Traceback", b"Watchdog caught")
+# An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
+# traceback). What follows it, EngineDeadError included, is the shutdown path, not a crash: vLLM 0.32 prints an
+# EngineDeadError traceback on a plain Ctrl-C.
+_SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterrupt")
+# The processes that run the model (V1's engine core and its workers): a traceback of theirs is the engine's own.
+_ENGINE_PROCS = ("EngineCore", "VllmWorker", "Worker")
+# How specific an error burst's kind is: a burst is named by its most specific line (a traceback's last line
+# names the exception; its first line is often a generic "EngineCore encountered a fatal error").
+_KIND_RANK = {"error": 0, "engine-error": 0, "engine-dead": 1, "kv-too-small": 2, "oom": 3, "cuda-error": 3, "nccl-timeout": 3}
 
 
 def proc_key(m: Any) -> str:
@@ -120,6 +130,14 @@ class LinePath:
             return
         self.events.append((ev, proc))
 
+    def _shutdown(self, line: bytes, n: int, m: Any) -> bool:
+        text = line[:300].decode("utf-8", "replace").strip()
+        msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
+        self._last_err = None
+        self._event(Event(t=self._time(m, line) if m is not None else None, kind="shutdown-requested", line_no=n,
+                          message=msg.strip()[:200]), proc_key(m))
+        return True
+
     def _error(self, line: bytes, n: int, m: Any) -> bool:
         text = line[:600].decode("utf-8", "replace").strip()
         msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
@@ -127,8 +145,16 @@ class LinePath:
             kind = "oom"
         elif "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
             kind = "kv-too-small"
-        elif ("EngineDeadError" in msg or "died unexpectedly" in msg or "fatal error" in msg
+        elif "illegal memory access" in msg or "CUDA error" in msg or "device-side assert" in msg:
+            kind = "cuda-error"
+        elif "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
+            kind = "nccl-timeout"
+        elif ("EngineDeadError" in msg or "exited unexpectedly" in msg or "fatal error" in msg
+              or ("died" in msg and "ngine" in msg) or "is already dead" in msg or "Background loop has errored" in msg
+              or "fatal signal from worker" in msg or "get_output_async" in msg
               or "Engine core initialization failed" in msg or "failed to start" in msg):
+            # v0 to 0.33: "Engine loop has died", "Engine process (pid N) died", "MQLLMEngine is already dead",
+            # "Engine core proc EngineCore_0 died unexpectedly", V1's output handler failing in get_output_async
             kind = "engine-dead"
         elif (m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback"):
             kind = "error"
@@ -136,16 +162,19 @@ class LinePath:
             return False
         proc = proc_key(m)
         t = self._time(m, line) if m is not None else None
+        if kind == "error" and proc.startswith(_ENGINE_PROCS):
+            kind = "engine-error"
         # A traceback logs one ERROR line per frame: one event per burst (process, second).
         burst = (proc, None if t is None else int(t))
         if self._last_err is not None and self._last_err == burst and self.events:
             last = self.events[-1][0]
             last.data["lines"] = last.data.get("lines", 1) + 1
-            if kind != "error" and last.kind == "error":
+            if _KIND_RANK.get(kind, 0) > _KIND_RANK.get(last.kind, 0):
                 last.kind = kind
+                last.data["cause"], last.data["cause_line"] = msg.strip()[:400], n
             return True
         self._last_err = burst
-        self._event(Event(t=t, kind=kind, line_no=n, message=msg.strip()[:300]), proc)
+        self._event(Event(t=t, kind=kind, line_no=n, message=msg.strip()[:300], data={"proc": proc}), proc)
         return True
 
     def _full(self, work: bytes, base: int, with_stats: bool = True) -> None:
@@ -232,7 +261,9 @@ class LinePath:
                     self.parsed_lines += 1
                 continue
             hit = False
-            if any(nd in bl for nd in _ERR_NEEDLES):
+            if any(nd in bl for nd in _SHUTDOWN_NEEDLES):
+                hit = self._shutdown(bl, n, search_envelope_b(bl))
+            elif any(nd in bl for nd in _ERR_NEEDLES):
                 hit = self._error(bl, n, search_envelope_b(bl))
             text = bl.decode("utf-8", "replace")
             env = parse_envelope(text)

@@ -1,0 +1,239 @@
+"""Did the engine die? The question before chain two's four steps: a dead engine's last window can look healthy.
+
+A death is read from the log's error events (``evidence.logs.lines``: one event per traceback burst, named by its
+most specific line). Two facts of vLLM decide what a death means:
+
+- **A stop is not a crash.** vLLM 0.32 prints an ``EngineDeadError`` traceback on a plain Ctrl-C, after
+  ``[shutdown] EngineCore: trigger received signal=SIGINT``. A death that follows an operator's stop request is the
+  shutdown path (tests/fixtures/realvllm/healthy_full/serve.log).
+- **The cause is above the EngineDeadError.** The API server's ``EngineDeadError`` says only that the engine core is
+  gone ("See stack trace (above) for the root cause"). The engine core's own traceback, when it had time to write
+  one, names the cause (CUDA out of memory, an illegal memory access, an NCCL time-out). When there is none — "engine
+  core exited unexpectedly" / "died unexpectedly" with no traceback of its own — the process was killed from outside
+  (the kernel's OOM killer, a container limit, SIGKILL) or crashed in native code; the log cannot say which, and the
+  finding says where to look (tests/fixtures/realvllm/engine_killed: a real engine core killed with SIGKILL).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
+from kvdoctor.chains.rules import get
+from kvdoctor.provenance import Figure
+
+if TYPE_CHECKING:  # pragma: no cover - boundary type
+    from kvdoctor.evidence.model import Event
+
+DEATH_KINDS = ("engine-dead", "oom", "cuda-error", "nccl-timeout")
+# a death's cause is looked for in the error bursts this close before the first death line (a traceback of the
+# engine core, then the API server's EngineDeadError, land within a second or two of each other)
+CAUSE_WINDOW_S = 30.0
+CAUSE_WINDOW_LINES = 400
+
+_ALLOC = re.compile(r"Tried to allocate ([\d.]+) ?(GiB|MiB|KiB|GB|MB)")
+_CAPACITY = re.compile(r"total capacity of ([\d.]+) ?(GiB|MiB) of which ([\d.]+) ?(GiB|MiB|KiB) (?:is )?free")
+_OTHER_PROC = re.compile(r"Process (\d+) has ([\d.]+) ?(GiB|MiB) memory in use")
+_GIB = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / 1024**2}
+
+
+def _text(e: Event) -> str:
+    return f"{e.message} {e.data.get('cause', '')}"
+
+
+def _engine_traceback(e: Event) -> bool:
+    """A traceback written by the engine core or a worker (not the API server's EngineDeadError)."""
+    return e.data.get("lines", 1) >= 3 and (e.kind == "engine-error" or (
+        str(e.data.get("proc", "")).startswith(("EngineCore", "VllmWorker", "Worker")) and e.kind in DEATH_KINDS))
+
+
+def _cause_kind(events: list[Event]) -> tuple[str, Event | None]:
+    """The most specific cause among the bursts around the death: (kind, its event). "traceback": the engine wrote
+    its own traceback but it names no cause kvdoctor knows; "killed": it died without one."""
+    for kind in ("oom", "cuda-error", "nccl-timeout"):
+        for e in events:
+            if e.kind == kind:
+                return kind, e
+    tb = [e for e in events if _engine_traceback(e)]
+    if tb:
+        return "traceback", tb[0]
+    for e in events:
+        if "exited unexpectedly" in _text(e) or "died unexpectedly" in _text(e):
+            return "killed", e
+    return "unknown", None
+
+
+def _oom_figures(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    m = _ALLOC.search(text)
+    if m:
+        out["tried_gib"] = float(m.group(1)) * _GIB[m.group(2)]
+    m = _CAPACITY.search(text)
+    if m:
+        out["total_gib"] = float(m.group(1)) * _GIB[m.group(2)]
+        out["free_gib"] = float(m.group(3)) * _GIB[m.group(4)]
+    others = [float(g) * _GIB[u] for _, g, u in _OTHER_PROC.findall(text)]
+    if len(others) > 1:  # the first "Process N has" is usually vLLM's own worker; more than one: a neighbour
+        out["other_processes_gib"] = sum(others[1:])
+    return out
+
+
+def _line(e: Event | None) -> int | None:
+    if e is None:
+        return None
+    return e.data.get("cause_line") or e.line_no
+
+
+def engine_died(ctx: Context) -> Finding | None:
+    """The engine stopped on its own: a death event with no operator's stop request before it."""
+    evs = [e for e in ctx.events if e.line_no is not None]
+    deaths = [e for e in evs if e.kind in DEATH_KINDS]
+    inferred = False
+    if not deaths:
+        # no death line in the excerpt, but it ends in the engine core's own traceback with no stats line after
+        # it: the engine most likely died (the user cut the log there); said with low confidence
+        eng = [e for e in evs if e.kind == "engine-error" and e.data.get("lines", 1) >= 3]
+        if not eng or _served_after(ctx, max(eng, key=lambda e: e.line_no)):
+            return None
+        deaths, inferred = [min(eng, key=lambda e: e.line_no)], True
+    first = min(deaths, key=lambda e: e.line_no)
+    stops = [e for e in evs if e.kind == "shutdown-requested" and e.line_no < first.line_no]
+    if stops:
+        return None  # vLLM's shutdown path after a stop request: not a crash
+    st = ctx.startup
+    if st is not None and st.startup_error in ("kv-too-small", "no-memory-for-cache", "max-len-too-large"):
+        return None  # the ledger's rule (does_not_fit) says why it refused to start, with the number
+    near = [e for e in evs if e.kind in DEATH_KINDS + ("error", "engine-error")
+            and first.line_no - CAUSE_WINDOW_LINES <= e.line_no <= first.line_no + CAUSE_WINDOW_LINES
+            and (e.t is None or first.t is None or abs(e.t - first.t) <= CAUSE_WINDOW_S)]
+    cause, ce = _cause_kind(near)
+    phase = _phase(ctx, first, near)
+    when = f" at {fmt_time(first.t)}" if first.t else ""
+    cites = [Cite(detail=f"{first.message[:160]} (line {first.line_no})", source=ctx.source, t=first.t,
+                  line_no=first.line_no, value=first.kind)]
+    if ce is not None and ce is not first:
+        cites.insert(0, Cite(detail=f"{_text(ce).strip()[:200]} (line {_line(ce)})", source=ctx.source, t=ce.t,
+                             line_no=_line(ce), value=ce.kind))
+    gain: dict[str, Figure] = {}
+    data = {"cause": cause, "phase": phase, "line_no": first.line_no, "cause_line": _line(ce)}
+    if cause == "oom":
+        figs = _oom_figures(" ".join(_text(e) for e in near))
+        gmu = _gmu(ctx)
+        short = None
+        if "tried_gib" in figs and "free_gib" in figs:
+            short = max(0.0, figs["tried_gib"] - figs["free_gib"])
+            gain["shortfall_gib"] = Figure(round(short, 2), "measured",
+                                           f"tried to allocate {figs['tried_gib']:.2f} GiB − {figs['free_gib']:.2f} "
+                                           "GiB free (the OOM line)")
+        if short is not None and "total_gib" in figs and gmu is not None:
+            # vLLM sizes the KV pool to gmu x total; the step that died needed `short` more than was left.
+            # Give it back with a margin of one 1 % step, rounded down to vLLM's 2-decimal spelling.
+            new = max(0.05, int((gmu[0] - short / figs["total_gib"] - 0.01) * 100) / 100)
+            gain["gpu_memory_utilization"] = Figure(new, "predicted",
+                                                    f"{gmu[0]:.2f} ({gmu[1]}) − {short:.2f} / {figs['total_gib']:.2f} "
+                                                    "GiB total − 0.01 margin, rounded down")
+            kv_pool = (f"; the KV pool shrinks by ~{(gmu[0] - new) * figs['total_gib']:.2f} GiB "
+                       f"({(gmu[0] - new) * figs['total_gib'] * 2**30 * _tokens_per_byte(ctx):,.0f} tokens)"
+                       if _tokens_per_byte(ctx) else
+                       f"; the KV pool shrinks by ~{(gmu[0] - new) * figs['total_gib']:.2f} GiB")
+            action = (f"--gpu-memory-utilization {new:.2f} (from {gmu[0]:.2f}): leave the step that died its "
+                      f"{short:.2f} GiB{kv_pool}")
+        else:
+            action = ("--gpu-memory-utilization lower by the 'Tried to allocate' amount over the GPU's total (or "
+                      "--max-num-batched-tokens lower: a smaller activation peak)")
+        if figs.get("other_processes_gib"):
+            gain["other_processes_gib"] = Figure(round(figs["other_processes_gib"], 2), "measured", "the OOM line")
+            action += (f"; another process holds {figs['other_processes_gib']:.2f} GiB of this GPU: move it, or "
+                       "vLLM's start-up profile did not see it")
+        why = ("CUDA ran out of memory in a step: that step needed more than vLLM's start-up profile measured "
+               "(a larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process on the GPU)")
+    elif cause == "cuda-error":
+        action = ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
+                  "graphs in or out; report it upstream with the versions")
+        why = "a CUDA error (an illegal memory access or a device-side assert) in a kernel: a fault, not a setting"
+    elif cause == "nccl-timeout":
+        action = ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
+                  "P2P/NVLink fault, or one worker stuck on the host)")
+        why = "an NCCL collective timed out between the tensor-parallel workers"
+    elif cause == "killed":
+        action = ("look outside vLLM: dmesg -T | grep -i -E 'killed process|out of memory' (the kernel's OOM killer), "
+                  "the container's state (OOMKilled, exit code 137) or a segfault; give the host or container more "
+                  "RAM, or lower what vLLM keeps in host memory (--cpu-offload-gb, --kv-offloading-size; --swap-space on v0)")
+        why = ("the engine core exited without a traceback of its own: killed from outside (the kernel's OOM killer, a "
+               "container limit, SIGKILL) or a crash in native code")
+    elif cause == "traceback":
+        last = ce.data.get("cause_line") or ce.line_no
+        action = (f"read the engine's own traceback (lines {ce.line_no}-{ce.line_no + ce.data.get('lines', 1) - 1}): its "
+                  "last line names the exception; search vLLM's issues for it with your version")
+        why = (f"the engine core or a worker raised an exception it could not recover from (its traceback starts at "
+               f"line {ce.line_no}{'' if last == ce.line_no else f', last named line {last}'})")
+    else:
+        action = "read the first traceback above the EngineDeadError: it names the cause"
+        why = "the engine core died; the log excerpt does not show its own traceback"
+    any_traceback = any(e.data.get("lines", 1) >= 3 for e in near)
+    conf = ("low" if inferred or (cause == "unknown" and not any_traceback) else
+            "high" if cause != "unknown" or first.kind != "engine-dead" else "medium")
+    data["confidence"], data["inferred"] = conf, inferred
+    if inferred:
+        why += ("; no death line is in the excerpt: it ends in the engine core's own traceback with no stats line "
+                "after it")
+    return Finding(rule_id="engine.died", chain=get("engine.died").chain, step=get("engine.died").step,
+                   summary=f"the engine died{' ' + phase if phase else ''}{when} (line {first.line_no}): {why}",
+                   severity="problem", verdict="engine-died", evidence=cites, action=action, gain=gain,
+                   cost=get("engine.died").cost, refinement=get("engine.died").refinement, data=data)
+
+
+# a death burst that names request handling: the API server was serving when the engine went
+_SERVING_WORDS = ("get_output_async", "output_handler", "stream generator", "failed (engine dead)", "serving")
+
+
+def _phase(ctx: Context, first: Event, near: list[Event]) -> str | None:
+    """"while serving" (a stats sample before the death, or the death burst names a request), "at start-up" (start-up
+    lines and nothing served), else None: an excerpt of tracebacks alone does not say."""
+    if _served_before(ctx, first) or any(w in _text(e) for e in near for w in _SERVING_WORDS):
+        return "while serving"
+    st = ctx.startup
+    if st is not None and (st.model or st.kv_cache_bytes or st.num_gpu_blocks or st.vllm_version):
+        return "at start-up"
+    return None
+
+
+def _served_before(ctx: Context, first: Event) -> bool:
+    """Did the engine log a stats sample before it died (a death while serving, not at start-up)?"""
+    tl = ctx.timeline
+    if tl is None or len(tl) == 0:
+        return False
+    if tl.line_no is not None:
+        return bool((tl.line_no[tl.line_no == tl.line_no] < first.line_no).any())
+    return first.t is not None and bool((tl.t < first.t).any())
+
+
+def _served_after(ctx: Context, e: Event) -> bool:
+    tl = ctx.timeline
+    if tl is None or len(tl) == 0:
+        return False
+    if tl.line_no is not None:
+        return bool((tl.line_no[tl.line_no == tl.line_no] > e.line_no).any())
+    return e.t is not None and bool((tl.t > e.t).any())
+
+
+def _gmu(ctx: Context) -> tuple[float, str] | None:
+    """The --gpu-memory-utilization that ran: the configuration's, the start-up log's, else vLLM's default."""
+    cfg = ctx.config
+    v = getattr(cfg, "gpu_memory_utilization", None) if cfg is not None else None
+    if v is not None:
+        return float(v), "configured"
+    st = ctx.startup
+    if st is not None and st.gpu_memory_utilization is not None:
+        return float(st.gpu_memory_utilization), "from the start-up log"
+    if st is not None:
+        return 0.9, "vLLM's default"
+    return None
+
+
+def _tokens_per_byte(ctx: Context) -> float | None:
+    st = ctx.startup
+    if st is not None and st.kv_cache_tokens and st.kv_cache_bytes:
+        return st.kv_cache_tokens / st.kv_cache_bytes
+    return None

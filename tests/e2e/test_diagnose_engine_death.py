@@ -1,0 +1,120 @@
+"""``kvdoctor diagnose`` on logs that end in an engine death, and on logs of servers stopped on purpose.
+
+A dead engine's last window can look healthy (queue empty, pool full, no preemption): before this rule diagnose
+said "healthy" on the real CPU engine's log below. The frozen run is a real vLLM 0.32 whose engine core was killed
+with SIGKILL while serving (scripts/realvllm_engine_crash.py); the public excerpts are tests/fixtures/crash_logs
+(see its README for what was fitted on them). Every other real-engine fixture ends in an operator's SIGINT, and
+vLLM 0.32 prints an EngineDeadError traceback on that path: none of them may be called a death.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_rules_cli import invoke
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+KILLED = FIX / "realvllm" / "engine_killed" / "serve.log"
+
+
+def _diagnose(path: Path, *extra: str) -> tuple[int, dict]:
+    code, err, out = invoke("diagnose", str(path), "--json", *extra)
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+def _died(d: dict) -> dict | None:
+    return next((f for f in d["findings"] if f["id"] == "engine.died"), None)
+
+
+def test_a_killed_engine_core_is_a_death_not_a_healthy_window():
+    code, d = _diagnose(KILLED, "--fail-on", "engine-died")
+    assert code == 1  # the CI gate trips
+    assert d["verdict"] == "engine-died" and d["confidence"] == "high", d["reason"]
+    f = _died(d)
+    assert f["data"]["cause"] == "killed" and f["data"]["phase"] == "while serving"
+    # the cited line is vLLM's own: "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup"
+    lines = KILLED.read_text().splitlines()
+    assert "engine core exited unexpectedly" in lines[f["data"]["line_no"] - 1]
+    assert "dmesg" in d["action"] and "OOM" in d["action"]
+    # the window before the death is still judged: full, not tight
+    assert any(g["id"] == "memory.full-not-tight" for g in d["findings"])
+
+
+@pytest.mark.parametrize("name", ["healthy_full", "capacity_short", "config_starved", "prefill_bound"])
+def test_a_stopped_server_is_not_a_death(name):
+    # every scenario's server was stopped with SIGINT; healthy_full's log has vLLM's EngineDeadError on that path
+    log = FIX / "realvllm" / name / "serve.log"
+    text = log.read_text()
+    assert "trigger received signal=SIGINT" in text
+    _, d = _diagnose(log)
+    assert _died(d) is None and d["verdict"] != "engine-died"
+    if name == "healthy_full":
+        assert "EngineDeadError" in text
+
+
+def test_the_reader_names_the_stop_and_the_death():
+    code, err, out = invoke("evidence", str(KILLED), "--json")
+    assert code == 0, err
+    kinds = [e["kind"] for e in json.loads(out)["events"]]
+    assert "engine-dead" in kinds and "shutdown-requested" not in kinds
+    code, err, out = invoke("evidence", str(FIX / "realvllm" / "healthy_full" / "serve.log"), "--json")
+    kinds = [e["kind"] for e in json.loads(out)["events"]]
+    assert kinds.index("shutdown-requested") < kinds.index("engine-dead")
+
+
+# log_id -> (cause, lowest confidence accepted); stops: None (must not be a confident death)
+EXPECTED_BATCH1 = {
+    "crash-13939": ("unknown", "medium"),  # v0: "MQLLMEngine is already dead" after the stats; the cause was cut
+    "crash-10024": ("unknown", "medium"),  # v0: "RuntimeError: Engine loop has died"
+    "crash-19483": ("traceback", "high"),  # a worker's traceback, then the API server's output handler
+    "crash-club3090-16": ("oom", "high"),  # "CUDA out of memory. Tried to allocate 50.00 MiB ... 21.75 MiB is free"
+    "crash-club3090-43": ("traceback", "low"),  # the excerpt ends in the engine core's traceback, no death line
+    "crash-42362": ("unknown", "medium"),
+    "crash-36221": ("unknown", "medium"),  # two API server processes (ApiServer_0 / ApiServer_1)
+    "crash-20170": ("traceback", "high"),  # "WorkerProc hit an exception." then EngineDeadError
+    "crash-12233": ("unknown", "low"),  # "Engine process (pid 77) died." with no traceback of its own shown
+    "crash-9321": ("nccl-timeout", "high"),
+    "crash-23448": ("nccl-timeout", "high"),  # "[rank0]:[E822 ...] Watchdog caught collective operation timeout"
+    "shutdown-48745": None,  # the issue's summary lines come before its [shutdown] line: at most low
+    "shutdown-16777": None,  # a deliberate Ctrl-C that prints V1 0.8's "fatal signal from worker processes"
+}
+CONF = ("low", "medium", "high")
+
+
+def _batch(name: str) -> list[dict]:
+    p = FIX / "crash_logs" / name
+    return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+
+
+@pytest.mark.parametrize("row", _batch("batch1.jsonl"), ids=lambda r: r["log_id"])
+def test_public_crash_excerpts(row, tmp_path):
+    log = tmp_path / f"{row['log_id']}.log"
+    log.write_text(row["excerpt"])
+    _, d = _diagnose(log)
+    want = EXPECTED_BATCH1[row["log_id"]]
+    f = _died(d)
+    if want is None:
+        assert f is None or d["confidence"] == "low", d["reason"]
+        return
+    cause, conf = want
+    assert d["verdict"] == "engine-died" and f is not None, d["reason"]
+    assert f["data"]["cause"] == cause
+    assert CONF.index(d["confidence"]) >= CONF.index(conf)
+
+
+def test_a_runtime_oom_gives_the_utilization_that_leaves_its_shortfall(tmp_path):
+    row = next(r for r in _batch("batch1.jsonl") if r["log_id"] == "crash-club3090-16")
+    log = tmp_path / "oom.log"
+    log.write_text(row["excerpt"])
+    _, d = _diagnose(log)
+    g = _died(d)["gain"]
+    # "Tried to allocate 50.00 MiB. GPU 0 has a total capacity of 23.56 GiB of which 21.75 MiB is free."
+    assert g["shortfall_gib"]["value"] == round((50.0 - 21.75) / 1024, 2)
+    # vLLM's default 0.90 (no start-up lines in the excerpt) - 0.03 GiB / 23.56 GiB - 0.01, rounded down
+    assert g["gpu_memory_utilization"]["value"] == 0.88
+    assert g["gpu_memory_utilization"]["source"] == "predicted"
+    assert "--gpu-memory-utilization 0.88" in d["action"]
