@@ -16,6 +16,7 @@ most specific line). Two facts of vLLM decide what a death means:
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -110,14 +111,21 @@ def engine_died(ctx: Context) -> Finding | None:
     cause, ce = _cause_kind(near)
     phase = _phase(ctx, first, near)
     when = f" at {fmt_time(first.t)}" if first.t else ""
-    cites = [Cite(detail=f"{first.message[:160]} (line {first.line_no})", source=ctx.source, t=first.t,
-                  line_no=first.line_no, value=first.kind)]
+    said = first.data.get("cause") or first.message  # a burst is cited by its most specific line
+    cites = [Cite(detail=f"{said[:200]} (line {first.data.get('cause_line') or first.line_no})", source=ctx.source,
+                  t=first.t, line_no=first.data.get("cause_line") or first.line_no, value=first.kind)]
     if ce is not None and ce is not first:
         cites.insert(0, Cite(detail=f"{_text(ce).strip()[:200]} (line {_line(ce)})", source=ctx.source, t=ce.t,
                              line_no=_line(ce), value=ce.kind))
     gain: dict[str, Figure] = {}
     data = {"cause": cause, "phase": phase, "line_no": first.line_no, "cause_line": _line(ce)}
-    if cause == "oom":
+    if cause == "oom" and phase == "at start-up":
+        frame = next((e.data["startup_frame"] for e in near if e.data.get("startup_frame")), "start-up")
+        action = ("kvdoctor ledger --model ... --gpu ... with these flags: the weights, the activation peak "
+                  "(--max-num-batched-tokens) or the CUDA graphs (--enforce-eager drops them) do not fit; then "
+                  "quantized weights or --tensor-parallel-size")
+        why = f"CUDA ran out of memory while the engine started (in {frame}), before it served a request"
+    elif cause == "oom":
         figs = _oom_figures(" ".join(_text(e) for e in near))
         gmu = _gmu(ctx)
         short = None
@@ -129,7 +137,7 @@ def engine_died(ctx: Context) -> Finding | None:
         if short is not None and "total_gib" in figs and gmu is not None:
             # vLLM sizes the KV pool to gmu x total; the step that died needed `short` more than was left.
             # Give it back with a margin of one 1 % step, rounded down to vLLM's 2-decimal spelling.
-            new = max(0.05, int((gmu[0] - short / figs["total_gib"] - 0.01) * 100) / 100)
+            new = max(0.05, math.floor((gmu[0] - short / figs["total_gib"] - 0.01) * 100 + 1e-6) / 100)
             gain["gpu_memory_utilization"] = Figure(new, "predicted",
                                                     f"{gmu[0]:.2f} ({gmu[1]}) − {short:.2f} / {figs['total_gib']:.2f} "
                                                     "GiB total − 0.01 margin, rounded down")
@@ -142,6 +150,9 @@ def engine_died(ctx: Context) -> Finding | None:
         else:
             action = ("--gpu-memory-utilization lower by the 'Tried to allocate' amount over the GPU's total (or "
                       "--max-num-batched-tokens lower: a smaller activation peak)")
+        if phase is None:
+            action += ("; if it died before serving a request, the weights or the activation peak do not fit: "
+                       "kvdoctor ledger")
         if figs.get("other_processes_gib"):
             gain["other_processes_gib"] = Figure(round(figs["other_processes_gib"], 2), "measured", "the OOM line")
             action += (f"; another process holds {figs['other_processes_gib']:.2f} GiB of this GPU: move it, or "
@@ -189,8 +200,11 @@ _SERVING_WORDS = ("get_output_async", "output_handler", "stream generator", "fai
 
 
 def _phase(ctx: Context, first: Event, near: list[Event]) -> str | None:
-    """"while serving" (a stats sample before the death, or the death burst names a request), "at start-up" (start-up
-    lines and nothing served), else None: an excerpt of tracebacks alone does not say."""
+    """"at start-up" (a traceback through a frame that only runs at start-up: loading, profiling, KV allocation,
+    graph capture), "while serving" (a stats sample before the death, or the death burst names a request), "at
+    start-up" again for start-up lines with nothing served, else None: an excerpt of tracebacks alone does not say."""
+    if any(e.data.get("startup_frame") for e in near):
+        return "at start-up"
     if _served_before(ctx, first) or any(w in _text(e) for e in near for w in _SERVING_WORDS):
         return "while serving"
     st = ctx.startup
@@ -218,7 +232,7 @@ def _served_after(ctx: Context, e: Event) -> bool:
     return e.t is not None and bool((tl.t > e.t).any())
 
 
-def _gmu(ctx: Context) -> tuple[float, str] | None:
+def _gmu(ctx: Context) -> tuple[float, str]:
     """The --gpu-memory-utilization that ran: the configuration's, the start-up log's, else vLLM's default."""
     cfg = ctx.config
     v = getattr(cfg, "gpu_memory_utilization", None) if cfg is not None else None
@@ -227,9 +241,13 @@ def _gmu(ctx: Context) -> tuple[float, str] | None:
     st = ctx.startup
     if st is not None and st.gpu_memory_utilization is not None:
         return float(st.gpu_memory_utilization), "from the start-up log"
-    if st is not None:
-        return 0.9, "vLLM's default"
-    return None
+    nd = (st.non_default_args if st is not None else None) or {}
+    if "gpu_memory_utilization" in nd:
+        try:
+            return float(nd["gpu_memory_utilization"]), "from the start-up log's non-default args"
+        except (TypeError, ValueError):
+            pass
+    return 0.9, "vLLM's default; the excerpt does not show the setting" if st is None else "vLLM's default"
 
 
 def _tokens_per_byte(ctx: Context) -> float | None:

@@ -24,15 +24,22 @@ FULL_NEEDLES = (
     b"max_num_batched_tokens=", b"max model len", b"block size", b"backend", b"version", b"max seq len",
     b"rror", b"ERROR", b"Memory profiling", b"is equivalent to", b"uto-fit", b"roughput", b"reqs", b"cache ",
     b"\x00", b"num_gpu_blocks", b"allreduce is disabled", b"nexpectedly", b"received signal", b"shutdown triggered",
-    b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL",
+    b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL", b"Process EngineCore",
 )
-_ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly", b"Traceback", b"Watchdog caught")
+_ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly", b"Traceback", b"Watchdog caught",
+                b"Process EngineCore")
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
 # traceback). What follows it, EngineDeadError included, is the shutdown path, not a crash: vLLM 0.32 prints an
 # EngineDeadError traceback on a plain Ctrl-C.
 _SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterrupt")
 # The processes that run the model (V1's engine core and its workers): a traceback of theirs is the engine's own.
 _ENGINE_PROCS = ("EngineCore", "VllmWorker", "Worker")
+# Frames that only run while the engine starts (loading, profiling, KV allocation, graph capture): a traceback
+# through one of them is a start-up failure, whatever the excerpt shows around it.
+_STARTUP_FRAMES = ("load_model", "load_weights", "process_weights_after_loading", "profile_run", "_dummy_run",
+                   "_dummy_sampler_run", "determine_available_memory", "determine_num_available_blocks",
+                   "initialize_kv_cache", "_initialize_kv_caches", "initialize_from_config", "capture_model",
+                   "compile_or_warm_up_model", "init_device")
 # How specific an error burst's kind is: a burst is named by its most specific line (a traceback's last line
 # names the exception; its first line is often a generic "EngineCore encountered a fatal error").
 _KIND_RANK = {"error": 0, "engine-error": 0, "engine-dead": 1, "kv-too-small": 2, "oom": 3, "cuda-error": 3, "nccl-timeout": 3}
@@ -151,10 +158,12 @@ class LinePath:
             kind = "nccl-timeout"
         elif ("EngineDeadError" in msg or "exited unexpectedly" in msg or "fatal error" in msg
               or ("died" in msg and "ngine" in msg) or "is already dead" in msg or "Background loop has errored" in msg
-              or "fatal signal from worker" in msg or "get_output_async" in msg
+              or "fatal signal from worker" in msg or "get_output_async" in msg or "background task failed" in msg
+              or ("Process EngineCore" in msg and msg.rstrip().endswith(":"))
               or "Engine core initialization failed" in msg or "failed to start" in msg):
             # v0 to 0.33: "Engine loop has died", "Engine process (pid N) died", "MQLLMEngine is already dead",
-            # "Engine core proc EngineCore_0 died unexpectedly", V1's output handler failing in get_output_async
+            # "Engine core proc EngineCore_0 died unexpectedly", V1's output handler failing in get_output_async,
+            # v0's "Engine background task failed", multiprocessing's "Process EngineCore:" (the process raised)
             kind = "engine-dead"
         elif (m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback"):
             kind = "error"
@@ -166,15 +175,19 @@ class LinePath:
             kind = "engine-error"
         # A traceback logs one ERROR line per frame: one event per burst (process, second).
         burst = (proc, None if t is None else int(t))
+        frame = next((f for f in _STARTUP_FRAMES if f in msg), None) if "File " in msg or " in " in msg else None
         if self._last_err is not None and self._last_err == burst and self.events:
             last = self.events[-1][0]
             last.data["lines"] = last.data.get("lines", 1) + 1
+            if frame and "startup_frame" not in last.data:
+                last.data["startup_frame"] = frame
             if _KIND_RANK.get(kind, 0) > _KIND_RANK.get(last.kind, 0):
                 last.kind = kind
                 last.data["cause"], last.data["cause_line"] = msg.strip()[:400], n
             return True
         self._last_err = burst
-        self._event(Event(t=t, kind=kind, line_no=n, message=msg.strip()[:300], data={"proc": proc}), proc)
+        data = {"proc": proc} if frame is None else {"proc": proc, "startup_frame": frame}
+        self._event(Event(t=t, kind=kind, line_no=n, message=msg.strip()[:300], data=data), proc)
         return True
 
     def _full(self, work: bytes, base: int, with_stats: bool = True) -> None:
