@@ -230,3 +230,22 @@ def test_small_chunks_give_same_result(tmp_path):
         assert len(dead) == 1 and dead[0].line_no == 151 and dead[0].data.get("lines") == 2
     assert a.skipped.parsed_lines == b.skipped.parsed_lines == 302
     assert not math.isnan(ta.t[0])
+
+
+def test_interleaved_tracebacks_are_one_event_per_process(tmp_path):
+    # TP workers write their tracebacks at once, line by line interleaved: one burst per process, and the burst is
+    # named by its most specific line (the OOM at its end), not by whichever process wrote last
+    lines = []
+    for i in range(10):
+        for rank, pid in ((0, 10), (1, 11)):
+            lines.append(f'(VllmWorker rank={rank} pid={pid}) ERROR 12-03 02:34:43 [multiproc_executor.py:527]   '
+                         f'File "x.py", line {i}, in execute_model')
+    lines.append("(VllmWorker rank=1 pid=11) ERROR 12-03 02:34:43 [multiproc_executor.py:527] torch.OutOfMemoryError: "
+                 "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.19 GiB of which "
+                 "1.50 GiB is free.")
+    p = tmp_path / "tp.log"
+    p.write_text("\n".join(lines) + "\n")
+    evs = [e for s in read_log(p).segments for e in s.events if e.kind != "startup"]
+    assert [(e.kind, e.data["proc"], e.data["lines"]) for e in evs] == [
+        ("engine-error", "VllmWorker rank=0 pid=10", 10), ("oom", "VllmWorker rank=1 pid=11", 11)]
+    assert evs[1].data["cause_line"] == 21 and "Tried to allocate 2.00 GiB" in evs[1].data["cause"]

@@ -12,7 +12,11 @@ differs. The real samples are small (full path only) and are covered by test_evi
 Re-recorded on 2026-12-03, when error events gained their process (``data["proc"]``) and a traceback burst the kind
 of its most specific line (an OOM burst that began "EngineCore encountered a fatal error" is ``oom``, with the
 line in ``data["cause"]``): the events of every case were compared with the previous reference's, and those were
-the only differences (no event added or removed, every timeline, skip count and start-up fact unchanged).
+the only differences (no event added or removed, every timeline, skip count and start-up fact unchanged). Again
+the same day, when an error burst became one process's lines within one second however other lines interleave
+(it was "the last event", so an error line after a v0 preemption warning in the same second was counted into the
+warning): one case changed, "dense", where exactly that happened (a warning lost its spurious ``lines: 2``; the
+error burst after it gained it).
 
 Re-record (only when the reading is *meant* to change, and say so in the commit):
 ``python tests/unit/test_evidence_reader_equiv.py --record``.

@@ -234,8 +234,7 @@ def _served_after(ctx: Context, e: Event) -> bool:
 
 def _gmu(ctx: Context) -> tuple[float, str]:
     """The --gpu-memory-utilization that ran: the configuration's, the start-up log's, else vLLM's default."""
-    cfg = ctx.config
-    v = getattr(cfg, "gpu_memory_utilization", None) if cfg is not None else None
+    v = ctx.config.gpu_memory_utilization if ctx.config is not None else None
     if v is not None:
         return float(v), "configured"
     st = ctx.startup

@@ -269,15 +269,8 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
     if f is not None:
         return Judgement("config-starved", "high", f.summary, f.action, [f.summary], [],
                          ["a start-up log of this configuration serving requests (then the pool figures are wrong)"])
-    # step 0: the engine died (a dead engine's last window can look healthy)
-    f = by.get("engine.died")
-    if f is not None:
-        return Judgement("engine-died", f.data.get("confidence", "medium"), f.summary, f.action,
-                         [c.detail for c in f.evidence],
-                         [] if f.data.get("cause") != "unknown" else
-                         ["the engine core's own traceback (the lines above the API server's EngineDeadError)"],
-                         ["a stop request just before it ('[shutdown] ... trigger received signal', Ctrl-C, "
-                          "SIGTERM): then it is vLLM's shutdown path, not a crash"])
+    if (f := by.get("engine.died")) is not None:
+        return _died(f)
     if contradictions:
         return Judgement("insufficient-evidence", "low", "contradictory evidence: " + "; ".join(contradictions),
                          None, [], ["one source per engine (a log and /metrics of the same server, same window)"], [])
@@ -381,6 +374,16 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
                      f"pool (KV peak {q.kv_max:.1f}%): a queue that comes and goes with arrivals",
                      get("sched.arrival-bursts").action, [f"Waiting > 0 in {len(held):.0f} of {q.samples} samples"],
                      more_window, ["the queue staying up (then the cap or prefill)"])
+
+
+def _died(f: Finding) -> Judgement:
+    """Step 0, before the window is read: the engine died (a dead engine's last window can look healthy)."""
+    return Judgement("engine-died", f.data.get("confidence", "medium"), f.summary, f.action,
+                     [c.detail for c in f.evidence],
+                     [] if f.data.get("cause") != "unknown" else
+                     ["the engine core's own traceback (the lines above the API server's EngineDeadError)"],
+                     ["a stop request just before it ('[shutdown] ... trigger received signal', Ctrl-C, SIGTERM): "
+                      "then it is vLLM's shutdown path, not a crash"])
 
 
 def _counter_since_start(ctx: Context) -> float:

@@ -13,7 +13,7 @@ from typing import Any
 from kvdoctor.evidence.logs.commit import Series
 from kvdoctor.evidence.logs.envelope import (ANSI_B, FOREIGN_ISO_B, GLUE_STATS_B, leading_timestamp_b, parse_envelope,
                                              search_envelope_b)
-from kvdoctor.evidence.logs.limits import ABSENT, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_WARNINGS
+from kvdoctor.evidence.logs.limits import ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_WARNINGS
 from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
 from kvdoctor.evidence.model import Event
 
@@ -129,18 +129,20 @@ class LinePath:
                           data={"cumulative": cum, "mode": mode, "sequence_group": group}), proc_key(m))
         return True
 
-    def _event(self, ev: Event, proc: str) -> None:
+    def _event(self, ev: Event, proc: str) -> bool:
+        """Keep ``ev`` unless its kind is over the cap (then it is counted as dropped); True when kept."""
         c = self.event_counts.get(ev.kind, 0) + 1
         self.event_counts[ev.kind] = c
         if c > (MAX_WARNINGS if ev.kind == "preemption-warning" else MAX_EVENTS_PER_KIND):
             self.events_dropped += 1
-            return
+            return False
         self.events.append((ev, proc))
+        return True
 
     def _shutdown(self, line: bytes, n: int, m: Any) -> bool:
         text = line[:300].decode("utf-8", "replace").strip()
         msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
-        self._last_err = None
+        self._bursts.clear()
         self._event(Event(t=self._time(m, line) if m is not None else None, kind="shutdown-requested", line_no=n,
                           message=msg.strip()[:200]), proc_key(m))
         return True
@@ -173,11 +175,17 @@ class LinePath:
         t = self._time(m, line) if m is not None else None
         if kind == "error" and proc.startswith(_ENGINE_PROCS):
             kind = "engine-error"
-        # A traceback logs one ERROR line per frame: one event per burst (process, second).
-        burst = (proc, None if t is None else int(t))
+        # A traceback logs one ERROR line per frame: one event per burst, a process's error lines within one second
+        # (untimed: within a few lines), however other processes' lines interleave with it (TP workers and the API
+        # server write their tracebacks at once).
+        sec = None if t is None else int(t)
         frame = next((f for f in _STARTUP_FRAMES if f in msg), None) if "File " in msg or " in " in msg else None
-        if self._last_err is not None and self._last_err == burst and self.events:
-            last = self.events[-1][0]
+        prev = self._bursts.get(proc)
+        if prev is not None and prev[0] == sec and n - prev[2] <= (BURST_GAP_LINES if sec is not None else 20):
+            last = prev[1]
+            self._bursts[proc] = (sec, last, n)
+            if last is None:  # the burst's event was over the cap, and counted as dropped once
+                return True
             last.data["lines"] = last.data.get("lines", 1) + 1
             if frame and "startup_frame" not in last.data:
                 last.data["startup_frame"] = frame
@@ -185,9 +193,9 @@ class LinePath:
                 last.kind = kind
                 last.data["cause"], last.data["cause_line"] = msg.strip()[:400], n
             return True
-        self._last_err = burst
         data = {"proc": proc} if frame is None else {"proc": proc, "startup_frame": frame}
-        self._event(Event(t=t, kind=kind, line_no=n, message=msg.strip()[:300], data=data), proc)
+        ev = Event(t=t, kind=kind, line_no=n, message=msg.strip()[:300], data=data)
+        self._bursts[proc] = (sec, ev if self._event(ev, proc) else None, n)
         return True
 
     def _full(self, work: bytes, base: int, with_stats: bool = True) -> None:

@@ -87,7 +87,8 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         self.skip = SkipReport()
         self.parsed_lines = 0
         self.total_lines = 0
-        self._last_err: tuple[str, float | None, str] | None = None
+        # per process: (second, the burst's event or None when over the cap, its last line)
+        self._bursts: dict[str, tuple[int | None, Event | None, int]] = {}
         self._prev_chunk: tuple[bytes, int, int, int] | None = None
         self._gap_ok_first = False
         self._last_startup_line: int | None = None
