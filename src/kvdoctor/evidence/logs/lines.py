@@ -158,7 +158,7 @@ class LinePath:
             kind = "cuda-error"
         elif "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
             kind = "nccl-timeout"
-        elif ("EngineDeadError" in msg or "exited unexpectedly" in msg or "fatal error" in msg
+        elif ("EngineDeadError" in msg or "died unexpectedly" in msg or "exited unexpectedly" in msg or "fatal error" in msg
               or ("died" in msg and "ngine" in msg) or "is already dead" in msg or "Background loop has errored" in msg
               or "fatal signal from worker" in msg or "get_output_async" in msg or "background task failed" in msg
               or ("Process EngineCore" in msg and msg.rstrip().endswith(":"))
