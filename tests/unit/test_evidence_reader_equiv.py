@@ -16,7 +16,8 @@ the only differences (no event added or removed, every timeline, skip count and 
 the same day, when an error burst became one process's lines within one second however other lines interleave
 (it was "the last event", so an error line after a v0 preemption warning in the same second was counted into the
 warning): one case changed, "dense", where exactly that happened (a warning lost its spurious ``lines: 2``; the
-error burst after it gained it).
+error burst after it gained it). And once more when a burst kept its last line (``data["last_line"]``): nothing else
+differed.
 
 Re-record (only when the reading is *meant* to change, and say so in the commit):
 ``python tests/unit/test_evidence_reader_equiv.py --record``.

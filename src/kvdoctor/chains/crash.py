@@ -117,71 +117,8 @@ def engine_died(ctx: Context) -> Finding | None:
     if ce is not None and ce is not first:
         cites.insert(0, Cite(detail=f"{_text(ce).strip()[:200]} (line {_line(ce)})", source=ctx.source, t=ce.t,
                              line_no=_line(ce), value=ce.kind))
-    gain: dict[str, Figure] = {}
     data = {"cause": cause, "phase": phase, "line_no": first.line_no, "cause_line": _line(ce)}
-    if cause == "oom" and phase == "at start-up":
-        frame = next((e.data["startup_frame"] for e in near if e.data.get("startup_frame")), "start-up")
-        action = ("kvdoctor ledger --model ... --gpu ... with these flags: the weights, the activation peak "
-                  "(--max-num-batched-tokens) or the CUDA graphs (--enforce-eager drops them) do not fit; then "
-                  "quantized weights or --tensor-parallel-size")
-        why = f"CUDA ran out of memory while the engine started (in {frame}), before it served a request"
-    elif cause == "oom":
-        figs = _oom_figures(" ".join(_text(e) for e in near))
-        gmu = _gmu(ctx)
-        short = None
-        if "tried_gib" in figs and "free_gib" in figs:
-            short = max(0.0, figs["tried_gib"] - figs["free_gib"])
-            gain["shortfall_gib"] = Figure(round(short, 2), "measured",
-                                           f"tried to allocate {figs['tried_gib']:.2f} GiB − {figs['free_gib']:.2f} "
-                                           "GiB free (the OOM line)")
-        if short is not None and "total_gib" in figs and gmu is not None:
-            # vLLM sizes the KV pool to gmu x total; the step that died needed `short` more than was left.
-            # Give it back with a margin of one 1 % step, rounded down to vLLM's 2-decimal spelling.
-            new = max(0.05, math.floor((gmu[0] - short / figs["total_gib"] - 0.01) * 100 + 1e-6) / 100)
-            gain["gpu_memory_utilization"] = Figure(new, "predicted",
-                                                    f"{gmu[0]:.2f} ({gmu[1]}) − {short:.2f} / {figs['total_gib']:.2f} "
-                                                    "GiB total − 0.01 margin, rounded down")
-            kv_pool = (f"; the KV pool shrinks by ~{(gmu[0] - new) * figs['total_gib']:.2f} GiB "
-                       f"({(gmu[0] - new) * figs['total_gib'] * 2**30 * _tokens_per_byte(ctx):,.0f} tokens)"
-                       if _tokens_per_byte(ctx) else
-                       f"; the KV pool shrinks by ~{(gmu[0] - new) * figs['total_gib']:.2f} GiB")
-            action = (f"--gpu-memory-utilization {new:.2f} (from {gmu[0]:.2f}): leave the step that died its "
-                      f"{short:.2f} GiB{kv_pool}")
-        else:
-            action = ("--gpu-memory-utilization lower by the 'Tried to allocate' amount over the GPU's total (or "
-                      "--max-num-batched-tokens lower: a smaller activation peak)")
-        if phase is None:
-            action += ("; if it died before serving a request, the weights or the activation peak do not fit: "
-                       "kvdoctor ledger")
-        if figs.get("other_processes_gib"):
-            gain["other_processes_gib"] = Figure(round(figs["other_processes_gib"], 2), "measured", "the OOM line")
-            action += (f"; another process holds {figs['other_processes_gib']:.2f} GiB of this GPU: move it, or "
-                       "vLLM's start-up profile did not see it")
-        why = ("CUDA ran out of memory in a step: that step needed more than vLLM's start-up profile measured "
-               "(a larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process on the GPU)")
-    elif cause == "cuda-error":
-        action = ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
-                  "graphs in or out; report it upstream with the versions")
-        why = "a CUDA error (an illegal memory access or a device-side assert) in a kernel: a fault, not a setting"
-    elif cause == "nccl-timeout":
-        action = ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
-                  "P2P/NVLink fault, or one worker stuck on the host)")
-        why = "an NCCL collective timed out between the tensor-parallel workers"
-    elif cause == "killed":
-        action = ("look outside vLLM: dmesg -T | grep -i -E 'killed process|out of memory' (the kernel's OOM killer), "
-                  "the container's state (OOMKilled, exit code 137) or a segfault; give the host or container more "
-                  "RAM, or lower what vLLM keeps in host memory (--cpu-offload-gb, --kv-offloading-size; --swap-space on v0)")
-        why = ("the engine core exited without a traceback of its own: killed from outside (the kernel's OOM killer, a "
-               "container limit, SIGKILL) or a crash in native code")
-    elif cause == "traceback":
-        last = ce.data.get("cause_line") or ce.line_no
-        action = (f"read the engine's own traceback (lines {ce.line_no}-{ce.line_no + ce.data.get('lines', 1) - 1}): its "
-                  "last line names the exception; search vLLM's issues for it with your version")
-        why = (f"the engine core or a worker raised an exception it could not recover from (its traceback starts at "
-               f"line {ce.line_no}{'' if last == ce.line_no else f', last named line {last}'})")
-    else:
-        action = "read the first traceback above the EngineDeadError: it names the cause"
-        why = "the engine core died; the log excerpt does not show its own traceback"
+    action, why, gain = _advice(ctx, cause, phase, near, ce)
     any_traceback = any(e.data.get("lines", 1) >= 3 for e in near)
     conf = ("low" if inferred or (cause == "unknown" and not any_traceback) else
             "high" if cause != "unknown" or first.kind != "engine-dead" else "medium")
@@ -211,6 +148,74 @@ def _phase(ctx: Context, first: Event, near: list[Event]) -> str | None:
     if st is not None and (st.model or st.kv_cache_bytes or st.num_gpu_blocks or st.vllm_version):
         return "at start-up"
     return None
+
+
+def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
+            ce: Event | None) -> tuple[str, str, dict[str, Figure]]:
+    """(action, why, gain) for one cause of death."""
+    if cause == "oom":
+        return _oom_advice(ctx, phase, near)
+    if cause == "cuda-error":
+        return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
+                "graphs in or out; report it upstream with the versions",
+                "a CUDA error (an illegal memory access or a device-side assert) in a kernel: a fault, not a setting", {})
+    if cause == "nccl-timeout":
+        return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
+                "P2P/NVLink fault, or one worker stuck on the host)",
+                "an NCCL collective timed out between the tensor-parallel workers", {})
+    if cause == "killed":
+        return ("look outside vLLM: dmesg -T | grep -i -E 'killed process|out of memory' (the kernel's OOM killer), "
+                "the container's state (OOMKilled, exit code 137) or a segfault; give the host or container more "
+                "RAM, or lower what vLLM keeps in host memory (--cpu-offload-gb, --kv-offloading-size; --swap-space on "
+                "v0)",
+                "an engine process exited without a traceback of its own: killed from outside (the kernel's OOM killer, "
+                "a container limit, SIGKILL) or a crash in native code", {})
+    if cause == "traceback" and ce is not None:
+        end = ce.data.get("last_line", ce.line_no)
+        return (f"read the engine's own traceback (lines {ce.line_no}-{end}, {ce.data.get('proc', 'its process')}): "
+                "its last line names the exception; search vLLM's issues for it with your version",
+                "the engine core or a worker raised an exception it could not recover from", {})
+    return ("read the first traceback above the EngineDeadError: it names the cause",
+            "the engine core died; the log excerpt does not show its own traceback", {})
+
+
+def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
+    """A CUDA OOM: at start-up the ledger's question; while serving, the utilization that leaves the shortfall."""
+    if phase == "at start-up":
+        frame = next((e.data["startup_frame"] for e in near if e.data.get("startup_frame")), "start-up")
+        return ("kvdoctor ledger --model ... --gpu ... with these flags: the weights, the activation peak "
+                "(--max-num-batched-tokens) or the CUDA graphs (--enforce-eager drops them) do not fit; then "
+                "quantized weights or --tensor-parallel-size",
+                f"CUDA ran out of memory while the engine started (in {frame}), before it served a request", {})
+    gain: dict[str, Figure] = {}
+    figs = _oom_figures(" ".join(_text(e) for e in near))
+    action = ("--gpu-memory-utilization lower by the 'Tried to allocate' amount over the GPU's total (or "
+              "--max-num-batched-tokens lower: a smaller activation peak)")
+    if "tried_gib" in figs and "free_gib" in figs:
+        short = max(0.0, figs["tried_gib"] - figs["free_gib"])
+        gain["shortfall_gib"] = Figure(round(short, 2), "measured", f"tried to allocate {figs['tried_gib']:.2f} GiB − "
+                                       f"{figs['free_gib']:.2f} GiB free (the OOM line)")
+        if "total_gib" in figs:
+            gmu, how = _gmu(ctx)
+            total = figs["total_gib"]
+            # vLLM sizes its budget as gmu x total; the step that died needed `short` more than was left. Give it
+            # back with a margin of one 1 % step, rounded down to vLLM's 2-decimal spelling.
+            new = max(0.05, math.floor((gmu - short / total - 0.01) * 100 + 1e-6) / 100)
+            gain["gpu_memory_utilization"] = Figure(new, "predicted", f"{gmu:.2f} ({how}) − {short:.2f} / {total:.2f} "
+                                                    "GiB total − 0.01 margin, rounded down")
+            lost = (gmu - new) * total
+            tpb = _tokens_per_byte(ctx)
+            action = (f"--gpu-memory-utilization {new:.2f} (from {gmu:.2f}): leave the step that died its {short:.2f} "
+                      f"GiB; the KV pool shrinks by ~{lost:.2f} GiB"
+                      + (f" ({lost * 2**30 * tpb:,.0f} tokens)" if tpb else ""))
+    if phase is None:
+        action += "; if it died before serving a request, the weights or the activation peak do not fit: kvdoctor ledger"
+    if figs.get("other_processes_gib"):
+        gain["other_processes_gib"] = Figure(round(figs["other_processes_gib"], 2), "measured", "the OOM line")
+        action += (f"; another process holds {figs['other_processes_gib']:.2f} GiB of this GPU: move it, or vLLM's "
+                   "start-up profile did not see it")
+    return (action, "CUDA ran out of memory in a step: that step needed more than vLLM's start-up profile measured (a "
+                    "larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process on the GPU)", gain)
 
 
 def _served_before(ctx: Context, first: Event) -> bool:

@@ -187,6 +187,7 @@ class LinePath:
             if last is None:  # the burst's event was over the cap, and counted as dropped once
                 return True
             last.data["lines"] = last.data.get("lines", 1) + 1
+            last.data["last_line"] = n
             if frame and "startup_frame" not in last.data:
                 last.data["startup_frame"] = frame
             if _KIND_RANK.get(kind, 0) > _KIND_RANK.get(last.kind, 0):
