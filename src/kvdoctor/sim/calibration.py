@@ -770,36 +770,11 @@ class StatsObs:
 def load_stats_observations(paths: list[str]) -> list[StatsObs]:
     """Busy intervals from vLLM server logs (the periodic ``Avg prompt throughput ... Running: N``
     line, every era the evidence reader knows): intervals with running requests and generation."""
-    import os
-    import tempfile
-
     from kvdoctor.evidence.load import load_evidence
 
-    # vLLM's CPU (and XPU) backends print "CPU KV cache usage" where GPUs print "GPU KV cache usage";
-    # the evidence reader knows the GPU spelling only (reported to its owner), so such logs are read
-    # through a copy with the device word normalised
-    tmp: list[str] = []
-    read: list[str] = []
-    for p in paths:
-        try:
-            with open(p, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
-        if b"GPU KV cache usage" not in data and (b"CPU KV cache usage" in data or b"XPU KV cache usage" in data):
-            fd, name = tempfile.mkstemp(suffix=".log")
-            with os.fdopen(fd, "wb") as out:
-                out.write(data.replace(b"CPU KV cache usage", b"GPU KV cache usage")
-                          .replace(b"XPU KV cache usage", b"GPU KV cache usage"))
-            tmp.append(name)
-            read.append(name)
-        else:
-            read.append(p)
-    try:
-        ev = load_evidence(read)
-    finally:
-        for name in tmp:
-            os.unlink(name)
+    # read as diagnose reads them, streamed with bounded memory: every era, the CPU backend's "CPU KV cache usage"
+    # and XPU's spelling included
+    ev = load_evidence(list(paths))
     obs = []
     for seg in ev.segments:
         tl = seg.timeline
