@@ -98,6 +98,9 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
         con.print("  latency: " + ", ".join(lat))
     if s["errors"]:
         con.print("  errors: " + ", ".join(f"{k} ×{v}" for k, v in sorted(s["errors"].items())))
+    if s.get("stop_requests"):
+        con.print(f"  stop requests: {s['stop_requests']} line(s) (an operator's stop: the errors after one are vLLM's "
+                  "shutdown path, not a crash)")
     sk = doc["skipped"]
     if sk["total_lines"]:
         reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(sk["reasons"].items(), key=lambda kv: -kv[1]))

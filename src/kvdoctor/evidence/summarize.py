@@ -156,11 +156,15 @@ def summary(ev: Evidence) -> dict[str, Any]:
     s["output_tps"] = s["gen_tps_mean"]
     s["prompt_tps"] = s["prompt_tps_mean"]
     errors: dict[str, int] = {}
+    stops = 0
     for sg in ev.segments:
         for e in sg.events:
-            if e.kind not in ("startup", "preemption-warning", "preemption-counter"):
+            if e.kind == "shutdown-requested":  # an operator's stop, not an error
+                stops += 1
+            elif e.kind not in ("startup", "preemption-warning", "preemption-counter"):
                 errors[e.kind] = errors.get(e.kind, 0) + 1
     s["errors"] = errors
+    s["stop_requests"] = stops
     s["preemption_warnings"] = len(warn_cums)
     # latency percentiles: timelines (Prometheus), then per-request records, then bench results
     lat = _latency(ev, tls)
