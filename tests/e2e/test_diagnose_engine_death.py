@@ -97,17 +97,17 @@ EXPECTED_BATCH2 = {
     "shutdown-43707": None,  # Ctrl-C with --shutdown-timeout
     "shutdown-45288": None,  # SIGTERM from a test harness
 }
-# batch 3, the held-out test (run once: 9 of 12 crashes, 4 of 4 stops; 23582 found after the "died unexpectedly"
-# regression was mended). Pinned as it reads, misses included, so a change in either direction is seen.
+# batch 3, the held-out test (run once: 9 of 12 crashes, 4 of 4 stops). Then, disclosed as fitted on it: the "died
+# unexpectedly" marker lost in the rewrite restored (23582), and the two wordings it missed learned (9839, MU-GOT-17).
 EXPECTED_BATCH3 = {
     "crash-vllm-12798": ("unknown", "low"),
     "crash-vllm-13152": ("oom", "high"),
     "crash-vllm-23582": ("killed", "high"),  # "Worker proc VllmWorker-1 died unexpectedly, shutting down executor."
-    "crash-vllm-9839": "miss",  # v0 "Worker VllmWorkerProcess pid 198 died, exit code: -6": not in the vocabulary
+    "crash-vllm-9839": ("nccl-timeout", "high"),  # "Heartbeat monitor timed out!"; "... pid 198 died, exit code: -6"
     "crash-vllm-18446": ("oom", "high"),
     "crash-vllm-11737": ("traceback", "low"),
     "crash-vllm-windows-72": ("cuda-error", "high"),
-    "crash-MU-GOT-17": "miss",  # a bare "Killed" from the shell after start-up lines
+    "crash-MU-GOT-17": ("killed", "high"),  # a bare "Killed" from the shell after start-up lines
     "crash-tpu-inference-788": ("unknown", "medium"),
     "crash-vllm-18045": ("unknown", "medium"),
     "crash-LMCache-3688": ("traceback", "high"),
@@ -177,7 +177,7 @@ def test_a_start_up_oom_is_dated_by_its_frames_and_sent_to_the_ledger(tmp_path):
 
 
 def test_the_held_out_batch_scores_as_recorded(tmp_path):
-    # the figure docs/chains.md reports: crashes found and stops left alone on batch 3
+    # batch 3 as it reads now (first run: 9 and 4; docs/chains.md reports both)
     found = stops_ok = 0
     rows = _batch("batch3.jsonl")
     for row in rows:
@@ -189,5 +189,5 @@ def test_the_held_out_batch_scores_as_recorded(tmp_path):
             stops_ok += not died
         else:
             found += died
-    assert (found, stops_ok) == (10, 4), (found, stops_ok)
+    assert (found, stops_ok) == (12, 4), (found, stops_ok)
     assert sum(r["kind"] != "graceful-shutdown" for r in rows) == 12

@@ -36,6 +36,7 @@ CAUSE_WINDOW_LINES = 400
 _ALLOC = re.compile(r"Tried to allocate ([\d.]+) ?(GiB|MiB|KiB|GB|MB)")
 _CAPACITY = re.compile(r"total capacity of ([\d.]+) ?(GiB|MiB) of which ([\d.]+) ?(GiB|MiB|KiB) (?:is )?free")
 _OTHER_PROC = re.compile(r"Process (\d+) has ([\d.]+) ?(GiB|MiB) memory in use")
+_KILLED_WORDS = re.compile(r"^\s*Killed\b|\d\s+Killed\s|Killed process \d+|exit code:? -9\b")
 _GIB = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / 1024**2}
 
 
@@ -60,7 +61,8 @@ def _cause_kind(events: list[Event]) -> tuple[str, Event | None]:
     if tb:
         return "traceback", tb[0]
     for e in events:
-        if "exited unexpectedly" in _text(e) or "died unexpectedly" in _text(e):
+        t = _text(e)
+        if "exited unexpectedly" in t or "died unexpectedly" in t or _KILLED_WORDS.search(t):
             return "killed", e
     return "unknown", None
 

@@ -8,6 +8,7 @@ it reads and writes the reader's state (``self.series``, ``self.events``, ``self
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kvdoctor.evidence.logs.commit import Series
@@ -24,10 +25,13 @@ FULL_NEEDLES = (
     b"max_num_batched_tokens=", b"max model len", b"block size", b"backend", b"version", b"max seq len",
     b"rror", b"ERROR", b"Memory profiling", b"is equivalent to", b"uto-fit", b"roughput", b"reqs", b"cache ",
     b"\x00", b"num_gpu_blocks", b"allreduce is disabled", b"nexpectedly", b"received signal", b"shutdown triggered",
-    b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL", b"Process EngineCore",
+    b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL", b"Process EngineCore", b"Heartbeat monitor", b"Killed",
 )
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly", b"Traceback", b"Watchdog caught",
-                b"Process EngineCore")
+                b"Process EngineCore", b"Heartbeat monitor", b"Killed")
+# the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
+# the kernel's own ("Out of memory: Killed process 1234 (python3)")
+_KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
 # traceback). What follows it, EngineDeadError included, is the shutdown path, not a crash: vLLM 0.32 prints an
 # EngineDeadError traceback on a plain Ctrl-C.
@@ -159,13 +163,15 @@ class LinePath:
         elif "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
             kind = "nccl-timeout"
         elif ("EngineDeadError" in msg or "died unexpectedly" in msg or "exited unexpectedly" in msg or "fatal error" in msg
-              or ("died" in msg and "ngine" in msg) or "is already dead" in msg or "Background loop has errored" in msg
+              or ("died" in msg and ("ngine" in msg or "Worker" in msg or "exit code" in msg))
+              or "is already dead" in msg or "Background loop has errored" in msg or _KILLED.search(msg)
               or "fatal signal from worker" in msg or "get_output_async" in msg or "background task failed" in msg
               or ("Process EngineCore" in msg and msg.rstrip().endswith(":"))
               or "Engine core initialization failed" in msg or "failed to start" in msg):
             # v0 to 0.33: "Engine loop has died", "Engine process (pid N) died", "MQLLMEngine is already dead",
             # "Engine core proc EngineCore_0 died unexpectedly", V1's output handler failing in get_output_async,
-            # v0's "Engine background task failed", multiprocessing's "Process EngineCore:" (the process raised)
+            # v0's "Engine background task failed", multiprocessing's "Process EngineCore:" (the process raised),
+            # v0's "Worker VllmWorkerProcess pid N died, exit code: -6", the shell's "Killed"
             kind = "engine-dead"
         elif (m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback"):
             kind = "error"
