@@ -249,3 +249,13 @@ def test_interleaved_tracebacks_are_one_event_per_process(tmp_path):
     assert [(e.kind, e.data["proc"], e.data["lines"]) for e in evs] == [
         ("engine-error", "VllmWorker rank=0 pid=10", 10), ("oom", "VllmWorker rank=1 pid=11", 11)]
     assert evs[1].data["cause_line"] == 21 and "Tried to allocate 2.00 GiB" in evs[1].data["cause"]
+
+
+def test_a_stop_is_a_stop_signal_not_any_signal(tmp_path):
+    p = tmp_path / "sig.log"
+    p.write_text("(EngineCore pid=7) INFO 12-03 02:35:23 [core.py:1454] [shutdown] EngineCore: trigger received "
+                 "signal=SIGINT\n"
+                 "(EngineCore pid=8) INFO 12-03 02:35:24 [core.py:1454] [shutdown] EngineCore: trigger received "
+                 "signal=SIGSEGV\n")
+    kinds = [e.kind for s in read_log(p).segments for e in s.events if e.kind != "startup"]
+    assert kinds == ["shutdown-requested"]

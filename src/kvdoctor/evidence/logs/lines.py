@@ -46,7 +46,10 @@ _STARTUP_FRAMES = ("load_model", "load_weights", "process_weights_after_loading"
                    "compile_or_warm_up_model", "init_device")
 # How specific an error burst's kind is: a burst is named by its most specific line (a traceback's last line
 # names the exception; its first line is often a generic "EngineCore encountered a fatal error").
-_KIND_RANK = {"error": 0, "engine-error": 0, "engine-dead": 1, "kv-too-small": 2, "oom": 3, "cuda-error": 3, "nccl-timeout": 3}
+_KIND_RANK = {"error": 0, "engine-error": 0, "engine-dead": 1, "kv-too-small": 2, "oom": 3, "cuda-error": 3,
+              "nccl-timeout": 3}
+# the signals an operator or a platform stops a server with (a process that "received signal" SIGSEGV crashed)
+_STOP_SIGNALS = (b"SIGINT", b"SIGTERM", b"SIGQUIT", b"SIGHUP")
 
 
 def proc_key(m: Any) -> str:
@@ -289,7 +292,8 @@ class LinePath:
                     self.parsed_lines += 1
                 continue
             hit = False
-            if any(nd in bl for nd in _SHUTDOWN_NEEDLES):
+            if any(nd in bl for nd in _SHUTDOWN_NEEDLES) and (b"received signal" not in bl
+                                                               or any(sg in bl for sg in _STOP_SIGNALS)):
                 hit = self._shutdown(bl, n, search_envelope_b(bl))
             elif any(nd in bl for nd in _ERR_NEEDLES):
                 hit = self._error(bl, n, search_envelope_b(bl))
