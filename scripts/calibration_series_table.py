@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The table of docs/simulation.md, "Versions 5 to 7" (and 9): every recorded ramp-up session (tests/fixtures/realvllm_bench/
-series12-31) calibrated with version 4's procedure (on its closed loop 6, `val_c6`), version 5's and version 6's, and
+series12-32) calibrated with version 4's procedure (on its closed loop 6, `val_c6`), version 5's and version 6's, and
 each validation load's error (output throughput / mean TTFT / mean TPOT), with the repeat's drift and the prefill rate
-measured on the calibration run's rebuilt steps. tests/unit/test_calibrate_series.py pins series14, 16, 17, 19 and 20-31
-(the fourteen judged sessions, version 6's CI session, version 7's first); this script reproduces all twenty (about 210 s).
+measured on the calibration run's rebuilt steps. tests/unit/test_calibrate_series.py pins series14, 16, 17, 19 and 20-32
+(the fifteen judged sessions, version 6's CI session, version 7's first); this script reproduces all twenty-one (about 220 s).
 
     python scripts/calibration_series_table.py [--json FILE]
 """
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SESSIONS = ("series12", "series13", "series14", "series15", "series16", "series17", "series18", "series19", "series20", "series21", "series22", "series23", "series24", "series25", "series26", "series27", "series28", "series29", "series30", "series31")
+SESSIONS = ("series12", "series13", "series14", "series15", "series16", "series17", "series18", "series19", "series20", "series21", "series22", "series23", "series24", "series25", "series26", "series27", "series28", "series29", "series30", "series31", "series32")
 
 
 def table() -> dict:
