@@ -191,3 +191,14 @@ def test_the_held_out_batch_scores_as_recorded(tmp_path):
             found += died
     assert (found, stops_ok) == (12, 4), (found, stops_ok)
     assert sum(r["kind"] != "graceful-shutdown" for r in rows) == 12
+
+
+def test_an_oom_excerpt_without_start_up_lines_is_one_engine(tmp_path):
+    # the start-up reader makes a record of a lone CUDA OOM line; it begins inside the worker's traceback burst, so
+    # the two are one instance (it was a second, empty "insufficient-evidence" one beside the death)
+    row = next(r for r in _batch("batch2.jsonl") if r["log_id"] == "crash-club-3090-138")
+    log = tmp_path / "oom.log"
+    log.write_text(row["excerpt"])
+    _, d = _diagnose(log)
+    assert d["fleet"]["instances"] == 1 and d["verdict"] == "engine-died"
+    assert d["action"].startswith("--gpu-memory-utilization 0.88")

@@ -71,6 +71,11 @@ class LogRead:
     notes: list[str] = field(default_factory=list)
 
 
+# the figures an error line alone gives a start-up record (the OOM line names its sizes and the GPU's total)
+_ERROR_ONLY_REFS = {"startup_error", "error_message", "error_needed_bytes", "error_available_bytes",
+                    "total_memory_bytes"}
+
+
 class LogReader(LinePath, FastPath, ColumnCommit):
     """One log's reading state; the strategies are its mixins (lines.py, fastpath.py, commit.py)."""
 
@@ -136,10 +141,22 @@ class LogReader(LinePath, FastPath, ColumnCommit):
                 self._full(work[tail_at:], tail_base, with_stats=False)
 
     # -- the end -----------------------------------------------------------------------------
+    def _fold_error_only_starts(self, startups: list[StartupFacts]) -> None:
+        """A start-up record made of one error line and nothing else (a CUDA OOM in an excerpt without start-up
+        lines) begins inside that error's burst: it starts where the burst starts, so the two are one engine."""
+        for f in startups:
+            if f.first_line is None or not f.startup_error or not set(f.line_refs) <= _ERROR_ONLY_REFS:
+                continue
+            for ev, _ in self.events:
+                if ev.line_no is not None and ev.line_no < f.first_line <= ev.data.get("last_line", ev.line_no):
+                    f.first_line = ev.line_no
+                    break
+
     def finish(self) -> LogRead:
         import numpy as np
 
         startups = self.collector.finish()
+        self._fold_error_only_starts(startups)
         starts = [f.first_line or 0 for f in startups]
 
         def start_index(line_no: float) -> int:
