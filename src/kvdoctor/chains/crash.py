@@ -20,8 +20,9 @@ import math
 import re
 from typing import TYPE_CHECKING
 
+from kvdoctor.chains.detect import REFUSALS, rule_finding
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
-from kvdoctor.chains.rules import get
+from kvdoctor.evidence.model import ENGINE_PROCS
 from kvdoctor.provenance import Figure
 
 if TYPE_CHECKING:  # pragma: no cover - boundary type
@@ -36,7 +37,6 @@ CAUSE_WINDOW_LINES = 400
 _ALLOC = re.compile(r"Tried to allocate ([\d.]+) ?(GiB|MiB|KiB|GB|MB)")
 _CAPACITY = re.compile(r"total capacity of ([\d.]+) ?(GiB|MiB) of which ([\d.]+) ?(GiB|MiB|KiB) (?:is )?free")
 _OTHER_PROC = re.compile(r"Process (\d+) has ([\d.]+) ?(GiB|MiB) memory in use")
-_KILLED_WORDS = re.compile(r"^\s*Killed\b|\d\s+Killed\s|Killed process \d+|exit code:? -9\b")
 _GIB = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / 1024**2}
 
 
@@ -47,7 +47,7 @@ def _text(e: Event) -> str:
 def _engine_traceback(e: Event) -> bool:
     """A traceback written by the engine core or a worker (not the API server's EngineDeadError)."""
     return e.data.get("lines", 1) >= 3 and (e.kind == "engine-error" or (
-        str(e.data.get("proc", "")).startswith(("EngineCore", "VllmWorker", "Worker")) and e.kind in DEATH_KINDS))
+        str(e.data.get("proc", "")).startswith(ENGINE_PROCS) and e.kind in DEATH_KINDS))
 
 
 def _cause_kind(events: list[Event]) -> tuple[str, Event | None]:
@@ -61,8 +61,7 @@ def _cause_kind(events: list[Event]) -> tuple[str, Event | None]:
     if tb:
         return "traceback", tb[0]
     for e in events:
-        t = _text(e)
-        if "exited unexpectedly" in t or "died unexpectedly" in t or _KILLED_WORDS.search(t):
+        if e.data.get("killed"):  # the reader's word: the process ended with no traceback of its own
             return "killed", e
     return "unknown", None
 
@@ -97,7 +96,7 @@ def engine_died(ctx: Context) -> Finding | None:
         # no death line in the excerpt, but it ends in the engine core's own traceback with no stats line after
         # it: the engine most likely died (the user cut the log there); said with low confidence
         eng = [e for e in evs if e.kind == "engine-error" and e.data.get("lines", 1) >= 3]
-        if not eng or _served_after(ctx, max(eng, key=lambda e: e.line_no)):
+        if not eng or _served(ctx, max(eng, key=lambda e: e.line_no), after=True):
             return None
         deaths, inferred = [min(eng, key=lambda e: e.line_no)], True
     first = min(deaths, key=lambda e: e.line_no)
@@ -105,7 +104,7 @@ def engine_died(ctx: Context) -> Finding | None:
     if stops:
         return None  # vLLM's shutdown path after a stop request: not a crash
     st = ctx.startup
-    if st is not None and st.startup_error in ("kv-too-small", "no-memory-for-cache", "max-len-too-large"):
+    if st is not None and st.startup_error in REFUSALS:
         return None  # the ledger's rule (does_not_fit) says why it refused to start, with the number
     near = [e for e in evs if e.kind in DEATH_KINDS + ("error", "engine-error")
             and first.line_no - CAUSE_WINDOW_LINES <= e.line_no <= first.line_no + CAUSE_WINDOW_LINES
@@ -128,10 +127,9 @@ def engine_died(ctx: Context) -> Finding | None:
     if inferred:
         why += ("; no death line is in the excerpt: it ends in the engine core's own traceback with no stats line "
                 "after it")
-    return Finding(rule_id="engine.died", chain=get("engine.died").chain, step=get("engine.died").step,
-                   summary=f"the engine died{' ' + phase if phase else ''}{when} (line {first.line_no}): {why}",
-                   severity="problem", verdict="engine-died", evidence=cites, action=action, gain=gain,
-                   cost=get("engine.died").cost, refinement=get("engine.died").refinement, data=data)
+    summary = f"the engine died{' ' + phase if phase else ''}{when} (line {first.line_no}): {why}"
+    return rule_finding("engine.died", summary, severity="problem", evidence=cites, action=action, gain=gain,
+                        data=data)
 
 
 # a death burst that names request handling: the API server was serving when the engine went
@@ -144,7 +142,7 @@ def _phase(ctx: Context, first: Event, near: list[Event]) -> str | None:
     start-up" again for start-up lines with nothing served, else None: an excerpt of tracebacks alone does not say."""
     if any(e.data.get("startup_frame") for e in near):
         return "at start-up"
-    if _served_before(ctx, first) or any(w in _text(e) for e in near for w in _SERVING_WORDS):
+    if _served(ctx, first, after=False) or any(w in _text(e) for e in near for w in _SERVING_WORDS):
         return "while serving"
     st = ctx.startup
     if st is not None and (st.model or st.kv_cache_bytes or st.num_gpu_blocks or st.vllm_version):
@@ -220,23 +218,16 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                     "larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process on the GPU)", gain)
 
 
-def _served_before(ctx: Context, first: Event) -> bool:
-    """Did the engine log a stats sample before it died (a death while serving, not at start-up)?"""
+def _served(ctx: Context, e: Event, *, after: bool) -> bool:
+    """Did the engine log a stats sample before (``after=False``: a death while serving, not at start-up) or after
+    ``e``?"""
     tl = ctx.timeline
     if tl is None or len(tl) == 0:
         return False
     if tl.line_no is not None:
-        return bool((tl.line_no[tl.line_no == tl.line_no] < first.line_no).any())
-    return first.t is not None and bool((tl.t < first.t).any())
-
-
-def _served_after(ctx: Context, e: Event) -> bool:
-    tl = ctx.timeline
-    if tl is None or len(tl) == 0:
-        return False
-    if tl.line_no is not None:
-        return bool((tl.line_no[tl.line_no == tl.line_no] > e.line_no).any())
-    return e.t is not None and bool((tl.t > e.t).any())
+        ln = tl.line_no[tl.line_no == tl.line_no]
+        return bool((ln > e.line_no).any() if after else (ln < e.line_no).any())
+    return e.t is not None and bool((tl.t > e.t).any() if after else (tl.t < e.t).any())
 
 
 def _gmu(ctx: Context) -> tuple[float, str]:

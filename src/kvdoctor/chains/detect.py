@@ -18,7 +18,8 @@ from kvdoctor.chains.rules import get
 from kvdoctor.provenance import Figure
 
 
-def _finding(rule_id: str, summary: str, **kw: object) -> Finding:
+def rule_finding(rule_id: str, summary: str, **kw: object) -> Finding:
+    """A finding of a registry rule: its place, verdict, cost and refinement from the registry row."""
     r = get(rule_id)
     kw.setdefault("verdict", r.verdict if r.verdict not in (None, "dynamic") else None)
     kw.setdefault("refinement", r.refinement)
@@ -122,6 +123,10 @@ def _val(x: Figure | float | int | None) -> Any:  # untyped-ok: a Figure's value
     return x.value if isinstance(x, Figure) else x
 
 
+# vLLM's refusals to start for want of KV memory (start-up error kinds): the ledger's question, with its number
+REFUSALS = ("kv-too-small", "no-memory-for-cache", "max-len-too-large")
+
+
 def does_not_fit(ctx: Context) -> Finding | None:
     st = ctx.startup
     led = ctx.ledger
@@ -134,11 +139,11 @@ def does_not_fit(ctx: Context) -> Finding | None:
         gain = {}
         if est:
             gain["max_model_len"] = Figure(est, "predicted", f"vLLM's binary search over max-model-len ≤ {mml}")
-        return _finding("ledger.does-not-fit",
-                        f"vLLM would refuse to start: {(err or 'one max-length request does not fit the pool')[:220]}",
-                        severity="problem", action=action, gain=gain,
-                        evidence=[Cite(detail=f"ledger: {(err or 'fits = false')[:220]}", source="ledger")])
-    if st is not None and st.startup_error in ("kv-too-small", "no-memory-for-cache", "max-len-too-large"):
+        return rule_finding("ledger.does-not-fit", "vLLM would refuse to start: "
+                            f"{(err or 'one max-length request does not fit the pool')[:220]}",
+                            severity="problem", action=action, gain=gain,
+                            evidence=[Cite(detail=f"ledger: {(err or 'fits = false')[:220]}", source="ledger")])
+    if st is not None and st.startup_error in REFUSALS:
         ln = st.line_refs.get("error_message") or st.line_refs.get("startup_error")
         est = st.error_est_max_model_len
         action = f"--max-model-len {est}" if est else "--gpu-memory-utilization <higher> (no room for one block)"
@@ -148,10 +153,10 @@ def does_not_fit(ctx: Context) -> Finding | None:
         if st.error_needed_bytes and st.error_available_bytes:
             gain["kv_needed_gib"] = Figure(round(st.error_needed_bytes / 2**30, 2), "measured", "error line")
             gain["kv_available_gib"] = Figure(round(st.error_available_bytes / 2**30, 2), "measured", "error line")
-        return _finding("ledger.does-not-fit",
-                        f"vLLM refused to start ({st.startup_error}): {(st.error_message or '')[:160]}",
-                        severity="problem", action=action, gain=gain,
-                        evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source,
+        return rule_finding("ledger.does-not-fit",
+                            f"vLLM refused to start ({st.startup_error}): {(st.error_message or '')[:160]}",
+                            severity="problem", action=action, gain=gain,
+                            evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source,
                                        line_no=ln)])
     return None
 
@@ -214,7 +219,7 @@ def concurrency_starved(ctx: Context) -> Finding | None:
                   "keep max-num-seqs unless preemptions persist (then kvdoctor plan with --lengths or --evidence)")
         head = (f"max-num-seqs {rc.max_num_seqs} fits the demand seen ({exp[0]} requests)" if exp is not None else
                 "the demand per request is not in the evidence")
-    return _finding(
+    return rule_finding(
         "sched.concurrency-starved",
         f"Worst case: max-num-seqs {rc.max_num_seqs} ({rc.max_num_seqs_source}) × max-model-len {rc.max_model_len:,} = "
         f"{rc.worst_case_tokens:,} tokens against a pool of {rc.pool_tokens:,} ({rc.ratio:.1f}×). {head}; {bound}.",
@@ -260,7 +265,7 @@ def preemption_persistent(ctx: Context) -> Finding | None:
     p, w, q, th = s.preempt, s.window, s.queue, ctx.thresholds
     kv = f"; KV usage peaked at {q.kv_max:.1f}%" if q and not math.isnan(q.kv_max) else ""
     rate = p.per_min if p.per_min is not None else (p.total or 0.0) / max(w.seconds / 60.0, 1e-9)
-    return _finding(
+    return rule_finding(
         "sched.preemption-persistent",
         f"{_rate_text(p, w)} in {p.intervals_with} of {p.intervals or '?'} intervals (longest run "
         f"{p.longest_run}) — above the ~{th.normal_preemptions_per_min:g}/min safety-net level{kv}. "
@@ -278,7 +283,7 @@ def preemption_occasional(ctx: Context) -> Finding | None:
     p, w, th = s.preempt, s.window, ctx.thresholds
     if s.persistent is not False or not p.total:
         return None
-    return _finding(
+    return rule_finding(
         "sched.preemption-occasional",
         f"{_rate_text(p, w)}: at or below the ~{th.normal_preemptions_per_min:g}/min safety-net level "
         f"(or confined to a single interval): the normal safety net.",
@@ -332,7 +337,7 @@ def prefill_bound(ctx: Context) -> Finding | None:
         else:
             ev.append(Cite(detail=f"TTFT {which} {level:.2f} s ({t.basis})", source=ctx.source, metric="ttft",
                            value=level))
-        return _finding(
+        return rule_finding(
             "sched.prefill-bound",
             f"The queue is ~empty ({q.zero_share:.0%} of samples) yet TTFT {which} is {level:.2f} s, above "
             f"{th.ttft_slo_s:g} s ({slo_src}): the bottleneck is prefill, not admission.",
@@ -351,7 +356,7 @@ def prefill_bound(ctx: Context) -> Finding | None:
                       f"Waiting: {int(tl.waiting[i])}, prompt {float(tl.prompt_tps[i]):,.0f} tok/s vs generation "
                       f"{float(tl.gen_tps[i]):,.0f} tok/s, KV {float(tl.kv_usage_pct[i]):.1f}%")
           for i in q.held_idx[:4]]
-    return _finding(
+    return rule_finding(
         "sched.prefill-bound",
         f"Requests wait in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}) with room in the pool (KV peak "
         f"{q.kv_max:.1f}%) while {d.prefill_share:.0%} of the tokens processed are prompt tokens: admission waits "
@@ -386,7 +391,7 @@ def admission_blocked(ctx: Context) -> Finding | None:
     if r is not None:
         gain["room_in_running_requests"] = Figure(round(r.median_room, 2), "measured",
                                                   "(100 − KV %) / (KV % / running), median over the held samples")
-    return _finding(
+    return rule_finding(
         "sched.admission-blocked",
         f"Requests wait in {q.held_share:.0%} of samples (peak {q.max_waiting:.0f}) {why}: admission is blocked by "
         "capacity.", severity="problem", action=get("sched.admission-blocked").action, gain=gain, evidence=ev,
@@ -407,7 +412,7 @@ def arrival_bursts(ctx: Context) -> Finding | None:
     ev = [sig.cite_sample(tl, q.peak_idx, ctx.source, "waiting", int(q.max_waiting))] if q.peak_idx is not None else []
     ev.append(Cite(detail=f"{q.episodes} queue episodes back to ~0; KV median {q.kv_median:.1f}%",
                    source=ctx.source, metric="waiting"))
-    return _finding(
+    return rule_finding(
         "sched.arrival-bursts",
         f"The waiting queue rose and fell {q.episodes} times (peak {q.max_waiting:.0f}) while KV usage "
         f"stayed mostly below {th.kv_full_pct:g}% (median {q.kv_median:.1f}%): an arrival pattern, "
@@ -441,7 +446,7 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
             "kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage")}
     d = s.decode
     if d is not None and d.no_progress >= 2:
-        return _finding(
+        return rule_finding(
             "sched.queue-held-kv-free",
             f"Requests wait ({q.max_waiting:.0f}) with room in the pool (KV peak {q.kv_max:.1f}%) and {d.no_progress} "
             "intervals without a single prompt or generated token: the engine is stalled, not short of memory.",
@@ -454,7 +459,7 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
     if cap and run_max >= int(cap):
         gain["max_num_seqs"] = Figure(int(cap), s.max_num_seqs_source, "engine configuration")
         new_cap = _cap_advice(s, int(cap))
-        return _finding(
+        return rule_finding(
             "sched.queue-held-kv-free",
             f"Requests wait in {q.held_share:.0%} of samples with Running at the max-num-seqs cap ({int(cap)}) and "
             f"{room_txt}: the concurrency cap, not memory, holds the queue.",
@@ -463,7 +468,7 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
     if flat and (cap is None or run_max >= int(cap)):
         n = int(round(run_max))
         new_cap = _cap_advice(s, n)
-        return _finding(
+        return rule_finding(
             "sched.queue-held-kv-free",
             f"Requests wait in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}) while Running stays flat at "
             f"{n} with {room_txt}: a cap holds the queue (max-num-seqs = {n}, or the token budget), not memory.",
@@ -471,7 +476,7 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
             evidence=ev, data={"form": "flat", "missing": ["max-num-seqs (engine configuration) to confirm the cap"]})
     why = (f"Running peaks at {run_max:.0f}, below max-num-seqs {int(cap)}" if cap
            else f"Running moves ({min(run):.0f}–{max(run):.0f})")
-    return _finding(
+    return rule_finding(
         "sched.queue-held-kv-free",
         f"Requests wait in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}) while the pool has room "
         f"({room_txt}) and the engine keeps admitting. {why}: a burst being worked off, not a memory shortage.",
@@ -540,7 +545,7 @@ def decode_bound(ctx: Context) -> Finding | None:
                       f"generation {float(tl.gen_tps[i]):,.1f} tok/s for {int(tl.running[i])} running = "
                       f"{float(tl.gen_tps[i]) / float(tl.running[i]):.2f} tok/s per request")
           for i in d.idx[:4]]
-    return _finding(
+    return rule_finding(
         "sched.decode-bound",
         f"Each running request decodes at {d.per_request:.2f} tok/s (median of {d.samples} interval(s)), below "
         f"{floor:,.1f} tok/s ({how}): the decode step itself is the bottleneck, not memory or admission.",
@@ -570,7 +575,7 @@ def spikes_aligned(ctx: Context) -> Finding | None:
     share = len(s.aligned_idx) / len(s.spike_idx)
     if share < th.aligned_share:
         return None
-    return _finding(
+    return rule_finding(
         "sched.spikes-aligned",
         f"{len(s.aligned_idx)} of {len(s.spike_idx)} ITL spikes (> {th.spike_factor:g}× the median {s.basis} "
         f"{s.baseline * 1000:.0f} ms) fall within ±{s.tolerance_s:.0f} s of a preemption: preemption spikes, "
@@ -593,7 +598,7 @@ def spikes_elsewhere(ctx: Context) -> Finding | None:
     if share >= th.aligned_share:
         return None
     lone = [i for i in s.spike_idx if i not in set(s.aligned_idx)]
-    return _finding(
+    return rule_finding(
         "sched.spikes-elsewhere",
         f"{len(lone)} of {len(s.spike_idx)} ITL spikes (> {th.spike_factor:g}× the median {s.basis} "
         f"{s.baseline * 1000:.0f} ms) have no preemption within ±{s.tolerance_s:.0f} s: not capacity — "
@@ -622,7 +627,7 @@ def full_not_tight(ctx: Context) -> Finding | None:
     kv = [float(v) for v in tl.kv_usage_pct]
     i_max = max(range(len(kv)), key=lambda i: -1 if math.isnan(kv[i]) else kv[i])
     how = f"{p.total:g} preemptions counted" if p.basis == "counter" else p.note
-    return _finding(
+    return rule_finding(
         "memory.full-not-tight",
         f"KV usage reaches {q.kv_max:.1f}% but preemption is not persistent ({how}) and the queue is ~empty "
         # no "Healthy." here: the finding also fires beside other verdicts; the memory is not short,

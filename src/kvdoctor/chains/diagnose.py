@@ -38,8 +38,8 @@ DIAGNOSE_RULES = ("ledger.does-not-fit", "engine.died", "sched.concurrency-starv
                   "sched.spikes-elsewhere", "memory.full-not-tight")
 
 # Fleet roll-up: the most urgent verdict first.
-SEVERITY_ORDER = ("engine-died", "config-starved", "capacity-short", "stalled", "prefill-bound", "decode-bound", "arrival-bursts",
-                  "spikes-elsewhere", "insufficient-evidence", "healthy", "idle")
+SEVERITY_ORDER = ("engine-died", "config-starved", "capacity-short", "stalled", "prefill-bound", "decode-bound",
+                  "arrival-bursts", "spikes-elsewhere", "insufficient-evidence", "healthy", "idle")
 assert set(SEVERITY_ORDER) == set(VERDICTS)
 CONF_ORDER = ("low", "medium", "high")
 

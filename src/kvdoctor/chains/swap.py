@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kvdoctor.chains.detect import rule_finding
 from kvdoctor.chains.findings import Cite, Context, Finding
 from kvdoctor.chains.rules import get
 from kvdoctor.provenance import Figure
@@ -34,12 +35,6 @@ MATERIAL = 0.10
 
 def _fig(st, lengths=None) -> dict[str, Figure]:
     return st.figures(lengths)
-
-
-def _finding(rule_id: str, summary: str, **kw) -> Finding:
-    r = get(rule_id)
-    return Finding(rule_id=r.id, chain=r.chain, step=r.step, summary=summary, cost=kw.pop("cost", r.cost),
-                   refinement=r.refinement, **kw)
 
 
 def inherited_max_model_len(ctx: Context) -> Finding | None:
@@ -65,7 +60,7 @@ def inherited_max_model_len(ctx: Context) -> Finding | None:
     why = (f"vLLM would refuse to start the new model at max-model-len {mml:,}" if not new.ledger.fit_ok else
            f"at the inherited max-model-len {mml:,} the new pool guarantees {cn:.2f} concurrent max-length requests, "
            f"the old one {co:.2f}")
-    return _finding(
+    return rule_finding(
         "swap.inherited-max-model-len",
         f"Inherited max-model-len {mml:,}: {why}." + (
             (f" ≤ {keep:,} restores the old concurrency" if new.ledger.fit_ok else
@@ -108,7 +103,7 @@ def inherited_max_num_seqs(ctx: Context) -> Finding | None:
         gain["expected_concurrency"] = Figure(fit, "predicted", how)
         if fit >= mns:
             return None
-        return _finding(
+        return rule_finding(
             "swap.inherited-max-num-seqs",
             f"Inherited max-num-seqs {mns}: at the real lengths the new pool holds {fit} requests ({how}); above that the "
             f"scheduler admits requests it will preempt as they grow. The chapter's conservative bound would be {bound} "
@@ -116,7 +111,7 @@ def inherited_max_num_seqs(ctx: Context) -> Finding | None:
             severity="warn", action=f"--max-num-seqs {fit}", gain=gain, evidence=ev)
     old_pool = int(ro.get("pool_tokens") or 0)
     share = pool / old_pool if old_pool else None
-    return _finding(
+    return rule_finding(
         "swap.inherited-max-num-seqs",
         f"Inherited max-num-seqs {mns}: worst case / pool rose {ratio_text(ro.get('ratio'))} → {ratio_text(rn['ratio'])}"
         + (f"; at the same request lengths the new pool holds {share:.0%} of the requests the old one did" if share
@@ -138,7 +133,7 @@ def capacity_drop(ctx: Context) -> Finding | None:
         return None
     wo, wn = int(fo["weights_bytes"].value), int(fn["weights_bytes"].value)
     bo, bn = int(fo["kv_bytes_per_token"].value), int(fn["kv_bytes_per_token"].value)
-    return _finding(
+    return rule_finding(
         "swap.capacity-drop",
         f"The pool shrinks from {po:,} to {pn:,} tokens ({pn / po - 1:+.0%}): weights {wo / 2**30:.2f} → "
         f"{wn / 2**30:.2f} GiB leave {ko / 2**30:.2f} → {max(kn, 0) / 2**30:.2f} GiB for KV, and each token costs "

@@ -186,6 +186,11 @@ class Timeline:
         return out
 
 
+# The processes that run the model (V1's engine core and its workers) as log prefixes name them: a traceback of
+# theirs is the engine's own (evidence.logs.lines names such bursts "engine-error"; chains.crash reads them).
+ENGINE_PROCS = ("EngineCore", "VllmWorker", "Worker")
+
+
 @dataclass
 class Event:
     t: float | None  # epoch seconds (None if the line had no timestamp)

@@ -16,7 +16,7 @@ from kvdoctor.evidence.logs.envelope import (ANSI_B, FOREIGN_ISO_B, GLUE_STATS_B
                                              search_envelope_b)
 from kvdoctor.evidence.logs.limits import ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_WARNINGS
 from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
-from kvdoctor.evidence.model import Event
+from kvdoctor.evidence.model import ENGINE_PROCS, Event
 
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
 # table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
@@ -32,12 +32,12 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly"
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
+# a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
+_NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
 # traceback). What follows it, EngineDeadError included, is the shutdown path, not a crash: vLLM 0.32 prints an
 # EngineDeadError traceback on a plain Ctrl-C.
 _SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterrupt")
-# The processes that run the model (V1's engine core and its workers): a traceback of theirs is the engine's own.
-_ENGINE_PROCS = ("EngineCore", "VllmWorker", "Worker")
 # Frames that only run while the engine starts (loading, profiling, KV allocation, graph capture): a traceback
 # through one of them is a start-up failure, whatever the excerpt shows around it.
 _STARTUP_FRAMES = ("load_model", "load_weights", "process_weights_after_loading", "profile_run", "_dummy_run",
@@ -182,12 +182,13 @@ class LinePath:
             return False
         proc = proc_key(m)
         t = self._time(m, line) if m is not None else None
-        if kind == "error" and proc.startswith(_ENGINE_PROCS):
+        if kind == "error" and proc.startswith(ENGINE_PROCS):
             kind = "engine-error"
         # A traceback logs one ERROR line per frame: one event per burst, a process's error lines within one second
         # (untimed: within a few lines), however other processes' lines interleave with it (TP workers and the API
         # server write their tracebacks at once).
         sec = None if t is None else int(t)
+        killed = kind == "engine-dead" and bool(_KILLED.search(msg) or _NO_TRACEBACK.search(msg))
         frame = next((f for f in _STARTUP_FRAMES if f in msg), None) if "File " in msg or " in " in msg else None
         prev = self._bursts.get(proc)
         if prev is not None and prev[0] == sec and n - prev[2] <= (BURST_GAP_LINES if sec is not None else 20):
@@ -197,6 +198,8 @@ class LinePath:
                 return True
             last.data["lines"] = last.data.get("lines", 1) + 1
             last.data["last_line"] = n
+            if killed:
+                last.data["killed"] = True
             if frame and "startup_frame" not in last.data:
                 last.data["startup_frame"] = frame
             if _KIND_RANK.get(kind, 0) > _KIND_RANK.get(last.kind, 0):
@@ -204,6 +207,8 @@ class LinePath:
                 last.data["cause"], last.data["cause_line"] = msg.strip()[:400], n
             return True
         data = {"proc": proc} if frame is None else {"proc": proc, "startup_frame": frame}
+        if killed:
+            data["killed"] = True
         ev = Event(t=t, kind=kind, line_no=n, message=msg.strip()[:300], data=data)
         self._bursts[proc] = (sec, ev if self._event(ev, proc) else None, n)
         return True
