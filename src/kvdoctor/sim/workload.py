@@ -511,13 +511,9 @@ def _ramp_up_arrivals(n: int, burstiness: float, seed: int, strategy: str, start
     return [float(x) for x in np.cumsum(d)]
 
 
-def random_lengths(spec: WorkloadSpec) -> tuple[list[int], list[int]]:
-    """(server-side prompt tokens, requested output tokens) of ``--dataset-name random`` (vLLM 0.33
-    ``datasets/utils.get_sampling_params``): input from ``U[floor(L*(1-r)), ceil(L*(1+r))]`` with
-    ``L = input_len - special_tokens``, output from ``U[max(1, floor(O*(1-r))), ceil(O*(1+r))]``,
-    both drawn with ``numpy.default_rng(seed)`` in that order (so the lengths are the bench's own);
-    the prompt is ``prefix_len`` shared random tokens + the sampled length (re-tokenisation can
-    shift it by a token or two), and the server adds the special tokens back."""
+def _random_draws(spec: WorkloadSpec, vocab_size: int | None = None):
+    """The random dataset's draws from its ``default_rng(seed)``, in the bench's order: input lengths, output lengths,
+    then (``vocab_size`` given) each request's offset into the vocabulary."""
     import numpy as np
 
     rng = np.random.default_rng(spec.seed)
@@ -528,8 +524,37 @@ def random_lengths(spec: WorkloadSpec) -> tuple[list[int], list[int]]:
     ohi = max(1, math.ceil(spec.random_output_len * (1 + r)))
     inp = rng.integers(lo, hi + 1, size=spec.num_prompts)
     out = rng.integers(olo, ohi + 1, size=spec.num_prompts)
+    offsets = None if vocab_size is None else rng.integers(0, vocab_size, size=spec.num_prompts)
+    return inp, out, offsets
+
+
+def random_lengths(spec: WorkloadSpec) -> tuple[list[int], list[int]]:
+    """(server-side prompt tokens, requested output tokens) of ``--dataset-name random`` (vLLM 0.33
+    ``datasets/utils.get_sampling_params``): input from ``U[floor(L*(1-r)), ceil(L*(1+r))]`` with
+    ``L = input_len - special_tokens``, output from ``U[max(1, floor(O*(1-r))), ceil(O*(1+r))]``,
+    both drawn with ``numpy.default_rng(seed)`` in that order (so the lengths are the bench's own);
+    the prompt is ``prefix_len`` shared random tokens + the sampled length (re-tokenisation can
+    shift it by a token or two), and the server adds the special tokens back."""
+    inp, out, _ = _random_draws(spec)
     prompt = [int(x) + spec.random_prefix_len + spec.special_tokens for x in inp]
     return [max(1, p) for p in prompt], [int(x) for x in out]
+
+
+def random_prompt_starts(spec: WorkloadSpec, vocab_size: int, special_ids: int) -> list[int]:
+    """Where each ``--dataset-name random`` prompt begins in the tokenizer's vocabulary cycle (vLLM 0.32/0.33
+    ``RandomDataset.sample``): after the lengths, ``get_sampling_params`` draws ``offsets = rng.integers(0,
+    vocab_size)`` and prompt i is ``allowed[(offsets[i] + i + arange(L)) % len(allowed)]``, where ``allowed`` is the
+    vocabulary less the tokenizer's special ids. So two prompts share their head exactly when they start at the same
+    place, whatever their lengths, runs or seeds, and then the shorter one (up to re-tokenisation at its cut) is a
+    head of the longer: vLLM's prefix cache serves it. With a real vocabulary that is rare (a pool of k cached
+    prompts, a vocabulary of V: about k/V of the requests); with a small one it is not (the test bed's tiny model,
+    1,356 allowed tokens: a few requests of every run, each one's prefill mostly skipped). A ``--random-prefix-len``
+    prefix comes before this part and is shared by all (``Workload.group``)."""
+    if vocab_size <= special_ids:
+        raise InputError(f"random_prompt_starts: a vocabulary of {vocab_size} with {special_ids} special ids")
+    _, _, offsets = _random_draws(spec, vocab_size)
+    n_allowed = vocab_size - special_ids
+    return [int((o + i) % n_allowed) for i, o in enumerate(offsets)]
 
 
 def sharegpt_lengths(spec: WorkloadSpec) -> tuple[list[int], list[int], str]:
@@ -668,9 +693,9 @@ def warm_prefix_after_runs(prompt: list[int], prior_runs: list[tuple[int, int]],
     return warm
 
 
-def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int], output: list[int], stream: object,
+def cached_heads(history: list[tuple[object, object, int, int]], prompt: list[int], output: list[int], stream: object,
                  block_size: int, num_blocks: int, retokenize_margin: int = 8, serve_run: bool = True,
-                 replay_from: int | None = None) -> list[int]:
+                 replay_from: int | None = None, keys: list | None = None) -> list[int]:
     """Prompt tokens of each request of a run (``prompt``, ``output`` tokens; request order) still in a prefix
     cache of ``num_blocks`` blocks when the request arrives, after the server served ``history``: (stream, index
     i, prompt tokens, output tokens) of every earlier request, in order (the bench's test request too: request 0
@@ -689,14 +714,22 @@ def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int],
     block exists, which serving the run one request at a time would not see).
     ``replay_from``: the index of ``history`` the pool is replayed from (default: the latest one that gives the same
     pool as the whole history, below; 0 replays everything).
+    ``keys``: what identifies each request's prompt head within ``stream`` in place of its index i (``history``'s second
+    item likewise): where the prompts themselves are known. A tuple is the prompt's full blocks by content (one digest
+    per block, chained as vLLM's block hashes are: kvdoctor.testbed.prompt_blocks), shared with any request whose
+    digests agree; anything else names a token stream as i does (e.g. ``random_prompt_starts``: two random prompts
+    share their head when they begin at the same place in the vocabulary cycle, whatever their run or index).
     """
     from collections import OrderedDict
 
     bs = int(block_size)
 
     def ids(st, i, n_prompt, n_out):
-        head = [("h", st, i, j) if (j + 1) * bs + retokenize_margin <= n_prompt else ("t", st, i, j, n_prompt)
-                for j in range(n_prompt // bs)]
+        if isinstance(i, tuple):  # the prompt's own full blocks, known by content (``keys``)
+            head = [("b", x) for x in i[: n_prompt // bs]]
+        else:
+            head = [("h", st, i, j) if (j + 1) * bs + retokenize_margin <= n_prompt else ("t", st, i, j, n_prompt)
+                    for j in range(n_prompt // bs)]
         total = -(-(n_prompt + n_out) // bs)
         return head, [object() for _ in range(total - len(head))]
 
@@ -734,9 +767,12 @@ def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int],
                 break
     for st, i, n_prompt, n_out in history[start:]:
         serve(st, i, n_prompt, n_out)
+    keys = list(range(len(prompt))) if keys is None else list(keys)
+    if len(keys) != len(prompt):
+        raise ValueError("cached_heads: one key per request")
     if not serve_run:
         out = []
-        for i, p in enumerate(prompt):
+        for i, p in zip(keys, prompt):
             head, _ = ids(stream, i, int(p), 0)
             n = 0
             while n < len(head) and head[n] in free:
@@ -745,4 +781,4 @@ def cached_heads(history: list[tuple[object, int, int, int]], prompt: list[int],
         return out
     # the run's own requests, in order, evict what later ones would have found (a run longer than the pool
     # cycles through it: least-recently-freed eviction then takes each head just before it is asked for)
-    return [serve(stream, i, p, o) * bs for i, (p, o) in enumerate(zip(prompt, output))]
+    return [serve(stream, i, p, o) * bs for i, p, o in zip(keys, prompt, output)]

@@ -564,6 +564,71 @@ def calibrate_series_v8(directory: Path, runs: list | None = None, fit_on: str =
     return cal, runs
 
 
+# what the series' random loads sent, block by block (kvdoctor/testbed/prompt_blocks.py, run once over every frozen
+# session; a live session writes its own ``prompt_blocks.json`` beside its runs)
+PROMPT_BLOCKS = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "realvllm_bench" / "prompt_blocks.json"
+
+
+def dataset_key(bench_args: list[str]) -> str:
+    """A random load's identity, as testbed/prompt_blocks.py keys it: the bench's prompts depend on nothing else."""
+    from kvdoctor.testbed.prompt_blocks import dataset_key as key
+
+    return key(bench_args)
+
+
+def session_prompt_heads(directory: Path, runs: list | None = None, blocks: Path | None = None) -> list:
+    """The session's timed runs (``load_series_runs``) with ``BenchRun.warm_prefix``: what of each request's prompt the
+    server's prefix cache held when it arrived, from the prompts the bench really sent. On the tiny model's 1,356
+    allowed tokens the random dataset's prompts share heads across seeds and runs (prompt_blocks.py says why): in
+    series31 four of val_r3's forty requests had TTFTs of 8-12 ms against ~21 ms, and the server logged a prefix-cache
+    hit rate of 2.4 % after the warm-up and 6.1 % at the end. Every request of the session, warm-up included, goes
+    through vLLM's least-recently-freed pool of ``SCHED``'s blocks one at a time in send order
+    (``sim.workload.cached_heads``, keyed by block content); for series31 that gives 2.4 / 3.6 / 4.3 / 5.7 / 6.1 /
+    5.9 / 5.9 % at the runs' ends against the log's 2.4 / 4.4 / 5.4 / 6.4 / 6.3 / 6.2 / 6.1 %. Nothing here reads a
+    run's timings. ``blocks``: the prompt-block file (default: the session's own ``prompt_blocks.json``, else
+    ``PROMPT_BLOCKS``)."""
+    from kvdoctor.sim.workload import cached_heads
+
+    runs = runs if runs is not None else load_series_runs(directory)
+    directory = Path(directory)
+    src = blocks or (directory / "prompt_blocks.json" if (directory / "prompt_blocks.json").exists() else PROMPT_BLOCKS)
+    doc = json.loads(Path(src).read_text())
+    if int(doc["block_size"]) != SCHED["block_size"]:
+        raise ValueError(f"{src}: blocks of {doc['block_size']} tokens, the server's are {SCHED['block_size']}")
+    meta = json.loads((directory / "series.json").read_text())
+    history: list = []
+    warm: dict[str, list[int]] = {}
+    for r in meta["runs"]:
+        key = dataset_key(r["bench_args"])
+        if key not in doc["loads"]:
+            raise ValueError(f"{directory.name}/{r['name']}: {src} has no prompts for the load {key!r}")
+        heads = [tuple(b) for b in doc["loads"][key]]
+        res = json.loads((directory / f"{r['name']}.json").read_text())
+        prompt, output = [int(x) for x in res["input_lens"]], [int(x) for x in res["output_lens"]]
+        if [len(h) for h in heads] != [p // SCHED["block_size"] for p in prompt]:
+            raise ValueError(f"{directory.name}/{r['name']}: the prompt blocks do not fit the run's input_lens")
+        # vLLM keeps KV for prompt + output - 1 tokens (the last sampled token is never fed back)
+        kv_out = [max(0, o - 1) for o in output]
+        warm[r["name"]] = cached_heads(history, prompt, kv_out, "blocks", SCHED["block_size"], SCHED["num_blocks"],
+                                       keys=heads)
+        history += [("blocks", h, p, o) for h, p, o in zip(heads, prompt, kv_out)]
+    return [replace(run, warm_prefix=warm[name]) if (name := run.name.removesuffix(".json")) in warm else run
+            for run in runs]
+
+
+def calibrate_series_v9(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp", blocks: Path | None = None):
+    """Procedure 9: procedure 8 with the prompt heads the session's server had cached (``session_prompt_heads``), in
+    the calibration run's fit and in every prediction; nothing else changes. Stated with its adoption rule before it
+    was evaluated on any session (docs/simulation.md, "Procedure 9"): the live test moves to it only if, over the
+    seventeen sessions pinned under procedure 8 (tests/unit/test_calibrate_series.py REPORTED_V8), (a) more of the 170
+    sensitive validation figures are within 10 % than procedure 8's 133, (b) no fewer of the fifteen judged sessions
+    have every validation figure within 10 % than procedure 8's 5, and (c) the closed loops' mean TTFT error over the
+    seventeen (val_c6 and val_c8_in256, each) is no larger in magnitude than procedure 8's. Otherwise it stays a
+    diagnostic. Returns (calibration, runs with their warm prefixes)."""
+    runs = session_prompt_heads(directory, runs if runs is not None else load_series_runs(directory), blocks)
+    return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE, parse_share=PARSE_SHARE)
+
+
 def engine_speed(directory: Path, cal, name: str) -> float | None:
     """How fast the engine ran during run ``name`` relative to what calibration ``cal`` says for the same
     steps: the median over the run's logged steps of (model runner's time) / (the calibrated step less its
