@@ -159,3 +159,55 @@ def test_the_step_log_lets_one_closed_loop_separate_per_step_from_per_request_co
     # the roofline model has no place for the log's totals: refused with a clear message
     with pytest.raises(Exception, match="linear"):
         C.fit(runs[:1], C.Setup(cfg=_cfg()), kind="roofline+linear", iterations=its)
+
+
+def test_client_after_finish_frees_the_slot_when_the_finish_work_ends_hand_counted():
+    # the case above with FrontEnd.client_after_finish: the bench's semaphore frees when the response has ended, i.e.
+    # after the finish work (the last chunk and [DONE] are that work). Both finish at t=1.0: the first one's work
+    # runs [1.0, 1.1] (its client has the response at 1.1 and sends request 2), the second one's [1.1, 1.2] (request
+    # 3 is sent at 1.2). The FIFO front end admits request 2 after the second finish's work, queued before it:
+    # [1.2, 1.25]; request 3 [1.25, 1.30]
+    fe = FrontEnd(per_request_s=0.05, per_finish_s=0.1, client_after_finish=True)
+    reqs = [_Req(i, 0.0) for i in range(4)]
+    a = Admission(reqs, max_concurrency=2, frontend=fe)
+    list(a.ready(0.2))
+    assert a.finished(1.0) == pytest.approx(1.1)  # the client's end of the first response
+    assert a.finished(1.0) == pytest.approx(1.2)
+    assert a.next_time() == pytest.approx(1.25)
+    assert [r.idx for r in a.ready(1.31)] == [2, 3]
+    assert (a.sent[2], a.sent[3]) == pytest.approx((1.1, 1.2))  # TTFT counts from these sends
+    assert (reqs[2].arrival, reqs[3].arrival) == pytest.approx((1.25, 1.30))
+
+
+def test_client_after_finish_with_parse_work_staggers_a_wave_hand_counted():
+    # priority mode (parse and finish work ahead of the FIFO admission): parse 0.02 s, admission 0.03 s, finish work
+    # 0.1 s; closed loop of 2. Both finish at 1.0: their works run [1.0, 1.1] and [1.1, 1.2], so request 2 is sent at
+    # 1.1 and request 3 at 1.2. Request 2's parse waits behind the second finish's work: [1.2, 1.22]; then request 3's
+    # parse (parse work goes first) [1.22, 1.24]; the admissions follow: request 2 [1.24, 1.27], request 3 [1.27, 1.30]
+    fe = FrontEnd(parse_s=0.02, per_request_s=0.03, per_finish_s=0.1, client_after_finish=True)
+    reqs = [_Req(i, 0.0) for i in range(4)]
+    a = Admission(reqs, max_concurrency=2, frontend=fe)
+    list(a.ready(0.5))
+    assert (a.finished(1.0), a.finished(1.0)) == pytest.approx((1.1, 1.2))
+    assert a.next_time() == pytest.approx(1.27)
+    got = list(a.ready(1.5))
+    assert [r.idx for r in got] == [2, 3]
+    assert (a.sent[2], a.sent[3]) == pytest.approx((1.1, 1.2))
+    assert (reqs[2].arrival, reqs[3].arrival) == pytest.approx((1.27, 1.30))
+
+
+def test_client_after_finish_ends_e2e_after_the_finish_work():
+    # one request at a time (closed loop of 1): each response ends per_finish_s after the engine's finish, and the next
+    # request is sent then. Before, the next one was sent at the engine's finish and waited out that work inside its
+    # own TTFT; now the work is in the E2E of the request it belongs to
+    cfg = SchedConfig(num_blocks=64, block_size=16, max_num_seqs=4, max_num_batched_tokens=512, max_model_len=256)
+    st = LinearStepTime(base_s=0.01, per_token_s=1e-5, per_request_s=1e-3)
+    w = Workload(arrival=[0.0] * 3, prompt=[64] * 3, output=[8] * 3, max_concurrency=1)
+    base = FrontEnd(per_request_s=0.004, per_finish_s=0.02)
+    r0 = simulate(w, cfg, st, frontend=base)
+    r1 = simulate(w, cfg, st, frontend=FrontEnd(per_request_s=0.004, per_finish_s=0.02, client_after_finish=True))
+    assert r1.ttft_s[0] == pytest.approx(r0.ttft_s[0]) and r1.e2e_s[0] == pytest.approx(r0.e2e_s[0] + 0.02)
+    assert r1.ttft_s[1:] == pytest.approx(r0.ttft_s[1:] - 0.02)  # before: the successor's TTFT held the finish work
+    assert r1.e2e_s[1:] == pytest.approx(r0.e2e_s[1:])  # ...and its E2E; now its own finish work is in it
+    assert r1.arrival_s[1:] == pytest.approx(r0.arrival_s[1:] + 0.02)  # the sends
+    assert r1.summary.duration_s == pytest.approx(r0.summary.duration_s + 0.02)  # the last response ends later

@@ -163,7 +163,8 @@ def load_calibration(path: str | Path) -> Calibration:
             raise ValueError(kind)
         lin = {k: float(doc["linear"].get(k, 0.0)) for k in LINEAR_KEYS}
         fe = doc.get("frontend")
-        frontend = FrontEnd(**{k: float(fe.get(k, 0.0)) for k in FE_KEYS}) if fe else None
+        frontend = FrontEnd(**{k: float(fe.get(k, 0.0)) for k in FE_KEYS},
+                            client_after_finish=bool(fe.get("client_after_finish", False))) if fe else None
         scale = float(doc.get("scale", 1.0))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise InputError(f"{p}: malformed calibration file") from None
@@ -679,7 +680,7 @@ def simulate_run(run: BenchRun, setup: Setup, cal: Calibration, detail: bool = F
     model = CalibratedStepTime(setup.base, cal.scale * k, lin)
     fe = cal.frontend
     if fe is not None and k != 1.0:
-        fe = FrontEnd(**{n: k * v for n, v in fe.as_dict().items()})
+        fe = replace(fe, **{n: k * getattr(fe, n) for n in FE_KEYS})
     return simulate(run.workload(), run.cfg or setup.cfg, model, detail=detail, frontend=fe)
 
 
@@ -688,11 +689,12 @@ _PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_re
 _PARAMS_ROOF = ("scale", "base_s", "per_request_s", "fe_request_s", "fe_output_token_s", "fe_latency_s")
 
 
-def _unpack(names, x, kind, fixed: dict[str, float] | None = None) -> Calibration:
+def _unpack(names, x, kind, fixed: dict[str, float] | None = None, after_finish: bool = False) -> Calibration:
     v = {**(fixed or {}), **{n: float(math.exp(xi)) for n, xi in zip(names, x)}}
     lin = {k: v.get(k, 0.0) for k in LINEAR_KEYS}
     fe = FrontEnd(per_request_s=v.get("fe_request_s", 0.0), per_output_token_s=v.get("fe_output_token_s", 0.0),
-                  latency_s=v.get("fe_latency_s", 0.0), per_finish_s=v.get("fe_finish_s", 0.0))
+                  latency_s=v.get("fe_latency_s", 0.0), per_finish_s=v.get("fe_finish_s", 0.0),
+                  client_after_finish=after_finish)
     return Calibration(kind=kind, scale=v.get("scale", 1.0), linear=lin, frontend=fe)
 
 
@@ -970,7 +972,7 @@ def repeatability_notes(rep: dict | None, held_err: dict | None) -> list[str]:
 def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
         stats: list[StatsObs] | None = None, prefill_term: bool = False, finish_cost: bool = False,
         spread: bool = False, iterations: list[IterObs] | None = None, kv_term: bool = False,
-        fixed: dict[str, float] | None = None, on_iter=None) -> Calibration:
+        fixed: dict[str, float] | None = None, on_iter=None, after_finish: bool = False) -> Calibration:
     """Fit one calibration on ``runs`` (bench runs of one deployment) and/or the busy intervals of
     its server stats log (``stats``; weighted as much as one run's figures in total).
     ``finish_cost``: also fit the front end's work per finished request (``FrontEnd.per_finish_s``: a
@@ -981,7 +983,8 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     per-step time the log does not see: planning and output processing; the bench's ITLs include it).
     ``kv_term``: also fit ``per_kv_token_s``, a decode's cost per token of its context (attention reading the KV
     cache; the linear model leaves it at 0 otherwise). Only a fitted run whose decodes saw clearly different
-    context lengths and batch sizes (a ramp-up, spread lengths) tells it from the per-request cost."""
+    context lengths and batch sizes (a ramp-up, spread lengths) tells it from the per-request cost.
+    ``after_finish``: the front end's finish work ends the client's response (``FrontEnd.client_after_finish``)."""
     import numpy as np
 
     if not runs and not stats:
@@ -1011,7 +1014,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     ov_i = names.index("overhead_s") if iterations else -1
 
     def objective(x) -> float:
-        cal = _unpack(names, x, kind, fixed)
+        cal = _unpack(names, x, kind, fixed, after_finish)
         total = 0.0
         for o in stats or ():
             # a busy interval's work fills it: log(busy fraction) = 0 (capped: idle gaps only lower it)
@@ -1030,7 +1033,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
         return total + 1e-3 * float(np.sum((x - x0) ** 2))
 
     best, _ = _nelder_mead(objective, x0, iters=iters, on_iter=on_iter)
-    cal = _unpack(names, best, kind, fixed)
+    cal = _unpack(names, best, kind, fixed, after_finish)
     if iterations:
         cal.fit["engine_overhead_s"] = float(math.exp(best[ov_i]))
     return cal
@@ -1083,7 +1086,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
               deployment: dict | None = None, stats: list[StatsObs] | None = None,
               prefill_term: bool = False, finish_cost: bool = False, spread: bool = False,
               iterations: list[IterObs] | None = None, kv_term: bool = False, iters: int = 250,
-              use_token_steps: bool = False, on_iter=None, parse_share: float = 0.0) -> Calibration:
+              use_token_steps: bool = False, on_iter=None, parse_share: float = 0.0,
+              client_after_finish: bool = False) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -1093,7 +1097,9 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     ahead of earlier requests' remaining work (``FrontEnd.parse_s``). An isolated request sees the same front end, so
     the fit is unchanged where sends do not overlap; a burst is released together. One run whose sends rarely overlap
     cannot measure the share (fitted on the CPU engine's ramp it overshot: 7.9 of 13.5 ms, closed-loop TTFTs +18 to
-    +40 %); docs/simulation.md gives the value measured on that engine's closed-loop bursts."""
+    +40 %); docs/simulation.md gives the value measured on that engine's closed-loop bursts.
+    ``client_after_finish``: fit and predict with ``FrontEnd.client_after_finish`` (the finish work ends the client's
+    response and frees a closed loop's slot)."""
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError("two bench results have the same file name: rename one")
@@ -1110,7 +1116,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
             raise InputError("the prefill rate from the token times sets the linear model's cost per token: --linear")
         fixed = {"per_token_s": steps_info["per_token_s"]}
     cal = fit(fit_runs, setup, kind, stats=stats, prefill_term=prefill_term, finish_cost=finish_cost, spread=spread,
-              iterations=iterations, kv_term=kv_term, iters=iters, fixed=fixed, on_iter=on_iter)
+              iterations=iterations, kv_term=kv_term, iters=iters, fixed=fixed, on_iter=on_iter,
+              after_finish=client_after_finish)
     cal.frontend = split_parse(cal.frontend, parse_share)
     overhead = cal.fit.get("engine_overhead_s")
     ev = evaluation(cal, fit_runs, held, setup)
@@ -1122,6 +1129,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         "spread": spread,
         "kv_term": kv_term,
         "parse_share": parse_share,
+        **({"client_after_finish": True} if client_after_finish else {}),
         "token_steps": steps_info,
         "iterations": len(iterations or ()),
         "engine_overhead_s": overhead,

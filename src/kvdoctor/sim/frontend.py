@@ -29,6 +29,7 @@ engine arrivals depend on the engine's finishes, so they are computed as the run
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -51,6 +52,10 @@ class FrontEnd:
     # released together: the first of a burst waits for the whole burst's parsing. Work at finishes is event-loop
     # work too and goes ahead in the same way.
     parse_s: float = 0.0
+    # the client learns of a finish when the front end's finish work for it is done (its stream's last chunk and
+    # [DONE] are that work): a closed loop's slot frees then, and the request's E2E ends then (False: both at the
+    # engine's finish, the finish work delaying only what is sent after it)
+    client_after_finish: bool = False
 
     def s_in(self, prompt: int) -> float:
         return self.per_request_s + self.per_prompt_token_s * prompt
@@ -65,7 +70,8 @@ class FrontEnd:
     def as_dict(self) -> dict:
         return {"per_request_s": self.per_request_s, "per_prompt_token_s": self.per_prompt_token_s,
                 "per_output_token_s": self.per_output_token_s, "latency_s": self.latency_s,
-                "per_finish_s": self.per_finish_s, "parse_s": self.parse_s}
+                "per_finish_s": self.per_finish_s, "parse_s": self.parse_s,
+                **({"client_after_finish": True} if self.client_after_finish else {})}
 
 
 class Admission:
@@ -86,6 +92,9 @@ class Admission:
         self.prio = self.fe is not None and self.fe.parse_s > 0
         # work at finishes makes engine arrivals depend on the engine: no up-front pass then
         self.dynamic = self.fe is not None and (self.fe.per_finish_s > 0 or self.prio)
+        # FrontEnd.client_after_finish: a finish reaches the client (frees its slot, ends its E2E) when its work ends
+        self.after_finish = self.fe is not None and self.fe.client_after_finish and self.fe.per_finish_s > 0
+        self._releases: list[float] = []  # heap: slots that free when a finish's work ends (after_finish)
         # priority mode: (ready time, cost, request or None) — parse work and finish work ahead of the FIFO part
         self._front: deque = deque()
         self._back: deque = deque()
@@ -121,6 +130,19 @@ class Admission:
         return self.cap is None or self.inflight < self.cap
 
     def _send(self, now: float) -> None:
+        # slots freeing by ``now`` (after_finish), in time order: what the gate let through before each goes first
+        while self._releases and self._releases[0] <= now:
+            rel = heapq.heappop(self._releases)
+            self._send_upto(rel)
+            self._open_slot(rel)
+        self._send_upto(now)
+
+    def _open_slot(self, t: float) -> None:
+        if self.inflight >= self.cap:
+            self.open_since = t
+        self.inflight -= 1
+
+    def _send_upto(self, now: float) -> None:
         pend = self.pending
         while self.ai < len(pend) and pend[self.ai].arrival <= now and self._gate_open():
             r = pend[self.ai]
@@ -143,7 +165,7 @@ class Admission:
             r.arrival = t
             self.queue.append(r)
 
-    def _serve(self, until: float) -> None:
+    def _serve(self, until: float, before: bool = False) -> None:
         """Run the two-queue front end (priority mode) while a job can start by ``until``; released requests go to
         ``self.queue`` with their engine arrival. Non-preemptive: a started job runs to its end. Invariant: every
         send and finish up to ``until`` is already queued (``_send``/``finished`` come first), so no job that could
@@ -151,7 +173,7 @@ class Admission:
         fe, front, back, free = self.fe, self._front, self._back, self.fe_free
         while front or back:
             start, parse_first = self._pick(front, back, free)
-            if start > until:
+            if start > until or (before and start >= until):
                 break
             if parse_first:  # parse and finish work first (all of it that is waiting by then)
                 free = self._parse(front, back, start)
@@ -178,9 +200,10 @@ class Admission:
         t = self.queue[0].arrival if self.queue else math.inf
         if self.prio:
             return t if not math.isinf(t) else self._first_release()
-        if self.ai < len(self.pending) and self._gate_open():
+        if self.ai < len(self.pending) and (self._gate_open() or self._releases):
             s = self.pending[self.ai]
-            send = s.arrival if self.cap is None else max(s.arrival, self.open_since)
+            gate = self.open_since if self._gate_open() else self._releases[0]
+            send = s.arrival if self.cap is None else max(s.arrival, gate)
             if self.fe is not None:
                 send = max(send, self.fe_free) + self.fe.s_in(s.prompt) + self.fe.latency_s
             t = min(t, send)
@@ -194,8 +217,11 @@ class Admission:
         i = self.ai
         slots = math.inf if self.cap is None else self.cap - self.inflight
         since = self.open_since if self.cap is not None else -math.inf
+        rels, j = sorted(self._releases), 0
         while True:
             start, parse_first = self._pick(front, back, free)
+            if slots == 0 and j < len(rels):  # the gate reopens when the next finish's work ends (after_finish)
+                slots, since, j = 1, rels[j], j + 1
             t_send = max(pend[i].arrival, since) if i < len(pend) and slots > 0 else math.inf
             if t_send <= start and not math.isinf(t_send):
                 front.append((t_send, fe.parse_s, pend[i]))  # parsed ahead of what waits at that moment
@@ -228,17 +254,30 @@ class Admission:
     def done(self) -> bool:
         return self.ai >= len(self.pending) and not self.queue and not self._in_fe
 
-    def finished(self, t: float) -> None:
+    def finished(self, t: float) -> float:
         """A request left (finished or rejected) at ``t``: its semaphore slot frees; the front end's
-        finish work queues behind everything sent by ``t`` and ahead of what is sent after."""
+        finish work queues behind everything sent by ``t`` and ahead of what is sent after. Returns when
+        the client has the whole response: ``t``, or with ``FrontEnd.client_after_finish`` when that work
+        ends (and the slot frees then)."""
+        end = t
         if self.dynamic:
             self._send(t)  # sent before the finish (the gate as it was): ahead of its work
+            pf = self.fe.per_finish_s
             if self.prio:
-                if self.fe.per_finish_s > 0:
-                    self._front.append((t, self.fe.per_finish_s, None))
+                if pf > 0:
+                    if self.after_finish:
+                        # the front end's work is non-preemptive and its parse/finish queue FIFO: this job starts
+                        # once what runs at t and every such job already waiting are done
+                        self._serve(t, before=True)
+                        end = max(self.fe_free, t) + sum(c for _, c, _ in self._front) + pf
+                    self._front.append((t, pf, None))
             else:
-                self.fe_free = max(self.fe_free, t) + self.fe.per_finish_s
+                self.fe_free = max(self.fe_free, t) + pf
+                if self.after_finish:
+                    end = self.fe_free
         if self.cap is not None:
-            if self.inflight >= self.cap:
-                self.open_since = t
-            self.inflight -= 1
+            if end > t:
+                heapq.heappush(self._releases, end)
+            else:
+                self._open_slot(t)
+        return end

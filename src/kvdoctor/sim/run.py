@@ -258,7 +258,7 @@ class _Loop:
 
     def _finish(self, r: SimRequest) -> None:
         self.sched.finish(r, self.now)
-        self.adm.finished(self.now)
+        r.t_finish = self.adm.finished(self.now)  # when the client has the whole response
         self.done += 1
 
     def _account(self, dur: float, n_running: int) -> None:
@@ -539,7 +539,7 @@ class _Loop:
                 sched.finish(r, r.t_last)
             else:
                 sched.finish_preempted(r, r.t_last)
-            self.adm.finished(r.t_last)
+            r.t_finish = self.adm.finished(r.t_last)
             self.done += 1
         self.pending_finish = []
         if self.pending_record is not None:

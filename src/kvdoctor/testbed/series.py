@@ -629,6 +629,19 @@ def calibrate_series_v9(directory: Path, runs: list | None = None, fit_on: str =
     return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE, parse_share=PARSE_SHARE)
 
 
+def calibrate_series_v10(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
+    """Procedure 10: procedure 8 with the client learning of each finish only when the front end's finish work for it
+    ends (``FrontEnd.client_after_finish``), in the fit and in every prediction; nothing else changes. Why: the bench's
+    semaphore frees when ``request_func`` returns, at the end of the response stream, and the stream's last chunk and
+    [DONE] are that work; procedures 5-9 freed the slot at the engine's finish, so a closed loop's next request was
+    sent then and waited out its predecessor's finish work inside its own TTFT, and two requests that finished in one
+    step sent their successors at one instant (in the recorded closed loops, 6-10 % of the simulated send gaps are
+    under 1 ms against 0-3 % measured). Stated with its adoption rule before it was evaluated on any session
+    (docs/simulation.md, "Procedure 10"): procedure 9's rule (a)-(c), against procedure 8. Returns (calibration,
+    runs)."""
+    return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE, parse_share=PARSE_SHARE, client_after_finish=True)
+
+
 def engine_speed(directory: Path, cal, name: str) -> float | None:
     """How fast the engine ran during run ``name`` relative to what calibration ``cal`` says for the same
     steps: the median over the run's logged steps of (model runner's time) / (the calibrated step less its
