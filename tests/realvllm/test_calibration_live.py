@@ -4,10 +4,12 @@ every bench run sent from one `vllm bench serve` process and EngineCore on a cor
 bursty gamma arrivals, a closed loop 8 with other lengths, and version 2-4's calibration load, a closed loop 6) and a
 repeat of the calibration run (its own prompts and send times). The calibration run is one `vllm bench serve --ramp-up-strategy linear` run (rate
 1 -> 16 requests/s, spread lengths), after a discarded warm-up with the same load: calibrated on it alone
-(``calibrate_series_v8``: version 6's procedure — a prompt token's cost measured on its steps rebuilt from its
+(``calibrate_series_v10``: version 6's procedure — a prompt token's cost measured on its steps rebuilt from its
 per-token times; then its bench figures and per-request quartiles, a decode's context cost, the front end with its
 per-finish work — with ``PARSE_SHARE`` of the front end's per-request work done as each request arrives, so a burst
-reaches the engine together), the other loads are predicted and compared with what the engine measured (wall clock, as the bench reports them).
+reaches the engine together (procedure 8), and each response ending, its closed-loop slot freeing, when the front
+end's finish work for it ends (procedure 10, adopted by its stated rule on the seventeen frozen sessions)), the other
+loads are predicted and compared with what the engine measured (wall clock, as the bench reports them).
 
 The series, the calibration procedure and the tolerance (``TOLERANCE``: the issue's 10 % on output throughput, mean
 TTFT and mean TPOT) were fixed in kvdoctor/testbed/series.py before any run of version 7 was recorded. The repeat of
@@ -38,7 +40,7 @@ DRIFT = next(r.name for r in S.LIVE_SERIES if r.role == "drift")
 def series(testbed, engine_lock, tmp_path_factory):
     d = tmp_path_factory.mktemp("calibration-series")
     S.record_series(testbed, d)
-    cal, runs = S.calibrate_series_v8(d, fit_on=CAL)
+    cal, runs = S.calibrate_series_v10(d, fit_on=CAL)
     return cal, runs, json.loads((d / "series.json").read_text()), d
 
 

@@ -684,3 +684,114 @@ def test_procedure_8_releases_the_closed_loops_first_burst_together_as_the_engin
     assert len(set(np.round(ttft6[1:], 3))) == 2  # two prefill steps
     assert len(set(np.round(ttft8[1:], 3))) == 1  # one
     assert ttft8[1:] == pytest.approx(measured[1:], rel=0.03) and ttft8[0] == pytest.approx(measured[0], rel=0.05)
+
+
+# Procedure 10 (series.calibrate_series_v10: procedure 8 with FrontEnd.client_after_finish — the bench's slot frees, and
+# a response ends, when the front end's finish work for it ends), fitted anew on each session; adopted for the live
+# test by the rule stated before it was evaluated (docs/simulation.md, "Procedure 10"): these are the errors it gave.
+def _p10(name):
+    cal, _ = S.calibrate_series_v10(FIX / name)
+    return name, cal
+
+
+for _n in RAMP:
+    background.job(f"p10:{_n}", _p10, _n, fixture="recorded_p10", param=_n)
+
+
+@pytest.fixture(scope="module", params=RAMP)
+def recorded_p10(request):
+    return background.result(f"p10:{request.param}")
+
+
+REPORTED_V10 = {
+    "series14": {"cal_ramp.json": (-0.004, 0.074, -0.029), "val_r3.json": (-0.004, 0.124, 0.034), "val_g6.json": (-0.010, 0.051, 0.059), "val_c8_in256.json": (0.032, -0.067, -0.022), "val_c6.json": (0.131, -0.060, -0.123), "drift_ramp.json": (0.004, -0.192, -0.116)},
+    "series16": {"cal_ramp.json": (-0.001, -0.034, 0.006), "val_r3.json": (-0.002, 0.000, -0.021), "val_g6.json": (-0.007, -0.041, 0.064), "val_c8_in256.json": (0.148, -0.135, -0.139), "val_c6.json": (-0.033, 0.039, 0.027), "drift_ramp.json": (-0.007, -0.073, 0.048)},
+    "series17": {"cal_ramp.json": (-0.014, -0.023, 0.013), "val_r3.json": (-0.004, 0.075, 0.175), "val_g6.json": (0.015, -0.119, -0.072), "val_c8_in256.json": (0.126, -0.125, -0.126), "val_c6.json": (0.129, -0.131, -0.113), "drift_ramp.json": (0.003, -0.198, -0.060)},
+    "series19": {"cal_ramp.json": (-0.001, -0.008, 0.008), "val_r3.json": (-0.003, 0.036, 0.097), "val_g6.json": (0.003, -0.002, 0.155), "val_c8_in256.json": (0.063, -0.080, -0.049), "val_c6.json": (-0.198, 0.094, 0.312), "drift_ramp.json": (-0.002, 0.031, 0.043)},
+    "series20": {"cal_ramp.json": (-0.001, -0.058, 0.060), "val_r3.json": (-0.005, 0.086, 0.034), "val_g6.json": (0.003, -0.091, -0.064), "val_c8_in256.json": (-0.051, -0.148, 0.132), "val_c6.json": (0.041, -0.010, -0.039), "drift_ramp.json": (0.001, -0.113, 0.022)},
+    "series21": {"cal_ramp.json": (-0.000, 0.003, 0.004), "val_r3.json": (-0.000, 0.044, 0.040), "val_g6.json": (-0.002, 0.062, 0.053), "val_c8_in256.json": (0.004, 0.086, -0.035), "val_c6.json": (0.110, -0.101, -0.096), "drift_ramp.json": (0.002, -0.030, -0.032)},
+    "series22": {"cal_ramp.json": (-0.000, -0.012, 0.011), "val_r3.json": (0.002, 0.008, -0.011), "val_g6.json": (0.001, -0.013, -0.022), "val_c8_in256.json": (-0.056, 0.066, 0.074), "val_c6.json": (-0.052, -0.059, 0.079), "drift_ramp.json": (-0.002, 0.046, 0.065)},
+    "series23": {"cal_ramp.json": (-0.007, -0.003, 0.043), "val_r3.json": (-0.003, 0.028, -0.014), "val_g6.json": (-0.011, 0.313, 0.283), "val_c8_in256.json": (-0.157, 0.095, 0.202), "val_c6.json": (-0.179, 0.188, 0.229), "drift_ramp.json": (-0.001, -0.075, 0.029)},
+    "series24": {"cal_ramp.json": (-0.005, -0.040, 0.076), "val_r3.json": (-0.006, -0.021, -0.131), "val_g6.json": (0.007, 0.053, -0.012), "val_c8_in256.json": (0.034, -0.119, -0.007), "val_c6.json": (0.002, 0.004, -0.008), "drift_ramp.json": (-0.009, 0.045, 0.151)},
+    "series25": {"cal_ramp.json": (0.001, -0.005, -0.004), "val_r3.json": (0.000, 0.049, -0.038), "val_g6.json": (0.001, 0.037, -0.021), "val_c8_in256.json": (-0.044, 0.092, 0.042), "val_c6.json": (0.011, -0.057, -0.004), "drift_ramp.json": (0.001, 0.017, -0.024)},
+    "series26": {"cal_ramp.json": (0.000, -0.008, -0.002), "val_r3.json": (0.000, 0.038, -0.035), "val_g6.json": (0.004, -0.039, -0.099), "val_c8_in256.json": (-0.041, 0.011, 0.051), "val_c6.json": (0.055, -0.166, -0.028), "drift_ramp.json": (0.001, -0.046, -0.055)},
+    "series27": {"cal_ramp.json": (0.000, -0.014, 0.012), "val_r3.json": (0.000, -0.018, 0.017), "val_g6.json": (0.002, 0.015, 0.010), "val_c8_in256.json": (-0.037, 0.072, 0.045), "val_c6.json": (-0.015, -0.044, 0.028), "drift_ramp.json": (0.002, 0.022, 0.018)},
+    "series28": {"cal_ramp.json": (0.000, -0.007, -0.005), "val_r3.json": (0.001, 0.023, -0.047), "val_g6.json": (0.001, 0.028, -0.022), "val_c8_in256.json": (-0.035, 0.098, 0.027), "val_c6.json": (-0.015, 0.007, 0.024), "drift_ramp.json": (0.001, -0.015, -0.020)},
+    "series29": {"cal_ramp.json": (0.001, -0.016, -0.002), "val_r3.json": (0.001, 0.017, -0.033), "val_g6.json": (0.002, 0.010, -0.008), "val_c8_in256.json": (-0.029, -0.060, 0.065), "val_c6.json": (-0.017, -0.084, 0.036), "drift_ramp.json": (0.001, -0.029, -0.012)},
+    "series30": {"cal_ramp.json": (0.000, -0.007, 0.002), "val_r3.json": (0.000, 0.020, -0.010), "val_g6.json": (0.001, 0.062, 0.002), "val_c8_in256.json": (-0.047, 0.068, 0.049), "val_c6.json": (-0.030, 0.019, 0.037), "drift_ramp.json": (0.001, -0.001, 0.001)},
+    "series31": {"cal_ramp.json": (-0.000, -0.010, 0.000), "val_r3.json": (0.001, 0.009, -0.034), "val_g6.json": (0.001, -0.016, -0.062), "val_c8_in256.json": (-0.012, 0.088, -0.007), "val_c6.json": (0.059, -0.025, -0.054), "drift_ramp.json": (0.000, -0.054, 0.002)},
+    "series32": {"cal_ramp.json": (0.000, -0.011, -0.006), "val_r3.json": (0.001, -0.042, -0.035), "val_g6.json": (0.001, 0.057, 0.008), "val_c8_in256.json": (-0.066, 0.092, 0.066), "val_c6.json": (-0.015, -0.014, 0.025), "drift_ramp.json": (-0.001, 0.021, 0.026)},
+}
+
+
+def test_procedure_10_errors_are_what_it_gives(recorded_p10):
+    name, cal = recorded_p10
+    assert cal.frontend.client_after_finish and cal.frontend.per_finish_s > 0
+    assert cal.frontend.parse_s == pytest.approx(S.PARSE_SHARE / (1 - S.PARSE_SHARE) * cal.frontend.per_request_s)
+    got = _errors(cal)
+    for run, errs in REPORTED_V10[name].items():
+        assert got[run] == pytest.approx(list(errs), abs=0.01), (run, got[run])
+    if name in ("series22", "series25", "series27", "series28", "series29", "series30", "series31", "series32"):
+        # judged, every validation figure inside issue 11's 10 % bar (procedure 8: five of these sessions)
+        assert all(abs(x) <= S.TOLERANCE for run, e in got.items() if run.startswith("val_") for x in e)
+
+
+def test_procedure_10_was_adopted_by_its_rule():
+    """docs/simulation.md, "Procedure 10": against procedure 8 over the seventeen sessions, (a) more of the 170
+    load-sensitive figures within 10 %, (b) no fewer judged sessions with every figure within 10 %, (c) the closed
+    loops' mean TTFT errors no larger in magnitude. Procedure 9 (the prompts' cached heads) failed (c) on val_c8_in256
+    (+3.8 % against +1.1 %) and was not adopted."""
+    import statistics
+
+    vals = ("val_r3.json", "val_g6.json", "val_c8_in256.json", "val_c6.json")
+    unjudged = ("series16", "series17")  # version 6's CI session, version 7's first (repeat +22 %)
+
+    def score(table):
+        sens = [abs(table[s][r][k]) for s in table for r in vals for k in range(3)
+                if not (r in ("val_r3.json", "val_g6.json") and k == 0)]
+        every = [s for s in table if s not in unjudged and all(abs(x) <= S.TOLERANCE for r in vals for x in table[s][r])]
+        ttft = {r: statistics.mean(table[s][r][1] for s in table) for r in ("val_c6.json", "val_c8_in256.json")}
+        return sum(x <= S.TOLERANCE for x in sens), len(sens), len(every), ttft
+
+    w8, n8, e8, t8 = score(REPORTED_V8)
+    w10, n10, e10, t10 = score(REPORTED_V10)
+    assert (w8, n8, e8) == (133, 170, 5) and (w10, n10, e10) == (139, 170, 8)
+    assert all(abs(t10[r]) <= abs(t8[r]) for r in t8)  # c6 +4.9 -> -2.3 %, c8 +1.1 -> +0.2 %
+
+
+def test_the_sessions_prompt_heads_reproduce_the_servers_prefix_cache_hit_rate():
+    """Procedure 9's cache replay (series.session_prompt_heads over testbed/prompt_blocks.py's digests), checked against
+    the server's own counter rather than any timing: series31's logged prefix-cache hit rate at the end of each run
+    (2.4 / 4.4 / 5.4 / 6.4 / 6.3 / 6.2 / 6.1 %) against the replay's, within 1.2 points; keyed by the prompts' starts
+    alone (sim.workload.random_prompt_starts: the bench's offsets reproduced draw for draw) the replay finds under half."""
+    import datetime
+    import re
+
+    from kvdoctor.sim.workload import WorkloadSpec, random_prompt_starts
+
+    d = FIX / "series31"
+    meta = json.loads((d / "series.json").read_text())
+    logged = re.findall(r"INFO (\d\d-\d\d \d\d:\d\d:\d\d) \[loggers\.py:\d+\].*Prefix cache hit rate: ([0-9.]+)%",
+                        (d / "serve.stats.log").read_text())
+    runs = {r.name: r for r in S.session_prompt_heads(d)}
+    hits = queries = 0.0
+    warm_up = json.loads((d / "warmup_ramp.json").read_text())
+    hits += 0.024 * sum(warm_up["input_lens"])  # the warm-up's own hits: the log's first figure (not a timed run)
+    queries += sum(warm_up["input_lens"])
+    for r in meta["runs"][1:]:
+        run = runs[f"{r['name']}.json"]
+        hits += sum(run.warm_prefix)
+        queries += sum(run.prompt)
+        t = datetime.datetime.fromtimestamp(r["ended_at"] + 2, datetime.UTC).strftime("%m-%d %H:%M:%S")
+        log = float([x for x in logged if x[0] <= t][-1][1])
+        assert abs(100 * hits / queries - log) <= 1.2, (r["name"], 100 * hits / queries, log)
+    assert 100 * hits / queries == pytest.approx(6.1, abs=0.5)
+    # the bench's own draws: the lengths it saved, and val_r3's two requests that start where cal_ramp's last ones did
+    spec = WorkloadSpec(dataset_name="random", num_prompts=40, random_input_len=128, random_output_len=64, seed=22,
+                        request_rate=3.0, special_tokens=0)
+    starts = random_prompt_starts(spec, S.TINY_VOCAB, S.TINY_SPECIAL_IDS)
+    ramp = random_prompt_starts(WorkloadSpec(dataset_name="random", num_prompts=64, random_input_len=192,
+                                             random_output_len=48, random_range_ratio=0.66, seed=26,
+                                             special_tokens=0), S.TINY_VOCAB, S.TINY_SPECIAL_IDS)
+    assert (starts[8], starts[12]) == (ramp[63], ramp[59])
+    assert runs["val_r3.json"].warm_prefix[8] == 128 and runs["val_r3.json"].warm_prefix[12] == 128

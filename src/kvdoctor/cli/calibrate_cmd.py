@@ -24,7 +24,7 @@ def calibrate_cmd(
     bench: Annotated[Optional[list[str]], typer.Argument(help="`vllm bench serve --save-result` JSON files of this deployment (--save-detailed adds per-request lengths and send times), or what the bench printed: each 'Serving Benchmark Result' block of a capture is one run (FILE#k).")] = None,
     stats_log: Annotated[Optional[list[str]], typer.Option("--stats-log", help="The server's log with its periodic stats lines (repeatable): busy intervals constrain the step time.")] = None,
     iteration_log: Annotated[Optional[list[str]], typer.Option("--iteration-log", help="A server log with vLLM's per-step lines (vllm serve --enable-logging-iteration-details; repeatable; --linear): each step's batch and model time pin the step model.")] = None,
-    finish_cost: Annotated[bool, typer.Option("--finish-cost", help="Also fit the API server's work per finished request (a closed loop's synchronized wave: every request finishes in one step, the next ones arrive together).")] = False,
+    finish_cost: Annotated[bool, typer.Option("--finish-cost", help="Also fit the API server's work per finished request (the last chunk and [DONE]): the response ends when that work does, so a --max-concurrency slot frees then and what is sent after waits for it (a closed loop's wave: requests that finish in one step release their successors one after another).")] = False,
     out: Annotated[str, typer.Option("--output", "--out", "-o", help="Where to write the calibration file (JSON).")] = "kvdoctor-calibration.json",
     fit_on: Annotated[Optional[list[str]], typer.Option("--fit-on", help="Fit on this result (file name; repeatable). Default: the first. The others are held out and predicted.")] = None,
     special_tokens: Annotated[int, typer.Option("--special-tokens", min=0, help="Tokens the server's tokenizer adds to each prompt (a BOS: 1, Llama-style; Qwen: 0). The bench counts prompts without them.")] = 1,
@@ -94,7 +94,7 @@ def calibrate_cmd(
         cal = C.calibrate(runs, C.Setup(cfg=cfg, base=base), kind=kind, fit_on=fit_on, deployment=deployment,
                           stats=stats, prefill_term=fit_prefill, iterations=iters, finish_cost=finish_cost,
                           use_token_steps=token_steps, spread=fit_spread, kv_term=fit_context, iters=n_iter,
-                          on_iter=advance, parse_share=parse_share)
+                          on_iter=advance, parse_share=parse_share, client_after_finish=finish_cost)
     cal.fit["warm_prefix"] = {"same_server": same_server, "bench_test_request": bench_test_request}
     if not same_server:
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)

@@ -564,6 +564,11 @@ def calibrate_series_v8(directory: Path, runs: list | None = None, fit_on: str =
     return cal, runs
 
 
+# The tiny model's tokenizer (testbed/make_tiny_model.py: byte-level BPE trained on a seeded corpus, so every test bed
+# makes the same one; tests/fixtures/realvllm_bench/tiny/config.json): its vocabulary and its four special tokens
+# (<s> </s> <unk> <pad>), which the random dataset leaves out of its prompts (sim.workload.random_prompt_starts)
+TINY_VOCAB = 1360
+TINY_SPECIAL_IDS = 4
 # what the series' random loads sent, block by block (kvdoctor/testbed/prompt_blocks.py, run once over every frozen
 # session; a live session writes its own ``prompt_blocks.json`` beside its runs)
 PROMPT_BLOCKS = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "realvllm_bench" / "prompt_blocks.json"
