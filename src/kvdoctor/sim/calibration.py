@@ -680,7 +680,7 @@ def simulate_run(run: BenchRun, setup: Setup, cal: Calibration, detail: bool = F
     model = CalibratedStepTime(setup.base, cal.scale * k, lin)
     fe = cal.frontend
     if fe is not None and k != 1.0:
-        fe = replace(fe, **{n: k * getattr(fe, n) for n in FE_KEYS})
+        fe = replace(fe, **{n: k * v for n, v in fe.as_dict().items() if n in FE_KEYS})
     return simulate(run.workload(), run.cfg or setup.cfg, model, detail=detail, frontend=fe)
 
 
