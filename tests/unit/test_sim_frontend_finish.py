@@ -211,3 +211,18 @@ def test_client_after_finish_ends_e2e_after_the_finish_work():
     assert r1.e2e_s[1:] == pytest.approx(r0.e2e_s[1:])  # ...and its E2E; now its own finish work is in it
     assert r1.arrival_s[1:] == pytest.approx(r0.arrival_s[1:] + 0.02)  # the sends
     assert r1.summary.duration_s == pytest.approx(r0.summary.duration_s + 0.02)  # the last response ends later
+
+
+def test_finish_work_that_does_not_occupy_the_front_end_hand_counted():
+    # FrontEnd.finish_occupies=False: each response ends per_finish_s after the engine's finish, and the closed loop's
+    # slot frees then, but the work holds no one else. Closed loop of 2, admission 0.05 s, finish 0.1 s: both finish
+    # at 1.0, both responses end at 1.1, requests 2 and 3 are sent at 1.1 and admitted [1.1, 1.15] and [1.15, 1.20]
+    fe = FrontEnd(per_request_s=0.05, per_finish_s=0.1, client_after_finish=True, finish_occupies=False)
+    reqs = [_Req(i, 0.0) for i in range(4)]
+    a = Admission(reqs, max_concurrency=2, frontend=fe)
+    list(a.ready(0.2))
+    assert (a.finished(1.0), a.finished(1.0)) == pytest.approx((1.1, 1.1))
+    assert a.next_time() == pytest.approx(1.15)
+    assert [r.idx for r in a.ready(1.3)] == [2, 3]
+    assert (a.sent[2], a.sent[3]) == pytest.approx((1.1, 1.1))
+    assert (reqs[2].arrival, reqs[3].arrival) == pytest.approx((1.15, 1.20))

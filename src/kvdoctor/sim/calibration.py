@@ -164,7 +164,8 @@ def load_calibration(path: str | Path) -> Calibration:
         lin = {k: float(doc["linear"].get(k, 0.0)) for k in LINEAR_KEYS}
         fe = doc.get("frontend")
         frontend = FrontEnd(**{k: float(fe.get(k, 0.0)) for k in FE_KEYS},
-                            client_after_finish=bool(fe.get("client_after_finish", False))) if fe else None
+                            client_after_finish=bool(fe.get("client_after_finish", False)),
+                            finish_occupies=bool(fe.get("finish_occupies", True))) if fe else None
         scale = float(doc.get("scale", 1.0))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise InputError(f"{p}: malformed calibration file") from None
@@ -689,12 +690,13 @@ _PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_re
 _PARAMS_ROOF = ("scale", "base_s", "per_request_s", "fe_request_s", "fe_output_token_s", "fe_latency_s")
 
 
-def _unpack(names, x, kind, fixed: dict[str, float] | None = None, after_finish: bool = False) -> Calibration:
+def _unpack(names, x, kind, fixed: dict[str, float] | None = None, after_finish: bool = False,
+            finish_occupies: bool = True) -> Calibration:
     v = {**(fixed or {}), **{n: float(math.exp(xi)) for n, xi in zip(names, x)}}
     lin = {k: v.get(k, 0.0) for k in LINEAR_KEYS}
     fe = FrontEnd(per_request_s=v.get("fe_request_s", 0.0), per_output_token_s=v.get("fe_output_token_s", 0.0),
                   latency_s=v.get("fe_latency_s", 0.0), per_finish_s=v.get("fe_finish_s", 0.0),
-                  client_after_finish=after_finish)
+                  client_after_finish=after_finish, finish_occupies=finish_occupies)
     return Calibration(kind=kind, scale=v.get("scale", 1.0), linear=lin, frontend=fe)
 
 
@@ -972,7 +974,8 @@ def repeatability_notes(rep: dict | None, held_err: dict | None) -> list[str]:
 def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
         stats: list[StatsObs] | None = None, prefill_term: bool = False, finish_cost: bool = False,
         spread: bool = False, iterations: list[IterObs] | None = None, kv_term: bool = False,
-        fixed: dict[str, float] | None = None, on_iter=None, after_finish: bool = False) -> Calibration:
+        fixed: dict[str, float] | None = None, on_iter=None, after_finish: bool = False,
+        finish_occupies: bool = True) -> Calibration:
     """Fit one calibration on ``runs`` (bench runs of one deployment) and/or the busy intervals of
     its server stats log (``stats``; weighted as much as one run's figures in total).
     ``finish_cost``: also fit the front end's work per finished request (``FrontEnd.per_finish_s``: a
@@ -984,7 +987,8 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     ``kv_term``: also fit ``per_kv_token_s``, a decode's cost per token of its context (attention reading the KV
     cache; the linear model leaves it at 0 otherwise). Only a fitted run whose decodes saw clearly different
     context lengths and batch sizes (a ramp-up, spread lengths) tells it from the per-request cost.
-    ``after_finish``: the front end's finish work ends the client's response (``FrontEnd.client_after_finish``)."""
+    ``after_finish``: the front end's finish work ends the client's response (``FrontEnd.client_after_finish``);
+    ``finish_occupies``: False, that work delays only its own response (``FrontEnd.finish_occupies``)."""
     import numpy as np
 
     if not runs and not stats:
@@ -1014,7 +1018,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     ov_i = names.index("overhead_s") if iterations else -1
 
     def objective(x) -> float:
-        cal = _unpack(names, x, kind, fixed, after_finish)
+        cal = _unpack(names, x, kind, fixed, after_finish, finish_occupies)
         total = 0.0
         for o in stats or ():
             # a busy interval's work fills it: log(busy fraction) = 0 (capped: idle gaps only lower it)
@@ -1033,7 +1037,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
         return total + 1e-3 * float(np.sum((x - x0) ** 2))
 
     best, _ = _nelder_mead(objective, x0, iters=iters, on_iter=on_iter)
-    cal = _unpack(names, best, kind, fixed, after_finish)
+    cal = _unpack(names, best, kind, fixed, after_finish, finish_occupies)
     if iterations:
         cal.fit["engine_overhead_s"] = float(math.exp(best[ov_i]))
     return cal
@@ -1087,7 +1091,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
               prefill_term: bool = False, finish_cost: bool = False, spread: bool = False,
               iterations: list[IterObs] | None = None, kv_term: bool = False, iters: int = 250,
               use_token_steps: bool = False, on_iter=None, parse_share: float = 0.0,
-              client_after_finish: bool = False) -> Calibration:
+              client_after_finish: bool = False, finish_occupies: bool = True) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -1099,7 +1103,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     cannot measure the share (fitted on the CPU engine's ramp it overshot: 7.9 of 13.5 ms, closed-loop TTFTs +18 to
     +40 %); docs/simulation.md gives the value measured on that engine's closed-loop bursts.
     ``client_after_finish``: fit and predict with ``FrontEnd.client_after_finish`` (the finish work ends the client's
-    response and frees a closed loop's slot)."""
+    response and frees a closed loop's slot); ``finish_occupies`` False: that work is the response's own delay only."""
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError("two bench results have the same file name: rename one")
@@ -1117,7 +1121,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         fixed = {"per_token_s": steps_info["per_token_s"]}
     cal = fit(fit_runs, setup, kind, stats=stats, prefill_term=prefill_term, finish_cost=finish_cost, spread=spread,
               iterations=iterations, kv_term=kv_term, iters=iters, fixed=fixed, on_iter=on_iter,
-              after_finish=client_after_finish)
+              after_finish=client_after_finish, finish_occupies=finish_occupies)
     cal.frontend = split_parse(cal.frontend, parse_share)
     overhead = cal.fit.get("engine_overhead_s")
     ev = evaluation(cal, fit_runs, held, setup)
@@ -1130,6 +1134,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         "kv_term": kv_term,
         "parse_share": parse_share,
         **({"client_after_finish": True} if client_after_finish else {}),
+        **({"finish_occupies": False} if not finish_occupies else {}),
         "token_steps": steps_info,
         "iterations": len(iterations or ()),
         "engine_overhead_s": overhead,

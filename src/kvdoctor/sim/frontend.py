@@ -56,6 +56,9 @@ class FrontEnd:
     # [DONE] are that work): a closed loop's slot frees then, and the request's E2E ends then (False: both at the
     # engine's finish, the finish work delaying only what is sent after it)
     client_after_finish: bool = False
+    # with client_after_finish: the finish work delays only its own response (and a closed loop's next send), without
+    # holding the front end from other requests' admissions (False: it occupies the front end, as above)
+    finish_occupies: bool = True
 
     def s_in(self, prompt: int) -> float:
         return self.per_request_s + self.per_prompt_token_s * prompt
@@ -71,7 +74,8 @@ class FrontEnd:
         return {"per_request_s": self.per_request_s, "per_prompt_token_s": self.per_prompt_token_s,
                 "per_output_token_s": self.per_output_token_s, "latency_s": self.latency_s,
                 "per_finish_s": self.per_finish_s, "parse_s": self.parse_s,
-                **({"client_after_finish": True} if self.client_after_finish else {})}
+                **({"client_after_finish": True} if self.client_after_finish else {}),
+                **({"finish_occupies": False} if not self.finish_occupies else {})}
 
 
 class Admission:
@@ -90,8 +94,11 @@ class Admission:
         # parse work ahead of earlier requests (FrontEnd.parse_s): a request's engine arrival depends on what is sent
         # after it, so the front end is simulated as the run goes (two queues, below)
         self.prio = self.fe is not None and self.fe.parse_s > 0
+        # FrontEnd.finish_occupies=False (with client_after_finish): the finish work is its response's own delay only
+        self.finish_delay = (self.fe is not None and self.fe.client_after_finish and not self.fe.finish_occupies
+                             and self.fe.per_finish_s > 0)
         # work at finishes makes engine arrivals depend on the engine: no up-front pass then
-        self.dynamic = self.fe is not None and (self.fe.per_finish_s > 0 or self.prio)
+        self.dynamic = self.fe is not None and ((self.fe.per_finish_s > 0 and not self.finish_delay) or self.prio)
         # FrontEnd.client_after_finish: a finish reaches the client (frees its slot, ends its E2E) when its work ends
         self.after_finish = self.fe is not None and self.fe.client_after_finish and self.fe.per_finish_s > 0
         self._releases: list[float] = []  # heap: slots that free when a finish's work ends (after_finish)
@@ -260,7 +267,9 @@ class Admission:
         the client has the whole response: ``t``, or with ``FrontEnd.client_after_finish`` when that work
         ends (and the slot frees then)."""
         end = t
-        if self.dynamic:
+        if self.finish_delay:
+            end = t + self.fe.per_finish_s
+        elif self.dynamic:
             self._send(t)  # sent before the finish (the gate as it was): ahead of its work
             pf = self.fe.per_finish_s
             if self.prio:
