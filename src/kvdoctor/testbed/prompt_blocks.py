@@ -1,6 +1,7 @@
 """The prompts a calibration series really sent, as the prefix cache sees them: one digest per full KV block.
 
-Executed by the test bed venv's interpreter, never imported by kvdoctor (it needs vLLM and the tokenizer stack):
+Executed by the test bed venv's interpreter (its ``main`` needs vLLM and the tokenizer stack; kvdoctor imports only
+``dataset_key``, which needs neither):
 
     VENV_PYTHON prompt_blocks.py TOKENIZER_DIR OUT_JSON SERIES_DIR [SERIES_DIR ...] [--block-size 32]
 

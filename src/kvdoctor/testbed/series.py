@@ -570,7 +570,8 @@ def calibrate_series_v8(directory: Path, runs: list | None = None, fit_on: str =
 TINY_VOCAB = 1360
 TINY_SPECIAL_IDS = 4
 # what the series' random loads sent, block by block (kvdoctor/testbed/prompt_blocks.py, run once over every frozen
-# session; a live session writes its own ``prompt_blocks.json`` beside its runs)
+# session; a session with other loads carries its own ``prompt_blocks.json``, made by the same script). The live test
+# does not use it: procedure 9 was not adopted
 PROMPT_BLOCKS = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "realvllm_bench" / "prompt_blocks.json"
 
 
