@@ -3,6 +3,8 @@ the figures come from vLLM's own files, with their provenance."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,20 @@ def test_with_both_sources_the_peak_is_the_larger_and_the_mean_stays_on_the_samp
     assert both["kv_usage_peak_pct"]["value"] == max(whole["kv_usage_peak_pct"]["value"], 94.7)
     assert both["kv_usage_mean_pct"] == whole["kv_usage_mean_pct"]
     assert both["waiting_peak"]["value"] >= whole["waiting_peak"]["value"]
+
+
+def test_a_kv_peak_seen_only_on_idle_snapshots_is_not_reported(tmp_path):
+    # a load that fell between every snapshot (a fresh-clone CI run: a ~2 s closed loop, 12 /metrics samples and 3
+    # stats lines, all idle): the readout gives no KV peak rather than a measured 0 %; the run's other figures stay
+    run = _with_window(tmp_path, "capacity_short", samples_kept=3)
+    log = (run.directory / "serve.log").read_bytes()
+    start, end = run.log_span
+    idle = re.sub(rb"Running: \d+ reqs, Waiting: \d+ reqs, CPU KV cache usage: [\d.]+%",
+                  b"Running: 0 reqs, Waiting: 0 reqs, CPU KV cache usage: 0.0%", log[start:end])
+    (run.directory / "serve.log").write_bytes(log[:start] + idle)
+    meta = json.loads((run.directory / "run.json").read_text())
+    meta["serve_log_load_span"] = [start, start + len(idle)]
+    (run.directory / "run.json").write_text(json.dumps(meta))
+    m = read_run(RunResult.from_dir(run.directory))
+    assert "kv_usage_peak_pct" not in m and "kv_usage_mean_pct" not in m
+    assert m["completed"]["value"] == 40 and m["running_peak"]["value"] == 0
