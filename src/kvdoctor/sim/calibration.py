@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only
 SCHEMA = "kvdoctor.calibration/1"
 LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s")
 FE_KEYS = ("per_request_s", "per_prompt_token_s", "per_output_token_s", "latency_s", "per_finish_s", "parse_s")
+FE_FLAGS = ("client_after_finish", "finish_occupies")  # FrontEnd's switches; a file records those off their defaults
 # the bench figures a fit matches, with the simulated counterpart computed by ``sim_figures``
 FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
            "median_itl_ms", "p99_itl_ms", "mean_e2el_ms")
@@ -164,8 +165,7 @@ def load_calibration(path: str | Path) -> Calibration:
         lin = {k: float(doc["linear"].get(k, 0.0)) for k in LINEAR_KEYS}
         fe = doc.get("frontend")
         frontend = FrontEnd(**{k: float(fe.get(k, 0.0)) for k in FE_KEYS},
-                            client_after_finish=bool(fe.get("client_after_finish", False)),
-                            finish_occupies=bool(fe.get("finish_occupies", True))) if fe else None
+                            **{k: bool(fe[k]) for k in FE_FLAGS if k in fe}) if fe else None
         scale = float(doc.get("scale", 1.0))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise InputError(f"{p}: malformed calibration file") from None
@@ -690,13 +690,13 @@ _PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_re
 _PARAMS_ROOF = ("scale", "base_s", "per_request_s", "fe_request_s", "fe_output_token_s", "fe_latency_s")
 
 
-def _unpack(names, x, kind, fixed: dict[str, float] | None = None, after_finish: bool = False,
-            finish_occupies: bool = True) -> Calibration:
+def _unpack(names, x, kind, fixed: dict[str, float] | None = None,
+            fe_flags: dict[str, bool] | None = None) -> Calibration:
     v = {**(fixed or {}), **{n: float(math.exp(xi)) for n, xi in zip(names, x)}}
     lin = {k: v.get(k, 0.0) for k in LINEAR_KEYS}
     fe = FrontEnd(per_request_s=v.get("fe_request_s", 0.0), per_output_token_s=v.get("fe_output_token_s", 0.0),
                   latency_s=v.get("fe_latency_s", 0.0), per_finish_s=v.get("fe_finish_s", 0.0),
-                  client_after_finish=after_finish, finish_occupies=finish_occupies)
+                  **(fe_flags or {}))
     return Calibration(kind=kind, scale=v.get("scale", 1.0), linear=lin, frontend=fe)
 
 
@@ -974,8 +974,7 @@ def repeatability_notes(rep: dict | None, held_err: dict | None) -> list[str]:
 def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 250,
         stats: list[StatsObs] | None = None, prefill_term: bool = False, finish_cost: bool = False,
         spread: bool = False, iterations: list[IterObs] | None = None, kv_term: bool = False,
-        fixed: dict[str, float] | None = None, on_iter=None, after_finish: bool = False,
-        finish_occupies: bool = True) -> Calibration:
+        fixed: dict[str, float] | None = None, on_iter=None, fe_flags: dict[str, bool] | None = None) -> Calibration:
     """Fit one calibration on ``runs`` (bench runs of one deployment) and/or the busy intervals of
     its server stats log (``stats``; weighted as much as one run's figures in total).
     ``finish_cost``: also fit the front end's work per finished request (``FrontEnd.per_finish_s``: a
@@ -987,8 +986,8 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     ``kv_term``: also fit ``per_kv_token_s``, a decode's cost per token of its context (attention reading the KV
     cache; the linear model leaves it at 0 otherwise). Only a fitted run whose decodes saw clearly different
     context lengths and batch sizes (a ramp-up, spread lengths) tells it from the per-request cost.
-    ``after_finish``: the front end's finish work ends the client's response (``FrontEnd.client_after_finish``);
-    ``finish_occupies``: False, that work delays only its own response (``FrontEnd.finish_occupies``)."""
+    ``fe_flags``: the front end's switches the fit simulates with (``FrontEnd.flags``: ``client_after_finish``, the
+    finish work ends the client's response; ``finish_occupies`` False, that work delays only its own response)."""
     import numpy as np
 
     if not runs and not stats:
@@ -1018,7 +1017,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     ov_i = names.index("overhead_s") if iterations else -1
 
     def objective(x) -> float:
-        cal = _unpack(names, x, kind, fixed, after_finish, finish_occupies)
+        cal = _unpack(names, x, kind, fixed, fe_flags)
         total = 0.0
         for o in stats or ():
             # a busy interval's work fills it: log(busy fraction) = 0 (capped: idle gaps only lower it)
@@ -1037,7 +1036,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
         return total + 1e-3 * float(np.sum((x - x0) ** 2))
 
     best, _ = _nelder_mead(objective, x0, iters=iters, on_iter=on_iter)
-    cal = _unpack(names, best, kind, fixed, after_finish, finish_occupies)
+    cal = _unpack(names, best, kind, fixed, fe_flags)
     if iterations:
         cal.fit["engine_overhead_s"] = float(math.exp(best[ov_i]))
     return cal
@@ -1113,6 +1112,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         raise InputError(f"--fit-on {', '.join(unknown)}: not among the given results ({', '.join(names)})")
     fit_runs = [r for r in runs if r.name in chosen]
     held = [r for r in runs if r.name not in chosen]
+    flags = FrontEnd(client_after_finish=client_after_finish, finish_occupies=finish_occupies).flags()
     fixed, steps_info = None, None
     if use_token_steps:
         steps_info = prefill_from_token_steps(fit_runs, setup.cfg.max_num_batched_tokens)
@@ -1121,7 +1121,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         fixed = {"per_token_s": steps_info["per_token_s"]}
     cal = fit(fit_runs, setup, kind, stats=stats, prefill_term=prefill_term, finish_cost=finish_cost, spread=spread,
               iterations=iterations, kv_term=kv_term, iters=iters, fixed=fixed, on_iter=on_iter,
-              after_finish=client_after_finish, finish_occupies=finish_occupies)
+              fe_flags=flags)
     cal.frontend = split_parse(cal.frontend, parse_share)
     overhead = cal.fit.get("engine_overhead_s")
     ev = evaluation(cal, fit_runs, held, setup)
@@ -1133,8 +1133,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         "spread": spread,
         "kv_term": kv_term,
         "parse_share": parse_share,
-        **({"client_after_finish": True} if client_after_finish else {}),
-        **({"finish_occupies": False} if not finish_occupies else {}),
+        **flags,
         "token_steps": steps_info,
         "iterations": len(iterations or ()),
         "engine_overhead_s": overhead,

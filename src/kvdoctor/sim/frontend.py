@@ -73,9 +73,16 @@ class FrontEnd:
     def as_dict(self) -> dict:
         return {"per_request_s": self.per_request_s, "per_prompt_token_s": self.per_prompt_token_s,
                 "per_output_token_s": self.per_output_token_s, "latency_s": self.latency_s,
-                "per_finish_s": self.per_finish_s, "parse_s": self.parse_s,
-                **({"client_after_finish": True} if self.client_after_finish else {}),
-                **({"finish_occupies": False} if not self.finish_occupies else {})}
+                "per_finish_s": self.per_finish_s, "parse_s": self.parse_s, **self.flags()}
+
+    def flags(self) -> dict[str, bool]:
+        """The behaviour switches set away from their defaults (what a calibration file records of them)."""
+        out = {}
+        if self.client_after_finish:
+            out["client_after_finish"] = True
+        if not self.finish_occupies:
+            out["finish_occupies"] = False
+        return out
 
 
 class Admission:

@@ -575,13 +575,6 @@ TINY_SPECIAL_IDS = 4
 PROMPT_BLOCKS = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "realvllm_bench" / "prompt_blocks.json"
 
 
-def dataset_key(bench_args: list[str]) -> str:
-    """A random load's identity, as testbed/prompt_blocks.py keys it: the bench's prompts depend on nothing else."""
-    from kvdoctor.testbed.prompt_blocks import dataset_key as key
-
-    return key(bench_args)
-
-
 def session_prompt_heads(directory: Path, runs: list | None = None, blocks: Path | None = None) -> list:
     """The session's timed runs (``load_series_runs``) with ``BenchRun.warm_prefix``: what of each request's prompt the
     server's prefix cache held when it arrived, from the prompts the bench really sent. On the tiny model's 1,356
@@ -594,6 +587,7 @@ def session_prompt_heads(directory: Path, runs: list | None = None, blocks: Path
     run's timings. ``blocks``: the prompt-block file (default: the session's own ``prompt_blocks.json``, else
     ``PROMPT_BLOCKS``)."""
     from kvdoctor.sim.workload import cached_heads
+    from kvdoctor.testbed.prompt_blocks import dataset_key  # a random load's identity: the prompts depend on it alone
 
     runs = runs if runs is not None else load_series_runs(directory)
     directory = Path(directory)
