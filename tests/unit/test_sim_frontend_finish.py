@@ -226,3 +226,19 @@ def test_finish_work_that_does_not_occupy_the_front_end_hand_counted():
     assert [r.idx for r in a.ready(1.3)] == [2, 3]
     assert (a.sent[2], a.sent[3]) == pytest.approx((1.1, 1.1))
     assert (reqs[2].arrival, reqs[3].arrival) == pytest.approx((1.15, 1.20))
+
+
+def test_a_calibration_file_keeps_the_front_ends_switches_and_refuses_a_bad_one(tmp_path):
+    import json
+
+    from kvdoctor.errors import InputError
+
+    fe = FrontEnd(per_request_s=0.001, per_finish_s=0.004, client_after_finish=True, finish_occupies=False)
+    doc = {"schema_version": C.SCHEMA, "kind": "linear", "linear": {}, "frontend": fe.as_dict()}
+    p = tmp_path / "cal.json"
+    p.write_text(json.dumps(doc))
+    assert C.load_calibration(p).frontend == fe
+    doc["frontend"]["client_after_finish"] = "yes"  # hand-edited: not a JSON boolean
+    p.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="malformed calibration file"):
+        C.load_calibration(p)

@@ -164,8 +164,10 @@ def load_calibration(path: str | Path) -> Calibration:
             raise ValueError(kind)
         lin = {k: float(doc["linear"].get(k, 0.0)) for k in LINEAR_KEYS}
         fe = doc.get("frontend")
-        frontend = FrontEnd(**{k: float(fe.get(k, 0.0)) for k in FE_KEYS},
-                            **{k: bool(fe[k]) for k in FE_FLAGS if k in fe}) if fe else None
+        flags = {k: fe[k] for k in FE_FLAGS if k in fe} if fe else {}
+        if any(not isinstance(v, bool) for v in flags.values()):
+            raise ValueError("a front-end switch must be true or false")
+        frontend = FrontEnd(**{k: float(fe.get(k, 0.0)) for k in FE_KEYS}, **flags) if fe else None
         scale = float(doc.get("scale", 1.0))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise InputError(f"{p}: malformed calibration file") from None
