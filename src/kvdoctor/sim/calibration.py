@@ -1092,7 +1092,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
               prefill_term: bool = False, finish_cost: bool = False, spread: bool = False,
               iterations: list[IterObs] | None = None, kv_term: bool = False, iters: int = 250,
               use_token_steps: bool = False, on_iter=None, parse_share: float = 0.0,
-              client_after_finish: bool = False, finish_occupies: bool = True) -> Calibration:
+              client_after_finish: bool = False, finish_occupies: bool = True,
+              measure_finish: bool = False) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -1104,7 +1105,9 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     cannot measure the share (fitted on the CPU engine's ramp it overshot: 7.9 of 13.5 ms, closed-loop TTFTs +18 to
     +40 %); docs/simulation.md gives the value measured on that engine's closed-loop bursts.
     ``client_after_finish``: fit and predict with ``FrontEnd.client_after_finish`` (the finish work ends the client's
-    response and frees a closed loop's slot); ``finish_occupies`` False: that work is the response's own delay only."""
+    response and frees a closed loop's slot); ``finish_occupies`` False: that work is the response's own delay only.
+    ``measure_finish`` (with ``finish_cost``): the finish work is measured on the fitted runs' last inter-token gaps
+    (``finish_delay``) and held fixed, not fitted."""
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError("two bench results have the same file name: rename one")
@@ -1121,6 +1124,12 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         if kind != "linear":
             raise InputError("the prefill rate from the token times sets the linear model's cost per token: --linear")
         fixed = {"per_token_s": steps_info["per_token_s"]}
+    finish_info = None
+    if measure_finish:
+        if not finish_cost:
+            raise InputError("measuring the finish work sets the front end's per-finish cost: it needs finish_cost")
+        finish_info = finish_delay(fit_runs)
+        fixed = {**(fixed or {}), "fe_finish_s": finish_info["per_finish_s"]}
     cal = fit(fit_runs, setup, kind, stats=stats, prefill_term=prefill_term, finish_cost=finish_cost, spread=spread,
               iterations=iterations, kv_term=kv_term, iters=iters, fixed=fixed, on_iter=on_iter,
               fe_flags=flags)
@@ -1137,6 +1146,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         "parse_share": parse_share,
         **flags,
         "token_steps": steps_info,
+        **({"finish_delay": finish_info} if finish_info else {}),
         "iterations": len(iterations or ()),
         "engine_overhead_s": overhead,
         "held_out": [r.name for r in held],
@@ -1167,6 +1177,30 @@ def prefill_from_token_steps(runs: list[BenchRun], budget: int | None) -> dict:
         raise InputError("the prefill rate needs per-token times (vllm bench serve --save-detailed) with at least 30 "
                          f"rebuilt steps and 5 with a prefill in the fitted runs ({why})")
     return {**rate, "runs": diag}
+
+
+def finish_delay(runs: list[BenchRun]) -> dict:
+    """The front end's finish work as the client sees it, measured on the runs' per-token times: a response's last
+    chunk carries its final token and the request's finish (``FrontEnd.per_finish_s`` with ``client_after_finish``), so
+    per request its last inter-token gap minus the median of its other gaps is that work (plus noise: the step that
+    finished it may also have carried another request's prefill); the median over requests, floored at 0. Requests
+    with fewer than three gaps are skipped. InputError without per-token times or with fewer than 10 such requests.
+    Why measured: fitted on a run's bench figures, the finish work trades off against the other front-end terms and
+    came out 2.7-6.0 ms on the CPU engine's ramps, where the last gaps exceed the others by ~0.4 ms
+    (docs/simulation.md, "Procedure 12")."""
+    import numpy as np
+
+    excess = []
+    for r in runs:
+        for times in r.token_times or ():
+            gaps = np.diff(np.asarray(times, dtype=float))
+            if len(gaps) >= 3:
+                excess.append(float(gaps[-1] - np.median(gaps[:-1])))
+    if len(excess) < 10:
+        raise InputError("the finish work needs per-token times (vllm bench serve --save-detailed) of at least 10 "
+                         f"requests with 4 or more output tokens in the fitted runs ({len(excess)} found)")
+    return {"per_finish_s": max(0.0, float(np.median(excess))), "requests": len(excess),
+            "excess_quartiles_s": [float(q) for q in np.percentile(excess, [25, 50, 75])]}
 
 
 def prefill_notes(fit_runs: list[BenchRun], kind: str, prefill_term: bool) -> list[str]:
