@@ -129,15 +129,16 @@ def _gauges(samples: list[dict[str, float]], logged: list[dict[str, float]] | No
     def busy(rows):
         return [x for x in rows if x.get("running", 0) or x.get("waiting", 0)]
 
-    # a snapshot taken while the engine held no request says nothing of what the load held: a KV peak read only off
-    # idle snapshots (a fast host's short load can fall between every scrape and every stats line: one fresh-clone CI
-    # run saw 12 samples and 3 stats lines, all idle, around a 2 s load) is not a measured 0 %, so it is left out
+    # a snapshot taken while the engine held no request says nothing of what the load held: peaks read only off idle
+    # snapshots (a fast host's short load can fall between every scrape and every stats line: one fresh-clone CI run
+    # saw 12 samples and 3 stats lines, all idle, around a 2 s load) are not a measured 0 running, 0 waiting or 0 % KV,
+    # so they are left out (a --max-waiting target then reads "not measured", not "met")
     seen_busy = bool(busy(samples) or busy(logged))
     for key, name, metric, scale, nd in (("waiting", "waiting_peak", "vllm:num_requests_waiting", 1.0, None),
                                          ("running", "running_peak", "vllm:num_requests_running", 1.0, None),
                                          ("kv_usage", "kv_usage_peak_pct", "vllm:kv_cache_usage_perc × 100", 100.0, 2)):
-        if key == "kv_usage" and not seen_busy:
-            continue
+        if not seen_busy:
+            break
         peaks = {}
         for k, (rows, _) in src.items():
             vals = [x[key] * scale for x in rows if key in x]
