@@ -708,6 +708,8 @@ def cached_heads(history: list[tuple[object, object, int, int]], prompt: list[in
     takes the blocks of its leading hits out of the queue, evicts the least recently freed blocks for the rest
     of its prompt and output, and frees all of them tail first, so a prompt's first block is the last to go.
     Requests are taken one at a time (a closed loop of 1; with more in flight the pool is tighter than this).
+    ``num_blocks`` is the server's ``num_gpu_blocks``, the null block included (as ``SchedConfig.num_blocks``): vLLM's
+    block pool never hands out or caches block 0, so ``num_blocks - 1`` hold KV.
     With a pool that holds everything, the result is ``warm_prefix_after_runs`` rounded down to whole blocks.
     ``serve_run=False``: what the pool holds when the run starts, before any of its own requests (for a simulation
     that evicts during the run itself, as ``BlockPool.warm`` does; a burst admits its prompts before any output
@@ -734,6 +736,7 @@ def cached_heads(history: list[tuple[object, object, int, int]], prompt: list[in
         return head, [object() for _ in range(total - len(head))]
 
     free: OrderedDict = OrderedDict()  # cached, free blocks: least recently freed first
+    usable = int(num_blocks) - 1  # block 0 is the null block (sim/blocks.py)
 
     def serve(st, i, n_prompt, n_out) -> int:
         """One request through the pool; returns the leading blocks of its prompt it found cached."""
@@ -744,7 +747,7 @@ def cached_heads(history: list[tuple[object, object, int, int]], prompt: list[in
         for b in head[: min(n, max(0, (int(n_prompt) - 1) // bs))]:  # vLLM computes the last prompt token anew
             free.pop(b)
         blocks = head + own
-        while free and len(free) + len(blocks) > num_blocks:  # room for this request's new blocks
+        while free and len(free) + len(blocks) > usable:  # room for this request's new blocks
             free.popitem(last=False)
         for b in reversed(blocks):
             free.pop(b, None)
@@ -762,7 +765,7 @@ def cached_heads(history: list[tuple[object, object, int, int]], prompt: list[in
         for k in range(len(history) - 1, -1, -1):
             _, _, n_prompt, n_out = history[k]
             own_blocks += -(-(int(n_prompt) + int(n_out)) // bs) - int(n_prompt) // bs
-            if own_blocks > num_blocks:
+            if own_blocks > usable:
                 start = k
                 break
     for st, i, n_prompt, n_out in history[start:]:
