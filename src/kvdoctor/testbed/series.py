@@ -582,8 +582,8 @@ def session_prompt_heads(directory: Path, runs: list | None = None, blocks: Path
     series31 four of val_r3's forty requests had TTFTs of 8-12 ms against ~21 ms, and the server logged a prefix-cache
     hit rate of 2.4 % after the warm-up and 6.1 % at the end. Every request of the session, warm-up included, goes
     through vLLM's least-recently-freed pool of ``SCHED``'s blocks one at a time in send order
-    (``sim.workload.cached_heads``, keyed by block content); for series31 that gives 2.4 / 3.6 / 4.3 / 5.7 / 6.1 /
-    5.9 / 5.9 % at the runs' ends against the log's 2.4 / 4.4 / 5.4 / 6.4 / 6.3 / 6.2 / 6.1 %. Nothing here reads a
+    (``sim.workload.cached_heads``, keyed by block content); for series31 that gives 2.4 / 3.6 / 4.3 / 5.8 / 6.1 /
+    6.0 / 5.9 % at the runs' ends against the log's 2.4 / 4.4 / 5.4 / 6.4 / 6.3 / 6.2 / 6.1 %. Nothing here reads a
     run's timings. ``blocks``: the prompt-block file (default: the session's own ``prompt_blocks.json``, else
     ``PROMPT_BLOCKS``)."""
     from kvdoctor.sim.workload import cached_heads
