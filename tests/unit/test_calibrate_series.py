@@ -885,3 +885,14 @@ def test_finish_delay_reads_the_last_gap_over_the_others():
     assert C.finish_delay([run([-1.0])])["per_finish_s"] == 0.0
     with pytest.raises(InputError, match="per-token times"):
         C.finish_delay([run([1.0], n=6)])
+
+
+def test_calibrate_notes_a_fitted_finish_work_the_last_tokens_do_not_show():
+    """A calibration with a fitted finish work compares it with what the fitted runs' last tokens show
+    (``fit["finish_seen"]``) and says so when the fit put several times that there: series34's ramp, 3.4 ms fitted
+    against 0.26 ms seen. Procedure 12, which measures it, has nothing to say."""
+    cal, runs = S.calibrate_series_v10(FIX / "series34")
+    assert cal.fit["finish_seen"]["per_finish_s"] == pytest.approx(0.26e-3, abs=5e-5)
+    assert [n for n in cal.fit["notes"] if n.startswith("the fitted finish work (3.4 ms a request)")]
+    cal12, _ = S.calibrate_series_v12(FIX / "series34", runs)
+    assert "finish_seen" not in cal12.fit and not [n for n in cal12.fit["notes"] if "finish work" in n]

@@ -1156,6 +1156,11 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         + iteration_log_notes(fit_runs, iterations),
     }
     cal.fit["notes"] += repeatability_notes(cal.fit["repeatability"], ev["held_out_median_abs_error"])
+    if finish_cost:
+        seen, notes = finish_notes(cal, fit_runs)
+        if seen is not None:
+            cal.fit["finish_seen"] = seen
+        cal.fit["notes"] += notes
     if prefill_term:
         cal.fit["prefill_term"] = True
     return cal
@@ -1258,6 +1263,28 @@ def iteration_log_notes(fit_runs: list[BenchRun], iterations: list[IterObs] | No
                 "inside EngineCore (uni executor), where vLLM's 'iteration elapsed time' is the sampling alone — "
                 "the fit then puts the step into its overhead; calibrate without --iteration-log"]
     return []
+
+
+def finish_notes(cal: Calibration, fit_runs: list[BenchRun]) -> tuple[dict | None, list[str]]:
+    """The fitted finish work beside what the fitted runs' per-token times show of it (``finish_delay``): (the
+    measurement or None, notes). A fitted value several times what the last chunks show is time the fit needed
+    somewhere and placed at the finish: on the CPU engine's ramps it came out 2.7-6.0 ms against 0.2-1.2 ms seen, and
+    the closed loops' TTFT ran high by about the difference (docs/simulation.md, "Procedure 12")."""
+    fe = cal.frontend
+    if fe is None or not fe.per_finish_s or "finish_delay" in cal.fit:
+        return None, []
+    try:
+        seen = finish_delay(fit_runs)
+    except InputError:
+        return None, []
+    fitted, shown = fe.per_finish_s, seen["per_finish_s"]
+    if fitted <= max(3.0 * shown, shown + 1e-3):
+        return seen, []
+    return seen, [f"the fitted finish work ({fitted * 1e3:.1f} ms a request) is not where the runs show it: a "
+                  f"response's last token came only {shown * 1e3:.1f} ms later than its usual inter-token gap (median "
+                  f"of {seen['requests']} requests), so the fit put time at the finish that the bench figures needed "
+                  "elsewhere; closed-loop TTFTs may be predicted high (on vLLM's CPU engine, by 8 % on average). A "
+                  "second fitted run of another shape (a closed loop beside a ramp) would tell where it belongs"]
 
 
 def identifiability_notes(fit_runs: list[BenchRun], stats: list[StatsObs] | None) -> list[str]:
