@@ -1283,8 +1283,7 @@ def finish_notes(cal: Calibration, fit_runs: list[BenchRun]) -> tuple[dict | Non
     return seen, [f"the fitted finish work ({fitted * 1e3:.1f} ms a request) is not where the runs show it: a "
                   f"response's last token came only {shown * 1e3:.1f} ms later than its usual inter-token gap (median "
                   f"of {seen['requests']} requests), so the fit put time at the finish that the bench figures needed "
-                  "elsewhere; closed-loop TTFTs may be predicted high (on vLLM's CPU engine, by 8 % on average). A "
-                  "second fitted run of another shape (a closed loop beside a ramp) would tell where it belongs"]
+                  "elsewhere; closed-loop TTFTs may be predicted high (on vLLM's CPU engine, by 8 % on average)"]
 
 
 def identifiability_notes(fit_runs: list[BenchRun], stats: list[StatsObs] | None) -> list[str]:
