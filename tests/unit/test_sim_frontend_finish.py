@@ -242,3 +242,40 @@ def test_a_calibration_file_keeps_the_front_ends_switches_and_refuses_a_bad_one(
     p.write_text(json.dumps(doc))
     with pytest.raises(InputError, match="malformed calibration file"):
         C.load_calibration(p)
+
+
+def test_output_work_per_step_occupies_the_front_end_when_the_tokens_come_out_hand_counted():
+    # open loop: sends at 0.0 and 0.30; admission 0.1 s, 0.02 s per output token, 10 output tokens each.
+    # Charged at admission (the default), request 0's output work holds the front end [0.1, 0.3] at once, so
+    # request 1 (sent at 0.30) is admitted [0.30, 0.40]. Per step (FrontEnd.output_per_step), a step ending at 0.25
+    # with 4 tokens holds it [0.25, 0.33]: request 1 is admitted [0.33, 0.43]; with no step output, at once
+    lump = [_Req(0, 0.0), _Req(1, 0.30)]
+    a = Admission(lump, frontend=FrontEnd(per_request_s=0.1, per_output_token_s=0.02))
+    assert a.open_loop and lump[1].arrival == pytest.approx(0.40)  # the up-front pass: the run loop scans arrivals
+    fe = FrontEnd(per_request_s=0.1, per_output_token_s=0.02, output_per_step=True)
+    assert fe.flags() == {"output_per_step": True}
+    reqs = [_Req(0, 0.0), _Req(1, 0.30)]
+    b = Admission(reqs, frontend=fe)
+    assert not b.open_loop and [r.idx for r in b.ready(0.2)] == [0] and reqs[0].arrival == pytest.approx(0.1)
+    b.outputs(0.25, 4)
+    assert [r.idx for r in b.ready(1.0)] == [1] and reqs[1].arrival == pytest.approx(0.43)
+    reqs = [_Req(0, 0.0), _Req(1, 0.30)]
+    c = Admission(reqs, frontend=fe)
+    list(c.ready(0.2))
+    assert [r.idx for r in c.ready(1.0)] == [1] and reqs[1].arrival == pytest.approx(0.40)
+
+
+def test_output_work_per_step_counts_every_token_of_a_decode_stretch():
+    # the run loop jumps over stretches of identical decode steps: the front end must see each step's tokens. With
+    # output work so large that it alone sets when the second request is admitted, the stretch (bulk) and the
+    # step-by-step run give the same admission, hence the same TTFT
+    w = Workload(arrival=[0.0, 0.05], prompt=[16, 16], output=[40, 4], name="t")
+    cfg = SchedConfig(num_blocks=64, block_size=16, max_model_len=128, max_num_seqs=4, max_num_batched_tokens=64)
+    st = LinearStepTime(base_s=0.01, per_token_s=1e-4)
+    fe = FrontEnd(per_request_s=0.001, per_output_token_s=0.02, output_per_step=True)  # more work than a step
+    r1 = simulate(w, cfg, st, frontend=fe, bulk=True)
+    r2 = simulate(w, cfg, st, frontend=fe, bulk=False)
+    assert list(r1.ttft_s) == pytest.approx(list(r2.ttft_s)) and list(r1.e2e_s) == pytest.approx(list(r2.e2e_s))
+    # and without the per-step work request 1 reaches the engine 1 ms after its send
+    r0 = simulate(w, cfg, st, frontend=FrontEnd(per_request_s=0.001), bulk=True)
+    assert r1.ttft_s[1] > r0.ttft_s[1] + 0.002

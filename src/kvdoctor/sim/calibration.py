@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only
 SCHEMA = "kvdoctor.calibration/1"
 LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s")
 FE_KEYS = ("per_request_s", "per_prompt_token_s", "per_output_token_s", "latency_s", "per_finish_s", "parse_s")
-FE_FLAGS = ("client_after_finish", "finish_occupies")  # FrontEnd's switches; a file records those off their defaults
+FE_FLAGS = ("client_after_finish", "finish_occupies", "output_per_step")  # FrontEnd's switches; a file records those off their defaults
 # the bench figures a fit matches, with the simulated counterpart computed by ``sim_figures``
 FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
            "median_itl_ms", "p99_itl_ms", "mean_e2el_ms")
@@ -1093,7 +1093,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
               iterations: list[IterObs] | None = None, kv_term: bool = False, iters: int = 250,
               use_token_steps: bool = False, on_iter=None, parse_share: float = 0.0,
               client_after_finish: bool = False, finish_occupies: bool = True,
-              measure_finish: bool = False) -> Calibration:
+              measure_finish: bool = False, output_per_step: bool = False) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -1107,7 +1107,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     ``client_after_finish``: fit and predict with ``FrontEnd.client_after_finish`` (the finish work ends the client's
     response and frees a closed loop's slot); ``finish_occupies`` False: that work is the response's own delay only.
     ``measure_finish`` (with ``finish_cost``): the finish work is measured on the fitted runs' last inter-token gaps
-    (``finish_delay``) and held fixed, not fitted."""
+    (``finish_delay``) and held fixed, not fitted. ``output_per_step``: fit and predict with
+    ``FrontEnd.output_per_step`` (the output work done as each step's tokens come out)."""
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError("two bench results have the same file name: rename one")
@@ -1117,7 +1118,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         raise InputError(f"--fit-on {', '.join(unknown)}: not among the given results ({', '.join(names)})")
     fit_runs = [r for r in runs if r.name in chosen]
     held = [r for r in runs if r.name not in chosen]
-    flags = FrontEnd(client_after_finish=client_after_finish, finish_occupies=finish_occupies).flags()
+    flags = FrontEnd(client_after_finish=client_after_finish, finish_occupies=finish_occupies,
+                     output_per_step=output_per_step).flags()
     fixed, steps_info = None, None
     if use_token_steps:
         steps_info = prefill_from_token_steps(fit_runs, setup.cfg.max_num_batched_tokens)

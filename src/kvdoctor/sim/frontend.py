@@ -59,6 +59,10 @@ class FrontEnd:
     # with client_after_finish: the finish work delays only its own response (and a closed loop's next send), without
     # holding the front end from other requests' admissions (False: it occupies the front end, as above)
     finish_occupies: bool = True
+    # the per-output-token work (detokenising, the stream's chunks) is done as each engine step's tokens come out, and
+    # occupies the front end then, ahead of what is sent after (False: all of a request's output work is charged when
+    # it is admitted, behind its admission work). Token delivery times are not shifted by it (a stated simplification)
+    output_per_step: bool = False
 
     def s_in(self, prompt: int) -> float:
         return self.per_request_s + self.per_prompt_token_s * prompt
@@ -82,6 +86,8 @@ class FrontEnd:
             out["client_after_finish"] = True
         if not self.finish_occupies:
             out["finish_occupies"] = False
+        if self.output_per_step:
+            out["output_per_step"] = True
         return out
 
 
@@ -104,8 +110,11 @@ class Admission:
         # FrontEnd.finish_occupies=False (with client_after_finish): the finish work is its response's own delay only
         self.finish_delay = (self.fe is not None and self.fe.client_after_finish and not self.fe.finish_occupies
                              and self.fe.per_finish_s > 0)
-        # work at finishes makes engine arrivals depend on the engine: no up-front pass then
-        self.dynamic = self.fe is not None and ((self.fe.per_finish_s > 0 and not self.finish_delay) or self.prio)
+        # FrontEnd.output_per_step: each step's tokens queue their output work when the step ends (``outputs``)
+        self.out_per_step = self.fe is not None and self.fe.output_per_step and self.fe.per_output_token_s > 0
+        # work at finishes (or steps) makes engine arrivals depend on the engine: no up-front pass then
+        self.dynamic = self.fe is not None and ((self.fe.per_finish_s > 0 and not self.finish_delay) or self.prio
+                                                or self.out_per_step)
         # FrontEnd.client_after_finish: a finish reaches the client (frees its slot, ends its E2E) when its work ends
         self.after_finish = self.fe is not None and self.fe.client_after_finish and self.fe.per_finish_s > 0
         self._releases: list[float] = []  # heap: slots that free when a finish's work ends (after_finish)
@@ -174,7 +183,7 @@ class Admission:
             if self.fe is not None:
                 start = max(t, self.fe_free)
                 t = start + self.fe.s_in(r.prompt)
-                self.fe_free = t + self.fe.s_out(r.max_out)
+                self.fe_free = t + (0.0 if self.out_per_step else self.fe.s_out(r.max_out))
                 t += self.fe.latency_s
             r.arrival = t
             self.queue.append(r)
@@ -197,7 +206,8 @@ class Admission:
                 r.arrival = free + fe.latency_s
                 self.queue.append(r)
                 self._in_fe -= 1
-                free += fe.s_out(r.max_out)
+                if not self.out_per_step:
+                    free += fe.s_out(r.max_out)
         self.fe_free = free
 
     def ready(self, now: float):
@@ -267,6 +277,19 @@ class Admission:
 
     def done(self) -> bool:
         return self.ai >= len(self.pending) and not self.queue and not self._in_fe
+
+    def outputs(self, t: float, tokens: int) -> None:
+        """An engine step ended at ``t`` with ``tokens`` output tokens (``FrontEnd.output_per_step``): their output work
+        queues behind everything sent by ``t`` and ahead of what is sent after, as finish work does. Calls come in
+        time order, before any finish or send after ``t``."""
+        if not self.out_per_step or tokens <= 0:
+            return
+        self._send(t)
+        cost = self.fe.per_output_token_s * tokens
+        if self.prio:
+            self._front.append((t, cost, None))
+        else:
+            self.fe_free = max(self.fe_free, t) + cost
 
     def finished(self, t: float) -> float:
         """A request left (finished or rejected) at ``t``: its semaphore slot frees; the front end's

@@ -402,6 +402,9 @@ class _Loop:
         self._account(dur, n)
         self.step += k
         self.now = t_end
+        if self.adm.out_per_step:  # each of the k steps' n tokens, when that step ends (step j ends at now + t_j)
+            for j in range(1, k + 1):
+                self.adm.outputs(now + j * A + B * (j * kv1 + n * j * (j - 1) / 2), n)
         if self.is_async:
             self.pending_finish = finished  # freed after the next plan (a stretch never starts with any)
         else:
@@ -509,6 +512,7 @@ class _Loop:
         dt = self.steptime.step(tokens, sampled, kv_dec, pairs, len(plan.scheduled))
         t_end = now + dt
         finished, c1, ptoks = self._apply_step(plan.scheduled, step, t_end)
+        self.adm.outputs(t_end, sampled)  # FrontEnd.output_per_step: the step's tokens' output work (else nothing)
         rec.seg.append((step, 1, now, dt, 0.0, 0, 0, c1, 0, tokens))
         rec.cur_gtok += sampled
         rec.cur_ptok += ptoks

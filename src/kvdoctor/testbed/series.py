@@ -675,6 +675,23 @@ def calibrate_series_v12(directory: Path, runs: list | None = None, fit_on: str 
                          measure_finish=True)
 
 
+def calibrate_series_v13(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
+    """Procedure 13: procedure 10 with the front end's per-output-token work done as each engine step's tokens come out
+    (``FrontEnd.output_per_step``), in the fit and in every prediction; the per-token cost is still fitted, and so is
+    the finish work. Why: procedure 12 showed that the 3-6 ms a request which procedure 10 fits as finish work is time
+    the ramp's figures need but not at the finish. The API server's own CPU, measured on this engine (docs/simulation.md,
+    "The API server's CPU per request and per streamed token"), is ~1.6 ms a request and ~120 us a streamed token: ~5.8
+    ms for the ramp's 48-token outputs, spread over each response's decode. Procedures 5-12 charge the per-token work as
+    one lump when a request is admitted, so a burst's admissions queue behind each other's whole output work, and the fit
+    keeps that term near 10 us. Stated with its rule before it was evaluated on any session (docs/simulation.md,
+    "Procedure 13"): against procedure 10 over the twenty-two sessions of REPORTED_V10 (series14-37), (a) more than 187
+    of the 220 load-sensitive figures within 10 %, (b) at least 11 of the 20 judged sessions with every figure within
+    10 %, (c) the closed loops' mean TTFT errors no larger in magnitude than procedure 10's (-1.4 % val_c6, +2.4 %
+    val_c8_in256). Returns (calibration, runs)."""
+    return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE, parse_share=PARSE_SHARE, client_after_finish=True,
+                         output_per_step=True)
+
+
 def engine_speed(directory: Path, cal, name: str) -> float | None:
     """How fast the engine ran during run ``name`` relative to what calibration ``cal`` says for the same
     steps: the median over the run's logged steps of (model runner's time) / (the calibrated step less its
