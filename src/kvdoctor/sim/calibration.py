@@ -1093,7 +1093,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
               iterations: list[IterObs] | None = None, kv_term: bool = False, iters: int = 250,
               use_token_steps: bool = False, on_iter=None, parse_share: float = 0.0,
               client_after_finish: bool = False, finish_occupies: bool = True,
-              measure_finish: bool = False, output_per_step: bool = False) -> Calibration:
+              measure_finish: bool = False, output_per_step: bool = False, step_terms: bool = False) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -1108,7 +1108,10 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     response and frees a closed loop's slot); ``finish_occupies`` False: that work is the response's own delay only.
     ``measure_finish`` (with ``finish_cost``): the finish work is measured on the fitted runs' last inter-token gaps
     (``finish_delay``) and held fixed, not fitted. ``output_per_step``: fit and predict with
-    ``FrontEnd.output_per_step`` (the output work done as each step's tokens come out)."""
+    ``FrontEnd.output_per_step`` (the output work done as each step's tokens come out). ``step_terms`` (with
+    ``use_token_steps``): every term the rebuilt steps' regression gives (``prefill_rate``'s ``all_terms``: per step, per
+    request, per token, per context token; a term it dropped as negative is held at 0) is held fixed, not only the cost
+    per token; the bench figures then fit the front end (and the prefill pairs) alone."""
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError("two bench results have the same file name: rename one")
@@ -1126,6 +1129,10 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         if kind != "linear":
             raise InputError("the prefill rate from the token times sets the linear model's cost per token: --linear")
         fixed = {"per_token_s": steps_info["per_token_s"]}
+        if step_terms:
+            fixed = {k: max(0.0, float(v)) for k, v in steps_info["all_terms"].items()}
+    elif step_terms:
+        raise InputError("the step terms come from the token times: they need use_token_steps")
     finish_info = None
     if measure_finish:
         if not finish_cost:
@@ -1149,6 +1156,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         **flags,
         "token_steps": steps_info,
         **({"finish_delay": finish_info} if finish_info else {}),
+        **({"step_terms": True} if step_terms else {}),
         "iterations": len(iterations or ()),
         "engine_overhead_s": overhead,
         "held_out": [r.name for r in held],
