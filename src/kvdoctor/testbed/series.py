@@ -699,7 +699,7 @@ def calibrate_series_v14(directory: Path, runs: list | None = None, fit_on: str 
     token; a term it dropped as negative at 0) and fits only the front end and the prefill pairs on the bench figures
     (``calibrate(step_terms=True)``). Why: procedures 12 and 13 showed that the time procedure 10 fits as finish work is
     not at the finish; on the rebuilt steps of the calibration ramps, procedure 10's step line runs 3-7 % short of the
-    measured decode steps at batches 1-3 and matches them at 6-8 (pytest-116/117, series21-37), so the fit lengthens the
+    measured decode steps at batches 1-3 and matches them at 6-8 (pytest-116/117 of 2026-12-03), so the fit lengthens the
     responses at their end instead of the steps at light load. Stated with its rule after the code path was checked on
     two sessions, series33 and series34, whose errors were seen (disclosed in docs/simulation.md, "Procedure 14"): against
     procedure 10 over the twenty-two sessions of REPORTED_V10 (series14-37), (a) more than 187 of the 220 load-sensitive
