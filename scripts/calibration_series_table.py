@@ -3,7 +3,8 @@
 series12-37) calibrated with version 4's procedure (on its closed loop 6, `val_c6`), version 5's, version 6's and
 procedures 9 (the prompts' cached heads, not adopted), 10 (the response ends with its finish work, adopted), 11 (that
 work holds no one else, not adopted), 12 (that work measured on the last tokens, not adopted) and 13 (the output work
-charged as each step's tokens come out, not adopted), and
+charged as each step's tokens come out, not adopted) and 14 (the whole step line measured on the rebuilt steps, not
+adopted), and
 each validation load's error (output throughput / mean TTFT / mean TPOT), with the repeat's drift and the prefill rate
 measured on the calibration run's rebuilt steps. tests/unit/test_calibrate_series.py pins series14, 16, 17, 19 and 20-37
 (the twenty judged sessions, version 6's CI session, version 7's first); this script reproduces all twenty-six (about 6 min).
@@ -35,7 +36,7 @@ def table() -> dict:
                 "v5": S.calibrate_series_v5(d, runs=runs)[0], "v6": S.calibrate_series_v6(d, runs=runs)[0],
                 "p9": S.calibrate_series_v9(d, runs=runs)[0], "p10": S.calibrate_series_v10(d, runs=runs)[0],
                 "p11": S.calibrate_series_v11(d, runs=runs)[0], "p12": S.calibrate_series_v12(d, runs=runs)[0],
-                "p13": S.calibrate_series_v13(d, runs=runs)[0]}
+                "p13": S.calibrate_series_v13(d, runs=runs)[0], "p14": S.calibrate_series_v14(d, runs=runs)[0]}
         res = {k: {r: [round(v["error"][m], 3) for m in C.HEADLINE] for r, v in cal.fit["runs"].items()}
                for k, cal in cals.items()}
         res["drift"] = S.session_drift(runs, "cal_ramp", "drift_ramp")
@@ -55,7 +56,7 @@ def main() -> int:
     t = table()
     for name, res in t.items():
         print(f"{name}: repeat {res['drift']}, prefill {res['per_token_ms']} ms/token")
-        for k in ("v4@val_c6", "v5", "v6", "p9", "p10", "p11", "p12", "p13"):
+        for k in ("v4@val_c6", "v5", "v6", "p9", "p10", "p11", "p12", "p13", "p14"):
             rows = " | ".join(f"{r.removesuffix('.json')} " + "/".join(f"{x * 100:+.1f}" for x in v) for r, v in res[k].items())
             print(f"  {k:10s} {rows} | median/max {res[k + ' median/max %']}")
     if a.json:
