@@ -279,3 +279,17 @@ def test_output_work_per_step_counts_every_token_of_a_decode_stretch():
     # and without the per-step work request 1 reaches the engine 1 ms after its send
     r0 = simulate(w, cfg, st, frontend=FrontEnd(per_request_s=0.001), bulk=True)
     assert r1.ttft_s[1] > r0.ttft_s[1] + 0.002
+
+
+def test_speculative_decoding_note_scans_mapped_logs(tmp_path):
+    """sim.calibration.speculative_decoding_note reads each log once through a memory map: lines anywhere (the last one
+    without its newline), an empty file and a missing one are fine."""
+    log = tmp_path / "serve.log"
+    log.write_bytes(b"INFO a line\n" * 1000
+                    + b"INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.63, Accepted: 10\n"
+                    + b"INFO other\n" * 10
+                    + b"INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.66, Accepted: 12")
+    (tmp_path / "empty.log").write_bytes(b"")
+    note = C.speculative_decoding_note([str(log), str(tmp_path / "empty.log"), str(tmp_path / "missing.log")])
+    assert "2 speculative-decoding metrics line(s), mean acceptance length 2.63-2.66" in note
+    assert C.speculative_decoding_note([str(tmp_path / "empty.log")]) is None
