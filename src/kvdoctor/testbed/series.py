@@ -665,8 +665,8 @@ def calibrate_series_v12(directory: Path, runs: list | None = None, fit_on: str 
     frozen sessions, while in the two unfrozen live sessions of 2026-12-03 (pytest-116/117, with every run's per-token
     times) the last gap exceeds the others by 0.4 / 0.3 ms in the ramp and by 0.1 / 0.2 ms in the closed loop 8, and a
     closed loop's next request was sent 0.3-0.5 ms after its predecessor's last token. The closed loop 8's requests
-    after its first wave are where procedure 10 runs high (TTFT +9 … +56 % on series25-36 against −6 … +14 % for the
-    first wave). Stated with its rule before it was evaluated on any session (docs/simulation.md, "Procedure 12"):
+    after its first wave are where procedure 10 runs high (their mean TTFT +14 … +56 % in nine of series25-36, against
+    −6 … +14 % for the first wave). Stated with its rule before it was evaluated on any session (docs/simulation.md, "Procedure 12"):
     against procedure 10 over the twenty-one sessions then in REPORTED_V10 (series14-36), (a) more than 177 of the 210 load-sensitive
     figures within 10 %, (b) at least 10 of the 19 judged sessions with every figure within 10 %, (c) the closed loops'
     mean TTFT errors no larger in magnitude than procedure 10's (−1.5 % val_c6, +2.8 % val_c8_in256). Returns
