@@ -194,6 +194,22 @@ or evaluated on any row; docs/simulation.md, "Protocol 6"):
   stays False). MoE prefill TTFT moved the right way (Qwen3-30B-A3B A100 c1 -33 -> -17 %), decode TPOT the wrong way
   (+11 -> +20 %; H100 at 4 req/s +6 -> +69 %): moe_factor absorbs an excess elsewhere in MoE decode.
 
+Protocol 7, "a third blind batch" (fixed and committed on 2026-12-03 at 09:05 UTC, before batch 8 was collected and
+before any of its rows existed; docs/simulation.md, "Protocol 7"):
+
+  1. Why. The blind pool's TTFT median (19.33 % under the shipped constants, 38 TTFTs) meets the 20 % bar by 0.7
+     points with a bootstrap interval of 14.3-25.7 %: more blind TTFTs are what can settle the verdict either way.
+  2. No candidate, no fit: the shipped constants (U+M, protocol 6) are judged unchanged.
+  3. Batch 8: public results collected on 2026-12-03 by transcribers who do not run kvdoctor, under batch 6's six rules
+     (fixture README), from sources not in batches 1-7 nor among the sources batch 7's transcribers left out (a source
+     already used counts only for a GPU and model it did not have). Rows are committed (``"batch": 8``,
+     ``"split": "held_out"``) before any of their figures is computed. A row the simulator refuses is listed as left
+     out with its reason; no other row is dropped after its figures are seen.
+  4. Evaluation, once: batch 8 alone, and the blind pool (batches 6-8). The bar is judged on the blind pool; batch 8
+     alone and every held-out row (batches 1-8) are reported beside it, whatever they show. If batch 8 holds no row,
+     that is reported and the verdict stays protocol 6's.
+  5. No batch-8 row, assumption or split changes after its errors are seen.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
