@@ -752,8 +752,10 @@ def summary(errs) -> dict:
               # protocol 4: every row the P4 candidate was fitted on, and the batch it was not
               "batches1_5": lambda e: e.get("batch", 1) <= 5,
               # protocol 5: every row first evaluated after it was committed, with constants fixed before it was collected
-              "blind_batches6_7": lambda e: e.get("batch", 1) in (6, 7)}
-    for b in (1, 2, 3, 4, 5, 6, 7):
+              "blind_batches6_7": lambda e: e.get("batch", 1) in (6, 7),
+              # protocol 7: the blind pool with batch 8
+              "blind_batches6_8": lambda e: e.get("batch", 1) in (6, 7, 8)}
+    for b in (1, 2, 3, 4, 5, 6, 7, 8):
         groups[f"held_out_batch{b}"] = lambda e, b=b: e["split"] == "held_out" and e.get("batch", 1) == b
         groups[f"fit_batch{b}"] = lambda e, b=b: e["split"] == "fit" and e.get("batch", 1) == b
     for name, keep in groups.items():
