@@ -210,6 +210,13 @@ before any of its rows existed; docs/simulation.md, "Protocol 7"):
      that is reported and the verdict stays protocol 6's.
   5. No batch-8 row, assumption or split changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 7"): batch 8 = 12 rows from 2 sources (5054200; 22 more transcribed rows left
+  out under rule 1 before any figure, no vLLM release stated). Once, with the shipped constants: batch 8 6.9 / 13.0 /
+  2.2 %; blind pool (batches 6-8, 166 rows; 50 TTFTs) 6.33 / 16.48 / 7.04 %, the bar met (bootstrap 90 % interval of the
+  TTFT median 13.4-23.2 %); every held-out row (225) 7.5 / 23.3 / 8.5 %. Nothing written.
+
+    python scripts/fit_serving.py --check    # prints held_out_batch8 and blind_batches6_8 with the rest
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
