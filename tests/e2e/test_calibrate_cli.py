@@ -213,3 +213,21 @@ def test_a_server_that_ran_speculative_decoding_is_said_so(tmp_path, shared_data
     code, err, text = invoke("simulate", "--serve", serve, "--gpu", "H100", "--rate", "2", "-n", "20", "--json")
     assert code == 0, err + text
     assert any("speculative decoding (3 draft tokens per step) is not modelled" in n for n in json.loads(text)["notes"])
+
+
+def test_calibrate_says_when_the_fitted_finish_work_is_not_at_the_finish(tmp_path):
+    # series34 (version 9, the live test's ramp): with --finish-cost the fit puts ~4 ms a request at the finish; the
+    # ramp's own per-token times show 0.26 ms there (docs/simulation.md, "Procedure 12"), and the report says so
+    d = FIX / "series34"
+    out = tmp_path / "cal.json"
+    args = ["calibrate", *TINY, "--linear", "--special-tokens", "0", str(d / "cal_ramp.json"), "--finish-cost",
+            "--fit-spread", "--fit-context", "--token-steps", "--parse-share", "0.43", "-o", str(out)]
+    code, err, text = invoke(*args, "--json")
+    assert code == 0, err
+    j = json.loads(text)
+    seen = j["fit"]["finish_seen"]
+    assert seen["requests"] == 64 and seen["per_finish_s"] == pytest.approx(0.26e-3, abs=5e-5)
+    assert j["frontend"]["per_finish_s"] > 3 * seen["per_finish_s"]
+    assert [n for n in j["fit"]["notes"] if n.startswith("the fitted finish work")]
+    code, err, text = invoke(*args)
+    assert code == 0 and "is not where the runs show it" in " ".join(text.split()), err
