@@ -629,6 +629,10 @@ def calibrate_series_v9(directory: Path, runs: list | None = None, fit_on: str =
     return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE, parse_share=PARSE_SHARE)
 
 
+# procedure 10's options (the live test's); procedures 11-14 each change one thing in them
+_P10_PROCEDURE = {**_V6_PROCEDURE, "parse_share": PARSE_SHARE, "client_after_finish": True}
+
+
 def calibrate_series_v10(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
     """Procedure 10: procedure 8 with the client learning of each finish only when the front end's finish work for it
     ends (``FrontEnd.client_after_finish``), in the fit and in every prediction; nothing else changes. Why: the bench's
@@ -639,7 +643,7 @@ def calibrate_series_v10(directory: Path, runs: list | None = None, fit_on: str 
     under 1 ms against 0-3 % measured). Stated with its adoption rule before it was evaluated on any session
     (docs/simulation.md, "Procedure 10"): procedure 9's rule (a)-(c), against procedure 8. Returns (calibration,
     runs)."""
-    return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE, parse_share=PARSE_SHARE, client_after_finish=True)
+    return _calibrate_on(directory, runs, fit_on, **_P10_PROCEDURE)
 
 
 def calibrate_series_v11(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
@@ -653,8 +657,7 @@ def calibrate_series_v11(directory: Path, runs: list | None = None, fit_on: str 
     figures within 10 %, (b) at least 8 of the 16 judged sessions with every figure within 10 %, (c) the closed loops'
     mean TTFT errors no larger in magnitude than procedure 10's (-1.9 % val_c6, +1.6 % val_c8_in256). Returns
     (calibration, runs)."""
-    return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE, parse_share=PARSE_SHARE, client_after_finish=True,
-                         finish_occupies=False)
+    return _calibrate_on(directory, runs, fit_on, **_P10_PROCEDURE, finish_occupies=False)
 
 
 def calibrate_series_v12(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
@@ -671,8 +674,7 @@ def calibrate_series_v12(directory: Path, runs: list | None = None, fit_on: str 
     figures within 10 %, (b) at least 10 of the 19 judged sessions with every figure within 10 %, (c) the closed loops'
     mean TTFT errors no larger in magnitude than procedure 10's (−1.5 % val_c6, +2.8 % val_c8_in256). Returns
     (calibration, runs)."""
-    return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE, parse_share=PARSE_SHARE, client_after_finish=True,
-                         measure_finish=True)
+    return _calibrate_on(directory, runs, fit_on, **_P10_PROCEDURE, measure_finish=True)
 
 
 def calibrate_series_v13(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
@@ -688,8 +690,7 @@ def calibrate_series_v13(directory: Path, runs: list | None = None, fit_on: str 
     of the 220 load-sensitive figures within 10 %, (b) at least 11 of the 20 judged sessions with every figure within
     10 %, (c) the closed loops' mean TTFT errors no larger in magnitude than procedure 10's (-1.4 % val_c6, +2.4 %
     val_c8_in256). Returns (calibration, runs)."""
-    return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE, parse_share=PARSE_SHARE, client_after_finish=True,
-                         output_per_step=True)
+    return _calibrate_on(directory, runs, fit_on, **_P10_PROCEDURE, output_per_step=True)
 
 
 def calibrate_series_v14(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
@@ -706,8 +707,7 @@ def calibrate_series_v14(directory: Path, runs: list | None = None, fit_on: str 
     figures within 10 %, (b) at least 11 of the 20 judged sessions with every figure within 10 %, (c) the closed loops'
     mean TTFT errors no larger in magnitude than procedure 10's (-1.4 % val_c6, +2.4 % val_c8_in256); reported also
     without series33 and series34. Returns (calibration, runs)."""
-    return _calibrate_on(directory, runs, fit_on, **_V6_PROCEDURE, parse_share=PARSE_SHARE, client_after_finish=True,
-                         step_terms=True)
+    return _calibrate_on(directory, runs, fit_on, **_P10_PROCEDURE, step_terms=True)
 
 
 def engine_speed(directory: Path, cal, name: str) -> float | None:
