@@ -231,3 +231,25 @@ def test_calibrate_says_when_the_fitted_finish_work_is_not_at_the_finish(tmp_pat
     assert [n for n in j["fit"]["notes"] if n.startswith("the fitted finish work")]
     code, err, text = invoke(*args)
     assert code == 0 and "is not where the runs show it" in " ".join(text.split()), err
+
+
+def test_calibrate_through_the_cli_is_the_live_tests_procedure(tmp_path):
+    # the CLI only calls the library: on series34, with the CPU server's synchronous scheduling said (the GPU default
+    # would schedule asynchronously, and a note says so), --finish-cost --fit-spread --fit-context --token-steps
+    # --parse-share 0.43 reproduces procedure 10 (series.calibrate_series_v10, REPORTED_V10) figure for figure
+    d = FIX / "series34"
+    runs = [str(d / f"{n}.json") for n in ("cal_ramp", "val_r3", "val_g6", "val_c8_in256", "val_c6")]
+    base = ["calibrate", *TINY, "--linear", "--special-tokens", "0", *runs, "--finish-cost", "--fit-spread",
+            "--fit-context", "--token-steps", "--parse-share", "0.43", "--json"]
+    code, err, text = invoke(*base, "--serve", f"vllm serve {FIX / 'tiny'} --no-async-scheduling", "-o",
+                             str(tmp_path / "a.json"))
+    assert code == 0, err
+    j = json.loads(text)
+    want = {"val_r3.json": (0.001, -0.008, -0.035), "val_g6.json": (0.001, 0.034, 0.002),
+            "val_c8_in256.json": (-0.043, 0.064, 0.046), "val_c6.json": (-0.041, 0.021, 0.049)}
+    for run, errs in want.items():
+        got = [j["fit"]["runs"][run]["error"][m] for m in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")]
+        assert got == pytest.approx(list(errs), abs=0.002), (run, got)
+    assert not [n for n in j["fit"]["notes"] if "asynchronous scheduling" in n]
+    code, err, text = invoke(*base, "-o", str(tmp_path / "b.json"))
+    assert code == 0 and [n for n in json.loads(text)["fit"]["notes"] if "asynchronous scheduling" in n], err

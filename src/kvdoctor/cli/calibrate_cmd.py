@@ -96,6 +96,12 @@ def calibrate_cmd(
                           use_token_steps=token_steps, spread=fit_spread, kv_term=fit_context, iters=n_iter,
                           on_iter=advance, parse_share=parse_share, client_after_finish=finish_cost)
     cal.fit["warm_prefix"] = {"same_server": same_server, "bench_test_request": bench_test_request}
+    if linear and cfg.async_scheduling:
+        # the linear model is for engines the GPU roofline does not describe, vLLM's CPU backend first among them, and
+        # that backend never schedules asynchronously: fitted as if it did, the closed loops come out a few points off
+        cal.fit["notes"] = list(cal.fit.get("notes") or []) + [
+            "simulated with asynchronous scheduling (vLLM's default on GPUs from 0.13); vLLM's CPU backend runs "
+            "without it: for a CPU server give its start-up log (--from-log) or --serve '... --no-async-scheduling'"]
     if not same_server:
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)
     spec = C.speculative_decoding_note(list(stats_log or []) + list(iteration_log or []),
