@@ -597,8 +597,8 @@ JUDGED_MISSES = {
     "series38": {("val_c6.json", "mean_tpot_ms")},
     # version 9 in the fresh-clone run of aabeb9e (2026-12-03 09:39-09:41, a `mktemp -d` clone, the box otherwise idle),
     # the seventh live session under procedure 10: the repeat held (+4 / -2 %); missed by six figures under every
-    # procedure: the open loops' TPOT over-predicted (r3 +17 %, g6 +12 %) and the closed loop 6 run faster than the ramp
-    # predicts (throughput +20 %, TTFT -14 %, TPOT -17 %); version 6's misses below: the live test's xfail
+    # procedure: the open loops' TPOT over-predicted (r3 +17 %, g6 +12 %) and the closed loop 6 slower than the ramp
+    # predicts (predicted throughput +20 %, TTFT -14 %, TPOT -17 %); version 6's misses below: the live test's xfail
     "series39": {("val_r3.json", "mean_ttft_ms"), ("val_r3.json", "mean_tpot_ms"), ("val_g6.json", "mean_tpot_ms"),
                  ("val_c6.json", "output_throughput"), ("val_c6.json", "mean_ttft_ms"), ("val_c6.json", "mean_tpot_ms")},
 }
