@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvdoctor.errors import InputError
-from kvdoctor.sim.frontend import FrontEnd
+from kvdoctor.sim.frontend import SWITCHES, FrontEnd
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from kvdoctor.engine.defaults import ResolvedEngine
@@ -40,7 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only
 SCHEMA = "kvdoctor.calibration/1"
 LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s")
 FE_KEYS = ("per_request_s", "per_prompt_token_s", "per_output_token_s", "latency_s", "per_finish_s", "parse_s")
-FE_FLAGS = ("client_after_finish", "finish_occupies", "output_per_step")  # FrontEnd's switches; a file records those off their defaults
 # the bench figures a fit matches, with the simulated counterpart computed by ``sim_figures``
 FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
            "median_itl_ms", "p99_itl_ms", "mean_e2el_ms")
@@ -164,7 +163,7 @@ def load_calibration(path: str | Path) -> Calibration:
             raise ValueError(kind)
         lin = {k: float(doc["linear"].get(k, 0.0)) for k in LINEAR_KEYS}
         fe = doc.get("frontend")
-        flags = {k: fe[k] for k in FE_FLAGS if k in fe} if fe else {}
+        flags = {k: fe[k] for k in SWITCHES if k in fe} if fe else {}
         if any(not isinstance(v, bool) for v in flags.values()):
             raise ValueError("a front-end switch must be true or false")
         frontend = FrontEnd(**{k: float(fe.get(k, 0.0)) for k in FE_KEYS}, **flags) if fe else None

@@ -32,7 +32,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -81,14 +81,12 @@ class FrontEnd:
 
     def flags(self) -> dict[str, bool]:
         """The behaviour switches set away from their defaults (what a calibration file records of them)."""
-        out = {}
-        if self.client_after_finish:
-            out["client_after_finish"] = True
-        if not self.finish_occupies:
-            out["finish_occupies"] = False
-        if self.output_per_step:
-            out["output_per_step"] = True
-        return out
+        return {k: getattr(self, k) for k, default in SWITCHES.items() if getattr(self, k) != default}
+
+
+# FrontEnd's behaviour switches (its boolean fields) and their defaults: what flags() reports and a calibration file
+# may carry
+SWITCHES: dict[str, bool] = {f.name: f.default for f in fields(FrontEnd) if f.type in ("bool", bool)}
 
 
 class Admission:

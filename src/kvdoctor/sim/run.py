@@ -25,8 +25,14 @@ from kvdoctor.sim.scheduler import FINISHED, REJECTED, RUNNING, SchedConfig, Sch
 from kvdoctor.sim.workload import Workload
 
 
+def _stretch_time(k: int, A: float, B: float, kv1: int, n: int) -> float:
+    """S(k): how long the first k steps of a decode stretch take. Step j (1-based) lasts A + B * (kv1 + n * (j - 1)):
+    the step time is linear in the KV tokens read, and each of the n requests adds one per step."""
+    return k * A + B * (k * kv1 + n * k * (k - 1) / 2)
+
+
 def _first_k_reaching(A: float, B: float, kv1: int, n: int, delta: float) -> int:
-    """Smallest k >= 1 with S(k) = k*A + B*(k*kv1 + n*k*(k-1)/2) >= delta."""
+    """Smallest k >= 1 with S(k) = k*A + B*(k*kv1 + n*k*(k-1)/2) >= delta (``_stretch_time``)."""
     if delta <= 0:
         return 1
     if A <= 0 and B <= 0:
@@ -39,9 +45,9 @@ def _first_k_reaching(A: float, B: float, kv1: int, n: int, delta: float) -> int
         k = math.ceil((-a1 + math.sqrt(a1 * a1 + 4 * a2 * delta)) / (2 * a2))
     k = max(1, k)
     # float guard: make k exact for the inequality
-    while k > 1 and (k - 1) * A + B * ((k - 1) * kv1 + n * (k - 1) * (k - 2) / 2) >= delta:
+    while k > 1 and _stretch_time(k - 1, A, B, kv1, n) >= delta:
         k -= 1
-    while k * A + B * (k * kv1 + n * k * (k - 1) / 2) < delta:
+    while _stretch_time(k, A, B, kv1, n) < delta:
         k += 1
     return k
 
@@ -357,7 +363,7 @@ class _Loop:
         single = sched.single
         detail = self.detail
         step, now = self.step, self.now
-        dur = k * A + B * (k * kv1 + n * k * (k - 1) / 2)
+        dur = _stretch_time(k, A, B, kv1, n)
         t1 = now + A + B * kv1  # end of the first step
         t_end = now + dur
         last = step + k - 1
@@ -402,9 +408,9 @@ class _Loop:
         self._account(dur, n)
         self.step += k
         self.now = t_end
-        if self.adm.out_per_step:  # each of the k steps' n tokens, when that step ends (step j ends at now + t_j)
+        if self.adm.out_per_step:  # each of the k steps' n tokens, when that step ends
             for j in range(1, k + 1):
-                self.adm.outputs(now + j * A + B * (j * kv1 + n * j * (j - 1) / 2), n)
+                self.adm.outputs(now + _stretch_time(j, A, B, kv1, n), n)
         if self.is_async:
             self.pending_finish = finished  # freed after the next plan (a stretch never starts with any)
         else:
@@ -422,13 +428,13 @@ class _Loop:
         last record stays pending until the next plan."""
         cfg, sched = self.cfg, self.sched
         n = len(before)
-        t0 = self.now - (k * A + B * (k * kv1 + n * k * (k - 1) / 2))
+        t0 = self.now - _stretch_time(k, A, B, kv1, n)
         sched_ids = tuple((r.idx, 1) for r, _, _ in before)
         step0 = self.step - k
         lag = 1 if self.is_async else 0
 
         def t_of(j):
-            return t0 + j * A + B * (j * kv1 + n * j * (j - 1) / 2)
+            return t0 + _stretch_time(j, A, B, kv1, n)
 
         def state(j):  # kv blocks used and waiting once step j is planned
             used = used0 + sum(max(0, blocks_for(cfg, nt + j) - nb) for _, nt, nb in before)
@@ -512,7 +518,8 @@ class _Loop:
         dt = self.steptime.step(tokens, sampled, kv_dec, pairs, len(plan.scheduled))
         t_end = now + dt
         finished, c1, ptoks = self._apply_step(plan.scheduled, step, t_end)
-        self.adm.outputs(t_end, sampled)  # FrontEnd.output_per_step: the step's tokens' output work (else nothing)
+        if self.adm.out_per_step:  # FrontEnd.output_per_step: the step's tokens' output work (off: no call per step)
+            self.adm.outputs(t_end, sampled)
         rec.seg.append((step, 1, now, dt, 0.0, 0, 0, c1, 0, tokens))
         rec.cur_gtok += sampled
         rec.cur_ptok += ptoks
