@@ -81,7 +81,8 @@ class FrontEnd:
 
     def flags(self) -> dict[str, bool]:
         """The behaviour switches set away from their defaults (what a calibration file records of them)."""
-        return {k: getattr(self, k) for k, default in SWITCHES.items() if getattr(self, k) != default}
+        v = vars(self)
+        return {k: v[k] for k, default in SWITCHES.items() if v[k] != default}
 
 
 # FrontEnd's behaviour switches (its boolean fields) and their defaults: what flags() reports and a calibration file
