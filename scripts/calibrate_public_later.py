@@ -83,7 +83,8 @@ def calibrate_series(rows: list[dict], anchor: str, warm: bool = True) -> dict:
     cal = C.calibrate(runs_of(rows, warm), S.setup_for(rows), kind="roofline+linear", fit_on=[anchor])
     return {name: {"split": v["split"], "error": {k: v["error"][k] for k in METRICS if k in v["error"]},
                    "measured": {k: v["measured"][k] for k in METRICS if k in v["measured"]},
-                   "predicted": {k: v["predicted"][k] for k in METRICS if k in v["predicted"]}}
+                   "predicted": {k: v["predicted"][k] for k in METRICS if k in v["predicted"]},
+                   **({"outside_range": v["outside_range"]} if "outside_range" in v else {})}
             for name, v in cal.fit["runs"].items()}
 
 

@@ -135,7 +135,8 @@ def calibrate_series(rows: list[dict], anchor: str | list[str], warm: bool = Tru
                       prefill_term=prefill_term)
     return {name: {"split": v["split"], "error": {k: v["error"][k] for k in METRICS if k in v["error"]},
                    "measured": {k: v["measured"][k] for k in METRICS if k in v["measured"]},
-                   "predicted": {k: v["predicted"][k] for k in METRICS if k in v["predicted"]}}
+                   "predicted": {k: v["predicted"][k] for k in METRICS if k in v["predicted"]},
+                   **({"outside_range": v["outside_range"]} if "outside_range" in v else {})}
             for name, v in cal.fit["runs"].items()}
 
 

@@ -706,7 +706,7 @@ def attach_simulation(p: Plan, shape: ModelShape, gpu: GpuSpec | None, workload:
     import contextlib
 
     try:
-        from kvdoctor.sim.whatif import run
+        from kvdoctor.sim.whatif import calibrated_range_check, run
     except ImportError:
         p.notes.append("simulation not attached: kvdoctor.sim.whatif is not available in this build")
         return
@@ -718,15 +718,19 @@ def attach_simulation(p: Plan, shape: ModelShape, gpu: GpuSpec | None, workload:
     total = len(workload.arrival or []) * len(states) or None
     bar = (progress(f"Simulating {len(states)} configurations", total=total) if progress is not None
            else contextlib.nullcontext(None))
+    outside: dict[str, list[str]] = {}  # a sentence of the calibrated-range check -> the configurations it holds for
     with bar as advance:
         for label, st in states:
             try:
-                s = run(shape, gpu, st.resolved, st.ledger.num_blocks, workload, seed=0, detail=False,
-                        progress=advance, calibration=calibration).summary
+                res = run(shape, gpu, st.resolved, st.ledger.num_blocks, workload, seed=0, detail=False,
+                          progress=advance, calibration=calibration)
             except KvdoctorError as exc:
                 p.notes.append(f"simulation of {label} failed: {exc}")
                 return
-            _record_prediction(p, label, s)
+            _record_prediction(p, label, res.summary)
+            for n in calibrated_range_check(calibration, res).get("notes", []):
+                outside.setdefault(n, []).append(label)
+    p.notes += [f"{n} ({', '.join(labels)})" for n, labels in outside.items()]
     p.simulated = True
     last = states[-1][0]
     pred = (p.predicted_before if last == "before" else p.concurrency.get("predicted") or {} if last == "result" else

@@ -113,7 +113,8 @@ def simulate_cmd(
             steps_file.close()
     step_model = whatif.step_model(inputs.shape, inputs.gpu, resolved, calibration).describe()
     step_model["front_end"] = whatif.front_end(calibration).as_dict()
-    step_model["uncertainty"] = whatif.uncertainty(calibration)
+    step_model["uncertainty"] = whatif.uncertainty(calibration, result)
+    notes += step_model["uncertainty"].get("notes", [])  # a load outside the calibrated range
     outputs = _write_outputs(result, inputs, log_out, metrics_out, requests_out)
     if steps_out:
         outputs["steps"] = steps_out

@@ -185,13 +185,16 @@ def predict_one(shape: Any, gpu: Any, version: str, cfg: EngineConfig, load: Loa
     if not led.fit_ok:
         return {"error": f"predicted not to start: {led.startup_error}"}
     layout = whatif.kv_layout(led.plan.grouping) if led.plan is not None else None
-    s = whatif.run(shape, gpu, r, led.num_blocks, load.sim_workload(), layout=layout,
-                   calibration=calibration).summary.as_dict()
+    res = whatif.run(shape, gpu, r, led.num_blocks, load.sim_workload(), layout=layout, calibration=calibration)
+    s = res.summary.as_dict()
     out: dict[str, Any] = {name: s.get(key) for key, name in _PRED_KEYS.items()}
     out["duration_s"] = s.get("duration_s")
     out["num_blocks"] = int(led.num_blocks)
     out["pool_tokens"] = int(led.num_blocks) * int(r.block_size)
     out["max_num_seqs"] = r.max_num_seqs
+    outside = whatif.calibrated_range_check(calibration, res)
+    if outside.get("outside_range"):
+        out["outside_calibrated_range"] = outside["notes"]
     return out
 
 
@@ -448,6 +451,8 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
                 try:
                     rec["predicted"][lv.label] = predict_one(exp.shape, exp.gpu, exp.vllm_version, lv.config, exp.load,
                                                              exp.calibration)
+                    rec["prediction_notes"] += [f"{lv.label}: {n}" for n in
+                                                rec["predicted"][lv.label].get("outside_calibrated_range", [])]
                 except KvdoctorError as exc:
                     rec["predicted"][lv.label] = {"error": f"prediction failed: {exc}"}
         elif len(exp.levels) > 1:

@@ -673,7 +673,7 @@ class Setup:
     base: RooflineStepTime | None = None
 
 
-def simulate_run(run: BenchRun, setup: Setup, cal: Calibration, detail: bool = False):
+def simulate_run(run: BenchRun, setup: Setup, cal: Calibration, detail: bool = False, on_step=None):
     from kvdoctor.sim.run import simulate
     from kvdoctor.sim.steptime import LinearStepTime
 
@@ -683,7 +683,7 @@ def simulate_run(run: BenchRun, setup: Setup, cal: Calibration, detail: bool = F
     fe = cal.frontend
     if fe is not None and k != 1.0:
         fe = replace(fe, **{n: k * v for n, v in fe.as_dict().items() if n in FE_KEYS})
-    return simulate(run.workload(), run.cfg or setup.cfg, model, detail=detail, frontend=fe)
+    return simulate(run.workload(), run.cfg or setup.cfg, model, detail=detail, frontend=fe, on_step=on_step)
 
 
 _PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_request_s", "fe_output_token_s",
@@ -1050,12 +1050,16 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     return cal
 
 
-def evaluate(cal: Calibration, runs: list[BenchRun], setup: Setup) -> dict[str, dict]:
-    """Per run: predicted figures and relative errors."""
+def evaluate(cal: Calibration, runs: list[BenchRun], setup: Setup, rng: dict | None = None) -> dict[str, dict]:
+    """Per run: predicted figures and relative errors; with ``rng`` (``calibrated_range``), where the run lies
+    outside the calibrated range (``outside_range``: the same test a prediction made with the calibration gets)."""
     out = {}
     for r in runs:
-        pred = sim_figures(simulate_run(r, setup, cal), r.lead_s)
+        res = simulate_run(r, setup, cal)
+        pred = sim_figures(res, r.lead_s)
         out[r.name] = {"predicted": pred, "measured": r.figures, "error": run_errors(r.figures, pred)}
+        if rng is not None:
+            out[r.name]["outside_range"] = outside_range(rng, _mean(r.prompt), res.summary.mean_running)
         if r.warm_prefix is not None:  # what the re-simulation took as already cached (of the prompt tokens)
             out[r.name]["warm_prompt_tokens"] = int(sum(r.warm_prefix))
             out[r.name]["prompt_tokens"] = int(sum(r.prompt))
@@ -1074,13 +1078,97 @@ def median_abs(per_run: dict[str, dict], keys=HEADLINE) -> dict[str, float | Non
 
 def evaluation(cal: Calibration, fit_runs: list[BenchRun], held: list[BenchRun], setup: Setup) -> dict:
     """What ``cal.fit`` records of a calibration's figures: every run's predicted figures and errors with its split,
-    and the median errors on the fitted and the held-out runs."""
+    the median errors on the fitted and the held-out runs, and the calibrated range (``calibrated_range``) with each
+    held-out run's place against it."""
+    rng = calibrated_range(fit_runs, setup, cal)
     on_fit = evaluate(cal, fit_runs, setup)
-    on_held = evaluate(cal, held, setup) if held else {}
+    on_held = evaluate(cal, held, setup, rng) if held else {}
+    inside = {k: v for k, v in on_held.items() if not v.get("outside_range")}
     return {"runs": {**{k: {**v, "split": "fit"} for k, v in on_fit.items()},
                      **{k: {**v, "split": "held_out"} for k, v in on_held.items()}},
             "fit_median_abs_error": median_abs(on_fit),
-            "held_out_median_abs_error": median_abs(on_held) if on_held else None}
+            "held_out_median_abs_error": median_abs(on_held) if on_held else None,
+            "calibrated_range": rng,
+            # the uncertainty inside the range: held-out runs the range test passed (None: none did)
+            "held_out_in_range_median_abs_error": median_abs(inside) if inside else None}
+
+
+# ---- the calibrated range ------------------------------------------------------------------------
+# A calibration measures the deployment where its fitted runs went: the prompt lengths they sent and the batch sizes
+# their steps ran at. Beyond that, a prediction rests on the shape of the step model (the roofline's prefill rate, the
+# fit's starting point for how a step grows with the batch), not on a measurement. Public series calibrated on one run
+# missed exactly there (docs/simulation.md, "The calibrated range": one 128-token run predicting 1,024-8,192-token
+# prompts, TTFT off by ~40 %; one request at a time predicting 20-500 in flight, throughput 16-36 % short; a saturated
+# run predicting a lone request, TTFT -45 %), while loads inside the range came within a few per cent. So every
+# prediction made with a calibration says when it leaves the range, and by how much.
+RANGE_FACTOR = 2.0  # a mean this many times beyond the range's edge leaves it
+RANGE_SLACK_REQS = 2.0  # ... and, for the batch, at least this many requests beyond it (1 -> 2 in flight is near)
+RANGE_QUANTILES = (5, 95)  # the range's edges: the fitted runs' requests and steps, trimmed of stragglers
+
+
+def _mean(xs) -> float:
+    return float(sum(xs)) / len(xs) if len(xs) else 0.0
+
+
+def calibrated_range(fit_runs: list[BenchRun], setup: Setup, cal: Calibration) -> dict | None:
+    """Where the fitted runs measured the deployment: the 5th-95th percentile of their requests' prompt tokens and of
+    the number of requests running in their (re-simulated) engine steps. None without a fitted run."""
+    import numpy as np
+
+    prompts = [p for r in fit_runs for p in r.prompt]
+    running: list[int] = []
+    for r in fit_runs:
+        simulate_run(r, setup, cal, on_step=lambda rec: running.append(int(rec.running)))
+    if not prompts or not running:
+        return None
+    lo, hi = RANGE_QUANTILES
+    return {"prompt_tokens": [float(np.percentile(prompts, lo)), float(np.percentile(prompts, hi))],
+            "running_requests": [float(np.percentile(running, lo)), float(np.percentile(running, hi))],
+            "from": "the fitted runs' requests and re-simulated steps, 5th-95th percentile"}
+
+
+def outside_range(rng: dict | None, mean_prompt: float, mean_running: float) -> list[dict]:
+    """Where a predicted load (its requests' mean prompt tokens, its time-weighted mean of running requests) leaves
+    the calibrated range: one entry per quantity, ``direction`` "above" or "below". Empty inside it or without one.
+    Below the batch range counts only when the range starts at 2 or more running (a one-request range has no lighter
+    load)."""
+    if not rng:
+        return []
+    out = []
+    for key, value, slack in (("prompt_tokens", mean_prompt, 0.0), ("running_requests", mean_running,
+                                                                     RANGE_SLACK_REQS)):
+        edges = rng.get(key)
+        if not edges or value is None or not value == value:
+            continue
+        lo, hi = float(edges[0]), float(edges[1])
+        if value > max(RANGE_FACTOR * hi, hi + slack):
+            out.append({"quantity": key, "direction": "above", "value": round(float(value), 2), "range": [lo, hi]})
+        elif (key == "prompt_tokens" or lo >= 2) and value < lo / RANGE_FACTOR:
+            out.append({"quantity": key, "direction": "below", "value": round(float(value), 2), "range": [lo, hi]})
+    return out
+
+
+_RANGE_MEANS = {
+    ("prompt_tokens", "above"): "the prefill rate beyond it is the model's, not measured: TTFT may be far off",
+    ("prompt_tokens", "below"): "the front end and the prefill are split by the model there: TTFT may be off",
+    ("running_requests", "above"): "how a step grows with the batch beyond it is assumed: throughput and TPOT may "
+                                   "be far off",
+    ("running_requests", "below"): "a lighter load's lone prefills and short queues were not measured: TTFT may be "
+                                   "far off",
+}
+
+
+def range_notes(items: list[dict]) -> list[str]:
+    """One sentence per quantity ``outside_range`` found."""
+    names = {"prompt_tokens": ("prompts average", "tokens", "the calibration's requests had"),
+             "running_requests": ("the engine runs", "requests on average", "the calibration's steps ran")}
+    out = []
+    for it in items:
+        what, unit, cal_had = names[it["quantity"]]
+        lo, hi = it["range"]
+        out.append(f"outside the calibrated range: {what} {it['value']:,.1f} {unit}, {cal_had} {lo:,.0f}-{hi:,.0f}; "
+                   + _RANGE_MEANS[(it["quantity"], it["direction"])])
+    return out
 
 
 def split_parse(fe: FrontEnd | None, share: float) -> FrontEnd | None:

@@ -139,17 +139,38 @@ def front_end(calibration: Calibration | None = None) -> FrontEnd:
     return FrontEnd(**C.FRONTEND)
 
 
-def uncertainty(calibration: Calibration | None = None) -> dict:
+def uncertainty(calibration: Calibration | None = None, result: SimResult | None = None) -> dict:
     """How far to trust a prediction: the median absolute error on results the time model was not
-    fitted on (the deployment's held-out runs with a calibration, else the public held-out set)."""
+    fitted on (the deployment's held-out runs with a calibration, else the public held-out set). With a
+    calibration and the predicted ``result``: where that load leaves the calibrated range (``outside_range``,
+    with a sentence each in ``notes``), the case in which the held-out error understates the miss."""
     from kvdoctor.sim import coefficients as C
 
     if calibration is not None and calibration.uncertainty():
-        return {"source": "calibration held-out runs", "median_abs_error": calibration.uncertainty()}
+        out = {"source": "calibration held-out runs", "median_abs_error": calibration.uncertainty()}
+        if result is not None:
+            out.update(calibrated_range_check(calibration, result))
+        return out
     fit = C.SERVING_FIT or {}
     err = (fit.get("median_abs_error") or {}).get("held_out")
     return {"source": "public vllm bench results held out of the fit (docs/simulation.md)",
             "median_abs_error": {k: v for k, v in (err or {}).items() if k != "n"}}
+
+
+def calibrated_range_check(calibration: Calibration | None, result: SimResult) -> dict:
+    """``{"calibrated_range": ..., "outside_range": [...], "notes": [...]}`` for a load predicted with a calibration:
+    its requests' mean prompt and its mean running requests against the range the calibration's fitted runs measured
+    (``sim.calibration.outside_range``). Empty without a calibration or for a file written before the range was
+    recorded."""
+    from kvdoctor.sim.calibration import outside_range, range_notes
+
+    rng = (calibration.fit.get("calibrated_range") if calibration is not None else None) or None
+    if rng is None:
+        return {}
+    prompts = result.prompt_tokens
+    mean_prompt = float(prompts.mean()) if len(prompts) else 0.0
+    items = outside_range(rng, mean_prompt, result.summary.mean_running)
+    return {"calibrated_range": rng, "outside_range": items, "notes": range_notes(items)}
 
 
 def run(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int, workload: WorkloadInput, *,
