@@ -253,3 +253,29 @@ def test_calibrate_through_the_cli_is_the_live_tests_procedure(tmp_path):
     assert not [n for n in j["fit"]["notes"] if "asynchronous scheduling" in n]
     code, err, text = invoke(*base, "-o", str(tmp_path / "b.json"))
     assert code == 0 and [n for n in json.loads(text)["fit"]["notes"] if "asynchronous scheduling" in n], err
+
+
+def test_a_load_outside_the_calibrated_range_is_said_so_by_simulate_and_plan(tmp_path):
+    # calibrated on a closed loop 4 of ~129-token prompts (the frozen real-engine run): the same load with 400-token
+    # prompts leaves the range the calibration measured, and each verb says so beside its prediction
+    out = tmp_path / "cal.json"
+    code, err, text = invoke("calibrate", *TINY, "--linear", str(FIX / "s8_c4.json"), str(FIX / "s8_c1.json"),
+                             "-o", str(out), "--json")
+    assert code == 0, err
+    fit = json.loads(text)["fit"]
+    assert fit["calibrated_range"]["prompt_tokens"][1] < 135 and fit["calibrated_range"]["running_requests"][1] == 4
+    assert fit["runs"]["s8_c1.json"]["outside_range"][0]["direction"] == "below"  # one at a time: lighter
+    load = ["--dataset-name", "random", "--random-output-len", "64", "--ignore-eos", "--num-prompts", "24",
+            "--max-concurrency", "4", "--json"]
+    code, err, text = invoke("simulate", *TINY, "--calibration", str(out), "--random-input-len", "128", *load)
+    assert code == 0, err
+    unc = json.loads(text)["step_time"]["uncertainty"]
+    assert unc["outside_range"] == [] and unc["calibrated_range"] == fit["calibrated_range"]
+    code, err, text = invoke("simulate", *TINY, "--calibration", str(out), "--random-input-len", "400", *load)
+    assert code == 0, err
+    j = json.loads(text)
+    assert [o["quantity"] for o in j["step_time"]["uncertainty"]["outside_range"]] == ["prompt_tokens"]
+    assert any(n.startswith("outside the calibrated range: prompts average 400.0 tokens") for n in j["notes"])
+    code, err, text = invoke("plan", *TINY, "--calibration", str(out), "--random-input-len", "400", *load)
+    assert code == 0, err
+    assert any(n.startswith("outside the calibrated range") and n.endswith("(before)") for n in json.loads(text)["notes"])

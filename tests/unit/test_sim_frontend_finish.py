@@ -293,3 +293,12 @@ def test_speculative_decoding_note_scans_mapped_logs(tmp_path):
     note = C.speculative_decoding_note([str(log), str(tmp_path / "empty.log"), str(tmp_path / "missing.log")])
     assert "2 speculative-decoding metrics line(s), mean acceptance length 2.63-2.66" in note
     assert C.speculative_decoding_note([str(tmp_path / "empty.log")]) is None
+
+
+def test_a_garbled_acceptance_length_drops_that_value_not_the_rest_of_the_log(tmp_path):
+    log = tmp_path / "serve.log"
+    log.write_bytes(b"INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.6.3, Accepted: 1\n"
+                    + b"INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.71, Accepted: 9\n"
+                    + b"INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length: ., Accepted: 9\n")
+    note = C.speculative_decoding_note([str(log)])
+    assert "3 speculative-decoding metrics line(s), mean acceptance length 2.71-2.71" in note

@@ -797,6 +797,14 @@ _SPEC_LINE = re.compile(rb"(?:SpecDecoding|Speculative) metrics:")
 _SPEC_MAL = re.compile(rb"Mean acceptance length: ([0-9.]+)")
 
 
+def _finite(text: bytes) -> float | None:
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
 def speculative_decoding_note(paths: list[str], num_speculative_tokens: int = 0) -> str | None:
     """A note when the server ran speculative decoding (its log's ``SpecDecoding metrics`` lines, vLLM V1, or
     ``Speculative metrics``, V0; or the configuration's ``num_speculative_tokens``): the stats lines' generation
@@ -817,9 +825,10 @@ def speculative_decoding_note(paths: list[str], num_speculative_tokens: int = 0)
                         line = mm[hit.end(): end if end >= 0 else len(mm)]
                         lines += 1
                         m = _SPEC_MAL.search(line)
-                        if m:
-                            lengths.append(float(m.group(1)))
-        except (OSError, ValueError):
+                        value = _finite(m.group(1)) if m else None
+                        if value is not None:  # a garbled number ("1.2.3") drops that value, not the file's rest
+                            lengths.append(value)
+        except (OSError, ValueError):  # unreadable, or not mappable (a pipe): the log adds nothing
             continue
     if not lines and not num_speculative_tokens:
         return None

@@ -1,0 +1,92 @@
+"""The calibrated range: where a calibration's fitted runs measured the deployment, and the test every prediction
+made with it gets (sim.calibration.calibrated_range / outside_range; docs/simulation.md, "The calibrated range")."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvdoctor.sim import calibration as C
+from kvdoctor.sim.frontend import FrontEnd
+from kvdoctor.sim.scheduler import SchedConfig
+
+RNG = {"prompt_tokens": [100.0, 300.0], "running_requests": [2.0, 6.0]}
+
+
+def _cfg():
+    return SchedConfig(num_blocks=512, block_size=32, max_model_len=2048, max_num_seqs=16, max_num_batched_tokens=2048)
+
+
+TRUE = C.Calibration(kind="linear", scale=0.0,
+                     linear={"base_s": 0.012, "per_token_s": 4e-5, "per_kv_token_s": 0.0, "per_pair_s": 0.0,
+                             "per_request_s": 0.0015},
+                     frontend=FrontEnd(per_request_s=0.004))
+
+
+def _run(name, n, prompt, mc=None, rate=float("inf")):
+    run = C.BenchRun(name=name, figures={}, prompt=[prompt] * n, output=[64] * n, send=None, request_rate=rate,
+                     burstiness=1.0, max_concurrency=mc)
+    run.figures = C.sim_figures(C.simulate_run(run, C.Setup(cfg=_cfg()), TRUE))
+    return run
+
+
+@given(st.floats(50.0, 600.0), st.floats(1.0, 12.0))
+def test_inside_twice_the_range_nothing_is_flagged(prompt, running):
+    # the edges are the range's, the factor 2 (and 2 requests for the batch) the margin: nothing within it is flagged
+    assert C.outside_range(RNG, prompt, running) == []
+
+
+def test_beyond_the_margin_each_quantity_and_direction_is_flagged():
+    got = C.outside_range(RNG, 601.0, 12.5)
+    assert [(o["quantity"], o["direction"]) for o in got] == [("prompt_tokens", "above"), ("running_requests", "above")]
+    assert got[0]["range"] == [100.0, 300.0] and got[0]["value"] == 601.0
+    got = C.outside_range(RNG, 49.0, 0.9)
+    assert [(o["quantity"], o["direction"]) for o in got] == [("prompt_tokens", "below"), ("running_requests", "below")]
+    # a range measured at one request running has no lighter load; 1 -> 3 running is still near (2 requests)
+    one = {"prompt_tokens": [128.0, 128.0], "running_requests": [1.0, 1.0]}
+    assert C.outside_range(one, 128.0, 0.2) == [] and C.outside_range(one, 128.0, 3.0) == []
+    assert [o["direction"] for o in C.outside_range(one, 128.0, 3.5)] == ["above"]
+    # without a range (a file written before it was recorded) nothing is said
+    assert C.outside_range(None, 10_000.0, 100.0) == [] and C.range_notes([]) == []
+    notes = C.range_notes(got)
+    assert len(notes) == 2 and notes[0].startswith("outside the calibrated range: prompts average 49.0 tokens")
+    assert "TTFT" in notes[0] and "TTFT" in notes[1]
+
+
+def test_a_calibration_records_its_range_and_places_each_held_out_run():
+    # fitted on a closed loop 4 of 200-token prompts: a closed loop 4 of 300-token prompts is inside, 1,000-token
+    # prompts and a closed loop 16 are not, and the in-range error is the inside runs' alone
+    runs = [_run("c4.json", 40, 200, mc=4), _run("c4_300.json", 40, 300, mc=4), _run("c4_1000.json", 24, 1000, mc=4),
+            _run("c16.json", 64, 200, mc=16)]
+    cal = C.calibrate(runs, C.Setup(cfg=_cfg()), kind="linear", fit_on=["c4.json"], iters=60)
+    rng = cal.fit["calibrated_range"]
+    assert rng["prompt_tokens"] == [200.0, 200.0]
+    assert 1.0 <= rng["running_requests"][0] <= rng["running_requests"][1] == 4.0
+    place = {k: [(o["quantity"], o["direction"]) for o in v.get("outside_range", [])] for k, v in cal.fit["runs"].items()}
+    assert place == {"c4.json": [], "c4_300.json": [], "c4_1000.json": [("prompt_tokens", "above")],
+                     "c16.json": [("running_requests", "above")]}
+    inside = cal.fit["held_out_in_range_median_abs_error"]
+    assert inside == C.median_abs({"c4_300.json": cal.fit["runs"]["c4_300.json"]})
+
+
+def test_an_experiments_prediction_names_the_load_outside_the_range():
+    # experiment.core.predict_one with a calibration measured at ~129-token prompts: a 400-token load is flagged in
+    # the prediction it records, a 128-token one is not
+    from pathlib import Path
+
+    from kvdoctor.catalog.gpus import lookup_gpu
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.engine.config import EngineConfig
+    from kvdoctor.experiment.core import predict_one
+    from kvdoctor.experiment.load import LoadSpec
+
+    tiny = Path(__file__).resolve().parents[1] / "fixtures" / "realvllm_bench" / "tiny" / "config.json"
+    shape, gpu = lookup_model(str(tiny)), lookup_gpu("L4")
+    cal = C.Calibration(kind="linear", scale=0.0, linear=dict(TRUE.linear), frontend=TRUE.frontend,
+                        fit={"calibrated_range": {"prompt_tokens": [120.0, 135.0], "running_requests": [1.0, 4.0]}})
+    cfg = EngineConfig(max_model_len=512, max_num_seqs=8, max_num_batched_tokens=2048, block_size=32,
+                       num_gpu_blocks_override=256)
+    near = predict_one(shape, gpu, "0.33.0", cfg, LoadSpec(prompt_len=128, requests=16, max_concurrency=4), cal)
+    far = predict_one(shape, gpu, "0.33.0", cfg, LoadSpec(prompt_len=400, requests=16, max_concurrency=4), cal)
+    assert "error" not in near and "outside_calibrated_range" not in near
+    assert far["outside_calibrated_range"][0].startswith("outside the calibrated range: prompts average 400")
