@@ -774,6 +774,45 @@ def summary(errs) -> dict:
     return out
 
 
+def row_regime(row: dict) -> str:
+    """The row's load as ``sim.whatif.regime_of`` names a simulated one: its cap, else rate inf = all at once."""
+    from kvdoctor.sim.whatif import regime_of
+
+    return regime_of(row.get("max_concurrency"), row.get("request_rate") in (None, "inf"))
+
+
+def bands(rows: list[dict], errs: list[dict]) -> dict:
+    """``coefficients.UNCERTAINTY_BANDS``: over the held-out rows, per load regime and over all of them, each figure's
+    median and 80th-percentile |error| and how many results had it (the band `simulate` quotes for a load sent that
+    way)."""
+    groups: dict[str, list[dict]] = {"all": []}
+    for row, e in zip(rows, errs):
+        if row["split"] != "held_out":
+            continue
+        groups["all"].append(e)
+        groups.setdefault(row_regime(row), []).append(e)
+    out = {}
+    for g, sel in groups.items():
+        out[g] = {}
+        for m in METRICS:
+            v = [abs(x["err"][m]) for x in sel if m in x["err"]]
+            if v:
+                out[g][m] = {"median": round(float(np.median(v)), 4), "p80": round(float(np.percentile(v, 80)), 4),
+                             "n": len(v)}
+    return out
+
+
+def write_bands(b: dict) -> None:
+    text = COEFFS.read_text()
+    line = "UNCERTAINTY_BANDS = " + repr(b)
+    if re.search(r"^UNCERTAINTY_BANDS = .*$", text, flags=re.M):
+        text = re.sub(r"^UNCERTAINTY_BANDS = .*$", lambda _m: line, text, flags=re.M)
+    else:
+        text = text.rstrip("\n") + ("\n# the committed constants' held-out errors per load regime (scripts/fit_serving.py "
+                                    "--bands; sim.whatif.uncertainty)\n") + line + "\n"
+    COEFFS.write_text(text)
+
+
 def write_coeffs(serving, frontend, fit_summary) -> None:
     text = COEFFS.read_text()
     text = re.sub(r"^SERVING = .*$", "SERVING = " + repr(serving), text, flags=re.M)
@@ -807,6 +846,9 @@ def main(argv=None) -> int:
                          "simulated: the fit of a candidate can run before the CV has chosen, unseen)")
     ap.add_argument("--from-fit", metavar="FILE", help="evaluate (and with --adopt write) the constants of a "
                                                         "--fit-only FILE instead of fitting again")
+    ap.add_argument("--bands", action="store_true",
+                    help="evaluate the committed constants and write their held-out errors per load regime "
+                         "(coefficients.UNCERTAINTY_BANDS: what simulate quotes as its uncertainty); nothing is fitted")
     ap.add_argument("--log", default="/tmp/fit_serving.log", help="progress log of the fits")
     ap.add_argument("--procs", type=int, default=2, help="worker processes for --cv (each at nice 19)")
     ap.add_argument("--no-evict", action="store_true",
@@ -832,6 +874,11 @@ def main(argv=None) -> int:
     rows = load_rows()
     from kvdoctor.sim import coefficients as C
 
+    if a.bands:
+        b = bands(rows, errors(rows, C.SERVING, C.FRONTEND))
+        write_bands(b)
+        print(json.dumps(b, indent=1))
+        return 0
     if a.baseline:
         serving = {"compute_scale": {"a100": 1.0, "h100": 1.0, "a40": 1.0, "generic": 1.0}, "int4_mem_eff": 1.0,
                    "moe_factor": 1.0, "graph_step_ms": 0.0, "eager_step_ms": 0.0, "eager_layer_ms": 0.0,

@@ -169,3 +169,17 @@ def test_protocol_7_batch_8_and_the_blind_pool_judged_once(fit_script):
         for m, w in zip(fit_script.METRICS, want):
             assert got[m] == pytest.approx(w, abs=0.003), (m, got)
     assert pool["output_throughput"] <= 0.15 and pool["mean_ttft_ms"] <= 0.20 and pool["mean_tpot_ms"] <= 0.20
+
+
+def test_the_uncertainty_bands_are_the_committed_constants_held_out_errors(fit_script):
+    """coefficients.UNCERTAINTY_BANDS (what `simulate` quotes without a calibration) is exactly what
+    `scripts/fit_serving.py --bands` computes: the committed constants on every held-out row, per load regime."""
+    from kvdoctor.sim import coefficients as C
+
+    rows = fit_script.load_rows()
+    b = fit_script.bands(rows, fit_script.errors(rows, C.SERVING, C.FRONTEND))
+    assert b == C.UNCERTAINTY_BANDS
+    assert b["all"]["output_throughput"]["n"] == 223 and b["all"]["mean_ttft_ms"]["n"] == 108
+    # the all-held-out medians are protocol 7's (7.5 / 23.3 / 8.5 %)
+    assert [b["all"][m]["median"] for m in fit_script.METRICS] == pytest.approx([0.0755, 0.2334, 0.0848], abs=5e-4)
+    assert set(b) == {"all", "one at a time", "closed loop", "all at once", "open loop"}

@@ -90,3 +90,25 @@ def test_an_experiments_prediction_names_the_load_outside_the_range():
     far = predict_one(shape, gpu, "0.33.0", cfg, LoadSpec(prompt_len=400, requests=16, max_concurrency=4), cal)
     assert "error" not in near and "outside_calibrated_range" not in near
     assert far["outside_calibrated_range"][0].startswith("outside the calibrated range: prompts average 400")
+
+
+def test_the_public_band_follows_the_loads_regime_where_it_has_enough_results():
+    from kvdoctor.sim import coefficients as K
+    from kvdoctor.sim import whatif as W
+    from kvdoctor.sim.workload import Workload
+
+    assert W.workload_regime(Workload(arrival=[0.0, 0.0], prompt=[8, 8], output=[4, 4])) == "all at once"
+    assert W.workload_regime(Workload(arrival=[0.0, 0.5], prompt=[8, 8], output=[4, 4])) == "open loop"
+    assert W.workload_regime(Workload(arrival=[0.0, 0.0], prompt=[8, 8], output=[4, 4], max_concurrency=1)) == \
+        "one at a time"
+    bands = {"all": {"mean_ttft_ms": {"median": 0.2, "p80": 0.5, "n": 100}, "mean_tpot_ms": {"median": 0.1, "p80": 0.2, "n": 90}},
+             "closed loop": {"mean_ttft_ms": {"median": 0.4, "p80": 0.6, "n": 15}, "mean_tpot_ms": {"median": 0.01, "p80": 0.02, "n": 14}}}
+    b = W.public_band(bands, "closed loop")
+    assert b["median_abs_error"] == {"mean_ttft_ms": 0.4, "mean_tpot_ms": 0.1}  # TPOT: 14 results, too few
+    assert b["from"] == {"mean_ttft_ms": "closed loop", "mean_tpot_ms": "all"} and b["p80_abs_error"]["mean_ttft_ms"] == 0.6
+    assert W.public_band(bands, "open loop")["from"] == {"mean_ttft_ms": "all", "mean_tpot_ms": "all"}
+    # the shipped bands: every regime the rows have, each figure with its result count
+    assert set(K.UNCERTAINTY_BANDS) == {"all", *W.REGIMES}
+    unc = W.uncertainty(regime="one at a time")
+    assert unc["regime"] == "one at a time" and set(unc["p80_abs_error"]) == set(unc["median_abs_error"])
+    assert W.uncertainty()["median_abs_error"]  # no regime: the recorded held-out medians, as before

@@ -113,7 +113,7 @@ def simulate_cmd(
             steps_file.close()
     step_model = whatif.step_model(inputs.shape, inputs.gpu, resolved, calibration).describe()
     step_model["front_end"] = whatif.front_end(calibration).as_dict()
-    step_model["uncertainty"] = whatif.uncertainty(calibration, result)
+    step_model["uncertainty"] = whatif.uncertainty(calibration, result, regime=whatif.workload_regime(workload))
     notes += step_model["uncertainty"].get("notes", [])  # a load outside the calibrated range
     outputs = _write_outputs(result, inputs, log_out, metrics_out, requests_out)
     if steps_out:
@@ -348,8 +348,20 @@ def _render(payload: dict[str, Any], quiet: bool) -> None:
     err = {k: v for k, v in (unc.get("median_abs_error") or {}).items() if v is not None}
     if err:
         names = {"output_throughput": "throughput", "mean_ttft_ms": "TTFT", "mean_tpot_ms": "TPOT"}
-        con.print("uncertainty: typical error ± " + ", ".join(f"{names.get(k, k)} {v:.0%}" for k, v in err.items())
-                  + f" ({unc.get('source')})")
+        line = "uncertainty: typical error ± " + ", ".join(f"{names.get(k, k)} {v:.0%}" for k, v in err.items())
+        p80 = unc.get("p80_abs_error") or {}
+        if p80:  # the public band of this load's regime: also how wide the worse fifth of results missed
+            line += "; 1 in 5 missed by more than " + " / ".join(f"{p80[k]:.0%}" for k in err if k in p80)
+            own = [k for k, v in (unc.get("from") or {}).items() if v == unc.get("regime")]
+            n = max((unc.get("results") or {}).values(), default=0)
+            line += (f" (up to {n} public vllm bench results held out of the fit, " +
+                     (f"sent {unc['regime']}" if len(own) == len(err) else
+                      f"{unc['regime']} for {', '.join(names.get(k, k) for k in own)}, all loads for the rest"
+                      if own else "all loads: too few sent " + str(unc.get("regime")))
+                     + "; docs/simulation.md)")
+        else:
+            line += f" ({unc.get('source')})"
+        con.print(line)
     for k, v in payload["outputs"].items():
         con.print(f"wrote {k}: {v}")
     for n in dict.fromkeys(payload["notes"]):  # each note once

@@ -139,11 +139,30 @@ def front_end(calibration: Calibration | None = None) -> FrontEnd:
     return FrontEnd(**C.FRONTEND)
 
 
-def uncertainty(calibration: Calibration | None = None, result: SimResult | None = None) -> dict:
+# How a load is sent, as the bench's options say it: the public held-out errors differ by it (UNCERTAINTY_BANDS)
+REGIMES = ("one at a time", "closed loop", "all at once", "open loop")
+BAND_MIN_RESULTS = 15  # fewer held-out results of a regime for a figure: that figure's band is all results'
+
+
+def regime_of(max_concurrency: int | None, all_at_once: bool) -> str:
+    """``--max-concurrency 1``; another cap; every request sent at t=0 (rate inf, no cap); else a rate or a trace."""
+    if max_concurrency is not None:
+        return "one at a time" if int(max_concurrency) == 1 else "closed loop"
+    return "all at once" if all_at_once else "open loop"
+
+
+def workload_regime(w: Workload) -> str:
+    return regime_of(w.max_concurrency, bool(w.arrival) and max(w.arrival) == min(w.arrival))
+
+
+def uncertainty(calibration: Calibration | None = None, result: SimResult | None = None,
+                regime: str | None = None) -> dict:
     """How far to trust a prediction: the median absolute error on results the time model was not
     fitted on (the deployment's held-out runs with a calibration, else the public held-out set). With a
     calibration and the predicted ``result``: where that load leaves the calibrated range (``outside_range``,
-    with a sentence each in ``notes``), the case in which the held-out error understates the miss."""
+    with a sentence each in ``notes``), the case in which the held-out error understates the miss. Without a
+    calibration and with the load's ``regime`` (``workload_regime``): the public held-out results sent that way
+    (``coefficients.UNCERTAINTY_BANDS``), their median and 80th-percentile error per figure."""
     from kvdoctor.sim import coefficients as C
 
     if calibration is not None and calibration.uncertainty():
@@ -151,10 +170,25 @@ def uncertainty(calibration: Calibration | None = None, result: SimResult | None
         if result is not None:
             out.update(calibrated_range_check(calibration, result))
         return out
+    if regime is not None and C.UNCERTAINTY_BANDS.get("all"):
+        return public_band(C.UNCERTAINTY_BANDS, regime)
     fit = C.SERVING_FIT or {}
     err = (fit.get("median_abs_error") or {}).get("held_out")
     return {"source": "public vllm bench results held out of the fit (docs/simulation.md)",
             "median_abs_error": {k: v for k, v in (err or {}).items() if k != "n"}}
+
+
+def public_band(bands: dict, regime: str) -> dict:
+    """The band of ``regime`` per figure (``BAND_MIN_RESULTS`` or more held-out results sent that way), else of all
+    held-out results; which one each figure took is in ``from``."""
+    own, every = bands.get(regime) or {}, bands["all"]
+    med, p80, n, src = {}, {}, {}, {}
+    for m, row in every.items():
+        pick = own.get(m) if (own.get(m) or {}).get("n", 0) >= BAND_MIN_RESULTS else row
+        med[m], p80[m], n[m] = pick["median"], pick["p80"], pick["n"]
+        src[m] = regime if pick is not row else "all"
+    return {"source": "public vllm bench results held out of the fit (docs/simulation.md)", "regime": regime,
+            "median_abs_error": med, "p80_abs_error": p80, "results": n, "from": src}
 
 
 def calibrated_range_check(calibration: Calibration | None, result: SimResult) -> dict:
