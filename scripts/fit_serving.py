@@ -774,6 +774,31 @@ def summary(errs) -> dict:
     return out
 
 
+# Protocol 8 (docs/simulation.md): the API server's CPU per streamed token measured on the real engine (vLLM 0.32,
+# completions endpoint), charged as each step's tokens come out. Nothing fitted.
+P8_PER_OUTPUT_TOKEN_S = 120e-6
+
+
+def protocol8(rows: list[dict], serving: dict, frontend: dict) -> dict:
+    """Protocol 8's one evaluation: K (the committed constants) and P8 on every held-out row and the blind pool,
+    the rule's four parts ((d), the 1-hour trace, is measured by benchmarks/sim_speed and recorded by hand: None)."""
+    p8 = {**frontend, "per_output_token_s": P8_PER_OUTPUT_TOKEN_S, "output_per_step": True}
+    held = [r for r in rows if r["split"] == "held_out"]
+    out = {"frontend": p8}
+    for name, fe in (("K", frontend), ("P8", p8)):
+        s = summary(errors(held, serving, fe))
+        out[name] = {"held_out": s["held_out"], "blind_batches6_8": s["blind_batches6_8"]}
+    k, p = out["K"], out["P8"]
+    rule = {
+        "a": p["held_out"]["mean_ttft_ms"] < k["held_out"]["mean_ttft_ms"],
+        "b": all(p["held_out"][m] <= k["held_out"][m] + 0.005 for m in ("output_throughput", "mean_tpot_ms")),
+        "c": all(p["blind_batches6_8"][m] <= k["blind_batches6_8"][m] + 0.01 for m in METRICS),
+    }
+    out["rule"] = rule
+    out["adopt"] = all(rule.values())
+    return out
+
+
 def row_regime(row: dict) -> str:
     """The row's load as ``sim.whatif.regime_of`` names a simulated one: its cap, else rate inf = all at once."""
     from kvdoctor.sim.whatif import regime_of
@@ -849,6 +874,10 @@ def main(argv=None) -> int:
     ap.add_argument("--bands", action="store_true",
                     help="evaluate the committed constants and write their held-out errors per load regime "
                          "(coefficients.UNCERTAINTY_BANDS: what simulate quotes as its uncertainty); nothing is fitted")
+    ap.add_argument("--protocol8", action="store_true",
+                    help="evaluate protocol 8's front end (P8_FRONTEND: the measured 120 us per streamed token, charged "
+                         "per step) against the committed constants, on every held-out row and the blind pool; with "
+                         "--adopt, write it if the rule holds (docs/simulation.md, 'Protocol 8')")
     ap.add_argument("--log", default="/tmp/fit_serving.log", help="progress log of the fits")
     ap.add_argument("--procs", type=int, default=2, help="worker processes for --cv (each at nice 19)")
     ap.add_argument("--no-evict", action="store_true",
@@ -874,6 +903,12 @@ def main(argv=None) -> int:
     rows = load_rows()
     from kvdoctor.sim import coefficients as C
 
+    if a.protocol8:
+        res = protocol8(rows, C.SERVING, C.FRONTEND)
+        print(json.dumps(res, indent=1))
+        if a.adopt and res["adopt"]:
+            write_coeffs(C.SERVING, res["frontend"], C.SERVING_FIT)
+        return 0
     if a.bands:
         b = bands(rows, errors(rows, C.SERVING, C.FRONTEND))
         write_bands(b)
