@@ -779,14 +779,17 @@ def summary(errs) -> dict:
 P8_PER_OUTPUT_TOKEN_S = 120e-6
 
 
-def protocol8(rows: list[dict], serving: dict, frontend: dict) -> dict:
+def protocol8(rows: list[dict], serving: dict, frontend: dict, k_errors: list[dict] | None = None) -> dict:
     """Protocol 8's one evaluation: K (the committed constants) and P8 on every held-out row and the blind pool,
-    the rule's four parts ((d), the 1-hour trace, is measured by benchmarks/sim_speed and recorded by hand: None)."""
+    and the rule's parts (a)-(c) ((d), the 1-hour trace, only matters for an adoption). ``k_errors``: K's
+    ``errors`` on ``rows`` when already computed."""
     p8 = {**frontend, "per_output_token_s": P8_PER_OUTPUT_TOKEN_S, "output_per_step": True}
     held = [r for r in rows if r["split"] == "held_out"]
+    k_held = [e for e in k_errors if e["split"] == "held_out"] if k_errors is not None else None
     out = {"frontend": p8}
     for name, fe in (("K", frontend), ("P8", p8)):
-        s = summary(errors(held, serving, fe))
+        errs = k_held if name == "K" and k_held is not None else errors(held, serving, fe)
+        s = summary(errs)
         out[name] = {"held_out": s["held_out"], "blind_batches6_8": s["blind_batches6_8"]}
     k, p = out["K"], out["P8"]
     rule = {
