@@ -265,6 +265,12 @@ def test_a_load_outside_the_calibrated_range_is_said_so_by_simulate_and_plan(tmp
     fit = json.loads(text)["fit"]
     assert fit["calibrated_range"]["prompt_tokens"][1] < 135 and fit["calibrated_range"]["running_requests"][1] == 4
     assert fit["runs"]["s8_c1.json"]["outside_range"][0]["direction"] == "below"  # one at a time: lighter
+    code, err, text = invoke("calibrate", *TINY, "--linear", str(FIX / "s8_c4.json"), str(FIX / "s8_c1.json"),
+                             "-o", str(tmp_path / "again.json"))
+    assert code == 0, err
+    flat = " ".join(text.split())
+    assert "calibrated range: prompts 129-130 tokens, 2-4 requests running" in flat
+    assert "outside the range: batch below" in flat
     load = ["--dataset-name", "random", "--random-output-len", "64", "--ignore-eos", "--num-prompts", "24",
             "--max-concurrency", "4", "--json"]
     code, err, text = invoke("simulate", *TINY, "--calibration", str(out), "--random-input-len", "128", *load)

@@ -17,6 +17,9 @@ from kvdoctor.cli import app, common
 SCHEMA = "kvdoctor.calibrate/1"
 
 
+_RANGE_WORDS = {"prompt_tokens": "prompts", "running_requests": "batch"}
+
+
 @app.command("calibrate")
 @common.config_options
 def calibrate_cmd(
@@ -148,13 +151,25 @@ def _render(p: dict, quiet: bool) -> None:
             def cell(k):
                 m, pr, e = r["measured"].get(k), r["predicted"].get(k), r["error"].get(k)
                 return "—" if m is None or pr is None else f"{m:.1f} → {pr:.1f} ({e:+.0%})"
-            t.add_row(escape(name), r["split"], cell("output_throughput"), cell("mean_ttft_ms"), cell("mean_tpot_ms"))
+            out = "; ".join(f"{_RANGE_WORDS[o['quantity']]} {o['direction']}" for o in r.get("outside_range") or ())
+            split = r["split"] + (f" (outside the range: {out})" if out else "")
+            t.add_row(escape(name), split, cell("output_throughput"), cell("mean_ttft_ms"), cell("mean_tpot_ms"))
         con.print(t)
     for label, key in (("fit", "fit_median_abs_error"), ("held out", "held_out_median_abs_error")):
         e = fit.get(key)
         if e:
             parts = [f"{k.replace('_', ' ')} {v:.0%}" for k, v in e.items() if v is not None]
             con.print(f"median |error| on {label}: " + ", ".join(parts))
+    rng = fit.get("calibrated_range")
+    if rng:
+        (p0, p1), (r0, r1) = rng["prompt_tokens"], rng["running_requests"]
+        con.print(f"calibrated range: prompts {p0:,.0f}-{p1:,.0f} tokens, {r0:g}-{r1:g} requests running (the fitted "
+                  "runs' 5th-95th percentile); a prediction beyond it says so")
+        n_out = sum(1 for r in fit["runs"].values() if r.get("outside_range"))
+        inside = fit.get("held_out_in_range_median_abs_error")
+        if n_out and inside:
+            con.print("median |error| on held out inside the range: "
+                      + ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in inside.items() if v is not None))
     if not fit.get("held_out"):
         con.print("note: no held-out run — give two or more results to know how far to trust the fit")
     rep = fit.get("repeatability")
