@@ -294,6 +294,18 @@ def to_json(result, inputs, resolved, led, workload, step_model, outputs, notes)
     }
 
 
+def _band_source(unc: dict, err: dict, names: dict[str, str]) -> str:
+    """Which results a public band quotes: the load's regime for every figure, for some (too few results for the
+    others: ``sim.whatif.BAND_MIN_RESULTS``), or for none."""
+    regime = unc.get("regime")
+    own = [k for k, v in (unc.get("from") or {}).items() if v == regime]
+    if len(own) == len(err):
+        return f"sent {regime}"
+    if own:
+        return f"{regime} for {', '.join(names.get(k, k) for k in own)}, all loads for the rest"
+    return f"all loads: too few sent {regime}"
+
+
 def _render(payload: dict[str, Any], quiet: bool) -> None:
     from rich.table import Table
 
@@ -352,13 +364,9 @@ def _render(payload: dict[str, Any], quiet: bool) -> None:
         p80 = unc.get("p80_abs_error") or {}
         if p80:  # the public band of this load's regime: also how wide the worse fifth of results missed
             line += "; 1 in 5 missed by more than " + " / ".join(f"{p80[k]:.0%}" for k in err if k in p80)
-            own = [k for k, v in (unc.get("from") or {}).items() if v == unc.get("regime")]
             n = max((unc.get("results") or {}).values(), default=0)
-            line += (f" (up to {n} public vllm bench results held out of the fit, " +
-                     (f"sent {unc['regime']}" if len(own) == len(err) else
-                      f"{unc['regime']} for {', '.join(names.get(k, k) for k in own)}, all loads for the rest"
-                      if own else "all loads: too few sent " + str(unc.get("regime")))
-                     + "; docs/simulation.md)")
+            line += f" (up to {n} public vllm bench results held out of the fit, {_band_source(unc, err, names)}; " \
+                    "docs/simulation.md)"
         else:
             line += f" ({unc.get('source')})"
         con.print(line)

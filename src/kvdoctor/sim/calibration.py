@@ -1059,12 +1059,15 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     return cal
 
 
-def evaluate(cal: Calibration, runs: list[BenchRun], setup: Setup, rng: dict | None = None) -> dict[str, dict]:
+def evaluate(cal: Calibration, runs: list[BenchRun], setup: Setup, rng: dict | None = None,
+             running: list[int] | None = None) -> dict[str, dict]:
     """Per run: predicted figures and relative errors; with ``rng`` (``calibrated_range``), where the run lies
-    outside the calibrated range (``outside_range``: the same test a prediction made with the calibration gets)."""
+    outside the calibrated range (``outside_range``: the same test a prediction made with the calibration gets).
+    ``running``: collects the number of requests running in every simulated step (what ``calibrated_range`` reads)."""
     out = {}
+    on_step = (lambda rec: running.append(int(rec.running))) if running is not None else None
     for r in runs:
-        res = simulate_run(r, setup, cal)
+        res = simulate_run(r, setup, cal, on_step=on_step)
         pred = sim_figures(res, r.lead_s)
         out[r.name] = {"predicted": pred, "measured": r.figures, "error": run_errors(r.figures, pred)}
         if rng is not None:
@@ -1089,8 +1092,9 @@ def evaluation(cal: Calibration, fit_runs: list[BenchRun], held: list[BenchRun],
     """What ``cal.fit`` records of a calibration's figures: every run's predicted figures and errors with its split,
     the median errors on the fitted and the held-out runs, and the calibrated range (``calibrated_range``) with each
     held-out run's place against it."""
-    rng = calibrated_range(fit_runs, setup, cal)
-    on_fit = evaluate(cal, fit_runs, setup)
+    running: list[int] = []
+    on_fit = evaluate(cal, fit_runs, setup, running=running)
+    rng = calibrated_range(fit_runs, running)
     on_held = evaluate(cal, held, setup, rng) if held else {}
     inside = {k: v for k, v in on_held.items() if not v.get("outside_range")}
     return {"runs": {**{k: {**v, "split": "fit"} for k, v in on_fit.items()},
@@ -1119,15 +1123,13 @@ def _mean(xs) -> float:
     return float(sum(xs)) / len(xs) if len(xs) else 0.0
 
 
-def calibrated_range(fit_runs: list[BenchRun], setup: Setup, cal: Calibration) -> dict | None:
+def calibrated_range(fit_runs: list[BenchRun], running: list[int]) -> dict | None:
     """Where the fitted runs measured the deployment: the 5th-95th percentile of their requests' prompt tokens and of
-    the number of requests running in their (re-simulated) engine steps. None without a fitted run."""
+    ``running``, the number of requests running in each of their engine steps as re-simulated with the calibration
+    (``evaluate``'s collector). None without a fitted run."""
     import numpy as np
 
     prompts = [p for r in fit_runs for p in r.prompt]
-    running: list[int] = []
-    for r in fit_runs:
-        simulate_run(r, setup, cal, on_step=lambda rec: running.append(int(rec.running)))
     if not prompts or not running:
         return None
     lo, hi = RANGE_QUANTILES
