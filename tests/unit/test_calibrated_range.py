@@ -112,3 +112,25 @@ def test_the_public_band_follows_the_loads_regime_where_it_has_enough_results():
     unc = W.uncertainty(regime="one at a time")
     assert unc["regime"] == "one at a time" and set(unc["p80_abs_error"]) == set(unc["median_abs_error"])
     assert W.uncertainty()["median_abs_error"]  # no regime: the recorded held-out medians, as before
+
+
+def test_a_file_whose_range_or_held_out_error_is_garbled_is_refused_in_one_line(tmp_path):
+    # what predictions read back from ``fit`` is checked when the file is loaded: a hand-edited range or error used to
+    # reach simulate and end as an internal error
+    import json
+
+    import pytest
+
+    from kvdoctor.errors import InputError
+
+    good = dict(TRUE.to_json(), fit={"calibrated_range": RNG, "held_out_median_abs_error": {"mean_ttft_ms": 0.1}})
+    (tmp_path / "ok.json").write_text(json.dumps(good))
+    assert C.load_calibration(tmp_path / "ok.json").fit["calibrated_range"] == RNG
+    bad = [{"calibrated_range": "abc"}, {"calibrated_range": [1, 2]}, {"calibrated_range": {"prompt_tokens": [1]}},
+           {"calibrated_range": {"prompt_tokens": [300, 100], "running_requests": [1, 2]}},
+           {"calibrated_range": {"prompt_tokens": [1, "nan"], "running_requests": [1, 2]}},
+           {"held_out_median_abs_error": {"mean_ttft_ms": "x"}}, [1]]
+    for i, fit in enumerate(bad):
+        (tmp_path / f"b{i}.json").write_text(json.dumps(dict(TRUE.to_json(), fit=fit)))
+        with pytest.raises(InputError, match="malformed calibration file"):
+            C.load_calibration(tmp_path / f"b{i}.json")

@@ -168,12 +168,30 @@ def load_calibration(path: str | Path) -> Calibration:
             raise ValueError("a front-end switch must be true or false")
         frontend = FrontEnd(**{k: float(fe.get(k, 0.0)) for k in FE_KEYS}, **flags) if fe else None
         scale = float(doc.get("scale", 1.0))
+        fit = dict(doc.get("fit") or {})
+        _check_fit_read_back(fit)
     except (KeyError, TypeError, ValueError, AttributeError):
         raise InputError(f"{p}: malformed calibration file") from None
     if any(v < 0 or not math.isfinite(v) for v in (*lin.values(), scale)):
         raise InputError(f"{p}: calibration coefficients must be finite and non-negative")
     return Calibration(kind=kind, scale=scale, linear=lin, frontend=frontend,
-                       deployment=dict(doc.get("deployment") or {}), fit=dict(doc.get("fit") or {}))
+                       deployment=dict(doc.get("deployment") or {}), fit=fit)
+
+
+def _check_fit_read_back(fit: dict) -> None:
+    """ValueError unless what predictions read back from a file's ``fit`` has its shape: the held-out error (numbers
+    or null per figure) and the calibrated range (two finite edges, low to high, per quantity). Files written before
+    either was recorded have neither key and pass."""
+    err = fit.get("held_out_median_abs_error")
+    if err is not None and not all(v is None or isinstance(v, (int, float)) for v in dict(err).values()):
+        raise ValueError("held_out_median_abs_error")
+    rng = fit.get("calibrated_range")
+    if rng is None:
+        return
+    for key in ("prompt_tokens", "running_requests"):
+        lo, hi = (float(x) for x in rng[key])
+        if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo <= hi):
+            raise ValueError(key)
 
 
 # ---- bench runs ----------------------------------------------------------------------------------
