@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def test_server_dies_during_the_changed_run(tmp_path, journal):
     r = _kv(["experiment", *BASE, "--set", "max-num-seqs=8", "--vllm-cmd", str(FAKE), "--db", str(journal),
              "--out", str(tmp_path / "runs"), "--json"],
             env={"FAKE_VLLM_MODE": "ok,die-during-load", "FAKE_VLLM_COUNTER": str(tmp_path / "n"),
-                 "FAKE_VLLM_PIDFILE": str(pidfile), "FAKE_BENCH_S": "4"})
+                 "FAKE_VLLM_PIDFILE": str(pidfile), "FAKE_BENCH_S": "4", "FAKE_VLLM_RPCLOG": str(tmp_path / "rpc")})
     assert r.returncode == 1, r.stderr
     rec = json.loads(r.stdout)
     assert rec["status"] == "incomplete" and rec["reason_code"] == "server-died"
@@ -132,10 +133,34 @@ def test_server_dies_during_the_changed_run(tmp_path, journal):
     assert (tmp_path / "runs" / "after" / "metrics_before.txt").exists()
     assert (tmp_path / "runs" / "after" / "serve.log").read_text().count("fake engine core died") == 1
     assert all(not _alive(p) for p in _pids(pidfile)) and len(_pids(pidfile)) == 4
+    _assert_private_rpc_dirs_removed(tmp_path / "rpc", starts=2)
     steps = _steps(journal)
     assert [s["seq"] for s in steps] == [0, 1]  # the existing baseline + the re-measured one; no half step
     assert steps[1]["evidence"]["experiment"]["run"] == "before"
     assert any("INCOMPLETE (server-died)" in n["text"] for n in steps[1]["notes"])
+
+
+def _assert_private_rpc_dirs_removed(rpclog: Path, starts: int) -> None:
+    """Each server got its own VLLM_RPC_BASE_PATH in the temp directory, and it is gone with the server."""
+    sockets = [Path(x) for x in rpclog.read_text().splitlines()]
+    assert len(sockets) == starts and len({s.parent for s in sockets}) == starts
+    for s in sockets:
+        assert s.parent.name.startswith("kvdoctor-vllm-") and s.parent.parent == Path(tempfile.gettempdir())
+        assert not s.parent.exists(), f"{s.parent} left behind"
+
+
+def test_a_chosen_rpc_base_path_is_used_and_left_alone(tmp_path, journal):
+    """An operator's own VLLM_RPC_BASE_PATH is vLLM's to use; kvdoctor neither replaces nor empties it."""
+    mine = tmp_path / "my-rpc"
+    mine.mkdir()
+    (mine / "keep").write_text("theirs")
+    r = _kv(["experiment", *BASE, "--set", "max-num-seqs=8", "--vllm-cmd", str(FAKE), "--db", str(journal),
+             "--out", str(tmp_path / "runs")],
+            env={"VLLM_RPC_BASE_PATH": str(mine), "FAKE_VLLM_RPCLOG": str(tmp_path / "rpc")})
+    assert r.returncode in (0, 1), r.stderr
+    sockets = [Path(x) for x in (tmp_path / "rpc").read_text().splitlines()]
+    assert len(sockets) == 2 and all(s.parent == mine and s.exists() for s in sockets)
+    assert (mine / "keep").read_text() == "theirs"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -143,7 +168,8 @@ def test_ctrl_c_stops_what_it_started(tmp_path, journal, sig):
     """Ctrl-C (SIGINT) and SIGTERM (a `timeout`, a cancelled CI job) both stop the server kvdoctor started."""
     pidfile = tmp_path / "pids"
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), FAKE_VLLM_PIDFILE=str(pidfile), FAKE_BENCH_S="60")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), FAKE_VLLM_PIDFILE=str(pidfile), FAKE_BENCH_S="60",
+               FAKE_VLLM_RPCLOG=str(tmp_path / "rpc"))
     p = subprocess.Popen([sys.executable, "-m", "kvdoctor", "experiment", *BASE, "--set", "max-num-seqs=8",
                           "--vllm-cmd", str(FAKE), "--db", str(journal), "--out", str(tmp_path / "runs")],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -163,6 +189,7 @@ def test_ctrl_c_stops_what_it_started(tmp_path, journal, sig):
             assert "SIGTERM" in rec["reason"]
         assert all(not _alive(pid) for pid in _pids(pidfile)) and _pids(pidfile)
         assert bystander.poll() is None  # a process kvdoctor did not start is never touched
+        _assert_private_rpc_dirs_removed(tmp_path / "rpc", starts=1)
         assert len(_steps(journal)) == 1
         assert any("INCOMPLETE (interrupted)" in n["text"] for n in _steps(journal)[0]["notes"])
     finally:

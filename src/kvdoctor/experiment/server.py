@@ -10,6 +10,10 @@ Invariants:
 - ``stop()`` is idempotent and safe to call from ``finally`` / a signal handler: SIGINT (vLLM's clean
   shutdown), then SIGTERM, then SIGKILL to the group, each after a grace period; it returns only when no
   process of the group is left (or reports the ones that resisted SIGKILL).
+- A server kvdoctor starts leaves nothing behind in the temp directory. vLLM binds its ZMQ IPC sockets at
+  ``$VLLM_RPC_BASE_PATH/<uuid4>`` (default: the temp directory) and a stopped server does not unlink them
+  (about a hundred per test run here). Unless the caller set that variable, each server gets a private
+  directory, removed once no process of its group is left.
 
 Standard library only (urllib for /health and /metrics): this module is imported by the CLI verb.
 """
@@ -23,6 +27,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -159,6 +164,8 @@ class Managed:
     started_at: float = field(default_factory=time.monotonic)
     stopped: bool = False
     stop_report: dict = field(default_factory=dict)
+    # Removed by stop() once the group is gone (never while a survivor may still use it).
+    private_dir: Path | None = None
 
     @property
     def pid(self) -> int:
@@ -201,6 +208,8 @@ class Managed:
         self.stopped = True
         self.stop_report = {"signals": sent, "stop_s": round(time.monotonic() - t0, 2),
                             "returncode": self.proc.returncode, "left": left}
+        if self.private_dir is not None and not left:
+            shutil.rmtree(self.private_dir, ignore_errors=True)
         if log and left:
             log(f"warning: processes {left} of group {self.pgid} survived SIGKILL")
         return self.stop_report
@@ -326,6 +335,24 @@ class Server:
         return self.managed.stop(log=log)
 
 
+# A Unix socket path holds at most 107 bytes; vLLM appends "/<uuid4>" (37) to its base path.
+_SOCKET_PATH_MAX = 107
+
+
+def private_rpc_env(env: dict[str, str] | None) -> tuple[dict[str, str] | None, Path | None]:
+    """``env`` with VLLM_RPC_BASE_PATH pointed at a new private directory, and that directory; unchanged (and
+    None) when the caller already chose a base path or the temp directory's path is too long for a socket."""
+    base = dict(os.environ if env is None else env)
+    if base.get("VLLM_RPC_BASE_PATH"):
+        return env, None
+    d = Path(tempfile.mkdtemp(prefix="kvdoctor-vllm-"))
+    if len(os.fsencode(str(d))) + 37 > _SOCKET_PATH_MAX:
+        d.rmdir()
+        return env, None
+    base["VLLM_RPC_BASE_PATH"] = str(d)
+    return base, d
+
+
 def start_server(argv: Sequence[str], *, env: dict[str, str] | None, host: str, port: int, log_path: Path,
                  health_timeout_s: float = 600.0, log: Callable[[str], None] | None = None,
                  poll_s: float = 0.5) -> Server:
@@ -335,7 +362,14 @@ def start_server(argv: Sequence[str], *, env: dict[str, str] | None, host: str, 
     server; the log stays on disk either way."""
     check_port_free(host, port)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    m = spawn(argv, env=env, log_path=log_path)
+    env, rpc_dir = private_rpc_env(env)
+    try:
+        m = spawn(argv, env=env, log_path=log_path)
+    except BaseException:
+        if rpc_dir is not None:
+            shutil.rmtree(rpc_dir, ignore_errors=True)
+        raise
+    m.private_dir = rpc_dir
     srv = Server(managed=m, host=host, port=port, log_path=log_path)
     t0 = time.monotonic()
     url = f"{srv.base_url}/health"
