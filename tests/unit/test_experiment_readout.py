@@ -117,3 +117,21 @@ def test_peaks_seen_only_on_idle_snapshots_are_not_reported(tmp_path):
     from kvdoctor.experiment.core import Targets
 
     assert Targets(max_preemptions=None, max_waiting_peak=0).check(m)[0]["met"] is None
+
+
+def test_last_error_line_reads_through_vllms_log_prefix(tmp_path):
+    """A worker's traceback lines carry vLLM's prefix; the operator's one line is the exception, not the wrapper."""
+    from kvdoctor.experiment.server import last_error_line
+
+    log = tmp_path / "serve.log"
+    log.write_text(
+        "(VllmWorker-0 pid=2) ERROR 12-03 13:54:36 [multiproc_executor.py:953]     raise ValueError(\n"
+        "(VllmWorker-0 pid=2) ERROR 12-03 13:54:36 [multiproc_executor.py:953] ValueError: Available memory on node 0 "
+        "(10.39/11.71 GiB) on startup is less than desired CPU memory utilization (0.99, 11.6 GiB).\n"
+        "    raise RuntimeError(\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+    assert last_error_line(log).startswith("ValueError: Available memory on node 0 (10.39/11.71 GiB)")
+    plain = tmp_path / "plain.log"
+    plain.write_text("ValueError: To serve at least one request\nRuntimeError: Engine core initialization failed. See "
+                     "root cause above.\n")
+    assert last_error_line(plain) == "ValueError: To serve at least one request"

