@@ -202,3 +202,29 @@ def test_an_oom_excerpt_without_start_up_lines_is_one_engine(tmp_path):
     _, d = _diagnose(log)
     assert d["fleet"]["instances"] == 1 and d["verdict"] == "engine-died"
     assert d["action"].startswith("--gpu-memory-utilization 0.88")
+
+
+BF16_ON_T4 = """\
+INFO 06-01 10:00:00 [api_server.py:1043] vLLM API server version 0.8.5
+ERROR 06-01 10:00:09 [core.py:396] EngineCore failed to start.
+ERROR 06-01 10:00:09 [core.py:396] Traceback (most recent call last):
+ERROR 06-01 10:00:09 [core.py:396]   File "/usr/local/lib/python3.12/dist-packages/vllm/platforms/cuda.py", line 380, in check_if_supports_dtype
+ERROR 06-01 10:00:09 [core.py:396]     raise ValueError(
+ERROR 06-01 10:00:09 [core.py:396] ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5. You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.
+ERROR 06-01 10:00:10 [core_client.py:1] RuntimeError: Engine core initialization failed. See root cause above.
+"""
+
+
+def test_the_exception_that_names_the_cause_is_quoted_and_known_ones_answered(tmp_path):
+    """A traceback's last line says why (the wrappers around it do not): it is cited and drives the action."""
+    log = tmp_path / "bf16.log"
+    log.write_text(BF16_ON_T4)
+    _, d = _diagnose(log)
+    f = _died(d)
+    assert f["data"]["exception"].startswith("ValueError: Bfloat16 is only supported") and f["data"]["cause_line"] == 6
+    assert f["action"].startswith("--dtype half") and d["confidence"] == "high"
+    assert f["evidence"][0]["line_no"] == 6
+    # an unknown exception is quoted as vLLM wrote it
+    log.write_text(BF16_ON_T4.replace("Bfloat16 is only supported on GPUs", "Something new broke on GPUs"))
+    _, d = _diagnose(log)
+    assert "act on vLLM's exception (line 6): ValueError: Something new broke" in _died(d)["action"]

@@ -17,7 +17,9 @@ the same day, when an error burst became one process's lines within one second h
 (it was "the last event", so an error line after a v0 preemption warning in the same second was counted into the
 warning): one case changed, "dense", where exactly that happened (a warning lost its spurious ``lines: 2``; the
 error burst after it gained it). And once more when a burst kept its last line (``data["last_line"]``): nothing else
-differed.
+differed. And on 2026-12-03 again, when a burst kept the exception line that names its cause (``data["exception"]``,
+``["exception_line"]``): one event each in "plain" and "mixed-b" gained the two keys; every event, with the rest of
+its data, and every other part was compared with the old reader's and was unchanged.
 
 Re-record (only when the reading is *meant* to change, and say so in the commit):
 ``python tests/unit/test_evidence_reader_equiv.py --record``.

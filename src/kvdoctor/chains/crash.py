@@ -131,10 +131,15 @@ def engine_died(ctx: Context) -> Finding | None:
         cites.insert(0, Cite(detail=f"{(st.error_message or '')[:200]} (line {ln})", source=ctx.source, line_no=ln,
                              value="memory-held"))
         data["cause_line"] = ln
+    exc = _exception(near, ce) if cause in ("traceback", "unknown") else None
+    if exc is not None:
+        cites.insert(0, Cite(detail=f"{exc[0][:200]} (line {exc[1]})", source=ctx.source, line_no=exc[1],
+                             value="exception"))
+        data["exception"], data["cause_line"] = exc[0], exc[1]
     action, why, gain = _advice(ctx, cause, phase, near, ce)
     any_traceback = any(e.data.get("lines", 1) >= 3 for e in near)
-    conf = ("low" if inferred or (cause == "unknown" and not any_traceback) else
-            "high" if cause != "unknown" or first.kind != "engine-dead" else "medium")
+    conf = ("low" if inferred or (cause == "unknown" and not any_traceback and exc is None) else
+            "high" if cause != "unknown" or first.kind != "engine-dead" or exc is not None else "medium")
     data["confidence"], data["inferred"] = conf, inferred
     if inferred:
         why += ("; no death line is in the excerpt: it ends in the engine core's own traceback with no stats line "
@@ -184,6 +189,13 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "v0)",
                 "an engine process exited without a traceback of its own: killed from outside (the kernel's OOM killer, "
                 "a container limit, SIGKILL) or a crash in native code", {})
+    exc = _exception(near, ce)
+    if exc is not None:
+        text, ln = exc
+        hint = next((h for needle, h in _KNOWN_EXCEPTIONS if needle in text), None)
+        return ((hint + f" (vLLM's exception, line {ln})" if hint else
+                 f"act on vLLM's exception (line {ln}): {text[:240]}; search vLLM's issues for it with your version"),
+                f"the engine raised {text.split(':', 1)[0]}: {text.split(':', 1)[-1].strip()[:200]}", {})
     if cause == "traceback" and ce is not None:
         end = ce.data.get("last_line", ce.line_no)
         return (f"read the engine's own traceback (lines {ce.line_no}-{end}, {ce.data.get('proc', 'its process')}): "
@@ -191,6 +203,25 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "the engine core or a worker raised an exception it could not recover from", {})
     return ("read the first traceback above the EngineDeadError: it names the cause",
             "the engine core died; the log excerpt does not show its own traceback", {})
+
+
+# Exceptions whose fix is one flag, as vLLM's own message says (platforms/cuda.py, config/parallel.py).
+_KNOWN_EXCEPTIONS = (
+    ("Bfloat16 is only supported on GPUs with compute capability",
+     "--dtype half: this GPU has no bf16 (compute capability < 8.0); check the model tolerates fp16 (some, e.g. "
+     "Gemma 2, overflow in it)"),
+    ("must be divisible by tensor parallel size",
+     "--tensor-parallel-size to a divisor of the model's attention heads"),
+)
+
+
+def _exception(near: list[Event], ce: Event | None) -> tuple[str, int] | None:
+    """The exception line that names the cause (the traceback's last line), from the cause's burst first, else from
+    the bursts around the death; None when the excerpt shows none."""
+    for e in ([ce] if ce is not None else []) + sorted(near, key=lambda e: e.line_no):
+        if e.data.get("exception"):
+            return str(e.data["exception"]), int(e.data.get("exception_line") or e.line_no)
+    return None
 
 
 def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:

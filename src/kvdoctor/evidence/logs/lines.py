@@ -29,13 +29,19 @@ FULL_NEEDLES = (
 )
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly", b"Traceback", b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed")
-# the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
-# the kernel's own ("Out of memory: Killed process 1234 (python3)")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 _CUDA_ERROR = re.compile(r"CUDA error\b(?!s)")
+# the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
+# the kernel's own ("Out of memory: Killed process 1234 (python3)")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
 # a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
+# A traceback's last line: the exception and what it says ("ValueError: Bfloat16 is only supported ..."); the
+# wrappers vLLM raises around it ("Engine core initialization failed. See root cause above") name nothing.
+_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): \S")
+_WRAPPERS = ("See root cause above", "See stack trace", "initialization failed", "EngineDeadError",
+             "KeyboardInterrupt", "EngineCore encountered", "has died", "is already dead", "died unexpectedly",
+             "failed to start")
 _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
 # traceback). What follows it, EngineDeadError included, is the shutdown path, not a crash: vLLM 0.32 prints an
@@ -53,6 +59,13 @@ _KIND_RANK = {"error": 0, "engine-error": 0, "engine-dead": 1, "kv-too-small": 2
               "nccl-timeout": 3}
 # the signals an operator or a platform stops a server with (a process that "received signal" SIGSEGV crashed)
 _STOP_SIGNALS = (b"SIGINT", b"SIGTERM", b"SIGQUIT", b"SIGHUP")
+
+
+def _note_exception(ev: Event, msg: str, n: int) -> None:
+    """The burst's last exception line that names a cause (data["exception"], ["exception_line"])."""
+    text = msg.strip()
+    if _EXCEPTION.match(text) and not any(w in text for w in _WRAPPERS):
+        ev.data["exception"], ev.data["exception_line"] = text[:400], n
 
 
 def proc_key(m: Any) -> str:
@@ -179,7 +192,8 @@ class LinePath:
             # v0's "Engine background task failed", multiprocessing's "Process EngineCore:" (the process raised),
             # v0's "Worker VllmWorkerProcess pid N died, exit code: -6", the shell's "Killed"
             kind = "engine-dead"
-        elif (m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback"):
+        elif ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
+              or _EXCEPTION.match(msg.strip())):
             kind = "error"
         else:
             return False
@@ -208,11 +222,13 @@ class LinePath:
             if _KIND_RANK.get(kind, 0) > _KIND_RANK.get(last.kind, 0):
                 last.kind = kind
                 last.data["cause"], last.data["cause_line"] = msg.strip()[:400], n
+            _note_exception(last, msg, n)
             return True
         data = {"proc": proc} if frame is None else {"proc": proc, "startup_frame": frame}
         if killed:
             data["killed"] = True
         ev = Event(t=t, kind=kind, line_no=n, message=msg.strip()[:300], data=data)
+        _note_exception(ev, msg, n)
         self._bursts[proc] = (sec, ev if self._event(ev, proc) else None, n)
         return True
 
