@@ -308,3 +308,24 @@ def test_a_cpu_release_tag_describes_a_cpu_server_end_to_end():
     j = json.loads(text)
     assert j["deployment"]["vllm_version"] == "0.32.0+cpu"
     assert not any("asynchronous scheduling" in n for n in j["fit"]["notes"])
+
+
+def test_calibrate_takes_the_model_from_the_bench_result_when_none_is_given(tmp_path):
+    """`vllm bench serve --save-result` names the model it asked for (model_id): with no --model/--serve the
+    calibration is for that model under vLLM's defaults, and says so; two models in one call stay an error."""
+    doc = {"date": "20240901-101010", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B-Instruct",
+           "num_prompts": 20, "request_rate": "inf", "duration": 6.0, "completed": 20, "total_input_tokens": 20 * 512,
+           "total_output_tokens": 20 * 128, "request_throughput": 20 / 6.0, "output_throughput": 20 * 128 / 6.0,
+           "input_lens": [512] * 20, "output_lens": [128] * 20, "mean_ttft_ms": 400.0, "median_ttft_ms": 380.0,
+           "mean_tpot_ms": 20.0, "median_tpot_ms": 20.0}
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    code, err, text = invoke("calibrate", str(tmp_path / "run.json"), "--gpu", "H100", "-o", str(tmp_path / "c.json"),
+                             "--json")
+    assert code == 0, err
+    out = json.loads(text)
+    assert out["deployment"]["model"] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert any("from the bench results' model_id" in n for n in out["fit"]["notes"])
+    (tmp_path / "other.json").write_text(json.dumps(dict(doc, model_id="Qwen/Qwen2.5-7B-Instruct")))
+    code, err, _ = invoke("calibrate", str(tmp_path / "run.json"), str(tmp_path / "other.json"), "--gpu", "H100",
+                          "-o", str(tmp_path / "c2.json"))
+    assert code == 2 and "no model" in err

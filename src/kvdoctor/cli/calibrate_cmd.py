@@ -65,6 +65,15 @@ def calibrate_cmd(
         raise InputError("--same-server and --bench-test-request describe bench results: give some")
     if same_server:
         C.check_same_server(runs)
+    model_note = None
+    if not (opts.model or opts.serve or opts.config or opts.from_log):
+        ids = sorted({r.model_id for r in runs if r.model_id})
+        if len(ids) == 1:  # the bench result names the model it asked for (--model of vllm bench serve)
+            import dataclasses
+
+            opts = dataclasses.replace(opts, model=ids[0])
+            model_note = (f"model {ids[0]} from the bench results' model_id; its engine flags are vLLM's defaults: "
+                          "pass the server's --serve line for its real configuration")
     inputs = common.resolve_inputs(opts)
     led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
     if not led.fit_ok:
@@ -105,6 +114,8 @@ def calibrate_cmd(
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + [
             "simulated with asynchronous scheduling (vLLM's default on GPUs from 0.13); vLLM's CPU backend runs "
             "without it: for a CPU server give its start-up log (--from-log) or --serve '... --no-async-scheduling'"]
+    if model_note:
+        cal.fit["notes"] = list(cal.fit.get("notes") or []) + [model_note]
     if not same_server:
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)
     spec = C.speculative_decoding_note(list(stats_log or []) + list(iteration_log or []),
