@@ -37,6 +37,15 @@ def test_calibrate_writes_a_file_that_simulate_uses(tmp_path):
     measured = json.loads((FIX / "s8_c1.json").read_text())["output_throughput"]
     assert abs(s["summary"]["output_tokens_per_s"] / measured - 1) < 0.25
     assert s["workload"]["max_concurrency"] == 1
+    # --calibration alone: the deployment it was fitted on (model, flags, GPU), the same prediction
+    code, err, text = invoke("simulate", "--calibration", str(out), "--dataset-name", "random",
+                             "--random-input-len", "128", "--random-output-len", "64", "--ignore-eos",
+                             "--num-prompts", "16", "--max-concurrency", "1", "--json")
+    assert code == 0, err
+    alone = json.loads(text)
+    assert alone["summary"]["output_tokens_per_s"] == pytest.approx(s["summary"]["output_tokens_per_s"], rel=1e-9)
+    assert alone["engine"] == s["engine"] and alone["gpu"] == s["gpu"]
+    assert any(n.startswith("deployment from the calibration file: vllm serve ") for n in alone["notes"])
     # the same file with part of the front end done as each request arrives (what --parse-share writes): a burst of
     # eight is released differently, one request at a time is not
     fe = cal["frontend"]

@@ -231,6 +231,35 @@ def deployment_inputs(opts: ConfigOptions) -> DeploymentInputs:
                             engine_flags=opts.engine_flags())
 
 
+def calibrated_deployment(opts: ConfigOptions, calibration: Any) -> tuple[ConfigOptions, str | None]:
+    """With no model source given, the deployment a calibration was fitted on (its model, engine flags, GPU and vLLM
+    release, as `kvdoctor calibrate` recorded them): --calibration alone then predicts other loads of that
+    deployment. Options given here win. (options, the note that says so, or None)."""
+    import dataclasses
+    import re
+    import shlex
+
+    from kvdoctor.chains.plan import flag_text
+
+    if calibration is None or opts.model or opts.serve or opts.config or opts.from_log:
+        return opts, None
+    dep = getattr(calibration, "deployment", None) or {}  # untyped-ok: a file written by any kvdoctor
+    model = dep.get("model") if isinstance(dep, dict) else None
+    if not isinstance(model, str) or not model:
+        return opts, None
+    engine = dep.get("engine") if isinstance(dep.get("engine"), dict) else {}
+    flags = [flag_text(str(k), v if isinstance(v, bool) else shlex.quote(str(v))) for k, v in engine.items()
+             if k != "model" and v is not None and not isinstance(v, (dict, list))]
+    gpu = opts.gpu
+    if gpu is None and isinstance(dep.get("gpu"), str):
+        m = re.fullmatch(r"GPU with ([\d.]+) GiB", dep["gpu"])  # an anonymous GPU known by its memory
+        gpu = f"{m.group(1)}GiB" if m else dep["gpu"]
+    version = opts.vllm_version or (dep.get("vllm_version") if isinstance(dep.get("vllm_version"), str) else None)
+    serve = " ".join(["vllm", "serve", shlex.quote(model), *flags])
+    return (dataclasses.replace(opts, serve=serve, gpu=gpu, vllm_version=version),
+            f"deployment from the calibration file: {serve} on {gpu or '?'}, vLLM {version or 'default'}")
+
+
 def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | None = None,
                    startup: Any = None) -> Deployment:
     """``kvdoctor.deployment.resolve_deployment`` on the shared options: call it once per verb.

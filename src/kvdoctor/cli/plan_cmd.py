@@ -144,7 +144,11 @@ def plan(
     for name, v in (("--target-concurrency", target_concurrency), ("--target-context", target_context)):
         if v is not None and v <= 0:
             raise InputError(f"{name} must be positive (got {v})")
+    calibration = wl.load_calibration()
+    opts, from_cal = common.calibrated_deployment(opts, calibration)
     inputs = common.resolve_inputs(opts)
+    if from_cal:
+        inputs.notes.append(from_cal)
     if target_context is not None:
         # A context the model itself cannot serve is a bad target, not a plan that fails at every level
         # (it used to walk levels 1-4 to TP8 and end at "stop tuning, scale out" for 99,999,999 tokens).
@@ -158,7 +162,6 @@ def plan(
             raise InputError(f"--target-context {target_context:,}: vLLM would refuse this context for "
                              f"{inputs.shape.name}: {exc}") from None
     dist, workload = load_lengths(trace, lengths, p99_context, wl)
-    calibration = wl.load_calibration()
     target = Target(concurrency=target_concurrency, context=target_context)
     short, notes = False, []
     if evidence:
