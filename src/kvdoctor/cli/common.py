@@ -260,6 +260,15 @@ def calibrated_deployment(opts: ConfigOptions, calibration: Any) -> tuple[Config
             f"deployment from the calibration file: {serve} on {gpu or '?'}, vLLM {version or 'default'}")
 
 
+def resolve_with_calibration(opts: ConfigOptions, calibration: Any) -> Deployment:
+    """``resolve_inputs``, on the calibration's deployment when no model source is given (``calibrated_deployment``)."""
+    opts, from_cal = calibrated_deployment(opts, calibration)
+    inputs = resolve_inputs(opts)
+    if from_cal:
+        inputs.notes.append(from_cal)
+    return inputs
+
+
 def resolve_inputs(opts: ConfigOptions, *, need_gpu: bool = True, usage: str | None = None,
                    startup: Any = None) -> Deployment:
     """``kvdoctor.deployment.resolve_deployment`` on the shared options: call it once per verb.

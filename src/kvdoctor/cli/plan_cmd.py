@@ -145,10 +145,7 @@ def plan(
         if v is not None and v <= 0:
             raise InputError(f"{name} must be positive (got {v})")
     calibration = wl.load_calibration()
-    opts, from_cal = common.calibrated_deployment(opts, calibration)
-    inputs = common.resolve_inputs(opts)
-    if from_cal:
-        inputs.notes.append(from_cal)
+    inputs = common.resolve_with_calibration(opts, calibration)
     if target_context is not None:
         # A context the model itself cannot serve is a bad target, not a plan that fails at every level
         # (it used to walk levels 1-4 to TP8 and end at "stop tuning, scale out" for 99,999,999 tokens).

@@ -79,10 +79,7 @@ def simulate_cmd(
     else:
         workload = _workload(trace, rate, arrival, cv, prompt_dist, requests, duration, rate_scale, prefix_groups,
                              prefix_len, wl.seed)
-    opts, from_cal = common.calibrated_deployment(opts, calibration)
-    inputs = common.resolve_inputs(opts)
-    if from_cal:
-        inputs.notes.append(from_cal)
+    inputs = common.resolve_with_calibration(opts, calibration)
     changes = {}
     if long_prefill_token_threshold is not None:
         changes["long_prefill_token_threshold"] = long_prefill_token_threshold
