@@ -228,3 +228,22 @@ def test_the_exception_that_names_the_cause_is_quoted_and_known_ones_answered(tm
     log.write_text(BF16_ON_T4.replace("Bfloat16 is only supported on GPUs", "Something new broke on GPUs"))
     _, d = _diagnose(log)
     assert "act on vLLM's exception (line 6): ValueError: Something new broke" in _died(d)["action"]
+
+
+@pytest.mark.parametrize("exception, action", [
+    ("ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 89. Current "
+     "capability: 80.", "below what the checkpoint's quantization kernels need"),
+    ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group. "
+     "Required number of devices: 4. Total number of devices: 2.", "more than the GPUs this server sees"),
+    ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the "
+     "'spawn' start method", "VLLM_WORKER_MULTIPROC_METHOD=spawn"),
+    ("ValueError: max_num_batched_tokens (2048) is smaller than max_model_len (8192). This effectively limits the "
+     "maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences.",
+     "--max-num-batched-tokens at least --max-model-len"),
+])
+def test_known_exceptions_get_their_one_setting(tmp_path, exception, action):
+    log = tmp_path / "x.log"
+    log.write_text(BF16_ON_T4.replace(BF16_ON_T4.splitlines()[5].split("] ", 1)[1], exception))
+    _, d = _diagnose(log)
+    f = _died(d)
+    assert f is not None and action in f["action"] and f["data"]["exception"] == exception

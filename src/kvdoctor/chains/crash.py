@@ -205,13 +205,28 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
             "the engine core died; the log excerpt does not show its own traceback", {})
 
 
-# Exceptions whose fix is one flag, as vLLM's own message says (platforms/cuda.py, config/parallel.py).
+# Exceptions whose fix is one setting, as vLLM's own message says (platforms/cuda.py, config/model.py,
+# config/scheduler.py, config/vllm.py, v1/executor/ray_utils.py, model_executor/models/registry.py, huggingface_hub).
 _KNOWN_EXCEPTIONS = (
     ("Bfloat16 is only supported on GPUs with compute capability",
      "--dtype half: this GPU has no bf16 (compute capability < 8.0); check the model tolerates fp16 (some, e.g. "
      "Gemma 2, overflow in it)"),
     ("must be divisible by tensor parallel size",
      "--tensor-parallel-size to a divisor of the model's attention heads"),
+    ("is not supported for the current GPU. Minimum capability",
+     "this GPU's compute capability is below what the checkpoint's quantization kernels need (the line gives both): "
+     "a checkpoint in a format this GPU runs, or a newer GPU"),
+    ("exceeds the total number of available",
+     "--tensor-parallel-size x --pipeline-parallel-size is more than the GPUs this server sees: CUDA_VISIBLE_DEVICES, "
+     "the container's GPU request or Ray's placement group"),
+    ("Cannot re-initialize CUDA in forked subprocess",
+     "VLLM_WORKER_MULTIPROC_METHOD=spawn: CUDA was initialised before vLLM forked its workers"),
+    ("is smaller than max_model_len",
+     "--max-num-batched-tokens at least --max-model-len, or chunked prefill on (--enable-chunked-prefill)"),
+    ("are not supported for now",
+     "this vLLM release has no implementation of the model's architecture: a release that has it"),
+    ("gated repo",
+     "HF_TOKEN for an account with access to the model (a gated repository), or a local copy of it"),
 )
 
 
