@@ -142,11 +142,12 @@ def test_server_dies_during_the_changed_run(tmp_path, journal):
 
 def _assert_private_rpc_dirs_removed(rpclog: Path, starts: int) -> None:
     """Each server got its own VLLM_RPC_BASE_PATH in the temp directory, and it is gone with the server."""
-    sockets = [Path(x) for x in rpclog.read_text().splitlines()]
-    assert len(sockets) == starts and len({s.parent for s in sockets}) == starts
-    for s in sockets:
-        assert s.parent.name.startswith("kvdoctor-vllm-") and s.parent.parent == Path(tempfile.gettempdir())
-        assert not s.parent.exists(), f"{s.parent} left behind"
+    rows = [[Path(x) for x in line.split()] for line in rpclog.read_text().splitlines()]
+    assert len(rows) == starts and len({sock.parent for sock, _ in rows}) == starts
+    for sock, store in rows:
+        assert sock.parent.name.startswith("kvdoctor-vllm-") and sock.parent.parent == Path(tempfile.gettempdir())
+        assert store.parent == sock.parent  # TMPDIR too: the FileStore lands in the same private directory
+        assert not sock.parent.exists(), f"{sock.parent} left behind"
 
 
 def test_a_chosen_rpc_base_path_is_used_and_left_alone(tmp_path, journal):
@@ -158,8 +159,10 @@ def test_a_chosen_rpc_base_path_is_used_and_left_alone(tmp_path, journal):
              "--out", str(tmp_path / "runs")],
             env={"VLLM_RPC_BASE_PATH": str(mine), "FAKE_VLLM_RPCLOG": str(tmp_path / "rpc")})
     assert r.returncode in (0, 1), r.stderr
-    sockets = [Path(x) for x in (tmp_path / "rpc").read_text().splitlines()]
-    assert len(sockets) == 2 and all(s.parent == mine and s.exists() for s in sockets)
+    rows = [[Path(x) for x in line.split()] for line in (tmp_path / "rpc").read_text().splitlines()]
+    for _, store in rows:  # TMPDIR was not moved either: the stand-in's FileStore is in the shared temp directory
+        store.unlink()
+    assert len(rows) == 2 and all(sock.parent == mine and sock.exists() for sock, _ in rows)
     assert (mine / "keep").read_text() == "theirs"
 
 

@@ -11,8 +11,9 @@
   tests then read the run's files. One server start per scenario, shared by every test of that scenario.
 - Every process group started in this session is recorded (``experiment.server.STARTED_GROUPS`` for the
   in-process runs, the ``groups`` of each run.json for runs made by the CLI); ``test_zz_no_process_left``
-  and the session's final check assert none of them has a live process, and that no vLLM IPC socket was left in
-  the temp directory (experiment.server gives every server a private VLLM_RPC_BASE_PATH and removes it).
+  and the session's final check assert none of them has a live process, and that no vLLM IPC socket or FileStore
+  file was left in the temp directory (experiment.server gives every server a private VLLM_RPC_BASE_PATH and TMPDIR,
+  and removes it).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tests.realvllm.prefetch import PREFETCH, hold_engine_lock
 REPO = Path(__file__).resolve().parents[2]
 _SESSION_T0 = time.time()
 _IPC_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_FILESTORE_NAME = re.compile(r"vllm_dist_[0-9a-f]{32}")
 # Groups started by subprocesses (kvdoctor experiment via the CLI), collected from their run.json files.
 CLI_GROUPS: list[int] = []
 
@@ -134,8 +136,10 @@ def note_cli_groups(experiment_dir: Path) -> None:
 
 
 def _ipc_socket_since(p: Path, t0: float) -> bool:
+    """A vLLM ZMQ IPC socket or torch.distributed FileStore file written since ``t0``."""
     try:
-        return bool(_IPC_NAME.fullmatch(p.name)) and p.is_socket() and p.lstat().st_mtime >= t0
+        return (bool(_IPC_NAME.fullmatch(p.name)) and p.is_socket()
+                or bool(_FILESTORE_NAME.fullmatch(p.name)) and p.is_file()) and p.lstat().st_mtime >= t0
     except OSError:  # gone while listing
         return False
 
@@ -180,4 +184,4 @@ def _no_process_left_at_the_end():
     left = live_groups()
     assert not left, f"processes left running by the real-engine tests (pgid -> pids): {left}"
     litter = sorted(p.name for p in Path(tempfile.gettempdir()).iterdir() if _ipc_socket_since(p, _SESSION_T0))
-    assert not litter, f"vLLM IPC sockets left in {tempfile.gettempdir()} by this session: {litter[:5]}"
+    assert not litter, f"vLLM IPC sockets / FileStore files left in {tempfile.gettempdir()} by this session: {litter[:5]}"

@@ -11,9 +11,10 @@ Invariants:
   shutdown), then SIGTERM, then SIGKILL to the group, each after a grace period; it returns only when no
   process of the group is left (or reports the ones that resisted SIGKILL).
 - A server kvdoctor starts leaves nothing behind in the temp directory. vLLM binds its ZMQ IPC sockets at
-  ``$VLLM_RPC_BASE_PATH/<uuid4>`` (default: the temp directory) and a stopped server does not unlink them
-  (about a hundred per test run here). Unless the caller set that variable, each server gets a private
-  directory, removed once no process of its group is left.
+  ``$VLLM_RPC_BASE_PATH/<uuid4>`` (default: the temp directory) and writes torch.distributed's FileStore at
+  ``$TMPDIR/vllm_dist_<hex>``, and a stopped server removes neither (about a hundred per test run here). Unless
+  the caller set VLLM_RPC_BASE_PATH, each server gets a private directory for both, removed once no process of its
+  group is left.
 
 Standard library only (urllib for /health and /metrics): this module is imported by the CLI verb.
 """
@@ -396,8 +397,13 @@ _SOCKET_PATH_MAX = 107
 
 
 def private_rpc_env(env: dict[str, str] | None) -> tuple[dict[str, str] | None, Path | None]:
-    """``env`` with VLLM_RPC_BASE_PATH pointed at a new private directory, and that directory; unchanged (and
-    None) when the caller already chose a base path or the temp directory's path is too long for a socket."""
+    """``env`` with the server's own temp directory, and that directory; unchanged (and None) when the caller
+    already chose VLLM_RPC_BASE_PATH or the temp directory's path is too long for a socket.
+
+    The directory is VLLM_RPC_BASE_PATH (the ZMQ IPC sockets) and TMPDIR (torch.distributed's FileStore,
+    ``vllm_dist_<hex>``, also left behind). Torch Inductor's compile cache stays where it would have been
+    (TORCHINDUCTOR_CACHE_DIR, default ``<temp>/torchinductor_<user>``): it is shared on purpose, and a fresh one
+    would recompile every graph at each start."""
     base = dict(os.environ if env is None else env)
     if base.get("VLLM_RPC_BASE_PATH"):
         return env, None
@@ -405,7 +411,16 @@ def private_rpc_env(env: dict[str, str] | None) -> tuple[dict[str, str] | None, 
     if len(os.fsencode(str(d))) + 37 > _SOCKET_PATH_MAX:
         d.rmdir()
         return env, None
+    if not base.get("TORCHINDUCTOR_CACHE_DIR"):
+        import getpass
+
+        try:
+            user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
+        except (KeyError, OSError):  # no passwd entry (some containers)
+            user = str(os.getuid())
+        base["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
     base["VLLM_RPC_BASE_PATH"] = str(d)
+    base["TMPDIR"] = str(d)
     return base, d
 
 
