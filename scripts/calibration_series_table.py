@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """The table of docs/simulation.md, "Versions 5 to 7" (and 9): every recorded ramp-up session (tests/fixtures/realvllm_bench/
-series12-41) calibrated with version 4's procedure (on its closed loop 6, `val_c6`), version 5's, version 6's and
+series12-42) calibrated with version 4's procedure (on its closed loop 6, `val_c6`), version 5's, version 6's and
 procedures 9 (the prompts' cached heads, not adopted), 10 (the response ends with its finish work, adopted), 11 (that
 work holds no one else, not adopted), 12 (that work measured on the last tokens, not adopted) and 13 (the output work
 charged as each step's tokens come out, not adopted) and 14 (the whole step line measured on the rebuilt steps, not
 adopted), and
 each validation load's error (output throughput / mean TTFT / mean TPOT), with the repeat's drift and the prefill rate
-measured on the calibration run's rebuilt steps. tests/unit/test_calibrate_series.py pins series14, 16, 17, 19 and 20-41
-(the twenty-four judged sessions, version 6's CI session, version 7's first); this script reproduces all thirty (about 6 min).
+measured on the calibration run's rebuilt steps. tests/unit/test_calibrate_series.py pins series14, 16, 17, 19 and 20-42
+(the twenty-five judged sessions, version 6's CI session, version 7's first); this script reproduces all thirty-one (about 6 min).
 
     python scripts/calibration_series_table.py [--json FILE]
 """
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SESSIONS = ("series12", "series13", "series14", "series15", "series16", "series17", "series18", "series19", "series20", "series21", "series22", "series23", "series24", "series25", "series26", "series27", "series28", "series29", "series30", "series31", "series32", "series33", "series34", "series35", "series36", "series37", "series38", "series39", "series40", "series41")
+SESSIONS = ("series12", "series13", "series14", "series15", "series16", "series17", "series18", "series19", "series20", "series21", "series22", "series23", "series24", "series25", "series26", "series27", "series28", "series29", "series30", "series31", "series32", "series33", "series34", "series35", "series36", "series37", "series38", "series39", "series40", "series41", "series42")
 
 
 def table() -> dict:

@@ -410,6 +410,7 @@ REPORTED_V6 = {
     "series39": {"cal_ramp.json": (0.000, -0.016, -0.018), "val_r3.json": (-0.002, 0.142, 0.140), "val_g6.json": (0.006, 0.019, 0.107), "val_c8_in256.json": (0.087, -0.098, -0.057), "val_c6.json": (0.198, -0.177, -0.165), "drift_ramp.json": (-0.002, -0.047, -0.002)},
     "series40": {"cal_ramp.json": (-0.000, -0.010, 0.005), "val_r3.json": (0.001, -0.009, -0.013), "val_g6.json": (0.000, 0.047, 0.016), "val_c8_in256.json": (-0.050, 0.017, 0.065), "val_c6.json": (-0.045, 0.070, 0.046), "drift_ramp.json": (0.001, -0.016, -0.004)},
     "series41": {"cal_ramp.json": (0.001, -0.013, -0.020), "val_r3.json": (0.000, 0.020, -0.026), "val_g6.json": (0.001, 0.044, -0.014), "val_c8_in256.json": (-0.038, 0.054, 0.040), "val_c6.json": (0.003, 0.077, -0.012), "drift_ramp.json": (0.001, -0.008, -0.027)},
+    "series42": {"cal_ramp.json": (-0.001, -0.007, 0.030), "val_r3.json": (-0.001, -0.007, 0.030), "val_g6.json": (-0.001, 0.032, 0.030), "val_c8_in256.json": (0.004, 0.030, -0.013), "val_c6.json": (-0.015, 0.071, 0.007), "drift_ramp.json": (-0.000, 0.002, 0.032)},
 }
 REPORTED_V4_ON_VAL_C6 = {
     "series12": {"val_c6.json": (-0.012, 0.000, -0.010), "cal_ramp.json": (0.032, -0.573, -0.136), "val_r3.json": (-0.002, -0.276, 0.173), "val_g6.json": (-0.032, -0.440, -0.087), "val_c8_in256.json": (0.414, -0.637, -0.159), "drift_ramp.json": (0.058, -0.852, -0.209)},
@@ -441,16 +442,17 @@ REPORTED_V4_ON_VAL_C6 = {
     "series39": {"val_c6.json": (-0.007, -0.018, -0.015), "cal_ramp.json": (-0.007, -0.102, 0.204), "val_r3.json": (-0.014, 0.452, 0.822), "val_g6.json": (-0.019, 0.269, 0.654), "val_c8_in256.json": (0.387, -0.398, -0.276), "drift_ramp.json": (-0.009, -0.125, 0.225)},
     "series40": {"val_c6.json": (-0.015, -0.045, -0.002), "cal_ramp.json": (-0.001, -0.202, 0.132), "val_r3.json": (-0.007, 0.222, 0.519), "val_g6.json": (-0.014, 0.152, 0.356), "val_c8_in256.json": (0.559, -0.502, -0.343), "drift_ramp.json": (-0.000, -0.197, 0.126)},
     "series41": {"val_c6.json": (-0.011, -0.033, -0.012), "cal_ramp.json": (-0.002, -0.218, 0.197), "val_r3.json": (-0.008, 0.212, 0.623), "val_g6.json": (-0.016, 0.110, 0.414), "val_c8_in256.json": (0.549, -0.516, -0.336), "drift_ramp.json": (-0.002, -0.214, 0.186)},
+    "series42": {"val_c6.json": (-0.010, -0.049, -0.005), "cal_ramp.json": (-0.001, -0.163, 0.123), "val_r3.json": (-0.006, 0.190, 0.437), "val_g6.json": (-0.012, 0.116, 0.305), "val_c8_in256.json": (0.533, -0.476, -0.334), "drift_ramp.json": (-0.001, -0.159, 0.125)},
 }
-SESSION_DRIFT = {"series12": (1.063, 0.115), "series13": (-0.391, -0.121), "series14": (-0.029, 0.092), "series15": (-0.213, 0.146), "series16": (-0.269, -0.025), "series17": (0.219, 0.076), "series19": (-0.045, -0.037), "series20": (0.057, 0.038), "series21": (0.033, 0.039), "series22": (-0.053, -0.051), "series23": (0.073, 0.013), "series24": (-0.073, -0.065), "series25": (-0.020, 0.020), "series26": (0.040, 0.056), "series27": (-0.056, -0.001), "series28": (0.012, 0.015), "series29": (0.007, 0.010), "series30": (-0.007, 0.001), "series31": (0.049, -0.002), "series32": (-0.031, -0.032), "series33": (-0.037, -0.038), "series34": (0.011, -0.004), "series35": (0.010, 0.039), "series36": (-0.007, -0.012), "series37": (-0.032, 0.051), "series38": (-0.084, -0.065), "series39": (0.041, -0.018), "series40": (-0.002, 0.006), "series41": (-0.007, 0.008)}
-PREFILL_MS = {"series12": 0.1205, "series13": 0.1494, "series14": 0.1504, "series15": 0.1461, "series16": 0.1505, "series17": 0.1392, "series19": 0.1724, "series20": 0.1519, "series21": 0.1103, "series22": 0.1055, "series23": 0.1141, "series24": 0.1470, "series25": 0.1228, "series26": 0.1257, "series27": 0.1291, "series28": 0.1189, "series29": 0.1169, "series30": 0.1215, "series31": 0.1177, "series32": 0.1223, "series33": 0.1211, "series34": 0.1157, "series35": 0.1201, "series36": 0.1199, "series37": 0.1327, "series38": 0.1350, "series39": 0.1330, "series40": 0.1221, "series41": 0.1191}
+SESSION_DRIFT = {"series12": (1.063, 0.115), "series13": (-0.391, -0.121), "series14": (-0.029, 0.092), "series15": (-0.213, 0.146), "series16": (-0.269, -0.025), "series17": (0.219, 0.076), "series19": (-0.045, -0.037), "series20": (0.057, 0.038), "series21": (0.033, 0.039), "series22": (-0.053, -0.051), "series23": (0.073, 0.013), "series24": (-0.073, -0.065), "series25": (-0.020, 0.020), "series26": (0.040, 0.056), "series27": (-0.056, -0.001), "series28": (0.012, 0.015), "series29": (0.007, 0.010), "series30": (-0.007, 0.001), "series31": (0.049, -0.002), "series32": (-0.031, -0.032), "series33": (-0.037, -0.038), "series34": (0.011, -0.004), "series35": (0.010, 0.039), "series36": (-0.007, -0.012), "series37": (-0.032, 0.051), "series38": (-0.084, -0.065), "series39": (0.041, -0.018), "series40": (-0.002, 0.006), "series41": (-0.007, 0.008), "series42": (-0.005, -0.002)}
+PREFILL_MS = {"series12": 0.1205, "series13": 0.1494, "series14": 0.1504, "series15": 0.1461, "series16": 0.1505, "series17": 0.1392, "series19": 0.1724, "series20": 0.1519, "series21": 0.1103, "series22": 0.1055, "series23": 0.1141, "series24": 0.1470, "series25": 0.1228, "series26": 0.1257, "series27": 0.1291, "series28": 0.1189, "series29": 0.1169, "series30": 0.1215, "series31": 0.1177, "series32": 0.1223, "series33": 0.1211, "series34": 0.1157, "series35": 0.1201, "series36": 0.1199, "series37": 0.1327, "series38": 0.1350, "series39": 0.1330, "series40": 0.1221, "series41": 0.1191, "series42": 0.1174}
 
 
 # series12, 13, 15 and 18 are reproduced by scripts/calibration_series_table.py with the rest of the docs' table (their
 # pins below are its output); the suite runs the three judged sessions (series14; series19, version 7 inside a
 # fresh-clone CI run; series20, version 9's first: EngineCore on a core of its own), the CI session of version 6 and
 # version 7's first (CI time)
-RAMP = ("series14", "series16", "series17", "series19", "series20", "series21", "series22", "series23", "series24", "series25", "series26", "series27", "series28", "series29", "series30", "series31", "series32", "series33", "series34", "series35", "series36", "series37", "series38", "series39", "series40", "series41")
+RAMP = ("series14", "series16", "series17", "series19", "series20", "series21", "series22", "series23", "series24", "series25", "series26", "series27", "series28", "series29", "series30", "series31", "series32", "series33", "series34", "series35", "series36", "series37", "series38", "series39", "series40", "series41", "series42")
 
 
 def _ramp(name):
@@ -474,7 +476,7 @@ def test_every_load_of_the_ramp_series_is_there(recorded_ramp):
     name, d, runs, cal6, _ = recorded_ramp
     meta = json.loads((d / "series.json").read_text())
     spec = {5: S.SERIES_V5, 6: S.SERIES_V6, 7: S.SERIES_V7, 9: S.SERIES_V7}[meta["version"]]  # 8, 9: 7's loads
-    assert meta["version"] == {"series17": 7, "series19": 7, "series20": 9, "series21": 9, "series22": 9, "series23": 9, "series24": 9, "series25": 9, "series26": 9, "series27": 9, "series28": 9, "series29": 9, "series30": 9, "series31": 9, "series32": 9, "series33": 9, "series34": 9, "series35": 9, "series36": 9, "series37": 9, "series38": 9, "series39": 9, "series40": 9, "series41": 9}.get(name, 6) and meta["env"] == S.SERVER_ENV
+    assert meta["version"] == {"series17": 7, "series19": 7, "series20": 9, "series21": 9, "series22": 9, "series23": 9, "series24": 9, "series25": 9, "series26": 9, "series27": 9, "series28": 9, "series29": 9, "series30": 9, "series31": 9, "series32": 9, "series33": 9, "series34": 9, "series35": 9, "series36": 9, "series37": 9, "series38": 9, "series39": 9, "series40": 9, "series41": 9, "series42": 9}.get(name, 6) and meta["env"] == S.SERVER_ENV
     # version 9 records where the processes ran: EngineCore alone on the last core
     assert (meta.get("pinning") or {}).get("pinned", False) == (meta["version"] >= 9)
     assert [r["name"] for r in meta["runs"]] == [s.name for s in spec]
@@ -613,6 +615,10 @@ JUDGED_MISSES = {
     # the ninth live session under procedure 10: the repeat held (-1 / +1 %) and every validation figure is within 10 %
     # under procedure 10 (largest 6.5 %) and version 6's (7.7 %); procedure 8: the closed loops' TTFT +11.3 / +10.6 %
     "series41": set(),
+    # version 9 in the fresh-clone run of 90add5e (2026-12-03 15:18-15:33, ../shared/data beside the clone, the box
+    # otherwise idle): the repeat held (-0.5 / -0.2 %) and every validation figure is within 10 % under procedure 10
+    # (largest 4.9 %) and version 6's (7.1 %); procedure 8: the closed loop 6's TTFT +11.4 %
+    "series42": set(),
 }
 
 
@@ -620,7 +626,7 @@ def test_where_the_repeat_held_the_bar_is_still_missed(recorded_ramp):
     name, _, runs, cal6, _ = recorded_ramp
     drift = S.session_drift(runs, "cal_ramp", "drift_ramp")
     # a ramp's throughput is its schedule's: compared only where the repeat re-sent the same run (version 7)
-    assert list(drift) == (list(C.HEADLINE) if name in ("series17", "series19", "series20", "series21", "series22", "series23", "series24", "series25", "series26", "series27", "series28", "series29", "series30", "series31", "series32", "series33", "series34", "series35", "series36", "series37", "series38", "series39", "series40", "series41") else ["mean_ttft_ms", "mean_tpot_ms"])
+    assert list(drift) == (list(C.HEADLINE) if name in ("series17", "series19", "series20", "series21", "series22", "series23", "series24", "series25", "series26", "series27", "series28", "series29", "series30", "series31", "series32", "series33", "series34", "series35", "series36", "series37", "series38", "series39", "series40", "series41", "series42") else ["mean_ttft_ms", "mean_tpot_ms"])
     assert [drift["mean_ttft_ms"], drift["mean_tpot_ms"]] == pytest.approx(list(SESSION_DRIFT[name]), abs=0.005)
     held = all(abs(v) <= S.TOLERANCE for v in drift.values())
     assert held == (name in JUDGED_MISSES)
@@ -684,6 +690,7 @@ REPORTED_V8 = {
     "series39": {"cal_ramp.json": (0.000, -0.011, -0.019), "val_r3.json": (-0.002, 0.151, 0.140), "val_g6.json": (0.006, 0.019, 0.107), "val_c8_in256.json": (0.081, -0.001, -0.074), "val_c6.json": (0.194, -0.111, -0.170), "drift_ramp.json": (-0.002, -0.047, -0.002)},
     "series40": {"cal_ramp.json": (-0.000, -0.010, 0.005), "val_r3.json": (0.001, -0.009, -0.013), "val_g6.json": (0.000, 0.047, 0.016), "val_c8_in256.json": (-0.050, 0.148, 0.027), "val_c6.json": (-0.047, 0.098, 0.044), "drift_ramp.json": (0.001, -0.016, -0.004)},
     "series41": {"cal_ramp.json": (0.001, -0.013, -0.020), "val_r3.json": (0.000, 0.020, -0.026), "val_g6.json": (0.001, 0.061, -0.017), "val_c8_in256.json": (-0.040, 0.113, 0.025), "val_c6.json": (0.001, 0.106, -0.013), "drift_ramp.json": (0.001, -0.008, -0.027)},
+    "series42": {"cal_ramp.json": (-0.001, -0.005, 0.030), "val_r3.json": (-0.001, -0.007, 0.030), "val_g6.json": (-0.001, 0.032, 0.030), "val_c8_in256.json": (0.001, 0.097, -0.028), "val_c6.json": (-0.021, 0.114, 0.005), "drift_ramp.json": (-0.000, 0.004, 0.032)},
 }
 
 
@@ -703,20 +710,20 @@ def test_procedure_8_errors_are_what_it_gives(recorded_ramp):
     # series28-30 within 8.5 %)
     assert name in ("series21", "series22", "series23", "series25", "series27", "series28", "series29", "series30",
                     "series31", "series32", "series33", "series34", "series35", "series36", "series37", "series38",
-                    "series39", "series40", "series41") \
+                    "series39", "series40", "series41", "series42") \
         or abs(_errors(cal6)["val_c8_in256.json"][1]) > 0.10
     if name in ("series21", "series22", "series29", "series31", "series32"):  # judged, every validation figure inside issue 11's 10 % bar
         assert all(abs(x) <= S.TOLERANCE for run, e in got.items() if run.startswith("val_") for x in e)
 
 
 def test_the_noise_floor_of_one_calibrated_session():
-    """docs/simulation.md, "The noise floor of one calibrated session": over the twenty-six sessions pinned under the live
-    test's procedure (procedure 10, REPORTED_V10) the model's bias per validation figure (the mean error) is small beside
-    how that error moves from session to session, and a single figure is within 10 % in 217 of 260 cases (the open
+    """docs/simulation.md, "The noise floor of one calibrated session": over the twenty-seven sessions pinned under the
+    live test's procedure (procedure 10, REPORTED_V10) the model's bias per validation figure (the mean error) is small
+    beside how that error moves from session to session, and a single figure is within 10 % in 227 of 270 cases (the open
     loops' throughputs, set by their send schedules, left out), while the median over a session's twelve figures is
-    within 10 % in twenty-two of the twenty-four judged sessions and every figure in thirteen. (Procedure 8 on the same
-    twenty-six: bias -1.8 ... +6.0 %, 205 of 260, every figure in six, series36's closed loop 6 TTFT at +10.05 % pinned
-    as 0.100.)"""
+    within 10 % in twenty-three of the twenty-five judged sessions and every figure in fourteen. (Procedure 8 on the same
+    twenty-seven: bias -1.7 ... +6.2 %, 214 of 270, every figure in six, series36's closed loop 6 TTFT at +10.05 %
+    pinned as 0.100.)"""
     import statistics
 
     vals = ("val_r3.json", "val_g6.json", "val_c8_in256.json", "val_c6.json")
@@ -724,25 +731,25 @@ def test_the_noise_floor_of_one_calibrated_session():
     for run in vals:
         for k in range(3):
             xs = [REPORTED_V10[s][run][k] for s in REPORTED_V10]
-            # bias -1.9 ... +3.0 % (the open loop r3's TTFT +3.2 % with series39; the bound was 3 % until series38)
+            # bias -1.8 ... +2.9 % (the open loop r3's TTFT +3.2 % with series39; the bound was 3 % until series38)
             assert abs(statistics.mean(xs)) <= 0.035, (run, k, xs)
             spread.append(statistics.stdev(xs))
-    assert statistics.median(spread) > 0.07  # session-to-session SD of one figure's error: 0.2-10.1 %, median 7.5 %
+    assert statistics.median(spread) > 0.07  # session-to-session SD of one figure's error: 0.2-9.9 %, median 7.3 %
     sensitive = [abs(REPORTED_V10[s][run][k]) for s in REPORTED_V10 for run in vals for k in range(3)
                  if not (run in ("val_r3.json", "val_g6.json") and k == 0)]
-    assert len(sensitive) == 260 and sum(x <= S.TOLERANCE for x in sensitive) == 217
+    assert len(sensitive) == 270 and sum(x <= S.TOLERANCE for x in sensitive) == 227
     medians = {s: statistics.median(abs(x) for run in vals for x in REPORTED_V10[s][run]) for s in REPORTED_V10}
     assert [s for s, m in medians.items() if m > S.TOLERANCE] == ["series17", "series23", "series39"]  # 17: repeat +22 %, not judged
     judged = [s for s in REPORTED_V10 if s not in ("series16", "series17")]
     every = [s for s in judged if all(abs(x) <= S.TOLERANCE for run in vals for x in REPORTED_V10[s][run])]
-    assert len(judged) == 24 and len(every) == 13
-    # the calibration load sent twice with its own prompts (version 7 on): |move| of TTFT and TPOT at most 7.6 % (median 3.7 %)
+    assert len(judged) == 25 and len(every) == 14
+    # the calibration load sent twice with its own prompts (version 7 on): |move| of TTFT and TPOT at most 7.6 % (median 3.2 %)
     # except series17's TTFT (+22 %, not judged) and series38's (-8.4 %, judged: under 10 %)
     same = ("series17", "series19", "series20", "series21", "series22", "series23", "series24", "series25", "series26",
             "series27", "series28", "series29", "series30", "series31", "series32", "series33", "series34", "series35", "series36",
-            "series37", "series38", "series39", "series40", "series41")
+            "series37", "series38", "series39", "series40", "series41", "series42")
     moves = sorted(abs(x) for s in same for x in SESSION_DRIFT[s])
-    assert moves[-3] <= 0.076 and moves[-2] < 0.09 and moves[-1] > 0.2 and statistics.median(moves) < 0.05  # 46 of 48
+    assert moves[-3] <= 0.076 and moves[-2] < 0.09 and moves[-1] > 0.2 and statistics.median(moves) < 0.05  # 48 of 50
 
 
 @pytest.mark.parametrize("recorded_ramp", ["series20"], indirect=True)
@@ -811,6 +818,7 @@ REPORTED_V10 = {
     "series39": {"cal_ramp.json": (0.000, -0.021, -0.004), "val_r3.json": (-0.002, 0.142, 0.169), "val_g6.json": (0.005, 0.022, 0.123), "val_c8_in256.json": (0.087, -0.033, -0.071), "val_c6.json": (0.196, -0.143, -0.169), "drift_ramp.json": (-0.002, -0.060, 0.011)},
     "series40": {"cal_ramp.json": (0.000, -0.019, 0.004), "val_r3.json": (0.001, -0.005, -0.013), "val_g6.json": (0.000, 0.044, 0.021), "val_c8_in256.json": (-0.043, 0.059, 0.055), "val_c6.json": (-0.034, -0.040, 0.049), "drift_ramp.json": (0.001, -0.014, -0.002)},
     "series41": {"cal_ramp.json": (0.000, -0.013, -0.002), "val_r3.json": (0.001, 0.011, -0.026), "val_g6.json": (0.001, 0.052, -0.002), "val_c8_in256.json": (-0.051, 0.028, 0.065), "val_c6.json": (-0.017, 0.022, 0.019), "drift_ramp.json": (0.001, -0.006, -0.011)},
+    "series42": {"cal_ramp.json": (-0.000, -0.016, 0.025), "val_r3.json": (-0.000, -0.026, 0.002), "val_g6.json": (-0.001, 0.049, 0.024), "val_c8_in256.json": (0.002, 0.017, 0.005), "val_c6.json": (-0.024, -0.026, 0.032), "drift_ramp.json": (0.000, -0.011, 0.021)},
 }
 
 
@@ -822,7 +830,7 @@ def test_procedure_10_errors_are_what_it_gives(recorded_p10):
     for run, errs in REPORTED_V10[name].items():
         assert got[run] == pytest.approx(list(errs), abs=0.01), (run, got[run])
     if name in ("series22", "series25", "series27", "series28", "series29", "series30", "series31", "series32", "series34", "series36",
-                "series37", "series40", "series41"):
+                "series37", "series40", "series41", "series42"):
         # judged, every validation figure inside issue 11's 10 % bar (procedure 8: five of these sessions)
         assert all(abs(x) <= S.TOLERANCE for run, e in got.items() if run.startswith("val_") for x in e)
 
@@ -845,7 +853,7 @@ def test_procedure_10_was_adopted_by_its_rule():
         return sum(x <= S.TOLERANCE for x in sens), len(sens), len(every), ttft
 
     rule = [s for s in RAMP if s not in ("series33", "series34", "series35", "series36", "series37", "series38",
-                                         "series39", "series40", "series41")]  # the seventeen frozen before the rule was stated
+                                         "series39", "series40", "series41", "series42")]  # the seventeen frozen before the rule was stated
     w8, n8, e8, t8 = score({s: REPORTED_V8[s] for s in rule})
     w10, n10, e10, t10 = score({s: REPORTED_V10[s] for s in rule})
     assert (w8, n8, e8) == (133, 170, 5) and (w10, n10, e10) == (139, 170, 8)
