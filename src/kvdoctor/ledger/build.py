@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kvdoctor.errors import InputError
+from kvdoctor.evidence.model import KV_REFUSALS, MEMORY_HELD
 from kvdoctor.ledger import kv as kvm
 from kvdoctor.ledger import memory as mem
 from kvdoctor.provenance import Figure
@@ -490,8 +491,7 @@ def _plans(shape: ModelShape, ctx: _Ctx, kv_avail: list[int], s: StartupFacts | 
     err = s.startup_error if s is not None else None
     # vLLM's own refusal, measured: for want of KV room, or of free memory on the device (then the predicted
     # pool is beside the point: something else held the memory; chains.crash says what to do).
-    if s is not None and err in ("kv-too-small", "max-len-too-large", "no-memory-for-cache", "free-memory-below-util",
-                                 "kv-over-free-memory", "max-len-over-model") and s.error_message:
+    if s is not None and err in (*KV_REFUSALS, *MEMORY_HELD) and s.error_message:
         plan = replace(plan, fit=kvm.FitCheck(False, int(s.error_needed_bytes or 0),
                                               int(s.error_available_bytes or 0),
                                               s.error_est_max_model_len or
