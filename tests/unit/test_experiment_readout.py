@@ -135,3 +135,21 @@ def test_last_error_line_reads_through_vllms_log_prefix(tmp_path):
     plain.write_text("ValueError: To serve at least one request\nRuntimeError: Engine core initialization failed. See "
                      "root cause above.\n")
     assert last_error_line(plain) == "ValueError: To serve at least one request"
+
+
+def test_last_error_line_and_the_log_reader_skip_the_same_wrappers(tmp_path):
+    """One list of wrapper exceptions serves both readers: a death's EngineDeadError after the CUDA fault is not the
+    reason shown, and the reader's engine death quotes the same line."""
+    from kvdoctor.evidence.load import load_evidence
+    from kvdoctor.experiment.server import last_error_line
+
+    log = tmp_path / "serve.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=7) ERROR 12-03 13:54:36 [core.py:710] EngineCore encountered a fatal error.\n"
+        "(EngineCore_DP0 pid=7) ERROR 12-03 13:54:36 [core.py:710] torch.AcceleratorError: CUDA error: an illegal "
+        "memory access was encountered\n"
+        "(APIServer pid=1) ERROR 12-03 13:54:36 [async_llm.py:480] vllm.v1.engine.exceptions.EngineDeadError: "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause.\n")
+    assert last_error_line(log).startswith("torch.AcceleratorError: CUDA error: an illegal memory access")
+    quoted = [e.data.get("exception") for e in load_evidence([str(log)]).segments[0].events if e.data.get("exception")]
+    assert quoted and quoted[-1].startswith("torch.AcceleratorError: CUDA error")

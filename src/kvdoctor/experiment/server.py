@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvdoctor.errors import KvdoctorError
+from kvdoctor.evidence.model import is_exception_line, names_a_cause
 
 
 class ExperimentError(KvdoctorError):
@@ -317,14 +318,9 @@ def _tail(path: Path | None, n: int = 12) -> str:
     return "\n".join(lines[-n:])
 
 
-# A bare Python exception line ("ValueError: To serve ...", "torch.OutOfMemoryError: ...").
-_EXC_RE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): \S")
 _PYDANTIC = re.compile(r"\d+ validation errors? for \w+$")
 # vLLM's log prefix in front of a worker's traceback lines: "(VllmWorker-0 pid=1) ERROR 12-03 13:54:36 [file.py:953] ".
 _LOG_PREFIX = re.compile(r"^(?:\([^)]*\)\s+)?(?:[A-Z]+\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\]\s+)?")
-# Wrapper exceptions vLLM raises around the real cause ("See root cause above"): never the line to show.
-_GENERIC = ("Engine core initialization failed", "See root cause above", "WorkerProc initialization failed",
-            "KeyboardInterrupt")
 
 
 def last_error_line(path: Path | None) -> str:
@@ -332,8 +328,8 @@ def last_error_line(path: Path | None) -> str:
     request ...``) rather than the wrappers around it; else the last line."""
     text = _tail(path, 400)
     lines = [_LOG_PREFIX.sub("", ln.strip(), count=1) for ln in text.splitlines() if ln.strip()]
-    exc = [i for i, ln in enumerate(lines) if _EXC_RE.match(ln)]
-    specific = [i for i in exc if not any(g in lines[i] for g in _GENERIC)]
+    exc = [i for i, ln in enumerate(lines) if is_exception_line(ln)]
+    specific = [i for i in exc if names_a_cause(lines[i])]
     if specific:
         i = specific[-1]
         if _PYDANTIC.search(lines[i]) and i + 1 < len(lines):

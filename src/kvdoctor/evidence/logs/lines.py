@@ -16,7 +16,7 @@ from kvdoctor.evidence.logs.envelope import (ANSI_B, FOREIGN_ISO_B, GLUE_STATS_B
                                              search_envelope_b)
 from kvdoctor.evidence.logs.limits import ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_WARNINGS
 from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
-from kvdoctor.evidence.model import ENGINE_PROCS, Event
+from kvdoctor.evidence.model import ENGINE_PROCS, Event, is_exception_line, names_a_cause
 
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
 # table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
@@ -36,12 +36,6 @@ _CUDA_ERROR = re.compile(r"CUDA error\b(?!s)")
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
 # a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
-# A traceback's last line: the exception and what it says ("ValueError: Bfloat16 is only supported ..."); the
-# wrappers vLLM raises around it ("Engine core initialization failed. See root cause above") name nothing.
-_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): \S")
-_WRAPPERS = ("See root cause above", "See stack trace", "initialization failed", "EngineDeadError",
-             "KeyboardInterrupt", "EngineCore encountered", "has died", "is already dead", "died unexpectedly",
-             "failed to start")
 _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
 # traceback). What follows it, EngineDeadError included, is the shutdown path, not a crash: vLLM 0.32 prints an
@@ -64,7 +58,7 @@ _STOP_SIGNALS = (b"SIGINT", b"SIGTERM", b"SIGQUIT", b"SIGHUP")
 def _note_exception(ev: Event, msg: str, n: int) -> None:
     """The burst's last exception line that names a cause (data["exception"], ["exception_line"])."""
     text = msg.strip()
-    if _EXCEPTION.match(text) and not any(w in text for w in _WRAPPERS):
+    if names_a_cause(text):
         ev.data["exception"], ev.data["exception_line"] = text[:400], n
 
 
@@ -193,7 +187,7 @@ class LinePath:
             # v0's "Worker VllmWorkerProcess pid N died, exit code: -6", the shell's "Killed"
             kind = "engine-dead"
         elif ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
-              or _EXCEPTION.match(msg.strip())):
+              or is_exception_line(msg.strip())):
             kind = "error"
         else:
             return False
