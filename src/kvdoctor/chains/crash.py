@@ -190,7 +190,8 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         hint = next((h for needle, h in _KNOWN_EXCEPTIONS if needle in text), None)
         return ((hint + f" (vLLM's exception, line {ln})" if hint else
                  f"act on vLLM's exception (line {ln}): {text[:240]}; search vLLM's issues for it with your version"),
-                f"the engine raised {text.split(':', 1)[0]}: {text.split(':', 1)[-1].strip()[:200]}", {})
+                f"the engine raised {text[:200]}" + ("" if ":" in text else " (no message: an assertion or check inside "
+                                                      "vLLM failed; the frames above it name where)"), {})
     if cause == "traceback" and ce is not None:
         end = ce.data.get("last_line", ce.line_no)
         return (f"read the engine's own traceback (lines {ce.line_no}-{end}, {ce.data.get('proc', 'its process')}): "

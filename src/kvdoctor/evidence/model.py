@@ -92,7 +92,10 @@ MEMORY_HELD = ("free-memory-below-util", "kv-over-free-memory")
 # ("Engine core initialization failed. See root cause above", "EngineDeadError", a Ctrl-C's KeyboardInterrupt).
 # One list for the log reader (the exception an engine death quotes) and for experiment's one-line reason of a
 # failed start.
-EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): \S")
+EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(?:\w*(?:Error|Exception): \S|\w+(?:Error|Exception)\s*$)")
+# v0's MQEngineDeadError carries the cause in its message: "Engine loop is not running. Inspect the stacktrace to
+# find the original error: AssertionError('Error in model execution ...')" (vllm/engine/multiprocessing).
+ORIGINAL_ERROR = re.compile(r"original error: ([\w.]*(?:Error|Exception))\((['\"]?)(.*?)\2?\)?\.?\s*$")
 EXCEPTION_WRAPPERS = ("See root cause above", "See stack trace", "initialization failed", "EngineDeadError",
                       "KeyboardInterrupt", "EngineCore encountered", "has died", "is already dead",
                       "died unexpectedly", "failed to start")
@@ -105,6 +108,16 @@ def is_exception_line(text: str) -> bool:
 def names_a_cause(text: str) -> bool:
     """An exception line that says what went wrong, not a wrapper around another one."""
     return is_exception_line(text) and not any(w in text for w in EXCEPTION_WRAPPERS)
+
+
+def cause_named(text: str) -> str | None:
+    """The exception a line names as the cause: the line itself, or the original error a wrapper quotes."""
+    if names_a_cause(text):
+        return text
+    m = ORIGINAL_ERROR.search(text) if is_exception_line(text) else None
+    if m is not None:
+        return f"{m.group(1)}: {m.group(3)}" if m.group(3) else m.group(1)
+    return None
 
 
 # Timeline columns in their JSON order; the ones always present; the ones pooled by their mean.

