@@ -22,6 +22,7 @@ BASE = Path(__file__).resolve().parents[1] / "fixtures" / "runtime_excerpts"
 CASES = json.loads((BASE / "cases.json").read_text())["cases"]
 TUNING = [c for c in CASES if c["split"] == "tuning"]
 HELD_OUT = [c for c in CASES if c["split"] == "held-out"]
+HELD_OUT_2 = [c for c in CASES if c["split"] == "held-out-2"]
 
 
 def _diagnose(path: Path) -> dict:
@@ -57,6 +58,27 @@ def test_held_out_accuracy_and_commitment():
     misses = [(c["id"], c["verdict"], v) for c, v in got if v != c["verdict"]]
     assert correct >= 0.85, misses
     assert committed >= 0.75
+
+
+# The second held-out collection (2026-12-03), labelled by a helper who never ran kvdoctor. First run: 10 of 18.
+# Then, disclosed as found on it (docs/chains.md): stats lines without a timestamp read as untimed samples, fields
+# between the throughputs and the queue skipped, a stalled engine told from a prefill queue, one sample never
+# "flat". Pinned as measured, not as a target: the misses are listed so a change in them is seen.
+HELD_OUT_2_MISSES = {
+    "h2-vllm-8378": "stalled",  # the helper's words: "a scheduler hang"; its vocabulary had no "stalled"
+    "h2-vllm-42340": "stalled",  # the helper's words: "an engine stall"; same
+    "h2-vllm-38476": "healthy",  # 3.5 tok/s per request, GPU unknown: above kvdoctor's 2 tok/s floor
+    "h2-vllm-8804": "arrival-bursts",  # one line of a 1,000-prompt burst: the helper said prefill-bound
+    "h2-vllm-90": "insufficient-evidence",  # vLLM 0.1's "Throughput: X tokens/s" line is not read
+    "h2-vllm-4760": "healthy",  # one untimed line, nothing waiting: the helper said insufficient-evidence
+}
+
+
+def test_second_held_out_collection_scores_as_recorded():
+    assert len(HELD_OUT_2) == 18
+    got = {c["id"]: _diagnose(BASE / c["file"])["verdict"] for c in HELD_OUT_2}
+    misses = {c["id"]: got[c["id"]] for c in HELD_OUT_2 if got[c["id"]] != c["verdict"]}
+    assert misses == HELD_OUT_2_MISSES
 
 
 def test_full_pool_excerpt_is_healthy_not_short():

@@ -442,32 +442,41 @@ def arrival_bursts(ctx: Context) -> Finding | None:
     )
 
 
+# --max-num-seqs defaults across releases and platforms (v0 and V1: 256; V1 serve on H100-class GPUs: 1024; V1
+# offline / small GPUs: 128 and 512 in some releases)
+_DEFAULT_CAPS = (128, 256, 512, 1024)
+
+
 def queue_held_kv_free(ctx: Context) -> Finding | None:
     """A held queue with room in the pool and no prefill pressure: the concurrency cap (config-starved),
     a stall, or — when neither shows — a burst being admitted."""
     s = signals_of(ctx)
     q, th = s.queue, ctx.thresholds
-    if not _held(s, th) or capacity_blocked(s, th) or q.episodes >= 2 or prefill_share_high(s, th):
+    if not _held(s, th) or capacity_blocked(s, th) or s.persistent:
         return None
-    if s.persistent:
+    d = s.decode
+    stalled = d is not None and d.no_progress >= 2
+    # a stall is read before the prefill share: the share counts tokens processed before the engine stopped
+    if not stalled and (q.episodes >= 2 or prefill_share_high(s, th)):
         return None
     tl = ctx.timeline
     cap = s.max_num_seqs
     run_max = q.running_max
     run = [float(tl.running[i]) for i in q.held_idx if not math.isnan(float(tl.running[i]))]
-    flat = bool(run) and max(run) - min(run) <= 1
+    # one sample is not "flat" unless Running sits exactly on a cap vLLM uses by default
+    flat = bool(run) and max(run) - min(run) <= 1 and (len(run) >= 2 or int(run[0]) in _DEFAULT_CAPS)
     ev = [sig.cite_at(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
                       f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])}, KV "
                       f"{float(tl.kv_usage_pct[i]):.1f}%")
           for i in q.held_idx[:4]]
     gain = {"running_max": Figure(int(run_max), "measured", "max Running"),
             "kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage")}
-    d = s.decode
-    if d is not None and d.no_progress >= 2:
+    if stalled:
         return rule_finding(
             "sched.queue-held-kv-free",
             f"Requests wait ({q.max_waiting:.0f}) with room in the pool (KV peak {q.kv_max:.1f}%) and {d.no_progress} "
-            "intervals without a single prompt or generated token: the engine is stalled, not short of memory.",
+            "samples where the engine made no progress (fewer tokens than running requests in the interval, or "
+            "requests waiting with none running): the engine is stalled, not short of memory.",
             severity="problem", verdict="stalled",
             action="look outside the memory chains: engine core alive? connector / KV transfer stuck? (py-spy dump)",
             gain=gain, evidence=ev, data={"form": "stall"})
@@ -493,6 +502,7 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
             severity="problem", verdict="config-starved", action=new_cap[0], gain={**gain, **new_cap[1]},
             evidence=ev, data={"form": "flat", "missing": ["max-num-seqs (engine configuration) to confirm the cap"]})
     why = (f"Running peaks at {run_max:.0f}, below max-num-seqs {int(cap)}" if cap
+           else f"Running {run[0]:.0f} in one sample" if len(run) == 1
            else f"Running moves ({min(run):.0f}–{max(run):.0f})")
     return rule_finding(
         "sched.queue-held-kv-free",

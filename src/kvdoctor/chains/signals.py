@@ -388,7 +388,7 @@ class Decode:
     worst: float
     idx: list[int]  # the intervals used
     prefill_share: float  # prompt tokens / all tokens over the window (NaN when no throughput)
-    no_progress: int  # sustained intervals with running ≥ 1 and no prompt or generation tokens at all
+    no_progress: int  # samples of a stalled engine (_no_progress): fewer tokens than running requests, or waiting with none running
 
 
 def decode(tl) -> Decode | None:
@@ -413,17 +413,44 @@ def decode(tl) -> Decode | None:
         return timed and run[i - 1] >= 1 and 0 < t[i] - t[i - 1] <= REGULAR_GAP_S
 
     used = [i for i in range(n) if sustained(i)]
+    if not used:
+        pf = [x for x in pr if not math.isnan(x)]
+        gf = [x for x in gen if not math.isnan(x)]
+        tot = sum(pf) + sum(gf)
+        return Decode(0, math.nan, math.nan, [], sum(pf) / tot if tot > 0 else math.nan, _no_progress(tl, used))
     pf = [x for x in pr if not math.isnan(x)]
     gf = [x for x in gen if not math.isnan(x)]
     tot = sum(pf) + sum(gf)
     share = sum(pf) / tot if tot > 0 else math.nan
-    if not used:
-        return Decode(0, math.nan, math.nan, [], share, 0)
     # intervals where decode dominates say most about the step rate (prefill chunks slow a step)
     dom = [i for i in used if math.isnan(pr[i]) or pr[i] <= gen[i]] or used
     rates = [gen[i] / run[i] for i in dom]
-    stuck = sum(1 for i in used if gen[i] == 0 and (math.isnan(pr[i]) or pr[i] == 0))
-    return Decode(len(dom), median(rates), min(rates), dom, share, stuck)
+    return Decode(len(dom), median(rates), min(rates), dom, share, _no_progress(tl, used))
+
+
+def _no_progress(tl, used: list[int]) -> int:
+    """Samples that show a stalled engine: a sustained interval in which fewer tokens were processed than requests
+    were running (not one step for the batch: 0.1 tok/s for 2 requests over 10 s), or requests waiting while none
+    runs (the scheduler admits a waiting request as soon as one fits; with nothing running, everything fits unless
+    something outside the pool holds it: a hung engine core, a KV transfer, a grammar compile)."""
+    t, run, wait = _arr(tl.t), _arr(tl.running), _arr(tl.waiting)
+    gen, pr = _arr(tl.gen_tps), _arr(tl.prompt_tps)
+    if len(pr) != len(run):
+        pr = [math.nan] * len(run)
+    n = len(run)
+    count = 0
+    for i in range(n):
+        if not math.isnan(run[i]) and run[i] == 0 and i < len(wait) and not math.isnan(wait[i]) and wait[i] >= 1:
+            count += 1
+            continue
+        if i not in used:
+            continue
+        j = i if i > 0 else 1
+        gap = t[j] - t[j - 1] if n > 1 and not math.isnan(t[j]) and not math.isnan(t[j - 1]) else math.nan
+        tps = (0.0 if math.isnan(gen[i]) else gen[i]) + (0.0 if math.isnan(pr[i]) else pr[i])
+        if tps == 0 or (not math.isnan(gap) and gap > 0 and tps * gap < run[i]):
+            count += 1
+    return count
 
 
 @dataclass
