@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from kvdoctor.errors import InputError
+from kvdoctor.errors import InputError, UnknownModelError
 
 if TYPE_CHECKING:
     from kvdoctor.engine.config import EngineConfig
@@ -218,7 +218,7 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
     model_text = cfg.model or cfg.measured.get("model")
     if not model_text:
         if startup is not None:
-            raise InputError(f"{inputs.from_log or 'the log'}: the start-up log does not name its model "
+            raise UnknownModelError(f"{inputs.from_log or 'the log'}: the start-up log does not name its model "
                              "(no 'non-default args' line); pass --model")
         raise InputError("no model: pass --model, a --serve line, a --config file with 'model:', or --from-log")
     shape = lookup_model(model_text)

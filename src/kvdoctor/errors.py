@@ -28,6 +28,11 @@ class NotFoundError(InputError):
         super().__init__(message)
 
 
+class UnknownModelError(NotFoundError):
+    """kvdoctor cannot read the model's shape: not in the catalog, a path that is not here, or a log that never
+    names it. ``ledger --from-log`` then shows the log's own figures instead of stopping."""
+
+
 class ConfigError(InputError):
     """An engine configuration vLLM itself would reject (TP not dividing heads, util out of range...)."""
 

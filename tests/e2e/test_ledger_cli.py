@@ -172,7 +172,10 @@ def test_from_log_v0_without_version_applies_v0_rules(shared_data, tmp_path):
     assert j["kv_cache"]["tokens"] == 1952 * 16
     # its lines carry facts though they lack vLLM's "INFO ... [file.py:n]" prefix: not foreign
     assert j["log"]["foreign_lines"] == 0
-    assert "does not name its model" in invoke("ledger", "--from-log", str(log))[1]
+    # without a model the log's own ledger: what vLLM measured, and why there are no predictions
+    code, err, out = invoke("ledger", "--from-log", str(log))
+    assert code == 0, err
+    assert "does not name its model" in out and "the start-up log's own ledger" in out
 
 
 def test_from_log_block_count_from_tokens_when_not_printed(shared_data, tmp_path):
@@ -238,10 +241,21 @@ BAD = [
     ("log without a start-up", ["--from-log", "{nostart}", "--model", LLAMA, "--gpu", "H100"]),
     ("no gpu", ["--model", LLAMA]),
     ("negative gpu size", ["--model", LLAMA, "--gpu", "-5GiB"]),
-    ("log without a model", ["--from-log", "{nomodel}", "--gpu", "H100"]),
     ("env var vLLM cannot read", ["--serve", f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=yes vllm serve {LLAMA}",
                                   "--gpu", "H100"]),
 ]
+
+
+def test_a_log_without_a_model_gives_the_logs_own_ledger(bad_files):
+    """Once bad input (exit 2, "pass --model"): the log's figures need no model shape, so they are shown, measured,
+    with why predictions are missing."""
+    code, err, out = invoke("ledger", "--from-log", bad_files["nomodel"], "--gpu", "H100", "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    assert j["schema_version"] == "kvdoctor.ledger-log/1" and j["mode"] == "log-only"
+    assert j["figures"]["memory.kv_cache"] == {"value": round(36.56 * (1 << 30)), "source": "measured",
+                                               "how": "36.56 GiB, printed by vLLM (line 1)"}
+    assert "does not name its model" in j["why_no_model"] and j["reconciliation"]["verdict"] == "fits"
 
 
 @pytest.mark.parametrize("label,args", BAD, ids=[b[0] for b in BAD])

@@ -11,7 +11,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from kvdoctor.errors import InputError, NotFoundError
+from kvdoctor.errors import InputError, NotFoundError, UnknownModelError
 from kvdoctor.facts.model import ModelShape
 from kvdoctor.ledger.shape import shape_from_dict, shape_from_hf_config
 
@@ -149,7 +149,7 @@ def lookup_model(text: str) -> ModelShape:
     if hit is not None:
         return _shape(hit)
     if t.endswith(".json") or t.startswith(("/", "./", "~")):
-        raise InputError(f"model path {t} does not exist")
+        raise UnknownModelError(f"model path {t} does not exist")
     cached = _hf_cache_dir(t)
     if cached is not None:
         return shape_from_path(cached)
@@ -162,7 +162,7 @@ def lookup_model(text: str) -> ModelShape:
     sugg += [n for n in names if tail and tail in n.lower() and n not in sugg]
     hint = (f"; {siblings[0]} is the same architecture and size (base/instruct differ only in weights' "
             "values: identical memory figures)" if siblings else "")
-    raise NotFoundError(
+    raise UnknownModelError(
         f"model {t!r} is not in the catalog{hint}; or pass its config.json or model directory (a local "
         "config.json gives the exact shape: layers, heads, vocab, dtype, quantization_config)", sugg[:5]
     )

@@ -36,7 +36,15 @@ def ledger(
     log_info = scan_log(opts.from_log, quiet=quiet or json_out) if opts.from_log else None
     # scan_log already ran the start-up collector over every line: hand its facts on so the log is
     # read once (a multi-GB log would otherwise be parsed twice).
-    inputs = common.resolve_inputs(opts, startup=log_info["startup"] if log_info is not None else None)
+    from kvdoctor.errors import UnknownModelError
+
+    try:
+        inputs = common.resolve_inputs(opts, startup=log_info["startup"] if log_info is not None else None)
+    except UnknownModelError as exc:
+        if log_info is None:
+            raise
+        _log_only(log_info, str(exc), json_out=json_out, quiet=quiet, html=html)
+        return
     led = inputs.ledger
     notes = list(inputs.notes)
     if log_info is not None:
@@ -63,6 +71,49 @@ def ledger(
         one_line(ledger_line(led.model, led.gpu, led.reconciliation, led.kv, led.fit_ok, led.startup_error))
         return
     render(led, quiet=quiet)
+
+
+def _log_only(log_info: dict[str, Any], why: str, *, json_out: bool, quiet: bool, html: Path | None) -> None:
+    """The model's shape is out of reach: the log's own figures and vLLM's arithmetic on them
+    (``ledger.from_log``), with why and what to pass for predictions."""
+    from kvdoctor.ledger.from_log import log_ledger
+
+    led = log_ledger(log_info["startup"], source=log_info["path"], why_no_model=why)
+    led.notes.insert(0, log_info["summary"])
+    payload = led.to_json()
+    payload["log"] = {k: v for k, v in log_info.items() if k not in ("summary", "startup")}
+    if html is not None:
+        from kvdoctor.report.html import write_html_if_asked
+
+        write_html_if_asked(html, [payload], title=f"kvdoctor ledger: {led.model or 'the start-up log'}", quiet=quiet)
+    if json_out:
+        from kvdoctor.cli.output import emit_json
+
+        emit_json(payload)
+        return
+    out = _Out(None)
+    title = f"{led.model or 'model not named'} · vLLM {led.vllm_version or '?'} · the start-up log's own ledger"
+    out.add(out.style(title, "bold"))
+    if quiet:
+        out.add(f"{led.verdict}: {led.error or 'no prediction without the model shape'}")
+        out.flush()
+        return
+    out.para(f"no model shape ({why}): showing what vLLM measured, without predictions", style="yellow")
+    rows: list = []
+    for k, f in led.figures.items():
+        val = (_fmt_bytes(f.value) if k.startswith("memory.") or k.endswith("_bytes")
+               else f"{f.value:,} B" if k.endswith("bytes_per_token") else _fmt(k.split(".")[-1], f.value))
+        rows.append([led.labels.get(k, k), val, f.source, f.how])
+    _table(out, ["figure", "value", "source", "how"], rows, {1}, {2: _SRC_STYLE}, wrap_last=True)
+    out.add()
+    style = {"fits": "green", "does-not-fit": "red", "memory-held": "red"}.get(led.verdict, "yellow")
+    out.add(f"{out.style('Verdict from the log:', 'bold')} {out.style(led.verdict, style)}"
+            + (f" — {led.error}" if led.error else ""))
+    for c in led.checks:
+        out.para(f"check: {c}", first="  ", rest="    ")
+    for n in led.notes:
+        out.para(f"• {n}", first="", rest="  ")
+    out.flush()
 
 
 def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:

@@ -1,0 +1,156 @@
+"""The ledger a start-up log gives on its own, when kvdoctor cannot read the model's shape.
+
+A fine-tuned checkpoint at a local path, a model newer than the catalog, a log that never names its model:
+``ledger --from-log`` used to stop there ("pass --model"). vLLM's own figures need no shape: what it
+measured (weights, activation peak, non-torch, CUDA graphs, the KV budget, blocks, tokens, concurrency)
+and the arithmetic that ties them together. This module states those, checks vLLM's arithmetic where the
+log prints both sides, and derives what follows from the printed figures alone (bytes of KV per token,
+how many requests of the log's max-model-len fit). Predictions — what a different flag would do — need
+the model's shape, and the ledger says so.
+
+Invariants: every figure is ``measured`` (a printed value, with its line) or ``predicted`` from measured
+ones by a formula given in ``how``; nothing here reads a catalog or assumes a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvdoctor.evidence.model import KV_REFUSALS, MEMORY_HELD, StartupFacts
+from kvdoctor.provenance import Figure
+from kvdoctor.units import GiB, gib_text
+
+# (StartupFacts field, figure key, label): the keys are the model ledger's, so --json readers need no second schema.
+_PRINTED = (
+    ("total_memory_bytes", "memory.total", "GPU total memory"),
+    ("requested_bytes", "memory.requested", "requested (total x gpu-memory-utilization)"),
+    ("weights_bytes", "memory.weights", "model weights"),
+    ("activation_bytes", "memory.activation", "activation peak"),
+    ("non_torch_bytes", "memory.non_torch", "non-torch memory"),
+    ("cudagraph_estimate_bytes", "memory.cudagraph_estimate", "CUDA graphs (estimate, deducted)"),
+    ("cudagraph_bytes", "memory.cudagraph", "CUDA graphs (captured)"),
+    ("kv_cache_bytes", "memory.kv_cache", "KV cache budget"),
+    ("num_gpu_blocks", "kv_cache.num_blocks", "KV blocks"),
+    ("kv_cache_tokens", "kv_cache.tokens", "KV cache tokens"),
+    ("max_concurrency", "kv_cache.max_concurrency", "max concurrency"),
+    ("num_cpu_blocks", "kv_cache.num_cpu_blocks", "CPU (swap) blocks"),
+    ("block_size", "kv_cache.block_size", "tokens per block"),
+    ("free_memory_bytes", "memory.free_at_start", "free on the device at start-up"),
+    ("error_needed_bytes", "startup.kv_needed_bytes", "KV one max-model-len request needs"),
+    ("error_available_bytes", "startup.kv_available_bytes", "KV available (the refusal's figure)"),
+    ("error_est_max_model_len", "startup.estimated_max_model_len", "max-model-len that fits (vLLM's estimate)"),
+    ("gpu_memory_utilization", "engine.gpu_memory_utilization", "gpu-memory-utilization"),
+    ("max_model_len", "engine.max_model_len", "max-model-len"),
+    ("max_num_batched_tokens", "engine.max_num_batched_tokens", "max-num-batched-tokens"),
+    ("tensor_parallel_size", "engine.tensor_parallel_size", "tensor-parallel-size"),
+    ("pipeline_parallel_size", "engine.pipeline_parallel_size", "pipeline-parallel-size"),
+)
+_BYTES = {"total_memory_bytes", "requested_bytes", "weights_bytes", "activation_bytes", "non_torch_bytes",
+          "cudagraph_estimate_bytes", "cudagraph_bytes", "kv_cache_bytes", "free_memory_bytes", "error_needed_bytes",
+          "error_available_bytes"}
+SCHEMA_VERSION = "kvdoctor.ledger-log/1"
+# vLLM prints GiB with two decimals: a sum of four printed terms can be off by 4 x 0.005 GiB from the printed total
+_ROUNDING = 0.021 * GiB
+
+
+@dataclass
+class LogLedger:
+    """What one start-up log says about memory, with no model shape behind it."""
+
+    source: str
+    model: str | None  # as the log or the flags name it (not resolved)
+    why_no_model: str  # the reason the model ledger could not be built
+    vllm_version: str | None
+    figures: dict[str, Figure] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    verdict: str = "unknown"  # "fits" | "does-not-fit" | "memory-held" | "unknown"
+    error: str | None = None
+    checks: list[str] = field(default_factory=list)  # vLLM's arithmetic, checked on the printed figures
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "mode": "log-only", "source": self.source, "model": self.model, "why_no_model": self.why_no_model,
+                "vllm_version": self.vllm_version,
+                "figures": {k: f.as_dict() for k, f in self.figures.items()},
+                "reconciliation": {"verdict": self.verdict}, "startup": {"error": self.error},
+                "checks": self.checks, "notes": self.notes}
+
+
+def _line(s: StartupFacts, attr: str) -> str:
+    n = s.line_refs.get(attr)
+    return f"line {n}" if n else "the log"
+
+
+def log_ledger(s: StartupFacts, *, source: str, why_no_model: str) -> LogLedger:
+    """The log's own ledger (pure: facts in, figures out)."""
+    led = LogLedger(source=source, model=s.model, why_no_model=why_no_model, vllm_version=s.vllm_version)
+    facts = vars(s)  # the dataclass's fields by name: _PRINTED names them
+    for attr, key, label in _PRINTED:
+        v = facts[attr]
+        if v is None:
+            continue
+        shown = gib_text(v) if attr in _BYTES else f"{v:,}" if isinstance(v, int) else f"{v:g}"
+        led.figures[key] = Figure(v, "measured", f"{shown}, printed by vLLM ({_line(s, attr)})")
+        led.labels[key] = label
+    _derive(s, led)
+    _verdict(s, led)
+    led.notes.append("predictions (a different --max-model-len, fp8 KV cache, quantization, TP) need the model's "
+                     "shape: pass --model with its config.json or model directory")
+    return led
+
+
+def _derive(s: StartupFacts, led: LogLedger) -> None:
+    """What follows from the printed figures alone, and vLLM's own sums checked where both sides are printed."""
+    f = led.figures
+    if s.total_memory_bytes and s.gpu_memory_utilization and "memory.requested" not in f:
+        req = s.total_memory_bytes * s.gpu_memory_utilization
+        f["memory.requested"] = Figure(int(req), "predicted", f"total {gib_text(s.total_memory_bytes)} x "
+                                       f"gpu-memory-utilization {s.gpu_memory_utilization:g}")
+        led.labels["memory.requested"] = "requested (total x gpu-memory-utilization)"
+    parts = [s.weights_bytes, s.activation_bytes, s.non_torch_bytes]
+    if s.requested_bytes and s.kv_cache_bytes and all(p is not None for p in parts):
+        # vLLM 0.21+ deducts its CUDA-graph estimate from the budget as well
+        graphs = s.cudagraph_estimate_bytes or 0
+        rest = s.requested_bytes - sum(parts) - graphs  # type: ignore[arg-type]
+        gap = s.kv_cache_bytes - rest
+        terms = "weights + activation + non-torch" + (" + CUDA-graph estimate" if graphs else "")
+        if abs(gap) <= _ROUNDING:
+            led.checks.append(f"KV budget = requested - ({terms}) = {gib_text(rest)}: matches the printed "
+                              f"{gib_text(s.kv_cache_bytes)} within vLLM's rounding")
+        else:
+            led.checks.append(f"KV budget printed {gib_text(s.kv_cache_bytes)}, requested - ({terms}) = "
+                              f"{gib_text(rest)}: {gib_text(abs(gap))} {'more' if gap > 0 else 'less'} than the "
+                              "printed terms account for (per-rank figures, a --kv-cache-memory setting, or a "
+                              "term this log does not print)")
+    if s.kv_cache_bytes and s.kv_cache_tokens:
+        tp = s.tensor_parallel_size or 1
+        per_tok = s.kv_cache_bytes / s.kv_cache_tokens
+        f["kv_cache.bytes_per_token"] = Figure(round(per_tok), "predicted",
+                                               f"KV budget {gib_text(s.kv_cache_bytes)} / {s.kv_cache_tokens:,} tokens"
+                                               + (f" (per GPU, TP {tp})" if tp > 1 else ""))
+        led.labels["kv_cache.bytes_per_token"] = "KV bytes per token (per GPU)"
+    length = s.max_concurrency_len or s.max_model_len
+    if s.kv_cache_tokens and length:
+        conc = s.kv_cache_tokens / length
+        key = "kv_cache.requests_at_max_len"
+        f[key] = Figure(round(conc, 2), "predicted", f"{s.kv_cache_tokens:,} tokens / {length:,} tokens per request")
+        led.labels[key] = f"requests of {length:,} tokens the pool holds"
+        if s.max_concurrency is not None and abs(conc - s.max_concurrency) > 0.02 * max(1.0, s.max_concurrency):
+            led.checks.append(f"vLLM printed max concurrency {s.max_concurrency:g}x, tokens / length gives {conc:.2f}x: "
+                              "the pool is not one uniform group (hybrid or sliding-window layers count differently)")
+
+
+def _verdict(s: StartupFacts, led: LogLedger) -> None:
+    if s.startup_error in KV_REFUSALS:
+        led.verdict, led.error = "does-not-fit", s.error_message
+        if s.error_est_max_model_len:
+            led.notes.insert(0, f"vLLM's own estimate: --max-model-len {s.error_est_max_model_len:,} fits")
+    elif s.startup_error in MEMORY_HELD:
+        led.verdict, led.error = "memory-held", s.error_message
+        led.notes.insert(0, "something else holds memory on this device: `kvdoctor diagnose` on the log names how "
+                         "much and the --gpu-memory-utilization that starts")
+    elif s.startup_error:
+        led.verdict, led.error = "unknown", s.error_message
+    elif s.kv_cache_tokens or s.num_gpu_blocks or s.kv_cache_bytes:
+        led.verdict = "fits" if (s.max_concurrency is None or s.max_concurrency >= 1) else "does-not-fit"
