@@ -89,7 +89,10 @@ def test_memory_held_at_start_up_names_the_free_memory_and_the_utilization_that_
     assert "VLLM_CPU_KVCACHE_SPACE" in f["action"] and "--gpu-memory-utilization 0.87 (from 0.99)" in f["action"]
     assert not any(x["rule_id"] == "ledger.does-not-fit" for x in inst["findings"])
     # the gate: vLLM refused, so it fails, with the same advice (not "raise the utilization")
-    code, err, out = invoke("check", "--from-log", str(log), "--json")
+    # the log names the test bed's model directory, which exists only after the real-engine session built it:
+    # the committed copy of its config.json keeps this test independent of that
+    tiny = FIX / "startup_logs" / "testbed-tiny"
+    code, err, out = invoke("check", "--from-log", str(log), "--model", str(tiny), "--json")
     j = json.loads(out)
     assert code == 1 and not j["ok"] and j["gpu"] == "CPU", (code, err)
     assert j["reasons"][0].startswith("vLLM refused to start: this NUMA node had 10.39 of 11.71 GiB free")
