@@ -217,6 +217,21 @@ before any of its rows existed; docs/simulation.md, "Protocol 7"):
 
     python scripts/fit_serving.py --check    # prints held_out_batch8 and blind_batches6_8 with the rest
 
+Protocol 9, "a fourth blind batch" (fixed and committed on 2026-12-03 at 17:15 UTC, before batch 9 was collected and
+before any of its rows existed; docs/simulation.md, "Protocol 9"):
+
+  1. Why. The blind pool meets the TTFT bar at 16.48 % but its bootstrap interval (13.4-23.2 %) still reaches past 20 %,
+     and protocol 8 found nothing that moves it: more blind TTFTs are what can narrow it, either way.
+  2. No candidate, no fit: the shipped constants are judged unchanged.
+  3. Batch 9: public results collected on 2026-12-03 by transcribers who do not run kvdoctor, under batch 6's six rules
+     (fixture README), from sources not in batches 1-8 (a source already used counts only for a GPU and model it did not
+     have). Rows are committed (``"batch": 9``, ``"split": "held_out"``) before any of their figures is computed. A row
+     the simulator refuses is listed as left out with its reason; no other row is dropped after its figures are seen.
+  4. Evaluation, once: batch 9 alone, and the blind pool (batches 6-9). The bar is judged on the blind pool; batch 9
+     alone and every held-out row (batches 1-9) are reported beside it, whatever they show. If batch 9 holds no row,
+     that is reported and the verdict stays protocol 7's.
+  5. No batch-9 row, assumption or split changes after its errors are seen.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
