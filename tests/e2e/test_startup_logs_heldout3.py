@@ -94,3 +94,19 @@ def test_kv_budget_from_the_configuration_alone_as_recorded(case_id):
     logged = json.loads(invoke("ledger", "--from-log", str(BASE / c["file"]), *args)[2])
     err = (alone["memory"]["kv_cache_bytes"] - logged["memory"]["kv_cache_bytes"]) / (1 << 30)
     assert round(err, 2) == CONFIG_ALONE[case_id]
+
+
+def test_the_gate_on_a_log_alone():
+    """check --from-log with a model kvdoctor cannot read: judged on what the log shows (exit 1 on vLLM's refusal or
+    a target the pool misses, 0 otherwise); a swap or the worst-case ratio still needs the model's shape (exit 2)."""
+    glm = str(BASE / "gh32105-glm-4.7-fp8-8xa100-pp8.log")
+    code, err, out = invoke("check", "--from-log", glm, "--json")
+    j = json.loads(out)
+    assert code == 1 and j["mode"] == "log-only" and j["reasons"][0].startswith("vLLM refused to start")
+    qwen = str(BASE / "gh40691-qwen3.5-27b-h20.log")  # 290,864 tokens, 33.04x at 32,768 (a hybrid model)
+    assert invoke("check", "--from-log", qwen, "--min-concurrency", "33")[0] == 0
+    code, err, out = invoke("check", "--from-log", qwen, "--min-concurrency", "34", "--json")
+    assert code == 1 and "33.04 requests, below --min-concurrency 34" in json.loads(out)["reasons"][0]
+    code, err, out = invoke("check", "--from-log", qwen, "--min-concurrency", "8", "--p99-context", "65536", "--json")
+    assert code == 1 and "does not cover --p99-context 65,536" in json.loads(out)["reasons"][0]
+    assert invoke("check", "--from-log", qwen, "--max-ratio", "1")[0] == 2

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kvdoctor.chains.plan import State
     from kvdoctor.deployment import Deployment
     from kvdoctor.facts import ModelShape
+    from kvdoctor.ledger.from_log import LogLedger
 
 SCHEMA_VERSION = "kvdoctor.check/2"
 # A pool change smaller than this is noise between two models (block rounding, activation).
@@ -188,3 +189,59 @@ def run_check(dep: Deployment, *, intent: Intent | None = None, max_ratio: float
                              + (f"the accepted {accepted:.0%}" if accepted is not None else "noise (10 %)"))
         notes.append("compared with " + previous_shape.name + " under the same configuration")
     return CheckResult(not reasons, reasons, findings, st, intent, prev_name, notes, figs)
+
+
+def log_check(led: "LogLedger", intent: Intent) -> dict[str, Any]:
+    """The gate on a start-up log alone (the model's shape out of reach: ``ledger.from_log``). It judges what the
+    log shows: vLLM started, and the pool holds ``--min-concurrency`` requests at ``--p99-context`` (else at the
+    log's max-model-len). Intents that need the model's shape (a swap, the worst-case ratio) are refused upstream.
+    Same ``kvdoctor.check/2`` keys as the model gate, with ``mode: "log-only"``."""
+    from kvdoctor.errors import InputError
+
+    reasons: list[str] = []
+    notes = list(led.notes)
+    if led.verdict in ("does-not-fit", "memory-held"):
+        reasons.append(f"vLLM refused to start: {led.error}")
+    elif led.verdict == "unknown":
+        reasons.append(f"vLLM did not start: {led.error}" if led.error else
+                       "the log shows no KV pool: it cannot say vLLM started")
+    figs = led.figures
+    tokens = figs.get("kv_cache.tokens")
+    limit = figs.get("engine.max_model_len")
+    if intent.p99_context is not None and limit is not None and intent.p99_context > limit.value:
+        reasons.append(f"max-model-len {limit.value:,} (the log's) does not cover --p99-context "
+                       f"{intent.p99_context:,}: vLLM rejects longer requests")
+    if intent.min_concurrency is not None and led.verdict == "fits":
+        printed, at_len = figs.get("kv_cache.max_concurrency"), led.concurrency_len
+        if intent.p99_context is not None and printed is not None and at_len:
+            # scaled from vLLM's own figure, which counts every KV group (hybrid and sliding-window layers too)
+            conc = printed.value * at_len / intent.p99_context
+            how = (f"vLLM's printed {printed.value:g}x at {at_len:,} tokens, scaled linearly to --p99-context "
+                   f"{intent.p99_context:,}")
+        elif intent.p99_context is not None and tokens is not None:
+            conc = tokens.value / intent.p99_context
+            how = f"{tokens.value:,} tokens / --p99-context {intent.p99_context:,} (block rounding ignored)"
+        elif "kv_cache.max_concurrency" in figs:
+            conc, how = figs["kv_cache.max_concurrency"].value, "vLLM's printed max concurrency (at its max-model-len)"
+        elif "kv_cache.requests_at_max_len" in figs:
+            conc, how = figs["kv_cache.requests_at_max_len"].value, figs["kv_cache.requests_at_max_len"].how
+        else:
+            raise InputError("--min-concurrency: the log prints no pool size ('GPU KV cache size' / 'Maximum "
+                             "concurrency'); pass --model with its config.json for a predicted one")
+        if conc < intent.min_concurrency:
+            reasons.append(f"the pool holds {conc:.2f} requests, below --min-concurrency {intent.min_concurrency} "
+                           f"({how})")
+        else:
+            notes.insert(0, f"the pool holds {conc:.2f} requests >= --min-concurrency {intent.min_concurrency} "
+                            f"({how})")
+    ok = not reasons
+    return {
+        "schema_version": SCHEMA_VERSION, "kind": "check", "mode": "log-only", "ok": ok, "exit_code": 0 if ok else 1,
+        "reasons": reasons, "intent": intent.as_dict(), "model": led.model, "gpu": None,
+        "vllm_version": led.vllm_version, "fits": led.verdict == "fits", "startup_error": led.error,
+        "reconciliation": {"verdict": led.verdict}, "max_ratio": intent.max_ratio,
+        "kv_cache": {k.split(".", 1)[1]: f.value for k, f in figs.items() if k.startswith("kv_cache.")},
+        "engine": {k.split(".", 1)[1]: f.value for k, f in figs.items() if k.startswith("engine.")},
+        "figures": {k: f.as_dict() for k, f in figs.items()}, "previous_model": None, "findings": [],
+        "notes": [f"no model shape ({led.why_no_model}): judged on what the log shows"] + notes,
+    }

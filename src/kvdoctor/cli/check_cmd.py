@@ -45,7 +45,15 @@ def check(
     drop = _fraction(accept_capacity_drop) if accept_capacity_drop is not None else None
     if drop is not None and previous_model is None:
         raise InputError("--accept-capacity-drop needs --previous-model (the drop is measured against it)")
-    inputs = common.resolve_inputs(opts)
+    from kvdoctor.errors import UnknownModelError
+
+    try:
+        inputs = common.resolve_inputs(opts)
+    except UnknownModelError as exc:
+        if not opts.from_log or previous_model or max_ratio is not None:
+            raise  # a swap and the worst case need the model's shape
+        _log_only_gate(opts.from_log, str(exc), Intent(min_concurrency, p99_context, None, None), json_out, quiet)
+        return
     prev = None
     if previous_model:
         from kvdoctor.catalog.models import lookup_model
@@ -91,6 +99,41 @@ def check(
             for n in res.notes:
                 c.print(f"   note: {m(n)}", soft_wrap=True)
     if not res.ok:
+        raise typer.Exit(EXIT_FINDING)
+
+
+def _log_only_gate(path: str, why: str, intent, json_out: bool, quiet: bool) -> None:
+    """The gate on the start-up log alone (``chains.check.log_check``), when the model's shape is out of reach."""
+    from kvdoctor.chains.check import log_check
+    from kvdoctor.cli.ledger_cmd import scan_log
+    from kvdoctor.errors import EXIT_FINDING
+    from kvdoctor.ledger.from_log import log_ledger
+
+    info = scan_log(path, quiet=True)
+    res = log_check(log_ledger(info["startup"], source=path, why_no_model=why), intent)
+    if json_out:
+        from kvdoctor.cli.output import emit_json
+
+        emit_json(res)
+    else:
+        from rich.markup import escape as m
+
+        from kvdoctor.cli.output import console
+
+        c = console()
+        head = f"{m(res['model'] or 'the start-up log')} (from the log alone): "
+        if res["ok"] and not quiet:
+            c.print(head + "[green]PASS[/green] — vLLM started", soft_wrap=True)
+        elif not res["ok"]:
+            c.print(head + "[red]FAIL[/red]" + ("" if not quiet else " — " + m("; ".join(res["reasons"]))),
+                    soft_wrap=True)
+            if not quiet:
+                for reason in res["reasons"]:
+                    c.print(f" - {m(reason)}", soft_wrap=True)
+        if not quiet:
+            for n in res["notes"]:
+                c.print(f"   note: {m(n)}", soft_wrap=True)
+    if not res["ok"]:
         raise typer.Exit(EXIT_FINDING)
 
 

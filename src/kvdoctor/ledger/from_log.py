@@ -62,6 +62,7 @@ class LogLedger:
     model: str | None  # as the log or the flags name it (not resolved)
     why_no_model: str  # the reason the model ledger could not be built
     vllm_version: str | None
+    concurrency_len: int | None = None  # the request length vLLM's printed max concurrency is for
     figures: dict[str, Figure] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     verdict: str = "unknown"  # "fits" | "does-not-fit" | "memory-held" | "unknown"
@@ -84,7 +85,8 @@ def _line(s: StartupFacts, attr: str) -> str:
 
 def log_ledger(s: StartupFacts, *, source: str, why_no_model: str) -> LogLedger:
     """The log's own ledger (pure: facts in, figures out)."""
-    led = LogLedger(source=source, model=s.model, why_no_model=why_no_model, vllm_version=s.vllm_version)
+    led = LogLedger(source=source, model=s.model, why_no_model=why_no_model, vllm_version=s.vllm_version,
+                    concurrency_len=s.max_concurrency_len or s.max_model_len)
     facts = vars(s)  # the dataclass's fields by name: _PRINTED names them
     for attr, key, label in _PRINTED:
         v = facts[attr]
