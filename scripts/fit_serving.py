@@ -776,8 +776,10 @@ def summary(errs) -> dict:
               # protocol 5: every row first evaluated after it was committed, with constants fixed before it was collected
               "blind_batches6_7": lambda e: e.get("batch", 1) in (6, 7),
               # protocol 7: the blind pool with batch 8
-              "blind_batches6_8": lambda e: e.get("batch", 1) in (6, 7, 8)}
-    for b in (1, 2, 3, 4, 5, 6, 7, 8):
+              "blind_batches6_8": lambda e: e.get("batch", 1) in (6, 7, 8),
+              # protocol 9: the blind pool with batch 9
+              "blind_batches6_9": lambda e: e.get("batch", 1) in (6, 7, 8, 9)}
+    for b in (1, 2, 3, 4, 5, 6, 7, 8, 9):
         groups[f"held_out_batch{b}"] = lambda e, b=b: e["split"] == "held_out" and e.get("batch", 1) == b
         groups[f"fit_batch{b}"] = lambda e, b=b: e["split"] == "fit" and e.get("batch", 1) == b
     for name, keep in groups.items():

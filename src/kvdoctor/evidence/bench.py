@@ -46,8 +46,17 @@ _LABELS = {
     "max request concurrency": "max_concurrency",
 }
 _PRE_BLOCK = ("request_rate", "burstiness", "max_concurrency")
-_STAT_LINE = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+(-?[\d.]+|nan|inf)\s*$", re.I)
-_KV_LINE = re.compile(r"^([A-Za-z][A-Za-z ()/.-]*?):\s+(-?[\d.]+(?:e[+-]?\d+)?|inf|None)\b")
+# values may carry thousands separators where a person re-typed the block ("Mean TTFT (ms): 2,352")
+_STAT_LINE = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+(-?\d[\d,]*(?:\.\d+)?|nan|inf)\s*$",
+                        re.I)
+_KV_LINE = re.compile(r"^([A-Za-z][A-Za-z ()/.-]*?):\s+(-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?|inf|None)(?![\d.])")
+# A block whose line breaks were lost when it was pasted (a web form, a chat) arrives as one line: it is cut back into
+# lines before each of the block's own labels and rules.
+_COLLAPSED_CUT = re.compile(
+    r"\s+(?=(?:Successful requests|Failed requests|Benchmark duration|Total input tokens|Total generated tokens|"
+    r"Request throughput|Request goodput|Output token throughput|Peak output token throughput|Peak concurrent requests|"
+    r"Total Token throughput|Traffic request rate|Burstiness factor|Maximum request concurrency|Request rate configured|"
+    r"Input token throughput|(?:Mean|Median|Std|P\d+(?:\.\d+)?) (?:TTFT|TPOT|ITL|E2EL))(?: \([^)]*\))?:|={5,}|-{5,})")
 _LEGACY = {
     "total time": ("duration", 1.0, r"([\d.]+) s"),
     "throughput": ("request_throughput", 1.0, r"([\d.]+) requests/s"),
@@ -87,7 +96,7 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             results.append(BenchResult(source=source, fields=cur, raw=raw))
         cur = None
 
-    for raw in text.splitlines():
+    for raw in _uncollapse(text):
         line = raw.strip()
         if not line:
             continue
@@ -106,7 +115,7 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
         if m and cur is not None:
             stat, metric, val = m.groups()
             stat = stat.lower()
-            cur[f"{stat}_{metric.lower()}_ms"] = float(val)
+            cur[f"{stat}_{metric.lower()}_ms"] = float(val.replace(",", ""))
             continue
         if _LEGACY_RX.search(line):
             for lm in _LEGACY_RX.finditer(line):
@@ -126,7 +135,7 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             if key is None:
                 continue
             val = k.group(2)
-            f = float("inf") if val == "inf" else (None if val == "None" else float(val))
+            f = float("inf") if val == "inf" else (None if val == "None" else float(val.replace(",", "")))
             if f is None:
                 continue
             if cur is not None and key not in _PRE_BLOCK:
@@ -147,6 +156,15 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     close()
     results += [BenchResult(source=source, fields=lg, raw={"format": "legacy"}) for lg in legacies if lg]
     return results
+
+
+def _uncollapse(text: str):
+    """The text's lines; a line that holds a whole block (its line breaks lost) as the block's own lines."""
+    for line in text.splitlines():
+        if len(line) > 200 and BLOCK_HEADER in line and len(_COLLAPSED_CUT.findall(line)) >= 3:
+            yield from _COLLAPSED_CUT.sub("\n", line).split("\n")
+        else:
+            yield line
 
 
 def parse_json(doc: dict[str, Any], source: str = "") -> BenchResult:

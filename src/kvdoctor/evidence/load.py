@@ -38,17 +38,25 @@ def detect_kind(path: str) -> str:
     head = _head(path)
     s = head.lstrip()
     if s.startswith("{") or s.startswith("["):
-        if sniff_trace(path):
-            return "trace"
         try:
             doc = json.loads(s) if len(head) < 65536 else json.loads(s.splitlines()[0])
         except RecursionError:
             raise InputError(f"{path}: JSON nested too deeply to read") from None
         except (json.JSONDecodeError, IndexError):
             doc = None
+        if doc is None:  # JSON Lines (--append-result: one saved result per line): its first document
+            try:
+                doc = json.loads(s.splitlines()[0])
+            except (json.JSONDecodeError, IndexError, RecursionError):
+                doc = None
         if isinstance(doc, list) and doc:
             doc = doc[0]
-        if looks_like_bench_json(doc) or '"mean_ttft_ms"' in head or '"request_throughput"' in head:
+        # a saved bench result before a trace: its lines are records with numbers too
+        if looks_like_bench_json(doc):
+            return "bench"
+        if sniff_trace(path):
+            return "trace"
+        if '"mean_ttft_ms"' in head or '"request_throughput"' in head:
             return "bench"
     if looks_like_bench_text(head):
         # a server log and the bench's output in one capture (one terminal, `tee`, one pasted issue): the server's
