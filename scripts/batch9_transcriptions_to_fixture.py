@@ -27,6 +27,10 @@ LEFT_OUT = {
     # it, refuses --quantization awq on the bf16 config ("Cannot find the config file for awq"); the AWQ checkpoint's
     # own config.json (its quantization_config) is not available offline
     "b9b-gps-q32-a100-awq-sharegpt": "the simulator refuses it: the AWQ checkpoint's config.json is not here",
+    # amendment 2 (the second evaluation stopped on the first of these before printing any figure): the catalog's RTX
+    # 4090 has no sourced dense tensor rate, so the simulator refuses it; batch 6 read rule 3 the same way for the 5090
+    "b9b-gps-q3-8b-bf16-4090": "the simulator refuses the RTX 4090 (no sourced dense TFLOPS in the catalog)",
+    "b9b-gps-lmc-q3-8b-4090-miss-1k": "the simulator refuses the RTX 4090 (no sourced dense TFLOPS in the catalog)",
 }
 # Glyd's Qwen3-30B-A3B on one H100 (batch9_a): Glyd's Qwen3-30B-A3B H100 SXM baselines are in batch 6.
 GLYD_LEFT_OUT = "a source already used counts only for a GPU and model it did not have: Glyd's Qwen3-30B-A3B on H100 is in batch 6"

@@ -20,7 +20,7 @@ def rows() -> list[dict]:
 
 
 def test_every_row_has_a_source_a_split_and_measured_figures(rows):
-    assert len(rows) == 267  # batches 1-7: 241; batch 8 (protocol 7): 12; batch 9 (protocol 9): 14
+    assert len(rows) == 265  # batches 1-7: 241; batch 8 (protocol 7): 12; batch 9 (protocol 9): 12
     assert len({r["id"] for r in rows}) == len(rows)
     for r in rows:
         assert r["source_url"].startswith("https://github.com/"), r["id"]
