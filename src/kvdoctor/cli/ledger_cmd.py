@@ -50,19 +50,8 @@ def ledger(
     if log_info is not None:
         notes.insert(0, log_info["summary"])
     led.notes[:0] = notes
-    payload = None
-    if json_out or html is not None:
-        payload = led.to_json()
-        if log_info is not None:
-            payload["log"] = {k: v for k, v in log_info.items() if k not in ("summary", "startup")}
-    if html is not None:
-        from kvdoctor.report.html import write_html_if_asked
-
-        write_html_if_asked(html, [payload], title=f"kvdoctor ledger: {led.model} on {led.gpu}", quiet=quiet)
-    if json_out:
-        from kvdoctor.cli.output import emit_json
-
-        emit_json(payload)
+    if (json_out or html is not None) and _payload_out(led.to_json(), log_info, html, f"{led.model} on {led.gpu}",
+                                                       json_out=json_out, quiet=quiet):
         return
     if quiet:  # docs/cli.md "--quiet": the reconciliation verdict, one line
         from kvdoctor.report.oneline import ledger_line
@@ -73,6 +62,22 @@ def ledger(
     render(led, quiet=quiet)
 
 
+def _payload_out(payload: dict[str, Any], log_info: dict[str, Any] | None, html: Path | None, what: str, *,
+                 json_out: bool, quiet: bool) -> bool:
+    """The --html report and the --json document of a ledger payload; True when the JSON was the answer."""
+    if log_info is not None:
+        payload["log"] = {k: v for k, v in log_info.items() if k not in ("summary", "startup")}
+    if html is not None:
+        from kvdoctor.report.html import write_html_if_asked
+
+        write_html_if_asked(html, [payload], title=f"kvdoctor ledger: {what}", quiet=quiet)
+    if json_out:
+        from kvdoctor.cli.output import emit_json
+
+        emit_json(payload)
+    return json_out
+
+
 def _log_only(log_info: dict[str, Any], why: str, *, json_out: bool, quiet: bool, html: Path | None) -> None:
     """The model's shape is out of reach: the log's own figures and vLLM's arithmetic on them
     (``ledger.from_log``), with why and what to pass for predictions."""
@@ -80,16 +85,7 @@ def _log_only(log_info: dict[str, Any], why: str, *, json_out: bool, quiet: bool
 
     led = log_ledger(log_info["startup"], source=log_info["path"], why_no_model=why)
     led.notes.insert(0, log_info["summary"])
-    payload = led.to_json()
-    payload["log"] = {k: v for k, v in log_info.items() if k not in ("summary", "startup")}
-    if html is not None:
-        from kvdoctor.report.html import write_html_if_asked
-
-        write_html_if_asked(html, [payload], title=f"kvdoctor ledger: {led.model or 'the start-up log'}", quiet=quiet)
-    if json_out:
-        from kvdoctor.cli.output import emit_json
-
-        emit_json(payload)
+    if _payload_out(led.to_json(), log_info, html, led.model or "the start-up log", json_out=json_out, quiet=quiet):
         return
     out = _Out(None)
     title = f"{led.model or 'model not named'} · vLLM {led.vllm_version or '?'} · the start-up log's own ledger"
