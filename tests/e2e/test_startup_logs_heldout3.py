@@ -110,3 +110,8 @@ def test_the_gate_on_a_log_alone():
     code, err, out = invoke("check", "--from-log", qwen, "--min-concurrency", "8", "--p99-context", "65536", "--json")
     assert code == 1 and "does not cover --p99-context 65,536" in json.loads(out)["reasons"][0]
     assert invoke("check", "--from-log", qwen, "--max-ratio", "1")[0] == 2
+
+
+def test_quiet_is_the_verdict_on_one_line():
+    code, err, out = invoke("ledger", "--from-log", str(BASE / "gh40691-qwen3.5-27b-h20.log"), "-q")
+    assert code == 0 and out.strip() == "fits (from the log alone): pool 290,864 tokens, max concurrency 33.04x"

@@ -89,11 +89,16 @@ def _log_only(log_info: dict[str, Any], why: str, *, json_out: bool, quiet: bool
         return
     out = _Out(None)
     title = f"{led.model or 'model not named'} · vLLM {led.vllm_version or '?'} · the start-up log's own ledger"
-    out.add(out.style(title, "bold"))
-    if quiet:
-        out.add(f"{led.verdict}: {led.error or 'no prediction without the model shape'}")
+    if quiet:  # docs/cli.md "--quiet": the verdict, one line
+        f = led.figures
+        pool = ", ".join(x for x in (
+            f"pool {f['kv_cache.tokens'].value:,} tokens" if "kv_cache.tokens" in f else "",
+            f"max concurrency {f['kv_cache.max_concurrency'].value:g}x" if "kv_cache.max_concurrency" in f else "",
+            f"KV budget {gib_text(f['memory.kv_cache'].value)}" if "memory.kv_cache" in f else "") if x)
+        out.add(f"{led.verdict} (from the log alone): {led.error or pool or 'no KV figure in the log'}")
         out.flush()
         return
+    out.add(out.style(title, "bold"))
     out.para(f"no model shape ({why}): showing what vLLM measured, without predictions", style="yellow")
     rows: list = []
     for k, f in led.figures.items():
