@@ -80,6 +80,14 @@ DTYPE_FROM_CHECKPOINT = {
     "tiiuae/falcon-7b": "bfloat16",
 }
 
+# Dense tensor rates the shared table leaves empty, with their source (bf16, fp8 TFLOPS). GeForce Ada runs bf16/fp16
+# with fp32 accumulate (what PyTorch's GEMMs use) at half its fp16-accumulate rate: 165.15 dense, 330.30 with sparsity
+# (https://waredb.com/processor/nvidia-geforce-rtx-4090, matching NVIDIA's Ada whitepaper's 165.2 / 330.4).
+TENSOR_RATES: dict[str, tuple[float, float, str]] = {
+    "NVIDIA GeForce RTX 4090": (165.15, 330.30, "kvdoctor adds the dense tensor rates: bf16 165.15 / fp8 330.30 TFLOPS "
+                                                "(fp32 accumulate, no sparsity; waredb.com, NVIDIA's Ada whitepaper)."),
+}
+
 # Memory measured by torch on hardware this project ran on (device runs), bytes.
 MEASURED_TORCH: dict[str, tuple[int, str]] = {}
 
@@ -208,6 +216,10 @@ def build_gpus(data: Path) -> tuple[list[dict], list[str]]:
             "nvlink_gbps": _first_number(r["nvlink_GBps"]),
             "notes": notes,
         })
+        if name in TENSOR_RATES and gpus[-1]["bf16_tflops"] is None:
+            bf16, fp8, how = TENSOR_RATES[name]
+            gpus[-1].update(bf16_tflops=bf16, fp8_tflops=gpus[-1]["fp8_tflops"] or fp8,
+                            notes=(gpus[-1]["notes"] + " " + how).strip())
     return gpus, report
 
 
