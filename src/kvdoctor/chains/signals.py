@@ -388,7 +388,7 @@ class Decode:
     worst: float
     idx: list[int]  # the intervals used
     prefill_share: float  # prompt tokens / all tokens over the window (NaN when no throughput)
-    no_progress: int  # samples of a stalled engine (_no_progress): fewer tokens than running requests, or waiting with none running
+    no_progress: int  # samples of a stalled engine (_no_progress): too few tokens, or waiting with none running
 
 
 def decode(tl) -> Decode | None:
@@ -413,22 +413,19 @@ def decode(tl) -> Decode | None:
         return timed and run[i - 1] >= 1 and 0 < t[i] - t[i - 1] <= REGULAR_GAP_S
 
     used = [i for i in range(n) if sustained(i)]
-    if not used:
-        pf = [x for x in pr if not math.isnan(x)]
-        gf = [x for x in gen if not math.isnan(x)]
-        tot = sum(pf) + sum(gf)
-        return Decode(0, math.nan, math.nan, [], sum(pf) / tot if tot > 0 else math.nan, _no_progress(tl, used))
     pf = [x for x in pr if not math.isnan(x)]
     gf = [x for x in gen if not math.isnan(x)]
     tot = sum(pf) + sum(gf)
     share = sum(pf) / tot if tot > 0 else math.nan
+    if not used:
+        return Decode(0, math.nan, math.nan, [], share, _no_progress(tl, set()))
     # intervals where decode dominates say most about the step rate (prefill chunks slow a step)
     dom = [i for i in used if math.isnan(pr[i]) or pr[i] <= gen[i]] or used
     rates = [gen[i] / run[i] for i in dom]
-    return Decode(len(dom), median(rates), min(rates), dom, share, _no_progress(tl, used))
+    return Decode(len(dom), median(rates), min(rates), dom, share, _no_progress(tl, set(used)))
 
 
-def _no_progress(tl, used: list[int]) -> int:
+def _no_progress(tl, used: set[int]) -> int:
     """Samples that show a stalled engine: a sustained interval in which fewer tokens were processed than requests
     were running (not one step for the batch: 0.1 tok/s for 2 requests over 10 s), or requests waiting while none
     runs (the scheduler admits a waiting request as soon as one fits; with nothing running, everything fits unless
