@@ -45,14 +45,18 @@ def check(
     drop = _fraction(accept_capacity_drop) if accept_capacity_drop is not None else None
     if drop is not None and previous_model is None:
         raise InputError("--accept-capacity-drop needs --previous-model (the drop is measured against it)")
+    from kvdoctor.deployment import read_startup
     from kvdoctor.errors import UnknownModelError
 
+    # read here, as resolve_deployment would: once, for the model gate and for the gate on the log alone
+    startup = read_startup(opts.from_log) if opts.from_log else None
     try:
-        inputs = common.resolve_inputs(opts)
+        inputs = common.resolve_inputs(opts, startup=startup)
     except UnknownModelError as exc:
-        if not opts.from_log or previous_model or max_ratio is not None:
+        if startup is None or previous_model or max_ratio is not None:
             raise  # a swap and the worst case need the model's shape
-        _log_only_gate(opts.from_log, str(exc), Intent(min_concurrency, p99_context, None, None), json_out, quiet)
+        _log_only_gate(startup, opts.from_log, str(exc), Intent(min_concurrency, p99_context, None, None), json_out,
+                       quiet)
         return
     prev = None
     if previous_model:
@@ -102,15 +106,13 @@ def check(
         raise typer.Exit(EXIT_FINDING)
 
 
-def _log_only_gate(path: str, why: str, intent, json_out: bool, quiet: bool) -> None:
+def _log_only_gate(startup, path: str, why: str, intent, json_out: bool, quiet: bool) -> None:
     """The gate on the start-up log alone (``chains.check.log_check``), when the model's shape is out of reach."""
     from kvdoctor.chains.check import log_check
-    from kvdoctor.cli.ledger_cmd import scan_log
     from kvdoctor.errors import EXIT_FINDING
     from kvdoctor.ledger.from_log import log_ledger
 
-    info = scan_log(path, quiet=True)
-    res = log_check(log_ledger(info["startup"], source=path, why_no_model=why), intent)
+    res = log_check(log_ledger(startup, source=path, why_no_model=why), intent)
     if json_out:
         from kvdoctor.cli.output import emit_json
 
