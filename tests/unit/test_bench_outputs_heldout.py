@@ -51,3 +51,14 @@ def test_every_stated_figure_is_read(case):
         assert problems, f"{case['id']} is read now: remove it from NOT_READ"
     else:
         assert not problems, problems
+
+
+def test_a_value_followed_by_a_full_stop_is_read():
+    # the thousands-separator change had made "100." unreadable; what the reader took before is taken again
+    from kvdoctor.evidence.bench import parse_text
+
+    text = ("============ Serving Benchmark Result ============\nSuccessful requests: 100.\n"
+            "Benchmark duration (s): 12.5\nOutput token throughput (tok/s): 1,024.5\n"
+            "==================================================\n")
+    (r,) = parse_text(text)
+    assert r.fields["completed"] == 100 and r.fields["output_throughput"] == 1024.5

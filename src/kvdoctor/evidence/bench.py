@@ -49,7 +49,8 @@ _PRE_BLOCK = ("request_rate", "burstiness", "max_concurrency")
 # values may carry thousands separators where a person re-typed the block ("Mean TTFT (ms): 2,352")
 _STAT_LINE = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+(-?\d[\d,]*(?:\.\d+)?|nan|inf)\s*$",
                         re.I)
-_KV_LINE = re.compile(r"^([A-Za-z][A-Za-z ()/.-]*?):\s+(-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?|inf|None)(?![\d.])")
+# (the value ends at a non-word character, a sentence's full stop included: "Successful requests: 100.")
+_KV_LINE = re.compile(r"^([A-Za-z][A-Za-z ()/.-]*?):\s+(-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?|inf|None)(?!\w)(?!\.\d)")
 # A block whose line breaks were lost when it was pasted (a web form, a chat) arrives as one line: it is cut back into
 # lines before each of the block's own labels and rules.
 _COLLAPSED_CUT = re.compile(
