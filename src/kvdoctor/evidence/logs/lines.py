@@ -44,8 +44,8 @@ _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
 _SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterrupt")
 # Frames that only run while the engine starts (loading, profiling, KV allocation, graph capture): a traceback
 # through one of them is a start-up failure, whatever the excerpt shows around it.
-_STARTUP_FRAMES = ("create_engine_config", "load_model", "load_weights", "process_weights_after_loading", "profile_run", "_dummy_run",
-                   "_dummy_sampler_run", "determine_available_memory", "determine_num_available_blocks",
+_STARTUP_FRAMES = ("create_engine_config", "load_model", "load_weights", "process_weights_after_loading", "profile_run",
+                   "_dummy_run", "_dummy_sampler_run", "determine_available_memory", "determine_num_available_blocks",
                    "initialize_kv_cache", "_initialize_kv_caches", "initialize_from_config", "capture_model",
                    "compile_or_warm_up_model", "init_device")
 # How specific an error burst's kind is: a burst is named by its most specific line (a traceback's last line
