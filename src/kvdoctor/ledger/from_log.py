@@ -71,8 +71,8 @@ class LogLedger:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "mode": "log-only", "source": self.source, "model": self.model, "why_no_model": self.why_no_model,
-                "vllm_version": self.vllm_version,
+        return {"schema_version": SCHEMA_VERSION, "mode": "log-only", "source": self.source, "model": self.model,
+                "why_no_model": self.why_no_model, "vllm_version": self.vllm_version,
                 "figures": {k: f.as_dict() for k, f in self.figures.items()},
                 "reconciliation": {"verdict": self.verdict}, "startup": {"error": self.error},
                 "checks": self.checks, "notes": self.notes}
@@ -132,7 +132,7 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
                                                f"KV budget {gib_text(s.kv_cache_bytes)} / {s.kv_cache_tokens:,} tokens"
                                                + (f" (per GPU, TP {tp})" if tp > 1 else ""))
         led.labels["kv_cache.bytes_per_token"] = "KV bytes per token (per GPU)"
-    length = s.max_concurrency_len or s.max_model_len
+    length = led.concurrency_len
     if s.kv_cache_tokens and length:
         conc = s.kv_cache_tokens / length
         key = "kv_cache.requests_at_max_len"
