@@ -240,6 +240,26 @@ before any of its rows existed; docs/simulation.md, "Protocol 9"):
   178 rows) 6.38 / 19.51 / 9.29 %, the bar met; every held-out row (237) 7.6 / 23.5 / 9.2 %. UNCERTAINTY_BANDS
   rewritten with batch 9 (--bands). Nothing else written.
 
+Protocol 10, "a fifth blind batch, from vLLM's own threads" (fixed and committed on 2026-12-03 at 20:25 UTC, before
+batch 10 was collected and before any of its rows existed; docs/simulation.md, "Protocol 10"):
+
+  1. Why. The blind pool meets the TTFT bar by 0.5 points (bootstrap 15.5-25.5 %); the verdict is a coin toss, and
+     only more blind TTFTs can settle it, either way. Batches 6-9 came from repositories and pages; vLLM's own pull
+     requests and issues, where contributors paste `vllm bench serve` blocks, gave 4 rows in all (batches 2 and 6).
+  2. No candidate, no fit: the shipped constants are judged unchanged.
+  3. Batch 10: public results collected on 2026-12-03 by transcribers who do not run kvdoctor, under batch 6's six
+     rules (fixture README), from sources not in batches 1-9 (a source already used counts only for a GPU and model it
+     did not have), mainly vLLM's pull requests and issues. From a pull request only an arm that is stock vLLM is kept
+     (the base branch: "main", "before", "baseline"), never the change under review. Rule 1 for such an arm: its vLLM
+     release is the newest release published on PyPI on or before the comment's date, unless the thread prints a
+     version (`vllm --version`, a banner, a `.devN` string), which then counts. Rows are committed (``"batch": 10``,
+     ``"split": "held_out"``) before any of their figures is computed. A row the simulator refuses is listed as left
+     out with its reason; no other row is dropped after its figures are seen.
+  4. Evaluation, once: batch 10 alone, and the blind pool (batches 6-10). The bar is judged on the blind pool; batch
+     10 alone and every held-out row (batches 1-10) are reported beside it, whatever they show. If batch 10 holds no
+     row, that is reported and the verdict stays protocol 9's.
+  5. No batch-10 row, assumption or split changes after its errors are seen.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
@@ -789,7 +809,9 @@ def summary(errs) -> dict:
               # protocol 7: the blind pool with batch 8
               "blind_batches6_8": lambda e: e.get("batch", 1) in (6, 7, 8),
               # protocol 9: the blind pool with batch 9
-              "blind_batches6_9": lambda e: e.get("batch", 1) in (6, 7, 8, 9)}
+              "blind_batches6_9": lambda e: e.get("batch", 1) in (6, 7, 8, 9),
+              "held_out_batch10": lambda e: e.get("batch", 1) == 10,
+              "blind_batches6_10": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10)}
     for b in (1, 2, 3, 4, 5, 6, 7, 8, 9):
         groups[f"held_out_batch{b}"] = lambda e, b=b: e["split"] == "held_out" and e.get("batch", 1) == b
         groups[f"fit_batch{b}"] = lambda e, b=b: e["split"] == "fit" and e.get("batch", 1) == b
