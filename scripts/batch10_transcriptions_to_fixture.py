@@ -18,6 +18,10 @@ from pathlib import Path
 SRC = Path("/work/batch10")
 BATCH9 = Path("/work/heldout3/batch9_b/rows.jsonl")
 GPU = {"RTX 4090": "NVIDIA GeForce RTX 4090"}
+# the fixture cites GitHub: the docs page's file in the gpustack repository (same text, the commit batch 9 read)
+URL = {"https://docs.gpustack.ai/latest/performance-lab/references/evaluating-lmcache-prefill-acceleration-in-vllm":
+       "https://github.com/gpustack/gpustack/blob/4650ef43c7f1e51661cbe0f10258bf6eb7274177/docs/performance-lab/"
+       "references/evaluating-lmcache-prefill-acceleration-in-vllm.md"}
 
 
 def _rows(d: str) -> list[dict]:
@@ -38,7 +42,10 @@ def main() -> int:
             notes = (f"Batch 10 (protocol 10; committed before kvdoctor was run on it). Source as transcribed: GPU "
                      f"'{r['gpu']}', model '{r['model']}', vLLM '{r['vllm_version']}', serve `{r.get('serve_command')}`, "
                      f"bench `{r.get('bench_command')}`.{second} Transcriber's notes: {r.get('notes')}")
-            out.append({"id": "b10" + r["id"], "group": "b10-" + r["group"], "source_url": r["source_url"],
+            if r["source_url"] in URL:
+                notes += (" Source URL: the page's file in the gpustack/gpustack repository at 4650ef4 (the transcriber "
+                          f"read {r['source_url'].removeprefix('https://')}, the same text).")
+            out.append({"id": "b10" + r["id"], "group": "b10-" + r["group"], "source_url": URL.get(r["source_url"], r["source_url"]),
                         "model": r["model"], "gpu": GPU.get(r["gpu"], r["gpu"]), "tp": int(r.get("tp") or 1),
                         "quantization": r.get("quantization"),
                         "vllm_version": str(r["vllm_version"]).lstrip("v") if r.get("vllm_version") else None,

@@ -260,6 +260,14 @@ batch 10 was collected and before any of its rows existed; docs/simulation.md, "
      row, that is reported and the verdict stays protocol 9's.
   5. No batch-10 row, assumption or split changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 10"): the three helpers read about 150 threads and pages; the pull-request
+  slices kept nothing (base arms with prefix caching off, expert or data parallelism, fp8 KV cache, kernel-picking
+  environment variables, models outside the catalog, or no GPU or commands visible). Batch 10 = 1 row: GPUStack's
+  Qwen3-8B on an RTX 4090 at vLLM 0.10.1.1 (the run batch 9 left out while the catalog's 4090 had no dense rate).
+  Once, with the shipped constants: batch 10 -16.3 / +22.1 / +19.1 %; blind pool (batches 6-10, 179 rows)
+  6.40 / 19.72 / 9.40 %, the bar met (bootstrap 90 % interval of the TTFT median 15.5-24.7 %); every held-out row
+  (238) 7.6 / 23.5 / 9.3 %. UNCERTAINTY_BANDS rewritten with the row (--bands). Nothing else written.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
