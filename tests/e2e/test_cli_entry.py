@@ -62,3 +62,16 @@ def test_only_the_invoked_verb_is_imported():
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
     assert p.stderr.strip() == "['kvdoctor.cli.catalog_cmd']", p.stderr
+
+
+def test_version_imports_no_verb():
+    code = (
+        "import sys; sys.argv = ['kvdoctor', '--version'];\n"
+        "from kvdoctor.entry import main\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('kvdoctor.cli.') and m.endswith('_cmd'))\n"
+        "sys.stderr.write(repr(loaded))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
+    assert p.stderr.strip() == "[]", p.stderr
+    assert p.stdout.startswith("kvdoctor "), p.stdout
