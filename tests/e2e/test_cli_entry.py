@@ -52,26 +52,25 @@ def test_gate_exit_code_passes_through():
     assert p.returncode == 1, p.stderr
 
 
-def test_only_the_invoked_verb_is_imported():
+def _verbs_imported(argv: list[str]) -> tuple[subprocess.CompletedProcess, str]:
+    """Run the console entry point with ``argv`` in a fresh interpreter; (the process, the verb modules it imported)."""
     code = (
-        "import sys; sys.argv = ['kvdoctor', 'catalog', 'gpus', '--json'];\n"
+        f"import sys; sys.argv = {['kvdoctor', *argv]!r};\n"
         "from kvdoctor.entry import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('kvdoctor.cli.') and m.endswith('_cmd'))\n"
         "sys.stderr.write(repr(loaded))\n"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
-    assert p.stderr.strip() == "['kvdoctor.cli.catalog_cmd']", p.stderr
+    return p, p.stderr.strip()
+
+
+def test_only_the_invoked_verb_is_imported():
+    p, loaded = _verbs_imported(["catalog", "gpus", "--json"])
+    assert loaded == "['kvdoctor.cli.catalog_cmd']", p.stderr
 
 
 def test_version_imports_no_verb():
-    code = (
-        "import sys; sys.argv = ['kvdoctor', '--version'];\n"
-        "from kvdoctor.entry import main\n"
-        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('kvdoctor.cli.') and m.endswith('_cmd'))\n"
-        "sys.stderr.write(repr(loaded))\n"
-    )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
-    assert p.stderr.strip() == "[]", p.stderr
+    p, loaded = _verbs_imported(["--version"])
+    assert loaded == "[]", p.stderr
     assert p.stdout.startswith("kvdoctor "), p.stdout
