@@ -818,9 +818,9 @@ def summary(errs) -> dict:
               "blind_batches6_8": lambda e: e.get("batch", 1) in (6, 7, 8),
               # protocol 9: the blind pool with batch 9
               "blind_batches6_9": lambda e: e.get("batch", 1) in (6, 7, 8, 9),
-              "held_out_batch10": lambda e: e.get("batch", 1) == 10,
+              # protocol 10: the blind pool with batch 10
               "blind_batches6_10": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10)}
-    for b in (1, 2, 3, 4, 5, 6, 7, 8, 9):
+    for b in range(1, 11):
         groups[f"held_out_batch{b}"] = lambda e, b=b: e["split"] == "held_out" and e.get("batch", 1) == b
         groups[f"fit_batch{b}"] = lambda e, b=b: e["split"] == "fit" and e.get("batch", 1) == b
     for name, keep in groups.items():

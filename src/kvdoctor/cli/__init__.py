@@ -71,8 +71,9 @@ def _root(
 
 
 def _register() -> None:
-    only = getattr(sys.modules.get("kvdoctor.entry"), "ONLY", None)  # set by the console entry point
-    if only == "--version":  # entry.VERSION_ONLY: the eager --version callback exits before any verb is needed
+    entry = sys.modules.get("kvdoctor.entry")
+    only = getattr(entry, "ONLY", None)  # set by the console entry point
+    if only is not None and only == entry.VERSION_ONLY:  # the eager --version callback exits before any verb is needed
         return
     wanted = f"{only}_cmd" if only else None
     names = (wanted,) if wanted in _VERB_MODULES else _VERB_MODULES
