@@ -153,3 +153,29 @@ def test_last_error_line_and_the_log_reader_skip_the_same_wrappers(tmp_path):
     assert last_error_line(log).startswith("torch.AcceleratorError: CUDA error: an illegal memory access")
     quoted = [e.data.get("exception") for e in load_evidence([str(log)]).segments[0].events if e.data.get("exception")]
     assert quoted and quoted[-1].startswith("torch.AcceleratorError: CUDA error")
+
+
+def test_queue_time_comes_from_vllms_own_histogram_and_is_part_of_ttft():
+    # config_starved: vllm:request_queue_time_seconds_sum went 0 -> 283.12 s over the 40 requests
+    m = read_run(_run("config_starved"))
+    assert m["queue_time_total_s"]["value"] == pytest.approx(283.119705, abs=1e-6)
+    assert m["queue_time_mean_s"]["value"] == pytest.approx(283.119705 / 40, abs=1e-6)
+    assert "vllm:request_queue_time_seconds_count after − before (40)" in m["queue_time_mean_s"]["how"]
+    # the queue is the engine's share of the first token's wait: under the bench's mean TTFT (7.35 s), and the
+    # 1 Hz samples of the waiting gauge (Σ waiting × 1 s) measure about the same area
+    assert 0.9 * m["ttft_mean_s"]["value"] < m["queue_time_mean_s"]["value"] < m["ttft_mean_s"]["value"]
+    sampled = sum(s.get("waiting", 0.0) for s in _run("config_starved").samples)
+    assert sampled == pytest.approx(m["queue_time_total_s"]["value"], rel=0.2)
+
+
+def test_no_queue_time_without_the_histogram_in_both_scrapes(tmp_path):
+    import shutil
+
+    d = tmp_path / "run"
+    shutil.copytree(FIX / "config_starved", d)
+    before = d / "metrics_before.txt"
+    before.write_text("".join(x for x in before.read_text().splitlines(keepends=True)
+                              if "request_queue_time_seconds" not in x))
+    m = read_run(RunResult.from_dir(d))
+    assert "queue_time_total_s" not in m and "queue_time_mean_s" not in m
+    assert m["completed"]["value"] == 40  # the rest is read as before

@@ -302,3 +302,13 @@ def test_a_garbled_acceptance_length_drops_that_value_not_the_rest_of_the_log(tm
                     + b"INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length: ., Accepted: 9\n")
     note = C.speculative_decoding_note([str(log)])
     assert "3 speculative-decoding metrics line(s), mean acceptance length 2.71-2.71" in note
+
+
+def test_mean_queue_time_hand_counted():
+    # one running slot, three requests at t=0 of 100 prompt + 3 output tokens, 10 ms a step: each request runs
+    # three steps, so they are first scheduled at 0, 0.03 and 0.06 s (what vLLM's request_queue_time measures)
+    cfg = SchedConfig(num_blocks=64, block_size=32, max_model_len=512, max_num_seqs=1, max_num_batched_tokens=2048)
+    wl = Workload(arrival=[0.0] * 3, prompt=[100] * 3, output=[3] * 3, name="t", source="t")
+    r = simulate(wl, cfg, LinearStepTime(base_s=0.01, per_token_s=0.0, per_request_s=0.0))
+    assert list(r.queue_s) == pytest.approx([0.0, 0.03, 0.06])
+    assert r.summary.queue_mean_s == pytest.approx(0.03)

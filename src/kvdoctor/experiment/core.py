@@ -51,6 +51,7 @@ COMPARED: dict[str, tuple[str, str, int]] = {
     "itl_p99_s": ("ITL p99", "s", -1),
     "preemptions": ("preemptions", "", -1),
     "waiting_peak": ("waiting peak", "req", -1),
+    "queue_time_mean_s": ("mean queue time", "s", -1),
     "kv_usage_peak_pct": ("KV usage peak", "%", 0),
     "kv_usage_mean_pct": ("KV usage mean", "%", 0),
     "pool_tokens": ("KV pool", "tokens", 0),
@@ -58,7 +59,8 @@ COMPARED: dict[str, tuple[str, str, int]] = {
 # simulator summary key -> our figure name
 _PRED_KEYS = {"output_tokens_per_s": "output_tps", "ttft_p50_s": "ttft_p50_s", "ttft_p99_s": "ttft_p99_s",
               "tbt_p50_s": "itl_p50_s", "tbt_p99_s": "itl_p99_s", "preemptions": "preemptions",
-              "peak_kv_usage_pct": "kv_usage_peak_pct", "mean_kv_usage_pct": "kv_usage_mean_pct"}
+              "peak_kv_usage_pct": "kv_usage_peak_pct", "mean_kv_usage_pct": "kv_usage_mean_pct",
+              "queue_mean_s": "queue_time_mean_s"}
 
 
 class TwoVariables(KvdoctorError):

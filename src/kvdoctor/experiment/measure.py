@@ -49,22 +49,28 @@ _SAMPLED = {
     "vllm:generation_tokens_total": "generation_tokens",
     "vllm:prompt_tokens_total": "prompt_tokens",
 }
+# read from the before/after scrapes only: every request's time from queued to first scheduled, as the engine
+# measured it (a 1 Hz sample of the waiting gauge misses a queue that drains in a few seconds)
+TOTALS = {
+    "vllm:request_queue_time_seconds_sum": "queue_time_sum",
+    "vllm:request_queue_time_seconds_count": "queue_time_count",
+}
 
 
-def metric_values(text: str) -> dict[str, float]:
-    """Sum of each sampled series over its labels (one engine here; several are summed, as a pool would)."""
+def metric_values(text: str, names: dict[str, str] = _SAMPLED) -> dict[str, float]:
+    """Sum of each series in ``names`` over its labels (one engine here; several are summed, as a pool would)."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         if not line.startswith("vllm:"):
             continue
         m = _SAMPLE_RE.match(line)
-        if not m or m.group(1) not in _SAMPLED:
+        if not m or m.group(1) not in names:
             continue
         try:
             v = float(m.group(3))
         except ValueError:
             continue
-        key = _SAMPLED[m.group(1)]
+        key = names[m.group(1)]
         out[key] = out.get(key, 0.0) + v
     return out
 

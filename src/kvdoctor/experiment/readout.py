@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kvdoctor.experiment.measure import RunResult, metric_values
+from kvdoctor.experiment.measure import TOTALS, RunResult, metric_values
 
 _INFO_RE = re.compile(r'^vllm:cache_config_info\{([^}]*)\}')
 _LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -74,6 +74,15 @@ def read_run(run: RunResult) -> dict[str, dict[str, Any]]:
             figs[name] = _fig(int(round(after[key] - before[key])),
                               f"vllm:{key if key != 'preemptions' else 'num_preemptions'}_total after − before "
                               f"({after[key]:g} − {before[key]:g})")
+    tb = metric_values(before_p.read_text(), TOTALS) if before_p else {}
+    ta = metric_values(after_p.read_text(), TOTALS) if after_p else {}
+    if all(k in tb and k in ta for k in TOTALS.values()):
+        total, n = ta["queue_time_sum"] - tb["queue_time_sum"], ta["queue_time_count"] - tb["queue_time_count"]
+        figs["queue_time_total_s"] = _fig(round(total, 6), "vllm:request_queue_time_seconds_sum after − before "
+                                          f"({ta['queue_time_sum']:g} − {tb['queue_time_sum']:g})")
+        if n > 0:
+            figs["queue_time_mean_s"] = _fig(round(total / n, 6), f"queue_time_total_s {total:.3f} / "
+                                             f"vllm:request_queue_time_seconds_count after − before ({n:g})")
     if "preemptions" in figs and "bench_duration_s" in figs and figs["bench_duration_s"]["value"]:
         n, d = figs["preemptions"]["value"], figs["bench_duration_s"]["value"]
         figs["preemptions_per_min"] = _fig(round(n / d * 60.0, 3), f"preemptions {n} / bench duration {d:.1f} s × 60")

@@ -27,6 +27,7 @@ FIGURES: dict[str, tuple[str, str, int]] = {
     "kv_usage_peak_pct": ("KV usage peak", "%", 0),
     "waiting_mean": ("waiting mean", "req", -1),
     "waiting_peak": ("waiting peak", "req", -1),
+    "queue_time_mean_s": ("mean queue time", "s", -1),
 }
 
 # Where each figure may be found in a summary / prediction (dotted paths after flattening), with a
@@ -64,6 +65,9 @@ ALIASES: dict[str, list[tuple[str, float]]] = {
     "waiting_mean": [("waiting_mean", 1), ("waiting.mean", 1), ("queue.waiting_mean", 1)],
     "waiting_peak": [("max_waiting", 1), ("waiting_peak", 1), ("waiting_max", 1), ("waiting.max", 1), ("waiting.peak", 1),
                      ("queue.waiting_max", 1)],
+    # vLLM's request_queue_time_seconds (queued -> first scheduled) per request: the experiment's measured figure
+    # and the simulator's queue_mean_s
+    "queue_time_mean_s": [("queue_time_mean_s", 1), ("queue_mean_s", 1)],
 }
 
 

@@ -30,6 +30,7 @@ class SimSummary:
     e2e_p99_s: float | None = None
     queue_p50_s: float | None = None
     queue_p99_s: float | None = None
+    queue_mean_s: float | None = None  # what vLLM's request_queue_time_seconds histogram's sum / count measures
     preempted_requests: int = 0  # requests preempted at least once
     duration_s: float = 0.0  # first arrival -> last completion (simulated)
     steps: int = 0  # engine steps simulated

@@ -691,6 +691,7 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
     ttft50, ttft99 = _pct(ttft, (50, 99))
     e2e50, e2e99 = _pct(e2e, (50, 99))
     q50, q99 = _pct(queue, (50, 99))
+    q_mean = float(np.nanmean(queue)) if fin.any() else None
 
     end = float(np.nanmax(t_fin)) if fin.any() else now
     span = max(end - t_start, 1e-9)
@@ -702,7 +703,7 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
         preemptions=sched.num_preemptions,
         output_tokens_per_s=out_tokens / span if fin.any() else 0.0,
         ttft_p50_s=ttft50, ttft_p99_s=ttft99, tbt_p50_s=tbt50, tbt_p99_s=tbt99,
-        e2e_p50_s=e2e50, e2e_p99_s=e2e99, queue_p50_s=q50, queue_p99_s=q99,
+        e2e_p50_s=e2e50, e2e_p99_s=e2e99, queue_p50_s=q50, queue_p99_s=q99, queue_mean_s=q_mean,
         preempted_requests=int((npre > 0).sum()),
         duration_s=span,
         steps=total_steps,
