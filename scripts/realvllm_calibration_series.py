@@ -46,6 +46,9 @@ def main() -> int:
     ap.add_argument("out_dir")
     ap.add_argument("--freeze", metavar="FIXTURE_DIR")
     ap.add_argument("--freeze-only", action="store_true", help="freeze an OUT_DIR recorded earlier; record nothing")
+    ap.add_argument("--series-version", type=int, choices=(9, 10), default=None,
+                    help="record this version instead of the live one (kvdoctor/testbed/series.py: 10 is stated, "
+                         "not adopted)")
     a = ap.parse_args()
     if a.freeze_only:
         freeze(Path(a.out_dir), Path(a.freeze))
@@ -58,7 +61,11 @@ def main() -> int:
     tb = ensure(log=lambda m: print(m, file=sys.stderr, flush=True))
     with open(tb.root / "servers.lock", "w") as lock:  # one real-engine session per test bed (tests/realvllm)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        record_series(tb, Path(a.out_dir))
+        if a.series_version == 10:
+            from kvdoctor.testbed.series import SERIES_V10
+            record_series(tb, Path(a.out_dir), runs=SERIES_V10, version=10)
+        else:
+            record_series(tb, Path(a.out_dir))
     if a.freeze:
         freeze(Path(a.out_dir), Path(a.freeze))
     return 0
