@@ -227,6 +227,8 @@ SERIES_V7: tuple[SeriesRun, ...] = (
 # two of its sessions are judged (the repeat within 10 %), (b) at least half of its judged sessions have every
 # validation figure within 10 % (version 9 on this host: 0 of 2), and (c) the median, over its judged sessions, of
 # the session's median |error| over the twelve validation figures is at most 10 %.
+# Result (docs/simulation.md, "Version 10's result"): six sessions, two judged, neither with every figure within
+# 10 % -> not adopted; LIVE_SERIES stays version 9.
 SERIES_V10: tuple[SeriesRun, ...] = tuple(
     replace(r, load=replace(r.load, ramp_up_end_rps=48)) if r.load.ramp_up_strategy else r for r in SERIES_V7)
 # what the live test and scripts/realvllm_calibration_series.py record now
