@@ -2,7 +2,8 @@
 """Exploratory probe of the real CPU engine (docs/simulation.md, "Does the host keep warming?"). Not a judged or
 pinned session: one server with the live series' flags, env and pinning (version 9), sent the warm-up, the
 calibration load four times back to back, the four validation loads, and the calibration load once more. Prints each
-run's mean TTFT, mean TPOT and the engine's logged decode step at one running request.
+run's mean TTFT, mean TPOT and the engine's logged iteration time at one running request (with the uni executor the
+sampling only: sim.calibration.IterObs).
 
 Usage: python scripts/realvllm_warming_probe.py OUT_DIR   (about 2.5 minutes; builds the test bed when absent)
 """
@@ -29,10 +30,9 @@ def main() -> int:
     S.record_series(ensure(), out, runs=runs)
     for r in runs:
         j = json.loads((out / f"{r.name}.json").read_text())
-        steps = json.loads((out / f"{r.name}.iterations.json").read_text())
-        one = [s[4] for s in steps if s[0] == 0 and s[2] == 1]  # [ctx_reqs, ctx_tokens, gen_reqs, gen_tokens, ms]
+        one = [o.elapsed_s * 1e3 for o in S.load_iterations(out, r.name) if o.ctx_reqs == 0 and o.gen_reqs == 1]
         print(f"{r.name:14s} output {j['output_throughput']:7.1f} tok/s  TTFT {j['mean_ttft_ms']:6.2f} ms  "
-              f"TPOT {j['mean_tpot_ms']:5.2f} ms  decode step at 1 running "
+              f"TPOT {j['mean_tpot_ms']:5.2f} ms  logged iteration at 1 running "
               f"{statistics.median(one) if one else float('nan'):.3f} ms")
     return 0
 

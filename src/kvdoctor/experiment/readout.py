@@ -66,16 +66,19 @@ def read_run(run: RunResult) -> dict[str, dict[str, Any]]:
     if b is not None:
         figs.update(read_bench(b))
     before_p, after_p = run.file("metrics_before"), run.file("metrics_after")
-    before = metric_values(before_p.read_text()) if before_p else {}
-    after = metric_values(after_p.read_text()) if after_p else {}
+    # each scrape is read once: the counters, the queue-time totals and the cache config all come from it
+    before_t = before_p.read_text() if before_p else None
+    after_t = after_p.read_text() if after_p else None
+    before = metric_values(before_t) if before_t is not None else {}
+    after = metric_values(after_t) if after_t is not None else {}
     for key, name in (("preemptions", "preemptions"), ("generation_tokens", "generation_tokens"),
                       ("prompt_tokens", "prompt_tokens")):
         if key in after and key in before:
             figs[name] = _fig(int(round(after[key] - before[key])),
                               f"vllm:{key if key != 'preemptions' else 'num_preemptions'}_total after − before "
                               f"({after[key]:g} − {before[key]:g})")
-    tb = metric_values(before_p.read_text(), TOTALS) if before_p else {}
-    ta = metric_values(after_p.read_text(), TOTALS) if after_p else {}
+    tb = metric_values(before_t, TOTALS) if before_t is not None else {}
+    ta = metric_values(after_t, TOTALS) if after_t is not None else {}
     if all(k in tb and k in ta for k in TOTALS.values()):
         total, n = ta["queue_time_sum"] - tb["queue_time_sum"], ta["queue_time_count"] - tb["queue_time_count"]
         figs["queue_time_total_s"] = _fig(round(total, 6), "vllm:request_queue_time_seconds_sum after − before "
@@ -87,7 +90,8 @@ def read_run(run: RunResult) -> dict[str, dict[str, Any]]:
         n, d = figs["preemptions"]["value"], figs["bench_duration_s"]["value"]
         figs["preemptions_per_min"] = _fig(round(n / d * 60.0, 3), f"preemptions {n} / bench duration {d:.1f} s × 60")
     figs.update(_gauges(run.samples, log_stats_during_load(run)))
-    info = cache_config_info(after_p.read_text()) if after_p else (cache_config_info(before_p.read_text()) if before_p else {})
+    info = cache_config_info(after_t) if after_t is not None else (
+        cache_config_info(before_t) if before_t is not None else {})
     for key, name in (("num_gpu_blocks", "pool_blocks"), ("kv_cache_size_tokens", "pool_tokens"),
                       ("block_size", "block_size"), ("kv_cache_memory_bytes", "kv_cache_bytes"),
                       ("kv_cache_max_concurrency", "max_concurrency")):
