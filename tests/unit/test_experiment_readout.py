@@ -179,3 +179,16 @@ def test_no_queue_time_without_the_histogram_in_both_scrapes(tmp_path):
     m = read_run(RunResult.from_dir(d))
     assert "queue_time_total_s" not in m and "queue_time_mean_s" not in m
     assert m["completed"]["value"] == 40  # the rest is read as before
+
+
+def test_a_nan_counter_in_a_scrape_is_left_out_not_a_traceback(tmp_path):
+    import shutil
+
+    d = tmp_path / "run"
+    shutil.copytree(FIX / "config_starved", d)
+    after = d / "metrics_after.txt"
+    after.write_text(re.sub(r"^(vllm:(?:num_preemptions_total|request_queue_time_seconds_sum)\{[^}]*\}) \S+",
+                            r"\1 NaN", after.read_text(), flags=re.M))
+    m = read_run(RunResult.from_dir(d))
+    assert "preemptions" not in m and "queue_time_total_s" not in m and "queue_time_mean_s" not in m
+    assert m["generation_tokens"]["value"] == 40 * 64  # the finite counters are still read

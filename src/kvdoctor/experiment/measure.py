@@ -18,6 +18,7 @@ live in their own process group and both are stopped in ``finally`` (Ctrl-C incl
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
@@ -69,6 +70,8 @@ def metric_values(text: str, names: dict[str, str] = _SAMPLED) -> dict[str, floa
         try:
             v = float(m.group(3))
         except ValueError:
+            continue
+        if not math.isfinite(v):  # NaN / ±Inf is no reading: left out, as a missing series is (never a traceback)
             continue
         key = names[m.group(1)]
         out[key] = out.get(key, 0.0) + v
