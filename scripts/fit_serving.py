@@ -869,8 +869,9 @@ def row_regime(row: dict) -> str:
 
 def bands(rows: list[dict], errs: list[dict]) -> dict:
     """``coefficients.UNCERTAINTY_BANDS``: over the held-out rows, per load regime and over all of them, each figure's
-    median and 80th-percentile |error| and how many results had it (the band `simulate` quotes for a load sent that
-    way)."""
+    median and 80th-percentile |error|, how many results had it (the band `simulate` quotes for a load sent that way),
+    its signed median error (``bias``) and how many of those results were predicted below the measured figure
+    (``low``): which way a prediction tends to miss (``sim.whatif.lean``)."""
     groups: dict[str, list[dict]] = {"all": []}
     for row, e in zip(rows, errs):
         if row["split"] != "held_out":
@@ -881,10 +882,12 @@ def bands(rows: list[dict], errs: list[dict]) -> dict:
     for g, sel in groups.items():
         out[g] = {}
         for m in METRICS:
-            v = [abs(x["err"][m]) for x in sel if m in x["err"]]
+            signed = [x["err"][m] for x in sel if m in x["err"]]
+            v = [abs(x) for x in signed]
             if v:
                 out[g][m] = {"median": round(float(np.median(v)), 4), "p80": round(float(np.percentile(v, 80)), 4),
-                             "n": len(v)}
+                             "n": len(v), "bias": round(float(np.median(signed)), 4),
+                             "low": sum(x < 0 for x in signed)}
     return out
 
 

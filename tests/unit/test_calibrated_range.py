@@ -114,6 +114,58 @@ def test_the_public_band_follows_the_loads_regime_where_it_has_enough_results():
     assert W.uncertainty()["median_abs_error"]  # no regime: the recorded held-out medians, as before
 
 
+def test_a_band_leans_one_way_only_when_a_sign_test_says_so():
+    from kvdoctor.sim import whatif as W
+
+    # exact two-sided binomial p: 0 of 5 is 2/32 = 0.0625 (not enough), 0 of 6 is 2/64 = 0.031
+    assert W.lean(0, 5) is None and W.lean(5, 5) is None
+    assert W.lean(0, 6) == "high" and W.lean(6, 6) == "low"
+    assert W.lean(85, 120) == "low" and W.lean(60, 120) is None and W.lean(70, 120) is None  # 70/120: p = 0.084
+    assert W.lean(73, 120) == "low" and W.lean(47, 120) == "high"  # p = 0.022 either way
+    assert W.lean(0, 0) is None and W.lean(7, 5) is None
+    bands = {"all": {"mean_ttft_ms": {"median": 0.2, "p80": 0.5, "n": 120, "bias": -0.19, "low": 85},
+                     "mean_tpot_ms": {"median": 0.1, "p80": 0.2, "n": 120, "bias": -0.02, "low": 90},
+                     "output_throughput": {"median": 0.1, "p80": 0.2, "n": 120, "bias": 0.08, "low": 62}}}
+    b = W.public_band(bands, "open loop")
+    # TPOT leans low by count but only by 2 %: below LEAN_MIN, nothing said; throughput's +8 % is a coin toss
+    assert b["lean"] == {"mean_ttft_ms": "low"}
+    assert b["median_error"]["mean_ttft_ms"] == -0.19 and b["low"] == {"mean_ttft_ms": 85, "mean_tpot_ms": 90,
+                                                                       "output_throughput": 62}
+    # bands written before the signed errors were kept: no lean keys at all
+    old = {"all": {m: {k: v for k, v in row.items() if k in ("median", "p80", "n")} for m, row in bands["all"].items()}}
+    assert "lean" not in W.public_band(old, "open loop")
+
+
+def test_a_calibration_without_held_out_runs_keeps_the_public_spread_but_not_its_lean():
+    from kvdoctor.sim import whatif as W
+
+    assert TRUE.uncertainty() == {}  # no held-out run
+    unc = W.uncertainty(TRUE, regime="all at once")
+    assert unc["median_abs_error"] == W.uncertainty(regime="all at once")["median_abs_error"]
+    assert not {"lean", "low", "median_error"} & set(unc)
+    assert W.uncertainty(regime="all at once")["lean"]  # uncalibrated, the same load leans
+
+
+def test_simulate_says_which_way_the_public_band_missed():
+    from kvdoctor.cli import simulate_cmd
+    from kvdoctor.sim import coefficients as K
+    from kvdoctor.sim import whatif as W
+
+    unc = W.uncertainty(regime="all at once")
+    for row in K.UNCERTAINTY_BANDS["all"].values():  # the shipped bands keep the signed errors
+        assert 0 <= row["low"] <= row["n"] and -1 <= row["bias"] <= 10
+    names = {"output_throughput": "throughput", "mean_ttft_ms": "TTFT", "mean_tpot_ms": "TPOT"}
+    text = simulate_cmd._lean_text(unc, unc["median_abs_error"], names)
+    for m, way in unc["lean"].items():
+        n, low = unc["results"][m], unc["low"][m]
+        assert f"{way} on {names[m]} in {low if way == 'low' else n - low} of {n}" in text
+    assert simulate_cmd._lean_text({"lean": {}}, {"mean_ttft_ms": 0.2}, names) == ""
+    one = simulate_cmd._lean_text({"lean": {"mean_ttft_ms": "low"}, "results": {"mean_ttft_ms": 57},
+                                   "low": {"mean_ttft_ms": 38}, "median_error": {"mean_ttft_ms": -0.19}},
+                                  {"output_throughput": 0.1, "mean_ttft_ms": 0.2}, names)
+    assert one == "; the predictions ran low on TTFT in 38 of 57 (median -19%)"
+
+
 def test_a_file_whose_range_or_held_out_error_is_garbled_is_refused_in_one_line(tmp_path):
     # what predictions read back from ``fit`` is checked when the file is loaded: a hand-edited range or error used to
     # reach simulate and end as an internal error

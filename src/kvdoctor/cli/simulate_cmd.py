@@ -306,6 +306,22 @@ def _band_source(unc: dict, err: dict, names: dict[str, str]) -> str:
     return f"all loads: too few sent {regime}"
 
 
+def _lean_text(unc: dict, err: dict, names: dict[str, str]) -> str:
+    """The figures whose held-out misses lean one way (``sim.whatif.public_band``'s ``lean``), e.g. "; the predictions
+    ran low on TTFT in 38 of 57 (median -19%)": the measured figure tends to land on the other side."""
+    parts = []
+    for k in err:
+        way = (unc.get("lean") or {}).get(k)
+        if way is None:
+            continue
+        n, low = unc["results"][k], unc["low"][k]
+        parts.append(f"{way} on {names.get(k, k)} in {low if way == 'low' else n - low} of {n} "
+                     f"(median {unc['median_error'][k]:+.0%})")
+    if not parts:
+        return ""
+    return "; the predictions ran " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
+
+
 def _render(payload: dict[str, Any], quiet: bool) -> None:
     from rich.table import Table
 
@@ -368,6 +384,7 @@ def _render(payload: dict[str, Any], quiet: bool) -> None:
             n = max((unc.get("results") or {}).values(), default=0)
             line += f" (up to {n} public vllm bench results held out of the fit, {_band_source(unc, err, names)}; " \
                     "docs/simulation.md)"
+            line += _lean_text(unc, err, names)
         else:
             line += f" ({unc.get('source')})"
         con.print(line)

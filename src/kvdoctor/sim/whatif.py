@@ -11,6 +11,7 @@ workload give the same answer, so two plan levels differ only by the configurati
 
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING, Union
 
@@ -171,24 +172,56 @@ def uncertainty(calibration: Calibration | None = None, result: SimResult | None
             out.update(calibrated_range_check(calibration, result))
         return out
     if regime is not None and C.UNCERTAINTY_BANDS.get("all"):
-        return public_band(C.UNCERTAINTY_BANDS, regime)
+        band = public_band(C.UNCERTAINTY_BANDS, regime)
+        if calibration is not None:
+            # which way the uncalibrated model missed says nothing of a deployment's own fit: only the spread is kept
+            for k in ("median_error", "low", "lean"):
+                band.pop(k, None)
+        return band
     fit = C.SERVING_FIT or {}
     err = (fit.get("median_abs_error") or {}).get("held_out")
     return {"source": "public vllm bench results held out of the fit (docs/simulation.md)",
             "median_abs_error": {k: v for k, v in (err or {}).items() if k != "n"}}
 
 
+LEAN_P = 0.05  # a band's misses lean one way when a two-sided sign test rejects "either way alike" at this level
+LEAN_MIN = 0.05  # ... and their signed median is at least this far from 0 (a 2 % lean is nothing to act on)
+
+
+def lean(low: int, n: int) -> str | None:
+    """Which way ``n`` held-out predictions missed, ``low`` of them below the measured figure: "low" or "high" when
+    an exact two-sided sign test puts the split beyond chance (``LEAN_P``), else None. Ties (an error of exactly 0)
+    are counted as high by the bands; with a few hundred results at most, that moves nothing."""
+    if n <= 0 or not 0 <= low <= n:
+        return None
+    k = min(low, n - low)
+    p = min(1.0, 2.0 * sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n)
+    if p >= LEAN_P:
+        return None
+    return "low" if low * 2 > n else "high"
+
+
 def public_band(bands: dict, regime: str) -> dict:
     """The band of ``regime`` per figure (``BAND_MIN_RESULTS`` or more held-out results sent that way), else of all
-    held-out results; which one each figure took is in ``from``."""
+    held-out results; which one each figure took is in ``from``. Where the band's results were missed mostly one
+    way (``lean``), ``lean`` says which, with how many (``low`` of ``results`` predicted below the measured figure)
+    and the signed median error (``median_error``, at least ``LEAN_MIN`` from 0): a direction to read the prediction
+    in, not a correction."""
     own, every = bands.get(regime) or {}, bands["all"]
-    med, p80, n, src = {}, {}, {}, {}
+    med, p80, n, src, signed, low, leans = {}, {}, {}, {}, {}, {}, {}
     for m, row in every.items():
         pick = own.get(m) if (own.get(m) or {}).get("n", 0) >= BAND_MIN_RESULTS else row
         med[m], p80[m], n[m] = pick["median"], pick["p80"], pick["n"]
         src[m] = regime if pick is not row else "all"
-    return {"source": "public vllm bench results held out of the fit (docs/simulation.md)", "regime": regime,
-            "median_abs_error": med, "p80_abs_error": p80, "results": n, "from": src}
+        if "bias" in pick and "low" in pick:  # bands written before the signed errors were kept have neither
+            signed[m], low[m] = pick["bias"], pick["low"]
+            if abs(pick["bias"]) >= LEAN_MIN and (way := lean(pick["low"], pick["n"])) is not None:
+                leans[m] = way
+    out = {"source": "public vllm bench results held out of the fit (docs/simulation.md)", "regime": regime,
+           "median_abs_error": med, "p80_abs_error": p80, "results": n, "from": src}
+    if signed:
+        out.update(median_error=signed, low=low, lean=leans)
+    return out
 
 
 def calibrated_range_check(calibration: Calibration | None, result: SimResult) -> dict:
