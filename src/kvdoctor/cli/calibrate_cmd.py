@@ -119,7 +119,8 @@ def calibrate_cmd(
     if not same_server:
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)
     spec = C.speculative_decoding_note(list(stats_log or []) + list(iteration_log or []),
-                                       int(inputs.resolved.num_speculative_tokens or 0))
+                                       int(inputs.resolved.num_speculative_tokens or 0),
+                                       [r.spec_acceptance_length for r in runs if r.spec_acceptance_length])
     if spec:
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + [spec]
     try:

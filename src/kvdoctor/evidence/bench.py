@@ -44,13 +44,19 @@ _LABELS = {
     "request rate configured (rps)": "request_rate",
     # sglang's bench_serving, whose block imitates vLLM's (its client is also pointed at vLLM servers)
     "max request concurrency": "max_concurrency",
+    # the block's "Speculative Decoding" section (vllm bench serve against a server that drafts), as its JSON names them
+    "acceptance rate (%)": "spec_decode_acceptance_rate",
+    "acceptance length": "spec_decode_acceptance_length",
+    "drafts": "spec_decode_num_drafts",
+    "draft tokens": "spec_decode_draft_tokens",
+    "accepted tokens": "spec_decode_accepted_tokens",
 }
 _PRE_BLOCK = ("request_rate", "burstiness", "max_concurrency")
 # values may carry thousands separators where a person re-typed the block ("Mean TTFT (ms): 2,352")
 _STAT_LINE = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+(-?\d[\d,]*(?:\.\d+)?|nan|inf)\s*$",
                         re.I)
 # (the value ends at a non-word character, a sentence's full stop included: "Successful requests: 100.")
-_KV_LINE = re.compile(r"^([A-Za-z][A-Za-z ()/.-]*?):\s+(-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?|inf|None)(?!\w)(?!\.\d)")
+_KV_LINE = re.compile(r"^([A-Za-z][A-Za-z ()/.%-]*?):\s+(-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?|inf|None)(?!\w)(?!\.\d)")
 # A block whose line breaks were lost when it was pasted (a web form, a chat) arrives as one line: it is cut back into
 # lines before each of the block's own labels and rules.
 _COLLAPSED_CUT = re.compile(
@@ -74,6 +80,79 @@ BLOCK_HEADER = "Serving Benchmark Result"
 # comment ("> ", "# "). The block's labels are read after it.
 _LINE_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s+)?(?:[\w.-]+\s+\|\s?)?(?:[>#]+\s?)*")
 _RAMP_OR_TRACE = re.compile(r"Traffic ramp-up strategy:|Self timing is set")
+# The command a capture shows before its block (a ticket's paste: "$ vllm bench serve --model ... \" and its
+# continuation lines), or the Namespace(...) the bench prints at start: the send options of the run that follows, where
+# the bench printed no 'Traffic request rate:' line (or it was not kept).
+# A command, not prose that names one ("we ran vllm bench serve (0.11) at 4 req/s"): at most a shell prompt (or a
+# loop's "do", a "&&"), a `docker exec ... CONTAINER`, env assignments, a launcher and a path before it, and flags after.
+_BENCH_CMD = re.compile(r"^\s*(?:.*?(?:[$#>;]|&&|\bdo|\bthen)\s+)?(?:(?:docker|podman|kubectl)\s+exec\s+.*?\s+)?"
+                        r"(?:[A-Za-z_]\w*=\S*\s+)*(?:(?:sudo|nohup|time|uv\s+run|python[\d.]*)\s+)*"
+                        r"(?:\S*/)?(?:vllm\s+bench\s+serve|benchmark_serving\.py)\s+(--.*)$")
+_NAMESPACE = re.compile(r"\bNamespace\(.*\brequest_rate=")
+_NS_ARG = re.compile(r"\b(request_rate|max_concurrency|burstiness|ramp_up_strategy)=('[^']*'|[^,)\s]+)")
+# flag -> field (vLLM's parser takes --request_rate for --request-rate too: FlexibleArgumentParser)
+_CMD_FLAGS = {"--request-rate": "request_rate", "--max-concurrency": "max_concurrency", "--burstiness": "burstiness"}
+
+
+def bench_command_options(line: str) -> tuple[dict[str, float], bool, str] | None:
+    """The send options of a ``vllm bench serve`` / ``benchmark_serving.py`` command line, or of the ``Namespace(...)``
+    the bench prints at start: ``(fields, ramp, what)``. ``fields`` holds ``request_rate`` (vLLM's default inf where
+    the command gives none), ``max_concurrency`` and ``burstiness`` where given as numbers; an option given as a
+    shell variable (``--request-rate $RATE``) is unknown and left out, and so is the default rate then. ``ramp``: a
+    ramp-up run (no single rate). None: not such a line."""
+    ns = _NAMESPACE.search(line)
+    if ns:
+        args = {k: v.strip("'") for k, v in _NS_ARG.findall(line)}
+        ramp = args.get("ramp_up_strategy", "None") not in ("None", "")
+        out = {}
+        for k in ("request_rate", "max_concurrency", "burstiness"):
+            f = as_float(args.get(k)) if args.get(k) not in (None, "None", "inf") else (
+                float("inf") if args.get(k) == "inf" else None)
+            if f is not None and not math.isnan(f):
+                out[k] = f
+        return out, ramp, "the bench's Namespace(...) line"
+    m = _BENCH_CMD.search(line)
+    if not m:
+        return None
+    import shlex
+
+    try:
+        words = shlex.split(m.group(1), comments=True)
+    except ValueError:  # unbalanced quotes in a pasted line: its words as they stand
+        words = m.group(1).split()
+    out: dict[str, float] = {}
+    unknown, ramp = set(), False
+    for i, w in enumerate(words):
+        flag, eq, val = w.partition("=")
+        flag = "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+        if flag.startswith("--ramp-up-strategy"):
+            ramp = True
+        key = _CMD_FLAGS.get(flag)
+        if key is None:
+            continue
+        if not eq:
+            val = words[i + 1] if i + 1 < len(words) else ""
+        f = float("inf") if val.lower() == "inf" else as_float(val)
+        if f is None or math.isnan(f):
+            unknown.add(key)
+        else:
+            out[key] = f
+    if "request_rate" not in out and "request_rate" not in unknown and not ramp:
+        out["request_rate"] = float("inf")  # the bench's default --request-rate
+    return out, ramp, "the command line before it"
+
+
+def _join_continuations(lines):
+    """A shell command's backslash continuations as one line (a pasted ``vllm bench serve`` over several lines)."""
+    held = ""
+    for line in lines:
+        if line.rstrip().endswith("\\"):
+            held += line.rstrip()[:-1] + " "
+            continue
+        yield held + line
+        held = ""
+    if held:
+        yield held
 
 
 def parse_text(text: str, source: str = "") -> list[BenchResult]:
@@ -82,6 +161,10 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     cur: dict[str, float] | None = None
     pre: dict[str, float] = {}  # rate/burstiness/concurrency lines printed just before a block
     pre_ramp = cur_ramp = False  # a ramp-up or timed-trace run: it prints no rate line, and is not a burst at t=0
+    # the options of the bench command (or Namespace line) shown before the next block, and where they came from;
+    # the lines the bench itself prints before the block take precedence
+    cmd: tuple[dict[str, float], bool, str] | None = None
+    cur_cmd: tuple[dict[str, float], bool, str] | None = None
     legacy: dict[str, float] | None = None
     legacies: list[dict[str, float]] = []
 
@@ -89,6 +172,13 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
         nonlocal cur
         if cur:
             raw = {"format": "block"}
+            if cur_cmd is not None:
+                for k, v in cur_cmd[0].items():
+                    if k not in cur:
+                        cur[k] = v
+                        raw[k] = f"from {cur_cmd[2]}" + (" (no --request-rate: the bench's default, inf)"
+                                                         if k == "request_rate" and "Namespace" not in cur_cmd[2]
+                                                         and math.isinf(v) else "")
             # vLLM >= 0.11.1 prints 'Failed requests:' and, since 0.10.1, 'Request rate configured (RPS):' whenever the
             # rate is finite: a block of that era without it (and without a ramp-up or a trace's own timing) ran at inf
             if "failed" in cur and "request_rate" not in cur and not cur_ramp:
@@ -97,14 +187,20 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             results.append(BenchResult(source=source, fields=cur, raw=raw))
         cur = None
 
-    for raw in _uncollapse(text):
+    for raw in _join_continuations(_uncollapse(text)):
         line = raw.strip()
         if not line:
             continue
         if BLOCK_HEADER in line:
             close()
-            cur, cur_ramp = dict(pre), pre_ramp
-            pre, pre_ramp = {}, False
+            cur, cur_ramp, cur_cmd = dict(pre), pre_ramp or bool(cmd and cmd[1]), cmd
+            pre, pre_ramp, cmd = {}, False, None
+            continue
+        opts = bench_command_options(line) if ("bench" in line or "Namespace(" in line) else None
+        if opts is not None:
+            if cur is not None and ("duration" in cur or "output_throughput" in cur):
+                close()  # the next run's command after a block whose closing rule was cut
+            cmd = opts
             continue
         line = line[_LINE_PREFIX.match(line).end():].strip()
         if not line:

@@ -234,6 +234,9 @@ class BenchRun:
     # per request (bench order): when each of its tokens reached the client, seconds from the first send
     # (``--save-detailed``: start_times + ttfts + itls); None = not saved. ``token_steps`` rebuilds the engine's steps
     token_times: list[list[float]] | None = None
+    # the bench's own speculative-decoding figure (``spec_decode_acceptance_length``, "Acceptance length:"): tokens
+    # per drafting step; None = the server did not draft (or the bench did not say). Not simulated: a note says so
+    spec_acceptance_length: float | None = None
 
     def __post_init__(self):
         # Invariant: a warm prefix is a head of each request's own prompt, one entry per request
@@ -348,7 +351,9 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int
             lead = max(0.0, dur - (max(float(a) + float(b) for a, b in zip(st, lats)) - t0))
     date = doc.get("date") if isinstance(doc.get("date"), str) else None
     model_id = doc.get("model_id") if isinstance(doc.get("model_id"), str) else None
+    spec = _num(doc.get("spec_decode_acceptance_length"))
     return BenchRun(name=name, figures=figs, prompt=prompt, output=output, send=send, request_rate=rate,
+                    spec_acceptance_length=spec if spec and math.isfinite(spec) else None,
                     burstiness=burst, max_concurrency=mc, seed=seed, lead_s=lead, date=date, model_id=model_id,
                     ramp_up_strategy=ramp[0], ramp_up_start_rps=ramp[1], ramp_up_end_rps=ramp[2],
                     token_times=_token_times(send, ttfts, doc.get("itls")))
@@ -530,7 +535,8 @@ def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[Ben
         # loop and a burst at t=0 are the same text, and the fit would silently take the wrong one
         if "request_rate" not in b.fields:
             raise InputError(f"{name}: the printed result does not say its request rate: keep the 'Traffic request "
-                             "rate:' line that vllm bench serve prints before the block, or give the --save-result JSON")
+                             "rate:' line that vllm bench serve prints before the block (or the bench command above it), "
+                             "or give the --save-result JSON")
         out.append(bench_run_from_json(dict(b.fields), name, special_tokens=special_tokens, seed=seed))
     return out
 
@@ -823,9 +829,11 @@ def _finite(text: bytes) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def speculative_decoding_note(paths: list[str], num_speculative_tokens: int = 0) -> str | None:
+def speculative_decoding_note(paths: list[str], num_speculative_tokens: int = 0,
+                              bench_lengths: list[float] | None = None) -> str | None:
     """A note when the server ran speculative decoding (its log's ``SpecDecoding metrics`` lines, vLLM V1, or
-    ``Speculative metrics``, V0; or the configuration's ``num_speculative_tokens``): the stats lines' generation
+    ``Speculative metrics``, V0; the bench results' own acceptance length, ``bench_lengths``; or the configuration's
+    ``num_speculative_tokens``): the stats lines' generation
     throughput then counts accepted draft tokens, and kvdoctor's simulator yields one token per decode step, so the
     fitted decode is a time per generated token at the server's acceptance rate, not the engine's step."""
     import mmap
@@ -848,11 +856,18 @@ def speculative_decoding_note(paths: list[str], num_speculative_tokens: int = 0)
                             lengths.append(value)
         except (OSError, ValueError):  # unreadable, or not mappable (a pipe): the log adds nothing
             continue
-    if not lines and not num_speculative_tokens:
+    bench_lengths = [x for x in (bench_lengths or []) if x]
+    if not lines and not num_speculative_tokens and not bench_lengths:
         return None
-    seen = (f"the log has {lines} speculative-decoding metrics line(s)"
-            + (f", mean acceptance length {min(lengths):.2f}-{max(lengths):.2f}" if lengths else "")) if lines \
-        else f"the configuration drafts {num_speculative_tokens} token(s) per step"
+    if lines:
+        seen = (f"the log has {lines} speculative-decoding metrics line(s)"
+                + (f", mean acceptance length {min(lengths):.2f}-{max(lengths):.2f}" if lengths else ""))
+    elif bench_lengths:
+        seen = (f"{len(bench_lengths)} bench result(s) report an acceptance length of "
+                f"{min(bench_lengths):.2f}" + (f"-{max(bench_lengths):.2f}" if max(bench_lengths) > min(bench_lengths)
+                                               else ""))
+    else:
+        seen = f"the configuration drafts {num_speculative_tokens} token(s) per step"
     return (f"speculative decoding: {seen}. kvdoctor does not model it (one token per decode step), so the fitted "
             "decode cost is a time per generated token at this acceptance rate; predictions hold only while the "
             "acceptance rate stays as it was")
