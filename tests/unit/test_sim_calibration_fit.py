@@ -252,3 +252,16 @@ def test_a_printed_block_without_its_rate_or_no_block_at_all_is_refused(tmp_path
     broken.write_text('{"output_throughput": 1')
     with pytest.raises(InputError, match="not a vllm bench serve JSON result"):
         C.load_bench_runs([str(broken)])
+
+
+def test_a_result_whose_every_request_failed_is_refused_by_name(tmp_path):
+    # vllm bench serve writes such a run with every figure 0.0 (a public results folder held one: 8 failed, 0
+    # completed); it used to be refused for want of token totals, which hid why
+    doc = {"date": "20260818-041350", "backend": "vllm", "model_id": "facebook/opt-125m", "num_prompts": 8,
+           "request_rate": "inf", "burstiness": 1.0, "max_concurrency": None, "duration": 0.005, "completed": 0,
+           "failed": 8, "total_input_tokens": 0, "total_output_tokens": 0, "request_throughput": 0.0,
+           "output_throughput": 0.0, "mean_ttft_ms": 0.0, "mean_tpot_ms": 0.0}
+    f = tmp_path / "all_failed.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"every request failed \(8 failed, 0 completed\)"):
+        C.load_bench_runs([str(f)])

@@ -301,6 +301,9 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int
     if "output_throughput" not in figs:
         raise InputError(f"{name}: not a vllm bench serve result (no output_throughput)")
     completed = int(_num(doc.get("completed"), 0) or 0)
+    failed = int(_num(doc.get("failed"), 0) or 0)
+    if not completed and failed:  # its figures are all 0.0: a run that measured nothing, not a fast deployment
+        raise InputError(f"{name}: every request failed ({failed} failed, 0 completed): nothing measured to fit on")
     rate = doc.get("request_rate")
     rate = math.inf if rate in (None, "inf", "Infinity") or _num(rate) in (None, math.inf) else float(rate)
     burst = _num(doc.get("burstiness"), 1.0) or 1.0
