@@ -75,6 +75,10 @@ def test_prose_naming_the_command_and_shell_variables_say_nothing():
     assert opts == {"max_concurrency": 4, "request_rate": math.inf}
     opts, ramp, _ = bench_command_options("CUDA_VISIBLE_DEVICES=0 python3 benchmarks/benchmark_serving.py --backend vllm")
     assert math.isinf(opts["request_rate"]) and not ramp
+    # vLLM's parser takes a unique prefix; an ambiguous one could have been the rate: nothing assumed
+    assert bench_command_options("vllm bench serve --request-r 3 --max-con 2 --ignore-eos --model m")[0] == \
+        {"request_rate": 3, "max_concurrency": 2}
+    assert bench_command_options("vllm bench serve --r 3 --model m")[0] == {}
     # a ramp-up run has no single rate
     opts, ramp, _ = bench_command_options("vllm bench serve --ramp-up-strategy linear --ramp-up-start-rps 1")
     assert opts == {} and ramp
@@ -128,3 +132,23 @@ def test_a_speculative_decoding_section_is_read_and_calibrate_says_it_is_not_mod
     assert note.startswith("speculative decoding: 2 bench result(s) report an acceptance length of 2.60-3.16.")
     assert "does not model it" in note
     assert speculative_decoding_note([], 0, []) is None
+
+
+def test_evidence_lists_each_bench_result_with_its_load_and_where_the_rate_came_from():
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvdoctor.cli import app
+
+    files = [str(BASE / "llama31_8b_pr18566_cmd_sharegpt.txt"), str(BASE / "nemotron_gb10_specdec_section.txt")]
+    r = CliRunner().invoke(app, ["evidence", *files], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert ("• bench llama31_8b_pr18566_cmd_sharegpt.txt: 1,000 request(s), rate inf (from the command line): "
+            "output 6,582.9 tok/s, mean TTFT 9,626.13 ms, mean TPOT 77.86 ms") in r.output
+    assert ("• bench nemotron_gb10_specdec_section.txt: 300 request(s), rate 1.5/s, concurrency 25: output 80.4 tok/s, "
+            "mean TTFT 34,710.68 ms, mean TPOT 237.06 ms, speculative decoding, acceptance length 2.60") in r.output
+    j = json.loads(CliRunner().invoke(app, ["evidence", "--json", *files]).output)
+    assert j["bench"][0]["provenance"]["request_rate"].startswith("from the command line before it")
+    assert j["bench"][0]["fields"]["request_rate"] == "inf" and j["bench"][1]["fields"]["request_rate"] == 1.5
+    assert j["bench"][1]["provenance"] == {"burstiness": "from the command line before it"}

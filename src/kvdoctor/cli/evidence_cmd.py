@@ -71,6 +71,39 @@ def _span(s: float | None) -> str:
     return f"{h}h{m:02d}m{sec:02d}s" if h else (f"{m}m{sec:02d}s" if m else f"{s:.0f} s")
 
 
+BENCH_LINES = 20  # a sweep's results one line each, up to this many
+
+
+def _render_bench(con, bench: list[dict]) -> None:
+    """One line per bench result: its load as the bench ran it (where a printed block's rate came from when the bench
+    did not print it) and its headline figures."""
+    from collections import Counter
+
+    per_file, seen = Counter(b["source"] for b in bench), Counter()
+    for b in bench[:BENCH_LINES]:
+        f, prov = b["fields"], b.get("provenance") or {}
+        seen[b["source"]] += 1
+        # named as `kvdoctor calibrate` names them: FILE, or FILE#k when one file holds several results
+        name = os.path.basename(b["source"]) + (f"#{seen[b['source']]}" if per_file[b["source"]] > 1 else "")
+        rate = f.get("request_rate")
+        load = [f"{_fmt(f.get('completed'), digits=0)} request(s)"
+                + (f" ({_fmt(f['failed'], digits=0)} failed)" if f.get("failed") else ""),
+                "rate " + ("not stated" if rate is None else ("inf" if rate in ("inf", float("inf")) else f"{rate:g}/s"))
+                + (" (from the command line)" if "command line" in str(prov.get("request_rate", ""))
+                   else " (inferred)" if "inferred" in str(prov.get("request_rate", "")) else "")]
+        if f.get("max_concurrency") is not None:
+            load.append(f"concurrency {f['max_concurrency']:g}")
+        figs = [f"output {_fmt(f.get('output_throughput'), ' tok/s', 1)}"]
+        for k, label in (("mean_ttft_ms", "mean TTFT"), ("mean_tpot_ms", "mean TPOT")):
+            if f.get(k) is not None:
+                figs.append(f"{label} {_fmt(f[k], ' ms', 2)}")
+        if f.get("spec_decode_acceptance_length"):
+            figs.append(f"speculative decoding, acceptance length {f['spec_decode_acceptance_length']:.2f}")
+        con.print(f"  • bench {name}: " + ", ".join(load) + ": " + ", ".join(figs))
+    if len(bench) > BENCH_LINES:
+        con.print(f"  … and {len(bench) - BENCH_LINES} more bench result(s) (--json lists every one)")
+
+
 def _render(doc: dict[str, Any], quiet: bool) -> None:
     import time
 
@@ -130,5 +163,6 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
                 if k in st:
                     bits.append(f"{k} {st[k]}")
             con.print("      start-up: " + ", ".join(bits))
+    _render_bench(con, doc.get("bench") or [])
     for n in dict.fromkeys(doc.get("notes", []) + ([s["preemptions_note"]] if s.get("preemptions_note") else [])):
         con.print(f"  note: {n}")

@@ -90,7 +90,7 @@ _BENCH_CMD = re.compile(r"^\s*(?:.*?(?:[$#>;]|&&|\bdo|\bthen)\s+)?(?:(?:docker|p
                         r"(?:\S*/)?(?:vllm\s+bench\s+serve|benchmark_serving\.py)\s+(--.*)$")
 _NAMESPACE = re.compile(r"\bNamespace\(.*\brequest_rate=")
 _NS_ARG = re.compile(r"\b(request_rate|max_concurrency|burstiness|ramp_up_strategy)=('[^']*'|[^,)\s]+)")
-# flag -> field (vLLM's parser takes --request_rate for --request-rate too: FlexibleArgumentParser)
+# flag -> field (vLLM's parser takes --request_rate for --request-rate too, and a unique prefix: evidence.benchflags)
 _CMD_FLAGS = {"--request-rate": "request_rate", "--max-concurrency": "max_concurrency", "--burstiness": "burstiness"}
 
 
@@ -120,18 +120,30 @@ def bench_command_options(line: str) -> tuple[dict[str, float], bool, str] | Non
         words = shlex.split(m.group(1), comments=True)
     except ValueError:  # unbalanced quotes in a pasted line: its words as they stand
         words = m.group(1).split()
+    from kvdoctor.evidence.benchflags import FLAGS_NO_VALUE, resolve_flag
+
     out: dict[str, float] = {}
     unknown, ramp = set(), False
-    for i, w in enumerate(words):
-        flag, eq, val = w.partition("=")
-        flag = "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
-        if flag.startswith("--ramp-up-strategy"):
+    i = 0
+    while i < len(words):
+        flag, eq, val = words[i].partition("=")
+        i += 1
+        if not flag.startswith("--"):
+            continue  # a value, or a word of something after the command
+        try:  # as vLLM's parser reads it: underscores for dashes, a unique prefix for the flag
+            flag, _ = resolve_flag(flag.replace("_", "-"))
+        except InputError:  # an ambiguous abbreviation: vLLM would refuse it; what it might have set is unknown
+            unknown.update(v for k, v in _CMD_FLAGS.items() if k.startswith(flag.replace("_", "-")))
+            continue
+        if flag in FLAGS_NO_VALUE:
+            continue
+        if not eq and i < len(words) and not words[i].startswith("--"):
+            val, i = words[i], i + 1
+        if flag == "--ramp-up-strategy":
             ramp = True
         key = _CMD_FLAGS.get(flag)
         if key is None:
             continue
-        if not eq:
-            val = words[i + 1] if i + 1 < len(words) else ""
         f = float("inf") if val.lower() == "inf" else as_float(val)
         if f is None or math.isnan(f):
             unknown.add(key)

@@ -255,8 +255,13 @@ def payload(ev: Evidence, timelines: bool = False) -> dict[str, Any]:
         "skipped": {"total_lines": ev.skipped.total_lines, "parsed_lines": ev.skipped.parsed_lines,
                     "skipped_lines": ev.skipped.skipped_lines, "ignored_lines": ev.ignored_lines,
                     "reasons": dict(ev.skipped.reasons), "examples": dict(ev.skipped.examples)},
-        "bench": [{"source": b.source, "format": b.raw.get("format"), "fields": b.fields,
-                   "requests": len(b.requests)} for b in ev.bench],
+        # a rate of inf is written "inf", as vllm bench serve writes it (JSON has no inf, and null would read as unstated)
+        "bench": [{"source": b.source, "format": b.raw.get("format"),
+                   "fields": {k: ("inf" if k == "request_rate" and v == float("inf") else v) for k, v in b.fields.items()},
+                   "requests": len(b.requests),
+                   # where a printed block's send options came from when the bench's own lines did not say
+                   **({"provenance": {k: v for k, v in b.raw.items() if k != "format"}}
+                      if b.raw.get("format") == "block" and len(b.raw) > 1 else {})} for b in ev.bench],
         "notes": list(ev.notes),
     }
     withtl = [k for k, d in enumerate(segs) if "timeline" in d]

@@ -17,32 +17,8 @@ import re
 
 from kvdoctor.engine.sources import REDIRECT_RE, SHELL_OPS, split_command_line
 from kvdoctor.errors import InputError
+from kvdoctor.evidence.benchflags import BENCH_FLAGS, FLAGS_NO_VALUE, resolve_flag
 
-# every flag of vLLM 0.33's `vllm bench serve` (benchmarks/serve.py add_cli_args, listed from its parser): argparse
-# there accepts any unique prefix of one (allow_abbrev), so a prefix is resolved against this list as vLLM would
-BENCH_FLAGS = (
-    '--append-result', '--asr-max-audio-len-sec', '--asr-min-audio-len-sec', '--backend', '--base-url',
-    '--bfcl-categories', '--blazedit-max-distance', '--blazedit-min-distance', '--burstiness', '--chat-template-kwargs',
-    '--custom-ensure-client-side-data', '--custom-output-len', '--dataset-name', '--dataset-path', '--disable-shuffle',
-    '--disable-tqdm', '--enable-multimodal-chat', '--endpoint', '--extra-body', '--frequency-penalty', '--goodput',
-    '--header', '--help', '--hf-name', '--hf-output-len', '--hf-split', '--hf-subset', '--host', '--ignore-eos',
-    '--input-len', '--insecure', '--label', '--logprobs', '--lora-assignment', '--lora-modules', '--max-concurrency',
-    '--metadata', '--metric-percentiles', '--min-p', '--model', '--no-oversample', '--no-reranker', '--no-self-timed',
-    '--no-stream', '--num-prompts', '--num-warmups', '--output-len', '--percentile-metrics', '--plot-dataset-stats',
-    '--plot-timeline', '--port', '--prefix-repetition-num-prefixes', '--prefix-repetition-output-len',
-    '--prefix-repetition-prefix-len', '--prefix-repetition-suffix-len', '--presence-penalty', '--probe-request-rate',
-    '--profile', '--ramp-up-end-rps', '--ramp-up-start-rps', '--ramp-up-strategy', '--random-batch-size',
-    '--random-input-len', '--random-mm-base-items-per-request', '--random-mm-bucket-config',
-    '--random-mm-limit-mm-per-prompt', '--random-mm-num-mm-items-range-ratio', '--random-output-len',
-    '--random-prefix-len', '--random-range-ratio', '--ready-check-timeout-sec', '--repetition-penalty',
-    '--request-id-prefix', '--request-rate', '--result-dir', '--result-filename', '--save-detailed', '--save-result',
-    '--seed', '--self-timed', '--served-model-name', '--sharegpt-output-len', '--skip-chat-template',
-    '--skip-tokenizer-init', '--spec-bench-category', '--spec-bench-output-len', '--speed-bench-category',
-    '--speed-bench-dataset-subset', '--speed-bench-output-len', '--temperature', '--timed-trace-chunk-hash-size',
-    '--timed-trace-label-hash-ids', '--timed-trace-label-input-length', '--timed-trace-label-output-length',
-    '--timed-trace-label-timestamp', '--timed-trace-sec-multiplier', '--timeline-itl-thresholds', '--tokenizer',
-    '--tokenizer-mode', '--top-k', '--top-p', '--trust-remote-code', '--use-beam-search',
-)
 # bench flags kvdoctor does not read that DO change the load: untimed warm-up requests (they warm the prefix cache),
 # LoRA adapters, a probe rate, a request body that may set max_tokens / min_tokens / ignore_eos, a trace's own timing
 _CHANGES_LOAD = frozenset({"--num-warmups", "--lora-modules", "--lora-assignment", "--probe-request-rate",
@@ -68,13 +44,6 @@ _READ = {
     "--input-len": ("input_len", int),
     "--output-len": ("output_len", int),
 }
-# flags without a value (everything else takes one, or carries it after "=")
-_FLAGS_NO_VALUE = frozenset({
-    "--ignore-eos", "--save-result", "--save-detailed", "--append-result", "--trust-remote-code", "--disable-tqdm",
-    "--profile", "--use-beam-search", "--no-stream", "--no-oversample", "--disable-shuffle", "--skip-chat-template",
-    "--insecure", "--plot-timeline", "--plot-dataset-stats", "--skip-tokenizer-init", "--enable-multimodal-chat",
-    "--custom-skip-chat-template", "--no-reranker",
-})
 _DATASETS = ("random", "sharegpt")
 
 
@@ -121,17 +90,10 @@ def _one_command(text: str) -> str:
 
 
 def _resolve(name: str) -> tuple[str, str | None]:
-    """A flag as vLLM's parser reads it: itself, or the one bench flag it is a unique prefix of (argparse's
-    allow_abbrev); (name, note)."""
-    if name in BENCH_FLAGS or name in _READ:
-        return name, None
-    cands = [f for f in BENCH_FLAGS if f.startswith(name)]
-    if len(cands) == 1:
-        return cands[0], f"{name} read as {cands[0]} (vLLM's parser accepts a unique prefix)"
-    if len(cands) > 1:
-        raise InputError(f"--bench-cmd: {name} is ambiguous for vllm bench serve ({', '.join(cands[:4])}"
-                         f"{', ...' if len(cands) > 4 else ''})")
-    return name, None
+    try:
+        return resolve_flag(name, _READ)
+    except InputError as exc:
+        raise InputError(f"--bench-cmd: {exc}") from None
 
 
 def parse_bench_cmd(text: str) -> tuple[dict, list[str], list[str]]:
@@ -160,7 +122,7 @@ def parse_bench_cmd(text: str) -> tuple[dict, list[str], list[str]]:
         name, how = _resolve(name.replace("_", "-"))
         if how:
             notes.append(how)
-        takes = name not in _FLAGS_NO_VALUE
+        takes = name not in FLAGS_NO_VALUE
         if takes and not eq:
             if i < len(tokens) and not tokens[i].startswith("--"):
                 val = tokens[i]
