@@ -774,6 +774,15 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
     if cfg.model is None and facts.model:
         measured.setdefault("model", facts.model)
     ec = facts.engine_config or {}
+    seen = ec.get("tp_ranks_seen")
+    if isinstance(seen, int) and seen > 1 and "tensor_parallel_size" not in measured \
+            and cfg.tensor_parallel_size is None:
+        # no config line or arg says it, but workers printed as TP ranks 0..seen-1: at least that many (an excerpt
+        # may not show every rank); resolve() marks it measured, and the note below says where it came from
+        measured["tensor_parallel_size"] = seen
+        cfg.notes = [*cfg.notes,
+            f"--tensor-parallel-size {seen} taken from the log's worker prefixes (TP ranks 0-{seen - 1} printed "
+            "their own start-up lines); the log shows no TP setting, and an excerpt may not show every rank"]
     if ec.get("platform") == "cpu":
         measured["platform"] = "cpu"
     if ec.get("engine_formats") in ("v0", "v1"):

@@ -546,9 +546,14 @@ def _log_mismatch(shape, figs: dict[str, Figure], plan: kvm.KvPlan, s: StartupFa
     w = figs["weights"]
     pred_w = weights[0][0].bytes
     if w.source == "measured" and w.value and pred_w and abs(w.value - pred_w) > max(0.5 * GiB, 0.1 * pred_w):
+        # a log excerpt without its config line leaves TP at 1: a model split k ways weighs 1/k of it per GPU
+        k = pred_w / w.value
+        split = next((t for t in (2, 4, 8, 16) if abs(k / t - 1) <= 0.08), None)
+        tp_hint = (f", or the server ran with {split}× this tensor-parallel size (the weights per GPU are 1/{split} "
+                   f"of the prediction; pass --tensor-parallel-size)" if split else "")
         return (f"the start-up log does not match --model {shape.name}: it measured {_gib(w.value)} of weights "
                 f"per GPU, {shape.name} predicts {_gib(pred_w)} ({(w.value / pred_w - 1) * 100:+.0f} %) — a "
-                "different checkpoint (size or quantization)? Figures from the log are kept as measured.")
+                f"different checkpoint (size or quantization){tp_hint}? Figures from the log are kept as measured.")
     ec = s.engine_config or {}
     kvb = s.kv_cache_bytes
     # with --num-gpu-blocks-override the printed count is the override; the budget's own count is the one before

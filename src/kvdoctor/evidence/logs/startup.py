@@ -181,6 +181,9 @@ _P_LOG = 2  # a figure vLLM printed about itself
 _P_FINAL = 3  # the definitive line for that figure ("Using max model len", block counts)
 
 
+_TP_PROC = re.compile(r"(?:^|[_ ])TP(\d+)(?![\d])")
+
+
 class _Builder:
     """Accumulates one engine start's facts with per-field priority and rank."""
 
@@ -439,6 +442,11 @@ class StartupCollector:
             if needle in msg:
                 if fn(self, line_no, env, msg):
                     hit = True
+        if hit and env is not None and env.proc and (m := _TP_PROC.search(env.proc)):
+            # each TP worker prints its own load and KV lines under Worker_TPn (VllmWorker TPn, Worker_TPn_EPm): an
+            # excerpt without the engine's config line still shows at least this many ranks (engine.sources)
+            ec = self._builder(line_no).f.engine_config
+            ec["tp_ranks_seen"] = max(int(ec.get("tp_ranks_seen") or 0), int(m.group(1)) + 1)
         if hit and env is not None and env.file:
             self._engine_hint(line_no, env.file)
         elif "LLM engine" in msg and (" V0 LLM engine" in msg or " V1 LLM engine" in msg):
