@@ -12,7 +12,9 @@ from kvdoctor.errors import InputError
     "text,triple,pre",
     [("0.33.0", (0, 33, 0), ""), ("v0.10.1", (0, 10, 1), ""), ("0.6.3.post1", (0, 6, 3), "post1"),
      ("0.11.0rc2", (0, 11, 0), "rc2"), ("0.10.2.dev45+g1234abc", (0, 10, 2), "dev45"), ("0.9", (0, 9, 0), ""),
-     ("0.1.dev20073+g8e685d198", LATEST_KNOWN, "dev20073")],
+     ("0.1.dev20073+g8e685d198", LATEST_KNOWN, "dev20073"),
+     # a release candidate's dev build, as a public 0.16 start-up log prints it (it was refused: a whole log unreadable)
+     ("0.16.1rc1.dev265+gd106bf39f", (0, 16, 1), "rc1.dev265"), ("0.6.3.post2.dev5", (0, 6, 3), "post2.dev5")],
 )
 def test_parse(text, triple, pre):
     v = parse_version(text)
@@ -22,6 +24,7 @@ def test_parse(text, triple, pre):
 def test_str_roundtrip():
     assert str(parse_version("v0.6.3.post1")) == "0.6.3.post1"
     assert str(parse_version("0.11.0rc2")) == "0.11.0rc2"
+    assert str(parse_version("0.16.1rc1.dev265+gd106bf39f")) == "0.16.1rc1.dev265+gd106bf39f"
 
 
 @pytest.mark.parametrize("text", ["latest", "0", "1.2.3", "0.x.1", "", "0.10.1-foo bar"])

@@ -63,7 +63,8 @@ class Version:
 
 
 _VERSION_RE = re.compile(
-    r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[.\-]?((?:rc|post|dev|a|b)\d*))?(?:\+([0-9A-Za-z.\-_]+))?$"
+    # PEP 440 suffixes may chain: a release candidate's dev build prints "0.16.1rc1.dev265+gd106bf39f"
+    r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?((?:[.\-]?(?:rc|post|dev|a|b)\d*)+)?(?:\+([0-9A-Za-z.\-_]+))?$"
 )
 
 
@@ -78,6 +79,7 @@ def parse_version(text: "str | Version | None") -> Version:
     if not m:
         raise InputError(f"--vllm-version: not a vLLM version: {raw!r} (expected e.g. 0.33.0, v0.10.1, 0.6.3.post1)")
     major, minor, patch, fourth, pre, local = m.groups()
+    pre = (pre or "").lstrip(".-")
     # A fourth number (0.10.1.1) is a re-release of the same code line: same rules as 0.10.1.
     pre = pre or (f"post{fourth}" if fourth else "")
     v = Version(int(major), int(minor), int(patch or 0), pre, raw, local or "")
