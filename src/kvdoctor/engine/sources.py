@@ -783,6 +783,10 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
         cfg.notes = [*cfg.notes,
             f"--tensor-parallel-size {seen} taken from the log's worker prefixes (TP ranks 0-{seen - 1} printed "
             "their own start-up lines); the log shows no TP setting, and an excerpt may not show every rank"]
+    if ec.get("interleaved_services"):
+        from kvdoctor.evidence.load import interleaved_services_note
+
+        cfg.notes = [*cfg.notes, interleaved_services_note(list(ec["interleaved_services"]))]
     if ec.get("platform") == "cpu":
         measured["platform"] = "cpu"
     if ec.get("engine_formats") in ("v0", "v1"):

@@ -97,6 +97,10 @@ def log_ledger(s: StartupFacts, *, source: str, why_no_model: str) -> LogLedger:
         led.labels[key] = label
     _derive(s, led)
     _verdict(s, led)
+    if (s.engine_config or {}).get("interleaved_services"):
+        from kvdoctor.evidence.load import interleaved_services_note
+
+        led.notes.insert(0, interleaved_services_note(list(s.engine_config["interleaved_services"])))
     led.notes.append("predictions (a different --max-model-len, fp8 KV cache, quantization, TP) need the model's "
                      "shape: pass --model with its config.json or model directory")
     return led

@@ -182,6 +182,8 @@ _P_FINAL = 3  # the definitive line for that figure ("Using max model len", bloc
 
 
 _TP_PROC = re.compile(r"(?:^|[_ ])TP(\d+)(?![\d])")
+# `docker compose logs` (no service named) prefixes each line with its service: "qwen3.5-9b  | (EngineCore ...) INFO ..."
+_COMPOSE = re.compile(r"^\s*([A-Za-z0-9][\w.\-]*)\s+\|\s")
 
 
 class _Builder:
@@ -197,6 +199,7 @@ class _Builder:
         self.any = False
         self.hints: set[str] = set()  # era cues from the formats seen ("v0", "v1", "v1-0.2x", "v1-0.33")
         self.engine_files: set[str] = set()  # "v0" / "v1": the engine whose source files printed facts
+        self.services: set[str] = set()  # docker compose services whose lines carried facts
 
     def has_kv(self) -> bool:
         f = self.f
@@ -442,6 +445,8 @@ class StartupCollector:
             if needle in msg:
                 if fn(self, line_no, env, msg):
                     hit = True
+        if hit and env is not None and env.foreign and (c := _COMPOSE.match(env.foreign)):
+            self._builder(line_no).services.add(c.group(1))
         if hit and env is not None and env.proc and (m := _TP_PROC.search(env.proc)):
             # each TP worker prints its own load and KV lines under Worker_TPn (VllmWorker TPn, Worker_TPn_EPm): an
             # excerpt without the engine's config line still shows at least this many ranks (engine.sources)
@@ -1033,6 +1038,9 @@ def _finalize(b: _Builder) -> StartupFacts:
         if est >= 0:
             f.cudagraph_estimate_bytes = int(round(est))
     f.era = _era(f, b.hints)
+    if len(b.services) > 1:
+        # two servers' start-ups interleaved by `docker compose logs`: their facts were merged into one (a warning)
+        f.engine_config["interleaved_services"] = sorted(b.services)
     if len(b.engine_files) == 1 and _engine_ambiguous(f.vllm_version):
         # The engine that ran, as its own files say (a 0.8–0.10 log from worker.py is the V0 fallback).
         # Kept only where the release had both engines (0.7–0.10) or the log names no release.
