@@ -1038,6 +1038,12 @@ def _finalize(b: _Builder) -> StartupFacts:
         if est >= 0:
             f.cudagraph_estimate_bytes = int(round(est))
     f.era = _era(f, b.hints)
+    if f.startup_error == "engine-failed" and f.kv_cache_bytes is not None and f.kv_cache_bytes <= 0:
+        # vLLM refuses a KV budget <= 0 ("No available memory for the cache blocks", kv_cache_utils); an excerpt cut
+        # before that line still shows the budget and the failure that follows it
+        f.startup_error = "no-memory-for-cache"
+        f.error_message = (f"Available KV cache memory: {f.kv_cache_bytes / 2**30:.2f} GiB, then the engine failed to "
+                           "start: vLLM refuses a KV budget of 0 or less ('No available memory for the cache blocks')")
     if len(b.services) > 1:
         # two servers' start-ups interleaved by `docker compose logs`: their facts were merged into one (a warning)
         f.engine_config["interleaved_services"] = sorted(b.services)

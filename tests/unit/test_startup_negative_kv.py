@@ -1,0 +1,30 @@
+"""A start-up whose KV budget came out at or below 0 and whose engine then failed is vLLM's "No available memory for the
+cache blocks" refusal (kv_cache_planning: ``available - bytes_per_block <= 0``), even where the excerpt is cut before
+that line. The lines below are from vllm-project/vllm#23278 (gpt-oss-120b on one H100, vLLM 0.10.1), verbatim."""
+
+from __future__ import annotations
+
+from kvdoctor.evidence.logs import read_startup_facts
+from kvdoctor.ledger.from_log import log_ledger
+
+LINES = """\
+(EngineCore_0 pid=5839) INFO 08-20 18:04:10 [gpu_model_runner.py:2007] Model loading took 65.9651 GiB and 12.799889 seconds
+(EngineCore_0 pid=5839) INFO 08-20 18:04:21 [monitor.py:34] torch.compile takes 5.55 s in total
+(EngineCore_0 pid=5839) INFO 08-20 18:04:22 [gpu_worker.py:276] Available KV cache memory: -2.14 GiB
+(EngineCore_0 pid=5839) ERROR 08-20 18:04:22 [core.py:700] EngineCore failed to start.
+(EngineCore_0 pid=5839) ERROR 08-20 18:04:22 [core.py:700] Traceback (most recent call last):
+"""
+
+
+def test_a_budget_below_zero_then_a_failure_is_the_no_memory_refusal():
+    (f,) = read_startup_facts(LINES.splitlines())
+    assert f.startup_error == "no-memory-for-cache" and "-2.14 GiB" in f.error_message
+    led = log_ledger(f, source="log", why_no_model="test")
+    assert led.verdict == "does-not-fit"
+
+
+def test_a_positive_budget_then_a_failure_stays_unexplained():
+    # 1.71 GiB and then a failure (vllm#27508: gpt-oss-120b, an excerpt cut before the exception): not guessed
+    (f,) = read_startup_facts(LINES.replace("-2.14 GiB", "1.71 GiB").splitlines())
+    assert f.startup_error == "engine-failed"
+    assert log_ledger(f, source="log", why_no_model="test").verdict == "unknown"
