@@ -281,3 +281,53 @@ def test_window_parsing():
     assert parse_window("2025-01-01T00:00:00Z..2025-01-01T01:00:00Z") == (1735689600.0, 1735693200.0)
     with pytest.raises(InputError):
         parse_window("soon")
+
+
+# From vllm-project/aibrix docs/source/features/runtime.rst (a v0 dump shown as an indented rst code block), verbatim
+# lines: the cache config, three gauges and v0's label-less vllm:lora_requests_info
+INDENTED_DUMP = """\
+    # TYPE vllm:cache_config_info gauge
+    vllm:cache_config_info{block_size="16",cache_dtype="auto",calculate_kv_scales="False",cpu_offload_gb="0",enable_prefix_caching="False",gpu_memory_utilization="0.9",is_attention_free="False",num_cpu_blocks="9362",num_gpu_blocks="81767",num_gpu_blocks_override="None",sliding_window="None",swap_space_bytes="4294967296"} 1.0
+    # HELP vllm:num_requests_running Number of requests currently running on GPU.
+    # TYPE vllm:num_requests_running gauge
+    vllm:num_requests_running{model_name="Qwen/Qwen2.5-Coder-1.5B-Instruct"} 0.0
+    # HELP vllm:num_requests_swapped Number of requests swapped to CPU.
+    # TYPE vllm:num_requests_swapped gauge
+    vllm:num_requests_swapped{model_name="Qwen/Qwen2.5-Coder-1.5B-Instruct"} 0.0
+    # HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+    # TYPE vllm:num_requests_waiting gauge
+    vllm:num_requests_waiting{model_name="Qwen/Qwen2.5-Coder-1.5B-Instruct"} 0.0
+    # HELP vllm:lora_requests_info Running stats on lora requests.
+    # TYPE vllm:lora_requests_info gauge
+    vllm:lora_requests_info{max_lora="0",running_lora_adapters="",waiting_lora_adapters=""} 1.7382173358407154e+09
+"""
+
+
+def test_an_indented_dump_is_a_dump_and_a_label_less_family_opens_no_instance(tmp_path):
+    from kvdoctor.evidence.load import detect_kind, load_evidence
+
+    f = tmp_path / "metrics.txt"
+    f.write_text(INDENTED_DUMP)
+    assert detect_kind(str(f)) == "metrics"
+    ev = load_evidence([str(f)])
+    # one instance: the model's (vllm:lora_requests_info has no model_name and used to open an empty second one)
+    assert [s.engine for s in ev.segments] == ["Qwen/Qwen2.5-Coder-1.5B-Instruct"]
+    seg = ev.segments[0]
+    assert seg.startup.num_gpu_blocks == 81767 and seg.startup.block_size == 16
+
+
+def test_a_dump_cut_before_any_vllm_series_says_so(tmp_path):
+    from kvdoctor.evidence.load import load_evidence
+
+    # the head of vllm#8115's "entire metrics endpoint output" as the issue shows it (v0.5.3.post1): python metrics only
+    f = tmp_path / "metrics.txt"
+    f.write_text("# HELP python_gc_objects_collected_total Objects collected during gc\n"
+                 "# TYPE python_gc_objects_collected_total counter\n"
+                 'python_gc_objects_collected_total{generation="0"} 170852.0\n'
+                 'python_gc_objects_collected_total{generation="1"} 1.0068423e+07\n')
+    ev = load_evidence([str(f)])
+    assert not ev.segments
+    assert any("without any vllm:* series" in n for n in ev.notes)
+    log = tmp_path / "server.log"  # a log that merely mentions a TYPE line in prose is not one
+    log.write_text("INFO 08-01 10:00:00 [api_server.py:1] vLLM API server version 0.10.1.1\n")
+    assert not any("without any vllm" in n for n in load_evidence([str(log)]).notes)

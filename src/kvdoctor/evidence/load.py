@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,6 +23,14 @@ def _head(path: str, n: int = 65536) -> str:
     from kvdoctor.safeio import head_bytes
 
     return decode_capture(head_bytes(path, n))
+
+
+_EXPOSITION = re.compile(r"^# TYPE [A-Za-z_:][\w:]* (?:counter|gauge|histogram|summary|untyped)\s*$", re.M)
+
+
+def _exposition_without_vllm(head: str) -> bool:
+    """A /metrics dump that holds no vllm:* series: its head is Prometheus TYPE lines, none of them vLLM's."""
+    return bool(_EXPOSITION.search(head)) and "vllm:" not in head
 
 
 def detect_kind(path: str) -> str:
@@ -136,6 +145,9 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
             ev.notes.extend(f"{path}: {n}" for n in res.notes)
             if res.out_of_order:
                 ev.notes.append(f"{path}: {res.out_of_order} stats samples out of time order (sorted)")
+            if not res.segments and _exposition_without_vllm(_head(path)):
+                ev.notes.append(f"{path}: a Prometheus /metrics exposition without any vllm:* series (process and "
+                                "python metrics only): cut before vLLM's own, or not a vLLM server's")
             for seg in res.segments:
                 svc = ((seg.startup.engine_config or {}).get("interleaved_services") if seg.startup else None)
                 if svc:

@@ -161,6 +161,13 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
         snap.cache_config.update(labels)
         snap.cache_configs.append(dict(labels))
         return
+    if not ((base in GAUGES and suf == "") or (base in COUNTERS and suf in ("_total", ""))
+            or (base in HISTOGRAMS and suf in ("_bucket", "_sum", "_count"))):
+        # a family kvdoctor does not read opens no series of its own: v0's label-less vllm:lora_requests_info made an
+        # empty ("", "") instance beside the model's, a second timeline with nothing in it
+        if suf != "_created":
+            snap.unknown += 1
+        return
     key = (labels.get("model_name", ""), labels.get("engine", ""))
     ss = snap.series.get(key)
     if ss is None:
@@ -358,8 +365,11 @@ def _startup_from_cache_config(cc: dict[str, str], model: str) -> StartupFacts |
 
 
 # --- files ----------------------------------------------------------------------------------------
+_INDENTED = re.compile(r"^[ \t]+(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", re.M)
+
+
 def looks_like_metrics(head: str) -> bool:
-    return bool(re.search(r"^(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", head, re.M))
+    return bool(re.search(r"^[ \t]*(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", head, re.M))
 
 
 _OM_TS = re.compile(r"^(vllm:\S+?(?:\{[^}]*\})?)\s+(\S+)\s+([0-9.eE+]+)\s*$")
@@ -430,7 +440,12 @@ def _read(p: str) -> str:
     from kvdoctor.safeio import read_document
 
     # a regular file, at most MAX_DOCUMENT_BYTES, gunzipped with the same bound
-    return read_document(p, "metrics dump").decode("utf-8", "replace").replace("\x00", "")
+    text = read_document(p, "metrics dump").decode("utf-8", "replace").replace("\x00", "")
+    # a dump pasted into docs or a ticket as an indented code block ("    # TYPE vllm:..."): the exposition format has
+    # no leading whitespace, so it is dropped (the parser would reject every line)
+    if _INDENTED.search(text[:65536]):
+        text = "\n".join(line.lstrip() for line in text.splitlines())
+    return text
 
 
 # --- live Prometheus --------------------------------------------------------------------------------
