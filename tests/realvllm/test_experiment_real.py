@@ -49,6 +49,8 @@ def test_experiment_completes_and_throughput_rises(starved_experiment):
     assert row["predicted_after"] is not None and row["error_after"] is not None
     assert row["predicted_change"] > 0.05 and row["measured_change"] > 0.05, row
     assert any("calibration" in n for n in rec["prediction_notes"])
+    # and how far to trust it (calibrated on one run, nothing held out: the public band of this load, its spread only)
+    assert any(n.startswith("prediction uncertainty: typical error ± ") for n in rec["prediction_notes"])
     # every run's server log is kept whole, start-up included
     for run in ("before", "after"):
         log = Path(rec["runs"][run]["files"]["serve_log"]).read_text()

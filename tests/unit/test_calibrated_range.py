@@ -147,7 +147,6 @@ def test_a_calibration_without_held_out_runs_keeps_the_public_spread_but_not_its
 
 
 def test_simulate_says_which_way_the_public_band_missed():
-    from kvdoctor.cli import simulate_cmd
     from kvdoctor.sim import coefficients as K
     from kvdoctor.sim import whatif as W
 
@@ -155,12 +154,12 @@ def test_simulate_says_which_way_the_public_band_missed():
     for row in K.UNCERTAINTY_BANDS["all"].values():  # the shipped bands keep the signed errors
         assert 0 <= row["low"] <= row["n"] and -1 <= row["bias"] <= 10
     names = {"output_throughput": "throughput", "mean_ttft_ms": "TTFT", "mean_tpot_ms": "TPOT"}
-    text = simulate_cmd._lean_text(unc, unc["median_abs_error"], names)
+    text = W._lean_text(unc, unc["median_abs_error"], names)
     for m, way in unc["lean"].items():
         n, low = unc["results"][m], unc["low"][m]
         assert f"{way} on {names[m]} in {low if way == 'low' else n - low} of {n}" in text
-    assert simulate_cmd._lean_text({"lean": {}}, {"mean_ttft_ms": 0.2}, names) == ""
-    one = simulate_cmd._lean_text({"lean": {"mean_ttft_ms": "low"}, "results": {"mean_ttft_ms": 57},
+    assert W._lean_text({"lean": {}}, {"mean_ttft_ms": 0.2}, names) == ""
+    one = W._lean_text({"lean": {"mean_ttft_ms": "low"}, "results": {"mean_ttft_ms": 57},
                                    "low": {"mean_ttft_ms": 38}, "median_error": {"mean_ttft_ms": -0.19}},
                                   {"output_throughput": 0.1, "mean_ttft_ms": 0.2}, names)
     assert one == "; the predictions ran low on TTFT in 38 of 57 (median -19%)"

@@ -264,6 +264,10 @@ def test_plan_simulation_reports_progress_over_every_configuration():
     assert f"Simulating {runs} configurations" == seen["desc"]
     q = make_plan(*args, **kw)
     assert q.predicted_before == p.predicted_before
+    # the simulated figures carry the band simulate quotes for a load sent this way (a rate: open loop)
+    assert p.uncertainty["regime"] == "open loop" and p.uncertainty == whatif.uncertainty(regime="open loop")
+    assert p.to_json()["uncertainty"] == p.uncertainty
+    assert whatif.uncertainty_text(p.uncertainty).startswith("typical error ± throughput ")
     assert [lv.predicted for lv in q.levels] == [lv.predicted for lv in p.levels]
     assert q.concurrency.get("predicted") == p.concurrency.get("predicted")
 

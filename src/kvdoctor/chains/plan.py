@@ -516,6 +516,8 @@ class Plan:
     simulated: bool = False
     applied_levels: tuple[int, ...] = ()
     predicted_before: dict[str, Any] = field(default_factory=dict)  # simulated, current configuration
+    # how far to trust the simulated figures (sim.whatif.uncertainty for this workload; {} = nothing simulated)
+    uncertainty: dict[str, Any] = field(default_factory=dict)
     concurrency: dict[str, Any] = field(default_factory=dict)  # max-num-seqs advice (concurrency_advice)
     instances: int = 1  # instances of the resulting configuration (the stop-loss size, when it fires)
 
@@ -551,6 +553,7 @@ class Plan:
                                         for k, v in lv.flag_change.items()}},
             "concurrency": self.concurrency,
             "predicted_before": self.predicted_before,
+            "uncertainty": self.uncertainty,
             "notes": self.notes,
             "discipline": "Apply one level at a time and re-measure before the next (one variable per experiment).",
         }
@@ -706,7 +709,7 @@ def attach_simulation(p: Plan, shape: ModelShape, gpu: GpuSpec | None, workload:
     import contextlib
 
     try:
-        from kvdoctor.sim.whatif import calibrated_range_check, run
+        from kvdoctor.sim.whatif import calibrated_range_check, run, uncertainty, workload_regime
     except ImportError:
         p.notes.append("simulation not attached: kvdoctor.sim.whatif is not available in this build")
         return
@@ -732,6 +735,9 @@ def attach_simulation(p: Plan, shape: ModelShape, gpu: GpuSpec | None, workload:
                 outside.setdefault(n, []).append(label)
     p.notes += [f"{n} ({', '.join(labels)})" for n, labels in outside.items()]
     p.simulated = True
+    # the same band simulate quotes for this load (the range check's sentences are already in the notes, per level)
+    p.uncertainty = {k: v for k, v in uncertainty(calibration, regime=workload_regime(workload)).items()
+                     if k not in ("calibrated_range", "outside_range", "notes")}
     last = states[-1][0]
     pred = (p.predicted_before if last == "before" else p.concurrency.get("predicted") or {} if last == "result" else
             next(x for x in p.levels if f"level {x.level}" == last).predicted)

@@ -249,6 +249,10 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
             c.print("   simulated: " + _sim_text(lv["predicted"]))
     if payload.get("predicted_before"):
         c.print("simulated now: " + _sim_text(payload["predicted_before"]))
+    if payload.get("uncertainty"):
+        from kvdoctor.sim.whatif import uncertainty_text
+
+        c.print("uncertainty of the simulated figures: " + m(uncertainty_text(payload["uncertainty"])))
     if payload["stop_loss"]:
         c.print(f"[bold red]Stop-loss:[/bold red] {m(payload['stop_loss']['summary'])}")
     from kvdoctor.report.terminal import print_notes

@@ -224,6 +224,59 @@ def public_band(bands: dict, regime: str) -> dict:
     return out
 
 
+_FIGURE_NAMES = {"output_throughput": "throughput", "mean_ttft_ms": "TTFT", "mean_tpot_ms": "TPOT"}
+
+
+def uncertainty_text(unc: dict) -> str:
+    """``uncertainty``'s result in words, as every verb that predicts prints it: "typical error ± throughput 8%, TTFT
+    18%, TPOT 5%; 1 in 5 missed by more than ... (up to 34 public vllm bench results held out of the fit, sent one at a
+    time; docs/simulation.md)[; the predictions ran low on TTFT in ...]", or with a calibration "(calibration held-out
+    runs)". Empty when nothing is known."""
+    names = _FIGURE_NAMES
+    err = {k: v for k, v in (unc.get("median_abs_error") or {}).items() if v is not None}
+    if not err:
+        return ""
+    line = "typical error ± " + ", ".join(f"{names.get(k, k)} {v:.0%}" for k, v in err.items())
+    p80 = unc.get("p80_abs_error") or {}
+    if p80:  # the public band of this load's regime: also how wide the worse fifth of results missed
+        line += "; 1 in 5 missed by more than " + " / ".join(f"{p80[k]:.0%}" for k in err if k in p80)
+        n = max((unc.get("results") or {}).values(), default=0)
+        line += (f" (up to {n} public vllm bench results held out of the fit, {_band_source(unc, err, names)}; "
+                 "docs/simulation.md)")
+        line += _lean_text(unc, err, names)
+    else:
+        line += f" ({unc.get('source')})"
+    return line
+
+
+def _band_source(unc: dict, err: dict, names: dict[str, str]) -> str:
+    """Which results a public band quotes: the load's regime for every figure, for some (too few results for the
+    others: ``sim.whatif.BAND_MIN_RESULTS``), or for none."""
+    regime = unc.get("regime")
+    own = [k for k, v in (unc.get("from") or {}).items() if v == regime]
+    if len(own) == len(err):
+        return f"sent {regime}"
+    if own:
+        return f"{regime} for {', '.join(names.get(k, k) for k in own)}, all loads for the rest"
+    return f"all loads: too few sent {regime}"
+
+
+def _lean_text(unc: dict, err: dict, names: dict[str, str]) -> str:
+    """The figures whose held-out misses lean one way (``sim.whatif.public_band``'s ``lean``), e.g. "; the predictions
+    ran low on TTFT in 38 of 57 (median -19%)": the measured figure tends to land on the other side."""
+    parts = []
+    for k in err:
+        way = (unc.get("lean") or {}).get(k)
+        if way is None:
+            continue
+        n, low = unc["results"][k], unc["low"][k]
+        parts.append(f"{way} on {names.get(k, k)} in {low if way == 'low' else n - low} of {n} "
+                     f"(median {unc['median_error'][k]:+.0%})")
+    if not parts:
+        return ""
+    return "; the predictions ran " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
+
+
 def calibrated_range_check(calibration: Calibration | None, result: SimResult) -> dict:
     """``{"calibrated_range": ..., "outside_range": [...], "notes": [...]}`` for a load predicted with a calibration:
     its requests' mean prompt and its mean running requests against the range the calibration's fitted runs measured
