@@ -348,6 +348,9 @@ def _plan_like() -> dict:
             "target": {"text": "≥ 5"}, "before": {"pool_tokens": 100, "max_concurrency": 1.5, "ratio": 40.0},
             "reconciliation": {"verdict": "starved", "ratio": 40.0, "worst_case_tokens": 4000, "pool_tokens": 100},
             "predicted_before": {"ttft_p99_s": 1.0},
+            "uncertainty": {"source": "s", "regime": "open loop", "median_abs_error": {"mean_ttft_ms": 0.2},
+                            "p80_abs_error": {"mean_ttft_ms": 0.5}, "results": {"mean_ttft_ms": 22},
+                            "from": {"mean_ttft_ms": "open loop"}},
             "levels": [{"level": 1, "applicable": True, "title": "Level 1: a", "flag_change": {"max_model_len": 8192},
                         "pool_tokens": 100, "max_concurrency": 6.0, "ratio": 10.0, "costs": {"rejected_share": 0.01},
                         "predicted": {"ttft_p99_s": 0.5}},
@@ -366,7 +369,7 @@ def _diag_like() -> dict:
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(which=st.sampled_from(["plan", "diag", "check", "swap"]), key=st.text(min_size=0, max_size=0) | st.sampled_from(
-    ["applied_levels", "levels", "before", "reconciliation", "result", "target", "predicted_before", "findings",
+    ["applied_levels", "levels", "before", "reconciliation", "result", "target", "predicted_before", "uncertainty", "findings",
      "verdict", "fleet", "instances", "reasons", "ok", "timeline", "summary", "notes", "capacity_change"]),
        level_key=st.sampled_from(["", "level", "flag_change", "costs", "predicted", "pool_tokens", "title", "applicable"]),
        wrong=_WRONG)
@@ -385,3 +388,11 @@ def test_headline_and_summaries_survive_any_wrong_type(which, key, level_key, wr
         p["levels"][0][level_key] = wrong
     doc = render_report([p], title="t")
     assert 'id="verdict"' in doc
+
+
+def test_the_next_change_says_how_far_to_trust_its_predicted_figures():
+    html = render_report([_plan_like()], title="t")
+    assert "how far to trust the predictions: typical error ± TTFT 20%" in html
+    bare = _plan_like()
+    bare.pop("uncertainty")
+    assert "how far to trust" not in render_report([bare], title="t")

@@ -128,6 +128,15 @@ def _plan_change(p: dict[str, Any]) -> Change | None:
     for k, v in as_dict(first.get("predicted")).items():
         b = pred_before.get(k)
         gain.append(f"predicted {human(k)[0]} " + (f"{human_value(k, b)} → " if b is not None else "") + human_value(k, v))
+    if first.get("predicted") and as_dict(p.get("uncertainty")):
+        from kvdoctor.sim.whatif import uncertainty_text
+
+        try:  # a hand-edited payload renders without it rather than failing the report
+            band = uncertainty_text(as_dict(p.get("uncertainty")))
+        except (TypeError, ValueError, AttributeError, KeyError):
+            band = ""
+        if band:
+            gain.append("how far to trust the predictions: " + band)
     cost = [f"{human(k)[0]}: {_figure_text(v, k)}" for k, v in as_dict(first.get("costs")).items()]
     title = re.sub(r"^Level \d+:\s*", "", str(first.get("title") or ""))
     others = [str(x) for x in applied if x != first.get("level")]
