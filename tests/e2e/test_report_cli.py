@@ -87,6 +87,12 @@ def test_bad_inputs_exit_2(tmp_path):
     assert kvd("report", str(tmp_path))[0] == 2
     code, msg = kvd("report", str(junk), "-o", str(tmp_path / "x.html"))
     assert code == 2 and "nothing kvdoctor recognises" in msg
+    # a real dump whose only vllm:* family is one kvdoctor does not read (vllm#13303's LoRA scrape): said as such
+    lora = tmp_path / "lora.txt"
+    lora.write_text('vllm:lora_requests_info{max_lora="1",running_lora_adapters="",waiting_lora_adapters=""} '
+                    '1.7395575657589855e+09\n')
+    code, msg = kvd("report", str(lora), "-o", str(tmp_path / "y.html"))
+    assert code == 2 and "a /metrics dump, but none of its vllm:* series is one kvdoctor reads" in msg
     fake = tmp_path / "fake.json"
     fake.write_text('{"schema_version": "kvdoctor.ledger/1"}')
     assert kvd("report", str(fake), "-o", str(tmp_path / "nodir" / "x.html"))[0] == 2

@@ -106,10 +106,15 @@ def evidence_payloads(paths: list[str], *, progress: Progress = no_progress) -> 
     if not (ev.segments or ev.requests or ev.bench):
         from kvdoctor.errors import InputError
 
-        raise InputError(
-            f"{', '.join(paths)}: nothing kvdoctor recognises (not a --json payload, vLLM log, /metrics dump, "
-            "benchmark result or request trace)"
-        )
+        kinds = set(ev.kinds.values())
+        if kinds <= {"metrics", "metrics-folder"}:
+            # a real dump whose vllm:* families are none kvdoctor reads (a LoRA-only scrape, a cut one)
+            what = ("a /metrics dump, but none of its vllm:* series is one kvdoctor reads (requests running / waiting, "
+                    "KV usage, preemptions, token counters, latency histograms, cache_config_info)")
+        else:
+            what = ("nothing kvdoctor recognises (not a --json payload, vLLM log, /metrics dump, benchmark result or "
+                    "request trace)")
+        raise InputError(f"{', '.join(paths)}: {what}" + "".join(f"; {n}" for n in dict.fromkeys(ev.notes)))
     head = _clean(evidence_payload(ev))
     segs = [s for s in ev.segments if s.timeline is not None and len(s.timeline) > 0]
     segs.sort(key=lambda s: len(s.timeline), reverse=True)
