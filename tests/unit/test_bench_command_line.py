@@ -79,6 +79,9 @@ def test_prose_naming_the_command_and_shell_variables_say_nothing():
     assert bench_command_options("vllm bench serve --request-r 3 --max-con 2 --ignore-eos --model m")[0] == \
         {"request_rate": 3, "max_concurrency": 2}
     assert bench_command_options("vllm bench serve --r 3 --model m")[0] == {}
+    # an explicit inf is the command's word, not the default
+    fields, _, prov = bench_command_options("vllm bench serve --model m --request-rate inf")
+    assert math.isinf(fields["request_rate"]) and prov["request_rate"] == "from the command line before it"
     # a ramp-up run has no single rate
     opts, ramp, _ = bench_command_options("vllm bench serve --ramp-up-strategy linear --ramp-up-start-rps 1")
     assert opts == {} and ramp

@@ -94,23 +94,23 @@ _NS_ARG = re.compile(r"\b(request_rate|max_concurrency|burstiness|ramp_up_strate
 _CMD_FLAGS = {"--request-rate": "request_rate", "--max-concurrency": "max_concurrency", "--burstiness": "burstiness"}
 
 
-def bench_command_options(line: str) -> tuple[dict[str, float], bool, str] | None:
+def bench_command_options(line: str) -> tuple[dict[str, float], bool, dict[str, str]] | None:
     """The send options of a ``vllm bench serve`` / ``benchmark_serving.py`` command line, or of the ``Namespace(...)``
-    the bench prints at start: ``(fields, ramp, what)``. ``fields`` holds ``request_rate`` (vLLM's default inf where
-    the command gives none), ``max_concurrency`` and ``burstiness`` where given as numbers; an option given as a
+    the bench prints at start: ``(fields, ramp, provenance)``. ``fields`` holds ``request_rate`` (vLLM's default inf
+    where the command gives none), ``max_concurrency`` and ``burstiness`` where given as numbers; an option given as a
     shell variable (``--request-rate $RATE``) is unknown and left out, and so is the default rate then. ``ramp``: a
-    ramp-up run (no single rate). None: not such a line."""
+    ramp-up run (no single rate). ``provenance``: where each field came from, in words. None: not such a line."""
     ns = _NAMESPACE.search(line)
     if ns:
         args = {k: v.strip("'") for k, v in _NS_ARG.findall(line)}
         ramp = args.get("ramp_up_strategy", "None") not in ("None", "")
         out = {}
         for k in ("request_rate", "max_concurrency", "burstiness"):
-            f = as_float(args.get(k)) if args.get(k) not in (None, "None", "inf") else (
-                float("inf") if args.get(k) == "inf" else None)
+            v = args.get(k)
+            f = float("inf") if v == "inf" else (None if v in (None, "None") else as_float(v))
             if f is not None and not math.isnan(f):
                 out[k] = f
-        return out, ramp, "the bench's Namespace(...) line"
+        return out, ramp, {k: "from the bench's Namespace(...) line" for k in out}
     m = _BENCH_CMD.search(line)
     if not m:
         return None
@@ -149,9 +149,11 @@ def bench_command_options(line: str) -> tuple[dict[str, float], bool, str] | Non
             unknown.add(key)
         else:
             out[key] = f
+    prov = {k: "from the command line before it" for k in out}
     if "request_rate" not in out and "request_rate" not in unknown and not ramp:
         out["request_rate"] = float("inf")  # the bench's default --request-rate
-    return out, ramp, "the command line before it"
+        prov["request_rate"] = "from the command line before it (no --request-rate: the bench's default, inf)"
+    return out, ramp, prov
 
 
 def _join_continuations(lines):
@@ -175,8 +177,8 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     pre_ramp = cur_ramp = False  # a ramp-up or timed-trace run: it prints no rate line, and is not a burst at t=0
     # the options of the bench command (or Namespace line) shown before the next block, and where they came from;
     # the lines the bench itself prints before the block take precedence
-    cmd: tuple[dict[str, float], bool, str] | None = None
-    cur_cmd: tuple[dict[str, float], bool, str] | None = None
+    cmd: tuple[dict[str, float], bool, dict[str, str]] | None = None
+    cur_cmd: tuple[dict[str, float], bool, dict[str, str]] | None = None
     legacy: dict[str, float] | None = None
     legacies: list[dict[str, float]] = []
 
@@ -187,10 +189,7 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             if cur_cmd is not None:
                 for k, v in cur_cmd[0].items():
                     if k not in cur:
-                        cur[k] = v
-                        raw[k] = f"from {cur_cmd[2]}" + (" (no --request-rate: the bench's default, inf)"
-                                                         if k == "request_rate" and "Namespace" not in cur_cmd[2]
-                                                         and math.isinf(v) else "")
+                        cur[k], raw[k] = v, cur_cmd[2][k]
             # vLLM >= 0.11.1 prints 'Failed requests:' and, since 0.10.1, 'Request rate configured (RPS):' whenever the
             # rate is finite: a block of that era without it (and without a ramp-up or a trace's own timing) ran at inf
             if "failed" in cur and "request_rate" not in cur and not cur_ramp:
