@@ -735,9 +735,8 @@ def attach_simulation(p: Plan, shape: ModelShape, gpu: GpuSpec | None, workload:
                 outside.setdefault(n, []).append(label)
     p.notes += [f"{n} ({', '.join(labels)})" for n, labels in outside.items()]
     p.simulated = True
-    # the same band simulate quotes for this load (the range check's sentences are already in the notes, per level)
-    p.uncertainty = {k: v for k, v in uncertainty(calibration, regime=workload_regime(workload)).items()
-                     if k not in ("calibrated_range", "outside_range", "notes")}
+    # the same band simulate quotes for this load (the calibrated-range sentences are already in the notes, per level)
+    p.uncertainty = uncertainty(calibration, regime=workload_regime(workload))
     last = states[-1][0]
     pred = (p.predicted_before if last == "before" else p.concurrency.get("predicted") or {} if last == "result" else
             next(x for x in p.levels if f"level {x.level}" == last).predicted)

@@ -784,7 +784,7 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
             f"--tensor-parallel-size {seen} taken from the log's worker prefixes (TP ranks 0-{seen - 1} printed "
             "their own start-up lines); the log shows no TP setting, and an excerpt may not show every rank"]
     if ec.get("interleaved_services"):
-        from kvdoctor.evidence.load import interleaved_services_note
+        from kvdoctor.evidence.logs.startup import interleaved_services_note
 
         cfg.notes = [*cfg.notes, interleaved_services_note(list(ec["interleaved_services"]))]
     if ec.get("platform") == "cpu":

@@ -113,13 +113,6 @@ def _merge_skip(dst: SkipReport, src: SkipReport) -> None:
         dst.examples.setdefault(k, v)
 
 
-def interleaved_services_note(services: list[str]) -> str:
-    """What a start-up read from `docker compose logs` of several servers at once is worth."""
-    return (f"the start-up lines come from {len(services)} docker compose services ({', '.join(services)}) "
-            "interleaved: they were read as one engine's start, so its figures may mix servers; give one service's "
-            "log (docker compose logs SERVICE)")
-
-
 def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None = None,
                   window: str | None = None, labels: Any = None, year: int | None = None,
                   progress: Callable[[int], Any] | None = None, merge: bool = True) -> Evidence:
@@ -151,6 +144,8 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
             for seg in res.segments:
                 svc = ((seg.startup.engine_config or {}).get("interleaved_services") if seg.startup else None)
                 if svc:
+                    from kvdoctor.evidence.logs.startup import interleaved_services_note
+
                     ev.notes.append(f"{path}: {interleaved_services_note(svc)}")
             found = _bench_in_log(path)
             for b in found:

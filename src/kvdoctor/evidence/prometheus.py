@@ -161,8 +161,10 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
         snap.cache_config.update(labels)
         snap.cache_configs.append(dict(labels))
         return
-    if not ((base in GAUGES and suf == "") or (base in COUNTERS and suf in ("_total", ""))
-            or (base in HISTOGRAMS and suf in ("_bucket", "_sum", "_count"))):
+    gauge = base in GAUGES and suf == ""
+    counter = base in COUNTERS and suf in ("_total", "")
+    hist = base in HISTOGRAMS and suf in ("_bucket", "_sum", "_count")
+    if not (gauge or counter or hist):
         # a family kvdoctor does not read opens no series of its own: v0's label-less vllm:lora_requests_info made an
         # empty ("", "") instance beside the model's, a second timeline with nothing in it
         if suf != "_created":
@@ -172,16 +174,16 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
     ss = snap.series.get(key)
     if ss is None:
         ss = snap.series[key] = SeriesSnap()
-    if base in GAUGES and suf == "":
+    if gauge:
         _set(ss.gauges, ss._prio, GAUGES[base], base, float(value))
-    elif base in COUNTERS and suf in ("_total", ""):
+    elif counter:
         c = COUNTERS[base]
         # request_success has one series per finished_reason: sum them
         if c == "requests_finished":
             ss.counters[c] = ss.counters.get(c, 0.0) + float(value)
         else:
             _set(ss.counters, ss._prio, c, base, float(value))
-    elif base in HISTOGRAMS and suf in ("_bucket", "_sum", "_count"):
+    else:  # hist
         h_name = HISTOGRAMS[base]
         if ss._prio.get("h:" + h_name, 1) > _PREFERRED.get(base, 1):
             return
@@ -204,8 +206,6 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
             h.sum = float(value)
         else:
             h.count = float(value)
-    elif suf != "_created":
-        snap.unknown += 1
 
 
 def quantile(q: float, buckets: list[tuple[float, float]]) -> float:

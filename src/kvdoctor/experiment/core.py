@@ -451,11 +451,9 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
             rec["prediction_notes"] = exp.load.prediction_notes() + (
                 ["time model: this deployment's calibration (--calibration)"] if exp.calibration is not None else
                 ["time model: kvdoctor's GPU step-time model for --gpu (no --calibration)"])
-            from kvdoctor.sim.whatif import regime_of, uncertainty, uncertainty_text
+            from kvdoctor.sim.whatif import uncertainty, uncertainty_text, workload_regime
 
-            ld = exp.load
-            band = uncertainty_text(uncertainty(exp.calibration, regime=regime_of(
-                ld.max_concurrency, ld.rate is None and not ld.ramp_up_strategy and not ld.trace)))
+            band = uncertainty_text(uncertainty(exp.calibration, regime=workload_regime(exp.load.sim_workload())))
             if band:  # how far the prediction is to be trusted before it meets the measurement
                 rec["prediction_notes"].append("prediction uncertainty: " + band)
             for lv in exp.levels:

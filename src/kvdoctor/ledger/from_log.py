@@ -98,7 +98,7 @@ def log_ledger(s: StartupFacts, *, source: str, why_no_model: str) -> LogLedger:
     _derive(s, led)
     _verdict(s, led)
     if (s.engine_config or {}).get("interleaved_services"):
-        from kvdoctor.evidence.load import interleaved_services_note
+        from kvdoctor.evidence.logs.startup import interleaved_services_note
 
         led.notes.insert(0, interleaved_services_note(list(s.engine_config["interleaved_services"])))
     led.notes.append("predictions (a different --max-model-len, fp8 KV cache, quantization, TP) need the model's "

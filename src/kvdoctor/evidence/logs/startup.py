@@ -186,6 +186,14 @@ _TP_PROC = re.compile(r"(?:^|[_ ])TP(\d+)(?![\d])")
 _COMPOSE = re.compile(r"^\s*([A-Za-z0-9][\w.\-]*)\s+\|\s")
 
 
+def interleaved_services_note(services: list[str]) -> str:
+    """What a start-up read from `docker compose logs` of several servers at once is worth
+    (``engine_config["interleaved_services"]``, set by ``_finalize``)."""
+    return (f"the start-up lines come from {len(services)} docker compose services ({', '.join(services)}) "
+            "interleaved: they were read as one engine's start, so its figures may mix servers; give one service's "
+            "log (docker compose logs SERVICE)")
+
+
 class _Builder:
     """Accumulates one engine start's facts with per-field priority and rank."""
 
