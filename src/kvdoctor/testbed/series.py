@@ -268,6 +268,8 @@ SERIES_V11: tuple[SeriesRun, ...] = tuple(
 # replaces version 9 in the live test only if all three hold: (a) at least two of its sessions are judged (the repeat
 # within 10 %); (b) at least half of its judged sessions have every validation figure within 10 %; (c) the median, over
 # its judged sessions, of the session's median |error| over the twelve validation figures is at most 10 %.
+# Result (docs/simulation.md, "Version 12's result"): four sessions on 2026-12-04 13:50-13:58, none judged (the repeat
+# moved -35 ... -1 % on TTFT, +57 % on TPOT in the one whose TTFT held) -> not adopted; LIVE_SERIES stays version 9.
 SERIES_V12: tuple[SeriesRun, ...] = (
     SERIES_V7[0],
     SeriesRun("warmup2_ramp", replace(RAMP_LOAD, seed=28), "warmup"),
