@@ -63,6 +63,21 @@ def test_healthy_full_measured(healthy):
     assert m["pool_tokens"]["value"] == 48 * 32
 
 
+def test_healthy_full_request_lines(healthy):
+    """vLLM 0.32's own request lines (--enable-log-requests), read from the live log: one Received and one Added
+    line per request the bench sent (its 16, and its initial test request when it sends one), none aborted, and
+    the max_tokens each asked for (the load's 90 output tokens)."""
+    run, m = healthy
+    log = run.directory / "serve.log"
+    ev = _evidence(log)
+    (rl,) = ev["request_lines"]
+    assert rl["received"] in (16, 17) and rl["added"] == rl["received"], rl
+    # the bench's /tokenize call is logged as "Received request tokenize-...: params: None": not an arrival
+    assert rl["non_generation"] == log.read_text(errors="replace").count("Received request tokenize-"), rl
+    assert rl["aborted"] == 0 and rl["untimed_lines"] == 0
+    assert rl["max_tokens"]["p50"] == 90 and rl["max_tokens"]["max"] == 90
+
+
 # ---------------------------------------------------------------------------------------------- capacity-short
 
 

@@ -514,6 +514,7 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
                       lengths=lengths, bench=bench)
         _attach_config(ctx, inputs, None)
         instances.append(diagnose_context(ctx))
+        instances[0].notes.extend(request_line_notes(evidence).values())
         return Diagnosis(instances, th)
     for seg in segments:
         ctx = Context(source=seg.source, timeline=seg.timeline, events=list(seg.events or []),
@@ -527,7 +528,43 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
     # how the sources were grouped into instances (merge_instances) is part of the answer
     ev_notes = [n for n in (evidence.notes or [])
                 if n.startswith("one instance") or "kept apart" in n or "kept as its own instance" in n]
+    # the request lines' note goes to the first instance of its log (DP engines of one server share one API log)
+    for src, text in request_line_notes(evidence).items():
+        inst = next((i for i in instances if i.source == src), None)
+        (inst.notes if inst is not None else ev_notes).append(text)
     return Diagnosis(instances, th, ev_notes)
+
+
+def request_line_notes(evidence: Evidence) -> dict[str, str]:
+    """What the per-request log lines add to chain two: the arrivals, and who gave up and when.
+
+    An abort is the client closing the connection (a time-out, a user's stop, a load balancer); vLLM logs
+    it the same way in each case. The note says how many and after how long; it reads a queue into them only
+    where the same log shows requests waiting."""
+    import numpy as np
+
+    from kvdoctor.evidence.logs.requests import summary_line
+
+    out = {}
+    many = len(evidence.request_lines) > 1
+    for src, d in evidence.request_lines.items():
+        text = f"request lines{' (' + src + ')' if many else ''}: {summary_line(d)}"
+        share = d.get("aborted_share")
+        if d["aborted"] >= 3 and share is not None and share >= 0.01:
+            waits = [sg.timeline.waiting for sg in evidence.segments
+                     if sg.source == src and sg.timeline is not None and len(sg.timeline)]
+            peak = max((float(np.nanmax(w)) for w in waits if np.any(~np.isnan(w))), default=None)
+            ab = d.get("abort_after_s")
+            after = f" {ab['p50']:.0f} s (median) after they arrived" if ab else ""
+            if peak:
+                text += (f"; clients gave up on {share:.0%} of the requests{after} while up to {peak:.0f} waited in "
+                         "vLLM's queue: requests that wait longer than the clients' patience are lost to the queue "
+                         "(capacity, --max-num-seqs or the arrival rate; the queue verdict above)")
+            elif peak == 0:
+                text += (f"; clients gave up on {share:.0%} of the requests{after} with nothing waiting in vLLM's "
+                         "queue: their own time-outs or cancellations during generation, not a queue")
+        out[src] = text
+    return out
 
 
 def _attach_config(ctx: Context, inputs: Deployment | None, startup: StartupFacts | None) -> list[str]:

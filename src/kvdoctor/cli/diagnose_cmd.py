@@ -232,6 +232,8 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
         c.print(f"[bold]Fleet[/bold]: {fl['instances']} instances, verdict "
                 f"{_styled_verdict(fl['verdict'], fl.get('confidence', 'low'))}: "
                 + ", ".join(f"{k} {v}" for k, v in fl["counts"].items()))
+    for n in p.get("notes") or []:
+        c.print(f"note: {m(str(n))}", soft_wrap=True)
     s = p.get("slow")
     if s:
         c.print(f"[bold]Slow requests[/bold] (≥ p{s['percentile']:g} {s['by']} = {s['threshold_s']:.2f} s): "

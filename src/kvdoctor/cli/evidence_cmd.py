@@ -134,6 +134,10 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
     if s.get("stop_requests"):
         con.print(f"  stop requests: {s['stop_requests']} line(s) (an operator's stop: the errors after one are vLLM's "
                   "shutdown path, not a crash)")
+    for rl in doc.get("request_lines") or []:
+        from kvdoctor.evidence.logs.requests import summary_line
+
+        con.print(f"  request lines{'' if len(doc['sources']) == 1 else ' (' + rl['source'] + ')'}: {summary_line(rl)}")
     sk = doc["skipped"]
     if sk["total_lines"]:
         reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(sk["reasons"].items(), key=lambda kv: -kv[1]))

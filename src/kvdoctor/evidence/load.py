@@ -135,6 +135,10 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
             ev.segments.extend(res.segments)
             _merge_skip(ev.skipped, res.skipped)
             ev.ignored_lines += res.ignored_lines
+            if res.requests is not None:
+                from kvdoctor.evidence.logs.requests import describe
+
+                ev.request_lines[path] = describe(res.requests)
             ev.notes.extend(f"{path}: {n}" for n in res.notes)
             if res.out_of_order:
                 ev.notes.append(f"{path}: {res.out_of_order} stats samples out of time order (sorted)")

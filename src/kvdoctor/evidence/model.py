@@ -301,3 +301,5 @@ class Evidence:
     kinds: dict[str, str] = field(default_factory=dict)  # source -> "log" | "metrics" | "bench" | "trace" | ...
     ignored_lines: int = 0  # log lines that are not evidence (access logs, other messages)
     notes: list[str] = field(default_factory=list)  # rollovers, out-of-order samples, dropped events
+    # per log source: what its per-request lines said (evidence/logs/requests.py ``describe``)
+    request_lines: dict[str, dict] = field(default_factory=dict)

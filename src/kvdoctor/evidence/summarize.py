@@ -264,6 +264,8 @@ def payload(ev: Evidence, timelines: bool = False) -> dict[str, Any]:
                       if b.raw.get("format") == "block" and len(b.raw) > 1 else {})} for b in ev.bench],
         "notes": list(ev.notes),
     }
+    if ev.request_lines:
+        doc["request_lines"] = [{"source": src, **d} for src, d in ev.request_lines.items()]
     withtl = [k for k, d in enumerate(segs) if "timeline" in d]
     if withtl:
         k = max(withtl, key=lambda i: len(ev.segments[i].timeline))

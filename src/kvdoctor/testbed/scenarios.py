@@ -59,8 +59,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario(
         "healthy_full",
         "KV usage high (4 requests of 256 + 90 tokens, 11 blocks each even with a BOS token, hold 44 of 47 usable "
-        "blocks), no queue (the client never has more in flight than --max-num-seqs), no preemption",
-        _pool(512, 4, 48),
+        "blocks), no queue (the client never has more in flight than --max-num-seqs), no preemption; request logging "
+        "on (--enable-log-requests: a Received and an Added line per request)",
+        [*_pool(512, 4, 48), "--enable-log-requests"],
         LoadSpec(prompt_len=256, output_len=90, requests=16, rate=None, max_concurrency=4, seed=0),
     ),
     Scenario(

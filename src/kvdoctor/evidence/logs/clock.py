@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import calendar
 from functools import lru_cache
+from typing import Any
+
+from kvdoctor.evidence.logs.envelope import FOREIGN_ISO_B
 
 ROLLOVER_S = 180 * 86400
 
@@ -56,6 +59,25 @@ class Clock:
         if self.max_t is None or t > self.max_t:
             self.max_t = t
         return t
+
+
+def stamp(clock: Any, m: Any, line: bytes) -> float | None:
+    """Epoch seconds of the envelope ``m`` of ``line`` on ``clock`` (its year from the line or a foreign ISO
+    prefix when present); None for an impossible date."""
+    # (an EnvMatch: its level/timestamp match answers these groups; one call for all of them)
+    year, mon, day, hh, mi, ss, frac = getattr(m, "m", m).group("year", "mon", "day", "hh", "mi", "ss", "frac")
+    y = int(year) if year else None
+    if y is None:
+        st = m.start()
+        if st > 0:
+            fm = FOREIGN_ISO_B.search(line, 0, st)
+            if fm is not None:
+                y = int(fm.group("year"))
+    sec = float(ss + frac.replace(b",", b".")) if frac else float(ss)
+    try:
+        return clock.epoch(y, int(mon), int(day), int(hh), int(mi), sec)
+    except ValueError:
+        return None
 
 
 @lru_cache(maxsize=8)

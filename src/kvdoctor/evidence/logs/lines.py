@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kvdoctor.evidence.logs.clock import stamp
 from kvdoctor.evidence.logs.commit import Series
 from kvdoctor.evidence.logs.envelope import (ANSI_B, FOREIGN_ISO_B, GLUE_STATS_B, leading_timestamp_b, parse_envelope,
                                              search_envelope_b)
+from kvdoctor.evidence.logs.requests import request_kind
 from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
                                            MAX_WARNINGS)
 from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
@@ -85,20 +87,7 @@ class LinePath:
 
     # -- time --------------------------------------------------------------------------------
     def _time(self, m: Any, line: bytes) -> float | None:
-        # (an EnvMatch: its level/timestamp match answers these groups; one call for all of them)
-        year, mon, day, hh, mi, ss, frac = getattr(m, "m", m).group("year", "mon", "day", "hh", "mi", "ss", "frac")
-        y = int(year) if year else None
-        if y is None:
-            st = m.start()
-            if st > 0:
-                fm = FOREIGN_ISO_B.search(line, 0, st)
-                if fm is not None:
-                    y = int(fm.group("year"))
-        sec = float(ss + frac.replace(b",", b".")) if frac else float(ss)
-        try:
-            return self.clock.epoch(y, int(mon), int(day), int(hh), int(mi), sec)
-        except ValueError:
-            return None
+        return stamp(self.clock, m, line)
 
     # -- record handlers ---------------------------------------------------------------------
     def _stats(self, line: bytes, n: int, row: tuple | None = None) -> bool | None:
@@ -277,6 +266,8 @@ class LinePath:
                     continue
             if b"\r" in bl:
                 bl = bl.rstrip(b"\r")
+            if request_kind(bl) is not None:
+                continue  # read (and counted) by the chunk's request-line scan; its prompt is the user's words
             if not with_stats and (b"roughput" in bl or b"preempted by" in bl):
                 continue
             if b"Avg prompt throughput" not in bl and looks_like_stats_tail(bl) and search_envelope_b(bl) is None:
@@ -369,7 +360,9 @@ class LinePath:
         if len(nl):
             lens = np.diff(np.concatenate(([-1], nl))) - 1
             for k in np.flatnonzero(lens > MAX_LINE)[:1000]:
-                self._skipped("too-long", work[int(nl[k] - lens[k]): int(nl[k] - lens[k]) + 160])
+                head = work[int(nl[k] - lens[k]): int(nl[k] - lens[k]) + 160]
+                if request_kind(head) is None:  # a request line quoting a long prompt is read whole
+                    self._skipped("too-long", head)
         if not work.isascii():
             try:
                 work.decode("utf-8")
@@ -385,7 +378,7 @@ class LinePath:
                     try:
                         seg.decode("utf-8")
                     except UnicodeDecodeError:
-                        if seg.replace(b"\x00", b"").strip():
+                        if seg.replace(b"\x00", b"").strip() and request_kind(seg[:400]) is None:
                             self._skipped("invalid-utf8", seg)
 
     def _skip_binary_lines(self, work: bytes) -> None:

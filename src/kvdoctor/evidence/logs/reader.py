@@ -49,6 +49,7 @@ from kvdoctor.evidence.logs.fastpath import FastPath
 from kvdoctor.evidence.logs.limits import CHUNK, MAX_EVENTS_PER_KIND, SMALL_FILE, STICKY_LINES
 from kvdoctor.evidence.logs.lines import LinePath
 from kvdoctor.evidence.logs.prescan import start_prescan, take_prescan
+from kvdoctor.evidence.logs.requests import RequestLines, RequestLog
 from kvdoctor.evidence.logs.segments import (
     match_dp, settle_preemptions, startup_line, v0_preemptions_from_warnings,
 )
@@ -69,6 +70,7 @@ class LogRead:
     rollovers: int = 0
     events_dropped: int = 0
     notes: list[str] = field(default_factory=list)
+    requests: RequestLines | None = None  # the per-request lines (requests.py), when the log has any
 
 
 # the figures an error line alone gives a start-up record (the OOM line names its sizes and the GPU's total)
@@ -84,6 +86,7 @@ class LogReader(LinePath, FastPath, ColumnCommit):
 
         self.source = source
         self.clock = Clock(year or time.gmtime().tm_year)
+        self.requests = RequestLog(year or time.gmtime().tm_year)
         self.collector = StartupCollector()
         self.series: dict[tuple[str, str], Series] = {}
         self.events: list[tuple[Event, str]] = []  # (event, process key)
@@ -108,6 +111,11 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         """``work`` ends with a newline; ``base`` = physical lines before it. Returns its line count.
         ``pre``: the fast path's state-free scan of exactly this ``work`` (:func:`_prescan`), made ahead
         by the pre-scan worker; None = scan here."""
+        # Request lines first, on every path alike (requests.py); the paths below pass over them.
+        self.parsed_lines += self.requests.scan(work)
+        return self._feed(work, base, force_full, pre)
+
+    def _feed(self, work: bytes, base: int, force_full: bool = False, pre: tuple | None = None) -> int:
         # Start-up lines without "KV cache" (the 0.2x "Free memory on device" summary, CUDA-graph
         # pool, "init engine took") follow the KV lines closely: stay on the full path for a while
         # after start-up activity so a chunk boundary cannot hide them.
@@ -123,7 +131,7 @@ class LogReader(LinePath, FastPath, ColumnCommit):
             _, cut = verdict
             head = self._full_counted(work[:cut], base)
             self._gap_ok_first = True
-            return head + self.feed_chunk(work[cut:], base + head)
+            return head + self._feed(work[cut:], base + head)
         return self._full_counted(work, base)
 
     def _full_counted(self, work: bytes, base: int) -> int:
@@ -271,7 +279,8 @@ class LogReader(LinePath, FastPath, ColumnCommit):
             notes.append(f"{self.events_dropped} events beyond {MAX_EVENTS_PER_KIND} per kind were counted, not kept")
         return LogRead(source=self.source, segments=segments, startups=startups, skipped=self.skip,
                        ignored_lines=ignored, out_of_order=out_of_order, rollovers=self.clock.rollovers,
-                       events_dropped=self.events_dropped, notes=notes)
+                       events_dropped=self.events_dropped, notes=notes,
+                       requests=self.requests.r if self.requests.r.any else None)
 
 
 def read_log(path: str | os.PathLike, *, year: int | None = None,

@@ -1,0 +1,356 @@
+"""vLLM's per-request log lines: who asked for what, when, and who gave up.
+
+With request logging on (vLLM <= 0.10 logs requests unless ``--disable-log-requests``; from 0.11 with
+``--enable-log-requests``) the API server writes, per request:
+
+* ``Received request <id>: prompt: '...', params: SamplingParams(..., max_tokens=N, ...), prompt_token_ids:
+  [...], lora_request: ...`` (0.4-0.10; v0's oldest builds print ``sampling_params:``), or from 0.11
+  ``Received request <id>: params: SamplingParams(...), lora_request: None.`` (the prompt and its token ids
+  moved to the DEBUG line ``Request <id> details: prompt: ..., prompt_token_ids: [...]``);
+* ``Added request <id>.`` (V1's AsyncLLM, after the engine core took it);
+* ``Aborted request <id>.`` / ``Aborted request(s) <id>,<id>.`` (the client went away or the server
+  cancelled it; vllm/v1/engine/async_llm.py ``abort``), v0's ``Finished request <id>.``;
+* with ``--enable-log-outputs``: ``Generated response <id>: output: ..., finish_reason: ...``.
+
+These lines quote the user's prompt and output, which can say anything ("CUDA out of memory", "KV cache",
+"Traceback"). The reader takes them here first, so no other handler sees a prompt as an error, a stats line or
+a start-up fact. What it keeps is bounded: counts, one arrival time per request (an ``array('d')``), the
+requested ``max_tokens``, the logged prompt token count, and for each abort the time since its request
+arrived (ids still open are held up to ``MAX_OPEN`` at a time).
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvdoctor.evidence.logs.clock import Clock, stamp
+from kvdoctor.evidence.logs.envelope import search_envelope_b
+
+# Where a request line's message starts with one of these (after vLLM's envelope, or at the start of a pasted
+# line) it is a request line, whatever its prompt says.
+KINDS = ((b"Received request ", "received"), (b"Added request ", "added"), (b"Aborted request", "aborted"),
+         (b"Finished request ", "finished"), (b"Generated response ", "response"))
+# a DEBUG detail line: "Request <id> details: prompt: ..." / "Request <id> JSON body: ..."
+_DETAIL = re.compile(rb"Request (\S+) (?:details|JSON body):")
+NEEDLES = tuple(k for k, _ in KINDS) + (b"Request ",)
+_SCAN = (*KINDS, (b"Request ", "detail"))
+_IDS = re.compile(rb"\(s\)\s+(.+?)\.?\s*$")
+_DIGITS = re.compile(rb"\d+")
+_WORD = re.compile(rb"\w+")
+# vLLM's exact envelope from the line's start up to the message: the scan's fast case (a fullmatch, no search)
+_FAST_ENV = re.compile(
+    rb"(?:\(?[A-Za-z_][\w.\-]*(?: rank=\d+)? pid=\d+\) )?(?:INFO|DEBUG|WARNING|ERROR) "
+    rb"(?P<ts>(?:(?P<year>\d{4})-)?(?P<mon>\d\d)-(?P<day>\d\d) (?P<hh>\d\d):(?P<mi>\d\d):(?P<ss>\d\d)(?P<frac>[.,]\d+)?) "
+    rb"\[?[^\]\s:]+:\d+\] ")
+_MISSING = object()
+# vLLM's API server logs its /tokenize and /detokenize calls with the same "Received request" line (0.32: "Received
+# request tokenize-95eac0ed4305d875: params: None, lora_request: None."); they never reach the engine
+_NON_GENERATION = (b"tokenize-", b"detokenize-")
+_INTERNAL = re.compile(rb"-[0-9A-Za-z]{8}$")  # vLLM >= 0.3x: the internal id adds 8 random characters
+_PREFIX = 200           # how far into a line without vLLM's envelope a request line's message may start
+MAX_OPEN = 200_000      # received, not yet finished or aborted, held at once
+MAX_KEPT = 5_000_000    # arrival times / values kept per kind (a 1 GB request log has ~2 M)
+
+
+@dataclass
+class RequestLines:
+    """What a log's request lines said (``RequestLog.finish``)."""
+
+    received: int = 0
+    added: int = 0
+    aborted: int = 0
+    finished: int = 0
+    responses: int = 0
+    arrivals: array = field(default_factory=lambda: array("d"))       # epoch seconds of each Received
+    added_arrivals: array = field(default_factory=lambda: array("d"))  # of each Added, where no Received exists
+    max_tokens: array = field(default_factory=lambda: array("d"))     # per Received that names it
+    prompt_tokens: array = field(default_factory=lambda: array("d"))  # per logged prompt_token_ids list
+    prompt_tokens_cut: int = 0          # lists the log cut (``--max-log-len``): their counts are lower bounds
+    abort_after_s: array = field(default_factory=lambda: array("d"))  # abort time minus its arrival
+    aborted_unmatched: int = 0          # aborts whose request arrived before the log begins (or untimed)
+    finish_reasons: dict[str, int] = field(default_factory=dict)
+    untimed: int = 0                    # request lines without a timestamp (a pasted excerpt)
+    non_generation: int = 0             # "Received request tokenize-...: params: None" (/tokenize, /detokenize)
+    examples: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.received or self.added or self.aborted or self.finished or self.responses)
+
+
+def message_start(line: bytes) -> tuple[Any, int | None]:
+    """(vLLM envelope match or None, offset where a request line's message starts, or None).
+
+    Under vLLM's envelope the message must start with a request-line needle. Without one (an operator's
+    formatter, KServe's ``2025-05-14 17:45:10.901 1647689 kserve.trace Received request ...``, a pasted line)
+    the first needle within ``_PREFIX`` bytes counts when no quote comes before it: a prompt that quotes a
+    request line is inside quotes."""
+    m = search_envelope_b(line)
+    if m is not None:
+        return m, m.m.start("msg")
+    best = None
+    for nd in NEEDLES:
+        p = line.find(nd, 0, _PREFIX)
+        if p != -1 and (best is None or p < best):
+            best = p
+    if best is None or b"'" in line[:best] or b'"' in line[:best]:
+        return None, None
+    if best and line[best - 1:best] not in (b" ", b"\t", b"]", b"|", b":"):
+        return None, None
+    return None, best
+
+
+def request_kind(line: bytes) -> str | None:
+    """The request-line kind of ``line`` (its message starts with one of ``KINDS``), else None."""
+    if b"equest" not in line and b"esponse " not in line:
+        return None
+    _, off = message_start(line)
+    if off is None:
+        return None
+    for needle, kind in KINDS:
+        if line.startswith(needle, off):
+            return kind
+    if line.startswith(b"Request ", off) and _DETAIL.match(line, off):
+        return "detail"
+    return None
+
+
+def _rid(buf: bytes, a: int, le: int) -> bytes | None:
+    """The request id that follows a needle: the next word, without its closing ':' or '.'."""
+    end = le if le - a < 300 else a + 300
+    while a < end and buf[a] in (32, 9):
+        a += 1
+    sp = buf.find(b" ", a, end)
+    rid = buf[a:end if sp == -1 else sp].rstrip(b"\r:.")
+    return rid or None
+
+
+class RequestLog:
+    """Accumulates request lines chunk by chunk, on a clock of its own (they are read ahead of the chunk's other
+    lines, which must not move the reader's clock)."""
+
+    def __init__(self, year: int) -> None:
+        self.r = RequestLines()
+        self.clock = Clock(year)
+        self._open: dict[bytes, float] = {}
+        self._tcache: dict[bytes, float | None] = {}
+
+    def scan(self, work: bytes, _unused=None) -> int:
+        """Every request line of ``work`` (whole lines), in file order; returns how many were read.
+
+        Each needle is found with ``bytes.find`` (C speed); a line whose first needle sits right after vLLM's exact
+        envelope at the line's start is read in place (``_FAST_ENV``, its timestamp cached per second); any other
+        line takes the general path (``take``: envelope searched, foreign prefixes, pasted lines)."""
+        if b"equest" not in work and b"esponse " not in work:
+            return 0
+        find, rfind = work.find, work.rfind
+        hits = []
+        for nd, kind in _SCAN:
+            p = find(nd)
+            while p != -1:
+                le = find(b"\n", p)
+                if le == -1:
+                    le = len(work)
+                hits.append((rfind(b"\n", 0, p) + 1, p, le, kind, len(nd)))
+                p = find(nd, le)
+        hits.sort()
+        n, prev = 0, -1
+        for ls, p, le, kind, k in hits:
+            if ls == prev:
+                continue  # a second needle on one line: the first one decided
+            prev = ls
+            m = _FAST_ENV.fullmatch(work, ls, p)
+            if m is None:
+                end = le - 1 if le > ls and work[le - 1] == 13 else le  # \r
+                n += self.take(work[ls:end])
+                continue
+            if kind == "detail":
+                if _DETAIL.match(work, p, le):
+                    self._prompt_ids(work, p, le)
+                    n += 1
+                continue
+            ts = m.group("ts")
+            t = self._tcache.get(ts, _MISSING)
+            if t is _MISSING:
+                if len(self._tcache) > 4096:
+                    self._tcache.clear()
+                t = self._tcache[ts] = stamp(self.clock, m, b"")
+            self._record(kind, work, p + k, le, t, ls)
+            n += 1
+        return n
+
+    def take(self, line: bytes, _unused=None) -> bool:
+        """One line on the general path (True when it is a request line)."""
+        m, off = message_start(line)
+        if off is None:
+            return False
+        for needle, kind in KINDS:
+            if line.startswith(needle, off):
+                t = stamp(self.clock, m, line) if m is not None else None
+                self._record(kind, line, off + len(needle), len(line), t, 0)
+                return True
+        if line.startswith(b"Request ", off) and _DETAIL.match(line, off):
+            self._prompt_ids(line, off, len(line))
+            return True
+        return False
+
+    def _record(self, kind: str, buf: bytes, a: int, le: int, t: float | None, ls: int) -> None:
+        """The fields of one request line: ``buf[a:le]`` is the message after its needle."""
+        r = self.r
+        if kind not in r.examples:
+            r.examples[kind] = buf[ls:min(le, ls + 200)].decode("utf-8", "replace")
+        if t is None:
+            r.untimed += 1
+        rid = _rid(buf, a, le)
+        if kind == "received":
+            if rid is not None and (rid.startswith(_NON_GENERATION)
+                                    or buf.find(b": params: None", a, a + len(rid) + 20) != -1):
+                r.non_generation += 1  # /tokenize and the like: logged by the same logger, never scheduled
+                return
+            r.received += 1
+            if t is not None and len(r.arrivals) < MAX_KEPT:
+                r.arrivals.append(t)
+                if rid is not None and len(self._open) < MAX_OPEN:
+                    self._open[rid] = t
+            q = buf.rfind(b"max_tokens=", a, le)  # the last: a prompt quoted before the params may say anything
+            if q != -1 and len(r.max_tokens) < MAX_KEPT:
+                dm = _DIGITS.match(buf, q + 11, le)
+                if dm is not None:
+                    r.max_tokens.append(float(dm.group(0)))
+            self._prompt_ids(buf, a, le)
+        elif kind == "added":
+            r.added += 1
+            # V0's MQLLMEngine logs only "Added request": then it is the arrival. Where "Received request" lines
+            # exist they are (from 0.3x Added carries the internal id, the external one plus 8 random characters).
+            if not r.received and t is not None and rid is not None and rid not in self._open \
+                    and len(self._open) < MAX_OPEN:
+                self._open[rid] = t
+                if len(r.added_arrivals) < MAX_KEPT:
+                    r.added_arrivals.append(t)
+        elif kind == "aborted":
+            many = _IDS.match(buf, a, min(le, a + 4000))
+            ids = [i.strip() for i in many.group(1).split(b",")] if many else ([rid] if rid is not None else [])
+            for one in ids:
+                r.aborted += 1
+                t0 = self._open.pop(one, None)
+                if t0 is None and _INTERNAL.search(one):  # an internal id: its external one was received
+                    t0 = self._open.pop(_INTERNAL.sub(b"", one), None)
+                if t0 is not None and t is not None and len(r.abort_after_s) < MAX_KEPT:
+                    r.abort_after_s.append(max(0.0, t - t0))
+                else:
+                    r.aborted_unmatched += 1
+        elif kind == "finished":
+            r.finished += 1
+            if rid is not None:
+                self._open.pop(rid, None)
+        else:  # a logged response (--enable-log-outputs); streaming deltas are not responses
+            if buf.find(b"(streaming delta)", a, min(le, a + 300)) != -1:
+                return
+            r.responses += 1
+            q = buf.rfind(b"finish_reason: ", a, le)
+            if q != -1:
+                fm = _WORD.match(buf, q + 15, le)
+                if fm is not None:
+                    reason = fm.group(0).decode("ascii", "replace")
+                    r.finish_reasons[reason] = r.finish_reasons.get(reason, 0) + 1
+            if rid is not None:
+                self._open.pop(rid, None)
+
+    def _prompt_ids(self, buf: bytes, a: int, le: int) -> None:
+        q = buf.rfind(b"prompt_token_ids: [", a, le)  # the last, as max_tokens
+        if q == -1 or len(self.r.prompt_tokens) >= MAX_KEPT:
+            return
+        b0 = q + 19
+        e = buf.find(b"]", b0, le)
+        if e == -1:  # the line was cut inside the list
+            self.r.prompt_tokens_cut += 1
+            e = le
+        elif not buf[b0:e].strip():
+            return  # an empty list: a prompt given as embeddings, or none logged
+        self.r.prompt_tokens.append(float(buf.count(b",", b0, e) + 1))
+
+    def finish(self) -> RequestLines:
+        return self.r
+
+
+def _q(vals, q: float) -> float:
+    import numpy as np
+
+    return float(np.quantile(np.frombuffer(vals, dtype=np.float64), q))
+
+
+def describe(r: RequestLines) -> dict[str, Any]:
+    """The figures an operator reads off the request lines; every one says what it is counted from.
+
+    * arrival rates are over the span from the first to the last ``Received`` line (the log's timestamps have
+      one-second resolution: a peak is counted per minute, not per second);
+    * an abort's wait is the time from its ``Received`` line to its ``Aborted`` line (the client's patience, or its
+      time-out, when many cluster at one value);
+    * ``max_tokens`` is what the client asked for, not what was generated;
+    * prompt tokens are counted from the logged ``prompt_token_ids`` (vLLM <= 0.10 at INFO, later at DEBUG);
+      ``--max-log-len`` cuts that list silently, so with it set the counts are lower bounds.
+    """
+    import numpy as np
+
+    d: dict[str, Any] = {"received": r.received, "added": r.added, "aborted": r.aborted, "finished": r.finished,
+                         "responses": r.responses, "untimed_lines": r.untimed, "non_generation": r.non_generation}
+    arr = r.arrivals if r.received else r.added_arrivals
+    d["arrivals_from"] = "received" if r.received else "added"
+    if len(arr) >= 2:
+        t = np.sort(np.frombuffer(arr, dtype=np.float64))
+        span = float(t[-1] - t[0])
+        d["span_s"] = span
+        if span > 0:
+            d["arrival_rate_per_s"] = (len(t) - 1) / span
+            if span >= 120:
+                counts = np.bincount(((t - t[0]) // 60).astype(np.int64))
+                d["peak_minute_rate_per_s"] = float(counts.max()) / 60.0
+                d["peak_minute_at"] = float(t[0] + 60.0 * int(counts.argmax()))
+    if r.aborted:
+        arrived = r.received or len(r.added_arrivals)
+        d["aborted_share"] = r.aborted / arrived if arrived else None
+        d["aborted_matched"] = len(r.abort_after_s)
+        if len(r.abort_after_s):
+            d["abort_after_s"] = {"p50": _q(r.abort_after_s, 0.5), "p90": _q(r.abort_after_s, 0.9),
+                                  "max": float(max(r.abort_after_s))}
+    if len(r.max_tokens):
+        d["max_tokens"] = {"n": len(r.max_tokens), "p50": _q(r.max_tokens, 0.5), "p99": _q(r.max_tokens, 0.99),
+                           "max": float(max(r.max_tokens))}
+    if len(r.prompt_tokens):
+        d["prompt_tokens"] = {"n": len(r.prompt_tokens), "p50": _q(r.prompt_tokens, 0.5),
+                              "p99": _q(r.prompt_tokens, 0.99), "max": float(max(r.prompt_tokens)),
+                              "cut_lines": r.prompt_tokens_cut}
+    if r.finish_reasons:
+        d["finish_reasons"] = dict(r.finish_reasons)
+    return d
+
+
+def summary_line(d: dict[str, Any]) -> str:
+    """One line for ``kvdoctor evidence``."""
+    parts = [f"{d['received']:,} received" if d["received"] or not d["added"] else f"{d['added']:,} added"]
+    if d.get("arrival_rate_per_s") is not None:
+        s = f"{d['arrival_rate_per_s']:.2f}/s over {d['span_s']:.0f} s"
+        if d.get("peak_minute_rate_per_s") is not None:
+            s += f", busiest minute {d['peak_minute_rate_per_s']:.2f}/s"
+        parts.append(s)
+    if d["aborted"]:
+        s = f"{d['aborted']:,} aborted"
+        if d.get("aborted_share") is not None:
+            s += f" ({d['aborted_share']:.1%})"
+        ab = d.get("abort_after_s")
+        if ab:
+            s += f", after {ab['p50']:.0f} s median / {ab['p90']:.0f} s p90 from arrival"
+        parts.append(s)
+    if d["finished"]:
+        parts.append(f"{d['finished']:,} finished")
+    mt = d.get("max_tokens")
+    if mt:
+        parts.append(f"max_tokens p50 {mt['p50']:.0f} / p99 {mt['p99']:.0f} / max {mt['max']:.0f}")
+    pt = d.get("prompt_tokens")
+    if pt:
+        parts.append(f"prompt tokens p50 {pt['p50']:.0f} / p99 {pt['p99']:.0f} / max {pt['max']:.0f} (n={pt['n']:,}"
+                     + (f", {pt['cut_lines']} cut" if pt["cut_lines"] else "") + ")")
+    return ", ".join(parts)
