@@ -181,3 +181,50 @@ def test_a_request_line_with_invalid_utf8_or_over_64_kib_is_read_not_skipped(tmp
     assert res.skipped.skipped_lines == 0 and res.skipped.parsed_lines == 4
     d = describe(res.requests)
     assert d["received"] == 2 and d["prompt_tokens"]["max"] == 30000
+
+
+def test_held_out_excerpts_after_their_fixes():
+    """Three of twenty excerpts collected after the reader was written showed what it missed (README "Held out")."""
+    # vllm-ascend#457: 64 clients with a 60 s time-out; the excerpt shows 3 arrivals and 15 aborts, Pending up to 9
+    r = read_log(FIX / "vllm-ascend457-client-timeouts.log")
+    d = describe(r.requests)
+    assert d["added"] == 3 and d["aborted"] == 15 and d["aborted_share"] is None  # it began after most arrivals
+    assert d["aborted_matched"] == 1 and d["abort_after_s"]["p50"] == 56.0
+    assert "it begins after them" in summary_line(d) and "(1 of them matched to their arrival)" in summary_line(d)
+    # vLLM 0.22: "Aborted request(s) <internal id>." then "Request <external id> aborted." is ONE abort each
+    d = describe(read_log(FIX / "vllm022-abort-pair-and-outputs.log").requests)
+    assert d["aborted"] == 2 and d["responses"] == 1  # streaming deltas are not responses
+    # vllm#5697: the aborts pasted without line breaks, glued to a traceback on one physical line
+    d = describe(read_log(FIX / "vllm5697-glued-aborts.log").requests)
+    assert d["aborted"] == 3
+
+
+def test_diagnose_on_the_client_timeout_excerpt():
+    from kvdoctor.chains.diagnose import diagnose
+
+    (inst,) = diagnose(load_evidence([FIX / "vllm-ascend457-client-timeouts.log"])).instances
+    text = next(n for n in inst.notes if n.startswith("request lines"))
+    assert "clients gave up on 15 requests 56 s (median) after they arrived while up to 9 waited" in text
+
+
+def test_prose_that_names_a_request_line_is_not_one():
+    lines = [b"# note: V1 engine: async_llm.py Added request + loggers.py stats line",
+             b"We saw Aborted request lines after 60 s, see below:",
+             b"2025-05-14 17:45:10.901 1647689 kserve.trace Received request chatcmpl-1: prompt: 'x'"]
+    assert [request_kind(x) for x in lines] == [None, None, "received"]
+
+
+def test_v1_request_words(tmp_path):
+    lines = ["(APIServer pid=1) INFO 09-04 03:10:40 [logger.py:1] Received request chatcmpl-a: params: "
+             "SamplingParams(max_tokens=8), lora_request: None.",
+             "(APIServer pid=1) INFO 09-04 03:10:40 [logger.py:1] Received request chatcmpl-b: params: "
+             "SamplingParams(max_tokens=8), lora_request: None.",
+             "(APIServer pid=1) INFO 09-04 03:10:43 [v1/engine/async_llm.py:721] Aborted request(s) chatcmpl-a-a44df1a4.",
+             "(APIServer pid=1) INFO 09-04 03:10:43 [v1/engine/async_llm.py:595] Request chatcmpl-a aborted.",
+             "(APIServer pid=1) INFO 09-04 03:10:45 [v1/engine/async_llm.py:595] Request chatcmpl-b aborted.",
+             "(APIServer pid=1) INFO 09-04 03:10:46 [v1/engine/async_llm.py:601] Request chatcmpl-c failed (engine dead)."]
+    d = describe(read_log(_write(tmp_path, lines)).requests)
+    # a's pair is one abort (3 s after arrival); b's lone "Request b aborted." is one too (5 s)
+    assert d["aborted"] == 2 and d["aborted_matched"] == 2 and sorted(read_log(_write(tmp_path, lines)).requests
+                                                                        .abort_after_s) == [3.0, 5.0]
+    assert d["failed_engine_dead"] == 1

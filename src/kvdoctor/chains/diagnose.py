@@ -550,18 +550,19 @@ def request_line_notes(evidence: Evidence) -> dict[str, str]:
     for src, d in evidence.request_lines.items():
         text = f"request lines{' (' + src + ')' if many else ''}: {summary_line(d)}"
         share = d.get("aborted_share")
-        if d["aborted"] >= 3 and share is not None and share >= 0.01:
+        if d["aborted"] >= 3 and (share is None or share >= 0.01):
             waits = [sg.timeline.waiting for sg in evidence.segments
                      if sg.source == src and sg.timeline is not None and len(sg.timeline)]
             peak = max((float(np.nanmax(w)) for w in waits if np.any(~np.isnan(w))), default=None)
             ab = d.get("abort_after_s")
             after = f" {ab['p50']:.0f} s (median) after they arrived" if ab else ""
+            which = f"{share:.0%} of the requests" if share is not None else f"{d['aborted']:,} requests"
             if peak:
-                text += (f"; clients gave up on {share:.0%} of the requests{after} while up to {peak:.0f} waited in "
+                text += (f"; clients gave up on {which}{after} while up to {peak:.0f} waited in "
                          "vLLM's queue: requests that wait longer than the clients' patience are lost to the queue "
                          "(capacity, --max-num-seqs or the arrival rate; the queue verdict above)")
             elif peak == 0:
-                text += (f"; clients gave up on {share:.0%} of the requests{after} with nothing waiting in vLLM's "
+                text += (f"; clients gave up on {which}{after} with nothing waiting in vLLM's "
                          "queue: their own time-outs or cancellations during generation, not a queue")
         out[src] = text
     return out

@@ -33,11 +33,13 @@ from kvdoctor.evidence.logs.envelope import search_envelope_b
 # line) it is a request line, whatever its prompt says.
 KINDS = ((b"Received request ", "received"), (b"Added request ", "added"), (b"Aborted request", "aborted"),
          (b"Finished request ", "finished"), (b"Generated response ", "response"))
-# a DEBUG detail line: "Request <id> details: prompt: ..." / "Request <id> JSON body: ..."
-_DETAIL = re.compile(rb"Request (\S+) (?:details|JSON body):")
+# "Request <id> ...": a DEBUG detail line ("details: prompt: ...", "JSON body: ..."), or V1's own word on a request
+# that ended without its output: "aborted." (the client went away: logged after "Aborted request(s) <internal id>."
+# for the same request) or "failed (engine dead)." (vllm/v1/engine/async_llm.py, 0.2x-0.33)
+_DETAIL = re.compile(rb"Request (\S+) (details:|JSON body:|aborted\.|failed \(engine dead\)\.)")
 NEEDLES = tuple(k for k, _ in KINDS) + (b"Request ",)
 _SCAN = (*KINDS, (b"Request ", "detail"))
-_IDS = re.compile(rb"\(s\)\s+(.+?)\.?\s*$")
+_IDS = re.compile(rb"\(s\)\s+(\S+?)\.?(?:\s|$)")  # vLLM joins the ids with "," and no space
 _DIGITS = re.compile(rb"\d+")
 _WORD = re.compile(rb"\w+")
 # vLLM's exact envelope from the line's start up to the message: the scan's fast case (a fullmatch, no search)
@@ -46,6 +48,10 @@ _FAST_ENV = re.compile(
     rb"(?P<ts>(?:(?P<year>\d{4})-)?(?P<mon>\d\d)-(?P<day>\d\d) (?P<hh>\d\d):(?P<mi>\d\d):(?P<ss>\d\d)(?P<frac>[.,]\d+)?) "
     rb"\[?[^\]\s:]+:\d+\] ")
 _MISSING = object()
+_LEVELS = (b"INFO ", b"DEBUG ", b"WARNING ", b"ERROR ")
+_CLOCK = re.compile(rb"\d\d:\d\d:\d\d")  # a prefix without vLLM's envelope must still carry a time of day
+_ID_LIKE = re.compile(rb"\s*(?:\(s\) )?[\w-]*\w[\w.\-]*")  # what follows the needle: an id (or the word the kind
+# takes: "Request <id> aborted." has its id first)
 # vLLM's API server logs its /tokenize and /detokenize calls with the same "Received request" line (0.32: "Received
 # request tokenize-95eac0ed4305d875: params: None, lora_request: None."); they never reach the engine
 _NON_GENERATION = (b"tokenize-", b"detokenize-")
@@ -74,6 +80,7 @@ class RequestLines:
     finish_reasons: dict[str, int] = field(default_factory=dict)
     untimed: int = 0                    # request lines without a timestamp (a pasted excerpt)
     non_generation: int = 0             # "Received request tokenize-...: params: None" (/tokenize, /detokenize)
+    failed_engine_dead: int = 0         # V1's "Request <id> failed (engine dead)."
     examples: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -91,14 +98,16 @@ def message_start(line: bytes) -> tuple[Any, int | None]:
     m = search_envelope_b(line)
     if m is not None:
         return m, m.m.start("msg")
-    best = None
+    best, nd_len = None, 0
     for nd in NEEDLES:
         p = line.find(nd, 0, _PREFIX)
         if p != -1 and (best is None or p < best):
-            best = p
+            best, nd_len = p, len(nd)
     if best is None or b"'" in line[:best] or b'"' in line[:best]:
         return None, None
-    if best and line[best - 1:best] not in (b" ", b"\t", b"]", b"|", b":"):
+    if best and (line[best - 1:best] not in (b" ", b"\t", b"]", b"|", b":") or not _CLOCK.search(line, 0, best)):
+        return None, None  # prose that names a request line ("... async_llm.py Added request + ..."): no time of day
+    if not _ID_LIKE.match(line, best + nd_len):
         return None, None
     return None, best
 
@@ -136,6 +145,7 @@ class RequestLog:
         self.r = RequestLines()
         self.clock = Clock(year)
         self._open: dict[bytes, float] = {}
+        self._aborted_recent: dict[bytes, None] = {}  # insertion-ordered: the oldest go first
         self._tcache: dict[bytes, float | None] = {}
 
     def scan(self, work: bytes, _unused=None) -> int:
@@ -155,31 +165,44 @@ class RequestLog:
                 if le == -1:
                     le = len(work)
                 hits.append((rfind(b"\n", 0, p) + 1, p, le, kind, len(nd)))
-                p = find(nd, le)
+                p = find(nd, p + len(nd))  # not the next line: lines glued in a paste hold several
         hits.sort()
-        n, prev = 0, -1
+        n, prev, closed = 0, -1, False
         for ls, p, le, kind, k in hits:
-            if ls == prev:
-                continue  # a second needle on one line: the first one decided
-            prev = ls
+            first = ls != prev
+            if first:
+                prev, closed, counted = ls, False, False
+            elif closed:
+                continue  # the line's user text (a prompt, an output) may quote anything after this point
             m = _FAST_ENV.fullmatch(work, ls, p)
             if m is None:
-                end = le - 1 if le > ls and work[le - 1] == 13 else le  # \r
-                n += self.take(work[ls:end])
+                # lines glued together (newlines lost in a paste): vLLM's envelope right before the needle
+                q = max(work.rfind(lv, max(ls, p - 160), p) for lv in _LEVELS)
+                m = _FAST_ENV.fullmatch(work, q, p) if q != -1 else None
+            if m is None:
+                if first:
+                    end = le - 1 if le > ls and work[le - 1] == 13 else le  # \r
+                    n += self.take(work[ls:end])
+                    closed = True
                 continue
             if kind == "detail":
-                if _DETAIL.match(work, p, le):
-                    self._prompt_ids(work, p, le)
-                    n += 1
-                continue
-            ts = m.group("ts")
-            t = self._tcache.get(ts, _MISSING)
-            if t is _MISSING:
-                if len(self._tcache) > 4096:
-                    self._tcache.clear()
-                t = self._tcache[ts] = stamp(self.clock, m, b"")
-            self._record(kind, work, p + k, le, t, ls)
-            n += 1
+                dm = _DETAIL.match(work, p, le)
+                if dm is None:
+                    continue
+                self._request_word(dm, work, p, le, m)
+                closed = dm.group(2).startswith(b"details")
+            else:
+                ts = m.group("ts")
+                t = self._tcache.get(ts, _MISSING)
+                if t is _MISSING:
+                    if len(self._tcache) > 4096:
+                        self._tcache.clear()
+                    t = self._tcache[ts] = stamp(self.clock, m, b"")
+                self._record(kind, work, p + k, le, t, ls)
+                closed = kind in ("received", "response")
+            if not counted:  # physical lines, as the reader counts them
+                n += 1
+                counted = True
         return n
 
     def take(self, line: bytes, _unused=None) -> bool:
@@ -192,10 +215,27 @@ class RequestLog:
                 t = stamp(self.clock, m, line) if m is not None else None
                 self._record(kind, line, off + len(needle), len(line), t, 0)
                 return True
-        if line.startswith(b"Request ", off) and _DETAIL.match(line, off):
-            self._prompt_ids(line, off, len(line))
+        dm = _DETAIL.match(line, off) if line.startswith(b"Request ", off) else None
+        if dm is not None:
+            self._request_word(dm, line, off, len(line), m, line)
             return True
         return False
+
+    def _request_word(self, dm, buf: bytes, a: int, le: int, m, line: bytes = b"") -> None:
+        word = dm.group(2)
+        if word.startswith((b"details", b"JSON")):
+            self._prompt_ids(buf, a, le)
+            return
+        r = self.r
+        rid = dm.group(1)
+        if word.startswith(b"failed"):
+            r.failed_engine_dead += 1
+            self._open.pop(rid, None)
+            return
+        if rid in self._aborted_recent:  # its "Aborted request(s) <internal id>." came first: one abort, not two
+            return
+        t = stamp(self.clock, m, line) if m is not None else None
+        self._abort(rid, t)
 
     def _record(self, kind: str, buf: bytes, a: int, le: int, t: float | None, ls: int) -> None:
         """The fields of one request line: ``buf[a:le]`` is the message after its needle."""
@@ -234,14 +274,7 @@ class RequestLog:
             many = _IDS.match(buf, a, min(le, a + 4000))
             ids = [i.strip() for i in many.group(1).split(b",")] if many else ([rid] if rid is not None else [])
             for one in ids:
-                r.aborted += 1
-                t0 = self._open.pop(one, None)
-                if t0 is None and _INTERNAL.search(one):  # an internal id: its external one was received
-                    t0 = self._open.pop(_INTERNAL.sub(b"", one), None)
-                if t0 is not None and t is not None and len(r.abort_after_s) < MAX_KEPT:
-                    r.abort_after_s.append(max(0.0, t - t0))
-                else:
-                    r.aborted_unmatched += 1
+                self._abort(one, t)
         elif kind == "finished":
             r.finished += 1
             if rid is not None:
@@ -258,6 +291,22 @@ class RequestLog:
                     r.finish_reasons[reason] = r.finish_reasons.get(reason, 0) + 1
             if rid is not None:
                 self._open.pop(rid, None)
+
+    def _abort(self, rid: bytes, t: float | None) -> None:
+        r = self.r
+        r.aborted += 1
+        ext = _INTERNAL.sub(b"", rid) if _INTERNAL.search(rid) else rid
+        t0 = self._open.pop(rid, None)
+        if t0 is None and ext is not rid:  # an internal id: its external one was received
+            t0 = self._open.pop(ext, None)
+        if t0 is not None and t is not None and len(r.abort_after_s) < MAX_KEPT:
+            r.abort_after_s.append(max(0.0, t - t0))
+        else:
+            r.aborted_unmatched += 1
+        self._aborted_recent[rid] = None
+        self._aborted_recent[ext] = None
+        while len(self._aborted_recent) > 20_000:  # bounded: the pair's two lines are logged together
+            del self._aborted_recent[next(iter(self._aborted_recent))]
 
     def _prompt_ids(self, buf: bytes, a: int, le: int) -> None:
         q = buf.rfind(b"prompt_token_ids: [", a, le)  # the last, as max_tokens
@@ -296,7 +345,8 @@ def describe(r: RequestLines) -> dict[str, Any]:
     import numpy as np
 
     d: dict[str, Any] = {"received": r.received, "added": r.added, "aborted": r.aborted, "finished": r.finished,
-                         "responses": r.responses, "untimed_lines": r.untimed, "non_generation": r.non_generation}
+                         "responses": r.responses, "untimed_lines": r.untimed, "non_generation": r.non_generation,
+                         "failed_engine_dead": r.failed_engine_dead}
     arr = r.arrivals if r.received else r.added_arrivals
     d["arrivals_from"] = "received" if r.received else "added"
     if len(arr) >= 2:
@@ -311,7 +361,8 @@ def describe(r: RequestLines) -> dict[str, Any]:
                 d["peak_minute_at"] = float(t[0] + 60.0 * int(counts.argmax()))
     if r.aborted:
         arrived = r.received or len(r.added_arrivals)
-        d["aborted_share"] = r.aborted / arrived if arrived else None
+        # more aborts than arrivals: the log (an excerpt, a rotated file) began after those requests arrived
+        d["aborted_share"] = r.aborted / arrived if arrived and r.aborted <= arrived else None
         d["aborted_matched"] = len(r.abort_after_s)
         if len(r.abort_after_s):
             d["abort_after_s"] = {"p50": _q(r.abort_after_s, 0.5), "p90": _q(r.abort_after_s, 0.9),
@@ -330,7 +381,9 @@ def describe(r: RequestLines) -> dict[str, Any]:
 
 def summary_line(d: dict[str, Any]) -> str:
     """One line for ``kvdoctor evidence``."""
-    parts = [f"{d['received']:,} received" if d["received"] or not d["added"] else f"{d['added']:,} added"]
+    parts = []
+    if d["received"] or d["added"]:
+        parts.append(f"{d['received']:,} received" if d["received"] else f"{d['added']:,} added")
     if d.get("arrival_rate_per_s") is not None:
         s = f"{d['arrival_rate_per_s']:.2f}/s over {d['span_s']:.0f} s"
         if d.get("peak_minute_rate_per_s") is not None:
@@ -340,9 +393,13 @@ def summary_line(d: dict[str, Any]) -> str:
         s = f"{d['aborted']:,} aborted"
         if d.get("aborted_share") is not None:
             s += f" ({d['aborted_share']:.1%})"
+        else:
+            s += " (the log does not show all their arrivals: it begins after them)"
         ab = d.get("abort_after_s")
         if ab:
             s += f", after {ab['p50']:.0f} s median / {ab['p90']:.0f} s p90 from arrival"
+            if d.get("aborted_matched", 0) < d["aborted"]:
+                s += f" ({d['aborted_matched']} of them matched to their arrival)"
         parts.append(s)
     if d["finished"]:
         parts.append(f"{d['finished']:,} finished")
@@ -353,4 +410,8 @@ def summary_line(d: dict[str, Any]) -> str:
     if pt:
         parts.append(f"prompt tokens p50 {pt['p50']:.0f} / p99 {pt['p99']:.0f} / max {pt['max']:.0f} (n={pt['n']:,}"
                      + (f", {pt['cut_lines']} cut" if pt["cut_lines"] else "") + ")")
-    return ", ".join(parts)
+    if d.get("failed_engine_dead"):
+        parts.append(f"{d['failed_engine_dead']:,} failed with the engine dead")
+    if d.get("non_generation"):
+        parts.append(f"{d['non_generation']:,} /tokenize-type calls (not arrivals)")
+    return ", ".join(parts) or "none read"
