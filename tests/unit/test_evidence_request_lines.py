@@ -228,3 +228,29 @@ def test_v1_request_words(tmp_path):
     assert d["aborted"] == 2 and d["aborted_matched"] == 2 and sorted(read_log(_write(tmp_path, lines)).requests
                                                                         .abort_after_s) == [3.0, 5.0]
     assert d["failed_engine_dead"] == 1
+
+
+def test_plan_lengths_from_a_log_with_request_logging(tmp_path):
+    """--lengths LOG: each Received line with both its prompt_token_ids and its max_tokens is one request for chain
+    one's level 1 (vLLM <= 0.10 logs both at INFO); a line cut inside its ids is left out, not paired."""
+    from kvdoctor.cli.plan_cmd import load_lengths
+    from kvdoctor.errors import InputError
+
+    lines = [RECEIVED_QUOTING.format(s=k, i=k, mt=mt, ids=", ".join(["5"] * p))
+             for k, (p, mt) in enumerate([(100, 50), (2000, 1000), (300, 4096)])]
+    lines.append(STATS.format(s=9, r=1, w=0))
+    lines.append("INFO 04-10 03:44:10 [logger.py:41] Received request cut: prompt: 'x', params: SamplingParams("
+                 "max_tokens=10), prompt_token_ids: [1, 2, 3")
+    dist, wl = load_lengths(None, str(_write(tmp_path, lines)), None)
+    assert wl is None and dist.prompt == [100, 2000, 300] and dist.output == [50, 1000, 4096]
+    assert dist.max_total == 4396 and "3 logged requests: prompt + max_tokens, an upper bound" in dist.source
+    # vLLM >= 0.11 logs no token ids at INFO: a clear error, not an empty distribution
+    new = ["(APIServer pid=1) INFO 09-04 03:10:40 [logger.py:1] Received request chatcmpl-a: params: "
+           "SamplingParams(max_tokens=8), lora_request: None."]
+    with pytest.raises(InputError, match="none with both its prompt_token_ids and its max_tokens"):
+        load_lengths(None, str(_write(tmp_path, new, "new.log")), None)
+    # a CSV length file still goes to the length-file reader
+    csv = tmp_path / "lens.csv"
+    csv.write_text("prompt_tokens,output_tokens\n10,20\n30,40\n")
+    dist, _ = load_lengths(None, str(csv), None)
+    assert dist.prompt == [10, 30] and dist.output == [20, 40]

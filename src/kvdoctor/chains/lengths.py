@@ -80,6 +80,44 @@ def from_file(path: str) -> LengthDist:
     return LengthDist(source=str(path), prompt=pr, output=ou)
 
 
+def looks_like_vllm_log(path: str) -> bool:
+    """A vLLM server log (its envelope or a request line in the first 64 KiB), not a CSV/JSONL length file."""
+    import gzip
+
+    from kvdoctor.evidence.logs.envelope import LEVEL_TS_B
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as g:
+                head = g.read(65536)
+    except (OSError, EOFError):
+        return False
+    return b"Received request " in head or LEVEL_TS_B.search(head) is not None
+
+
+def from_log(path: str) -> LengthDist:
+    """The requests of a vLLM log with request logging on: each ``Received request`` line that carries both its
+    ``prompt_token_ids`` and its ``max_tokens`` gives (prompt tokens, max_tokens).
+
+    max_tokens is what the client allowed the output, so prompt + max_tokens is the context the request asked vLLM
+    for (vLLM checks it against --max-model-len), an upper bound of what it used: the shares a lower limit would
+    truncate are upper bounds too. vLLM <= 0.10 logs the token ids at INFO; later releases only at DEBUG
+    (``Request <id> details:``, a separate line), which is not paired here."""
+    from kvdoctor.evidence.logs.reader import read_log
+
+    r = read_log(path).requests
+    if r is None or not len(r.pair_prompt):
+        seen = "no request lines" if r is None else (
+            f"{r.received:,} request line(s), none with both its prompt_token_ids and its max_tokens")
+        raise InputError(f"{path}: a vLLM log with {seen}: --lengths needs vLLM <= 0.10's request logging (on by "
+                         "default there; later releases log the prompt only at DEBUG), a length file, or --p99-context")
+    cut = f"; {r.prompt_tokens_cut:,} cut lines left out" if r.prompt_tokens_cut else ""
+    return LengthDist(source=f"{path} ({len(r.pair_prompt):,} logged requests: prompt + max_tokens, an upper bound{cut})",
+                      prompt=[int(x) for x in r.pair_prompt], output=[int(x) for x in r.pair_max_tokens])
+
+
 def from_records(records, source: str) -> LengthDist | None:
     rows = [(r.prompt_tokens, r.output_tokens) for r in records
             if r.prompt_tokens is not None and r.output_tokens is not None]

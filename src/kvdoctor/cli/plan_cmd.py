@@ -18,7 +18,8 @@ TraceOpt = Annotated[Optional[str], typer.Option(
     "--trace", help="Request trace (CSV/JSONL: arrival, prompt and output tokens): the real length distribution "
                     "and, when the simulator is present, the workload for predicted latencies.")]
 LengthsOpt = Annotated[Optional[str], typer.Option(
-    "--lengths", help="A length distribution file (prompt/output token columns, e.g. a benchmark's).")]
+    "--lengths", help="A length distribution file (prompt/output token columns, e.g. a benchmark's), or a vLLM log "
+                      "with request logging (vLLM <= 0.10: each request's prompt tokens + max_tokens).")]
 P99Opt = Annotated[Optional[int], typer.Option(
     "--p99-context", help="The business's real p99 request length (prompt + output), when no trace is at hand.")]
 TargetConcOpt = Annotated[Optional[int], typer.Option(
@@ -54,6 +55,8 @@ def load_lengths(trace: str | None, lengths: str | None, p99: int | None, wl=Non
             w = load_trace(trace)
             return L.from_workload(w), w
         if lengths:
+            if L.looks_like_vllm_log(lengths):
+                return L.from_log(lengths), None
             return L.from_file(lengths), None
     except UnicodeDecodeError as exc:
         raise InputError(f"{trace or lengths}: not a text CSV/JSONL file (byte {exc.start} is not UTF-8)") from None

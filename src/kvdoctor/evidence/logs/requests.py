@@ -76,6 +76,8 @@ class RequestLines:
     prompt_tokens: array = field(default_factory=lambda: array("d"))  # per logged prompt_token_ids list
     prompt_tokens_cut: int = 0          # lists the log cut (``--max-log-len``): their counts are lower bounds
     abort_after_s: array = field(default_factory=lambda: array("d"))  # abort time minus its arrival
+    pair_prompt: array = field(default_factory=lambda: array("d"))      # Received lines with both: the prompt ...
+    pair_max_tokens: array = field(default_factory=lambda: array("d"))  # ... and its max_tokens
     aborted_unmatched: int = 0          # aborts whose request arrived before the log begins (or untimed)
     finish_reasons: dict[str, int] = field(default_factory=dict)
     untimed: int = 0                    # request lines without a timestamp (a pasted excerpt)
@@ -256,11 +258,17 @@ class RequestLog:
                 if rid is not None and len(self._open) < MAX_OPEN:
                     self._open[rid] = t
             q = buf.rfind(b"max_tokens=", a, le)  # the last: a prompt quoted before the params may say anything
+            mt = None
             if q != -1 and len(r.max_tokens) < MAX_KEPT:
                 dm = _DIGITS.match(buf, q + 11, le)
                 if dm is not None:
-                    r.max_tokens.append(float(dm.group(0)))
-            self._prompt_ids(buf, a, le)
+                    mt = float(dm.group(0))
+                    r.max_tokens.append(mt)
+            pt = self._prompt_ids(buf, a, le)
+            if mt is not None and pt is not None and len(r.pair_prompt) < MAX_KEPT:
+                # one request's prompt and what it allowed itself: chain one's context per request
+                r.pair_prompt.append(pt)
+                r.pair_max_tokens.append(mt)
         elif kind == "added":
             r.added += 1
             # V0's MQLLMEngine logs only "Added request": then it is the arrival. Where "Received request" lines
@@ -308,18 +316,22 @@ class RequestLog:
         while len(self._aborted_recent) > 20_000:  # bounded: the pair's two lines are logged together
             del self._aborted_recent[next(iter(self._aborted_recent))]
 
-    def _prompt_ids(self, buf: bytes, a: int, le: int) -> None:
+    def _prompt_ids(self, buf: bytes, a: int, le: int) -> float | None:
+        """The logged prompt's token count (kept), or None; a list the line cut is counted, not paired."""
         q = buf.rfind(b"prompt_token_ids: [", a, le)  # the last, as max_tokens
         if q == -1 or len(self.r.prompt_tokens) >= MAX_KEPT:
-            return
+            return None
         b0 = q + 19
         e = buf.find(b"]", b0, le)
-        if e == -1:  # the line was cut inside the list
+        cut = e == -1
+        if cut:  # the line was cut inside the list
             self.r.prompt_tokens_cut += 1
             e = le
         elif not buf[b0:e].strip():
-            return  # an empty list: a prompt given as embeddings, or none logged
-        self.r.prompt_tokens.append(float(buf.count(b",", b0, e) + 1))
+            return None  # an empty list: a prompt given as embeddings, or none logged
+        n = float(buf.count(b",", b0, e) + 1)
+        self.r.prompt_tokens.append(n)
+        return None if cut else n
 
     def finish(self) -> RequestLines:
         return self.r
