@@ -254,3 +254,29 @@ def test_plan_lengths_from_a_log_with_request_logging(tmp_path):
     csv.write_text("prompt_tokens,output_tokens\n10,20\n30,40\n")
     dist, _ = load_lengths(None, str(csv), None)
     assert dist.prompt == [10, 30] and dist.output == [20, 40]
+
+
+def test_the_report_carries_the_request_lines(tmp_path):
+    """A report of the log lists its request lines; one of a saved diagnose payload shows the note beside the verdict."""
+    import json
+    import subprocess
+    import sys
+
+    log = FIX / "vllm-ascend457-client-timeouts.log"
+    out = tmp_path / "r.html"
+    r = subprocess.run([sys.executable, "-m", "kvdoctor", "report", str(log), "-o", str(out)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Requests (the log&#x27;s request lines)" in out.read_text() or "Requests (the log's request lines)" in \
+        out.read_text()
+    assert "15 aborted" in out.read_text()
+    d = subprocess.run([sys.executable, "-m", "kvdoctor", "diagnose", str(log), "--json"], capture_output=True,
+                       text=True, timeout=120)
+    payload = tmp_path / "d.json"
+    payload.write_text(d.stdout)
+    assert any(n.startswith("request lines") for n in json.loads(d.stdout)["instances"][0]["notes"])
+    r = subprocess.run([sys.executable, "-m", "kvdoctor", "report", str(payload), "-o", str(out)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert '<p class="requests"><b>Requests:</b>' in out.read_text() and "clients gave up on 15 requests" in \
+        out.read_text()

@@ -77,6 +77,10 @@ def _instance(inst: dict[str, Any], *, several: bool) -> str:
     if missing and verdict == "insufficient-evidence":
         html.append('<p class="missing"><b>Missing:</b></p><ul class="missing">'
                     + "".join(f"<li>{esc(x)}</li>" for x in missing) + "</ul>")
+    # what the log's request lines said (arrivals, aborts and when): the one note a team reads beside the verdict
+    for n in _items(inst.get("notes")):
+        if n.startswith("request lines"):
+            html.append(f'<p class="requests"><b>Requests:</b> {esc(n.removeprefix("request lines").lstrip(" :"))}</p>')
     if inst.get("next"):
         html.append(f'<p class="note">Next: {esc(inst["next"])}</p>')
     return "".join(html)

@@ -14,7 +14,8 @@ from kvdoctor.report.sections.common import cell, human, human_value, table, wit
 SKIP_TOP = {"schema_version", "kind", "timeline", "levels", "slow_requests", "findings", "memory", "kv_cache",
             "reconciliation", "ranks", "steps", "spikes", "figures", "sources", "handbook", "events",
             "instances", "ledgers", "plan", "swap", "result", "thresholds", "model", "gpu",
-            "applied_levels", "stop_loss", "predicted_before", "reminder", "discipline", "note", "notes"}
+            "applied_levels", "stop_loss", "predicted_before", "reminder", "discipline", "note", "notes",
+            "request_lines"}
 MAX_ROWS = 60
 # per kind: what its own section already shows (diagnose: the diagnosis section)
 SHOWN_ELSEWHERE = {"diagnose": {"verdict", "confidence", "reason", "action", "next", "leaning", "fleet"}}
@@ -40,6 +41,19 @@ def summary_section(payload: dict[str, Any], kind: str) -> str:
         pairs = [(k, v) for k, v in val.items() if _scalar(v)]
         if pairs:
             html += f"<h3>{esc(human(key)[0])}</h3>" + _pairs_table(payload, key, pairs)
+    rl = [d for d in payload.get("request_lines") or [] if isinstance(d, dict)] if kind == "evidence" else []
+    if rl:
+        from kvdoctor.evidence.logs.requests import summary_line
+
+        items = []
+        for d in rl:
+            try:
+                items.append(f"{d.get('source', '')}: {summary_line(d)}")
+            except (KeyError, TypeError, ValueError):  # a hand-edited payload: its raw form stays in the appendix
+                continue
+        if items:
+            html += "<h3>Requests (the log's request lines)</h3><ul>" + "".join(
+                f"<li>{esc(x)}</li>" for x in items) + "</ul>"
     notes = _notes(payload)
     if notes:
         html += "<h3>Notes</h3><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"
