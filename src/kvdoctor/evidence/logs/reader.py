@@ -280,7 +280,7 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         return LogRead(source=self.source, segments=segments, startups=startups, skipped=self.skip,
                        ignored_lines=ignored, out_of_order=out_of_order, rollovers=self.clock.rollovers,
                        events_dropped=self.events_dropped, notes=notes,
-                       requests=self.requests.r if self.requests.r.any else None)
+                       requests=self.requests.finish() if self.requests.r.any else None)
 
 
 def read_log(path: str | os.PathLike, *, year: int | None = None,

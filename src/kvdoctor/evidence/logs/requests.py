@@ -9,7 +9,8 @@ With request logging on (vLLM <= 0.10 logs requests unless ``--disable-log-reque
   moved to the DEBUG line ``Request <id> details: prompt: ..., prompt_token_ids: [...]``);
 * ``Added request <id>.`` (V1's AsyncLLM, after the engine core took it);
 * ``Aborted request <id>.`` / ``Aborted request(s) <id>,<id>.`` (the client went away or the server
-  cancelled it; vllm/v1/engine/async_llm.py ``abort``), v0's ``Finished request <id>.``;
+  cancelled it; vllm/v1/engine/async_llm.py ``abort``), then in 0.2x-0.33 ``Request <id> aborted.`` for the same
+  request (one abort), ``Request <id> failed (engine dead).``, v0's ``Finished request <id>.``;
 * with ``--enable-log-outputs``: ``Generated response <id>: output: ..., finish_reason: ...``.
 
 These lines quote the user's prompt and output, which can say anything ("CUDA out of memory", "KV cache",
@@ -74,7 +75,7 @@ class RequestLines:
     added_arrivals: array = field(default_factory=lambda: array("d"))  # of each Added, where no Received exists
     max_tokens: array = field(default_factory=lambda: array("d"))     # per Received that names it
     prompt_tokens: array = field(default_factory=lambda: array("d"))  # per logged prompt_token_ids list
-    prompt_tokens_cut: int = 0          # lists the log cut (``--max-log-len``): their counts are lower bounds
+    prompt_tokens_cut: int = 0          # lists cut inside by the line's end (an excerpt): their counts are lower bounds
     abort_after_s: array = field(default_factory=lambda: array("d"))  # abort time minus its arrival
     pair_prompt: array = field(default_factory=lambda: array("d"))      # Received lines with both: the prompt ...
     pair_max_tokens: array = field(default_factory=lambda: array("d"))  # ... and its max_tokens
@@ -150,7 +151,7 @@ class RequestLog:
         self._aborted_recent: dict[bytes, None] = {}  # insertion-ordered: the oldest go first
         self._tcache: dict[bytes, float | None] = {}
 
-    def scan(self, work: bytes, _unused=None) -> int:
+    def scan(self, work: bytes) -> int:
         """Every request line of ``work`` (whole lines), in file order; returns how many were read.
 
         Each needle is found with ``bytes.find`` (C speed); a line whose first needle sits right after vLLM's exact
@@ -207,7 +208,7 @@ class RequestLog:
                 counted = True
         return n
 
-    def take(self, line: bytes, _unused=None) -> bool:
+    def take(self, line: bytes) -> bool:
         """One line on the general path (True when it is a request line)."""
         m, off = message_start(line)
         if off is None:
