@@ -81,19 +81,12 @@ def from_file(path: str) -> LengthDist:
 
 
 def looks_like_vllm_log(path: str) -> bool:
-    """A vLLM server log (its envelope or a request line in the first 64 KiB), not a CSV/JSONL length file."""
-    import gzip
-
+    """A vLLM server log (its envelope or a request line in the first 64 KiB), not a CSV/JSONL length file.
+    An unreadable path, a FIFO or a device is refused here (``safeio.head_bytes``), before anything blocks on it."""
     from kvdoctor.evidence.logs.envelope import LEVEL_TS_B
+    from kvdoctor.safeio import head_bytes
 
-    try:
-        with open(path, "rb") as f:
-            head = f.read(65536)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(path, "rb") as g:
-                head = g.read(65536)
-    except (OSError, EOFError):
-        return False
+    head = head_bytes(path)
     return b"Received request " in head or LEVEL_TS_B.search(head) is not None
 
 

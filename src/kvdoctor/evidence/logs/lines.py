@@ -13,11 +13,11 @@ from typing import Any
 
 from kvdoctor.evidence.logs.clock import stamp
 from kvdoctor.evidence.logs.commit import Series
-from kvdoctor.evidence.logs.envelope import (ANSI_B, FOREIGN_ISO_B, GLUE_STATS_B, leading_timestamp_b, parse_envelope,
+from kvdoctor.evidence.logs.envelope import (ANSI_B, GLUE_STATS_B, leading_timestamp_b, parse_envelope,
                                              search_envelope_b)
-from kvdoctor.evidence.logs.requests import request_kind
 from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
                                            MAX_WARNINGS)
+from kvdoctor.evidence.logs.requests import request_kind
 from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
 from kvdoctor.evidence.model import ENGINE_PROCS, Event, cause_named, is_exception_line
 

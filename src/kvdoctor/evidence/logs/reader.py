@@ -86,7 +86,7 @@ class LogReader(LinePath, FastPath, ColumnCommit):
 
         self.source = source
         self.clock = Clock(year or time.gmtime().tm_year)
-        self.requests = RequestLog(year or time.gmtime().tm_year)
+        self.requests = RequestLog(self.clock.year)
         self.collector = StartupCollector()
         self.series: dict[tuple[str, str], Series] = {}
         self.events: list[tuple[Event, str]] = []  # (event, process key)

@@ -38,8 +38,8 @@ KINDS = ((b"Received request ", "received"), (b"Added request ", "added"), (b"Ab
 # that ended without its output: "aborted." (the client went away: logged after "Aborted request(s) <internal id>."
 # for the same request) or "failed (engine dead)." (vllm/v1/engine/async_llm.py, 0.2x-0.33)
 _DETAIL = re.compile(rb"Request (\S+) (details:|JSON body:|aborted\.|failed \(engine dead\)\.)")
-NEEDLES = tuple(k for k, _ in KINDS) + (b"Request ",)
 _SCAN = (*KINDS, (b"Request ", "detail"))
+NEEDLES = tuple(nd for nd, _ in _SCAN)
 _IDS = re.compile(rb"\(s\)\s+(\S+?)\.?(?:\s|$)")  # vLLM joins the ids with "," and no space
 _DIGITS = re.compile(rb"\d+")
 _WORD = re.compile(rb"\w+")
@@ -115,19 +115,25 @@ def message_start(line: bytes) -> tuple[Any, int | None]:
     return None, best
 
 
-def request_kind(line: bytes) -> str | None:
-    """The request-line kind of ``line`` (its message starts with one of ``KINDS``), else None."""
+def classify(line: bytes) -> tuple[Any, str, int, Any] | None:
+    """``(envelope match or None, kind, offset after the kind's needle, the detail match or None)`` of a request
+    line (its message starts with one of ``KINDS``, or is a ``Request <id> ...`` line), else None."""
     if b"equest" not in line and b"esponse " not in line:
         return None
-    _, off = message_start(line)
+    m, off = message_start(line)
     if off is None:
         return None
     for needle, kind in KINDS:
         if line.startswith(needle, off):
-            return kind
-    if line.startswith(b"Request ", off) and _DETAIL.match(line, off):
-        return "detail"
-    return None
+            return m, kind, off + len(needle), None
+    dm = _DETAIL.match(line, off) if line.startswith(b"Request ", off) else None
+    return (m, "detail", off, dm) if dm is not None else None
+
+
+def request_kind(line: bytes) -> str | None:
+    """The request-line kind of ``line``, else None (what the other paths pass over)."""
+    c = classify(line)
+    return c[1] if c is not None else None
 
 
 def _rid(buf: bytes, a: int, le: int) -> bytes | None:
@@ -210,19 +216,15 @@ class RequestLog:
 
     def take(self, line: bytes) -> bool:
         """One line on the general path (True when it is a request line)."""
-        m, off = message_start(line)
-        if off is None:
+        c = classify(line)
+        if c is None:
             return False
-        for needle, kind in KINDS:
-            if line.startswith(needle, off):
-                t = stamp(self.clock, m, line) if m is not None else None
-                self._record(kind, line, off + len(needle), len(line), t, 0)
-                return True
-        dm = _DETAIL.match(line, off) if line.startswith(b"Request ", off) else None
+        m, kind, a, dm = c
         if dm is not None:
-            self._request_word(dm, line, off, len(line), m, line)
-            return True
-        return False
+            self._request_word(dm, line, a, len(line), m, line)
+        else:
+            self._record(kind, line, a, len(line), stamp(self.clock, m, line) if m is not None else None, 0)
+        return True
 
     def _request_word(self, dm, buf: bytes, a: int, le: int, m, line: bytes = b"") -> None:
         word = dm.group(2)
