@@ -88,6 +88,12 @@ TENSOR_RATES: dict[str, tuple[float, float, str]] = {
                                                 "(fp32 accumulate, no sparsity; waredb.com, NVIDIA's Ada whitepaper)."),
 }
 
+# Accelerators the shared table lacks, added by this project (same columns as gpus.tsv, every figure with its source in
+# the row's ``source`` cell): the export variants the chapter's readers run (A800, H800), the L20, and older parts that
+# public logs show (V100, RTX A6000). The torch/nvidia-smi/marketing ratios are fitted on the shared rows only, so these
+# rows cannot move any shared GPU's derived memory.
+EXTRA_TSV = REPO / "scripts" / "gpus_extra.tsv"
+
 # Memory measured by torch on hardware this project ran on (device runs), bytes.
 MEASURED_TORCH: dict[str, tuple[int, str]] = {}
 
@@ -132,8 +138,17 @@ def _capability(text: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def build_gpus(data: Path) -> tuple[list[dict], list[str]]:
-    rows = list(csv.DictReader(open(data / "gpus.tsv", encoding="utf-8"), delimiter="\t"))
+def _read_tsv(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def build_gpus(data: Path, extra: Path | None = EXTRA_TSV) -> tuple[list[dict], list[str]]:
+    rows = _read_tsv(data / "gpus.tsv")
+    added = _read_tsv(extra) if extra is not None and extra.exists() else []
+    clash = {r["name"] for r in added} & {r["name"] for r in rows}
+    if clash:
+        raise SystemExit(f"{extra}: already in the shared gpus.tsv: {sorted(clash)}")
     report: list[str] = []
     # ---- fit torch/nvidia-smi and torch/marketing ratios on the rows that have both ----
     smi_pairs, mkt_pairs, ecc_pairs = [], [], []
@@ -159,8 +174,11 @@ def build_gpus(data: Path) -> tuple[list[dict], list[str]]:
     report.append(f"torch/marketing ratio, datacenter GDDR with ECC: median {ecc_ratio:.4f} over {len(ecc_pairs)} "
                   "GPUs; errors: " + ", ".join(f"{n} {ecc_ratio / v - 1:+.2%}" for n, v in ecc_pairs))
 
+    if added:
+        report.append(f"{len(added)} GPUs added from {extra.relative_to(REPO) if extra.is_relative_to(REPO) else extra}: "
+                      + ", ".join(r["name"] for r in added))
     gpus = []
-    for r in rows:
+    for r in rows + added:
         name = RENAME.get(r["name"], r["name"])
         torch_gib = _first_number(r["total_memory_as_reported_by_torch_GiB"])
         smi = _first_number(r["nvidia_smi_total_MiB"])

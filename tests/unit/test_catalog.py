@@ -134,6 +134,14 @@ def test_list_models_sorted_and_complete():
     ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"),
     ("8 x NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM"),
     ("AMD Instinct MI300X", "AMD Instinct MI300X"),
+    # scripts/gpus_extra.tsv: the parts the shared table lacks, as nvidia-smi / torch print them
+    ("NVIDIA A800-SXM4-80GB", "NVIDIA A800 80GB SXM"),
+    ("NVIDIA A800 80GB PCIe", "NVIDIA A800 80GB PCIe"),
+    ("NVIDIA H800", "NVIDIA H800 SXM"),
+    ("NVIDIA L20", "NVIDIA L20"),
+    ("Tesla V100-SXM2-32GB", "NVIDIA Tesla V100 32GB SXM2"),
+    ("Tesla V100-PCIE-16GB", "NVIDIA Tesla V100 PCIe 16GB"),
+    ("NVIDIA RTX A6000", "NVIDIA RTX A6000"),
 ])
 def test_gpu_aliases(text, name):
     assert lookup_gpu(text).name == name
@@ -167,6 +175,20 @@ def test_unknown_gpu_suggests_variants():
         lookup_gpu("")
     with pytest.raises(InputError):
         lookup_gpu("0GiB")
+
+
+def test_added_parts_carry_their_sources_figures():
+    """scripts/gpus_extra.tsv: torch totals where public logs show them, the export parts' cut NVLink, and no bf16
+    rate on Volta (fp16 only: the simulator says why it refuses it)."""
+    a800, h800, v100 = lookup_gpu("A800 80GB"), lookup_gpu("H800"), lookup_gpu("Tesla V100-SXM2-32GB")
+    assert a800.memory_bytes == round(79.33 * 2**30) and "torch" in a800.memory_source
+    assert a800.nvlink_gbps == 400 and a800.bf16_tflops == 312 and a800.capability == 80
+    assert h800.nvlink_gbps == 400 and h800.fp8_tflops == 1978 and h800.memory_source.startswith("derived")
+    assert lookup_gpu("L20").memory_bytes == round(44.53 * 2**30)
+    assert v100.bf16_tflops is None and v100.capability == 70 and v100.memory_bytes == round(31.74 * 2**30)
+    with pytest.raises(NotFoundError) as exc:
+        lookup_gpu("A800")  # 80 GB SXM or PCIe: answered with the variants, as plain "A100"
+    assert {"NVIDIA A800 80GB SXM", "NVIDIA A800 80GB PCIe"} <= set(exc.value.suggestions)
 
 
 def test_mig_slice_asks_for_a_size():

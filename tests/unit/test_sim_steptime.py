@@ -86,6 +86,26 @@ def test_unprofiled_gpu_uses_generic_coefficients(llama8b):
     assert m.step(1, 1, 100, 0.0, 1) > RooflineStepTime(llama8b, lookup_gpu("H100")).step(1, 1, 100, 0.0, 1)
 
 
+def test_export_parts_share_their_die_but_not_their_nvlink(llama8b):
+    """A800 / H800 (scripts/gpus_extra.tsv): the A100's / H100's family, GEMM ceiling and collective latency, with the
+    all-reduce bandwidth at their 400 GB/s link's share of the profiled 600 / 900 GB/s."""
+    for ours, theirs, ref in (("A800 80GB", "A100 80GB", 600.0), ("H800", "H100", 900.0)):
+        a, b = RooflineStepTime(llama8b, lookup_gpu(ours), tp=4), RooflineStepTime(llama8b, lookup_gpu(theirs), tp=4)
+        assert a.family == b.family != "generic"
+        assert a.ar[0] == b.ar[0] and math.isclose(a.ar[1], b.ar[1] * 400.0 / ref, rel_tol=1e-12)
+        one_a, one_b = RooflineStepTime(llama8b, lookup_gpu(ours)), RooflineStepTime(llama8b, lookup_gpu(theirs))
+        assert math.isclose(one_a.step(2048, 4, 4000, 2048 * 512.0, 4), one_b.step(2048, 4, 4000, 2048 * 512.0, 4),
+                            rel_tol=0.02)  # one GPU: the same die (bandwidth 2039 vs 2039, 3350 vs 3350)
+
+
+def test_volta_and_turing_are_refused_with_the_reason(llama8b):
+    from kvdoctor.errors import InputError
+
+    for g in ("Tesla V100-SXM2-32GB", "Tesla T4"):
+        with pytest.raises(InputError, match="no bf16 tensor rate.*ledger, plan and check work"):
+            RooflineStepTime(llama8b, lookup_gpu(g))
+
+
 def test_moe_reads_only_touched_experts(h100):
     moe = lookup_model("Qwen/Qwen3-30B-A3B")
     m = RooflineStepTime(moe, h100)

@@ -71,8 +71,11 @@ MAMF_TFLOPS: dict[str, dict[str, float]] = {
         "NVIDIA A100 40GB PCIe": 252.9, "NVIDIA A100 80GB PCIe": 252.9,
         "NVIDIA H100 SXM": 794.5, "NVIDIA GH200": 828.6,
         "AMD Instinct MI325X": 784.9, "AMD Instinct MI300X": 668.4, "AMD Instinct MI250X (one GCD)": 147.0,
+        # the China export parts run the same dies at the same clocks (only NVLink is cut): their A100 / H100
+        # measurement, stated before any result on them was evaluated (scripts/fit_serving.py, protocol 11)
+        "NVIDIA A800 80GB SXM": 271.2, "NVIDIA A800 80GB PCIe": 252.9, "NVIDIA H800 SXM": 794.5,
     },
-    "fp8": {"NVIDIA H100 SXM": 1402.6, "NVIDIA GH200": 1535.0},
+    "fp8": {"NVIDIA H100 SXM": 1402.6, "NVIDIA GH200": 1535.0, "NVIDIA H800 SXM": 1402.6},
 }
 # a part the table lacks: H100 SXM's efficiency, the lowest NVIDIA entry (BF16 794.5 / 989, FP8 1402.6 / 1979)
 MAMF_DEFAULT_FRACTION = {"bf16": 0.803, "fp8": 0.709}
@@ -99,14 +102,35 @@ def _family(gpu: GpuSpec | None) -> str:
     return "generic"
 
 
+def _refuse(gpu: GpuSpec | None, bw: float | None) -> None:
+    """Why the time model cannot price ``gpu`` (no bandwidth, or no 16-bit tensor rate), as one line."""
+    from kvdoctor.errors import InputError
+
+    if gpu is not None and bw and gpu.capability and gpu.capability < 80:
+        # Volta / Turing: no bf16 tensor cores; the time model is fitted on bf16 / fp8 parts only
+        raise InputError(f"GPU {gpu.name} (compute capability {gpu.compute_capability[0]}."
+                         f"{gpu.compute_capability[1]}) has no bf16 tensor rate: the time model is fitted on "
+                         "bf16/fp8 GPUs (8.0 and newer), so it does not simulate this one; ledger, plan and "
+                         "check work")
+    raise InputError(f"GPU {gpu.name if gpu is not None else None!s} has no bandwidth/TFLOPS in the catalog: "
+                     "the simulator needs a named GPU (not just a memory size)")
+
+
+# the NVLink of the parts whose collectives were profiled (Vidur's A100 and H100 nodes)
+_PROFILED_NVLINK_GBPS = {"a100": 600.0, "h100": 900.0}
+
+
 def _collective(network: dict[str, list[float]], family: str | None, op: str, gpus: int,
                 gpu: GpuSpec) -> list[float]:
     """[c_ms, GB/s] of one collective over ``gpus`` GPUs: the profiled family's fit; without a
     profile, the H100 fit at this GPU's fraction of NVLink (900 GB/s), else PCIe 4.0 x16 (12 GB/s)."""
     key = f"{family}:{op}:{gpus}" if family else None
-    if key and key in network:
-        return network[key]
     nv = gpu.nvlink_gbps
+    if key and key in network:
+        c_ms, bw = network[key]
+        ref = _PROFILED_NVLINK_GBPS.get(family or "")
+        # a part of the family with its NVLink cut (A800, H800: 400 GB/s) moves data at its own link's share
+        return [c_ms, bw * nv / ref] if ref and nv and nv < ref else [c_ms, bw]
     h_c, h_bw = network.get(f"h100:{op}:{min(gpus, 8)}", network[f"h100:{op}:2"])
     return [h_c, (nv / 900.0) * h_bw if nv else 12.0]
 
@@ -163,10 +187,7 @@ class RooflineStepTime:
         bw = gpu.hbm_bandwidth_gbps if gpu is not None else None
         peak16 = gpu.bf16_tflops if gpu is not None else None
         if gpu is None or not bw or not peak16:
-            from kvdoctor.errors import InputError
-
-            raise InputError(f"GPU {gpu.name if gpu is not None else None!s} has no bandwidth/TFLOPS in the catalog: "
-                             "the simulator needs a named GPU (not just a memory size)")
+            _refuse(gpu, bw)
         self.bw = bw * 1e9 / 1e3  # bytes per ms
         self._compute_rates(gpu, sv, peak16, compute_peak_tflops)
         low_bit = weight_bytes < 1.0  # 4-bit AWQ/GPTQ (Marlin kernels): dequantisation costs bandwidth
