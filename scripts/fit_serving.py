@@ -291,6 +291,13 @@ was being collected by a transcriber and before any of its rows was seen or comm
      that is reported and the verdict stays protocol 10's.
   5. No batch-11 row, assumption, split or catalog figure changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 11"): the transcriber read about 40 sources in about 105 searches (Chinese and
+  English; pages, issues, code, docs) and kept no row. The near misses: pipeline parallelism across hosts on L20s
+  (vllm#15322), a pull request's own arm only (vllm#28280, H800), a development build (vllm#40755), models outside the
+  catalog or `--max-num-batched-tokens` (RTX A6000), other clients (EvalScope, SGLang's bench, own scripts), V0-era or
+  unversioned V100 pages with medians only. Batch 11 holds no row, so nothing was evaluated and the verdict stays
+  protocol 10's. The catalog parts were committed (00bed89) and stay.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
