@@ -196,6 +196,25 @@ def test_mla_backend_and_block(gpu, kv, backend, block):
     assert r.sources["block_size"] == "default"
 
 
+def test_fp8_kv_below_sm89_lands_on_triton_which_refuses_it():
+    """The selector takes TRITON_ATTN for fp8 KV on Volta/Turing (fp8 is in its dtype list), and the backend refuses
+    at start-up: from 0.24.0 with vLLM's own message (PR #43914), before it by dying in Triton's compiler (fp8e4nv has
+    no lowering below SM89). fp8_e5m2 is refused only by the guard. Ampere takes FlashInfer instead."""
+    with pytest.raises(ConfigError, match=r"not supported by the Triton attention backend .* 7\.0\).*--kv-cache-dtype "
+                                          r"float16"):
+        R("--kv-cache-dtype fp8", gpu="Tesla V100-SXM2-32GB")
+    old = lambda line, gpu: resolve(parse_serve_line(f"vllm serve x {line}"), lookup_model(
+        "meta-llama/Llama-3.1-8B-Instruct"), lookup_gpu(gpu), version="0.23.0")
+    with pytest.raises(ConfigError, match="fp8e4nv not supported in this architecture"):
+        old("--kv-cache-dtype fp8_e4m3", "T4")
+    assert old("--kv-cache-dtype fp8_e5m2", "T4").attention_backend == "TRITON_ATTN"
+    with pytest.raises(ConfigError, match="requires SM89"):
+        R("--kv-cache-dtype fp8_e5m2", gpu="T4")
+    with pytest.raises(ConfigError, match="requires SM89"):  # a forced backend meets the same guard
+        R("--attention-backend TRITON_ATTN --kv-cache-dtype fp8", gpu="A100-80GB")
+    assert R("--kv-cache-dtype fp8", gpu="L40S").attention_backend == "FLASHINFER"
+
+
 def test_user_block_size_steers_backend():
     r = R("--block-size 32")
     assert (r.attention_backend, r.block_size, r.sources["block_size"]) == ("FLASH_ATTN", 32, "given")

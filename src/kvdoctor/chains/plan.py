@@ -363,7 +363,7 @@ def apply_level2(ps: PlanState) -> LevelResult:
     st, err = _try_state(ps, {"kv_cache_dtype": "fp8"})
     cc = ps.gpu.compute_capability if ps.gpu is not None else None
     if st is None:
-        res.why = f"fp8 KV is not available on {ps.gpu.name if ps.gpu is not None else 'this GPU'} (SM {cc}): {err}"
+        res.why = f"fp8 KV is not available on {ps.gpu.name if ps.gpu is not None else 'this GPU'} (SM{_cc(cc)}): {err}"
         return res
     if not _adopt(ps, res, st, {"kv_cache_dtype": "fp8"}):
         return res

@@ -169,6 +169,28 @@ def _backend_rejects(b: Backend, cc: int | None, kv_dtype: str, block_size: int 
     return None
 
 
+# vllm PR #43914 (read in the 0.23.0 and 0.24.0 wheels: first in 0.24.0): TritonAttentionImpl raises at start-up for an
+# fp8 KV cache below SM89 (Triton's fp8e4nv has no lowering there). Before it, the selector still chose TRITON_ATTN and
+# the engine died compiling its kernels ("type fp8e4nv not supported in this architecture"); fp8_e5m2 (Triton's fp8e5)
+# is only refused by the guard.
+TRITON_FP8_GUARD = (0, 24, 0)
+
+
+def _triton_fp8_refusal(backend: str, cc: int | None, kv_dtype: str, version: Version) -> str | None:
+    """vLLM's start-up error when TRITON_ATTN is handed an fp8 KV cache on a GPU below SM89 (None = it serves it)."""
+    if backend != "TRITON_ATTN" or cc is None or cc >= 89 or not kv_dtype.startswith("fp8"):
+        return None
+    if version >= TRITON_FP8_GUARD:
+        return (f"FP8 KV cache is not supported by the Triton attention backend on this GPU (compute capability "
+                f"{_cc_str(cc)}); native FP8 (fp8e4nv) requires SM89+. Re-run with --kv-cache-dtype "
+                f"{'float16' if cc < 80 else 'bfloat16'}.")
+    if kv_dtype in _FP8:
+        return ("Engine core initialization failed: the Triton attention kernels cannot compile an fp8 KV cache on "
+                f"compute capability {_cc_str(cc)} (type fp8e4nv not supported in this architecture; vLLM "
+                f"{TRITON_FP8_GUARD[0]}.{TRITON_FP8_GUARD[1]} and later refuse it up front)")
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Result
 
@@ -873,6 +895,9 @@ def _resolve_backend(acc: _Acc, shape: ModelShape, cc: int | None, kv_dtype: str
                 # platforms/cuda.py get_attn_backend_cls: a selected backend is validated, never replaced.
                 raise ConfigError(f"Selected backend AttentionBackendEnum.{selected} is not valid for this "
                                   f"configuration. Reason: ['{why}']")
+            refusal = _triton_fp8_refusal(b.name, cc, kv_dtype, tr.version)
+            if refusal is not None:
+                raise ConfigError(refusal)
             acc.set("attention_backend", b.name, "given", sel_how)
             block = user_block if user_block is not None else b.default_block
             _set_block(acc, user_block, block, f"{b.name} preferred block size")
@@ -889,6 +914,10 @@ def _resolve_backend(acc: _Acc, shape: ModelShape, cc: int | None, kv_dtype: str
             f"No valid attention backend found for cuda with kv_cache_dtype={kv_dtype}, block_size={user_block}, "
             f"compute capability {_cc_str(cc)}. Reasons: {{{'; '.join(rejected)}}}."
         )
+    refusal = _triton_fp8_refusal(chosen.name, cc, kv_dtype, tr.version)
+    if refusal is not None:
+        # the selector accepts it (fp8 is in TRITON_ATTN's dtype list); the backend itself refuses at start-up
+        raise ConfigError(refusal)
     how = f"first valid backend for SM{_cc_str(eff_cc)}{' MLA' if is_mla else ''} (platforms/cuda.py priorities)"
     if rejected:
         how += "; skipped " + "; ".join(rejected)
