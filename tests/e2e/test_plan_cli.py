@@ -92,3 +92,16 @@ def test_plan_from_a_real_startup_log_shows_the_measured_pool(shared_data, tmp_p
     j = json.loads(out)
     assert any("158,656 tokens" in n for n in j["notes"])
     assert j["levels"][0]["flag_change"] == {"max_model_len": 8192}
+
+
+def test_plan_says_its_band_is_not_measured_on_the_p99s_it_shows():
+    """The uncertainty band comes from held-out means (docs/simulation.md); plan prints p99s beside it and says so.
+    On a V100 it skips level 2 with vLLM's own reason (fp8 KV on TRITON_ATTN below SM89)."""
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "A800 80GB", "--request-rate", "4", "--num-prompts", "60")
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "TTFT p99" in flat and "The band is measured on means, not on the p99s above" in flat
+    code, err, out = invoke("plan", "-m", Q14, "--gpu", "Tesla V100-SXM2-32GB", "--max-model-len", "8192")
+    flat = " ".join(out.split())
+    assert code in (0, 1), err
+    assert "fp8 KV is not available on NVIDIA Tesla V100 32GB SXM2 (SM70)" in flat and "requires SM89+" in flat

@@ -255,7 +255,12 @@ def render_plan(payload: dict[str, Any], quiet: bool = False) -> None:
     if payload.get("uncertainty"):
         from kvdoctor.sim.whatif import uncertainty_text
 
-        c.print("uncertainty of the simulated figures: " + m(uncertainty_text(payload["uncertainty"])))
+        # the band is measured on means: say so where p99s are shown beside it (no held-out p99 to measure them on)
+        p99s = any("p99" in k for lv in payload["levels"] for k in (lv.get("predicted") or {})) or any(
+            "p99" in k for k in (payload.get("predicted_before") or {}))
+        c.print("uncertainty of the simulated figures: " + m(uncertainty_text(payload["uncertainty"]))
+                + (" The band is measured on means, not on the p99s above (the public results held out give "
+                   "no p99 to measure them on)." if p99s else ""))
     if payload["stop_loss"]:
         c.print(f"[bold red]Stop-loss:[/bold red] {m(payload['stop_loss']['summary'])}")
     from kvdoctor.report.terminal import print_notes
