@@ -53,6 +53,16 @@ def test_docker_and_kubectl_timestamps(tmp_path):
     assert tl.t[0] == 1715500869.0  # the year comes from the container's timestamp
 
 
+def test_padded_fields_of_a_log_pipeline_are_read(tmp_path):
+    """A Kubernetes capture seen in public material (2026-09: an RFC3339 +02:00 prefix, vLLM's own UTC time, and
+    ``Waiting: 0    reqs`` padded by the pipeline, with trailing spaces) used to be skipped as a malformed stats line."""
+    line = ("2026-09-27T17:41:58.946667903+02:00 (APIServer pid=1) INFO 09-27 15:41:58 [loggers.py:310] Engine 000: "
+            "Avg prompt throughput: 9.5 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3  reqs, Waiting: "
+            "7    reqs, GPU KV cache usage: 41.0%, Prefix cache hit rate: 0.0%                 \n")
+    r, tl = _one(tmp_path, line)
+    assert r.skipped.skipped_lines == 0 and (tl.running[0], tl.waiting[0], tl.kv_usage_pct[0]) == (3, 7, 41.0)
+
+
 def test_container_timestamp_on_a_bare_record(tmp_path):
     lines = [f"2024-05-12T08:01:{s:02d}.5Z " + V1.format(p=1, g=4.8, r=9, w=0, dev="GPU", kv=60.0) for s in (0, 10)]
     r, tl = _one(tmp_path, "\n".join(lines) + "\n")

@@ -22,8 +22,9 @@ STATS_HEAD = re.compile(
     # fields some releases print between the throughputs and the queue ("Max iteration time: 386.7 ms, Avg
     # time/tok:149.4 ms, " in early-2024 builds): skipped, never read
     rb"(?:[A-Z][A-Za-z /]{0,40}: ?\d+(?:\.\d+)? ?[a-z/%]{0,8}, ){0,4}"
-    rb"Running: (\d+) reqs?, "
-    rb"(?:Swapped: (\d+) reqs?, )?(?:Pending|Waiting): (\d+) reqs?"
+    # " +": a log pipeline that pads fields ("Waiting: 0    reqs" in a Kubernetes capture of 2026-09) keeps them
+    rb"Running: (\d+) +reqs?, +"
+    rb"(?:Swapped: (\d+) +reqs?, +)?(?:Pending|Waiting): (\d+) +reqs?"
 )
 R_PREEMPT = re.compile(rb"Preemptions: (\d+)")
 R_KV = re.compile(rb"(?<!CPU )KV cache usage: " + _F + rb"%")
