@@ -118,6 +118,7 @@ def _refuse(gpu: GpuSpec | None, bw: float | None) -> None:
 
 # the NVLink of the parts whose collectives were profiled (Vidur's A100 and H100 nodes)
 _PROFILED_NVLINK_GBPS = {"a100": 600.0, "h100": 900.0}
+_EXPORT_PARTS = ("A800", "H800")
 
 
 def _collective(network: dict[str, list[float]], family: str | None, op: str, gpus: int,
@@ -129,8 +130,11 @@ def _collective(network: dict[str, list[float]], family: str | None, op: str, gp
     if key and key in network:
         c_ms, bw = network[key]
         ref = _PROFILED_NVLINK_GBPS.get(family or "")
-        # a part of the family with its NVLink cut (A800, H800: 400 GB/s) moves data at its own link's share
-        return [c_ms, bw * nv / ref] if ref and nv and nv < ref else [c_ms, bw]
+        # an export part of the family, its NVLink cut (A800, H800: 400 GB/s), moves data at its own link's share.
+        # Only those: the H100 NVL's 600 GB/s bridge would change results already evaluated (protocols 4-10), so it
+        # keeps the profiled node's figure until a protocol of its own says otherwise
+        export = any(t in gpu.name.upper() for t in _EXPORT_PARTS)
+        return [c_ms, bw * nv / ref] if export and ref and nv and nv < ref else [c_ms, bw]
     h_c, h_bw = network.get(f"h100:{op}:{min(gpus, 8)}", network[f"h100:{op}:2"])
     return [h_c, (nv / 900.0) * h_bw if nv else 12.0]
 
