@@ -161,3 +161,19 @@ def test_one_queue_episode_is_not_called_healthy():
     w[10:25] = 3
     inst = diagnose(ev(seg(tl(waiting=w, kv_usage_pct=70.0)))).instances[0]
     assert inst.verdict != "healthy"
+
+
+def test_a_queue_vllm_deferred_is_not_capacity():
+    """Waiting = capacity + deferred (vLLM 0.33's scheduler stats). A queue that is all deferred (LoRA budget, KV
+    transfer, a blocked status) gets its own verdict and an action outside the memory chains, never "healthy" or more
+    KV; a deferred part beside a capacity queue is a note, and the capacity queue is what the other steps judge."""
+    d = diagnose(ev(seg(tl(n=12, running=6, waiting=8, waiting_deferred=8, kv_usage_pct=20.0), source="vllm.log")))
+    inst = d.instances[0]
+    assert inst.verdict == "deferred" and "--max-loras" in inst.action and "up to 8" in inst.reason
+    assert not any("deferred by vLLM" in n for n in inst.notes)  # the finding says it; no second note
+    # the same queue without the deferred figure is a held queue with room: not this verdict
+    assert diagnose(ev(seg(tl(n=12, running=6, waiting=8, kv_usage_pct=20.0), source="vllm.log"))).verdict != "deferred"
+    # a full pool with a capacity queue beside a few deferred: capacity speaks, the deferred part is a note
+    full = tl(n=12, running=6, waiting=9, waiting_deferred=2, kv_usage_pct=97.0)
+    inst = diagnose(ev(seg(full, source="vllm.log"))).instances[0]
+    assert inst.verdict == "capacity-short" and any("up to 2 waiting request(s) were deferred" in n for n in inst.notes)

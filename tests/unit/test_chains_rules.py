@@ -182,6 +182,9 @@ FIRES = {
     "sched.decode-bound": lambda g: ctx_for(tl(n=4, running=2, gen_tps=0.4, prompt_tps=0.0, kv_usage_pct=0.6),
                                             counter=False, source="vllm.log"),
     "sched.prefill-bound": lambda g: ctx_for(tl(ttft_p99=np.full(30, 6.5))),
+    # Waiting = capacity + deferred (vLLM 0.33's "Deferred: N reqs"): all of it deferred, with room in the pool
+    "sched.queue-deferred": lambda g: ctx_for(tl(waiting=8, waiting_deferred=8, kv_usage_pct=20.0), counter=False,
+                                              source="vllm.log"),
     "sched.spikes-aligned": lambda g: ctx_for(spikes_timeline(True)),
     "sched.spikes-elsewhere": lambda g: ctx_for(spikes_timeline(False)),
     "memory.full-not-tight": lambda g: ctx_for(tl(kv_usage_pct=np.linspace(91.2, 95.8, 30)), counter=False,
@@ -212,6 +215,9 @@ SILENT = {
     # 8 running at 400 tok/s = 50 tok/s each
     "sched.decode-bound": lambda g: ctx_for(tl(n=4), counter=False, source="vllm.log"),
     "sched.prefill-bound": lambda g: ctx_for(tl(ttft_p99=np.full(30, 0.4))),
+    # a capacity queue beside a few deferred: the capacity rules speak, the deferred part is a note
+    "sched.queue-deferred": lambda g: ctx_for(tl(waiting=9, waiting_deferred=2, kv_usage_pct=97.0), counter=False,
+                                              source="vllm.log"),
     "sched.spikes-aligned": lambda g: ctx_for(spikes_timeline(False)),
     "sched.spikes-elsewhere": lambda g: ctx_for(spikes_timeline(True)),
     "memory.full-not-tight": lambda g: ctx_for(persistent_timeline()),

@@ -331,3 +331,19 @@ def test_a_dump_cut_before_any_vllm_series_says_so(tmp_path):
     log = tmp_path / "server.log"  # a log that merely mentions a TYPE line in prose is not one
     log.write_text("INFO 08-01 10:00:00 [api_server.py:1] vLLM API server version 0.10.1.1\n")
     assert not any("without any vllm" in n for n in load_evidence([str(log)]).notes)
+
+
+def test_waiting_by_reason_gives_the_deferred_part_without_double_counting():
+    """vllm:num_requests_waiting_by_reason (0.2x+; its HELP: "Sum of all reasons equals vllm:num_requests_waiting")
+    must not be read as a second num_requests_waiting (a prefix match would); its reason="deferred" series is the
+    timeline's waiting_deferred. As in a public capture (kreuzhofer/dgx-manager), with the figures changed."""
+    text = ('vllm:num_requests_running{engine="0",model_name="qwen3-1.7b"} 4.0\n'
+            'vllm:num_requests_waiting{engine="0",model_name="qwen3-1.7b"} 5.0\n'
+            'vllm:num_requests_waiting_by_reason{engine="0",model_name="qwen3-1.7b",reason="capacity"} 3.0\n'
+            'vllm:num_requests_waiting_by_reason{engine="0",model_name="qwen3-1.7b",reason="deferred"} 2.0\n'
+            'vllm:kv_cache_usage_perc{engine="0",model_name="qwen3-1.7b"} 0.25\n')
+    (seg,) = snapshots_to_segments([parse_snapshot(text, t=1.0)], "m.txt")
+    assert seg.timeline.waiting.tolist() == [5.0] and seg.timeline.waiting_deferred.tolist() == [2.0]
+    (seg,) = snapshots_to_segments([parse_snapshot(text.replace("reason=\"deferred\"} 2.0", "reason=\"x\"} 2.0"),
+                                                   t=1.0)], "m.txt")
+    assert seg.timeline.waiting_deferred is None

@@ -152,6 +152,9 @@ def _as_recorded(tl, name: str):
     return v
 
 
+ADDED_LATER = ("waiting_deferred",)  # Timeline columns newer than REF
+
+
 def digest(r) -> dict[str, str]:
     """One short hash per part of a LogRead (so a mismatch names the part)."""
     parts: dict[str, object] = {
@@ -164,8 +167,10 @@ def digest(r) -> dict[str, str]:
     }
     for k, s in enumerate(r.segments):
         tl = s.timeline
+        # a column added after the reference was recorded, absent here, leaves the digest as recorded
         parts[f"seg{k}.timeline"] = None if tl is None else {
-            f.name: _as_recorded(tl, f.name) for f in dataclasses.fields(tl)}
+            f.name: _as_recorded(tl, f.name) for f in dataclasses.fields(tl)
+            if not (f.name in ADDED_LATER and getattr(tl, f.name) is None)}
         parts[f"seg{k}.events"] = [(e.t, e.kind, e.line_no, e.message, e.data) for e in s.events]
         parts[f"seg{k}.startup"] = s.startup
     out = {}

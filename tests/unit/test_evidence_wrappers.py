@@ -139,3 +139,34 @@ def test_python_logging_lines_of_a_real_thread(tmp_path):
     assert (seg.startup.num_gpu_blocks, seg.startup.max_concurrency, seg.startup.max_concurrency_len) == (50231, 24.53,
                                                                                                          32768)
     assert list(seg.timeline.running) == [1.0] and list(seg.timeline.waiting) == [3.0]
+
+
+def test_deferred_requests_are_read_on_every_path(tmp_path):
+    """vLLM 0.33's stats line prints "Deferred: N reqs" (of Waiting) only when N > 0 (LoRA budget, KV transfer, a
+    blocked status). The fast regex does not take such a line, so its chunk goes to the full path; the column is the
+    same whichever path read it, 0 on the lines of the segment that leave it out, and absent where none says it."""
+    from kvdoctor.evidence.logs.stats import parse_stats
+
+    body = ("Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 90.0 tokens/s, Running: 6 reqs, "
+            "Waiting: {w} reqs, {d}GPU KV cache usage: 20.0%, Prefix cache hit rate: 0.0%")
+    row = parse_stats(body.format(w=9, d="Deferred: 7 reqs, ").encode())
+    assert (row[4], row[10]) == (9.0, 7.0) and math.isnan(parse_stats(body.format(w=9, d="").encode())[10])
+    rows = []
+    for i in range(4000):
+        t = 10 * 3600 + 10 * i
+        ts = f"12-01 {t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d}"
+        d = 3 + i % 4 if 1000 <= i < 1200 else 0
+        rows.append(f"(APIServer pid=1) INFO {ts} [loggers.py:310] "
+                    + body.format(w=d + i % 2, d=f"Deferred: {d} reqs, " if d else ""))
+    p = tmp_path / "deferred.log"
+    p.write_text("\n".join(rows) + "\n")
+    fast = read_log(p, year=2026, chunk_size=1 << 14)
+    full = read_log(p, year=2026, chunk_size=1 << 26)
+    assert _digest(fast) == _digest(full) and full.skipped.skipped_lines == 0
+    for r in (fast, full):
+        (seg,) = r.segments
+        d = seg.timeline.waiting_deferred
+        assert d is not None and d.tolist() == [float(3 + i % 4 if 1000 <= i < 1200 else 0) for i in range(4000)]
+    plain = tmp_path / "plain.log"
+    plain.write_text("\n".join(x.replace("Deferred: ", "Dx: ") for x in rows[:50]) + "\n")
+    assert read_log(plain, year=2026).segments[0].timeline.waiting_deferred is None

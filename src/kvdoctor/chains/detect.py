@@ -436,6 +436,38 @@ def arrival_bursts(ctx: Context) -> Finding | None:
     )
 
 
+def queue_deferred(ctx: Context) -> Finding | None:
+    """Most of the waiting queue deferred by vLLM (LoRA budget, KV transfer, a blocked status), held as a queue is
+    (deferred > ``waiting_zero`` in at least ``held_share`` of the samples, or >= 1 in every one of >= 3), while the
+    capacity queue (waiting less deferred) is not: the other queue rules judge that one."""
+    s = signals_of(ctx)
+    q, th, tl = s.queue, ctx.thresholds, ctx.timeline
+    if q is None or q.max_deferred <= 0 or tl is None or tl.waiting_deferred is None:
+        return None
+    d = [float(x) for x in tl.waiting_deferred]
+    known = [i for i, v in enumerate(d) if not math.isnan(v)]
+    held = [i for i in known if d[i] > th.waiting_zero]
+    if not known or not (len(held) / len(known) >= th.held_share or (len(known) >= 3 and all(d[i] >= 1 for i in known))):
+        return None
+    if q.held_share >= th.held_share:
+        return None  # a capacity queue is held too: its rule speaks, the deferred part is a note
+    peak = max(known, key=lambda i: d[i])
+    span = (float(tl.t[held[-1]]) - float(tl.t[held[0]])) if len(held) > 1 else 0.0
+    ev = [sig.cite_at(tl, peak, ctx.source, "waiting_deferred", int(d[peak]),
+                      f"Waiting: {int(tl.waiting[peak])}, of which deferred {int(d[peak])}")]
+    return rule_finding(
+        "sched.queue-deferred",
+        f"Requests waited deferred by vLLM in {len(held)} of {len(known)} samples (up to {d[peak]:.0f}"
+        + (f", over {span:.0f} s" if span else "") + f") while the capacity queue stayed at or under "
+        f"{q.max_waiting:.0f}: a LoRA budget, a KV transfer or a blocked status holds them, not the pool "
+        f"(KV peak {q.kv_max:.1f}%).",
+        severity="problem", action=get("sched.queue-deferred").action,
+        gain={"peak_deferred": Figure(int(d[peak]), "measured", "max deferred of Waiting"),
+              "deferred_samples": Figure(len(held), "measured", f"samples with deferred > {th.waiting_zero:g}")},
+        evidence=ev,
+    )
+
+
 # --max-num-seqs defaults across releases and platforms (v0 and V1: 256; V1 serve on H100-class GPUs: 1024; V1
 # offline / small GPUs: 128 and 512 in some releases)
 _DEFAULT_CAPS = (128, 256, 512, 1024)
@@ -663,6 +695,6 @@ def full_not_tight(ctx: Context) -> Finding | None:
 
 __all__ = [
     "signals_of", "reconcile", "does_not_fit", "concurrency_starved", "preemption_persistent",
-    "preemption_occasional", "prefill_bound", "admission_blocked", "arrival_bursts", "queue_held_kv_free",
+    "preemption_occasional", "prefill_bound", "admission_blocked", "arrival_bursts", "queue_held_kv_free", "queue_deferred",
     "decode_bound", "spikes_aligned", "spikes_elsewhere", "full_not_tight", "expected_concurrency",
 ]

@@ -34,11 +34,12 @@ SCHEMA_VERSION = "kvdoctor.diagnose/2"
 # The rules chain two runs, in order.
 DIAGNOSE_RULES = ("ledger.does-not-fit", "engine.died", "sched.concurrency-starved", "sched.preemption-persistent",
                   "sched.preemption-occasional", "sched.admission-blocked", "sched.queue-held-kv-free",
-                  "sched.prefill-bound", "sched.decode-bound", "sched.arrival-bursts", "sched.spikes-aligned",
+                  "sched.queue-deferred", "sched.prefill-bound", "sched.decode-bound", "sched.arrival-bursts",
+                  "sched.spikes-aligned",
                   "sched.spikes-elsewhere", "memory.full-not-tight")
 
 # Fleet roll-up: the most urgent verdict first.
-SEVERITY_ORDER = ("engine-died", "config-starved", "capacity-short", "stalled", "prefill-bound", "decode-bound",
+SEVERITY_ORDER = ("engine-died", "config-starved", "capacity-short", "stalled", "deferred", "prefill-bound", "decode-bound",
                   "arrival-bursts", "spikes-elsewhere", "insufficient-evidence", "healthy", "idle")
 assert set(SEVERITY_ORDER) == set(VERDICTS)
 CONF_ORDER = ("low", "medium", "high")
@@ -52,6 +53,8 @@ NEXT = {
                      "kvdoctor simulate to predict it",
     "decode-bound": "profile one decode step; compare with vllm bench latency for this model and GPU",
     "stalled": "look outside the memory chains: engine core, connector, KV transfer; a py-spy dump of the engine",
+    "deferred": "find which constraint defers them (--max-loras, the KV connector, structured outputs), change that "
+                "one, and re-run diagnose",
     "arrival-bursts": "smooth or rate-limit at the entrance; kvdoctor diagnose --slow on a request trace",
     "spikes-elsewhere": "look outside the memory chains: network, kernels, host",
     "insufficient-evidence": "collect what is listed as missing and re-run",
@@ -193,6 +196,13 @@ def diagnose_context(ctx: Context) -> Instance:
                     window=window_json(w), preemption_basis=p.basis, timeline=ctx.timeline)
     if p.note and not any(p.note in f.summary for f in findings):
         inst.notes.append(p.note)
+    if s.queue is not None and s.queue.max_deferred > 0 and not any(f.rule_id == "sched.queue-deferred"
+                                                                    for f in findings):
+        q = s.queue
+        inst.notes.append(f"up to {q.max_deferred:g} waiting request(s) were deferred by vLLM (LoRA budget, KV transfer "
+                          "or a blocked status such as a grammar still compiling), not held for room: the queue judged "
+                          f"here is the rest (up to {q.max_waiting:g}); more KV or max-num-seqs would not admit the "
+                          "deferred ones (--max-loras, the KV connector or the structured-output backend would)")
     if p.basis == "v0-warnings" and p.per_min is None and p.total:
         where = "; ".join(c.detail for c in p.cites[:2])
         inst.notes.append(f"at least {p.total:g} preemptions so far on this engine ({where}); the rate is unknown")
@@ -252,6 +262,15 @@ def _window_more(s: sig.Signals, th: Thresholds) -> str:
 
 def _counter_more() -> str:
     return "vllm:num_preemptions_total over the same window (/metrics scrapes or --prometheus)"
+
+
+# steps 3-4 whose finding is the judgement as it stands, in order: (rule, verdict, what would overturn it)
+_PLAIN_STEPS = (
+    ("sched.spikes-aligned", "capacity-short", "spikes that persist with preemptions gone"),
+    ("sched.spikes-elsewhere", "spikes-elsewhere", "preemptions found at the spike times (a counter at a finer interval)"),
+    ("sched.arrival-bursts", "arrival-bursts", "the queue forming only when the pool is full (then capacity)"),
+    ("sched.queue-deferred", "deferred", "the deferred count falling to 0 while Waiting stays (then the capacity queue)"),
+)
 
 
 def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions: list[str]) -> Judgement:
@@ -346,18 +365,10 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
                          ["vllm bench latency on this model and hardware decoding as slowly (then it is the "
                           "hardware's speed, expected rather than a fault)"])
     # step 4: spikes
-    f = by.get("sched.spikes-aligned")
-    if f is not None:
-        return Judgement("capacity-short", top, f.summary, f.action, [f.summary], more_window,
-                         ["spikes that persist with preemptions gone"])
-    f = by.get("sched.spikes-elsewhere")
-    if f is not None:
-        return Judgement("spikes-elsewhere", top, f.summary, f.action, [f.summary], more_window,
-                         ["preemptions found at the spike times (a counter at a finer interval)"])
-    f = by.get("sched.arrival-bursts")
-    if f is not None:
-        return Judgement("arrival-bursts", top, f.summary, f.action, [f.summary], more_window,
-                         ["the queue forming only when the pool is full (then capacity)"])
+    for rid, verdict, overturn in _PLAIN_STEPS:  # a finding that carries its verdict as it stands
+        f = by.get(rid)
+        if f is not None:
+            return Judgement(verdict, top, f.summary, f.action, [f.summary], more_window, [overturn])
     # the queue is (mostly) empty
     if q.zero_share >= th.zero_share:
         return _healthy(ctx, s, by, top, more_window, more_counter)

@@ -31,6 +31,7 @@ VERDICTS = (
     "prefill-bound",
     "decode-bound",
     "stalled",
+    "deferred",
     "arrival-bursts",
     "spikes-elsewhere",
     "insufficient-evidence",

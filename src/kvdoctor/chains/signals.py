@@ -39,6 +39,17 @@ def _arr(x) -> list[float]:
     return [float(v) for v in (x.tolist() if hasattr(x, "tolist") else x)]  # untyped-ok: numpy array or list
 
 
+def capacity_waiting(tl) -> list[float]:
+    """``waiting`` less what vLLM deferred (LoRA budget, KV transfer, a blocked status: the stats line's "Deferred:",
+    /metrics' num_requests_waiting_by_reason{reason="deferred"}): the queue that waits for room, which is what the
+    chain's queue and preemption steps read. Without the deferred figure, all of ``waiting``."""
+    w = _arr(tl.waiting)
+    d = _arr(tl.waiting_deferred)
+    if len(d) != len(w):
+        return w
+    return [wi - di if di == di else wi for wi, di in zip(w, d)]
+
+
 def _finite(vals: list[float]) -> list[float]:
     return [v for v in vals if not math.isnan(v)]
 
@@ -157,7 +168,8 @@ def preemptions(tl, events, source: str, th: Thresholds, counter_trusted: bool) 
         return _from_v0_warnings(warn, source)
     v0 = tl is not None and tl.swapped is not None  # only v0 lines print "Swapped:"
     if tl is not None and len(tl) and not counter_trusted:
-        w = _arr(tl.waiting)
+        w = capacity_waiting(tl)
+        what = "Waiting" if tl.waiting_deferred is None else "Waiting less the deferred"
         fw = _finite(w)
         if fw and len(fw) == len(w) and max(fw) <= th.waiting_zero:
             return Preemptions(
@@ -167,7 +179,7 @@ def preemptions(tl, events, source: str, th: Thresholds, counter_trusted: bool) 
                      "excerpt; also " if v0 else
                      "the log does not count preemptions (vLLM's v1 stats line never prints them), but ")
                     + 
-                    f"Waiting <= {th.waiting_zero:g} in all {len(w)} samples: a request preempted for lack "
+                    f"{what} <= {th.waiting_zero:g} in all {len(w)} samples: a request preempted for lack "
                     "of KV blocks waits in that queue, so preemption was not persistent"
                 ),
             )
@@ -237,12 +249,14 @@ class Queue:
     held_idx: list[int] = field(default_factory=list)
     held_full_idx: list[int] = field(default_factory=list)
     peak_idx: int | None = None
+    max_deferred: float = 0.0  # most requests vLLM deferred in one sample (left out of the figures above)
 
 
 def queue(tl, th: Thresholds) -> Queue | None:
     if tl is None or len(tl) == 0:
         return None
-    w = _arr(tl.waiting)
+    w = capacity_waiting(tl)
+    deferred = _finite(_arr(tl.waiting_deferred))
     kv = _arr(tl.kv_usage_pct)
     run = _arr(tl.running)
     idx = [i for i, v in enumerate(w) if not math.isnan(v)]
@@ -280,6 +294,7 @@ def queue(tl, th: Thresholds) -> Queue | None:
         held_idx=held,
         held_full_idx=held_full,
         peak_idx=peak,
+        max_deferred=max(deferred) if deferred else 0.0,
     )
 
 

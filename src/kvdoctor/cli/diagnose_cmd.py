@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 @app.command(help="Chain two (scheduling feels wrong) on evidence: concurrency reconciliation → preemption "
                   "frequency → queue shape → decode speed → spike alignment; one verdict per instance with a "
                   "confidence (healthy, idle, engine-died, config-starved, capacity-short, prefill-bound, decode-bound, stalled, "
-                  "arrival-bursts, spikes-elsewhere, insufficient-evidence), what carries it and what would change "
+                  "deferred, arrival-bursts, spikes-elsewhere, insufficient-evidence), what carries it and what would change "
                   "it, and a fleet summary. --slow splits the slow tail of a request trace. Example: kvdoctor diagnose "
                   "vllm.log --prometheus http://prom:9090")
 @common.config_options

@@ -116,7 +116,9 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
     every = f" (one sample every {s['interval_s']:g} s)" if s.get("interval_s") else ""
     con.print(f"  samples {s['samples']:,} over {_span(s['span_seconds'])}{every} in {s['segments']} segment(s), "
               f"{s['startups']} engine start(s), {s['requests']:,} request record(s), {s['bench_results']} bench result(s)")
-    con.print(f"  peaks: running {_fmt(s['max_running'], digits=0)}, waiting {_fmt(s['max_waiting'], digits=0)}, "
+    deferred = s.get("max_waiting_deferred")
+    con.print(f"  peaks: running {_fmt(s['max_running'], digits=0)}, waiting {_fmt(s['max_waiting'], digits=0)}"
+              + (f" (deferred up to {deferred:,.0f})" if deferred else "") + ", "
               f"KV usage {_fmt(s['max_kv_usage_pct'], '%')} (mean {_fmt(s['mean_kv_usage_pct'], '%')})")
     pre = s["preemptions"]
     if pre is None and s.get("preemptions_unknown_segments"):

@@ -122,10 +122,11 @@ def cause_named(text: str) -> str | None:
 
 # Timeline columns in their JSON order; the ones always present; the ones pooled by their mean.
 TIMELINE_COLUMNS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",
-                    "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no")
+                    "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "waiting_deferred", "line_no")
 TIMELINE_CORE = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps")
 _MEAN_COLUMNS = ("prompt_tps", "gen_tps", "prefix_hit_pct")
-_OPTIONAL_COLUMNS = ("swapped", "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "line_no")
+_OPTIONAL_COLUMNS = ("swapped", "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "waiting_deferred",
+                     "line_no")
 
 
 @dataclass
@@ -150,6 +151,10 @@ class Timeline:
     ttft_p99: "np.ndarray | None" = None
     itl_p50: "np.ndarray | None" = None
     itl_p99: "np.ndarray | None" = None
+    # of ``waiting``, the requests vLLM deferred (LoRA budget, KV transfer, a blocked status) rather than held for
+    # capacity: the stats line's "Deferred: N reqs" (printed only when N > 0) or /metrics'
+    # num_requests_waiting_by_reason{reason="deferred"}; NaN = not reported (0 where the line left it out)
+    waiting_deferred: "np.ndarray | None" = None
     line_no: "np.ndarray | None" = None  # source line of each sample (logs), else None
 
     def __len__(self) -> int:

@@ -32,6 +32,7 @@ from kvdoctor.evidence.model import Segment, StartupFacts, Timeline
 GAUGES = {
     "num_requests_running": "running",
     "num_requests_waiting": "waiting",
+    "num_requests_waiting_deferred": "waiting_deferred",  # num_requests_waiting_by_reason{reason="deferred"}
     "num_requests_swapped": "swapped",
     "kv_cache_usage_perc": "kv_usage",
     "gpu_cache_usage_perc": "kv_usage",
@@ -161,6 +162,11 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
         snap.cache_config.update(labels)
         snap.cache_configs.append(dict(labels))
         return
+    if base == "num_requests_waiting_by_reason" and suf == "":
+        # of num_requests_waiting (their sum), the deferred share: LoRA budget, KV transfer, a blocked status
+        if labels.get("reason") != "deferred":
+            return
+        base, labels = "num_requests_waiting_deferred", {k: v for k, v in labels.items() if k != "reason"}
     gauge = base in GAUGES and suf == ""
     counter = base in COUNTERS and suf in ("_total", "")
     hist = base in HISTOGRAMS and suf in ("_bucket", "_sum", "_count")
@@ -275,7 +281,7 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
         t = np.array([math.nan if r[0] is None else r[0] for r in rows], dtype=np.float64)
         cols: dict[str, Any] = {c: np.full(n, math.nan) for c in (
             "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",
-            "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99")}
+            "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "waiting_deferred")}
         prev: SeriesSnap | None = None
         prev_t: float | None = None
         for i, (ti, ss) in enumerate(rows):
@@ -283,6 +289,7 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
             cols["running"][i] = g.get("running", math.nan)
             cols["waiting"][i] = g.get("waiting", math.nan)
             cols["swapped"][i] = g.get("swapped", math.nan)
+            cols["waiting_deferred"][i] = g.get("waiting_deferred", math.nan)
             if "kv_usage" in g:
                 cols["kv_usage_pct"][i] = g["kv_usage"] * 100.0  # metric is 0-1
             if "prefix_hit_rate" in g:
@@ -322,7 +329,8 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
         tl = Timeline(t=t, running=cols["running"], waiting=cols["waiting"], kv_usage_pct=cols["kv_usage_pct"],
                       preemptions=cols["preemptions"], prompt_tps=cols["prompt_tps"], gen_tps=cols["gen_tps"],
                       swapped=opt("swapped"), prefix_hit_pct=opt("prefix_hit_pct"), ttft_p50=opt("ttft_p50"),
-                      ttft_p99=opt("ttft_p99"), itl_p50=opt("itl_p50"), itl_p99=opt("itl_p99"))
+                      ttft_p99=opt("ttft_p99"), itl_p50=opt("itl_p50"), itl_p99=opt("itl_p99"),
+                      waiting_deferred=opt("waiting_deferred"))
         model, engine = key
         name = " ".join(x for x in (model, f"engine {engine}" if engine else "") if x) or "vllm"
         seg = Segment(source=source, engine=name, startup=_startup_from_cache_config(cc_for(key), model), timeline=tl)
@@ -674,7 +682,9 @@ def load_prometheus(url: str, window: str | None = None, labels: Any = None, *,
     step = step or max(15.0, math.ceil((end - start) / 1000.0))
     lab = parse_labels(labels)
     cl = client or PrometheusClient(url)  # validates the URL before any query
-    g_names = [n for n in GAUGES] + [f"{n}_total" for n in COUNTERS]
+    # (the deferred gauge is one reason label of num_requests_waiting_by_reason, as _add_sample reads it)
+    g_names = ([n for n in GAUGES if n != "num_requests_waiting_deferred"] + ["num_requests_waiting_by_reason"]
+               + [f"{n}_total" for n in COUNTERS])
     h_names = [f"{n}_bucket" for n in ("time_to_first_token_seconds", "inter_token_latency_seconds",
                                         "time_per_output_token_seconds")]
     extra = ["cache_config_info"]

@@ -129,6 +129,8 @@ def summary(ev: Evidence) -> dict[str, Any]:
         "window_how": WINDOW_HOW,
         "max_running": _nanstat([t.running for t in tls], "max"),
         "max_waiting": _nanstat([t.waiting for t in tls], "max"),
+        # of Waiting, the most vLLM deferred (LoRA budget, KV transfer, a blocked status); None: not reported
+        "max_waiting_deferred": _nanstat([t.waiting_deferred for t in tls if t.waiting_deferred is not None], "max"),
         "max_kv_usage_pct": _nanstat([t.kv_usage_pct for t in tls], "max"),
         "mean_kv_usage_pct": _nanstat([t.kv_usage_pct for t in tls], "mean"),
         "mean_running": _nanstat([t.running for t in tls], "mean"),

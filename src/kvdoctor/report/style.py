@@ -32,7 +32,7 @@ VERDICTS: dict[str, tuple[str, str]] = {
 TONES: dict[str, str] = {
     "ok": "good", "healthy": "good", "enough": "good", "pass": "good",
     "idle": "info",
-    "starved": "warn", "insufficient-evidence": "warn", "arrival-bursts": "warn", "spikes-elsewhere": "warn",
+    "starved": "warn", "insufficient-evidence": "warn", "arrival-bursts": "warn", "deferred": "warn", "spikes-elsewhere": "warn",
     "decode-bound": "warn",
     "does-not-fit": "bad", "config-starved": "bad", "capacity-short": "bad", "prefill-bound": "bad",
     "stalled": "bad", "engine-died": "bad", "not enough": "bad", "fail": "bad", "problem": "bad", "stop-loss": "bad",

@@ -16,8 +16,10 @@ from operator import itemgetter, not_ as operator_not
 from kvdoctor.evidence.logs.clock import ROLLOVER_S, low_mask, year_table
 from kvdoctor.evidence.logs.limits import ABSENT, GAP_S, MAX_LINE, NAN
 
+# waiting_deferred last: the fast regex does not take a line with "Deferred:" (the full path reads it), so the
+# bulk forms fill it with NaN
 COLS = ("t", "running", "waiting", "kv_usage_pct", "preemptions", "prompt_tps", "gen_tps", "swapped",
-        "prefix_hit_pct", "line_no")
+        "prefix_hit_pct", "line_no", "waiting_deferred")
 
 
 class Series:
@@ -35,9 +37,9 @@ class Series:
         return self.data[-len(COLS)] if self.data else None
 
     def add(self, t: float, row: tuple, line_no: int) -> None:
-        _, ptps, gtps, running, waiting, swapped, preempt, kv, prefix, is_v0 = row
+        _, ptps, gtps, running, waiting, swapped, preempt, kv, prefix, is_v0, deferred = row
         # order = COLS
-        self.data.extend((t, running, waiting, kv, preempt, ptps, gtps, swapped, prefix, line_no))
+        self.data.extend((t, running, waiting, kv, preempt, ptps, gtps, swapped, prefix, line_no, deferred))
         if is_v0:
             self.is_v0 = True
 
@@ -216,6 +218,7 @@ def bulk_matrix(cols: tuple, t, line_nos, ns: int):
         mat[:, 4] = [float(x) if x else nan for x in cpre] if b"".join(cpre) else nan
         pre_absent = np.fromiter(map(operator_not, cpre), dtype=bool, count=ns)
     mat[:, 9] = line_nos
+    mat[:, 10] = nan  # waiting_deferred: lines that carry it take the full path
     return mat, pre_absent
 
 
@@ -246,7 +249,7 @@ class ColumnCommit:
                 dpre = first_v0[s] = nan if g[7] else ABSENT
             # order = COLS: t, running, waiting, kv, preemptions, prompt tps, gen tps, swapped, prefix hit, line
             s.data.extend((t, float(g[6]), float(g[8]), float(g[10]), float(g[9]) if g[9] else dpre, float(g[4]),
-                           float(g[5]), float(g[7]) if g[7] else nan, float(g[11]) if g[11] else nan, ln))
+                           float(g[5]), float(g[7]) if g[7] else nan, float(g[11]) if g[11] else nan, ln, nan))
 
     def _bulk(self, work: bytes, base: int, tups: list, starts: list, ends: list, lines: list, pc, words,
               nwords: int, total: int, rel: list | None = None) -> int | None:

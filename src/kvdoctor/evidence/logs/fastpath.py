@@ -20,7 +20,8 @@ FAST_STATS = re.compile(
     rb"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? \[?[^\]\s:]+:\d+\] "
     rb"(?:Engine (?P<eng>\d+): )?Avg prompt throughput: (?P<p>\d+(?:\.\d+)?) tokens/s, Avg generation throughput: "
     rb"(?P<g>\d+(?:\.\d+)?) tokens/s, Running: (?P<r>\d+) reqs?, (?:Swapped: (?P<sw>\d+) reqs?, )?"
-    rb"(?:Pending|Waiting): (?P<w>\d+) reqs?, (?:Deferred: \d+ reqs?, )?(?:Preemptions: (?P<pre>\d+), )?"
+    # (no "Deferred: N reqs, ": such a line goes to the full path, which keeps the figure)
+    rb"(?:Pending|Waiting): (?P<w>\d+) reqs?, (?:Preemptions: (?P<pre>\d+), )?"
     rb"GPU KV cache usage: (?P<kv>\d+(?:\.\d+)?)%(?:, Prefix cache hit rate: (?P<h>\d+(?:\.\d+)?)%)?"
 )
 # The same record as one findall over hit lines joined by "\n": each "\n" starts exactly one match

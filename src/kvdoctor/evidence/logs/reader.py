@@ -228,6 +228,9 @@ class LogReader(LinePath, FastPath, ColumnCommit):
                     prompt_tps=part["prompt_tps"].copy(), gen_tps=part["gen_tps"].copy(),
                     swapped=part["swapped"].copy() if s.is_v0 else None,
                     prefix_hit_pct=part["prefix_hit_pct"].copy() if not np.all(np.isnan(part["prefix_hit_pct"])) else None,
+                    # vLLM prints "Deferred: N" only when N > 0: once a segment shows it, its other lines say 0
+                    waiting_deferred=(None if np.all(np.isnan(part["waiting_deferred"])) else
+                                      np.nan_to_num(part["waiting_deferred"], nan=0.0)),
                     line_no=part["line_no"].astype(np.int64),
                 )
                 kk = int(k)

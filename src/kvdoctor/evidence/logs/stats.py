@@ -27,6 +27,7 @@ STATS_HEAD = re.compile(
     rb"(?:Swapped: (\d+) +reqs?, +)?(?:Pending|Waiting): (\d+) +reqs?"
 )
 R_PREEMPT = re.compile(rb"Preemptions: (\d+)")
+R_DEFERRED = re.compile(rb"Deferred: (\d+) +reqs?")
 R_KV = re.compile(rb"(?<!CPU )KV cache usage: " + _F + rb"%")
 # v1's "%s KV cache usage" names the device: "CPU" on the CPU backend (the pool itself, not v0's swap
 # space), so a v1 line whose only KV figure is the CPU one reads it.
@@ -43,7 +44,7 @@ NAN = float("nan")
 
 def parse_stats(msg: bytes, absent: float = 0.0) -> tuple | None:
     """One stats record → (engine_label, prompt_tps, gen_tps, running, waiting, swapped, preempt,
-    kv_pct, prefix_pct, is_v0) or None. ``msg`` may carry the envelope; only the stats part is read.
+    kv_pct, prefix_pct, is_v0, deferred) or None (``deferred``: of ``waiting``, NaN where the line does not say). ``msg`` may carry the envelope; only the stats part is read.
     ``absent``: ``preempt`` of a v1 line without ``Preemptions:`` (the log reader passes a marker and
     decides per segment whether that means 0 or unknown — docs/evidence.md "Preemptions")."""
     m = STATS_HEAD.search(msg)
@@ -68,6 +69,7 @@ def parse_stats(msg: bytes, absent: float = 0.0) -> tuple | None:
     # never prints it (its preemptions come from the warnings) -> NaN.
     preempt = float(p.group(1)) if p else (NAN if is_v0 else absent)
     h = R_PREFIX.search(tail, k.end())
+    d = R_DEFERRED.search(tail, 0, k.start())
     return (
         label,
         float(ptps),
@@ -79,6 +81,7 @@ def parse_stats(msg: bytes, absent: float = 0.0) -> tuple | None:
         float(k.group(1)),
         float(h.group(1)) if h else NAN,
         is_v0,
+        float(d.group(1)) if d else NAN,
     )
 
 

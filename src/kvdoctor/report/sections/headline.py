@@ -20,7 +20,7 @@ from kvdoctor.report.sections.common import as_dict, as_list, flag_text, human, 
 from kvdoctor.report.style import CONFIDENCE, verdict_tone
 
 _RANK = {"bad": 0, "warn": 1, "": 2, "good": 3, "info": 4}  # what was read or simulated never leads
-_CONFIG_FIRST = {"config-starved", "prefill-bound", "arrival-bursts"}
+_CONFIG_FIRST = {"config-starved", "prefill-bound", "arrival-bursts", "deferred"}
 _SEV_RANK = {"problem": 0, "critical": 0, "error": 0, "warn": 1, "warning": 1, "info": 2}
 
 
