@@ -298,3 +298,15 @@ def test_known_exceptions_get_their_one_setting(tmp_path, exception, action):
     _, d = _diagnose(log)
     f = _died(d)
     assert f is not None and action in f["action"] and f["data"]["exception"] == exception
+
+
+def test_a_cuda_driver_error_is_a_cuda_fault(tmp_path):
+    """A public note of 2026-09 (two engines dying within a second): the ERROR line's message is empty and the
+    exception on the next, bare line is torch's "CUDA driver error: unspecified launch failure" (the other engine's
+    was "CUDA error: …"). Both are CUDA faults, with the Xid check in the advice, not an unnamed engine error."""
+    log = tmp_path / "died.log"
+    log.write_text("(EngineCore pid=11533) ERROR 09-11 11:16:50 [core.py:1351]\n"
+                   "RuntimeError: CUDA driver error: unspecified launch failure\n")
+    _, d = _diagnose(log)
+    assert d["verdict"] == "engine-died", d
+    assert "unspecified launch failure" in d["reason"] and "Xid" in (d["action"] or ""), d

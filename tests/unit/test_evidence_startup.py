@@ -166,3 +166,25 @@ def test_no_numpy_at_import():
     code = "import sys, kvdoctor.evidence.logs; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_two_boots_in_one_journal_without_a_banner_between_them(tmp_path):
+    """A public capture of 2026-09 (two boots of one server, the journal prefix cut, no banner or config line between
+    them): the same process name under a new pid, later, reporting the pool again is a new engine start. Each start
+    keeps its own figures (before, the second boot's CUDA-graph figure landed in the first)."""
+    head = ("Free memory on device (94.41/94.97 GiB) on startup. Desired GPU memory utilization is ({u}, {d} GiB). "
+            "Actual usage is 81.7 GiB for consumed memory (weights + non-torch), 1.78 GiB for peak activation, "
+            "{cg} GiB for CUDAGraph memory. Current kv cache memory in use is {kv} GiB.")
+    size = "GPU KV cache size: {t} tokens, Maximum concurrency for 262,144 tokens per request: {c}x"
+    p = tmp_path / "journal.log"
+    p.write_text(
+        f"(EngineCore pid=42623) INFO 09-18 22:23:41 [gpu_worker.py:298] "
+        + head.format(u=0.97, d=92.12, cg=0.28, kv=8.64) + "\n"
+        f"(EngineCore pid=42623) INFO 09-18 22:23:42 [kv_cache_utils.py:1229] " + size.format(t="315,039", c=1.20) + "\n"
+        f"(EngineCore pid=48111) INFO 09-18 22:31:20 [gpu_worker.py:298] "
+        + head.format(u=0.98, d=93.07, cg=0.66, kv=9.59) + "\n"
+        f"(EngineCore pid=48111) INFO 09-18 22:31:21 [kv_cache_utils.py:1229] " + size.format(t="350,043", c=1.34) + "\n")
+    a, b = read_startup_facts(str(p))
+    assert (a.kv_cache_tokens, a.cudagraph_bytes, a.gpu_memory_utilization) == (315039, round(0.28 * 2**30), 0.97)
+    assert (b.kv_cache_tokens, b.cudagraph_bytes, b.gpu_memory_utilization) == (350043, round(0.66 * 2**30), 0.98)
+    assert (a.kv_cache_bytes, b.kv_cache_bytes) == (round(8.64 * 2**30), round(9.59 * 2**30))

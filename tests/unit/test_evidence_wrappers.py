@@ -170,3 +170,18 @@ def test_deferred_requests_are_read_on_every_path(tmp_path):
     plain = tmp_path / "plain.log"
     plain.write_text("\n".join(x.replace("Deferred: ", "Dx: ") for x in rows[:50]) + "\n")
     assert read_log(plain, year=2026).segments[0].timeline.waiting_deferred is None
+
+
+def test_word_wrapped_stats_records_are_joined(tmp_path):
+    """A public paste of 2026-09 (`docker logs | grep`, rendered at ~80 columns): each stats record broken at spaces
+    over three lines, "Avg prompt" / "throughput: …" / "2 reqs, …". A terminal's hard wrap loses nothing and is joined
+    as is; a word wrap dropped a space and is joined with one. Both give the record; nothing is skipped."""
+    soft = ("(APIServer pid=1) INFO 09-13 08:56:54 [loggers.py:311] Engine 000: Avg prompt\n"
+            "throughput: 0.0 tokens/s, Avg generation throughput: 53.6 tokens/s, Running:\n"
+            "2 reqs, Waiting: 0 reqs, GPU KV cache usage: 59.3%, Prefix cache hit rate: 96.9%\n"
+            "(APIServer pid=1) INFO 09-13 08:57:14 [loggers.py:311] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+            "Avg generation throughput: 48.3 tokens/s, Running:\n"
+            "1 reqs, Waiting: 3 reqs, GPU KV cache usage: 33.3%, Prefix cache hit rate: 96.9%\n")
+    r, tl = _one(tmp_path, soft)
+    assert r.skipped.skipped_lines == 0
+    assert (tl.running.tolist(), tl.waiting.tolist(), tl.kv_usage_pct.tolist()) == ([2, 1], [0, 3], [59.3, 33.3])

@@ -171,8 +171,10 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         return _held_advice(ctx)
     if cause == "cuda-error":
         return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
-                "graphs in or out; report it upstream with the versions",
-                "a CUDA error (an illegal memory access or a device-side assert) in a kernel: a fault, not a setting", {})
+                "graphs in or out; check dmesg for NVIDIA Xid errors (a launch failure can be the GPU or the driver); "
+                "report it upstream with the versions",
+                "a CUDA error in a kernel (an illegal memory access, a device-side assert, an unspecified launch "
+                "failure): a fault, not a setting", {})
     if cause == "nccl-timeout":
         return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
                 "P2P/NVLink fault, or one worker stuck on the host)",

@@ -34,7 +34,7 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly"
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
-_CUDA_ERROR = re.compile(r"CUDA error\b(?!s)")
+_CUDA_ERROR = re.compile(r"CUDA (?:driver )?error\b(?!s)")  # torch: "CUDA error: …", "CUDA driver error: …"
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
@@ -69,6 +69,19 @@ def proc_key(m: Any) -> str:
     if m is None or m.group("proc") is None:
         return "main"
     return f"{m.group('proc').decode('utf-8', 'replace')} pid={m.group('pid').decode()}"
+
+
+_SOFT_BREAK = re.compile(rb"[ \t]*\r?\n[ \t]*")
+
+
+def _unwrap(text: bytes) -> bytes | None:
+    """A stats record cut over lines, joined so it parses: a terminal's hard wrap splits anywhere and loses nothing (join
+    as is); a word wrap (``fold -s``, a renderer at 80 columns: "Avg prompt" / "throughput: …") broke at a space it
+    dropped (join with one). None when neither parses."""
+    for joined in (text.replace(b"\r\n", b"").replace(b"\n", b""), _SOFT_BREAK.sub(b" ", text)):
+        if parse_stats(joined) is not None:
+            return joined
+    return None
 
 
 def looks_like_stats_tail(line: bytes) -> bool:
@@ -281,7 +294,7 @@ class LinePath:
                 r = self._stats(bl, n)
                 if r is None and parse_stats(bl) is None:
                     # cut by a terminal: join the following envelope-less fragments
-                    joined, j_end, ok = bl, le, False
+                    raw, j_end, ok = bl, le, False
                     for _ in range(3):
                         nxt_end = work.find(b"\n", j_end + 1)
                         if nxt_end == -1:
@@ -289,9 +302,9 @@ class LinePath:
                         nxt = work[j_end + 1:nxt_end]
                         if search_envelope_b(nxt) is not None:
                             break
-                        joined += nxt.rstrip(b"\r")
+                        raw += b"\n" + nxt.rstrip(b"\r")
                         j_end = nxt_end
-                        if parse_stats(joined) is not None:
+                        if (joined := _unwrap(raw)) is not None:
                             ok = True
                             break
                     if ok:
@@ -339,8 +352,8 @@ class LinePath:
             return 0  # the record's first line carries the marker: it was (or will be) joined from there
         end = le
         for _ in range(3):
-            joined = work[start:end].replace(b"\r\n", b"").replace(b"\n", b"")
-            if parse_stats(joined) is not None:
+            joined = _unwrap(work[start:end])
+            if joined is not None:
                 first_n = n - work.count(b"\n", start, ls)
                 if self._stats(joined, first_n):
                     self.parsed_lines += 1

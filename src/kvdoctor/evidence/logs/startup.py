@@ -156,6 +156,9 @@ R_CPU_AUTO = re.compile(r"with " + _N + r" GiB requested memory for the worker\.
 R_CUSTOM_AR_OFF = re.compile(r"Custom allreduce is disabled")
 R_AUTOFIT = re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)")
 
+# The pool figures an engine reports once per start, from its scheduler process (not per worker rank)
+_ENGINE_POOL = ("kv_cache_tokens", "num_gpu_blocks")
+
 # Lines that open a new engine start once the current one already reported its KV figures.
 _START_MARKERS = (
     "non-default args:",
@@ -421,6 +424,17 @@ class StartupCollector:
         if ts is not None and (cur.last_kv_ts is None or ts > cur.last_kv_ts):
             cur.last_kv_ts = ts
 
+    def _new_process(self, env: Envelope) -> None:
+        """A start-up line from the process that reported this start's pool, under another pid and later: the engine
+        started again (two boots in one journal with no banner between them). The pool (tokens, blocks) is reported
+        once per start by the engine's scheduler process, never per worker rank, so its name and pid identify it."""
+        cur = self._cur
+        if cur is None or cur.last_kv_ts is None or self._line_ts is None or self._line_ts <= cur.last_kv_ts:
+            return
+        label = env.process_key
+        if any(n in _ENGINE_POOL and lab != label and lab.split(" pid=")[0] == env.proc for n, lab in cur.kv_seen):
+            self._close()
+
     # -- feeding -----------------------------------------------------------------------------
     def feed(self, line_no: int, env: Envelope | None, msg: str) -> bool:
         """Returns True when the message carried a start-up fact."""
@@ -448,11 +462,13 @@ class StartupCollector:
             self._table_mode, self._table_proc = True, (env.proc if env else None)
             return True
 
+        rules = [fn for needle, fn in _RULES if needle in msg]
+        if rules and env is not None and env.proc:
+            self._new_process(env)
         hit = False
-        for needle, fn in _RULES:
-            if needle in msg:
-                if fn(self, line_no, env, msg):
-                    hit = True
+        for fn in rules:
+            if fn(self, line_no, env, msg):
+                hit = True
         if hit and env is not None and env.foreign and (c := _COMPOSE.match(env.foreign)):
             self._builder(line_no).services.add(c.group(1))
         if hit and env is not None and env.proc and (m := _TP_PROC.search(env.proc)):
