@@ -310,3 +310,28 @@ def test_a_cuda_driver_error_is_a_cuda_fault(tmp_path):
     _, d = _diagnose(log)
     assert d["verdict"] == "engine-died", d
     assert "unspecified launch failure" in d["reason"] and "Xid" in (d["action"] or ""), d
+
+
+def test_an_allocation_smaller_than_free_memory_is_not_a_utilization_problem(tmp_path):
+    """A public ROCm report of 2026-05 (an APU with 127 GiB, a wrapper's prefix on every line): "Tried to allocate
+    12.95 GiB … of which 18.55 GiB is free". No --gpu-memory-utilization gives back a shortfall that is not there (it
+    used to advise 0.89 to "leave the step its 0.00 GiB"): fragmentation, another process or unified memory."""
+    log = tmp_path / "hip.log"
+    log.write_text("2026-05-08 11:47:02.257 [Error] (Process) (EngineCore pid=2651) ERROR 05-08 11:47:02 [core.py:1136] "
+                   "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 12.95 GiB. GPU 0 has a total capacity "
+                   "of 127.00 GiB of which 18.55 GiB is free. Of the allocated memory 99.37 GiB is allocated by "
+                   "PyTorch, and 121.80 MiB is reserved by PyTorch but unallocated.\n")
+    _, d = _diagnose(log)
+    assert d["verdict"] == "engine-died"
+    assert "smaller than the 18.55 GiB" in d["action"] and "--gpu-memory-utilization 0." not in d["action"], d["action"]
+    code, err, out = invoke("ledger", "--from-log", str(log))
+    flat = " ".join(out.split())
+    assert "the allocation that failed (Tried to allocate) 12.95 GiB" in flat and "KV one max-model-len" not in flat
+    refusal = tmp_path / "refusal.log"  # vLLM's memory-held refusal: its figures are the free and requested rows
+    refusal.write_text("[2026-02-24T20:21:58Z] (EngineCore_DP0 pid=6940) ValueError: Free memory on device cuda:1 "
+                       "(19.77/22.05 GiB) on startup is less than desired GPU memory utilization (0.9, 19.84 GiB). "
+                       "Decrease GPU memory utilization or reduce GPU memory used by other processes.\n")
+    code, err, out = invoke("ledger", "--from-log", str(refusal))
+    flat = " ".join(out.split())
+    assert "free on the device at start-up 19.77 GiB" in flat and "KV one max-model-len" not in flat
+    assert "memory-held" in flat

@@ -249,7 +249,14 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
     figs = _oom_figures(" ".join(_text(e) for e in near))
     action = ("--gpu-memory-utilization lower by the 'Tried to allocate' amount over the GPU's total (or "
               "--max-num-batched-tokens lower: a smaller activation peak)")
-    if "tried_gib" in figs and "free_gib" in figs:
+    if "tried_gib" in figs and "free_gib" in figs and figs["tried_gib"] <= figs["free_gib"]:
+        # the allocation was smaller than what the device reported free: no utilization gives back a shortfall
+        gain["free_at_failure_gib"] = Figure(round(figs["free_gib"], 2), "measured", "the OOM line")
+        action = (f"the failed allocation ({figs['tried_gib']:.2f} GiB) was smaller than the {figs['free_gib']:.2f} GiB "
+                  "the device reported free: fragmentation (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), memory "
+                  "taken by another process at that instant, or an APU / unified-memory device whose 'free' is not the "
+                  "GPU's to give; lowering --gpu-memory-utilization does not address it")
+    elif "tried_gib" in figs and "free_gib" in figs:
         short = max(0.0, figs["tried_gib"] - figs["free_gib"])
         gain["shortfall_gib"] = Figure(round(short, 2), "measured", f"tried to allocate {figs['tried_gib']:.2f} GiB − "
                                        f"{figs['free_gib']:.2f} GiB free (the OOM line)")

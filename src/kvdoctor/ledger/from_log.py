@@ -46,6 +46,13 @@ _PRINTED = (
     ("tensor_parallel_size", "engine.tensor_parallel_size", "tensor-parallel-size"),
     ("pipeline_parallel_size", "engine.pipeline_parallel_size", "pipeline-parallel-size"),
 )
+# an error line's two figures where it is not a KV refusal (whose labels _PRINTED carries)
+_ERROR_LABELS = {
+    ("oom", "error_needed_bytes"): "the allocation that failed (Tried to allocate)",
+    ("oom", "error_available_bytes"): "free on the GPU when it failed",
+    ("kv-over-free-memory", "error_needed_bytes"): "KV cache asked for (the refusal's figure)",
+    ("kv-over-free-memory", "error_available_bytes"): "free memory (the refusal's figure)",
+}
 _BYTES = {"total_memory_bytes", "requested_bytes", "weights_bytes", "activation_bytes", "non_torch_bytes",
           "cudagraph_estimate_bytes", "cudagraph_bytes", "kv_cache_bytes", "free_memory_bytes", "error_needed_bytes",
           "error_available_bytes"}
@@ -92,6 +99,12 @@ def log_ledger(s: StartupFacts, *, source: str, why_no_model: str) -> LogLedger:
         v = facts[attr]
         if v is None:
             continue
+        if attr in ("error_needed_bytes", "error_available_bytes") and s.startup_error not in KV_REFUSALS:
+            # the two figures of an error line mean what that error says (_ERROR_LABELS); a memory-held refusal's are
+            # the free and requested memory already shown on their own rows
+            label = _ERROR_LABELS.get((s.startup_error, attr))
+            if label is None:
+                continue
         shown = gib_text(v) if attr in _BYTES else f"{v:,}" if isinstance(v, int) else f"{v:g}"
         led.figures[key] = Figure(v, "measured", f"{shown}, printed by vLLM ({_line(s, attr)})")
         led.labels[key] = label
