@@ -322,7 +322,7 @@ def test_an_allocation_smaller_than_free_memory_is_not_a_utilization_problem(tmp
                    "of 127.00 GiB of which 18.55 GiB is free. Of the allocated memory 99.37 GiB is allocated by "
                    "PyTorch, and 121.80 MiB is reserved by PyTorch but unallocated.\n")
     _, d = _diagnose(log)
-    assert d["verdict"] == "engine-died"
+    assert d["verdict"] == "engine-died" and "HIP (ROCm) ran out of memory" in d["reason"]
     assert "smaller than the 18.55 GiB" in d["action"] and "--gpu-memory-utilization 0." not in d["action"], d["action"]
     code, err, out = invoke("ledger", "--from-log", str(log))
     flat = " ".join(out.split())

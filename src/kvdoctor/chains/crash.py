@@ -237,6 +237,11 @@ def _exception(near: list[Event], ce: Event | None) -> tuple[str, int] | None:
     return None
 
 
+def _runtime(near: list[Event]) -> str:
+    """The device runtime the OOM line names: torch says "HIP out of memory" on ROCm, "CUDA out of memory" elsewhere."""
+    return "HIP (ROCm)" if any("HIP out of memory" in _text(e) for e in near) else "CUDA"
+
+
 def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
     """A CUDA OOM: at start-up the ledger's question; while serving, the utilization that leaves the shortfall."""
     if phase == "at start-up":
@@ -244,7 +249,8 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
         return ("kvdoctor ledger --model ... --gpu ... with these flags: the weights, the activation peak "
                 "(--max-num-batched-tokens) or the CUDA graphs (--enforce-eager drops them) do not fit; then "
                 "quantized weights or --tensor-parallel-size",
-                f"CUDA ran out of memory while the engine started (in {frame}), before it served a request", {})
+                f"{_runtime(near)} ran out of memory while the engine started (in {frame}), before it served a "
+                "request", {})
     gain: dict[str, Figure] = {}
     figs = _oom_figures(" ".join(_text(e) for e in near))
     action = ("--gpu-memory-utilization lower by the 'Tried to allocate' amount over the GPU's total (or "
@@ -279,8 +285,9 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
         gain["other_processes_gib"] = Figure(round(figs["other_processes_gib"], 2), "measured", "the OOM line")
         action += (f"; another process holds {figs['other_processes_gib']:.2f} GiB of this GPU: move it, or vLLM's "
                    "start-up profile did not see it")
-    return (action, "CUDA ran out of memory in a step: that step needed more than vLLM's start-up profile measured (a "
-                    "larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process on the GPU)", gain)
+    return (action, f"{_runtime(near)} ran out of memory in a step: that step needed more than vLLM's start-up "
+                    "profile measured (a larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process "
+                    "on the GPU)", gain)
 
 
 def memory_held(ctx: Context) -> Finding | None:
