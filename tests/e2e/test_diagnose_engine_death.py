@@ -335,3 +335,16 @@ def test_an_allocation_smaller_than_free_memory_is_not_a_utilization_problem(tmp
     flat = " ".join(out.split())
     assert "free on the device at start-up 19.77 GiB" in flat and "KV one max-model-len" not in flat
     assert "memory-held" in flat
+
+
+def test_an_operator_stop_without_a_death_is_said(tmp_path):
+    """A public Kaggle run of vLLM 0.23 (2026-08) ended by its operator: '[shutdown] API server: shutdown triggered'
+    then the shutdown path's warnings. Nothing died and nothing is judged from it, and diagnose says why the errors
+    after the stop are not a crash."""
+    log = tmp_path / "stop.log"
+    log.write_text("(APIServer pid=270) INFO 08-04 13:17:30 [launcher.py:100] [shutdown] API server: shutdown triggered\n"
+                   "(APIServer pid=270) WARNING 08-04 13:17:31 [shutdown.py:88] [shutdown] Process manager: force killing "
+                   "remaining processes count=1\n")
+    _, d = _diagnose(log)
+    assert d["verdict"] != "engine-died"
+    assert any("stopped by its operator (line 1)" in n for i in d["instances"] for n in i["notes"]), d

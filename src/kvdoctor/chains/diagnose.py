@@ -203,6 +203,10 @@ def diagnose_context(ctx: Context) -> Instance:
                           "or a blocked status such as a grammar still compiling), not held for room: the queue judged "
                           f"here is the rest (up to {q.max_waiting:g}); more KV or max-num-seqs would not admit the "
                           "deferred ones (--max-loras, the KV connector or the structured-output backend would)")
+    stop = next((e for e in ctx.events if e.kind == "shutdown-requested"), None)
+    if stop is not None and not any(f.rule_id == "engine.died" for f in findings):
+        inst.notes.append(f"the server was stopped by its operator (line {stop.line_no}): the errors and warnings after "
+                          "it are vLLM's shutdown path, not a crash")
     if p.basis == "v0-warnings" and p.per_min is None and p.total:
         where = "; ".join(c.detail for c in p.cites[:2])
         inst.notes.append(f"at least {p.total:g} preemptions so far on this engine ({where}); the rate is unknown")
