@@ -171,6 +171,9 @@ def test_a_queue_vllm_deferred_is_not_capacity():
     inst = d.instances[0]
     assert inst.verdict == "deferred" and "--max-loras" in inst.action and "up to 8" in inst.reason
     assert not any("deferred by vLLM" in n for n in inst.notes)  # the finding says it; no second note
+    # one request deferred in every sample is held, as one waiting in every sample is (signals.held_samples)
+    one = diagnose(ev(seg(tl(n=12, running=6, waiting=1, waiting_deferred=1, kv_usage_pct=20.0), source="vllm.log")))
+    assert one.verdict == "deferred" and "in 12 of 12 samples" in one.instances[0].reason
     # the same queue without the deferred figure is a held queue with room: not this verdict
     assert diagnose(ev(seg(tl(n=12, running=6, waiting=8, kv_usage_pct=20.0), source="vllm.log"))).verdict != "deferred"
     # a full pool with a capacity queue beside a few deferred: capacity speaks, the deferred part is a note

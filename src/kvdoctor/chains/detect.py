@@ -444,13 +444,12 @@ def queue_deferred(ctx: Context) -> Finding | None:
     q, th, tl = s.queue, ctx.thresholds, ctx.timeline
     if q is None or q.max_deferred <= 0 or tl is None or tl.waiting_deferred is None:
         return None
-    d = [float(x) for x in tl.waiting_deferred]
-    known = [i for i, v in enumerate(d) if not math.isnan(v)]
-    held = [i for i in known if d[i] > th.waiting_zero]
-    if not known or not (len(held) / len(known) >= th.held_share or (len(known) >= 3 and all(d[i] >= 1 for i in known))):
+    known, held = q.deferred_idx, q.deferred_held_idx
+    if len(held) < th.held_share * len(known):
         return None
     if q.held_share >= th.held_share:
         return None  # a capacity queue is held too: its rule speaks, the deferred part is a note
+    d = tl.waiting_deferred
     peak = max(known, key=lambda i: d[i])
     span = (float(tl.t[held[-1]]) - float(tl.t[held[0]])) if len(held) > 1 else 0.0
     ev = [sig.cite_at(tl, peak, ctx.source, "waiting_deferred", int(d[peak]),

@@ -50,6 +50,15 @@ def capacity_waiting(tl) -> list[float]:
     return [wi - di if di == di else wi for wi, di in zip(w, d)]
 
 
+def held_samples(vals: list[float], th: Thresholds) -> tuple[list[int], list[int]]:
+    """(known, held) of a queue's samples: those with a figure, and those held up (above ``waiting_zero``, or every
+    one when all of >= 3 are >= 1: one request waiting in every sample is a held queue, not noise around zero)."""
+    known = [i for i, v in enumerate(vals) if not math.isnan(v)]
+    if len(known) >= 3 and all(vals[i] >= 1 for i in known):
+        return known, list(known)
+    return known, [i for i in known if vals[i] > th.waiting_zero]
+
+
 def _finite(vals: list[float]) -> list[float]:
     return [v for v in vals if not math.isnan(v)]
 
@@ -250,24 +259,24 @@ class Queue:
     held_full_idx: list[int] = field(default_factory=list)
     peak_idx: int | None = None
     max_deferred: float = 0.0  # most requests vLLM deferred in one sample (left out of the figures above)
+    deferred_idx: list[int] = field(default_factory=list)  # samples that report the deferred part
+    deferred_held_idx: list[int] = field(default_factory=list)  # of those, held up (held_samples)
 
 
 def queue(tl, th: Thresholds) -> Queue | None:
     if tl is None or len(tl) == 0:
         return None
     w = capacity_waiting(tl)
-    deferred = _finite(_arr(tl.waiting_deferred))
     kv = _arr(tl.kv_usage_pct)
     run = _arr(tl.running)
-    idx = [i for i, v in enumerate(w) if not math.isnan(v)]
+    idx, held = held_samples(w, th)
     if not idx:
         return None
     n = len(idx)
-    zero = [i for i in idx if w[i] <= th.waiting_zero]
-    held = [i for i in idx if w[i] > th.waiting_zero]
-    if n >= 3 and all(w[i] >= 1 for i in idx):
-        # one request waiting in every sample is a held queue, not noise around zero
-        zero, held = [], list(idx)
+    hs = set(held)
+    zero = [i for i in idx if i not in hs]
+    d = _arr(tl.waiting_deferred)
+    d_known, d_held = held_samples(d, th) if d else ([], [])
     full = [i for i in idx if i < len(kv) and not math.isnan(kv[i]) and kv[i] >= th.kv_full_pct]
     held_full = [i for i in held if i in set(full)]
     # episodes: a stretch above zero that ends back at ~0 (or the window's end after a rise)
@@ -294,7 +303,9 @@ def queue(tl, th: Thresholds) -> Queue | None:
         held_idx=held,
         held_full_idx=held_full,
         peak_idx=peak,
-        max_deferred=max(deferred) if deferred else 0.0,
+        max_deferred=max((d[i] for i in d_known), default=0.0),
+        deferred_idx=d_known,
+        deferred_held_idx=d_held,
     )
 
 

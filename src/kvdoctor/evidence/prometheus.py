@@ -32,7 +32,6 @@ from kvdoctor.evidence.model import Segment, StartupFacts, Timeline
 GAUGES = {
     "num_requests_running": "running",
     "num_requests_waiting": "waiting",
-    "num_requests_waiting_deferred": "waiting_deferred",  # num_requests_waiting_by_reason{reason="deferred"}
     "num_requests_swapped": "swapped",
     "kv_cache_usage_perc": "kv_usage",
     "gpu_cache_usage_perc": "kv_usage",
@@ -162,12 +161,13 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
         snap.cache_config.update(labels)
         snap.cache_configs.append(dict(labels))
         return
+    canon = GAUGES.get(base)
     if base == "num_requests_waiting_by_reason" and suf == "":
         # of num_requests_waiting (their sum), the deferred share: LoRA budget, KV transfer, a blocked status
         if labels.get("reason") != "deferred":
             return
-        base, labels = "num_requests_waiting_deferred", {k: v for k, v in labels.items() if k != "reason"}
-    gauge = base in GAUGES and suf == ""
+        canon = "waiting_deferred"
+    gauge = canon is not None and suf == ""
     counter = base in COUNTERS and suf in ("_total", "")
     hist = base in HISTOGRAMS and suf in ("_bucket", "_sum", "_count")
     if not (gauge or counter or hist):
@@ -181,7 +181,7 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
     if ss is None:
         ss = snap.series[key] = SeriesSnap()
     if gauge:
-        _set(ss.gauges, ss._prio, GAUGES[base], base, float(value))
+        _set(ss.gauges, ss._prio, canon, base, float(value))
     elif counter:
         c = COUNTERS[base]
         # request_success has one series per finished_reason: sum them
@@ -683,8 +683,7 @@ def load_prometheus(url: str, window: str | None = None, labels: Any = None, *,
     lab = parse_labels(labels)
     cl = client or PrometheusClient(url)  # validates the URL before any query
     # (the deferred gauge is one reason label of num_requests_waiting_by_reason, as _add_sample reads it)
-    g_names = ([n for n in GAUGES if n != "num_requests_waiting_deferred"] + ["num_requests_waiting_by_reason"]
-               + [f"{n}_total" for n in COUNTERS])
+    g_names = [*GAUGES, "num_requests_waiting_by_reason"] + [f"{n}_total" for n in COUNTERS]
     h_names = [f"{n}_bucket" for n in ("time_to_first_token_seconds", "inter_token_latency_seconds",
                                         "time_per_output_token_seconds")]
     extra = ["cache_config_info"]
