@@ -149,6 +149,44 @@ def test_captures_as_people_paste_them():
     assert e.fields["max_concurrency"] == 1.0
 
 
+def test_a_block_pasted_without_its_header_is_read_and_says_so(tmp_path):
+    """Tickets often quote the figures only, from 'Successful requests:' down; each such block is one run."""
+    body = RPS_BLOCK.split("\n", 1)[1].rsplit("\n", 1)[0]  # no header, no closing rule
+    (r,) = parse_text(RPS_BLOCK)
+    (h,) = parse_text(body)
+    assert h.fields == r.fields and "missing" in h.raw["header"] and "header" not in r.raw
+    # the rate line the bench prints before the block still belongs to it; a sweep of headless blocks is one run each
+    a, b = parse_text("Traffic request rate: 4.0\n" + body.replace("10.00", "4.00") + "\n\n" + body)
+    assert (a.fields["request_rate"], b.fields["request_rate"]) == (4.0, 10.0)
+    assert a.fields["completed"] == b.fields["completed"] == 16.0
+    # a figure in prose is not a run
+    assert parse_text("Successful requests: 5 of 6, then the server died.\nBenchmark duration (s): 3\n") == []
+    from kvdoctor.evidence.load import detect_kind
+
+    f = tmp_path / "paste.txt"
+    f.write_text("\n".join("2025-09-27T16:47:52Z " + x for x in body.splitlines()))
+    assert detect_kind(str(f)) == "bench" and load_bench(f)[0].fields["mean_tpot_ms"] == 16.84
+
+
+def test_a_saved_result_pasted_inside_text_is_read(tmp_path):
+    """A report quoting another tool's record, which nests --save-result's object and is cut before its end."""
+    doc = {"completed": 4, "failed": 0, "duration": 0.756, "mean_ttft_ms": 19.75, "request_rate": "inf",
+           "total_input_tokens": 288, "total_output_tokens": 64,
+           "max_concurrency": 1, "output_throughput": 84.6}
+    text = "Live baseline: `[" + json.dumps({"bench_log": "x.log", "benchmark_json": doc}) + ', {"method": "b", "res'
+    f = tmp_path / "report.md"
+    f.write_text(text)
+    from kvdoctor.evidence.load import detect_kind
+
+    assert detect_kind(str(f)) == "bench"
+    (r,) = load_bench(f)
+    assert r.fields["mean_ttft_ms"] == 19.75 and r.fields["request_rate"] == float("inf") and "embedded" in r.raw
+    from kvdoctor.sim.calibration import load_bench_runs
+
+    (run,) = load_bench_runs([str(f)], special_tokens=0)
+    assert run.max_concurrency == 1 and run.figures["mean_ttft_ms"] == 19.75 and sum(run.output) == 64
+
+
 def test_legacy_summaries_are_one_run_each_and_offline_throughput_is_not_one():
     # vllm#1739 (2023): one summary per GPU count; benchmark_throughput.py's offline line is not a serving run
     text = ("1 L4 GPU\nTotal time: 98.36 s\nThroughput: 10.17 requests/s\nAverage latency: 47.96 s\n\n"

@@ -52,6 +52,13 @@ _LABELS = {
     "accepted tokens": "spec_decode_accepted_tokens",
 }
 _PRE_BLOCK = ("request_rate", "burstiness", "max_concurrency")
+# A paste that starts below the header (a ticket quotes the figures only) opens its block at the first line every
+# version prints right under it; a headless block is kept only with HEADLESS_MIN of the block's own figures, so that
+# prose ("Successful requests: 5") is not a run.
+_HEADLESS_OPENERS = ("completed", "duration")
+HEADLESS_MIN = 4
+_HEADLESS_LABELS = re.compile(r"(Successful requests|Benchmark duration \(s\)|Output token throughput \(tok/s\)|"
+                              r"Request throughput \(req/s\)|Mean TTFT \(ms\)|Mean TPOT \(ms\)):\s+\d")
 # values may carry thousands separators where a person re-typed the block ("Mean TTFT (ms): 2,352")
 _STAT_LINE = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+(-?\d[\d,]*(?:\.\d+)?|nan|inf)\s*$",
                         re.I)
@@ -182,10 +189,16 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     legacy: dict[str, float] | None = None
     legacies: list[dict[str, float]] = []
 
+    headless = False  # the block in progress was opened by its first figure, not by its header
+
     def close():
-        nonlocal cur
+        nonlocal cur, headless
+        if cur and headless and len(cur) < HEADLESS_MIN:
+            cur = None  # a stray figure in prose, not a run
         if cur:
             raw = {"format": "block"}
+            if headless:
+                raw["header"] = "missing: the block was read from its first figure ('Successful requests:')"
             if cur_cmd is not None:
                 for k, v in cur_cmd[0].items():
                     if k not in cur:
@@ -196,7 +209,7 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
                 cur["request_rate"] = float("inf")
                 raw["request_rate"] = "inferred: the block prints no 'Request rate configured (RPS):' line, so inf"
             results.append(BenchResult(source=source, fields=cur, raw=raw))
-        cur = None
+        cur, headless = None, False
 
     for raw in _join_continuations(_uncollapse(text)):
         line = raw.strip()
@@ -246,6 +259,10 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             f = float("inf") if val == "inf" else (None if val == "None" else float(val.replace(",", "")))
             if f is None:
                 continue
+            if key in _HEADLESS_OPENERS and legacy is None and (cur is None or (headless and key in cur)):
+                close()  # a block pasted without its header (or the next such block of a sweep)
+                cur, cur_ramp, cur_cmd, headless = dict(pre), pre_ramp or bool(cmd and cmd[1]), cmd, True
+                pre, pre_ramp, cmd = {}, False, None
             if cur is not None and key not in _PRE_BLOCK:
                 cur[key] = f
             elif cur is not None and ("duration" in cur or "output_throughput" in cur) \
@@ -339,6 +356,44 @@ def json_documents(text: str) -> list:
     return doc if isinstance(doc, list) else [doc]
 
 
+EMBEDDED_MAX_STARTS = 4096  # '{' positions tried in one text: a capture is small, a log is not scanned this way
+
+
+def embedded_json_results(text: str) -> list[dict]:
+    """Saved results pasted inside prose or another tool's record (a report's inline code, a harness's JSON that nests
+    ``--save-result``'s object, a post cut before its end): every complete JSON object in the text that is a result,
+    or holds one at any depth. An object cut short is skipped; the results inside it that are whole are still found."""
+    dec = json.JSONDecoder()
+    found: list[dict] = []
+    pos, tried = 0, 0
+    while tried < EMBEDDED_MAX_STARTS:
+        i = text.find("{", pos)
+        if i < 0:
+            break
+        tried += 1
+        try:
+            doc, end = dec.raw_decode(text, i)
+        except (json.JSONDecodeError, RecursionError):
+            pos = i + 1  # cut short or not JSON: look inside it
+            continue
+        hits = _bench_objects(doc)
+        if hits:
+            found += hits
+            pos = end
+        else:
+            pos = i + 1
+    return found
+
+
+def _bench_objects(doc: Any, depth: int = 0) -> list[dict]:
+    if depth > 8:
+        return []
+    if looks_like_bench_json(doc):
+        return [doc]
+    kids = doc.values() if isinstance(doc, dict) else doc if isinstance(doc, list) else ()
+    return [hit for kid in kids for hit in _bench_objects(kid, depth + 1)]
+
+
 def looks_like_bench_json(doc: Any) -> bool:
     return isinstance(doc, dict) and (
         ("completed" in doc and ("request_throughput" in doc or "duration" in doc))
@@ -363,11 +418,20 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
         if not out:
             raise InputError(f"{path}: JSON but not a vllm bench serve result (no completed/request_throughput)")
         return out
-    out = parse_text(text, path)
+    out = parse_text(text, path) or [_embedded(d, path) for d in embedded_json_results(text)]
     if not out:
         raise InputError(f"{path}: no 'Serving Benchmark Result' block or legacy benchmark summary found")
     return out
 
 
+def _embedded(doc: dict, source: str) -> BenchResult:
+    r = parse_json(doc, source)
+    r.raw["embedded"] = "a saved result (JSON) inside the text"
+    return r
+
+
 def looks_like_bench_text(head: str) -> bool:
-    return BLOCK_HEADER in head or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
+    """A printed result: the block (with its header, or its figures pasted without it) or the legacy summary."""
+    return (BLOCK_HEADER in head or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
+            or len(set(_HEADLESS_LABELS.findall(head))) >= 3
+            or ('"mean_ttft_ms"' in head and '"completed"' in head))  # a saved result pasted inside text
