@@ -180,3 +180,19 @@ def test_a_queue_vllm_deferred_is_not_capacity():
     full = tl(n=12, running=6, waiting=9, waiting_deferred=2, kv_usage_pct=97.0)
     inst = diagnose(ev(seg(full, source="vllm.log"))).instances[0]
     assert inst.verdict == "capacity-short" and any("up to 2 waiting request(s) were deferred" in n for n in inst.notes)
+
+
+def test_one_request_held_through_a_stretch_of_a_quiet_window_is_a_note():
+    """Found in a public Claude Code thread (vllm#40630, 2026-12-04 sweep): Running 4, Waiting 1 for five stats lines
+    with no prompt token processed, then the queue empty for the rest of the window. The window reads healthy; the
+    stretch is said, with the room the pool had."""
+    w, pt = np.zeros(12), np.full(12, 500.0)
+    w[2:7], pt[2:7] = 1, 0.0
+    inst = diagnose(ev(seg(tl(n=12, running=4, waiting=w, prompt_tps=pt, kv_usage_pct=71.0), source="x.log"))).instances[0]
+    note = [n for n in inst.notes if "waited through" in n]
+    assert inst.verdict == "healthy" and len(note) == 1
+    assert "5 consecutive samples (40 s" in note[0] and "(line 102)" in note[0] and "free 29%" in note[0]
+    # a waiting request while prompts are being processed is being admitted: no note; nor for a short stretch
+    for ww, pp in ((w, np.full(12, 500.0)), (np.where(np.arange(12) < 4, w, 0), pt)):
+        inst = diagnose(ev(seg(tl(n=12, running=4, waiting=ww, prompt_tps=pp, kv_usage_pct=71.0)))).instances[0]
+        assert not any("waited through" in n for n in inst.notes)

@@ -203,6 +203,8 @@ def diagnose_context(ctx: Context) -> Instance:
                           "or a blocked status such as a grammar still compiling), not held for room: the queue judged "
                           f"here is the rest (up to {q.max_waiting:g}); more KV or max-num-seqs would not admit the "
                           "deferred ones (--max-loras, the KV connector or the structured-output backend would)")
+    if (held := _held_stretch_note(ctx, s)) is not None:
+        inst.notes.append(held)
     stop = next((e for e in ctx.events if e.kind == "shutdown-requested"), None)
     if stop is not None and not any(f.rule_id == "engine.died" for f in findings):
         inst.notes.append(f"the server was stopped by its operator (line {stop.line_no}): the errors and warnings after "
@@ -217,6 +219,26 @@ def diagnose_context(ctx: Context) -> Instance:
     inst.carried_by, inst.would_raise, inst.would_overturn = j.carried_by, j.would_raise, j.would_overturn
     inst.leaning = j.leaning
     return inst
+
+
+def _held_stretch_note(ctx: Context, s: sig.Signals) -> str | None:
+    """A request held for a stretch of an otherwise quiet window (``signals.held_stretch``), where no held-queue
+    finding already speaks for the queue."""
+    th = ctx.thresholds
+    if s.queue is None or s.queue.held_share >= th.held_share:
+        return None
+    h = sig.held_stretch(ctx.timeline, th)
+    if h is None:
+        return None
+    tl = ctx.timeline
+    ln = int(tl.line_no[h.first]) if tl.line_no is not None and tl.line_no[h.first] == tl.line_no[h.first] else None
+    where = f"from {fmt_time(float(tl.t[h.first]))}" + (f" (line {ln})" if ln else "")
+    kv = (f"KV {h.kv_min:.1f}-{h.kv_max:.1f}%" if h.kv_min == h.kv_min else "KV not reported")
+    free = f" the free {100 - h.kv_max:.0f}% of the pool" if h.kv_max == h.kv_max else " the free pool"
+    return (f"a request waited through {h.last - h.first + 1} consecutive samples ({h.seconds:.0f} s, {where}) while no "
+            f"prompt token was processed (Running up to {h.running_max:g}, {kv}): it was not admitted. Its prompt "
+            f"needed more than{free}, or Running sat at --max-num-seqs; the window's verdict is over all "
+            f"{s.queue.samples} samples")
 
 
 def window_json(w: sig.Window) -> dict[str, Any]:

@@ -59,6 +59,44 @@ def held_samples(vals: list[float], th: Thresholds) -> tuple[list[int], list[int
     return known, [i for i in known if vals[i] > th.waiting_zero]
 
 
+@dataclass(frozen=True)
+class HeldStretch:
+    """The longest run of consecutive samples in which a request waited (capacity queue >= 1) and no prompt token was
+    processed: nothing was admitted all along, so the same request waited through it. Invariant: ``first < last``,
+    at least ``Thresholds.min_samples`` samples."""
+
+    first: int
+    last: int
+    seconds: float
+    kv_min: float
+    kv_max: float
+    running_max: float
+
+
+def held_stretch(tl, th: Thresholds) -> HeldStretch | None:
+    """A window whose queue is ~empty overall can still hold one request for a long stretch (a prompt too long for the
+    free pool waits until running requests finish); the window-wide shares do not see it."""
+    if tl is None or len(tl) < th.min_samples:
+        return None
+    w, pt, kv, run, t = capacity_waiting(tl), _arr(tl.prompt_tps), _arr(tl.kv_usage_pct), _arr(tl.running), _arr(tl.t)
+    stuck = [w[i] >= 1 and pt[i] == 0 for i in range(len(w))]  # NaN compares False: unknown is not stuck
+    best: tuple[int, int] | None = None
+    i = 0
+    while i < len(stuck):
+        j = i
+        while stuck[i] and j + 1 < len(stuck) and stuck[j + 1]:
+            j += 1
+        if stuck[i] and j - i + 1 >= th.min_samples and (best is None or j - i > best[1] - best[0]):
+            best = (i, j)
+        i = j + 1
+    if best is None:
+        return None
+    a, b = best
+    span = [x for x in kv[a:b + 1] if not math.isnan(x)]
+    return HeldStretch(first=a, last=b, seconds=float(t[b] - t[a]), kv_min=min(span) if span else math.nan,
+                       kv_max=max(span) if span else math.nan, running_max=max(_finite(run[a:b + 1]) or [math.nan]))
+
+
 def _finite(vals: list[float]) -> list[float]:
     return [v for v in vals if not math.isnan(v)]
 
