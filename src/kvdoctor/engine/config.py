@@ -89,6 +89,9 @@ class EngineConfig:
     vllm_version: str | None = None  # when the source reveals it (docker image tag, log banner)
     notes: list[str] = field(default_factory=list)  # what parsing noticed (old spellings, stray words)
     usage_context: str | None = None  # "api" (vllm serve) | "llm" (offline LLM class): picks vLLM's batch table
+    # the accelerator a deployment file pins its server to (a node selector, a KubeAI profile): used as the GPU when
+    # neither --gpu nor a log names one (deployment.gpu_from)
+    gpu_hint: str | None = None
     # Which source set each given field when several were merged (field -> origin); see origin_of().
     field_origins: dict[str, str] = field(default_factory=dict)
 
@@ -123,6 +126,7 @@ class EngineConfig:
             measured={**self.measured, **other.measured},
             vllm_version=other.vllm_version or self.vllm_version,
             usage_context=other.usage_context or self.usage_context,
+            gpu_hint=other.gpu_hint or self.gpu_hint,
             notes=[*self.notes, *(n for n in other.notes if n not in self.notes)],
             origin=_join_origins(self, other),
             field_origins=origins,

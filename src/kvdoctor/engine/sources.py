@@ -296,9 +296,19 @@ _PY_ENTRYPOINTS = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_s
                    "vllm.entrypoints.cli.main")
 
 
+_COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.M)
+_A_COMMAND = re.compile(r"\bvllm\s+serve\b|vllm\.entrypoints|\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b")
+
+
 def split_command_line(text: str) -> list[str]:
     """A pasted shell command line (continuations, a prompt prefix, quotes) as its words; InputError when its
     quotes do not balance."""
+    # A script's comment lines ('#export MODEL=...', a commented-out older command) are not words, unless the command
+    # itself is behind one (a root prompt: '# vllm serve ...'). A comment line inside a backslash continuation ends
+    # the command in bash; dropping it keeps the flags on both sides, which is what a pasted runbook means.
+    uncommented = _COMMENT_LINE.sub("", text)
+    if _A_COMMAND.search(uncommented):
+        text = uncommented
     # Backslash-newline continuations (bash) and caret/backtick ones (cmd, PowerShell) join lines.
     joined = re.sub(r"[\\^`][ \t]*\r?\n", " ", text)
     # A pasted block may hold several lines: keep only up to an unescaped newline that ends the command
@@ -416,9 +426,8 @@ def _strip_docker(tokens: list[str], cfg: EngineConfig) -> tuple[list[str], bool
     if i >= len(tokens):
         raise InputError("docker run line has no image")
     image = tokens[i]
-    m = re.search(r":v?(\d+\.\d+(?:\.\d+)?(?:[.\-+]?(?:post|rc|dev)\d*)?)$", image)
-    if m:
-        cfg.vllm_version = m.group(1)
+    if (version := version_from_image(image)) is not None:
+        cfg.vllm_version = version
     args = tokens[i + 1:]
     # An explicit command after the image (`... vllm/vllm-openai vllm serve X`) or the image's own
     # entrypoint (`vllm serve` in current images, api_server in old ones).
@@ -454,7 +463,7 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
                 config_file = args[i + 1]
                 i += 2
             continue
-        dest, negated = _canonical(name)
+        dest, negated = _canonical(_unabbreviated(name, notes))
         nxt = args[i + 1] if i + 1 < len(args) else None
         if negated:
             if dest in BOOL_FIELDS:
@@ -522,6 +531,28 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
         notes.append(f"--config {config_file}: loaded; flags on the line win over the file")
 
 
+def _unabbreviated(name: str, notes: list[str]) -> str:
+    """A long option as vLLM's parser reads it: itself, or the one ``vllm serve`` option it is a unique prefix of
+    (argparse's allow_abbrev: ``--max-num-batched-token`` is ``--max-num-batched-tokens``). A name kvdoctor knows, or
+    that no option starts with (a fork's or an older release's flag), stays as it is; an ambiguous one too, with a
+    note (vLLM 0.33 would refuse it)."""
+    from kvdoctor.engine.serve_flags import SERVE_FLAGS
+
+    opt = "--" + name.lstrip("-").replace("_", "-")
+    dest = _dest(opt)
+    if not name.startswith("--") or opt in SERVE_FLAGS or opt in ALIASES or dest in CONVERTERS \
+            or dest in _KNOWN_BOOL_EXTRAS:
+        return name
+    cands = sorted(f for f in SERVE_FLAGS if f.startswith(opt))
+    if len(cands) == 1:
+        notes.append(f"{name} read as {cands[0]} (vLLM's parser accepts a unique prefix of an option)")
+        return cands[0]
+    if cands:
+        notes.append(f"{name} is ambiguous to vLLM 0.33's parser ({', '.join(cands[:4])}"
+                     f"{', ...' if len(cands) > 4 else ''}): vLLM would refuse it; kept but not modelled")
+    return name
+
+
 def _maybe_bool(value: object) -> object:
     try:
         return boolean(value)
@@ -544,10 +575,72 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None) -> Engine
     tokens = split_command_line(text)
     args, positional_model = _strip_to_args(tokens, cfg)
     notes: list[str] = []
+    args = _expand_variables(args, _shell_assignments(tokens), notes)
     _parse_args(args, cfg, positional_model=positional_model,
                 base_dir=Path(base_dir) if base_dir is not None else None, notes=notes)
     cfg.notes.extend(notes)
     return cfg
+
+
+# a shell or compose variable ($MODEL, ${TP}, ${PORT:-8000}), a Kubernetes one ($(LWS_GROUP_SIZE)), a template's
+# placeholder ({{ .Values.model }}, {max_model_len})
+_VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_TEMPLATE = re.compile(r"\{\{.*?\}\}|^\{[A-Za-z_][A-Za-z0-9_.]*\}$")
+
+
+def _shell_assignments(tokens: list[str]) -> dict[str, str]:
+    """``NAME=value`` and ``export NAME=value`` words anywhere before the vLLM command: a script's own variables."""
+    start = next((i for i in range(len(tokens)) if _is_command_start(tokens, i)), len(tokens))
+    out: dict[str, str] = {}
+    for tok in tokens[:start]:
+        if _ENV_RE.match(tok):
+            k, v = tok.split("=", 1)
+            out[k] = _VAR_REF.sub(lambda m: out.get(m.group(1) or m.group(4) or "", m.group(0)), v)
+    return out
+
+
+def _expand_variables(args: list[str], variables: dict[str, str], notes: list[str]) -> list[str]:
+    """The arguments with the text's own variables expanded (``${V:-default}`` takes its default when V is not set);
+    a flag whose value is still a variable or a template placeholder is dropped with a note (its value is set where
+    the file is rendered, not here), and a model that is one is kept for the error that names it."""
+    def expand(word: str) -> str:
+        def one(m: re.Match) -> str:
+            name = m.group(1) or m.group(4) or m.group(5)
+            if name in variables:
+                return variables[name]
+            if m.group(2) is not None:  # ${V:-default} / ${V-default}
+                return m.group(3)
+            return m.group(0)
+        return _VAR_REF.sub(one, word)
+
+    out: list[str] = []
+    dropped: list[str] = []
+    words = [expand(a) for a in args]
+    i = 0
+    while i < len(words):
+        w = words[i]
+        name, has_eq, inline = w.partition("=")
+        value_next = (not has_eq and w.startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("-"))
+        value = inline if has_eq and w.startswith("-") else (words[i + 1] if value_next else None)
+        if value is not None and name not in ("--model",) and _unresolved(value):
+            dropped.append(f"{name} {value}")
+            i += 2 if value_next else 1
+            continue
+        out.append(w)
+        i += 1
+    if dropped:
+        notes.append("not set in the text (a variable or template placeholder), so not used: " + ", ".join(dropped)
+                     + "; pass the values explicitly")
+    return out
+
+
+def _unresolved(word: str) -> bool:
+    return bool(_VAR_REF.search(word) or _TEMPLATE.search(word))
+
+
+def unresolved_reference(word: str | None) -> bool:
+    """A model or value still written as a variable or template placeholder."""
+    return bool(word) and _unresolved(str(word))
 
 
 def parse_llm_call(text: str) -> EngineConfig:
@@ -631,12 +724,15 @@ _YAML_MODEL = None
 
 
 def load_yaml(path: str | Path) -> EngineConfig:
-    """A vLLM ``--config`` YAML file (keys kebab or snake case), validated with one-line errors."""
-    p = Path(path).expanduser()
+    """A vLLM ``--config`` YAML file (keys kebab or snake case), validated with one-line errors; or a deployment file
+    that runs vLLM (a Kubernetes manifest, a compose file, production-stack Helm values, a KubeAI Model:
+    ``engine.manifests``), whose server's flags are read as its tool would start it. ``FILE#NAME`` picks one server
+    of several (a container, a compose service, a modelSpec entry)."""
+    p, selector = _split_selector(Path(path).expanduser())
     if p.suffix.lower() not in (".yaml", ".yml"):
         # vLLM refuses other extensions too ("Config file must be of a yaml/yml type").
         raise InputError(f"{p}: config file must be of a yaml/yml type")
-    from kvdoctor.safeio import MAX_CONFIG_BYTES, check_input_file, load_yaml_text
+    from kvdoctor.safeio import MAX_CONFIG_BYTES, check_input_file, load_yaml_documents
 
     if not p.exists():
         raise InputError(f"{p}: no such file")
@@ -649,18 +745,71 @@ def load_yaml(path: str | Path) -> EngineConfig:
     import yaml
 
     try:
-        data = load_yaml_text(raw_text, str(p))  # no aliases (alias bombs), size-capped
+        docs = load_yaml_documents(raw_text, str(p))  # no alias bombs, size-capped
     except yaml.YAMLError as exc:
         marked = isinstance(exc, yaml.MarkedYAMLError)  # a scanner/parser error knows where; others do not
         mark = exc.problem_mark if marked else None
         where = f" (line {mark.line + 1})" if mark is not None else ""
         problem = (exc.problem if marked else None) or "invalid YAML"
         raise InputError(f"{p}: invalid YAML{where}: {problem}") from None
-    if data is None:
-        data = {}
+    from kvdoctor.engine import manifests
+
+    if manifests.looks_like_deployment(docs):
+        return from_server(manifests.pick(manifests.find_servers(docs), selector, str(p)), str(p))
+    if selector is not None:
+        raise InputError(f"{p}: '#{selector}' picks a server of a deployment file; this is a vLLM config")
+    docs = [d for d in docs if d is not None]
+    if len(docs) > 1:
+        raise InputError(f"{p}: {len(docs)} YAML documents; a vLLM config is one mapping of flags")
+    data = docs[0] if docs else {}
     if not isinstance(data, dict):
         raise InputError(f"{p}: expected a mapping of vLLM flags, got {type(data).__name__}")
     return from_mapping(data, origin=f"yaml:{p}", where=str(p))
+
+
+def _split_selector(p: Path) -> tuple[Path, str | None]:
+    """``deploy.yaml#vllm`` -> (deploy.yaml, "vllm") when the whole name is not itself a file."""
+    if p.exists() or "#" not in p.name:
+        return p, None
+    head, _, sel = str(p).rpartition("#")
+    return Path(head), sel or None
+
+
+def from_server(spec, where: str) -> EngineConfig:
+    """The engine configuration of one server of a deployment file (``manifests.ServerSpec``): its command read as a
+    serve line, its mapping settings (Helm ``vllmConfig``) under the line's flags (the chart renders them first,
+    ``extraArgs`` after), its environment, image tag, and the accelerator the file pins."""
+    argv = spec.argv
+    if len(argv) >= 3 and os.path.basename(argv[0]) in ("sh", "bash", "ash", "dash") and argv[1].startswith("-") \
+            and "c" in argv[1]:
+        text = argv[2]  # `sh -c "pip install x && vllm serve ..."`: the script is the command line
+    else:
+        text = shlex.join(argv)
+    try:
+        line = parse_serve_line(text)
+    except InputError as exc:
+        raise InputError(f"{where}#{spec.name.rsplit('/', 1)[-1].rsplit('.', 1)[-1]}: {exc}") from None
+    origin = f"deploy:{where}#{spec.name}"
+    line.origin = origin
+    cfg = from_mapping(spec.flags, origin=origin, where=f"{where}#{spec.name}").overlay(line) if spec.flags else line
+    cfg.origin = origin
+    cfg.env = {**spec.env, **cfg.env}
+    if spec.image and not cfg.vllm_version:
+        cfg.vllm_version = version_from_image(spec.image)
+    cfg.gpu_hint = spec.gpu_hint
+    cfg.notes = [f"read from {where}: {spec.name}", *spec.notes, *cfg.notes]
+    world = (cfg.tensor_parallel_size or 1) * (cfg.pipeline_parallel_size or 1) * (cfg.data_parallel_size or 1)
+    if spec.gpu_count and spec.gpu_count != world and not cfg.extra.get("nnodes"):
+        cfg.notes.append(f"the file gives the server {spec.gpu_count} GPU(s) and vLLM uses {world} (tensor x pipeline x "
+                         "data parallel)" + ("; the others stay idle" if spec.gpu_count > world else
+                                             "; vLLM would not start"))
+    return cfg
+
+
+def version_from_image(image: str) -> str | None:
+    """The vLLM release a container image's tag names (``vllm/vllm-openai:v0.10.1``), else None."""
+    m = re.search(r":v?(\d+\.\d+(?:\.\d+)?(?:[.\-+]?(?:post|rc|dev)\d*)?)$", image)
+    return m.group(1) if m else None
 
 
 def from_mapping(data: Mapping[str, Any], *, origin: str, where: str) -> EngineConfig:
@@ -744,6 +893,8 @@ _ENGINE_LINE_KEYS = {
     "kv_cache_dtype": "kv_cache_dtype", "dtype": "dtype", "quantization": "quantization",
     "enforce_eager": "enforce_eager", "enable_prefix_caching": "enable_prefix_caching",
     "enable_chunked_prefill": "enable_chunked_prefill", "model": "model",
+    # the V0 engine line (and V1's up to ~0.10) names the effective setting this way
+    "chunked_prefill_enabled": "enable_chunked_prefill",
 }
 
 

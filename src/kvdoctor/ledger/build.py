@@ -739,6 +739,10 @@ def _kv_figures(plan: kvm.KvPlan, s: StartupFacts | None, shape: ModelShape, opt
               + ", ".join(f"{x.available_bytes:,} // {x.bytes_per_block:,}" for x in pred.ranks))
     out["num_blocks"] = _measured_count(s, "num_gpu_blocks", Figure(pred.num_blocks, "predicted",
                                         nb_how + " (includes the null block)"))
+    if (cpu_blocks := _fact(s, "num_cpu_blocks")) is not None:  # v0's swap pool: shown as the log printed it
+        out["num_cpu_blocks"] = Figure(int(cpu_blocks), "measured", _line(s, "num_cpu_blocks", "# CPU blocks") +
+                                       " (v0: --swap-space GiB // bytes per block, the CPU pool preempted requests "
+                                       "are swapped to)")
     out["usable_blocks"] = Figure(plan.usable_blocks, "predicted",
                                   "num_blocks (the v0 block manager keeps no null block)" if engine_kind == "v0"
                                   else "num_blocks − 1 (block 0 is the null block)")

@@ -1,0 +1,328 @@
+"""The vLLM server inside a deployment file: Kubernetes manifests, Docker Compose, the vLLM production-stack Helm values
+and KubeAI's ``Model`` resource.
+
+Operators keep their flags where they deploy them, not in a ``vllm serve`` line. Each form is read the way its own
+tool runs it, then handed to the serve-line parser (``sources.parse_serve_line``), so every flag means what it means on
+a command line:
+
+* Kubernetes (any kind holding a pod template: Deployment, StatefulSet, Job, Pod, LeaderWorkerSet, KServe
+  ServingRuntime/InferenceService, ...): each container's ``command`` + ``args``; without ``command`` the image's
+  entrypoint runs (``vllm serve`` in vllm/vllm-openai). ``$(VAR)`` in them is the container's ``env`` (Kubernetes'
+  own expansion; ``valueFrom`` values are unknown). A LeaderWorkerSet's leader and workers are one server: the
+  leader is read.
+* Docker Compose: each service's ``entrypoint`` + ``command`` (string or list) and ``environment``. ``${VAR}`` in a
+  compose file is the shell's ``.env`` at ``docker compose up``: unknown here, so it is left as written.
+* production-stack Helm values (``servingEngineSpec.modelSpec[]``): ``modelURL``, ``vllmConfig`` (the chart renders
+  its camelCase keys as the flags; ``extraArgs`` verbatim), ``requestGPU``, ``env``, the image ``tag``.
+* KubeAI ``Model``: ``spec.url`` (``hf://org/name``), ``spec.args``, ``spec.env``, ``spec.resourceProfile``
+  (``nvidia-gpu-l4:8``).
+
+The GPU: a node selector or affinity on the accelerator (GKE ``cloud.google.com/gke-accelerator``, NVIDIA GPU feature
+discovery's ``nvidia.com/gpu.product``, Karpenter's ``karpenter.k8s.aws/instance-gpu-name``, a cloud instance type)
+or KubeAI's resource profile gives ``EngineConfig.gpu_hint``; ``--gpu`` and a log's device name win over it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvdoctor.errors import InputError
+
+# instance types whose GPU the type names (AWS, GCP, Azure): the prefix before the size
+_INSTANCE_GPUS = (
+    ("p5en.", "H200"), ("p5e.", "H200"), ("p5.", "H100 SXM"), ("p4de.", "A100 80GB SXM"), ("p4d.", "A100 40GB SXM"),
+    ("p6-b200.", "B200"), ("g6e.", "L40S"), ("g6.", "L4"), ("g5.", "A10G"), ("g4dn.", "T4"), ("p3.", "Tesla V100 16GB SXM2"),
+    ("a3-ultragpu", "H200"), ("a3-", "H100 SXM"), ("a2-ultragpu", "A100 80GB SXM"), ("a2-", "A100 40GB SXM"),
+    ("g2-", "L4"), ("a4-", "B200"),
+    ("standard_nd96isr_h200", "H200"), ("standard_nd96isr_h100", "H100 SXM"), ("standard_nd96amsr_a100", "A100 80GB SXM"),
+    ("standard_nd96asr_v4", "A100 40GB SXM"), ("standard_nc24ads_a100", "A100 80GB PCIe"),
+)
+# GKE's accelerator names that are not the catalog's: its "nvidia-tesla-a100" is the a2-highgpu's 40 GB part
+_GKE_NAMES = {"tesla-a100": "A100 40GB SXM", "tesla-v100": "Tesla V100 16GB SXM2", "tesla-t4": "T4", "tesla-p100": "P100",
+              "h100-mega-80gb": "H100 SXM"}
+_GPU_LABELS = ("cloud.google.com/gke-accelerator", "nvidia.com/gpu.product", "karpenter.k8s.aws/instance-gpu-name",
+               "node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type", "gpu.nvidia.com/class",
+               "amd.com/gpu.product-name")
+_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "habana.ai/gaudi")
+_K8S_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+@dataclass
+class ServerSpec:
+    """One vLLM server found in a deployment file, as its tool would start it."""
+
+    name: str  # where it is: "Deployment/vllm-reasoning/vllm", "services.vllm", "modelSpec.qwen7b"
+    argv: list[str]  # the process's words (entrypoint included); an `sh -c` script is one word after "-c"
+    env: dict[str, str] = field(default_factory=dict)
+    image: str | None = None
+    gpu_hint: str | None = None  # what the file says of the accelerator (a label value, a profile)
+    gpu_count: int | None = None  # GPUs the container asks for
+    flags: dict[str, Any] | None = None  # settings given as a mapping (Helm vllmConfig), vLLM dest names
+    notes: list[str] = field(default_factory=list)
+
+
+def looks_like_deployment(docs: list[Any]) -> bool:
+    """A Kubernetes manifest, a compose file, production-stack values or a KubeAI Model rather than a vLLM config."""
+    for d in docs:
+        if not isinstance(d, dict):
+            continue
+        if "apiVersion" in d and "kind" in d:
+            return True
+        if isinstance(d.get("services"), dict) and any(isinstance(s, dict) and ("image" in s or "command" in s)
+                                                      for s in d["services"].values()):
+            return True
+        if isinstance(d.get("servingEngineSpec"), dict):
+            return True
+    return False
+
+
+def find_servers(docs: list[Any]) -> list[ServerSpec]:
+    """Every vLLM server in the file's documents, in file order."""
+    out: list[ServerSpec] = []
+    for d in docs:
+        if not isinstance(d, dict):
+            continue
+        if isinstance(d.get("servingEngineSpec"), dict):
+            out += _helm_stack(d)
+        elif isinstance(d.get("services"), dict):
+            out += _compose(d["services"])
+        elif str(d.get("kind", "")) == "Model" and "kubeai" in str(d.get("apiVersion", "")):
+            out += _kubeai(d)
+        elif d.get("kind") == "List" and isinstance(d.get("items"), list):
+            out += find_servers(d["items"])
+        elif "kind" in d:
+            out += _k8s(d)
+    return out
+
+
+def pick(servers: list[ServerSpec], selector: str | None, where: str) -> ServerSpec:
+    """The one server the user means: the only one, or the one ``selector`` names (a suffix of its name)."""
+    if selector:
+        hits = [s for s in servers if s.name == selector or s.name.endswith("/" + selector)
+                or s.name.endswith("." + selector)]
+        if len(hits) != 1:
+            names = ", ".join(s.name for s in servers) or "none"
+            raise InputError(f"{where}: no single vLLM server named {selector!r} (servers: {names})")
+        return hits[0]
+    if not servers:
+        raise InputError(f"{where}: a deployment file, but no vLLM server in it (no container or service whose image "
+                         "or command is vLLM's)")
+    if len(servers) > 1:
+        names = ", ".join(s.name for s in servers)
+        raise InputError(f"{where}: {len(servers)} vLLM servers ({names}); pick one: --config '{where}#NAME'")
+    return servers[0]
+
+
+# ---- Kubernetes --------------------------------------------------------------------------------------------------
+
+def _k8s(doc: dict) -> list[ServerSpec]:
+    kind = str(doc.get("kind"))
+    name = str((doc.get("metadata") or {}).get("name", "?"))
+    out: list[ServerSpec] = []
+    for path, pod in _pod_specs(doc.get("spec"), ""):
+        if kind == "LeaderWorkerSet" and "workerTemplate" in path and any("leaderTemplate" in s.name for s in out):
+            continue  # one multi-node server: the leader's flags are the server's
+        hint = _gpu_label(pod)
+        for c in pod.get("containers") or []:
+            if not isinstance(c, dict):
+                continue
+            spec = _container(c, f"{kind}/{name}{path}/{c.get('name', '?')}", hint)
+            if spec is not None:
+                out.append(spec)
+    return out
+
+
+def _pod_specs(node: object, path: str, depth: int = 0):
+    """Every pod spec (a mapping with a ``containers`` list) under a resource's spec, with where it sits."""
+    if depth > 12 or not isinstance(node, dict):
+        return
+    if isinstance(node.get("containers"), list):
+        yield path, node
+        return
+    for k, v in node.items():
+        if isinstance(v, dict):
+            yield from _pod_specs(v, f"{path}.{k}" if k in ("leaderTemplate", "workerTemplate", "predictor") else path,
+                                  depth + 1)
+
+
+def _container(c: dict, name: str, hint: str | None) -> ServerSpec | None:
+    image = str(c.get("image") or "")
+    command = _words(c.get("command"))
+    args = _words(c.get("args"))
+    env = {str(e["name"]): str(e["value"]) for e in c.get("env") or []
+           if isinstance(e, dict) and "name" in e and e.get("value") is not None}
+    argv = [_K8S_VAR.sub(lambda m: env.get(m.group(1), m.group(0)), w) for w in command + args]
+    if not _is_vllm(image, argv):
+        return None
+    if not command:
+        argv = _entrypoint(image) + argv
+    return ServerSpec(name=name, argv=argv, env=env, image=image or None, gpu_hint=hint,
+                      gpu_count=_gpu_count(c.get("resources")))
+
+
+def _gpu_count(resources: object) -> int | None:
+    if not isinstance(resources, dict):
+        return None
+    for part in ("limits", "requests"):
+        got = resources.get(part)
+        if isinstance(got, dict):
+            for key in _GPU_RESOURCES:
+                if key in got:
+                    try:
+                        return int(str(got[key]))
+                    except ValueError:
+                        return None  # a template placeholder
+    return None
+
+
+def _gpu_label(pod: dict) -> str | None:
+    """The accelerator a pod is pinned to: a node selector, or a required node affinity with one value."""
+    sel = pod.get("nodeSelector")
+    if isinstance(sel, dict):
+        for key in _GPU_LABELS:
+            if sel.get(key):
+                return _hint(key, str(sel[key]))
+    terms = ((((pod.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms"))
+    for term in terms if isinstance(terms, list) else []:
+        for ex in (term or {}).get("matchExpressions") or []:
+            vals = ex.get("values") if isinstance(ex, dict) else None
+            if isinstance(ex, dict) and ex.get("key") in _GPU_LABELS and isinstance(vals, list) and len(vals) == 1:
+                return _hint(str(ex["key"]), str(vals[0]))
+    return None
+
+
+def _hint(key: str, value: str) -> str:
+    v = value.strip()
+    if "instance-type" in key:
+        low = v.lower()
+        return next((gpu for prefix, gpu in _INSTANCE_GPUS if low.startswith(prefix)), v)
+    if key == "cloud.google.com/gke-accelerator":
+        short = v.lower().removeprefix("nvidia-")
+        return _GKE_NAMES.get(short, short.removeprefix("tesla-"))
+    return v.replace("-", " ") if key == "nvidia.com/gpu.product" else v
+
+
+# ---- Docker Compose ----------------------------------------------------------------------------------------------
+
+def _compose(services: dict) -> list[ServerSpec]:
+    out = []
+    for sname, s in services.items():
+        if not isinstance(s, dict):
+            continue
+        image = str(s.get("image") or "")
+        entry, command = _words(s.get("entrypoint"), shell=True), _words(s.get("command"), shell=True)
+        argv = entry + command
+        if not _is_vllm(image, argv):
+            continue
+        if not entry:
+            argv = _entrypoint(image) + command if not _starts_command(command) else command
+        env_raw = s.get("environment")
+        if isinstance(env_raw, list):
+            env = dict(str(e).split("=", 1) for e in env_raw if "=" in str(e))
+        elif isinstance(env_raw, dict):
+            env = {str(k): str(v) for k, v in env_raw.items() if v is not None}
+        else:
+            env = {}
+        devices = ((((s.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices"))
+        out.append(ServerSpec(name=f"services.{sname}", argv=argv, env=env, image=image or None,
+                              gpu_count=_compose_gpus(devices)))
+    return out
+
+
+def _compose_gpus(devices: object) -> int | None:
+    for d in devices if isinstance(devices, list) else []:
+        if not isinstance(d, dict):
+            continue
+        if isinstance(d.get("count"), int):
+            return d["count"]
+        ids = d.get("device_ids")
+        if isinstance(ids, list):
+            return len([x for i in ids for x in str(i).split(",") if x.strip()])
+    return None
+
+
+# ---- production-stack Helm values and KubeAI ---------------------------------------------------------------------
+
+def _helm_stack(doc: dict) -> list[ServerSpec]:
+    out = []
+    for m in doc["servingEngineSpec"].get("modelSpec") or []:
+        if not isinstance(m, dict):
+            continue
+        vc = m.get("vllmConfig") if isinstance(m.get("vllmConfig"), dict) else {}
+        flags = {_snake(k): v for k, v in vc.items() if k not in ("extraArgs", "v0", "v1")}
+        argv = ["vllm", "serve", str(m.get("modelURL") or "")] + [str(a) for a in vc.get("extraArgs") or []]
+        env = {str(e["name"]): str(e["value"]) for e in m.get("env") or []
+               if isinstance(e, dict) and "name" in e and e.get("value") is not None}
+        if str(vc.get("v0", "")) == "1":
+            env.setdefault("VLLM_USE_V1", "0")  # the chart's v0: "1" sets it
+        image = f"{m.get('repository', 'vllm/vllm-openai')}:{m.get('tag', '')}".rstrip(":")
+        spec = ServerSpec(name=f"modelSpec.{m.get('name', len(out))}", argv=argv, env=env, image=image, flags=flags,
+                          gpu_count=_int_or_none(m.get("requestGPU")), gpu_hint=_gpu_label(m))
+        if "tensorParallelSize" not in vc and any("tensor-parallel" in str(a) for a in vc.get("extraArgs") or []):
+            spec.notes.append("tensor parallelism given in extraArgs: the chart requests GPUs from vllmConfig's "
+                              "tensorParallelSize, so the pod may get one GPU")
+        out.append(spec)
+    return out
+
+
+def _kubeai(doc: dict) -> list[ServerSpec]:
+    spec = doc.get("spec") or {}
+    if str(spec.get("engine", "VLLM")).upper() != "VLLM":
+        return []
+    url = str(spec.get("url", ""))
+    model = re.sub(r"^(hf|s3|gs|oss|pvc|ollama)://", "", url)
+    env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()} if isinstance(spec.get("env"), dict) else {}
+    profile = str(spec.get("resourceProfile") or "")
+    hint, _, count = profile.partition(":")
+    hint = re.sub(r"^(nvidia|amd)-gpu-", "", hint) if hint.startswith(("nvidia-gpu-", "amd-gpu-")) else None
+    return [ServerSpec(name=f"Model/{(doc.get('metadata') or {}).get('name', '?')}",
+                       argv=["vllm", "serve", model] + [str(a) for a in spec.get("args") or []], env=env,
+                       gpu_hint=hint, gpu_count=_int_or_none(count))]
+
+
+# ---- shared ------------------------------------------------------------------------------------------------------
+
+def _words(value: object, shell: bool = False) -> list[str]:
+    """A command given as a list, or (compose) as a string the way compose splits it."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    if shell:
+        try:
+            return shlex.split(str(value))
+        except ValueError as exc:
+            raise InputError(f"cannot split the command: {exc}") from None
+    return [str(value)]
+
+
+def _is_vllm(image: str, argv: list[str]) -> bool:
+    text = " ".join(argv)
+    return "vllm" in image.lower() or bool(re.search(r"\bvllm\s+serve\b|vllm\.entrypoints", text))
+
+
+def _starts_command(words: list[str]) -> bool:
+    import os
+
+    return bool(words) and (os.path.basename(words[0]) in ("vllm", "sh", "bash") or words[0].startswith("python"))
+
+
+def _entrypoint(image: str) -> list[str]:
+    # vllm/vllm-openai's ENTRYPOINT is `vllm serve` (older images: the api_server module, which takes --model; the
+    # serve form reads both)
+    return ["vllm", "serve"]
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", str(key)).lower()
+
+
+def _int_or_none(v: object) -> int | None:
+    try:
+        return int(str(v))
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,224 @@
+"""Deployment files (engine.manifests): the vLLM server a Kubernetes manifest, a compose file, production-stack Helm
+values or a KubeAI Model runs, read as its tool starts it. The shapes are those of a sweep of 33 public deployment
+files (2026-12-04, docs/engine.md); the texts here are written for the tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvdoctor.deployment import DeploymentInputs, resolve_deployment
+from kvdoctor.engine.sources import load_yaml, parse_serve_line
+from kvdoctor.errors import InputError, UnknownModelError
+
+K8S = """\
+apiVersion: v1
+kind: Service
+metadata: {name: llama}
+spec: {ports: [{port: 8000}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llama}
+spec:
+  template:
+    spec:
+      nodeSelector:
+        cloud.google.com/gke-accelerator: nvidia-l4
+      containers:
+        - name: vllm-server
+          image: vllm/vllm-openai:v0.11.1
+          command: ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+          args:
+            - --model=meta-llama/Meta-Llama-3.1-8B-Instruct
+            - --max-model-len=$(CTX)
+            - --port=$(PORT)
+          env:
+            - {name: CTX, value: "8192"}
+            - {name: HF_TOKEN, valueFrom: {secretKeyRef: {name: hf, key: token}}}
+          resources:
+            limits: {nvidia.com/gpu: "2"}
+        - name: sidecar
+          image: busybox
+"""
+
+
+def _write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_a_kubernetes_deployment_is_its_vllm_containers_command(tmp_path):
+    cfg = load_yaml(_write(tmp_path, "deploy.yaml", K8S))
+    assert cfg.model == "meta-llama/Meta-Llama-3.1-8B-Instruct"
+    assert cfg.max_model_len == 8192  # $(CTX) from the container's env, as Kubernetes expands it
+    assert cfg.vllm_version == "0.11.1" and cfg.gpu_hint == "l4"
+    assert any("not set in the text" in n and "--port" in n for n in cfg.notes)  # $(PORT) has no value
+    assert any("2 GPU(s) and vLLM uses 1" in n and "idle" in n for n in cfg.notes)
+    dep = resolve_deployment(DeploymentInputs(config=str(tmp_path / "deploy.yaml")))
+    assert dep.gpu.name == "NVIDIA L4" and dep.shape.name == "meta-llama/Llama-3.1-8B-Instruct"
+    assert any("GPU from the deployment file" in n for n in dep.notes)
+    assert any("renamed repository" in n for n in dep.notes)
+    # --gpu wins over the node selector
+    assert resolve_deployment(DeploymentInputs(config=str(tmp_path / "deploy.yaml"), gpu="H100")).gpu.name \
+        == "NVIDIA H100 SXM"
+
+
+def test_compose_services_entrypoint_and_selection(tmp_path):
+    text = """\
+services:
+  web:
+    image: nginx
+  vllm:
+    image: vllm/vllm-openai:v0.10.2
+    command: >
+      --model Qwen/Qwen3-8B --gpu-memory-utilization 0.8
+      --tensor-parallel-size 2 --no-enable-prefix-caching
+    environment:
+      - VLLM_ATTENTION_BACKEND=FLASHINFER
+    deploy:
+      resources:
+        reservations:
+          devices: [{driver: nvidia, device_ids: ["5,6"], capabilities: [gpu]}]
+  vllm-small:
+    image: vllm/vllm-openai:latest
+    command: ["vllm", "serve", "Qwen/Qwen3-0.6B", "--max-num-seqs", "8"]
+"""
+    p = _write(tmp_path, "compose.yaml", text)
+    with pytest.raises(InputError, match=r"2 vLLM servers \(services.vllm, services.vllm-small\)"):
+        load_yaml(p)
+    cfg = load_yaml(f"{p}#vllm")
+    assert (cfg.model, cfg.gpu_memory_utilization, cfg.tensor_parallel_size, cfg.enable_prefix_caching) == \
+        ("Qwen/Qwen3-8B", 0.8, 2, False)
+    assert cfg.env["VLLM_ATTENTION_BACKEND"] == "FLASHINFER" and cfg.vllm_version == "0.10.2"
+    assert not any("GPU(s)" in n for n in cfg.notes)  # two devices, TP 2
+    small = load_yaml(f"{p}#vllm-small")
+    assert (small.model, small.max_num_seqs, small.vllm_version) == ("Qwen/Qwen3-0.6B", 8, None)
+    with pytest.raises(InputError, match="no single vLLM server named 'nope'"):
+        load_yaml(f"{p}#nope")
+
+
+def test_production_stack_values_and_kubeai_model(tmp_path):
+    helm = """\
+servingEngineSpec:
+  modelSpec:
+  - name: "qwen"
+    repository: "vllm/vllm-openai"
+    tag: "v0.8.5"
+    modelURL: "Qwen/Qwen2.5-7B-Instruct"
+    requestGPU: 2
+    vllmConfig:
+      dtype: "half"
+      v0: "1"
+      tensorParallelSize: 2
+      maxModelLen: 8192
+      gpuMemoryUtilization: 0.9
+      extraArgs: ["--enforce-eager", "--max-model-len", "4096"]
+"""
+    cfg = load_yaml(_write(tmp_path, "values.yaml", helm))
+    assert (cfg.model, cfg.tensor_parallel_size, cfg.gpu_memory_utilization, cfg.dtype) == \
+        ("Qwen/Qwen2.5-7B-Instruct", 2, 0.9, "float16")
+    assert cfg.max_model_len == 4096  # extraArgs are rendered after the chart's own flags: they win
+    assert cfg.enforce_eager is True and cfg.env["VLLM_USE_V1"] == "0" and cfg.vllm_version == "0.8.5"
+    kubeai = """\
+apiVersion: kubeai.org/v1
+kind: Model
+metadata: {name: llama-70b-l4}
+spec:
+  url: hf://meta-llama/Llama-3.1-70B-Instruct
+  engine: VLLM
+  args: [--max-model-len=32768, --pipeline-parallel-size=4, --tensor-parallel-size=2, --kv-cache-dtype=fp8]
+  resourceProfile: nvidia-gpu-l4:8
+"""
+    k = load_yaml(_write(tmp_path, "model.yaml", kubeai))
+    assert (k.model, k.pipeline_parallel_size, k.tensor_parallel_size, k.kv_cache_dtype, k.gpu_hint) == \
+        ("meta-llama/Llama-3.1-70B-Instruct", 4, 2, "fp8", "l4")
+    assert not any("GPU(s)" in n for n in k.notes)  # 8 GPUs = PP 4 x TP 2
+
+
+def test_a_leader_worker_set_is_one_server_and_shell_scripts_in_containers(tmp_path):
+    lws = """\
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: big}
+spec:
+  leaderWorkerTemplate:
+    leaderTemplate:
+      spec:
+        nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+        containers:
+          - name: vllm
+            image: vllm/vllm-openai:v0.23.0
+            command: ["vllm", "serve"]
+            args: [Qwen/Qwen3-235B-A22B-FP8, --tensor-parallel-size=8, --pipeline-parallel-size=2,
+                   --nnodes=$(LWS_GROUP_SIZE)]
+    workerTemplate:
+      spec:
+        containers:
+          - name: vllm
+            image: vllm/vllm-openai:v0.23.0
+            command: ["vllm", "serve"]
+            args: [Qwen/Qwen3-235B-A22B-FP8, --tensor-parallel-size=8, --pipeline-parallel-size=2, --headless]
+"""
+    cfg = load_yaml(_write(tmp_path, "lws.yaml", lws))
+    assert cfg.pipeline_parallel_size == 2 and cfg.gpu_hint == "H100 SXM"  # the leader's flags; p5 is H100
+    sh = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+    - name: server
+      image: python:3.11
+      command: ["/bin/sh", "-c"]
+      args: ["pip install vllm==0.9.2 && vllm serve Qwen/Qwen3-8B --max-num-seqs 16 2>&1 | tee /log"]
+"""
+    # a generic image: the container is vLLM's because its script starts vLLM
+    pod = load_yaml(_write(tmp_path, "pod.yaml", sh))
+    assert (pod.model, pod.max_num_seqs) == ("Qwen/Qwen3-8B", 16)
+
+
+def test_deployment_files_that_say_too_little(tmp_path):
+    none = _write(tmp_path, "svc.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: x}\n")
+    with pytest.raises(InputError, match="no vLLM server in it"):
+        load_yaml(none)
+    templ = _write(tmp_path, "t.yaml", K8S.replace("meta-llama/Meta-Llama-3.1-8B-Instruct", "${MODEL}"))
+    with pytest.raises(UnknownModelError, match=r"'\$\{MODEL\}', a variable or template placeholder"):
+        resolve_deployment(DeploymentInputs(config=str(templ)))
+    # an explicit --model answers it
+    assert resolve_deployment(DeploymentInputs(config=str(templ), model="Qwen/Qwen3-8B")).shape.name == "Qwen/Qwen3-8B"
+    two = _write(tmp_path, "two.yaml", "max-model-len: 4096\n---\nmax-num-seqs: 8\n")
+    with pytest.raises(InputError, match="2 YAML documents"):
+        load_yaml(two)
+
+
+def test_a_scripts_own_variables_and_comment_lines():
+    script = """#!/bin/bash
+export MODEL="Qwen/Qwen3-8B" \\
+#export MODEL="Qwen/Qwen3-0.6B" \\
+TP=2
+# the server
+vllm serve $MODEL --tensor-parallel-size ${TP} --max-model-len ${CTX:-16384} \\
+  --max-num-seqs "$CONC" --port ${PORT}
+#python -m vllm.entrypoints.openai.api_server --model=meta-llama/Llama-3.1-8B --max-model-len 1024
+"""
+    cfg = parse_serve_line(script)
+    assert (cfg.model, cfg.tensor_parallel_size, cfg.max_model_len, cfg.max_num_seqs) == ("Qwen/Qwen3-8B", 2, 16384, None)
+    assert any("--max-num-seqs $CONC" in n for n in cfg.notes)
+    # a root prompt is still a prompt, not a comment
+    assert parse_serve_line("# vllm serve Qwen/Qwen3-8B --max-model-len 8k").max_model_len == 8000
+
+
+def test_a_model_directory_named_as_a_catalog_model():
+    dep = resolve_deployment(DeploymentInputs(serve="vllm serve /models/Qwen3-8B --max-model-len 8192", gpu="L4"))
+    assert dep.shape.name == "Qwen/Qwen3-8B"
+    assert any("not on this machine" in n and "Qwen/Qwen3-8B" in n for n in dep.notes)
+    with pytest.raises(UnknownModelError, match="does not exist"):
+        resolve_deployment(DeploymentInputs(serve="vllm serve /models/my-finetune --max-model-len 8192", gpu="L4"))
+
+
+def test_serve_takes_the_path_of_a_script(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/bash\nMODEL=Qwen/Qwen3-8B\nvllm serve $MODEL --max-model-len 8192 --max-num-seqs 32\n")
+    dep = resolve_deployment(DeploymentInputs(serve=str(script), gpu="L4"))
+    assert (dep.shape.name, dep.config.max_model_len, dep.config.max_num_seqs) == ("Qwen/Qwen3-8B", 8192, 32)
