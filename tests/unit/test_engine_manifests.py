@@ -222,3 +222,20 @@ def test_serve_takes_the_path_of_a_script(tmp_path):
     script.write_text("#!/bin/bash\nMODEL=Qwen/Qwen3-8B\nvllm serve $MODEL --max-model-len 8192 --max-num-seqs 32\n")
     dep = resolve_deployment(DeploymentInputs(serve=str(script), gpu="L4"))
     assert (dep.shape.name, dep.config.max_model_len, dep.config.max_num_seqs) == ("Qwen/Qwen3-8B", 8192, 32)
+
+
+def test_a_config_file_the_script_writes_itself():
+    """Benchmark scripts (InferenceMAX-style) write the vLLM YAML with a here-document, then start vLLM with --config:
+    the file is read from the script, and the here-document's lines are not words of the command."""
+    script = """PORT=${PORT:-8888}
+cat > config.yaml << EOF
+max-model-len: 10240
+max-num-batched-tokens: 8192
+no-enable-prefix-caching: true
+EOF
+vllm serve Qwen/Qwen3-8B --config config.yaml --max-num-batched-tokens 4096 --port="$PORT"
+"""
+    cfg = parse_serve_line(script)
+    assert (cfg.max_model_len, cfg.enable_prefix_caching) == (10240, False)
+    assert cfg.max_num_batched_tokens == 4096  # the line wins over its file, as in vLLM
+    assert cfg.extra["port"] == "8888"  # ${PORT:-8888}: the default

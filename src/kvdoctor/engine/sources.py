@@ -438,8 +438,31 @@ def _strip_docker(tokens: list[str], cfg: EngineConfig) -> tuple[list[str], bool
     return args, True
 
 
+# `cat > config.yaml << EOF` (or `cat <<'EOF' > config.yaml`) ... `EOF`: a file the script writes before it starts vLLM
+_HEREDOC_HEAD = re.compile(r"^[^\n]*\bcat\b[^\n]*<<-?\s*(['\"]?)(\w+)\1[^\n]*$", re.M)
+_REDIRECT_TARGET = re.compile(r">\s*(['\"]?)([^\s'\"<>|;&]+)\1")
+
+
+def _heredocs(text: str) -> tuple[str, dict[str, str]]:
+    """The script without its here-documents, and the files they write (name -> text)."""
+    written: dict[str, str] = {}
+    out, pos = [], 0
+    for m in _HEREDOC_HEAD.finditer(text):
+        if m.start() < pos:
+            continue
+        target = _REDIRECT_TARGET.search(m.group(0).replace("<<", "  "))
+        end = re.compile(rf"^[ \t]*{re.escape(m.group(2))}[ \t]*$", re.M).search(text, m.end())
+        if target is None or end is None:
+            continue
+        written[target.group(2)] = text[m.end() + 1:end.start()]
+        out.append(text[pos:m.start()])
+        pos = end.end()
+    out.append(text[pos:])
+    return "".join(out), written
+
+
 def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
-                base_dir: Path | None, notes: list[str]) -> None:
+                base_dir: Path | None, notes: list[str], written: dict[str, str] | None = None) -> None:
     config_file: str | None = None
     i = 0
     positionals: list[str] = []
@@ -519,7 +542,9 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
         path = Path(config_file).expanduser()
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
-        from_file = load_yaml(path)
+        inline = (written or {}).get(config_file)
+        from_file = (config_from_yaml_text(inline, f"{config_file} (written by the script)") if inline is not None
+                     else load_yaml(path))
         # Line flags win over the file (vLLM inserts the file's args before the line's own).
         merged = from_file.overlay(cfg)
         for f in ENGINE_FIELDS:
@@ -572,12 +597,13 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None) -> Engine
     if re.search(r"(?:^|[\s=(.])LLM\s*\(", text):
         return parse_llm_call(text)
     cfg = EngineConfig(origin="serve-line", usage_context="api")
+    text, written = _heredocs(text)
     tokens = split_command_line(text)
     args, positional_model = _strip_to_args(tokens, cfg)
     notes: list[str] = []
     args = _expand_variables(args, _shell_assignments(tokens), notes)
     _parse_args(args, cfg, positional_model=positional_model,
-                base_dir=Path(base_dir) if base_dir is not None else None, notes=notes)
+                base_dir=Path(base_dir) if base_dir is not None else None, notes=notes, written=written)
     cfg.notes.extend(notes)
     return cfg
 
@@ -595,27 +621,28 @@ def _shell_assignments(tokens: list[str]) -> dict[str, str]:
     for tok in tokens[:start]:
         if _ENV_RE.match(tok):
             k, v = tok.split("=", 1)
-            out[k] = _VAR_REF.sub(lambda m: out.get(m.group(1) or m.group(4) or "", m.group(0)), v)
+            out[k] = _expand_word(v, out)
     return out
+
+
+def _expand_word(word: str, variables: dict[str, str]) -> str:
+    """``$V``, ``${V}``, ``$(V)`` from ``variables``; ``${V:-default}`` takes its default when V is not set; anything
+    else is left as written."""
+    def one(m: re.Match) -> str:
+        name = m.group(1) or m.group(4) or m.group(5)
+        if name in variables:
+            return variables[name]
+        return m.group(3) if m.group(2) is not None else m.group(0)
+    return _VAR_REF.sub(one, word)
 
 
 def _expand_variables(args: list[str], variables: dict[str, str], notes: list[str]) -> list[str]:
     """The arguments with the text's own variables expanded (``${V:-default}`` takes its default when V is not set);
     a flag whose value is still a variable or a template placeholder is dropped with a note (its value is set where
     the file is rendered, not here), and a model that is one is kept for the error that names it."""
-    def expand(word: str) -> str:
-        def one(m: re.Match) -> str:
-            name = m.group(1) or m.group(4) or m.group(5)
-            if name in variables:
-                return variables[name]
-            if m.group(2) is not None:  # ${V:-default} / ${V-default}
-                return m.group(3)
-            return m.group(0)
-        return _VAR_REF.sub(one, word)
-
     out: list[str] = []
     dropped: list[str] = []
-    words = [expand(a) for a in args]
+    words = [_expand_word(a, variables) for a in args]
     i = 0
     while i < len(words):
         w = words[i]
@@ -732,7 +759,7 @@ def load_yaml(path: str | Path) -> EngineConfig:
     if p.suffix.lower() not in (".yaml", ".yml"):
         # vLLM refuses other extensions too ("Config file must be of a yaml/yml type").
         raise InputError(f"{p}: config file must be of a yaml/yml type")
-    from kvdoctor.safeio import MAX_CONFIG_BYTES, check_input_file, load_yaml_documents
+    from kvdoctor.safeio import MAX_CONFIG_BYTES, check_input_file
 
     if not p.exists():
         raise InputError(f"{p}: no such file")
@@ -742,6 +769,14 @@ def load_yaml(path: str | Path) -> EngineConfig:
             raw_text = fh.read(MAX_CONFIG_BYTES + 1)
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{p}: cannot read: {exc}") from None
+    return config_from_yaml_text(raw_text, str(p), selector)
+
+
+def config_from_yaml_text(raw_text: str, where: str, selector: str | None = None) -> EngineConfig:
+    """``load_yaml`` on a text already read (``where`` names it in errors and origins)."""
+    from kvdoctor.safeio import load_yaml_documents
+
+    p = where
     import yaml
 
     try:
