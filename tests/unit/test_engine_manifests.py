@@ -239,3 +239,52 @@ vllm serve Qwen/Qwen3-8B --config config.yaml --max-num-batched-tokens 4096 --po
     assert (cfg.max_model_len, cfg.enable_prefix_caching) == (10240, False)
     assert cfg.max_num_batched_tokens == 4096  # the line wins over its file, as in vLLM
     assert cfg.extra["port"] == "8888"  # ${PORT:-8888}: the default
+
+
+def test_what_a_held_out_batch_of_deployment_files_showed(tmp_path):
+    """A second collection of 22 public deployment files, read once before these were handled (docs/engine.md)."""
+    # docker run --entrypoint vllm IMAGE serve MODEL; ${V:+flag $V} adds the flag only when V is set and not empty
+    script = """MODEL="${MODEL:-Qwen/Qwen3-8B}"
+MAX_NUM_SEQS="${MAX_NUM_SEQS:-}"
+GPU_UTIL="${GPU_UTIL:-0.50}"
+docker run -d --gpus all --entrypoint vllm "$IMAGE" serve "$MODEL" --gpu-memory-utilization "$GPU_UTIL" \\
+  ${MAX_NUM_SEQS:+--max-num-seqs $MAX_NUM_SEQS} --enable-prefix-caching
+"""
+    cfg = parse_serve_line(script)
+    assert (cfg.model, cfg.gpu_memory_utilization, cfg.max_num_seqs) == ("Qwen/Qwen3-8B", 0.5, None)
+    # a here-document's variables are the script's (an unquoted delimiter expands them); one it does not set is
+    # dropped with a note instead of failing the file
+    heredoc = "TP=2\ncat > c.yaml <<EOF\ntensor-parallel-size: $TP\nmax-model-len: $MAX_MODEL_LEN\nEOF\n" \
+              "vllm serve Qwen/Qwen3-8B --config c.yaml\n"
+    cfg = parse_serve_line(heredoc)
+    assert cfg.tensor_parallel_size == 2 and cfg.max_model_len is None
+    assert any("max-model-len: $MAX_MODEL_LEN" in n for n in cfg.notes)
+    # an `sh -c` script in a container sees the container's env; a fork's CLI over vLLM's flags (vllm-omni serve)
+    pod = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: dp}
+spec:
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.11.0
+      command: ["/bin/sh", "-c"]
+      args: ["vllm serve Qwen/Qwen3-30B-A3B-FP8 --tensor-parallel-size $TP_SIZE --data-parallel-size $DP_SIZE"]
+      env: [{name: TP_SIZE, value: "1"}, {name: DP_SIZE, value: "8"}]
+"""
+    cfg = load_yaml(_write(tmp_path, "pod.yaml", pod))
+    assert (cfg.tensor_parallel_size, cfg.data_parallel_size) == (1, 8)
+    compose = "services:\n  omni:\n    image: local/vllm-omni:v0.20\n    command: [vllm-omni, serve, Qwen/Qwen3-8B, " \
+              "--max-num-seqs, '1']\n"
+    cfg = load_yaml(_write(tmp_path, "c.yaml", compose))
+    assert (cfg.model, cfg.max_num_seqs) == ("Qwen/Qwen3-8B", 1)
+    # production-stack renders --no-enable-prefix-caching from any vllmConfig without enablePrefixCaching: true,
+    # and only its own keys (maxNumBatchedTokens is not one: extraArgs are the way)
+    helm = "servingEngineSpec:\n  modelSpec:\n  - name: m\n    modelURL: Qwen/Qwen3-8B\n    vllmConfig:\n" \
+           "      tensorParallelSize: 1\n      maxNumBatchedTokens: 4096\n"
+    cfg = load_yaml(_write(tmp_path, "v.yaml", helm))
+    assert cfg.enable_prefix_caching is False and cfg.max_num_batched_tokens is None
+    assert any("does not render" in n and "maxNumBatchedTokens" in n for n in cfg.notes)
+    sed = _write(tmp_path, "lws.yaml", K8S.replace("meta-llama/Meta-Llama-3.1-8B-Instruct", "__MODEL__"))
+    with pytest.raises(UnknownModelError, match="template placeholder"):
+        resolve_deployment(DeploymentInputs(config=str(sed)))

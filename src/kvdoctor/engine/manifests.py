@@ -253,7 +253,7 @@ def _helm_stack(doc: dict) -> list[ServerSpec]:
         if not isinstance(m, dict):
             continue
         vc = m.get("vllmConfig") if isinstance(m.get("vllmConfig"), dict) else {}
-        flags = {_snake(k): v for k, v in vc.items() if k not in ("extraArgs", "v0", "v1")}
+        flags, unrendered = _chart_flags(vc, ray=isinstance(m.get("raySpec"), dict))
         argv = ["vllm", "serve", str(m.get("modelURL") or "")] + [str(a) for a in vc.get("extraArgs") or []]
         env = {str(e["name"]): str(e["value"]) for e in m.get("env") or []
                if isinstance(e, dict) and "name" in e and e.get("value") is not None}
@@ -262,11 +262,36 @@ def _helm_stack(doc: dict) -> list[ServerSpec]:
         image = f"{m.get('repository', 'vllm/vllm-openai')}:{m.get('tag', '')}".rstrip(":")
         spec = ServerSpec(name=f"modelSpec.{m.get('name', len(out))}", argv=argv, env=env, image=image, flags=flags,
                           gpu_count=_int_or_none(m.get("requestGPU")), gpu_hint=_gpu_label(m))
+        if unrendered:
+            spec.notes.append("vllmConfig keys the chart does not render as flags (use extraArgs): "
+                              + ", ".join(unrendered))
         if "tensorParallelSize" not in vc and any("tensor-parallel" in str(a) for a in vc.get("extraArgs") or []):
             spec.notes.append("tensor parallelism given in extraArgs: the chart requests GPUs from vllmConfig's "
                               "tensorParallelSize, so the pod may get one GPU")
         out.append(spec)
     return out
+
+
+# vllmConfig keys production-stack's chart renders as flags (helm/templates/deployment-vllm-multi.yaml), in its order;
+# extraArgs follow them. Any other key (v0, prometheusMultiprocDir, ...) sets no flag.
+_CHART_KEYS = ("maxModelLen", "dtype", "tensorParallelSize", "maxNumSeqs", "gpuMemoryUtilization", "maxLoras")
+_CHART_OTHER = ("extraArgs", "v0", "v1", "prometheusMultiprocDir", "enableChunkedPrefill", "enablePrefixCaching")
+
+
+def _chart_flags(vc: dict, ray: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """The flags the chart renders from one vllmConfig, and the keys it leaves out. A non-empty vllmConfig always
+    renders a prefix-caching flag: --enable-prefix-caching when enablePrefixCaching is true, else
+    --no-enable-prefix-caching (so leaving it out turns vLLM's default off); chunked prefill only when the key is
+    there. A modelSpec with ``raySpec`` is started by the chart's RayCluster script, which renders
+    pipelineParallelSize too."""
+    if not vc:
+        return {}, []
+    keys = _CHART_KEYS + (("pipelineParallelSize",) if ray else ())
+    flags: dict[str, Any] = {_snake(k): vc[k] for k in keys if k in vc}
+    flags["enable_prefix_caching"] = bool(vc.get("enablePrefixCaching"))
+    if "enableChunkedPrefill" in vc:
+        flags["enable_chunked_prefill"] = bool(vc["enableChunkedPrefill"])
+    return flags, [k for k in vc if k not in keys and k not in _CHART_OTHER]
 
 
 def _kubeai(doc: dict) -> list[ServerSpec]:
@@ -308,7 +333,8 @@ def _is_vllm(image: str, argv: list[str]) -> bool:
 def _starts_command(words: list[str]) -> bool:
     import os
 
-    return bool(words) and (os.path.basename(words[0]) in ("vllm", "sh", "bash") or words[0].startswith("python"))
+    head = os.path.basename(words[0]) if words else ""
+    return bool(words) and (head in ("vllm", "sh", "bash") or head.startswith(("python", "vllm-")))
 
 
 def _entrypoint(image: str) -> list[str]:

@@ -323,6 +323,7 @@ def split_command_line(text: str) -> list[str]:
 
 
 SHELL_OPS = frozenset({"|", "||", "&&", ";", "&", "|&"})
+_FORK_CLI = re.compile(r"vllm-[a-z0-9]+")
 REDIRECT_RE = re.compile(r"^(?:\d?>>?|&>>?|<|\d?>&\d)")
 
 
@@ -332,6 +333,8 @@ def _is_command_start(tokens: list[str], i: int, *, loose: bool = False) -> bool
     if head == "vllm":
         # `conda run -n vllm vllm serve`: a bare "vllm" is only the command when nothing better follows.
         return nxt == "serve" or loose
+    if _FORK_CLI.fullmatch(head):  # a fork's own CLI over vLLM's serve flags (vllm-omni serve ...)
+        return nxt == "serve"
     if head in ("docker", "podman", "nerdctl"):
         return nxt in ("run", "container")
     if re.fullmatch(r"python[0-9.]*", head):
@@ -381,7 +384,7 @@ def _strip_to_args(tokens: list[str], cfg: EngineConfig) -> tuple[list[str], boo
 
     if head in ("docker", "podman", "nerdctl"):
         return _strip_docker(rest[1:], cfg)
-    if head == "vllm":
+    if head == "vllm" or (_FORK_CLI.fullmatch(head) and rest[1:2] == ["serve"]):
         if len(rest) < 2 or rest[1] != "serve":
             sub = rest[1] if len(rest) > 1 else ""
             raise InputError(f"expected `vllm serve ...`, got `vllm {sub}`" if sub else "expected `vllm serve MODEL ...`")
@@ -407,11 +410,15 @@ def _strip_docker(tokens: list[str], cfg: EngineConfig) -> tuple[list[str], bool
     if not tokens or tokens[0] not in ("run", "container"):
         raise InputError("expected `docker run ... vllm/vllm-openai:TAG ...`")
     i = 2 if tokens[0] == "container" else 1
+    entrypoint: str | None = None
     while i < len(tokens):
         tok = tokens[i]
         if tok.startswith("-"):
             name, has_eq, value = tok.partition("=")
-            if name in ("-e", "--env"):
+            if name == "--entrypoint":
+                entrypoint = value if has_eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
+                i += 1 if has_eq else 2
+            elif name in ("-e", "--env"):
                 assignment = value if has_eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
                 if "=" in assignment:
                     k, v = assignment.split("=", 1)
@@ -429,6 +436,8 @@ def _strip_docker(tokens: list[str], cfg: EngineConfig) -> tuple[list[str], bool
     if (version := version_from_image(image)) is not None:
         cfg.vllm_version = version
     args = tokens[i + 1:]
+    if entrypoint:  # `--entrypoint vllm IMAGE serve MODEL ...`: the entrypoint is the command's first word
+        return _strip_to_args([entrypoint, *args], cfg)
     # An explicit command after the image (`... vllm/vllm-openai vllm serve X`) or the image's own
     # entrypoint (`vllm serve` in current images, api_server in old ones).
     if args and (os.path.basename(args[0]) in ("vllm",) or re.fullmatch(r"python[0-9.]*", args[0])):
@@ -443,8 +452,9 @@ _HEREDOC_HEAD = re.compile(r"^[^\n]*\bcat\b[^\n]*<<-?\s*(['\"]?)(\w+)\1[^\n]*$",
 _REDIRECT_TARGET = re.compile(r">\s*(['\"]?)([^\s'\"<>|;&]+)\1")
 
 
-def _heredocs(text: str) -> tuple[str, dict[str, str]]:
-    """The script without its here-documents, and the files they write (name -> text)."""
+def _heredocs(text: str, variables: dict[str, str] | None = None) -> tuple[str, dict[str, str]]:
+    """The script without its here-documents, and the files they write (name -> text). An unquoted delimiter
+    (``<< EOF``) expands the body's variables, as the shell does; a quoted one (``<< 'EOF'``) keeps it as written."""
     written: dict[str, str] = {}
     out, pos = [], 0
     for m in _HEREDOC_HEAD.finditer(text):
@@ -454,7 +464,8 @@ def _heredocs(text: str) -> tuple[str, dict[str, str]]:
         end = re.compile(rf"^[ \t]*{re.escape(m.group(2))}[ \t]*$", re.M).search(text, m.end())
         if target is None or end is None:
             continue
-        written[target.group(2)] = text[m.end() + 1:end.start()]
+        body = text[m.end() + 1:end.start()]
+        written[target.group(2)] = body if m.group(1) else _expand_word(body, variables or {})
         out.append(text[pos:m.start()])
         pos = end.end()
     out.append(text[pos:])
@@ -543,6 +554,13 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         inline = (written or {}).get(config_file)
+        if inline is not None:
+            lines = inline.splitlines()
+            unset = [ln.strip() for ln in lines if _unresolved(ln)]
+            if unset:
+                notes.append(f"{config_file} (written by the script): not set in the text, so not used: "
+                             + ", ".join(unset) + "; pass the values explicitly")
+            inline = "\n".join(ln for ln in lines if not _unresolved(ln))
         from_file = (config_from_yaml_text(inline, f"{config_file} (written by the script)") if inline is not None
                      else load_yaml(path))
         # Line flags win over the file (vLLM inserts the file's args before the line's own).
@@ -585,23 +603,28 @@ def _maybe_bool(value: object) -> object:
         return value
 
 
-def parse_serve_line(text: str, *, base_dir: str | Path | None = None) -> EngineConfig:
+def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
+                     variables: dict[str, str] | None = None) -> EngineConfig:
     """Parse a pasted server command: ``vllm serve MODEL --flag v ...``, ``python -m
     vllm.entrypoints.openai.api_server --model X ...``, ``docker run ... vllm/vllm-openai:TAG ...``,
     with ``VAR=1`` prefixes and backslash-newline continuations. ``--config x.yaml`` is loaded
-    (relative to ``base_dir`` or the current directory). What the parse noticed (old spellings,
-    stray words) lands in ``cfg.notes``; unknown flags in ``cfg.extra``.
+    (relative to ``base_dir`` or the current directory). ``variables``: the environment the command runs in (a
+    container's ``env`` for its ``sh -c`` script); the script's own assignments win. What the parse noticed (old
+    spellings, stray words) lands in ``cfg.notes``; unknown flags in ``cfg.extra``.
     """
     if not isinstance(text, str) or not text.strip():
         raise InputError("empty command line: expected `vllm serve MODEL ...`")
     if re.search(r"(?:^|[\s=(.])LLM\s*\(", text):
         return parse_llm_call(text)
     cfg = EngineConfig(origin="serve-line", usage_context="api")
-    text, written = _heredocs(text)
+    known = {**(variables or {}), **_text_assignments(text, variables or {})}
+    text, written = _heredocs(text, known)
+    # `${V:+--max-num-seqs $V}` and `${V:-a b}` hold spaces: the shell expands them before it splits words
+    text = _BRACE_REF.sub(lambda m: _expand_word(m.group(0), known), text)
     tokens = split_command_line(text)
     args, positional_model = _strip_to_args(tokens, cfg)
     notes: list[str] = []
-    args = _expand_variables(args, _shell_assignments(tokens), notes)
+    args = _expand_variables(args, {**known, **_shell_assignments(tokens)}, notes)
     _parse_args(args, cfg, positional_model=positional_model,
                 base_dir=Path(base_dir) if base_dir is not None else None, notes=notes, written=written)
     cfg.notes.extend(notes)
@@ -610,8 +633,11 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None) -> Engine
 
 # a shell or compose variable ($MODEL, ${TP}, ${PORT:-8000}), a Kubernetes one ($(LWS_GROUP_SIZE)), a template's
 # placeholder ({{ .Values.model }}, {max_model_len})
-_VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-_TEMPLATE = re.compile(r"\{\{.*?\}\}|^\{[A-Za-z_][A-Za-z0-9_.]*\}$")
+_VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_BRACE_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=+][^}]*)?\}")
+# `NAME=value` / `export NAME=value` at the start of a script line (the value one shell word)
+_ASSIGN_LINE = re.compile(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.M)
+_TEMPLATE = re.compile(r"\{\{.*?\}\}|^\{[A-Za-z_][A-Za-z0-9_.]*\}$|^__[A-Z][A-Z0-9_]*__$")  # {{ }}, {x}, __X__ (sed)
 
 
 def _shell_assignments(tokens: list[str]) -> dict[str, str]:
@@ -626,14 +652,33 @@ def _shell_assignments(tokens: list[str]) -> dict[str, str]:
 
 
 def _expand_word(word: str, variables: dict[str, str]) -> str:
-    """``$V``, ``${V}``, ``$(V)`` from ``variables``; ``${V:-default}`` takes its default when V is not set; anything
-    else is left as written."""
+    """``$V``, ``${V}``, ``$(V)`` from ``variables``; ``${V:-default}`` takes its default when V is not set or empty,
+    ``${V:+word}`` is ``word`` when V is set and not empty, else nothing; anything else is left as written."""
     def one(m: re.Match) -> str:
-        name = m.group(1) or m.group(4) or m.group(5)
-        if name in variables:
-            return variables[name]
-        return m.group(3) if m.group(2) is not None else m.group(0)
+        name, op, arg = m.group(1) or m.group(4) or m.group(5), m.group(2), m.group(3)
+        value = variables.get(name)
+        if op in (":+", "+"):
+            return _expand_word(arg, variables) if value or (op == "+" and value is not None) else ""
+        if op is not None and (value is None or (op.startswith(":") and value == "")):
+            return _expand_word(arg, variables)
+        return value if value is not None else m.group(0)
     return _VAR_REF.sub(one, word)
+
+
+def _text_assignments(text: str, outer: dict[str, str]) -> dict[str, str]:
+    """A script's ``NAME=value`` lines, in order, each value expanded with what is known so far (``outer``: the
+    environment it runs in). A value that is not one shell word (a command substitution, an array) is skipped."""
+    known = dict(outer)
+    out: dict[str, str] = {}
+    for m in _ASSIGN_LINE.finditer(text):
+        try:
+            words = shlex.split(m.group(2), comments=True)
+        except ValueError:
+            continue
+        if len(words) > 1 or "$(" in m.group(2) or "`" in m.group(2):
+            continue
+        out[m.group(1)] = known[m.group(1)] = _expand_word(words[0] if words else "", known)
+    return out
 
 
 def _expand_variables(args: list[str], variables: dict[str, str], notes: list[str]) -> list[str]:
@@ -815,20 +860,21 @@ def from_server(spec, where: str) -> EngineConfig:
     serve line, its mapping settings (Helm ``vllmConfig``) under the line's flags (the chart renders them first,
     ``extraArgs`` after), its environment, image tag, and the accelerator the file pins."""
     argv = spec.argv
-    if len(argv) >= 3 and os.path.basename(argv[0]) in ("sh", "bash", "ash", "dash") and argv[1].startswith("-") \
-            and "c" in argv[1]:
-        text = argv[2]  # `sh -c "pip install x && vllm serve ..."`: the script is the command line
-    else:
-        text = shlex.join(argv)
+    shell = len(argv) >= 3 and os.path.basename(argv[0]) in ("sh", "bash", "ash", "dash") and argv[1].startswith("-") \
+        and "c" in argv[1]
+    # `sh -c "pip install x && vllm serve ..."`: the script is the command line, and it sees its container's
+    # environment; a plain command gets no shell expansion (Kubernetes' $(VAR) was expanded when the spec was read)
+    text = argv[2] if shell else shlex.join(argv)
+    env = {k: _expand_word(v, {}) for k, v in spec.env.items()}  # compose's ${V:-default} in its own environment
     try:
-        line = parse_serve_line(text)
+        line = parse_serve_line(text, variables=env if shell else None)
     except InputError as exc:
         raise InputError(f"{where}#{spec.name.rsplit('/', 1)[-1].rsplit('.', 1)[-1]}: {exc}") from None
     origin = f"deploy:{where}#{spec.name}"
     line.origin = origin
     cfg = from_mapping(spec.flags, origin=origin, where=f"{where}#{spec.name}").overlay(line) if spec.flags else line
     cfg.origin = origin
-    cfg.env = {**spec.env, **cfg.env}
+    cfg.env = {**env, **cfg.env}
     if spec.image and not cfg.vllm_version:
         cfg.vllm_version = version_from_image(spec.image)
     cfg.gpu_hint = spec.gpu_hint
