@@ -152,6 +152,7 @@ spec:
             command: ["vllm", "serve"]
             args: [Qwen/Qwen3-235B-A22B-FP8, --tensor-parallel-size=8, --pipeline-parallel-size=2,
                    --nnodes=$(LWS_GROUP_SIZE)]
+            resources: {limits: {nvidia.com/gpu: "8"}}
     workerTemplate:
       spec:
         containers:
@@ -162,6 +163,7 @@ spec:
 """
     cfg = load_yaml(_write(tmp_path, "lws.yaml", lws))
     assert cfg.pipeline_parallel_size == 2 and cfg.gpu_hint == "H100 SXM"  # the leader's flags; p5 is H100
+    assert not any("GPU(s)" in n for n in cfg.notes)  # 8 GPUs a pod over two pods is TP 8 x PP 2: no mismatch
     sh = """\
 apiVersion: v1
 kind: Pod

@@ -62,6 +62,7 @@ class ServerSpec:
     gpu_count: int | None = None  # GPUs the container asks for
     flags: dict[str, Any] | None = None  # settings given as a mapping (Helm vllmConfig), vLLM dest names
     notes: list[str] = field(default_factory=list)
+    multi_node: bool = False  # one server over several pods (a LeaderWorkerSet group, a Ray cluster): gpu_count is a pod's
 
 
 def looks_like_deployment(docs: list[Any]) -> bool:
@@ -131,6 +132,7 @@ def _k8s(doc: dict) -> list[ServerSpec]:
                 continue
             spec = _container(c, f"{kind}/{name}{path}/{c.get('name', '?')}", hint)
             if spec is not None:
+                spec.multi_node = kind == "LeaderWorkerSet"
                 out.append(spec)
     return out
 
@@ -261,7 +263,8 @@ def _helm_stack(doc: dict) -> list[ServerSpec]:
             env.setdefault("VLLM_USE_V1", "0")  # the chart's v0: "1" sets it
         image = f"{m.get('repository', 'vllm/vllm-openai')}:{m.get('tag', '')}".rstrip(":")
         spec = ServerSpec(name=f"modelSpec.{m.get('name', len(out))}", argv=argv, env=env, image=image, flags=flags,
-                          gpu_count=_int_or_none(m.get("requestGPU")), gpu_hint=_gpu_label(m))
+                          gpu_count=_int_or_none(m.get("requestGPU")), gpu_hint=_gpu_label(m),
+                          multi_node=isinstance(m.get("raySpec"), dict))
         if unrendered:
             spec.notes.append("vllmConfig keys the chart does not render as flags (use extraArgs): "
                               + ", ".join(unrendered))
@@ -326,8 +329,18 @@ def _words(value: object, shell: bool = False) -> list[str]:
 
 
 def _is_vllm(image: str, argv: list[str]) -> bool:
-    text = " ".join(argv)
-    return "vllm" in image.lower() or bool(re.search(r"\bvllm\s+serve\b|vllm\.entrypoints", text))
+    """A vLLM server: its command starts one, or a vLLM image runs its own entrypoint (no command, or only flags and
+    a model after it). A router or another program in a vLLM-named image (production-stack's router) is not one."""
+    import os
+
+    if re.search(r"\bvllm(?:-[a-z0-9]+)?\s+serve\b|vllm\.entrypoints", " ".join(argv)):
+        return True
+    low = image.lower()
+    if "vllm" not in low or "router" in low:
+        return False
+    head = os.path.basename(argv[0]) if argv else ""
+    return not argv or argv[0].startswith("-") or not (head in ("sh", "bash", "ash", "dash", "env")
+                                                       or head.startswith("python") or argv[0].startswith("/bin/"))
 
 
 def _starts_command(words: list[str]) -> bool:

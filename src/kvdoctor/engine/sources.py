@@ -880,11 +880,17 @@ def from_server(spec, where: str) -> EngineConfig:
     cfg.gpu_hint = spec.gpu_hint
     cfg.notes = [f"read from {where}: {spec.name}", *spec.notes, *cfg.notes]
     world = (cfg.tensor_parallel_size or 1) * (cfg.pipeline_parallel_size or 1) * (cfg.data_parallel_size or 1)
-    if spec.gpu_count and spec.gpu_count != world and not cfg.extra.get("nnodes"):
+    # a server spread over several pods (LeaderWorkerSet, Ray, vLLM's own multi-node flags) asks each pod for its share
+    multi_node = spec.multi_node or bool(_MULTI_NODE.search(text))
+    if spec.gpu_count and spec.gpu_count != world and not multi_node:
         cfg.notes.append(f"the file gives the server {spec.gpu_count} GPU(s) and vLLM uses {world} (tensor x pipeline x "
                          "data parallel)" + ("; the others stay idle" if spec.gpu_count > world else
                                              "; vLLM would not start"))
     return cfg
+
+
+_MULTI_NODE = re.compile(r"--(?:nnodes|node[-_]rank|headless|data[-_]parallel[-_]size[-_]local|data[-_]parallel[-_]address)"
+                         r"\b|--distributed[-_]executor[-_]backend[= ]+ray\b|\bray\s+start\b")
 
 
 def version_from_image(image: str) -> str | None:
