@@ -290,3 +290,31 @@ spec:
     sed = _write(tmp_path, "lws.yaml", K8S.replace("meta-llama/Meta-Llama-3.1-8B-Instruct", "__MODEL__"))
     with pytest.raises(UnknownModelError, match="template placeholder"):
         resolve_deployment(DeploymentInputs(config=str(sed)))
+
+
+def test_a_config_file_mounted_from_a_config_map(tmp_path):
+    """A manifest that ships the vLLM YAML in a ConfigMap and starts vLLM with --config on its mount path."""
+    text = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: vllm-config}
+data:
+  vllm.yaml: |
+    max-model-len: 16384
+    max-num-seqs: 48
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: qwen}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.11.0
+          args: [Qwen/Qwen3-8B, --config, /etc/vllm/vllm.yaml, --max-num-seqs, "32"]
+          volumeMounts: [{name: cfg, mountPath: /etc/vllm}]
+      volumes: [{name: cfg, configMap: {name: vllm-config}}]
+"""
+    cfg = load_yaml(_write(tmp_path, "deploy.yaml", text))
+    assert (cfg.model, cfg.max_model_len, cfg.max_num_seqs) == ("Qwen/Qwen3-8B", 16384, 32)  # the line wins

@@ -63,6 +63,7 @@ class ServerSpec:
     flags: dict[str, Any] | None = None  # settings given as a mapping (Helm vllmConfig), vLLM dest names
     notes: list[str] = field(default_factory=list)
     multi_node: bool = False  # one server over several pods (a LeaderWorkerSet group, a Ray cluster): gpu_count is a pod's
+    files: dict[str, str] = field(default_factory=dict)  # files the deployment mounts (a ConfigMap's keys), by name
 
 
 def looks_like_deployment(docs: list[Any]) -> bool:
@@ -81,7 +82,22 @@ def looks_like_deployment(docs: list[Any]) -> bool:
 
 
 def find_servers(docs: list[Any]) -> list[ServerSpec]:
-    """Every vLLM server in the file's documents, in file order."""
+    """Every vLLM server in the file's documents, in file order; each sees the ConfigMaps' files of the same file
+    (a ``--config /etc/vllm/config.yaml`` mounted from one)."""
+    servers = _find_servers(docs)
+    files = _config_map_files(docs)
+    for spec in servers:
+        spec.files = files
+    return servers
+
+
+def _config_map_files(docs: list[Any]) -> dict[str, str]:
+    return {str(k): str(v) for d in docs if isinstance(d, dict) and d.get("kind") == "ConfigMap"
+            for k, v in ((d.get("data") or {}).items() if isinstance(d.get("data"), dict) else ())
+            if isinstance(v, str)}
+
+
+def _find_servers(docs: list[Any]) -> list[ServerSpec]:
     out: list[ServerSpec] = []
     for d in docs:
         if not isinstance(d, dict):
@@ -93,7 +109,7 @@ def find_servers(docs: list[Any]) -> list[ServerSpec]:
         elif str(d.get("kind", "")) == "Model" and "kubeai" in str(d.get("apiVersion", "")):
             out += _kubeai(d)
         elif d.get("kind") == "List" and isinstance(d.get("items"), list):
-            out += find_servers(d["items"])
+            out += _find_servers(d["items"])
         elif "kind" in d:
             out += _k8s(d)
     return out

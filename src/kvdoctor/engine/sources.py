@@ -553,15 +553,16 @@ def _parse_args(args: list[str], cfg: EngineConfig, *, positional_model: bool,
         path = Path(config_file).expanduser()
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
-        inline = (written or {}).get(config_file)
+        written = written or {}
+        inline = written.get(config_file, written.get(os.path.basename(config_file)))
         if inline is not None:
             lines = inline.splitlines()
             unset = [ln.strip() for ln in lines if _unresolved(ln)]
             if unset:
-                notes.append(f"{config_file} (written by the script): not set in the text, so not used: "
+                notes.append(f"{config_file} (from the text): not set in the text, so not used: "
                              + ", ".join(unset) + "; pass the values explicitly")
             inline = "\n".join(ln for ln in lines if not _unresolved(ln))
-        from_file = (config_from_yaml_text(inline, f"{config_file} (written by the script)") if inline is not None
+        from_file = (config_from_yaml_text(inline, f"{config_file} (from the text)") if inline is not None
                      else load_yaml(path))
         # Line flags win over the file (vLLM inserts the file's args before the line's own).
         merged = from_file.overlay(cfg)
@@ -604,13 +605,14 @@ def _maybe_bool(value: object) -> object:
 
 
 def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
-                     variables: dict[str, str] | None = None) -> EngineConfig:
+                     variables: dict[str, str] | None = None, files: dict[str, str] | None = None) -> EngineConfig:
     """Parse a pasted server command: ``vllm serve MODEL --flag v ...``, ``python -m
     vllm.entrypoints.openai.api_server --model X ...``, ``docker run ... vllm/vllm-openai:TAG ...``,
     with ``VAR=1`` prefixes and backslash-newline continuations. ``--config x.yaml`` is loaded
     (relative to ``base_dir`` or the current directory). ``variables``: the environment the command runs in (a
-    container's ``env`` for its ``sh -c`` script); the script's own assignments win. What the parse noticed (old
-    spellings, stray words) lands in ``cfg.notes``; unknown flags in ``cfg.extra``.
+    container's ``env`` for its ``sh -c`` script); the script's own assignments win. ``files``: files the command
+    can read besides the disk (a ConfigMap's keys; the script's here-documents are added). What the parse noticed
+    (old spellings, stray words) lands in ``cfg.notes``; unknown flags in ``cfg.extra``.
     """
     if not isinstance(text, str) or not text.strip():
         raise InputError("empty command line: expected `vllm serve MODEL ...`")
@@ -619,6 +621,7 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
     cfg = EngineConfig(origin="serve-line", usage_context="api")
     known = {**(variables or {}), **_text_assignments(text, variables or {})}
     text, written = _heredocs(text, known)
+    written = {**(files or {}), **written}
     # `${V:+--max-num-seqs $V}` and `${V:-a b}` hold spaces: the shell expands them before it splits words
     text = _BRACE_REF.sub(lambda m: _expand_word(m.group(0), known), text)
     tokens = split_command_line(text)
@@ -867,7 +870,7 @@ def from_server(spec, where: str) -> EngineConfig:
     text = argv[2] if shell else shlex.join(argv)
     env = {k: _expand_word(v, {}) for k, v in spec.env.items()}  # compose's ${V:-default} in its own environment
     try:
-        line = parse_serve_line(text, variables=env if shell else None)
+        line = parse_serve_line(text, variables=env if shell else None, files=spec.files)
     except InputError as exc:
         raise InputError(f"{where}#{spec.name.rsplit('/', 1)[-1].rsplit('.', 1)[-1]}: {exc}") from None
     origin = f"deploy:{where}#{spec.name}"
