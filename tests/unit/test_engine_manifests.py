@@ -318,3 +318,13 @@ spec:
 """
     cfg = load_yaml(_write(tmp_path, "deploy.yaml", text))
     assert (cfg.model, cfg.max_model_len, cfg.max_num_seqs) == ("Qwen/Qwen3-8B", 16384, 32)  # the line wins
+
+
+def test_the_journal_takes_one_server_of_a_deployment_file(tmp_path):
+    from kvdoctor.journal.configs import read_config
+
+    compose = ("services:\n  a:\n    image: vllm/vllm-openai:v0.10.2\n    command: [Qwen/Qwen3-8B, --max-num-seqs, '8']\n"
+               "  b:\n    image: vllm/vllm-openai:v0.10.2\n    command: [Qwen/Qwen3-0.6B]\n")
+    p = _write(tmp_path, "compose.yaml", compose)
+    cfg, text, origin = read_config(f"{p}#a")
+    assert (cfg.model, cfg.max_num_seqs) == ("Qwen/Qwen3-8B", 8) and text == compose and origin.endswith("#a")

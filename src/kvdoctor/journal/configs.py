@@ -63,6 +63,11 @@ def read_config(value: str, *, base_dir: Path | None = None) -> tuple[Any, str, 
         if "non-default args" in text:
             return _from_log(p, text), text, f"log:{p}"
         return parse_serve_line(text, base_dir=p.parent), text, f"serve-line:{p}"
+    head, _, server = value.strip().rpartition("#")
+    if server and " " not in value.strip() and Path(head).expanduser().suffix.lower() in (".yaml", ".yml") \
+            and Path(head).expanduser().is_file():  # one server of a deployment file (deploy.yaml#vllm)
+        text = Path(head).expanduser().read_text(encoding="utf-8", errors="replace")
+        return load_yaml(value.strip()), text, f"yaml:{value.strip()}"
     if p.suffix.lower() in (".yaml", ".yml") and " " not in value.strip():
         raise InputError(f"{p}: no such file")
     return parse_serve_line(value, base_dir=base_dir), value, "serve-line"
