@@ -279,34 +279,23 @@ def read_json_file(path: Path, *, missing: str, unreadable: Callable[[BaseExcept
 
 
 def load_yaml_text(text: str, what: str) -> Any:
-    """YAML with anchors and aliases (``&base`` / ``*base`` / ``<<: *base``, as real vLLM configs use
-    them), expanded within a bound: the document's size *after* alias expansion is counted on the
-    composed node graph (shared nodes counted once per reference, in linear time) before anything is
-    built, so an alias bomb (nested anchors referencing each other, 9 levels of 9 → 387 M values) is
-    refused with one line instead of being walked. A self-referencing alias is refused too.
-
-    Invariant: the value returned is a plain tree (no object reachable twice), at most
-    ``MAX_YAML_NODES`` nodes."""
-    import yaml
-
-    if len(text) > MAX_CONFIG_BYTES:
-        raise InputError(f"{what} is larger than {MAX_CONFIG_BYTES // MiB} MiB, the limit for a config file")
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_yaml_expansion(node, what)
-        return _unshared(loader.construct_document(node))
-    except RecursionError:
-        raise InputError(f"{what}: YAML nested too deeply to read") from None
-    finally:
-        loader.dispose()
+    """One YAML document (``load_yaml_documents``'s bounds); None when the text holds none, one line when it holds
+    several."""
+    docs = load_yaml_documents(text, what)
+    if len(docs) > 1:
+        raise InputError(f"{what}: {len(docs)} YAML documents where one was expected")
+    return docs[0] if docs else None
 
 
 def load_yaml_documents(text: str, what: str) -> list[Any]:
-    """Every document of a YAML stream (a Kubernetes manifest's ``---``-separated resources), each bounded as
-    ``load_yaml_text`` bounds one, and the stream as a whole to ``MAX_YAML_NODES``."""
+    """Every document of a YAML stream (a Kubernetes manifest's ``---``-separated resources), with anchors and aliases
+    (``&base`` / ``*base`` / ``<<: *base``, as real vLLM configs use them) expanded within a bound: each document's
+    size *after* alias expansion is counted on the composed node graph (shared nodes counted once per reference, in
+    linear time) before anything is built, so an alias bomb (nested anchors referencing each other, 9 levels of 9 →
+    387 M values) is refused with one line instead of being walked. A self-referencing alias is refused too.
+
+    Invariant: each value returned is a plain tree (no object reachable twice); the stream holds at most
+    ``MAX_YAML_NODES`` nodes in all."""
     import yaml
 
     if len(text) > MAX_CONFIG_BYTES:

@@ -48,6 +48,9 @@ _GPU_LABELS = ("cloud.google.com/gke-accelerator", "nvidia.com/gpu.product", "ka
                "amd.com/gpu.product-name")
 _GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "habana.ai/gaudi")
 _K8S_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+# vllm/vllm-openai's ENTRYPOINT (older images: the api_server module, which takes --model; the serve form reads both)
+IMAGE_ENTRYPOINT = ["vllm", "serve"]
+_SHELLS = ("sh", "bash", "ash", "dash")
 
 
 @dataclass
@@ -64,6 +67,16 @@ class ServerSpec:
     notes: list[str] = field(default_factory=list)
     multi_node: bool = False  # one server over several pods (a LeaderWorkerSet group, a Ray cluster): gpu_count is a pod's
     files: dict[str, str] = field(default_factory=dict)  # files the deployment mounts (a ConfigMap's keys), by name
+
+    def command_line(self) -> tuple[str, bool]:
+        """(the command as one line of text, whether it is a shell script): `sh -c "pip install x && vllm serve ..."`
+        is its script, which sees the container's environment; any other command is its words, quoted."""
+        import os
+
+        a = self.argv
+        if len(a) >= 3 and os.path.basename(a[0]) in _SHELLS and a[1].startswith("-") and "c" in a[1]:
+            return a[2], True
+        return shlex.join(a), False
 
 
 def looks_like_deployment(docs: list[Any]) -> bool:
@@ -170,13 +183,12 @@ def _container(c: dict, name: str, hint: str | None) -> ServerSpec | None:
     image = str(c.get("image") or "")
     command = _words(c.get("command"))
     args = _words(c.get("args"))
-    env = {str(e["name"]): str(e["value"]) for e in c.get("env") or []
-           if isinstance(e, dict) and "name" in e and e.get("value") is not None}
+    env = _env_list(c.get("env"))
     argv = [_K8S_VAR.sub(lambda m: env.get(m.group(1), m.group(0)), w) for w in command + args]
     if not _is_vllm(image, argv):
         return None
     if not command:
-        argv = _entrypoint(image) + argv
+        argv = IMAGE_ENTRYPOINT + argv
     return ServerSpec(name=name, argv=argv, env=env, image=image or None, gpu_hint=hint,
                       gpu_count=_gpu_count(c.get("resources")))
 
@@ -237,7 +249,7 @@ def _compose(services: dict) -> list[ServerSpec]:
         if not _is_vllm(image, argv):
             continue
         if not entry:
-            argv = _entrypoint(image) + command if not _starts_command(command) else command
+            argv = IMAGE_ENTRYPOINT + command if not _starts_command(command) else command
         env_raw = s.get("environment")
         if isinstance(env_raw, list):
             env = dict(str(e).split("=", 1) for e in env_raw if "=" in str(e))
@@ -273,8 +285,7 @@ def _helm_stack(doc: dict) -> list[ServerSpec]:
         vc = m.get("vllmConfig") if isinstance(m.get("vllmConfig"), dict) else {}
         flags, unrendered = _chart_flags(vc, ray=isinstance(m.get("raySpec"), dict))
         argv = ["vllm", "serve", str(m.get("modelURL") or "")] + [str(a) for a in vc.get("extraArgs") or []]
-        env = {str(e["name"]): str(e["value"]) for e in m.get("env") or []
-               if isinstance(e, dict) and "name" in e and e.get("value") is not None}
+        env = _env_list(m.get("env"))
         if str(vc.get("v0", "")) == "1":
             env.setdefault("VLLM_USE_V1", "0")  # the chart's v0: "1" sets it
         image = f"{m.get('repository', 'vllm/vllm-openai')}:{m.get('tag', '')}".rstrip(":")
@@ -355,7 +366,7 @@ def _is_vllm(image: str, argv: list[str]) -> bool:
     if "vllm" not in low or "router" in low:
         return False
     head = os.path.basename(argv[0]) if argv else ""
-    return not argv or argv[0].startswith("-") or not (head in ("sh", "bash", "ash", "dash", "env")
+    return not argv or argv[0].startswith("-") or not (head in (*_SHELLS, "env")
                                                        or head.startswith("python") or argv[0].startswith("/bin/"))
 
 
@@ -366,10 +377,10 @@ def _starts_command(words: list[str]) -> bool:
     return bool(words) and (head in ("vllm", "sh", "bash") or head.startswith(("python", "vllm-")))
 
 
-def _entrypoint(image: str) -> list[str]:
-    # vllm/vllm-openai's ENTRYPOINT is `vllm serve` (older images: the api_server module, which takes --model; the
-    # serve form reads both)
-    return ["vllm", "serve"]
+def _env_list(items: object) -> dict[str, str]:
+    """A Kubernetes-style ``env`` list (``[{name, value}]``) as a mapping; ``valueFrom`` entries have no value here."""
+    return {str(e["name"]): str(e["value"]) for e in items if isinstance(e, dict) and "name" in e
+            and e.get("value") is not None} if isinstance(items, list) else {}
 
 
 def _snake(key: str) -> str:

@@ -803,7 +803,7 @@ def load_yaml(path: str | Path) -> EngineConfig:
     that runs vLLM (a Kubernetes manifest, a compose file, production-stack Helm values, a KubeAI Model:
     ``engine.manifests``), whose server's flags are read as its tool would start it. ``FILE#NAME`` picks one server
     of several (a container, a compose service, a modelSpec entry)."""
-    p, selector = _split_selector(Path(path).expanduser())
+    p, selector = split_selector(Path(path).expanduser())
     if p.suffix.lower() not in (".yaml", ".yml"):
         # vLLM refuses other extensions too ("Config file must be of a yaml/yml type").
         raise InputError(f"{p}: config file must be of a yaml/yml type")
@@ -850,9 +850,9 @@ def config_from_yaml_text(raw_text: str, where: str, selector: str | None = None
     return from_mapping(data, origin=f"yaml:{p}", where=str(p))
 
 
-def _split_selector(p: Path) -> tuple[Path, str | None]:
+def split_selector(p: Path) -> tuple[Path, str | None]:
     """``deploy.yaml#vllm`` -> (deploy.yaml, "vllm") when the whole name is not itself a file."""
-    if p.exists() or "#" not in p.name:
+    if "#" not in p.name or p.exists():
         return p, None
     head, _, sel = str(p).rpartition("#")
     return Path(head), sel or None
@@ -862,12 +862,8 @@ def from_server(spec, where: str) -> EngineConfig:
     """The engine configuration of one server of a deployment file (``manifests.ServerSpec``): its command read as a
     serve line, its mapping settings (Helm ``vllmConfig``) under the line's flags (the chart renders them first,
     ``extraArgs`` after), its environment, image tag, and the accelerator the file pins."""
-    argv = spec.argv
-    shell = len(argv) >= 3 and os.path.basename(argv[0]) in ("sh", "bash", "ash", "dash") and argv[1].startswith("-") \
-        and "c" in argv[1]
-    # `sh -c "pip install x && vllm serve ..."`: the script is the command line, and it sees its container's
-    # environment; a plain command gets no shell expansion (Kubernetes' $(VAR) was expanded when the spec was read)
-    text = argv[2] if shell else shlex.join(argv)
+    # a plain command gets no shell expansion (Kubernetes' $(VAR) was expanded when the spec was read)
+    text, shell = spec.command_line()
     env = {k: _expand_word(v, {}) for k, v in spec.env.items()}  # compose's ${V:-default} in its own environment
     try:
         line = parse_serve_line(text, variables=env if shell else None, files=spec.files)

@@ -43,7 +43,7 @@ def read_config(value: str, *, base_dir: Path | None = None) -> tuple[Any, str, 
     start-up's ``non-default args`` line is a vLLM log (the latest start counts); another existing
     file is a saved serve line (``run.sh``); anything else is parsed as a serve line.
     """
-    from kvdoctor.engine.sources import load_yaml, parse_serve_line
+    from kvdoctor.engine.sources import load_yaml, parse_serve_line, split_selector
 
     if not isinstance(value, str) or not value.strip():
         raise InputError("--config is empty: give a `vllm serve ...` line or a YAML path")
@@ -63,11 +63,9 @@ def read_config(value: str, *, base_dir: Path | None = None) -> tuple[Any, str, 
         if "non-default args" in text:
             return _from_log(p, text), text, f"log:{p}"
         return parse_serve_line(text, base_dir=p.parent), text, f"serve-line:{p}"
-    head, _, server = value.strip().rpartition("#")
-    if server and " " not in value.strip() and Path(head).expanduser().suffix.lower() in (".yaml", ".yml") \
-            and Path(head).expanduser().is_file():  # one server of a deployment file (deploy.yaml#vllm)
-        text = Path(head).expanduser().read_text(encoding="utf-8", errors="replace")
-        return load_yaml(value.strip()), text, f"yaml:{value.strip()}"
+    head, server = split_selector(p) if " " not in value.strip() else (p, None)
+    if server and head.suffix.lower() in (".yaml", ".yml") and head.is_file():  # one server of a deployment file
+        return load_yaml(p), head.read_text(encoding="utf-8", errors="replace"), f"yaml:{value.strip()}"
     if p.suffix.lower() in (".yaml", ".yml") and " " not in value.strip():
         raise InputError(f"{p}: no such file")
     return parse_serve_line(value, base_dir=base_dir), value, "serve-line"
