@@ -218,3 +218,36 @@ def test_unreachable_server_is_one_clear_error():
         load_prometheus(f"http://127.0.0.1:{port}", "1h")
     with pytest.raises(InputError, match="http"):
         load_prometheus("prom:9090", "1h")
+
+
+def test_a_saved_reply_reads_as_the_live_query(prometheus_server, tmp_path):
+    """What an operator attaches when kvdoctor cannot reach their Prometheus: the server's own query_range replies
+    (the raw bytes, as curl saves them), appended in one file, give the timelines the live query gives."""
+    import httpx
+    import numpy as np
+
+    from kvdoctor.evidence.load import load_evidence
+
+    url, expect, t0 = prometheus_server
+    window = (t0 - 60, t0 + 120)
+    raw = b""
+    for query in ('{__name__=~"vllm:(num_requests_.*|kv_cache_usage_perc|.*_total)"}',
+                  '{__name__=~"vllm:time_to_first_token_seconds_bucket"}'):
+        r = httpx.get(f"{url}/api/v1/query_range",
+                      params={"query": query, "start": window[0], "end": window[1], "step": 10}, timeout=10)
+        assert r.status_code == 200 and b'"resultType":"matrix"' in r.content
+        raw += r.content + b"\n"
+    saved = tmp_path / "query_range.json"
+    saved.write_bytes(raw)
+    ev = load_evidence([str(saved)])
+    live = load_prometheus(url, f"{window[0]:.0f}..{window[1]:.0f}", step=10)
+    assert ev.kinds[str(saved)] == "prometheus" and not ev.notes
+    got = {s.engine: s.timeline for s in ev.segments}
+    want = {s.engine: s.timeline for s in live}
+    assert set(got) == set(want) and len(got) == 2
+    for eng, tl in want.items():
+        for col in ("t", "running", "waiting", "kv_usage_pct", "preemptions", "gen_tps", "ttft_p99"):
+            np.testing.assert_allclose(np.asarray(getattr(got[eng], col), dtype=float),
+                                       np.asarray(getattr(tl, col), dtype=float), equal_nan=True, err_msg=col)
+    a = next(s for s in ev.segments if s.engine.startswith("a:8000"))
+    assert float(max(a.timeline.running)) == expect["a:8000"]["max_running"]

@@ -34,7 +34,8 @@ def _exposition_without_vllm(head: str) -> bool:
 
 
 def detect_kind(path: str) -> str:
-    """'metrics-folder' | 'metrics' | 'bench' | 'trace' | 'log'."""
+    """'metrics-folder' | 'metrics' | 'prometheus' (a saved query result) | 'bench' | 'trace' | 'log'."""
+    from kvdoctor.evidence import promfile
     from kvdoctor.evidence.bench import looks_like_bench_json, looks_like_bench_text
     from kvdoctor.evidence.prometheus import looks_like_metrics
     from kvdoctor.evidence.traces import sniff_trace
@@ -60,6 +61,8 @@ def detect_kind(path: str) -> str:
                 doc = None
         if isinstance(doc, list) and doc:
             doc = doc[0]
+        if promfile.is_reply(doc) or promfile.sniff(head):
+            return "prometheus"
         # a saved bench result before a trace: its lines are records with numbers too
         if looks_like_bench_json(doc):
             return "bench"
@@ -166,6 +169,12 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
                 ev.requests.extend(b.requests)
         elif kind == "trace":
             ev.requests.extend(load_trace(path))
+        elif kind == "prometheus":
+            from kvdoctor.evidence.promfile import load_query_results
+
+            segs, notes = load_query_results(path)
+            ev.segments.extend(segs)
+            ev.notes.extend(notes)
     if prometheus:
         from kvdoctor.safeio import redact_url
 

@@ -698,19 +698,60 @@ def load_prometheus(url: str, window: str | None = None, labels: Any = None, *,
 
     if not results:
         raise no_series()
-    # instance -> time -> Snapshot
-    per: dict[str, dict[float, Snapshot]] = {}
+    segs, read = series_to_segments(results, redact_url(url))
+    if not read:
+        raise no_series("no usable vllm:* samples (every series malformed)")
+    return segs
+
+
+@dataclass
+class SeriesCount:
+    """What :func:`series_to_segments` did with the series of a range or instant query result."""
+
+    read: int = 0  # series that gave at least one sample
+    unnamed: int = 0  # no __name__: an expression (rate(...), sum by ...), not a raw series
+    other: int = 0  # named, but not a vllm:* family kvdoctor reads
+    malformed: int = 0  # not a series object, or no usable (time, value) pair
+    native_histograms: int = 0  # native histograms carry no buckets in the classic form
+
+    def __bool__(self) -> bool:
+        return self.read > 0
+
+
+def _pairs(series: dict[str, Any]) -> list:
+    """A matrix series' ``values`` or a vector sample's ``value``, as (time, value) pairs."""
+    values = series.get("values")
+    if isinstance(values, list):
+        return values
+    one = series.get("value")
+    return [one] if isinstance(one, (list, tuple)) else []
+
+
+def series_to_segments(results: list[Any], default_instance: str) -> tuple[list[Segment], SeriesCount]:
+    """Prometheus API series (``data.result`` of a range or instant query) -> one Segment per (instance,
+    model_name, engine), exactly as a live ``--prometheus`` query is read. A reply of the wrong shape loses its bad
+    parts, not the whole result."""
+    per: dict[str, dict[float, Snapshot]] = {}  # instance -> time -> Snapshot
+    count = SeriesCount()
     for series in results:
-        # a reply of the wrong shape loses its bad parts, not the whole query
         if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict):
+            count.malformed += 1
             continue
         metric = {str(k): str(v) for k, v in series.get("metric", {}).items()}
         name = metric.pop("__name__", "")
-        inst = metric.pop("instance", "") or metric.get("job", "") or redact_url(url)
+        if not name:
+            count.unnamed += 1
+            continue
+        if not name.startswith("vllm:"):
+            count.other += 1
+            continue
+        if "histograms" in series or "histogram" in series:
+            count.native_histograms += 1
+        inst = metric.pop("instance", "") or metric.get("job", "") or default_instance
         metric.pop("job", None)
         snaps = per.setdefault(inst, {})
-        values = series.get("values", [])
-        for pair in values if isinstance(values, list) else []:
+        n = 0
+        for pair in _pairs(series):
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
                 continue
             ts, val = pair
@@ -721,15 +762,22 @@ def load_prometheus(url: str, window: str | None = None, labels: Any = None, *,
                 v = float(val)
             except (TypeError, ValueError):
                 continue
+            if not math.isfinite(v):  # a gauge's NaN (no value) or ±Inf is no reading; bucket bounds are labels
+                continue
             sn = snaps.get(t)
             if sn is None:
                 sn = snaps[t] = Snapshot(t=t, series={})
             _add_sample(sn, name, metric, v)
-    if not any(per.values()):
-        raise no_series("no usable vllm:* samples (every series malformed)")
+            n += 1
+        if n:
+            count.read += 1
+        else:
+            count.malformed += 1
     segs: list[Segment] = []
     for inst in sorted(per):
+        if not per[inst]:
+            continue
         for sg in snapshots_to_segments(list(per[inst].values()), inst):
             sg.engine = f"{inst} {sg.engine}".strip()
             segs.append(sg)
-    return segs
+    return segs, count

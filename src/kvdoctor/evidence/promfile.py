@@ -1,0 +1,229 @@
+"""A Prometheus query result saved to a file: what an operator attaches when kvdoctor cannot reach their Prometheus.
+
+Read the way a live ``--prometheus`` query is (``prometheus.series_to_segments``), so the same window gives the same
+timeline from the file as from the server. Accepted (docs/evidence.md "Prometheus query results saved to a file"):
+
+* the HTTP API's reply, ``curl '…/api/v1/query_range?query=…' > q.json``: ``{"status": "success", "data":
+  {"resultType": "matrix", "result": [...]}}``, or an instant query's ``vector``; the bare ``data`` object too;
+* several replies in one file: a JSON array of them, JSON Lines, or replies simply appended (``>>``) one after another;
+* replies wrapped in another tool's record (a script's ``{"running": reply, ...}``, a proxy's envelope): any object
+  in the document that has ``resultType`` and ``result`` is a reply;
+* Grafana's data frames (the query inspector's JSON, ``/api/ds/query``): a frame's time field and each number field
+  whose labels (or display name) name a ``vllm:*`` series.
+
+A series without ``__name__`` is the result of an expression (``rate(...)``, ``sum by (...)``): it is counted and
+named in a note, not guessed at. Nothing here raises on bad content: an error reply, a malformed series or a frame
+without a time field is skipped and reported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from kvdoctor.errors import InputError
+from kvdoctor.evidence.model import Segment
+
+MAX_NODES = 2_000_000  # JSON containers visited while looking for replies: a 64 MiB reply has far fewer
+
+_LABELLED = re.compile(r"^(vllm:[A-Za-z0-9_:]+)\s*(?:\{(.*)\})?$")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def is_reply(doc: object) -> bool:
+    """A Prometheus API reply, its ``data`` object, or a Grafana query response with frames."""
+    if not isinstance(doc, dict):
+        return False
+    data = doc.get("data")
+    if isinstance(data, dict) and "resultType" in data and "result" in data:
+        return True
+    if "resultType" in doc and "result" in doc:
+        return True
+    results = doc.get("results")
+    if isinstance(results, dict):
+        return any(isinstance(r, dict) and isinstance(r.get("frames"), list) for r in results.values())
+    return isinstance(doc.get("frames"), list) or _is_frame(doc)
+
+
+def sniff(head: str) -> bool:
+    """Whether a file's first bytes are a saved query result (whole or cut: a big reply's head is not valid JSON)."""
+    s = head.lstrip()
+    if not s.startswith(("{", "[")):
+        return False
+    if '"resultType"' in head and '"result"' in head:
+        return True
+    return '"frames"' in head and '"schema"' in head and '"fields"' in head
+
+
+def documents(text: str, what: str) -> list[Any]:
+    """Every JSON document in ``text``: one, JSON Lines, or several appended with nothing between them."""
+    from kvdoctor.safeio import loads_json
+
+    s = text.strip()
+    try:
+        return [loads_json(s, what)]
+    except InputError as exc:
+        if "nested too deeply" in str(exc):
+            raise
+    dec = json.JSONDecoder()
+    out: list[Any] = []
+    i, n = 0, len(s)
+    while i < n:
+        while i < n and s[i] in " \t\r\n,":  # JSON Lines, appended replies, a list pasted without its brackets
+            i += 1
+        if i >= n:
+            break
+        try:
+            doc, i = dec.raw_decode(s, i)
+        except RecursionError:
+            raise InputError(f"{what}: JSON nested too deeply to read") from None
+        except json.JSONDecodeError as exc:
+            if not out:
+                raise InputError(f"{what} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+            break  # a reply cut at the end of the file: the complete ones before it are read
+        out.append(doc)
+    return out
+
+
+def _replies(doc: object) -> tuple[list[dict[str, Any]], list[str]]:
+    """The reply objects anywhere in ``doc`` (breadth first, bounded), and the errors of failed replies."""
+    from collections import deque
+
+    found: list[dict[str, Any]] = []
+    errors: list[str] = []
+    todo = deque([doc])
+    seen = 0
+    while todo and seen < MAX_NODES:
+        node = todo.popleft()
+        seen += 1
+        if isinstance(node, dict):
+            if node.get("status") == "error" and ("error" in node or "errorType" in node):
+                errors.append(str(node.get("error") or node.get("errorType")))
+                continue
+            if is_reply(node):
+                found.append(node)
+                continue
+            todo.extend(v for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            todo.extend(v for v in node if isinstance(v, (dict, list)))
+    return found, errors
+
+
+def _is_frame(node: object) -> bool:
+    return (isinstance(node, dict) and isinstance(node.get("schema"), dict)
+            and isinstance(node["schema"].get("fields"), list) and isinstance(node.get("data"), dict))
+
+
+def _frames(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    if _is_frame(reply):
+        return [reply]
+    if isinstance(reply.get("frames"), list):
+        return [f for f in reply["frames"] if _is_frame(f)]
+    results = reply.get("results")
+    if isinstance(results, dict):
+        return [f for r in results.values() if isinstance(r, dict) for f in r.get("frames") or [] if _is_frame(f)]
+    return []
+
+
+def _named(field: dict[str, Any], frame_name: object) -> dict[str, str] | None:
+    """The series a Grafana number field holds, as Prometheus labels with ``__name__``; None when no vllm:* name."""
+    labels = field.get("labels") if isinstance(field.get("labels"), dict) else {}
+    metric = {str(k): str(v) for k, v in labels.items()}
+    if metric.get("__name__", "").startswith("vllm:"):
+        return metric
+    config = field.get("config") if isinstance(field.get("config"), dict) else {}
+    for cand in (config.get("displayNameFromDS"), config.get("displayName"), field.get("name"), frame_name):
+        m = _LABELLED.match(str(cand or "").strip())
+        if m:
+            named = {**{k: v.replace('\\"', '"') for k, v in _LABEL.findall(m.group(2) or "")}, **metric}
+            named["__name__"] = m.group(1)
+            return named
+    return None
+
+
+def frame_series(frame: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """A Grafana data frame -> Prometheus-style series ({metric, values: [[seconds, value], ...]}), and the number
+    fields left out because they name no vllm:* series."""
+    fields = frame["schema"]["fields"]
+    values = frame["data"].get("values")
+    if not isinstance(values, list) or len(values) != len(fields):
+        return [], 0
+    times = next((values[i] for i, f in enumerate(fields) if isinstance(f, dict) and f.get("type") == "time"), None)
+    if not isinstance(times, list):
+        return [], 0
+    out, unnamed = [], 0
+    for f, col in zip(fields, values):
+        if not isinstance(f, dict) or f.get("type") != "number" or not isinstance(col, list):
+            continue
+        metric = _named(f, frame["schema"].get("name"))
+        if metric is None:
+            unnamed += 1
+            continue
+        # Grafana's time field is epoch milliseconds
+        pairs = [[t / 1000.0, v] for t, v in zip(times, col)
+                 if isinstance(t, (int, float)) and v is not None and not isinstance(v, bool)]
+        out.append({"metric": metric, "values": pairs})
+    return out, unnamed
+
+
+def load_query_results(path: str) -> tuple[list[Segment], list[str]]:
+    """A saved query result file -> (segments, notes). Segments carry the file as their source and are named by
+    their ``instance`` label, as live Prometheus segments are."""
+    from kvdoctor.evidence.bench import decode_capture
+    from kvdoctor.evidence.prometheus import SeriesCount, series_to_segments
+    from kvdoctor.safeio import MAX_RESPONSE_BYTES, read_document
+
+    what = f"evidence {path}"
+    # the live query's bound: a reply is parsed whole, and its Python objects take ~10x its bytes
+    text = decode_capture(read_document(path, "evidence", limit=MAX_RESPONSE_BYTES))
+    results: list[Any] = []
+    errors: list[str] = []
+    unnamed_fields = 0
+    replies = 0
+    for doc in documents(text, what):
+        found, errs = _replies(doc)
+        errors += errs
+        replies += len(found)
+        for r in found:
+            data = r.get("data") if isinstance(r.get("data"), dict) else r
+            if isinstance(data.get("result"), list):
+                if data.get("resultType") in ("scalar", "string"):
+                    continue
+                results.extend(data["result"])
+            for fr in _frames(r):
+                series, skipped = frame_series(fr)
+                results.extend(series)
+                unnamed_fields += skipped
+    notes: list[str] = []
+    if errors:
+        notes.append(f"{path}: {len(errors)} failed quer{'y' if len(errors) == 1 else 'ies'} in the file (first: "
+                     f"{errors[0][:200]})")
+    segs, count = series_to_segments(results, path) if results else ([], SeriesCount())
+    for sg in segs:
+        sg.source = path
+    notes += _count_notes(path, count, unnamed_fields)
+    if not segs:
+        # as a live --prometheus query with no series: one line, with what the file held instead
+        why = ("no Prometheus query result in it (no object with resultType and result, no Grafana frames)"
+               if not replies and not errors else "a Prometheus query result without any vllm:* series kvdoctor reads")
+        held = "".join(f"; {n.removeprefix(f'{path}: ')}" for n in notes)
+        raise InputError(f"{path}: {why}{held}")
+    return segs, notes
+
+
+def _count_notes(path: str, count: Any, unnamed_fields: int) -> list[str]:
+    notes = []
+    unnamed = count.unnamed + unnamed_fields
+    if unnamed:
+        notes.append(f"{path}: {unnamed} series without a metric name left out: the results of expressions (rate(), "
+                     "sum by (), a legend that drops the name), which kvdoctor does not guess at; save the raw "
+                     "vllm:* series instead, e.g. query={__name__=~\"vllm:.*\"}")
+    if count.other:
+        notes.append(f"{path}: {count.other} series of other exporters (not vllm:*) ignored")
+    if count.malformed:
+        notes.append(f"{path}: {count.malformed} malformed series skipped (no usable time and value)")
+    if count.native_histograms:
+        notes.append(f"{path}: {count.native_histograms} native-histogram series: their buckets are not read (query "
+                     "the classic _bucket series)")
+    return notes

@@ -1,0 +1,171 @@
+"""A Prometheus query result saved to a file (evidence/promfile.py): the shapes operators attach, read as a live
+``--prometheus`` query is. The live server's own replies are compared in tests/e2e/test_prometheus_live.py."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from kvdoctor.cli import app
+from kvdoctor.errors import InputError
+from kvdoctor.evidence.load import detect_kind, load_evidence
+from kvdoctor.evidence.promfile import documents, frame_series, load_query_results
+from tests.conftest import run_kvdoctor
+
+T0 = 1764800000.0
+LAB = {"instance": "10.0.0.1:8000", "job": "vllm", "model_name": "Qwen/Qwen3-8B", "engine": "0"}
+SERIES = {"vllm:num_requests_running": [5, 8, 8, 8], "vllm:num_requests_waiting": [0, 3, 7, 9],
+          "vllm:kv_cache_usage_perc": [0.5, 0.97, 0.99, 0.99], "vllm:num_preemptions_total": [0, 4, 10, 20]}
+
+
+def _series(name: str, vals: list, lab: dict | None = None) -> dict:
+    return {"metric": {"__name__": name, **(lab or LAB)}, "values": [[T0 + 15 * i, str(v)] for i, v in enumerate(vals)]}
+
+
+def _reply(result: list, kind: str = "matrix") -> dict:
+    return {"status": "success", "data": {"resultType": kind, "result": result}}
+
+
+def _one_reply() -> dict:
+    return _reply([_series(n, v) for n, v in SERIES.items()])
+
+
+def _check(seg) -> None:
+    tl = seg.timeline
+    assert [float(x) for x in tl.running] == [5, 8, 8, 8]
+    assert [float(x) for x in tl.waiting] == [0, 3, 7, 9]
+    assert float(max(tl.kv_usage_pct)) == pytest.approx(99.0)
+    assert sum(float(x) for x in tl.preemptions if not math.isnan(float(x))) == 20  # counter -> deltas
+    assert seg.engine.startswith("10.0.0.1:8000") and "Qwen/Qwen3-8B" in seg.engine
+
+
+def test_a_saved_range_reply_is_read_like_a_live_query(tmp_path):
+    p = tmp_path / "q.json"
+    p.write_text(json.dumps(_one_reply(), indent=2))
+    assert detect_kind(str(p)) == "prometheus"
+    ev = load_evidence([str(p)])
+    (seg,) = ev.segments
+    _check(seg)
+    assert seg.source == str(p) and ev.kinds[str(p)] == "prometheus" and not ev.notes
+
+
+@pytest.mark.parametrize("shape", ["appended", "jsonl", "array", "wrapped", "data-only", "gzip"])
+def test_every_way_replies_are_kept_in_one_file(tmp_path, shape):
+    """One query per family, as a script that curls each metric writes them."""
+    replies = [_reply([_series(n, v)]) for n, v in SERIES.items()]
+    if shape == "appended":  # `curl ... >> all.json`, pretty-printed by jq: documents with nothing between
+        text = "".join(json.dumps(r, indent=1) for r in replies)
+    elif shape == "jsonl":
+        text = "\n".join(json.dumps(r) for r in replies) + "\n"
+    elif shape == "array":
+        text = json.dumps(replies)
+    elif shape == "wrapped":  # a collection script's record: {"query": reply, ...} inside an envelope
+        text = json.dumps({"collected_at": "2026-12-04", "queries": {n: r for n, r in zip(SERIES, replies)}})
+    elif shape == "data-only":
+        text = json.dumps([r["data"] for r in replies])
+    else:
+        text = ""
+    p = tmp_path / ("q.json.gz" if shape == "gzip" else "q.json")
+    if shape == "gzip":
+        p.write_bytes(gzip.compress(json.dumps(_one_reply()).encode()))
+    else:
+        p.write_text(text)
+    assert detect_kind(str(p)) == "prometheus"
+    segs, notes = load_query_results(str(p))
+    (seg,) = segs
+    _check(seg)
+    assert notes == []
+
+
+def test_instances_are_kept_apart_and_an_instant_query_is_one_sample(tmp_path):
+    other = {**LAB, "instance": "10.0.0.2:8000"}
+    inst = _reply([{"metric": {"__name__": "vllm:num_requests_running", **LAB}, "value": [T0, "3"]},
+                   {"metric": {"__name__": "vllm:num_requests_running", **other}, "value": [T0, "7"]}], "vector")
+    p = tmp_path / "instant.json"
+    p.write_text(json.dumps(inst))
+    segs, _ = load_query_results(str(p))
+    assert {s.engine.split(" ")[0]: [float(x) for x in s.timeline.running] for s in segs} == {
+        "10.0.0.1:8000": [3.0], "10.0.0.2:8000": [7.0]}
+
+
+def test_what_is_left_out_is_said(tmp_path):
+    """Expressions have no __name__, other exporters' series are not vLLM's, a failed query is named."""
+    result = [_series("vllm:num_requests_running", [1, 2]),
+              {"metric": {"instance": "x"}, "values": [[T0, "0.4"]]},  # rate(...) without a name
+              _series("node_load1", [1, 1]),
+              {"metric": {"__name__": "vllm:num_requests_waiting"}, "values": "garbage"}]
+    err = {"status": "error", "errorType": "bad_data", "error": "parse error at char 5"}
+    p = tmp_path / "mixed.json"
+    p.write_text(json.dumps([_reply(result), err]))
+    segs, notes = load_query_results(str(p))
+    assert len(segs) == 1 and [float(x) for x in segs[0].timeline.running] == [1.0, 2.0]
+    text = " | ".join(notes)
+    assert "1 failed query" in text and "parse error" in text
+    assert "1 series without a metric name" in text and "1 series of other exporters" in text
+    assert "1 malformed series" in text
+
+
+def test_a_reply_cut_at_the_end_keeps_the_complete_ones(tmp_path):
+    whole = json.dumps(_reply([_series("vllm:num_requests_running", [4, 5])]))
+    cut = json.dumps(_reply([_series("vllm:num_requests_waiting", [1, 2])]))[:-40]
+    p = tmp_path / "cut.json"
+    p.write_text(whole + "\n" + cut)
+    segs, _ = load_query_results(str(p))
+    assert [float(x) for x in segs[0].timeline.running] == [4.0, 5.0]
+
+
+def test_documents_refuse_what_is_not_json():
+    with pytest.raises(InputError, match="not valid JSON"):
+        documents('{"status": "success", "data": ', "q.json")
+    assert documents('{"a": 1}{"b": 2}\n{"c": 3}', "q.json") == [{"a": 1}, {"b": 2}, {"c": 3}]
+
+
+def _frame(name_in: str) -> dict:
+    """Grafana's data-frame wire form (the query inspector's JSON, /api/ds/query): epoch-ms time field, number
+    fields carrying the series' labels."""
+    labels = {k: v for k, v in LAB.items()}
+    field = {"name": "Value", "type": "number", "labels": {**labels, "__name__": "vllm:num_requests_running"},
+             "config": {}}
+    if name_in == "display":  # a frame whose labels lost __name__, named by the data source's display name
+        field["labels"] = labels
+        field["config"] = {"displayNameFromDS": 'vllm:num_requests_running{engine="0", instance="10.0.0.1:8000", '
+                                                'model_name="Qwen/Qwen3-8B"}'}
+    return {"schema": {"refId": "A", "fields": [{"name": "Time", "type": "time"}, field]},
+            "data": {"values": [[int((T0 + 15 * i) * 1000) for i in range(3)], [2, None, 6]]}}
+
+
+@pytest.mark.parametrize("name_in", ["labels", "display"])
+def test_grafana_frames(tmp_path, name_in):
+    doc = {"results": {"A": {"status": 200, "frames": [_frame(name_in)]}}}
+    p = tmp_path / "inspector.json"
+    p.write_text(json.dumps({"request": {"queries": [{"expr": "vllm:num_requests_running"}]}, "response": doc}))
+    assert detect_kind(str(p)) == "prometheus"
+    segs, notes = load_query_results(str(p))
+    (seg,) = segs
+    assert [float(x) for x in seg.timeline.running] == [2.0, 6.0]  # the null point is no sample
+    assert seg.engine.startswith("10.0.0.1:8000") and notes == []
+
+
+def test_a_grafana_field_of_an_expression_is_counted_not_guessed():
+    fr = _frame("labels")
+    fr["schema"]["fields"][1]["labels"] = {"instance": "a"}
+    fr["schema"]["fields"][1]["name"] = "rate"
+    series, unnamed = frame_series(fr)
+    assert series == [] and unnamed == 1
+
+
+def test_cli_reads_the_file_and_a_file_without_results_is_one_line(tmp_path):
+    p = tmp_path / "q.json"
+    p.write_text(json.dumps(_one_reply()))
+    r = CliRunner().invoke(app, ["diagnose", str(p), "--json"])
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(r.output)
+    assert doc["instances"][0]["verdict"] == "capacity-short"
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(_reply([])))
+    r = run_kvdoctor("evidence", str(empty))
+    assert r.rc == 2 and r.one_line_error() and "without any vllm:* series" in r.err
