@@ -96,6 +96,10 @@ services:
     assert (small.model, small.max_num_seqs, small.vllm_version) == ("Qwen/Qwen3-0.6B", 8, None)
     with pytest.raises(InputError, match="no single vLLM server named 'nope'"):
         load_yaml(f"{p}#nope")
+    # a command compose could not split either: the error names the file and the key
+    bad = _write(tmp_path, "bad.yaml", text.replace("--no-enable-prefix-caching", '--served-model-name "oops'))
+    with pytest.raises(InputError, match=r"bad.yaml: services.vllm.command: cannot split the command: No closing"):
+        load_yaml(bad)
 
 
 def test_production_stack_values_and_kubeai_model(tmp_path):

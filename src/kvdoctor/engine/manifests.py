@@ -244,7 +244,8 @@ def _compose(services: dict) -> list[ServerSpec]:
         if not isinstance(s, dict):
             continue
         image = str(s.get("image") or "")
-        entry, command = _words(s.get("entrypoint"), shell=True), _words(s.get("command"), shell=True)
+        entry = _words(s.get("entrypoint"), shell=f"services.{sname}.entrypoint")
+        command = _words(s.get("command"), shell=f"services.{sname}.command")
         argv = entry + command
         if not _is_vllm(image, argv):
             continue
@@ -341,8 +342,9 @@ def _kubeai(doc: dict) -> list[ServerSpec]:
 
 # ---- shared ------------------------------------------------------------------------------------------------------
 
-def _words(value: object, shell: bool = False) -> list[str]:
-    """A command given as a list, or (compose) as a string the way compose splits it."""
+def _words(value: object, shell: str = "") -> list[str]:
+    """A command given as a list, or (compose, ``shell`` naming the key for an error) as a string the way compose
+    splits it."""
     if value is None:
         return []
     if isinstance(value, list):
@@ -351,7 +353,7 @@ def _words(value: object, shell: bool = False) -> list[str]:
         try:
             return shlex.split(str(value))
         except ValueError as exc:
-            raise InputError(f"cannot split the command: {exc}") from None
+            raise InputError(f"{shell}: cannot split the command: {exc}") from None
     return [str(value)]
 
 

@@ -838,7 +838,11 @@ def config_from_yaml_text(raw_text: str, where: str, selector: str | None = None
     from kvdoctor.engine import manifests
 
     if manifests.looks_like_deployment(docs):
-        return from_server(manifests.pick(manifests.find_servers(docs), selector, str(p)), str(p))
+        try:
+            servers = manifests.find_servers(docs)
+        except InputError as exc:  # a server's own text is wrong: say in which file
+            raise InputError(f"{p}: {exc}") from None
+        return from_server(manifests.pick(servers, selector, str(p)), str(p))
     if selector is not None:
         raise InputError(f"{p}: '#{selector}' picks a server of a deployment file; this is a vLLM config")
     docs = [d for d in docs if d is not None]
