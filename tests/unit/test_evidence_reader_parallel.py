@@ -69,7 +69,8 @@ def test_prescan_worker_gives_the_sequential_result(logs, monkeypatch, name):
 
 def test_prescan_of_a_chunk_is_the_fast_paths_own_scan(logs):
     """Unit level: what the worker sends for a chunk, read in place from the map or from bytes, unpacks
-    to what _fast would compute itself (hit bounds, lines, groups, line numbers, line count)."""
+    to what _fast would compute itself (hit bounds, lines, groups, line numbers, line count) and to the request
+    lines' needles RequestLog.scan would find itself."""
     import io
     import mmap
 
@@ -84,7 +85,9 @@ def test_prescan_of_a_chunk_is_the_fast_paths_own_scan(logs):
         for s, e in C.spans(mm, CHUNK):
             work = data[s:e]
             for msg in (P.prescan(mm, s, e, bufs), P.prescan(work, 0, len(work), bufs)):
-                starts, ends, lines, tups, rel, total = P.take_prescan(io.BufferedReader(io.BytesIO(msg)), work)
+                pre, hits = P.take_prescan(io.BufferedReader(io.BytesIO(msg)), work)
+                starts, ends, lines, tups, rel, total = pre
+                assert hits == P.needle_hits(work)
                 assert total == work.count(b"\n")
                 assert lines == [P.ANSI_B.sub(b"", work[a:b]) for a, b in zip(starts, ends)]
                 assert rel == [work.count(b"\n", 0, a) for a in starts]
@@ -165,3 +168,22 @@ def test_reader_that_stops_early_leaves_no_child(logs, monkeypatch):
     assert len(pids) == 1
     with pytest.raises(ChildProcessError):
         os.waitpid(pids[0], os.WNOHANG)  # already reaped by the reader
+
+
+def test_request_lines_found_by_the_worker_are_the_ones_found_alone(tmp_path, monkeypatch):
+    """A log with vLLM's request lines (gen_log --log-requests): the needles the worker sends give the same request
+    record, and the same everything else, as the reader's own scan."""
+    import dataclasses
+
+    log = tmp_path / "requests.log"
+    EQ.gen_log.generate(str(log), EQ.gen_log.parse_size("3M"), 20.0, True, False, 7)
+
+    def read(parallel: bool):
+        monkeypatch.setattr(P, "cpus", lambda: 2)
+        monkeypatch.setattr(P, "PARALLEL_MIN", 0 if parallel else 1 << 62)
+        r = R.read_log(log, year=2026, chunk_size=CHUNK)
+        return EQ.digest(r), dataclasses.asdict(r.requests)
+
+    seq, par = read(False), read(True)
+    assert seq[1]["received"] > 1000 and seq[1]["added"] > 1000
+    assert par == seq

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvdoctor.evidence.load import load_evidence
 from kvdoctor.evidence.logs.reader import read_log
@@ -280,3 +282,20 @@ def test_the_report_carries_the_request_lines(tmp_path):
     assert r.returncode == 0, r.stderr
     assert '<p class="requests"><b>Requests:</b>' in out.read_text() and "clients gave up on 15 requests" in \
         out.read_text()
+
+
+_PIECES = [b"Received request ", b"Added request ", b"Aborted request", b"Aborted request(s) ", b"Finished request ",
+           b"Generated response ", b"Request ", b"request ", b"equest", b"eques", b"q", b"G", b"Gen", b"uest", b"\n",
+           b"INFO 12-04 10:00:00 [logger.py:66] ", b"\xff\x00", b"RequestRequest "]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=14), st.binary(max_size=40), st.sampled_from([1, 40, 3000]))
+@settings(max_examples=400, deadline=None)
+def test_needle_hits_are_what_one_find_per_needle_gives(pieces, junk, times):
+    """The memchr scan on "q" and "G" finds exactly the needles a bytes.find per needle finds (the reader's former
+    scan), in any mix of needles, near-misses, glued lines and binary junk; a chunk dense in "equest" or "q" (40 or
+    3,000 copies: past DENSE_EQUEST or DENSE_LETTER) takes the per-needle finds, with the same result."""
+    from kvdoctor.evidence.logs.requests import needle_finds, needle_hits
+
+    work = (junk.join(pieces) if pieces else junk) * times
+    assert sorted(needle_hits(work)) == sorted(needle_finds(work))

@@ -2,7 +2,7 @@
 
 Per chunk, in order, it sends what the fast path computes without reader state — the ``KV cache`` hit
 lines' bounds and line numbers, the chunk's line count, the colour-stripped hit lines and the fast
-regex's groups — as packed bytes through a pipe (``prescan`` packs, ``take_prescan`` unpacks and checks
+regex's groups — and where the request lines' needles are (``requests.needle_hits``), as packed bytes through a pipe (``prescan`` packs, ``take_prescan`` unpacks and checks
 the message is this chunk's). Used for plain files >= ``PARALLEL_MIN`` with 2+ CPUs, fork and no other
 threads; anything out of step, a dead worker, gzip: the reader scans alone, with the same results.
 """
@@ -19,11 +19,13 @@ from kvdoctor.evidence.logs.clock import low_mask
 from kvdoctor.evidence.logs.envelope import ANSI_B
 from kvdoctor.evidence.logs.fastpath import FAST_ALL, hit_bounds
 from kvdoctor.evidence.logs.limits import MAX_LINE
+from kvdoctor.evidence.logs.requests import SCAN, needle_hits
 
 PARALLEL_MIN = 256 << 20  # plain files from this size get a pre-scan worker process (when a 2nd CPU is free)
-# len(work), its line count, hits, bytes of the hit lines, bytes of the groups, work's last 8 bytes
-HDR = struct.Struct("<5q8s")
+# len(work), its line count, hits, bytes of the hit lines, bytes of the groups, request needles, work's last 8 bytes
+HDR = struct.Struct("<6q8s")
 NGROUPS = FAST_ALL.groups
+KIND_INDEX = {kind: i for i, (_, kind) in enumerate(SCAN)}
 
 
 def cpus() -> int:
@@ -58,8 +60,9 @@ def prescan(buf, a: int, b: int, bufs: list) -> bytes:
         nl_words = 0
     total = nl_words + buf[a + n512:b].count(b"\n")
     tail = buf[max(a, b - 8):b]  # (checked by the parent with the length: the same bytes, not just as many)
+    req = _request_needles(buf[a:b] if a or b != len(buf) or not isinstance(buf, bytes) else buf)
     if not starts:
-        return HDR.pack(n, total, 0, 0, 0, tail)
+        return b"".join((HDR.pack(n, total, 0, 0, 0, len(req) // 2, tail), req.tobytes()))
     ls = np.array(starts, dtype=np.int64)
     rel = np.empty(len(starts), dtype=np.int64)
     inner = ls < nwords << 6
@@ -73,8 +76,16 @@ def prescan(buf, a: int, b: int, bufs: list) -> bytes:
         lines = [ANSI_B.sub(b"", ln) if b"\x1b" in ln else ln for ln in lines]
     blob = b"\n".join(lines)
     flat = b"\n".join(chain.from_iterable(FAST_ALL.findall(b"\n" + blob)))
-    return b"".join((HDR.pack(n, total, len(starts), len(blob), len(flat), tail), array("q", starts).tobytes(),
-                     array("q", ends).tobytes(), rel.tobytes(), blob, flat))
+    return b"".join((HDR.pack(n, total, len(starts), len(blob), len(flat), len(req) // 2, tail),
+                     array("q", starts).tobytes(), array("q", ends).tobytes(), rel.tobytes(), blob, flat, req.tobytes()))
+
+
+def _request_needles(work: bytes) -> array:
+    """``requests.needle_hits`` of ``work`` as (offset, index in ``requests.SCAN``) pairs, flat."""
+    out = array("q")
+    for p, kind, _ in needle_hits(work):
+        out.extend((p, KIND_INDEX[kind]))
+    return out
 
 
 def prescan_worker(path: str, chunk_size: int, wfd: int) -> None:
@@ -161,20 +172,24 @@ def start_prescan(path: str, chunk_size: int):
     return pid, os.fdopen(rfd, "rb", buffering=1 << 20)
 
 
-def take_prescan(rd, work: bytes) -> tuple | None:
-    """The worker's next message, unpacked to ``_fast``'s inputs; None if it is not this ``work``'s."""
+def take_prescan(rd, work: bytes) -> tuple[tuple, list] | None:
+    """The worker's next message, unpacked to ``_fast``'s inputs and ``RequestLog.scan``'s needle hits; None if it
+    is not this ``work``'s."""
     hdr = rd.read(HDR.size)
     if len(hdr) != HDR.size:
         return None
-    nw, total, nh, nb, nf, tail = HDR.unpack(hdr)
-    body = rd.read(24 * nh + nb + nf)
-    if nw != len(work) or len(body) != 24 * nh + nb + nf or tail.rstrip(b"\x00") != work[-8:].rstrip(b"\x00"):
+    nw, total, nh, nb, nf, nr, tail = HDR.unpack(hdr)
+    size = 24 * nh + nb + nf + 16 * nr
+    body = rd.read(size)
+    if nw != len(work) or len(body) != size or tail.rstrip(b"\x00") != work[-8:].rstrip(b"\x00"):
         return None
+    pairs = memoryview(body)[size - 16 * nr:].cast("q").tolist()
+    hits = [(p, SCAN[k][1], len(SCAN[k][0])) for p, k in zip(pairs[::2], pairs[1::2])]
     if not nh:
-        return [], [], [], [], [], total
+        return ([], [], [], [], [], total), hits
     mv = memoryview(body)
     q = mv[: 24 * nh].cast("q")
     a = 24 * nh
-    flat = body[a + nb:].split(b"\n")
+    flat = body[a + nb:size - 16 * nr].split(b"\n")
     return (q[:nh].tolist(), q[nh:2 * nh].tolist(), body[a:a + nb].split(b"\n"),
-            list(zip(*[iter(flat)] * NGROUPS)), q[2 * nh:].tolist(), total)
+            list(zip(*[iter(flat)] * NGROUPS)), q[2 * nh:].tolist(), total), hits

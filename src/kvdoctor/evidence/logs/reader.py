@@ -107,12 +107,13 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         self.untimed_samples = 0  # of them, read as samples (none when the source has timed ones)
 
     # -- chunk processing --------------------------------------------------------------------
-    def feed_chunk(self, work: bytes, base: int, force_full: bool = False, pre: tuple | None = None) -> int:
+    def feed_chunk(self, work: bytes, base: int, force_full: bool = False, pre: tuple | None = None,
+                   request_hits: list | None = None) -> int:
         """``work`` ends with a newline; ``base`` = physical lines before it. Returns its line count.
-        ``pre``: the fast path's state-free scan of exactly this ``work`` (:func:`_prescan`), made ahead
-        by the pre-scan worker; None = scan here."""
+        ``pre`` and ``request_hits``: the fast path's state-free scan of exactly this ``work`` (:func:`_prescan`) and
+        where its request-line needles are, made ahead by the pre-scan worker; None = scan here."""
         # Request lines first, on every path alike (requests.py); the paths below pass over them.
-        self.parsed_lines += self.requests.scan(work)
+        self.parsed_lines += self.requests.scan(work, request_hits)
         return self._feed(work, base, force_full, pre)
 
     def _feed(self, work: bytes, base: int, force_full: bool = False, pre: tuple | None = None) -> int:
@@ -317,13 +318,15 @@ def _read(reader: "LogReader", path: str, progress, chunk_size: int) -> LogRead:
                 progress(consumed)
             if work is None:
                 continue
-            pre = None
+            pre = hits = None
             if rd is not None:
-                pre = take_prescan(rd, work)
-                if pre is None:  # out of step (cannot happen): read alone from here on
+                got = take_prescan(rd, work)
+                if got is None:  # out of step (cannot happen): read alone from here on
                     rd.close()
                     rd = None
-            base += reader.feed_chunk(work, base, force_full=small, pre=pre)
+                else:
+                    pre, hits = got
+            base += reader.feed_chunk(work, base, force_full=small, pre=pre, request_hits=hits)
     finally:
         if worker is not None:
             if rd is not None:
