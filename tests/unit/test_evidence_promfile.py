@@ -97,7 +97,7 @@ def test_what_is_left_out_is_said(tmp_path):
     result = [_series("vllm:num_requests_running", [1, 2]),
               {"metric": {"instance": "x"}, "values": [[T0, "0.4"]]},  # rate(...) without a name
               _series("node_load1", [1, 1]),
-              {"metric": {"__name__": "vllm:num_requests_waiting"}, "values": "garbage"}]
+              {"metric": {"__name__": "vllm:num_requests_waiting"}, "values": [["garbage", "1"], [T0, "x"]]}]
     err = {"status": "error", "errorType": "bad_data", "error": "parse error at char 5"}
     p = tmp_path / "mixed.json"
     p.write_text(json.dumps([_reply(result), err]))
@@ -169,3 +169,71 @@ def test_cli_reads_the_file_and_a_file_without_results_is_one_line(tmp_path):
     empty.write_text(json.dumps(_reply([])))
     r = run_kvdoctor("evidence", str(empty))
     assert r.rc == 2 and r.one_line_error() and "without any vllm:* series" in r.err
+
+
+def _pretty_series(name: str, value: str, t: float, lab: dict | None = None) -> str:
+    return json.dumps({"metric": {"__name__": name, **(lab or LAB)}, "value": [t, value]}, indent=2)
+
+
+def test_shapes_found_in_public_material(tmp_path):
+    """The shapes a sweep of public tickets, tutorials and lab notes showed (docs/evidence.md): a `curl | jq .` reply
+    inside a terminal capture; `jq '.data.result[0]'` in a loop (series objects one after another, no reply around
+    them); a tutorial's reply trimmed of resultType. Texts written for the test in those shapes."""
+    capture = tmp_path / "lab-notes.md"
+    reply = json.dumps(_reply([{"metric": {"__name__": "vllm:num_requests_running", **LAB}, "value": [T0, "3"]}],
+                              "vector"), indent=2)
+    capture.write_text("curl -sG \"http://$IP:30001/api/v1/query\" \\\n>   --data-urlencode 'query=vllm:num_requests_"
+                       "running' \\\n> | jq .\n" + reply + "\n\n# the Grafana dashboard next\nopen http://$IP:30002\n")
+    loop = tmp_path / "loop.txt"
+    loop.write_text("for m in num_requests_running num_requests_waiting kv_cache_usage_perc; do ... done\n"
+                    + "\n".join(_pretty_series(f"vllm:{m}", v, T0 + 0.5 * k) for k, (m, v) in enumerate(
+                        [("num_requests_running", "4"), ("num_requests_waiting", "2"), ("kv_cache_usage_perc", "0.5")]))
+                    + "\n")
+    trimmed = tmp_path / "tutorial.json"
+    trimmed.write_text(json.dumps({"status": "success", "data": {"result": [
+        {"metric": {"__name__": "vllm:num_requests_waiting", "pod": "vllm-llama3-deployment-vllm-xxxxx"},
+         "value": [T0, "0"]}]}}, indent=4))
+    for p in (capture, loop, trimmed):
+        assert detect_kind(str(p)) == "prometheus", p
+    (seg,) = load_query_results(str(capture))[0]
+    assert [float(x) for x in seg.timeline.running] == [3.0] and seg.engine.startswith("10.0.0.1:8000")
+    (seg,) = load_query_results(str(loop))[0]
+    tl = seg.timeline
+    assert max(float(x) for x in tl.running if not math.isnan(float(x))) == 4.0
+    assert max(float(x) for x in tl.waiting if not math.isnan(float(x))) == 2.0
+    assert max(float(x) for x in tl.kv_usage_pct if not math.isnan(float(x))) == pytest.approx(50.0)
+    (seg,) = load_query_results(str(trimmed))[0]
+    assert [float(x) for x in seg.timeline.waiting] == [0.0]
+
+
+def test_series_a_pipeline_renamed_are_read_and_aliases_are_not_counted_twice(tmp_path):
+    """Red Hat OpenShift AI scrapes vLLM as kserve_vllm:*, prometheus-adapter rules name it vllm_*; a recording rule
+    that aliases kserve_vllm:X back to vllm:X leaves both in the result: the copy is left out."""
+    result = [_series("kserve_vllm:num_requests_running", [2, 3]), _series("vllm_num_requests_waiting", [1, 1]),
+              _series("kserve_vllm:request_success_total", [10, 20]), _series("vllm:request_success_total", [10, 20]),
+              _series("kserve_vllm:not_a_vllm_family", [1, 1])]
+    p = tmp_path / "rhoai.json"
+    p.write_text(json.dumps(_reply(result)))
+    (seg,), notes = load_query_results(str(p))
+    assert [float(x) for x in seg.timeline.running] == [2.0, 3.0]
+    assert [float(x) for x in seg.timeline.waiting] == [1.0, 1.0]
+    text = " | ".join(notes)
+    assert "2 series renamed by the scrape pipeline" in text and "1 renamed copies" in text
+    assert "1 series of other exporters" in text  # kserve_vllm:not_a_vllm_family
+
+
+def test_a_cut_reply_keeps_its_complete_series(tmp_path):
+    text = json.dumps(_one_reply(), indent=2)
+    p = tmp_path / "cut.json"
+    p.write_text(text[: text.index("vllm:num_preemptions_total") + 40])  # cut inside the last series
+    (seg,), _ = load_query_results(str(p))
+    assert [float(x) for x in seg.timeline.running] == [5, 8, 8, 8]
+    assert [float(x) for x in seg.timeline.waiting] == [0, 3, 7, 9]
+
+
+def test_hostile_nesting_after_good_series_costs_only_itself(tmp_path):
+    good = "\n".join(_pretty_series("vllm:num_requests_running", str(k), T0 + 15 * k) for k in range(5))
+    p = tmp_path / "hostile.json"
+    p.write_text("capture\n" + good + "\n" + '{"metric": [' * 100_000 + "\n" + "[1,\n" * 50_000)
+    (seg,), _ = load_query_results(str(p))
+    assert [float(x) for x in seg.timeline.running] == [0.0, 1.0, 2.0, 3.0, 4.0]

@@ -47,6 +47,8 @@ def detect_kind(path: str) -> str:
         return "metrics-folder"
     head = _head(path)
     s = head.lstrip()
+    if promfile.sniff(head) and not _looks_like_log(head):  # a saved query result, whole or inside a capture
+        return "prometheus"
     if s.startswith("{") or s.startswith("["):
         try:
             doc = json.loads(s) if len(head) < 65536 else json.loads(s.splitlines()[0])
@@ -61,7 +63,7 @@ def detect_kind(path: str) -> str:
                 doc = None
         if isinstance(doc, list) and doc:
             doc = doc[0]
-        if promfile.is_reply(doc) or promfile.sniff(head):
+        if promfile.is_reply(doc):
             return "prometheus"
         # a saved bench result before a trace: its lines are records with numbers too
         if looks_like_bench_json(doc):

@@ -517,7 +517,7 @@ def parse_labels(labels: Iterable[str] | dict[str, str] | None) -> dict[str, str
 
 def _selector(names: Iterable[str], labels: dict[str, str]) -> str:
     alt = "|".join(sorted(names))
-    parts = [f'__name__=~"vllm:({alt})"']
+    parts = [f'__name__=~"(kserve_|ray_)?vllm[:_]({alt})"']  # renamed copies too (canonical_name)
     for k, v in labels.items():
         parts.append(f'{k}="{_esc(v)}"')
     return "{" + ",".join(parts) + "}"
@@ -704,6 +704,22 @@ def load_prometheus(url: str, window: str | None = None, labels: Any = None, *,
     return segs
 
 
+# Names a scrape pipeline gave vLLM's series: Red Hat OpenShift AI scrapes them as kserve_vllm:*, Ray Serve exports
+# ray_vllm_*, prometheus-adapter rules rename them vllm_* (the colon is not allowed in a Kubernetes metric name)
+_RENAMED = re.compile(r"^(?:kserve_|ray_)?vllm[:_](?P<rest>[A-Za-z0-9_]+)$")
+
+
+def canonical_name(name: str) -> str | None:
+    """The vllm:* name of a series a pipeline renamed; None when ``name`` is not one of vLLM's families renamed."""
+    m = _RENAMED.match(name)
+    if m is None or name.startswith("vllm:"):
+        return None
+    base = _family_base("vllm:" + m.group("rest"))[0]
+    known = base in GAUGES or base in COUNTERS or base in HISTOGRAMS or base in (
+        "cache_config_info", "num_requests_waiting_by_reason")
+    return "vllm:" + m.group("rest") if known else None
+
+
 @dataclass
 class SeriesCount:
     """What :func:`series_to_segments` did with the series of a range or instant query result."""
@@ -713,6 +729,8 @@ class SeriesCount:
     other: int = 0  # named, but not a vllm:* family kvdoctor reads
     malformed: int = 0  # not a series object, or no usable (time, value) pair
     native_histograms: int = 0  # native histograms carry no buckets in the classic form
+    renamed: int = 0  # read under their vllm:* name (canonical_name)
+    aliases: int = 0  # renamed copies of a vllm:* series also present (a recording rule's alias): left out
 
     def __bool__(self) -> bool:
         return self.read > 0
@@ -727,12 +745,19 @@ def _pairs(series: dict[str, Any]) -> list:
     return [one] if isinstance(one, (list, tuple)) else []
 
 
+def _label_key(metric: dict) -> tuple:
+    return tuple(sorted((str(k), str(v)) for k, v in metric.items() if k != "__name__"))
+
+
 def series_to_segments(results: list[Any], default_instance: str) -> tuple[list[Segment], SeriesCount]:
     """Prometheus API series (``data.result`` of a range or instant query) -> one Segment per (instance,
     model_name, engine), exactly as a live ``--prometheus`` query is read. A reply of the wrong shape loses its bad
     parts, not the whole result."""
     per: dict[str, dict[float, Snapshot]] = {}  # instance -> time -> Snapshot
     count = SeriesCount()
+    # the vllm:* series present under their own names: a renamed copy with the same labels is an alias of one
+    own = {(str(m.get("__name__")), _label_key(m)) for r in results if isinstance(r, dict)
+           and isinstance(m := r.get("metric"), dict) and str(m.get("__name__", "")).startswith("vllm:")}
     for series in results:
         if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict):
             count.malformed += 1
@@ -743,8 +768,15 @@ def series_to_segments(results: list[Any], default_instance: str) -> tuple[list[
             count.unnamed += 1
             continue
         if not name.startswith("vllm:"):
-            count.other += 1
-            continue
+            renamed = canonical_name(name)
+            if renamed is None:
+                count.other += 1
+                continue
+            if (renamed, _label_key(metric)) in own:
+                count.aliases += 1
+                continue
+            name = renamed
+            count.renamed += 1
         if "histograms" in series or "histogram" in series:
             count.native_histograms += 1
         inst = metric.pop("instance", "") or metric.get("job", "") or default_instance

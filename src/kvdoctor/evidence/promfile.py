@@ -6,14 +6,17 @@ timeline from the file as from the server. Accepted (docs/evidence.md "Prometheu
 * the HTTP API's reply, ``curl '…/api/v1/query_range?query=…' > q.json``: ``{"status": "success", "data":
   {"resultType": "matrix", "result": [...]}}``, or an instant query's ``vector``; the bare ``data`` object too;
 * several replies in one file: a JSON array of them, JSON Lines, or replies simply appended (``>>``) one after another;
-* replies wrapped in another tool's record (a script's ``{"running": reply, ...}``, a proxy's envelope): any object
-  in the document that has ``resultType`` and ``result`` is a reply;
+* series objects alone (``jq '.data.result[0]'`` in a loop: ``{"metric": {...}, "value": [t, "v"]}`` one after
+  another), and replies a tutorial trimmed (no ``resultType``);
+* any of these inside a terminal capture or a ticket: the shell commands and prose around the JSON are passed over;
+* replies wrapped in another tool's record (a script's ``{"running": reply, ...}``, a proxy's envelope);
 * Grafana's data frames (the query inspector's JSON, ``/api/ds/query``): a frame's time field and each number field
   whose labels (or display name) name a ``vllm:*`` series.
 
-A series without ``__name__`` is the result of an expression (``rate(...)``, ``sum by (...)``): it is counted and
-named in a note, not guessed at. Nothing here raises on bad content: an error reply, a malformed series or a frame
-without a time field is skipped and reported.
+Series a scrape pipeline renamed (``kserve_vllm:*``, ``ray_vllm_*``, ``vllm_*``) are read under their vLLM names. A
+series without ``__name__`` is the result of an expression (``rate(...)``, ``sum by (...)``): it is counted and named
+in a note, not guessed at. Nothing here raises on bad content: an error reply, a malformed series or a frame without
+a time field is skipped and reported.
 """
 
 from __future__ import annotations
@@ -46,84 +49,110 @@ def is_reply(doc: object) -> bool:
     return isinstance(doc.get("frames"), list) or _is_frame(doc)
 
 
+_SERIES_TEXT = re.compile(r'"metric"\s*:\s*\{[^{}]*"__name__"\s*:\s*"(?:kserve_|ray_)?vllm[:_]')
+
+
 def sniff(head: str) -> bool:
-    """Whether a file's first bytes are a saved query result (whole or cut: a big reply's head is not valid JSON)."""
-    s = head.lstrip()
-    if not s.startswith(("{", "[")):
-        return False
+    """Whether a file's first bytes hold a saved query result: whole, cut (a big reply's head is not valid JSON), or
+    inside a terminal capture (``curl … | jq .`` and its output)."""
     if '"resultType"' in head and '"result"' in head:
+        return True
+    if _SERIES_TEXT.search(head):
         return True
     return '"frames"' in head and '"schema"' in head and '"fields"' in head
 
 
+# where a JSON document may begin in a capture: a line's first brace, or a reply's or series' own opening anywhere
+# (a program's string, `curl` output glued to a prompt)
+_JSON_START = re.compile(r'^[ \t]*(?P<a>[{\[])|(?P<b>\{)\s*"(?:status|data|metric|resultType|results)"\s*:', re.M)
+MAX_ATTEMPTS = 20_000  # decodes tried in a capture (each failed one may read to the end of the text)
+
+
 def documents(text: str, what: str) -> list[Any]:
-    """Every JSON document in ``text``: one, JSON Lines, or several appended with nothing between them."""
+    """Every JSON document in ``text``: one, JSON Lines, several appended with nothing between them, or JSON inside
+    other text (a terminal capture, a ticket). Where a document is cut, the complete ones inside it are kept."""
     from kvdoctor.safeio import loads_json
 
     s = text.strip()
     try:
         return [loads_json(s, what)]
-    except InputError as exc:
-        if "nested too deeply" in str(exc):
-            raise
+    except InputError:
+        pass  # not one document: the documents inside it are looked for
     dec = json.JSONDecoder()
     out: list[Any] = []
-    i, n = 0, len(s)
-    while i < n:
-        while i < n and s[i] in " \t\r\n,":  # JSON Lines, appended replies, a list pasted without its brackets
-            i += 1
-        if i >= n:
+    n, attempts, wasted, first_error = len(s), 0, 0, None
+    starts = (m.start("a") if m.group("a") else m.start("b") for m in _JSON_START.finditer(s))
+    nxt = next(starts, None)
+    while nxt is not None and attempts < MAX_ATTEMPTS:
+        i = nxt
+        while True:  # documents glued on one line ("}{", "},{"), each decoded from where the last ended
+            attempts += 1
+            try:
+                doc, end = dec.raw_decode(s, i)
+            except RecursionError:  # hostile nesting: this candidate is lost, and it spends the budget
+                first_error = first_error or json.JSONDecodeError("nested too deeply to read", s, i)
+                end = None
+                wasted += n - i
+            except json.JSONDecodeError as exc:
+                first_error = first_error or exc
+                end = None
+                wasted += exc.pos - i  # a cut document is read to its cut: nested cut ones would make it quadratic
+            if end is None:
+                break
+            out.append(doc)
+            while end < n and s[end] in " \t\r\n,":
+                end += 1
+            if end >= n or s[end] not in "{[":
+                break
+            i = end
+        if wasted > 4 * n + (1 << 20):
             break
-        try:
-            doc, i = dec.raw_decode(s, i)
-        except RecursionError:
-            raise InputError(f"{what}: JSON nested too deeply to read") from None
-        except json.JSONDecodeError as exc:
-            if not out:
-                raise InputError(f"{what} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
-            break  # a reply cut at the end of the file: the complete ones before it are read
-        out.append(doc)
+        nxt = next(starts, None)
+        while nxt is not None and end is not None and nxt < end:  # inside what was just read
+            nxt = next(starts, None)
+    if not out:
+        why = f" (line {first_error.lineno}: {first_error.msg})" if first_error else ""
+        raise InputError(f"{what} is not valid JSON{why}")
     return out
 
 
-def _replies(doc: object) -> tuple[list[dict[str, Any]], list[str]]:
-    """The reply objects anywhere in ``doc`` (breadth first, bounded), and the errors of failed replies."""
+def _is_series(node: dict) -> bool:
+    return isinstance(node.get("metric"), dict) and (isinstance(node.get("values"), list)
+                                                     or isinstance(node.get("value"), list))
+
+
+def _collect(doc: object) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], int]:
+    """The series objects, Grafana frames and failed replies' errors anywhere in ``doc`` (breadth first, bounded), and
+    how many replies held them."""
     from collections import deque
 
-    found: list[dict[str, Any]] = []
+    series: list[dict[str, Any]] = []
+    frames: list[dict[str, Any]] = []
     errors: list[str] = []
     todo = deque([doc])
-    seen = 0
+    seen = replies = 0
     while todo and seen < MAX_NODES:
         node = todo.popleft()
         seen += 1
         if isinstance(node, dict):
             if node.get("status") == "error" and ("error" in node or "errorType" in node):
                 errors.append(str(node.get("error") or node.get("errorType")))
-                continue
-            if is_reply(node):
-                found.append(node)
-                continue
-            todo.extend(v for v in node.values() if isinstance(v, (dict, list)))
+            elif _is_series(node):
+                series.append(node)
+            elif _is_frame(node):
+                frames.append(node)
+            else:
+                if "resultType" in node or isinstance(node.get("frames"), list):
+                    replies += 1  # a reply, even one whose result is empty
+                todo.extend(v for v in node.values() if isinstance(v, (dict, list)))
         elif isinstance(node, list):
             todo.extend(v for v in node if isinstance(v, (dict, list)))
-    return found, errors
+    return series, frames, errors, replies
 
 
 def _is_frame(node: object) -> bool:
     return (isinstance(node, dict) and isinstance(node.get("schema"), dict)
             and isinstance(node["schema"].get("fields"), list) and isinstance(node.get("data"), dict))
-
-
-def _frames(reply: dict[str, Any]) -> list[dict[str, Any]]:
-    if _is_frame(reply):
-        return [reply]
-    if isinstance(reply.get("frames"), list):
-        return [f for f in reply["frames"] if _is_frame(f)]
-    results = reply.get("results")
-    if isinstance(results, dict):
-        return [f for r in results.values() if isinstance(r, dict) for f in r.get("frames") or [] if _is_frame(f)]
-    return []
 
 
 def _named(field: dict[str, Any], frame_name: object) -> dict[str, str] | None:
@@ -179,22 +208,16 @@ def load_query_results(path: str) -> tuple[list[Segment], list[str]]:
     text = decode_capture(read_document(path, "evidence", limit=MAX_RESPONSE_BYTES))
     results: list[Any] = []
     errors: list[str] = []
-    unnamed_fields = 0
-    replies = 0
+    unnamed_fields = replies = 0
     for doc in documents(text, what):
-        found, errs = _replies(doc)
+        series, found_frames, errs, n = _collect(doc)
+        results += series
         errors += errs
-        replies += len(found)
-        for r in found:
-            data = r.get("data") if isinstance(r.get("data"), dict) else r
-            if isinstance(data.get("result"), list):
-                if data.get("resultType") in ("scalar", "string"):
-                    continue
-                results.extend(data["result"])
-            for fr in _frames(r):
-                series, skipped = frame_series(fr)
-                results.extend(series)
-                unnamed_fields += skipped
+        replies += n + len(found_frames)
+        for fr in found_frames:
+            got, skipped = frame_series(fr)
+            results += got
+            unnamed_fields += skipped
     notes: list[str] = []
     if errors:
         notes.append(f"{path}: {len(errors)} failed quer{'y' if len(errors) == 1 else 'ies'} in the file (first: "
@@ -205,8 +228,9 @@ def load_query_results(path: str) -> tuple[list[Segment], list[str]]:
     notes += _count_notes(path, count, unnamed_fields)
     if not segs:
         # as a live --prometheus query with no series: one line, with what the file held instead
-        why = ("no Prometheus query result in it (no object with resultType and result, no Grafana frames)"
-               if not replies and not errors else "a Prometheus query result without any vllm:* series kvdoctor reads")
+        why = ("no Prometheus query result in it (no series with metric and value(s), no Grafana frames)"
+               if not results and not replies and not errors
+               else "a Prometheus query result without any vllm:* series kvdoctor reads")
         held = "".join(f"; {n.removeprefix(f'{path}: ')}" for n in notes)
         raise InputError(f"{path}: {why}{held}")
     return segs, notes
@@ -223,6 +247,12 @@ def _count_notes(path: str, count: Any, unnamed_fields: int) -> list[str]:
         notes.append(f"{path}: {count.other} series of other exporters (not vllm:*) ignored")
     if count.malformed:
         notes.append(f"{path}: {count.malformed} malformed series skipped (no usable time and value)")
+    if count.renamed:
+        notes.append(f"{path}: {count.renamed} series renamed by the scrape pipeline (kserve_vllm:*, ray_vllm_*, "
+                     "vllm_*) read under their vllm:* names")
+    if count.aliases:
+        notes.append(f"{path}: {count.aliases} renamed copies of vllm:* series also in the file (recording-rule "
+                     "aliases) left out")
     if count.native_histograms:
         notes.append(f"{path}: {count.native_histograms} native-histogram series: their buckets are not read (query "
                      "the classic _bucket series)")
