@@ -23,8 +23,9 @@ SECRET = "s3cretPW"
 
 
 @contextmanager
-def serve(handler_body):
-    """Run ``handler_body(handler)`` for every GET on a loopback server; yields the base URL."""
+def serve(handler_body, tls: tuple[str, str] | None = None):
+    """Run ``handler_body(handler)`` for every GET on a loopback server; yields the base URL. ``tls``: (certificate,
+    key) files to serve HTTPS with."""
 
     class H(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server API
@@ -38,10 +39,16 @@ def serve(handler_body):
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
     srv.daemon_threads = True
+    if tls is not None:
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(*tls)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     th = threading.Thread(target=srv.serve_forever, daemon=True)
     th.start()
     try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{srv.server_address[1]}"
     finally:
         srv.shutdown()
         srv.server_close()
@@ -186,3 +193,53 @@ def test_busy_server_is_retried_with_back_off_then_given_up_on():
     with serve(always_busy) as url, pytest.raises(InputError, match=r"unreachable after 3 tries: InputError: HTTP 429"):
         PrometheusClient(url, timeout=5, retries=2, deadline=30).query_range("up", 0.0, 60.0, 15.0)
     assert len(seen) == 3
+
+
+TOKEN = "tok3nSECRET"
+
+
+def test_a_gateway_wanting_a_bearer_token_and_a_tenant(tmp_path):
+    """OpenShift's thanos-querier, Grafana Cloud, Mimir: credentials come from the environment (never the command
+    line, the journal or a report); without them the 401 is one line saying what to set."""
+    def gateway(h):
+        if h.headers.get("Authorization") != f"Bearer {TOKEN}" or h.headers.get("X-Scope-OrgID") != "team-a":
+            _json(h, {"status": "error", "error": "unauthorized"}, status=401)
+        else:
+            _good(h)
+
+    with serve(gateway) as url:
+        run = check(run_kvdoctor("evidence", "--prometheus", url, "--window", "5m", timeout=120), allowed=(2,))
+        assert "HTTP 401" in run.err and "KVDOCTOR_PROMETHEUS_TOKEN" in run.err, run
+        env = {"KVDOCTOR_PROMETHEUS_TOKEN": TOKEN, "KVDOCTOR_PROMETHEUS_HEADERS": "X-Scope-OrgID: team-a"}
+        run = check(run_kvdoctor("evidence", "--prometheus", url, "--window", "5m", "--json", env=env, timeout=120),
+                    allowed=(0,))
+        assert json.loads(run.out)["summary"]["max_running"] == 6.0 and TOKEN not in run.out + run.err
+        db = tmp_path / "j.sqlite"
+        check(run_kvdoctor("journal", "start", "t", "--config", "vllm serve meta-llama/Llama-3.1-8B-Instruct",
+                           "--prometheus", url, "--window", "5m", "--db", str(db), env=env, timeout=120), allowed=(0,))
+        assert TOKEN.encode() not in db.read_bytes()
+        bad = check(run_kvdoctor("evidence", "--prometheus", url, "--window", "5m",
+                                 env={"KVDOCTOR_PROMETHEUS_HEADERS": "no colon here"}, timeout=60), allowed=(2,))
+        assert "Name: value" in bad.err
+
+
+def test_a_certificate_the_machine_does_not_trust(tmp_path):
+    """A cluster-signed certificate (an OpenShift route): one line naming the way out; with the CA bundle, or with
+    verification off (curl -k), the query goes through."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make a self-signed certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    with serve(_good, tls=(str(cert), str(key))) as url:
+        run = check(run_kvdoctor("evidence", "--prometheus", url, "--window", "5m", timeout=120), allowed=(2,))
+        assert "KVDOCTOR_PROMETHEUS_CA" in run.err, run
+        for env in ({"KVDOCTOR_PROMETHEUS_CA": str(cert)}, {"KVDOCTOR_PROMETHEUS_INSECURE": "1"}):
+            check(run_kvdoctor("evidence", "--prometheus", url, "--window", "5m", env=env, timeout=120), allowed=(0,))
+        run = check(run_kvdoctor("evidence", "--prometheus", url, "--window", "5m",
+                                 env={"KVDOCTOR_PROMETHEUS_CA": str(tmp_path / "absent.pem")}, timeout=60), allowed=(2,))
+        assert "is not a file" in run.err

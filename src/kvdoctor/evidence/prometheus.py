@@ -547,6 +547,38 @@ def check_url(url: str | None) -> str:
     return url
 
 
+def access_from_env() -> tuple[dict[str, str], bool | str]:
+    """(headers, TLS verification) for a Prometheus behind a gateway, from the environment, so that no secret is
+    written on a command line, in the journal or in a report: ``KVDOCTOR_PROMETHEUS_TOKEN`` (a bearer token:
+    OpenShift's thanos-querier, Grafana Cloud, a token-checking proxy), ``KVDOCTOR_PROMETHEUS_HEADERS`` (``Name:
+    value`` pairs separated by ``;`` or newlines: Mimir's or Cortex's ``X-Scope-OrgID``), ``KVDOCTOR_PROMETHEUS_CA``
+    (a CA bundle for a cluster-signed certificate) or ``KVDOCTOR_PROMETHEUS_INSECURE=1`` (no verification: curl -k)."""
+    import os
+
+    headers: dict[str, str] = {}
+    for part in re.split(r"[;\n]", os.environ.get("KVDOCTOR_PROMETHEUS_HEADERS", "")):
+        if not part.strip():
+            continue
+        name, sep, value = part.partition(":")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", name.strip()):
+            raise InputError("KVDOCTOR_PROMETHEUS_HEADERS: each header is 'Name: value', separated by ';' (got "
+                             f"{name.strip()[:40]!r})")
+        headers[name.strip()] = value.strip()
+    token = os.environ.get("KVDOCTOR_PROMETHEUS_TOKEN", "").strip()
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if any(c in v for v in headers.values() for c in "\r\n"):
+        raise InputError("KVDOCTOR_PROMETHEUS_TOKEN/HEADERS: a header value holds a line break")
+    ca = os.environ.get("KVDOCTOR_PROMETHEUS_CA", "").strip()
+    if os.environ.get("KVDOCTOR_PROMETHEUS_INSECURE", "").strip().lower() in ("1", "true", "yes"):
+        return headers, False
+    if ca:
+        if not os.path.isfile(ca):
+            raise InputError(f"KVDOCTOR_PROMETHEUS_CA: {ca} is not a file")
+        return headers, ca
+    return headers, True
+
+
 class PrometheusClient:
     """Prometheus HTTP API (``/api/v1/query_range``) with retries and hard limits.
 
@@ -569,13 +601,15 @@ class PrometheusClient:
             deadline = safeio.finite(env, "KVDOCTOR_PROMETHEUS_DEADLINE", lo=0.0, lo_open=True, hi=86400.0)
         self.deadline = deadline if deadline is not None else safeio.PROMETHEUS_DEADLINE_S
         self.max_bytes = max_bytes if max_bytes is not None else safeio.MAX_RESPONSE_BYTES
+        self.headers, self.verify = access_from_env()
 
     def _fetch(self, params: dict[str, str], until: float) -> tuple[int, bytes]:
         """(status, body) of one GET, streamed with the size cap; runs in a worker thread so the
         caller can give up at ``until`` whatever the server does."""
         import httpx
 
-        with httpx.Client(timeout=min(self.timeout, max(0.1, until - time.monotonic()))) as c:
+        with httpx.Client(timeout=min(self.timeout, max(0.1, until - time.monotonic())), headers=self.headers,
+                          verify=self.verify) as c:
             with c.stream("GET", f"{self.url}/api/v1/query_range", params=params) as r:
                 buf = bytearray()
                 for chunk in r.iter_bytes():
@@ -625,6 +659,10 @@ class PrometheusClient:
                 if not _back_off(attempt, until):
                     break
                 continue
+            if status in (401, 403):
+                raise InputError(f"--prometheus {self.shown}: HTTP {status}: the server wants credentials it was not "
+                                 "given (set KVDOCTOR_PROMETHEUS_TOKEN for a bearer token, or put user:password@ in "
+                                 "the URL)")
             if status >= 500 or status == 429:
                 last = InputError(f"HTTP {status}")
                 if not _back_off(attempt, until):
@@ -645,7 +683,10 @@ class PrometheusClient:
                 raise InputError(f"--prometheus {self.shown}: not a Prometheus API reply (no data.result list)")
             return result
         what = f"{type(last).__name__}: {last}" if last is not None else "time limit reached"
-        raise InputError(f"--prometheus {self.shown} is unreachable after {attempt + 1} tries: {one_line(what, 300)}")
+        hint = (" (a certificate this machine does not trust: set KVDOCTOR_PROMETHEUS_CA to its CA bundle, or "
+                "KVDOCTOR_PROMETHEUS_INSECURE=1)" if "CERTIFICATE_VERIFY_FAILED" in what else "")
+        raise InputError(f"--prometheus {self.shown} is unreachable after {attempt + 1} tries: {one_line(what, 300)}"
+                         + hint)
 
 
 def _back_off(attempt: int, until: float) -> bool:
