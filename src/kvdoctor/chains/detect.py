@@ -650,7 +650,8 @@ def spikes_elsewhere(ctx: Context) -> Finding | None:
     share = len(s.aligned_idx) / len(s.spike_idx)
     if share >= th.aligned_share:
         return None
-    lone = [i for i in s.spike_idx if i not in set(s.aligned_idx)]
+    aligned = set(s.aligned_idx)
+    lone = [i for i in s.spike_idx if i not in aligned]
     return rule_finding(
         "sched.spikes-elsewhere",
         f"{len(lone)} of {len(s.spike_idx)} ITL spikes (> {th.spike_factor:g}× the median {s.basis} "

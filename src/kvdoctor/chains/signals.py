@@ -316,7 +316,8 @@ def queue(tl, th: Thresholds) -> Queue | None:
     d = _arr(tl.waiting_deferred)
     d_known, d_held = held_samples(d, th) if d else ([], [])
     full = [i for i in idx if i < len(kv) and not math.isnan(kv[i]) and kv[i] >= th.kv_full_pct]
-    held_full = [i for i in held if i in set(full)]
+    full_set = set(full)  # built once: inside the comprehension it made a long window quadratic (5,760 samples: 3 s)
+    held_full = [i for i in held if i in full_set]
     # episodes: a stretch above zero that ends back at ~0 (or the window's end after a rise)
     episodes, inside = 0, False
     for i in idx:

@@ -17,6 +17,7 @@ linear interpolation.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -105,6 +106,7 @@ def _strip(name: str) -> str:
     return name[5:] if name.startswith("vllm:") else name
 
 
+@functools.lru_cache(maxsize=4096)  # a range query repeats each series' name for every point
 def _family_base(sample_name: str) -> tuple[str, str]:
     """('num_preemptions', '_total') from 'vllm:num_preemptions_total'."""
     n = _strip(sample_name)

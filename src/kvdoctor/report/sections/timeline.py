@@ -199,7 +199,8 @@ def _aligned_markers(t: list, pre: list | None, itl: list | None, rows: list[str
             thr_txt = f"spike: TBT p99 > 2 × median ({thr * 1000:.1f} ms)" if thr else ""
         pre_set = set(pre_idx)
         aligned = [i for i in sp if pre_set & {i - 1, i, i + 1}]
-        loose = [i for i in sp if i not in set(aligned)]
+        aligned_set = set(aligned)
+        loose = [i for i in sp if i not in aligned_set]
         ax = "" if rows.index("tbt") == 0 else str(rows.index("tbt") + 1)
         for name, idx, color in (("spike with preemption", aligned, COLORS["spike"]),
                                  ("spike without preemption", loose, COLORS["spike_free"])):
