@@ -1,4 +1,4 @@
-"""Request traces: kvdoctor CSV/JSONL, Vidur/Splitwise CSVs, OTLP JSON spans from vLLM tracing."""
+"""Request traces: kvdoctor CSV/JSONL, Vidur/Splitwise CSVs, OTLP JSON spans from vLLM tracing (Tempo too), Jaeger JSON."""
 
 from __future__ import annotations
 
@@ -64,6 +64,43 @@ def test_otlp_spans(tmp_path):
     p2 = tmp_path / "spans.jsonl"
     p2.write_text(json.dumps(doc) + "\n" + json.dumps(doc) + "\n")
     assert len(load_trace(p2)) == 2
+
+
+def test_jaeger_and_tempo_exports(tmp_path):
+    """vLLM's OpenTelemetry example sends its spans to Jaeger; an operator downloads them from Jaeger's UI (its own
+    JSON: tags, startTime in microseconds) or from Tempo's trace API (OTLP under "batches"). Written for the test in
+    those formats, with vLLM 0.33's span attributes."""
+    tags = [{"key": "gen_ai.request.id", "type": "string", "value": "chatcmpl-7"},
+            {"key": "gen_ai.usage.prompt_tokens", "type": "int64", "value": 812},
+            {"key": "gen_ai.usage.completion_tokens", "type": "int64", "value": 64},
+            {"key": "gen_ai.latency.time_in_queue", "type": "float64", "value": 0.25},
+            {"key": "gen_ai.latency.time_to_first_token", "type": "float64", "value": 0.4},
+            {"key": "gen_ai.latency.e2e", "type": "float64", "value": 2.0}]
+    jaeger = {"data": [{"traceID": "4bf92f3577b34da6", "spans": [
+        {"traceID": "4bf92f3577b34da6", "spanID": "00f067aa0ba902b7", "operationName": "llm_request",
+         "startTime": 1700000000500000, "duration": 2000000, "tags": tags, "processID": "p1"},
+        {"traceID": "4bf92f3577b34da6", "spanID": "aa", "operationName": "POST /v1/chat/completions",
+         "startTime": 1700000000400000, "tags": [{"key": "http.method", "type": "string", "value": "POST"}]}],
+        "processes": {"p1": {"serviceName": "vllm.llm", "tags": []}}}], "total": 0, "limit": 0, "errors": None}
+    p = tmp_path / "jaeger.json"
+    p.write_text(json.dumps(jaeger, indent=2))
+    (r,) = load_trace(p)
+    assert r.request_id == "chatcmpl-7" and r.arrival_s == pytest.approx(1700000000.5)
+    assert (r.prompt_tokens, r.output_tokens, r.queue_s, r.ttft_s, r.e2e_s) == (812, 64, 0.25, 0.4, 2.0)
+    from kvdoctor.evidence.load import detect_kind
+
+    assert detect_kind(str(p)) == "trace"
+    tempo = {"batches": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": [
+        {"name": "llm_request", "spanId": "ab", "startTimeUnixNano": "1700000000500000000",
+         "attributes": [{"key": "gen_ai.usage.prompt_tokens", "value": {"intValue": "812"}}]}]}]}]}
+    t = tmp_path / "tempo.json"
+    t.write_text(json.dumps(tempo))
+    (r,) = load_trace(t)
+    assert r.prompt_tokens == 812 and r.arrival_s == pytest.approx(1700000000.5)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"data": {"traceID": "x", "spans": []}}))
+    with pytest.raises(InputError, match="not a Jaeger JSON trace"):
+        load_trace(bad)
 
 
 def test_bad_traces(tmp_path):

@@ -13,7 +13,10 @@ Formats (auto-detected; docs/evidence.md "Request traces"):
 * **OTLP JSON spans** exported from vLLM's tracing (``--otlp-traces-endpoint`` through a collector's
   file exporter): ``{"resourceSpans": [...]}`` documents (one JSON document, or one per line).
   Spans named ``llm_request`` carry ``gen_ai.*`` attributes (vLLM ``tracing/utils.py:SpanAttributes``);
-  the span start is the request's arrival.
+  the span start is the request's arrival. Tempo's trace API answers the same spans under ``batches``.
+* **Jaeger JSON** (its UI's "Download JSON", ``/api/traces``; vLLM's OpenTelemetry example sends its spans to
+  Jaeger): ``{"data": [{"traceID": ..., "spans": [...]}]}``, the same attributes as span ``tags``, ``startTime`` in
+  microseconds.
 
 I/O at the edge, stdlib only, fast for the 20k-row traces (csv module, no per-row regex).
 """
@@ -210,51 +213,94 @@ def _span_start(span: dict[str, Any]) -> float:
     return t if 0 < t < 4102444800 else float("nan")  # 1970..2100, else no arrival
 
 
+def _span_record(attrs: dict[Any, Any], arrival: float, span_id: str, n: int) -> RequestRecord | None:
+    """A vLLM ``llm_request`` span's attributes (vllm/tracing/utils.py SpanAttributes) -> its request; None for
+    other spans (HTTP, model loading)."""
+    if not any(k in attrs for k in OTEL_ATTRS):
+        return None
+    vals: dict[str, Any] = {}
+    for key, field in OTEL_ATTRS.items():
+        if attrs.get(key) is not None:
+            try:
+                vals[field] = _conv(field, attrs[key]) if field != "request_id" else str(attrs[key])
+            except (TypeError, ValueError, OverflowError):
+                continue
+    rid = vals.pop("request_id", None) or span_id or str(n)
+    return RequestRecord(request_id=rid, arrival_s=arrival, **vals)
+
+
 def _otlp_records(doc: dict[str, Any]) -> list[RequestRecord]:
     out: list[RequestRecord] = []
-    for rs in _items(doc, "resourceSpans"):
+    # Tempo's trace API answers the same spans under "batches"
+    for rs in _items(doc, "resourceSpans", "batches"):
         for ss in _items(rs, "scopeSpans", "instrumentationLibrarySpans"):
             for span in _items(ss, "spans"):
                 if not isinstance(span, dict):
                     continue
                 attrs = {a.get("key"): _any_value(a.get("value") if isinstance(a.get("value"), dict) else {})
                          for a in _items(span, "attributes") if isinstance(a, dict) and isinstance(a.get("key"), str)}
-                if not any(k in attrs for k in OTEL_ATTRS):
-                    continue  # not a vLLM request span (HTTP, loading spans...)
-                vals: dict[str, Any] = {}
-                for key, field in OTEL_ATTRS.items():
-                    if attrs.get(key) is not None:
-                        try:
-                            vals[field] = _conv(field, attrs[key]) if field != "request_id" else str(attrs[key])
-                        except (TypeError, ValueError, OverflowError):
-                            continue
-                arrival = _span_start(span)
-                rid = vals.pop("request_id", None) or str(span.get("spanId") or "") or str(len(out))
-                out.append(RequestRecord(request_id=rid, arrival_s=arrival, **vals))
+                rec = _span_record(attrs, _span_start(span), str(span.get("spanId") or ""), len(out))
+                if rec is not None:
+                    out.append(rec)
     return out
 
 
-def load_otlp(path: str) -> list[RequestRecord]:
+def _jaeger_records(doc: dict[str, Any]) -> list[RequestRecord]:
+    """Jaeger's JSON (its UI's "Download JSON", ``/api/traces``): traces under ``data``, spans with ``tags`` and a
+    ``startTime`` in microseconds. vLLM's own OpenTelemetry example sends its spans to Jaeger."""
+    out: list[RequestRecord] = []
+    for trace in _items(doc, "data"):
+        for span in _items(trace, "spans"):
+            if not isinstance(span, dict):
+                continue
+            attrs = {t.get("key"): t.get("value") for t in _items(span, "tags")
+                     if isinstance(t, dict) and isinstance(t.get("key"), str)}
+            try:
+                t0 = float(span.get("startTime")) / 1e6
+            except (TypeError, ValueError, OverflowError):
+                t0 = float("nan")
+            arrival = t0 if 0 < t0 < 4102444800 else float("nan")
+            rec = _span_record(attrs, arrival, str(span.get("spanID") or ""), len(out))
+            if rec is not None:
+                out.append(rec)
+    return out
+
+
+def _span_document(path: str, what: str) -> Any:
+    """One JSON document of spans, read whole under the document bound; None when the file is JSON lines."""
     from kvdoctor.safeio import MAX_DOCUMENT_BYTES
 
     with _open_text(path) as fh:
         text = fh.read(MAX_DOCUMENT_BYTES + 1)  # characters; gzip inflates only this far
     if len(text) > MAX_DOCUMENT_BYTES:
-        raise InputError(f"{path}: an OTLP JSON document over {MAX_DOCUMENT_BYTES >> 20} MiB; export it as "
-                         "JSON lines (one resourceSpans document per line)")
+        raise InputError(f"{path}: {what} over {MAX_DOCUMENT_BYTES >> 20} MiB; export it as "
+                         "JSON lines (one document per line)")
     try:
-        doc = json.loads(text)
+        return json.loads(text)
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply to read") from None
     except json.JSONDecodeError:
+        return None
+
+
+def load_jaeger(path: str) -> list[RequestRecord]:
+    doc = _span_document(path, "a Jaeger JSON trace")
+    if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
+        raise InputError(f"{path}: not a Jaeger JSON trace (no data list of traces)")
+    return _bounded(_jaeger_records(doc), path)
+
+
+def load_otlp(path: str) -> list[RequestRecord]:
+    doc = _span_document(path, "an OTLP JSON document")
+    if doc is None:
         return load_jsonl(path)  # the collector's file exporter writes one document per line
-    if not isinstance(doc, dict) or "resourceSpans" not in doc:
+    if not isinstance(doc, dict) or not ("resourceSpans" in doc or "batches" in doc):
         raise InputError(f"{path}: not an OTLP JSON trace (no resourceSpans)")
     return _bounded(_otlp_records(doc), path)
 
 
 def sniff_trace(path: str) -> str | None:
-    """'csv' | 'jsonl' | 'otlp' when the file looks like a request trace, else None."""
+    """'csv' | 'jsonl' | 'otlp' | 'jaeger' when the file looks like a request trace, else None."""
     try:
         with _open_text(path) as fh:
             head = fh.read(4096)
@@ -262,8 +308,11 @@ def sniff_trace(path: str) -> str | None:
         return None
     s = head.lstrip()
     if s.startswith("{"):
-        if '"resourceSpans"' in head:
+        if '"resourceSpans"' in head or ('"batches"' in head and ('"scopeSpans"' in head
+                                                                 or '"instrumentationLibrarySpans"' in head)):
             return "otlp"
+        if '"traceID"' in head and '"spans"' in head and '"data"' in head:
+            return "jaeger"
         first = s.splitlines()[0] if s else ""
         try:
             row = json.loads(first)
@@ -287,7 +336,7 @@ def load_trace(path: str | os.PathLike) -> list[RequestRecord]:
         raise InputError(
             f"{path}: not a request trace (expected CSV/JSONL with a prompt-token column, or OTLP JSON spans)"
         )
-    recs = {"csv": load_csv, "jsonl": load_jsonl, "otlp": load_otlp}[kind](path)
+    recs = {"csv": load_csv, "jsonl": load_jsonl, "otlp": load_otlp, "jaeger": load_jaeger}[kind](path)
     if recs and has_arrivals(recs):
         recs.sort(key=lambda r: r.arrival_s)
     return recs
