@@ -12,7 +12,8 @@ from kvdoctor.provenance import json_clean as _clean
 
 
 @app.command(help="Read vLLM evidence (logs of any era, gzip ok; /metrics dumps or a folder of them; vllm bench "
-                  "serve results; request traces; a Prometheus server) and print what was found: span, samples, "
+                  "serve results; request traces (CSV, OTLP, Jaeger); a Prometheus server, or its query replies "
+                  "saved to a file) and print what was found: span, samples, "
                   "peaks, preemptions, segments (engine starts), what was skipped and why. "
                   "Example: kvdoctor evidence vllm.log.gz metrics/ --prometheus http://prom:9090 --window 1h")
 def evidence(
