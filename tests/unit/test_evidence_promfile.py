@@ -8,6 +8,8 @@ import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kvdoctor.cli import app
@@ -237,3 +239,25 @@ def test_hostile_nesting_after_good_series_costs_only_itself(tmp_path):
     p.write_text("capture\n" + good + "\n" + '{"metric": [' * 100_000 + "\n" + "[1,\n" * 50_000)
     (seg,), _ = load_query_results(str(p))
     assert [float(x) for x in seg.timeline.running] == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+_FRAGMENTS = ['{"status": "success", "data": {"resultType": "matrix", "result": [', ']}}', '{"metric": {',
+              '"__name__": "vllm:num_requests_running"', '"__name__": "kserve_vllm:num_requests_waiting"', ', ',
+              '"instance": "a:8000"', '}, "values": [', '}, "value": [', '[1764800000, "3"]', '[1e400, "x"]',
+              '["NaN", "NaN"]', ']}', '{"status": "error", "error": "bad"}', '{"frames": [', '{"schema": {"fields": [',
+              '{"name": "Time", "type": "time"}', '{"type": "number", "labels": {"__name__": "vllm:x"}}',
+              ']}, "data": {"values": [[1], [2]]}}', '\n', '$ curl ...\n', '[', '{', '}', ']', 'null', '"', '\\u0000']
+
+
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_any_mix_of_fragments_reads_or_is_one_input_error(tmp_path_factory, parts):
+    """Whatever a capture holds: segments, or one InputError (the CLI's one line and exit 2), never another
+    exception."""
+    p = tmp_path_factory.mktemp("fz") / "q.json"
+    p.write_text("".join(parts))
+    try:
+        segs, notes = load_query_results(str(p))
+    except InputError:
+        return
+    assert segs and all(isinstance(n, str) for n in notes)
