@@ -265,6 +265,41 @@ def loads_json(text: str | bytes, what: str, *, strict_numbers: bool = False) ->
         raise InputError(f"{what} is not valid JSON{line}") from None
 
 
+def json_in_text(text: str, starts: Any, take: Callable[[Any], bool], *, max_tries: int,
+                 budget: int | None = None) -> str | None:
+    """JSON documents inside other text (a terminal capture, a ticket, another tool's record): each candidate
+    position of ``starts`` (ascending) is decoded; ``take(doc)`` says whether the document is what the caller wants,
+    and then the candidates inside it are passed over (else they are tried too: a wanted object may sit inside an
+    unwanted one). A candidate that does not decode (cut, not JSON, nested past the interpreter's depth) is skipped.
+    Bounded: at most ``max_tries`` decodes, and, with ``budget``, at most that many characters read by failed ones (a
+    cut document is read to its cut, and nested cut ones would make the scan quadratic). Returns the first decode
+    error's message, or None."""
+    import json
+
+    dec = json.JSONDecoder()
+    resume = tried = wasted = 0
+    first: str | None = None
+    for i in starts:
+        if i < resume:
+            continue
+        if tried >= max_tries or (budget is not None and wasted > budget):
+            break
+        tried += 1
+        try:
+            doc, end = dec.raw_decode(text, i)
+        except RecursionError:
+            first = first or "JSON nested too deeply to read"
+            wasted += len(text) - i
+            continue
+        except json.JSONDecodeError as exc:
+            first = first or f"line {exc.lineno}: {exc.msg}"
+            wasted += exc.pos - i
+            continue
+        if take(doc):
+            resume = end
+    return first
+
+
 def read_json_file(path: Path, *, missing: str, unreadable: Callable[[BaseException], str]) -> Any:
     """A small JSON file read whole: InputError(``missing``) when it is absent, InputError(``unreadable(exc)``)
     when it cannot be read or parsed (nesting too deep to parse included: a one-line error, never a traceback)."""

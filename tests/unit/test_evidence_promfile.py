@@ -123,7 +123,9 @@ def test_a_reply_cut_at_the_end_keeps_the_complete_ones(tmp_path):
 def test_documents_refuse_what_is_not_json():
     with pytest.raises(InputError, match="not valid JSON"):
         documents('{"status": "success", "data": ', "q.json")
-    assert documents('{"a": 1}{"b": 2}\n{"c": 3}', "q.json") == [{"a": 1}, {"b": 2}, {"c": 3}]
+    # replies appended by `curl >>` with no newline between them open with their own key; JSON Lines at line starts
+    glued = '{"status": "success", "a": 1}{"status": "success", "b": 2}\n{"c": 3}'
+    assert documents(glued, "q.json") == [{"status": "success", "a": 1}, {"status": "success", "b": 2}, {"c": 3}]
 
 
 def _frame(name_in: str) -> dict:

@@ -363,25 +363,22 @@ def embedded_json_results(text: str) -> list[dict]:
     """Saved results pasted inside prose or another tool's record (a report's inline code, a harness's JSON that nests
     ``--save-result``'s object, a post cut before its end): every complete JSON object in the text that is a result,
     or holds one at any depth. An object cut short is skipped; the results inside it that are whole are still found."""
-    dec = json.JSONDecoder()
+    from kvdoctor.safeio import json_in_text
+
     found: list[dict] = []
-    pos, tried = 0, 0
-    while tried < EMBEDDED_MAX_STARTS:
-        i = text.find("{", pos)
-        if i < 0:
-            break
-        tried += 1
-        try:
-            doc, end = dec.raw_decode(text, i)
-        except (json.JSONDecodeError, RecursionError):
-            pos = i + 1  # cut short or not JSON: look inside it
-            continue
+
+    def take(doc: Any) -> bool:
         hits = _bench_objects(doc)
-        if hits:
-            found += hits
-            pos = end
-        else:
-            pos = i + 1
+        found.extend(hits)
+        return bool(hits)
+
+    def braces():
+        i = text.find("{")
+        while i >= 0:
+            yield i
+            i = text.find("{", i + 1)
+
+    json_in_text(text, braces(), take, max_tries=EMBEDDED_MAX_STARTS)
     return found
 
 

@@ -21,7 +21,6 @@ a time field is skipped and reported.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -71,48 +70,19 @@ MAX_ATTEMPTS = 20_000  # decodes tried in a capture (each failed one may read to
 def documents(text: str, what: str) -> list[Any]:
     """Every JSON document in ``text``: one, JSON Lines, several appended with nothing between them, or JSON inside
     other text (a terminal capture, a ticket). Where a document is cut, the complete ones inside it are kept."""
-    from kvdoctor.safeio import loads_json
+    from kvdoctor.safeio import json_in_text, loads_json
 
     s = text.strip()
     try:
         return [loads_json(s, what)]
     except InputError:
         pass  # not one document: the documents inside it are looked for
-    dec = json.JSONDecoder()
     out: list[Any] = []
-    n, attempts, wasted, first_error = len(s), 0, 0, None
     starts = (m.start("a") if m.group("a") else m.start("b") for m in _JSON_START.finditer(s))
-    nxt = next(starts, None)
-    while nxt is not None and attempts < MAX_ATTEMPTS:
-        i = nxt
-        while True:  # documents glued on one line ("}{", "},{"), each decoded from where the last ended
-            attempts += 1
-            try:
-                doc, end = dec.raw_decode(s, i)
-            except RecursionError:  # hostile nesting: this candidate is lost, and it spends the budget
-                first_error = first_error or json.JSONDecodeError("nested too deeply to read", s, i)
-                end = None
-                wasted += n - i
-            except json.JSONDecodeError as exc:
-                first_error = first_error or exc
-                end = None
-                wasted += exc.pos - i  # a cut document is read to its cut: nested cut ones would make it quadratic
-            if end is None:
-                break
-            out.append(doc)
-            while end < n and s[end] in " \t\r\n,":
-                end += 1
-            if end >= n or s[end] not in "{[":
-                break
-            i = end
-        if wasted > 4 * n + (1 << 20):
-            break
-        nxt = next(starts, None)
-        while nxt is not None and end is not None and nxt < end:  # inside what was just read
-            nxt = next(starts, None)
+    first_error = json_in_text(s, starts, lambda doc: out.append(doc) is None, max_tries=MAX_ATTEMPTS,
+                               budget=4 * len(s) + (1 << 20))
     if not out:
-        why = f" (line {first_error.lineno}: {first_error.msg})" if first_error else ""
-        raise InputError(f"{what} is not valid JSON{why}")
+        raise InputError(f"{what} is not valid JSON" + (f" ({first_error})" if first_error else ""))
     return out
 
 
