@@ -190,8 +190,10 @@ def load_query_results(path: str) -> tuple[list[Segment], list[str]]:
             unnamed_fields += skipped
     notes: list[str] = []
     if errors:
+        from kvdoctor.safeio import one_line
+
         notes.append(f"{path}: {len(errors)} failed quer{'y' if len(errors) == 1 else 'ies'} in the file (first: "
-                     f"{errors[0][:200]})")
+                     f"{one_line(errors[0], limit=200)})")  # the server's text: one line, no terminal escapes
     segs, count = series_to_segments(results, path) if results else ([], SeriesCount())
     for sg in segs:
         sg.source = path
