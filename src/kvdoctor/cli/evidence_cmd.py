@@ -86,6 +86,8 @@ def _render_bench(con, bench: list[dict]) -> None:
         seen[b["source"]] += 1
         # named as `kvdoctor calibrate` names them: FILE, or FILE#k when one file holds several results
         name = os.path.basename(b["source"]) + (f"#{seen[b['source']]}" if per_file[b["source"]] > 1 else "")
+        if b.get("format") == "guidellm":  # calibrate names a GuideLLM row by its strategy
+            name = f"{os.path.basename(b['source'])}#{prov.get('strategy')} (GuideLLM)"
         rate = f.get("request_rate")
         load = [f"{_fmt(f.get('completed'), digits=0)} request(s)"
                 + (f" ({_fmt(f['failed'], digits=0)} failed)" if f.get("failed") else ""),

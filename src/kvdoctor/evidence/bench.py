@@ -415,9 +415,13 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
         if not out:
             raise InputError(f"{path}: JSON but not a vllm bench serve result (no completed/request_throughput)")
         return out
-    out = parse_text(text, path) or [_embedded(d, path) for d in embedded_json_results(text)]
+    from kvdoctor.evidence.guidellm import parse_guidellm
+
+    out = (parse_text(text, path) or parse_guidellm(text, path)
+           or [_embedded(d, path) for d in embedded_json_results(text)])
     if not out:
-        raise InputError(f"{path}: no 'Serving Benchmark Result' block or legacy benchmark summary found")
+        raise InputError(f"{path}: no 'Serving Benchmark Result' block, GuideLLM 'Benchmarks Stats' table or legacy "
+                         "benchmark summary found")
     return out
 
 
@@ -428,7 +432,11 @@ def _embedded(doc: dict, source: str) -> BenchResult:
 
 
 def looks_like_bench_text(head: str) -> bool:
-    """A printed result: the block (with its header, or its figures pasted without it) or the legacy summary."""
+    """A printed result: the block (with its header, or its figures pasted without it), the legacy summary, or
+    GuideLLM's tables."""
+    from kvdoctor.evidence.guidellm import looks_like_guidellm
+
     return (BLOCK_HEADER in head or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
+            or looks_like_guidellm(head)
             or len(set(_HEADLESS_LABELS.findall(head))) >= 3
             or ('"mean_ttft_ms"' in head and '"completed"' in head))  # a saved result pasted inside text

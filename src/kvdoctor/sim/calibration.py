@@ -527,14 +527,21 @@ def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) ->
 def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[BenchRun]:
     from kvdoctor.evidence.bench import embedded_json_results, parse_text
 
+    from kvdoctor.evidence.guidellm import parse_guidellm
+
     blocks = [b for b in parse_text(text, p) if b.raw.get("format") == "block"]
+    if not blocks:
+        rows = parse_guidellm(text, p)  # GuideLLM's tables: one run per benchmark row, named by its strategy
+        if rows:
+            return [bench_run_from_json(dict(r.fields), f"{Path(p).name}#{r.raw['strategy']}",
+                                        special_tokens=special_tokens, seed=seed) for r in rows]
     docs = [] if blocks else embedded_json_results(text)
     if docs:  # saved results pasted inside text (a report's inline code, another tool's record)
         return [bench_run_from_json(d, Path(p).name if len(docs) == 1 else f"{Path(p).name}#{k}",
                                     special_tokens=special_tokens, seed=seed) for k, d in enumerate(docs, 1)]
     if not blocks:
         raise InputError(f"{p}: neither a vllm bench serve JSON result (--save-result) nor its printed "
-                         "'Serving Benchmark Result' block")
+                         "'Serving Benchmark Result' block (nor GuideLLM's 'Benchmarks Stats' table)")
     out = []
     for k, b in enumerate(blocks, 1):
         name = Path(p).name if len(blocks) == 1 else f"{Path(p).name}#{k}"

@@ -1,0 +1,109 @@
+"""GuideLLM results, end to end: its printed tables (0.2.x) are read as bench results, and `kvdoctor calibrate` fits
+one row and predicts the others.
+
+The public multi-load series (tests/fixtures/guidellm/series.json): IBM's lab runs a GuideLLM sweep (synchronous,
+throughput, eight constant rates; 30 requests of 512 in / 256 out each) against one vLLM deployment of
+granite-3.3-8b-instruct with --enforce-eager, on one L40S and on two (TP 2). Each is calibrated on its first row,
+the synchronous run, by rule (the rule of the Tenstorrent series in docs/simulation.md), and the nine other loads are
+predicted. The tables are printed here from the transcribed figures in GuideLLM's layout (the public captures are
+not copied), with a wrapped and a `# `-commented copy for the reader. docs/simulation.md, "Calibrated on one run:
+public multi-load series", reports the result.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_kvdoctor
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "guidellm"
+SERIES = json.loads((FIX / "series.json").read_text())["series"]
+RULE = "=" * 150
+
+
+def _cells(values: list[str], widths: list[int]) -> str:
+    return "|".join(v.rjust(w) for v, w in zip(values, widths))
+
+
+def printed(rows: list[dict]) -> str:
+    """GuideLLM 0.2's 'Benchmarks Info' and 'Benchmarks Stats' tables for these rows."""
+    info = ["Benchmarks Info:", RULE,
+            "Metadata                                      |||| Requests Made  ||| Prompt Tok/Req  ||| Output Tok/Req  "
+            "||| Prompt Tok Total||| Output Tok Total  ||",
+            "    Benchmark| Start Time| End Time| Duration (s)|  Comp|  Inc|  Err|   Comp|  Inc|  Err|   Comp|  Inc|  "
+            "Err|   Comp|  Inc|  Err|   Comp|   Inc|   Err", "-" * 13 + "|-----------|" * 1 + "-" * 60]
+    stats = ["Benchmarks Stats:", RULE,
+             "Metadata     | Request Stats         || Out Tok/sec| Tot Tok/sec| Req Latency (ms)  ||| TTFT (ms)          "
+             "||| ITL (ms)        ||| TPOT (ms)       ||",
+             "    Benchmark| Per Second| Concurrency|        mean|        mean|  mean| median|   p99|  mean| median|    "
+             "p99| mean| median|  p99| mean| median|  p99", "-" * 13 + "|" + "-" * 120]
+    for r in rows:
+        n = r["completed"]
+        info.append(_cells([r["strategy"], "19:47:39", "19:50:53", f"{r['duration']:.1f}", f"{n:g}", "0", "0",
+                            f"{r['total_input_tokens'] / n:.1f}", "0.0", "0.0", f"{r['total_output_tokens'] / n:.1f}",
+                            "0.0", "0.0", f"{r['total_input_tokens']:g}", "0", "0", f"{r['total_output_tokens']:g}", "0",
+                            "0"], [13, 11, 9, 13, 6, 5, 5, 7, 5, 5, 7, 5, 5, 7, 5, 5, 7, 6, 6]))
+        stats.append(_cells([r["strategy"]] + [f"{r[k]:.2f}" for k in ("request_throughput", "concurrency")]
+                            + [f"{r[k]:.1f}" for k in ("output_throughput", "total_token_throughput")]
+                            + [f"{r[k] / 1000:.2f}" for k in ("mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms")]
+                            + [f"{r[k]:.1f}" for k in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_itl_ms",
+                                                        "median_itl_ms", "p99_itl_ms", "guidellm_tpot_ms",
+                                                        "guidellm_median_tpot_ms", "guidellm_p99_tpot_ms")],
+                            [13, 11, 12, 12, 12, 6, 7, 6, 6, 7, 7, 5, 7, 5, 5, 7, 5]))
+    return "\n".join(["Benchmarks Metadata:", "    Run id:cd2ab424", *info, RULE, "", *stats, RULE,
+                      "Saving benchmarks report..."]) + "\n"
+
+
+def _wrapped(text: str, width: int = 80) -> str:
+    """A terminal's hard wrap: every line cut every ``width`` columns."""
+    return "\n".join(ln[i:i + width] for ln in text.splitlines() for i in range(0, max(len(ln), 1), width)) + "\n"
+
+
+@pytest.mark.parametrize("shape", ["plain", "wrapped", "commented"])
+def test_the_printed_tables_are_read_as_bench_results(tmp_path, shape):
+    rows = SERIES["ibm-granite-3.3-8b-1xl40s"]["rows"]
+    text = printed(rows)
+    text = {"plain": text, "wrapped": _wrapped(text),
+            "commented": "".join(f"# {ln}\n" for ln in text.splitlines())}[shape]
+    p = tmp_path / "guidellm.txt"
+    p.write_text("guidellm benchmark --target http://127.0.0.1:8000 --rate-type sweep --max-requests 30\n" + text)
+    r = run_kvdoctor("evidence", str(p), "--json")
+    assert r.rc == 0, r
+    bench = json.loads(r.out)["bench"]
+    assert [b["format"] for b in bench] == ["guidellm"] * len(rows)
+    for b, row in zip(bench, rows):
+        f, prov = b["fields"], b["provenance"]
+        assert prov["strategy"] == row["strategy"]
+        assert f["output_throughput"] == pytest.approx(row["output_throughput"])
+        assert f["mean_ttft_ms"] == pytest.approx(row["mean_ttft_ms"])
+        assert f["mean_tpot_ms"] == pytest.approx(row["mean_itl_ms"])  # GuideLLM's ITL is vLLM's TPOT here
+        assert f["mean_e2el_ms"] == pytest.approx(row["mean_e2el_ms"])  # printed in seconds under "(ms)"
+        assert f["completed"] == 30 and f["total_output_tokens"] == 7680
+    by = {b["provenance"]["strategy"]: b["fields"] for b in bench}
+    assert by["synchronous"]["max_concurrency"] == 1 and by["synchronous"]["request_rate"] == "inf"
+    assert by["constant@0.50"]["request_rate"] == 0.5 and by["constant@0.50"]["burstiness"] >= 1e5  # evenly spaced
+    assert by["throughput"]["max_concurrency"] == 512  # GuideLLM's default closed loop: all 30 at once
+
+
+@pytest.mark.parametrize("name", sorted(SERIES))
+def test_calibrated_on_the_synchronous_run_the_other_loads_are_predicted(tmp_path, name):
+    s = SERIES[name]
+    p = tmp_path / f"{name}.txt"
+    p.write_text(printed(s["rows"]))
+    serve = (f"vllm serve {FIX / 'granite-3.3-8b-instruct.config.json'} --enforce-eager --disable-custom-all-reduce "
+             f"--tensor-parallel-size {s['tensor_parallel_size']}")
+    out = tmp_path / "cal.json"
+    r = run_kvdoctor("calibrate", str(p), "--serve", serve, "--gpu", s["gpu"], "-o", str(out), "--json", timeout=300)
+    assert r.rc == 0, r
+    fit = json.loads(out.read_text())["fit"]
+    runs = fit["runs"]
+    assert [k for k in runs if runs[k]["error"]] and len(runs) == 10
+    assert list(runs)[0].endswith("#synchronous")
+    own = runs[f"{p.name}#synchronous"]["error"]
+    assert all(abs(own[m]) <= 0.02 for m in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms"))
+    held = fit["held_out_median_abs_error"]
+    # docs/simulation.md: 1 x L40S 3.5 / 6.9 / 4.4 %, 2 x L40S (TP 2) 4.2 / 4.9 / 3.3 % (throughput / TTFT / TPOT)
+    assert all(held[m] <= 0.10 for m in ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")), held

@@ -1,0 +1,40 @@
+"""GuideLLM's strategies as vllm bench's send options, and the rows a table may hold (evidence/guidellm.py); the
+printed tables end to end are in tests/e2e/test_guidellm_series.py."""
+
+from __future__ import annotations
+
+import math
+
+from kvdoctor.evidence.guidellm import MAX_CONCURRENCY, parse_guidellm, send_pattern
+
+STATS = """Benchmarks Stats:
+=====
+Metadata     | Request Stats         || Out Tok/sec| Tot Tok/sec| Req Latency (ms)  ||| TTFT (ms)   ||| ITL (ms) ||| TPOT (ms) ||
+    Benchmark| Per Second| Concurrency|        mean|        mean|  mean| median|   p99|  mean| median|    p99| mean| median|  p99| mean| median|  p99
+-------------|-----------|------------|------------|------------|------|-------|------|------|-------|-------|-----|-------|-----|-----|-------|-----
+  synchronous|       0.00|        0.00|         0.0|         0.0|  0.00|   0.00|  0.00|   0.0|    0.0|    0.0|  0.0|    0.0|  0.0|  0.0|    0.0|  0.0
+   throughput|       7.46|      216.84|       955.1|      4783.2| 29.06|  28.97| 29.47|1990.0| 2059.8| 3210.1|213.1|  213.4|227.5|211.5|  211.7|225.7
+ poisson@2.00|       1.90|        3.10|       243.2|       700.0|  1.60|   1.55|  2.10|  60.0|   55.0|   90.0| 12.0|   12.0| 13.0| 11.9|   11.9| 12.9
+=====
+"""
+
+
+def test_strategies_are_send_patterns():
+    assert send_pattern("synchronous") == {"request_rate": math.inf, "max_concurrency": 1.0}
+    assert send_pattern("concurrent@5") == {"request_rate": math.inf, "max_concurrency": 5.0}
+    assert send_pattern("poisson@2.5") == {"request_rate": 2.5, "burstiness": 1.0}
+    assert send_pattern("constant@1.2")["burstiness"] > 1e5 and send_pattern("async@1.2")["request_rate"] == 1.2
+    # throughput: a closed loop of GUIDELLM__MAX_CONCURRENCY; a run cut by its duration leaves exactly that many
+    assert send_pattern("throughput")["max_concurrency"] == MAX_CONCURRENCY
+    assert send_pattern("throughput", incomplete=64)["max_concurrency"] == 64
+    assert send_pattern("throughput", incomplete=9000)["max_concurrency"] == MAX_CONCURRENCY
+
+
+def test_rows_that_measured_nothing_are_skipped_and_a_missing_info_table_is_said():
+    rows = parse_guidellm(STATS, "s.txt")
+    assert [r.raw["strategy"] for r in rows] == ["throughput", "poisson@2.00"]
+    assert all("info" in r.raw for r in rows)  # no Benchmarks Info: no counts or totals, and it says so
+    t = rows[0].fields
+    assert t["mean_e2el_ms"] == 29060.0 and t["mean_tpot_ms"] == 213.1 and t["guidellm_tpot_ms"] == 211.5
+    cut = parse_guidellm(STATS.replace("12.9\n", "12.9|7\n"), "s.txt")  # a row with a cell too many: not read
+    assert [r.raw["strategy"] for r in cut] == ["throughput"]
