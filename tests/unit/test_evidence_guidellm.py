@@ -38,3 +38,29 @@ def test_rows_that_measured_nothing_are_skipped_and_a_missing_info_table_is_said
     assert t["mean_e2el_ms"] == 29060.0 and t["mean_tpot_ms"] == 213.1 and t["guidellm_tpot_ms"] == 211.5
     cut = parse_guidellm(STATS.replace("12.9\n", "12.9|7\n"), "s.txt")  # a row with a cell too many: not read
     assert [r.raw["strategy"] for r in cut] == ["throughput"]
+
+
+INFO = """Benchmarks Info:
+=====
+Metadata |||| Requests Made ||| Prompt Tok/Req ||| Output Tok/Req ||| Prompt Tok Total ||| Output Tok Total ||
+    Benchmark| Start Time| End Time| Duration (s)|  Comp|  Inc|  Err|   Comp|  Inc|  Err|   Comp|  Inc|  Err|   Comp|  Inc|  Err|   Comp|   Inc|   Err
+-------------|-----------|---------|-------------|------|-----|-----|-------|-----|-----|-------|-----|-----|-------|-----|-----|-------|------|------
+ concurrent@5|   10:00:00| 10:00:58|         57.9|    10|    5|    0|  128.0|128.0|  0.0|  128.0| 40.0|  0.0|   1280|  640|    0|   1280|   200|     0
+ poisson@2.00|   10:01:00| 10:02:40|        100.0|   190|    0|    0|  128.0|  0.0|  0.0|  128.0|  0.0|  0.0|  24320|    0|    0|  24320|     0|     0
+=====
+"""
+CONCURRENT = "  concurrent@5|       0.26|        5.00|        33.0|        98.7| 19.40|  19.14| 19.65|1752.6| 2023.0| 2143.0|138.9|  137.9|151.4|137.8|  136.8|150.2\n"
+
+
+def test_rates_from_the_sharper_table_unless_the_run_was_cut():
+    head, _, _ = STATS.partition("  synchronous|")
+    poisson = next(ln for ln in STATS.splitlines() if ln.startswith(" poisson@2.00|"))
+    rows = {r.raw["strategy"]: r for r in parse_guidellm(INFO + head + CONCURRENT + poisson + "\n=====\n", "s")}
+    # poisson: all 190 requests completed in 100.0 s: 1.90 req/s either way, 243.2 tok/s over the duration
+    p = rows["poisson@2.00"]
+    assert p.fields["request_throughput"] == 1.9 and p.fields["output_throughput"] == 243.2
+    assert p.fields["completed"] == 190 and p.fields["num_prompts"] == 190
+    # concurrent@5 cut at 57.9 s with 5 in flight: GuideLLM's own rates stand (10 / 57.9 would say 0.17)
+    c = rows["concurrent@5"]
+    assert c.fields["request_throughput"] == 0.26 and c.fields["output_throughput"] == 33.0
+    assert c.fields["num_prompts"] == 15 and "incomplete" in c.raw

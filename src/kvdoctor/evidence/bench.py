@@ -411,9 +411,17 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
             docs = json_documents(s)
         except InputError as exc:
             raise InputError(f"{path}: {exc}") from None
-        out = [parse_json(d, path) for d in docs if looks_like_bench_json(d)]
+        from kvdoctor.evidence.guidellm import looks_like_guidellm_json, parse_guidellm_json
+
+        out = []
+        for d in docs:
+            if looks_like_bench_json(d):
+                out.append(parse_json(d, path))
+            elif looks_like_guidellm_json(d):
+                out += parse_guidellm_json(d, path)
         if not out:
-            raise InputError(f"{path}: JSON but not a vllm bench serve result (no completed/request_throughput)")
+            raise InputError(f"{path}: JSON but not a vllm bench serve result (no completed/request_throughput) or "
+                             "a GuideLLM report with a completed benchmark")
         return out
     from kvdoctor.evidence.guidellm import parse_guidellm
 

@@ -15,12 +15,16 @@ as with ``vllm bench serve``. Each row becomes a :class:`BenchResult` with ``vll
 * ``Req Latency (ms)`` holds seconds (guidellm#245): read as seconds;
 * the Info table gives each row's completed / incomplete / errored requests, duration and token totals.
 
-The 0.4+ tables (medians and p95 only, no means) and the saved JSON are not read here.
+Its saved report (``benchmarks.json``, 0.2 to 0.5) is read too (``parse_guidellm_json``): each benchmark's
+``metrics.<name>.successful`` distributions (mean, median, p99), its strategy object and request totals. The 0.4+
+printed tables (medians and p95 only, no means) are not read: give the JSON.
 """
 
 from __future__ import annotations
 
 import re
+
+from typing import Any
 
 from kvdoctor.evidence.model import BenchResult
 
@@ -105,6 +109,26 @@ def send_pattern(strategy: str, incomplete: float = 0.0) -> dict[str, float]:
     return {"request_rate": float(arg), "burstiness": CONSTANT_SHAPE}  # constant, async (0.1)
 
 
+def _sharper_rates(f: dict[str, float], nums: dict[str, float], raw: dict[str, object]) -> None:
+    """Each rate from whichever table gives it more precisely. The Stats table prints req/s to 2 decimals and tok/s
+    to 1 (0.15 req/s for 30 requests in 194.4 s is 0.1543: 3 % off); the Info table's counts over its duration, printed
+    to 0.1 s, are sharper for a long run and blunter for a short one (10.2 s: ±0.5 %). (GuideLLM's req/s is the mean
+    of its rate distribution, within ~1 % of completed / duration, which is what vllm bench reports, when every request
+    sent completed.)"""
+    d = nums["duration"]
+    if not (d > 0 and nums["completed"]) or nums["incomplete"]:
+        # a run its duration cut: the requests still in flight were served too, and only GuideLLM's own rates (over
+        # the requests' times) count them; completed / duration would not (a concurrent@5 cut at 60 s: 0.17 vs 0.26)
+        return
+    blur = 0.05 / d  # the duration's rounding, relative
+    for key, total, half in (("request_throughput", nums["completed"], 0.005),
+                             ("output_throughput", nums["total_output_tokens"], 0.05)):
+        printed = f.get(key) or 0.0
+        if not printed or blur < half / printed:
+            f[key] = total / d
+            raw[key] = "counted over the duration (Benchmarks Info): sharper than the Stats table's rounded rate"
+
+
 def parse_guidellm(text: str, source: str = "") -> list[BenchResult]:
     """Every benchmark row of every GuideLLM 0.2 result printed in ``text``, in order."""
     lines = text.splitlines()
@@ -149,8 +173,103 @@ def _result(strategy: str, cells: list[str], info_cells: list[str] | None, sourc
         for k in ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens"):
             f[k] = nums[k]
         f["num_prompts"] = nums["completed"] + nums["incomplete"] + nums["failed"]
+        _sharper_rates(f, nums, raw)
         if nums["incomplete"]:
             raw["incomplete"] = f"{nums['incomplete']:g} requests cut at the benchmark's end (not completed)"
     else:
         raw["info"] = "no Benchmarks Info row: request counts and token totals unknown"
+    return BenchResult(source=source, fields=f, raw=raw)
+
+
+# ---- the saved report (benchmarks.json) -----------------------------------------------------------------------------
+
+def looks_like_guidellm_json(doc: object) -> bool:
+    return (isinstance(doc, dict) and isinstance(doc.get("benchmarks"), list)
+            and any(isinstance(b, dict) and b.get("type_") == "generative_benchmark" for b in doc["benchmarks"]))
+
+
+def _strategy(bench: dict[str, Any]) -> tuple[str, float | None]:
+    """(the name the console prints: ``constant@0.50`` …, the throughput mode's max concurrency when saved)."""
+    st = (bench.get("config") or {}).get("strategy") or (bench.get("args") or {}).get("strategy") or {}
+    kind = str(st.get("type_") or "").removeprefix("async_")
+    if kind == "concurrent":
+        return f"concurrent@{st.get('streams') or st.get('max_concurrency')}", None
+    if kind in ("constant", "poisson", "async"):
+        return f"{kind}@{float(st.get('rate') or 0):.2f}", None
+    mc = st.get("max_concurrency")
+    return kind or "unknown", float(mc) if isinstance(mc, (int, float)) and mc > 0 else None
+
+
+def _dist(metrics: dict[str, Any], key: str) -> dict[str, Any]:
+    d = metrics.get(key)
+    d = d.get("successful") if isinstance(d, dict) else None
+    return d if isinstance(d, dict) else {}
+
+
+def parse_guidellm_json(doc: dict[str, Any], source: str = "") -> list[BenchResult]:
+    """Each benchmark of a saved GuideLLM report, as ``parse_guidellm`` reads a printed row."""
+    out = []
+    for bench in doc.get("benchmarks") or []:
+        if not isinstance(bench, dict) or bench.get("type_") != "generative_benchmark":
+            continue
+        res = _json_result(bench, source)
+        if res is not None:
+            out.append(res)
+    return out
+
+
+def _duration(bench: dict[str, Any]) -> float | None:
+    sm = bench.get("scheduler_metrics") or {}
+    for a, b in ((bench.get("start_time"), bench.get("end_time")),
+                 (sm.get("measure_start_time"), sm.get("measure_end_time"))):
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > a:
+            return float(b - a)
+    d = bench.get("duration")
+    return float(d) if isinstance(d, (int, float)) and d > 0 else None
+
+
+def _json_result(bench: dict[str, Any], source: str) -> BenchResult | None:
+    m = bench.get("metrics") or {}
+    totals = m.get("request_totals") or bench.get("request_totals") or {}
+    completed = float(totals.get("successful") or 0)
+    duration = _duration(bench)
+    if not completed or not duration:
+        return None  # a benchmark that completed nothing, or a report cut before its timings
+    name, loop = _strategy(bench)
+    f: dict[str, float] = {"completed": completed, "failed": float(totals.get("errored") or 0), "duration": duration,
+                           "num_prompts": completed + float(totals.get("incomplete") or 0)
+                           + float(totals.get("errored") or 0), "request_throughput": completed / duration}
+    tin, tout = _dist(m, "prompt_token_count").get("total_sum"), _dist(m, "output_token_count").get("total_sum")
+    if isinstance(tin, (int, float)) and isinstance(tout, (int, float)):
+        f.update(total_input_tokens=float(tin), total_output_tokens=float(tout), output_throughput=tout / duration)
+    if float(totals.get("incomplete") or 0):
+        # cut by its duration: GuideLLM's own rates count the requests still in flight (as parse_guidellm keeps them)
+        for key, name_ in (("requests_per_second", "request_throughput"), ("output_tokens_per_second",
+                                                                          "output_throughput")):
+            v = _dist(m, key).get("mean")
+            if isinstance(v, (int, float)) and v > 0:
+                f[name_] = float(v)
+    for key, name_, scale in (("time_to_first_token_ms", "ttft_ms", 1.0), ("inter_token_latency_ms", "itl_ms", 1.0),
+                              ("request_latency", "e2el_ms", 1000.0)):  # request_latency is in seconds
+        d = _dist(m, key)
+        for stat, v in (("mean", d.get("mean")), ("median", d.get("median")),
+                        ("p99", (d.get("percentiles") or {}).get("p99"))):
+            if isinstance(v, (int, float)):
+                f[f"{stat}_{name_}"] = float(v) * scale
+    if "mean_itl_ms" in f:
+        f["mean_tpot_ms"] = f["mean_itl_ms"]
+    tpot = _dist(m, "time_per_output_token_ms").get("mean")
+    if isinstance(tpot, (int, float)):
+        f["guidellm_tpot_ms"] = float(tpot)
+    if "output_throughput" not in f:
+        return None
+    send = send_pattern(name, float(totals.get("incomplete") or 0)) if name != "unknown" else {}
+    if name == "throughput" and loop:
+        send["max_concurrency"] = loop  # saved with the strategy: no inference needed
+    f.update(send)
+    raw: dict[str, object] = {"format": "guidellm", "strategy": name, "report": "saved JSON",
+                              "mean_tpot_ms": "GuideLLM's ITL mean (its inter_token_latency_ms)",
+                              "send": f"GuideLLM's {name}: " + ", ".join(f"{k}={v:g}" for k, v in send.items())}
+    if not send:
+        raw["send"] = "the strategy is not saved: send pattern unknown"
     return BenchResult(source=source, fields=f, raw=raw)

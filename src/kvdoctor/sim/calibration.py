@@ -507,10 +507,18 @@ def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) ->
         if text.lstrip()[:1] in ("{", "["):
             # one result, a list of them, or one per line (--append-result)
             try:
-                docs = [d for d in json_documents(text) if looks_like_bench_json(d)
-                        or (isinstance(d, dict) and ("completed" in d or "output_throughput" in d))]
+                all_docs = json_documents(text)
             except InputError as exc:
                 raise InputError(f"{p}: {exc}") from None
+            from kvdoctor.evidence.guidellm import looks_like_guidellm_json, parse_guidellm_json
+
+            rows = [r for d in all_docs if looks_like_guidellm_json(d) for r in parse_guidellm_json(d, p)]
+            if rows:  # a GuideLLM report: one run per benchmark, named by its strategy
+                runs += [bench_run_from_json(dict(r.fields), f"{Path(p).name}#{r.raw['strategy']}",
+                                             special_tokens=special_tokens, seed=seed) for r in rows]
+                continue
+            docs = [d for d in all_docs if looks_like_bench_json(d)
+                    or (isinstance(d, dict) and ("completed" in d or "output_throughput" in d))]
             if not docs:
                 raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result): no object with "
                                  "completed / mean_ttft_ms")
