@@ -24,7 +24,7 @@ _RANGE_WORDS = {"prompt_tokens": "prompts", "running_requests": "batch"}
 @common.config_options
 def calibrate_cmd(
     opts: common.ConfigOptions,
-    bench: Annotated[Optional[list[str]], typer.Argument(help="`vllm bench serve --save-result` JSON files of this deployment (--save-detailed adds per-request lengths and send times), or what the bench printed: each 'Serving Benchmark Result' block of a capture is one run (FILE#k); GuideLLM's printed tables: each row one run (FILE#STRATEGY).")] = None,
+    bench: Annotated[Optional[list[str]], typer.Argument(help="`vllm bench serve --save-result` JSON files of this deployment (--save-detailed adds per-request lengths and send times), or what the bench printed: each 'Serving Benchmark Result' block of a capture is one run (FILE#k); GuideLLM's printed tables or saved report: each row one run (FILE#STRATEGY); vllm bench sweep's summary.csv: each row one run.")] = None,
     stats_log: Annotated[Optional[list[str]], typer.Option("--stats-log", help="The server's log with its periodic stats lines (repeatable): busy intervals constrain the step time.")] = None,
     iteration_log: Annotated[Optional[list[str]], typer.Option("--iteration-log", help="A server log with vLLM's per-step lines (vllm serve --enable-logging-iteration-details; repeatable; --linear): each step's batch and model time pin the step model.")] = None,
     finish_cost: Annotated[bool, typer.Option("--finish-cost", help="Also fit the API server's work per finished request (the last chunk and [DONE]): the response ends when that work does, so a --max-concurrency slot frees then and what is sent after waits for it (a closed loop's wave: requests that finish in one step release their successors one after another).")] = False,

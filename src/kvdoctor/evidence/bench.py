@@ -425,6 +425,11 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
         return out
     from kvdoctor.evidence.guidellm import parse_guidellm
 
+    if looks_like_sweep_csv(text[:65536]):
+        out = [parse_json(d, path) for d in sweep_csv_results(text, path)]
+        if not out:
+            raise InputError(f"{path}: a vllm bench sweep summary without a completed run")
+        return out
     out = (parse_text(text, path) or parse_guidellm(text, path)
            or [_embedded(d, path) for d in embedded_json_results(text)])
     if not out:
@@ -439,12 +444,60 @@ def _embedded(doc: dict, source: str) -> BenchResult:
     return r
 
 
+def looks_like_sweep_csv(head: str) -> bool:
+    """``vllm bench sweep serve``'s ``summary.csv``: pandas' table of every run's saved result (an unnamed index column,
+    then the result's keys and the sweep's overrides)."""
+    first = head.lstrip("\ufeff").split("\n", 1)[0]
+    cols = {c.strip().strip('"') for c in first.split(",")}
+    return "mean_ttft_ms" in cols and ("completed" in cols or "request_throughput" in cols)
+
+
+SWEEP_CSV_MAX_ROWS = 100_000  # runs in one summary (a sweep has tens)
+
+
+def sweep_csv_results(text: str, source: str) -> list[dict[str, Any]]:
+    """Each row of a sweep's ``summary.csv`` as the saved result it was made from: numbers as numbers, ``inf`` as inf,
+    the per-request lists (``input_lens``, ``ttfts`` …, written as Python lists) as lists of numbers; a list that is
+    not numbers (``errors``) is left out."""
+    import csv
+    import io
+
+    out: list[dict[str, Any]] = []
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    header = next(reader, None) or []
+    for k, row in enumerate(reader):
+        if k >= SWEEP_CSV_MAX_ROWS:
+            raise InputError(f"{source}: more than {SWEEP_CSV_MAX_ROWS:,} runs in one sweep summary")
+        doc: dict[str, Any] = {}
+        for name, cell in zip(header, row):
+            if not name or cell == "":
+                continue  # pandas' index column; a value the run did not have
+            doc[name] = _csv_value(cell)
+        if looks_like_bench_json(doc):
+            out.append(doc)
+    return out
+
+
+def _csv_value(cell: str) -> Any:
+    c = cell.strip()
+    if c.startswith("["):
+        try:
+            v = json.loads(c)
+        except (json.JSONDecodeError, RecursionError):
+            return None  # a list of strings in Python's quotes (errors): not a figure
+        return v if isinstance(v, list) and all(isinstance(x, (int, float)) for x in v) else None
+    try:
+        return float("inf") if c.lower() in ("inf", "infinity") else float(c)
+    except ValueError:
+        return c
+
+
 def looks_like_bench_text(head: str) -> bool:
     """A printed result: the block (with its header, or its figures pasted without it), the legacy summary, or
     GuideLLM's tables."""
     from kvdoctor.evidence.guidellm import looks_like_guidellm
 
     return (BLOCK_HEADER in head or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
-            or looks_like_guidellm(head)
+            or looks_like_guidellm(head) or looks_like_sweep_csv(head)
             or len(set(_HEADLESS_LABELS.findall(head))) >= 3
             or ('"mean_ttft_ms"' in head and '"completed"' in head))  # a saved result pasted inside text

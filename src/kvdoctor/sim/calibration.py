@@ -537,6 +537,12 @@ def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[Ben
 
     from kvdoctor.evidence.guidellm import parse_guidellm
 
+    from kvdoctor.evidence.bench import looks_like_sweep_csv, sweep_csv_results
+
+    if looks_like_sweep_csv(text[:65536]):  # vllm bench sweep serve's summary.csv: one run per row
+        docs = sweep_csv_results(text, p)
+        return [bench_run_from_json(d, f"{Path(p).name}#{k}", special_tokens=special_tokens, seed=seed)
+                for k, d in enumerate(docs, 1)]
     blocks = [b for b in parse_text(text, p) if b.raw.get("format") == "block"]
     if not blocks:
         rows = parse_guidellm(text, p)  # GuideLLM's tables: one run per benchmark row, named by its strategy
