@@ -64,3 +64,17 @@ def test_rates_from_the_sharper_table_unless_the_run_was_cut():
     c = rows["concurrent@5"]
     assert c.fields["request_throughput"] == 0.26 and c.fields["output_throughput"] == 33.0
     assert c.fields["num_prompts"] == 15 and "incomplete" in c.raw
+
+
+def test_the_newer_tables_ask_for_the_saved_report(tmp_path):
+    """GuideLLM >= 0.4 prints medians and p95 only: one line saying to pass benchmarks.json, from evidence and
+    calibrate (a text written in its section layout)."""
+    from tests.conftest import run_kvdoctor
+
+    p = tmp_path / "guidellm-0.5.log"
+    p.write_text("ℹ Run Summary Info\n| Benchmark  | Timings |\n| concurrent | 16:58:16 |\n\n"
+                 "ℹ Request Latency Statistics (Completed Requests)\n| concurrent | 24.9 | 1.0 |\n\n"
+                 "ℹ Server Throughput Statistics (All Requests)\n| concurrent | 0.2 | 4.0 |\n")
+    for args in (("evidence", str(p)), ("calibrate", str(p), "-m", "Qwen/Qwen3-8B", "--gpu", "H100")):
+        r = run_kvdoctor(*args)
+        assert r.rc == 2 and r.one_line_error() and "benchmarks.json" in r.err, (args, r)

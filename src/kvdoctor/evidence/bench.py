@@ -423,7 +423,7 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
             raise InputError(f"{path}: JSON but not a vllm bench serve result (no completed/request_throughput) or "
                              "a GuideLLM report with a completed benchmark")
         return out
-    from kvdoctor.evidence.guidellm import parse_guidellm
+    from kvdoctor.evidence.guidellm import NEWER_TABLES, looks_like_newer_guidellm, parse_guidellm
 
     if looks_like_sweep_csv(text[:65536]):
         out = [parse_json(d, path) for d in sweep_csv_results(text, path)]
@@ -432,6 +432,8 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
         return out
     out = (parse_text(text, path) or parse_guidellm(text, path)
            or [_embedded(d, path) for d in embedded_json_results(text)])
+    if not out and looks_like_newer_guidellm(text):
+        raise InputError(f"{path}: {NEWER_TABLES}")
     if not out:
         raise InputError(f"{path}: no 'Serving Benchmark Result' block, GuideLLM 'Benchmarks Stats' table or legacy "
                          "benchmark summary found")
@@ -495,9 +497,9 @@ def _csv_value(cell: str) -> Any:
 def looks_like_bench_text(head: str) -> bool:
     """A printed result: the block (with its header, or its figures pasted without it), the legacy summary, or
     GuideLLM's tables."""
-    from kvdoctor.evidence.guidellm import looks_like_guidellm
+    from kvdoctor.evidence.guidellm import looks_like_guidellm, looks_like_newer_guidellm
 
-    return (BLOCK_HEADER in head or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
+    return (BLOCK_HEADER in head or looks_like_newer_guidellm(head) or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
             or looks_like_guidellm(head) or looks_like_sweep_csv(head)
             or len(set(_HEADLESS_LABELS.findall(head))) >= 3
             or ('"mean_ttft_ms"' in head and '"completed"' in head))  # a saved result pasted inside text

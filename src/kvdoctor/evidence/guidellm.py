@@ -46,6 +46,17 @@ def looks_like_guidellm(head: str) -> bool:
     return STATS_HEADER in head and "TTFT (ms)" in head and "ITL (ms)" in head
 
 
+# GuideLLM >= 0.4 prints other tables: their latencies are medians and p95 only (guidellm#464)
+NEWER_SECTIONS = ("Request Latency Statistics", "Server Throughput Statistics")
+NEWER_TABLES = ("GuideLLM >= 0.4's printed tables give latency medians and p95 only, and kvdoctor needs the means "
+                "vllm bench reports: pass the saved report instead (its benchmarks.json: GuideLLM's --output-path "
+                "or --output-dir)")
+
+
+def looks_like_newer_guidellm(head: str) -> bool:
+    return all(s in head for s in NEWER_SECTIONS) or ("Run Summary Info" in head and NEWER_SECTIONS[0] in head)
+
+
 def _rows(lines: list[str], start: int) -> dict[str, list[str]]:
     """The table that starts after ``start``: each benchmark's cells, its physical lines joined (a terminal hard-wraps
     the 150-column table at 80: a row goes on where it broke, and only a strategy name opens a new one)."""

@@ -554,6 +554,10 @@ def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[Ben
         return [bench_run_from_json(d, Path(p).name if len(docs) == 1 else f"{Path(p).name}#{k}",
                                     special_tokens=special_tokens, seed=seed) for k, d in enumerate(docs, 1)]
     if not blocks:
+        from kvdoctor.evidence.guidellm import NEWER_TABLES, looks_like_newer_guidellm
+
+        if looks_like_newer_guidellm(text):
+            raise InputError(f"{p}: {NEWER_TABLES}")
         raise InputError(f"{p}: neither a vllm bench serve JSON result (--save-result) nor its printed "
                          "'Serving Benchmark Result' block (nor GuideLLM's 'Benchmarks Stats' table)")
     out = []
