@@ -499,7 +499,7 @@ def looks_like_bench_text(head: str) -> bool:
     GuideLLM's tables."""
     from kvdoctor.evidence.guidellm import looks_like_guidellm, looks_like_newer_guidellm
 
-    return (BLOCK_HEADER in head or looks_like_newer_guidellm(head) or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
-            or looks_like_guidellm(head) or looks_like_sweep_csv(head)
+    return (BLOCK_HEADER in head or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
+            or looks_like_guidellm(head) or looks_like_newer_guidellm(head) or looks_like_sweep_csv(head)
             or len(set(_HEADLESS_LABELS.findall(head))) >= 3
             or ('"mean_ttft_ms"' in head and '"completed"' in head))  # a saved result pasted inside text
