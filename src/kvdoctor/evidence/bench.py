@@ -411,6 +411,7 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
             docs = json_documents(s)
         except InputError as exc:
             raise InputError(f"{path}: {exc}") from None
+        from kvdoctor.evidence.genaiperf import looks_like_genai_perf_json, parse_genai_perf_json
         from kvdoctor.evidence.guidellm import looks_like_guidellm_json, parse_guidellm_json
 
         out = []
@@ -419,24 +420,33 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
                 out.append(parse_json(d, path))
             elif looks_like_guidellm_json(d):
                 out += parse_guidellm_json(d, path)
+            elif looks_like_genai_perf_json(d):
+                out += parse_genai_perf_json(d, path)
         if not out:
             raise InputError(f"{path}: JSON but not a vllm bench serve result (no completed/request_throughput) or "
                              "a GuideLLM report with a completed benchmark")
         return out
     from kvdoctor.evidence.guidellm import NEWER_TABLES, looks_like_newer_guidellm, parse_guidellm
 
+    from kvdoctor.evidence.genaiperf import looks_like_genai_perf_csv, parse_genai_perf, parse_genai_perf_csv
+
     if looks_like_sweep_csv(text[:65536]):
         out = [parse_json(d, path) for d in sweep_csv_results(text, path)]
         if not out:
             raise InputError(f"{path}: a vllm bench sweep summary without a completed run")
         return out
-    out = (parse_text(text, path) or parse_guidellm(text, path)
+    if looks_like_genai_perf_csv(text[:65536]):
+        out = parse_genai_perf_csv(text, path)
+        if not out:
+            raise InputError(f"{path}: a GenAI-Perf CSV export without its latency or throughput rows")
+        return out
+    out = (parse_text(text, path) or parse_guidellm(text, path) or parse_genai_perf(text, path)
            or [_embedded(d, path) for d in embedded_json_results(text)])
     if not out and looks_like_newer_guidellm(text):
         raise InputError(f"{path}: {NEWER_TABLES}")
     if not out:
-        raise InputError(f"{path}: no 'Serving Benchmark Result' block, GuideLLM 'Benchmarks Stats' table or legacy "
-                         "benchmark summary found")
+        raise InputError(f"{path}: no 'Serving Benchmark Result' block, GuideLLM 'Benchmarks Stats' table, GenAI-Perf "
+                         "'LLM Metrics' table or legacy benchmark summary found")
     return out
 
 
@@ -497,9 +507,11 @@ def _csv_value(cell: str) -> Any:
 def looks_like_bench_text(head: str) -> bool:
     """A printed result: the block (with its header, or its figures pasted without it), the legacy summary, or
     GuideLLM's tables."""
+    from kvdoctor.evidence.genaiperf import looks_like_genai_perf, looks_like_genai_perf_csv
     from kvdoctor.evidence.guidellm import looks_like_guidellm, looks_like_newer_guidellm
 
     return (BLOCK_HEADER in head or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
             or looks_like_guidellm(head) or looks_like_newer_guidellm(head) or looks_like_sweep_csv(head)
+            or looks_like_genai_perf(head) or looks_like_genai_perf_csv(head)
             or len(set(_HEADLESS_LABELS.findall(head))) >= 3
             or ('"mean_ttft_ms"' in head and '"completed"' in head))  # a saved result pasted inside text

@@ -37,6 +37,7 @@ def detect_kind(path: str) -> str:
     """'metrics-folder' | 'metrics' | 'prometheus' (a saved query result) | 'bench' | 'trace' | 'log'."""
     from kvdoctor.evidence import promfile
     from kvdoctor.evidence.bench import looks_like_bench_json, looks_like_bench_text
+    from kvdoctor.evidence.genaiperf import looks_like_genai_perf_json
     from kvdoctor.evidence.guidellm import looks_like_guidellm_json
     from kvdoctor.evidence.prometheus import looks_like_metrics
     from kvdoctor.evidence.traces import sniff_trace
@@ -67,7 +68,8 @@ def detect_kind(path: str) -> str:
         if promfile.is_reply(doc):
             return "prometheus"
         # a saved bench result before a trace: its lines are records with numbers too
-        if looks_like_bench_json(doc) or looks_like_guidellm_json(doc) or '"generative_benchmark"' in head:
+        if (looks_like_bench_json(doc) or looks_like_guidellm_json(doc) or looks_like_genai_perf_json(doc)
+                or '"generative_benchmark"' in head):
             return "bench"
         if sniff_trace(path):
             return "trace"

@@ -517,6 +517,12 @@ def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) ->
                 runs += [bench_run_from_json(dict(r.fields), f"{Path(p).name}#{r.raw['strategy']}",
                                              special_tokens=special_tokens, seed=seed) for r in rows]
                 continue
+            from kvdoctor.evidence.genaiperf import looks_like_genai_perf_json, parse_genai_perf_json
+
+            rows = [r for d in all_docs if looks_like_genai_perf_json(d) for r in parse_genai_perf_json(d, p)]
+            if rows:  # GenAI-Perf's JSON export
+                runs += _genai_perf_runs(rows, p, special_tokens, seed)
+                continue
             docs = [d for d in all_docs if looks_like_bench_json(d)
                     or (isinstance(d, dict) and ("completed" in d or "output_throughput" in d))]
             if not docs:
@@ -549,6 +555,11 @@ def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[Ben
         if rows:
             return [bench_run_from_json(dict(r.fields), f"{Path(p).name}#{r.raw['strategy']}",
                                         special_tokens=special_tokens, seed=seed) for r in rows]
+        from kvdoctor.evidence.genaiperf import looks_like_genai_perf_csv, parse_genai_perf, parse_genai_perf_csv
+
+        rows = parse_genai_perf_csv(text, p) if looks_like_genai_perf_csv(text[:65536]) else parse_genai_perf(text, p)
+        if rows:  # GenAI-Perf's tables or CSV export: one run each
+            return _genai_perf_runs(rows, p, special_tokens, seed)
     docs = [] if blocks else embedded_json_results(text)
     if docs:  # saved results pasted inside text (a report's inline code, another tool's record)
         return [bench_run_from_json(d, Path(p).name if len(docs) == 1 else f"{Path(p).name}#{k}",
@@ -570,6 +581,17 @@ def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[Ben
                              "rate:' line that vllm bench serve prints before the block (or the bench command above it), "
                              "or give the --save-result JSON")
         out.append(bench_run_from_json(dict(b.fields), name, special_tokens=special_tokens, seed=seed))
+    return out
+
+
+def _genai_perf_runs(rows: list, p: str, special_tokens: int, seed: int) -> list[BenchRun]:
+    out = []
+    for k, r in enumerate(rows, 1):
+        name = Path(p).name if len(rows) == 1 else f"{Path(p).name}#{k}"
+        if "request_rate" not in r.fields:
+            raise InputError(f"{name}: GenAI-Perf's table does not say its load: keep the genai-perf command (its "
+                             "--concurrency or --request-rate) above it, or give profile_export_genai_perf.json")
+        out.append(bench_run_from_json(dict(r.fields), name, special_tokens=special_tokens, seed=seed))
     return out
 
 
