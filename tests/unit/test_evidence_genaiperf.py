@@ -128,3 +128,13 @@ def test_a_table_without_its_load_is_one_line_for_calibrate(tmp_path):
     p.write_text(COMMAND + TABLE_2025)
     r = run_kvdoctor("evidence", str(p))
     assert r.rc == 0 and "concurrency 10" in r.out
+
+
+def test_a_files_path_that_names_the_tool_is_not_its_command(tmp_path):
+    d = tmp_path / "genai-perf" / "run"
+    d.mkdir(parents=True)
+    p = d / "profile_export_genai_perf.json"
+    p.write_text(json.dumps({"request_latency": {"unit": "ms", "avg": 100.0}, "request_throughput": {"avg": 2.0},
+                             "output_token_throughput": {"avg": 50.0}, "time_to_first_token": {"avg": 20.0}}))
+    (r,) = load_bench(p)
+    assert "max_concurrency" not in r.fields and "request_rate" not in r.fields

@@ -95,8 +95,10 @@ def _label(cell: str) -> tuple[str, float]:
     return s.lower(), scale
 
 
-def send_pattern(text: str) -> tuple[dict[str, float], str]:
-    """vllm bench's send options from the GenAI-Perf or perf_analyzer command, or the artifact path, in ``text``."""
+def send_pattern(text: str, default: bool = True) -> tuple[dict[str, float], str]:
+    """vllm bench's send options from the GenAI-Perf or perf_analyzer command, or the artifact path, in ``text``;
+    ``default``: GenAI-Perf's own concurrency of 1 when its command is there without a load (not for a file's path,
+    which names the tool without being its command)."""
     if _VARIABLE_OPT.search(text):
         return {}, ""  # `--concurrency $c` in a loop: which value made this table is not known
     m = _COMMAND_OPT.search(text)
@@ -111,7 +113,7 @@ def send_pattern(text: str) -> tuple[dict[str, float], str]:
         if m.group(1) == "concurrency":
             return {"request_rate": float("inf"), "max_concurrency": float(m.group(2))}, src
         return {"request_rate": float(m.group(2)), "burstiness": 1e6}, src
-    if re.search(r"\bgenai-perf\b", text):
+    if default and re.search(r"\bgenai-perf\b", text):
         return {"request_rate": float("inf"), "max_concurrency": 1.0}, "GenAI-Perf's default (a concurrency of 1)"
     return {}, ""
 
@@ -212,7 +214,7 @@ def parse_genai_perf_csv(text: str, source: str = "") -> list[BenchResult]:
         vals = {c: v * scale for c, cell in zip(cols, row[1:]) if (v := _num(cell)) is not None}
         if vals:
             stats[name] = vals
-    send, how = send_pattern(source)  # genai-perf names the artifact directory after the load
+    send, how = send_pattern(source, default=False)  # genai-perf names the artifact directory after the load
     res = _result(stats, send, how, source, "CSV export")
     return [res] if res is not None else []
 
@@ -238,7 +240,7 @@ def parse_genai_perf_json(doc: dict[str, Any], source: str = "") -> list[BenchRe
     elif rate:
         send, how = {"request_rate": rate, "burstiness": 1e6}, f"input_config request_rate {rate:g}"
     else:
-        send, how = send_pattern(source)
+        send, how = send_pattern(source, default=False)
     res = _result(stats, send, how, source, "JSON export")
     return [res] if res is not None else []
 
