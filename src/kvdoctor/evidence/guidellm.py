@@ -34,7 +34,7 @@ _STRATEGY = re.compile(r"^\s*(synchronous|throughput|(?:constant|poisson|concurr
 _PREFIX = re.compile(r"^\s*(?:#|>|//)\s?")  # a capture commented or quoted in a ticket, a script, a doc
 CONSTANT_SHAPE = 1e6  # gamma shape standing in for evenly spaced sends (vllm bench's burstiness; inf is not a shape)
 # the Stats table's values after the benchmark name, in GuideLLM 0.2's order
-STATS_COLUMNS = ("request_throughput", "concurrency", "output_throughput", "total_token_throughput",
+STATS_COLUMNS = ("request_throughput", "guidellm_mean_concurrency", "output_throughput", "total_token_throughput",
                  "mean_e2el_s", "median_e2el_s", "p99_e2el_s", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
                  "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "guidellm_tpot_ms", "guidellm_median_tpot_ms",
                  "guidellm_p99_tpot_ms")
@@ -179,7 +179,7 @@ def _result(strategy: str, cells: list[str], info_cells: list[str] | None, sourc
                                   f"({send['max_concurrency']:g}: "
                                   + ("the requests left in flight when the run's duration ended)"
                                      if nums and 0 < nums["incomplete"] <= MAX_CONCURRENCY else "its default)")
-                                  + f"; mean concurrency measured {stats['concurrency']:g}")
+                                  + f"; mean concurrency measured {stats['guidellm_mean_concurrency']:g}")
     if nums is not None:
         for k in ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens"):
             f[k] = nums[k]
