@@ -411,24 +411,15 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
             docs = json_documents(s)
         except InputError as exc:
             raise InputError(f"{path}: {exc}") from None
-        from kvdoctor.evidence.genaiperf import looks_like_genai_perf_json, parse_genai_perf_json
-        from kvdoctor.evidence.guidellm import looks_like_guidellm_json, parse_guidellm_json
-
         out = []
         for d in docs:
-            if looks_like_bench_json(d):
-                out.append(parse_json(d, path))
-            elif looks_like_guidellm_json(d):
-                out += parse_guidellm_json(d, path)
-            elif looks_like_genai_perf_json(d):
-                out += parse_genai_perf_json(d, path)
+            out += [parse_json(d, path)] if looks_like_bench_json(d) else client_results("", path, [d])
         if not out:
             raise InputError(f"{path}: JSON but not a vllm bench serve result (no completed/request_throughput) or "
-                             "a GuideLLM report with a completed benchmark")
+                             "a GuideLLM report or GenAI-Perf export with a completed run")
         return out
-    from kvdoctor.evidence.guidellm import NEWER_TABLES, looks_like_newer_guidellm, parse_guidellm
-
-    from kvdoctor.evidence.genaiperf import looks_like_genai_perf_csv, parse_genai_perf, parse_genai_perf_csv
+    from kvdoctor.evidence.genaiperf import looks_like_genai_perf_csv
+    from kvdoctor.evidence.guidellm import NEWER_TABLES, looks_like_newer_guidellm
 
     if looks_like_sweep_csv(text[:65536]):
         out = [parse_json(d, path) for d in sweep_csv_results(text, path)]
@@ -436,11 +427,11 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
             raise InputError(f"{path}: a vllm bench sweep summary without a completed run")
         return out
     if looks_like_genai_perf_csv(text[:65536]):
-        out = parse_genai_perf_csv(text, path)
+        out = client_results(text, path)
         if not out:
             raise InputError(f"{path}: a GenAI-Perf CSV export without its latency or throughput rows")
         return out
-    out = (parse_text(text, path) or parse_guidellm(text, path) or parse_genai_perf(text, path)
+    out = (parse_text(text, path) or client_results(text, path)
            or [_embedded(d, path) for d in embedded_json_results(text)])
     if not out and looks_like_newer_guidellm(text):
         raise InputError(f"{path}: {NEWER_TABLES}")
@@ -448,6 +439,22 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
         raise InputError(f"{path}: no 'Serving Benchmark Result' block, GuideLLM 'Benchmarks Stats' table, GenAI-Perf "
                          "'LLM Metrics' table or legacy benchmark summary found")
     return out
+
+
+def client_results(text: str, source: str, docs: list | None = None) -> list[BenchResult]:
+    """The other clients' results, for ``evidence`` and ``calibrate`` alike: GuideLLM's saved report and GenAI-Perf's
+    JSON export among the JSON ``docs`` of a file, else, in ``text``, GenAI-Perf's CSV export or the printed tables
+    of GuideLLM or GenAI-Perf."""
+    from kvdoctor.evidence import genaiperf, guidellm
+
+    if docs is not None:
+        return [r for d in docs for r in (guidellm.parse_guidellm_json(d, source)
+                                          if guidellm.looks_like_guidellm_json(d)
+                                          else genaiperf.parse_genai_perf_json(d, source)
+                                          if genaiperf.looks_like_genai_perf_json(d) else [])]
+    if genaiperf.looks_like_genai_perf_csv(text[:65536]):
+        return genaiperf.parse_genai_perf_csv(text, source)
+    return guidellm.parse_guidellm(text, source) or genaiperf.parse_genai_perf(text, source)
 
 
 def _embedded(doc: dict, source: str) -> BenchResult:

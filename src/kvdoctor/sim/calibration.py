@@ -495,7 +495,7 @@ def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) ->
     paste): every ``Serving Benchmark Result`` block in it is one run, named ``FILE`` or ``FILE#k`` when it holds
     several. A printed block has the JSON's figures and totals but no per-request arrays (lengths are rebuilt
     from the totals, as for a JSON saved without --save-detailed)."""
-    from kvdoctor.evidence.bench import decode_capture, json_documents, looks_like_bench_json
+    from kvdoctor.evidence.bench import client_results, decode_capture, json_documents, looks_like_bench_json
     from kvdoctor.safeio import read_document
 
     runs = []
@@ -510,18 +510,9 @@ def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) ->
                 all_docs = json_documents(text)
             except InputError as exc:
                 raise InputError(f"{p}: {exc}") from None
-            from kvdoctor.evidence.guidellm import looks_like_guidellm_json, parse_guidellm_json
-
-            rows = [r for d in all_docs if looks_like_guidellm_json(d) for r in parse_guidellm_json(d, p)]
-            if rows:  # a GuideLLM report: one run per benchmark, named by its strategy
-                runs += [bench_run_from_json(dict(r.fields), f"{Path(p).name}#{r.raw['strategy']}",
-                                             special_tokens=special_tokens, seed=seed) for r in rows]
-                continue
-            from kvdoctor.evidence.genaiperf import looks_like_genai_perf_json, parse_genai_perf_json
-
-            rows = [r for d in all_docs if looks_like_genai_perf_json(d) for r in parse_genai_perf_json(d, p)]
-            if rows:  # GenAI-Perf's JSON export
-                runs += _genai_perf_runs(rows, p, special_tokens, seed)
+            rows = client_results(text, p, all_docs)
+            if rows:  # a GuideLLM report or a GenAI-Perf export
+                runs += _client_runs(rows, p, special_tokens, seed)
                 continue
             docs = [d for d in all_docs if looks_like_bench_json(d)
                     or (isinstance(d, dict) and ("completed" in d or "output_throughput" in d))]
@@ -539,11 +530,8 @@ def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) ->
 
 
 def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[BenchRun]:
-    from kvdoctor.evidence.bench import embedded_json_results, parse_text
-
-    from kvdoctor.evidence.guidellm import parse_guidellm
-
-    from kvdoctor.evidence.bench import looks_like_sweep_csv, sweep_csv_results
+    from kvdoctor.evidence.bench import (client_results, embedded_json_results, looks_like_sweep_csv, parse_text,
+                                         sweep_csv_results)
 
     if looks_like_sweep_csv(text[:65536]):  # vllm bench sweep serve's summary.csv: one run per row
         docs = sweep_csv_results(text, p)
@@ -551,15 +539,9 @@ def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[Ben
                 for k, d in enumerate(docs, 1)]
     blocks = [b for b in parse_text(text, p) if b.raw.get("format") == "block"]
     if not blocks:
-        rows = parse_guidellm(text, p)  # GuideLLM's tables: one run per benchmark row, named by its strategy
+        rows = client_results(text, p)  # GuideLLM's or GenAI-Perf's tables, GenAI-Perf's CSV
         if rows:
-            return [bench_run_from_json(dict(r.fields), f"{Path(p).name}#{r.raw['strategy']}",
-                                        special_tokens=special_tokens, seed=seed) for r in rows]
-        from kvdoctor.evidence.genaiperf import looks_like_genai_perf_csv, parse_genai_perf, parse_genai_perf_csv
-
-        rows = parse_genai_perf_csv(text, p) if looks_like_genai_perf_csv(text[:65536]) else parse_genai_perf(text, p)
-        if rows:  # GenAI-Perf's tables or CSV export: one run each
-            return _genai_perf_runs(rows, p, special_tokens, seed)
+            return _client_runs(rows, p, special_tokens, seed)
     docs = [] if blocks else embedded_json_results(text)
     if docs:  # saved results pasted inside text (a report's inline code, another tool's record)
         return [bench_run_from_json(d, Path(p).name if len(docs) == 1 else f"{Path(p).name}#{k}",
@@ -584,11 +566,14 @@ def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[Ben
     return out
 
 
-def _genai_perf_runs(rows: list, p: str, special_tokens: int, seed: int) -> list[BenchRun]:
+def _client_runs(rows: list, p: str, special_tokens: int, seed: int) -> list[BenchRun]:
+    """One run per result: a GuideLLM benchmark named by its strategy (FILE#synchronous), GenAI-Perf's FILE#k."""
     out = []
     for k, r in enumerate(rows, 1):
-        name = Path(p).name if len(rows) == 1 else f"{Path(p).name}#{k}"
-        if "request_rate" not in r.fields:
+        strategy = r.raw.get("strategy")
+        name = (f"{Path(p).name}#{strategy}" if strategy
+                else Path(p).name if len(rows) == 1 else f"{Path(p).name}#{k}")
+        if "request_rate" not in r.fields:  # GenAI-Perf's table, printed without its command
             raise InputError(f"{name}: GenAI-Perf's table does not say its load: keep the genai-perf command (its "
                              "--concurrency or --request-rate) above it, or give profile_export_genai_perf.json")
         out.append(bench_run_from_json(dict(r.fields), name, special_tokens=special_tokens, seed=seed))

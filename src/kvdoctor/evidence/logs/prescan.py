@@ -2,8 +2,8 @@
 
 Per chunk, in order, it sends what the fast path computes without reader state — the ``KV cache`` hit
 lines' bounds and line numbers, the chunk's line count, the colour-stripped hit lines and the fast
-regex's groups — and where the request lines' needles are (``requests.needle_hits``), as packed bytes through a pipe (``prescan`` packs, ``take_prescan`` unpacks and checks
-the message is this chunk's). Used for plain files >= ``PARALLEL_MIN`` with 2+ CPUs, fork and no other
+regex's groups — and where the request lines' needles are (``requests.needle_hits``), as packed bytes through a
+pipe (``prescan`` packs, ``take_prescan`` unpacks and checks the message is this chunk's). Used for plain files >= ``PARALLEL_MIN`` with 2+ CPUs, fork and no other
 threads; anything out of step, a dead worker, gzip: the reader scans alone, with the same results.
 """
 
