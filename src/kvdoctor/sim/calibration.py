@@ -687,19 +687,31 @@ def same_server_hint(runs: list[BenchRun], window_s: float = 3 * 3600) -> list[s
 
 # ---- simulated figures, errors, fit --------------------------------------------------------------
 
-def sim_figures(result, lead_s: float = 0.0) -> dict[str, float]:
+def sim_figures(result, lead_s: float = 0.0, skip: int = 0) -> dict[str, float]:
     """The bench's summary figures computed on a simulated run (same definitions as
     ``benchmarks/serve.py``: TPOT per request excluding the first token, ITLs over all gaps; output
-    throughput over the bench's duration, which starts ``lead_s`` before the first send)."""
+    throughput over the bench's duration, which starts ``lead_s`` before the first send).
+    ``skip`` > 0 (a closed loop's steady slice, ``steady_slice``): the per-request figures count requests ``skip`` to
+    n - ``skip`` only, and the throughput is the output of the requests that finished between the send of request
+    ``skip`` and the last send, over that time: the loop's steady state, without its first wave and its drain."""
     import numpy as np
 
     fin = result.status == 2
+    if skip:
+        done = result.arrival_s + result.e2e_s  # NaN where not finished: never inside the window
+        t_a, t_b = float(result.arrival_s[skip]), float(result.arrival_s[-1])
+        counted = np.zeros(len(fin), dtype=bool)
+        counted[skip:len(fin) - skip] = True
+        in_window = fin & (done > t_a) & (done <= t_b)
+        tput = float(result.output_tokens[in_window].sum()) / max(t_b - t_a, 1e-9)
+        fin = fin & counted
     out = result.output_tokens[fin].astype(float)
     ttft = result.ttft_s[fin]
     e2e = result.e2e_s[fin]
-    tput = float(result.summary.output_tokens_per_s)
-    if lead_s > 0 and result.summary.duration_s > 0:
-        tput = float(out.sum()) / (result.summary.duration_s + lead_s)
+    if not skip:
+        tput = float(result.summary.output_tokens_per_s)
+        if lead_s > 0 and result.summary.duration_s > 0:
+            tput = float(out.sum()) / (result.summary.duration_s + lead_s)
     f: dict[str, float] = {"output_throughput": tput}
     if len(ttft):
         f["mean_ttft_ms"] = float(np.mean(ttft) * 1e3)
@@ -747,6 +759,46 @@ def simulate_run(run: BenchRun, setup: Setup, cal: Calibration, detail: bool = F
     if fe is not None and k != 1.0:
         fe = replace(fe, **{n: k * v for n, v in fe.as_dict().items() if n in FE_KEYS})
     return simulate(run.workload(), run.cfg or setup.cfg, model, detail=detail, frontend=fe, on_step=on_step)
+
+
+# ---- a long closed loop is fitted on a steady slice ---------------------------------------------------------------
+# Every fit iteration re-simulates the fitted runs: ~1 s per 20,000 requests, so GuideLLM's six-minute throughput run
+# (a closed loop of 64, 20,353 requests) took 12 minutes to fit. A closed loop keeps its slots full from its first
+# wave to its last send, so past the first wave it is stationary, and its whole-run figures are its steady state's
+# (the start and the drain are a wave or two of hundreds). Such a run is fitted on its first ``STEADY_WAVES`` waves,
+# counted without the first and the last wave (``sim_figures(skip=)``); the calibration's own errors, the fitted
+# run's included, are still computed on whole runs, so the slice is checked every time it is used. An open loop is
+# not sliced: past its capacity its queue grows with its length, so a slice would not be its average.
+STEADY_WAVES = 32
+STEADY_MIN_REQUESTS = 2000  # a slice never holds fewer (a closed loop of 1 with spread lengths needs many)
+STEADY_SPEEDUP = 4  # ... and a run is sliced only when it is at least this many times longer than its slice
+
+
+def steady_slice(run: BenchRun) -> tuple[BenchRun, int] | None:
+    """(the run cut to its first waves, the requests not counted at each end), or None when ``run`` is fitted whole:
+    not a closed loop at an unlimited rate, or not long enough for a slice to save much."""
+    c = run.max_concurrency
+    if not c or run.ramp_up_strategy or math.isfinite(run.request_rate):
+        return None
+    keep = max(STEADY_WAVES * c, STEADY_MIN_REQUESTS)
+    if len(run.prompt) < STEADY_SPEEDUP * keep:
+        return None
+
+    def cut(xs):
+        return None if xs is None else list(xs[:keep])
+
+    return replace(run, prompt=cut(run.prompt), output=cut(run.output), send=cut(run.send),
+                   warm_prefix=cut(run.warm_prefix), token_times=cut(run.token_times)), c
+
+
+def steady_slices(runs: list[BenchRun]) -> dict[str, dict]:
+    """What ``fit`` re-simulated of each sliced run (for ``Calibration.fit``)."""
+    out = {}
+    for r in runs:
+        s = steady_slice(r)
+        if s:
+            out[r.name] = {"requests": len(r.prompt), "simulated": len(s[0].prompt), "not_counted_each_end": s[1]}
+    return out
 
 
 _PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_request_s", "fe_output_token_s",
@@ -1104,6 +1156,7 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
     w_stats = len(FIT_FIGURES) / len(stats) if stats else 0.0
     w_iter = len(FIT_FIGURES) / len(iterations) if iterations else 0.0
     ov_i = names.index("overhead_s") if iterations else -1
+    views = [steady_slice(r) or (r, 0) for r in runs]
 
     def objective(x) -> float:
         cal = _unpack(names, x, kind, fixed, fe_flags)
@@ -1115,8 +1168,8 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
             ov = math.exp(x[ov_i])
             for o in iterations:
                 total += w_iter * math.log(max(iteration_time(cal.linear, o) - ov, 1e-6) / o.elapsed_s) ** 2
-        for r in runs:
-            pred = sim_figures(simulate_run(r, setup, cal), r.lead_s)
+        for r, (sim_run, skip) in zip(runs, views):
+            pred = sim_figures(simulate_run(sim_run, setup, cal), r.lead_s, skip)
             for k in (FIT_FIGURES + SPREAD_FIGURES if spread and batch_varies(r) else FIT_FIGURES):
                 m, p = r.figures.get(k), pred.get(k)
                 if m and m > 0:
@@ -1176,6 +1229,19 @@ def evaluation(cal: Calibration, fit_runs: list[BenchRun], held: list[BenchRun],
             "calibrated_range": rng,
             # the uncertainty inside the range: held-out runs the range test passed (None: none did)
             "held_out_in_range_median_abs_error": median_abs(inside) if inside else None}
+
+
+def steady_notes(sliced: dict[str, dict], per_run: dict[str, dict]) -> list[str]:
+    """One note per run fitted on its steady slice, with the whole run's error that checks the slice."""
+    notes = []
+    for name, s in sliced.items():
+        err = per_run.get(name, {}).get("error", {})
+        worst = max((abs(err[k]) for k in HEADLINE if k in err), default=None)
+        notes.append(f"{name}: a closed loop of {s['requests']:,} requests, fitted on a steady slice (its first "
+                     f"{s['simulated']:,}, the first and the last {s['not_counted_each_end']} not counted) to keep "
+                     "each fit iteration short; its error above is on the whole run"
+                     + (f" (largest {worst:.1%})" if worst is not None else ""))
+    return notes
 
 
 # ---- the calibrated range ------------------------------------------------------------------------
@@ -1343,6 +1409,10 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         + iteration_log_notes(fit_runs, iterations),
     }
     cal.fit["notes"] += repeatability_notes(cal.fit["repeatability"], ev["held_out_median_abs_error"])
+    sliced = steady_slices(fit_runs)
+    if sliced:
+        cal.fit["steady_slices"] = sliced
+        cal.fit["notes"] += steady_notes(sliced, ev["runs"])
     if finish_cost:
         seen, notes = finish_notes(cal, fit_runs)
         if seen is not None:
