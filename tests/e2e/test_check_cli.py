@@ -50,3 +50,23 @@ def test_subprocess_exit_codes():
     assert r.returncode == 2 and r.stderr.startswith("kvdoctor: error:") and r.stderr.count("\n") == 1
     r = run("-m", Q14, "--gpu", "NoSuchGPU")
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_a_configuration_vllm_refuses_fails_the_gate_not_the_input():
+    # vLLM would not start: the change fails the gate (exit 1, vLLM's wording, the JSON artifact still written);
+    # input the gate cannot read at all stays exit 2
+    code, err, out = invoke("check", "--serve", "vllm serve Qwen/Qwen2.5-14B --tensor-parallel-size 3", "--gpu",
+                            "L40S", "--min-concurrency", "4", "--json")
+    assert code == 1, (err, out)
+    j = json.loads(out)
+    assert j["schema_version"] == "kvdoctor.check/2" and j["mode"] == "rejected" and not j["ok"] and not j["fits"]
+    assert j["reasons"] == ["vLLM would not start: Total number of attention heads (40) must be divisible by tensor "
+                            "parallel size (3)."] and j["intent"]["min_concurrency"] == 4
+    assert j["gpu"] == "L40S" and j["vllm_version"] == "0.33.0"
+    code, err, out = invoke("check", "-m", Q14, "--gpu", "L40S", "--dtype", "flaot16")
+    assert code == 1 and "FAIL" in out and "Unknown dtype: 'flaot16'" in out
+    r = subprocess.run([sys.executable, "-m", "kvdoctor", "check", "-m", Q14, "--gpu", "L40S",
+                        "--tensor-parallel-size", "3", "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout.count("\n") == 1 and "divisible by tensor parallel size" in r.stdout
+    code, err, out = invoke("check", "--serve", "vllm serve --max-model-len 8192", "--gpu", "L40S")
+    assert code == 2

@@ -245,3 +245,21 @@ def log_check(led: "LogLedger", intent: Intent) -> dict[str, Any]:
         "figures": {k: f.as_dict() for k, f in figs.items()}, "previous_model": None, "findings": [],
         "notes": [f"no model shape ({led.why_no_model}): judged on what the log shows"] + notes,
     }
+
+
+def rejected_check(error: str, intent: Intent, model: str | None, gpu: str | None,
+                   vllm_version: str | None) -> dict[str, Any]:
+    """The gate on a configuration vLLM itself refuses (``errors.ConfigError``: heads that TP does not divide, an
+    unknown dtype or quantization, a block size the attention backend lacks...): vLLM would not start, so the change
+    fails the gate (exit 1) with vLLM's wording, as a pool too small for one request does. Bad input the gate cannot
+    read at all (an unparsable YAML, an unknown model) stays exit 2. Same ``kvdoctor.check/2`` keys as the model gate,
+    with ``mode: "rejected"`` and no ledger."""
+    return {
+        "schema_version": SCHEMA_VERSION, "kind": "check", "mode": "rejected", "ok": False, "exit_code": 1,
+        "reasons": [f"vLLM would not start: {error}"], "intent": intent.as_dict(), "model": model, "gpu": gpu,
+        "vllm_version": vllm_version, "fits": False, "startup_error": error,
+        "reconciliation": {"verdict": "rejected"}, "max_ratio": intent.max_ratio, "kv_cache": {}, "engine": {},
+        "figures": {}, "previous_model": None, "findings": [],
+        "notes": ["vLLM refuses this configuration before it sizes anything: no ledger"],
+    }
+

@@ -34,7 +34,7 @@ def check(
     json_out: common.JsonOpt = False,
     quiet: common.QuietOpt = False,
 ) -> None:
-    from kvdoctor.chains.check import Intent, run_check
+    from kvdoctor.chains.check import Intent, log_check, rejected_check, run_check
     from kvdoctor.errors import EXIT_FINDING, InputError
 
     if max_ratio is not None and not max_ratio > 0:
@@ -45,26 +45,33 @@ def check(
     drop = _fraction(accept_capacity_drop) if accept_capacity_drop is not None else None
     if drop is not None and previous_model is None:
         raise InputError("--accept-capacity-drop needs --previous-model (the drop is measured against it)")
-    from kvdoctor.deployment import read_startup
-    from kvdoctor.errors import UnknownModelError
+    from kvdoctor.deployment import DEFAULT_VLLM_VERSION, read_startup
+    from kvdoctor.errors import ConfigError, UnknownModelError
+    from kvdoctor.ledger.from_log import log_ledger
 
+    intent = Intent(min_concurrency, p99_context, drop, max_ratio)
     # read here, as resolve_deployment would: once, for the model gate and for the gate on the log alone
     startup = read_startup(opts.from_log) if opts.from_log else None
-    try:
-        inputs = common.resolve_inputs(opts, startup=startup)
-    except UnknownModelError as exc:
-        if startup is None or previous_model or max_ratio is not None:
-            raise  # a swap and the worst case need the model's shape
-        _log_only_gate(startup, opts.from_log, str(exc), Intent(min_concurrency, p99_context, None, None), json_out,
-                       quiet)
-        return
     prev = None
     if previous_model:
         from kvdoctor.catalog.models import lookup_model
 
         prev = lookup_model(previous_model)
-    intent = Intent(min_concurrency, p99_context, drop, max_ratio)
-    res = run_check(inputs, intent=intent, previous_shape=prev)
+    try:
+        inputs = common.resolve_inputs(opts, startup=startup)
+        res = run_check(inputs, intent=intent, previous_shape=prev)
+    except UnknownModelError as exc:
+        if startup is None or previous_model or max_ratio is not None:
+            raise  # a swap and the worst case need the model's shape
+        _dict_gate(log_check(log_ledger(startup, source=opts.from_log, why_no_model=str(exc)),
+                             Intent(min_concurrency, p99_context, None, None)), "(from the log alone)",
+                   "vLLM started", json_out, quiet)
+        return
+    except ConfigError as exc:
+        # vLLM itself would refuse this configuration: the change fails the gate, it is not bad input to the gate
+        _dict_gate(rejected_check(str(exc), intent, opts.model, opts.gpu,
+                                  opts.vllm_version or DEFAULT_VLLM_VERSION), "", "", json_out, quiet)
+        return
     if json_out:
         from kvdoctor.cli.output import emit_json
 
@@ -106,13 +113,11 @@ def check(
         raise typer.Exit(EXIT_FINDING)
 
 
-def _log_only_gate(startup, path: str, why: str, intent, json_out: bool, quiet: bool) -> None:
-    """The gate on the start-up log alone (``chains.check.log_check``), when the model's shape is out of reach."""
-    from kvdoctor.chains.check import log_check
+def _dict_gate(res: dict, how: str, passed: str, json_out: bool, quiet: bool) -> None:
+    """Print a gate result that has no ledger behind it: the start-up log alone (``chains.check.log_check``, ``how``
+    says so) or a configuration vLLM refuses (``chains.check.rejected_check``); exit 1 when it fails."""
     from kvdoctor.errors import EXIT_FINDING
-    from kvdoctor.ledger.from_log import log_ledger
 
-    res = log_check(log_ledger(startup, source=path, why_no_model=why), intent)
     if json_out:
         from kvdoctor.cli.output import emit_json
 
@@ -123,9 +128,11 @@ def _log_only_gate(startup, path: str, why: str, intent, json_out: bool, quiet: 
         from kvdoctor.cli.output import console
 
         c = console()
-        head = f"{m(res['model'] or 'the start-up log')} (from the log alone): "
+        subject = res["model"] or ("the start-up log" if how else "the configuration")
+        where = f" {how}" if how else (f" on {res['gpu']}" if res.get("gpu") else "")
+        head = m(f"{subject}{where}: ")
         if res["ok"] and not quiet:
-            c.print(head + "[green]PASS[/green] — vLLM started", soft_wrap=True)
+            c.print(head + f"[green]PASS[/green] — {passed}", soft_wrap=True)
         elif not res["ok"]:
             c.print(head + "[red]FAIL[/red]" + ("" if not quiet else " — " + m("; ".join(res["reasons"]))),
                     soft_wrap=True)
