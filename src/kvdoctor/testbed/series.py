@@ -790,19 +790,44 @@ def engine_speed(directory: Path, cal, name: str) -> float | None:
                                       for o in its))
 
 
-def speed_corrected_errors(directory: Path, cal, runs: list, fit_on: str = "cal_c6") -> dict[str, dict]:
-    """Each run re-predicted with its engine speed relative to the calibration run's (``engine_speed``)
-    applied as ``BenchRun.host_stretch``: the errors that remain when the engine's own measured speed change
-    is taken out. Leaves ``runs`` as they were."""
+def sampling_speed(directory: Path, name: str, ref: str = "cal_ramp") -> float | None:
+    """How fast the host ran the engine's sampling during run ``name`` relative to run ``ref``: the geometric mean,
+    over the run's logged decode-only steps, of the logged time over ``a + b x decodes``, the line fitted (least
+    squares) to ``ref``'s decode-only steps. With the uni executor (version 3 on) the log times only the sampling
+    (``sim.calibration.IterObs``): a fixed piece of CPU work per step, so its drift is the host's, whatever the load.
+    A diagnostic, fixed after the new host's sessions were seen (docs/simulation.md, "The engine's sampling time as a
+    speed control"): it reads the held-out run's own log. None: no decode-only steps logged."""
+    import numpy as np
+
+    def decodes(n: str) -> tuple[np.ndarray, np.ndarray]:
+        its = [o for o in load_iterations(directory, n) if o.ctx_reqs == 0 and o.gen_reqs > 0]
+        return (np.array([o.gen_reqs for o in its], dtype=float), np.array([o.elapsed_s for o in its], dtype=float))
+
+    n_ref, t_ref = decodes(ref)
+    n_run, t_run = decodes(name)
+    if len(n_ref) < 2 or not len(n_run):
+        return None
+    a, b = np.linalg.lstsq(np.column_stack([np.ones_like(n_ref), n_ref]), t_ref, rcond=None)[0]
+    ratio = t_run / np.maximum(a + b * n_run, 1e-9)
+    return float(np.exp(np.mean(np.log(np.maximum(ratio, 1e-3)))))
+
+
+def speed_corrected_errors(directory: Path, cal, runs: list, fit_on: str = "cal_c6", speed=None) -> dict[str, dict]:
+    """Each run re-predicted with its engine speed relative to the calibration run's applied as
+    ``BenchRun.host_stretch``: the errors that remain when the engine's own measured speed change is taken out.
+    ``speed(directory, cal, name)``: the speed measure (default ``engine_speed``, the model runner's time under the
+    multiprocessing executor; ``sampling_speed`` reads the uni executor's sampling time). Leaves ``runs`` as they
+    were."""
     import copy
 
     from kvdoctor.sim import calibration as C
 
-    k0 = engine_speed(directory, cal, fit_on) or 1.0
+    speed = speed or engine_speed
+    k0 = speed(directory, cal, fit_on) or 1.0
     adj = []
     for r in runs:
         r2 = copy.copy(r)
-        k = engine_speed(directory, cal, r.name.removesuffix(".json"))
+        k = speed(directory, cal, r.name.removesuffix(".json"))
         r2.host_stretch = (k / k0) if k else 1.0
         adj.append(r2)
     out = C.evaluate(cal, adj, _setup())
