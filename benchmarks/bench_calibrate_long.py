@@ -6,7 +6,8 @@ before long closed loops were fitted on a steady slice (docs/simulation.md, "kvd
     python benchmarks/bench_calibrate_long.py [--requests 20000] [--concurrency 64] [--runs 1]
 
 Writes /tmp/kvdoctor-bench/closed-loop-<requests>.json (its figures are the public run's: 7,251.6 output tok/s, mean TTFT
-26.0 ms, mean TPOT 8.6 ms; lengths rebuilt from the totals, as for a result saved without --save-detailed), then times
+26.0 ms, mean TPOT 8.6 ms; at another --concurrency the throughput those latencies give; lengths rebuilt from the
+totals, as for a result saved without --save-detailed), then times
 ``kvdoctor calibrate`` on it in a fresh process and prints what the fit re-simulated and the whole run's error.
 """
 
@@ -23,8 +24,10 @@ import time
 
 
 def write_result(path: str, n: int, c: int) -> None:
-    tput, ttft, tpot = 7251.6, 26.0, 8.6
+    ttft, tpot = 26.0, 8.6
     e2e = ttft + 127 * tpot
+    # the public run's throughput at its concurrency of 64; at another, what Little's law gives for the same latencies
+    tput = 7251.6 if c == 64 else c * 128 / (e2e / 1e3)
     doc = {"backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B", "num_prompts": n, "request_rate": "inf",
            "burstiness": 1.0, "max_concurrency": c, "completed": n, "failed": 0,
            "total_input_tokens": 128 * n, "total_output_tokens": 128 * n, "duration": 128 * n / tput,
