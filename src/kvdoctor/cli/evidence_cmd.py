@@ -81,6 +81,7 @@ def _render_bench(con, bench: list[dict]) -> None:
     from collections import Counter
 
     per_file, seen = Counter(b["source"] for b in bench), Counter()
+    noted: set[str] = set()
     for b in bench[:BENCH_LINES]:
         f, prov = b["fields"], b.get("provenance") or {}
         seen[b["source"]] += 1
@@ -103,6 +104,9 @@ def _render_bench(con, bench: list[dict]) -> None:
         if f.get("spec_decode_acceptance_length"):
             figs.append(f"speculative decoding, acceptance length {f['spec_decode_acceptance_length']:.2f}")
         con.print(f"  • bench {name}: " + ", ".join(load) + ": " + ", ".join(figs))
+        if prov.get("skipped") and prov["skipped"] not in noted:  # rows of the same file it could not read
+            noted.add(prov["skipped"])
+            con.print(f"    {prov['skipped']}")
     if len(bench) > BENCH_LINES:
         con.print(f"  … and {len(bench) - BENCH_LINES} more bench result(s) (--json lists every one)")
 

@@ -419,7 +419,7 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
                              "a GuideLLM report or GenAI-Perf export with a completed run")
         return out
     from kvdoctor.evidence.genaiperf import looks_like_genai_perf_csv
-    from kvdoctor.evidence.guidellm import NEWER_TABLES, looks_like_newer_guidellm
+    from kvdoctor.evidence.guidellm import NEWER_TABLES, looks_like_guidellm_csv, looks_like_newer_guidellm
 
     if looks_like_sweep_csv(text[:65536]):
         out = [parse_json(d, path) for d in sweep_csv_results(text, path)]
@@ -430,6 +430,12 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
         out = client_results(text, path)
         if not out:
             raise InputError(f"{path}: a GenAI-Perf CSV export without its latency or throughput rows")
+        return out
+    if looks_like_guidellm_csv(text[:65536]):
+        out = client_results(text, path)
+        if not out:
+            raise InputError(f"{path}: a GuideLLM CSV export without a benchmark that completed requests and whose "
+                             "columns line up with its header (give benchmarks.json)")
         return out
     out = (parse_text(text, path) or client_results(text, path)
            or [_embedded(d, path) for d in embedded_json_results(text)])
@@ -454,6 +460,8 @@ def client_results(text: str, source: str, docs: list | None = None) -> list[Ben
                                           if genaiperf.looks_like_genai_perf_json(d) else [])]
     if genaiperf.looks_like_genai_perf_csv(text[:65536]):
         return genaiperf.parse_genai_perf_csv(text, source)
+    if guidellm.looks_like_guidellm_csv(text[:65536]):
+        return guidellm.parse_guidellm_csv(text, source)
     return guidellm.parse_guidellm(text, source) or genaiperf.parse_genai_perf(text, source)
 
 
@@ -515,9 +523,9 @@ def looks_like_bench_text(head: str) -> bool:
     """A printed result: the block (with its header, or its figures pasted without it), the legacy summary, or
     GuideLLM's tables."""
     from kvdoctor.evidence.genaiperf import looks_like_genai_perf, looks_like_genai_perf_csv
-    from kvdoctor.evidence.guidellm import looks_like_guidellm, looks_like_newer_guidellm
+    from kvdoctor.evidence.guidellm import looks_like_guidellm, looks_like_guidellm_csv, looks_like_newer_guidellm
 
-    return (BLOCK_HEADER in head or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
+    return (BLOCK_HEADER in head or looks_like_guidellm_csv(head) or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
             or looks_like_guidellm(head) or looks_like_newer_guidellm(head) or looks_like_sweep_csv(head)
             or looks_like_genai_perf(head) or looks_like_genai_perf_csv(head)
             or len(set(_HEADLESS_LABELS.findall(head))) >= 3

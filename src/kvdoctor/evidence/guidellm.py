@@ -16,8 +16,9 @@ as with ``vllm bench serve``. Each row becomes a :class:`BenchResult` with ``vll
 * the Info table gives each row's completed / incomplete / errored requests, duration and token totals.
 
 Its saved report (``benchmarks.json``, 0.2 to 0.5) is read too (``parse_guidellm_json``): each benchmark's
-``metrics.<name>.successful`` distributions (mean, median, p99), its strategy object and request totals. The 0.4+
-printed tables (medians and p95 only, no means) are not read: give the JSON.
+``metrics.<name>.successful`` distributions (mean, median, p99), its strategy object and request totals; so is its
+CSV export (``benchmarks.csv``, ``parse_guidellm_csv``), which lacks only the strategy's own setting. The 0.4+ printed
+tables (medians and p95 only, no means) are not read: give the JSON.
 """
 
 from __future__ import annotations
@@ -199,16 +200,18 @@ def looks_like_guidellm_json(doc: object) -> bool:
             and any(isinstance(b, dict) and b.get("type_") == "generative_benchmark" for b in doc["benchmarks"]))
 
 
-def _strategy(bench: dict[str, Any]) -> tuple[str, float | None]:
-    """(the name the console prints: ``constant@0.50`` …, the throughput mode's max concurrency when saved)."""
+def _strategy(bench: dict[str, Any]) -> tuple[str, float | None, float | None]:
+    """(the name the console prints: ``constant@0.50`` …, the throughput mode's max concurrency when saved, an open
+    loop's rate as saved: the name rounds it to two decimals, 3 % off at 0.15/s)."""
     st = (bench.get("config") or {}).get("strategy") or (bench.get("args") or {}).get("strategy") or {}
     kind = str(st.get("type_") or "").removeprefix("async_")
     if kind == "concurrent":
-        return f"concurrent@{st.get('streams') or st.get('max_concurrency')}", None
+        return f"concurrent@{st.get('streams') or st.get('max_concurrency')}", None, None
     if kind in ("constant", "poisson", "async"):
-        return f"{kind}@{float(st.get('rate') or 0):.2f}", None
+        rate = float(st.get("rate") or 0)
+        return f"{kind}@{rate:.2f}", None, rate if rate > 0 else None
     mc = st.get("max_concurrency")
-    return kind or "unknown", float(mc) if isinstance(mc, (int, float)) and mc > 0 else None
+    return kind or "unknown", float(mc) if isinstance(mc, (int, float)) and mc > 0 else None, None
 
 
 def _dist(metrics: dict[str, Any], key: str) -> dict[str, Any]:
@@ -246,7 +249,7 @@ def _json_result(bench: dict[str, Any], source: str) -> BenchResult | None:
     duration = _duration(bench)
     if not completed or not duration:
         return None  # a benchmark that completed nothing, or a report cut before its timings
-    name, loop = _strategy(bench)
+    name, loop, rate = _strategy(bench)
     f: dict[str, float] = {"completed": completed, "failed": float(totals.get("errored") or 0), "duration": duration,
                            "num_prompts": completed + float(totals.get("incomplete") or 0)
                            + float(totals.get("errored") or 0), "request_throughput": completed / duration}
@@ -277,6 +280,8 @@ def _json_result(bench: dict[str, Any], source: str) -> BenchResult | None:
     send = send_pattern(name, float(totals.get("incomplete") or 0)) if name != "unknown" else {}
     if name == "throughput" and loop:
         send["max_concurrency"] = loop  # saved with the strategy: no inference needed
+    if rate and "burstiness" in send:
+        send["request_rate"] = rate  # the saved rate, not the name's two decimals
     f.update(send)
     raw: dict[str, object] = {"format": "guidellm", "strategy": name, "report": "saved JSON",
                               "mean_tpot_ms": "GuideLLM's ITL mean (its inter_token_latency_ms)",
@@ -284,3 +289,124 @@ def _json_result(bench: dict[str, Any], source: str) -> BenchResult | None:
     if not send:
         raw["send"] = "the strategy is not saved: send pattern unknown"
     return BenchResult(source=source, fields=f, raw=raw)
+
+
+# ---- the CSV export (benchmarks.csv, written by default from 0.4 on) --------------------------------------------------
+# GuideLLM's ``GenerativeBenchmarkerCSV``: three header rows (a group such as "Time to First Token", the field or
+# "<Status> <units>" such as "Successful ms", the statistic: "Mean", "Median", "Std Dev", "Percentiles"), then one row
+# per benchmark. It keeps every figure the saved report's reader uses except the strategy's own setting (a concurrent
+# run's streams, a constant run's rate): those are read from what the run measured, and the result says so.
+CSV_GROUPS = ("Time to First Token", "Request Counts")
+# (group, second header, the saved report's metric) for the distributions the report reader takes
+_CSV_DISTS = (("Time to First Token", "Successful ms", "time_to_first_token_ms"),
+              ("Inter Token Latency", "Successful ms", "inter_token_latency_ms"),
+              ("Time per Output Token", "Successful ms", "time_per_output_token_ms"),
+              ("Request Latency", "Successful Sec", "request_latency"),
+              ("Server Throughput", "Successful Requests/Sec", "requests_per_second"),
+              ("Server Throughput", "Successful Concurrency", "request_concurrency"),
+              ("Token Throughput", "Successful Output Tokens/Sec", "output_tokens_per_second"),
+              ("Token Metrics", "Successful Input Tokens", "prompt_token_count"),
+              ("Token Metrics", "Successful Output Tokens", "output_token_count"))
+_CSV_P99 = 9  # "Percentiles": [min, p0.1, p1, p5, p10, p25, p75, p90, p95, p99, max]
+CSV_MAX_ROWS = 10_000  # benchmarks in one export (a sweep has ten)
+
+
+def looks_like_guidellm_csv(head: str) -> bool:
+    first = head.lstrip("\ufeff").split("\n", 1)[0]
+    return all(g in first for g in CSV_GROUPS) and "Benchmark" in first
+
+
+def _csv_float(cell: str | None) -> float | None:
+    try:
+        v = float(str(cell).strip())
+    except (TypeError, ValueError):
+        return None
+    return v if v == v and abs(v) != float("inf") else None
+
+
+def parse_guidellm_csv(text: str, source: str = "") -> list[BenchResult]:
+    """Each benchmark row of GuideLLM's CSV export, read as the saved report's benchmark (``_json_result``)."""
+    import csv
+    import io
+
+    rows = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    head = [next(rows, []) for _ in range(3)]
+    width = max(len(h) for h in head)
+    cols = {}
+    group = ""
+    for i in range(width):
+        g, f, s = (h[i].strip() if i < len(h) else "" for h in head)
+        group = g or group  # a spreadsheet's merged cells leave the group once
+        cols.setdefault((group, f, s), i)
+    out, misaligned = [], []
+    for k, row in enumerate(rows):
+        if k >= CSV_MAX_ROWS:
+            _too_many(source)
+        while row and len(row) > width and not row[-1].strip():
+            row = row[:-1]
+        if not any(c.strip() for c in row):
+            continue
+        if len(row) != width:
+            # GuideLLM writes the FIRST benchmark's header over every row, and a benchmark whose incomplete or errored
+            # requests add distributions has more columns (fewer, without them): its cells no longer sit under their
+            # names, so none of them is read
+            misaligned.append(f"{k + 1} ({len(row)} cells under {width} headers)")
+            continue
+        res = _csv_result(row, cols, source)
+        if res is not None:
+            out.append(res)
+    if misaligned:
+        note = (f"GuideLLM's CSV: benchmark row(s) {', '.join(misaligned)} not read: GuideLLM writes the first "
+                "benchmark's header over every row, and a benchmark with other request statuses (incomplete, "
+                "errored) has other columns; benchmarks.json has every benchmark")
+        for r in out:
+            r.raw["skipped"] = note
+    return out
+
+
+def _too_many(source: str) -> None:
+    from kvdoctor.errors import InputError
+
+    raise InputError(f"{source}: more than {CSV_MAX_ROWS:,} benchmarks in one GuideLLM CSV export")
+
+
+def _csv_result(row: list[str], cols: dict, source: str) -> BenchResult | None:
+    def cell(g: str, f: str, s: str = "") -> str | None:
+        i = cols.get((g, f, s))
+        return row[i] if i is not None and i < len(row) else None
+
+    strategy = str(cell("Benchmark", "Strategy") or "").strip().removeprefix("async_")
+    totals = {k.lower(): _csv_float(cell("Request Counts", k)) or 0.0 for k in ("Successful", "Incomplete", "Errored")}
+    duration = _csv_float(cell("Timings", "Duration", "Sec"))
+    metrics: dict[str, Any] = {"request_totals": {"successful": totals["successful"], "incomplete": totals["incomplete"],
+                                                  "errored": totals["errored"]}}
+    for g, f, key in _CSV_DISTS:
+        d: dict[str, Any] = {}
+        for stat in ("Mean", "Median"):
+            v = _csv_float(cell(g, f, stat))
+            if v is not None:
+                d[stat.lower()] = v
+        pct = str(cell(g, f, "Percentiles") or "").strip().strip("[]").split(",")
+        if len(pct) > _CSV_P99 and _csv_float(pct[_CSV_P99]) is not None:
+            d["percentiles"] = {"p99": _csv_float(pct[_CSV_P99])}
+        if "mean" in d and key in ("prompt_token_count", "output_token_count"):
+            d["total_sum"] = d["mean"] * totals["successful"]  # the export keeps the per-request mean, not the sum
+        metrics[key] = {"successful": d}
+    conc = metrics["request_concurrency"]["successful"].get("mean")
+    rate = metrics["requests_per_second"]["successful"].get("mean")
+    st: dict[str, Any] = {"type_": strategy}
+    inferred = None
+    if strategy == "concurrent" and conc:
+        st["streams"] = max(1, round(conc))
+        inferred = f"streams {st['streams']} from the measured mean concurrency {conc:g}"
+    elif strategy in ("constant", "poisson") and rate:
+        st["rate"] = rate
+        inferred = f"rate {rate:g}/s from the measured request rate"
+    res = _json_result({"type_": "generative_benchmark", "config": {"strategy": st}, "duration": duration,
+                        "metrics": metrics}, source)
+    if res is None:
+        return None
+    res.raw["report"] = "CSV export"
+    if inferred:
+        res.raw["send"] += (f" ({inferred}: the CSV does not keep the strategy's setting; benchmarks.json does)")
+    return res
