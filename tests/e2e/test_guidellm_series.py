@@ -157,12 +157,19 @@ def saved_report(rows: list[dict], era: str) -> dict:
     return {"metadata": {"guidellm_version": "0.2.1" if era == "0.2" else "0.5.0"}, "benchmarks": benches}
 
 
-@pytest.mark.parametrize("era", ["0.2", "0.5"])
+@pytest.mark.parametrize("era", ["0.2", "0.5", "0.5-yaml"])
 def test_the_saved_report_reads_and_calibrates_as_the_printed_tables(tmp_path, era):
     s = SERIES["ibm-granite-3.3-8b-1xl40s"]
-    printed_p, saved_p = tmp_path / "printed.txt", tmp_path / "benchmarks.json"
+    printed_p = tmp_path / "printed.txt"
     printed_p.write_text(printed(s["rows"]))
-    saved_p.write_text(json.dumps(saved_report(s["rows"], era)))
+    if era.endswith("-yaml"):  # --outputs yaml: the same report as a YAML mapping, its keys in the model's order
+        import yaml
+
+        saved_p = tmp_path / "benchmarks.yaml"
+        saved_p.write_text(yaml.safe_dump(saved_report(s["rows"], era.removesuffix("-yaml")), sort_keys=False))
+    else:
+        saved_p = tmp_path / "benchmarks.json"
+        saved_p.write_text(json.dumps(saved_report(s["rows"], era)))
     r = run_kvdoctor("evidence", str(saved_p), "--json")
     assert r.rc == 0, r
     bench = json.loads(r.out)["bench"]

@@ -462,7 +462,8 @@ def client_results(text: str, source: str, docs: list | None = None) -> list[Ben
         return genaiperf.parse_genai_perf_csv(text, source)
     if guidellm.looks_like_guidellm_csv(text[:65536]):
         return guidellm.parse_guidellm_csv(text, source)
-    return guidellm.parse_guidellm(text, source) or genaiperf.parse_genai_perf(text, source)
+    return (guidellm.parse_guidellm_yaml(text, source) or guidellm.parse_guidellm(text, source)
+            or genaiperf.parse_genai_perf(text, source))
 
 
 def _embedded(doc: dict, source: str) -> BenchResult:
@@ -523,9 +524,10 @@ def looks_like_bench_text(head: str) -> bool:
     """A printed result: the block (with its header, or its figures pasted without it), the legacy summary, or
     GuideLLM's tables."""
     from kvdoctor.evidence.genaiperf import looks_like_genai_perf, looks_like_genai_perf_csv
-    from kvdoctor.evidence.guidellm import looks_like_guidellm, looks_like_guidellm_csv, looks_like_newer_guidellm
+    from kvdoctor.evidence.guidellm import (looks_like_guidellm, looks_like_guidellm_csv, looks_like_guidellm_yaml,
+                                            looks_like_newer_guidellm)
 
-    return (BLOCK_HEADER in head or looks_like_guidellm_csv(head) or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
+    return (BLOCK_HEADER in head or looks_like_guidellm_csv(head) or looks_like_guidellm_yaml(head) or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
             or looks_like_guidellm(head) or looks_like_newer_guidellm(head) or looks_like_sweep_csv(head)
             or looks_like_genai_perf(head) or looks_like_genai_perf_csv(head)
             or len(set(_HEADLESS_LABELS.findall(head))) >= 3

@@ -220,6 +220,27 @@ def _dist(metrics: dict[str, Any], key: str) -> dict[str, Any]:
     return d if isinstance(d, dict) else {}
 
 
+_YAML_REPORT = re.compile(r"^benchmarks:", re.M)
+
+
+def looks_like_guidellm_yaml(text: str) -> bool:
+    """The saved report written as YAML (``--outputs yaml``, ``benchmarks.yaml``): the JSON's keys as a YAML mapping."""
+    return "generative_benchmark" in text and bool(_YAML_REPORT.search(text))
+
+
+def parse_guidellm_yaml(text: str, source: str = "") -> list[BenchResult]:
+    """Each benchmark of a saved report written as YAML; [] when ``text`` is not one."""
+    if not looks_like_guidellm_yaml(text):
+        return []
+    import yaml
+
+    try:
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (yaml.YAMLError, RecursionError):
+        return []
+    return parse_guidellm_json(doc, source) if looks_like_guidellm_json(doc) else []
+
+
 def parse_guidellm_json(doc: dict[str, Any], source: str = "") -> list[BenchResult]:
     """Each benchmark of a saved GuideLLM report, as ``parse_guidellm`` reads a printed row."""
     out = []
