@@ -185,6 +185,27 @@ def test_log_of_another_checkpoint_is_called_out():
     assert not any("does not match" in w for w in ok.warnings)
 
 
+def _tokens_only_log(tmp_path, budget_gib: float) -> str:
+    # a v1 log from 0.21 on: the budget, the pool in tokens and the concurrency; no block count
+    log = tmp_path / f"v{budget_gib}.log"
+    log.write_text(
+        f"(EngineCore pid=404) INFO 05-19 02:17:43 [gpu_worker.py:462] Available KV cache memory: {budget_gib:.2f} GiB\n"
+        "(EngineCore pid=404) INFO 05-19 02:17:43 [kv_cache_utils.py:1710] GPU KV cache size: 229,344 tokens\n"
+        "(EngineCore pid=404) INFO 05-19 02:17:43 [kv_cache_utils.py:1711] Maximum concurrency for 16,384 tokens per "
+        "request: 14.00x\n")
+    return str(log)
+
+
+def test_a_tokens_only_log_of_another_model_is_called_out(tmp_path):
+    # Qwen3-14B keeps 163,840 B of KV per token: 229,344 tokens are 35 GiB; a public LMCache-image log (LMCache#3326)
+    # printed them in 111.99 GiB, 3.2x that. The pool in tokens gives the block count back without the model's bytes.
+    led, _ = ledger(from_log=_tokens_only_log(tmp_path, 111.99), model="Qwen/Qwen3-14B", gpu="A100-80GB")
+    (warn,) = [w for w in led.warnings if "does not match --model" in w]
+    assert "229,344 tokens (14,334 blocks) in 111.99 GiB" in warn and "needs 2,621,440 B" in warn
+    ok, _ = ledger(from_log=_tokens_only_log(tmp_path, 35.02), model="Qwen/Qwen3-14B", gpu="A100-80GB")
+    assert not any("does not match" in w for w in ok.warnings)
+
+
 def test_marlin_method_variants_in_a_log_are_not_refused(tmp_path):
     log = tmp_path / "v.log"
     log.write_text(

@@ -558,11 +558,19 @@ def _log_mismatch(shape, figs: dict[str, Figure], plan: kvm.KvPlan, s: StartupFa
     kvb = s.kv_cache_bytes
     # with --num-gpu-blocks-override the printed count is the override; the budget's own count is the one before
     blocks = ec.get("num_gpu_blocks_before_override") or s.num_gpu_blocks
+    what = f"{blocks:,} blocks" if blocks else ""
+    if not blocks and s.kv_cache_tokens and not ec.get("num_gpu_blocks_override"):
+        # v1 logs print tokens, not blocks: the count vLLM's tokens formula gives back (``_blocks_from_log``) does not
+        # depend on the model's bytes, so the budget over it still shows a model whose KV per token is not this one's
+        # (``plan`` is on that count when it could be given back; otherwise on the budget's own, which agrees)
+        if plan.num_blocks:
+            blocks = int(plan.num_blocks)
+            what = f"{s.kv_cache_tokens:,} tokens ({blocks:,} blocks)"
     bpb = plan.ranks[0].bytes_per_block if plan.ranks else 0
     if kvb and blocks and bpb and kvb > 0:
         implied = kvb / blocks
         if abs(implied / bpb - 1) > 0.1:
-            return (f"the start-up log does not match --model {shape.name}: its {blocks:,} blocks in "
+            return (f"the start-up log does not match --model {shape.name}: its {what} in "
                     f"{_gib(kvb)} imply {implied:,.0f} B per block, {shape.name} needs {bpb:,} B — a different "
                     "model, KV dtype or block size?")
     return None
