@@ -188,3 +188,17 @@ def test_two_boots_in_one_journal_without_a_banner_between_them(tmp_path):
     assert (a.kv_cache_tokens, a.cudagraph_bytes, a.gpu_memory_utilization) == (315039, round(0.28 * 2**30), 0.97)
     assert (b.kv_cache_tokens, b.cudagraph_bytes, b.gpu_memory_utilization) == (350043, round(0.66 * 2**30), 0.98)
     assert (a.kv_cache_bytes, b.kv_cache_bytes) == (round(8.64 * 2**30), round(9.59 * 2**30))
+
+
+def test_the_ascend_workers_memory_summary():
+    # vllm-ascend's worker.py prints vLLM's summary in its own words ("Actual usage: … for weights", "NPU graph
+    # memory", "Current KV cache memory: X GiB."); the wording of a public 310P log (vllm-ascend#10122), figures ours
+    (f,) = read_startup_facts(
+        "(Worker_TP0_EP0 pid=7) INFO 06-06 09:29:20 [worker.py:546] Free memory on device (40.0/41.0 GiB) on startup. "
+        "Desired GPU memory utilization is (0.8, 32.8 GiB). Actual usage: 16.5 GiB for weights, 1.5 GiB for peak "
+        "activation, 1.0 GiB for non-torch memory, 0.25 GiB for NPU graph memory. Replace gpu_memory_utilization with "
+        "`--kv-cache-memory=14495514624` (13.5 GiB) to fit into requested memory, or `--kv-cache-memory=23085449216` "
+        "(21.5 GiB) to fully utilize NPU free memory. Current KV cache memory: 13.5 GiB.\n")
+    assert (g(f.total_memory_bytes), g(f.requested_bytes), g(f.weights_bytes)) == (41.0, 32.8, 16.5)
+    assert (g(f.activation_bytes), g(f.non_torch_bytes), g(f.cudagraph_bytes)) == (1.5, 1.0, 0.25)
+    assert g(f.kv_cache_bytes) == 13.5

@@ -87,10 +87,11 @@ R_CONSUMED = re.compile(_N + r" GiB for consumed memory")
 R_WEIGHT_FOR = re.compile(_N + r" GiB for weight")
 R_PEAK_ACT = re.compile(_N + r" GiB for peak activation")
 R_NONTORCH_FOR = re.compile(_N + r" GiB for non-torch memory")
-R_CG_FOR = re.compile(_N + r" GiB for CUDAGraph memory")
+# vllm-ascend's worker prints the same summary with its own words ("NPU graph memory", "Current KV cache memory: X")
+R_CG_FOR = re.compile(_N + r" GiB for (?:CUDAGraph|[CN]PU graph) memory", re.I)
 R_FIT = re.compile(r"--kv-cache-memory=(\d+)`?(?: \(" + _N + r" GiB\))? to fit into requested memory")
 R_FULL = re.compile(r"--kv-cache-memory=(\d+)`?(?: \(" + _N + r" GiB\))? to fully utilize")
-R_IN_USE = re.compile(r"Current kv cache memory in use is " + _N + r" GiB")
+R_IN_USE = re.compile(r"Current kv cache memory(?: in use is|:) " + _N + r" GiB", re.I)
 R_BELOW_UTIL = re.compile(
     r"Free memory on device (?:\S+ )?\(" + _N + r"/" + _N + r" GiB\) on startup is less than desired GPU memory "
     r"utilization \(" + _N + r", " + _N + r" GiB\)"
