@@ -348,3 +348,30 @@ def test_an_operator_stop_without_a_death_is_said(tmp_path):
     _, d = _diagnose(log)
     assert d["verdict"] != "engine-died"
     assert any("stopped by its operator (line 1)" in n for i in d["instances"] for n in i["notes"]), d
+
+
+def test_vllms_dump_at_the_error_is_cited_with_the_death(tmp_path):
+    # vLLM 0.9+ dumps its scheduler's state and the step it ran when the engine fails (logging_utils/dump_input.py);
+    # the lines below follow that writer's format (a SchedulerOutput's dicts unquoted, SchedulerStats as a dataclass)
+    e = "(EngineCore_DP0 pid=113) ERROR 07-07 21:11:20"
+    log = tmp_path / "dump.log"
+    log.write_text(
+        f"{e} [dump_input.py:72] Dumping input data for V1 LLM engine (v0.33.0) with config: model='Qwen/Qwen3-8B', \n"
+        f"{e} [dump_input.py:79] Dumping scheduler output for model execution: SchedulerOutput(scheduled_new_reqs=[], "
+        "scheduled_cached_reqs=CachedRequestData(req_ids=['a', 'b'], all_token_ids_lens={}), "
+        "num_scheduled_tokens={chatcmpl-ba52-9ab2: 8000, chatcmpl-77c1-0f3e: 1}, total_num_scheduled_tokens=8001, "
+        "scheduled_spec_decode_tokens={}, preempted_req_ids=[])\n"
+        f"{e} [dump_input.py:81] Dumping scheduler stats: SchedulerStats(num_running_reqs=2, num_waiting_reqs=3, "
+        "num_skipped_waiting_reqs=0, step_counter=0, current_wave=0, kv_cache_usage=0.15384615384615385, "
+        "prefix_cache_stats=PrefixCacheStats(reset=False, requests=1, queries=13363, hits=0))\n"
+        f"{e} [core.py:1233] EngineCore encountered a fatal error.\n"
+        f"{e} [core.py:1233] Traceback (most recent call last):\n"
+        f"{e} [core.py:1233] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 31.36 GiB of which 1.50 GiB is free.\n")
+    _, d = _diagnose(log)
+    f = _died(d)
+    assert f["data"]["at_error"] == {"running": 2, "waiting": 3, "kv_usage_pct": 15.4, "step_tokens": 8001,
+                                     "step_requests": 2, "step_largest": 8000}
+    cited = [c["detail"] for c in f["evidence"]]
+    assert ("vLLM's dump at the error: 2 running, 3 waiting, KV cache 15.4 % used; the step scheduled 8,001 tokens "
+            "for 2 requests (the largest 8,000) (line 2)") in cited

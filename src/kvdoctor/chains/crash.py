@@ -131,6 +131,10 @@ def engine_died(ctx: Context) -> Finding | None:
         cites.insert(0, Cite(detail=f"{exc[0][:200]} (line {exc[1]})", source=ctx.source, line_no=exc[1],
                              value="exception"))
         data["exception"], data["cause_line"] = exc[0], exc[1]
+    dump = _dumped_state(near)
+    if dump is not None:
+        cites.append(Cite(detail=dump[0], source=ctx.source, t=first.t, line_no=dump[1], value="dump"))
+        data["at_error"] = dump[2]
     action, why, gain = _advice(ctx, cause, phase, near, ce)
     any_traceback = any(e.data.get("lines", 1) >= 3 for e in near)
     conf = ("low" if inferred or (cause == "unknown" and not any_traceback and exc is None) else
@@ -142,6 +146,29 @@ def engine_died(ctx: Context) -> Finding | None:
     summary = f"the engine died{' ' + phase if phase else ''}{when} (line {first.line_no}): {why}"
     return rule_finding("engine.died", summary, severity="problem", evidence=cites, action=action, gain=gain,
                         data=data)
+
+
+def _dumped_state(near: list[Event]) -> tuple[str, int, dict] | None:
+    """What vLLM dumped at the error (``dump_input.py``: its scheduler's state and the step it ran), as one cited
+    sentence: (text, line, figures); None when the excerpt holds no dump."""
+    stats = next((e.data["dump_stats"] for e in near if e.data.get("dump_stats")), None)
+    step = next((e.data["dump_step"] for e in near if e.data.get("dump_step")), None)
+    if stats is None and step is None:
+        return None
+    parts, figs = [], {}
+    if stats is not None:
+        kv = stats.get("kv_usage_pct")
+        parts.append(f"{stats['running']} running, {stats['waiting']} waiting"
+                     + (f", KV cache {kv:g} % used" if kv is not None else ""))
+        figs.update(running=stats["running"], waiting=stats["waiting"], kv_usage_pct=kv)
+    if step is not None and step.get("tokens") is not None:
+        n = step.get("requests")
+        parts.append(f"the step scheduled {step['tokens']:,} tokens"
+                     + (f" for {n} request{'s' if n != 1 else ''}" if n else "")
+                     + (f" (the largest {step['largest']:,})" if n and n > 1 and step.get("largest") else ""))
+        figs.update(step_tokens=step["tokens"], step_requests=n, step_largest=step.get("largest"))
+    line = min(x["line"] for x in (stats, step) if x is not None)
+    return f"vLLM's dump at the error: {'; '.join(parts)} (line {line})", line, figs
 
 
 # a death burst that names request handling: the API server was serving when the engine went

@@ -65,6 +65,33 @@ def _note_exception(ev: Event, msg: str, n: int) -> None:
         ev.data["exception"], ev.data["exception_line"] = cause[:400], n
 
 
+# vLLM's dump at a fatal engine error (logging_utils/dump_input.py, 0.9 on): the scheduler's state and the step it was
+# running, each one ERROR line in the engine's burst
+_DUMP_STATS = re.compile(r"Dumping scheduler stats: SchedulerStats\(num_running_reqs=(\d+), num_waiting_reqs=(\d+)")
+_DUMP_KV = re.compile(r"\bkv_cache_usage=([0-9.]+(?:e-?\d+)?)")
+_DUMP_STEP = re.compile(r"Dumping scheduler output for model execution: SchedulerOutput\(")
+_DUMP_TOTAL = re.compile(r"\btotal_num_scheduled_tokens=(\d+)")
+_DUMP_PER_REQ = re.compile(r"\bnum_scheduled_tokens=\{([^{}]*)\}")
+
+
+def _note_dump(ev: Event, msg: str, n: int) -> None:
+    """The state vLLM dumped at the error (data["dump_stats"]: running, waiting, KV usage; data["dump_step"]: the
+    step's scheduled tokens, its requests and the largest one's share), with the line each came from."""
+    m = _DUMP_STATS.search(msg)
+    if m:
+        k = _DUMP_KV.search(msg, m.end())
+        ev.data["dump_stats"] = {"running": int(m.group(1)), "waiting": int(m.group(2)), "line": n,
+                                 "kv_usage_pct": round(100.0 * float(k.group(1)), 1) if k else None}
+        return
+    if _DUMP_STEP.search(msg):
+        total = _DUMP_TOTAL.search(msg)
+        per = _DUMP_PER_REQ.search(msg)
+        counts = [int(x) for x in re.findall(r":\s*(\d+)", per.group(1))] if per else []
+        ev.data["dump_step"] = {"tokens": int(total.group(1)) if total else (sum(counts) if counts else None),
+                                "requests": len(counts) if per else None, "largest": max(counts, default=None),
+                                "line": n}
+
+
 def proc_key(m: Any) -> str:
     if m is None or m.group("proc") is None:
         return "main"
@@ -225,12 +252,14 @@ class LinePath:
                 last.kind = kind
                 last.data["cause"], last.data["cause_line"] = msg.strip()[:400], n
             _note_exception(last, msg, n)
+            _note_dump(last, msg, n)
             return True
         data = {"proc": proc} if frame is None else {"proc": proc, "startup_frame": frame}
         if killed:
             data["killed"] = True
         ev = Event(t=t, kind=kind, line_no=n, message=msg.strip()[:300], data=data)
         _note_exception(ev, msg, n)
+        _note_dump(ev, msg, n)
         self._bursts[proc] = (sec, ev if self._event(ev, proc) else None, n)
         return True
 
