@@ -316,3 +316,19 @@ def test_slow_split_adds_up_and_bench_records_without_queue_time():
     rep = analyse_slow(recs, None, pct=99.9)
     assert rep.tail[0].request_id == "150" and rep.tail[0].cause == "queueing"
     assert "not separable" in rep.tail[0].flood_evidence
+
+
+def test_a_kv_refusal_without_vllms_estimate_still_gets_a_length():
+    from kvdoctor.chains.detect import does_not_fit
+
+    # vLLM before 0.8 printed the two memory figures and no estimate: the refused length scaled by available / needed
+    old = ctx_for(startup=StartupFacts(startup_error="kv-too-small", max_model_len=131072,
+                                       error_needed_bytes=16 * 2**30, error_available_bytes=int(6.25 * 2**30)))
+    f = does_not_fit(old)
+    assert f.action.startswith("--max-model-len 51200 ") and f.gain["max_model_len"].value == 51200
+    assert f.gain["max_model_len"].source == "predicted"
+    # a quoted line cut before the available figure: the direction, not a number it cannot know
+    cut = does_not_fit(ctx_for(startup=StartupFacts(startup_error="kv-too-small", max_model_len=1048576,
+                                                    error_needed_bytes=int(23.32 * 2**30))))
+    assert "--max-model-len lower (one request of 1,048,576 tokens needs 23.32 GiB" in cut.action
+    assert "no room for one block" not in cut.action and "max_model_len" not in cut.gain

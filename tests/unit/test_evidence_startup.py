@@ -202,3 +202,14 @@ def test_the_ascend_workers_memory_summary():
     assert (g(f.total_memory_bytes), g(f.requested_bytes), g(f.weights_bytes)) == (41.0, 32.8, 16.5)
     assert (g(f.activation_bytes), g(f.non_torch_bytes), g(f.cudagraph_bytes)) == (1.5, 1.0, 0.25)
     assert g(f.kv_cache_bytes) == 13.5
+
+
+def test_a_kv_refusal_cut_short_is_still_the_refusal():
+    # a ticket's quote that stops mid-sentence (and a hard wrap after the length): vLLM's refusal with what it says
+    (f,) = read_startup_facts("ValueError: To serve at least one request with the model's max seq len (1048576), "
+                              "23.32 GiB KV cache is needed, which is larger t\n")
+    assert (f.startup_error, f.max_model_len, g(f.error_needed_bytes)) == ("kv-too-small", 1048576, 23.32)
+    assert f.error_available_bytes is None and f.error_est_max_model_len is None
+    (f,) = read_startup_facts("  ValueError: To serve at least one request with the model's max seq len (1048576),\n"
+                              "  23.32 GiB KV cache is needed, which is larger t\n")
+    assert (f.startup_error, f.max_model_len, f.error_needed_bytes) == ("kv-too-small", 1048576, None)

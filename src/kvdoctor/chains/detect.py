@@ -162,6 +162,8 @@ def does_not_fit(ctx: Context) -> Finding | None:
         gain = {}
         if est:
             gain["max_model_len"] = Figure(est, "measured", "vLLM's estimate in the error line")
+        elif st.startup_error == "kv-too-small":
+            action, gain = _too_small_without_estimate(st)
         if st.error_needed_bytes and st.error_available_bytes:
             gain["kv_needed_gib"] = Figure(round(st.error_needed_bytes / 2**30, 2), "measured", "error line")
             gain["kv_available_gib"] = Figure(round(st.error_available_bytes / 2**30, 2), "measured", "error line")
@@ -171,6 +173,25 @@ def does_not_fit(ctx: Context) -> Finding | None:
                             evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source,
                                        line_no=ln)])
     return None
+
+
+def _too_small_without_estimate(st) -> tuple[str, dict[str, Figure]]:
+    """vLLM's "To serve at least one request ..." without its estimate of the length that fits: releases before 0.8
+    did not print one, and a quoted or cut line loses it. With both memory figures, the length that fits is the
+    refused one scaled by available / needed (full attention's KV grows linearly with the length: vLLM's own estimate
+    searches the same relation); without the available figure, only the direction."""
+    mml, need, avail = st.max_model_len, st.error_needed_bytes, st.error_available_bytes
+    if mml and need and avail and avail < need:
+        est = int(mml * avail / need) // 16 * 16
+        return (f"--max-model-len {est} (its KV fits the {avail / 2**30:.2f} GiB available; sliding-window or hybrid "
+                "models fit more), or --gpu-memory-utilization higher",
+                {"max_model_len": Figure(est, "predicted", f"{mml} × {avail / 2**30:.2f} / {need / 2**30:.2f} GiB "
+                                                          "(available / needed, the error line), rounded down to 16")})
+    what = f"one request of {mml:,} tokens needs {need / 2**30:.2f} GiB of KV cache" if mml and need else \
+        f"one request of {mml:,} tokens does not fit" if mml else "one max-length request does not fit"
+    return (f"--max-model-len lower ({what}; the line is cut before what was available), or "
+            "--gpu-memory-utilization higher: kvdoctor ledger with --model, --gpu and these flags gives the length "
+            "that fits", {})
 
 
 def expected_concurrency(ctx: Context, pool_tokens: int) -> tuple[int, str, str] | None:

@@ -138,6 +138,11 @@ R_TOO_SMALL = re.compile(
     + r" GiB KV cache is needed, which is larger than the available KV cache memory \(" + _N + r" GiB\)\."
     r"(?: ?Based on the available memory, the estimated maximum model length is (\d+)\.)?"
 )
+# the same refusal cut short (a ticket's quote, a stored excerpt, a hard wrap after the length): what it still says
+R_TOO_SMALL_HEAD = re.compile(
+    r"To serve at least one request with the model'?s'?s? max seq len \((\d+)\)(?:, \(?" + _N
+    + r" GiB KV cache is needed)?"
+)
 R_V0_TOO_LARGE = re.compile(
     r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)"
 )
@@ -878,7 +883,13 @@ def _max_len_error(c, n, env, msg, rx, kind: str, era: str):
 def _h_too_small(c, n, env, msg) -> bool:
     hit = _max_len_error(c, n, env, msg, R_TOO_SMALL, "kv-too-small", "v1")
     if hit is None:
-        return False
+        # cut before the available memory: still vLLM's refusal, with the length (and the need, when it got that far)
+        hit = _max_len_error(c, n, env, msg, R_TOO_SMALL_HEAD, "kv-too-small", "v1")
+        if hit is None:
+            return False
+        if hit[1].group(2):
+            hit[0].set("error_needed_bytes", _b(hit[1].group(2)), n, env)
+        return True
     b, m = hit
     b.set("error_needed_bytes", _b(m.group(2)), n, env)
     b.set("error_available_bytes", _b(m.group(3)), n, env)
