@@ -114,7 +114,7 @@ def test_the_export_is_recognised_and_every_benchmark_read():
     assert c16["num_prompts"] == 166 and c16["output_throughput"] == 640.0 and c16["request_throughput"] == 2.5
 
 
-def test_a_row_whose_columns_do_not_line_up_with_the_header_is_not_read_and_said():
+def test_a_row_whose_columns_do_not_line_up_with_the_header_is_not_read_and_said(tmp_path):
     # GuideLLM writes the first benchmark's header over every row: a later benchmark with incomplete requests has four
     # more columns, and every cell after them sits under another metric's name
     mixed = _csv([_benchmark("synchronous", 30, 0, 194.4, 53.0, 25.3, 6.48, 0.1543, 1.0, 512, 256, 39.5),
@@ -123,6 +123,17 @@ def test_a_row_whose_columns_do_not_line_up_with_the_header_is_not_read_and_said
     rows = parse_guidellm_csv(mixed, "benchmarks.csv")
     assert [r.raw["strategy"] for r in rows] == ["synchronous", "throughput"]
     assert all("row(s) 2 (" in r.raw["skipped"] and "benchmarks.json" in r.raw["skipped"] for r in rows)
+    # calibrate says so in its notes: a run the operator gave is missing from the fit
+    p = tmp_path / "benchmarks.csv"
+    p.write_text(mixed)
+    runs = load_bench_runs([str(p)])
+    assert [r.name for r in runs] == ["benchmarks.csv#synchronous", "benchmarks.csv#throughput"]
+    from kvdoctor.sim.calibration import Setup, calibrate
+    from kvdoctor.sim.scheduler import SchedConfig
+
+    cal = calibrate(runs, Setup(cfg=SchedConfig(num_blocks=4096, block_size=16, max_model_len=4096, max_num_seqs=64,
+                                                max_num_batched_tokens=8192)), kind="linear", iters=5)
+    assert cal.fit["notes"][0] == rows[0].raw["skipped"]
 
 
 def test_a_benchmark_that_completed_nothing_is_skipped_and_an_empty_export_is_one_line(tmp_path):

@@ -237,6 +237,8 @@ class BenchRun:
     # the bench's own speculative-decoding figure (``spec_decode_acceptance_length``, "Acceptance length:"): tokens
     # per drafting step; None = the server did not draft (or the bench did not say). Not simulated: a note says so
     spec_acceptance_length: float | None = None
+    # what the reader said of the file this run came from (a GuideLLM CSV's rows it could not read): shown as notes
+    read_notes: tuple[str, ...] = ()
 
     def __post_init__(self):
         # Invariant: a warm prefix is a head of each request's own prompt, one entry per request
@@ -576,7 +578,10 @@ def _client_runs(rows: list, p: str, special_tokens: int, seed: int) -> list[Ben
         if "request_rate" not in r.fields:  # GenAI-Perf's table, printed without its command
             raise InputError(f"{name}: GenAI-Perf's table does not say its load: keep the genai-perf command (its "
                              "--concurrency or --request-rate) above it, or give profile_export_genai_perf.json")
-        out.append(bench_run_from_json(dict(r.fields), name, special_tokens=special_tokens, seed=seed))
+        run = bench_run_from_json(dict(r.fields), name, special_tokens=special_tokens, seed=seed)
+        if r.raw.get("skipped"):
+            run.read_notes = (str(r.raw["skipped"]),)
+        out.append(run)
     return out
 
 
@@ -1405,7 +1410,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         "held_out": [r.name for r in held],
         **ev,
         "repeatability": repeatability(runs),
-        "notes": identifiability_notes(fit_runs, stats) + prefill_notes(fit_runs, kind, prefill_term)
+        "notes": list(dict.fromkeys(n for r in runs for n in r.read_notes))
+        + identifiability_notes(fit_runs, stats) + prefill_notes(fit_runs, kind, prefill_term)
         + iteration_log_notes(fit_runs, iterations),
     }
     cal.fit["notes"] += repeatability_notes(cal.fit["repeatability"], ev["held_out_median_abs_error"])
