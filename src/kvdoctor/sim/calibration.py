@@ -782,9 +782,9 @@ STEADY_SPEEDUP = 4  # ... and a run is sliced only when it is at least this many
 def steady_slice(run: BenchRun) -> tuple[BenchRun, int] | None:
     """(the run cut to its first waves, the requests not counted at each end), or None when ``run`` is fitted whole:
     not a closed loop at an unlimited rate, or not long enough for a slice to save much."""
-    c = run.max_concurrency
-    if not c or run.ramp_up_strategy or math.isfinite(run.request_rate):
+    if not run.max_concurrency or run.ramp_up_strategy or math.isfinite(run.request_rate):
         return None
+    c = int(run.max_concurrency)
     keep = max(STEADY_WAVES * c, STEADY_MIN_REQUESTS)
     if len(run.prompt) < STEADY_SPEEDUP * keep:
         return None
