@@ -122,6 +122,13 @@ def _dict_gate(res: dict, how: str, passed: str, json_out: bool, quiet: bool) ->
         from kvdoctor.cli.output import emit_json
 
         emit_json(res)
+    elif quiet:  # docs/cli.md "--quiet": the model gate's one line, nothing on a pass
+        from kvdoctor.report.oneline import check_line
+        from kvdoctor.report.terminal import one_line
+
+        line = check_line(res)
+        if line:
+            one_line(line)
     else:
         from rich.markup import escape as m
 
@@ -131,17 +138,14 @@ def _dict_gate(res: dict, how: str, passed: str, json_out: bool, quiet: bool) ->
         subject = res["model"] or ("the start-up log" if how else "the configuration")
         where = f" {how}" if how else (f" on {res['gpu']}" if res.get("gpu") else "")
         head = m(f"{subject}{where}: ")
-        if res["ok"] and not quiet:
+        if res["ok"]:
             c.print(head + f"[green]PASS[/green] — {passed}", soft_wrap=True)
-        elif not res["ok"]:
-            c.print(head + "[red]FAIL[/red]" + ("" if not quiet else " — " + m("; ".join(res["reasons"]))),
-                    soft_wrap=True)
-            if not quiet:
-                for reason in res["reasons"]:
-                    c.print(f" - {m(reason)}", soft_wrap=True)
-        if not quiet:
-            for n in res["notes"]:
-                c.print(f"   note: {m(n)}", soft_wrap=True)
+        else:
+            c.print(head + "[red]FAIL[/red]", soft_wrap=True)
+            for reason in res["reasons"]:
+                c.print(f" - {m(reason)}", soft_wrap=True)
+        for n in res["notes"]:
+            c.print(f"   note: {m(n)}", soft_wrap=True)
     if not res["ok"]:
         raise typer.Exit(EXIT_FINDING)
 
