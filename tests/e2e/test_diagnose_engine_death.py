@@ -372,6 +372,8 @@ def test_vllms_dump_at_the_error_is_cited_with_the_death(tmp_path):
     f = _died(d)
     assert f["data"]["at_error"] == {"running": 2, "waiting": 3, "kv_usage_pct": 15.4, "step_tokens": 8001,
                                      "step_requests": 2, "step_largest": 8000}
+    # vLLM dumps only when a step it scheduled fails: the engine was serving, though no stats line is in the excerpt
+    assert f["data"]["phase"] == "while serving"
     cited = [c["detail"] for c in f["evidence"]]
     assert ("vLLM's dump at the error: 2 running, 3 waiting, KV cache 15.4 % used; the step scheduled 8,001 tokens "
             "for 2 requests (the largest 8,000) (line 2)") in cited

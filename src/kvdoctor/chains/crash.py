@@ -183,6 +183,8 @@ def _phase(ctx: Context, first: Event, near: list[Event]) -> str | None:
         return "at start-up"
     if _served(ctx, first, after=False) or any(w in _text(e) for e in near for w in _SERVING_WORDS):
         return "while serving"
+    if any(e.data.get(k) for e in near for k in ("dump_config", "dump_stats", "dump_step")):
+        return "while serving"  # vLLM dumps its scheduler's input only when a step it scheduled fails
     st = ctx.startup
     if st is not None and (st.model or st.kv_cache_bytes or st.num_gpu_blocks or st.vllm_version):
         return "at start-up"

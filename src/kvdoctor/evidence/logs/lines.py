@@ -77,6 +77,9 @@ _DUMP_PER_REQ = re.compile(r"\bnum_scheduled_tokens=\{([^{}]*)\}")
 def _note_dump(ev: Event, msg: str, n: int) -> None:
     """The state vLLM dumped at the error (data["dump_stats"]: running, waiting, KV usage; data["dump_step"]: the
     step's scheduled tokens, its requests and the largest one's share), with the line each came from."""
+    if "Dumping input data for V1 LLM engine" in msg:
+        ev.data.setdefault("dump_config", n)  # the dump is written by a step that failed: the engine was serving
+        return
     m = _DUMP_STATS.search(msg)
     if m:
         k = _DUMP_KV.search(msg, m.end())
