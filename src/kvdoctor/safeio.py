@@ -300,6 +300,24 @@ def json_in_text(text: str, starts: Any, take: Callable[[Any], bool], *, max_tri
     return first
 
 
+MAX_CSV_FIELD = 64 << 20  # one cell of an exported CSV (GuideLLM writes its arguments' JSON into one)
+
+
+def csv_rows(text: str, what: str):
+    """The rows of an exported CSV (a BOM dropped, any newline convention), each a list of cells; a malformed one is
+    one line naming the CSV line, not a traceback. Python's default 128 KiB cell limit is raised to
+    ``MAX_CSV_FIELD``."""
+    import csv
+    import io
+
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_CSV_FIELD))
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")))
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise InputError(f"{what}: not a well-formed CSV (line {reader.line_num}: {exc})") from None
+
+
 def read_json_file(path: Path, *, missing: str, unreadable: Callable[[BaseException], str]) -> Any:
     """A small JSON file read whole: InputError(``missing``) when it is absent, InputError(``unreadable(exc)``)
     when it cannot be read or parsed (nesting too deep to parse included: a one-line error, never a traceback)."""

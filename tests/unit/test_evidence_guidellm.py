@@ -78,3 +78,27 @@ def test_the_newer_tables_ask_for_the_saved_report(tmp_path):
     for args in (("evidence", str(p)), ("calibrate", str(p), "-m", "Qwen/Qwen3-8B", "--gpu", "H100")):
         r = run_kvdoctor(*args)
         assert r.rc == 2 and r.one_line_error() and "benchmarks.json" in r.err, (args, r)
+
+
+def test_a_strategy_this_reader_does_not_know_is_not_guessed(tmp_path):
+    import json
+
+    import pytest
+
+    from kvdoctor.errors import InputError
+    from kvdoctor.evidence.bench import load_bench
+    from kvdoctor.sim.calibration import load_bench_runs
+
+    # newer GuideLLM profiles (replay, trace) and a report that saved no stream count: no send pattern, said so
+    assert send_pattern("replay") == {} and send_pattern("concurrent@None") == {} and send_pattern("constant@") == {}
+    dist = {"successful": {"mean": 10.0, "median": 10.0, "total_sum": 1280.0}}
+    bench = {"type_": "generative_benchmark", "config": {"strategy": {"type_": "replay"}}, "duration": 10.0,
+             "metrics": {"request_totals": {"successful": 10}, "prompt_token_count": dist,
+                         "output_token_count": dist, "time_to_first_token_ms": dist,
+                         "inter_token_latency_ms": dist}}
+    p = tmp_path / "benchmarks.json"
+    p.write_text(json.dumps({"benchmarks": [bench]}))
+    (r,) = load_bench(p)
+    assert "request_rate" not in r.fields and "'replay' is not one kvdoctor replays" in r.raw["send"]
+    with pytest.raises(InputError, match="benchmarks.json#replay: GuideLLM's strategy 'replay'"):
+        load_bench_runs([str(p)])

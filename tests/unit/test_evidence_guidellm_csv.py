@@ -159,3 +159,20 @@ def test_evidence_and_calibrate_take_the_export(tmp_path):
     doc = json.loads(r.stdout)
     assert [s["kind"] for s in doc["sources"]] == ["bench"]
     assert [b["provenance"]["strategy"] for b in doc["bench"]] == ["synchronous", "throughput", "constant@0.46"]
+
+
+def test_malformed_exports_are_one_line(tmp_path):
+    # a bare carriage return inside a quoted cell, a cell over Python's default 128 KiB, a YAML report cut mid-key
+    p = tmp_path / "benchmarks.csv"
+    p.write_text(SWEEP.replace("synchronous", 'synch"ro\rnous', 1))
+    try:
+        load_bench(p)
+    except InputError as exc:
+        assert "\n" not in str(exc)
+    big = SWEEP.replace("http://localhost:8000", "http://localhost:8000" + "x" * 200_000, 1)
+    p.write_text(big)
+    assert len(load_bench(p)) == 3  # GuideLLM writes its arguments' JSON into one cell: read past the default limit
+    y = tmp_path / "benchmarks.yaml"
+    y.write_text("benchmarks:\n- type_: generative_benchmark\n  config: {strategy: {type_: synchronous}\n  metr\n: 1\n")
+    with pytest.raises(InputError, match="GuideLLM's YAML report is not valid YAML at line .*give benchmarks.json"):
+        load_bench(y)

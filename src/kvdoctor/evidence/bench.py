@@ -487,11 +487,10 @@ def sweep_csv_results(text: str, source: str) -> list[dict[str, Any]]:
     """Each row of a sweep's ``summary.csv`` as the saved result it was made from: numbers as numbers, ``inf`` as inf,
     the per-request lists (``input_lens``, ``ttfts`` …, written as Python lists) as lists of numbers; a list that is
     not numbers (``errors``) is left out."""
-    import csv
-    import io
+    from kvdoctor.safeio import csv_rows
 
     out: list[dict[str, Any]] = []
-    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    reader = csv_rows(text, source or "the sweep summary")
     header = next(reader, None) or []
     for k, row in enumerate(reader):
         if k >= SWEEP_CSV_MAX_ROWS:

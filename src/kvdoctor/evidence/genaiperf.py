@@ -196,12 +196,11 @@ def _result(stats: dict[str, dict[str, float]], send: dict[str, float], how: str
 
 def parse_genai_perf_csv(text: str, source: str = "") -> list[BenchResult]:
     """``profile_export_genai_perf.csv``: its ``Metric,avg,…`` section and its ``Metric,Value`` section."""
-    import csv
-    import io
+    from kvdoctor.safeio import csv_rows
 
     stats: dict[str, dict[str, float]] = {}
     cols: list[str] = []
-    for row in csv.reader(io.StringIO(text.lstrip("\ufeff"))):
+    for row in csv_rows(text, source or "GenAI-Perf's CSV"):
         if not row:
             continue
         if row[0].strip().lower() == "metric":

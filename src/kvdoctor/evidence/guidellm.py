@@ -112,13 +112,22 @@ def send_pattern(strategy: str, incomplete: float = 0.0) -> dict[str, float]:
     if kind == "synchronous":
         return {"request_rate": float("inf"), "max_concurrency": 1.0}
     if kind == "concurrent":
-        return {"request_rate": float("inf"), "max_concurrency": float(arg)}
+        try:
+            return {"request_rate": float("inf"), "max_concurrency": float(arg)}
+        except ValueError:
+            return {}  # a report that saved no stream count
     if kind == "throughput":
         loop = incomplete if 0 < incomplete <= MAX_CONCURRENCY else float(MAX_CONCURRENCY)
         return {"request_rate": float("inf"), "max_concurrency": loop}
+    try:
+        rate = float(arg)
+    except ValueError:
+        return {}  # a strategy this reader does not know (a newer release's replay or trace profile): not guessed
     if kind == "poisson":
-        return {"request_rate": float(arg), "burstiness": 1.0}
-    return {"request_rate": float(arg), "burstiness": CONSTANT_SHAPE}  # constant, async (0.1)
+        return {"request_rate": rate, "burstiness": 1.0}
+    if kind in ("constant", "async"):  # async: 0.1's name for constant
+        return {"request_rate": rate, "burstiness": CONSTANT_SHAPE}
+    return {}
 
 
 def _sharper_rates(f: dict[str, float], nums: dict[str, float], raw: dict[str, object]) -> None:
@@ -221,6 +230,7 @@ def _dist(metrics: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 _YAML_REPORT = re.compile(r"^benchmarks:", re.M)
+MAX_YAML_REPORT = 4 << 20  # safeio's bound on a YAML config; a report past it has its JSON beside it
 
 
 def looks_like_guidellm_yaml(text: str) -> bool:
@@ -234,10 +244,23 @@ def parse_guidellm_yaml(text: str, source: str = "") -> list[BenchResult]:
         return []
     import yaml
 
+    from kvdoctor.errors import InputError
+    from kvdoctor.safeio import load_yaml_text
+
+    what = f"{source or 'a'}: GuideLLM's YAML report"
+    if len(text) > MAX_YAML_REPORT:
+        raise InputError(f"{what} is larger than {MAX_YAML_REPORT >> 20} MiB, the most kvdoctor reads as YAML (a "
+                         "report with its requests is larger as YAML than as JSON, and slower to read): give "
+                         "benchmarks.json")
     try:
-        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (yaml.YAMLError, RecursionError):
-        return []
+        doc = load_yaml_text(text, what)
+    except InputError as exc:
+        raise InputError(f"{exc}; give benchmarks.json") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{what} is not valid YAML{where} ({getattr(exc, 'problem', None) or 'unreadable'}); "
+                         "give benchmarks.json") from None
     return parse_guidellm_json(doc, source) if looks_like_guidellm_json(doc) else []
 
 
@@ -298,7 +321,7 @@ def _json_result(bench: dict[str, Any], source: str) -> BenchResult | None:
         f["guidellm_tpot_ms"] = float(tpot)
     if "output_throughput" not in f:
         return None
-    send = send_pattern(name, float(totals.get("incomplete") or 0)) if name != "unknown" else {}
+    send = send_pattern(name, float(totals.get("incomplete") or 0))
     if name == "throughput" and loop:
         send["max_concurrency"] = loop  # saved with the strategy: no inference needed
     if rate and "burstiness" in send:
@@ -308,7 +331,8 @@ def _json_result(bench: dict[str, Any], source: str) -> BenchResult | None:
                               "mean_tpot_ms": "GuideLLM's ITL mean (its inter_token_latency_ms)",
                               "send": f"GuideLLM's {name}: " + ", ".join(f"{k}={v:g}" for k, v in send.items())}
     if not send:
-        raw["send"] = "the strategy is not saved: send pattern unknown"
+        raw["send"] = (f"GuideLLM's strategy {name!r} is not one kvdoctor replays: send pattern unknown"
+                       if name != "unknown" else "the strategy is not saved: send pattern unknown")
     return BenchResult(source=source, fields=f, raw=raw)
 
 
@@ -347,10 +371,9 @@ def _csv_float(cell: str | None) -> float | None:
 
 def parse_guidellm_csv(text: str, source: str = "") -> list[BenchResult]:
     """Each benchmark row of GuideLLM's CSV export, read as the saved report's benchmark (``_json_result``)."""
-    import csv
-    import io
+    from kvdoctor.safeio import csv_rows
 
-    rows = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    rows = csv_rows(text, source or "GuideLLM's CSV")
     head = [next(rows, []) for _ in range(3)]
     width = max(len(h) for h in head)
     cols = {}

@@ -575,6 +575,9 @@ def _client_runs(rows: list, p: str, special_tokens: int, seed: int) -> list[Ben
         strategy = r.raw.get("strategy")
         name = (f"{Path(p).name}#{strategy}" if strategy
                 else Path(p).name if len(rows) == 1 else f"{Path(p).name}#{k}")
+        if "request_rate" not in r.fields and r.raw.get("format") == "guidellm":
+            raise InputError(f"{name}: {r.raw.get('send') or 'its send pattern is unknown'}: leave this benchmark "
+                             "out (give the others' file without it) or use a bench result whose load kvdoctor knows")
         if "request_rate" not in r.fields:  # GenAI-Perf's table, printed without its command
             raise InputError(f"{name}: GenAI-Perf's table does not say its load: keep the genai-perf command (its "
                              "--concurrency or --request-rate) above it, or give profile_export_genai_perf.json")
