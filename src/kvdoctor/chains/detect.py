@@ -493,6 +493,12 @@ def queue_deferred(ctx: Context) -> Finding | None:
 _DEFAULT_CAPS = (128, 256, 512, 1024)
 
 
+def _count(x: float) -> int | str:
+    """A sample's request count as printed; "?" where the sample does not say (NaN: not reported)."""
+    x = float(x)
+    return int(x) if math.isfinite(x) else "?"
+
+
 def queue_held_kv_free(ctx: Context) -> Finding | None:
     """A held queue with room in the pool and no prefill pressure: the concurrency cap (config-starved),
     a stall, or — when neither shows — a burst being admitted."""
@@ -508,11 +514,13 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
     tl = ctx.timeline
     cap = s.max_num_seqs
     run_max = q.running_max
+    if not math.isfinite(float(run_max)):
+        return None  # no sample of the held queue says how many ran: a cap or a stall cannot be told
     run = [float(tl.running[i]) for i in q.held_idx if not math.isnan(float(tl.running[i]))]
     # one sample is not "flat" unless Running sits exactly on a cap vLLM uses by default
     flat = bool(run) and max(run) - min(run) <= 1 and (len(run) >= 2 or int(run[0]) in _DEFAULT_CAPS)
-    ev = [sig.cite_at(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
-                      f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])}, KV "
+    ev = [sig.cite_at(tl, i, ctx.source, "waiting", _count(tl.waiting[i]),
+                      f"Running: {_count(tl.running[i])}, Waiting: {_count(tl.waiting[i])}, KV "
                       f"{float(tl.kv_usage_pct[i]):.1f}%")
           for i in q.held_idx[:4]]
     gain = {"running_max": Figure(int(run_max), "measured", "max Running"),

@@ -740,8 +740,12 @@ def parse_llm_call(text: str) -> EngineConfig:
                 break
     if end is None:
         raise InputError("LLM(...): unbalanced parentheses")
+    import warnings
+
     try:
-        node = ast.parse(call_text[:end], mode="eval").body
+        with warnings.catch_warnings():  # a pasted script's "invalid decimal literal": the error below says it
+            warnings.simplefilter("ignore", SyntaxWarning)
+            node = ast.parse(call_text[:end], mode="eval").body
     except SyntaxError as exc:
         raise InputError(f"LLM(...): not valid Python: {exc.msg}") from None
     assert isinstance(node, ast.Call)

@@ -80,7 +80,7 @@ _LEGACY = {
 }
 _LEGACY_RX = re.compile(
     r"(Total time|Throughput|Average latency per output token|Average latency per token|Average latency):\s*"
-    r"([\d.]+)\s*(s|requests/s)\b"
+    r"(\d+(?:\.\d+)?|\.\d+)\s*(s|requests/s)\b"
 )
 BLOCK_HEADER = "Serving Benchmark Result"
 # what a capture puts before each line: a k8s/CI ISO time, a docker-compose "service | ", a markdown quote or a shell

@@ -159,6 +159,10 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
     base, suf = _family_base(name)
     if not name.startswith("vllm:"):
         return
+    if not math.isfinite(value) and suf != "_bucket":
+        # vLLM's gauges and counters are finite; a NaN or ±Inf is a garbled dump's, not a state of the server
+        snap.unknown += 1
+        return
     if base in ("cache_config_info", "cache_config"):
         snap.cache_config.update(labels)
         snap.cache_configs.append(dict(labels))
@@ -382,7 +386,7 @@ def looks_like_metrics(head: str) -> bool:
     return bool(re.search(r"^[ \t]*(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", head, re.M))
 
 
-_OM_TS = re.compile(r"^(vllm:\S+?(?:\{[^}]*\})?)\s+(\S+)\s+([0-9.eE+]+)\s*$")
+_OM_TS = re.compile(r"^(vllm:\S+?(?:\{[^}]*\})?)\s+(\S+)\s+(\d+(?:\.\d+)?(?:[eE]\+?\d+)?)\s*$")
 
 
 def split_timed(text: str, default_t: float | None) -> list[tuple[float | None, str]]:

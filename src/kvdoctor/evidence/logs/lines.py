@@ -68,7 +68,7 @@ def _note_exception(ev: Event, msg: str, n: int) -> None:
 # vLLM's dump at a fatal engine error (logging_utils/dump_input.py, 0.9 on): the scheduler's state and the step it was
 # running, each one ERROR line in the engine's burst
 _DUMP_STATS = re.compile(r"Dumping scheduler stats: SchedulerStats\(num_running_reqs=(\d+), num_waiting_reqs=(\d+)")
-_DUMP_KV = re.compile(r"\bkv_cache_usage=([0-9.]+(?:e-?\d+)?)")
+_DUMP_KV = re.compile(r"\bkv_cache_usage=(\d+(?:\.\d+)?(?:e-?\d+)?)\b")
 _DUMP_STEP = re.compile(r"Dumping scheduler output for model execution: SchedulerOutput\(")
 _DUMP_TOTAL = re.compile(r"\btotal_num_scheduled_tokens=(\d+)")
 _DUMP_PER_REQ = re.compile(r"\bnum_scheduled_tokens=\{([^{}]*)\}")

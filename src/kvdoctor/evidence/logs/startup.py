@@ -242,6 +242,16 @@ class _Builder:
         self.f.last_line = line_no if self.f.last_line is None else max(self.f.last_line, line_no)
 
 
+def _literal(text: str) -> Any:
+    """``ast.literal_eval`` without its SyntaxWarnings ("invalid decimal literal" on a garbled number): a log's text is
+    not code, and a warning on the user's terminal says nothing about their server."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return ast.literal_eval(text)
+
+
 def _literal_dict(text: str) -> dict[str, Any]:
     """``non-default args: {...}``: a Python dict repr. ``ast.literal_eval`` first; values that are
     not literals (enums, dataclasses, ``torch.dtype``, pasted ``...``) fall back to their text."""
@@ -249,7 +259,7 @@ def _literal_dict(text: str) -> dict[str, Any]:
     end = _matching_brace(text)
     body = text[: end + 1] if end is not None else text
     try:
-        val = ast.literal_eval(body)
+        val = _literal(body)
         if isinstance(val, dict) and not _has_ellipsis(val):
             return {str(k): v for k, v in val.items()}
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
@@ -264,7 +274,7 @@ def _literal_dict(text: str) -> dict[str, Any]:
         if raw[:1] in "'\"" and (len(raw) < 2 or raw[-1] != raw[0]):
             continue  # a string cut by a hard-wrapped or truncated line ('model': 'Qwe): not the value
         try:
-            v = ast.literal_eval(raw)
+            v = _literal(raw)
             if _has_ellipsis(v):
                 v = raw
         except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
@@ -334,7 +344,7 @@ def parse_engine_config(text: str) -> dict[str, Any]:
             continue
         v = v.strip()
         try:
-            out[k] = ast.literal_eval(v)
+            out[k] = _literal(v)
         except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
             out[k] = v
     return out
