@@ -46,3 +46,20 @@ def test_a_garbled_python_literal_in_a_log_warns_nothing():
                                   "'max_model_len': 1if, 'block_size': 16}\n"
                                   "INFO 01-01 00:00:01 [gpu_worker.py:1] Available KV cache memory: 10.0 GiB\n")
     assert f.model == "m" and not [w for w in seen if issubclass(w.category, SyntaxWarning)]
+
+
+def test_a_saved_result_with_numbers_no_bench_writes_is_one_line():
+    import pytest
+
+    from kvdoctor.errors import InputError
+    from kvdoctor.sim.calibration import bench_run_from_json
+
+    ok = {"completed": 10, "num_prompts": 10, "request_rate": "inf", "output_throughput": 100.0,
+          "total_input_tokens": 1280, "total_output_tokens": 1280, "mean_ttft_ms": 20.0}
+    assert len(bench_run_from_json(dict(ok), "r.json").prompt) == 10
+    for bad in ({"completed": 1e309}, {"num_prompts": 1e309, "completed": 0}, {"max_concurrency": -4},
+                {"request_rate": 0}, {"burstiness": -1}, {"input_lens": [1e309] * 10, "output_lens": [1] * 10},
+                {"output_lens": [3, -7], "input_lens": [1, 2]}, {"total_input_tokens": 1e309}):
+        with pytest.raises(InputError) as exc:
+            bench_run_from_json({**ok, **bad}, "r.json")
+        assert "\n" not in str(exc.value) and str(exc.value).startswith("r.json: ")

@@ -293,6 +293,25 @@ def _by_prompt(ttft_ms, prompt) -> dict[str, float]:
     return {"ttft_short_ms": float(t[short].mean()), "ttft_long_ms": float(t[~short].mean())}
 
 
+MAX_BENCH_REQUESTS = 10_000_000  # requests in one saved result (a long GuideLLM run has tens of thousands)
+MAX_BENCH_LENGTH = 100_000_000  # tokens in one request's prompt or output
+
+
+def _count(doc: dict, key: str, name: str) -> int:
+    """A request count of the result (0 when absent); a value no bench writes is one line, not a traceback."""
+    v = _num(doc.get(key), 0.0)
+    if v is None or not 0 <= v <= MAX_BENCH_REQUESTS:
+        raise InputError(f"{name}: {key}={doc.get(key)!r} is not a request count")
+    return int(v)
+
+
+def _length(x: Any, name: str, key: str) -> int:
+    v = _num(x)
+    if v is None or not 0 <= v <= MAX_BENCH_LENGTH:
+        raise InputError(f"{name}: {key} holds {x!r}, not a token count")
+    return int(round(v))
+
+
 def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int = 0) -> BenchRun:
     """A saved ``--save-result`` JSON (``--save-detailed`` adds per-request lengths and starts).
     The bench counts prompt tokens without the special tokens the server's tokenizer adds (a
@@ -302,28 +321,31 @@ def bench_run_from_json(doc: dict, name: str, special_tokens: int = 1, seed: int
     figs = {k: float(doc[k]) for k in FIGURES if _num(doc.get(k)) is not None}
     if "output_throughput" not in figs:
         raise InputError(f"{name}: not a vllm bench serve result (no output_throughput)")
-    completed = int(_num(doc.get("completed"), 0) or 0)
-    failed = int(_num(doc.get("failed"), 0) or 0)
+    completed = _count(doc, "completed", name)
+    failed = _count(doc, "failed", name)
     if not completed and failed:  # its figures are all 0.0: a run that measured nothing, not a fast deployment
         raise InputError(f"{name}: every request failed ({failed} failed, 0 completed): nothing measured to fit on")
     rate = doc.get("request_rate")
     rate = math.inf if rate in (None, "inf", "Infinity") or _num(rate) in (None, math.inf) else float(rate)
+    if not rate > 0:
+        raise InputError(f"{name}: request_rate {rate:g} is not a rate (the bench's is positive or inf)")
     burst = _num(doc.get("burstiness"), 1.0) or 1.0
-    mc = doc.get("max_concurrency")
-    mc = int(mc) if _num(mc) else None
+    if not 0 < burst < math.inf:
+        raise InputError(f"{name}: burstiness {burst:g} is not the bench's (a positive number)")
+    mc = _count(doc, "max_concurrency", name) or None
     inl, outl = doc.get("input_lens"), doc.get("output_lens")
     if isinstance(inl, list) and isinstance(outl, list) and len(inl) == len(outl) and inl:
-        prompt = [int(x) + special_tokens for x in inl]
-        output = [max(1, int(x)) for x in outl]
+        prompt = [_length(x, name, "input_lens") + special_tokens for x in inl]
+        output = [max(1, _length(x, name, "output_lens")) for x in outl]
     else:
-        n = completed or int(_num(doc.get("num_prompts"), 0) or 0)
+        n = completed or _count(doc, "num_prompts", name)
         if not n:
             raise InputError(f"{name}: the result has neither per-request lengths nor a request count")
         ti, to = _num(doc.get("total_input_tokens")), _num(doc.get("total_output_tokens"))
-        if not ti or not to:
+        if not ti or not to or not (0 < ti < math.inf and 0 < to < math.inf):
             raise InputError(f"{name}: the result has no token totals to rebuild its lengths from")
-        prompt = [int(round(ti / n)) + special_tokens] * n
-        output = [max(1, int(round(to / n)))] * n
+        prompt = [_length(ti / n, name, "total_input_tokens / requests") + special_tokens] * n
+        output = [max(1, _length(to / n, name, "total_output_tokens / requests"))] * n
     ttfts, lats = doc.get("ttfts"), doc.get("latencies")
     if isinstance(ttfts, list) and isinstance(lats, list) and len(ttfts) == len(lats) == len(output):
         tt = [float(x) * 1e3 for x in ttfts if _num(x) is not None]
