@@ -305,7 +305,7 @@ def _count(doc: dict, key: str, name: str) -> int:
     return int(v)
 
 
-def _length(x: Any, name: str, key: str) -> int:
+def _length(x: object, name: str, key: str) -> int:
     v = _num(x)
     if v is None or not 0 <= v <= MAX_BENCH_LENGTH:
         raise InputError(f"{name}: {key} holds {x!r}, not a token count")
