@@ -63,3 +63,14 @@ def test_a_saved_result_with_numbers_no_bench_writes_is_one_line():
         with pytest.raises(InputError) as exc:
             bench_run_from_json({**ok, **bad}, "r.json")
         assert "\n" not in str(exc.value) and str(exc.value).startswith("r.json: ")
+
+
+def test_a_chart_value_with_a_numeric_key_is_noted_not_raised(tmp_path):
+    import yaml
+
+    from kvdoctor.engine.manifests import find_servers
+
+    doc = yaml.safe_load('servingEngineSpec:\n  modelSpec:\n  - name: "qwen"\n    modelURL: "Qwen/Qwen2.5-7B-Instruct"\n'
+                         '    requestGPU: 1\n    vllmConfig:\n      0: "1"\n      maxModelLen: 8192\n')
+    (spec,) = find_servers([doc])
+    assert spec.notes == ["vllmConfig keys the chart does not render as flags (use extraArgs): 0"]

@@ -295,7 +295,7 @@ def _helm_stack(doc: dict) -> list[ServerSpec]:
                           multi_node=isinstance(m.get("raySpec"), dict))
         if unrendered:
             spec.notes.append("vllmConfig keys the chart does not render as flags (use extraArgs): "
-                              + ", ".join(unrendered))
+                              + ", ".join(map(str, unrendered)))  # a YAML key may be a number
         if "tensorParallelSize" not in vc and any("tensor-parallel" in str(a) for a in vc.get("extraArgs") or []):
             spec.notes.append("tensor parallelism given in extraArgs: the chart requests GPUs from vllmConfig's "
                               "tensorParallelSize, so the pod may get one GPU")
