@@ -300,6 +300,16 @@ def json_in_text(text: str, starts: Any, take: Callable[[Any], bool], *, max_tri
     return first
 
 
+def printed_number(cell: object) -> float | None:
+    """A number as a tool printed or exported it (a table cell, a CSV cell): spaces and thousands separators dropped;
+    None when it is not one, or not finite (a figure is never NaN or infinite)."""
+    try:
+        v = float(str(cell).strip().replace(",", ""))
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
 MAX_CSV_FIELD = 64 << 20  # one cell of an exported CSV (GuideLLM writes its arguments' JSON into one)
 
 

@@ -47,7 +47,6 @@ def check(
         raise InputError("--accept-capacity-drop needs --previous-model (the drop is measured against it)")
     from kvdoctor.deployment import DEFAULT_VLLM_VERSION, read_startup
     from kvdoctor.errors import ConfigError, UnknownModelError
-    from kvdoctor.ledger.from_log import log_ledger
 
     intent = Intent(min_concurrency, p99_context, drop, max_ratio)
     # read here, as resolve_deployment would: once, for the model gate and for the gate on the log alone
@@ -63,6 +62,8 @@ def check(
     except UnknownModelError as exc:
         if startup is None or previous_model or max_ratio is not None:
             raise  # a swap and the worst case need the model's shape
+        from kvdoctor.ledger.from_log import log_ledger
+
         _dict_gate(log_check(log_ledger(startup, source=opts.from_log, why_no_model=str(exc)),
                              Intent(min_concurrency, p99_context, None, None)), "(from the log alone)",
                    "vLLM started", json_out, quiet)

@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from kvdoctor.evidence.model import BenchResult
+from kvdoctor.safeio import printed_number
 
 _TITLE = re.compile(r"\bLLM Metrics\b")
 _UNIT = re.compile(r"\((ms|ns|s|tokens|per sec|tokens/sec|count|requests/sec)\)\s*$", re.I)
@@ -43,14 +44,6 @@ def looks_like_genai_perf_csv(head: str) -> bool:
 def looks_like_genai_perf_json(doc: object) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("request_latency"), dict) and (
         "request_throughput" in doc or "output_token_throughput" in doc)
-
-
-def _num(cell: str) -> float | None:
-    c = cell.strip().replace(",", "")
-    try:
-        return float(c)
-    except ValueError:
-        return None
 
 
 # label (lower case, unit removed) -> (stat prefix or the field itself, kind)
@@ -167,7 +160,7 @@ def _table(lines: list[str], i: int) -> tuple[dict[str, dict[str, float]], int]:
             cols = [c.strip().lower() for c in cells[1:]]
             continue
         name, scale = _label(cells[0])
-        vals = {c: v * scale for c, cell in zip(cols, cells[1:]) if (v := _num(cell)) is not None}
+        vals = {c: v * scale for c, cell in zip(cols, cells[1:]) if (v := printed_number(cell)) is not None}
         if vals:  # (a row without values is a wrapped label's second line: "(tokens/sec/user)")
             stats[name] = vals
     while i < n:
@@ -210,7 +203,7 @@ def parse_genai_perf_csv(text: str, source: str = "") -> list[BenchResult]:
         if "gpu" in cols:
             continue  # telemetry (power, memory per GPU): not a serving figure
         name, scale = _label(row[0])
-        vals = {c: v * scale for c, cell in zip(cols, row[1:]) if (v := _num(cell)) is not None}
+        vals = {c: v * scale for c, cell in zip(cols, row[1:]) if (v := printed_number(cell)) is not None}
         if vals:
             stats[name] = vals
     send, how = send_pattern(source, default=False)  # genai-perf names the artifact directory after the load

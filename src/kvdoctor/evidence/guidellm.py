@@ -28,6 +28,7 @@ import re
 from typing import Any
 
 from kvdoctor.evidence.model import BenchResult
+from kvdoctor.safeio import printed_number
 
 STATS_HEADER = "Benchmarks Stats"
 INFO_HEADER = "Benchmarks Info"
@@ -94,10 +95,10 @@ def _numbers(cells: list[str], names: tuple[str, ...]) -> dict[str, float] | Non
     for name, v in zip(names, vals):
         if name.startswith("_") or name in ("start", "end"):
             continue
-        try:
-            out[name] = float(v.replace(",", ""))
-        except ValueError:
+        x = printed_number(v)
+        if x is None:
             return None
+        out[name] = x
     return out
 
 
@@ -230,7 +231,6 @@ def _dist(metrics: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 _YAML_REPORT = re.compile(r"^benchmarks:", re.M)
-MAX_YAML_REPORT = 4 << 20  # safeio's bound on a YAML config; a report past it has its JSON beside it
 
 
 def looks_like_guidellm_yaml(text: str) -> bool:
@@ -245,11 +245,11 @@ def parse_guidellm_yaml(text: str, source: str = "") -> list[BenchResult]:
     import yaml
 
     from kvdoctor.errors import InputError
-    from kvdoctor.safeio import load_yaml_text
+    from kvdoctor.safeio import MAX_CONFIG_BYTES, load_yaml_text
 
     what = f"{source or 'a'}: GuideLLM's YAML report"
-    if len(text) > MAX_YAML_REPORT:
-        raise InputError(f"{what} is larger than {MAX_YAML_REPORT >> 20} MiB, the most kvdoctor reads as YAML (a "
+    if len(text) > MAX_CONFIG_BYTES:  # safeio's bound on YAML: a report past it has its JSON beside it
+        raise InputError(f"{what} is larger than {MAX_CONFIG_BYTES >> 20} MiB, the most kvdoctor reads as YAML (a "
                          "report with its requests is larger as YAML than as JSON, and slower to read): give "
                          "benchmarks.json")
     try:
@@ -361,16 +361,9 @@ def looks_like_guidellm_csv(head: str) -> bool:
     return all(g in first for g in CSV_GROUPS) and "Benchmark" in first
 
 
-def _csv_float(cell: str | None) -> float | None:
-    try:
-        v = float(str(cell).strip())
-    except (TypeError, ValueError):
-        return None
-    return v if v == v and abs(v) != float("inf") else None
-
-
 def parse_guidellm_csv(text: str, source: str = "") -> list[BenchResult]:
     """Each benchmark row of GuideLLM's CSV export, read as the saved report's benchmark (``_json_result``)."""
+    from kvdoctor.errors import InputError
     from kvdoctor.safeio import csv_rows
 
     rows = csv_rows(text, source or "GuideLLM's CSV")
@@ -385,7 +378,7 @@ def parse_guidellm_csv(text: str, source: str = "") -> list[BenchResult]:
     out, misaligned = [], []
     for k, row in enumerate(rows):
         if k >= CSV_MAX_ROWS:
-            _too_many(source)
+            raise InputError(f"{source}: more than {CSV_MAX_ROWS:,} benchmarks in one GuideLLM CSV export")
         while row and len(row) > width and not row[-1].strip():
             row = row[:-1]
         if not any(c.strip() for c in row):
@@ -408,31 +401,25 @@ def parse_guidellm_csv(text: str, source: str = "") -> list[BenchResult]:
     return out
 
 
-def _too_many(source: str) -> None:
-    from kvdoctor.errors import InputError
-
-    raise InputError(f"{source}: more than {CSV_MAX_ROWS:,} benchmarks in one GuideLLM CSV export")
-
-
 def _csv_result(row: list[str], cols: dict, source: str) -> BenchResult | None:
     def cell(g: str, f: str, s: str = "") -> str | None:
         i = cols.get((g, f, s))
         return row[i] if i is not None and i < len(row) else None
 
     strategy = str(cell("Benchmark", "Strategy") or "").strip().removeprefix("async_")
-    totals = {k.lower(): _csv_float(cell("Request Counts", k)) or 0.0 for k in ("Successful", "Incomplete", "Errored")}
-    duration = _csv_float(cell("Timings", "Duration", "Sec"))
+    totals = {k.lower(): printed_number(cell("Request Counts", k)) or 0.0 for k in ("Successful", "Incomplete", "Errored")}
+    duration = printed_number(cell("Timings", "Duration", "Sec"))
     metrics: dict[str, Any] = {"request_totals": {"successful": totals["successful"], "incomplete": totals["incomplete"],
                                                   "errored": totals["errored"]}}
     for g, f, key in _CSV_DISTS:
         d: dict[str, Any] = {}
         for stat in ("Mean", "Median"):
-            v = _csv_float(cell(g, f, stat))
+            v = printed_number(cell(g, f, stat))
             if v is not None:
                 d[stat.lower()] = v
         pct = str(cell(g, f, "Percentiles") or "").strip().strip("[]").split(",")
-        if len(pct) > _CSV_P99 and _csv_float(pct[_CSV_P99]) is not None:
-            d["percentiles"] = {"p99": _csv_float(pct[_CSV_P99])}
+        if len(pct) > _CSV_P99 and printed_number(pct[_CSV_P99]) is not None:
+            d["percentiles"] = {"p99": printed_number(pct[_CSV_P99])}
         if "mean" in d and key in ("prompt_token_count", "output_token_count"):
             d["total_sum"] = d["mean"] * totals["successful"]  # the export keeps the per-request mean, not the sum
         metrics[key] = {"successful": d}
