@@ -387,12 +387,12 @@ def prefill_bound(ctx: Context) -> Finding | None:
     d = s.decode
     ev = [sig.cite_at(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
                       f"Waiting: {int(tl.waiting[i])}, prompt {float(tl.prompt_tps[i]):,.0f} tok/s vs generation "
-                      f"{float(tl.gen_tps[i]):,.0f} tok/s, KV {float(tl.kv_usage_pct[i]):.1f}%")
+                      f"{float(tl.gen_tps[i]):,.0f} tok/s, KV {sig.kv_text(tl.kv_usage_pct[i])}")
           for i in q.held_idx[:4]]
     return rule_finding(
         "sched.prefill-bound",
         f"Requests wait in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}) with room in the pool (KV peak "
-        f"{q.kv_max:.1f}%) while {d.prefill_share:.0%} of the tokens processed are prompt tokens: admission waits "
+        f"{sig.kv_text(q.kv_max)}) while {d.prefill_share:.0%} of the tokens processed are prompt tokens: admission waits "
         "for prefill (the step's token budget), not for memory.",
         severity="problem", action=get("sched.prefill-bound").action,
         gain={"prefill_share": Figure(round(d.prefill_share, 3), "measured", "Σ prompt tok/s / Σ (prompt + generation)"),
@@ -410,7 +410,7 @@ def admission_blocked(ctx: Context) -> Finding | None:
     idx = q.held_full_idx if q.held_full_share >= th.held_share else q.held_idx
     ev = [sig.cite_at(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
                       f"Running: {int(tl.running[i])}, Waiting: {int(tl.waiting[i])} with KV "
-                      f"{float(tl.kv_usage_pct[i]):.1f}%")
+                      f"{sig.kv_text(tl.kv_usage_pct[i])}")
           for i in idx[:6]]
     r = s.held_room
     if q.held_full_share >= th.held_share:
@@ -440,15 +440,15 @@ def arrival_bursts(ctx: Context) -> Finding | None:
         return None  # that is admission-blocked / preemption churn, not arrivals
     tl = ctx.timeline
     kv_held = [float(tl.kv_usage_pct[i]) for i in q.held_idx if not math.isnan(float(tl.kv_usage_pct[i]))]
-    if kv_held and sig.median(kv_held) >= th.kv_full_pct:
-        return None  # the queue forms when the pool is full: capacity, not arrivals
+    if not kv_held or sig.median(kv_held) >= th.kv_full_pct:
+        return None  # the queue forms when the pool is full (capacity, not arrivals), or no sample says
     ev = [sig.cite_sample(tl, q.peak_idx, ctx.source, "waiting", int(q.max_waiting))] if q.peak_idx is not None else []
-    ev.append(Cite(detail=f"{q.episodes} queue episodes back to ~0; KV median {q.kv_median:.1f}%",
+    ev.append(Cite(detail=f"{q.episodes} queue episodes back to ~0; KV median {sig.kv_text(q.kv_median)}",
                    source=ctx.source, metric="waiting"))
     return rule_finding(
         "sched.arrival-bursts",
         f"The waiting queue rose and fell {q.episodes} times (peak {q.max_waiting:.0f}) while KV usage "
-        f"stayed mostly below {th.kv_full_pct:g}% (median {q.kv_median:.1f}%): an arrival pattern, "
+        f"stayed mostly below {th.kv_full_pct:g}% (median {sig.kv_text(q.kv_median)}): an arrival pattern, "
         "not a memory shortage.",
         severity="warn", action=get("sched.arrival-bursts").action,
         gain={"queue_episodes": Figure(q.episodes, "measured", "rises of Waiting that returned to ~0"),
@@ -480,7 +480,7 @@ def queue_deferred(ctx: Context) -> Finding | None:
         f"Requests waited deferred by vLLM in {len(held)} of {len(known)} samples (up to {d[peak]:.0f}"
         + (f", over {span:.0f} s" if span else "") + f") while the capacity queue stayed at or under "
         f"{q.max_waiting:.0f}: a LoRA budget, a KV transfer or a blocked status holds them, not the pool "
-        f"(KV peak {q.kv_max:.1f}%).",
+        f"(KV peak {sig.kv_text(q.kv_max)}).",
         severity="problem", action=get("sched.queue-deferred").action,
         gain={"peak_deferred": Figure(int(d[peak]), "measured", "max deferred of Waiting"),
               "deferred_samples": Figure(len(held), "measured", f"samples with deferred > {th.waiting_zero:g}")},
@@ -516,19 +516,23 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
     run_max = q.running_max
     if not math.isfinite(float(run_max)):
         return None  # no sample of the held queue says how many ran: a cap or a stall cannot be told
+    kv_known = sig.held_kv_known(tl, q)
+    if not (kv_known or stalled or (cap and run_max >= int(cap))):
+        return None  # no held sample reports KV usage: room in the pool cannot be told from a full one
     run = [float(tl.running[i]) for i in q.held_idx if not math.isnan(float(tl.running[i]))]
     # one sample is not "flat" unless Running sits exactly on a cap vLLM uses by default
     flat = bool(run) and max(run) - min(run) <= 1 and (len(run) >= 2 or int(run[0]) in _DEFAULT_CAPS)
     ev = [sig.cite_at(tl, i, ctx.source, "waiting", _count(tl.waiting[i]),
                       f"Running: {_count(tl.running[i])}, Waiting: {_count(tl.waiting[i])}, KV "
-                      f"{float(tl.kv_usage_pct[i]):.1f}%")
+                      f"{sig.kv_text(tl.kv_usage_pct[i])}")
           for i in q.held_idx[:4]]
     gain = {"running_max": Figure(int(run_max), "measured", "max Running"),
             "kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage")}
     if stalled:
         return rule_finding(
             "sched.queue-held-kv-free",
-            f"Requests wait ({q.max_waiting:.0f}) with room in the pool (KV peak {q.kv_max:.1f}%) and {d.no_progress} "
+            f"Requests wait ({q.max_waiting:.0f})"
+            + (f" with room in the pool (KV peak {sig.kv_text(q.kv_max)})" if kv_known else "") + f" and {d.no_progress} "
             "samples where the engine made no progress (fewer tokens than running requests in the interval, or "
             "requests waiting with none running): the engine is stalled, not short of memory.",
             severity="problem", verdict="stalled",
@@ -536,7 +540,7 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
             gain=gain, evidence=ev, data={"form": "stall"})
     room = s.held_room
     room_txt = (f"room for {room.median_room:.1f} more requests of the running size" if room is not None
-                else f"KV peak {q.kv_max:.1f}%")
+                else f"KV peak {sig.kv_text(q.kv_max)}" if kv_known else "KV usage not reported in those samples")
     if cap and run_max >= int(cap):
         gain["max_num_seqs"] = Figure(int(cap), s.max_num_seqs_source, "engine configuration")
         new_cap = _cap_advice(s, int(cap))

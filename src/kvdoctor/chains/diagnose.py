@@ -326,7 +326,7 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
     # idle: nothing ran and nothing waited
     if q.running_max == 0 and q.max_waiting == 0:
         return Judgement("idle", _cap(top, "high") if n >= 2 else "low",
-                         f"0 running and 0 waiting in all {n} sample(s) (KV peak {fkv:.1f}%): no load to judge",
+                         f"0 running and 0 waiting in all {n} sample(s) (KV peak {sig.kv_text(fkv)}): no load to judge",
                          None, [f"Running 0, Waiting 0 in {n} sample(s)"], [], ["requests arriving in the window"])
 
     # step 2: persistent preemption
@@ -400,6 +400,13 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
         return _healthy(ctx, s, by, top, more_window, more_counter)
     # a queue that came and went without a shape the chain names
     held = [float(x) for x in q.held_idx]
+    if not sig.held_kv_known(ctx.timeline, q):
+        return Judgement("insufficient-evidence", "low",
+                         f"requests waited in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}), but none of "
+                         "those samples reports KV usage (stats lines cut before it, or scrapes without the gauge): a "
+                         "full pool cannot be told from a cap or a burst",
+                         None, [f"Waiting > 0 in {len(held):.0f} of {q.samples} samples"],
+                         ["KV usage over the same window: whole stats lines, or vllm:kv_cache_usage_perc"], [])
     if q.kv_max >= th.kv_full_pct:
         return Judgement("capacity-short", "low",
                          f"requests waited in {q.held_share:.0%} of samples and the pool reached {q.kv_max:.1f}%: "
@@ -408,7 +415,7 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
                          more_window + more_counter, ["the queue forming while the pool has room"])
     return Judgement("arrival-bursts", "low",
                      f"requests waited in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}) with room in the "
-                     f"pool (KV peak {q.kv_max:.1f}%): a queue that comes and goes with arrivals",
+                     f"pool (KV peak {sig.kv_text(q.kv_max)}): a queue that comes and goes with arrivals",
                      get("sched.arrival-bursts").action, [f"Waiting > 0 in {len(held):.0f} of {q.samples} samples"],
                      more_window, ["the queue staying up (then the cap or prefill)"])
 
@@ -442,10 +449,10 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     else:
         conf = _lower(top)
     reason = ok.summary if ok is not None else (
-        f"the queue is ~empty in {q.zero_share:.0%} of {q.samples} sample(s), KV peak {q.kv_max:.1f}%, {prem}: "
+        f"the queue is ~empty in {q.zero_share:.0%} of {q.samples} sample(s), KV peak {sig.kv_text(q.kv_max)}, {prem}: "
         "nothing for the chains to fix in this window")
     carried = [f"Waiting ≤ {th.waiting_zero:g} in {q.zero_share:.0%} of {q.samples} sample(s)",
-               f"KV peak {q.kv_max:.1f}%", f"preemption: {s.persistent_how}"]
+               f"KV peak {sig.kv_text(q.kv_max)}", f"preemption: {s.persistent_how}"]
     d = s.decode
     if d is not None and d.samples and not math.isnan(d.per_request):
         carried.append(f"decode {d.per_request:.1f} tok/s per running request")

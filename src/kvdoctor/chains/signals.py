@@ -97,6 +97,19 @@ def held_stretch(tl, th: Thresholds) -> HeldStretch | None:
                        kv_max=max(span) if span else math.nan, running_max=max(_finite(run[a:b + 1]) or [math.nan]))
 
 
+def kv_text(x: float) -> str:
+    """A KV usage figure as printed: a sample whose line was cut before it, or a scrape without the gauge, has none."""
+    x = float(x)
+    return f"{x:.1f}%" if math.isfinite(x) else "not reported"
+
+
+def held_kv_known(tl, q: "Queue") -> bool:
+    """Whether any sample of the held queue reports KV usage: without one, room in the pool cannot be told from a
+    full pool, so the rules that say either stay silent."""
+    kv = tl.kv_usage_pct
+    return any(math.isfinite(float(kv[i])) for i in q.held_idx if i < len(kv))
+
+
 def _finite(vals: list[float]) -> list[float]:
     return [v for v in vals if not math.isnan(v)]
 

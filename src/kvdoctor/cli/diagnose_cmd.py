@@ -212,7 +212,8 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
         if inst["missing"] and inst["verdict"] == "insufficient-evidence":
             c.print("   missing: " + m("; ".join(inst["missing"])), soft_wrap=True)
         if not quiet:
-            c.print("   findings:")
+            if inst["findings"]:
+                c.print("   findings:")
             for f in inst["findings"]:
                 # the severity word is shown (it is the meaning) and coloured from the one mapping
                 sev = m(f"[{f['severity']}]")

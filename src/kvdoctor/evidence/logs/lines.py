@@ -18,7 +18,7 @@ from kvdoctor.evidence.logs.envelope import (ANSI_B, GLUE_STATS_B, leading_times
 from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
                                            MAX_WARNINGS)
 from kvdoctor.evidence.logs.requests import request_kind
-from kvdoctor.evidence.logs.stats import parse_stats, parse_warning
+from kvdoctor.evidence.logs.stats import parse_stats, parse_stats_cut, parse_warning
 from kvdoctor.evidence.model import ENGINE_PROCS, Event, cause_named, is_exception_line
 
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
@@ -139,10 +139,14 @@ class LinePath:
         parts = GLUE_STATS_B.split(line) if row is None and line.count(b"Avg prompt throughput") > 1 else ()
         if len(parts) > 1:
             ok: bool | None = None
-            for part in parts:
+            last = max(k for k, part in enumerate(parts) if part)
+            for k, part in enumerate(parts):
                 if part:
                     r = self._stats(part, n)
-                    if r is None and parse_stats(part) is None:
+                    # the line's last record cut by its end is read up to the cut once an earlier one was read; when
+                    # none was, the caller first tries joining the next lines (a terminal's wrap), then the cut
+                    if (r is None and parse_stats(part) is None
+                            and not (k == last and ok and (r := self._cut_stats(part, n)))):
                         self._skipped("malformed-stats", part)
                     ok = ok or r
             return ok
@@ -169,6 +173,15 @@ class LinePath:
         if s is None:
             s = self.series[key] = Series(proc, row[0])
         s.add(t, row, n)
+        return True
+
+    def _cut_stats(self, line: bytes, n: int) -> bool:
+        """A record the line's end cut: its whole fields read, the rest NaN (stats.parse_stats_cut); counted for the
+        reader's note. False when the line is not such a record (the caller counts it as malformed)."""
+        row = parse_stats_cut(line, absent=ABSENT)
+        if row is None or not self._stats(line, n, row=row):
+            return False
+        self.cut_stats += 1
         return True
 
     def _warning(self, line: bytes, n: int) -> bool:
@@ -342,7 +355,7 @@ class LinePath:
                     if ok:
                         r = self._stats(joined, n)
                         consumed = max(consumed, j_end)
-                    else:
+                    elif not (r := self._cut_stats(bl, n)):
                         self._skipped("malformed-stats", bl)
                 if r:
                     self.parsed_lines += 1

@@ -105,6 +105,7 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         self._eq_buf = None
         self._untimed: list[tuple[tuple, int, bytes]] = []  # stats rows without a timestamp (lines._stats)
         self.untimed_samples = 0  # of them, read as samples (none when the source has timed ones)
+        self.cut_stats = 0  # stats records cut by their line's end, read up to the cut (lines._cut_stats)
 
     # -- chunk processing --------------------------------------------------------------------
     def feed_chunk(self, work: bytes, base: int, force_full: bool = False, pre: tuple | None = None,
@@ -277,6 +278,9 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         if self.untimed_samples:
             notes.append(f"{self.untimed_samples} stats line(s) without a timestamp read as samples of unknown time: "
                          "no rates or durations from them")
+        if self.cut_stats:
+            notes.append(f"{self.cut_stats} stats line(s) cut before their end were read up to the cut: the figures "
+                         "past it (KV usage, and the queue where the cut fell in it) are unknown for those samples")
         if self.clock.rollovers:
             notes.append(f"{self.clock.rollovers} year rollover(s) in year-less timestamps")
         if self.events_dropped:

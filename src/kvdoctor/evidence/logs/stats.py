@@ -85,6 +85,53 @@ def parse_stats(msg: bytes, absent: float = 0.0) -> tuple | None:
     )
 
 
+# A record cut by the end of its line (a stored excerpt, a pasted chunk, a file still being written): the throughputs
+# and "Running" must be whole; what follows is read field by field as far as the fields are whole.
+_CUT_HEAD = re.compile(
+    rb"(?:Engine (\d+): |(\d+) Engines Aggregated: )?Avg prompt throughput: " + _F
+    + rb" tokens/s, Avg generation throughput: " + _F + rb" tokens/s, "
+    rb"(?:[A-Z][A-Za-z /]{0,40}: ?\d+(?:\.\d+)? ?[a-z/%]{0,8}, ){0,4}"
+    rb"Running: (\d+) +r"
+)
+# one whole field after "Running" ("Waiting: 81 reqs", "GPU KV cache usage: 98.4%"); the number is whole only when
+# something follows it: "Waiting: 8" at the cut may have been "Waiting: 81"
+_CUT_FIELD = re.compile(rb"([A-Z][A-Za-z /]{0,40}): (\d+(?:\.\d+)?)(?=[ %,])")
+_CUT_REST = re.compile(rb"[A-Za-z0-9 /:.,%]{0,200}")
+_KV_NAMES = (b"GPU KV cache usage", b"CPU KV cache usage", b"KV cache usage")
+
+
+def parse_stats_cut(msg: bytes, absent: float = 0.0) -> tuple | None:
+    """A stats record its line cut before the end: the row ``parse_stats`` gives, NaN for every figure past the cut
+    (``waiting`` included when the cut falls in it; ``preempt`` NaN unless the KV field had begun, since v1 prints
+    ``Preemptions:`` before it). None unless the line ends inside the record: text after it, or a whole record, is
+    not a cut one (``parse_stats`` reads those)."""
+    m = _CUT_HEAD.search(msg)
+    if m is None:
+        return None
+    rest = msg[m.end():].rstrip()
+    if len(rest) > 200 or _CUT_REST.fullmatch(rest) is None:
+        return None  # not a record running to the line's end: another format, or other text after it
+    fields = {name.strip().decode(): float(v) for name, v in _CUT_FIELD.findall(rest)}
+    eng, agg, ptps, gtps, running = m.groups()
+    is_v0 = "Swapped" in fields or "Pending" in fields
+    waiting = fields.get("Waiting", fields.get("Pending", NAN))
+    kv = fields.get("GPU KV cache usage", fields.get("KV cache usage", NAN))
+    if kv != kv and not is_v0:
+        kv = fields.get("CPU KV cache usage", NAN)
+    if kv == kv:
+        return None  # the KV figure is whole: a record parse_stats reads, or another format
+    frag = rest.rsplit(b",", 1)[-1].strip()
+    if "Preemptions" in fields:
+        preempt = fields["Preemptions"]
+    elif not is_v0 and frag and any(k.startswith(frag[:len(k)]) for k in _KV_NAMES):
+        preempt = absent  # the KV field had begun, and v1 prints "Preemptions:" before it: none was printed
+    else:
+        preempt = NAN
+    label = ("Engine " + eng.decode()) if eng is not None else (agg.decode() + " Engines Aggregated" if agg else "")
+    return (label, float(ptps), float(gtps), float(running), waiting, fields.get("Swapped", NAN), preempt, kv, NAN,
+            is_v0, fields.get("Deferred", NAN))
+
+
 def parse_warning(msg: bytes) -> tuple[str, str, int] | None:
     """(sequence group, mode, cumulative count) of a v0 preemption warning."""
     m = WARN.search(msg)
