@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from kvdoctor.evidence.guidellm import MAX_CONCURRENCY, parse_guidellm, send_pattern
 
 STATS = """Benchmarks Stats:
@@ -102,3 +104,76 @@ def test_a_strategy_this_reader_does_not_know_is_not_guessed(tmp_path):
     assert "request_rate" not in r.fields and "'replay' is not one kvdoctor replays" in r.raw["send"]
     with pytest.raises(InputError, match="benchmarks.json#replay: GuideLLM's strategy 'replay'"):
         load_bench_runs([str(p)])
+
+
+def _console(title: str, header: list[list[tuple[str, int]]], rows: list[list[str]]) -> str:
+    """A table as GuideLLM 0.4+'s console prints it: three header rows whose group cells end in one '|' per column
+    they span, a rule, the rows, a closing rule."""
+    rule = "|" + "|".join("=" * 8 for _ in rows[0]) + "|"
+    out = [f"ℹ {title}", rule]
+    for hr in header:
+        out.append("| " + " ".join(f"{t:<10}" + "|" * n for t, n in hr))
+    out.append("|" + "|".join("-" * 8 for _ in rows[0]) + "|")
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out + [rule, "", ""])
+
+
+def _guidellm_05_output(strategy: str, throughput_layout: str) -> str:
+    summary = _console("Run Summary Info", [
+        [("Benchmark", 1), ("Timings", 5), ("Input Tokens", 3), ("Output Tokens", 3)],
+        [("Strategy", 1), ("Start", 1), ("End", 1), ("Dur", 1), ("Warm", 1), ("Cool", 1)] + [("Comp", 1), ("Inc", 1),
+                                                                                             ("Err", 1)] * 2,
+        [("", 1), ("", 1), ("", 1), ("Sec", 1), ("Sec", 1), ("Sec", 1)] + [("Tot", 1)] * 6],
+        [[strategy, "17:21:22", "17:33:22", "720.0", "90.0", "90.0", "2318.0", "0.0", "0.0", "25600.0", "0.0", "0.0"]])
+    latency = _console("Request Latency Statistics (Completed Requests)", [
+        [("Benchmark", 1), ("Request Latency", 2), ("TTFT", 2), ("ITL", 2), ("TPOT", 2)],
+        [("Strategy", 1), ("Sec", 2), ("ms", 2), ("ms", 2), ("ms", 2)],
+        [("", 1)] + [("Mdn", 1), ("p95", 1)] * 4],
+        [[strategy, "30.6", "30.9", "47.7", "57.8", "29.9", "30.1", "29.95", "30.15"]])
+    if throughput_layout == "0.4":  # every figure as Mdn and Mean
+        tput = _console("Server Throughput Statistics (All Requests)", [
+            [("Benchmark", 1), ("Requests", 4), ("Input Tokens", 2), ("Output Tokens", 2), ("Total Tokens", 2)],
+            [("Strategy", 1), ("Per Sec", 2), ("Concurrency", 2), ("Per Sec", 2), ("Per Sec", 2), ("Per Sec", 2)],
+            [("", 1)] + [("Mdn", 1), ("Mean", 1)] * 5],
+            [[strategy, "0.0", "0.0", "4.0", "3.8", "2.6", "3.2", "33.4", "33.5", "33.4", "36.4"]])
+    else:  # the later layout: concurrency Mdn and Mean, rates as Mean only
+        tput = _console("Server Throughput Statistics (All Requests)", [
+            [("Benchmark", 1), ("Requests", 3), ("Input Tokens", 1), ("Output Tokens", 1), ("Total Tokens", 1)],
+            [("Strategy", 1), ("Concurrency", 2), ("Per Sec", 1), ("Per Sec", 1), ("Per Sec", 1), ("Per Sec", 1)],
+            [("", 1), ("Mdn", 1), ("Mean", 1), ("Mean", 1), ("Mean", 1), ("Mean", 1), ("Mean", 1)]],
+            [[strategy, "4.0", "3.8", "0.4", "3.2", "33.5", "36.4"]])
+    return "✔ Setup complete, starting benchmarks...\n\n\n" + summary + latency + tput + "✔ Benchmarking complete\n"
+
+
+@pytest.mark.parametrize("layout", ["0.4", "0.5"])
+def test_the_newer_printed_tables_are_read_as_medians(tmp_path, layout):
+    """GuideLLM >= 0.4's console (GenerativeBenchmarkerConsole): columns found by their group, name and statistic,
+    whichever statistics a release prints; evidence reads them, calibrate asks for the saved report's means."""
+    from tests.conftest import run_kvdoctor
+
+    from kvdoctor.evidence.bench import load_bench
+
+    p = tmp_path / "guidellm.log"
+    p.write_text(_guidellm_05_output("concurrent", layout))
+    (r,) = load_bench(p)
+    f = r.fields
+    assert (f["median_ttft_ms"], f["p95_ttft_ms"], f["median_e2el_ms"]) == (47.7, 57.8, 30600.0)
+    assert f["median_tpot_ms"] == f["median_itl_ms"] == 29.9 and f["guidellm_median_tpot_ms"] == 29.95
+    assert f["output_throughput"] == 33.5 and f["total_token_throughput"] == 36.4
+    assert (f["duration"], f["total_input_tokens"], f["total_output_tokens"]) == (720.0, 2318.0, 25600.0)
+    assert "mean_ttft_ms" not in f
+    # a rate printed to one decimal as 0.0 is no measurement; 0.4 is
+    assert f.get("request_throughput") == (None if layout == "0.4" else 0.4)
+    # the console names the strategy without its setting: the streams come from the measured concurrency
+    assert f["max_concurrency"] == 4.0 and "from the measured concurrency" in r.raw["send"]
+    assert "calibrate needs the means" in r.raw["medians_only"]
+    r1 = run_kvdoctor("evidence", str(p))
+    assert r1.rc == 0 and "ttft_p50 48 ms" in r1.out, r1
+    r2 = run_kvdoctor("calibrate", str(p), "-m", "Qwen/Qwen3-8B", "--gpu", "H100")
+    assert r2.rc == 2 and r2.one_line_error() and "benchmarks.json" in r2.err
+    # a table a terminal wrapped no longer lines up with its header: not read, and the one line stays
+    wrapped = "\n".join(line[:80] + ("\n" + line[80:] if len(line) > 80 else "") for line in
+                        _guidellm_05_output("synchronous", layout).splitlines())
+    p.write_text(wrapped)
+    r3 = run_kvdoctor("evidence", str(p))
+    assert r3.rc == 2 and r3.one_line_error() and "benchmarks.json" in r3.err

@@ -59,9 +59,11 @@ _HEADLESS_OPENERS = ("completed", "duration")
 HEADLESS_MIN = 4
 _HEADLESS_LABELS = re.compile(r"(Successful requests|Benchmark duration \(s\)|Output token throughput \(tok/s\)|"
                               r"Request throughput \(req/s\)|Mean TTFT \(ms\)|Mean TPOT \(ms\)):\s+\d")
-# values may carry thousands separators where a person re-typed the block ("Mean TTFT (ms): 2,352")
-_STAT_LINE = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+(-?\d[\d,]*(?:\.\d+)?|nan|inf)\s*$",
-                        re.I)
+# values may carry thousands separators where a person re-typed the block ("Mean TTFT (ms): 2,352"), and a mark the
+# person added after the value ("27.44             <========" in a 2026 ticket); a second number is not a mark (two
+# runs side by side are not one run's figure)
+_STAT_LINE = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+(-?\d[\d,]*(?:\.\d+)?|nan|inf)"
+                        r"(?:\s+[^\d\s.+-].*)?\s*$", re.I)
 # (the value ends at a non-word character, a sentence's full stop included: "Successful requests: 100.")
 _KV_LINE = re.compile(r"^([A-Za-z][A-Za-z ()/.%-]*?):\s+(-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?|inf|None)(?!\w)(?!\.\d)")
 # A block whose line breaks were lost when it was pasted (a web form, a chat) arrives as one line: it is cut back into
@@ -440,7 +442,11 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
     out = (parse_text(text, path) or client_results(text, path)
            or [_embedded(d, path) for d in embedded_json_results(text)])
     if not out and looks_like_newer_guidellm(text):
-        raise InputError(f"{path}: {NEWER_TABLES}")
+        from kvdoctor.evidence.guidellm import parse_guidellm_console
+
+        out = parse_guidellm_console(text, path)
+        if not out:
+            raise InputError(f"{path}: {NEWER_TABLES}")
     if not out:
         raise InputError(f"{path}: no 'Serving Benchmark Result' block, GuideLLM 'Benchmarks Stats' table, GenAI-Perf "
                          "'LLM Metrics' table or legacy benchmark summary found")

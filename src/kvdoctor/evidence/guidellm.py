@@ -18,7 +18,8 @@ as with ``vllm bench serve``. Each row becomes a :class:`BenchResult` with ``vll
 Its saved report (``benchmarks.json``, 0.2 to 0.5) is read too (``parse_guidellm_json``): each benchmark's
 ``metrics.<name>.successful`` distributions (mean, median, p99), its strategy object and request totals; so is its
 CSV export (``benchmarks.csv``, ``parse_guidellm_csv``), which lacks only the strategy's own setting. The 0.4+ printed
-tables (medians and p95 only, no means) are not read: give the JSON.
+tables (``parse_guidellm_console``) give medians and p95, hardly any mean: ``evidence`` reads them, ``calibrate``
+asks for the JSON.
 """
 
 from __future__ import annotations
@@ -441,3 +442,119 @@ def _csv_result(row: list[str], cols: dict, source: str) -> BenchResult | None:
     if inferred:
         res.raw["send"] += (f" ({inferred}: the CSV does not keep the strategy's setting; benchmarks.json does)")
     return res
+
+
+# ---- the printed tables of 0.4+ (GenerativeBenchmarkerConsole) -------------------------------------------------------
+# Each table has three header rows (group, name, units or statistic: "TTFT" / "ms" / "Mdn"), a group spanning its
+# columns with one "|" per column it spans, then one row per benchmark. Which statistics a table prints moved between
+# releases (the throughput table: Mdn and Mean, later Mean only), so columns are found by their three names.
+CONSOLE_TABLES = ("Run Summary Info", "Request Latency Statistics", "Server Throughput Statistics")
+_SPAN = re.compile(r"([^|]*)(\|+)")
+# (group, name, statistic) → vllm bench's name and the scale to its unit; GuideLLM's ITL is per request, (last − first
+# token) / (output − 1), as in the saved report's reader; its TPOT counts the first token and is kept apart
+_CONSOLE_STATS = {"Mdn": "median", "Mean": "mean", "p95": "p95", "p99": "p99"}
+_CONSOLE_METRICS = {("TTFT", "ms"): ("ttft_ms", 1.0), ("ITL", "ms"): ("itl_ms", 1.0),
+                    ("TPOT", "ms"): ("guidellm_tpot_ms", 1.0), ("Request Latency", "Sec"): ("e2el_ms", 1000.0)}
+_CONSOLE_MEANS = {("Requests", "Per Sec"): "request_throughput", ("Requests", "Concurrency"): "guidellm_mean_concurrency",
+                  ("Output Tokens", "Per Sec"): "output_throughput", ("Total Tokens", "Per Sec"): "total_token_throughput"}
+MEDIANS_ONLY = ("GuideLLM >= 0.4's printed tables: medians and p95, no latency means; kvdoctor calibrate needs the "
+                "means (give benchmarks.json)")
+
+
+def _span_row(line: str) -> list[str]:
+    """One header or value row, each cell repeated over the columns it spans."""
+    out: list[str] = []
+    for text, pipes in _SPAN.findall(line.strip().removeprefix("|")):
+        out += [text.strip()] * len(pipes)
+    return out
+
+
+def _console_table(lines: list[str], start: int) -> dict[str, dict[tuple[str, str, str], str]]:
+    """The table under the title at ``start``: strategy → {(group, name, units): cell}; {} when its rows do not line up
+    with its header (a terminal's wrap, a cut)."""
+    head: list[list[str]] = []
+    rows: dict[str, dict[tuple[str, str, str], str]] = {}
+    for raw in lines[start + 1:start + 200]:
+        pm = _PREFIX.match(raw)
+        s = (raw[pm.end():] if pm else raw).strip()
+        if not s.startswith("|"):
+            if rows or head:
+                break
+            continue
+        if set(s) <= {"|", "="}:
+            if rows:
+                break  # the closing rule
+            continue
+        if set(s) <= {"|", "-"}:
+            continue  # the rule under the header
+        cells = _span_row(s)
+        if len(head) < 3:
+            head.append(cells)
+            continue
+        if len({len(cells), *map(len, head)}) != 1:
+            return {}
+        rows[cells[0]] = {(g, n, u): c for g, n, u, c in zip(*head, cells)}
+    return rows
+
+
+def parse_guidellm_console(text: str, source: str = "") -> list[BenchResult]:
+    """Each benchmark of GuideLLM 0.4+'s printed tables: its latency medians and p95, its server throughput, its
+    duration and token totals."""
+    lines = text.splitlines()
+    tables: dict[str, dict[str, dict[tuple[str, str, str], str]]] = {}
+    for i, line in enumerate(lines):
+        for title in CONSOLE_TABLES:
+            if title in line and title not in tables:
+                tables[title] = _console_table(lines, i)
+    if not tables.get("Request Latency Statistics"):
+        return []
+    out = []
+    for strategy, lat in tables["Request Latency Statistics"].items():
+        cells = {**tables.get("Run Summary Info", {}).get(strategy, {}),
+                 **tables.get("Server Throughput Statistics", {}).get(strategy, {}), **lat}
+        res = _console_result(strategy, cells, source)
+        if res is not None:
+            out.append(res)
+    return out
+
+
+def _console_result(strategy: str, cells: dict[tuple[str, str, str], str], source: str) -> BenchResult | None:
+    f: dict[str, float] = {}
+    for (g, n, u), c in cells.items():
+        v = printed_number(c)
+        if v is None:
+            continue
+        if (g, n) in _CONSOLE_METRICS and u in _CONSOLE_STATS:
+            name, scale = _CONSOLE_METRICS[(g, n)]
+            stat = _CONSOLE_STATS[u]
+            f[f"guidellm_{stat}_tpot_ms" if name == "guidellm_tpot_ms" else f"{stat}_{name}"] = v * scale
+        elif (g, n) in _CONSOLE_MEANS and u == "Mean":
+            f[_CONSOLE_MEANS[(g, n)]] = v
+        elif (g, n, u) == ("Timings", "Dur", "Sec"):
+            f["duration"] = v
+        elif n == "Comp" and u == "Tot" and g in ("Input Tokens", "Output Tokens"):
+            f["total_input_tokens" if g == "Input Tokens" else "total_output_tokens"] = v
+    if "median_ttft_ms" not in f:
+        return None
+    if not f.get("request_throughput"):
+        f.pop("request_throughput", None)  # printed to one decimal: 0.0 for a slow run, not a measurement
+    if not f.get("output_throughput") and f.get("total_output_tokens") and f.get("duration"):
+        f["output_throughput"] = f["total_output_tokens"] / f["duration"]
+    if "mean_itl_ms" in f:
+        f["mean_tpot_ms"] = f["mean_itl_ms"]
+    if "median_itl_ms" in f:
+        f["median_tpot_ms"] = f["median_itl_ms"]  # per request (last - first) / (output - 1): vLLM's TPOT
+    kind = strategy.split("@")[0]
+    conc, rate = f.get("guidellm_mean_concurrency"), f.get("request_throughput")
+    arg = (f"@{round(conc)}" if kind == "concurrent" and conc else f"@{rate:g}" if kind in ("constant", "poisson")
+           and rate else "")
+    send = send_pattern(strategy if "@" in strategy else kind + arg)
+    f.update(send)
+    raw: dict[str, object] = {"format": "guidellm", "strategy": strategy, "report": "printed tables (0.4+)",
+                              "medians_only": MEDIANS_ONLY,
+                              "send": (f"GuideLLM's {strategy}: " + ", ".join(f"{k}={v:g}" for k, v in send.items())
+                                       if send else f"GuideLLM's strategy {strategy!r} without its setting: send "
+                                       "pattern unknown")}
+    if arg:
+        raw["send"] += f" ({arg[1:]} from the measured {'concurrency' if kind == 'concurrent' else 'request rate'})"
+    return BenchResult(source=source, fields=f, raw=raw)
