@@ -252,6 +252,14 @@ _KNOWN_EXCEPTIONS = (
      "--max-num-batched-tokens at least --max-model-len, or chunked prefill on (--enable-chunked-prefill)"),
     ("are not supported for now",
      "this vLLM release has no implementation of the model's architecture: a release that has it"),
+    # NCCL's own words for a failure below it (nccl.h ncclResult_t): the common causes operators hit with vLLM
+    ("NCCL error: unhandled cuda error",
+     "NCCL_DEBUG=INFO names the failing CUDA call: most often a driver and CUDA runtime that do not match, peer-to-peer "
+     "access between the GPUs blocked (NCCL_P2P_DISABLE=1 tests it; IOMMU/ACS on PCIe hosts), or a GPU in a bad state "
+     "(nvidia-smi, dmesg Xid)"),
+    ("NCCL error: unhandled system error",
+     "NCCL_DEBUG=INFO names the failing system call: most often too little shared memory in the container (docker "
+     "--ipc=host or --shm-size), or a network interface NCCL cannot use (NCCL_SOCKET_IFNAME)"),
     ("gated repo",
      "HF_TOKEN for an account with access to the model (a gated repository), or a local copy of it"),
 )

@@ -54,7 +54,7 @@ from kvdoctor.evidence.logs.segments import (
     match_dp, settle_preemptions, startup_line, v0_preemptions_from_warnings,
 )
 from kvdoctor.evidence.logs.startup import StartupCollector
-from kvdoctor.evidence.model import Event, Segment, SkipReport, StartupFacts, Timeline
+from kvdoctor.evidence.model import ENGINE_PROCS, Event, Segment, SkipReport, StartupFacts, Timeline
 
 
 @dataclass
@@ -265,6 +265,7 @@ class LogReader(LinePath, FastPath, ColumnCommit):
             if ev.line_no is not None:
                 target.first_line = ev.line_no if target.first_line is None else min(target.first_line, ev.line_no)
                 target.last_line = ev.line_no if target.last_line is None else max(target.last_line, ev.line_no)
+        _fold_worker_errors(segs)
         segments = [sg for _, sg in sorted(segs.items(), key=lambda kv: (kv[1].first_line or 0, kv[1].engine))]
         notes = []
         for sg in segments:
@@ -289,6 +290,33 @@ class LogReader(LinePath, FastPath, ColumnCommit):
                        ignored_lines=ignored, out_of_order=out_of_order, rollovers=self.clock.rollovers,
                        events_dropped=self.events_dropped, notes=notes,
                        requests=self.requests.finish() if self.requests.r.any else None)
+
+
+_DEATH_KINDS = ("engine-dead", "oom", "cuda-error", "nccl-timeout")  # the chains' (crash.DEATH_KINDS)
+_FOLD_LINES = 400  # the chains' cause window (crash.CAUSE_WINDOW_LINES)
+
+
+def _fold_worker_errors(segs: dict) -> None:
+    """A worker's or the engine core's error burst with nothing else of its process in the log, just above another
+    segment's death line (a TP worker raises, then "EngineCore failed to start"), joins that segment: apart, it was an
+    instance with nothing to judge, and the death one without its cause."""
+    for key, sg in list(segs.items()):
+        evs = sg.events
+        if (sg.timeline is not None or sg.startup is not None or not evs
+                or not all(e.kind in ("engine-error", "error") and e.line_no is not None for e in evs)
+                or not str(key[1]).startswith(ENGINE_PROCS)):
+            continue
+        last = max(e.line_no for e in evs)
+        best = None
+        for other in segs.values():
+            d = [e.line_no for e in other.events if e.kind in _DEATH_KINDS and e.line_no is not None]
+            if other is not sg and d and last <= min(d) <= last + _FOLD_LINES and (best is None or min(d) < best[0]):
+                best = (min(d), other)
+        if best is not None:
+            other = best[1]
+            other.events = sorted(other.events + evs, key=lambda e: e.line_no or 0)
+            other.first_line = min(x for x in (other.first_line, sg.first_line) if x is not None)
+            del segs[key]
 
 
 def read_log(path: str | os.PathLike, *, year: int | None = None,

@@ -184,6 +184,10 @@ _PER_WORKER = {
 # Fields where the *last* report of the same worker wins (V2 runner prints its capture twice:
 # the profile-only capture first, the real one last).
 _LAST_WINS = {"cudagraph_bytes"}
+# Fields where the smallest report wins: up to the 0.1x releases the engine printed each worker's pool ("GPU KV cache
+# size", "Maximum concurrency") before unify_kv_cache_configs cut every worker to the fewest blocks, which is the pool
+# the scheduler has (0.33 prints the unified one once)
+_MIN_WINS = {"kv_cache_tokens", "max_concurrency"}
 
 _P_CONFIG = 1  # echoed configuration (non-default args, engine config)
 _P_LOG = 2  # a figure vLLM printed about itself
@@ -233,7 +237,8 @@ class _Builder:
         old = self.meta.get(name)
         if old is not None:
             op, orank = old
-            replace = prio > op or (prio == op and (rank < orank or (rank == orank and name in _LAST_WINS)))
+            replace = prio > op or (prio == op and (rank < orank or (rank == orank and name in _LAST_WINS)
+                                                    or (name in _MIN_WINS and value < getattr(self.f, name))))
             if not replace:
                 return
         self.meta[name] = (prio, rank)

@@ -1,0 +1,56 @@
+"""Mends from a seventh sweep of unseen public vLLM logs (2026-12-05): lines of the same shape as the excerpts, which
+stay outside the repository."""
+
+from __future__ import annotations
+
+from kvdoctor.chains.diagnose import diagnose
+from kvdoctor.evidence.load import load_evidence
+from kvdoctor.evidence.logs.reader import read_log
+
+# vLLM 0.10.2 with TP8: the engine printed each worker's pool before unify_kv_cache_configs cut them all to the fewest
+# blocks (14,834 x 16 = 237,344 tokens), the pool the scheduler has
+TP8_POOL = "\n".join(
+    [f"(Worker_TP{k}_EP{k} pid={2078 + k}) INFO 09-24 20:53:40 [gpu_worker.py:298] Available KV cache memory: "
+     f"{10.64 + (k == 0) * 0.04:.2f} GiB" for k in range(8)]
+    + [f"(EngineCore_DP0 pid=1944) INFO 09-24 20:53:41 [kv_cache_utils.py:864] GPU KV cache size: {tok:,} tokens\n"
+       f"(EngineCore_DP0 pid=1944) INFO 09-24 20:53:41 [kv_cache_utils.py:868] Maximum concurrency for 32,768 tokens "
+       f"per request: {tok / 32768:.2f}x" for tok in (238208, 237392, 237344, 237520, 238256, 237344, 237904, 237600)]
+    + ["(EngineCore_DP0 pid=1944) INFO 09-24 20:53:42 [core.py:218] init engine (profile, create kv cache, warmup "
+       "model) took 20.1 seconds"]) + "\n"
+
+
+def test_a_pool_printed_per_worker_is_the_smallest_one(tmp_path):
+    p = tmp_path / "tp8.log"
+    p.write_text(TP8_POOL)
+    (f,) = read_log(p).startups
+    assert f.kv_cache_tokens == 237344 and f.max_concurrency == 7.24
+    # 0.33 prints the unified pool once: one line, that figure
+    p.write_text(TP8_POOL.split("\n")[8] + "\n")
+    assert read_log(p).startups[0].kv_cache_tokens == 238208
+
+
+# a TP worker's exception just above the engine's "failed to start" (vllm#20226's shape, V1 of mid-2025)
+NCCL = """\
+(VllmWorker rank=0 pid=2699411) ERROR 08-11 10:45:36 [multiproc_executor.py:511]     raise RuntimeError(f"NCCL error: {error_str}")
+(VllmWorker rank=0 pid=2699411) ERROR 08-11 10:45:36 [multiproc_executor.py:511] RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)
+[rank0]:[W811 10:45:37.309658464 ProcessGroupNCCL.cpp:1479] Warning: WARNING: destroy_process_group() was not called before program exit, which can leak resources.
+ERROR 08-11 10:45:37 [core.py:632] EngineCore failed to start.
+ERROR 08-11 10:45:37 [core.py:632] Traceback (most recent call last):
+ERROR 08-11 10:45:37 [core.py:632]   File "/venv/lib64/python3.11/site-packages/vllm/v1/engine/core.py", line 623, in run_engine_core
+ERROR 08-11 10:45:37 [core.py:632]     engine_core = EngineCoreProc(*args, **kwargs)
+"""
+
+
+def test_a_workers_exception_above_the_engines_death_is_its_cause(tmp_path):
+    p = tmp_path / "nccl.log"
+    p.write_text(NCCL)
+    segs = read_log(p).segments
+    assert len(segs) == 1 and {e.kind for e in segs[0].events} >= {"engine-error", "engine-dead"}
+    (inst,) = diagnose(load_evidence([p])).instances
+    assert inst.verdict == "engine-died" and inst.confidence == "high"
+    assert "NCCL error: unhandled cuda error" in inst.reason and "NCCL_P2P_DISABLE=1" in inst.action
+    # the same burst with the death far below (another start, 500 lines on) stays apart
+    filler = "".join(f"INFO 08-11 10:46:{k % 60:02d} [api_server.py:1] GET /health 200\n" for k in range(500))
+    lines = NCCL.splitlines(keepends=True)
+    p.write_text("".join(lines[:3]) + filler + "".join(lines[3:]))
+    assert len(read_log(p).segments) == 2
