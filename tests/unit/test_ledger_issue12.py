@@ -245,6 +245,22 @@ def test_catalog_suggests_same_size_sibling_first():
     assert "config.json gives the exact shape" in str(e.value)
 
 
+def test_a_dated_re_release_names_the_model_it_builds_on_and_is_not_taken_for_it():
+    from kvdoctor.catalog.models import lookup_model, release_sibling
+
+    assert release_sibling("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8") == "Qwen/Qwen3-235B-A22B-FP8"
+    assert release_sibling("qwen/qwen3-30b-a3b-thinking-2507") == "Qwen/Qwen3-30B-A3B"
+    assert release_sibling("Qwen/Qwen3-4B-Instruct-2507") == "Qwen/Qwen3-4B"
+    # no date tag, or a base the catalog lacks: nothing
+    assert release_sibling("Qwen/Qwen2.5-7B-Instruct-1M") is None
+    assert release_sibling("mistralai/Mistral-Small-3.2-24B-Instruct-2506") is None
+    # the context length differs (its config's max_position_embeddings): named first, not used silently
+    with pytest.raises(NotFoundError) as e:
+        lookup_model("Qwen/Qwen3-235B-A22B-Instruct-2507")
+    assert "dated re-release of Qwen/Qwen3-235B-A22B" in str(e.value) and "--max-model-len" in str(e.value)
+    assert e.value.suggestions[0] == "Qwen/Qwen3-235B-A22B"
+
+
 def test_non_torch_key_rows():
     assert memory.non_torch_key(2, 1, "pcie") == "tp_pcie"
     assert memory.non_torch_key(8, 2, "multi-node") == "multi_node"

@@ -161,6 +161,13 @@ def lookup_model(text: str) -> ModelShape:
     if cached is not None:
         return shape_from_path(cached)
     names = list_models()
+    release = release_sibling(t, names)
+    if release is not None:
+        raise UnknownModelError(
+            f"model {t!r} is not in the catalog; it reads as a dated re-release of {release}: such a release keeps "
+            "the layers and heads and may change the context length (Qwen3's -Instruct-2507: 262,144 tokens). Pass "
+            f"--model {release} with your --max-model-len, or the release's config.json or model directory",
+            [release])
     siblings = same_size_siblings(t, names)
     close = difflib.get_close_matches(t.lower(), [n.lower() for n in names], n=4, cutoff=0.55)
     by_low = {n.lower(): n for n in names}
@@ -218,6 +225,21 @@ def model_directory_note(text: str, shape: ModelShape) -> str | None:
                "the same architecture): its figures are used"
     return (f"model {t} is not on this machine; its directory is named as the catalog's {shape.name}, whose shape is "
             "used (a fine-tune has the same; for a quantized or modified copy pass --model with its config.json)")
+
+
+# a dated re-release's tag inside the name (Qwen3-235B-A22B-Instruct-2507-FP8, Qwen3-4B-Thinking-2507)
+_RELEASE_TAG = re.compile(r"-(?:instruct-|thinking-)?(?:2[0-9])(?:0[1-9]|1[0-2])(?=$|-)")
+
+
+def release_sibling(text: str, names: list[str] | None = None) -> str | None:
+    """The catalog model a dated re-release is built on (its tag removed: ``…-Instruct-2507-FP8`` → ``…-FP8``), else
+    None. Not taken for the model: such a release keeps the shape but its config's context length differs."""
+    low = text.strip().lower().rstrip("/")
+    if not _RELEASE_TAG.search(low):
+        return None
+    base = _RELEASE_TAG.sub("", low, count=1)
+    names = names if names is not None else list_models()
+    return next((n for n in names if n.lower() == base), None)
 
 
 _VARIANT_SUFFIXES = ("-instruct", "-chat", "-it", "-base", "-hf", "-chat-hf", "-instruct-hf")
