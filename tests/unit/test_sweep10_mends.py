@@ -54,3 +54,35 @@ def test_a_workers_exception_above_the_engines_death_is_its_cause(tmp_path):
     lines = NCCL.splitlines(keepends=True)
     p.write_text("".join(lines[:3]) + filler + "".join(lines[3:]))
     assert len(read_log(p).segments) == 2
+
+
+# vLLM's KV refusal hard-wrapped by a terminal at ~100 columns (an Intel Arc thread of 2026): the continuation carries
+# no log prefix, and the wrap split a word
+REFUSAL = ("(EngineCore pid=316)     raise ValueError(\n"
+           "(EngineCore pid=316) ValueError: To serve at least one request with the model's max seq len (100000), "
+           "(4.26 GiB KV cach\n"
+           "e is needed, which is larger than the available KV cache memory (4.25 GiB). Based on the available memory, "
+           "the estimated maximum model length is 99744. Try increasing `gpu_memory_utilization` or decreasing "
+           "`max_model_len` when initializing the engine.\n"
+           "(EngineCore pid=316) Traceback (most recent call last):\n")
+
+
+def test_a_wrapped_kv_refusal_is_joined_in_every_reading_path(tmp_path):
+    from kvdoctor.cli.ledger_cmd import scan_log
+    from kvdoctor.evidence.logs.startup import collect_startup_facts
+
+    for name, text in (("hard.log", REFUSAL),
+                       # a word wrap drops the space it broke at
+                       ("word.log", REFUSAL.replace("(4.26 GiB KV cach\ne is", "(4.26 GiB KV cache\nis"))):
+        p = tmp_path / name
+        p.write_text(text)
+        for f in (read_log(p).startups[0], collect_startup_facts(p)[0], scan_log(str(p))["startup"]):
+            assert f.startup_error == "kv-too-small" and f.error_est_max_model_len == 99744, name
+            assert round(f.error_available_bytes / 2**30, 2) == 4.25 and round(f.error_needed_bytes / 2**30, 2) == 4.26
+        (inst,) = diagnose(load_evidence([p])).instances
+        assert inst.action.startswith("--max-model-len 99744"), inst.action  # vLLM's own estimate
+    # a refusal cut for good (the excerpt ends) stays the cut refusal it was: the length, no memory figures
+    p = tmp_path / "cut.log"
+    p.write_text(REFUSAL.split("\n")[1] + "\n")
+    (f,) = collect_startup_facts(p)
+    assert f.startup_error == "kv-too-small" and f.error_available_bytes is None

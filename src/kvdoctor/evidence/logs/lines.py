@@ -114,6 +114,23 @@ def _unwrap(text: bytes) -> bytes | None:
     return None
 
 
+def _join_refusal(work: bytes, le: int) -> tuple[bytes, int] | None:
+    """``startup.join_refusal`` on the bytes after the line ending at ``le``: (joined line, end offset) or None."""
+    from kvdoctor.evidence.logs.startup import join_refusal
+
+    first = work[work.rfind(b"\n", 0, le) + 1:le].rstrip(b"\r").decode("utf-8", "replace")
+    ends, p = [], le
+    for _ in range(2):
+        q = work.find(b"\n", p + 1)
+        ends.append(q if q != -1 else len(work))
+        if q == -1:
+            break
+        p = q
+    nxt = [work[a + 1:b].rstrip(b"\r").decode("utf-8", "replace") for a, b in zip([le] + ends[:-1], ends)]
+    hit = join_refusal(first, nxt)
+    return None if hit is None else (hit[0].encode("utf-8"), ends[hit[1] - 1])
+
+
 def looks_like_stats_tail(line: bytes) -> bool:
     return b"tokens/s" in line or b"reqs," in line or b"cache usage" in line or b"roughput" in line
 
@@ -364,6 +381,11 @@ class LinePath:
                 if self._warning(bl, n):
                     self.parsed_lines += 1
                 continue
+            if b"To serve at least one request" in bl and b"available KV cache memory (" not in bl:
+                joined = _join_refusal(work, le)
+                if joined is not None:
+                    bl, end = joined
+                    consumed = max(consumed, end)
             hit = False
             if any(nd in bl for nd in _SHUTDOWN_NEEDLES) and (b"received signal" not in bl
                                                                or any(sg in bl for sg in _STOP_SIGNALS)):

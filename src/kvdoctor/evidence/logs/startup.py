@@ -1198,6 +1198,51 @@ def is_big_log(path_or_lines: Any) -> bool:
         return False
 
 
+def join_refusal(first: str, following: list[str]) -> tuple[str, int] | None:
+    """vLLM's KV refusal ("To serve at least one request … larger than the available KV cache memory (X GiB).") cut
+    by a terminal's wrap, joined with up to two following lines that carry no log prefix: as is (a hard wrap splits a
+    word: "KV cach" / "e is needed") or with the space a word wrap dropped. (joined line, lines used) once the whole
+    refusal reads, else None."""
+    raw = first
+    for k, nxt in enumerate(following[:2], start=1):
+        if not nxt.strip() or parse_envelope(nxt) is not None or nxt.lstrip().startswith(("File ", "Traceback")):
+            return None
+        for sep in ("", " "):
+            if R_TOO_SMALL.search(raw + sep + nxt):
+                return raw + sep + nxt, k
+        raw += nxt
+    return None
+
+
+def _cut_refusal(line: str) -> bool:
+    return "To serve at least one request" in line and "available KV cache memory (" not in line
+
+
+def with_refusals_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str, int]]:
+    """``(line number, physical line)`` in, ``(line number, line, lines joined into it)`` out: a wrapped KV refusal
+    comes out joined (``join_refusal``), the lines it took are not yielded again; two lines are held, only then."""
+    it = iter(lines)
+    held: list[tuple[int, str]] = []
+    while True:
+        if held:
+            n, phys = held.pop(0)
+        else:
+            nxt = next(it, None)
+            if nxt is None:
+                return
+            n, phys = nxt
+        if _cut_refusal(phys):
+            while len(held) < 2 and (more := next(it, None)) is not None:
+                held.append(more)
+            joined = join_refusal(phys, [h[1] for h in held])
+            if joined is not None:
+                phys, k = joined
+                del held[:k]
+                yield n, phys, k
+                continue
+        yield n, phys, 0
+
+
 def collect_startup_facts(path_or_lines: Any) -> list[StartupFacts]:
     """Every engine start in a log (path, gzip path, text, bytes, or an iterable of lines), line by line.
 
@@ -1206,10 +1251,8 @@ def collect_startup_facts(path_or_lines: Any) -> list[StartupFacts]:
     Callers use ``evidence.logs.read_startup_facts``, which sends big files to the streaming reader.
     """
     col = StartupCollector()
-    for n, phys in enumerate(_open_lines(path_or_lines), start=1):
-        if len(phys) > MAX_LINE:
-            phys = phys[:MAX_LINE]
-        phys = strip_ansi(phys.rstrip("\r\n"))
+    lines = ((n, strip_ansi(p[:MAX_LINE].rstrip("\r\n"))) for n, p in enumerate(_open_lines(path_or_lines), start=1))
+    for n, phys, _ in with_refusals_joined(lines):
         glued = len(phys) > 60 and sum(phys.count(lv) for lv in (" INFO ", " WARNING ", " ERROR ", " DEBUG ")) > 1
         for line in split_glued(phys) if glued else (phys,):
             env = parse_envelope(line)
