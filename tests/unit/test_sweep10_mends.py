@@ -86,3 +86,35 @@ def test_a_wrapped_kv_refusal_is_joined_in_every_reading_path(tmp_path):
     p.write_text(REFUSAL.split("\n")[1] + "\n")
     (f,) = collect_startup_facts(p)
     assert f.startup_error == "kv-too-small" and f.error_available_bytes is None
+
+
+# a /metrics dump kept as shell comments in a script's notes (2025): every line behind "# "
+COMMENTED = """\
+# # HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# # TYPE vllm:cache_config_info gauge
+# vllm:cache_config_info{block_size="16",cache_dtype="auto",gpu_memory_utilization="0.9",num_gpu_blocks="2340"} 1.0
+# # HELP vllm:num_requests_running Number of requests currently running on GPU.
+# # TYPE vllm:num_requests_running gauge
+# vllm:num_requests_running{model_name="Qwen/Qwen3-0.6B"} 3.0
+# # HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# # TYPE vllm:num_requests_waiting gauge
+# vllm:num_requests_waiting{model_name="Qwen/Qwen3-0.6B"} 2.0
+# # HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.
+# # TYPE vllm:gpu_cache_usage_perc gauge
+# vllm:gpu_cache_usage_perc{model_name="Qwen/Qwen3-0.6B"} 0.25
+"""
+
+
+def test_a_metrics_dump_kept_as_comments_is_read(tmp_path):
+    from kvdoctor.evidence.load import detect_kind
+
+    p = tmp_path / "metrics.txt"
+    p.write_text(COMMENTED)
+    assert detect_kind(str(p)) == "metrics"
+    (sg,) = load_evidence([p]).segments
+    assert (sg.timeline.running[0], sg.timeline.waiting[0], sg.timeline.kv_usage_pct[0]) == (3.0, 2.0, 25.0)
+    assert sg.startup.num_gpu_blocks == 2340
+    # a log that merely mentions a metric in a comment is still a log
+    log = tmp_path / "serve.log"
+    log.write_text("# vllm:num_requests_running is scraped by Prometheus\n" + NCCL)
+    assert detect_kind(str(log)) == "log"

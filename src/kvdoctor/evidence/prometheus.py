@@ -383,7 +383,17 @@ _INDENTED = re.compile(r"^[ \t]+(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", re.M)
 
 
 def looks_like_metrics(head: str) -> bool:
-    return bool(re.search(r"^[ \t]*(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", head, re.M))
+    return bool(re.search(r"^[ \t]*(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", head, re.M)) or _commented(head)
+
+
+# a dump kept as shell comments ("# # HELP vllm:…", "# vllm:num_requests_running{…} 0.0": a script's notes, a ticket):
+# every sample line commented, none bare
+_COMMENTED_SAMPLE = re.compile(r"^# vllm:[a-z_]+\S*\s+\S", re.M)
+_BARE_SAMPLE = re.compile(r"^vllm:[a-z_]+", re.M)
+
+
+def _commented(head: str) -> bool:
+    return bool(_COMMENTED_SAMPLE.search(head)) and not _BARE_SAMPLE.search(head)
 
 
 _OM_TS = re.compile(r"^(vllm:\S+?(?:\{[^}]*\})?)\s+(\S+)\s+(\d+(?:\.\d+)?(?:[eE]\+?\d+)?)\s*$")
@@ -459,6 +469,8 @@ def _read(p: str) -> str:
     # no leading whitespace, so it is dropped (the parser would reject every line)
     if _INDENTED.search(text[:65536]):
         text = "\n".join(line.lstrip() for line in text.splitlines())
+    if _commented(text[:65536]):
+        text = "\n".join(line[2:] if line.startswith("# ") else line for line in text.splitlines())
     return text
 
 
