@@ -118,3 +118,23 @@ def test_a_metrics_dump_kept_as_comments_is_read(tmp_path):
     log = tmp_path / "serve.log"
     log.write_text("# vllm:num_requests_running is scraped by Prometheus\n" + NCCL)
     assert detect_kind(str(log)) == "log"
+
+
+def test_a_log_truncated_while_it_is_read_ends_the_reading_instead_of_killing_it(tmp_path):
+    # logrotate's copytruncate shortens a live log in place: a page of the memory map past the new end would raise
+    # SIGBUS (the process dies with "Bus error", exit 135, no message). Found when a fuzz harness truncated its own
+    # files under a running reader; reproduced with `kvdoctor evidence` on a 280 MB log truncated mid-read.
+    from kvdoctor.evidence.logs.chunks import file_chunks
+    from kvdoctor.evidence.model import SkipReport
+
+    p = tmp_path / "live.log"
+    p.write_bytes(b"x" * 4095 + b"\n" + (b"y" * 99 + b"\n") * 2000)
+    skip = SkipReport()
+    got = []
+    for k, (chunk, _) in enumerate(file_chunks(str(p), 4096, skip)):
+        got.append(chunk)
+        if k == 0:
+            with open(p, "r+b") as fh:
+                fh.truncate(1000)
+    assert len(got) == 1 and skip.reasons["truncated-input"] == 1
+    assert "truncated while it was read" in skip.examples["truncated-input"]

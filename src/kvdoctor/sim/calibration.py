@@ -957,25 +957,26 @@ def speculative_decoding_note(paths: list[str], num_speculative_tokens: int = 0,
     ``num_speculative_tokens``): the stats lines' generation
     throughput then counts accepted draft tokens, and kvdoctor's simulator yields one token per decode step, so the
     fitted decode is a time per generated token at the server's acceptance rate, not the engine's step."""
-    import mmap
+    from kvdoctor.errors import InputError
+    from kvdoctor.evidence.logs.chunks import file_chunks, works
+    from kvdoctor.evidence.logs.limits import CHUNK
+    from kvdoctor.evidence.model import SkipReport
 
     lines, lengths = 0, []
     for path in paths:
         try:
-            with open(path, "rb") as fh:
-                if fh.seek(0, 2) == 0:
-                    continue
-                # one C-speed scan of the mapped file (bounded memory; the lines are rare in logs of gigabytes)
-                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                    for hit in _SPEC_LINE.finditer(mm):
-                        end = mm.find(b"\n", hit.end())
-                        line = mm[hit.end(): end if end >= 0 else len(mm)]
-                        lines += 1
-                        m = _SPEC_MAL.search(line)
-                        value = _finite(m.group(1)) if m else None
-                        if value is not None:  # a garbled number ("1.2.3") drops that value, not the file's rest
-                            lengths.append(value)
-        except (OSError, ValueError):  # unreadable, or not mappable (a pipe): the log adds nothing
+            # C-speed scans of whole-line chunks (bounded memory; the lines are rare in logs of gigabytes; a file
+            # truncated while it is read ends the scan, chunks.FileShrank)
+            for _, work in works(file_chunks(path, CHUNK, SkipReport())):
+                for hit in _SPEC_LINE.finditer(work or b""):
+                    end = work.find(b"\n", hit.end())
+                    line = work[hit.end(): end if end >= 0 else len(work)]
+                    lines += 1
+                    m = _SPEC_MAL.search(line)
+                    value = _finite(m.group(1)) if m else None
+                    if value is not None:  # a garbled number ("1.2.3") drops that value, not the file's rest
+                        lengths.append(value)
+        except (OSError, ValueError, InputError):  # unreadable: the log adds nothing
             continue
     bench_lengths = [x for x in (bench_lengths or []) if x]
     if not lines and not num_speculative_tokens and not bench_lengths:

@@ -12,7 +12,21 @@ from kvdoctor.evidence.logs.limits import MAX_LINE
 from kvdoctor.evidence.model import SkipReport
 
 
-def mapped_chunks(fh, chunk_size: int):
+class FileShrank(Exception):
+    """The file got shorter than its map while it was read (``logrotate``'s copytruncate, a writer that truncates):
+    touching a page past the new end would kill the process with SIGBUS, so reading stops before it."""
+
+    def __init__(self, offset: int):
+        super().__init__(offset)
+        self.offset = offset
+
+
+def shrank_note(exc: FileShrank) -> str:
+    return (f"the file was truncated while it was read (a log rotation's copytruncate?): read up to byte "
+            f"{exc.offset:,}")
+
+
+def mapped_chunks(fh, chunk_size: int, skip: SkipReport | None = None):
     """The same chunks as the read() loop below (``chunk_size`` bytes, completed to the end of their
     last line by at most MAX_LINE + 1 bytes), sliced from a memory map: one copy out of the page cache
     instead of a read() copy plus the copy that appends the line's rest. Pages already sliced are
@@ -25,24 +39,35 @@ def mapped_chunks(fh, chunk_size: int):
     except (ValueError, OSError, AttributeError):
         return None
 
+    fd = fh.fileno()
+
     def gen():
         with mm:
-            for s, e in spans(mm, chunk_size):
-                yield mm[s:e], e - s
+            try:
+                for s, e in spans(mm, chunk_size, fd):
+                    yield mm[s:e], e - s
+            except FileShrank as exc:
+                if skip is not None:
+                    skip.reasons["truncated-input"] += 1
+                    skip.examples.setdefault("truncated-input", shrank_note(exc))
 
     return gen()
 
 
-def spans(mm, chunk_size: int):
+def spans(mm, chunk_size: int, fd: int | None = None):
     """``mapped_chunks``' chunk bounds ``(start, end)`` in the map ``mm``; pages before the chunk
-    before last are dropped from the mapping (8 MiB runs) as the chunks are taken."""
+    before last are dropped from the mapping (8 MiB runs) as the chunks are taken. With the file's ``fd``, its size
+    is checked before each chunk is touched: :class:`FileShrank` when it got shorter than the map."""
     import mmap
+    import os
 
     size = len(mm)
     s = dropped = 0
     step = 8 << 20  # drop sliced pages in 8 MiB runs (the chunks are copies: nothing re-reads them)
     can_drop = hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED")
     while s < size:
+        if fd is not None and os.fstat(fd).st_size < size:
+            raise FileShrank(s)
         e = s + chunk_size
         if e >= size:
             e = size
@@ -71,7 +96,7 @@ def file_chunks(path: str, chunk_size: int, skip: SkipReport):
         head = fh.read(2)
         fh.seek(0)
         if head != b"\x1f\x8b":
-            mapped = mapped_chunks(fh, chunk_size)
+            mapped = mapped_chunks(fh, chunk_size, skip)
             if mapped is not None:
                 yield from mapped
                 return

@@ -100,10 +100,10 @@ def prescan_worker(path: str, chunk_size: int, wfd: int) -> None:
     try:
         out = os.fdopen(wfd, "wb", buffering=1 << 20)
         bufs = [np.empty(chunk_size + MAX_LINE + 1, dtype=bool)]  # the newline bitmap's reused buffer
-        with open(path, "rb") as fh:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        fh = open(path, "rb")  # kept open: its size is checked before each chunk (chunks.spans, FileShrank)
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         carry = b""
-        for s, e in spans(mm, chunk_size):
+        for s, e in spans(mm, chunk_size, fh.fileno()):
             if not carry and mm[e - 1] == 10:
                 out.write(prescan(mm, s, e, bufs))
                 continue
