@@ -265,7 +265,7 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
                                 f"{'file' if inputs.config else 'command'} does not set: pass --model")
     from kvdoctor.catalog.models import model_directory_note
 
-    shape = lookup_model(model_text)
+    shape = _shape_of(model_text, cfg, notes)
     if (dir_note := model_directory_note(model_text, shape)) is not None:
         notes.append(dir_note)
 
@@ -283,6 +283,26 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
 
     version = version_for(inputs.vllm_version or cfg.vllm_version, startup, notes)
     return configure(shape, gpu, cfg, version=str(version), usage=usage, startup=startup, notes=notes)
+
+
+def _shape_of(model_text: str, cfg: EngineConfig, notes: list[str]) -> ModelShape:
+    """The catalog's shape for ``model_text``; for a dated re-release of a catalog model (``catalog.models.
+    release_sibling``) the model it re-releases, but only with a max-model-len given or measured: such a release keeps
+    the layers and heads, and its own context length, which would set the default, is not known offline."""
+    from kvdoctor.catalog.models import lookup_model, release_sibling
+
+    try:
+        return lookup_model(model_text)
+    except UnknownModelError:
+        base = release_sibling(model_text)
+        mml = next((v for v in (cfg.max_model_len, cfg.measured.get("max_model_len"))
+                    if isinstance(v, int) and not isinstance(v, bool) and v > 0), None)
+        if base is None or mml is None:
+            raise
+    notes.append(f"model {model_text} is not in the catalog; it reads as a dated re-release of {base}, whose layers "
+                 f"and heads it keeps: that shape is used, with the max-model-len {mml:,} given (the release's own "
+                 "context length, which would set the default, is not known offline)")
+    return lookup_model(base)
 
 
 def configure(shape: ModelShape, gpu: GpuSpec | None, cfg: EngineConfig, *, version: str = DEFAULT_VLLM_VERSION,

@@ -259,6 +259,9 @@ def test_a_dated_re_release_names_the_model_it_builds_on_and_is_not_taken_for_it
         lookup_model("Qwen/Qwen3-235B-A22B-Instruct-2507")
     assert "dated re-release of Qwen/Qwen3-235B-A22B" in str(e.value) and "--max-model-len" in str(e.value)
     assert e.value.suggestions[0] == "Qwen/Qwen3-235B-A22B"
+    # with a max-model-len (given, or printed by a start-up log) the base's shape serves, and the note says so
+    led, inp = ledger(model="Qwen/Qwen3-4B-Instruct-2507", gpu="H100", max_model_len=32768)
+    assert inp.shape.name == "Qwen/Qwen3-4B" and any("dated re-release of Qwen/Qwen3-4B" in n for n in inp.notes)
 
 
 def test_non_torch_key_rows():

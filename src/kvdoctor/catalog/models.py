@@ -165,9 +165,9 @@ def lookup_model(text: str) -> ModelShape:
     if release is not None:
         raise UnknownModelError(
             f"model {t!r} is not in the catalog; it reads as a dated re-release of {release}: such a release keeps "
-            "the layers and heads and may change the context length (Qwen3's -Instruct-2507: 262,144 tokens). Pass "
-            f"--model {release} with your --max-model-len, or the release's config.json or model directory",
-            [release])
+            "the layers and heads and may change the context length (Qwen3's -Instruct-2507: 262,144 tokens), which "
+            "sets vLLM's default. Give --max-model-len and that shape is used, or pass the release's config.json or "
+            "model directory", [release])
     siblings = same_size_siblings(t, names)
     close = difflib.get_close_matches(t.lower(), [n.lower() for n in names], n=4, cutoff=0.55)
     by_low = {n.lower(): n for n in names}
