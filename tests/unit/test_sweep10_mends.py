@@ -138,3 +138,23 @@ def test_a_log_truncated_while_it_is_read_ends_the_reading_instead_of_killing_it
                 fh.truncate(1000)
     assert len(got) == 1 and skip.reasons["truncated-input"] == 1
     assert "truncated while it was read" in skip.examples["truncated-input"]
+
+
+def test_kv_connector_load_failures_are_a_note_not_a_crash(tmp_path):
+    # an LMCache deployment of 2026: the scheduler recomputed what the connector could not load (policy recompute),
+    # then, on another server, failed requests (policy fail, logged at ERROR by the engine core)
+    stats = ("(APIServer pid=7) INFO 01-27 01:40:{s:02d} [loggers.py:271] Engine 000: Avg prompt throughput: 9000.0 "
+             "tokens/s, Avg generation throughput: 300.0 tokens/s, Running: 215 reqs, Waiting: 233 reqs, GPU KV cache "
+             "usage: 100.0%, Prefix cache hit rate: 20.0%")
+    lines = [stats.format(s=k * 10) for k in range(3)]
+    lines.insert(2, "(EngineCore_DP0 pid=772517) WARNING 01-27 01:40:17 [scheduler.py:1816] Recovered from KV load "
+                    "failure: 215 request(s) rescheduled (373752 tokens affected).")
+    lines.append("(EngineCore_DP0 pid=772517) ERROR 01-27 01:40:25 [scheduler.py:1790] Failing 3 request(s) due to KV "
+                 "load failure (failure_policy=fail, 4096 tokens affected). Request IDs: {'a', 'b', 'c'}")
+    p = tmp_path / "lmcache.log"
+    p.write_text("\n".join(lines) + "\n")
+    (inst,) = diagnose(load_evidence([p])).instances
+    note = next(n for n in inst.notes if "KV connector failed" in n)
+    assert "2 time(s) (lines 3, 5)" in note and "215 request(s) rescheduled" in note and "(373,752 tokens)" in note
+    assert "3 request(s) failed with an error (4,096 tokens)" in note
+    assert inst.verdict != "engine-died"

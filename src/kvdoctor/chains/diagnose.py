@@ -205,6 +205,8 @@ def diagnose_context(ctx: Context) -> Instance:
                           "deferred ones (--max-loras, the KV connector or the structured-output backend would)")
     if (held := _held_stretch_note(ctx, s)) is not None:
         inst.notes.append(held)
+    if (kv_fail := _kv_load_failure_note(ctx)) is not None:
+        inst.notes.append(kv_fail)
     stop = next((e for e in ctx.events if e.kind == "shutdown-requested"), None)
     if stop is not None and not any(f.rule_id == "engine.died" for f in findings):
         inst.notes.append(f"the server was stopped by its operator (line {stop.line_no}): the errors and warnings after "
@@ -219,6 +221,27 @@ def diagnose_context(ctx: Context) -> Instance:
     inst.carried_by, inst.would_raise, inst.would_overturn = j.carried_by, j.would_raise, j.would_overturn
     inst.leaning = j.leaning
     return inst
+
+
+def _kv_load_failure_note(ctx: Context) -> str | None:
+    """What the KV connector's load failures cost (the scheduler's own lines): recomputed prefill, or failed requests.
+    A connector fault, not a memory or scheduling setting, so it is a note beside the verdict."""
+    evs = [e for e in ctx.events if e.kind == "kv-load-failure"]
+    if not evs:
+        return None
+    lines = ", ".join(str(e.line_no) for e in evs[:3]) + (", …" if len(evs) > 3 else "")
+    parts = []
+    for policy, what in (("recompute", "rescheduled to recompute their prefill on this engine"),
+                         ("fail", "failed with an error")):
+        sel = [e for e in evs if e.data.get("policy") == policy]
+        if sel:
+            parts.append(f"{sum(e.data['requests'] for e in sel):,} request(s) {what} "
+                         f"({sum(e.data['tokens'] for e in sel):,} tokens)")
+    return (f"the KV connector failed to load cached blocks {len(evs)} time(s) (line{'s' if len(evs) > 1 else ''} "
+            f"{lines}): " + "; ".join(parts)
+            + ". That is the connector (LMCache, NIXL, the remote store) failing, not the pool: its recomputed "
+            "prefill shows as TTFT and queue spikes here; kv_transfer_config's kv_load_failure_policy chooses between "
+            "recompute and fail")
 
 
 def _held_stretch_note(ctx: Context, s: sig.Signals) -> str | None:

@@ -43,6 +43,12 @@ _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
 # traceback). What follows it, EngineDeadError included, is the shutdown path, not a crash: vLLM 0.32 prints an
 # EngineDeadError traceback on a plain Ctrl-C.
+# vLLM's scheduler when a KV connector (LMCache, NIXL, a remote store) could not load blocks it promised
+# (v1/core/sched/scheduler.py _handle_invalid_blocks; kv_transfer_config.kv_load_failure_policy):
+# "Recovered from KV load failure: 215 request(s) rescheduled (373752 tokens affected)." (policy recompute) and
+# "Failing 3 request(s) due to KV load failure (failure_policy=fail, 4096 tokens affected). Request IDs: …"
+_KV_LOAD_FAILURE = re.compile(rb"(Recovered from|Failing (\d+) request\(s\) due to) KV load failure(?:: (\d+) "
+                              rb"request\(s\) rescheduled)? \((?:failure_policy=\w+, )?(\d+) tokens affected\)")
 _SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterrupt")
 # Frames that only run while the engine starts (loading, profiling, KV allocation, graph capture): a traceback
 # through one of them is a start-up failure, whatever the excerpt shows around it.
@@ -200,6 +206,16 @@ class LinePath:
             return False
         self.cut_stats += 1
         return True
+
+    def _kv_load_failure(self, line: bytes, n: int, m: Any) -> bool:
+        """One KV load failure the scheduler reported: an event with its requests, tokens and policy."""
+        env = search_envelope_b(line)
+        recovered = m.group(1).startswith(b"Recovered")
+        reqs = int(m.group(3) if recovered else m.group(2))
+        return self._event(Event(t=self._time(env, line) if env is not None else None, kind="kv-load-failure",
+                                 line_no=n, message=line[:300].decode("utf-8", "replace").strip(),
+                                 data={"requests": reqs, "tokens": int(m.group(4)),
+                                       "policy": "recompute" if recovered else "fail"}), proc_key(env))
 
     def _warning(self, line: bytes, n: int) -> bool:
         w = parse_warning(line)
@@ -375,6 +391,10 @@ class LinePath:
                     elif not (r := self._cut_stats(bl, n)):
                         self._skipped("malformed-stats", bl)
                 if r:
+                    self.parsed_lines += 1
+                continue
+            if b"KV load failure" in bl and (kv_fail := _KV_LOAD_FAILURE.search(bl)) is not None:
+                if self._kv_load_failure(bl, n, kv_fail):
                     self.parsed_lines += 1
                 continue
             if b"preempted by" in bl and b"KV cache" in bl:
