@@ -158,3 +158,16 @@ def test_kv_connector_load_failures_are_a_note_not_a_crash(tmp_path):
     assert "2 time(s) (lines 3, 5)" in note and "215 request(s) rescheduled" in note and "(373,752 tokens)" in note
     assert "3 request(s) failed with an error (4,096 tokens)" in note
     assert inst.verdict != "engine-died"
+
+
+def test_the_api_servers_block_count_wrapped_onto_its_own_line_is_read(tmp_path):
+    from kvdoctor.cli.ledger_cmd import scan_log
+    from kvdoctor.evidence.logs.startup import collect_startup_facts
+
+    p = tmp_path / "ray.log"
+    p.write_text("(EngineCore_0 pid=1250) (RayWorkerWrapper pid=1376) INFO 09-02 13:02:34 [gpu_worker.py:276] Available "
+                 "KV cache memory: 11.03 GiB\n"
+                 "(APIServer pid=158) INFO 09-02 13:02:48 [loggers.py:142] Engine 000: vllm cache_config_info with "
+                 "initialization after num_gpu_blocks is:\n 25809\n")
+    for f in (read_log(p).startups[0], collect_startup_facts(p)[0], scan_log(str(p))["startup"]):
+        assert f.num_gpu_blocks == 25809 and round(f.kv_cache_bytes / 2**30, 2) == 11.03

@@ -401,7 +401,8 @@ class LinePath:
                 if self._warning(bl, n):
                     self.parsed_lines += 1
                 continue
-            if b"To serve at least one request" in bl and b"available KV cache memory (" not in bl:
+            if ((b"To serve at least one request" in bl and b"available KV cache memory (" not in bl)
+                    or bl.rstrip().endswith(b"num_gpu_blocks is:")):
                 joined = _join_refusal(work, le)
                 if joined is not None:
                     bl, end = joined

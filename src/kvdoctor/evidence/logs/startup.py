@@ -1199,10 +1199,14 @@ def is_big_log(path_or_lines: Any) -> bool:
 
 
 def join_refusal(first: str, following: list[str]) -> tuple[str, int] | None:
-    """vLLM's KV refusal ("To serve at least one request … larger than the available KV cache memory (X GiB).") cut
-    by a terminal's wrap, joined with up to two following lines that carry no log prefix: as is (a hard wrap splits a
-    word: "KV cach" / "e is needed") or with the space a word wrap dropped. (joined line, lines used) once the whole
-    refusal reads, else None."""
+    """A start-up fact a terminal's wrap cut, joined with up to two following lines that carry no log prefix: vLLM's
+    KV refusal ("To serve at least one request … larger than the available KV cache memory (X GiB).": as is, since a
+    hard wrap splits a word, "KV cach" / "e is needed", or with the space a word wrap dropped), and the API server's
+    "… num_gpu_blocks is:" whose number went to the next line. (joined line, lines used) once the fact reads, else
+    None."""
+    if first.rstrip().endswith("num_gpu_blocks is:"):
+        nxt = following[0] if following else ""
+        return (first.rstrip() + " " + nxt.strip(), 1) if re.fullmatch(r"\s*\d+\s*", nxt) else None
     raw = first
     for k, nxt in enumerate(following[:2], start=1):
         if not nxt.strip() or parse_envelope(nxt) is not None or nxt.lstrip().startswith(("File ", "Traceback")):
@@ -1214,8 +1218,10 @@ def join_refusal(first: str, following: list[str]) -> tuple[str, int] | None:
     return None
 
 
-def _cut_refusal(line: str) -> bool:
-    return "To serve at least one request" in line and "available KV cache memory (" not in line
+def cut_fact(line: str) -> bool:
+    """A line ``join_refusal`` may complete."""
+    return (("To serve at least one request" in line and "available KV cache memory (" not in line)
+            or line.rstrip().endswith("num_gpu_blocks is:"))
 
 
 def with_refusals_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str, int]]:
@@ -1231,7 +1237,7 @@ def with_refusals_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int
             if nxt is None:
                 return
             n, phys = nxt
-        if _cut_refusal(phys):
+        if cut_fact(phys):
             while len(held) < 2 and (more := next(it, None)) is not None:
                 held.append(more)
             joined = join_refusal(phys, [h[1] for h in held])
