@@ -171,3 +171,25 @@ def test_the_api_servers_block_count_wrapped_onto_its_own_line_is_read(tmp_path)
                  "initialization after num_gpu_blocks is:\n 25809\n")
     for f in (read_log(p).startups[0], collect_startup_facts(p)[0], scan_log(str(p))["startup"]):
         assert f.num_gpu_blocks == 25809 and round(f.kv_cache_bytes / 2**30, 2) == 11.03
+
+
+def test_a_queue_held_at_a_default_cap_between_loads_is_the_cap(tmp_path):
+    # an operator's report of three bench runs in one log (2025-09): Running climbs 129 -> 179 in the first, sits at
+    # 256 (vLLM's default max-num-seqs) with ~240 waiting and the pool at 62-69 % in the second, and at 256 with the
+    # pool full in the third. It read "a burst being worked off" from Running moving between the loads.
+    rows = [("05:30:59", 129, 70, 30.6), ("05:31:09", 153, 46, 36.6), ("05:31:19", 179, 20, 43.1),
+            ("05:36:31", 256, 242, 62.6), ("05:36:41", 255, 241, 65.9), ("05:36:51", 256, 239, 69.1),
+            ("06:02:08", 256, 215, 99.9), ("06:02:18", 244, 227, 99.9), ("06:02:28", 234, 237, 99.8)]
+    p = tmp_path / "report.log"
+    p.write_text("".join(
+        f"(APIServer pid=119) INFO 09-04 {t} [loggers.py:123] Engine 000: Avg prompt throughput: 100.0 tokens/s, Avg "
+        f"generation throughput: 1500.0 tokens/s, Running: {r} reqs, Waiting: {w} reqs, GPU KV cache usage: {kv}%, "
+        "Prefix cache hit rate: 20.0%\n" for t, r, w, kv in rows))
+    (inst,) = diagnose(load_evidence([p])).instances
+    assert inst.verdict == "config-starved" and inst.confidence != "high"
+    assert "Running sits at 256, a max-num-seqs vLLM uses by default" in inst.reason
+    assert "in 1 more the pool is full at the cap too" in inst.reason
+    # Running climbing to a count that is no default cap stays a burst
+    p.write_text(p.read_text().replace("Running: 256 ", "Running: 250 ").replace("Running: 255 ", "Running: 249 "))
+    (inst,) = diagnose(load_evidence([p])).instances
+    assert inst.verdict == "arrival-bursts"

@@ -522,6 +522,13 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
     run = [float(tl.running[i]) for i in q.held_idx if not math.isnan(float(tl.running[i]))]
     # one sample is not "flat" unless Running sits exactly on a cap vLLM uses by default
     flat = bool(run) and max(run) - min(run) <= 1 and (len(run) >= 2 or int(run[0]) in _DEFAULT_CAPS)
+    # a log of several loads (an operator's bench runs one after another) moves Running between them, but a queue
+    # that waits while Running sits on a cap vLLM uses by default, in two samples or more, is held by that cap
+    at_default = [i for i in q.held_idx if int(run_max) in _DEFAULT_CAPS and float(tl.running[i]) >= run_max - 1]
+    kv_at = [float(tl.kv_usage_pct[i]) for i in at_default]
+    cap_room = sum(1 for k in kv_at if math.isfinite(k) and k < th.kv_full_pct)  # the cap binds, the pool has room
+    cap_full = sum(1 for k in kv_at if math.isfinite(k) and k >= th.kv_full_pct)  # both bind
+    on_default_cap = cap is None and not flat and cap_room >= 2
     ev = [sig.cite_at(tl, i, ctx.source, "waiting", _count(tl.waiting[i]),
                       f"Running: {_count(tl.running[i])}, Waiting: {_count(tl.waiting[i])}, KV "
                       f"{sig.kv_text(tl.kv_usage_pct[i])}")
@@ -557,6 +564,18 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
             "sched.queue-held-kv-free",
             f"Requests wait in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}) while Running stays flat at "
             f"{n} with {room_txt}: a cap holds the queue (max-num-seqs = {n}, or the token budget), not memory.",
+            severity="problem", verdict="config-starved", action=new_cap[0], gain={**gain, **new_cap[1]},
+            evidence=ev, data={"form": "flat", "missing": ["max-num-seqs (engine configuration) to confirm the cap"]})
+    if on_default_cap:
+        n = int(round(run_max))
+        new_cap = _cap_advice(s, n)
+        return rule_finding(
+            "sched.queue-held-kv-free",
+            f"Requests wait in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}); in {cap_room} of them "
+            f"Running sits at {n}, a max-num-seqs vLLM uses by default, with the pool below {th.kv_full_pct:g}%: that "
+            "cap holds the queue there, not memory (Running moves between the loads of the window)"
+            + (f"; in {cap_full} more the pool is full at the cap too, and there a higher cap admits nothing: capacity "
+               "is next." if cap_full else "."),
             severity="problem", verdict="config-starved", action=new_cap[0], gain={**gain, **new_cap[1]},
             evidence=ev, data={"form": "flat", "missing": ["max-num-seqs (engine configuration) to confirm the cap"]})
     why = (f"Running peaks at {run_max:.0f}, below max-num-seqs {int(cap)}" if cap
