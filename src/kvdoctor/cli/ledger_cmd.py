@@ -130,7 +130,7 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
 
     from kvdoctor.errors import InputError
     from kvdoctor.evidence.logs.envelope import parse_envelope, split_glued, strip_ansi
-    from kvdoctor.evidence.logs.startup import StartupCollector, with_refusals_joined
+    from kvdoctor.evidence.logs.startup import StartupCollector, with_wrapped_joined
 
     from kvdoctor.safeio import binary_reason, bounded_lines, check_input_file
 
@@ -170,7 +170,7 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
                     advance(len(raw))
                     yield n, strip_ansi(raw[: 1 << 16].decode("utf-8", "replace").replace("\x00", "").rstrip("\r\n"))
 
-            for n, phys, joined in with_refusals_joined(physical()):
+            for n, phys, joined in with_wrapped_joined(physical()):
                 total += 1 + joined
                 seen_vllm = had_fact = False
                 for line in split_glued(phys) if len(phys) > 60 else (phys,):

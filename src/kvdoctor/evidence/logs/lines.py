@@ -40,15 +40,15 @@ _CUDA_ERROR = re.compile(r"CUDA (?:driver )?error\b(?!s)")  # torch: "CUDA error
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
 # a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
 _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
-# An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
-# traceback). What follows it, EngineDeadError included, is the shutdown path, not a crash: vLLM 0.32 prints an
-# EngineDeadError traceback on a plain Ctrl-C.
 # vLLM's scheduler when a KV connector (LMCache, NIXL, a remote store) could not load blocks it promised
 # (v1/core/sched/scheduler.py _handle_invalid_blocks; kv_transfer_config.kv_load_failure_policy):
 # "Recovered from KV load failure: 215 request(s) rescheduled (373752 tokens affected)." (policy recompute) and
 # "Failing 3 request(s) due to KV load failure (failure_policy=fail, 4096 tokens affected). Request IDs: …"
 _KV_LOAD_FAILURE = re.compile(rb"(Recovered from|Failing (\d+) request\(s\) due to) KV load failure(?:: (\d+) "
                               rb"request\(s\) rescheduled)? \((?:failure_policy=\w+, )?(\d+) tokens affected\)")
+# An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
+# traceback). What follows it, EngineDeadError included, is the shutdown path, not a crash: vLLM 0.32 prints an
+# EngineDeadError traceback on a plain Ctrl-C.
 _SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterrupt")
 # Frames that only run while the engine starts (loading, profiling, KV allocation, graph capture): a traceback
 # through one of them is a start-up failure, whatever the excerpt shows around it.
@@ -120,9 +120,9 @@ def _unwrap(text: bytes) -> bytes | None:
     return None
 
 
-def _join_refusal(work: bytes, le: int) -> tuple[bytes, int] | None:
-    """``startup.join_refusal`` on the bytes after the line ending at ``le``: (joined line, end offset) or None."""
-    from kvdoctor.evidence.logs.startup import join_refusal
+def _join_wrapped(work: bytes, le: int) -> tuple[bytes, int] | None:
+    """``startup.join_wrapped`` on the bytes after the line ending at ``le``: (joined line, end offset) or None."""
+    from kvdoctor.evidence.logs.startup import join_wrapped
 
     first = work[work.rfind(b"\n", 0, le) + 1:le].rstrip(b"\r").decode("utf-8", "replace")
     ends, p = [], le
@@ -133,7 +133,7 @@ def _join_refusal(work: bytes, le: int) -> tuple[bytes, int] | None:
             break
         p = q
     nxt = [work[a + 1:b].rstrip(b"\r").decode("utf-8", "replace") for a, b in zip([le] + ends[:-1], ends)]
-    hit = join_refusal(first, nxt)
+    hit = join_wrapped(first, nxt)
     return None if hit is None else (hit[0].encode("utf-8"), ends[hit[1] - 1])
 
 
@@ -403,7 +403,7 @@ class LinePath:
                 continue
             if ((b"To serve at least one request" in bl and b"available KV cache memory (" not in bl)
                     or bl.rstrip().endswith(b"num_gpu_blocks is:")):
-                joined = _join_refusal(work, le)
+                joined = _join_wrapped(work, le)
                 if joined is not None:
                     bl, end = joined
                     consumed = max(consumed, end)

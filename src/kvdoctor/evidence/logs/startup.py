@@ -1198,7 +1198,7 @@ def is_big_log(path_or_lines: Any) -> bool:
         return False
 
 
-def join_refusal(first: str, following: list[str]) -> tuple[str, int] | None:
+def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
     """A start-up fact a terminal's wrap cut, joined with up to two following lines that carry no log prefix: vLLM's
     KV refusal ("To serve at least one request … larger than the available KV cache memory (X GiB).": as is, since a
     hard wrap splits a word, "KV cach" / "e is needed", or with the space a word wrap dropped), and the API server's
@@ -1219,14 +1219,14 @@ def join_refusal(first: str, following: list[str]) -> tuple[str, int] | None:
 
 
 def cut_fact(line: str) -> bool:
-    """A line ``join_refusal`` may complete."""
+    """A line ``join_wrapped`` may complete."""
     return (("To serve at least one request" in line and "available KV cache memory (" not in line)
             or line.rstrip().endswith("num_gpu_blocks is:"))
 
 
-def with_refusals_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str, int]]:
-    """``(line number, physical line)`` in, ``(line number, line, lines joined into it)`` out: a wrapped KV refusal
-    comes out joined (``join_refusal``), the lines it took are not yielded again; two lines are held, only then."""
+def with_wrapped_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str, int]]:
+    """``(line number, physical line)`` in, ``(line number, line, lines joined into it)`` out: a wrapped fact
+    comes out joined (``join_wrapped``), the lines it took are not yielded again; two lines are held, only then."""
     it = iter(lines)
     held: list[tuple[int, str]] = []
     while True:
@@ -1240,7 +1240,7 @@ def with_refusals_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int
         if cut_fact(phys):
             while len(held) < 2 and (more := next(it, None)) is not None:
                 held.append(more)
-            joined = join_refusal(phys, [h[1] for h in held])
+            joined = join_wrapped(phys, [h[1] for h in held])
             if joined is not None:
                 phys, k = joined
                 del held[:k]
@@ -1258,7 +1258,7 @@ def collect_startup_facts(path_or_lines: Any) -> list[StartupFacts]:
     """
     col = StartupCollector()
     lines = ((n, strip_ansi(p[:MAX_LINE].rstrip("\r\n"))) for n, p in enumerate(_open_lines(path_or_lines), start=1))
-    for n, phys, _ in with_refusals_joined(lines):
+    for n, phys, _ in with_wrapped_joined(lines):
         glued = len(phys) > 60 and sum(phys.count(lv) for lv in (" INFO ", " WARNING ", " ERROR ", " DEBUG ")) > 1
         for line in split_glued(phys) if glued else (phys,):
             env = parse_envelope(line)
