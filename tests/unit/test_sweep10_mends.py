@@ -193,3 +193,17 @@ def test_a_queue_held_at_a_default_cap_between_loads_is_the_cap(tmp_path):
     p.write_text(p.read_text().replace("Running: 256 ", "Running: 250 ").replace("Running: 255 ", "Running: 249 "))
     (inst,) = diagnose(load_evidence([p])).instances
     assert inst.verdict == "arrival-bursts"
+
+
+def test_an_abort_quoted_again_in_prose_is_one_abort(tmp_path):
+    # an llm-d P/D report (2026-05): the abort lines, then the poster quoting the first one in backticks
+    rid = "cmpl-ac0030b3-43e4-41aa-bb43-df9b48feec52-0"
+    p = tmp_path / "decode.log"
+    p.write_text(f"INFO 05-10 20:20:50 [logger.py:43] Received request {rid}: prompt: 'hi', params: "
+                 "SamplingParams(n=1, max_tokens=500), prompt_token_ids: [1, 2, 3], lora_request: None.\n"
+                 f"INFO 05-10 20:25:34 [async_llm.py:414] Aborted request {rid}.\n"
+                 f"INFO 05-10 20:25:34 [async_llm.py:321] Request {rid} aborted.\n"
+                 "```\n\n"
+                 f"key log: `INFO 05-10 20:25:34 [async_llm.py:414] Aborted request {rid}.`\n")
+    (d,) = load_evidence([p]).request_lines.values()
+    assert d["received"] == 1 and d["aborted"] == 1 and d["abort_after_s"]["max"] == 284.0

@@ -142,7 +142,8 @@ def _rid(buf: bytes, a: int, le: int) -> bytes | None:
     while a < end and buf[a] in (32, 9):
         a += 1
     sp = buf.find(b" ", a, end)
-    rid = buf[a:end if sp == -1 else sp].rstrip(b"\r:.")
+    # (a line quoted in prose closes with a backtick or a quote after the id's full stop)
+    rid = buf[a:end if sp == -1 else sp].rstrip(b"\r:.`'\",;)")
     return rid or None
 
 
@@ -367,6 +368,8 @@ class RequestLog:
 
     def _abort(self, rid: bytes, t: float | None) -> None:
         r = self.r
+        if rid in self._aborted_recent:
+            return  # the same request's abort again: a quoted copy of the line, or a log written by two handlers
         r.aborted += 1
         ext = _INTERNAL.sub(b"", rid) if _INTERNAL.search(rid) else rid
         t0 = self._open.pop(rid, None)
