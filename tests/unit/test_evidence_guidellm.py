@@ -177,3 +177,32 @@ def test_the_newer_printed_tables_are_read_as_medians(tmp_path, layout):
     p.write_text(wrapped)
     r3 = run_kvdoctor("evidence", str(p))
     assert r3.rc == 2 and r3.one_line_error() and "benchmarks.json" in r3.err
+
+
+def test_a_printed_sweep_keeps_every_benchmark_and_tells_them_apart(tmp_path):
+    """The 0.4+ console prints the strategy's type, not its rate: a sweep's rows are synchronous, throughput and
+    several "constant". Each row is its own benchmark, matched across the tables by its place."""
+    from kvdoctor.evidence.bench import load_bench
+
+    rows = [("synchronous", "0.2", "1.0"), ("throughput", "3.9", "29.6"), ("constant", "0.7", "2.9"),
+            ("constant", "1.2", "4.8"), ("constant", "0.0", "6.7")]
+    summary = _console("Run Summary Info", [
+        [("Benchmark", 1), ("Timings", 3)], [("Strategy", 1), ("Dur", 1), ("Warm", 1), ("Cool", 1)],
+        [("", 1), ("Sec", 1), ("Sec", 1), ("Sec", 1)]], [[name, f"{30 + k}.0", "0.0", "0.0"] for k, (name, _, _) in
+                                                       enumerate(rows)])
+    latency = _console("Request Latency Statistics (Completed Requests)", [
+        [("Benchmark", 1), ("TTFT", 2)], [("Strategy", 1), ("ms", 2)], [("", 1), ("Mdn", 1), ("p95", 1)]],
+        [[name, f"{60 + k}.0", f"{80 + k}.0"] for k, (name, _, _) in enumerate(rows)])
+    tput = _console("Server Throughput Statistics (All Requests)", [
+        [("Benchmark", 1), ("Requests", 3), ("Output Tokens", 1)],
+        [("Strategy", 1), ("Concurrency", 2), ("Per Sec", 1), ("Per Sec", 1)],
+        [("", 1), ("Mdn", 1), ("Mean", 1), ("Mean", 1), ("Mean", 1)]],
+        [[name, conc, conc, rps, f"{100 * (k + 1)}.0"] for k, (name, rps, conc) in enumerate(rows)])
+    p = tmp_path / "sweep.log"
+    p.write_text(summary + latency + tput)
+    res = load_bench(p)
+    assert [r.raw["strategy"] for r in res] == ["synchronous", "throughput", "constant@0.7", "constant@1.2",
+                                                "constant"]
+    assert [r.fields["median_ttft_ms"] for r in res] == [60.0, 61.0, 62.0, 63.0, 64.0]
+    assert [r.fields["duration"] for r in res] == [30.0, 31.0, 32.0, 33.0, 34.0]
+    assert res[3].fields["request_rate"] == 1.2 and res[3].fields["output_throughput"] == 400.0

@@ -469,11 +469,12 @@ def _span_row(line: str) -> list[str]:
     return out
 
 
-def _console_table(lines: list[str], start: int) -> dict[str, dict[tuple[str, str, str], str]]:
-    """The table under the title at ``start``: strategy → {(group, name, units): cell}; {} when its rows do not line up
-    with its header (a terminal's wrap, a cut)."""
+def _console_table(lines: list[str], start: int) -> list[tuple[str, dict[tuple[str, str, str], str]]]:
+    """The table under the title at ``start``: one (strategy, {(group, name, units): cell}) per benchmark, in order (a
+    sweep's rows all say "constant": the console prints the strategy's type, not its rate); [] when its rows do not
+    line up with its header (a terminal's wrap, a cut)."""
     head: list[list[str]] = []
-    rows: dict[str, dict[tuple[str, str, str], str]] = {}
+    rows: list[tuple[str, dict[tuple[str, str, str], str]]] = []
     for raw in lines[start + 1:start + 200]:
         pm = _PREFIX.match(raw)
         s = (raw[pm.end():] if pm else raw).strip()
@@ -492,8 +493,8 @@ def _console_table(lines: list[str], start: int) -> dict[str, dict[tuple[str, st
             head.append(cells)
             continue
         if len({len(cells), *map(len, head)}) != 1:
-            return {}
-        rows[cells[0]] = {(g, n, u): c for g, n, u, c in zip(*head, cells)}
+            return []
+        rows.append((cells[0], {(g, n, u): c for g, n, u, c in zip(*head, cells)}))
     return rows
 
 
@@ -501,20 +502,30 @@ def parse_guidellm_console(text: str, source: str = "") -> list[BenchResult]:
     """Each benchmark of GuideLLM 0.4+'s printed tables: its latency medians and p95, its server throughput, its
     duration and token totals."""
     lines = text.splitlines()
-    tables: dict[str, dict[str, dict[tuple[str, str, str], str]]] = {}
+    tables: dict[str, list[tuple[str, dict[tuple[str, str, str], str]]]] = {}
     for i, line in enumerate(lines):
         for title in CONSOLE_TABLES:
             if title in line and title not in tables:
                 tables[title] = _console_table(lines, i)
-    if not tables.get("Request Latency Statistics"):
+    latency = tables.get("Request Latency Statistics")
+    if not latency:
         return []
     out = []
-    for strategy, lat in tables["Request Latency Statistics"].items():
-        cells = {**tables.get("Run Summary Info", {}).get(strategy, {}),
-                 **tables.get("Server Throughput Statistics", {}).get(strategy, {}), **lat}
-        res = _console_result(strategy, cells, source)
+    for k, (strategy, lat) in enumerate(latency):
+        # every table lists the benchmarks in the report's order: row k is benchmark k in each (when its strategy
+        # agrees: a table cut short or of another run is not mixed in)
+        cells: dict[tuple[str, str, str], str] = {}
+        for title in ("Run Summary Info", "Server Throughput Statistics"):
+            other = tables.get(title) or []
+            if k < len(other) and other[k][0] == strategy:
+                cells.update(other[k][1])
+        res = _console_result(strategy, {**cells, **lat}, source)
         if res is not None:
             out.append(res)
+    names = [r.raw["strategy"] for r in out]
+    for k, r in enumerate(out):
+        if names.count(r.raw["strategy"]) > 1:  # a sweep's constant rows whose rate printed as 0.0: told apart
+            r.raw["strategy"] = f"{r.raw['strategy']}#{k + 1}"
     return out
 
 
@@ -550,7 +561,8 @@ def _console_result(strategy: str, cells: dict[tuple[str, str, str], str], sourc
            and rate else "")
     send = send_pattern(strategy if "@" in strategy else kind + arg)
     f.update(send)
-    raw: dict[str, object] = {"format": "guidellm", "strategy": strategy, "report": "printed tables (0.4+)",
+    raw: dict[str, object] = {"format": "guidellm", "strategy": strategy if "@" in strategy else kind + arg,
+                              "report": "printed tables (0.4+)",
                               "medians_only": MEDIANS_ONLY,
                               "send": (f"GuideLLM's {strategy}: " + ", ".join(f"{k}={v:g}" for k, v in send.items())
                                        if send else f"GuideLLM's strategy {strategy!r} without its setting: send "
