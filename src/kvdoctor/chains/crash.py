@@ -22,17 +22,12 @@ from typing import TYPE_CHECKING
 
 from kvdoctor.chains.detect import rule_finding
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
-from kvdoctor.evidence.model import ENGINE_PROCS, KV_REFUSALS, MEMORY_HELD
+from kvdoctor.evidence.model import (CAUSE_WINDOW_LINES, CAUSE_WINDOW_S, DEATH_KINDS, ENGINE_PROCS, KV_REFUSALS,
+                                     MEMORY_HELD)
 from kvdoctor.provenance import Figure
 
 if TYPE_CHECKING:  # pragma: no cover - boundary type
     from kvdoctor.evidence.model import Event
-
-DEATH_KINDS = ("engine-dead", "oom", "cuda-error", "nccl-timeout")
-# a death's cause is looked for in the error bursts this close before the first death line (a traceback of the
-# engine core, then the API server's EngineDeadError, land within a second or two of each other)
-CAUSE_WINDOW_S = 30.0
-CAUSE_WINDOW_LINES = 400
 
 _ALLOC = re.compile(r"Tried to allocate ([\d.]+) ?(GiB|MiB|KiB|GB|MB)")
 _CAPACITY = re.compile(r"total capacity of ([\d.]+) ?(GiB|MiB) of which ([\d.]+) ?(GiB|MiB|KiB) (?:is )?free")

@@ -232,6 +232,12 @@ class Timeline:
 # The processes that run the model (V1's engine core and its workers) as log prefixes name them: a traceback of
 # theirs is the engine's own (evidence.logs.lines names such bursts "engine-error"; chains.crash reads them).
 ENGINE_PROCS = ("EngineCore", "VllmWorker", "Worker")
+# The event kinds that are an engine's death (evidence.logs.lines writes them, chains.crash judges them), and how far
+# before a death line its cause is looked for (a traceback of the engine core, then the API server's EngineDeadError,
+# land within a second or two of each other; the reader joins a worker's lone error burst to the death within it)
+DEATH_KINDS = ("engine-dead", "oom", "cuda-error", "nccl-timeout")
+CAUSE_WINDOW_S = 30.0
+CAUSE_WINDOW_LINES = 400
 
 
 @dataclass

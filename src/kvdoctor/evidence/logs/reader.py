@@ -54,7 +54,8 @@ from kvdoctor.evidence.logs.segments import (
     match_dp, settle_preemptions, startup_line, v0_preemptions_from_warnings,
 )
 from kvdoctor.evidence.logs.startup import StartupCollector
-from kvdoctor.evidence.model import ENGINE_PROCS, Event, Segment, SkipReport, StartupFacts, Timeline
+from kvdoctor.evidence.model import (CAUSE_WINDOW_LINES, DEATH_KINDS, ENGINE_PROCS, Event, Segment, SkipReport,
+                                     StartupFacts, Timeline)
 
 
 @dataclass
@@ -292,10 +293,6 @@ class LogReader(LinePath, FastPath, ColumnCommit):
                        requests=self.requests.finish() if self.requests.r.any else None)
 
 
-_DEATH_KINDS = ("engine-dead", "oom", "cuda-error", "nccl-timeout")  # the chains' (crash.DEATH_KINDS)
-_FOLD_LINES = 400  # the chains' cause window (crash.CAUSE_WINDOW_LINES)
-
-
 def _fold_worker_errors(segs: dict) -> None:
     """A worker's or the engine core's error burst with nothing else of its process in the log, just above another
     segment's death line (a TP worker raises, then "EngineCore failed to start"), joins that segment: apart, it was an
@@ -309,9 +306,11 @@ def _fold_worker_errors(segs: dict) -> None:
         last = max(e.line_no for e in evs)
         best = None
         for other in segs.values():
-            d = [e.line_no for e in other.events if e.kind in _DEATH_KINDS and e.line_no is not None]
-            if other is not sg and d and last <= min(d) <= last + _FOLD_LINES and (best is None or min(d) < best[0]):
-                best = (min(d), other)
+            d = [e.line_no for e in other.events if e.kind in DEATH_KINDS and e.line_no is not None]
+            first = min(d) if d else None
+            if other is not sg and first is not None and last <= first <= last + CAUSE_WINDOW_LINES \
+                    and (best is None or first < best[0]):
+                best = (first, other)
         if best is not None:
             other = best[1]
             other.events = sorted(other.events + evs, key=lambda e: e.line_no or 0)
