@@ -300,10 +300,8 @@ class RequestLog:
             r.failed_engine_dead += 1
             self._open.pop(rid, None)
             return
-        if rid in self._aborted_recent:  # its "Aborted request(s) <internal id>." came first: one abort, not two
-            return
-        t = stamp(self.clock, m, line) if m is not None else None
-        self._abort(rid, t)
+        # its "Aborted request(s) <internal id>." came first: _abort counts one abort, not two
+        self._abort(rid, stamp(self.clock, m, line) if m is not None else None)
 
     def _record(self, kind: str, buf: bytes, a: int, le: int, t: float | None, ls: int) -> None:
         """The fields of one request line: ``buf[a:le]`` is the message after its needle."""
@@ -369,7 +367,8 @@ class RequestLog:
     def _abort(self, rid: bytes, t: float | None) -> None:
         r = self.r
         if rid in self._aborted_recent:
-            return  # the same request's abort again: a quoted copy of the line, or a log written by two handlers
+            return  # the same request's abort again: "Request <id> aborted." after "Aborted request <id>.", a quoted
+            # copy of the line, or a log written by two handlers
         r.aborted += 1
         ext = _INTERNAL.sub(b"", rid) if _INTERNAL.search(rid) else rid
         t0 = self._open.pop(rid, None)
