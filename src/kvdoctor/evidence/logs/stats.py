@@ -16,15 +16,17 @@ import re
 
 _F = rb"(\d+(?:\.\d+)?)"
 
+# the record up to the queue: the engine's label, the throughputs, and the fields some releases print between the
+# throughputs and the queue ("Max iteration time: 386.7 ms, Avg time/tok:149.4 ms, " in early-2024 builds: skipped,
+# never read)
+_HEAD = (rb"(?:Engine (\d+): |(\d+) Engines Aggregated: )?Avg prompt throughput: " + _F
+         + rb" tokens/s, Avg generation throughput: " + _F + rb" tokens/s, "
+         rb"(?:[A-Z][A-Za-z /]{0,40}: ?\d+(?:\.\d+)? ?[a-z/%]{0,8}, ){0,4}")
 STATS_HEAD = re.compile(
-    rb"(?:Engine (\d+): |(\d+) Engines Aggregated: )?Avg prompt throughput: " + _F
-    + rb" tokens/s, Avg generation throughput: " + _F + rb" tokens/s, "
-    # fields some releases print between the throughputs and the queue ("Max iteration time: 386.7 ms, Avg
-    # time/tok:149.4 ms, " in early-2024 builds): skipped, never read
-    rb"(?:[A-Z][A-Za-z /]{0,40}: ?\d+(?:\.\d+)? ?[a-z/%]{0,8}, ){0,4}"
+    _HEAD
     # " +": a log pipeline that pads fields ("Waiting: 0    reqs" in a Kubernetes capture of 2026-09) keeps them
-    rb"Running: (\d+) +reqs?, +"
-    rb"(?:Swapped: (\d+) +reqs?, +)?(?:Pending|Waiting): (\d+) +reqs?"
+    + rb"Running: (\d+) +reqs?, +"
+    + rb"(?:Swapped: (\d+) +reqs?, +)?(?:Pending|Waiting): (\d+) +reqs?"
 )
 R_PREEMPT = re.compile(rb"Preemptions: (\d+)")
 R_DEFERRED = re.compile(rb"Deferred: (\d+) +reqs?")
@@ -87,12 +89,7 @@ def parse_stats(msg: bytes, absent: float = 0.0) -> tuple | None:
 
 # A record cut by the end of its line (a stored excerpt, a pasted chunk, a file still being written): the throughputs
 # and "Running" must be whole; what follows is read field by field as far as the fields are whole.
-_CUT_HEAD = re.compile(
-    rb"(?:Engine (\d+): |(\d+) Engines Aggregated: )?Avg prompt throughput: " + _F
-    + rb" tokens/s, Avg generation throughput: " + _F + rb" tokens/s, "
-    rb"(?:[A-Z][A-Za-z /]{0,40}: ?\d+(?:\.\d+)? ?[a-z/%]{0,8}, ){0,4}"
-    rb"Running: (\d+) +r"
-)
+_CUT_HEAD = re.compile(_HEAD + rb"Running: (\d+) +r")
 # one whole field after "Running" ("Waiting: 81 reqs", "GPU KV cache usage: 98.4%"); the number is whole only when
 # something follows it: "Waiting: 8" at the cut may have been "Waiting: 81"
 _CUT_FIELD = re.compile(rb"([A-Z][A-Za-z /]{0,40}): (\d+(?:\.\d+)?)(?=[ %,])")
