@@ -18,6 +18,7 @@ from kvdoctor.evidence.logs.envelope import (ANSI_B, GLUE_STATS_B, leading_times
 from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
                                            MAX_WARNINGS)
 from kvdoctor.evidence.logs.requests import request_kind
+from kvdoctor.evidence.logs.startup import WRAPPED_NEEDLES, cut_fact, join_wrapped
 from kvdoctor.evidence.logs.stats import parse_stats, parse_stats_cut, parse_warning
 from kvdoctor.evidence.model import ENGINE_PROCS, Event, cause_named, is_exception_line
 
@@ -120,11 +121,15 @@ def _unwrap(text: bytes) -> bytes | None:
     return None
 
 
-def _join_wrapped(work: bytes, le: int) -> tuple[bytes, int] | None:
-    """``startup.join_wrapped`` on the bytes after the line ending at ``le``: (joined line, end offset) or None."""
-    from kvdoctor.evidence.logs.startup import join_wrapped
+_WRAPPED_B = tuple(nd.encode() for nd in WRAPPED_NEEDLES)
 
+
+def _join_wrapped(work: bytes, le: int) -> tuple[bytes, int] | None:
+    """``startup.join_wrapped`` on the bytes after the line ending at ``le``, when that line is one it completes
+    (``startup.cut_fact``): (joined line, end offset) or None."""
     first = work[work.rfind(b"\n", 0, le) + 1:le].rstrip(b"\r").decode("utf-8", "replace")
+    if not cut_fact(first):
+        return None
     ends, p = [], le
     for _ in range(2):
         q = work.find(b"\n", p + 1)
@@ -401,8 +406,7 @@ class LinePath:
                 if self._warning(bl, n):
                     self.parsed_lines += 1
                 continue
-            if ((b"To serve at least one request" in bl and b"available KV cache memory (" not in bl)
-                    or bl.rstrip().endswith(b"num_gpu_blocks is:")):
+            if any(nd in bl for nd in _WRAPPED_B):
                 joined = _join_wrapped(work, le)
                 if joined is not None:
                     bl, end = joined

@@ -1218,10 +1218,13 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
     return None
 
 
+WRAPPED_NEEDLES = ("To serve at least one request", "num_gpu_blocks is:")  # in every line cut_fact accepts
+
+
 def cut_fact(line: str) -> bool:
     """A line ``join_wrapped`` may complete."""
-    return (("To serve at least one request" in line and "available KV cache memory (" not in line)
-            or line.rstrip().endswith("num_gpu_blocks is:"))
+    return ((WRAPPED_NEEDLES[0] in line and "available KV cache memory (" not in line)
+            or line.rstrip().endswith(WRAPPED_NEEDLES[1]))
 
 
 def with_wrapped_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str, int]]:
