@@ -132,6 +132,11 @@ def send_pattern(strategy: str, incomplete: float = 0.0) -> dict[str, float]:
     return {}
 
 
+def send_text(name: str, send: dict[str, float]) -> str:
+    """The send options a GuideLLM strategy became, as every reader's result says them."""
+    return f"GuideLLM's {name}: " + ", ".join(f"{k}={v:g}" for k, v in send.items())
+
+
 def _sharper_rates(f: dict[str, float], nums: dict[str, float], raw: dict[str, object]) -> None:
     """Each rate from whichever table gives it more precisely. The Stats table prints req/s to 2 decimals and tok/s
     to 1 (0.15 req/s for 30 requests in 194.4 s is 0.1543: 3 % off); the Info table's counts over its duration, printed
@@ -184,7 +189,7 @@ def _result(strategy: str, cells: list[str], info_cells: list[str] | None, sourc
         "format": "guidellm", "strategy": strategy,
         "mean_tpot_ms": "GuideLLM's ITL mean: (last - first token) / (output - 1), weighted by output - 1; vLLM's "
                         "mean TPOT when output lengths are equal",
-        "send": f"GuideLLM's {strategy}: " + ", ".join(f"{k}={v:g}" for k, v in send.items()),
+        "send": send_text(strategy, send),
     }
     if strategy == "throughput":
         raw["max_concurrency"] = (f"GuideLLM's throughput mode: a closed loop of GUIDELLM__MAX_CONCURRENCY requests "
@@ -330,7 +335,7 @@ def _json_result(bench: dict[str, Any], source: str) -> BenchResult | None:
     f.update(send)
     raw: dict[str, object] = {"format": "guidellm", "strategy": name, "report": "saved JSON",
                               "mean_tpot_ms": "GuideLLM's ITL mean (its inter_token_latency_ms)",
-                              "send": f"GuideLLM's {name}: " + ", ".join(f"{k}={v:g}" for k, v in send.items())}
+                              "send": send_text(name, send)}
     if not send:
         raw["send"] = (f"GuideLLM's strategy {name!r} is not one kvdoctor replays: send pattern unknown"
                        if name != "unknown" else "the strategy is not saved: send pattern unknown")
@@ -559,14 +564,13 @@ def _console_result(strategy: str, cells: dict[tuple[str, str, str], str], sourc
     conc, rate = f.get("guidellm_mean_concurrency"), f.get("request_throughput")
     arg = (f"@{round(conc)}" if kind == "concurrent" and conc else f"@{rate:g}" if kind in ("constant", "poisson")
            and rate else "")
-    send = send_pattern(strategy if "@" in strategy else kind + arg)
+    name = strategy if "@" in strategy else kind + arg
+    send = send_pattern(name)
     f.update(send)
-    raw: dict[str, object] = {"format": "guidellm", "strategy": strategy if "@" in strategy else kind + arg,
-                              "report": "printed tables (0.4+)",
+    raw: dict[str, object] = {"format": "guidellm", "strategy": name, "report": "printed tables (0.4+)",
                               "medians_only": MEDIANS_ONLY,
-                              "send": (f"GuideLLM's {strategy}: " + ", ".join(f"{k}={v:g}" for k, v in send.items())
-                                       if send else f"GuideLLM's strategy {strategy!r} without its setting: send "
-                                       "pattern unknown")}
+                              "send": (send_text(strategy, send) if send else f"GuideLLM's strategy {strategy!r} "
+                                       "without its setting: send pattern unknown")}
     if arg:
         raw["send"] += f" ({arg[1:]} from the measured {'concurrency' if kind == 'concurrent' else 'request rate'})"
     return BenchResult(source=source, fields=f, raw=raw)
