@@ -82,6 +82,7 @@ class Instance:
     preemption_basis: str = "none"
     notes: list[str] = field(default_factory=list)
     timeline: Timeline | None = None
+    load: str | None = None  # "2 of 3" when its log held several loads (chains.signals.loads), else None
 
     def as_dict(self, with_timeline: bool = True) -> dict[str, Any]:
         d = {
@@ -90,7 +91,7 @@ class Instance:
             "would_raise_confidence": self.would_raise, "would_overturn": self.would_overturn,
             "next": NEXT[self.verdict], "missing": self.missing, "contradictions": self.contradictions,
             "leaning": self.leaning, "window": self.window, "preemption_basis": self.preemption_basis,
-            "notes": self.notes, "findings": [_finding_json(f) for f in self.findings],
+            "notes": self.notes, "findings": [_finding_json(f) for f in self.findings], "load": self.load,
         }
         if with_timeline and self.timeline is not None:
             d["timeline"] = timeline_json(self.timeline)
@@ -119,8 +120,10 @@ class Diagnosis:
         counts = {v: 0 for v in SEVERITY_ORDER}
         for i in self.instances:
             counts[i.verdict] += 1
+        # a log of several loads gives one instance per load: "windows" says how many of the instances are loads
         return {"instances": len(self.instances), "verdict": self.verdict, "confidence": self.confidence,
-                "counts": {k: v for k, v in counts.items() if v}}
+                "counts": {k: v for k, v in counts.items() if v},
+                "loads": sum(1 for i in self.instances if i.load is not None)}
 
     def to_json(self) -> dict[str, Any]:
         one = len(self.instances) == 1
@@ -584,14 +587,21 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         instances[0].notes.extend(request_line_notes(evidence).values())
         return Diagnosis(instances, th)
     for seg in segments:
-        ctx = Context(source=seg.source, timeline=seg.timeline, events=list(seg.events or []),
-                      startup=seg.startup, requests=requests, thresholds=th, lengths=lengths, bench=bench,
-                      counter_trusted=counter_trusted(seg, evidence.kinds))
-        notes = _attach_config(ctx, inputs, seg.startup)
-        inst = diagnose_context(ctx)
-        inst.engine = seg.engine or ""
-        inst.notes.extend(notes)
-        instances.append(inst)
+        trusted = counter_trusted(seg, evidence.kinds)
+        parts = [(seg, requests, None)] if as_one else _split_loads(seg, requests, th)
+        for part, reqs, label in parts:
+            ctx = Context(source=seg.source, timeline=part.timeline, events=list(part.events or []),
+                          startup=seg.startup, requests=reqs, thresholds=th, lengths=lengths, bench=bench,
+                          counter_trusted=trusted)
+            notes = _attach_config(ctx, inputs, seg.startup)
+            inst = diagnose_context(ctx)
+            inst.engine = seg.engine or ""
+            if label is not None:
+                inst.load = label[0]
+                inst.engine = f"{inst.engine or 'engine'} · load {label[0]}"
+                inst.notes.append(label[1])
+            inst.notes.extend(notes)
+            instances.append(inst)
     # how the sources were grouped into instances (merge_instances) is part of the answer
     ev_notes = [n for n in (evidence.notes or [])
                 if n.startswith("one instance") or "kept apart" in n or "kept as its own instance" in n]
@@ -600,6 +610,45 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         inst = next((i for i in instances if i.source == src), None)
         (inst.notes if inst is not None else ev_notes).append(text)
     return Diagnosis(instances, th, ev_notes)
+
+
+def _split_loads(seg: Segment, requests: list, th: Thresholds) -> list[tuple[Segment, list, tuple[str, str] | None]]:
+    """A segment whose log holds several loads (``signals.loads``) as one part per load: its rows, the events of its
+    lines (or of its time, for an event without a line), and the request records that arrived in it (all of them when
+    their clock is not the log's). A segment that does not split is returned whole, unlabelled."""
+    from kvdoctor.evidence.model import Segment
+
+    tl = seg.timeline
+    ls = sig.loads(tl, th)
+    if len(ls) < 2:
+        return [(seg, requests, None)]
+    t = sig.floats(tl.t)
+    epoch = t[0] > 1e9  # request records share the log's clock only when both are wall-clock times
+    out = []
+    for k, ld in enumerate(ls):
+        prev = ls[k - 1] if k else None
+
+        def mine(line: int | None, when: float | None, ld=ld, prev=prev) -> bool:
+            if line is not None and (ld.line_stop is not None or (prev and prev.line_stop is not None)):
+                return ((prev is None or prev.line_stop is None or line >= prev.line_stop)
+                        and (ld.line_stop is None or line < ld.line_stop))
+            if when is None:
+                return prev is None  # nothing places it: it stays with the first load
+            return (prev is None or when > prev.t_stop) and (ld.t_stop is None or when <= ld.t_stop)
+
+        events = [e for e in (seg.events or []) if mine(e.line_no, e.t)]
+        reqs = [r for r in requests if mine(None, r.arrival_s)] if epoch and all(
+            (r.arrival_s or 0) > 1e9 for r in requests) else requests
+        part = Segment(source=seg.source, engine=seg.engine, startup=seg.startup, timeline=tl.rows(ld.first, ld.stop),
+                       events=events, first_line=seg.first_line, last_line=seg.last_line)
+        lo, hi = fmt_time(t[ld.first]), fmt_time(t[ld.stop - 1])
+        lines = [sig.line_of(tl, ld.first), sig.line_of(tl, ld.stop - 1)]
+        where = f", lines {lines[0]}-{lines[1]}" if None not in lines else ""
+        out.append((part, reqs, (f"{k + 1} of {len(ls)}",
+                                 f"load {k + 1} of {len(ls)} in this log ({lo} to {hi}{where}, {ld.busy} busy samples): "
+                                 f"the engine sat idle for {th.load_gap_s:g} s or longer between loads, so each load is "
+                                 "judged on its own samples (--as-one judges the log as one window)")))
+    return out
 
 
 def request_line_notes(evidence: Evidence) -> dict[str, str]:

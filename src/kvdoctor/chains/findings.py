@@ -163,6 +163,10 @@ class Thresholds:
     # Per-request decode speed (tok/s) below which decode is the bottleneck when the model and GPU are
     # unknown: a 0.5 s decode step, slower than any GPU serving a model that fits it.
     decode_floor_tps: float = 2.0
+    # A log holding several loads one after another (bench runs against one server): the engine idle (nothing running,
+    # nothing waiting) for at least this long between two busy samples splits the window, and each load is judged on
+    # its own samples (chains.signals.loads). A lull inside bursty traffic is shorter and stays one load. 0: never split.
+    load_gap_s: float = 60.0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -177,6 +177,62 @@ def window(tl) -> Window:
     return Window(n, min(t), max(t), interval, covered)
 
 
+@dataclass(frozen=True)
+class Load:
+    """One load of a window that holds several: timeline rows ``first`` up to (not including) ``stop``, and the log
+    lines it owns (``line_stop``: the first line of the next load; None = to the end). Invariant: the loads of a
+    timeline partition its rows, in order."""
+
+    first: int
+    stop: int
+    busy: int  # samples with a request running or waiting
+    line_stop: int | None = None
+    t_stop: float | None = None  # the same boundary in time, for lines and records without a line number
+
+
+def loads(tl, th: Thresholds) -> list[Load]:
+    """Where a timeline holds several loads: two busy samples ``th.load_gap_s`` or more apart with only idle samples
+    (or none) between them. Each load keeps the idle samples after it, so the loads partition the rows;
+    the next load's lines begin after the last idle sample. A load of fewer than ``th.min_samples`` busy samples is
+    joined to the one before it (to the next one when it is the first): one stray request is not a load of its own.
+    Returns one load (the whole timeline) when it does not split, when its samples are untimed, or when the gap is 0."""
+    n = 0 if tl is None else len(tl)
+    whole = [Load(0, n, n)]
+    if n < 2 or th.load_gap_s <= 0:  # 0: the operator asked for one window
+        return whole
+    t, run, wait = _arr(tl.t), _arr(tl.running), _arr(tl.waiting)
+    if any(math.isnan(x) for x in t):
+        return whole
+    idle = [r == 0 and w == 0 for r, w in zip(run, wait)]  # NaN is not idle: an unknown sample never splits
+    busy_rows = [i for i in range(n) if not idle[i]]
+    # between two busy samples that far apart the engine was idle (v1 prints one idle line, then logs at debug level
+    # until work arrives) or the excerpt was cut: either way two windows of observation, not one
+    cuts = [b for a, b in zip(busy_rows, busy_rows[1:]) if t[b] - t[a] >= th.load_gap_s]
+    if not cuts:
+        return whole
+    bounds = [0, *cuts, n]
+    pieces = [[lo, hi, sum(1 for i in range(lo, hi) if not idle[i])] for lo, hi in zip(bounds, bounds[1:])]
+    merged: list[list[int]] = []
+    for p in pieces:
+        if merged and (p[2] < th.min_samples or merged[-1][2] < th.min_samples):
+            merged[-1][1], merged[-1][2] = p[1], merged[-1][2] + p[2]
+        else:
+            merged.append(p)
+    if len(merged) < 2:
+        return whole
+    out = []
+    for k, (lo, hi, nb) in enumerate(merged):
+        last = k == len(merged) - 1
+        out.append(Load(lo, hi, nb, None if last else _next_line(tl, hi), None if last else t[hi - 1]))
+    return out
+
+
+def _next_line(tl, stop: int) -> int | None:
+    """The first log line after row ``stop - 1`` (the last idle sample before the next load), or None untracked."""
+    ln = line_of(tl, stop - 1)
+    return None if ln is None else ln + 1
+
+
 # --------------------------------------------------------------------------------------------
 # preemptions
 # --------------------------------------------------------------------------------------------

@@ -33,7 +33,11 @@ def diagnose(
     labels: Annotated[Optional[list[str]], typer.Option(
         "--label", help="Prometheus label filter k=v (repeatable).")] = None,
     as_one: Annotated[bool, typer.Option(
-        "--as-one", help="Treat all evidence as one instance (consecutive excerpts of one engine).")] = False,
+        "--as-one", help="Treat all evidence as one instance (consecutive excerpts of one engine), and a log of "
+                         "several loads as one window.")] = False,
+    load_gap: Annotated[Optional[float], typer.Option(
+        "--load-gap", help="Seconds of idle engine between two busy samples that split a log into loads judged apart "
+                           "(default 60; 0 never splits).")] = None,
     ttft_slo: Annotated[Optional[float], typer.Option(
         "--ttft-slo", help="TTFT (s) above which an empty queue means prefill-bound (default 2 s, an assumption).")] = None,
     align_tolerance: Annotated[Optional[float], typer.Option(
@@ -70,6 +74,10 @@ def diagnose(
         if align_tolerance < 0:
             raise InputError(f"--align-tolerance must be ≥ 0 (got {align_tolerance})")
         th.align_tolerance_s = align_tolerance
+    if load_gap is not None:
+        if load_gap < 0:
+            raise InputError(f"--load-gap must be ≥ 0 (got {load_gap})")
+        th.load_gap_s = load_gap
     inputs = None
     if opts.model or opts.serve or opts.config or opts.from_log:
         inputs = common.resolve_inputs(opts)
@@ -230,7 +238,8 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
         c.print(f"   next: {m(str(inst['next']))}")
     if len(insts) > 1:
         fl = p["fleet"]
-        c.print(f"[bold]Fleet[/bold]: {fl['instances']} instances, verdict "
+        loads = f" ({fl['loads']} of them loads of one log, judged apart)" if fl.get("loads") else ""
+        c.print(f"[bold]Fleet[/bold]: {fl['instances']} instances{loads}, verdict "
                 f"{_styled_verdict(fl['verdict'], fl.get('confidence', 'low'))}: "
                 + ", ".join(f"{k} {v}" for k, v in fl["counts"].items()))
     for n in p.get("notes") or []:

@@ -167,6 +167,10 @@ class Timeline:
             raise KeyError(name)
         return vars(self)[name]
 
+    def rows(self, first: int, stop: int) -> "Timeline":
+        """Rows ``first`` up to (not including) ``stop``, every column kept (a column this timeline lacks stays absent)."""
+        return Timeline(**{k: (None if v is None else v[first:stop]) for k, v in vars(self).items()})
+
     @classmethod
     def concat(cls, timelines: list["Timeline"]) -> "Timeline":
         """Several timelines as one, rows in time order (stable: equal times keep their input order). An

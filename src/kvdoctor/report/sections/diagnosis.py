@@ -39,7 +39,9 @@ def diagnosis_section(payload: dict[str, Any]) -> str:
     fleet = as_dict(payload.get("fleet"))
     if len(insts) > 1 and fleet.get("verdict"):
         counts = ", ".join(f"{n} {esc(w)}" for w, n in as_dict(fleet.get("counts")).items())
-        parts.append(f'<p class="fleet"><b>Fleet</b> ({len(insts)} instances): {_word(fleet["verdict"])} '
+        n_loads = fleet.get("loads")
+        loads = f", {n_loads} of them loads of one log" if isinstance(n_loads, int) and n_loads else ""
+        parts.append(f'<p class="fleet"><b>Fleet</b> ({len(insts)} instances{loads}): {_word(fleet["verdict"])} '
                      f'{confidence_badge(str(fleet.get("confidence") or ""))}{counts}</p>')
     return '<div class="diag">' + "".join(parts) + "</div>"
 
