@@ -286,22 +286,35 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
 
 
 def _shape_of(model_text: str, cfg: EngineConfig, notes: list[str]) -> ModelShape:
-    """The catalog's shape for ``model_text``; for a dated re-release of a catalog model (``catalog.models.
-    release_sibling``) the model it re-releases, but only with a max-model-len given or measured: such a release keeps
-    the layers and heads, and its own context length, which would set the default, is not known offline."""
-    from kvdoctor.catalog.models import lookup_model, release_sibling
+    """The catalog's shape for ``model_text`` (``shape_for``), with the max-model-len given or measured."""
+    mml = next((v for v in (cfg.max_model_len, cfg.measured.get("max_model_len"))
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0), None)
+    return shape_for(model_text, mml, notes)
+
+
+def shape_for(model_text: str, max_model_len: int | None, notes: list[str]) -> ModelShape:
+    """The catalog's shape for ``model_text``. A model the catalog lacks but whose sibling it holds, a dated re-release
+    (``catalog.models.release_sibling``: ``…-Instruct-2507`` of ``…``) or the base/instruct/chat variant of one size
+    (``same_size_siblings``: ``Qwen2.5-14B-Instruct`` of ``Qwen2.5-14B``), gets the sibling's shape, but only with a
+    max-model-len given or measured: such siblings keep the layers, heads and vocabulary, while their own context
+    length, which sets vLLM's default, may differ (Qwen2.5-14B: 131,072; its -Instruct: 32,768) and is not known
+    offline. Otherwise the catalog's error stands, naming the sibling and what to give."""
+    from kvdoctor.catalog.models import lookup_model, release_sibling, same_size_siblings
 
     try:
         return lookup_model(model_text)
     except UnknownModelError:
-        base = release_sibling(model_text)
-        mml = next((v for v in (cfg.max_model_len, cfg.measured.get("max_model_len"))
-                    if isinstance(v, int) and not isinstance(v, bool) and v > 0), None)
-        if base is None or mml is None:
+        release = release_sibling(model_text)
+        siblings = [] if release is not None else same_size_siblings(model_text)
+        base = release or (siblings[0] if siblings else None)
+        if base is None or max_model_len is None:
             raise
-    notes.append(f"model {model_text} is not in the catalog; it reads as a dated re-release of {base}, whose layers "
-                 f"and heads it keeps: that shape is used, with the max-model-len {mml:,} given (the release's own "
-                 "context length, which would set the default, is not known offline)")
+    kind = (f"a dated re-release of {base}, whose layers and heads it keeps" if release is not None else
+            f"the same architecture and size as {base} (base/instruct/chat variants differ in their weights' values, "
+            "not in the layers, heads or vocabulary)")
+    notes.append(f"model {model_text} is not in the catalog; it reads as {kind}: that shape is used, with the "
+                 f"max-model-len {max_model_len:,} given (the model's own context length, which would set the "
+                 "default, is not known offline)")
     return lookup_model(base)
 
 
@@ -327,14 +340,16 @@ def deployment_from_startup(startup: StartupFacts) -> Deployment:
     (unknown model or GPU, a configuration vLLM would reject) for the caller to turn into a note.
     """
     from kvdoctor.catalog.gpus import lookup_gpu
-    from kvdoctor.catalog.models import lookup_model
     from kvdoctor.engine.defaults import resolve
     from kvdoctor.engine.sources import from_startup
 
     cfg = from_startup(startup)
     if not (startup.model and startup.gpu_name):
         raise InputError("the start-up log names no model or no GPU")
-    shape, gpu = lookup_model(startup.model), lookup_gpu(startup.gpu_name)
+    mml = cfg.max_model_len or cfg.measured.get("max_model_len")
+    notes: list[str] = []
+    shape, gpu = shape_for(startup.model, mml if isinstance(mml, int) else None, notes), lookup_gpu(startup.gpu_name)
     version = startup.vllm_version or DEFAULT_VLLM_VERSION
     resolved = resolve(cfg, shape, gpu, version=version)
-    return Deployment(shape=shape, gpu=gpu, config=cfg, resolved=resolved, startup=startup, vllm_version=version)
+    return Deployment(shape=shape, gpu=gpu, config=cfg, resolved=resolved, startup=startup, vllm_version=version,
+                      notes=notes)

@@ -70,3 +70,32 @@ def test_a_configuration_vllm_refuses_fails_the_gate_not_the_input():
     assert r.returncode == 1 and r.stdout.startswith("fail: vLLM would not start: ") and r.stdout.count("\n") == 1
     code, err, out = invoke("check", "--serve", "vllm serve --max-model-len 8192", "--gpu", "L40S")
     assert code == 2
+
+
+def test_the_previous_model_refused_under_the_new_flags_is_not_the_changes_failure():
+    # Llama-2-7B's config allows 4,096 tokens: vLLM would refuse IT at 32,768, while the new model starts. The gate
+    # judges the change (it passes) and says why no capacity change was measured
+    code, err, out = invoke("check", "--serve", "vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 32768", "--gpu",
+                            "H100", "--previous-model", "meta-llama/Llama-2-7b-hf", "--json")
+    assert code == 0, (err, out)
+    j = json.loads(out)
+    assert j["ok"] and j.get("mode") != "rejected" and "capacity_change" not in j["figures"]
+    assert any("meta-llama/Llama-2-7b-hf would not start under this configuration (User-specified max_model_len "
+               "(32768) is greater than the derived max_model_len (4096" in n for n in j["notes"])
+
+
+def test_a_base_or_instruct_sibling_of_a_catalog_model_is_read_with_a_max_model_len():
+    # Qwen2.5-14B-Instruct is Qwen2.5-14B's shape; its own context length (which sets the default) is not known offline
+    code, err, out = invoke("check", "--serve", "vllm serve Qwen/Qwen2.5-32B-Instruct --max-model-len 8192", "--gpu",
+                            "H100", "--previous-model", "Qwen/Qwen2.5-14B-Instruct", "--json")
+    assert code == 1, (err, out)  # the pool shrinks more than 10 % and the drop is not stated as intended
+    j = json.loads(out)
+    assert j["previous_model"] == "Qwen/Qwen2.5-14B"
+    assert any("Qwen/Qwen2.5-14B-Instruct is not in the catalog; it reads as the same architecture and size as "
+               "Qwen/Qwen2.5-14B" in n and "max-model-len 8,192 given" in n for n in j["notes"])
+    code, err, out = invoke("check", "--serve", "vllm serve Qwen/Qwen2.5-32B-Instruct", "--gpu", "H100",
+                            "--previous-model", "Qwen/Qwen2.5-14B-Instruct")
+    assert code == 2 and "Give --max-model-len and that shape is used" in err
+    code, err, out = invoke("ledger", "-m", "Qwen/Qwen2.5-14B-Instruct", "--gpu", "H100", "--max-model-len", "8192",
+                            "--json")
+    assert code == 0 and json.loads(out)["model"] == "Qwen/Qwen2.5-14B"

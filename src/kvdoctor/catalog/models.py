@@ -175,7 +175,8 @@ def lookup_model(text: str) -> ModelShape:
     tail = t.lower().split("/")[-1]
     sugg += [n for n in names if tail and tail in n.lower() and n not in sugg]
     hint = (f"; {siblings[0]} is the same architecture and size (base/instruct differ only in weights' "
-            "values: identical memory figures)" if siblings else "")
+            "values: identical memory figures, but the context length that sets vLLM's default may differ). Give "
+            "--max-model-len and that shape is used" if siblings else "")
     raise UnknownModelError(
         f"model {t!r} is not in the catalog{hint}; or pass its config.json or model directory (a local "
         "config.json gives the exact shape: layers, heads, vocab, dtype, quantization_config)", sugg[:5]

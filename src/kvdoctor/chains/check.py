@@ -158,10 +158,20 @@ def run_check(dep: Deployment, *, intent: Intent | None = None, max_ratio: float
                   "TP, or more instances)")
     # the swap
     prev_name = None
+    old = None
     if previous_shape is not None:
+        from kvdoctor.errors import ConfigError
+
         prev_name = previous_shape.name
-        old = build_state(previous_shape, gpu, config.with_changes(model=previous_shape.name), version,
-                          dep.resolved.usage)
+        try:
+            old = build_state(previous_shape, gpu, config.with_changes(model=previous_shape.name), version,
+                              dep.resolved.usage)
+        except ConfigError as exc:
+            # the previous model would not start under this configuration: that is not the change's fault, and there
+            # is no pool to measure a drop against (the gate still judges the new model on its own)
+            notes.append(f"{previous_shape.name} would not start under this configuration ({exc}): no capacity "
+                         "change to measure against it")
+    if old is not None:
         old_pool = int(old.ledger.reconciliation.get("pool_tokens") or 0)
         drop = 1.0 - pool / old_pool if old_pool > 0 else 0.0
         figs["capacity_change"] = Figure(round(-drop, 4), "predicted",
@@ -187,7 +197,7 @@ def run_check(dep: Deployment, *, intent: Intent | None = None, max_ratio: float
             if drop > 0:
                 notes.append(f"capacity drop {drop:.0%} vs {previous_shape.name} is within "
                              + (f"the accepted {accepted:.0%}" if accepted is not None else "noise (10 %)"))
-        notes.append("compared with " + previous_shape.name + " under the same configuration")
+        notes.append("compared with " + prev_name + " under the same configuration")
     return CheckResult(not reasons, reasons, findings, st, intent, prev_name, notes, figs)
 
 

@@ -52,13 +52,17 @@ def check(
     # read here, as resolve_deployment would: once, for the model gate and for the gate on the log alone
     startup = read_startup(opts.from_log) if opts.from_log else None
     prev = None
-    if previous_model:
-        from kvdoctor.catalog.models import lookup_model
-
-        prev = lookup_model(previous_model)
+    prev_notes: list[str] = []
     try:
         inputs = common.resolve_inputs(opts, startup=startup)
+        if previous_model:
+            from kvdoctor.deployment import shape_for
+
+            # the same configuration: the max-model-len given or measured, never the new model's own default
+            mml = inputs.config.max_model_len or inputs.config.measured.get("max_model_len")
+            prev = shape_for(previous_model, mml if isinstance(mml, int) else None, prev_notes)
         res = run_check(inputs, intent=intent, previous_shape=prev)
+        res.notes.extend(prev_notes)
     except UnknownModelError as exc:
         if startup is None or previous_model or max_ratio is not None:
             raise  # a swap and the worst case need the model's shape

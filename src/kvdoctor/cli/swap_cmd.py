@@ -31,22 +31,26 @@ def swap(
     json_out: common.JsonOpt = False,
     quiet: common.QuietOpt = False,
 ) -> None:
-    from kvdoctor.catalog.models import lookup_model
     from kvdoctor.chains.plan import Target
     from kvdoctor.chains.swap import review
     from kvdoctor.cli.plan_cmd import load_lengths
+    from kvdoctor.deployment import shape_for
     from kvdoctor.errors import EXIT_FINDING
 
     opts.model = opts.model or new
     inputs = common.resolve_inputs(opts)
-    new_shape = lookup_model(new)
-    old_shape = lookup_model(old)
+    # one configuration for both: a model the catalog knows by its sibling needs its max-model-len given
+    mml = inputs.config.max_model_len or inputs.config.measured.get("max_model_len")
+    shape_notes: list[str] = []
+    new_shape = shape_for(new, mml if isinstance(mml, int) else None, shape_notes)
+    old_shape = shape_for(old, mml if isinstance(mml, int) else None, shape_notes)
     dist, workload = load_lengths(trace, lengths, p99_context, wl)
     target = None
     if target_concurrency or target_context:
         target = Target(concurrency=target_concurrency, context=target_context)
     r = review(old_shape, new_shape, inputs.gpu, inputs.config, version=inputs.vllm_version, lengths=dist,
                target=target, workload=workload, calibration=wl.load_calibration(), usage=inputs.resolved.usage)
+    r.notes.extend(dict.fromkeys(shape_notes))
     if inputs.startup is not None:
         # the ledgers compare both models under one configuration, so both are predictions; say so,
         # or an operator reads the old column as the pool their log measured
