@@ -20,12 +20,13 @@ def rows() -> list[dict]:
 
 
 def test_every_row_has_a_source_a_split_and_measured_figures(rows):
-    assert len(rows) == 266  # batches 1-7: 241; batch 8 (protocol 7): 12; batch 9 (protocol 9): 12; batch 10: 1
+    # batches 1-7: 241; batch 8 (protocol 7): 12; batch 9 (protocol 9): 12; batch 10: 1; batch 11: none; batch 12: 5
+    assert len(rows) == 271
     assert len({r["id"] for r in rows}) == len(rows)
     for r in rows:
         assert r["source_url"].startswith("https://github.com/"), r["id"]
         assert r["split"] in ("fit", "held_out"), r["id"]
-        assert r.get("batch", 1) in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10), r["id"]
+        assert r.get("batch", 1) in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12), r["id"]
         assert r["notes"], r["id"]
         m = r["measured"]
         assert set(m) <= set(METRICS) and any(m.get(k) for k in METRICS), r["id"]
@@ -119,3 +120,14 @@ def test_batch6_is_held_out_whole_from_sources_no_earlier_batch_used(rows):
 
     assert not {source(r) for r in b6} & {source(r) for r in rows if r.get("batch", 1) <= 5}
     assert len({source(r) for r in b6}) == 4
+
+
+def test_batch_12_is_one_commit_pinned_source_with_its_anchor_by_the_rule(rows):
+    b12 = [r for r in rows if r.get("batch") == 12]
+    assert len(b12) == 5 and all(r["split"] == "held_out" for r in b12)
+    assert {r["source_url"] for r in b12} == {
+        "https://github.com/violet-quartz/vllm-serving-experiments/blob/13b4d4ebc6cd6f34f0bdfedeb420a9b51ac38840/notes.md"}
+    # no earlier batch used the source
+    assert not any("violet-quartz" in r["source_url"] for r in rows if r.get("batch") != 12)
+    # the anchor rule (a group without random runs: its lowest --max-concurrency)
+    assert [r["max_concurrency"] for r in b12 if r["anchor"]] == [min(r["max_concurrency"] for r in b12)]
