@@ -198,6 +198,28 @@ def test_protocol_10_batch_10_and_the_blind_pool_judged_once(fit_script):
     assert pool["output_throughput"] <= 0.15 and pool["mean_ttft_ms"] <= 0.20 and pool["mean_tpot_ms"] <= 0.20
 
 
+def test_protocol_12_batch_12_and_the_blind_pool_judged_once(fit_script):
+    """Protocol 12 (scripts/fit_serving.py; docs/simulation.md, "Protocol 12"): a general transcribe-only sweep; the six
+    rules kept 5 runs of one source (Qwen2.5-7B-Instruct on an RTX 4090, vLLM 0.25.1, ShareGPT x200 at concurrency 1-32),
+    committed before kvdoctor was run on them, judged once with the shipped constants. Measured: batch 12 5.9 % /
+    49.4 % / 8.7 %; the blind pool (batches 6-12, 184 results) 6.38 % / 22.13 % / 9.29 %: the TTFT bar (20 %) is MISSED
+    on the blind pool (bootstrap 90 % interval of the TTFT median 16.2-28.3 %); every held-out row (243) 7.6 / 24.7 /
+    9.2 %. Pinned to the recorded figures, the miss included: a change that moves them is a new protocol's to judge."""
+    from kvdoctor.sim import coefficients as C
+
+    rows = [r for r in fit_script.load_rows() if r.get("batch") in (6, 7, 8, 9, 10, 11, 12)]
+    b12 = [r for r in rows if r["batch"] == 12]
+    assert len(b12) == 5 and all(r["split"] == "held_out" for r in b12)
+    s = fit_script.summary(fit_script.errors(rows, C.SERVING, C.FRONTEND))
+    pool, twelve = s["blind_batches6_12"], s["batch12_held_out"]
+    assert (pool["n"], twelve["n"]) == (184, 5)
+    for got, want in ((pool, (0.0638, 0.2213, 0.0929)), (twelve, (0.0589, 0.4938, 0.0870))):
+        for m, w in zip(fit_script.METRICS, want):
+            assert got[m] == pytest.approx(w, abs=0.003), (m, got)
+    assert pool["output_throughput"] <= 0.15 and pool["mean_tpot_ms"] <= 0.20
+    assert pool["mean_ttft_ms"] > 0.20  # the recorded miss (docs/simulation.md, "Protocol 12")
+
+
 def test_protocol_7_batch_8_and_the_blind_pool_judged_once(fit_script):
     """Protocol 7 (scripts/fit_serving.py; docs/simulation.md, "Protocol 7"): 12 public results from 2 sources never
     used (Massed-Compute's L40S at vLLM 0.8.5; turboquant's stock vLLM 0.20.0 on an A100-SXM4-40GB), committed before
@@ -253,10 +275,10 @@ def test_the_uncertainty_bands_are_the_committed_constants_held_out_errors(fit_s
 
     b = bands_p8["bands"]
     assert b == C.UNCERTAINTY_BANDS
-    assert b["all"]["output_throughput"]["n"] == 234 and b["all"]["mean_ttft_ms"]["n"] == 120
-    # the all-held-out medians with batch 10 (protocol 10: 7.6 / 23.5 / 9.3 %; protocol 9's 7.6 / 23.5 / 9.2 %;
-    # protocol 7's 7.5 / 23.3 / 8.5 %)
-    assert [b["all"][m]["median"] for m in fit_script.METRICS] == pytest.approx([0.0763, 0.2348, 0.0926], abs=5e-4)
+    assert b["all"]["output_throughput"]["n"] == 239 and b["all"]["mean_ttft_ms"]["n"] == 125
+    # the all-held-out medians with batch 12 (protocol 12: 7.6 / 24.7 / 9.2 %; protocol 10's 7.6 / 23.5 / 9.3 %;
+    # protocol 9's 7.6 / 23.5 / 9.2 %; protocol 7's 7.5 / 23.3 / 8.5 %)
+    assert [b["all"][m]["median"] for m in fit_script.METRICS] == pytest.approx([0.0762, 0.2467, 0.0919], abs=5e-4)
     assert set(b) == {"all", "one at a time", "closed loop", "all at once", "open loop"}
 
 
