@@ -5,7 +5,8 @@
 
 models.json: one ModelShape per Hugging Face id (the facts vLLM derives, via the same
 ``shape_from_hf_config`` the CLI uses on a user's config.json), not the raw configs.
-sharegpt_lengths.json: the ShareGPT length pairs `--dataset-name sharegpt` samples (the bench's own order).
+sharegpt_lengths.json: the requests `--dataset-name sharegpt` sends, from the bench's own saved sample
+(scripts/data/sharegpt_bench_sample.json: a public `--save-result` file's per-request lengths, in the bench's order).
 gpus.json: one GpuSpec per accelerator, memory in bytes as torch reports it. Where no public
 torch figure exists, the memory is derived from nvidia-smi MiB or the marketing size with the
 ratio fitted here on the GPUs that have both; the fit and its error are printed and written to
@@ -274,19 +275,22 @@ def build_models(data: Path) -> tuple[dict, list[str]]:
     return out, report
 
 
-SHAREGPT = "traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
+SHAREGPT_SAMPLE = REPO / "scripts" / "data" / "sharegpt_bench_sample.json"
 
 
-def build_sharegpt(data: Path) -> dict:
-    """The ShareGPT (first human turn, first reply) token lengths, in the file's order (the bench's seeded shuffle
-    indexes them), so `--dataset-name sharegpt` works offline without the shared data."""
-    rows = list(csv.DictReader(open(data / SHAREGPT, encoding="utf-8")))
-    return {"schema": "kvdoctor.catalog.sharegpt_lengths/1",
-            "source": f"../shared/data/{SHAREGPT}: ShareGPT conversations' prefill/decode token counts (Llama-2 "
-                      "tokenizer) as the Vidur project processed them",
-            "tokenizer": "meta-llama/Llama-2-7b-hf",
-            "prompt": [int(r["num_prefill_tokens"]) for r in rows],
-            "output": [int(r["num_decode_tokens"]) for r in rows]}
+def build_sharegpt() -> dict:
+    """The ShareGPT requests the bench sends (protocol 13, scripts/fit_serving.py): the 200 (prompt, generated) token
+    lengths of a public saved result of `--dataset-name sharegpt --seed 0`, in the bench's draw order, so
+    `--dataset-name sharegpt` sends offline what the bench sends. Before protocol 13 this was Vidur's
+    sharegpt_8k_filtered table (Llama-2 tokenizer, whole conversations: 1.7x the prompt, 1.9x the output)."""
+    src = json.loads(SHAREGPT_SAMPLE.read_text(encoding="utf-8"))
+    prompt, output = src["input_lens"], src["output_lens"]
+    # the file's own totals: a copy that lost or changed a number is refused here, not shipped
+    assert len(prompt) == len(output) == src["num_prompts"], "sharegpt sample: lengths"
+    assert (sum(prompt), sum(output)) == (src["total_input_tokens"], src["total_output_tokens"]), "sharegpt sample: sums"
+    return {"schema": "kvdoctor.catalog.sharegpt_lengths/2",
+            "source": src["source"], "what": src["what"], "tokenizer": src["tokenizer"], "seed": src["seed"],
+            "order": "bench", "prompt": prompt, "output": output}
 
 
 def _dump(obj) -> str:
@@ -306,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     files = {
         OUT / "gpus.json": _dump({"schema": "kvdoctor.catalog.gpus/1", "gpus": gpus}),
         OUT / "models.json": _dump({"schema": "kvdoctor.catalog.models/1", "models": models}),
-        # one line per key: ~30k pairs stay a 200 KB file
-        OUT / "sharegpt_lengths.json": json.dumps(build_sharegpt(args.data), separators=(",", ":")).replace(
+        # one line per key
+        OUT / "sharegpt_lengths.json": json.dumps(build_sharegpt(), separators=(",", ":")).replace(
             ',"', ',\n"') + "\n",
     }
     if args.check:

@@ -57,16 +57,25 @@ def test_sharegpt_uses_the_bench_length_filter(shared_data):
     assert max(p + o for p, o in zip(w.prompt, w.output)) <= 2048 and min(w.output) >= 4
 
 
-def test_sharegpt_works_offline_on_the_embedded_lengths(shared_data, monkeypatch):
-    # a fresh install has no ../shared: the package carries the same pairs in the same order, so the bench's seeded
-    # shuffle draws the same requests from either
+def test_sharegpt_sends_the_benchs_own_sample_offline(monkeypatch):
+    # protocol 13: without --dataset-path the requests are the bench's own seed-0 sample (a public saved result's
+    # input_lens / output_lens, in its order): 200 prompts of 42,659 tokens, 42,398 generated
     monkeypatch.delenv("KVDOCTOR_SHARED_DATA", raising=False)
-    spec = WorkloadSpec(dataset_name="sharegpt", num_prompts=300, seed=7)
-    w = build_workload(spec)
-    assert "embedded ShareGPT lengths" in w.source
-    f = build_workload(WorkloadSpec(dataset_name="sharegpt", num_prompts=300, seed=7, dataset_path=str(
-        shared_data / "traces" / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv")))
-    assert (w.prompt, w.output) == (f.prompt, f.output)
+    w = build_workload(WorkloadSpec(dataset_name="sharegpt", num_prompts=200, seed=0))
+    assert "the bench's own ShareGPT sample" in w.source
+    assert (sum(w.prompt), sum(w.output)) == (42659, 42398)
+    assert w.prompt[:5] == [13, 25, 27, 10, 329] and w.output[:5] == [120, 770, 233, 194, 101]
+    # fewer requests: the bench's first ones, in its order
+    assert build_workload(WorkloadSpec(dataset_name="sharegpt", num_prompts=5, seed=0)).prompt == w.prompt[:5]
+    # another seed: the same requests in a seeded order; more than 200: drawn again from them, seeded
+    s7 = build_workload(WorkloadSpec(dataset_name="sharegpt", num_prompts=200, seed=7))
+    assert sorted(s7.prompt) == sorted(w.prompt) and s7.prompt != w.prompt
+    big = build_workload(WorkloadSpec(dataset_name="sharegpt", num_prompts=1000, seed=0))
+    assert big.prompt[:200] == w.prompt and set(big.prompt) <= set(w.prompt)
+    assert big.prompt == build_workload(WorkloadSpec(dataset_name="sharegpt", num_prompts=1000, seed=0)).prompt
+    # --sharegpt-output-len overrides every output, as the bench does
+    assert set(build_workload(WorkloadSpec(dataset_name="sharegpt", num_prompts=50, seed=0,
+                                           sharegpt_output_len=64)).output) == {64}
 
 
 def _lin():

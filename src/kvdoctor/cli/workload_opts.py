@@ -143,7 +143,7 @@ _TYPES: dict[str, Any] = {
     "random_range_ratio": Annotated[Optional[float], typer.Option("--random-range-ratio", help="random: lengths uniform in [L(1-r), L(1+r)], 0 <= r < 1.", rich_help_panel=_P)],
     "random_prefix_len": Annotated[Optional[int], typer.Option("--random-prefix-len", help="random: tokens of one prefix shared by every request (on top of the input length).", rich_help_panel=_P)],
     "ignore_eos": Annotated[bool, typer.Option("--ignore-eos", help="Every request generates exactly its output length (else it may stop at EOS).", rich_help_panel=_P)],
-    "dataset_path": Annotated[Optional[str], typer.Option("--dataset-path", help="sharegpt: a length file (prompt/output token columns); default: the ShareGPT length pairs embedded in kvdoctor (Llama-2 tokenizer).", rich_help_panel=_P)],
+    "dataset_path": Annotated[Optional[str], typer.Option("--dataset-path", help="sharegpt: a length file (prompt/output token columns); default: the bench's own ShareGPT sample embedded in kvdoctor (200 requests, seed 0, Llama-3 tokenizer).", rich_help_panel=_P)],
     "sharegpt_output_len": Annotated[Optional[int], typer.Option("--sharegpt-output-len", help="sharegpt: override every output length.", rich_help_panel=_P)],
     "ramp_up_strategy": Annotated[Optional[str], typer.Option("--ramp-up-strategy", help="linear or exponential: each request's rate moves from --ramp-up-start-rps to --ramp-up-end-rps over the run (--request-rate stays inf).", rich_help_panel=_P)],
     "ramp_up_start_rps": Annotated[Optional[int], typer.Option("--ramp-up-start-rps", help="Ramp-up: the first request's rate (requests/s, an integer as in the bench).", rich_help_panel=_P)],

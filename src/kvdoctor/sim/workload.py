@@ -333,10 +333,11 @@ def synthetic(
 
 # ---- the workloads `vllm bench serve` runs -------------------------------------------------------
 
-# the ShareGPT length pairs, embedded (scripts/build_catalog.py, from ../shared/data/traces/sharegpt_8k_filtered_
-# stats_llama2_tokenizer.csv, in that file's order: the bench's seeded shuffle indexes it)
+# the ShareGPT requests the bench sends, embedded (scripts/build_catalog.py, protocol 13): a public saved result's
+# per-request (prompt, generated) token lengths for `--dataset-name sharegpt --seed 0 --num-prompts 200`, in the bench's
+# draw order
 SHAREGPT_LENGTHS = Path(__file__).resolve().parent.parent / "catalog" / "data" / "sharegpt_lengths.json"
-SHAREGPT_LABEL = "the embedded ShareGPT lengths (Llama-2 tokenizer)"
+SHAREGPT_LABEL = "the bench's own ShareGPT sample (200 requests, seed 0, Llama-3 tokenizer; embedded)"
 
 
 @functools.lru_cache(maxsize=1)
@@ -558,23 +559,31 @@ def random_prompt_starts(spec: WorkloadSpec, vocab_size: int, special_ids: int) 
 
 
 def sharegpt_lengths(spec: WorkloadSpec) -> tuple[list[int], list[int], str]:
-    """``--dataset-name sharegpt`` as the bench samples it: shuffle the conversations with
-    ``random.seed(seed)``, take (first human turn, first reply) lengths in order, keep pairs with
-    ``4 <= prompt <= 1024``, ``output >= 4`` (skipped with ``--sharegpt-output-len``) and
-    ``prompt + output <= 2048`` (``is_valid_sequence``) until ``num_prompts`` are found. The reply's
-    length is ``max_tokens``. Lengths come from a length file (default: the embedded ShareGPT
-    statistics, Llama-2 tokenizer), since the conversations themselves are not here."""
+    """``--dataset-name sharegpt`` as the bench samples it. The bench shuffles the conversations with
+    ``random.seed(seed)``, takes (first human turn, first reply) lengths in order, keeps pairs with ``4 <= prompt <=
+    1024``, ``output >= 4`` (skipped with ``--sharegpt-output-len``) and ``prompt + output <= 2048``
+    (``is_valid_sequence``) until ``num_prompts`` are found; the reply's length is ``max_tokens``.
+
+    The conversations are not here. By default the requests are the bench's own sample (``embedded_sharegpt``): what it
+    sent for seed 0, in its order, the tokens the server generated as the outputs (a reply cut short by EOS included).
+    Another seed draws other conversations: the same requests in a seeded order. Beyond the sample's 200 the requests
+    are drawn again from it, seeded. A length file (``--dataset-path``) is sampled as the bench samples the dataset."""
     import random
 
     path = spec.dataset_path
-    if path:
-        pr, ou = load_lengths(path)
-    else:
-        path = SHAREGPT_LABEL
+    fixed = spec.sharegpt_output_len
+    if not path:
         pr, ou = embedded_sharegpt()
+        idx = list(range(len(pr)))
+        if spec.seed != 0:
+            random.Random(spec.seed).shuffle(idx)
+        rng = random.Random(spec.seed)
+        idx += [rng.randrange(len(pr)) for _ in range(max(0, spec.num_prompts - len(idx)))]
+        idx = idx[:spec.num_prompts]
+        return [pr[i] for i in idx], [fixed if fixed is not None else ou[i] for i in idx], SHAREGPT_LABEL
+    pr, ou = load_lengths(path)
     idx = list(range(len(pr)))
     random.Random(spec.seed).shuffle(idx)
-    fixed = spec.sharegpt_output_len
     P, O = [], []
     for i in idx:
         p, o = pr[i], (fixed if fixed is not None else ou[i])
