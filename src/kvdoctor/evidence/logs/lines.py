@@ -30,6 +30,7 @@ FULL_NEEDLES = (
     b"rror", b"ERROR", b"Memory profiling", b"is equivalent to", b"uto-fit", b"roughput", b"reqs", b"cache ",
     b"\x00", b"num_gpu_blocks", b"allreduce is disabled", b"nexpectedly", b"received signal", b"shutdown triggered",
     b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL", b"Process EngineCore", b"Heartbeat monitor", b"Killed",
+    b"Sequence group",  # V0's preemption warning, when a page broke it before "preempted by" (_pieces_after)
 )
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly", b"Traceback", b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed")
@@ -140,6 +141,26 @@ def _join_wrapped(work: bytes, le: int) -> tuple[bytes, int] | None:
     nxt = [work[a + 1:b].rstrip(b"\r").decode("utf-8", "replace") for a, b in zip([le] + ends[:-1], ends)]
     hit = join_wrapped(first, nxt)
     return None if hit is None else (hit[0].encode("utf-8"), ends[hit[1] - 1])
+
+
+def _pieces_after(work: bytes, le: int, max_pieces: int):
+    """The envelope-less lines after the line ending at ``le``, with the offset each ends at: the pieces of a record a
+    terminal or a page broke. A page that reflowed the log (a blog's markdown, a PDF) puts blank lines between the
+    pieces: up to four are passed over, not counted. Stops at a line with vLLM's prefix (the next record)."""
+    pieces = blanks = 0
+    while pieces < max_pieces and blanks <= 4:
+        nxt_end = work.find(b"\n", le + 1)
+        if nxt_end == -1:
+            return
+        nxt = work[le + 1:nxt_end].rstrip(b"\r")
+        le = nxt_end
+        if not nxt.strip():
+            blanks += 1
+            continue
+        if search_envelope_b(nxt) is not None:
+            return
+        pieces += 1
+        yield nxt, nxt_end
 
 
 def looks_like_stats_tail(line: bytes) -> bool:
@@ -378,15 +399,8 @@ class LinePath:
                 if r is None and parse_stats(bl) is None:
                     # cut by a terminal: join the following envelope-less fragments
                     raw, j_end, ok = bl, le, False
-                    for _ in range(3):
-                        nxt_end = work.find(b"\n", j_end + 1)
-                        if nxt_end == -1:
-                            break
-                        nxt = work[j_end + 1:nxt_end]
-                        if search_envelope_b(nxt) is not None:
-                            break
-                        raw += b"\n" + nxt.rstrip(b"\r")
-                        j_end = nxt_end
+                    for nxt, j_end in _pieces_after(work, le, 4):
+                        raw += b"\n" + nxt
                         if (joined := _unwrap(raw)) is not None:
                             ok = True
                             break
@@ -406,6 +420,18 @@ class LinePath:
                 if self._warning(bl, n):
                     self.parsed_lines += 1
                 continue
+            if b"Sequence group" in bl and b"preempted by" not in bl and search_envelope_b(bl) is not None:
+                # V0's preemption warning broken into pieces (a reflowed page): joined up to its cumulative count
+                raw, j_end = bl, le
+                for nxt, j_end in _pieces_after(work, le, 8):
+                    raw += b" " + nxt.strip()
+                    if b"total_num_cumulative_preemption" in raw or (b"KV cache memory" in raw and b"preempted" in raw):
+                        break
+                if b"preempted by" in raw and b"KV cache" in raw:
+                    consumed = max(consumed, j_end)
+                    if self._warning(raw, n):
+                        self.parsed_lines += 1
+                    continue
             if any(nd in bl for nd in _WRAPPED_B):
                 joined = _join_wrapped(work, le)
                 if joined is not None:
