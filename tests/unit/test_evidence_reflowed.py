@@ -49,3 +49,4 @@ def test_blank_lines_never_join_a_record_to_the_next_one(tmp_path):
     ev = load_evidence([str(p)])
     rows = [int(x) for s in ev.segments if s.timeline is not None for x in s.timeline.running]
     assert rows == [155]
+

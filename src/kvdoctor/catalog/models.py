@@ -211,8 +211,16 @@ def _catalog_by_directory(text: str) -> ModelShape | None:
     if "/" not in text or text.endswith(".json"):
         return None
     base = text.rstrip("/").rsplit("/", 1)[-1].lower()
-    hits = [n for n in list_models() if n.rsplit("/", 1)[-1].lower() == base]
-    return _shape(_index()[hits[0].lower()]) if len(hits) == 1 else None
+    names = list_models()
+    hits = [n for n in names if n.rsplit("/", 1)[-1].lower() == base]
+    if len(hits) == 1:
+        return _shape(_index()[hits[0].lower()])
+    if hits:
+        return None
+    # a directory named as a repository the Hub renamed (/models/Meta-Llama-3.1-8B-Instruct): the catalog id whose
+    # config it has, under any of the catalog's organisations
+    same = {t for org in dict.fromkeys(n.split("/", 1)[0] for n in names) if (t := same_config(f"{org}/{base}"))}
+    return _shape(_index()[same.pop().lower()]) if len(same) == 1 else None
 
 
 def model_directory_note(text: str, shape: ModelShape) -> str | None:
@@ -224,8 +232,11 @@ def model_directory_note(text: str, shape: ModelShape) -> str | None:
     if same_config(t) is not None:
         return f"model {t} has the config of the catalog's {shape.name} (a renamed repository or a re-release of " \
                "the same architecture): its figures are used"
-    return (f"model {t} is not on this machine; its directory is named as the catalog's {shape.name}, whose shape is "
-            "used (a fine-tune has the same; for a quantized or modified copy pass --model with its config.json)")
+    base = t.rstrip("/").rsplit("/", 1)[-1]
+    named = (f"the catalog's {shape.name}" if base.lower() == shape.name.rsplit("/", 1)[-1].lower()
+             else f"{base}, a repository the Hub renamed to the catalog's {shape.name}")
+    return (f"model {t} is not on this machine; its directory is named as {named}, whose shape is used (a fine-tune "
+            "has the same; for a quantized or modified copy pass --model with its config.json)")
 
 
 # a dated re-release's tag inside the name (Qwen3-235B-A22B-Instruct-2507-FP8, Qwen3-4B-Thinking-2507)

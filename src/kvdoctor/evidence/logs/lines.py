@@ -31,6 +31,7 @@ FULL_NEEDLES = (
     b"\x00", b"num_gpu_blocks", b"allreduce is disabled", b"nexpectedly", b"received signal", b"shutdown triggered",
     b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL", b"Process EngineCore", b"Heartbeat monitor", b"Killed",
     b"Sequence group",  # V0's preemption warning, when a page broke it before "preempted by" (_pieces_after)
+    b"device_name=",  # the GPU's name, in the fused-MoE config path (startup.R_DEVICE_NAME)
 )
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly", b"Traceback", b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed")

@@ -81,6 +81,9 @@ R_TABLE = re.compile(
     r"model weights take|non_torch_memory|PyTorch activation peak memory|available_kv_cache_memory|"
     r"torch_peak_memory|memory_usage_post_profile|initial_memory_usage)\s+" + _N + r"\s*(GiB|seconds)?\s*$"
 )
+# the GPU as torch names it, in the fused-MoE config file vLLM looks up ("…/configs/E=512,N=256,device_name=NVIDIA_H200
+# .json", found or "not found"): current_platform.get_device_name() with its spaces turned into underscores
+R_DEVICE_NAME = re.compile(r"device_name=([A-Za-z0-9][A-Za-z0-9_.\-]*?)(?:,|\.json)")
 R_FREE_ON_DEV = re.compile(r"Free memory on device (?:\S+ )?\(" + _N + r"/" + _N + r" GiB\) on startup")
 R_DESIRED = re.compile(r"Desired GPU memory utilization is \(" + _N + r", " + _N + r" GiB\)")
 R_CONSUMED = re.compile(_N + r" GiB for consumed memory")
@@ -1070,6 +1073,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("Custom allreduce is disabled", _h_custom_ar),
     ("Memory profiling takes", lambda c, n, env, msg: bool(R_PROF_TAKES.search(msg)) and c._builder(n) is not None),
     ("Starting to load model", _simple(R_START_LOAD, "model", str, _P_CONFIG - 1)),
+    ("device_name=", _simple(R_DEVICE_NAME, "gpu_name", lambda v: v.replace("_", " "), _P_LOG)),
 )
 
 # Substrings that make a line worth handing to the collector at all (fast pre-filter for the
