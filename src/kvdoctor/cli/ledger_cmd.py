@@ -129,8 +129,8 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
     import os
 
     from kvdoctor.errors import InputError
-    from kvdoctor.evidence.logs.envelope import parse_envelope, split_glued, strip_ansi
-    from kvdoctor.evidence.logs.startup import StartupCollector, with_wrapped_joined
+    from kvdoctor.evidence.logs.envelope import strip_ansi
+    from kvdoctor.evidence.logs.startup import StartupCollector, feed_lines
 
     from kvdoctor.safeio import binary_reason, bounded_lines, check_input_file
 
@@ -170,14 +170,8 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
                     advance(len(raw))
                     yield n, strip_ansi(raw[: 1 << 16].decode("utf-8", "replace").replace("\x00", "").rstrip("\r\n"))
 
-            for n, phys, joined in with_wrapped_joined(physical()):
-                total += 1 + joined
-                seen_vllm = had_fact = False
-                for line in split_glued(phys) if len(phys) > 60 else (phys,):
-                    env = parse_envelope(line)
-                    seen_vllm |= env is not None
-                    if col.feed(n, env, env.msg if env is not None else line):
-                        had_fact = True
+            for count, seen_vllm, had_fact in feed_lines(col, physical()):
+                total += count
                 facts_lines += had_fact
                 # A pasted excerpt often drops vLLM's "INFO mm-dd hh:mm:ss [file.py:n]" prefix; its lines
                 # still carry facts, so only lines with neither a prefix nor a fact count as foreign.

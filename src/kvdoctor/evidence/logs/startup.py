@@ -31,7 +31,7 @@ import gzip
 import io
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kvdoctor.evidence.logs.envelope import Envelope, parse_envelope, split_glued, strip_ansi, worker_rank
@@ -1265,10 +1265,20 @@ def collect_startup_facts(path_or_lines: Any) -> list[StartupFacts]:
     """
     col = StartupCollector()
     lines = ((n, strip_ansi(p[:MAX_LINE].rstrip("\r\n"))) for n, p in enumerate(_open_lines(path_or_lines), start=1))
-    for n, phys, _ in with_wrapped_joined(lines):
+    for _ in feed_lines(col, lines):
+        pass
+    return col.finish()
+
+
+def feed_lines(col: StartupCollector, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, bool, bool]]:
+    """``(line number, physical line)`` fed to ``col`` the one way: a wrapped fact joined (``with_wrapped_joined``),
+    records a copy glued onto one line split apart. Yields, per physical line read, ``(lines it stands for, a vLLM
+    prefix was seen, a fact was taken)``, for a caller that counts (``ledger --from-log``)."""
+    for n, phys, joined in with_wrapped_joined(lines):
         glued = len(phys) > 60 and sum(phys.count(lv) for lv in (" INFO ", " WARNING ", " ERROR ", " DEBUG ")) > 1
+        seen_vllm = had_fact = False
         for line in split_glued(phys) if glued else (phys,):
             env = parse_envelope(line)
-            msg = env.msg if env is not None else line
-            col.feed(n, env, msg)
-    return col.finish()
+            seen_vllm |= env is not None
+            had_fact |= col.feed(n, env, env.msg if env is not None else line)
+        yield 1 + joined, seen_vllm, had_fact
