@@ -113,3 +113,15 @@ def test_request_records_on_the_log_clock_go_to_the_load_they_arrived_in(tmp_pat
     # records on another clock (seconds from a trace's start) cannot be placed: every load sees them all
     rel = [RequestRecord("x", 1.0), RequestRecord("y", 500.0)]
     assert [len(p[1]) for p in _split_loads(seg, rel, Thresholds())] == [2, 2]
+
+
+def test_a_request_that_came_and_went_between_two_lines_bridges_the_gap(tmp_path):
+    # nothing running or waiting at 10:03:00, but that interval processed tokens: no 60 s stretch of idle engine
+    lines = two_loads(gap_s=90.0)[:7]
+    lines.insert(7, line(T0 + timedelta(seconds=105), 0, 0, 0.0, prompt=812.0, gen=40.0))
+    lines += [line(T0 + timedelta(seconds=150 + 10 * i), 48, 30, 99.0) for i in range(6)]
+    d = diagnose(load_evidence([write(tmp_path, lines)]))
+    assert len(d.instances) == 1
+    # the same interval with no tokens processed is idle: two loads
+    lines[7] = idle(T0 + timedelta(seconds=105))
+    assert len(diagnose(load_evidence([write(tmp_path, lines)])).instances) == 2

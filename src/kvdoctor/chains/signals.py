@@ -203,8 +203,12 @@ def loads(tl, th: Thresholds) -> list[Load]:
     t, run, wait = _arr(tl.t), _arr(tl.running), _arr(tl.waiting)
     if any(math.isnan(x) for x in t):
         return whole
-    idle = [r == 0 and w == 0 for r, w in zip(run, wait)]  # NaN is not idle: an unknown sample never splits
-    busy_rows = [i for i in range(n) if not idle[i]]
+    tps = [max((x for x in pair if x == x), default=0.0) for pair in zip(_arr(tl.prompt_tps), _arr(tl.gen_tps))]
+    # busy: a request running or waiting (NaN counts: an unknown sample never splits). An interval that processed
+    # tokens with nothing left at its end (a request that came and went between two lines) is no gap either, but it
+    # does not make a load of its own
+    idle = [r == 0 and w == 0 for r, w in zip(run, wait)]
+    busy_rows = [i for i in range(n) if not idle[i] or tps[i] > 0]
     # between two busy samples that far apart the engine was idle (v1 prints one idle line, then logs at debug level
     # until work arrives) or the excerpt was cut: either way two windows of observation, not one
     cuts = [b for a, b in zip(busy_rows, busy_rows[1:]) if t[b] - t[a] >= th.load_gap_s]
