@@ -263,3 +263,29 @@ def test_any_mix_of_fragments_reads_or_is_one_input_error(tmp_path_factory, part
     except InputError:
         return
     assert segs and all(isinstance(n, str) for n in notes)
+
+
+PY_REPLY = ("{'status': 'success', 'data': {'resultType': 'matrix', 'result': [{'metric': {'__name__': "
+            "'vllm:num_requests_running', 'instance': 'vllm-0:8000'}, 'values': [[1733000000.0, '3'], [1733000015.0, "
+            "'5'], [1733000030.0, '7']]}, {'metric': {'__name__': 'vllm:num_requests_waiting', 'instance': "
+            "'vllm-0:8000'}, 'values': [[1733000000.0, '0'], [1733000015.0, '2'], [1733000030.0, '4']]}]}}")
+
+
+def test_a_reply_printed_as_a_python_dict_is_read(tmp_path):
+    # print(resp.json()) in a script: single quotes, so not JSON; read as Python literals, nothing evaluated
+    from kvdoctor.evidence.load import detect_kind, load_evidence
+
+    p = tmp_path / "q.txt"
+    p.write_text(">>> print(r.json())\n" + PY_REPLY + "\nSd: 0.0045\n")
+    assert detect_kind(str(p)) == "prometheus"
+    (seg,) = load_evidence([str(p)]).segments
+    assert list(seg.timeline.running) == [3, 5, 7] and list(seg.timeline.waiting) == [0, 2, 4]
+
+
+def test_a_python_dict_that_is_cut_or_holds_code_is_not_run(tmp_path):
+    from kvdoctor.evidence.promfile import python_documents
+
+    # a cut reply keeps the series inside it that are whole, as a cut JSON reply does
+    got = python_documents(PY_REPLY[:-60])
+    assert [d["metric"]["__name__"] for d in got] == ["vllm:num_requests_running"]
+    assert python_documents("{'status': __import__('os').system('true')}") == []

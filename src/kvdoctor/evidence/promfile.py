@@ -10,6 +10,7 @@ timeline from the file as from the server. Accepted (docs/evidence.md "Prometheu
   another), and replies a tutorial trimmed (no ``resultType``);
 * any of these inside a terminal capture or a ticket: the shell commands and prose around the JSON are passed over;
 * replies wrapped in another tool's record (a script's ``{"running": reply, ...}``, a proxy's envelope);
+* replies a script printed as Python dicts (``print(resp.json())``), read as literals when no JSON is found;
 * Grafana's data frames (the query inspector's JSON, ``/api/ds/query``): a frame's time field and each number field
   whose labels (or display name) name a ``vllm:*`` series.
 
@@ -51,12 +52,18 @@ def is_reply(doc: object) -> bool:
 _SERIES_TEXT = re.compile(r'"metric"\s*:\s*\{[^{}]*"__name__"\s*:\s*"(?:kserve_|ray_)?vllm[:_]')
 
 
+_PY_START = re.compile(r"\{\s*'(?:status|data|metric|resultType)'\s*:")
+
+
 def sniff(head: str) -> bool:
     """Whether a file's first bytes hold a saved query result: whole, cut (a big reply's head is not valid JSON), or
-    inside a terminal capture (``curl … | jq .`` and its output)."""
+    inside a terminal capture (``curl … | jq .`` and its output); also a reply a script printed as a Python dict
+    (``print(resp.json())``, prometheus-api-client's results)."""
     if '"resultType"' in head and '"result"' in head:
         return True
     if _SERIES_TEXT.search(head):
+        return True
+    if "'resultType'" in head and "'result'" in head and _PY_START.search(head):
         return True
     return '"frames"' in head and '"schema"' in head and '"fields"' in head
 
@@ -82,8 +89,58 @@ def documents(text: str, what: str) -> list[Any]:
     first_error = json_in_text(s, starts, lambda doc: out.append(doc) is None, max_tries=MAX_ATTEMPTS,
                                budget=4 * len(s) + (1 << 20))
     if not out:
+        out = python_documents(s)
+    if not out:
         raise InputError(f"{what} is not valid JSON" + (f" ({first_error})" if first_error else ""))
     return out
+
+
+def python_documents(text: str, max_tries: int = 2_000) -> list[Any]:
+    """Replies a script printed as Python dicts (single quotes; ``True``/``None``): each balanced ``{'status': …}``,
+    ``{'data': …}`` or ``{'metric': …}`` read with ``ast.literal_eval`` (literals only, nothing is run). A cut one is
+    skipped."""
+    import ast
+
+    out: list[Any] = []
+    resume = tries = 0
+    for m in _PY_START.finditer(text):
+        i = m.start()
+        if i < resume or tries >= max_tries:
+            continue
+        tries += 1
+        end = _balanced_end(text, i)
+        if end is None:
+            continue
+        try:
+            doc = ast.literal_eval(text[i:end])
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(doc, dict):
+            out.append(doc)
+            resume = end
+    return out
+
+
+def _balanced_end(text: str, i: int) -> int | None:
+    """The offset after the bracket that closes the one at ``i``, quotes respected; None when the text ends first."""
+    depth, quote, k, n = 0, "", i, len(text)
+    while k < n:
+        c = text[k]
+        if quote:
+            if c == "\\":
+                k += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return k + 1
+        k += 1
+    return None
 
 
 def _is_series(node: dict) -> bool:
