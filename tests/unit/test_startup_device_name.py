@@ -26,3 +26,33 @@ def test_the_gpu_is_read_from_the_fused_moe_config_path(tmp_path):
     from kvdoctor.catalog.gpus import lookup_gpu
 
     assert lookup_gpu(g.gpu_name).name == "NVIDIA GeForce RTX 3090"
+
+
+def test_an_oom_in_cuda_graph_capture_is_a_start_up_death_with_the_graph_advice(tmp_path):
+    # a public 8xA100 excerpt: the traceback runs through torch's CUDAGraph.capture_end (vLLM captures only at start-up)
+    from kvdoctor.chains.diagnose import diagnose
+    from kvdoctor.evidence.load import load_evidence
+
+    pre = "(Worker_TP3 pid=150714) ERROR 09-14 07:53:16 [multiproc_executor.py:674] "
+    p = tmp_path / "capture.log"
+    p.write_text("".join(pre + x + "\n" for x in (
+        'Traceback (most recent call last):',
+        '  File "/venv/lib/python3.12/site-packages/torch/cuda/graphs.py", line 222, in __exit__',
+        "    self.cuda_graph.capture_end()",
+        "torch.AcceleratorError: CUDA error: out of memory")))
+    (inst,) = diagnose(load_evidence([str(p)])).instances
+    assert inst.verdict == "engine-died"
+    assert "captured its CUDA graphs at start-up" in inst.reason and inst.action.startswith("--enforce-eager")
+
+
+def test_an_exception_with_no_death_is_named_with_the_fix_vllm_gives(tmp_path):
+    from kvdoctor.chains.diagnose import diagnose
+    from kvdoctor.evidence.load import load_evidence
+
+    p = tmp_path / "summary.log"
+    p.write_text("ValueError: Weight input_size_per_partition = 14784 is not divisible by min_thread_k = 128. Consider "
+                 "reducing tensor_parallel_size or running with --quantization gptq.\n"
+                 "INFO 02-13 14:17:58 api_server.py:840] vLLM API server version 0.7.2\n")
+    notes = [n for i in diagnose(load_evidence([str(p)])).instances for n in i.notes]
+    assert any(n.startswith("the log shows an exception with no engine death tied to it here: ValueError: Weight "
+                            "input_size_per_partition") and "--quantization gptq or awq" in n for n in notes)

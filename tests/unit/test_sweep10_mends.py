@@ -185,13 +185,18 @@ def test_a_queue_held_at_a_default_cap_between_loads_is_the_cap(tmp_path):
         f"(APIServer pid=119) INFO 09-04 {t} [loggers.py:123] Engine 000: Avg prompt throughput: 100.0 tokens/s, Avg "
         f"generation throughput: 1500.0 tokens/s, Running: {r} reqs, Waiting: {w} reqs, GPU KV cache usage: {kv}%, "
         "Prefix cache hit rate: 20.0%\n" for t, r, w, kv in rows))
-    (inst,) = diagnose(load_evidence([p])).instances
+    # judged as one window (--as-one): the cap rule reads the held samples across the loads
+    (inst,) = diagnose(load_evidence([p]), as_one=True).instances
     assert inst.verdict == "config-starved" and inst.confidence != "high"
     assert "Running sits at 256, a max-num-seqs vLLM uses by default" in inst.reason
     assert "in 1 more the pool is full at the cap too" in inst.reason
+    # by default the three runs are judged apart (minutes of idle between them): a burst, the cap, the full pool
+    d = diagnose(load_evidence([p]))
+    assert [i.verdict for i in d.instances] == ["arrival-bursts", "config-starved", "capacity-short"]
+    assert d.verdict == "config-starved" and "max-num-seqs = 256" in d.instances[1].reason
     # Running climbing to a count that is no default cap stays a burst
     p.write_text(p.read_text().replace("Running: 256 ", "Running: 250 ").replace("Running: 255 ", "Running: 249 "))
-    (inst,) = diagnose(load_evidence([p])).instances
+    (inst,) = diagnose(load_evidence([p]), as_one=True).instances
     assert inst.verdict == "arrival-bursts"
 
 

@@ -213,7 +213,7 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
     exc = _exception(near, ce)
     if exc is not None:
         text, ln = exc
-        hint = next((h for needle, h in _KNOWN_EXCEPTIONS if needle in text), None)
+        hint = known_fix(text)
         return ((hint + f" (vLLM's exception, line {ln})" if hint else
                  f"act on vLLM's exception (line {ln}): {text[:240]}; search vLLM's issues for it with your version"),
                 f"the engine raised {text[:200]}" + ("" if ":" in text else " (no message: an assertion or check inside "
@@ -257,7 +257,20 @@ _KNOWN_EXCEPTIONS = (
      "--ipc=host or --shm-size), or a network interface NCCL cannot use (NCCL_SOCKET_IFNAME)"),
     ("gated repo",
      "HF_TOKEN for an account with access to the model (a gated repository), or a local copy of it"),
+    # Marlin's GPTQ/AWQ kernel (gptq_marlin.py / awq_marlin.py, check_marlin_supported_shape): each TP shard of a
+    # weight must be a multiple of min_thread_k / min_thread_n
+    ("RayChannelTimeoutError",
+     "one engine step took longer than Ray's compiled-graph read timeout (RAY_CGRAPH_get_timeout, as the message "
+     "says): raise it, or find the slow worker (a hung GPU or NCCL peer, a first compile on one node)"),
+    ("is not divisible by min_thread_",
+     "--tensor-parallel-size whose weight shards stay multiples of the Marlin kernel's tile (the message gives it), or "
+     "the checkpoint's non-Marlin kernel (--quantization gptq or awq), as vLLM's message says"),
 )
+
+
+def known_fix(text: str) -> str | None:
+    """The one-setting fix vLLM's own message names for an exception (``_KNOWN_EXCEPTIONS``), else None."""
+    return next((h for needle, h in _KNOWN_EXCEPTIONS if needle in text), None)
 
 
 def _exception(near: list[Event], ce: Event | None) -> tuple[str, int] | None:
@@ -278,6 +291,13 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
     """A CUDA OOM: at start-up the ledger's question; while serving, the utilization that leaves the shortfall."""
     if phase == "at start-up":
         frame = next((e.data["startup_frame"] for e in near if e.data.get("startup_frame")), "start-up")
+        if frame in ("CUDA graph capture", "capture_model"):
+            # the pool was sized before the graphs were captured: what is left for them is too little
+            return ("--enforce-eager (no CUDA graphs), fewer capture sizes (--max-num-seqs lower, or compilation_config "
+                    "cudagraph_capture_sizes), or --gpu-memory-utilization lower so the graphs have room; vLLM 0.21 and "
+                    "later profile the graphs' memory before sizing the KV pool, earlier releases do not",
+                    f"{_runtime(near)} ran out of memory while the engine captured its CUDA graphs at start-up, after the "
+                    "KV pool took its share", {})
         return ("kvdoctor ledger --model ... --gpu ... with these flags: the weights, the activation peak "
                 "(--max-num-batched-tokens) or the CUDA graphs (--enforce-eager drops them) do not fit; then "
                 "quantized weights or --tensor-parallel-size",

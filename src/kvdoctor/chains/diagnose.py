@@ -210,6 +210,8 @@ def diagnose_context(ctx: Context) -> Instance:
         inst.notes.append(held)
     if (kv_fail := _kv_load_failure_note(ctx)) is not None:
         inst.notes.append(kv_fail)
+    if (errs := _error_note(ctx, findings)) is not None:
+        inst.notes.append(errs)
     stop = next((e for e in ctx.events if e.kind == "shutdown-requested"), None)
     if stop is not None and not any(f.rule_id == "engine.died" for f in findings):
         inst.notes.append(f"the server was stopped by its operator (line {stop.line_no}): the errors and warnings after "
@@ -224,6 +226,26 @@ def diagnose_context(ctx: Context) -> Instance:
     inst.carried_by, inst.would_raise, inst.would_overturn = j.carried_by, j.would_raise, j.would_overturn
     inst.leaning = j.leaning
     return inst
+
+
+def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
+    """An exception the log shows with no engine death tied to it here (an excerpt that stops at the error, a
+    pasted summary line): said with the fix vLLM's message names, where it names one. A death's own finding speaks
+    for the exceptions around it."""
+    from kvdoctor.chains.crash import known_fix
+
+    if any(f.rule_id in ("engine.died", "ledger.does-not-fit") for f in findings):
+        return None  # a death or a start-up refusal has its own finding, which names its exception
+    excs = [(str(e.data["exception"]), e.line_no) for e in ctx.events
+            if e.kind in ("error", "engine-error") and e.data.get("exception")]
+    if not excs:
+        return None
+    text, ln = excs[0]
+    fix = known_fix(text)
+    more = f" (and {len(excs) - 1} more)" if len(excs) > 1 else ""
+    return (f"the log shows an exception with no engine death tied to it here: {text[:240]} (line {ln}){more}"
+            + (f"; the fix vLLM's message names: {fix}" if fix else
+               "; if the server stopped there, it is why (search vLLM's issues for it with your version)"))
 
 
 def _kv_load_failure_note(ctx: Context) -> str | None:

@@ -312,6 +312,8 @@ class LinePath:
         sec = None if t is None else int(t)
         killed = kind == "engine-dead" and bool(_KILLED.search(msg) or _NO_TRACEBACK.search(msg))
         frame = next((f for f in _STARTUP_FRAMES if f in msg), None) if "File " in msg or " in " in msg else None
+        if frame is None and ("capture_end()" in msg or "capture_begin(" in msg):
+            frame = "CUDA graph capture"  # torch's CUDAGraph capture: vLLM captures only at start-up (capture_model)
         prev = self._bursts.get(proc)
         if prev is not None and prev[0] == sec and n - prev[2] <= (BURST_GAP_LINES if sec is not None else 20):
             last = prev[1]
