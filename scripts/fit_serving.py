@@ -345,6 +345,22 @@ the ShareGPT workload 1.7x / 1.9x too long, and before the change below was made
   workload reads 6.38 / 19.13 / 9.29 %, not a verdict. Protocols 1-12's records are recomputed on the table they used
   (SHAREGPT_PATH = pre13_sharegpt()); UNCERTAINTY_BANDS rewritten on the new workload (--bands).
 
+Protocol 14, "an eighth blind batch, after protocol 13" (fixed and committed on 2026-12-05 at 07:27 UTC, before batch 14
+was collected and before any of its rows existed):
+
+  1. Why. Protocol 12's blind pool misses the TTFT bar (22.13 %); protocol 13 changed the ShareGPT workload after
+     seeing batch 12, so only results collected after it can judge the model as it now stands.
+  2. No candidate, no fit: the shipped constants and protocol 13's workload are judged unchanged.
+  3. Batch 14: public results collected on 2026-12-05 by a transcriber who does not run kvdoctor, under batch 6's six
+     rules with protocol 10's reading of rule 1, from sources not in batches 1-12, the sweeps of this stop or the
+     ShareGPT totals protocol 13's search read. Rows are committed (``"batch": 14``, ``"split": "held_out"``) before any
+     of their figures is computed. A row the simulator refuses is listed as left out with its reason; no other row is
+     dropped after its figures are seen.
+  4. Evaluation, once, with protocol 13's workload: batch 14 alone; the verdict pool, batches 6-11 and 14 (batch 12,
+     which motivated protocol 13, left out of the pool that judges it); and beside them batches 6-14 and every
+     held-out row, whatever they show. If batch 14 holds no row, that is reported and the verdict stays protocol 12's.
+  5. No batch-14 row, assumption or split changes after its errors are seen.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
