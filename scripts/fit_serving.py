@@ -361,6 +361,14 @@ was collected and before any of its rows existed):
      held-out row, whatever they show. If batch 14 holds no row, that is reported and the verdict stays protocol 12's.
   5. No batch-14 row, assumption or split changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 14"): the transcriber checked about 30 sources and admitted none. The
+  rejections were: sources already used; models outside the catalog (Qwen3-Next, DeepSeek-V3.1, -VL checkpoints);
+  --max-num-batched-tokens or fp8 KV set; sglang's client; releases before 0.8; hardware outside the catalog. One
+  lead, vllm#36559's base arm on an H200, could not be admitted because the excerpt cuts the serve line before the
+  model. Batch 14 holds no row, so nothing was evaluated and the verdict stays protocol 12's. For context (seen rows,
+  not a verdict): the pool protocol 14 would have judged, batches 6-11 with protocol 13's workload, reads 6.39 /
+  19.14 / 9.40 % (179 rows).
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
@@ -930,7 +938,11 @@ def summary(errs) -> dict:
               # protocol 12: the blind pool with batch 12 (a general sweep)
               "blind_batches6_12": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 12),
               # batch 12 alone ("held_out_batch12" already names the refit's held-out rows of batches 1 and 2)
-              "batch12_held_out": lambda e: e["split"] == "held_out" and e.get("batch", 1) == 12}
+              "batch12_held_out": lambda e: e["split"] == "held_out" and e.get("batch", 1) == 12,
+              # protocol 14: batch 14 alone; its verdict pool leaves out batch 12 (which motivated protocol 13)
+              "batch14_held_out": lambda e: e["split"] == "held_out" and e.get("batch", 1) == 14,
+              "pool_p14": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 14),
+              "blind_batches6_14": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 12, 14)}
     for b in range(1, 12):
         groups[f"held_out_batch{b}"] = lambda e, b=b: e["split"] == "held_out" and e.get("batch", 1) == b
         groups[f"fit_batch{b}"] = lambda e, b=b: e["split"] == "fit" and e.get("batch", 1) == b
