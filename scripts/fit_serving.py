@@ -369,6 +369,23 @@ was collected and before any of its rows existed):
   not a verdict): the pool protocol 14 would have judged, batches 6-11 with protocol 13's workload, reads 6.39 /
   19.14 / 9.40 % (179 rows).
 
+Protocol 15, "protocol 14 again, collected untargeted" (fixed and committed on 2026-12-05 at 07:30 UTC, before batch
+15 was collected):
+
+  1. Why. Protocol 14's targeted search found no row. Protocol 12's untargeted sweep had found five rows in twelve
+     items.
+  2. No candidate, no fit: the shipped constants and protocol 13's workload, unchanged.
+  3. Batch 15 is collected as batch 12 was. A helper is told only to transcribe `vllm bench serve` results with their
+     deployment; it is not told the rules or kvdoctor's figures. Sources come from outside batches 1-14, this stop's
+     sweeps and protocol 13's search. The six rules are then applied by me, and the rows committed (``"batch": 15``,
+     ``"split": "held_out"``) before any figure is computed.
+  4. Evaluation, once, with protocol 13's workload:
+     - batch 15 alone;
+     - the verdict pool, batches 6-11 and 15;
+     - beside them, batches 6-15 and every held-out row.
+     If batch 15 holds no row, the verdict stays protocol 12's.
+  5. No batch-15 row, assumption or split changes after its errors are seen.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
@@ -942,7 +959,11 @@ def summary(errs) -> dict:
               # protocol 14: batch 14 alone; its verdict pool leaves out batch 12 (which motivated protocol 13)
               "batch14_held_out": lambda e: e["split"] == "held_out" and e.get("batch", 1) == 14,
               "pool_p14": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 14),
-              "blind_batches6_14": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 12, 14)}
+              "blind_batches6_14": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 12, 14),
+              # protocol 15: batch 15 alone, its verdict pool (batches 6-11 and 15), and batches 6-15
+              "batch15_held_out": lambda e: e["split"] == "held_out" and e.get("batch", 1) == 15,
+              "pool_p15": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 15),
+              "blind_batches6_15": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 12, 14, 15)}
     for b in range(1, 12):
         groups[f"held_out_batch{b}"] = lambda e, b=b: e["split"] == "held_out" and e.get("batch", 1) == b
         groups[f"fit_batch{b}"] = lambda e, b=b: e["split"] == "fit" and e.get("batch", 1) == b
