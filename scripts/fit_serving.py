@@ -386,6 +386,13 @@ Protocol 15, "protocol 14 again, collected untargeted" (fixed and committed on 2
      If batch 15 holds no row, the verdict stays protocol 12's.
   5. No batch-15 row, assumption or split changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 15"): the helper transcribed 10 items and 13 runs, and the rules kept none.
+  - DGX Spark GB10 with a nightly image (rules 1 and 3);
+  - 4× MI100 (rule 3; batch 6 had already left the same file out);
+  - vLLM 0.6.3 and 0.5.0 threads (rule 1);
+  - vllm#15322's L20 pp3+tp8 across hosts (rule 3; batch 11 had already left it out).
+  Batch 15 holds no row, nothing was evaluated, and the verdict stays protocol 12's.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
