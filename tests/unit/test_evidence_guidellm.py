@@ -206,3 +206,30 @@ def test_a_printed_sweep_keeps_every_benchmark_and_tells_them_apart(tmp_path):
     assert [r.fields["median_ttft_ms"] for r in res] == [60.0, 61.0, 62.0, 63.0, 64.0]
     assert [r.fields["duration"] for r in res] == [30.0, 31.0, 32.0, 33.0, 34.0]
     assert res[3].fields["request_rate"] == 1.2 and res[3].fields["output_throughput"] == 400.0
+
+
+def test_reports_of_several_runs_pasted_one_after_another_are_each_read(tmp_path):
+    """Three `guidellm benchmark` runs printed one after another (a public DGX Spark page: 512/256, 2048/512 and
+    128/1024, each synchronous): each report's tables are read together, not only the first report's."""
+    from kvdoctor.evidence.bench import load_bench
+
+    def report(dur: str, ttft: str, out_tps: str) -> str:
+        summary = _console("Run Summary Info", [
+            [("Benchmark", 1), ("Timings", 3)], [("Strategy", 1), ("Dur", 1), ("Warm", 1), ("Cool", 1)],
+            [("", 1), ("Sec", 1), ("Sec", 1), ("Sec", 1)]], [["synchronous", dur, "0.0", "0.0"]])
+        latency = _console("Request Latency Statistics (Completed Requests)", [
+            [("Benchmark", 1), ("TTFT", 2)], [("Strategy", 1), ("ms", 2)], [("", 1), ("Mdn", 1), ("p95", 1)]],
+            [["synchronous", ttft, ttft]])
+        tput = _console("Server Throughput Statistics (All Requests)", [
+            [("Benchmark", 1), ("Requests", 3), ("Output Tokens", 1)],
+            [("Strategy", 1), ("Concurrency", 2), ("Per Sec", 1), ("Per Sec", 1)],
+            [("", 1), ("Mdn", 1), ("Mean", 1), ("Mean", 1), ("Mean", 1)]], [["synchronous", "1.0", "1.0", "0.1",
+                                                                             out_tps]])
+        return "$ guidellm benchmark --profile synchronous ...\n" + summary + latency + tput
+
+    p = tmp_path / "three-runs.log"
+    p.write_text(report("60.0", "120.0", "34.5") + report("61.0", "130.0", "38.9") + report("62.0", "13282.8", "51.9"))
+    res = load_bench(p)
+    assert [r.fields["output_throughput"] for r in res] == [34.5, 38.9, 51.9]
+    assert [r.fields["median_ttft_ms"] for r in res] == [120.0, 130.0, 13282.8]
+    assert [r.fields["duration"] for r in res] == [60.0, 61.0, 62.0]

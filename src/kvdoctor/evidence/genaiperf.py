@@ -23,17 +23,22 @@ from kvdoctor.evidence.model import BenchResult
 from kvdoctor.safeio import printed_number
 
 _TITLE = re.compile(r"\bLLM Metrics\b")
-_UNIT = re.compile(r"\((ms|ns|s|tokens|per sec|tokens/sec|count|requests/sec)\)\s*$", re.I)
-_COMMAND_OPT = re.compile(r"--(concurrency(?:-range)?|request-rate(?:-range)?)[ =]+([\d.]+)")
+_UNIT = re.compile(r"\((ms|ns|s|tokens|per sec|tokens/sec|count|requests/sec|requests)\)\s*$", re.I)
+_COMMAND_OPT = re.compile(r"--(concurrency(?:-range)?|request-rate(?:-range)?)(?:[ =]|\s)+[\"']?([\d.]+)")
 _VARIABLE_OPT = re.compile(r"--(?:concurrency|request-rate)(?:-range)?[ =]+[\"']?\$")
 _ARTIFACT = re.compile(r"-(concurrency|request_rate)([\d.]+)\b")
 _BELOW = re.compile(r"^\s*(Output token throughput|Request throughput) \(per sec\):\s*([\d,.]+)\s*$", re.I)
 
 
+# the header cell of the label column: GenAI-Perf's "Statistic", AIPerf's "Metric"
+_HEADER = re.compile(r"[┃│|]\s*(?:statistic|metric)\s*[┃│|]", re.I)
+
+
 def looks_like_genai_perf(head: str) -> bool:
+    """GenAI-Perf's printed table, or AIPerf's (its successor: "NVIDIA AIPerf | LLM Metrics", a "Metric" column)."""
     low = head.lower()
-    return bool(_TITLE.search(head)) and "statistic" in low and ("time to first token" in low
-                                                               or "request latency" in low)
+    # a narrow table wraps "Time to First" / "Token (ms)" over two rows
+    return bool(_TITLE.search(head)) and bool(_HEADER.search(head)) and ("time to first" in low or "latency" in low)
 
 
 def looks_like_genai_perf_csv(head: str) -> bool:
@@ -106,8 +111,9 @@ def send_pattern(text: str, default: bool = True) -> tuple[dict[str, float], str
         if m.group(1) == "concurrency":
             return {"request_rate": float("inf"), "max_concurrency": float(m.group(2))}, src
         return {"request_rate": float(m.group(2)), "burstiness": 1e6}, src
-    if default and re.search(r"\bgenai-perf\b", text):
-        return {"request_rate": float("inf"), "max_concurrency": 1.0}, "GenAI-Perf's default (a concurrency of 1)"
+    if default and (tool := re.search(r"\b(genai-perf|aiperf)\b", text)):
+        name = "GenAI-Perf" if tool.group(1) == "genai-perf" else "AIPerf"
+        return {"request_rate": float("inf"), "max_concurrency": 1.0}, f"{name}'s default (a concurrency of 1)"
     return {}, ""
 
 
@@ -121,7 +127,11 @@ def parse_genai_perf(text: str, source: str = "") -> list[BenchResult]:
         if not _TITLE.search(line) or not _opens_table(lines, i + 1):
             continue  # prose that names the table
         stats, end = _table(lines, i + 1)
-        send, how = send_pattern("\n".join(lines[start:i]))
+        # AIPerf prints its command under the table ("CLI Command: aiperf profile …"); GenAI-Perf's shows above it
+        nxt = next((k for k in range(end, len(lines)) if _TITLE.search(lines[k]) and _opens_table(lines, k + 1)),
+                   len(lines))
+        after = "\n".join(lines[end:nxt])
+        send, how = send_pattern(after) if "CLI Command:" in after else send_pattern("\n".join(lines[start:i]))
         start = end
         res = _result(stats, send, how, source, "printed table")
         if res is not None:
@@ -142,7 +152,7 @@ def _table(lines: list[str], i: int) -> tuple[dict[str, dict[str, float]], int]:
     """The table's rows from line ``i`` (rich's box characters; a label wrapped onto the next row joins it), then
     early 2024's throughput lines under it. Returns the rows and the line after them."""
     cols: list[str] = []
-    stats: dict[str, dict[str, float]] = {}
+    rows: list[tuple[str, dict[str, float]]] = []  # (the label as printed, its values as printed)
     n = len(lines)
     while i < n:
         ln = lines[i].strip()
@@ -153,16 +163,23 @@ def _table(lines: list[str], i: int) -> tuple[dict[str, dict[str, float]], int]:
             break
         cells = [c for c in re.split(r"[│┃|]", ln)][1:-1]
         if len(cells) < 2:
-            if stats:
+            if rows:
                 break
             continue
-        if cells[0].strip().lower() == "statistic":
+        if cells[0].strip().lower() in ("statistic", "metric"):
             cols = [c.strip().lower() for c in cells[1:]]
             continue
-        name, scale = _label(cells[0])
-        vals = {c: v * scale for c, cell in zip(cols, cells[1:]) if (v := printed_number(cell)) is not None}
-        if vals:  # (a row without values is a wrapped label's second line: "(tokens/sec/user)")
-            stats[name] = vals
+        vals = {c: v for c, cell in zip(cols, cells[1:]) if (v := printed_number(cell)) is not None}
+        if vals:
+            rows.append((cells[0].strip(), vals))
+        elif rows and cells[0].strip():
+            # a wrapped label's next line ("(tokens/sec/user)"; AIPerf wraps "Output Token" / "Throughput" / "(tokens/
+            # sec)" over three): it belongs to the row above
+            rows[-1] = (f"{rows[-1][0]} {cells[0].strip()}", rows[-1][1])
+    stats: dict[str, dict[str, float]] = {}
+    for text, vals in rows:
+        name, scale = _label(text)
+        stats[name] = {c: v * scale for c, v in vals.items()}
     while i < n:
         m = _BELOW.match(lines[i])
         if not m:

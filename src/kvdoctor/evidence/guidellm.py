@@ -507,26 +507,27 @@ def parse_guidellm_console(text: str, source: str = "") -> list[BenchResult]:
     """Each benchmark of GuideLLM 0.4+'s printed tables: its latency medians and p95, its server throughput, its
     duration and token totals."""
     lines = text.splitlines()
-    tables: dict[str, list[tuple[str, dict[tuple[str, str, str], str]]]] = {}
+    # every report printed in the text (one per `guidellm benchmark` run: several runs pasted one after another), each
+    # table in the order its reports printed it
+    found: dict[str, list[list[tuple[str, dict[tuple[str, str, str], str]]]]] = {}
     for i, line in enumerate(lines):
         for title in CONSOLE_TABLES:
-            if title in line and title not in tables:
-                tables[title] = _console_table(lines, i)
-    latency = tables.get("Request Latency Statistics")
-    if not latency:
-        return []
+            if title in line and (rows := _console_table(lines, i)):
+                found.setdefault(title, []).append(rows)
     out = []
-    for k, (strategy, lat) in enumerate(latency):
-        # every table lists the benchmarks in the report's order: row k is benchmark k in each (when its strategy
-        # agrees: a table cut short or of another run is not mixed in)
-        cells: dict[tuple[str, str, str], str] = {}
-        for title in ("Run Summary Info", "Server Throughput Statistics"):
-            other = tables.get(title) or []
-            if k < len(other) and other[k][0] == strategy:
-                cells.update(other[k][1])
-        res = _console_result(strategy, {**cells, **lat}, source)
-        if res is not None:
-            out.append(res)
+    for r, latency in enumerate(found.get("Request Latency Statistics", [])):
+        tables = {title: (occ[r] if r < len(occ) else []) for title, occ in found.items()}
+        for k, (strategy, lat) in enumerate(latency):
+            # every table lists the benchmarks in the report's order: row k is benchmark k in each (when its strategy
+            # agrees: a table cut short or of another run is not mixed in)
+            cells: dict[tuple[str, str, str], str] = {}
+            for title in ("Run Summary Info", "Server Throughput Statistics"):
+                other = tables.get(title) or []
+                if k < len(other) and other[k][0] == strategy:
+                    cells.update(other[k][1])
+            res = _console_result(strategy, {**cells, **lat}, source)
+            if res is not None:
+                out.append(res)
     names = [r.raw["strategy"] for r in out]
     for k, r in enumerate(out):
         if names.count(r.raw["strategy"]) > 1:  # a sweep's constant rows whose rate printed as 0.0: told apart
