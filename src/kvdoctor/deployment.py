@@ -265,7 +265,7 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
                                 f"{'file' if inputs.config else 'command'} does not set: pass --model")
     from kvdoctor.catalog.models import model_directory_note
 
-    shape = _shape_of(model_text, cfg, notes)
+    shape = shape_under(model_text, cfg, notes)
     if (dir_note := model_directory_note(model_text, shape)) is not None:
         notes.append(dir_note)
 
@@ -285,8 +285,9 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
     return configure(shape, gpu, cfg, version=str(version), usage=usage, startup=startup, notes=notes)
 
 
-def _shape_of(model_text: str, cfg: EngineConfig, notes: list[str]) -> ModelShape:
-    """The catalog's shape for ``model_text`` (``shape_for``), with the max-model-len given or measured."""
+def shape_under(model_text: str, cfg: EngineConfig, notes: list[str]) -> ModelShape:
+    """The catalog's shape for ``model_text`` (``shape_for``) under ``cfg``: its max-model-len given or measured. Every
+    model a verb names (the served one, ``check``'s previous model, ``swap``'s pair) is looked up this way."""
     mml = next((v for v in (cfg.max_model_len, cfg.measured.get("max_model_len"))
                 if isinstance(v, int) and not isinstance(v, bool) and v > 0), None)
     return shape_for(model_text, mml, notes)
@@ -346,9 +347,8 @@ def deployment_from_startup(startup: StartupFacts) -> Deployment:
     cfg = from_startup(startup)
     if not (startup.model and startup.gpu_name):
         raise InputError("the start-up log names no model or no GPU")
-    mml = cfg.max_model_len or cfg.measured.get("max_model_len")
     notes: list[str] = []
-    shape, gpu = shape_for(startup.model, mml if isinstance(mml, int) else None, notes), lookup_gpu(startup.gpu_name)
+    shape, gpu = shape_under(startup.model, cfg, notes), lookup_gpu(startup.gpu_name)
     version = startup.vllm_version or DEFAULT_VLLM_VERSION
     resolved = resolve(cfg, shape, gpu, version=version)
     return Deployment(shape=shape, gpu=gpu, config=cfg, resolved=resolved, startup=startup, vllm_version=version,

@@ -56,11 +56,10 @@ def check(
     try:
         inputs = common.resolve_inputs(opts, startup=startup)
         if previous_model:
-            from kvdoctor.deployment import shape_for
+            from kvdoctor.deployment import shape_under
 
             # the same configuration: the max-model-len given or measured, never the new model's own default
-            mml = inputs.config.max_model_len or inputs.config.measured.get("max_model_len")
-            prev = shape_for(previous_model, mml if isinstance(mml, int) else None, prev_notes)
+            prev = shape_under(previous_model, inputs.config, prev_notes)
         res = run_check(inputs, intent=intent, previous_shape=prev)
         res.notes.extend(prev_notes)
     except UnknownModelError as exc:

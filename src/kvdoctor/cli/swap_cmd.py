@@ -34,16 +34,15 @@ def swap(
     from kvdoctor.chains.plan import Target
     from kvdoctor.chains.swap import review
     from kvdoctor.cli.plan_cmd import load_lengths
-    from kvdoctor.deployment import shape_for
+    from kvdoctor.deployment import shape_under
     from kvdoctor.errors import EXIT_FINDING
 
     opts.model = opts.model or new
     inputs = common.resolve_inputs(opts)
     # one configuration for both: a model the catalog knows by its sibling needs its max-model-len given
-    mml = inputs.config.max_model_len or inputs.config.measured.get("max_model_len")
     shape_notes: list[str] = []
-    new_shape = shape_for(new, mml if isinstance(mml, int) else None, shape_notes)
-    old_shape = shape_for(old, mml if isinstance(mml, int) else None, shape_notes)
+    new_shape = shape_under(new, inputs.config, shape_notes)
+    old_shape = shape_under(old, inputs.config, shape_notes)
     dist, workload = load_lengths(trace, lengths, p99_context, wl)
     target = None
     if target_concurrency or target_context:
