@@ -257,11 +257,11 @@ _KNOWN_EXCEPTIONS = (
      "--ipc=host or --shm-size), or a network interface NCCL cannot use (NCCL_SOCKET_IFNAME)"),
     ("gated repo",
      "HF_TOKEN for an account with access to the model (a gated repository), or a local copy of it"),
-    # Marlin's GPTQ/AWQ kernel (gptq_marlin.py / awq_marlin.py, check_marlin_supported_shape): each TP shard of a
-    # weight must be a multiple of min_thread_k / min_thread_n
     ("RayChannelTimeoutError",
      "one engine step took longer than Ray's compiled-graph read timeout (RAY_CGRAPH_get_timeout, as the message "
      "says): raise it, or find the slow worker (a hung GPU or NCCL peer, a first compile on one node)"),
+    # Marlin's GPTQ/AWQ kernel (gptq_marlin.py / awq_marlin.py, check_marlin_supported_shape): each TP shard of a
+    # weight must be a multiple of min_thread_k / min_thread_n
     ("is not divisible by min_thread_",
      "--tensor-parallel-size whose weight shards stay multiples of the Marlin kernel's tile (the message gives it), or "
      "the checkpoint's non-Marlin kernel (--quantization gptq or awq), as vLLM's message says"),

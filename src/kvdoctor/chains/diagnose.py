@@ -120,7 +120,7 @@ class Diagnosis:
         counts = {v: 0 for v in SEVERITY_ORDER}
         for i in self.instances:
             counts[i.verdict] += 1
-        # a log of several loads gives one instance per load: "windows" says how many of the instances are loads
+        # a log of several loads gives one instance per load: "loads" says how many of the instances are loads
         return {"instances": len(self.instances), "verdict": self.verdict, "confidence": self.confidence,
                 "counts": {k: v for k, v in counts.items() if v},
                 "loads": sum(1 for i in self.instances if i.load is not None)}

@@ -24,7 +24,7 @@ from kvdoctor.safeio import printed_number
 
 _TITLE = re.compile(r"\bLLM Metrics\b")
 _UNIT = re.compile(r"\((ms|ns|s|tokens|per sec|tokens/sec|count|requests/sec|requests)\)\s*$", re.I)
-_COMMAND_OPT = re.compile(r"--(concurrency(?:-range)?|request-rate(?:-range)?)(?:[ =]|\s)+[\"']?([\d.]+)")
+_COMMAND_OPT = re.compile(r"--(concurrency(?:-range)?|request-rate(?:-range)?)[=\s]+[\"']?([\d.]+)")
 _VARIABLE_OPT = re.compile(r"--(?:concurrency|request-rate)(?:-range)?[ =]+[\"']?\$")
 _ARTIFACT = re.compile(r"-(concurrency|request_rate)([\d.]+)\b")
 _BELOW = re.compile(r"^\s*(Output token throughput|Request throughput) \(per sec\):\s*([\d,.]+)\s*$", re.I)

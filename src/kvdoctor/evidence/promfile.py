@@ -98,7 +98,7 @@ def documents(text: str, what: str) -> list[Any]:
 def python_documents(text: str, max_tries: int = 2_000) -> list[Any]:
     """Replies a script printed as Python dicts (single quotes; ``True``/``None``): each balanced ``{'status': …}``,
     ``{'data': …}`` or ``{'metric': …}`` read with ``ast.literal_eval`` (literals only, nothing is run). A cut one is
-    skipped."""
+    skipped, and the whole ones inside it are read, as a cut JSON reply's are."""
     import ast
 
     out: list[Any] = []
