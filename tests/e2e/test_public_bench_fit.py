@@ -156,25 +156,34 @@ def test_protocol_6_the_gemm_ceiling_adopted_on_the_blind_pool(fit_script):
     assert pool["output_throughput"] <= 0.15 and pool["mean_ttft_ms"] <= 0.20 and pool["mean_tpot_ms"] <= 0.20
 
 
+def _judged_once(fit_script, batches: tuple, batch: int, n_rows: int, keys: tuple[str, str], ns: tuple[int, int],
+                 wants: tuple[tuple, tuple]) -> tuple[list, dict, dict]:
+    """A blind batch's record recomputed: its rows all held out, then the pool's and the batch's median errors pinned
+    to the recorded figures. Returns (every row's errors, the pool's summary, the batch's)."""
+    from kvdoctor.sim import coefficients as C
+
+    rows = [r for r in fit_script.load_rows() if r.get("batch") in batches]
+    new = [r for r in rows if r["batch"] == batch]
+    assert len(new) == n_rows and all(r["split"] == "held_out" for r in new)
+    errs = fit_script.errors(rows, C.SERVING, C.FRONTEND)
+    s = fit_script.summary(errs)
+    pool, alone = s[keys[0]], s[keys[1]]
+    assert (pool["n"], alone["n"]) == ns
+    for got, want in zip((pool, alone), wants):
+        for m, w in zip(fit_script.METRICS, want):
+            assert got[m] == pytest.approx(w, abs=0.003), (m, got)
+    return errs, pool, alone
+
+
 def test_protocol_9_batch_9_and_the_blind_pool_judged_once(fit_script):
     """Protocol 9 (scripts/fit_serving.py; docs/simulation.md, "Protocol 9"): 12 public results (GPUStack's Qwen3-32B on
     A100 and H100 at vLLM 0.11, Qwen3-8B on an A100 at 0.9.2), committed before kvdoctor was run on them, judged once
     with the shipped constants. Measured: batch 9 21.7 % / 28.3 % / 46.6 % (one row, the H100 32K run, completes no
     request as stated: no prediction); the blind pool (batches 6-9, 178 results) 6.38 % / 19.51 % / 9.29 %, the bar's
     15 / 20 / 20 % met; every held-out row (237) 7.6 / 23.5 / 9.2 %. Pinned to the recorded figures."""
-    from kvdoctor.sim import coefficients as C
-
-    rows = [r for r in fit_script.load_rows() if r.get("batch") in (6, 7, 8, 9)]
-    b9 = [r for r in rows if r["batch"] == 9]
-    assert len(b9) == 12 and all(r["split"] == "held_out" for r in b9)
-    errs = fit_script.errors(rows, C.SERVING, C.FRONTEND)
+    errs, pool, _ = _judged_once(fit_script, (6, 7, 8, 9), 9, 12, ("blind_batches6_9", "held_out_batch9"), (178, 12),
+                                 ((0.0638, 0.1951, 0.0929), (0.2170, 0.2825, 0.4657)))
     assert [e["id"] for e in errs if e["refused"]] == ["b9b-gps-q32-h100-bf16-32K"]
-    s = fit_script.summary(errs)
-    pool, nine = s["blind_batches6_9"], s["held_out_batch9"]
-    assert (pool["n"], nine["n"]) == (178, 12)
-    for got, want in ((pool, (0.0638, 0.1951, 0.0929)), (nine, (0.2170, 0.2825, 0.4657))):
-        for m, w in zip(fit_script.METRICS, want):
-            assert got[m] == pytest.approx(w, abs=0.003), (m, got)
     assert pool["output_throughput"] <= 0.15 and pool["mean_ttft_ms"] <= 0.20 and pool["mean_tpot_ms"] <= 0.20
 
 
@@ -208,17 +217,8 @@ def test_protocol_12_batch_12_and_the_blind_pool_judged_once(fit_script):
     49.4 % / 8.7 %; the blind pool (batches 6-12, 184 results) 6.38 % / 22.13 % / 9.29 %: the TTFT bar (20 %) is MISSED
     on the blind pool (bootstrap 90 % interval of the TTFT median 16.2-28.3 %); every held-out row (243) 7.6 / 24.7 /
     9.2 %. Pinned to the recorded figures, the miss included: a change that moves them is a new protocol's to judge."""
-    from kvdoctor.sim import coefficients as C
-
-    rows = [r for r in fit_script.load_rows() if r.get("batch") in (6, 7, 8, 9, 10, 11, 12)]
-    b12 = [r for r in rows if r["batch"] == 12]
-    assert len(b12) == 5 and all(r["split"] == "held_out" for r in b12)
-    s = fit_script.summary(fit_script.errors(rows, C.SERVING, C.FRONTEND))
-    pool, twelve = s["blind_batches6_12"], s["batch12_held_out"]
-    assert (pool["n"], twelve["n"]) == (184, 5)
-    for got, want in ((pool, (0.0638, 0.2213, 0.0929)), (twelve, (0.0589, 0.4938, 0.0870))):
-        for m, w in zip(fit_script.METRICS, want):
-            assert got[m] == pytest.approx(w, abs=0.003), (m, got)
+    _, pool, _ = _judged_once(fit_script, (6, 7, 8, 9, 10, 11, 12), 12, 5, ("blind_batches6_12", "batch12_held_out"),
+                              (184, 5), ((0.0638, 0.2213, 0.0929), (0.0589, 0.4938, 0.0870)))
     assert pool["output_throughput"] <= 0.15 and pool["mean_tpot_ms"] <= 0.20
     assert pool["mean_ttft_ms"] > 0.20  # the recorded miss (docs/simulation.md, "Protocol 12")
 
@@ -255,17 +255,8 @@ def test_protocol_7_batch_8_and_the_blind_pool_judged_once(fit_script):
     blind pool (batches 6-8, 166 results; 50 TTFTs, 45 TPOTs) 6.33 % / 16.48 % / 7.04 %, the bar's 15 / 20 / 20 % met
     (bootstrap 90 % interval of the TTFT median 13.4-23.2 %); every held-out row (batches 1-8, 225) 7.5 / 23.3 / 8.5 %.
     Pinned to the recorded figures."""
-    from kvdoctor.sim import coefficients as C
-
-    rows = [r for r in fit_script.load_rows() if r.get("batch") in (6, 7, 8)]
-    b8 = [r for r in rows if r["batch"] == 8]
-    assert len(b8) == 12 and all(r["split"] == "held_out" for r in b8)
-    s = fit_script.summary(fit_script.errors(rows, C.SERVING, C.FRONTEND))
-    pool, eight = s["blind_batches6_8"], s["held_out_batch8"]
-    assert (pool["n"], eight["n"]) == (166, 12)
-    for got, want in ((pool, (0.0633, 0.1648, 0.0704)), (eight, (0.0687, 0.1296, 0.0225))):
-        for m, w in zip(fit_script.METRICS, want):
-            assert got[m] == pytest.approx(w, abs=0.003), (m, got)
+    _, pool, _ = _judged_once(fit_script, (6, 7, 8), 8, 12, ("blind_batches6_8", "held_out_batch8"), (166, 12),
+                              ((0.0633, 0.1648, 0.0704), (0.0687, 0.1296, 0.0225)))
     assert pool["output_throughput"] <= 0.15 and pool["mean_ttft_ms"] <= 0.20 and pool["mean_tpot_ms"] <= 0.20
 
 
