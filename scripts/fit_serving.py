@@ -393,6 +393,25 @@ Protocol 15, "protocol 14 again, collected untargeted" (fixed and committed on 2
   - vllm#15322's L20 pp3+tp8 across hosts (rule 3; batch 11 had already left it out).
   Batch 15 holds no row, nothing was evaluated, and the verdict stays protocol 12's.
 
+Protocol 16, "a ninth blind batch, two collectors" (fixed and committed on 2026-12-05 at 08:26 UTC, before batch 16
+was collected and before any of its rows existed):
+
+  1. Why. Protocol 12's blind pool misses the TTFT bar (22.13 %); protocols 14 and 15 found no row to judge protocol
+     13's workload by.
+  2. No candidate, no fit: the constants and workload of this commit are judged unchanged. A change made to the model
+     after this commit is not judged by batch 16; it waits for a later batch.
+  3. Batch 16 is collected by two helpers told only to transcribe `vllm bench serve` results with their deployment (not
+     the six rules, not kvdoctor's figures): one reads GitHub (issues, pull requests, repositories), one reads public
+     pages (blogs, tutorials, vendors' write-ups, Q&A). Sources come from outside batches 1-15, the earlier sweeps and
+     protocol 13's search (/tmp/batch16/EXCLUDE.txt, 500 entries). The six rules are then applied by me, and the rows
+     committed (``"batch": 16``, ``"split": "held_out"``) before any figure is computed.
+  4. Evaluation, once, with the model of this commit:
+     - batch 16 alone;
+     - the verdict pool, batches 6-11 and 16 (batch 12 motivated protocol 13, so it stays out);
+     - beside them, batches 6-16 and every held-out row.
+     If batch 16 holds no row, the verdict stays protocol 12's.
+  5. No batch-16 row, assumption or split changes after its errors are seen.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
