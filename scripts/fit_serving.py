@@ -412,6 +412,18 @@ was collected and before any of its rows existed):
      If batch 16 holds no row, the verdict stays protocol 12's.
   5. No batch-16 row, assumption or split changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 16"): the GitHub collector transcribed 12 sources, 41 runs; the pages
+  collector 7 sources, 25 runs. The rules kept none:
+  - accelerators outside the catalog or not GPUs: DGX Spark GB10, Jetson Thor, TPU v6e/7x, Ascend 910B, a Mac's CPU,
+    AMD MI300X/MI355 (rules 1 and 3);
+  - a vLLM fork (vllm_hybrid), V0-era 0.6.3, images tagged only `latest` or `nightly` (rule 1);
+  - GPU or model not stated, data-parallel pods over two nodes, prefill/decode disaggregation (rules 3 and 4);
+  - an fp8 KV cache with --max-num-batched-tokens (rule 5), medians only or no prompt count (rules 5 and 6);
+  - the one near miss, Qwen2.5-3B-Instruct on an L40S under vLLM 0.27.1 at max-num-seqs 1-16: the card is a HAMi
+    slice limited to 16,000 MiB (a setting the row schema cannot carry, rule 5) and its stored copy names no
+    repository to cite (protocol 12's precedent).
+  Batch 16 holds no row, nothing was evaluated, and the verdict stays protocol 12's.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
