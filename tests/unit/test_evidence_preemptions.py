@@ -110,6 +110,19 @@ def test_v0_is_reconstructed_from_warnings_as_before(tmp_path):
     assert summary(load_evidence([str(p)], year=2026))["preemptions"] == 1.0
 
 
+def test_v0_without_a_warning_is_zero_only_from_the_engines_start(tmp_path):
+    # V0 warns at the 1st, 51st, 101st ... preemption: an excerpt without the start may sit between two warnings
+    p, r = _read(tmp_path, [V0.format(ts=_ts(10 * i)) for i in range(4)])
+    (seg,) = r.segments
+    assert all(math.isnan(x) for x in _pre(seg))
+    assert any("0 to 49 happened in its view" in n for n in r.notes)
+    assert summary(load_evidence([str(p)], year=2026))["preemptions"] is None
+    start = ["INFO 03-01 09:59:00 worker.py:267] Memory profiling takes 7.63 seconds",
+             "INFO 03-01 09:59:00 executor_base.py:111] # cuda blocks: 18418, # CPU blocks: 3437"]
+    p, r = _read(tmp_path, start + [V0.format(ts=_ts(10 * i)) for i in range(4)], "start.log")
+    assert _pre(r.segments[-1]) == [0.0] * 4
+
+
 def test_fast_path_big_file_same_rule(tmp_path):
     # > 4 MiB: read on the fast path (chunk scans); one segment without the field, then one with it
     filler = "(APIServer pid=1) INFO:     10.0.0.1:5000 - \"POST /v1/completions HTTP/1.1\" 200 OK"

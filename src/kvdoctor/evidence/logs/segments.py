@@ -79,9 +79,14 @@ def v0_preemptions_from_warnings(sg: Segment) -> str | None:
     warn = [(e.t, e.data["cumulative"]) for e in sg.events
             if e.kind == "preemption-warning" and e.t is not None and "cumulative" in e.data]
     if not warn:
-        if np.all(np.isnan(tl.preemptions)):
-            tl.preemptions = np.zeros(len(tl))  # no warning at all: no preemption (v0 warns on the 1st)
-        return None
+        if not np.all(np.isnan(tl.preemptions)):
+            return None
+        if sg.startup is not None:
+            tl.preemptions = np.zeros(len(tl))  # no warning since the engine started: no preemption (it warns on the 1st)
+            return None
+        # an excerpt: the count may already have passed a warning before it, and the next comes 50 later
+        return (f"{sg.engine}: preemptions unknown: vLLM V0 warns at the 1st, 51st, 101st … preemption, and this log "
+                "shows no warning and not the engine's start, so 0 to 49 happened in its view")
     warn.sort()
     wt = np.array([w[0] for w in warn], dtype=np.float64)
     wc = np.array([w[1] for w in warn], dtype=np.float64)
