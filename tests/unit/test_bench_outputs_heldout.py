@@ -21,7 +21,8 @@ KEYS = {"completed": "completed", "duration_s": "duration", "output_throughput":
         "mean_tpot_ms": "mean_tpot_ms", "mean_itl_ms": "mean_itl_ms", "request_throughput": "request_throughput",
         "max_concurrency": "max_concurrency", "request_rate": "request_rate", "failed": "failed"}
 NOT_READ = {
-    "bench_throughput_and_latency_rocm_zh": "offline `vllm bench throughput` / `latency`: not a serving result",
+    "bench_throughput_and_latency_rocm_zh": "offline `vllm bench throughput` / `latency`: read apart as Evidence.offline "
+                                            "(tests/unit/test_offline_bench.py), never as serving results",
     "mystous_readme_md_table_two_runs": "markdown tables a person wrote from two runs (Korean headings)",
     "pre2024_total_time_format_zh": "2023 summary: its request rate is only in the Namespace line",
 }

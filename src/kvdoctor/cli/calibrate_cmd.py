@@ -64,6 +64,9 @@ def calibrate_cmd(
     if (same_server or bench_test_request) and not runs:
         raise InputError("--same-server and --bench-test-request describe bench results: give some")
     if same_server:
+        if any(r.offline for r in runs):
+            raise InputError("--same-server: an offline `vllm bench throughput/latency` run starts its own engine, "
+                             "not the server's")
         C.check_same_server(runs)
     model_note = None
     if not (opts.model or opts.serve or opts.config or opts.from_log):
@@ -84,6 +87,7 @@ def calibrate_cmd(
                          "so nothing earlier traffic sent stays cached; drop the option or the override")
     runs = C.warm_prefixes(runs, same_server=same_server, test_request=bench_test_request,
                            block_size=cfg.block_size, num_blocks=cfg.num_blocks)
+    runs = _offline_engine(opts, runs)
     kind = "linear" if linear else "roofline+linear"
     base = None
     if not linear:
@@ -135,6 +139,25 @@ def calibrate_cmd(
         emit_json(payload)
         return
     _render(payload, quiet)
+
+
+def _offline_engine(opts, runs: list) -> list:
+    """The offline runs (`vllm bench throughput/latency`) on the engine they ran: this deployment's flags in vLLM's
+    offline usage context (the LLM class's batch defaults), its own scheduler limits and KV pool."""
+    if not any(r.offline for r in runs):
+        return runs
+    import dataclasses
+
+    from kvdoctor.errors import InputError
+    from kvdoctor.ledger.build import build_ledger
+    from kvdoctor.sim.whatif import layout_of, sched_config
+
+    inputs = common.resolve_inputs(opts, usage="llm")
+    led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved, startup=inputs.startup)
+    if not led.fit_ok:
+        raise InputError(f"the offline runs' engine (LLM class defaults) would not start: {led.startup_error}")
+    cfg = sched_config(inputs.resolved, led.num_blocks, layout_of(inputs.shape, inputs.gpu, inputs.resolved))
+    return [dataclasses.replace(r, cfg=cfg) if r.offline else r for r in runs]
 
 
 def _render(p: dict, quiet: bool) -> None:

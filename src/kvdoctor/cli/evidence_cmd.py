@@ -111,6 +111,22 @@ def _render_bench(con, bench: list[dict]) -> None:
         con.print(f"  … and {len(bench) - BENCH_LINES} more bench result(s) (--json lists every one)")
 
 
+def _render_offline(con, offline: list[dict]) -> None:
+    """One line per `vllm bench throughput/latency` result: its workload as its command gave it, then its figures,
+    and the command that predicts it."""
+    from kvdoctor.evidence.offline import OfflineResult
+
+    for d in offline[:BENCH_LINES]:
+        r = OfflineResult(source=d["source"], tool=d["tool"].rsplit(" ", 1)[-1], fields=d["fields"],
+                          command=d["command"], engine_args=d["engine_args"])
+        load = " ".join(f"{k} {v}".strip() for k, v in r.command.items() if k != "--output-json")
+        where = f" line {d['line']}" if d.get("line") else ""
+        con.print(f"  • {d['tool']} ({os.path.basename(r.source)}{where})" + (f" [{load}]" if load else "")
+                  + f": {r.describe()}")
+    if len(offline) > BENCH_LINES:
+        con.print(f"  … and {len(offline) - BENCH_LINES} more offline result(s) (--json lists every one)")
+
+
 def _render(doc: dict[str, Any], quiet: bool) -> None:
     import time
 
@@ -122,7 +138,8 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
     con.print(f"[bold]Evidence[/bold]: {kinds}")
     every = f" (one sample every {s['interval_s']:g} s)" if s.get("interval_s") else ""
     con.print(f"  samples {s['samples']:,} over {_span(s['span_seconds'])}{every} in {s['segments']} segment(s), "
-              f"{s['startups']} engine start(s), {s['requests']:,} request record(s), {s['bench_results']} bench result(s)")
+              f"{s['startups']} engine start(s), {s['requests']:,} request record(s), {s['bench_results']} bench result(s)"
+              + (f", {s['offline_results']} offline result(s)" if s.get("offline_results") else ""))
     deferred = s.get("max_waiting_deferred")
     con.print(f"  peaks: running {_fmt(s['max_running'], digits=0)}, waiting {_fmt(s['max_waiting'], digits=0)}"
               + (f" (deferred up to {deferred:,.0f})" if deferred else "") + ", "
@@ -177,5 +194,6 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
                     bits.append(f"{k} {st[k]}")
             con.print("      start-up: " + ", ".join(bits))
     _render_bench(con, doc.get("bench") or [])
+    _render_offline(con, doc.get("offline") or [])
     for n in dict.fromkeys(doc.get("notes", []) + ([s["preemptions_note"]] if s.get("preemptions_note") else [])):
         con.print(f"  note: {n}")

@@ -304,7 +304,12 @@ def _load(wl: workload_opts.WorkloadOptions, o: RunOptions):
         if legacy:
             raise InputError(f"give the load either with {', '.join(legacy)} or with the bench-style options "
                              "(--random-input-len, --request-rate, --num-prompts ...), not both")
-        load = LoadSpec.from_workload_spec(wl.spec(trace=trace, default_prompts=100))
+        spec = wl.spec(trace=trace, default_prompts=100)
+        if spec is not None and spec.offline:
+            raise InputError(f"experiment drives `vllm bench serve` against the server it starts; a `vllm bench "
+                             f"{spec.offline}` line is an offline run (give its lengths as --random-input-len/"
+                             "--random-output-len, or predict it with kvdoctor simulate --bench-cmd)")
+        load = LoadSpec.from_workload_spec(spec)
     else:
         if trace and o.rate is not None:
             raise InputError("give either --trace (replayed at its own timestamps) or --rate, not both")

@@ -67,9 +67,7 @@ def simulate_cmd(
         if rate is not None:
             raise InputError("give either --rate (kvdoctor's synthetic workload) or the vllm bench serve options "
                              "(--dataset-name, --request-rate, ...), not both")
-        from kvdoctor.sim.workload import build_workload
-
-        workload = build_workload(wl.spec(trace=trace))
+        workload, opts = _bench_workload(wl, opts, trace)
         if duration is not None:
             workload = workload.until(duration)
         if requests is not None:
@@ -88,8 +86,8 @@ def simulate_cmd(
     inputs = inputs.with_resolved(**changes)  # simulator-only settings, recorded as given
     resolved, led = inputs.resolved, inputs.ledger
     notes = list(inputs.notes) + list(workload.notes)
-    if not led.fit_ok:
-        msg = f"vLLM would not start with this configuration: {led.startup_error}"
+    msg = _refusal(led, workload, resolved.max_model_len)
+    if msg:
         if json_out:
             emit_json({"schema_version": SCHEMA, "model": inputs.shape.name, "gpu": inputs.gpu.name,
                        "error": msg, "summary": None, "notes": notes})
@@ -137,6 +135,8 @@ def simulate_cmd(
                      "one token, so TPOT and throughput are the figures without it; a server gains up to its mean "
                      "acceptance length (its log's 'SpecDecoding metrics') on decode, less the drafting cost")
     payload = to_json(result, inputs, resolved, led, workload, step_model, outputs, notes)
+    if workload.offline:
+        payload["offline"] = offline_payload(result, workload.offline, wl.bench_cmd)
     if html is not None:
         from kvdoctor.report.html import write_html_if_asked
 
@@ -146,6 +146,43 @@ def simulate_cmd(
         emit_json(payload)
         return
     _render(payload, quiet)
+
+
+def _refusal(led, workload, max_model_len: int) -> str | None:
+    """Why nothing would run: vLLM would not start, or an offline bench would stop before its first request."""
+    if not led.fit_ok:
+        return f"vLLM would not start with this configuration: {led.startup_error}"
+    return _offline_stop(workload, max_model_len)
+
+
+def _offline_stop(workload, max_model_len: int) -> str | None:
+    """Why an offline bench would stop before sending anything: throughput.py's run_vllm and latency.py's main assert
+    max_model_len >= prompt + output for every request (the bench's prompt_len: the server-side prompt less the
+    tokenizer's BOS for the random dataset's text prompts; latency's token ids are exact)."""
+    if not workload.offline or not len(workload):
+        return None
+    bos = 1 if workload.offline == "throughput" and workload.name == "random" else 0
+    need = max(p - bos + o for p, o in zip(workload.prompt, workload.output))
+    if need <= max_model_len:
+        return None
+    why = next((n for n in workload.notes if n.startswith("vllm bench throughput lengths")), None)
+    return (f"vllm bench {workload.offline} would stop before running: its requests need up to {need} tokens "
+            f"(prompt + output) and max_model_len is {max_model_len} (AssertionError: Please ensure that "
+            "max_model_len is greater than the sum of prompt_len and expected_output_len for all requests.)"
+            + (f"; {why}" if why else ""))
+
+
+def _bench_workload(wl, opts, trace):
+    """The bench-style workload, and the options whose deployment an offline bench's line gives when nothing else
+    does (its engine flags, the LLM class's defaults)."""
+    import dataclasses
+
+    from kvdoctor.sim.workload import build_workload
+
+    workload = build_workload(wl.spec(trace=trace, vllm_version=opts.vllm_version))
+    if workload.offline and not (opts.serve or opts.config or opts.from_log):
+        opts = dataclasses.replace(opts, serve=wl.bench_cmd)
+    return workload, opts
 
 
 def _workload(trace, rate, arrival, cv, prompt_dist, requests, duration, rate_scale, prefix_groups, prefix_len, seed):
@@ -294,6 +331,46 @@ def to_json(result, inputs, resolved, led, workload, step_model, outputs, notes)
     }
 
 
+def offline_payload(result, tool: str, pasted: str | None) -> dict[str, Any]:
+    """What the offline bench would print, predicted, beside what the pasted capture printed (when ``--bench-cmd``
+    held the run's output too) and the error of each figure both have."""
+    from kvdoctor.evidence.offline import parse_offline_text
+    from kvdoctor.sim.result import offline_figures
+
+    pred = offline_figures(result, tool)
+    out: dict[str, Any] = {"tool": f"vllm bench {tool}", "predicted": pred}
+    measured = [r for r in parse_offline_text(pasted or "", "--bench-cmd") if r.tool == tool]
+    if measured:
+        m = measured[-1].fields
+        out["measured"] = m
+        out["error_pct"] = {k: 100.0 * (pred[k] - m[k]) / m[k] for k in pred if k in m and m[k]}
+        if len(measured) > 1:
+            out["measured_note"] = f"the paste holds {len(measured)} results: compared with the last"
+    return out
+
+
+def offline_lines(off: dict[str, Any]) -> list[str]:
+    """The offline bench's own result lines, predicted (and measured where the paste had them)."""
+    p, m = off["predicted"], off.get("measured") or {}
+    err = off.get("error_pct") or {}
+
+    def vs(k: str, fmt: str) -> str:
+        if k not in m:
+            return ""
+        e = f", {err[k]:+.1f} %" if k in err else ""
+        return f" (measured {format(m[k], fmt)}{e})"
+
+    if off["tool"].endswith("latency"):
+        return [f"Avg latency: {p['avg_latency']:.4f} seconds{vs('avg_latency', '.4f')}"]
+    if "requests_per_second" not in p:
+        return []
+    return [f"Throughput: {p['requests_per_second']:.2f} requests/s{vs('requests_per_second', '.2f')}, "
+            f"{p['tokens_per_second']:.2f} total tokens/s{vs('tokens_per_second', '.2f')}, "
+            f"{p['output_tokens_per_second']:.2f} output tokens/s{vs('output_tokens_per_second', '.2f')}",
+            f"Total num prompt tokens:  {p['total_prompt_tokens']:.0f}{vs('total_prompt_tokens', '.0f')}",
+            f"Total num output tokens:  {p['total_output_tokens']:.0f}{vs('total_output_tokens', '.0f')}"]
+
+
 def _render(payload: dict[str, Any], quiet: bool) -> None:
     from rich.table import Table
 
@@ -345,6 +422,11 @@ def _render(payload: dict[str, Any], quiet: bool) -> None:
     con.print(t)
     con.print(f"simulated {s['duration_s']:.0f} s of serving in {s['steps']} engine steps, {s['wall_s']:.2f} s wall "
               f"(step-time coefficients: {payload['step_time']['coefficients']})")
+    off = payload.get("offline")
+    if off:
+        con.print(f"as `{off['tool']}` prints it (predicted):")
+        for ln in offline_lines(off):
+            con.print("  " + ln, soft_wrap=True)
     from kvdoctor.sim.whatif import uncertainty_text
 
     line = uncertainty_text(payload["step_time"].get("uncertainty") or {})

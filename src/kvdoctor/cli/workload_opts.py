@@ -50,19 +50,21 @@ class WorkloadOptions:
         return any(getattr(self, f.name) not in (None, False) for f in fields(self)
                    if f.name not in ("seed", "calibration"))
 
-    def _with_bench_cmd(self) -> tuple["WorkloadOptions", list[str]]:
+    def _with_bench_cmd(self, vllm_version: str | None = None) -> tuple["WorkloadOptions", list[str], str | None]:
         """These options with the pasted bench command line's workload flags filling what was not given here
-        (an option given on kvdoctor's own command line wins), and the line's flags that were not read."""
+        (an option given on kvdoctor's own command line wins), the line's flags that were not read, and the offline
+        bench it is ("throughput" / "latency", else None)."""
         from dataclasses import replace
 
         from kvdoctor.sim.benchline import parse_bench_cmd
 
-        got, ignored, notes = parse_bench_cmd(self.bench_cmd)
+        got, ignored, notes = parse_bench_cmd(self.bench_cmd, vllm_version)
+        offline = got.pop("offline", None)
         fill = {k: v for k, v in got.items()
                 if getattr(self, k) in (None, False) or (k == "seed" and self.seed == 0)}
         if ignored:
             notes = [f"--bench-cmd: not read (no effect on the load kvdoctor models): {', '.join(ignored)}", *notes]
-        return replace(self, bench_cmd=None, **fill), notes
+        return replace(self, bench_cmd=None, **fill), notes, offline
 
     def rate(self) -> float:
         from kvdoctor.errors import InputError
@@ -76,21 +78,26 @@ class WorkloadOptions:
             raise InputError(f"--request-rate must be a number or inf, got {self.request_rate!r}") from None
         return v
 
-    def spec(self, trace: str | None = None, default_prompts: int = 1000):
+    def spec(self, trace: str | None = None, default_prompts: int = 1000, vllm_version: str | None = None):
         """The ``WorkloadSpec`` these options describe (None when no bench option was given and no
-        trace: the verb then uses its own workload options)."""
+        trace: the verb then uses its own workload options). ``vllm_version``: the deployment's, where the bench's
+        reading of its own flags changed between releases (``vllm bench throughput``'s lengths)."""
         from kvdoctor.errors import InputError
         from kvdoctor.sim.workload import WorkloadSpec
 
         if self.bench_cmd:
-            opts, notes = self._with_bench_cmd()
+            opts, notes, offline = self._with_bench_cmd(vllm_version)
             if not opts.asked() and not trace:  # a line with only defaults is still the bench's workload
                 opts.dataset_name = "random"
+            if offline and trace:
+                raise InputError(f"vllm bench {offline} draws its own requests: give --trace or the offline bench's "
+                                 "command, not both")
             spec = opts.spec(trace=trace, default_prompts=1000)  # the bench's own default count
-            if spec is not None and notes:
+            if spec is not None and (notes or offline):
                 from dataclasses import replace
 
-                spec = replace(spec, notes=tuple(notes))
+                spec = replace(spec, notes=tuple(notes), offline=offline)
+                spec.validate()
             return spec
         if not self.asked() and not trace:
             return None

@@ -618,6 +618,10 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
         raise InputError("empty command line: expected `vllm serve MODEL ...`")
     if re.search(r"(?:^|[\s=(.])LLM\s*\(", text):
         return parse_llm_call(text)
+    from kvdoctor.evidence.offline import offline_tool
+
+    if offline_tool(text) and not _A_COMMAND.search(text):
+        return parse_offline_line(text)
     cfg = EngineConfig(origin="serve-line", usage_context="api")
     known = {**(variables or {}), **_text_assignments(text, variables or {})}
     text, written = _heredocs(text, known)
@@ -631,6 +635,29 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
     _parse_args(args, cfg, positional_model=positional_model,
                 base_dir=Path(base_dir) if base_dir is not None else None, notes=notes, written=written)
     cfg.notes.extend(notes)
+    return cfg
+
+
+def parse_offline_line(text: str) -> EngineConfig:
+    """The engine of a ``vllm bench throughput`` / ``vllm bench latency`` line (or ``benchmark_throughput.py`` /
+    ``benchmark_latency.py``): the line's engine flags (EngineArgs; the bench's own flags are its workload:
+    ``sim.benchline.parse_offline_cmd``), in vLLM's offline usage context ("llm": the LLM class's batch table).
+    ``vllm bench latency`` turns prefix caching off unless the line turns it on (latency.py's set_defaults)."""
+    from kvdoctor.evidence.offline import command_args, split_args
+
+    got = command_args(text)
+    if got is None:
+        raise InputError("not a `vllm bench throughput` or `vllm bench latency` command line")
+    tool, args = got
+    _bench, engine = split_args(tool, args)
+    if tool == "latency":
+        engine = ["--no-enable-prefix-caching", *engine]  # a later --enable-prefix-caching on the line wins
+    cfg = EngineConfig(origin="serve-line", usage_context="llm")
+    notes: list[str] = []
+    _parse_args(engine, cfg, positional_model=False, base_dir=None, notes=notes)
+    cfg.notes.extend(notes)
+    cfg.notes.append(f"the deployment of a `vllm bench {tool}` line: vLLM's LLM class in the bench's process "
+                     "(offline defaults), no API server")
     return cfg
 
 

@@ -34,7 +34,8 @@ def _exposition_without_vllm(head: str) -> bool:
 
 
 def detect_kind(path: str) -> str:
-    """'metrics-folder' | 'metrics' | 'prometheus' (a saved query result) | 'bench' | 'trace' | 'log'."""
+    """'metrics-folder' | 'metrics' | 'prometheus' (a saved query result) | 'bench' | 'offline' (a `vllm bench
+    throughput/latency` --output-json) | 'trace' | 'log'."""
     from kvdoctor.evidence import promfile
     from kvdoctor.evidence.bench import looks_like_bench_json, looks_like_bench_text
     from kvdoctor.evidence.genaiperf import looks_like_genai_perf_json
@@ -67,6 +68,10 @@ def detect_kind(path: str) -> str:
             doc = doc[0]
         if promfile.is_reply(doc):
             return "prometheus"
+        from kvdoctor.evidence.offline import looks_like_offline_json
+
+        if looks_like_offline_json(doc):
+            return "offline"
         # a saved bench result before a trace: its lines are records with numbers too
         if (looks_like_bench_json(doc) or looks_like_guidellm_json(doc) or looks_like_genai_perf_json(doc)
                 or '"generative_benchmark"' in head):
@@ -90,20 +95,47 @@ def detect_kind(path: str) -> str:
 BENCH_IN_LOG_MAX = 64 << 20  # a capture of server and client is small; a big log is not re-read as text
 
 
-def _bench_in_log(path: str) -> list:
-    """The bench result blocks of a log file that also holds them (a server and client capture)."""
-    from kvdoctor.evidence.bench import BLOCK_HEADER, decode_capture, parse_text
+def _capture_text(path: str) -> str | None:
+    """The whole text of a log small enough to re-read for the client results a capture may hold beside the server's
+    lines (one terminal, `tee`); None for a big or gzip log."""
+    from kvdoctor.evidence.bench import decode_capture
 
     try:
         if os.path.getsize(path) > BENCH_IN_LOG_MAX or path.endswith(".gz"):
-            return []
+            return None
         with open(path, "rb") as fh:
-            text = decode_capture(fh.read())
+            return decode_capture(fh.read())
     except OSError:
-        return []
-    if BLOCK_HEADER not in text:
-        return []
-    return [b for b in parse_text(text, path) if b.raw.get("format") == "block"]
+        return None
+
+
+def _bench_in_log(text: str, path: str) -> list:
+    """The bench result blocks of a log's text that also holds them (a server and client capture): vLLM bench's
+    blocks, else EvalScope's summaries."""
+    from kvdoctor.evidence.bench import BLOCK_HEADER, parse_text
+    from kvdoctor.evidence.evalscope import looks_like_evalscope, parse_evalscope
+
+    if BLOCK_HEADER in text:
+        return [b for b in parse_text(text, path) if b.raw.get("format") == "block"]
+    return parse_evalscope(text, path) if looks_like_evalscope(text) else []
+
+
+OFFLINE_NOTE = ("an offline `vllm bench {tool}` result (vLLM's LLM class in the bench's process: no API server, no "
+                "arrivals, no TTFT): read apart, never as serving evidence; `kvdoctor simulate --bench-cmd` with its "
+                "command predicts it")
+
+
+def _offline_in_text(text: str, path: str) -> list:
+    """The `vllm bench throughput` / `latency` results printed in a text (they come last: the whole text is read)."""
+    from kvdoctor.evidence.offline import looks_like_offline_text, parse_offline_text
+
+    return parse_offline_text(text, path) if looks_like_offline_text(text) else []
+
+
+def _add_offline(ev: Evidence, path: str, found: list) -> None:
+    ev.offline.extend(found)
+    for tool in dict.fromkeys(r.tool for r in found):
+        ev.notes.append(f"{path}: " + OFFLINE_NOTE.format(tool=tool))
 
 
 def _looks_like_log(head: str) -> bool:
@@ -159,13 +191,23 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
                     from kvdoctor.evidence.logs.startup import interleaved_services_note
 
                     ev.notes.append(f"{path}: {interleaved_services_note(svc)}")
-            found = _bench_in_log(path)
+            text = _capture_text(path)
+            found = _bench_in_log(text, path) if text else []
             for b in found:
                 ev.bench.append(b)
                 ev.requests.extend(b.requests)
             if found:
-                ev.notes.append(f"{path}: also holds {len(found)} 'Serving Benchmark Result' block(s), read as bench "
-                                "results")
+                what = ("EvalScope summary(ies)" if found[0].raw.get("format") == "evalscope"
+                        else "'Serving Benchmark Result' block(s)")
+                ev.notes.append(f"{path}: also holds {len(found)} {what}, read as bench results")
+            _add_offline(ev, path, _offline_in_text(text, path) if text else [])
+        elif kind == "offline":
+            from kvdoctor.evidence.bench import decode_capture, json_documents
+            from kvdoctor.evidence.offline import parse_offline_json
+            from kvdoctor.safeio import read_document
+
+            docs = json_documents(decode_capture(read_document(path, "evidence")))
+            _add_offline(ev, path, [r for r in (parse_offline_json(d, path) for d in docs) if r is not None])
         elif kind in ("metrics", "metrics-folder"):
             ev.segments.extend(load_metrics(path))
         elif kind == "bench":

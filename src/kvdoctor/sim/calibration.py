@@ -239,6 +239,9 @@ class BenchRun:
     spec_acceptance_length: float | None = None
     # what the reader said of the file this run came from (a GuideLLM CSV's rows it could not read): shown as notes
     read_notes: tuple[str, ...] = ()
+    # "throughput" / "latency": an offline `vllm bench` run (LLM class, no API server): simulated without the front
+    # end, every request sent at t=0, on the offline usage context's engine (``cfg``, set by the caller)
+    offline: str | None = None
 
     def __post_init__(self):
         # Invariant: a warm prefix is a head of each request's own prompt, one entry per request
@@ -264,7 +267,7 @@ class BenchRun:
         warm = None if self.warm_prefix is None else [self.warm_prefix[i] for i in order]
         return Workload(arrival=[arrival[i] - arrival[order[0]] for i in order], prompt=[self.prompt[i] for i in order],
                         output=[self.output[i] for i in order], max_concurrency=self.max_concurrency,
-                        name=self.name, source=self.name, warm_prefix=warm)
+                        name=self.name, source=self.name, warm_prefix=warm, offline=self.offline)
 
 
 def _num(x, default=None):
@@ -540,6 +543,12 @@ def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) ->
                 continue
             docs = [d for d in all_docs if looks_like_bench_json(d)
                     or (isinstance(d, dict) and ("completed" in d or "output_throughput" in d))]
+            from kvdoctor.evidence.offline import looks_like_offline_json
+
+            tool = next((looks_like_offline_json(d) for d in all_docs if looks_like_offline_json(d)), None)
+            if not docs and tool:
+                raise InputError(f"{p}: a `vllm bench {tool} --output-json` file keeps no lengths or command: give "
+                                 "what the bench printed, with its command above it")
             if not docs:
                 raise InputError(f"{p}: not a vllm bench serve JSON result (--save-result): no object with "
                                  "completed / mean_ttft_ms")
@@ -553,9 +562,45 @@ def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) ->
     return runs
 
 
+def offline_runs(text: str, p: str, special_tokens: int = 1) -> list[BenchRun]:
+    """Each `vllm bench throughput` / `vllm bench latency` result printed in ``text`` as a run: its workload from the
+    command (or Namespace) printed above it (``sim.benchline.offline_workload``; the lengths its own totals show),
+    its figure the bench's output throughput (throughput) or its batch's mean latency (latency, as mean E2E)."""
+    from kvdoctor.evidence.offline import parse_offline_text
+    from kvdoctor.sim.benchline import offline_workload
+    from kvdoctor.sim.workload import WorkloadSpec, build_workload
+
+    found = parse_offline_text(text, p)
+    out = []
+    for k, r in enumerate(found, 1):
+        name = Path(p).name if len(found) == 1 else f"{Path(p).name}#{k}"
+        if not r.command:
+            raise InputError(f"{name}: a `vllm bench {r.tool}` result without its command or Namespace(...) above "
+                             "it: its lengths are unknown (paste the command with the output)")
+        wl, _ = offline_workload(r.tool, r.command, total_prompt_tokens=r.fields.get("total_prompt_tokens"))
+        wl.pop("request_rate")
+        tool = wl.pop("offline")
+        spec = WorkloadSpec(**wl, offline=tool, special_tokens=special_tokens)
+        w = build_workload(spec)
+        f = r.fields
+        if tool == "latency":
+            # one batch, sent together, every request exactly its length: its output throughput is the batch's
+            # tokens over the latency (an identity, the same quantity the simulation's throughput is)
+            figs = {"mean_e2el_ms": 1000.0 * f["avg_latency"], "output_throughput": sum(w.output) / f["avg_latency"]}
+        elif "output_tokens_per_second" in f:
+            figs = {"output_throughput": f["output_tokens_per_second"]}
+        else:  # the older line prints all tokens/s: its output share from the workload's own lengths
+            figs = {"output_throughput": f["tokens_per_second"] * sum(w.output) / (sum(w.prompt) + sum(w.output))}
+        out.append(BenchRun(name=name, figures=figs, prompt=list(w.prompt), output=list(w.output),
+                            send=[0.0] * len(w), request_rate=math.inf, burstiness=1.0, max_concurrency=None,
+                            offline=tool))
+    return out
+
+
 def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[BenchRun]:
     from kvdoctor.evidence.bench import (client_results, embedded_json_results, looks_like_sweep_csv, parse_text,
                                          sweep_csv_results)
+    from kvdoctor.evidence.offline import looks_like_offline_text
 
     if looks_like_sweep_csv(text[:65536]):  # vllm bench sweep serve's summary.csv: one run per row
         docs = sweep_csv_results(text, p)
@@ -566,6 +611,8 @@ def _printed_runs(text: str, p: str, special_tokens: int, seed: int) -> list[Ben
         rows = client_results(text, p)  # GuideLLM's or GenAI-Perf's tables, GenAI-Perf's CSV
         if rows:
             return _client_runs(rows, p, special_tokens, seed)
+        if looks_like_offline_text(text):
+            return offline_runs(text, p, special_tokens)
     docs = [] if blocks else embedded_json_results(text)
     if docs:  # saved results pasted inside text (a report's inline code, another tool's record)
         return [bench_run_from_json(d, Path(p).name if len(docs) == 1 else f"{Path(p).name}#{k}",
@@ -785,7 +832,7 @@ def simulate_run(run: BenchRun, setup: Setup, cal: Calibration, detail: bool = F
     k = run.host_stretch if run.host_stretch > 0 else 1.0
     lin = LinearStepTime(**{n: k * float(cal.linear.get(n, 0.0)) for n in LINEAR_KEYS})
     model = CalibratedStepTime(setup.base, cal.scale * k, lin)
-    fe = cal.frontend
+    fe = None if run.offline else cal.frontend  # an offline bench has no API server
     if fe is not None and k != 1.0:
         fe = replace(fe, **{n: k * v for n, v in fe.as_dict().items() if n in FE_KEYS})
     return simulate(run.workload(), run.cfg or setup.cfg, model, detail=detail, frontend=fe, on_step=on_step)

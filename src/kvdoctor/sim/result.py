@@ -46,6 +46,8 @@ class SimSummary:
 
 @dataclass
 class SimResult:
+    """Invariant: every per-request array has one entry per workload request, in workload order."""
+
     summary: SimSummary
     # per request, index = workload order (numpy arrays; NaN where not applicable)
     arrival_s: np.ndarray
@@ -106,3 +108,26 @@ class SimResult:
                 itl_s=None if rejected else self.itl(i),
             ))
         return out
+
+
+def offline_figures(result: SimResult, tool: str) -> dict[str, float]:
+    """The figures an offline bench prints, from a simulated run of its requests (all sent at t=0, no API server):
+    ``vllm bench throughput``'s ``requests_per_second``, ``tokens_per_second`` (prompt + output) and
+    ``output_tokens_per_second`` over the run's elapsed time (first send to last finish; the bench times
+    ``llm.generate`` over every request, vLLM 0.33 throughput.py), with ``total_prompt_tokens`` /
+    ``total_output_tokens`` of the finished requests; ``vllm bench latency``'s ``avg_latency``: one batch from send to
+    its last finish (every iteration runs the same batch, so the mean is that one time)."""
+    import numpy as np
+
+    done = result.status == 2
+    elapsed = float(result.summary.duration_s)
+    if tool == "latency":
+        return {"avg_latency": elapsed}
+    prompt = float(np.sum(result.prompt_tokens[done]))
+    output = float(np.sum(result.output_tokens[done]))
+    n = int(np.sum(done))
+    if not elapsed > 0:
+        return {"total_prompt_tokens": prompt, "total_output_tokens": output, "num_requests": float(n)}
+    return {"requests_per_second": n / elapsed, "tokens_per_second": (prompt + output) / elapsed,
+            "output_tokens_per_second": output / elapsed, "total_prompt_tokens": prompt,
+            "total_output_tokens": output, "num_requests": float(n), "elapsed_time": elapsed}

@@ -309,8 +309,9 @@ def run(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_bl
     w = as_workload(workload, seed)
     if len(w) == 0:
         raise InputError("the workload has no requests")
+    # an offline bench has no API server: the engine core's own work stays in the step model
     return simulate(w, cfg, model, detail=detail, progress=progress, interval_s=interval_s,
-                    frontend=front_end(calibration), on_step=on_step)
+                    frontend=None if w.offline else front_end(calibration), on_step=on_step)
 
 
 def predict(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int,

@@ -49,6 +49,8 @@ class Workload:
     warm_prefix: list[int] | None = None
     # the bench's --ramp-up-strategy that drew the arrivals ({"strategy", "start_rps", "end_rps"}), or None
     ramp_up: dict | None = None
+    # "throughput" / "latency": an offline `vllm bench` run (vLLM's LLM class, no API server: no front-end cost)
+    offline: str | None = None
 
     def __len__(self) -> int:
         return len(self.arrival)
@@ -111,6 +113,7 @@ class Workload:
             "mean_output_tokens": sum(self.output) / n if n else None,
             "max_concurrency": self.max_concurrency,
             **({"ramp_up": dict(self.ramp_up)} if self.ramp_up else {}),
+            **({"offline": f"vllm bench {self.offline}"} if self.offline else {}),
             "notes": list(self.notes),
         }
 
@@ -388,8 +391,16 @@ class WorkloadSpec:
     ramp_up_start_rps: int | None = None
     ramp_up_end_rps: int | None = None
     notes: tuple[str, ...] = ()  # what a pasted bench command line held that was not read (--bench-cmd)
+    # an offline bench (`vllm bench throughput`: every request at t=0 into the LLM class; `vllm bench latency`: one
+    # batch of num_prompts prompts of exactly random_input_len token ids): no API server, so no front-end cost
+    offline: str | None = None
 
     def validate(self) -> None:
+        if self.offline not in (None, "throughput", "latency"):
+            raise InputError(f"offline bench must be throughput or latency, got {self.offline!r}")
+        if self.offline and (not math.isinf(self.request_rate) or self.max_concurrency or self.ramp_up_strategy):
+            raise InputError(f"vllm bench {self.offline} sends every request at once: no --request-rate, "
+                             "--max-concurrency or ramp-up")
         if self.dataset_name not in ("random", "sharegpt", "trace", "synthetic"):
             raise InputError(f"--dataset-name must be random, sharegpt or trace, got {self.dataset_name!r}")
         if self.num_prompts < 1 and not (self.dataset_name == "trace" and self.num_prompts == 0):  # 0: the whole trace
@@ -615,11 +626,17 @@ def build_workload(spec: WorkloadSpec) -> Workload:
             w = w.scaled(spec.rate_scale)
         return replace(w, max_concurrency=spec.max_concurrency, notes=[*w.notes, *spec.notes])
     n = spec.num_prompts
+    if spec.offline == "latency":
+        # benchmarks/latency.py: batch_size prompts of input_len random token ids (TokensPrompt: no special tokens
+        # added, no re-tokenisation), each generating exactly output_len tokens (ignore_eos), all at once
+        return Workload(arrival=[0.0] * n, prompt=[spec.random_input_len] * n, output=[spec.random_output_len] * n,
+                        name="latency", source=f"vllm bench latency batch={n} in={spec.random_input_len} "
+                        f"out={spec.random_output_len}", notes=notes, offline="latency")
     if spec.dataset_name == "random":
         prompt, output = random_lengths(spec)
         src = (f"random in={spec.random_input_len} out={spec.random_output_len} range={spec.random_range_ratio:g}"
                + (f" prefix={spec.random_prefix_len}" if spec.random_prefix_len else ""))
-        if not spec.ignore_eos:
+        if not spec.ignore_eos and not spec.offline:
             notes.append("--dataset-name random without --ignore-eos: vllm bench serve 0.33 sets it itself for "
                          "random with its OpenAI-compatible backends (the default); with an older bench or another "
                          "backend a request may stop at an EOS the model happens to sample; simulated as running to "
@@ -628,7 +645,10 @@ def build_workload(spec: WorkloadSpec) -> Workload:
     elif spec.dataset_name == "sharegpt":
         prompt, output, path = sharegpt_lengths(spec)
         src = f"sharegpt lengths from {path}"
-        if spec.ignore_eos:
+        if spec.offline:
+            notes.append("vllm bench throughput on sharegpt: every request generates exactly its reply's length "
+                         "(the offline bench always sets ignore_eos)")
+        elif spec.ignore_eos:
             notes.append("sharegpt with --ignore-eos: every request generates exactly its reply's length")
         else:
             notes.append("sharegpt: a request stops at EOS; simulated at its recorded reply length (max_tokens)")
@@ -660,8 +680,11 @@ def build_workload(spec: WorkloadSpec) -> Workload:
                 f" (last send at {arrival[-1]:.1f} s)")
     recipe = (f"{src} rate={rate}" + (f" burstiness={spec.burstiness:g}" if spec.burstiness != 1 else "")
               + (f" max_concurrency={spec.max_concurrency}" if spec.max_concurrency else "") + f" seed={spec.seed}")
+    if spec.offline:
+        recipe = f"vllm bench {spec.offline}: {src} (all at once, no API server) seed={spec.seed}"
     return Workload(arrival=arrival, prompt=prompt, output=output, group=group, prefix_len=plen,
                     max_concurrency=spec.max_concurrency, name=spec.dataset_name, source=recipe, notes=notes,
+                    offline=spec.offline,
                     ramp_up=None if ramp is None else {"strategy": ramp, "start_rps": spec.ramp_up_start_rps * spec.rate_scale,
                                                        "end_rps": spec.ramp_up_end_rps * spec.rate_scale})
 
