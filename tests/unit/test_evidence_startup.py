@@ -213,3 +213,34 @@ def test_a_kv_refusal_cut_short_is_still_the_refusal():
     (f,) = read_startup_facts("  ValueError: To serve at least one request with the model's max seq len (1048576),\n"
                               "  23.32 GiB KV cache is needed, which is larger t\n")
     assert (f.startup_error, f.max_model_len, f.error_needed_bytes) == ("kv-too-small", 1048576, None)
+
+
+def test_a_server_command_pasted_with_the_log_fills_what_the_log_does_not_say(tmp_path):
+    # a ticket's paste: the command, then a V0 start-up that never names the model or the TP size
+    from kvdoctor.engine.sources import from_startup
+    from kvdoctor.evidence.logs.facts import read_startup_facts
+    from kvdoctor.evidence.logs.reader import read_log
+
+    text = ("$ vllm serve /mnt/models/DeepSeek-R1 --served-model-name r1 \\\n"
+            "    --tensor-parallel-size 8 --gpu-memory-utilization 0.85 \\\n"
+            "    --max-model-len 128000\n"
+            "INFO 03-15 20:36:48 worker.py:267] Memory profiling takes 7.63 seconds\n"
+            "INFO 03-15 20:36:48 worker.py:267] the current vLLM instance can use total_gpu_memory (139.81GiB) x "
+            "gpu_memory_utilization (0.85) = 118.84GiB\n"
+            "INFO 03-15 20:36:48 executor_base.py:111] # cuda blocks: 18418, # CPU blocks: 3437\n"
+            "INFO 03-15 20:36:48 executor_base.py:116] Maximum concurrency for 128000 tokens per request: 2.30x\n")
+    p = tmp_path / "paste.log"
+    p.write_text(text)
+    (facts,) = read_startup_facts(str(p))
+    assert facts.engine_config["command_line"] == 1 and "--max-model-len 128000" in facts.engine_config["command"]
+    (seg,) = read_log(p, year=2026).segments
+    assert seg.startup.engine_config["command"] == facts.engine_config["command"]  # the streaming reader too
+    cfg = from_startup(facts)
+    assert (cfg.model, cfg.tensor_parallel_size, cfg.max_model_len) == ("/mnt/models/DeepSeek-R1", 8, 128000)
+    assert any("pasted with the log (line 1)" in n for n in cfg.notes)
+    # prose that names the command is not one, and the log's own non-default args win over a pasted command
+    p.write_text("we ran vllm serve on it with TP 8\n" + text.split("\n", 3)[3])
+    assert "command" not in read_startup_facts(str(p))[0].engine_config
+    p.write_text("vllm serve m --max-model-len 4096\nINFO 03-15 20:36:40 api_server.py:1] non-default args: "
+                 "{'model': 'm', 'max_model_len': 8192}\n" + text.split("\n", 3)[3])
+    assert from_startup(read_startup_facts(str(p))[0]).max_model_len == 8192

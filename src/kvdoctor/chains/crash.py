@@ -248,13 +248,19 @@ _KNOWN_EXCEPTIONS = (
     ("are not supported for now",
      "this vLLM release has no implementation of the model's architecture: a release that has it"),
     # NCCL's own words for a failure below it (nccl.h ncclResult_t): the common causes operators hit with vLLM
-    ("NCCL error: unhandled cuda error",
+    # (torch's ProcessGroupNCCL spells them "NCCL error in: <file>:<line>, unhandled system error")
+    ("unhandled cuda error",
      "NCCL_DEBUG=INFO names the failing CUDA call: most often a driver and CUDA runtime that do not match, peer-to-peer "
      "access between the GPUs blocked (NCCL_P2P_DISABLE=1 tests it; IOMMU/ACS on PCIe hosts), or a GPU in a bad state "
      "(nvidia-smi, dmesg Xid)"),
-    ("NCCL error: unhandled system error",
+    ("unhandled system error",
      "NCCL_DEBUG=INFO names the failing system call: most often too little shared memory in the container (docker "
      "--ipc=host or --shm-size), or a network interface NCCL cannot use (NCCL_SOCKET_IFNAME)"),
+    # the API server's wait for its engine cores (v1/engine/core_client.py; "...to send initial message" before)
+    ("Timed out waiting for engine",
+     "the engine cores did not report ready in time (slow weight loading, or a long warm-up such as DeepGEMM's): "
+     "VLLM_ENGINE_READY_TIMEOUT_S=<seconds> raises the wait (600 s by default in vLLM 0.33; vllm#27444 made it "
+     "configurable)"),
     ("gated repo",
      "HF_TOKEN for an account with access to the model (a gated repository), or a local copy of it"),
     ("RayChannelTimeoutError",
@@ -297,6 +303,12 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                     "cudagraph_capture_sizes), or --gpu-memory-utilization lower so the graphs have room; vLLM 0.21 and "
                     "later profile the graphs' memory before sizing the KV pool, earlier releases do not",
                     f"{_runtime(near)} ran out of memory while the engine captured its CUDA graphs at start-up, after the "
+                    "KV pool took its share", {})
+        if frame == "_dummy_sampler_run" or any("warming up sampler" in _text(e) for e in near):
+            # vLLM's own message: the sampler's warm-up runs max_num_seqs dummy requests at once (gpu_model_runner)
+            return ("--max-num-seqs lower (the sampler's warm-up runs that many dummy requests at once) or "
+                    "--gpu-memory-utilization lower, as vLLM's message says",
+                    f"{_runtime(near)} ran out of memory while the engine warmed up its sampler at start-up, after the "
                     "KV pool took its share", {})
         return ("kvdoctor ledger --model ... --gpu ... with these flags: the weights, the activation peak "
                 "(--max-num-batched-tokens) or the CUDA graphs (--enforce-eager drops them) do not fit; then "

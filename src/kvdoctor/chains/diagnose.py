@@ -244,7 +244,7 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
     fix = known_fix(text)
     more = f" (and {len(excs) - 1} more)" if len(excs) > 1 else ""
     return (f"the log shows an exception with no engine death tied to it here: {text[:240]} (line {ln}){more}"
-            + (f"; the fix vLLM's message names: {fix}" if fix else
+            + (f"; the known fix: {fix}" if fix else
                "; if the server stopped there, it is why (search vLLM's issues for it with your version)"))
 
 

@@ -1067,10 +1067,29 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
         measured["interconnect"] = ec["interconnect"]
     elif str(ec.get("disable_custom_all_reduce", "")).strip() in ("True", "true", "1"):
         measured["interconnect"] = "pcie"
+    if ec.get("command"):
+        cfg = _with_pasted_command(cfg, str(ec["command"]), ec.get("command_line"))
     cfg.measured = measured
     if facts.vllm_version:
         cfg.vllm_version = facts.vllm_version
     return cfg
+
+
+def _with_pasted_command(cfg: EngineConfig, command: str, line: int | None) -> EngineConfig:
+    """A server command pasted with the log: its flags fill what the log's own lines do not say (they win where both
+    speak: the log shows what ran)."""
+    try:
+        pasted = parse_serve_line(command)
+    except InputError:
+        return cfg
+    given = sorted(k for k, v in pasted.given().items() if not str(k).startswith("extra.") and k not in cfg.given())
+    if not given:
+        return cfg
+    out = merge([pasted, cfg])
+    out.origin = cfg.origin
+    out.notes = [*cfg.notes, f"from the server command pasted with the log{f' (line {line})' if line else ''}: "
+                 + ", ".join(f"--{k.replace('_', '-')}" for k in given) + "; the log's own lines win where both say"]
+    return out
 
 
 # Flags kept in ``extra`` (not EngineConfig fields, so the journal's schema stays put) that

@@ -32,7 +32,23 @@ FULL_NEEDLES = (
     b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL", b"Process EngineCore", b"Heartbeat monitor", b"Killed",
     b"Sequence group",  # V0's preemption warning, when a page broke it before "preempted by" (_pieces_after)
     b"device_name=",  # the GPU's name, in the fused-MoE config path (startup.R_DEVICE_NAME)
+    b"vllm serve", b"vllm.entrypoints",  # a server command pasted with the log (startup.SERVE_COMMAND)
 )
+_COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints")
+
+
+def _add_following(work: bytes, le: int, starts: set[int], limit: int, continued: bool = False) -> None:
+    """The starts of the lines after the one ending at ``le`` (lines that hold no needle of their own): up to
+    ``limit`` of them, or with ``continued`` only while each line before ends with a backslash."""
+    q = le
+    for _ in range(limit):
+        if q + 1 >= len(work):
+            return
+        starts.add(q + 1)
+        nq = work.find(b"\n", q + 1)
+        if nq == -1 or (continued and work[nq - 1:nq] != b"\\"):
+            return
+        q = nq
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly", b"Traceback", b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
@@ -355,16 +371,11 @@ class LinePath:
                 le = work.find(b"\n", p)
                 if le == -1:
                     break
+                if nd in _COMMAND_NEEDLES and work[le - 1:le] == b"\\":
+                    _add_following(work, le, starts, 60, continued=True)  # a pasted command's continuation lines
                 if nd == b"Memory profiling" and work[le - 1:le] == b":":
                     # v0's tabular block: "Memory profiling results:" then one "key  value" row per line
-                    q = le
-                    for _ in range(12):
-                        if q + 1 >= len(work):
-                            break
-                        starts.add(q + 1)
-                        q = work.find(b"\n", q + 1)
-                        if q == -1:
-                            break
+                    _add_following(work, le, starts, 12)
                 p = work.find(nd, le)
         if with_stats:
             self._hostile(work, base)

