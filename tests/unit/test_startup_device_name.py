@@ -56,3 +56,33 @@ def test_an_exception_with_no_death_is_named_with_the_fix_vllm_gives(tmp_path):
     notes = [n for i in diagnose(load_evidence([str(p)])).instances for n in i.notes]
     assert any(n.startswith("the log shows an exception with no engine death tied to it here: ValueError: Weight "
                             "input_size_per_partition") and "--quantization gptq or awq" in n for n in notes)
+
+
+def test_the_sampler_warm_up_oom_gets_vllms_own_fix(tmp_path):
+    # a public 0.11 start-up: the OOM comes while the sampler warms up with max_num_seqs dummy requests
+    from kvdoctor.chains.diagnose import diagnose
+    from kvdoctor.evidence.load import load_evidence
+
+    pre = "(EngineCore_DP0 pid=39535) ERROR 03-03 19:38:29 [core.py:708] "
+    p = tmp_path / "sampler.log"
+    p.write_text("".join(pre + x + "\n" for x in (
+        "Traceback (most recent call last):",
+        '  File "/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py", line 3000, in '
+        "_dummy_sampler_run",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 594.00 MiB. GPU 0 has a total capacity of "
+        "79.33 GiB of which 508.44 MiB is free.",
+        "RuntimeError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please try "
+        "lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.")))
+    (inst,) = diagnose(load_evidence([str(p)])).instances
+    assert inst.verdict == "engine-died" and inst.action.startswith("--max-num-seqs lower")
+    assert "warmed up its sampler" in inst.reason
+
+
+def test_known_fixes_in_torchs_nccl_spelling_and_for_the_engine_ready_timeout(tmp_path):
+    from kvdoctor.chains.crash import known_fix
+
+    nccl = ("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5")
+    assert "shared memory" in known_fix(nccl)
+    assert "VLLM_ENGINE_READY_TIMEOUT_S" in known_fix("TimeoutError: Timed out waiting for engine core processes to "
+                                                      "start. This is often caused by slow weight loading")
