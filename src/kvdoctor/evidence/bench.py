@@ -455,9 +455,9 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
 
 def client_results(text: str, source: str, docs: list | None = None) -> list[BenchResult]:
     """The other clients' results, for ``evidence`` and ``calibrate`` alike: GuideLLM's saved report, GenAI-Perf's
-    JSON export and EvalScope's summary JSON among the JSON ``docs`` of a file, else, in ``text``, EvalScope's printed
-    summaries, GenAI-Perf's CSV export or the printed tables of GuideLLM or GenAI-Perf."""
-    from kvdoctor.evidence import evalscope, genaiperf, guidellm
+    JSON export, EvalScope's and LLMPerf's summary JSON among the JSON ``docs`` of a file, else, in ``text``, the printed
+    summaries of EvalScope or LLMPerf, GenAI-Perf's CSV export or the printed tables of GuideLLM or GenAI-Perf."""
+    from kvdoctor.evidence import evalscope, genaiperf, guidellm, llmperf
 
     if docs is not None:
         return [r for d in docs for r in (guidellm.parse_guidellm_json(d, source)
@@ -465,9 +465,13 @@ def client_results(text: str, source: str, docs: list | None = None) -> list[Ben
                                           else genaiperf.parse_genai_perf_json(d, source)
                                           if genaiperf.looks_like_genai_perf_json(d)
                                           else evalscope.parse_evalscope_json(d, source)
-                                          if evalscope.looks_like_evalscope_json(d) else [])]
+                                          if evalscope.looks_like_evalscope_json(d)
+                                          else llmperf.parse_llmperf_json(d, source)
+                                          if llmperf.looks_like_llmperf_json(d) else [])]
     if evalscope.looks_like_evalscope(text):
         return evalscope.parse_evalscope(text, source)
+    if llmperf.looks_like_llmperf(text):
+        return llmperf.parse_llmperf(text, source)
     if genaiperf.looks_like_genai_perf_csv(text[:65536]):
         return genaiperf.parse_genai_perf_csv(text, source)
     if guidellm.looks_like_guidellm_csv(text[:65536]):
@@ -533,6 +537,7 @@ def looks_like_bench_text(head: str) -> bool:
     """A printed result: the block (with its header, or its figures pasted without it), the legacy summary, or
     GuideLLM's tables."""
     from kvdoctor.evidence.evalscope import looks_like_evalscope
+    from kvdoctor.evidence.llmperf import looks_like_llmperf
     from kvdoctor.evidence.genaiperf import looks_like_genai_perf, looks_like_genai_perf_csv
     from kvdoctor.evidence.guidellm import (looks_like_guidellm, looks_like_guidellm_csv, looks_like_guidellm_yaml,
                                             looks_like_newer_guidellm)
@@ -540,5 +545,6 @@ def looks_like_bench_text(head: str) -> bool:
     return (BLOCK_HEADER in head or looks_like_guidellm_csv(head) or looks_like_guidellm_yaml(head) or bool(re.search(r"Total time: [\d.]+ s", head) and "Throughput:" in head)
             or looks_like_guidellm(head) or looks_like_newer_guidellm(head) or looks_like_sweep_csv(head)
             or looks_like_genai_perf(head) or looks_like_genai_perf_csv(head) or looks_like_evalscope(head)
+            or looks_like_llmperf(head)
             or len(set(_HEADLESS_LABELS.findall(head))) >= 3
             or ('"mean_ttft_ms"' in head and '"completed"' in head))  # a saved result pasted inside text

@@ -73,8 +73,11 @@ def detect_kind(path: str) -> str:
         if looks_like_offline_json(doc):
             return "offline"
         # a saved bench result before a trace: its lines are records with numbers too
+        from kvdoctor.evidence.evalscope import looks_like_evalscope_json
+        from kvdoctor.evidence.llmperf import looks_like_llmperf_json
+
         if (looks_like_bench_json(doc) or looks_like_guidellm_json(doc) or looks_like_genai_perf_json(doc)
-                or '"generative_benchmark"' in head):
+                or looks_like_evalscope_json(doc) or looks_like_llmperf_json(doc) or '"generative_benchmark"' in head):
             return "bench"
         if sniff_trace(path):
             return "trace"

@@ -264,7 +264,8 @@ def payload(ev: Evidence, timelines: bool = False) -> dict[str, Any]:
                    "requests": len(b.requests),
                    # where a printed block's send options came from when the bench's own lines did not say
                    **({"provenance": {k: v for k, v in b.raw.items() if k != "format"}}
-                      if b.raw.get("format") in ("block", "guidellm", "genai-perf", "evalscope") and len(b.raw) > 1 else {})}
+                      if b.raw.get("format") in ("block", "guidellm", "genai-perf", "evalscope", "llmperf") and len(b.raw) > 1
+                     else {})}
                   for b in ev.bench],
         "notes": list(ev.notes),
     }
