@@ -36,6 +36,8 @@ def test_rows_that_measured_nothing_are_skipped_and_a_missing_info_table_is_said
     rows = parse_guidellm(STATS, "s.txt")
     assert [r.raw["strategy"] for r in rows] == ["throughput", "poisson@2.00"]
     assert all("info" in r.raw for r in rows)  # no Benchmarks Info: no counts or totals, and it says so
+    # the row that completed nothing is said on the others, not dropped in silence
+    assert all(r.raw["skipped"].startswith("GuideLLM benchmark(s) synchronous completed no request") for r in rows)
     t = rows[0].fields
     assert t["mean_e2el_ms"] == 29060.0 and t["mean_tpot_ms"] == 213.1 and t["guidellm_tpot_ms"] == 211.5
     cut = parse_guidellm(STATS.replace("12.9\n", "12.9|7\n"), "s.txt")  # a row with a cell too many: not read

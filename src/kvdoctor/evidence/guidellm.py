@@ -166,10 +166,21 @@ def parse_guidellm(text: str, source: str = "") -> list[BenchResult]:
         if INFO_HEADER in line:
             info = _rows(lines, i)
         elif STATS_HEADER in line:
+            table: list[BenchResult] = []
+            empty: list[str] = []
             for strategy, cells in _rows(lines, i).items():
                 res = _result(strategy, cells, info.get(strategy), source)
                 if res is not None:
-                    out.append(res)
+                    table.append(res)
+                elif (st := _numbers(cells, STATS_COLUMNS)) is not None and not st.get("request_throughput"):
+                    empty.append(strategy)
+            if empty:  # said on the table's other rows, as the CSV's unread rows are
+                note = (f"GuideLLM benchmark(s) {', '.join(empty)} completed no request (every figure 0.00): not "
+                        "read as runs; at that load the server answered nothing in time (its Info table's Inc/Err "
+                        "columns count the requests cut or failed)")
+                for r in table:
+                    r.raw["skipped"] = note
+            out += table
             info = {}
     return out
 
