@@ -186,3 +186,12 @@ def test_calibrate_fits_on_an_offline_run_and_holds_out_the_other(tmp_path):
         load_bench_runs([str(j)])
     res = CliRunner().invoke(app, ["calibrate", "--gpu", "MI325X", "-m", "Qwen/Qwen3-8B", str(ROCM), "--same-server"])
     assert isinstance(res.exception, InputError) and "starts its own engine" in str(res.exception)
+
+
+def test_bad_counts_and_lengths_are_refused_in_the_benchs_own_words():
+    with pytest.raises(InputError, match="vllm bench throughput --num-prompts must be >= 1, got 0"):
+        parse_bench_cmd("vllm bench throughput --model m --num-prompts 0")
+    with pytest.raises(InputError, match="vllm bench latency --batch-size must be >= 1, got -3"):
+        parse_bench_cmd("vllm bench latency --model m --batch-size -3")  # a negative value is a value, as argparse
+    with pytest.raises(InputError, match="--input-len must be >= 1, got 0"):
+        parse_bench_cmd("vllm bench latency --model m --input-len 0")

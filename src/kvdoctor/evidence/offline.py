@@ -126,7 +126,8 @@ def split_args(tool: str, args: list[str]) -> tuple[dict[str, str], list[str]]:
             engine.append(tok)
             continue
         if own[key] and not eq:
-            if i < len(args) and not args[i].startswith("-"):
+            # a value, a negative number included ("--batch-size -3": argparse takes it as the value)
+            if i < len(args) and (not args[i].startswith("-") or re.fullmatch(r"-\d+(?:\.\d*)?", args[i])):
                 val = args[i]
                 i += 1
         bench[key] = val

@@ -217,6 +217,10 @@ def parse_offline_cmd(text: str, vllm_version: str | None = None) -> tuple[dict,
     return out, [], notes
 
 
+def _or(value, default):
+    return default if value is None else value
+
+
 def offline_workload(tool: str, bench: dict[str, str], *, total_prompt_tokens: float | None = None,
                      vllm_version: str | None = None) -> tuple[dict, list[str]]:
     """(workload option values with ``offline``, notes) of an offline bench's own flags (``evidence.offline.
@@ -243,11 +247,15 @@ def offline_workload(tool: str, bench: dict[str, str], *, total_prompt_tokens: f
                      f"decoded {n} per prompt)")
     if tool == "latency":
         out["dataset_name"] = "random"
-        out["random_input_len"] = num("--input-len") or 32
-        out["random_output_len"] = num("--output-len") or 128
-        out["num_prompts"] = num("--batch-size") or 8
+        out["random_input_len"] = _or(num("--input-len"), 32)
+        out["random_output_len"] = _or(num("--output-len"), 128)
+        out["num_prompts"] = _or(num("--batch-size"), 8)
         if "--use-beam-search" in bench:
             notes.append("--use-beam-search: beam search is not modelled; simulated as sampling")
+        for flag, key in (("--batch-size", "num_prompts"), ("--input-len", "random_input_len"),
+                          ("--output-len", "random_output_len")):
+            if out[key] < 1:
+                raise InputError(f"--bench-cmd: vllm bench latency {flag} must be >= 1, got {out[key]}")
         return out, notes
     # throughput: vLLM 0.33 validate_args + _to_serve_args
     ds = bench.get("--dataset-name", "sharegpt")
@@ -256,7 +264,9 @@ def offline_workload(tool: str, bench: dict[str, str], *, total_prompt_tokens: f
     if ds not in _DATASETS:
         raise InputError(f"--bench-cmd: --dataset-name {ds}: kvdoctor models the random and sharegpt datasets")
     out["dataset_name"] = ds
-    out["num_prompts"] = num("--num-prompts") or 1000
+    out["num_prompts"] = _or(num("--num-prompts"), 1000)
+    if out["num_prompts"] < 1:
+        raise InputError(f"--bench-cmd: vllm bench throughput --num-prompts must be >= 1, got {out['num_prompts']}")
     legacy = {"random_input_len": num("--input-len"), "random_output_len": num("--output-len"),
               "random_prefix_len": num("--prefix-len")}
     given = {"random_input_len": num("--random-input-len"), "random_output_len": num("--random-output-len"),
