@@ -289,3 +289,23 @@ def test_a_python_dict_that_is_cut_or_holds_code_is_not_run(tmp_path):
     got = python_documents(PY_REPLY[:-60])
     assert [d["metric"]["__name__"] for d in got] == ["vllm:num_requests_running"]
     assert python_documents("{'status': __import__('os').system('true')}") == []
+
+
+def test_a_dump_with_its_buckets_cut_reads_no_quantile_and_tritons_model_label_names_the_series(tmp_path):
+    # a README's dump: the buckets between the first and +Inf were replaced by "..."; the mean (32 ms) is above the
+    # last finite bound (1 ms), so Prometheus' answer would only be a floor; Triton's labels are model / version
+    from kvdoctor.evidence.load import load_evidence
+
+    p = tmp_path / "triton.prom"
+    p.write_text("# TYPE vllm:time_to_first_token_seconds histogram\n"
+                 'vllm:time_to_first_token_seconds_count{model="vllm_model",version="1"} 1\n'
+                 'vllm:time_to_first_token_seconds_sum{model="vllm_model",version="1"} 0.0323\n'
+                 'vllm:time_to_first_token_seconds_bucket{model="vllm_model",version="1",le="0.001"} 0\n'
+                 "...\n"
+                 'vllm:time_to_first_token_seconds_bucket{model="vllm_model",version="1",le="+Inf"} 1\n'
+                 "# TYPE vllm:num_requests_running gauge\n"
+                 'vllm:num_requests_running{model="vllm_model",version="1"} 2\n')
+    ev = load_evidence([str(p)])
+    (seg,) = ev.segments
+    assert seg.engine.startswith("vllm_model") and seg.timeline.running[0] == 2
+    assert seg.timeline.ttft_p50 is None or all(x != x for x in seg.timeline.ttft_p50)  # NaN: unknown, not 1 ms

@@ -182,7 +182,8 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
         if suf != "_created":
             snap.unknown += 1
         return
-    key = (labels.get("model_name", ""), labels.get("engine", ""))
+    # Triton's vllm_backend re-exports vLLM's series with its own model / version labels instead of model_name
+    key = (labels.get("model_name") or labels.get("model", ""), labels.get("engine", ""))
     ss = snap.series.get(key)
     if ss is None:
         ss = snap.series[key] = SeriesSnap()
@@ -240,6 +241,26 @@ def quantile(q: float, buckets: list[tuple[float, float]]) -> float:
             return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
         prev_le, prev_c = le, c
     return b[-2][0]
+
+
+def _mean_delta(a: Hist | None, b: Hist) -> float:
+    """The histogram's mean over the interval (sum / count of the increase); NaN when the dump has neither."""
+    s0, c0 = (a.sum, a.count) if a is not None else (0.0, 0.0)
+    ds, dc = b.sum - s0, b.count - c0
+    return ds / dc if dc > 0 and math.isfinite(ds) else math.nan
+
+
+def _bounded_quantile(q: float, buckets: list[tuple[float, float]], mean: float) -> float:
+    """``quantile``, except where the rank falls in the +Inf bucket and the mean lies above the highest finite bound:
+    Prometheus' answer (that bound) is then only a floor, and a dump whose buckets were cut ("..." pasted in their
+    place) would read a 32 ms TTFT as 1 ms; unknown (NaN) instead."""
+    v = quantile(q, buckets)
+    b = sorted(buckets)
+    if len(b) >= 2 and math.isfinite(mean) and v == b[-2][0] and mean > v:
+        total = b[-1][1]
+        if total > 0 and b[-2][1] < q * total:  # the rank is beyond the last finite bucket
+            return math.nan
+    return v
 
 
 def _bucket_delta(a: Hist | None, b: Hist) -> list[tuple[float, float]]:
@@ -325,8 +346,9 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
             for h, p50, p99 in (("ttft", "ttft_p50", "ttft_p99"), ("itl", "itl_p50", "itl_p99")):
                 if h in ss.hists:
                     b = _bucket_delta(prev.hists.get(h) if prev is not None else None, ss.hists[h])
-                    cols[p50][i] = quantile(0.5, b)
-                    cols[p99][i] = quantile(0.99, b)
+                    mean = _mean_delta(prev.hists.get(h) if prev is not None else None, ss.hists[h])
+                    cols[p50][i] = _bounded_quantile(0.5, b, mean)
+                    cols[p99][i] = _bounded_quantile(0.99, b, mean)
             prev, prev_t = ss, ti
         def opt(name: str):
             v = cols[name]
