@@ -143,3 +143,28 @@ def test_the_older_layout_takes_its_rate_from_the_command_above_it():
     assert r.fields["request_rate"] == 4.0 and "--rate 4" in r.raw["request_rate"]
     (r,) = parse_evalscope("evalscope perf --parallel 1 10 --rate 2 5 -n 20 100\n" + OLD, "sweep")
     assert r.fields["request_rate"] == math.inf  # several rates: which summary is which is not printed
+
+
+REPORT = """evalscope perf \\
+    --parallel 1 10 \\
+    --number 5 20 \\
+    --dataset random --min-tokens 256 --max-tokens 256 --min-prompt-length 512 --max-prompt-length 512
+
+                                    Detailed Performance Metrics
+┏━━━━━━┳━━━━━━┳━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┓
+┃      ┃      ┃      Avg ┃    Gen. ┃      Avg ┃      Avg ┃   Success┃
+┃Conc. ┃  RPS ┃  Lat.(s) ┃  toks/s ┃  TTFT(s) ┃  TPOT(s) ┃      Rate┃
+┡━━━━━━╇━━━━━━╇━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━┩
+│    1 │ 0.30 │    3.400 │   77.00 │    0.050 │    0.013 │    100.0%│
+│   10 │ 2.00 │    5.000 │  512.00 │    0.400 │    0.018 │     95.0%│
+└──────┴──────┴──────────┴─────────┴──────────┴──────────┴──────────┘
+"""
+
+
+def test_the_multi_concurrency_summary_report_one_run_per_row():
+    rows = parse_evalscope("╭──╮\n│ Performance Test Summary Report │\n╰──╯\n" + REPORT, "r")
+    assert [r.fields["max_concurrency"] for r in rows] == [1, 10]
+    a, b = (r.fields for r in rows)
+    assert (a["completed"], a["output_throughput"], a["mean_ttft_ms"], a["mean_tpot_ms"]) == (5, 77.0, 50.0, 13.0)
+    assert (b["completed"], b["failed"]) == (19, 1)  # --number 20 at a 95 % success rate
+    assert (b["total_input_tokens"], b["total_output_tokens"]) == (512 * 19, 256 * 19)

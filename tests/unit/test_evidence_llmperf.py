@@ -71,3 +71,10 @@ def test_evidence_and_calibrate_read_both(tmp_path):
     assert [b.fields["completed"] for b in ev.bench] == [50, 100]
     runs = load_bench_runs([str(p)])
     assert runs[0].max_concurrency == 8 and len(runs[0].prompt) == 100
+
+
+def test_a_summary_pasted_without_its_header_and_a_concurrency_set_by_the_script():
+    text = ("export LLM_PERF_CONCURRENT=22\npython3 token_benchmark_ray.py --num-concurrent-requests "
+            "${LLM_PERF_CONCURRENT} --llm-api openai\n\n" + PRINTED.split("openai api.\n", 1)[1].replace("    ", ""))
+    (r,) = parse_llmperf(text, "h.txt")
+    assert r.fields["max_concurrency"] == 22 and r.fields["mean_ttft_ms"] == 300.0 and r.fields["completed"] == 100

@@ -195,3 +195,13 @@ def test_bad_counts_and_lengths_are_refused_in_the_benchs_own_words():
         parse_bench_cmd("vllm bench latency --model m --batch-size -3")  # a negative value is a value, as argparse
     with pytest.raises(InputError, match="--input-len must be >= 1, got 0"):
         parse_bench_cmd("vllm bench latency --model m --input-len 0")
+
+
+def test_an_amd_gpu_gets_no_borrowed_confidence():
+    # the public bands come from NVIDIA runs only: an AMD prediction says so, an NVIDIA one does not
+    args = ["--model", "Qwen/Qwen3-8B", "--dataset-name", "random", "--num-prompts", "50"]
+    amd = _simulate("--gpu", "MI300X", *args)
+    nv = _simulate("--gpu", "H100", *args)
+    assert any("no public run on an AMD GPU" in n for n in amd["notes"])
+    assert amd["step_time"]["uncertainty"]["unchecked_gpu"] == "AMD Instinct MI300X"
+    assert not any("AMD GPU" in n for n in nv["notes"]) and "unchecked_gpu" not in nv["step_time"]["uncertainty"]

@@ -111,7 +111,8 @@ def simulate_cmd(
             steps_file.close()
     step_model = whatif.step_model(inputs.shape, inputs.gpu, resolved, calibration).describe()
     step_model["front_end"] = whatif.front_end(calibration).as_dict()
-    step_model["uncertainty"] = whatif.uncertainty(calibration, result, regime=whatif.workload_regime(workload))
+    step_model["uncertainty"] = whatif.uncertainty(calibration, result, regime=whatif.workload_regime(workload),
+                                                   gpu=inputs.gpu)
     notes += step_model["uncertainty"].get("notes", [])  # a load outside the calibrated range
     outputs = _write_outputs(result, inputs, log_out, metrics_out, requests_out)
     if steps_out:
@@ -134,9 +135,7 @@ def simulate_cmd(
         notes.append(f"speculative decoding ({spec} draft tokens per step) is not modelled: every decode step yields "
                      "one token, so TPOT and throughput are the figures without it; a server gains up to its mean "
                      "acceptance length (its log's 'SpecDecoding metrics') on decode, less the drafting cost")
-    payload = to_json(result, inputs, resolved, led, workload, step_model, outputs, notes)
-    if workload.offline:
-        payload["offline"] = offline_payload(result, workload.offline, wl.bench_cmd)
+    payload = to_json(result, inputs, resolved, led, workload, step_model, outputs, notes, pasted=wl.bench_cmd)
     if html is not None:
         from kvdoctor.report.html import write_html_if_asked
 
@@ -281,7 +280,9 @@ def _arr(a) -> list:
     return [None if (x != x) else round(float(x), 6) for x in a] if a is not None else None
 
 
-def to_json(result, inputs, resolved, led, workload, step_model, outputs, notes) -> dict[str, Any]:
+def to_json(result, inputs, resolved, led, workload, step_model, outputs, notes, pasted=None) -> dict[str, Any]:
+    """The --json document; an offline bench's run adds what the bench would print (``offline``), beside what the
+    ``pasted`` --bench-cmd text printed."""
     from kvdoctor.provenance import Figure
 
     s = result.summary
@@ -328,6 +329,7 @@ def to_json(result, inputs, resolved, led, workload, step_model, outputs, notes)
         },
         "outputs": outputs,
         "notes": notes,
+        **({"offline": offline_payload(result, workload.offline, pasted)} if workload.offline else {}),
     }
 
 

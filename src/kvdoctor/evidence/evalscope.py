@@ -68,8 +68,12 @@ _PCT_METRICS = {"ttft (s)": ("ttft", 1000.0), "ttft (ms)": ("ttft", 1.0), "tpot 
 _PCT_NAMES = {"50%": "median", "99%": "p99", "90%": "p90", "95%": "p95"}
 
 
+_REPORT = re.compile(r"Detailed Performance Metrics")
+
+
 def looks_like_evalscope(head: str) -> bool:
-    return bool(_SUMMARY.search(head)) and ("Time taken for tests" in head or "Test Duration (s)" in head)
+    return ((bool(_SUMMARY.search(head)) and ("Time taken for tests" in head or "Test Duration (s)" in head))
+            or (bool(_REPORT.search(head)) and "Performance Test Summary Report" in head))
 
 
 def looks_like_evalscope_json(doc: object) -> bool:
@@ -82,6 +86,8 @@ def parse_evalscope(text: str, source: str) -> list[BenchResult]:
     (before the next summary)."""
     lines = text.replace("\r\n", "\n").split("\n")
     starts = [i for i, ln in enumerate(lines) if _SUMMARY.search(ln)]
+    if not starts:
+        return _summary_report(lines, source)
     out = []
     for k, i in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(lines)
@@ -199,3 +205,76 @@ def _result(rows: dict[str, str], pct: dict[str, float], source: str) -> BenchRe
         for k in [k for k in f if "ttft" in k]:
             del f[k]
     return BenchResult(source=source, fields=f, raw=raw)
+
+
+# the multi-concurrency "Performance Test Summary Report" (``--parallel 1 10 50 --number 5 20 100``): one row per
+# concurrency; header words (lower case, the two header rows joined) -> (field, factor to vLLM bench's unit)
+_REPORT_COLUMNS = {"conc.": ("max_concurrency", 1.0), "rps": ("request_throughput", 1.0),
+                   "avg lat.(s)": ("mean_e2el_ms", 1000.0), "p99 lat.(s)": ("p99_e2el_ms", 1000.0),
+                   "gen. toks/s": ("output_throughput", 1.0), "avg ttft(s)": ("mean_ttft_ms", 1000.0),
+                   "p99 ttft(s)": ("p99_ttft_ms", 1000.0), "avg tpot(s)": ("mean_tpot_ms", 1000.0),
+                   "p99 tpot(s)": ("p99_tpot_ms", 1000.0), "success rate": ("_success_pct", 1.0)}
+_BOX = re.compile(r"[┃│]")
+
+
+def _summary_report(lines: list[str], source: str) -> list[BenchResult]:
+    """Each concurrency row of EvalScope's "Detailed Performance Metrics" table as one run. The report prints no
+    request counts: the ``evalscope perf`` command above it pairs ``--parallel`` with ``--number``, and its fixed
+    prompt and output lengths (``--min/--max-prompt-length``, ``--min/--max-tokens``, equal) give the token totals."""
+    at = next((i for i, ln in enumerate(lines) if _REPORT.search(ln)), None)
+    if at is None:
+        return []
+    head: list[list[str]] = []
+    rows: list[list[str]] = []
+    for ln in lines[at + 1:]:
+        if "┃" in ln:
+            head.append([c.strip() for c in _BOX.split(ln)[1:-1]])
+        elif "│" in ln:
+            rows.append([c.strip() for c in _BOX.split(ln)[1:-1]])
+        elif rows and not ln.strip():
+            break
+    if not head or not rows:
+        return []
+    names = [" ".join(x for x in col if x).lower() for col in zip(*head)]
+    cmd = _command_values(lines[:at])
+    par, num = cmd.get("--parallel", []), cmd.get("--number", [])
+    counts = dict(zip(par, num)) if len(par) == len(num) else {}
+    fixed = {k: v[0] for k, v in cmd.items() if len(v) == 1}
+    out = []
+    for row in rows:
+        f: dict[str, float] = {}
+        for name, cell in zip(names, row):
+            if name in _REPORT_COLUMNS:
+                key, factor = _REPORT_COLUMNS[name]
+                v = printed_number(cell.rstrip("%"))
+                if v is not None:
+                    f[key] = round(v * factor, 6)
+        if "output_throughput" not in f or "max_concurrency" not in f:
+            continue
+        raw: dict = {"format": "evalscope", "request_rate": "EvalScope's --parallel closed loop (no --rate printed)"}
+        f["request_rate"] = math.inf
+        n = counts.get(f["max_concurrency"])
+        ok = f.pop("_success_pct", None)
+        if n is not None:
+            f["completed"] = round(n * (ok if ok is not None else 100.0) / 100.0)
+            f["failed"] = n - f["completed"]
+            raw["completed"] = "--number paired with --parallel on the command above the report, times its success rate"
+            lens = [(fixed.get(f"--min-{k}"), fixed.get(f"--max-{k}")) for k in ("prompt-length", "tokens")]
+            if all(a is not None and a == b for a, b in lens):
+                f["total_input_tokens"] = lens[0][0] * f["completed"]
+                f["total_output_tokens"] = lens[1][0] * f["completed"]
+        out.append(BenchResult(source=source, fields=f, raw=raw))
+    return out
+
+
+def _command_values(lines: list[str]) -> dict[str, list[float]]:
+    """The numeric options of the last ``evalscope perf`` command in ``lines`` (continuations joined; an option may
+    list several values: ``--parallel 1 10 50``)."""
+    text = re.sub(r"\\[ \t]*\n", " ", "\n".join(ln.rstrip() for ln in lines))
+    cmds = [ln for ln in text.split("\n") if _COMMAND.search(ln)]
+    if not cmds:
+        return {}
+    out: dict[str, list[float]] = {}
+    for m in re.finditer(r"(--[a-z-]+)((?:[=\s]+-?\d+(?:\.\d+)?(?![\w.]))+)", cmds[-1]):
+        out[m.group(1)] = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", m.group(2))]
+    return out

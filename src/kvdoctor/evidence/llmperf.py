@@ -23,7 +23,8 @@ from kvdoctor.safeio import printed_number
 _PRINTED = re.compile(r"Results for token benchmark for (\S+) queried with the (\S+) api", re.I)
 _BLOCK = re.compile(r"^\s*(inter_token_latency_s|ttft_s|end_to_end_latency_s|request_output_throughput_token_per_s|"
                     r"number_input_tokens|number_output_tokens)\s*$")
-_STAT = re.compile(r"^\s+(p\d+|mean|min|max|stddev)\s*=\s*(-?[\d.eE+-]+)\s*$")
+_STAT = re.compile(r"^\s*(p\d+|mean|min|max|stddev)\s*=\s*(-?[\d.eE+-]+)\s*$")
+_TAIL = re.compile(r"^\s*Overall Output Throughput:", re.M)
 _TOTALS = {"number of errored requests": "failed", "overall output throughput": "output_throughput",
            "number of completed requests": "completed", "completed requests per minute": "_per_min"}
 
@@ -33,7 +34,8 @@ def looks_like_llmperf_json(doc: object) -> bool:
 
 
 def looks_like_llmperf(head: str) -> bool:
-    return bool(_PRINTED.search(head)) or ('"results_ttft_s_mean"' in head and '"num_concurrent_requests"' in head)
+    return (bool(_PRINTED.search(head)) or ('"results_ttft_s_mean"' in head and '"num_concurrent_requests"' in head)
+            or (bool(_TAIL.search(head)) and "Number Of Completed Requests:" in head and "ttft_s" in head))
 
 
 def parse_llmperf_json(doc: dict, source: str) -> list[BenchResult]:
@@ -56,6 +58,9 @@ def parse_llmperf(text: str, source: str) -> list[BenchResult]:
     concurrency comes from the command above it (``--num-concurrent-requests N``) when shown."""
     lines = text.replace("\r\n", "\n").split("\n")
     starts = [i for i, ln in enumerate(lines) if _PRINTED.search(ln)]
+    if not starts:  # pasted without its header line: the metric blocks from the first one
+        first = next((i for i, ln in enumerate(lines) if _BLOCK.match(ln)), None)
+        starts = [] if first is None else [first - 1]
     out = []
     for k, i in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(lines)
@@ -76,12 +81,24 @@ def parse_llmperf(text: str, source: str) -> list[BenchResult]:
             label, _, val = ln.partition(":")
             if label.strip().lower() in _TOTALS:
                 totals[_TOTALS[label.strip().lower()]] = printed_number(val)
-        before = "\n".join(lines[starts[k - 1] if k else 0:i])
-        cm = list(re.finditer(r"--num-concurrent-requests[=\s]+(\d+)", before))
-        r = _result(stats, totals, float(cm[-1].group(1)) if cm else None, source)
+        before = "\n".join(lines[starts[k - 1] if k else 0:max(i, 0)])
+        r = _result(stats, totals, _concurrency(before), source)
         if r is not None:
             out.append(r)
     return out
+
+
+def _concurrency(before: str) -> float | None:
+    """``--num-concurrent-requests N`` of the command above the summary; a ``$VAR`` / ``${VAR}`` its script sets
+    (``export VAR=22``) is expanded."""
+    cm = list(re.finditer(r"--num-concurrent-requests[=\s]+[\"']?(\d+|\$\{?(\w+)\}?)", before))
+    if not cm:
+        return None
+    m = cm[-1]
+    if m.group(2) is None:
+        return float(m.group(1))
+    sets = re.findall(rf"^\s*(?:export\s+)?{re.escape(m.group(2))}=[\"']?(\d+)[\"']?\s*$", before, re.M)
+    return float(sets[-1]) if sets else None
 
 
 def _result(stats: dict[tuple[str, str], float], totals: dict, conc: float | None, source: str) -> BenchResult | None:

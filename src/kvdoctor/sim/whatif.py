@@ -156,8 +156,16 @@ def workload_regime(w: Workload) -> str:
     return regime_of(w.max_concurrency, bool(w.arrival) and max(w.arrival) == min(w.arrival))
 
 
+# The public held-out results behind the bands ran on NVIDIA GPUs only (tests/fixtures/bench_public): no AMD run was
+# fitted or checked, and the one public offline pair on an MI325X (docs/simulation.md, "Offline benchmarks") ran at
+# about half the predicted speed.
+UNCHECKED_VENDORS = {"AMD": "no public run on an AMD GPU was fitted or held out: the band comes from NVIDIA GPUs, and "
+                            "the one public offline pair on an MI325X (ROCm) ran at about half the predicted speed; "
+                            "calibrate on this deployment's own runs (kvdoctor calibrate) before trusting a figure"}
+
+
 def uncertainty(calibration: Calibration | None = None, result: SimResult | None = None,
-                regime: str | None = None) -> dict:
+                regime: str | None = None, gpu: GpuSpec | None = None) -> dict:
     """How far to trust a prediction: the median absolute error on results the time model was not
     fitted on (the deployment's held-out runs with a calibration, else the public held-out set). With a
     calibration and the predicted ``result``: where that load leaves the calibrated range (``outside_range``,
@@ -177,6 +185,10 @@ def uncertainty(calibration: Calibration | None = None, result: SimResult | None
             # which way the uncalibrated model missed says nothing of a deployment's own fit: only the spread is kept
             for k in ("median_error", "low", "lean"):
                 band.pop(k, None)
+        vendor = next((v for v in UNCHECKED_VENDORS if gpu is not None and gpu.name.startswith(v + " ")), None)
+        if vendor and calibration is None:
+            band["notes"] = [*band.get("notes", []), UNCHECKED_VENDORS[vendor]]
+            band["unchecked_gpu"] = gpu.name
         return band
     fit = C.SERVING_FIT or {}
     err = (fit.get("median_abs_error") or {}).get("held_out")
