@@ -424,6 +424,24 @@ was collected and before any of its rows existed):
     repository to cite (protocol 12's precedent).
   Batch 16 holds no row, nothing was evaluated, and the verdict stays protocol 12's.
 
+Protocol 17, "a tenth blind batch, from vLLM's own pull requests of 2026" (fixed and committed on 2026-12-05 at 08:56
+UTC, before batch 17 was collected and before any of its rows existed):
+
+  1. Why. Protocols 14-16 read about 80 sources after protocol 13 and found no row; vLLM's own pull requests post
+     before/after `vllm bench serve` results whose baseline arm is stock vLLM main at the PR's date (rule 1's
+     main-branch clause), and protocol 10 found rows there.
+  2. No candidate, no fit: the model of this commit. Its serving predictions are those of protocol 16's commit (the
+     changes since, offline benches and readers, do not touch a `vllm bench serve` prediction); a later change is not
+     judged by batch 17.
+  3. Batch 17 is collected by one helper told only to transcribe the baseline (unpatched) arms of `vllm bench serve`
+     results posted in vllm-project/vllm pull requests and issues dated 2026, with their deployment; it is not told
+     the six rules or kvdoctor's figures. Threads already used or listed in /tmp/batch17/EXCLUDE.txt are skipped. The
+     six rules are then applied by me, and the rows committed (``"batch": 17``, ``"split": "held_out"``) before any
+     figure is computed.
+  4. Evaluation, once: batch 17 alone; the verdict pool, batches 6-11, 16 and 17; beside them every held-out row.
+     If batch 17 holds no row, the verdict stays protocol 12's.
+  5. No batch-17 row, assumption or split changes after its errors are seen.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
