@@ -205,3 +205,11 @@ def test_an_amd_gpu_gets_no_borrowed_confidence():
     assert any("no public run on an AMD GPU" in n for n in amd["notes"])
     assert amd["step_time"]["uncertainty"]["unchecked_gpu"] == "AMD Instinct MI300X"
     assert not any("AMD GPU" in n for n in nv["notes"]) and "unchecked_gpu" not in nv["step_time"]["uncertainty"]
+
+
+def test_diagnose_says_an_offline_result_is_not_what_it_reads(tmp_path):
+    from kvdoctor.chains.diagnose import diagnose
+
+    d = diagnose(load_evidence([str(ROCM)]))
+    notes = list(d.notes) + [n for i in d.instances for n in i.notes]
+    assert any("offline `vllm bench throughput`" in n for n in notes)

@@ -607,6 +607,7 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         _attach_config(ctx, inputs, None)
         instances.append(diagnose_context(ctx))
         instances[0].notes.extend(request_line_notes(evidence).values())
+        instances[0].notes.extend(n for n in (evidence.notes or []) if "an offline `vllm bench" in n)
         return Diagnosis(instances, th)
     for seg in segments:
         trusted = counter_trusted(seg, evidence.kinds)
@@ -626,7 +627,8 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
             instances.append(inst)
     # how the sources were grouped into instances (merge_instances) is part of the answer
     ev_notes = [n for n in (evidence.notes or [])
-                if n.startswith("one instance") or "kept apart" in n or "kept as its own instance" in n]
+                if n.startswith("one instance") or "kept apart" in n or "kept as its own instance" in n
+                or "an offline `vllm bench" in n]  # an offline result is evidence diagnose does not read: say so
     # the request lines' note goes to the first instance of its log (DP engines of one server share one API log)
     for src, text in request_line_notes(evidence).items():
         inst = next((i for i in instances if i.source == src), None)
