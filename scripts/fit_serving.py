@@ -442,6 +442,12 @@ UTC, before batch 17 was collected and before any of its rows existed):
      If batch 17 holds no row, the verdict stays protocol 12's.
   5. No batch-17 row, assumption or split changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 17"): the helper transcribed 9 threads, 11 baseline rows, from search
+  excerpts (the threads themselves cannot be read whole here). The rules kept none: NVFP4 checkpoints or an fp8 KV
+  cache (rules 4 and 5: #34265, #39897, #50231), the GPU or the model not visible (rule 3: #37421, #43250, #43078,
+  #35777, #47276), the commands not visible (rule 5: #33680), medians only (rule 6: #47276, #50231). Batch 17 holds no
+  row, nothing was evaluated, and the verdict stays protocol 12's.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
