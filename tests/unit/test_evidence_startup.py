@@ -244,3 +244,26 @@ def test_a_server_command_pasted_with_the_log_fills_what_the_log_does_not_say(tm
     p.write_text("vllm serve m --max-model-len 4096\nINFO 03-15 20:36:40 api_server.py:1] non-default args: "
                  "{'model': 'm', 'max_model_len': 8192}\n" + text.split("\n", 3)[3])
     assert from_startup(read_startup_facts(str(p))[0]).max_model_len == 8192
+
+
+def test_docker_run_commands_pasted_between_runs_keep_the_runs_apart(tmp_path):
+    # a blog's three start-ups of one model without timestamps, each under its `docker run ... vllm/vllm-openai`
+    from kvdoctor.engine.sources import from_startup
+    from kvdoctor.evidence.logs.facts import read_startup_facts
+
+    def run(tp: str, pp: str, weights: str, kv: str, tokens: str) -> str:
+        return (f"docker run -d --gpus all \\\n  vllm/vllm-openai:latest Qwen/Qwen3-32B \\\n"
+                f"    --tensor-parallel-size {tp} --pipeline-parallel-size {pp} \\\n    --max-model-len 32768\n"
+                f"(Worker pid=611) INFO [model_runner.py:329] Model loading took {weights} GiB and 9.0 seconds\n"
+                f"(Worker pid=611) INFO [gpu_worker.py:563] Available KV cache memory: {kv} GiB\n"
+                f"(EngineCore pid=411) INFO [kv_cache_utils.py:2235] GPU KV cache size: {tokens} tokens\n")
+
+    p = tmp_path / "blog.log"
+    p.write_text(run("2", "1", "30.59", "8.22", "67,296") + run("1", "2", "30.52", "6.92", "56,640")
+                 + "docker run --rm busybox echo done\n")
+    a, b = read_startup_facts(str(p))
+    assert (a.weights_bytes, b.weights_bytes) == (int(30.59 * (1 << 30)), int(30.52 * (1 << 30)))
+    assert (a.kv_cache_tokens, b.kv_cache_tokens) == (67296, 56640)
+    ca, cb = from_startup(a), from_startup(b)
+    assert (ca.tensor_parallel_size, cb.pipeline_parallel_size) == (2, 2) and cb.model == "Qwen/Qwen3-32B"
+    assert not any("env." in n for n in cb.notes)

