@@ -168,3 +168,10 @@ def test_the_multi_concurrency_summary_report_one_run_per_row():
     assert (a["completed"], a["output_throughput"], a["mean_ttft_ms"], a["mean_tpot_ms"]) == (5, 77.0, 50.0, 13.0)
     assert (b["completed"], b["failed"]) == (19, 1)  # --number 20 at a 95 % success rate
     assert (b["total_input_tokens"], b["total_output_tokens"]) == (512 * 19, 256 * 19)
+
+
+def test_a_garbled_percentile_table_is_read_as_far_as_it_is_valid():
+    # found by a mutation fuzz: a lone bar inside the table made a row of no cells
+    text = OLD.replace("|    50%     |", "|\n|    50%     |")
+    (r,) = parse_evalscope(text, "g")
+    assert r.fields["completed"] == 200 and r.fields["p99_ttft_ms"] == 900.0

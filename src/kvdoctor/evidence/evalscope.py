@@ -142,7 +142,8 @@ def _percentiles(block: list[str]) -> dict[str, float]:
     for ln in block[1:]:
         if _CELLS.search(ln) and not re.fullmatch(r"[\s|│┃+\-=─━┼┬┴├┤┌┐└┘╇╈╞╡]*", ln):
             cells = [c.strip() for c in _CELLS.split(ln)[1:-1]]
-            table.append(cells)
+            if cells:  # a lone bar is no row
+                table.append(cells)
         elif table and not ln.strip():
             break
     if len(table) < 2:
