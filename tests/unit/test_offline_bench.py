@@ -213,3 +213,11 @@ def test_diagnose_says_an_offline_result_is_not_what_it_reads(tmp_path):
     d = diagnose(load_evidence([str(ROCM)]))
     notes = list(d.notes) + [n for i in d.instances for n in i.notes]
     assert any("offline `vllm bench throughput`" in n for n in notes)
+
+
+def test_the_journal_reads_an_offline_runs_saved_throughput():
+    from kvdoctor.journal.figures import extract
+
+    got = extract({"elapsed_time": 41.5, "num_requests": 1000, "requests_per_second": 24.1,
+                   "tokens_per_second": 27759.0}, source="measured", how_prefix="")
+    assert got["request_throughput"]["value"] == 24.1

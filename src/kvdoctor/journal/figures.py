@@ -36,11 +36,14 @@ FIGURES: dict[str, tuple[str, str, int]] = {
 ALIASES: dict[str, list[tuple[str, float]]] = {
     "output_tps": [("gen_tps_mean", 1), ("output_tps", 1), ("output_tokens_per_s", 1), ("gen_tps", 1), ("gen_tps_mean", 1), ("throughput.output_tps", 1),
                    ("throughput.gen_tps", 1), ("throughput.gen_tps_mean", 1), ("generation_tps", 1),
-                   ("output_throughput", 1), ("throughput.output", 1), ("gen_tps.mean", 1)],
+                   ("output_throughput", 1), ("throughput.output", 1), ("gen_tps.mean", 1),
+                   # what `vllm bench throughput` printed (evidence.offline) and the offline payload of simulate
+                   ("output_tokens_per_second", 1), ("offline.predicted.output_tokens_per_second", 1)],
     "prompt_tps": [("prompt_tps_mean", 1), ("prompt_tps", 1), ("throughput.prompt_tps", 1),
                    ("throughput.prompt_tps_mean", 1), ("prompt_tps.mean", 1), ("input_throughput", 1)],
     "request_throughput": [("request_throughput", 1), ("throughput.request_throughput", 1),
-                           ("requests_per_s", 1), ("throughput.requests_per_s", 1)],
+                           ("requests_per_s", 1), ("throughput.requests_per_s", 1),
+                           ("requests_per_second", 1)],  # `vllm bench throughput --output-json`
     "ttft_p50_s": [("ttft_p50_s", 1), ("ttft_p50", 1), ("ttft.p50", 1), ("ttft.p50_s", 1), ("latency.ttft_p50_s", 1),
                    ("median_ttft_ms", 1e-3), ("p50_ttft_ms", 1e-3)],
     "ttft_p99_s": [("ttft_p99_s", 1), ("ttft_p99", 1), ("ttft.p99", 1), ("ttft.p99_s", 1), ("latency.ttft_p99_s", 1),
