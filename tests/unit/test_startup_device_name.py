@@ -86,3 +86,34 @@ def test_known_fixes_in_torchs_nccl_spelling_and_for_the_engine_ready_timeout(tm
     assert "shared memory" in known_fix(nccl)
     assert "VLLM_ENGINE_READY_TIMEOUT_S" in known_fix("TimeoutError: Timed out waiting for engine core processes to "
                                                       "start. This is often caused by slow weight loading")
+
+
+def _instance(tmp_path, name: str, text: str):
+    from kvdoctor.chains.diagnose import diagnose
+    from kvdoctor.evidence.load import load_evidence
+
+    p = tmp_path / name
+    p.write_text(text)
+    (inst,) = diagnose(load_evidence([str(p)])).instances
+    return inst
+
+
+def test_a_crash_below_python_is_an_engine_death_with_its_marker(tmp_path):
+    # ROCm's runtime on a hung GPU, then the shell's abort (a public Strix Halo start-up); Ray's segfault report
+    inst = _instance(tmp_path, "hang.log",
+                     "(EngineCore_DP0 pid=4) INFO 11-12 11:10:00 [gpu_model_runner.py:2900] Model loading took 78.43 "
+                     "GiB memory and 60.1 seconds\nHW Exception by GPU node-1 (Agent handle: 0x2f0fbb70) reason :GPU "
+                     "Hang\nAborted (core dumped)\n")
+    assert inst.verdict == "engine-died" and "crashed in native code" in inst.reason
+    assert "HW Exception by GPU" in inst.reason and inst.action.startswith("a fault below vLLM's Python")
+    ray = "(EngineCore_DP0 pid=742) (RayWorkerWrapper pid=233, ip=10.0.0.2) "
+    inst = _instance(tmp_path, "segv.log", f"{ray}*** SIGSEGV received at time=1762945937 on cpu 6 ***\n"
+                                           f"{ray}Fatal Python error: Segmentation fault\n")
+    assert inst.verdict == "engine-died" and "SIGSEGV" in inst.reason
+
+
+def test_a_retyped_level_with_a_colon_is_still_vllms_envelope(tmp_path):
+    from kvdoctor.evidence.logs.envelope import parse_envelope
+
+    env = parse_envelope("(APIserver pid=248) INFO: 09-04 04:13:45 [loggers.py:273] Engine 001: Avg prompt throughput")
+    assert env is not None and env.msg.startswith("Engine 001") and env.level == "INFO"

@@ -203,6 +203,12 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
                 "P2P/NVLink fault, or one worker stuck on the host)",
                 "an NCCL collective timed out between the tensor-parallel workers", {})
+    if cause == "killed" and (native := next((e.data["native"] for e in near if e.data.get("native")), None)):
+        return ("a fault below vLLM's Python, not a setting: the driver's and kernel's logs (dmesg; ROCm's amdgpu "
+                "firmware messages, NVIDIA's Xid) name it; try another driver, image or vLLM release, and search vLLM's "
+                f"and the platform's issues for '{native}'",
+                f"an engine process crashed in native code (the log shows '{native}'): a segmentation fault, an abort "
+                "or a GPU hang below Python", {})
     if cause == "killed":
         return ("look outside vLLM: dmesg -T | grep -i -E 'killed process|out of memory' (the kernel's OOM killer), "
                 "the container's state (OOMKilled, exit code 137) or a segfault; give the host or container more "

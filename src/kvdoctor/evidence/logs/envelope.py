@@ -18,7 +18,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 ENVELOPE = re.compile(
     r"(?:\(?(?P<proc>[A-Za-z_][\w.\-]*(?: rank=\d+)?)\s+pid=(?P<pid>\d+)(?:,\s*ip=[^)\s]*)?\)\s*)?"
-    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):?\s+"  # ":": a person's retyping ("INFO: 09-04 ...")
     r"(?:(?P<year>\d{4})-)?(?P<mon>\d\d)-(?P<day>\d\d)[ T](?P<hh>\d\d):(?P<mi>\d\d):(?P<ss>\d\d)(?P<frac>[.,]\d+)?\s+"
     r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\]\s?(?P<msg>.*)"
 )
@@ -37,7 +37,7 @@ GLUE = re.compile(
 # optional process prefix is matched backwards on the short text before it. One unanchored regex with
 # the optional prefix first backtracks on every word of a long line.
 LEVEL_TS = re.compile(
-    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL):?\s+"  # ":": a person's retyping ("INFO: 09-04 ...")
     r"(?:(?P<year>\d{4})-)?(?P<mon>\d\d)-(?P<day>\d\d)[ T](?P<hh>\d\d):(?P<mi>\d\d):(?P<ss>\d\d)(?P<frac>[.,]\d+)?\s+"
     r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\]\s?(?P<msg>.*)"
 )

@@ -31,6 +31,7 @@ FULL_NEEDLES = (
     b"\x00", b"num_gpu_blocks", b"allreduce is disabled", b"nexpectedly", b"received signal", b"shutdown triggered",
     b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL", b"Process EngineCore", b"Heartbeat monitor", b"Killed",
     b"Sequence group",  # V0's preemption warning, when a page broke it before "preempted by" (_pieces_after)
+    b"SIGSEGV", b"SIGABRT", b"core dumped", b"GPU Hang", b"HW Exception",  # a crash below Python (_NATIVE_CRASH)
     b"device_name=",  # the GPU's name, in the fused-MoE config path (startup.R_DEVICE_NAME)
     b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
 )
@@ -50,7 +51,8 @@ def _add_following(work: bytes, le: int, starts: set[int], limit: int, continued
             return
         q = nq
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly", b"Traceback", b"Watchdog caught",
-                b"Process EngineCore", b"Heartbeat monitor", b"Killed")
+                b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
+                b"HW Exception")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 _CUDA_ERROR = re.compile(r"CUDA (?:driver )?error\b(?!s)")  # torch: "CUDA error: …", "CUDA driver error: …"
@@ -59,6 +61,11 @@ _CUDA_ERROR = re.compile(r"CUDA (?:driver )?error\b(?!s)")  # torch: "CUDA error
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
 # a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
 _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
+# a crash below Python: the interpreter's or Ray's fatal-signal report, the shell's "(core dumped)", ROCm's runtime on a
+# hung GPU ("HW Exception by GPU node-1 ... reason :GPU Hang"); data["native"] keeps the marker
+_NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|Bus error|Floating point exception)|"
+                           r"\*\*\* SIG(?:SEGV|ABRT|BUS|FPE) received|(?:Segmentation fault|Aborted|Bus error) \(core "
+                           r"dumped\)|reason ?:GPU Hang|HW Exception by GPU")
 # vLLM's scheduler when a KV connector (LMCache, NIXL, a remote store) could not load blocks it promised
 # (v1/core/sched/scheduler.py _handle_invalid_blocks; kv_transfer_config.kv_load_failure_policy):
 # "Recovered from KV load failure: 215 request(s) rescheduled (373752 tokens affected)." (policy recompute) and
@@ -307,7 +314,7 @@ class LinePath:
               or "is already dead" in msg or "Background loop has errored" in msg or _KILLED.search(msg)
               or "fatal signal from worker" in msg or "get_output_async" in msg or "background task failed" in msg
               or ("Process EngineCore" in msg and msg.rstrip().endswith(":"))
-              or "Engine core initialization failed" in msg or "failed to start" in msg):
+              or "Engine core initialization failed" in msg or "failed to start" in msg or _NATIVE_CRASH.search(msg)):
             # v0 to 0.33: "Engine loop has died", "Engine process (pid N) died", "MQLLMEngine is already dead",
             # "Engine core proc EngineCore_0 died unexpectedly", V1's output handler failing in get_output_async,
             # v0's "Engine background task failed", multiprocessing's "Process EngineCore:" (the process raised),
@@ -326,7 +333,8 @@ class LinePath:
         # (untimed: within a few lines), however other processes' lines interleave with it (TP workers and the API
         # server write their tracebacks at once).
         sec = None if t is None else int(t)
-        killed = kind == "engine-dead" and bool(_KILLED.search(msg) or _NO_TRACEBACK.search(msg))
+        native = _NATIVE_CRASH.search(msg) if kind == "engine-dead" else None
+        killed = kind == "engine-dead" and bool(_KILLED.search(msg) or _NO_TRACEBACK.search(msg) or native)
         frame = next((f for f in _STARTUP_FRAMES if f in msg), None) if "File " in msg or " in " in msg else None
         if frame is None and ("capture_end()" in msg or "capture_begin(" in msg):
             frame = "CUDA graph capture"  # torch's CUDAGraph capture: vLLM captures only at start-up (capture_model)
@@ -340,6 +348,8 @@ class LinePath:
             last.data["last_line"] = n
             if killed:
                 last.data["killed"] = True
+            if native and "native" not in last.data:
+                last.data["native"] = native.group(0)
             if frame and "startup_frame" not in last.data:
                 last.data["startup_frame"] = frame
             if _KIND_RANK.get(kind, 0) > _KIND_RANK.get(last.kind, 0):
@@ -351,6 +361,8 @@ class LinePath:
         data = {"proc": proc} if frame is None else {"proc": proc, "startup_frame": frame}
         if killed:
             data["killed"] = True
+        if native:
+            data["native"] = native.group(0)
         ev = Event(t=t, kind=kind, line_no=n, message=msg.strip()[:300], data=data)
         _note_exception(ev, msg, n)
         _note_dump(ev, msg, n)
