@@ -267,3 +267,14 @@ def test_docker_run_commands_pasted_between_runs_keep_the_runs_apart(tmp_path):
     ca, cb = from_startup(a), from_startup(b)
     assert (ca.tensor_parallel_size, cb.pipeline_parallel_size) == (2, 2) and cb.model == "Qwen/Qwen3-32B"
     assert not any("env." in n for n in cb.notes)
+
+
+def test_the_gaudi_forks_weights_line(tmp_path):
+    from kvdoctor.evidence.logs.facts import read_startup_facts
+
+    p = tmp_path / "gaudi.log"
+    p.write_text("INFO 09-24 17:31:39 habana_model_runner.py:640] Loading model weights took in total 15.05 GiB of "
+                 "device memory (15.05 GiB/94.62 GiB used) and 1.056 GiB of host memory (8.188 GiB/108.2 GiB used)\n"
+                 "INFO 09-24 17:31:40 habana_executor.py:85] # HPU blocks: 4107, # CPU blocks: 256\n")
+    (f,) = read_startup_facts(str(p))
+    assert f.weights_bytes == int(15.05 * (1 << 30)) and f.num_gpu_blocks == 4107

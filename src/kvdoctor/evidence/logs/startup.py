@@ -59,7 +59,8 @@ def _i(v: str) -> int:
 
 
 # --- regexes (each guarded by a cheap substring test in _RULES) -----------------------------------
-R_LOAD_V0 = re.compile(r"Loading model weights took " + _N + r" ?(GB|GiB)")
+# (vLLM's Gaudi fork: "Loading model weights took in total 15.05 GiB of device memory (15.05 GiB/94.62 GiB used)")
+R_LOAD_V0 = re.compile(r"Loading model weights took (?:in total )?" + _N + r" ?(GB|GiB)")
 R_LOAD = re.compile(r"Model loading took " + _N + r" ?(GB|GiB)(?: memory)? and " + _N + r" ?s")
 R_BLOCKS = re.compile(r"(?:#\s*)?(\w+) blocks: " + _I + r"(?:, # CPU blocks: " + _I + ")?")
 R_MAXCONC = re.compile(r"Maximum concurrency for " + _I + r" tokens per request: " + _N + r"x")
