@@ -185,3 +185,20 @@ def test_word_wrapped_stats_records_are_joined(tmp_path):
     r, tl = _one(tmp_path, soft)
     assert r.skipped.skipped_lines == 0
     assert (tl.running.tolist(), tl.waiting.tolist(), tl.kv_usage_pct.tolist()) == ([2, 1], [0, 3], [59.3, 33.3])
+
+
+def test_a_structured_log_with_its_time_in_a_key_keeps_its_timeline(tmp_path):
+    # a JSON formatter (VLLM_LOGGING_CONFIG_PATH) or a shipper's export: the message is the bare record
+    import json
+
+    from kvdoctor.evidence.logs.reader import read_log
+
+    rows = [json.dumps({"time": f"2026-12-01T10:00:{10 * i:02d}.123Z", "levelname": "INFO",
+                        "message": f"Engine 000: Avg prompt throughput: 100.0 tokens/s, Avg generation throughput: "
+                                   f"50.0 tokens/s, Running: {i + 1} reqs, Waiting: {i} reqs, GPU KV cache usage: "
+                                   f"{10 * i}.0%, Prefix cache hit rate: 0.0%"}) for i in range(6)]
+    p = tmp_path / "struct.log"
+    p.write_text("\n".join(rows) + "\n")
+    (seg,) = read_log(p).segments
+    tl = seg.timeline
+    assert len(tl) == 6 and tl.t[-1] - tl.t[0] == 50.0 and list(tl.running) == [1, 2, 3, 4, 5, 6]

@@ -99,6 +99,23 @@ def leading_timestamp_b(line: bytes) -> EnvMatch | None:
     return None if m is None else EnvMatch(m, None)
 
 
+# A structured (JSON) log line whose message is the bare record and whose time is a key of its own (a JSON
+# formatter via VLLM_LOGGING_CONFIG_PATH, a log shipper's export): ``{"time": "2026-12-01T10:00:00.123Z", "levelname":
+# "INFO", "message": "Engine 000: Avg prompt throughput: ..."}``.
+JSON_TIME_B = re.compile(
+    rb'"(?:@timestamp|timestamp|time|asctime|ts|datetime)"\s*:\s*"(?P<year>\d{4})-(?P<mon>\d\d)-(?P<day>\d\d)[T ]'
+    rb"(?P<hh>\d\d):(?P<mi>\d\d):(?P<ss>\d\d)(?P<frac>[.,]\d+)?"
+)
+
+
+def json_timestamp_b(line: bytes) -> EnvMatch | None:
+    """The time of a bare record from its structured log line's timestamp key."""
+    if not line.lstrip().startswith(b"{"):
+        return None
+    m = JSON_TIME_B.search(line)
+    return None if m is None else EnvMatch(m, None)
+
+
 def search_envelope_b(line: bytes) -> EnvMatch | None:
     m = LEVEL_TS_B.search(line)
     if m is None:

@@ -13,8 +13,8 @@ from typing import Any
 
 from kvdoctor.evidence.logs.clock import stamp
 from kvdoctor.evidence.logs.commit import Series
-from kvdoctor.evidence.logs.envelope import (ANSI_B, GLUE_STATS_B, leading_timestamp_b, parse_envelope,
-                                             search_envelope_b)
+from kvdoctor.evidence.logs.envelope import (ANSI_B, GLUE_STATS_B, json_timestamp_b, leading_timestamp_b,
+                                             parse_envelope, search_envelope_b)
 from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
                                            MAX_WARNINGS)
 from kvdoctor.evidence.logs.requests import request_kind
@@ -227,7 +227,7 @@ class LinePath:
             row = parse_stats(line, absent=ABSENT)
             if row is None:
                 return None
-        m = search_envelope_b(line) or leading_timestamp_b(line)
+        m = search_envelope_b(line) or leading_timestamp_b(line) or json_timestamp_b(line)
         if m is None:
             # A pasted excerpt without vLLM's prefix: kept aside; used, untimed, only if the source has no timed
             # stats line at all (reader.finish), else skipped as before. Bounded like every per-source buffer.
