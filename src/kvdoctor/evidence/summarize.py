@@ -183,7 +183,8 @@ def summary(ev: Evidence) -> dict[str, Any]:
         if warn_cums:
             how += "; v0: total_num_cumulative_preemption warnings (every 50th), spread over intervals"
         sources["preemptions"] = Figure(preempt, "measured", how).as_dict()
-    if unknown:
+    # a V0 excerpt's own note (segments.v0_preemptions_from_warnings) already says why its count is unknown
+    if unknown and not all(t.swapped is not None for t in unknown):
         s["preemptions_note"] = (
             f"preemptions unknown for {len(unknown)} of {len(tls)} timeline(s): their stats lines never print "
             "'Preemptions:' and nothing proves they could (vLLM v1 0.12-0.33 reset the count before logging it; "
