@@ -117,3 +117,15 @@ def test_a_retyped_level_with_a_colon_is_still_vllms_envelope(tmp_path):
 
     env = parse_envelope("(APIserver pid=248) INFO: 09-04 04:13:45 [loggers.py:273] Engine 001: Avg prompt throughput")
     assert env is not None and env.msg.startswith("Engine 001") and env.level == "INFO"
+
+
+def test_v0s_cuda_graph_advice_at_start_up_is_no_oom(tmp_path):
+    # every V0 start-up from 0.4 to 0.7 prints it at INFO: read as an OOM, it made a healthy start-up an engine death
+    inst = _instance(tmp_path, "v0.log",
+                     "INFO 02-19 10:54:00 model_runner.py:1072] Loading model weights took 3.8931 GB\n"
+                     "INFO 02-19 10:54:02 executor_base.py:76] # GPU blocks: 1330, # CPU blocks: 2048\n"
+                     "INFO 02-19 10:54:14 model_runner.py:1399] CUDA graphs can take additional 1~3 GiB memory per "
+                     "GPU. If you are running out of memory, consider decreasing `gpu_memory_utilization` or enforcing "
+                     "eager mode. You can also reduce the `max_num_seqs` as needed to decrease memory usage.\n"
+                     "INFO 02-19 10:54:28 model_runner.py:1523] Graph capturing finished in 14 secs.\n")
+    assert inst.verdict != "engine-died"

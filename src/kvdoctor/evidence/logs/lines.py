@@ -301,7 +301,10 @@ class LinePath:
     def _error(self, line: bytes, n: int, m: Any) -> bool:
         text = line[:600].decode("utf-8", "replace").strip()
         msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
-        if "out of memory" in msg or "OutOfMemoryError" in msg:
+        # vLLM's own advice is no OOM: V0's INFO "CUDA graphs can take additional 1~3 GiB memory per GPU. If you are
+        # running out of memory, consider decreasing `gpu_memory_utilization` ..." printed at every start-up
+        advice = "running out of memory" in msg or (m is not None and m.group("level") in (b"INFO", b"DEBUG"))
+        if ("out of memory" in msg or "OutOfMemoryError" in msg) and not advice:
             kind = "oom"
         elif "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
             kind = "kv-too-small"
