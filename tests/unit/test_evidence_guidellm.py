@@ -235,3 +235,29 @@ def test_reports_of_several_runs_pasted_one_after_another_are_each_read(tmp_path
     assert [r.fields["output_throughput"] for r in res] == [34.5, 38.9, 51.9]
     assert [r.fields["median_ttft_ms"] for r in res] == [120.0, 130.0, 13282.8]
     assert [r.fields["duration"] for r in res] == [60.0, 61.0, 62.0]
+
+
+THROUGHPUT_ONLY = """ℹ Server Throughput Statistics (All Requests)
+|============|=======|======|=========|==============|===============|==============|
+| Benchmark  | Requests             ||| Input Tokens | Output Tokens | Total Tokens |
+| Strategy   | Concurrency || Per Sec | Per Sec      | Per Sec       | Per Sec      |
+|            | Mdn   | Mean | Mean                                               ||||
+|------------|-------|------|---------|--------------|---------------|--------------|
+| concurrent | 1.0   | 1.0  | 0.6     | 176.4        | 84.9          | 261.3        |
+| concurrent | 4.0   | 4.0  | 1.5     | 464.6        | 217.4         | 682.0        |
+|============|=======|======|=========|==============|===============|==============|
+"""
+
+
+def test_the_newer_throughput_table_pasted_alone_and_a_table_named_twice(tmp_path):
+    from kvdoctor.evidence.guidellm import parse_guidellm_console
+    from kvdoctor.evidence.load import load_evidence
+
+    p = tmp_path / "tput.md"
+    p.write_text("Our GuideLLM sweep:\n\n" + THROUGHPUT_ONLY)
+    ev = load_evidence([str(p)])
+    assert [b.fields["output_throughput"] for b in ev.bench] == [84.9, 217.4]
+    assert [b.fields["max_concurrency"] for b in ev.bench] == [1.0, 4.0]
+    # a page's own heading names the table above GuideLLM's title line: one table, read once
+    twice = "1. **Server Throughput Statistics**\n\nThis table shows...\n\n```text\n" + THROUGHPUT_ONLY + "```\n"
+    assert len(parse_guidellm_console(twice, "t")) == 2

@@ -57,7 +57,9 @@ NEWER_TABLES = ("GuideLLM >= 0.4's printed tables give latency medians and p95 o
 
 
 def looks_like_newer_guidellm(head: str) -> bool:
-    return all(s in head for s in NEWER_SECTIONS) or ("Run Summary Info" in head and NEWER_SECTIONS[0] in head)
+    # (one table alone is a paste of part of the report: the server throughput table is what people quote most)
+    return (all(s in head for s in NEWER_SECTIONS) or ("Run Summary Info" in head and NEWER_SECTIONS[0] in head)
+            or bool(re.search(r"Server Throughput Statistics[^\n]*\n[^\n]*\|=+", head)))
 
 
 def _rows(lines: list[str], start: int) -> dict[str, list[str]]:
@@ -524,9 +526,14 @@ def parse_guidellm_console(text: str, source: str = "") -> list[BenchResult]:
     for i, line in enumerate(lines):
         for title in CONSOLE_TABLES:
             if title in line and (rows := _console_table(lines, i)):
-                found.setdefault(title, []).append(rows)
+                seen = found.setdefault(title, [])
+                if seen and seen[-1] == rows:
+                    continue  # the title named twice above one table (a page's heading, then GuideLLM's own line)
+                seen.append(rows)
     out = []
-    for r, latency in enumerate(found.get("Request Latency Statistics", [])):
+    # a paste of the throughput table alone: its rows are the benchmarks (throughput figures, no latencies)
+    base = found.get("Request Latency Statistics") or found.get("Server Throughput Statistics") or []
+    for r, latency in enumerate(base):
         tables = {title: (occ[r] if r < len(occ) else []) for title, occ in found.items()}
         for k, (strategy, lat) in enumerate(latency):
             # every table lists the benchmarks in the report's order: row k is benchmark k in each (when its strategy
@@ -562,7 +569,7 @@ def _console_result(strategy: str, cells: dict[tuple[str, str, str], str], sourc
             f["duration"] = v
         elif n == "Comp" and u == "Tot" and g in ("Input Tokens", "Output Tokens"):
             f["total_input_tokens" if g == "Input Tokens" else "total_output_tokens"] = v
-    if "median_ttft_ms" not in f:
+    if "median_ttft_ms" not in f and not f.get("output_throughput"):
         return None
     if not f.get("request_throughput"):
         f.pop("request_throughput", None)  # printed to one decimal: 0.0 for a slow run, not a measurement
