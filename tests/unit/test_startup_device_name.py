@@ -129,3 +129,13 @@ def test_v0s_cuda_graph_advice_at_start_up_is_no_oom(tmp_path):
                      "eager mode. You can also reduce the `max_num_seqs` as needed to decrease memory usage.\n"
                      "INFO 02-19 10:54:28 model_runner.py:1523] Graph capturing finished in 14 secs.\n")
     assert inst.verdict != "engine-died"
+
+
+def test_v0s_engine_iteration_timeout_is_a_death_with_its_own_reason(tmp_path):
+    inst = _instance(tmp_path, "timeout.log",
+                     "INFO 08-29 02:12:02 metrics.py:406] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+                     "throughput: 0.0 tokens/s, Running: 27 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: "
+                     "2.9%, CPU KV cache usage: 0.0%.\n"
+                     "ERROR 08-29 02:12:22 async_llm_engine.py:656] Engine iteration timed out. This should never "
+                     "happen!\n")
+    assert inst.verdict == "engine-died" and "VLLM_ENGINE_ITERATION_TIMEOUT_S" in inst.reason

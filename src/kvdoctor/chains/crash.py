@@ -229,6 +229,13 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         return (f"read the engine's own traceback (lines {ce.line_no}-{end}, {ce.data.get('proc', 'its process')}): "
                 "its last line names the exception; search vLLM's issues for it with your version",
                 "the engine core or a worker raised an exception it could not recover from", {})
+    if any("Engine iteration timed out" in _text(e) for e in near):
+        # V0's async engine (async_llm_engine.py): one step ran past VLLM_ENGINE_ITERATION_TIMEOUT_S (60 s default)
+        return ("find the step that hung: a GPU or a tensor-parallel collective that stopped answering (NCCL_DEBUG=INFO, "
+                "nvidia-smi, py-spy dump of the workers); raise VLLM_ENGINE_ITERATION_TIMEOUT_S only when steps are "
+                "legitimately that long (a huge prefill)",
+                "one engine step ran past vLLM's iteration time-out (VLLM_ENGINE_ITERATION_TIMEOUT_S) and the engine "
+                "stopped", {})
     return ("read the first traceback above the EngineDeadError: it names the cause",
             "the engine core died; the log excerpt does not show its own traceback", {})
 

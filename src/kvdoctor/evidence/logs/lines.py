@@ -317,7 +317,9 @@ class LinePath:
               or "is already dead" in msg or "Background loop has errored" in msg or _KILLED.search(msg)
               or "fatal signal from worker" in msg or "get_output_async" in msg or "background task failed" in msg
               or ("Process EngineCore" in msg and msg.rstrip().endswith(":"))
-              or "Engine core initialization failed" in msg or "failed to start" in msg or _NATIVE_CRASH.search(msg)):
+              or "Engine core initialization failed" in msg or "failed to start" in msg or _NATIVE_CRASH.search(msg)
+              # V0's async engine: a step over VLLM_ENGINE_ITERATION_TIMEOUT_S marks the engine errored and raises
+              or "Engine iteration timed out" in msg):
             # v0 to 0.33: "Engine loop has died", "Engine process (pid N) died", "MQLLMEngine is already dead",
             # "Engine core proc EngineCore_0 died unexpectedly", V1's output handler failing in get_output_async,
             # v0's "Engine background task failed", multiprocessing's "Process EngineCore:" (the process raised),
