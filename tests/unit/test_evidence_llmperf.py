@@ -78,3 +78,16 @@ def test_a_summary_pasted_without_its_header_and_a_concurrency_set_by_the_script
             "${LLM_PERF_CONCURRENT} --llm-api openai\n\n" + PRINTED.split("openai api.\n", 1)[1].replace("    ", ""))
     (r,) = parse_llmperf(text, "h.txt")
     assert r.fields["max_concurrency"] == 22 and r.fields["mean_ttft_ms"] == 300.0 and r.fields["completed"] == 100
+
+
+def test_its_individual_responses_are_request_records(tmp_path):
+    rows = [{"error_code": None, "error_msg": "", "inter_token_latency_s": 0.012, "ttft_s": 0.2 + 0.01 * i,
+             "end_to_end_latency_s": 1.2 + 0.01 * i, "request_output_throughput_token_per_s": 80.0,
+             "number_total_tokens": 356, "number_output_tokens": 100, "number_input_tokens": 256} for i in range(5)]
+    rows.append({"error_code": 500, "error_msg": "Internal Server Error", "number_input_tokens": 256})
+    p = tmp_path / "m_256_100_individual_responses.json"
+    p.write_text(json.dumps(rows))
+    ev = load_evidence([str(p)])
+    assert ev.kinds[str(p)] == "trace" and len(ev.requests) == 5  # the failed request measured nothing
+    r = ev.requests[0]
+    assert (r.prompt_tokens, r.output_tokens, r.ttft_s, r.e2e_s) == (256, 100, 0.2, 1.2) and r.arrival_s != r.arrival_s

@@ -40,15 +40,16 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "request_id": ("request_id", "id", "req_id", "rid", "gen_ai.request.id"),
     "arrival_s": ("arrival_s", "arrival", "arrived_at", "arrival_time", "timestamp", "t", "time"),
     "prompt_tokens": ("prompt_tokens", "num_prefill_tokens", "input_len", "input_lens", "prompt_len",
-                      "input_tokens", "prompt_length", "num_prompt_tokens", "context_tokens", "contexttokens"),
+                      "input_tokens", "prompt_length", "num_prompt_tokens", "context_tokens", "contexttokens",
+                      "number_input_tokens"),  # (LLMPerf's individual responses)
     "output_tokens": ("output_tokens", "num_decode_tokens", "output_len", "output_lens", "completion_tokens",
                       "output_length", "generation_tokens", "num_output_tokens", "generated_tokens",
-                      "generatedtokens"),
+                      "generatedtokens", "number_output_tokens"),
     "queue_s": ("queue_s", "queue_time", "time_in_queue", "queued_s"),
     "prefill_s": ("prefill_s", "prefill_time"),
     "decode_s": ("decode_s", "decode_time"),
     "ttft_s": ("ttft_s", "ttft", "time_to_first_token"),
-    "e2e_s": ("e2e_s", "e2e", "latency", "e2e_latency"),
+    "e2e_s": ("e2e_s", "e2e", "latency", "e2e_latency", "end_to_end_latency_s"),
     "preemptions": ("preemptions", "num_preemptions"),
     "preempted_s": ("preempted_s", "preempted_time"),
     "prefix_group": ("prefix_group", "prefix_id", "group", "session_id", "conversation_id"),
@@ -186,6 +187,34 @@ def load_jsonl(path: str) -> list[RequestRecord]:
     return _bounded(out, path)
 
 
+def load_jsonarray(path: str) -> list[RequestRecord]:
+    """One JSON array of request objects (LLMPerf's ``*_individual_responses.json``: ``number_input_tokens``,
+    ``number_output_tokens``, ``ttft_s``, ``end_to_end_latency_s``, no arrival times). A request LLMPerf marks failed
+    (``error_code`` set) measured nothing and is left out."""
+    from kvdoctor.safeio import MAX_TRACE_ROWS, read_document
+
+    try:
+        rows = json.loads(read_document(path, "trace").decode("utf-8", "replace"))
+    except (json.JSONDecodeError, RecursionError):
+        raise InputError(f"{path}: not one JSON array (or nested too deeply)") from None
+    if not isinstance(rows, list):
+        raise InputError(f"{path}: not one JSON array of request objects")
+    out: list[RequestRecord] = []
+    cols: dict[str, str] | None = None
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise InputError(f"{path}: element {i} is not a JSON object")
+        if row.get("error_code") not in (None, 0, ""):
+            continue
+        if len(out) > MAX_TRACE_ROWS:
+            _bounded(out, path)  # raises: the limit message
+        cols = _column_map(row.keys()) if cols is None or not set(cols.values()) <= row.keys() else cols
+        if "prompt_tokens" not in cols:
+            raise InputError(f"{path}: element {i}: no prompt-token field (e.g. prompt_tokens)")
+        out.append(_record(len(out), row, cols, path))
+    return _bounded(out, path)
+
+
 def _any_value(v: dict[str, Any]) -> Any:
     for k in ("intValue", "doubleValue", "stringValue", "boolValue"):
         if k in v:
@@ -300,13 +329,19 @@ def load_otlp(path: str) -> list[RequestRecord]:
 
 
 def sniff_trace(path: str) -> str | None:
-    """'csv' | 'jsonl' | 'otlp' | 'jaeger' when the file looks like a request trace, else None."""
+    """'csv' | 'jsonl' | 'jsonarray' | 'otlp' | 'jaeger' when the file looks like a request trace, else None."""
     try:
         with _open_text(path) as fh:
             head = fh.read(4096)
     except InputError:
         return None
     s = head.lstrip()
+    if s.startswith("["):  # one JSON array of request objects (LLMPerf's *_individual_responses.json)
+        try:
+            first, _ = json.JSONDecoder().raw_decode(s[1:].lstrip())
+        except (json.JSONDecodeError, RecursionError, ValueError):
+            return None
+        return "jsonarray" if isinstance(first, dict) and "prompt_tokens" in _column_map(first.keys()) else None
     if s.startswith("{"):
         if '"resourceSpans"' in head or ('"batches"' in head and ('"scopeSpans"' in head
                                                                  or '"instrumentationLibrarySpans"' in head)):
@@ -336,7 +371,8 @@ def load_trace(path: str | os.PathLike) -> list[RequestRecord]:
         raise InputError(
             f"{path}: not a request trace (expected CSV/JSONL with a prompt-token column, or OTLP JSON spans)"
         )
-    recs = {"csv": load_csv, "jsonl": load_jsonl, "otlp": load_otlp, "jaeger": load_jaeger}[kind](path)
+    recs = {"csv": load_csv, "jsonl": load_jsonl, "jsonarray": load_jsonarray, "otlp": load_otlp,
+            "jaeger": load_jaeger}[kind](path)
     if recs and has_arrivals(recs):
         recs.sort(key=lambda r: r.arrival_s)
     return recs
