@@ -76,7 +76,6 @@ class OfflineResult:
     fields: dict[str, float]
     command: dict[str, str] = field(default_factory=dict)
     engine_args: list[str] = field(default_factory=list)
-    command_text: str = ""
     line: int = 0
     version: str | None = None  # "vLLM 0.11.0" where the capture names it
 
@@ -219,7 +218,7 @@ def parse_offline_text(text: str, source: str) -> list[OfflineResult]:
     """Every offline result printed in ``text``, each with the command (or Namespace) last seen before it of its own
     tool. A ``Throughput:`` line without ``requests/s, ... tokens/s`` (the 2023 serving summary) is not one."""
     out: list[OfflineResult] = []
-    last: dict[str, tuple[dict[str, str], list[str], str]] = {}
+    last: dict[str, tuple[dict[str, str], list[str]]] = {}
     version = None
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     i = 0
@@ -232,7 +231,7 @@ def parse_offline_text(text: str, source: str) -> list[OfflineResult]:
             version = v.group(1)
         ns = _namespace_command(ln)
         if ns is not None:
-            last[ns[0]] = (ns[1], ns[2], ln.strip()[:300])
+            last[ns[0]] = (ns[1], ns[2])
             continue
         if offline_tool(ln) and not _LOOKS.search(ln):
             # a command, possibly over continuation lines
@@ -242,8 +241,7 @@ def parse_offline_text(text: str, source: str) -> list[OfflineResult]:
                 i += 1
             got = command_args("\n".join(block))
             if got is not None:
-                bench, engine = split_args(*got)
-                last[got[0]] = (bench, engine, " ".join(s.strip().rstrip("\\").strip() for s in block)[:300])
+                last[got[0]] = split_args(*got)
             continue
         m = _THROUGHPUT.search(ln)
         if m:
@@ -273,9 +271,9 @@ def parse_offline_text(text: str, source: str) -> list[OfflineResult]:
 
 
 def _result(tool, fields, last, source, line, version) -> OfflineResult:
-    bench, engine, text = last.get(tool, ({}, [], ""))
+    bench, engine = last.get(tool, ({}, []))
     r = OfflineResult(source=source, tool=tool, fields=fields, command=dict(bench), engine_args=list(engine),
-                      command_text=text, line=line, version=version)
+                      line=line, version=version)
     if tool == "throughput" and "requests_per_second" in fields and "--num-prompts" in bench:
         try:
             r.fields.setdefault("num_requests", float(bench["--num-prompts"]))
