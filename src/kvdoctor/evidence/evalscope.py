@@ -103,18 +103,13 @@ def parse_evalscope(text: str, source: str) -> list[BenchResult]:
 
 
 _COMMAND = re.compile(r"\bevalscope\s+perf\b")
-_RATE = re.compile(r"--rate[=\s]+(-?[\d.]+)(?![\d.])(?!\s+-?\d)")
 
 
 def _command_rate(lines: list[str]) -> float | None:
-    """``--rate R`` of the last ``evalscope perf`` command in ``lines`` (continuation lines joined); None when there
-    is none, or it lists several rates (a sweep: which summary is which is not printed)."""
-    text = re.sub(r"\\[ \t]*\n", " ", "\n".join(lines))
-    cmds = [ln for ln in text.split("\n") if _COMMAND.search(ln)]
-    if not cmds:
-        return None
-    m = _RATE.search(cmds[-1])
-    return float(m.group(1)) if m else None
+    """``--rate R`` of the last ``evalscope perf`` command in ``lines``; None when there is none, or it lists several
+    rates (a sweep: which summary is which is not printed)."""
+    rates = _command_values(lines).get("--rate", [])
+    return rates[0] if len(rates) == 1 else None
 
 
 def parse_evalscope_json(doc: dict, source: str) -> list[BenchResult]:
@@ -276,6 +271,7 @@ def _command_values(lines: list[str]) -> dict[str, list[float]]:
     if not cmds:
         return {}
     out: dict[str, list[float]] = {}
-    for m in re.finditer(r"(--[a-z-]+)((?:[=\s]+-?\d+(?:\.\d+)?(?![\w.]))+)", cmds[-1]):
-        out[m.group(1)] = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", m.group(2))]
+    num = r"-?(?:\d+(?:\.\d*)?|\.\d+)"
+    for m in re.finditer(rf"(--[a-z-]+)((?:[=\s]+{num}(?![\w.]))+)", cmds[-1]):
+        out[m.group(1)] = [float(x) for x in re.findall(num, m.group(2))]
     return out
