@@ -173,18 +173,28 @@ def load_jsonl(path: str) -> list[RequestRecord]:
                 row = json.loads(line)
             except (json.JSONDecodeError, RecursionError):
                 raise InputError(f"{path}: line {i + 1} is not JSON (or nested too deeply)") from None
-            if len(out) > MAX_TRACE_ROWS:
-                _bounded(out, path)  # raises: the limit message
             if isinstance(row, dict) and "resourceSpans" in row:
+                if len(out) > MAX_TRACE_ROWS:
+                    _bounded(out, path)  # raises: the limit message
                 out.extend(_otlp_records(row))
                 continue
-            if not isinstance(row, dict):
-                raise InputError(f"{path}: line {i + 1} is not a JSON object")
-            cols = _column_map(row.keys()) if cols is None or not set(cols.values()) <= row.keys() else cols
-            if "prompt_tokens" not in cols:
-                raise InputError(f"{path}: line {i + 1}: no prompt-token field (e.g. prompt_tokens)")
-            out.append(_record(len(out), row, cols, path))
+            cols = _add_object(out, row, cols, path, f"line {i + 1}", MAX_TRACE_ROWS)
     return _bounded(out, path)
+
+
+def _add_object(out: list[RequestRecord], row: Any, cols: dict[str, str] | None, path: str,
+                where: str, limit: int) -> dict[str, str]:
+    """One request object of a JSON trace appended to ``out`` as a record; the column map, kept while the keys stay
+    the same. ``where`` names the object in an error ("line 3", "element 2"); ``limit``: safeio.MAX_TRACE_ROWS."""
+    if len(out) > limit:
+        _bounded(out, path)  # raises: the limit message
+    if not isinstance(row, dict):
+        raise InputError(f"{path}: {where} is not a JSON object")
+    cols = _column_map(row.keys()) if cols is None or not set(cols.values()) <= row.keys() else cols
+    if "prompt_tokens" not in cols:
+        raise InputError(f"{path}: {where}: no prompt-token field (e.g. prompt_tokens)")
+    out.append(_record(len(out), row, cols, path))
+    return cols
 
 
 def load_jsonarray(path: str) -> list[RequestRecord]:
@@ -202,16 +212,9 @@ def load_jsonarray(path: str) -> list[RequestRecord]:
     out: list[RequestRecord] = []
     cols: dict[str, str] | None = None
     for i, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise InputError(f"{path}: element {i} is not a JSON object")
-        if row.get("error_code") not in (None, 0, ""):
+        if isinstance(row, dict) and row.get("error_code") not in (None, 0, ""):
             continue
-        if len(out) > MAX_TRACE_ROWS:
-            _bounded(out, path)  # raises: the limit message
-        cols = _column_map(row.keys()) if cols is None or not set(cols.values()) <= row.keys() else cols
-        if "prompt_tokens" not in cols:
-            raise InputError(f"{path}: element {i}: no prompt-token field (e.g. prompt_tokens)")
-        out.append(_record(len(out), row, cols, path))
+        cols = _add_object(out, row, cols, path, f"element {i}", MAX_TRACE_ROWS)
     return _bounded(out, path)
 
 
