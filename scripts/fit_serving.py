@@ -448,6 +448,24 @@ UTC, before batch 17 was collected and before any of its rows existed):
   #35777, #47276), the commands not visible (rule 5: #33680), medians only (rule 6: #47276, #50231). Batch 17 holds no
   row, nothing was evaluated, and the verdict stays protocol 12's.
 
+Protocol 18, "an eleventh blind batch, from files read whole" (fixed and committed on 2026-12-05 at 11:24 UTC, before
+batch 18 was collected and before any of its rows existed):
+
+  1. Why. Protocols 14-17 read about 90 sources after protocol 13 and found no row; most were rejected because a search
+     excerpt cut the GPU, the model or the commands away. Repository files (committed bench outputs, saved result
+     JSONs, result write-ups) can be read whole with the library's read_file, and batches 6-8 found most of their
+     rows in such files.
+  2. No candidate, no fit: the model of this commit, whose `vllm bench serve` predictions equal protocol 16's; a
+     later change is not judged by batch 18.
+  3. Batch 18 is collected by two helpers told only to transcribe `vllm bench serve` / `benchmark_serving.py`
+     results with their deployment from repository files they open whole (one starts from printed result blocks, one
+     from saved result JSONs and result tables); they are not told the six rules or kvdoctor's figures. Sources in
+     batches 1-17, the sweeps and /tmp/batch18/EXCLUDE.txt (791 entries) are skipped. The six rules are then applied
+     by me, and the rows committed (``"batch": 18``, ``"split": "held_out"``) before any figure is computed.
+  4. Evaluation, once: batch 18 alone; the verdict pool, batches 6-11 and 16-18; beside them every held-out row. If
+     batch 18 holds no row, the verdict stays protocol 12's.
+  5. No batch-18 row, assumption or split changes after its errors are seen.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
