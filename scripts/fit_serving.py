@@ -466,6 +466,16 @@ batch 18 was collected and before any of its rows existed):
      batch 18 holds no row, the verdict stays protocol 12's.
   5. No batch-18 row, assumption or split changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 18"): the two helpers transcribed 5 sources, 28 runs. The rules kept none:
+  - dstackai/benchmarks' Llama-3.1-405B on 8× MI300X: vLLM 0.6.3.dev (V0) and a `--dataset-name book` the stock
+    client lacks (rules 1, 2 and 3);
+  - SongXP111/vllm-serving-lab's Qwen3-8B-AWQ on an RTX 5080 Laptop GPU at vLLM 0.25.1: a GPU outside the catalog and
+    `--max-num-batched-tokens 4096` (rules 3 and 5);
+  - guoenhui-tora/llm-serving-benchmarks' DeepSeek-V4-Flash NVFP4 on 4× RTX 6000D, TP2/PP2 and TP4 at vLLM
+    0.29.0/0.30.0: NVFP4 experts, an fp8 KV cache and speculative decoding, outside the catalog (rules 3, 4 and 5).
+  The index does not search saved JSON files, and a find_string hit names no repository, so several whole files
+  could not be cited. Batch 18 holds no row, nothing was evaluated, and the verdict stays protocol 12's.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
