@@ -9,6 +9,8 @@ scrapes, Running/Waiting/KV-usage columns as the log prints them, counters per i
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -332,3 +334,64 @@ def test_a_kv_refusal_without_vllms_estimate_still_gets_a_length():
                                                     error_needed_bytes=int(23.32 * 2**30))))
     assert "--max-model-len lower (one request of 1,048,576 tokens needs 23.32 GiB" in cut.action
     assert "no room for one block" not in cut.action and "max_model_len" not in cut.gain
+
+
+def test_decode_bound_reads_only_decode_dominated_steps():
+    # vllm#19254's three intervals (Qwen3-32B-FP8, 4x H20): 337-629 running, prompt 11,245-11,528 tok/s against
+    # generation 268-3,399: every step is full of prefill chunks, so 0.8-5.6 tok/s per request is a prefill step's
+    # length, not a slow decode (the prefill-bound rule speaks to it)
+    prefill = tl(n=3, running=[337, 629, 610], waiting=[633, 226, 0], prompt_tps=[11245, 11528, 9000],
+                 gen_tps=[268, 826, 3399], kv_usage_pct=[9.5, 16.3, 17.6])
+    assert detect.decode_bound(ctx_for(prefill, counter=False, source="vllm.log")) is None
+    # one interval where generation outweighs the prompts measures the decode step, and it is slow: the rule speaks
+    mixed = tl(n=4, running=[337, 629, 610, 600], prompt_tps=[11245, 11528, 9000, 100],
+               gen_tps=[268, 826, 3399, 600], kv_usage_pct=20.0)
+    f = detect.decode_bound(ctx_for(mixed, counter=False, source="vllm.log"))
+    assert f is not None and f.gain["decode_tps_per_request"].value == 1.0
+
+
+def _no_room(**kw):
+    # a vLLM 0.23 refusal (a public A100-SXM4-80GB log): "Available KV cache memory: -14.28 GiB" at
+    # --gpu-memory-utilization 0.22, "equivalent to --gpu-memory-utilization=0.2133 without CUDA graph memory
+    # profiling", "Estimated CUDA graph memory: 0.53 GiB total", then "No available memory for the cache blocks"
+    f = dict(startup_error="no-memory-for-cache", gpu_memory_utilization=0.22, equivalent_gpu_memory_utilization=0.2133,
+             cudagraph_estimate_bytes=int(0.53 * 2**30), kv_cache_bytes=int(-14.28 * 2**30), max_model_len=128000,
+             error_message="ValueError: No available memory for the cache blocks.")
+    f.update(kw)
+    return StartupFacts(**f)
+
+
+def test_no_room_for_the_cache_gets_the_utilization_that_gives_room():
+    # the total from vLLM's own equivalence line: 0.53 GiB / (0.22 - 0.2133) = 79.1 GiB (the card has 79.15)
+    f = detect.does_not_fit(ctx_for(startup=_no_room()))
+    assert f.action.startswith("--gpu-memory-utilization 0.41 (was 0.22)")
+    assert f.gain["total_memory_gib"].value == pytest.approx(79.1, abs=0.1)
+    assert f.gain["total_memory_gib"].source == "predicted"
+    assert f.gain["utilization_for_no_kv"].value == pytest.approx(0.22 + 14.28 / 79.1, abs=0.001)
+    # the log's own total wins, and a GiB short on a 24 GiB card is a bigger step
+    f = detect.does_not_fit(ctx_for(startup=_no_room(total_memory_bytes=24 * 2**30, kv_cache_bytes=-2**30)))
+    assert f.action.startswith("--gpu-memory-utilization 0.27 (was 0.22)")
+    assert f.gain["total_memory_gib"].source == "measured"
+    # weights and working memory beyond 95 % of the card: no utilization helps
+    f = detect.does_not_fit(ctx_for(startup=_no_room(total_memory_bytes=16 * 2**30, gpu_memory_utilization=0.9,
+                                                     kv_cache_bytes=-2 * 2**30)))
+    assert "no --gpu-memory-utilization leaves room" in f.action
+    # without the fraction or any total: only the direction
+    f = detect.does_not_fit(ctx_for(startup=_no_room(equivalent_gpu_memory_utilization=None)))
+    assert f.action == "--gpu-memory-utilization <higher> (no room for one block)"
+
+
+def test_no_room_with_the_model_known_adds_one_max_length_request(l40s):
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.chains.plan import build_state
+    from kvdoctor.engine.config import EngineConfig
+
+    st = build_state(lookup_model("Qwen/Qwen2.5-7B-Instruct"), l40s, EngineConfig(max_model_len=32768), "0.33.0")
+    c = ctx_for(startup=_no_room())
+    c.ledger, c.gpu = st.ledger, l40s
+    f = detect.does_not_fit(c)
+    # Qwen2.5-7B: 28 layers x 4 KV heads x 128 x 2 (K, V) x 2 bytes = 57,344 B a token; 128,000 tokens = 6.84 GiB
+    one = f.gain["utilization_for_one_request"]
+    tot = l40s.memory_bytes / 2**30
+    assert one.value == pytest.approx(math.ceil((0.22 + (14.28 + 6.84) / tot) * 100) / 100, abs=1e-9)
+    assert "holds one 128,000-token request" in f.action and f.gain["total_memory_gib"].source == "given"

@@ -151,6 +151,8 @@ def does_not_fit(ctx: Context) -> Finding | None:
         gain = {}
         if est:
             gain["max_model_len"] = Figure(est, "predicted", f"vLLM's binary search over max-model-len ≤ {mml}")
+        elif (room := _utilization_for_room(ctx)) is not None:
+            action, gain = room
         return rule_finding("ledger.does-not-fit", "vLLM would refuse to start: "
                             f"{(err or 'one max-length request does not fit the pool')[:220]}",
                             severity="problem", action=action, gain=gain,
@@ -164,6 +166,8 @@ def does_not_fit(ctx: Context) -> Finding | None:
             gain["max_model_len"] = Figure(est, "measured", "vLLM's estimate in the error line")
         elif st.startup_error == "kv-too-small":
             action, gain = _too_small_without_estimate(st)
+        elif (room := _utilization_for_room(ctx)) is not None:
+            action, gain = room
         if st.error_needed_bytes and st.error_available_bytes:
             gain["kv_needed_gib"] = Figure(round(st.error_needed_bytes / 2**30, 2), "measured", "error line")
             gain["kv_available_gib"] = Figure(round(st.error_available_bytes / 2**30, 2), "measured", "error line")
@@ -173,6 +177,62 @@ def does_not_fit(ctx: Context) -> Finding | None:
                             evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source,
                                        line_no=ln)])
     return None
+
+
+def _total_memory(ctx: Context) -> tuple[int, str, str] | None:
+    """The GPU's memory as vLLM saw it: (bytes, how, source). The log's own figure first; then the GPU given or
+    resolved; then vLLM's own arithmetic in "--gpu-memory-utilization=U is equivalent to U' without CUDA graph memory
+    profiling", where U - U' is the graph estimate over the total (>= 0.21; precise to about 1 % when U - U' is
+    0.005 or more, the four decimals vLLM prints)."""
+    st = ctx.startup
+    if st is not None and st.total_memory_bytes:
+        return st.total_memory_bytes, "the log's total GPU memory", "measured"
+    if ctx.gpu is not None and ctx.gpu.memory_bytes:
+        return ctx.gpu.memory_bytes, f"{ctx.gpu.name}'s memory ({ctx.gpu.memory_source})", "given"
+    if st is not None and st.gpu_memory_utilization and st.equivalent_gpu_memory_utilization \
+            and st.cudagraph_estimate_bytes:
+        d = st.gpu_memory_utilization - st.equivalent_gpu_memory_utilization
+        if d >= 0.005:
+            return (int(st.cudagraph_estimate_bytes / d),
+                    f"CUDA graph estimate {st.cudagraph_estimate_bytes / 2**30:.2f} GiB / ({st.gpu_memory_utilization} - "
+                    f"{st.equivalent_gpu_memory_utilization}), vLLM's equivalent-utilization line", "predicted")
+    return None
+
+
+def _utilization_for_room(ctx: Context) -> tuple[str, dict[str, Figure]] | None:
+    """The --gpu-memory-utilization at which a refused start has KV room, from the log's own figures: raising the
+    fraction by x adds x × total to the KV budget and nothing else (weights, activation peak, non-torch memory and the
+    graph estimate are measured before the budget is split: vllm/v1/worker/gpu_worker.py determine_available_memory).
+    None without the fraction, the available figure and the GPU's total."""
+    st = ctx.startup
+    if st is None or not st.gpu_memory_utilization or st.kv_cache_bytes is None or st.kv_cache_bytes > 0:
+        return None
+    tot = _total_memory(ctx)
+    if tot is None:
+        return None
+    total, how, src = tot
+    u, short = st.gpu_memory_utilization, -st.kv_cache_bytes
+    zero = u + short / total
+    gain = {"kv_short_gib": Figure(round(short / 2**30, 2), "measured", "the log's Available KV cache memory"),
+            "total_memory_gib": Figure(round(total / 2**30, 2), src, how),
+            "utilization_for_no_kv": Figure(round(zero, 4), "predicted",
+                                            f"{u} + {short / 2**30:.2f} GiB / {total / 2**30:.2f} GiB")}
+    led = ctx.ledger
+    per_tok = int(_val(led.kv["bytes_per_token"])) if led is not None and "bytes_per_token" in led.kv else 0
+    mml = st.max_model_len
+    one = per_tok * mml if per_tok and mml else 0
+    want = math.ceil((zero + one / total) * 100 + 1e-9) / 100  # rounded up to the next hundredth
+    if one:
+        gain["utilization_for_one_request"] = Figure(want, "predicted", f"{zero:.4f} + one {mml:,}-token request's KV "
+                                                     f"({one / 2**30:.2f} GiB) / {total / 2**30:.2f} GiB, rounded up")
+    if zero >= 0.95:
+        return (f"the model's weights and working memory need {zero:.0%} of the GPU before any KV cache: no "
+                "--gpu-memory-utilization leaves room; quantize the weights or split them (tensor parallel)", gain)
+    what = f"holds one {mml:,}-token request" if one else \
+        "leaves the KV budget above zero; add the KV of the requests it must hold"
+    return (f"--gpu-memory-utilization {want:.2f} (was {u}): at {u} the budget is {short / 2**30:.2f} GiB short of any "
+            f"KV cache; {want:.2f} {what}. Free GPU memory at start-up must cover it (other processes on the GPU)",
+            gain)
 
 
 def _too_small_without_estimate(st) -> tuple[str, dict[str, Figure]]:
@@ -634,7 +694,9 @@ def decode_floor(ctx: Context, kv_pct: float = 0.0) -> tuple[float, str, str]:
 def decode_bound(ctx: Context) -> Finding | None:
     s = signals_of(ctx)
     d, th = s.decode, ctx.thresholds
-    if d is None or d.samples == 0 or math.isnan(d.per_request):
+    if d is None or d.samples == 0 or math.isnan(d.per_request) or d.prefill_steps:
+        # without one decode-dominated interval the rate is that of steps full of prefill chunks: slow because of
+        # the prompts they carry (the prefill-bound and capacity rules speak to those), not a decode defect
         return None
     tl = ctx.timeline
     kvs = [float(tl.kv_usage_pct[i]) for i in d.idx if not math.isnan(float(tl.kv_usage_pct[i]))]

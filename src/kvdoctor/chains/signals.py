@@ -527,6 +527,9 @@ class Decode:
     idx: list[int]  # the intervals used
     prefill_share: float  # prompt tokens / all tokens over the window (NaN when no throughput)
     no_progress: int  # samples of a stalled engine (_no_progress): too few tokens, or waiting with none running
+    # every interval used carried more prompt than generated tokens: the rate is that of steps full of prefill
+    # chunks, which says how long such a step takes, not whether decoding itself is slow
+    prefill_steps: bool = False
 
 
 def decode(tl) -> Decode | None:
@@ -558,9 +561,11 @@ def decode(tl) -> Decode | None:
     if not used:
         return Decode(0, math.nan, math.nan, [], share, _no_progress(tl, set()))
     # intervals where decode dominates say most about the step rate (prefill chunks slow a step)
-    dom = [i for i in used if math.isnan(pr[i]) or pr[i] <= gen[i]] or used
+    dom = [i for i in used if math.isnan(pr[i]) or pr[i] <= gen[i]]
+    mixed = not dom
+    dom = dom or used
     rates = [gen[i] / run[i] for i in dom]
-    return Decode(len(dom), median(rates), min(rates), dom, share, _no_progress(tl, set(used)))
+    return Decode(len(dom), median(rates), min(rates), dom, share, _no_progress(tl, set(used)), mixed)
 
 
 def _no_progress(tl, used: set[int]) -> int:
