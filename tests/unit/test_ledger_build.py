@@ -202,3 +202,18 @@ def test_usage_summary_line_read_in_ledger_terms():
     assert closing == pytest.approx(m["kv_cache"], abs=0.02)
     # the log prints no block count: tokens / L × blocks per request
     assert led.num_blocks == round(451_344 / 131_072 * 8192) and led.kv["num_blocks"].source == "measured"
+
+
+def test_a_log_without_budget_or_gpu_shows_no_prediction_beside_its_pool():
+    # an Ascend start-up (vllm-ascend 0.7.4): "GPU KV cache size: 744,048 tokens", "Maximum concurrency ... 28.36x",
+    # and no budget or device total; with no GPU known, nothing predicts the pool, so no "(predicted 0)" beside it
+    st = StartupFacts(kv_cache_tokens=744048, max_concurrency=28.36, max_concurrency_len=26240, max_model_len=26240,
+                      line_refs={"kv_cache_tokens": 35, "max_concurrency": 36})
+    qwen = lookup_model("Qwen/Qwen2.5-7B-Instruct")
+    led = _ledger(shape=qwen, gpu=None, startup=st, version="0.7.4", max_model_len=26240)
+    assert led.kv["tokens"].value == 744048 and led.kv["tokens"].source == "measured"
+    assert led.kv["tokens"].predicted is None and led.kv["num_blocks"].predicted is None
+    assert led.kv["max_concurrency"].predicted is None
+    # with the GPU known the prediction is there again
+    led = _ledger(shape=qwen, gpu=H100, startup=st, version="0.7.4", max_model_len=26240)
+    assert led.kv["tokens"].predicted > 0

@@ -238,6 +238,11 @@ def build_ledger(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "Resolved
     kvf = _kv_figures(plan, startup, shape, ctx.opts, ctx.override, ctx.engine_kind, predicted_plan)
     if derived_how is not None:
         kvf["num_blocks"] = Figure(plan.num_blocks, "measured", derived_how, predicted=predicted_plan.num_blocks)
+    if figs["kv_cache"].value is None:
+        # no budget behind the prediction (no GPU, none printed): the budget-derived plan is an empty pool, and a
+        # "predicted 0" beside the log's own count would read as a miss; there is no prediction to show
+        kvf = {k: replace(f, predicted=None) if k in ("num_blocks", "tokens", "max_concurrency") else f
+               for k, f in kvf.items()}
     if (plan.num_blocks and ctx.override is None and figs["kv_cache"].source not in ("measured", "given")
             and (derived_how is not None or _fact(startup, "num_gpu_blocks"))):
         # The log shows the pool but not the budget: the budget it implies (to within one block) beats a
