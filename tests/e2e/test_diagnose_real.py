@@ -69,7 +69,6 @@ HELD_OUT_2_MISSES = {
     "h2-vllm-42340": "stalled",  # the helper's words: "an engine stall"; same
     "h2-vllm-38476": "healthy",  # 3.5 tok/s per request, GPU unknown: above kvdoctor's 2 tok/s floor
     "h2-vllm-8804": "arrival-bursts",  # one line of a 1,000-prompt burst: the helper said prefill-bound
-    "h2-vllm-90": "insufficient-evidence",  # vLLM 0.1's "Throughput: X tokens/s" line is not read
     "h2-vllm-4760": "healthy",  # one untimed line, nothing waiting: the helper said insufficient-evidence
 }
 

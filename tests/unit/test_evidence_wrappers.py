@@ -202,3 +202,24 @@ def test_a_structured_log_with_its_time_in_a_key_keeps_its_timeline(tmp_path):
     (seg,) = read_log(p).segments
     tl = seg.timeline
     assert len(tl) == 6 and tl.t[-1] - tl.t[0] == 50.0 and list(tl.running) == [1, 2, 3, 4, 5, 6]
+
+
+def test_vllm_0_1s_stats_line_is_a_sample_with_its_throughput_split_unknown(tmp_path):
+    """vLLM 0.1.0-0.1.3 (scheduler.py ``_log_system_stats``) printed one throughput of every token processed, prompt
+    and generation together; vllm-project/vllm#633 (a T4, August 2023) quotes these lines."""
+    line = ("INFO 08-01 03:08:45 scheduler.py:271] Throughput: 181.6 tokens/s, Running: 1 reqs, Swapped: 0 reqs, "
+            "Pending: 1 reqs, GPU KV cache usage: 100.0%, CPU KV cache usage: 0.0%")
+    row = parse_stats(line.encode())
+    assert row is not None and row[3:6] == (1.0, 1.0, 0.0) and row[7] == 100.0 and row[9] is True
+    assert math.isnan(row[1]) and math.isnan(row[2]) and math.isnan(row[6])  # split and preemptions unknown
+    rows = [line.replace("03:08:45", f"03:{8 + i // 6:02d}:{i % 6 * 10:02d}").replace("Pending: 1", f"Pending: {i % 3}")
+            for i in range(40)]
+    p = tmp_path / "v01.log"
+    p.write_text("\n".join(rows) + "\n")
+    fast = read_log(p, year=2023, chunk_size=1 << 12)
+    full = read_log(p, year=2023, chunk_size=1 << 26)
+    assert _digest(fast) == _digest(full)
+    tl = full.segments[0].timeline
+    assert len(tl.t) == 40 and float(np.nanmax(tl.waiting)) == 2.0 and np.isnan(tl.gen_tps).all()
+    # "Avg generation throughput: ..." keeps its own reading: the early pattern never takes a later record
+    assert parse_stats(V0.format(p=1, g=2, r=3, w=4, kv=5.0).encode())[1:3] == (1.0, 2.0)

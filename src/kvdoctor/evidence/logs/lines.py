@@ -425,7 +425,7 @@ class LinePath:
                     if done > 0:
                         consumed = max(consumed, done)
                     continue
-            if b"Avg prompt throughput" in bl:
+            if b"Avg prompt throughput" in bl or (b"Throughput: " in bl and b"Pending: " in bl):  # (0.1.x's record)
                 r = self._stats(bl, n)
                 if r is None and parse_stats(bl) is None:
                     # cut by a terminal: join the following envelope-less fragments

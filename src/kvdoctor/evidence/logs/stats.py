@@ -4,7 +4,8 @@ v1 (vllm-reference.md §8.1): ``[Engine 000: | N Engines Aggregated: ]Avg prompt
 Avg generation throughput: X tokens/s, Running: N reqs, Waiting: N reqs[, Deferred: N reqs][, KV fetch:
 ...][, Preemptions: N], GPU KV cache usage: X%[, Prefix cache hit rate: X%][, ...]``.
 v0 (§8.2): ``... Running: N reqs, Swapped: N reqs, Pending: N reqs, GPU KV cache usage: X%, CPU KV cache
-usage: X%.``. The CPU backend (v1) prints ``CPU KV cache usage: X%`` for its pool. v0 warning (§8.3): ``Sequence group S is preempted by PreemptionMode.M mode because there
+usage: X%.``; vLLM 0.1.x: ``Throughput: X tokens/s, Running: ...`` (prompt and generation together, read as
+unknown). The CPU backend (v1) prints ``CPU KV cache usage: X%`` for its pool. v0 warning (§8.3): ``Sequence group S is preempted by PreemptionMode.M mode because there
 is not enough KV cache space. ... total_num_cumulative_preemption=N`` (older: ``total_cumulative_preemption_cnt=N``).
 
 Bytes in, numbers out: the streaming reader never decodes lines it does not need.
@@ -28,6 +29,11 @@ STATS_HEAD = re.compile(
     + rb"Running: (\d+) +reqs?, +"
     + rb"(?:Swapped: (\d+) +reqs?, +)?(?:Pending|Waiting): (\d+) +reqs?"
 )
+# vLLM 0.1.0-0.1.3 (mid-2023, scheduler.py ``_log_system_stats``): one throughput of every token the steps processed,
+# prompt and generation together ("Throughput: 181.6 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs,
+# GPU KV cache usage: 100.0%, CPU KV cache usage: 0.0%"); the split is not printed, so both are unknown (NaN)
+EARLY_STATS = re.compile(rb"(?<![A-Za-z])Throughput: " + _F + rb" tokens/s, +Running: (\d+) +reqs?, +Swapped: (\d+) +reqs?, "
+                         rb"+Pending: (\d+) +reqs?")
 R_PREEMPT = re.compile(rb"Preemptions: (\d+)")
 R_DEFERRED = re.compile(rb"Deferred: (\d+) +reqs?")
 R_KV = re.compile(rb"(?<!CPU )KV cache usage: " + _F + rb"%")
@@ -51,7 +57,7 @@ def parse_stats(msg: bytes, absent: float = 0.0) -> tuple | None:
     decides per segment whether that means 0 or unknown — docs/evidence.md "Preemptions")."""
     m = STATS_HEAD.search(msg)
     if m is None:
-        return None
+        return _parse_early(msg)
     eng, agg, ptps, gtps, running, swapped, waiting = m.groups()
     tail = msg[m.end():]
     is_v0 = swapped is not None
@@ -85,6 +91,18 @@ def parse_stats(msg: bytes, absent: float = 0.0) -> tuple | None:
         is_v0,
         float(d.group(1)) if d else NAN,
     )
+
+
+def _parse_early(msg: bytes) -> tuple | None:
+    """vLLM 0.1.x's stats record (EARLY_STATS): a v0 row whose prompt and generation throughputs are unknown."""
+    m = EARLY_STATS.search(msg)
+    if m is None:
+        return None
+    k = R_KV.search(msg, m.end())
+    if k is None:
+        return None
+    _tps, running, swapped, waiting = m.groups()
+    return ("", NAN, NAN, float(running), float(waiting), float(swapped), NAN, float(k.group(1)), NAN, True, NAN)
 
 
 # A record cut by the end of its line (a stored excerpt, a pasted chunk, a file still being written): the throughputs
