@@ -196,3 +196,46 @@ def test_one_request_held_through_a_stretch_of_a_quiet_window_is_a_note():
     for ww, pp in ((w, np.full(12, 500.0)), (np.where(np.arange(12) < 4, w, 0), pt)):
         inst = diagnose(ev(seg(tl(n=12, running=4, waiting=ww, prompt_tps=pp, kv_usage_pct=71.0)))).instances[0]
         assert not any("waited through" in n for n in inst.notes)
+
+
+def test_a_window_that_ends_on_a_stopped_engine_is_not_confidently_healthy():
+    # LMCache PR 1196's decode instance (vLLM v1): 7 tok/s for 1 running, then "Avg prompt throughput: 0.0 tokens/s,
+    # Avg generation throughput: 0.0 tokens/s, Running: 1 reqs" and no stats line for six minutes until a Ctrl-C
+    stuck = tl(n=6, running=[1, 1, 1, 1, 1, 1], waiting=0, kv_usage_pct=0.5, prompt_tps=[3.6, 0, 0, 0, 0, 0],
+               gen_tps=[7.0, 7.0, 7.1, 6.9, 7.0, 0.0])
+    inst = diagnose(ev(seg(stuck, source="vllm.log"))).instances[0]
+    assert inst.verdict == "healthy" and inst.confidence == "low"
+    assert any("no token processed in its interval" in c for c in inst.carried_by)
+    assert any("it hung" in x for x in inst.would_raise)
+    # the same window with tokens in its last interval, or with nothing running at the end, stays as it was
+    for end in (dict(gen_tps=[7.0, 7.0, 7.1, 6.9, 7.0, 6.8]), dict(running=[1, 1, 1, 1, 1, 0])):
+        base = dict(running=[1, 1, 1, 1, 1, 1], gen_tps=[7.0, 7.0, 7.1, 6.9, 7.0, 0.0])
+        base.update(end)
+        fine = tl(n=6, waiting=0, kv_usage_pct=0.5, prompt_tps=[3.6, 0, 0, 0, 0, 0], **base)
+        inst = diagnose(ev(seg(fine, source="vllm.log"))).instances[0]
+        assert not any("no token processed" in c for c in inst.carried_by)
+
+
+def test_unevenly_loaded_data_parallel_engines_get_a_note():
+    from kvdoctor.chains.diagnose import dp_balance_notes
+
+    # vllm#48808 (DP 4 on H20, /metrics pasted twice): 8/8/8/8 running at first, then 27/5/0/0
+    def snap(run, wait=0.0):
+        return tl(n=1, running=run, waiting=wait, kv_usage_pct=np.nan)
+
+    skewed = [seg(snap(r), source="metrics.txt", engine=f"qwen3_4b engine {k}") for k, r in enumerate((27, 5, 0, 0))]
+    skewed[0].timeline.t[:] = np.nan
+    for s_ in skewed:
+        s_.timeline.t[:] = np.nan
+    notes = dp_balance_notes(skewed)
+    assert len(notes) == 1 and "engine 0: 27 running" in notes[0] and "X-data-parallel-rank" in notes[0]
+    d = diagnose(ev(*skewed))
+    assert any("unevenly loaded" in n for n in d.notes)
+    # even engines, or two servers' engines (different sources), say nothing
+    even = [seg(snap(r), source="metrics.txt", engine=f"qwen3_4b engine {k}") for k, r in enumerate((8, 8, 8, 8))]
+    apart = [seg(snap(r), source=f"host{k}.txt", engine="Engine 000") for k, r in enumerate((27, 0))]
+    assert dp_balance_notes(even) == [] and dp_balance_notes(apart) == []
+    # vllm#36748 (DP 8 on B200): 51 + 117 against 31 + 108 is a shared queue, not a skew
+    close = [seg(tl(n=1, running=r, waiting=w), source="v.log", engine=f"Engine 00{k}")
+             for k, (r, w) in enumerate(((51, 117), (31, 108)))]
+    assert dp_balance_notes(close) == []

@@ -125,3 +125,16 @@ def test_a_request_that_came_and_went_between_two_lines_bridges_the_gap(tmp_path
     # the same interval with no tokens processed is idle: two loads
     lines[7] = idle(T0 + timedelta(seconds=105))
     assert len(diagnose(load_evidence([write(tmp_path, lines)])).instances) == 2
+
+
+def test_a_kv_load_failure_re_wrapped_by_an_issue_body_is_read(tmp_path):
+    # ai-dynamo/nixl#1614 (vLLM 0.19, NIXL on GB200): the scheduler's line, its tail on the next line in the issue
+    text = ("ERROR [nixl_connector.py:2691] NIXL transfer failure: transfer_setup_failed.\n"
+            "ERROR [scheduler.py:2293] Failing 1 request(s) due to KV load failure\n"
+            "  (failure_policy=fail, 996 tokens affected)\n"
+            "WARN: Failed deserializing JSON to response\n")
+    p = tmp_path / "nixl.log"
+    p.write_text(text)
+    d = diagnose(load_evidence([p]))
+    notes = [n for i in d.instances for n in i.notes]
+    assert any("1 request(s) failed with an error (996 tokens)" in n for n in notes), notes

@@ -16,6 +16,7 @@ evidence (vLLM refuses to start, or a cap holds the queue while the pool has roo
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -504,13 +505,25 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     d = s.decode
     if d is not None and d.samples and not math.isnan(d.per_request):
         carried.append(f"decode {d.per_request:.1f} tok/s per running request")
+    more = more_window + more_counter
+    end = sig.stopped_at_end(ctx.timeline)
+    if end is not None:
+        tl = ctx.timeline
+        ln = int(tl.line_no[end]) if tl.line_no is not None and not math.isnan(float(tl.line_no[end])) else None
+        conf = "low"
+        carried.append(f"the last stats line{f' (line {ln})' if ln else ''} shows {int(tl.running[end])} running and no "
+                       "token processed in its interval: vLLM prints its next stats line only once tokens flow again, "
+                       "so if the log goes on without one, the engine stopped with requests in it (a hang: py-spy dump "
+                       "the engine core; a KV transfer or connector waiting)")
+        more = more + ["the log after the last stats line: another stats line with tokens (it resumed), or none while "
+                       "the server kept running (it hung)"]
     since = _counter_since_start(ctx)
     if since:
         # preemptions happened at some point of the engine's life: not in this window's queue, but worth saying
         conf = _cap(conf, "medium")
         carried.append(f"{since:g} preemptions since the engine started (/metrics, no rate): outside this window or "
                        "the safety net")
-    return Judgement("healthy", conf, reason, "none", carried, more_window + more_counter,
+    return Judgement("healthy", conf, reason, "none", carried, more,
                      ["Waiting > 0 while KV ≥ 90 % (capacity), or vllm:num_preemptions_total rising faster than "
                       "~1/min"])
 
@@ -629,11 +642,67 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
     ev_notes = [n for n in (evidence.notes or [])
                 if n.startswith("one instance") or "kept apart" in n or "kept as its own instance" in n
                 or "an offline `vllm bench" in n]  # an offline result is evidence diagnose does not read: say so
+    ev_notes += dp_balance_notes(segments)
     # the request lines' note goes to the first instance of its log (DP engines of one server share one API log)
     for src, text in request_line_notes(evidence).items():
         inst = next((i for i in instances if i.source == src), None)
         (inst.notes if inst is not None else ev_notes).append(text)
     return Diagnosis(instances, th, ev_notes)
+
+
+_DP_RANK = re.compile(r"\bengine[\s=_\"']*(\d+)\b", re.I)
+
+
+def dp_balance_notes(segments: list[Segment]) -> list[str]:
+    """Data-parallel engines of one server (``Engine 000``, ``Engine 001`` ... in one log; ``engine="k"`` series in one
+    /metrics source) loaded unevenly at the same moment: one holds at least twice the requests (running + waiting) of
+    another, plus four. vLLM's internal balancer (0.33 ``DPLBAsyncMPClient.get_core_engine_for_request``) sends each
+    request to the engine with the least waiting + running (the coordinator's counts, every 100 ms), so a lasting skew
+    points at what routes around it: an external balancer or per-rank endpoints (--data-parallel-hybrid-lb /
+    --data-parallel-external-lb), requests pinned to a rank (the X-data-parallel-rank header, streaming-input
+    sessions), or one engine stalled. One note per server, at the sample of widest spread."""
+    groups: dict[tuple[str, str], list[tuple[int, Segment]]] = {}
+    for seg in segments:
+        m = _DP_RANK.search(seg.engine or "")
+        if m is None or seg.timeline is None or not len(seg.timeline):
+            continue
+        key = (seg.source, (seg.engine[:m.start()] + seg.engine[m.end():]).strip())
+        groups.setdefault(key, []).append((int(m.group(1)), seg))
+    out = []
+    for (src, _), members in groups.items():
+        if len({r for r, _ in members}) < 2:
+            continue
+        at: dict[float | str, dict[int, tuple[float, float]]] = {}
+        for rank, seg in members:
+            tl = seg.timeline
+            for i in range(len(tl)):
+                t = float(tl.t[i])
+                run, wait = float(tl.running[i]), float(tl.waiting[i])
+                if math.isnan(run):
+                    continue
+                # snapshots without a time (a pasted /metrics dump) line up as one moment, the last of each
+                key = round(t, 0) if math.isfinite(t) else "snapshot"
+                at.setdefault(key, {})[rank] = (run, 0.0 if math.isnan(wait) else wait)
+        best = None
+        for when, loads in at.items():
+            if len(loads) < 2:
+                continue
+            tot = {r: a + b for r, (a, b) in loads.items()}
+            hi, lo = max(tot, key=tot.get), min(tot, key=tot.get)
+            spread = tot[hi] - tot[lo]
+            if tot[hi] >= 2 * tot[lo] + 4 and (best is None or spread > best[0]):
+                best = (spread, when, loads)
+        if best is None:
+            continue
+        _, when, loads = best
+        moment = fmt_time(when) if isinstance(when, float) else "in the snapshot"
+        per = ", ".join(f"engine {r}: {a:g} running, {b:g} waiting" for r, (a, b) in sorted(loads.items()))
+        out.append(f"{src}: the data-parallel engines are unevenly loaded ({moment}: {per}). vLLM's own balancer sends "
+                   "each request to the engine with the least waiting + running, so a lasting skew points at what routes "
+                   "around it (an external balancer or per-rank endpoints, requests pinned to a rank with the "
+                   "X-data-parallel-rank header, sticky or prefix-aware routing) or at an engine that stopped taking "
+                   "work; compare vllm:num_requests_running per engine over time")
+    return out
 
 
 def _split_loads(seg: Segment, requests: list, th: Thresholds) -> list[tuple[Segment, list, tuple[str, str] | None]]:

@@ -583,14 +583,31 @@ def _no_progress(tl, used: set[int]) -> int:
         if not math.isnan(run[i]) and run[i] == 0 and i < len(wait) and not math.isnan(wait[i]) and wait[i] >= 1:
             count += 1
             continue
-        if i not in used:
-            continue
+        if i not in used or (math.isnan(gen[i]) and math.isnan(pr[i])):
+            continue  # (vLLM 0.1.x's line prints neither rate: progress unknown, not none)
         j = i if i > 0 else 1
         gap = t[j] - t[j - 1] if n > 1 and not math.isnan(t[j]) and not math.isnan(t[j - 1]) else math.nan
         tps = (0.0 if math.isnan(gen[i]) else gen[i]) + (0.0 if math.isnan(pr[i]) else pr[i])
         if tps == 0 or (not math.isnan(gap) and gap > 0 and tps * gap < run[i]):
             count += 1
     return count
+
+
+def stopped_at_end(tl) -> int | None:
+    """The last sample, when it shows requests running and not one token processed in its interval (both rates
+    printed, both 0). vLLM v1 logs a stats line at INFO only while tokens flow or in the first interval after they
+    stop (``LoggingStatLogger.engine_is_idle``: both rates 0 now and before), so such a line is the last one printed
+    until tokens flow again: where the log goes on without another, the engine stopped with requests in it. None
+    otherwise."""
+    if tl is None or len(tl) < 2:
+        return None
+    run, gen, pr = _arr(tl.running), _arr(tl.gen_tps), _arr(tl.prompt_tps)
+    i = len(run) - 1
+    if len(gen) != len(run) or len(pr) != len(run) or math.isnan(run[i]) or run[i] < 1:
+        return None
+    if math.isnan(gen[i]) or math.isnan(pr[i]) or gen[i] + pr[i] > 0:
+        return None
+    return i
 
 
 @dataclass

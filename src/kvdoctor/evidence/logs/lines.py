@@ -443,10 +443,21 @@ class LinePath:
                 if r:
                     self.parsed_lines += 1
                 continue
-            if b"KV load failure" in bl and (kv_fail := _KV_LOAD_FAILURE.search(bl)) is not None:
-                if self._kv_load_failure(bl, n, kv_fail):
-                    self.parsed_lines += 1
-                continue
+            if b"KV load failure" in bl:
+                kv_fail = _KV_LOAD_FAILURE.search(bl)
+                if kv_fail is None:
+                    # re-wrapped where a page or an issue body broke it: "(failure_policy=fail, N tokens affected)"
+                    # on the next line
+                    raw = bl
+                    for nxt, j_end in _pieces_after(work, le, 2):
+                        raw += b" " + nxt.strip()
+                        if (kv_fail := _KV_LOAD_FAILURE.search(raw)) is not None:
+                            bl, consumed = raw, max(consumed, j_end)
+                            break
+                if kv_fail is not None:
+                    if self._kv_load_failure(bl, n, kv_fail):
+                        self.parsed_lines += 1
+                    continue
             if b"preempted by" in bl and b"KV cache" in bl:
                 if self._warning(bl, n):
                     self.parsed_lines += 1
