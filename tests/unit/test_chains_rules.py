@@ -395,3 +395,19 @@ def test_no_room_with_the_model_known_adds_one_max_length_request(l40s):
     tot = l40s.memory_bytes / 2**30
     assert one.value == pytest.approx(math.ceil((0.22 + (14.28 + 6.84) / tot) * 100) / 100, abs=1e-9)
     assert "holds one 128,000-token request" in f.action and f.gain["total_memory_gib"].source == "given"
+
+
+def test_a_preempted_request_waiting_in_an_empty_pool_is_capacity():
+    # a public 2026 paste (GLM-OCR on a GTX 1650, --num-gpu-blocks-override 100 under --max-model-len 2048): one
+    # request runs until the pool reads 90.9 %, then "Running: 0 reqs, Waiting: 1 reqs, GPU KV cache usage: 0.0%"
+    # twice, six times over; 500 blocks fixed it
+    stuck = tl(n=3, running=[1, 0, 0], waiting=[0, 1, 1], kv_usage_pct=[90.9, 0.0, 0.0], prompt_tps=[128.9, 0, 0],
+               gen_tps=[14.2, 15.4, 0.0])
+    f = detect.admission_blocked(ctx_for(stuck, counter=False, source="vllm.log"))
+    assert f is not None and f.data["form"] == "unfit" and "needs more blocks than the whole pool" in f.summary
+    assert [c.line_no for c in f.evidence] == [100, 101, 102]
+    # a request that finished (nothing waits), or one stuck sample, or a pool that never filled: silent
+    for run, wait, kv in (([1, 0, 0], [0, 0, 0], [90.9, 0, 0]), ([1, 0, 1], [0, 1, 0], [90.9, 0, 40.0]),
+                          ([1, 0, 0], [0, 1, 1], [40.0, 0, 0])):
+        t = tl(n=3, running=run, waiting=wait, kv_usage_pct=kv, prompt_tps=[128.9, 0, 0], gen_tps=[14.2, 15.4, 0.0])
+        assert detect.admission_blocked(ctx_for(t, counter=False, source="vllm.log")) is None, (run, wait, kv)

@@ -465,7 +465,7 @@ def admission_blocked(ctx: Context) -> Finding | None:
     s = signals_of(ctx)
     q, th = s.queue, ctx.thresholds
     if not capacity_blocked(s, th):
-        return None
+        return _unfit_request(ctx)
     tl = ctx.timeline
     idx = q.held_full_idx if q.held_full_share >= th.held_share else q.held_idx
     ev = [sig.cite_at(tl, i, ctx.source, "waiting", int(tl.waiting[i]),
@@ -489,6 +489,31 @@ def admission_blocked(ctx: Context) -> Finding | None:
         f"Requests wait in {q.held_share:.0%} of samples (peak {q.max_waiting:.0f}) {why}: admission is blocked by "
         "capacity.", severity="problem", action=get("sched.admission-blocked").action, gain=gain, evidence=ev,
     )
+
+
+def _unfit_request(ctx: Context) -> Finding | None:
+    """Admission blocked by capacity in its extreme form: a preempted request waits in an empty pool
+    (signals.unfit_after_preemption), whatever the queue's share of the window."""
+    tl, th = ctx.timeline, ctx.thresholds
+    hit = sig.unfit_after_preemption(tl, th)
+    if hit is None:
+        return None
+    i, js = hit
+    full = sig.cite_at(tl, i, ctx.source, "kv_usage_pct", float(tl.kv_usage_pct[i]),
+                       f"Running: {int(tl.running[i])} with KV {sig.kv_text(tl.kv_usage_pct[i])}")
+    ev = [full] + [sig.cite_at(tl, j, ctx.source, "waiting", int(tl.waiting[j]),
+                               f"Running: 0, Waiting: {int(tl.waiting[j])} with KV {sig.kv_text(tl.kv_usage_pct[j])}")
+                   for j in js[:3]]
+    return rule_finding(
+        "sched.admission-blocked",
+        f"The pool filled with {int(tl.running[i])} running (KV {sig.kv_text(tl.kv_usage_pct[i])}), then "
+        f"{int(tl.waiting[js[0]])} request(s) waited in the emptied pool with none running for {len(js)} samples: "
+        "the preempted request needs more blocks than the whole pool, which is smaller than one request of its length "
+        "(--num-gpu-blocks-override or --kv-cache-memory below max-model-len): admission is blocked by capacity.",
+        severity="problem", action="a pool that holds one request of max-model-len: drop the override or raise it, or "
+                                   "lower --max-model-len to what the pool holds (kvdoctor ledger gives both)",
+        gain={"stuck_samples": Figure(len(js), "measured", "Running 0, Waiting >= 1, KV < 5 % after a full pool")},
+        evidence=ev, data={"form": "unfit"})
 
 
 def arrival_bursts(ctx: Context) -> Finding | None:

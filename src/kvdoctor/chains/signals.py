@@ -593,6 +593,39 @@ def _no_progress(tl, used: set[int]) -> int:
     return count
 
 
+def unfit_after_preemption(tl, th: Thresholds) -> tuple[int, list[int]] | None:
+    """A request larger than the whole pool: a sample where requests ran with the pool mostly used (KV >= 80 %),
+    then two or more in a row with none running, some waiting, the pool emptied (KV < 5 %) and no prompt token
+    processed after the first. The scheduler preempts a running request that cannot grow (v1: the newest, here the
+    only one), which frees the pool; one that fitted would be admitted again at the next step, so a request that
+    waits in an empty pool needs more blocks than the pool has (a pool set below max-model-len:
+    --num-gpu-blocks-override, --kv-cache-memory). (index of the full sample, indexes of the stuck ones) or None."""
+    if tl is None or len(tl) < 3:
+        return None
+    run, wait, kv, pr = _arr(tl.running), _arr(tl.waiting), _arr(tl.kv_usage_pct), _arr(tl.prompt_tps)
+    n = len(run)
+    if len(wait) != n or len(kv) != n:
+        return None
+    if len(pr) != n:
+        pr = [math.nan] * n
+
+    def stuck(j: int) -> bool:
+        return run[j] == 0 and wait[j] >= 1 and not math.isnan(kv[j]) and kv[j] < 5.0
+
+    for i in range(n - 2):
+        # the sample is up to one interval before the preemption, while the request still grew: "mostly used" (80 %)
+        if not (run[i] >= 1 and not math.isnan(kv[i]) and kv[i] >= min(th.kv_full_pct, 80.0)):
+            continue
+        js = []
+        j = i + 1
+        while j < n and stuck(j) and (j == i + 1 or pr[j] == 0):
+            js.append(j)
+            j += 1
+        if len(js) >= 2:
+            return i, js
+    return None
+
+
 def stopped_at_end(tl) -> int | None:
     """The last sample, when it shows requests running and not one token processed in its interval (both rates
     printed, both 0). vLLM v1 logs a stats line at INFO only while tokens flow or in the first interval after they
