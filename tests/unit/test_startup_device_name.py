@@ -139,3 +139,30 @@ def test_v0s_engine_iteration_timeout_is_a_death_with_its_own_reason(tmp_path):
                      "ERROR 08-29 02:12:22 async_llm_engine.py:656] Engine iteration timed out. This should never "
                      "happen!\n")
     assert inst.verdict == "engine-died" and "VLLM_ENGINE_ITERATION_TIMEOUT_S" in inst.reason
+
+
+def test_a_build_that_does_not_match_the_machine_is_named_not_called_a_kernel_fault(tmp_path):
+    # a public MiniMax-M2.7 note (vLLM 0.19.0+cu132 on a driver of CUDA 13.1): a CUDA error, but a setup one
+    w = "(Worker_TP1 pid=4122) ERROR 04-14 16:37:13 [multiproc_executor.py:949] "
+    inst = _instance(tmp_path, "ptx.log",
+                     "(APIServer pid=1) INFO 04-14 16:36:05 [loggers.py:259] Engine 000: Avg prompt throughput: 10.0 "
+                     "tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache "
+                     "usage: 0.1%, Prefix cache hit rate: 0.0%\n"
+                     f"{w}Traceback (most recent call last):\n"
+                     f"{w}torch.AcceleratorError: CUDA error: the provided PTX was compiled with an unsupported "
+                     "toolchain.\n"
+                     "(EngineCore pid=3900) ERROR 04-14 16:37:13 [core.py:1010] EngineCore encountered a fatal error.\n")
+    assert inst.verdict == "engine-died" and inst.action.startswith("the build does not match this machine")
+    assert "update the driver" in inst.action and "Xid" not in inst.action
+    # torch's check at start-up (a public lm_eval run of vLLM 0.20.1)
+    from kvdoctor.chains.crash import known_fix
+
+    assert "update the driver" in known_fix("RuntimeError: The NVIDIA driver on your system is too old (found version "
+                                            "12080). Please update your GPU driver")
+    assert "sm_100/sm_120" in known_fix("torch.AcceleratorError: CUDA error: no kernel image is available for execution "
+                                        "on the device")
+    # a real kernel fault keeps its advice
+    inst = _instance(tmp_path, "ima.log", f"{w}torch.AcceleratorError: CUDA error: an illegal memory access was "
+                                          "encountered\n(EngineCore pid=3900) ERROR 04-14 16:37:13 [core.py:1010] "
+                                          "EngineCore encountered a fatal error.\n")
+    assert "CUDA_LAUNCH_BLOCKING=1" in inst.action

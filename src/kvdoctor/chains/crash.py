@@ -193,6 +193,8 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         return _oom_advice(ctx, phase, near)
     if cause == "memory-held":
         return _held_advice(ctx)
+    if cause == "cuda-error" and (exc := _exception(near, ce)) is not None and (hint := known_fix(exc[0])):
+        return hint + f" (line {exc[1]})", f"the engine raised {exc[0][:200]}", {}
     if cause == "cuda-error":
         return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
                 "graphs in or out; check dmesg for NVIDIA Xid errors (a launch failure can be the GPU or the driver); "
@@ -284,7 +286,22 @@ _KNOWN_EXCEPTIONS = (
     ("is not divisible by min_thread_",
      "--tensor-parallel-size whose weight shards stay multiples of the Marlin kernel's tile (the message gives it), or "
      "the checkpoint's non-Marlin kernel (--quantization gptq or awq), as vLLM's message says"),
-)
+) + tuple((n, "the build does not match this machine, not a setting of vLLM: " + h) for n, h in (
+    # torch's and CUDA's own words for a driver or an architecture the installed build was not made for
+    ("driver on your system is too old",
+     "the NVIDIA driver is older than the CUDA of this torch/vLLM build (the message's 'found version' is the CUDA "
+     "the driver supports, e.g. 12080 for 12.8): update the driver, or install the wheel or image built for that CUDA"),
+    ("CUDA driver version is insufficient for CUDA runtime version",
+     "the NVIDIA driver is older than the CUDA runtime of this build: update the driver, or install the build for the "
+     "driver's CUDA version (nvidia-smi prints it)"),
+    ("PTX was compiled with an unsupported toolchain",
+     "the kernels' PTX came from a newer CUDA than the driver can JIT (cudaErrorUnsupportedPtxVersion): update the "
+     "driver, or install the wheel or image built for the driver's CUDA (nvidia-smi prints it)"),
+    ("no kernel image is available for execution on the device",
+     "this build has no kernels for this GPU's architecture (a Blackwell card under a wheel without sm_100/sm_120, or an "
+     "old card under a build that dropped it): install a build compiled for it (vLLM's image or wheel for that CUDA, or "
+     "TORCH_CUDA_ARCH_LIST when building from source)"),
+))
 
 
 def known_fix(text: str) -> str | None:
