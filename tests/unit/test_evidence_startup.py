@@ -278,3 +278,13 @@ def test_the_gaudi_forks_weights_line(tmp_path):
                  "INFO 09-24 17:31:40 habana_executor.py:85] # HPU blocks: 4107, # CPU blocks: 256\n")
     (f,) = read_startup_facts(str(p))
     assert f.weights_bytes == int(15.05 * (1 << 30)) and f.num_gpu_blocks == 4107
+
+
+def test_a_kv_refusal_reflowed_by_a_page_is_joined_with_its_estimate():
+    # a public tuning note (GB10, 2026) quotes vLLM's refusal over three indented lines
+    (f,) = read_startup_facts("→ ValueError: To serve at least one request with the model's max seq len (131072),\n"
+                              "  3.79 GiB KV cache is needed, which is larger than the available KV cache memory "
+                              "(3.12 GiB).\n"
+                              "  Based on the available memory, the estimated maximum model length is 7740.\n")
+    assert (f.startup_error, f.max_model_len, f.error_est_max_model_len) == ("kv-too-small", 131072, 7740)
+    assert (g(f.error_needed_bytes), g(f.error_available_bytes)) == (3.79, 3.12)

@@ -1246,10 +1246,14 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
     for k, nxt in enumerate(following[:2], start=1):
         if not nxt.strip() or parse_envelope(nxt) is not None or nxt.lstrip().startswith(("File ", "Traceback")):
             return None
-        for sep in ("", " "):
-            if R_TOO_SMALL.search(raw + sep + nxt):
-                return raw + sep + nxt, k
-        raw += nxt
+        # a terminal's hard wrap splits a word and adds nothing; a page's reflow indents the continuation
+        for cand in (raw + nxt, raw + " " + nxt.strip()):
+            if R_TOO_SMALL.search(cand):
+                rest = following[k].strip() if k < len(following) else ""
+                if rest.startswith("Based on the available memory") and parse_envelope(rest) is None:
+                    return cand + " " + rest, k + 1  # vLLM's estimate, reflowed onto a line of its own
+                return cand, k
+        raw += nxt if not nxt[:1].isspace() else " " + nxt.strip()
     return None
 
 
