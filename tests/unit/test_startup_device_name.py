@@ -166,3 +166,15 @@ def test_a_build_that_does_not_match_the_machine_is_named_not_called_a_kernel_fa
                                           "encountered\n(EngineCore pid=3900) ERROR 04-14 16:37:13 [core.py:1010] "
                                           "EngineCore encountered a fatal error.\n")
     assert "CUDA_LAUNCH_BLOCKING=1" in inst.action
+
+
+def test_the_sampler_warm_up_oom_quoted_without_vllms_prefix_is_still_the_sampler(tmp_path):
+    # a public GLM-4.7 NVFP4 note (4x RTX PRO 6000, vLLM 0.15.1): torch's OOM and vLLM's own message, quoted bare
+    inst = _instance(tmp_path, "sampler.log",
+                     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.74 GiB.\n"
+                     "GPU 3 has a total capacity of 94.97 GiB of which 1.69 GiB is free.\n"
+                     "...\n"
+                     "RuntimeError: CUDA out of memory occurred when warming up sampler with 1024 dummy requests.\n"
+                     "Please try lowering `max_num_seqs` or `gpu_memory_utilization`.\n")
+    assert inst.verdict == "engine-died" and inst.action.startswith("--max-num-seqs lower")
+    assert "warmed up its sampler at start-up" in inst.reason

@@ -36,7 +36,8 @@ _GIB = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / 1024*
 
 
 def _text(e: Event) -> str:
-    return f"{e.message} {e.data.get('cause', '')}"
+    """What an event says: its first line, the cause it was given, and the exception line that ended its burst."""
+    return f"{e.message} {e.data.get('cause', '')} {e.data.get('exception', '')}"
 
 
 def _engine_traceback(e: Event) -> bool:
@@ -174,8 +175,8 @@ def _phase(ctx: Context, first: Event, near: list[Event]) -> str | None:
     """"at start-up" (a traceback through a frame that only runs at start-up: loading, profiling, KV allocation,
     graph capture), "while serving" (a stats sample before the death, or the death burst names a request), "at
     start-up" again for start-up lines with nothing served, else None: an excerpt of tracebacks alone does not say."""
-    if any(e.data.get("startup_frame") for e in near):
-        return "at start-up"
+    if any(e.data.get("startup_frame") for e in near) or any("warming up sampler" in _text(e) for e in near):
+        return "at start-up"  # (vLLM's sampler warm-up message: only the start-up runs it)
     if _served(ctx, first, after=False) or any(w in _text(e) for e in near for w in _SERVING_WORDS):
         return "while serving"
     if any(e.data.get(k) for e in near for k in ("dump_config", "dump_stats", "dump_step")):
