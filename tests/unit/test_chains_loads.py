@@ -138,3 +138,19 @@ def test_a_kv_load_failure_re_wrapped_by_an_issue_body_is_read(tmp_path):
     d = diagnose(load_evidence([p]))
     notes = [n for i in d.instances for n in i.notes]
     assert any("1 request(s) failed with an error (996 tokens)" in n for n in notes), notes
+
+
+def test_kv_blocks_the_decode_side_never_read_get_a_note(tmp_path):
+    # vllm#25562 (a NIXL prefill instance, 2025) and vLLM 0.33's wording of the same warning
+    w = "(EngineCore_DP0 pid=3747544) WARNING 09-24 16:35:21 [nixl_connector.py:1048] "
+    text = "".join(f"{w}Releasing expired KV blocks for request cmpl-{i}-0 which were retrieved by 0 decode worker(s) "
+                   "within 120 seconds.\n" for i in range(3))
+    text += (f"{w}Releasing expired KV blocks for request cmpl-9-0 which were retrieved by 1 remote worker(s) before "
+             "lease expired.\n")
+    p = tmp_path / "nixl.log"
+    p.write_text(text)
+    ev = load_evidence([p])
+    assert sum(1 for s in ev.segments for e in s.events if e.kind == "kv-expired") == 4
+    notes = [n for i in diagnose(ev).instances for n in i.notes]
+    assert any("blocks of 4 request(s) that the decode side did not read in time (3 read by no decode worker" in n
+               for n in notes), notes

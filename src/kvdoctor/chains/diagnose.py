@@ -209,6 +209,8 @@ def diagnose_context(ctx: Context) -> Instance:
                           "deferred ones (--max-loras, the KV connector or the structured-output backend would)")
     if (held := _held_stretch_note(ctx, s)) is not None:
         inst.notes.append(held)
+    if (kv_exp := _kv_expired_note(ctx)) is not None:
+        inst.notes.append(kv_exp)
     if (kv_fail := _kv_load_failure_note(ctx)) is not None:
         inst.notes.append(kv_fail)
     if (errs := _error_note(ctx, findings)) is not None:
@@ -247,6 +249,21 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
     return (f"the log shows an exception with no engine death tied to it here: {text[:240]} (line {ln}){more}"
             + (f"; the known fix: {fix}" if fix else
                "; if the server stopped there, it is why (search vLLM's issues for it with your version)"))
+
+
+def _kv_expired_note(ctx: Context) -> str | None:
+    """NIXL's producer released blocks no consumer read before their lease ran out (``Releasing expired KV blocks``):
+    a prefill instance whose work the decode side never fetched. A disaggregation fault, so a note."""
+    evs = [e for e in ctx.events if e.kind == "kv-expired"]
+    if not evs:
+        return None
+    lines = ", ".join(str(e.line_no) for e in evs[:3]) + (", …" if len(evs) > 3 else "")
+    none = sum(1 for e in evs if e.data.get("retrieved") == 0)
+    return (f"the KV connector released the blocks of {len(evs):,} request(s) that the decode side did not read in time "
+            f"({none:,} read by no decode worker; line{'s' if len(evs) > 1 else ''} {lines}): their prefill here was "
+            "wasted. The decode instance never pulled them: the proxy or router did not hand those requests to a "
+            "decode instance (or the client gave up first), or the decode side cannot reach this one over NIXL (its "
+            "side channel, VLLM_NIXL_SIDE_CHANNEL_HOST / _PORT, and the network between them)")
 
 
 def _kv_load_failure_note(ctx: Context) -> str | None:

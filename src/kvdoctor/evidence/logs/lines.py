@@ -70,6 +70,10 @@ _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|B
 # (v1/core/sched/scheduler.py _handle_invalid_blocks; kv_transfer_config.kv_load_failure_policy):
 # "Recovered from KV load failure: 215 request(s) rescheduled (373752 tokens affected)." (policy recompute) and
 # "Failing 3 request(s) due to KV load failure (failure_policy=fail, 4096 tokens affected). Request IDs: …"
+# NIXL's producer side (vLLM 0.2x "... retrieved by N decode worker(s) within T seconds."; 0.33 "... retrieved by N
+# remote worker(s) before lease expired."): blocks held for a consumer that did not read them in time
+_KV_EXPIRED = re.compile(rb"Releasing expired KV blocks for request (\S+) which were retrieved by (\d+) (?:decode|remote) "
+                         rb"worker")
 _KV_LOAD_FAILURE = re.compile(rb"(Recovered from|Failing (\d+) request\(s\) due to) KV load failure(?:: (\d+) "
                               rb"request\(s\) rescheduled)? \((?:failure_policy=\w+, )?(\d+) tokens affected\)")
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
@@ -257,6 +261,34 @@ class LinePath:
         self.cut_stats += 1
         return True
 
+    def _connector_line(self, work: bytes, bl: bytes, le: int, n: int) -> int | None:
+        """A KV connector's line: the scheduler's load failure (its tail joined when a page or an issue body re-wrapped
+        it onto the next line) or NIXL's expired blocks. The offset up to which lines were eaten (-1: none), or None
+        when the line is neither (the caller reads it as any other)."""
+        kv_fail = _KV_LOAD_FAILURE.search(bl) if b"KV load failure" in bl else None
+        eaten = -1
+        if kv_fail is None and b"KV load failure" in bl:
+            raw = bl
+            for nxt, j_end in _pieces_after(work, le, 2):
+                raw += b" " + nxt.strip()
+                if (kv_fail := _KV_LOAD_FAILURE.search(raw)) is not None:
+                    bl, eaten = raw, j_end
+                    break
+        if kv_fail is not None:
+            if self._kv_load_failure(bl, n, kv_fail):
+                self.parsed_lines += 1
+            return eaten
+        kv_exp = _KV_EXPIRED.search(bl) if b"Releasing expired KV blocks" in bl else None
+        if kv_exp is None:
+            return None
+        env = search_envelope_b(bl)
+        if self._event(Event(t=self._time(env, bl) if env is not None else None, kind="kv-expired", line_no=n,
+                             message=bl[:300].decode("utf-8", "replace").strip(),
+                             data={"request": kv_exp.group(1).decode("utf-8", "replace"),
+                                   "retrieved": int(kv_exp.group(2))}), proc_key(env)):
+            self.parsed_lines += 1
+        return -1
+
     def _kv_load_failure(self, line: bytes, n: int, m: Any) -> bool:
         """One KV load failure the scheduler reported: an event with its requests, tokens and policy."""
         env = search_envelope_b(line)
@@ -443,20 +475,10 @@ class LinePath:
                 if r:
                     self.parsed_lines += 1
                 continue
-            if b"KV load failure" in bl:
-                kv_fail = _KV_LOAD_FAILURE.search(bl)
-                if kv_fail is None:
-                    # re-wrapped where a page or an issue body broke it: "(failure_policy=fail, N tokens affected)"
-                    # on the next line
-                    raw = bl
-                    for nxt, j_end in _pieces_after(work, le, 2):
-                        raw += b" " + nxt.strip()
-                        if (kv_fail := _KV_LOAD_FAILURE.search(raw)) is not None:
-                            bl, consumed = raw, max(consumed, j_end)
-                            break
-                if kv_fail is not None:
-                    if self._kv_load_failure(bl, n, kv_fail):
-                        self.parsed_lines += 1
+            if b"KV load failure" in bl or b"Releasing expired KV blocks" in bl:
+                done = self._connector_line(work, bl, le, n)
+                if done is not None:
+                    consumed = max(consumed, done)
                     continue
             if b"preempted by" in bl and b"KV cache" in bl:
                 if self._warning(bl, n):
