@@ -178,3 +178,15 @@ def test_the_sampler_warm_up_oom_quoted_without_vllms_prefix_is_still_the_sample
                      "Please try lowering `max_num_seqs` or `gpu_memory_utilization`.\n")
     assert inst.verdict == "engine-died" and inst.action.startswith("--max-num-seqs lower")
     assert "warmed up its sampler at start-up" in inst.reason
+
+
+def test_the_free_memory_refusal_alone_and_without_on_startup_is_read(tmp_path):
+    # public notes of 2025-2026 quote vLLM's refusal alone, several without "on startup"
+    for text in ("ValueError: Free memory on device (38.23/119.64 GiB) is less than desired GPU memory utilization "
+                 "(0.9, 107.67 GiB)\n",
+                 "ValueError: Free memory on device cuda:0 (38.23/119.64 GiB) on startup is less than desired GPU memory "
+                 "utilization (0.9, 107.67 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
+                 "processes.\n"):
+        inst = _instance(tmp_path, "free.log", text)
+        assert inst.verdict == "engine-died" and "81.41 GiB" in inst.action, (text, inst.action)
+        assert "--gpu-memory-utilization 0.30" in inst.action

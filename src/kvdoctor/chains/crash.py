@@ -90,6 +90,9 @@ def engine_died(ctx: Context) -> Finding | None:
     evs = [e for e in ctx.events if e.line_no is not None]
     deaths = [e for e in evs if e.kind in DEATH_KINDS]
     inferred = False
+    if not deaths and ctx.startup is not None and ctx.startup.startup_error in MEMORY_HELD:
+        # vLLM's refusal for want of free device memory is the start-up's end, quoted alone as often as not
+        return memory_held(ctx)
     if not deaths:
         # no death line in the excerpt, but it ends in the engine core's own traceback with no stats line after
         # it: the engine most likely died (the user cut the log there); said with low confidence
