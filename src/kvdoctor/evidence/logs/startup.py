@@ -97,7 +97,7 @@ R_FIT = re.compile(r"--kv-cache-memory=(\d+)`?(?: \(" + _N + r" GiB\))? to fit i
 R_FULL = re.compile(r"--kv-cache-memory=(\d+)`?(?: \(" + _N + r" GiB\))? to fully utilize")
 R_IN_USE = re.compile(r"Current kv cache memory(?: in use is|:) " + _N + r" GiB", re.I)
 R_BELOW_UTIL = re.compile(
-    # (releases that printed it without "on startup" too: quoted that way in several public 2025-2026 notes)
+    # (quoted without "on startup" in several public 2025-2026 notes: a release's wording or the authors' shortening)
     r"Free memory on device (?:\S+ )?\(" + _N + r"/" + _N + r" GiB\) (?:on startup )?is less than desired GPU memory "
     r"utilization \(" + _N + r", " + _N + r" GiB\)"
 )
