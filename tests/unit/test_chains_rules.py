@@ -395,6 +395,12 @@ def test_no_room_with_the_model_known_adds_one_max_length_request(l40s):
     tot = l40s.memory_bytes / 2**30
     assert one.value == pytest.approx(math.ceil((0.22 + (14.28 + 6.84) / tot) * 100) / 100, abs=1e-9)
     assert "holds one 128,000-token request" in f.action and f.gain["total_memory_gib"].source == "given"
+    # a context longer than what any fraction holds: the fraction that gives room, and --max-model-len lower too
+    c = ctx_for(startup=_no_room(max_model_len=1_000_000))
+    c.ledger, c.gpu = st.ledger, l40s
+    f = detect.does_not_fit(c)
+    assert "leaves the KV budget above zero, but one 1,000,000-token request" in f.action
+    assert "--max-model-len lower" in f.action and f.action.startswith("--gpu-memory-utilization 0.")
 
 
 def test_a_preempted_request_waiting_in_an_empty_pool_is_capacity():

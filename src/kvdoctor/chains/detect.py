@@ -228,6 +228,12 @@ def _utilization_for_room(ctx: Context) -> tuple[str, dict[str, Figure]] | None:
     if zero >= 0.95:
         return (f"the model's weights and working memory need {zero:.0%} of the GPU before any KV cache: no "
                 "--gpu-memory-utilization leaves room; quantize the weights or split them (tensor parallel)", gain)
+    if want > 0.95:
+        # room for blocks, but not for one request of max-model-len within a fraction vLLM can use
+        low = math.ceil(zero * 100 + 1e-9) / 100
+        return (f"--gpu-memory-utilization {max(low, 0.01):.2f} or more (was {u}) leaves the KV budget above zero, but "
+                f"one {mml:,}-token request needs {one / 2**30:.2f} GiB more than the GPU has left: --max-model-len "
+                "lower as well (kvdoctor ledger gives the length that fits)", gain)
     what = f"holds one {mml:,}-token request" if one else \
         "leaves the KV budget above zero; add the KV of the requests it must hold"
     return (f"--gpu-memory-utilization {want:.2f} (was {u}): at {u} the budget is {short / 2**30:.2f} GiB short of any "
