@@ -197,9 +197,9 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         return _oom_advice(ctx, phase, near)
     if cause == "memory-held":
         return _held_advice(ctx)
-    if cause == "cuda-error" and (exc := _exception(near, ce)) is not None and (hint := known_fix(exc[0])):
-        return hint + f" (line {exc[1]})", f"the engine raised {exc[0][:200]}", {}
-    if cause == "cuda-error":
+    exc = _exception(near, ce)
+    if cause == "cuda-error" and not (exc is not None and known_fix(exc[0])):
+        # (a CUDA error with a known fix, a build that does not match the machine, takes the exception's path below)
         return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
                 "graphs in or out; check dmesg for NVIDIA Xid errors (a launch failure can be the GPU or the driver); "
                 "report it upstream with the versions",
@@ -222,7 +222,6 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "v0)",
                 "an engine process exited without a traceback of its own: killed from outside (the kernel's OOM killer, "
                 "a container limit, SIGKILL) or a crash in native code", {})
-    exc = _exception(near, ce)
     if exc is not None:
         text, ln = exc
         hint = known_fix(text)
