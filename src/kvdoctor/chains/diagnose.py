@@ -251,16 +251,21 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
                "; if the server stopped there, it is why (search vLLM's issues for it with your version)"))
 
 
+def _lines_of(evs: list) -> str:
+    """"line 24" or "lines 4, 5, 6, …": where a note's events are (the first three)."""
+    return (f"line{'s' if len(evs) > 1 else ''} " + ", ".join(str(e.line_no) for e in evs[:3])
+            + (", …" if len(evs) > 3 else ""))
+
+
 def _kv_expired_note(ctx: Context) -> str | None:
     """NIXL's producer released blocks no consumer read before their lease ran out (``Releasing expired KV blocks``):
     a prefill instance whose work the decode side never fetched. A disaggregation fault, so a note."""
     evs = [e for e in ctx.events if e.kind == "kv-expired"]
     if not evs:
         return None
-    lines = ", ".join(str(e.line_no) for e in evs[:3]) + (", …" if len(evs) > 3 else "")
     none = sum(1 for e in evs if e.data.get("retrieved") == 0)
     return (f"the KV connector released the blocks of {len(evs):,} request(s) that the decode side did not read in time "
-            f"({none:,} read by no decode worker; line{'s' if len(evs) > 1 else ''} {lines}): their prefill here was "
+            f"({none:,} read by no decode worker; {_lines_of(evs)}): their prefill here was "
             "wasted. The decode instance never pulled them: the proxy or router did not hand those requests to a "
             "decode instance (or the client gave up first), or the decode side cannot reach this one over NIXL (its "
             "side channel, VLLM_NIXL_SIDE_CHANNEL_HOST / _PORT, and the network between them)")
@@ -272,7 +277,6 @@ def _kv_load_failure_note(ctx: Context) -> str | None:
     evs = [e for e in ctx.events if e.kind == "kv-load-failure"]
     if not evs:
         return None
-    lines = ", ".join(str(e.line_no) for e in evs[:3]) + (", …" if len(evs) > 3 else "")
     parts = []
     for policy, what in (("recompute", "rescheduled to recompute their prefill on this engine"),
                          ("fail", "failed with an error")):
@@ -280,8 +284,7 @@ def _kv_load_failure_note(ctx: Context) -> str | None:
         if sel:
             parts.append(f"{sum(e.data['requests'] for e in sel):,} request(s) {what} "
                          f"({sum(e.data['tokens'] for e in sel):,} tokens)")
-    return (f"the KV connector failed to load cached blocks {len(evs)} time(s) (line{'s' if len(evs) > 1 else ''} "
-            f"{lines}): " + "; ".join(parts)
+    return (f"the KV connector failed to load cached blocks {len(evs)} time(s) ({_lines_of(evs)}): " + "; ".join(parts)
             + ". That is the connector (LMCache, NIXL, the remote store) failing, not the pool: its recomputed "
             "prefill shows as TTFT and queue spikes here; kv_transfer_config's kv_load_failure_policy chooses between "
             "recompute and fail")
