@@ -84,9 +84,19 @@ DTYPE_FROM_CHECKPOINT = {
 # Dense tensor rates the shared table leaves empty, with their source (bf16, fp8 TFLOPS). GeForce Ada runs bf16/fp16
 # with fp32 accumulate (what PyTorch's GEMMs use) at half its fp16-accumulate rate: 165.15 dense, 330.30 with sparsity
 # (https://waredb.com/processor/nvidia-geforce-rtx-4090, matching NVIDIA's Ada whitepaper's 165.2 / 330.4).
-TENSOR_RATES: dict[str, tuple[float, float, str]] = {
+TENSOR_RATES: dict[str, tuple[float, float | None, str]] = {
     "NVIDIA GeForce RTX 4090": (165.15, 330.30, "kvdoctor adds the dense tensor rates: bf16 165.15 / fp8 330.30 TFLOPS "
                                                 "(fp32 accumulate, no sparsity; waredb.com, NVIDIA's Ada whitepaper)."),
+    # GeForce Blackwell halves fp32-accumulate as Ada does: 838.4 sparse fp16 (fp16 accumulate; spheron.network's
+    # datasheet table) -> 419.2 dense -> 209.5 with fp32 accumulate, the figure public MFU tables use for the card
+    # ("209.5 TFLOPS here is the 5090's sparse 419 halved"); fp8 likewise 1,676.8 sparse -> 419.2 dense, fp32 accumulate
+    "NVIDIA GeForce RTX 5090": (209.5, 419.2, "kvdoctor adds the dense tensor rates: bf16 209.5 / fp8 419.2 TFLOPS "
+                                              "(fp32 accumulate, no sparsity; NVIDIA's RTX Blackwell whitepaper as "
+                                              "public MFU tables carry it: the sparse fp16 838.4 halved twice)."),
+    # GeForce Ampere: 71 dense bf16 with fp32 accumulate (NVIDIA's GA102 whitepaper, RTX 3090: 71 / 142 sparse; public
+    # MFU tables carry 71.0-71.2); no fp8 on Ampere
+    "NVIDIA GeForce RTX 3090": (71.0, None, "kvdoctor adds the dense bf16 tensor rate: 71.0 TFLOPS (fp32 accumulate, "
+                                           "no sparsity; NVIDIA's GA102 whitepaper, 71 / 142)."),
 }
 
 # Accelerators the shared table lacks, added by this project (same columns as gpus.tsv, every figure with its source in

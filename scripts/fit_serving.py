@@ -476,6 +476,33 @@ batch 18 was collected and before any of its rows existed):
   The index does not search saved JSON files, and a find_string hit names no repository, so several whole files
   could not be cited. Batch 18 holds no row, nothing was evaluated, and the verdict stays protocol 12's.
 
+Protocol 19, "rows the rules left out only for what the schema and catalog lacked" (fixed and committed on 2026-12-05
+before batch 19 was collected and before any of its rows existed):
+
+  1. Why. Five protocols since protocol 13 (14-18) read about 95 sources and found no row. Among the rejections of
+     batches 6-18, two reasons are gaps of this project rather than of the sources: rule 5's "a server setting the row
+     schema cannot carry (fp8 KV cache, `--max-num-batched-tokens`)", and rule 3's "a GPU the simulator can run", for
+     GeForce cards whose dense tensor rate the catalog lacked (batch 6's seven RTX 5090 rows). No figure of any such
+     row was ever computed.
+  2. The changes, made in this commit and nothing else: (a) the row schema carries ``kv_cache_dtype`` and
+     ``max_num_batched_tokens``, passed through the same resolver the CLI uses (``--kv-cache-dtype``,
+     ``--max-num-batched-tokens``); (b) the catalog gains the dense bf16 / fp8 rates (fp32 accumulate, no sparsity) of
+     the GeForce RTX 5090 (209.5 / 419.2 TFLOPS) and the bf16 rate of the RTX 3090 (71.0), from NVIDIA's architecture
+     whitepapers as public tables carry them (scripts/build_catalog.py, TENSOR_RATES). The time model, its constants
+     and the workloads are unchanged; every existing row's prediction is the same.
+  3. Batch 19 is collected by one helper told only to transcribe `vllm bench serve` / `benchmark_serving.py` results
+     with their deployment (not the rules, not kvdoctor's figures): first the sources earlier batches left out for
+     exactly these reasons (pegainfer's RTX 5090 page; adithyaJRunpod/vllm_bench's fp8-KV and
+     `--max-num-batched-tokens` runs), then new runs with an fp8 KV cache, `--max-num-batched-tokens`, or on an RTX
+     5090 / 3090. Sources that earlier batches used (rows in the fixture) are skipped.
+  4. The six rules are then applied by me with rule 5 reading "a server setting the row schema cannot carry" as
+     everything but ``kv_cache_dtype`` (auto / fp8 / fp8_e4m3 / fp8_e5m2) and ``max_num_batched_tokens``, and rule 3
+     as "a GPU of the catalog with a dense bf16 rate" (laptop parts, whose clocks follow the maker's power limit, stay
+     out). The rows are committed (``"batch": 19``, ``"split": "held_out"``) before any figure is computed.
+  5. Evaluation, once: batch 19 alone; the verdict pool, batches 6-11 and 16-19 (batch 12 motivated protocol 13 and
+     stays out); beside them every held-out row. If batch 19 holds no row, the verdict stays protocol 12's.
+  6. No batch-19 row, assumption or split changes after its errors are seen.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
@@ -541,7 +568,7 @@ def deployment(row: dict):
     mml = row.get("max_model_len") or max(4096, 1 << math.ceil(math.log2(need)))
     key = (row["model"], row["gpu"], row["tp"], row.get("quantization"), row.get("enforce_eager"),
            row.get("max_num_seqs"), mml, row.get("vllm_version"), row.get("gpu_memory_utilization"),
-           row.get("num_gpu_blocks"))
+           row.get("num_gpu_blocks"), row.get("kv_cache_dtype"), row.get("max_num_batched_tokens"))
     if CACHE and key in _DEPLOY_CACHE:
         return _DEPLOY_CACHE[key]
     model = row["model"]
@@ -551,6 +578,10 @@ def deployment(row: dict):
                          quantization=row.get("quantization"), enforce_eager=row.get("enforce_eager") or None,
                          max_num_seqs=row.get("max_num_seqs"), max_model_len=str(mml),
                          gpu_memory_utilization=row.get("gpu_memory_utilization"),
+                         # protocol 19: the two server settings the schema did not carry before
+                         kv_cache_dtype=row.get("kv_cache_dtype"),
+                         max_num_batched_tokens=(str(row["max_num_batched_tokens"])
+                                                 if row.get("max_num_batched_tokens") else None),
                          vllm_version=row.get("vllm_version") or "0.9.2")
     inputs = resolve_inputs(opts)
     led = build_ledger(inputs.shape, inputs.gpu, inputs.resolved)

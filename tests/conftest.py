@@ -10,6 +10,17 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def load_script(name: str, module_name: str):
+    """A fresh module instance of ``scripts/<name>.py``: each caller gets its own globals (fit_serving's caches and
+    switches), so tests that flip them cannot leak into each other."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(module_name, REPO / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _shared_data() -> Path | None:
     env = os.environ.get("KVDOCTOR_SHARED_DATA")
     candidates = [Path(env)] if env else []

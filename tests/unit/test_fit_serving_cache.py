@@ -3,13 +3,11 @@ workload with its warm prefixes) and the Jacobian that re-simulates only the row
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import load_script
+
 # cheap rows: a warm sweep row with prior runs, a dense H100 TP2 row, a 4-bit MoE row, the eager AWQ row
 IDS = ("tt340-qwen3-14b-a100-3072-128-c1", "tt143-qwen2.5-72b-2xh100-1024-128-c1",
        "tt356-dsr1-awq-8xh100-1024-128-c1", "tt340-qwen3-30b-a3b-a100-128-128-c1")
@@ -17,10 +15,7 @@ IDS = ("tt340-qwen3-14b-a100-3072-128-c1", "tt143-qwen2.5-72b-2xh100-1024-128-c1
 
 @pytest.fixture(scope="module")
 def fs():
-    spec = importlib.util.spec_from_file_location("fit_serving_cache_test", REPO / "scripts" / "fit_serving.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("fit_serving", "fit_serving_cache_test")
 
 
 @pytest.fixture(scope="module")
