@@ -9,6 +9,7 @@ it reads and writes the reader's state (``self.series``, ``self.events``, ``self
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from kvdoctor.evidence.logs.clock import stamp
@@ -191,6 +192,19 @@ def _pieces_after(work: bytes, le: int, max_pieces: int):
         yield nxt, nxt_end
 
 
+def _join_pieces(work: bytes, le: int, first: bytes, max_pieces: int, sep: bytes,
+                 done: Callable[[bytes], bool]) -> tuple[bytes, int, bool]:
+    """``first`` with the pieces after it (``_pieces_after``) appended, each after ``sep`` (stripped when ``sep`` is
+    a space: a page's re-wrap; kept whole after a newline: a terminal's cut, which ``_unwrap`` rejoins), until
+    ``done(joined)``: (joined, offset of the last piece's end or ``le``, whether ``done`` held)."""
+    raw, end = first, le
+    for nxt, end in _pieces_after(work, le, max_pieces):
+        raw += sep + (nxt.strip() if sep == b" " else nxt)
+        if done(raw):
+            return raw, end, True
+    return raw, end, False
+
+
 def looks_like_stats_tail(line: bytes) -> bool:
     return b"tokens/s" in line or b"reqs," in line or b"cache usage" in line or b"roughput" in line
 
@@ -268,12 +282,9 @@ class LinePath:
         kv_fail = _KV_LOAD_FAILURE.search(bl) if b"KV load failure" in bl else None
         eaten = -1
         if kv_fail is None and b"KV load failure" in bl:
-            raw = bl
-            for nxt, j_end in _pieces_after(work, le, 2):
-                raw += b" " + nxt.strip()
-                if (kv_fail := _KV_LOAD_FAILURE.search(raw)) is not None:
-                    bl, eaten = raw, j_end
-                    break
+            raw, j_end, ok = _join_pieces(work, le, bl, 2, b" ", lambda r: _KV_LOAD_FAILURE.search(r) is not None)
+            if ok:
+                bl, eaten, kv_fail = raw, j_end, _KV_LOAD_FAILURE.search(raw)
         if kv_fail is not None:
             if self._kv_load_failure(bl, n, kv_fail):
                 self.parsed_lines += 1
@@ -461,14 +472,9 @@ class LinePath:
                 r = self._stats(bl, n)
                 if r is None and parse_stats(bl) is None:
                     # cut by a terminal: join the following envelope-less fragments
-                    raw, j_end, ok = bl, le, False
-                    for nxt, j_end in _pieces_after(work, le, 4):
-                        raw += b"\n" + nxt
-                        if (joined := _unwrap(raw)) is not None:
-                            ok = True
-                            break
+                    raw, j_end, ok = _join_pieces(work, le, bl, 4, b"\n", lambda r: _unwrap(r) is not None)
                     if ok:
-                        r = self._stats(joined, n)
+                        r = self._stats(_unwrap(raw), n)
                         consumed = max(consumed, j_end)
                     elif not (r := self._cut_stats(bl, n)):
                         self._skipped("malformed-stats", bl)
@@ -486,11 +492,8 @@ class LinePath:
                 continue
             if b"Sequence group" in bl and b"preempted by" not in bl and search_envelope_b(bl) is not None:
                 # V0's preemption warning broken into pieces (a reflowed page): joined up to its cumulative count
-                raw, j_end = bl, le
-                for nxt, j_end in _pieces_after(work, le, 8):
-                    raw += b" " + nxt.strip()
-                    if b"total_num_cumulative_preemption" in raw or (b"KV cache memory" in raw and b"preempted" in raw):
-                        break
+                raw, j_end, _ = _join_pieces(work, le, bl, 8, b" ", lambda r: b"total_num_cumulative_preemption" in r
+                                             or (b"KV cache memory" in r and b"preempted" in r))
                 if b"preempted by" in raw and b"KV cache" in raw:
                     consumed = max(consumed, j_end)
                     if self._warning(raw, n):
