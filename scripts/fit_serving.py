@@ -503,6 +503,13 @@ before batch 19 was collected and before any of its rows existed):
      stays out); beside them every held-out row. If batch 19 holds no row, the verdict stays protocol 12's.
   6. No batch-19 row, assumption or split changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 19"): 45 runs from 6 sources; the rules kept 22 runs of RunPod's Qwen3-8B H100
+  tuning sweeps (fp8 KV, fp8 weights, --max-num-batched-tokens, baselines; vLLM 0.18.0; no TPOT printed), committed in
+  fadc48e before any figure. Judged once: batch 19 6.3 % / 28.5 % (every TTFT under-predicted); the verdict pool
+  (batches 6-11 and 16-19, 201 rows, 84 TTFTs) 6.39 / 19.94 / 9.40 %: the bar met, TTFT by 0.06 points (bootstrap 90 %
+  interval 16.4-25.9 %); every held-out row (265) 7.4 / 23.8 / 9.2 %. UNCERTAINTY_BANDS rewritten (--bands). Nothing
+  else written.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
@@ -1084,7 +1091,10 @@ def summary(errs) -> dict:
               # protocol 15: batch 15 alone, its verdict pool (batches 6-11 and 15), and batches 6-15
               "batch15_held_out": lambda e: e["split"] == "held_out" and e.get("batch", 1) == 15,
               "pool_p15": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 15),
-              "blind_batches6_15": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 12, 14, 15)}
+              "blind_batches6_15": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 12, 14, 15),
+              # protocol 19: batch 19 alone and its verdict pool (batches 6-11 and 16-19; 16-18 hold no row)
+              "batch19_held_out": lambda e: e["split"] == "held_out" and e.get("batch", 1) == 19,
+              "pool_p19": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 16, 17, 18, 19)}
     for b in range(1, 12):
         groups[f"held_out_batch{b}"] = lambda e, b=b: e["split"] == "held_out" and e.get("batch", 1) == b
         groups[f"fit_batch{b}"] = lambda e, b=b: e["split"] == "fit" and e.get("batch", 1) == b
