@@ -57,13 +57,16 @@ def test_rays_deduplicated_reprint_does_not_open_a_second_start(tmp_path):
     assert f.kv_cache_tokens == 2640144 and f.weights_bytes == round(17.2217 * (1 << 30))
 
 
-def test_a_hard_wrapped_value_is_not_read_as_the_model(tmp_path):
+def test_a_hard_wrapped_dict_is_joined_whole(tmp_path):
+    # before the join (2026-12-05) only the cut value was kept out ('Qwe' not read as the model), and the flags on the
+    # second line were lost: a log at 0.5 read as the default 0.9
     f = _facts(tmp_path, (
         "(APIServer pid=2739) INFO 09-04 01:28:28 [utils.py:326] non-default args: {'model_tag': 'Qwen2-7B-Instruct', "
         "'port': 8081, 'model': 'Qwe\n"
         "n2-7B-Instruct', 'max_model_len': 16384, 'gpu_memory_utilization': 0.5}\n"
         "(EngineCore_0 pid=2881) INFO 09-04 01:29:25 [gpu_worker.py:276] Available KV cache memory: 24.83 GiB\n"))
-    assert f.non_default_args.get("model") is None and f.non_default_args["model_tag"] == "Qwen2-7B-Instruct"
+    assert f.non_default_args["model"] == "Qwen2-7B-Instruct" and f.non_default_args["model_tag"] == "Qwen2-7B-Instruct"
+    assert f.gpu_memory_utilization == 0.5 and f.max_model_len == 16384
 
 
 def test_a_negative_cuda_graph_estimate_without_total(tmp_path):

@@ -19,7 +19,7 @@ from kvdoctor.evidence.logs.envelope import (ANSI_B, GLUE_STATS_B, json_timestam
 from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
                                            MAX_WARNINGS)
 from kvdoctor.evidence.logs.requests import request_kind
-from kvdoctor.evidence.logs.startup import WRAPPED_NEEDLES, cut_fact, join_wrapped
+from kvdoctor.evidence.logs.startup import WRAP_HOLD, WRAPPED_NEEDLES, cut_fact, join_wrapped
 from kvdoctor.evidence.logs.stats import parse_stats, parse_stats_cut, parse_warning
 from kvdoctor.evidence.model import ENGINE_PROCS, Event, cause_named, is_exception_line
 
@@ -161,7 +161,7 @@ def _join_wrapped(work: bytes, le: int) -> tuple[bytes, int] | None:
     if not cut_fact(first):
         return None
     ends, p = [], le
-    for _ in range(2):
+    for _ in range(WRAP_HOLD):
         q = work.find(b"\n", p + 1)
         ends.append(q if q != -1 else len(work))
         if q == -1:

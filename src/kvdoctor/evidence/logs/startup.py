@@ -1235,14 +1235,37 @@ def is_big_log(path_or_lines: Any) -> bool:
 
 
 def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
-    """A start-up fact a terminal's wrap cut, joined with up to two following lines that carry no log prefix: vLLM's
-    KV refusal ("To serve at least one request … larger than the available KV cache memory (X GiB).": as is, since a
-    hard wrap splits a word, "KV cach" / "e is needed", or with the space a word wrap dropped), and the API server's
-    "… num_gpu_blocks is:" whose number went to the next line. (joined line, lines used) once the fact reads, else
-    None."""
-    if first.rstrip().endswith("num_gpu_blocks is:"):
-        nxt = following[0] if following else ""
-        return (first.rstrip() + " " + nxt.strip(), 1) if re.fullmatch(r"\s*\d+\s*", nxt) else None
+    """A start-up fact a terminal's wrap cut, joined with the following lines that carry no log prefix: vLLM's KV
+    refusal ("To serve at least one request … larger than the available KV cache memory (X GiB).": as is, since a
+    hard wrap splits a word, "KV cach" / "e is needed", or with the space a word wrap dropped; up to two lines), the
+    API server's "… num_gpu_blocks is:" whose number (or colon and number) went to the next line, the "non-default
+    args: {…}" dict a fixed-width terminal cut mid-word (until its braces close) and the engine's config echo (while
+    the pieces continue it); up to ``WRAP_HOLD`` lines. (joined line, lines used) once the fact reads, else None."""
+    end = first.rstrip()
+    if end.endswith(("num_gpu_blocks is:", "num_gpu_blocks is")):
+        m = re.fullmatch(r"\s*(:?)\s*(\d+)\s*", following[0] if following else "")
+        if m is None or end.endswith(":") == bool(m.group(1)):  # the one colon on exactly one side of the wrap
+            return None
+        return f"{end.rstrip(':')}: {m.group(2)}", 1
+    if _nda_cut(first):
+        raw = first
+        for k, nxt in enumerate(following[:WRAP_HOLD], start=1):
+            if not nxt.strip() or parse_envelope(nxt) is not None:
+                return None
+            raw += nxt if not nxt[:1].isspace() else " " + nxt.strip()
+            if not _nda_cut(raw):
+                return raw, k
+        return None
+    if _config_cut(first):
+        # the engine's config echo: join while the text is open or the next piece is more of it ("ze=1, …")
+        raw, used = first, 0
+        for nxt in following[:WRAP_HOLD]:
+            if (not nxt.strip() or parse_envelope(nxt) is not None or nxt.lstrip().startswith(("File ", "Traceback"))
+                    or not (_unbalanced(raw) or "=" in nxt or nxt.lstrip().startswith(","))):
+                break
+            raw += nxt if not nxt[:1].isspace() else " " + nxt.strip()
+            used += 1
+        return (raw, used) if used else None
     raw = first
     for k, nxt in enumerate(following[:2], start=1):
         if not nxt.strip() or parse_envelope(nxt) is not None or nxt.lstrip().startswith(("File ", "Traceback")):
@@ -1258,18 +1281,45 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
     return None
 
 
-WRAPPED_NEEDLES = ("To serve at least one request", "num_gpu_blocks is:")  # in every line cut_fact accepts
+# one of them is in every line cut_fact accepts
+WRAPPED_NEEDLES = ("To serve at least one request", "num_gpu_blocks is", "non-default args: {", " with config: ")
+# lines held after a cut fact: the engine's config echo (about 2,000 characters with its CUDA-graph sizes) at a
+# terminal's 120-136 columns
+WRAP_HOLD = 24
+
+
+def _nda_cut(line: str) -> bool:
+    """A "non-default args: {" dict whose braces do not close on the line (a terminal's fixed-width wrap)."""
+    i = line.find(WRAPPED_NEEDLES[2])
+    return i >= 0 and _matching_brace(line[i + len(WRAPPED_NEEDLES[2]) - 1:]) is None
+
+
+def _unbalanced(text: str) -> bool:
+    depth = 0
+    for _, ch in _outside_quotes(text):
+        depth += (ch in "{[(") - (ch in "}])")
+    return depth > 0
+
+
+def _config_cut(line: str) -> bool:
+    """An engine's "… LLM engine … with config: …" echo that does not end as the echo does (its last field,
+    compilation_config={…} since 0.6, or a closing parenthesis): a fixed-width terminal broke it."""
+    if WRAPPED_NEEDLES[3] not in line or R_ENGINE_CFG.search(line) is None:
+        return False
+    return _unbalanced(line) or not line.rstrip().endswith(("}", ")"))
 
 
 def cut_fact(line: str) -> bool:
     """A line ``join_wrapped`` may complete."""
     return ((WRAPPED_NEEDLES[0] in line and "available KV cache memory (" not in line)
-            or line.rstrip().endswith(WRAPPED_NEEDLES[1]))
+            or line.rstrip().endswith((WRAPPED_NEEDLES[1], WRAPPED_NEEDLES[1] + ":")) or _nda_cut(line)
+            or _config_cut(line))
 
 
 def with_wrapped_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str, int]]:
     """``(line number, physical line)`` in, ``(line number, line, lines joined into it)`` out: a wrapped fact
-    comes out joined (``join_wrapped``), the lines it took are not yielded again; two lines are held, only then."""
+    comes out joined (``join_wrapped``), the lines it took are not yielded again; ``WRAP_HOLD`` lines are held, only
+    then."""
     it = iter(lines)
     held: list[tuple[int, str]] = []
     while True:
@@ -1281,7 +1331,7 @@ def with_wrapped_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int,
                 return
             n, phys = nxt
         if cut_fact(phys):
-            while len(held) < 2 and (more := next(it, None)) is not None:
+            while len(held) < WRAP_HOLD and (more := next(it, None)) is not None:
                 held.append(more)
             joined = join_wrapped(phys, [h[1] for h in held])
             if joined is not None:
