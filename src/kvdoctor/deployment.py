@@ -64,6 +64,8 @@ class Deployment:
     startup: StartupFacts | None = None  # the start-up facts used (--from-log)
     vllm_version: str = DEFAULT_VLLM_VERSION
     notes: list[str] = field(default_factory=list)  # source-level notes (unknown flags, old spellings)
+    # activation + non-torch the log's own budget implies, when flags move only its budget (ledger.log_changes)
+    implied_overhead: int | None = None
 
     @cached_property
     def ledger(self) -> Ledger:
@@ -72,7 +74,8 @@ class Deployment:
             return self.predicted_ledger
         from kvdoctor.ledger.build import build_ledger
 
-        return build_ledger(self.shape, self.gpu, self.resolved, startup=self.startup)
+        return build_ledger(self.shape, self.gpu, self.resolved, startup=self.startup,
+                            implied_overhead=self.implied_overhead)
 
     @cached_property
     def predicted_ledger(self) -> Ledger:
@@ -282,7 +285,43 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
                      "others are stated missing; pass --gpu to predict them")
 
     version = version_for(inputs.vllm_version or cfg.vllm_version, startup, notes)
-    return configure(shape, gpu, cfg, version=str(version), usage=usage, startup=startup, notes=notes)
+    dep = configure(shape, gpu, cfg, version=str(version), usage=usage, startup=startup, notes=notes)
+    if startup is not None and (inputs.config or inputs.serve or inputs.engine_flags or inputs.model or inputs.gpu):
+        dep.startup = _facts_for_this_run(dep, startup, usage)
+    return dep
+
+
+def _facts_for_this_run(dep: Deployment, startup: StartupFacts, usage: str | None) -> StartupFacts:
+    """``startup`` less the figures that flags, a file or a serve line above the log make stale
+    (``ledger.log_changes``): the log's own run resolved on the same model and GPU, compared field by field, with a
+    note when anything moved. The model and GPU themselves are not compared here: a model or device named for a log
+    whose own names the catalog lacks is its own (why it was given), and one that is not is called out by the
+    ledger's mismatch check with the figure that shows it."""
+    from kvdoctor.engine import sources
+    from kvdoctor.engine.defaults import resolve
+    from kvdoctor.errors import KvdoctorError
+    from kvdoctor.ledger import log_changes as lc
+
+    log_cfg = sources.from_startup(startup)
+    if not startup.non_default_args:
+        # an excerpt without vLLM's "non-default args" line: a field it does not state is unknown, not vLLM's default,
+        # so the configuration given fills it (the same run); only what the log states can differ
+        log_cfg = dep.config.overlay(log_cfg)
+    else:
+        # that line never shows the environment (VLLM_CPU_KVCACHE_SPACE, ...): the run's is the one given
+        log_cfg = log_cfg.with_changes(env={**dep.config.env, **log_cfg.env})
+    try:
+        logged = resolve(log_cfg.with_changes(model=dep.config.model), dep.shape, dep.gpu, version=dep.vllm_version,
+                         usage=usage or log_cfg.usage_context or dep.config.usage_context or "api")
+    except KvdoctorError:
+        return startup  # the log's run cannot be resolved on its own: nothing to compare, its figures stand
+    changed = lc.changed_fields(dep.resolved, logged)
+    if not changed:
+        return startup
+    dep.notes.append(lc.note(changed, dep.resolved, logged, lc.dropped_groups(changed)))
+    dep.implied_overhead = lc.implied_overhead(startup, changed, logged,
+                                               dep.gpu.memory_bytes if dep.gpu is not None else None)
+    return lc.facts_for(startup, changed)
 
 
 def shape_under(model_text: str, cfg: EngineConfig, notes: list[str]) -> ModelShape:

@@ -219,10 +219,12 @@ def _context(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, s
 
 
 def build_ledger(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "ResolvedEngine", *,
-                 startup: "StartupFacts | None" = None) -> Ledger:
+                 startup: "StartupFacts | None" = None, implied_overhead: int | None = None) -> Ledger:
     """The ledger of ``shape`` on ``gpu`` under ``resolved`` (every engine field concrete).
 
-    With ``startup`` (evidence.model.StartupFacts), measured terms replace predicted ones. ``gpu`` may be
+    With ``startup`` (evidence.model.StartupFacts), measured terms replace predicted ones; with
+    ``implied_overhead`` (``ledger.log_changes.implied_overhead``: a log whose budget the flags moved), the
+    activation is what that log's own budget implies. ``gpu`` may be
     None when a log gives the KV figures without its device: rows neither the log nor a GPU can give are
     stated as missing (value None), never guessed.
     """
@@ -232,7 +234,7 @@ def build_ledger(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "Resolved
     if ctx.lora:
         weights = _with_lora(shape, ctx, weights)
     stage_terms = _stage_terms(shape, ctx)
-    figs = _memory_figures(ctx, gpu, weights, stage_terms, startup, resolved)
+    figs = _memory_figures(ctx, gpu, weights, stage_terms, startup, resolved, implied_overhead)
     kv_avail, pred_kv0 = _kv_budgets(ctx, figs, weights, stage_terms, startup)
     plan, predicted_plan, derived_how = _plans(shape, ctx, kv_avail, startup)
     kvf = _kv_figures(plan, startup, shape, ctx.opts, ctx.override, ctx.engine_kind, predicted_plan)
@@ -312,7 +314,7 @@ MISSING = "missing: the log does not print it and no GPU is known (pass --gpu to
 
 
 def _memory_figures(ctx: _Ctx, gpu: GpuSpec | None, weights, stage_terms, s: StartupFacts | None,
-                    resolved: ResolvedEngine) -> dict[str, Figure]:
+                    resolved: ResolvedEngine, implied_overhead: int | None = None) -> dict[str, Figure]:
     """Rank 0's memory rows, measured where the log has them; rows nothing can give are stated missing."""
     act0, nt0, cg0 = stage_terms[0]
     w0 = weights[0][0]
@@ -346,7 +348,21 @@ def _memory_figures(ctx: _Ctx, gpu: GpuSpec | None, weights, stage_terms, s: Sta
                                    predicted=cg0.bytes)
     if s is not None:
         _from_usage_summary(s, figs, ctx.deducted, act0, nt0)
+    if implied_overhead is not None:
+        _from_implied_overhead(implied_overhead, figs, act0)
     return figs
+
+
+def _from_implied_overhead(over: int, figs: dict[str, Figure], act0: mem.Term) -> None:
+    """The activation a log's own budget implies (``ledger.log_changes.implied_overhead``: flags moved only the
+    budget): that overhead less the non-torch term, so that the budget at the new utilization is the log's moved by
+    the change in requested memory, vLLM's own arithmetic."""
+    act, nt = figs["activation"], figs["non_torch"]
+    if act.source == "measured" or nt.value is None or over < nt.value:
+        return
+    figs["activation"] = Figure(int(over) - int(nt.value), "measured",
+                                f"the log's run: requested − weights − KV budget = {_gib(over)} of activation and "
+                                f"non-torch, less non-torch {_gib(nt.value)} ({nt.source})", predicted=act0.bytes)
 
 
 def _cpu_memory_figures(ctx: _Ctx, s: StartupFacts | None, w0: "_W") -> dict[str, Figure]:
