@@ -50,3 +50,18 @@ def test_the_ledger_predicts_the_pool_at_the_logs_own_utilization():
     # predicted from the configuration at 0.25: 4.06 GiB (activation predicted for 256 sequences); at the default 0.9
     # it was 55.5 GiB, eleven times the log's
     assert 0.75 < kv["predicted"] / kv["value"] < 1.25
+
+
+RAY_TP2 = Path(__file__).resolve().parents[1] / "fixtures" / "startup_logs" / "heldout3" / \
+    "dennislee22-vllm-benchmarking-qwen2-7b-2xa100-40gb-tp2-ray.log"
+
+
+def test_figure_lines_cut_before_their_figure_are_joined():
+    # the same repository's TP2 Ray log: "Model loading took 7.1217 GiB " / "and 198.942282 seconds" and "Graph
+    # capturing finished in 11" / " secs, took 1.00 GiB" (lines 54-55 and 64-65)
+    from kvdoctor.cli.ledger_cmd import scan_log
+    from kvdoctor.evidence.logs.reader import read_log
+    from kvdoctor.evidence.logs.startup import collect_startup_facts
+
+    for f in (read_log(RAY_TP2).startups[0], collect_startup_facts(RAY_TP2)[0], scan_log(str(RAY_TP2))["startup"]):
+        assert round(f.weights_bytes / 2**30, 4) == 7.1217 and f.cudagraph_bytes == 2**30

@@ -1241,7 +1241,8 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
     """A start-up fact a terminal's wrap cut, joined with the following lines that carry no log prefix: vLLM's KV
     refusal ("To serve at least one request … larger than the available KV cache memory (X GiB).": as is, since a
     hard wrap splits a word, "KV cach" / "e is needed", or with the space a word wrap dropped; up to two lines), the
-    API server's "… num_gpu_blocks is:" whose number (or colon and number) went to the next line, the "non-default
+    API server's "… num_gpu_blocks is:" whose number (or colon and number) went to the next line, a figure line cut
+    before its figure ("Graph capturing finished in 11" / " secs, took 1.00 GiB"; one line), the "non-default
     args: {…}" dict a fixed-width terminal cut mid-word (until its braces close) and the engine's config echo (while
     the pieces continue it); up to ``WRAP_HOLD`` lines. (joined line, lines used) once the fact reads, else None."""
     end = first.rstrip()
@@ -1259,6 +1260,12 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
             if not _nda_cut(raw):
                 return raw, k
         return None
+    if (rx := _figure_cut(first)) is not None:
+        nxt = following[0] if following else ""
+        if not nxt.strip() or parse_envelope(nxt) is not None:
+            return None
+        # a hard wrap adds nothing ("in 11" / " secs"); a word wrap dropped the space
+        return next(((cand, 1) for cand in (first + nxt, first + " " + nxt.strip()) if rx.search(cand)), None)
     if _config_cut(first):
         # the engine's config echo: join while the text is open or the next piece is more of it ("ze=1, …")
         raw, used = first, 0
@@ -1285,7 +1292,12 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
 
 
 # one of them is in every line cut_fact accepts
-WRAPPED_NEEDLES = ("To serve at least one request", "num_gpu_blocks is", "non-default args: {", " with config: ")
+WRAPPED_NEEDLES = ("To serve at least one request", "num_gpu_blocks is", "non-default args: {", " with config: ",
+                   "Graph capturing finished", "Model loading took", "Available KV cache memory", "KV cache size:")
+# figure lines a terminal cut before their figure ("Graph capturing finished in 11" / " secs, took 1.00 GiB"): the
+# needle and the pattern that reads the whole line
+_FIGURE_CUTS = ((WRAPPED_NEEDLES[4], R_CG_TOOK), (WRAPPED_NEEDLES[5], R_LOAD), (WRAPPED_NEEDLES[6], R_AVAIL),
+                (WRAPPED_NEEDLES[7], R_KVSIZE))
 # lines held after a cut fact: the engine's config echo (about 2,000 characters with its CUDA-graph sizes) at a
 # terminal's 120-136 columns
 WRAP_HOLD = 24
@@ -1312,11 +1324,16 @@ def _config_cut(line: str) -> bool:
     return _unbalanced(line) or not line.rstrip().endswith(("}", ")"))
 
 
+def _figure_cut(line: str) -> re.Pattern | None:
+    """The pattern of a figure line whose figure the line does not hold (cut before it), else None."""
+    return next((rx for needle, rx in _FIGURE_CUTS if needle in line and rx.search(line) is None), None)
+
+
 def cut_fact(line: str) -> bool:
     """A line ``join_wrapped`` may complete."""
     return ((WRAPPED_NEEDLES[0] in line and "available KV cache memory (" not in line)
             or line.rstrip().endswith((WRAPPED_NEEDLES[1], WRAPPED_NEEDLES[1] + ":")) or _nda_cut(line)
-            or _config_cut(line))
+            or _config_cut(line) or _figure_cut(line) is not None)
 
 
 def with_wrapped_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str, int]]:
