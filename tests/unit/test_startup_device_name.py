@@ -88,6 +88,19 @@ def test_known_fixes_in_torchs_nccl_spelling_and_for_the_engine_ready_timeout(tm
                                                       "start. This is often caused by slow weight loading")
 
 
+def test_a_hybrid_models_mamba_block_refusal_quoted_alone_gets_vllms_fix(tmp_path):
+    # vllm#49064 (2026-09, a hybrid Qwen on 2x RX 7900 XT, vLLM 0.23.1): the refusal quoted bare in the issue. It read
+    # "search vLLM's issues"; vLLM's own message (config/compilation.py) names the fix.
+    p = tmp_path / "issue.log"
+    p.write_text("ValueError: max_num_seqs (256) exceeds available Mamba cache blocks (161).\n")
+    from kvdoctor.chains.diagnose import diagnose
+    from kvdoctor.evidence.load import load_evidence
+
+    (inst,) = diagnose(load_evidence([str(p)])).instances
+    note = next(n for n in inst.notes if "Mamba cache blocks" in n)
+    assert "the known fix: --max-num-seqs at most the Mamba cache blocks" in note
+
+
 def _instance(tmp_path, name: str, text: str):
     from kvdoctor.chains.diagnose import diagnose
     from kvdoctor.evidence.load import load_evidence

@@ -279,6 +279,11 @@ _KNOWN_EXCEPTIONS = (
      "the engine cores did not report ready in time (slow weight loading, or a long warm-up such as DeepGEMM's): "
      "VLLM_ENGINE_READY_TIMEOUT_S=<seconds> raises the wait (600 s by default in vLLM 0.33; vllm#27444 made it "
      "configurable)"),
+    # hybrid (Mamba) models, vLLM 0.2x-0.33 (config/compilation.py): CUDA-graph capture needs one Mamba cache block per
+    # decoding sequence, and the pool left after the attention KV holds fewer than max_num_seqs
+    ("exceeds available Mamba cache blocks",
+     "--max-num-seqs at most the Mamba cache blocks the message names (each decoding sequence holds one), or more room "
+     "for them: a higher --gpu-memory-utilization or a lower --max-model-len (vLLM's own advice)"),
     ("gated repo",
      "HF_TOKEN for an account with access to the model (a gated repository), or a local copy of it"),
     ("RayChannelTimeoutError",
