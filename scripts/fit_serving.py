@@ -510,6 +510,22 @@ before batch 19 was collected and before any of its rows existed):
   interval 16.4-25.9 %); every held-out row (265) 7.4 / 23.8 / 9.2 %. UNCERTAINTY_BANDS rewritten (--bands). Nothing
   else written.
 
+Protocol 20, "protocol 19's rules on new sources" (fixed and committed on 2026-12-05 at 15:20 UTC, before batch 20 was
+collected and before any of its rows existed):
+
+  1. Why. Protocol 19's pool meets the TTFT bar by 0.06 points (bootstrap 16.4-25.9 %): a coin toss that only more
+     blind rows can settle, either way. Its reading of the rules (an fp8 KV cache and --max-num-batched-tokens carried,
+     the RTX 5090 / 3090 rates) opened runs that protocols 14-18 had to refuse.
+  2. No change to the model or the schema: the model of this commit, whose predictions equal protocol 19's.
+  3. Batch 20 is collected by one transcribe-only helper (not told the rules or kvdoctor's figures), from sources that
+     no batch 1-19 used (/tmp/batch20/EXCLUDE.txt: the fixture's source files and repositories, and batch 19's
+     transcribed and rejected sources), aiming at the same kinds of runs as protocol 19's step 3.
+  4. The rules are applied as protocol 19 reads them; the rows are committed (``"batch": 20``, ``"split":
+     "held_out"``) before any figure is computed.
+  5. Evaluation, once: batch 20 alone; the verdict pool, batches 6-11 and 16-20; beside them every held-out row. If
+     batch 20 holds no row, the verdict stays protocol 19's.
+  6. No batch-20 row, assumption or split changes after its errors are seen.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
