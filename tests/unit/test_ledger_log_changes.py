@@ -90,7 +90,7 @@ def test_the_model_given_for_a_logs_path_is_the_logs_own_run(tmp_path):
     p.write_text(GPT_OSS)
     d = _ledger_at(p, "--gpu", "H100", "--model", "openai/gpt-oss-120b")
     assert d["figures"]["kv_cache.tokens"]["source"] == "measured" and d["figures"]["kv_cache.tokens"]["value"] == 130960
-    assert not any("not the log's run" in n or "the flags change" in n for n in d["notes"])
+    assert not any("not the log's run" in n or "changes the log's run" in n for n in d["notes"])
 
 
 def test_another_model_than_the_logs_is_the_mismatch_checks_not_a_change_of_flags(tmp_path):
@@ -99,7 +99,7 @@ def test_another_model_than_the_logs_is_the_mismatch_checks_not_a_change_of_flag
     p = tmp_path / "gptoss.log"
     p.write_text(GPT_OSS.replace("/kaggle/input/gpt-oss-120b/transformers/default/1", "openai/gpt-oss-120b"))
     d = _ledger_at(p, "--gpu", "H100", "--model", "openai/gpt-oss-20b")
-    assert not any("the flags change" in n for n in d["notes"])
+    assert not any("changes the log's run" in n for n in d["notes"])
 
 
 def test_a_device_name_the_catalog_lacks_with_the_gpu_given_keeps_the_logs_figures(tmp_path):

@@ -98,8 +98,8 @@ def implied_overhead(startup: StartupFacts, changed: list[str], logged: Resolved
     from kvdoctor.ledger.memory import requested_bytes
 
     s, tr = startup, logged.traits
-    if {"weights", "activation", "non_torch", "graphs"} & set(dropped_groups(changed)) or "budget" not in \
-            dropped_groups(changed):
+    groups = set(dropped_groups(changed))
+    if {"weights", "activation", "non_torch", "graphs"} & groups or "budget" not in groups:
         return None
     if s.activation_bytes is not None or s.non_torch_bytes is not None or logged.kv_cache_memory_bytes:
         return None
@@ -116,12 +116,20 @@ def implied_overhead(startup: StartupFacts, changed: list[str], logged: Resolved
     return out if out >= 0 else None
 
 
+# Fields that follow from others (fp8 KV's bytes, TP x PP, the capture sizes eager mode empties): named in the note only
+# when nothing they follow from changed
+DERIVED = frozenset({"kv_cache_dtype_bytes", "world_size", "cudagraph_capture_sizes", "max_cudagraph_capture_size",
+                     "cudagraph_mode", "attention_backend"})
+
+
 def note(changed: list[str], now: ResolvedEngine, logged: ResolvedEngine, groups: list[str]) -> str:
-    """One line: what the flags changed from the log's run and which of its figures are shown as predicted."""
+    """One line: what the configuration given changed from the log's run and which of its figures are shown as
+    predicted."""
     a, b = vars(now), vars(logged)
-    what = ", ".join(f"{name} {b[name]} -> {a[name]}" for name in changed[:4])
-    more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
+    shown = [n for n in changed if n not in DERIVED] or changed
+    what = ", ".join(f"{name} {b[name]} -> {a[name]}" for name in shown[:4])
+    more = f" and {len(shown) - 4} more" if len(shown) > 4 else ""
     kept = [g for g in GROUPS if g not in groups]
-    return (f"the flags change the log's run ({what}{more}): its {', '.join(groups)} figures describe that run, so "
-            f"they are predicted for this one" + (f"; its {', '.join(kept)} figures still hold and stay measured"
-                                                   if kept else ""))
+    return (f"the configuration given changes the log's run ({what}{more}): its {', '.join(groups)} figures describe "
+            "that run, so they are predicted for this one"
+            + (f"; its {', '.join(kept)} figures still hold and stay measured" if kept else ""))
