@@ -192,11 +192,10 @@ _PER_WORKER = {
     "cudagraph_estimate_bytes", "kv_cache_bytes", "free_memory_bytes", "total_memory_bytes",
     "kv_cache_memory_fit_bytes", "kv_cache_memory_full_bytes",
 }
-# Fields where the *last* report of the same worker wins (V2 runner prints its capture twice:
-# the profile-only capture first, the real one last).
-# Fields where the later report of one start wins: the capture's actual size, and the scheduler's token budget, which
-# 0.11+ prints twice, first from the CLI process before the API server applies its usage context (2,048 where the
-# server then sets 8,192: a public gpt-oss-120b log at 0.11.2, whose concurrency line fits 8,192 only)
+# Fields where the *last* report of the same worker wins: the capture (the V2 runner prints it twice, the profile-only
+# capture first, the real one last), and the scheduler's token budget, which 0.11+ prints twice, first from the CLI
+# process before the API server applies its usage context (2,048 where the server then sets 8,192: a public
+# gpt-oss-120b log at 0.11.2, whose concurrency line fits 8,192 only)
 _LAST_WINS = {"cudagraph_bytes", "max_num_batched_tokens"}
 # Fields where the smallest report wins: up to the 0.1x releases the engine printed each worker's pool ("GPU KV cache
 # size", "Maximum concurrency") before unify_kv_cache_configs cut every worker to the fewest blocks, which is the pool
