@@ -526,6 +526,13 @@ collected and before any of its rows existed):
      batch 20 holds no row, the verdict stays protocol 19's.
   6. No batch-20 row, assumption or split changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 20"): 23 runs from 3 sources; the rules kept 15 (Qwen3-14B bf16/AWQ on an
+  L40S, ShareGPT at vLLM 0.29; Llama-3.1-8B bf16/FP8/FP8-KV on an L40S, random at vLLM 0.24, throughput only),
+  committed in 6c814dc before any figure. Judged once: batch 20 20.5 / 17.6 / 29.1 % (every FP8 run's throughput
+  over-predicted, +17 … +27 %); the verdict pool (batches 6-11 and 16-20, 216 rows, 87 TTFTs) 6.79 / 19.94 / 9.49 %: the
+  bar met, TTFT by 0.06 points (bootstrap 16.2-25.9 %); every held-out row (280) 7.6 / 23.6 / 9.3 %. UNCERTAINTY_BANDS
+  rewritten (--bands). Nothing else written.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
@@ -1110,7 +1117,10 @@ def summary(errs) -> dict:
               "blind_batches6_15": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 12, 14, 15),
               # protocol 19: batch 19 alone and its verdict pool (batches 6-11 and 16-19; 16-18 hold no row)
               "batch19_held_out": lambda e: e["split"] == "held_out" and e.get("batch", 1) == 19,
-              "pool_p19": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 16, 17, 18, 19)}
+              "pool_p19": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 16, 17, 18, 19),
+              # protocol 20: batch 20 alone and its verdict pool (batches 6-11 and 16-20)
+              "batch20_held_out": lambda e: e["split"] == "held_out" and e.get("batch", 1) == 20,
+              "pool_p20": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20)}
     for b in range(1, 12):
         groups[f"held_out_batch{b}"] = lambda e, b=b: e["split"] == "held_out" and e.get("batch", 1) == b
         groups[f"fit_batch{b}"] = lambda e, b=b: e["split"] == "fit" and e.get("batch", 1) == b

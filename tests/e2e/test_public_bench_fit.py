@@ -236,7 +236,8 @@ def test_protocol_13_the_benchs_own_sharegpt_sample_on_the_seen_rows(fit_script)
 
     old, fit_script.SHAREGPT_PATH = fit_script.SHAREGPT_PATH, None  # the current default: the embedded sample
     try:
-        rows = [r for r in fit_script.load_rows() if r["dataset"] == "sharegpt"]
+        # the 19 ShareGPT rows that protocol 13 was evaluated on (batch 20's three came after)
+        rows = [r for r in fit_script.load_rows() if r["dataset"] == "sharegpt" and r.get("batch", 1) <= 12]
         assert len(rows) == 19
         w = fit_script.workload(rows[-5])  # batch 12's concurrency 1: the bench's first 200 requests
         assert (sum(w.prompt), sum(w.output)) == (42659, 42398)
@@ -265,6 +266,26 @@ def test_protocol_19_batch_19_and_the_blind_pool_judged_once(fit_script):
         fit_script.SHAREGPT_PATH = old
     b19 = [e for e in errs if e["batch"] == 19]
     assert all(e["err"]["mean_ttft_ms"] < 0 for e in b19)  # the recorded direction: measured above predicted
+    assert pool["output_throughput"] <= 0.15 and pool["mean_ttft_ms"] <= 0.20 and pool["mean_tpot_ms"] <= 0.20
+
+
+def test_protocol_20_batch_20_and_the_blind_pool_judged_once(fit_script):
+    """Protocol 20 (scripts/fit_serving.py; docs/simulation.md, "Protocol 20"): protocol 19's rules on sources no batch
+    used; the rules kept 15 runs (Qwen3-14B bf16/AWQ on an L40S, ShareGPT at vLLM 0.29; Llama-3.1-8B bf16/FP8/FP8-KV
+    on an L40S, random at vLLM 0.24, throughput only), committed before kvdoctor was run on them, judged once with the
+    model as it stands. Measured: batch 20 20.5 % / 17.6 % / 29.1 % (every FP8 run's throughput over-predicted, +17 …
+    +27 %; the AWQ runs' TPOT +29 %); the verdict pool (batches 6-11 and 16-20, 216 results, 87 TTFTs) 6.79 % /
+    19.94 % / 9.49 %: the TTFT bar met by 0.06 points (bootstrap 90 % interval 16.2-25.9 %); every held-out row (280)
+    7.6 / 23.6 / 9.3 %. Pinned to the recorded figures."""
+    old, fit_script.SHAREGPT_PATH = fit_script.SHAREGPT_PATH, None  # the model as judged: the embedded sample
+    try:
+        errs, pool, _ = _judged_once(fit_script, (6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20), 20, 15,
+                                     ("pool_p20", "batch20_held_out"), (216, 15),
+                                     ((0.0679, 0.1994, 0.0949), (0.2050, 0.1764, 0.2906)))
+    finally:
+        fit_script.SHAREGPT_PATH = old
+    fp8 = [e for e in errs if e["batch"] == 20 and e["id"].endswith(("fp8-static", "fp8-kv"))]
+    assert len(fp8) == 8 and all(e["err"]["output_throughput"] > 0.15 for e in fp8)  # the recorded lean
     assert pool["output_throughput"] <= 0.15 and pool["mean_ttft_ms"] <= 0.20 and pool["mean_tpot_ms"] <= 0.20
 
 
@@ -317,11 +338,11 @@ def test_the_uncertainty_bands_are_the_committed_constants_held_out_errors(fit_s
 
     b = bands_p8["bands"]
     assert b == C.UNCERTAINTY_BANDS
-    assert b["all"]["output_throughput"]["n"] == 261 and b["all"]["mean_ttft_ms"]["n"] == 147
-    # the all-held-out medians with batch 19 and protocol 13's ShareGPT sample: 7.4 / 23.8 / 9.2 % (with batch 12: 7.6 /
-    # 23.2 / 9.2 %; protocol 12, on the old table: 7.6 / 24.7 / 9.2 %; protocol 10's 7.6 / 23.5 / 9.3 %; protocol 7's
-    # 7.5 / 23.3 / 8.5 %)
-    assert [b["all"][m]["median"] for m in fit_script.METRICS] == pytest.approx([0.0736, 0.2376, 0.0919], abs=5e-4)
+    assert b["all"]["output_throughput"]["n"] == 276 and b["all"]["mean_ttft_ms"]["n"] == 150
+    # the all-held-out medians with batches 19-20 and protocol 13's ShareGPT sample: 7.6 / 23.6 / 9.3 % (with batch 19:
+    # 7.4 / 23.8 / 9.2 %; with batch 12: 7.6 / 23.2 / 9.2 %; protocol 12, on the old table: 7.6 / 24.7 / 9.2 %;
+    # protocol 10's 7.6 / 23.5 / 9.3 %; protocol 7's 7.5 / 23.3 / 8.5 %)
+    assert [b["all"][m]["median"] for m in fit_script.METRICS] == pytest.approx([0.0764, 0.2364, 0.0926], abs=5e-4)
     assert set(b) == {"all", "one at a time", "closed loop", "all at once", "open loop"}
 
 
