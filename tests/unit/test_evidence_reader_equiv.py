@@ -21,6 +21,12 @@ differed. And on 2026-12-03 again, when a burst kept the exception line that nam
 ``["exception_line"]``): one event each in "plain" and "mixed-b" gained the two keys; every event, with the rest of
 its data, and every other part was compared with the old reader's and was unchanged.
 
+Re-recorded on 2026-12-05, when speculative decoding's "SpecDecoding metrics" lines (the generator writes them) became
+``spec-decode`` events: compared with the previous reference part by part, the differences were exactly those lines —
+each case's parsed count up and its ignored count down by the same number (63 / 89 / 28 / 910 / 182), the new events in
+the segments that hold them, and one segment of "gzip" ending two lines later at such a line; every timeline, start-up,
+other event and count was unchanged (the lines are stamped without moving the reader's clock).
+
 Re-record (only when the reading is *meant* to change, and say so in the commit):
 ``python tests/unit/test_evidence_reader_equiv.py --record``.
 """

@@ -85,12 +85,19 @@ class Instance:
     timeline: Timeline | None = None
     load: str | None = None  # "2 of 3" when its log held several loads (chains.signals.loads), else None
 
+    @property
+    def next_step(self) -> str:
+        """What to do next: the verdict's, except a healthy window whose one change is a note's (speculation)."""
+        if self.verdict == "healthy" and self.action not in (None, "none"):
+            return "make that one change, then diagnose a new window to see it hold"
+        return NEXT[self.verdict]
+
     def as_dict(self, with_timeline: bool = True) -> dict[str, Any]:
         d = {
             "source": self.source, "engine": self.engine, "verdict": self.verdict, "confidence": self.confidence,
             "action": self.action, "reason": self.reason, "carried_by": self.carried_by,
             "would_raise_confidence": self.would_raise, "would_overturn": self.would_overturn,
-            "next": NEXT[self.verdict], "missing": self.missing, "contradictions": self.contradictions,
+            "next": self.next_step, "missing": self.missing, "contradictions": self.contradictions,
             "leaning": self.leaning, "window": self.window, "preemption_basis": self.preemption_basis,
             "notes": self.notes, "findings": [_finding_json(f) for f in self.findings], "load": self.load,
         }
@@ -144,7 +151,7 @@ class Diagnosis:
             inst = self.instances[0]
             out.update(reason=inst.reason, action=inst.action, carried_by=inst.carried_by,
                        would_raise_confidence=inst.would_raise, would_overturn=inst.would_overturn,
-                       missing=inst.missing, leaning=inst.leaning, next=NEXT[inst.verdict], window=inst.window)
+                       missing=inst.missing, leaning=inst.leaning, next=inst.next_step, window=inst.window)
             if inst.timeline is not None:
                 out["timeline"] = timeline_json(inst.timeline)
         return out
@@ -213,6 +220,8 @@ def diagnose_context(ctx: Context) -> Instance:
         inst.notes.append(kv_exp)
     if (kv_fail := _kv_load_failure_note(ctx)) is not None:
         inst.notes.append(kv_fail)
+    if (spec := _spec_decode_note(ctx)) is not None:
+        inst.notes.append(spec)
     if (errs := _error_note(ctx, findings)) is not None:
         inst.notes.append(errs)
     stop = next((e for e in ctx.events if e.kind == "shutdown-requested"), None)
@@ -226,6 +235,11 @@ def diagnose_context(ctx: Context) -> Instance:
     inst.missing = _missing(ctx, s)
     j = judge(ctx, s, findings, inst.contradictions)
     inst.verdict, inst.confidence, inst.reason, inst.action = j.verdict, j.confidence, j.reason, j.action
+    if inst.verdict == "healthy" and any(n.startswith("speculative decoding") and "gains nothing" in n
+                                         for n in inst.notes):
+        # the scheduler and the pool are fine; the one change worth making is the speculation the note measures
+        inst.action = ("turn speculative decoding off (drop --speculative-config) or fix its drafter: it accepts "
+                       "almost none of what it drafts (the note gives the counts)")
     inst.carried_by, inst.would_raise, inst.would_overturn = j.carried_by, j.would_raise, j.would_overturn
     inst.leaning = j.leaning
     return inst
@@ -269,6 +283,35 @@ def _kv_expired_note(ctx: Context) -> str | None:
             "wasted. The decode instance never pulled them: the proxy or router did not hand those requests to a "
             "decode instance (or the client gave up first), or the decode side cannot reach this one over NIXL (its "
             "side channel, VLLM_NIXL_SIDE_CHANNEL_HOST / _PORT, and the network between them)")
+
+
+# Below this share of drafted tokens accepted, speculation costs decode more than it gives back: every step still
+# verifies its k drafts on the target model, and with MTP/EAGLE-class drafters a step that keeps ~none is slower than a
+# plain one (vllm#41789, vllm#40350: 0-1 % acceptance, decode slower than without speculation)
+SPEC_WASTE_RATE = 0.10
+SPEC_MIN_DRAFTED = 200  # fewer drafted tokens than this: a warm-up's few requests, no rate to judge
+
+
+def _spec_decode_note(ctx: Context) -> str | None:
+    """Speculative decoding's interval lines (``SpecDecoding metrics``) summed over the window: what share of the
+    drafted tokens the target model accepted, said always, and called waste below ``SPEC_WASTE_RATE``."""
+    evs = [e for e in ctx.events if e.kind == "spec-decode"]
+    drafted = sum(int(e.data.get("drafted") or 0) for e in evs)
+    if not evs or drafted <= 0:
+        return None
+    accepted = sum(int(e.data.get("accepted") or 0) for e in evs)
+    rate = accepted / drafted
+    ks = sorted({int(e.data["k"]) for e in evs if e.data.get("k")})
+    k = f", {ks[-1]} drafted per step" if ks else ""
+    head = (f"speculative decoding accepted {accepted:,} of {drafted:,} drafted tokens ({rate:.1%}{k}; "
+            f"{len(evs)} interval line(s), {_lines_of(evs)})")
+    if drafted < SPEC_MIN_DRAFTED or rate >= SPEC_WASTE_RATE:
+        return head
+    return (head + ": every step verifies its drafts on the target model and keeps almost none, so decode pays for "
+            "speculation and gains nothing from it. Turn it off (drop --speculative-config) or fix the drafter: one "
+            "made for this exact checkpoint (its own MTP or EAGLE head; a quantized target or a changed chat template "
+            "lowers acceptance), then fewer --speculative-config num_speculative_tokens where the later positions "
+            "accept least")
 
 
 def _kv_load_failure_note(ctx: Context) -> str | None:

@@ -35,6 +35,7 @@ FULL_NEEDLES = (
     b"SIGSEGV", b"SIGABRT", b"core dumped", b"GPU Hang", b"HW Exception",  # a crash below Python (_NATIVE_CRASH)
     b"device_name=",  # the GPU's name, in the fused-MoE config path (startup.R_DEVICE_NAME)
     b"Graph capturing", b"Model loading took",  # figure lines whose "GiB" a terminal's wrap moved to the next line
+    b"SpecDecoding metrics",  # speculative decoding's interval line (_SPEC_DECODE)
     b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
@@ -76,6 +77,10 @@ _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|B
 # remote worker(s) before lease expired."): blocks held for a consumer that did not read them in time
 _KV_EXPIRED = re.compile(rb"Releasing expired KV blocks for request (\S+) which were retrieved by (\d+) (?:decode|remote) "
                          rb"worker")
+# v1/spec_decode/metrics.py (0.9-0.33): one line per logging interval while speculative decoding drafts
+_SPEC_DECODE = re.compile(rb"SpecDecoding metrics: Mean acceptance length: ([\d.]+), Accepted throughput: [\d.]+ tokens/s, "
+                          rb"Drafted throughput: [\d.]+ tokens/s, Accepted: (\d+) tokens, Drafted: (\d+) tokens"
+                          rb"(?:, Per-position acceptance rate: ([\d., ]+\d))?")
 _KV_LOAD_FAILURE = re.compile(rb"(Recovered from|Failing (\d+) request\(s\) due to) KV load failure(?:: (\d+) "
                               rb"request\(s\) rescheduled)? \((?:failure_policy=\w+, )?(\d+) tokens affected\)")
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
@@ -301,6 +306,26 @@ class LinePath:
             self.parsed_lines += 1
         return -1
 
+    def _spec_decode(self, line: bytes, n: int) -> bool:
+        """One interval of speculative decoding: the tokens drafted and accepted, the mean acceptance length and, from
+        the per-position rates, how many tokens each step drafts (num_speculative_tokens)."""
+        m = _SPEC_DECODE.search(line)
+        if m is None:
+            return False
+        env = search_envelope_b(line)
+        per_pos = m.group(4).split(b",") if m.group(4) else []
+        t = None
+        if env is not None:
+            # its time without moving the clock: a line every interval beside the stats lines must not change which
+            # year a stats sample falls in where out-of-order lines make the clock guess (the stats lines set it)
+            st = self.clock.state()
+            t = self._time(env, line)
+            self.clock.restore(st)
+        return self._event(Event(t=t, kind="spec-decode", line_no=n,
+                                 message=line[:300].decode("utf-8", "replace").strip(),
+                                 data={"mean_len": float(m.group(1)), "accepted": int(m.group(2)),
+                                       "drafted": int(m.group(3)), "k": len(per_pos) or None}), proc_key(env))
+
     def _kv_load_failure(self, line: bytes, n: int, m: Any) -> bool:
         """One KV load failure the scheduler reported: an event with its requests, tokens and policy."""
         env = search_envelope_b(line)
@@ -480,6 +505,10 @@ class LinePath:
                     elif not (r := self._cut_stats(bl, n)):
                         self._skipped("malformed-stats", bl)
                 if r:
+                    self.parsed_lines += 1
+                continue
+            if b"SpecDecoding metrics" in bl:
+                if self._spec_decode(bl, n):
                     self.parsed_lines += 1
                 continue
             if b"KV load failure" in bl or b"Releasing expired KV blocks" in bl:
