@@ -220,8 +220,9 @@ def diagnose_context(ctx: Context) -> Instance:
         inst.notes.append(kv_exp)
     if (kv_fail := _kv_load_failure_note(ctx)) is not None:
         inst.notes.append(kv_fail)
-    if (spec := _spec_decode_note(ctx)) is not None:
-        inst.notes.append(spec)
+    spec = _spec_decode_note(ctx)
+    if spec is not None:
+        inst.notes.append(spec[0])
     if (errs := _error_note(ctx, findings)) is not None:
         inst.notes.append(errs)
     stop = next((e for e in ctx.events if e.kind == "shutdown-requested"), None)
@@ -235,8 +236,7 @@ def diagnose_context(ctx: Context) -> Instance:
     inst.missing = _missing(ctx, s)
     j = judge(ctx, s, findings, inst.contradictions)
     inst.verdict, inst.confidence, inst.reason, inst.action = j.verdict, j.confidence, j.reason, j.action
-    if inst.verdict == "healthy" and any(n.startswith("speculative decoding") and "gains nothing" in n
-                                         for n in inst.notes):
+    if inst.verdict == "healthy" and spec is not None and spec[1]:
         # the scheduler and the pool are fine; the one change worth making is the speculation the note measures
         inst.action = ("turn speculative decoding off (drop --speculative-config) or fix its drafter: it accepts "
                        "almost none of what it drafts (the note gives the counts)")
@@ -292,9 +292,10 @@ SPEC_WASTE_RATE = 0.10
 SPEC_MIN_DRAFTED = 200  # fewer drafted tokens than this: a warm-up's few requests, no rate to judge
 
 
-def _spec_decode_note(ctx: Context) -> str | None:
-    """Speculative decoding's interval lines (``SpecDecoding metrics``) summed over the window: what share of the
-    drafted tokens the target model accepted, said always, and called waste below ``SPEC_WASTE_RATE``."""
+def _spec_decode_note(ctx: Context) -> tuple[str, bool] | None:
+    """Speculative decoding's interval lines (``SpecDecoding metrics``) summed over the window: (the note, whether it is
+    waste). What share of the drafted tokens the target model accepted is said always; below ``SPEC_WASTE_RATE`` it is
+    waste, and the note says what to change."""
     evs = [e for e in ctx.events if e.kind == "spec-decode"]
     drafted = sum(int(e.data.get("drafted") or 0) for e in evs)
     if not evs or drafted <= 0:
@@ -306,12 +307,12 @@ def _spec_decode_note(ctx: Context) -> str | None:
     head = (f"speculative decoding accepted {accepted:,} of {drafted:,} drafted tokens ({rate:.1%}{k}; "
             f"{len(evs)} interval line(s), {_lines_of(evs)})")
     if drafted < SPEC_MIN_DRAFTED or rate >= SPEC_WASTE_RATE:
-        return head
+        return head, False
     return (head + ": every step verifies its drafts on the target model and keeps almost none, so decode pays for "
             "speculation and gains nothing from it. Turn it off (drop --speculative-config) or fix the drafter: one "
             "made for this exact checkpoint (its own MTP or EAGLE head; a quantized target or a changed chat template "
             "lowers acceptance), then fewer --speculative-config num_speculative_tokens where the later positions "
-            "accept least")
+            "accept least"), True
 
 
 def _kv_load_failure_note(ctx: Context) -> str | None:

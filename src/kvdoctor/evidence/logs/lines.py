@@ -199,16 +199,17 @@ def _pieces_after(work: bytes, le: int, max_pieces: int):
 
 
 def _join_pieces(work: bytes, le: int, first: bytes, max_pieces: int, sep: bytes,
-                 done: Callable[[bytes], bool]) -> tuple[bytes, int, bool]:
+                 done: Callable[[bytes], Any]) -> tuple[bytes, int, Any]:
     """``first`` with the pieces after it (``_pieces_after``) appended, each after ``sep`` (stripped when ``sep`` is
     a space: a page's re-wrap; kept whole after a newline: a terminal's cut, which ``_unwrap`` rejoins), until
-    ``done(joined)``: (joined, offset of the last piece's end or ``le``, whether ``done`` held)."""
+    ``done(joined)`` gives a truthy value (the reading it made, so it is not made twice): (joined, offset of the last
+    piece's end or ``le``, that value, or None when no join read)."""
     raw, end = first, le
     for nxt, end in _pieces_after(work, le, max_pieces):
         raw += sep + (nxt.strip() if sep == b" " else nxt)
-        if done(raw):
-            return raw, end, True
-    return raw, end, False
+        if got := done(raw):
+            return raw, end, got
+    return raw, end, None
 
 
 def looks_like_stats_tail(line: bytes) -> bool:
@@ -288,9 +289,9 @@ class LinePath:
         kv_fail = _KV_LOAD_FAILURE.search(bl) if b"KV load failure" in bl else None
         eaten = -1
         if kv_fail is None and b"KV load failure" in bl:
-            raw, j_end, ok = _join_pieces(work, le, bl, 2, b" ", lambda r: _KV_LOAD_FAILURE.search(r) is not None)
-            if ok:
-                bl, eaten, kv_fail = raw, j_end, _KV_LOAD_FAILURE.search(raw)
+            raw, j_end, kv_fail = _join_pieces(work, le, bl, 2, b" ", _KV_LOAD_FAILURE.search)
+            if kv_fail is not None:
+                bl, eaten = raw, j_end
         if kv_fail is not None:
             if self._kv_load_failure(bl, n, kv_fail):
                 self.parsed_lines += 1
@@ -298,13 +299,24 @@ class LinePath:
         kv_exp = _KV_EXPIRED.search(bl) if b"Releasing expired KV blocks" in bl else None
         if kv_exp is None:
             return None
-        env = search_envelope_b(bl)
-        if self._event(Event(t=self._time(env, bl) if env is not None else None, kind="kv-expired", line_no=n,
-                             message=bl[:300].decode("utf-8", "replace").strip(),
-                             data={"request": kv_exp.group(1).decode("utf-8", "replace"),
-                                   "retrieved": int(kv_exp.group(2))}), proc_key(env)):
+        if self._line_event(bl, n, "kv-expired", {"request": kv_exp.group(1).decode("utf-8", "replace"),
+                                                  "retrieved": int(kv_exp.group(2))}):
             self.parsed_lines += 1
         return -1
+
+    def _line_event(self, line: bytes, n: int, kind: str, data: dict, *, move_clock: bool = True) -> bool:
+        """One line read as an event of ``kind`` on its process, stamped by its envelope. ``move_clock=False``
+        stamps it without letting it move the reader's clock: a line every interval beside the stats lines must not
+        change which year a stats sample falls in where out-of-order lines make the clock guess."""
+        env = search_envelope_b(line)
+        t = None
+        if env is not None:
+            st = self.clock.state()
+            t = self._time(env, line)
+            if not move_clock:
+                self.clock.restore(st)
+        return self._event(Event(t=t, kind=kind, line_no=n, message=line[:300].decode("utf-8", "replace").strip(),
+                                 data=data), proc_key(env))
 
     def _spec_decode(self, line: bytes, n: int) -> bool:
         """One interval of speculative decoding: the tokens drafted and accepted, the mean acceptance length and, from
@@ -312,29 +324,17 @@ class LinePath:
         m = _SPEC_DECODE.search(line)
         if m is None:
             return False
-        env = search_envelope_b(line)
         per_pos = m.group(4).split(b",") if m.group(4) else []
-        t = None
-        if env is not None:
-            # its time without moving the clock: a line every interval beside the stats lines must not change which
-            # year a stats sample falls in where out-of-order lines make the clock guess (the stats lines set it)
-            st = self.clock.state()
-            t = self._time(env, line)
-            self.clock.restore(st)
-        return self._event(Event(t=t, kind="spec-decode", line_no=n,
-                                 message=line[:300].decode("utf-8", "replace").strip(),
-                                 data={"mean_len": float(m.group(1)), "accepted": int(m.group(2)),
-                                       "drafted": int(m.group(3)), "k": len(per_pos) or None}), proc_key(env))
+        return self._line_event(line, n, "spec-decode", {"mean_len": float(m.group(1)), "accepted": int(m.group(2)),
+                                                         "drafted": int(m.group(3)), "k": len(per_pos) or None},
+                                move_clock=False)
 
     def _kv_load_failure(self, line: bytes, n: int, m: Any) -> bool:
         """One KV load failure the scheduler reported: an event with its requests, tokens and policy."""
-        env = search_envelope_b(line)
         recovered = m.group(1).startswith(b"Recovered")
-        reqs = int(m.group(3) if recovered else m.group(2))
-        return self._event(Event(t=self._time(env, line) if env is not None else None, kind="kv-load-failure",
-                                 line_no=n, message=line[:300].decode("utf-8", "replace").strip(),
-                                 data={"requests": reqs, "tokens": int(m.group(4)),
-                                       "policy": "recompute" if recovered else "fail"}), proc_key(env))
+        return self._line_event(line, n, "kv-load-failure", {"requests": int(m.group(3) if recovered else m.group(2)),
+                                                             "tokens": int(m.group(4)),
+                                                             "policy": "recompute" if recovered else "fail"})
 
     def _warning(self, line: bytes, n: int) -> bool:
         w = parse_warning(line)
@@ -498,9 +498,9 @@ class LinePath:
                 r = self._stats(bl, n)
                 if r is None and parse_stats(bl) is None:
                     # cut by a terminal: join the following envelope-less fragments
-                    raw, j_end, ok = _join_pieces(work, le, bl, 4, b"\n", lambda r: _unwrap(r) is not None)
-                    if ok:
-                        r = self._stats(_unwrap(raw), n)
+                    _, j_end, joined = _join_pieces(work, le, bl, 4, b"\n", _unwrap)
+                    if joined is not None:
+                        r = self._stats(joined, n)
                         consumed = max(consumed, j_end)
                     elif not (r := self._cut_stats(bl, n)):
                         self._skipped("malformed-stats", bl)

@@ -1236,6 +1236,18 @@ def is_big_log(path_or_lines: Any) -> bool:
         return False
 
 
+def _piece(nxt: str, *, traceback_ends: bool = False) -> bool:
+    """A following line that can continue a wrapped one: not empty, no log prefix of its own (and, where a traceback
+    may follow, not its start)."""
+    return bool(nxt.strip()) and parse_envelope(nxt) is None and not (
+        traceback_ends and nxt.lstrip().startswith(("File ", "Traceback")))
+
+
+def _glue(raw: str, nxt: str) -> str:
+    """``raw`` continued by ``nxt``: a terminal's hard wrap splits a word and adds nothing; a page's reflow indents."""
+    return raw + nxt if not nxt[:1].isspace() else raw + " " + nxt.strip()
+
+
 def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
     """A start-up fact a terminal's wrap cut, joined with the following lines that carry no log prefix: vLLM's KV
     refusal ("To serve at least one request … larger than the available KV cache memory (X GiB).": as is, since a
@@ -1253,15 +1265,15 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
     if _nda_cut(first):
         raw = first
         for k, nxt in enumerate(following[:WRAP_HOLD], start=1):
-            if not nxt.strip() or parse_envelope(nxt) is not None:
+            if not _piece(nxt):
                 return None
-            raw += nxt if not nxt[:1].isspace() else " " + nxt.strip()
+            raw = _glue(raw, nxt)
             if not _nda_cut(raw):
                 return raw, k
         return None
     if (rx := _figure_cut(first)) is not None:
         nxt = following[0] if following else ""
-        if not nxt.strip() or parse_envelope(nxt) is not None:
+        if not _piece(nxt):
             return None
         # a hard wrap adds nothing ("in 11" / " secs"); a word wrap dropped the space
         return next(((cand, 1) for cand in (first + nxt, first + " " + nxt.strip()) if rx.search(cand)), None)
@@ -1269,15 +1281,15 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
         # the engine's config echo: join while the text is open or the next piece is more of it ("ze=1, …")
         raw, used = first, 0
         for nxt in following[:WRAP_HOLD]:
-            if (not nxt.strip() or parse_envelope(nxt) is not None or nxt.lstrip().startswith(("File ", "Traceback"))
-                    or not (_unbalanced(raw) or "=" in nxt or nxt.lstrip().startswith(","))):
+            more = _unbalanced(raw) or "=" in nxt or nxt.lstrip().startswith(",")
+            if not (more and _piece(nxt, traceback_ends=True)):
                 break
-            raw += nxt if not nxt[:1].isspace() else " " + nxt.strip()
+            raw = _glue(raw, nxt)
             used += 1
         return (raw, used) if used else None
     raw = first
     for k, nxt in enumerate(following[:2], start=1):
-        if not nxt.strip() or parse_envelope(nxt) is not None or nxt.lstrip().startswith(("File ", "Traceback")):
+        if not _piece(nxt, traceback_ends=True):
             return None
         # a terminal's hard wrap splits a word and adds nothing; a page's reflow indents the continuation
         for cand in (raw + nxt, raw + " " + nxt.strip()):
@@ -1286,7 +1298,7 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
                 if rest.startswith("Based on the available memory") and parse_envelope(rest) is None:
                     return cand + " " + rest, k + 1  # vLLM's estimate, reflowed onto a line of its own
                 return cand, k
-        raw += nxt if not nxt[:1].isspace() else " " + nxt.strip()
+        raw = _glue(raw, nxt)
     return None
 
 
