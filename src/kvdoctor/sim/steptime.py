@@ -264,10 +264,29 @@ class RooflineStepTime:
         # the GPU step without async scheduling, overlapped with it (max) with async scheduling
         self.cpu_req_ms = float(sv.get("engine_cpu_per_req_ms", 0.0))
         self.async_scheduling = bool(async_scheduling)
+        self._step_overheads(sv, L, n_moe_layers, full_decode_graph_max)
+        # served prefill attention (FlashAttention-2/3, FlashInfer) relative to the older A100
+        # attention profile the kernel fit used
+        self.attn_pre_scale = float(sv.get("attn_prefill_scale", 1.0)) or 1.0
+        self._fixed_cache: dict[tuple, float] = {}
+        self._line_cache: dict[int, tuple[float, float]] = {}
+
+    def _step_overheads(self, sv: dict, L: int, n_moe_layers: int, full_decode_graph_max: int) -> None:
+        """``step_ms`` (piecewise graphs or eager), ``full_step_ms`` (full decode graphs) and, under candidate E,
+        the eager launch stream ``launch_ms``."""
         # per-step engine overhead around the kernels, per layer: with CUDA graphs the gaps between
         # replayed kernels and the collectives' launches; eager mode launches every kernel from Python
         layer_ms = sv["eager_layer_ms"] if self.eager else sv.get("graph_layer_ms", 0.0)
         self.step_ms = (sv["eager_step_ms"] if self.eager else sv["graph_step_ms"]) + layer_ms * L
+        # Eager mode, candidate E of protocol 21 (``serving["eager_overlap"]``): PyTorch launches each kernel
+        # from Python asynchronously and the CPU runs ahead of the GPU until the step's sync (the sampled
+        # tokens' copy to the host), so the step is the LARGER of the GPU's kernels (as with piecewise graphs)
+        # and the CPU's launch stream (eager_step_ms + eager_layer_ms per layer), not their sum: launch-bound
+        # at small batches, GPU-bound at large ones. Invariant: eager is never faster than piecewise graphs.
+        self.launch_ms = 0.0
+        if self.eager and sv.get("eager_overlap"):
+            self.launch_ms = self.step_ms
+            self.step_ms = sv["graph_step_ms"] + sv.get("graph_layer_ms", 0.0) * L
         # fused-MoE layers: routing, top-k, permutation and the grouped GEMM launch, per MoE layer
         self.step_ms += sv.get("moe_layer_ms", 0.0) * n_moe_layers
         # Full CUDA graphs for decode-only batches (cudagraph_mode FULL_AND_PIECEWISE, the V1 default
@@ -279,11 +298,6 @@ class RooflineStepTime:
         self.full_step_ms = (sv["graph_step_ms"] + sv.get("full_graph_layer_ms", 0.0) * L
                              + sv.get("moe_layer_ms", 0.0) * n_moe_layers)
         self.full_step_ms = min(self.full_step_ms, self.step_ms)
-        # served prefill attention (FlashAttention-2/3, FlashInfer) relative to the older A100
-        # attention profile the kernel fit used
-        self.attn_pre_scale = float(sv.get("attn_prefill_scale", 1.0)) or 1.0
-        self._fixed_cache: dict[tuple, float] = {}
-        self._line_cache: dict[int, tuple[float, float]] = {}
 
     def _compute_rates(self, gpu: GpuSpec, sv: dict, peak16: float, compute_peak_tflops: float | None) -> None:
         """``peak16`` (attention) and ``peak`` (GEMMs, fp8 where the weights run fp8 GEMMs) in flop per ms."""
@@ -387,6 +401,8 @@ class RooflineStepTime:
         cpu = self.cpu_req_ms * num_reqs
         # async scheduling: max(GPU, engine CPU), step_with_batch_queue; sync: their sum, EngineCore.step
         ms = max(ms, cpu) if self.async_scheduling else ms + cpu
+        if self.launch_ms:  # the eager launch stream (E): the same max as decode_cpu_line's
+            ms = max(ms, self.launch_ms + (0.0 if self.async_scheduling else cpu))
         return ms / 1e3
 
     def decode_line(self, n: int) -> tuple[float, float]:
@@ -405,10 +421,16 @@ class RooflineStepTime:
 
     def decode_cpu_line(self, n: int) -> tuple[float, float] | None:
         """Async scheduling: the engine's CPU time for ``n`` decodes, ``(A2, 0)``; a decode step
-        takes ``max(decode_line, this)``. None when it adds instead (sync) or is zero."""
+        takes ``max(decode_line, this)``. None when it adds instead (sync) or is zero. Eager mode under
+        candidate E: the CPU's launch stream (with the sync engine CPU added, as decode_line adds it)."""
+        cpu = self.cpu_req_ms * n
+        if self.launch_ms:
+            # eager (E): the launch stream, plus the engine's CPU work where it adds (sync), else the larger
+            a2 = max(self.launch_ms, cpu) if self.async_scheduling else self.launch_ms + cpu
+            return a2 / 1e3, 0.0
         if not self.async_scheduling or self.cpu_req_ms <= 0:
             return None
-        return self.cpu_req_ms * n / 1e3, 0.0
+        return cpu / 1e3, 0.0
 
     def describe(self) -> dict:
         return {
@@ -425,6 +447,7 @@ class RooflineStepTime:
             "quantization": self.quant_name,
             "enforce_eager": self.eager,
             "step_overhead_ms": round(self.step_ms, 4),
+            "eager_launch_floor_ms": round(self.launch_ms, 4) if self.launch_ms else None,
             "decode_full_graph_step_overhead_ms": round(self.full_step_ms, 4) if self.full_decode_graph_max else None,
             "decode_step_ms_batch1_ctx1k": round(1e3 * self.step(1, 1, 1024, 0, 1), 3),
             "decode_step_ms_batch64_ctx1k": round(1e3 * self.step(64, 64, 64 * 1024, 0, 64), 3),
