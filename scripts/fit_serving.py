@@ -566,6 +566,11 @@ UTC, before any row of batch 21 was read by the integrator or simulated):
      are reported. If batch 21 holds no row, the verdict stays protocol 20's.
   6. No batch-21 row, assumption or split changes after its errors are seen.
 
+  Amendment (17:06 UTC, before any figure of batch 21 was computed): the helper's 38 runs from 6 sources hold no
+  row under the rules (reasons in the fixture README); one more transcribe-only helper is sent for step 3's first aim
+  (eager runs beside a CUDA-graph baseline, then TTFT-printing runs), skipping the first helper's sources too
+  (/tmp/batch21b/EXCLUDE.txt). Its rows, if any, are batch 21's; nothing else changes.
+
     python scripts/fit_serving.py --protocol21          # step 5 (K and E; --e-refit prints step 2's fit)
 
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
