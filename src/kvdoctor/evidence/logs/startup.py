@@ -31,7 +31,7 @@ import gzip
 import io
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kvdoctor.evidence.logs.envelope import Envelope, parse_envelope, split_glued, strip_ansi, worker_rank
@@ -76,6 +76,15 @@ R_NONTORCH_TAKES = re.compile(r"non_torch_memory takes " + _N + r"GiB")
 R_ACT_TAKES = re.compile(r"PyTorch activation peak memory takes " + _N + r"GiB")
 R_KV_REST = re.compile(r"reserved for KV Cache is " + _N + r"GiB")
 R_PROF_TAKES = re.compile(r"Memory profiling takes " + _N + r" seconds")
+# MemoryProfilingResult's repr (gpu_worker, DEBUG in V1 0.8-0.33; at INFO in some builds): the profile's split of
+# the non-KV memory. To 0.2x "non-torch forward increase memory", from 0.29 "total consumed (from mem_get_info)".
+R_PROF_SPLIT = re.compile(r"Total non KV cache memory: " + _N + r" ?GiB; torch peak memory increase: " + _N
+                          + r" ?GiB; (?:non-torch forward increase memory: (\d+(?:\.\d+)?) ?GiB;|(?:non-torch forward "
+                          r"increase memory: -\d+(?:\.\d+)? ?GiB;)|total consumed \(from mem_get_info\): "
+                          + _N + r" ?GiB;) weights memory: " + _N + r" ?GiB")
+# gpu_worker's DEBUG line before it: free memory at start-up and the requested budget (total x utilization)
+R_INIT_FREE = re.compile(r"Initial free memory: " + _N + r" ?GiB; Requested memory: " + _N + r" \(util\), " + _N
+                         + r" ?GiB")
 # The tabular v0 block ("Memory profiling results:" then one "key  value" per line).
 R_TABLE = re.compile(
     r"^\s*(duration|total_gpu_memory|gpu_memory_utilization|the current vLLM instance can use|"
@@ -705,6 +714,27 @@ def _h_weights_take(c, n, env, msg) -> bool:
     return True
 
 
+def _h_prof_takes(c, n, env, msg) -> bool:
+    if not R_PROF_TAKES.search(msg):
+        return False
+    b = c._builder(n)
+    m = R_PROF_SPLIT.search(msg)
+    if m:
+        non_kv, peak, non_torch, consumed, weights = m.groups()
+        b.set("weights_bytes", _b(weights), n, env, _P_FINAL)  # the profiler's figure beats the load line
+        if consumed is None:
+            # to 0.2x non-KV = weights + torch peak increase + non-torch increase (a negative non-torch figure, an
+            # offloading fork's correction, is not a ledger line: left out)
+            b.set("activation_bytes", _b(peak), n, env)
+            if non_torch is not None:
+                b.set("non_torch_bytes", _b(non_torch), n, env)
+        else:
+            # from 0.29 the split is consumed (weights + non-torch) + a transient peak headroom that the torch
+            # peak increase does not equal: only the consumed figure is a ledger line
+            b.set("consumed_bytes", _b(consumed), n, env)
+    return True
+
+
 def _below_util(c, n, env, msg, m: re.Match) -> _Builder:
     """vLLM refused to start: free (group 1) of total (2) is below utilization (3) x total = requested (4)."""
     b = c._builder(n)
@@ -877,12 +907,15 @@ def _h_engine_cfg(c, n, env, msg) -> bool:
     return True
 
 
-def _simple(rx: re.Pattern, name: str, conv=int, prio: int = _P_FINAL):
+def _simple(rx: re.Pattern, name: str, conv=int, prio: int = _P_FINAL, *more: tuple[str, Callable]):
+    """A rule whose regex's groups are figures: ``name`` (group 1, ``conv``), then ``more`` (name, conv) pairs."""
     def h(c, n, env, msg) -> bool:
         m = rx.search(msg)
         if not m:
             return False
-        c._builder(n).set(name, conv(m.group(1)), n, env, prio)
+        b = c._builder(n)
+        for i, (nm, cv) in enumerate(((name, conv), *more), 1):
+            b.set(nm, cv(m.group(i)), n, env, prio)
         return True
 
     return h
@@ -1105,7 +1138,9 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("Auto-fit max_model_len: reduced", _h_autofit),
     ("GiB for KV cache", _h_cpu_kv),
     ("Custom allreduce is disabled", _h_custom_ar),
-    ("Memory profiling takes", lambda c, n, env, msg: bool(R_PROF_TAKES.search(msg)) and c._builder(n) is not None),
+    ("Memory profiling takes", _h_prof_takes),
+    ("Initial free memory:", _simple(R_INIT_FREE, "free_memory_bytes", _b, _P_LOG, ("gpu_memory_utilization", float),
+                                     ("requested_bytes", _b))),
     ("Starting to load model", _simple(R_START_LOAD, "model", str, _P_CONFIG - 1)),
     ("device_name=", _simple(R_DEVICE_NAME, "gpu_name", lambda v: v.replace("_", " "), _P_LOG)),
 )
