@@ -15,6 +15,10 @@ import re
 from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# The same codes as rsyslog escapes control characters (``#033[1;36m``, a trailing ``#015`` for the CR): the
+# journald/rsyslog -> CloudWatch path of a SageMaker or EC2 container writes vLLM's coloured process prefix that way.
+# A regex of its own: an alternation would cost the common raw-colour case its fast literal scan.
+RSYSLOG = re.compile(r"#033\[[0-9;?]*[A-Za-z]|#015(?=[\r\n]|$)")
 
 ENVELOPE = re.compile(
     r"(?:\(?(?P<proc>[A-Za-z_][\w.\-]*(?: rank=\d+)?)\s+pid=(?P<pid>\d+)(?:,\s*ip=[^)\s]*)?\)\s*)?"
@@ -152,7 +156,9 @@ class Envelope:
 
 
 def strip_ansi(line: str) -> str:
-    return ANSI.sub("", line) if "\x1b" in line else line
+    if "\x1b" in line:
+        line = ANSI.sub("", line)
+    return RSYSLOG.sub("", line) if ("#0" in line and ("#033[" in line or "#015" in line)) else line
 
 
 def parse_envelope(line: str) -> Envelope | None:
@@ -224,3 +230,20 @@ FOREIGN_ISO_B = re.compile(FOREIGN_ISO.pattern.encode())
 GLUE_B = re.compile(GLUE.pattern.encode())
 GLUE_STATS_B = re.compile(GLUE_STATS.pattern.encode())
 ANSI_B = re.compile(ANSI.pattern.encode())
+RSYSLOG_B = re.compile(RSYSLOG.pattern.encode())
+
+
+def has_ansi_b(buf: bytes, lo: int = 0, hi: int | None = None) -> bool:
+    """Whether ``buf[lo:hi]`` may hold a colour code, raw or rsyslog-escaped. Single-byte scans first (memchr):
+    a multi-byte find runs several times slower, and most chunks hold no '#' at all."""
+    hi = len(buf) if hi is None else hi
+    if buf.find(b"\x1b", lo, hi) != -1:
+        return True
+    h = buf.find(b"#", lo, hi)
+    return h != -1 and (buf.find(b"#033[", h, hi) != -1 or buf.find(b"#015", h, hi) != -1)
+
+
+def strip_ansi_b(buf: bytes) -> bytes:
+    if b"\x1b" in buf:
+        buf = ANSI_B.sub(b"", buf)
+    return RSYSLOG_B.sub(b"", buf) if (b"#" in buf and (b"#033[" in buf or b"#015" in buf)) else buf

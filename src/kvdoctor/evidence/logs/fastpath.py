@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from kvdoctor.evidence.logs.commit import Series
-from kvdoctor.evidence.logs.envelope import ANSI_B
+from kvdoctor.evidence.logs.envelope import has_ansi_b, strip_ansi_b
 from kvdoctor.evidence.logs.limits import CHUNK, GAP_S, MAX_LINE
 
 # The exact vLLM stats line (no foreign prefix): one anchored match instead of envelope + stats.
@@ -56,8 +56,8 @@ def hit_groups(work: bytes, starts: list[int], ends: list[int]) -> tuple[list[by
     """The hit lines (colour codes stripped from them only) and one tuple of the fast regex's groups
     per line: FAST_STATS' groups, or all b"" (ts == b"") where the line is no stats line."""
     lines = [work[x:y] for x, y in zip(starts, ends)]
-    if b"\x1b" in work:  # memchr
-        lines = [ANSI_B.sub(b"", ln) if b"\x1b" in ln else ln for ln in lines]
+    if has_ansi_b(work):
+        lines = [strip_ansi_b(ln) for ln in lines]
     return lines, FAST_ALL.findall(b"\n" + b"\n".join(lines))
 
 

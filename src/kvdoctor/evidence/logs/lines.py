@@ -14,7 +14,7 @@ from typing import Any
 
 from kvdoctor.evidence.logs.clock import stamp
 from kvdoctor.evidence.logs.commit import Series
-from kvdoctor.evidence.logs.envelope import (ANSI_B, GLUE_STATS_B, json_timestamp_b, leading_timestamp_b,
+from kvdoctor.evidence.logs.envelope import (GLUE_STATS_B, json_timestamp_b, leading_timestamp_b, strip_ansi_b,
                                              parse_envelope, search_envelope_b)
 from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
                                            MAX_WARNINGS)
@@ -446,8 +446,7 @@ class LinePath:
     def _full(self, work: bytes, base: int, with_stats: bool = True) -> None:
         """Every line that holds a needle of any rule, in order; plus the hostile-line accounting.
         ``with_stats=False`` re-reads a chunk whose stats lines were already taken (errors, start-up)."""
-        if b"\x1b" in work:
-            work = ANSI_B.sub(b"", work)
+        work = strip_ansi_b(work)
         starts: set[int] = set()
         for nd in FULL_NEEDLES:
             p = work.find(nd)

@@ -16,7 +16,7 @@ from itertools import chain
 
 from kvdoctor.evidence.logs.chunks import spans
 from kvdoctor.evidence.logs.clock import low_mask
-from kvdoctor.evidence.logs.envelope import ANSI_B
+from kvdoctor.evidence.logs.envelope import has_ansi_b, strip_ansi_b
 from kvdoctor.evidence.logs.fastpath import FAST_ALL, hit_bounds
 from kvdoctor.evidence.logs.limits import MAX_LINE
 from kvdoctor.evidence.logs.requests import SCAN, needle_hits
@@ -72,8 +72,8 @@ def prescan(buf, a: int, b: int, bufs: list) -> bytes:
     for k in np.flatnonzero(~inner).tolist():
         rel[k] = nl_words + buf[a + n512:a + starts[k]].count(b"\n")
     lines = [buf[a + x:a + y] for x, y in zip(starts, ends)]
-    if find(b"\x1b", a, b) != -1:
-        lines = [ANSI_B.sub(b"", ln) if b"\x1b" in ln else ln for ln in lines]
+    if has_ansi_b(buf, a, b):
+        lines = [strip_ansi_b(ln) for ln in lines]
     blob = b"\n".join(lines)
     flat = b"\n".join(chain.from_iterable(FAST_ALL.findall(b"\n" + blob)))
     return b"".join((HDR.pack(n, total, len(starts), len(blob), len(flat), len(req) // 2, tail),
