@@ -571,6 +571,12 @@ UTC, before any row of batch 21 was read by the integrator or simulated):
   (eager runs beside a CUDA-graph baseline, then TTFT-printing runs), skipping the first helper's sources too
   (/tmp/batch21b/EXCLUDE.txt). Its rows, if any, are batch 21's; nothing else changes.
 
+  Outcome (docs/simulation.md, "Protocol 21"): batch 21 holds no row (38 runs from 6 sources, none kept; the second
+  helper transcribed none), so the verdict stays protocol 20's and E is not adopted (rule part a). E's one evaluation
+  (--protocol21), reported: the seen eager rows' throughput -16 ... -38 % -> -7 ... -31 %, their TTFT -2 ... -14 % ->
+  -27 ... -35 %; the verdict pool 6.79 / 19.94 / 9.49 % (K) -> 6.67 / 24.71 / 9.49 % (E): parts b and c fail too.
+  Nothing written.
+
     python scripts/fit_serving.py --protocol21          # step 5 (K and E; --e-refit prints step 2's fit)
 
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
