@@ -279,6 +279,10 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
            or str(cfg.env.get("VLLM_TARGET_DEVICE", "")).lower() == "cpu"
            or (startup is not None and (startup.engine_config or {}).get("platform") == "cpu"))
     if gpu is None and need_gpu and not cpu and not _log_has_kv(startup):
+        if startup is not None:
+            # the log was given: it stops before the memory lines that name the device's total
+            raise InputError(f"no GPU: {inputs.from_log or 'the log'} names no device (it holds no memory or KV "
+                             "lines); pass --gpu (e.g. --gpu H100)")
         raise InputError("no GPU: pass --gpu (e.g. --gpu H100) or --from-log with a start-up log")
     if gpu is None and startup is not None and not cpu:
         notes.append("no GPU known (the log prints no device total): rows the log gives are measured, the "
