@@ -135,3 +135,14 @@ def test_subprocess_exit_codes(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["summary"]["samples"] == 0
+
+
+def test_a_start_up_cut_after_its_banner_names_its_release(tmp_path):
+    """sweep 45 (GPUStack's worker log, cut after the API server's banner): the start-up line said "start-up: " and
+    nothing; it names the release (and the model when the log gives one)."""
+    log = tmp_path / "worker.log"
+    log.write_text("2026-02-25 09:58:45.638180+08:00 - gpustack.worker.serve_manager - INFO - Finished provisioning\n"
+                   "(APIServer pid=57) INFO 02-25 09:58:54 [api_server.py:1351] vLLM API server version 0.13.0\n")
+    r = CliRunner().invoke(app, ["evidence", str(log)])
+    assert r.exit_code == 0, r.output
+    assert "start-up: vLLM 0.13.0" in r.output

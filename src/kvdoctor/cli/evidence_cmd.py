@@ -186,7 +186,10 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
         st = seg.get("startup")
         if st:
             g = 1 << 30
-            bits = [f"{k.removesuffix('_bytes')} {v / g:.2f} GiB" for k, v in st.items()
+            # the release and model first: a start-up cut off after its banner holds nothing else
+            bits = [f"vLLM {st['vllm_version']}"] if st.get("vllm_version") else []
+            bits += [f"model {st['model']}"] if st.get("model") else []
+            bits += [f"{k.removesuffix('_bytes')} {v / g:.2f} GiB" for k, v in st.items()
                     if k.endswith("_bytes") and isinstance(v, int) and k in (
                         "weights_bytes", "kv_cache_bytes", "activation_bytes", "cudagraph_bytes", "non_torch_bytes")]
             for k in ("num_gpu_blocks", "kv_cache_tokens", "max_concurrency", "max_model_len", "startup_error"):
