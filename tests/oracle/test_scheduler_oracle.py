@@ -131,7 +131,8 @@ def _differential(oracle, tmp_path, seeds, is_async):
     # the oracle queues what kvdoctor says reached the engine before each step (front-end timing is
     # not under test) and needs to know where kvdoctor's engine idled between steps
     cases = [dict(cfg=m["cfg"], requests=m["requests"], arrived=[r["arrived"] for r in tr], t=[r["t"] for r in tr],
-                  t_end=[r["t_end"] for r in tr]) for m, tr in zip(mixes, ours)]
+                  t_end=[r["t_end"] for r in tr], replanned=[r.get("replanned") for r in tr])
+             for m, tr in zip(mixes, ours)]
     theirs = oracle.call("sched", {"model": str(TINY_MODEL), "cases": cases})["traces"]
     bad = {}
     for seed, m, a, b in zip(seeds, mixes, ours, theirs):

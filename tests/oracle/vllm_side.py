@@ -126,6 +126,8 @@ def _run_sched(model: str, case: dict) -> list[dict]:
     trace: list[dict] = []
     inflight: list = []  # async: (scheduler output, its step record) not yet processed
     is_async = bool(c.get("async_scheduling"))
+    replanned = case.get("replanned") or [None] * len(arrived)  # kvdoctor's records' "replanned"
+    replanned_done: set[int] = set()
     step = 0
 
     added = set()
@@ -167,6 +169,16 @@ def _run_sched(model: str, case: dict) -> list[dict]:
         guard += 1
         if guard > 200000:
             raise RuntimeError("oracle made no progress")
+        if is_async and inflight and step < len(gap) and replanned[step] is not None and step not in replanned_done:
+            replanned_done.add(step)
+            # kvdoctor planned an empty batch before this step (every running request's last token in flight,
+            # nothing waiting that fits) and processed the step in flight: the same here, with the requests that
+            # reached its engine before that empty plan; the rest of the step's arrivals came after it
+            add(replanned[step])
+            so = sched.schedule()
+            assert so.total_num_scheduled_tokens == 0
+            process(*inflight.pop(0))
+            continue
         if (is_async and inflight and step < len(gap) and gap[step] and not sched.waiting
                 and all(_last_in_flight(q, mml) for q in sched.running)):
             # every running request's last token is in flight and kvdoctor's engine then idled before

@@ -56,6 +56,10 @@ class StepRecord:
     # previous step was planned and before this one was
     arrived: tuple[int, ...] = ()
     t_end: float = 0.0  # when the step ends (the next plan starts then, unless the engine idles)
+    # async scheduling: this step's plan came after an empty one that processed the step in flight (every running
+    # request's last token was in flight, and nothing waiting fitted): the requests of ``arrived`` that reached the
+    # engine before that empty plan (None: no empty plan came first)
+    replanned: tuple[int, ...] | None = None
 
 
 StepObserver = Callable[[StepRecord], None]

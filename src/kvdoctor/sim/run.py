@@ -121,6 +121,11 @@ class _Recorder:
             self.next_tick += self.interval
 
 
+# Protocol 22's candidate A (scripts/fit_serving.py): with async scheduling, vLLM plans step j while step j-1 runs, so
+# the plan admits what reached the engine by step j-1's start. Off (K) until the protocol's rule adopts it.
+PLAN_AHEAD = False
+
+
 class _Loop:
     """The state one simulation carries between events: clock, queues of arrivals, accumulators.
 
@@ -181,6 +186,15 @@ class _Loop:
         self.is_async = cfg.async_scheduling
         self.pending_finish: list[SimRequest] = []
         self.pending_record: StepRecord | None = None
+        # Async scheduling plans step j while step j-1 runs (EngineCore.step_with_batch_queue: schedule the next
+        # batch, submit it, then block on the one in flight), so the plan sees the requests that reached the
+        # engine by the START of step j-1, not by its end: ``plan_t`` is that clock (None: the engine had nothing
+        # in flight, and it plans at ``now``).
+        # Candidate A of protocol 22 (scripts/fit_serving.py): off until its rule adopts it (PLAN_AHEAD).
+        self.plan_ahead = self.is_async and PLAN_AHEAD
+        self.plan_t: float | None = None
+        # --steps-out: the next step's plan follows an empty one (StepRecord.replanned)
+        self.replanned: tuple[int, ...] | None = None
         self.arrived_ids: list[int] = []  # --steps-out: reached the engine since the last record
         self.reported: set[int] = set()  # listed by a stretch's record, queued when it ends
 
@@ -194,6 +208,7 @@ class _Loop:
                 if nt is None:
                     break
                 self.now = max(self.now, nt)  # idle until the next arrival
+                self.plan_t = None  # nothing in flight: the next plan comes as the request arrives
                 self.rec.tick(self.now, sched)
                 continue
             if check:
@@ -216,7 +231,8 @@ class _Loop:
         return self.adm.next_time()
 
     def _admit_arrivals(self) -> None:
-        arrivals, now, sched = self.arrivals, self.now, self.sched
+        arrivals, sched = self.arrivals, self.sched
+        now = self.now if self.plan_t is None else self.plan_t
         track = self.on_step is not None
         if self.open_loop:
             while self.ai < self.n_req and arrivals[self.ai].arrival <= now:
@@ -411,16 +427,21 @@ class _Loop:
         if self.adm.out_per_step:  # each of the k steps' n tokens, when that step ends
             for j in range(1, k + 1):
                 self.adm.outputs(now + _stretch_time(j, A, B, kv1, n), n)
+        plan0 = self.plan_t if self.plan_t is not None else now  # when the stretch's first step was planned
+        replanned, self.replanned = self.replanned, None
         if self.is_async:
             self.pending_finish = finished  # freed after the next plan (a stretch never starts with any)
+            if self.plan_ahead:  # the next plan: as the last step starts
+                self.plan_t = now + _stretch_time(k - 1, A, B, kv1, n)
         else:
             for r in finished:
                 self._finish(r)
         if before is not None:
-            self._report_stretch(before, used0, k, A, B, kv1, finished)
+            self._report_stretch(before, used0, k, A, B, kv1, finished, plan0, replanned)
         rec.tick(t_end, sched)
 
-    def _report_stretch(self, before, used0: int, k: int, A: float, B: float, kv1: int, finished) -> None:
+    def _report_stretch(self, before, used0: int, k: int, A: float, B: float, kv1: int, finished,
+                        plan0: float, replanned: tuple[int, ...] | None = None) -> None:
         """The k step records a stretch stands for, as step-by-step simulation would give them.
 
         Sync: record j holds the state after step j. Async: after the plan of step j+1, so the
@@ -436,9 +457,12 @@ class _Loop:
         def t_of(j):
             return t0 + _stretch_time(j, A, B, kv1, n)
 
+        def plan_t(j):  # when step j is planned: as it starts, or as step j-1 starts (plan ahead; plan0 for j = 0)
+            return t_of(j) if not self.plan_ahead else (plan0 if j == 0 else t_of(j - 1))
+
         def state(j):  # kv blocks used and waiting once step j is planned
             used = used0 + sum(max(0, blocks_for(cfg, nt + j) - nb) for _, nt, nb in before)
-            return used, sched.num_waiting + self._pending_arrivals(t_of(j))
+            return used, sched.num_waiting + self._pending_arrivals(plan_t(j))
 
         if lag and self.pending_record is not None:
             used, waiting = state(0)
@@ -449,17 +473,17 @@ class _Loop:
                 fin = tuple(r.idx for r in finished)
                 if lag:
                     self.pending_record = StepRecord(step0 + j, t_of(j), sched_ids, (), fin, 0, 0, 0,
-                                                     self._take_arrived(t_of(j)), self.now)
+                                                     self._take_arrived(plan_t(j)), self.now, replanned if j == 0 else None)
                     break
-                arrived = self._take_arrived(t_of(j))
+                arrived = self._take_arrived(plan_t(j))
                 used, nrun = self._used_blocks(), len(sched.running)
                 waiting = sched.num_waiting + self._pending_arrivals(t_of(j))
             else:
-                arrived = self._take_arrived(t_of(j))
+                arrived = self._take_arrived(plan_t(j))
                 used, waiting = state(j + lag)
                 nrun, fin = n, ()
             self.on_step(StepRecord(step0 + j, t_of(j), sched_ids, (), fin, used, nrun, waiting, arrived,
-                                    self.now if j == k - 1 else t_of(j + 1)))
+                                    self.now if j == k - 1 else t_of(j + 1), replanned if j == 0 else None))
 
     def _pending_arrivals(self, t: float) -> int:
         """Requests that arrived by ``t`` but that a stretch has not queued yet (it queues them when
@@ -489,6 +513,8 @@ class _Loop:
             had_pending = bool(self.pending_finish)
             self._close_pending()
             if not plan.scheduled and had_pending:
+                self.plan_t = None  # the step in flight is processed: the next plan sees what arrived by now
+                self.replanned = tuple(self.arrived_ids)  # queued before this empty plan
                 return  # vLLM planned an empty batch, processed the step in flight: it plans again
         if not plan.scheduled:
             # Nothing can run: the pool is empty of requests yet the waiting head does not fit
@@ -530,10 +556,13 @@ class _Loop:
         if self.on_step is not None:
             record = StepRecord(step, now, tuple((r.idx, m) for r, m in plan.scheduled),
                                 tuple(r.idx for r in plan.preempted), tuple(r.idx for r in finished), 0, 0, 0,
-                                self._take_arrived(), t_end)
+                                self._take_arrived(), t_end, self.replanned)
+        self.replanned = None
         if self.is_async:
             self.pending_finish = finished
             self.pending_record = record
+            if self.plan_ahead:
+                self.plan_t = now  # the next plan happens as this step starts
         else:
             for r in finished:
                 self._finish(r)
@@ -590,7 +619,7 @@ class _Loop:
 
 def _close(rec: StepRecord, used: int, running: int, waiting: int) -> StepRecord:
     return StepRecord(rec.step, rec.t, rec.sched, rec.preempted, rec.finished, used, running, waiting, rec.arrived,
-                      rec.t_end)
+                      rec.t_end, rec.replanned)
 
 
 def simulate(

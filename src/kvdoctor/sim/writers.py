@@ -198,7 +198,9 @@ class StepsWriter:
     differential check (tests/oracle/): ``step``, ``t`` and ``t_end`` (simulated seconds), ``sched``
     (request id -> tokens scheduled, in scheduling order), ``preempted`` and ``finished`` (ids),
     ``kv_blocks_used``, ``running`` and ``waiting`` (after the step's output is processed), and
-    ``arrived`` (ids that reached the engine since the previous step was planned).
+    ``arrived`` (ids that reached the engine since the previous step was planned); ``replanned`` on a step planned
+    after an empty plan that processed the step in flight (async scheduling): the ids of ``arrived`` that reached the
+    engine before that empty plan (absent: no empty plan came first).
 
     Request ids are the workload's (the trace's ``request_id`` column, else the row index) as
     strings. Used as the simulation's step observer, so a run of any length streams to disk.
@@ -215,7 +217,7 @@ class StepsWriter:
         import json
 
         ident = self._id
-        self.out.write(json.dumps({
+        line = {
             "step": rec.step,
             "t": round(rec.t, 9),
             "t_end": round(rec.t_end, 9),
@@ -226,4 +228,7 @@ class StepsWriter:
             "running": rec.running,
             "waiting": rec.waiting,
             "arrived": [ident(i) for i in rec.arrived],
-        }, separators=(",", ":")) + "\n")
+        }
+        if rec.replanned is not None:
+            line["replanned"] = [ident(i) for i in rec.replanned]
+        self.out.write(json.dumps(line, separators=(",", ":")) + "\n")
