@@ -393,6 +393,51 @@ def _bench_objects(doc: Any, depth: int = 0) -> list[dict]:
     return [hit for kid in kids for hit in _bench_objects(kid, depth + 1)]
 
 
+# one top-level "key": scalar line of a saved result (vLLM writes it with json.dump(indent=4) in some harnesses, flat
+# one-line objects otherwise: only the indented form can be salvaged line by line)
+_SCALAR_LINE = re.compile(r'^(?P<ind>[ \t]*)"(?P<k>[^"\\]{1,80})"\s*:\s*(?P<v>-?(?:\d+(?:\.\d*)?(?:[eE][+-]?\d+)?'
+                          r'|Infinity|NaN)|"(?:[^"\\]|\\.)*"|null|true|false)\s*,?\s*$', re.M)
+
+
+_SCALAR_PAIR = re.compile(r'"(?P<k>[^"\\]{1,80})"\s*:\s*(?P<v>-?(?:\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|Infinity|NaN)'
+                          r'|"(?:[^"\\]|\\.){0,200}"|null|true|false)\s*(?=[,}\n])')
+_RESULT_KEYS = frozenset((
+    "date", "backend", "endpoint_type", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
+    "burstiness", "max_concurrency", "duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
+    "request_throughput", "request_goodput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s",
+    "max_concurrent_requests"))
+_METRIC_KEY = re.compile(r"^(?:mean|median|std|p\d+(?:\.\d+)?)_(?:ttft|tpot|itl|e2el)_ms$")
+
+
+def salvage_result(text: str) -> tuple[dict[str, Any], str] | None:
+    """A saved result that is not valid JSON (a bench killed while writing, a copy cut short, a file with a part cut
+    out): its top-level ``"key": scalar`` lines, at the indentation of its ``completed`` / ``duration`` line, as far as
+    they parse, with a note that says so. None when those lines do not make a result."""
+    try:
+        json.loads(text)
+        return None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        why = (f"{exc.msg} at line {exc.lineno}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError)
+               else "nested too deeply")
+    hits = list(_SCALAR_LINE.finditer(text))
+    anchor = next((m for m in hits if m["k"] in ("completed", "duration", "mean_ttft_ms")), None)
+    how = "line by line"
+    if anchor is not None:
+        doc = {m["k"]: json.loads(m["v"]) for m in hits if m["ind"] == anchor["ind"]}
+    else:
+        # vLLM's own one-line json.dump: its result keys wherever they stand, the first of each (the per-request
+        # arrays hold numbers and texts, not these keys followed by a scalar)
+        doc = {}
+        for m in _SCALAR_PAIR.finditer(text):
+            if m["k"].rstrip(":") in _RESULT_KEYS or _METRIC_KEY.match(m["k"]):
+                doc.setdefault(m["k"], json.loads(m["v"]))
+        how = "by their names"
+    if not looks_like_bench_json(doc):
+        return None
+    return doc, (f"not valid JSON ({why}): read its {len(doc)} top-level figures {how}; the per-request arrays and "
+                 "anything cut are not read")
+
+
 def looks_like_bench_json(doc: Any) -> bool:
     return isinstance(doc, dict) and (
         ("completed" in doc and ("request_throughput" in doc or "duration" in doc))
@@ -416,6 +461,10 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
         out = []
         for d in docs:
             out += [parse_json(d, path)] if looks_like_bench_json(d) else client_results("", path, [d])
+        if not out and (salvaged := salvage_result(s)) is not None:
+            res = parse_json(salvaged[0], path)
+            res.raw["salvaged"] = salvaged[1]
+            out = [res]
         if not out:
             raise InputError(f"{path}: JSON but not a vllm bench serve result (no completed/request_throughput) or "
                              "a GuideLLM report or GenAI-Perf export with a completed run")

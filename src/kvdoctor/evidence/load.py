@@ -217,6 +217,8 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
             for b in load_bench(path):
                 ev.bench.append(b)
                 ev.requests.extend(b.requests)
+                if b.raw.get("salvaged"):
+                    ev.notes.append(f"{path}: {b.raw['salvaged']}")
         elif kind == "trace":
             ev.requests.extend(load_trace(path))
         elif kind == "prometheus":
