@@ -613,6 +613,12 @@ was evaluated on any public row and before batch 22 was collected):
      public series and the frozen CPU-engine sessions (synchronous: unchanged by construction).
   6. No batch-22 row, assumption or split changes after its errors are seen.
 
+  Outcome (docs/simulation.md, "Protocol 22"): batch 22 holds no row (42 runs from 12 sources, none citable: the code
+  index names no repository for a text hit; each also fails another rule), so part (a) was decided on the verdict
+  pool's async TTFT rows (68): K 19.72 % -> A 19.20 % (signed median -15.8 % -> -1.1 %); (b) score 12.07 -> 11.77 %;
+  (c) the pool 6.79 / 19.94 / 9.49 -> 6.59 / 19.27 / 9.47 %. ADOPTED: sim.run.PLAN_AHEAD = True. Every held-out row
+  7.63 / 23.64 / 9.26 -> 7.59 / 22.89 / 9.13 %. UNCERTAINTY_BANDS rewritten (--bands).
+
     python scripts/fit_serving.py --protocol22          # step 5 (K and A)
 
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a

@@ -66,8 +66,9 @@ def test_batch4_saturated_workloads_calibrated_on_their_2000_100_run(result):
 def test_batch7_glyd_series_calibrated_on_their_rate_inf_run(result):
     # Glyd's stock vLLM 0.30.0 baselines (L4 at 72 W, two sessions; Qwen2.5-72B TP2 on 2xH100, two instances),
     # calibrated on the saturated run fixed as the anchor before any calibrated figure was computed; 8 runs predicted.
-    # Measured: 0.9 / 2.8 / 1.2 % (22 of 24 figures within 10 %); the misses are the light L4 loads' TTFT (0.25 req/s
-    # -46 %, 1 req/s -19 %): a saturated anchor measures the step under batching, not a lone 1024-token prefill
+    # Measured: 0.9 / 2.4 / 1.1 % (22 of 24 figures within 10 %); the misses are the light L4 loads' TTFT (0.25 req/s
+    # -30 %, 1 req/s -17 %; -46 % and -19 % before protocol 22's plan-ahead, 0.9 / 2.8 / 1.2 %): a saturated anchor
+    # measures the step under batching, not a lone 1024-token prefill
     b7 = result["batch7_series"]
     assert {g: s["anchor"].rsplit("-", 1)[1] for g, s in b7.items()} == {
         "b7-glyd-2xh100sxm-qwen2.5-72b-20261002": "rateinf", "b7-glyd-2xh100sxm-qwen2.5-72b-20261003": "rateinf",
@@ -77,4 +78,4 @@ def test_batch7_glyd_series_calibrated_on_their_rate_inf_run(result):
     assert e["output_throughput"] <= 0.02 and e["mean_ttft_ms"] <= 0.05 and e["mean_tpot_ms"] <= 0.02, e
     held = [v["error"] for s in b7.values() for v in s["runs"].values() if v["split"] == "held_out"]
     missed = sorted(round(err[m], 2) for err in held for m in err if abs(err[m]) > 0.10)
-    assert missed == [-0.46, -0.19], missed
+    assert missed == [-0.3, -0.17], missed

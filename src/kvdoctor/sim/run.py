@@ -121,9 +121,9 @@ class _Recorder:
             self.next_tick += self.interval
 
 
-# Protocol 22's candidate A (scripts/fit_serving.py): with async scheduling, vLLM plans step j while step j-1 runs, so
-# the plan admits what reached the engine by step j-1's start. Off (K) until the protocol's rule adopts it.
-PLAN_AHEAD = False
+# Protocol 22's A (scripts/fit_serving.py; adopted): with async scheduling, vLLM plans step j while step j-1 runs, so
+# the plan admits what reached the engine by step j-1's start. False gives the model protocols 4-21 judged.
+PLAN_AHEAD = True
 
 
 class _Loop:
@@ -190,7 +190,7 @@ class _Loop:
         # batch, submit it, then block on the one in flight), so the plan sees the requests that reached the
         # engine by the START of step j-1, not by its end: ``plan_t`` is that clock (None: the engine had nothing
         # in flight, and it plans at ``now``).
-        # Candidate A of protocol 22 (scripts/fit_serving.py): off until its rule adopts it (PLAN_AHEAD).
+        # protocol 22's A (PLAN_AHEAD)
         self.plan_ahead = self.is_async and PLAN_AHEAD
         self.plan_t: float | None = None
         # --steps-out: the next step's plan follows an empty one (StepRecord.replanned)
