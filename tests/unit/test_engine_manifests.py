@@ -324,6 +324,39 @@ spec:
     assert (cfg.model, cfg.max_model_len, cfg.max_num_seqs) == ("Qwen/Qwen3-8B", 16384, 32)  # the line wins
 
 
+def test_a_config_file_bind_mounted_by_compose(tmp_path):
+    """Sweep 47 (a public compose file): `--config /etc/vllm/config.yaml` is the host's ./configs/vllm.yaml, bind-mounted
+    read-only; the line's own flags win over the file's, and a ${V:?message} the file does not set stays unresolved."""
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "vllm.yaml").write_text("gpu-memory-utilization: 0.85\nmax-model-len: 8192\n"
+                                                   "max-num-seqs: 48\n")
+    text = """services:
+  vllm:
+    image: ${VLLM_IMAGE:-vllm/vllm-openai:v0.30.0}
+    volumes:
+      - ${HOME}/.cache/huggingface:/root/.cache/huggingface
+      - ./configs/vllm.yaml:/etc/vllm/config.yaml:ro
+      - type: bind
+        source: ./configs
+        target: /etc/other
+    command:
+      - --config
+      - /etc/vllm/config.yaml
+      - --model
+      - ${MODEL_NAME:?Set MODEL_NAME in .env}
+      - --max-model-len
+      - "${MAX_MODEL_LEN:-16384}"
+"""
+    cfg = load_yaml(_write(tmp_path, "docker-compose.yml", text))
+    assert (cfg.gpu_memory_utilization, cfg.max_num_seqs, cfg.max_model_len) == (0.85, 48, 16384)
+    assert cfg.model == "${MODEL_NAME:?Set MODEL_NAME in .env}"
+    with pytest.raises(UnknownModelError, match="a variable or template placeholder"):
+        resolve_deployment(DeploymentInputs(config=str(tmp_path / "docker-compose.yml"), gpu="H100"))
+    # a file under a mounted directory is found too; a mount the file cannot name (${HOME}) is not read
+    cfg2 = load_yaml(_write(tmp_path, "c2.yml", text.replace("/etc/vllm/config.yaml\n", "/etc/other/vllm.yaml\n")))
+    assert cfg2.max_num_seqs == 48
+
+
 def test_the_journal_takes_one_server_of_a_deployment_file(tmp_path):
     from kvdoctor.journal.configs import read_config
 

@@ -67,6 +67,7 @@ class ServerSpec:
     notes: list[str] = field(default_factory=list)
     multi_node: bool = False  # one server over several pods (a LeaderWorkerSet group, a Ray cluster): gpu_count is a pod's
     files: dict[str, str] = field(default_factory=dict)  # files the deployment mounts (a ConfigMap's keys), by name
+    mounts: dict[str, str] = field(default_factory=dict)  # compose bind mounts: path in the container -> host path
 
     def command_line(self) -> tuple[str, bool]:
         """(the command as one line of text, whether it is a shell script): `sh -c "pip install x && vllm serve ..."`
@@ -260,7 +261,22 @@ def _compose(services: dict) -> list[ServerSpec]:
             env = {}
         devices = ((((s.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices"))
         out.append(ServerSpec(name=f"services.{sname}", argv=argv, env=env, image=image or None,
-                              gpu_count=_compose_gpus(devices)))
+                              gpu_count=_compose_gpus(devices), mounts=_compose_mounts(s.get("volumes"))))
+    return out
+
+
+def _compose_mounts(volumes: object) -> dict[str, str]:
+    """Bind mounts of a compose service, container path -> host path as written (``./cfg/v.yaml:/etc/v.yaml:ro``, or
+    the long form ``{type: bind, source, target}``); named volumes have no host path and are left out."""
+    out: dict[str, str] = {}
+    for v in volumes if isinstance(volumes, list) else ():
+        if isinstance(v, dict):
+            src, dst = v.get("source"), v.get("target")
+        else:
+            parts = str(v).split(":")
+            src, dst = (parts[0], parts[1]) if len(parts) >= 2 else (None, None)
+        if src and dst and str(src).startswith(("/", ".", "~")):
+            out[str(dst)] = str(src)
     return out
 
 

@@ -663,8 +663,8 @@ def parse_offline_line(text: str) -> EngineConfig:
 
 # a shell or compose variable ($MODEL, ${TP}, ${PORT:-8000}), a Kubernetes one ($(LWS_GROUP_SIZE)), a template's
 # placeholder ({{ .Values.model }}, {max_model_len})
-_VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-_BRACE_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=+][^}]*)?\}")
+_VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_BRACE_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=+?][^}]*)?\}")
 # `NAME=value` / `export NAME=value` at the start of a script line (the value one shell word)
 _ASSIGN_LINE = re.compile(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.M)
 _TEMPLATE = re.compile(r"\{\{.*?\}\}|^\{[A-Za-z_][A-Za-z0-9_.]*\}$|^__[A-Z][A-Z0-9_]*__$")  # {{ }}, {x}, __X__ (sed)
@@ -683,12 +683,15 @@ def _shell_assignments(tokens: list[str]) -> dict[str, str]:
 
 def _expand_word(word: str, variables: dict[str, str]) -> str:
     """``$V``, ``${V}``, ``$(V)`` from ``variables``; ``${V:-default}`` takes its default when V is not set or empty,
-    ``${V:+word}`` is ``word`` when V is set and not empty, else nothing; anything else is left as written."""
+    ``${V:+word}`` is ``word`` when V is set and not empty, else nothing; ``${V:?message}`` is V or stays as written
+    (the shell would stop there); anything else is left as written."""
     def one(m: re.Match) -> str:
         name, op, arg = m.group(1) or m.group(4) or m.group(5), m.group(2), m.group(3)
         value = variables.get(name)
         if op in (":+", "+"):
             return _expand_word(arg, variables) if value or (op == "+" and value is not None) else ""
+        if op in (":?", "?"):  # ${V:?message}: the value, else the shell (and compose) stops: unresolved here
+            return value if value is not None and (op == "?" or value != "") else m.group(0)
         if op is not None and (value is None or (op.startswith(":") and value == "")):
             return _expand_word(arg, variables)
         return value if value is not None else m.group(0)
@@ -901,7 +904,8 @@ def from_server(spec, where: str) -> EngineConfig:
     text, shell = spec.command_line()
     env = {k: _expand_word(v, {}) for k, v in spec.env.items()}  # compose's ${V:-default} in its own environment
     try:
-        line = parse_serve_line(text, variables=env if shell else None, files=spec.files)
+        line = parse_serve_line(text, variables=env if shell else None,
+                                files={**_mounted_files(spec, where), **spec.files})
     except InputError as exc:
         raise InputError(f"{where}#{spec.name.rsplit('/', 1)[-1].rsplit('.', 1)[-1]}: {exc}") from None
     origin = f"deploy:{where}#{spec.name}"
@@ -921,6 +925,28 @@ def from_server(spec, where: str) -> EngineConfig:
                          "data parallel)" + ("; the others stay idle" if spec.gpu_count > world else
                                              "; vLLM would not start"))
     return cfg
+
+
+def _mounted_files(spec, where: str) -> dict[str, str]:
+    """The files a compose service's bind mounts put where its command reads them (``--config /etc/vllm/c.yaml`` from
+    ``./configs/vllm.yaml:/etc/vllm/c.yaml``): the host file, relative to the deployment file, by its container path.
+    A mount whose host side is unset (``${HOME}/...``) or absent is left out."""
+    out: dict[str, str] = {}
+    argv = spec.argv
+    wanted = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--config"}
+    wanted |= {a.split("=", 1)[1] for a in argv if a.startswith("--config=")}
+    for target in wanted:
+        for dst, src in spec.mounts.items():
+            rel = os.path.relpath(target, dst) if target.startswith(dst.rstrip("/") + "/") else None
+            if target != dst and rel is None:
+                continue
+            if "$" in src:
+                continue
+            host = Path(src).expanduser()
+            host = (host if host.is_absolute() else Path(where).parent / host) / (rel or "")
+            if host.is_file() and host.stat().st_size < (1 << 20):
+                out[target] = host.read_text(errors="replace")
+    return out
 
 
 _MULTI_NODE = re.compile(r"--(?:nnodes|node[-_]rank|headless|data[-_]parallel[-_]size[-_]local|data[-_]parallel[-_]address)"
