@@ -365,3 +365,42 @@ def test_the_journal_takes_one_server_of_a_deployment_file(tmp_path):
     p = _write(tmp_path, "compose.yaml", compose)
     cfg, text, origin = read_config(f"{p}#a")
     assert (cfg.model, cfg.max_num_seqs) == ("Qwen/Qwen3-8B", 8) and text == compose and origin.endswith("#a")
+
+
+def test_a_systemd_unit_and_the_script_beside_it(tmp_path):
+    """Sweep 47 (public units and their scripts): a unit's [Service] Environment= and ExecStart=, an ExecStart that runs a
+    script lying beside the unit, the script's bash array of arguments with a conditional append, a default that falls
+    back to another variable (${A:-${B}}) and a prefix cut (${REPO##*/})."""
+    unit = tmp_path / "vllm.service"
+    unit.write_text("[Unit]\nDescription=vLLM\n\n[Service]\nType=simple\nEnvironment=MAX_MODEL_LEN=16384\n"
+                    'Environment="GPU_MEM_UTIL=0.80" "SPEC=0"\nExecStart=/srv/vllm/run-vllm.sh\n'
+                    "Restart=on-failure\n\n[Install]\nWantedBy=default.target\n")
+    (tmp_path / "run-vllm.sh").write_text("""#!/usr/bin/env bash
+REPO=${REPO:-Qwen/Qwen3-8B}
+SEQS=${SEQS:-${DEFAULT_SEQS:-24}}
+ARGS=(
+  "${REPO}"
+  "--max-model-len" "${MAX_MODEL_LEN}"
+  "--gpu-memory-utilization" "${GPU_MEM_UTIL}"
+  "--max-num-seqs" "${SEQS}"
+)
+if [ "${SPEC}" -gt 0 ]; then
+  ARGS+=("--enforce-eager")
+fi
+echo "> vllm serve ${ARGS[*]} (${REPO##*/})"
+exec vllm serve "${ARGS[@]}"
+""")
+    cfg = parse_serve_line(unit.read_text(), base_dir=tmp_path)
+    assert (cfg.model, cfg.max_model_len, cfg.gpu_memory_utilization, cfg.max_num_seqs) == ("Qwen/Qwen3-8B", 16384, 0.8,
+                                                                                             24)
+    # the append's condition is not evaluated: kept, and said
+    assert cfg.enforce_eager is True and any("if ... fi kept as written" in n for n in cfg.notes)
+    dep = resolve_deployment(DeploymentInputs(serve=str(unit), gpu="L4"))
+    assert dep.config.max_model_len == 16384
+    # a unit that runs vLLM directly, its line continued over lines
+    direct = ("[Service]\nEnvironment=M=Qwen/Qwen3-8B\nExecStart=/opt/venv/bin/vllm serve ${M} \\\n"
+              "    --max-model-len 8192\n")
+    assert parse_serve_line(direct).max_model_len == 8192 and parse_serve_line(direct).model == "Qwen/Qwen3-8B"
+    # a unit whose script is not beside it says what to pass
+    with pytest.raises(InputError, match=r"ExecStart= runs /usr/local/bin/vllm-serve, not vLLM: pass that script"):
+        parse_serve_line("[Service]\nExecStart=/usr/local/bin/vllm-serve\n", base_dir=tmp_path)

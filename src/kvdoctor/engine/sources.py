@@ -616,6 +616,8 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
     """
     if not isinstance(text, str) or not text.strip():
         raise InputError("empty command line: expected `vllm serve MODEL ...`")
+    if _SYSTEMD_SECTION.search(text):
+        text, variables = _systemd_service(text, base_dir, variables)
     if re.search(r"(?:^|[\s=(.])LLM\s*\(", text):
         return parse_llm_call(text)
     from kvdoctor.evidence.offline import offline_tool
@@ -625,6 +627,7 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
     cfg = EngineConfig(origin="serve-line", usage_context="api")
     known = {**(variables or {}), **_text_assignments(text, variables or {})}
     text, written = _heredocs(text, known)
+    text = _bash_arrays(text, cfg.notes)
     written = {**(files or {}), **written}
     # `${V:+--max-num-seqs $V}` and `${V:-a b}` hold spaces: the shell expands them before it splits words
     text = _BRACE_REF.sub(lambda m: _expand_word(m.group(0), known), text)
@@ -636,6 +639,108 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
                 base_dir=Path(base_dir) if base_dir is not None else None, notes=notes, written=written)
     cfg.notes.extend(notes)
     return cfg
+
+
+_ARRAY_START = re.compile(r"^[ \t]*([A-Za-z_][A-Za-z0-9_]*)(\+?)=\(", re.M)
+
+
+def _paren_body(text: str, i: int) -> int | None:
+    """The index of the ``)`` that closes the array opened just before ``i``, outside quotes (None: unclosed)."""
+    quote = None
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == quote:
+                quote = None
+            elif c == "\\" and quote == '"':
+                i += 1
+        elif c in "'\"":
+            quote = c
+        elif c == "\\":
+            i += 1
+        elif c == ")":
+            return i
+        i += 1
+    return None
+
+
+def _bash_arrays(text: str, notes: list[str]) -> str:
+    """A script's bash arrays (``ARGS=( ... )``, ``ARGS+=( ... )``) put back where ``"${ARGS[@]}"`` uses them, their
+    words as written (quotes kept, so the variables in them expand later). An append inside ``if … fi`` is kept too,
+    and a note says so: the condition is not evaluated."""
+    if "[@]" not in text:
+        return text
+    arrays: dict[str, list[str]] = {}
+    depth_at: list[int] = []
+    depth = 0
+    for ln in text.splitlines(keepends=True):
+        depth += len(re.findall(r"^\s*if\b", ln)) - len(re.findall(r"^\s*fi\b", ln))
+        depth_at.append(depth)
+    starts = [sum(len(x) for x in text.splitlines(keepends=True)[:k]) for k in range(len(depth_at))]
+    conditional = []
+    for m in _ARRAY_START.finditer(text):
+        end = _paren_body(text, m.end())
+        if end is None:
+            continue
+        body = " ".join(text[m.end():end].split())
+        name, append = m.group(1), bool(m.group(2))
+        line = max(k for k, st in enumerate(starts) if st <= m.start())
+        if append and depth_at[line] > 0:
+            conditional.append(f"{name}+=({body})")
+        arrays[name] = (arrays.get(name, []) if append else []) + [body]
+    if conditional:
+        notes.append("bash array appends inside if ... fi kept as written (their conditions are not evaluated): "
+                     + "; ".join(conditional))
+
+    def use_name(name: str, written: str) -> str:
+        words = arrays.get(name)
+        return " ".join(words) if words is not None else written
+    # a whole word only ("${A[@]}" or ${A[@]} between blanks): "${A[*]}" inside an echo's string stays as written
+    return re.sub(r'(?<!\S)(?:"\$\{([A-Za-z_][A-Za-z0-9_]*)\[@\]\}"|\$\{([A-Za-z_][A-Za-z0-9_]*)\[@\]\})(?!\S)',
+                  lambda m: use_name(m.group(1) or m.group(2), m.group(0)), text)
+
+
+_SYSTEMD_SECTION = re.compile(r"^\s*\[Service\]\s*$", re.M)
+_SYSTEMD_ASSIGN = re.compile(r'"([^"]*)"|\'([^\']*)\'|(\S+)')
+
+
+def _systemd_service(text: str, base_dir: str | Path | None,
+                     variables: dict[str, str] | None) -> tuple[str, dict[str, str]]:
+    """A systemd unit (``[Service]`` with ``Environment=`` and ``ExecStart=``): the command it starts and the environment
+    it starts it in. ``ExecStart`` naming a script that lies beside the unit (a repository ships both) is that script;
+    a script the unit's folder lacks is an error that says what to pass."""
+    env = dict(variables or {})
+    lines = re.sub(r"\\\n", " ", text).splitlines()
+    exec_start = None
+    section = None
+    for ln in lines:
+        st = ln.strip()
+        if st.startswith("[") and st.endswith("]"):
+            section = st
+            continue
+        if section != "[Service]" or "=" not in st or st.startswith(("#", ";")):
+            continue
+        key, _, value = st.partition("=")
+        if key.strip() == "Environment":
+            for m in _SYSTEMD_ASSIGN.finditer(value):
+                word = next(g for g in m.groups() if g is not None)
+                if "=" in word:
+                    k, _, v = word.partition("=")
+                    env[k] = v
+        elif key.strip() == "ExecStart" and value.strip():
+            exec_start = value.strip().lstrip("-@+!:")  # systemd's prefixes (ignore failure, privileges)
+    if exec_start is None:
+        raise InputError("a systemd unit without an ExecStart= in its [Service] section")
+    first = exec_start.split()[0]
+    if _A_COMMAND.search(exec_start) or Path(first).name == "vllm":
+        return exec_start, env
+    script = Path(base_dir) / Path(first).name if base_dir is not None else None
+    if script is not None and script.is_file():
+        from kvdoctor.safeio import read_document
+
+        return read_document(script, "--serve").decode("utf-8", "replace"), env
+    raise InputError(f"a systemd unit whose ExecStart= runs {first}, not vLLM: pass that script with "
+                     "--serve (the unit's Environment= lines are read when it lies beside the unit)")
 
 
 def parse_offline_line(text: str) -> EngineConfig:
@@ -663,8 +768,11 @@ def parse_offline_line(text: str) -> EngineConfig:
 
 # a shell or compose variable ($MODEL, ${TP}, ${PORT:-8000}), a Kubernetes one ($(LWS_GROUP_SIZE)), a template's
 # placeholder ({{ .Values.model }}, {max_model_len})
-_VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-_BRACE_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=+?][^}]*)?\}")
+# a default may hold one nested reference: ${A:-${B}} (a script's fallback to another variable)
+_DEFAULT = r"[^{}]*(?:\$\{[^{}]*\}[^{}]*)*"
+_VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+?]|##?|%%?)(" + _DEFAULT + r"))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+                      r"|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_BRACE_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=+?]" + _DEFAULT + r")?\}")
 # `NAME=value` / `export NAME=value` at the start of a script line (the value one shell word)
 _ASSIGN_LINE = re.compile(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.M)
 _TEMPLATE = re.compile(r"\{\{.*?\}\}|^\{[A-Za-z_][A-Za-z0-9_.]*\}$|^__[A-Z][A-Z0-9_]*__$")  # {{ }}, {x}, __X__ (sed)
@@ -692,6 +800,8 @@ def _expand_word(word: str, variables: dict[str, str]) -> str:
             return _expand_word(arg, variables) if value or (op == "+" and value is not None) else ""
         if op in (":?", "?"):  # ${V:?message}: the value, else the shell (and compose) stops: unresolved here
             return value if value is not None and (op == "?" or value != "") else m.group(0)
+        if op in ("#", "##", "%", "%%"):  # ${V##*/}: V without its shortest/longest matching prefix or suffix
+            return _trim(value, op, arg) if value is not None and not _unresolved(value) else m.group(0)
         if op is not None and (value is None or (op.startswith(":") and value == "")):
             return _expand_word(arg, variables)
         return value if value is not None else m.group(0)
@@ -739,8 +849,20 @@ def _expand_variables(args: list[str], variables: dict[str, str], notes: list[st
     return out
 
 
+def _trim(value: str, op: str, pattern: str) -> str:
+    import fnmatch
+
+    cuts = range(len(value) + 1)
+    if op.startswith("#"):
+        order = reversed(cuts) if op == "##" else cuts
+        return next((value[k:] for k in order if fnmatch.fnmatchcase(value[:k], pattern)), value)
+    order = cuts if op == "%%" else reversed(cuts)
+    return next((value[:k] for k in order if fnmatch.fnmatchcase(value[k:], pattern)), value)
+
+
 def _unresolved(word: str) -> bool:
-    return bool(_VAR_REF.search(word) or _TEMPLATE.search(word))
+    # a command substitution $(...) is the shell's to run: never resolved here
+    return bool(_VAR_REF.search(word) or _TEMPLATE.search(word) or "$(" in word)
 
 
 def unresolved_reference(word: str | None) -> bool:
