@@ -404,3 +404,45 @@ exec vllm serve "${ARGS[@]}"
     # a unit whose script is not beside it says what to pass
     with pytest.raises(InputError, match=r"ExecStart= runs /usr/local/bin/vllm-serve, not vLLM: pass that script"):
         parse_serve_line("[Service]\nExecStart=/usr/local/bin/vllm-serve\n", base_dir=tmp_path)
+
+
+def test_a_ray_serve_llm_config(tmp_path):
+    """Sweep 47 (Ray's own examples): a Ray Serve LLM serve config is one server per LLM config, its model from
+    model_loading_config, its engine arguments from engine_kwargs (Python names), the GPU from accelerator_type."""
+    text = """\
+applications:
+  - name: llm-app
+    import_path: ray.serve.llm:build_openai_app
+    args:
+      llm_configs:
+        - model_loading_config:
+            model_id: qwen-8b
+            model_source: Qwen/Qwen3-8B
+          accelerator_type: L40S
+          engine_kwargs:
+            tensor_parallel_size: 2
+            max_model_len: 16384
+            gpu_memory_utilization: 0.85
+          deployment_config:
+            autoscaling_config: {min_replicas: 1, max_replicas: 2}
+"""
+    p = _write(tmp_path, "serve.yaml", text)
+    cfg = load_yaml(p)
+    assert (cfg.model, cfg.tensor_parallel_size, cfg.max_model_len, cfg.gpu_memory_utilization) == (
+        "Qwen/Qwen3-8B", 2, 16384, 0.85)
+    dep = resolve_deployment(DeploymentInputs(config=str(p)))
+    assert dep.gpu.name == "NVIDIA L40S"  # accelerator_type
+    # a prefill/decode pair is two servers, picked by name
+    two = _write(tmp_path, "pd.yaml", """\
+applications:
+  - args:
+      prefill_config:
+        model_loading_config: {model_id: meta-llama/Llama-3.1-8B-Instruct}
+        engine_kwargs: {kv_transfer_config: {kv_connector: NixlConnector, kv_role: kv_producer}}
+      decode_config:
+        model_loading_config: {model_id: meta-llama/Llama-3.1-8B-Instruct}
+        engine_kwargs: {max_num_seqs: 64}
+""")
+    with pytest.raises(InputError, match="2 vLLM servers"):
+        load_yaml(two)
+    assert load_yaml(f"{two}#decode_config").max_num_seqs == 64

@@ -92,7 +92,32 @@ def looks_like_deployment(docs: list[Any]) -> bool:
             return True
         if isinstance(d.get("servingEngineSpec"), dict):
             return True
+        if _ray_llm_configs(d):
+            return True
     return False
+
+
+def _ray_llm_configs(d: dict) -> list[tuple[str, dict]]:
+    """Ray Serve LLM's configs in a serve config: ``llm_configs:`` at the top, or each application's ``args`` (its
+    ``llm_configs`` list, or a prefill/decode pair ``prefill_config`` / ``decode_config``). (name, config) pairs."""
+    out: list[tuple[str, dict]] = []
+
+    def take(where: str, args: object) -> None:
+        if not isinstance(args, dict):
+            return
+        for i, c in enumerate(args.get("llm_configs") or []):
+            if isinstance(c, dict) and "model_loading_config" in c:
+                out.append((f"{where}llm_configs.{i}", c))
+        for key in ("prefill_config", "decode_config", "llm_config"):
+            c = args.get(key)
+            if isinstance(c, dict) and "model_loading_config" in c:
+                out.append((f"{where}{key}", c))
+
+    take("", d)
+    for i, app in enumerate(d.get("applications") or []):
+        if isinstance(app, dict):
+            take(f"applications.{app.get('name', i)}.", app.get("args"))
+    return out
 
 
 def find_servers(docs: list[Any]) -> list[ServerSpec]:
@@ -118,6 +143,8 @@ def _find_servers(docs: list[Any]) -> list[ServerSpec]:
             continue
         if isinstance(d.get("servingEngineSpec"), dict):
             out += _helm_stack(d)
+        elif _ray_llm_configs(d):
+            out += _ray_llm(d)
         elif isinstance(d.get("services"), dict):
             out += _compose(d["services"])
         elif str(d.get("kind", "")) == "Model" and "kubeai" in str(d.get("apiVersion", "")):
@@ -293,6 +320,26 @@ def _compose_gpus(devices: object) -> int | None:
 
 
 # ---- production-stack Helm values and KubeAI ---------------------------------------------------------------------
+
+def _ray_llm(doc: dict) -> list[ServerSpec]:
+    """Ray Serve LLM (``ray.serve.llm``): each config's model (``model_loading_config.model_source`` or ``model_id``)
+    and ``engine_kwargs`` (vLLM's engine arguments by their Python names), its ``accelerator_type``; Ray starts the
+    engine in its replicas, so a server here is one replica's engine."""
+    out = []
+    for name, c in _ray_llm_configs(doc):
+        mlc = c.get("model_loading_config") if isinstance(c.get("model_loading_config"), dict) else {}
+        model = str(mlc.get("model_source") or mlc.get("model_id") or "")
+        kw = c.get("engine_kwargs") if isinstance(c.get("engine_kwargs"), dict) else {}
+        flags = {str(k): v for k, v in kw.items() if k not in ("model",)}
+        env = {str(k): str(v) for k, v in ((c.get("runtime_env") or {}).get("env_vars") or {}).items()}
+        spec = ServerSpec(name=name, argv=["vllm", "serve", model], env=env, flags=flags,
+                          gpu_hint=str(c["accelerator_type"]) if c.get("accelerator_type") else None,
+                          multi_node=True)
+        spec.notes.append("a Ray Serve LLM replica: Ray places its engine's workers (tensor x pipeline parallel) on "
+                          "the cluster's GPUs")
+        out.append(spec)
+    return out
+
 
 def _helm_stack(doc: dict) -> list[ServerSpec]:
     out = []
