@@ -446,3 +446,35 @@ applications:
     with pytest.raises(InputError, match="2 vLLM servers"):
         load_yaml(two)
     assert load_yaml(f"{two}#decode_config").max_num_seqs == 64
+
+
+def test_a_kserve_llm_inference_service(tmp_path):
+    """Sweep 47 (KServe's own sample): an LLMInferenceService is started by KServe from spec.model.uri with
+    spec.parallelism; its prefill section is a second server."""
+    p = _write(tmp_path, "llmisvc.yaml", """\
+apiVersion: serving.kserve.io/v1alpha2
+kind: LLMInferenceService
+metadata: {name: qwen8}
+spec:
+  model: {uri: "hf://Qwen/Qwen3-8B", name: Qwen/Qwen3-8B}
+  replicas: 2
+  parallelism: {tensor: 2}
+  template:
+    containers:
+      - name: main
+        args: ["--max-model-len", "16384"]
+        env: [{name: VLLM_USE_V1, value: "1"}]
+        resources: {limits: {nvidia.com/gpu: "2"}}
+  prefill:
+    parallelism: {tensor: 1}
+    template:
+      containers:
+        - name: main
+          resources: {limits: {nvidia.com/gpu: "1"}}
+""")
+    with pytest.raises(InputError, match="2 vLLM servers"):
+        load_yaml(p)
+    decode = load_yaml(f"{p}#qwen8")
+    assert (decode.model, decode.tensor_parallel_size, decode.max_model_len) == ("Qwen/Qwen3-8B", 2, 16384)
+    prefill = load_yaml(f"{p}#prefill")
+    assert (prefill.model, prefill.tensor_parallel_size) == ("Qwen/Qwen3-8B", 1)

@@ -149,6 +149,8 @@ def _find_servers(docs: list[Any]) -> list[ServerSpec]:
             out += _compose(d["services"])
         elif str(d.get("kind", "")) == "Model" and "kubeai" in str(d.get("apiVersion", "")):
             out += _kubeai(d)
+        elif d.get("kind") == "LLMInferenceService" and "kserve" in str(d.get("apiVersion", "")):
+            out += _llm_inference_service(d)
         elif d.get("kind") == "List" and isinstance(d.get("items"), list):
             out += _find_servers(d["items"])
         elif "kind" in d:
@@ -401,6 +403,34 @@ def _kubeai(doc: dict) -> list[ServerSpec]:
     return [ServerSpec(name=f"Model/{(doc.get('metadata') or {}).get('name', '?')}",
                        argv=["vllm", "serve", model] + [str(a) for a in spec.get("args") or []], env=env,
                        gpu_hint=hint, gpu_count=_int_or_none(count))]
+
+
+def _llm_inference_service(doc: dict) -> list[ServerSpec]:
+    """KServe's ``LLMInferenceService`` (the llm-d path): KServe starts vLLM itself from ``spec.model.uri`` with
+    ``spec.parallelism`` (tensor / pipeline / data) and the ``main`` container's ``args`` and ``env``; a ``prefill``
+    section is a second server (prefill/decode disaggregation), the rest of ``spec`` the decode one."""
+    spec = doc.get("spec") or {}
+    model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+    name = f"LLMInferenceService/{(doc.get('metadata') or {}).get('name', '?')}"
+    out = []
+    for part, sec in (("", spec), (".prefill", spec.get("prefill"))):
+        if not isinstance(sec, dict) or (part and not sec):
+            continue
+        par = sec.get("parallelism") if isinstance(sec.get("parallelism"), dict) else {}
+        flags = {k: _int_or_none(par[p]) for p, k in (("tensor", "tensor_parallel_size"),
+                                                       ("pipeline", "pipeline_parallel_size"),
+                                                       ("data", "data_parallel_size")) if p in par}
+        tmpl = sec.get("template") if isinstance(sec.get("template"), dict) else {}
+        main = next((c for c in tmpl.get("containers") or [] if isinstance(c, dict) and c.get("name") == "main"), {})
+        limits = ((main.get("resources") or {}).get("limits") or {}) if isinstance(main, dict) else {}
+        argv = ["vllm", "serve", re.sub(r"^(hf|s3|gs|oss|pvc)://", "", str(model.get("uri") or ""))]
+        s = ServerSpec(name=name + part, argv=argv + [str(a) for a in main.get("args") or []],
+                       env=_env_list(main.get("env")), flags={k: v for k, v in flags.items() if v} or None,
+                       gpu_count=_int_or_none(limits.get("nvidia.com/gpu")))
+        if isinstance(spec.get("speculator"), dict):
+            s.notes.append("a speculator (speculative decoding) is configured: not modelled")
+        out.append(s)
+    return out
 
 
 # ---- shared ------------------------------------------------------------------------------------------------------
