@@ -478,3 +478,32 @@ spec:
     assert (decode.model, decode.tensor_parallel_size, decode.max_model_len) == ("Qwen/Qwen3-8B", 2, 16384)
     prefill = load_yaml(f"{p}#prefill")
     assert (prefill.model, prefill.tensor_parallel_size) == ("Qwen/Qwen3-8B", 1)
+
+
+def test_a_skypilot_task(tmp_path):
+    """Sweep 47 (SkyPilot's own vLLM recipe): the task's run script in its envs, with the variables SkyPilot sets on the
+    head node (GPUs per node from resources.accelerators, the node count), the accelerator as the GPU."""
+    p = _write(tmp_path, "serve.sky.yaml", """\
+envs:
+  MODEL_NAME: Qwen/Qwen3-8B
+resources:
+  accelerators: {L40S: 2}
+  image_id: docker:vllm/vllm-openai:v0.30.0
+num_nodes: 1
+setup: |
+  pip install vllm
+run: |
+  echo starting
+  if [ "$SKYPILOT_NODE_RANK" == "0" ]; then
+    vllm serve $MODEL_NAME \\
+      --tensor-parallel-size $SKYPILOT_NUM_GPUS_PER_NODE \\
+      --pipeline-parallel-size $SKYPILOT_NUM_NODES \\
+      --max-model-len 16384
+  fi
+""")
+    cfg = load_yaml(p)
+    assert (cfg.model, cfg.tensor_parallel_size, cfg.pipeline_parallel_size, cfg.max_model_len) == (
+        "Qwen/Qwen3-8B", 2, 1, 16384)
+    assert cfg.vllm_version == "0.30.0"
+    dep = resolve_deployment(DeploymentInputs(config=str(p)))
+    assert dep.gpu.name == "NVIDIA L40S"

@@ -94,6 +94,8 @@ def looks_like_deployment(docs: list[Any]) -> bool:
             return True
         if _ray_llm_configs(d):
             return True
+        if isinstance(d.get("run"), str) and ("resources" in d or "envs" in d or "setup" in d):
+            return True  # a SkyPilot task
     return False
 
 
@@ -145,6 +147,8 @@ def _find_servers(docs: list[Any]) -> list[ServerSpec]:
             out += _helm_stack(d)
         elif _ray_llm_configs(d):
             out += _ray_llm(d)
+        elif isinstance(d.get("run"), str) and ("resources" in d or "envs" in d or "setup" in d):
+            out += _skypilot(d)
         elif isinstance(d.get("services"), dict):
             out += _compose(d["services"])
         elif str(d.get("kind", "")) == "Model" and "kubeai" in str(d.get("apiVersion", "")):
@@ -403,6 +407,34 @@ def _kubeai(doc: dict) -> list[ServerSpec]:
     return [ServerSpec(name=f"Model/{(doc.get('metadata') or {}).get('name', '?')}",
                        argv=["vllm", "serve", model] + [str(a) for a in spec.get("args") or []], env=env,
                        gpu_hint=hint, gpu_count=_int_or_none(count))]
+
+
+def _skypilot(doc: dict) -> list[ServerSpec]:
+    """A SkyPilot task: its ``run`` script in its ``envs``, with the variables SkyPilot sets on the head node
+    (``SKYPILOT_NUM_GPUS_PER_NODE`` from ``resources.accelerators``, ``SKYPILOT_NUM_NODES``, rank 0); the image of
+    ``resources.image_id`` (``docker:vllm/vllm-openai:TAG``) gives the version."""
+    run = str(doc["run"])
+    if not re.search(r"\bvllm\s+serve\b|vllm\.entrypoints", run):
+        return []
+    res = doc.get("resources") if isinstance(doc.get("resources"), dict) else {}
+    acc = res.get("accelerators")
+    if isinstance(acc, dict) and acc:
+        hint, count = next(iter(acc.items()))
+    elif isinstance(acc, list) and acc:
+        hint, _, count = str(acc[0]).partition(":")  # candidates: the first one
+    else:
+        hint, _, count = str(acc or "").partition(":")
+    gpus = _int_or_none(count) or (1 if hint else None)
+    nodes = _int_or_none(doc.get("num_nodes")) or 1
+    env = {str(k): str(v) for k, v in (doc.get("envs") or {}).items() if v is not None}
+    env.update({"SKYPILOT_NUM_GPUS_PER_NODE": str(gpus or 1), "SKYPILOT_NUM_NODES": str(nodes),
+                "SKYPILOT_NODE_RANK": "0"})
+    image = str(res.get("image_id") or "").removeprefix("docker:") or None
+    spec = ServerSpec(name="run", argv=["bash", "-c", run], env=env, image=image, gpu_hint=str(hint) or None,
+                      gpu_count=gpus, multi_node=nodes > 1)
+    if isinstance(acc, list) and len(acc) > 1:
+        spec.notes.append(f"resources.accelerators lists candidates {acc}: the first is taken")
+    return [spec]
 
 
 def _llm_inference_service(doc: dict) -> list[ServerSpec]:
