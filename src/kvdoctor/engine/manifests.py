@@ -92,11 +92,14 @@ def looks_like_deployment(docs: list[Any]) -> bool:
             return True
         if isinstance(d.get("servingEngineSpec"), dict):
             return True
-        if _ray_llm_configs(d):
+        if _ray_llm_configs(d) or _is_skypilot(d):
             return True
-        if isinstance(d.get("run"), str) and ("resources" in d or "envs" in d or "setup" in d):
-            return True  # a SkyPilot task
     return False
+
+
+def _is_skypilot(d: dict) -> bool:
+    """A SkyPilot task: a ``run`` script beside its ``resources``, ``envs`` or ``setup``."""
+    return isinstance(d.get("run"), str) and ("resources" in d or "envs" in d or "setup" in d)
 
 
 def _ray_llm_configs(d: dict) -> list[tuple[str, dict]]:
@@ -145,9 +148,9 @@ def _find_servers(docs: list[Any]) -> list[ServerSpec]:
             continue
         if isinstance(d.get("servingEngineSpec"), dict):
             out += _helm_stack(d)
-        elif _ray_llm_configs(d):
-            out += _ray_llm(d)
-        elif isinstance(d.get("run"), str) and ("resources" in d or "envs" in d or "setup" in d):
+        elif ray := _ray_llm_configs(d):
+            out += _ray_llm(ray)
+        elif _is_skypilot(d):
             out += _skypilot(d)
         elif isinstance(d.get("services"), dict):
             out += _compose(d["services"])
@@ -327,12 +330,12 @@ def _compose_gpus(devices: object) -> int | None:
 
 # ---- production-stack Helm values and KubeAI ---------------------------------------------------------------------
 
-def _ray_llm(doc: dict) -> list[ServerSpec]:
+def _ray_llm(configs: list[tuple[str, dict]]) -> list[ServerSpec]:
     """Ray Serve LLM (``ray.serve.llm``): each config's model (``model_loading_config.model_source`` or ``model_id``)
     and ``engine_kwargs`` (vLLM's engine arguments by their Python names), its ``accelerator_type``; Ray starts the
     engine in its replicas, so a server here is one replica's engine."""
     out = []
-    for name, c in _ray_llm_configs(doc):
+    for name, c in configs:
         mlc = c.get("model_loading_config") if isinstance(c.get("model_loading_config"), dict) else {}
         model = str(mlc.get("model_source") or mlc.get("model_id") or "")
         kw = c.get("engine_kwargs") if isinstance(c.get("engine_kwargs"), dict) else {}
@@ -398,8 +401,7 @@ def _kubeai(doc: dict) -> list[ServerSpec]:
     spec = doc.get("spec") or {}
     if str(spec.get("engine", "VLLM")).upper() != "VLLM":
         return []
-    url = str(spec.get("url", ""))
-    model = re.sub(r"^(hf|s3|gs|oss|pvc|ollama)://", "", url)
+    model = _model_from_uri(spec.get("url", ""))
     env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()} if isinstance(spec.get("env"), dict) else {}
     profile = str(spec.get("resourceProfile") or "")
     hint, _, count = profile.partition(":")
@@ -455,7 +457,7 @@ def _llm_inference_service(doc: dict) -> list[ServerSpec]:
         tmpl = sec.get("template") if isinstance(sec.get("template"), dict) else {}
         main = next((c for c in tmpl.get("containers") or [] if isinstance(c, dict) and c.get("name") == "main"), {})
         limits = ((main.get("resources") or {}).get("limits") or {}) if isinstance(main, dict) else {}
-        argv = ["vllm", "serve", re.sub(r"^(hf|s3|gs|oss|pvc)://", "", str(model.get("uri") or ""))]
+        argv = ["vllm", "serve", _model_from_uri(model.get("uri"))]
         s = ServerSpec(name=name + part, argv=argv + [str(a) for a in main.get("args") or []],
                        env=_env_list(main.get("env")), flags={k: v for k, v in flags.items() if v} or None,
                        gpu_count=_int_or_none(limits.get("nvidia.com/gpu")))
@@ -466,6 +468,11 @@ def _llm_inference_service(doc: dict) -> list[ServerSpec]:
 
 
 # ---- shared ------------------------------------------------------------------------------------------------------
+
+def _model_from_uri(uri: object) -> str:
+    """A model named by a platform's storage URI (``hf://org/name``, ``s3://...``, ``pvc://...``): what vLLM is given."""
+    return re.sub(r"^(hf|s3|gs|oss|pvc|ollama)://", "", str(uri or ""))
+
 
 def _words(value: object, shell: str = "") -> list[str]:
     """A command given as a list, or (compose, ``shell`` naming the key for an error) as a string the way compose

@@ -642,6 +642,8 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
 
 
 _ARRAY_START = re.compile(r"^[ \t]*([A-Za-z_][A-Za-z0-9_]*)(\+?)=\(", re.M)
+_IF_LINE = re.compile(r"^\s*if\b", re.M)
+_FI_LINE = re.compile(r"^\s*fi\b", re.M)
 
 
 def _paren_body(text: str, i: int) -> int | None:
@@ -671,12 +673,6 @@ def _bash_arrays(text: str, notes: list[str]) -> str:
     if "[@]" not in text:
         return text
     arrays: dict[str, list[str]] = {}
-    depth_at: list[int] = []
-    depth = 0
-    for ln in text.splitlines(keepends=True):
-        depth += len(re.findall(r"^\s*if\b", ln)) - len(re.findall(r"^\s*fi\b", ln))
-        depth_at.append(depth)
-    starts = [sum(len(x) for x in text.splitlines(keepends=True)[:k]) for k in range(len(depth_at))]
     conditional = []
     for m in _ARRAY_START.finditer(text):
         end = _paren_body(text, m.end())
@@ -684,8 +680,8 @@ def _bash_arrays(text: str, notes: list[str]) -> str:
             continue
         body = " ".join(text[m.end():end].split())
         name, append = m.group(1), bool(m.group(2))
-        line = max(k for k, st in enumerate(starts) if st <= m.start())
-        if append and depth_at[line] > 0:
+        before = text[:m.start()]  # inside if ... fi: more `if` lines than `fi` lines before it
+        if append and len(_IF_LINE.findall(before)) > len(_FI_LINE.findall(before)):
             conditional.append(f"{name}+=({body})")
         arrays[name] = (arrays.get(name, []) if append else []) + [body]
     if conditional:

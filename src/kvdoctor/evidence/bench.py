@@ -395,12 +395,14 @@ def _bench_objects(doc: Any, depth: int = 0) -> list[dict]:
 
 # one top-level "key": scalar line of a saved result (vLLM writes it with json.dump(indent=4) in some harnesses, flat
 # one-line objects otherwise: only the indented form can be salvaged line by line)
-_SCALAR_LINE = re.compile(r'^(?P<ind>[ \t]*)"(?P<k>[^"\\]{1,80})"\s*:\s*(?P<v>-?(?:\d+(?:\.\d*)?(?:[eE][+-]?\d+)?'
-                          r'|Infinity|NaN)|"(?:[^"\\]|\\.)*"|null|true|false)\s*,?\s*$', re.M)
+# a JSON scalar: a number (Python's json also writes Infinity / NaN), a string (bounded where it may run on), a literal
+def _scalar(string_max: str = "*") -> str:
+    return (r'-?(?:\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|Infinity|NaN)|"(?:[^"\\]|\\.)' + string_max
+            + r'"|null|true|false')
 
 
-_SCALAR_PAIR = re.compile(r'"(?P<k>[^"\\]{1,80})"\s*:\s*(?P<v>-?(?:\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|Infinity|NaN)'
-                          r'|"(?:[^"\\]|\\.){0,200}"|null|true|false)\s*(?=[,}\n])')
+_SCALAR_LINE = re.compile(r'^(?P<ind>[ \t]*)"(?P<k>[^"\\]{1,80})"\s*:\s*(?P<v>' + _scalar() + r')\s*,?\s*$', re.M)
+_SCALAR_PAIR = re.compile(r'"(?P<k>[^"\\]{1,80})"\s*:\s*(?P<v>' + _scalar("{0,200}") + r')\s*(?=[,}\n])')
 _RESULT_KEYS = frozenset((
     "date", "backend", "endpoint_type", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
     "burstiness", "max_concurrency", "duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
