@@ -301,12 +301,15 @@ SERIES_V12: tuple[SeriesRun, ...] = (
 # are judged (the repeat within 10 %); (b) at least half of its judged sessions have every validation figure within
 # 10 %; (c) the median, over its judged sessions, of the session's median |error| over the twelve validation figures
 # is at most 10 %.
+# Result (docs/simulation.md, "Version 13's result"): four sessions on 2026-12-05 19:44-19:51, two judged, neither with
+# every validation figure within 10 % (the closed loop 8's TPOT +15 % and +25 %) -> not adopted; LIVE_SERIES stays
+# version 9. The repeat still ran faster on TTFT (-8 ... -20 %): the per-count primitive is not the whole of the warming.
 SERIES_V13 = SERIES_V7
 PREWARM_TOKENS = 511  # --max-model-len 512 less the one output token
 
 
 def prewarm_token_counts(base_url: str, model: str, max_tokens_in: int, seed: int = 13,
-                         timeout_s: float = 300.0) -> dict:
+                         timeout_s: float = 300.0, transport=None) -> dict:
     """Send one prompt of each length 1..``max_tokens_in`` (random token ids of the tiny model's vocabulary, so no two
     share a cached block; ``max_tokens`` 1, so the step is that prompt's prefill alone) one at a time. Returns how many,
     how long, and the median per request of the first and last hundred."""
@@ -317,7 +320,7 @@ def prewarm_token_counts(base_url: str, model: str, max_tokens_in: int, seed: in
     rng = random.Random(seed)
     times: list[float] = []
     t0 = time.monotonic()
-    with httpx.Client(base_url=base_url, timeout=60.0) as c:
+    with httpx.Client(base_url=base_url, timeout=60.0, transport=transport) as c:
         for n in range(1, max_tokens_in + 1):
             ids = [rng.randrange(4, 1356) for _ in range(n)]  # 0-3: bos/eos/unk/pad of the tiny tokenizer
             t = time.perf_counter()
