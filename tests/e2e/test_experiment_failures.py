@@ -305,3 +305,33 @@ def test_the_prediction_is_for_the_vllm_that_runs(tmp_path, given, fake, want):
     v = json.loads(r.stdout)["vllm_version"]
     assert v["value"] == want[0] and v["how"].startswith(want[1]), v
     assert f"note: vLLM {want[0]}: " in r.stderr
+
+
+def test_each_server_gets_a_discarded_warmup_before_the_timed_load(tmp_path):
+    """Both runs send the warm-up (the same load, another seed, a tenth of the requests: at least 8) to their server
+    first, in its own folder, and only then scrape /metrics and time the load; --warmup-requests 0 sends none, and a
+    negative count is refused before any server starts."""
+    runs = tmp_path / "runs"
+    r = _kv(["experiment", "--serve", "vllm serve fake-model --max-num-seqs 2", "--requests", "30", "--seed", "4",
+             "--set", "max-num-seqs=8", "--vllm-cmd", str(FAKE), "--no-record", "--out", str(runs), "--json"])
+    assert r.returncode in (0, 1), r.stderr
+    rec = json.loads(r.stdout)
+    assert rec["warmup"] == {"requests": 8, "seed": 5}
+    for label in ("before", "after"):
+        run = json.loads((runs / label / "run.json").read_text())
+        assert run["warmup"]["requests"] == 8 and run["warmup"]["seed"] == 5
+        warm = json.loads((runs / label / "warmup" / "bench.json").read_text())
+        timed = json.loads((runs / label / "bench.json").read_text())
+        assert warm["completed"] == 8 and timed["completed"] == 30
+        # the timed load's counters start after the warm-up: /metrics was scraped once it had ended
+        warm_at = (runs / label / "warmup" / "bench.json").stat().st_mtime
+        assert warm_at <= (runs / label / "metrics_before.txt").stat().st_mtime
+    assert "warm-up: 8 requests" not in r.stderr  # --json: the record, not the rendering
+    r = _kv(["experiment", "--serve", "vllm serve fake-model --max-num-seqs 2", "--requests", "3", "--warmup-requests",
+             "0", "--set", "max-num-seqs=8", "--vllm-cmd", str(FAKE), "--no-record", "--out", str(tmp_path / "cold")])
+    assert r.returncode in (0, 1), r.stderr
+    assert not (tmp_path / "cold" / "before" / "warmup").exists() and "warm-up" not in r.stdout
+    r = _kv(["experiment", "--serve", "vllm serve fake-model --max-num-seqs 2", "--warmup-requests", "-2",
+             "--set", "max-num-seqs=8", "--vllm-cmd", str(FAKE), "--no-record", "--out", str(tmp_path / "bad")])
+    assert r.returncode == 2 and "--warmup-requests must be >= 0" in r.stderr and len(r.stderr.splitlines()) == 1
+    assert not (tmp_path / "bad").exists()

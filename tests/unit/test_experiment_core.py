@@ -137,3 +137,18 @@ def test_metric_values_sums_engines_and_ignores_other_series():
             'vllm:num_preemptions_total{engine="0",model_name="m"} 7.0\nvllm:time_to_first_token_seconds_sum 1.0\n')
     v = metric_values(text)
     assert v == {"waiting": 5.0, "kv_usage": 0.25, "preemptions": 7.0}
+
+
+def test_the_warmup_is_the_same_load_with_another_seed_and_fewer_requests():
+    from dataclasses import replace
+
+    base = LoadSpec(prompt_len=256, output_len=64, range_ratio=0.25, requests=100, rate=4.0, arrival="gamma", cv=2.0,
+                    max_concurrency=16, seed=7)
+    w = base.warmup()
+    assert w == replace(base, requests=10, seed=8)  # lengths, arrivals, cap: the load's own
+    assert [LoadSpec(requests=n).warmup().requests for n in (1, 5, 50, 100, 999, 5000)] == [1, 5, 8, 10, 100, 200]
+    assert base.warmup(3).requests == 3 and base.warmup(0) is None
+    with pytest.raises(InputError, match="--warmup-requests"):
+        base.warmup(-1)
+    # other prompts: the warm-up's random dataset is drawn from another seed
+    assert "--seed" in w.bench_args() and w.bench_args()[w.bench_args().index("--seed") + 1] == "8"

@@ -61,6 +61,7 @@ ReqOpt = Annotated[Optional[int], typer.Option("--requests", "-n", help="Number 
 RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Requests per second (default: all at once).", rich_help_panel=_LOAD)]
 ArrOpt = Annotated[str, typer.Option("--arrival", help="poisson or gamma (bench --burstiness = 1/cv²).", rich_help_panel=_LOAD)]
 CvOpt = Annotated[float, typer.Option("--cv", help="Coefficient of variation of gamma inter-arrivals.", rich_help_panel=_LOAD)]
+WarmOpt = Annotated[Optional[int], typer.Option("--warmup-requests", help="Requests sent to each server before the timed load and discarded: the same load with another seed (default: a tenth of --requests, 8-200; 0: none).", rich_help_panel=_LOAD)]
 
 DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Journal file (default: $KVDOCTOR_JOURNAL or ./kvdoctor-journal.sqlite).", rich_help_panel=_J, dir_okay=False)]
 JournalOpt = Annotated[Optional[str], typer.Option("--journal", "-j", help="Journal name (default: 'experiment'; created when absent).", rich_help_panel=_J)]
@@ -90,6 +91,7 @@ class RunOptions:
     rate: Optional[float] = None
     arrival: str = "poisson"
     cv: float = 1.0
+    warmup_requests: Optional[int] = None
     db: Optional[Path] = None
     journal: Optional[str] = None
     no_record: bool = False
@@ -107,7 +109,7 @@ class RunOptions:
 run_options = common.option_bundle("run", RunOptions, {
     "vllm_cmd": VllmCmdOpt, "host": HostOpt, "port": PortOpt, "health_timeout": HealthOpt, "bench_timeout": BenchTOpt,
     "out": OutOpt, "trace": TraceOpt, "prompt_dist": DistOpt, "requests": ReqOpt, "rate": RateOpt, "arrival": ArrOpt,
-    "cv": CvOpt, "db": DbOpt, "journal": JournalOpt, "no_record": NoRecOpt, "note": NoteOpt,
+    "cv": CvOpt, "warmup_requests": WarmOpt, "db": DbOpt, "journal": JournalOpt, "no_record": NoRecOpt, "note": NoteOpt,
     "max_preemptions": MaxPreOpt, "min_output_tps": MinTpsOpt, "max_ttft_p99": MaxTtftOpt, "max_waiting": MaxWaitOpt,
     "target_concurrency": TConcOpt, "target_context": TCtxOpt, "json_out": common.JsonOpt, "quiet": common.QuietOpt,
 })
@@ -331,6 +333,7 @@ def _run(levels, base: Deployment | MeasureOnly, wl: workload_opts.WorkloadOptio
     from kvdoctor.experiment.load import LoadSpec, parse_prompt_dist
 
     load = _load(wl, o)
+    load.warmup(o.warmup_requests)  # a negative count is bad input before any server starts
     targets = Targets(max_preemptions=0 if o.max_preemptions is None else o.max_preemptions,
                       min_output_tps=o.min_output_tps, max_ttft_p99_s=o.max_ttft_p99,
                       max_waiting_peak=o.max_waiting)
@@ -343,7 +346,8 @@ def _run(levels, base: Deployment | MeasureOnly, wl: workload_opts.WorkloadOptio
                      journal_name=o.journal, record=not o.no_record, note=o.note, targets=targets,
                      shape=base.shape, gpu=base.gpu, vllm_version=base.vllm_version, vllm_version_how=version_how,
                      stop_early=stop_early,
-                     exhausted_note=exhausted_note, calibration=wl.load_calibration())
+                     exhausted_note=exhausted_note, calibration=wl.load_calibration(),
+                     warmup_requests=o.warmup_requests)
     for n in base.notes:
         log(f"note: {n}")
     rec = run_experiment(exp, log)

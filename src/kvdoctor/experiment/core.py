@@ -348,6 +348,7 @@ class Experiment:
     served_name: str | None = None
     tokenizer: str | None = None
     calibration: Any = None  # sim.calibration.Calibration (--calibration FILE): this deployment's time model
+    warmup_requests: int | None = None  # --warmup-requests: None = LoadSpec.warmup's default, 0 = none
     stop_early: bool = False  # chain: stop at the first level that is enough, or at stop-loss
     exhausted_note: str | None = None  # chain: what to say when every level was tried and none was enough
 
@@ -437,6 +438,7 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
         "levels": [{"label": lv.label, "title": lv.title, "change": _change_dict(lv.change)} for lv in exp.levels],
         "change": _change_dict(exp.levels[1].change) if len(exp.levels) > 1 else None,
         "load": exp.load.as_dict(), "load_text": exp.load.describe(), "targets": exp.targets.as_dict(),
+        "warmup": (w := exp.load.warmup(exp.warmup_requests)) and {"requests": w.requests, "seed": w.seed},
         "vllm_version": {"value": exp.vllm_version, "how": exp.vllm_version_how or "default"},
         "journal": journal, "runs": {}, "measured": {}, "startup": {}, "predicted": {}, "prediction_notes": [],
         "steps": [], "comparison": [], "verdict": None, "verdict_why": None,
@@ -528,7 +530,8 @@ def _measure(exp: Experiment, label: str, cfg: EngineConfig, vllm_argv: list[str
     return measure_run(label, exp.out_dir / label, vllm_cmd=vllm_argv, model=model, flags=flags, env=full_env,
                        load=exp.load, host=exp.host, port=port, health_timeout_s=exp.health_timeout_s,
                        bench_timeout_s=exp.bench_timeout_s, served_name=exp.served_name or cfg.served_model_name,
-                       tokenizer=exp.tokenizer, log=log, attach_url=exp.attach)
+                       tokenizer=exp.tokenizer, log=log, attach_url=exp.attach,
+                       warmup=exp.load.warmup(exp.warmup_requests))
 
 
 def _record(exp: Experiment, lv: Level, prev: Level | None, run: RunResult, rec: dict[str, Any],

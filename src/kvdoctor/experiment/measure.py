@@ -98,6 +98,8 @@ class RunResult:
     # serve.log's byte offsets when the load started and after the last scrape: the window whose periodic stats
     # lines the readout takes beside the /metrics samples (a starved sampler can miss a short load entirely)
     log_span: list[int] | None = None
+    # the discarded warm-up load (--warmup-requests): {"requests", "seed", "s"}; None when none was sent
+    warmup: dict[str, Any] | None = None
 
     @property
     def complete(self) -> bool:
@@ -116,12 +118,12 @@ class RunResult:
             meta = json.loads((d / "run.json").read_text())
         names = {"serve_log": "serve.log", "metrics_before": "metrics_before.txt", "metrics_after": "metrics_after.txt",
                  "metrics_samples": "metrics_samples.jsonl", "bench": "bench.json", "bench_log": "bench.log",
-                 "run": "run.json"}
+                 "warmup_bench": "warmup/bench.json", "run": "run.json"}
         res = cls(label=label or meta.get("label") or d.name, directory=d, status=meta.get("status", "incomplete"),
                   reason=meta.get("reason"), reason_code=meta.get("reason_code"), argv=meta.get("argv", []),
                   env=meta.get("env", {}), ready_s=meta.get("ready_s"), bench_s=meta.get("bench_s"),
                   stop=meta.get("stop", {}), groups=meta.get("groups", {}), log_span=meta.get("serve_log_load_span"),
-                  files={k: str(d / v) for k, v in names.items() if (d / v).exists()})
+                  warmup=meta.get("warmup"), files={k: str(d / v) for k, v in names.items() if (d / v).exists()})
         if (d / "metrics_samples.jsonl").exists():
             res.samples = [json.loads(x) for x in (d / "metrics_samples.jsonl").read_text().splitlines() if x.strip()]
         return res
@@ -130,7 +132,8 @@ class RunResult:
         return {"label": self.label, "directory": str(self.directory), "status": self.status,
                 "reason": self.reason, "reason_code": self.reason_code, "argv": self.argv, "env": self.env,
                 "ready_s": self.ready_s, "bench_s": self.bench_s, "stop": self.stop, "files": self.files,
-                "samples": len(self.samples), "groups": self.groups, "serve_log_load_span": self.log_span}
+                "samples": len(self.samples), "groups": self.groups, "serve_log_load_span": self.log_span,
+                "warmup": self.warmup}
 
 
 class _Sampler(threading.Thread):
@@ -179,9 +182,12 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
                 env: dict[str, str], load: LoadSpec, host: str = "127.0.0.1", port: int,
                 health_timeout_s: float = 600.0, bench_timeout_s: float = 1800.0,
                 served_name: str | None = None, tokenizer: str | None = None,
-                log: Callable[[str], None] = lambda m: None, attach_url: str | None = None) -> RunResult:
+                log: Callable[[str], None] = lambda m: None, attach_url: str | None = None,
+                warmup: LoadSpec | None = None) -> RunResult:
     """Start, load, scrape, stop. With ``attach_url`` no server is started or stopped: the load goes to
-    that server (measure-only) and its /metrics are scraped. Raises nothing for a run that fails: the RunResult says why, and every file
+    that server (measure-only) and its /metrics are scraped. ``warmup``: a load sent first and discarded (its own
+    ``warmup/`` folder), before /metrics is scraped, so the counters, samples and log span are the timed load's alone.
+    Raises nothing for a run that fails: the RunResult says why, and every file
     written so far stays. KeyboardInterrupt is re-raised after the processes are stopped and run.json written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     res = RunResult(label=label, directory=out_dir)
@@ -208,6 +214,20 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
             if status != 200:
                 raise ExperimentError(f"--attach {attach_url}: /health did not answer 200 (got "
                                       f"{status or 'no answer'})", "attach-unreachable")
+        if warmup is not None:
+            wdir = out_dir / "warmup"
+            wdir.mkdir(exist_ok=True)
+            log(f"[{label}] warm-up (discarded): {warmup.describe()}")
+            bench, secs = _bench(bench_argv(vllm_cmd, target.base_url, model, warmup, wdir, served_name, tokenizer),
+                                 env, wdir, server, bench_timeout_s, "the warm-up")
+            res.groups["warmup_bench"] = bench.pgid
+            if bench.proc.returncode != 0 or not (wdir / "bench.json").exists():
+                raise ExperimentError(f"the warm-up's `vllm bench serve` failed (exit {bench.proc.returncode}): "
+                                      f"{last_error_line(wdir / 'bench.log')} (full log: {wdir / 'bench.log'})",
+                                      "bench-failed")
+            res.files["warmup_bench"] = str(wdir / "bench.json")
+            res.warmup = {"requests": warmup.requests, "seed": warmup.seed, "s": secs}
+            bench = None
         _scrape(target, out_dir / "metrics_before.txt", res, "metrics_before")
         sampler = _Sampler(f"{target.base_url}/metrics", out_dir / "metrics_samples.jsonl")
         res.files["metrics_samples"] = str(out_dir / "metrics_samples.jsonl")
@@ -215,20 +235,9 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
         argv = bench_argv(vllm_cmd, target.base_url, model, load, out_dir, served_name, tokenizer)
         log(f"[{label}] load: {load.describe()}")
         span_start = file_size(out_dir / "serve.log") if server is not None else None
-        t0 = time.monotonic()
-        bench = spawn(argv, env=env, log_path=out_dir / "bench.log")
-        res.groups["bench"] = bench.pgid
         res.files["bench_log"] = str(out_dir / "bench.log")
-        while bench.proc.poll() is None:
-            if server is not None and server.managed.proc.poll() is not None:
-                raise ExperimentError(f"vLLM died during the load (exit {server.managed.proc.returncode}): "
-                                      f"{last_error_line(server.log_path)} (full log: {server.log_path})",
-                                      "server-died")
-            if time.monotonic() - t0 > bench_timeout_s:
-                raise ExperimentError(f"`vllm bench serve` did not finish within {bench_timeout_s:.0f} s",
-                                      "bench-timeout")
-            time.sleep(0.5)
-        res.bench_s = round(time.monotonic() - t0, 1)
+        bench, res.bench_s = _bench(argv, env, out_dir, server, bench_timeout_s, "the load",
+                                    on_start=lambda b: res.groups.__setitem__("bench", b.pgid))
         sampler.stop()
         _scrape(target, out_dir / "metrics_after.txt", res, "metrics_after")
         if span_start is not None:
@@ -269,6 +278,29 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
     if interrupted is not None:
         raise interrupted
     return res
+
+
+def _bench(argv: list[str], env: dict[str, str], out_dir: Path, server: Server | None, timeout_s: float, what: str,
+           on_start: Callable[[Managed], None] = lambda b: None) -> tuple[Managed, float]:
+    """Run one `vllm bench serve` (output to ``out_dir/bench.log``) to its end: (the bench, its seconds). A server that dies meanwhile, or a bench past ``timeout_s``, raises ExperimentError (the caller's
+    clean-up stops the bench's group: it is passed to ``on_start`` as soon as it runs)."""
+    t0 = time.monotonic()
+    bench = spawn(argv, env=env, log_path=out_dir / "bench.log")
+    on_start(bench)
+    try:
+        while bench.proc.poll() is None:
+            if server is not None and server.managed.proc.poll() is not None:
+                raise ExperimentError(f"vLLM died during {what} (exit {server.managed.proc.returncode}): "
+                                      f"{last_error_line(server.log_path)} (full log: {server.log_path})",
+                                      "server-died")
+            if time.monotonic() - t0 > timeout_s:
+                raise ExperimentError(f"`vllm bench serve` did not finish {what} within {timeout_s:.0f} s",
+                                      "bench-timeout")
+            time.sleep(0.5)
+    except BaseException:
+        bench.stop(grace_s=5.0)
+        raise
+    return bench, round(time.monotonic() - t0, 1)
 
 
 def file_size(path: Path) -> int:

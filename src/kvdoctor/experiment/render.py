@@ -25,6 +25,9 @@ def render(rec: dict[str, Any], c: Any) -> None:
 
     c.print(f"kvdoctor experiment — {rec['status']}" + (f": {rec['reason']}" if rec.get("reason") else ""))
     c.print(f"load: {rec['load_text']}")
+    if rec.get("warmup"):
+        c.print(f"warm-up: {rec['warmup']['requests']} requests of the same load (seed {rec['warmup']['seed']}) sent "
+                "to each server first and discarded")
     v = rec.get("vllm_version") or {}
     if v.get("value"):  # markup off: the "how" may quote a command line with brackets
         c.print(f"predicted for vLLM {v['value']} ({v.get('how') or 'default'})", markup=False)
