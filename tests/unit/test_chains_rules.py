@@ -378,7 +378,7 @@ def test_no_room_for_the_cache_gets_the_utilization_that_gives_room():
     assert "no --gpu-memory-utilization leaves room" in f.action
     # without the fraction or any total: only the direction
     f = detect.does_not_fit(ctx_for(startup=_no_room(equivalent_gpu_memory_utilization=None)))
-    assert f.action == "--gpu-memory-utilization <higher> (no room for one block)"
+    assert f.action.startswith("--gpu-memory-utilization <higher> (no room for one block); or shrink the working")
 
 
 def test_no_room_with_the_model_known_adds_one_max_length_request(l40s):
@@ -417,3 +417,25 @@ def test_a_preempted_request_waiting_in_an_empty_pool_is_capacity():
                           ([1, 0, 0], [0, 1, 1], [40.0, 0, 0])):
         t = tl(n=3, running=run, waiting=wait, kv_usage_pct=kv, prompt_tps=[128.9, 0, 0], gen_tps=[14.2, 15.4, 0.0])
         assert detect.admission_blocked(ctx_for(t, counter=False, source="vllm.log")) is None, (run, wait, kv)
+
+
+def test_no_room_for_the_cache_also_names_the_working_memory_levers():
+    # vllm#14992 (V1 on main, March 2025): "No available memory for the cache blocks", fixed by --max-num-seqs 256 (the
+    # maintainer: V1 raised the default from 256 to 1024). The profile's sampler run and dummy batch are the levers
+    # beside the fraction, with or without a computed fraction.
+    for st in (_no_room(), StartupFacts(startup_error="no-memory-for-cache",
+                                        error_message="ValueError: No available memory for the cache blocks.")):
+        f = detect.does_not_fit(ctx_for(startup=st))
+        assert "--max-num-seqs lower" in f.action and "--max-num-batched-tokens lower" in f.action
+        assert f.action.startswith("--gpu-memory-utilization")
+
+
+def test_v0s_max_len_over_the_pool_gets_the_pools_length():
+    # QwenLM/Qwen3#295 (V0): "The model's max seq len (32768) is larger than the maximum number of tokens that can be
+    # stored in KV cache (7344)" — the pool exists, so the length it holds is the fix (the repo member: 7200)
+    st = StartupFacts(startup_error="max-len-too-large", max_model_len=32768, kv_cache_tokens=7344,
+                      error_message="ValueError: The model's max seq len (32768) is larger than the maximum number of "
+                                    "tokens that can be stored in KV cache (7344).")
+    f = detect.does_not_fit(ctx_for(startup=st))
+    assert f.action.startswith("--max-model-len 7344 or lower") and "no room for one block" not in f.action
+    assert f.gain["max_model_len"].value == 7344 and f.gain["max_model_len"].source == "measured"

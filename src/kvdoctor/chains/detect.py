@@ -166,8 +166,17 @@ def does_not_fit(ctx: Context) -> Finding | None:
             gain["max_model_len"] = Figure(est, "measured", "vLLM's estimate in the error line")
         elif st.startup_error == "kv-too-small":
             action, gain = _too_small_without_estimate(st)
+        elif st.startup_error == "max-len-too-large" and st.kv_cache_tokens:
+            # V0's check (vllm/worker/worker.py raise_if_cache_size_invalid): max_model_len > the pool's tokens. The
+            # pool was allocated, so the fraction is not the issue; any length up to the pool passes.
+            pool = int(st.kv_cache_tokens)
+            action = (f"--max-model-len {pool} or lower (the pool holds {pool:,} tokens; vLLM refuses a longer "
+                      "context), or --gpu-memory-utilization higher for a larger pool")
+            gain["max_model_len"] = Figure(pool, "measured", "the KV cache's tokens in the error line")
         elif (room := _utilization_for_room(ctx)) is not None:
             action, gain = room
+        if st.startup_error == "no-memory-for-cache":
+            action += NO_ROOM_LEVERS
         if st.error_needed_bytes and st.error_available_bytes:
             gain["kv_needed_gib"] = Figure(round(st.error_needed_bytes / 2**30, 2), "measured", "error line")
             gain["kv_available_gib"] = Figure(round(st.error_available_bytes / 2**30, 2), "measured", "error line")
@@ -197,6 +206,16 @@ def _total_memory(ctx: Context) -> tuple[int, str, str] | None:
                     f"CUDA graph estimate {st.cudagraph_estimate_bytes / 2**30:.2f} GiB / ({st.gpu_memory_utilization} - "
                     f"{st.equivalent_gpu_memory_utilization}), vLLM's equivalent-utilization line", "predicted")
     return None
+
+
+# vLLM's "No available memory for the cache blocks": the budget went to what start-up measured before the pool. Besides
+# the fraction, two flags size that working memory (vllm/v1/worker/gpu_model_runner.py profile_run): the dummy batch of
+# --max-num-batched-tokens tokens, and the sampler run on up to --max-num-seqs dummy requests (their logits over the
+# whole vocabulary). vLLM's default max-num-seqs is 1024 on GPUs of 70 GiB or more (V0's was 256): lowering it is the
+# fix maintainers give for this error (vllm#14992).
+NO_ROOM_LEVERS = ("; or shrink the working memory start-up measured before the pool: --max-num-seqs lower (the "
+                  "profile samples max-num-seqs dummy requests over the whole vocabulary; vLLM's default is 1024 on "
+                  "GPUs of 70 GiB or more) or --max-num-batched-tokens lower (the profile's dummy batch)")
 
 
 def _utilization_for_room(ctx: Context) -> tuple[str, dict[str, Figure]] | None:
