@@ -82,8 +82,13 @@ def test_second_held_out_collection_scores_as_recorded():
 
 def test_full_pool_excerpt_is_healthy_not_short():
     j = _diagnose(BASE / "rt013.log")
-    assert j["verdict"] == "healthy" and j["confidence"] == "high"
-    assert "memory.full-not-tight" in {f["rule_id"] for f in j["findings"]}
+    # healthy in the window, but still filling (the same 8 requests, KV 93.9 -> 95.8 % in 50 s): full in about two
+    # minutes at that rate, so not "high". The thread (vllm#18115, PR #21809) reports what followed: V1 preempted
+    # the long contexts and, with prefix caching off, recomputed them in a loop.
+    assert j["verdict"] == "healthy" and j["confidence"] == "medium"
+    f = next(f for f in j["findings"] if f["rule_id"] == "memory.full-not-tight")
+    assert "still filling" in f["summary"] and 60 < f["gain"]["seconds_to_full"]["value"] < 240
+    assert f["gain"]["seconds_to_full"]["source"] == "predicted"
 
 
 def test_same_run_in_two_excerpts_as_one(tmp_path):

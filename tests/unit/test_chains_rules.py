@@ -439,3 +439,21 @@ def test_v0s_max_len_over_the_pool_gets_the_pools_length():
     f = detect.does_not_fit(ctx_for(startup=st))
     assert f.action.startswith("--max-model-len 7344 or lower") and "no room for one block" not in f.action
     assert f.gain["max_model_len"].value == 7344 and f.gain["max_model_len"].source == "measured"
+
+
+def test_a_full_pool_still_filling_says_when_it_is_full():
+    # the same 8 requests decoding, nothing waiting, KV 90 -> 96 % over 60 s: +6 points a minute, full in 40 s
+    climb = tl(n=7, dt=10.0, kv_usage_pct=[90, 91, 92, 93, 94, 95, 96], prompt_tps=0.0)
+    f = run("memory.full-not-tight", ctx_for(climb, counter=False, source="vllm.log"))
+    assert "still filling" in f.summary
+    assert f.gain["kv_fill_pct_per_min"].value == pytest.approx(6.0)
+    assert f.gain["seconds_to_full"].value == 40 and f.gain["seconds_to_full"].source == "predicted"
+    # a pool that rises and falls as requests come and go is full, not filling
+    churn = tl(n=7, kv_usage_pct=[92, 95, 91, 94, 96, 93, 95])
+    assert "still filling" not in run("memory.full-not-tight", ctx_for(churn, counter=False, source="vllm.log")).summary
+    # new requests joining (running 5 -> 8) or one waiting: not the same requests decoding
+    more = tl(n=7, kv_usage_pct=[90, 91, 92, 93, 94, 95, 96], running=[5, 5, 6, 6, 7, 8, 8])
+    assert "seconds_to_full" not in run("memory.full-not-tight", ctx_for(more, counter=False, source="vllm.log")).gain
+    # fewer than four samples of the climb at the window's end
+    late = tl(n=7, kv_usage_pct=[96, 95, 94, 93, 91, 92, 93])
+    assert "seconds_to_full" not in run("memory.full-not-tight", ctx_for(late, counter=False, source="vllm.log")).gain

@@ -10,13 +10,16 @@ full ≠ tight read from a handful of samples; preemption frequency needs time o
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.chains import signals as sig
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
 from kvdoctor.chains.rules import get
 from kvdoctor.evidence.model import KV_REFUSALS, MEMORY_HELD
 from kvdoctor.provenance import Figure
+
+if TYPE_CHECKING:
+    from kvdoctor.evidence.model import Timeline
 
 
 def rule_finding(rule_id: str, summary: str, **kw: object) -> Finding:
@@ -845,16 +848,56 @@ def full_not_tight(ctx: Context) -> Finding | None:
     kv = [float(v) for v in tl.kv_usage_pct]
     i_max = max(range(len(kv)), key=lambda i: -1 if math.isnan(kv[i]) else kv[i])
     how = f"{p.total:g} preemptions counted" if p.basis == "counter" else p.note
+    gain = {"kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage in the window")}
+    fill = _filling(tl)
+    still = ""
+    if fill is not None:
+        slope, secs, n = fill
+        still = (f" It is still filling: +{slope * 60:.1f} points a minute over the last {n} samples with the same "
+                 f"requests running (their decodes grow), so at this rate it is full in ~{secs:.0f} s; then vLLM "
+                 "preempts the newest running request, and a long context preempted with prefix caching off is "
+                 "recomputed from scratch (vllm#18115). Watch the next minutes, or give the window that follows.")
+        gain["kv_fill_pct_per_min"] = Figure(round(slope * 60, 2), "measured",
+                                             f"least-squares slope of the last {n} samples")
+        gain["seconds_to_full"] = Figure(round(secs), "predicted", "(100 % − last sample) / slope, at the same rate")
     return rule_finding(
         "memory.full-not-tight",
         f"KV usage reaches {q.kv_max:.1f}% but preemption is not persistent ({how}) and the queue is ~empty "
         # no "Healthy." here: the finding also fires beside other verdicts; the memory is not short,
         # which is all this rule can say
-        f"({q.zero_share:.0%} of samples): a full pool, not a tight one — not a capacity shortage.",
-        severity="info", action="none",
-        gain={"kv_peak_pct": Figure(round(q.kv_max, 1), "measured", "max KV usage in the window")},
+        f"({q.zero_share:.0%} of samples): a full pool, not a tight one — not a capacity shortage." + still,
+        severity="info", action="none", gain=gain,
         evidence=[sig.cite_sample(tl, i_max, ctx.source, "kv_usage_pct", round(kv[i_max], 1))],
     )
+
+
+def _filling(tl: Timeline) -> tuple[float, float, int] | None:
+    """(points per second, seconds to 100 %, samples) when the window ENDS on a steady climb: at least four timed
+    samples in which KV usage never falls, rises by a point or more, with the running count within one of itself and
+    nothing waiting (the same requests decoding: their KV grows by a token a step until the pool is full). None
+    otherwise — a pool that rises and falls as requests come and go is not filling."""
+    rows = [(float(t), float(k), float(r), float(w)) for t, k, r, w in
+            zip(tl.t, tl.kv_usage_pct, tl.running, tl.waiting)]
+    tail: list[tuple[float, float, float, float]] = []
+    for row in reversed(rows):
+        if any(math.isnan(x) for x in row[:3]) or (tail and row[1] > tail[-1][1] + 0.05):
+            break
+        tail.append(row)
+    tail.reverse()
+    run = [r[2] for r in tail]
+    if (len(tail) < 4 or tail[-1][1] - tail[0][1] < 1.0 or max(run) - min(run) > 1
+            or any(w > 0 for *_, w in tail if not math.isnan(w))):
+        return None
+    ts = [r[0] for r in tail]
+    ks = [r[1] for r in tail]
+    mt, mk = sum(ts) / len(ts), sum(ks) / len(ks)
+    var = sum((x - mt) ** 2 for x in ts)
+    if var <= 0:
+        return None
+    slope = sum((x - mt) * (y - mk) for x, y in zip(ts, ks)) / var
+    if slope <= 0:
+        return None
+    return slope, (100.0 - ks[-1]) / slope, len(tail)
 
 
 __all__ = [

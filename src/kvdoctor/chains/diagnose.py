@@ -581,6 +581,11 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
                        "the engine core; a KV transfer or connector waiting)")
         more = more + ["the log after the last stats line: another stats line with tokens (it resumed), or none while "
                        "the server kept running (it hung)"]
+    if ok is not None and "seconds_to_full" in ok.gain:
+        # healthy now, full at this rate within the window's horizon: the state is transient
+        conf = _cap(conf, "medium")
+        more = more + [f"the minutes after the window: whether KV reaches 100 % (~{ok.gain['seconds_to_full'].value:g} "
+                       "s at its rate) and requests then wait (preemption)"]
     since = _counter_since_start(ctx)
     if since:
         # preemptions happened at some point of the engine's life: not in this window's queue, but worth saying
