@@ -377,3 +377,21 @@ def test_vllms_dump_at_the_error_is_cited_with_the_death(tmp_path):
     cited = [c["detail"] for c in f["evidence"]]
     assert ("vLLM's dump at the error: 2 running, 3 waiting, KV cache 15.4 % used; the step scheduled 8,001 tokens "
             "for 2 requests (the largest 8,000) (line 2)") in cited
+
+
+def test_a_startup_oom_after_the_pool_was_sized_asks_for_a_lower_fraction(tmp_path):
+    # vllm#57475's shape (an RTX 5090 Laptop at --gpu-memory-utilization 0.98; 0.97 served): the pool was sized, then
+    # graph capture ran out of memory. The poster's quote keeps torch's message without "CUDA out of memory."; the
+    # text after it ("Tried to allocate ... GPU 0 has a total capacity of ...") is torch's and nothing else's.
+    log = tmp_path / "oom.log"
+    log.write_text(
+        "(EngineCore pid=7) INFO 09-18 10:00:01 [gpu_worker.py:642] Available KV cache memory: 2.97 GiB\n"
+        "(EngineCore pid=7) INFO 09-18 10:00:01 [kv_cache_utils.py:1087] GPU KV cache size: 150,745 tokens\n"
+        "(EngineCore pid=7) ERROR 09-18 10:00:05 [core.py:700]     Tried to allocate 136.00 MiB. GPU 0 has a total "
+        "capacity of 22.36 GiB of which 120.88 MiB is free.\n")
+    _, d = _diagnose(log)
+    assert d["verdict"] == "engine-died"
+    f = _died(d)
+    assert f["data"]["phase"] == "at start-up" and "after the KV pool took its share (150,745 tokens)" in f["summary"]
+    assert f["action"].startswith("--gpu-memory-utilization") and "--enforce-eager" in f["action"]
+    assert "kvdoctor ledger" not in f["action"]

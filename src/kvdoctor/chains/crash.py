@@ -348,11 +348,38 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                     "--gpu-memory-utilization lower, as vLLM's message says",
                     f"{_runtime(near)} ran out of memory while the engine warmed up its sampler at start-up, after the "
                     "KV pool took its share", {})
-        return ("kvdoctor ledger --model ... --gpu ... with these flags: the weights, the activation peak "
-                "(--max-num-batched-tokens) or the CUDA graphs (--enforce-eager drops them) do not fit; then "
-                "quantized weights or --tensor-parallel-size",
-                f"{_runtime(near)} ran out of memory while the engine started (in {frame}), before it served a "
-                "request", {})
+        st = ctx.startup
+        pool = st is not None and ((st.kv_cache_tokens or 0) > 0 or (st.num_gpu_blocks or 0) > 0)
+        if not pool:
+            return ("kvdoctor ledger --model ... --gpu ... with these flags: the weights, the activation peak "
+                    "(--max-num-batched-tokens) or the CUDA graphs (--enforce-eager drops them) do not fit; then "
+                    "quantized weights or --tensor-parallel-size",
+                    f"{_runtime(near)} ran out of memory while the engine started (in {frame}), before it served a "
+                    "request", {})
+        # The log sized the KV pool before the death: what the engine allocates after it (CUDA graphs, the sampler's
+        # warm-up, buffers) found too little left under the fraction — the fraction is the lever (vllm#57475: 0.98
+        # died in graph capture, 0.97 served)
+        action, gain = _shortfall_utilization(ctx, near)
+        return (action + "; or --enforce-eager (no CUDA graphs to capture)",
+                f"{_runtime(near)} ran out of memory while the engine started (in {frame}), after the KV pool took "
+                f"its share ({st.kv_cache_tokens or st.num_gpu_blocks:,} {'tokens' if st.kv_cache_tokens else 'blocks'})",
+                gain)
+    action, gain = _shortfall_utilization(ctx, near)
+    if phase is None:
+        action += "; if it died before serving a request, the weights or the activation peak do not fit: kvdoctor ledger"
+    figs = _oom_figures(" ".join(_text(e) for e in near))
+    if figs.get("other_processes_gib"):
+        gain["other_processes_gib"] = Figure(round(figs["other_processes_gib"], 2), "measured", "the OOM line")
+        action += (f"; another process holds {figs['other_processes_gib']:.2f} GiB of this GPU: move it, or vLLM's "
+                   "start-up profile did not see it")
+    return (action, f"{_runtime(near)} ran out of memory in a step: that step needed more than vLLM's start-up "
+                    "profile measured (a larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process "
+                    "on the GPU)", gain)
+
+
+def _shortfall_utilization(ctx: Context, near: list[Event]) -> tuple[str, dict[str, Figure]]:
+    """An OOM after the KV pool was sized: the --gpu-memory-utilization that gives the failed allocation back, from
+    the OOM line's figures (or the direction without them)."""
     gain: dict[str, Figure] = {}
     figs = _oom_figures(" ".join(_text(e) for e in near))
     action = ("--gpu-memory-utilization lower by the 'Tried to allocate' amount over the GPU's total (or "
@@ -381,15 +408,7 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
             action = (f"--gpu-memory-utilization {new:.2f} (from {gmu:.2f}): leave the step that died its {short:.2f} "
                       f"GiB; the KV pool shrinks by ~{lost:.2f} GiB"
                       + (f" ({lost * 2**30 * tpb:,.0f} tokens)" if tpb else ""))
-    if phase is None:
-        action += "; if it died before serving a request, the weights or the activation peak do not fit: kvdoctor ledger"
-    if figs.get("other_processes_gib"):
-        gain["other_processes_gib"] = Figure(round(figs["other_processes_gib"], 2), "measured", "the OOM line")
-        action += (f"; another process holds {figs['other_processes_gib']:.2f} GiB of this GPU: move it, or vLLM's "
-                   "start-up profile did not see it")
-    return (action, f"{_runtime(near)} ran out of memory in a step: that step needed more than vLLM's start-up "
-                    "profile measured (a larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process "
-                    "on the GPU)", gain)
+    return action, gain
 
 
 def memory_held(ctx: Context) -> Finding | None:

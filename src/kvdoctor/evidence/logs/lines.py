@@ -53,11 +53,14 @@ def _add_following(work: bytes, le: int, starts: set[int], limit: int, continued
         if nq == -1 or (continued and work[nq - 1:nq] != b"\\"):
             return
         q = nq
-_ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"nexpectedly", b"Traceback", b"Watchdog caught",
+_ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to allocate", b"nexpectedly", b"Traceback",
+                b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
                 b"HW Exception")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
+# torch's CUDA OOM text after "CUDA out of memory.", which a quote or a trimmed paste sometimes keeps alone
+TORCH_OOM_BODY = re.compile(r"Tried to allocate [\d.]+ [KMG]i?B\. GPU \d+ has a total capacity of")
 _CUDA_ERROR = re.compile(r"CUDA (?:driver )?error\b(?!s)")  # torch: "CUDA error: …", "CUDA driver error: …"
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
@@ -373,7 +376,7 @@ class LinePath:
         # vLLM's own advice is no OOM: V0's INFO "CUDA graphs can take additional 1~3 GiB memory per GPU. If you are
         # running out of memory, consider decreasing `gpu_memory_utilization` ..." printed at every start-up
         advice = "running out of memory" in msg or (m is not None and m.group("level") in (b"INFO", b"DEBUG"))
-        if ("out of memory" in msg or "OutOfMemoryError" in msg) and not advice:
+        if ("out of memory" in msg or "OutOfMemoryError" in msg or TORCH_OOM_BODY.search(msg)) and not advice:
             kind = "oom"
         elif "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
             kind = "kv-too-small"

@@ -166,6 +166,7 @@ R_TOO_SMALL_HEAD = re.compile(
 R_V0_TOO_LARGE = re.compile(
     r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)"
 )
+R_TORCH_OOM_BODY = re.compile(r"Tried to allocate [\d.]+ [KMG]i?B\. GPU \d+ has a total capacity of")
 R_OOM_ALLOC = re.compile(r"Tried to allocate " + _N + r" (GiB|MiB)")
 R_OOM_FREE = re.compile(_N + r" (GiB|MiB) (?:is )?free")
 R_OOM_TOTAL = re.compile(r"total capacity of " + _N + r" (GiB|MiB)")
@@ -1018,7 +1019,7 @@ def _h_autofit_fail(c, n, env, msg) -> bool:
 
 
 def _h_oom(c, n, env, msg) -> bool:
-    if "CUDA out of memory" not in msg and "OutOfMemoryError" not in msg:
+    if "CUDA out of memory" not in msg and "OutOfMemoryError" not in msg and not R_TORCH_OOM_BODY.search(msg):
         return False
     b = _error(c, n, env, "oom", msg)
     m = R_OOM_ALLOC.search(msg)
@@ -1131,6 +1132,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("Cannot auto-fit", _h_autofit_fail),
     ("out of memory", _h_oom),
     ("OutOfMemoryError", _h_oom),
+    ("Tried to allocate", _h_oom),
     ("Mamba cache blocks", _h_mamba),
     ("failed", _h_failed),
     ("num_gpu_blocks is:", _simple(R_CACHE_INFO_BLOCKS, "num_gpu_blocks", int, _P_LOG)),
