@@ -457,3 +457,17 @@ def test_a_full_pool_still_filling_says_when_it_is_full():
     # fewer than four samples of the climb at the window's end
     late = tl(n=7, kv_usage_pct=[96, 95, 94, 93, 91, 92, 93])
     assert "seconds_to_full" not in run("memory.full-not-tight", ctx_for(late, counter=False, source="vllm.log")).gain
+
+
+def test_a_slow_decode_interval_before_a_prefill_burst_is_a_long_prefill_step():
+    # blazux/qwen3.8-Flash-DGX#9's shape: 2 running decode at 0.45 tok/s in an interval with no prompt tokens, and the
+    # next interval processed 7,409 prompt tokens/s: one long step carrying a prefill chunk spanned the boundary (the
+    # maintainer: an 8,192-token chunk takes ~3.5 s there, and every decode waits for the step)
+    burst = tl(n=2, running=2.0, prompt_tps=[0.0, 7408.7], gen_tps=[0.9, 20.4], kv_usage_pct=63.7)
+    f = detect.decode_bound(ctx_for(burst, counter=False, source="vllm.log"))
+    assert f is not None and "prefill chunk was in flight" in f.summary
+    assert f.action.startswith("--max-num-batched-tokens lower") and f.gain["prompt_tps_after"].value == 7408.7
+    # the same slow interval with no prefill after it: the decode step itself
+    alone = tl(n=2, running=2.0, prompt_tps=[0.0, 0.0], gen_tps=[0.9, 0.8], kv_usage_pct=63.7)
+    f = detect.decode_bound(ctx_for(alone, counter=False, source="vllm.log"))
+    assert f is not None and "prefill chunk" not in f.summary and f.action.startswith("profile one decode step")

@@ -765,16 +765,48 @@ def decode_bound(ctx: Context) -> Finding | None:
                       f"generation {float(tl.gen_tps[i]):,.1f} tok/s for {int(tl.running[i])} running = "
                       f"{float(tl.gen_tps[i]) / float(tl.running[i]):.2f} tok/s per request")
           for i in d.idx[:4]]
-    return rule_finding(
-        "sched.decode-bound",
-        f"Each running request decodes at {d.per_request:.2f} tok/s (median of {d.samples} interval(s)), below "
-        f"{floor:,.1f} tok/s ({how}): the decode step itself is the bottleneck, not memory or admission.",
-        severity="problem", verdict="decode-bound", action=get("sched.decode-bound").action,
-        gain={"decode_tps_per_request": Figure(round(d.per_request, 3), "measured",
-                                               "generation tok/s / running, sustained intervals"),
-              "decode_floor_tps": Figure(round(floor, 2), src, how)},
-        evidence=ev,
-    )
+    gain = {"decode_tps_per_request": Figure(round(d.per_request, 3), "measured",
+                                             "generation tok/s / running, sustained intervals"),
+            "decode_floor_tps": Figure(round(floor, 2), src, how)}
+    summary = (f"Each running request decodes at {d.per_request:.2f} tok/s (median of {d.samples} interval(s)), below "
+               f"{floor:,.1f} tok/s ({how}): the decode step itself is the bottleneck, not memory or admission.")
+    action = get("sched.decode-bound").action
+    chunk = _prefill_in_flight(tl, d.idx)
+    if chunk is not None:
+        j, tps = chunk
+        # vLLM counts a step's tokens when the step ends: a long step carrying a prefill chunk shows as an interval of
+        # (almost) no tokens, then one of many prompt tokens; every decode in that step waited for it
+        summary = (f"Running requests decode at {d.per_request:.2f} tok/s in the slow interval(s), and each one is "
+                   f"followed by an interval of {tps:,.0f} prompt tokens/s: a step carrying a long prefill chunk was in "
+                   "flight (vLLM counts a step's tokens when it ends), and with chunked prefill every running decode "
+                   "gets one token per step, so it waited the whole step. Long prefill steps starve the decodes; the "
+                   "decode step itself need not be slow.")
+        action = ("--max-num-batched-tokens lower (a smaller prefill chunk per step, so steps come back sooner) or "
+                  "--long-prefill-token-threshold (one long prompt cannot take the step's whole budget); then compare "
+                  f"the decode rate again. If {tps:,.0f} prompt tok/s is itself far below what this model and GPU "
+                  "prefill (vllm bench throughput), the step is slow as well: profile one (VLLM_TORCH_PROFILER_DIR)")
+        gain["prompt_tps_after"] = Figure(round(tps, 1), "measured", "the interval after the slow one")
+        ev.append(sig.cite_at(tl, j, ctx.source, "prompt_tps", tps, f"prompt {tps:,.1f} tok/s right after"))
+    return rule_finding("sched.decode-bound", summary, severity="problem", verdict="decode-bound", action=action,
+                        gain=gain, evidence=ev)
+
+
+def _prefill_in_flight(tl: Timeline, idx: list[int]) -> tuple[int, float] | None:
+    """(the interval, its prompt tok/s) when EVERY slow decode interval is followed, within the regular gap, by one
+    that processed at least 1,000 prompt tokens/s and ten times its generated tokens: the slow interval held a long
+    step with a prefill chunk, counted in the next. None otherwise."""
+    t, pr, gen = tl.t, tl.prompt_tps, tl.gen_tps
+    found: tuple[int, float] | None = None
+    for i in idx:
+        j = i + 1
+        if j >= len(t):
+            return None
+        p, g, gap = float(pr[j]), float(gen[j]), float(t[j]) - float(t[i])
+        if math.isnan(p) or math.isnan(gap) or not 0 < gap <= sig.REGULAR_GAP_S or p < 1000 or p < 10 * (g or 0):
+            return None
+        if found is None or p > found[1]:
+            found = (j, p)
+    return found
 
 
 # --------------------------------------------------------------------------------------------
