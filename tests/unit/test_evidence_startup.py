@@ -288,3 +288,14 @@ def test_a_kv_refusal_reflowed_by_a_page_is_joined_with_its_estimate():
                               "  Based on the available memory, the estimated maximum model length is 7740.\n")
     assert (f.startup_error, f.max_model_len, f.error_est_max_model_len) == ("kv-too-small", 131072, 7740)
     assert (g(f.error_needed_bytes), g(f.error_available_bytes)) == (3.79, 3.12)
+
+
+def test_a_kv_budget_given_by_kv_cache_memory_bytes_is_read():
+    # vLLM 0.26 (vllm#49878, Gemma 4 FP8 on one 94 GB card): with --kv-cache-memory-bytes, profiling is skipped and the
+    # worker says what it reserved instead of "Available KV cache memory"
+    log = ("(EngineCore pid=83) INFO 07-26 12:29:34 [gpu_worker.py:479] Initial free memory 93.88 GiB, reserved 49.0 "
+           "GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling. This does "
+           "not respect the gpu_memory_utilization config. Only use kv_cache_memory_bytes config when you want manual "
+           "control of KV cache memory size.\n")
+    (f,) = read_startup_facts(log)
+    assert g(f.kv_cache_bytes) == 49.0 and g(f.free_memory_bytes) == 93.88

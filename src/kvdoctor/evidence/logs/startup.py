@@ -82,6 +82,9 @@ R_PROF_SPLIT = re.compile(r"Total non KV cache memory: " + _N + r" ?GiB; torch p
                           + r" ?GiB; (?:non-torch forward increase memory: (\d+(?:\.\d+)?) ?GiB;|(?:non-torch forward "
                           r"increase memory: -\d+(?:\.\d+)? ?GiB;)|total consumed \(from mem_get_info\): "
                           + _N + r" ?GiB;) weights memory: " + _N + r" ?GiB")
+# --kv-cache-memory-bytes (0.11+, gpu_worker): the budget is the flag's, profiling skipped, the fraction ignored
+R_KVMEM_RESERVED = re.compile(r"Initial free memory " + _N + r" ?GiB, reserved " + _N
+                              + r" ?GiB memory for KV Cache as specified by kv_cache_memory_bytes")
 # gpu_worker's DEBUG line before it: free memory at start-up and the requested budget (total x utilization)
 R_INIT_FREE = re.compile(r"Initial free memory: " + _N + r" ?GiB; Requested memory: " + _N + r" \(util\), " + _N
                          + r" ?GiB")
@@ -663,6 +666,18 @@ def _h_avail(c, n, env, msg) -> bool:
     return True
 
 
+def _h_kvmem_reserved(c, n, env, msg) -> bool:
+    m = R_KVMEM_RESERVED.search(msg)
+    if not m:
+        return False
+    b = c._builder(n)
+    b.set("free_memory_bytes", _b(m.group(1), "GiB"), n, env, _P_LOG)
+    # what vLLM sizes the pool from (kv_cache_utils gets it as the available memory), as "Available KV cache memory"
+    b.set("kv_cache_bytes", _b(m.group(2), "GiB"), n, env)
+    b.hints.add("v1")
+    return True
+
+
 def _h_prof1(c, n, env, msg) -> bool:
     m = R_PROF1.search(msg)
     if not m or "=" not in m.group(1):
@@ -1141,6 +1156,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("GiB for KV cache", _h_cpu_kv),
     ("Custom allreduce is disabled", _h_custom_ar),
     ("Memory profiling takes", _h_prof_takes),
+    ("as specified by kv_cache_memory_bytes", _h_kvmem_reserved),
     ("Initial free memory:", _simple(R_INIT_FREE, "free_memory_bytes", _b, _P_LOG, ("gpu_memory_utilization", float),
                                      ("requested_bytes", _b))),
     ("Starting to load model", _simple(R_START_LOAD, "model", str, _P_CONFIG - 1)),
