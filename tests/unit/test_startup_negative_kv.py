@@ -4,6 +4,8 @@ that line. The lines below are from vllm-project/vllm#23278 (gpt-oss-120b on one
 
 from __future__ import annotations
 
+import pytest
+
 from kvdoctor.evidence.logs import read_startup_facts
 from kvdoctor.ledger.from_log import log_ledger
 
@@ -28,3 +30,13 @@ def test_a_positive_budget_then_a_failure_stays_unexplained():
     (f,) = read_startup_facts(LINES.replace("-2.14 GiB", "1.71 GiB").splitlines())
     assert f.startup_error == "engine-failed"
     assert log_ledger(f, source="log", why_no_model="test").verdict == "unknown"
+
+
+def test_negative_cuda_graph_memory_is_printed_with_a_caution_not_used():
+    # vllm#25683's log (a DP rank on a 178 GB device): "Graph capturing finished in 79 secs, took -9.96 GiB"
+    line = ("(EngineCore_DP4 pid=1673) INFO 09-24 00:15:29 [v1/worker/gpu_model_runner.py:3380] Graph capturing "
+            "finished in 79 secs, took -9.96 GiB\n")
+    (f,) = read_startup_facts([line])
+    assert f.cudagraph_bytes == pytest.approx(-9.96 * 2**30)
+    led = log_ledger(f, source="log", why_no_model="test")
+    assert any("negative, so not their size" in c for c in led.checks)

@@ -142,6 +142,13 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
                               f"{gib_text(rest)}: {gib_text(abs(gap))} {'more' if gap > 0 else 'less'} than the "
                               "printed terms account for (per-rank figures, a --kv-cache-memory setting, or a "
                               "term this log does not print)")
+    if s.cudagraph_bytes is not None and s.cudagraph_bytes < 0:
+        # "Graph capturing finished ..., took -9.96 GiB": free memory rose during the capture (memory released
+        # meanwhile, or another process's), so the difference of two free-memory readings is not the graphs' size
+        # (vllm#25683 reports it and reworks the measurement). It is printed only; nothing above subtracts it.
+        led.checks.append(f"vLLM printed the CUDA graphs' memory as {gib_text(s.cudagraph_bytes)}: negative, so not "
+                          "their size — free memory rose during the capture (memory released meanwhile, or by another "
+                          "process; vllm#25683 reports it). Read the graphs' cost from another start")
     if s.kv_cache_bytes and s.kv_cache_tokens:
         tp = s.tensor_parallel_size or 1
         per_tok = s.kv_cache_bytes / s.kv_cache_tokens
