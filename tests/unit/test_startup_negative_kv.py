@@ -40,3 +40,15 @@ def test_negative_cuda_graph_memory_is_printed_with_a_caution_not_used():
     assert f.cudagraph_bytes == pytest.approx(-9.96 * 2**30)
     led = log_ledger(f, source="log", why_no_model="test")
     assert any("negative, so not their size" in c for c in led.checks)
+
+
+def test_a_cuda_graph_estimate_far_above_what_the_graphs_took_is_named():
+    # MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#25 (vLLM's own line): the estimate was withheld from the KV budget
+    line = ("(EngineCore pid=1) INFO 05-01 10:00:00 [gpu_model_runner.py:5001] CUDA graph pool memory: 0.41 GiB (actual), "
+            "2.43 GiB (estimated), difference: 2.02 GiB (83.1%).\n")
+    (f,) = read_startup_facts([line])
+    led = log_ledger(f, source="log", why_no_model="test")
+    assert any("withheld 2.43 GiB" in c and "2.02 GiB of the budget went unused" in c for c in led.checks)
+    # within a quarter GiB (the real logs: 0.02-0.11 GiB): nothing to say
+    (f,) = read_startup_facts([line.replace("0.41 GiB (actual)", "2.32 GiB (actual)")])
+    assert not any("withheld" in c for c in log_ledger(f, source="log", why_no_model="test").checks)

@@ -149,6 +149,16 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
         led.checks.append(f"vLLM printed the CUDA graphs' memory as {gib_text(s.cudagraph_bytes)}: negative, so not "
                           "their size — free memory rose during the capture (memory released meanwhile, or by another "
                           "process; vllm#25683 reports it). Read the graphs' cost from another start")
+    est, took = s.cudagraph_estimate_bytes, s.cudagraph_bytes
+    if est is not None and took is not None and est - max(took, 0) > 0.25 * 2**30:
+        # 0.21+ deducts its estimate of the graphs' memory from the KV budget before capturing them; what the estimate
+        # over-reserved stays unused (an under-estimate is the other failure: vllm#57475's OOM at capture)
+        took_text = gib_text(took) if took >= 0 else f"no measurable memory (printed {gib_text(took)})"
+        led.checks.append(f"vLLM withheld {gib_text(est)} from the KV budget for the CUDA graphs, which took "
+                          f"{took_text}: {gib_text(est - max(took, 0))} of the budget went unused. "
+                          "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 (or the higher --gpu-memory-utilization vLLM's "
+                          "own line names) gives it back to the pool, at the risk of an OOM at capture if the graphs "
+                          "need more on another start")
     if s.kv_cache_bytes and s.kv_cache_tokens:
         tp = s.tensor_parallel_size or 1
         per_tok = s.kv_cache_bytes / s.kv_cache_tokens
