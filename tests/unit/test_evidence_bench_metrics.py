@@ -385,3 +385,26 @@ def test_waiting_by_reason_gives_the_deferred_part_without_double_counting():
     (seg,) = snapshots_to_segments([parse_snapshot(text.replace("reason=\"deferred\"} 2.0", "reason=\"x\"} 2.0"),
                                                    t=1.0)], "m.txt")
     assert seg.timeline.waiting_deferred is None
+
+
+def test_scrapes_headed_by_date_lines_are_a_timeline(tmp_path):
+    # `while :; do date; curl -s :8000/metrics; sleep 5; done` and the like (vllm#48808's poster pasted four DP engines'
+    # gauges under "2026-05-28 12:53:45" lines): each time line opens a scrape at that time
+    def scrape(run0, run1):
+        return (f'vllm:num_requests_running{{engine="0",model_name="m"}} {run0}\n'
+                f'vllm:num_requests_running{{engine="1",model_name="m"}} {run1}\n'
+                'vllm:num_requests_waiting{engine="0",model_name="m"} 0.0\n'
+                'vllm:num_requests_waiting{engine="1",model_name="m"} 0.0\n')
+    for first, second, gap in (("2026-05-28 12:53:45", "2026-05-28 13:00:26", 401.0),
+                               ("Thu May 28 12:53:45 UTC 2026", "Thu May 28 12:53:50 UTC 2026", 5.0),
+                               ("1779972825", "1779972830", 5.0)):
+        p = tmp_path / "scrapes.txt"
+        p.write_text(f"{first}\n{scrape(8, 8)}{second}\n{scrape(27, 0)}")
+        segs = {s.engine: s for s in load_metrics(p)}
+        assert len(segs) == 2
+        e0 = next(s for k, s in segs.items() if k.endswith("0"))
+        assert list(e0.timeline.running) == [8.0, 27.0]
+        assert float(e0.timeline.t[1] - e0.timeline.t[0]) == pytest.approx(gap)
+    # one time line alone is not a series of scrapes: the dump is read as one snapshot, as before
+    p.write_text("2026-05-28 12:53:45\n" + scrape(8, 8))
+    assert all(len(s.timeline) == 1 for s in load_metrics(p))

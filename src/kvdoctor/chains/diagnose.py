@@ -769,8 +769,9 @@ def dp_balance_notes(segments: list[Segment]) -> list[str]:
         out.append(f"{src}: the data-parallel engines are unevenly loaded ({moment}: {per}). vLLM's own balancer sends "
                    "each request to the engine with the least waiting + running, so a lasting skew points at what routes "
                    "around it (an external balancer or per-rank endpoints, requests pinned to a rank with the "
-                   "X-data-parallel-rank header, sticky or prefix-aware routing) or at an engine that stopped taking "
-                   "work; compare vllm:num_requests_running per engine over time")
+                   "X-data-parallel-rank header, sticky or prefix-aware routing), at an engine that stopped taking "
+                   "work, or at a balancer that never saw the engines' queues (vllm#48808: dense-model DP whose queue "
+                   "stats did not reach it, fixed by #49204); compare vllm:num_requests_running per engine over time")
     return out
 
 

@@ -202,8 +202,13 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
             if sgl != inst["reason"]:
                 c.print(f"   signal: {m(str(sgl))}", soft_wrap=True)
         w = inst["window"]
-        iv = f", one sample every {w['interval_s']:g} s" if w.get("interval_s") else ""
-        span = (f"{w['samples']} samples over {w['seconds']:g} s{iv} ({w.get('start')} → {w.get('end')})"
+        from kvdoctor.cli.output import span_text
+
+        def secs(v: float) -> str:  # an hour or more reads as 1h02m03s, not 3.7e+03 s
+            return f"{v:g} s" if v < 3600 else span_text(v)
+
+        iv = f", one sample every {secs(w['interval_s'])}" if w.get("interval_s") else ""
+        span = (f"{w['samples']} samples over {secs(w['seconds'])}{iv} ({w.get('start')} → {w.get('end')})"
                 if w["samples"] else "no timeline")
         c.print(f"   window: {m(span)}; preemptions from: {m(str(inst['preemption_basis']))}")
         raise_, over = inst.get("would_raise_confidence") or [], inst.get("would_overturn") or []

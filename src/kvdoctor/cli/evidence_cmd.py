@@ -65,11 +65,9 @@ def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
 
 
 def _span(s: float | None) -> str:
-    if not s:
-        return "0 s"
-    h, rem = divmod(int(s), 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}h{m:02d}m{sec:02d}s" if h else (f"{m}m{sec:02d}s" if m else f"{s:.0f} s")
+    from kvdoctor.cli.output import span_text
+
+    return span_text(s)
 
 
 BENCH_LINES = 20  # a sweep's results one line each, up to this many

@@ -72,6 +72,13 @@ _PREFERRED = {"gpu_cache_usage_perc": 0, "kv_cache_usage_perc": 1, "time_per_out
               "request_queue_time_seconds": 1}
 
 TS_MARK = re.compile(r"^#\s*kvdoctor-ts:\s*([0-9.]+)\s*$", re.M)
+# A capture loop's own time lines between scrapes (`while :; do date; curl -s :8000/metrics; sleep 5; done`): ISO
+# ("2026-05-28 12:53:45", "…T12:53:45Z"), `date`'s default ("Thu May 28 12:53:45 UTC 2026") or `date +%s`, alone on
+# their line. Zone-less times are read as UTC (only the gaps between scrapes matter to the rates).
+DATE_LINE = re.compile(
+    r"^[ \t]*(?:(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
+    r"|((?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) +(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} "
+    r"+\d{2}:\d{2}:\d{2}(?: +[A-Z]{2,5})? +\d{4})|(1[5-9]\d{8}(?:\.\d+)?))[ \t]*$", re.M)
 
 
 @dataclass
@@ -432,6 +439,13 @@ def split_timed(text: str, default_t: float | None) -> list[tuple[float | None, 
             if t is not None:  # a garbled marker loses its dump, not the file
                 parts.append((t, text[m.end():end]))
         return parts
+    dates = [(m, _date_line_time(m)) for m in DATE_LINE.finditer(text)]
+    dates = [(m, t) for m, t in dates if t is not None]
+    if len(dates) >= 2:
+        parts = [(t, text[m.end():dates[i + 1][0].start() if i + 1 < len(dates) else len(text)])
+                 for i, (m, t) in enumerate(dates)]
+        if sum(1 for _, part in parts if "vllm" in part) >= 2:
+            return parts
     # Samples with their own timestamps: group lines by timestamp.
     groups: dict[float, list[str]] = {}
     header: list[str] = []
@@ -739,6 +753,24 @@ def _back_off(attempt: int, until: float) -> bool:
 
 
 _EPOCH_MIN, _EPOCH_MAX = 0.0, 4102444800.0  # 1970 .. 2100: a sample time outside is garbage
+
+
+def _date_line_time(m: re.Match) -> float | None:
+    """Epoch seconds of a DATE_LINE match (UTC where the line names no zone), None if it is no real time."""
+    from datetime import datetime, timezone
+
+    iso, unix_date, epoch = m.group(1), m.group(2), m.group(3)
+    try:
+        if epoch:
+            return _sample_time(epoch)
+        if iso:
+            d = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+        else:
+            parts = unix_date.split()
+            d = datetime.strptime(" ".join(parts[:4] + parts[-1:]), "%a %b %d %H:%M:%S %Y")
+    except ValueError:
+        return None
+    return _sample_time((d if d.tzinfo else d.replace(tzinfo=timezone.utc)).timestamp())
 
 
 def _sample_time(ts: Any) -> float | None:
