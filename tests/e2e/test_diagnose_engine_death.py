@@ -395,3 +395,17 @@ def test_a_startup_oom_after_the_pool_was_sized_asks_for_a_lower_fraction(tmp_pa
     assert f["data"]["phase"] == "at start-up" and "after the KV pool took its share (150,745 tokens)" in f["summary"]
     assert f["action"].startswith("--gpu-memory-utilization") and "--enforce-eager" in f["action"]
     assert "kvdoctor ledger" not in f["action"]
+
+
+def test_a_custom_all_reduce_failure_gets_its_flag(tmp_path):
+    # vllm#42609 / #49101 (TP2 RTX 3090, TP4 H100; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): vLLM's own kernel
+    # reports "Failed: Cuda error <file>:<line> 'invalid argument'", then the worker dies without a traceback
+    log = tmp_path / "ar.log"
+    log.write_text(
+        "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'\n"
+        "(EngineCore pid=9844) ERROR 07-19 14:32:42 [multiproc_executor.py:284] Worker proc VllmWorker-1 died "
+        "unexpectedly, shutting down executor.\n")
+    _, d = _diagnose(log)
+    assert d["verdict"] == "engine-died"
+    f = _died(d)
+    assert f["action"].startswith("--disable-custom-all-reduce") and "custom all-reduce kernel failed" in f["summary"]

@@ -198,6 +198,16 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
     if cause == "memory-held":
         return _held_advice(ctx)
     exc = _exception(near, ce)
+    if cause == "cuda-error" and any("custom_all_reduce" in _text(e) for e in near):
+        # vLLM's custom all-reduce kernel (csrc/custom_all_reduce.cuh) shares CUDA-graph buffers between the TP workers
+        # over CUDA IPC; when that fails (no P2P between the GPUs, buffers from expandable_segments:True that cannot be
+        # IPC-shared: vllm#42609, #49101, PR #56193), NCCL's all-reduce is the fallback the flag selects
+        return ("--disable-custom-all-reduce (NCCL does the all-reduce, somewhat slower for a decode step's small "
+                "messages on NVLink); if "
+                "PYTORCH_CUDA_ALLOC_CONF sets expandable_segments:True, dropping it also lets custom all-reduce share its "
+                "buffers again (vllm#42609)",
+                "vLLM's custom all-reduce kernel failed (a CUDA error in csrc/custom_all_reduce.cuh): its buffers could "
+                "not be shared between the tensor-parallel GPUs over CUDA IPC", {})
     if cause == "cuda-error" and not (exc is not None and known_fix(exc[0])):
         # (a CUDA error with a known fix, a build that does not match the machine, takes the exception's path below)
         return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "

@@ -61,7 +61,8 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to all
 # (the max-model-len refusal's warning) does not.
 # torch's CUDA OOM text after "CUDA out of memory.", which a quote or a trimmed paste sometimes keeps alone
 TORCH_OOM_BODY = re.compile(r"Tried to allocate [\d.]+ [KMG]i?B\. GPU \d+ has a total capacity of")
-_CUDA_ERROR = re.compile(r"CUDA (?:driver )?error\b(?!s)")  # torch: "CUDA error: …", "CUDA driver error: …"
+# vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
+_CUDA_ERROR = re.compile(r"(?:CUDA|Cuda) (?:driver )?error\b(?!s)")  # torch: "CUDA error: …", "CUDA driver error: …"
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
