@@ -379,19 +379,24 @@ def test_vllms_dump_at_the_error_is_cited_with_the_death(tmp_path):
             "for 2 requests (the largest 8,000) (line 2)") in cited
 
 
+def _death_of(tmp_path: Path, text: str) -> dict:
+    """diagnose on a log of ``text``: it must be a death; its engine.died finding."""
+    log = tmp_path / "excerpt.log"
+    log.write_text(text)
+    _, d = _diagnose(log)
+    assert d["verdict"] == "engine-died"
+    return _died(d)
+
+
 def test_a_startup_oom_after_the_pool_was_sized_asks_for_a_lower_fraction(tmp_path):
     # vllm#57475's shape (an RTX 5090 Laptop at --gpu-memory-utilization 0.98; 0.97 served): the pool was sized, then
     # graph capture ran out of memory. The poster's quote keeps torch's message without "CUDA out of memory."; the
     # text after it ("Tried to allocate ... GPU 0 has a total capacity of ...") is torch's and nothing else's.
-    log = tmp_path / "oom.log"
-    log.write_text(
+    f = _death_of(tmp_path, (
         "(EngineCore pid=7) INFO 09-18 10:00:01 [gpu_worker.py:642] Available KV cache memory: 2.97 GiB\n"
         "(EngineCore pid=7) INFO 09-18 10:00:01 [kv_cache_utils.py:1087] GPU KV cache size: 150,745 tokens\n"
         "(EngineCore pid=7) ERROR 09-18 10:00:05 [core.py:700]     Tried to allocate 136.00 MiB. GPU 0 has a total "
-        "capacity of 22.36 GiB of which 120.88 MiB is free.\n")
-    _, d = _diagnose(log)
-    assert d["verdict"] == "engine-died"
-    f = _died(d)
+        "capacity of 22.36 GiB of which 120.88 MiB is free.\n"))
     assert f["data"]["phase"] == "at start-up" and "after the KV pool took its share (150,745 tokens)" in f["summary"]
     assert f["action"].startswith("--gpu-memory-utilization") and "--enforce-eager" in f["action"]
     assert "kvdoctor ledger" not in f["action"]
@@ -400,12 +405,8 @@ def test_a_startup_oom_after_the_pool_was_sized_asks_for_a_lower_fraction(tmp_pa
 def test_a_custom_all_reduce_failure_gets_its_flag(tmp_path):
     # vllm#42609 / #49101 (TP2 RTX 3090, TP4 H100; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): vLLM's own kernel
     # reports "Failed: Cuda error <file>:<line> 'invalid argument'", then the worker dies without a traceback
-    log = tmp_path / "ar.log"
-    log.write_text(
+    f = _death_of(tmp_path, (
         "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'\n"
         "(EngineCore pid=9844) ERROR 07-19 14:32:42 [multiproc_executor.py:284] Worker proc VllmWorker-1 died "
-        "unexpectedly, shutting down executor.\n")
-    _, d = _diagnose(log)
-    assert d["verdict"] == "engine-died"
-    f = _died(d)
+        "unexpectedly, shutting down executor.\n"))
     assert f["action"].startswith("--disable-custom-all-reduce") and "custom all-reduce kernel failed" in f["summary"]
