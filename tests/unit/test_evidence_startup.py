@@ -299,3 +299,24 @@ def test_a_kv_budget_given_by_kv_cache_memory_bytes_is_read():
            "control of KV cache memory size.\n")
     (f,) = read_startup_facts(log)
     assert g(f.kv_cache_bytes) == 49.0 and g(f.free_memory_bytes) == 93.88
+
+
+def test_the_029_summary_reconciles_with_consumed_and_peak_activation():
+    # vLLM 0.30.0 on an RTX 5060 Ti (Freshair129/Private-Runtime-Platform, an engine log under Xinference): the summary
+    # gives weights + non-torch as one "consumed" term, and its peak activation holds the CUDA-graph estimate
+    from kvdoctor.ledger.from_log import log_ledger
+
+    log = ("(EngineCore pid=186) INFO 09-24 22:11:01 [gpu_worker.py:825] CUDA graph pool memory: 0.29 GiB (actual), 0.38 "
+           "GiB (estimated), difference: 0.08 GiB (28.9%).\n"
+           "(EngineCore pid=186) INFO 09-24 22:11:01 [gpu_worker.py:888] Free memory on device (14.8/15.9 GiB) on "
+           "startup. Desired GPU memory utilization is (0.7, 11.13 GiB). Actual usage is 7.89 GiB for consumed memory "
+           "(weights + non-torch), 0.53 GiB for peak activation, and 0.29 GiB for CUDAGraph memory. Replace "
+           "gpu_memory_utilization config with `--kv-cache-memory=2440387072` (2.27 GiB) to fit into requested memory, "
+           "or `--kv-cache-memory=6382606848` (5.94 GiB) to fully utilize gpu memory. Current kv cache memory in use is "
+           "2.71 GiB.\n")
+    (f,) = read_startup_facts(log)
+    assert g(f.consumed_bytes) == 7.89 and g(f.activation_bytes) == 0.53 and g(f.kv_cache_bytes) == 2.71
+    led = log_ledger(f, source="log", why_no_model="test")
+    assert "memory.consumed" in led.figures
+    assert any(c.startswith("KV budget = requested - (consumed + peak activation) = 2.71 GiB: matches")
+               for c in led.checks)

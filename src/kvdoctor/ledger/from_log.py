@@ -26,6 +26,7 @@ _PRINTED = (
     ("total_memory_bytes", "memory.total", "GPU total memory"),
     ("requested_bytes", "memory.requested", "requested (total x gpu-memory-utilization)"),
     ("weights_bytes", "memory.weights", "model weights"),
+    ("consumed_bytes", "memory.consumed", "consumed (weights + non-torch)"),
     ("activation_bytes", "memory.activation", "activation peak"),
     ("non_torch_bytes", "memory.non_torch", "non-torch memory"),
     ("cudagraph_estimate_bytes", "memory.cudagraph_estimate", "CUDA graphs (estimate, deducted)"),
@@ -53,7 +54,8 @@ _ERROR_LABELS = {
     ("kv-over-free-memory", "error_needed_bytes"): "KV cache asked for (the refusal's figure)",
     ("kv-over-free-memory", "error_available_bytes"): "free memory (the refusal's figure)",
 }
-_BYTES = {"total_memory_bytes", "requested_bytes", "weights_bytes", "activation_bytes", "non_torch_bytes",
+_BYTES = {"total_memory_bytes", "requested_bytes", "weights_bytes", "consumed_bytes", "activation_bytes",
+          "non_torch_bytes",
           "cudagraph_estimate_bytes", "cudagraph_bytes", "kv_cache_bytes", "free_memory_bytes", "error_needed_bytes",
           "error_available_bytes"}
 SCHEMA_VERSION = "kvdoctor.ledger-log/1"
@@ -128,15 +130,24 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
                                        f"gpu-memory-utilization {s.gpu_memory_utilization:g}")
         led.labels["memory.requested"] = "requested (total x gpu-memory-utilization)"
     parts = [s.weights_bytes, s.activation_bytes, s.non_torch_bytes]
+    summed: tuple[float, str, str] | None = None  # (requested - the printed terms, the terms, why)
     if s.requested_bytes and s.kv_cache_bytes and all(p is not None for p in parts):
         # vLLM 0.21+ deducts its CUDA-graph estimate from the budget as well
         graphs = s.cudagraph_estimate_bytes or 0
-        rest = s.requested_bytes - sum(parts) - graphs  # type: ignore[arg-type]
-        gap = s.kv_cache_bytes - rest
-        terms = "weights + activation + non-torch" + (" + CUDA-graph estimate" if graphs else "")
+        summed = (s.requested_bytes - sum(parts) - graphs,  # type: ignore[arg-type]
+                  "weights + activation + non-torch" + (" + CUDA-graph estimate" if graphs else ""), "")
+    elif s.requested_bytes and s.kv_cache_bytes and s.consumed_bytes is not None and s.activation_bytes is not None:
+        # 0.29+'s summary ("Actual usage is C GiB for consumed memory (weights + non-torch), A GiB for peak activation,
+        # ..."): its peak activation already holds the CUDA-graph estimate vLLM withheld (gpu_worker:
+        # peak_activation_memory = transient headroom + the applied estimate), so the budget is requested - C - A
+        summed = (s.requested_bytes - s.consumed_bytes - s.activation_bytes, "consumed + peak activation",
+                  " (the peak activation includes the CUDA-graph estimate vLLM withheld)")
+    if summed is not None:
+        rest, terms, why = summed
+        gap = s.kv_cache_bytes - rest  # type: ignore[operator]
         if abs(gap) <= _ROUNDING:
             led.checks.append(f"KV budget = requested - ({terms}) = {gib_text(rest)}: matches the printed "
-                              f"{gib_text(s.kv_cache_bytes)} within vLLM's rounding")
+                              f"{gib_text(s.kv_cache_bytes)} within vLLM's rounding{why}")
         else:
             led.checks.append(f"KV budget printed {gib_text(s.kv_cache_bytes)}, requested - ({terms}) = "
                               f"{gib_text(rest)}: {gib_text(abs(gap))} {'more' if gap > 0 else 'less'} than the "
