@@ -408,3 +408,27 @@ def test_scrapes_headed_by_date_lines_are_a_timeline(tmp_path):
     # one time line alone is not a series of scrapes: the dump is read as one snapshot, as before
     p.write_text("2026-05-28 12:53:45\n" + scrape(8, 8))
     assert all(len(s.timeline) == 1 for s in load_metrics(p))
+
+
+def test_a_printed_block_under_a_bracketed_first_line_is_read_as_text(tmp_path):
+    # a capture whose first line opens with a bracket (a "[2026-10-07 20:14:05] ..." prefix, a note) held a printed
+    # block; it was tried as JSON and refused
+    p = tmp_path / "bench.log"
+    p.write_text("[2026-10-07 20:14:05] starting the benchmark\n"
+                 "============ Serving Benchmark Result ============\n"
+                 "Successful requests:                     12\n"
+                 "Benchmark duration (s):                  12.10\n"
+                 "Total input tokens:                      196059\n"
+                 "Total generated tokens:                  3072\n"
+                 "Request throughput (req/s):              0.99\n"
+                 "Output token throughput (tok/s):         253.83\n"
+                 "---------------Time to First Token----------------\n"
+                 "Mean TTFT (ms):                          2214.61\n"
+                 "==================================================\n")
+    (r,) = load_bench(p)
+    assert r.fields["completed"] == 12 and r.fields["output_throughput"] == pytest.approx(253.83)
+    # a JSON file that is no result is still refused as such
+    q = tmp_path / "other.json"
+    q.write_text('{"model": "m"}')
+    with pytest.raises(InputError, match="JSON but not a vllm bench serve result"):
+        load_bench(q)

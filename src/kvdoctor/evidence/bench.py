@@ -455,11 +455,16 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     s = text.lstrip()
+    # a printed block under a first line that opens with a bracket ("[2026-10-07 20:14:05] ...", a note) is text:
+    # the JSON reading is tried first, and only a block header lets a file that is no JSON result go on as text
+    printed = BLOCK_HEADER in text[:65536]
     if s.startswith("{") or s.startswith("["):
         try:
             docs = json_documents(s)
         except InputError as exc:
-            raise InputError(f"{path}: {exc}") from None
+            if not printed:
+                raise InputError(f"{path}: {exc}") from None
+            docs = []
         out = []
         for d in docs:
             out += [parse_json(d, path)] if looks_like_bench_json(d) else client_results("", path, [d])
@@ -467,10 +472,11 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
             res = parse_json(salvaged[0], path)
             res.raw["salvaged"] = salvaged[1]
             out = [res]
-        if not out:
+        if out:
+            return out
+        if not printed:
             raise InputError(f"{path}: JSON but not a vllm bench serve result (no completed/request_throughput) or "
                              "a GuideLLM report or GenAI-Perf export with a completed run")
-        return out
     from kvdoctor.evidence.genaiperf import looks_like_genai_perf_csv
     from kvdoctor.evidence.guidellm import NEWER_TABLES, looks_like_guidellm_csv, looks_like_newer_guidellm
 
