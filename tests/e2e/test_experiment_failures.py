@@ -261,6 +261,7 @@ def test_attach_measures_and_never_stops_the_server(tmp_path):
         rec = json.loads(r.stdout)
         assert rec["status"] == "complete" and rec["steps"] == [] and rec["measured"]["before"]["output_tps"]
         assert rec["vllm_version"] == {"value": "0.30.1", "how": f"GET http://127.0.0.1:{p}/version"}
+        assert rec["warmup"] is None  # the operator's own server, already serving: no warm-up unless asked
         assert srv.poll() is None  # still running: kvdoctor did not start it, so it never stops it
         assert len(_steps(db)) == 1
         r = _kv(["experiment", "--attach", f"http://127.0.0.1:{p}", "-m", "m", "--set", "max-num-seqs=8",

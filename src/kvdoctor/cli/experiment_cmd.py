@@ -61,7 +61,7 @@ ReqOpt = Annotated[Optional[int], typer.Option("--requests", "-n", help="Number 
 RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Requests per second (default: all at once).", rich_help_panel=_LOAD)]
 ArrOpt = Annotated[str, typer.Option("--arrival", help="poisson or gamma (bench --burstiness = 1/cv²).", rich_help_panel=_LOAD)]
 CvOpt = Annotated[float, typer.Option("--cv", help="Coefficient of variation of gamma inter-arrivals.", rich_help_panel=_LOAD)]
-WarmOpt = Annotated[Optional[int], typer.Option("--warmup-requests", help="Requests sent to each server before the timed load and discarded: the same load with another seed (default: a tenth of --requests, 8-200; 0: none).", rich_help_panel=_LOAD)]
+WarmOpt = Annotated[Optional[int], typer.Option("--warmup-requests", help="Requests sent to each server before the timed load and discarded: the same load with another seed (default: a tenth of --requests, 8-200, and none for --attach; 0: none).", rich_help_panel=_LOAD)]
 
 DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Journal file (default: $KVDOCTOR_JOURNAL or ./kvdoctor-journal.sqlite).", rich_help_panel=_J, dir_okay=False)]
 JournalOpt = Annotated[Optional[str], typer.Option("--journal", "-j", help="Journal name (default: 'experiment'; created when absent).", rich_help_panel=_J)]
@@ -347,7 +347,8 @@ def _run(levels, base: Deployment | MeasureOnly, wl: workload_opts.WorkloadOptio
                      shape=base.shape, gpu=base.gpu, vllm_version=base.vllm_version, vllm_version_how=version_how,
                      stop_early=stop_early,
                      exhausted_note=exhausted_note, calibration=wl.load_calibration(),
-                     warmup_requests=o.warmup_requests)
+                     # an attached server is the operator's own, already serving: no warm-up unless asked for
+                     warmup_requests=0 if attach and o.warmup_requests is None else o.warmup_requests)
     for n in base.notes:
         log(f"note: {n}")
     rec = run_experiment(exp, log)
