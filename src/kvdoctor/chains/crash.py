@@ -369,15 +369,15 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
         # The log sized the KV pool before the death: what the engine allocates after it (CUDA graphs, the sampler's
         # warm-up, buffers) found too little left under the fraction — the fraction is the lever (vllm#57475: 0.98
         # died in graph capture, 0.97 served)
-        action, gain = _shortfall_utilization(ctx, near)
+        action, gain = _shortfall_utilization(ctx, _oom_figures(" ".join(_text(e) for e in near)))
         return (action + "; or --enforce-eager (no CUDA graphs to capture)",
                 f"{_runtime(near)} ran out of memory while the engine started (in {frame}), after the KV pool took "
                 f"its share ({st.kv_cache_tokens or st.num_gpu_blocks:,} {'tokens' if st.kv_cache_tokens else 'blocks'})",
                 gain)
-    action, gain = _shortfall_utilization(ctx, near)
+    figs = _oom_figures(" ".join(_text(e) for e in near))
+    action, gain = _shortfall_utilization(ctx, figs)
     if phase is None:
         action += "; if it died before serving a request, the weights or the activation peak do not fit: kvdoctor ledger"
-    figs = _oom_figures(" ".join(_text(e) for e in near))
     if figs.get("other_processes_gib"):
         gain["other_processes_gib"] = Figure(round(figs["other_processes_gib"], 2), "measured", "the OOM line")
         action += (f"; another process holds {figs['other_processes_gib']:.2f} GiB of this GPU: move it, or vLLM's "
@@ -387,11 +387,10 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                     "on the GPU)", gain)
 
 
-def _shortfall_utilization(ctx: Context, near: list[Event]) -> tuple[str, dict[str, Figure]]:
+def _shortfall_utilization(ctx: Context, figs: dict[str, float]) -> tuple[str, dict[str, Figure]]:
     """An OOM after the KV pool was sized: the --gpu-memory-utilization that gives the failed allocation back, from
-    the OOM line's figures (or the direction without them)."""
+    the OOM line's figures (``_oom_figures``; the direction without them)."""
     gain: dict[str, Figure] = {}
-    figs = _oom_figures(" ".join(_text(e) for e in near))
     action = ("--gpu-memory-utilization lower by the 'Tried to allocate' amount over the GPU's total (or "
               "--max-num-batched-tokens lower: a smaller activation peak)")
     if "tried_gib" in figs and "free_gib" in figs and figs["tried_gib"] <= figs["free_gib"]:

@@ -179,6 +179,13 @@ def _styled_verdict(verdict: str, confidence: str) -> str:
     return f"{paint(str(verdict), outcome_style(verdict))} ({paint(f'confidence {confidence}', confidence_style(confidence))})"
 
 
+def _secs(v: float) -> str:
+    """Seconds as the window line prints them: "120 s", and an hour or more as 1h02m03s, not 3.7e+03 s."""
+    from kvdoctor.cli.output import span_text
+
+    return f"{v:g} s" if v < 3600 else span_text(v)
+
+
 def render(p: dict[str, Any], quiet: bool = False) -> None:
     from rich.markup import escape as m
 
@@ -202,13 +209,8 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
             if sgl != inst["reason"]:
                 c.print(f"   signal: {m(str(sgl))}", soft_wrap=True)
         w = inst["window"]
-        from kvdoctor.cli.output import span_text
-
-        def secs(v: float) -> str:  # an hour or more reads as 1h02m03s, not 3.7e+03 s
-            return f"{v:g} s" if v < 3600 else span_text(v)
-
-        iv = f", one sample every {secs(w['interval_s'])}" if w.get("interval_s") else ""
-        span = (f"{w['samples']} samples over {secs(w['seconds'])}{iv} ({w.get('start')} → {w.get('end')})"
+        iv = f", one sample every {_secs(w['interval_s'])}" if w.get("interval_s") else ""
+        span = (f"{w['samples']} samples over {_secs(w['seconds'])}{iv} ({w.get('start')} → {w.get('end')})"
                 if w["samples"] else "no timeline")
         c.print(f"   window: {m(span)}; preemptions from: {m(str(inst['preemption_basis']))}")
         raise_, over = inst.get("would_raise_confidence") or [], inst.get("would_overturn") or []

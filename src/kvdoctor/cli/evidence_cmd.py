@@ -64,12 +64,6 @@ def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
     return f"{v:,}{unit}" if isinstance(v, int) else f"{v}{unit}"
 
 
-def _span(s: float | None) -> str:
-    from kvdoctor.cli.output import span_text
-
-    return span_text(s)
-
-
 BENCH_LINES = 20  # a sweep's results one line each, up to this many
 
 
@@ -128,14 +122,14 @@ def _render_offline(con, offline: list[dict]) -> None:
 def _render(doc: dict[str, Any], quiet: bool) -> None:
     import time
 
-    from kvdoctor.cli.output import console
+    from kvdoctor.cli.output import console, span_text
 
     con = console()
     s = doc["summary"]
     kinds = ", ".join(f"{x['path']} ({x['kind']})" for x in doc["sources"])
     con.print(f"[bold]Evidence[/bold]: {kinds}")
     every = f" (one sample every {s['interval_s']:g} s)" if s.get("interval_s") else ""
-    con.print(f"  samples {s['samples']:,} over {_span(s['span_seconds'])}{every} in {s['segments']} segment(s), "
+    con.print(f"  samples {s['samples']:,} over {span_text(s['span_seconds'])}{every} in {s['segments']} segment(s), "
               f"{s['startups']} engine start(s), {s['requests']:,} request record(s), {s['bench_results']} bench result(s)"
               + (f", {s['offline_results']} offline result(s)" if s.get("offline_results") else ""))
     deferred = s.get("max_waiting_deferred")

@@ -544,15 +544,18 @@ def _parse_time(s: str) -> float:
         return float(s)
     except ValueError:
         pass
-    from datetime import datetime, timezone
-
     try:
-        d = datetime.fromisoformat(s.replace("Z", "+00:00"))
+        return _iso_epoch(s)
     except ValueError:
         raise InputError(f"--window: {s!r} is neither epoch seconds nor an ISO 8601 time") from None
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=timezone.utc)
-    return d.timestamp()
+
+
+def _iso_epoch(s: str) -> float:
+    """Epoch seconds of an ISO 8601 time (a trailing Z is UTC; no zone is read as UTC). ValueError if it is none."""
+    from datetime import datetime, timezone
+
+    d = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    return (d if d.tzinfo else d.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def parse_labels(labels: Iterable[str] | dict[str, str] | None) -> dict[str, str]:
@@ -764,13 +767,12 @@ def _date_line_time(m: re.Match) -> float | None:
         if epoch:
             return _sample_time(epoch)
         if iso:
-            d = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-        else:
-            parts = unix_date.split()
-            d = datetime.strptime(" ".join(parts[:4] + parts[-1:]), "%a %b %d %H:%M:%S %Y")
+            return _sample_time(_iso_epoch(iso))
+        parts = unix_date.split()  # `date`'s zone name is dropped: only the gaps between scrapes matter
+        d = datetime.strptime(" ".join(parts[:4] + parts[-1:]), "%a %b %d %H:%M:%S %Y")
     except ValueError:
         return None
-    return _sample_time((d if d.tzinfo else d.replace(tzinfo=timezone.utc)).timestamp())
+    return _sample_time(d.replace(tzinfo=timezone.utc).timestamp())
 
 
 def _sample_time(ts: Any) -> float | None:

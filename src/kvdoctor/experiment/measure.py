@@ -219,8 +219,8 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
             wdir.mkdir(exist_ok=True)
             log(f"[{label}] warm-up (discarded): {warmup.describe()}")
             bench, secs = _bench(bench_argv(vllm_cmd, target.base_url, model, warmup, wdir, served_name, tokenizer),
-                                 env, wdir, server, bench_timeout_s, "the warm-up")
-            res.groups["warmup_bench"] = bench.pgid
+                                 env, wdir, server, bench_timeout_s, "the warm-up",
+                                 on_start=lambda b: res.groups.__setitem__("warmup_bench", b.pgid))
             if bench.proc.returncode != 0 or not (wdir / "bench.json").exists():
                 raise ExperimentError(f"the warm-up's `vllm bench serve` failed (exit {bench.proc.returncode}): "
                                       f"{last_error_line(wdir / 'bench.log')} (full log: {wdir / 'bench.log'})",
@@ -282,8 +282,9 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
 
 def _bench(argv: list[str], env: dict[str, str], out_dir: Path, server: Server | None, timeout_s: float, what: str,
            on_start: Callable[[Managed], None] = lambda b: None) -> tuple[Managed, float]:
-    """Run one `vllm bench serve` (output to ``out_dir/bench.log``) to its end: (the bench, its seconds). A server that dies meanwhile, or a bench past ``timeout_s``, raises ExperimentError (the caller's
-    clean-up stops the bench's group: it is passed to ``on_start`` as soon as it runs)."""
+    """Run one `vllm bench serve` (output to ``out_dir/bench.log``) to its end: (the bench, its seconds). A server
+    that dies meanwhile, or a bench past ``timeout_s``, raises ExperimentError after the bench's group is stopped; the
+    group is passed to ``on_start`` as soon as it runs, so the run's record names it."""
     t0 = time.monotonic()
     bench = spawn(argv, env=env, log_path=out_dir / "bench.log")
     on_start(bench)

@@ -161,7 +161,7 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
                           "their size — free memory rose during the capture (memory released meanwhile, or by another "
                           "process; vllm#25683 reports it). Read the graphs' cost from another start")
     est, took = s.cudagraph_estimate_bytes, s.cudagraph_bytes
-    if est is not None and took is not None and est - max(took, 0) > 0.25 * 2**30:
+    if est is not None and took is not None and est - max(took, 0) > 0.25 * GiB:
         # 0.21+ deducts its estimate of the graphs' memory from the KV budget before capturing them; what the estimate
         # over-reserved stays unused (an under-estimate is the other failure: vllm#57475's OOM at capture)
         took_text = gib_text(took) if took >= 0 else f"no measurable memory (printed {gib_text(took)})"

@@ -19,7 +19,7 @@ from kvdoctor.evidence.logs.envelope import (GLUE_STATS_B, json_timestamp_b, lea
 from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
                                            MAX_WARNINGS)
 from kvdoctor.evidence.logs.requests import request_kind
-from kvdoctor.evidence.logs.startup import WRAP_HOLD, WRAPPED_NEEDLES, cut_fact, join_wrapped
+from kvdoctor.evidence.logs.startup import R_TORCH_OOM_BODY, WRAP_HOLD, WRAPPED_NEEDLES, cut_fact, join_wrapped
 from kvdoctor.evidence.logs.stats import parse_stats, parse_stats_cut, parse_warning
 from kvdoctor.evidence.model import ENGINE_PROCS, Event, cause_named, is_exception_line
 
@@ -59,8 +59,6 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to all
                 b"HW Exception")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
-# torch's CUDA OOM text after "CUDA out of memory.", which a quote or a trimmed paste sometimes keeps alone
-TORCH_OOM_BODY = re.compile(r"Tried to allocate [\d.]+ [KMG]i?B\. GPU \d+ has a total capacity of")
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
 _CUDA_ERROR = re.compile(r"(?:CUDA|Cuda) (?:driver )?error\b(?!s)")  # torch: "CUDA error: …", "CUDA driver error: …"
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
@@ -377,7 +375,7 @@ class LinePath:
         # vLLM's own advice is no OOM: V0's INFO "CUDA graphs can take additional 1~3 GiB memory per GPU. If you are
         # running out of memory, consider decreasing `gpu_memory_utilization` ..." printed at every start-up
         advice = "running out of memory" in msg or (m is not None and m.group("level") in (b"INFO", b"DEBUG"))
-        if ("out of memory" in msg or "OutOfMemoryError" in msg or TORCH_OOM_BODY.search(msg)) and not advice:
+        if ("out of memory" in msg or "OutOfMemoryError" in msg or R_TORCH_OOM_BODY.search(msg)) and not advice:
             kind = "oom"
         elif "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
             kind = "kv-too-small"

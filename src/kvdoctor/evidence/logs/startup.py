@@ -169,6 +169,7 @@ R_TOO_SMALL_HEAD = re.compile(
 R_V0_TOO_LARGE = re.compile(
     r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)"
 )
+# torch's CUDA OOM text after "CUDA out of memory.", which a quote or a trimmed paste sometimes keeps alone
 R_TORCH_OOM_BODY = re.compile(r"Tried to allocate [\d.]+ [KMG]i?B\. GPU \d+ has a total capacity of")
 R_OOM_ALLOC = re.compile(r"Tried to allocate " + _N + r" (GiB|MiB)")
 R_OOM_FREE = re.compile(_N + r" (GiB|MiB) (?:is )?free")
