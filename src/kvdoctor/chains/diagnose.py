@@ -625,6 +625,17 @@ def _no_timeline(ctx: Context, s: sig.Signals) -> Judgement:
         lean = None  # the worst case alone is a bound, not a direction
     why = ("the samples carry no running/waiting figures (a /metrics dump without the scheduler gauges)"
            if s.window.samples else "no runtime samples (stats lines, /metrics over time)")
+    readings = sig.bench_readings(ctx.bench, ctx.thresholds)
+    if readings:
+        # a benchmark's figures can show a queue left behind or stalled decode steps, never which limit held
+        lean = next((r.leaning for r in readings if r.leaning), None)
+        return Judgement(
+            "insufficient-evidence", "low",
+            why + "; the benchmark result alone reads: " + "; ".join(r.short for r in readings),
+            None, [r.text for r in readings],
+            ["periodic stats lines or /metrics scrapes over the benchmark's run: Running, Waiting, KV usage and the "
+             "preemption counter tell the cap, a full pool and a long prefill apart"],
+            ["Waiting at 0 through the run with the pool below 90 % (then no queue in the server)"], lean)
     return Judgement("insufficient-evidence", "low", why + ": nothing points anywhere yet", None, [],
                      ["periodic stats lines or /metrics scrapes over ≥ 60 s"], [], lean)
 

@@ -167,6 +167,17 @@ class Thresholds:
     # nothing waiting) for at least this long between two busy samples splits the window, and each load is judged on
     # its own samples (chains.signals.loads). A lull inside bursty traffic is shorter and stays one load. 0: never split.
     load_gap_s: float = 60.0
+    # A `vllm bench serve` result alone (no timeline): an open loop whose completed rate fell below this share of the
+    # offered rate left a queue behind it (chains.signals.bench_readings).
+    bench_overload_ratio: float = 0.8
+    # ... and a decode whose mean ITL exceeds its median by this share of the mean, with the p99 at least
+    # bench_stall_tail × the median, spent that share of its time in steps far longer than a decode step.
+    bench_stall_share: float = 0.15
+    bench_stall_tail: float = 5.0
+    # A prompt token's compute against a decode step's weight read: a prefill of P tokens costs about P / K decode
+    # steps, K ~ 100-400 on GPUs (2 × bandwidth / (FLOP/s × bytes per weight)), ~100 on the project's CPU engine.
+    # The low end, so that a TTFT above it is a wait in the server, not the prefill itself.
+    bench_prefill_tokens_per_step: float = 50.0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -515,6 +515,140 @@ def spikes(tl, preempt_times: list[float], th: Thresholds) -> Spikes | None:
 REGULAR_GAP_S = 30.0
 
 
+
+# --------------------------------------------------------------------------------------------
+# a `vllm bench serve` result on its own (no timeline)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchReading:
+    """What one benchmark result's own figures say, by arithmetic on them alone. Never a verdict: a result holds
+    no Running, Waiting or KV figure, so it cannot tell a cap from a full pool; it can say a queue was left behind
+    or that decode steps stalled, and how much."""
+
+    kind: str  # "overload" | "client-bound" | "decode-stalls"
+    leaning: str | None  # the verdict word the reading points to; None where the result cannot say which
+    text: str  # the arithmetic, with the figures
+    short: str  # the conclusion in a few words, for the verdict's reason
+
+
+def _is_inf(rate: object) -> bool:
+    """The bench's rate of 'inf' (all at once), as a float or as the text a printed block or JSON kept."""
+    if isinstance(rate, (int, float)):
+        return math.isinf(rate)
+    return isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity")
+
+
+def _bench_label(b, f: dict) -> str:
+    name = str(b.source).replace("\\", "/").rsplit("/", 1)[-1]
+    rate, conc = f.get("request_rate"), f.get("max_concurrency")
+    parts = [f"rate {rate:g}/s" if isinstance(rate, (int, float)) and math.isfinite(rate) else "rate inf"]
+    if isinstance(conc, (int, float)) and conc > 0:
+        parts.append(f"concurrency {conc:g}")
+    return f"{name} ({', '.join(parts)})"
+
+
+def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
+    """Each result's readings, in the chain's order: a queue left behind by the offered rate, then stalls in decode.
+
+    Overload. An open loop sends N requests over S = N / R seconds. A server that keeps up starts each one on
+    arrival, so its TTFT stays at a prefill whatever N is. One that completes only X < R req/s starts the k-th
+    request k·(1/X − 1/R) s late: a mean wait of (S / 2)·(R / X − 1), the whole run's length. Both tests must
+    hold, X < bench_overload_ratio·R and a mean TTFT of at least a quarter of that wait, because a short run's
+    tail alone also puts X under R (X/R = S / (S + the last latency)); that wait at least a request's time after
+    its first token (a run too short to build a queue longer than one request cannot show one); and a TTFT above the longest the mean
+    prompt's prefill plausibly takes (``bench_prefill_tokens_per_step``), because a prefill-heavy short run has a
+    long TTFT of its own.
+    A queue inside the server under the client's cap. With ``--max-concurrency`` C binding (Little's law: X × mean
+    E2E ≈ C), the client's waiting is outside every figure, so a TTFT above that prefill bound, held by at least a
+    quarter of the C, is the server running fewer than C at once.
+    Decode stalls. vLLM's chunked prefill runs a new prompt's tokens in the same step as the running decodes, so
+    every admission stretches one inter-token gap of every running request. The share of decode time spent in
+    such gaps is (mean ITL − median ITL) / mean ITL: the median is a plain decode step, the mean carries the tail.
+    """
+    out: list[BenchReading] = []
+    for b in bench or []:
+        f = b.fields
+        n = f.get("completed") or 0
+        if not n:
+            continue
+        label = _bench_label(b, f)
+        rate, conc = f.get("request_rate"), f.get("max_concurrency")
+        dur = f.get("duration")
+        x = f.get("request_throughput") or (n / dur if dur else None)
+        ttft, tpot = f.get("mean_ttft_ms"), f.get("mean_tpot_ms")
+        e2el, e2el_how = f.get("mean_e2el_ms"), "mean E2E"
+        out_len = (f.get("total_output_tokens") or 0) / n
+        if not e2el and ttft is not None and tpot is not None and out_len >= 1:
+            # older blocks print no E2E: a request's latency is its TTFT and its other tokens' gaps
+            e2el, e2el_how = ttft + tpot * (out_len - 1), "mean TTFT + mean TPOT × (output − 1)"
+        in_flight = x * e2el / 1000 if x and e2el else None
+        prompt = (f.get("total_input_tokens") or 0) / n
+        # the longest a prefill of the mean prompt plausibly takes, in decode steps: a TTFT above it is a wait
+        steps = max(20.0, prompt / th.bench_prefill_tokens_per_step)
+        queued = bool(ttft is not None and tpot and ttft >= steps * tpot)
+        client_bound = isinstance(conc, (int, float)) and conc > 1 and in_flight is not None and in_flight >= 0.85 * conc
+        if client_bound and x and tpot and ttft is not None:
+            # Little's law on the server: its requests split into those before their first token and those
+            # decoding, in the ratio of TTFT to the rest of a request's latency. The client's cap holds the
+            # others outside every latency figure, so a long TTFT here is a wait inside the server.
+            before = x * ttft / 1000
+            decoding = in_flight - before
+            if before >= 0.25 * conc and queued:
+                out.append(BenchReading("client-bound", None, (
+                    f"{label}: {in_flight:.1f} requests in flight on average (Little's law: {x:g} req/s × "
+                    f"{e2el_how} {e2el / 1000:.2f} s), at the client's --max-concurrency {conc:g}; {before:.1f} of "
+                    f"them had not had their first token while {decoding:.1f} decoded. The mean TTFT was "
+                    f"{ttft / tpot:,.0f} decode steps where a {prompt:,.0f}-token prefill takes at most about "
+                    f"{steps:,.0f} ({th.bench_prefill_tokens_per_step:g} prompt tokens per decode step's time, the "
+                    f"low end): the server ran about {decoding:.0f} at once and queued the rest, so a limit inside it "
+                    "held them, the KV pool or --max-num-seqs"),
+                    f"a queue inside the server ({before:.1f} of {in_flight:.0f} in flight before their first token)"))
+        elif (_is_inf(rate) and not (isinstance(conc, (int, float)) and 0 < conc < n) and queued and x
+              and n >= 8):
+            out.append(BenchReading("burst", None, (
+                f"{label}: all {n:,.0f} requests sent at once with no --max-concurrency, and the mean TTFT "
+                f"({ttft / 1000:,.1f} s) is above the longest a {prompt:,.0f}-token prefill plausibly takes "
+                f"(about {steps * tpot / 1000:,.1f} s: {steps:,.0f} decode steps of {tpot:g} ms): the TTFT figures "
+                f"measure how long the burst queued, not the server's latency under a steady load. The run's rate, "
+                f"{x:g} req/s ({f.get('output_throughput') or 0:,.0f} output tok/s), is this deployment's ceiling at "
+                "these lengths; --request-rate below it or --max-concurrency gives latencies to compare"),
+                f"a burst of {n:,.0f} queued (mean TTFT {ttft / 1000:,.1f} s); ceiling about {x:g} req/s"))
+        elif (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0 and x
+              and x < th.bench_overload_ratio * rate and ttft is not None and queued):
+            span = n / rate
+            wait = span / 2 * (rate / x - 1)
+            service = (e2el - ttft) / 1000 if e2el else 0.0  # a request's time after its first token
+            if ttft / 1000 >= wait / 4 and wait >= service:
+                cap = (f" (or the client's --max-concurrency {conc:g})"
+                       if isinstance(conc, (int, float)) and conc > 0 else "")
+                out.append(BenchReading("overload", None, (
+                    f"{label}: offered {rate:g} req/s, completed {x:g}{cap}: a server that keeps up would start each "
+                    f"request on arrival; one that completes {x:g} req/s leaves a queue growing through the "
+                    f"{span:.0f} s of sending, a mean wait of about {wait:.1f} s, and the mean TTFT was "
+                    f"{ttft / 1000:.1f} s. This load is above this deployment's capacity at these lengths "
+                    f"(about {x:g} req/s); its TTFT measures the run's length, not the server"),
+                    f"a queue left behind: offered {rate:g} req/s, completed {x:g}"))
+        mi, md, p99 = f.get("mean_itl_ms"), f.get("median_itl_ms"), f.get("p99_itl_ms")
+        if mi and md and p99 and mi > 0 and md > 0:
+            share = (mi - md) / mi
+            if share >= th.bench_stall_share and p99 >= th.bench_stall_tail * md:
+                prompt = (f.get("total_input_tokens") or 0) / n
+                alone = isinstance(conc, (int, float)) and conc <= 1
+                why = ("at concurrency 1 no other prompt shares a step, so the long steps come from elsewhere: the "
+                       "host (CPU contention, GC), the network or detokenization, or a preemption's recompute"
+                       if alone else
+                       f"the signature of prefills run in the same steps as decodes (chunked prefill; mean prompt "
+                       f"{prompt:,.0f} tokens); a smaller --max-num-batched-tokens or --long-prefill-token-threshold "
+                       "shortens those steps at some cost in TTFT. A preemption's recompute stretches a gap the same "
+                       "way: vllm:num_preemptions_total over the run tells them apart")
+                out.append(BenchReading("decode-stalls", "spikes-elsewhere", (
+                    f"{label}: {share:.0%} of decode time went to long steps (mean ITL {mi:g} ms against a median "
+                    f"{md:g} ms, p99 {p99:g} ms = {p99 / md:.0f}× the median): {why}"),
+                    f"{share:.0%} of decode time in steps far longer than a decode step"))
+    return out
+
 @dataclass
 class Decode:
     """Per-request decode speed: generation tokens/s ÷ running requests. With one token per running
