@@ -52,3 +52,20 @@ def test_a_cuda_graph_estimate_far_above_what_the_graphs_took_is_named():
     # within a quarter GiB (the real logs: 0.02-0.11 GiB): nothing to say
     (f,) = read_startup_facts([line.replace("0.41 GiB (actual)", "2.32 GiB (actual)")])
     assert not any("withheld" in c for c in log_ledger(f, source="log", why_no_model="test").checks)
+
+
+def test_cuda_graphs_far_above_the_estimate_withheld_are_named_with_the_fraction_that_keeps_the_share():
+    # vLLM's own comparison line (gpu_worker.py), graphs at twice the estimate, as a real WSL start-up printed
+    line = ("(EngineCore pid=187) INFO 05-01 20:47:49 [gpu_worker.py:599] CUDA graph pool memory: 0.73 GiB (actual), "
+            "0.36 GiB (estimated), difference: 0.36 GiB (50.1%).\n")
+    (f,) = read_startup_facts([line])
+    led = log_ledger(f, source="log", why_no_model="test")
+    (c,) = [c for c in led.checks if "more than the" in c]
+    assert "took 0.73 GiB, 0.37 GiB more than the 0.36 GiB vLLM withheld" in c and "can run out" in c
+    # with the GPU's size and the fraction printed: (0.9 × 24 − 0.37) / 24 = 0.885
+    f.total_memory_bytes, f.gpu_memory_utilization = 24 * 2**30, 0.9
+    (c,) = [c for c in log_ledger(f, source="log", why_no_model="test").checks if "more than the" in c]
+    assert "(1.5% of the GPU's 24.00 GiB)" in c and "--gpu-memory-utilization 0.885" in c
+    # a quarter GiB or less beyond it (the real logs: 0.02-0.11 GiB either way): nothing to say
+    (f,) = read_startup_facts([line.replace("0.73 GiB (actual)", "0.55 GiB (actual)")])
+    assert not any("more than the" in c for c in log_ledger(f, source="log", why_no_model="test").checks)

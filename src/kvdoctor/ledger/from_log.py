@@ -170,6 +170,19 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
                           "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 (or the higher --gpu-memory-utilization vLLM's "
                           "own line names) gives it back to the pool, at the risk of an OOM at capture if the graphs "
                           "need more on another start")
+    if est is not None and est > 0 and took is not None and took - est > 0.25 * GiB:
+        # the other way: the graphs were captured after the pool was allocated, so what they took beyond the estimate
+        # came out of the memory --gpu-memory-utilization left to others (vllm#57475: util 0.98 died at capture)
+        over = took - est
+        share = (f" ({over / s.total_memory_bytes:.1%} of the GPU's {gib_text(s.total_memory_bytes)})"
+                 if s.total_memory_bytes else "")
+        util = (f"; --gpu-memory-utilization {s.gpu_memory_utilization - over / s.total_memory_bytes:.3f} keeps the "
+                f"whole instance within the {s.gpu_memory_utilization:g} share it asked for"
+                if s.total_memory_bytes and s.gpu_memory_utilization else "")
+        led.checks.append(f"the CUDA graphs took {gib_text(took)}, {gib_text(over)}{share} more than the "
+                          f"{gib_text(est)} vLLM withheld from the KV budget for them: the instance uses that much "
+                          "beyond its --gpu-memory-utilization share, so on a GPU shared with another process, or "
+                          f"at a fraction near 1, it can run out at capture or later{util}")
     if s.kv_cache_bytes and s.kv_cache_tokens:
         tp = s.tensor_parallel_size or 1
         per_tok = s.kv_cache_bytes / s.kv_cache_tokens
