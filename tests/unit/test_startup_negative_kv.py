@@ -69,3 +69,22 @@ def test_cuda_graphs_far_above_the_estimate_withheld_are_named_with_the_fraction
     # a quarter GiB or less beyond it (the real logs: 0.02-0.11 GiB either way): nothing to say
     (f,) = read_startup_facts([line.replace("0.73 GiB (actual)", "0.55 GiB (actual)")])
     assert not any("more than the" in c for c in log_ledger(f, source="log", why_no_model="test").checks)
+
+
+def test_a_budget_of_a_few_dozen_mib_in_a_log_cut_before_the_tokens_is_not_called_fits():
+    # Qwen2.5-VL-72B over TP4 of 40 GB (a public issue, v0.8.3): every worker prints a budget of 0.04-0.13 GiB and the
+    # excerpt ends before the pool's tokens
+    lines = [
+        "INFO 04-15 00:05:58 [worker.py:267] the current vLLM instance can use total_gpu_memory (39.38GiB) x "
+        "gpu_memory_utilization (0.95) = 37.41GiB\n",
+        "INFO 04-15 00:05:58 [worker.py:267] model weights take 34.43GiB; non_torch_memory takes 0.43GiB; PyTorch "
+        "activation peak memory takes 2.51GiB; the rest of the memory reserved for KV Cache is 0.04GiB.\n",
+    ]
+    (f,) = read_startup_facts(lines)
+    led = log_ledger(f, source="log", why_no_model="test")
+    assert led.verdict == "unknown"
+    assert any("0.04 GiB, 0.1% of the 37.41 GiB requested" in c for c in led.checks)
+    # the same start with a roomy budget is a pool vLLM built: fits, and no such check
+    (f,) = read_startup_facts([lines[0], lines[1].replace("34.43GiB", "4.43GiB").replace("0.04GiB", "30.04GiB")])
+    led = log_ledger(f, source="log", why_no_model="test")
+    assert led.verdict == "fits" and not any("log stops before" in c for c in led.checks)

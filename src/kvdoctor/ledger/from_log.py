@@ -212,5 +212,16 @@ def _verdict(s: StartupFacts, led: LogLedger) -> None:
                          "much and the --gpu-memory-utilization that starts")
     elif s.startup_error:
         led.verdict, led.error = "unknown", s.error_message
+    elif s.kv_cache_bytes is not None and not (s.kv_cache_tokens or s.num_gpu_blocks or s.max_concurrency) and (
+            s.kv_cache_bytes < (0.02 * s.requested_bytes if s.requested_bytes else 0.25 * GiB)):
+        # a budget of a few dozen MiB and a log that stops before vLLM sized the pool in tokens: whether one request
+        # fits is exactly what the log does not say (Qwen2.5-VL-72B over TP4 of 40 GB: 0.04 GiB, then the excerpt ends)
+        led.verdict = "unknown"
+        of = f", {s.kv_cache_bytes / s.requested_bytes:.1%} of the {gib_text(s.requested_bytes)} requested" \
+            if s.requested_bytes else ""
+        led.checks.append(f"the KV budget is {gib_text(s.kv_cache_bytes)}{of}, and the log stops before vLLM sized "
+                          "the pool in tokens: the weights and the activation peak take nearly everything, and a pool "
+                          "this small may not hold one max-model-len request (then vLLM refuses to start). --model "
+                          "gives its tokens; more GPUs (TP), a quantized checkpoint or a higher fraction give it room")
     elif s.kv_cache_tokens or s.num_gpu_blocks or s.kv_cache_bytes:
         led.verdict = "fits" if (s.max_concurrency is None or s.max_concurrency >= 1) else "does-not-fit"
