@@ -88,3 +88,37 @@ def test_a_budget_of_a_few_dozen_mib_in_a_log_cut_before_the_tokens_is_not_calle
     (f,) = read_startup_facts([lines[0], lines[1].replace("34.43GiB", "4.43GiB").replace("0.04GiB", "30.04GiB")])
     led = log_ledger(f, source="log", why_no_model="test")
     assert led.verdict == "fits" and not any("log stops before" in c for c in led.checks)
+
+
+QUOTED_REFUSAL = """▎
+▎ Available KV cache memory: 22.5 GiB
+▎ ValueError: To serve at least one request with the model's max seq len (196608),
+▎ 23.25 GiB KV cache is needed, which is larger than the available KV cache memory (22.5 GiB).
+▎ Based on the available memory, the estimated maximum model length is 190272.
+▎
+"""
+
+
+def _refusal_action(text: str) -> str:
+    from kvdoctor.chains.diagnose import diagnose
+    from kvdoctor.evidence.model import Evidence, Segment
+
+    (f,) = read_startup_facts(text.splitlines(keepends=True))
+    return diagnose(Evidence(segments=[Segment(source="x.log", engine="e", startup=f, timeline=None)])).instances[0].action
+
+
+def test_a_refusal_quoted_with_a_bar_on_every_line_is_joined_and_keeping_the_length_is_priced():
+    # a DGX Spark recipe issue quoted vLLM's refusal with "▎" before each line: the continuation and vLLM's estimate
+    # were lost to the bar; the thread's fix was a higher fraction (0.80 → 0.85), the other way out
+    (f,) = read_startup_facts(QUOTED_REFUSAL.splitlines(keepends=True))
+    assert f.startup_error == "kv-too-small" and f.error_est_max_model_len == 190272
+    assert f.error_needed_bytes == pytest.approx(23.25 * 2**30) and f.error_available_bytes == pytest.approx(22.5 * 2**30)
+    action = _refusal_action(QUOTED_REFUSAL)
+    assert action.startswith("--max-model-len 190272, or keep 196,608 with 0.75 GiB more KV per GPU")
+    # with the GPU's memory and the fraction printed: 0.80 + 0.75 / 119.7 = 0.8063 → 0.81
+    head = ("INFO 04-15 00:05:58 [worker.py:267] the current vLLM instance can use total_gpu_memory (119.70GiB) x "
+            "gpu_memory_utilization (0.80) = 95.76GiB\n")
+    assert "--gpu-memory-utilization 0.81 (was 0.8; 0.75 GiB more per GPU" in _refusal_action(head + QUOTED_REFUSAL)
+    # a shortfall near the whole budget is not a fraction's nudge: only the length
+    big = QUOTED_REFUSAL.replace("23.25 GiB KV cache is needed", "42.25 GiB KV cache is needed")
+    assert _refusal_action(big) == "--max-model-len 190272"

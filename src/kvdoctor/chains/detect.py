@@ -164,6 +164,8 @@ def does_not_fit(ctx: Context) -> Finding | None:
         ln = st.line_refs.get("error_message") or st.line_refs.get("startup_error")
         est = st.error_est_max_model_len
         action = f"--max-model-len {est}" if est else "--gpu-memory-utilization <higher> (no room for one block)"
+        if est and (keep := _keep_length(ctx)) is not None:
+            action += keep
         gain = {}
         if est:
             gain["max_model_len"] = Figure(est, "measured", "vLLM's estimate in the error line")
@@ -189,6 +191,30 @@ def does_not_fit(ctx: Context) -> Finding | None:
                             evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source,
                                        line_no=ln)])
     return None
+
+
+def _keep_length(ctx: Context) -> str | None:
+    """The other way out of a KV refusal that printed both sides: keep the length and give the pool what it lacked.
+    The shortfall is per GPU (vLLM checks each worker's budget), so the fraction rises by it over one GPU's memory."""
+    st = ctx.startup
+    if st is None or not (st.error_needed_bytes and st.error_available_bytes):
+        return None
+    short = st.error_needed_bytes - st.error_available_bytes
+    if short <= 0:
+        return None
+    length = f"{st.max_model_len:,}" if st.max_model_len else "the length"
+    tot = _total_memory(ctx)
+    if tot is not None and st.gpu_memory_utilization:
+        # rounded up, so the new fraction covers the whole shortfall
+        util = math.ceil((st.gpu_memory_utilization + short / tot[0]) * 100) / 100
+        if util < 1.0:
+            return (f", or keep {length} with --gpu-memory-utilization {util:.2f} (was {st.gpu_memory_utilization:g}; "
+                    f"{short / 2**30:.2f} GiB more per GPU, {tot[1]})")
+        return None
+    if short > 0.2 * st.error_available_bytes:
+        return None  # a shortfall that size is not a fraction's nudge: the length, or more GPUs
+    return (f", or keep {length} with {short / 2**30:.2f} GiB more KV per GPU: --gpu-memory-utilization higher by "
+            "that over one GPU's memory")
 
 
 def _total_memory(ctx: Context) -> tuple[int, str, str] | None:

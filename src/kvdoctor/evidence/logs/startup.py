@@ -1297,6 +1297,10 @@ def _piece(nxt: str, *, traceback_ends: bool = False) -> bool:
         traceback_ends and nxt.lstrip().startswith(("File ", "Traceback")))
 
 
+# a quote bar a page or a chat client puts before every line of a quoted log ("▎ ", "> ", "│ ")
+_QUOTE_BAR = re.compile(r"\s*(?:[>▎▍▌│┃]\s*)+")
+
+
 def _glue(raw: str, nxt: str) -> str:
     """``raw`` continued by ``nxt``: a terminal's hard wrap splits a word and adds nothing; a page's reflow indents."""
     return raw + nxt if not nxt[:1].isspace() else raw + " " + nxt.strip()
@@ -1342,13 +1346,18 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
             used += 1
         return (raw, used) if used else None
     raw = first
+    quote = _QUOTE_BAR.match(first)
     for k, nxt in enumerate(following[:2], start=1):
+        if quote is not None and nxt.startswith(quote.group(0).rstrip()):
+            nxt = nxt[len(quote.group(0).rstrip()):]  # the page's quote bar repeats on the continuation
         if not _piece(nxt, traceback_ends=True):
             return None
         # a terminal's hard wrap splits a word and adds nothing; a page's reflow indents the continuation
         for cand in (raw + nxt, raw + " " + nxt.strip()):
             if R_TOO_SMALL.search(cand):
                 rest = following[k].strip() if k < len(following) else ""
+                if quote is not None and rest.startswith(quote.group(0).strip()):
+                    rest = rest[len(quote.group(0).strip()):].strip()
                 if rest.startswith("Based on the available memory") and parse_envelope(rest) is None:
                     return cand + " " + rest, k + 1  # vLLM's estimate, reflowed onto a line of its own
                 return cand, k
