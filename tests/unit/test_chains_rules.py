@@ -471,3 +471,15 @@ def test_a_slow_decode_interval_before_a_prefill_burst_is_a_long_prefill_step():
     alone = tl(n=2, running=2.0, prompt_tps=[0.0, 0.0], gen_tps=[0.9, 0.8], kv_usage_pct=63.7)
     f = detect.decode_bound(ctx_for(alone, counter=False, source="vllm.log"))
     assert f is not None and "prefill chunk" not in f.summary and f.action.startswith("profile one decode step")
+
+
+def test_one_request_alone_filling_the_pool_in_three_steep_samples():
+    # vllm#1879 (V0): one request, KV 84.9 -> 91.5 -> 97.3 % five seconds apart, then the server hung; three samples
+    # are enough when the climb is this steep (5 points or more), and a lone request has nothing to be preempted for
+    lone = tl(n=3, dt=5.0, kv_usage_pct=[84.9, 91.5, 97.3], running=1, waiting=0, prompt_tps=0.0)
+    f = run("memory.full-not-tight", ctx_for(lone, counter=False, source="vllm.log"))
+    assert "still filling" in f.summary and "one request alone is filling it" in f.summary
+    assert f.gain["kv_fill_pct_per_min"].value == pytest.approx(74.4)
+    # three samples of a gentle climb stay unread (four are needed below 5 points)
+    gentle = tl(n=3, dt=5.0, kv_usage_pct=[94.0, 95.0, 96.0], running=1, waiting=0, prompt_tps=0.0)
+    assert "still filling" not in run("memory.full-not-tight", ctx_for(gentle, counter=False, source="vllm.log")).summary
