@@ -711,6 +711,9 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
                           counter_trusted=trusted)
             notes = _attach_config(ctx, inputs, seg.startup)
             inst = diagnose_context(ctx)
+            if seg.transcribed:
+                inst.confidence = _lower(inst.confidence)
+                inst.notes.append(seg.transcribed)
             inst.engine = seg.engine or ""
             if label is not None:
                 inst.load = label[0]

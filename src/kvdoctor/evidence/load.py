@@ -112,6 +112,32 @@ def _capture_text(path: str) -> str | None:
         return None
 
 
+def _add_stats_table(ev: Evidence, text: str, path: str, segments: list) -> None:
+    """A person's markdown table of the stats, where the text holds no stats line of vLLM's own: the timeline of the
+    log's one engine (its start-up kept), or of an engine of its own."""
+    from kvdoctor.evidence.model import Segment
+    from kvdoctor.evidence.statstable import read_stats_table
+
+    tab = read_stats_table(text)
+    if tab is None:
+        return
+    seg = segments[0] if len(segments) == 1 else None
+    if seg is None:
+        seg = Segment(source=path, engine="table", startup=None, timeline=None)
+        ev.segments.append(seg)
+    seg.timeline = tab.timeline
+    seg.first_line = min(x for x in (seg.first_line, tab.first_line) if x is not None)
+    seg.last_line = max(x for x in (seg.last_line, tab.last_line) if x is not None)
+    names = {"running": "Running", "waiting": "Waiting", "waiting_deferred": "deferred", "kv_usage_pct": "KV usage",
+             "gen_tps": "generation tok/s", "prompt_tps": "prompt tok/s"}
+    cols = ", ".join(names.get(c, c) for c in tab.columns if c != "t")
+    seg.transcribed = (f"lines {tab.first_line}-{tab.last_line} are a table of the stats ({len(tab.timeline)} rows: "
+                       f"{cols}), a person's summary rather than vLLM's own lines: read as the timeline, and the "
+                       "verdict one confidence step lower"
+                       + (f"; {tab.skipped_rows} row(s) without a readable time skipped" if tab.skipped_rows else ""))
+    ev.notes.append(f"{path}: {seg.transcribed}")
+
+
 def _bench_in_log(text: str, path: str) -> list:
     """The bench result blocks of a log's text that also holds them (a server and client capture): vLLM bench's
     blocks, else EvalScope's summaries."""
@@ -195,6 +221,8 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
 
                     ev.notes.append(f"{path}: {interleaved_services_note(svc)}")
             text = _capture_text(path)
+            if text and not any(sg.timeline is not None and len(sg.timeline) for sg in res.segments):
+                _add_stats_table(ev, text, path, res.segments)
             found = _bench_in_log(text, path) if text else []
             for b in found:
                 ev.bench.append(b)

@@ -304,6 +304,9 @@ class Segment:
     events: list[Event] = field(default_factory=list)
     first_line: int | None = None
     last_line: int | None = None
+    # where the timeline is a person's table of the stats rather than vLLM's own lines (evidence.statstable):
+    # what it was; a verdict on it is one confidence step lower
+    transcribed: str | None = None
 
 
 @dataclass

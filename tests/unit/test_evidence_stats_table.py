@@ -1,0 +1,69 @@
+"""A person's markdown table of vLLM's stats read as a timeline (evidence.statstable), only where no stats line is."""
+
+from __future__ import annotations
+
+import math
+
+from kvdoctor.chains.diagnose import diagnose
+from kvdoctor.evidence.load import load_evidence
+from kvdoctor.evidence.statstable import read_stats_table
+
+# the shape of a 2026 vLLM thread (0.27.1): the poster's table of the engine's stats, read off the logs
+TABLE = """After a few hours the engine collapsed:
+
+| UTC   | Running | Waiting | deferred | KV cache | gen tok/s |
+|-------|---------|---------|----------|----------|-----------|
+| 10:08 | 0       | 0       | 0        | 0.0%     | idle      |
+| 10:45 | 29      | 92      | 92       | 90.0%    | 53.3      |
+| 10:57 | 3       | 227     | 227      | 20.9%    | 1.2  ← collapse |
+| 12:10 | 4       | 487     | 468      | 20.0%    | 5.5       |
+
+The state never recovered on its own.
+"""
+
+
+def test_the_rows_become_samples_with_their_lines():
+    tab = read_stats_table(TABLE)
+    assert tab is not None and (tab.first_line, tab.last_line) == (3, 8)
+    tl = tab.timeline
+    assert list(tl.t) == [36480.0, 38700.0, 39420.0, 43800.0]
+    assert list(tl.running) == [0, 29, 3, 4] and list(tl.waiting) == [0, 92, 227, 487]
+    assert list(tl.waiting_deferred) == [0, 92, 227, 468] and list(tl.kv_usage_pct) == [0.0, 90.0, 20.9, 20.0]
+    assert math.isnan(tl.gen_tps[0]) and list(tl.gen_tps[1:]) == [53.3, 1.2, 5.5]  # "idle" is no figure
+    assert all(math.isnan(x) for x in tl.preemptions)  # a person's column would not say per row or since start
+    assert list(tl.line_no) == [5, 6, 7, 8]
+
+
+def test_a_clock_table_crossing_midnight_keeps_time_moving():
+    text = "| time | running | waiting | kv usage |\n|---|---|---|---|\n| 23:58 | 4 | 0 | 50% |\n| 00:02 | 8 | 3 | 95% |\n"
+    tl = read_stats_table(text).timeline
+    assert list(tl.t) == [23 * 3600 + 58 * 60, 86400 + 120]
+
+
+def test_tables_that_are_not_stats_are_left_alone():
+    flags = "| Flag | Before | After |\n|---|---|---|\n| `--max-model-len` | 131072 | 262144 |\n"
+    assert read_stats_table(flags) is None
+    no_time = "| Running | Waiting |\n|---|---|\n| 3 | 4 |\n| 5 | 6 |\n"
+    assert read_stats_table(no_time) is None
+
+
+def test_diagnose_reads_the_table_one_confidence_step_lower(tmp_path):
+    f = tmp_path / "thread.txt"
+    f.write_text(TABLE)
+    ev = load_evidence([f])
+    assert any("a table of the stats (4 rows: Running, Waiting, deferred, KV usage" in n for n in ev.notes)
+    inst = diagnose(ev).instances[0]
+    # the deferred queue held in 3 of 4 rows while the capacity queue stayed small: deferred, high → medium
+    assert inst.verdict == "deferred" and inst.confidence == "medium"
+    assert any("a person's summary" in n for n in inst.notes)
+
+
+def test_a_log_with_vllms_own_stats_lines_ignores_a_table_beside_them(tmp_path):
+    line = ("INFO 05-01 10:00:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+            "throughput: 100.0 tokens/s, Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: 10.0%, Prefix cache "
+            "hit rate: 0.0%\n")
+    f = tmp_path / "both.log"
+    f.write_text("".join(line.format(s=s) for s in (0, 10, 20)) + TABLE)
+    ev = load_evidence([f])
+    assert not any("a table of the stats" in n for n in ev.notes)
+    assert [len(s.timeline) for s in ev.segments if s.timeline is not None] == [3]
