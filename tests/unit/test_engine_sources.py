@@ -411,3 +411,19 @@ def test_an_abbreviated_option_is_read_as_vllms_parser_reads_it():
     assert any("--max-num-batched-token read as --max-num-batched-tokens" in n for n in cfg.notes)
     # ambiguous: vLLM would refuse it; a flag no option starts with (a fork's) is kept as it is
     assert cfg.extra == {"max": "3", "moe_backend": "b12x"} and any("--max is ambiguous" in n for n in cfg.notes)
+
+
+def test_a_command_printed_as_its_python_argv_parses_like_a_typed_line():
+    # a harness's log (a 2026 BFCL benchmark of Qwen3.5-2B; verl prints its rollout server the same way)
+    from kvdoctor.engine.sources import parse_serve_line
+
+    text = ("Server command: ['vllm', 'serve', 'Qwen/Qwen3.5-2B', '--served-model-name', 'smolqwen', '--dtype', "
+            "'bfloat16', '--max-model-len', '8192', '--gpu-memory-utilization', '0.85', '--chat-template', \"it's\"]")
+    cfg = parse_serve_line(text)
+    assert cfg.model == "Qwen/Qwen3.5-2B" and cfg.max_model_len == 8192 and cfg.gpu_memory_utilization == 0.85
+    assert cfg.extra.get("chat_template") == "it's"  # a quote inside a word survives the round trip
+    # a list that is not a command stays a parse error, one line, as before
+    from kvdoctor.errors import InputError
+
+    with pytest.raises(InputError):
+        parse_serve_line("Models: ['a', 'b']")

@@ -624,6 +624,8 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
 
     if offline_tool(text) and not _A_COMMAND.search(text):
         return parse_offline_line(text)
+    if (argv := _python_argv(text)) is not None:
+        text = argv
     cfg = EngineConfig(origin="serve-line", usage_context="api")
     known = {**(variables or {}), **_text_assignments(text, variables or {})}
     text, written = _heredocs(text, known)
@@ -639,6 +641,44 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
                 base_dir=Path(base_dir) if base_dir is not None else None, notes=notes, written=written)
     cfg.notes.extend(notes)
     return cfg
+
+
+_ARGV_LIST = re.compile(r"\[\s*(['\"])[^'\"]*vllm")
+
+
+def _python_argv(text: str) -> str | None:
+    """A command a harness printed as its Python argv (``Server command: ['vllm', 'serve', 'Qwen/Qwen3.5-2B',
+    '--max-model-len', '8192']``: verl, subprocess wrappers) as the shell words it runs, so it parses like a typed
+    line; None when the text holds no such list."""
+    import ast
+    import shlex
+
+    m = _ARGV_LIST.search(text)
+    if m is None:
+        return None
+    depth, quote, i = 0, "", m.start()
+    for j in range(m.start(), len(text)):
+        ch = text[j]
+        if quote:
+            if ch == "\\":
+                continue
+            if ch == quote and text[j - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth == 0:
+                try:
+                    words = ast.literal_eval(text[i:j + 1])
+                except (ValueError, SyntaxError):
+                    return None
+                if isinstance(words, list) and words and all(isinstance(w, str) for w in words):
+                    return shlex.join(words)
+                return None
+    return None
 
 
 _ARRAY_START = re.compile(r"^[ \t]*([A-Za-z_][A-Za-z0-9_]*)(\+?)=\(", re.M)
