@@ -483,3 +483,24 @@ def test_one_request_alone_filling_the_pool_in_three_steep_samples():
     # three samples of a gentle climb stay unread (four are needed below 5 points)
     gentle = tl(n=3, dt=5.0, kv_usage_pct=[94.0, 95.0, 96.0], running=1, waiting=0, prompt_tps=0.0)
     assert "still filling" not in run("memory.full-not-tight", ctx_for(gentle, counter=False, source="vllm.log")).summary
+
+
+def test_the_api_servers_output_loop_failing_is_a_dead_server(tmp_path):
+    # vllm#21951 (0.9.2, an FP8 70B): "AsyncLLM output_handler failed." with the detokenizer's traceback; vLLM starts
+    # that loop once, so nothing is answered again: read as a death, not as "insufficient evidence"
+    from kvdoctor.chains.diagnose import diagnose
+    from kvdoctor.evidence.load import load_evidence
+
+    text = (
+        'INFO:     10.131.1.21:55318 - "POST /v1/completions HTTP/1.1" 200 OK\n'
+        "ERROR 07-24 22:01:26 [async_llm.py:419] AsyncLLM output_handler failed.\n"
+        "ERROR 07-24 22:01:26 [async_llm.py:419] Traceback (most recent call last):\n"
+        'ERROR 07-24 22:01:26 [async_llm.py:419]   File "/x/vllm/v1/engine/async_llm.py", line 396, in output_handler\n'
+        "ERROR 07-24 22:01:26 [async_llm.py:419]     processed_outputs = output_processor.process_outputs(\n"
+        'ERROR 07-24 22:01:26 [async_llm.py:419]   File "/x/vllm/v1/engine/detokenizer.py", line 117, in update\n'
+    )
+    f = tmp_path / "api.log"
+    f.write_text(text)
+    inst = diagnose(load_evidence([f])).instances[0]
+    assert inst.verdict == "engine-died"
+    assert "output loop raised" in inst.reason and inst.action.startswith("restart the server")

@@ -244,6 +244,15 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         return (f"read the engine's own traceback (lines {ce.line_no}-{end}, {ce.data.get('proc', 'its process')}): "
                 "its last line names the exception; search vLLM's issues for it with your version",
                 "the engine core or a worker raised an exception it could not recover from", {})
+    if any("output_handler failed" in _text(e) for e in near):
+        # AsyncLLM's output loop raised in the API server (async_llm.py: "AsyncLLM output_handler failed."): the engine
+        # core may be fine, but the loop is started once, so nothing is answered again until the server restarts
+        return ("restart the server (the engine core may still run, but its outputs no longer reach clients), then "
+                "read the API server's traceback just above: its last line names the exception (a detokenizer error on "
+                "an invalid token id is one vLLM has since caught: vllm#21951); search vLLM's issues for it with your "
+                "version",
+                "the API server's output loop raised: every request in flight failed, and vLLM does not restart the "
+                "loop, so later requests get no answer", {})
     if any("Engine iteration timed out" in _text(e) for e in near):
         # V0's async engine (async_llm_engine.py): one step ran past VLLM_ENGINE_ITERATION_TIMEOUT_S (60 s default)
         return ("find the step that hung: a GPU or a tensor-parallel collective that stopped answering (NCCL_DEBUG=INFO, "

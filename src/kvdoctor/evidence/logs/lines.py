@@ -387,6 +387,9 @@ class LinePath:
               or ("died" in msg and ("ngine" in msg or "Worker" in msg or "exit code" in msg))
               or "is already dead" in msg or "Background loop has errored" in msg or _KILLED.search(msg)
               or "fatal signal from worker" in msg or "get_output_async" in msg or "background task failed" in msg
+              # the API server's output loop raised (a detokenizer error): it is not restarted, so no request is
+              # answered again until the server is (AsyncLLM._run_output_handler starts it once)
+              or "output_handler failed" in msg
               or ("Process EngineCore" in msg and msg.rstrip().endswith(":"))
               or "Engine core initialization failed" in msg or "failed to start" in msg or _NATIVE_CRASH.search(msg)
               # V0's async engine: a step over VLLM_ENGINE_ITERATION_TIMEOUT_S marks the engine errored and raises
