@@ -504,3 +504,20 @@ def test_the_api_servers_output_loop_failing_is_a_dead_server(tmp_path):
     inst = diagnose(load_evidence([f])).instances[0]
     assert inst.verdict == "engine-died"
     assert "output loop raised" in inst.reason and inst.action.startswith("restart the server")
+
+
+def test_prefill_bound_at_a_large_budget_names_prefill_compute_not_a_larger_budget():
+    # the queue waits with room in the pool while nearly every token is a prompt token (a public H800 sweep ran
+    # 10,000 / 80,000 / 160,000-token budgets at ~24k prompt tok/s each: the budget was not the limit)
+    busy = tl(n=6, running=8, waiting=50, kv_usage_pct=20.0, prompt_tps=24000.0, gen_tps=40.0)
+    big = StartupFacts(non_default_args={"max_num_batched_tokens": 16384})
+    f = detect.prefill_bound(ctx_for(busy, counter=False, startup=big, source="vllm.log"))
+    assert f.action.startswith("prefill compute is the limit")
+    assert "Not a larger --max-num-batched-tokens: at 16,384 (measured)" in f.action and "24,000 prompt tok/s" in f.action
+    # a small budget: raising it is the action, as before
+    small = StartupFacts(non_default_args={"max_num_batched_tokens": 512})
+    assert detect.prefill_bound(ctx_for(busy, counter=False, startup=small, source="vllm.log")).action.startswith(
+        "raise --max-num-batched-tokens")
+    # the budget not in the evidence: the action says which case is which
+    f = detect.prefill_bound(ctx_for(busy, counter=False, source="vllm.log"))
+    assert f.action.startswith("raise --max-num-batched-tokens") and "unless --max-num-batched-tokens is already 4,096" in f.action

@@ -244,9 +244,12 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         return (f"read the engine's own traceback (lines {ce.line_no}-{end}, {ce.data.get('proc', 'its process')}): "
                 "its last line names the exception; search vLLM's issues for it with your version",
                 "the engine core or a worker raised an exception it could not recover from", {})
-    if any("output_handler failed" in _text(e) for e in near):
-        # AsyncLLM's output loop raised in the API server (async_llm.py: "AsyncLLM output_handler failed."): the engine
-        # core may be fine, but the loop is started once, so nothing is answered again until the server restarts
+    if any("output_handler failed" in _text(e) for e in near) and not any(
+            w in _text(e) for e in near for w in ("EngineDeadError", "engine core exited", "EngineCore encountered",
+                                                 "died unexpectedly")):
+        # AsyncLLM's output loop raised in the API server (async_llm.py: "AsyncLLM output_handler failed.") on its own
+        # (not the EngineDeadError it raises when the engine core died first: vLLM 0.32 prints both): the engine core
+        # may be fine, but the loop is started once, so nothing is answered again until the server restarts
         return ("restart the server (the engine core may still run, but its outputs no longer reach clients), then "
                 "read the API server's traceback just above: its last line names the exception (a detokenizer error on "
                 "an invalid token id is one vLLM has since caught: vllm#21951); search vLLM's issues for it with your "

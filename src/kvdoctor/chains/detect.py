@@ -503,16 +503,50 @@ def prefill_bound(ctx: Context) -> Finding | None:
                       f"Waiting: {int(tl.waiting[i])}, prompt {float(tl.prompt_tps[i]):,.0f} tok/s vs generation "
                       f"{float(tl.gen_tps[i]):,.0f} tok/s, KV {sig.kv_text(tl.kv_usage_pct[i])}")
           for i in q.held_idx[:4]]
+    budget, b_src = _budget(ctx)
+    action = get("sched.prefill-bound").action  # both cases, for a budget the evidence does not give
+    raise_it, compute = action.split(" — unless ")[0], action.split(": then ", 1)[-1]
+    peak = max((float(x) for x in tl.prompt_tps if not math.isnan(float(x))), default=math.nan)
+    if budget is not None and budget < COMPUTE_BOUND_BUDGET:
+        action = raise_it
+    elif budget is not None:
+        # a step of this many prompt tokens already spends its time computing, not reading weights (the crossover is
+        # ~200 tokens for a dense model on a GPU, a few thousand for a large MoE): a larger budget lengthens steps
+        # without raising prompt tok/s (a public H800 sweep: 10,000 / 80,000 / 160,000 tokens, ~24k prompt tok/s each)
+        action = (f"{compute}. Not a larger --max-num-batched-tokens: at {budget:,} ({b_src}) a step is already "
+                  f"compute-bound on prompt tokens, so more per step lengthens the step without raising the "
+                  f"{peak:,.0f} prompt tok/s seen")
     return rule_finding(
         "sched.prefill-bound",
         f"Requests wait in {q.held_share:.0%} of samples (up to {q.max_waiting:.0f}) with room in the pool (KV peak "
         f"{sig.kv_text(q.kv_max)}) while {d.prefill_share:.0%} of the tokens processed are prompt tokens: admission waits "
         "for prefill (the step's token budget), not for memory.",
-        severity="problem", action=get("sched.prefill-bound").action,
+        severity="problem", action=action,
         gain={"prefill_share": Figure(round(d.prefill_share, 3), "measured", "Σ prompt tok/s / Σ (prompt + generation)"),
               "peak_waiting": Figure(int(q.max_waiting), "measured", "max Waiting")},
         evidence=ev, data={"form": "queue"},
     )
+
+
+# a step of at least this many prompt tokens is compute-bound on a GPU for dense and MoE models alike
+COMPUTE_BOUND_BUDGET = 4096
+
+
+def _budget(ctx: Context) -> tuple[int | None, str]:
+    """The step's token budget (--max-num-batched-tokens) as the evidence gives it: (tokens, source)."""
+    st = ctx.startup
+    nd = (st.non_default_args if st is not None else None) or {}
+    for v, src in ((nd.get("max_num_batched_tokens"), "measured"),
+                   (st.max_num_batched_tokens if st is not None else None, "measured"),
+                   (ctx.config.max_num_batched_tokens if ctx.config is not None else None, "given"),
+                   (ctx.resolved.max_num_batched_tokens if ctx.resolved is not None else None,
+                    ctx.resolved.sources.get("max_num_batched_tokens", "given") if ctx.resolved is not None else "")):
+        try:
+            if v:
+                return int(v), src
+        except (TypeError, ValueError):
+            continue
+    return None, "unknown"
 
 
 def admission_blocked(ctx: Context) -> Finding | None:
