@@ -239,3 +239,22 @@ def test_unevenly_loaded_data_parallel_engines_get_a_note():
     close = [seg(tl(n=1, running=r, waiting=w), source="v.log", engine=f"Engine 00{k}")
              for k, (r, w) in enumerate(((51, 117), (31, 108)))]
     assert dp_balance_notes(close) == []
+
+
+def test_a_workers_error_line_after_the_last_sample_is_the_excerpts_last_word(tmp_path):
+    # vllm-ascend#3548: the pool full with 7 running, then a worker's device error and no death line in the excerpt
+    from kvdoctor.evidence.load import load_evidence
+
+    stats = ("(APIServer pid=597826) INFO 10-21 01:16:{s:02d} [loggers.py:127] Engine 000: Avg prompt throughput: 0.0 "
+             "tokens/s, Avg generation throughput: 72.8 tokens/s, Running: 7 reqs, Waiting: 1 reqs, GPU KV cache usage: "
+             "100.0%, Prefix cache hit rate: 0.0%\n")
+    err = ("(Worker_TP2 pid=598143) ERROR 10-21 01:17:01 [multiproc_executor.py:671] EE1001: [PID: 598143] The argument "
+           "is invalid.Reason: coreDim=66976 can't be greater than UINT16_MAX.\n")
+    f = tmp_path / "npu.log"
+    f.write_text("".join(stats.format(s=s) for s in (33, 43, 53)) + err)
+    inst = diagnose(load_evidence([f])).instances[0]
+    assert any("last words in this excerpt" in n and "coreDim=66976" in n for n in inst.notes)
+    # a traceback's frame cut mid-line is no error to quote
+    f.write_text("".join(stats.format(s=s) for s in (33, 43, 53))
+                 + "(EngineCore_DP0 pid=3) ERROR 01-22 09:42:00 [patch_core.py:58]     raise ValueErro\n")
+    assert not any("last words" in n for n in diagnose(load_evidence([f])).instances[0].notes)

@@ -256,7 +256,22 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
     excs = [(str(e.data["exception"]), e.line_no) for e in ctx.events
             if e.kind in ("error", "engine-error") and e.data.get("exception")]
     if not excs:
-        return None
+        # no Python exception, but the engine's or a worker's own ERROR line after the last stats sample (a device
+        # runtime's error code, as an Ascend worker printed before its traceback): the excerpt's last word
+        tl = ctx.timeline
+        last = int(tl.line_no[-1]) if tl is not None and len(tl) and tl.line_no is not None else 0
+        # (a traceback cut before its exception names only a frame: nothing to quote)
+        late = [e for e in ctx.events if e.kind == "engine-error" and (e.line_no or 0) > last
+                and e.data.get("lines", 1) <= 2]
+        if not late:
+            return None
+        e = late[-1]
+        said = str(e.data.get("cause") or e.message).strip()
+        if said.startswith(("raise ", "File ", "return ", "Traceback", "^")):
+            return None  # a traceback's frame, not its error
+        return (f"the engine's last words in this excerpt are an error with no death line after it: {said[:240]} "
+                f"(line {e.data.get('cause_line') or e.line_no}, {e.data.get('proc', 'an engine process')}); if the "
+                "server stopped there, it is why (search vLLM's and the platform's issues for it)")
     text, ln = excs[0]
     fix = known_fix(text)
     more = f" (and {len(excs) - 1} more)" if len(excs) > 1 else ""
