@@ -521,3 +521,15 @@ def test_prefill_bound_at_a_large_budget_names_prefill_compute_not_a_larger_budg
     # the budget not in the evidence: the action says which case is which
     f = detect.prefill_bound(ctx_for(busy, counter=False, source="vllm.log"))
     assert f.action.startswith("raise --max-num-batched-tokens") and "unless --max-num-batched-tokens is already 4,096" in f.action
+
+
+def test_an_oom_line_read_twice_does_not_invent_a_neighbour_process():
+    # vllm#29070 (OPT-2.7B on an A30): "Process 1620724 has 23.46 GiB memory in use" is vLLM's own worker; the line
+    # reaches the reader as an event's message and again as its cause, and was counted as another process
+    from kvdoctor.chains.crash import _oom_figures
+
+    line = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 40.00 MiB. GPU 0 has a total capacity of "
+            "23.50 GiB of which 31.19 MiB is free. Process 1620724 has 23.46 GiB memory in use. ")
+    assert "other_processes_gib" not in _oom_figures(line + line)
+    two = line + "Process 99 has 2.00 GiB memory in use. "
+    assert _oom_figures(two + two)["other_processes_gib"] == pytest.approx(2.0)

@@ -73,7 +73,11 @@ def _oom_figures(text: str) -> dict[str, float]:
     if m:
         out["total_gib"] = float(m.group(1)) * _GIB[m.group(2)]
         out["free_gib"] = float(m.group(3)) * _GIB[m.group(4)]
-    others = [float(g) * _GIB[u] for _, g, u in _OTHER_PROC.findall(text)]
+    # one figure per process: the same OOM line is often in the text twice (an event's message and its cause)
+    procs: dict[str, float] = {}
+    for pid, g, u in _OTHER_PROC.findall(text):
+        procs.setdefault(pid, float(g) * _GIB[u])
+    others = list(procs.values())
     if len(others) > 1:  # the first "Process N has" is usually vLLM's own worker; more than one: a neighbour
         out["other_processes_gib"] = sum(others[1:])
     return out
