@@ -221,7 +221,9 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "failure): a fault, not a setting", {})
     if cause == "nccl-timeout":
         return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
-                "P2P/NVLink fault, or one worker stuck on the host)",
+                "P2P/NVLink fault, or one worker stuck on the host); when it recurs mid-serving, "
+                "--disable-custom-all-reduce takes vLLM's own all-reduce kernel out of the picture (the workaround "
+                "vLLM's threads report for watchdog timeouts under TP, vllm#4653)",
                 "an NCCL collective timed out between the tensor-parallel workers", {})
     if cause == "killed" and (native := next((e.data["native"] for e in near if e.data.get("native")), None)):
         return ("a fault below vLLM's Python, not a setting: the driver's and kernel's logs (dmesg; ROCm's amdgpu "
