@@ -427,3 +427,17 @@ def test_a_command_printed_as_its_python_argv_parses_like_a_typed_line():
 
     with pytest.raises(InputError):
         parse_serve_line("Models: ['a', 'b']")
+
+
+def test_a_compilation_configs_capture_sizes_set_the_graph_ceiling():
+    # public 2026 threads: a fork's hardcoded [1, 2] and a recipe's capture size passed as a sequence count ran every
+    # larger decode batch eager (4-30x slower per token); the ceiling is what decides it
+    from kvdoctor.engine.sources import parse_serve_line
+
+    cfg = parse_serve_line("vllm serve Qwen/Qwen3-8B --max-num-seqs 64 --compilation-config "
+                           "'{\"cudagraph_capture_sizes\": [1, 2]}'")
+    assert cfg.max_cudagraph_capture_size == 2
+    assert from_flags({"compilation_config": {"max_cudagraph_capture_size": 4, "cudagraph_capture_sizes": [1, 2]}}
+                      ).max_cudagraph_capture_size == 4  # the explicit ceiling wins, as in vLLM
+    assert parse_serve_line("vllm serve x -O3").max_cudagraph_capture_size is None
+    assert parse_serve_line("vllm serve x --cuda-graph-sizes 16").max_cudagraph_capture_size == 16  # 0.10's flag

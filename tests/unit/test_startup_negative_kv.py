@@ -122,3 +122,22 @@ def test_a_refusal_quoted_with_a_bar_on_every_line_is_joined_and_keeping_the_len
     # a shortfall near the whole budget is not a fraction's nudge: only the length
     big = QUOTED_REFUSAL.replace("23.25 GiB KV cache is needed", "42.25 GiB KV cache is needed")
     assert _refusal_action(big) == "--max-model-len 190272"
+
+
+def test_a_graph_ceiling_below_max_num_seqs_is_named_in_the_ledger():
+    from kvdoctor.catalog.gpus import lookup_gpu
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.engine.defaults import resolve as _resolve
+    from kvdoctor.engine.sources import parse_serve_line
+    from kvdoctor.ledger.build import graph_ceiling_warning
+
+    def resolve(cfg):
+        return _resolve(cfg, lookup_model("Qwen/Qwen3-8B"), lookup_gpu("H100"))
+
+    r = resolve(parse_serve_line("vllm serve Qwen/Qwen3-8B --max-num-seqs 64 --max-cudagraph-capture-size 4"))
+    w = graph_ceiling_warning(r)
+    assert w is not None and w.startswith("CUDA graphs are captured up to batch 4 (given) while --max-num-seqs is 64")
+    # vLLM's own default ceiling (at least max-num-seqs up to 512), or eager mode: nothing to say
+    assert graph_ceiling_warning(resolve(parse_serve_line("vllm serve Qwen/Qwen3-8B --max-num-seqs 64"))) is None
+    assert graph_ceiling_warning(resolve(parse_serve_line(
+        "vllm serve Qwen/Qwen3-8B --max-num-seqs 64 --max-cudagraph-capture-size 4 --enforce-eager"))) is None

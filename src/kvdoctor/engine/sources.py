@@ -20,6 +20,7 @@ Unknown flags are never fatal: they land in ``EngineConfig.extra`` verbatim (rep
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -259,6 +260,36 @@ def _apply(cfg: EngineConfig, dest: str, value: object, spelled: str) -> None:
         setattr(cfg, dest, _convert(dest, value, spelled))
     else:
         cfg.extra[dest] = value
+        if dest in ("compilation_config", "O", "cuda_graph_sizes") and cfg.max_cudagraph_capture_size is None:
+            cfg.max_cudagraph_capture_size = _capture_ceiling(dest, value)
+
+
+def _capture_ceiling(dest: str, value: object) -> int | None:
+    """The largest CUDA-graph batch a compilation config sets (its ``max_cudagraph_capture_size``, else the largest
+    of its ``cudagraph_capture_sizes``), or 0.10's ``--cuda-graph-sizes N``: decode batches above it run without
+    graphs. None when it sets neither (``-O3``, a config of other keys)."""
+    if dest == "cuda_graph_sizes":
+        try:
+            return int(str(value).split()[0])
+        except (ValueError, IndexError):
+            return None
+    conf = value
+    if isinstance(value, str):
+        try:
+            conf = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(conf, dict):
+        return None
+    try:
+        if conf.get("max_cudagraph_capture_size") is not None:
+            return int(conf["max_cudagraph_capture_size"])
+        sizes = conf.get("cudagraph_capture_sizes")
+        if isinstance(sizes, list) and sizes:
+            return max(int(x) for x in sizes)
+    except (TypeError, ValueError):
+        return None
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -542,6 +542,8 @@ def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> 
     if mismatch:
         warnings.insert(0, mismatch)
     notes = list(BOOK_NOTES)
+    if (small := graph_ceiling_warning(resolved)) is not None:
+        notes.insert(0, small)
     engine_why = ctx.tr.engine_why
     if engine_why:
         extra = ("; its profile run (one whole max_model_len prompt without chunked prefill), batch defaults and "
@@ -558,6 +560,24 @@ def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> 
                      "model it (pass --from-log for the measured peak).")
     notes.extend(resolved.notes or [])
     return warnings, notes
+
+
+def graph_ceiling_warning(resolved) -> str | None:
+    """A CUDA-graph ceiling set below --max-num-seqs: decode steps of more requests than it run without graphs.
+    Only a ceiling the operator set (vLLM's own default is at least max-num-seqs up to 512): public threads of 2026
+    lost 4-30x decode speed to one, a fork's hardcoded [1, 2], a capture size passed as a sequence count, a size
+    rounded down below the batch."""
+    cap = resolved.max_cudagraph_capture_size
+    seqs = resolved.max_num_seqs
+    src = resolved.sources.get("max_cudagraph_capture_size")
+    if (resolved.enforce_eager or not cap or not seqs or cap >= seqs or src not in ("given", "measured")
+            or (resolved.platform or "cuda") not in ("cuda", "rocm")):
+        return None
+    return (f"CUDA graphs are captured up to batch {cap} ({src}) while --max-num-seqs is {seqs}: a decode step running "
+            f"more than {cap} requests runs without CUDA graphs, paying every kernel launch from Python (several "
+            f"times slower per step for small and mid-size models). Set the capture ceiling to at least {seqs} "
+            f"(--max-cudagraph-capture-size, or the compilation config's cudagraph_capture_sizes), or --max-num-seqs "
+            f"{cap}")
 
 
 def _log_mismatch(shape, figs: dict[str, Figure], plan: kvm.KvPlan, s: StartupFacts | None, weights) -> str | None:
