@@ -507,3 +507,67 @@ run: |
     assert cfg.vllm_version == "0.30.0"
     dep = resolve_deployment(DeploymentInputs(config=str(p)))
     assert dep.gpu.name == "NVIDIA L40S"
+
+
+# another chart's values (a homelab chart for a 6 GB card, 2026): settings under `server:`, the model under `model:`
+CHART_VALUES = """model:
+  name: "Qwen/Qwen3-4B-AWQ"
+  quantization: ""
+
+server:
+  maxModelLen: 8192
+  maxNumSeqs: 2
+  gpuMemoryUtilization: 0.92
+  enforceEager: true # disables CUDA graph capture
+  languageModelOnly: false
+
+image:
+  repository: vllm/vllm-openai
+  tag: "v0.28.0"
+
+resources:
+  limits:
+    nvidia.com/gpu: 1
+"""
+
+
+def test_another_charts_values_are_read_by_their_flag_keys(tmp_path):
+    f = tmp_path / "values.yaml"
+    f.write_text(CHART_VALUES)
+    cfg = load_yaml(f)
+    assert cfg.model == "Qwen/Qwen3-4B-AWQ" and cfg.max_model_len == 8192 and cfg.max_num_seqs == 2
+    assert cfg.gpu_memory_utilization == 0.92 and cfg.enforce_eager is True and cfg.vllm_version == "0.28.0"
+    assert any("a chart kvdoctor does not know" in n for n in cfg.notes)
+    # a chart whose model.name is left empty (CAST AI's defaults) reads as no model, for --model to give, not an error
+    # about a file name made of the whole mapping
+    f.write_text(CHART_VALUES.replace('"Qwen/Qwen3-4B-AWQ"', ""))
+    assert load_yaml(f).model is None
+
+
+RAY_SERVICE = """apiVersion: ray.io/v1
+kind: RayService
+metadata:
+  name: ray-serve-llm
+spec:
+  serveConfigV2: |
+    applications:
+    - name: llms
+      import_path: ray.serve.llm:build_openai_app
+      args:
+        llm_configs:
+        - model_loading_config:
+            model_id: qwen2.5-7b-instruct
+            model_source: Qwen/Qwen2.5-7B-Instruct
+          engine_kwargs:
+            max_model_len: 1024
+            gpu_memory_utilization: 0.75
+  rayClusterConfig:
+    rayVersion: "2.50.1"
+"""
+
+
+def test_a_kuberay_rayservice_is_read_through_its_serve_config_text(tmp_path):
+    f = tmp_path / "rayservice.yaml"
+    f.write_text(RAY_SERVICE)
+    cfg = load_yaml(f)
+    assert cfg.model == "Qwen/Qwen2.5-7B-Instruct" and cfg.max_model_len == 1024 and cfg.gpu_memory_utilization == 0.75

@@ -156,7 +156,10 @@ def lookup_model(text: str) -> ModelShape:
     if by_dir is not None:
         return by_dir
     if t.endswith(".json") or t.startswith(("/", "./", "~")):
-        raise UnknownModelError(f"model path {t} does not exist")
+        # a path on the server (KServe mounts its storageUri at /mnt/models, a volume at /models): the model's name or
+        # its config.json here says what it is
+        raise UnknownModelError(f"model path {t} does not exist on this machine: pass --model with the model's name "
+                                "(or its config.json)")
     cached = _hf_cache_dir(t)
     if cached is not None:
         return shape_from_path(cached)

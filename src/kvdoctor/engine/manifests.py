@@ -16,6 +16,10 @@ a command line:
   its camelCase keys as the flags; ``extraArgs`` verbatim), ``requestGPU``, ``env``, the image ``tag``.
 * KubeAI ``Model``: ``spec.url`` (``hf://org/name``), ``spec.args``, ``spec.env``, ``spec.resourceProfile``
   (``nvidia-gpu-l4:8``).
+* KubeRay's ``RayService``: its ``serveConfigV2`` text, read as a Ray Serve LLM config.
+* Another chart's values (an ``image`` whose repository is vLLM's, or a ``model`` mapping with a ``name``): the keys,
+  at the top or in a settings section (``server``, ``vllm``, ``engine``, ...), whose snake_case is a ``vllm serve``
+  flag; the note says the chart's own template decides what it renders.
 
 The GPU: a node selector or affinity on the accelerator (GKE ``cloud.google.com/gke-accelerator``, NVIDIA GPU feature
 discovery's ``nvidia.com/gpu.product``, Karpenter's ``karpenter.k8s.aws/instance-gpu-name``, a cloud instance type)
@@ -92,9 +96,18 @@ def looks_like_deployment(docs: list[Any]) -> bool:
             return True
         if isinstance(d.get("servingEngineSpec"), dict):
             return True
-        if _ray_llm_configs(d) or _is_skypilot(d):
+        if _ray_llm_configs(d) or _is_skypilot(d) or _is_chart_values(d):
             return True
     return False
+
+
+def _is_chart_values(d: dict) -> bool:
+    """Another chart's values for a vLLM server (not production-stack's): an ``image`` whose repository is vLLM's, or a
+    ``model`` mapping with a ``name``, beside the chart's settings."""
+    img = d.get("image")
+    vllm_image = isinstance(img, dict) and "vllm" in str(img.get("repository", "")).lower()
+    model = d.get("model")
+    return "kind" not in d and (vllm_image or (isinstance(model, dict) and "name" in model))
 
 
 def _is_skypilot(d: dict) -> bool:
@@ -125,6 +138,23 @@ def _ray_llm_configs(d: dict) -> list[tuple[str, dict]]:
     return out
 
 
+def _ray_service_configs(d: dict) -> list[tuple[str, dict]]:
+    """KubeRay's RayService carries its Serve config as YAML text (``spec.serveConfigV2: |``): its Ray Serve LLM
+    configs, read as a serve config file's."""
+    import yaml
+
+    from kvdoctor.safeio import load_yaml_documents
+
+    text = (d.get("spec") or {}).get("serveConfigV2") if isinstance(d.get("spec"), dict) else None
+    if not isinstance(text, str):
+        return []
+    try:
+        docs = load_yaml_documents(text, "serveConfigV2")
+    except (yaml.YAMLError, InputError):  # the embedded text is not YAML: no server here
+        return []
+    return [(f"RayService.{name}", c) for doc in docs if isinstance(doc, dict) for name, c in _ray_llm_configs(doc)]
+
+
 def find_servers(docs: list[Any]) -> list[ServerSpec]:
     """Every vLLM server in the file's documents, in file order; each sees the ConfigMaps' files of the same file
     (a ``--config /etc/vllm/config.yaml`` mounted from one)."""
@@ -152,6 +182,8 @@ def _find_servers(docs: list[Any]) -> list[ServerSpec]:
             out += _ray_llm(ray)
         elif _is_skypilot(d):
             out += _skypilot(d)
+        elif _is_chart_values(d):
+            out += _chart_values(d)
         elif isinstance(d.get("services"), dict):
             out += _compose(d["services"])
         elif str(d.get("kind", "")) == "Model" and "kubeai" in str(d.get("apiVersion", "")):
@@ -160,6 +192,8 @@ def _find_servers(docs: list[Any]) -> list[ServerSpec]:
             out += _llm_inference_service(d)
         elif d.get("kind") == "List" and isinstance(d.get("items"), list):
             out += _find_servers(d["items"])
+        elif d.get("kind") == "RayService" and (ray := _ray_service_configs(d)):
+            out += _ray_llm(ray)
         elif "kind" in d:
             out += _k8s(d)
     return out
@@ -395,6 +429,46 @@ def _chart_flags(vc: dict, ray: bool = False) -> tuple[dict[str, Any], list[str]
     if "enableChunkedPrefill" in vc:
         flags["enable_chunked_prefill"] = bool(vc["enableChunkedPrefill"])
     return flags, [k for k in vc if k not in keys and k not in _CHART_OTHER]
+
+
+# where other charts keep the server's settings (one level down), besides the top level
+_CHART_SECTIONS = ("server", "vllm", "engine", "vllmConfig", "engineArgs", "config", "serving", "args")
+_MODEL_KEYS = ("name", "id", "repo", "repository", "path", "modelName")
+
+
+def _chart_values(doc: dict) -> list[ServerSpec]:
+    """A vLLM chart's values whose template kvdoctor does not know: the model from ``model.name`` (or ``model`` as
+    text), every key at the top or in a settings section whose snake_case is a ``vllm serve`` flag (``maxModelLen`` →
+    --max-model-len), ``extraArgs`` as words, the GPUs its ``resources`` ask for and the image tag. The chart's own
+    template decides what it renders; the note says so."""
+    from kvdoctor.engine.serve_flags import SERVE_FLAGS
+
+    model = doc.get("model")
+    name = next((model.get(k) for k in _MODEL_KEYS if isinstance(model, dict) and model.get(k)), None) \
+        if isinstance(model, dict) else model
+    flags: dict[str, Any] = {}
+    sections = [doc] + [doc[k] for k in _CHART_SECTIONS if isinstance(doc.get(k), dict)]
+    taken: list[str] = []
+    extra: list[str] = []
+    for sec in sections:
+        for k, v in sec.items():
+            dest = _snake(k)
+            if dest in ("model", "image") or v is None or isinstance(v, (dict, list)) and dest != "extra_args":
+                continue
+            if dest == "extra_args":
+                extra += [str(a) for a in v] if isinstance(v, list) else str(v).split()
+            elif "--" + dest.replace("_", "-") in SERVE_FLAGS and v != "":
+                flags.setdefault(dest, v)
+                taken.append(str(k))
+    img = doc.get("image") if isinstance(doc.get("image"), dict) else {}
+    image = f"{img.get('repository', 'vllm/vllm-openai')}:{img.get('tag', '')}".rstrip(":")
+    spec = ServerSpec(name="values", argv=["vllm", "serve"] + ([str(name)] if name else []) + extra, image=image,
+                      flags=flags or None,
+                      gpu_count=_gpu_count(doc.get("resources")), gpu_hint=_gpu_label(doc))
+    spec.notes.append("Helm values of a chart kvdoctor does not know: its keys that are vLLM flags ("
+                      + (", ".join(taken[:8]) + (", ..." if len(taken) > 8 else "") if taken else "none")
+                      + ") are read as those flags; the chart's template decides what it really renders")
+    return [spec]
 
 
 def _kubeai(doc: dict) -> list[ServerSpec]:
