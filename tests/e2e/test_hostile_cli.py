@@ -352,3 +352,15 @@ def test_gzip_of_one_endless_line_is_read_in_bounded_memory(tmp_path):
             fh.write(b"a" * (1 << 20))
     for args in (["evidence", str(p)], ["ledger", "--from-log", str(p), "--gpu", "H100"]):
         check(run_kvdoctor(*args, timeout=300))
+
+
+@pytest.mark.parametrize("args", [
+    ["diagnose", "b" * 300],
+    ["ledger", "--config", "b" * 300 + ".yaml", "--gpu", "H100"],
+    ["simulate", "--trace", "b" * 300],
+    ["ledger", "--model", "b" * 300, "--gpu", "H100"],
+])
+def test_a_path_longer_than_the_file_system_allows_is_bad_input(args):
+    # (a Helm chart's whole `model:` mapping once reached the model lookup as a file name: an internal error)
+    r = check(run_kvdoctor(*args), allowed=(2,), error_expected=True)
+    assert "file name too long" in r.err

@@ -118,6 +118,17 @@ def main() -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:
+        import errno
+
+        if exc.errno != errno.ENAMETOOLONG:
+            _internal(exc)
+        # a path argument longer than the file system allows (a pasted model mapping, a line given as a file name):
+        # bad input wherever it is tested for existence
+        name = str(exc.filename or "")
+        _say(f"kvdoctor: error: file name too long for this file system: "
+             f"{name[:80]}{'...' if len(name) > 80 else ''}")
+        sys.exit(2)
     except Exception as exc:
         name = type(exc).__name__
         if name == "NoArgsIsHelpError":  # bare `kvdoctor` / `kvdoctor journal`: show the help
@@ -130,8 +141,13 @@ def main() -> None:
         if name == "Abort":  # Ctrl-C or EOF inside a prompt
             sys.stderr.write("kvdoctor: aborted\n")
             sys.exit(1)
-        if os.environ.get("KVDOCTOR_DEBUG"):  # a bug: still one line, never a traceback unless asked
-            raise
-        _say(f"kvdoctor: internal error: {name}: {exc} (set KVDOCTOR_DEBUG=1 for a traceback)")
-        sys.exit(EXIT_BUG)
+        _internal(exc)
     sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _internal(exc: BaseException) -> None:
+    """A bug: still one line, never a traceback unless KVDOCTOR_DEBUG asks for one."""
+    if os.environ.get("KVDOCTOR_DEBUG"):
+        raise exc
+    _say(f"kvdoctor: internal error: {type(exc).__name__}: {exc} (set KVDOCTOR_DEBUG=1 for a traceback)")
+    sys.exit(EXIT_BUG)
