@@ -192,3 +192,19 @@ def test_a_nan_counter_in_a_scrape_is_left_out_not_a_traceback(tmp_path):
     m = read_run(RunResult.from_dir(d))
     assert "preemptions" not in m and "queue_time_total_s" not in m and "queue_time_mean_s" not in m
     assert m["generation_tokens"]["value"] == 40 * 64  # the finite counters are still read
+
+
+def test_the_prefix_cache_hit_share_of_the_timed_load_and_the_warm_cache_note(tmp_path):
+    # the real engine's run: counters in prompt tokens, after − before
+    m = read_run(_run("config_starved"))
+    hp = m["prefix_cache_hit_pct"]
+    assert hp["source"] == "measured" and "after − before" in hp["how"] and 0.0 <= hp["value"] <= 100.0
+    from kvdoctor.experiment.core import cached_load_note
+    from kvdoctor.experiment.load import LoadSpec
+
+    # vllm#54227: a repeat with the same --seed finds its prompts cached; a random load with no shared prefix should not
+    note = cached_load_note({"prefix_cache_hit_pct": {"value": 87.5}}, LoadSpec(seed=7))
+    assert note is not None and "87.5 %" in note and "--seed 7" in note
+    assert cached_load_note({"prefix_cache_hit_pct": {"value": 3.0}}, LoadSpec()) is None
+    # a shared prefix of 512 before 128-token prompts explains 80 % of hits
+    assert cached_load_note({"prefix_cache_hit_pct": {"value": 85.0}}, LoadSpec(prefix_len=512)) is None

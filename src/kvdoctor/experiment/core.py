@@ -54,6 +54,7 @@ COMPARED: dict[str, tuple[str, str, int]] = {
     "queue_time_mean_s": ("mean queue time", "s", -1),
     "kv_usage_peak_pct": ("KV usage peak", "%", 0),
     "kv_usage_mean_pct": ("KV usage mean", "%", 0),
+    "prefix_cache_hit_pct": ("prefix-cache hits", "%", 0),
     "pool_tokens": ("KV pool", "tokens", 0),
 }
 # simulator summary key -> our figure name
@@ -407,6 +408,22 @@ def _journal_inputs(run: RunResult, measured: dict[str, Any]) -> tuple[list[str]
     return bench, figs, {"files": refs, "file_digests": {k: file_digests([v])[0] for k, v in refs.items()}}
 
 
+def cached_load_note(measured: dict[str, Any], load: LoadSpec) -> str | None:
+    """A timed load that found far more of its prompts in the prefix cache than its shared prefix explains: an earlier
+    run with the same --seed on the same server left them there (vllm#54227: TTFT 49x lower, TPOT -34 % on a repeat),
+    so its latencies are a warm cache's. Said for any run; on a server kvdoctor starts it should not happen."""
+    hit = (measured.get("prefix_cache_hit_pct") or {}).get("value")
+    if hit is None or load.trace:
+        return None
+    shared = 100.0 * load.prefix_len / (load.prefix_len + load.prompt_len) if load.prefix_len else 0.0
+    if hit < shared + 25.0:
+        return None
+    return (f"the timed load found {hit:g} % of its prompt tokens in the prefix cache, where its shared prefix "
+            f"explains {shared:.0f} %: an earlier run with the same --seed {load.seed} on this server left its prompts "
+            "there (vllm#54227), so its TTFT and TPOT are a warm cache's. Use another --seed, or reset the cache "
+            "(POST /reset_prefix_cache on a server started with VLLM_SERVER_DEV_MODE=1)")
+
+
 def _change_dict(ch: Any) -> dict[str, Any] | None:
     return None if ch is None else {"field": str(ch.field), "before": ch.before, "after": ch.after}
 
@@ -442,7 +459,7 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
         "vllm_version": {"value": exp.vllm_version, "how": exp.vllm_version_how or "default"},
         "journal": journal, "runs": {}, "measured": {}, "startup": {}, "predicted": {}, "prediction_notes": [],
         "steps": [], "comparison": [], "verdict": None, "verdict_why": None,
-        "journal_steps": [], "journal_notes": [],
+        "journal_steps": [], "journal_notes": [], "measurement_notes": [],
     }
     _write(exp.out_dir, rec)
 
@@ -475,6 +492,9 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
             rec["runs"][lv.label] = run.as_dict()
             rec["measured"][lv.label] = read_run(run)
             rec["startup"][lv.label] = read_startup(run) if not exp.attach else {}
+            if (warm := cached_load_note(rec["measured"][lv.label], exp.load)) is not None:
+                rec["measurement_notes"].append(f"{lv.label}: {warm}")
+                log(f"[{lv.label}] note: {warm}")
             _write(exp.out_dir, rec)
             if not run.complete:
                 rec["status"], rec["reason"] = "incomplete", f"{lv.label} run: {run.reason}"

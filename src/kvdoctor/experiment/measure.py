@@ -56,6 +56,11 @@ TOTALS = {
     "vllm:request_queue_time_seconds_sum": "queue_time_sum",
     "vllm:request_queue_time_seconds_count": "queue_time_count",
 }
+# the prefix cache's counters in prompt tokens (V1): hits over queries during the load
+PREFIX = {
+    "vllm:prefix_cache_hits_total": "prefix_hits",
+    "vllm:prefix_cache_queries_total": "prefix_queries",
+}
 
 
 def metric_values(text: str, names: dict[str, str] = _SAMPLED) -> dict[str, float]:

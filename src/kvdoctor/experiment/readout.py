@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kvdoctor.experiment.measure import TOTALS, RunResult, metric_values
+from kvdoctor.experiment.measure import PREFIX, TOTALS, RunResult, metric_values
 
 _INFO_RE = re.compile(r'^vllm:cache_config_info\{([^}]*)\}')
 _LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -86,6 +86,13 @@ def read_run(run: RunResult) -> dict[str, dict[str, Any]]:
         if n > 0:
             figs["queue_time_mean_s"] = _fig(round(total / n, 6), f"queue_time_total_s {total:.3f} / "
                                              f"vllm:request_queue_time_seconds_count after − before ({n:g})")
+    pb = metric_values(before_t, PREFIX) if before_t is not None else {}
+    pa = metric_values(after_t, PREFIX) if after_t is not None else {}
+    if all(k in pb and k in pa for k in PREFIX.values()) and pa["prefix_queries"] > pb["prefix_queries"]:
+        hits, queries = pa["prefix_hits"] - pb["prefix_hits"], pa["prefix_queries"] - pb["prefix_queries"]
+        figs["prefix_cache_hit_pct"] = _fig(round(100.0 * hits / queries, 1),
+                                            f"vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total, after − "
+                                            f"before ({hits:g} / {queries:g} prompt tokens)")
     if "preemptions" in figs and "bench_duration_s" in figs and figs["bench_duration_s"]["value"]:
         n, d = figs["preemptions"]["value"], figs["bench_duration_s"]["value"]
         figs["preemptions_per_min"] = _fig(round(n / d * 60.0, 3), f"preemptions {n} / bench duration {d:.1f} s × 60")
