@@ -441,3 +441,24 @@ def test_a_compilation_configs_capture_sizes_set_the_graph_ceiling():
                       ).max_cudagraph_capture_size == 4  # the explicit ceiling wins, as in vLLM
     assert parse_serve_line("vllm serve x -O3").max_cudagraph_capture_size is None
     assert parse_serve_line("vllm serve x --cuda-graph-sizes 16").max_cudagraph_capture_size == 16  # 0.10's flag
+
+
+def test_a_dockerfile_runs_its_entrypoint_and_cmd_with_its_env(tmp_path):
+    # the shapes of public 2026 Dockerfiles: vLLM's image with a CMD of flags; an ENTRYPOINT script copied in and
+    # driven by ENV (an ARG naming the base image)
+    from kvdoctor.engine.sources import parse_serve_line
+
+    plain = "FROM vllm/vllm-openai:v0.28.0\nCMD [\"Qwen/Qwen3-8B\", \"--max-model-len\", \"8192\", \"--enforce-eager\"]\n"
+    cfg = parse_serve_line(plain)
+    assert cfg.model == "Qwen/Qwen3-8B" and cfg.max_model_len == 8192 and cfg.enforce_eager is True
+    assert cfg.vllm_version == "0.28.0"
+    (tmp_path / "serve.sh").write_text('#!/bin/bash\nexec vllm serve Qwen/Qwen3-8B --max-model-len "${MAX_MODEL_LEN}" '
+                                       '--gpu-memory-utilization "${GPU_UTIL:-0.9}"\n')
+    scripted = ("ARG VLLM_BASE_IMAGE=vllm/vllm-openai:v0.25.1\nFROM ${VLLM_BASE_IMAGE}\n"
+                "ENV MAX_MODEL_LEN=16384 \\\n    GPU_UTIL=0.85\nCOPY serve.sh /opt/vllm/serve.sh\n"
+                'ENTRYPOINT ["/opt/vllm/serve.sh"]\n')
+    cfg = parse_serve_line(scripted, base_dir=tmp_path)
+    assert (cfg.max_model_len, cfg.gpu_memory_utilization, cfg.vllm_version) == (16384, 0.85, "0.25.1")
+    # the script not beside the Dockerfile: one line that says what to pass
+    with pytest.raises(InputError, match="a Dockerfile whose command runs /opt/vllm/serve.sh"):
+        parse_serve_line(scripted, base_dir=tmp_path / "elsewhere")

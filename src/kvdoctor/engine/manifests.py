@@ -525,9 +525,11 @@ def _llm_inference_service(doc: dict) -> list[ServerSpec]:
         if not isinstance(sec, dict) or (part and not sec):
             continue
         par = sec.get("parallelism") if isinstance(sec.get("parallelism"), dict) else {}
-        flags = {k: _int_or_none(par[p]) for p, k in (("tensor", "tensor_parallel_size"),
-                                                       ("pipeline", "pipeline_parallel_size"),
-                                                       ("data", "data_parallel_size")) if p in par}
+        flags: dict[str, Any] = {k: _int_or_none(par[p]) for p, k in (("tensor", "tensor_parallel_size"),
+                                                                      ("pipeline", "pipeline_parallel_size"),
+                                                                      ("data", "data_parallel_size")) if p in par}
+        if par.get("expert") is True:
+            flags["enable_expert_parallel"] = True  # KServe renders --enable-expert-parallel
         tmpl = sec.get("template") if isinstance(sec.get("template"), dict) else {}
         main = next((c for c in tmpl.get("containers") or [] if isinstance(c, dict) and c.get("name") == "main"), {})
         limits = ((main.get("resources") or {}).get("limits") or {}) if isinstance(main, dict) else {}

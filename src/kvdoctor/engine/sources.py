@@ -649,6 +649,9 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
         raise InputError("empty command line: expected `vllm serve MODEL ...`")
     if _SYSTEMD_SECTION.search(text):
         text, variables = _systemd_service(text, base_dir, variables)
+    image = None
+    if _DOCKERFILE.match(text):
+        text, variables, image = _dockerfile(text, base_dir, variables)
     if re.search(r"(?:^|[\s=(.])LLM\s*\(", text):
         return parse_llm_call(text)
     from kvdoctor.evidence.offline import offline_tool
@@ -671,6 +674,8 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
     _parse_args(args, cfg, positional_model=positional_model,
                 base_dir=Path(base_dir) if base_dir is not None else None, notes=notes, written=written)
     cfg.notes.extend(notes)
+    if image and not cfg.vllm_version:
+        cfg.vllm_version = version_from_image(image)
     return cfg
 
 
@@ -808,6 +813,78 @@ def _systemd_service(text: str, base_dir: str | Path | None,
         return read_document(script, "--serve").decode("utf-8", "replace"), env
     raise InputError(f"a systemd unit whose ExecStart= runs {first}, not vLLM: pass that script with "
                      "--serve (the unit's Environment= lines are read when it lies beside the unit)")
+
+
+# a Dockerfile: its first instruction (after comments and ARGs) is FROM
+_DOCKERFILE = re.compile(r"\A(?:\s*(?:#[^\n]*|ARG\s[^\n]*)?\n)*\s*FROM\s+\S+", re.I)
+_DF_INSTR = re.compile(r"^\s*([A-Za-z]+)\s+(.*)$")
+
+
+def _dockerfile(text: str, base_dir: str | Path | None,
+                variables: dict[str, str] | None) -> tuple[str, dict[str, str], str | None]:
+    """A Dockerfile: the command its image runs (ENTRYPOINT + CMD, the last of each; vllm/vllm-openai's own
+    ``vllm serve`` entrypoint when it sets none), the ENV and ARG defaults it runs with, and its base image. A
+    command that runs a script the Dockerfile copies in is that script, when it lies beside the Dockerfile; anything
+    else is an error that says what to pass."""
+    env = dict(variables or {})
+    image: str | None = None
+    entry: list[str] | str | None = None
+    cmd: list[str] | str | None = None
+    copies: dict[str, str] = {}  # path in the image -> source beside the Dockerfile
+    for line in re.sub(r"\\[ \t]*\r?\n", " ", text).splitlines():
+        m = _DF_INSTR.match(line)
+        if m is None or line.lstrip().startswith("#"):
+            continue
+        op, rest = m.group(1).upper(), m.group(2).strip()
+        if op in ("ENV", "ARG"):
+            words = shlex.split(rest, comments=True) if "=" in rest else rest.split(None, 1)
+            if "=" in rest:
+                for w in words:
+                    k, sep, v = w.partition("=")
+                    if sep and (op == "ENV" or k not in env):
+                        env[k] = _expand_word(v, env)
+            elif op == "ENV" and len(words) == 2:  # the legacy `ENV KEY value` form
+                env[words[0]] = _expand_word(words[1], env)
+        elif op == "FROM":
+            image = _expand_word(rest.split()[0], env)
+            entry = cmd = None  # a new stage starts from its own image
+        elif op in ("ENTRYPOINT", "CMD"):
+            try:
+                form: list[str] | str = json.loads(rest) if rest.startswith("[") else rest
+            except ValueError:
+                form = rest
+            if op == "ENTRYPOINT":
+                entry, cmd = form, None  # Docker resets CMD when ENTRYPOINT is set
+            else:
+                cmd = form
+        elif op in ("COPY", "ADD"):
+            words = [w for w in rest.split() if not w.startswith("--")]
+            if len(words) >= 2:
+                dest = words[-1]
+                for src in words[:-1]:
+                    copies[dest.rstrip("/") + "/" + Path(src).name if dest.endswith("/") else dest] = src
+    if entry is None and image and "vllm" in image.split(":")[0].lower():
+        entry = ["vllm", "serve"]  # vllm/vllm-openai's ENTRYPOINT
+    words: list[str] = []
+    for part in (entry, cmd if not isinstance(entry, str) else None):
+        if isinstance(part, list):
+            words += [str(w) for w in part]
+        elif isinstance(part, str) and part:
+            words += ["sh", "-c", part]
+    if not words:
+        raise InputError("a Dockerfile without an ENTRYPOINT or CMD (and not built on vLLM's image)")
+    line = shlex.join(words) if words[:2] != ["sh", "-c"] else words[2]
+    if _A_COMMAND.search(line) or Path(words[0]).name == "vllm":
+        return line, env, image
+    script = next((w for w in words if w.endswith((".sh", ".bash")) or "/" in w and not w.startswith("-")), words[0])
+    src = copies.get(script) or Path(script).name
+    beside = Path(base_dir) / src if base_dir is not None else None
+    if beside is not None and beside.is_file():
+        from kvdoctor.safeio import read_document
+
+        return read_document(beside, "--serve").decode("utf-8", "replace"), env, image
+    raise InputError(f"a Dockerfile whose command runs {script}, not vLLM: pass that script with --serve (the "
+                     "Dockerfile's ENV lines are read when the script lies beside it)")
 
 
 def parse_offline_line(text: str) -> EngineConfig:
