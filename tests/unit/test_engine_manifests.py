@@ -571,3 +571,15 @@ def test_a_kuberay_rayservice_is_read_through_its_serve_config_text(tmp_path):
     f.write_text(RAY_SERVICE)
     cfg = load_yaml(f)
     assert cfg.model == "Qwen/Qwen2.5-7B-Instruct" and cfg.max_model_len == 1024 and cfg.gpu_memory_utilization == 0.75
+
+
+def test_an_unknown_models_suggestions_lead_with_its_family_and_size():
+    # sweep 60's KServe file served Qwen3-Coder-30B-A3B-Instruct: spelling alone suggested Qwen2.5-3B first
+    from kvdoctor.catalog.models import lookup_model
+
+    with pytest.raises(UnknownModelError) as exc:
+        lookup_model("Qwen/Qwen3-Coder-30B-A3B-Instruct")
+    assert exc.value.suggestions[0] == "Qwen/Qwen3-30B-A3B"
+    with pytest.raises(UnknownModelError) as exc:
+        lookup_model("mistralai/Mistral-7B-Instruct-v0.3")
+    assert exc.value.suggestions[0] == "mistralai/Mistral-7B-v0.3"

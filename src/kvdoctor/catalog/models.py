@@ -174,7 +174,8 @@ def lookup_model(text: str) -> ModelShape:
     siblings = same_size_siblings(t, names)
     close = difflib.get_close_matches(t.lower(), [n.lower() for n in names], n=4, cutoff=0.55)
     by_low = {n.lower(): n for n in names}
-    sugg = list(siblings) + [by_low[c] for c in close if by_low[c] not in siblings]
+    sugg = list(siblings) + [n for n in _family_and_size(t, names) if n not in siblings]
+    sugg += [by_low[c] for c in close if by_low[c] not in sugg]
     tail = t.lower().split("/")[-1]
     sugg += [n for n in names if tail and tail in n.lower() and n not in sugg]
     hint = (f"; {siblings[0]} is the same architecture and size (base/instruct differ only in weights' "
@@ -184,6 +185,26 @@ def lookup_model(text: str) -> ModelShape:
         f"model {t!r} is not in the catalog{hint}; or pass its config.json or model directory (a local "
         "config.json gives the exact shape: layers, heads, vocab, dtype, quantization_config)", sugg[:5]
     )
+
+
+_SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?b(?:-a\d+(?:\.\d+)?b)?)(?![a-z\d])")
+
+
+def _family_and_size(text: str, names: list[str]) -> list[str]:
+    """Catalog ids of the same family and size as ``text`` ("Qwen3-Coder-30B-A3B-Instruct" → Qwen3-30B-A3B, before a
+    spelling-nearest Qwen2.5-3B): the size token and the name's first word, both required."""
+    tail = text.lower().split("/")[-1]
+    size = _SIZE.search(tail)
+    family = re.match(r"[a-z]+[\d.]*", tail)
+    if size is None or family is None:
+        return []
+    out = []
+    for n in names:
+        nt = n.lower().split("/")[-1]
+        m = _SIZE.search(nt)
+        if m is not None and m.group(1) == size.group(1) and nt.startswith(family.group(0)):
+            out.append(n)
+    return sorted(out, key=lambda n: -difflib.SequenceMatcher(None, tail, n.lower().split("/")[-1]).ratio())
 
 
 # Hub ids whose config.json is a catalog model's, byte for byte in every field the ledger reads: repositories the Hub
