@@ -462,3 +462,16 @@ def test_a_dockerfile_runs_its_entrypoint_and_cmd_with_its_env(tmp_path):
     # the script not beside the Dockerfile: one line that says what to pass
     with pytest.raises(InputError, match="a Dockerfile whose command runs /opt/vllm/serve.sh"):
         parse_serve_line(scripted, base_dir=tmp_path / "elsewhere")
+
+
+def test_a_python_file_or_a_yaml_file_given_as_the_serve_line():
+    from kvdoctor.engine.sources import parse_serve_line
+
+    # Modal's app builds `cmd = ["vllm", "serve", MODEL, ...]` at run time: said in one line, not "got `import`"
+    with pytest.raises(InputError, match="a Python file that builds its vLLM command at run time"):
+        parse_serve_line("import subprocess\nMODEL = 'x'\ncmd = ['vllm', MODEL]\nsubprocess.Popen(cmd)\n")
+    # a manifest handed to --serve is read as --config reads it
+    cfg = parse_serve_line("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: v}\nspec:\n  template:\n    spec:\n"
+                           "      containers:\n      - name: vllm\n        image: vllm/vllm-openai:v0.28.0\n"
+                           "        args: [\"Qwen/Qwen3-8B\", \"--max-model-len\", \"4096\"]\n")
+    assert cfg.model == "Qwen/Qwen3-8B" and cfg.max_model_len == 4096

@@ -660,6 +660,15 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
         return parse_offline_line(text)
     if (argv := _python_argv(text)) is not None:
         text = argv
+    elif _PYTHON_SOURCE.search(text) and not _A_COMMAND.search(text):
+        # (kvdoctor does not run code: a command assembled from variables at run time is not a line it can read)
+        raise InputError("a Python file that builds its vLLM command at run time: pass the command it runs as a "
+                         "`vllm serve ...` line, or an `LLM(...)` call with literal arguments")
+    elif "\n" in text.strip() and _YAML_DOC.match(text) and (not _A_COMMAND.search(text)
+                                    or re.search(r"^(?:apiVersion|kind|services|spec):", text, re.M)):
+        # a YAML file given where a command was asked for: read it as --config would (a vLLM config, a manifest, a
+        # compose file, a chart's values), since that is what it is
+        return config_from_yaml_text(text, "the --serve file")
     cfg = EngineConfig(origin="serve-line", usage_context="api")
     known = {**(variables or {}), **_text_assignments(text, variables or {})}
     text, written = _heredocs(text, known)
@@ -680,6 +689,9 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
 
 
 _ARGV_LIST = re.compile(r"\[\s*(['\"])[^'\"]*vllm")
+_PYTHON_SOURCE = re.compile(r"^(?:import \w+|from [\w.]+ import |def \w+\(|class \w+[(:])", re.M)
+# a YAML document's opening: a `---`, or a `key:` mapping line (not a shell's `VAR=`, nor a comment)
+_YAML_DOC = re.compile(r"\A(?:\s*#[^\n]*\n)*\s*(?:---\s*\n|[A-Za-z_][\w.-]*:(?:\s|$))")
 
 
 def _python_argv(text: str) -> str | None:
