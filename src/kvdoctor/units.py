@@ -101,3 +101,12 @@ def ratio_text(v: object) -> str:
     if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         return "—"
     return sig3(float(v))
+
+
+def span_text(s: float | None) -> str:
+    """A time span as the CLI prints it: "42 s", "3m05s", "1274h23m28s"."""
+    if not s:
+        return "0 s"
+    h, rem = divmod(int(s), 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m{sec:02d}s" if h else (f"{m}m{sec:02d}s" if m else f"{s:.0f} s")

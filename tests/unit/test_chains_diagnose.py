@@ -258,3 +258,23 @@ def test_a_workers_error_line_after_the_last_sample_is_the_excerpts_last_word(tm
     f.write_text("".join(stats.format(s=s) for s in (33, 43, 53))
                  + "(EngineCore_DP0 pid=3) ERROR 01-22 09:42:00 [patch_core.py:58]     raise ValueErro\n")
     assert not any("last words" in n for n in diagnose(load_evidence([f])).instances[0].notes)
+
+
+def test_a_stats_line_of_running_requests_and_no_token_then_minutes_of_silence_is_a_stall(tmp_path):
+    # vllm-ascend#2245: 56 running, 0 tokens at 08:48:54, then no stats line for 48 minutes (vLLM v1 prints the next
+    # one only once tokens flow), an error, and a later load that ran normally: read healthy before, a hang inside
+    from kvdoctor.evidence.load import load_evidence
+
+    line = ("INFO 08-06 {t} [loggers.py:118] Engine 000: Avg prompt throughput: {p} tokens/s, Avg generation "
+            "throughput: {g} tokens/s, Running: {r} reqs, Waiting: 0 reqs, GPU KV cache usage: 21.9%, Prefix cache "
+            "hit rate: 89.7%\n")
+    rows = [("08:48:44", 7834.8, 92.9, 56), ("08:48:54", 0.0, 0.0, 56), ("09:37:16", 6992.7, 186.3, 50),
+            ("09:37:26", 0.0, 450.0, 50), ("09:37:36", 0.0, 429.8, 50), ("09:37:46", 0.0, 415.0, 50)]
+    f = tmp_path / "npu.log"
+    f.write_text("".join(line.format(t=t, p=p, g=g, r=r) for t, p, g, r in rows))
+    inst = diagnose(load_evidence([f])).instances[0]
+    assert inst.verdict == "stalled" and inst.confidence == "medium"
+    assert "56 request(s) were running" in inst.reason and "48m22s" in inst.reason
+    # the same lines with tokens in that interval: an idle gap after a finished load is no stall
+    f.write_text("".join(line.format(t=t, p=p, g=(g if t != "08:48:54" else 12.0), r=r) for t, p, g, r in rows))
+    assert diagnose(load_evidence([f])).instances[0].verdict != "stalled"

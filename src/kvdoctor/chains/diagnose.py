@@ -24,6 +24,7 @@ from kvdoctor.chains import detect
 from kvdoctor.chains import signals as sig
 from kvdoctor.chains.findings import Context, Finding, Thresholds, fmt_time
 from kvdoctor.chains.rules import VERDICTS, get
+from kvdoctor.units import span_text
 
 if TYPE_CHECKING:  # pragma: no cover - boundary types (annotations only)
     from kvdoctor.chains.lengths import LengthDist
@@ -565,6 +566,8 @@ def _counter_since_start(ctx: Context) -> float:
 
 
 def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
+    if (stall := sig.silent_stall(ctx.timeline)) is not None:
+        return _silent_stall(ctx, stall)  # an empty queue around a hang is not health
     q, p, th = s.queue, s.preempt, ctx.thresholds
     ok = by.get("memory.full-not-tight")
     prem = (f"{p.total:g} preemptions counted" if p.basis == "counter" else
@@ -610,6 +613,22 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     return Judgement("healthy", conf, reason, "none", carried, more,
                      ["Waiting > 0 while KV ≥ 90 % (capacity), or vllm:num_preemptions_total rising faster than "
                       "~1/min"])
+
+
+def _silent_stall(ctx: Context, stall: tuple[int, float]) -> Judgement:
+    """The engine stopped producing tokens with requests in it and printed nothing for minutes (signals.silent_stall):
+    a hang inside the window, whatever the samples around it show."""
+    i, gap = stall
+    tl = ctx.timeline
+    ln = int(tl.line_no[i]) if tl.line_no is not None and not math.isnan(float(tl.line_no[i])) else None
+    at = f"at {fmt_time(float(tl.t[i]))}" + (f" (line {ln})" if ln else "")
+    said = (f"{at} {int(tl.running[i])} request(s) were running and not one token was processed in the interval, and "
+            f"no stats line followed for {span_text(gap)}: vLLM prints its next one only once tokens flow again, so the "
+            "engine was stuck with requests in it, not idle")
+    return Judgement("stalled", "medium", said, get("sched.queue-held-kv-free").action.split("; stalled: ")[-1],
+                     [said], ["the server's own lines in that silence (an error, a KV transfer or connector waiting), or "
+                              "a py-spy dump of the engine core while it hangs"],
+                     ["a stats line inside the silence showing tokens (then the log was cut, not the engine)"])
 
 
 def _capacity_action(ctx: Context, s: sig.Signals) -> str:

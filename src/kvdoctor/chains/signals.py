@@ -777,6 +777,27 @@ def stopped_at_end(tl) -> int | None:
     return i
 
 
+def silent_stall(tl) -> tuple[int, float] | None:
+    """(sample, seconds of silence after it): a stats line with requests running and no token processed in its
+    interval, followed by no stats line for at least max(60 s, 5 intervals) though the log goes on. vLLM v1 prints
+    its next stats line only once tokens flow again (``stopped_at_end``), so the silence is the engine stuck with
+    requests in it, not an idle one. The first such sample; None when there is none."""
+    if tl is None or len(tl) < 3:
+        return None
+    t, run, gen, pr = _arr(tl.t), _arr(tl.running), _arr(tl.gen_tps), _arr(tl.prompt_tps)
+    gaps = [b - a for a, b in zip(t[:-1], t[1:]) if not (math.isnan(a) or math.isnan(b)) and b > a]
+    if not gaps:
+        return None
+    limit = max(60.0, 5.0 * median(gaps))
+    for i in range(len(t) - 1):
+        if (math.isnan(run[i]) or run[i] < 1 or math.isnan(gen[i]) or math.isnan(pr[i]) or gen[i] + pr[i] > 0
+                or math.isnan(t[i]) or math.isnan(t[i + 1])):
+            continue
+        if t[i + 1] - t[i] >= limit:
+            return i, float(t[i + 1] - t[i])
+    return None
+
+
 @dataclass
 class Room:
     """Room in the pool for one more request of the size already running, at the samples where requests

@@ -7,6 +7,7 @@ import sys
 from typing import Any, Callable
 
 from kvdoctor.provenance import json_default
+from kvdoctor.units import span_text  # noqa: F401  (the verbs print spans through this module)
 
 
 def console(stderr: bool = False):
@@ -77,12 +78,3 @@ class progress:
         if self._progress is not None:
             self._progress.__exit__(*exc)
         return False
-
-
-def span_text(s: float | None) -> str:
-    """A time span as the CLI prints it: "42 s", "3m05s", "1274h23m28s"."""
-    if not s:
-        return "0 s"
-    h, rem = divmod(int(s), 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}h{m:02d}m{sec:02d}s" if h else (f"{m}m{sec:02d}s" if m else f"{s:.0f} s")
