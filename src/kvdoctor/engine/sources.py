@@ -828,7 +828,8 @@ def _systemd_service(text: str, base_dir: str | Path | None,
 
 
 # a Dockerfile: its first instruction (after comments and ARGs) is FROM
-_DOCKERFILE = re.compile(r"\A(?:\s*(?:#[^\n]*|ARG\s[^\n]*)?\n)*\s*FROM\s+\S+", re.I)
+# (upper case, as Dockerfiles write it: Python's `from x import y` is no FROM)
+_DOCKERFILE = re.compile(r"\A(?:\s*(?:#[^\n]*|ARG\s[^\n]*)?\n)*\s*FROM\s+\S+(?:\s+AS\s+\S+)?\s*$", re.M)
 _DF_INSTR = re.compile(r"^\s*([A-Za-z]+)\s+(.*)$")
 
 
