@@ -478,3 +478,8 @@ def test_a_python_file_or_a_yaml_file_given_as_the_serve_line():
                            "      containers:\n      - name: vllm\n        image: vllm/vllm-openai:v0.28.0\n"
                            "        args: [\"Qwen/Qwen3-8B\", \"--max-model-len\", \"4096\"]\n")
     assert cfg.model == "Qwen/Qwen3-8B" and cfg.max_model_len == 4096
+    # a `command: ["vllm", "serve"]` list in it is the manifest's, not a printed argv
+    cfg = parse_serve_line("kind: Pod\napiVersion: v1\nspec:\n  containers:\n  - name: vllm\n"
+                           "    image: vllm/vllm-openai:v0.28.0\n    command: [\"vllm\", \"serve\"]\n"
+                           "    args: [\"Qwen/Qwen3-8B\", \"--max-model-len\", \"2048\"]\n")
+    assert cfg.model == "Qwen/Qwen3-8B" and cfg.max_model_len == 2048

@@ -658,17 +658,17 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
 
     if offline_tool(text) and not _A_COMMAND.search(text):
         return parse_offline_line(text)
+    if "\n" in text.strip() and _YAML_DOC.match(text) and (not _A_COMMAND.search(text)
+                                                        or re.search(r"^(?:apiVersion|kind|services|spec):", text, re.M)):
+        # a YAML file given where a command was asked for: read it as --config would (a vLLM config, a manifest, a
+        # compose file, a chart's values), since that is what it is (its `command: ["vllm", ...]` lists included)
+        return config_from_yaml_text(text, "the --serve file")
     if (argv := _python_argv(text)) is not None:
         text = argv
     elif _PYTHON_SOURCE.search(text) and not _A_COMMAND.search(text):
         # (kvdoctor does not run code: a command assembled from variables at run time is not a line it can read)
         raise InputError("a Python file that builds its vLLM command at run time: pass the command it runs as a "
                          "`vllm serve ...` line, or an `LLM(...)` call with literal arguments")
-    elif "\n" in text.strip() and _YAML_DOC.match(text) and (not _A_COMMAND.search(text)
-                                    or re.search(r"^(?:apiVersion|kind|services|spec):", text, re.M)):
-        # a YAML file given where a command was asked for: read it as --config would (a vLLM config, a manifest, a
-        # compose file, a chart's values), since that is what it is
-        return config_from_yaml_text(text, "the --serve file")
     cfg = EngineConfig(origin="serve-line", usage_context="api")
     known = {**(variables or {}), **_text_assignments(text, variables or {})}
     text, written = _heredocs(text, known)
