@@ -67,3 +67,12 @@ def test_a_log_with_vllms_own_stats_lines_ignores_a_table_beside_them(tmp_path):
     ev = load_evidence([f])
     assert not any("a table of the stats" in n for n in ev.notes)
     assert [len(s.timeline) for s in ev.segments if s.timeline is not None] == [3]
+
+
+def test_metric_named_columns_and_a_fraction_of_one():
+    # a table of /metrics readings: the gauges' own names, and vllm:kv_cache_usage_perc as the fraction it is
+    text = ("| time | vllm:num_requests_running | num_requests_waiting | kv_cache_usage_perc |\n|---|---|---|---|\n"
+            "| 10:00 | 3 | 1 | 0.5 |\n| 10:01 | 4 | 2 | 0.97 |\n")
+    tl = read_stats_table(text).timeline
+    assert list(tl.running) == [3, 4] and list(tl.waiting) == [1, 2]
+    assert list(tl.kv_usage_pct) == [50.0, 97.0]

@@ -53,8 +53,8 @@ def _cells(line: str) -> list[str]:
 
 
 def _header_key(cell: str) -> str | None:
-    h = re.sub(r"[`*_]", "", cell).strip().lower()
-    h = re.sub(r"\s+", " ", h)
+    h = re.sub(r"[`*]", "", cell).strip().lower()  # (underscores stay: `num_requests_running` is a metric's name)
+    h = re.sub(r"\s+", " ", h).removeprefix("vllm:")
     for col, words in _COLUMNS:
         if h in words or any(h.startswith(w + " ") or h.startswith(w + "(") for w in words if len(w) > 2):
             return col
@@ -129,9 +129,16 @@ def read_stats_table(text: str) -> StatsTable | None:
         def col(name: str) -> np.ndarray:
             return np.array([r.get(name, math.nan) for r in rows], dtype=float)
 
+        kv = col("kv_usage_pct")
+        kv_cells = [c for ln in lines[i + 2:last + 1] for k, c in zip(keys, _cells(ln)) if k == "kv_usage_pct"]
+        kv_head = next((c.lower() for k, c in zip(keys, _cells(lines[i])) if k == "kv_usage_pct"), "")
+        fin = kv[~np.isnan(kv)]
+        if (len(fin) and fin.max() <= 1.0 and not any("%" in c for c in kv_cells)
+                and any(w in kv_head for w in ("perc", "frac", "ratio"))):
+            kv = kv * 100.0  # vllm:kv_cache_usage_perc is a fraction of 1, whatever its name says
         deferred = col("waiting_deferred") if "waiting_deferred" in keys else None
         tl = Timeline(
-            t=col("t"), running=col("running"), waiting=col("waiting"), kv_usage_pct=col("kv_usage_pct"),
+            t=col("t"), running=col("running"), waiting=col("waiting"), kv_usage_pct=kv,
             preemptions=np.full(n, math.nan),
             prompt_tps=col("prompt_tps"), gen_tps=col("gen_tps"), waiting_deferred=deferred, line_no=col("line_no"),
         )
