@@ -600,11 +600,12 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     f"{label}: {in_flight:.1f} requests in flight on average (Little's law: {x:g} req/s × "
                     f"{e2el_how} {e2el / 1000:.2f} s), at the client's --max-concurrency {conc:g}; {before:.1f} of "
                     f"them had not had their first token while {decoding:.1f} decoded. The mean TTFT was "
-                    f"{ttft / tpot:,.0f} decode steps where a {prompt:,.0f}-token prefill takes at most about "
+                    f"{ttft / tpot:,.0f} decode steps where one {prompt:,.0f}-token prefill alone takes at most about "
                     f"{steps:,.0f} ({th.bench_prefill_tokens_per_step:g} prompt tokens per decode step's time, the "
-                    f"low end): the server ran about {decoding:.0f} at once and queued the rest, so a limit inside it "
-                    "held them, the KV pool or --max-num-seqs"),
-                    f"a queue inside the server ({before:.1f} of {in_flight:.0f} in flight before their first token)"))
+                    "low end): the server started their prefills late, held by a limit inside it (the KV pool, "
+                    "--max-num-seqs: then Waiting > 0 in its stats) or behind the other arrivals' prefills (then "
+                    "Waiting stays 0 with Running at the client's cap). Its stats lines over the run tell which"),
+                    f"a wait for the first token ({before:.1f} of {in_flight:.0f} in flight)"))
         elif (_is_inf(rate) and not (isinstance(conc, (int, float)) and 0 < conc < n) and queued and x
               and n >= 8):
             out.append(BenchReading("burst", None, (
