@@ -76,3 +76,17 @@ def test_metric_named_columns_and_a_fraction_of_one():
     tl = read_stats_table(text).timeline
     assert list(tl.running) == [3, 4] and list(tl.waiting) == [1, 2]
     assert list(tl.kv_usage_pct) == [50.0, 97.0]
+
+
+def test_iso_times_and_a_csv_capture_of_a_metrics_loop():
+    # a burn-in report's tail of /metrics samples (2026): ISO times under `sampled_at`
+    md = ("| sampled_at | running | waiting | KV | prompt Δ |\n| --- | --- | --- | --- | --- |\n"
+          "| 2026-05-16T07:44:48Z | 39 | 0 | 31.5% | 30,505 |\n| 2026-05-16T07:44:59Z | 33 | 0 | 25.8% | 122,019 |\n")
+    tl = read_stats_table(md).timeline
+    assert tl.t[1] - tl.t[0] == 11.0 and list(tl.running) == [39, 33] and list(tl.kv_usage_pct) == [31.5, 25.8]
+    # a `curl /metrics` loop written as CSV: the same vocabulary, comma-separated, rows keeping their line numbers
+    csv = "timestamp,running,waiting,kv_cache_used_pct\n21:30:47,50.0,0.0,1.7\n21:30:49,50.0,3.0,2.6\n"
+    tab = read_stats_table(csv)
+    assert list(tab.timeline.waiting) == [0.0, 3.0] and list(tab.timeline.kv_usage_pct) == [1.7, 2.6]
+    assert list(tab.timeline.line_no) == [2, 3] and (tab.first_line, tab.last_line) == (1, 3)
+    assert read_stats_table("a,b,c\n1,2,3\n4,5,6\n") is None  # a CSV of anything else is left alone

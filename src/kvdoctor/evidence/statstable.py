@@ -20,10 +20,12 @@ _SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?$")
 _SECONDS = re.compile(r"^[+]?(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds|min|m)?$")
 _NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?$")
 
 # header words → timeline column (first match wins; a header is lower-cased, markup removed)
 _COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("t", ("utc", "time", "timestamp", "elapsed", "clock", "t", "t (s)", "sec", "seconds", "ts")),
+    ("t", ("utc", "time", "timestamp", "elapsed", "clock", "t", "t (s)", "sec", "seconds", "ts", "sampled_at",
+           "sampled at", "date", "datetime", "time_s", "elapsed_s")),
     ("waiting_deferred", ("deferred",)),
     ("running", ("running", "run", "num_requests_running", "running reqs")),
     ("waiting", ("waiting", "pending", "queued", "num_requests_waiting", "waiting reqs")),
@@ -58,7 +60,8 @@ def _header_key(cell: str) -> str | None:
     for col, words in _COLUMNS:
         if h in words or any(h.startswith(w + " ") or h.startswith(w + "(") for w in words if len(w) > 2):
             return col
-        if col == "kv_usage_pct" and "kv" in h.split() and ("usage" in h or "%" in h or "cache" in h):
+        words_h = re.split(r"[\s_:]+", h)
+        if col == "kv_usage_pct" and "kv" in words_h and ("usage" in h or "%" in h or "cache" in h or "pct" in h):
             return col
     return None
 
@@ -69,6 +72,15 @@ def _time(cell: str) -> float | None:
     m = _CLOCK.match(c)
     if m:
         return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3) or 0)
+    iso = _ISO.match(c)
+    if iso:
+        from datetime import datetime, timezone
+
+        try:
+            d = datetime.fromisoformat(iso.group(0).upper().replace("Z", "+00:00").replace(" ", "T"))
+        except ValueError:
+            return None
+        return (d if d.tzinfo else d.replace(tzinfo=timezone.utc)).timestamp()
     m = _SECONDS.match(c)
     if m:
         v = float(m.group(1))
@@ -85,10 +97,25 @@ def _number(cell: str) -> float:
     return float(m.group(0).replace(",", ""))
 
 
+def _csv_as_table(lines: list[str]) -> list[str]:
+    """A comma-separated capture (a `curl /metrics` loop's CSV: ``timestamp,running,waiting,kv_cache_used_pct``) in
+    the markdown table's shape, a separator line added after its header (the caller takes it off the line
+    numbers); other text as it is."""
+    if not lines or "|" in lines[0] or lines[0].count(",") < 2:
+        return lines
+    head = [c.strip() for c in lines[0].split(",")]
+    if not {"t", "running", "waiting"} <= {_header_key(c) for c in head}:
+        return lines
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + [
+        "| " + " | ".join(c.strip() for c in ln.split(",")) + " |" if ln.strip() else "" for ln in lines[1:]]
+
+
 def read_stats_table(text: str) -> StatsTable | None:
     """The first markdown table in ``text`` whose header names a time, Running and Waiting: its rows as a timeline.
     Clock times that go backwards are taken to cross midnight. Rows without a readable time are skipped and counted."""
-    lines = text.splitlines()
+    raw = text.splitlines()
+    lines = _csv_as_table(raw)
+    shift = len(lines) - len(raw)  # the separator a CSV gets takes no line of the file
     for i in range(len(lines) - 2):
         if "|" not in lines[i] or not _SEP.match(lines[i + 1]):
             continue
@@ -120,7 +147,7 @@ def read_stats_table(text: str) -> StatsTable | None:
             if rows and row["t"] + day < rows[-1]["t"]:
                 day += 86400.0  # a clock table crossing midnight
             row["t"] += day
-            row["line_no"] = float(j + 1)
+            row["line_no"] = float(j + 1 - shift)
             rows.append(row)
         if len(rows) < 2:
             continue
@@ -143,5 +170,5 @@ def read_stats_table(text: str) -> StatsTable | None:
             prompt_tps=col("prompt_tps"), gen_tps=col("gen_tps"), waiting_deferred=deferred, line_no=col("line_no"),
         )
         filled = tuple(k for k in dict.fromkeys(keys) if k is not None)
-        return StatsTable(tl, i + 1, last + 1, filled, skipped)
+        return StatsTable(tl, i + 1, last + 1 - shift, filled, skipped)
     return None
