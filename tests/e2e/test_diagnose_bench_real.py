@@ -7,15 +7,12 @@ import json
 
 import pytest
 
+from tests.e2e.test_evidence_cli import _jsonl
 from tests.e2e.test_rules_cli import invoke
 
 
 def _bench(shared_data, bench_id: str) -> str:
-    for line in (shared_data / "real" / "bench_outputs.jsonl").read_text().splitlines():
-        d = json.loads(line)
-        if d["bench_id"] == bench_id:
-            return d["output"]
-    raise KeyError(bench_id)
+    return next(r["output"] for r in _jsonl(shared_data, "bench_outputs.jsonl") if r["bench_id"] == bench_id)
 
 
 @pytest.mark.parametrize(("bench_id", "reads"), [

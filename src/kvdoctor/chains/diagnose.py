@@ -360,7 +360,7 @@ def _held_stretch_note(ctx: Context, s: sig.Signals) -> str | None:
     if h is None:
         return None
     tl = ctx.timeline
-    ln = int(tl.line_no[h.first]) if tl.line_no is not None and tl.line_no[h.first] == tl.line_no[h.first] else None
+    ln = sig.line_of(tl, h.first)
     where = f"from {fmt_time(float(tl.t[h.first]))}" + (f" (line {ln})" if ln else "")
     kv = (f"KV {h.kv_min:.1f}-{h.kv_max:.1f}%" if h.kv_min == h.kv_min else "KV not reported")
     free = f" the free {100 - h.kv_max:.0f}% of the pool" if h.kv_max == h.kv_max else " the free pool"
@@ -591,7 +591,7 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     end = sig.stopped_at_end(ctx.timeline)
     if end is not None:
         tl = ctx.timeline
-        ln = int(tl.line_no[end]) if tl.line_no is not None and not math.isnan(float(tl.line_no[end])) else None
+        ln = sig.line_of(tl, end)
         conf = "low"
         carried.append(f"the last stats line{f' (line {ln})' if ln else ''} shows {int(tl.running[end])} running and no "
                        "token processed in its interval: vLLM prints its next stats line only once tokens flow again, "
@@ -620,7 +620,7 @@ def _silent_stall(ctx: Context, stall: tuple[int, float]) -> Judgement:
     a hang inside the window, whatever the samples around it show."""
     i, gap = stall
     tl = ctx.timeline
-    ln = int(tl.line_no[i]) if tl.line_no is not None and not math.isnan(float(tl.line_no[i])) else None
+    ln = sig.line_of(tl, i)
     at = f"at {fmt_time(float(tl.t[i]))}" + (f" (line {ln})" if ln else "")
     said = (f"{at} {int(tl.running[i])} request(s) were running and not one token was processed in the interval, and "
             f"no stats line followed for {span_text(gap)}: vLLM prints its next one only once tokens flow again, so the "

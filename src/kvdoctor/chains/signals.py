@@ -560,9 +560,10 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
     its first token (a run too short to build a queue longer than one request cannot show one); and a TTFT above the longest the mean
     prompt's prefill plausibly takes (``bench_prefill_tokens_per_step``), because a prefill-heavy short run has a
     long TTFT of its own.
-    A queue inside the server under the client's cap. With ``--max-concurrency`` C binding (Little's law: X × mean
+    A wait for the first token under the client's cap. With ``--max-concurrency`` C binding (Little's law: X × mean
     E2E ≈ C), the client's waiting is outside every figure, so a TTFT above that prefill bound, held by at least a
-    quarter of the C, is the server running fewer than C at once.
+    quarter of the C, is the server starting prefills late: a limit inside it or the other arrivals' prefills, which
+    the result cannot tell apart.
     Decode stalls. vLLM's chunked prefill runs a new prompt's tokens in the same step as the running decodes, so
     every admission stretches one inter-token gap of every running request. The share of decode time spent in
     such gaps is (mean ITL − median ITL) / mean ITL: the median is a plain decode step, the mean carries the tail.
@@ -574,7 +575,8 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
         if not n:
             continue
         label = _bench_label(b, f)
-        rate, conc = f.get("request_rate"), f.get("max_concurrency")
+        rate, raw_conc = f.get("request_rate"), f.get("max_concurrency")
+        conc = float(raw_conc) if isinstance(raw_conc, (int, float)) and raw_conc > 0 else None  # None: no cap
         dur = f.get("duration")
         x = f.get("request_throughput") or (n / dur if dur else None)
         ttft, tpot = f.get("mean_ttft_ms"), f.get("mean_tpot_ms")
@@ -588,7 +590,7 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
         # the longest a prefill of the mean prompt plausibly takes, in decode steps: a TTFT above it is a wait
         steps = max(20.0, prompt / th.bench_prefill_tokens_per_step)
         queued = bool(ttft is not None and tpot and ttft >= steps * tpot)
-        client_bound = isinstance(conc, (int, float)) and conc > 1 and in_flight is not None and in_flight >= 0.85 * conc
+        client_bound = conc is not None and conc > 1 and in_flight is not None and in_flight >= 0.85 * conc
         if client_bound and x and tpot and ttft is not None:
             # Little's law on the server: its requests split into those before their first token and those
             # decoding, in the ratio of TTFT to the rest of a request's latency. The client's cap holds the
@@ -606,7 +608,7 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     "--max-num-seqs: then Waiting > 0 in its stats) or behind the other arrivals' prefills (then "
                     "Waiting stays 0 with Running at the client's cap). Its stats lines over the run tell which"),
                     f"a wait for the first token ({before:.1f} of {in_flight:.0f} in flight)"))
-        elif (_is_inf(rate) and not (isinstance(conc, (int, float)) and 0 < conc < n) and queued and x
+        elif (_is_inf(rate) and not (conc is not None and conc < n) and queued and x
               and n >= 8):
             out.append(BenchReading("burst", None, (
                 f"{label}: all {n:,.0f} requests sent at once with no --max-concurrency, and the mean TTFT "
@@ -622,8 +624,7 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
             wait = span / 2 * (rate / x - 1)
             service = (e2el - ttft) / 1000 if e2el else 0.0  # a request's time after its first token
             if ttft / 1000 >= wait / 4 and wait >= service:
-                cap = (f" (or the client's --max-concurrency {conc:g})"
-                       if isinstance(conc, (int, float)) and conc > 0 else "")
+                cap = f" (or the client's --max-concurrency {conc:g})" if conc is not None else ""
                 out.append(BenchReading("overload", None, (
                     f"{label}: offered {rate:g} req/s, completed {x:g}{cap}: a server that keeps up would start each "
                     f"request on arrival; one that completes {x:g} req/s leaves a queue growing through the "
@@ -635,8 +636,7 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
         if mi and md and p99 and mi > 0 and md > 0:
             share = (mi - md) / mi
             if share >= th.bench_stall_share and p99 >= th.bench_stall_tail * md:
-                prompt = (f.get("total_input_tokens") or 0) / n
-                alone = isinstance(conc, (int, float)) and conc <= 1
+                alone = conc is not None and conc <= 1
                 why = ("at concurrency 1 no other prompt shares a step, so the long steps come from elsewhere: the "
                        "host (CPU contention, GC), the network or detokenization, or a preemption's recompute"
                        if alone else
@@ -771,11 +771,15 @@ def stopped_at_end(tl) -> int | None:
         return None
     run, gen, pr = _arr(tl.running), _arr(tl.gen_tps), _arr(tl.prompt_tps)
     i = len(run) - 1
-    if len(gen) != len(run) or len(pr) != len(run) or math.isnan(run[i]) or run[i] < 1:
-        return None
-    if math.isnan(gen[i]) or math.isnan(pr[i]) or gen[i] + pr[i] > 0:
+    if len(gen) != len(run) or len(pr) != len(run) or not _running_no_token(run, gen, pr, i):
         return None
     return i
+
+
+def _running_no_token(run, gen, pr, i: int) -> bool:
+    """Sample ``i`` shows requests running and both token rates printed as 0: the engine did nothing in the interval
+    with work in it."""
+    return not (math.isnan(run[i]) or run[i] < 1 or math.isnan(gen[i]) or math.isnan(pr[i]) or gen[i] + pr[i] > 0)
 
 
 def silent_stall(tl) -> tuple[int, float] | None:
@@ -791,10 +795,7 @@ def silent_stall(tl) -> tuple[int, float] | None:
         return None
     limit = max(60.0, 5.0 * median(gaps))
     for i in range(len(t) - 1):
-        if (math.isnan(run[i]) or run[i] < 1 or math.isnan(gen[i]) or math.isnan(pr[i]) or gen[i] + pr[i] > 0
-                or math.isnan(t[i]) or math.isnan(t[i + 1])):
-            continue
-        if t[i + 1] - t[i] >= limit:
+        if _running_no_token(run, gen, pr, i) and t[i + 1] - t[i] >= limit:  # (a NaN time compares False)
             return i, float(t[i + 1] - t[i])
     return None
 
