@@ -462,6 +462,9 @@ def test_a_dockerfile_runs_its_entrypoint_and_cmd_with_its_env(tmp_path):
     # the script not beside the Dockerfile: one line that says what to pass
     with pytest.raises(InputError, match="a Dockerfile whose command runs /opt/vllm/serve.sh"):
         parse_serve_line(scripted, base_dir=tmp_path / "elsewhere")
+    # an ENV line with an unbalanced quote is read word by word, not an internal error
+    cfg = parse_serve_line('FROM vllm/vllm-openai:v0.28.0\nENV A="x\nCMD ["Qwen/Qwen3-8B"]\n')
+    assert cfg.model == "Qwen/Qwen3-8B"
     # Python's `from vllm import LLM` is no Dockerfile FROM: the offline call is read as before
     cfg = parse_serve_line('from vllm import LLM\nllm = LLM(model="Qwen/Qwen3-8B", max_model_len=4096)\n')
     assert cfg.model == "Qwen/Qwen3-8B" and cfg.max_model_len == 4096

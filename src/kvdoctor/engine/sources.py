@@ -699,33 +699,19 @@ def _python_argv(text: str) -> str | None:
     '--max-model-len', '8192']``: verl, subprocess wrappers) as the shell words it runs, so it parses like a typed
     line; None when the text holds no such list."""
     import ast
-    import shlex
+
+    from kvdoctor.evidence.logs.startup import matching_brace
 
     m = _ARGV_LIST.search(text)
-    if m is None:
+    end = matching_brace(text[m.start():]) if m is not None else None
+    if end is None:
         return None
-    depth, quote, i = 0, "", m.start()
-    for j in range(m.start(), len(text)):
-        ch = text[j]
-        if quote:
-            if ch == "\\":
-                continue
-            if ch == quote and text[j - 1] != "\\":
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-            if depth == 0:
-                try:
-                    words = ast.literal_eval(text[i:j + 1])
-                except (ValueError, SyntaxError):
-                    return None
-                if isinstance(words, list) and words and all(isinstance(w, str) for w in words):
-                    return shlex.join(words)
-                return None
+    try:
+        words = ast.literal_eval(text[m.start():m.start() + end + 1])
+    except (ValueError, SyntaxError):
+        return None
+    if isinstance(words, list) and words and all(isinstance(w, str) for w in words):
+        return shlex.join(words)
     return None
 
 
@@ -818,13 +804,21 @@ def _systemd_service(text: str, base_dir: str | Path | None,
     first = exec_start.split()[0]
     if _A_COMMAND.search(exec_start) or Path(first).name == "vllm":
         return exec_start, env
-    script = Path(base_dir) / Path(first).name if base_dir is not None else None
-    if script is not None and script.is_file():
-        from kvdoctor.safeio import read_document
-
-        return read_document(script, "--serve").decode("utf-8", "replace"), env
+    if (body := _script_beside(base_dir, Path(first).name)) is not None:
+        return body, env
     raise InputError(f"a systemd unit whose ExecStart= runs {first}, not vLLM: pass that script with "
                      "--serve (the unit's Environment= lines are read when it lies beside the unit)")
+
+
+def _script_beside(base_dir: str | Path | None, name: str) -> str | None:
+    """The text of the script a unit or a Dockerfile runs, when it lies beside that file (a repository ships both);
+    None otherwise."""
+    path = Path(base_dir) / name if base_dir is not None else None
+    if path is None or not path.is_file():
+        return None
+    from kvdoctor.safeio import read_document
+
+    return read_document(path, "--serve").decode("utf-8", "replace")
 
 
 # a Dockerfile: its first instruction (after comments and ARGs) is FROM
@@ -850,7 +844,10 @@ def _dockerfile(text: str, base_dir: str | Path | None,
             continue
         op, rest = m.group(1).upper(), m.group(2).strip()
         if op in ("ENV", "ARG"):
-            words = shlex.split(rest, comments=True) if "=" in rest else rest.split(None, 1)
+            try:
+                words = shlex.split(rest, comments=True) if "=" in rest else rest.split(None, 1)
+            except ValueError:  # an unbalanced quote: the words as they stand
+                words = rest.split()
             if "=" in rest:
                 for w in words:
                     k, sep, v = w.partition("=")
@@ -890,12 +887,8 @@ def _dockerfile(text: str, base_dir: str | Path | None,
     if _A_COMMAND.search(line) or Path(words[0]).name == "vllm":
         return line, env, image
     script = next((w for w in words if w.endswith((".sh", ".bash")) or "/" in w and not w.startswith("-")), words[0])
-    src = copies.get(script) or Path(script).name
-    beside = Path(base_dir) / src if base_dir is not None else None
-    if beside is not None and beside.is_file():
-        from kvdoctor.safeio import read_document
-
-        return read_document(beside, "--serve").decode("utf-8", "replace"), env, image
+    if (body := _script_beside(base_dir, copies.get(script) or Path(script).name)) is not None:
+        return body, env, image
     raise InputError(f"a Dockerfile whose command runs {script}, not vLLM: pass that script with --serve (the "
                      "Dockerfile's ENV lines are read when the script lies beside it)")
 

@@ -545,12 +545,12 @@ def _parse_time(s: str) -> float:
     except ValueError:
         pass
     try:
-        return _iso_epoch(s)
+        return iso_epoch(s)
     except ValueError:
         raise InputError(f"--window: {s!r} is neither epoch seconds nor an ISO 8601 time") from None
 
 
-def _iso_epoch(s: str) -> float:
+def iso_epoch(s: str) -> float:
     """Epoch seconds of an ISO 8601 time (a trailing Z is UTC; no zone is read as UTC). ValueError if it is none."""
     from datetime import datetime, timezone
 
@@ -767,7 +767,7 @@ def _date_line_time(m: re.Match) -> float | None:
         if epoch:
             return _sample_time(epoch)
         if iso:
-            return _sample_time(_iso_epoch(iso))
+            return _sample_time(iso_epoch(iso))
         parts = unix_date.split()  # `date`'s zone name is dropped: only the gaps between scrapes matter
         d = datetime.strptime(" ".join(parts[:4] + parts[-1:]), "%a %b %d %H:%M:%S %Y")
     except ValueError:

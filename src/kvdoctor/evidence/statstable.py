@@ -57,10 +57,10 @@ def _cells(line: str) -> list[str]:
 def _header_key(cell: str) -> str | None:
     h = re.sub(r"[`*]", "", cell).strip().lower()  # (underscores stay: `num_requests_running` is a metric's name)
     h = re.sub(r"\s+", " ", h).removeprefix("vllm:")
+    words_h = re.split(r"[\s_:]+", h)
     for col, words in _COLUMNS:
         if h in words or any(h.startswith(w + " ") or h.startswith(w + "(") for w in words if len(w) > 2):
             return col
-        words_h = re.split(r"[\s_:]+", h)
         if col == "kv_usage_pct" and "kv" in words_h and ("usage" in h or "%" in h or "cache" in h or "pct" in h):
             return col
     return None
@@ -74,13 +74,12 @@ def _time(cell: str) -> float | None:
         return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3) or 0)
     iso = _ISO.match(c)
     if iso:
-        from datetime import datetime, timezone
+        from kvdoctor.evidence.prometheus import iso_epoch
 
         try:
-            d = datetime.fromisoformat(iso.group(0).upper().replace("Z", "+00:00").replace(" ", "T"))
+            return iso_epoch(iso.group(0).upper().replace(" ", "T"))
         except ValueError:
             return None
-        return (d if d.tzinfo else d.replace(tzinfo=timezone.utc)).timestamp()
     m = _SECONDS.match(c)
     if m:
         v = float(m.group(1))

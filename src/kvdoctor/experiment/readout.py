@@ -77,8 +77,9 @@ def read_run(run: RunResult) -> dict[str, dict[str, Any]]:
             figs[name] = _fig(int(round(after[key] - before[key])),
                               f"vllm:{key if key != 'preemptions' else 'num_preemptions'}_total after − before "
                               f"({after[key]:g} − {before[key]:g})")
-    tb = metric_values(before_t, TOTALS) if before_t is not None else {}
-    ta = metric_values(after_t, TOTALS) if after_t is not None else {}
+    # the totals and the prefix-cache counters in one pass over each scrape
+    tb = metric_values(before_t, {**TOTALS, **PREFIX}) if before_t is not None else {}
+    ta = metric_values(after_t, {**TOTALS, **PREFIX}) if after_t is not None else {}
     if all(k in tb and k in ta for k in TOTALS.values()):
         total, n = ta["queue_time_sum"] - tb["queue_time_sum"], ta["queue_time_count"] - tb["queue_time_count"]
         figs["queue_time_total_s"] = _fig(round(total, 6), "vllm:request_queue_time_seconds_sum after − before "
@@ -86,10 +87,8 @@ def read_run(run: RunResult) -> dict[str, dict[str, Any]]:
         if n > 0:
             figs["queue_time_mean_s"] = _fig(round(total / n, 6), f"queue_time_total_s {total:.3f} / "
                                              f"vllm:request_queue_time_seconds_count after − before ({n:g})")
-    pb = metric_values(before_t, PREFIX) if before_t is not None else {}
-    pa = metric_values(after_t, PREFIX) if after_t is not None else {}
-    if all(k in pb and k in pa for k in PREFIX.values()) and pa["prefix_queries"] > pb["prefix_queries"]:
-        hits, queries = pa["prefix_hits"] - pb["prefix_hits"], pa["prefix_queries"] - pb["prefix_queries"]
+    if all(k in tb and k in ta for k in PREFIX.values()) and ta["prefix_queries"] > tb["prefix_queries"]:
+        hits, queries = ta["prefix_hits"] - tb["prefix_hits"], ta["prefix_queries"] - tb["prefix_queries"]
         figs["prefix_cache_hit_pct"] = _fig(round(100.0 * hits / queries, 1),
                                             f"vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total, after − "
                                             f"before ({hits:g} / {queries:g} prompt tokens)")

@@ -288,7 +288,7 @@ def _literal_dict(text: str) -> dict[str, Any]:
     """``non-default args: {...}``: a Python dict repr. ``ast.literal_eval`` first; values that are
     not literals (enums, dataclasses, ``torch.dtype``, pasted ``...``) fall back to their text."""
     text = text.strip()
-    end = _matching_brace(text)
+    end = matching_brace(text)
     body = text[: end + 1] if end is not None else text
     try:
         val = _literal(body)
@@ -338,7 +338,7 @@ def _outside_quotes(text: str):
             yield i, ch
 
 
-def _matching_brace(text: str) -> int | None:
+def matching_brace(text: str) -> int | None:
     depth = 0
     for i, ch in _outside_quotes(text):
         if ch in "{[(":
@@ -1380,7 +1380,7 @@ WRAP_HOLD = 24
 def _nda_cut(line: str) -> bool:
     """A "non-default args: {" dict whose braces do not close on the line (a terminal's fixed-width wrap)."""
     i = line.find(WRAPPED_NEEDLES[2])
-    return i >= 0 and _matching_brace(line[i + len(WRAPPED_NEEDLES[2]) - 1:]) is None
+    return i >= 0 and matching_brace(line[i + len(WRAPPED_NEEDLES[2]) - 1:]) is None
 
 
 def _unbalanced(text: str) -> bool:
