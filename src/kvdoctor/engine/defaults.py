@@ -900,7 +900,7 @@ def _resolve_backend(acc: _Acc, shape: ModelShape, cc: int | None, kv_dtype: str
                 raise ConfigError(refusal)
             acc.set("attention_backend", b.name, "given", sel_how)
             block = user_block if user_block is not None else b.default_block
-            _set_block(acc, user_block, block, f"{b.name} preferred block size")
+            _set_block(acc, user_block, block, f"{b.name} preferred block size", _one_group(shape))
             return b.name, int(acc.values["block_size"])
     for name in backend_priorities(is_mla, eff_cc):
         b = BACKENDS[name]
@@ -926,12 +926,19 @@ def _resolve_backend(acc: _Acc, shape: ModelShape, cc: int | None, kv_dtype: str
     acc.set("attention_backend", chosen.name, "default", how)
     block = user_block if user_block is not None else chosen.default_block
     _set_block(acc, user_block, block,
-               f"{chosen.name} preferred block size" + (" (Setting kv cache block size to %d)" % block if block != 16 else ""))
+               f"{chosen.name} preferred block size" + (" (Setting kv cache block size to %d)" % block if block != 16 else ""),
+               _one_group(shape))
     layer_kinds = shape.layer_kinds
     if any(k in ("mamba", "linear") for k in layer_kinds):
         acc.notes.append("hybrid (Mamba/linear-attention) model: vLLM raises the attention block size so its page "
                          "matches the state page (see the ledger's page math)")
     return chosen.name, int(acc.values["block_size"])
+
+
+def _one_group(shape: ModelShape) -> bool:
+    """Every KV layer of one kind (full attention): one KV cache group, so tokens = blocks x block size."""
+    kinds = {k for k in shape.layer_kinds if k != "none"}
+    return kinds <= {"full"}
 
 
 # VLLM_ATTENTION_BACKEND: deprecated by vllm PR #26315 in favour of --attention-backend /
@@ -966,13 +973,31 @@ def _selected_backend(cfg: EngineConfig, tr: VersionTraits) -> tuple[str | None,
     return None, ""
 
 
-def _set_block(acc: _Acc, user_block: int | None, block: int, how: str) -> None:
+def _set_block(acc: _Acc, user_block: int | None, block: int, how: str, one_group: bool = True) -> None:
+    pool = _block_from_pool(acc.cfg.measured.get("pool_tokens_per_block")) if one_group else None
     if user_block is not None:
         acc.set("block_size", user_block, "given", f"--block-size ({acc.cfg.origin_of('block_size')})")
     elif "block_size" in acc.cfg.measured:
         acc.set("block_size", acc.cfg.measured["block_size"], "measured", "start-up log")
+    elif pool is not None and pool[0] != block:
+        acc.set("block_size", pool[0], "measured", pool[1] + f" (not the {how}, {block}: another platform's or "
+                "backend's block)")
     else:
         acc.set("block_size", block, "default", how)
+
+
+def _block_from_pool(pair: object) -> tuple[int, str] | None:
+    """The block size a log's pool implies: "GPU KV cache size: N tokens" over its block count, where both are
+    printed and the model has one KV group (then every era's formula is blocks x block size). Invariant: only a
+    whole multiple of 16 is taken (every V1 attention backend's block is one); anything else is left to the
+    default, which the ledger then checks against the printed tokens."""
+    if not isinstance(pair, tuple) or len(pair) != 2:
+        return None
+    tokens, blocks = pair
+    if blocks <= 0 or tokens % blocks or (tokens // blocks) % 16:
+        return None
+    size = tokens // blocks
+    return size, f"start-up log: {tokens:,} tokens / {blocks:,} blocks"
 
 
 def batch_defaults(gpu: GpuSpec | None, tr: VersionTraits, usage: str | None, world_size: int = 1) -> tuple[int, int, str]:

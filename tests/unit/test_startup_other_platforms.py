@@ -1,0 +1,92 @@
+"""Start-ups on platforms whose workers print their own memory lines (Intel XPU, Ascend NPU, TPU), and the block size
+a pool implies where the log prints both its tokens and its blocks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvdoctor.units import GiB, MiB
+
+REPO = Path(__file__).resolve().parents[2]
+LOGS = REPO / "tests" / "fixtures" / "startup_logs"
+
+# Lines as public logs print them (the ALCF Aurora guide's vLLM page; vllm-ascend issue 2667; the Keras guide on
+# TPU; a TPU write-up's over-cap refusal as tpu_worker.py raises it).
+XPU_BEFORE = ("(EngineCore_0 pid=207574) INFO 11-06 18:41:09 [xpu_worker.py:104] Before memory profiling run, total GPU "
+              "memory: 65520.00 MB, model load takes 12870.74 MB, free gpu memory is 52435.44 MB.")
+XPU_AFTER = ("(EngineCore_0 pid=207574) INFO 11-06 18:41:10 [xpu_worker.py:139] After memory profiling run, peak memory "
+             "usage is 13552.69 MB,torch mem is 12870.74 MB, non-torch mem is 426.94 MB, free gpu memory is 51896.32 MB.")
+NPU = ("(EngineCore_0 pid=1440043) INFO 09-02 03:32:19 [worker_v1.py:190] Available memory: 34184553369, total memory: "
+       "65464696832")
+TPU = ("INFO 08-16 20:23:52 [tpu_worker.py:557] Memory statistics | total_hbm_limit_gb=15.75GiB | "
+       "total_hbm_limit_cap_gb=14.49GiB | total_hbm_used_gb=1.86GiB | total_hbm_avail_gb=12.63GiB")
+TPU_OVER = ("ValueError: total_hbm_used_gb=30.98GiB exceeds total_hbm_limit_cap_gb=28.74GiB by 2.24GiB. Please consider "
+            "increasing --gpu-memory-utilization from 0.92 to a larger value.")
+
+
+def _facts(tmp_path, *lines):
+    from kvdoctor.evidence.logs import read_startup_facts
+
+    p = tmp_path / "start.log"
+    p.write_text("\n".join(lines) + "\n")
+    (f,) = read_startup_facts(str(p))
+    return f
+
+
+def test_the_xpu_workers_profiling_lines(tmp_path):
+    f = _facts(tmp_path, XPU_BEFORE, XPU_AFTER)
+    assert f.total_memory_bytes == round(65520.00 * MiB)
+    assert f.non_torch_bytes == round(426.94 * MiB)
+    # the printed peak is torch's peak plus the non-torch memory: the activation is what is left above the torch
+    # memory the run ended with
+    assert f.activation_bytes == round(13552.69 * MiB) - round(426.94 * MiB) - round(12870.74 * MiB)
+    assert f.engine_config["platform"] == "xpu"
+
+
+def test_the_ascend_workers_kv_line_is_bytes(tmp_path):
+    f = _facts(tmp_path, NPU)
+    assert (f.kv_cache_bytes, f.total_memory_bytes) == (34184553369, 65464696832)
+    assert f.engine_config["platform"] == "npu"
+
+
+def test_the_tpu_memory_statistics_and_its_refusal(tmp_path):
+    f = _facts(tmp_path, TPU)
+    assert f.total_memory_bytes == round(15.75 * GiB) and f.requested_bytes == round(14.49 * GiB)
+    assert f.consumed_bytes == round(1.86 * GiB) and f.kv_cache_bytes == round(12.63 * GiB)
+    assert f.gpu_memory_utilization == 0.92
+    g = _facts(tmp_path, TPU_OVER)
+    assert g.startup_error == "no-memory-for-cache"
+    assert (g.error_needed_bytes, g.error_available_bytes) == (round(30.98 * GiB), round(28.74 * GiB))
+
+
+def _ledger(*args: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "kvdoctor", "ledger", "--json", *args], capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out)
+
+
+def test_the_pool_sets_the_block_size_on_a_platform_whose_block_kvdoctor_does_not_know():
+    # 90,816 tokens over 1,419 blocks: the XPU platform's 64-token block. With CUDA's 16 the ledger had priced the pool
+    # at a quarter of its bytes (11.09 GiB, not the 44.34 GiB the profile left) and the pool at 22,688 tokens.
+    j = _ledger("--from-log", str(LOGS / "aurora-xpu-llama2-7b-v1.log"))
+    bs = j["figures"]["kv_cache.block_size"]
+    assert (bs["value"], bs["source"]) == (64, "measured") and "90,816 tokens / 1,419 blocks" in bs["how"]
+    assert j["figures"]["kv_cache.num_blocks"]["predicted"] == 1419
+    assert abs(j["memory"]["kv_cache_bytes"] / GiB - 44.34) < 0.01
+    assert any("Intel XPU" in n for n in j["notes"])
+
+
+@pytest.mark.parametrize(("pair", "expected"), [
+    ((90816, 1419), 64), ((252800, 1975), 128), ((12000, 1500), None), ((1000, 0), None), (None, None)])
+def test_block_from_pool_takes_only_a_whole_multiple_of_16(pair, expected):
+    # every V1 attention backend's block is a multiple of 16; a hybrid model's pool (tokens = blocks // groups x
+    # block) is never asked (resolve() passes one_group=False for it)
+    from kvdoctor.engine import defaults
+
+    got = defaults._block_from_pool(pair)
+    assert (got[0] if got else None) == expected
