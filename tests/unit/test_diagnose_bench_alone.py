@@ -160,3 +160,17 @@ def test_the_cli_reads_a_printed_block_alone(tmp_path):
     assert d["verdict"] == "insufficient-evidence" and d["confidence"] == "low"
     assert "a queue left behind: offered 8 req/s, completed 5.28" in d["reason"]
     assert any("mean wait of about 6.4 s" in c for c in d["carried_by"])
+
+
+def test_a_burst_cut_before_its_tpot_is_read_by_the_runs_length():
+    # vllm#32364: 4,096 prompts at rate inf over DP4, the excerpt cut after the median TTFT (no TPOT, no ITL)
+    f = dict(request_rate=float("inf"), completed=4096, duration=432.21, request_throughput=9.48,
+             total_input_tokens=815_109, total_output_tokens=8_388_608, output_throughput=19408.78,
+             mean_ttft_ms=190666.51, median_ttft_ms=192432.59)
+    (r,) = bench_readings([result(**f)], Thresholds())
+    assert r.kind == "burst" and "44% of the run's 432 s" in r.text and "cut before its TPOT" in r.text
+    # a short burst's TTFT is a prefill's, however large a share of its run: not read without a TPOT
+    short = {**f, "completed": 16, "duration": 2.0, "mean_ttft_ms": 900.0}
+    assert bench_readings([result(**short)], Thresholds()) == []
+    # a TTFT a small share of a long run is not a queue either
+    assert bench_readings([result(**{**f, "mean_ttft_ms": 40_000.0})], Thresholds()) == []

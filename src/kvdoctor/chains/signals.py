@@ -608,12 +608,15 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     "--max-num-seqs: then Waiting > 0 in its stats) or behind the other arrivals' prefills (then "
                     "Waiting stays 0 with Running at the client's cap). Its stats lines over the run tell which"),
                     f"a wait for the first token ({before:.1f} of {in_flight:.0f} in flight)"))
-        elif (_is_inf(rate) and not (conc is not None and conc < n) and queued and x
-              and n >= 8):
+        elif (_is_inf(rate) and not (conc is not None and conc < n) and x and n >= 8
+              and (queued or _burst_span_share(ttft, tpot, dur) is not None)):
+            bound = (f"above the longest a {prompt:,.0f}-token prefill plausibly takes (about "
+                     f"{steps * tpot / 1000:,.1f} s: {steps:,.0f} decode steps of {tpot:g} ms)" if queued else
+                     f"{_burst_span_share(ttft, tpot, dur):.0%} of the run's {dur:,.0f} s (the result is cut before "
+                     "its TPOT; no prefill takes a quarter of a run that long)")
             out.append(BenchReading("burst", None, (
                 f"{label}: all {n:,.0f} requests sent at once with no --max-concurrency, and the mean TTFT "
-                f"({ttft / 1000:,.1f} s) is above the longest a {prompt:,.0f}-token prefill plausibly takes "
-                f"(about {steps * tpot / 1000:,.1f} s: {steps:,.0f} decode steps of {tpot:g} ms): the TTFT figures "
+                f"({ttft / 1000:,.1f} s) is {bound}: the TTFT figures "
                 f"measure how long the burst queued, not the server's latency under a steady load. The run's rate, "
                 f"{x:g} req/s ({f.get('output_throughput') or 0:,.0f} output tok/s), is this deployment's ceiling at "
                 "these lengths; --request-rate below it or --max-concurrency gives latencies to compare"),
@@ -649,6 +652,15 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     f"{md:g} ms, p99 {p99:g} ms = {p99 / md:.0f}× the median): {why}"),
                     f"{share:.0%} of decode time in steps far longer than a decode step"))
     return out
+
+def _burst_span_share(ttft: float | None, tpot: float | None, dur: float | None) -> float | None:
+    """A burst's mean TTFT as a share of the run, where the result gives no TPOT to price a prefill by: at least a
+    quarter of a run of 10 s or more is a queue (None otherwise, and whenever TPOT is there to judge by)."""
+    if tpot or ttft is None or not dur or dur < 10:
+        return None
+    share = ttft / 1000 / dur
+    return share if share >= 0.25 else None
+
 
 @dataclass
 class Decode:
