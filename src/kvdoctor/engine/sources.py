@@ -1225,9 +1225,23 @@ _MULTI_NODE = re.compile(r"--(?:nnodes|node[-_]rank|headless|data[-_]parallel[-_
                          r"\b|--distributed[-_]executor[-_]backend[= ]+ray\b|\bray\s+start\b")
 
 
+# Images whose tag is another project's release, not vLLM's: LMCache's vLLM image (lmcache/vllm-openai:v0.4.5), llm-d's,
+# NGC's monthly container (nvcr.io/nvidia/vllm:25.09-py3), Dynamo's runtime.
+FOREIGN_TAG_OWNERS = ("lmcache", "llm-d", "nvcr.io/nvidia", "ai-dynamo", "nvidia/dynamo")
+
+
 def version_from_image(image: str) -> str | None:
-    """The vLLM release a container image's tag names (``vllm/vllm-openai:v0.10.1``), else None."""
-    m = re.search(r":v?(\d+\.\d+(?:\.\d+)?(?:[.\-+]?(?:post|rc|dev)\d*)?)$", image)
+    """The vLLM release a container image's tag names (``vllm/vllm-openai:v0.10.1``; ``rocm/vllm:rocm6.3.1_vllm_0.8.5_…``
+    inside the tag), else None."""
+    repo, colon, tag = image.rpartition(":")
+    if not colon or "/" in tag:
+        return None
+    m = re.search(r"vllm[_-]v?(\d+\.\d+(?:\.\d+)?)", tag)
+    if m:
+        return m.group(1)
+    if any(f"/{o}/" in f"/{repo.lower()}" for o in FOREIGN_TAG_OWNERS):
+        return None
+    m = re.fullmatch(r"v?(\d+\.\d+(?:\.\d+){0,2}(?:[.\-+]?(?:post|rc|dev)\d*)?)", tag)
     return m.group(1) if m else None
 
 
