@@ -90,3 +90,23 @@ def test_block_from_pool_takes_only_a_whole_multiple_of_16(pair, expected):
 
     got = defaults._block_from_pool(pair)
     assert (got[0] if got else None) == expected
+
+
+def test_two_ascend_starts_in_one_log_the_second_refused_for_no_kv_memory(tmp_path):
+    # vllm-ascend#5917 (MinerU, two servers on one NPU at 0.4 each): the second engine's worker printed
+    # "Available memory: 0" and its engine failed to start. The colour codes came pasted in caret notation.
+    from kvdoctor.chains.diagnose import diagnose
+    from kvdoctor.evidence.load import load_evidence
+
+    pre = "[mineru] ^[[0;36m(EngineCore_DP0 pid={})^[[0;0m "
+    p = tmp_path / "mineru.log"
+    p.write_text("\n".join([
+        pre.format(3052) + "INFO 01-15 06:46:16 [worker_v1.py:270] Available memory: 23106324992, total memory: "
+        "65452113920",
+        pre.format(3052) + "INFO 01-15 06:46:16 [kv_cache_utils.py:1286] GPU KV cache size: 1,880,320 tokens",
+        pre.format(4146) + "INFO 01-15 06:47:41 [worker_v1.py:270] Available memory: 0, total memory: 65452113920",
+        pre.format(4146) + "ERROR 01-15 06:47:41 [core.py:843] EngineCore failed to start.",
+    ]) + "\n")
+    ev = load_evidence([str(p)])
+    verdicts = [i.verdict for i in diagnose(ev).instances]
+    assert "config-starved" in verdicts, verdicts

@@ -19,6 +19,9 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # journald/rsyslog -> CloudWatch path of a SageMaker or EC2 container writes vLLM's coloured process prefix that way.
 # A regex of its own: an alternation would cost the common raw-colour case its fast literal scan.
 RSYSLOG = re.compile(r"#033\[[0-9;?]*[A-Za-z]|#015(?=[\r\n]|$)")
+# And in caret notation (``^[[0;36m``), as ``cat -v``, ``less`` and some log viewers show ESC, pasted as text
+# (vllm-ascend#5917's MinerU log).
+CARET = re.compile(r"\^\[\[[0-9;?]*[A-Za-z]")
 
 ENVELOPE = re.compile(
     r"(?:\(?(?P<proc>[A-Za-z_][\w.\-]*(?: rank=\d+)?)\s+pid=(?P<pid>\d+)(?:,\s*ip=[^)\s]*)?\)\s*)?"
@@ -158,6 +161,8 @@ class Envelope:
 def strip_ansi(line: str) -> str:
     if "\x1b" in line:
         line = ANSI.sub("", line)
+    if "^[[" in line:
+        line = CARET.sub("", line)
     return RSYSLOG.sub("", line) if ("#0" in line and ("#033[" in line or "#015" in line)) else line
 
 
@@ -231,13 +236,14 @@ GLUE_B = re.compile(GLUE.pattern.encode())
 GLUE_STATS_B = re.compile(GLUE_STATS.pattern.encode())
 ANSI_B = re.compile(ANSI.pattern.encode())
 RSYSLOG_B = re.compile(RSYSLOG.pattern.encode())
+CARET_B = re.compile(CARET.pattern.encode())
 
 
 def has_ansi_b(buf: bytes, lo: int = 0, hi: int | None = None) -> bool:
     """Whether ``buf[lo:hi]`` may hold a colour code, raw or rsyslog-escaped. Single-byte scans first (memchr):
     a multi-byte find runs several times slower, and most chunks hold no '#' at all."""
     hi = len(buf) if hi is None else hi
-    if buf.find(b"\x1b", lo, hi) != -1:
+    if buf.find(b"\x1b", lo, hi) != -1 or buf.find(b"^[[", lo, hi) != -1:
         return True
     h = buf.find(b"#", lo, hi)
     return h != -1 and (buf.find(b"#033[", h, hi) != -1 or buf.find(b"#015", h, hi) != -1)
@@ -246,4 +252,6 @@ def has_ansi_b(buf: bytes, lo: int = 0, hi: int | None = None) -> bool:
 def strip_ansi_b(buf: bytes) -> bytes:
     if b"\x1b" in buf:
         buf = ANSI_B.sub(b"", buf)
+    if b"^[[" in buf:
+        buf = CARET_B.sub(b"", buf)
     return RSYSLOG_B.sub(b"", buf) if (b"#" in buf and (b"#033[" in buf or b"#015" in buf)) else buf

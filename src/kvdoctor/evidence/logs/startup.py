@@ -842,6 +842,7 @@ def _h_npu_avail(c, n, env, msg) -> bool:
     m = R_NPU_AVAIL.search(msg)
     if not m:
         return False
+    c._kv_repeat("kv_cache_bytes", m.group(1), n, env)
     b = c._builder(n)
     b.set("kv_cache_bytes", int(m.group(1)), n, env)
     b.set("total_memory_bytes", int(m.group(2)), n, env)
