@@ -832,15 +832,19 @@ def decode_bound(ctx: Context) -> Finding | None:
                f"{floor:,.1f} tok/s ({how}): the decode step itself is the bottleneck, not memory or admission.")
     action = get("sched.decode-bound").action
     chunk = _prefill_in_flight(tl, d.idx)
+    if chunk is not None and all(float(tl.running[i]) <= 1 for i in d.idx):
+        # one request running: the long step was its own prefill (a new prompt after the last one finished, or the
+        # rest of this one's chunks), which no other decode waited for; that is its TTFT, not a slow decode
+        return None
     if chunk is not None:
         j, tps = chunk
         # vLLM counts a step's tokens when the step ends: a long step carrying a prefill chunk shows as an interval of
         # (almost) no tokens, then one of many prompt tokens; every decode in that step waited for it
         summary = (f"Running requests decode at {d.per_request:.2f} tok/s in the slow interval(s), and each one is "
-                   f"followed by an interval of {tps:,.0f} prompt tokens/s: a step carrying a long prefill chunk was in "
-                   "flight (vLLM counts a step's tokens when it ends), and with chunked prefill every running decode "
-                   "gets one token per step, so it waited the whole step. Long prefill steps starve the decodes; the "
-                   "decode step itself need not be slow.")
+                   f"followed by an interval of {tps:,.0f} prompt tokens/s: a long prefill was in flight (vLLM counts a "
+                   "decode's token when its step ends and a prompt's tokens when its prefill ends), and with chunked "
+                   "prefill every running decode gets one token per step, so no token in the interval means no step "
+                   "ended in it. Long prefill steps starve the decodes; the decode step itself need not be slow.")
         action = ("--max-num-batched-tokens lower (a smaller prefill chunk per step, so steps come back sooner) or "
                   "--long-prefill-token-threshold (one long prompt cannot take the step's whole budget); then compare "
                   f"the decode rate again. If {tps:,.0f} prompt tok/s is itself far below what this model and GPU "
