@@ -110,3 +110,21 @@ def test_two_ascend_starts_in_one_log_the_second_refused_for_no_kv_memory(tmp_pa
     ev = load_evidence([str(p)])
     verdicts = [i.verdict for i in diagnose(ev).instances]
     assert "config-starved" in verdicts, verdicts
+
+
+def test_an_eagle3_drafters_layer_shares_the_pool():
+    # vllm-ascend#2667: Llama-3.1-8B with an EAGLE-3 head on a 910 (128-token blocks). 31.84 GiB over 33 layers of
+    # 128 KiB per token x 128 = 1,975 blocks = the 252,800 tokens printed; over the target's 32 alone 2,037 blocks.
+    j = _ledger("--from-log", str(LOGS / "ascend-910-llama31-8b-eagle3-v1.log"), "--block-size", "128")
+    f = j["figures"]
+    assert "33 KV layers" in f["kv_cache.bytes_per_token"]["how"] and f["kv_cache.bytes_per_token"]["value"] == 135168
+    assert f["kv_cache.tokens"]["value"] == 252800 and f["kv_cache.tokens"]["predicted"] == 252800
+    assert any("eagle3: the drafter's 1 attention layer" in n for n in j["notes"])
+
+
+def test_the_engine_lines_speculative_config_is_read():
+    from kvdoctor.engine.sources import speculative_from_engine_line as spec
+
+    assert spec("SpeculativeConfig(method='eagle3', model='/m/EAGLE3-LLaMA3.1-Instruct-8B', num_spec_tokens=2)") == {
+        "method": "eagle3", "model": "/m/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 2}
+    assert spec("None") is None and spec("SpeculativeConfig(method='eagle3', ...") is None

@@ -1331,6 +1331,28 @@ _ENGINE_LINE_KEYS = {
 }
 
 
+_SPEC_REPR = re.compile(r"SpeculativeConfig\((.*)\)\s*$")
+_SPEC_FIELD = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|[^,]+)")
+
+
+def speculative_from_engine_line(text: object) -> dict[str, Any] | None:
+    """The engine config line's ``speculative_config=SpeculativeConfig(method='eagle3', model='…',
+    num_spec_tokens=2)`` as --speculative-config's JSON keys; None when absent, None or cut."""
+    m = _SPEC_REPR.match(str(text or "").strip())
+    if not m:
+        return None
+    out: dict[str, Any] = {}
+    for key, raw in _SPEC_FIELD.findall(m.group(1)):
+        val = raw.strip()
+        if val.startswith("'") and val.endswith("'"):
+            out[key] = val[1:-1]
+        elif val.isdigit():
+            out[key] = int(val)
+    if "num_spec_tokens" in out:
+        out["num_speculative_tokens"] = out.pop("num_spec_tokens")
+    return out if out.get("method") else None
+
+
 # Platforms whose start-up kvdoctor reads but does not model (their workers print their own memory lines).
 OTHER_PLATFORMS = {"xpu": "an Intel XPU (vLLM's xpu worker)", "npu": "an Ascend NPU (vllm-ascend)",
                    "tpu": "a TPU (tpu-inference)"}
@@ -1362,6 +1384,9 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
                 continue
     if cfg.model is None and facts.model:
         measured.setdefault("model", facts.model)
+    spec = speculative_from_engine_line((facts.engine_config or {}).get("speculative_config"))
+    if spec is not None and cfg.speculative_config is None:
+        cfg.speculative_config = spec
     ec = facts.engine_config or {}
     if "block_size" not in measured and facts.num_gpu_blocks and facts.kv_cache_tokens:
         # the pool's tokens per block: the block size where the model has one KV group (resolve() decides; XPU's

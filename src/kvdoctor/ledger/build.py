@@ -236,8 +236,9 @@ def build_ledger(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "Resolved
     stage_terms = _stage_terms(shape, ctx)
     figs = _memory_figures(ctx, gpu, weights, stage_terms, startup, resolved, implied_overhead)
     kv_avail, pred_kv0 = _kv_budgets(ctx, figs, weights, stage_terms, startup)
-    plan, predicted_plan, derived_how = _plans(shape, ctx, kv_avail, startup)
-    kvf = _kv_figures(plan, startup, shape, ctx.opts, ctx.override, ctx.engine_kind, predicted_plan)
+    kv_shape, draft_note = with_draft_layers(shape, resolved.speculative_config, ctx.pp)
+    plan, predicted_plan, derived_how = _plans(kv_shape, ctx, kv_avail, startup)
+    kvf = _kv_figures(plan, startup, kv_shape, ctx.opts, ctx.override, ctx.engine_kind, predicted_plan)
     if derived_how is not None:
         kvf["num_blocks"] = Figure(plan.num_blocks, "measured", derived_how, predicted=predicted_plan.num_blocks)
     if figs["kv_cache"].value is None:
@@ -258,6 +259,8 @@ def build_ledger(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "Resolved
     recon = reconcile(plan, ctx.max_num_seqs)
     ranks = _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, _requested(ctx), ctx.deducted)
     warnings, notes = _warnings_notes(shape, ctx, resolved, figs, plan, stage_terms[0][2], startup, weights)
+    if draft_note:
+        notes.insert(0, draft_note)
     engine_figs = _engine_figures(resolved, ctx, plan)
     kvf["block_size"] = Figure(plan.block_size, engine_figs["block_size"].source,
                                engine_figs["block_size"].how or kvf["block_size"].how)
@@ -714,6 +717,54 @@ def _quant(shape, resolved):
 def _chunked_model(shape: ModelShape) -> bool:
     """vLLM's test is ``model_config.attention_chunk_size is not None`` (Llama-4)."""
     return bool(shape.attention_chunk_size) and "chunked" in shape.layer_kinds
+
+
+# Speculative methods whose drafter's attention layers join the target's in one KV pool (vLLM registers every
+# attention layer of the forward context, the drafter's included, in get_kv_cache_spec), with the layers they add:
+# an EAGLE/EAGLE-3 head is one decoder layer in every published head; vLLM's MTP drafters run the checkpoint's
+# num_nextn_predict_layers, 1 in every published MTP model (DeepSeek-V3/R1, GLM-4.5, Qwen3-Next, MiMo).
+DRAFT_KV_LAYERS = {"eagle": 1, "eagle3": 1, "mtp": 1, "deepseek_mtp": 1, "qwen3_next_mtp": 1, "glm4_moe_mtp": 1,
+                   "mimo_mtp": 1, "ernie_mtp": 1, "longcat_flash_mtp": 1}
+# Drafters with attention layers of their own, in a number the method does not fix (a draft model, DFlash's
+# several layers): the pool has them, the ledger does not.
+DRAFT_UNSIZED = ("draft_model", "dflash", "dspark")
+
+
+def speculative_method(spec: object) -> str | None:
+    """The method a --speculative-config names, or the one vLLM infers from the draft model's name (an 'eagle3' or
+    'eagle' in it), else a named draft model; None for no speculation."""
+    if not isinstance(spec, dict):
+        return None
+    method = spec.get("method")
+    if method:
+        return str(method).lower()
+    model = str(spec.get("model") or "").lower()
+    if not model:
+        return None
+    return "eagle3" if "eagle3" in model else "eagle" if "eagle" in model else "draft_model"
+
+
+def with_draft_layers(shape: ModelShape, spec: object, pp: int) -> tuple[ModelShape, str | None]:
+    """The shape whose KV layers the pool holds: the target's plus its drafter's (appended as the target's own
+    attention kind and head shape: EAGLE heads and MTP layers copy them), and a note saying so."""
+    method = speculative_method(spec)
+    if method is None:
+        return shape, None
+    n = DRAFT_KV_LAYERS.get(method, 0)
+    if method in DRAFT_UNSIZED:
+        return shape, (f"--speculative-config {method}: the drafter's own attention layers share the KV pool and "
+                       "are not in this ledger, so the predicted blocks are high by their share")
+    if not n:
+        return shape, None
+    if pp > 1:
+        return shape, (f"--speculative-config {method}: its {n} draft layer(s) share the last pipeline stage's pool; "
+                       "not modelled with PP, so that stage's predicted blocks are high by their share")
+    kind = "full" if shape.is_mla or "full" in shape.layer_kinds else shape.layer_kinds[-1]
+    drafted = replace(shape, layer_kinds=(*shape.layer_kinds, *([kind] * n)), num_layers=shape.num_layers + n)
+    return drafted, (f"--speculative-config {method}: the drafter's {n} attention layer(s) share the KV pool with "
+                     f"the target's {len([k for k in shape.layer_kinds if k != 'none'])} (vLLM sizes one pool over "
+                     "every attention layer it runs), so a block costs that much more; its weights are not in the "
+                     "predicted weights")
 
 
 def _uses_eagle(spec: dict[str, Any] | list[Any] | None) -> bool:
