@@ -212,3 +212,25 @@ def test_an_abort_quoted_again_in_prose_is_one_abort(tmp_path):
                  f"key log: `INFO 05-10 20:25:34 [async_llm.py:414] Aborted request {rid}.`\n")
     (d,) = load_evidence([p]).request_lines.values()
     assert d["received"] == 1 and d["aborted"] == 1 and d["abort_after_s"]["max"] == 284.0
+
+
+def test_an_oom_through_the_engines_busy_loop_died_serving(tmp_path):
+    # vllm#27466's shape (a VL model under load, the excerpt cut between the pool's line and the death): the traceback
+    # runs through EngineCore's run_busy_loop, which only a serving engine is in; not a start-up OOM
+    pre = "(EngineCore_DP0 pid=8402) "
+    p = tmp_path / "oom.log"
+    p.write_text("\n".join([
+        pre + "INFO 10-24 01:22:28 [gpu_model_runner.py:2653] Model loading took 62.6327 GiB and 14.898300 seconds",
+        pre + "INFO 10-24 01:23:12 [gpu_worker.py:298] Available KV cache memory: 6.28 GiB",
+        pre + "ERROR 10-24 01:26:57 [core.py:710] EngineCore encountered a fatal error.",
+        pre + "ERROR 10-24 01:26:57 [core.py:710] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 960.00 "
+        "MiB. GPU 0 has a total capacity of 79.14 GiB of which 712.75 MiB is free. Process 854401 has 78.43 GiB memory "
+        "in use.",
+        pre + "ERROR 10-24 01:26:57 [core.py:710] Traceback (most recent call last):",
+        pre + 'ERROR 10-24 01:26:57 [core.py:710]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", '
+        "line 701, in run_engine_core",
+        pre + "ERROR 10-24 01:26:57 [core.py:710]     engine_core.run_busy_loop()",
+    ]) + "\n")
+    (inst,) = diagnose(load_evidence([str(p)])).instances
+    assert inst.verdict == "engine-died" and "died while serving" in inst.reason and "at start-up" not in inst.reason
+    assert inst.action.startswith("--gpu-memory-utilization")

@@ -188,6 +188,8 @@ def _phase(ctx: Context, first: Event, near: list[Event]) -> str | None:
         return "while serving"
     if any(e.data.get(k) for e in near for k in ("dump_config", "dump_stats", "dump_step")):
         return "while serving"  # vLLM dumps its scheduler's input only when a step it scheduled fails
+    if any(e.data.get("serving_frame") for e in near):
+        return "while serving"  # a traceback through EngineCore's busy loop, entered only after start-up (vllm#27466)
     st = ctx.startup
     if st is not None and (st.model or st.kv_cache_bytes or st.num_gpu_blocks or st.vllm_version):
         return "at start-up"

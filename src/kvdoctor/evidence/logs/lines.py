@@ -432,6 +432,8 @@ class LinePath:
                 last.data["native"] = native.group(0)
             if frame and "startup_frame" not in last.data:
                 last.data["startup_frame"] = frame
+            if "run_busy_loop" in msg or "step_with_batch_queue" in msg:
+                last.data["serving_frame"] = True  # EngineCore's serving loop: entered only after start-up
             if _KIND_RANK.get(kind, 0) > _KIND_RANK.get(last.kind, 0):
                 last.kind = kind
                 last.data["cause"], last.data["cause_line"] = msg.strip()[:400], n
