@@ -252,12 +252,27 @@ def build_gpus(data: Path, extra: Path | None = EXTRA_TSV) -> tuple[list[dict], 
     return gpus, report
 
 
-def build_models(data: Path) -> tuple[dict, list[str]]:
-    d = data / "models"
-    rows = list(csv.DictReader(open(d / "INDEX.tsv", encoding="utf-8"), delimiter="\t"))
+# The project's own configs beside the shared ones (same INDEX.tsv columns): public config.json files of models the
+# shared set lacks (Qwen3-Next, Qwen3.5/3.6, Qwen3-VL, the 2507 releases, Llama-4 Maverick), each with its source.
+MODELS_EXTRA = REPO / "scripts" / "models_extra"
+
+
+def _model_rows(data: Path, extra: Path | None) -> list[tuple[Path, dict]]:
+    rows = [(data / "models", r) for r in csv.DictReader(open(data / "models" / "INDEX.tsv", encoding="utf-8"),
+                                                          delimiter="\t")]
+    if extra is not None and (extra / "INDEX.tsv").exists():
+        added = [(extra, r) for r in csv.DictReader(open(extra / "INDEX.tsv", encoding="utf-8"), delimiter="\t")]
+        clash = {r["hf_id"] for _, r in rows} & {r["hf_id"] for _, r in added}
+        if clash:
+            raise SystemExit(f"{extra}: already in the shared models: {sorted(clash)}")
+        rows += added
+    return rows
+
+
+def build_models(data: Path, extra: Path | None = MODELS_EXTRA) -> tuple[dict, list[str]]:
     out: dict[str, dict] = {}
     report = []
-    for r in rows:
+    for d, r in _model_rows(data, extra):
         hf = r["hf_id"]
         cfg = json.load(open(d / r["file"], encoding="utf-8"))
         qfile = d / r["file"].replace(".json", ".hf_quant_config.json")
@@ -280,6 +295,10 @@ def build_models(data: Path) -> tuple[dict, list[str]]:
             sd["notes"] = list(sd["notes"]) + note
         sd.pop("extra", None)
         sd["extra"] = {"max_model_len_how": shape.extra.get("max_model_len_how", "")}
+        if shape.extra.get("gdn"):
+            # the linear-attention state's and mixer's dimensions (ledger.kv sizes the state, ledger.tensors the mixer)
+            sd["extra"]["gdn"] = shape.extra["gdn"]
+            sd["extra"]["attn_output_gate"] = shape.extra.get("attn_output_gate", False)
         out[hf] = sd
         report.append(f"{hf}: {shape.params.total if shape.params else 0:,} params")
     return out, report

@@ -256,7 +256,7 @@ def test_a_dated_re_release_names_the_model_it_builds_on_and_is_not_taken_for_it
     assert release_sibling("mistralai/Mistral-Small-3.2-24B-Instruct-2506") is None
     # the context length differs (its config's max_position_embeddings): named first, not used silently
     with pytest.raises(NotFoundError) as e:
-        lookup_model("Qwen/Qwen3-235B-A22B-Instruct-2507")
+        lookup_model("Qwen/Qwen3-235B-A22B-Thinking-2507")  # (the Instruct-2507 is in the catalog, its own config)
     assert "dated re-release of Qwen/Qwen3-235B-A22B" in str(e.value) and "--max-model-len" in str(e.value)
     assert e.value.suggestions[0] == "Qwen/Qwen3-235B-A22B"
     # with a max-model-len (given, or printed by a start-up log) the base's shape serves, and the note says so

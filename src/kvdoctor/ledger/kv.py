@@ -104,6 +104,10 @@ class SpecOptions:
     allow_chunked_hybrid: bool = False
     # VLLM_PP_LAYER_PARTITION (layers per stage), already validated by ledger.tensors.pp_partition.
     pp_partition: tuple[int, ...] | None = None
+    # Hybrid (state-space / linear-attention) layers: the drafter's extra conv-state rows and state blocks, and
+    # vLLM's mamba_cache_mode ("none": one state block a request; "align", prefix caching's: two).
+    num_speculative_tokens: int = 0
+    mamba_cache_mode: str = "none"
 
 
 CHUNKED_HYBRID_WARNING = (
@@ -154,19 +158,22 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
     # var's permission. It is a whole-model switch, not a per-layer one.
     no_hybrid = opts.disable_hybrid_kv_cache_manager or (
         bool(chunk) and "chunked" in shape.layer_kinds and not opts.allow_chunked_hybrid)
+    state_page = state_page_bytes(shape, opts) if any(k in ("mamba", "linear") for k in shape.layer_kinds) else 0
+    if state_page and not shape.is_mla:
+        bs = hybrid_block_size(bs, state_page, _attn_bytes_per_token(shape, opts))
+    state_blocks = (2 if opts.mamba_cache_mode == "align" else 1) + opts.num_speculative_tokens
     specs: list[KvSpec | None] = []
     for kind in shape.layer_kinds:
         if kind == "none":
             specs.append(None)
             continue
         if kind in ("mamba", "linear"):
-            page = int(shape.extra.get("mamba_page_bytes_per_rank", 0) or 0)
-            if page <= 0:
+            if state_page <= 0:
                 raise InputError(
                     f"{shape.name}: state-space (mamba/linear-attention) layers need their state shapes, "
                     "which this model entry does not carry; kvdoctor cannot size its KV cache"
                 )
-            specs.append(KvSpec("mamba", bs, page))
+            specs.append(KvSpec("mamba", bs, state_page, mamba_blocks=state_blocks))
             continue
         if shape.is_mla:
             if kvd in MLA_PACKED_BYTES_PER_TOKEN:
@@ -194,6 +201,41 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
             )
         )
     return specs
+
+
+def _attn_bytes_per_token(shape: "ModelShape", opts: SpecOptions) -> int:
+    kvd = (opts.kv_cache_dtype or "auto").lower()
+    heads = kv_heads_per_rank(shape.num_kv_heads, opts.tensor_parallel_size)
+    return heads * (shape.head_size + shape.head_size_v) * kv_dtype_bytes(kvd, opts.model_dtype)
+
+
+def state_page_bytes(shape: "ModelShape", opts: SpecOptions) -> int:
+    """One state-space layer's page on one TP rank: a given figure, or a gated-delta-net's conv and recurrent state
+    (MambaStateShapeCalculator.gated_delta_net_state_shape: conv (conv_dim / TP) x (kernel - 1 + spec tokens), state
+    (value heads / TP) x key dim x value dim; the conv state in the model dtype, the recurrent one in the config's
+    mamba_ssm_dtype where it names one, as vLLM takes it for Qwen3.5)."""
+    given = int(shape.extra.get("mamba_page_bytes_per_rank", 0) or 0)
+    g = shape.extra.get("gdn")
+    if given or not isinstance(g, dict):
+        return given
+    tp = opts.tensor_parallel_size
+    conv_dim = g["linear_key_head_dim"] * g["linear_num_key_heads"] * 2 + g["linear_value_head_dim"] * \
+        g["linear_num_value_heads"]
+    model_bytes = kv_dtype_bytes("auto", opts.model_dtype)
+    ssm_bytes = kv_dtype_bytes(str(g.get("mamba_ssm_dtype") or "auto"), opts.model_dtype)
+    conv = conv_dim // tp * (g["linear_conv_kernel_dim"] - 1 + opts.num_speculative_tokens) * model_bytes
+    state = g["linear_num_value_heads"] // tp * g["linear_key_head_dim"] * g["linear_value_head_dim"] * ssm_bytes
+    return conv + state
+
+
+def hybrid_block_size(block_size: int, state_page: int, attn_bytes_per_token: int, kernel_block: int = 16) -> int:
+    """Platform._align_hybrid_block_size: the smallest multiple of the kernel's block whose attention page holds one
+    state page (the state page is then padded to it). Invariant: never below the configured block size."""
+    if attn_bytes_per_token <= 0:
+        return block_size
+    align = max(kernel_block, block_size) if block_size % kernel_block == 0 else kernel_block
+    need = align * cdiv(state_page, align * attn_bytes_per_token)
+    return max(block_size, need)
 
 
 # --------------------------------------------------------------------------------------------

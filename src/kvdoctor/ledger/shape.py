@@ -96,6 +96,8 @@ _MLA_TYPES = {
 }
 
 _QWEN_SLIDING_TYPES = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+# Gated-delta-net hybrids (Qwen3-Next, Qwen3.5/3.6): linear-attention layers hold a constant-size state
+GDN_TYPES = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
 
 _LAYER_TYPE_NAMES = {
     "full_attention": "full", "attention": "full", "global": "full", "full": "full",
@@ -476,6 +478,11 @@ def _layer_kinds(t: dict, model_type: str, n: int, name: str) -> tuple[tuple[str
                 k = "full"
             kinds.append(k)
         return tuple(kinds), (sw if "sliding" in kinds else None), None, notes
+    if model_type in GDN_TYPES and t.get("full_attention_interval"):
+        # transformers Qwen3NextConfig's default layer_types: every interval-th layer is full attention, the rest
+        # gated-delta-net linear attention
+        every = _get_int(t, ("full_attention_interval",), name)
+        return tuple("full" if (i + 1) % every == 0 else "linear" for i in range(n)), None, None, notes
     if model_type in ("gemma2", "cohere2") and sw:
         # transformers Gemma2Config default layer_types: even layers slide, odd layers are global.
         return tuple("sliding" if (i + 1) % 2 else "full" for i in range(n)), sw, None, notes
@@ -627,7 +634,7 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
     moe, dense_inter = _moe(t, text_type, layers, hidden, inter, name)
     kinds, sw, chunk, kind_notes = _layer_kinds(t, text_type, layers, name)
     notes += kind_notes
-    if any(k in ("mamba", "linear") for k in kinds):
+    if any(k in ("mamba", "linear") for k in kinds) and not (t.get("linear_num_value_heads") and "linear" in kinds):
         notes.append("hybrid model: mamba / linear-attention mixer weights are not modelled, so parameter "
                      "counts and weight bytes are low by those layers' mixers")
     max_len, max_len_how = derive_max_model_len(t, text_type, name)
@@ -678,7 +685,7 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
         intermediate_size=dense_inter, vocab_size=vocab, tie_word_embeddings=tie, max_model_len=max_len,
         dtype=dtype, layer_kinds=kinds, sliding_window=sw, is_mla=is_mla, kv_lora_rank=kv_lora,
         qk_rope_head_dim=rope_dim, moe=moe, quant=quant, is_multimodal=is_mm, source=name,
-        extra={"max_model_len_how": max_len_how},
+        extra={"max_model_len_how": max_len_how, **_gdn_state(t, kinds, name)},
         attention_chunk_size=chunk, q_lora_rank=q_lora, qk_nope_head_dim=nope, v_head_dim=v_head,
         attn_head_dim=attn_head_dim, qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
         qk_norm=text_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"),
@@ -688,6 +695,19 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
         rotary_dim=rot, rope_cache_len=rope_rows, vision_params=vis, notes=tuple(notes),
     )
     return replace(shape, params=param_counts(shape))
+
+
+def _gdn_state(t: dict, kinds: tuple[str, ...], name: str) -> dict:
+    """The gated-delta-net state's dimensions (``extra["gdn"]``; ledger.kv sizes its page per TP rank), for a model
+    with linear-attention layers whose config names them; {} otherwise."""
+    if "linear" not in kinds or "linear_num_value_heads" not in t:
+        return {}
+    dims = {k: _get_int(t, (k,), name) for k in ("linear_num_key_heads", "linear_num_value_heads",
+                                                  "linear_key_head_dim", "linear_value_head_dim",
+                                                  "linear_conv_kernel_dim")}
+    ssm = t.get("mamba_ssm_dtype")
+    return {"gdn": {**dims, "mamba_ssm_dtype": str(ssm) if ssm else None},
+            "attn_output_gate": bool(t.get("attn_output_gate", True))}
 
 
 # --------------------------------------------------------------------------------------------

@@ -104,6 +104,22 @@ def _gated_mlp(prefix: str, layer: int, hidden: int, inter_rank: int, role: str,
     return out
 
 
+def _gdn_tensors(prefix: str, layer: int, hidden: int, g: dict, tp: int) -> list[Tensor]:
+    """A gated-delta-net mixer as one TP rank holds it (vLLM qwen3_next.py / qwen3_5.py): the q/k/v/z and b/a input
+    projections and the conv over q/k/v split by TP, the output projection split on its input, the gated norm
+    replicated."""
+    key, value = g["linear_num_key_heads"] * g["linear_key_head_dim"], g["linear_num_value_heads"] * g["linear_value_head_dim"]
+    heads = g["linear_num_value_heads"]
+    return [
+        Tensor(f"{prefix}.in_proj_qkvz", "attention", layer, cdiv(2 * key + 2 * value, tp) * hidden, linear=True),
+        Tensor(f"{prefix}.in_proj_ba", "attention", layer, cdiv(2 * heads, tp) * hidden, linear=True),
+        Tensor(f"{prefix}.conv1d", "attention", layer, cdiv(2 * key + value, tp) * g["linear_conv_kernel_dim"]),
+        Tensor(f"{prefix}.A_log_dt_bias", "attention", layer, 2 * cdiv(heads, tp)),
+        Tensor(f"{prefix}.norm", "norms", layer, g["linear_value_head_dim"]),
+        Tensor(f"{prefix}.out_proj", "attention", layer, cdiv(value, tp) * hidden, linear=True),
+    ]
+
+
 def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
                   mxfp4_align: tuple[int, int] | None = None) -> list[Tensor]:
     """Every weight of the model as one TP rank holds it (``padded=False``, tp=1: the checkpoint)."""
@@ -135,7 +151,9 @@ def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
         a = f"{p}.self_attn"
         kind = s.layer_kinds[i] if i < len(s.layer_kinds) else "full"
         # ---- attention (mamba / linear / attention-free layers: mixer not modelled, see shape notes) ----
-        if kind in ("mamba", "linear", "none"):
+        if kind == "linear" and isinstance(s.extra.get("gdn"), dict):
+            t.extend(_gdn_tensors(f"{p}.linear_attn", i, h, s.extra["gdn"], tp))
+        elif kind in ("mamba", "linear", "none"):
             pass
         elif s.is_mla:
             assert s.kv_lora_rank is not None and s.qk_rope_head_dim is not None
@@ -157,7 +175,9 @@ def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
             t.append(Tensor(f"{a}.W_UK_T_W_UV", "attention", i,
                             lora * heads_r * ((s.qk_nope_head_dim or 0) + v_hd), derived=True))
         else:
-            t.append(Tensor(f"{a}.q_proj", "attention", i, heads_r * hd * h, linear=True))
+            # Qwen3-Next / Qwen3.5 gate the attention output: q_proj also projects the gate (heads x head_dim more)
+            gate = 2 if s.extra.get("attn_output_gate") else 1
+            t.append(Tensor(f"{a}.q_proj", "attention", i, gate * heads_r * hd * h, linear=True))
             t.append(Tensor(f"{a}.k_proj", "attention", i, kv_r * hd * h, linear=True))
             t.append(Tensor(f"{a}.v_proj", "attention", i, kv_r * hd * h, linear=True))
             t.append(Tensor(f"{a}.o_proj", "attention", i, heads_r * hd * h, linear=True))

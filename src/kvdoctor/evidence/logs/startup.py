@@ -1120,6 +1120,17 @@ def _h_oom(c, n, env, msg) -> bool:
     return True
 
 
+R_MAMBA_MODE = re.compile(r"Mamba cache mode is set to '(\w+)'")
+
+
+def _h_mamba_mode(c, n, env, msg) -> bool:
+    m = R_MAMBA_MODE.search(msg)
+    if not m:
+        return False
+    c._builder(n).f.engine_config["mamba_cache_mode"] = m.group(1)
+    return True
+
+
 def _h_mamba(c, n, env, msg) -> bool:
     m = R_MAMBA.search(msg)
     if not m:
@@ -1223,6 +1234,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("OutOfMemoryError", _h_oom),
     ("Tried to allocate", _h_oom),
     ("Mamba cache blocks", _h_mamba),
+    ("Mamba cache mode is set to", _h_mamba_mode),
     ("failed", _h_failed),
     ("num_gpu_blocks is:", _simple(R_CACHE_INFO_BLOCKS, "num_gpu_blocks", int, _P_LOG)),
     ("num_gpu_blocks_override", _h_override),
