@@ -174,3 +174,25 @@ def test_a_burst_cut_before_its_tpot_is_read_by_the_runs_length():
     assert bench_readings([result(**short)], Thresholds()) == []
     # a TTFT a small share of a long run is not a queue either
     assert bench_readings([result(**{**f, "mean_ttft_ms": 40_000.0})], Thresholds()) == []
+
+
+def test_prompts_prefilled_again_and_again_are_capacity_short_whatever_the_counter(tmp_path):
+    # a public 2026 report (a 0.11 fork, one request of 261,794 tokens on a 265,072-token pool, MTP): every 30 s the
+    # request is prefilled to 98.9 % of the pool and sent back with the pool freed, no token ever generated, and
+    # vllm:num_preemptions_total stayed 0. The queue reads ~empty, so step 2 had said "not persistent".
+    from kvdoctor.evidence.load import load_evidence
+
+    def log(gen: float) -> str:
+        rows = [(800.0, 1, 0, 98.9), (959.9, 0, 1, 0.0), (960.0, 0, 1, 0.0), (799.9, 1, 0, 98.9), (960.0, 0, 1, 0.0),
+                (960.0, 0, 1, 0.0), (800.0, 1, 0, 98.9)]
+        return "".join(
+            f"INFO 08-16 05:{37 + (17 + 10 * i) // 60:02d}:{(17 + 10 * i) % 60:02d} [loggers.py:314] Engine 000: Avg "
+            f"prompt throughput: {p} tokens/s, Avg generation throughput: {gen} tokens/s, Running: {r} reqs, Waiting: "
+            f"{w} reqs, GPU KV cache usage: {k}%, Prefix cache hit rate: 0.0%\n" for i, (p, r, w, k) in enumerate(rows))
+
+    (tmp_path / "thrash.log").write_text(log(0.0))
+    (inst,) = diagnose(load_evidence([str(tmp_path / "thrash.log")])).instances
+    assert inst.verdict == "capacity-short" and "prefilled and sent back" in inst.reason
+    # the same load generating tokens is not a thrash
+    (tmp_path / "busy.log").write_text(log(5.0))
+    assert "prefilled and sent back" not in diagnose(load_evidence([str(tmp_path / "busy.log")])).instances[0].reason

@@ -47,12 +47,19 @@ def signals_of(ctx: Context) -> sig.Signals:
     p = sig.preemptions(tl, ctx.events, ctx.source, th, ctx.counter_trusted)
     q = sig.queue(tl, th)
     persistent, how = sig.persistence(w, p, q, th)
+    thrash = sig.prefill_thrash(tl)
+    if thrash is not None:
+        # the queue reads ~empty because the one request alternates between running and waiting: step 2's "no" from
+        # an empty queue does not hold, whatever the counter says (a public 0.11-fork log: 0 preemptions counted)
+        persistent, how = True, (f"no output token in {thrash.seconds:.0f} s while {thrash.prompt_tps:,.0f} prompt "
+                                 f"tokens/s were prefilled, the pool swinging between {thrash.kv_max:.1f}% and "
+                                 f"{thrash.kv_min:.1f}%: requests prefilled and sent back")
     cap, cap_src = _max_num_seqs(ctx)
     ctx.signals = sig.Signals(
         window=w, preempt=p, queue=q, ttft=sig.ttft(tl, ctx.requests, ctx.bench), spikes=sig.spikes(tl, p.times, th),
         decode=sig.decode(tl), recon=reconcile(ctx), persistent=persistent, persistent_how=how,
         counter_trusted=ctx.counter_trusted, held_room=sig.room(tl, q.held_idx) if q is not None else None,
-        max_num_seqs=cap, max_num_seqs_source=cap_src,
+        thrash=thrash, max_num_seqs=cap, max_num_seqs_source=cap_src,
     )
     return ctx.signals
 
@@ -409,6 +416,8 @@ def preemption_persistent(ctx: Context) -> Finding | None:
     s = signals_of(ctx)
     if s.persistent is not True:
         return None
+    if s.thrash is not None:
+        return _thrash_finding(ctx, s.thrash)
     p, w, q, th = s.preempt, s.window, s.queue, ctx.thresholds
     kv = f"; KV usage peaked at {q.kv_max:.1f}%" if q and not math.isnan(q.kv_max) else ""
     rate = p.per_min if p.per_min is not None else (p.total or 0.0) / max(w.seconds / 60.0, 1e-9)
@@ -423,6 +432,32 @@ def preemption_persistent(ctx: Context) -> Finding | None:
         evidence=p.cites,
         data={"per_min": p.per_min, "total": p.total, "intervals_with": p.intervals_with},
     )
+
+
+def _thrash_finding(ctx: Context, th: sig.Thrash) -> Finding:
+    """Requests prefilled and sent back with no first token: the pool cannot carry them to their end."""
+    st = ctx.startup
+    fit = ""
+    gain = {"prompt_tps_redone": Figure(round(th.prompt_tps, 1), "measured", "median prompt tokens/s, no output")}
+    if st is not None and st.kv_cache_tokens and st.max_model_len:
+        fit = (f" The pool holds {st.kv_cache_tokens:,} tokens and --max-model-len is {st.max_model_len:,} "
+               f"({st.kv_cache_tokens / st.max_model_len:.2f}x): a request near the limit fills it before its first "
+               "token, with nothing left for what the step adds (speculative tokens, a hybrid model's state blocks)")
+        gain["pool_over_max_model_len"] = Figure(round(st.kv_cache_tokens / st.max_model_len, 2), "measured",
+                                                 "GPU KV cache size / max-model-len (start-up log)")
+    return rule_finding(
+        "sched.preemption-persistent",
+        f"No output token in {th.seconds:.0f} s ({th.samples} samples) while {th.prompt_tps:,.0f} prompt tokens/s "
+        f"were prefilled, and the pool swung between {th.kv_max:.1f}% and {th.kv_min:.1f}%: the same prompts are "
+        "prefilled and sent back to the queue before their first token (vLLM v1 preempts by recompute), whatever the "
+        f"preemption counter says.{fit}",
+        severity="problem",
+        action=("--max-model-len below the pool's tokens, with room for a step (vLLM then refuses a prompt it cannot "
+                "finish instead of re-prefilling it), or a bigger pool: --kv-cache-dtype fp8, a higher "
+                "--gpu-memory-utilization, --tensor-parallel-size; kvdoctor plan gives the figures"),
+        gain=gain, evidence=[sig.cite_at(ctx.timeline, 0, ctx.source, "prompt_tps", th.prompt_tps,
+                                          f"prompt {th.prompt_tps:,.0f} tok/s, generation 0")],
+        data={"thrash_seconds": th.seconds})
 
 
 def preemption_occasional(ctx: Context) -> Finding | None:

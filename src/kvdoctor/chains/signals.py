@@ -813,6 +813,42 @@ def silent_stall(tl) -> tuple[int, float] | None:
 
 
 @dataclass
+class Thrash:
+    """Prompts prefilled again and again with no output token: the pool swings between nearly full and nearly empty
+    while requests go back to the queue (vLLM v1 re-prefills a request it preempts from the start)."""
+
+    samples: int
+    seconds: float
+    prompt_tps: float  # median prompt tokens/s over the window
+    kv_max: float
+    kv_min: float
+
+
+def prefill_thrash(tl) -> Thrash | None:
+    """At least four samples over at least 30 s with no token generated in any, prompt tokens in at least three in
+    four, always a request running or waiting, the pool at least 90 % full at its peak, and at least once a request
+    waiting with the pool under half full: the same work done over and over, never reaching a first token. None
+    otherwise."""
+    if tl is None or len(tl) < 4:
+        return None
+    t, run, wait, gen, pr, kv = (_arr(x) for x in (tl.t, tl.running, tl.waiting, tl.gen_tps, tl.prompt_tps,
+                                                   tl.kv_usage_pct))
+    n = len(t)
+    if any(math.isnan(x) for x in gen + pr + kv) or any(g > 0 for g in gen):
+        return None
+    if any((0 if math.isnan(r) else r) + (0 if math.isnan(q) else q) < 1 for r, q in zip(run, wait)):
+        return None
+    span = t[-1] - t[0] if not (math.isnan(t[0]) or math.isnan(t[-1])) else 0.0
+    busy = sum(1 for x in pr if x > 0)
+    # a request back in the queue with its blocks freed, at least once (an embedding server's steady prefill load,
+    # which never generates either, keeps its queue and pool without that swing)
+    sent_back = any(not math.isnan(q) and q >= 1 and k < 50 for q, k in zip(wait, kv))
+    if span < 30 or busy < 0.75 * n or max(kv) < 90 or not sent_back:
+        return None
+    return Thrash(n, float(span), float(median(pr)), float(max(kv)), float(min(kv)))
+
+
+@dataclass
 class Room:
     """Room in the pool for one more request of the size already running, at the samples where requests
     wait: free KV share ÷ KV share per running request. Below 1 the next request most likely does not
@@ -874,6 +910,7 @@ class Signals:
     persistent_how: str
     counter_trusted: bool
     held_room: Room | None = None
+    thrash: Thrash | None = None
     max_num_seqs: int | None = None  # the configured cap, when the evidence or the inputs give it
     max_num_seqs_source: str = "unknown"
 
