@@ -234,3 +234,25 @@ def test_an_oom_through_the_engines_busy_loop_died_serving(tmp_path):
     (inst,) = diagnose(load_evidence([str(p)])).instances
     assert inst.verdict == "engine-died" and "died while serving" in inst.reason and "at start-up" not in inst.reason
     assert inst.action.startswith("--gpu-memory-utilization")
+
+
+def test_a_worker_that_failed_to_start_without_a_traceback_of_its_own(tmp_path):
+    # ROCm/ROCm#6055's shape (Strix Halo, vLLM 0.18): the engine's traceback ends in multiproc_executor's wrapper and
+    # the worker printed none; "read the engine's traceback: its last line names the exception" pointed at the wrapper
+    pre = "(EngineCore pid=500) ERROR 03-23 22:46:30 [core.py:1108] "
+    p = tmp_path / "worker.log"
+    p.write_text("\n".join([
+        "(Worker pid=601) INFO 03-23 22:46:29 [parallel_state.py:1400] world_size=1 rank=0 local_rank=0 backend=nccl",
+        pre + "EngineCore failed to start.",
+        pre + "Traceback (most recent call last):",
+        pre + '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", line 736, in '
+        "wait_for_ready",
+        pre + "    raise e from None",
+        pre + "Exception: WorkerProc initialization failed due to an exception in a background process. See stack "
+        "trace for root cause.",
+        "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {}",
+    ]) + "\n")
+    (inst,) = diagnose(load_evidence([str(p)])).instances
+    assert inst.verdict == "engine-died" and "its own traceback is not in this log" in inst.reason
+    assert "dmesg" in inst.action and "HIP_LAUNCH_BLOCKING=1" in inst.action

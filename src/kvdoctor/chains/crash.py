@@ -247,6 +247,17 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                  f"act on vLLM's exception (line {ln}): {text[:240]}; search vLLM's issues for it with your version"),
                 f"the engine raised {text[:200]}" + ("" if ":" in text else " (no message: an assertion or check inside "
                                                       "vLLM failed; the frames above it name where)"), {})
+    wrapped = next((e.data["worker_init_failed"] for e in near if e.data.get("worker_init_failed")), None)
+    if cause == "traceback" and wrapped is not None and not any(
+            str(e.data.get("proc", "")).startswith("Worker") and e.data.get("lines", 1) >= 3 for e in near):
+        # multiproc_executor re-raises a worker's start-up failure as this wrapper; the worker's own traceback, when it
+        # printed one, names the cause; none in the log means it died without one (native code, a kill, the driver)
+        return ("find the worker's own traceback (its '(Worker pid=...)' or '(VllmWorker rank=...)' ERROR lines, "
+                "perhaps in another stream of the container's output); with none, the worker died in native code or "
+                "was killed: dmesg -T, then rerun with VLLM_LOGGING_LEVEL=DEBUG and CUDA_LAUNCH_BLOCKING=1 "
+                "(HIP_LAUNCH_BLOCKING=1 on ROCm) to see the call it died in",
+                f"a worker process failed while the engine started (line {wrapped}: 'WorkerProc initialization "
+                "failed'), and its own traceback is not in this log", {})
     if cause == "traceback" and ce is not None:
         end = ce.data.get("last_line", ce.line_no)
         return (f"read the engine's own traceback (lines {ce.line_no}-{end}, {ce.data.get('proc', 'its process')}): "

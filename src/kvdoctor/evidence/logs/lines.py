@@ -105,10 +105,14 @@ _STOP_SIGNALS = (b"SIGINT", b"SIGTERM", b"SIGQUIT", b"SIGHUP")
 
 
 def _note_exception(ev: Event, msg: str, n: int) -> None:
-    """The burst's last exception line that names a cause (data["exception"], ["exception_line"])."""
+    """The burst's last exception line that names a cause (data["exception"], ["exception_line"]); and where the
+    engine's own traceback ends in multiproc_executor's wrapper for a worker that failed to start
+    (data["worker_init_failed"]: its line), whose own traceback the worker prints, or not."""
     cause = cause_named(msg.strip())
     if cause is not None:
         ev.data["exception"], ev.data["exception_line"] = cause[:400], n
+    elif "WorkerProc initialization failed" in msg:
+        ev.data.setdefault("worker_init_failed", n)
 
 
 # vLLM's dump at a fatal engine error (logging_utils/dump_input.py, 0.9 on): the scheduler's state and the step it was
