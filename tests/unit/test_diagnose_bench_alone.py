@@ -196,3 +196,17 @@ def test_prompts_prefilled_again_and_again_are_capacity_short_whatever_the_count
     # the same load generating tokens is not a thrash
     (tmp_path / "busy.log").write_text(log(5.0))
     assert "prefilled and sent back" not in diagnose(load_evidence([str(tmp_path / "busy.log")])).instances[0].reason
+
+
+def test_bench_lines_under_a_bracketed_first_line_and_no_block_header_are_read(tmp_path):
+    # a 2026 study note (multi-LoRA A/B on an RTX 4090): it opens with a bracket and quotes the bench's figures without
+    # the '=== Serving Benchmark Result ===' header; it had been refused as "JSON but not a bench result"
+    from kvdoctor.evidence.load import load_evidence
+
+    p = tmp_path / "notes.txt"
+    p.write_text("[notes: earlier lines cut]\n$ vllm bench serve --model Qwen/Qwen3-8B --dataset-name random\n"
+                 "Successful requests:                     200\nRequest throughput (req/s):              4.76\n"
+                 "Output token throughput (tok/s):         608.99\nMean TTFT (ms):                          369.80\n"
+                 "Mean TPOT (ms):                          22.65\n")
+    ev = load_evidence([str(p)])
+    assert len(ev.bench) == 1 and ev.bench[0].fields["mean_ttft_ms"] == 369.80

@@ -457,7 +457,7 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
     s = text.lstrip()
     # a printed block under a first line that opens with a bracket ("[2026-10-07 20:14:05] ...", a note) is text:
     # the JSON reading is tried first, and only a block header lets a file that is no JSON result go on as text
-    printed = BLOCK_HEADER in text[:65536]
+    printed = BLOCK_HEADER in text[:65536] or looks_like_bench_text(text[:65536])
     if s.startswith("{") or s.startswith("["):
         try:
             docs = json_documents(s)
