@@ -210,3 +210,18 @@ def test_bench_lines_under_a_bracketed_first_line_and_no_block_header_are_read(t
                  "Mean TPOT (ms):                          22.65\n")
     ev = load_evidence([str(p)])
     assert len(ev.bench) == 1 and ev.bench[0].fields["mean_ttft_ms"] == 369.80
+
+
+def test_an_impossible_kv_usage_is_left_out_and_said(tmp_path):
+    # vllm-ascend#10048: a P/D decode engine's /metrics printed vllm:kv_cache_usage_perc -0.3875 (a metrics bug)
+    from kvdoctor.evidence.load import load_evidence
+
+    p = tmp_path / "metrics.txt"
+    p.write_text("# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+                 "# TYPE vllm:kv_cache_usage_perc gauge\n"
+                 'vllm:kv_cache_usage_perc{engine="3",model_name="DeepSeek-V4-Flash"} -0.3875395987328405\n'
+                 'vllm:num_requests_running{engine="3",model_name="DeepSeek-V4-Flash"} 4.0\n'
+                 'vllm:num_requests_waiting{engine="3",model_name="DeepSeek-V4-Flash"} 0.0\n')
+    (inst,) = diagnose(load_evidence([str(p)])).instances
+    assert any("KV cache usage read -38.8%" in n and "metrics bug" in n for n in inst.notes)
+    assert "-38.8" not in inst.reason

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kvdoctor.chains import detect
@@ -199,8 +199,27 @@ def counter_trusted(segment: Segment, kinds: dict[str, str] | None = None) -> bo
 RULES_BY_ID = {rid: get(rid) for rid in DIAGNOSE_RULES}  # rule lookup by id, not a search
 
 
+def _drop_impossible_kv(ctx: Context) -> str | None:
+    """A KV usage below 0 or above 100 % is the build's accounting, not the pool (vllm-ascend#10048: a DP16 P/D engine
+    printed -0.39 in vllm:kv_cache_usage_perc): those samples' KV is dropped (NaN) before any rule reads it."""
+    import numpy as np
+
+    tl = ctx.timeline
+    if tl is None or len(tl) == 0:
+        return None
+    kv = np.asarray(tl.kv_usage_pct, dtype=float)
+    bad = (kv < 0) | (kv > 100.5)
+    if not bad.any():
+        return None
+    worst = float(kv[bad][np.argmax(np.abs(kv[bad] - 50))])
+    ctx.timeline = replace(tl, kv_usage_pct=np.where(bad, np.nan, kv))
+    return (f"KV cache usage read {worst:.1f}% in {int(bad.sum())} sample(s): impossible, so this build's KV accounting "
+            "is broken there (a metrics bug, not the pool); those samples' KV is left out of every test")
+
+
 def diagnose_context(ctx: Context) -> Instance:
     """Run chain two on one instance whose ``Context`` is filled (timeline/events/startup/ledger)."""
+    impossible = _drop_impossible_kv(ctx) if ctx.signals is None else None
     s = detect.signals_of(ctx)
     findings = [f for rid in DIAGNOSE_RULES if (f := RULES_BY_ID[rid].run(ctx)) is not None]
     w, p = s.window, s.preempt
@@ -208,6 +227,8 @@ def diagnose_context(ctx: Context) -> Instance:
                     window=window_json(w), preemption_basis=p.basis, timeline=ctx.timeline)
     if p.note and not any(p.note in f.summary for f in findings):
         inst.notes.append(p.note)
+    if impossible is not None:
+        inst.notes.append(impossible)
     if s.queue is not None and s.queue.max_deferred > 0 and not any(f.rule_id == "sched.queue-deferred"
                                                                     for f in findings):
         q = s.queue
