@@ -299,6 +299,8 @@ def build_models(data: Path, extra: Path | None = MODELS_EXTRA) -> tuple[dict, l
             # the linear-attention state's and mixer's dimensions (ledger.kv sizes the state, ledger.tensors the mixer)
             sd["extra"]["gdn"] = shape.extra["gdn"]
             sd["extra"]["attn_output_gate"] = shape.extra.get("attn_output_gate", False)
+        if shape.extra.get("full_attn"):
+            sd["extra"]["full_attn"] = shape.extra["full_attn"]  # Gemma 4's global layers' own KV heads
         out[hf] = sd
         report.append(f"{hf}: {shape.params.total if shape.params else 0:,} params")
     return out, report

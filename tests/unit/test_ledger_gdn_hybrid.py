@@ -79,3 +79,13 @@ def test_a_pooling_server_is_told_the_pool_it_needs():
     assert 0.05 < util < 0.3 and "one 40,960-token request needs 4.38 GiB" in note
     assert any(n.startswith("--runner pooling") for n in notes("vllm serve Qwen/Qwen3-0.6B --task embed"))
     assert not any(n.startswith("--runner pooling") for n in notes("vllm serve Qwen/Qwen3-0.6B"))
+
+
+def test_gemma_4s_global_layers_have_their_own_heads():
+    # a public vLLM 0.26.0 start-up of google/gemma-4-31B-it (267.69 GiB device): 182.37 GiB -> 217,116 tokens, 13.25x
+    # for 16,384. Its 10 full-attention layers hold 4 KV heads of 512 (K and V slots both filled), half the sliding
+    # layers' page, so vLLM doubles their block and a request takes 512 of them, not 1,024 (12.15x when priced as
+    # sliding-sized layers)
+    p = _plan("google/gemma-4-31B-it", 182.37, length=16384, era="concurrency_x_len")
+    assert round(p.max_concurrency, 2) == 13.25 and abs(p.kv_cache_tokens - 217116) <= 16
+    assert p.blocks_per_request == 5 * 1025 + 512

@@ -183,8 +183,12 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
                 per_tok = shape.head_size * kv_dtype_bytes(kvd, opts.model_dtype)
             specs.append(KvSpec("mla", bs, bs * per_tok, per_tok))
             continue
-        heads = kv_heads_per_rank(shape.num_kv_heads, tp)
-        per_tok = heads * (shape.head_size + shape.head_size_v) * kv_dtype_bytes(kvd, opts.model_dtype)
+        glob = shape.extra.get("full_attn") if kind == "full" else None
+        if isinstance(glob, dict):  # Gemma 4's global layers: their own KV heads and head size
+            heads, width = kv_heads_per_rank(glob["num_kv_heads"], tp), 2 * glob["head_size"]
+        else:
+            heads, width = kv_heads_per_rank(shape.num_kv_heads, tp), shape.head_size + shape.head_size_v
+        per_tok = heads * width * kv_dtype_bytes(kvd, opts.model_dtype)
         eff = kind
         if kind == "sliding" and (opts.disable_sliding_window or not shape.sliding_window):
             eff = "full"

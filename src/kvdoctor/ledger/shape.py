@@ -685,7 +685,7 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
         intermediate_size=dense_inter, vocab_size=vocab, tie_word_embeddings=tie, max_model_len=max_len,
         dtype=dtype, layer_kinds=kinds, sliding_window=sw, is_mla=is_mla, kv_lora_rank=kv_lora,
         qk_rope_head_dim=rope_dim, moe=moe, quant=quant, is_multimodal=is_mm, source=name,
-        extra={"max_model_len_how": max_len_how, **_gdn_state(t, kinds, name)},
+        extra={"max_model_len_how": max_len_how, **_gdn_state(t, kinds, name), **_global_attention(t, name)},
         attention_chunk_size=chunk, q_lora_rank=q_lora, qk_nope_head_dim=nope, v_head_dim=v_head,
         attn_head_dim=attn_head_dim, qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
         qk_norm=text_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"),
@@ -695,6 +695,15 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
         rotary_dim=rot, rope_cache_len=rope_rows, vision_params=vis, notes=tuple(notes),
     )
     return replace(shape, params=param_counts(shape))
+
+
+def _global_attention(t: dict, name: str) -> dict:
+    """Gemma 4's full-attention layers have heads of their own (``extra["full_attn"]``: vLLM's per_layer_config gives
+    them num_global_key_value_heads of global_head_dim; a k_eq_v layer still fills both the K and the V slot)."""
+    if "global_head_dim" not in t or "num_global_key_value_heads" not in t:
+        return {}
+    return {"full_attn": {"num_kv_heads": _get_int(t, ("num_global_key_value_heads",), name),
+                          "head_size": _get_int(t, ("global_head_dim",), name)}}
 
 
 def _gdn_state(t: dict, kinds: tuple[str, ...], name: str) -> dict:
