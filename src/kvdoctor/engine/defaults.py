@@ -408,6 +408,9 @@ def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, ve
     acc.set("num_speculative_tokens", n_spec, acc.sources.get("speculative_config", "default"),
             "speculative_config.num_speculative_tokens" if spec else "no speculative decoding")
     acc.set("world_size", tp * pp, "default", f"tensor_parallel_size {tp} x pipeline_parallel_size {pp}")
+    runner = _runner(cfg)
+    acc.set("runner", runner, "given" if runner == "pooling" else "default",
+            "--runner pooling, a pooling --task or --convert" if runner == "pooling" else "vLLM default: generate")
     vals = acc.values
     return ResolvedEngine(
         model=vals["model"], served_model_name=vals["served_model_name"],
@@ -430,7 +433,7 @@ def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, ve
         world_size=tp * pp, vllm_version=str(v), traits=tr, usage=usage,
         sources=acc.sources, how=acc.how, notes=acc.notes, env=dict(cfg.env),
         engine=tr.engine, lora=lora, interconnect=interconnect, platform=platform,
-        mamba_cache_mode=str(vals.get("mamba_cache_mode") or "none"), runner=_runner(cfg),
+        mamba_cache_mode=str(vals.get("mamba_cache_mode") or "none"), runner=str(vals["runner"]),
     )
 
 
