@@ -295,12 +295,9 @@ def build_models(data: Path, extra: Path | None = MODELS_EXTRA) -> tuple[dict, l
             sd["notes"] = list(sd["notes"]) + note
         sd.pop("extra", None)
         sd["extra"] = {"max_model_len_how": shape.extra.get("max_model_len_how", "")}
-        if shape.extra.get("gdn"):
-            # the linear-attention state's and mixer's dimensions (ledger.kv sizes the state, ledger.tensors the mixer)
-            sd["extra"]["gdn"] = shape.extra["gdn"]
-            sd["extra"]["attn_output_gate"] = shape.extra.get("attn_output_gate", False)
-        if shape.extra.get("full_attn"):
-            sd["extra"]["full_attn"] = shape.extra["full_attn"]  # Gemma 4's global layers' own KV heads
+        # the linear-attention state's and mixer's dimensions (ledger.kv sizes the state, ledger.tensors the mixer) and
+        # Gemma 4's global layers' own KV heads
+        sd["extra"].update({k: shape.extra[k] for k in ("gdn", "attn_output_gate", "full_attn") if k in shape.extra})
         out[hf] = sd
         report.append(f"{hf}: {shape.params.total if shape.params else 0:,} params")
     return out, report

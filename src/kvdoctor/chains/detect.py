@@ -438,6 +438,7 @@ def _thrash_finding(ctx: Context, th: sig.Thrash) -> Finding:
     """Requests prefilled and sent back with no first token: the pool cannot carry them to their end."""
     st = ctx.startup
     fit = ""
+    first = float(ctx.timeline.prompt_tps[0])  # the cited sample's own rate (the summary gives the median)
     gain = {"prompt_tps_redone": Figure(round(th.prompt_tps, 1), "measured", "median prompt tokens/s, no output")}
     if st is not None and st.kv_cache_tokens and st.max_model_len:
         fit = (f" The pool holds {st.kv_cache_tokens:,} tokens and --max-model-len is {st.max_model_len:,} "
@@ -455,8 +456,8 @@ def _thrash_finding(ctx: Context, th: sig.Thrash) -> Finding:
         action=("--max-model-len below the pool's tokens, with room for a step (vLLM then refuses a prompt it cannot "
                 "finish instead of re-prefilling it), or a bigger pool: --kv-cache-dtype fp8, a higher "
                 "--gpu-memory-utilization, --tensor-parallel-size; kvdoctor plan gives the figures"),
-        gain=gain, evidence=[sig.cite_at(ctx.timeline, 0, ctx.source, "prompt_tps", th.prompt_tps,
-                                          f"prompt {th.prompt_tps:,.0f} tok/s, generation 0")],
+        gain=gain, evidence=[sig.cite_at(ctx.timeline, 0, ctx.source, "prompt_tps", first,
+                                          f"prompt {first:,.0f} tok/s, generation 0")],
         data={"thrash_seconds": th.seconds})
 
 

@@ -433,7 +433,7 @@ def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, ve
         world_size=tp * pp, vllm_version=str(v), traits=tr, usage=usage,
         sources=acc.sources, how=acc.how, notes=acc.notes, env=dict(cfg.env),
         engine=tr.engine, lora=lora, interconnect=interconnect, platform=platform,
-        mamba_cache_mode=str(vals.get("mamba_cache_mode") or "none"), runner=str(vals["runner"]),
+        mamba_cache_mode=str(vals["mamba_cache_mode"]), runner=str(vals["runner"]),
     )
 
 

@@ -183,12 +183,7 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
                 per_tok = shape.head_size * kv_dtype_bytes(kvd, opts.model_dtype)
             specs.append(KvSpec("mla", bs, bs * per_tok, per_tok))
             continue
-        glob = shape.extra.get("full_attn") if kind == "full" else None
-        if isinstance(glob, dict):  # Gemma 4's global layers: their own KV heads and head size
-            heads, width = kv_heads_per_rank(glob["num_kv_heads"], tp), 2 * glob["head_size"]
-        else:
-            heads, width = kv_heads_per_rank(shape.num_kv_heads, tp), shape.head_size + shape.head_size_v
-        per_tok = heads * width * kv_dtype_bytes(kvd, opts.model_dtype)
+        per_tok = _attn_bytes_per_token(shape, opts, kind)
         eff = kind
         if kind == "sliding" and (opts.disable_sliding_window or not shape.sliding_window):
             eff = "full"
@@ -207,10 +202,17 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
     return specs
 
 
-def _attn_bytes_per_token(shape: "ModelShape", opts: SpecOptions) -> int:
+def _attn_bytes_per_token(shape: "ModelShape", opts: SpecOptions, kind: str | None = None) -> int:
+    """One attention layer's KV bytes per token on one TP rank. ``kind`` "full" takes Gemma 4's global layers' own
+    heads (``extra["full_attn"]``); None, the model's (as vLLM sizes a hybrid's attention page)."""
     kvd = (opts.kv_cache_dtype or "auto").lower()
-    heads = kv_heads_per_rank(shape.num_kv_heads, opts.tensor_parallel_size)
-    return heads * (shape.head_size + shape.head_size_v) * kv_dtype_bytes(kvd, opts.model_dtype)
+    glob = shape.extra.get("full_attn") if kind == "full" else None
+    if isinstance(glob, dict):  # a k_eq_v layer still fills both the K and the V slot
+        heads, width = kv_heads_per_rank(glob["num_kv_heads"], opts.tensor_parallel_size), 2 * glob["head_size"]
+    else:
+        heads, width = kv_heads_per_rank(shape.num_kv_heads, opts.tensor_parallel_size), shape.head_size + \
+            shape.head_size_v
+    return heads * width * kv_dtype_bytes(kvd, opts.model_dtype)
 
 
 def state_page_bytes(shape: "ModelShape", opts: SpecOptions) -> int:

@@ -37,7 +37,8 @@ FULL_NEEDLES = (
     b"Graph capturing", b"Model loading took",  # figure lines whose "GiB" a terminal's wrap moved to the next line
     b"SpecDecoding metrics",  # speculative decoding's interval line (_SPEC_DECODE)
     b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
-    b"memory profiling run", b"Available memory: ", b"Mamba cache mode",  # other platforms' profiling lines in MB or bytes (startup._h_xpu)
+    b"memory profiling run", b"Available memory: ",  # XPU's and Ascend's profiling lines, in MB or bytes (no "GiB")
+    b"Mamba cache mode",  # a hybrid model's state blocks (startup._h_mamba_mode)
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
 

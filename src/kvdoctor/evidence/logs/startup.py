@@ -820,22 +820,25 @@ R_TPU_STATS = re.compile(r"total_hbm_limit_gb=" + _N + r"GiB \| total_hbm_limit_
 R_TPU_OVER = re.compile(r"total_hbm_used_gb=" + _N + r"GiB exceeds total_hbm_limit_cap_gb=" + _N + r"GiB by")
 
 
+def _platform_figures(c, n, env, platform: str, **figures) -> bool:
+    """One line of a platform's own worker: its figures, and the platform it marks."""
+    b = c._builder(n)
+    for name, value in figures.items():
+        b.set(name, value, n, env)
+    b.f.engine_config.setdefault("platform", platform)
+    return True
+
+
 def _h_xpu(c, n, env, msg) -> bool:
     m = R_XPU_BEFORE.search(msg)
     if m:
-        b = c._builder(n)
-        b.set("total_memory_bytes", _b(m.group(1), "MiB"), n, env)
-        b.f.engine_config.setdefault("platform", "xpu")
-        return True
+        return _platform_figures(c, n, env, "xpu", total_memory_bytes=_b(m.group(1), "MiB"))
     m = R_XPU_AFTER.search(msg)
     if not m:
         return False
-    b = c._builder(n)
     peak, torch_now, non_torch = (_b(g, "MiB") for g in m.groups())
-    b.set("non_torch_bytes", non_torch, n, env)
-    b.set("activation_bytes", max(0, peak - non_torch - torch_now), n, env)
-    b.f.engine_config.setdefault("platform", "xpu")
-    return True
+    return _platform_figures(c, n, env, "xpu", non_torch_bytes=non_torch,
+                             activation_bytes=max(0, peak - non_torch - torch_now))
 
 
 def _h_npu_avail(c, n, env, msg) -> bool:
@@ -843,34 +846,22 @@ def _h_npu_avail(c, n, env, msg) -> bool:
     if not m:
         return False
     c._kv_repeat("kv_cache_bytes", m.group(1), n, env)
-    b = c._builder(n)
-    b.set("kv_cache_bytes", int(m.group(1)), n, env)
-    b.set("total_memory_bytes", int(m.group(2)), n, env)
-    b.f.engine_config.setdefault("platform", "npu")
-    return True
+    return _platform_figures(c, n, env, "npu", kv_cache_bytes=int(m.group(1)), total_memory_bytes=int(m.group(2)))
 
 
 def _h_tpu_stats(c, n, env, msg) -> bool:
     m = R_TPU_STATS.search(msg)
     if m:
-        b = c._builder(n)
         total, cap, used, _reserve, avail = m.groups()
-        b.set("total_memory_bytes", _b(total), n, env)
-        b.set("requested_bytes", _b(cap), n, env)
-        b.set("consumed_bytes", _b(used), n, env)
-        b.set("kv_cache_bytes", _b(avail), n, env)
-        if float(total) > 0:
-            b.set("gpu_memory_utilization", round(float(cap) / float(total), 2), n, env)
-        b.f.engine_config.setdefault("platform", "tpu")
-        return True
+        util = {"gpu_memory_utilization": round(float(cap) / float(total), 2)} if float(total) > 0 else {}
+        return _platform_figures(c, n, env, "tpu", total_memory_bytes=_b(total), requested_bytes=_b(cap),
+                                 consumed_bytes=_b(used), kv_cache_bytes=_b(avail), **util)
     m = R_TPU_OVER.search(msg)
     if not m:
         return False
-    b = _error(c, n, env, "no-memory-for-cache", msg)
-    b.set("error_needed_bytes", _b(m.group(1)), n, env)
-    b.set("error_available_bytes", _b(m.group(2)), n, env)
-    b.f.engine_config.setdefault("platform", "tpu")
-    return True
+    _error(c, n, env, "no-memory-for-cache", msg)
+    return _platform_figures(c, n, env, "tpu", error_needed_bytes=_b(m.group(1)),
+                             error_available_bytes=_b(m.group(2)))
 
 
 def _h_cpu_memory_short(c, n, env, msg) -> bool:
