@@ -621,6 +621,24 @@ was evaluated on any public row and before batch 22 was collected):
 
     python scripts/fit_serving.py --protocol22          # step 5 (K and A)
 
+Protocol 23, "the shipped model on a thirteenth blind batch" (fixed and committed on 2026-12-06 at 03:38 UTC; batch 23's
+items were transcribed earlier this morning by a helper of a general sweep, /tmp/sweep85, and no figure of them has been
+read by the author or computed by kvdoctor):
+
+  1. Why. The verdict pool meets the TTFT bar by under a point (protocol 22: 19.27 % against 20 %); only more blind rows
+     can settle it, either way.
+  2. No change to the model, the schema or the catalog: the model of this commit (protocol 22's A, shipped).
+  3. Batch 23 is sweep 85's items: a transcribe-only helper asked for complete `vllm bench serve` result blocks of vLLM
+     0.10-0.33 with the server side stated (model, GPU type and count, TP, the bench command); it was told neither the
+     rules nor kvdoctor's figures. Sources that any batch 1-22 used (a row's source_url, a README entry) are dropped
+     first, then the six rules are applied as protocol 19 reads them (rule 5 carries kv_cache_dtype and
+     max_num_batched_tokens; rule 3 is a catalog GPU with a dense bf16 rate), before any figure is computed. The rows
+     are committed (``"batch": 23``, ``"split": "held_out"``) before any prediction of them exists.
+  4. Evaluation, once: batch 23 alone; the verdict pool, batches 6-11 and 16-23; beside them every held-out row. If
+     batch 23 holds no row, the verdict stays protocol 22's.
+  5. No batch-23 row, assumption or split changes after its errors are seen; UNCERTAINTY_BANDS is rewritten with the
+     rows (--bands) and nothing else is written.
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).
