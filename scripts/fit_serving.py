@@ -1232,7 +1232,10 @@ def summary(errs) -> dict:
               "pool_p21": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21),
               # protocol 22: batch 22 alone and its verdict pool (batches 6-11 and 16-22; 21 holds no row)
               "batch22_held_out": lambda e: e["split"] == "held_out" and e.get("batch", 1) == 22,
-              "pool_p22": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22)}
+              "pool_p22": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22),
+              # protocol 23: batch 23 alone and its verdict pool (batches 6-11 and 16-23; 21 and 22 hold no row)
+              "batch23_held_out": lambda e: e["split"] == "held_out" and e.get("batch", 1) == 23,
+              "pool_p23": lambda e: e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23)}
     for b in range(1, 12):
         groups[f"held_out_batch{b}"] = lambda e, b=b: e["split"] == "held_out" and e.get("batch", 1) == b
         groups[f"fit_batch{b}"] = lambda e, b=b: e["split"] == "fit" and e.get("batch", 1) == b
@@ -1373,6 +1376,25 @@ def protocol22(rows: list[dict], serving: dict, frontend: dict) -> dict:
     return out
 
 
+def protocol23(rows: list[dict], serving: dict, frontend: dict) -> dict:
+    """Protocol 23's one evaluation: the shipped model (no candidate) on every row; batch 23 with each of its rows'
+    signed errors, the verdict pool (batches 6-11 and 16-23) with which bars it meets and a bootstrap 90 % interval of
+    its TTFT median, and every held-out row."""
+    errs = errors(rows, serving, frontend)
+    s = summary(errs)
+    bars = {"output_throughput": 0.15, "mean_ttft_ms": 0.20, "mean_tpot_ms": 0.20}
+    pool = s["pool_p23"]
+    sel = [e for e in errs if e.get("batch", 1) in (6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23)
+           and "mean_ttft_ms" in e["err"]]
+    ttft = np.array([abs(e["err"]["mean_ttft_ms"]) for e in sel])
+    rng = np.random.default_rng(23)
+    boot = [float(np.median(rng.choice(ttft, len(ttft)))) for _ in range(2000)] if len(ttft) else []
+    return {"batch23": s.get("batch23_held_out"), "pool_p23": pool, "held_out": s["held_out"],
+            "batch23_rows": [{"id": e["id"], "err": e["err"]} for e in errs if e.get("batch") == 23],
+            "bars_met": {m: pool[m] is not None and pool[m] <= bars[m] for m in METRICS},
+            "pool_ttft_bootstrap90": [float(np.percentile(boot, 5)), float(np.percentile(boot, 95))] if boot else None}
+
+
 def row_regime(row: dict) -> str:
     """The row's load as ``sim.whatif.regime_of`` names a simulated one: its cap, else rate inf = all at once."""
     from kvdoctor.sim.whatif import regime_of
@@ -1451,6 +1473,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bands", action="store_true",
                     help="evaluate the committed constants and write their held-out errors per load regime "
                          "(coefficients.UNCERTAINTY_BANDS: what simulate quotes as its uncertainty); nothing is fitted")
+    ap.add_argument("--protocol23", action="store_true",
+                    help="protocol 23's one evaluation: the shipped model on batch 23 and the verdict pool")
     ap.add_argument("--protocol22", action="store_true",
                     help="protocol 22's one evaluation: K and candidate A (async scheduling plans a step ahead)")
     ap.add_argument("--protocol21", action="store_true",
@@ -1487,6 +1511,10 @@ def main(argv=None) -> int:
 
     if a.e_refit:
         print(json.dumps(e_refit(rows, C.SERVING, C.FRONTEND), indent=1))
+        return 0
+    if a.protocol23:
+        res = protocol23(rows, C.SERVING, C.FRONTEND)
+        print(json.dumps(res, indent=1))
         return 0
     for flag, evaluate, cand in ((a.protocol21, protocol21, "E"), (a.protocol22, protocol22, "A")):
         if flag:
