@@ -184,9 +184,11 @@ def gpu_from(text: str | None, startup: StartupFacts | None, notes: list[str], *
             gpu = lookup_gpu(name)
             notes.append(f"GPU from the log: {name} -> {gpu.name}")
             return gpu
-        except NotFoundError:
+        except NotFoundError as exc:
             if not total:
-                raise
+                from kvdoctor.errors import UnknownGpuError
+
+                raise UnknownGpuError(f"{exc}; the log prints no device total to stand in for it") from None
             notes.append(f"the log's GPU {name!r} is not in the catalog; using its total memory only")
     if total:
         size = f"{total / 2**30:.2f}GiB"
@@ -281,8 +283,10 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
     if gpu is None and need_gpu and not cpu and not _log_has_kv(startup):
         if startup is not None:
             # the log was given: it stops before the memory lines that name the device's total
-            raise InputError(f"no GPU: {inputs.from_log or 'the log'} names no device (it holds no memory or KV "
-                             "lines); pass --gpu (e.g. --gpu H100)")
+            from kvdoctor.errors import UnknownGpuError
+
+            raise UnknownGpuError(f"no GPU: {inputs.from_log or 'the log'} names no device (it holds no memory or KV "
+                                  "lines); pass --gpu (e.g. --gpu H100)")
         raise InputError("no GPU: pass --gpu (e.g. --gpu H100) or --from-log with a start-up log")
     if gpu is None and startup is not None and not cpu:
         notes.append("no GPU known (the log prints no device total): rows the log gives are measured, the "

@@ -33,6 +33,11 @@ class UnknownModelError(NotFoundError):
     names it. ``ledger --from-log`` then shows the log's own figures instead of stopping."""
 
 
+class UnknownGpuError(NotFoundError):
+    """The GPU a log ran on is out of reach: its device name is not in the catalog and it prints no total, or it names
+    no device at all. Like ``UnknownModelError``, ``ledger --from-log`` then shows the log's own figures."""
+
+
 class ConfigError(InputError):
     """An engine configuration vLLM itself would reject (TP not dividing heads, util out of range...)."""
 

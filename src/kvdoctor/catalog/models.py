@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvdoctor.errors import InputError, NotFoundError, UnknownModelError
-from kvdoctor.facts.model import ModelShape
+from kvdoctor.facts.model import ModelShape, QuantInfo
 from kvdoctor.ledger.shape import shape_from_dict, shape_from_hf_config
 
 _DATA = Path(__file__).resolve().parent / "data" / "models.json"
@@ -155,6 +155,9 @@ def lookup_model(text: str) -> ModelShape:
     by_dir = _catalog_by_directory(t)
     if by_dir is not None:
         return by_dir
+    deriv = quantized_derivative(t)
+    if deriv is not None:
+        return deriv
     if t.endswith(".json") or t.startswith(("/", "./", "~")):
         # a path on the server (KServe mounts its storageUri at /mnt/models, a volume at /models): the model's name or
         # its config.json here says what it is
@@ -218,6 +221,10 @@ def _family_and_size(text: str, names: list[str]) -> list[str]:
 _SAME_CONFIG = (
     (re.compile(r"^meta-llama/meta-llama-3\.1-(8b|70b|405b)(-instruct)?$"), r"meta-llama/Llama-3.1-\1\2"),
     (re.compile(r"^meta-llama/llama-3\.3-70b-instruct$"), "meta-llama/Llama-3.1-70B-Instruct"),
+    # Qwen3.6 re-released Qwen3.5's architectures: the two 35B-A3B configs agree in every field the ledger reads
+    # (scripts/models_extra); the 27B is taken to do the same, checked on a public log of nvidia/Qwen3.6-27B-NVFP4
+    # (block 1,568 tokens, 1,505,068 tokens: docs/catalog.md)
+    (re.compile(r"^qwen/qwen3\.6-27b$"), "Qwen/Qwen3.5-27B"),
 )
 
 
@@ -252,12 +259,71 @@ def _catalog_by_directory(text: str) -> ModelShape | None:
     return _shape(_index()[same.pop().lower()]) if len(same) == 1 else None
 
 
+# A quantized copy of a catalog model named by its publisher's convention (Qwen/Qwen3-8B-FP8, RedHatAI/...-FP8-dynamic,
+# ...-AWQ, ...-GPTQ-Int4, ...-quantized.w4a16, ...-NVFP4, Intel's ...-int4-AutoRound, unsloth's ...-bnb-4bit): the
+# base's layers and heads with the weights stored as the suffix says. Quantization keeps the architecture (vLLM reads
+# the same config.json plus its quantization_config); what the name cannot say is the exact scheme (group size, which
+# modules stay unquantized), so each entry is the publishers' usual one and the note says it is assumed.
+_QUANT_SUFFIX = re.compile(
+    r"[-_.](?P<q>fp8(?:[-_](?:dynamic|static|block|e4m3))?|w8a8(?:[-_]fp8)?|(?:quantized\.)?w8a8|(?:quantized\.)?w4a16"
+    r"|int4[-_]w4a16|awq(?:[-_](?:4bit|int4))?|gptq(?:[-_](?:int4|int8|4bit|8bit))?|nvfp4|fp4"
+    r"|int4[-_]autoround|autoround(?:[-_]int4)?|(?:unsloth[-_])?bnb[-_]4bit|gguf)$")
+
+
+def _suffix_quant(q: str) -> QuantInfo:
+    from kvdoctor.ledger.shape import quant_from_config
+
+    q = q.lower().replace("_", "-").removeprefix("quantized.")
+    if q.startswith("fp8") or q == "w8a8-fp8":
+        return quant_from_config({"quant_method": "fp8"}, source=f"the name's '{q}'")
+    if q == "w8a8":
+        return quant_from_config({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
+            "num_bits": 8, "type": "int", "strategy": "channel"}}}}, source=f"the name's '{q}'")
+    if q in ("nvfp4", "fp4"):
+        return quant_from_config({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
+            "num_bits": 4, "type": "float", "group_size": 16}}}}, source=f"the name's '{q}'")
+    if "bnb" in q or q == "gguf":
+        return quant_from_config({"quant_method": "bitsandbytes" if "bnb" in q else "gguf", "load_in_4bit": True},
+                                 source=f"the name's '{q}'")
+    bits = 8 if q.endswith(("int8", "8bit")) else 4
+    method = "awq" if q.startswith("awq") else "gptq"  # AutoRound and W4A16 checkpoints load through GPTQ-style kernels
+    return quant_from_config({"quant_method": method, "bits": bits, "group_size": 128}, source=f"the name's '{q}'")
+
+
+def quantized_derivative(text: str) -> ModelShape | None:
+    """A catalog model's quantized copy named by the usual suffix (``_QUANT_SUFFIX``): the base's shape with the
+    suffix's quantization, else None. The base is found as ``lookup_model`` finds an id (the catalog, a renamed
+    repository, a directory named as the repository) under the name's own organisation or any other."""
+    from dataclasses import replace
+
+    t = text.strip().rstrip("/")
+    m = _QUANT_SUFFIX.search(t.lower())
+    if m is None or "/" in t[m.start():]:
+        return None
+    stem = t[: m.start()]
+    tail = stem.rsplit("/", 1)[-1]
+    base = None
+    for cand in (stem, *(f"{org}/{tail}" for org in dict.fromkeys(n.split("/", 1)[0] for n in list_models()))):
+        hit = _index().get(cand.lower()) or (_index().get(same_config(cand).lower()) if same_config(cand) else None)
+        if hit is not None:
+            base = _shape(hit)
+            break
+    if base is None:
+        return None
+    return replace(base, quant=replace(_suffix_quant(m.group("q")), assumed=True))
+
+
 def model_directory_note(text: str, shape: ModelShape) -> str | None:
-    """The note for a model taken from another id's config (``same_config``) or a directory's name
-    (``_catalog_by_directory``), else None."""
+    """The note for a model taken from another id's config (``same_config``), a directory's name
+    (``_catalog_by_directory``) or a quantized copy's name (``quantized_derivative``), else None."""
     t = text.strip()
     if shape.name.lower() == t.lower().rstrip("/") or Path(t).expanduser().exists() or t.lower() in _index():
         return None
+    if shape.quant is not None and (m := _QUANT_SUFFIX.search(t.lower().rstrip("/"))) is not None \
+            and quantized_derivative(t) is not None:
+        return (f"model {t} is read as a quantized copy of the catalog's {shape.name}: its layers and heads, with the "
+                f"weights as the name's '{m.group('q')}' usually means ({shape.quant.note}; assumed: the checkpoint's "
+                "own config.json gives the exact quantization_config, pass --model with it)")
     if same_config(t) is not None:
         return f"model {t} has the config of the catalog's {shape.name} (a renamed repository or a re-release of " \
                "the same architecture): its figures are used"

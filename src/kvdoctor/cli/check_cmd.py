@@ -46,7 +46,7 @@ def check(
     if drop is not None and previous_model is None:
         raise InputError("--accept-capacity-drop needs --previous-model (the drop is measured against it)")
     from kvdoctor.deployment import DEFAULT_VLLM_VERSION, read_startup
-    from kvdoctor.errors import ConfigError, UnknownModelError
+    from kvdoctor.errors import ConfigError, UnknownGpuError, UnknownModelError
 
     intent = Intent(min_concurrency, p99_context, drop, max_ratio)
     # read here, as resolve_deployment would: once, for the model gate and for the gate on the log alone
@@ -62,7 +62,7 @@ def check(
             prev = shape_under(previous_model, inputs.config, prev_notes)
         res = run_check(inputs, intent=intent, previous_shape=prev)
         res.notes.extend(prev_notes)
-    except UnknownModelError as exc:
+    except (UnknownModelError, UnknownGpuError) as exc:
         if startup is None or previous_model or max_ratio is not None:
             raise  # a swap and the worst case need the model's shape
         from kvdoctor.ledger.from_log import log_ledger

@@ -36,11 +36,11 @@ def ledger(
     log_info = scan_log(opts.from_log, quiet=quiet or json_out) if opts.from_log else None
     # scan_log already ran the start-up collector over every line: hand its facts on so the log is
     # read once (a multi-GB log would otherwise be parsed twice).
-    from kvdoctor.errors import UnknownModelError
+    from kvdoctor.errors import UnknownGpuError, UnknownModelError
 
     try:
         inputs = common.resolve_inputs(opts, startup=log_info["startup"] if log_info is not None else None)
-    except UnknownModelError as exc:
+    except (UnknownModelError, UnknownGpuError) as exc:
         if log_info is None:
             raise
         _log_only(log_info, str(exc), json_out=json_out, quiet=quiet, html=html)
@@ -99,7 +99,7 @@ def _log_only(log_info: dict[str, Any], why: str, *, json_out: bool, quiet: bool
         out.flush()
         return
     out.add(out.style(title, "bold"))
-    out.para(f"no model shape ({why}): showing what vLLM measured, without predictions", style="yellow")
+    out.para(f"no predictions ({why}): showing what vLLM measured", style="yellow")
     rows: list = []
     for k, f in led.figures.items():
         val = (_fmt_bytes(f.value) if k.startswith("memory.") or k.endswith("_bytes")

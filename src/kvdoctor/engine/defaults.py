@@ -843,7 +843,8 @@ def _resolve_quantization(acc: _Acc, shape: ModelShape, gpu: GpuSpec | None, cc:
     if given is not None:
         if given not in known:
             raise ConfigError(f"Unknown quantization method: {given}. Must be one of {sorted(known)}.")
-        if ckpt and _QUANT_FAMILY.get(given, given) != _QUANT_FAMILY.get(ckpt, ckpt):
+        if ckpt and _QUANT_FAMILY.get(given, given) != _QUANT_FAMILY.get(ckpt, ckpt) and not qinfo.assumed:
+            # (a format guessed from the checkpoint's name yields to the one named: catalog.models.quantized_derivative)
             raise ConfigError(
                 f"Quantization method specified in the model config ({ckpt}) does not match the "
                 f"quantization method specified in the `quantization` argument ({given})."

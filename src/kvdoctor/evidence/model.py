@@ -75,6 +75,12 @@ class StartupFacts:
             raise KeyError(name)
         return vars(self)[name]
 
+    def deducts_cudagraph_estimate(self) -> bool:
+        """vLLM said it withheld its CUDA-graph estimate from the KV budget: it printed the estimate and the
+        utilization it equals without that profiling (0.21's default, printed by some 0.20 builds too), whatever the
+        release string says."""
+        return self.cudagraph_estimate_bytes is not None and self.equivalent_gpu_memory_utilization is not None
+
     def found(self) -> dict[str, Any]:
         """Non-empty facts only (for printing and JSON)."""
         return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}

@@ -51,6 +51,7 @@ class QuantInfo:
     online: bool = False  # --quantization on an unquantized checkpoint (weights quantized at load)
     supported: bool = True  # False: vLLM 0.33 core rejects the method (bitsandbytes, gguf: plugins)
     note: str = ""  # how bytes_per_weight was derived, or why the method is flagged
+    assumed: bool = False  # read from the checkpoint's name (catalog.models.quantized_derivative), not its config
 
 
 @dataclass(frozen=True)

@@ -215,7 +215,9 @@ def _context(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, s
     return _Ctx(version, tr, engine_kind, str(r.platform or "cuda"), tp, pp, util,
                 int(raw_len), auto_fit, seqs, mnbt, model_dtype, eager, bool(r.async_scheduling),
                 r.num_gpu_blocks_override, r.kv_cache_memory_bytes,
-                total, catalog_total, tuple(sizes), bool(tr.cudagraph_in_kv_budget) and not eager,
+                total, catalog_total, tuple(sizes),
+                (bool(tr.cudagraph_in_kv_budget) or (startup is not None and startup.deducts_cudagraph_estimate()))
+                and not eager,
                 str(r.interconnect or "nvlink"), r.lora, opts)
 
 
@@ -351,6 +353,11 @@ def _memory_figures(ctx: _Ctx, gpu: GpuSpec | None, weights, stage_terms, s: Sta
     figs["non_torch"] = _measured_or(s, "non_torch_bytes", Figure(nt0.bytes, "predicted", nt0.how))
     cg_attr = "cudagraph_estimate_bytes" if ctx.deducted else "cudagraph_bytes"
     figs["cudagraph"] = _measured_or(s, cg_attr, Figure(cg0.bytes, "predicted" if ctx.deducted else "default", cg0.how))
+    if ctx.deducted and figs["cudagraph"].source == "measured" and s is not None and s.cudagraph_bytes:
+        # the budget's term is the estimate; what the capture then took is the other figure an operator compares
+        cg = figs["cudagraph"]
+        figs["cudagraph"] = Figure(cg.value, "measured", cg.how + f"; the capture then took {_gib(s.cudagraph_bytes)} "
+                                   f"(line {s.line_refs.get('cudagraph_bytes')})", predicted=cg.predicted)
     if not ctx.deducted and figs["cudagraph"].source == "measured":
         # Measured actual capture, but this version did not deduct it from the budget.
         figs["cudagraph"] = Figure(figs["cudagraph"].value, "measured",
@@ -561,6 +568,10 @@ def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> 
         notes.insert(0, f"engine {ctx.engine_kind.upper()} assumed: {engine_why}{extra}")
     if ctx.deducted and ctx.total:
         notes.append(CUDAGRAPH_NOTE + cudagraph_util_equivalent(ctx.util, cg_est, ctx.total))
+    elif ctx.deducted and s is not None and s.equivalent_gpu_memory_utilization is not None:
+        notes.append(CUDAGRAPH_NOTE + f" vLLM printed it (line {s.line_refs.get('equivalent_gpu_memory_utilization')}): "
+                     f"--gpu-memory-utilization {ctx.util:g} is equivalent to "
+                     f"{s.equivalent_gpu_memory_utilization:g} without CUDA-graph memory profiling.")
     if plan.auto_fit_message:
         notes.append(plan.auto_fit_message)
     if plan.override_message:
@@ -732,6 +743,12 @@ def _quant(shape, resolved):
     ckpt = shape.quant
     if method and ckpt is not None and quant_family(method) == quant_family(ckpt.method):
         return ckpt
+    if method and ckpt is not None and ckpt.assumed and str(method).lower() not in ONLINE_QUANT:
+        from dataclasses import replace
+
+        # the format was guessed from the checkpoint's name; the flag (or the log's engine line) names it: the
+        # guessed size stays, the method is the one vLLM loads with
+        return replace(ckpt, method=str(method))
     if method and ckpt is None and str(method).lower() not in ONLINE_QUANT:
         return None
     if method and (ckpt is None or ckpt.method != method):

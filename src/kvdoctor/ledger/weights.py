@@ -92,6 +92,10 @@ def resolve_quant(shape: ModelShape, quant: QuantInfo | str | None) -> QuantInfo
             return shape.quant
         if name.startswith(shape.quant.method.split("_")[0]):
             return shape.quant  # e.g. gptq_marlin / awq_marlin on a gptq / awq checkpoint
+        if shape.quant.assumed:
+            from dataclasses import replace
+
+            return replace(shape.quant, method=name)  # the name's guess of the format yields to the one named
         raise ConfigError(f"--quantization {quant} does not match the checkpoint's {shape.quant.method}")
     return online_quantization(name)
 
