@@ -191,7 +191,7 @@ def _phase(ctx: Context, first: Event, near: list[Event]) -> str | None:
     if any(e.data.get("serving_frame") for e in near):
         return "while serving"  # a traceback through EngineCore's busy loop, entered only after start-up (vllm#27466)
     st = ctx.startup
-    if st is not None and (st.model or st.kv_cache_bytes or st.num_gpu_blocks or st.vllm_version):
+    if st is not None and (st.model or st.kv_cache_bytes or st.num_gpu_blocks or st.vllm_version or st.weights_bytes):
         return "at start-up"
     return None
 

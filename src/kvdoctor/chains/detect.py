@@ -134,6 +134,39 @@ def _val(x: Figure | float | int | None) -> Any:  # untyped-ok: a Figure's value
     return x.value if isinstance(x, Figure) else x
 
 
+def _refused_then_started(ctx: Context) -> Finding | None:
+    """A KV refusal followed, in the same log, by a start of the same server with the same flags that got a pool
+    large enough: the flags were not the cause. The budget is what the device had free at the profile (vLLM 0.33
+    gpu_worker: requested memory less what the profile saw in use), so the difference is memory something else held
+    at the refused start: another server on the GPU, or a previous instance still exiting."""
+    st, nxt = ctx.startup, ctx.next_start
+    if st is None or nxt is None or not nxt.kv_cache_bytes:
+        return None
+    had = st.error_available_bytes if st.error_available_bytes is not None else st.kv_cache_bytes
+    if had is None or nxt.kv_cache_bytes - had < 2**29 or (st.error_needed_bytes and nxt.kv_cache_bytes
+                                                           < st.error_needed_bytes):
+        return None  # the later pool is not the larger by enough to have admitted the refused start
+    ln = st.line_refs.get("error_message") or st.line_refs.get("startup_error")
+    nln = nxt.line_refs.get("kv_cache_bytes")
+    diff = (nxt.kv_cache_bytes - had) / 2**30
+    why = (f"vLLM refused this start ({st.startup_error}) with {had / 2**30:.2f} GiB for the KV cache; the next start of "
+           f"the same server with the same flags (line {nln}) got {nxt.kv_cache_bytes / 2**30:.2f} GiB and came up. "
+           f"{diff:.2f} GiB were held by something else at the refused start (another server on this GPU, or a "
+           "previous instance still exiting), not taken by the configuration")
+    return rule_finding(
+        "engine.died", why, severity="problem",
+        action=("keep the flags; make the server start only once the GPU is free (nvidia-smi "
+                "--query-compute-apps=pid,used_memory --format=csv at the failed start; with systemd or Kubernetes, "
+                "one owner per GPU and the other services ordered after it)"),
+        gain={"held_by_others_gib": Figure(round(diff, 2), "measured",
+                                           f"{nxt.kv_cache_bytes / 2**30:.2f} GiB (line {nln}) − {had / 2**30:.2f} GiB "
+                                           f"(line {ln})")},
+        data={"cause": "memory-held", "phase": "at start-up", "line_no": ln},
+        evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source, line_no=ln),
+                  Cite(detail=f"Available KV cache memory: {nxt.kv_cache_bytes / 2**30:.2f} GiB (the next start)",
+                       source=ctx.source, line_no=nln)])
+
+
 def does_not_fit(ctx: Context) -> Finding | None:
     st = ctx.startup
     led = ctx.ledger
@@ -167,6 +200,8 @@ def does_not_fit(ctx: Context) -> Finding | None:
                             f"{(err or 'one max-length request does not fit the pool')[:220]}",
                             severity="problem", action=action, gain=gain,
                             evidence=[Cite(detail=f"ledger: {(err or 'fits = false')[:220]}", source="ledger")])
+    if st is not None and st.startup_error in KV_REFUSALS and (held := _refused_then_started(ctx)) is not None:
+        return held
     if st is not None and st.startup_error in KV_REFUSALS:
         ln = st.line_refs.get("error_message") or st.line_refs.get("startup_error")
         est = st.error_est_max_model_len

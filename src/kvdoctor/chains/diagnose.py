@@ -757,13 +757,13 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         instances[0].notes.extend(request_line_notes(evidence).values())
         instances[0].notes.extend(n for n in (evidence.notes or []) if "an offline `vllm bench" in n)
         return Diagnosis(instances, th)
-    for seg in segments:
+    for k, seg in enumerate(segments):
         trusted = counter_trusted(seg, evidence.kinds)
         parts = [(seg, requests, None)] if as_one else _split_loads(seg, requests, th)
         for part, reqs, label in parts:
             ctx = Context(source=seg.source, timeline=part.timeline, events=list(part.events or []),
                           startup=seg.startup, requests=reqs, thresholds=th, lengths=lengths, bench=bench,
-                          counter_trusted=trusted)
+                          counter_trusted=trusted, next_start=_same_flags_next_start(segments, k))
             notes = _attach_config(ctx, inputs, seg.startup)
             inst = diagnose_context(ctx)
             if seg.transcribed:
@@ -786,6 +786,22 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         inst = next((i for i in instances if i.source == src), None)
         (inst.notes if inst is not None else ev_notes).append(text)
     return Diagnosis(instances, th, ev_notes)
+
+
+def _same_flags_next_start(segments: list[Segment], k: int) -> StartupFacts | None:
+    """The next engine start of segment ``k``'s log when it started with the same model, max-model-len and
+    utilization and got a KV pool (a restart by systemd, Kubernetes or a wrapper); else None."""
+    st = segments[k].startup
+    nxt = next((s for s in segments[k + 1:] if s.source == segments[k].source and s.startup is not None), None)
+    if st is None or nxt is None or nxt.startup is None:
+        return None
+    n = nxt.startup
+    if n.startup_error is not None or not n.kv_cache_bytes:
+        return None
+    pairs = ((st.model, n.model), (st.max_model_len, n.max_model_len),
+             (st.gpu_memory_utilization, n.gpu_memory_utilization), (st.tensor_parallel_size, n.tensor_parallel_size))
+    same = all(a is None or b is None or a == b for a, b in pairs)
+    return n if same and st.max_model_len is not None else None
 
 
 _DP_RANK = re.compile(r"\bengine[\s=_\"']*(\d+)\b", re.I)

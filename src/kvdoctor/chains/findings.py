@@ -203,6 +203,9 @@ class Context:
     timeline: Timeline | None = None
     events: list[Event] = field(default_factory=list)
     startup: StartupFacts | None = None
+    # the same server's next start in the same log, when it came up with the same flags (diagnose sets it): a KV
+    # refusal before such a start was the device's memory at that moment, not the configuration
+    next_start: StartupFacts | None = None
     requests: list[RequestRecord] = field(default_factory=list)
     # chain-one inputs
     lengths: LengthDist | None = None  # real business lengths

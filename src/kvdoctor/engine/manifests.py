@@ -94,7 +94,7 @@ def looks_like_deployment(docs: list[Any]) -> bool:
         if isinstance(d.get("services"), dict) and any(isinstance(s, dict) and ("image" in s or "command" in s)
                                                       for s in d["services"].values()):
             return True
-        if isinstance(d.get("servingEngineSpec"), dict):
+        if isinstance(d.get("servingEngineSpec"), dict) or _is_llmd_values(d):
             return True
         if _ray_llm_configs(d) or _is_skypilot(d) or _is_chart_values(d):
             return True
@@ -105,9 +105,9 @@ def _is_chart_values(d: dict) -> bool:
     """Another chart's values for a vLLM server (not production-stack's): an ``image`` whose repository is vLLM's, or a
     ``model`` mapping with a ``name``, beside the chart's settings."""
     img = d.get("image")
-    vllm_image = isinstance(img, dict) and "vllm" in str(img.get("repository", "")).lower()
+    vllm_image = isinstance(img, dict) and "vllm" in str(img.get("repository") or img.get("image") or "").lower()
     model = d.get("model")
-    return "kind" not in d and (vllm_image or (isinstance(model, dict) and "name" in model))
+    return "kind" not in d and (vllm_image or (isinstance(model, dict) and ("name" in model or "uri" in model)))
 
 
 def _is_skypilot(d: dict) -> bool:
@@ -178,8 +178,10 @@ def _find_servers(docs: list[Any]) -> list[ServerSpec]:
             continue
         if isinstance(d.get("servingEngineSpec"), dict):
             out += _helm_stack(d)
+        elif _is_llmd_values(d):
+            out += _llmd_values(d)
         elif ray := _ray_llm_configs(d):
-            out += _ray_llm(ray)
+            out += ray_llm_servers(ray)
         elif _is_skypilot(d):
             out += _skypilot(d)
         elif _is_chart_values(d):
@@ -190,10 +192,12 @@ def _find_servers(docs: list[Any]) -> list[ServerSpec]:
             out += _kubeai(d)
         elif d.get("kind") == "LLMInferenceService" and "kserve" in str(d.get("apiVersion", "")):
             out += _llm_inference_service(d)
+        elif d.get("kind") == "DynamoGraphDeployment":
+            out += _dynamo(d)
         elif d.get("kind") == "List" and isinstance(d.get("items"), list):
             out += _find_servers(d["items"])
         elif d.get("kind") == "RayService" and (ray := _ray_service_configs(d)):
-            out += _ray_llm(ray)
+            out += ray_llm_servers(ray)
         elif "kind" in d:
             out += _k8s(d)
     return out
@@ -248,6 +252,10 @@ def _pod_specs(node: object, path: str, depth: int = 0):
         if isinstance(v, dict):
             yield from _pod_specs(v, f"{path}.{k}" if k in ("leaderTemplate", "workerTemplate", "predictor") else path,
                                   depth + 1)
+        elif isinstance(v, list):  # AIBrix's StormService keeps one pod template per role in ``roles: [...]``
+            for i, item in enumerate(v):
+                if isinstance(item, dict) and not isinstance(item.get("containers"), list):
+                    yield from _pod_specs(item, f"{path}.{item.get('name', i)}", depth + 1)
 
 
 def _container(c: dict, name: str, hint: str | None) -> ServerSpec | None:
@@ -364,7 +372,7 @@ def _compose_gpus(devices: object) -> int | None:
 
 # ---- production-stack Helm values and KubeAI ---------------------------------------------------------------------
 
-def _ray_llm(configs: list[tuple[str, dict]]) -> list[ServerSpec]:
+def ray_llm_servers(configs: list[tuple[str, dict]]) -> list[ServerSpec]:
     """Ray Serve LLM (``ray.serve.llm``): each config's model (``model_loading_config.model_source`` or ``model_id``)
     and ``engine_kwargs`` (vLLM's engine arguments by their Python names), its ``accelerator_type``; Ray starts the
     engine in its replicas, so a server here is one replica's engine."""
@@ -433,7 +441,7 @@ def _chart_flags(vc: dict, ray: bool = False) -> tuple[dict[str, Any], list[str]
 
 # where other charts keep the server's settings (one level down), besides the top level
 _CHART_SECTIONS = ("server", "vllm", "engine", "vllmConfig", "engineArgs", "config", "serving", "args")
-_MODEL_KEYS = ("name", "id", "repo", "repository", "path", "modelName")
+_MODEL_KEYS = ("name", "id", "repo", "repository", "path", "modelName", "uri")
 
 
 def _chart_values(doc: dict) -> list[ServerSpec]:
@@ -446,6 +454,7 @@ def _chart_values(doc: dict) -> list[ServerSpec]:
     model = doc.get("model")
     name = next((model.get(k) for k in _MODEL_KEYS if isinstance(model, dict) and model.get(k)), None) \
         if isinstance(model, dict) else model
+    name = _model_from_uri(name) if name else name
     flags: dict[str, Any] = {}
     sections = [doc] + [doc[k] for k in _CHART_SECTIONS if isinstance(doc.get(k), dict)]
     taken: list[str] = []
@@ -460,8 +469,10 @@ def _chart_values(doc: dict) -> list[ServerSpec]:
             elif "--" + dest.replace("_", "-") in SERVE_FLAGS and v != "":
                 flags.setdefault(dest, v)
                 taken.append(str(k))
+    if isinstance(model, dict) and isinstance(model.get("args"), list):  # the model section's own flags
+        extra += [str(a) for a in model["args"]]
     img = doc.get("image") if isinstance(doc.get("image"), dict) else {}
-    image = f"{img.get('repository', 'vllm/vllm-openai')}:{img.get('tag', '')}".rstrip(":")
+    image = f"{img.get('repository') or img.get('image') or 'vllm/vllm-openai'}:{img.get('tag', '')}".rstrip(":")
     spec = ServerSpec(name="values", argv=["vllm", "serve"] + ([str(name)] if name else []) + extra, image=image,
                       flags=flags or None,
                       gpu_count=_gpu_count(doc.get("resources")), gpu_hint=_gpu_label(doc))
@@ -537,9 +548,93 @@ def _llm_inference_service(doc: dict) -> list[ServerSpec]:
         s = ServerSpec(name=name + part, argv=argv + [str(a) for a in main.get("args") or []],
                        env=_env_list(main.get("env")), flags={k: v for k, v in flags.items() if v} or None,
                        gpu_count=_int_or_none(limits.get("nvidia.com/gpu")))
-        if isinstance(spec.get("speculator"), dict):
-            s.notes.append("a speculator (speculative decoding) is configured: not modelled")
+        spc = spec.get("speculator")
+        if isinstance(spc, dict):
+            conf = spc.get("config") if isinstance(spc.get("config"), dict) else {}
+            draft = _model_from_uri((spc.get("model") or {}).get("uri")) if isinstance(spc.get("model"), dict) else ""
+            sc = {str(k): (_int_or_none(v) if _int_or_none(v) is not None else v) for k, v in conf.items()}
+            if draft:
+                sc.setdefault("model", draft)
+            if sc.get("method") or sc.get("model"):
+                # KServe renders the speculator as --speculative-config (its method, draft model and token count)
+                s.flags = {**(s.flags or {}), "speculative_config": sc}
+            else:
+                s.notes.append("a speculator (speculative decoding) is configured without a method or draft model: "
+                               "not modelled")
         out.append(s)
+    return out
+
+
+def _dynamo(doc: dict) -> list[ServerSpec]:
+    """NVIDIA Dynamo's ``DynamoGraphDeployment``: each service's ``extraPodSpec.mainContainer`` is its process
+    (``python3 -m dynamo.vllm --model X ...`` for a vLLM worker; the frontend is not one), and the service's own
+    ``resources`` ask for its GPUs (``gpu: "8"``)."""
+    name = str((doc.get("metadata") or {}).get("name", "?"))
+    services = (doc.get("spec") or {}).get("services") if isinstance(doc.get("spec"), dict) else None
+    out = []
+    for sname, svc in (services or {}).items() if isinstance(services, dict) else ():
+        if not isinstance(svc, dict):
+            continue
+        extra = svc.get("extraPodSpec") if isinstance(svc.get("extraPodSpec"), dict) else {}
+        main = extra.get("mainContainer")
+        if not isinstance(main, dict) or svc.get("componentType") == "frontend":
+            continue
+        # Dynamo's runtime image does not start vLLM by itself: only a command that names the worker is one
+        if not re.search(r"\bdynamo\.vllm\b|\bvllm\s+serve\b|vllm\.entrypoints",
+                         " ".join(_words(main.get("command")) + _words(main.get("args")))):
+            continue
+        spec = _container(main, f"DynamoGraphDeployment/{name}/{sname}", _gpu_label(extra))
+        if spec is None:
+            continue
+        res = svc.get("resources") if isinstance(svc.get("resources"), dict) else {}
+        for part in ("limits", "requests"):
+            got = res.get(part)
+            if spec.gpu_count is None and isinstance(got, dict) and got.get("gpu") is not None:
+                spec.gpu_count = _int_or_none(got["gpu"])
+        out.append(spec)
+    return out
+
+
+def _is_llmd_values(d: dict) -> bool:
+    """llm-d's ModelService Helm values: ``modelArtifacts`` beside a ``decode`` (and maybe ``prefill``) section of
+    containers."""
+    return "kind" not in d and isinstance(d.get("modelArtifacts"), dict) and any(
+        isinstance(d.get(k), dict) and isinstance(d[k].get("containers"), list) for k in ("decode", "prefill"))
+
+
+def _llmd_values(doc: dict) -> list[ServerSpec]:
+    """llm-d's ModelService values: one server per ``decode`` / ``prefill`` section (disaggregated prefill/decode).
+    The chart renders the vLLM container from ``modelCommand``: ``vllmServe`` runs ``vllm serve <model>`` plus the
+    container's ``args``, ``imageDefault`` the image's entrypoint with ``--model`` added, ``custom`` the container's
+    own ``command``; ``parallelism.tensor`` / ``data`` become the matching flags when the args do not give them."""
+    art = doc["modelArtifacts"]
+    model = str(art.get("name") or _model_from_uri(art.get("uri")) or "")
+    out = []
+    for role in ("decode", "prefill"):
+        sec = doc.get(role)
+        if not isinstance(sec, dict) or sec.get("create") is False:
+            continue
+        cont = next((c for c in sec.get("containers") or [] if isinstance(c, dict)
+                     and (c.get("name") == "vllm" or c.get("modelCommand"))), None)
+        if cont is None:
+            continue
+        how = str(cont.get("modelCommand") or "vllmServe")
+        args = _words(cont.get("args"))
+        if how == "custom":
+            argv = _words(cont.get("command")) + args
+        elif how == "imageDefault":
+            argv = IMAGE_ENTRYPOINT + ["--model", model] + args
+        else:
+            argv = ["vllm", "serve", model] + args
+        par = sec.get("parallelism") if isinstance(sec.get("parallelism"), dict) else {}
+        flags = {k: _int_or_none(par[p]) for p, k in (("tensor", "tensor_parallel_size"),
+                                                        ("data", "data_parallel_size")) if p in par}
+        spec = ServerSpec(name=f"modelservice.{role}", argv=argv, env=_env_list(cont.get("env")),
+                          image=str(cont.get("image") or "") or None, flags={k: v for k, v in flags.items() if v} or None,
+                          gpu_count=_gpu_count(cont.get("resources")), gpu_hint=_gpu_label(sec))
+        spec.notes.append(f"llm-d ModelService values, the {role} pods ({sec.get('replicas', 1)} replica(s)): the "
+                          f"container as the chart renders modelCommand '{how}'")
+        out.append(spec)
     return out
 
 
@@ -570,7 +665,7 @@ def _is_vllm(image: str, argv: list[str]) -> bool:
     a model after it). A router or another program in a vLLM-named image (production-stack's router) is not one."""
     import os
 
-    if re.search(r"\bvllm(?:-[a-z0-9]+)?\s+serve\b|vllm\.entrypoints", " ".join(argv)):
+    if re.search(r"\bvllm(?:-[a-z0-9]+)?\s+serve\b|vllm\.entrypoints|\bdynamo\.vllm\b", " ".join(argv)):
         return True
     low = image.lower()
     if "vllm" not in low or "router" in low:

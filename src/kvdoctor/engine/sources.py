@@ -323,12 +323,14 @@ _DOCKER_BOOL = frozenset(
     "--rm -d --detach -i --interactive -t --tty -it -ti -dit --privileged --init --read-only "
     "--sig-proxy -P --publish-all --no-healthcheck --oom-kill-disable --help -q --quiet".split()
 )
+# ``dynamo.vllm``: NVIDIA Dynamo's vLLM worker, which takes vLLM's engine arguments (``--model X``) beside its own
+# (``--is-prefill-worker``, ``--connector``: kept, not modelled)
 _PY_ENTRYPOINTS = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server",
-                   "vllm.entrypoints.cli.main")
+                   "vllm.entrypoints.cli.main", "dynamo.vllm")
 
 
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.M)
-_A_COMMAND = re.compile(r"\bvllm\s+serve\b|vllm\.entrypoints|\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b")
+_A_COMMAND = re.compile(r"\bvllm\s+serve\b|vllm\.entrypoints|\bdynamo\.vllm\b|\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b")
 
 
 def split_command_line(text: str) -> list[str]:
@@ -369,7 +371,7 @@ def _is_command_start(tokens: list[str], i: int, *, loose: bool = False) -> bool
     if head in ("docker", "podman", "nerdctl"):
         return nxt in ("run", "container")
     if re.fullmatch(r"python[0-9.]*", head):
-        return any(t.startswith("vllm.entrypoints") for t in tokens[i + 1:i + 5])
+        return any(t.startswith("vllm.entrypoints") or t == "dynamo.vllm" for t in tokens[i + 1:i + 5])
     return False
 
 
@@ -665,7 +667,11 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
         return config_from_yaml_text(text, "the --serve file")
     if (argv := _python_argv(text)) is not None:
         text = argv
-    elif _PYTHON_SOURCE.search(text) and not _A_COMMAND.search(text):
+    elif _PYTHON_SOURCE.search(text) and (not _A_COMMAND.search(text) or _parses_as_python(text)):
+        # (a shell script naming `vllm serve` is not Python; a Python module that imports vllm.entrypoints is)
+        ray = _python_ray_llm(text)
+        if ray is not None:
+            return ray
         # (kvdoctor does not run code: a command assembled from variables at run time is not a line it can read)
         raise InputError("a Python file that builds its vLLM command at run time: pass the command it runs as a "
                          "`vllm serve ...` line, or an `LLM(...)` call with literal arguments")
@@ -692,6 +698,70 @@ _ARGV_LIST = re.compile(r"\[\s*(['\"])[^'\"]*vllm")
 _PYTHON_SOURCE = re.compile(r"^(?:import \w+|from [\w.]+ import |def \w+\(|class \w+[(:])", re.M)
 # a YAML document's opening: a `---`, or a `key:` mapping line (not a shell's `VAR=`, nor a comment)
 _YAML_DOC = re.compile(r"\A(?:\s*#[^\n]*\n)*\s*(?:---\s*\n|[A-Za-z_][\w.-]*:(?:\s|$))")
+
+
+def _py_literal(node: "ast.expr") -> object:
+    """A literal the way Ray's docs write configs: constants, lists, dicts and ``dict(k=v, ...)`` calls; anything
+    computed (a variable, ``os.environ[...]``) is ``_UNREAD``."""
+    import ast
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
+        return {kw.arg: v for kw in node.keywords if kw.arg and (v := _py_literal(kw.value)) is not _UNREAD}
+    if isinstance(node, ast.Dict):
+        return {k: v for kn, vn in zip(node.keys, node.values)
+                if kn is not None and isinstance(k := _py_literal(kn), str) and (v := _py_literal(vn)) is not _UNREAD}
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [v for x in node.elts if (v := _py_literal(x)) is not _UNREAD]
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _UNREAD
+
+
+_UNREAD = object()
+
+
+def _parses_as_python(text: str) -> bool:
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _python_ray_llm(text: str) -> "EngineConfig | None":
+    """A Python file that serves with Ray Serve LLM (``LLMConfig(model_loading_config=dict(...), engine_kwargs=dict(...),
+    accelerator_type=...)``, Ray's documented form): its literal arguments read as the same config in a Serve YAML
+    (``manifests.ray_llm_servers``). None when the file holds no such call."""
+    import ast
+    import warnings
+
+    from kvdoctor.engine import manifests
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    configs = []
+    for node in ast.walk(tree):
+        callee = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else \
+            node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else None
+        if isinstance(node, ast.Call) and callee == "LLMConfig":
+            conf = {kw.arg: v for kw in node.keywords if kw.arg and (v := _py_literal(kw.value)) is not _UNREAD}
+            if isinstance(conf.get("model_loading_config"), dict):
+                configs.append((f"LLMConfig.{len(configs)}", conf))
+    if not configs:
+        return None
+    spec = manifests.pick(manifests.ray_llm_servers(configs), None, "the Python file")
+    spec.notes.append("read from a Python file's LLMConfig(...) call: its literal arguments only")
+    return from_server(spec, "the Python file")
 
 
 def _python_argv(text: str) -> str | None:
@@ -1110,6 +1180,8 @@ def load_yaml(path: str | Path) -> EngineConfig:
     ``engine.manifests``), whose server's flags are read as its tool would start it. ``FILE#NAME`` picks one server
     of several (a container, a compose service, a modelSpec entry)."""
     p, selector = split_selector(Path(path).expanduser())
+    if p.suffix.lower() == ".json" and selector is None and (triton := _triton_model_json(p)) is not None:
+        return triton
     if p.suffix.lower() not in (".yaml", ".yml"):
         # vLLM refuses other extensions too ("Config file must be of a yaml/yml type").
         raise InputError(f"{p}: config file must be of a yaml/yml type")
@@ -1158,6 +1230,34 @@ def config_from_yaml_text(raw_text: str, where: str, selector: str | None = None
     if not isinstance(data, dict):
         raise InputError(f"{p}: expected a mapping of vLLM flags, got {type(data).__name__}")
     return from_mapping(data, origin=f"yaml:{p}", where=str(p))
+
+
+def _triton_model_json(p: Path) -> "EngineConfig | None":
+    """Triton's vLLM backend reads ``model_repository/<name>/1/model.json``: one JSON object of vLLM engine arguments
+    (``AsyncEngineArgs``' names, values often strings: ``"gpu_memory_utilization": "0.9"``). Read as the same mapping a
+    YAML config is; None when the file is not such an object (vLLM's own extension rule then refuses it)."""
+    import json
+
+    from kvdoctor.safeio import MAX_CONFIG_BYTES, check_input_file
+
+    if not p.is_file():
+        return None
+    check_input_file(p, "--config")
+    try:
+        with p.open("r", encoding="utf-8") as fh:
+            data = json.loads(fh.read(MAX_CONFIG_BYTES + 1))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("model"), str):
+        return None
+    from kvdoctor.engine.serve_flags import SERVE_FLAGS
+
+    engine = {k: v for k, v in data.items() if "--" + str(k).replace("_", "-") in SERVE_FLAGS}
+    rest = sorted(k for k in data if k not in engine)
+    cfg = from_mapping(engine, origin=f"triton:{p}", where=str(p))
+    cfg.notes.append(f"read from {p} as Triton's vLLM backend reads it: the keys are engine arguments"
+                     + (f"; not engine arguments (sampling defaults, Triton's own): {', '.join(rest)}" if rest else ""))
+    return cfg
 
 
 def split_selector(p: Path) -> tuple[Path, str | None]:

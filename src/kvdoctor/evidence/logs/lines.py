@@ -412,7 +412,8 @@ class LinePath:
             return False
         proc = proc_key(m)
         t = self._time(m, line) if m is not None else None
-        if kind == "error" and proc.startswith(ENGINE_PROCS):
+        if kind == "error" and (proc.startswith(ENGINE_PROCS) or "EngineCore hit an exception" in msg):
+            # V1 before the process prefixes (0.8-0.9) wrote the engine core's lines bare: its own words name it
             kind = "engine-error"
         # A traceback logs one ERROR line per frame: one event per burst, a process's error lines within one second
         # (untimed: within a few lines), however other processes' lines interleave with it (TP workers and the API
