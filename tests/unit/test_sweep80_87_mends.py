@@ -93,11 +93,11 @@ def test_qwen36_27b_has_qwen35_27bs_config(tmp_path):
 # ---- a GPU the log does not name, or one the catalog lacks: the log's own ledger, not a refusal -----------------
 
 def test_an_unknown_device_gives_the_logs_own_ledger(tmp_path):
-    # sweep 82 item 07: a GB10 log (named only by the MoE config file vLLM looked for) of a catalog model's FP8 copy,
-    # no device total printed
+    # sweep 82 item 07's shape (a device named only by the MoE config file vLLM looked for, no device total printed),
+    # on a device the catalog lacks (the GB10 of that log is in it now)
     log = _write(tmp_path, "gb10.log", """
         (APIServer pid=1) INFO 05-30 09:11:50 [utils.py:299] non-default args: {'model_tag': 'Qwen/Qwen3.5-35B-A3B-FP8', 'gpu_memory_utilization': 0.8}
-        (EngineCore pid=97) WARNING 05-30 09:30:29 [fused_moe.py:1090] Using default MoE config. Performance might be sub-optimal! Config file not found at /usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/fused_moe/configs/E=256,N=512,device_name=NVIDIA_GB10,dtype=fp8_w8a8,block_shape=[128,128].json
+        (EngineCore pid=97) WARNING 05-30 09:30:29 [fused_moe.py:1090] Using default MoE config. Performance might be sub-optimal! Config file not found at /usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/fused_moe/configs/E=256,N=512,device_name=NVIDIA_Jetson_AGX_Thor,dtype=fp8_w8a8,block_shape=[128,128].json
         (EngineCore pid=97) INFO 05-30 09:31:40 [gpu_model_runner.py:4561] Model loading took 34.22 GiB memory and 1175.06 seconds
         (EngineCore pid=97) INFO 05-30 09:33:01 [gpu_worker.py:436] Available KV cache memory: 55.72 GiB
         (EngineCore pid=97) INFO 05-30 09:33:01 [kv_cache_utils.py:1319] GPU KV cache size: 729,696 tokens
@@ -105,7 +105,7 @@ def test_an_unknown_device_gives_the_logs_own_ledger(tmp_path):
     code, err, out = invoke("ledger", "--from-log", str(log), "--json")
     assert code == 0, err
     j = json.loads(out)
-    assert j["mode"] == "log-only" and "GB10" in j["why_no_model"]
+    assert j["mode"] == "log-only" and "Thor" in j["why_no_model"]
     assert j["figures"]["kv_cache.tokens"]["value"] == 729696
 
 
@@ -390,3 +390,25 @@ def test_a_bare_v1_engine_core_traceback_is_a_start_up_death(tmp_path):
     code, err, out = invoke("diagnose", str(log), "--json")
     inst = json.loads(out)["instances"][0]
     assert inst["verdict"] == "engine-died" and "at start-up" in inst["findings"][0]["summary"]
+
+
+def test_the_dgx_spark_is_in_the_catalog_and_the_opt_in_hint_gives_the_utilization(tmp_path):
+    # sweeps 81-83: nine of their logs ran on a DGX Spark (GB10); vLLM printed its total as 121.63 GiB (vllm#49079).
+    # 0.18's opt-in hint "increase --gpu-memory-utilization from 0.8000 to 0.8136" names the utilization the start ran
+    from kvdoctor.catalog.gpus import lookup_gpu
+
+    g = lookup_gpu("DGX Spark")
+    assert g.name == "NVIDIA GB10" and round(g.memory_bytes / 2**30, 2) == 121.63
+    log = _write(tmp_path, "spark.log", """
+        (APIServer pid=1) INFO 03-26 10:43:40 [utils.py:299] non-default args: {'model_tag': 'Qwen/Qwen3.5-35B-A3B-FP8'}
+        (EngineCore pid=62) WARNING 03-26 11:05:29 [fused_moe.py:1090] Using default MoE config. Performance might be sub-optimal! Config file not found at /usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/fused_moe/configs/E=256,N=512,device_name=NVIDIA_GB10,dtype=fp8_w8a8,block_shape=[128,128].json
+        (EngineCore pid=62) INFO 03-26 11:05:40 [gpu_model_runner.py:4561] Model loading took 34.22 GiB memory and 1175.062959 seconds
+        (EngineCore pid=62) INFO 03-26 11:06:09 [gpu_worker.py:456] Available KV cache memory: 55.72 GiB
+        (EngineCore pid=62) INFO 03-26 11:06:09 [gpu_worker.py:470] In v0.19, CUDA graph memory profiling will be enabled by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), which more accurately accounts for CUDA graph memory during KV cache allocation. To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and increase --gpu-memory-utilization from 0.8000 to 0.8136 to maintain the same effective KV cache size.
+        (EngineCore pid=62) INFO 03-26 11:06:09 [kv_cache_utils.py:1319] GPU KV cache size: 729,696 tokens
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--vllm-version", "0.18.1", "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    assert j["gpu"] == "NVIDIA GB10" and j["figures"]["engine.gpu_memory_utilization"]["value"] == 0.8
+    assert j["figures"]["kv_cache.tokens"]["predicted"] == 729696

@@ -116,6 +116,10 @@ R_BELOW_UTIL = re.compile(
 R_EQUIV = re.compile(
     r"--gpu-memory-utilization=" + _N + r" is equivalent to (?:--gpu-memory-utilization=)?" + _N
 )
+# 0.1x-0.18's opt-in hint ("In v0.19, CUDA graph memory profiling will be enabled by default ... set
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and increase --gpu-memory-utilization from 0.8000 to 0.8136"): the first
+# figure is the utilization this start ran with (the estimate was not deducted)
+R_UTIL_FROM = re.compile(r"increase --gpu-memory-utilization from " + _N + r" to " + _N)
 R_CG_EST = re.compile(r"Estimated CUDA graph memory: " + _N + r" GiB(?: total)?")
 R_CG_POOL = re.compile(r"CUDA graph pool memory: " + _N + r" GiB \(actual\), " + _N + r" GiB \(estimated\)")
 R_CG_TOOK = re.compile(r"Graph capturing finished in " + _N + r" secs?, took " + _N + r" ?(GiB|MiB|GB)")
@@ -898,6 +902,14 @@ def _h_equiv(c, n, env, msg) -> bool:
     return True
 
 
+def _h_util_from(c, n, env, msg) -> bool:
+    m = R_UTIL_FROM.search(msg)
+    if not m:
+        return False
+    c._builder(n).set("gpu_memory_utilization", float(m.group(1)), n, env)
+    return True
+
+
 def _h_cg_est(c, n, env, msg) -> bool:
     m = R_CG_EST.search(msg)
     if not m:
@@ -1205,6 +1217,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("Available memory: ", _h_npu_avail),
     ("total_hbm_", _h_tpu_stats),
     ("is equivalent to", _h_equiv),
+    ("increase --gpu-memory-utilization from", _h_util_from),
     ("Estimated CUDA graph memory", _h_cg_est),
     ("CUDA graph pool memory", _h_cg_pool),
     ("Graph capturing finished", _h_cg_took),
