@@ -25,7 +25,7 @@ CASES = [json.loads(x) for f in ("transcribed_a.jsonl", "transcribed_b.jsonl")
 NOT_SHOWN = {
     ("gh57475-qwen3.8-27b-nvfp4-5090laptop", "graph_capture"): "the post cut the line ('0.46 G')",
     ("jackypanster-deploy-qwen-qwen3-30b-a3b-4x2080ti22g-32k", "workers"): "other workers' figures (rank 0 shown)",
-    ("jackypanster-deploy-qwen-qwen3-30b-a3b-4x2080ti22g-32k", "block_size"): "0.8.5's 'args: Namespace(...)' not read",
+    # (its block size, 32, is now read from 5,867 blocks at 5.73x for 32,768 tokens: engine.defaults._block_from_pool)
     ("longctx-bench-honest-qwen2.5-7b-1m-bnb4-rtx3050-6gb-refusal", "kv_cache_memory"):
         "the post re-wrapped v0's one-line summary; its KV term sits alone on a line",
     ("codeidx52377383460-qwen3.6-35b-a3b-nvfp4-wsl-gpu-unstated", "checkpoint_size"): "not a ledger figure",

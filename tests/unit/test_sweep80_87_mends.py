@@ -412,3 +412,123 @@ def test_the_dgx_spark_is_in_the_catalog_and_the_opt_in_hint_gives_the_utilizati
     j = json.loads(out)
     assert j["gpu"] == "NVIDIA GB10" and j["figures"]["engine.gpu_memory_utilization"]["value"] == 0.8
     assert j["figures"]["kv_cache.tokens"]["predicted"] == 729696
+
+
+@pytest.mark.parametrize("text, says", [
+    # sweep 94 item 06: the card in Exclusive_Process mode with another process on it; it had read as a kernel fault
+    ("(EngineCore_DP0 pid=93) ERROR 11-02 09:13:12 [core.py:708] EngineCore failed to start.\n"
+     "(EngineCore_DP0 pid=93) ERROR 11-02 09:13:12 [core.py:708] RuntimeError: CUDA error: CUDA-capable device(s) "
+     "is/are busy or unavailable\n", "Exclusive_Process"),
+    # sweep 94 items 03-04: vLLM's start-up profiler saw free memory grow (a co-tenant released memory)
+    ("AssertionError: Error in memory profiling. Initial free memory 23.4375 GiB, current free memory 23.4375 GiB. "
+     "This happens when other processes sharing the same container release GPU memory while vLLM is profiling during "
+     "initialization.\n", "changed its memory while vLLM profiled"),
+    # sweep 94 item 07: a MIG UUID in CUDA_VISIBLE_DEVICES (vllm#41848)
+    ("ValueError: invalid literal for int() with base 10: 'MIG-377e0049-554c-540b-93c6-d0976f8426cb'\n",
+     "MIG UUID"),
+])
+def test_shared_and_sliced_gpus_get_their_own_fix(tmp_path, text, says):
+    log = tmp_path / "gpu.log"
+    log.write_text(text)
+    code, err, out = invoke("diagnose", str(log), "--json")
+    inst = json.loads(out)["instances"][0]
+    said = " ".join([inst.get("action") or ""] + list(inst.get("notes") or []))
+    assert says in said and "a fault, not a setting" not in said and "build does not match" not in said, said
+
+
+def test_a_small_hybrid_pool_takes_its_block_count_from_tokens_and_concurrency(tmp_path):
+    # sweep 89 item 04 (RedHatAI/Qwen3.6-35B-A3B-NVFP4, vLLM 0.20.0, 0.32 GiB of KV): 6,288 tokens // 2,096 × 4 groups
+    # says 12-15 blocks; the printed 1.50x over 10 blocks per request says 15
+    log = _write(tmp_path, "small.log", """
+        (APIServer pid=1) INFO 05-02 10:00:00 [utils.py:299] non-default args: {'model_tag': 'RedHatAI/Qwen3.6-35B-A3B-NVFP4', 'max_model_len': 8192, 'gpu_memory_utilization': 0.8, 'kv_cache_dtype': 'fp8_e4m3', 'enforce_eager': True, 'max_num_seqs': 32}
+        (EngineCore pid=187) INFO 05-02 10:00:10 [__init__.py:1] Initializing a V1 LLM engine (v0.20.0) with config: model='RedHatAI/Qwen3.6-35B-A3B-NVFP4'
+        (EngineCore pid=187) INFO 05-02 10:00:20 [interface.py:573] Setting attention block size to 2096 tokens to ensure that attention page size is >= mamba page size.
+        (EngineCore pid=187) INFO 05-02 10:01:40 [gpu_model_runner.py:4820] Model loading took 21.86 GiB memory and 30.0 seconds
+        (EngineCore pid=187) INFO 05-02 10:02:46 [gpu_worker.py:440] Available KV cache memory: 0.32 GiB
+        (EngineCore pid=187) INFO 05-02 10:02:46 [kv_cache_utils.py:1711] GPU KV cache size: 6,288 tokens
+        (EngineCore pid=187) INFO 05-02 10:02:46 [kv_cache_utils.py:1716] Maximum concurrency for 8,192 tokens per request: 1.50x
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--json")
+    assert code == 0, err
+    f = json.loads(out)["figures"]
+    assert f["kv_cache.num_blocks"]["value"] == 15 and f["kv_cache.num_blocks"]["source"] == "measured"
+
+
+def test_a_gaudi_pool_takes_its_block_size_from_the_concurrency_line(tmp_path):
+    # sweep 90 item 02 (vLLM 0.9.1 on Intel Gaudi, V0): "# hpu blocks: 6399" at 199.97x for 4,096 tokens is 128-token
+    # blocks (the HPU default), not V0's CUDA default of 16: the pool is 100 GiB, not 12.5
+    log = _write(tmp_path, "hpu.log", """
+        INFO 06-04 01:18:25 [llm_engine.py:231] Initializing a V0 LLM engine (v0.9.1.dev116+gc57d577e8.d20250603) with config: model='/mnt/weka/data/pytorch/llama3.1/Meta-Llama-3.1-8B/', speculative_config=None, tokenizer='/mnt/weka/data/pytorch/llama3.1/Meta-Llama-3.1-8B/', max_seq_len=4096
+        INFO 06-04 01:18:37 [executor_base.py:113] # hpu blocks: 6399, # CPU blocks: 256
+        INFO 06-04 01:18:37 [executor_base.py:118] Maximum concurrency for 4096 tokens per request: 199.97x
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--json")
+    assert code == 0, err
+    f = json.loads(out)["figures"]
+    assert f["kv_cache.block_size"]["value"] == 128 and f["kv_cache.block_size"]["source"] == "measured"
+
+
+def test_nemotron_h_mamba2_hybrid_is_sized_as_vllm_sizes_it(tmp_path):
+    # sweep 89 item 02: Nemotron-Cascade-2-30B-A3B-NVFP4 (Nemotron 3 Nano 30B-A3B's architecture) at vLLM 0.19.1, fp8
+    # KV, from its Hugging Face cache path on the server: block 4,176, 4,819,104 tokens, 86.16x for 262,144, and the
+    # "Add 1 padding layers" warning, all as vLLM printed them
+    from kvdoctor.catalog.models import lookup_model
+
+    s = lookup_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    assert round(s.params.total / 1e9, 1) == 31.6  # NVIDIA's figure
+    log = _write(tmp_path, "cascade.log", """
+        INFO 04-26 11:13:11 [utils.py:233] non-default args: {'trust_remote_code': True, 'kv_cache_dtype': 'fp8', 'seed': 132, 'max_model_len': 262144, 'gpu_memory_utilization': 0.95, 'max_num_batched_tokens': 8192, 'max_num_seqs': 40, 'model': '/scratch-shared/u/hf_cache/hub/models--chankhavu--Nemotron-Cascade-2-30B-A3B-NVFP4/snapshots/80ee3ccfe8cb5eb019a0cde78449e8b197a0155f'}
+        INFO 04-26 11:13:13 [config.py:281] Setting attention block size to 4176 tokens to ensure that attention page size is >= mamba page size.
+        (EngineCore pid=1271023) INFO 04-26 11:13:15 [core.py:105] Initializing a V1 LLM engine (v0.19.1) with config: model='/scratch-shared/u/hf_cache/hub/models--chankhavu--Nemotron-Cascade-2-30B-A3B-NVFP4/snapshots/80ee3ccfe8cb5eb019a0cde78449e8b197a0155f'
+        (EngineCore pid=1271023) INFO 04-26 11:13:40 [gpu_model_runner.py:4820] Model loading took 18.03 GiB memory and 20.0 seconds
+        (EngineCore pid=1271023) INFO 04-26 11:14:04 [gpu_worker.py:436] Available KV cache memory: 68.97 GiB
+        (EngineCore pid=1271023) INFO 04-26 11:14:04 [kv_cache_utils.py:1319] GPU KV cache size: 4,819,104 tokens
+        (EngineCore pid=1271023) INFO 04-26 11:14:04 [kv_cache_utils.py:1324] Maximum concurrency for 262,144 tokens per request: 86.16x
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--gpu", "H100", "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    f = j["figures"]
+    assert j["model"] == "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
+    assert f["kv_cache.tokens"]["predicted"] == 4819104
+    assert any("Add 1 padding layers" in w for w in j["warnings"])
+    # the NVFP4 copy's weights from the name's format: within 3 % of the printed 18.03 GiB
+    assert abs(f["memory.weights"]["predicted"] / (18.03 * 2**30) - 1) < 0.03
+    # and vLLM's own block size, from the shape alone
+    code, err, out = invoke("ledger", "-m", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "--gpu", "H100",
+                            "--kv-cache-dtype", "fp8", "--json")
+    assert json.loads(out)["figures"]["kv_cache.block_size"]["value"] == 4176
+
+
+def test_the_mamba2_page_formula_by_hand():
+    # MambaStateShapeCalculator.mamba2_state_shape: conv ((inner + 2 x groups x state) / TP) x (kernel - 1) in bf16,
+    # the SSM state (heads / TP) x head dim x state in fp32
+    from kvdoctor.ledger.kv import SpecOptions, _mamba2_page_bytes
+
+    m = {"num_heads": 64, "head_dim": 64, "n_groups": 8, "state_size": 128, "conv_kernel": 4, "intermediate": 4096,
+         "ssm_dtype": "float32"}
+    assert _mamba2_page_bytes(m, SpecOptions(block_size=16, kv_cache_dtype=None, model_dtype="bfloat16")) == 6144 * 3 * 2 + 64 * 64 * 128 * 4
+    two = SpecOptions(block_size=16, kv_cache_dtype=None, model_dtype="bfloat16", tensor_parallel_size=2)
+    assert _mamba2_page_bytes(m, two) == 3072 * 3 * 2 + 32 * 64 * 128 * 4
+
+
+def test_a_trimmed_spec_decoding_line_still_counts(tmp_path):
+    # sweep 102 item 08: MTP on an NVFP4 checkpoint whose acceptance fell to zero for good; the author's copy of the
+    # interval line has no throughputs and its prefix on the line before
+    log = tmp_path / "spec.log"
+    log.write_text("(APIServer pid=1) INFO 09-01 12:11:11 [metrics.py:120] SpecDecoding metrics:\n"
+                   "Mean acceptance length: 1.00, Accepted: 0 tokens, Drafted: 5200 tokens,\n"
+                   "Per-position acceptance rate: 0.000, 0.000, 0.000, 0.000, 0.000, Avg Draft acceptance rate: 0.0%\n")
+    code, err, out = invoke("diagnose", str(log), "--json")
+    notes = " ".join(json.loads(out)["instances"][0]["notes"])
+    assert "accepted 0 of 5,200 drafted tokens" in notes
+
+
+def test_a_hub_cache_path_of_an_unknown_model_says_so(tmp_path):
+    # sweep 100 item 04: a vLLM YAML whose model is the server's Hugging Face cache folder of a model the catalog lacks
+    p = _write(tmp_path, "serve.yaml", """
+        model: /workspace/hf/hub/models--zai-org--GLM-5.3-Flash/snapshots/03eb5366286afd40d2221b1d9c63a6dd1ba4832e
+        max-model-len: 32768
+        """)
+    code, err, _ = invoke("ledger", "--config", str(p), "--gpu", "H100")
+    assert code == 2 and "Hugging Face cache folder of zai-org/GLM-5.3-Flash" in err and "not in the catalog" in err

@@ -134,6 +134,9 @@ def _hf_cache_dir(model_id: str) -> Path | None:
     return None
 
 
+_HUB_CACHE_PATH = re.compile(r"(?:^|/)models--([^/]+?)--([^/]+?)(?:/|$)")
+
+
 def lookup_model(text: str) -> ModelShape:
     """A ModelShape for an HF id (case-insensitive), a config.json path, a model dir or an HF cache dir.
 
@@ -158,6 +161,15 @@ def lookup_model(text: str) -> ModelShape:
     deriv = quantized_derivative(t)
     if deriv is not None:
         return deriv
+    hub = _HUB_CACHE_PATH.search(t)
+    if hub is not None and not Path(t).expanduser().exists():
+        # the Hugging Face cache's folder of an id on the server (…/hub/models--org--name/snapshots/<sha>): that id
+        rid = f"{hub.group(1)}/{hub.group(2)}"
+        try:
+            return lookup_model(rid)
+        except UnknownModelError as exc:
+            raise UnknownModelError(f"{t} is the Hugging Face cache folder of {rid}: {str(exc).split(' (did you mean')[0]}",
+                                    exc.suggestions) from None
     if t.endswith(".json") or t.startswith(("/", "./", "~")):
         # a path on the server (KServe mounts its storageUri at /mnt/models, a volume at /models): the model's name or
         # its config.json here says what it is
@@ -225,6 +237,11 @@ _SAME_CONFIG = (
     # (scripts/models_extra); the 27B is taken to do the same, checked on a public log of nvidia/Qwen3.6-27B-NVFP4
     # (block 1,568 tokens, 1,505,068 tokens: docs/catalog.md)
     (re.compile(r"^qwen/qwen3\.6-27b$"), "Qwen/Qwen3.5-27B"),
+    # the catalog holds Nemotron 3 Nano 30B-A3B as its -BF16 repository: the id without the dtype, and its quantized
+    # copies through it (…-FP8, …-NVFP4: quantized_derivative); Nemotron-Cascade-2-30B-A3B is that architecture,
+    # checked on a public log of its NVFP4 copy (4,819,104 tokens as printed: docs/catalog.md)
+    (re.compile(r"^nvidia/(?:nvidia-nemotron-3-nano-30b-a3b|nemotron-cascade-2-30b-a3b)$"),
+     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"),
 )
 
 
@@ -319,6 +336,12 @@ def model_directory_note(text: str, shape: ModelShape) -> str | None:
     t = text.strip()
     if shape.name.lower() == t.lower().rstrip("/") or Path(t).expanduser().exists() or t.lower() in _index():
         return None
+    hub = _HUB_CACHE_PATH.search(t)
+    if hub is not None:
+        rid = f"{hub.group(1)}/{hub.group(2)}"
+        inner = model_directory_note(rid, shape)
+        return (f"model {t} is the Hugging Face cache folder of {rid} (not on this machine)"
+                + (f"; {inner}" if inner else f": the catalog's {shape.name}"))
     if shape.quant is not None and (m := _QUANT_SUFFIX.search(t.lower().rstrip("/"))) is not None \
             and quantized_derivative(t) is not None:
         return (f"model {t} is read as a quantized copy of the catalog's {shape.name}: its layers and heads, with the "

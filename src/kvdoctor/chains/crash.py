@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from kvdoctor.chains.detect import rule_finding
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
-from kvdoctor.evidence.model import (CAUSE_WINDOW_LINES, CAUSE_WINDOW_S, DEATH_KINDS, ENGINE_PROCS, KV_REFUSALS,
+from kvdoctor.evidence.model import (CAUSE_WINDOW_LINES, CAUSE_WINDOW_S, DEATH_KINDS, ENGINE_PROCS, HOST_OOM, KV_REFUSALS,
                                      MEMORY_HELD)
 from kvdoctor.provenance import Figure
 
@@ -233,6 +233,13 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 f"and the platform's issues for '{native}'",
                 f"an engine process crashed in native code (the log shows '{native}'): a segmentation fault, an abort "
                 "or a GPU hang below Python", {})
+    if cause == "killed" and (host := next((e for e in near if HOST_OOM.search(_text(e))), None)) is not None:
+        return ("give the host (or the container's memory limit) more RAM for the engine's peak, or lower what vLLM "
+                "holds in host memory while it loads and serves: weights staged through shared memory by each worker "
+                "(its shmem-rss), --cpu-offload-gb, --kv-offloading-size, a quantized checkpoint's repack at load; on "
+                "a unified-memory board (GH200, DGX Spark) the GPU's share comes out of the same RAM",
+                f"the kernel's OOM killer killed a process of the server (line {host.line_no}: "
+                f"'{_text(host).strip()[:90]}'): the host's or the container's memory ran out, not the GPU's", {})
     if cause == "killed":
         return ("look outside vLLM: dmesg -T | grep -i -E 'killed process|out of memory' (the kernel's OOM killer), "
                 "the container's state (OOMKilled, exit code 137) or a segfault; give the host or container more "
@@ -335,6 +342,33 @@ _KNOWN_EXCEPTIONS = (
     ("is not divisible by min_thread_",
      "--tensor-parallel-size whose weight shards stay multiples of the Marlin kernel's tile (the message gives it), or "
      "the checkpoint's non-Marlin kernel (--quantization gptq or awq), as vLLM's message says"),
+    # sweep 88: the host, not the GPU
+    ("Insufficient space in /dev/shm",
+     "more shared memory for the container (docker --shm-size, or --ipc=host; a Kubernetes emptyDir with medium: Memory "
+     "at /dev/shm), as vLLM's message says: its message queues between the processes live there"),
+    ("getpwuid(): uid not found",
+     "the container runs as a user ID with no passwd entry (OpenShift's arbitrary UIDs) and torch's cache path asks for "
+     "the user name: set USER (or LOGNAME) in the environment, or run with a named user (vllm#44579, #46734)"),
+    ("[Errno 13] Permission denied",
+     "the server cannot write a cache or config directory (a non-root user, OpenShift's random UID, a read-only root "
+     "filesystem): point HOME (or HF_HOME, XDG_CACHE_HOME, VLLM_CACHE_ROOT, TRITON_CACHE_DIR, FLASHINFER_WORKSPACE_BASE) "
+     "at a writable volume"),
+    # sweep 94: GPUs shared with other processes or sliced
+    ("CUDA-capable device(s) is/are busy or unavailable",
+     "not a kernel fault: the GPU refused a new context. It is in Exclusive_Process compute mode with another process "
+     "on it, or the container cannot use the device it was given (nvidia-smi -q -d COMPUTE; nvidia-smi -c DEFAULT, or "
+     "stop the other process; check CUDA_VISIBLE_DEVICES and the container's device list)"),
+    ("Error in memory profiling",
+     "another process on this GPU changed its memory while vLLM profiled its start-up (vLLM's check assumes the other "
+     "processes' usage stays put, and free memory grew); start vLLM once its co-tenants are steady, or give it a GPU or "
+     "container of its own. Two figures that print equal differ below the printed precision"),
+    ("invalid literal for int() with base 10: 'MIG-",
+     "vLLM reads CUDA_VISIBLE_DEVICES as integer indices (device_id_to_physical_device_id), so a MIG UUID there fails "
+     "(vllm#41848). vLLM does not support MIG directly: expose the MIG instance to a container, where it is device 0 "
+     "(youkaichao on vllm#17047)"),
+    ("invalid literal for int() with base 10: 'GPU-",
+     "vLLM reads CUDA_VISIBLE_DEVICES as integer indices (device_id_to_physical_device_id): give the GPU's index, not "
+     "its UUID (nvidia-smi -L lists both)"),
 ) + tuple((n, "the build does not match this machine, not a setting of vLLM: " + h) for n, h in (
     # torch's and CUDA's own words for a driver or an architecture the installed build was not made for
     ("driver on your system is too old",

@@ -1031,6 +1031,17 @@ def _block_from_pool(pair: object) -> tuple[int, str] | None:
     printed and the model has one KV group (then every era's formula is blocks x block size). Invariant: only a
     whole multiple of 16 is taken (every V1 attention backend's block is one); anything else is left to the
     default, which the ledger then checks against the printed tokens."""
+    if isinstance(pair, tuple) and len(pair) == 3:
+        # "Maximum concurrency for L tokens per request: C" beside a printed block count and no tokens line: C is
+        # blocks x block size / L (V0) or blocks / cdiv(L, block size) (V1, one group), printed to 2 decimals: the
+        # multiple of 16 that reprints C (an Intel Gaudi log: 6,399 hpu blocks at 199.97x for 4,096 is 128)
+        conc, length, blocks = pair
+        if blocks <= 0 or length <= 0:
+            return None
+        size = round(conc * length / blocks / 16) * 16
+        if size <= 0 or f"{conc:.2f}" not in (f"{blocks * size / length:.2f}", f"{blocks / -(-length // size):.2f}"):
+            return None
+        return size, f"start-up log: {conc:g}x for {length:,} tokens over {blocks:,} blocks"
     if not isinstance(pair, tuple) or len(pair) != 2:
         return None
     tokens, blocks = pair

@@ -1492,6 +1492,8 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
         # the pool's tokens per block: the block size where the model has one KV group (resolve() decides; XPU's
         # 64, Ascend's 128 and a backend's own size are not in any line a log of that era prints)
         measured["pool_tokens_per_block"] = (facts.kv_cache_tokens, facts.num_gpu_blocks)
+    elif "block_size" not in measured and facts.num_gpu_blocks and facts.max_concurrency and facts.max_concurrency_len:
+        measured["pool_tokens_per_block"] = (facts.max_concurrency, facts.max_concurrency_len, facts.num_gpu_blocks)
     seen = ec.get("tp_ranks_seen")
     if isinstance(seen, int) and seen > 1 and "tensor_parallel_size" not in measured \
             and cfg.tensor_parallel_size is None:

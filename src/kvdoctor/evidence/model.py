@@ -245,6 +245,10 @@ ENGINE_PROCS = ("EngineCore", "VllmWorker", "Worker")
 # The event kinds that are an engine's death (evidence.logs.lines writes them, chains.crash judges them), and how far
 # before a death line its cause is looked for (a traceback of the engine core, then the API server's EngineDeadError,
 # land within a second or two of each other; the reader joins a worker's lone error burst to the death within it)
+# the kernel's OOM killer, quoted from dmesg or a cgroup's report ("Memory cgroup out of memory: Killed process
+# (VLLM::Worker_TP)"): host memory, not the GPU's, although its words say "out of memory" (the reader names it a death
+# from outside; chains.crash says whose memory ran out)
+HOST_OOM = re.compile(r"[Oo]ut of memory: Kill(?:ed)? process|invoked oom-killer|\boom-kill:")
 DEATH_KINDS = ("engine-dead", "oom", "cuda-error", "nccl-timeout")
 CAUSE_WINDOW_S = 30.0
 CAUSE_WINDOW_LINES = 400

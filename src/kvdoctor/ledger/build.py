@@ -963,6 +963,15 @@ def _blocks_from_log(s: StartupFacts, plan: kvm.KvPlan) -> tuple[int | None, str
             n, rule = tokens // bs, f"{tokens:,} tokens // block size {bs}"
         elif plan.era == "per_group":
             n, rule = tokens // bs * groups, f"{tokens:,} tokens // block size {bs} × {groups} groups"
+            if groups > 1 and conc and bpr and conc_len in (None, length):
+                # the floor division hides num_blocks mod groups: the concurrency line (for this length) says which of
+                # the group's candidates vLLM had (a 0.20.0 log: 6,288 tokens and 1.50x are 15 blocks, not 12)
+                fits = [x for x in range(n, n + groups)
+                        if f"{kvm.concurrency(plan.era, num_blocks=x, blocks_per_req=bpr, block_size=bs, max_model_len=length):.2f}"
+                        == f"{conc:.2f}"]
+                if len(fits) == 1 and fits[0] != n:
+                    rule += f", {fits[0] - n} more by the printed {conc:g}x × {bpr} blocks per request"
+                    n = fits[0]
         elif bpr and (conc_len in (None, length)):
             n, rule = round(tokens / length * bpr), f"{tokens:,} tokens / {length} max_model_len × {bpr} blocks per request"
         else:

@@ -222,6 +222,9 @@ def state_page_bytes(shape: "ModelShape", opts: SpecOptions) -> int:
     mamba_ssm_dtype where it names one, as vLLM takes it for Qwen3.5)."""
     given = int(shape.extra.get("mamba_page_bytes_per_rank", 0) or 0)
     g = shape.extra.get("gdn")
+    m2 = shape.extra.get("mamba2")
+    if not given and isinstance(m2, dict):
+        return _mamba2_page_bytes(m2, opts)
     if given or not isinstance(g, dict):
         return given
     tp = opts.tensor_parallel_size
@@ -232,6 +235,19 @@ def state_page_bytes(shape: "ModelShape", opts: SpecOptions) -> int:
     conv = conv_dim // tp * (g["linear_conv_kernel_dim"] - 1 + opts.num_speculative_tokens) * model_bytes
     state = g["linear_num_value_heads"] // tp * g["linear_key_head_dim"] * g["linear_value_head_dim"] * ssm_bytes
     return conv + state
+
+
+def _mamba2_page_bytes(m: dict, opts: SpecOptions) -> int:
+    """MambaStateShapeCalculator.mamba2_state_shape on one TP rank: conv ((inner + 2 x groups x state) / TP) x (kernel - 1
+    + spec tokens) in the model dtype (mamba_cache_dtype auto), and the SSM state (heads / TP) x head dim x state in its
+    own dtype. Groups that TP does not divide are replicated up to TP (extra_groups_for_head_shards)."""
+    tp = opts.tensor_parallel_size
+    groups = m["n_groups"] + (0 if m["n_groups"] % tp == 0 else tp - m["n_groups"])
+    conv_dim = m["intermediate"] + 2 * groups * m["state_size"]
+    conv = conv_dim // tp * (m["conv_kernel"] - 1 + opts.num_speculative_tokens) * kv_dtype_bytes("auto", opts.model_dtype)
+    ssm = m["num_heads"] // tp * m["head_dim"] * m["state_size"] * \
+        kv_dtype_bytes(str(m.get("ssm_dtype") or "auto"), opts.model_dtype)
+    return conv + ssm
 
 
 def hybrid_block_size(block_size: int, state_page: int, attn_bytes_per_token: int, kernel_block: int = 16) -> int:

@@ -538,6 +538,14 @@ def _moe(t: dict, model_type: str, n: int, hidden: int, inter: int, name: str) -
         dense_i = _get_int(t, ("intermediate_size_mlp",), name, default=inter)
     elif model_type == "gpt_oss":
         router_bias = expert_bias = True
+    elif model_type == "nemotron_h" and isinstance(t.get("hybrid_override_pattern"), str):
+        # Nemotron-H: each layer is one block, a mixer OR an MLP: experts on "E" layers, a dense MLP on "-" layers (the
+        # Mamba "M" and attention "*" layers carry none: extra["no_mlp_layers"])
+        pat = t["hybrid_override_pattern"]
+        dense_layers = [i for i, c in enumerate(pat) if c == "-"]
+        shared_i = _get_int(t, ("moe_shared_expert_intermediate_size",), name, default=0, positive=False)
+        shared_n = _get_int(t, ("n_shared_experts",), name, default=1 if shared_i else 0, positive=False)
+        corr = True  # NemotronH's router carries e_score_correction_bias (vLLM nemotron_h.py NemotronHMoE)
     elif model_type == "jamba":
         period = _get_int(t, ("expert_layer_period",), name, default=1)
         offset = _get_int(t, ("expert_layer_offset",), name, default=0, positive=False)
@@ -634,7 +642,8 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
     moe, dense_inter = _moe(t, text_type, layers, hidden, inter, name)
     kinds, sw, chunk, kind_notes = _layer_kinds(t, text_type, layers, name)
     notes += kind_notes
-    if any(k in ("mamba", "linear") for k in kinds) and not (t.get("linear_num_value_heads") and "linear" in kinds):
+    if any(k in ("mamba", "linear") for k in kinds) and not (t.get("linear_num_value_heads") and "linear" in kinds) \
+            and not (text_type in _MAMBA2_KEYS and _MAMBA2_KEYS[text_type][0] in t):
         notes.append("hybrid model: mamba / linear-attention mixer weights are not modelled, so parameter "
                      "counts and weight bytes are low by those layers' mixers")
     max_len, max_len_how = derive_max_model_len(t, text_type, name)
@@ -685,12 +694,14 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
         intermediate_size=dense_inter, vocab_size=vocab, tie_word_embeddings=tie, max_model_len=max_len,
         dtype=dtype, layer_kinds=kinds, sliding_window=sw, is_mla=is_mla, kv_lora_rank=kv_lora,
         qk_rope_head_dim=rope_dim, moe=moe, quant=quant, is_multimodal=is_mm, source=name,
-        extra={"max_model_len_how": max_len_how, **_gdn_state(t, kinds, name), **_global_attention(t, name)},
+        extra={"max_model_len_how": max_len_how, **_gdn_state(t, kinds, name), **_global_attention(t, name),
+               **_mamba2_state(t, text_type, kinds, hidden, name)},
         attention_chunk_size=chunk, q_lora_rank=q_lora, qk_nope_head_dim=nope, v_head_dim=v_head,
         attn_head_dim=attn_head_dim, qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
         qk_norm=text_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"),
-        attn_sinks=text_type == "gpt_oss", mlp_kind="plain" if model_type in ("opt", "falcon", "gpt2") else "gated",
-        norms_per_layer=norms, norm_bias=model_type in ("opt", "falcon", "gpt2"),
+        attn_sinks=text_type == "gpt_oss",
+        mlp_kind="plain" if model_type in ("opt", "falcon", "gpt2", "nemotron_h") else "gated",
+        norms_per_layer=1 if model_type == "nemotron_h" else norms, norm_bias=model_type in ("opt", "falcon", "gpt2"),
         learned_positions=(t.get("max_position_embeddings", 2048) + 2) if model_type == "opt" else 0,
         rotary_dim=rot, rope_cache_len=rope_rows, vision_params=vis, notes=tuple(notes),
     )
@@ -704,6 +715,35 @@ def _global_attention(t: dict, name: str) -> dict:
         return {}
     return {"full_attn": {"num_kv_heads": _get_int(t, ("num_global_key_value_heads",), name),
                           "head_size": _get_int(t, ("global_head_dim",), name)}}
+
+
+# Mamba2 mixers' state dimensions by config family (vLLM's get_mamba_state_shape_from_config of each model): heads,
+# head dim, groups, state size, conv kernel; the inner width is heads x head dim (Nemotron-H) or mamba_expand x hidden
+_MAMBA2_KEYS = {
+    "nemotron_h": ("mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel"),
+    "granitemoehybrid": ("mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_state", "mamba_d_conv"),
+}
+
+
+def _mamba2_state(t: dict, model_type: str, kinds: tuple[str, ...], hidden: int, name: str) -> dict:
+    """A Mamba2 hybrid's state dimensions (``extra["mamba2"]``; ledger.kv sizes its page per TP rank, ledger.tensors its
+    mixer weights), and for Nemotron-H the layers that carry no MLP; {} for other models. The recurrent state's dtype:
+    the config's mamba_ssm_cache_dtype, else float32 for Nemotron-H (vLLM's NemotronHForCausalLMConfig: "only float32
+    is known to have no accuracy issues") and the model dtype for the others."""
+    keys = _MAMBA2_KEYS.get(model_type)
+    if keys is None or "mamba" not in kinds or keys[0] not in t:
+        return {}
+    heads, head_dim, groups, state, kernel = (_get_int(t, (k,), name) for k in keys)
+    inner = heads * head_dim if model_type == "nemotron_h" else int(float(t.get("mamba_expand", 2)) * hidden)
+    ssm = t.get("mamba_ssm_cache_dtype") or ("float32" if model_type == "nemotron_h" else None)
+    out: dict = {"mamba2": {"num_heads": heads, "head_dim": head_dim, "n_groups": groups, "state_size": state,
+                            "conv_kernel": kernel, "intermediate": inner, "ssm_dtype": ssm,
+                            "conv_bias": bool(t.get("use_conv_bias", True))}}
+    pat = t.get("hybrid_override_pattern")
+    if model_type == "nemotron_h" and isinstance(pat, str):
+        out["no_mlp_layers"] = tuple(i for i, c in enumerate(pat) if c in "M*")
+        out["moe_gated"] = False  # relu2 experts: up and down projections only
+    return out
 
 
 def _gdn_state(t: dict, kinds: tuple[str, ...], name: str) -> dict:

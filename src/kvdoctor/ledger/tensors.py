@@ -120,6 +120,22 @@ def _gdn_tensors(prefix: str, layer: int, hidden: int, g: dict, tp: int) -> list
     ]
 
 
+def _mamba2_tensors(prefix: str, layer: int, hidden: int, m: dict, tp: int) -> list[Tensor]:
+    """A Mamba2 mixer as one TP rank holds it (vLLM MambaMixer2): in_proj to z, x, B, C and dt (heads and groups split
+    by TP), the conv over x, B and C, dt_bias / A / D per head, the gated norm over the inner width, out_proj."""
+    inner, groups, state, heads = m["intermediate"], m["n_groups"], m["state_size"], m["num_heads"]
+    conv_dim = inner + 2 * groups * state
+    out = [
+        Tensor(f"{prefix}.in_proj", "attention", layer, cdiv(2 * inner + 2 * groups * state + heads, tp) * hidden,
+               linear=True),
+        Tensor(f"{prefix}.conv1d", "attention", layer, cdiv(conv_dim, tp) * (m["conv_kernel"] + bool(m["conv_bias"]))),
+        Tensor(f"{prefix}.dt_bias_A_D", "attention", layer, 3 * cdiv(heads, tp)),
+        Tensor(f"{prefix}.norm", "norms", layer, cdiv(inner, tp)),
+        Tensor(f"{prefix}.out_proj", "attention", layer, cdiv(inner, tp) * hidden, linear=True),
+    ]
+    return out
+
+
 def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
                   mxfp4_align: tuple[int, int] | None = None) -> list[Tensor]:
     """Every weight of the model as one TP rank holds it (``padded=False``, tp=1: the checkpoint)."""
@@ -153,6 +169,8 @@ def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
         # ---- attention (mamba / linear / attention-free layers: mixer not modelled, see shape notes) ----
         if kind == "linear" and isinstance(s.extra.get("gdn"), dict):
             t.extend(_gdn_tensors(f"{p}.linear_attn", i, h, s.extra["gdn"], tp))
+        elif kind == "mamba" and isinstance(s.extra.get("mamba2"), dict):
+            t.extend(_mamba2_tensors(f"{p}.mixer", i, h, s.extra["mamba2"], tp))
         elif kind in ("mamba", "linear", "none"):
             pass
         elif s.is_mla:
@@ -191,6 +209,8 @@ def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
         if s.attn_sinks and kind not in ("mamba", "linear", "none"):
             t.append(Tensor(f"{a}.sinks", "attention", i, heads_r))
         t.append(Tensor(f"{p}.layernorms", "norms", i, s.norms_per_layer * h * norm_w))
+        if i in s.extra.get("no_mlp_layers", ()):
+            continue  # Nemotron-H: a mixer layer carries no MLP
         # ---- MLP ----
         m = f"{p}.mlp"
         if moe is None or i in dense:
@@ -212,7 +232,8 @@ def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
         if mxfp4_align is not None:
             eh = round_up(h, mxfp4_align[0])
             ei = round_up(ei, mxfp4_align[1])
-        t.append(Tensor(f"{m}.experts.w13", "experts", i, e * 2 * ei * eh, linear=True, expert=True))
+        up = 1 if s.extra.get("moe_gated") is False else 2  # relu2 experts (Nemotron-H): no gate projection
+        t.append(Tensor(f"{m}.experts.w13", "experts", i, e * up * ei * eh, linear=True, expert=True))
         t.append(Tensor(f"{m}.experts.w2", "experts", i, e * ei * eh, linear=True, expert=True))
         if moe.expert_bias:
             t.append(Tensor(f"{m}.experts.w13_bias", "experts", i, e * 2 * ei))
@@ -224,7 +245,11 @@ def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
             t.append(Tensor(f"{m}.gate.e_score_correction_bias", "router", i, e, fixed_bytes=4))
         if moe.shared_expert_intermediate_size:
             si = moe.shared_expert_intermediate_size
-            t += _gated_mlp(f"{m}.shared_experts", i, h, cdiv(si, tp), "shared_experts", False)
+            if s.mlp_kind == "plain":
+                t.append(Tensor(f"{m}.shared_experts.up_proj", "shared_experts", i, cdiv(si, tp) * h, linear=True))
+                t.append(Tensor(f"{m}.shared_experts.down_proj", "shared_experts", i, cdiv(si, tp) * h, linear=True))
+            else:
+                t += _gated_mlp(f"{m}.shared_experts", i, h, cdiv(si, tp), "shared_experts", False)
             if moe.shared_expert_gate:
                 t.append(Tensor(f"{m}.shared_expert_gate", "router", i, h))
 

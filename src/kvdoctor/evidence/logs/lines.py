@@ -21,7 +21,7 @@ from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_P
 from kvdoctor.evidence.logs.requests import request_kind
 from kvdoctor.evidence.logs.startup import R_TORCH_OOM_BODY, WRAP_HOLD, WRAPPED_NEEDLES, cut_fact, join_wrapped
 from kvdoctor.evidence.logs.stats import parse_stats, parse_stats_cut, parse_warning
-from kvdoctor.evidence.model import ENGINE_PROCS, Event, cause_named, is_exception_line
+from kvdoctor.evidence.model import ENGINE_PROCS, HOST_OOM, Event, cause_named, is_exception_line
 
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
 # table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
@@ -35,10 +35,11 @@ FULL_NEEDLES = (
     b"SIGSEGV", b"SIGABRT", b"core dumped", b"GPU Hang", b"HW Exception",  # a crash below Python (_NATIVE_CRASH)
     b"device_name=",  # the GPU's name, in the fused-MoE config path (startup.R_DEVICE_NAME)
     b"Graph capturing", b"Model loading took",  # figure lines whose "GiB" a terminal's wrap moved to the next line
-    b"SpecDecoding metrics",  # speculative decoding's interval line (_SPEC_DECODE)
+    b"SpecDecoding metrics", b"Mean acceptance length",  # speculative decoding's interval line (_SPEC_DECODE)
     b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
     b"memory profiling run", b"Available memory: ",  # XPU's and Ascend's profiling lines, in MB or bytes (no "GiB")
     b"Mamba cache mode",  # a hybrid model's state blocks (startup._h_mamba_mode)
+    b"] Assertion `",  # a CUDA kernel's device-side assertion, per failing thread (_DEVICE_ASSERT)
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
 
@@ -58,14 +59,18 @@ def _add_following(work: bytes, le: int, starts: set[int], limit: int, continued
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to allocate", b"nexpectedly", b"Traceback",
                 b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
-                b"HW Exception")
+                b"HW Exception", b"] Assertion `")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
 _CUDA_ERROR = re.compile(r"(?:CUDA|Cuda) (?:driver )?error\b(?!s)")  # torch: "CUDA error: …", "CUDA driver error: …"
+# a kernel's own device-side assertion, printed once per failing thread before torch raises "device-side assert
+# triggered" (ATen's IndexKernel.cu, a torch.compile kernel): "…cu:16: vectorized_gather_kernel: block: [27,0,0],
+# thread: [160,0,0] Assertion `ind >=0 && …` failed."
+_DEVICE_ASSERT = re.compile(r"block: \[\d+,\s*\d+,\s*\d+\], thread: \[\d+,\s*\d+,\s*\d+\] Assertion `")
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
-_KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
+_KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+|[Oo]ut of memory: Kill(?:ed)? process")
 # a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
 _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
 # a crash below Python: the interpreter's or Ray's fatal-signal report, the shell's "(core dumped)", ROCm's runtime on a
@@ -82,9 +87,10 @@ _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|B
 _KV_EXPIRED = re.compile(rb"Releasing expired KV blocks for request (\S+) which were retrieved by (\d+) (?:decode|remote) "
                          rb"worker")
 # v1/spec_decode/metrics.py (0.9-0.33): one line per logging interval while speculative decoding drafts
-_SPEC_DECODE = re.compile(rb"SpecDecoding metrics: Mean acceptance length: ([\d.]+), Accepted throughput: [\d.]+ tokens/s, "
-                          rb"Drafted throughput: [\d.]+ tokens/s, Accepted: (\d+) tokens, Drafted: (\d+) tokens"
-                          rb"(?:, Per-position acceptance rate: ([\d., ]+\d))?")
+# (the throughputs are left out of copies people trim, and the prefix sits on the line before in a wrapped paste)
+_SPEC_DECODE = re.compile(rb"(?:SpecDecoding metrics: )?Mean acceptance length: ([\d.]+), (?:Accepted throughput: [\d.]+ "
+                          rb"tokens/s, Drafted throughput: [\d.]+ tokens/s, )?Accepted: (\d+) tokens, Drafted: (\d+) tokens"
+                          rb"(?:,\s*Per-position acceptance rate: ([\d., ]+\d))?")
 _KV_LOAD_FAILURE = re.compile(rb"(Recovered from|Failing (\d+) request\(s\) due to) KV load failure(?:: (\d+) "
                               rb"request\(s\) rescheduled)? \((?:failure_policy=\w+, )?(\d+) tokens affected\)")
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
@@ -144,6 +150,9 @@ def _note_dump(ev: Event, msg: str, n: int) -> None:
         ev.data["dump_step"] = {"tokens": int(total.group(1)) if total else (sum(counts) if counts else None),
                                 "requests": len(counts) if per else None, "largest": max(counts, default=None),
                                 "line": n}
+
+
+_BARE_PROC = re.compile(r"\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+")
 
 
 def proc_key(m: Any) -> str:
@@ -378,14 +387,22 @@ class LinePath:
     def _error(self, line: bytes, n: int, m: Any) -> bool:
         text = line[:600].decode("utf-8", "replace").strip()
         msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
+        # a traceback's own lines under a process prefix and nothing else ("(EngineCore pid=40947) RuntimeError: ...":
+        # Python's traceback printed to the process's stderr, which vLLM prefixes): that process's words
+        bare = _BARE_PROC.match(msg) if m is None else None
+        if bare is not None:
+            msg = msg[bare.end():]
         # vLLM's own advice is no OOM: V0's INFO "CUDA graphs can take additional 1~3 GiB memory per GPU. If you are
         # running out of memory, consider decreasing `gpu_memory_utilization` ..." printed at every start-up
         advice = "running out of memory" in msg or (m is not None and m.group("level") in (b"INFO", b"DEBUG"))
-        if ("out of memory" in msg or "OutOfMemoryError" in msg or R_TORCH_OOM_BODY.search(msg)) and not advice:
+        if HOST_OOM.search(msg):
+            kind = "engine-dead"  # killed from outside (data["killed"] below): the host's memory ran out
+        elif ("out of memory" in msg or "OutOfMemoryError" in msg or R_TORCH_OOM_BODY.search(msg)) and not advice:
             kind = "oom"
         elif "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
             kind = "kv-too-small"
-        elif "illegal memory access" in msg or _CUDA_ERROR.search(msg) or "device-side assert" in msg:
+        elif ("illegal memory access" in msg or _CUDA_ERROR.search(msg) or "device-side assert" in msg
+              or _DEVICE_ASSERT.search(msg)):
             kind = "cuda-error"
         elif "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
             kind = "nccl-timeout"
@@ -410,7 +427,7 @@ class LinePath:
             kind = "error"
         else:
             return False
-        proc = proc_key(m)
+        proc = proc_key(m) if bare is None else f"{bare.group(1)} pid={bare.group(2)}"
         t = self._time(m, line) if m is not None else None
         if kind == "error" and (proc.startswith(ENGINE_PROCS) or "EngineCore hit an exception" in msg):
             # V1 before the process prefixes (0.8-0.9) wrote the engine core's lines bare: its own words name it
@@ -520,7 +537,7 @@ class LinePath:
                 if r:
                     self.parsed_lines += 1
                 continue
-            if b"SpecDecoding metrics" in bl:
+            if b"SpecDecoding metrics" in bl or (b"Mean acceptance length" in bl and b"Drafted: " in bl):
                 if self._spec_decode(bl, n):
                     self.parsed_lines += 1
                 continue
