@@ -532,3 +532,39 @@ def test_a_hub_cache_path_of_an_unknown_model_says_so(tmp_path):
         """)
     code, err, _ = invoke("ledger", "--config", str(p), "--gpu", "H100")
     assert code == 2 and "Hugging Face cache folder of zai-org/GLM-5.3-Flash" in err and "not in the catalog" in err
+
+
+def test_a_request_turned_away_for_its_length_is_not_a_crash(tmp_path):
+    # sweep 103: the API server's 400 for a prompt plus max_tokens over --max-model-len
+    log = tmp_path / "api.log"
+    log.write_text("ValueError: This model's maximum context length is 8192 tokens. However, you requested 8203 tokens "
+                   "(7691 in the messages, 512 in the completion). Please reduce the length of the messages or "
+                   "completion.\n")
+    code, err, out = invoke("diagnose", str(log), "--json")
+    notes = " ".join(json.loads(out)["instances"][0]["notes"])
+    assert "one request was rejected, not a crash" in notes
+
+
+def test_kernels_compiled_while_serving_are_named_as_the_spike(tmp_path):
+    # sweep 96: vLLM's kernel JIT monitor (0.3x) warns of each compile during inference: "This causes a latency spike"
+    log = tmp_path / "jit.log"
+    log.write_text(
+        "(EngineCore) WARNING 05-18 19:12:27 [jit_monitor.py:103] Triton kernel JIT compilation during inference: "
+        "_causal_conv1d_update_kernel. This causes a latency spike; consider extending warmup to cover this shape/config.\n"
+        "(EngineCore) WARNING 05-18 19:12:28 [jit_monitor.py:103] Triton kernel JIT compilation during inference: "
+        "expand_kernel. This causes a latency spike; consider extending warmup to cover this shape/config.\n")
+    code, err, out = invoke("diagnose", str(log), "--json")
+    notes = " ".join(json.loads(out)["instances"][0]["notes"])
+    assert "vLLM compiled 2 kernel(s) while serving" in notes and "_causal_conv1d_update_kernel," in notes
+
+
+def test_ray_placement_failures_name_the_cluster(tmp_path):
+    # sweep 99 items 02 and 04: Ray could not place TP workers on the nodes
+    log = tmp_path / "ray.log"
+    log.write_text("(EngineCore pid=1) ERROR 05-01 10:00:00 [core.py:708] ValueError: Cannot provide a placement group "
+                   "requiring 4.0 GPUs (placement_group_specs=[{'GPU': 1.0}, {'GPU': 1.0}, {'GPU': 1.0}, {'GPU': 1.0}]) "
+                   "in a Ray cluster with 2.0 GPUs.\n")
+    code, err, out = invoke("diagnose", str(log), "--json")
+    inst = json.loads(out)["instances"][0]
+    said = " ".join([inst.get("action") or ""] + list(inst.get("notes") or []))
+    assert "ray status" in said

@@ -342,6 +342,25 @@ _KNOWN_EXCEPTIONS = (
     ("is not divisible by min_thread_",
      "--tensor-parallel-size whose weight shards stay multiples of the Marlin kernel's tile (the message gives it), or "
      "the checkpoint's non-Marlin kernel (--quantization gptq or awq), as vLLM's message says"),
+    # sweep 99: several nodes under Ray
+    ("Cannot provide a placement group requiring",
+     "Ray sees fewer GPUs than tensor x pipeline parallel asks for: `ray status` on the head node lists them; every node "
+     "must join with its GPUs (ray start --address=HEAD:6379 on each) and VLLM_HOST_IP set to that node's own address, "
+     "or ask for no more GPUs than Ray has"),
+    ("No available node types can fulfill resource request",
+     "Ray cannot place a worker on the node the request names (its IP): that node has not joined the cluster with its "
+     "GPUs, or VLLM_HOST_IP there is another node's address; `ray status` and each node's VLLM_HOST_IP say which"),
+    ("is less than than max local gpu count",
+     "tensor x pipeline parallel is more than this node's GPUs for the single-node executor: --distributed-executor-"
+     "backend ray across the nodes (or --nnodes / --node-rank with vLLM's own multi-node launcher), or fewer GPUs"),
+    # sweep 103: a request the API server turned away (HTTP 400), not a failure of the server
+    ("maximum context length is",
+     "one request was rejected, not a crash: its prompt plus max_tokens is over --max-model-len (the message gives "
+     "both). Cap the client's prompt and max_tokens, or raise --max-model-len where the model's positions and the KV "
+     "pool allow it (kvdoctor ledger --max-model-len N says what the pool holds then)"),
+    ("is longer than the maximum model length",
+     "one request was rejected, not a crash: its prompt alone is over --max-model-len. Truncate it at the client "
+     "(or the gateway), or raise --max-model-len where the model's positions and the KV pool allow it"),
     # sweep 88: the host, not the GPU
     ("Insufficient space in /dev/shm",
      "more shared memory for the container (docker --shm-size, or --ipc=host; a Kubernetes emptyDir with medium: Memory "

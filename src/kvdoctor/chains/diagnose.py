@@ -240,6 +240,8 @@ def diagnose_context(ctx: Context) -> Instance:
         inst.notes.append(held)
     if (kv_exp := _kv_expired_note(ctx)) is not None:
         inst.notes.append(kv_exp)
+    if (jit := _jit_note(ctx)) is not None:
+        inst.notes.append(jit)
     if (kv_fail := _kv_load_failure_note(ctx)) is not None:
         inst.notes.append(kv_fail)
     spec = _spec_decode_note(ctx)
@@ -306,6 +308,19 @@ def _lines_of(evs: list) -> str:
     """"line 24" or "lines 4, 5, 6, …": where a note's events are (the first three)."""
     return (f"line{'s' if len(evs) > 1 else ''} " + ", ".join(str(e.line_no) for e in evs[:3])
             + (", …" if len(evs) > 3 else ""))
+
+
+def _jit_note(ctx: Context) -> str | None:
+    """vLLM's kernel JIT monitor (0.3x, ``jit_monitor.py``) reported kernels compiled while serving: each compile stalls
+    the step it falls in, once per kernel shape and process, so a latency spike there is the compile, not the load."""
+    evs = [e for e in ctx.events if e.kind == "jit-compile"]
+    if not evs:
+        return None
+    names = sorted({str(e.data.get("kernel")) for e in evs})
+    return (f"vLLM compiled {len(evs):,} kernel(s) while serving ({_lines_of(evs)}: {', '.join(names[:4])}"
+            f"{', …' if len(names) > 4 else ''}): each compile stalls the step it lands in, once per kernel shape and "
+            "process, so a TTFT or ITL spike there is the compile, not the load. vLLM's advice is a warm-up that covers "
+            "the shape (a newer release's warm-up, or a warm-up request of that kind before traffic)")
 
 
 def _kv_expired_note(ctx: Context) -> str | None:

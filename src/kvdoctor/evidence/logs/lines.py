@@ -40,6 +40,7 @@ FULL_NEEDLES = (
     b"memory profiling run", b"Available memory: ",  # XPU's and Ascend's profiling lines, in MB or bytes (no "GiB")
     b"Mamba cache mode",  # a hybrid model's state blocks (startup._h_mamba_mode)
     b"] Assertion `",  # a CUDA kernel's device-side assertion, per failing thread (_DEVICE_ASSERT)
+    b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
 
@@ -91,6 +92,7 @@ _KV_EXPIRED = re.compile(rb"Releasing expired KV blocks for request (\S+) which 
 _SPEC_DECODE = re.compile(rb"(?:SpecDecoding metrics: )?Mean acceptance length: ([\d.]+), (?:Accepted throughput: [\d.]+ "
                           rb"tokens/s, Drafted throughput: [\d.]+ tokens/s, )?Accepted: (\d+) tokens, Drafted: (\d+) tokens"
                           rb"(?:,\s*Per-position acceptance rate: ([\d., ]+\d))?")
+_JIT_KERNEL = re.compile(rb"JIT compilation during inference: (\w+(?:\.\w+)*)")
 _KV_LOAD_FAILURE = re.compile(rb"(Recovered from|Failing (\d+) request\(s\) due to) KV load failure(?:: (\d+) "
                               rb"request\(s\) rescheduled)? \((?:failure_policy=\w+, )?(\d+) tokens affected\)")
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
@@ -539,6 +541,13 @@ class LinePath:
                 continue
             if b"SpecDecoding metrics" in bl or (b"Mean acceptance length" in bl and b"Drafted: " in bl):
                 if self._spec_decode(bl, n):
+                    self.parsed_lines += 1
+                continue
+            if b"JIT compilation during inference" in bl:
+                # vLLM's kernel JIT monitor (jit_monitor.py, 0.3x): a kernel compiled while serving, a latency spike
+                m = _JIT_KERNEL.search(bl)
+                if self._line_event(bl, n, "jit-compile",
+                                    {"kernel": m.group(1).decode("utf-8", "replace") if m else "?"}, move_clock=False):
                     self.parsed_lines += 1
                 continue
             if b"KV load failure" in bl or b"Releasing expired KV blocks" in bl:
