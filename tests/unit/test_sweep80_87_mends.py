@@ -568,3 +568,18 @@ def test_ray_placement_failures_name_the_cluster(tmp_path):
     inst = json.loads(out)["instances"][0]
     said = " ".join([inst.get("action") or ""] + list(inst.get("notes") or []))
     assert "ray status" in said
+
+
+def test_a_long_context_forced_past_the_rope_table_is_named(tmp_path):
+    # sweep 95 item 03: Qwen3-32B-FP8 at --max-model-len 87040 with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 and a YaRN override
+    # spelled 'rope-scaling' (config.update sets it as written, so nothing scales); the server died on a device-side
+    # assert "index out of bounds: 0 <= tmp48 < 40960"
+    line = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve Qwen/Qwen3-32B-FP8 --quantization fp8 --max-model-len 87040 "
+            "--hf-overrides '{{\"{key}\": {{\"factor\": 4.0, \"original_max_position_embeddings\": 32768, "
+            "\"rope_type\": \"yarn\"}}}}'")
+    code, err, out = invoke("ledger", "--serve", line.format(key="rope-scaling"), "--gpu", "H100", "--json")
+    notes = " ".join(json.loads(out)["notes"])
+    assert "is not a config field" in notes and "index out of bounds" in notes
+    code, err, out = invoke("ledger", "--serve", line.format(key="rope_scaling"), "--gpu", "H100", "--json")
+    notes = " ".join(json.loads(out)["notes"])
+    assert "covered by the --hf-overrides rope_scaling" in notes and "index out of bounds" not in notes

@@ -538,10 +538,38 @@ def _resolve_max_len(acc: _Acc, cfg: EngineConfig, shape: "ModelShape") -> tuple
         )
     elif given_len > derived:
         acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin_of('max_model_len')}), VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
-        acc.notes.append(f"max_model_len {given_len} exceeds the model's {derived}; allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (RoPE positions beyond it produce NaN)")
+        acc.notes.append(f"max_model_len {given_len} exceeds the model's {derived}; allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+                         + _rope_cover(cfg.extra.get("hf_overrides"), given_len, derived))
     else:
         acc.set("max_model_len", given_len, "given", f"--max-model-len ({cfg.origin_of('max_model_len')})")
     return derived, int(acc.values["max_model_len"]), auto, dsw
+
+
+def _rope_cover(overrides: object, length: int, derived: int) -> str:
+    """What the RoPE table holds past the model's positions: a YaRN-style ``--hf-overrides`` rope_scaling builds
+    original x factor rows (vLLM's get_rope), so positions up to that are sound; without one, the positions past the
+    model's index beyond the table (NaN, or a CUDA device-side assert 'index out of bounds' in the step that reaches
+    them). A key spelled with '-' is not a config field: vLLM sets it as written and nothing scales."""
+    import json
+
+    ov = overrides
+    if isinstance(ov, str):
+        try:
+            ov = json.loads(ov)
+        except ValueError:
+            ov = None
+    ov = ov if isinstance(ov, dict) else {}
+    rs = ov.get("rope_scaling") or ov.get("rope_parameters")
+    if isinstance(rs, dict) and isinstance(rs.get("factor"), (int, float)):
+        rows = int(rs.get("original_max_position_embeddings") or derived) * float(rs["factor"])
+        if rows >= length:
+            return (f" and covered by the --hf-overrides rope_scaling ({rs.get('rope_type') or rs.get('type') or '?'} x"
+                    f"{rs['factor']:g}: {int(rows):,} positions)")
+    kebab = [k for k in ov if isinstance(k, str) and "-" in k]
+    bad = (f"; the --hf-overrides key '{kebab[0]}' is not a config field (config.json spells it "
+           f"'{kebab[0].replace('-', '_')}'): vLLM sets it as written, so no RoPE scaling applies") if kebab else ""
+    return (f"{bad}. Positions past {derived:,} index beyond the RoPE table: NaN, or a CUDA device-side assert "
+            "'index out of bounds' in the step that reaches them")
 
 
 def _resolve_memory_knobs(acc: _Acc, cfg: EngineConfig, tr: VersionTraits, v: Version,
