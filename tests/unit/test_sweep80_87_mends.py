@@ -583,3 +583,16 @@ def test_a_long_context_forced_past_the_rope_table_is_named(tmp_path):
     code, err, out = invoke("ledger", "--serve", line.format(key="rope_scaling"), "--gpu", "H100", "--json")
     notes = " ".join(json.loads(out)["notes"])
     assert "covered by the --hf-overrides rope_scaling" in notes and "index out of bounds" not in notes
+
+
+def test_plan_without_a_device_total_is_a_clear_error(tmp_path):
+    # sweep 83 item 01: a start-up log that names no device and prints no total (the ledger shows its own figures);
+    # plan's levels need the GPU's memory: one line and exit 2, not an internal error
+    log = _write(tmp_path, "nodev.log", """
+        (APIServer pid=1) INFO 06-01 10:00:00 [utils.py:299] non-default args: {'model_tag': 'Qwen/Qwen2.5-7B-Instruct', 'max_model_len': 4096, 'gpu_memory_utilization': 0.95}
+        (EngineCore pid=9) INFO 06-01 10:01:00 [gpu_model_runner.py:4820] Model loading took 14.29 GiB memory and 9.0 seconds
+        (EngineCore pid=9) INFO 06-01 10:01:30 [gpu_worker.py:436] Available KV cache memory: 26.32 GiB
+        (EngineCore pid=9) INFO 06-01 10:01:30 [kv_cache_utils.py:1319] GPU KV cache size: 492,912 tokens
+        """)
+    code, err, _ = invoke("plan", "--from-log", str(log), "--p99-context", "8192")
+    assert code == 2 and "no GPU is known" in err and "Traceback" not in err

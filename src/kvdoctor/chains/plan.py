@@ -253,6 +253,12 @@ def _no_gain(ps: PlanState, res: LevelResult) -> bool:
     )
     if gained:
         return False
+    if st.ledger.memory["kv_cache"].value is None:
+        from kvdoctor.errors import InputError
+
+        # a log's own budget does not carry over to another configuration, and nothing here can size one
+        raise InputError("plan cannot size a level's KV pool: no device memory is known and no KV budget is given "
+                         "(pass --gpu, or on the CPU backend --kv-cache-memory-bytes / VLLM_CPU_KVCACHE_SPACE)")
     kv = int(st.ledger.memory["kv_cache"].value)
     change = dict(res.flag_change)
     res.applicable, res.state, res.flag_change = False, None, {}
