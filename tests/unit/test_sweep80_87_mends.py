@@ -596,3 +596,22 @@ def test_plan_without_a_device_total_is_a_clear_error(tmp_path):
         """)
     code, err, _ = invoke("plan", "--from-log", str(log), "--p99-context", "8192")
     assert code == 2 and "no GPU is known" in err and "Traceback" not in err
+
+
+def test_an_rpc_time_out_names_the_workers_wait(tmp_path):
+    # sweep 95 item 10: "RPC call to sample_tokens timed out" (vLLM 0.33 multiproc_executor.get_response)
+    log = tmp_path / "rpc.log"
+    log.write_text("(EngineCore_DP0 pid=32080) ERROR 03-08 17:31:28 [core.py:1102] TimeoutError: RPC call to "
+                   "sample_tokens timed out.\n")
+    code, err, out = invoke("diagnose", str(log), "--json")
+    inst = json.loads(out)["instances"][0]
+    said = " ".join([inst.get("action") or ""] + list(inst.get("notes") or []))
+    assert "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in said
+
+
+def test_a_quantized_copy_of_an_hf_converted_repository():
+    # TheBloke's names drop meta-llama's "-hf" conversion suffix
+    from kvdoctor.catalog.models import lookup_model
+
+    s = lookup_model("TheBloke/Llama-2-7B-AWQ")
+    assert s.name == "meta-llama/Llama-2-7b-hf" and s.quant.method == "awq"

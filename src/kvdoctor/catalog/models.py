@@ -320,7 +320,9 @@ def quantized_derivative(text: str) -> ModelShape | None:
     stem = t[: m.start()]
     tail = stem.rsplit("/", 1)[-1]
     base = None
-    for cand in (stem, *(f"{org}/{tail}" for org in dict.fromkeys(n.split("/", 1)[0] for n in list_models()))):
+    orgs = dict.fromkeys(n.split("/", 1)[0] for n in list_models())
+    # (TheBloke's "Llama-2-7B-Chat-AWQ" is meta-llama's "Llama-2-7b-chat-hf": the Hub's -hf conversion suffix)
+    for cand in (stem, *(f"{org}/{name}" for org in orgs for name in (tail, f"{tail}-hf"))):
         hit = _index().get(cand.lower()) or (_index().get(same_config(cand).lower()) if same_config(cand) else None)
         if hit is not None:
             base = _shape(hit)

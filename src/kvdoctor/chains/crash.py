@@ -342,6 +342,11 @@ _KNOWN_EXCEPTIONS = (
     ("is not divisible by min_thread_",
      "--tensor-parallel-size whose weight shards stay multiples of the Marlin kernel's tile (the message gives it), or "
      "the checkpoint's non-Marlin kernel (--quantization gptq or awq), as vLLM's message says"),
+    # sweep 95: the engine's wait on its workers (v1/executor/multiproc_executor.py: "RPC call to {method} timed out.")
+    ("RPC call to",
+     "a worker did not answer the engine's call within VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (300 s in vLLM 0.33): a hung "
+     "GPU or NCCL peer, or one step longer than that (a very long prefill, a first compile). Find the stuck worker "
+     "(py-spy dump on the worker processes, nvidia-smi, dmesg); raise the timeout only for a step that is that long"),
     # sweep 99: several nodes under Ray
     ("Cannot provide a placement group requiring",
      "Ray sees fewer GPUs than tensor x pipeline parallel asks for: `ray status` on the head node lists them; every node "
