@@ -18,6 +18,19 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     return p
 
 
+def _diagnosed_log(log: Path) -> dict:
+    """``kvdoctor diagnose LOG --json``'s first instance."""
+    code, err, out = invoke("diagnose", str(log), "--json")
+    return json.loads(out)["instances"][0]
+
+
+def _diagnosed(tmp_path: Path, text: str) -> dict:
+    """The first instance ``kvdoctor diagnose`` gives on an excerpt, as written."""
+    log = tmp_path / "excerpt.log"
+    log.write_text(text)
+    return _diagnosed_log(log)
+
+
 # ---- a quantized copy of a catalog model, named by its publisher's convention -------------------------------------
 
 @pytest.mark.parametrize("name, base, method", [
@@ -369,8 +382,7 @@ def test_a_refusal_before_a_restart_with_the_same_flags_is_memory_held(tmp_path)
         Feb 22 06:35:59 host env[3361]: (EngineCore_DP0 pid=3361) INFO 02-22 06:35:59 [gpu_worker.py:356] Available KV cache memory: 11.33 GiB
         Feb 22 06:35:59 host env[3361]: (EngineCore_DP0 pid=3361) INFO 02-22 06:35:59 [kv_cache_utils.py:1307] GPU KV cache size: 61,872 tokens
         """)
-    code, err, out = invoke("diagnose", str(log), "--json")
-    first = json.loads(out)["instances"][0]
+    first = _diagnosed_log(log)
     assert first["verdict"] == "engine-died", first
     f = first["findings"][0]
     assert f["rule_id"] == "engine.died" and "9.46 GiB were held by something else" in f["summary"]
@@ -387,8 +399,7 @@ def test_a_bare_v1_engine_core_traceback_is_a_start_up_death(tmp_path):
         ERROR 05-16 18:43:14 [core.py:343]     engine_core = EngineCoreProc(*args, **kwargs)
         ERROR 05-16 18:43:14 [core.py:343]   File "/venv/lib/python3.10/site-packages/vllm/v1/engine/core.py", line 290, in __init__
         """)
-    code, err, out = invoke("diagnose", str(log), "--json")
-    inst = json.loads(out)["instances"][0]
+    inst = _diagnosed_log(log)
     assert inst["verdict"] == "engine-died" and "at start-up" in inst["findings"][0]["summary"]
 
 
@@ -428,10 +439,8 @@ def test_the_dgx_spark_is_in_the_catalog_and_the_opt_in_hint_gives_the_utilizati
      "MIG UUID"),
 ])
 def test_shared_and_sliced_gpus_get_their_own_fix(tmp_path, text, says):
-    log = tmp_path / "gpu.log"
-    log.write_text(text)
-    code, err, out = invoke("diagnose", str(log), "--json")
-    inst = json.loads(out)["instances"][0]
+    inst = _diagnosed(tmp_path, text)
+    
     said = " ".join([inst.get("action") or ""] + list(inst.get("notes") or []))
     assert says in said and "a fault, not a setting" not in said and "build does not match" not in said, said
 
@@ -515,12 +524,10 @@ def test_the_mamba2_page_formula_by_hand():
 def test_a_trimmed_spec_decoding_line_still_counts(tmp_path):
     # sweep 102 item 08: MTP on an NVFP4 checkpoint whose acceptance fell to zero for good; the author's copy of the
     # interval line has no throughputs and its prefix on the line before
-    log = tmp_path / "spec.log"
-    log.write_text("(APIServer pid=1) INFO 09-01 12:11:11 [metrics.py:120] SpecDecoding metrics:\n"
+    inst = _diagnosed(tmp_path, "(APIServer pid=1) INFO 09-01 12:11:11 [metrics.py:120] SpecDecoding metrics:\n"
                    "Mean acceptance length: 1.00, Accepted: 0 tokens, Drafted: 5200 tokens,\n"
                    "Per-position acceptance rate: 0.000, 0.000, 0.000, 0.000, 0.000, Avg Draft acceptance rate: 0.0%\n")
-    code, err, out = invoke("diagnose", str(log), "--json")
-    notes = " ".join(json.loads(out)["instances"][0]["notes"])
+    notes = " ".join(inst["notes"])
     assert "accepted 0 of 5,200 drafted tokens" in notes
 
 
@@ -536,36 +543,30 @@ def test_a_hub_cache_path_of_an_unknown_model_says_so(tmp_path):
 
 def test_a_request_turned_away_for_its_length_is_not_a_crash(tmp_path):
     # sweep 103: the API server's 400 for a prompt plus max_tokens over --max-model-len
-    log = tmp_path / "api.log"
-    log.write_text("ValueError: This model's maximum context length is 8192 tokens. However, you requested 8203 tokens "
+    inst = _diagnosed(tmp_path, "ValueError: This model's maximum context length is 8192 tokens. However, you requested 8203 tokens "
                    "(7691 in the messages, 512 in the completion). Please reduce the length of the messages or "
                    "completion.\n")
-    code, err, out = invoke("diagnose", str(log), "--json")
-    notes = " ".join(json.loads(out)["instances"][0]["notes"])
+    notes = " ".join(inst["notes"])
     assert "one request was rejected, not a crash" in notes
 
 
 def test_kernels_compiled_while_serving_are_named_as_the_spike(tmp_path):
     # sweep 96: vLLM's kernel JIT monitor (0.3x) warns of each compile during inference: "This causes a latency spike"
-    log = tmp_path / "jit.log"
-    log.write_text(
+    inst = _diagnosed(tmp_path,
         "(EngineCore) WARNING 05-18 19:12:27 [jit_monitor.py:103] Triton kernel JIT compilation during inference: "
         "_causal_conv1d_update_kernel. This causes a latency spike; consider extending warmup to cover this shape/config.\n"
         "(EngineCore) WARNING 05-18 19:12:28 [jit_monitor.py:103] Triton kernel JIT compilation during inference: "
         "expand_kernel. This causes a latency spike; consider extending warmup to cover this shape/config.\n")
-    code, err, out = invoke("diagnose", str(log), "--json")
-    notes = " ".join(json.loads(out)["instances"][0]["notes"])
+    notes = " ".join(inst["notes"])
     assert "vLLM compiled 2 kernel(s) while serving" in notes and "_causal_conv1d_update_kernel," in notes
 
 
 def test_ray_placement_failures_name_the_cluster(tmp_path):
     # sweep 99 items 02 and 04: Ray could not place TP workers on the nodes
-    log = tmp_path / "ray.log"
-    log.write_text("(EngineCore pid=1) ERROR 05-01 10:00:00 [core.py:708] ValueError: Cannot provide a placement group "
+    inst = _diagnosed(tmp_path, "(EngineCore pid=1) ERROR 05-01 10:00:00 [core.py:708] ValueError: Cannot provide a placement group "
                    "requiring 4.0 GPUs (placement_group_specs=[{'GPU': 1.0}, {'GPU': 1.0}, {'GPU': 1.0}, {'GPU': 1.0}]) "
                    "in a Ray cluster with 2.0 GPUs.\n")
-    code, err, out = invoke("diagnose", str(log), "--json")
-    inst = json.loads(out)["instances"][0]
+    
     said = " ".join([inst.get("action") or ""] + list(inst.get("notes") or []))
     assert "ray status" in said
 
@@ -600,11 +601,9 @@ def test_plan_without_a_device_total_is_a_clear_error(tmp_path):
 
 def test_an_rpc_time_out_names_the_workers_wait(tmp_path):
     # sweep 95 item 10: "RPC call to sample_tokens timed out" (vLLM 0.33 multiproc_executor.get_response)
-    log = tmp_path / "rpc.log"
-    log.write_text("(EngineCore_DP0 pid=32080) ERROR 03-08 17:31:28 [core.py:1102] TimeoutError: RPC call to "
+    inst = _diagnosed(tmp_path, "(EngineCore_DP0 pid=32080) ERROR 03-08 17:31:28 [core.py:1102] TimeoutError: RPC call to "
                    "sample_tokens timed out.\n")
-    code, err, out = invoke("diagnose", str(log), "--json")
-    inst = json.loads(out)["instances"][0]
+    
     said = " ".join([inst.get("action") or ""] + list(inst.get("notes") or []))
     assert "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in said
 

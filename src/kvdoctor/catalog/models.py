@@ -318,14 +318,14 @@ def quantized_derivative(text: str) -> ModelShape | None:
     if m is None or "/" in t[m.start():]:
         return None
     stem = t[: m.start()]
-    tail = stem.rsplit("/", 1)[-1]
     base = None
-    orgs = dict.fromkeys(n.split("/", 1)[0] for n in list_models())
-    # (TheBloke's "Llama-2-7B-Chat-AWQ" is meta-llama's "Llama-2-7b-chat-hf": the Hub's -hf conversion suffix)
-    for cand in (stem, *(f"{org}/{name}" for org in orgs for name in (tail, f"{tail}-hf"))):
-        hit = _index().get(cand.lower()) or (_index().get(same_config(cand).lower()) if same_config(cand) else None)
-        if hit is not None:
-            base = _shape(hit)
+    # the base as an id is found: the catalog's own spelling (a bare name too), a renamed repository, the same name
+    # under another organisation (_catalog_by_directory); then with the Hub's "-hf" conversion suffix (TheBloke's
+    # "Llama-2-7B-AWQ" is meta-llama's "Llama-2-7b-hf")
+    for cand in (stem, f"{stem}-hf"):
+        hit = _index().get(cand.lower()) or _index().get((same_config(cand) or "").lower())
+        base = _shape(hit) if hit is not None else _catalog_by_directory(cand)
+        if base is not None:
             break
     if base is None:
         return None
@@ -344,8 +344,7 @@ def model_directory_note(text: str, shape: ModelShape) -> str | None:
         inner = model_directory_note(rid, shape)
         return (f"model {t} is the Hugging Face cache folder of {rid} (not on this machine)"
                 + (f"; {inner}" if inner else f": the catalog's {shape.name}"))
-    if shape.quant is not None and (m := _QUANT_SUFFIX.search(t.lower().rstrip("/"))) is not None \
-            and quantized_derivative(t) is not None:
+    if shape.quant is not None and shape.quant.assumed and (m := _QUANT_SUFFIX.search(t.lower().rstrip("/"))):
         return (f"model {t} is read as a quantized copy of the catalog's {shape.name}: its layers and heads, with the "
                 f"weights as the name's '{m.group('q')}' usually means ({shape.quant.note}; assumed: the checkpoint's "
                 "own config.json gives the exact quantization_config, pass --model with it)")

@@ -253,12 +253,6 @@ def _no_gain(ps: PlanState, res: LevelResult) -> bool:
     )
     if gained:
         return False
-    if st.ledger.memory["kv_cache"].value is None:
-        from kvdoctor.errors import InputError
-
-        # a log's own budget does not carry over to another configuration, and nothing here can size one
-        raise InputError("plan cannot size a level's KV pool: no device memory is known and no KV budget is given "
-                         "(pass --gpu, or on the CPU backend --kv-cache-memory-bytes / VLLM_CPU_KVCACHE_SPACE)")
     kv = int(st.ledger.memory["kv_cache"].value)
     change = dict(res.flag_change)
     res.applicable, res.state, res.flag_change = False, None, {}
@@ -579,6 +573,14 @@ def make_plan(shape: ModelShape, gpu: GpuSpec | None, config: EngineConfig, *, v
     for the simulations a trace brings; chains never import the CLI, so it is handed in."""
     if before is None:
         before = build_state(shape, gpu, config, version, usage)
+    if before.ledger.memory["kv_cache"].value is None:
+        from kvdoctor.errors import InputError
+
+        # each level is a new pool, sized from the device's memory (a log's own budget does not carry over to another
+        # configuration): without the device's total or a KV budget nothing can be predicted
+        raise InputError("plan predicts each level's pool from the GPU's memory, and no GPU is known (the log names "
+                         "no device, or one the catalog lacks, and prints no total): pass --gpu (e.g. --gpu H100 or "
+                         "--gpu 24GiB), or on the CPU backend --kv-cache-memory-bytes / VLLM_CPU_KVCACHE_SPACE")
     usage = before.resolved.usage
     ps = PlanState.start(shape, gpu, version, lengths, target, before)
     levels: list[LevelResult] = []

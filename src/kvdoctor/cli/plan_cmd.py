@@ -149,11 +149,6 @@ def plan(
             raise InputError(f"{name} must be positive (got {v})")
     calibration = wl.load_calibration()
     inputs = common.resolve_with_calibration(opts, calibration)
-    if inputs.gpu is None and inputs.resolved.platform != "cpu":
-        # each level's pool is the GPU's memory less the rest: without the device's total nothing can be predicted
-        raise InputError("plan predicts each level's pool from the GPU's memory, and no GPU is known (the log names "
-                         "no device, or one the catalog lacks, and prints no total): pass --gpu (e.g. --gpu H100 or "
-                         "--gpu 24GiB)")
     if target_context is not None:
         # A context the model itself cannot serve is a bad target, not a plan that fails at every level
         # (it used to walk levels 1-4 to TP8 and end at "stop tuning, scale out" for 99,999,999 tokens).

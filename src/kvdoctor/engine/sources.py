@@ -667,9 +667,9 @@ def parse_serve_line(text: str, *, base_dir: str | Path | None = None,
         return config_from_yaml_text(text, "the --serve file")
     if (argv := _python_argv(text)) is not None:
         text = argv
-    elif _PYTHON_SOURCE.search(text) and (not _A_COMMAND.search(text) or _parses_as_python(text)):
+    elif _PYTHON_SOURCE.search(text) and ((tree := _parse_python(text)) is not None or not _A_COMMAND.search(text)):
         # (a shell script naming `vllm serve` is not Python; a Python module that imports vllm.entrypoints is)
-        ray = _python_ray_llm(text)
+        ray = _python_ray_llm(tree) if tree is not None else None
         if ray is not None:
             return ray
         # (kvdoctor does not run code: a command assembled from variables at run time is not a line it can read)
@@ -721,39 +721,34 @@ def _py_literal(node: "ast.expr") -> object:
 _UNREAD = object()
 
 
-def _parses_as_python(text: str) -> bool:
+def _parse_python(text: str) -> "ast.Module | None":
+    """The file as Python source, or None where it is not (a shell script, a YAML file)."""
     import ast
     import warnings
 
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings():  # a pasted script's "invalid escape sequence": not the reader's concern
             warnings.simplefilter("ignore", SyntaxWarning)
-            ast.parse(text)
+            return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
+        return None
 
 
-def _python_ray_llm(text: str) -> "EngineConfig | None":
+def _python_ray_llm(tree: "ast.Module") -> "EngineConfig | None":
     """A Python file that serves with Ray Serve LLM (``LLMConfig(model_loading_config=dict(...), engine_kwargs=dict(...),
     accelerator_type=...)``, Ray's documented form): its literal arguments read as the same config in a Serve YAML
     (``manifests.ray_llm_servers``). None when the file holds no such call."""
     import ast
-    import warnings
 
     from kvdoctor.engine import manifests
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SyntaxWarning)
-            tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
     configs = []
     for node in ast.walk(tree):
-        callee = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else \
-            node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else None
-        if isinstance(node, ast.Call) and callee == "LLMConfig":
+        if not isinstance(node, ast.Call):
+            continue
+        callee = node.func.id if isinstance(node.func, ast.Name) else \
+            node.func.attr if isinstance(node.func, ast.Attribute) else None
+        if callee == "LLMConfig":
             conf = {kw.arg: v for kw in node.keywords if kw.arg and (v := _py_literal(kw.value)) is not _UNREAD}
             if isinstance(conf.get("model_loading_config"), dict):
                 configs.append((f"LLMConfig.{len(configs)}", conf))
@@ -1180,11 +1175,12 @@ def load_yaml(path: str | Path) -> EngineConfig:
     ``engine.manifests``), whose server's flags are read as its tool would start it. ``FILE#NAME`` picks one server
     of several (a container, a compose service, a modelSpec entry)."""
     p, selector = split_selector(Path(path).expanduser())
-    if p.suffix.lower() == ".json" and selector is None and (triton := _triton_model_json(p)) is not None:
-        return triton
-    if p.suffix.lower() not in (".yaml", ".yml"):
-        # vLLM refuses other extensions too ("Config file must be of a yaml/yml type").
-        raise InputError(f"{p}: config file must be of a yaml/yml type")
+    # vLLM refuses other extensions too ("Config file must be of a yaml/yml type"); a .json file may be Triton's
+    # vLLM-backend model.json (_triton_model_json), refused the same way when it is not one
+    wrong_type = InputError(f"{p}: config file must be of a yaml/yml type")
+    triton = p.suffix.lower() == ".json" and selector is None
+    if p.suffix.lower() not in (".yaml", ".yml") and not (triton and p.is_file()):
+        raise wrong_type
     from kvdoctor.safeio import MAX_CONFIG_BYTES, check_input_file
 
     if not p.exists():
@@ -1194,7 +1190,14 @@ def load_yaml(path: str | Path) -> EngineConfig:
         with p.open("r", encoding="utf-8") as fh:
             raw_text = fh.read(MAX_CONFIG_BYTES + 1)
     except (OSError, UnicodeDecodeError) as exc:
+        if triton:
+            raise wrong_type from None
         raise InputError(f"{p}: cannot read: {exc}") from None
+    if triton:
+        cfg = _triton_model_json(raw_text, p)
+        if cfg is None:
+            raise wrong_type
+        return cfg
     return config_from_yaml_text(raw_text, str(p), selector)
 
 
@@ -1232,21 +1235,15 @@ def config_from_yaml_text(raw_text: str, where: str, selector: str | None = None
     return from_mapping(data, origin=f"yaml:{p}", where=str(p))
 
 
-def _triton_model_json(p: Path) -> "EngineConfig | None":
+def _triton_model_json(raw_text: str, p: Path) -> "EngineConfig | None":
     """Triton's vLLM backend reads ``model_repository/<name>/1/model.json``: one JSON object of vLLM engine arguments
     (``AsyncEngineArgs``' names, values often strings: ``"gpu_memory_utilization": "0.9"``). Read as the same mapping a
-    YAML config is; None when the file is not such an object (vLLM's own extension rule then refuses it)."""
+    YAML config is; None when the text is not such an object (vLLM's own extension rule then refuses it)."""
     import json
 
-    from kvdoctor.safeio import MAX_CONFIG_BYTES, check_input_file
-
-    if not p.is_file():
-        return None
-    check_input_file(p, "--config")
     try:
-        with p.open("r", encoding="utf-8") as fh:
-            data = json.loads(fh.read(MAX_CONFIG_BYTES + 1))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        data = json.loads(raw_text)
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("model"), str):
         return None

@@ -221,20 +221,19 @@ def state_page_bytes(shape: "ModelShape", opts: SpecOptions) -> int:
     (value heads / TP) x key dim x value dim; the conv state in the model dtype, the recurrent one in the config's
     mamba_ssm_dtype where it names one, as vLLM takes it for Qwen3.5)."""
     given = int(shape.extra.get("mamba_page_bytes_per_rank", 0) or 0)
-    g = shape.extra.get("gdn")
-    m2 = shape.extra.get("mamba2")
-    if not given and isinstance(m2, dict):
-        return _mamba2_page_bytes(m2, opts)
-    if given or not isinstance(g, dict):
+    g, m2 = shape.extra.get("gdn"), shape.extra.get("mamba2")
+    if given:
         return given
+    if isinstance(m2, dict):
+        return _mamba2_page_bytes(m2, opts)
+    if not isinstance(g, dict):
+        return 0
     tp = opts.tensor_parallel_size
     conv_dim = g["linear_key_head_dim"] * g["linear_num_key_heads"] * 2 + g["linear_value_head_dim"] * \
         g["linear_num_value_heads"]
-    model_bytes = kv_dtype_bytes("auto", opts.model_dtype)
-    ssm_bytes = kv_dtype_bytes(str(g.get("mamba_ssm_dtype") or "auto"), opts.model_dtype)
-    conv = conv_dim // tp * (g["linear_conv_kernel_dim"] - 1 + opts.num_speculative_tokens) * model_bytes
-    state = g["linear_num_value_heads"] // tp * g["linear_key_head_dim"] * g["linear_value_head_dim"] * ssm_bytes
-    return conv + state
+    return _state_page(conv_dim // tp, g["linear_conv_kernel_dim"],
+                       g["linear_num_value_heads"] // tp * g["linear_key_head_dim"] * g["linear_value_head_dim"],
+                       g.get("mamba_ssm_dtype"), opts)
 
 
 def _mamba2_page_bytes(m: dict, opts: SpecOptions) -> int:
@@ -244,10 +243,17 @@ def _mamba2_page_bytes(m: dict, opts: SpecOptions) -> int:
     tp = opts.tensor_parallel_size
     groups = m["n_groups"] + (0 if m["n_groups"] % tp == 0 else tp - m["n_groups"])
     conv_dim = m["intermediate"] + 2 * groups * m["state_size"]
-    conv = conv_dim // tp * (m["conv_kernel"] - 1 + opts.num_speculative_tokens) * kv_dtype_bytes("auto", opts.model_dtype)
-    ssm = m["num_heads"] // tp * m["head_dim"] * m["state_size"] * \
-        kv_dtype_bytes(str(m.get("ssm_dtype") or "auto"), opts.model_dtype)
-    return conv + ssm
+    return _state_page(conv_dim // tp, m["conv_kernel"], m["num_heads"] // tp * m["head_dim"] * m["state_size"],
+                       m.get("ssm_dtype"), opts)
+
+
+def _state_page(conv_dim_rank: int, kernel: int, ssm_elems_rank: int, ssm_dtype: str | None, opts: SpecOptions) -> int:
+    """One state page on one TP rank, as every state-space mixer's shape calculator lays it out: the conv state's
+    (kernel - 1 + speculative tokens) rows of its per-rank width in the model dtype (mamba_cache_dtype auto), and the
+    recurrent state's elements in its own dtype (else the model's)."""
+    model_bytes = kv_dtype_bytes("auto", opts.model_dtype)
+    conv = conv_dim_rank * (kernel - 1 + opts.num_speculative_tokens) * model_bytes
+    return conv + ssm_elems_rank * kv_dtype_bytes(str(ssm_dtype or "auto"), opts.model_dtype)
 
 
 def hybrid_block_size(block_size: int, state_page: int, attn_bytes_per_token: int, kernel_block: int = 16) -> int:

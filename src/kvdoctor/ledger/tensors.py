@@ -125,15 +125,13 @@ def _mamba2_tensors(prefix: str, layer: int, hidden: int, m: dict, tp: int) -> l
     by TP), the conv over x, B and C, dt_bias / A / D per head, the gated norm over the inner width, out_proj."""
     inner, groups, state, heads = m["intermediate"], m["n_groups"], m["state_size"], m["num_heads"]
     conv_dim = inner + 2 * groups * state
-    out = [
-        Tensor(f"{prefix}.in_proj", "attention", layer, cdiv(2 * inner + 2 * groups * state + heads, tp) * hidden,
-               linear=True),
+    return [
+        Tensor(f"{prefix}.in_proj", "attention", layer, cdiv(inner + conv_dim + heads, tp) * hidden, linear=True),
         Tensor(f"{prefix}.conv1d", "attention", layer, cdiv(conv_dim, tp) * (m["conv_kernel"] + bool(m["conv_bias"]))),
         Tensor(f"{prefix}.dt_bias_A_D", "attention", layer, 3 * cdiv(heads, tp)),
         Tensor(f"{prefix}.norm", "norms", layer, cdiv(inner, tp)),
         Tensor(f"{prefix}.out_proj", "attention", layer, cdiv(inner, tp) * hidden, linear=True),
     ]
-    return out
 
 
 def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,

@@ -71,7 +71,7 @@ _CUDA_ERROR = re.compile(r"(?:CUDA|Cuda) (?:driver )?error\b(?!s)")  # torch: "C
 _DEVICE_ASSERT = re.compile(r"block: \[\d+,\s*\d+,\s*\d+\], thread: \[\d+,\s*\d+,\s*\d+\] Assertion `")
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
-_KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+|[Oo]ut of memory: Kill(?:ed)? process")
+_KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
 # a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
 _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
 # a crash below Python: the interpreter's or Ray's fatal-signal report, the shell's "(core dumped)", ROCm's runtime on a
@@ -439,7 +439,8 @@ class LinePath:
         # server write their tracebacks at once).
         sec = None if t is None else int(t)
         native = _NATIVE_CRASH.search(msg) if kind == "engine-dead" else None
-        killed = kind == "engine-dead" and bool(_KILLED.search(msg) or _NO_TRACEBACK.search(msg) or native)
+        killed = kind == "engine-dead" and bool(_KILLED.search(msg) or HOST_OOM.search(msg) or _NO_TRACEBACK.search(msg)
+                                                or native)
         frame = next((f for f in _STARTUP_FRAMES if f in msg), None) if "File " in msg or " in " in msg else None
         if frame is None and ("capture_end()" in msg or "capture_begin(" in msg):
             frame = "CUDA graph capture"  # torch's CUDAGraph capture: vLLM captures only at start-up (capture_model)
