@@ -297,7 +297,7 @@ def build_models(data: Path, extra: Path | None = MODELS_EXTRA) -> tuple[dict, l
         sd["extra"] = {"max_model_len_how": shape.extra.get("max_model_len_how", "")}
         # the linear-attention state's and mixer's dimensions (ledger.kv sizes the state, ledger.tensors the mixer) and
         # Gemma 4's global layers' own KV heads
-        sd["extra"].update({k: shape.extra[k] for k in ("gdn", "attn_output_gate", "full_attn", "mamba2", "no_mlp_layers", "moe_gated") if k in shape.extra})
+        sd["extra"].update({k: shape.extra[k] for k in ("gdn", "attn_output_gate", "full_attn", "mamba2", "no_mlp_layers", "moe_gated", "dsa_indexer") if k in shape.extra})
         out[hf] = sd
         report.append(f"{hf}: {shape.params.total if shape.params else 0:,} params")
     return out, report

@@ -87,7 +87,7 @@ def test_a_hybrid_copy_predicts_the_printed_pool(tmp_path):
     assert any("quantized copy of the catalog's Qwen/Qwen3.5-35B-A3B" in n for n in j["notes"])
 
 
-def test_qwen36_27b_has_qwen35_27bs_config(tmp_path):
+def test_qwen36_27b_reprints_its_public_log(tmp_path):
     # sweep 83 item 03 (nvidia/Qwen3.6-27B-NVFP4 on a GB10, vLLM 0.23.1 dev): block 1,568 tokens, 1,505,068 tokens
     log = _write(tmp_path, "q36.log", """
         (APIServer pid=1) INFO 07-02 21:28:00 [utils.py:299] non-default args: {'model_tag': 'nvidia/Qwen3.6-27B-NVFP4', 'max_model_len': 262144, 'gpu_memory_utilization': 0.7, 'kv_cache_dtype': 'fp8', 'max_num_seqs': 8, 'max_num_batched_tokens': 65536, 'enable_prefix_caching': True}
@@ -100,7 +100,7 @@ def test_qwen36_27b_has_qwen35_27bs_config(tmp_path):
     assert code == 0, err
     f = json.loads(out)["figures"]
     assert f["kv_cache.tokens"]["predicted"] == 1505068
-    assert json.loads(out)["model"] == "Qwen/Qwen3.5-27B"
+    assert json.loads(out)["model"] == "Qwen/Qwen3.6-27B"  # its own config now (scripts/models_extra)
 
 
 # ---- a GPU the log does not name, or one the catalog lacks: the log's own ledger, not a refusal -----------------
@@ -449,7 +449,7 @@ def test_a_small_hybrid_pool_takes_its_block_count_from_tokens_and_concurrency(t
     # sweep 89 item 04 (RedHatAI/Qwen3.6-35B-A3B-NVFP4, vLLM 0.20.0, 0.32 GiB of KV): 6,288 tokens // 2,096 × 4 groups
     # says 12-15 blocks; the printed 1.50x over 10 blocks per request says 15
     log = _write(tmp_path, "small.log", """
-        (APIServer pid=1) INFO 05-02 10:00:00 [utils.py:299] non-default args: {'model_tag': 'RedHatAI/Qwen3.6-35B-A3B-NVFP4', 'max_model_len': 8192, 'gpu_memory_utilization': 0.8, 'kv_cache_dtype': 'fp8_e4m3', 'enforce_eager': True, 'max_num_seqs': 32}
+        (APIServer pid=1) INFO 05-02 10:00:00 [utils.py:299] non-default args: {'model_tag': 'RedHatAI/Qwen3.6-35B-A3B-NVFP4', 'max_model_len': 8192, 'gpu_memory_utilization': 0.8, 'kv_cache_dtype': 'fp8_e4m3', 'enforce_eager': True, 'max_num_seqs': 32, 'enable_prefix_caching': True}
         (EngineCore pid=187) INFO 05-02 10:00:10 [__init__.py:1] Initializing a V1 LLM engine (v0.20.0) with config: model='RedHatAI/Qwen3.6-35B-A3B-NVFP4'
         (EngineCore pid=187) INFO 05-02 10:00:20 [interface.py:573] Setting attention block size to 2096 tokens to ensure that attention page size is >= mamba page size.
         (EngineCore pid=187) INFO 05-02 10:01:40 [gpu_model_runner.py:4820] Model loading took 21.86 GiB memory and 30.0 seconds

@@ -233,10 +233,11 @@ def _family_and_size(text: str, names: list[str]) -> list[str]:
 _SAME_CONFIG = (
     (re.compile(r"^meta-llama/meta-llama-3\.1-(8b|70b|405b)(-instruct)?$"), r"meta-llama/Llama-3.1-\1\2"),
     (re.compile(r"^meta-llama/llama-3\.3-70b-instruct$"), "meta-llama/Llama-3.1-70B-Instruct"),
-    # Qwen3.6 re-released Qwen3.5's architectures: the two 35B-A3B configs agree in every field the ledger reads
-    # (scripts/models_extra); the 27B is taken to do the same, checked on a public log of nvidia/Qwen3.6-27B-NVFP4
-    # (block 1,568 tokens, 1,505,068 tokens: docs/catalog.md)
-    (re.compile(r"^qwen/qwen3\.6-27b$"), "Qwen/Qwen3.5-27B"),
+    # GLM-5 and GLM-5.1 share glm_moe_dsa's dimensions: aiconfigurator's GLM-5-FP8 preset agrees with GLM-5.1's raw
+    # config in every field it carries (78 layers, hidden 6144, 64 heads, q/kv LoRA 2048/512, 256 experts)
+    (re.compile(r"^zai-org/glm-5$"), "zai-org/GLM-5.1"),
+    # GLM-4.6 is taken to be GLM-4.7's architecture (GLM-4.5's 355B-A32B MoE with the 202,752-token context)
+    (re.compile(r"^zai-org/glm-4\.6$"), "zai-org/GLM-4.7"),
     # the catalog holds Nemotron 3 Nano 30B-A3B as its -BF16 repository: the id without the dtype, and its quantized
     # copies through it (…-FP8, …-NVFP4: quantized_derivative); Nemotron-Cascade-2-30B-A3B is that architecture,
     # checked on a public log of its NVFP4 copy (4,819,104 tokens as printed: docs/catalog.md)

@@ -394,6 +394,7 @@ def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, ve
         backend, block = _resolve_cpu_backend(acc)
     else:
         backend, block = _resolve_backend(acc, shape, cc, kv_dtype, tr, dtype)
+        kv_dtype = str(acc.values["kv_cache_dtype"])  # a sparse-MLA backend may store fp8 as fp8_ds_mla
     kv_bytes = _kv_dtype_bytes(acc, kv_dtype)
     eager = bool(acc.pick("enforce_eager", platform == "cpu", "vLLM default False (CUDA graphs on)"
                           if platform == "cuda" else "CPU backend: no CUDA graphs"))
@@ -624,7 +625,7 @@ def _resolve_features(acc: _Acc, cfg: EngineConfig, shape: "ModelShape", tr: Ver
     if tr.engine == "v1":
         acc.pick("enable_chunked_prefill", True, "v1 default: on for generative models")
         if hybrid and v < HYBRID_PREFIX_CACHING:
-            acc.pick("enable_prefix_caching", False, "off: vLLM before 0.15 disables prefix caching for hybrid models")
+            acc.pick("enable_prefix_caching", False, "off: vLLM before 0.28 keeps prefix caching opt-in for hybrid models")
         else:
             acc.pick("enable_prefix_caching", not attention_free,
                      "v1 default: on for decoder models" if not attention_free else "off: attention-free model")
@@ -698,9 +699,12 @@ CPU_DEFAULT_BLOCK = 128
 # The CPU backend's unset VLLM_CPU_KVCACHE_SPACE meant 4 GiB in 0.8.5, 0.9.1, 0.9.2 and 0.10.0 (wheels read);
 # 0.33 sizes it from node memory. ASSUMPTION: the automatic share arrived in 0.11.0.
 CPU_KV_AUTO = (0, 11, 0)
-# Prefix caching for hybrid (state-space / linear-attention) models: 0.13's log disables it ("Hybrid or mamba-based
-# model detected"), 0.15.0's MambaModelConfig sets a mamba cache mode for it instead (read in the wheels).
-HYBRID_PREFIX_CACHING = (0, 15, 0)
+# Prefix caching for hybrid (state-space / linear-attention) models, on by default: 0.13's log disables it ("Hybrid or
+# mamba-based model detected"); from 0.15 MambaModelConfig can serve it ("align" mode) but arg_utils kept it opt-in
+# ("default_prefix_caching = is_prefix_caching_supported and not is_hybrid": a public 0.22.0 log of Qwen3.5-4B prints
+# enable_prefix_caching=False with no flag given) until vllm PR #50991 (merged 2026-08-04) made it the default; the
+# vllm-metal support matrix dates that to 0.28.0.
+HYBRID_PREFIX_CACHING = (0, 28, 0)
 
 
 def _resolve_cpu_backend(acc: _Acc) -> tuple[str, int]:
@@ -970,6 +974,8 @@ def _resolve_backend(acc: _Acc, shape: ModelShape, cc: int | None, kv_dtype: str
             block = user_block if user_block is not None else b.default_block
             _set_block(acc, user_block, block, f"{b.name} preferred block size", _one_group(shape))
             return b.name, int(acc.values["block_size"])
+    if is_mla and tr.engine == "v1" and isinstance(shape.extra.get("dsa_indexer"), dict):
+        return _resolve_sparse_backend(acc, shape, cc, kv_dtype, user_block)
     for name in backend_priorities(is_mla, eff_cc):
         b = BACKENDS[name]
         why = _backend_rejects(b, eff_cc, sel_kv, user_block, head, model_dtype)
@@ -1001,6 +1007,43 @@ def _resolve_backend(acc: _Acc, shape: ModelShape, cc: int | None, kv_dtype: str
         acc.notes.append("hybrid (Mamba/linear-attention) model: vLLM raises the attention block size so its page "
                          "matches the state page (see the ledger's page math)")
     return chosen.name, int(acc.values["block_size"])
+
+
+def _resolve_sparse_backend(acc: _Acc, shape: ModelShape, cc: int | None, kv_dtype: str,
+                            user_block: int | None) -> tuple[str, int]:
+    """A DeepSeek Sparse Attention model (DeepSeek-V3.2, GLM-5): only the sparse MLA backends serve it (platforms/cuda.py
+    ``_get_backend_priorities``, sparse tail), and the indexer's backend takes block size 64 alone on CUDA, so the
+    common block every backend accepts is 64 (``_preferred_block_size_for_backends``). FlashMLA-sparse and the SM120
+    kernel store an fp8 cache (SM120: the unquantized one too) as DeepSeek's packed fp8_ds_mla rows (656 B a token)."""
+    major = (90 if cc is None else cc) // 10
+    fp8 = kv_dtype.startswith("fp8")
+    heads_rank = shape.num_attention_heads // max(1, int(acc.values.get("tensor_parallel_size", 1)))
+    if major == 9:
+        name = "FLASHMLA_SPARSE" if fp8 else "FLASH_ATTN_MLA_SPARSE"
+    elif major == 10:
+        name = "FLASHINFER_MLA_SPARSE" if fp8 else (
+            "FLASH_ATTN_MLA_SPARSE_FA4" if heads_rank <= 16 else "FLASHMLA_SPARSE")
+    elif major == 12:
+        name = "FLASHINFER_MLA_SPARSE_SM120"
+    else:
+        raise ConfigError(
+            f"No valid attention backend found for cuda with kv_cache_dtype={kv_dtype}, compute capability "
+            f"{_cc_str(cc)}: DeepSeek Sparse Attention ({shape.name}) needs a sparse MLA backend, which vLLM builds for "
+            "SM90 (Hopper), SM100 (Blackwell) and SM120 only")
+    acc.set("attention_backend", name, "default",
+            f"sparse MLA (DeepSeek Sparse Attention indexer) on SM{_cc_str(90 if cc is None else cc)}: platforms/cuda.py "
+            "sparse priorities")
+    if name in ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM120") and (fp8 or name.endswith("SM120")) \
+            and kv_dtype not in ("fp8_ds_mla", "nvfp4_ds_mla"):
+        acc.set("kv_cache_dtype", "fp8_ds_mla", acc.sources.get("kv_cache_dtype", "default"),
+                f"{kv_dtype} as {name} stores it: DeepSeek's packed fp8_ds_mla rows (656 B a token: 512 fp8 NoPE + "
+                "scales + 64 bf16 RoPE)")
+    if user_block is not None and user_block != 64:
+        raise ConfigError(f"The attention backends share no supported KV cache block size ({name}: [MultipleOf(64)]; "
+                          f"DEEPSEEK_V32_INDEXER: [64]); --block-size {user_block} cannot serve {shape.name}")
+    _set_block(acc, user_block, 64, f"{name} + DEEPSEEK_V32_INDEXER common block size (Setting kv cache block size "
+               "to 64)", one_group=True)
+    return name, int(acc.values["block_size"])
 
 
 def _one_group(shape: ModelShape) -> bool:

@@ -473,7 +473,19 @@ def _kv_budgets(ctx: _Ctx, figs: dict[str, Figure], weights, stage_terms,
             figs["kv_cache"] = Figure(int(s.kv_cache_bytes), "measured", _line(s, "kv_cache_bytes", "KV cache budget"),
                                       predicted=kvb)
     elif s is not None and s.kv_cache_bytes is not None:
-        kv_avail = [int(s.kv_cache_bytes) if r == 0 or not any(kv_avail) else kv_avail[r] for r in range(ctx.pp)]
+        if any(kv_avail):
+            kv_avail = [int(s.kv_cache_bytes) if r == 0 else kv_avail[r] for r in range(ctx.pp)]
+        else:
+            # no device total: only stage 0 printed its budget (vLLM logs the first rank's lines). The stages share
+            # the GPU type and utilization, so each one's budget is stage 0's plus what it holds less than stage 0
+            def held(r: int) -> int:
+                act, nt, cg = stage_terms[r]
+                w = figs["weights"].value if r == 0 and figs["weights"].source == "measured" else \
+                    max(x.bytes for x in weights[r])
+                return w + act.bytes + nt.bytes + (cg.bytes if ctx.deducted else 0)
+
+            kv_avail = [int(s.kv_cache_bytes) + held(0) - held(r) if r else int(s.kv_cache_bytes)
+                        for r in range(ctx.pp)]
         label = ("'Explicitly/Auto set (budget/node) GiB for KV cache'" if ctx.platform == "cpu"
                  else "Available KV cache memory")
         figs["kv_cache"] = Figure(int(s.kv_cache_bytes), "measured", _line(s, "kv_cache_bytes", label),
@@ -873,8 +885,11 @@ def _kv_figures(plan: kvm.KvPlan, s: StartupFacts | None, shape: ModelShape, opt
     out: dict[str, Figure] = {}
     out["block_size"] = Figure(plan.block_size, bs_src, f"block size {plan.block_size} tokens (attention backend)")
     kinds = ", ".join(f"{k} {v:,} B" for k, v in r0.page_bytes_per_layer.items())
+    ix = shape.extra.get("dsa_indexer")
+    ix_how = (f" + the sparse-attention indexer's K cache, {kvm.dsa_indexer_bytes_per_token(shape, ix['layers'][0])} B "
+              f"a token on {len(ix['layers'])} layers" if isinstance(ix, dict) and ix["layers"] else "")
     out["page_bytes_per_layer"] = Figure(page, "predicted", f"block_size × kv_heads/rank × (head + head_v) × "
-                                         f"dtype bytes ({kinds})")
+                                         f"dtype bytes{ix_how} ({kinds})")
     out["bytes_per_block"] = Figure(r0.bytes_per_block, "predicted",
                                     f"largest group: Σ page of its layers on rank 0 = {r0.bytes_per_block:,} B")
     out["bytes_per_token"] = Figure(r0.bytes_per_token, "predicted",
@@ -1006,7 +1021,7 @@ def _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducte
                 m = dict(figs)
             else:
                 kvb = (requested - w.bytes - act.bytes - nt.bytes - (cg.bytes if deducted else 0)
-                       if requested is not None else figs["kv_cache"].value)
+                       if requested is not None else kv_avail[r])
                 if figs["kv_cache"].source == "given":
                     kvb = figs["kv_cache"].value
                 m = {
@@ -1016,8 +1031,10 @@ def _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducte
                     "non_torch": Figure(nt.bytes, "predicted", nt.how),
                     "cudagraph": Figure(cg.bytes, "predicted", cg.how),
                     "kv_cache": Figure(kvb, figs["kv_cache"].source if figs["kv_cache"].source == "given"
-                                       else "predicted", "requested − weights − activation − non-torch"
-                                       + (" − CUDA graphs" if deducted else "")),
+                                       else "predicted", ("requested − weights − activation − non-torch"
+                                       + (" − CUDA graphs" if deducted else "")) if requested is not None else
+                                       "stage 0's budget + what this stage holds less than stage 0 (same GPU and "
+                                       "utilization; the device total is not known)"),
                 }
             same = [x for x in out if x.pp_rank == r and x.memory["weights"].value == m["weights"].value]
             if same:  # an identical TP rank of this stage: merge rather than repeat it

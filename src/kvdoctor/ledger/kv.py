@@ -181,6 +181,9 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
             else:
                 # MLA stores one latent "head" (kv_lora_rank + rope dim) and is NOT split by TP.
                 per_tok = shape.head_size * kv_dtype_bytes(kvd, opts.model_dtype)
+            # A sparse-attention layer's indexer K cache is an MLAAttentionSpec of its own with the same block size:
+            # vLLM's UniformTypeKVCacheSpecs sums the two pages, so it is carried here as part of the layer's page.
+            per_tok += dsa_indexer_bytes_per_token(shape, len(specs))
             specs.append(KvSpec("mla", bs, bs * per_tok, per_tok))
             continue
         per_tok = _attn_bytes_per_token(shape, opts, kind)
@@ -200,6 +203,15 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
             )
         )
     return specs
+
+
+def dsa_indexer_bytes_per_token(shape: "ModelShape", layer: int) -> int:
+    """The indexer's K cache on one layer, bytes per token (0 where the layer has no indexer): uint8 rows of the fp8 key
+    and one fp32 scale per 128 elements (DeepseekV32Indexer: ``head_dim + head_dim // 128 * 4``), not split by TP."""
+    ix = shape.extra.get("dsa_indexer")
+    if not isinstance(ix, dict) or layer not in ix["layers"]:
+        return 0
+    return ix["head_dim"] + ix["head_dim"] // 128 * 4
 
 
 def _attn_bytes_per_token(shape: "ModelShape", opts: SpecOptions, kind: str | None = None) -> int:

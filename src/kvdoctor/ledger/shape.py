@@ -453,6 +453,11 @@ def _layer_kinds(t: dict, model_type: str, n: int, name: str) -> tuple[tuple[str
             raise InputError(f"config field 'layers_block_type' has unknown entry {bad[0]!r}{_where(name)}")
         kinds = tuple(kind_of[x] for x in lbt)
         return kinds, (sw if "sliding" in kinds else None), None, notes
+    lac = t.get("linear_attn_config")
+    if model_type == "kimi_linear" and isinstance(lac, dict) and isinstance(lac.get("kda_layers"), list):
+        # Kimi-Linear: kda_layers / full_attn_layers count from 1 (vLLM kimi_linear.py is_kda_layer: layer_idx + 1)
+        kda = {x - 1 for x in lac["kda_layers"] if isinstance(x, int)}
+        return tuple("linear" if i in kda else "full" for i in range(n)), None, None, notes
     atl = t.get("attn_type_list")
     if isinstance(atl, list) and atl:
         if len(atl) != n:
@@ -502,6 +507,12 @@ def _layer_kinds(t: dict, model_type: str, n: int, name: str) -> tuple[tuple[str
 # --------------------------------------------------------------------------------------------
 
 
+# DeepSeek-style MoE layout (n_shared_experts, first_k_dense_replace, moe_layer_freq): vLLM serves GLM-5's glm_moe_dsa
+# with DeepseekV32ForCausalLM and GLM-4.7-Flash's glm4_moe_lite with DeepseekV2's decoder layer
+_DEEPSEEK_MOE_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm_moe_dsa",
+                       "glm4_moe_lite", "glm4v_moe", "glm4v_moe_text")
+
+
 def _moe(t: dict, model_type: str, n: int, hidden: int, inter: int, name: str) -> tuple[MoeShape | None, int]:
     """Return (MoeShape or None, dense intermediate size)."""
     e = _get_int(t, ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts"), name,
@@ -515,13 +526,14 @@ def _moe(t: dict, model_type: str, n: int, hidden: int, inter: int, name: str) -
     shared_n, shared_i, dense_layers = 0, 0, []
     first_k, freq = 0, 1
     router_bias = expert_bias = corr = sgate = False
-    if model_type in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe"):
+    if model_type in _DEEPSEEK_MOE_TYPES:
         shared_n = _get_int(t, ("n_shared_experts",), name, default=0, positive=False)
         shared_i = shared_n * moe_i
         first_k = _get_int(t, ("first_k_dense_replace",), name, default=0, positive=False)
         freq = _get_int(t, ("moe_layer_freq",), name, default=1)
         dense_layers = [i for i in range(n) if not (i >= first_k and i % freq == 0)]
-        corr = t.get("topk_method") == "noaux_tc"
+        # glm4_moe's gate always carries e_score_correction_bias; the DeepSeek decoder only for noaux_tc
+        corr = t.get("topk_method") == "noaux_tc" or model_type in ("glm4_moe", "glm4v_moe", "glm4v_moe_text")
     elif model_type in ("qwen2_moe", "qwen3_moe"):
         step = _get_int(t, ("decoder_sparse_step",), name, default=1)
         only = t.get("mlp_only_layers") or []
@@ -565,14 +577,26 @@ def _vision_params(raw: dict) -> tuple[int, str]:
     v = raw.get("vision_config")
     if not isinstance(v, dict):
         return 0, ""
-    h, inter, layers = v.get("hidden_size"), v.get("intermediate_size"), v.get("num_hidden_layers")
+    # Qwen2.5-VL / Qwen3-VL / Qwen3.5 name the depth "depth" and the channels "in_channels"
+    h, inter = v.get("hidden_size"), v.get("intermediate_size")
+    layers = v.get("num_hidden_layers", v.get("depth"))
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in (h, inter, layers)):
         return 0, "vision tower not counted (vision_config lacks hidden/intermediate sizes)"
     per_layer = 4 * (h * h + h) + (h * inter + inter) + (inter * h + h) + 4 * h
     total = layers * per_layer
-    patch, ch, img = v.get("patch_size"), v.get("num_channels", 3), v.get("image_size")
+    patch, ch, img = v.get("patch_size"), v.get("num_channels", v.get("in_channels", 3)), v.get("image_size")
     if isinstance(patch, int) and isinstance(img, int):
         total += ch * patch * patch * h + ((img // patch) ** 2 + 1) * h + 4 * h
+    elif isinstance(patch, int) and isinstance(ch, int):
+        # Qwen-VL's 3-D patch embedding over temporal_patch_size frames and its learned position table
+        total += ch * int(v.get("temporal_patch_size", 1) or 1) * patch * patch * h
+        if isinstance(v.get("num_position_embeddings"), int):
+            total += v["num_position_embeddings"] * h
+    merge, out_h = v.get("spatial_merge_size"), v.get("out_hidden_size")
+    if isinstance(merge, int) and isinstance(out_h, int):
+        # Qwen-VL's patch merger (and one more per deepstack layer): an MLP over merge x merge patches
+        m = h * merge * merge
+        total += (1 + len(v.get("deepstack_visual_indexes") or ())) * (m * m + m + m * out_h + out_h)
     out = v.get("vision_output_dim") or v.get("projector_output_dim")
     pin = v.get("projector_input_dim")
     ratio = v.get("pixel_shuffle_ratio")
@@ -695,7 +719,7 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
         dtype=dtype, layer_kinds=kinds, sliding_window=sw, is_mla=is_mla, kv_lora_rank=kv_lora,
         qk_rope_head_dim=rope_dim, moe=moe, quant=quant, is_multimodal=is_mm, source=name,
         extra={"max_model_len_how": max_len_how, **_gdn_state(t, kinds, name), **_global_attention(t, name),
-               **_mamba2_state(t, text_type, kinds, hidden, name)},
+               **_mamba2_state(t, text_type, kinds, hidden, name), **_dsa_indexer(t, is_mla, layers, name)},
         attention_chunk_size=chunk, q_lora_rank=q_lora, qk_nope_head_dim=nope, v_head_dim=v_head,
         attn_head_dim=attn_head_dim, qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
         qk_norm=text_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"),
@@ -706,6 +730,25 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
         rotary_dim=rot, rope_cache_len=rope_rows, vision_params=vis, notes=tuple(notes),
     )
     return replace(shape, params=param_counts(shape))
+
+
+def _dsa_indexer(t: dict, is_mla: bool, layers: int, name: str) -> dict:
+    """DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5's glm_moe_dsa: any MLA config with ``index_topk``): the lightning
+    indexer's heads and head size and the layers that build one (``extra["dsa_indexer"]``; ledger.kv adds its K cache
+    to those layers' pages, ledger.tensors its weights). vLLM's DeepseekV32Attention skips the indexer on a layer when
+    ``max(layer - index_skip_topk_offset + 1, 0) % index_topk_freq != 0``, or where ``index_topk_pattern`` says "S"."""
+    if not is_mla or "index_topk" not in t:
+        return {}
+    freq = _get_int(t, ("index_topk_freq",), name, default=1)
+    offset = _get_int(t, ("index_skip_topk_offset",), name, default=2, positive=False)
+    pattern = t.get("index_topk_pattern")
+    if isinstance(pattern, (str, list)):
+        with_indexer = [i for i in range(layers) if i >= len(pattern) or pattern[i] != "S"]
+    else:
+        with_indexer = [i for i in range(layers) if max(i - offset + 1, 0) % freq == 0]
+    return {"dsa_indexer": {"n_heads": _get_int(t, ("index_n_heads",), name, default=64),
+                            "head_dim": _get_int(t, ("index_head_dim",), name, default=128),
+                            "layers": tuple(with_indexer)}}
 
 
 def _global_attention(t: dict, name: str) -> dict:

@@ -104,6 +104,38 @@ def _gated_mlp(prefix: str, layer: int, hidden: int, inter_rank: int, role: str,
     return out
 
 
+def _mla_tensors(s: ModelShape, a: str, i: int, h: int, heads_r: int, hd: int) -> list[Tensor]:
+    """One MLA layer's attention as one TP rank holds it (and a DeepSeek Sparse Attention layer's indexer)."""
+    t: list[Tensor] = []
+    assert s.kv_lora_rank is not None and s.qk_rope_head_dim is not None
+    rope, lora = s.qk_rope_head_dim, s.kv_lora_rank
+    v_hd = s.v_head_dim or hd
+    if s.q_lora_rank:
+        t.append(Tensor(f"{a}.q_a_proj", "attention", i, h * s.q_lora_rank, linear=True))
+        t.append(Tensor(f"{a}.q_a_layernorm", "norms", i, s.q_lora_rank))
+        t.append(Tensor(f"{a}.q_b_proj", "attention", i, s.q_lora_rank * heads_r * hd, linear=True))
+    else:
+        t.append(Tensor(f"{a}.q_proj", "attention", i, h * heads_r * hd, linear=True))
+    t.append(Tensor(f"{a}.kv_a_proj_with_mqa", "attention", i, h * (lora + rope), linear=True))
+    t.append(Tensor(f"{a}.kv_a_layernorm", "norms", i, lora))
+    t.append(Tensor(f"{a}.kv_b_proj", "attention", i,
+                    lora * heads_r * ((s.qk_nope_head_dim or 0) + v_hd), linear=True))
+    t.append(Tensor(f"{a}.o_proj", "attention", i, heads_r * v_hd * h, linear=True))
+    # MLAAttention.process_weights_after_loading splits kv_b_proj into W_UK_T and W_UV in the
+    # activation dtype (dequantized if fp8) and keeps kv_b_proj for prefill: a second copy.
+    t.append(Tensor(f"{a}.W_UK_T_W_UV", "attention", i,
+                    lora * heads_r * ((s.qk_nope_head_dim or 0) + v_hd), derived=True))
+    ix = s.extra.get("dsa_indexer")
+    if isinstance(ix, dict) and i in ix["layers"] and s.q_lora_rank:
+        # DeepseekV32Indexer, replicated on every rank: wq_b under the checkpoint's quantization, the fused
+        # wk + weights_proj unquantized (quant_config=None), k_norm a float32 LayerNorm (weight and bias)
+        n_ix, d_ix = ix["n_heads"], ix["head_dim"]
+        t.append(Tensor(f"{a}.indexer.wq_b", "attention", i, s.q_lora_rank * n_ix * d_ix, linear=True))
+        t.append(Tensor(f"{a}.indexer.wk_weights_proj", "attention", i, h * (d_ix + n_ix)))
+        t.append(Tensor(f"{a}.indexer.k_norm", "norms", i, 2 * d_ix, fixed_bytes=4))
+    return t
+
+
 def _gdn_tensors(prefix: str, layer: int, hidden: int, g: dict, tp: int) -> list[Tensor]:
     """A gated-delta-net mixer as one TP rank holds it (vLLM qwen3_next.py / qwen3_5.py): the q/k/v/z and b/a input
     projections and the conv over q/k/v split by TP, the output projection split on its input, the gated norm
@@ -172,24 +204,7 @@ def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
         elif kind in ("mamba", "linear", "none"):
             pass
         elif s.is_mla:
-            assert s.kv_lora_rank is not None and s.qk_rope_head_dim is not None
-            rope, lora = s.qk_rope_head_dim, s.kv_lora_rank
-            v_hd = s.v_head_dim or hd
-            if s.q_lora_rank:
-                t.append(Tensor(f"{a}.q_a_proj", "attention", i, h * s.q_lora_rank, linear=True))
-                t.append(Tensor(f"{a}.q_a_layernorm", "norms", i, s.q_lora_rank))
-                t.append(Tensor(f"{a}.q_b_proj", "attention", i, s.q_lora_rank * heads_r * hd, linear=True))
-            else:
-                t.append(Tensor(f"{a}.q_proj", "attention", i, h * heads_r * hd, linear=True))
-            t.append(Tensor(f"{a}.kv_a_proj_with_mqa", "attention", i, h * (lora + rope), linear=True))
-            t.append(Tensor(f"{a}.kv_a_layernorm", "norms", i, lora))
-            t.append(Tensor(f"{a}.kv_b_proj", "attention", i,
-                            lora * heads_r * ((s.qk_nope_head_dim or 0) + v_hd), linear=True))
-            t.append(Tensor(f"{a}.o_proj", "attention", i, heads_r * v_hd * h, linear=True))
-            # MLAAttention.process_weights_after_loading splits kv_b_proj into W_UK_T and W_UV in the
-            # activation dtype (dequantized if fp8) and keeps kv_b_proj for prefill: a second copy.
-            t.append(Tensor(f"{a}.W_UK_T_W_UV", "attention", i,
-                            lora * heads_r * ((s.qk_nope_head_dim or 0) + v_hd), derived=True))
+            t.extend(_mla_tensors(s, a, i, h, heads_r, hd))
         else:
             # Qwen3-Next / Qwen3.5 gate the attention output: q_proj also projects the gate (heads x head_dim more)
             gate = 2 if s.extra.get("attn_output_gate") else 1

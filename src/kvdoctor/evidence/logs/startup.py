@@ -1337,7 +1337,7 @@ def _looks_like_path(src: Any) -> bool:
     return os.path.exists(src) or not any(ch.isspace() for ch in src)
 
 
-def _open_lines(src: Any) -> Iterable[str]:
+def open_log_lines(src: Any) -> Iterable[str]:
     if _looks_like_path(src):
         path = os.fspath(src)
         try:
@@ -1533,7 +1533,7 @@ def collect_startup_facts(path_or_lines: Any) -> list[StartupFacts]:
     Callers use ``evidence.logs.read_startup_facts``, which sends big files to the streaming reader.
     """
     col = StartupCollector()
-    lines = ((n, strip_ansi(p[:MAX_LINE].rstrip("\r\n"))) for n, p in enumerate(_open_lines(path_or_lines), start=1))
+    lines = ((n, strip_ansi(p[:MAX_LINE].rstrip("\r\n"))) for n, p in enumerate(open_log_lines(path_or_lines), start=1))
     for _ in feed_lines(col, lines):
         pass
     return col.finish()
