@@ -142,27 +142,6 @@ def _serve_text(value: str) -> tuple[str, str | None]:
     return read_document(p, "--serve").decode("utf-8", "replace"), str(p.parent)
 
 
-def _command_above_log(path: str) -> list[EngineConfig]:
-    """The ``vllm serve`` command pasted above a log that prints no ``non-default args`` line, as the run's given
-    configuration (below a YAML file, a serve line and flags, which the operator gives for this run); [] when the log
-    holds none or it cannot be read as one."""
-    from kvdoctor.engine import sources
-    from kvdoctor.errors import KvdoctorError
-    from kvdoctor.evidence.logs import serve_command_in_log
-
-    cmd = serve_command_in_log(path)
-    if cmd is None:
-        return []
-    try:
-        cfg = sources.parse_serve_line(cmd)
-    except KvdoctorError:
-        return []
-    first = cmd.splitlines()[0].strip()
-    cfg.notes = [*cfg.notes, f"configuration read from the command pasted above the log ({first[:80]}"
-                 f"{'…' if len(first) > 80 or chr(10) in cmd else ''}): the log prints no 'non-default args' line"]
-    return [cfg]
-
-
 def merge_config(inputs: DeploymentInputs, startup: StartupFacts | None = None, *,
                  base_dir: str | None = None) -> EngineConfig:
     """Merge the configuration sources, lowest precedence first: log < YAML < serve line < flags."""
@@ -171,8 +150,6 @@ def merge_config(inputs: DeploymentInputs, startup: StartupFacts | None = None, 
     layers = []
     if startup is not None:
         layers.append(sources.from_startup(startup, origin=f"log:{inputs.from_log}" if inputs.from_log else "log"))
-        if not startup.non_default_args and inputs.from_log and not inputs.serve:
-            layers.extend(_command_above_log(inputs.from_log))
     if inputs.config:
         layers.append(sources.load_yaml(inputs.config))
     if inputs.serve:

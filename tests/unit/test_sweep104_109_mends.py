@@ -145,35 +145,6 @@ def test_a_hybrid_without_the_flag_runs_without_prefix_caching_before_028(tmp_pa
     assert bpr["0.28.0"] - bpr["0.27.0"] == 3
 
 
-# ---- a `vllm serve` command pasted above the log ---------------------------------------------------------------
-
-def test_the_command_above_a_log_is_its_configuration(tmp_path):
-    # sweep 106 item 04 (an operator's notes: the command, then the log's lines without a non-default args line)
-    log = _write(tmp_path, "cmd.log", """
-        vllm serve Qwen/Qwen3-8B \\
-          --tensor-parallel-size 2 \\
-          --max-model-len 32768 \\
-          --kv-cache-dtype fp8
-        (EngineCore_DP0 pid=9) INFO 05-01 10:00:05 [gpu_worker.py:436] Available KV cache memory: 20.00 GiB
-        (EngineCore_DP0 pid=9) INFO 05-01 10:00:05 [kv_cache_utils.py:1319] GPU KV cache size: 582,528 tokens
-        """)
-    j = _ledger("--from-log", str(log), "--gpu", "H100")
-    assert j["model"] == "Qwen/Qwen3-8B"
-    eng = j["engine"]
-    assert eng["tensor_parallel_size"] == 2 and eng["max_model_len"] == 32768 and eng["kv_cache_dtype"].startswith("fp8")
-    assert any("command pasted above the log" in n for n in j["notes"])
-
-
-def test_a_command_after_vllms_output_is_not_taken():
-    from kvdoctor.evidence.logs import serve_command_in_log
-
-    text = ("(APIServer pid=1) INFO 05-01 10:00:00 [api_server.py:1] vLLM API server version 0.20.0\n"
-            "vllm serve other/Model --port 9000\n")
-    assert serve_command_in_log(text) is None
-    assert serve_command_in_log("$ VLLM_USE_V1=1 vllm serve a/B \\\n  --max-model-len 4096\nlog\n") == \
-        "$ VLLM_USE_V1=1 vllm serve a/B \\\n  --max-model-len 4096"
-
-
 # ---- pipeline stages: only stage 0 prints its budget --------------------------------------------------------------
 
 def test_pp_stages_budgets_follow_stage_0s_when_the_total_is_unknown(tmp_path):
