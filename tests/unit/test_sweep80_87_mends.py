@@ -31,6 +31,11 @@ def _diagnosed(tmp_path: Path, text: str) -> dict:
     return _diagnosed_log(log)
 
 
+def _diagnosed_notes(tmp_path: Path, text: str) -> str:
+    """The notes of that first instance, as one text."""
+    return " ".join(_diagnosed(tmp_path, text)["notes"])
+
+
 # ---- a quantized copy of a catalog model, named by its publisher's convention -------------------------------------
 
 @pytest.mark.parametrize("name, base, method", [
@@ -524,10 +529,9 @@ def test_the_mamba2_page_formula_by_hand():
 def test_a_trimmed_spec_decoding_line_still_counts(tmp_path):
     # sweep 102 item 08: MTP on an NVFP4 checkpoint whose acceptance fell to zero for good; the author's copy of the
     # interval line has no throughputs and its prefix on the line before
-    inst = _diagnosed(tmp_path, "(APIServer pid=1) INFO 09-01 12:11:11 [metrics.py:120] SpecDecoding metrics:\n"
+    notes = _diagnosed_notes(tmp_path, "(APIServer pid=1) INFO 09-01 12:11:11 [metrics.py:120] SpecDecoding metrics:\n"
                    "Mean acceptance length: 1.00, Accepted: 0 tokens, Drafted: 5200 tokens,\n"
                    "Per-position acceptance rate: 0.000, 0.000, 0.000, 0.000, 0.000, Avg Draft acceptance rate: 0.0%\n")
-    notes = " ".join(inst["notes"])
     assert "accepted 0 of 5,200 drafted tokens" in notes
 
 
@@ -543,21 +547,19 @@ def test_a_hub_cache_path_of_an_unknown_model_says_so(tmp_path):
 
 def test_a_request_turned_away_for_its_length_is_not_a_crash(tmp_path):
     # sweep 103: the API server's 400 for a prompt plus max_tokens over --max-model-len
-    inst = _diagnosed(tmp_path, "ValueError: This model's maximum context length is 8192 tokens. However, you requested 8203 tokens "
+    notes = _diagnosed_notes(tmp_path, "ValueError: This model's maximum context length is 8192 tokens. However, you requested 8203 tokens "
                    "(7691 in the messages, 512 in the completion). Please reduce the length of the messages or "
                    "completion.\n")
-    notes = " ".join(inst["notes"])
     assert "one request was rejected, not a crash" in notes
 
 
 def test_kernels_compiled_while_serving_are_named_as_the_spike(tmp_path):
     # sweep 96: vLLM's kernel JIT monitor (0.3x) warns of each compile during inference: "This causes a latency spike"
-    inst = _diagnosed(tmp_path,
+    notes = _diagnosed_notes(tmp_path,
         "(EngineCore) WARNING 05-18 19:12:27 [jit_monitor.py:103] Triton kernel JIT compilation during inference: "
         "_causal_conv1d_update_kernel. This causes a latency spike; consider extending warmup to cover this shape/config.\n"
         "(EngineCore) WARNING 05-18 19:12:28 [jit_monitor.py:103] Triton kernel JIT compilation during inference: "
         "expand_kernel. This causes a latency spike; consider extending warmup to cover this shape/config.\n")
-    notes = " ".join(inst["notes"])
     assert "vLLM compiled 2 kernel(s) while serving" in notes and "_causal_conv1d_update_kernel," in notes
 
 
