@@ -59,6 +59,11 @@ def test_deepseek_v32_takes_the_sparse_backend_and_its_block():
     fp8 = _ledger("--model", "deepseek-ai/DeepSeek-V3.2", "--gpu", "H200", "-tp", "8", "--kv-cache-dtype", "fp8")
     # FlashMLA-sparse stores an fp8 cache as DeepSeek's packed 656-byte rows; the indexer's stays 132 B
     assert fp8["figures"]["kv_cache.bytes_per_token"]["value"] == 61 * (656 + 132)
+    # the SM120 kernel packs the unquantized default too (an explicit bfloat16 stays 1,152 B)
+    sm120 = {kv: _ledger("--model", "deepseek-ai/DeepSeek-V3.2", "--gpu", "NVIDIA RTX PRO 6000 Blackwell", "-tp", "8",
+                         *(("--kv-cache-dtype", kv) if kv else ()))["figures"]["kv_cache.bytes_per_token"]["value"]
+             for kv in ("", "bfloat16")}
+    assert sm120 == {"": 61 * (656 + 132), "bfloat16": 61 * (1152 + 132)}
 
 
 def test_a_sparse_attention_model_refuses_a_gpu_without_a_sparse_backend():

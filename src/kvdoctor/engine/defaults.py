@@ -1033,8 +1033,11 @@ def _resolve_sparse_backend(acc: _Acc, shape: ModelShape, cc: int | None, kv_dty
     acc.set("attention_backend", name, "default",
             f"sparse MLA (DeepSeek Sparse Attention indexer) on SM{_cc_str(90 if cc is None else cc)}: platforms/cuda.py "
             "sparse priorities")
-    if name in ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM120") and (fp8 or name.endswith("SM120")) \
-            and kv_dtype not in ("fp8_ds_mla", "nvfp4_ds_mla"):
+    # mla_attention.py _canonicalize_sparse_mla_kv_cache_dtype: FlashMLA-sparse packs any fp8 cache, the SM120 kernel
+    # an fp8/fp8_e4m3 one and the unquantized default ("auto")
+    packs = (name == "FLASHMLA_SPARSE" and fp8) or (
+        name == "FLASHINFER_MLA_SPARSE_SM120" and (kv_dtype in ("fp8", "fp8_e4m3") or acc.given("kv_cache_dtype") in (None, "auto")))
+    if packs and kv_dtype not in ("fp8_ds_mla", "nvfp4_ds_mla"):
         acc.set("kv_cache_dtype", "fp8_ds_mla", acc.sources.get("kv_cache_dtype", "default"),
                 f"{kv_dtype} as {name} stores it: DeepSeek's packed fp8_ds_mla rows (656 B a token: 512 fp8 NoPE + "
                 "scales + 64 bf16 RoPE)")
