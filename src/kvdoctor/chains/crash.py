@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from kvdoctor.chains.detect import rule_finding
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
-from kvdoctor.evidence.model import (CAUSE_WINDOW_LINES, CAUSE_WINDOW_S, DEATH_KINDS, ENGINE_PROCS, HOST_OOM, KV_REFUSALS,
-                                     MEMORY_HELD)
+from kvdoctor.evidence.model import (ARCH_GUARD, CAUSE_WINDOW_LINES, CAUSE_WINDOW_S, DEATH_KINDS, ENGINE_PROCS, HOST_OOM,
+                                     KV_REFUSALS, MEMORY_HELD)
 from kvdoctor.provenance import Figure
 
 if TYPE_CHECKING:  # pragma: no cover - boundary type
@@ -252,8 +252,10 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         hint = known_fix(text)
         return ((hint + f" (vLLM's exception, line {ln})" if hint else
                  f"act on vLLM's exception (line {ln}): {text[:240]}; search vLLM's issues for it with your version"),
-                f"the engine raised {text[:200]}" + ("" if ":" in text else " (no message: an assertion or check inside "
-                                                      "vLLM failed; the frames above it name where)"), {})
+                (f"a kernel built for another GPU family printed '{text[:120]}' and trapped, which killed the engine"
+                 if ARCH_GUARD in text else
+                 f"the engine raised {text[:200]}" + ("" if ":" in text else " (no message: an assertion or check "
+                                                       "inside vLLM failed; the frames above it name where)")), {})
     wrapped = next((e.data["worker_init_failed"] for e in near if e.data.get("worker_init_failed")), None)
     if cause == "traceback" and wrapped is not None and not any(
             str(e.data.get("proc", "")).startswith("Worker") and e.data.get("lines", 1) >= 3 for e in near):
@@ -404,6 +406,13 @@ _KNOWN_EXCEPTIONS = (
     ("PTX was compiled with an unsupported toolchain",
      "the kernels' PTX came from a newer CUDA than the driver can JIT (cudaErrorUnsupportedPtxVersion): update the "
      "driver, or install the wheel or image built for the driver's CUDA (nvidia-smi prints it)"),
+    # CUTLASS's arch guard (FP8/NVFP4 GEMMs compiled for one family: sm90a, sm100f, sm120): printed, then the engine
+    # dies at the first GEMM; vLLM PR #39712 ("This kernel only supports sm100f." on Thor, SM110) is one case
+    ("This kernel only supports sm",
+     "a kernel of this build runs only on the GPU family the message names (sm90a Hopper, sm100f B200/GB200, sm120 RTX "
+     "50 / RTX PRO) and this GPU is another: a release whose kernels cover it (vLLM's release notes), a build with "
+     "TORCH_CUDA_ARCH_LIST including it, or a checkpoint format another kernel serves here (bf16, or another "
+     "quantization)"),
     ("no kernel image is available for execution on the device",
      "this build has no kernels for this GPU's architecture (a Blackwell card under a wheel without sm_100/sm_120, or an "
      "old card under a build that dropped it): install a build compiled for it (vLLM's image or wheel for that CUDA, or "

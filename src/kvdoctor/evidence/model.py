@@ -111,6 +111,11 @@ def is_exception_line(text: str) -> bool:
     return EXCEPTION_LINE.match(text) is not None
 
 
+# CUTLASS's arch guard in vLLM's kernels (csrc/cutlass_extensions/common.hpp: enable_sm90_only, enable_sm100f_only...):
+# device code built for another GPU family prints this, then traps; the CUDA error after it only says a launch failed
+ARCH_GUARD = "kernel only supports sm"
+
+
 def names_a_cause(text: str) -> bool:
     """An exception line that says what went wrong, not a wrapper around another one."""
     return is_exception_line(text) and not any(w in text for w in EXCEPTION_WRAPPERS)

@@ -21,7 +21,7 @@ from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_P
 from kvdoctor.evidence.logs.requests import request_kind
 from kvdoctor.evidence.logs.startup import R_TORCH_OOM_BODY, WRAP_HOLD, WRAPPED_NEEDLES, cut_fact, join_wrapped
 from kvdoctor.evidence.logs.stats import parse_stats, parse_stats_cut, parse_warning
-from kvdoctor.evidence.model import ENGINE_PROCS, HOST_OOM, Event, cause_named, is_exception_line
+from kvdoctor.evidence.model import ARCH_GUARD, ENGINE_PROCS, HOST_OOM, Event, cause_named, is_exception_line
 
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
 # table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
@@ -40,6 +40,7 @@ FULL_NEEDLES = (
     b"memory profiling run", b"Available memory: ",  # XPU's and Ascend's profiling lines, in MB or bytes (no "GiB")
     b"Mamba cache mode",  # a hybrid model's state blocks (startup._h_mamba_mode)
     b"] Assertion `",  # a CUDA kernel's device-side assertion, per failing thread (_DEVICE_ASSERT)
+    b"kernel only supports sm",  # a kernel built for another GPU family, before it traps (ARCH_GUARD)
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
@@ -60,7 +61,7 @@ def _add_following(work: bytes, le: int, starts: set[int], limit: int, continued
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to allocate", b"nexpectedly", b"Traceback",
                 b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
-                b"HW Exception", b"] Assertion `")
+                b"HW Exception", b"] Assertion `", b"kernel only supports sm")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
@@ -117,8 +118,12 @@ def _note_exception(ev: Event, msg: str, n: int) -> None:
     """The burst's last exception line that names a cause (data["exception"], ["exception_line"]); and where the
     engine's own traceback ends in multiproc_executor's wrapper for a worker that failed to start
     (data["worker_init_failed"]: its line), whose own traceback the worker prints, or not."""
+    if ARCH_GUARD in msg:
+        # printed by the kernel before it traps: the CUDA error that follows only says the launch failed
+        ev.data["exception"], ev.data["exception_line"], ev.data["arch_guard"] = msg.strip()[:400], n, True
+        return
     cause = cause_named(msg.strip())
-    if cause is not None:
+    if cause is not None and not ev.data.get("arch_guard"):
         ev.data["exception"], ev.data["exception_line"] = cause[:400], n
     elif "WorkerProc initialization failed" in msg:
         ev.data.setdefault("worker_init_failed", n)
@@ -404,7 +409,7 @@ class LinePath:
         elif "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
             kind = "kv-too-small"
         elif ("illegal memory access" in msg or _CUDA_ERROR.search(msg) or "device-side assert" in msg
-              or _DEVICE_ASSERT.search(msg)):
+              or _DEVICE_ASSERT.search(msg) or ARCH_GUARD in msg):
             kind = "cuda-error"
         elif "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
             kind = "nccl-timeout"
