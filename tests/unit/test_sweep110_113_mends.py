@@ -84,3 +84,19 @@ def test_the_arch_guard_alone_is_read_as_the_fatal_trap_it_is(tmp_path):
     code, err, out = invoke("diagnose", str(log), "--json")
     inst = json.loads(out)["instances"][0]
     assert inst["verdict"] == "engine-died" and "GPU family" in inst["action"]
+
+
+# ---- DeepSeek-V4: refused, not sized as something else ---------------------------------------------------------------
+
+def test_a_deepseek_v4_config_is_refused_not_sized_as_mla(tmp_path):
+    # sweep 111 items 01-03 (DeepSeek-V4-Flash on 2x H200): one 32.08 GiB budget held 90,841 / 1,247,687 / 2,175,276
+    # tokens at max-model-len 4,096 / 131,072 / 262,144, which no per-token page gives: vLLM 0.33 sizes V4's
+    # compressed caches (models/deepseek_v4) per layer's compress ratio. The config's fields here are the ones the
+    # check reads (a minimal stand-in, not V4's config.json)
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4",
+                               "hidden_size": 4096, "num_attention_heads": 64, "num_key_value_heads": 1,
+                               "num_hidden_layers": 43, "vocab_size": 129280, "head_dim": 512,
+                               "qk_rope_head_dim": 64, "sliding_window": 128, "compress_rates": {"c4": 4, "c128": 128}}))
+    code, err, out = invoke("ledger", "--model", str(cfg), "--gpu", "H200")
+    assert code != 0 and "DeepSeek-V4" in err and "not modelled" in err and "Traceback" not in err

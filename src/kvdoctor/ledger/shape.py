@@ -95,6 +95,9 @@ _MLA_TYPES = {
     "hy_v4_mtp",
 }
 
+# vLLM 0.33 models/deepseek_v4: per-layer compress_rates (1 / 4 / 128) over a sliding-window cache, KV specs of their own
+_COMPRESSED_SPARSE_TYPES = {"deepseek_v4", "deepseek_v41"}
+
 _QWEN_SLIDING_TYPES = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
 # Gated-delta-net hybrids (Qwen3-Next, Qwen3.5/3.6): linear-attention layers hold a constant-size state
 GDN_TYPES = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
@@ -639,6 +642,7 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
     if kv_heads > heads or heads % kv_heads:
         raise InputError(f"num_attention_heads ({heads}) is not a multiple of the KV heads ({kv_heads}){_where(name)}")
 
+    _refuse_compressed_sparse(t, text_type, name)
     # ---- head size ----
     is_mla = text_type in _MLA_TYPES and t.get("kv_lora_rank") is not None
     kv_lora = rope_dim = q_lora = nope = v_head = None
@@ -730,6 +734,15 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
         rotary_dim=rot, rope_cache_len=rope_rows, vision_params=vis, notes=tuple(notes),
     )
     return replace(shape, params=param_counts(shape))
+
+
+def _refuse_compressed_sparse(t: dict, text_type: str, name: str) -> None:
+    """Sized as MLA or as plain attention, DeepSeek-V4 would come out silently wrong: refused, with the way around."""
+    if text_type in _COMPRESSED_SPARSE_TYPES or t.get("compress_rates") is not None:
+        raise InputError(
+            f"{text_type}: DeepSeek-V4's attention (a sliding-window cache beside MLA caches compressed 4x and 128x, "
+            f"their compressor states and the indexer, packed into one pool) is not modelled; kvdoctor cannot size "
+            f"its KV cache (a start-up log's own figures: kvdoctor ledger --from-log LOG without --model){_where(name)}")
 
 
 def _dsa_indexer(t: dict, is_mla: bool, layers: int, name: str) -> dict:
