@@ -59,6 +59,12 @@ EXTRA_ALIASES: dict[str, list[str]] = {
     "NVIDIA B200": ["B200"],
     "NVIDIA B300": ["B300", "NVIDIA B300 SXM6 AC"],
     "NVIDIA RTX 6000 Ada Generation": ["RTX 6000 Ada"],
+    # how operators and nvidia-smi name the card (sweep 110: "RTX PRO 6000", "RTX 6000 Pro"); the 300 W Max-Q edition
+    # has the same 96 GB (its compute is lower than the row's, which the memory ledger does not use)
+    "NVIDIA RTX PRO 6000 Blackwell": ["RTX PRO 6000", "RTX 6000 Pro", "RTX PRO 6000 Blackwell",
+                                      "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"],
+    # nvidia-smi names the 96 GB HBM3 part by the module's total memory; the 144 GB HBM3e part is another card
+    "NVIDIA GH200": ["GH200", "NVIDIA GH200 480GB"],
     "AMD Instinct MI300X": ["MI300X"],
     "AMD Instinct MI250X (one GCD)": ["AMD Instinct MI250X", "AMD Instinct MI250X/MI250", "MI250X"],
     "AMD Instinct MI325X": ["MI325X"],

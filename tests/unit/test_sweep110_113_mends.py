@@ -100,3 +100,13 @@ def test_a_deepseek_v4_config_is_refused_not_sized_as_mla(tmp_path):
                                "qk_rope_head_dim": 64, "sliding_window": 128, "compress_rates": {"c4": 4, "c128": 128}}))
     code, err, out = invoke("ledger", "--model", str(cfg), "--gpu", "H200")
     assert code != 0 and "DeepSeek-V4" in err and "not modelled" in err and "Traceback" not in err
+
+
+def test_the_rtx_pro_6000_is_found_by_the_names_operators_give_it():
+    # sweep 110 (RTX PRO 6000 threads): "RTX PRO 6000" was refused as unknown, with the card itself offered
+    from kvdoctor.catalog.gpus import lookup_gpu
+
+    for name in ("RTX PRO 6000", "rtx 6000 pro", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+                 "NVIDIA RTX PRO 6000 Blackwell Server Edition"):
+        assert lookup_gpu(name).name == "NVIDIA RTX PRO 6000 Blackwell"
+    assert lookup_gpu("NVIDIA GH200 480GB").name == "NVIDIA GH200"
