@@ -542,3 +542,14 @@ def write_text_safely(path: str | os.PathLike, text: str, *, what: str = "output
             pass
         raise InputError(f"cannot write {p}: {exc.strerror or exc}") from None
     return p
+
+
+def shipped_table(path: Path, key: str, what: str) -> Any:  # untyped-ok: the table's JSON, as the builder wrote it
+    """``key`` of a JSON table shipped inside the package; a missing or broken one is a broken install, not user input."""
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))[key]
+    except (OSError, ValueError, KeyError) as exc:
+        raise RuntimeError(f"{what} {path} is unreadable: {exc}") from exc
+

@@ -9,13 +9,13 @@ figure vLLM multiplies by ``--gpu-memory-utilization``.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
 
 from kvdoctor.errors import InputError, NotFoundError
 from kvdoctor.facts.gpu import GpuSpec  # noqa: F401  (the type lives in the bottom layer)
+from kvdoctor.safeio import shipped_table
 
 _DATA = Path(__file__).resolve().parent / "data" / "gpus.json"
 
@@ -29,10 +29,7 @@ def _key(text: str) -> str:
 
 @lru_cache(maxsize=1)
 def _table() -> tuple[tuple[GpuSpec, ...], dict[str, GpuSpec]]:
-    try:
-        raw = json.loads(_DATA.read_text(encoding="utf-8"))["gpus"]
-    except (OSError, ValueError, KeyError) as exc:  # a broken install, not user input
-        raise RuntimeError(f"GPU catalog {_DATA} is unreadable: {exc}") from exc
+    raw = shipped_table(_DATA, "gpus", "GPU catalog")
     specs = []
     index: dict[str, GpuSpec] = {}
     for g in raw:

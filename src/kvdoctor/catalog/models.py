@@ -7,13 +7,13 @@ scripts/build_catalog.py with the same ``shape_from_hf_config`` used here on a u
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
 
 from kvdoctor.errors import InputError, NotFoundError, UnknownModelError
 from kvdoctor.facts.model import ModelShape, QuantInfo
+from kvdoctor.safeio import shipped_table
 from kvdoctor.ledger.shape import shape_from_dict, shape_from_hf_config
 
 _DATA = Path(__file__).resolve().parent / "data" / "models.json"
@@ -21,10 +21,7 @@ _DATA = Path(__file__).resolve().parent / "data" / "models.json"
 
 @lru_cache(maxsize=1)
 def _raw() -> dict[str, dict]:
-    try:
-        return json.loads(_DATA.read_text(encoding="utf-8"))["models"]
-    except (OSError, ValueError, KeyError) as exc:  # a broken install, not user input
-        raise RuntimeError(f"model catalog {_DATA} is unreadable: {exc}") from exc
+    return shipped_table(_DATA, "models", "model catalog")
 
 
 @lru_cache(maxsize=None)

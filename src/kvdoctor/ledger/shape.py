@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from kvdoctor.errors import InputError
+from kvdoctor.safeio import shipped_table
 # The types live in the bottom layer (kvdoctor.facts); re-exported here for existing importers.
 from kvdoctor.facts.model import LAYER_KINDS, ModelShape, MoeShape, ParamCounts, QuantInfo  # noqa: F401
 from kvdoctor.ledger.tensors import param_counts
@@ -115,14 +118,11 @@ def _normalise(raw: dict, name: str) -> tuple[dict, dict, str, bool]:
     """Return (root config, text config with canonical keys filled in, model_type, is_multimodal)."""
     if not isinstance(raw, dict):
         raise InputError(f"config must be a JSON object, got {type(raw).__name__}{_where(name)}")
-    text = raw
+    text, text_key = raw, None
     for key in _TEXT_CONFIG_KEYS:
         sub = raw.get(key)
         if isinstance(sub, dict):
-            if "num_attention_heads" not in sub:
-                # vLLM get_hf_text_config raises the same way.
-                raise InputError(f"config {key!r} has no 'num_attention_heads'{_where(name)}")
-            text = sub
+            text, text_key = sub, key
             break
     model_type = raw.get("model_type")
     archs = raw.get("architectures") or []
@@ -134,13 +134,48 @@ def _normalise(raw: dict, name: str) -> tuple[dict, dict, str, bool]:
         model_type = "falcon"
     if not isinstance(model_type, str) or not model_type:
         raise InputError(f"config field 'model_type' is missing{_where(name)}")
-    text_type = text.get("model_type", model_type) if text is not raw else model_type
-    amap = _ATTRIBUTE_MAPS.get(model_type if text is raw else text_type, {})
+    root_defaults = class_defaults(model_type)
+    text_type = model_type if text is raw else (
+        text.get("model_type") or root_defaults.get(f"{text_key}.model_type") or model_type)
+    amap = _ATTRIBUTE_MAPS.get(text_type, {})
     t = dict(text)
     for canon, own in amap.items():
         if canon not in t and own in t:
             t[canon] = t[own]
+    # what the file leaves out, transformers' config class fills (Gemma 3's short text_config): vLLM sees those values
+    # (an MLA model's head size is its latent's, not head_dim)
+    # A top-level file without its size fields is a broken file, not a short form: those stay required there.
+    filled = {k: v for k, v in class_defaults(text_type).items() if "." not in k and k not in t
+              and not (k == "head_dim" and "kv_lora_rank" in t) and (text_key is not None or k not in _CORE_FIELDS)}
+    t.update(filled)
+    if text_key is not None and "num_attention_heads" not in t:
+        # vLLM get_hf_text_config raises the same way.
+        raise InputError(f"config {text_key!r} has no 'num_attention_heads'{_where(name)}")
+    if filled:
+        t["_class_defaults"] = sorted(filled)
     return raw, t, model_type, text is not raw
+
+
+_CORE_FIELDS = {"hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size"}
+_DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "catalog" / "data" / "config_defaults.json"
+
+
+@lru_cache(maxsize=1)
+def _defaults_table() -> dict[str, dict]:
+    """transformers' declared defaults per model_type (scripts/build_config_defaults.py); read on first need."""
+    return shipped_table(_DEFAULTS_FILE, "model_types", "config defaults")
+
+
+def _defaults_note(t: dict, text_type: str) -> list[str]:
+    filled = t.get("_class_defaults")
+    return [f"not in the file, as transformers' {text_type} config class fills them for vLLM: "
+            + ", ".join(f"{k} {t[k]}" for k in filled)] if filled else []
+
+
+def class_defaults(model_type: str | None) -> dict[str, Any]:
+    """The defaults transformers' config class for ``model_type`` declares for the fields kvdoctor reads ({} when
+    transformers has no class for it)."""
+    return _defaults_table().get(model_type, {}) if isinstance(model_type, str) else {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -621,7 +656,7 @@ def shape_from_hf_config(cfg: dict, name: str, *, hf_quant_config: dict | None =
     raw, t, model_type, is_mm = _normalise(cfg, name)
     text_type = t.get("model_type", model_type) if is_mm else model_type
     archs = tuple(raw.get("architectures") or ())
-    notes: list[str] = []
+    notes: list[str] = _defaults_note(t, text_type)
 
     hidden = _get_int(t, ("hidden_size", "n_embd", "d_model"), name)
     heads = _get_int(t, ("num_attention_heads", "n_head", "num_heads"), name)
