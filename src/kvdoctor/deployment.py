@@ -38,6 +38,12 @@ DEFAULT_VLLM_VERSION = "0.33.0"
 # (requested = total × util, no null block, tokens = blocks × block_size, no graph deduction) is the
 # same across 0.2–0.7.
 V0_LOG_VERSION = "0.6.6"
+# A v1 log without a version line whose "GPU KV cache size" is not its "Maximum concurrency" x max-model-len: the
+# pool's tokens per KV-cache group, which vLLM printed from 0.10.0 to 0.20.0 (engine.version.KV_TOKENS_PER_GROUP);
+# from 0.20.1 the line is int(concurrency x length). On the sweeps' 73 versioned logs with both lines every one of the
+# 25 that differ is 0.10.2-0.20.0 and none of the 48 that agree is told apart wrongly (docs/evidence.md, sweeps
+# 110-113). 0.20.0 stands for the range: its rules (utilization 0.9, CUDA graphs not deducted) hold from 0.12 on.
+PER_GROUP_LOG_VERSION = "0.20.0"
 
 
 @dataclass(frozen=True)
@@ -209,10 +215,22 @@ def version_for(given: str | None, startup: StartupFacts | None, notes: list[str
         given = V0_LOG_VERSION
         notes.append(f"the log shows no vLLM version but prints v0-engine lines: vLLM {V0_LOG_VERSION}'s v0 rules "
                      "applied (pass --vllm-version for the exact release)")
+    elif given is None and startup is not None and _tokens_per_group(startup):
+        given = PER_GROUP_LOG_VERSION
+        notes.append(f"the log shows no vLLM version, and its {startup.kv_cache_tokens:,} KV cache tokens are not its "
+                     f"{startup.max_concurrency:g} × {startup.max_concurrency_len:,} (concurrency × length): the count per KV-cache "
+                     f"group vLLM printed from 0.10 to 0.20.0, so vLLM {PER_GROUP_LOG_VERSION}'s rules applied (pass "
+                     "--vllm-version for the release that ran)")
     elif given is None and startup is not None:
         notes.append(f"the log shows no vLLM version ({'formats of era ' + era if era else 'format unknown'}): "
                      f"vLLM {DEFAULT_VLLM_VERSION}'s rules applied (pass --vllm-version for the release that ran)")
     return parse_version(given or DEFAULT_VLLM_VERSION)
+
+
+def _tokens_per_group(s: StartupFacts) -> bool:
+    """The log's tokens are not int(concurrency x length) beyond the printed concurrency's 2 decimals."""
+    t, c, n = s.kv_cache_tokens, s.max_concurrency, s.max_concurrency_len
+    return bool(s.era != "v0" and t and c and n and abs(t / n - c) > 0.0051)
 
 
 def _log_has_kv(startup: StartupFacts | None) -> bool:

@@ -110,3 +110,101 @@ def test_the_rtx_pro_6000_is_found_by_the_names_operators_give_it():
                  "NVIDIA RTX PRO 6000 Blackwell Server Edition"):
         assert lookup_gpu(name).name == "NVIDIA RTX PRO 6000 Blackwell"
     assert lookup_gpu("NVIDIA GH200 480GB").name == "NVIDIA GH200"
+
+
+# ---- Gemma 3's short config.json: what transformers fills, kvdoctor fills -----------------------------------------
+
+GEMMA3_4B_MI300X = """
+    (APIServer pid=190) INFO 07-09 12:35:03 [api_utils.py:273] non-default args: {'model_tag': 'google/gemma-3-4b-it', 'host': '0.0.0.0', 'max_model_len': 8192, 'model': 'google/gemma-3-4b-it'}
+    (EngineCore pid=356) INFO 07-09 12:35:57 [gpu_model_runner.py:5187] Model loading took 8.58 GiB memory and 12.431181 seconds
+    (EngineCore pid=356) INFO 07-09 12:36:28 [gpu_worker.py:480] Available KV cache memory: 162.84 GiB
+    (EngineCore pid=356) WARNING 07-09 12:36:28 [kv_cache_utils.py:1174] Add 1 padding layers, may waste at most 3.45% KV cache memory
+    (EngineCore pid=356) INFO 07-09 12:36:28 [kv_cache_utils.py:1744] GPU KV cache size: 1,217,591 tokens
+    (EngineCore pid=356) INFO 07-09 12:36:28 [kv_cache_utils.py:1745] Maximum concurrency for 8,192 tokens per request: 148.63x
+    """
+
+
+def test_gemma3s_short_text_config_is_read_with_transformers_defaults(tmp_path):
+    # Google's gemma-3-4b-it config.json names neither heads nor vocabulary in its text_config (Gemma3TextConfig's
+    # defaults: 8 heads, 4 KV heads, head_dim 256, 262,208 tokens); kvdoctor refused it: "config 'text_config' has no
+    # 'num_attention_heads'". The file below is that short form (its size keys as published)
+    from kvdoctor.ledger.shape import shape_from_hf_config
+
+    cfg = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+           "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                           "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                           "sliding_window": 1024},
+           "torch_dtype": "bfloat16",
+           "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                             "model_type": "siglip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 27,
+                             "patch_size": 14, "vision_use_head": False}}
+    s = shape_from_hf_config(cfg, "gemma-3-4b-it")
+    assert (s.num_attention_heads, s.num_kv_heads, s.head_size, s.vocab_size) == (8, 4, 256, 262_208)
+    assert s.layer_kinds.count("full") == 5 and s.layer_kinds.count("sliding") == 29
+    assert any("transformers' gemma3_text config class" in n for n in s.notes)
+
+
+def test_a_top_level_config_without_its_sizes_is_still_refused(tmp_path):
+    # a short sub-config is a publishing form; a top-level file with no sizes is broken, whatever LlamaConfig declares
+    from kvdoctor.errors import InputError
+    from kvdoctor.ledger.shape import shape_from_hf_config
+
+    import pytest
+    with pytest.raises(InputError, match="missing"):
+        shape_from_hf_config({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, "x")
+
+
+def test_gemma3_4b_on_mi300x_reprints_its_pool(tmp_path):
+    # sweep 113 item 01 (a public vLLM 0.23.0 log, Logicrithm/orbit-ai): 162.84 GiB hold 1,217,591 tokens, 148.63x at
+    # 8,192; gemma-3-4b-it was not in the catalog
+    log = _write(tmp_path, "gemma3.log", GEMMA3_4B_MI300X)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--json")
+    assert code == 0, err
+    f = json.loads(out)["figures"]
+    assert abs(f["kv_cache.tokens"]["predicted"] / 1_217_591 - 1) < 1e-4  # the budget printed to 0.01 GiB
+    assert round(f["kv_cache.max_concurrency"]["predicted"], 2) == 148.63
+    assert abs(f["memory.weights"]["predicted"] / (8.58 * 2**30) - 1) < 0.02
+
+
+# ---- a log without a version whose tokens are counted per KV-cache group ------------------------------------------
+
+def test_tokens_per_group_date_a_log_that_prints_no_version(tmp_path):
+    # sweep 113 item 03 (kvcached#215, gemma-3-4b-it on an A100): 317,136 tokens but 102.78x x 3,072 = 315,740: the
+    # tokens are num_blocks // 7 groups x 16, vLLM 0.10-0.20.0's count. Read with 0.33's int(concurrency x length),
+    # the pool came out 139,366 blocks where vLLM had 138,747, and 0.33's utilization and graph rules applied
+    log = _write(tmp_path, "kvcached.log", """
+        (EngineCore_DP0 pid=6302) WARNING 11-13 11:03:06 [kv_cache_utils.py:982] Add 1 padding layers, may waste at most 3.45% KV cache memory
+        (EngineCore_DP0 pid=6302) INFO 11-13 11:03:06 [kv_cache_utils.py:1087] GPU KV cache size: 317,136 tokens
+        (EngineCore_DP0 pid=6302) INFO 11-13 11:03:06 [kv_cache_utils.py:1091] Maximum concurrency for 3,072 tokens per request: 102.78x
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--model", "google/gemma-3-4b-it", "--gpu", "A100 80GB",
+                            "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    assert j["vllm_version"] == "0.20.0"
+    assert j["figures"]["kv_cache.num_blocks"]["value"] == 138_747
+    assert any("per KV-cache group" in n for n in j["notes"])
+
+
+def test_a_log_whose_tokens_are_concurrency_times_length_keeps_the_default(tmp_path):
+    log = _write(tmp_path, "new.log", """
+        (EngineCore_DP0 pid=6302) INFO 11-13 11:03:06 [kv_cache_utils.py:1087] GPU KV cache size: 315,740 tokens
+        (EngineCore_DP0 pid=6302) INFO 11-13 11:03:06 [kv_cache_utils.py:1091] Maximum concurrency for 3,072 tokens per request: 102.78x
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--model", "google/gemma-3-4b-it", "--gpu", "A100 80GB",
+                            "--json")
+    assert code == 0, err
+    assert json.loads(out)["vllm_version"] == "0.33.0"
+
+
+def test_the_engine_line_cut_after_its_version_still_dates_the_log(tmp_path):
+    # sweep 106 item 02 (a Modal dashboard's log): "(EngineCore pid=75) Initializing a V1 LLM engine (v0.18.0)", the
+    # config cut away; the version was lost and 0.33's rules applied
+    log = _write(tmp_path, "modal.log", """
+        (EngineCore pid=75) Initializing a V1 LLM engine (v0.18.0)
+        (EngineCore pid=75) INFO Available KV cache memory: 20.27 GiB
+        (EngineCore pid=75) INFO GPU KV cache size: 331,584 tokens
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--json")
+    assert code == 0, err
+    assert json.loads(out)["vllm_version"] == "0.18.0"

@@ -151,6 +151,7 @@ R_MAXLEN_OVER_MODEL = re.compile(
     r"User-specified max_model_len \((\d+)\) is greater than (?:the )?derived max_model_len \((?:(\w+)=)?(\d+(?:\.\d+)?)"
 )
 R_ENGINE_CFG = re.compile(r"Initializing an? (?:V[01] )?LLM engine(?: \(v([^)]*)\))? with config: (.*)")
+R_ENGINE_VERSION_ONLY = re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v(\d+\.\d+[\w.+\-]*)\)\s*$")
 # The model runner names the checkpoint even when no args line was logged (offline LLM(...) runs).
 R_START_LOAD = re.compile(r"Starting to load model (\S+?)\.\.\.")
 R_CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
@@ -973,7 +974,12 @@ def _apply_args(b: _Builder, args: dict[str, Any], n: int, env: Envelope | None)
 def _h_engine_cfg(c, n, env, msg) -> bool:
     m = R_ENGINE_CFG.search(msg)
     if not m:
-        return False
+        # the line cut after its version (a log viewer's width, an author's trim: sweep 106 item 02's Modal log)
+        v = R_ENGINE_VERSION_ONLY.search(msg)
+        if v is not None:
+            c._maybe_new_start(n, env, msg)
+            c._builder(n).set("vllm_version", v.group(1), n, env, _P_FINAL)
+        return v is not None
     c._maybe_new_start(n, env, msg)
     b = c._builder(n)
     if m.group(1):
