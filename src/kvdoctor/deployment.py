@@ -218,9 +218,9 @@ def version_for(given: str | None, startup: StartupFacts | None, notes: list[str
     elif given is None and startup is not None and _tokens_per_group(startup):
         given = PER_GROUP_LOG_VERSION
         notes.append(f"the log shows no vLLM version, and its {startup.kv_cache_tokens:,} KV cache tokens are not its "
-                     f"{startup.max_concurrency:g} × {startup.max_concurrency_len:,} (concurrency × length): the count per KV-cache "
-                     f"group vLLM printed from 0.10 to 0.20.0, so vLLM {PER_GROUP_LOG_VERSION}'s rules applied (pass "
-                     "--vllm-version for the release that ran)")
+                     f"{startup.max_concurrency:g} × {startup.max_concurrency_len:,} (concurrency × length): the "
+                     f"count per KV-cache group vLLM printed from 0.10 to 0.20.0, so vLLM {PER_GROUP_LOG_VERSION}'s "
+                     "rules applied (pass --vllm-version for the release that ran)")
     elif given is None and startup is not None:
         notes.append(f"the log shows no vLLM version ({'formats of era ' + era if era else 'format unknown'}): "
                      f"vLLM {DEFAULT_VLLM_VERSION}'s rules applied (pass --vllm-version for the release that ran)")

@@ -208,3 +208,15 @@ def test_the_engine_line_cut_after_its_version_still_dates_the_log(tmp_path):
     code, err, out = invoke("ledger", "--from-log", str(log), "--json")
     assert code == 0, err
     assert json.loads(out)["vllm_version"] == "0.18.0"
+
+
+def test_qwen25_vl_counts_its_gated_vision_tower():
+    # sweep 54 item 01 (Qwen2.5-VL-7B-Instruct, vLLM 0.23.0): "Model loading took 15.67 GiB", kvdoctor said 14.22:
+    # Qwen2-VL/2.5-VL keep the language model's fields at the top beside vision_config, so the tower went uncounted,
+    # and its blocks' MLP is gated (silu: gate, up, down). 7.6155B + 0.6766B = the 8.29B Qwen publishes
+    from kvdoctor.catalog.models import lookup_model
+
+    s = lookup_model("Qwen/Qwen2.5-VL-7B-Instruct")
+    assert s.is_multimodal and s.vision_params == 676_630_784
+    j = json.loads(invoke("ledger", "-m", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "H100", "--json")[2])
+    assert abs(j["figures"]["memory.weights"]["value"] / (15.67 * 2**30) - 1) < 0.02

@@ -46,7 +46,7 @@ EXCLUDED = {
 
 # Pinned: every case that must be evaluated (ids; TSV rows as "h100:<row>").
 EXPECTED = {
-    "kv001", "kv004", "kv004:tp2", "kv015", "kv017", "kv042", "kv049",
+    "kv001", "kv004", "kv004:tp2", "kv015", "kv017", "kv020", "kv042", "kv049",
     *(f"h100:{i}" for i in (0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)),
     "h100:2:tp1",
 }
@@ -72,6 +72,8 @@ def _capability(gpu: str | None) -> int | None:
         return None
     head = re.split(r"\s*\(", gpu)[0].strip()
     head = re.sub(r"^\d+x\s*", "", head)
+    if not head:
+        return None  # "(178.36 GiB total GPU; ...)": a size, no name (kv020)
     try:
         return lookup_gpu(head).capability
     except NotFoundError:

@@ -153,7 +153,8 @@ def _normalise(raw: dict, name: str) -> tuple[dict, dict, str, bool]:
         raise InputError(f"config {text_key!r} has no 'num_attention_heads'{_where(name)}")
     if filled:
         t["_class_defaults"] = sorted(filled)
-    return raw, t, model_type, text is not raw
+    # (Qwen2-VL and Qwen2.5-VL keep the language model's fields at the top, beside their vision_config)
+    return raw, t, model_type, text is not raw or isinstance(raw.get("vision_config"), dict)
 
 
 _CORE_FIELDS = {"hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size"}
@@ -620,7 +621,14 @@ def _vision_params(raw: dict) -> tuple[int, str]:
     layers = v.get("num_hidden_layers", v.get("depth"))
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in (h, inter, layers)):
         return 0, "vision tower not counted (vision_config lacks hidden/intermediate sizes)"
+    if str(v.get("model_type", "")).startswith("glm4v") and isinstance(v.get("out_hidden_size"), int):
+        # GLM-4.xV's vision blocks are out_hidden_size wide (transformers Glm4vVisionBlock); intermediate_size is the
+        # merger's
+        inter = v["out_hidden_size"]
     per_layer = 4 * (h * h + h) + (h * inter + inter) + (inter * h + h) + 4 * h
+    if v.get("hidden_act") == "silu":
+        # a gated MLP (Qwen2.5-VL's and Pixtral's vision blocks: gate, up and down): one more h x inter matrix
+        per_layer += h * inter + inter
     total = layers * per_layer
     patch, ch, img = v.get("patch_size"), v.get("num_channels", v.get("in_channels", 3)), v.get("image_size")
     if isinstance(patch, int) and isinstance(img, int):
