@@ -574,12 +574,14 @@ def test_a_kuberay_rayservice_is_read_through_its_serve_config_text(tmp_path):
 
 
 def test_an_unknown_models_suggestions_lead_with_its_family_and_size():
-    # sweep 60's KServe file served Qwen3-Coder-30B-A3B-Instruct: spelling alone suggested Qwen2.5-3B first
+    # sweep 60's KServe file served Qwen3-Coder-30B-A3B-Instruct: spelling alone suggested Qwen2.5-3B first (that
+    # model is in the catalog since 2026-12-06; Qwen3-Omni-30B-A3B, not in it, shows the same ranking)
     from kvdoctor.catalog.models import lookup_model
 
     with pytest.raises(UnknownModelError) as exc:
-        lookup_model("Qwen/Qwen3-Coder-30B-A3B-Instruct")
+        lookup_model("Qwen/Qwen3-Omni-30B-A3B-Instruct")
     assert exc.value.suggestions[0] == "Qwen/Qwen3-30B-A3B"
+    assert lookup_model("Qwen/Qwen3-Coder-30B-A3B-Instruct").name == "Qwen/Qwen3-Coder-30B-A3B-Instruct"
     with pytest.raises(UnknownModelError) as exc:
         lookup_model("mistralai/Mistral-7B-Instruct-v0.3")
     assert exc.value.suggestions[0] == "mistralai/Mistral-7B-v0.3"

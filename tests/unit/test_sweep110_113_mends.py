@@ -220,3 +220,39 @@ def test_qwen25_vl_counts_its_gated_vision_tower():
     assert s.is_multimodal and s.vision_params == 676_630_784
     j = json.loads(invoke("ledger", "-m", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "H100", "--json")[2])
     assert abs(j["figures"]["memory.weights"]["value"] / (15.67 * 2**30) - 1) < 0.02
+
+
+def test_vllms_kv_refusal_outranks_a_bare_oom_line_beside_it(tmp_path):
+    # sweep 116 item 01 (a Zenn article, Qwen3.6-27B NVFP4 + MTP on an RTX 5090, vLLM 0.20.1): the author's two-line
+    # summary of one failed start, a bare torch OOM line and vLLM's refusal with its figures. kvdoctor read an OOM
+    # "in a step" with the refusal's figures as the allocation, and advised a lower utilization: the opposite fix
+    log = _write(tmp_path, "zenn.txt", """
+        torch.OutOfMemoryError: CUDA out of memory.
+        ValueError: To serve at least one request with the models's max seq len (16384),
+        (1.71 GiB KV cache is needed, which is larger than the available KV cache memory (1.23 GiB).
+        """)
+    code, err, out = invoke("diagnose", str(log), "--json")
+    inst = json.loads(out)["instances"][0]
+    assert inst["verdict"] == "config-starved" and "--max-model-len" in inst["action"]
+    f = _measured(log)
+    assert f["startup.kv_needed_bytes"]["value"] == round(1.71 * 2**30)
+    assert f["startup.kv_available_bytes"]["value"] == round(1.23 * 2**30)
+
+
+def test_the_compile_range_gives_the_step_budget(tmp_path):
+    # sweep 117 item 01 (gemma-4-31B-it on a GB10): no flag, no chunked-prefill line, but torch.compile's range
+    # "(1, 2048)" (vLLM keeps the GB10 on the small tier): the sliding-window layers' share of a request follows the
+    # in-flight tokens, so the default 8,192 of an unknown 80 GiB GPU had priced each request 52 % higher
+    log = _write(tmp_path, "gb10.log", """
+        (EngineCore pid=173) INFO 06-11 22:13:21 [backends.py:378] Cache the graph of compile range (1, 2048) for later use
+        (EngineCore pid=173) INFO 06-11 22:14:18 [gpu_worker.py:480] Available KV cache memory: 22.26 GiB
+        """)
+    from kvdoctor.evidence.logs.facts import read_startup_facts
+
+    assert read_startup_facts(str(log))[-1].max_num_batched_tokens == 2048
+    tp = _write(tmp_path, "tp.log", """
+        (Worker_TP0_EP0 pid=4155524) INFO 08-20 17:21:48 [backends.py:378] Cache the graph of compile range (1, 2730) for later use
+        (Worker_TP0_EP0 pid=4155524) INFO 08-20 17:21:50 [gpu_worker.py:480] Available KV cache memory: 20.00 GiB
+        """)
+    # a TP worker's range can be its share of the budget (sweep 62 item 03: 2,730 = 8,192 / 3): not read
+    assert read_startup_facts(str(tp))[-1].max_num_batched_tokens is None

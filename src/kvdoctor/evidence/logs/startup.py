@@ -155,6 +155,10 @@ R_ENGINE_VERSION_ONLY = re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v(
 # The model runner names the checkpoint even when no args line was logged (offline LLM(...) runs).
 R_START_LOAD = re.compile(r"Starting to load model (\S+?)\.\.\.")
 R_CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+# torch.compile's one range (1, max_num_batched_tokens) (vLLM 0.1x-0.33 backends.py "Compiling a graph for compile range
+# (1, 8192)"): equal to the chunked-prefill line's budget on all 34 sweep logs that print both. Read only from the
+# engine's own process: a TP worker's range can be a share of it (2,730 = 8,192 / 3 under sequence parallelism)
+R_COMPILE_RANGE = re.compile(r"compile range \(1, (\d+)\)")
 R_MAXLEN = re.compile(r"Using max model len (\d+)")
 R_BLOCK_SIZE = re.compile(r"Setting (?:kv cache|attention) block size to (\d+)")
 R_BACKEND = re.compile(
@@ -223,6 +227,7 @@ _LAST_WINS = {"cudagraph_bytes", "max_num_batched_tokens"}
 # the scheduler has (0.33 prints the unified one once)
 _MIN_WINS = {"kv_cache_tokens", "max_concurrency"}
 
+_P_HINT = 0  # a figure another line implies (the compile range's end: max_num_batched_tokens)
 _P_CONFIG = 1  # echoed configuration (non-default args, engine config)
 _P_LOG = 2  # a figure vLLM printed about itself
 _P_FINAL = 3  # the definitive line for that figure ("Using max model len", block counts)
@@ -1005,6 +1010,14 @@ def _h_engine_cfg(c, n, env, msg) -> bool:
     return True
 
 
+def _h_compile_range(c, n, env, msg) -> bool:
+    m = R_COMPILE_RANGE.search(msg)
+    if m is None or (env is not None and env.proc and "TP" in env.proc):
+        return False
+    c._builder(n).set("max_num_batched_tokens", int(m.group(1)), n, env, _P_HINT)
+    return True
+
+
 def _simple(rx: re.Pattern, name: str, conv=int, prio: int = _P_FINAL, *more: tuple[str, Callable]):
     """A rule whose regex's groups are figures: ``name`` (group 1, ``conv``), then ``more`` (name, conv) pairs."""
     def h(c, n, env, msg) -> bool:
@@ -1043,8 +1056,15 @@ def _h_version(c, n, env, msg) -> bool:
 
 def _error(c: StartupCollector, n: int, env: Envelope | None, kind: str, msg: str) -> _Builder:
     b = c._builder(n)
-    # The most specific error wins over the generic "engine failed to start" that follows it.
-    if b.f.startup_error in (None, "engine-failed"):
+    # The most specific error wins over the generic "engine failed to start" that follows it; vLLM's own refusal for
+    # want of KV room, with its figures, over a bare torch OOM line beside it (an author's two-line summary of one
+    # failed start, sweep 116 item 01: the OOM's remedy is the refusal's opposite)
+    refusal = kind in ("kv-too-small", "max-len-too-large") and b.f.startup_error == "oom"
+    if refusal:
+        for name in ("error_needed_bytes", "error_available_bytes"):
+            b.meta.pop(name, None)
+            setattr(b.f, name, None)
+    if b.f.startup_error in (None, "engine-failed") or refusal:
         b.f.startup_error = kind
         b.f.error_message = msg.strip()[:500]
         b.f.line_refs["startup_error"] = n
@@ -1232,6 +1252,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("non-default args:", _h_nda),
     ("LLM engine", _h_engine_cfg),
     ("Chunked prefill is enabled", _simple(R_CHUNKED, "max_num_batched_tokens")),
+    ("compile range (1, ", _h_compile_range),
     ("Using max model len", _simple(R_MAXLEN, "max_model_len")),
     ("block size to", _simple(R_BLOCK_SIZE, "block_size")),
     ("backend", _h_backend),
