@@ -156,7 +156,7 @@ R_ENGINE_VERSION_ONLY = re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v(
 R_START_LOAD = re.compile(r"Starting to load model (\S+?)\.\.\.")
 R_CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
 # torch.compile's one range (1, max_num_batched_tokens) (vLLM 0.1x-0.33 backends.py "Compiling a graph for compile range
-# (1, 8192)"): equal to the chunked-prefill line's budget on all 34 sweep logs that print both. Read only from the
+# (1, 8192)"): equal to the printed max_num_batched_tokens on all 41 sweep logs that print both. Read only from the
 # engine's own process: a TP worker's range can be a share of it (2,730 = 8,192 / 3 under sequence parallelism)
 R_COMPILE_RANGE = re.compile(r"compile range \(1, (\d+)\)")
 R_MAXLEN = re.compile(r"Using max model len (\d+)")
