@@ -254,6 +254,10 @@ class LogReader(LinePath, FastPath, ColumnCommit):
             cands = sorted(((key, sg) for key, sg in segs.items() if key[0] == k),
                            key=lambda kv: kv[1].first_line or 0)
             target = next((sg for key, sg in cands if key[1] == proc), None)
+            if target is None and proc == "main":
+                # an unprefixed line (v0, or a notebook's offline LLM) with only its start-up's own segment there: the
+                # same process (sweep 114 item 05: the start-up and its preemption warnings had been two instances)
+                target = next((sg for key, sg in cands if key[1] == "" and sg.timeline is None), None)
             if target is None and (not cands or ev.kind == "preemption-warning"):
                 # v0 warnings come from one scheduler (one process): its own segment when no
                 # stats line of that process exists; any event with nowhere to go opens one too.
