@@ -256,3 +256,36 @@ def test_the_compile_range_gives_the_step_budget(tmp_path):
         """)
     # a TP worker's range can be its share of the budget (sweep 62 item 03: 2,730 = 8,192 / 3): not read
     assert read_startup_facts(str(tp))[-1].max_num_batched_tokens is None
+
+
+def test_bitsandbytes_is_sized_for_the_releases_that_had_it_in_core(tmp_path):
+    # sweep 115 item 10 (a committed vLLM 0.16.0 log, unsloth/Qwen2.5-7B-Instruct-bnb-4bit): "Model loading took 5.46
+    # GiB"; kvdoctor refused the whole ledger ("not in vLLM 0.33 core"), though bitsandbytes left the tree only in 0.27.2
+    log = _write(tmp_path, "bnb.log", """
+        (APIServer pid=3089) INFO 03-04 22:33:06 [utils.py:287]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.16.0
+        (APIServer pid=3089) INFO 03-04 22:33:06 [utils.py:223] non-default args: {'model': 'unsloth/Qwen2.5-7B-Instruct-bnb-4bit', 'trust_remote_code': True, 'quantization': 'bitsandbytes'}
+        (EngineCore_DP0 pid=3421) INFO 03-04 22:34:48 [gpu_model_runner.py:4221] Model loading took 5.46 GiB memory and 57.556402 seconds
+        (EngineCore_DP0 pid=3421) INFO 03-04 22:35:16 [gpu_worker.py:373] Available KV cache memory: 28.65 GiB
+        (EngineCore_DP0 pid=3421) INFO 03-04 22:35:16 [kv_cache_utils.py:1307] GPU KV cache size: 536,368 tokens
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--json")
+    assert code == 0, err
+    f = json.loads(out)["figures"]
+    assert abs(f["memory.weights"]["predicted"] / (5.46 * 2**30) - 1) < 0.01
+    assert abs(f["kv_cache.tokens"]["predicted"] / 536_368 - 1) < 5e-4  # 28.65 GiB: a rounded budget
+    # a 0.33 ledger still says it needs the plugin
+    code, err, out = invoke("ledger", "-m", "unsloth/Qwen2.5-7B-Instruct-bnb-4bit", "--gpu", "L4")
+    assert code == 2 and "plugin" in err
+
+
+def test_the_block_letter_banner_gives_version_and_model(tmp_path):
+    # the API server's banner (sweep 113 item 01, sweep 115 item 10): the only version line of an excerpt cut there
+    log = _write(tmp_path, "banner.log", """
+        (APIServer pid=190) INFO 07-09 12:35:03 [api_utils.py:339]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.23.0
+        (APIServer pid=190) INFO 07-09 12:35:03 [api_utils.py:339]   █▄█▀ █     █     █     █  model   google/gemma-3-4b-it
+        (EngineCore pid=356) INFO 07-09 12:36:28 [gpu_worker.py:480] Available KV cache memory: 162.84 GiB
+        """)
+    from kvdoctor.evidence.logs.facts import read_startup_facts
+
+    s = read_startup_facts(str(log))[-1]
+    assert (s.vllm_version, s.model) == ("0.23.0", "google/gemma-3-4b-it")

@@ -322,7 +322,9 @@ def quant_from_config(qc: dict | None, *, source: str = "quantization_config") -
         return QuantInfo(method, bits=bits, bytes_per_weight=0.5 + 4 / 64 if bits == 4 else 1.0,
                          supported=False,
                          note=(f"{method} is not in vLLM 0.33 core (it moved to the vllm-project plugin "
-                               f"repos); install the plugin or pick another checkpoint"))
+                               f"repos); install the plugin or pick another checkpoint"
+                               + ("; in core to 0.27.1 (vllm #43529), where it is sized at 0.5 B a weight plus an "
+                                  "fp32 absmax per 64" if method == "bitsandbytes" else "")))
     if method in _MIN_CAPABILITY:
         # Known to vLLM but its storage is not modelled: say so rather than guess a size.
         return QuantInfo(method, bytes_per_weight=2.0, min_capability=mincap,

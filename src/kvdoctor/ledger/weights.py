@@ -100,6 +100,15 @@ def resolve_quant(shape: ModelShape, quant: QuantInfo | str | None) -> QuantInfo
     return online_quantization(name)
 
 
+# bitsandbytes was in vLLM's tree until 0.27.1 and moved to the vllm-bnb-plugin in 0.27.2 (vllm #43529; vllm issue
+# #52802): a log of an earlier release served it from core, and its weights are sized as the plugin-era note says
+BNB_OUT_OF_TREE = (0, 27, 2)
+
+
+def _in_tree(method: str, vllm_version: tuple[int, ...] | None) -> bool:
+    return method == "bitsandbytes" and vllm_version is not None and tuple(vllm_version) < BNB_OUT_OF_TREE
+
+
 def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo | str | None, tp: int, pp: int,
                      mxfp4_align: tuple[int, int] | None = None, capability: int | None = None,
                      vllm_version: tuple[int, ...] | None = None,
@@ -114,7 +123,7 @@ def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo 
         raise ConfigError(f"pipeline parallel size must be >= 1, got {pp}")
     if pp > shape.num_layers:
         raise ConfigError(f"--pipeline-parallel-size {pp} exceeds the model's {shape.num_layers} layers")
-    if quant is not None and not quant.supported:
+    if quant is not None and not quant.supported and not _in_tree(quant.method, vllm_version):
         raise InputError(quant.note or f"quantization {quant.method} is not supported by vLLM 0.33")
     if quant is not None and quant.method in ("mxfp4", "gpt_oss_mxfp4") and mxfp4_align is None:
         mxfp4_align = mxfp4_alignment(capability, vllm_version)

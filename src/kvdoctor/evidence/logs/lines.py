@@ -39,6 +39,7 @@ FULL_NEEDLES = (
     b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
     b"memory profiling run", b"Available memory: ",  # XPU's and Ascend's profiling lines, in MB or bytes (no "GiB")
     b"Mamba cache mode",  # a hybrid model's state blocks (startup._h_mamba_mode)
+    "█  model".encode(),  # the API server's block-letter banner names the model (startup.R_BANNER_MODEL)
     b"compile range (1, ",  # torch.compile's range, whose end is max_num_batched_tokens (startup._h_compile_range)
     b"] Assertion `",  # a CUDA kernel's device-side assertion, per failing thread (_DEVICE_ASSERT)
     b"kernel only supports sm",  # a kernel built for another GPU family, before it traps (ARCH_GUARD)

@@ -164,9 +164,11 @@ R_BLOCK_SIZE = re.compile(r"Setting (?:kv cache|attention) block size to (\d+)")
 R_BACKEND = re.compile(
     r"Using ([\w\-. ]+?) (?:attention )?backend(?: out of potential backends|\.|$| on V1| for)"
 )
-R_VERSION = re.compile(r"(?:vLLM (?:API )?server version|^\s*(?:\.\.\.|[│|]?)\s*version) v?(\d+\.\d+[\w.+\-]*)")
+# (the block-letter banner of 0.1x-0.33's API server: "▄▄ ▄█ █ ... █  version 0.23.0", then "... █  model   google/...")
+R_VERSION = re.compile(r"(?:vLLM (?:API )?server version|^\s*(?:\.\.\.|[│|]?)\s*version|[█▄▀]\s+version)"
+                       r" +v?(\d+\.\d+[\w.+\-]*)")
 R_SERVING = re.compile(r"serving model (\S+)")
-R_BANNER_MODEL = re.compile(r"^\s*(?:\.\.\.|[│|])\s*model (\S+)")
+R_BANNER_MODEL = re.compile(r"(?:^\s*(?:\.\.\.|[│|])\s*|[█▄▀]\s+)model +(\S+)")
 R_TOO_SMALL = re.compile(
     r"To serve at least one request with the model'?s'?s? max seq len \((\d+)\), \(?" + _N
     + r" GiB KV cache is needed, which is larger than the available KV cache memory \(" + _N + r" GiB\)\."
@@ -1258,6 +1260,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("backend", _h_backend),
     ("version", _h_version),
     ("serving model", _h_version),
+    ("█  model", _h_version),  # the banner's model line
     ("To serve at least one request", _h_too_small),
     ("is larger than the maximum number of tokens", _h_v0_too_large),
     ("No available memory for the cache blocks", _h_no_mem),
