@@ -289,3 +289,17 @@ def test_the_block_letter_banner_gives_version_and_model(tmp_path):
 
     s = read_startup_facts(str(log))[-1]
     assert (s.vllm_version, s.model) == ("0.23.0", "google/gemma-3-4b-it")
+
+
+def test_the_consumer_cards_of_public_logs_are_in_the_gpu_catalog():
+    # sweep 112 item 01 (an RTX 4080 under WSL2) and others: "unknown GPU 'rtx-4080'" sent users to --gpu SIZE
+    from kvdoctor.catalog.gpus import lookup_gpu
+
+    g = lookup_gpu("rtx-4080")
+    assert g.name == "NVIDIA GeForce RTX 4080" and 15.5 < g.memory_bytes / 2**30 < 16.0
+    assert lookup_gpu("NVIDIA GeForce RTX 3060").memory_bytes == round(11.76 * 2**30)
+    assert lookup_gpu("RTX A5000").compute_capability == (8, 6)
+    import pytest
+    from kvdoctor.errors import NotFoundError
+    with pytest.raises(NotFoundError):
+        lookup_gpu("NVIDIA GeForce RTX 4060 Ti")  # 8 GB or 16 GB: nvidia-smi does not say
