@@ -303,3 +303,15 @@ def test_the_consumer_cards_of_public_logs_are_in_the_gpu_catalog():
     from kvdoctor.errors import NotFoundError
     with pytest.raises(NotFoundError):
         lookup_gpu("NVIDIA GeForce RTX 4060 Ti")  # 8 GB or 16 GB: nvidia-smi does not say
+
+
+def test_an_nvfp4_kv_cache_is_sized_not_refused():
+    # sweep 117 items 02-03 (one gemma-4-31B-it build on a GB10, fp8 then nvfp4 KV): "unknown --kv-cache-dtype 'nvfp4'"
+    # ended the ledger. vLLM 0.33 packs head/2 fp4 bytes + head/16 fp8 scales a head: 0.5625 of fp8's bytes, and the
+    # pair held 1.777x fp8's tokens per GiB
+    a = json.loads(invoke("ledger", "-m", "Qwen/Qwen3-8B", "--gpu", "RTX 5090", "--kv-cache-dtype", "fp8", "--json")[2])
+    b = json.loads(invoke("ledger", "-m", "Qwen/Qwen3-8B", "--gpu", "RTX 5090", "--kv-cache-dtype", "nvfp4", "--json")[2])
+    fa, fb = a["figures"]["kv_cache.bytes_per_token"]["value"], b["figures"]["kv_cache.bytes_per_token"]["value"]
+    assert fb == fa * 0.5625
+    code, err, out = invoke("ledger", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", "--kv-cache-dtype", "turboquant_k8v4")
+    assert code == 2 and "Traceback" not in err  # vLLM's own backend refusal, or "not sized by kvdoctor"

@@ -25,13 +25,17 @@ KV_DTYPE_BYTES = {
     "bfloat16": 2, "float16": 2, "half": 2, "bf16": 2, "fp16": 2,
     "float32": 4, "float": 4, "fp32": 4,
     "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
+    # NVFP4 packs head/2 bytes of fp4 values and head/16 fp8 block scales per head (utils/torch_utils.py
+    # nvfp4_kv_cache_full_dim): 0.5625 a element. Checked on sweep 117's GB10 pair (one model and build): nvfp4 held
+    # 1.777x fp8's tokens per GiB (1 / 0.5625 = 1.778)
+    "nvfp4": 0.5625, "nvfp4_4over6": 0.5625,
 }
 # Packed MLA formats: bytes per token per layer (``state_content_bytes`` in mla_attention.py).
 MLA_PACKED_BYTES_PER_TOKEN = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
 
 
-def kv_dtype_bytes(kv_cache_dtype: str | None, model_dtype: str) -> int:
-    """Bytes per KV element: ``auto`` follows the model dtype; fp8 variants are 1 byte."""
+def kv_dtype_bytes(kv_cache_dtype: str | None, model_dtype: str) -> float:
+    """Bytes per KV element: ``auto`` follows the model dtype; fp8 variants are 1 byte, nvfp4 0.5625."""
     name = (kv_cache_dtype or "auto").lower()
     if name == "auto":
         name = model_dtype.lower()
@@ -40,8 +44,8 @@ def kv_dtype_bytes(kv_cache_dtype: str | None, model_dtype: str) -> int:
     if name in KV_DTYPE_BYTES:
         return KV_DTYPE_BYTES[name]
     raise InputError(
-        f"unknown --kv-cache-dtype {kv_cache_dtype!r} (expected auto, bfloat16, float16, float32, fp8, "
-        "fp8_e4m3, fp8_e5m2)"
+        f"--kv-cache-dtype {kv_cache_dtype!r} is not sized by kvdoctor (it sizes auto, bfloat16, float16, float32, "
+        "fp8, fp8_e4m3, fp8_e5m2, nvfp4; turboquant, octave, ultraquant and per-token-head layouts are not modelled)"
     )
 
 
@@ -180,7 +184,7 @@ def layer_specs(shape: "ModelShape", opts: SpecOptions) -> list[KvSpec | None]:
                 per_tok = MLA_PACKED_BYTES_PER_TOKEN[kvd]
             else:
                 # MLA stores one latent "head" (kv_lora_rank + rope dim) and is NOT split by TP.
-                per_tok = shape.head_size * kv_dtype_bytes(kvd, opts.model_dtype)
+                per_tok = int(shape.head_size * kv_dtype_bytes(kvd, opts.model_dtype))
             # A sparse-attention layer's indexer K cache is an MLAAttentionSpec of its own with the same block size:
             # vLLM's UniformTypeKVCacheSpecs sums the two pages, so it is carried here as part of the layer's page.
             per_tok += dsa_indexer_bytes_per_token(shape, len(specs))
@@ -224,7 +228,7 @@ def _attn_bytes_per_token(shape: "ModelShape", opts: SpecOptions, kind: str | No
     else:
         heads, width = kv_heads_per_rank(shape.num_kv_heads, opts.tensor_parallel_size), shape.head_size + \
             shape.head_size_v
-    return heads * width * kv_dtype_bytes(kvd, opts.model_dtype)
+    return int(heads * width * kv_dtype_bytes(kvd, opts.model_dtype))
 
 
 def state_page_bytes(shape: "ModelShape", opts: SpecOptions) -> int:
@@ -265,7 +269,7 @@ def _state_page(conv_dim_rank: int, kernel: int, ssm_elems_rank: int, ssm_dtype:
     recurrent state's elements in its own dtype (else the model's)."""
     model_bytes = kv_dtype_bytes("auto", opts.model_dtype)
     conv = conv_dim_rank * (kernel - 1 + opts.num_speculative_tokens) * model_bytes
-    return conv + ssm_elems_rank * kv_dtype_bytes(str(ssm_dtype or "auto"), opts.model_dtype)
+    return int(conv + ssm_elems_rank * kv_dtype_bytes(str(ssm_dtype or "auto"), opts.model_dtype))
 
 
 def hybrid_block_size(block_size: int, state_page: int, attn_bytes_per_token: int, kernel_block: int = 16) -> int:
