@@ -315,3 +315,30 @@ def test_an_nvfp4_kv_cache_is_sized_not_refused():
     assert fb == fa * 0.5625
     code, err, out = invoke("ledger", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", "--kv-cache-dtype", "turboquant_k8v4")
     assert code == 2 and "Traceback" not in err  # vLLM's own backend refusal, or "not sized by kvdoctor"
+
+
+def test_a_forums_typographic_quotes_do_not_hide_the_args(tmp_path):
+    # sweep 118 item 01 (discuss.vllm.ai/t/1602): Discourse turned the args dict's quotes into ‘ ’; the model, the
+    # length and the step budget were lost with it
+    log = _write(tmp_path, "forum.txt", """
+        INFO 09-13 13:31:16 [api_server.py:1755] vLLM API server version 0.10.1.dev1+gbcc0a3cbe
+        INFO 09-13 13:31:16 [cli_args.py:261] non-default args: {‘model_tag’: ‘Qwen/Qwen3-8B’, ‘host’: ‘0.0.0.0’, ‘model’: ‘Qwen/Qwen3-8B’, ‘max_model_len’: 16384, ‘max_num_seqs’: 200}
+        """)
+    from kvdoctor.evidence.logs.facts import read_startup_facts
+
+    s = read_startup_facts(str(log))[-1]
+    assert s.model == "Qwen/Qwen3-8B" and s.non_default_args["max_num_seqs"] == 200
+
+
+def test_markdowns_escaped_brackets_keep_the_log_format(tmp_path):
+    # sweep 118 item 03 (discuss.vllm.ai/t/2584): the forum kept Markdown's escapes, "\[gpu_worker.py:436\]"; the lines
+    # were read as bare text, untimed and without their process
+    log = _write(tmp_path, "md.txt", r"""
+        (EngineCore pid=258) INFO 04-24 10:21:03 \[gpu_model_runner.py:4820\] Model loading took 18.47 GiB memory and 10.990096 seconds
+        (APIServer pid=1) INFO 04-24 10:25:00 \[loggers.py:257\] Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, Waiting: 1 reqs, GPU KV cache usage: 40.0%, Prefix cache hit rate: 0.0%
+        (APIServer pid=1) INFO 04-24 10:25:10 \[loggers.py:257\] Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 45.0%, Prefix cache hit rate: 0.0%
+        """)
+    code, err, out = invoke("evidence", str(log), "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    assert "2 samples over 10 s" in json.dumps(j) or j["summary"]["samples"] == 2

@@ -163,6 +163,8 @@ def strip_ansi(line: str) -> str:
         line = ANSI.sub("", line)
     if "^[[" in line:
         line = CARET.sub("", line)
+    if "\\]" in line:  # Markdown's escapes (strip_ansi_b)
+        line = line.replace("\\[", "[").replace("\\]", "]").replace("\\_", "_")
     return RSYSLOG.sub("", line) if ("#0" in line and ("#033[" in line or "#015" in line)) else line
 
 
@@ -246,7 +248,8 @@ def has_ansi_b(buf: bytes, lo: int = 0, hi: int | None = None) -> bool:
     if buf.find(b"\x1b", lo, hi) != -1 or buf.find(b"^[[", lo, hi) != -1:
         return True
     h = buf.find(b"#", lo, hi)
-    return h != -1 and (buf.find(b"#033[", h, hi) != -1 or buf.find(b"#015", h, hi) != -1)
+    return (h != -1 and (buf.find(b"#033[", h, hi) != -1 or buf.find(b"#015", h, hi) != -1)) or \
+        buf.find(b"\\]", lo, hi) != -1
 
 
 def strip_ansi_b(buf: bytes) -> bytes:
@@ -254,4 +257,7 @@ def strip_ansi_b(buf: bytes) -> bytes:
         buf = ANSI_B.sub(b"", buf)
     if b"^[[" in buf:
         buf = CARET_B.sub(b"", buf)
+    if b"\\]" in buf:
+        # Markdown's escapes, as a forum post keeps them ("\[gpu_worker.py:436\]", "max\_num\_seqs": sweep 118 item 03)
+        buf = buf.replace(b"\\[", b"[").replace(b"\\]", b"]").replace(b"\\_", b"_")
     return RSYSLOG_B.sub(b"", buf) if (b"#" in buf and (b"#033[" in buf or b"#015" in buf)) else buf

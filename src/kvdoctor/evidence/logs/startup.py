@@ -229,6 +229,7 @@ _LAST_WINS = {"cudagraph_bytes", "max_num_batched_tokens"}
 # the scheduler has (0.33 prints the unified one once)
 _MIN_WINS = {"kv_cache_tokens", "max_concurrency"}
 
+_TYPOGRAPHIC_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 _P_HINT = 0  # a figure another line implies (the compile range's end: max_num_batched_tokens)
 _P_CONFIG = 1  # echoed configuration (non-default args, engine config)
 _P_LOG = 2  # a figure vLLM printed about itself
@@ -533,6 +534,10 @@ class StartupCollector:
         return True
 
     def _feed(self, line_no: int, env: Envelope | None, msg: str) -> bool:
+        if "\u2018" in msg or "\u2019" in msg or "\u201c" in msg:
+            # a forum's or a word processor's typographic quotes (discuss.vllm.ai turns 'model' into ‘model’): the
+            # Python dicts vLLM printed do not parse with them (sweep 118 item 01)
+            msg = msg.translate(_TYPOGRAPHIC_QUOTES)
         if (self._cmd is not None or ("serve" in msg or "entrypoints" in msg or " run" in msg)) \
                 and self._command(line_no, env, msg):
             return False  # not a fact the log measured
