@@ -342,3 +342,13 @@ def test_markdowns_escaped_brackets_keep_the_log_format(tmp_path):
     assert code == 0, err
     j = json.loads(out)
     assert "2 samples over 10 s" in json.dumps(j) or j["summary"]["samples"] == 2
+
+
+def test_one_request_and_no_token_is_not_a_slow_decode(tmp_path):
+    # sweep 121 item 08 (vllm#2912, a SageMaker DJL log): one V0 stats line, 1 running and 0.0 tokens/s generated, was
+    # read as decode-bound at "0.00 tok/s per request": no step ended in the interval (a prefill, or a stall)
+    log = _write(tmp_path, "djl.txt", """
+        [INFO ] PyProcess - W-309-model-stdout: INFO 02-18 18:45:24 llm_engine.py:706] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.6%, CPU KV cache usage: 0.0%
+        """)
+    code, err, out = invoke("diagnose", str(log), "--json")
+    assert json.loads(out)["instances"][0]["verdict"] != "decode-bound"

@@ -903,6 +903,10 @@ def decode_bound(ctx: Context) -> Finding | None:
                f"{floor:,.1f} tok/s ({how}): the decode step itself is the bottleneck, not memory or admission.")
     action = get("sched.decode-bound").action
     chunk = _prefill_in_flight(tl, d.idx)
+    if all(float(tl.running[i]) <= 1 and float(tl.gen_tps[i]) == 0 for i in d.idx):
+        # one request and not one token: no step ended in the interval (its own prefill, or a stall), which says
+        # nothing of a decode step's speed (sweep 121 item 08: a lone stats line of a SageMaker DJL log)
+        return None
     if chunk is not None and all(float(tl.running[i]) <= 1 for i in d.idx):
         # one request running: the long step was its own prefill (a new prompt after the last one finished, or the
         # rest of this one's chunks), which no other decode waited for; that is its TTFT, not a slow decode
