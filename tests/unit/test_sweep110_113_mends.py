@@ -352,3 +352,26 @@ def test_one_request_and_no_token_is_not_a_slow_decode(tmp_path):
         """)
     code, err, out = invoke("diagnose", str(log), "--json")
     assert json.loads(out)["instances"][0]["verdict"] != "decode-bound"
+
+
+def test_r1_distills_and_qwen_coders_read_as_their_bases(tmp_path):
+    # sweep 115 item 04 (a committed vLLM 0.11.0 log of DeepSeek-R1-Distill-Qwen-7B): the log's own ledger only; as
+    # Qwen2.5-7B's dimensions it reprints 506,304 tokens against 506,224 and 14.22 GiB of weights against 14.27
+    from kvdoctor.catalog.models import lookup_model
+
+    assert lookup_model("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B").name == "Qwen/Qwen2.5-7B"
+    assert lookup_model("deepseek-ai/DeepSeek-R1-Distill-Llama-70B").name == "meta-llama/Llama-3.1-70B-Instruct"
+    assert lookup_model("Qwen/Qwen2.5-Coder-32B-Instruct").name == "Qwen/Qwen2.5-32B-Instruct"
+    log = _write(tmp_path, "distill.log", """
+        (APIServer pid=2422) INFO 05-24 11:37:07 [utils.py:233] non-default args: {'port': 8020, 'model': 'deepseek-ai/DeepSeek-R1-Distill-Qwen-7B', 'max_model_len': 16384}
+        (EngineCore_DP0 pid=6309) INFO 05-24 11:47:24 [gpu_model_runner.py:2653] Model loading took 14.2717 GiB and 92.977573 seconds
+        (EngineCore_DP0 pid=6309) INFO 05-24 11:48:55 [gpu_worker.py:298] Available KV cache memory: 27.04 GiB
+        (EngineCore_DP0 pid=6309) INFO 05-24 11:48:55 [kv_cache_utils.py:1087] GPU KV cache size: 506,224 tokens
+        (EngineCore_DP0 pid=6309) INFO 05-24 11:48:55 [kv_cache_utils.py:1091] Maximum concurrency for 16,384 tokens per request: 30.90x
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--json")
+    assert code == 0, err
+    j = json.loads(out)
+    assert abs(j["figures"]["memory.weights"]["predicted"] / (14.2717 * 2**30) - 1) < 0.01
+    assert abs(j["figures"]["kv_cache.tokens"]["predicted"] / 506_224 - 1) < 5e-4
+    assert any("DeepSeek-R1-Distill-Qwen-7B has the config of the catalog's Qwen/Qwen2.5-7B" in n for n in j["notes"])

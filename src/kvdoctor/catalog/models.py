@@ -230,6 +230,13 @@ def _family_and_size(text: str, names: list[str]) -> list[str]:
 _SAME_CONFIG = (
     (re.compile(r"^meta-llama/meta-llama-3\.1-(8b|70b|405b)(-instruct)?$"), r"meta-llama/Llama-3.1-\1\2"),
     (re.compile(r"^meta-llama/llama-3\.3-70b-instruct$"), "meta-llama/Llama-3.1-70B-Instruct"),
+    # DeepSeek's R1 distills are their base models fine-tuned (the model card names each base; the Qwen-7B's is
+    # Qwen2.5-Math-7B, Qwen2.5-7B's dimensions): the base's config but its ids. Qwen2.5-Coder-7B/32B-Instruct have
+    # Qwen2.5-7B/32B-Instruct's dimensions. Assumed, not read from their own config.json (none was found verbatim).
+    (re.compile(r"^deepseek-ai/deepseek-r1-distill-qwen-(7b|14b|32b)$"), r"Qwen/Qwen2.5-\1"),
+    (re.compile(r"^deepseek-ai/deepseek-r1-distill-llama-8b$"), "meta-llama/Llama-3.1-8B"),
+    (re.compile(r"^deepseek-ai/deepseek-r1-distill-llama-70b$"), "meta-llama/Llama-3.1-70B-Instruct"),
+    (re.compile(r"^qwen/qwen2\.5-coder-(7b|32b)-instruct$"), r"Qwen/Qwen2.5-\1-Instruct"),
     # GLM-5 and GLM-5.1 share glm_moe_dsa's dimensions: aiconfigurator's GLM-5-FP8 preset agrees with GLM-5.1's raw
     # config in every field it carries (78 layers, hidden 6144, 64 heads, q/kv LoRA 2048/512, 256 experts)
     (re.compile(r"^zai-org/glm-5$"), "zai-org/GLM-5.1"),
