@@ -375,3 +375,21 @@ def test_r1_distills_and_qwen_coders_read_as_their_bases(tmp_path):
     assert abs(j["figures"]["memory.weights"]["predicted"] / (14.2717 * 2**30) - 1) < 0.01
     assert abs(j["figures"]["kv_cache.tokens"]["predicted"] / 506_224 - 1) < 5e-4
     assert any("DeepSeek-R1-Distill-Qwen-7B has the config of the catalog's Qwen/Qwen2.5-7B" in n for n in j["notes"])
+
+
+def test_sleep_mode_that_freed_nothing_names_expandable_segments(tmp_path):
+    # sweep 119 item 11 (vllm PR #11743's thread): "Sleep mode freed 0.00 GiB memory, 63.15 GiB memory is still in use",
+    # with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which vLLM's CuMemAllocator cannot release (pytorch#147851)
+    log = _write(tmp_path, "sleep.txt", """
+        INFO 02-25 19:13:26 executor_base.py:208] It took 0.000528 seconds to fall asleep.
+        INFO 02-25 19:13:26 worker.py:133] Sleep mode freed 0.00 GiB memory, 63.15 GiB memory is still in use.
+        """)
+    code, err, out = invoke("diagnose", str(log), "--json")
+    notes = " ".join(json.loads(out)["instances"][0]["notes"])
+    assert "freed nothing" in notes and "expandable_segments" in notes
+    ok = _write(tmp_path, "slept.txt", """
+        2025-08-11 16:17:39 gpu_worker.py:104 INFO:vllm.v1.worker.gpu_worker p:475093 t:1: Sleep mode freed 71.28 GiB memory, 1.38 GiB memory is still in use.
+        """)
+    code, err, out = invoke("diagnose", str(ok), "--json")
+    notes = " ".join(json.loads(out)["instances"][0]["notes"])
+    assert "71.28 GiB freed" in notes and "freed nothing" not in notes

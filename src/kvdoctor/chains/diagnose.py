@@ -242,6 +242,8 @@ def diagnose_context(ctx: Context) -> Instance:
         inst.notes.append(kv_exp)
     if (jit := _jit_note(ctx)) is not None:
         inst.notes.append(jit)
+    if (sleep := _sleep_note(ctx)) is not None:
+        inst.notes.append(sleep)
     if (kv_fail := _kv_load_failure_note(ctx)) is not None:
         inst.notes.append(kv_fail)
     spec = _spec_decode_note(ctx)
@@ -321,6 +323,25 @@ def _jit_note(ctx: Context) -> str | None:
             f"{', …' if len(names) > 4 else ''}): each compile stalls the step it lands in, once per kernel shape and "
             "process, so a TTFT or ITL spike there is the compile, not the load. vLLM's advice is a warm-up that covers "
             "the shape (a newer release's warm-up, or a warm-up request of that kind before traffic)")
+
+
+def _sleep_note(ctx: Context) -> str | None:
+    """Sleep mode's own account (an RL framework's colocated rollout engine): what each sleep released, what stayed.
+    Nothing released is the known clash of vLLM's CuMemAllocator with PyTorch's expandable segments (pytorch#147851,
+    found in vllm PR #11743's thread: 0.00 GiB freed, 63.15 GiB still in use)."""
+    evs = [e for e in ctx.events if e.kind == "sleep"]
+    if not evs:
+        return None
+    kept = max(float(e.data["in_use_gib"]) for e in evs)
+    if all(float(e.data["freed_gib"]) < 0.05 for e in evs) and kept >= 1:
+        return (f"vLLM's sleep mode freed nothing ({_lines_of(evs)}: {kept:.2f} GiB still in use): its CuMemAllocator "
+                "cannot release memory PyTorch allocated with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                "(pytorch#147851): unset it for the rollout engine's process, and start the engine with "
+                "enable_sleep_mode=True")
+    freed = max(float(e.data["freed_gib"]) for e in evs)
+    return (f"vLLM slept {len(evs):,} time(s) ({_lines_of(evs)}): up to {freed:.2f} GiB freed and up to {kept:.2f} GiB "
+            "still in use on a GPU, which a colocated trainer does not get: the CUDA context, NCCL and all-reduce "
+            "buffers, and what other code allocated outside vLLM's allocator")
 
 
 def _kv_expired_note(ctx: Context) -> str | None:

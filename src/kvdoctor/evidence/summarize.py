@@ -164,7 +164,7 @@ def summary(ev: Evidence) -> dict[str, Any]:
         for e in sg.events:
             if e.kind == "shutdown-requested":  # an operator's stop, not an error
                 stops += 1
-            elif e.kind not in ("startup", "preemption-warning", "preemption-counter"):
+            elif e.kind not in ("startup", "preemption-warning", "preemption-counter", "sleep"):
                 errors[e.kind] = errors.get(e.kind, 0) + 1
     s["errors"] = errors
     s["stop_requests"] = stops

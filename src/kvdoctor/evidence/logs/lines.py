@@ -43,6 +43,7 @@ FULL_NEEDLES = (
     b"compile range (1, ",  # torch.compile's range, whose end is max_num_batched_tokens (startup._h_compile_range)
     b"] Assertion `",  # a CUDA kernel's device-side assertion, per failing thread (_DEVICE_ASSERT)
     b"kernel only supports sm",  # a kernel built for another GPU family, before it traps (ARCH_GUARD)
+    b"Sleep mode freed",  # sleep mode's release and what stayed (_SLEEP)
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
@@ -96,6 +97,7 @@ _SPEC_DECODE = re.compile(rb"(?:SpecDecoding metrics: )?Mean acceptance length: 
                           rb"tokens/s, Drafted throughput: [\d.]+ tokens/s, )?Accepted: (\d+) tokens, Drafted: (\d+) tokens"
                           rb"(?:,\s*Per-position acceptance rate: ([\d., ]+\d))?")
 _JIT_KERNEL = re.compile(rb"JIT compilation during inference: (\w+(?:\.\w+)*)")
+_SLEEP = re.compile(rb"Sleep mode freed (\d+(?:\.\d+)?) GiB memory, (\d+(?:\.\d+)?) GiB memory is still in use")
 _KV_LOAD_FAILURE = re.compile(rb"(Recovered from|Failing (\d+) request\(s\) due to) KV load failure(?:: (\d+) "
                               rb"request\(s\) rescheduled)? \((?:failure_policy=\w+, )?(\d+) tokens affected\)")
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
@@ -549,6 +551,13 @@ class LinePath:
                 continue
             if b"SpecDecoding metrics" in bl or (b"Mean acceptance length" in bl and b"Drafted: " in bl):
                 if self._spec_decode(bl, n):
+                    self.parsed_lines += 1
+                continue
+            if b"Sleep mode freed" in bl:
+                # sleep mode (gpu_worker / worker.py): what a sleep released, and what stayed on the GPU
+                m = _SLEEP.search(bl)
+                if m is not None and self._line_event(bl, n, "sleep", {"freed_gib": float(m.group(1)),
+                                                                       "in_use_gib": float(m.group(2))}):
                     self.parsed_lines += 1
                 continue
             if b"JIT compilation during inference" in bl:
