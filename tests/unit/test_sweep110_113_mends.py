@@ -393,3 +393,15 @@ def test_sleep_mode_that_freed_nothing_names_expandable_segments(tmp_path):
     code, err, out = invoke("diagnose", str(ok), "--json")
     notes = " ".join(json.loads(out)["instances"][0]["notes"])
     assert "71.28 GiB freed" in notes and "freed nothing" not in notes
+
+
+def test_the_log_only_ledger_names_the_model_of_a_pasted_command(tmp_path):
+    # sweep 124 item 01 (vllm#29431): the pasted `vllm serve MODEL` named a model outside the catalog; the title said
+    # "model not named" beside a reason that named it
+    log = _write(tmp_path, "cmd.txt", """
+        vllm serve RedHatAI/Llama-4-Scout-17B-16E-Instruct-quantized.w4a16 --load-format dummy --enforce-eager
+        (EngineCore_DP0 pid=3862035) INFO 11-25 18:39:23 [gpu_worker.py:348] Available KV cache memory: 0.44 GiB
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--json")
+    assert code == 0, err
+    assert json.loads(out)["model"] == "RedHatAI/Llama-4-Scout-17B-16E-Instruct-quantized.w4a16"

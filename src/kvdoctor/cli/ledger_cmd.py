@@ -84,6 +84,15 @@ def _log_only(log_info: dict[str, Any], why: str, *, json_out: bool, quiet: bool
     from kvdoctor.ledger.from_log import log_ledger
 
     led = log_ledger(log_info["startup"], source=log_info["path"], why_no_model=why)
+    if led.model is None and (cmd := (log_info["startup"].engine_config or {}).get("command")):
+        # the server command pasted with the log names it (sweep 124 item 01's title had said "model not named")
+        from kvdoctor.engine.sources import parse_serve_line
+        from kvdoctor.errors import InputError
+
+        try:
+            led.model = parse_serve_line(str(cmd)).model
+        except InputError:
+            pass
     led.notes.insert(0, log_info["summary"])
     if _payload_out(led.to_json(), log_info, html, led.model or "the start-up log", json_out=json_out, quiet=quiet):
         return
