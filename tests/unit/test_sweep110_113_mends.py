@@ -405,3 +405,21 @@ def test_the_log_only_ledger_names_the_model_of_a_pasted_command(tmp_path):
     code, err, out = invoke("ledger", "--from-log", str(log), "--json")
     assert code == 0, err
     assert json.loads(out)["model"] == "RedHatAI/Llama-4-Scout-17B-16E-Instruct-quantized.w4a16"
+
+
+def test_a_pod_killed_for_memory_is_read_from_kubernetes_words(tmp_path):
+    # sweep 120 item 05 (a vLLM 0.30.0 CPU pod at a 4 GiB limit): "terminated=OOMKilled", "Reason: OOMKilled", exit
+    # 137 and the engine's last lines; kvdoctor said "insufficient evidence"
+    log = _write(tmp_path, "pod.txt", """
+        2026-09-23T06:17:31Z FAILED pod=vllm-cpu-5bbf5f8745-vmb7t restarts=0 terminated=OOMKilled
+            Last State:     Terminated
+              Reason:       OOMKilled
+              Exit Code:    137
+        (Worker pid=80) INFO 09-23 06:35:12 [cpu_worker.py:271] Explicitly set (1.0/15.84) GiB for KV cache on node 0.
+        """)
+    code, err, out = invoke("diagnose", str(log), "--json")
+    insts = json.loads(out)["instances"]
+    assert any(i["verdict"] == "engine-died" and "container" in i["action"] for i in insts)
+    # docker inspect's '"OOMKilled": false' is no kill
+    from kvdoctor.evidence.model import HOST_OOM
+    assert HOST_OOM.search('"OOMKilled": false') is None and HOST_OOM.search('"OOMKilled": true')

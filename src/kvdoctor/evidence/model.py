@@ -253,7 +253,10 @@ ENGINE_PROCS = ("EngineCore", "VllmWorker", "Worker")
 # the kernel's OOM killer, quoted from dmesg or a cgroup's report ("Memory cgroup out of memory: Killed process
 # (VLLM::Worker_TP)"): host memory, not the GPU's, although its words say "out of memory" (the reader names it a death
 # from outside; chains.crash says whose memory ran out)
-HOST_OOM = re.compile(r"[Oo]ut of memory: Kill(?:ed)? process|invoked oom-killer|\boom-kill:")
+# (and a container's state as Kubernetes and docker report it: "Reason: OOMKilled", "terminated=OOMKilled",
+# '"OOMKilled": true'; sweep 120 item 05, a vLLM CPU pod killed at its 4 GiB limit)
+HOST_OOM = re.compile(r"[Oo]ut of memory: Kill(?:ed)? process|invoked oom-killer|\boom-kill:|Reason:\s+OOMKilled\b"
+                      r"|=OOMKilled\b|\"OOMKilled\":\s*true")
 DEATH_KINDS = ("engine-dead", "oom", "cuda-error", "nccl-timeout")
 CAUSE_WINDOW_S = 30.0
 CAUSE_WINDOW_LINES = 400
