@@ -423,3 +423,17 @@ def test_a_pod_killed_for_memory_is_read_from_kubernetes_words(tmp_path):
     # docker inspect's '"OOMKilled": false' is no kill
     from kvdoctor.evidence.model import HOST_OOM
     assert HOST_OOM.search('"OOMKilled": false') is None and HOST_OOM.search('"OOMKilled": true')
+
+
+def test_intervals_without_a_token_in_a_row_are_a_stall(tmp_path):
+    # sweep 101 item 02 (vllm#25677, V0 0.8.6): four stats lines 10 s apart, 1 running, 0.0 tokens/s: it read
+    # decode-bound "at 0.00 tok/s per request"; no engine step ended in 40 s
+    line = ("DEBUG 09-24 15:0{m}:{s} [metrics.py:486] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+            "0.0 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 5.3%, CPU KV cache "
+            "usage: 0.0%.")
+    text = "\n".join(line.format(m=m, s=s) for m, s in (("6", "53"), ("7", "03"), ("7", "13"), ("7", "23"))) + "\n"
+    log = tmp_path / "v0.log"
+    log.write_text(text)
+    code, err, out = invoke("diagnose", str(log), "--json")
+    inst = json.loads(out)["instances"][0]
+    assert inst["verdict"] == "stalled" and "py-spy" in inst["action"]

@@ -903,10 +903,23 @@ def decode_bound(ctx: Context) -> Finding | None:
                f"{floor:,.1f} tok/s ({how}): the decode step itself is the bottleneck, not memory or admission.")
     action = get("sched.decode-bound").action
     chunk = _prefill_in_flight(tl, d.idx)
-    if all(float(tl.running[i]) <= 1 and float(tl.gen_tps[i]) == 0 for i in d.idx):
-        # one request and not one token: no step ended in the interval (its own prefill, or a stall), which says
-        # nothing of a decode step's speed (sweep 121 item 08: a lone stats line of a SageMaker DJL log)
-        return None
+    if chunk is None and all(float(tl.gen_tps[i]) == 0 for i in d.idx):
+        # not one token: no step ended in the interval, which says nothing of a decode step's speed. One such interval
+        # is a prefill as likely as a stall (sweep 121 item 08: a lone stats line of a SageMaker DJL log); several in a
+        # row, with nothing processed after them, are an engine that stopped (sweep 101 item 02: 40 s at 0.0 tok/s)
+        if len(d.idx) < 2:
+            return None
+        return rule_finding(
+            "sched.decode-bound",
+            f"No token was generated in {len(d.idx)} intervals in a row with {int(max(float(tl.running[i]) for i in d.idx))}"
+            " request(s) running: no engine step ended, so the engine is stalled (or one prefill outlasted them all), "
+            "not slow at decoding.", severity="problem", verdict="stalled",
+            action="look outside the memory chains: is the engine core alive (py-spy dump of EngineCore and the "
+                   "workers)? a collective or a KV transfer stuck? a prefill longer than the whole window shows as "
+                   "prompt tokens in the interval after it",
+            gain={**gain, "intervals_without_token": Figure(len(d.idx), "measured", "generation 0.0 tok/s with "
+                                                                                     "requests running")},
+            evidence=ev[:4], data={"form": "stall"})
     if chunk is not None and all(float(tl.running[i]) <= 1 for i in d.idx):
         # one request running: the long step was its own prefill (a new prompt after the last one finished, or the
         # rest of this one's chunks), which no other decode waited for; that is its TTFT, not a slow decode

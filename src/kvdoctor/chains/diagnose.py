@@ -565,6 +565,10 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
         return Judgement("prefill-bound", conf, f.summary, f.action, [f.summary], raise_,
                          ["prompt throughput falling while the queue stays (then the cap or capacity holds it)"])
     f = by.get("sched.decode-bound")
+    if f is not None and f.verdict == "stalled":
+        # no token at all in several intervals with requests running (detect.decode_bound): a stall, not a speed
+        return Judgement("stalled", _lower(top), f.summary, f.action, [f.summary], list(more_window),
+                         ["prompt tokens in the interval right after the silent ones (one long prefill, not a stall)"])
     if f is not None:
         floor_src = f.gain["decode_floor_tps"].source
         conf = top if d is not None and d.samples >= 3 else _lower(top)
