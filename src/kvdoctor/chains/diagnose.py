@@ -485,6 +485,24 @@ _PLAIN_STEPS = (
 )
 
 
+def _decode_judgement(f: Finding, d, th, top: str, more_window: list[str]) -> Judgement:
+    """Step 3's decode finding: a slow decode against its floor, or (no token at all in several intervals with
+    requests running, detect.decode_bound) a stall."""
+    if f.verdict == "stalled":
+        return Judgement("stalled", _lower(top), f.summary, f.action, [f.summary], list(more_window),
+                         ["prompt tokens in the interval right after the silent ones (one long prefill, not a stall)"])
+    floor_src = f.gain["decode_floor_tps"].source
+    conf = top if d is not None and d.samples >= 3 else _lower(top)
+    if floor_src == "default" and d is not None and d.per_request > 0.5 * th.decode_floor_tps:
+        conf = _lower(conf)
+    raise_ = list(more_window)
+    if floor_src == "default":
+        raise_.append("--model and --gpu (the bandwidth roofline instead of the absolute floor)")
+    return Judgement("decode-bound", conf, f.summary, f.action, [f.summary], raise_,
+                     ["vllm bench latency on this model and hardware decoding as slowly (then it is the "
+                      "hardware's speed, expected rather than a fault)"])
+
+
 def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions: list[str]) -> Judgement:
     """The verdict, first match wins, in the chain's order of evidence. Each branch says which signals
     carry it and what would raise or overturn it."""
@@ -565,21 +583,8 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
         return Judgement("prefill-bound", conf, f.summary, f.action, [f.summary], raise_,
                          ["prompt throughput falling while the queue stays (then the cap or capacity holds it)"])
     f = by.get("sched.decode-bound")
-    if f is not None and f.verdict == "stalled":
-        # no token at all in several intervals with requests running (detect.decode_bound): a stall, not a speed
-        return Judgement("stalled", _lower(top), f.summary, f.action, [f.summary], list(more_window),
-                         ["prompt tokens in the interval right after the silent ones (one long prefill, not a stall)"])
     if f is not None:
-        floor_src = f.gain["decode_floor_tps"].source
-        conf = top if d is not None and d.samples >= 3 else _lower(top)
-        if floor_src == "default" and d is not None and d.per_request > 0.5 * th.decode_floor_tps:
-            conf = _lower(conf)
-        raise_ = list(more_window)
-        if floor_src == "default":
-            raise_.append("--model and --gpu (the bandwidth roofline instead of the absolute floor)")
-        return Judgement("decode-bound", conf, f.summary, f.action, [f.summary], raise_,
-                         ["vllm bench latency on this model and hardware decoding as slowly (then it is the "
-                          "hardware's speed, expected rather than a fault)"])
+        return _decode_judgement(f, d, th, top, more_window)
     # step 4: spikes
     for rid, verdict, overturn in _PLAIN_STEPS:  # a finding that carries its verdict as it stands
         f = by.get(rid)
