@@ -27,6 +27,10 @@ each case's parsed count up and its ignored count down by the same number (63 / 
 the segments that hold them, and one segment of "gzip" ending two lines later at such a line; every timeline, start-up,
 other event and count was unchanged (the lines are stamped without moving the reader's clock).
 
+Re-recorded on 2026-12-06, when ``StartupFacts`` gained ``cudagraph_opt_in_hint`` (the 0.14-0.20 opt-in hint: the
+CUDA-graph estimate was not deducted). The generator prints no such hint, so the field is None in every start-up; with
+it dropped, every part of all five cases matched the previous reference.
+
 Re-record (only when the reading is *meant* to change, and say so in the commit):
 ``python tests/unit/test_evidence_reader_equiv.py --record``.
 """

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from kvdoctor.chains.detect import rule_finding
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
 from kvdoctor.evidence.model import (ARCH_GUARD, CAUSE_WINDOW_LINES, CAUSE_WINDOW_S, DEATH_KINDS, ENGINE_PROCS, HOST_OOM,
-                                     KV_REFUSALS, MEMORY_HELD)
+                                     KV_REFUSALS, LLVM_ABORT, MEMORY_HELD)
 from kvdoctor.provenance import Figure
 
 if TYPE_CHECKING:  # pragma: no cover - boundary type
@@ -248,14 +248,7 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "an engine process exited without a traceback of its own: killed from outside (the kernel's OOM killer, "
                 "a container limit, SIGKILL) or a crash in native code", {})
     if exc is not None:
-        text, ln = exc
-        hint = known_fix(text)
-        return ((hint + f" (vLLM's exception, line {ln})" if hint else
-                 f"act on vLLM's exception (line {ln}): {text[:240]}; search vLLM's issues for it with your version"),
-                (f"a kernel built for another GPU family printed '{text[:120]}' and trapped, which killed the engine"
-                 if ARCH_GUARD in text else
-                 f"the engine raised {text[:200]}" + ("" if ":" in text else " (no message: an assertion or check "
-                                                       "inside vLLM failed; the frames above it name where)")), {})
+        return _exception_advice(*exc, [e for e in ([ce] if ce is not None else []) + near])
     wrapped = next((e.data["worker_init_failed"] for e in near if e.data.get("worker_init_failed")), None)
     if cause == "traceback" and wrapped is not None and not any(
             str(e.data.get("proc", "")).startswith("Worker") and e.data.get("lines", 1) >= 3 for e in near):
@@ -298,6 +291,14 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
 # Exceptions whose fix is one setting, as vLLM's own message says (platforms/cuda.py, config/model.py,
 # config/scheduler.py, config/vllm.py, v1/executor/ray_utils.py, model_executor/models/registry.py, huggingface_hub).
 _KNOWN_EXCEPTIONS = (
+    ("is_fa_version_supported",
+     "V1's FlashAttention needs compute capability 8.0 or newer, and V1 0.7-0.8 had no other backend for Volta/Turing "
+     "(V100, T4, RTX 20xx): VLLM_USE_V1=0 on those releases, or a release that picks FlexAttention or Triton for "
+     "pre-Ampere GPUs (0.11 does); VLLM_ATTENTION_BACKEND=XFORMERS only reaches V0"),
+    ("Unsupported rounding mode for conversion",
+     "--dtype float32, or a GPU of compute capability 7.0 or newer: Triton (vLLM's attention and sampling kernels) "
+     "cannot convert fp16 on Pascal and older GPUs (GTX 10xx, P100, P40), and LLVM aborts the engine at the first "
+     "request"),
     ("Bfloat16 is only supported on GPUs with compute capability",
      "--dtype half: this GPU has no bf16 (compute capability < 8.0); check the model tolerates fp16 (some, e.g. "
      "Gemma 2, overflow in it)"),
@@ -418,6 +419,27 @@ _KNOWN_EXCEPTIONS = (
      "old card under a build that dropped it): install a build compiled for it (vLLM's image or wheel for that CUDA, or "
      "TORCH_CUDA_ARCH_LIST when building from source)"),
 ))
+
+
+def _exception_advice(text: str, ln: int, events: list[Event]) -> tuple[str, str, dict[str, Figure]]:
+    """The action and reason for the exception line that names the death. A bare ``AssertionError`` is read with the
+    source line it failed on, which Python prints above it (``data["assertion"]``)."""
+    assertion = next((str(e.data["assertion"]) for e in events if e.data.get("assertion")), None) \
+        if text.strip().startswith("AssertionError") else None
+    hint = known_fix(text) or (known_fix(assertion) if assertion else None)
+    if ARCH_GUARD in text:
+        why = f"a kernel built for another GPU family printed '{text[:120]}' and trapped, which killed the engine"
+    elif LLVM_ABORT in text:
+        why = (f"Triton's compiler (LLVM) printed '{text[:120]}' and aborted the engine's process while compiling a "
+               "kernel for this GPU")
+    elif assertion:
+        why = f"the engine raised {text[:120]} at `{assertion[:160]}`"
+    else:
+        why = f"the engine raised {text[:200]}" + ("" if ":" in text else " (no message: an assertion or check inside "
+                                                   "vLLM failed; the frames above it name where)")
+    action = (hint + f" (the exception, line {ln})" if hint else
+              f"act on vLLM's exception (line {ln}): {text[:240]}; search vLLM's issues for it with your version")
+    return action, why, {}
 
 
 def known_fix(text: str) -> str | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kvdoctor.chains import signals as sig
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
 from kvdoctor.chains.rules import get
-from kvdoctor.evidence.model import KV_REFUSALS, MEMORY_HELD
+from kvdoctor.evidence.model import KV_REFUSALS, MEMORY_HELD, V0_BLOCK_SIZE
 from kvdoctor.provenance import Figure
 
 if TYPE_CHECKING:
@@ -213,13 +213,18 @@ def does_not_fit(ctx: Context) -> Finding | None:
             gain["max_model_len"] = Figure(est, "measured", "vLLM's estimate in the error line")
         elif st.startup_error == "kv-too-small":
             action, gain = _too_small_without_estimate(st)
-        elif st.startup_error == "max-len-too-large" and st.kv_cache_tokens:
+        elif st.startup_error == "max-len-too-large" and (st.kv_cache_tokens or st.num_gpu_blocks):
             # V0's check (vllm/worker/worker.py raise_if_cache_size_invalid): max_model_len > the pool's tokens. The
-            # pool was allocated, so the fraction is not the issue; any length up to the pool passes.
-            pool = int(st.kv_cache_tokens)
+            # pool was allocated, so the fraction is not the issue; any length up to the pool passes. Without the
+            # error line the pool is the printed blocks times V0's block size (startup._implied_v0_refusal).
+            printed = bool(st.kv_cache_tokens)
+            pool = int(st.kv_cache_tokens or st.num_gpu_blocks * (st.block_size or V0_BLOCK_SIZE))
             action = (f"--max-model-len {pool} or lower (the pool holds {pool:,} tokens; vLLM refuses a longer "
                       "context), or --gpu-memory-utilization higher for a larger pool")
-            gain["max_model_len"] = Figure(pool, "measured", "the KV cache's tokens in the error line")
+            gain["max_model_len"] = Figure(pool, "measured" if printed else "predicted",
+                                           "the KV cache's tokens in the error line" if printed else
+                                           f"# GPU blocks {st.num_gpu_blocks:,} x {st.block_size or V0_BLOCK_SIZE} "
+                                           "tokens per block")
         elif (room := _utilization_for_room(ctx)) is not None:
             action, gain = room
         if st.startup_error == "no-memory-for-cache":

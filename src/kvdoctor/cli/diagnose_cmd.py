@@ -210,8 +210,9 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
                 c.print(f"   signal: {m(str(sgl))}", soft_wrap=True)
         w = inst["window"]
         iv = f", one sample every {_secs(w['interval_s'])}" if w.get("interval_s") else ""
-        span = (f"{w['samples']} samples over {_secs(w['seconds'])}{iv} ({w.get('start')} → {w.get('end')})"
-                if w["samples"] else "no timeline")
+        # an untimed sample (a /metrics dump, a stats line without a timestamp) has no start or end to print
+        when = f" ({w.get('start')} → {w.get('end')})" if w.get("start") is not None else ""
+        span = f"{w['samples']} samples over {_secs(w['seconds'])}{iv}{when}" if w["samples"] else "no timeline"
         c.print(f"   window: {m(span)}; preemptions from: {m(str(inst['preemption_basis']))}")
         raise_, over = inst.get("would_raise_confidence") or [], inst.get("would_overturn") or []
         if raise_ or over:

@@ -86,8 +86,10 @@ _LEGACY_RX = re.compile(
 )
 BLOCK_HEADER = "Serving Benchmark Result"
 # what a capture puts before each line: a k8s/CI ISO time, a docker-compose "service | ", a markdown quote or a shell
-# comment ("> ", "# "). The block's labels are read after it.
-_LINE_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s+)?(?:[\w.-]+\s+\|\s?)?(?:[>#]+\s?)*")
+# comment ("> ", "# "), or a Ray / SkyPilot task's "(name, pid=N) " (Michaelvll/llm-ie-benchmarks' logs). The block's
+# labels are read after it.
+_LINE_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s+)?(?:[\w.-]+\s+\|\s?)?(?:\([^()]*\bpid=\d+[^()]*\)\s?)?"
+                          r"(?:[>#]+\s?)*")
 _RAMP_OR_TRACE = re.compile(r"Traffic ramp-up strategy:|Self timing is set")
 # The command a capture shows before its block (a ticket's paste: "$ vllm bench serve --model ... \" and its
 # continuation lines), or the Namespace(...) the bench prints at start: the send options of the run that follows, where

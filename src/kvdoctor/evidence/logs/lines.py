@@ -21,7 +21,8 @@ from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_P
 from kvdoctor.evidence.logs.requests import request_kind
 from kvdoctor.evidence.logs.startup import R_TORCH_OOM_BODY, WRAP_HOLD, WRAPPED_NEEDLES, cut_fact, join_wrapped
 from kvdoctor.evidence.logs.stats import parse_stats, parse_stats_cut, parse_warning
-from kvdoctor.evidence.model import ARCH_GUARD, ENGINE_PROCS, HOST_OOM, Event, cause_named, is_exception_line
+from kvdoctor.evidence.model import (ARCH_GUARD, ENGINE_PROCS, FATAL_AT_START, HOST_OOM, LLVM_ABORT, Event, cause_named,
+                                     is_exception_line)
 
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
 # table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
@@ -43,6 +44,7 @@ FULL_NEEDLES = (
     b"compile range (1, ",  # torch.compile's range, whose end is max_num_batched_tokens (startup._h_compile_range)
     b"] Assertion `",  # a CUDA kernel's device-side assertion, per failing thread (_DEVICE_ASSERT)
     b"kernel only supports sm",  # a kernel built for another GPU family, before it traps (ARCH_GUARD)
+    b"LLVM ERROR:",  # Triton's compiler aborting the process (LLVM_ABORT)
     b"Sleep mode freed",  # sleep mode's release and what stayed (_SLEEP)
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
 )
@@ -122,11 +124,16 @@ def _note_exception(ev: Event, msg: str, n: int) -> None:
     """The burst's last exception line that names a cause (data["exception"], ["exception_line"]); and where the
     engine's own traceback ends in multiproc_executor's wrapper for a worker that failed to start
     (data["worker_init_failed"]: its line), whose own traceback the worker prints, or not."""
-    if ARCH_GUARD in msg:
-        # printed by the kernel before it traps: the CUDA error that follows only says the launch failed
+    if ARCH_GUARD in msg or LLVM_ABORT in msg:
+        # printed by the kernel before it traps (or by LLVM before it aborts): what follows only says the launch failed
+        # or the engine process died
         ev.data["exception"], ev.data["exception_line"], ev.data["arch_guard"] = msg.strip()[:400], n, True
         return
-    cause = cause_named(msg.strip())
+    stripped = msg.strip()
+    if stripped.startswith("assert "):
+        # the source line a bare AssertionError failed on (Python's traceback prints it above the exception)
+        ev.data["assertion"] = stripped[:200]
+    cause = cause_named(stripped)
     if cause is not None and not ev.data.get("arch_guard"):
         ev.data["exception"], ev.data["exception_line"] = cause[:400], n
     elif "WorkerProc initialization failed" in msg:
@@ -398,6 +405,8 @@ class LinePath:
     def _error(self, line: bytes, n: int, m: Any) -> bool:
         text = line[:600].decode("utf-8", "replace").strip()
         msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
+        if m is None and msg.startswith(">"):
+            msg = msg.lstrip("> ")  # a Markdown quote of the line ("> ValueError: Bfloat16 is only ...": a forum post)
         # a traceback's own lines under a process prefix and nothing else ("(EngineCore pid=40947) RuntimeError: ...":
         # Python's traceback printed to the process's stderr, which vLLM prefixes): that process's words
         bare = _BARE_PROC.match(msg) if m is None else None
@@ -413,10 +422,12 @@ class LinePath:
         elif "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
             kind = "kv-too-small"
         elif ("illegal memory access" in msg or _CUDA_ERROR.search(msg) or "device-side assert" in msg
-              or _DEVICE_ASSERT.search(msg) or ARCH_GUARD in msg):
+              or _DEVICE_ASSERT.search(msg) or ARCH_GUARD in msg or LLVM_ABORT in msg):
             kind = "cuda-error"
         elif "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
             kind = "nccl-timeout"
+        elif is_exception_line(msg.strip()) and any(x in msg for x in FATAL_AT_START):
+            kind = "engine-dead"  # vLLM refused this GPU or host at start-up (FATAL_AT_START)
         elif ("EngineDeadError" in msg or "died unexpectedly" in msg or "exited unexpectedly" in msg or "fatal error" in msg
               or ("died" in msg and ("ngine" in msg or "Worker" in msg or "exit code" in msg))
               or "is already dead" in msg or "Background loop has errored" in msg or _KILLED.search(msg)
@@ -454,6 +465,8 @@ class LinePath:
         if frame is None and ("capture_end()" in msg or "capture_begin(" in msg):
             frame = "CUDA graph capture"  # torch's CUDAGraph capture: vLLM captures only at start-up (capture_model)
         prev = self._bursts.get(proc)
+        if killed and prev is not None and prev[1] is not None and prev[1].data.get("self_kill") and n - prev[2] <= 3:
+            killed = False  # the shell's "Killed" for the SIGKILL vLLM's client sent its own group (below)
         if prev is not None and prev[0] == sec and n - prev[2] <= (BURST_GAP_LINES if sec is not None else 20):
             last = prev[1]
             self._bursts[proc] = (sec, last, n)
@@ -461,7 +474,11 @@ class LinePath:
                 return True
             last.data["lines"] = last.data.get("lines", 1) + 1
             last.data["last_line"] = n
-            if killed:
+            if "fatal signal from worker" in msg:
+                # 0.7-0.8's V1 client ("Got fatal signal from worker processes, shutting down") SIGKILLs its own
+                # process group: the shell's "Killed" after it is vLLM's own exit, and the traceback above is the cause
+                last.data["self_kill"] = True
+            if killed and not last.data.get("self_kill"):
                 last.data["killed"] = True
             if native and "native" not in last.data:
                 last.data["native"] = native.group(0)
@@ -476,6 +493,8 @@ class LinePath:
             _note_dump(last, msg, n)
             return True
         data = {"proc": proc} if frame is None else {"proc": proc, "startup_frame": frame}
+        if "fatal signal from worker" in msg:
+            data["self_kill"] = True
         if killed:
             data["killed"] = True
         if native:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kvdoctor.evidence.logs.envelope import Envelope, parse_envelope, split_glued, strip_ansi, worker_rank
-from kvdoctor.evidence.model import StartupFacts
+from kvdoctor.evidence.model import V0_BLOCK_SIZE, StartupFacts
 from kvdoctor.units import as_float
 
 GiB = 1 << 30
@@ -61,7 +61,8 @@ def _i(v: str) -> int:
 # --- regexes (each guarded by a cheap substring test in _RULES) -----------------------------------
 # (vLLM's Gaudi fork: "Loading model weights took in total 15.05 GiB of device memory (15.05 GiB/94.62 GiB used)")
 R_LOAD_V0 = re.compile(r"Loading model weights took (?:in total )?" + _N + r" ?(GB|GiB)")
-R_LOAD = re.compile(r"Model loading took " + _N + r" ?(GB|GiB)(?: memory)? and " + _N + r" ?s")
+# no seconds where an author quotes the figure alone ("Model loading took 15.59 GiB memory", vllm-omni#6839)
+R_LOAD = re.compile(r"Model loading took " + _N + r" ?(GB|GiB)(?: memory)?(?: and " + _N + r" ?s)?")
 R_BLOCKS = re.compile(r"(?:#\s*)?(\w+) blocks: " + _I + r"(?:, # CPU blocks: " + _I + ")?")
 # (the figure after the colon padded with spaces: an author lining up pasted lines, aws-samples' README)
 # ("per request" dropped: a forum post's condensed quote of the line, sweep 110 item 10)
@@ -617,7 +618,8 @@ def _h_load(c: StartupCollector, n: int, env: Envelope | None, msg: str) -> bool
         c._maybe_new_start(n, env, msg)
         b = c._builder(n)
         b.set("weights_bytes", _b(m.group(1), m.group(2)), n, env)
-        b.set("load_seconds", float(m.group(3)), n, env)
+        if m.group(3):
+            b.set("load_seconds", float(m.group(3)), n, env)
         if m.group(2) == "GB":
             b.hints.add("v0")  # "GB" wording: v0 ~0.7-0.8
         return True
@@ -921,7 +923,9 @@ def _h_util_from(c, n, env, msg) -> bool:
     m = R_UTIL_FROM.search(msg)
     if not m:
         return False
-    c._builder(n).set("gpu_memory_utilization", float(m.group(1)), n, env)
+    b = c._builder(n)
+    b.set("gpu_memory_utilization", float(m.group(1)), n, env)
+    b.set("cudagraph_opt_in_hint", True, n, env)
     return True
 
 
@@ -1313,6 +1317,7 @@ def _finalize(b: _Builder) -> StartupFacts:
         f.startup_error = "no-memory-for-cache"
         f.error_message = (f"Available KV cache memory: {f.kv_cache_bytes / 2**30:.2f} GiB, then the engine failed to "
                            "start: vLLM refuses a KV budget of 0 or less ('No available memory for the cache blocks')")
+    _implied_v0_refusal(f)
     if len(b.services) > 1:
         # two servers' start-ups interleaved by `docker compose logs`: their facts were merged into one (a warning)
         f.engine_config["interleaved_services"] = sorted(b.services)
@@ -1321,6 +1326,23 @@ def _finalize(b: _Builder) -> StartupFacts:
         # Kept only where the release had both engines (0.7–0.10) or the log names no release.
         f.engine_config.setdefault("engine_formats", next(iter(b.engine_files)))
     return f
+
+
+def _implied_v0_refusal(f: StartupFacts) -> None:
+    """A V0 start whose pool holds fewer tokens than max_model_len: V0 raised right after "# GPU blocks" (0.2-0.3
+    llm_engine._init_cache, 0.4-0.7 worker.raise_if_cache_size_invalid, unconditionally), so an excerpt cut before that
+    line still shows the refusal's two sides (FastChat#3177: 1,842 blocks x 16 = 29,472 tokens, max_seq_len 32,768,
+    then a traceback out of from_engine_args whose last line the excerpt lost)."""
+    if f.era != "v0" or f.startup_error not in (None, "engine-failed") or not f.num_gpu_blocks or not f.max_model_len:
+        return
+    pool = f.num_gpu_blocks * (f.block_size or V0_BLOCK_SIZE)
+    if f.kv_cache_tokens is not None or pool >= f.max_model_len:
+        return
+    f.startup_error = "max-len-too-large"
+    f.error_message = (f"# GPU blocks {f.num_gpu_blocks:,} x {f.block_size or V0_BLOCK_SIZE} tokens = {pool:,} "
+                       f"tokens, under max_model_len {f.max_model_len:,}: V0 refuses such a start ('The model's max "
+                       f"seq len ({f.max_model_len}) is larger than the maximum number of tokens that can be stored in "
+                       f"KV cache ({pool})'); that line is not in the excerpt")
 
 
 def _engine_ambiguous(version: str | None) -> bool:

@@ -1,0 +1,237 @@
+"""What sweeps 126-132 (public material read blind, 2026-12-06; docs/evidence.md "Sweeps 126-132") showed kvdoctor
+getting wrong, each pinned on a minimal excerpt of the public text that showed it."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from tests.e2e.test_ledger_cli import invoke
+from tests.unit.test_sweep110_113_mends import _write
+
+
+def _log_ledger(log: Path) -> dict:
+    code, err, out = invoke("ledger", "--from-log", str(log), "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _instance(log: Path) -> dict:
+    code, err, out = invoke("diagnose", str(log), "--json")
+    assert code in (0, 1), err
+    return json.loads(out)["instances"][0]
+
+
+# ---- the CUDA-graph estimate that a 0.19 build printed but did not deduct ----------------------------------------
+
+SCOUT_019 = """
+    (APIServer pid=1) INFO 04-23 00:11:20 [entrypoints/utils.py:299]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.19.0
+    (Worker_TP0 pid=668) INFO 04-23 00:28:17 [v1/worker/gpu_model_runner.py:5955] Estimated CUDA graph memory: 1.09 GiB total
+    (Worker_TP0 pid=668) DEBUG 04-23 00:28:17 [v1/worker/gpu_worker.py:424] Initial free memory: 77.12 GiB; Requested memory: 0.950000 (util), 75.23 GiB
+    (Worker_TP0 pid=668) DEBUG 04-23 00:28:17 [v1/worker/gpu_worker.py:435] Memory profiling takes 40.70 seconds. Total non KV cache memory: 58.48GiB; torch peak memory increase: 3.19GiB; non-torch forward increase memory: 2.17GiB; weights memory: 53.12GiB.
+    (Worker_TP0 pid=668) INFO 04-23 00:28:17 [v1/worker/gpu_worker.py:436] Available KV cache memory: 16.75 GiB
+    (Worker_TP0 pid=668) INFO 04-23 00:28:17 [v1/worker/gpu_worker.py:470] In v0.19, CUDA graph memory profiling will be enabled by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), which more accurately accounts for CUDA graph memory during KV cache allocation. To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and increase --gpu-memory-utilization from 0.9500 to 0.9641 to maintain the same effective KV cache size.
+    """
+
+
+def test_an_estimate_printed_with_the_opt_in_hint_was_not_deducted(tmp_path):
+    # sweep 127 item 01 (llm-d-planner's debug log, Llama-4-Scout on 4x H100, vLLM 0.19.0): the build printed its
+    # estimate AND the hint that profiling it is opt-in; the budget is requested - weights - activation - non-torch
+    # (75.23 - 53.12 - 3.19 - 2.17 = 16.75), and kvdoctor had labelled the estimate "deducted" and called the printed
+    # budget 1.09 GiB too large
+    doc = _log_ledger(_write(tmp_path, "scout.log", SCOUT_019))
+    checks = " ".join(doc["checks"])
+    assert "matches the printed 16.75 GiB" in checks and "more than the printed terms" not in checks
+    assert "CUDA-graph estimate" not in checks
+    code, err, out = invoke("ledger", "--from-log", str(tmp_path / "scout.log"))
+    assert "CUDA graphs (estimate, not deducted)" in out
+
+
+def test_an_estimate_without_the_hint_is_still_deducted(tmp_path):
+    # a 0.2x start (the "is equivalent to" line: the estimate was applied) keeps its reading
+    log = _write(tmp_path, "v021.log", """
+        (Worker pid=1) INFO 06-21 00:24:48 [gpu_worker.py:477] CUDA graph memory profiling is enabled (default since v0.21.0). The current --gpu-memory-utilization=0.9000 is equivalent to --gpu-memory-utilization=0.8767 without CUDA graph memory profiling.
+        (Worker pid=1) INFO 06-21 00:24:48 [gpu_model_runner.py:6639] Estimated CUDA graph memory: 1.85 GiB total
+        (Worker pid=1) INFO 06-21 00:24:48 [gpu_worker.py:538] Available KV cache memory: 40.00 GiB
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log))
+    assert code == 0, err
+    assert "CUDA graphs (estimate, deducted)" in out
+
+
+# ---- figures an author quotes without the rest of vLLM's line ----------------------------------------------------
+
+def test_model_loading_quoted_without_its_seconds_is_read(tmp_path):
+    # sweep 128 item 02 (vllm-omni PR #6839, Step-Audio2 on an L4, vLLM 0.28): "Model loading took 15.59 GiB memory",
+    # then a zero budget; the weights were dropped because the line lacked "and N seconds"
+    doc = _log_ledger(_write(tmp_path, "omni.txt", """
+        Model loading took 15.59 GiB memory
+        Available KV cache memory: 0.0 GiB
+        ValueError: No available memory for the cache blocks
+        """))
+    assert doc["figures"]["memory.weights"]["value"] == round(15.59 * 2**30)
+    assert doc["reconciliation"]["verdict"] == "does-not-fit"
+
+
+# ---- a V0 start whose pool is shorter than max_model_len, its error line cut -------------------------------------
+
+FASTCHAT_V0 = """
+    INFO 03-20 19:18:21 llm_engine.py:72] Initializing an LLM engine with config: model='/data/models/qwen1.5-4b-chat', tokenizer='/data/models/qwen1.5-4b-chat', tokenizer_mode=auto, revision=None, tokenizer_revision=None, trust_remote_code=True, dtype=torch.bfloat16, max_seq_len=32768, download_dir=None, load_format=auto, tensor_parallel_size=1, disable_custom_all_reduce=True, quantization=None, enforce_eager=True, kv_cache_dtype=auto, device_config=cuda, seed=0)
+    INFO 03-20 19:18:27 llm_engine.py:322] # GPU blocks: 1842, # CPU blocks: 655
+    2024-03-20 19:18:27 | ERROR | stderr | Traceback (most recent call last):
+    2024-03-20 19:18:27 | ERROR | stderr |   File "/FastChat/fastchat/serve/vllm_worker.py", line 290, in <module>
+    2024-03-20 19:18:27 | ERROR | stderr |     engine = AsyncLLMEngine.from_engine_args(engine_args)
+    """
+
+
+def test_a_v0_pool_shorter_than_max_model_len_is_the_refusal_it_implies(tmp_path):
+    # sweep 132 item 13 (FastChat#3177, vLLM ~0.3): 1,842 blocks x 16 = 29,472 tokens < max_seq_len 32,768, then a
+    # traceback out of from_engine_args whose last line the excerpt lost. V0 raises exactly there
+    # (raise_if_cache_size_invalid); kvdoctor had said "fits"
+    log = _write(tmp_path, "fastchat.log", FASTCHAT_V0)
+    doc = _log_ledger(log)
+    assert doc["reconciliation"]["verdict"] == "does-not-fit"
+    assert "29,472" in doc["startup"]["error"] and "not in the excerpt" in doc["startup"]["error"]
+    inst = _instance(log)
+    assert inst["verdict"] == "config-starved"
+    assert inst["action"].startswith("--max-model-len 29472 or lower")
+
+
+def test_a_v0_pool_that_holds_max_model_len_stays_a_fit(tmp_path):
+    log = _write(tmp_path, "ok.log", FASTCHAT_V0.replace("# GPU blocks: 1842", "# GPU blocks: 2048"))
+    assert _log_ledger(log)["reconciliation"]["verdict"] == "fits"
+
+
+# ---- LLVM aborting the engine: Triton on a Pascal GPU ------------------------------------------------------------
+
+def test_llvms_abort_names_the_cause_and_the_dtype_fix(tmp_path):
+    # sweep 126 item 01 (a notes file: Llama-3.2-1B in fp16 on a GTX 1080, vLLM 0.6.4.post1): the engine died at the
+    # first request after "LLVM ERROR: Unsupported rounding mode for conversion."; kvdoctor had said the excerpt shows
+    # no traceback. The author's working runs used --dtype=float32
+    log = _write(tmp_path, "gtx1080.log", """
+        INFO 12-06 14:09:17 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%, CPU KV cache usage: 0.0%.
+        INFO 12-06 14:09:27 engine.py:267] Added request cmpl-24f077ae65df4dc4baa7c6cec7b29240-0.
+        Unsupported conversion from f16 to f16
+        LLVM ERROR: Unsupported rounding mode for conversion.
+        ERROR 12-06 14:09:37 client.py:282] RuntimeError('Engine process (pid 16470) died.')
+        CRITICAL 12-06 14:09:39 launcher.py:99] MQLLMEngine is already dead, terminating server process
+        """)
+    inst = _instance(log)
+    assert inst["verdict"] == "engine-died"
+    assert inst["action"].startswith("--dtype float32") and "LLVM" in inst["reason"]
+
+
+# ---- a bench block under a Ray / SkyPilot task's prefix -----------------------------------------------------------
+
+def test_a_bench_block_under_a_task_prefix_is_read(tmp_path):
+    # sweep 130 item 01 (Michaelvll/llm-ie-benchmarks, DeepSeek-R1 on 8x H200): every line of the bench's output
+    # carries "(vllm-benchmark, pid=7132) "; no block was found
+    body = """
+        ============ Serving Benchmark Result ============
+        Successful requests:                     50
+        Benchmark duration (s):                  88.92
+        Total input tokens:                      50000
+        Total generated tokens:                  100000
+        Request throughput (req/s):              0.56
+        Output token throughput (tok/s):         1124.66
+        Total Token throughput (tok/s):          1686.99
+        ---------------Time to First Token----------------
+        Mean TTFT (ms):                          1135.59
+        Median TTFT (ms):                        1210.23
+        P99 TTFT (ms):                           1880.11
+        -----Time per Output Token (excl. 1st token)------
+        Mean TPOT (ms):                          42.74
+        Median TPOT (ms):                        42.64
+        P99 TPOT (ms):                           44.10
+        ==================================================
+        """
+    text = "\n".join("(vllm-benchmark, pid=7132) " + ln for ln in textwrap.dedent(body).strip().splitlines())
+    p = tmp_path / "r1.log"
+    p.write_text("(vllm-benchmark, pid=7132) Traffic request rate: 10.0\n" + text + "\n")
+    code, err, out = invoke("evidence", str(p), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert len(doc["bench"]) == 1
+    f = doc["bench"][0]["fields"]
+    assert f["output_throughput"] == 1124.66 and f["mean_ttft_ms"] == 1135.59 and f["request_rate"] == 10.0
+
+
+# ---- V1's FlashAttention on a pre-Ampere GPU, and the client's own SIGKILL -----------------------------------------
+
+V100_V1 = """
+    ERROR 02-17 20:51:49 core.py:210]   File "/root/miniconda3/lib/python3.12/site-packages/vllm/v1/attention/backends/flash_attn.py", line 156, in __init__
+    ERROR 02-17 20:51:49 core.py:210]     assert is_fa_version_supported(self.fa_version)
+    ERROR 02-17 20:51:49 core.py:210]            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+    ERROR 02-17 20:51:49 core.py:210] AssertionError
+    ERROR 02-17 20:51:49 core.py:210] 
+    CRITICAL 02-17 20:51:49 core_client.py:158] Got fatal signal from worker processes, shutting down. See stack trace above for root cause issue.
+    Killed
+    """
+
+
+def test_the_v1_flash_attention_assertion_names_the_pre_ampere_fix(tmp_path):
+    # sweep 129 items 10-11 (vllm#13398 on V100s, kubeai#395 on a T4; vLLM 0.7.x V1): a bare AssertionError, the
+    # failed line above it. kvdoctor had said "act on AssertionError"; with the shell's "Killed" after 0.7's client
+    # SIGKILLed its own group it had blamed the host's OOM killer
+    inst = _instance(_write(tmp_path, "v100.log", V100_V1))
+    assert inst["verdict"] == "engine-died"
+    assert "compute capability 8.0" in inst["action"] and "VLLM_USE_V1=0" in inst["action"]
+    assert "is_fa_version_supported" in inst["reason"] and "OOM" not in inst["action"]
+
+
+def test_a_killed_line_without_vllms_own_shutdown_still_reads_killed(tmp_path):
+    inst = _instance(_write(tmp_path, "oomkill.log", """
+        INFO 02-17 20:51:40 engine.py:267] Added request cmpl-1.
+        Killed
+        """))
+    assert inst["verdict"] == "engine-died" and "dmesg" in inst["action"]
+
+
+# ---- a start-up refusal quoted alone -------------------------------------------------------------------------------
+
+def test_a_quoted_bf16_refusal_alone_is_the_death_it_was(tmp_path):
+    # sweep 129 item 12 (a Kaggle P100, a forum quote): "> ValueError: Bfloat16 is only supported on GPUs with compute
+    # capability of at least 8.0 ..." after two quoted INFO lines; it read "insufficient evidence"
+    inst = _instance(_write(tmp_path, "p100.md", """
+        > INFO 06-18 21:44:58 selector.py:69] Cannot use FlashAttention-2 backend for Volta and Turing GPUs.
+        >
+        > and a long Traceback error with the final statement being
+        >
+        > ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla P100-PCIE-16GB GPU has compute capability 6.0. You can use float16 instead by explicitly setting thedtype flag in CLI, for example: --dtype=half
+        """))
+    assert inst["verdict"] == "engine-died" and inst["action"].startswith("--dtype half")
+
+
+# ---- an activation peak larger than the pool it left ---------------------------------------------------------------
+
+def test_an_activation_peak_larger_than_the_pool_names_the_flags_that_size_it(tmp_path):
+    # sweep 126 item 07 (a Korean EC2 runbook: InternVL3-78B over 8x L40S, vLLM 0.6.6.post1): 15.73 GiB of activation
+    # peak left 3.09 GiB of KV cache; nothing said where that memory went
+    doc = _log_ledger(_write(tmp_path, "internvl.log", """
+        INFO 05-20 06:53:09 worker.py:241] Memory profiling takes 130.21 seconds
+        INFO 05-20 06:53:09 worker.py:241] the current vLLM instance can use total_gpu_memory (44.39GiB) x gpu_memory_utilization (0.92) = 40.84GiB
+        INFO 05-20 06:53:09 worker.py:241] model weights take 21.67GiB; non_torch_memory takes 0.36GiB; PyTorch activation peak memory takes 15.73GiB; the rest of the memory reserved for KV Cache is 3.09GiB.
+        """))
+    checks = " ".join(doc["checks"])
+    assert "activation peak, 15.73 GiB (39% of the 40.84 GiB requested)" in checks and "--limit-mm-per-prompt" in checks
+
+
+def test_an_ordinary_activation_peak_says_nothing(tmp_path):
+    doc = _log_ledger(_write(tmp_path, "llama.log", """
+        INFO 05-20 06:53:09 worker.py:241] the current vLLM instance can use total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90) = 71.27GiB
+        INFO 05-20 06:53:09 worker.py:241] model weights take 14.99GiB; non_torch_memory takes 0.36GiB; PyTorch activation peak memory takes 1.19GiB; the rest of the memory reserved for KV Cache is 54.73GiB.
+        """))
+    assert not any("activation peak," in c for c in doc["checks"])
+
+
+def test_an_untimed_sample_prints_no_none_for_its_window(tmp_path):
+    # sweep 135 item 02 (a Portuguese write-up's /metrics excerpt) and three older items: "1 samples over 0 s
+    # (None → None)"
+    log = _write(tmp_path, "metrics.txt", """
+        vllm:num_requests_running{model_name="Qwen/Qwen3-4B-Instruct-2507-FP8"} 1.0
+        vllm:num_requests_waiting{model_name="Qwen/Qwen3-4B-Instruct-2507-FP8"} 0.0
+        vllm:kv_cache_usage_perc{model_name="Qwen/Qwen3-4B-Instruct-2507-FP8"} 0.01
+        """)
+    code, err, out = invoke("diagnose", str(log))
+    assert "None" not in out and "1 samples over" in out, out
