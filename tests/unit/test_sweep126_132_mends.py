@@ -235,3 +235,60 @@ def test_an_untimed_sample_prints_no_none_for_its_window(tmp_path):
         """)
     code, err, out = invoke("diagnose", str(log))
     assert "None" not in out and "1 samples over" in out, out
+
+
+# ---- OOMs while serving whose own text names a sharper fix (sweep 134) --------------------------------------------
+
+def test_an_oom_under_the_prompt_logprobs_path_names_it(tmp_path):
+    # sweep 134 item 04 (gonka PR #1171, Kimi-K2.6 TP4 on vLLM 0.20.0): the author's shortened traceback through
+    # _get_prompt_logprobs_dict; prompt_logprobs on long prompts materialise tokens x 163,840 logits
+    inst = _instance(_write(tmp_path, "kimi.txt", """
+        gpu_model_runner.py:3471, in _bookkeeping_sync
+            prompt_logprobs_dict = self._get_prompt_logprobs_dict(
+        gpu_model_runner.py:5121, in _get_prompt_logprobs_dict
+            logits = self.model.compute_logits(prompt_hidden_states)
+        ...
+        torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.82 GiB.
+        GPU has total 178.35 GiB, 3.22 GiB free, 175.11 GiB in use.
+        """))
+    assert inst["verdict"] == "engine-died"
+    assert inst["action"].startswith("--max-num-batched-tokens lower") and "prompt_logprobs" in inst["action"]
+    assert "prompt_logprobs" in inst["reason"]
+
+
+def test_an_oom_with_more_reserved_than_asked_is_fragmentation(tmp_path):
+    # sweep 134 item 03 (KAITO#976, a 16 GB GPU): 546 MiB asked, 736.86 MiB reserved by PyTorch but unallocated; the
+    # author's fix was expandable segments, kvdoctor's only answer had been a lower utilization
+    inst = _instance(_write(tmp_path, "kaito.log", """
+        ERROR 04-01 23:46:56 [engine.py:160] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 546.00 MiB. GPU 0 has a total capacity of 15.77 GiB of which 514.19 MiB is free. Process 562167 has 15.25 GiB memory in use. Of the allocated memory 13.73 GiB is allocated by PyTorch, with 46.00 MiB allocated in private pools (e.g., CUDA Graphs), and 736.86 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.
+        """))
+    assert inst["action"].startswith("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: 0.72 GiB")
+    assert "--gpu-memory-utilization 0.88" in inst["action"]
+
+
+# ---- a swap from a log that names no GPU ---------------------------------------------------------------------------
+
+QWEN25_14B_TP4 = """
+    INFO 07-20 02:35:01 [cli_args.py:325] non-default args: {'host': '0.0.0.0', 'model': 'Qwen/Qwen2.5-14B-Instruct', 'dtype': 'bfloat16', 'max_model_len': 16384, 'tensor_parallel_size': 4}
+    INFO 07-20 02:35:17 [core.py:69] Initializing a V1 LLM engine (v0.9.2) with config: model='Qwen/Qwen2.5-14B-Instruct'
+    (VllmWorker rank=0 pid=18350) INFO 07-20 02:47:35 [gpu_model_runner.py:1801] Model loading took 6.9459 GiB and 721.398349 seconds
+    (VllmWorker rank=0 pid=18350) INFO 07-20 02:48:23 [gpu_worker.py:232] Available KV cache memory: 12.79 GiB
+    INFO 07-20 02:48:24 [kv_cache_utils.py:716] GPU KV cache size: 279,360 tokens
+    INFO 07-20 02:48:24 [kv_cache_utils.py:720] Maximum concurrency for 16,384 tokens per request: 17.05x
+    """
+
+
+def test_a_swap_from_a_log_without_its_gpu_asks_for_it(tmp_path):
+    # sweep 133 items 01-02 (jyngjeon/multiagentsdebate: Qwen2.5-14B then Qwen3-14B, TP4, vLLM 0.9.2): the log names no
+    # GPU and prints no total, and `swap --from-log` died with an internal TypeError in the capacity rule
+    log = _write(tmp_path, "q25.log", QWEN25_14B_TP4)
+    code, err, out = invoke("swap", "--from", "Qwen/Qwen2.5-14B-Instruct", "--to", "Qwen/Qwen3-14B",
+                            "--from-log", str(log))
+    assert code == 2 and "pass --gpu" in err, (code, err)
+    # with a GPU the review runs; the pool grows as the second log measured (279,360 -> 335,392 tokens: +20 %)
+    code, err, out = invoke("swap", "--from", "Qwen/Qwen2.5-14B-Instruct", "--to", "Qwen/Qwen3-14B",
+                            "--from-log", str(log), "--gpu", "24GiB", "--json")
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    pools = [doc[side]["pool_tokens"]["value"] for side in ("before", "after")]
+    assert abs(pools[1] / pools[0] - 335_392 / 279_360) < 0.01

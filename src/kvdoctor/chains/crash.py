@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - boundary type
     from kvdoctor.evidence.model import Event
 
 _ALLOC = re.compile(r"Tried to allocate ([\d.]+) ?(GiB|MiB|KiB|GB|MB)")
+_RESERVED_FREE = re.compile(r"([\d.]+) ?(GiB|MiB|KiB) (?:is )?reserved by PyTorch but unallocated")
 _CAPACITY = re.compile(r"total capacity of ([\d.]+) ?(GiB|MiB) of which ([\d.]+) ?(GiB|MiB|KiB) (?:is )?free")
 _OTHER_PROC = re.compile(r"Process (\d+) has ([\d.]+) ?(GiB|MiB) memory in use")
 _GIB = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / 1024**2}
@@ -73,6 +74,9 @@ def _oom_figures(text: str) -> dict[str, float]:
     if m:
         out["total_gib"] = float(m.group(1)) * _GIB[m.group(2)]
         out["free_gib"] = float(m.group(3)) * _GIB[m.group(4)]
+    m = _RESERVED_FREE.search(text)
+    if m:
+        out["reserved_unallocated_gib"] = float(m.group(1)) * _GIB[m.group(2)]
     # one figure per process: the same OOM line is often in the text twice (an event's message and its cause)
     procs: dict[str, float] = {}
     for pid, g, u in _OTHER_PROC.findall(text):
@@ -502,6 +506,16 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
         gain["other_processes_gib"] = Figure(round(figs["other_processes_gib"], 2), "measured", "the OOM line")
         action += (f"; another process holds {figs['other_processes_gib']:.2f} GiB of this GPU: move it, or vLLM's "
                    "start-up profile did not see it")
+    if any("_get_prompt_logprobs_dict" in _text(e) or e.data.get("prompt_logprobs") for e in near):
+        # v1's gpu_model_runner computes a prompt_logprobs request's logits for every prompt token of the step over
+        # the whole vocabulary, upcast to fp32 (tokens x vocab x 4 B), which the start-up profile never runs (gonka
+        # PR #1171: Kimi's 163,840 vocab; local-inference-lab/vllm PR #258 chunks it)
+        return ("--max-num-batched-tokens lower (it bounds the prompt tokens whose logits one step holds), or clients "
+                "that do not ask prompt_logprobs on long prompts"
+                + (f"; or {action}" if "gpu_memory_utilization" in gain else ""),
+                f"{_runtime(near)} ran out of memory computing prompt_logprobs: the step held a prompt chunk's logits "
+                "over the whole vocabulary in fp32 (prompt tokens x vocabulary x 4 B), which vLLM's start-up profile "
+                "does not include", gain)
     return (action, f"{_runtime(near)} ran out of memory in a step: that step needed more than vLLM's start-up "
                     "profile measured (a larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process "
                     "on the GPU)", gain)
@@ -537,6 +551,14 @@ def _shortfall_utilization(ctx: Context, figs: dict[str, float]) -> tuple[str, d
             action = (f"--gpu-memory-utilization {new:.2f} (from {gmu:.2f}): leave the step that died its {short:.2f} "
                       f"GiB; the KV pool shrinks by ~{lost:.2f} GiB"
                       + (f" ({lost * 2**30 * tpb:,.0f} tokens)" if tpb else ""))
+    held = figs.get("reserved_unallocated_gib")
+    if held is not None and "tried_gib" in figs and held >= figs["tried_gib"]:
+        # torch's own hint, with its figures: the caching allocator held enough, just not in one piece (KAITO#976:
+        # 736.86 MiB reserved but unallocated against 546 MiB asked; its fix, expandable segments)
+        gain["reserved_unallocated_gib"] = Figure(round(held, 2), "measured", "the OOM line")
+        action = (f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: {held:.2f} GiB sat reserved by PyTorch but "
+                  f"unallocated, more than the {figs['tried_gib']:.2f} GiB the step asked for (fragmentation, as torch's "
+                  f"line says); or {action}")
     return action, gain
 
 

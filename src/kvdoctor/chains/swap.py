@@ -127,6 +127,9 @@ def capacity_drop(ctx: Context) -> Finding | None:
     if old is None or new is None:
         return None
     fo, fn = _fig(old), _fig(new)
+    keys = ("pool_tokens", "kv_cache_bytes", "weights_bytes", "kv_bytes_per_token")
+    if any(f[k].value is None for f in (fo, fn) for k in keys):
+        return None  # a ledger without its GPU's memory (a log that names no device, no --gpu): no pool to compare
     po, pn = int(fo["pool_tokens"].value), int(fn["pool_tokens"].value)
     ko, kn = int(fo["kv_cache_bytes"].value), int(fn["kv_cache_bytes"].value)
     if po <= 0 or pn >= po * (1 - MATERIAL):

@@ -45,6 +45,7 @@ FULL_NEEDLES = (
     b"] Assertion `",  # a CUDA kernel's device-side assertion, per failing thread (_DEVICE_ASSERT)
     b"kernel only supports sm",  # a kernel built for another GPU family, before it traps (ARCH_GUARD)
     b"LLVM ERROR:",  # Triton's compiler aborting the process (LLVM_ABORT)
+    b"_get_prompt_logprobs_dict",  # a frame of v1's prompt-logprobs path, whose OOM has its own fix (_PROMPT_LOGPROBS)
     b"Sleep mode freed",  # sleep mode's release and what stayed (_SLEEP)
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
 )
@@ -66,7 +67,7 @@ def _add_following(work: bytes, le: int, starts: set[int], limit: int, continued
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to allocate", b"nexpectedly", b"Traceback",
                 b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
-                b"HW Exception", b"] Assertion `", b"kernel only supports sm")
+                b"HW Exception", b"] Assertion `", b"kernel only supports sm", b"_get_prompt_logprobs_dict")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
@@ -78,6 +79,9 @@ _DEVICE_ASSERT = re.compile(r"block: \[\d+,\s*\d+,\s*\d+\], thread: \[\d+,\s*\d+
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
+# a traceback frame of v1's prompt-logprobs path (gpu_model_runner): an OOM under it is the logits of a prompt chunk over
+# the whole vocabulary in fp32, which the start-up profile never runs (chains.crash)
+_PROMPT_LOGPROBS = "_get_prompt_logprobs_dict"
 # a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
 _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
 # a crash below Python: the interpreter's or Ray's fatal-signal report, the shell's "(core dumped)", ROCm's runtime on a
@@ -445,7 +449,7 @@ class LinePath:
             # v0's "Worker VllmWorkerProcess pid N died, exit code: -6", the shell's "Killed"
             kind = "engine-dead"
         elif ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
-              or is_exception_line(msg.strip())):
+              or is_exception_line(msg.strip()) or _PROMPT_LOGPROBS in msg):
             kind = "error"
         else:
             return False
@@ -480,6 +484,8 @@ class LinePath:
                 last.data["self_kill"] = True
             if killed and not last.data.get("self_kill"):
                 last.data["killed"] = True
+            if _PROMPT_LOGPROBS in msg:
+                last.data["prompt_logprobs"] = True
             if native and "native" not in last.data:
                 last.data["native"] = native.group(0)
             if frame and "startup_frame" not in last.data:
@@ -495,6 +501,8 @@ class LinePath:
         data = {"proc": proc} if frame is None else {"proc": proc, "startup_frame": frame}
         if "fatal signal from worker" in msg:
             data["self_kill"] = True
+        if _PROMPT_LOGPROBS in msg:
+            data["prompt_logprobs"] = True
         if killed:
             data["killed"] = True
         if native:
