@@ -31,6 +31,9 @@ OUT = Path(__file__).resolve().parent.parent / "src" / "kvdoctor" / "catalog" / 
 FIELDS = (
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
     "head_dim", "max_position_embeddings", "sliding_window", "query_pre_attn_scalar",
+    # whether the output projection shares the embedding's weights: Gemma's classes say True, Llama's False; a file
+    # that leaves it out (gemma-3-1b-it's gemma3_text) gets its class's answer, as vLLM does through transformers
+    "tie_word_embeddings",
 )
 TEXT_KEYS = ("text_config", "language_config", "llm_config", "thinker_config")  # ledger.shape._TEXT_CONFIG_KEYS
 

@@ -292,3 +292,31 @@ def test_a_swap_from_a_log_without_its_gpu_asks_for_it(tmp_path):
     doc = json.loads(out)
     pools = [doc[side]["pool_tokens"]["value"] for side in ("before", "after")]
     assert abs(pools[1] / pools[0] - 335_392 / 279_360) < 0.01
+
+
+# ---- common small models, and a file that leaves out tie_word_embeddings -----------------------------------------
+
+def test_gemma3_1b_ties_its_head_as_transformers_does():
+    # google/gemma-3-1b-it's config.json has no tie_word_embeddings; Gemma3TextConfig defaults it to True, and vLLM
+    # loads no separate lm_head. Untied, the weights came out 27 % above a public 0.13.0 log's 1.91 GiB (sweep 73
+    # item 04); tied, 1.9 % below
+    from kvdoctor.catalog.models import lookup_model
+
+    s = lookup_model("google/gemma-3-1b-it")
+    assert s.tie_word_embeddings is True
+    assert any("tie_word_embeddings True" in n for n in s.notes)
+
+
+def test_tinyllama_reprints_a_public_log_it_was_not_fitted_on(tmp_path):
+    # sweep 114 item 03 (a notebook: vLLM 0.16.0, fp16, gpu_memory_utilization 0.8, eager): 2,755,216 tokens printed
+    log = _write(tmp_path, "tinyllama.log", """
+        INFO 03-02 00:43:48 [utils.py:223] non-default args: {'trust_remote_code': True, 'dtype': 'float16', 'gpu_memory_utilization': 0.8, 'disable_log_stats': True, 'enforce_eager': True, 'model': 'TinyLlama/TinyLlama-1.1B-Chat-v1.0'}
+        (EngineCore_DP0 pid=6196) INFO 03-02 00:43:55 [core.py:97] Initializing a V1 LLM engine (v0.16.0) with config: model='TinyLlama/TinyLlama-1.1B-Chat-v1.0'
+        (EngineCore_DP0 pid=6196) INFO 03-02 00:44:02 [gpu_model_runner.py:4221] Model loading took 2.05 GiB memory and 3.033392 seconds
+        (EngineCore_DP0 pid=6196) INFO 03-02 00:44:04 [gpu_worker.py:373] Available KV cache memory: 57.81 GiB
+        (EngineCore_DP0 pid=6196) INFO 03-02 00:44:04 [kv_cache_utils.py:1307] GPU KV cache size: 2,755,216 tokens
+        (EngineCore_DP0 pid=6196) INFO 03-02 00:44:04 [kv_cache_utils.py:1312] Maximum concurrency for 2,048 tokens per request: 1345.32x
+        """)
+    fig = _log_ledger(log)["figures"]
+    assert abs(fig["kv_cache.tokens"]["predicted"] / 2_755_216 - 1) < 0.001
+    assert abs(fig["memory.weights"]["predicted"] / (2.05 * 2**30) - 1) < 0.01

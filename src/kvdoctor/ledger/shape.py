@@ -146,7 +146,8 @@ def _normalise(raw: dict, name: str) -> tuple[dict, dict, str, bool]:
     # (an MLA model's head size is its latent's, not head_dim)
     # A top-level file without its size fields is a broken file, not a short form: those stay required there.
     filled = {k: v for k, v in class_defaults(text_type).items() if "." not in k and k not in t
-              and not (k == "head_dim" and "kv_lora_rank" in t) and (text_key is not None or k not in _CORE_FIELDS)}
+              and not (k == "head_dim" and "kv_lora_rank" in t) and (text_key is not None or k not in _CORE_FIELDS)
+              and not (k == "tie_word_embeddings" and k in raw)}  # a multimodal file says it at its top level
     t.update(filled)
     if text_key is not None and "num_attention_heads" not in t:
         # vLLM get_hf_text_config raises the same way.
