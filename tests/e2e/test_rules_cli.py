@@ -30,7 +30,7 @@ def test_rules_table_and_json():
     j = json.loads(out)
     # 25 rows, counted in docs/rules.md's table (the chapter's table plus vLLM's refinements), not read
     # back from the registry the command prints
-    assert j["schema_version"] == "kvdoctor.rules/1" and len(j["rules"]) == 25
+    assert j["schema_version"] == "kvdoctor.rules/1" and len(j["rules"]) == 26
     code, err, out = invoke("rules", "--chain", "memory", "--json")
     # chain one: "full is not tight" (step 0), then its four levels (max-model-len, fp8 KV, quantized
     # weights, TP/PP) in order: docs/rules.md

@@ -58,6 +58,16 @@ def died_ctx(stop: bool):
     return ctx_for(tl(), events=[_STOP, _DEAD, _API_DEAD] if stop else [_DEAD, _API_DEAD], source="vllm.log")
 
 
+def hung_ctx(serving: bool):
+    # the engine core's own message (sweep 139 item 01), a minute apart: after the 30 stats lines (lines 100-129) it
+    # is a hang; before them, the start-up's slow work
+    lines = (140, 141, 142) if serving else (50, 51, 52)
+    waits = [Event(t=None, kind="shm-wait", line_no=ln, data={"seconds": 60.0},
+                   message="(EngineCore_DP0 pid=30630) INFO 01-20 03:02:37 [shm_broadcast.py:501] No available shared "
+                           "memory broadcast block found in 60 seconds.") for ln in lines]
+    return ctx_for(tl(), events=waits, source="vllm.log")
+
+
 # ------------------------------------------------------------------ scheduling / ledger cases
 
 def persistent_timeline():
@@ -165,6 +175,7 @@ L8, Q14, Q72 = "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-14B", "Qwen/Qwe
 
 FIRES = {
     "engine.died": lambda g: died_ctx(stop=False),
+    "engine.hung": lambda g: hung_ctx(serving=True),
     "ledger.does-not-fit": lambda g: ctx_for(startup=StartupFacts(
         startup_error="kv-too-small", error_est_max_model_len=9936, error_needed_bytes=16 * 2**30,
         error_available_bytes=int(4.85 * 2**30),
@@ -206,6 +217,7 @@ FIRES = {
 
 SILENT = {
     "engine.died": lambda g: died_ctx(stop=True),  # vLLM's shutdown path after a Ctrl-C
+    "engine.hung": lambda g: hung_ctx(serving=False),  # the same waits during start-up: compilation, loading
     "ledger.does-not-fit": lambda g: ctx_for(startup=starved_startup(1)),
     "sched.concurrency-starved": lambda g: ctx_for(startup=starved_startup(1)),
     # one preemption in ten minutes: the safety net

@@ -582,6 +582,7 @@ def test_an_unknown_models_suggestions_lead_with_its_family_and_size():
         lookup_model("Qwen/Qwen3-Omni-30B-A3B-Instruct")
     assert exc.value.suggestions[0] == "Qwen/Qwen3-30B-A3B"
     assert lookup_model("Qwen/Qwen3-Coder-30B-A3B-Instruct").name == "Qwen/Qwen3-Coder-30B-A3B-Instruct"
+    # (Mistral-7B-Instruct-v0.3 is in the catalog since the second 2026-12-06 stop; the Mixtral instruct is not)
     with pytest.raises(UnknownModelError) as exc:
-        lookup_model("mistralai/Mistral-7B-Instruct-v0.3")
-    assert exc.value.suggestions[0] == "mistralai/Mistral-7B-v0.3"
+        lookup_model("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    assert exc.value.suggestions[0] == "mistralai/Mixtral-8x7B-v0.1"

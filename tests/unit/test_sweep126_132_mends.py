@@ -320,3 +320,45 @@ def test_tinyllama_reprints_a_public_log_it_was_not_fitted_on(tmp_path):
     fig = _log_ledger(log)["figures"]
     assert abs(fig["kv_cache.tokens"]["predicted"] / 2_755_216 - 1) < 0.001
     assert abs(fig["memory.weights"]["predicted"] / (2.05 * 2**30) - 1) < 0.01
+
+
+def test_mistrals_instruct_before_the_version_tag_finds_its_base():
+    # "Mixtral-8x7B-Instruct-v0.1" names its variant before the version tag; the base/instruct rule read only a
+    # trailing "-Instruct" and offered nothing
+    from kvdoctor.catalog.models import same_size_siblings
+
+    assert same_size_siblings("mistralai/Mixtral-8x7B-Instruct-v0.1") == ["mistralai/Mixtral-8x7B-v0.1"]
+    assert same_size_siblings("mistralai/Mistral-7B-Instruct-v0.2") == []  # v0.1 has a sliding window, v0.2 none
+    code, err, out = invoke("ledger", "--model", "mistralai/Mixtral-8x7B-Instruct-v0.1", "--gpu", "H100",
+                            "--tensor-parallel-size", "4", "--max-model-len", "32768", "--quiet")
+    assert code in (0, 1) and "Mixtral-8x7B-v0.1" in out, (code, err)
+
+
+# ---- the engine core waiting on its workers (sweep 139) -----------------------------------------------------------
+
+HUNG = """
+    (APIServer pid=30490) INFO 01-20 03:01:52 [loggers.py:236] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 48 reqs, Waiting: 0 reqs, GPU KV cache usage: 2.9%, Prefix cache hit rate: 87.7%
+    (EngineCore_DP0 pid=30630) INFO 01-20 03:02:37 [shm_broadcast.py:501] No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).
+    (EngineCore_DP0 pid=30630) INFO 01-20 03:03:37 [shm_broadcast.py:501] No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).
+    (EngineCore_DP0 pid=30630) INFO 01-20 03:04:37 [shm_broadcast.py:501] No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).
+    """
+
+
+def test_the_engine_core_waiting_on_its_workers_after_serving_is_a_hang(tmp_path):
+    # sweep 139 item 01 (Intel llm-scaler #256: Qwen3-Coder-30B-A3B under vllm bench serve, 200 prompts): 48 running
+    # at 0.0 tok/s, then three waits a minute apart; it read "healthy"
+    inst = _instance(_write(tmp_path, "hung.log", HUNG))
+    assert inst["verdict"] == "stalled" and inst["confidence"] == "medium"
+    assert "180 s" in inst["reason"] and "48 request(s) running" in inst["reason"]
+    assert "py-spy dump" in inst["action"] and "--disable-custom-all-reduce" in inst["action"]
+
+
+def test_the_same_waits_before_serving_are_only_a_note(tmp_path):
+    # two engine cores of a data-parallel start (sweep 139 item 04, vllm-ascend): no stats line before them, so start-up
+    # work as likely as a hang; and one process's minute, not the two messages' sum
+    lines = [ln for ln in textwrap.dedent(HUNG).strip().splitlines()[1:3]]
+    text = "\n".join(lines + [ln.replace("EngineCore_DP0 pid=30630", "EngineCore_DP1 pid=30631") for ln in lines])
+    inst = _instance(_write(tmp_path, "dp.log", text))
+    assert inst["verdict"] != "stalled"
+    note = next(n for n in inst["notes"] if "waited" in n)
+    assert note.startswith("the engine core waited 120 s on its workers (2 ") and "per engine core" in note

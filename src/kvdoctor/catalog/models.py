@@ -381,8 +381,11 @@ def release_sibling(text: str, names: list[str] | None = None) -> str | None:
 _VARIANT_SUFFIXES = ("-instruct", "-chat", "-it", "-base", "-hf", "-chat-hf", "-instruct-hf")
 
 
+_VARIANT_INFIX = re.compile(r"-(?:instruct|chat)(?=-v\d)")  # Mistral's "-Instruct-v0.1" before the version tag
+
+
 def _stem(name: str) -> str:
-    low = name.lower().rstrip("/")
+    low = _VARIANT_INFIX.sub("", name.lower().rstrip("/"), count=1)
     for suf in sorted(_VARIANT_SUFFIXES, key=len, reverse=True):
         if low.endswith(suf):
             return low[: -len(suf)]

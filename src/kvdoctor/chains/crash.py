@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from kvdoctor.chains.detect import rule_finding
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
+from kvdoctor.chains.rules import get
 from kvdoctor.evidence.model import (ARCH_GUARD, CAUSE_WINDOW_LINES, CAUSE_WINDOW_S, DEATH_KINDS, ENGINE_PROCS, HOST_OOM,
                                      KV_REFUSALS, LLVM_ABORT, MEMORY_HELD)
 from kvdoctor.provenance import Figure
@@ -153,6 +154,68 @@ def engine_died(ctx: Context) -> Finding | None:
     summary = f"the engine died{' ' + phase if phase else ''}{when} (line {first.line_no}): {why}"
     return rule_finding("engine.died", summary, severity="problem", evidence=cites, action=action, gain=gain,
                         data=data)
+
+
+HUNG_WAITS = 2  # the engine core's own "no broadcast block" messages in a row (60 s each) that make a hang
+
+
+def shm_waits(ctx: Context) -> list[Event]:
+    """The engine core's waits on its workers ("No available shared memory broadcast block found in N seconds"), in
+    line order."""
+    return sorted((e for e in ctx.events if e.kind == "shm-wait" and e.line_no is not None), key=lambda e: e.line_no)
+
+
+_PROC_PREFIX = re.compile(r"^\(([^()]*)\)")
+
+
+def waited_seconds(waits: list[Event]) -> tuple[float, int]:
+    """(seconds, messages) of the process that waited longest: with data parallelism every engine core prints its own
+    message at the same minute, so the waits of several processes are one wait, not their sum."""
+    per: dict[str, list[float]] = {}
+    for e in waits:
+        m = _PROC_PREFIX.match(e.message)
+        per.setdefault(m.group(1) if m else "main", []).append(float(e.data.get("seconds") or 60.0))
+    longest = max(per.values(), key=sum)
+    return sum(longest), len(longest)
+
+
+def engine_hung(ctx: Context) -> Finding | None:
+    """The engine core waited on its workers again and again after it had served, and no token came after: a hung
+    worker (sweep 139 item 01: 48 running at 0.0 tok/s, then three waits a minute apart; the author of 139 item 12
+    names custom all-reduce on PCIe cards without P2P)."""
+    waits = shm_waits(ctx)
+    if not waits:
+        return None
+    seconds, in_a_row = waited_seconds(waits)
+    if in_a_row < HUNG_WAITS or not _served(ctx, waits[0], after=False) or _progressed_after(ctx, waits[-1]):
+        return None
+    tl = ctx.timeline
+    running = None
+    if tl is not None and tl.line_no is not None:
+        before = [i for i in range(len(tl)) if tl.line_no[i] == tl.line_no[i] and tl.line_no[i] < waits[0].line_no]
+        running = float(tl.running[before[-1]]) if before else None
+    gain = {"engine_waits": Figure(in_a_row, "measured", "'No available shared memory broadcast block' lines of the "
+                                                         "process that waited longest"),
+            "seconds_waiting": Figure(round(seconds), "measured", f"{in_a_row} messages x their seconds")}
+    if running is not None and running == running:
+        gain["running_when_it_stopped"] = Figure(running, "measured", "the last stats line before the first wait")
+    cites = [Cite(detail=f"{e.message[:200]} (line {e.line_no})", source=ctx.source, t=e.t, line_no=e.line_no,
+                  value="shm-wait") for e in waits[:3]]
+    run_txt = f" with {running:g} request(s) running" if running is not None and running == running else ""
+    summary = (f"the engine hangs: after serving{run_txt}, its core waited {seconds:.0f} s on its workers "
+               f"({in_a_row} 'No available shared memory broadcast block' messages, lines {waits[0].line_no}-"
+               f"{waits[-1].line_no}) and no token came after: a worker is stuck (a collective, a KV transfer, a kernel)")
+    return rule_finding("engine.hung", summary, severity="problem", evidence=cites, action=get("engine.hung").action,
+                        gain=gain, data={"confidence": "medium", "waits": len(waits)})
+
+
+def _progressed_after(ctx: Context, e: Event) -> bool:
+    """A stats sample after ``e`` with tokens generated: the engine moved again."""
+    tl = ctx.timeline
+    if tl is None or len(tl) == 0 or tl.line_no is None:
+        return False
+    return any(tl.line_no[i] == tl.line_no[i] and tl.line_no[i] > e.line_no and float(tl.gen_tps[i]) > 0
+               for i in range(len(tl)))
 
 
 def _dumped_state(near: list[Event]) -> tuple[str, int, dict] | None:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover - boundary types (annotations only)
 SCHEMA_VERSION = "kvdoctor.diagnose/2"
 
 # The rules chain two runs, in order.
-DIAGNOSE_RULES = ("ledger.does-not-fit", "engine.died", "sched.concurrency-starved", "sched.preemption-persistent",
+DIAGNOSE_RULES = ("ledger.does-not-fit", "engine.died", "engine.hung", "sched.concurrency-starved", "sched.preemption-persistent",
                   "sched.preemption-occasional", "sched.admission-blocked", "sched.queue-held-kv-free",
                   "sched.queue-deferred", "sched.prefill-bound", "sched.decode-bound", "sched.arrival-bursts",
                   "sched.spikes-aligned",
@@ -246,6 +246,8 @@ def diagnose_context(ctx: Context) -> Instance:
         inst.notes.append(sleep)
     if (kv_fail := _kv_load_failure_note(ctx)) is not None:
         inst.notes.append(kv_fail)
+    if (shm := _shm_wait_note(ctx, findings)) is not None:
+        inst.notes.append(shm)
     spec = _spec_decode_note(ctx)
     if spec is not None:
         inst.notes.append(spec[0])
@@ -407,6 +409,22 @@ def _kv_load_failure_note(ctx: Context) -> str | None:
             "recompute and fail")
 
 
+def _shm_wait_note(ctx: Context, findings: list[Finding]) -> str | None:
+    """The engine core's waits on its workers where engine.hung does not call them a hang: at start-up (no stats line
+    or request before them) they are slow work such as torch.compile or weight loading; a wait the engine recovered
+    from is a stall that ended."""
+    from kvdoctor.chains.crash import shm_waits, waited_seconds
+
+    waits = shm_waits(ctx)
+    if not waits or any(f.rule_id in ("engine.hung", "engine.died") for f in findings):
+        return None
+    secs, n = waited_seconds(waits)
+    return (f"the engine core waited {secs:.0f} s on its workers ({n} 'No available shared memory broadcast block' "
+            f"message(s){' per engine core' if n < len(waits) else ''}, {_lines_of(waits)}): during start-up that is slow work (torch.compile, weight loading, "
+            "a large download); while serving, a worker that hangs (a collective, a KV transfer). This excerpt shows no "
+            "serving before them, or tokens again after them: py-spy dump of the workers if requests stop")
+
+
 def _held_stretch_note(ctx: Context, s: sig.Signals) -> str | None:
     """A request held for a stretch of an otherwise quiet window (``signals.held_stretch``), where no held-queue
     finding already speaks for the queue."""
@@ -520,6 +538,10 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
                          ["a start-up log of this configuration serving requests (then the pool figures are wrong)"])
     if (f := by.get("engine.died")) is not None:
         return _died(f)
+    if (f := by.get("engine.hung")) is not None:
+        return Judgement("stalled", f.data.get("confidence", "medium"), f.summary, f.action, [f.summary],
+                         ["a py-spy dump of the workers at the time (the call each one waits in)"],
+                         ["a stats line with tokens after the last message (the engine moved again)"])
     if contradictions:
         return Judgement("insufficient-evidence", "low", "contradictory evidence: " + "; ".join(contradictions),
                          None, [], ["one source per engine (a log and /metrics of the same server, same window)"], [])

@@ -47,6 +47,7 @@ FULL_NEEDLES = (
     b"LLVM ERROR:",  # Triton's compiler aborting the process (LLVM_ABORT)
     b"_get_prompt_logprobs_dict",  # a frame of v1's prompt-logprobs path, whose OOM has its own fix (_PROMPT_LOGPROBS)
     b"Sleep mode freed",  # sleep mode's release and what stayed (_SLEEP)
+    b"No available shared memory broadcast block",  # the engine core waiting on its workers (_SHM_WAIT)
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
@@ -79,6 +80,7 @@ _DEVICE_ASSERT = re.compile(r"block: \[\d+,\s*\d+,\s*\d+\], thread: \[\d+,\s*\d+
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
+_SHM_WAIT = re.compile(rb"No available shared memory broadcast block found in (\d+(?:\.\d+)?) seconds?")
 # a traceback frame of v1's prompt-logprobs path (gpu_model_runner): an OOM under it is the logits of a prompt chunk over
 # the whole vocabulary in fp32, which the start-up profile never runs (chains.crash)
 _PROMPT_LOGPROBS = "_get_prompt_logprobs_dict"
@@ -578,6 +580,14 @@ class LinePath:
                 continue
             if b"SpecDecoding metrics" in bl or (b"Mean acceptance length" in bl and b"Drafted: " in bl):
                 if self._spec_decode(bl, n):
+                    self.parsed_lines += 1
+                continue
+            if b"No available shared memory broadcast block" in bl:
+                # the engine core's message queue (shm_broadcast.py): a worker has not read the last step's broadcast
+                # for this long; repeated while serving, the workers hang (chains.crash.engine_hung)
+                m = _SHM_WAIT.search(bl)
+                if self._line_event(bl, n, "shm-wait", {"seconds": float(m.group(1)) if m else 60.0},
+                                    move_clock=False):
                     self.parsed_lines += 1
                 continue
             if b"Sleep mode freed" in bl:
