@@ -362,3 +362,21 @@ def test_the_same_waits_before_serving_are_only_a_note(tmp_path):
     assert inst["verdict"] != "stalled"
     note = next(n for n in inst["notes"] if "waited" in n)
     assert note.startswith("the engine core waited 120 s on its workers (2 ") and "per engine core" in note
+
+
+# ---- a predicted start with no room for one block says what would start ---------------------------------------------
+
+def test_a_predicted_start_without_room_names_the_fraction_or_the_length(tmp_path):
+    # Qwen2.5-72B over 2x A100 80GB at 32,768 tokens: the ledger's budget is -1.55 GiB and `check` answered
+    # "--gpu-memory-utilization <higher>"; it now says no fraction up to 0.95 holds one request, and what does start
+    code, err, out = invoke("check", "--model", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "A100-80GB",
+                            "--tensor-parallel-size", "2", "--max-model-len", "32768", "--json")
+    assert code == 1, err
+    doc = json.loads(out)
+    fix = json.dumps(doc)
+    assert "<higher>" not in fix and "no --gpu-memory-utilization up to 0.95" in fix
+    assert "--max-model-len 5120 or lower" in fix and "--enforce-eager gives back" in fix
+    # a shortfall one fraction fixes gets that fraction
+    code, err, out = invoke("check", "--model", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "A100-80GB",
+                            "--tensor-parallel-size", "2", "--max-model-len", "4096", "--enforce-eager", "--json")
+    assert "<higher>" not in out

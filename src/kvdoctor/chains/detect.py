@@ -194,7 +194,7 @@ def does_not_fit(ctx: Context) -> Finding | None:
         gain = {}
         if est:
             gain["max_model_len"] = Figure(est, "predicted", f"vLLM's binary search over max-model-len ≤ {mml}")
-        elif (room := _utilization_for_room(ctx)) is not None:
+        elif (room := _utilization_for_room(ctx) or _room_from_ledger(led)) is not None:
             action, gain = room
         return rule_finding("ledger.does-not-fit", "vLLM would refuse to start: "
                             f"{(err or 'one max-length request does not fit the pool')[:220]}",
@@ -334,6 +334,47 @@ def _utilization_for_room(ctx: Context) -> tuple[str, dict[str, Figure]] | None:
     return (f"--gpu-memory-utilization {want:.2f} (was {u}): at {u} the budget is {short / 2**30:.2f} GiB short of any "
             f"KV cache; {want:.2f} {what}. Free GPU memory at start-up must cover it (other processes on the GPU)",
             gain)
+
+
+UTIL_CEILING = 0.95  # the highest fraction the advice offers: the rest is the driver's, the CUDA context's, headroom
+
+
+def _room_from_ledger(led) -> tuple[str, dict[str, Figure]] | None:
+    """A predicted start with no room for one block (no log): the same arithmetic as ``_utilization_for_room`` on the
+    ledger's own terms, and where no fraction up to ``UTIL_CEILING`` holds one max-length request, the length that
+    fits there and what --enforce-eager gives back (the CUDA-graph estimate, deducted from the budget since 0.21).
+    Qwen2.5-72B over 2x A100 80GB at 32,768 tokens had answered '--gpu-memory-utilization <higher>'."""
+    mem = led.memory
+    kv, total = _val(mem["kv_cache"]), _val(mem["total"])
+    u = _val(led.engine["gpu_memory_utilization"])
+    per_tok = int(_val(led.kv["bytes_per_token"])) if "bytes_per_token" in led.kv else 0
+    mml = int(_val(led.engine["max_model_len"]))
+    if kv is None or total is None or not u or kv > 0 or not per_tok:
+        return None
+    short, one = -float(kv), per_tok * mml
+    zero = u + short / total
+    want = math.ceil((zero + one / total) * 100 + 1e-9) / 100
+    gain = {"kv_short_gib": Figure(round(short / 2**30, 2), "predicted", "the ledger's KV budget"),
+            "utilization_for_one_request": Figure(want, "predicted", f"{u} + {short / 2**30:.2f} GiB short + one "
+                                                  f"{mml:,}-token request ({one / 2**30:.2f} GiB) over "
+                                                  f"{total / 2**30:.2f} GiB, rounded up")}
+    if want <= UTIL_CEILING:
+        return (f"--gpu-memory-utilization {want:.2f} (was {u}): at {u} the predicted KV budget is {short / 2**30:.2f} "
+                f"GiB short of any cache; {want:.2f} holds one {mml:,}-token request", gain)
+    graphs = _val(mem["cudagraph"]) or 0.0
+    eager = "enforce_eager" in led.engine and bool(_val(led.engine["enforce_eager"]))
+    budget = (UTIL_CEILING - u) * total - short
+    fits = int(budget // per_tok) if budget > 0 else 0
+    parts = [f"no --gpu-memory-utilization up to {UTIL_CEILING} holds one {mml:,}-token request (it would take "
+             f"{want:.2f})"]
+    if fits >= 1024:
+        gain["max_model_len_at_ceiling"] = Figure(fits, "predicted", f"({UTIL_CEILING} − {u}) × total − the shortfall, "
+                                                  f"over {per_tok:,} B per token")
+        parts.append(f"--gpu-memory-utilization {UTIL_CEILING} with --max-model-len {fits // 1024 * 1024} or lower")
+    if graphs > 0 and not eager:
+        parts.append(f"--enforce-eager gives back the {graphs / 2**30:.2f} GiB of CUDA graphs (slower decode)")
+    parts.append("or a quantized checkpoint / more GPUs (tensor parallel): kvdoctor plan --target-context shows both")
+    return "; ".join(parts), gain
 
 
 def _too_small_without_estimate(st) -> tuple[str, dict[str, Figure]]:

@@ -359,6 +359,28 @@ class LinePath:
         return self._event(Event(t=t, kind=kind, line_no=n, message=line[:300].decode("utf-8", "replace").strip(),
                                  data=data), proc_key(env))
 
+    def _note_line(self, bl: bytes, n: int) -> int | None:
+        """A line that becomes one event of its own and nothing else: 1 when read, 0 when it was such a line but did
+        not parse (or the kind was over its cap), None when it is none of them."""
+        if b"No available shared memory broadcast block" in bl:
+            # the engine core's message queue (shm_broadcast.py): a worker has not read the last step's broadcast for
+            # this long; repeated while serving, the workers hang (chains.crash.engine_hung)
+            m = _SHM_WAIT.search(bl)
+            return int(self._line_event(bl, n, "shm-wait", {"seconds": float(m.group(1)) if m else 60.0},
+                                        move_clock=False))
+        if b"Sleep mode freed" in bl:
+            # sleep mode (gpu_worker / worker.py): what a sleep released, and what stayed on the GPU
+            m = _SLEEP.search(bl)
+            return int(m is not None and self._line_event(bl, n, "sleep", {"freed_gib": float(m.group(1)),
+                                                                            "in_use_gib": float(m.group(2))}))
+        if b"JIT compilation during inference" in bl:
+            # vLLM's kernel JIT monitor (jit_monitor.py, 0.3x): a kernel compiled while serving, a latency spike
+            m = _JIT_KERNEL.search(bl)
+            return int(self._line_event(bl, n, "jit-compile",
+                                        {"kernel": m.group(1).decode("utf-8", "replace") if m else "?"},
+                                        move_clock=False))
+        return None
+
     def _spec_decode(self, line: bytes, n: int) -> bool:
         """One interval of speculative decoding: the tokens drafted and accepted, the mean acceptance length and, from
         the per-position rates, how many tokens each step drafts (num_speculative_tokens)."""
@@ -582,27 +604,9 @@ class LinePath:
                 if self._spec_decode(bl, n):
                     self.parsed_lines += 1
                 continue
-            if b"No available shared memory broadcast block" in bl:
-                # the engine core's message queue (shm_broadcast.py): a worker has not read the last step's broadcast
-                # for this long; repeated while serving, the workers hang (chains.crash.engine_hung)
-                m = _SHM_WAIT.search(bl)
-                if self._line_event(bl, n, "shm-wait", {"seconds": float(m.group(1)) if m else 60.0},
-                                    move_clock=False):
-                    self.parsed_lines += 1
-                continue
-            if b"Sleep mode freed" in bl:
-                # sleep mode (gpu_worker / worker.py): what a sleep released, and what stayed on the GPU
-                m = _SLEEP.search(bl)
-                if m is not None and self._line_event(bl, n, "sleep", {"freed_gib": float(m.group(1)),
-                                                                       "in_use_gib": float(m.group(2))}):
-                    self.parsed_lines += 1
-                continue
-            if b"JIT compilation during inference" in bl:
-                # vLLM's kernel JIT monitor (jit_monitor.py, 0.3x): a kernel compiled while serving, a latency spike
-                m = _JIT_KERNEL.search(bl)
-                if self._line_event(bl, n, "jit-compile",
-                                    {"kernel": m.group(1).decode("utf-8", "replace") if m else "?"}, move_clock=False):
-                    self.parsed_lines += 1
+            note = self._note_line(bl, n)
+            if note is not None:
+                self.parsed_lines += note
                 continue
             if b"KV load failure" in bl or b"Releasing expired KV blocks" in bl:
                 done = self._connector_line(work, bl, le, n)
