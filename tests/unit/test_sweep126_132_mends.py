@@ -380,3 +380,17 @@ def test_a_predicted_start_without_room_names_the_fraction_or_the_length(tmp_pat
     code, err, out = invoke("check", "--model", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "A100-80GB",
                             "--tensor-parallel-size", "2", "--max-model-len", "4096", "--enforce-eager", "--json")
     assert "<higher>" not in out
+
+
+def test_a_saved_result_cut_inside_a_number_is_salvaged_not_an_internal_error(tmp_path):
+    # a mutation of sweep 138 item 04 (a vllm bench serve --save-result file) cut right after "p99_itl_ms": 38. ; the
+    # salvage's json.loads raised on the half number ("Extra data") and the CLI ended in an internal error
+    p = tmp_path / "cut.json"
+    p.write_text('{"date": "20260722-060114", "backend": "openai", "num_prompts": 200, "request_rate": 1.0, '
+                 '"duration": 204.45, "completed": 199, "failed": 1, "total_input_tokens": 51200, '
+                 '"total_output_tokens": 25470, "output_throughput": 124.6, "mean_ttft_ms": 97.51, '
+                 '"mean_tpot_ms": 34.43, "p99_itl_ms": 38.')
+    code, err, out = invoke("evidence", str(p), "--json")
+    assert code == 0, err
+    f = json.loads(out)["bench"][0]["fields"]
+    assert f["mean_ttft_ms"] == 97.51 and "p99_itl_ms" not in f

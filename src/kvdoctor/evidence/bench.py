@@ -413,6 +413,18 @@ _RESULT_KEYS = frozenset((
 _METRIC_KEY = re.compile(r"^(?:mean|median|std|p\d+(?:\.\d+)?)_(?:ttft|tpot|itl|e2el)_ms$")
 
 
+_CUT = object()  # a value the cut left unreadable
+
+
+def _scalar_value(text: str) -> Any:
+    """One scalar of a cut file, or ``_CUT`` where the cut left it unreadable (a number cut to "1e", a string's
+    escape cut in half)."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return _CUT
+
+
 def salvage_result(text: str) -> tuple[dict[str, Any], str] | None:
     """A saved result that is not valid JSON (a bench killed while writing, a copy cut short, a file with a part cut
     out): its top-level ``"key": scalar`` lines, at the indentation of its ``completed`` / ``duration`` line, as far as
@@ -427,14 +439,15 @@ def salvage_result(text: str) -> tuple[dict[str, Any], str] | None:
     anchor = next((m for m in hits if m["k"] in ("completed", "duration", "mean_ttft_ms")), None)
     how = "line by line"
     if anchor is not None:
-        doc = {m["k"]: json.loads(m["v"]) for m in hits if m["ind"] == anchor["ind"]}
+        doc = {m["k"]: v for m in hits if m["ind"] == anchor["ind"] and (v := _scalar_value(m["v"])) is not _CUT}
     else:
         # vLLM's own one-line json.dump: its result keys wherever they stand, the first of each (the per-request
         # arrays hold numbers and texts, not these keys followed by a scalar)
         doc = {}
         for m in _SCALAR_PAIR.finditer(text):
-            if m["k"].rstrip(":") in _RESULT_KEYS or _METRIC_KEY.match(m["k"]):
-                doc.setdefault(m["k"], json.loads(m["v"]))
+            if (m["k"].rstrip(":") in _RESULT_KEYS or _METRIC_KEY.match(m["k"])) and \
+                    (v := _scalar_value(m["v"])) is not _CUT:
+                doc.setdefault(m["k"], v)
         how = "by their names"
     if not looks_like_bench_json(doc):
         return None
