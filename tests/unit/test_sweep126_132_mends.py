@@ -394,3 +394,14 @@ def test_a_saved_result_cut_inside_a_number_is_salvaged_not_an_internal_error(tm
     assert code == 0, err
     f = json.loads(out)["bench"][0]["fields"]
     assert f["mean_ttft_ms"] == 97.51 and "p99_itl_ms" not in f
+
+
+def test_plan_on_a_start_without_room_says_what_starts_first():
+    # the same Qwen2.5-72B start: chain one's levels resize a pool that does not exist; the plan now opens with what
+    # would start (check's arithmetic)
+    code, err, out = invoke("plan", "--model", "Qwen/Qwen2.5-72B-Instruct", "--gpu", "A100-80GB",
+                            "--tensor-parallel-size", "2", "--max-model-len", "32768", "--json")
+    assert code in (0, 1), err
+    notes = json.loads(out)["notes"]
+    assert any(n.startswith("vLLM would refuse this start (no room for one KV block): no --gpu-memory-utilization")
+               for n in notes), notes
