@@ -405,3 +405,18 @@ def test_plan_on_a_start_without_room_says_what_starts_first():
     notes = json.loads(out)["notes"]
     assert any(n.startswith("vLLM would refuse this start (no room for one KV block): no --gpu-memory-utilization")
                for n in notes), notes
+
+
+def test_a_failed_startup_probe_is_read_as_the_restart_it_causes(tmp_path):
+    # sweep 141 item 01 (aibrix#1054: `kubectl describe pod` of a vLLM 0.7.1 pod): "Startup probe failed ... connection
+    # refused" three times 13 s after the container started, then CrashLoopBackOff; it read nothing
+    inst = _instance(_write(tmp_path, "events.txt", """
+        Events:
+          Type     Reason     Age               From               Message
+          ----     ------     ----              ----               -------
+          Normal   Started    18s               kubelet            Started container vllm-openai
+          Warning  Unhealthy  3s (x3 over 13s)  kubelet            Startup probe failed: Get "http://10.244.0.13:8000/health": dial tcp 10.244.0.13:8000: connect: connection refused
+        """))
+    note = next(n for n in inst["notes"] if n.startswith("Kubernetes'"))
+    assert note.startswith("Kubernetes' startup probe failed 3 time(s)") and "failureThreshold" in note
+    assert "kubectl logs --previous" in note

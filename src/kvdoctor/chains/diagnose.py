@@ -248,6 +248,8 @@ def diagnose_context(ctx: Context) -> Instance:
         inst.notes.append(kv_fail)
     if (shm := _shm_wait_note(ctx, findings)) is not None:
         inst.notes.append(shm)
+    if (probe := _probe_note(ctx)) is not None:
+        inst.notes.append(probe)
     spec = _spec_decode_note(ctx)
     if spec is not None:
         inst.notes.append(spec[0])
@@ -407,6 +409,28 @@ def _kv_load_failure_note(ctx: Context) -> str | None:
             + ". That is the connector (LMCache, NIXL, the remote store) failing, not the pool: its recomputed "
             "prefill shows as TTFT and queue spikes here; kv_transfer_config's kv_load_failure_policy chooses between "
             "recompute and fail")
+
+
+def _probe_note(ctx: Context) -> str | None:
+    """Kubernetes' own account of the pod (kubectl describe / get events): a startup or liveness probe that failed
+    restarts the container, and vLLM's start (download, weight load, torch.compile, CUDA graphs) takes minutes; a
+    readiness probe only takes the pod out of the service (aibrix#1054: "Startup probe failed ... connection refused"
+    13 s after the container started, then CrashLoopBackOff)."""
+    evs = [e for e in ctx.events if e.kind == "probe-failed"]
+    if not evs:
+        return None
+    kinds = sorted({str(e.data.get("probe")) for e in evs})
+    times = sum(int(e.data.get("times") or 1) for e in evs)
+    restarts = [k for k in kinds if k in ("startup", "liveness")]
+    what = (f"the kubelet restarts the container when its {' and '.join(restarts)} probe keeps failing, so a probe "
+            "shorter than vLLM's start (download, weight load, torch.compile, CUDA graphs; the log's 'init engine "
+            "... took N s' and the weights' load time say how long) kills a healthy start: give the startup probe a "
+            "failureThreshold x periodSeconds beyond that, and the liveness probe nothing to check until it passes. "
+            "Read the previous container's log (kubectl logs --previous) for an error that stopped the start instead"
+            if restarts else
+            "a readiness probe takes the pod out of its service, it does not restart it: the server answered /health "
+            "late or not at all (still starting, or the engine stalled)")
+    return f"Kubernetes' {', '.join(kinds)} probe failed {times} time(s) ({_lines_of(evs)}): {what}"
 
 
 def _shm_wait_note(ctx: Context, findings: list[Finding]) -> str | None:

@@ -48,6 +48,7 @@ FULL_NEEDLES = (
     b"_get_prompt_logprobs_dict",  # a frame of v1's prompt-logprobs path, whose OOM has its own fix (_PROMPT_LOGPROBS)
     b"Sleep mode freed",  # sleep mode's release and what stayed (_SLEEP)
     b"No available shared memory broadcast block",  # the engine core waiting on its workers (_SHM_WAIT)
+    b"probe failed",  # Kubernetes' startup / liveness / readiness probe of the container (_PROBE_FAILED)
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
@@ -80,6 +81,7 @@ _DEVICE_ASSERT = re.compile(r"block: \[\d+,\s*\d+,\s*\d+\], thread: \[\d+,\s*\d+
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
+_PROBE_FAILED = re.compile(rb"(?:\(x(\d+) over [^)]*\)\s+kubelet\s+)?(Startup|Liveness|Readiness) probe failed")
 _SHM_WAIT = re.compile(rb"No available shared memory broadcast block found in (\d+(?:\.\d+)?) seconds?")
 # a traceback frame of v1's prompt-logprobs path (gpu_model_runner): an OOM under it is the logits of a prompt chunk over
 # the whole vocabulary in fp32, which the start-up profile never runs (chains.crash)
@@ -368,6 +370,11 @@ class LinePath:
             m = _SHM_WAIT.search(bl)
             return int(self._line_event(bl, n, "shm-wait", {"seconds": float(m.group(1)) if m else 60.0},
                                         move_clock=False))
+        if b"probe failed" in bl and (m := _PROBE_FAILED.search(bl)) is not None:
+            # Kubernetes' kubelet (kubectl describe / get events): a probe of the vLLM container failed; the startup
+            # and liveness probes restart it (diagnose's note: a probe shorter than the start)
+            return int(self._line_event(bl, n, "probe-failed", {"probe": m.group(2).decode().lower(),
+                                                                "times": int(m.group(1) or 1)}, move_clock=False))
         if b"Sleep mode freed" in bl:
             # sleep mode (gpu_worker / worker.py): what a sleep released, and what stayed on the GPU
             m = _SLEEP.search(bl)
