@@ -24,7 +24,7 @@ from kvdoctor.chains.detect import rule_finding
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
 from kvdoctor.chains.rules import get
 from kvdoctor.evidence.model import (ARCH_GUARD, CAUSE_WINDOW_LINES, CAUSE_WINDOW_S, DEATH_KINDS, ENGINE_PROCS, HOST_OOM,
-                                     KV_REFUSALS, LLVM_ABORT, MEMORY_HELD)
+                                     FATAL_AT_START, KV_REFUSALS, LLVM_ABORT, MEMORY_HELD)
 from kvdoctor.provenance import Figure
 
 if TYPE_CHECKING:  # pragma: no cover - boundary type
@@ -165,16 +165,12 @@ def shm_waits(ctx: Context) -> list[Event]:
     return sorted((e for e in ctx.events if e.kind == "shm-wait" and e.line_no is not None), key=lambda e: e.line_no)
 
 
-_PROC_PREFIX = re.compile(r"^\(([^()]*)\)")
-
-
 def waited_seconds(waits: list[Event]) -> tuple[float, int]:
     """(seconds, messages) of the process that waited longest: with data parallelism every engine core prints its own
     message at the same minute, so the waits of several processes are one wait, not their sum."""
     per: dict[str, list[float]] = {}
     for e in waits:
-        m = _PROC_PREFIX.match(e.message)
-        per.setdefault(m.group(1) if m else "main", []).append(float(e.data.get("seconds") or 60.0))
+        per.setdefault(str(e.data.get("proc", "main")), []).append(float(e.data.get("seconds") or 60.0))
     longest = max(per.values(), key=sum)
     return sum(longest), len(longest)
 
@@ -486,6 +482,10 @@ _KNOWN_EXCEPTIONS = (
      "old card under a build that dropped it): install a build compiled for it (vLLM's image or wheel for that CUDA, or "
      "TORCH_CUDA_ARCH_LIST when building from source)"),
 ))
+
+
+assert all(any(needle == n for n, _ in _KNOWN_EXCEPTIONS) for needle in FATAL_AT_START), \
+    "evidence.model.FATAL_AT_START: a death the reader names needs its fix in _KNOWN_EXCEPTIONS"
 
 
 def _exception_advice(text: str, ln: int, events: list[Event]) -> tuple[str, str, dict[str, Figure]]:

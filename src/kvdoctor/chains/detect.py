@@ -194,7 +194,7 @@ def does_not_fit(ctx: Context) -> Finding | None:
         gain = {}
         if est:
             gain["max_model_len"] = Figure(est, "predicted", f"vLLM's binary search over max-model-len ≤ {mml}")
-        elif (room := _utilization_for_room(ctx) or _room_from_ledger(led)) is not None:
+        elif (room := _utilization_for_room(ctx) or room_from_ledger(led)) is not None:
             action, gain = room
         return rule_finding("ledger.does-not-fit", "vLLM would refuse to start: "
                             f"{(err or 'one max-length request does not fit the pool')[:220]}",
@@ -218,7 +218,7 @@ def does_not_fit(ctx: Context) -> Finding | None:
             # pool was allocated, so the fraction is not the issue; any length up to the pool passes. Without the
             # error line the pool is the printed blocks times V0's block size (startup._implied_v0_refusal).
             printed = bool(st.kv_cache_tokens)
-            pool = int(st.kv_cache_tokens or st.num_gpu_blocks * (st.block_size or V0_BLOCK_SIZE))
+            pool = int(st.kv_cache_tokens or st.v0_pool_tokens())
             action = (f"--max-model-len {pool} or lower (the pool holds {pool:,} tokens; vLLM refuses a longer "
                       "context), or --gpu-memory-utilization higher for a larger pool")
             gain["max_model_len"] = Figure(pool, "measured" if printed else "predicted",
@@ -294,6 +294,17 @@ NO_ROOM_LEVERS = ("; or shrink the working memory start-up measured before the p
                   "GPUs of 70 GiB or more) or --max-num-batched-tokens lower (the profile's dummy batch)")
 
 
+UTIL_CEILING = 0.95  # the highest fraction the advice offers: the rest is the driver's, the CUDA context's, headroom
+
+
+def _fractions_for_room(u: float, short: float, total: float, one: float) -> tuple[float, float]:
+    """(the --gpu-memory-utilization at which a budget ``short`` bytes below zero reaches zero, the one that also holds
+    ``one`` more bytes, rounded up to the next hundredth): raising the fraction by x adds x × total to the KV budget
+    and nothing else (the terms before it are measured first: gpu_worker.determine_available_memory)."""
+    zero = u + short / total
+    return zero, math.ceil((zero + one / total) * 100 + 1e-9) / 100
+
+
 def _utilization_for_room(ctx: Context) -> tuple[str, dict[str, Figure]] | None:
     """The --gpu-memory-utilization at which a refused start has KV room, from the log's own figures: raising the
     fraction by x adds x × total to the KV budget and nothing else (weights, activation peak, non-torch memory and the
@@ -307,23 +318,22 @@ def _utilization_for_room(ctx: Context) -> tuple[str, dict[str, Figure]] | None:
         return None
     total, how, src = tot
     u, short = st.gpu_memory_utilization, -st.kv_cache_bytes
-    zero = u + short / total
-    gain = {"kv_short_gib": Figure(round(short / 2**30, 2), "measured", "the log's Available KV cache memory"),
-            "total_memory_gib": Figure(round(total / 2**30, 2), src, how),
-            "utilization_for_no_kv": Figure(round(zero, 4), "predicted",
-                                            f"{u} + {short / 2**30:.2f} GiB / {total / 2**30:.2f} GiB")}
     led = ctx.ledger
     per_tok = int(_val(led.kv["bytes_per_token"])) if led is not None and "bytes_per_token" in led.kv else 0
     mml = st.max_model_len
     one = per_tok * mml if per_tok and mml else 0
-    want = math.ceil((zero + one / total) * 100 + 1e-9) / 100  # rounded up to the next hundredth
+    zero, want = _fractions_for_room(u, short, total, one)
+    gain = {"kv_short_gib": Figure(round(short / 2**30, 2), "measured", "the log's Available KV cache memory"),
+            "total_memory_gib": Figure(round(total / 2**30, 2), src, how),
+            "utilization_for_no_kv": Figure(round(zero, 4), "predicted",
+                                            f"{u} + {short / 2**30:.2f} GiB / {total / 2**30:.2f} GiB")}
     if one:
         gain["utilization_for_one_request"] = Figure(want, "predicted", f"{zero:.4f} + one {mml:,}-token request's KV "
                                                      f"({one / 2**30:.2f} GiB) / {total / 2**30:.2f} GiB, rounded up")
-    if zero >= 0.95:
+    if zero >= UTIL_CEILING:
         return (f"the model's weights and working memory need {zero:.0%} of the GPU before any KV cache: no "
                 "--gpu-memory-utilization leaves room; quantize the weights or split them (tensor parallel)", gain)
-    if want > 0.95:
+    if want > UTIL_CEILING:
         # room for blocks, but not for one request of max-model-len within a fraction vLLM can use
         low = math.ceil(zero * 100 + 1e-9) / 100
         return (f"--gpu-memory-utilization {max(low, 0.01):.2f} or more (was {u}) leaves the KV budget above zero, but "
@@ -336,10 +346,7 @@ def _utilization_for_room(ctx: Context) -> tuple[str, dict[str, Figure]] | None:
             gain)
 
 
-UTIL_CEILING = 0.95  # the highest fraction the advice offers: the rest is the driver's, the CUDA context's, headroom
-
-
-def _room_from_ledger(led) -> tuple[str, dict[str, Figure]] | None:
+def room_from_ledger(led) -> tuple[str, dict[str, Figure]] | None:
     """A predicted start with no room for one block (no log): the same arithmetic as ``_utilization_for_room`` on the
     ledger's own terms, and where no fraction up to ``UTIL_CEILING`` holds one max-length request, the length that
     fits there and what --enforce-eager gives back (the CUDA-graph estimate, deducted from the budget since 0.21).
@@ -352,8 +359,7 @@ def _room_from_ledger(led) -> tuple[str, dict[str, Figure]] | None:
     if kv is None or total is None or not u or kv > 0 or not per_tok:
         return None
     short, one = -float(kv), per_tok * mml
-    zero = u + short / total
-    want = math.ceil((zero + one / total) * 100 + 1e-9) / 100
+    _, want = _fractions_for_room(u, short, total, one)
     gain = {"kv_short_gib": Figure(round(short / 2**30, 2), "predicted", "the ledger's KV budget"),
             "utilization_for_one_request": Figure(want, "predicted", f"{u} + {short / 2**30:.2f} GiB short + one "
                                                   f"{mml:,}-token request ({one / 2**30:.2f} GiB) over "

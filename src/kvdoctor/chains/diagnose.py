@@ -34,11 +34,10 @@ if TYPE_CHECKING:  # pragma: no cover - boundary types (annotations only)
 SCHEMA_VERSION = "kvdoctor.diagnose/2"
 
 # The rules chain two runs, in order.
-DIAGNOSE_RULES = ("ledger.does-not-fit", "engine.died", "engine.hung", "sched.concurrency-starved", "sched.preemption-persistent",
-                  "sched.preemption-occasional", "sched.admission-blocked", "sched.queue-held-kv-free",
-                  "sched.queue-deferred", "sched.prefill-bound", "sched.decode-bound", "sched.arrival-bursts",
-                  "sched.spikes-aligned",
-                  "sched.spikes-elsewhere", "memory.full-not-tight")
+DIAGNOSE_RULES = ("ledger.does-not-fit", "engine.died", "engine.hung", "sched.concurrency-starved",
+                  "sched.preemption-persistent", "sched.preemption-occasional", "sched.admission-blocked",
+                  "sched.queue-held-kv-free", "sched.queue-deferred", "sched.prefill-bound", "sched.decode-bound",
+                  "sched.arrival-bursts", "sched.spikes-aligned", "sched.spikes-elsewhere", "memory.full-not-tight")
 
 # Fleet roll-up: the most urgent verdict first.
 SEVERITY_ORDER = ("engine-died", "config-starved", "capacity-short", "stalled", "deferred", "prefill-bound", "decode-bound",
@@ -443,8 +442,9 @@ def _shm_wait_note(ctx: Context, findings: list[Finding]) -> str | None:
     if not waits or any(f.rule_id in ("engine.hung", "engine.died") for f in findings):
         return None
     secs, n = waited_seconds(waits)
+    per = " per engine core" if n < len(waits) else ""
     return (f"the engine core waited {secs:.0f} s on its workers ({n} 'No available shared memory broadcast block' "
-            f"message(s){' per engine core' if n < len(waits) else ''}, {_lines_of(waits)}): during start-up that is slow work (torch.compile, weight loading, "
+            f"message(s){per}, {_lines_of(waits)}): during start-up that is slow work (torch.compile, weight loading, "
             "a large download); while serving, a worker that hangs (a collective, a KV transfer). This excerpt shows no "
             "serving before them, or tokens again after them: py-spy dump of the workers if requests stop")
 

@@ -589,13 +589,12 @@ def make_plan(shape: ModelShape, gpu: GpuSpec | None, config: EngineConfig, *, v
     t = ps.target
     if not before.ledger.fit_ok and not before.ledger.estimated_max_model_len:
         # the start itself would be refused with no room for one block: say what starts before the levels (which
-        # resize a pool that does not exist)
-        from kvdoctor.chains.detect import does_not_fit
-        from kvdoctor.chains.findings import Context
+        # resize a pool that does not exist), as check's does-not-fit finding says it
+        from kvdoctor.chains.detect import room_from_ledger
 
-        refused = does_not_fit(Context(ledger=before.ledger))
-        if refused is not None and "<higher>" not in refused.action:
-            notes.append(f"vLLM would refuse this start (no room for one KV block): {refused.action}")
+        room = room_from_ledger(before.ledger)
+        if room is not None:
+            notes.append(f"vLLM would refuse this start (no room for one KV block): {room[0]}")
     if not (t.context or t.concurrency or t.demand_tokens):
         max_level = min(max_level, 2)
     base_enough = LevelResult(0, "", "", True, "", state=before, figures=ps.before_figures)

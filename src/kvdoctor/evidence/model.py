@@ -85,6 +85,11 @@ class StartupFacts:
         release string says."""
         return self.cudagraph_estimate_bytes is not None and self.equivalent_gpu_memory_utilization is not None
 
+    def v0_pool_tokens(self) -> int | None:
+        """A V0 pool in tokens from its printed "# GPU blocks": the blocks times the block size (V0's default 16 where
+        the log prints none)."""
+        return self.num_gpu_blocks * (self.block_size or V0_BLOCK_SIZE) if self.num_gpu_blocks else None
+
     def estimate_not_deducted(self) -> bool:
         """vLLM said its CUDA-graph estimate stayed out of the KV budget: the opt-in hint, and no line saying the
         estimate was applied."""

@@ -86,6 +86,7 @@ _SHM_WAIT = re.compile(rb"No available shared memory broadcast block found in (\
 # a traceback frame of v1's prompt-logprobs path (gpu_model_runner): an OOM under it is the logits of a prompt chunk over
 # the whole vocabulary in fp32, which the start-up profile never runs (chains.crash)
 _PROMPT_LOGPROBS = "_get_prompt_logprobs_dict"
+_SELF_KILL = "fatal signal from worker"  # 0.7-0.8's V1 client, before it SIGKILLs its own process group
 # a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
 _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
 # a crash below Python: the interpreter's or Ray's fatal-signal report, the shell's "(core dumped)", ROCm's runtime on a
@@ -347,11 +348,15 @@ class LinePath:
             self.parsed_lines += 1
         return -1
 
-    def _line_event(self, line: bytes, n: int, kind: str, data: dict, *, move_clock: bool = True) -> bool:
+    def _line_event(self, line: bytes, n: int, kind: str, data: dict, *, move_clock: bool = True,
+                    with_proc: bool = False) -> bool:
         """One line read as an event of ``kind`` on its process, stamped by its envelope. ``move_clock=False``
         stamps it without letting it move the reader's clock: a line every interval beside the stats lines must not
-        change which year a stats sample falls in where out-of-order lines make the clock guess."""
+        change which year a stats sample falls in where out-of-order lines make the clock guess. ``with_proc``: the
+        process also goes in the event's data (``data["proc"]``), for a rule that counts per process."""
         env = search_envelope_b(line)
+        if with_proc:
+            data = {**data, "proc": proc_key(env)}
         t = None
         if env is not None:
             st = self.clock.state()
@@ -369,7 +374,7 @@ class LinePath:
             # this long; repeated while serving, the workers hang (chains.crash.engine_hung)
             m = _SHM_WAIT.search(bl)
             return int(self._line_event(bl, n, "shm-wait", {"seconds": float(m.group(1)) if m else 60.0},
-                                        move_clock=False))
+                                        move_clock=False, with_proc=True))
         if b"probe failed" in bl and (m := _PROBE_FAILED.search(bl)) is not None:
             # Kubernetes' kubelet (kubectl describe / get events): a probe of the vLLM container failed; the startup
             # and liveness probes restart it (diagnose's note: a probe shorter than the start)
@@ -466,7 +471,7 @@ class LinePath:
         elif ("EngineDeadError" in msg or "died unexpectedly" in msg or "exited unexpectedly" in msg or "fatal error" in msg
               or ("died" in msg and ("ngine" in msg or "Worker" in msg or "exit code" in msg))
               or "is already dead" in msg or "Background loop has errored" in msg or _KILLED.search(msg)
-              or "fatal signal from worker" in msg or "get_output_async" in msg or "background task failed" in msg
+              or _SELF_KILL in msg or "get_output_async" in msg or "background task failed" in msg
               # the API server's output loop raised (a detokenizer error): it is not restarted, so no request is
               # answered again until the server is (AsyncLLM._run_output_handler starts it once)
               or "output_handler failed" in msg
@@ -499,6 +504,11 @@ class LinePath:
         frame = next((f for f in _STARTUP_FRAMES if f in msg), None) if "File " in msg or " in " in msg else None
         if frame is None and ("capture_end()" in msg or "capture_begin(" in msg):
             frame = "CUDA graph capture"  # torch's CUDAGraph capture: vLLM captures only at start-up (capture_model)
+        # what a line tells of its whole burst: 0.7-0.8's V1 client ("Got fatal signal from worker processes, shutting
+        # down") SIGKILLs its own process group, so the shell's "Killed" after it is vLLM's own exit and the traceback
+        # above is the cause; a frame of the prompt-logprobs path names an OOM under it (chains.crash)
+        marks = {k: True for k, hit in (("self_kill", _SELF_KILL in msg), ("prompt_logprobs", _PROMPT_LOGPROBS in msg))
+                 if hit}
         prev = self._bursts.get(proc)
         if killed and prev is not None and prev[1] is not None and prev[1].data.get("self_kill") and n - prev[2] <= 3:
             killed = False  # the shell's "Killed" for the SIGKILL vLLM's client sent its own group (below)
@@ -509,14 +519,9 @@ class LinePath:
                 return True
             last.data["lines"] = last.data.get("lines", 1) + 1
             last.data["last_line"] = n
-            if "fatal signal from worker" in msg:
-                # 0.7-0.8's V1 client ("Got fatal signal from worker processes, shutting down") SIGKILLs its own
-                # process group: the shell's "Killed" after it is vLLM's own exit, and the traceback above is the cause
-                last.data["self_kill"] = True
+            last.data.update(marks)
             if killed and not last.data.get("self_kill"):
                 last.data["killed"] = True
-            if _PROMPT_LOGPROBS in msg:
-                last.data["prompt_logprobs"] = True
             if native and "native" not in last.data:
                 last.data["native"] = native.group(0)
             if frame and "startup_frame" not in last.data:
@@ -530,10 +535,7 @@ class LinePath:
             _note_dump(last, msg, n)
             return True
         data = {"proc": proc} if frame is None else {"proc": proc, "startup_frame": frame}
-        if "fatal signal from worker" in msg:
-            data["self_kill"] = True
-        if _PROMPT_LOGPROBS in msg:
-            data["prompt_logprobs"] = True
+        data.update(marks)
         if killed:
             data["killed"] = True
         if native:

@@ -1335,7 +1335,7 @@ def _implied_v0_refusal(f: StartupFacts) -> None:
     then a traceback out of from_engine_args whose last line the excerpt lost)."""
     if f.era != "v0" or f.startup_error not in (None, "engine-failed") or not f.num_gpu_blocks or not f.max_model_len:
         return
-    pool = f.num_gpu_blocks * (f.block_size or V0_BLOCK_SIZE)
+    pool = f.v0_pool_tokens() or 0
     if f.kv_cache_tokens is not None or pool >= f.max_model_len:
         return
     f.startup_error = "max-len-too-large"
