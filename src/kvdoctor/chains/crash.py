@@ -524,8 +524,10 @@ def _exception(near: list[Event], ce: Event | None) -> tuple[str, int] | None:
 
 
 def _runtime(near: list[Event]) -> str:
-    """The device runtime the OOM line names: torch says "HIP out of memory" on ROCm, "CUDA out of memory" elsewhere."""
-    return "HIP (ROCm)" if any("HIP out of memory" in _text(e) for e in near) else "CUDA"
+    """The device runtime the OOM line names: torch says "HIP out of memory" on ROCm, "XPU out of memory" on Intel
+    GPUs, "CUDA out of memory" elsewhere."""
+    text = " ".join(_text(e) for e in near)
+    return "HIP (ROCm)" if "HIP out of memory" in text else "XPU (Intel)" if "XPU out of memory" in text else "CUDA"
 
 
 def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
@@ -545,6 +547,8 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                     "--gpu-memory-utilization lower, as vLLM's message says",
                     f"{_runtime(near)} ran out of memory while the engine warmed up its sampler at start-up, after the "
                     "KV pool took its share", {})
+        if any(e.data.get("kv_alloc") for e in near):
+            return _kv_alloc_oom(near)
         st = ctx.startup
         pool = st is not None and ((st.kv_cache_tokens or 0) > 0 or (st.num_gpu_blocks or 0) > 0)
         if not pool:
@@ -582,6 +586,22 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
     return (action, f"{_runtime(near)} ran out of memory in a step: that step needed more than vLLM's start-up "
                     "profile measured (a larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process "
                     "on the GPU)", gain)
+
+
+def _kv_alloc_oom(near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
+    """The OOM was the KV pool's own allocation: vLLM sized the pool from its profile, and the memory was not there
+    when the tensors were allocated (another process took it after the profile, or the device's "free" is shared, as
+    on unified-memory and XPU parts). The pool's size is the lever, not the model (vllm#42147, llm-scaler#672)."""
+    figs = _oom_figures(" ".join(_text(e) for e in near))
+    gain: dict[str, Figure] = {}
+    size = ""
+    if "tried_gib" in figs:
+        gain["tried_gib"] = Figure(round(figs["tried_gib"], 2), "measured", "the OOM line")
+        size = f" by at least the {figs['tried_gib']:.2f} GiB it tried to allocate"
+    return (f"--gpu-memory-utilization lower{size} (or --kv-cache-memory-bytes set below what the pool took), so the "
+            "pool vLLM sizes fits what is really free when it allocates; check for another process on the device",
+            f"{_runtime(near)} ran out of memory allocating the KV cache itself at start-up: the pool sized from the "
+            "memory profile was not there when its tensors were allocated", gain)
 
 
 def _shortfall_utilization(ctx: Context, figs: dict[str, float]) -> tuple[str, dict[str, Figure]]:

@@ -803,7 +803,12 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
     if not _held(s, th) or capacity_blocked(s, th) or s.persistent:
         return None
     d = s.decode
-    stalled = d is not None and d.no_progress >= 2
+    # one sample with none running, requests waiting and an empty pool is an engine that admits nothing (a prompt
+    # larger than the whole pool waits at the head of the queue for ever, vllm#39734; an admission bug,
+    # vllm-metal#479) unless the burst had just arrived: a stall, said with that doubt
+    alone = (d is not None and d.no_progress == 1 and q.samples == 1 and math.isfinite(float(q.running_max))
+             and q.running_max == 0 and math.isfinite(q.kv_max) and q.kv_max < 5.0)
+    stalled = d is not None and (d.no_progress >= 2 or alone)
     # a stall is read before the prefill share: the share counts tokens processed before the engine stopped
     if not stalled and (q.episodes >= 2 or prefill_share_high(s, th)):
         return None
@@ -837,7 +842,9 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
             f"Requests wait ({q.max_waiting:.0f})"
             + (f" with room in the pool (KV peak {sig.kv_text(q.kv_max)})" if kv_known else "") + f" and {d.no_progress} "
             "samples where the engine made no progress (fewer tokens than running requests in the interval, or "
-            "requests waiting with none running): the engine is stalled, not short of memory.",
+            "requests waiting with none running): the engine is stalled, not short of memory."
+            + (" One sample only: requests that had just arrived, before the scheduler's next step, read the same; a "
+               "second sample a few seconds later tells." if alone else ""),
             severity="problem", verdict="stalled",
             action="look outside the memory chains: engine core alive? connector / KV transfer stuck? (py-spy dump)",
             gain=gain, evidence=ev, data={"form": "stall"})

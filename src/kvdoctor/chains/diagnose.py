@@ -680,6 +680,8 @@ def _counter_since_start(ctx: Context) -> float:
 def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     if (stall := sig.silent_stall(ctx.timeline)) is not None:
         return _silent_stall(ctx, stall)  # an empty queue around a hang is not health
+    if (quiet := _quiet_stall_at_end(ctx)) is not None:
+        return quiet
     q, p, th = s.queue, s.preempt, ctx.thresholds
     ok = by.get("memory.full-not-tight")
     prem = (f"{p.total:g} preemptions counted" if p.basis == "counter" else
@@ -725,6 +727,31 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     return Judgement("healthy", conf, reason, "none", carried, more,
                      ["Waiting > 0 while KV ≥ 90 % (capacity), or vllm:num_preemptions_total rising faster than "
                       "~1/min"])
+
+
+def _quiet_stall_at_end(ctx: Context) -> Judgement | None:
+    """The window's last stats line was logged at DEBUG with requests running and no token: vLLM v1 demotes the line
+    to DEBUG only when both token rates were 0 in that interval and the one before (LoggingStatLogger), so one such
+    line is two intervals (20 s by default) with work in the engine and nothing produced, and no line after it says
+    tokens flowed again (tt-inference-server#4753: 7 running, 0.0 tok/s, then only DEBUG lines)."""
+    tl = ctx.timeline
+    if tl is None or not len(tl):
+        return None
+    last_line = sig.line_of(tl, len(tl) - 1)
+    quiet = [e for e in ctx.events if e.kind == "quiet-stall" and e.line_no is not None and e.line_no == last_line]
+    if not quiet:
+        return None
+    e = quiet[-1]
+    said = (f"the last stats line (line {e.line_no}) was logged at DEBUG with {e.data.get('running', '?')} request(s) "
+            "running and 0.0 tokens/s: vLLM logs it at DEBUG only when no prompt or generated token was counted in "
+            "that interval and the one before, and no stats line with tokens follows")
+    return Judgement("stalled", "low", said, get("sched.queue-held-kv-free").action.split("; stalled: ")[-1],
+                     [said, "vLLM counts a prompt's tokens when its first token comes out, so requests still "
+                            "prefilling very long prompts (tens of thousands of tokens each, chunked) also print 0.0"],
+                     ["the server's own lines after it (an error, a KV transfer or connector waiting), a py-spy dump "
+                      "of the engine core, or the running requests' prompt lengths"],
+                     ["a later INFO stats line with tokens (the engine resumed), or running requests with prompts long "
+                      "enough to take that long to prefill"])
 
 
 def _silent_stall(ctx: Context, stall: tuple[int, float]) -> Judgement:

@@ -872,6 +872,11 @@ def _resolve_quantization(acc: _Acc, shape: ModelShape, gpu: GpuSpec | None, cc:
             acc.set("quantization", given_m, "measured", "start-up log (engine config quantization=)")
             return given_m
     known = QUANT_METHODS_0_33 | (QUANT_METHODS_LEGACY if v < (0, 30, 0) else frozenset())
+    if given is not None and given not in known and acc.cfg.origin_of("quantization").startswith("log"):
+        # the log's own vLLM (a fork, another release) started with it: read as the checkpoint's format, not refused
+        acc.notes.append(f"quantization {given} (from the log) is not one of vLLM 0.33's methods: the weights are "
+                         "read from the checkpoint's own format")
+        given = None
     if given is not None:
         if given not in known:
             raise ConfigError(f"Unknown quantization method: {given}. Must be one of {sorted(known)}.")

@@ -167,6 +167,26 @@ def bench_command_options(line: str) -> tuple[dict[str, float], bool, dict[str, 
     return out, ramp, prov
 
 
+# the block's figures vLLM prints as integers ("{:<10}"); every other figure is "{:<10.2f}"
+_INT_FIGURES = ("completed", "failed", "total_input_tokens", "total_output_tokens", "max_concurrency",
+                "spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens")
+
+
+def _cut_figure(line: str) -> bool:
+    """A float figure without its decimals on a text's last line: the paste ended inside the number ("Median ITL
+    (ms): 1" where vLLM printed 171.92). A whole number elsewhere is a person's re-typing and is read."""
+    line = line[_LINE_PREFIX.match(line).end():].strip()
+    m = _STAT_LINE.match(line)
+    if m:
+        val = m.group(3)
+    else:
+        k = _KV_LINE.match(line)
+        if not k or _LABELS.get(k.group(1).strip().lower()) in (None, *_INT_FIGURES):
+            return False
+        val = k.group(2)
+    return val[:1].isdigit() and "." not in val and "," not in val and line.endswith(val)
+
+
 def _join_continuations(lines):
     """A shell command's backslash continuations as one line (a pasted ``vllm bench serve`` over several lines)."""
     held = ""
@@ -201,6 +221,9 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             cur = None  # a stray figure in prose, not a run
         if cur:
             raw = {"format": "block"}
+            if "_cut" in cur:
+                raw["cut"] = (f"{cur.pop('_cut')!r}: the text's last line, whose value lacks the two decimals vLLM "
+                              "prints: cut where the paste ends, not read")
             if headless:
                 raw["header"] = "missing: the block was read from its first figure ('Successful requests:')"
             if cur_cmd is not None:
@@ -215,9 +238,14 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             results.append(BenchResult(source=source, fields=cur, raw=raw))
         cur, headless = None, False
 
-    for raw in _join_continuations(_uncollapse(text)):
+    lines = list(_join_continuations(_uncollapse(text)))
+    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    for i, raw in enumerate(lines):
         line = raw.strip()
         if not line:
+            continue
+        if i == last and cur is not None and _cut_figure(line):
+            cur.setdefault("_cut", line)  # noted on the result by close(), never a figure
             continue
         if BLOCK_HEADER in line:
             close()

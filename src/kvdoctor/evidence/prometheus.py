@@ -158,8 +158,17 @@ def _tolerant_families(text: str) -> list:
         try:
             out.extend(text_string_to_metric_families(line + "\n"))
         except Exception:  # noqa: BLE001
-            continue
+            elided = _ELIDED_LABELS.sub("{", line).replace("{}", "")
+            if elided == line:
+                continue
+            try:  # labels a person elided ("vllm:num_requests_waiting{...} 6.0", vllm-metal#479): read without them
+                out.extend(text_string_to_metric_families(elided + "\n"))
+            except Exception:  # noqa: BLE001
+                continue
     return out
+
+
+_ELIDED_LABELS = re.compile(r"\{\s*(?:\.\.\.|…)\s*,?\s*")
 
 
 def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float) -> None:

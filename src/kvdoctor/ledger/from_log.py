@@ -144,7 +144,8 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
         # ..."): its peak activation already holds the CUDA-graph estimate vLLM withheld (gpu_worker:
         # peak_activation_memory = transient headroom + the applied estimate), so the budget is requested - C - A
         summed = (s.requested_bytes - s.consumed_bytes - s.activation_bytes, "consumed + peak activation",
-                  " (the peak activation includes the CUDA-graph estimate vLLM withheld)")
+                  " (CUDA-graph memory profiling was off: nothing withheld for the graphs)" if s.estimate_not_deducted()
+                  else " (the peak activation includes the CUDA-graph estimate vLLM withheld)")
     if summed is not None:
         rest, terms, why = summed
         gap = s.kv_cache_bytes - rest  # type: ignore[operator]
@@ -165,6 +166,9 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
                           "their size — free memory rose during the capture (memory released meanwhile, or by another "
                           "process; vllm#25683 reports it). Read the graphs' cost from another start")
     est, took = s.cudagraph_estimate_bytes, s.cudagraph_bytes
+    if s.estimate_not_deducted():
+        _graphs_outside_budget(s, led)
+        est = None  # nothing was withheld: the two checks below compare a withholding with the capture
     if est is not None and took is not None and est - max(took, 0) > 0.25 * GiB:
         # 0.21+ deducts its estimate of the graphs' memory from the KV budget before capturing them; what the estimate
         # over-reserved stays unused (an under-estimate is the other failure: vllm#57475's OOM at capture)
@@ -203,6 +207,20 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
         if s.max_concurrency is not None and abs(conc - s.max_concurrency) > 0.02 * max(1.0, s.max_concurrency):
             led.checks.append(f"vLLM printed max concurrency {s.max_concurrency:g}x, tokens / length gives {conc:.2f}x: "
                               "the pool is not one uniform group (hybrid or sliding-window layers count differently)")
+
+
+def _graphs_outside_budget(s: StartupFacts, led: Ledger) -> None:
+    """CUDA-graph memory profiling off (before 0.19 by default; VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 since 0.21):
+    the graphs were captured after the pool was sized, so whatever they took is used beyond the utilization share."""
+    took, est = s.cudagraph_bytes, s.cudagraph_estimate_bytes
+    size = (gib_text(took) if took is not None and took >= 0
+            else f"~{gib_text(est)} (vLLM's estimate)" if est else None)
+    if size is None:
+        return
+    led.checks.append(f"CUDA-graph memory profiling was off at this start, so the graphs ({size}) were not counted in "
+                      "the KV budget: the instance uses that much beyond its --gpu-memory-utilization share. vLLM's "
+                      "own line names the fraction that keeps the budget with the profiling on (the default since "
+                      "0.21)")
 
 
 def _large_activation(s: StartupFacts, led: LogLedger) -> None:

@@ -82,6 +82,14 @@ class EnvMatch:
     def start(self) -> int:
         return self.p.start() if self.p is not None else self.m.start()
 
+    def level(self):
+        """The record's level (b"DEBUG", b"INFO", ...), or None where the match holds none."""
+        return self.m.groupdict().get("level")
+
+    def source_file(self):
+        """The logging call's file ("core.py"), or None where the format prints none."""
+        return self.m.groupdict().get("file")
+
 
 def search_envelope(line: str) -> EnvMatch | None:
     m = LEVEL_TS.search(line)

@@ -120,13 +120,26 @@ _SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterr
 _STARTUP_FRAMES = ("create_engine_config", "load_model", "load_weights", "process_weights_after_loading", "profile_run",
                    "_dummy_run", "_dummy_sampler_run", "determine_available_memory", "determine_num_available_blocks",
                    "initialize_kv_cache", "_initialize_kv_caches", "initialize_from_config", "capture_model",
-                   "compile_or_warm_up_model", "init_device")
+                   "compile_or_warm_up_model", "init_device", "allocate_kv_cache")
+# the KV pool's own allocation (V1's _allocate_kv_cache_tensors / initialize_kv_cache_tensors, V0's _allocate_kv_cache):
+# the pool was sized from the profile, and the memory was not there when it was allocated
+_KV_ALLOC_FRAMES = ("allocate_kv_cache", "initialize_kv_cache_tensors")
 # How specific an error burst's kind is: a burst is named by its most specific line (a traceback's last line
 # names the exception; its first line is often a generic "EngineCore encountered a fatal error").
 _KIND_RANK = {"error": 0, "engine-error": 0, "engine-dead": 1, "kv-too-small": 2, "oom": 3, "cuda-error": 3,
               "nccl-timeout": 3}
 # the signals an operator or a platform stops a server with (a process that "received signal" SIGSEGV crashed)
 _STOP_SIGNALS = (b"SIGINT", b"SIGTERM", b"SIGQUIT", b"SIGHUP")
+
+
+def _markdown_prose(msg: str) -> bool:
+    """A bare line that is a person's Markdown sentence ("... so every `vllm serve` died with an `AttributeError` at
+    engine init": a pull request's description, vllm-metal#559): several code spans and many words, and not an
+    exception line. vLLM's own bare lines (a traceback's last line, "Killed", "Process EngineCore_0:") are short and
+    carry no code spans; its enveloped lines never reach here."""
+    stripped = msg.strip()
+    return (stripped.count("`") >= 4 and len(stripped.split()) >= 12 and not stripped.startswith("Traceback")
+            and not is_exception_line(stripped))
 
 
 def _note_exception(ev: Event, msg: str, n: int) -> None:
@@ -315,6 +328,11 @@ class LinePath:
         if s is None:
             s = self.series[key] = Series(proc, row[0])
         s.add(t, row, n)
+        if m.level() == b"DEBUG" and not row[9] and row[3] >= 1 and row[1] == 0 and row[2] == 0:
+            # v1 logs a stats line at DEBUG only when both token rates were 0 in this interval AND the previous one
+            # (LoggingStatLogger: engine_is_idle): with requests running, two intervals without one token
+            self._event(Event(t=t, kind="quiet-stall", line_no=n, message=line[:200].decode("utf-8", "replace").strip(),
+                              data={"running": int(row[3]), "proc": proc}), proc)
         return True
 
     def _cut_stats(self, line: bytes, n: int) -> bool:
@@ -447,6 +465,8 @@ class LinePath:
         msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
         if m is None and msg.startswith(">"):
             msg = msg.lstrip("> ")  # a Markdown quote of the line ("> ValueError: Bfloat16 is only ...": a forum post)
+        if m is None and _markdown_prose(msg):
+            return False  # a person's sentence about a failure, not the failure's own line
         # a traceback's own lines under a process prefix and nothing else ("(EngineCore pid=40947) RuntimeError: ...":
         # Python's traceback printed to the process's stderr, which vLLM prefixes): that process's words
         bare = _BARE_PROC.match(msg) if m is None else None
@@ -491,8 +511,11 @@ class LinePath:
             return False
         proc = proc_key(m) if bare is None else f"{bare.group(1)} pid={bare.group(2)}"
         t = self._time(m, line) if m is not None else None
-        if kind == "error" and (proc.startswith(ENGINE_PROCS) or "EngineCore hit an exception" in msg):
-            # V1 before the process prefixes (0.8-0.9) wrote the engine core's lines bare: its own words name it
+        if kind == "error" and (proc.startswith(ENGINE_PROCS) or "EngineCore hit an exception" in msg
+                                or (m is not None and m.source_file() == b"core.py")):
+            # V1 before the process prefixes (0.8-0.9) wrote the engine core's lines bare: its own words name it, or
+            # its logger's file (vllm/v1/engine/core.py logs the traceback of the exception that ends the engine core;
+            # vllm#15928: "ERROR ... [core.py:343] Traceback (most recent call last):" with no message before it)
             kind = "engine-error"
         # A traceback logs one ERROR line per frame: one event per burst, a process's error lines within one second
         # (untimed: within a few lines), however other processes' lines interleave with it (TP workers and the API
@@ -507,7 +530,8 @@ class LinePath:
         # what a line tells of its whole burst: 0.7-0.8's V1 client ("Got fatal signal from worker processes, shutting
         # down") SIGKILLs its own process group, so the shell's "Killed" after it is vLLM's own exit and the traceback
         # above is the cause; a frame of the prompt-logprobs path names an OOM under it (chains.crash)
-        marks = {k: True for k, hit in (("self_kill", _SELF_KILL in msg), ("prompt_logprobs", _PROMPT_LOGPROBS in msg))
+        marks = {k: True for k, hit in (("self_kill", _SELF_KILL in msg), ("prompt_logprobs", _PROMPT_LOGPROBS in msg),
+                                        ("kv_alloc", frame is not None and any(f in msg for f in _KV_ALLOC_FRAMES)))
                  if hit}
         prev = self._bursts.get(proc)
         if killed and prev is not None and prev[1] is not None and prev[1].data.get("self_kill") and n - prev[2] <= 3:

@@ -121,17 +121,25 @@ R_EQUIV = re.compile(
 )
 # 0.1x-0.18's opt-in hint ("In v0.19, CUDA graph memory profiling will be enabled by default ... set
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and increase --gpu-memory-utilization from 0.8000 to 0.8136"): the first
-# figure is the utilization this start ran with (the estimate was not deducted)
-R_UTIL_FROM = re.compile(r"increase --gpu-memory-utilization from " + _N + r" to " + _N)
+# figure is the utilization this start ran with (the estimate was not deducted). 0.21+ prints the same advice when the
+# profiling was switched off ("CUDA graph memory profiling is disabled (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0) ...
+# Consider re-enabling it ... and increasing --gpu-memory-utilization from 0.9350 to 0.9595": vllm-backport#34)
+R_UTIL_FROM = re.compile(r"increas(?:e|ing) --gpu-memory-utilization from " + _N + r" to " + _N)
 R_CG_EST = re.compile(r"Estimated CUDA graph memory: " + _N + r" GiB(?: total)?")
 R_CG_POOL = re.compile(r"CUDA graph pool memory: " + _N + r" GiB \(actual\), " + _N + r" GiB \(estimated\)")
 R_CG_TOOK = re.compile(r"Graph capturing finished in " + _N + r" secs?, took " + _N + r" ?(GiB|MiB|GB)")
 R_NDA = re.compile(r"non-default args: (\{.*)")
+# the fp8 KV cache's scale line, printed once per attention layer type when the KV cache is fp8 ("Using KV cache
+# scaling factor 1.0 for fp8_e4m3. If this is unintended, verify ..."): the KV dtype where no args line survives
+R_KV_SCALE = re.compile(r"Using KV cache scaling factor [\d.]+ for (fp8(?:_e4m3|_e5m2)?)\b")
 _RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
 # A server command pasted with its log (a ticket, a runbook: "$ vllm serve M --tensor-parallel-size 8 ..."), at most a
 # shell prompt and env assignments before it; prose that names the command is not one. Its flags reach the
 # configuration below what the log's own lines say (engine.sources.from_startup).
-SERVE_COMMAND = re.compile(r"^\s*(?:[$#>]\s*)?(?:sudo\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:vllm\s+serve\s+\S|python[\d.]*\s+-m\s+"
+# a shell's prompt in front: "$ ", "(venv) user@host:~/dir$ " (vllm#42147); a runner in front: "uv run" (vllm#33155)
+SERVE_COMMAND = re.compile(r"^\s*(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+:\S*?[$#]\s*)?(?:[$#>]\s*)?(?:sudo\s+)?"
+                           r"(?:[A-Za-z_]\w*=\S*\s+)*(?:(?:uv|poetry|pipx|pdm)\s+run\s+)?"
+                           r"(?:vllm\s+serve\s+\S|python[\d.]*\s+-m\s+"
                            r"vllm\.entrypoints\.(?:openai\.api_server|cli\.main\s+serve)\b|(?:docker|podman)\s+run\b)")
 COMMAND_MAX_LINES = 60  # continuation lines of one pasted command
 # "an LLM engine" (<= 0.7.0), "a V0 LLM engine" (0.7.x-0.10 v0), "a V1 LLM engine" (V1).
@@ -326,6 +334,8 @@ def _literal_dict(text: str) -> dict[str, Any]:
             if _has_ellipsis(v):
                 v = raw
         except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            if raw[:1] in "{[(":
+                continue  # a dict or list the paste cut ('speculative_config': {'method': 'mtp', 'num_specul): no value
             v = raw
         out[key] = v
     return out
@@ -1256,11 +1266,12 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("Available memory: ", _h_npu_avail),
     ("total_hbm_", _h_tpu_stats),
     ("is equivalent to", _h_equiv),
-    ("increase --gpu-memory-utilization from", _h_util_from),
+    ("--gpu-memory-utilization from ", _h_util_from),
     ("Estimated CUDA graph memory", _h_cg_est),
     ("CUDA graph pool memory", _h_cg_pool),
     ("Graph capturing finished", _h_cg_took),
     ("non-default args:", _h_nda),
+    ("Using KV cache scaling factor", _simple(R_KV_SCALE, "kv_cache_dtype", str, _P_LOG)),
     ("LLM engine", _h_engine_cfg),
     ("Chunked prefill is enabled", _simple(R_CHUNKED, "max_num_batched_tokens")),
     ("compile range (1, ", _h_compile_range),

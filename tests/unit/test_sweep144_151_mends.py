@@ -1,0 +1,162 @@
+"""What sweeps 144-151 (public material read blind, 2026-12-06; docs/evidence.md "Sweeps 144-151") showed kvdoctor
+getting wrong, each pinned on a minimal excerpt of the public text that showed it."""
+
+from __future__ import annotations
+
+import json
+
+from kvdoctor.evidence.bench import parse_text
+from tests.e2e.test_ledger_cli import invoke
+from tests.unit.test_sweep110_113_mends import _write
+from tests.unit.test_sweep126_132_mends import _instance, _log_ledger
+
+_RULE = "=" * 50
+
+
+def test_a_figure_cut_on_the_pastes_last_line_is_not_read():
+    # sweep 145 item 08 (an SGLang PR's block in vllm bench serve's format): the paste ends in "Median ITL (ms): 1"
+    # where vLLM printed 171.92; kvdoctor had read a 1 ms median against a 171.89 ms mean
+    text = (f"{'Serving Benchmark Result':=^50}\nSuccessful requests:                     32        \n"
+            "Benchmark duration (s):                  561.73    \nMean TPOT (ms):                          171.89    \n"
+            "Mean ITL (ms):                           171.89    \nMedian ITL (ms):                         1")
+    (r,) = parse_text(text)
+    assert r.fields["mean_itl_ms"] == 171.89 and "median_itl_ms" not in r.fields and "cut" in r.raw
+    # a whole count on the last line is vLLM's own format for it, and a person's re-typed float elsewhere is read
+    (r,) = parse_text(text.replace("Median ITL (ms):                         1", "Successful requests:  32"))
+    assert r.fields["completed"] == 32 and "cut" not in r.raw
+    (r,) = parse_text(text + "\n" + _RULE)
+    assert r.fields["median_itl_ms"] == 1.0
+
+
+PROFILING_OFF = """
+    (Worker_PP1_TP3 pid=4365) WARNING 08-31 15:25:47 [gpu_worker.py:595] CUDA graph memory profiling is disabled (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0). Without it, CUDA graph memory is not accounted for during KV cache allocation, which may require lowering --gpu-memory-utilization to avoid OOM. Consider re-enabling it (the default as of v0.21.0) and increasing --gpu-memory-utilization from 0.9350 to 0.9595.
+    (Worker_PP1_TP3 pid=4365) INFO 08-31 15:25:47 [gpu_model_runner.py:6001] Estimated CUDA graph memory: 0.58 GiB total
+    (Worker_PP1_TP3 pid=4365) INFO 08-31 15:25:48 [gpu_worker.py:789] Free memory on device (22.93/23.56 GiB) on startup. Desired GPU memory utilization is (0.935, 22.03 GiB). Actual usage is 19.47 GiB for consumed memory (weights + non-torch), 0.6 GiB for peak activation, and 0.1 GiB for CUDAGraph memory. Replace gpu_memory_utilization config with `--kv-cache-memory=2113060864` (1.97 GiB) to fit into requested memory, or `--kv-cache-memory=2787540992` (2.6 GiB) to fully utilize gpu memory. Current kv cache memory in use is 1.95 GiB.
+    (Worker_PP1_TP3 pid=4365) INFO 08-31 15:25:48 [gpu_worker.py:540] Available KV cache memory: 1.95 GiB
+    """
+
+
+def test_profiling_switched_off_is_read_as_nothing_withheld(tmp_path):
+    # sweep 144 item 05 (vllm-backport#34, 8x RTX 3090): 0.21+'s warning for VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0
+    # says "increasing --gpu-memory-utilization from"; only 0.1x's "increase ..." was read, so the ledger said vLLM
+    # withheld 0.58 GiB (0.48 GiB unused) and advised the setting already in effect
+    doc = _log_ledger(_write(tmp_path, "off.log", PROFILING_OFF))
+    checks = " ".join(doc["checks"])
+    assert "went unused" not in checks and "includes the CUDA-graph estimate" not in checks
+    assert "profiling was off" in checks and "matches the printed 1.95 GiB" in checks
+
+
+def test_an_oom_allocating_the_kv_tensors_names_the_pools_size(tmp_path):
+    # sweep 147 item 11 (intel/llm-scaler#672, 2x Arc Pro B70): the OOM under _allocate_kv_cache_tensors was read as a
+    # step's ("in a step ... lowering --gpu-memory-utilization does not address it"); it is the pool's own allocation
+    log = _write(tmp_path, "xpu.log", """
+        (Worker_TP0 pid=351) ERROR 09-03 22:42:03 [multiproc_executor.py:962]     kv_cache_raw_tensors = self._allocate_kv_cache_tensors(kv_cache_config)
+        (Worker_TP0 pid=351) ERROR 09-03 22:42:03 [multiproc_executor.py:962]   File "/opt/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py", line 6697, in _allocate_kv_cache_tensors
+        (Worker_TP0 pid=351) ERROR 09-03 22:42:03 [multiproc_executor.py:962]     tensor = torch.zeros(
+        (Worker_TP0 pid=351) ERROR 09-03 22:42:03 [multiproc_executor.py:962] torch.OutOfMemoryError: XPU out of memory. Tried to allocate 772.00 MiB. GPU 0 has a total capacity of 31.89 GiB of which 3.94 GiB is free.
+        """)
+    inst = _instance(log)
+    assert inst["verdict"] == "engine-died" and "at start-up" in inst["reason"]
+    assert "allocating the KV cache itself" in inst["reason"] and "XPU" in inst["reason"]
+    assert inst["action"].startswith("--gpu-memory-utilization lower by at least the 0.75 GiB")
+
+
+def test_the_engine_cores_traceback_without_a_prefix_is_its_death(tmp_path):
+    # sweep 149 item 02 / 148 item 11 (vllm#15928, DeepSeek-V3 on MI308X, V1 0.8): the pool was sized, then
+    # "ERROR ... [core.py:343] Traceback" out of a worker RPC; no process prefix and no "EngineCore hit an exception"
+    # words, so the traceback was a generic error and diagnose said nothing pointed anywhere
+    log = _write(tmp_path, "mi308.log", """
+        INFO 04-01 10:13:16 [kv_cache_utils.py:566] GPU KV cache size: 107,312 tokens
+        INFO 04-01 10:13:16 [kv_cache_utils.py:569] Maximum concurrency for 32,768 tokens per request: 3.27x
+        ERROR 04-01 10:13:54 [core.py:343] Traceback (most recent call last):
+        ERROR 04-01 10:13:54 [core.py:343]   File "/workspace/vllm/v1/executor/multiproc_executor.py", line 372, in worker_busy_loop
+        ERROR 04-01 10:13:54 [core.py:343]     output = func(*args, **kwargs)
+        ERROR 04-01 10:13:54 [core.py:343]              ^^^^^^^^^^^^^^^^^^^^^
+        ERROR 04-01 10:13:54 [core.py:343]   File "/workspace/vllm/v1/wor
+        """)
+    assert _instance(log)["verdict"] == "engine-died"
+
+
+def test_a_sentence_about_a_death_is_not_one(tmp_path):
+    # sweep 145 item 06 (vllm-metal PR #559's description): "every `vllm serve` died with an `AttributeError` at engine
+    # init" was read as an engine death
+    log = _write(tmp_path, "pr.md", """
+        vLLM 0.26.0 renamed `CacheConfig.hash_block_size` to `prefix_match_unit`, and we read that field unconditionally in `MetalPlatform.update_block_size_for_backend`, so every `vllm serve` died with an `AttributeError` at engine init.
+        """)
+    assert _instance(log)["verdict"] != "engine-died"
+    # vLLM's own bare lines stay deaths
+    log = _write(tmp_path, "bare.log", "RuntimeError: Engine process (pid 16470) died.\n")
+    assert _instance(log)["verdict"] == "engine-died"
+
+
+def test_a_stats_line_logged_at_debug_with_requests_running_is_a_stall(tmp_path):
+    # sweep 146 item 05 (tenstorrent/tt-inference-server#4753): vLLM demotes the stats line to DEBUG only when both
+    # token rates were 0 in this interval and the one before; 7 running at 0.0 tok/s read "healthy"
+    log = _write(tmp_path, "hang.log", """
+        (APIServer pid=1) DEBUG 07-22 20:06:05 loggers.py:259] Engine 003: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 7 reqs, Waiting: 0 reqs, GPU KV cache usage: 59.6%, Prefix cache hit rate: 0.0%
+        (APIServer pid=1) DEBUG 07-22 20:06:09 core_client.py:1178] Received counts: [[0, 9], [0, 8], [1, 7], [0, 7]] (slice(0, 4, None))
+        """)
+    inst = _instance(log)
+    assert inst["verdict"] == "stalled" and "DEBUG" in inst["reason"]
+    # the same line at INFO (tokens flowed in the interval before) is not that proof
+    log = _write(tmp_path, "info.log", (tmp_path / "hang.log").read_text().replace("DEBUG 07-22 20:06:05", "INFO 07-22 20:06:05"))
+    assert _instance(log)["verdict"] != "stalled"
+
+
+def test_a_cut_args_dict_keeps_its_complete_keys(tmp_path):
+    # sweep 147 item 06 (club-3090#487): the args line was cut inside speculative_config's dict, and the ledger ended
+    # with "not valid JSON" (rc 2) though the log printed its pool; auto_round (a release's method) was refused too
+    log = _write(tmp_path, "cut.log", """
+        (EngineCore pid=161) INFO 06-26 22:45:41 [gpu_worker.py:440] Available KV cache memory: 10.85 GiB
+        (EngineCore pid=161) INFO 06-26 22:45:41 [kv_cache_utils.py:1711] GPU KV cache size: 612,157 tokens
+        (APIServer pid=1) INFO 06-26 22:44:18 [utils.py:278] non-default args: {'model_tag': 'Qwen/Qwen3.6-27B', 'max_model_len': 262144, 'quantization': 'auto_round', 'tensor_parallel_size': 2, 'max_num_seqs': 2, 'kv_cache_dtype': 'fp8_e5m2', 'speculative_config': {'method': 'mtp', 'num_specul
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--gpu", "RTX3090", "--json")
+    assert code in (0, 1), err
+    eng = json.loads(out)["engine"]
+    assert eng["max_num_seqs"] == 2 and eng["tensor_parallel_size"] == 2 and eng["kv_cache_dtype"] == "fp8_e5m2"
+
+
+def test_the_fp8_scale_line_names_the_kv_dtype(tmp_path):
+    # sweeps 144 item 10 / 150 item 10 (club-3090#1047): no args line survived, only the fp8 KV cache's scale line
+    log = _write(tmp_path, "scale.log", """
+        (EngineCore pid=95) WARNING 09-12 11:02:13 [kv_cache.py:94] Using KV cache scaling factor 1.0 for fp8_e4m3. If this is unintended, verify that k/v_scale scaling factors are properly set in the checkpoint.
+        (EngineCore pid=95) INFO 09-12 11:02:40 [gpu_model_runner.py:4501] Model loading took 19.75 GiB memory and 27.1 seconds
+        """)
+    code, err, out = invoke("evidence", str(log), "--json")
+    assert code == 0, err
+    assert '"kv_cache_dtype": "fp8_e4m3"' in out
+
+
+def test_a_command_behind_a_shell_prompt_or_a_runner_is_read(tmp_path):
+    # sweep 150 item 09 (vllm#42147): "(z3) z@z3:~$ VAR=0 vllm serve ..." and sweep 149 item 03's "uv run vllm serve"
+    # were skipped, so the user's --gpu-memory-utilization 0.6 and --cpu-offload-gb 6 were lost
+    for prompt in ("(z3) z@z3:~$ VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 vllm serve",
+                   "CUDA_VISIBLE_DEVICES=1 uv run vllm serve"):
+        log = _write(tmp_path, "cmd.log", f"""
+            {prompt} Qwen/Qwen3-8B --gpu-memory-utilization 0.6 --max-model-len 8192
+            (EngineCore pid=95) INFO 05-09 16:23:40 [gpu_model_runner.py:4501] Model loading took 15.27 GiB memory and 9.1 seconds
+            """)
+        code, err, out = invoke("ledger", "--from-log", str(log), "--gpu", "RTX4090", "--json")
+        assert code in (0, 1), err
+        assert json.loads(out)["engine"]["gpu_memory_utilization"] == 0.6
+
+
+def test_cpu_offload_takes_its_gib_off_each_ranks_weights(tmp_path):
+    # (sweep 150 item 09: the flag was read and never taken off the weights)
+    w = [json.loads(invoke("ledger", "--serve", f"vllm serve Qwen/Qwen3-8B{extra}", "--gpu", "RTX4090", "--json")[2])
+         ["memory"]["weights_bytes"] for extra in ("", " --cpu-offload-gb 6")]
+    assert w[0] - w[1] == 6 * (1 << 30)
+
+
+def test_a_metrics_dump_with_elided_labels_is_read_and_an_empty_pool_holding_a_queue_stalls(tmp_path):
+    # sweep 146 item 01 (vllm-metal#479): "vllm:num_requests_waiting{...} 6.0" lines were dropped without a word;
+    # read, one sample of 0 running, 6 waiting and an empty pool is an engine that admits nothing (said with its doubt)
+    p = _write(tmp_path, "metrics.txt", """
+        vllm:num_requests_running{...} 0.0
+        vllm:num_requests_waiting{...} 6.0
+        vllm:num_requests_waiting_by_reason{...,reason="capacity"} 6.0
+        vllm:kv_cache_usage_perc{...} 0.0
+        """)
+    inst = _instance(p)
+    assert inst["verdict"] == "stalled" and "One sample only" in inst["reason"]
