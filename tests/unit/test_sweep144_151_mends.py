@@ -160,3 +160,60 @@ def test_a_metrics_dump_with_elided_labels_is_read_and_an_empty_pool_holding_a_q
         """)
     inst = _instance(p)
     assert inst["verdict"] == "stalled" and "One sample only" in inst["reason"]
+
+
+def test_expert_parallel_shards_whole_experts_over_tp_times_dp():
+    # sweep 148 item 03 (vllm-ascend#3800, Qwen3-VL-235B over DP2 x TP8 with --enable-expert-parallel): the flag was
+    # not read, so each rank was given a TP8 share of every expert (55 GiB, more than the 48.77 GiB requested) where
+    # vLLM gives each of the 16 ranks 8 whole experts
+    from kvdoctor.catalog.models import lookup_model
+    from kvdoctor.ledger.tensors import model_tensors
+
+    shape = lookup_model("Qwen/Qwen3-235B-A22B")
+    experts = lambda ts: sum(t.numel for t in ts if t.role == "experts")  # noqa: E731
+    full = experts(model_tensors(shape, 1))
+    assert experts(model_tensors(shape, 8)) == full // 8
+    assert experts(model_tensors(shape, 8, ep=16)) == full // 16  # 128 experts: 8 whole ones per rank
+    assert experts(model_tensors(shape, 8, ep=48)) == full // 128 * 3  # 128 / 48: rank 0 holds 3
+    other = lambda ts: sum(t.numel for t in ts if t.role != "experts")  # noqa: E731
+    assert other(model_tensors(shape, 8, ep=16)) == other(model_tensors(shape, 8))
+    serve = "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 8"
+    w = [json.loads(invoke("ledger", "--serve", serve + extra, "--gpu", "H100", "--json")[2])["memory"]["weights_bytes"]
+         for extra in ("", " --data-parallel-size 2", " --data-parallel-size 2 --enable-expert-parallel")]
+    assert w[0] == w[1] > w[2] and abs(w[2] / (1 << 30) - 28.48) < 0.01
+
+
+def test_the_length_from_a_refusals_rounded_figures_fits_whatever_the_rounding(tmp_path):
+    # sweep 147 item 04 (an Arc Pro B70 cookbook: 4.26 GiB needed, 4.25 available, no estimate printed): 100,000 x
+    # 4.25 / 4.26 = 99,760 is only right if both figures were exact; at the far ends of their rounding 99,520 fits
+    log = _write(tmp_path, "b70.log", """
+        (EngineCore pid=7) ERROR 05-02 10:11:12 [core.py:1136] ValueError: To serve at least one request with the models's max seq len (100000), (4.26 GiB KV cache is needed, which is larger than the available KV cache memory (4.25 GiB).
+        """)
+    assert _instance(log)["action"].startswith("--max-model-len 99520 ")
+
+
+def test_a_whole_gib_available_is_read_as_a_fixed_kv_size(tmp_path):
+    # sweep 148 items 09-10 (vllm#29233 on the CPU backend; lemonade-sdk/vllm-rocm#5's 4G default): "(4.00 GiB)"
+    # available is VLLM_CPU_KVCACHE_SPACE's or --kv-cache-memory-bytes' size, which the utilization does not move
+    line = ("(EngineCore_DP0 pid=64528) ERROR 11-18 13:44:09 [core.py:842] ValueError: To serve at least one request "
+            "with the models's max seq len (40960), (4.38 GiB KV cache is needed, which is larger than the available KV "
+            "cache memory ({avail} GiB). Based on the available memory, the estimated maximum model length is 37376. "
+            "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n")
+    act = _instance(_write(tmp_path, "cpu.log", line.format(avail="4.00")))["action"]
+    assert act.startswith("--max-model-len 37376;") and "VLLM_CPU_KVCACHE_SPACE=4" in act and "0.38 GiB" in act
+    act = _instance(_write(tmp_path, "gpu.log", line.format(avail="4.03")))["action"]
+    assert "VLLM_CPU_KVCACHE_SPACE" not in act
+
+
+def test_a_refusal_at_another_length_after_a_printed_pool_is_another_start(tmp_path):
+    # sweep 150 item 01 (vllm#25350): the reporter quotes a 100,000-token start's pool, then a refused 221,000-token
+    # start; read as one start, the ledger set 10.12 GiB needed against a 10.55 GiB budget and called it does-not-fit
+    log = _write(tmp_path, "two.log", """
+        INFO 09-20 10:00:01 [gpu_worker.py:276] Available KV cache memory: 10.55 GiB
+        INFO 09-20 10:00:01 [kv_cache_utils.py:864] GPU KV cache size: 230,528 tokens
+        INFO 09-20 10:00:01 [kv_cache_utils.py:868] Maximum concurrency for 100,000 tokens per request: 2.31x
+        ValueError: To serve at least one request with the models's max seq len (221000), (10.12 GiB KV cache is needed, which is larger than the available KV cache memory (5.59 GiB). Based on the available memory, the estimated maximum model length is 122080. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
+        """)
+    code, err, out = invoke("evidence", str(log), "--json")
+    assert code == 0, err
+    assert "2 engine start(s)" in invoke("evidence", str(log))[2]

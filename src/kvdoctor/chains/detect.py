@@ -206,7 +206,8 @@ def does_not_fit(ctx: Context) -> Finding | None:
         ln = st.line_refs.get("error_message") or st.line_refs.get("startup_error")
         est = st.error_est_max_model_len
         action = f"--max-model-len {est}" if est else "--gpu-memory-utilization <higher> (no room for one block)"
-        if est and (keep := _keep_length(ctx)) is not None:
+        fixed = _fixed_budget(st)
+        if est and fixed is None and (keep := _keep_length(ctx)) is not None:
             action += keep
         gain = {}
         if est:
@@ -229,6 +230,8 @@ def does_not_fit(ctx: Context) -> Finding | None:
             action, gain = room
         if st.startup_error == "no-memory-for-cache":
             action += NO_ROOM_LEVERS
+        if fixed is not None:
+            action = action.replace(", or --gpu-memory-utilization higher", "") + fixed
         if st.error_needed_bytes and st.error_available_bytes:
             gain["kv_needed_gib"] = Figure(round(st.error_needed_bytes / 2**30, 2), "measured", "error line")
             gain["kv_available_gib"] = Figure(round(st.error_available_bytes / 2**30, 2), "measured", "error line")
@@ -238,6 +241,22 @@ def does_not_fit(ctx: Context) -> Finding | None:
                             evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source,
                                        line_no=ln)])
     return None
+
+
+def _fixed_budget(st) -> str | None:
+    """A refusal whose available KV memory is a whole number of GiB ("(4.00 GiB)"): almost surely a fixed budget, not
+    a fraction of the GPU (VLLM_CPU_KVCACHE_SPACE's default 4 on the CPU backend, vllm#29233; a wrapper's
+    --kv-cache-memory-bytes 4G on a shared-memory APU, lemonade-sdk/vllm-rocm#5), which --gpu-memory-utilization does
+    not move. A fraction lands on a whole GiB about once in a hundred."""
+    avail = st.error_available_bytes
+    if not avail or abs(avail / 2**30 - round(avail / 2**30)) > 0.005 or avail < 2**30:
+        return None
+    n = round(avail / 2**30)
+    short = (st.error_needed_bytes or 0) - avail
+    by = f" by at least {short / 2**30:.2f} GiB" if short > 0 else ""
+    return (f"; or keep the length with a larger KV budget: the {n}.00 GiB available is most likely a fixed KV size "
+            f"(VLLM_CPU_KVCACHE_SPACE={n} on the CPU backend, or --kv-cache-memory-bytes {n}G): raise that{by}; "
+            "--gpu-memory-utilization does not move it")
 
 
 def _keep_length(ctx: Context) -> str | None:
@@ -291,7 +310,10 @@ def _total_memory(ctx: Context) -> tuple[int, str, str] | None:
 # fix maintainers give for this error (vllm#14992).
 NO_ROOM_LEVERS = ("; or shrink the working memory start-up measured before the pool: --max-num-seqs lower (the "
                   "profile samples max-num-seqs dummy requests over the whole vocabulary; vLLM's default is 1024 on "
-                  "GPUs of 70 GiB or more) or --max-num-batched-tokens lower (the profile's dummy batch)")
+                  "GPUs of 70 GiB or more) or --max-num-batched-tokens lower (the profile's dummy batch); where the "
+                  "weights alone fill the share (intel/llm-scaler#672: a 27B model in BF16 on 32 GB cards), a "
+                  "quantized checkpoint (FP8, AWQ) or --tensor-parallel-size over more GPUs: kvdoctor ledger --model "
+                  "... --gpu ... says which")
 
 
 UTIL_CEILING = 0.95  # the highest fraction the advice offers: the rest is the driver's, the CUDA context's, headroom
@@ -390,11 +412,16 @@ def _too_small_without_estimate(st) -> tuple[str, dict[str, Figure]]:
     searches the same relation); without the available figure, only the direction."""
     mml, need, avail = st.max_model_len, st.error_needed_bytes, st.error_available_bytes
     if mml and need and avail and avail < need:
-        est = int(mml * avail / need) // 16 * 16
+        # both figures are printed to 0.01 GiB: the length is scaled by the worst case of that rounding, so it fits
+        # whatever the third decimal was (vllm#42147's cookbook: 4.25 of 4.26 GiB, a 10 MiB shortfall)
+        half = 0.005 * 2**30
+        est = int(mml * (avail - half) / (need + half)) // 16 * 16
         return (f"--max-model-len {est} (its KV fits the {avail / 2**30:.2f} GiB available; sliding-window or hybrid "
                 "models fit more), or --gpu-memory-utilization higher",
-                {"max_model_len": Figure(est, "predicted", f"{mml} × {avail / 2**30:.2f} / {need / 2**30:.2f} GiB "
-                                                          "(available / needed, the error line), rounded down to 16")})
+                {"max_model_len": Figure(est, "predicted", f"{mml} × ({avail / 2**30:.2f} − 0.005) / "
+                                                          f"({need / 2**30:.2f} + 0.005) GiB (available / needed, the "
+                                                          "error line, each at the far end of its rounding), rounded "
+                                                          "down to 16")})
     what = f"one request of {mml:,} tokens needs {need / 2**30:.2f} GiB of KV cache" if mml and need else \
         f"one request of {mml:,} tokens does not fit" if mml else "one max-length request does not fit"
     return (f"--max-model-len lower ({what}; the line is cut before what was available), or "

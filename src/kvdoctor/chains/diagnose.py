@@ -828,7 +828,12 @@ def _missing(ctx: Context, s: sig.Signals) -> list[str]:
     elif p.basis == "v0-warnings" and p.per_min is None:
         out.append("a preemption rate: timestamps on two v0 warnings from the same engine, or a counter")
     if s.recon is None:
-        out.append("the configuration and pool size for step 1 (start-up log with 'Maximum concurrency' "
+        st = ctx.startup
+        pool = st is not None and bool(st.kv_cache_tokens or st.max_concurrency or st.num_gpu_blocks)
+        # name only what is missing: a start-up that printed its pool lacks the concurrency cap (sweep 146 item 09)
+        out.append("max-num-seqs for step 1 (the start-up's 'non-default args' line, or --max-num-seqs): the pool "
+                   "is in the evidence" if pool else
+                   "the configuration and pool size for step 1 (start-up log with 'Maximum concurrency' "
                    "and max-num-seqs, or --model/--gpu/engine flags)")
     if s.ttft is None:
         out.append("TTFT (for the prefill-bound test): /metrics histograms, a request trace or a benchmark")

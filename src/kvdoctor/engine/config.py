@@ -26,6 +26,7 @@ ENGINE_FIELDS = (
     "tensor_parallel_size",
     "pipeline_parallel_size",
     "data_parallel_size",
+    "enable_expert_parallel",
     "enforce_eager",
     "enable_prefix_caching",
     "enable_chunked_prefill",
@@ -62,6 +63,7 @@ class EngineConfig:
     tensor_parallel_size: int | None = None
     pipeline_parallel_size: int | None = None
     data_parallel_size: int | None = None
+    enable_expert_parallel: bool | None = None
     enforce_eager: bool | None = None
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool | None = None

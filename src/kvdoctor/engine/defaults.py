@@ -214,6 +214,7 @@ class ResolvedEngine:
     tensor_parallel_size: int
     pipeline_parallel_size: int
     data_parallel_size: int
+    enable_expert_parallel: bool  # experts sharded over tensor x data parallel ranks (FusedMoEParallelConfig)
     enforce_eager: bool
     enable_prefix_caching: bool
     enable_chunked_prefill: bool
@@ -419,6 +420,7 @@ def resolve(cfg: EngineConfig, shape: "ModelShape", gpu: "GpuSpec | None", *, ve
         max_num_batched_tokens=mnbt, block_size=int(block), kv_cache_dtype=kv_dtype,
         kv_cache_memory_bytes=kvmem, num_gpu_blocks_override=override, quantization=quant, dtype=dtype,
         tensor_parallel_size=tp, pipeline_parallel_size=pp, data_parallel_size=dp,
+        enable_expert_parallel=bool(acc.pick("enable_expert_parallel", False, "vLLM default False")),
         enforce_eager=eager, enable_prefix_caching=bool(vals["enable_prefix_caching"]),
         enable_chunked_prefill=chunked, long_prefill_token_threshold=int(vals["long_prefill_token_threshold"]),
         max_num_partial_prefills=int(vals["max_num_partial_prefills"]),

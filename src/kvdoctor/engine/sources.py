@@ -177,6 +177,7 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "tensor_parallel_size": plain_int,
     "pipeline_parallel_size": plain_int,
     "data_parallel_size": plain_int,
+    "enable_expert_parallel": boolean,
     "enforce_eager": boolean,
     "enable_prefix_caching": boolean,
     "enable_chunked_prefill": boolean,
@@ -212,7 +213,7 @@ ALIASES: dict[str, str] = {
 # Boolean flags outside ENGINE_FIELDS (vLLM 0.33 EngineArgs / frontend bool fields, plus common
 # older ones): they take no value, so the next token is not swallowed as their argument.
 _KNOWN_BOOL_EXTRAS = frozenset(
-    """trust_remote_code enable_auto_tool_choice enable_expert_parallel enable_eplb enable_lora
+    """trust_remote_code enable_auto_tool_choice enable_eplb enable_lora
     disable_log_stats disable_log_requests enable_log_requests enable_log_outputs disable_custom_all_reduce
     skip_tokenizer_init enable_prompt_embeds disable_cascade_attn enable_sleep_mode enable_dbo
     data_parallel_hybrid_lb data_parallel_external_lb data_parallel_multi_port_external_lb
@@ -1520,6 +1521,12 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
         measured["interconnect"] = "pcie"
     if ec.get("command"):
         cfg = _with_pasted_command(cfg, str(ec["command"]), ec.get("command_line"))
+        if isinstance(seen, int) and measured.get("tensor_parallel_size") == seen \
+                and (cfg.tensor_parallel_size or 0) >= seen:
+            # the prefixes gave a lower bound; the pasted command names the size (sweep 147 item 05: TP0-TP2 printed,
+            # "-tp 4" pasted): the command's, and no note about the prefixes
+            del measured["tensor_parallel_size"]
+            cfg.notes = [n for n in cfg.notes if "taken from the log's worker prefixes" not in n]
     cfg.measured = measured
     if facts.vllm_version:
         cfg.vllm_version = facts.vllm_version

@@ -737,8 +737,10 @@ def _weights(shape, model_dtype: str, resolved, tp: int, pp: int, gpu, tr) -> li
     db = mem.dtype_bytes(model_dtype)
     quant = _quant(shape, resolved)
     # The MXFP4 MoE backend (and so its padding) depends on the GPU generation and the release.
+    # --enable-expert-parallel: the experts are sharded over every tensor x data parallel rank of the stage
+    ep = tp * resolved.data_parallel_size if resolved.enable_expert_parallel else 1
     wb = weight_breakdown(shape, dtype_bytes=db, quant=quant, tp=tp, pp=pp, capability=gpu_cc(gpu),
-                          vllm_version=tr.version.triple, partition=_pp_partition(shape, resolved, pp))
+                          vllm_version=tr.version.triple, partition=_pp_partition(shape, resolved, pp), ep=ep)
     off = float(resolved.cpu_offload_gb or 0.0) * GiB
     if off > 0:
         # --cpu-offload-gb: each rank moves whole parameters to CPU memory (UVA) until that many GiB (1024**3 bytes,

@@ -167,8 +167,12 @@ def _mamba2_tensors(prefix: str, layer: int, hidden: int, m: dict, tp: int) -> l
 
 
 def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
-                  mxfp4_align: tuple[int, int] | None = None) -> list[Tensor]:
-    """Every weight of the model as one TP rank holds it (``padded=False``, tp=1: the checkpoint)."""
+                  mxfp4_align: tuple[int, int] | None = None, ep: int = 1) -> list[Tensor]:
+    """Every weight of the model as one TP rank holds it (``padded=False``, tp=1: the checkpoint).
+
+    ``ep`` > 1 (--enable-expert-parallel over tensor x data parallel ranks): each rank holds whole experts, the
+    first ranks one more where they do not divide (vLLM's determine_expert_map), unsplit by TP
+    (FusedMoEParallelConfig: the MoE layer's TP size is 1 under EP); everything else as TP holds it."""
     if tp < 1:
         raise ConfigError(f"tensor parallel size must be >= 1, got {tp}")
     s = shape
@@ -239,18 +243,19 @@ def model_tensors(shape: ModelShape, tp: int = 1, *, padded: bool = True,
             else:
                 t += _gated_mlp(m, i, h, inter // tp, "mlp_dense", s.mlp_bias)
             continue
-        e = moe.num_experts
-        ei = cdiv(moe.moe_intermediate_size, tp)
+        e = moe.num_experts  # the router scores every expert on every rank
+        le = e if ep <= 1 else cdiv(e, ep)  # the experts this rank holds (rank 0: the most)
+        ei = cdiv(moe.moe_intermediate_size, tp) if ep <= 1 else moe.moe_intermediate_size
         eh = h
         if mxfp4_align is not None:
             eh = round_up(h, mxfp4_align[0])
             ei = round_up(ei, mxfp4_align[1])
         up = 1 if s.extra.get("moe_gated") is False else 2  # relu2 experts (Nemotron-H): no gate projection
-        t.append(Tensor(f"{m}.experts.w13", "experts", i, e * up * ei * eh, linear=True, expert=True))
-        t.append(Tensor(f"{m}.experts.w2", "experts", i, e * ei * eh, linear=True, expert=True))
+        t.append(Tensor(f"{m}.experts.w13", "experts", i, le * up * ei * eh, linear=True, expert=True))
+        t.append(Tensor(f"{m}.experts.w2", "experts", i, le * ei * eh, linear=True, expert=True))
         if moe.expert_bias:
-            t.append(Tensor(f"{m}.experts.w13_bias", "experts", i, e * 2 * ei))
-            t.append(Tensor(f"{m}.experts.w2_bias", "experts", i, e * eh))
+            t.append(Tensor(f"{m}.experts.w13_bias", "experts", i, le * 2 * ei))
+            t.append(Tensor(f"{m}.experts.w2_bias", "experts", i, le * eh))
         t.append(Tensor(f"{m}.gate", "router", i, e * h))
         if moe.router_bias:
             t.append(Tensor(f"{m}.gate.bias", "router", i, e))

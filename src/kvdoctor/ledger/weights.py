@@ -34,7 +34,7 @@ from kvdoctor.ledger.shape import online_quantization
 from kvdoctor.ledger.tensors import (  # noqa: F401  (re-exported: the inventory moved to tensors.py)
     VOCAB_PADDING, Tensor, get_pp_indices, model_tensors, mxfp4_alignment, param_counts, round_up,
 )
-from kvdoctor.units import GiB
+from kvdoctor.units import GiB, cdiv
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -112,7 +112,7 @@ def _in_tree(method: str, vllm_version: tuple[int, ...] | None) -> bool:
 def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo | str | None, tp: int, pp: int,
                      mxfp4_align: tuple[int, int] | None = None, capability: int | None = None,
                      vllm_version: tuple[int, ...] | None = None,
-                     partition: tuple[int, ...] | None = None) -> WeightBreakdown:
+                     partition: tuple[int, ...] | None = None, ep: int = 1) -> WeightBreakdown:
     """The full derivation behind ``weight_bytes_per_rank``.
 
     ``capability`` (e.g. 90) and ``vllm_version`` pick the MXFP4 MoE backend's padding when
@@ -127,7 +127,8 @@ def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo 
         raise InputError(quant.note or f"quantization {quant.method} is not supported by vLLM 0.33")
     if quant is not None and quant.method in ("mxfp4", "gpt_oss_mxfp4") and mxfp4_align is None:
         mxfp4_align = mxfp4_alignment(capability, vllm_version)
-    tensors = model_tensors(shape, tp, mxfp4_align=mxfp4_align if (quant and quant.experts_only) else None)
+    ep = ep if shape.moe is not None else 1
+    tensors = model_tensors(shape, tp, mxfp4_align=mxfp4_align if (quant and quant.experts_only) else None, ep=ep)
     bpw = quant.bytes_per_weight if quant else dtype_bytes
     rope = int(shape.rotary_dim * shape.rope_cache_len * dtype_bytes)
     stages: list[int] = []
@@ -159,6 +160,10 @@ def weight_breakdown(shape: ModelShape, *, dtype_bytes: float, quant: QuantInfo 
         stages.append(int(round(total)))
     role0["rope_cache"] = rope
     how = _explain(shape, dtype_bytes, quant, tp, pp, mxfp4_align, rope, stages, partition)
+    if ep > 1:
+        sep = "; => " if "; => " in how else " => "
+        how = how.replace(sep, f"; experts split over EP={ep} (rank 0 holds {cdiv(shape.moe.num_experts, ep)} of "
+                               f"{shape.moe.num_experts}, unsplit by TP) => ", 1)
     # All TP ranks of a stage hold the same amount (splits are even or replicated).
     return WeightBreakdown([[b] * tp for b in stages], how, role0, rope)
 

@@ -1098,6 +1098,12 @@ def _max_len_error(c, n, env, msg, rx, kind: str, era: str):
     m = rx.search(msg)
     if not m:
         return None
+    cur = c._cur
+    if (era == "v1" and cur is not None and cur.f.kv_cache_tokens and cur.f.startup_error is None
+            and cur.f.max_model_len and cur.f.max_model_len != int(m.group(1))):
+        # V1 prints the pool's size only after this check passed: a refusal at another length after it is another
+        # start (vllm#25350 quotes its 100,000-token start, then its refused 221,000-token one)
+        c._close()
     b = _error(c, n, env, kind, msg)
     b.hints.add(era)
     b.set("max_model_len", int(m.group(1)), n, env, _P_LOG)
