@@ -217,3 +217,104 @@ def test_a_refusal_at_another_length_after_a_printed_pool_is_another_start(tmp_p
     code, err, out = invoke("evidence", str(log), "--json")
     assert code == 0, err
     assert "2 engine start(s)" in invoke("evidence", str(log))[2]
+
+
+# ---- sweeps 152-159 ------------------------------------------------------------------------------------------------
+
+def test_a_bench_run_where_every_request_failed_measured_nothing(tmp_path):
+    # sweep 157 item 07 (er0080/vllm-benchmarking's fixture, vLLM 0.25.1): completed 0, failed 8, and the bench's 0.0
+    # in every latency, printed as "ttft_p50 0 ms" and never said to have failed
+    p = tmp_path / "failed.json"
+    p.write_text(json.dumps({"num_prompts": 8, "request_rate": "inf", "duration": 0.005, "completed": 0, "failed": 8,
+                             "total_input_tokens": 0, "total_output_tokens": 0, "request_throughput": 0.0,
+                             "output_throughput": 0.0, "mean_ttft_ms": 0.0, "median_ttft_ms": 0.0,
+                             "p99_ttft_ms": 0.0, "mean_tpot_ms": 0.0, "mean_itl_ms": 0.0}))
+    code, err, out = invoke("evidence", str(p), "--json")
+    b = json.loads(out)["bench"][0]
+    assert code == 0, err
+    assert "mean_ttft_ms" not in b["fields"] and "output_throughput" not in b["fields"] and b["fields"]["failed"] == 8
+    inst = _instance(p)
+    assert "every request failed" in inst["reason"]
+
+
+def test_an_oom_beyond_the_assumed_default_share_says_so(tmp_path):
+    # sweep 153 item 03 (llm-d#1441, GKE nightly): 912 MiB free of 79.18 GiB at the OOM; "0.88 (from 0.90)" assumed a
+    # default the line's own figures rule out (a wrapper's higher fraction, another process, or growth past the profile)
+    log = _write(tmp_path, "gke.log", """
+        (EngineCore_DP0 pid=9) ERROR 11-04 03:12:10 [core.py:710] EngineCore encountered a fatal error.
+        (EngineCore_DP0 pid=9) ERROR 11-04 03:12:10 [core.py:710] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.01 GiB. GPU 0 has a total capacity of 79.18 GiB of which 912.31 MiB is free.
+        """)
+    act = _instance(log)["action"]
+    assert act.startswith("--gpu-memory-utilization 0.88 (from 0.90)") and "78.29 of 79.18 GiB were in use" in act
+    code, err, out = invoke("diagnose", str(log), "--gpu-memory-utilization", "0.97", "--json")
+    act = json.loads(out)["instances"][0]["action"]
+    assert act.startswith("--gpu-memory-utilization 0.95 (from 0.97)") and "were in use" not in act
+
+
+def test_a_bare_exception_line_is_read_and_named(tmp_path):
+    # sweep 159 item 09 (gpustack#5438): "(APIServer pid=1) Exception: Call to add_lora method failed: LoRA rank 64 is
+    # greater than max_lora_rank 16." was never read (no "rror" in it)
+    log = _write(tmp_path, "lora.log", """
+        (APIServer pid=1) INFO 01-05 10:00:00 [api_server.py:1000] vLLM API server version 0.11.0
+        (APIServer pid=1) Exception: Call to add_lora method failed: LoRA rank 64 is greater than max_lora_rank 16.
+        """)
+    notes = " ".join(_instance(log)["notes"])
+    assert "LoRA rank 64" in notes and "--max-lora-rank" in notes
+
+
+def test_a_shutdown_long_after_a_last_stats_line_with_work_is_a_stall(tmp_path):
+    # sweep 159 item 05 (LMCache PR 1196's "decode stuck"): 1 running at 0.0 tok/s, then only Ctrl-C 6.5 minutes
+    # later; read "healthy, nothing to change"
+    log = _write(tmp_path, "stuck.log", """
+        INFO 08-05 11:12:38 [loggers.py:118] Engine 000: Avg prompt throughput: 3.6 tokens/s, Avg generation throughput: 7.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%
+        INFO 08-05 11:12:48 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%
+        ^CINFO 08-05 11:19:24 [launcher.py:80] Shutting down FastAPI HTTP server.
+        """)
+    inst = _instance(log)
+    assert inst["verdict"] == "stalled" and "6m36s" in inst["reason"]
+
+
+def test_engine_flags_without_a_model_reach_the_diagnosis(tmp_path):
+    # sweep 158 item 03 (lm-eval-harness#2779: gpu_memory_utilization=0.8 in --model_args): --gpu-memory-utilization 0.8
+    # given to diagnose without --model was silently dropped, and the OOM advice lowered "from 0.90"
+    log = _write(tmp_path, "oom.log", """
+        ERROR 03-14 09:01:02 [core.py:710] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 7.04 GiB. GPU 0 has a total capacity of 79.14 GiB of which 7.02 GiB is free.
+        """)
+    code, err, out = invoke("diagnose", str(log), "--gpu-memory-utilization", "0.8", "--json")
+    assert "(from 0.80)" in json.loads(out)["instances"][0]["action"]
+
+
+def test_two_v0_refusals_with_other_figures_are_two_starts(tmp_path):
+    # sweep 158 item 05 (QwenLM/Qwen3#16): the reporter's 24,320-token refusal and a commenter's 4,464 on another
+    # machine were one start, and the action capped the context at the commenter's 4,464
+    log = _write(tmp_path, "v0.log", """
+        ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (24320). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
+        ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (4464). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
+        """)
+    code, err, out = invoke("diagnose", str(log), "--json")
+    acts = [i["action"] for i in json.loads(out)["instances"]]
+    assert len(acts) == 2 and acts[0].startswith("--max-model-len 24320") and acts[1].startswith("--max-model-len 4464")
+
+
+def test_a_shortfall_of_half_the_gpu_is_no_fractions_to_give(tmp_path):
+    # sweep 156 item 08 (vllm#27706, Qwen3-VL-2B on an RX 7800 XT): 256 GiB asked of a 15.98 GiB card was answered
+    # "--gpu-memory-utilization 0.05 (from 0.90)"
+    log = _write(tmp_path, "hip.log", """
+        (EngineCore_DP0 pid=3) ERROR 10-29 01:56:59 [core.py:710] torch.OutOfMemoryError: HIP out of memory. Tried to allocate 256.00 GiB. GPU 0 has a total capacity of 15.98 GiB of which 8.07 GiB is free.
+        """)
+    act = _instance(log)["action"]
+    assert act.startswith("no --gpu-memory-utilization gives back 247.93 GiB") and "0.05" not in act
+
+
+def test_a_worker_gone_without_a_word_names_both_readings(tmp_path):
+    # sweep 155 item 02 (vllm#40756, MTP on Qwen3.6-27B): only host-RAM advice for a worker that died mid-serving;
+    # the thread's cause was an illegal memory access under speculative decoding
+    log = _write(tmp_path, "mtp.log", """
+        (APIServer pid=1) INFO 05-13 10:46:30 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 3.16, Accepted throughput: 27.90 tokens/s, Drafted throughput: 64.70 tokens/s, Accepted: 97 tokens, Drafted: 225 tokens, Per-position acceptance rate: 0.800, 0.600, 0.500, 0.300, 0.200, Avg Draft acceptance rate: 43.1%
+        (EngineCore_DP0 pid=9) ERROR 05-13 10:46:43 [multiproc_executor.py:154] Worker proc VllmWorker-0 died unexpectedly, shutting down executor.
+        """)
+    inst = _instance(log)
+    assert inst["verdict"] == "engine-died" and "CUDA_LAUNCH_BLOCKING=1" in inst["action"]
+    assert "speculative decoding was on" in inst["action"]
+    code, err, out = invoke("evidence", str(log), "--json")
+    assert "spec-decode" not in json.loads(out)["summary"]["errors"]

@@ -304,10 +304,15 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 f"the kernel's OOM killer killed a process of the server (line {host.line_no}: "
                 f"'{_text(host).strip()[:90]}'): the host's or the container's memory ran out, not the GPU's", {})
     if cause == "killed":
+        # a worker that exits mid-serving without a word is as often a kernel fault as a kill (vllm#40756: MTP on long
+        # sequences, an illegal memory access): both branches, the one the host's log does not confirm second
+        spec = any(e.kind == "spec-decode" for e in ctx.events)
         return ("look outside vLLM: dmesg -T | grep -i -E 'killed process|out of memory' (the kernel's OOM killer), "
                 "the container's state (OOMKilled, exit code 137) or a segfault; give the host or container more "
                 "RAM, or lower what vLLM keeps in host memory (--cpu-offload-gb, --kv-offloading-size; --swap-space on "
-                "v0)",
+                "v0); if no kill shows there, it crashed in native code: the worker's own stderr (a CUDA error), "
+                "CUDA_LAUNCH_BLOCKING=1 to name the kernel, --enforce-eager to rule out a CUDA graph"
+                + ("; speculative decoding was on: run once without it (or fewer speculative tokens)" if spec else ""),
                 "an engine process exited without a traceback of its own: killed from outside (the kernel's OOM killer, "
                 "a container limit, SIGKILL) or a crash in native code", {})
     if exc is not None:
@@ -425,6 +430,16 @@ _KNOWN_EXCEPTIONS = (
      "tensor x pipeline parallel is more than this node's GPUs for the single-node executor: --distributed-executor-"
      "backend ray across the nodes (or --nnodes / --node-rank with vLLM's own multi-node launcher), or fewer GPUs"),
     # sweep 103: a request the API server turned away (HTTP 400), not a failure of the server
+    ("is greater than max_lora_rank",
+     "--max-lora-rank at least the adapter's rank (the line names both; vLLM's default is 16, and the LoRA slots' "
+     "memory grows with it)"),
+    ("exceeds the pre-allocated encoder cache size",
+     "one request's image or video needs more encoder tokens than the budget vLLM profiled at start-up, so it was "
+     "rejected (HTTP 400; the server stays up): smaller media (--mm-processor-kwargs max_pixels / num_frames), or a "
+     "release that sizes the budget from the model's own limits (vllm#34483, vllm#36814)"),
+    ("Duplicated timeseries in CollectorRegistry",
+     "two components registered the same Prometheus metric (two KV connectors of one class under MultiConnector, "
+     "vllm#39906): one connector of each class, or a release with vllm#40010"),
     ("maximum context length is",
      "one request was rejected, not a crash: its prompt plus max_tokens is over --max-model-len (the message gives "
      "both). Cap the client's prompt and max_tokens, or raise --max-model-len where the model's positions and the KV "
@@ -624,16 +639,17 @@ def _shortfall_utilization(ctx: Context, figs: dict[str, float]) -> tuple[str, d
         if "total_gib" in figs:
             gmu, how = _gmu(ctx)
             total = figs["total_gib"]
-            # vLLM sizes its budget as gmu x total; the step that died needed `short` more than was left. Give it
-            # back with a margin of one 1 % step, rounded down to vLLM's 2-decimal spelling.
-            new = max(0.05, math.floor((gmu - short / total - 0.01) * 100 + 1e-6) / 100)
-            gain["gpu_memory_utilization"] = Figure(new, "predicted", f"{gmu:.2f} ({how}) − {short:.2f} / {total:.2f} "
-                                                    "GiB total − 0.01 margin, rounded down")
-            lost = (gmu - new) * total
-            tpb = _tokens_per_byte(ctx)
-            action = (f"--gpu-memory-utilization {new:.2f} (from {gmu:.2f}): leave the step that died its {short:.2f} "
-                      f"GiB; the KV pool shrinks by ~{lost:.2f} GiB"
-                      + (f" ({lost * 2**30 * tpb:,.0f} tokens)" if tpb else ""))
+            used = total - figs["free_gib"]
+            action = _lower_utilization(ctx, gain, gmu, how, short, total)
+            if how.startswith("vLLM's default") and used > gmu * total + 1.0:
+                # the line's own figures say more than the assumed default's share was in use (llm-d#1441: 78.3 of
+                # 79.18 GiB): a wrapper's higher fraction (llm-d, KServe), another process, or steps that grew past
+                # the profiled peak. The lever is the same; the fraction to lower from may not be 0.90
+                gain["in_use_gib"] = Figure(round(used, 2), "measured",
+                                            f"{total:.2f} GiB total − {figs['free_gib']:.2f} GiB free (the OOM line)")
+                action += (f" — but {used:.2f} of {total:.2f} GiB were in use, {used - gmu * total:.2f} GiB over "
+                           f"{gmu:.2f} × total (the excerpt does not show the setting): if a wrapper set a higher "
+                           "fraction, lower that one by the same step; another process shows in nvidia-smi")
     held = figs.get("reserved_unallocated_gib")
     if held is not None and "tried_gib" in figs and held >= figs["tried_gib"]:
         # torch's own hint, with its figures: the caching allocator held enough, just not in one piece (KAITO#976:
@@ -721,6 +737,25 @@ def _served(ctx: Context, e: Event, *, after: bool) -> bool:
         ln = tl.line_no[tl.line_no == tl.line_no]
         return bool((ln > e.line_no).any() if after else (ln < e.line_no).any())
     return e.t is not None and bool((tl.t > e.t).any() if after else (tl.t < e.t).any())
+
+
+def _lower_utilization(ctx: Context, gain: dict[str, Figure], gmu: float, how: str, short: float,
+                       total: float) -> str:
+    """vLLM sizes its budget as gmu x total; the step that died needed ``short`` more than was left. Give it back with
+    a margin of one 1 % step, rounded down to vLLM's 2-decimal spelling. A shortfall of half the GPU or more is no
+    fraction's to give (vllm#27706: 256 GiB asked of a 15.98 GiB card, a vision encoder's attention on ROCm)."""
+    if short >= 0.5 * total:
+        return (f"no --gpu-memory-utilization gives back {short:.2f} GiB of a {total:.2f} GiB GPU: one tensor that "
+                "size is an input far larger than the start-up profile's (a multimodal item: --mm-processor-kwargs "
+                "max_pixels / --limit-mm-per-prompt; a long prompt's logits: --max-num-batched-tokens) or a kernel "
+                "path that materialises a quadratic buffer; the traceback's frames name which")
+    new = max(0.05, math.floor((gmu - short / total - 0.01) * 100 + 1e-6) / 100)
+    gain["gpu_memory_utilization"] = Figure(new, "predicted", f"{gmu:.2f} ({how}) − {short:.2f} / {total:.2f} "
+                                            "GiB total − 0.01 margin, rounded down")
+    lost = (gmu - new) * total
+    tpb = _tokens_per_byte(ctx)
+    return (f"--gpu-memory-utilization {new:.2f} (from {gmu:.2f}): leave the step that died its {short:.2f} "
+            f"GiB; the KV pool shrinks by ~{lost:.2f} GiB" + (f" ({lost * 2**30 * tpb:,.0f} tokens)" if tpb else ""))
 
 
 def _gmu(ctx: Context) -> tuple[float, str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
+from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from kvdoctor.chains import detect
@@ -29,6 +30,7 @@ from kvdoctor.units import span_text
 if TYPE_CHECKING:  # pragma: no cover - boundary types (annotations only)
     from kvdoctor.chains.lengths import LengthDist
     from kvdoctor.deployment import Deployment
+    from kvdoctor.engine.config import EngineConfig
     from kvdoctor.evidence.model import Evidence, Segment, StartupFacts, Timeline
 
 SCHEMA_VERSION = "kvdoctor.diagnose/2"
@@ -682,6 +684,8 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
         return _silent_stall(ctx, stall)  # an empty queue around a hang is not health
     if (quiet := _quiet_stall_at_end(ctx)) is not None:
         return quiet
+    if (later := _silence_after_last_line(ctx)) is not None:
+        return _silent_stall(ctx, later)
     q, p, th = s.queue, s.preempt, ctx.thresholds
     ok = by.get("memory.full-not-tight")
     prem = (f"{p.total:g} preemptions counted" if p.basis == "counter" else
@@ -727,6 +731,25 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     return Judgement("healthy", conf, reason, "none", carried, more,
                      ["Waiting > 0 while KV ≥ 90 % (capacity), or vllm:num_preemptions_total rising faster than "
                       "~1/min"])
+
+
+def _silence_after_last_line(ctx: Context) -> tuple[int, float] | None:
+    """(sample, seconds): the last stats line shows requests running and no token, and a later timed line of the same
+    log (a shutdown request, an error) comes at least max(60 s, 5 intervals) after it with no stats line between:
+    the silence signals.silent_stall reads between two stats lines, closed by another line (LMCache PR 1196: 1
+    running at 0.0 tok/s, then Ctrl-C six and a half minutes later)."""
+    tl = ctx.timeline
+    end = sig.stopped_at_end(tl)
+    if end is None:
+        return None
+    t_end = float(tl.t[end])
+    later = [float(e.t) for e in ctx.events if e.t is not None and e.kind != "startup" and float(e.t) > t_end]
+    if not later or math.isnan(t_end):
+        return None
+    gaps = [b - a for a, b in zip(tl.t[:-1], tl.t[1:]) if b > a]
+    limit = max(60.0, 5.0 * float(median(gaps))) if gaps else 60.0
+    gap = max(later) - t_end
+    return (end, gap) if gap >= limit else None
 
 
 def _quiet_stall_at_end(ctx: Context) -> Judgement | None:
@@ -858,12 +881,12 @@ def _contradictions(s: sig.Signals) -> list[str]:
 
 
 def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs: Deployment | None = None,
-             as_one: bool = False, lengths: LengthDist | None = None) -> Diagnosis:
+             as_one: bool = False, lengths: LengthDist | None = None, flags: EngineConfig | None = None) -> Diagnosis:
     """Chain two over every instance in ``evidence`` (evidence.model.Evidence).
 
     ``inputs`` (deployment.Deployment) gives the configuration explicitly (model, GPU, engine); without
     it, step 1 uses each segment's start-up facts. ``as_one`` merges all segments into one instance
-    (several files of the same engine).
+    (several files of the same engine). ``flags``: engine flags given without a model; they win over the log's.
     """
     th = thresholds or Thresholds()
     segments = list(evidence.segments or [])
@@ -875,7 +898,7 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
     if not segments:
         ctx = Context(source=", ".join(evidence.sources or []), thresholds=th, requests=requests,
                       lengths=lengths, bench=bench)
-        _attach_config(ctx, inputs, None)
+        _attach_config(ctx, inputs, None, flags)
         instances.append(diagnose_context(ctx))
         instances[0].notes.extend(request_line_notes(evidence).values())
         instances[0].notes.extend(n for n in (evidence.notes or []) if "an offline `vllm bench" in n)
@@ -887,7 +910,7 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
             ctx = Context(source=seg.source, timeline=part.timeline, events=list(part.events or []),
                           startup=seg.startup, requests=reqs, thresholds=th, lengths=lengths, bench=bench,
                           counter_trusted=trusted, next_start=_same_flags_next_start(segments, k))
-            notes = _attach_config(ctx, inputs, seg.startup)
+            notes = _attach_config(ctx, inputs, seg.startup, flags)
             inst = diagnose_context(ctx)
             if seg.transcribed:
                 inst.confidence = _lower(inst.confidence)
@@ -1055,8 +1078,17 @@ def request_line_notes(evidence: Evidence) -> dict[str, str]:
     return out
 
 
-def _attach_config(ctx: Context, inputs: Deployment | None, startup: StartupFacts | None) -> list[str]:
-    """Step 1 needs the configuration: explicit inputs win; else recover it from the start-up log."""
+def _attach_config(ctx: Context, inputs: Deployment | None, startup: StartupFacts | None,
+                   flags: EngineConfig | None = None) -> list[str]:
+    """Step 1 needs the configuration: explicit inputs win; else recover it from the start-up log, with the engine
+    flags given on the command line over it."""
+    notes = _config_from(ctx, inputs, startup)
+    if flags is not None and inputs is None:
+        ctx.config = flags if ctx.config is None else ctx.config.overlay(flags)
+    return notes
+
+
+def _config_from(ctx: Context, inputs: Deployment | None, startup: StartupFacts | None) -> list[str]:
     notes: list[str] = []
     if inputs is not None:
         logged = startup.model if startup is not None else None

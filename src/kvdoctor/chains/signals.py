@@ -527,7 +527,7 @@ class BenchReading:
     no Running, Waiting or KV figure, so it cannot tell a cap from a full pool; it can say a queue was left behind
     or that decode steps stalled, and how much."""
 
-    kind: str  # "overload" | "client-bound" | "decode-stalls"
+    kind: str  # "overload" | "client-bound" | "burst" | "decode-stalls" | "all-failed"
     leaning: str | None  # the verdict word the reading points to; None where the result cannot say which
     text: str  # the arithmetic, with the figures
     short: str  # the conclusion in a few words, for the verdict's reason
@@ -573,6 +573,14 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
         f = b.fields
         n = f.get("completed") or 0
         if not n:
+            if (f.get("failed") or 0) > 0:
+                # vLLM's bench writes 0.0 for every latency it could not measure (er0080/vllm-benchmarking's fixture:
+                # 8 of 8 failed in 5 ms): a run that never reached the model, not a fast server
+                out.append(BenchReading("all-failed", None, (
+                    f"{_bench_label(b, f)}: every request failed ({f['failed']:g} of {f['failed']:g}, 0 completed): "
+                    "the latency and throughput figures are the bench's zeros, not measurements; the bench never got "
+                    "an answer (connection refused, a wrong --model / served name or endpoint, an error per request: "
+                    "the server's log of that minute says which)"), "every request failed, nothing was measured"))
             continue
         label = _bench_label(b, f)
         rate, raw_conc = f.get("request_rate"), f.get("max_concurrency")

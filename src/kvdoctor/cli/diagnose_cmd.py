@@ -79,8 +79,15 @@ def diagnose(
             raise InputError(f"--load-gap must be ≥ 0 (got {load_gap})")
         th.load_gap_s = load_gap
     inputs = None
+    flags = None
     if opts.model or opts.serve or opts.config or opts.from_log:
         inputs = common.resolve_inputs(opts)
+    elif {k: v for k, v in opts.engine_flags().items() if k != "model"}:
+        # engine flags without a model (--gpu-memory-utilization 0.8, --max-num-seqs 64): what the evidence's own
+        # lines do not say (they were silently dropped before sweep 158 item 03)
+        from kvdoctor.engine.sources import from_flags
+
+        flags = from_flags(opts.engine_flags())
     ev = None
     if evidence or prometheus:
         try:
@@ -99,7 +106,7 @@ def diagnose(
         ev = load_evidence(list(evidence or []), **kw)
     payload: dict[str, Any]
     if ev is not None:
-        d = run_diagnose(ev, thresholds=th, inputs=inputs, as_one=as_one)
+        d = run_diagnose(ev, thresholds=th, inputs=inputs, as_one=as_one, flags=flags)
         payload = d.to_json()
     else:
         payload = {"schema_version": "kvdoctor.diagnose/2", "kind": "diagnose", "verdict": "insufficient-evidence",

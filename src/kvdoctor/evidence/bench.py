@@ -221,6 +221,7 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             cur = None  # a stray figure in prose, not a run
         if cur:
             raw = {"format": "block"}
+            _unmeasured(cur, raw)
             if "_cut" in cur:
                 raw["cut"] = (f"{cur.pop('_cut')!r}: the text's last line, whose value lacks the two decimals vLLM "
                               "prints: cut where the paste ends, not read")
@@ -360,7 +361,26 @@ def parse_json(doc: dict[str, Any], source: str = "") -> BenchResult:
             ))
     raw = {k: v for k, v in doc.items() if not isinstance(v, list)}
     raw["format"] = "json"
+    _unmeasured(fields, raw)
     return BenchResult(source=source, fields=fields, requests=reqs, raw=raw)
+
+
+# what a run measures only from completed requests (latencies, throughputs); vLLM's bench writes 0.0 for them when
+# none completed
+_MEASURED = ("_ms", "throughput", "goodput", "tokens_per_s", "concurrent_requests")
+
+
+def _unmeasured(fields: dict[str, float], raw: dict[str, Any]) -> None:
+    """A run with no completed request: its latency and throughput figures are the bench's zeros, left out (the
+    counts stay) and said in ``raw["unmeasured"]``."""
+    if fields.get("completed") != 0:
+        return
+    gone = [k for k in fields if k.endswith(_MEASURED)]
+    for k in gone:
+        del fields[k]
+    if gone:
+        raw["unmeasured"] = (f"0 requests completed ({fields.get('failed', 0):g} failed): {len(gone)} latency and "
+                             "throughput figures are the bench's zeros, not read")
 
 
 def decode_capture(data: bytes) -> str:

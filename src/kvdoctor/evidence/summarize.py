@@ -164,7 +164,8 @@ def summary(ev: Evidence) -> dict[str, Any]:
         for e in sg.events:
             if e.kind == "shutdown-requested":  # an operator's stop, not an error
                 stops += 1
-            elif e.kind not in ("startup", "preemption-warning", "preemption-counter", "sleep"):
+            elif e.kind not in ("startup", "preemption-warning", "preemption-counter", "sleep", "spec-decode"):
+                # (speculative decoding's interval line is a measurement, not an error: sweep 155 items 01-02)
                 errors[e.kind] = errors.get(e.kind, 0) + 1
     s["errors"] = errors
     s["stop_requests"] = stops
@@ -187,8 +188,9 @@ def summary(ev: Evidence) -> dict[str, Any]:
     if unknown and not all(t.swapped is not None for t in unknown):
         s["preemptions_note"] = (
             f"preemptions unknown for {len(unknown)} of {len(tls)} timeline(s): their stats lines never print "
-            "'Preemptions:' and nothing proves they could (vLLM v1 0.12-0.33 reset the count before logging it; "
-            "<= 0.11 print it only when > 0; V0 counts only in its every-50th warning), or the metrics lack "
+            "'Preemptions:' and nothing proves they could (no vLLM v1 release through 0.33 prints it: <= 0.11 had "
+            "no such field, 0.12-0.33 reset the count before logging it; V0 counts only in its every-50th warning), or "
+            "the metrics lack "
             "vllm:num_preemptions_total; read the counter from /metrics or Prometheus"
             + (f"; the other timelines total {known:g}" if known is not None else ""))
     s["sources"] = sources

@@ -50,6 +50,8 @@ FULL_NEEDLES = (
     b"No available shared memory broadcast block",  # the engine core waiting on its workers (_SHM_WAIT)
     b"probe failed",  # Kubernetes' startup / liveness / readiness probe of the container (_PROBE_FAILED)
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
+    b"Exception:",  # a bare exception of Python's base class ("Exception: Call to add_lora method failed: ...")
+    b"Shutting down FastAPI HTTP server",  # the API server's launcher stopping on a signal (_SHUTDOWN_NEEDLES)
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
 
@@ -69,7 +71,8 @@ def _add_following(work: bytes, le: int, starts: set[int], limit: int, continued
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to allocate", b"nexpectedly", b"Traceback",
                 b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
-                b"HW Exception", b"] Assertion `", b"kernel only supports sm", b"_get_prompt_logprobs_dict")
+                b"HW Exception", b"] Assertion `", b"kernel only supports sm", b"_get_prompt_logprobs_dict",
+                b"Exception:")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
@@ -114,7 +117,10 @@ _KV_LOAD_FAILURE = re.compile(rb"(Recovered from|Failing (\d+) request\(s\) due 
 # An operator's stop (vLLM >= 0.30 logs the signal it got; a Ctrl-C of older builds leaves a KeyboardInterrupt
 # traceback). What follows it, EngineDeadError included, is the shutdown path, not a crash: vLLM 0.32 prints an
 # EngineDeadError traceback on a plain Ctrl-C.
-_SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterrupt")
+# (the launcher's "Shutting down FastAPI HTTP server." follows a signal: an operator's stop, or the engine's death
+# taking the server down, which the death's own lines tell apart)
+_SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterrupt",
+                     b"Shutting down FastAPI HTTP server")
 # Frames that only run while the engine starts (loading, profiling, KV allocation, graph capture): a traceback
 # through one of them is a start-up failure, whatever the excerpt shows around it.
 _STARTUP_FRAMES = ("create_engine_config", "load_model", "load_weights", "process_weights_after_loading", "profile_run",

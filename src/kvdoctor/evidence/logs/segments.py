@@ -42,26 +42,19 @@ def startup_line(f: StartupFacts) -> str:
     return "engine start" + (": " + ", ".join(bits) if bits else "")
 
 
-_VERSION = re.compile(r"(\d+)\.(\d+)")
-
-
 def settle_preemptions(tl: Timeline, startup: StartupFacts | None) -> None:
     """v1 stats lines without ``Preemptions:`` (ABSENT): 0 only where the log proves it can print the
-    field, else unknown (NaN). vLLM v1 up to 0.11 prints it when > 0 in the interval; 0.12-0.33 never
-    print it (LoggingStatLogger._update_stats resets num_preemptions before log() reads it,
-    v1/metrics/loggers.py), so there a missing field says nothing. Proof: a line of this segment has
-    the field, or the segment's start-up shows a version <= 0.11."""
-    import numpy as np
-
+    field, else unknown (NaN). No release prints it: the field came with vllm#28522 (merged 2025-11-12, after
+    0.11.0), whose guard reads the count after ``_update_stats`` reset it (v1/metrics/loggers.py; the fix, vllm#38452,
+    was still open in 2026), so through 0.33 a missing field says nothing. Proof: a line of this segment has the
+    field (a patched build). ``startup`` is kept for the callers; no version proves it."""
     pre = tl.preemptions
     absent = pre == ABSENT
     if not absent.any():
         return
-    printable = bool(np.any(pre >= 0))
-    if not printable and startup is not None and startup.vllm_version:
-        m = _VERSION.search(startup.vllm_version)
-        printable = m is not None and (int(m.group(1)), int(m.group(2))) <= (0, 11)
-    pre[absent] = 0.0 if printable else NAN
+    import numpy as np
+
+    pre[absent] = 0.0 if bool(np.any(pre >= 0)) else NAN
 
 
 def v0_preemptions_from_warnings(sg: Segment) -> str | None:

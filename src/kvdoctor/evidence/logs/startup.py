@@ -1093,16 +1093,29 @@ def _error(c: StartupCollector, n: int, env: Envelope | None, kind: str, msg: st
     return b
 
 
+def _another_refusal(f: StartupFacts, era: str, m: re.Match) -> bool:
+    """A refusal line that cannot belong to the start being read. V1 prints the pool's size only after its check
+    passed, so a refusal at another length after a printed pool is another start (vllm#25350 quotes its
+    100,000-token start, then its refused 221,000-token one); a second refusal whose figures differ from the first's
+    is another start too (QwenLM/Qwen3#16: 24,320 tokens on the reporter's GPU, 4,464 on a commenter's). The same
+    refusal printed twice (a traceback's first and last line) is one."""
+    length = int(m.group(1))
+    if era == "v1" and f.kv_cache_tokens and f.startup_error is None and f.max_model_len:
+        return f.max_model_len != length
+    if f.startup_error not in ("kv-too-small", "max-len-too-large") or f.max_model_len is None:
+        return False  # (a bare OOM line before the refusal is the same failed start: sweep 116 item 01)
+    if era == "v0":
+        return f.max_model_len != length or (f.kv_cache_tokens is not None and f.kv_cache_tokens != int(m.group(2)))
+    return f.max_model_len != length
+
+
 def _max_len_error(c, n, env, msg, rx, kind: str, era: str):
     """(builder, match) when ``rx`` reads a max-model-len error of ``era`` (group 1 = the length), else None."""
     m = rx.search(msg)
     if not m:
         return None
     cur = c._cur
-    if (era == "v1" and cur is not None and cur.f.kv_cache_tokens and cur.f.startup_error is None
-            and cur.f.max_model_len and cur.f.max_model_len != int(m.group(1))):
-        # V1 prints the pool's size only after this check passed: a refusal at another length after it is another
-        # start (vllm#25350 quotes its 100,000-token start, then its refused 221,000-token one)
+    if cur is not None and _another_refusal(cur.f, era, m):
         c._close()
     b = _error(c, n, env, kind, msg)
     b.hints.add(era)
