@@ -318,3 +318,94 @@ def test_a_worker_gone_without_a_word_names_both_readings(tmp_path):
     assert "speculative decoding was on" in inst["action"]
     code, err, out = invoke("evidence", str(log), "--json")
     assert "spec-decode" not in json.loads(out)["summary"]["errors"]
+
+
+# ---- sweeps 160-165 ------------------------------------------------------------------------------------------------
+
+def test_debug_stats_lines_at_the_end_stall_before_any_queue_reading(tmp_path):
+    # sweep 164 item 01 (vllm#22545): three DEBUG lines with 106 running, 15 waiting, KV 90.4 % and no token were read
+    # capacity-short (medium) with memory advice; the queue and the pool are moot while nothing is produced
+    line = ("DEBUG 08-07 15:35:{s} [loggers.py:122] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+            "throughput: 0.0 tokens/s, Running: 106 reqs, Waiting: 15 reqs, GPU KV cache usage: 90.4%, Prefix cache hit "
+            "rate: 0.0%\n")
+    log = _write(tmp_path, "frozen.log", "".join(line.format(s=s) for s in ("23", "33", "43")))
+    inst = _instance(log)
+    assert inst["verdict"] == "stalled" and inst["confidence"] == "medium" and "last 3 stats lines" in inst["reason"]
+
+
+def test_too_few_mamba_blocks_is_a_refusal_with_its_own_lever(tmp_path):
+    # sweep 163 items 06-07 (a NIM PR; KAITO#2319): "max_num_seqs (1024) exceeds available Mamba cache blocks (524)"
+    # got insufficient-evidence, a ledger verdict "unknown", and advice that named --max-model-len
+    log = _write(tmp_path, "mamba.log", """
+        (EngineCore_DP0 pid=9) ERROR 06-01 10:00:00 [core.py:900] ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (524). Each decode request requires one Mamba cache block, so CUDA graph capture cannot proceed. Please lower max_num_seqs to at most 524 or increase gpu_memory_utilization.
+        """)
+    inst = _instance(log)
+    assert inst["verdict"] == "config-starved" and inst["action"].startswith("--max-num-seqs 524 or lower")
+    doc = _log_ledger(log)
+    assert doc["reconciliation"]["verdict"] == "does-not-fit"
+
+
+def test_pydantics_failed_config_check_is_named_with_its_fix(tmp_path):
+    # sweep 163 item 04 (vllm#36734): "Assertion failed, In Mamba cache align mode, block_size (2096) must be <=
+    # max_num_batched_tokens (2048). [type=assertion_error, ...]" inside a code fence was not read
+    log = _write(tmp_path, "align.md", """
+        ``` Assertion failed, In Mamba cache align mode, block_size (2096) must be <= max_num_batched_tokens (2048). [type=assertion_error, input_value=ArgsKwargs((), {'model_co...transfer_config': None}), input_type=ArgsKwargs]```
+        """)
+    notes = " ".join(_instance(log)["notes"])
+    assert "block_size (2096)" in notes and "--max-num-batched-tokens at least the block size" in notes
+
+
+def test_the_same_figure_again_within_seconds_is_another_rank_not_a_restart(tmp_path):
+    # sweep 160 item 07 (ai-dynamo/dynamo#3644): eight workers' budgets within 0.37 s, in a Rust tracing format with
+    # no process prefix, were five engine starts
+    log = _write(tmp_path, "dynamo.log", "".join(
+        f"2025-10-15T09:43:{s}Z  INFO gpu_worker.determine_available_memory: Available KV cache memory: {v} GiB\n"
+        for s, v in (("13.902042", "16.83"), ("13.986483", "17.30"), ("14.089428", "16.83"), ("14.091718", "16.83"),
+                     ("14.267000", "16.93"))))
+    assert "1 engine start(s)" in invoke("evidence", str(log))[2]
+    # a minute later the same figure is a restart
+    log = _write(tmp_path, "restart.log", "".join(
+        f"2025-10-15T09:{m}:13.902042Z  INFO gpu_worker.determine_available_memory: Available KV cache memory: 16.83 GiB\n"
+        for m in ("43", "45")))
+    assert "2 engine start(s)" in invoke("evidence", str(log))[2]
+
+
+def test_a_command_pasted_one_flag_per_line_is_read(tmp_path):
+    # sweep 165 item 08 (QwenLM/Qwen3#1387): the flags had no backslashes, one per line; TP 4, 8192 and 0.7 were lost and
+    # the OOM advice lowered "from 0.90"
+    log = _write(tmp_path, "flags.log", """
+        vllm serve /root/Qwen/Qwen3-30B-A3B
+        --tensor-parallel-size 4
+        --max-model-len 8192
+        --gpu-memory-utilization 0.7
+        报错了：max-model-len已经调小到8192了，还是报错
+        (VllmWorker rank=1 pid=4731) ERROR 05-09 10:47:36 [multiproc_executor.py:470] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 150.00 MiB. GPU 1 has a total capacity of 21.99 GiB of which 39.00 MiB is free.
+        """)
+    assert "(from 0.70)" in _instance(log)["action"]
+    code, err, out = invoke("ledger", "--from-log", str(log), "--json")
+    eng = json.loads(out)["engine"]
+    assert eng["tensor_parallel_size"] == 4 and eng["max_model_len"] == 8192
+
+
+def test_several_results_of_one_file_are_told_apart_and_an_unstated_rate_is_not_inf():
+    # sweep 162 item 01 (gpustack's gpt-oss-120b H100 page): six blocks, three stall readings that did not say which
+    # run, each labelled "rate inf" where the blocks state no rate
+    from kvdoctor.chains.findings import Thresholds
+    from kvdoctor.chains.signals import bench_readings
+    from kvdoctor.evidence.model import BenchResult
+
+    f = {"completed": 1000, "duration": 60.0, "request_throughput": 16.7, "total_output_tokens": 256000,
+         "total_input_tokens": 256000, "mean_ttft_ms": 200.0, "mean_tpot_ms": 30.0, "mean_itl_ms": 43.0,
+         "median_itl_ms": 31.0, "p99_itl_ms": 224.0}
+    rs = bench_readings([BenchResult(source="runs.txt", fields=dict(f)) for _ in range(2)], Thresholds())
+    labels = [r.text.split(":")[0] for r in rs]
+    assert labels == ["runs.txt #1 (rate not stated)", "runs.txt #2 (rate not stated)"]
+
+
+def test_no_utilization_alternative_for_a_refusal_far_over_the_budget(tmp_path):
+    # sweep 161 item 02 (vllm#16118): 24.00 GiB needed, 9.97 available: "or --gpu-memory-utilization higher" was offered
+    log = _write(tmp_path, "far.log", """
+        ValueError: To serve at least one request with the models's max seq len (1048576), (24.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.97 GiB).
+        """)
+    act = _instance(log)["action"]
+    assert act.startswith("--max-model-len 435280 ") and "gpu-memory-utilization" not in act

@@ -402,7 +402,10 @@ _KNOWN_EXCEPTIONS = (
     # decoding sequence, and the pool left after the attention KV holds fewer than max_num_seqs
     ("exceeds available Mamba cache blocks",
      "--max-num-seqs at most the Mamba cache blocks the message names (each decoding sequence holds one), or more room "
-     "for them: a higher --gpu-memory-utilization or a lower --max-model-len (vLLM's own advice)"),
+     "for them: a higher --gpu-memory-utilization (vLLM's own advice; the blocks do not depend on --max-model-len)"),
+    ("In Mamba cache align mode, block_size",
+     "--max-num-batched-tokens at least the block size the line names (with prefix caching on, a hybrid model's "
+     "align mode needs a whole block in one step), or --no-enable-prefix-caching; vllm#36734 raises the budget itself"),
     ("gated repo",
      "HF_TOKEN for an account with access to the model (a gated repository), or a local copy of it"),
     ("RayChannelTimeoutError",

@@ -185,6 +185,21 @@ def does_not_fit(ctx: Context) -> Finding | None:
                     "warns may give NaNs or out-of-bounds errors past the trained positions"),
             gain={"max_model_len": Figure(cap, "measured", "the derived max_model_len in vLLM's error line")},
             evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source, line_no=ln)])
+    if st is not None and st.startup_error == "mamba-blocks" and st.num_gpu_blocks:
+        # a hybrid model's start-up check (vLLM 0.2x-0.33): CUDA-graph capture needs one Mamba state block per
+        # decoding sequence, and the pool holds fewer than max_num_seqs (NVIDIA retail-shopping-assistant PR 95:
+        # 1024 > 524 on 2x H100; KAITO#2319: 1024 > 614). The pool's blocks do not depend on the length.
+        blocks = int(st.num_gpu_blocks)
+        ln = st.line_refs.get("startup_error")
+        return rule_finding(
+            "ledger.does-not-fit",
+            f"vLLM refused to start: max_num_seqs exceeds the {blocks:,} Mamba cache blocks the pool holds (one per "
+            "decoding sequence)",
+            severity="problem",
+            action=(f"--max-num-seqs {blocks} or lower (vLLM's default is 1024 on GPUs of 70 GiB or more, 256 below), "
+                    "or a higher --gpu-memory-utilization for more blocks"),
+            gain={"max_num_seqs": Figure(blocks, "measured", "the Mamba cache blocks in vLLM's error line")},
+            evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source, line_no=ln)])
     if led is not None and not led.fit_ok:
         est = led.estimated_max_model_len
         err = led.startup_error
@@ -416,8 +431,10 @@ def _too_small_without_estimate(st) -> tuple[str, dict[str, Figure]]:
         # whatever the third decimal was (vllm#42147's cookbook: 4.25 of 4.26 GiB, a 10 MiB shortfall)
         half = 0.005 * 2**30
         est = int(mml * (avail - half) / (need + half)) // 16 * 16
+        # a shortfall that size is no fraction's nudge (as _keep_length): 24 GiB needed against 9.97 (vllm#16118)
+        util = ", or --gpu-memory-utilization higher" if need <= 1.2 * avail else ""
         return (f"--max-model-len {est} (its KV fits the {avail / 2**30:.2f} GiB available; sliding-window or hybrid "
-                "models fit more), or --gpu-memory-utilization higher",
+                f"models fit more){util}",
                 {"max_model_len": Figure(est, "predicted", f"{mml} × ({avail / 2**30:.2f} − 0.005) / "
                                                           f"({need / 2**30:.2f} + 0.005) GiB (available / needed, the "
                                                           "error line, each at the far end of its rounding), rounded "

@@ -568,6 +568,8 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
         return Judgement("stalled", f.data.get("confidence", "medium"), f.summary, f.action, [f.summary],
                          ["a py-spy dump of the workers at the time (the call each one waits in)"],
                          ["a stats line with tokens after the last message (the engine moved again)"])
+    if (quiet := _quiet_stall_at_end(ctx)) is not None:
+        return quiet  # the window's last lines say no token for two intervals: any queue or pool reading is moot
     if contradictions:
         return Judgement("insufficient-evidence", "low", "contradictory evidence: " + "; ".join(contradictions),
                          None, [], ["one source per engine (a log and /metrics of the same server, same window)"], [])
@@ -682,8 +684,6 @@ def _counter_since_start(ctx: Context) -> float:
 def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     if (stall := sig.silent_stall(ctx.timeline)) is not None:
         return _silent_stall(ctx, stall)  # an empty queue around a hang is not health
-    if (quiet := _quiet_stall_at_end(ctx)) is not None:
-        return quiet
     if (later := _silence_after_last_line(ctx)) is not None:
         return _silent_stall(ctx, later)
     q, p, th = s.queue, s.preempt, ctx.thresholds
@@ -765,12 +765,23 @@ def _quiet_stall_at_end(ctx: Context) -> Judgement | None:
     if not quiet:
         return None
     e = quiet[-1]
-    said = (f"the last stats line (line {e.line_no}) was logged at DEBUG with {e.data.get('running', '?')} request(s) "
-            "running and 0.0 tokens/s: vLLM logs it at DEBUG only when no prompt or generated token was counted in "
-            "that interval and the one before, and no stats line with tokens follows")
-    return Judgement("stalled", "low", said, get("sched.queue-held-kv-free").action.split("; stalled: ")[-1],
+    # the trailing run of such lines: each one is another interval with work and no token
+    run = 0
+    lines = {int(x.line_no) for x in ctx.events if x.kind == "quiet-stall" and x.line_no is not None}
+    for i in range(len(tl) - 1, -1, -1):
+        if sig.line_of(tl, i) not in lines:
+            break
+        run += 1
+    said = (f"the last {'stats line' if run == 1 else f'{run} stats lines'} (line {e.line_no}) "
+            f"{'was' if run == 1 else 'were'} logged at DEBUG with {e.data.get('running', '?')} request(s) running and "
+            "0.0 tokens/s: vLLM logs it at DEBUG only when no prompt or generated token was counted in that interval "
+            "and the one before, and no stats line with tokens follows")
+    conf = "medium" if run >= 2 else "low"
+    return Judgement("stalled", conf, said, get("sched.queue-held-kv-free").action.split("; stalled: ")[-1],
                      [said, "vLLM counts a prompt's tokens when its first token comes out, so requests still "
-                            "prefilling very long prompts (tens of thousands of tokens each, chunked) also print 0.0"],
+                            "prefilling very long prompts (tens of thousands of tokens each, chunked) also print 0.0; "
+                            "and gauges that stopped refreshing read the same (vllm#22545: after every request was "
+                            "aborted the line kept 106 running at 0.0 tok/s)"],
                      ["the server's own lines after it (an error, a KV transfer or connector waiting), a py-spy dump "
                       "of the engine core, or the running requests' prompt lengths"],
                      ["a later INFO stats line with tokens (the engine resumed), or running requests with prompts long "

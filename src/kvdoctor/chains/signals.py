@@ -540,10 +540,13 @@ def _is_inf(rate: object) -> bool:
     return isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity")
 
 
-def _bench_label(b, f: dict) -> str:
-    name = str(b.source).replace("\\", "/").rsplit("/", 1)[-1]
+def _bench_label(b, f: dict, nth: str = "") -> str:
+    """The result's name for a reading: its file, its place among the file's results ("#3", where there are several)
+    and the load it ran."""
+    name = str(b.source).replace("\\", "/").rsplit("/", 1)[-1] + nth
     rate, conc = f.get("request_rate"), f.get("max_concurrency")
-    parts = [f"rate {rate:g}/s" if isinstance(rate, (int, float)) and math.isfinite(rate) else "rate inf"]
+    parts = [f"rate {rate:g}/s" if isinstance(rate, (int, float)) and math.isfinite(rate)
+             else "rate inf" if _is_inf(rate) else "rate not stated"]
     if isinstance(conc, (int, float)) and conc > 0:
         parts.append(f"concurrency {conc:g}")
     return f"{name} ({', '.join(parts)})"
@@ -569,20 +572,27 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
     such gaps is (mean ITL − median ITL) / mean ITL: the median is a plain decode step, the mean carries the tail.
     """
     out: list[BenchReading] = []
+    per_source: dict[str, int] = {}
+    for b in bench or []:
+        per_source[str(b.source)] = per_source.get(str(b.source), 0) + 1
+    seen: dict[str, int] = {}
     for b in bench or []:
         f = b.fields
+        seen[str(b.source)] = seen.get(str(b.source), 0) + 1
+        nth = f" #{seen[str(b.source)]}" if per_source[str(b.source)] > 1 else ""
         n = f.get("completed") or 0
         if not n:
             if (f.get("failed") or 0) > 0:
                 # vLLM's bench writes 0.0 for every latency it could not measure (er0080/vllm-benchmarking's fixture:
                 # 8 of 8 failed in 5 ms): a run that never reached the model, not a fast server
                 out.append(BenchReading("all-failed", None, (
-                    f"{_bench_label(b, f)}: every request failed ({f['failed']:g} of {f['failed']:g}, 0 completed): "
+                    f"{_bench_label(b, f, nth)}: every request failed ({f['failed']:g} of {f['failed']:g}, 0 "
+                    "completed): "
                     "the latency and throughput figures are the bench's zeros, not measurements; the bench never got "
                     "an answer (connection refused, a wrong --model / served name or endpoint, an error per request: "
                     "the server's log of that minute says which)"), "every request failed, nothing was measured"))
             continue
-        label = _bench_label(b, f)
+        label = _bench_label(b, f, nth)
         rate, raw_conc = f.get("request_rate"), f.get("max_concurrency")
         conc = float(raw_conc) if isinstance(raw_conc, (int, float)) and raw_conc > 0 else None  # None: no cap
         dur = f.get("duration")

@@ -242,6 +242,12 @@ def _verdict(s: StartupFacts, led: LogLedger) -> None:
         led.verdict, led.error = "does-not-fit", s.error_message
         if s.error_est_max_model_len:
             led.notes.insert(0, f"vLLM's own estimate: --max-model-len {s.error_est_max_model_len:,} fits")
+    elif s.startup_error == "mamba-blocks":
+        # the pool's state blocks are fewer than max_num_seqs: a refusal like the KV ones, with its own lever
+        led.verdict, led.error = "does-not-fit", s.error_message
+        if s.num_gpu_blocks:
+            led.notes.insert(0, f"--max-num-seqs {s.num_gpu_blocks:,} or lower starts (one Mamba cache block per "
+                             "decoding sequence)")
     elif s.startup_error in MEMORY_HELD:
         led.verdict, led.error = "memory-held", s.error_message
         led.notes.insert(0, "something else holds memory on this device: `kvdoctor diagnose` on the log names how "

@@ -56,15 +56,19 @@ FULL_NEEDLES = (
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
 
 
-def _add_following(work: bytes, le: int, starts: set[int], limit: int, continued: bool = False) -> None:
+def _add_following(work: bytes, le: int, starts: set[int], limit: int, continued: bool = False,
+                   flags: bool = False) -> None:
     """The starts of the lines after the one ending at ``le`` (lines that hold no needle of their own): up to
-    ``limit`` of them, or with ``continued`` only while each line before ends with a backslash."""
+    ``limit`` of them, or with ``continued`` only while each line before ends with a backslash, or with ``flags``
+    only while each line is a flag ("--max-model-len 8192": a command pasted one flag per line, no backslashes)."""
     q = le
     for _ in range(limit):
         if q + 1 >= len(work):
             return
-        starts.add(q + 1)
         nq = work.find(b"\n", q + 1)
+        if flags and not work[q + 1:nq if nq != -1 else len(work)].lstrip().startswith(b"--"):
+            return
+        starts.add(q + 1)
         if nq == -1 or (continued and work[nq - 1:nq] != b"\\"):
             return
         q = nq
@@ -143,7 +147,7 @@ def _markdown_prose(msg: str) -> bool:
     engine init": a pull request's description, vllm-metal#559): several code spans and many words, and not an
     exception line. vLLM's own bare lines (a traceback's last line, "Killed", "Process EngineCore_0:") are short and
     carry no code spans; its enveloped lines never reach here."""
-    stripped = msg.strip()
+    stripped = msg.replace("```", "").strip()  # a code fence around the line holds the program's own words
     return (stripped.count("`") >= 4 and len(stripped.split()) >= 12 and not stripped.startswith("Traceback")
             and not is_exception_line(stripped))
 
@@ -152,6 +156,11 @@ def _note_exception(ev: Event, msg: str, n: int) -> None:
     """The burst's last exception line that names a cause (data["exception"], ["exception_line"]); and where the
     engine's own traceback ends in multiproc_executor's wrapper for a worker that failed to start
     (data["worker_init_failed"]: its line), whose own traceback the worker prints, or not."""
+    if "[type=assertion_error" in msg:
+        # pydantic's failed config check names its cause before the bracket ("Assertion failed, In Mamba cache align
+        # mode, block_size (2096) must be <= ...")
+        ev.data["exception"], ev.data["exception_line"] = msg.split("[type=")[0].strip(" `")[:400], n
+        return
     if ARCH_GUARD in msg or LLVM_ABORT in msg:
         # printed by the kernel before it traps (or by LLVM before it aborts): what follows only says the launch failed
         # or the engine process died
@@ -511,7 +520,10 @@ class LinePath:
             # v0's "Worker VllmWorkerProcess pid N died, exit code: -6", the shell's "Killed"
             kind = "engine-dead"
         elif ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
-              or is_exception_line(msg.strip()) or _PROMPT_LOGPROBS in msg):
+              or is_exception_line(msg.strip()) or _PROMPT_LOGPROBS in msg
+              # pydantic's line for a failed config check ("Assertion failed, In Mamba cache align mode, block_size
+              # (2096) must be <= max_num_batched_tokens (2048). [type=assertion_error, ...]": vllm#36734)
+              or "[type=assertion_error" in msg):
             kind = "error"
         else:
             return False
@@ -530,7 +542,10 @@ class LinePath:
         native = _NATIVE_CRASH.search(msg) if kind == "engine-dead" else None
         killed = kind == "engine-dead" and bool(_KILLED.search(msg) or HOST_OOM.search(msg) or _NO_TRACEBACK.search(msg)
                                                 or native)
-        frame = next((f for f in _STARTUP_FRAMES if f in msg), None) if "File " in msg or " in " in msg else None
+        # a traceback's frame line, or its source line calling one ("... = self._initialize_kv_caches(": the call is
+        # on the stack; spark-vllm-docker#45 kept only the source lines)
+        frame = next((f for f in _STARTUP_FRAMES if f in msg and ("File " in msg or " in " in msg or f + "(" in msg)),
+                     None)
         if frame is None and ("capture_end()" in msg or "capture_begin(" in msg):
             frame = "CUDA graph capture"  # torch's CUDAGraph capture: vLLM captures only at start-up (capture_model)
         # what a line tells of its whole burst: 0.7-0.8's V1 client ("Got fatal signal from worker processes, shutting
@@ -549,6 +564,8 @@ class LinePath:
                 return True
             last.data["lines"] = last.data.get("lines", 1) + 1
             last.data["last_line"] = n
+            if not last.message.strip() and msg.strip():
+                last.message = msg.strip()[:200]  # a burst opened by an empty ERROR line: its first words
             last.data.update(marks)
             if killed and not last.data.get("self_kill"):
                 last.data["killed"] = True
@@ -591,6 +608,8 @@ class LinePath:
                     break
                 if nd in _COMMAND_NEEDLES and work[le - 1:le] == b"\\":
                     _add_following(work, le, starts, 60, continued=True)  # a pasted command's continuation lines
+                elif nd in _COMMAND_NEEDLES:
+                    _add_following(work, le, starts, 60, flags=True)  # or its flags one per line (sweep 165 item 08)
                 if nd == b"Memory profiling" and work[le - 1:le] == b":":
                     # v0's tabular block: "Memory profiling results:" then one "key  value" row per line
                     _add_following(work, le, starts, 12)

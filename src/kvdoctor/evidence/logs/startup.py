@@ -440,6 +440,7 @@ class StartupCollector:
         self._line_ts: float | None = None
         self._table_proc: str | None = None
         self._cmd: list[str] | None = None  # a pasted server command still taking continuation lines
+        self._cmd_soft = False  # ... taking only bare "--flag" lines (it ended without a backslash)
         self._cmd_line = 0
 
     # -- segmentation ------------------------------------------------------------------------
@@ -492,7 +493,10 @@ class StartupCollector:
         prev = cur.kv_seen.get((name, label))
         if prev is not None:
             pval, pts = prev
-            later = (ts is not None and pts is not None and ts > pts) or (ts is None and pval != value)
+            # a restart loads the model and profiles again before it reports: seconds at the least. The same figure
+            # again within a few seconds is another rank whose lines carry no prefix (dynamo#3644: eight workers'
+            # budgets within 0.37 s)
+            later = (ts is not None and pts is not None and ts - pts > _RESTART_MIN_S) or (ts is None and pval != value)
             if later:
                 self._close()
                 cur = self._builder(line_no)
@@ -519,30 +523,43 @@ class StartupCollector:
             # ("Available KV cache memory: 45.32 GiB [repeated 3x across cluster]"): read as new, it would open a
             # second engine start after the first one's last line.
             return False
-        self._line_ts = self._ts(env)
+        self._line_ts = self._ts(env) if env is not None else _iso_order(msg)
         try:
             return self._feed(line_no, env, msg)
         except (ValueError, OverflowError, IndexError, RecursionError, MemoryError):
             return False  # a malformed number in a matching line is skipped, never fatal
 
     def _command(self, line_no: int, env: Envelope | None, msg: str) -> bool:
-        """A pasted server command (and its continuation lines): kept as the start's ``engine_config["command"]``."""
+        """A pasted server command (and its continuation lines): kept as the start's ``engine_config["command"]``.
+        A line that ends without a backslash may still be followed by bare flags, one per line (a ticket's paste):
+        the command stays open for lines that start with "--" and is kept at the first line that does not."""
+        if self._cmd is not None and self._cmd_soft:
+            if env is None and msg.lstrip().startswith("--") and len(self._cmd) < COMMAND_MAX_LINES:
+                self._cmd.append(msg.rstrip().removesuffix("\\"))
+                return True
+            self._keep_command()
+            return False  # this line is not the command's: read it as itself
         if self._cmd is None:
             if env is not None or not SERVE_COMMAND.match(msg):
                 return False
             self._cmd, self._cmd_line = [], line_no
         self._cmd.append(msg.rstrip().removesuffix("\\"))
-        if not msg.rstrip().endswith("\\") or len(self._cmd) >= COMMAND_MAX_LINES:
-            text = " ".join(x.strip() for x in self._cmd)
-            self._cmd = None
-            if "vllm" not in text.lower():
-                return True  # a container run of something else
-            if self._cur is not None and self._cur.has_kv():
-                self._close()  # a command after a start's figures opens the next start
-            ec = self._builder(self._cmd_line).f.engine_config
-            ec["command"] = text
-            ec["command_line"] = self._cmd_line
+        if len(self._cmd) >= COMMAND_MAX_LINES:
+            self._keep_command()
+        elif not msg.rstrip().endswith("\\"):
+            self._cmd_soft = True
         return True
+
+    def _keep_command(self) -> None:
+        text = " ".join(x.strip() for x in self._cmd or [])
+        self._cmd, self._cmd_soft = None, False
+        if "vllm" not in text.lower():
+            return  # a container run of something else
+        if self._cur is not None and self._cur.has_kv():
+            self._close()  # a command after a start's figures opens the next start
+        ec = self._builder(self._cmd_line).f.engine_config
+        ec["command"] = text
+        ec["command_line"] = self._cmd_line
 
     def _feed(self, line_no: int, env: Envelope | None, msg: str) -> bool:
         if "\u2018" in msg or "\u2019" in msg or "\u201c" in msg:
@@ -613,6 +630,8 @@ class StartupCollector:
             b.set("torch_peak_bytes", _b(val), line_no, env)
 
     def finish(self) -> list[StartupFacts]:
+        if self._cmd is not None and self._cmd_soft:
+            self._keep_command()
         self._close()
         return self.facts
 
@@ -1091,6 +1110,20 @@ def _error(c: StartupCollector, n: int, env: Envelope | None, kind: str, msg: st
         b.f.line_refs["startup_error"] = n
         b.any = True
     return b
+
+
+_RESTART_MIN_S = 5.0
+_ISO_HEAD = re.compile(r"^\s*(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)")
+
+
+def _iso_order(msg: str) -> float | None:
+    """The ordering key of a line vLLM's envelope does not cover but an ISO timestamp leads (a Rust tracing line of
+    NVIDIA Dynamo, a container runtime's prefix): the same scale as StartupCollector._ts with a year."""
+    m = _ISO_HEAD.match(msg)
+    if m is None:
+        return None
+    y, mo, d, hh, mi, ss = (int(g) for g in m.groups())
+    return ((mo - 1) * 31 + d - 1) * 86400.0 + hh * 3600 + mi * 60 + ss + y * 400 * 86400.0
 
 
 def _another_refusal(f: StartupFacts, era: str, m: re.Match) -> bool:
