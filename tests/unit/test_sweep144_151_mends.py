@@ -409,3 +409,49 @@ def test_no_utilization_alternative_for_a_refusal_far_over_the_budget(tmp_path):
         """)
     act = _instance(log)["action"]
     assert act.startswith("--max-model-len 435280 ") and "gpu-memory-utilization" not in act
+
+
+def test_an_auto_fitted_length_fits_and_an_unfitted_auto_says_so(tmp_path):
+    # sweep 161 item 06 (KAITO's memory-estimator doc): the auto-fit line alone read "unknown"; item 09 (genesis-vllm-
+    # patches#1): max_model_len -1 with the excerpt ending before auto-fit showed the model's 262,144 as the length
+    log = _write(tmp_path, "fit.log", """
+        (EngineCore pid=7) INFO 05-01 10:00:00 [gpu_worker.py:400] Auto-fit max_model_len: reduced from 262144 to 117264 to fit in available GPU memory
+        """)
+    doc = _log_ledger(log)
+    assert doc["reconciliation"]["verdict"] == "fits" and any("from 262,144 to 117,264" in n for n in doc["notes"])
+    log = _write(tmp_path, "auto.log", """
+        (APIServer pid=1) INFO 05-01 10:00:00 [utils.py:233] non-default args: {'model_tag': 'Qwen/Qwen3-8B', 'max_model_len': -1}
+        (EngineCore pid=7) INFO 05-01 10:00:10 [gpu_model_runner.py:4501] Model loading took 15.27 GiB memory and 9.1 seconds
+        """)
+    assert any("--max-model-len auto (-1)" in n for n in _log_ledger(log)["notes"])
+
+
+def test_a_workers_traceback_under_the_engines_prefix_is_the_workers(tmp_path):
+    # sweep 160 item 05 (runpod-workers/worker-vllm#276): "WorkerProc failed to start" and its traceback through
+    # worker_main under "(EngineCore_DP0 pid=469)"; diagnose said the worker's traceback was not in the log
+    log = _write(tmp_path, "runpod.log", """
+        (EngineCore_DP0 pid=469) ERROR 03-11 17:57:10 [multiproc_executor.py:783] WorkerProc failed to start.
+        (EngineCore_DP0 pid=469) ERROR 03-11 17:57:10 [multiproc_executor.py:783] Traceback (most recent call last):
+        (EngineCore_DP0 pid=469) ERROR 03-11 17:57:10 [multiproc_executor.py:783]   File "/vllm/v1/executor/multiproc_executor.py", line 754, in worker_main
+        (EngineCore_DP0 pid=469) ERROR 03-11 17:57:10 [multiproc_executor.py:783]     worker = WorkerProc(*args, **kwargs)
+        (EngineCore_DP0 pid=469) ERROR 03-11 17:57:12 [core.py:900] Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.
+        """)
+    inst = _instance(log)
+    assert inst["verdict"] == "engine-died" and "its own traceback is not in this log" not in inst["reason"]
+
+
+def test_a_mean_ttft_pulled_by_one_request_is_no_wait_inside_the_server():
+    # sweep 157 item 08 (er0080/vllm-benchmarking's sweep run): mean TTFT 217 ms, median 45 ms, 8 requests at
+    # concurrency 2 read "a limit inside the server (the KV pool, --max-num-seqs)"
+    from kvdoctor.chains.findings import Thresholds
+    from kvdoctor.chains.signals import bench_readings
+    from kvdoctor.evidence.model import BenchResult
+
+    f = {"completed": 8, "max_concurrency": 2, "duration": 1.365, "request_throughput": 5.859, "total_input_tokens": 256,
+         "total_output_tokens": 128, "mean_ttft_ms": 217.27, "median_ttft_ms": 44.92, "mean_tpot_ms": 8.2046,
+         "mean_e2el_ms": 340.34}
+    assert not [r for r in bench_readings([BenchResult(source="run=0.json", fields=dict(f))], Thresholds())
+                if r.kind == "client-bound"]
+    f["median_ttft_ms"] = 210.0
+    assert [r for r in bench_readings([BenchResult(source="run=0.json", fields=dict(f))], Thresholds())
+            if r.kind == "client-bound"]

@@ -319,7 +319,11 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         return _exception_advice(*exc, [e for e in ([ce] if ce is not None else []) + near])
     wrapped = next((e.data["worker_init_failed"] for e in near if e.data.get("worker_init_failed")), None)
     if cause == "traceback" and wrapped is not None and not any(
-            str(e.data.get("proc", "")).startswith("Worker") and e.data.get("lines", 1) >= 3 for e in near):
+            (str(e.data.get("proc", "")).startswith("Worker")
+             # a worker that failed before it set its own prefix logs under the engine's inherited one, through
+             # worker_main (runpod-workers/worker-vllm#276: "(EngineCore_DP0 pid=469) ... WorkerProc failed to start")
+             or "worker_main" in _text(e) or "WorkerProc failed to start" in _text(e))
+            and e.data.get("lines", 1) >= 3 for e in near):
         # multiproc_executor re-raises a worker's start-up failure as this wrapper; the worker's own traceback, when it
         # printed one, names the cause; none in the log means it died without one (native code, a kill, the driver)
         return ("find the worker's own traceback (its '(Worker pid=...)' or '(VllmWorker rank=...)' ERROR lines, "

@@ -192,7 +192,7 @@ def scan_log(path: str, quiet: bool = True) -> dict[str, Any]:
         raise InputError(f"--from-log: {path}: no vLLM start-up found in this log ({total} lines read)")
     foreign = total - vllm
     summary = (f"log {os.path.basename(path)}: {total} lines, {facts_lines} with start-up facts, "
-               f"{foreign} neither vLLM-formatted nor holding a fact (skipped)")
+               f"{foreign} neither vLLM-formatted nor holding a fact (not used)")
     if len(starts) > 1:
         summary += f"; {len(starts)} engine starts found — this ledger is of the last one"
     return {"path": path, "lines": total, "startup_fact_lines": facts_lines, "foreign_lines": foreign,

@@ -114,6 +114,8 @@ def log_ledger(s: StartupFacts, *, source: str, why_no_model: str) -> LogLedger:
         led.labels[key] = label
     _derive(s, led)
     _verdict(s, led)
+    if (fit := _auto_length_note(s)) is not None:
+        led.notes.insert(0, fit)
     if (s.engine_config or {}).get("interleaved_services"):
         from kvdoctor.evidence.logs.startup import interleaved_services_note
 
@@ -121,6 +123,20 @@ def log_ledger(s: StartupFacts, *, source: str, why_no_model: str) -> LogLedger:
     led.notes.append("predictions (a different --max-model-len, fp8 KV cache, quantization, TP) need the model's "
                      "shape: pass --model with its config.json or model directory")
     return led
+
+
+def _auto_length_note(s: StartupFacts) -> str | None:
+    """--max-model-len auto (-1): what the log shows of the fitted length. vLLM prints the model's limit as "Using max
+    model len", then lowers it after profiling ("Auto-fit max_model_len: reduced from A to B"); an excerpt that stops
+    before that line shows only the limit (Sandermage/genesis-vllm-patches#1)."""
+    frm = (s.engine_config or {}).get("auto_fit_from")
+    if frm and s.max_model_len:
+        return (f"--max-model-len auto: vLLM lowered it from {frm:,} to {s.max_model_len:,}, the longest request its "
+                "pool holds")
+    if str((s.non_default_args or {}).get("max_model_len")).strip() in ("-1", "auto"):
+        return ("--max-model-len auto (-1): the length shown is the model's limit; vLLM fits it to the pool after "
+                "profiling ('Auto-fit max_model_len: reduced from ...'), a line this log does not hold")
+    return None
 
 
 def _derive(s: StartupFacts, led: LogLedger) -> None:
@@ -267,3 +283,7 @@ def _verdict(s: StartupFacts, led: LogLedger) -> None:
                           "gives its tokens; more GPUs (TP), a quantized checkpoint or a higher fraction give it room")
     elif s.kv_cache_tokens or s.num_gpu_blocks or s.kv_cache_bytes:
         led.verdict = "fits" if (s.max_concurrency is None or s.max_concurrency >= 1) else "does-not-fit"
+    elif (s.engine_config or {}).get("auto_fit_from") and s.max_model_len:
+        # vLLM lowered the length to what its pool holds: one request of that length fits (KAITO's memory estimator
+        # doc quotes the line alone)
+        led.verdict = "fits"

@@ -1298,7 +1298,9 @@ def _h_autofit(c, n, env, msg) -> bool:
     m = R_AUTOFIT.search(msg)
     if not m:
         return False
-    c._builder(n).set("max_model_len", int(m.group(2)), n, env, _P_FINAL)
+    b = c._builder(n)
+    b.set("max_model_len", int(m.group(2)), n, env, _P_FINAL)
+    b.f.engine_config["auto_fit_from"] = int(m.group(1))  # the model's limit it came down from
     return True
 
 
