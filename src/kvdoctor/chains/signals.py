@@ -552,6 +552,19 @@ def _bench_label(b, f: dict, nth: str = "") -> str:
     return f"{name} ({', '.join(parts)})"
 
 
+def _places(bench) -> list[str]:
+    """Each result's place among its file's results (" #2"), or "" where its file holds one."""
+    total: dict[str, int] = {}
+    for b in bench:
+        total[str(b.source)] = total.get(str(b.source), 0) + 1
+    seen: dict[str, int] = {}
+    out = []
+    for b in bench:
+        seen[str(b.source)] = seen.get(str(b.source), 0) + 1
+        out.append(f" #{seen[str(b.source)]}" if total[str(b.source)] > 1 else "")
+    return out
+
+
 def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
     """Each result's readings, in the chain's order: a queue left behind by the offered rate, then stalls in decode.
 
@@ -572,14 +585,8 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
     such gaps is (mean ITL − median ITL) / mean ITL: the median is a plain decode step, the mean carries the tail.
     """
     out: list[BenchReading] = []
-    per_source: dict[str, int] = {}
-    for b in bench or []:
-        per_source[str(b.source)] = per_source.get(str(b.source), 0) + 1
-    seen: dict[str, int] = {}
-    for b in bench or []:
+    for b, nth in zip(bench or [], _places(bench or [])):
         f = b.fields
-        seen[str(b.source)] = seen.get(str(b.source), 0) + 1
-        nth = f" #{seen[str(b.source)]}" if per_source[str(b.source)] > 1 else ""
         n = f.get("completed") or 0
         if not n:
             if (f.get("failed") or 0) > 0:
