@@ -228,7 +228,7 @@ def does_not_fit(ctx: Context) -> Finding | None:
         if est:
             gain["max_model_len"] = Figure(est, "measured", "vLLM's estimate in the error line")
         elif st.startup_error == "kv-too-small":
-            action, gain = _too_small_without_estimate(st)
+            action, gain = _too_small_without_estimate(st, offer_util=fixed is None)
         elif st.startup_error == "max-len-too-large" and (st.kv_cache_tokens or st.num_gpu_blocks):
             # V0's check (vllm/worker/worker.py raise_if_cache_size_invalid): max_model_len > the pool's tokens. The
             # pool was allocated, so the fraction is not the issue; any length up to the pool passes. Without the
@@ -246,7 +246,7 @@ def does_not_fit(ctx: Context) -> Finding | None:
         if st.startup_error == "no-memory-for-cache":
             action += NO_ROOM_LEVERS
         if fixed is not None:
-            action = action.replace(", or --gpu-memory-utilization higher", "") + fixed
+            action += fixed
         if st.error_needed_bytes and st.error_available_bytes:
             gain["kv_needed_gib"] = Figure(round(st.error_needed_bytes / 2**30, 2), "measured", "error line")
             gain["kv_available_gib"] = Figure(round(st.error_available_bytes / 2**30, 2), "measured", "error line")
@@ -420,7 +420,7 @@ def room_from_ledger(led) -> tuple[str, dict[str, Figure]] | None:
     return "; ".join(parts), gain
 
 
-def _too_small_without_estimate(st) -> tuple[str, dict[str, Figure]]:
+def _too_small_without_estimate(st, offer_util: bool = True) -> tuple[str, dict[str, Figure]]:
     """vLLM's "To serve at least one request ..." without its estimate of the length that fits: releases before 0.8
     did not print one, and a quoted or cut line loses it. With both memory figures, the length that fits is the
     refused one scaled by available / needed (full attention's KV grows linearly with the length: vLLM's own estimate
@@ -432,7 +432,8 @@ def _too_small_without_estimate(st) -> tuple[str, dict[str, Figure]]:
         half = 0.005 * 2**30
         est = int(mml * (avail - half) / (need + half)) // 16 * 16
         # a shortfall that size is no fraction's nudge (as _keep_length): 24 GiB needed against 9.97 (vllm#16118)
-        util = ", or --gpu-memory-utilization higher" if need <= 1.2 * avail else ""
+        # (a fixed KV size, _fixed_budget, is not the fraction's either: offer_util False)
+        util = ", or --gpu-memory-utilization higher" if offer_util and need <= 1.2 * avail else ""
         return (f"--max-model-len {est} (its KV fits the {avail / 2**30:.2f} GiB available; sliding-window or hybrid "
                 f"models fit more){util}",
                 {"max_model_len": Figure(est, "predicted", f"{mml} × ({avail / 2**30:.2f} − 0.005) / "

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from kvdoctor.chains import detect
@@ -746,8 +745,7 @@ def _silence_after_last_line(ctx: Context) -> tuple[int, float] | None:
     later = [float(e.t) for e in ctx.events if e.t is not None and e.kind != "startup" and float(e.t) > t_end]
     if not later or math.isnan(t_end):
         return None
-    gaps = [b - a for a, b in zip(tl.t[:-1], tl.t[1:]) if b > a]
-    limit = max(60.0, 5.0 * float(median(gaps))) if gaps else 60.0
+    limit = sig.silence_limit(tl) or 60.0
     gap = max(later) - t_end
     return (end, gap) if gap >= limit else None
 
@@ -760,16 +758,14 @@ def _quiet_stall_at_end(ctx: Context) -> Judgement | None:
     tl = ctx.timeline
     if tl is None or not len(tl):
         return None
-    last_line = sig.line_of(tl, len(tl) - 1)
-    quiet = [e for e in ctx.events if e.kind == "quiet-stall" and e.line_no is not None and e.line_no == last_line]
-    if not quiet:
+    quiet = {int(x.line_no): x for x in ctx.events if x.kind == "quiet-stall" and x.line_no is not None}
+    e = quiet.get(sig.line_of(tl, len(tl) - 1))
+    if e is None:
         return None
-    e = quiet[-1]
     # the trailing run of such lines: each one is another interval with work and no token
     run = 0
-    lines = {int(x.line_no) for x in ctx.events if x.kind == "quiet-stall" and x.line_no is not None}
     for i in range(len(tl) - 1, -1, -1):
-        if sig.line_of(tl, i) not in lines:
+        if sig.line_of(tl, i) not in quiet:
             break
         run += 1
     said = (f"the last {'stats line' if run == 1 else f'{run} stats lines'} (line {e.line_no}) "

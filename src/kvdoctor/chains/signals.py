@@ -823,6 +823,14 @@ def _running_no_token(run, gen, pr, i: int) -> bool:
     return not (math.isnan(run[i]) or run[i] < 1 or math.isnan(gen[i]) or math.isnan(pr[i]) or gen[i] + pr[i] > 0)
 
 
+def silence_limit(tl) -> float | None:
+    """How long without a stats line is a silence, not a late line: max(60 s, 5 of the timeline's intervals, by their
+    median). None for a timeline with no interval."""
+    t = _arr(tl.t)
+    gaps = [b - a for a, b in zip(t[:-1], t[1:]) if not (math.isnan(a) or math.isnan(b)) and b > a]
+    return max(60.0, 5.0 * median(gaps)) if gaps else None
+
+
 def silent_stall(tl) -> tuple[int, float] | None:
     """(sample, seconds of silence after it): a stats line with requests running and no token processed in its
     interval, followed by no stats line for at least max(60 s, 5 intervals) though the log goes on. vLLM v1 prints
@@ -831,10 +839,9 @@ def silent_stall(tl) -> tuple[int, float] | None:
     if tl is None or len(tl) < 3:
         return None
     t, run, gen, pr = _arr(tl.t), _arr(tl.running), _arr(tl.gen_tps), _arr(tl.prompt_tps)
-    gaps = [b - a for a, b in zip(t[:-1], t[1:]) if not (math.isnan(a) or math.isnan(b)) and b > a]
-    if not gaps:
+    limit = silence_limit(tl)
+    if limit is None:
         return None
-    limit = max(60.0, 5.0 * median(gaps))
     for i in range(len(t) - 1):
         if _running_no_token(run, gen, pr, i) and t[i + 1] - t[i] >= limit:  # (a NaN time compares False)
             return i, float(t[i + 1] - t[i])

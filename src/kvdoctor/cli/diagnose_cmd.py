@@ -80,14 +80,15 @@ def diagnose(
         th.load_gap_s = load_gap
     inputs = None
     flags = None
+    given = opts.engine_flags()
     if opts.model or opts.serve or opts.config or opts.from_log:
         inputs = common.resolve_inputs(opts)
-    elif {k: v for k, v in opts.engine_flags().items() if k != "model"}:
+    elif any(k != "model" for k in given):
         # engine flags without a model (--gpu-memory-utilization 0.8, --max-num-seqs 64): what the evidence's own
         # lines do not say (they were silently dropped before sweep 158 item 03)
         from kvdoctor.engine.sources import from_flags
 
-        flags = from_flags(opts.engine_flags())
+        flags = from_flags(given)
     ev = None
     if evidence or prometheus:
         try:

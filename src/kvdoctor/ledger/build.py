@@ -741,16 +741,14 @@ def _weights(shape, model_dtype: str, resolved, tp: int, pp: int, gpu, tr) -> li
     ep = tp * resolved.data_parallel_size if resolved.enable_expert_parallel else 1
     wb = weight_breakdown(shape, dtype_bytes=db, quant=quant, tp=tp, pp=pp, capability=gpu_cc(gpu),
                           vllm_version=tr.version.triple, partition=_pp_partition(shape, resolved, pp), ep=ep)
+    # --cpu-offload-gb: each rank moves whole parameters to CPU memory (UVA) until that many GiB (1024**3 bytes,
+    # set_cpu_offload_max_bytes) are offloaded; the last one offloaded may overshoot by one module, so the GPU share is
+    # at most weights - budget
     off = float(resolved.cpu_offload_gb or 0.0) * GiB
-    if off > 0:
-        # --cpu-offload-gb: each rank moves whole parameters to CPU memory (UVA) until that many GiB (1024**3 bytes,
-        # set_cpu_offload_max_bytes) are offloaded; the last one offloaded may overshoot by one module, so the GPU
-        # share is at most weights - budget
-        return [[_W(int(max(0.0, b - off)), f"{wb.how} − --cpu-offload-gb {off / GiB:g} GiB kept in CPU memory → stage "
-                    f"{r} rank {t}: {_gib(int(max(0.0, b - off)))} (at most: vLLM offloads whole parameters)")
-                 for t, b in enumerate(row)] for r, row in enumerate(wb.per_rank)]
-    return [[_W(int(b), f"{wb.how} → stage {r} rank {t}: {_gib(int(b))}") for t, b in enumerate(row)]
-            for r, row in enumerate(wb.per_rank)]
+    how = f"{wb.how} − --cpu-offload-gb {off / GiB:g} GiB kept in CPU memory" if off > 0 else wb.how
+    tail = " (at most: vLLM offloads whole parameters)" if off > 0 else ""
+    return [[_W(int(max(0.0, b - off)), f"{how} → stage {r} rank {t}: {_gib(int(max(0.0, b - off)))}{tail}")
+             for t, b in enumerate(row)] for r, row in enumerate(wb.per_rank)]
 
 
 def _quant(shape, resolved):

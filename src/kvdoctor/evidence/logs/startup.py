@@ -34,7 +34,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from kvdoctor.evidence.logs.envelope import Envelope, parse_envelope, split_glued, strip_ansi, worker_rank
+from kvdoctor.evidence.logs.envelope import (Envelope, leading_timestamp_b, parse_envelope, split_glued, strip_ansi,
+                                            worker_rank)
 from kvdoctor.evidence.model import V0_BLOCK_SIZE, StartupFacts
 from kvdoctor.units import as_float
 
@@ -448,10 +449,8 @@ class StartupCollector:
         """An ordering key for year-less timestamps that survives New Year (12-31 → 01-01)."""
         if env is None:
             return None
-        k = ((env.mon - 1) * 31 + env.day - 1) * 86400.0 + env.hh * 3600 + env.mi * 60 + env.ss
-        if env.year:
-            k += env.year * 400 * 86400.0
-        else:
+        k = _order_key(env.mon, env.day, env.hh, env.mi, env.ss, env.year)
+        if not env.year:
             k += self._year_add
             if self._max_ord is not None and k < self._max_ord - 180 * 86400:
                 self._year_add += 372 * 86400.0
@@ -1113,17 +1112,22 @@ def _error(c: StartupCollector, n: int, env: Envelope | None, kind: str, msg: st
 
 
 _RESTART_MIN_S = 5.0
-_ISO_HEAD = re.compile(r"^\s*(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)")
+
+
+def _order_key(mon: int, day: int, hh: int, mi: int, ss: int, year: int | None) -> float:
+    """A timestamp as an ordering key in seconds (months of 31 days: only the order matters); the year, where the
+    line prints one, on a scale no year-less key reaches."""
+    return ((mon - 1) * 31 + day - 1) * 86400.0 + hh * 3600 + mi * 60 + ss + (year * 400 * 86400.0 if year else 0.0)
 
 
 def _iso_order(msg: str) -> float | None:
     """The ordering key of a line vLLM's envelope does not cover but an ISO timestamp leads (a Rust tracing line of
-    NVIDIA Dynamo, a container runtime's prefix): the same scale as StartupCollector._ts with a year."""
-    m = _ISO_HEAD.match(msg)
+    NVIDIA Dynamo, a container runtime's prefix): the container timestamp's own pattern, on StartupCollector._ts's
+    scale."""
+    m = leading_timestamp_b(msg.encode("utf-8", "replace"))
     if m is None:
         return None
-    y, mo, d, hh, mi, ss = (int(g) for g in m.groups())
-    return ((mo - 1) * 31 + d - 1) * 86400.0 + hh * 3600 + mi * 60 + ss + y * 400 * 86400.0
+    return _order_key(*(int(m.group(g)) for g in ("mon", "day", "hh", "mi", "ss", "year")))
 
 
 def _another_refusal(f: StartupFacts, era: str, m: re.Match) -> bool:
