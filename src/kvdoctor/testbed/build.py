@@ -208,6 +208,39 @@ def _build(root: Path, log: Callable[[str], None]) -> TestBed:
     return TestBed(root=root, venv=venv, model=model, info=info)
 
 
+# Other models the test bed builds on demand beside ``tiny`` (same seeded tokenizer, seeded random weights), by name:
+# make_tiny_model.py's arguments. "small" (6 layers, hidden 768, 12 heads / 4 KV heads, 32.8M parameters) is the
+# calibration series' model from version 14 on (kvdoctor/testbed/series.py says why): on a host whose cores run the
+# 0.6M-parameter tiny model's step in ~1.6 ms, the step is mostly Python; this one's decode step is ~7 ms, most of it the
+# model's own matrix work, as a GPU deployment's is.
+MODEL_VARIANTS: dict[str, tuple[str, ...]] = {
+    "small": ("--layers", "6", "--hidden", "768", "--heads", "12", "--kv-heads", "4"),
+}
+
+
+def model_variant(tb: TestBed, name: str, *, log: Callable[[str], None] | None = None) -> Path:
+    """The test bed's model ``name`` (``MODEL_VARIANTS``), built into ``tb.root/name`` when absent (a few seconds).
+    Built in a temporary folder and renamed, under the test bed's lock, so a half-written model is never used."""
+    out = tb.root / name
+    if all((out / f).exists() for f in _MODEL_FILES):
+        return out
+    if name not in MODEL_VARIANTS:
+        raise TestBedError(f"no model variant {name!r} (known: {', '.join(MODEL_VARIANTS)})")
+    log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    with open(tb.root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if all((out / f).exists() for f in _MODEL_FILES):
+            return out
+        tmp = tb.root / f".{name}.building"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+        _run([tb.python, Path(__file__).with_name("make_tiny_model.py"), tmp, *MODEL_VARIANTS[name]], log,
+             f"build the {name} model", 600, env=_clean_env(tb.venv))
+        tmp.replace(out)
+    log(f"[testbed] model {name} built: {out}")
+    return out
+
+
 def _clean_env(venv: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
