@@ -139,7 +139,9 @@ EXPECTED_BATCH4 = {
     "crash-vllm-13067": ("oom", "high"),
     "crash-vllm-13150": "miss",  # a bad-flag ValueError in an un-prefixed traceback: no death, no refusal read
     "crash-vllm-27645": ("unknown", "high"),
-    "crash-vllm-18580": ("unknown", "medium"),
+    # the bare engine core's own traceback, cut before its exception: since stop 53 (sweep 166) read as the engine's
+    # traceback, and the action says the excerpt stops before the exception (it was "unknown" before)
+    "crash-vllm-18580": ("traceback", "high"),
 }
 CONF = ("low", "medium", "high")
 

@@ -63,8 +63,12 @@ def test_a_calibration_records_its_range_and_places_each_held_out_run():
     assert rng["prompt_tokens"] == [200.0, 200.0]
     assert 1.0 <= rng["running_requests"][0] <= rng["running_requests"][1] == 4.0
     place = {k: [(o["quantity"], o["direction"]) for o in v.get("outside_range", [])] for k, v in cal.fit["runs"].items()}
-    assert place == {"c4.json": [], "c4_300.json": [], "c4_1000.json": [("prompt_tokens", "above")],
-                     "c16.json": [("running_requests", "above")]}
+    # (their largest steps are also more than twice the closed loop 4's: four 1,000-token prompts, sixteen 200-token
+    # ones prefilled together)
+    assert place == {"c4.json": [], "c4_300.json": [],
+                     "c4_1000.json": [("prompt_tokens", "above"), ("step_tokens", "above")],
+                     "c16.json": [("running_requests", "above"), ("step_tokens", "above")]}
+    assert rng["step_tokens"][0] == 0.0 and rng["step_tokens"][1] >= 200
     inside = cal.fit["held_out_in_range_median_abs_error"]
     assert inside == C.median_abs({"c4_300.json": cal.fit["runs"]["c4_300.json"]})
 
@@ -185,3 +189,19 @@ def test_a_file_whose_range_or_held_out_error_is_garbled_is_refused_in_one_line(
         (tmp_path / f"b{i}.json").write_text(json.dumps(dict(TRUE.to_json(), fit=fit)))
         with pytest.raises(InputError, match="malformed calibration file"):
             C.load_calibration(tmp_path / f"b{i}.json")
+
+
+def test_a_step_twice_the_calibrations_largest_is_flagged_for_its_ttft():
+    # version 14's closed loop 8 (docs/simulation.md): one 1,790-token step where the ramp's largest was ~600; prompt
+    # lengths and the batch were inside the range, so only the step's size says the TTFT is the line extended
+    rng = {"prompt_tokens": [65.0, 319.0], "running_requests": [1.0, 8.0], "step_tokens": [0.0, 585.0]}
+    assert C.outside_range(rng, 256.0, 6.0, 1170.0) == []
+    got = C.outside_range(rng, 256.0, 6.0, 1791.0)
+    assert [(o["quantity"], o["direction"]) for o in got] == [("step_tokens", "above")]
+    (note,) = C.range_notes(got)
+    assert note.startswith("outside the calibrated range: its largest step schedules 1,791.0 tokens, the "
+                           "calibration's largest 585") and "TTFT" in note
+    # a range written before the step's size was recorded says nothing of it, and reads back
+    old = {k: v for k, v in rng.items() if k != "step_tokens"}
+    assert C.outside_range(old, 256.0, 6.0, 10_000.0) == []
+    C._check_fit_read_back({"calibrated_range": old})

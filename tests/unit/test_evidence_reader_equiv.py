@@ -31,6 +31,11 @@ Re-recorded on 2026-12-06, when ``StartupFacts`` gained ``cudagraph_opt_in_hint`
 CUDA-graph estimate was not deducted). The generator prints no such hint, so the field is None in every start-up; with
 it dropped, every part of all five cases matched the previous reference.
 
+Re-recorded on 2026-12-06 (stop 53), when a burst whose first line is the engine core's own "EngineCore …" from
+``core.py`` gained ``data["engine_core"]`` (0.8-0.10 printed it with no process prefix): every event of the five cases
+was compared with the old reader's (``/tmp/eqdiff.py``, both trees): one event each in "plain" and "mixed-b" gained the
+key; every other event, with its data, and every other part was unchanged.
+
 Re-record (only when the reading is *meant* to change, and say so in the commit):
 ``python tests/unit/test_evidence_reader_equiv.py --record``.
 """

@@ -44,8 +44,8 @@ def _text(e: Event) -> str:
 
 def _engine_traceback(e: Event) -> bool:
     """A traceback written by the engine core or a worker (not the API server's EngineDeadError)."""
-    return e.data.get("lines", 1) >= 3 and (e.kind == "engine-error" or (
-        str(e.data.get("proc", "")).startswith(ENGINE_PROCS) and e.kind in DEATH_KINDS))
+    return e.data.get("lines", 1) >= 3 and (e.kind == "engine-error" or (e.kind in DEATH_KINDS and (
+        str(e.data.get("proc", "")).startswith(ENGINE_PROCS) or bool(e.data.get("engine_core")))))
 
 
 def _cause_kind(events: list[Event], startup_error: str | None = None) -> tuple[str, Event | None]:
@@ -58,6 +58,11 @@ def _cause_kind(events: list[Event], startup_error: str | None = None) -> tuple[
             if e.kind == kind:
                 return kind, e
     tb = [e for e in events if _engine_traceback(e)]
+    killed = next((e for e in events if e.data.get("killed")), None)
+    if tb and killed is not None and tb[0].data.get("engine_core") and killed.line_no < tb[0].line_no:
+        # a worker gone without a word ("Worker proc VllmWorker-3 died unexpectedly"), then the bare engine core's
+        # traceback of shutting the executor down: the traceback is the consequence (intel/llm-scaler#154)
+        return "killed", killed
     if tb:
         return "traceback", tb[0]
     for e in events:
@@ -245,8 +250,11 @@ def _phase(ctx: Context, first: Event, near: list[Event]) -> str | None:
     """"at start-up" (a traceback through a frame that only runs at start-up: loading, profiling, KV allocation,
     graph capture), "while serving" (a stats sample before the death, or the death burst names a request), "at
     start-up" again for start-up lines with nothing served, else None: an excerpt of tracebacks alone does not say."""
-    if any(e.data.get("startup_frame") for e in near) or any("warming up sampler" in _text(e) for e in near):
-        return "at start-up"  # (vLLM's sampler warm-up message: only the start-up runs it)
+    if any(e.data.get("startup_frame") for e in near) or any(
+            w in _text(e) for e in near for w in ("warming up sampler", "core initialization failed")):
+        # (vLLM's sampler warm-up message: only the start-up runs it; V1's client raises "Engine core initialization
+        # failed" when the engine core died before it answered its first handshake)
+        return "at start-up"
     if _served(ctx, first, after=False) or any(w in _text(e) for e in near for w in _SERVING_WORDS):
         return "while serving"
     if any(e.data.get(k) for e in near for k in ("dump_config", "dump_stats", "dump_step")):
@@ -263,7 +271,10 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
             ce: Event | None) -> tuple[str, str, dict[str, Figure]]:
     """(action, why, gain) for one cause of death."""
     if cause == "oom":
-        return _oom_advice(ctx, phase, near)
+        action, why, gain = _oom_advice(ctx, phase, near)
+        if _runtime(near).startswith("HIP"):
+            action = action.replace("nvidia-smi", "amd-smi (rocm-smi)")  # the tool of the card the OOM names
+        return action, why, gain
     if cause == "memory-held":
         return _held_advice(ctx)
     exc = _exception(near, ce)
@@ -297,12 +308,18 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 f"an engine process crashed in native code (the log shows '{native}'): a segmentation fault, an abort "
                 "or a GPU hang below Python", {})
     if cause == "killed" and (host := next((e for e in near if HOST_OOM.search(_text(e))), None)) is not None:
+        ray = any(w in _text(host) for w in ("node running low on memory", "memory pressure (OOM)"))
         return ("give the host (or the container's memory limit) more RAM for the engine's peak, or lower what vLLM "
                 "holds in host memory while it loads and serves: weights staged through shared memory by each worker "
                 "(its shmem-rss), --cpu-offload-gb, --kv-offloading-size, a quantized checkpoint's repack at load; on "
-                "a unified-memory board (GH200, DGX Spark) the GPU's share comes out of the same RAM",
-                f"the kernel's OOM killer killed a process of the server (line {host.line_no}: "
-                f"'{_text(host).strip()[:90]}'): the host's or the container's memory ran out, not the GPU's", {})
+                "a unified-memory board (GH200, DGX Spark) the GPU's share comes out of the same RAM"
+                + ("; Ray's memory monitor killed it at RAY_memory_usage_threshold (0.95 of the node's RAM by "
+                   "default): raising the threshold (0.98) only moves the line, RAY_memory_monitor_refresh_ms=0 turns "
+                   "the monitor off and leaves the kernel's OOM killer" if ray else ""),
+                f"{'Ray' if ray else 'the kernel'}'s OOM killer killed a process of the server (line "
+                f"{host.data.get('cause_line', host.line_no)}: "
+                f"'{str(host.data.get('cause') or _text(host)).strip()[:90]}'): the host's or the container's memory "
+                "ran out, not the GPU's", {})
     if cause == "killed":
         # a worker that exits mid-serving without a word is as often a kernel fault as a kill (vllm#40756: MTP on long
         # sequences, an illegal memory access): both branches, the one the host's log does not confirm second
@@ -334,7 +351,15 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "failed'), and its own traceback is not in this log", {})
     if cause == "traceback" and ce is not None:
         end = ce.data.get("last_line", ce.line_no)
-        return (f"read the engine's own traceback (lines {ce.line_no}-{end}, {ce.data.get('proc', 'its process')}): "
+        where = f"lines {ce.line_no}-{end}, {ce.data.get('proc', 'its process')}"
+        if not ce.data.get("exception"):
+            # the excerpt stops inside the frames (a paste cut, a log viewer's limit): "its last line" would point at a
+            # frame, which names no exception
+            return (f"find the exception that ends the engine's traceback ({where}): this excerpt stops before it, so "
+                    "read the full log after those frames; search vLLM's issues for that line with your version",
+                    "the engine core or a worker raised an exception it could not recover from (the excerpt cuts "
+                    "its traceback before the exception is named)", {})
+        return (f"read the engine's own traceback ({where}): "
                 "its last line names the exception; search vLLM's issues for it with your version",
                 "the engine core or a worker raised an exception it could not recover from", {})
     if any("output_handler failed" in _text(e) for e in near) and not any(
@@ -554,6 +579,16 @@ def _runtime(near: list[Event]) -> str:
 
 def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
     """A CUDA OOM: at start-up the ledger's question; while serving, the utilization that leaves the shortfall."""
+    if any(e.data.get("wake_up") for e in near):
+        # sleep mode (RL rollouts colocated with training: verl, OpenRLHF, NeMo-RL) re-maps the weights and the KV
+        # pool on wake_up through its own allocator; what the trainer still holds on the GPU is what it finds missing
+        return ("free what the colocated process still holds before wake_up (offload the trainer's weights and "
+                "optimizer state, torch.cuda.empty_cache()), wake the weights first and the KV cache after "
+                "(wake_up(tags=['weights']), then ['kv_cache']), or make the pool smaller (kv_cache_memory_bytes, "
+                "or a lower --gpu-memory-utilization)",
+                f"{_runtime(near)} ran out of memory while sleep mode woke the engine up (its allocator re-mapping the "
+                "weights and the KV pool): another process on the GPU held memory the sleeping engine had given back",
+                {})
     if phase == "at start-up":
         frame = next((e.data["startup_frame"] for e in near if e.data.get("startup_frame")), "start-up")
         if frame in ("CUDA graph capture", "capture_model"):
@@ -569,6 +604,14 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                     "--gpu-memory-utilization lower, as vLLM's message says",
                     f"{_runtime(near)} ran out of memory while the engine warmed up its sampler at start-up, after the "
                     "KV pool took its share", {})
+        if any(e.data.get("sampler") for e in near):
+            # a frame of the sampler at start-up: the profile run samples max_num_seqs dummy requests over the whole
+            # vocabulary (sweep 170 item 06: 380 MiB for logits.sort on an RTX 4090 with DeepSeek-V3's 129,280 tokens)
+            return ("--max-num-seqs lower: the start-up profile samples that many dummy requests at once over the "
+                    "whole vocabulary (the sort for top-p/top-k is the largest buffer), or --gpu-memory-utilization "
+                    "lower if the KV pool was sized first",
+                    f"{_runtime(near)} ran out of memory in the sampler at start-up (its dummy batch of --max-num-seqs "
+                    "requests over the vocabulary)", {})
         if any(e.data.get("kv_alloc") for e in near):
             return _kv_alloc_oom(near)
         st = ctx.startup
@@ -605,6 +648,16 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                 f"{_runtime(near)} ran out of memory computing prompt_logprobs: the step held a prompt chunk's logits "
                 "over the whole vocabulary in fp32 (prompt tokens x vocabulary x 4 B), which vLLM's start-up profile "
                 "does not include", gain)
+    if phase is None and action.startswith("--gpu-memory-utilization"):
+        # nothing in the excerpt says whether the engine had served (a stats line, a request) or was still starting:
+        # "in a step" would claim the one the text does not show (sweep 175 items 05-06: bf16 weights larger than the
+        # card's share, read as a step outgrowing its profile)
+        return ("if it died before serving a request (no stats line or request in the log before it), the weights or "
+                "the activation peak do not fit: kvdoctor ledger with the model and GPU, then quantized weights or "
+                "--tensor-parallel-size; if it had served, " + action.split("; if it died before serving")[0],
+                f"{_runtime(near)} ran out of memory, and the excerpt does not show whether the engine was still "
+                "starting or serving: at start-up it is the weights, activation peak or graphs not fitting; in a step, "
+                "that step needed more than vLLM's start-up profile measured", gain)
     return (action, f"{_runtime(near)} ran out of memory in a step: that step needed more than vLLM's start-up "
                     "profile measured (a larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process "
                     "on the GPU)", gain)

@@ -191,13 +191,17 @@ def does_not_fit(ctx: Context) -> Finding | None:
         # 1024 > 524 on 2x H100; KAITO#2319: 1024 > 614). The pool's blocks do not depend on the length.
         blocks = int(st.num_gpu_blocks)
         ln = st.line_refs.get("startup_error")
+        util = st.gpu_memory_utilization
+        # at 0.95 and above the fraction has little left to give (vllm-project/recipes#831: BF16 at 0.95 still 556)
+        more = ("" if util is not None and util >= 0.95 else
+                ", or a higher --gpu-memory-utilization for more blocks")
         return rule_finding(
             "ledger.does-not-fit",
             f"vLLM refused to start: max_num_seqs exceeds the {blocks:,} Mamba cache blocks the pool holds (one per "
             "decoding sequence)",
             severity="problem",
-            action=(f"--max-num-seqs {blocks} or lower (vLLM's default is 1024 on GPUs of 70 GiB or more, 256 below), "
-                    "or a higher --gpu-memory-utilization for more blocks"),
+            action=(f"--max-num-seqs {blocks} or lower (vLLM's default is 1024 on GPUs of 70 GiB or more, 256 below)"
+                    + more),
             gain={"max_num_seqs": Figure(blocks, "measured", "the Mamba cache blocks in vLLM's error line")},
             evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source, line_no=ln)])
     if led is not None and not led.fit_ok:

@@ -699,7 +699,8 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     reason = ok.summary if ok is not None else (
         f"the queue is ~empty in {q.zero_share:.0%} of {q.samples} sample(s), KV peak {sig.kv_text(q.kv_max)}, {prem}: "
         "nothing for the chains to fix in this window")
-    carried = [f"Waiting ≤ {th.waiting_zero:g} in {q.zero_share:.0%} of {q.samples} sample(s)",
+    carried = [f"Waiting ≤ {th.waiting_zero:g} (or ≤ {sig.TRANSIENT_QUEUE:.0%} of the requests running) in "
+               f"{q.zero_share:.0%} of {q.samples} sample(s)",
                f"KV peak {sig.kv_text(q.kv_max)}", f"preemption: {s.persistent_how}"]
     d = s.decode
     if d is not None and d.samples and not math.isnan(d.per_request):

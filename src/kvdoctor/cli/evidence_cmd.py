@@ -56,6 +56,11 @@ def evidence(
     _render(doc, quiet)
 
 
+def _ms(v: float) -> str:
+    """Milliseconds to three figures: a 3.32 ms inter-token latency is not "3 ms"."""
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
 def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
     if v is None:
         return "-"
@@ -143,10 +148,12 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
     con.print(f"  preemptions: {_fmt(pre, digits=0)}"
               + (f" ({s['preemptions_per_min']:.2f}/min)" if s.get("preemptions_per_min") is not None else "")
               + (f", {s['preemption_warnings']} v0 warning(s)" if s.get("preemption_warnings") else ""))
-    lat = [f"{k.replace('_s', '')} {s[k] * 1000:.0f} ms" for k in ("ttft_p50_s", "ttft_p99_s", "itl_p50_s", "itl_p99_s")
-           if s.get(k) is not None]
+    lat = [f"{k.replace('_s', '')} {_ms(s[k] * 1000)} ms"
+           for k in ("ttft_p50_s", "ttft_p99_s", "itl_p50_s", "itl_p99_s") if s.get(k) is not None]
     if lat:
-        con.print("  latency: " + ", ".join(lat))
+        whose = sorted(set((s.get("latency_from") or {}).values()))
+        con.print("  latency: " + ", ".join(lat) + (f" ({', '.join(whose)}; each result is listed below)"
+                                                    if whose else ""))
     if s["errors"]:
         con.print("  errors: " + ", ".join(f"{k} ×{v}" for k, v in sorted(s["errors"].items())))
     if s.get("stop_requests"):

@@ -269,8 +269,9 @@ class Timeline:
 
 
 # The processes that run the model (V1's engine core and its workers) as log prefixes name them: a traceback of
-# theirs is the engine's own (evidence.logs.lines names such bursts "engine-error"; chains.crash reads them).
-ENGINE_PROCS = ("EngineCore", "VllmWorker", "Worker")
+# theirs is the engine's own (evidence.logs.lines names such bursts "engine-error"; chains.crash reads them). Ray runs
+# the workers as actors: "(RayWorkerWrapper pid=1888, ip=172.16.0.115)" (RayWorkerVllm in 0.4-0.5).
+ENGINE_PROCS = ("EngineCore", "VllmWorker", "Worker", "RayWorkerWrapper", "RayWorkerVllm")
 # The event kinds that are an engine's death (evidence.logs.lines writes them, chains.crash judges them), and how far
 # before a death line its cause is looked for (a traceback of the engine core, then the API server's EngineDeadError,
 # land within a second or two of each other; the reader joins a worker's lone error burst to the death within it)
@@ -279,8 +280,12 @@ ENGINE_PROCS = ("EngineCore", "VllmWorker", "Worker")
 # from outside; chains.crash says whose memory ran out)
 # (and a container's state as Kubernetes and docker report it: "Reason: OOMKilled", "terminated=OOMKilled",
 # '"OOMKilled": true'; sweep 120 item 05, a vLLM CPU pod killed at its 4 GiB limit)
+# (and Ray's memory monitor, which kills a worker when the node's RAM passes RAY_memory_usage_threshold:
+# "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory" in the engine's traceback,
+# the raylet's "Workers ... killed due to memory pressure (OOM)": host memory again, vllm#15102)
 HOST_OOM = re.compile(r"[Oo]ut of memory: Kill(?:ed)? process|invoked oom-killer|\boom-kill:|Reason:\s+OOMKilled\b"
-                      r"|=OOMKilled\b|\"OOMKilled\":\s*true")
+                      r"|=OOMKilled\b|\"OOMKilled\":\s*true|node running low on memory"
+                      r"|killed due to memory pressure \(OOM\)")
 DEATH_KINDS = ("engine-dead", "oom", "cuda-error", "nccl-timeout")
 CAUSE_WINDOW_S = 30.0
 CAUSE_WINDOW_LINES = 400

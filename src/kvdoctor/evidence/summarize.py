@@ -216,12 +216,16 @@ def _latency(ev: Evidence, tls: list) -> dict[str, Any]:
         a = np.concatenate(itls)
         out["itl_p50_s"] = float(np.percentile(a, 50))
         out["itl_p99_s"] = float(np.percentile(a, 99))
-    for b in ev.bench:
+    for k, b in enumerate(ev.bench):
         f = b.fields
         for key, src in (("ttft_p50_s", "median_ttft_ms"), ("ttft_p99_s", "p99_ttft_ms"),
                          ("itl_p50_s", "median_itl_ms"), ("itl_p99_s", "p99_itl_ms")):
             if key not in out and _f(f.get(src)) is not None:
                 out[key] = f[src] / 1000.0
+                if len(ev.bench) > 1:
+                    # one run's percentiles: several results are not pooled (sweep 171: a QPS-50 run's 50.7 s p99
+                    # TTFT sat behind the first run's 424 ms), so the line says whose they are
+                    out.setdefault("latency_from", {})[key] = f"bench #{k + 1} of {len(ev.bench)}"
         for key in ("request_throughput", "output_throughput"):
             if key not in out and _f(f.get(key)) is not None:
                 out[key] = f[key]

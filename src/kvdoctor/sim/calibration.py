@@ -188,7 +188,9 @@ def _check_fit_read_back(fit: dict) -> None:
     rng = fit.get("calibrated_range")
     if rng is None:
         return
-    for key in ("prompt_tokens", "running_requests"):
+    for key in ("prompt_tokens", "running_requests", "step_tokens"):
+        if key == "step_tokens" and key not in rng:
+            continue  # written before the step's size was recorded
         lo, hi = (float(x) for x in rng[key])
         if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo <= hi):
             raise ValueError(key)
@@ -1263,18 +1265,22 @@ def fit(runs: list[BenchRun], setup: Setup, kind: str = "linear", iters: int = 2
 
 
 def evaluate(cal: Calibration, runs: list[BenchRun], setup: Setup, rng: dict | None = None,
-             running: list[int] | None = None) -> dict[str, dict]:
+             running: list[int] | None = None, step_tokens: list[int] | None = None) -> dict[str, dict]:
     """Per run: predicted figures and relative errors; with ``rng`` (``calibrated_range``), where the run lies
     outside the calibrated range (``outside_range``: the same test a prediction made with the calibration gets).
-    ``running``: collects the number of requests running in every simulated step (what ``calibrated_range`` reads)."""
+    ``running``: collects the number of requests running in every simulated step, ``step_tokens`` each run's largest
+    step (what ``calibrated_range`` reads)."""
     out = {}
     on_step = (lambda rec: running.append(int(rec.running))) if running is not None else None
     for r in runs:
         res = simulate_run(r, setup, cal, on_step=on_step)
+        if step_tokens is not None:
+            step_tokens.append(res.summary.max_step_tokens)
         pred = sim_figures(res, r.lead_s)
         out[r.name] = {"predicted": pred, "measured": r.figures, "error": run_errors(r.figures, pred)}
         if rng is not None:
-            out[r.name]["outside_range"] = outside_range(rng, _mean(r.prompt), res.summary.mean_running)
+            out[r.name]["outside_range"] = outside_range(rng, _mean(r.prompt), res.summary.mean_running,
+                                                         res.summary.max_step_tokens)
         if r.warm_prefix is not None:  # what the re-simulation took as already cached (of the prompt tokens)
             out[r.name]["warm_prompt_tokens"] = int(sum(r.warm_prefix))
             out[r.name]["prompt_tokens"] = int(sum(r.prompt))
@@ -1296,8 +1302,9 @@ def evaluation(cal: Calibration, fit_runs: list[BenchRun], held: list[BenchRun],
     the median errors on the fitted and the held-out runs, and the calibrated range (``calibrated_range``) with each
     held-out run's place against it."""
     running: list[int] = []
-    on_fit = evaluate(cal, fit_runs, setup, running=running)
-    rng = calibrated_range(fit_runs, running)
+    largest: list[int] = []
+    on_fit = evaluate(cal, fit_runs, setup, running=running, step_tokens=largest)
+    rng = calibrated_range(fit_runs, running, largest)
     on_held = evaluate(cal, held, setup, rng) if held else {}
     inside = {k: v for k, v in on_held.items() if not v.get("outside_range")}
     return {"runs": {**{k: {**v, "split": "fit"} for k, v in on_fit.items()},
@@ -1339,38 +1346,46 @@ def _mean(xs) -> float:
     return float(sum(xs)) / len(xs) if len(xs) else 0.0
 
 
-def calibrated_range(fit_runs: list[BenchRun], running: list[int]) -> dict | None:
+def calibrated_range(fit_runs: list[BenchRun], running: list[int], largest: list[int] | None = None) -> dict | None:
     """Where the fitted runs measured the deployment: the 5th-95th percentile of their requests' prompt tokens and of
     ``running``, the number of requests running in each of their engine steps as re-simulated with the calibration
-    (``evaluate``'s collector). None without a fitted run."""
+    (``evaluate``'s collector); and ``largest``, their largest re-simulated step's tokens (the most any step of theirs
+    priced: one step of a much larger size, a burst's prompts prefilled together, is the step line extended). None
+    without a fitted run."""
     import numpy as np
 
     prompts = [p for r in fit_runs for p in r.prompt]
     if not prompts or not running:
         return None
     lo, hi = RANGE_QUANTILES
-    return {"prompt_tokens": [float(np.percentile(prompts, lo)), float(np.percentile(prompts, hi))],
-            "running_requests": [float(np.percentile(running, lo)), float(np.percentile(running, hi))],
-            "from": "the fitted runs' requests and re-simulated steps, 5th-95th percentile"}
+    out = {"prompt_tokens": [float(np.percentile(prompts, lo)), float(np.percentile(prompts, hi))],
+           "running_requests": [float(np.percentile(running, lo)), float(np.percentile(running, hi))],
+           "from": "the fitted runs' requests and re-simulated steps, 5th-95th percentile"}
+    if largest:
+        out["step_tokens"] = [0.0, float(max(largest))]
+    return out
 
 
-def outside_range(rng: dict | None, mean_prompt: float, mean_running: float) -> list[dict]:
-    """Where a predicted load (its requests' mean prompt tokens, its time-weighted mean of running requests) leaves
-    the calibrated range: one entry per quantity, ``direction`` "above" or "below". Empty inside it or without one.
-    Below the batch range counts only when the range starts at 2 or more running (a one-request range has no lighter
-    load)."""
+def outside_range(rng: dict | None, mean_prompt: float, mean_running: float,
+                  max_step_tokens: float | None = None) -> list[dict]:
+    """Where a predicted load (its requests' mean prompt tokens, its time-weighted mean of running requests, its
+    largest step's tokens) leaves the calibrated range: one entry per quantity, ``direction`` "above" or "below".
+    Empty inside it or without one. Below the batch range counts only when the range starts at 2 or more running (a
+    one-request range has no lighter load); the step's size is judged above only (a range written before it was
+    recorded has none)."""
     if not rng:
         return []
     out = []
     for key, value, slack in (("prompt_tokens", mean_prompt, 0.0), ("running_requests", mean_running,
-                                                                     RANGE_SLACK_REQS)):
+                                                                     RANGE_SLACK_REQS),
+                              ("step_tokens", max_step_tokens, 0.0)):
         edges = rng.get(key)
         if not edges or value is None or not value == value:
             continue
         lo, hi = float(edges[0]), float(edges[1])
         if value > max(RANGE_FACTOR * hi, hi + slack):
             out.append({"quantity": key, "direction": "above", "value": round(float(value), 2), "range": [lo, hi]})
-        elif (key == "prompt_tokens" or lo >= 2) and value < lo / RANGE_FACTOR:
+        elif key != "step_tokens" and (key == "prompt_tokens" or lo >= 2) and value < lo / RANGE_FACTOR:
             out.append({"quantity": key, "direction": "below", "value": round(float(value), 2), "range": [lo, hi]})
     return out
 
@@ -1382,18 +1397,23 @@ _RANGE_MEANS = {
                                    "be far off",
     ("running_requests", "below"): "a lighter load's lone prefills and short queues were not measured: TTFT may be "
                                    "far off",
+    ("step_tokens", "above"): "a step that size (a burst's prompts prefilled together) is priced by the step line "
+                              "extended, not measured; a step's cost per token can grow with its size (a CPU's caches, "
+                              "a GPU past its memory-bound knee): the TTFT of the requests in it may be far off",
 }
 
 
 def range_notes(items: list[dict]) -> list[str]:
     """One sentence per quantity ``outside_range`` found."""
     names = {"prompt_tokens": ("prompts average", "tokens", "the calibration's requests had"),
-             "running_requests": ("the engine runs", "requests on average", "the calibration's steps ran")}
+             "running_requests": ("the engine runs", "requests on average", "the calibration's steps ran"),
+             "step_tokens": ("its largest step schedules", "tokens", "the calibration's largest")}
     out = []
     for it in items:
         what, unit, cal_had = names[it["quantity"]]
         lo, hi = it["range"]
-        out.append(f"outside the calibrated range: {what} {it['value']:,.1f} {unit}, {cal_had} {lo:,.0f}-{hi:,.0f}; "
+        had = f"{hi:,.0f}" if it["quantity"] == "step_tokens" else f"{lo:,.0f}-{hi:,.0f}"
+        out.append(f"outside the calibrated range: {what} {it['value']:,.1f} {unit}, {cal_had} {had}; "
                    + _RANGE_MEANS[(it["quantity"], it["direction"])])
     return out
 

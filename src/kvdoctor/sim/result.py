@@ -35,6 +35,7 @@ class SimSummary:
     duration_s: float = 0.0  # first arrival -> last completion (simulated)
     steps: int = 0  # engine steps simulated
     mean_running: float = 0.0
+    max_step_tokens: int = 0  # the most tokens one engine step scheduled (prompt chunks and decodes)
     peak_kv_usage_pct: float = 0.0
     mean_kv_usage_pct: float = 0.0
     prefix_cache_hit_pct: float | None = None

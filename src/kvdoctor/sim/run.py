@@ -737,6 +737,7 @@ def _build_result(reqs, sched, rec, cfg, nsteps, now, t_start, busy_t, kv_sum, k
         duration_s=span,
         steps=total_steps,
         mean_running=running_sum / span,
+        max_step_tokens=int(step_tokens.max()) if len(step_tokens) else 0,
         peak_kv_usage_pct=100.0 * kv_peak,
         mean_kv_usage_pct=100.0 * kv_sum / span,
         prefix_cache_hit_pct=(100.0 * sched.prefix_hits / sched.prefix_queries) if sched.prefix_queries else None,

@@ -291,7 +291,8 @@ def _lean_text(unc: dict, err: dict, names: dict[str, str]) -> str:
 
 def calibrated_range_check(calibration: Calibration | None, result: SimResult) -> dict:
     """``{"calibrated_range": ..., "outside_range": [...], "notes": [...]}`` for a load predicted with a calibration:
-    its requests' mean prompt and its mean running requests against the range the calibration's fitted runs measured
+    its requests' mean prompt, its mean running requests and its largest step against the range the calibration's
+    fitted runs measured
     (``sim.calibration.outside_range``). Empty without a calibration or for a file written before the range was
     recorded."""
     from kvdoctor.sim.calibration import outside_range, range_notes
@@ -301,7 +302,7 @@ def calibrated_range_check(calibration: Calibration | None, result: SimResult) -
         return {}
     prompts = result.prompt_tokens
     mean_prompt = float(prompts.mean()) if len(prompts) else 0.0
-    items = outside_range(rng, mean_prompt, result.summary.mean_running)
+    items = outside_range(rng, mean_prompt, result.summary.mean_running, result.summary.max_step_tokens)
     return {"calibrated_range": rng, "outside_range": items, "notes": range_notes(items)}
 
 

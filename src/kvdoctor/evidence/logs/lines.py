@@ -34,6 +34,7 @@ FULL_NEEDLES = (
     b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL", b"Process EngineCore", b"Heartbeat monitor", b"Killed",
     b"Sequence group",  # V0's preemption warning, when a page broke it before "preempted by" (_pieces_after)
     b"SIGSEGV", b"SIGABRT", b"core dumped", b"GPU Hang", b"HW Exception",  # a crash below Python (_NATIVE_CRASH)
+    b"Segfault encountered",  # ... and torch's own banner for it
     b"device_name=",  # the GPU's name, in the fused-MoE config path (startup.R_DEVICE_NAME)
     b"Graph capturing", b"Model loading took",  # figure lines whose "GiB" a terminal's wrap moved to the next line
     b"SpecDecoding metrics", b"Mean acceptance length",  # speculative decoding's interval line (_SPEC_DECODE)
@@ -76,7 +77,7 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to all
                 b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
                 b"HW Exception", b"] Assertion `", b"kernel only supports sm", b"_get_prompt_logprobs_dict",
-                b"Exception:")
+                b"Exception:", b"Segfault encountered")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
@@ -100,7 +101,9 @@ _NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
 # hung GPU ("HW Exception by GPU node-1 ... reason :GPU Hang"); data["native"] keeps the marker
 _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|Bus error|Floating point exception)|"
                            r"\*\*\* SIG(?:SEGV|ABRT|BUS|FPE) received|(?:Segmentation fault|Aborted|Bus error) \(core "
-                           r"dumped\)|reason ?:GPU Hang|HW Exception by GPU")
+                           r"dumped\)|reason ?:GPU Hang|HW Exception by GPU"
+                           # torch's own handler (c10 FatalSignalHandler): "!!!!!!! Segfault encountered !!!!!!!"
+                           r"|!+ Segfault encountered !+")
 # vLLM's scheduler when a KV connector (LMCache, NIXL, a remote store) could not load blocks it promised
 # (v1/core/sched/scheduler.py _handle_invalid_blocks; kv_transfer_config.kv_load_failure_policy):
 # "Recovered from KV load failure: 215 request(s) rescheduled (373752 tokens affected)." (policy recompute) and
@@ -133,6 +136,7 @@ _STARTUP_FRAMES = ("create_engine_config", "load_model", "load_weights", "proces
                    "compile_or_warm_up_model", "init_device", "allocate_kv_cache")
 # the KV pool's own allocation (V1's _allocate_kv_cache_tensors / initialize_kv_cache_tensors, V0's _allocate_kv_cache):
 # the pool was sized from the profile, and the memory was not there when it was allocated
+_SAMPLER_FRAMES = ("logits.sort(", "_apply_top_k_top_p", "/v1/sample/sampler.py", "/layers/sampler.py")
 _KV_ALLOC_FRAMES = ("allocate_kv_cache", "initialize_kv_cache_tensors")
 # How specific an error burst's kind is: a burst is named by its most specific line (a traceback's last line
 # names the exception; its first line is often a generic "EngineCore encountered a fatal error").
@@ -142,14 +146,91 @@ _KIND_RANK = {"error": 0, "engine-error": 0, "engine-dead": 1, "kv-too-small": 2
 _STOP_SIGNALS = (b"SIGINT", b"SIGTERM", b"SIGQUIT", b"SIGHUP")
 
 
+# an added or removed comment line of a pasted diff ('+      # colocated Megatron policy ("CUDA Error: out of memory
+# at': NVIDIA-NeMo/RL#3280, a YAML change explaining itself)
+_DIFF_COMMENT = re.compile(r"\s*[+-]\s*#")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
 def _markdown_prose(msg: str) -> bool:
     """A bare line that is a person's Markdown sentence ("... so every `vllm serve` died with an `AttributeError` at
     engine init": a pull request's description, vllm-metal#559): several code spans and many words, and not an
     exception line. vLLM's own bare lines (a traceback's last line, "Killed", "Process EngineCore_0:") are short and
     carry no code spans; its enveloped lines never reach here."""
     stripped = msg.replace("```", "").strip()  # a code fence around the line holds the program's own words
-    return (stripped.count("`") >= 4 and len(stripped.split()) >= 12 and not stripped.startswith("Traceback")
-            and not is_exception_line(stripped))
+    if stripped.startswith("Traceback") or is_exception_line(stripped):
+        return False
+    if stripped.count("`") >= 4 and len(stripped.split()) >= 12:
+        return True
+    # a sentence in a script without spaces between words (Japanese, Chinese) around a code span: "見えるのは
+    # `EngineDeadError` だけで — 起動中にも、リクエストの途中にも" (sweep 169 item 03) is about a death, not one
+    return stripped.count("`") >= 2 and len(_CJK.findall(stripped)) >= 12
+
+
+def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bool]:
+    """What one line tells of its whole burst (each mark set, never unset, by any line of it)."""
+    hits = (
+        # 0.7-0.8's V1 client ("Got fatal signal from worker processes, shutting down") SIGKILLs its own process group,
+        # so the shell's "Killed" after it is vLLM's own exit and the traceback above is the cause
+        ("self_kill", _SELF_KILL in msg),
+        # a frame of the prompt-logprobs path names an OOM under it (chains.crash)
+        ("prompt_logprobs", _PROMPT_LOGPROBS in msg),
+        ("kv_alloc", frame is not None and any(f in msg for f in _KV_ALLOC_FRAMES)),
+        # a frame of the sampler: its top-p/top-k sort is the largest buffer of the start-up profile's dummy batch
+        # (chains.crash names --max-num-seqs)
+        ("sampler", any(w in msg for w in _SAMPLER_FRAMES)),
+        # sleep mode's allocator (csrc/cumem_allocator.cpp) re-mapping what slept: an OOM there is a wake-up's
+        ("wake_up", "cumem_allocator" in msg or "wake_up" in msg),
+        # "EngineCore encountered a fatal error." / "EngineCore failed to start." from vllm/v1/engine/core.py, bare
+        # (0.8-0.10 wrote no process prefix): the engine core's own words; its traceback follows in the burst
+        ("engine_core", kind == "engine-dead" and m is not None and m.source_file() == b"core.py"
+         and msg.lstrip().startswith("EngineCore")),
+    )
+    return {k: True for k, hit in hits if hit}
+
+
+def _error_kind(msg: str, m: Any) -> str | None:
+    """What an error-ish line is: "engine-dead", "oom", "kv-too-small", "cuda-error", "nccl-timeout", "error"; None
+    when it is none of them (advice, a word inside other text)."""
+    # vLLM's own advice is no OOM: V0's INFO "CUDA graphs can take additional 1~3 GiB memory per GPU. If you are
+    # running out of memory, consider decreasing `gpu_memory_utilization` ..." printed at every start-up
+    advice = "running out of memory" in msg or (m is not None and m.group("level") in (b"INFO", b"DEBUG"))
+    if HOST_OOM.search(msg):
+        return "engine-dead"  # killed from outside (data["killed"] below): the host's memory ran out
+    if ("out of memory" in msg or "OutOfMemoryError" in msg or R_TORCH_OOM_BODY.search(msg)) and not advice:
+        return "oom"
+    if "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
+        return "kv-too-small"
+    if ("illegal memory access" in msg or _CUDA_ERROR.search(msg) or "device-side assert" in msg
+          or _DEVICE_ASSERT.search(msg) or ARCH_GUARD in msg or LLVM_ABORT in msg):
+        return "cuda-error"
+    if "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
+        return "nccl-timeout"
+    if is_exception_line(msg.strip()) and any(x in msg for x in FATAL_AT_START):
+        return "engine-dead"  # vLLM refused this GPU or host at start-up (FATAL_AT_START)
+    if ("EngineDeadError" in msg or "died unexpectedly" in msg or "exited unexpectedly" in msg or "fatal error" in msg
+          or ("died" in msg and ("ngine" in msg or "Worker" in msg or "exit code" in msg))
+          or "is already dead" in msg or "Background loop has errored" in msg or _KILLED.search(msg)
+          or _SELF_KILL in msg or "get_output_async" in msg or "background task failed" in msg
+          # the API server's output loop raised (a detokenizer error): it is not restarted, so no request is
+          # answered again until the server is (AsyncLLM._run_output_handler starts it once)
+          or "output_handler failed" in msg
+          or ("Process EngineCore" in msg and msg.rstrip().endswith(":"))
+          or "Engine core initialization failed" in msg or "failed to start" in msg or _NATIVE_CRASH.search(msg)
+          # V0's async engine: a step over VLLM_ENGINE_ITERATION_TIMEOUT_S marks the engine errored and raises
+          or "Engine iteration timed out" in msg):
+        # v0 to 0.33: "Engine loop has died", "Engine process (pid N) died", "MQLLMEngine is already dead",
+        # "Engine core proc EngineCore_0 died unexpectedly", V1's output handler failing in get_output_async,
+        # v0's "Engine background task failed", multiprocessing's "Process EngineCore:" (the process raised),
+        # v0's "Worker VllmWorkerProcess pid N died, exit code: -6", the shell's "Killed"
+        return "engine-dead"
+    if ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
+          or is_exception_line(msg.strip()) or _PROMPT_LOGPROBS in msg
+          # pydantic's line for a failed config check ("Assertion failed, In Mamba cache align mode, block_size
+          # (2096) must be <= max_num_batched_tokens (2048). [type=assertion_error, ...]": vllm#36734)
+          or "[type=assertion_error" in msg):
+        return "error"
+    return None
 
 
 def _note_exception(ev: Event, msg: str, n: int) -> None:
@@ -179,8 +260,10 @@ def _note_exception(ev: Event, msg: str, n: int) -> None:
 
 # vLLM's dump at a fatal engine error (logging_utils/dump_input.py, 0.9 on): the scheduler's state and the step it was
 # running, each one ERROR line in the engine's burst
-_DUMP_STATS = re.compile(r"Dumping scheduler stats: SchedulerStats\(num_running_reqs=(\d+), num_waiting_reqs=(\d+)")
-_DUMP_KV = re.compile(r"\bkv_cache_usage=(\d+(?:\.\d+)?(?:e-?\d+)?)\b")
+# (0.9 logged the stats bare, "[dump_input.py:82] SchedulerStats(...)", and named the pool's use gpu_cache_usage)
+_DUMP_STATS = re.compile(r"(?:Dumping scheduler stats: |^\s*|\[dump_input\.py:\d+\]\s+)"
+                         r"SchedulerStats\(num_running_reqs=(\d+), num_waiting_reqs=(\d+)")
+_DUMP_KV = re.compile(r"\b(?:kv|gpu)_cache_usage=(\d+(?:\.\d+)?(?:e-?\d+)?)\b")
 _DUMP_STEP = re.compile(r"Dumping scheduler output for model execution: SchedulerOutput\(")
 _DUMP_TOTAL = re.compile(r"\btotal_num_scheduled_tokens=(\d+)")
 _DUMP_PER_REQ = re.compile(r"\bnum_scheduled_tokens=\{([^{}]*)\}")
@@ -208,6 +291,7 @@ def _note_dump(ev: Event, msg: str, n: int) -> None:
 
 
 _BARE_PROC = re.compile(r"\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+")
+_RANK_PREFIX = re.compile(r"\[rank(\d+)\]:\s?")
 
 
 def proc_key(m: Any) -> str:
@@ -480,54 +564,23 @@ class LinePath:
         msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
         if m is None and msg.startswith(">"):
             msg = msg.lstrip("> ")  # a Markdown quote of the line ("> ValueError: Bfloat16 is only ...": a forum post)
-        if m is None and _markdown_prose(msg):
-            return False  # a person's sentence about a failure, not the failure's own line
+        if m is None and (_markdown_prose(msg) or _DIFF_COMMENT.match(msg)):
+            return False  # a person's sentence about a failure (or a pasted diff's comment), not the failure's line
         # a traceback's own lines under a process prefix and nothing else ("(EngineCore pid=40947) RuntimeError: ...":
         # Python's traceback printed to the process's stderr, which vLLM prefixes): that process's words
         bare = _BARE_PROC.match(msg) if m is None else None
         if bare is not None:
             msg = msg[bare.end():]
-        # vLLM's own advice is no OOM: V0's INFO "CUDA graphs can take additional 1~3 GiB memory per GPU. If you are
-        # running out of memory, consider decreasing `gpu_memory_utilization` ..." printed at every start-up
-        advice = "running out of memory" in msg or (m is not None and m.group("level") in (b"INFO", b"DEBUG"))
-        if HOST_OOM.search(msg):
-            kind = "engine-dead"  # killed from outside (data["killed"] below): the host's memory ran out
-        elif ("out of memory" in msg or "OutOfMemoryError" in msg or R_TORCH_OOM_BODY.search(msg)) and not advice:
-            kind = "oom"
-        elif "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
-            kind = "kv-too-small"
-        elif ("illegal memory access" in msg or _CUDA_ERROR.search(msg) or "device-side assert" in msg
-              or _DEVICE_ASSERT.search(msg) or ARCH_GUARD in msg or LLVM_ABORT in msg):
-            kind = "cuda-error"
-        elif "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
-            kind = "nccl-timeout"
-        elif is_exception_line(msg.strip()) and any(x in msg for x in FATAL_AT_START):
-            kind = "engine-dead"  # vLLM refused this GPU or host at start-up (FATAL_AT_START)
-        elif ("EngineDeadError" in msg or "died unexpectedly" in msg or "exited unexpectedly" in msg or "fatal error" in msg
-              or ("died" in msg and ("ngine" in msg or "Worker" in msg or "exit code" in msg))
-              or "is already dead" in msg or "Background loop has errored" in msg or _KILLED.search(msg)
-              or _SELF_KILL in msg or "get_output_async" in msg or "background task failed" in msg
-              # the API server's output loop raised (a detokenizer error): it is not restarted, so no request is
-              # answered again until the server is (AsyncLLM._run_output_handler starts it once)
-              or "output_handler failed" in msg
-              or ("Process EngineCore" in msg and msg.rstrip().endswith(":"))
-              or "Engine core initialization failed" in msg or "failed to start" in msg or _NATIVE_CRASH.search(msg)
-              # V0's async engine: a step over VLLM_ENGINE_ITERATION_TIMEOUT_S marks the engine errored and raises
-              or "Engine iteration timed out" in msg):
-            # v0 to 0.33: "Engine loop has died", "Engine process (pid N) died", "MQLLMEngine is already dead",
-            # "Engine core proc EngineCore_0 died unexpectedly", V1's output handler failing in get_output_async,
-            # v0's "Engine background task failed", multiprocessing's "Process EngineCore:" (the process raised),
-            # v0's "Worker VllmWorkerProcess pid N died, exit code: -6", the shell's "Killed"
-            kind = "engine-dead"
-        elif ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
-              or is_exception_line(msg.strip()) or _PROMPT_LOGPROBS in msg
-              # pydantic's line for a failed config check ("Assertion failed, In Mamba cache align mode, block_size
-              # (2096) must be <= max_num_batched_tokens (2048). [type=assertion_error, ...]": vllm#36734)
-              or "[type=assertion_error" in msg):
-            kind = "error"
-        else:
+        # torch.distributed's "[rank0]: " before each line a rank's process printed to stderr (its traceback included)
+        rank = _RANK_PREFIX.match(msg) if m is None and bare is None else None
+        if rank is not None:
+            msg = msg[rank.end():]
+        kind = _error_kind(msg, m)
+        if kind is None:
             return False
         proc = proc_key(m) if bare is None else f"{bare.group(1)} pid={bare.group(2)}"
+        if rank is not None:
+            proc = f"rank{rank.group(1)}"
         t = self._time(m, line) if m is not None else None
         if kind == "error" and (proc.startswith(ENGINE_PROCS) or "EngineCore hit an exception" in msg
                                 or (m is not None and m.source_file() == b"core.py")):
@@ -548,12 +601,7 @@ class LinePath:
                      None)
         if frame is None and ("capture_end()" in msg or "capture_begin(" in msg):
             frame = "CUDA graph capture"  # torch's CUDAGraph capture: vLLM captures only at start-up (capture_model)
-        # what a line tells of its whole burst: 0.7-0.8's V1 client ("Got fatal signal from worker processes, shutting
-        # down") SIGKILLs its own process group, so the shell's "Killed" after it is vLLM's own exit and the traceback
-        # above is the cause; a frame of the prompt-logprobs path names an OOM under it (chains.crash)
-        marks = {k: True for k, hit in (("self_kill", _SELF_KILL in msg), ("prompt_logprobs", _PROMPT_LOGPROBS in msg),
-                                        ("kv_alloc", frame is not None and any(f in msg for f in _KV_ALLOC_FRAMES)))
-                 if hit}
+        marks = _burst_marks(msg, kind, m, frame)
         prev = self._bursts.get(proc)
         if killed and prev is not None and prev[1] is not None and prev[1].data.get("self_kill") and n - prev[2] <= 3:
             killed = False  # the shell's "Killed" for the SIGKILL vLLM's client sent its own group (below)

