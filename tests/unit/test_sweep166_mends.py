@@ -275,3 +275,29 @@ def test_an_oom_on_rocm_names_amds_tool(tmp_path):
             "allocated memory 57.83 GiB is allocated by PyTorch, and 2.53 GiB is reserved by PyTorch but unallocated.\n")
     inst = _diag(tmp_path, "hip.log", text)
     assert "amd-smi" in inst["action"] and "nvidia-smi" not in inst["action"]
+
+
+def test_a_pool_printed_before_vllms_own_check_is_said_to_be_no_check(tmp_path):
+    # sweep 174 item 10 (vllm#5248, two T4s): "# GPU blocks: 507" then an error, no length in the excerpt; V0 printed
+    # the blocks before comparing the length with them, and kvdoctor's "fits" had not said it was the budget's reading
+    v0 = ("INFO 06-12 08:11:40 llm_engine.py:161] Initializing an LLM engine (v0.4.3) with config: model='deepseek-ai/"
+          "deepseek-coder-6.7b-instruct', tokenizer='deepseek-ai/deepseek-coder-6.7b-instruct', dtype=torch.float16, "
+          "max_seq_len=16384, tensor_parallel_size=2, quantization=None, enforce_eager=False, kv_cache_dtype=auto\n"
+          "INFO 06-12 08:12:23 distributed_gpu_executor.py:45] # GPU blocks: 507, # CPU blocks: 1024\n")
+    led = _log_ledger_json(tmp_path, "v0.log", v0)  # with the length printed, V0's own arithmetic refuses it
+    assert led["reconciliation"]["verdict"] == "does-not-fit" and "8,112 tokens" in led["startup"]["error"]
+    # without it (the excerpt's config line had no max_seq_len) the blocks alone are no check, and it is said
+    led = _log_ledger_json(tmp_path, "v0n.log", v0.replace("max_seq_len=16384, ", ""))
+    assert led["reconciliation"]["verdict"] == "fits"
+    assert any('"fits" reads the budget, not vLLM\'s check' in c for c in led["checks"])
+    # sweep 167 item 04: a V1 budget and then the excerpt ends: "fits" is the budget's reading, said so
+    v1 = ("(EngineCore pid=43) INFO 07-13 00:04:10 [gpu_worker.py:508] Available KV cache memory: 3.93 GiB\n"
+          "(EngineCore pid=43) ERROR 07-13 00:04:10 [co\n")
+    led = _log_ledger_json(tmp_path, "v1.log", v1)
+    assert any('"fits" reads the budget, not vLLM\'s check' in c for c in led["checks"])
+
+
+def _log_ledger_json(tmp_path, name: str, text: str) -> dict:
+    code, err, out = invoke("ledger", "--from-log", str(_write(tmp_path, name, text)), "--json")
+    assert code == 0, err
+    return json.loads(out)

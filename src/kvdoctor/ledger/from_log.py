@@ -253,6 +253,32 @@ def _large_activation(s: StartupFacts, led: LogLedger) -> None:
                       "encoder's dummy images); lowering them hands that memory to the KV pool")
 
 
+def _unproven_fit(s: StartupFacts, led: LogLedger) -> None:
+    """A pool figure printed before vLLM's own check of one max-model-len request: not a fit yet.
+
+    V1 prints "Available KV cache memory" before the check and "GPU KV cache size" / "Maximum concurrency" only once
+    it passed (kv_cache_utils); V0 prints "# GPU blocks" before initialize_cache compares max_seq_len with blocks x
+    block size and raises "The model's max seq len ... is larger than the maximum number of tokens". A log that stops
+    at the first line, or goes on to an error (sweep 167 item 04, sweep 174 items 01 and 10: "fits" of start-ups that
+    died there), has not shown the fit: said beside the verdict (a V0 log with the length shows it by that same
+    arithmetic, done before this)."""
+    if led.verdict != "fits" or s.kv_cache_tokens or s.max_concurrency:
+        return
+    v0 = s.era == "v0"
+    if not v0 and s.num_gpu_blocks:
+        return  # V1's blocks come from lines printed once the engine is up (the API server's num_gpu_blocks)
+    if v0 and s.max_model_len:
+        return  # the length against blocks x block size, checked where the verdict is read (_v0_refusal)
+    # kept "fits" (a positive budget: on the 42 public start-ups of ../shared/data every such excerpt was a start that
+    # served), said to be the budget's reading and not vLLM's check
+    what = (f"{s.num_gpu_blocks:,} blocks" if s.num_gpu_blocks else
+            f"a KV budget of {gib_text(s.kv_cache_bytes)}" if s.kv_cache_bytes else "a pool figure")
+    led.checks.append(f"the log shows {what} but not the line vLLM prints once one max-model-len request fits (\"GPU "
+                      "KV cache size\" / \"Maximum concurrency\"; V0: the length against blocks x block size"
+                      + ("" if s.max_model_len else ", and it names no --max-model-len") + "): \"fits\" reads the "
+                      "budget, not vLLM's check; an error right after this line is that check refusing the start")
+
+
 def _verdict(s: StartupFacts, led: LogLedger) -> None:
     if s.startup_error in KV_REFUSALS:
         led.verdict, led.error = "does-not-fit", s.error_message
@@ -283,6 +309,7 @@ def _verdict(s: StartupFacts, led: LogLedger) -> None:
                           "gives its tokens; more GPUs (TP), a quantized checkpoint or a higher fraction give it room")
     elif s.kv_cache_tokens or s.num_gpu_blocks or s.kv_cache_bytes:
         led.verdict = "fits" if (s.max_concurrency is None or s.max_concurrency >= 1) else "does-not-fit"
+        _unproven_fit(s, led)
     elif (s.engine_config or {}).get("auto_fit_from") and s.max_model_len:
         # vLLM lowered the length to what its pool holds: one request of that length fits (KAITO's memory estimator
         # doc quotes the line alone)
