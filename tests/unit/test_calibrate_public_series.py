@@ -111,8 +111,9 @@ def test_the_long_prompt_runs_leave_the_calibrated_range_and_carry_its_miss(warm
     held = {name: v for s in warm["series"].values() for name, v in s["runs"].items() if v["split"] == "held_out"}
     for name, v in held.items():
         prompt = int(name.rsplit("-", 3)[1])
+        # (at concurrency 1 a step is one prompt: a long one is a step above the range too, 2026-12-06)
         assert [(o["quantity"], o["direction"]) for o in v["outside_range"]] == (
-            [("prompt_tokens", "above")] if prompt >= 1024 else []), name
+            [("prompt_tokens", "above"), ("step_tokens", "above")] if prompt >= 1024 else []), name
     flagged = [abs(v["error"]["mean_ttft_ms"]) for v in held.values() if v["outside_range"]]
     passed = [abs(v["error"]["mean_ttft_ms"]) for v in held.values() if not v["outside_range"]]
     assert (len(flagged), len(passed)) == (23, 6)

@@ -301,3 +301,61 @@ def _log_ledger_json(tmp_path, name: str, text: str) -> dict:
     code, err, out = invoke("ledger", "--from-log", str(_write(tmp_path, name, text)), "--json")
     assert code == 0, err
     return json.loads(out)
+
+
+def test_rocms_memory_access_fault_is_a_kernel_fault(tmp_path):
+    # sweep 178 item 03 (ROCm/aiter#5192, containerd lines): no Python exception follows; kvdoctor had sent the user
+    # to look for one
+    text = ("2026-08-31T17:43:36.6703347Z stderr F Memory access fault by GPU node-6 (Agent handle: 0x501def90) on "
+            "address 0x7f5e50c00000. Reason: Unknown.\n")
+    inst = _diag(tmp_path, "rocm.log", text)
+    assert inst["verdict"] == "engine-died" and "memory access fault on ROCm" in inst["reason"]
+    assert "AMD_SERIALIZE_KERNEL=3" in inst["action"] and "Xid" not in inst["action"]
+
+
+def test_v0s_background_loop_ending_is_a_death(tmp_path):
+    # sweep 178 item 08 (runpod-workers/worker-vllm#68): V0's AsyncLLMEngine "Task finished unexpectedly"
+    text = ('  "error": "handler: Task finished unexpectedly. This should never happen! Please open an issue on Github. '
+            'See stack trace above for the actual cause."\n')
+    inst = _diag(tmp_path, "v0loop.log", text)
+    assert inst["verdict"] == "engine-died"
+
+
+def test_the_older_oom_wording_gives_its_figures(tmp_path):
+    # sweep 178 item 04 (vllm-ascend#4082): torch_npu's (and torch < 2.1's) "(NPU 0; 60.96 GiB total capacity; 57.81
+    # GiB already allocated; ...; 6.76 MiB free; ...)" was not read, so the action had no size
+    text = ("(EngineCore_DP0 pid=413) ERROR 11-10 12:30:57 [core.py:842] RuntimeError: Worker failed with error 'NPU out "
+            "of memory. Tried to allocate 326.00 MiB (NPU 0; 60.96 GiB total capacity; 57.81 GiB already allocated; "
+            "57.81 GiB current active; 6.76 MiB free; 58.78 GiB reserved in total by PyTorch)'\n")
+    inst = _diag(tmp_path, "npu.log", text)
+    assert "60.95 of 60.96 GiB were in use" in inst["action"] and "NPU (Ascend) ran out of memory" in inst["reason"]
+
+
+def test_vllms_warning_that_the_hybrid_manager_is_off_is_read(tmp_path):
+    # sweep 176 items 01, 03, 06-08: "Hybrid KV cache manager is disabled for this hybrid model" (a KV connector, a
+    # flag) was never read, and a sliding-window model's ledger charged its sliding layers by their window
+    text = ("(EngineCore pid=9) WARNING 05-01 10:00:00 [kv_cache_utils.py:1339] Hybrid KV cache manager is disabled for "
+            "this hybrid model, This means we do not enable any optimizations for saving KV cache memory.\n"
+            "(EngineCore pid=9) INFO 05-01 10:00:05 [gpu_worker.py:440] Available KV cache memory: 24.54 GiB\n"
+            "(EngineCore pid=9) INFO 05-01 10:00:05 [kv_cache_utils.py:1320] GPU KV cache size: 26,800 tokens\n")
+    code, err, out = invoke("ledger", "--from-log", str(_write(tmp_path, "hma.log", text)), "--model",
+                            "google/gemma-4-31B-it", "--gpu", "H100", "--json")
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    # every layer in one full-attention group, as the warning says: 1,675 blocks of 16 tokens is the log's own 26,800
+    # (with the sliding groups, 1,394 blocks, which the log contradicts), and one request fits 26,784 tokens
+    assert doc["kv_cache"]["num_blocks"] == 1675 and doc["startup"]["estimated_max_model_len"] == 26784
+
+
+def test_029s_peak_activation_is_not_called_the_dummy_batchs_when_it_holds_the_graphs_estimate(tmp_path):
+    # sweep 179 item 01 (vllm#57936, 8x B200): "peak activation" 62.33 GiB of which 57.45 the CUDA-graph estimate; the
+    # log-only ledger had advised shrinking --max-num-batched-tokens / --max-num-seqs for it
+    text = ("(Worker_TP0 pid=1) INFO 08-20 10:00:00 [gpu_model_runner.py:6001] Estimated CUDA graph memory: 57.45 GiB "
+            "total\n"
+            "(Worker_TP0 pid=1) INFO 08-20 10:00:01 [gpu_worker.py:789] Free memory on device (178.35/178.35 GiB) on "
+            "startup. Desired GPU memory utilization is (0.92, 164.08 GiB). Actual usage is 58.44 GiB for consumed memory "
+            "(weights + non-torch), 62.33 GiB for peak activation, and 63.99 GiB for CUDAGraph memory. Current kv cache "
+            "memory in use is 43.31 GiB.\n"
+            "(Worker_TP0 pid=1) INFO 08-20 10:00:01 [gpu_worker.py:540] Available KV cache memory: 43.31 GiB\n")
+    led = _log_ledger_json(tmp_path, "b200.log", text)
+    assert not any("the activation peak" in c and "dummy batch" in c for c in led["checks"])

@@ -33,6 +33,9 @@ if TYPE_CHECKING:  # pragma: no cover - boundary type
 _ALLOC = re.compile(r"Tried to allocate ([\d.]+) ?(GiB|MiB|KiB|GB|MB)")
 _RESERVED_FREE = re.compile(r"([\d.]+) ?(GiB|MiB|KiB) (?:is )?reserved by PyTorch but unallocated")
 _CAPACITY = re.compile(r"total capacity of ([\d.]+) ?(GiB|MiB) of which ([\d.]+) ?(GiB|MiB|KiB) (?:is )?free")
+# torch before 2.1 (and torch_npu): "(GPU 0; 60.96 GiB total capacity; 57.81 GiB already allocated; 6.76 MiB free; ...)"
+_CAPACITY_OLD = re.compile(r"([\d.]+) ?(GiB|MiB) total capacity; [\d.]+ ?(?:GiB|MiB|KiB) already allocated;"
+                           r"(?: [\d.]+ ?(?:GiB|MiB|KiB) current active;)? ([\d.]+) ?(GiB|MiB|KiB) free")
 _OTHER_PROC = re.compile(r"Process (\d+) has ([\d.]+) ?(GiB|MiB) memory in use")
 _GIB = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / 1024**2}
 
@@ -76,7 +79,7 @@ def _oom_figures(text: str) -> dict[str, float]:
     m = _ALLOC.search(text)
     if m:
         out["tried_gib"] = float(m.group(1)) * _GIB[m.group(2)]
-    m = _CAPACITY.search(text)
+    m = _CAPACITY.search(text) or _CAPACITY_OLD.search(text)
     if m:
         out["total_gib"] = float(m.group(1)) * _GIB[m.group(2)]
         out["free_gib"] = float(m.group(3)) * _GIB[m.group(4)]
@@ -288,6 +291,8 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "buffers again (vllm#42609)",
                 "vLLM's custom all-reduce kernel failed (a CUDA error in csrc/custom_all_reduce.cuh): its buffers could "
                 "not be shared between the tensor-parallel GPUs over CUDA IPC", {})
+    if cause == "cuda-error" and any("Memory access fault by GPU" in _text(e) for e in near):
+        return (*_ROCM_FAULT, {})
     if cause == "cuda-error" and not (exc is not None and known_fix(exc[0])):
         # (a CUDA error with a known fix, a build that does not match the machine, takes the exception's path below)
         return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
@@ -383,6 +388,15 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "stopped", {})
     return ("read the first traceback above the EngineDeadError: it names the cause",
             "the engine core died; the log excerpt does not show its own traceback", {})
+
+
+# ROCm's runtime names the bad address and aborts, with no Python exception to read (ROCm/aiter#5192: a sampler kernel,
+# fixed upstream)
+_ROCM_FAULT = ("rerun the failing load with AMD_SERIALIZE_KERNEL=3 (HIP_LAUNCH_BLOCKING=1) to name the kernel; take "
+               "the optional kernels out one at a time (VLLM_ROCM_USE_AITER=0, --enforce-eager); check dmesg for "
+               "amdgpu faults; report it upstream with the versions",
+               "a GPU memory access fault on ROCm (a kernel touched an address it does not own: the AMD form of an "
+               "illegal memory access): a fault, not a setting")
 
 
 # Exceptions whose fix is one setting, as vLLM's own message says (platforms/cuda.py, config/model.py,
@@ -574,7 +588,8 @@ def _runtime(near: list[Event]) -> str:
     """The device runtime the OOM line names: torch says "HIP out of memory" on ROCm, "XPU out of memory" on Intel
     GPUs, "CUDA out of memory" elsewhere."""
     text = " ".join(_text(e) for e in near)
-    return "HIP (ROCm)" if "HIP out of memory" in text else "XPU (Intel)" if "XPU out of memory" in text else "CUDA"
+    return ("HIP (ROCm)" if "HIP out of memory" in text else "XPU (Intel)" if "XPU out of memory" in text
+            else "NPU (Ascend)" if "NPU out of memory" in text else "CUDA")
 
 
 def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:

@@ -983,6 +983,22 @@ def decode_floor(ctx: Context, kv_pct: float = 0.0) -> tuple[float, str, str]:
     return ctx.thresholds.decode_floor_tps, "absolute floor: a decode step of 0.5 s", "default"
 
 
+def _slow_only_at_the_end(tl, idx: list[int], floor: float) -> bool:
+    """The window's last intervals processed no token and the ones before them decoded above the floor: the slow median
+    is those trailing zeros, which nothing after them tells from a stall (diagnose's stopped-at-end reading says so).
+    A zero interval followed by tokens is a step that took the whole interval, a speed (h2-vllm-ascend-4357: 0.0 then
+    2.2 tok/s for one request, decode-bound); one the log ends on is not (sweep 168 item 05, vllm#21148: 3.5 tok/s,
+    then 0.0 with one request running until the log ends, had read decode-bound at 1.75)."""
+    def moved(i: int) -> bool:
+        return float(tl.gen_tps[i]) > 0 or float(tl.prompt_tps[i]) > 0
+
+    last = max((k for k, i in enumerate(idx) if moved(i)), default=-1)
+    if last < 0 or last == len(idx) - 1:
+        return False
+    head = [float(tl.gen_tps[i]) / float(tl.running[i]) for i in idx[:last + 1]]
+    return sig.median(head) >= floor
+
+
 def decode_bound(ctx: Context) -> Finding | None:
     s = signals_of(ctx)
     d, th = s.decode, ctx.thresholds
@@ -998,7 +1014,7 @@ def decode_bound(ctx: Context) -> Finding | None:
     small = q is not None and not math.isnan(q.running_max) and q.running_max <= 16
     if src == "predicted" and not small:
         floor, how, src = th.decode_floor_tps, "absolute floor (large batch: the roofline does not apply)", "default"
-    if d.per_request >= floor:
+    if d.per_request >= floor or _slow_only_at_the_end(tl, d.idx, floor):
         return None
     ev = [sig.cite_at(tl, i, ctx.source, "gen_tps", float(tl.gen_tps[i]),
                       f"generation {float(tl.gen_tps[i]):,.1f} tok/s for {int(tl.running[i])} running = "

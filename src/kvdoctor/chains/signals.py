@@ -742,15 +742,12 @@ def decode(tl) -> Decode | None:
     gf = [x for x in gen if not math.isnan(x)]
     tot = sum(pf) + sum(gf)
     share = sum(pf) / tot if tot > 0 else math.nan
-    # an interval without one token processed is a stall or a gap, not a decode speed (_no_progress counts it):
-    # vllm#21148's 3.5 tok/s then 0.0 with 1 running had read as 1.75 tok/s, decode-bound (sweep 168 item 05)
-    moving = [i for i in used if gen[i] > 0 or (not math.isnan(pr[i]) and pr[i] > 0)]
-    if not moving:
-        return Decode(0, math.nan, math.nan, [], share, _no_progress(tl, set(used)))
+    if not used:
+        return Decode(0, math.nan, math.nan, [], share, _no_progress(tl, set()))
     # intervals where decode dominates say most about the step rate (prefill chunks slow a step)
-    dom = [i for i in moving if math.isnan(pr[i]) or pr[i] <= gen[i]]
+    dom = [i for i in used if math.isnan(pr[i]) or pr[i] <= gen[i]]
     mixed = not dom
-    dom = dom or moving
+    dom = dom or used
     rates = [gen[i] / run[i] for i in dom]
     return Decode(len(dom), median(rates), min(rates), dom, share, _no_progress(tl, set(used)), mixed)
 

@@ -198,8 +198,9 @@ def _render(p: dict, quiet: bool) -> None:
     rng = fit.get("calibrated_range")
     if rng:
         (p0, p1), (r0, r1) = rng["prompt_tokens"], rng["running_requests"]
+        steps = (f", engine steps up to {rng['step_tokens'][1]:,.0f} tokens" if rng.get("step_tokens") else "")
         con.print(f"calibrated range: prompts {p0:,.0f}-{p1:,.0f} tokens, {r0:g}-{r1:g} requests running (the fitted "
-                  "runs' 5th-95th percentile); a prediction beyond it says so")
+                  f"runs' 5th-95th percentile){steps}; a prediction beyond it says so")
         n_out = sum(1 for r in fit["runs"].values() if r.get("outside_range"))
         inside = fit.get("held_out_in_range_median_abs_error")
         if n_out and inside:

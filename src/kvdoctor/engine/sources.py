@@ -1507,6 +1507,8 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
         cfg.notes = [*cfg.notes, interleaved_services_note(list(ec["interleaved_services"]))]
     if ec.get("mamba_cache_mode"):
         measured["mamba_cache_mode"] = str(ec["mamba_cache_mode"])
+    if ec.get("hma_disabled"):
+        measured["disable_hybrid_kv_cache_manager"] = True  # vLLM's warning that it turned the manager off
     if ec.get("platform") == "cpu":
         measured["platform"] = "cpu"
     elif ec.get("platform") in OTHER_PLATFORMS:

@@ -35,6 +35,7 @@ FULL_NEEDLES = (
     b"Sequence group",  # V0's preemption warning, when a page broke it before "preempted by" (_pieces_after)
     b"SIGSEGV", b"SIGABRT", b"core dumped", b"GPU Hang", b"HW Exception",  # a crash below Python (_NATIVE_CRASH)
     b"Segfault encountered",  # ... and torch's own banner for it
+    b"Memory access fault by GPU", b"Task finished unexpectedly",  # ROCm's fault (_CUDA_ERROR), V0's loop's end
     b"device_name=",  # the GPU's name, in the fused-MoE config path (startup.R_DEVICE_NAME)
     b"Graph capturing", b"Model loading took",  # figure lines whose "GiB" a terminal's wrap moved to the next line
     b"SpecDecoding metrics", b"Mean acceptance length",  # speculative decoding's interval line (_SPEC_DECODE)
@@ -77,11 +78,14 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to all
                 b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
                 b"HW Exception", b"] Assertion `", b"kernel only supports sm", b"_get_prompt_logprobs_dict",
-                b"Exception:", b"Segfault encountered")
+                b"Exception:", b"Segfault encountered", b"Memory access fault by GPU", b"Task finished unexpectedly")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
-_CUDA_ERROR = re.compile(r"(?:CUDA|Cuda) (?:driver )?error\b(?!s)")  # torch: "CUDA error: …", "CUDA driver error: …"
+_CUDA_ERROR = re.compile(r"(?:CUDA|Cuda) (?:driver )?error\b(?!s)"  # torch: "CUDA error: …", "CUDA driver error: …"
+                         # ROCm's runtime on a bad address, before it aborts the process (no Python exception):
+                         # "Memory access fault by GPU node-6 (Agent handle: …) on address 0x…. Reason: Unknown."
+                         r"|Memory access fault by GPU node-\d+")
 # a kernel's own device-side assertion, printed once per failing thread before torch raises "device-side assert
 # triggered" (ATen's IndexKernel.cu, a torch.compile kernel): "…cu:16: vectorized_gather_kernel: block: [27,0,0],
 # thread: [160,0,0] Assertion `ind >=0 && …` failed."
@@ -217,6 +221,8 @@ def _error_kind(msg: str, m: Any) -> str | None:
           or "output_handler failed" in msg
           or ("Process EngineCore" in msg and msg.rstrip().endswith(":"))
           or "Engine core initialization failed" in msg or "failed to start" in msg or _NATIVE_CRASH.search(msg)
+          # V0's AsyncLLMEngine when its background loop ended: "Task finished unexpectedly. This should never happen!"
+          or "Task finished unexpectedly" in msg
           # V0's async engine: a step over VLLM_ENGINE_ITERATION_TIMEOUT_S marks the engine errored and raises
           or "Engine iteration timed out" in msg):
         # v0 to 0.33: "Engine loop has died", "Engine process (pid N) died", "MQLLMEngine is already dead",

@@ -1281,6 +1281,14 @@ def _h_mamba_mode(c, n, env, msg) -> bool:
     return True
 
 
+def _h_hma_off(c, n, env, msg) -> bool:
+    # vLLM's own word that the hybrid KV cache manager is off for this start ("Hybrid KV cache manager is disabled for
+    # this hybrid model, ...", "Turning off hybrid kv cache manager because `--kv-transfer-config` is set"): every
+    # layer's pages are then sized as full attention (sweep 176: gemma-4 and Qwen3.x with KV connectors)
+    c._builder(n).f.engine_config["hma_disabled"] = n
+    return True
+
+
 def _h_mamba(c, n, env, msg) -> bool:
     m = R_MAMBA.search(msg)
     if not m:
@@ -1391,6 +1399,8 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("OutOfMemoryError", _h_oom),
     ("Tried to allocate", _h_oom),
     ("Mamba cache blocks", _h_mamba),
+    ("ybrid KV cache manager is disabled", _h_hma_off),
+    ("urning off hybrid kv cache manager", _h_hma_off),
     ("Mamba cache mode is set to", _h_mamba_mode),
     ("failed", _h_failed),
     ("num_gpu_blocks is:", _simple(R_CACHE_INFO_BLOCKS, "num_gpu_blocks", int, _P_LOG)),
