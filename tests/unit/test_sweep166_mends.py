@@ -359,3 +359,15 @@ def test_029s_peak_activation_is_not_called_the_dummy_batchs_when_it_holds_the_g
             "(Worker_TP0 pid=1) INFO 08-20 10:00:01 [gpu_worker.py:540] Available KV cache memory: 43.31 GiB\n")
     led = _log_ledger_json(tmp_path, "b200.log", text)
     assert not any("the activation peak" in c and "dummy batch" in c for c in led["checks"])
+
+
+def test_a_concurrency_figure_for_another_length_is_another_start(tmp_path):
+    # sweep 176 item 05 (vllm#29796, Olmo 3): two starts' lines quoted one after the other, 23.73x at 6,144 and 11.12x
+    # at 34,048, had been one start reading 11.12x at 6,144
+    text = ("[gpu_worker.py:298] Available KV cache memory: 57.18 GiB\n"
+            "[kv_cache_utils.py:1091] Maximum concurrency for 6,144 tokens per request: 23.73x\n"
+            "[gpu_worker.py:298] Available KV cache memory: 57.18 GiB\n"
+            "[kv_cache_utils.py:1091] Maximum concurrency for 34,048 tokens per request: 11.12x\n")
+    code, err, out = invoke("evidence", str(_write(tmp_path, "two.md", text)))
+    assert code == 0, err
+    assert "max_concurrency 23.73, max_model_len 6144" in out and "max_concurrency 11.12, max_model_len 34048" in out
