@@ -371,3 +371,21 @@ def test_a_concurrency_figure_for_another_length_is_another_start(tmp_path):
     code, err, out = invoke("evidence", str(_write(tmp_path, "two.md", text)))
     assert code == 0, err
     assert "max_concurrency 23.73, max_model_len 6144" in out and "max_concurrency 11.12, max_model_len 34048" in out
+
+
+def test_nccls_last_error_line_is_kept_with_the_exception(tmp_path):
+    # sweep 170 item 12 (ray-project/ray#44533): the cause NCCL names is on the line after "Last error:"
+    pre = "(RayWorkerVllm pid=7602) ERROR 04-07 00:57:46 ray_utils.py:45] "
+    text = "".join(pre + x + "\n" for x in (
+        '  File "/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 2050, in all_reduce',
+        "    work = group.allreduce([tensor], opts)",
+        "ncclInternalError: Internal check failed.", "Last error:", "Attribute busid of node nic not found"))
+    inst = _diag(tmp_path, "nccl.log", text)
+    assert "(NCCL's last error: Attribute busid of node nic not found)" in inst["action"]
+
+
+def test_a_command_behind_a_fancy_prompt_is_read(tmp_path):
+    # sweep 177 item 01: a Starship-style prompt ("✦ ❯ vllm serve ...") hid the command and merged two runs
+    text = ("✦ ❯ vllm serve Qwen/Qwen2.5-1.5B-Instruct --gpu-memory-utilization 0.3\n"
+            "INFO 06-12 08:12:23 [gpu_worker.py:298] Available KV cache memory: 1.48 GiB\n")
+    assert _log_ledger_json(tmp_path, "prompt.log", text)["model"] == "Qwen/Qwen2.5-1.5B-Instruct"

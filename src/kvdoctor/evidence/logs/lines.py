@@ -254,6 +254,14 @@ def _note_exception(ev: Event, msg: str, n: int) -> None:
         ev.data["exception"], ev.data["exception_line"], ev.data["arch_guard"] = msg.strip()[:400], n, True
         return
     stripped = msg.strip()
+    if stripped == "Last error:":
+        ev.data["last_error_at"] = n  # NCCL prints its own cause on the line after (sweep 170 item 12)
+        return
+    if ev.data.get("last_error_at") == n - 1 and stripped and ev.data.get("exception"):
+        # "ncclInternalError: Internal check failed." / "Last error:" / "Attribute busid of node nic not found"
+        ev.data["exception"] = f"{ev.data['exception']} (NCCL's last error: {stripped})"[:400]
+        del ev.data["last_error_at"]
+        return
     if stripped.startswith("assert "):
         # the source line a bare AssertionError failed on (Python's traceback prints it above the exception)
         ev.data["assertion"] = stripped[:200]
