@@ -389,3 +389,18 @@ def test_a_command_behind_a_fancy_prompt_is_read(tmp_path):
     text = ("✦ ❯ vllm serve Qwen/Qwen2.5-1.5B-Instruct --gpu-memory-utilization 0.3\n"
             "INFO 06-12 08:12:23 [gpu_worker.py:298] Available KV cache memory: 1.48 GiB\n")
     assert _log_ledger_json(tmp_path, "prompt.log", text)["model"] == "Qwen/Qwen2.5-1.5B-Instruct"
+
+
+def test_an_offline_benchs_engine_flags_show_in_the_text_view(tmp_path):
+    # sweep 173 item 02 (vllm#25752): two `vllm bench throughput` runs told apart only by --enable-prefix-caching /
+    # --no-enable-prefix-caching, which the text view left out (the --json had them)
+    block = ("Throughput: {r} requests/s, 31975.46 total tokens/s, 1488.62 output tokens/s\n"
+             "Total num prompt tokens:  1024000\nTotal num output tokens:  50000\n")
+    text = ("vllm bench throughput --model ibm-granite/granite-4.0-tiny-preview --output-len 50 --enable-prefix-caching "
+            "--dataset-name prefix_repetition\n" + block.format(r="29.77")
+            + "vllm bench throughput --model ibm-granite/granite-4.0-tiny-preview --output-len 50 --dataset-name "
+            "prefix_repetition --no-enable-prefix-caching\n" + block.format(r="40.88"))
+    code, err, out = invoke("evidence", str(_write(tmp_path, "ab.txt", text)))
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "--enable-prefix-caching]" in flat and "--no-enable-prefix-caching]" in flat

@@ -117,6 +117,11 @@ def _render_offline(con, offline: list[dict]) -> None:
         r = OfflineResult(source=d["source"], tool=d["tool"].rsplit(" ", 1)[-1], fields=d["fields"],
                           command=d["command"], engine_args=d["engine_args"])
         load = " ".join(f"{k} {v}".strip() for k, v in r.command.items() if k != "--output-json")
+        if r.engine_args:
+            # the engine's own flags of that command: an A/B of one flag shows only here (sweep 173 item 02,
+            # --enable-prefix-caching against --no-enable-prefix-caching)
+            eng = " ".join(r.engine_args)
+            load = f"{load} | engine: {eng if len(eng) <= 100 else eng[:99] + '…'}".lstrip(" |")
         where = f" line {d['line']}" if d.get("line") else ""
         con.print(f"  • {d['tool']} ({os.path.basename(r.source)}{where})" + (f" [{load}]" if load else "")
                   + f": {r.describe()}")
