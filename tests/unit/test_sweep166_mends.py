@@ -404,3 +404,15 @@ def test_an_offline_benchs_engine_flags_show_in_the_text_view(tmp_path):
     assert code == 0, err
     flat = " ".join(out.split())
     assert "--enable-prefix-caching]" in flat and "--no-enable-prefix-caching]" in flat
+
+
+def test_the_other_process_clause_survives_when_the_start_up_reading_leads(tmp_path):
+    # review of this stop's change: the unknown-phase action kept only the text before its hedge, and with it dropped
+    # the "another process holds X GiB" clause the OOM line's figures give
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 594.00 MiB. GPU 0 has a total capacity of "
+            "22.03 GiB of which 582.00 MiB is free. Process 29400 has 20.67 GiB memory in use. Process 29529 has 796.00 "
+            "MiB memory in use. Of the allocated memory 20.10 GiB is allocated by PyTorch\n")
+    inst = _diag(tmp_path, "other.log", text)
+    assert inst["action"].startswith("if it died before serving a request")
+    assert "another process holds 0.78 GiB of this GPU" in inst["action"]
+    assert inst["action"].count("if it died before serving") == 1

@@ -592,6 +592,11 @@ def _runtime(near: list[Event]) -> str:
             else "NPU (Ascend)" if "NPU out of memory" in text else "CUDA")
 
 
+# the hedge an OOM's utilization advice carries when the excerpt does not show whether the engine had served
+_DIED_BEFORE_SERVING = ("; if it died before serving a request, the weights or the activation peak do not fit: "
+                        "kvdoctor ledger")
+
+
 def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
     """A CUDA OOM: at start-up the ledger's question; while serving, the utilization that leaves the shortfall."""
     if any(e.data.get("wake_up") for e in near):
@@ -648,7 +653,7 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
     figs = _oom_figures(" ".join(_text(e) for e in near))
     action, gain = _shortfall_utilization(ctx, figs)
     if phase is None:
-        action += "; if it died before serving a request, the weights or the activation peak do not fit: kvdoctor ledger"
+        action += _DIED_BEFORE_SERVING
     if figs.get("other_processes_gib"):
         gain["other_processes_gib"] = Figure(round(figs["other_processes_gib"], 2), "measured", "the OOM line")
         action += (f"; another process holds {figs['other_processes_gib']:.2f} GiB of this GPU: move it, or vLLM's "
@@ -669,7 +674,7 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
         # card's share, read as a step outgrowing its profile)
         return ("if it died before serving a request (no stats line or request in the log before it), the weights or "
                 "the activation peak do not fit: kvdoctor ledger with the model and GPU, then quantized weights or "
-                "--tensor-parallel-size; if it had served, " + action.split("; if it died before serving")[0],
+                "--tensor-parallel-size; if it had served, " + action.replace(_DIED_BEFORE_SERVING, ""),
                 f"{_runtime(near)} ran out of memory, and the excerpt does not show whether the engine was still "
                 "starting or serving: at start-up it is the weights, activation peak or graphs not fitting; in a step, "
                 "that step needed more than vLLM's start-up profile measured", gain)

@@ -272,7 +272,7 @@ def _unproven_fit(s: StartupFacts, led: LogLedger) -> None:
     if not v0 and s.num_gpu_blocks:
         return  # V1's blocks come from lines printed once the engine is up (the API server's num_gpu_blocks)
     if v0 and s.max_model_len:
-        return  # the length against blocks x block size, checked where the verdict is read (_v0_refusal)
+        return  # blocks x block size against the length: read with the start-up (startup._implied_v0_refusal)
     # kept "fits" (a positive budget: on the 42 public start-ups of ../shared/data every such excerpt was a start that
     # served), said to be the budget's reading and not vLLM's check
     what = (f"{s.num_gpu_blocks:,} blocks" if s.num_gpu_blocks else
