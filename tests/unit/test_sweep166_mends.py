@@ -416,3 +416,9 @@ def test_the_other_process_clause_survives_when_the_start_up_reading_leads(tmp_p
     assert inst["action"].startswith("if it died before serving a request")
     assert "another process holds 0.78 GiB of this GPU" in inst["action"]
     assert inst["action"].count("if it died before serving") == 1
+
+
+def test_a_namespace_line_cut_before_any_value_is_no_start_up(tmp_path):
+    # review: "args: Namespace(model=" alone had opened an empty start, and the ledger printed an empty table at rc 0
+    code, err, _ = invoke("ledger", "--from-log", str(_write(tmp_path, "cut.log", "args: Namespace(model=\n")))
+    assert code == 2 and "no vLLM start-up" in err

@@ -1035,9 +1035,11 @@ def _h_namespace(c, n, env, msg) -> bool:
         return False
     # every setting, defaults included: what the server ran with, read as the log's own figures (not "set by the
     # operator", which is what a later release's non-default args say)
+    args = _namespace_args(m.group(1))
+    if not args:
+        return False  # a line cut before any value ("args: Namespace(model="): no start-up fact in it
     c._maybe_new_start(n, env, msg)
     b = c._builder(n)
-    args = _namespace_args(m.group(1))
     b.f.line_refs.setdefault("namespace_args", n)
     b.any = True
     _apply_args(b, args, n, env)
