@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 from kvdoctor.chains.detect import rule_finding
 from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
 from kvdoctor.chains.rules import get
-from kvdoctor.evidence.model import (ARCH_GUARD, CAUSE_WINDOW_LINES, CAUSE_WINDOW_S, DEATH_KINDS, ENGINE_PROCS, HOST_OOM,
-                                     FATAL_AT_START, KV_REFUSALS, LLVM_ABORT, MEMORY_HELD)
+from kvdoctor.evidence.model import (ARCH_GUARD, CAUSE_WINDOW_LINES, CAUSE_WINDOW_S, DEATH_KINDS, ENGINE_PROCS,
+                                     FATAL_ANY_FORM, FATAL_AT_START, HOST_OOM, KV_REFUSALS, LLVM_ABORT, MEMORY_HELD)
 from kvdoctor.provenance import Figure
 
 if TYPE_CHECKING:  # pragma: no cover - boundary type
@@ -270,6 +270,38 @@ def _phase(ctx: Context, first: Event, near: list[Event]) -> str | None:
     return None
 
 
+def _past_positions(near: list[Event]) -> tuple[str, str, dict[str, Figure]] | None:
+    """A compiled kernel's bounds assert whose bound is the size of a position table (``_INDEX_ASSERT``)."""
+    pos = next((m for e in near if (m := _INDEX_ASSERT.search(_text(e)))), None)
+    if pos is None or int(pos.group(1)) < 1024:
+        return None  # a small bound (an embedding slice, a vocabulary shard) is no position table
+    n = int(pos.group(1))
+    return (f"keep every sequence within the model's positions: if {n:,} is the model's max_position_embeddings "
+            "(its RoPE table), --max-model-len was set above it (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 skips vLLM's "
+            "check) without a RoPE scaling that took effect: --max-model-len at most the model's limit, or a RoPE "
+            "scaling vLLM reads (--hf-overrides '{\"rope_scaling\": {...}}', spelled with an underscore) and no "
+            "env var. --enforce-eager is no fix: the eager kernels do not check the bound and give garbage",
+            f"a compiled kernel's index ran past a table of {n:,} entries (a device-side assert): a position past "
+            "the model's RoPE table is the usual cause, a setting, not a fault", {})
+
+
+def _said_cause(near: list[Event], exc: tuple[str, int] | None,
+                ce: Event | None) -> tuple[str, str, dict[str, Figure]] | None:
+    """The cause the lines around the death name: NCCL's own WARN on a full /dev/shm first (the generic "unhandled
+    system error" advice would size a /dev/shm that leftover segments fill: llm-d#352, a pod's /dev/shm survives
+    container restarts), then the exception, then a line with a known meaning in no exception's form (the container
+    runtime's refusal, vLLM's platform probe, a refusal quoted in a post's sentence). None: none of them."""
+    shm_full = next((e for e in near if "No space left on device" in _text(e) and "/dev/shm" in _text(e)), None)
+    if shm_full is not None and (exc is None or "system error" in exc[0] or "NCCL" in exc[0]):
+        return _named_advice(_text(shm_full), shm_full.line_no)
+    named = next((e for e in near if known_fix(_text(e))), None)
+    if exc is not None and (named is None or known_fix(exc[0])):
+        return _exception_advice(*exc, [e for e in ([ce] if ce is not None else []) + near])
+    if named is not None:
+        return _named_advice(_text(named), named.line_no)
+    return None
+
+
 def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
             ce: Event | None) -> tuple[str, str, dict[str, Figure]]:
     """(action, why, gain) for one cause of death."""
@@ -282,17 +314,11 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         return _held_advice(ctx)
     exc = _exception(near, ce)
     if cause == "cuda-error" and any("custom_all_reduce" in _text(e) for e in near):
-        # vLLM's custom all-reduce kernel (csrc/custom_all_reduce.cuh) shares CUDA-graph buffers between the TP workers
-        # over CUDA IPC; when that fails (no P2P between the GPUs, buffers from expandable_segments:True that cannot be
-        # IPC-shared: vllm#42609, #49101, PR #56193), NCCL's all-reduce is the fallback the flag selects
-        return ("--disable-custom-all-reduce (NCCL does the all-reduce, somewhat slower for a decode step's small "
-                "messages on NVLink); if "
-                "PYTORCH_CUDA_ALLOC_CONF sets expandable_segments:True, dropping it also lets custom all-reduce share its "
-                "buffers again (vllm#42609)",
-                "vLLM's custom all-reduce kernel failed (a CUDA error in csrc/custom_all_reduce.cuh): its buffers could "
-                "not be shared between the tensor-parallel GPUs over CUDA IPC", {})
+        return (*_CUSTOM_ALL_REDUCE, {})
     if cause == "cuda-error" and any("Memory access fault by GPU" in _text(e) for e in near):
         return (*_ROCM_FAULT, {})
+    if cause == "cuda-error" and (past := _past_positions(near)) is not None:
+        return past
     if cause == "cuda-error" and not (exc is not None and known_fix(exc[0])):
         # (a CUDA error with a known fix, a build that does not match the machine, takes the exception's path below)
         return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
@@ -337,8 +363,8 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 + ("; speculative decoding was on: run once without it (or fewer speculative tokens)" if spec else ""),
                 "an engine process exited without a traceback of its own: killed from outside (the kernel's OOM killer, "
                 "a container limit, SIGKILL) or a crash in native code", {})
-    if exc is not None:
-        return _exception_advice(*exc, [e for e in ([ce] if ce is not None else []) + near])
+    if (said := _said_cause(near, exc, ce)) is not None:
+        return said
     wrapped = next((e.data["worker_init_failed"] for e in near if e.data.get("worker_init_failed")), None)
     if cause == "traceback" and wrapped is not None and not any(
             (str(e.data.get("proc", "")).startswith("Worker")
@@ -386,8 +412,28 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "legitimately that long (a huge prefill)",
                 "one engine step ran past vLLM's iteration time-out (VLLM_ENGINE_ITERATION_TIMEOUT_S) and the engine "
                 "stopped", {})
+    if not any("EngineDeadError" in _text(e) for e in ctx.events):
+        return ("read the engine's own traceback, nearest the death line (above or below it; a worker's may be in "
+                "another stream of the output): its last line names the exception",
+                "the engine died and this excerpt does not show which exception killed it", {})
     return ("read the first traceback above the EngineDeadError: it names the cause",
             "the engine core died; the log excerpt does not show its own traceback", {})
+
+
+# torch.compile's (Inductor's) bounds check on an indexed load, per failing thread: "Assertion `index out of bounds:
+# 0 <= tmp48 < 40960` failed." A bound the size of a position table is a sequence past the model's positions (sweep 187
+# items 07-09: Qwen3-32B at 87,040 and 131,072 tokens with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, its table 40,960)
+_INDEX_ASSERT = re.compile(r"index out of bounds: 0 <= .{1,60}? < (\d+)`")
+
+
+# vLLM's custom all-reduce kernel (csrc/custom_all_reduce.cuh) shares CUDA-graph buffers between the TP workers over
+# CUDA IPC; when that fails (no P2P between the GPUs, buffers from expandable_segments:True that cannot be IPC-shared:
+# vllm#42609, #49101, PR #56193), NCCL's all-reduce is the fallback the flag selects
+_CUSTOM_ALL_REDUCE = ("--disable-custom-all-reduce (NCCL does the all-reduce, somewhat slower for a decode step's small "
+                      "messages on NVLink); if PYTORCH_CUDA_ALLOC_CONF sets expandable_segments:True, dropping it also "
+                      "lets custom all-reduce share its buffers again (vllm#42609)",
+                      "vLLM's custom all-reduce kernel failed (a CUDA error in csrc/custom_all_reduce.cuh): its buffers "
+                      "could not be shared between the tensor-parallel GPUs over CUDA IPC")
 
 
 # ROCm's runtime names the bad address and aborts, with no Python exception to read (ROCm/aiter#5192: a sampler kernel,
@@ -433,6 +479,11 @@ _KNOWN_EXCEPTIONS = (
      "NCCL_DEBUG=INFO names the failing CUDA call: most often a driver and CUDA runtime that do not match, peer-to-peer "
      "access between the GPUs blocked (NCCL_P2P_DISABLE=1 tests it; IOMMU/ACS on PCIe hosts), or a GPU in a bad state "
      "(nvidia-smi, dmesg Xid)"),
+    # sweep 181: /dev/shm full (a pod's emptyDir or the host's keeps segments of earlier crashed runs: llm-d#352)
+    ("No space left on device (28)",
+     "/dev/shm is full: NCCL could not create its shared-memory segment. Remove stale nccl-* and psm_* files a crashed "
+     "run left there (a pod's /dev/shm survives container restarts; restarting the pod clears it), then size /dev/shm "
+     "for the run (docker --shm-size or --ipc=host; a Kubernetes emptyDir with medium: Memory and a sizeLimit)"),
     ("unhandled system error",
      "NCCL_DEBUG=INFO names the failing system call: most often too little shared memory in the container (docker "
      "--ipc=host or --shm-size), or a network interface NCCL cannot use (NCCL_SOCKET_IFNAME)"),
@@ -490,9 +541,37 @@ _KNOWN_EXCEPTIONS = (
      "one request was rejected, not a crash: its prompt plus max_tokens is over --max-model-len (the message gives "
      "both). Cap the client's prompt and max_tokens, or raise --max-model-len where the model's positions and the KV "
      "pool allow it (kvdoctor ledger --max-model-len N says what the pool holds then)"),
+    # V0's scheduler: a WARNING, and the request is ignored (finished with an error), the server stays up
+    ("is too long and exceeds limit of",
+     "requests were ignored, not a crash: the prompt alone is over --max-model-len (V0's scheduler names both). Cap "
+     "prompts at the client, or raise --max-model-len where the model's positions (with the RoPE scaling it was "
+     "started with) and the KV pool allow it"),
     ("is longer than the maximum model length",
      "one request was rejected, not a crash: its prompt alone is over --max-model-len. Truncate it at the client "
      "(or the gateway), or raise --max-model-len where the model's positions and the KV pool allow it"),
+    # sweeps 180-181: no usable GPU in the container or on the host
+    ("Failed to infer device type",
+     "vLLM found no GPU: the container was started without one (docker --gpus all or --runtime nvidia; a Kubernetes "
+     "pod needs a GPU limit and the NVIDIA RuntimeClass), or the NVIDIA libraries are not on its library path "
+     "(nvidia-smi inside the container tells which)"),
+    ("vLLM is running on UnspecifiedPlatform",
+     "vLLM's platform probe found no GPU, so the server cannot start: the container has no GPU (docker --gpus all; a "
+     "pod's GPU limit and the NVIDIA RuntimeClass) or cannot load NVML (\"NVML Shared Library Not Found\": put the "
+     "driver's libraries on LD_LIBRARY_PATH, e.g. /usr/local/nvidia/lib64 on GKE; VLLM_LOGGING_LEVEL=DEBUG shows the "
+     "probe)"),
+    ("Error 804: forward compatibility",
+     "CUDA error 804: the host's NVIDIA driver is older than the image's CUDA, and forward compatibility works only on "
+     "data-centre GPUs: a newer host driver, or an image built for an older CUDA"),
+    ("unsatisfied condition: cuda>=",
+     "the container runtime refused the image: the host's driver is older than the CUDA the image needs (the line "
+     "names it): a newer host driver, or an image built for an older CUDA"),
+    ("Duplicate GPU detected",
+     "two ranks were given the same GPU (NCCL names both): each rank needs its own device; check CUDA_VISIBLE_DEVICES, "
+     "the container's or the scheduler's GPU list, and, for data parallel, that the ranks' devices do not overlap"),
+    ("Not enough resources to allocate",
+     "Ray could not place every data-parallel rank: the cluster has fewer free GPUs than data x tensor parallel asks "
+     "for (`ray status`; another placement group or replica may hold some): free them, add nodes, or lower "
+     "--data-parallel-size"),
     # sweep 88: the host, not the GPU
     ("Insufficient space in /dev/shm",
      "more shared memory for the container (docker --shm-size, or --ipc=host; a Kubernetes emptyDir with medium: Memory "
@@ -545,8 +624,14 @@ _KNOWN_EXCEPTIONS = (
 ))
 
 
-assert all(any(needle == n for n, _ in _KNOWN_EXCEPTIONS) for needle in FATAL_AT_START), \
+assert all(any(needle == n for n, _ in _KNOWN_EXCEPTIONS) for needle in FATAL_AT_START + FATAL_ANY_FORM), \
     "evidence.model.FATAL_AT_START: a death the reader names needs its fix in _KNOWN_EXCEPTIONS"
+
+
+def _named_advice(text: str, ln: int) -> tuple[str, str, dict[str, Figure]]:
+    """A known cause named by a line that is no exception of the engine's (``_KNOWN_EXCEPTIONS``)."""
+    text = " ".join(text.split())
+    return (f"{known_fix(text)} (line {ln})", f"line {ln} names the cause: {text[:200]}", {})
 
 
 def _exception_advice(text: str, ln: int, events: list[Event]) -> tuple[str, str, dict[str, Figure]]:

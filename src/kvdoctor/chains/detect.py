@@ -180,9 +180,11 @@ def does_not_fit(ctx: Context) -> Finding | None:
             f"vLLM refused to start: --max-model-len {st.max_model_len or '?'} is above this model's limit, {cap:,} "
             f"tokens ({st.engine_config.get('derived_max_len_key', 'its config.json')})",
             severity="problem",
-            action=(f"--max-model-len {cap} (the model's own limit); longer contexts only with a RoPE scaling the "
-                    "model supports (--hf-overrides rope_scaling) and VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which vLLM "
-                    "warns may give NaNs or out-of-bounds errors past the trained positions"),
+            action=(f"--max-model-len {cap} (the model's own limit); a longer context only with a RoPE scaling the "
+                    "model supports (--hf-overrides '{\"rope_scaling\": {...}}'; vLLM then derives the longer limit "
+                    "itself, e.g. YaRN: original positions x factor). Not VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 alone: it "
+                    "only skips this check, and the first request past the model's positions fails (an out-of-bounds "
+                    "assert or NaNs)"),
             gain={"max_model_len": Figure(cap, "measured", "the derived max_model_len in vLLM's error line")},
             evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source, line_no=ln)])
     if st is not None and st.startup_error == "mamba-blocks" and st.num_gpu_blocks:
@@ -240,7 +242,7 @@ def does_not_fit(ctx: Context) -> Finding | None:
             printed = bool(st.kv_cache_tokens)
             pool = int(st.kv_cache_tokens or st.v0_pool_tokens())
             action = (f"--max-model-len {pool} or lower (the pool holds {pool:,} tokens; vLLM refuses a longer "
-                      "context), or --gpu-memory-utilization higher for a larger pool")
+                      "context)" + _v0_pool_for_length(st, pool))
             gain["max_model_len"] = Figure(pool, "measured" if printed else "predicted",
                                            "the KV cache's tokens in the error line" if printed else
                                            f"# GPU blocks {st.num_gpu_blocks:,} x {st.block_size or V0_BLOCK_SIZE} "
@@ -276,6 +278,22 @@ def _fixed_budget(st) -> str | None:
     return (f"; or keep the length with a larger KV budget: the {n}.00 GiB available is most likely a fixed KV size "
             f"(VLLM_CPU_KVCACHE_SPACE={n} on the CPU backend, or --kv-cache-memory-bytes {n}G): raise that{by}; "
             "--gpu-memory-utilization does not move it")
+
+
+def _v0_pool_for_length(st, pool: int) -> str:
+    """V0's length refusal: the fraction that would hold the configured length, when the log gives the pool's bytes,
+    the GPU's total and the fraction; offered only below 0.99 (sweep 182 item 02: at 0.95 with a pool 6.4x short, a
+    higher fraction is no lever, and the other levers are named instead)."""
+    levers = ("; for a longer context, a smaller activation peak (--max-num-batched-tokens lower, or chunked prefill) "
+              "or --kv-cache-dtype fp8 (twice the tokens per GiB) leave the pool more")
+    if not (st.kv_cache_bytes and st.total_memory_bytes and st.gpu_memory_utilization and st.max_model_len):
+        return ", or --gpu-memory-utilization higher for a larger pool"
+    extra = st.kv_cache_bytes * (st.max_model_len / pool - 1)
+    util = math.ceil((st.gpu_memory_utilization + extra / st.total_memory_bytes) * 100) / 100
+    if util < 0.99:
+        return (f", or keep {st.max_model_len:,} with --gpu-memory-utilization {util:.2f} (was "
+                f"{st.gpu_memory_utilization:g}; {extra / 2**30:.2f} GiB more KV)")
+    return levers
 
 
 def _keep_length(ctx: Context) -> str | None:

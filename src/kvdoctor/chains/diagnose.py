@@ -60,7 +60,8 @@ NEXT = {
     "arrival-bursts": "smooth or rate-limit at the entrance; kvdoctor diagnose --slow on a request trace",
     "spikes-elsewhere": "look outside the memory chains: network, kernels, host",
     "insufficient-evidence": "collect what is listed as missing and re-run",
-    "healthy": "nothing to change; keep the before/after data for the handbook",
+    "healthy": "nothing to change on this evidence; keep it as the baseline the next change is measured against "
+               "(kvdoctor journal)",
     "idle": "nothing to judge: diagnose a window with load",
 }
 
@@ -285,6 +286,13 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
         return None  # a death or a start-up refusal has its own finding, which names its exception
     excs = [(str(e.data["exception"]), e.line_no) for e in ctx.events
             if e.kind in ("error", "engine-error") and e.data.get("exception")]
+    named = [e for e in ctx.events if e.kind == "error" and known_fix(e.message or "")]
+    if not excs and named:
+        # a warning-level line with a known meaning (V0's scheduler ignoring a prompt over max_model_len)
+        e = named[0]
+        more = f" (and {len(named) - 1} more)" if len(named) > 1 else ""
+        return (f"the log shows: {(e.message or '').strip()[:240]} (line {e.line_no}){more}; the known fix: "
+                f"{known_fix(e.message or '')}")
     if not excs:
         # no Python exception, but the engine's or a worker's own ERROR line after the last stats sample (a device
         # runtime's error code, as an Ascend worker printed before its traceback): the excerpt's last word
@@ -577,6 +585,8 @@ def judge(ctx: Context, s: sig.Signals, findings: list[Finding], contradictions:
     n = s.window.samples
     fkv = q.kv_max
     # idle: nothing ran and nothing waited
+    if q.running_max == 0 and q.max_waiting == 0 and (light := _light_load(ctx, n)) is not None:
+        return light
     if q.running_max == 0 and q.max_waiting == 0:
         return Judgement("idle", _cap(top, "high") if n >= 2 else "low",
                          f"0 running and 0 waiting in all {n} sample(s) (KV peak {sig.kv_text(fkv)}): no load to judge",
@@ -685,6 +695,8 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
         return _silent_stall(ctx, stall)  # an empty queue around a hang is not health
     if (later := _silence_after_last_line(ctx)) is not None:
         return _silent_stall(ctx, later)
+    if (zero := _zero_tokens_at_end(ctx)) is not None:
+        return zero  # requests in the engine and not one token: no queue makes that health (sweep 183 item 04)
     q, p, th = s.queue, s.preempt, ctx.thresholds
     ok = by.get("memory.full-not-tight")
     prem = (f"{p.total:g} preemptions counted" if p.basis == "counter" else
@@ -783,6 +795,54 @@ def _quiet_stall_at_end(ctx: Context) -> Judgement | None:
                       "of the engine core, or the running requests' prompt lengths"],
                      ["a later INFO stats line with tokens (the engine resumed), or running requests with prompts long "
                       "enough to take that long to prefill"])
+
+
+def _light_load(ctx: Context, n: int) -> Judgement | None:
+    """Nothing running or waiting at any line, yet the last interval counted tokens: requests ran and finished between
+    two lines and none waited, a light load the engine kept up with, not an idle one (docs/chains.md, "idle"; sweep
+    180 item 02: 2,226 tok/s generated, nothing running at the line; runtime_excerpts ho-vllm-26349-a). Tokens only
+    before a zero last interval are a load's tail: idle (the caller). None: no token in the last interval."""
+    tps = _tokens_in_last_interval(ctx.timeline)
+    if not tps > 0:
+        return None
+    said = (f"0 running and 0 waiting at every one of {n} sample(s), yet {tps:,.1f} tokens/s were processed in the "
+            "last interval: requests came and went between the lines and none waited, a light load the engine kept up "
+            "with")
+    return Judgement("healthy", "low" if n < 3 else "medium", said, "none", [said],
+                     ["stats lines (or /metrics scrapes) taken while requests are in flight, or the load's own bench "
+                      "result"], ["a sample with requests waiting"])
+
+
+def _tokens_in_last_interval(tl) -> float:
+    """The prompt + generation rate the last sample counted (0.0 when none, or none printed)."""
+    if tl is None or not len(tl):
+        return 0.0
+    return sum(v for v in (float(tl.prompt_tps[-1]), float(tl.gen_tps[-1])) if not math.isnan(v))
+
+
+def _zero_tokens_at_end(ctx: Context) -> Judgement | None:
+    """Requests running, not one token counted in any interval of the window, and the pool empty at its end: running
+    requests each hold KV blocks, so "Running: 255, KV 0.0 %" at 0.0 tokens/s is an engine whose state no longer moves
+    (sweep 183 item 04, a data-parallel engine hung with full CUDA graphs). One INFO line at 0.0 with the pool in use
+    is not that proof (vLLM logs it at INFO when the interval before had tokens; tests/unit/test_sweep144_151_mends)."""
+    tl = ctx.timeline
+    if tl is None or not len(tl):
+        return None
+    run, gen, pr, kv = tl.running, tl.gen_tps, tl.prompt_tps, tl.kv_usage_pct
+    busy = [i for i in range(len(tl)) if float(run[i]) >= 1]
+    i = len(tl) - 1
+    if (not busy or busy[-1] != i or not float(kv[i]) < 1.0
+            or any(not (float(gen[j]) == 0.0 and float(pr[j]) == 0.0) for j in busy)):
+        return None
+    ln = sig.line_of(tl, i)
+    said = (f"{int(run[i])} request(s) running at the window's end" + (f" (line {ln})" if ln else "")
+            + f" with KV cache usage {float(kv[i]):.1f}% and 0.0 prompt and generation tokens/s in every interval: "
+            "running requests hold KV blocks, so an empty pool beside them is an engine whose state stopped moving")
+    return Judgement("stalled", "low", said, get("sched.queue-held-kv-free").action.split("; stalled: ")[-1],
+                     [said, "gauges that stopped refreshing read the same (vllm#22545: after every request was aborted "
+                            "the line kept 106 running at 0.0 tok/s)"],
+                     ["the next stats lines (tokens again, or still none), a py-spy dump of the engine core"],
+                     ["a later stats line with tokens (the engine resumed)"])
 
 
 def _silent_stall(ctx: Context, stall: tuple[int, float]) -> Judgement:

@@ -77,6 +77,8 @@ def _render_bench(con, bench: list[dict]) -> None:
     did not print it) and its headline figures."""
     from collections import Counter
 
+    from rich.markup import escape
+
     per_file, seen = Counter(b["source"] for b in bench), Counter()
     noted: set[str] = set()
     for b in bench[:BENCH_LINES]:
@@ -100,7 +102,7 @@ def _render_bench(con, bench: list[dict]) -> None:
                 figs.append(f"{label} {_fmt(f[k], ' ms', 2)}")
         if f.get("spec_decode_acceptance_length"):
             figs.append(f"speculative decoding, acceptance length {f['spec_decode_acceptance_length']:.2f}")
-        con.print(f"  • bench {name}: " + ", ".join(load) + ": " + ", ".join(figs))
+        con.print(escape(f"  • bench {name}: " + ", ".join(load) + ": " + ", ".join(figs)))
         if prov.get("skipped") and prov["skipped"] not in noted:  # rows of the same file it could not read
             noted.add(prov["skipped"])
             con.print(f"    {prov['skipped']}")
@@ -111,6 +113,8 @@ def _render_bench(con, bench: list[dict]) -> None:
 def _render_offline(con, offline: list[dict]) -> None:
     """One line per `vllm bench throughput/latency` result: its workload as its command gave it, then its figures,
     and the command that predicts it."""
+    from rich.markup import escape
+
     from kvdoctor.evidence.offline import OfflineResult
 
     for d in offline[:BENCH_LINES]:
@@ -123,8 +127,9 @@ def _render_offline(con, offline: list[dict]) -> None:
             eng = " ".join(r.engine_args)
             load = f"{load} | engine: {eng if len(eng) <= 100 else eng[:99] + '…'}".lstrip(" |")
         where = f" line {d['line']}" if d.get("line") else ""
-        con.print(f"  • {d['tool']} ({os.path.basename(r.source)}{where})" + (f" [{load}]" if load else "")
-                  + f": {r.describe()}")
+        # escaped: "[engine: --model=...]" is rich markup to rich, which swallowed it (sweep 186 items 06-08)
+        con.print(escape(f"  • {d['tool']} ({os.path.basename(r.source)}{where})" + (f" [{load}]" if load else "")
+                         + f": {r.describe()}"))
     if len(offline) > BENCH_LINES:
         con.print(f"  … and {len(offline) - BENCH_LINES} more offline result(s) (--json lists every one)")
 
@@ -146,6 +151,10 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
     con.print(f"  peaks: running {_fmt(s['max_running'], digits=0)}, waiting {_fmt(s['max_waiting'], digits=0)}"
               + (f" (deferred up to {deferred:,.0f})" if deferred else "") + ", "
               f"KV usage {_fmt(s['max_kv_usage_pct'], '%')} (mean {_fmt(s['mean_kv_usage_pct'], '%')})")
+    if s.get("prefix_hit_pct_mean") is not None:
+        lo, hi = s["prefix_hit_pct_min"], s["prefix_hit_pct_max"]
+        con.print(f"  prefix cache hit rate: mean {s['prefix_hit_pct_mean']:.1f}%"
+                  + (f" (samples {lo:.1f}-{hi:.1f}%)" if hi - lo >= 0.05 else ""))
     pre = s["preemptions"]
     if pre is None and s.get("preemptions_unknown_segments"):
         known = s.get("preemptions_known")
@@ -185,7 +194,8 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
                   + (f", max running {_fmt(seg.get('max_running'), digits=0)}, max waiting "
                      f"{_fmt(seg.get('max_waiting'), digits=0)}, max KV {_fmt(seg.get('max_kv_usage_pct'), '%')}, "
                      f"preemptions {_fmt(seg['preemptions'], digits=0) if seg.get('preemptions') is not None else 'unknown'}"
-                     if seg["samples"] else "")
+                     + (f", prefix hits {seg['prefix_hit_pct_mean']:.1f}%" if seg.get("prefix_hit_pct_mean") is not None
+                        else "") if seg["samples"] else "")
                   + (", events " + ", ".join(f"{k} ×{v}" for k, v in seg["events"].items()) if seg["events"] else ""))
         st = seg.get("startup")
         if st:

@@ -137,7 +137,15 @@ LLVM_ABORT = "LLVM ERROR:"
 # compute capability of at least 8.0 ...": sweep 129 item 12); chains.crash names each one's fix
 FATAL_AT_START = ("Bfloat16 is only supported on GPUs with compute capability",
                   "must be divisible by tensor parallel size",
-                  "is not supported for the current GPU. Minimum capability", "exceeds the total number of available")
+                  "is not supported for the current GPU. Minimum capability", "exceeds the total number of available",
+                  # sweeps 180-181: the container or host gives vLLM no usable GPU (config.py DeviceConfig; torch's
+                  # cudaGetDeviceCount on a driver older than the image's CUDA; Ray DP's placement of its ranks)
+                  "Failed to infer device type", "Error 804: forward compatibility",
+                  "Not enough resources to allocate")
+# The same, in lines that are no exception: the container runtime refusing the image (nvidia-container-cli), vLLM's
+# platform probe finding no GPU (INFO "No platform detected, vLLM is running on UnspecifiedPlatform"; the server fails
+# right after), NCCL finding two ranks on one GPU. Also read where a post quotes a refusal inside a sentence.
+FATAL_ANY_FORM = ("unsatisfied condition: cuda>=", "vLLM is running on UnspecifiedPlatform", "Duplicate GPU detected")
 
 
 def names_a_cause(text: str) -> bool:

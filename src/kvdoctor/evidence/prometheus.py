@@ -352,9 +352,13 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
                 dq, dh = delta("prefix_queries"), delta("prefix_hits")
                 if dq and dq > 0 and not math.isnan(dh):
                     cols["prefix_hit_pct"][i] = 100.0 * dh / dq
-            elif n == 1 and "preemptions" in ss.counters:
-                # a single dump: the counter since the process started is the only interval
-                cols["preemptions"][i] = ss.counters["preemptions"]
+            elif n == 1:
+                # a single dump: the counters since the process started are the only interval
+                if "preemptions" in ss.counters:
+                    cols["preemptions"][i] = ss.counters["preemptions"]
+                q, h = ss.counters.get("prefix_queries", 0.0), ss.counters.get("prefix_hits", math.nan)
+                if q > 0 and not math.isnan(h) and math.isnan(cols["prefix_hit_pct"][i]):
+                    cols["prefix_hit_pct"][i] = 100.0 * h / q  # (sweep 185 item 06)
             if "prompt_tps_gauge" in g and math.isnan(cols["prompt_tps"][i]):
                 cols["prompt_tps"][i] = g["prompt_tps_gauge"]
             if "gen_tps_gauge" in g and math.isnan(cols["gen_tps"][i]):

@@ -76,6 +76,7 @@ def _seg_summary(sg: Segment) -> dict[str, Any]:
             max_kv_usage_pct=_nanstat([tl.kv_usage_pct], "max"),
             mean_kv_usage_pct=_nanstat([tl.kv_usage_pct], "mean"),
             preemptions=_nanstat([tl.preemptions], "sum"),
+            prefix_hit_pct_mean=_nanstat([tl.prefix_hit_pct], "mean"),
         )
     counts: dict[str, int] = {}
     for e in sg.events:
@@ -141,6 +142,10 @@ def summary(ev: Evidence) -> dict[str, Any]:
         "preemptions_unknown_segments": len(unknown),
         "prompt_tps_mean": _nanstat([t.prompt_tps for t in tls], "mean"),
         "gen_tps_mean": _nanstat([t.gen_tps for t in tls], "mean"),
+        # the prefix cache's hit rate per sample (v1's line, V0's own line after it, /metrics counters)
+        "prefix_hit_pct_mean": _nanstat([t.prefix_hit_pct for t in tls if t.prefix_hit_pct is not None], "mean"),
+        "prefix_hit_pct_min": _nanstat([t.prefix_hit_pct for t in tls if t.prefix_hit_pct is not None], "min"),
+        "prefix_hit_pct_max": _nanstat([t.prefix_hit_pct for t in tls if t.prefix_hit_pct is not None], "max"),
         "skipped_lines": ev.skipped.skipped_lines,
         "total_lines": ev.skipped.total_lines,
         "parsed_lines": ev.skipped.parsed_lines,
@@ -176,7 +181,7 @@ def summary(ev: Evidence) -> dict[str, Any]:
     sources: dict[str, Any] = {}
     how_tl = f"{samples} samples from {len(tls)} timeline(s)"
     for k in ("max_running", "max_waiting", "max_kv_usage_pct", "mean_kv_usage_pct", "prompt_tps_mean",
-              "gen_tps_mean"):
+              "gen_tps_mean", "prefix_hit_pct_mean"):
         if s.get(k) is not None:
             sources[k] = Figure(s[k], "measured", how_tl).as_dict()
     if preempt is not None:

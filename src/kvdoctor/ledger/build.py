@@ -623,9 +623,21 @@ def graph_ceiling_warning(resolved) -> str | None:
     cap = resolved.max_cudagraph_capture_size
     seqs = resolved.max_num_seqs
     src = resolved.sources.get("max_cudagraph_capture_size")
-    if (resolved.enforce_eager or not cap or not seqs or cap >= seqs or src not in ("given", "measured")
+    # the capture sizes count tokens: with k speculative tokens a decode step schedules 1 + k per request (vLLM sizes
+    # its own default as max_num_seqs x (1 + k) x 2, ledger.memory); a ceiling of max-num-seqs is k + 1 times short
+    # (sweep 183 item 11: 6 requests, 3 speculative tokens, the ceiling truncated to 4 tokens: one request)
+    per = 1 + int(resolved.num_speculative_tokens or 0)
+    need = seqs * per if seqs else 0
+    if (resolved.enforce_eager or not cap or not seqs or cap >= need or src not in ("given", "measured")
             or (resolved.platform or "cuda") not in ("cuda", "rocm")):
         return None
+    if per > 1:
+        reqs = cap // per
+        return (f"CUDA graphs are captured up to {cap} tokens per step ({src}); with {per - 1} speculative tokens each "
+                f"decoding request schedules {per}, so a step of more than {reqs} request(s) runs without CUDA graphs, "
+                f"paying every kernel launch from Python. Set the capture ceiling to at least {need} tokens "
+                f"(--max-num-seqs {seqs} x {per}; --max-cudagraph-capture-size or the compilation config's "
+                f"cudagraph_capture_sizes), or --max-num-seqs {max(reqs, 1)}")
     return (f"CUDA graphs are captured up to batch {cap} ({src}) while --max-num-seqs is {seqs}: a decode step running "
             f"more than {cap} requests runs without CUDA graphs, paying every kernel launch from Python (several "
             f"times slower per step for small and mid-size models). Set the capture ceiling to at least {seqs} "

@@ -28,6 +28,9 @@ _PRINTED = (
     ("weights_bytes", "memory.weights", "model weights"),
     ("consumed_bytes", "memory.consumed", "consumed (weights + non-torch)"),
     ("activation_bytes", "memory.activation", "activation peak"),
+    # V0 0.6's profile prints torch's absolute peak, weights included (sweep 182 item 03: without it the KV budget
+    # and non-torch figures leave most of the requested memory unexplained)
+    ("torch_peak_bytes", "memory.torch_peak", "torch peak (weights + activation peak)"),
     ("non_torch_bytes", "memory.non_torch", "non-torch memory"),
     ("cudagraph_estimate_bytes", "memory.cudagraph_estimate", "CUDA graphs (estimate, deducted)"),
     ("cudagraph_bytes", "memory.cudagraph", "CUDA graphs (captured)"),
@@ -55,7 +58,7 @@ _ERROR_LABELS = {
     ("kv-over-free-memory", "error_available_bytes"): "free memory (the refusal's figure)",
 }
 _BYTES = {"total_memory_bytes", "requested_bytes", "weights_bytes", "consumed_bytes", "activation_bytes",
-          "non_torch_bytes",
+          "non_torch_bytes", "torch_peak_bytes",
           "cudagraph_estimate_bytes", "cudagraph_bytes", "kv_cache_bytes", "free_memory_bytes", "error_needed_bytes",
           "error_available_bytes"}
 SCHEMA_VERSION = "kvdoctor.ledger-log/1"
@@ -162,6 +165,10 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
         summed = (s.requested_bytes - s.consumed_bytes - s.activation_bytes, "consumed + peak activation",
                   " (CUDA-graph memory profiling was off: nothing withheld for the graphs)" if s.estimate_not_deducted()
                   else " (the peak activation includes the CUDA-graph estimate vLLM withheld)")
+    elif (s.requested_bytes and s.kv_cache_bytes and s.torch_peak_bytes and s.non_torch_bytes is not None
+          and s.activation_bytes is None):
+        # V0 0.6: kv_cache_size = total x utilization - peak_torch_memory - non_torch_memory (worker.py)
+        summed = (s.requested_bytes - s.torch_peak_bytes - s.non_torch_bytes, "torch peak + non-torch", "")
     if summed is not None:
         rest, terms, why = summed
         gap = s.kv_cache_bytes - rest  # type: ignore[operator]
@@ -286,7 +293,12 @@ def _unproven_fit(s: StartupFacts, led: LogLedger) -> None:
 def _verdict(s: StartupFacts, led: LogLedger) -> None:
     if s.startup_error in KV_REFUSALS:
         led.verdict, led.error = "does-not-fit", s.error_message
-        if s.error_est_max_model_len:
+        if s.error_est_max_model_len and s.startup_error == "max-len-over-model":
+            # the model's own position limit, refused before any memory was measured (sweep 187 item 01)
+            led.notes.insert(0, f"the model's own limit: --max-model-len {s.error_est_max_model_len:,} (its positions, "
+                                "not a memory figure: vLLM refused before it measured memory)")
+            led.labels["startup.estimated_max_model_len"] = "the model's position limit (vLLM's derived max_model_len)"
+        elif s.error_est_max_model_len:
             led.notes.insert(0, f"vLLM's own estimate: --max-model-len {s.error_est_max_model_len:,} fits")
     elif s.startup_error == "mamba-blocks":
         # the pool's state blocks are fewer than max_num_seqs: a refusal like the KV ones, with its own lever

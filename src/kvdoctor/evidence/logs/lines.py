@@ -13,16 +13,16 @@ from collections.abc import Callable
 from typing import Any
 
 from kvdoctor.evidence.logs.clock import stamp
-from kvdoctor.evidence.logs.commit import Series
+from kvdoctor.evidence.logs.commit import COLS, Series
 from kvdoctor.evidence.logs.envelope import (GLUE_STATS_B, json_timestamp_b, leading_timestamp_b, strip_ansi_b,
                                              parse_envelope, search_envelope_b)
 from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
                                            MAX_WARNINGS)
 from kvdoctor.evidence.logs.requests import request_kind
 from kvdoctor.evidence.logs.startup import R_TORCH_OOM_BODY, WRAP_HOLD, WRAPPED_NEEDLES, cut_fact, join_wrapped
-from kvdoctor.evidence.logs.stats import parse_stats, parse_stats_cut, parse_warning
-from kvdoctor.evidence.model import (ARCH_GUARD, ENGINE_PROCS, FATAL_AT_START, HOST_OOM, LLVM_ABORT, Event, cause_named,
-                                     is_exception_line)
+from kvdoctor.evidence.logs.stats import R_PREFIX, parse_stats, parse_stats_cut, parse_warning
+from kvdoctor.evidence.model import (ARCH_GUARD, ENGINE_PROCS, FATAL_ANY_FORM, FATAL_AT_START, HOST_OOM, LLVM_ABORT,
+                                     Event, cause_named, is_exception_line)
 
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
 # table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
@@ -54,6 +54,9 @@ FULL_NEEDLES = (
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
     b"Exception:",  # a bare exception of Python's base class ("Exception: Call to add_lora method failed: ...")
     b"Shutting down FastAPI HTTP server",  # the API server's launcher stopping on a signal (_SHUTDOWN_NEEDLES)
+    b"UnspecifiedPlatform", b"Duplicate GPU", b"exit code",  # no GPU found; two ranks on one GPU; a killed process
+    b"index out of bounds: 0 <=",  # torch.compile's bounds assert, also without the thread prefix (sweep 187 item 09)
+    b"is too long and exceeds limit of",  # V0's scheduler ignoring a prompt over max_model_len (a WARNING)
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
 
@@ -78,7 +81,9 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to all
                 b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
                 b"HW Exception", b"] Assertion `", b"kernel only supports sm", b"_get_prompt_logprobs_dict",
-                b"Exception:", b"Segfault encountered", b"Memory access fault by GPU", b"Task finished unexpectedly")
+                b"Exception:", b"Segfault encountered", b"Memory access fault by GPU", b"Task finished unexpectedly",
+                b"UnspecifiedPlatform", b"Duplicate GPU", b"exit code", b"index out of bounds: 0 <=",
+                b"is too long and exceeds limit of")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
@@ -92,6 +97,12 @@ _CUDA_ERROR = re.compile(r"(?:CUDA|Cuda) (?:driver )?error\b(?!s)"  # torch: "CU
 _DEVICE_ASSERT = re.compile(r"block: \[\d+,\s*\d+,\s*\d+\], thread: \[\d+,\s*\d+,\s*\d+\] Assertion `")
 # the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
 # the kernel's own ("Out of memory: Killed process 1234 (python3)")
+# the process the kernel's OOM killer names, and the names a vLLM server's processes go by (the interpreter, torch's
+# main thread, vLLM's own process titles, Ray's workers)
+_KILLED_NAME = re.compile(r"Killed process \d+ \(([^)]*)\)|oom-kill:.*?\btask=([^,\s]+)")
+_SERVER_PROC = re.compile(r"python|pt_main|vllm|VLLM|ray|Ray|EngineCore|Worker|uvicorn|torch", re.I)
+# an exception a post quotes inside its own sentence ("I receive a `ValueError: Bfloat16 is only supported ...`")
+_QUOTED_EXC = re.compile(r"[`'\"(]\s*[A-Za-z_.]*(?:Error|Exception): ")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
 _PROBE_FAILED = re.compile(rb"(?:\(x(\d+) over [^)]*\)\s+kubelet\s+)?(Startup|Liveness|Readiness) probe failed")
 _SHM_WAIT = re.compile(rb"No available shared memory broadcast block found in (\d+(?:\.\d+)?) seconds?")
@@ -100,7 +111,8 @@ _SHM_WAIT = re.compile(rb"No available shared memory broadcast block found in (\
 _PROMPT_LOGPROBS = "_get_prompt_logprobs_dict"
 _SELF_KILL = "fatal signal from worker"  # 0.7-0.8's V1 client, before it SIGKILLs its own process group
 # a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
-_NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b")
+# (137 = 128 + SIGKILL: a shell's, docker's or Kubernetes' word for the same kill; sweep 182 item 11)
+_NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b|(?i:exit code):? 137\b")
 # a crash below Python: the interpreter's or Ray's fatal-signal report, the shell's "(core dumped)", ROCm's runtime on a
 # hung GPU ("HW Exception by GPU node-1 ... reason :GPU Hang"); data["native"] keeps the marker
 _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|Bus error|Floating point exception)|"
@@ -200,21 +212,27 @@ def _error_kind(msg: str, m: Any) -> str | None:
     # running out of memory, consider decreasing `gpu_memory_utilization` ..." printed at every start-up
     advice = "running out of memory" in msg or (m is not None and m.group("level") in (b"INFO", b"DEBUG"))
     if HOST_OOM.search(msg):
+        k = _KILLED_NAME.search(msg)
+        if k is not None and not _SERVER_PROC.search(k.group(1) or k.group(2)):
+            return "error"  # the OOM killer took another process (LMCache's server: sweep 181 item 10), not vLLM's
         return "engine-dead"  # killed from outside (data["killed"] below): the host's memory ran out
     if ("out of memory" in msg or "OutOfMemoryError" in msg or R_TORCH_OOM_BODY.search(msg)) and not advice:
         return "oom"
     if "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
         return "kv-too-small"
     if ("illegal memory access" in msg or _CUDA_ERROR.search(msg) or "device-side assert" in msg
-          or _DEVICE_ASSERT.search(msg) or ARCH_GUARD in msg or LLVM_ABORT in msg):
+          or _DEVICE_ASSERT.search(msg) or ARCH_GUARD in msg or LLVM_ABORT in msg
+          or ("Assertion `index out of bounds: 0 <=" in msg and "failed" in msg)):
         return "cuda-error"
     if "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
         return "nccl-timeout"
-    if is_exception_line(msg.strip()) and any(x in msg for x in FATAL_AT_START):
-        return "engine-dead"  # vLLM refused this GPU or host at start-up (FATAL_AT_START)
+    if ((any(x in msg for x in FATAL_AT_START) and (is_exception_line(msg.strip()) or _QUOTED_EXC.search(msg)))
+            or any(x in msg for x in FATAL_ANY_FORM)):
+        return "engine-dead"  # vLLM refused this GPU or host at start-up (FATAL_AT_START, FATAL_ANY_FORM)
     if ("EngineDeadError" in msg or "died unexpectedly" in msg or "exited unexpectedly" in msg or "fatal error" in msg
           or ("died" in msg and ("ngine" in msg or "Worker" in msg or "exit code" in msg))
           or "is already dead" in msg or "Background loop has errored" in msg or _KILLED.search(msg)
+          or _NO_TRACEBACK.search(msg)
           or _SELF_KILL in msg or "get_output_async" in msg or "background task failed" in msg
           # the API server's output loop raised (a detokenizer error): it is not restarted, so no request is
           # answered again until the server is (AsyncLLM._run_output_handler starts it once)
@@ -231,6 +249,8 @@ def _error_kind(msg: str, m: Any) -> str | None:
         # v0's "Worker VllmWorkerProcess pid N died, exit code: -6", the shell's "Killed"
         return "engine-dead"
     if ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
+          or "No space left on device" in msg  # NCCL's WARN on a full /dev/shm (sweep 181 item 02)
+          or "is too long and exceeds limit of" in msg  # V0 ignored a request (sweep 187 item 10)
           or is_exception_line(msg.strip()) or _PROMPT_LOGPROBS in msg
           # pydantic's line for a failed config check ("Assertion failed, In Mamba cache align mode, block_size
           # (2096) must be <= max_num_batched_tokens (2048). [type=assertion_error, ...]": vllm#36734)
@@ -447,6 +467,24 @@ class LinePath:
             self._event(Event(t=t, kind="quiet-stall", line_no=n, message=line[:200].decode("utf-8", "replace").strip(),
                               data={"running": int(row[3]), "proc": proc}), proc)
         return True
+
+    def _v0_prefix_line(self, line: bytes) -> bool:
+        """V0's hit rate, logged as its own record right after the stats record of the same interval
+        (vllm/engine/metrics.py LoggingStatLogger.log: "Prefix cache hit rate: GPU: x%, CPU: y%"): the GPU figure goes
+        into that sample of the same process, within a second of it. False: no such sample (then it is another line)."""
+        h = R_PREFIX.search(line)
+        m = search_envelope_b(line) or leading_timestamp_b(line)
+        if h is None or m is None or (t := self._time(m, line)) is None:
+            return False
+        proc, k = proc_key(m), COLS.index("prefix_hit_pct")
+        for s in self.series.values():
+            last = s.last_t
+            if s.proc == proc and s.is_v0 and last is not None and abs(t - last) <= 1.0:
+                d = s.data
+                if d[len(d) - len(COLS) + k] != d[len(d) - len(COLS) + k]:  # NaN: the stats record had none
+                    d[len(d) - len(COLS) + k] = float(h.group(1))
+                return True
+        return False
 
     def _cut_stats(self, line: bytes, n: int) -> bool:
         """A record the line's end cut: its whole fields read, the rest NaN (stats.parse_stats_cut); counted for the
@@ -696,6 +734,8 @@ class LinePath:
                     continue
             if b"\r" in bl:
                 bl = bl.rstrip(b"\r")
+            if bl.endswith(b"^M"):
+                bl = bl[:-2]  # a carriage return a pager or editor showed as text, copied with it (sweep 180 item 12)
             if request_kind(bl) is not None:
                 continue  # read (and counted) by the chunk's request-line scan; its prompt is the user's words
             if not with_stats and (b"roughput" in bl or b"preempted by" in bl):
@@ -723,6 +763,9 @@ class LinePath:
             if b"SpecDecoding metrics" in bl or (b"Mean acceptance length" in bl and b"Drafted: " in bl):
                 if self._spec_decode(bl, n):
                     self.parsed_lines += 1
+                continue
+            if b"Prefix cache hit rate:" in bl and self._v0_prefix_line(bl):
+                self.parsed_lines += 1
                 continue
             note = self._note_line(bl, n)
             if note is not None:

@@ -305,7 +305,9 @@ def _fold_worker_errors(segs: dict) -> None:
         evs = sg.events
         if (sg.timeline is not None or sg.startup is not None or not evs
                 or not all(e.kind in ("engine-error", "error") and e.line_no is not None for e in evs)
-                or not str(key[1]).startswith(ENGINE_PROCS)):
+                or not (str(key[1]).startswith(ENGINE_PROCS)
+                        # NCCL's own WARN lines carry NCCL's prefix, not a vLLM process's (sweep 181 item 02)
+                        or all("NCCL WARN" in (e.message or "") for e in evs))):
             continue
         last = max(e.line_no for e in evs)
         best = None
