@@ -20,6 +20,8 @@ from pathlib import Path
 
 
 def freeze(src: Path, dst: Path) -> None:
+    from kvdoctor.testbed import series as S
+
     dst.mkdir(parents=True, exist_ok=True)
     meta = json.loads((src / "series.json").read_text())
     for r in meta["runs"]:
@@ -33,6 +35,7 @@ def freeze(src: Path, dst: Path) -> None:
         it = src / f"{r['name']}.iterations.json"  # version 2: the run's logged engine steps, compact
         if it.exists():
             (dst / it.name).write_text(it.read_text())
+    S.write_token_steps(src, dst)  # every timed run's engine steps, rebuilt while the per-token gaps were there
     keep = ("non-default args", "KV cache", "Avg prompt throughput", "version")
     lines = (src / "serve.log").read_text(errors="replace").splitlines(keepends=True)
     # the per-step lines are in <run>.iterations.json already (one ~200-byte line per step)

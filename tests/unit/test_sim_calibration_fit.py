@@ -68,7 +68,8 @@ def test_calibration_file_round_trip_and_use_in_whatif(tmp_path):
     p = tmp_path / "cal.json"
     p.write_text(json.dumps(TRUE.to_json()))
     cal = C.load_calibration(p)
-    assert cal.linear == TRUE.linear and cal.frontend == TRUE.frontend
+    # a term the file lacks (one written before it existed: per_token_sq_s) reads back as 0
+    assert cal.linear == {**dict.fromkeys(C.LINEAR_KEYS, 0.0), **TRUE.linear} and cal.frontend == TRUE.frontend
     m = cal.step_model()
     assert m.step(100, 1, 0, 0.0, 1) == pytest.approx(0.012 + 100 * 4e-5 + 0.0015)
 
@@ -265,3 +266,31 @@ def test_a_result_whose_every_request_failed_is_refused_by_name(tmp_path):
     f.write_text(json.dumps(doc))
     with pytest.raises(InputError, match=r"every request failed \(8 failed, 0 completed\)"):
         C.load_bench_runs([str(f)])
+
+
+def test_a_steps_squared_size_is_measured_when_the_steps_span_it():
+    # stop 54's diagnostic on version 14's sessions (docs/simulation.md): on the CPU engine a token's cost rises with
+    # the step's size. Noise-free, with the truth holding a squared term, the rebuilt steps' regression with the
+    # square recovers it and the cost per token; without it, the slope takes the curvature
+    truth = C.Calibration(kind="linear", scale=0.0,
+                          linear={**TRUE_KV.linear, "per_token_sq_s": 8e-8},
+                          frontend=TRUE_KV.frontend)
+    ramp = _with_token_times(_ramp_and_others()[0], truth)
+    steps, _ = C.token_steps(ramp, budget=2048)
+    sq = C.prefill_rate(steps, square=True)
+    assert sq["all_terms"]["per_token_sq_s"] == pytest.approx(8e-8, rel=0.1)
+    assert sq["per_token_s"] == pytest.approx(2e-4, rel=0.05)
+    assert C.prefill_rate(steps)["per_token_s"] > 1.1 * 2e-4
+    # the step model: the square of the step's tokens, also along a decode stretch (tokens = the batch)
+    from kvdoctor.sim.steptime import LinearStepTime
+
+    lin = LinearStepTime(base_s=0.01, per_token_s=1e-4, per_token_sq_s=1e-7)
+    assert lin.step(1000, 1, 0, 0.0, 1) == pytest.approx(0.01 + 0.1 + 0.1)
+    a, b = lin.decode_line(8)
+    assert a == pytest.approx(lin.step(8, 8, 0, 0.0, 0)) and b == 0.0
+    # held fixed with the other step terms, and written to the calibration file
+    cal = C.calibrate([ramp], C.Setup(cfg=_cfg()), kind="linear", use_token_steps=True, step_terms=True,
+                      step_square=True, finish_cost=True, iters=40)
+    assert cal.linear["per_token_sq_s"] == pytest.approx(8e-8, rel=0.1) and cal.fit["step_square"] is True
+    with pytest.raises(InputError, match="step terms"):
+        C.calibrate([ramp], C.Setup(cfg=_cfg()), kind="linear", use_token_steps=True, step_square=True)

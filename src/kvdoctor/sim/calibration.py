@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only
     from kvdoctor.sim.steptime import RooflineStepTime
 
 SCHEMA = "kvdoctor.calibration/1"
-LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s")
+LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s", "per_token_sq_s")
 FE_KEYS = ("per_request_s", "per_prompt_token_s", "per_output_token_s", "latency_s", "per_finish_s", "parse_s")
 # the bench figures a fit matches, with the simulated counterpart computed by ``sim_figures``
 FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
@@ -475,7 +475,7 @@ def token_steps(run: BenchRun, budget: int | None = None) -> tuple[list[TokenSte
                    "prefill_steps": sum(1 for s in steps if s.prefills)}
 
 
-def prefill_rate(steps: list[TokenStep]) -> dict | None:
+def prefill_rate(steps: list[TokenStep], square: bool = False) -> dict | None:
     """A prompt token's cost from rebuilt steps: least squares of each step's duration on (1, requests, tokens,
     decode context), refitted without the steps more than 5 robust standard deviations off (host interruptions,
     split steps), terms that come out negative dropped. Only the per-token cost is used by ``calibrate``: the other
@@ -487,7 +487,9 @@ def prefill_rate(steps: list[TokenStep]) -> dict | None:
     if len(steps) < 30 or sum(1 for s in steps if s.prefills) < 5:
         return None
     y = np.array([s.duration_s for s in steps])
-    X = np.array([[1.0, s.num_reqs, s.tokens, s.kv_decode] for s in steps], dtype=float)
+    # ``square``: also the step's tokens squared (a token's cost rising with the step's size, column 4)
+    X = np.array([[1.0, s.num_reqs, s.tokens, s.kv_decode] + ([float(s.tokens) ** 2] if square else [])
+                  for s in steps], dtype=float)
     def solve(keep, cols):
         # least squares on the kept steps, terms other than the per-token cost dropped while they come out negative
         while True:
@@ -497,7 +499,7 @@ def prefill_rate(steps: list[TokenStep]) -> dict | None:
                 return cols, c
             cols = [x for x in cols if x not in neg]
 
-    cols, keep = [0, 1, 2, 3], np.ones(len(y), bool)
+    cols, keep = [0, 1, 2, 3] + ([4] if square else []), np.ones(len(y), bool)
     for _ in range(4):
         cols, c = solve(keep, cols)
         fit_y = X[:, cols] @ c
@@ -513,7 +515,8 @@ def prefill_rate(steps: list[TokenStep]) -> dict | None:
     per_token = float(coef.get(2, 0.0))
     if not per_token > 0:
         return None
-    names = {0: "base_s", 1: "per_request_s", 2: "per_token_s", 3: "per_kv_token_s"}
+    names = {0: "base_s", 1: "per_request_s", 2: "per_token_s", 3: "per_kv_token_s", **({4: "per_token_sq_s"} if square
+                                                                                        else {})}
     return {"per_token_s": per_token, "steps_used": int(keep.sum()), "steps": len(steps),
             "prefill_steps": int(sum(1 for s, k in zip(steps, keep) if k and s.prefills)),
             "all_terms": {names[j]: float(coef.get(j, 0.0)) for j in names}}
@@ -1112,7 +1115,8 @@ def iteration_time(lin: dict[str, float], o: IterObs) -> float:
     chunk, so prefill pairs are those of ``ctx_reqs`` equal fresh chunks (``T^2 / 2C``), and the
     decodes' context lengths are unknown (the linear fit leaves ``per_kv_token_s`` at 0 anyway)."""
     pairs = o.ctx_tokens * (o.ctx_tokens + o.ctx_reqs) / (2.0 * o.ctx_reqs) if o.ctx_reqs else 0.0
-    return (lin.get("base_s", 0.0) + lin.get("per_token_s", 0.0) * (o.ctx_tokens + o.gen_tokens)
+    tokens = o.ctx_tokens + o.gen_tokens
+    return (lin.get("base_s", 0.0) + lin.get("per_token_s", 0.0) * tokens + lin.get("per_token_sq_s", 0.0) * tokens ** 2
             + lin.get("per_pair_s", 0.0) * pairs + lin.get("per_request_s", 0.0) * (o.ctx_reqs + o.gen_reqs))
 
 
@@ -1434,7 +1438,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
               iterations: list[IterObs] | None = None, kv_term: bool = False, iters: int = 250,
               use_token_steps: bool = False, on_iter=None, parse_share: float = 0.0,
               client_after_finish: bool = False, finish_occupies: bool = True,
-              measure_finish: bool = False, output_per_step: bool = False, step_terms: bool = False) -> Calibration:
+              measure_finish: bool = False, output_per_step: bool = False, step_terms: bool = False,
+              step_square: bool = False) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -1452,7 +1457,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     ``FrontEnd.output_per_step`` (the output work done as each step's tokens come out). ``step_terms`` (with
     ``use_token_steps``): every term the rebuilt steps' regression gives (``prefill_rate``'s ``all_terms``: per step, per
     request, per token, per context token; a term it dropped as negative is held at 0) is held fixed, not only the cost
-    per token; the bench figures then fit the front end (and the prefill pairs) alone."""
+    per token; the bench figures then fit the front end (and the prefill pairs) alone. ``step_square`` (with
+    ``step_terms``): the regression also has the step's tokens squared (``LinearStepTime.per_token_sq_s``)."""
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError("two bench results have the same file name: rename one")
@@ -1466,7 +1472,9 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
                      output_per_step=output_per_step).flags()
     fixed, steps_info = None, None
     if use_token_steps:
-        steps_info = prefill_from_token_steps(fit_runs, setup.cfg.max_num_batched_tokens)
+        if step_square and not step_terms:
+            raise InputError("the step's squared-size term is one of the step terms: it needs step_terms")
+        steps_info = prefill_from_token_steps(fit_runs, setup.cfg.max_num_batched_tokens, square=step_square)
         if kind != "linear":
             raise InputError("the prefill rate from the token times sets the linear model's cost per token: --linear")
         fixed = {"per_token_s": steps_info["per_token_s"]}
@@ -1498,6 +1506,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         "token_steps": steps_info,
         **({"finish_delay": finish_info} if finish_info else {}),
         **({"step_terms": True} if step_terms else {}),
+        **({"step_square": True} if step_square else {}),
         "iterations": len(iterations or ()),
         "engine_overhead_s": overhead,
         "held_out": [r.name for r in held],
@@ -1522,7 +1531,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     return cal
 
 
-def prefill_from_token_steps(runs: list[BenchRun], budget: int | None) -> dict:
+def prefill_from_token_steps(runs: list[BenchRun], budget: int | None, square: bool = False) -> dict:
     """The prefill rate measured on the fitted runs' rebuilt steps (``token_steps`` + ``prefill_rate``), with what
     was rebuilt; InputError when the runs do not have the per-token times or too few prefill steps."""
     steps: list[TokenStep] = []
@@ -1531,7 +1540,7 @@ def prefill_from_token_steps(runs: list[BenchRun], budget: int | None) -> dict:
         st, d = token_steps(r, budget)
         steps += st
         diag[r.name] = d
-    rate = prefill_rate(steps)
+    rate = prefill_rate(steps, square=square)
     if rate is None:
         why = "; ".join(f"{k}: " + (v.get("reason") or f"{v.get('steps', 0)} steps, {v.get('prefill_steps', 0)} with a prefill")
                         for k, v in diag.items())

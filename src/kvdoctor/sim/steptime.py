@@ -47,13 +47,18 @@ class LinearStepTime:
     per_kv_token_s: float = 0.0
     per_pair_s: float = 0.0
     per_request_s: float = 0.0
+    # a token's cost rising with the step's size (on the CPU engine, a 1,790-token step cost 0.25 ms a token where
+    # 112-token steps cost 0.11: activations past the caches); 0 unless a calibration measured it
+    per_token_sq_s: float = 0.0
 
     def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int) -> float:
         return (self.base_s + self.per_token_s * tokens + self.per_kv_token_s * kv_decode
-                + self.per_pair_s * prefill_pairs + self.per_request_s * num_reqs)
+                + self.per_pair_s * prefill_pairs + self.per_request_s * num_reqs
+                + self.per_token_sq_s * tokens * tokens)
 
     def decode_line(self, n: int) -> tuple[float, float]:
-        return self.base_s + (self.per_token_s + self.per_request_s) * n, self.per_kv_token_s
+        return (self.base_s + (self.per_token_s + self.per_request_s) * n + self.per_token_sq_s * n * n,
+                self.per_kv_token_s)
 
     def decode_cpu_line(self, n: int) -> tuple[float, float] | None:
         return None  # one line: no overlapped CPU term

@@ -587,6 +587,38 @@ def load_iterations(directory: Path, name: str) -> list:
     return [IterObs(int(c), int(t), int(g), int(gt), float(ms) / 1e3) for c, t, g, gt, ms in json.loads(p.read_text())]
 
 
+STEPS_FILE = "token_steps.json"
+
+
+def write_token_steps(src: Path, dst: Path) -> int:
+    """Every timed run's engine steps rebuilt from its per-token times (``sim.calibration.token_steps``), written
+    compactly to ``dst/token_steps.json`` ({run: [[duration_s, num_reqs, tokens, kv_decode, prefills], ...]}): a
+    frozen series keeps the per-token gaps of its calibration run and repeat only, and this keeps what they gave for
+    the validation runs. Returns the number of steps written."""
+    import json
+
+    from kvdoctor.sim import calibration as C
+
+    out = {}
+    for r in load_series_runs(src):
+        if not r.name.startswith("warmup"):
+            st, _ = C.token_steps(r, SCHED["max_num_batched_tokens"])
+            out[r.name] = [[round(s.duration_s, 6), s.num_reqs, s.tokens, s.kv_decode, s.prefills] for s in st]
+    (dst / STEPS_FILE).write_text(json.dumps(out, separators=(",", ":")) + "\n")
+    return sum(len(v) for v in out.values())
+
+
+def load_token_steps(directory: Path) -> dict[str, list]:
+    """``write_token_steps``' file back as ``TokenStep`` lists per run."""
+    import json
+
+    from kvdoctor.sim.calibration import TokenStep
+
+    doc = json.loads((directory / STEPS_FILE).read_text())
+    return {n: [TokenStep(duration_s=d, num_reqs=q, tokens=t, kv_decode=k, prefills=p) for d, q, t, k, p in v]
+            for n, v in doc.items()}
+
+
 def load_series_runs(directory: Path, host_corrected: bool = False) -> list:
     """The series' runs as ``sim.calibration.BenchRun`` s, in series order: wall-clock figures as the bench
     reported them, or (``host_corrected``) each with the host stretch series.json recorded for it applied
