@@ -318,3 +318,109 @@ def test_an_offline_results_engine_flags_are_not_eaten_as_markup(tmp_path):
     code, err, out = invoke("evidence", str(log))
     assert code == 0, err
     assert "[engine: --model=Qwen/Qwen3-1.7B]" in out
+
+
+# --- sweeps 188-193: serving-time OOMs, hangs, audio, HF discussions, cloud GPUs --------------------------------------
+
+def test_a_workers_failed_step_is_the_engines_death(tmp_path):
+    # local-inference-lab/rtx6kpro#103: an author's condensed log, the worker's "WorkerProc hit an exception." and its
+    # traceback after the stats lines; it had read healthy ("nothing to change")
+    inst = _diag(tmp_path, "wp.txt", """
+        (APIServer pid=1) INFO 09-15 09:40:37 [loggers.py:123] Engine 000: Avg prompt throughput: 515.7 tokens/s, Avg generation throughput: 2.6 tokens/s, Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: 41.7%, Prefix cache hit rate: 0.0%
+        WorkerProc hit an exception.
+        Traceback (most recent call last):
+          File "/opt/vllm/vllm/v1/worker/gpu_worker.py", line 1213, in execute_model
+            output = self.model_runner.execute_model(
+        """)
+    assert inst["verdict"] == "engine-died" and "while serving" in inst["reason"]
+
+
+def test_one_wait_after_an_interval_without_a_token_is_a_hang(tmp_path):
+    # vllm#48752: 3 running at 0.0 tok/s, then one 60 s wait on the workers and nothing after; it had read healthy
+    inst = _diag(tmp_path, "hang1.txt", """
+        (APIServer pid=605) INFO 07-15 15:32:47 [loggers.py:273] Engine 000: Avg prompt throughput: 532.2 tokens/s, Avg generation throughput: 20.5 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.7%, Prefix cache hit rate: 0.0%
+        (APIServer pid=605) INFO 07-15 15:32:57 [loggers.py:273] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.7%, Prefix cache hit rate: 0.0%
+        (EngineCore pid=1154) INFO 07-15 15:33:47 [shm_broadcast.py:705] No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).
+        """)
+    assert inst["verdict"] == "stalled" and inst["confidence"] == "low"
+    # the same wait after an interval with tokens stays one wait (a long step, a compile): not yet a hang
+    moving = (tmp_path / "hang1.txt").read_text().replace(
+        "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s",
+        "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 30.0 tokens/s")
+    assert _diag(tmp_path, "moving.txt", moving)["verdict"] != "stalled"
+
+
+def test_torchs_oom_message_broken_over_lines_is_read_whole(tmp_path):
+    # wtdcode/vllm-backport#94: the OOM line wrapped after "Tried to allocate"; the total, the free and the 1.25 GiB
+    # reserved-but-unallocated (fragmentation, whose own advice is expandable_segments) had been lost
+    inst = _diag(tmp_path, "wrap.txt", """
+        torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 640.00 MiB.
+        GPU 0 has a total capacity of 79.25 GiB of which 287.94 MiB is free.
+        Process 1234 has 78.86 GiB memory in use. Of the allocated memory 76.14 GiB is
+        allocated by PyTorch, with 2.52 GiB allocated in private pools (e.g., CUDA Graphs),
+        and 1.25 GiB is reserved by PyTorch but unallocated.
+        """)
+    assert inst["action"].startswith("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    # torch 2.1's own typo ("total capacty of", TheBloke/Mixtral-8x7B-Instruct-v0.1-AWQ discussion 2) reads the same
+    typo = _write(tmp_path, "typo.txt", """
+        torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 462.00 MiB. GPU 0 has a total capacty of 79.18 GiB of which 302.31 MiB is free.
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(typo), "--json")
+    assert code == 0, err
+    assert round(json.loads(out)["figures"]["memory.total"]["value"] / 2**30, 2) == 79.18
+
+
+def test_a_workers_reply_that_never_came_is_a_stuck_worker_not_an_exception(tmp_path):
+    # vllm#41125: the engine core's traceback ends in get_response / mq.dequeue(timeout=...): it had said "the engine
+    # core or a worker raised an exception"
+    inst = _diag(tmp_path, "rpc.txt", """
+        (EngineCore pid=1634) ERROR 04-29 01:42:14 [core.py:1138] EngineCore encountered a fatal error.
+        (EngineCore pid=1634) ERROR 04-29 01:42:14 [core.py:1138] Traceback (most recent call last):
+        (EngineCore pid=1634) ERROR 04-29 01:42:14 [core.py:1138]   File "/x/vllm/v1/executor/multiproc_executor.py", line 386, in get_response
+        (EngineCore pid=1634) ERROR 04-29 01:42:14 [core.py:1138]     status, result = mq.dequeue(timeout=dequeue_timeout)
+        """)
+    assert inst["verdict"] == "engine-died" and "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in inst["action"]
+    assert "stopped answering" in inst["reason"]
+    # local-inference-lab/vllm#827: an author's condensed log with vLLM's own words for it and no prefix
+    inst = _diag(tmp_path, "rpc2.txt", """
+        09:14:37 TimeoutError: RPC call to sample_tokens timed out.
+        09:14:37 EngineCore encountered a fatal error.  -> full shutdown, API 500s
+        """)
+    assert "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in inst["action"]
+
+
+def test_an_audio_items_encoder_cache_refusal_is_read_alone_and_advised_for_audio(tmp_path):
+    # OpenMOSS/MOSS-Transcribe-Diarize#27: the message quoted alone (after "报错："); the advice had named images only
+    inst = _diag(tmp_path, "enc.txt", """
+        报错：The decoder prompt contains a(n) audio item with 29537 embedding tokens, which exceeds the pre-allocated encoder cache size 2048
+        """)
+    note = next(n for n in inst["notes"] if "encoder cache" in n)
+    assert "audio: shorter clips" in note and "HTTP 400" in note
+
+
+def test_v1_refusing_a_forced_attention_backend_is_a_start_up_death(tmp_path):
+    # vllm#15853: a T4, VLLM_USE_V1=1 with VLLM_ATTENTION_BACKEND=TRITON_ATTN_VLLM_V1 on 0.8
+    inst = _diag(tmp_path, "v1be.txt", """
+        NotImplementedError: VLLM_USE_V1=1 is not supported with VLLM_ATTENTION_BACKEND=TRITON_ATTN_VLLM_V1.
+        """)
+    assert inst["verdict"] == "engine-died" and "VLLM_USE_V1=0" in inst["action"]
+
+
+def test_v0s_spawned_engine_dying_while_it_starts_is_a_death(tmp_path):
+    # vllm#9367: multiprocessing's "Process SpawnProcess-1:" over the engine's start-up frames, its exception cut
+    inst = _diag(tmp_path, "spawn.txt", """
+        INFO 10-15 01:20:52 model_runner.py:1071] Loading model weights took 19.9073 GB
+        Process SpawnProcess-1:
+        Traceback (most recent call last):
+          File "/usr/local/lib/python3.12/dist-packages/vllm/engine/llm_engine.py", line 484, in _initialize_kv_caches
+        """)
+    assert inst["verdict"] == "engine-died" and "at start-up" in inst["reason"]
+
+
+def test_the_step_dumps_header_alone_says_the_engine_was_serving(tmp_path):
+    # DominikBucko/qwen38-flash-next-2x3090#2: the dump's header cut by the paste, then a worker's OOM
+    inst = _diag(tmp_path, "dump.txt", """
+        (EngineCore pid=837) ERROR 09-02 15:15:12 [dump_input.py:79] Dumping scheduler output for model execut
+        (Worker_TP0 pid=901) ERROR 09-02 15:15:12 [multiproc_executor.py:703] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 80.00 MiB. GPU 0 has a total capacity of 23.56 GiB of which 33.94 MiB is free.
+        """)
+    assert inst["verdict"] == "engine-died" and "while serving" in inst["reason"]

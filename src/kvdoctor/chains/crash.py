@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover - boundary type
 
 _ALLOC = re.compile(r"Tried to allocate ([\d.]+) ?(GiB|MiB|KiB|GB|MB)")
 _RESERVED_FREE = re.compile(r"([\d.]+) ?(GiB|MiB|KiB) (?:is )?reserved by PyTorch but unallocated")
-_CAPACITY = re.compile(r"total capacity of ([\d.]+) ?(GiB|MiB) of which ([\d.]+) ?(GiB|MiB|KiB) (?:is )?free")
+_CAPACITY = re.compile(r"total capac(?:i)?ty of ([\d.]+) ?(GiB|MiB) of which ([\d.]+) ?(GiB|MiB|KiB) (?:is )?free")
 # torch before 2.1 (and torch_npu): "(GPU 0; 60.96 GiB total capacity; 57.81 GiB already allocated; 6.76 MiB free; ...)"
 _CAPACITY_OLD = re.compile(r"([\d.]+) ?(GiB|MiB) total capacity; [\d.]+ ?(?:GiB|MiB|KiB) already allocated;"
                            r"(?: [\d.]+ ?(?:GiB|MiB|KiB) current active;)? ([\d.]+) ?(GiB|MiB|KiB) free")
@@ -191,13 +191,18 @@ def engine_hung(ctx: Context) -> Finding | None:
     if not waits:
         return None
     seconds, in_a_row = waited_seconds(waits)
-    if in_a_row < HUNG_WAITS or not _served(ctx, waits[0], after=False) or _progressed_after(ctx, waits[-1]):
-        return None
     tl = ctx.timeline
-    running = None
+    running, stopped = None, False
     if tl is not None and tl.line_no is not None:
         before = [i for i in range(len(tl)) if tl.line_no[i] == tl.line_no[i] and tl.line_no[i] < waits[0].line_no]
         running = float(tl.running[before[-1]]) if before else None
+        # the stats interval just before the wait already counted no token with requests running (sweep 191 item 02:
+        # 3 running at 0.0 tok/s, then one 60 s wait): one wait then says as much as two
+        stopped = bool(before) and running is not None and running >= 1 and all(
+            float(x[before[-1]]) == 0.0 for x in (tl.gen_tps, tl.prompt_tps))
+    if ((in_a_row < HUNG_WAITS and not stopped) or not _served(ctx, waits[0], after=False)
+            or _progressed_after(ctx, waits[-1])):
+        return None
     gain = {"engine_waits": Figure(in_a_row, "measured", "'No available shared memory broadcast block' lines of the "
                                                          "process that waited longest"),
             "seconds_waiting": Figure(round(seconds), "measured", f"{in_a_row} messages x their seconds")}
@@ -209,8 +214,11 @@ def engine_hung(ctx: Context) -> Finding | None:
     summary = (f"the engine hangs: after serving{run_txt}, its core waited {seconds:.0f} s on its workers "
                f"({in_a_row} 'No available shared memory broadcast block' messages, lines {waits[0].line_no}-"
                f"{waits[-1].line_no}) and no token came after: a worker is stuck (a collective, a KV transfer, a kernel)")
+    if in_a_row < HUNG_WAITS:
+        summary += "; the stats line before the wait had already counted no token"
     return rule_finding("engine.hung", summary, severity="problem", evidence=cites, action=get("engine.hung").action,
-                        gain=gain, data={"confidence": "medium", "waits": len(waits)})
+                        gain=gain, data={"confidence": "medium" if in_a_row >= HUNG_WAITS else "low",
+                                         "waits": len(waits)})
 
 
 def _progressed_after(ctx: Context, e: Event) -> bool:
@@ -290,7 +298,14 @@ def _said_cause(near: list[Event], exc: tuple[str, int] | None,
     """The cause the lines around the death name: NCCL's own WARN on a full /dev/shm first (the generic "unhandled
     system error" advice would size a /dev/shm that leftover segments fill: llm-d#352, a pod's /dev/shm survives
     container restarts), then the exception, then a line with a known meaning in no exception's form (the container
-    runtime's refusal, vLLM's platform probe, a refusal quoted in a post's sentence). None: none of them."""
+    runtime's refusal, vLLM's platform probe, a refusal quoted in a post's sentence). Before all of them, the engine
+    core's wait for a worker's reply running out (``worker_wait``): a worker that stopped answering raised nothing.
+    None: none of them."""
+    if any(e.data.get("worker_wait") for e in near) and not (exc is not None and known_fix(exc[0])
+                                                             and "RPC call to" not in exc[0]):
+        return (known_fix("RPC call to") or "",
+                "the engine core's wait for a worker's reply ran out (multiproc_executor's get_response, "
+                "shm_broadcast's dequeue, 'RPC call ... timed out'): a worker stopped answering, it did not raise", {})
     shm_full = next((e for e in near if "No space left on device" in _text(e) and "/dev/shm" in _text(e)), None)
     if shm_full is not None and (exc is None or "system error" in exc[0] or "NCCL" in exc[0]):
         return _named_advice(_text(shm_full), shm_full.line_no)
@@ -531,9 +546,11 @@ _KNOWN_EXCEPTIONS = (
      "--max-lora-rank at least the adapter's rank (the line names both; vLLM's default is 16, and the LoRA slots' "
      "memory grows with it)"),
     ("exceeds the pre-allocated encoder cache size",
-     "one request's image or video needs more encoder tokens than the budget vLLM profiled at start-up, so it was "
-     "rejected (HTTP 400; the server stays up): smaller media (--mm-processor-kwargs max_pixels / num_frames), or a "
-     "release that sizes the budget from the model's own limits (vllm#34483, vllm#36814)"),
+     "one request's image, video or audio item needs more encoder tokens than the budget vLLM profiled at start-up, so "
+     "it was rejected (HTTP 400; the server stays up): smaller media (images: --mm-processor-kwargs max_pixels; video: "
+     "num_frames; audio: shorter clips, cut at the client), --max-num-batched-tokens at least the item's tokens (the "
+     "encoder cache is at least that budget), or a release that sizes the budget from the model's own limits "
+     "(vllm#34483, vllm#36814; audio: vllm#41936, #49403)"),
     ("Duplicated timeseries in CollectorRegistry",
      "two components registered the same Prometheus metric (two KV connectors of one class under MultiConnector, "
      "vllm#39906): one connector of each class, or a release with vllm#40010"),
@@ -549,6 +566,10 @@ _KNOWN_EXCEPTIONS = (
     ("is longer than the maximum model length",
      "one request was rejected, not a crash: its prompt alone is over --max-model-len. Truncate it at the client "
      "(or the gateway), or raise --max-model-len where the model's positions and the KV pool allow it"),
+    ("is not supported with VLLM_ATTENTION_BACKEND",
+     "V1 of this release has no such attention backend (and V1 0.7-0.8 none at all for GPUs below compute capability "
+     "8.0: V100, T4, RTX 20xx): unset VLLM_ATTENTION_BACKEND, and on such a GPU VLLM_USE_V1=0 (the V0 engine) or a "
+     "release whose V1 supports it (0.11 picks FlexAttention or Triton for pre-Ampere GPUs)"),
     # sweeps 180-181: no usable GPU in the container or on the host
     ("Failed to infer device type",
      "vLLM found no GPU: the container was started without one (docker --gpus all or --runtime nvidia; a Kubernetes "

@@ -141,7 +141,9 @@ FATAL_AT_START = ("Bfloat16 is only supported on GPUs with compute capability",
                   # sweeps 180-181: the container or host gives vLLM no usable GPU (config.py DeviceConfig; torch's
                   # cudaGetDeviceCount on a driver older than the image's CUDA; Ray DP's placement of its ranks)
                   "Failed to infer device type", "Error 804: forward compatibility",
-                  "Not enough resources to allocate")
+                  "Not enough resources to allocate",
+                  # V1 refusing a forced attention backend at config time (vllm#15853: a T4, 0.8)
+                  "is not supported with VLLM_ATTENTION_BACKEND")
 # The same, in lines that are no exception: the container runtime refusing the image (nvidia-container-cli), vLLM's
 # platform probe finding no GPU (INFO "No platform detected, vLLM is running on UnspecifiedPlatform"; the server fails
 # right after), NCCL finding two ranks on one GPU. Also read where a post quotes a refusal inside a sentence.

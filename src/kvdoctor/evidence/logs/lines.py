@@ -57,6 +57,9 @@ FULL_NEEDLES = (
     b"UnspecifiedPlatform", b"Duplicate GPU", b"exit code",  # no GPU found; two ranks on one GPU; a killed process
     b"index out of bounds: 0 <=",  # torch.compile's bounds assert, also without the thread prefix (sweep 187 item 09)
     b"is too long and exceeds limit of",  # V0's scheduler ignoring a prompt over max_model_len (a WARNING)
+    b"WorkerProc hit an exception",  # v1's worker failing a step (the engine core dies with it)
+    b"exceeds the pre-allocated encoder cache size",  # a multimodal request rejected, quoted without its exception
+    b"Process SpawnProcess-",  # multiprocessing's header over V0's engine process's traceback (the engine died)
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
 
@@ -83,7 +86,8 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to all
                 b"HW Exception", b"] Assertion `", b"kernel only supports sm", b"_get_prompt_logprobs_dict",
                 b"Exception:", b"Segfault encountered", b"Memory access fault by GPU", b"Task finished unexpectedly",
                 b"UnspecifiedPlatform", b"Duplicate GPU", b"exit code", b"index out of bounds: 0 <=",
-                b"is too long and exceeds limit of")
+                b"is too long and exceeds limit of", b"WorkerProc hit an exception",
+                b"exceeds the pre-allocated encoder cache size", b"Process SpawnProcess-")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
@@ -183,6 +187,9 @@ def _markdown_prose(msg: str) -> bool:
     return stripped.count("`") >= 2 and len(_CJK.findall(stripped)) >= 12
 
 
+_WORKER_WAIT = ("dequeue(timeout", "in get_response", "get_response(w,", "RPC call to", "in timeout_ms")
+
+
 def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bool]:
     """What one line tells of its whole burst (each mark set, never unset, by any line of it)."""
     hits = (
@@ -201,6 +208,9 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         # (0.8-0.10 wrote no process prefix): the engine core's own words; its traceback follows in the burst
         ("engine_core", kind == "engine-dead" and m is not None and m.source_file() == b"core.py"
          and msg.lstrip().startswith("EngineCore")),
+        # the engine core's wait for a worker's reply running out (multiproc_executor.get_response, shm_broadcast's
+        # dequeue; "RPC call to sample_tokens timed out."): a worker that stopped answering (sweep 191 items 05-09)
+        ("worker_wait", any(w in msg for w in _WORKER_WAIT)),
     )
     return {k: True for k, hit in hits if hit}
 
@@ -237,8 +247,11 @@ def _error_kind(msg: str, m: Any) -> str | None:
           # the API server's output loop raised (a detokenizer error): it is not restarted, so no request is
           # answered again until the server is (AsyncLLM._run_output_handler starts it once)
           or "output_handler failed" in msg
-          or ("Process EngineCore" in msg and msg.rstrip().endswith(":"))
+          or (("Process EngineCore" in msg or "Process SpawnProcess-" in msg) and msg.rstrip().endswith(":"))
           or "Engine core initialization failed" in msg or "failed to start" in msg or _NATIVE_CRASH.search(msg)
+          # v1's worker on an exception in a step (multiproc_executor: the engine core then fails the step and dies;
+          # sweep 189 item 01, an author's condensed log with the prefixes cut)
+          or "WorkerProc hit an exception" in msg
           # V0's AsyncLLMEngine when its background loop ended: "Task finished unexpectedly. This should never happen!"
           or "Task finished unexpectedly" in msg
           # V0's async engine: a step over VLLM_ENGINE_ITERATION_TIMEOUT_S marks the engine errored and raises
@@ -251,6 +264,8 @@ def _error_kind(msg: str, m: Any) -> str | None:
     if ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
           or "No space left on device" in msg  # NCCL's WARN on a full /dev/shm (sweep 181 item 02)
           or "is too long and exceeds limit of" in msg  # V0 ignored a request (sweep 187 item 10)
+          or ("RPC call to" in msg and "timed out" in msg)  # a condensed log's own words (sweep 191 item 08)
+          or "exceeds the pre-allocated encoder cache size" in msg  # a rejected request, quoted alone (188 item 05)
           or is_exception_line(msg.strip()) or _PROMPT_LOGPROBS in msg
           # pydantic's line for a failed config check ("Assertion failed, In Mamba cache align mode, block_size
           # (2096) must be <= max_num_batched_tokens (2048). [type=assertion_error, ...]": vllm#36734)
@@ -306,16 +321,19 @@ _DUMP_PER_REQ = re.compile(r"\bnum_scheduled_tokens=\{([^{}]*)\}")
 def _note_dump(ev: Event, msg: str, n: int) -> None:
     """The state vLLM dumped at the error (data["dump_stats"]: running, waiting, KV usage; data["dump_step"]: the
     step's scheduled tokens, its requests and the largest one's share), with the line each came from."""
-    if "Dumping input data for V1 LLM engine" in msg:
-        ev.data.setdefault("dump_config", n)  # the dump is written by a step that failed: the engine was serving
-        return
+    if "Dumping input data for V1 LLM engine" in msg or "Dumping scheduler output for model" in msg:
+        # the dump is written by a step that failed: the engine was serving (its header alone, cut by a paste or with
+        # the SchedulerOutput on the next line, says as much: sweep 189 item 06, 191 item 06)
+        ev.data.setdefault("dump_config", n)
+        if not _DUMP_STEP.search(msg):
+            return
     m = _DUMP_STATS.search(msg)
     if m:
         k = _DUMP_KV.search(msg, m.end())
         ev.data["dump_stats"] = {"running": int(m.group(1)), "waiting": int(m.group(2)), "line": n,
                                  "kv_usage_pct": round(100.0 * float(k.group(1)), 1) if k else None}
         return
-    if _DUMP_STEP.search(msg):
+    if _DUMP_STEP.search(msg) or (msg.lstrip().startswith("SchedulerOutput(") and "dump_step" not in ev.data):
         total = _DUMP_TOTAL.search(msg)
         per = _DUMP_PER_REQ.search(msg)
         counts = [int(x) for x in re.findall(r":\s*(\d+)", per.group(1))] if per else []

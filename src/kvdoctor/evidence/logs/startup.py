@@ -201,10 +201,10 @@ R_V0_TOO_LARGE = re.compile(
     r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)"
 )
 # torch's CUDA OOM text after "CUDA out of memory.", which a quote or a trimmed paste sometimes keeps alone
-R_TORCH_OOM_BODY = re.compile(r"Tried to allocate [\d.]+ [KMG]i?B\. GPU \d+ has a total capacity of")
+R_TORCH_OOM_BODY = re.compile(r"Tried to allocate [\d.]+ [KMG]i?B\. GPU \d+ has a total capac(?:i)?ty of")
 R_OOM_ALLOC = re.compile(r"Tried to allocate " + _N + r" (GiB|MiB)")
 R_OOM_FREE = re.compile(_N + r" (GiB|MiB) (?:is )?free")
-R_OOM_TOTAL = re.compile(r"total capacity of " + _N + r" (GiB|MiB)")
+R_OOM_TOTAL = re.compile(r"total capac(?:i)?ty of " + _N + r" (GiB|MiB)")
 R_MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
 R_CACHE_INFO_BLOCKS = re.compile(r"num_gpu_blocks is: (\d+)")
 R_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
@@ -1612,6 +1612,13 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
             return None
         # a hard wrap adds nothing ("in 11" / " secs"); a word wrap dropped the space
         return next(((cand, 1) for cand in (first + nxt, first + " " + nxt.strip()) if rx.search(cand)), None)
+    if _oom_cut(first):
+        raw, used = first.rstrip(), 0
+        for nxt in following[:5]:
+            if not (_piece(nxt, traceback_ends=True) and _OOM_PIECE.match(nxt)):
+                break
+            raw, used = raw + " " + nxt.strip(), used + 1
+        return (raw, used) if used and R_OOM_TOTAL.search(raw) else None
     if _below_util_cut(first):
         # the free-memory refusal cut before its utilization ("… on startup is less" / "than desired GPU memory
         # utilization (0.85, 54.4 GiB)."): a paste's wrap, within two lines (sweeps 174-175: three such pastes)
@@ -1657,7 +1664,12 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
 # one of them is in every line cut_fact accepts
 WRAPPED_NEEDLES = ("To serve at least one request", "num_gpu_blocks is", "non-default args: {", " with config: ",
                    "Graph capturing finished", "Model loading took", "Available KV cache memory", "KV cache size:",
-                   "Free memory on device")
+                   "Free memory on device", "Tried to allocate")
+# torch's OOM message broken over lines after "Tried to allocate X." (a paste's or an author's wrap: sweeps 189 items
+# 02-03, 192 item 02): the pieces that continue it
+_OOM_PIECE = re.compile(r"\s*(?:GPU \d+ has a total capac|Process \S+ has [\d.]+|Of the allocated memory|allocated by "
+                        r"PyTorch|and [\d.]+ ?[KMG]iB is reserved|reserved by PyTorch|this process has|Including non-"
+                        r"PyTorch memory|[\d.]+ ?[KMG]iB memory in use|[\d.]+ ?[KMG]iB is allocated)")
 # figure lines a terminal cut before their figure ("Graph capturing finished in 11" / " secs, took 1.00 GiB"): the
 # needle and the pattern that reads the whole line
 _FIGURE_CUTS = ((WRAPPED_NEEDLES[4], R_CG_TOOK), (WRAPPED_NEEDLES[5], R_LOAD), (WRAPPED_NEEDLES[6], R_AVAIL),
@@ -1697,11 +1709,16 @@ def _below_util_cut(line: str) -> bool:
     return "Free memory on device" in line and "GiB) " in line and R_BELOW_UTIL.search(line) is None
 
 
+def _oom_cut(line: str) -> bool:
+    """torch's OOM line ending after its allocation, without the GPU's total (the rest on the next lines)."""
+    return WRAPPED_NEEDLES[9] in line and R_OOM_TOTAL.search(line) is None and R_OOM_ALLOC.search(line) is not None
+
+
 def cut_fact(line: str) -> bool:
     """A line ``join_wrapped`` may complete."""
     return ((WRAPPED_NEEDLES[0] in line and "available KV cache memory (" not in line)
             or line.rstrip().endswith((WRAPPED_NEEDLES[1], WRAPPED_NEEDLES[1] + ":")) or _nda_cut(line)
-            or _config_cut(line) or _figure_cut(line) is not None or _below_util_cut(line))
+            or _config_cut(line) or _figure_cut(line) is not None or _below_util_cut(line) or _oom_cut(line))
 
 
 def with_wrapped_joined(lines: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str, int]]:
