@@ -424,3 +424,15 @@ def test_the_step_dumps_header_alone_says_the_engine_was_serving(tmp_path):
         (Worker_TP0 pid=901) ERROR 09-02 15:15:12 [multiproc_executor.py:703] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 80.00 MiB. GPU 0 has a total capacity of 23.56 GiB of which 33.94 MiB is free.
         """)
     assert inst["verdict"] == "engine-died" and "while serving" in inst["reason"]
+
+
+def test_a_start_up_oom_names_the_activations_levers_before_the_weights(tmp_path):
+    # TheBloke/Mixtral-8x7B-Instruct-v0.1-AWQ discussion 2 and deepseek-ai/DeepSeek-Coder-V2-Instruct discussion 10: an
+    # AWQ model on one 80 GB card and a model already on 8 GPUs were told to quantize or shard; what served was a
+    # shorter context and eager mode
+    inst = _diag(tmp_path, "oom.txt", """
+        torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 462.00 MiB. GPU 7 has a total capacity of 79.15 GiB of which 27.31 MiB is free.
+        """)
+    act = inst["action"]
+    assert "--max-model-len or --max-num-batched-tokens lower" in act and "--enforce-eager" in act
+    assert act.index("--max-model-len") < act.index("quantized weights")

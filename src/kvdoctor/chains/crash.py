@@ -698,6 +698,14 @@ def _runtime(near: list[Event]) -> str:
             else "NPU (Ascend)" if "NPU out of memory" in text else "CUDA")
 
 
+# what shrinks a start-up that does not fit, the activation's levers first: the profile runs one batch of
+# --max-num-batched-tokens (by default up to the model's whole context on V0 and older V1: a long-context model's
+# default length), a vision model's encoder profile scales with --max-num-seqs, the graphs take memory after it; the
+# weights' levers last (sweeps 192 items 02-03, 193 item 07: an AWQ model on one 80 GB card and a model already on 8
+# GPUs had been told to quantize or shard, where a shorter context and eager mode served)
+_START_LEVERS = ("for the activation peak --max-model-len or --max-num-batched-tokens lower (the start-up profile runs "
+                 "a batch that long), --max-num-seqs lower for a vision model, --enforce-eager (no CUDA graphs); for "
+                 "the weights quantized weights or --tensor-parallel-size")
 # the hedge an OOM's utilization advice carries when the excerpt does not show whether the engine had served
 _DIED_BEFORE_SERVING = ("; if it died before serving a request, the weights or the activation peak do not fit: "
                         "kvdoctor ledger")
@@ -743,9 +751,8 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
         st = ctx.startup
         pool = st is not None and ((st.kv_cache_tokens or 0) > 0 or (st.num_gpu_blocks or 0) > 0)
         if not pool:
-            return ("kvdoctor ledger --model ... --gpu ... with these flags: the weights, the activation peak "
-                    "(--max-num-batched-tokens) or the CUDA graphs (--enforce-eager drops them) do not fit; then "
-                    "quantized weights or --tensor-parallel-size",
+            return ("kvdoctor ledger --model ... --gpu ... with these flags: the weights, the activation peak or the "
+                    "CUDA graphs do not fit; then " + _START_LEVERS,
                     f"{_runtime(near)} ran out of memory while the engine started (in {frame}), before it served a "
                     "request", {})
         # The log sized the KV pool before the death: what the engine allocates after it (CUDA graphs, the sampler's
@@ -779,8 +786,8 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
         # "in a step" would claim the one the text does not show (sweep 175 items 05-06: bf16 weights larger than the
         # card's share, read as a step outgrowing its profile)
         return ("if it died before serving a request (no stats line or request in the log before it), the weights or "
-                "the activation peak do not fit: kvdoctor ledger with the model and GPU, then quantized weights or "
-                "--tensor-parallel-size; if it had served, " + action.replace(_DIED_BEFORE_SERVING, ""),
+                "the activation peak do not fit: kvdoctor ledger with the model and GPU, then " + _START_LEVERS
+                + "; if it had served, " + action.replace(_DIED_BEFORE_SERVING, ""),
                 f"{_runtime(near)} ran out of memory, and the excerpt does not show whether the engine was still "
                 "starting or serving: at start-up it is the weights, activation peak or graphs not fitting; in a step, "
                 "that step needed more than vLLM's start-up profile measured", gain)
