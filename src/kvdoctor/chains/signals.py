@@ -535,7 +535,7 @@ class BenchReading:
     no Running, Waiting or KV figure, so it cannot tell a cap from a full pool; it can say a queue was left behind
     or that decode steps stalled, and how much."""
 
-    kind: str  # "overload" | "client-bound" | "burst" | "decode-stalls" | "all-failed"
+    kind: str  # "overload" | "client-bound" | "burst" | "queued" | "decode-stalls" | "all-failed"
     leaning: str | None  # the verdict word the reading points to; None where the result cannot say which
     text: str  # the arithmetic, with the figures
     short: str  # the conclusion in a few words, for the verdict's reason
@@ -658,6 +658,9 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                 f"{x:g} req/s ({f.get('output_throughput') or 0:,.0f} output tok/s), is this deployment's ceiling at "
                 "these lengths; --request-rate below it or --max-concurrency gives latencies to compare"),
                 f"a burst of {n:,.0f} queued (mean TTFT {ttft / 1000:,.1f} s); ceiling about {x:g} req/s"))
+        elif rate is None and conc is None and n >= 8 and queued and (q := _queue_unstated(label, f, x, prompt,
+                                                                                       steps)) is not None:
+            out.append(q)
         elif (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0 and x
               and x < th.bench_overload_ratio * rate and ttft is not None and queued):
             span = n / rate
@@ -689,6 +692,23 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     f"{md:g} ms, p99 {p99:g} ms = {p99 / md:.0f}× the median): {why}"),
                     f"{share:.0%} of decode time in steps far longer than a decode step"))
     return out
+
+def _queue_unstated(label: str, f: dict, x: float | None, prompt: float, steps: float) -> BenchReading | None:
+    """A printed block without its rate (InternLM/turbomind#14: 294 s of a 634 s run) whose mean TTFT, above the
+    prefill bound, is at least a quarter of the run: a queue whichever way it formed; which way, the result does not
+    say. None: a TTFT under a quarter of the run."""
+    ttft, tpot, dur = f.get("mean_ttft_ms"), f.get("mean_tpot_ms"), f.get("duration")
+    if not (ttft and tpot and dur and ttft / 1000 >= 0.25 * dur):
+        return None
+    return BenchReading("queued", None, (
+        f"{label}: the mean TTFT ({ttft / 1000:,.1f} s) is {ttft / 1000 / dur:.0%} of the run's {dur:,.0f} s and "
+        f"{ttft / tpot:,.0f} decode steps, where one {prompt:,.0f}-token prefill takes at most about {steps:,.0f}: "
+        "most of it is waiting for a first token. The result does not say its rate: all sent at once (--request-rate "
+        f"inf, the bench's default) makes the TTFT the burst's queue, a rate above the ~{x or 0:g} req/s it completed "
+        "makes it an overload's; either way it measures the queue, not the server's latency, and comparing engines "
+        "or kernels by it compares their throughput"),
+        f"a queue before the first token (mean TTFT {ttft / 1000:,.1f} s, rate not stated)")
+
 
 def _burst_span_share(ttft: float | None, tpot: float | None, dur: float | None) -> float | None:
     """A burst's mean TTFT as a share of the run, where the result gives no TPOT to price a prefill by: at least a
