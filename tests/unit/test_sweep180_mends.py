@@ -441,27 +441,12 @@ def test_a_start_up_oom_names_the_activations_levers_before_the_weights(tmp_path
 def test_a_printed_result_without_its_rate_whose_ttft_is_a_queue_says_so(tmp_path):
     # InternLM/turbomind#14: a block with no rate line, mean TTFT 294 s of a 634 s run; it had read "nothing points
     # anywhere", and the poster compared kernels by it
-    block = """
-        ============ Serving Benchmark Result ============
-        Successful requests:                     1000
-        Benchmark duration (s):                  633.82
-        Total input tokens:                      1024000
-        Total generated tokens:                  256000
-        Request throughput (req/s):              1.58
-        Output token throughput (tok/s):         403.90
-        Total Token throughput (tok/s):          2019.50
-        ---------------Time to First Token----------------
-        Mean TTFT (ms):                          294287.98
-        Median TTFT (ms):                        290000.00
-        P99 TTFT (ms):                           580000.00
-        -----Time per Output Token (excl. 1st token)------
-        Mean TPOT (ms):                          743.77
-        Median TPOT (ms):                        740.00
-        P99 TPOT (ms):                           900.00
-        ==================================================
-        """
+    from tests.unit.test_bench_command_line import BLOCK
+
+    # the shared block (100 requests, 20 s), its TTFT a queue: 8 s of the 20 s run, 400 decode steps of 20 ms
+    block = BLOCK.replace("Mean TTFT (ms):                          80.00",
+                          "Mean TTFT (ms):                          8000.00")
     inst = _diag(tmp_path, "norate.txt", block)
     assert "a queue before the first token" in inst["reason"] and "rate not stated" in inst["reason"]
     # a short TTFT in the same block is no queue
-    short = block.replace("294287.98", "2942.88").replace("290000.00", "2900.00")
-    assert "a queue before the first token" not in _diag(tmp_path, "short.txt", short)["reason"]
+    assert "a queue before the first token" not in _diag(tmp_path, "short.txt", BLOCK)["reason"]
