@@ -450,3 +450,18 @@ def test_a_printed_result_without_its_rate_whose_ttft_is_a_queue_says_so(tmp_pat
     assert "a queue before the first token" in inst["reason"] and "rate not stated" in inst["reason"]
     # a short TTFT in the same block is no queue
     assert "a queue before the first token" not in _diag(tmp_path, "short.txt", BLOCK)["reason"]
+
+
+def test_a_median_ttft_of_zero_beside_a_positive_mean_is_no_latency(tmp_path):
+    # arc53/llm-price-compass#6: "Median TTFT (ms): 0.00" beside a mean of 14,807.83 ms, and the input throughput line
+    from tests.unit.test_bench_command_line import BLOCK
+
+    block = BLOCK.replace("Mean TTFT (ms):                          80.00",
+                          "Mean TTFT (ms):                          14807.83\nMedian TTFT (ms):                        0.00"
+                          ).replace("Output token throughput (tok/s):         640.00",
+                                    "Output token throughput (tok/s):         640.00\n"
+                                    "Input token throughput (tok/s):          2203.64")
+    inst = _diag(tmp_path, "zero.txt", block)
+    assert "no first token timed for most requests" in inst["reason"]
+    doc = _evidence(tmp_path, "zero2.txt", block)
+    assert doc["bench"][0]["fields"]["input_throughput"] == 2203.64

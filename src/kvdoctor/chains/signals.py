@@ -535,7 +535,7 @@ class BenchReading:
     no Running, Waiting or KV figure, so it cannot tell a cap from a full pool; it can say a queue was left behind
     or that decode steps stalled, and how much."""
 
-    kind: str  # "overload" | "client-bound" | "burst" | "queued" | "decode-stalls" | "all-failed"
+    kind: str  # "overload" | "client-bound" | "burst" | "queued" | "decode-stalls" | "all-failed" | "no-first-token"
     leaning: str | None  # the verdict word the reading points to; None where the result cannot say which
     text: str  # the arithmetic, with the figures
     short: str  # the conclusion in a few words, for the verdict's reason
@@ -608,6 +608,9 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     "the server's log of that minute says which)"), "every request failed, nothing was measured"))
             continue
         label = _bench_label(b, f, nth)
+        if (untimed := _no_first_token(label, f)) is not None:
+            out.append(untimed)
+            continue
         rate, raw_conc = f.get("request_rate"), f.get("max_concurrency")
         conc = float(raw_conc) if isinstance(raw_conc, (int, float)) and raw_conc > 0 else None  # None: no cap
         dur = f.get("duration")
@@ -675,23 +678,44 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     f"{ttft / 1000:.1f} s. This load is above this deployment's capacity at these lengths "
                     f"(about {x:g} req/s); its TTFT measures the run's length, not the server"),
                     f"a queue left behind: offered {rate:g} req/s, completed {x:g}"))
-        mi, md, p99 = f.get("mean_itl_ms"), f.get("median_itl_ms"), f.get("p99_itl_ms")
-        if mi and md and p99 and mi > 0 and md > 0:
-            share = (mi - md) / mi
-            if share >= th.bench_stall_share and p99 >= th.bench_stall_tail * md:
-                alone = conc is not None and conc <= 1
-                why = ("at concurrency 1 no other prompt shares a step, so the long steps come from elsewhere: the "
-                       "host (CPU contention, GC), the network or detokenization, or a preemption's recompute"
-                       if alone else
-                       f"the signature of prefills run in the same steps as decodes (chunked prefill; mean prompt "
-                       f"{prompt:,.0f} tokens); a smaller --max-num-batched-tokens or --long-prefill-token-threshold "
-                       "shortens those steps at some cost in TTFT. A preemption's recompute stretches a gap the same "
-                       "way: vllm:num_preemptions_total over the run tells them apart")
-                out.append(BenchReading("decode-stalls", "spikes-elsewhere", (
-                    f"{label}: {share:.0%} of decode time went to long steps (mean ITL {mi:g} ms against a median "
-                    f"{md:g} ms, p99 {p99:g} ms = {p99 / md:.0f}× the median): {why}"),
-                    f"{share:.0%} of decode time in steps far longer than a decode step"))
+        if (stalls := _decode_stalls(label, f, conc, prompt, th)) is not None:
+            out.append(stalls)
     return out
+
+
+def _decode_stalls(label: str, f: dict, conc: float | None, prompt: float, th: Thresholds) -> BenchReading | None:
+    """Decode stalls (bench_readings' docstring): the share of decode time in steps far longer than a decode step."""
+    mi, md, p99 = f.get("mean_itl_ms"), f.get("median_itl_ms"), f.get("p99_itl_ms")
+    if mi and md and p99 and mi > 0 and md > 0:
+        share = (mi - md) / mi
+        if share >= th.bench_stall_share and p99 >= th.bench_stall_tail * md:
+            alone = conc is not None and conc <= 1
+            why = ("at concurrency 1 no other prompt shares a step, so the long steps come from elsewhere: the "
+                   "host (CPU contention, GC), the network or detokenization, or a preemption's recompute"
+                   if alone else
+                   f"the signature of prefills run in the same steps as decodes (chunked prefill; mean prompt "
+                   f"{prompt:,.0f} tokens); a smaller --max-num-batched-tokens or --long-prefill-token-threshold "
+                   "shortens those steps at some cost in TTFT. A preemption's recompute stretches a gap the same "
+                   "way: vllm:num_preemptions_total over the run tells them apart")
+            return BenchReading("decode-stalls", "spikes-elsewhere", (
+                f"{label}: {share:.0%} of decode time went to long steps (mean ITL {mi:g} ms against a median "
+                f"{md:g} ms, p99 {p99:g} ms = {p99 / md:.0f}× the median): {why}"),
+                f"{share:.0%} of decode time in steps far longer than a decode step")
+    return None
+
+
+def _no_first_token(label: str, f: dict) -> BenchReading | None:
+    """vLLM's bench leaves a request's TTFT at 0.0 when no streamed chunk was timed (a backend or endpoint that does not
+    stream, an empty first chunk): a median of 0 beside a positive mean is more than half of the requests without a
+    first token measured (sweep 193 item 01: median 0.00, mean 14,807.83 ms). None otherwise."""
+    if not (f.get("median_ttft_ms") == 0 and (f.get("mean_ttft_ms") or 0) > 0):
+        return None
+    return BenchReading("no-first-token", None, (
+        f"{label}: median TTFT 0.00 ms beside a mean of {f['mean_ttft_ms']:,.2f} ms: more than half of the requests "
+        "have no first token timed (the bench leaves 0 where no streamed chunk came: a backend or endpoint that does "
+        "not stream, a chat template whose first chunk is empty), so the TTFT and ITL figures are not those requests' "
+        "latencies; rerun with a streaming --backend / --endpoint"), "no first token timed for most requests")
+
 
 def _queue_unstated(label: str, f: dict, x: float | None, prompt: float, steps: float) -> BenchReading | None:
     """A printed block without its rate (InternLM/turbomind#14: 294 s of a 634 s run) whose mean TTFT, above the

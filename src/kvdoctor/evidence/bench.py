@@ -34,6 +34,8 @@ _LABELS = {
     "request throughput (req/s)": "request_throughput",
     "request goodput (req/s)": "request_goodput",
     "output token throughput (tok/s)": "output_throughput",
+    # benchmark_serving.py of 2024 printed the prompt side too (sweep 193 item 01); its JSON named it so
+    "input token throughput (tok/s)": "input_throughput",
     "peak output token throughput (tok/s)": "max_output_tokens_per_s",
     "peak concurrent requests": "max_concurrent_requests",
     "total token throughput (tok/s)": "total_token_throughput",
