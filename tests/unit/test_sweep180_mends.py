@@ -465,3 +465,85 @@ def test_a_median_ttft_of_zero_beside_a_positive_mean_is_no_latency(tmp_path):
     assert "no first token timed for most requests" in inst["reason"]
     doc = _evidence(tmp_path, "zero2.txt", block)
     assert doc["bench"][0]["fields"]["input_throughput"] == 2203.64
+
+
+# --- sweeps 194-195: config refusals at start-up, torch.compile ---------------------------------------------------
+
+def test_a_pydantic_config_refusal_is_read_by_its_value_error_line(tmp_path):
+    # verl-project/verl#7632 (vLLM 0.24): only the ValidationError header had been read, and the fix kvdoctor knows for
+    # the line under it never reached the user
+    inst = _diag(tmp_path, "pyd.txt", """
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig
+          Value error, max_num_batched_tokens (8192) is smaller than max_model_len (128000). This effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease max_model_len. [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]
+        """)
+    assert inst["verdict"] == "engine-died" and inst["action"].startswith("--max-num-batched-tokens at least")
+
+
+def test_a_colour_code_whose_escape_was_lost_does_not_hide_the_line(tmp_path):
+    # verl-project/verl#259: "[36m(main_task pid=...)" in front of vLLM's refusal; the line had been "other"
+    inst = _diag(tmp_path, "esc.txt", """
+        [36m(main_task pid=3523385) ValueError: max_num_batched_tokens (8192) is smaller than max_model_len (9216). Please increase max_num_batched_tokens or decrease max_model_len.
+        """)
+    assert inst["verdict"] == "engine-died" and "--max-num-batched-tokens" in inst["action"]
+
+
+def test_config_checks_raised_while_the_engine_is_built_name_their_settings(tmp_path):
+    cases = {
+        # vllm-project/recipes#441
+        "ValueError: Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than max_num_batched_tokens "
+        "(2048). Please increase max_num_batched_tokens.": "--max-num-batched-tokens at least the item's tokens",
+        # vllm#50708, quoted bare
+        "max_num_scheduled_tokens is set to -1792, which does not allow any tokens to be scheduled.":
+            "--num-speculative-tokens",
+        # vllm#3781
+        "NotImplementedError: Sliding window is not allowed with prefix caching enabled!": "--disable-sliding-window",
+    }
+    for k, (line, want) in enumerate(cases.items()):
+        inst = _diag(tmp_path, f"cfg{k}.txt", line + "\n")
+        assert inst["verdict"] == "engine-died" and want in inst["action"], (line, inst["action"])
+
+
+def test_a_length_capped_at_a_disabled_sliding_window_is_that_settings_cap(tmp_path):
+    # vllm#6253: --disable-sliding-window caps a Mistral-7B fine-tune (32k positions) at its 4,096 window; it had been
+    # called the model's position limit, with RoPE scaling advised
+    inst = _diag(tmp_path, "sw.txt", """
+        python -m vllm.entrypoints.openai.api_server --model my/mistral-7b-ft --max-model-len 8192 --enable-prefix-caching --disable-sliding-window
+        ValueError: User-specified max_model_len (8192) is greater than the derived max_model_len (sliding_window=4096 or model_max_length=None in model's config.json).
+        """)
+    assert "drop --disable-sliding-window" in inst["action"] and "rope_scaling" not in inst["action"]
+
+
+def test_a_bold_figure_on_a_page_is_read(tmp_path):
+    # vllm#20264: "Graph capturing finished in **17 secs**, took 0.48 GiB": the page's bold hid the line
+    doc = _evidence(tmp_path, "bold.txt", """
+        INFO 06-19 23:05:35 [gpu_model_runner.py:1608] Graph capturing finished in **17 secs**, took 0.48 GiB
+        """)
+    st = [s["startup"] for s in doc["segments"] if s.get("startup")]
+    assert st and round(st[0]["cudagraph_bytes"] / 2**30, 2) == 0.48
+
+
+def test_torch_compile_failures_name_the_cache_or_the_toolchain(tmp_path):
+    # vllm#16150: the traceback runs through a graph loaded from vLLM's compile cache
+    inst = _diag(tmp_path, "cc.txt", """
+        (VllmWorker rank=5 pid=9469) ERROR 04-07 10:56:15 [multiproc_executor.py:383] WorkerProc hit an exception: %s
+        (VllmWorker rank=5 pid=9469) ERROR 04-07 10:56:15 [multiproc_executor.py:383]   File "/root/.cache/vllm/torch_compile_cache/ea2d23402a/rank_5_0/inductor_cache/bx/cbx.py", line 370, in call
+        (VllmWorker rank=5 pid=9469) ERROR 04-07 10:56:15 [multiproc_executor.py:383] ValueError: too many values to unpack (expected 12)
+        """)
+    assert "VLLM_DISABLE_COMPILE_CACHE=1" in inst["action"]
+    # vllm#17455: Inductor failing to build a kernel (a gcc call in the container) under torch.compile's wrapper
+    tc = _diag(tmp_path, "bcf.txt", """
+        torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:
+        CalledProcessError: Command '['/usr/local/gcc/bin/gcc', '/tmp/t/main.c', '-lcuda']' returned non-zero exit status 1.
+        """)
+    assert any("could not build a kernel" in n for n in tc["notes"])
+
+
+def test_a_launch_scripts_nohup_does_not_hide_the_server_command(tmp_path):
+    # vllm-ascend#6478: "nohup vllm serve /data/model/Qwen3-next-80B \" with its flags one per line
+    log = _write(tmp_path, "nohup.txt", """
+        nohup vllm serve /data/m --tensor-parallel-size 8 --max-model-len 51200 &
+        INFO 02-01 10:00:00 [gpu_worker.py:298] Available KV cache memory: 10.00 GiB
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--json")
+    assert code == 0, err
+    assert json.loads(out)["model"] == "/data/m"  # (it had said "model not named")

@@ -306,6 +306,15 @@ def _said_cause(near: list[Event], exc: tuple[str, int] | None,
         return (known_fix("RPC call to") or "",
                 "the engine core's wait for a worker's reply ran out (multiproc_executor's get_response, "
                 "shm_broadcast's dequeue, 'RPC call ... timed out'): a worker stopped answering, it did not raise", {})
+    if any(e.data.get("compile_cache") for e in near) and not (exc is not None and known_fix(exc[0])):
+        # the traceback runs through a graph vLLM loaded from its compile cache (sweep 195 item 07: "too many values to
+        # unpack" in torch_compile_cache/.../inductor_cache): the cached artifact does not fit what runs now
+        return ("remove vLLM's compile cache (~/.cache/vllm/torch_compile_cache, or VLLM_CACHE_ROOT's) or start "
+                "with VLLM_DISABLE_COMPILE_CACHE=1: the traceback runs through a graph loaded from it; --enforce-eager "
+                "skips compilation altogether",
+                "the engine failed inside a compiled graph it loaded from vLLM's compile cache"
+                + (f" ({exc[0][:160]})" if exc else "") + ": a cached artifact that no longer matches this model, "
+                "configuration or build", {})
     shm_full = next((e for e in near if "No space left on device" in _text(e) and "/dev/shm" in _text(e)), None)
     if shm_full is not None and (exc is None or "system error" in exc[0] or "NCCL" in exc[0]):
         return _named_advice(_text(shm_full), shm_full.line_no)
@@ -486,6 +495,24 @@ _KNOWN_EXCEPTIONS = (
      "VLLM_WORKER_MULTIPROC_METHOD=spawn: CUDA was initialised before vLLM forked its workers"),
     ("is smaller than max_model_len",
      "--max-num-batched-tokens at least --max-model-len, or chunked prefill on (--enable-chunked-prefill)"),
+    ("Chunked MM input disabled but max_tokens_per_mm_item",
+     "--max-num-batched-tokens at least the item's tokens (the line names both), as vLLM's message says: one image or "
+     "video item must fit one step when its input is not chunked"),
+    ("which does not allow any tokens to be scheduled",
+     "the step's token budget left after what the running sequences' speculative tokens reserve is below zero: "
+     "--max-num-batched-tokens higher, or --num-speculative-tokens (or --max-num-seqs) lower"),
+    ("Sliding window is not allowed with prefix caching",
+     "this release cannot cache prefixes of a sliding-window model: --disable-sliding-window (then --max-model-len at "
+     "most the window) or --no-enable-prefix-caching; later releases cache them"),
+    # torch.compile at start-up (sweep 195)
+    ("vLLM failed to compile the model",
+     "remove vLLM's compile cache (~/.cache/vllm/torch_compile_cache, or VLLM_CACHE_ROOT's) and start again, as vLLM's "
+     "message says; if it fails on every start, something keeps the artifacts from being written whole "
+     "(TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 on torch 2.7: unset it, or torch 2.8+); --enforce-eager skips compilation"),
+    ("BackendCompilerFailed",
+     "torch.compile (Inductor) could not build a kernel: the lines under it name the command that failed, most "
+     "often the host's or container's toolchain for Triton (gcc, libcuda.so on the linker path, a writable "
+     "TRITON_CACHE_DIR); fix that, or --enforce-eager (no compilation, slower decode)"),
     ("are not supported for now",
      "this vLLM release has no implementation of the model's architecture: a release that has it"),
     # NCCL's own words for a failure below it (nccl.h ncclResult_t): the common causes operators hit with vLLM

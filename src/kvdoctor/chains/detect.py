@@ -172,6 +172,24 @@ def does_not_fit(ctx: Context) -> Finding | None:
     led = ctx.ledger
     if st is not None and st.startup_error in MEMORY_HELD:
         return None  # not a KV-sizing refusal: memory held elsewhere (engine.died's "memory-held" cause says so)
+    if (st is not None and st.startup_error == "max-len-over-model" and st.error_est_max_model_len
+            and st.engine_config.get("derived_max_len_key") == "sliding_window"):
+        # vLLM derives the limit from the sliding window only when the window is turned off (--disable-sliding-window,
+        # or a release that must for prefix caching): the cap is the setting's, not the model's positions (sweep 194
+        # item 02: a Mistral-7B fine-tune, 32k positions, capped at its 4,096 window)
+        cap = st.error_est_max_model_len
+        return rule_finding(
+            "ledger.does-not-fit",
+            f"vLLM refused to start: --max-model-len {st.max_model_len or '?'} is above {cap:,} tokens, the model's "
+            "sliding window, to which vLLM caps the length when the sliding window is disabled",
+            severity="problem",
+            action=(f"--max-model-len {cap} with the sliding window off, or drop --disable-sliding-window (and, on a "
+                    "release that cannot cache prefixes of a sliding-window model, prefix caching with it) to keep "
+                    f"{st.max_model_len or 'the longer length'}"),
+            gain={"max_model_len": Figure(cap, "measured", "the derived max_model_len (sliding_window) in vLLM's "
+                                                           "error line")},
+            evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source,
+                           line_no=st.line_refs.get("startup_error"))])
     if st is not None and st.startup_error == "max-len-over-model" and st.error_est_max_model_len:
         cap = st.error_est_max_model_len
         ln = st.line_refs.get("startup_error")

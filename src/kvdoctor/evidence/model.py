@@ -143,11 +143,15 @@ FATAL_AT_START = ("Bfloat16 is only supported on GPUs with compute capability",
                   "Failed to infer device type", "Error 804: forward compatibility",
                   "Not enough resources to allocate",
                   # V1 refusing a forced attention backend at config time (vllm#15853: a T4, 0.8)
-                  "is not supported with VLLM_ATTENTION_BACKEND")
+                  "is not supported with VLLM_ATTENTION_BACKEND",
+                  # the scheduler's and the cache's own config checks (sweep 194: raised while the engine is built)
+                  "is smaller than max_model_len", "Chunked MM input disabled but max_tokens_per_mm_item",
+                  "Sliding window is not allowed with prefix caching")
 # The same, in lines that are no exception: the container runtime refusing the image (nvidia-container-cli), vLLM's
 # platform probe finding no GPU (INFO "No platform detected, vLLM is running on UnspecifiedPlatform"; the server fails
 # right after), NCCL finding two ranks on one GPU. Also read where a post quotes a refusal inside a sentence.
-FATAL_ANY_FORM = ("unsatisfied condition: cuda>=", "vLLM is running on UnspecifiedPlatform", "Duplicate GPU detected")
+FATAL_ANY_FORM = ("unsatisfied condition: cuda>=", "vLLM is running on UnspecifiedPlatform", "Duplicate GPU detected",
+                  "which does not allow any tokens to be scheduled")
 
 
 def names_a_cause(text: str) -> bool:

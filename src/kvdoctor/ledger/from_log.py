@@ -293,7 +293,12 @@ def _unproven_fit(s: StartupFacts, led: LogLedger) -> None:
 def _verdict(s: StartupFacts, led: LogLedger) -> None:
     if s.startup_error in KV_REFUSALS:
         led.verdict, led.error = "does-not-fit", s.error_message
-        if s.error_est_max_model_len and s.startup_error == "max-len-over-model":
+        if (s.error_est_max_model_len and s.startup_error == "max-len-over-model"
+                and s.engine_config.get("derived_max_len_key") == "sliding_window"):
+            led.notes.insert(0, f"the sliding window's cap: --max-model-len {s.error_est_max_model_len:,} while the "
+                                "sliding window is disabled (vLLM caps the length at the window then)")
+            led.labels["startup.estimated_max_model_len"] = "the sliding window (vLLM's cap with it disabled)"
+        elif s.error_est_max_model_len and s.startup_error == "max-len-over-model":
             # the model's own position limit, refused before any memory was measured (sweep 187 item 01)
             led.notes.insert(0, f"the model's own limit: --max-model-len {s.error_est_max_model_len:,} (its positions, "
                                 "not a memory figure: vLLM refused before it measured memory)")

@@ -60,6 +60,9 @@ FULL_NEEDLES = (
     b"WorkerProc hit an exception",  # v1's worker failing a step (the engine core dies with it)
     b"exceeds the pre-allocated encoder cache size",  # a multimodal request rejected, quoted without its exception
     b"Process SpawnProcess-",  # multiprocessing's header over V0's engine process's traceback (the engine died)
+    b"Value error, ",  # pydantic's cause line under a config ValidationError
+    b"does not allow any tokens to be scheduled",  # the scheduler's budget check, quoted bare (sweep 194 item 09)
+    b"BackendCompilerFailed",  # torch.compile failing to build a kernel at start-up
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
 
@@ -87,7 +90,8 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to all
                 b"Exception:", b"Segfault encountered", b"Memory access fault by GPU", b"Task finished unexpectedly",
                 b"UnspecifiedPlatform", b"Duplicate GPU", b"exit code", b"index out of bounds: 0 <=",
                 b"is too long and exceeds limit of", b"WorkerProc hit an exception",
-                b"exceeds the pre-allocated encoder cache size", b"Process SpawnProcess-")
+                b"exceeds the pre-allocated encoder cache size", b"Process SpawnProcess-", b"Value error, ",
+                b"does not allow any tokens to be scheduled", b"BackendCompilerFailed")
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
@@ -105,6 +109,8 @@ _DEVICE_ASSERT = re.compile(r"block: \[\d+,\s*\d+,\s*\d+\], thread: \[\d+,\s*\d+
 # main thread, vLLM's own process titles, Ray's workers)
 _KILLED_NAME = re.compile(r"Killed process \d+ \(([^)]*)\)|oom-kill:.*?\btask=([^,\s]+)")
 _SERVER_PROC = re.compile(r"python|pt_main|vllm|VLLM|ray|Ray|EngineCore|Worker|uvicorn|torch", re.I)
+_LOST_ESC = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
+_BOLD = re.compile(rb"\*\*([^*\s][^*]*?)\*\*")
 # an exception a post quotes inside its own sentence ("I receive a `ValueError: Bfloat16 is only supported ...`")
 _QUOTED_EXC = re.compile(r"[`'\"(]\s*[A-Za-z_.]*(?:Error|Exception): ")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
@@ -211,6 +217,8 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         # the engine core's wait for a worker's reply running out (multiproc_executor.get_response, shm_broadcast's
         # dequeue; "RPC call to sample_tokens timed out."): a worker that stopped answering (sweep 191 items 05-09)
         ("worker_wait", any(w in msg for w in _WORKER_WAIT)),
+        # a frame inside a graph vLLM loaded from its compile cache (sweep 195 item 07)
+        ("compile_cache", "torch_compile_cache/" in msg and ("File " in msg or "line " in msg)),
     )
     return {k: True for k, hit in hits if hit}
 
@@ -236,7 +244,8 @@ def _error_kind(msg: str, m: Any) -> str | None:
         return "cuda-error"
     if "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
         return "nccl-timeout"
-    if ((any(x in msg for x in FATAL_AT_START) and (is_exception_line(msg.strip()) or _QUOTED_EXC.search(msg)))
+    if ((any(x in msg for x in FATAL_AT_START) and (is_exception_line(msg.strip()) or _QUOTED_EXC.search(msg)
+                                                    or msg.lstrip().startswith("Value error, ")))
             or any(x in msg for x in FATAL_ANY_FORM)):
         return "engine-dead"  # vLLM refused this GPU or host at start-up (FATAL_AT_START, FATAL_ANY_FORM)
     if ("EngineDeadError" in msg or "died unexpectedly" in msg or "exited unexpectedly" in msg or "fatal error" in msg
@@ -266,6 +275,8 @@ def _error_kind(msg: str, m: Any) -> str | None:
           or "is too long and exceeds limit of" in msg  # V0 ignored a request (sweep 187 item 10)
           or ("RPC call to" in msg and "timed out" in msg)  # a condensed log's own words (sweep 191 item 08)
           or "exceeds the pre-allocated encoder cache size" in msg  # a rejected request, quoted alone (188 item 05)
+          or msg.lstrip().startswith("Value error, ")  # pydantic's cause under a ValidationError (194 items 05, 08)
+          or "BackendCompilerFailed" in msg  # torch.compile's wrapper around a kernel build that failed (195 item 11)
           or is_exception_line(msg.strip()) or _PROMPT_LOGPROBS in msg
           # pydantic's line for a failed config check ("Assertion failed, In Mamba cache align mode, block_size
           # (2096) must be <= max_num_batched_tokens (2048). [type=assertion_error, ...]": vllm#36734)
@@ -297,11 +308,25 @@ def _note_exception(ev: Event, msg: str, n: int) -> None:
         ev.data["exception"] = f"{ev.data['exception']} (NCCL's last error: {stripped})"[:400]
         del ev.data["last_error_at"]
         return
+    if stripped.startswith("Value error, ") and ev.data.get("exception"):
+        # pydantic's line under "ValidationError: 1 validation error for SchedulerConfig": the check's own words
+        # (sweep 194 items 05, 08; vLLM 0.2x's config classes are pydantic dataclasses)
+        ev.data["exception"], ev.data["exception_line"] = (
+            f"{ev.data['exception']}: {stripped[len('Value error, '):]}"[:400], n)
+        return
     if stripped.startswith("assert "):
         # the source line a bare AssertionError failed on (Python's traceback prints it above the exception)
         ev.data["assertion"] = stripped[:200]
+    if "BackendCompilerFailed" in stripped:
+        # torch.compile's wrapper ("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:"): the
+        # exception under it says what failed to build, and keeps this line's name in front (sweep 195 item 11)
+        ev.data["exception"], ev.data["exception_line"] = stripped[:400], n
+        return
     cause = cause_named(stripped)
     if cause is not None and not ev.data.get("arch_guard"):
+        prev = str(ev.data.get("exception") or "")
+        if "BackendCompilerFailed" in prev and prev.rstrip().endswith(":"):
+            cause = f"{prev.rstrip()} {cause}"
         ev.data["exception"], ev.data["exception_line"] = cause[:400], n
     elif "WorkerProc initialization failed" in msg:
         ev.data.setdefault("worker_init_failed", n)
@@ -754,6 +779,10 @@ class LinePath:
                 bl = bl.rstrip(b"\r")
             if bl.endswith(b"^M"):
                 bl = bl[:-2]  # a carriage return a pager or editor showed as text, copied with it (sweep 180 item 12)
+            if bl[:1] == b"[" and (cc := _LOST_ESC.match(bl)):
+                bl = bl[cc.end():]  # "[36m(main_task pid=...)": a colour code whose ESC a paste dropped (194 item 07)
+            if b"**" in bl:
+                bl = _BOLD.sub(rb"\1", bl)  # a page's bold figure ("finished in **17 secs**": sweep 195 item 01)
             if request_kind(bl) is not None:
                 continue  # read (and counted) by the chunk's request-line scan; its prompt is the user's words
             if not with_stats and (b"roughput" in bl or b"preempted by" in bl):

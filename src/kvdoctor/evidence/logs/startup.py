@@ -144,7 +144,8 @@ _RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
 # configuration below what the log's own lines say (engine.sources.from_startup).
 # a shell's prompt in front: "$ ", "(venv) user@host:~/dir$ " (vllm#42147); a runner in front: "uv run" (vllm#33155)
 SERVE_COMMAND = re.compile(r"^\s*(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+:\S*?[$#]\s*)?(?:[$#>❯➜›»✦λ%]\s*)*(?:sudo\s+)?"
-                           r"(?:[A-Za-z_]\w*=\S*\s+)*(?:(?:uv|poetry|pipx|pdm)\s+run\s+)?"
+                           # nohup before or after env assignments (a launch script: sweep 196 item 11)
+                           r"(?:nohup\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:nohup\s+)?(?:(?:uv|poetry|pipx|pdm)\s+run\s+)?"
                            # a path before the program (venv/bin/vllm, /usr/bin/python3), python's own flags (-u);
                            # vllm.entrypoints.api_server is V0's demo server, which took the same engine arguments
                            r"(?:(?:[\w.~-]*/)*vllm\s+serve\s+\S|(?:[\w.~-]*/)*python[\d.]*\s+(?:-[a-zA-Z]+\s+)*?-m\s+"
