@@ -547,3 +547,20 @@ def test_a_launch_scripts_nohup_does_not_hide_the_server_command(tmp_path):
     code, err, out = invoke("ledger", "--from-log", str(log), "--json")
     assert code == 0, err
     assert json.loads(out)["model"] == "/data/m"  # (it had said "model not named")
+
+
+def test_a_pasted_command_with_no_start_up_after_it_is_said_not_dropped(tmp_path):
+    # vllm#15294: "vllm serve mistralai/Pixtral-12B-2409 ..." and prose; the command had vanished without a word while
+    # diagnose asked for the engine flags it holds
+    doc = _evidence(tmp_path, "cmd.txt", """
+        vllm serve mistralai/Pixtral-12B-2409 --tokenizer_mode mistral --limit_mm_per_prompt 'image=4'
+        RAM usage ballooned to over 200 GB.
+        """)
+    assert any("a server command (line 1: vllm serve mistralai/Pixtral-12B-2409" in n and "--serve" in n
+               for n in doc["notes"])
+    # with a start-up after it, the command is the start's own and no note is written
+    used = _evidence(tmp_path, "used.txt", """
+        vllm serve mistralai/Pixtral-12B-2409 --max-model-len 8192
+        INFO 02-01 10:00:00 [gpu_worker.py:298] Available KV cache memory: 10.00 GiB
+        """)
+    assert not any("a server command" in n for n in used["notes"])

@@ -291,6 +291,12 @@ class LogReader(LinePath, FastPath, ColumnCommit):
             notes.append(f"{self.clock.rollovers} year rollover(s) in year-less timestamps")
         if self.events_dropped:
             notes.append(f"{self.events_dropped} events beyond {MAX_EVENTS_PER_KIND} per kind were counted, not kept")
+        for n, cmd in self.collector.unused_commands[:3]:
+            # a command with no start-up line after it configures nothing here (sweep 196 items 06-07): say so, and
+            # how to use it, rather than ask for the flags it holds
+            short = cmd if len(cmd) <= 120 else cmd[:119] + "…"
+            notes.append(f"a server command (line {n}: {short}) has no start-up line after it, so its flags were not "
+                         "used; pass it as --serve '...' (ledger, diagnose, plan) to model that deployment")
         return LogRead(source=self.source, segments=segments, startups=startups, skipped=self.skip,
                        ignored_lines=ignored, out_of_order=out_of_order, rollovers=self.clock.rollovers,
                        events_dropped=self.events_dropped, notes=notes,

@@ -453,6 +453,8 @@ class StartupCollector:
         self._cmd: list[str] | None = None  # a pasted server command still taking continuation lines
         self._cmd_soft = False  # ... taking only bare "--flag" lines (it ended without a backslash)
         self._cmd_line = 0
+        # pasted server commands no start-up line followed: (line, command); said in a note, not used (sweep 196)
+        self.unused_commands: list[tuple[int, str]] = []
 
     # -- segmentation ------------------------------------------------------------------------
     def _ts(self, env: Envelope | None) -> float | None:
@@ -477,6 +479,8 @@ class StartupCollector:
     def _close(self) -> None:
         if self._cur is not None and self._cur.any:
             self.facts.append(_finalize(self._cur))
+        elif self._cur is not None and (cmd := self._cur.f.engine_config.get("command")):
+            self.unused_commands.append((int(self._cur.f.engine_config.get("command_line") or 0), str(cmd)))
         self._cur = None
 
     def _maybe_new_start(self, line_no: int, env: Envelope | None, msg: str) -> None:
