@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvdoctor.sim import calibration as C
+from kvdoctor.sim.steptime import LinearStepTime
 from kvdoctor.testbed import series as S
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "realvllm_bench"
@@ -35,9 +36,8 @@ def _big(st):
 
 
 def _predict(rate, s) -> float:
-    t = rate["all_terms"]
-    return (t["base_s"] + t["per_request_s"] * s.num_reqs + t["per_token_s"] * s.tokens
-            + t["per_kv_token_s"] * s.kv_decode + t.get("per_token_sq_s", 0.0) * s.tokens ** 2)
+    # the step model itself, with the regression's terms (per_pair_s 0: the regression has no pairs column)
+    return LinearStepTime(**rate["all_terms"]).step(s.tokens, 0, s.kv_decode, 0.0, s.num_reqs)
 
 
 def test_the_big_step_costs_twice_a_small_steps_per_token(steps):

@@ -143,9 +143,7 @@ def summary(ev: Evidence) -> dict[str, Any]:
         "prompt_tps_mean": _nanstat([t.prompt_tps for t in tls], "mean"),
         "gen_tps_mean": _nanstat([t.gen_tps for t in tls], "mean"),
         # the prefix cache's hit rate per sample (v1's line, V0's own line after it, /metrics counters)
-        "prefix_hit_pct_mean": _nanstat([t.prefix_hit_pct for t in tls if t.prefix_hit_pct is not None], "mean"),
-        "prefix_hit_pct_min": _nanstat([t.prefix_hit_pct for t in tls if t.prefix_hit_pct is not None], "min"),
-        "prefix_hit_pct_max": _nanstat([t.prefix_hit_pct for t in tls if t.prefix_hit_pct is not None], "max"),
+        **{f"prefix_hit_pct_{fn}": _nanstat([t.prefix_hit_pct for t in tls], fn) for fn in ("mean", "min", "max")},
         "skipped_lines": ev.skipped.skipped_lines,
         "total_lines": ev.skipped.total_lines,
         "parsed_lines": ev.skipped.parsed_lines,

@@ -475,6 +475,10 @@ def token_steps(run: BenchRun, budget: int | None = None) -> tuple[list[TokenSte
                    "prefill_steps": sum(1 for s in steps if s.prefills)}
 
 
+# the rebuilt steps' regression columns, in order (prefill_rate): 1, requests, tokens, decode context, tokens squared
+_STEP_TERMS = ("base_s", "per_request_s", "per_token_s", "per_kv_token_s", "per_token_sq_s")
+
+
 def prefill_rate(steps: list[TokenStep], square: bool = False) -> dict | None:
     """A prompt token's cost from rebuilt steps: least squares of each step's duration on (1, requests, tokens,
     decode context), refitted without the steps more than 5 robust standard deviations off (host interruptions,
@@ -488,8 +492,9 @@ def prefill_rate(steps: list[TokenStep], square: bool = False) -> dict | None:
         return None
     y = np.array([s.duration_s for s in steps])
     # ``square``: also the step's tokens squared (a token's cost rising with the step's size, column 4)
-    X = np.array([[1.0, s.num_reqs, s.tokens, s.kv_decode] + ([float(s.tokens) ** 2] if square else [])
-                  for s in steps], dtype=float)
+    names = _STEP_TERMS[:5 if square else 4]
+    X = np.array([[1.0, s.num_reqs, s.tokens, s.kv_decode, float(s.tokens) ** 2][:len(names)] for s in steps],
+                 dtype=float)
     def solve(keep, cols):
         # least squares on the kept steps, terms other than the per-token cost dropped while they come out negative
         while True:
@@ -499,7 +504,7 @@ def prefill_rate(steps: list[TokenStep], square: bool = False) -> dict | None:
                 return cols, c
             cols = [x for x in cols if x not in neg]
 
-    cols, keep = [0, 1, 2, 3] + ([4] if square else []), np.ones(len(y), bool)
+    cols, keep = list(range(len(names))), np.ones(len(y), bool)
     for _ in range(4):
         cols, c = solve(keep, cols)
         fit_y = X[:, cols] @ c
@@ -515,11 +520,9 @@ def prefill_rate(steps: list[TokenStep], square: bool = False) -> dict | None:
     per_token = float(coef.get(2, 0.0))
     if not per_token > 0:
         return None
-    names = {0: "base_s", 1: "per_request_s", 2: "per_token_s", 3: "per_kv_token_s", **({4: "per_token_sq_s"} if square
-                                                                                        else {})}
     return {"per_token_s": per_token, "steps_used": int(keep.sum()), "steps": len(steps),
             "prefill_steps": int(sum(1 for s, k in zip(steps, keep) if k and s.prefills)),
-            "all_terms": {names[j]: float(coef.get(j, 0.0)) for j in names}}
+            "all_terms": {name: float(coef.get(j, 0.0)) for j, name in enumerate(names)}}
 
 
 def load_bench_runs(paths: list[str], special_tokens: int = 1, seed: int = 0) -> list[BenchRun]:

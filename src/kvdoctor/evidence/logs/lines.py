@@ -8,6 +8,7 @@ it reads and writes the reader's state (``self.series``, ``self.events``, ``self
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,19 @@ from kvdoctor.evidence.logs.stats import R_PREFIX, parse_stats, parse_stats_cut,
 from kvdoctor.evidence.model import (ARCH_GUARD, ENGINE_PROCS, FATAL_ANY_FORM, FATAL_AT_START, HOST_OOM, LLVM_ABORT,
                                      Event, cause_named, is_exception_line)
 
+# Error lines with none of the generic words ("ERROR", "rror", "Traceback", ...) in them: both the full path (which
+# lines to read) and _error (which lines may be an error) look for them (sweeps 180-197)
+_ERROR_WORDS = (
+    b"UnspecifiedPlatform", b"Duplicate GPU", b"exit code",  # no GPU found; two ranks on one GPU; a killed process
+    b"index out of bounds: 0 <=",  # torch.compile's bounds assert, also without the thread prefix (sweep 187 item 09)
+    b"is too long and exceeds limit of",  # V0's scheduler ignoring a prompt over max_model_len (a WARNING)
+    b"WorkerProc hit an exception",  # v1's worker failing a step (the engine core dies with it)
+    b"exceeds the pre-allocated encoder cache size",  # a multimodal request rejected, quoted without its exception
+    b"Process SpawnProcess-",  # multiprocessing's header over V0's engine process's traceback (the engine died)
+    b"Value error, ",  # pydantic's cause line under a config ValidationError
+    b"does not allow any tokens to be scheduled",  # the scheduler's budget check, quoted bare (sweep 194 item 09)
+    b"BackendCompilerFailed",  # torch.compile failing to build a kernel at start-up
+)
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
 # table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
 FULL_NEEDLES = (
@@ -54,15 +68,7 @@ FULL_NEEDLES = (
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
     b"Exception:",  # a bare exception of Python's base class ("Exception: Call to add_lora method failed: ...")
     b"Shutting down FastAPI HTTP server",  # the API server's launcher stopping on a signal (_SHUTDOWN_NEEDLES)
-    b"UnspecifiedPlatform", b"Duplicate GPU", b"exit code",  # no GPU found; two ranks on one GPU; a killed process
-    b"index out of bounds: 0 <=",  # torch.compile's bounds assert, also without the thread prefix (sweep 187 item 09)
-    b"is too long and exceeds limit of",  # V0's scheduler ignoring a prompt over max_model_len (a WARNING)
-    b"WorkerProc hit an exception",  # v1's worker failing a step (the engine core dies with it)
-    b"exceeds the pre-allocated encoder cache size",  # a multimodal request rejected, quoted without its exception
-    b"Process SpawnProcess-",  # multiprocessing's header over V0's engine process's traceback (the engine died)
-    b"Value error, ",  # pydantic's cause line under a config ValidationError
-    b"does not allow any tokens to be scheduled",  # the scheduler's budget check, quoted bare (sweep 194 item 09)
-    b"BackendCompilerFailed",  # torch.compile failing to build a kernel at start-up
+    *_ERROR_WORDS,
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
 
@@ -88,10 +94,7 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to all
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
                 b"HW Exception", b"] Assertion `", b"kernel only supports sm", b"_get_prompt_logprobs_dict",
                 b"Exception:", b"Segfault encountered", b"Memory access fault by GPU", b"Task finished unexpectedly",
-                b"UnspecifiedPlatform", b"Duplicate GPU", b"exit code", b"index out of bounds: 0 <=",
-                b"is too long and exceeds limit of", b"WorkerProc hit an exception",
-                b"exceeds the pre-allocated encoder cache size", b"Process SpawnProcess-", b"Value error, ",
-                b"does not allow any tokens to be scheduled", b"BackendCompilerFailed")
+                *_ERROR_WORDS)
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
@@ -103,16 +106,18 @@ _CUDA_ERROR = re.compile(r"(?:CUDA|Cuda) (?:driver )?error\b(?!s)"  # torch: "CU
 # triggered" (ATen's IndexKernel.cu, a torch.compile kernel): "…cu:16: vectorized_gather_kernel: block: [27,0,0],
 # thread: [160,0,0] Assertion `ind >=0 && …` failed."
 _DEVICE_ASSERT = re.compile(r"block: \[\d+,\s*\d+,\s*\d+\], thread: \[\d+,\s*\d+,\s*\d+\] Assertion `")
-# the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
-# the kernel's own ("Out of memory: Killed process 1234 (python3)")
 # the process the kernel's OOM killer names, and the names a vLLM server's processes go by (the interpreter, torch's
 # main thread, vLLM's own process titles, Ray's workers)
+_PREFIX_COL = COLS.index("prefix_hit_pct")
 _KILLED_NAME = re.compile(r"Killed process \d+ \(([^)]*)\)|oom-kill:.*?\btask=([^,\s]+)")
 _SERVER_PROC = re.compile(r"python|pt_main|vllm|VLLM|ray|Ray|EngineCore|Worker|uvicorn|torch", re.I)
+# a colour code whose ESC a paste dropped ("[36m(main_task pid=...)"), and a page's bold ("**17 secs**")
 _LOST_ESC = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
 _BOLD = re.compile(rb"\*\*([^*\s][^*]*?)\*\*")
 # an exception a post quotes inside its own sentence ("I receive a `ValueError: Bfloat16 is only supported ...`")
 _QUOTED_EXC = re.compile(r"[`'\"(]\s*[A-Za-z_.]*(?:Error|Exception): ")
+# the shell's word for a process the kernel killed ("Killed", "bash: line 1: 1234 Killed  python -m vllm ..."), and
+# the kernel's own ("Out of memory: Killed process 1234 (python3)")
 _KILLED = re.compile(r"^\s*Killed\s*$|\d\s+Killed\s|Killed process \d+")
 _PROBE_FAILED = re.compile(rb"(?:\(x(\d+) over [^)]*\)\s+kubelet\s+)?(Startup|Liveness|Readiness) probe failed")
 _SHM_WAIT = re.compile(rb"No available shared memory broadcast block found in (\d+(?:\.\d+)?) seconds?")
@@ -519,13 +524,13 @@ class LinePath:
         m = search_envelope_b(line) or leading_timestamp_b(line)
         if h is None or m is None or (t := self._time(m, line)) is None:
             return False
-        proc, k = proc_key(m), COLS.index("prefix_hit_pct")
+        proc = proc_key(m)
         for s in self.series.values():
             last = s.last_t
             if s.proc == proc and s.is_v0 and last is not None and abs(t - last) <= 1.0:
-                d = s.data
-                if d[len(d) - len(COLS) + k] != d[len(d) - len(COLS) + k]:  # NaN: the stats record had none
-                    d[len(d) - len(COLS) + k] = float(h.group(1))
+                i = len(s.data) - len(COLS) + _PREFIX_COL  # the last sample's hit rate
+                if math.isnan(s.data[i]):  # the stats record had none
+                    s.data[i] = float(h.group(1))
                 return True
         return False
 
