@@ -70,3 +70,22 @@ def test_steps_that_span_the_big_one_price_it_with_the_squared_term(steps):
         with_sq = _predict(C.prefill_rate(pool, square=True), big) / big.duration_s - 1
         without = _predict(C.prefill_rate(pool), big) / big.duration_s - 1
         assert abs(with_sq) < 0.12 and without < -0.3
+
+
+def test_a_request_arriving_while_another_decodes_gets_its_first_token_as_fast_as_one_arriving_alone():
+    # the open loops' measured TTFT (client times only, no fit): a request sent while one or more others decode waits
+    # no longer than one sent to an idle engine, though the engine must finish the ~7 ms decode step in flight before
+    # it can prefill it. Procedure 10's simulation waits those ~4-5 ms (docs/simulation.md, "Arrivals while another
+    # request decodes"); this pins the measured side of that miss.
+    import json
+
+    lone, decoding = [], []
+    for name in SESSIONS:
+        for run in ("val_r3.json", "val_g6.json"):
+            raw = json.loads((FIX / name / run).read_text())
+            g = S.arrival_groups(raw)
+            assert sorted(i for ix in g.values() for i in ix) == list(range(len(raw["ttfts"])))
+            lone += [raw["ttfts"][i] for i in g["lone"]]
+            decoding += [raw["ttfts"][i] for i in g["decoding"]]
+    assert len(lone) >= 20 and len(decoding) >= 100
+    assert abs(statistics.mean(decoding) - statistics.mean(lone)) < 0.0015

@@ -961,3 +961,25 @@ def speed_corrected_errors(directory: Path, cal, runs: list, fit_on: str = "cal_
     for r2 in adj:
         out[r2.name]["engine_speed"] = r2.host_stretch
     return out
+
+
+def arrival_groups(result: dict) -> dict[str, list[int]]:
+    """A bench result's requests (``--save-detailed``: ``start_times``, ``ttfts``, ``latencies``) grouped by what the
+    client had in flight while each waited for its first token, from the client's own times: ``lone`` (nothing),
+    ``decoding`` (only requests that had their first token before it was sent and were still streaming when it got
+    its own), ``busy`` (anything else: another request sent or finishing, or still waiting for its first token, in
+    that window). Used to compare the engine's TTFT for a request arriving at an idle engine with one arriving while
+    another request decodes (docs/simulation.md, "Arrivals while another request decodes")."""
+    st = [float(x) for x in result["start_times"]]
+    first = [s + float(t) for s, t in zip(st, result["ttfts"])]
+    end = [s + float(t) for s, t in zip(st, result["latencies"])]
+    groups: dict[str, list[int]] = {"lone": [], "decoding": [], "busy": []}
+    for i in range(len(st)):
+        others = [j for j in range(len(st)) if j != i and st[j] < first[i] and end[j] > st[i]]
+        if not others:
+            groups["lone"].append(i)
+        elif all(first[j] <= st[i] and end[j] >= first[i] for j in others):
+            groups["decoding"].append(i)
+        else:
+            groups["busy"].append(i)
+    return groups
