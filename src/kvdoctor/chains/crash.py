@@ -37,6 +37,7 @@ _CAPACITY = re.compile(r"total capac(?:i)?ty of ([\d.]+) ?(GiB|MiB) of which ([\
 _CAPACITY_OLD = re.compile(r"([\d.]+) ?(GiB|MiB) total capacity; [\d.]+ ?(?:GiB|MiB|KiB) already allocated;"
                            r"(?: [\d.]+ ?(?:GiB|MiB|KiB) current active;)? ([\d.]+) ?(GiB|MiB|KiB) free")
 _OTHER_PROC = re.compile(r"Process (\d+) has ([\d.]+) ?(GiB|MiB) memory in use")
+_THIS_PROC = re.compile(r"this process has ([\d.]+) ?(GiB|MiB) memory in use")
 _GIB = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / 1024**2}
 
 
@@ -91,8 +92,19 @@ def _oom_figures(text: str) -> dict[str, float]:
     for pid, g, u in _OTHER_PROC.findall(text):
         procs.setdefault(pid, float(g) * _GIB[u])
     others = list(procs.values())
-    if len(others) > 1:  # the first "Process N has" is usually vLLM's own worker; more than one: a neighbour
-        out["other_processes_gib"] = sum(others[1:])
+    m = _THIS_PROC.search(text)
+    if m:
+        # PyTorch names its own process apart ("Including non-PyTorch memory, this process has X"): every listed
+        # process is then a neighbour, but for one with the same figure (NVML listing vLLM under its host PID)
+        # (sweep 198 item 06: 11.05 and 1.71 GiB listed, this process 18.80 GiB)
+        out["this_process_gib"] = own = float(m.group(1)) * _GIB[m.group(2)]
+        rest = [g for g in others if abs(g - own) > 0.01]
+        if rest:
+            out["other_processes_gib"] = sum(rest)
+    elif len(others) > 1:
+        # the largest "Process N has" is vLLM's own worker (it holds its fraction of the GPU); the others are
+        # neighbours (sweep 198 item 08: vLLM 14.90 GiB listed last, after five processes of 0.42-3.70 GiB)
+        out["other_processes_gib"] = sum(others) - max(others)
     return out
 
 
@@ -501,6 +513,13 @@ _KNOWN_EXCEPTIONS = (
     ("which does not allow any tokens to be scheduled",
      "the step's token budget left after what the running sequences' speculative tokens reserve is below zero: "
      "--max-num-batched-tokens higher, or --num-speculative-tokens (or --max-num-seqs) lower"),
+    ("error: unrecognized arguments:",
+     "vLLM's command-line parser refused a flag this release does not have, so the server never started: flags are "
+     "renamed and removed across releases (--task gave way to --runner and --convert); `vllm serve --help` of the "
+     "installed release lists its own"),
+    (": error: argument --",
+     "vLLM's command-line parser refused the value of the flag the line names (it lists the accepted ones), so the "
+     "server never started: fix that value"),
     ("Sliding window is not allowed with prefix caching",
      "this release cannot cache prefixes of a sliding-window model: --disable-sliding-window (then --max-model-len at "
      "most the window) or --no-enable-prefix-caching; later releases cache them"),
@@ -791,6 +810,9 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                 f"its share ({st.kv_cache_tokens or st.num_gpu_blocks:,} {'tokens' if st.kv_cache_tokens else 'blocks'})",
                 gain)
     figs = _oom_figures(" ".join(_text(e) for e in near))
+    held = _held_by_others(figs)
+    if held is not None:
+        return held
     action, gain = _shortfall_utilization(ctx, figs)
     if phase is None:
         action += _DIED_BEFORE_SERVING
@@ -823,6 +845,24 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                     "on the GPU)", gain)
 
 
+def _held_by_others(figs: dict[str, float]) -> tuple[str, str, dict[str, Figure]] | None:
+    """The OOM line names this process's own memory, and most of what is in use is not it: other processes hold the
+    GPU, and no setting of vLLM's makes room (sweep 198 item 06: this process 18.80 of 80 GiB, 176 MiB free)."""
+    own, total, free = figs.get("this_process_gib"), figs.get("total_gib"), figs.get("free_gib")
+    if own is None or own < 1.0 or total is None or free is None:
+        return None  # under 1 GiB it is a helper (the API server's CUDA context), not the engine that held the GPU
+    others = total - free - own
+    if others < max(1.0, 0.1 * total):
+        return None
+    gain = {"other_processes_gib": Figure(round(others, 2), "measured", "the OOM line: total − free − this process"),
+            "this_process_gib": Figure(round(own, 2), "measured", "the OOM line")}
+    return (f"free the GPU: other processes hold {others:.2f} GiB of its {total:.2f} GiB (nvidia-smi names them), or "
+            "run vLLM on a GPU of its own; lowering --gpu-memory-utilization only helps once its share fits what they "
+            "leave",
+            f"CUDA ran out of memory while this process held {own:.2f} GiB and other processes "
+            f"{others:.2f} GiB of the GPU's {total:.2f} GiB ({free * 1024:.0f} MiB free)", gain)
+
+
 def _kv_alloc_oom(near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
     """The OOM was the KV pool's own allocation: vLLM sized the pool from its profile, and the memory was not there
     when the tensors were allocated (another process took it after the profile, or the device's "free" is shared, as
@@ -833,6 +873,15 @@ def _kv_alloc_oom(near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
     if "tried_gib" in figs:
         gain["tried_gib"] = Figure(round(figs["tried_gib"], 2), "measured", "the OOM line")
         size = f" by at least the {figs['tried_gib']:.2f} GiB it tried to allocate"
+    held, total = figs.get("other_processes_gib"), figs.get("total_gib")
+    if held and total and held >= 0.05 * total:
+        # the neighbours' share is the shortfall, not the one tensor that failed
+        util = math.floor((total - held) / total * 100) / 100 - 0.02
+        gain["other_processes_gib"] = Figure(round(held, 2), "measured", "the OOM line's other processes")
+        return (f"free the GPU of the other processes that hold {held:.2f} GiB of its {total:.2f} GiB, or "
+                f"--gpu-memory-utilization {util:.2f} or lower (the share they leave, less a margin)",
+                f"{_runtime(near)} ran out of memory allocating the KV cache itself at start-up: other processes hold "
+                f"{held:.2f} GiB of the GPU, which vLLM's fraction of the total does not leave them", gain)
     return (f"--gpu-memory-utilization lower{size} (or --kv-cache-memory-bytes set below what the pool took), so the "
             "pool vLLM sizes fits what is really free when it allocates; check for another process on the device",
             f"{_runtime(near)} ran out of memory allocating the KV cache itself at start-up: the pool sized from the "

@@ -151,7 +151,10 @@ FATAL_AT_START = ("Bfloat16 is only supported on GPUs with compute capability",
 # platform probe finding no GPU (INFO "No platform detected, vLLM is running on UnspecifiedPlatform"; the server fails
 # right after), NCCL finding two ranks on one GPU. Also read where a post quotes a refusal inside a sentence.
 FATAL_ANY_FORM = ("unsatisfied condition: cuda>=", "vLLM is running on UnspecifiedPlatform", "Duplicate GPU detected",
-                  "which does not allow any tokens to be scheduled")
+                  "which does not allow any tokens to be scheduled",
+                  # argparse refusing the command line ("vllm: error: unrecognized arguments: --task embedding"): the
+                  # server never started (sweep 202)
+                  "error: unrecognized arguments:", ": error: argument --")
 
 
 def names_a_cause(text: str) -> bool:

@@ -1,0 +1,50 @@
+"""What sweeps 198-205 (public material read blind, 2026-12-06; docs/evidence.md "Sweeps 198-205") showed kvdoctor
+getting wrong or not reading, each pinned on a minimal excerpt in the format of the public text that showed it."""
+
+from __future__ import annotations
+
+from tests.unit.test_sweep180_mends import _diag
+
+
+# --- the command line refused (sweep 202 item 11) ----------------------------------------------------------------
+
+def test_argparse_refusing_a_removed_flag_is_a_start_that_never_happened(tmp_path):
+    # vllm#35603: `--task` no longer exists; this read insufficient-evidence ("collect stats lines")
+    d = _diag(tmp_path, "argv.log", """
+        vllm serve --model /data/model/Qwen3-VL-Embedding-8B --task embedding --max-model-len 8192
+
+        vllm: error: unrecognized arguments: --task embedding
+        """)
+    assert d["verdict"] == "engine-died"
+    assert "parser refused a flag this release does not have" in d["action"]
+    bad = _diag(tmp_path, "value.log", "vllm serve: error: argument --dtype: invalid choice: 'fp8' (choose from auto, "
+                "half, float16, bfloat16, float, float32)\n")
+    assert bad["verdict"] == "engine-died" and "refused the value of the flag" in bad["action"]
+
+
+# --- who holds the GPU, from PyTorch's OOM line (sweep 198 items 06, 08) -------------------------------------------
+
+def test_an_oom_that_names_this_process_apart_counts_every_listed_process_as_a_neighbour(tmp_path):
+    # QwenLM/Qwen#782: vLLM held 18.80 of 80 GiB; it read "another process holds 1.71 GiB" and advised util 0.88
+    d = _diag(tmp_path, "held.log", "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 234.00 MiB. "
+              "GPU 0 has a total capacty of 80 GiB of which 176.38 MiB is free. Process 4683 has 11.05 GiB memory in "
+              "use. Process 16753 has 1.71 GiB memory in use. Including non-PyTorch memory, this process has 18.80 GiB "
+              "memory in use. Of the allocated memory 18.26 GiB is allocated by PyTorch, and 30.10 MiB is reserved by "
+              "PyTorch but unallocated.\n")
+    assert d["action"].startswith("free the GPU: other processes hold 61.03 GiB of its 80.00 GiB")
+    assert "--gpu-memory-utilization 0.88" not in d["action"]
+
+
+KV_ALLOC_OOM = """
+    ERROR 05-21 13:04:20 engine.py:389]   File "/usr/local/lib/python3.10/dist-packages/vllm/worker/cache_engine.py", line 103, in _allocate_kv_cache
+    ERROR 05-21 13:04:20 engine.py:389]     layer_kv_cache = torch.zeros(alloc_shape,
+    ERROR 05-21 13:04:20 engine.py:389] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 418.00 MiB. GPU 0 has a total capacity of 23.69 GiB of which 193.25 MiB is free. Process 1254 has 730.00 MiB memory in use. Process 1243 has 424.00 MiB memory in use. Process 1349 has 800.00 MiB memory in use. Process 1348 has 3.70 GiB memory in use. Process 1892152 has 2.96 GiB memory in use. Process 2167142 has 14.90 GiB memory in use. Of the allocated memory 14
+    """
+
+
+def test_the_kv_pools_oom_beside_neighbours_sizes_the_fraction_they_leave(tmp_path):
+    # QwenLM/Qwen3-VL#1224: five neighbours hold 8.6 GiB of a 24 GiB card; "lower by the 0.41 GiB it tried" would fail
+    # again. vLLM is the largest listed process (14.90 GiB), listed last.
+    d = _diag(tmp_path, "kvalloc.log", KV_ALLOC_OOM)
+    assert d["action"].startswith("free the GPU of the other processes that hold 8.57 GiB of its 23.69 GiB")
+    assert "--gpu-memory-utilization 0.61 or lower" in d["action"]
