@@ -48,3 +48,31 @@ def test_the_kv_pools_oom_beside_neighbours_sizes_the_fraction_they_leave(tmp_pa
     d = _diag(tmp_path, "kvalloc.log", KV_ALLOC_OOM)
     assert d["action"].startswith("free the GPU of the other processes that hold 8.57 GiB of its 23.69 GiB")
     assert "--gpu-memory-utilization 0.61 or lower" in d["action"]
+
+
+# --- the phase a start-up traceback names (sweeps 199, 203) ------------------------------------------------------
+
+SAMPLER_WARMUP = """
+    (EngineCore_DP0 pid=270) ERROR 11-19 12:16:36 [v1/engine/core.py:842] File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", line 507, in compile_or_warm_up_model
+    (EngineCore_DP0 pid=270) ERROR 11-19 12:16:36 [v1/engine/core.py:842] self.model_runner._dummy_sampler_run(hidden_states=last_hidden_states)
+    (EngineCore_DP0 pid=270) ERROR 11-19 12:16:36 [v1/engine/core.py:842] logits_sort, logits_idx = logits.sort(dim=-1, descending=False)
+    (EngineCore_DP0 pid=270) ERROR 11-19 12:16:36 [v1/engine/core.py:842] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.47 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.25 GiB is free.
+    """
+
+
+def test_the_innermost_start_up_frame_names_the_phase(tmp_path):
+    # vllm#29049: the outer compile_or_warm_up_model was taken, and the sampler warm-up's advice never fired
+    d = _diag(tmp_path, "warm.log", SAMPLER_WARMUP)
+    assert "warmed up its sampler at start-up" in d["reason"]
+    assert d["action"].startswith("--max-num-seqs lower (the sampler's warm-up")
+
+
+def test_an_oom_while_the_weights_are_created_says_the_weights_do_not_fit(tmp_path):
+    # vllm#40291: NVFP4 Gemma-4-31B on an RTX 5090, OOM in create_weights; it read "in a step" with expandable_segments
+    d = _diag(tmp_path, "weights.log", """
+        (EngineCore pid=6849) ERROR 04-19 15:32:42 [core.py:1108]   File "/home/u/vllm/.venv/lib/python3.12/site-packages/vllm/model_executor/layers/linear.py", line 201, in create_weights
+        (EngineCore pid=6849) ERROR 04-19 15:32:42 [core.py:1108]     data=torch.empty(
+        (EngineCore pid=6849) ERROR 04-19 15:32:42 [core.py:1108] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 31.35 GiB of which 1.12 GiB is free. Including non-PyTorch memory, this process has 30.33 GiB memory in use. Of the allocated memory 29.39 GiB is allocated by PyTorch, and 309.08 MiB is reserved by PyTorch but unallocated.
+        """)
+    assert d["action"].startswith("the weights do not fit this GPU as loaded")
+    assert "(in create_weights), before the KV pool was sized" in d["reason"]

@@ -757,6 +757,9 @@ _DIED_BEFORE_SERVING = ("; if it died before serving a request, the weights or t
                         "kvdoctor ledger")
 
 
+_WEIGHT_FRAMES = ("create_weights", "load_weights", "load_model", "process_weights_after_loading")
+
+
 def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
     """A CUDA OOM: at start-up the ledger's question; while serving, the utilization that leaves the shortfall."""
     if any(e.data.get("wake_up") for e in near):
@@ -796,6 +799,14 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
             return _kv_alloc_oom(near)
         st = ctx.startup
         pool = st is not None and ((st.kv_cache_tokens or 0) > 0 or (st.num_gpu_blocks or 0) > 0)
+        if not pool and frame in _WEIGHT_FRAMES:
+            # the model's own tensors: no setting of the KV pool or the profile makes room (sweep 203 item 08: an NVFP4
+            # checkpoint's create_weights with 29.39 of 31.35 GiB allocated)
+            return ("the weights do not fit this GPU as loaded: a checkpoint quantized in a format vLLM keeps quantized "
+                    "on this GPU (check the load's dtype and --quantization), --tensor-parallel-size over more GPUs, "
+                    "or a larger GPU; kvdoctor ledger --model ... --gpu ... gives the weights' size",
+                    f"{_runtime(near)} ran out of memory while the engine created or loaded the model's weights (in "
+                    f"{frame}), before the KV pool was sized", {})
         if not pool:
             return ("kvdoctor ledger --model ... --gpu ... with these flags: the weights, the activation peak or the "
                     "CUDA graphs do not fit; then " + _START_LEVERS,

@@ -164,7 +164,10 @@ _SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterr
 _STARTUP_FRAMES = ("create_engine_config", "load_model", "load_weights", "process_weights_after_loading", "profile_run",
                    "_dummy_run", "_dummy_sampler_run", "determine_available_memory", "determine_num_available_blocks",
                    "initialize_kv_cache", "_initialize_kv_caches", "initialize_from_config", "capture_model",
-                   "compile_or_warm_up_model", "init_device", "allocate_kv_cache")
+                   "compile_or_warm_up_model", "init_device", "allocate_kv_cache",
+                   # sweeps 198-205: a layer's weights created (model construction), DeepGEMM's kernel warm-up (after
+                   # the KV pool), V0 executor's cache set-up
+                   "create_weights", "deep_gemm_warmup", "kernel_warmup", "initialize_cache")
 # the KV pool's own allocation (V1's _allocate_kv_cache_tensors / initialize_kv_cache_tensors, V0's _allocate_kv_cache):
 # the pool was sized from the profile, and the memory was not there when it was allocated
 _SAMPLER_FRAMES = ("logits.sort(", "_apply_top_k_top_p", "/v1/sample/sampler.py", "/layers/sampler.py")
@@ -719,7 +722,9 @@ class LinePath:
                 last.data["killed"] = True
             if native and "native" not in last.data:
                 last.data["native"] = native.group(0)
-            if frame and "startup_frame" not in last.data:
+            if frame:
+                # the innermost start-up frame names the phase: a traceback lists the outermost call first
+                # (compile_or_warm_up_model, then _dummy_sampler_run: vllm#29049, sweep 199 item 02)
                 last.data["startup_frame"] = frame
             if "run_busy_loop" in msg or "step_with_batch_queue" in msg:
                 last.data["serving_frame"] = True  # EngineCore's serving loop: entered only after start-up
