@@ -76,3 +76,16 @@ def test_an_oom_while_the_weights_are_created_says_the_weights_do_not_fit(tmp_pa
         """)
     assert d["action"].startswith("the weights do not fit this GPU as loaded")
     assert "(in create_weights), before the KV pool was sized" in d["reason"]
+
+
+def test_a_ray_repeat_line_is_read_when_it_is_the_only_copy_of_a_start_up_fact(tmp_path):
+    # vllm#12258: every "Loading model weights took" line of a TP16 x PP2 Ray start carried Ray's repeat suffix, and
+    # the start-up read empty
+    from tests.unit.test_sweep180_mends import _evidence
+
+    doc = _evidence(tmp_path, "ray.log", """
+        (RayWorkerWrapper pid=5849, ip=10.121.129.12) INFO 01-21 00:46:19 model_runner.py:1099] Loading model weights took 18.9152 GB [repeated 7x across cluster]
+        (RayWorkerWrapper pid=5148, ip=10.121.129.13) INFO 01-21 00:46:25 model_runner.py:1099] Loading model weights took 21.4118 GB [repeated 8x across cluster]
+        """)
+    (seg,) = doc["segments"]
+    assert abs(seg["startup"]["weights_bytes"] / 2**30 - 18.9152) < 1e-3  # V0's "GB" is GiB

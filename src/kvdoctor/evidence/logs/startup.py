@@ -533,9 +533,12 @@ class StartupCollector:
         """Returns True when the message carried a start-up fact."""
         if _RAY_REPEAT.search(msg):
             # Ray's log deduplication reprints a line other workers already logged, later and out of order
-            # ("Available KV cache memory: 45.32 GiB [repeated 3x across cluster]"): read as new, it would open a
-            # second engine start after the first one's last line.
-            return False
+            # ("Available KV cache memory: 45.32 GiB [repeated 3x across cluster]"): read as new after a start's KV
+            # figures, it would open a second engine start after the first one's last line. Before them it is
+            # often the only copy a paste kept (sweep 205 item 06: every "Loading model weights took" repeated)
+            if self.facts or (self._cur is not None and self._cur.has_kv()):
+                return False
+            msg = _RAY_REPEAT.sub("", msg).rstrip()
         self._line_ts = self._ts(env) if env is not None else _iso_order(msg)
         try:
             return self._feed(line_no, env, msg)
