@@ -42,6 +42,18 @@ def freeze(src: Path, dst: Path) -> None:
     (dst / "serve.stats.log").write_text("".join(ln for ln in lines if any(k in ln for k in keep)
                                                  and "Iteration(" not in ln))
     (dst / "series.json").write_text(json.dumps(meta, indent=1) + "\n")
+    if (src / "clock_offset.json").exists():
+        # a session whose log lines carry their time (scripts/realvllm_arrival_probe.py): its steps and hand-overs,
+        # each cut to what sim.calibration.step_periods and the probe's report read, gzipped (~150 KB)
+        import gzip
+
+        (dst / "clock_offset.json").write_text((src / "clock_offset.json").read_text())
+        cut = [ln.split(") ", 1)[-1] if ln.startswith("(") else ln for ln in lines
+               if "Iteration(" in ln or "Added request" in ln]
+        cut = [f"{ln.split(' ', 1)[0]} {ln[ln.index('Iteration('):] if 'Iteration(' in ln else 'Added request'}"
+               for ln in cut]
+        with gzip.open(dst / "serve.steps.log.gz", "wt", encoding="utf-8") as f:
+            f.write("".join(ln if ln.endswith("\n") else ln + "\n" for ln in cut))
 
 
 def main() -> int:

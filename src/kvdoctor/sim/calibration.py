@@ -1091,6 +1091,44 @@ def parse_iteration_line(line: str) -> IterObs | None:
     return IterObs(c, t, g, gt, e)
 
 
+# a server log line stamped with its wall-clock time in front (a logging config whose format starts with
+# "%(created).6f"; scripts/realvllm_arrival_probe.py), after the process prefix vLLM's output wrapper may add
+_STAMP = re.compile(r"^(?:\(\w+ pid=\d+\) )?(\d{9,}\.\d+) ")
+
+
+def step_periods(path: str | Path, window: tuple[float, float] | None = None) -> list[tuple[float, int, int]]:
+    """The engine's step periods from a server log whose iteration lines carry their time: for each logged step with
+    a request decoding (scheduled in the step before it too, so the engine did not idle between them), (seconds since
+    the previous logged step, tokens scheduled, requests scheduled). ``window``: only steps logged in [start, end]
+    (one run's share). The log's "iteration elapsed time" does not measure the step under the uni executor
+    (``testbed.series.calibrate_series_v4``); the period between two steps' output lines does."""
+    import gzip
+
+    stamped: list[tuple[float, IterObs]] = []
+    opener = gzip.open if str(path).endswith(".gz") else open  # a frozen session's cut log is gzipped
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = _STAMP.search(line)
+            o = parse_iteration_line(line) if m else None
+            if o is not None and (window is None or window[0] <= float(m.group(1)) <= window[1]):
+                stamped.append((float(m.group(1)), o))
+    return [(t1 - t0, o.ctx_tokens + o.gen_tokens, o.ctx_reqs + o.gen_reqs)
+            for (t0, _), (t1, o) in zip(stamped, stamped[1:]) if o.gen_reqs >= 1]
+
+
+def step_period_terms(periods: list[tuple[float, int, int]], square: bool = True) -> dict[str, float]:
+    """Least squares of the step periods on a step, its tokens, its requests (and its tokens squared): the
+    ``LinearStepTime`` terms they measure. InputError with fewer than 30 periods."""
+    import numpy as np
+
+    if len(periods) < 30:
+        raise InputError(f"{len(periods)} back-to-back engine steps with a time: at least 30 are needed")
+    a = np.array([[1.0, tok, n] + ([float(tok) * tok] if square else []) for _, tok, n in periods])
+    c, *_ = np.linalg.lstsq(a, np.array([p[0] for p in periods]), rcond=None)
+    return {"base_s": float(c[0]), "per_token_s": float(c[1]), "per_request_s": float(c[2]), "per_kv_token_s": 0.0,
+            "per_token_sq_s": float(c[3]) if square else 0.0}
+
+
 def load_iteration_observations(paths: list[str], spans: list[tuple[int, int]] | None = None) -> list[IterObs]:
     """Every engine step logged in ``paths`` (``spans``: per path, the byte range to read — one bench
     run's share of a server log that served several). Streams the file; other lines are skipped."""
@@ -1442,7 +1480,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
               use_token_steps: bool = False, on_iter=None, parse_share: float = 0.0,
               client_after_finish: bool = False, finish_occupies: bool = True,
               measure_finish: bool = False, output_per_step: bool = False, step_terms: bool = False,
-              step_square: bool = False) -> Calibration:
+              step_square: bool = False, given_step_terms: dict[str, float] | None = None) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -1461,7 +1499,9 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     ``use_token_steps``): every term the rebuilt steps' regression gives (``prefill_rate``'s ``all_terms``: per step, per
     request, per token, per context token; a term it dropped as negative is held at 0) is held fixed, not only the cost
     per token; the bench figures then fit the front end (and the prefill pairs) alone. ``step_square`` (with
-    ``step_terms``): the regression also has the step's tokens squared (``LinearStepTime.per_token_sq_s``)."""
+    ``step_terms``): the regression also has the step's tokens squared (``LinearStepTime.per_token_sq_s``).
+    ``given_step_terms``: the step terms measured elsewhere (``LinearStepTime`` fields, e.g. ``step_period_terms`` on
+    a server log whose lines carry their time), held fixed instead of the token times' regression."""
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError("two bench results have the same file name: rename one")
@@ -1474,7 +1514,10 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     flags = FrontEnd(client_after_finish=client_after_finish, finish_occupies=finish_occupies,
                      output_per_step=output_per_step).flags()
     fixed, steps_info = None, None
-    if use_token_steps:
+    if given_step_terms is not None:
+        fixed = {k: max(0.0, float(v)) for k, v in given_step_terms.items()}
+        steps_info = {"given": dict(fixed)}
+    elif use_token_steps:
         if step_square and not step_terms:
             raise InputError("the step's squared-size term is one of the step terms: it needs step_terms")
         steps_info = prefill_from_token_steps(fit_runs, setup.cfg.max_num_batched_tokens, square=step_square)

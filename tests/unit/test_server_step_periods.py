@@ -1,0 +1,87 @@
+"""Three sessions of version 14's series on a server whose log lines carry their wall-clock time
+(scripts/realvllm_arrival_probe.py; frozen as tests/fixtures/realvllm_bench/series49-51, stop 55, with the steps and
+hand-overs cut from the log into serve.steps.log.gz): the engine's step periods measured from the server's own clock,
+and where a light load's TTFT goes (docs/simulation.md, "Server-timestamped steps"). No fit runs here."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from kvdoctor.errors import InputError
+from kvdoctor.sim import calibration as C
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures" / "realvllm_bench"
+SESSIONS = ("series49", "series50", "series51")
+
+
+def _probe():
+    spec = importlib.util.spec_from_file_location("arrival_probe", ROOT / "scripts" / "realvllm_arrival_probe.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_step_periods_read_only_back_to_back_steps_in_the_window(tmp_path):
+    T0 = 1796594945.0
+    log = tmp_path / "serve.log"
+    line = ("{t} (EngineCore pid=1) INFO 12-06 22:09:05 [loggers.py:199] Engine 000: Iteration({i}): {c} context "
+            "requests, {ct} context tokens, {g} generation requests, {g} generation tokens, iteration elapsed time: "
+            "0.50 ms\n")
+    log.write_text("".join(line.format(t=t, i=i, c=c, ct=ct, g=g) for i, (t, c, ct, g) in enumerate(
+        [(T0, 1, 128, 0), (T0 + .025, 0, 0, 1), (T0 + .035, 0, 0, 1), (T0 + 5, 1, 64, 0), (T0 + 5.02, 1, 64, 1)])))
+    got = C.step_periods(log)
+    # the first step has no step before it; the lone prefill after the idle gap (no request decoding) is no period
+    assert [(round(p, 3), tok, n) for p, tok, n in got] == [(0.025, 1, 1), (0.010, 1, 1), (0.020, 65, 2)]
+    assert len(C.step_periods(log, (T0, T0 + 0.030))) == 1
+    with pytest.raises(InputError):
+        C.step_period_terms(got)
+
+
+def _window(d: Path, run: str) -> tuple[float, float]:
+    off = json.loads((d / "clock_offset.json").read_text())["time_minus_perf_counter_s"]
+    r = json.loads((d / f"{run}.json").read_text())
+    st = [float(x) for x in r["start_times"]]
+    return min(st) + off - 0.05, max(s + float(lat) for s, lat in zip(st, r["latencies"])) + off + 0.05
+
+
+@pytest.mark.parametrize("name", SESSIONS)
+def test_the_servers_clock_measures_every_step_and_a_prompt_tokens_cost_rises_with_the_steps_size(name):
+    d = FIX / name
+    log = d / "serve.steps.log.gz"
+    ramp = C.step_periods(log, _window(d, "cal_ramp"))
+    assert len(ramp) > 800  # the ramp's steps with a request decoding, each timed: ~900 of its ~950
+    decode = {n: statistics.median(p for p, tok, m in ramp if tok == m == n) for n in (1, 8)}
+    assert 0.008 < decode[1] < 0.011 and decode[1] < decode[8] < 0.014  # ~0.3-0.4 ms a running request
+
+    def per_token(periods, lo, hi):
+        return statistics.median((p - decode[8]) / tok for p, tok, n in periods if lo <= tok < hi and n == 8)
+
+    # beyond a decode step of eight, a prompt token costs ~0.15 ms in the ramp's 100-330-token steps and ~0.28 ms in
+    # the closed loop 8's 1,791-token first-wave step (held out of the ramp: the step its calibration never saw)
+    small = per_token(ramp, 100, 330)
+    big = per_token(C.step_periods(log, _window(d, "val_c8_in256")), 1700, 2049)
+    assert 0.10e-3 < small < 0.19e-3 and 0.25e-3 < big < 0.31e-3
+
+
+def test_an_idle_engine_takes_longer_to_prefill_than_a_busy_one_after_its_step_in_flight():
+    # r3's requests: from the API server's hand-over ("Added request") to the prefill step's output, a lone request
+    # takes 28-31 ms; one that arrives while another decodes waits for the step in flight (3-5 ms) and then needs
+    # 3-6 ms less. The front end (send -> hand-over) is ~1-2 ms longer for a lone request too.
+    probe = _probe()
+    for name in SESSIONS:
+        d = FIX / name
+        off = json.loads((d / "clock_offset.json").read_text())["time_minus_perf_counter_s"]
+        added, steps = probe.server_events(probe.session_log(d), off)
+        rows = probe.split(json.loads((d / "val_r3.json").read_text()), added, steps)
+        med = {g: {k: statistics.median(r[k] for r in rows if r["group"] == g) for k in ("front", "engine", "to_next_step")}
+               for g in ("lone", "decoding")}
+        after_wait = med["decoding"]["engine"] - med["decoding"]["to_next_step"]
+        assert med["lone"]["engine"] - after_wait > 0.003
+        assert 0.002 < med["decoding"]["to_next_step"] < 0.006
+        assert med["lone"]["front"] > med["decoding"]["front"]
