@@ -609,6 +609,21 @@ _KNOWN_EXCEPTIONS = (
      "requests were ignored, not a crash: the prompt alone is over --max-model-len (V0's scheduler names both). Cap "
      "prompts at the client, or raise --max-model-len where the model's positions (with the RoPE scaling it was "
      "started with) and the KV pool allow it"),
+    # V0's multimodal profiling (WARNINGs; sweep 201): the profiled sequence holds fewer image/video tokens than one
+    # request may carry, so the profile undercounts the activation peak and large multimodal inputs may fail
+    ("to hold the multi-modal embeddings in the worst case",
+     "a multimodal request's worst case (the items --limit-mm-per-prompt allows, at the processor's largest size) does "
+     "not fit the sequence vLLM profiled: lower --limit-mm-per-prompt (e.g. '{\"image\": 1, \"video\": 0}') or the "
+     "processor's max_pixels (--mm-processor-kwargs), or raise --max-num-batched-tokens / --max-model-len; as it is, "
+     "large images can fail or exceed the memory the profile measured"),
+    ("to be less than 1. Setting it to the",
+     "one multimodal request's worst case is more tokens than the profiling budget (the line's min(max_num_seqs, "
+     "budget // worst case)): vLLM profiled a single sequence; lower --limit-mm-per-prompt or the processor's "
+     "max_pixels, or raise --max-num-batched-tokens"),
+    ("total number of multimodal tokens",
+     "--max-model-len is below one multimodal request's worst case (the items --limit-mm-per-prompt allows, at the "
+     "processor's largest size): lower --limit-mm-per-prompt or the processor's max_pixels (--mm-processor-kwargs), "
+     "or raise --max-model-len; as it is, a request with large images can be refused"),
     ("is longer than the maximum model length",
      "one request was rejected, not a crash: its prompt alone is over --max-model-len. Truncate it at the client "
      "(or the gateway), or raise --max-model-len where the model's positions and the KV pool allow it"),

@@ -286,7 +286,7 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
         return None  # a death or a start-up refusal has its own finding, which names its exception
     excs = [(str(e.data["exception"]), e.line_no) for e in ctx.events
             if e.kind in ("error", "engine-error") and e.data.get("exception")]
-    named = [e for e in ctx.events if e.kind == "error" and known_fix(e.message or "")]
+    named = [e for e in ctx.events if e.kind in ("error", "engine-error") and known_fix(e.message or "")]
     if not excs and named:
         # a warning-level line with a known meaning (V0's scheduler ignoring a prompt over max_model_len)
         e = named[0]

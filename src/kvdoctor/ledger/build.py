@@ -37,6 +37,8 @@ BOOK_NOTES = (
     "vLLM's KV usage (1 − free/(num_blocks − 1)) counts evictable prefix-cache blocks as free: judge tightness "
     "by preemptions and the waiting queue, not by a full-looking pool.",
 )
+V0_LENGTH_NOTE = ("V0 without chunked prefill: its start-up profile runs one whole --max-model-len prompt, so lowering "
+                  "--max-model-len lowers the activation peak and enlarges the pool, as well as raising concurrency.")
 CUDAGRAPH_NOTE = ("Since vLLM 0.21 the CUDA-graph pool estimate is deducted from the KV budget (and the default "
                   "gpu_memory_utilization went 0.9 → 0.92 to compensate).")
 
@@ -571,6 +573,10 @@ def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> 
     if mismatch:
         warnings.insert(0, mismatch)
     notes = list(BOOK_NOTES)
+    if ctx.engine_kind == "v0" and not resolved.enable_chunked_prefill:
+        # V0 without chunked prefill profiles one whole max_model_len prompt: the length sets the activation peak, so
+        # lowering it does enlarge the pool (sweep 204 item 11: the user saw the KV size move with --max-model-len)
+        notes[0] = V0_LENGTH_NOTE
     if (small := graph_ceiling_warning(resolved)) is not None:
         notes.insert(0, small)
     engine_why = ctx.tr.engine_why

@@ -37,6 +37,9 @@ _ERROR_WORDS = (
     b"Value error, ",  # pydantic's cause line under a config ValidationError
     b"does not allow any tokens to be scheduled",  # the scheduler's budget check, quoted bare (sweep 194 item 09)
     b"BackendCompilerFailed",  # torch.compile failing to build a kernel at start-up
+    # V0's multimodal profiling: the worst-case image/video tokens do not fit the profiled sequence (WARNINGs)
+    b"to hold the multi-modal embeddings in the worst case", b"to be less than 1. Setting it to the",
+    b"total number of multimodal tokens",  # V1's form ("smaller than the pre-defined wosrt-case total number ...")
 )
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
 # table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
@@ -95,6 +98,7 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to all
                 b"HW Exception", b"] Assertion `", b"kernel only supports sm", b"_get_prompt_logprobs_dict",
                 b"Exception:", b"Segfault encountered", b"Memory access fault by GPU", b"Task finished unexpectedly",
                 *_ERROR_WORDS)
+_MM_WORST = "to hold the multi-modal embeddings in the worst case"
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
@@ -281,6 +285,8 @@ def _error_kind(msg: str, m: Any) -> str | None:
     if ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
           or "No space left on device" in msg  # NCCL's WARN on a full /dev/shm (sweep 181 item 02)
           or "is too long and exceeds limit of" in msg  # V0 ignored a request (sweep 187 item 10)
+          or _MM_WORST in msg or "to be less than 1. Setting it to the" in msg  # V0's multimodal profile (201)
+          or "total number of multimodal tokens" in msg  # ... and V1's warning for it
           or ("RPC call to" in msg and "timed out" in msg)  # a condensed log's own words (sweep 191 item 08)
           or "exceeds the pre-allocated encoder cache size" in msg  # a rejected request, quoted alone (188 item 05)
           or msg.lstrip().startswith("Value error, ")  # pydantic's cause under a ValidationError (194 items 05, 08)
