@@ -125,3 +125,22 @@ def test_v0s_ledger_says_a_shorter_length_enlarges_its_pool():
     assert V0_LENGTH_NOTE in notes and BOOK_NOTES[0] not in notes
     code, err, out = invoke(*args, "--json")  # V1: paged KV, the pool is what is left after the fixed costs
     assert BOOK_NOTES[0] in json.loads(out)["notes"]
+
+
+def test_a_log_at_full_utilization_reads_fits_with_no_headroom_said(tmp_path):
+    # vllm#13074: DeepSeek-R1 at --gpu-memory-utilization 1.00 on H20-3e; the ledger said "fits" and nothing else
+    from tests.e2e.test_ledger_cli import invoke
+    from tests.unit.test_sweep110_113_mends import _write
+
+    import json
+
+    log = _write(tmp_path, "full.log", """
+        INFO 02-12 10:41:35 worker.py:266] Memory profiling takes 12.67 seconds
+        INFO 02-12 10:41:35 worker.py:266] the current vLLM instance can use total_gpu_memory (139.72GiB) x gpu_memory_utilization (1.00) = 139.72GiB
+        INFO 02-12 10:41:35 worker.py:266] model weights take 39.66GiB; non_torch_memory takes 2.53GiB; PyTorch activation peak memory takes 0.24GiB; the rest of the memory reserved for KV Cache is 97.29GiB.
+        """)
+    code, err, out = invoke("ledger", "--from-log", str(log), "--json")
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    assert doc["reconciliation"]["verdict"] == "fits"
+    assert any(n.startswith("gpu_memory_utilization 1.00 (line 2) leaves no headroom") for n in doc["notes"])

@@ -62,6 +62,7 @@ _BYTES = {"total_memory_bytes", "requested_bytes", "weights_bytes", "consumed_by
           "cudagraph_estimate_bytes", "cudagraph_bytes", "kv_cache_bytes", "free_memory_bytes", "error_needed_bytes",
           "error_available_bytes"}
 SCHEMA_VERSION = "kvdoctor.ledger-log/1"
+FULL_UTIL = 0.98  # a fraction at or above it leaves the GPU no headroom past the profile
 # vLLM prints GiB with two decimals: a sum of four printed terms can be off by 4 x 0.005 GiB from the printed total
 _ROUNDING = 0.021 * GiB
 
@@ -123,6 +124,13 @@ def log_ledger(s: StartupFacts, *, source: str, why_no_model: str) -> LogLedger:
         from kvdoctor.evidence.logs.startup import interleaved_services_note
 
         led.notes.insert(0, interleaved_services_note(list(s.engine_config["interleaved_services"])))
+    if (u := s.gpu_memory_utilization) is not None and u >= FULL_UTIL and led.verdict == "fits":
+        # the pool was sized to the last byte the profile saw: what is allocated after it has no room (sweep 205 item
+        # 11: 1.00 on an H20, a CUDA OOM at serving)
+        led.notes.insert(0, f"gpu_memory_utilization {u:.2f} ({_line(s, 'gpu_memory_utilization')}) leaves no headroom: "
+                            "whatever is allocated after the profile (CUDA graphs before vLLM 0.21, the sampler's "
+                            "warm-up, NCCL buffers, fragmentation, another process) runs out of memory; 0.90-0.95 is "
+                            "the usual range")
     led.notes.append("predictions (a different --max-model-len, fp8 KV cache, quantization, TP) need the model's "
                      "shape: pass --model with its config.json or model directory")
     return led
