@@ -144,3 +144,16 @@ def test_a_log_at_full_utilization_reads_fits_with_no_headroom_said(tmp_path):
     doc = json.loads(out)
     assert doc["reconciliation"]["verdict"] == "fits"
     assert any(n.startswith("gpu_memory_utilization 1.00 (line 2) leaves no headroom") for n in doc["notes"])
+
+
+def test_no_kernel_for_a_quantized_layer_is_a_start_up_death_with_the_levers(tmp_path):
+    # vllm-project/llm-compressor#973: W4A16 on an A100, every WNA16 kernel refused; it read insufficient-evidence
+    d = _diag(tmp_path, "kernel.log", """
+        ERROR 12-11 21:46:49 engine.py:366] Failed to find a kernel that can implement the WNA16 linear layer. Reasons: 
+        ERROR 12-11 21:46:49 engine.py:366] MacheteLinearKernel requires capability 90, current compute capability is 80
+        ERROR 12-11 21:46:49 engine.py:366]  MarlinLinearKernel cannot implement due to: Weight input_size_per_partition = 14784 is not divisible by min_thread_k = 128. Consider reducing tensor_parallel_size or running with --quantization gptq.
+        ERROR 12-11 21:46:49 engine.py:366]  ExllamaLinearKernel cannot implement due to: Exllama only supports float16 activations
+        """)
+    assert d["verdict"] == "engine-died"
+    assert d["action"].startswith("no kernel in this build runs this quantized layer on this GPU")
+    assert "--dtype float16" in d["action"] and "--tensor-parallel-size" in d["action"]

@@ -520,6 +520,11 @@ _KNOWN_EXCEPTIONS = (
     (": error: argument --",
      "vLLM's command-line parser refused the value of the flag the line names (it lists the accepted ones), so the "
      "server never started: fix that value"),
+    ("Failed to find a kernel that can implement",
+     "no kernel in this build runs this quantized layer on this GPU (the lines after it give each kernel's reason): "
+     "one that needs fp16 activations, --dtype float16; one whose tile does not divide a shard's input size (Marlin: "
+     "128), a --tensor-parallel-size that keeps it whole (vLLM's message may suggest --quantization gptq); one that "
+     "needs a newer GPU, a checkpoint in a format this GPU runs"),
     ("Sliding window is not allowed with prefix caching",
      "this release cannot cache prefixes of a sliding-window model: --disable-sliding-window (then --max-model-len at "
      "most the window) or --no-enable-prefix-caching; later releases cache them"),

@@ -154,7 +154,9 @@ FATAL_ANY_FORM = ("unsatisfied condition: cuda>=", "vLLM is running on Unspecifi
                   "which does not allow any tokens to be scheduled",
                   # argparse refusing the command line ("vllm: error: unrecognized arguments: --task embedding"): the
                   # server never started (sweep 202)
-                  "error: unrecognized arguments:", ": error: argument --")
+                  "error: unrecognized arguments:", ": error: argument --",
+                  # no quantized-GEMM kernel fits a layer on this GPU (model construction; sweep 203 item 06)
+                  "Failed to find a kernel that can implement")
 
 
 def names_a_cause(text: str) -> bool:
