@@ -17,7 +17,6 @@ Nothing here is judged or pinned; docs/simulation.md reports what it measured.
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import time
@@ -25,7 +24,6 @@ from pathlib import Path
 
 FORMAT = ("%(created).6f (%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s "
           "[%(fileinfo)s:%(lineno)d] %(message)s")
-_T = re.compile(r"^(?:\(\w+ pid=\d+\) )?(\d{9,}\.\d+) ")
 
 
 def logging_config(path: Path) -> Path:
@@ -42,21 +40,14 @@ def logging_config(path: Path) -> Path:
 def server_events(log: Path, offset: float) -> tuple[list[float], list[tuple[float, int, int]]]:
     """("Added request" times, [(time, context requests, generation requests) per logged step]) on the monotonic
     clock."""
-    from kvdoctor.sim.calibration import parse_iteration_line
-
-    import gzip
+    from kvdoctor.sim.calibration import parse_iteration_line, stamped_lines
 
     added, steps = [], []
-    text = gzip.open(log, "rt").read() if log.suffix == ".gz" else log.read_text(errors="replace")
-    for line in text.splitlines():
-        m = _T.search(line)
-        if m is None:
-            continue
-        t = float(m.group(1)) - offset
+    for t, line in stamped_lines(log):
         if "Added request" in line:
-            added.append(t)
+            added.append(t - offset)
         elif (o := parse_iteration_line(line)) is not None:
-            steps.append((t, o.ctx_reqs, o.gen_reqs))
+            steps.append((t - offset, o.ctx_reqs, o.gen_reqs))
     return added, steps
 
 
@@ -97,10 +88,7 @@ def evaluate(out: Path, offset: float) -> None:
     from kvdoctor.sim import calibration as C
     from kvdoctor.testbed import series as S
 
-    ramp = json.loads((out / "cal_ramp.json").read_text())
-    st = [float(x) for x in ramp["start_times"]]
-    win = (min(st) + offset - 0.05, max(s + float(lat) for s, lat in zip(st, ramp["latencies"])) + offset + 0.05)
-    periods = C.step_periods(session_log(out), win)
+    periods = C.step_periods(session_log(out), C.run_window(json.loads((out / "cal_ramp.json").read_text()), offset))
     terms = C.step_period_terms(periods)
     print(f"cal_ramp: {len(periods)} back-to-back steps; terms (ms): "
           + ", ".join(f"{k} {1e3 * v:.5f}" for k, v in terms.items()))

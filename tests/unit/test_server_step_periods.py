@@ -45,9 +45,7 @@ def test_step_periods_read_only_back_to_back_steps_in_the_window(tmp_path):
 
 def _window(d: Path, run: str) -> tuple[float, float]:
     off = json.loads((d / "clock_offset.json").read_text())["time_minus_perf_counter_s"]
-    r = json.loads((d / f"{run}.json").read_text())
-    st = [float(x) for x in r["start_times"]]
-    return min(st) + off - 0.05, max(s + float(lat) for s, lat in zip(st, r["latencies"])) + off + 0.05
+    return C.run_window(json.loads((d / f"{run}.json").read_text()), off)
 
 
 @pytest.mark.parametrize("name", SESSIONS)

@@ -1096,22 +1096,36 @@ def parse_iteration_line(line: str) -> IterObs | None:
 _STAMP = re.compile(r"^(?:\(\w+ pid=\d+\) )?(\d{9,}\.\d+) ")
 
 
+def stamped_lines(path: str | Path):
+    """(wall-clock seconds, line) for each line of a server log that carries its time in front (``_STAMP``); a frozen
+    session's cut log is gzipped. Streams the file."""
+    import gzip
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = _STAMP.search(line)
+            if m is not None:
+                yield float(m.group(1)), line
+
+
+def run_window(result: dict, offset: float) -> tuple[float, float]:
+    """A bench result's span (``--save-detailed``: its ``start_times`` to its last request's end, on the bench's
+    ``time.perf_counter()`` clock) on the server log's wall clock (``offset``: time.time() - perf_counter() on that
+    host), 50 ms wider at each end: the steps that served it."""
+    st = [float(x) for x in result["start_times"]]
+    end = max(s + float(lat) for s, lat in zip(st, result["latencies"]))
+    return min(st) + offset - 0.05, end + offset + 0.05
+
+
 def step_periods(path: str | Path, window: tuple[float, float] | None = None) -> list[tuple[float, int, int]]:
     """The engine's step periods from a server log whose iteration lines carry their time: for each logged step with
     a request decoding (scheduled in the step before it too, so the engine did not idle between them), (seconds since
     the previous logged step, tokens scheduled, requests scheduled). ``window``: only steps logged in [start, end]
-    (one run's share). The log's "iteration elapsed time" does not measure the step under the uni executor
-    (``testbed.series.calibrate_series_v4``); the period between two steps' output lines does."""
-    import gzip
-
-    stamped: list[tuple[float, IterObs]] = []
-    opener = gzip.open if str(path).endswith(".gz") else open  # a frozen session's cut log is gzipped
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            m = _STAMP.search(line)
-            o = parse_iteration_line(line) if m else None
-            if o is not None and (window is None or window[0] <= float(m.group(1)) <= window[1]):
-                stamped.append((float(m.group(1)), o))
+    (one run's share, ``run_window``). The log's "iteration elapsed time" does not measure the step under the uni
+    executor (``testbed.series.calibrate_series_v4``); the period between two steps' output lines does."""
+    stamped = [(t, o) for t, line in stamped_lines(path) if (o := parse_iteration_line(line)) is not None
+               and (window is None or window[0] <= t <= window[1])]
     return [(t1 - t0, o.ctx_tokens + o.gen_tokens, o.ctx_reqs + o.gen_reqs)
             for (t0, _), (t1, o) in zip(stamped, stamped[1:]) if o.gen_reqs >= 1]
 

@@ -25,21 +25,25 @@ from kvdoctor.evidence.logs.stats import R_PREFIX, parse_stats, parse_stats_cut,
 from kvdoctor.evidence.model import (ARCH_GUARD, ENGINE_PROCS, FATAL_ANY_FORM, FATAL_AT_START, HOST_OOM, LLVM_ABORT,
                                      Event, cause_named, is_exception_line)
 
+# Lines at any level (a WARNING, a bare quote) that _error_kind reads as errors by their own words
+_ERROR_LEVEL_WORDS = (
+    "is too long and exceeds limit of",  # V0's scheduler ignoring a prompt over max_model_len (sweep 187 item 10)
+    "exceeds the pre-allocated encoder cache size",  # a multimodal request rejected, quoted alone (188 item 05)
+    "BackendCompilerFailed",  # torch.compile's wrapper around a kernel build that failed (195 item 11)
+    # V0's multimodal profiling: the worst-case image/video tokens do not fit the profiled sequence (WARNINGs; 201)
+    "to hold the multi-modal embeddings in the worst case", "to be less than 1. Setting it to the",
+    "total number of multimodal tokens",  # V1's form ("smaller than the pre-defined wosrt-case total number ...")
+)
 # Error lines with none of the generic words ("ERROR", "rror", "Traceback", ...) in them: both the full path (which
 # lines to read) and _error (which lines may be an error) look for them (sweeps 180-197)
 _ERROR_WORDS = (
     b"UnspecifiedPlatform", b"Duplicate GPU", b"exit code",  # no GPU found; two ranks on one GPU; a killed process
     b"index out of bounds: 0 <=",  # torch.compile's bounds assert, also without the thread prefix (sweep 187 item 09)
-    b"is too long and exceeds limit of",  # V0's scheduler ignoring a prompt over max_model_len (a WARNING)
     b"WorkerProc hit an exception",  # v1's worker failing a step (the engine core dies with it)
-    b"exceeds the pre-allocated encoder cache size",  # a multimodal request rejected, quoted without its exception
     b"Process SpawnProcess-",  # multiprocessing's header over V0's engine process's traceback (the engine died)
     b"Value error, ",  # pydantic's cause line under a config ValidationError
     b"does not allow any tokens to be scheduled",  # the scheduler's budget check, quoted bare (sweep 194 item 09)
-    b"BackendCompilerFailed",  # torch.compile failing to build a kernel at start-up
-    # V0's multimodal profiling: the worst-case image/video tokens do not fit the profiled sequence (WARNINGs)
-    b"to hold the multi-modal embeddings in the worst case", b"to be less than 1. Setting it to the",
-    b"total number of multimodal tokens",  # V1's form ("smaller than the pre-defined wosrt-case total number ...")
+    *(w.encode() for w in _ERROR_LEVEL_WORDS),
 )
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
 # table rows of the v0 profiling block too). Fewer, shorter needles = fewer passes over the chunk.
@@ -98,7 +102,6 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to all
                 b"HW Exception", b"] Assertion `", b"kernel only supports sm", b"_get_prompt_logprobs_dict",
                 b"Exception:", b"Segfault encountered", b"Memory access fault by GPU", b"Task finished unexpectedly",
                 *_ERROR_WORDS)
-_MM_WORST = "to hold the multi-modal embeddings in the worst case"
 # "CUDA error: an illegal memory access ..." names a fault; "... may lead to incorrect model outputs or CUDA errors"
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
@@ -284,13 +287,9 @@ def _error_kind(msg: str, m: Any) -> str | None:
         return "engine-dead"
     if ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
           or "No space left on device" in msg  # NCCL's WARN on a full /dev/shm (sweep 181 item 02)
-          or "is too long and exceeds limit of" in msg  # V0 ignored a request (sweep 187 item 10)
-          or _MM_WORST in msg or "to be less than 1. Setting it to the" in msg  # V0's multimodal profile (201)
-          or "total number of multimodal tokens" in msg  # ... and V1's warning for it
+          or any(w in msg for w in _ERROR_LEVEL_WORDS)
           or ("RPC call to" in msg and "timed out" in msg)  # a condensed log's own words (sweep 191 item 08)
-          or "exceeds the pre-allocated encoder cache size" in msg  # a rejected request, quoted alone (188 item 05)
           or msg.lstrip().startswith("Value error, ")  # pydantic's cause under a ValidationError (194 items 05, 08)
-          or "BackendCompilerFailed" in msg  # torch.compile's wrapper around a kernel build that failed (195 item 11)
           or is_exception_line(msg.strip()) or _PROMPT_LOGPROBS in msg
           # pydantic's line for a failed config check ("Assertion failed, In Mamba cache align mode, block_size
           # (2096) must be <= max_num_batched_tokens (2048). [type=assertion_error, ...]": vllm#36734)
