@@ -10,7 +10,8 @@ process here); the log's are ``time.time()``, mapped onto it with the offset thi
     python scripts/realvllm_arrival_probe.py OUT_DIR            (record a session, then report)
     python scripts/realvllm_arrival_probe.py OUT_DIR --full     (version 14's whole series, instrumented)
     python scripts/realvllm_arrival_probe.py OUT_DIR --report   (report a recorded one again)
-    python scripts/realvllm_arrival_probe.py OUT_DIR --evaluate (a --full one: procedure 10 vs the step periods)
+    python scripts/realvllm_arrival_probe.py OUT_DIR --evaluate (a --full one: procedure 10 vs the step periods,
+                                                                 with and without the first-of-its-size term)
 
 Nothing here is judged or pinned; docs/simulation.md reports what it measured.
 """
@@ -82,19 +83,30 @@ def split(run: dict, added: list[float], steps: list) -> list[dict]:
 
 
 def evaluate(out: Path, offset: float) -> None:
-    """Procedure 10 (the live test's) against a candidate: procedure 14 with the step terms from the calibration run's
-    own step periods (``calibration.step_periods`` in the run's window, ``step_period_terms`` with the square), every
-    other run held out."""
+    """Procedure 10 (the live test's) against two candidates, every run but the calibration ramp held out: procedure
+    14 with the step terms from the calibration run's own step periods (``calibration.step_observations`` in the run's
+    window, ``step_period_terms`` with the square), and the same with the first step of each size priced apart
+    (``new_shape=True``, no square) and each run simulated on an engine that has run the sizes the server's log shows
+    before it (``BenchRun.warm_shapes``, ``calibration.step_sizes_before``)."""
+    from dataclasses import replace
+
     from kvdoctor.sim import calibration as C
     from kvdoctor.testbed import series as S
 
-    periods = C.step_periods(session_log(out), C.run_window(json.loads((out / "cal_ramp.json").read_text()), offset))
-    terms = C.step_period_terms(periods)
-    print(f"cal_ramp: {len(periods)} back-to-back steps; terms (ms): "
-          + ", ".join(f"{k} {1e3 * v:.5f}" for k, v in terms.items()))
+    log = session_log(out)
+    obs = C.step_observations(log, C.run_window(json.loads((out / "cal_ramp.json").read_text()), offset))
+    square, shaped = C.step_period_terms(obs), C.step_period_terms(obs, new_shape=True)
+    runs = S.load_series_runs(out)
+    warm = [replace(r, warm_shapes=C.step_sizes_before(
+        log, C.run_window(json.loads((out / r.name).read_text()), offset)[0] + 0.05)) for r in runs]
+    for label, terms in (("squared", square), ("first of its size", shaped)):
+        print(f"cal_ramp: {len(obs)} back-to-back steps; {label} terms (ms): "
+              + ", ".join(f"{k} {1e3 * v:.5f}" for k, v in terms.items() if v))
     for label, cal in (("procedure 10", S.calibrate_series_v10(out)[0]),
                        ("step periods", S._calibrate_on(out, None, "cal_ramp", **S._P10_PROCEDURE, step_terms=True,
-                                                        given_step_terms=terms)[0])):
+                                                        given_step_terms=square)[0]),
+                       ("step periods, first of its size", S._calibrate_on(
+                           out, warm, "cal_ramp", **S._P10_PROCEDURE, step_terms=True, given_step_terms=shaped)[0])):
         per = cal.fit["runs"]
         errs = {n[:-5]: [round(100 * per[n]["error"][m], 1) for m in C.HEADLINE] for n in per}
         print(f"{label}: " + "; ".join(f"{n} {e}" for n, e in errs.items()))
@@ -105,7 +117,8 @@ def main() -> int:
     ap.add_argument("out_dir")
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--full", action="store_true", help="every run of version 14's series, not only r3 and g6")
-    ap.add_argument("--evaluate", action="store_true", help="a --full session: procedure 10 against the step periods")
+    ap.add_argument("--evaluate", action="store_true",
+                    help="a --full session: procedure 10 against the step periods (with and without the new-size term)")
     ap.add_argument("--bursty-ramp", action="store_true", help="with --full: the calibration ramp with gamma arrivals")
     a = ap.parse_args()
     if a.report or a.evaluate:

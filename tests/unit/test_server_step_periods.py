@@ -83,3 +83,56 @@ def test_an_idle_engine_takes_longer_to_prefill_than_a_busy_one_after_its_step_i
         assert med["lone"]["engine"] - after_wait > 0.003
         assert 0.002 < med["decoding"]["to_next_step"] < 0.006
         assert med["lone"]["front"] > med["decoding"]["front"]
+
+
+def _prefill_error(terms: dict, periods: list) -> float:
+    """Median relative error of ``terms``' price of the prefill steps in ``periods`` (``step_observations`` rows)."""
+    return statistics.median(C.logged_step_price(terms, p) / p[0] - 1 for p in periods if p[4] >= 1)
+
+
+@pytest.mark.parametrize("name", SESSIONS)
+def test_the_first_step_of_each_size_costs_more_a_token_than_a_size_run_before(name):
+    # vLLM's CPU backend builds a oneDNN matmul primitive per distinct token count (dispatch_cpu_unquantized_gemm ->
+    # create_onednn_mm; dnnl_helper's MSizeCacheKey is the activation's M), so the engine's first step of each size
+    # costs more. Beyond the session's median decode step of as many requests, a prompt token of a one-prefill step
+    # costs 0.14-0.25 ms the first time a size runs and 0.09-0.12 ms when it ran before, in every run of the session.
+    d = FIX / name
+    obs = C.step_observations(d / "serve.steps.log.gz")
+    dec = {n: statistics.median(p[0] for p in obs if p[4] == 0 and p[2] == n) for n in range(1, 9)}
+    cost = {new: statistics.median((p[0] - dec[p[2] - 1]) / p[3] for p in obs
+                                   if p[4] == 1 and p[2] - 1 in dec and p[5] == new) for new in (True, False)}
+    assert 0.08e-3 < cost[False] < 0.13e-3 and cost[True] > 1.3 * cost[False]
+    # the calibration ramp's prompt lengths vary, so most of its prefill steps are new sizes; r3's are all 128 tokens,
+    # sizes the ramp ran. Priced from the ramp's steps, r3's prefill steps come out 16-22 % high without the term
+    # (procedure 10's light-load TTFT miss) and within 14 % with it
+    w = _window(d, "cal_ramp")
+    ramp = C.step_observations(d / "serve.steps.log.gz", w)
+    r3 = C.step_observations(d / "serve.steps.log.gz", _window(d, "val_r3"))
+    shaped = C.step_period_terms(ramp, new_shape=True)
+    assert 0.05e-3 < shaped["new_shape_per_token_s"] < 0.11e-3
+    assert _prefill_error(C.step_period_terms(ramp), r3) > 0.15 and abs(_prefill_error(shaped, r3)) < 0.14
+
+
+def test_sizes_run_before_and_an_idle_engines_wake_up_read_off_a_stamped_log(tmp_path):
+    T0 = 1796594945.0
+    step = ("{t:.6f} (EngineCore pid=1) INFO 12-06 22:09:05 [loggers.py:199] Engine 000: Iteration(0): {c} context "
+            "requests, {ct} context tokens, {g} generation requests, {g} generation tokens, iteration elapsed time: "
+            "0.50 ms\n")
+    added = "{t:.6f} (APIServer pid=2) INFO 12-06 22:09:05 [async_llm.py:1] Added request cmpl-{i}.\n"
+    lines, t = [], T0
+    # six lone requests, each handed over to an idle engine 1 s apart: its prefill step (20 tokens) is logged 16 ms
+    # after the hand-over, then two decode steps of 10 ms
+    for i in range(6):
+        lines.append(added.format(t=t, i=i))
+        lines.append(step.format(t=t + 0.016, c=1, ct=20, g=0))
+        lines += [step.format(t=t + 0.026, c=0, ct=0, g=1), step.format(t=t + 0.036, c=0, ct=0, g=1)]
+        t += 1.0
+    log = tmp_path / "serve.log"
+    log.write_text("".join(lines))
+    assert C.step_sizes_before(log, T0 + 0.02) == {20} and C.step_sizes_before(log, T0 + 0.03) == {20, 1}
+    # a busy prefill of 20 tokens priced at 10 + 0.2 * 20 = 14 ms: the wake-up is the other 2 ms (the first request
+    # has no logged step before it, so nothing shows the engine idle: five steps count)
+    got = C.wake_time(log, {"base_s": 0.010, "per_token_s": 0.0002, "new_shape_per_token_s": 0.00005})
+    assert got["steps"] == 5 and got["wake_s"] == pytest.approx(0.002, abs=1e-6)
+    # only the first step of each size is new
+    assert [p[5] for p in C.step_observations(log)] == [True] + [False] * 11

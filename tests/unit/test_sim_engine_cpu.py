@@ -25,7 +25,7 @@ class OverlapStepTime(LinearStepTime):
 
     cpu_per_req_s: float = 0.0
 
-    def step(self, tokens, sampled, kv_decode, prefill_pairs, num_reqs):
+    def step(self, tokens, sampled, kv_decode, prefill_pairs, num_reqs, cross_pairs=0.0):
         return max(super().step(tokens, sampled, kv_decode, prefill_pairs, num_reqs), self.cpu_per_req_s * num_reqs)
 
     def decode_cpu_line(self, n):

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvdoctor.errors import InputError
+from kvdoctor.sim.contracts import StepExtras
 from kvdoctor.sim.frontend import SWITCHES, FrontEnd
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
@@ -38,7 +39,10 @@ if TYPE_CHECKING:  # pragma: no cover - annotations only
     from kvdoctor.sim.steptime import RooflineStepTime
 
 SCHEMA = "kvdoctor.calibration/1"
-LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s", "per_token_sq_s")
+LINEAR_KEYS = ("base_s", "per_token_s", "per_kv_token_s", "per_pair_s", "per_request_s", "per_token_sq_s",
+               "per_cross_pair_s")
+# the engine's state, not its batch (``sim.contracts.StepExtras``): kept beside LINEAR_KEYS in a calibration's "linear"
+EXTRA_KEYS = ("wake_s", "new_shape_s", "new_shape_per_token_s")
 FE_KEYS = ("per_request_s", "per_prompt_token_s", "per_output_token_s", "latency_s", "per_finish_s", "parse_s")
 # the bench figures a fit matches, with the simulated counterpart computed by ``sim_figures``
 FIGURES = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
@@ -88,8 +92,9 @@ class CalibratedStepTime:
         self.scale = scale if base is not None else 0.0
         self.linear = linear
 
-    def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int) -> float:
-        t = self.linear.step(tokens, sampled, kv_decode, prefill_pairs, num_reqs)
+    def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int,
+             cross_pairs: float = 0.0) -> float:
+        t = self.linear.step(tokens, sampled, kv_decode, prefill_pairs, num_reqs, cross_pairs)
         if self.base is not None:
             t += self.scale * self.base.step(tokens, sampled, kv_decode, prefill_pairs, num_reqs)
         return t
@@ -139,6 +144,11 @@ class Calibration:
             base = from_deployment(shape, gpu, resolved)
         return CalibratedStepTime(base, self.scale, lin)
 
+    def step_extras(self) -> StepExtras:
+        """The engine-state terms this calibration measured (a server that has run no size yet: a prediction does not
+        know which sizes the deployment ran before)."""
+        return StepExtras(**{k: max(0.0, float(self.linear.get(k, 0.0))) for k in EXTRA_KEYS})
+
     def uncertainty(self) -> dict[str, float | None]:
         """Median absolute held-out error per headline figure (None: no held-out run)."""
         return dict(self.fit.get("held_out_median_abs_error") or {})
@@ -161,7 +171,7 @@ def load_calibration(path: str | Path) -> Calibration:
         kind = str(doc["kind"])
         if kind not in ("linear", "roofline+linear"):
             raise ValueError(kind)
-        lin = {k: float(doc["linear"].get(k, 0.0)) for k in LINEAR_KEYS}
+        lin = {k: float(doc["linear"].get(k, 0.0)) for k in LINEAR_KEYS + EXTRA_KEYS}
         fe = doc.get("frontend")
         flags = {k: fe[k] for k in SWITCHES if k in fe} if fe else {}
         if any(not isinstance(v, bool) for v in flags.values()):
@@ -239,6 +249,9 @@ class BenchRun:
     # the bench's own speculative-decoding figure (``spec_decode_acceptance_length``, "Acceptance length:"): tokens
     # per drafting step; None = the server did not draft (or the bench did not say). Not simulated: a note says so
     spec_acceptance_length: float | None = None
+    # the step sizes (tokens) the server had already run when this run started (``LinearStepTime.new_shape_s``: a size
+    # run before costs no new primitive); None = none known. Read off the server's own log (``step_sizes_before``)
+    warm_shapes: frozenset[int] | None = None
     # what the reader said of the file this run came from (a GuideLLM CSV's rows it could not read): shown as notes
     read_notes: tuple[str, ...] = ()
     # "throughput" / "latency": an offline `vllm bench` run (LLM class, no API server): simulated without the front
@@ -840,10 +853,14 @@ def simulate_run(run: BenchRun, setup: Setup, cal: Calibration, detail: bool = F
     k = run.host_stretch if run.host_stretch > 0 else 1.0
     lin = LinearStepTime(**{n: k * float(cal.linear.get(n, 0.0)) for n in LINEAR_KEYS})
     model = CalibratedStepTime(setup.base, cal.scale * k, lin)
+    base = cal.step_extras()
+    extras = replace(base, wake_s=k * base.wake_s, new_shape_s=k * base.new_shape_s,
+                     new_shape_per_token_s=k * base.new_shape_per_token_s, warm_shapes=run.warm_shapes or frozenset())
     fe = None if run.offline else cal.frontend  # an offline bench has no API server
     if fe is not None and k != 1.0:
         fe = replace(fe, **{n: k * v for n, v in fe.as_dict().items() if n in FE_KEYS})
-    return simulate(run.workload(), run.cfg or setup.cfg, model, detail=detail, frontend=fe, on_step=on_step)
+    return simulate(run.workload(), run.cfg or setup.cfg, model, detail=detail, frontend=fe, on_step=on_step,
+                    extras=extras)
 
 
 # ---- a long closed loop is fitted on a steady slice ---------------------------------------------------------------
@@ -894,7 +911,7 @@ _PARAMS_ROOF = ("scale", "base_s", "per_request_s", "fe_request_s", "fe_output_t
 def _unpack(names, x, kind, fixed: dict[str, float] | None = None,
             fe_flags: dict[str, bool] | None = None) -> Calibration:
     v = {**(fixed or {}), **{n: float(math.exp(xi)) for n, xi in zip(names, x)}}
-    lin = {k: v.get(k, 0.0) for k in LINEAR_KEYS}
+    lin = {k: v.get(k, 0.0) for k in LINEAR_KEYS + EXTRA_KEYS}
     fe = FrontEnd(per_request_s=v.get("fe_request_s", 0.0), per_output_token_s=v.get("fe_output_token_s", 0.0),
                   latency_s=v.get("fe_latency_s", 0.0), per_finish_s=v.get("fe_finish_s", 0.0),
                   **(fe_flags or {}))
@@ -1118,29 +1135,126 @@ def run_window(result: dict, offset: float) -> tuple[float, float]:
     return min(st) + offset - 0.05, end + offset + 0.05
 
 
-def step_periods(path: str | Path, window: tuple[float, float] | None = None) -> list[tuple[float, int, int]]:
+def _logged_steps(path: str | Path):
+    """(wall-clock time, ``IterObs``, first of its size) for each step a stamped server log records, in order: the
+    first step of each token count since the server started (``LinearStepTime.new_shape_s``)."""
+    seen: set[int] = set()
+    for t, line in stamped_lines(path):
+        if (o := parse_iteration_line(line)) is not None:
+            size = o.ctx_tokens + o.gen_tokens
+            yield t, o, size not in seen
+            seen.add(size)
+
+
+def step_observations(path: str | Path, window: tuple[float, float] | None = None
+                      ) -> list[tuple[float, int, int, int, int, bool]]:
     """The engine's step periods from a server log whose iteration lines carry their time: for each logged step with
     a request decoding (scheduled in the step before it too, so the engine did not idle between them), (seconds since
-    the previous logged step, tokens scheduled, requests scheduled). ``window``: only steps logged in [start, end]
-    (one run's share, ``run_window``). The log's "iteration elapsed time" does not measure the step under the uni
+    the previous logged step, tokens scheduled, requests scheduled, prompt tokens, prompts, the first step of its
+    size since the server started). ``window``: only steps logged in [start, end] (one run's share, ``run_window``;
+    the sizes seen before it still count). The log's "iteration elapsed time" does not measure the step under the uni
     executor (``testbed.series.calibrate_series_v4``); the period between two steps' output lines does."""
-    stamped = [(t, o) for t, line in stamped_lines(path) if (o := parse_iteration_line(line)) is not None
-               and (window is None or window[0] <= t <= window[1])]
-    return [(t1 - t0, o.ctx_tokens + o.gen_tokens, o.ctx_reqs + o.gen_reqs)
-            for (t0, _), (t1, o) in zip(stamped, stamped[1:]) if o.gen_reqs >= 1]
+    steps = list(_logged_steps(path))
+    return [(t1 - t0, o.ctx_tokens + o.gen_tokens, o.ctx_reqs + o.gen_reqs, o.ctx_tokens, o.ctx_reqs, new)
+            for (t0, _, _), (t1, o, new) in zip(steps, steps[1:])
+            if o.gen_reqs >= 1 and (window is None or window[0] <= t0 and t1 <= window[1])]
 
 
-def step_period_terms(periods: list[tuple[float, int, int]], square: bool = True) -> dict[str, float]:
-    """Least squares of the step periods on a step, its tokens, its requests (and its tokens squared): the
-    ``LinearStepTime`` terms they measure. InputError with fewer than 30 periods."""
+def step_periods(path: str | Path, window: tuple[float, float] | None = None) -> list[tuple[float, int, int]]:
+    """``step_observations`` as (seconds, tokens scheduled, requests scheduled)."""
+    return [p[:3] for p in step_observations(path, window)]
+
+
+def step_sizes_before(path: str | Path, t: float) -> frozenset[int]:
+    """The step sizes (tokens) a stamped server log records before wall-clock time ``t``: what the engine had run
+    when a bench run started there (``BenchRun.warm_shapes``)."""
+    return frozenset(o.ctx_tokens + o.gen_tokens for tt, o, _ in _logged_steps(path) if tt < t)
+
+
+def cross_pairs_logged(ctx_tokens: int, ctx_reqs: int) -> float:
+    """The cross-prompt pairs (``LinearStepTime.per_cross_pair_s``) of a logged step: the log gives the step's prompt
+    tokens and prompts, not each prompt's chunk, so they are taken equal (``T^2 (1 - 1/k)``, the most ``k`` chunks of
+    ``T`` tokens can have)."""
+    return float(ctx_tokens) ** 2 * (1.0 - 1.0 / ctx_reqs) if ctx_reqs > 1 else 0.0
+
+
+def step_period_terms(periods: list[tuple], square: bool = True, cross: bool = False,
+                      new_shape: bool = False) -> dict[str, float]:
+    """Least squares of the step periods on a step, its tokens, its requests (and its tokens squared; or with
+    ``cross`` its cross-prompt pairs, with ``new_shape`` whether it is the first of its size and that times its
+    tokens: ``step_observations``' rows): the ``LinearStepTime`` terms they measure. InputError with fewer than 30
+    periods."""
     import numpy as np
 
     if len(periods) < 30:
         raise InputError(f"{len(periods)} back-to-back engine steps with a time: at least 30 are needed")
-    a = np.array([[1.0, tok, n] + ([float(tok) * tok] if square else []) for _, tok, n in periods])
+    if (cross or new_shape) and any(len(p) < 6 for p in periods):
+        raise InputError("the cross-prompt and new-size terms need step_observations' rows")
+    sq = square and not (cross or new_shape)
+
+    def row(p) -> list[float]:
+        r = [1.0, p[1], p[2]]
+        if sq:
+            r.append(float(p[1]) * p[1])
+        if cross:
+            r.append(cross_pairs_logged(p[3], p[4]))
+        if new_shape:
+            r.append(float(p[5]) * p[1])  # proportional: a free intercept came out negative (-5 ms) in two sessions
+        return r
+
+    a = np.array([row(p) for p in periods])
     c, *_ = np.linalg.lstsq(a, np.array([p[0] for p in periods]), rcond=None)
-    return {"base_s": float(c[0]), "per_token_s": float(c[1]), "per_request_s": float(c[2]), "per_kv_token_s": 0.0,
-            "per_token_sq_s": float(c[3]) if square else 0.0}
+    out = {"base_s": float(c[0]), "per_token_s": float(c[1]), "per_request_s": float(c[2]), "per_kv_token_s": 0.0,
+           "per_token_sq_s": float(c[3]) if sq else 0.0}
+    i = 3
+    if cross:
+        out["per_cross_pair_s"] = float(c[i])
+        i += 1
+    if new_shape:
+        out["new_shape_per_token_s"] = float(c[i])
+    return out
+
+
+def logged_step_price(terms: dict[str, float], row: tuple) -> float:
+    """A logged step's time under ``LinearStepTime`` terms; ``row`` as ``step_observations`` gives it (its first
+    field, the measured time, is not read; prompt chunks taken equal: ``cross_pairs_logged``)."""
+    _, tok, reqs, ctx_tokens, ctx_reqs, new = row
+    g = lambda k: float(terms.get(k, 0.0))  # noqa: E731
+    return (g("base_s") + g("per_token_s") * tok + g("per_request_s") * reqs + g("per_token_sq_s") * tok * tok
+            + g("per_cross_pair_s") * cross_pairs_logged(ctx_tokens, ctx_reqs)
+            + (g("new_shape_s") + g("new_shape_per_token_s") * tok if new else 0.0))
+
+
+def wake_time(path: str | Path, terms: dict[str, float], window: tuple[float, float] | None = None) -> dict | None:
+    """An idle engine's extra time on the step that starts it (``LinearStepTime.wake_s``), from a server log whose
+    lines carry their time and that logs each hand-over (``--enable-log-requests``: "Added request"): for each
+    logged step that decodes nothing and whose prompts were all handed over after the step before it was logged
+    (the engine had nothing to run when they came), the time from the last hand-over to the step's line, less the
+    busy step's price under ``terms`` (``step_period_terms``). The median, with the count; None when under 5 such
+    steps."""
+    import statistics
+
+    seen: set[int] = set()
+    resid = []
+    last_step, added = None, []
+    for t, line in stamped_lines(path):
+        if "Added request" in line:
+            added.append(t)
+            continue
+        if (o := parse_iteration_line(line)) is None:
+            continue
+        size = o.ctx_tokens + o.gen_tokens
+        new = size not in seen
+        seen.add(size)
+        if (o.gen_reqs == 0 and o.ctx_reqs >= 1 and last_step is not None and len(added) >= o.ctx_reqs
+                and (window is None or window[0] <= t <= window[1])):
+            row = (0.0, size, o.ctx_reqs + o.gen_reqs, o.ctx_tokens, o.ctx_reqs, new)
+            resid.append(t - added[-1] - logged_step_price(terms, row))
+        last_step, added = t, []
+    if len(resid) < 5:
+        return None
+    q = statistics.quantiles(resid, n=4)
+    return {"wake_s": statistics.median(resid), "steps": len(resid), "q25_s": q[0], "q75_s": q[2]}
 
 
 def load_iteration_observations(paths: list[str], spans: list[tuple[int, int]] | None = None) -> list[IterObs]:

@@ -13,10 +13,12 @@ from typing import Callable, Protocol, runtime_checkable
 
 @runtime_checkable
 class StepTimeModel(Protocol):
-    def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int) -> float:
+    def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int,
+             cross_pairs: float = 0.0) -> float:
         """Seconds for one step that computes ``tokens`` tokens (prefill chunks + decodes), samples
         ``sampled`` next tokens, whose decodes read ``kv_decode`` cached tokens and whose prefill
-        chunks attend ``prefill_pairs`` (query, key) pairs, over ``num_reqs`` requests."""
+        chunks attend ``prefill_pairs`` (query, key) pairs, over ``num_reqs`` requests; ``cross_pairs``: pairs of
+        prefill tokens from two different chunks of the step (the chunks' tokens squared less each chunk's own)."""
         ...
 
     def decode_line(self, n: int) -> tuple[float, float]:
@@ -30,6 +32,30 @@ class StepTimeModel(Protocol):
         overlapping the GPU step) returns the second ``(A2, B2)``; ``step`` must then equal the ``max`` of
         ``decode_line`` and this. None: the decode step is the one line."""
         ...
+
+
+@dataclass(frozen=True)
+class StepExtras:
+    """Time the event loop adds to a step for the engine's state, not its batch (0 unless a calibration measured it;
+    docs/simulation.md, "The first step of each size").
+
+    ``wake_s``: on the step that starts an idle engine (nothing running or waiting; the engine starts idle).
+    ``new_shape_s + new_shape_per_token_s * tokens``: on the first step of each token count, where the engine builds
+    a kernel per size (vLLM's CPU backend: a oneDNN matmul primitive per activation M, csrc/cpu/dnnl_helper);
+    ``warm_shapes``: the sizes it had run before the simulation starts. Invariant: every cost >= 0."""
+
+    wake_s: float = 0.0
+    new_shape_s: float = 0.0
+    new_shape_per_token_s: float = 0.0
+    warm_shapes: frozenset[int] = frozenset()
+
+    def __post_init__(self):
+        if min(self.wake_s, self.new_shape_s, self.new_shape_per_token_s) < 0:
+            raise ValueError("a step's extra time is never negative")
+
+    @property
+    def shaped(self) -> bool:
+        return self.new_shape_s > 0 or self.new_shape_per_token_s > 0
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import time as _time
 from dataclasses import asdict
 from typing import Callable
 
-from kvdoctor.sim.contracts import StepObserver, StepRecord, StepTimeModel
+from kvdoctor.sim.contracts import StepExtras, StepObserver, StepRecord, StepTimeModel
 from kvdoctor.sim.frontend import Admission
 from kvdoctor.sim.result import SimResult, SimSummary
 from kvdoctor.sim.scheduler import FINISHED, REJECTED, RUNNING, SchedConfig, Scheduler, SimRequest, blocks_for
@@ -136,7 +136,7 @@ class _Loop:
 
     def __init__(self, workload: Workload, cfg: SchedConfig, steptime: StepTimeModel, interval_s: float,
                  progress: Callable[[int], None] | None, detail: bool, on_step: StepObserver | None,
-                 frontend=None):
+                 frontend=None, extras: StepExtras | None = None):
         n_req = len(workload)
         self.n_req = n_req
         self.reqs = [
@@ -161,6 +161,13 @@ class _Loop:
                     r.group, r.prefix_len = ("warm", r.idx), warm[r.idx]
                     self.sched.pool.warm(r.group, warm[r.idx] // cfg.block_size)
         self.steptime = steptime
+        # the engine's state, not its batch (StepExtras): a wake-up on the step that starts an idle engine (it starts
+        # idle), and the first step of each size
+        extras = extras or StepExtras()
+        self.wake_s = extras.wake_s
+        self.woke = True
+        self.shape_cost = (extras.new_shape_s, extras.new_shape_per_token_s) if extras.shaped else None
+        self.shapes_seen: set[int] = set(extras.warm_shapes)
         self.detail = detail
         self.on_step = on_step
         self.progress = progress
@@ -208,6 +215,7 @@ class _Loop:
                 if nt is None:
                     break
                 self.now = max(self.now, nt)  # idle until the next arrival
+                self.woke = True
                 self.plan_t = None  # nothing in flight: the next plan comes as the request arrives
                 self.rec.tick(self.now, sched)
                 continue
@@ -312,6 +320,8 @@ class _Loop:
         n = len(running)
         if not n or n > cfg.max_num_batched_tokens:
             return None
+        if self.shape_cost is not None and n not in self.shapes_seen:
+            return None  # the first step of its size costs more: one step on its own (_one_step)
         bs = cfg.block_size
         single = sched.single
         kv1 = 0
@@ -532,6 +542,7 @@ class _Loop:
             raise AssertionError("scheduler made no progress with running requests")
         tokens = sampled = kv_dec = 0
         pairs = 0.0
+        chunk_sum = chunk_sq = 0
         for r, m in plan.scheduled:
             tokens += m
             c = r.computed
@@ -541,7 +552,16 @@ class _Loop:
                 kv_dec += c + 1
             else:
                 pairs += m * c + m * (m + 1) / 2.0
-        dt = self.steptime.step(tokens, sampled, kv_dec, pairs, len(plan.scheduled))
+                chunk_sum += m
+                chunk_sq += m * m
+        dt = self.steptime.step(tokens, sampled, kv_dec, pairs, len(plan.scheduled),
+                                float(chunk_sum * chunk_sum - chunk_sq))
+        if self.woke:
+            dt += self.wake_s
+            self.woke = False
+        if self.shape_cost is not None and tokens not in self.shapes_seen:
+            self.shapes_seen.add(tokens)
+            dt += self.shape_cost[0] + self.shape_cost[1] * tokens
         t_end = now + dt
         finished, c1, ptoks = self._apply_step(plan.scheduled, step, t_end)
         if self.adm.out_per_step:  # FrontEnd.output_per_step: the step's tokens' output work (off: no call per step)
@@ -634,6 +654,7 @@ def simulate(
     check: bool = False,
     on_step: StepObserver | None = None,
     frontend=None,
+    extras: StepExtras | None = None,
 ) -> SimResult:
     """Run ``workload`` through the scheduler, timing steps with ``steptime``.
 
@@ -644,7 +665,7 @@ def simulate(
     arrivals through ``sim.frontend.Admission``; TTFT/E2E are then timed from the client's send.
     """
     wall0 = _time.perf_counter()
-    loop = _Loop(workload, cfg, steptime, interval_s, progress, detail, on_step, frontend)
+    loop = _Loop(workload, cfg, steptime, interval_s, progress, detail, on_step, frontend, extras)
     loop.run(bulk, check)
     return _build_result(loop.reqs, loop.sched, loop.rec, cfg, loop.step, loop.now, loop.t_start, loop.busy_t,
                          loop.kv_usage_sum, loop.kv_usage_peak, loop.running_sum, loop.nonfit_rejects, wall0,

@@ -50,11 +50,16 @@ class LinearStepTime:
     # a token's cost rising with the step's size (on the CPU engine, a 1,790-token step cost 0.25 ms a token where
     # 112-token steps cost 0.11: activations past the caches); 0 unless a calibration measured it
     per_token_sq_s: float = 0.0
+    # a pair of prompt tokens from two different prompts prefilled in one step (the step's prefill tokens squared less
+    # each prompt's own): on the CPU engine a step's cost per prompt token rose with how many prompts it prefilled,
+    # not with its size (docs/simulation.md, procedure 15); 0 unless a calibration measured it
+    per_cross_pair_s: float = 0.0
 
-    def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int) -> float:
+    def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int,
+             cross_pairs: float = 0.0) -> float:
         return (self.base_s + self.per_token_s * tokens + self.per_kv_token_s * kv_decode
                 + self.per_pair_s * prefill_pairs + self.per_request_s * num_reqs
-                + self.per_token_sq_s * tokens * tokens)
+                + self.per_token_sq_s * tokens * tokens + self.per_cross_pair_s * cross_pairs)
 
     def decode_line(self, n: int) -> tuple[float, float]:
         return (self.base_s + (self.per_token_s + self.per_request_s) * n + self.per_token_sq_s * n * n,
@@ -390,7 +395,8 @@ class RooflineStepTime:
         return self.L * self.kv_tok_layer / (self.bw * self.att_dec[1])
 
     # -- the interface ---------------------------------------------------------------------------
-    def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int) -> float:
+    def step(self, tokens: int, sampled: int, kv_decode: int, prefill_pairs: float, num_reqs: int,
+             cross_pairs: float = 0.0) -> float:
         m = min(self.pp, max(1, num_reqs))  # micro-batches in flight (1 without PP)
         ms = self._dense_part(tokens / m if m > 1 else tokens, sampled / m if m > 1 else sampled)
         n_dec = sampled / m  # every sampled request attends; per-sequence cost is tiny

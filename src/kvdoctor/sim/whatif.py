@@ -324,7 +324,8 @@ def run(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_bl
         raise InputError("the workload has no requests")
     # an offline bench has no API server: the engine core's own work stays in the step model
     return simulate(w, cfg, model, detail=detail, progress=progress, interval_s=interval_s,
-                    frontend=None if w.offline else front_end(calibration), on_step=on_step)
+                    frontend=None if w.offline else front_end(calibration), on_step=on_step,
+                    extras=calibration.step_extras() if calibration is not None else None)
 
 
 def predict(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int,
