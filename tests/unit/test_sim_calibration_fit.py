@@ -68,8 +68,9 @@ def test_calibration_file_round_trip_and_use_in_whatif(tmp_path):
     p = tmp_path / "cal.json"
     p.write_text(json.dumps(TRUE.to_json()))
     cal = C.load_calibration(p)
-    # a term the file lacks (one written before it existed: per_token_sq_s) reads back as 0
-    assert cal.linear == {**dict.fromkeys(C.LINEAR_KEYS, 0.0), **TRUE.linear} and cal.frontend == TRUE.frontend
+    # a term the file lacks (one written before it existed: per_token_sq_s, the engine-state terms) reads back as 0
+    assert cal.linear == {**dict.fromkeys(C.LINEAR_KEYS + C.EXTRA_KEYS, 0.0), **TRUE.linear}
+    assert cal.frontend == TRUE.frontend
     m = cal.step_model()
     assert m.step(100, 1, 0, 0.0, 1) == pytest.approx(0.012 + 100 * 4e-5 + 0.0015)
 
