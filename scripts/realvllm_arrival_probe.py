@@ -20,36 +20,12 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
-FORMAT = ("%(created).6f (%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s "
-          "[%(fileinfo)s:%(lineno)d] %(message)s")
+def server_events(log: Path, offset: float):
+    from kvdoctor.sim.calibration import server_events as events
 
-
-def logging_config(path: Path) -> Path:
-    cfg = {"version": 1, "disable_existing_loggers": False,
-           "formatters": {"t": {"()": "vllm.logging_utils.NewLineFormatter", "datefmt": "%m-%d %H:%M:%S",
-                                "format": FORMAT}},
-           "handlers": {"t": {"class": "logging.StreamHandler", "formatter": "t", "level": "INFO",
-                              "stream": "ext://sys.stdout"}},
-           "loggers": {"vllm": {"handlers": ["t"], "level": "INFO", "propagate": False}}}
-    path.write_text(json.dumps(cfg))
-    return path
-
-
-def server_events(log: Path, offset: float) -> tuple[list[float], list[tuple[float, int, int]]]:
-    """("Added request" times, [(time, context requests, generation requests) per logged step]) on the monotonic
-    clock."""
-    from kvdoctor.sim.calibration import parse_iteration_line, stamped_lines
-
-    added, steps = [], []
-    for t, line in stamped_lines(log):
-        if "Added request" in line:
-            added.append(t - offset)
-        elif (o := parse_iteration_line(line)) is not None:
-            steps.append((t - offset, o.ctx_reqs, o.gen_reqs))
-    return added, steps
+    return events(log, offset)
 
 
 def session_log(out: Path) -> Path:
@@ -60,26 +36,11 @@ def session_log(out: Path) -> Path:
 def split(run: dict, added: list[float], steps: list) -> list[dict]:
     """Per request (bench order): front end (send -> Added), engine (Added -> its prefill step logged), out (-> the
     client's first token), and the group (``series.arrival_groups``)."""
+    from kvdoctor.sim.calibration import handover_split
     from kvdoctor.testbed import series as S
 
     groups = {i: g for g, ix in S.arrival_groups(run).items() for i in ix}
-    sends = [float(s) for s in run["start_times"]]
-    order = sorted(range(len(sends)), key=sends.__getitem__)
-    # the run's own Added lines: the first len(sends) after its first send (sends in this run are >=100 ms apart on
-    # average, far beyond the front end's ~10 ms, so the order holds)
-    mine = [a for a in added if a >= min(sends) - 0.001][:len(sends)]
-    out = []
-    for k, i in enumerate(order):
-        a = mine[k] if k < len(mine) else float("nan")
-        step = next((t for t, c, _ in steps if c > 0 and t >= a), float("nan"))
-        first = sends[i] + float(run["ttfts"][i])
-        before = [t for t, _, _ in steps if t < a]
-        # the steps logged between its hand-over and its prefill (the one in flight, if the engine waited for it)
-        between = [t for t, _, _ in steps if a <= t < step]
-        out.append({"i": i, "group": groups[i], "front": a - sends[i], "engine": step - a, "out": first - step,
-                    "ttft": float(run["ttfts"][i]), "since_last_step": a - before[-1] if before else None,
-                    "steps_between": len(between), "to_next_step": (between[0] if between else step) - a})
-    return out
+    return [{**r, "group": groups[r["i"]]} for r in handover_split(run, added, steps)]
 
 
 def evaluate(out: Path, offset: float) -> None:
@@ -131,8 +92,6 @@ def main() -> int:
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tb = ensure(log=lambda m: print(m, file=sys.stderr, flush=True))
-    env = dict(S.SERVER_ENV, VLLM_LOGGING_CONFIG_PATH=str(logging_config(out / "logging.json").resolve()))
-    S.SERVER_FLAGS_V2 = [*S.SERVER_FLAGS_V2, "--enable-log-requests"]  # this session only
     runs = S.SERIES_V14 if a.full else tuple(r for r in S.SERIES_V14 if r.name in ("warmup_ramp", "val_r3", "val_g6"))
     if a.bursty_ramp:
         # the calibration ramp (and its repeat) with gamma arrivals of burstiness 1/cv^2 = 0.25: bursts of prompts reach
@@ -141,11 +100,8 @@ def main() -> int:
 
         runs = tuple(replace(r, load=replace(r.load, arrival="gamma", cv=2.0)) if r.role in ("calibration", "drift")
                      else r for r in runs)
-    offset = time.time() - time.perf_counter()
-    S.record_series(tb, out, runs=runs, version=14, model=S.SERIES_V14_MODEL, server_env=env)
-    offset = (offset + time.time() - time.perf_counter()) / 2
-    (out / "clock_offset.json").write_text(json.dumps({"time_minus_perf_counter_s": offset}) + "\n")
-    report(out, offset)
+    S.record_series(tb, out, runs=runs, version=14, model=S.SERIES_V14_MODEL, stamped=True)
+    report(out, json.loads((out / "clock_offset.json").read_text())["time_minus_perf_counter_s"])
     return 0
 
 

@@ -61,8 +61,8 @@ def main() -> int:
     ap.add_argument("out_dir")
     ap.add_argument("--freeze", metavar="FIXTURE_DIR")
     ap.add_argument("--freeze-only", action="store_true", help="freeze an OUT_DIR recorded earlier; record nothing")
-    ap.add_argument("--series-version", type=int, choices=(9, 10, 11, 12, 13, 14), default=None,
-                    help="record this version instead of the live one (kvdoctor/testbed/series.py: 10-14 are "
+    ap.add_argument("--series-version", type=int, choices=(9, 10, 11, 12, 13, 14, 15), default=None,
+                    help="record this version instead of the live one (kvdoctor/testbed/series.py: 10-15 are "
                          "stated versions)")
     a = ap.parse_args()
     if a.freeze_only:
@@ -85,6 +85,9 @@ def main() -> int:
         elif a.series_version == 14:
             from kvdoctor.testbed import series as S
             record_series(tb, Path(a.out_dir), runs=S.SERIES_V14, version=14, model=S.SERIES_V14_MODEL)
+        elif a.series_version == 15:
+            from kvdoctor.testbed import series as S
+            record_series(tb, Path(a.out_dir), runs=S.SERIES_V15, version=15, model=S.SERIES_V15_MODEL, stamped=True)
         elif a.series_version in (11, 12):
             from kvdoctor.testbed import series as S
             record_series(tb, Path(a.out_dir), runs=getattr(S, f"SERIES_V{a.series_version}"), version=a.series_version)

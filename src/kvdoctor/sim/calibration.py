@@ -1225,6 +1225,41 @@ def logged_step_price(terms: dict[str, float], row: tuple) -> float:
             + (g("new_shape_s") + g("new_shape_per_token_s") * tok if new else 0.0))
 
 
+def server_events(path: str | Path, offset: float = 0.0) -> tuple[list[float], list[tuple[float, int, int]]]:
+    """From a stamped server log with ``--enable-log-requests``: the hand-overs' times ("Added request") and, per
+    logged step, (time, prompts, decodes); times less ``offset`` (time.time() - perf_counter(): the bench's clock)."""
+    added, steps = [], []
+    for t, line in stamped_lines(path):
+        if "Added request" in line:
+            added.append(t - offset)
+        elif (o := parse_iteration_line(line)) is not None:
+            steps.append((t - offset, o.ctx_reqs, o.gen_reqs))
+    return added, steps
+
+
+def handover_split(result: dict, added: list[float], steps: list[tuple[float, int, int]]) -> list[dict]:
+    """Per request of a bench result (``--save-detailed``; in send order), its TTFT split on the server's clock
+    (``server_events`` on the bench's clock): ``front`` (send -> hand-over), ``engine`` (hand-over -> the first step
+    with a prompt logged after it), ``out`` (-> the client's first token); ``i`` is its index in the result. The run's
+    hand-overs are its first ``len(sends)`` after its first send, matched in send order: a load whose sends are
+    milliseconds apart can hand them over out of order, and a request that waits for a free slot is prefilled in a
+    later step than the first one after its hand-over, so ``engine`` and ``out`` hold for requests that did not."""
+    sends = [float(s) for s in result["start_times"]]
+    order = sorted(range(len(sends)), key=sends.__getitem__)
+    mine = [a for a in added if a >= min(sends) - 0.001][:len(sends)]
+    out = []
+    for k, i in enumerate(order):
+        a = mine[k] if k < len(mine) else float("nan")
+        step = next((t for t, c, _ in steps if c > 0 and t >= a), float("nan"))
+        first = sends[i] + float(result["ttfts"][i])
+        before = [t for t, _, _ in steps if t < a]
+        between = [t for t, _, _ in steps if a <= t < step]
+        out.append({"i": i, "front": a - sends[i], "engine": step - a, "out": first - step,
+                    "ttft": float(result["ttfts"][i]), "since_last_step": a - before[-1] if before else None,
+                    "steps_between": len(between), "to_next_step": (between[0] if between else step) - a})
+    return out
+
+
 def wake_time(path: str | Path, terms: dict[str, float], window: tuple[float, float] | None = None) -> dict | None:
     """An idle engine's extra time on the step that starts it (``LinearStepTime.wake_s``), from a server log whose
     lines carry their time and that logs each hand-over (``--enable-log-requests``: "Added request"): for each
@@ -1608,7 +1643,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
               use_token_steps: bool = False, on_iter=None, parse_share: float = 0.0,
               client_after_finish: bool = False, finish_occupies: bool = True,
               measure_finish: bool = False, output_per_step: bool = False, step_terms: bool = False,
-              step_square: bool = False, given_step_terms: dict[str, float] | None = None) -> Calibration:
+              step_square: bool = False, given_step_terms: dict[str, float] | None = None,
+              front_latency_s: float | None = None) -> Calibration:
     """Fit on ``fit_on`` (run names; default: the first run) plus the stats-log intervals, predict
     the other runs (held out), and return the calibration with both errors recorded. ``prefill_term``
     (roofline+linear): also fit a cost per computed token beyond the scaled roofline, i.e. the deployment's own
@@ -1629,7 +1665,9 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
     per token; the bench figures then fit the front end (and the prefill pairs) alone. ``step_square`` (with
     ``step_terms``): the regression also has the step's tokens squared (``LinearStepTime.per_token_sq_s``).
     ``given_step_terms``: the step terms measured elsewhere (``LinearStepTime`` fields, e.g. ``step_period_terms`` on
-    a server log whose lines carry their time), held fixed instead of the token times' regression."""
+    a server log whose lines carry their time), held fixed instead of the token times' regression.
+    ``front_latency_s``: the front end's delay (``FrontEnd.latency_s``) measured elsewhere (send to hand-over and
+    step to client on a stamped server log: ``handover_split``), held fixed; the rest of the front end is fitted."""
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError("two bench results have the same file name: rename one")
@@ -1656,6 +1694,8 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
             fixed = {k: max(0.0, float(v)) for k, v in steps_info["all_terms"].items()}
     elif step_terms:
         raise InputError("the step terms come from the token times: they need use_token_steps")
+    if front_latency_s is not None:
+        fixed = {**(fixed or {}), "fe_latency_s": max(0.0, float(front_latency_s))}
     finish_info = None
     if measure_finish:
         if not finish_cost:
@@ -1681,6 +1721,7 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         **({"finish_delay": finish_info} if finish_info else {}),
         **({"step_terms": True} if step_terms else {}),
         **({"step_square": True} if step_square else {}),
+        **({"front_latency_s": front_latency_s} if front_latency_s is not None else {}),
         "iterations": len(iterations or ()),
         "engine_overhead_s": overhead,
         "held_out": [r.name for r in held],

@@ -36,6 +36,7 @@ prompts and the second would hit the first one's prefix cache.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -363,6 +364,31 @@ def prewarm_token_counts(base_url: str, model: str, max_tokens_in: int, seed: in
 SERIES_V14 = SERIES_V7
 SERIES_V14_MODEL = "small"
 
+# Version 15 (stated with its rule in the commit that added it, 2026-12-07, before any session of it was recorded):
+# version 14's series (the 32.8M-parameter model, its loads, seeds, order, pinning, one client) on a server whose log
+# lines carry their wall-clock time (``STAMPED_LOG_FORMAT`` via VLLM_LOGGING_CONFIG_PATH) and that logs each hand-over
+# to the engine (--enable-log-requests), calibrated with procedure 15 (``calibrate_series_v15``): the step measured
+# on the server's clock, the first step of each size priced apart, the front end's delay measured from the
+# hand-overs. The rule is version 14's, on four sessions recorded back to back (docs/simulation.md, "Version 15").
+SERIES_V15 = SERIES_V7
+SERIES_V15_MODEL = "small"
+# vLLM's own line format (vllm/logger.py) with the record's wall-clock time in front (what calibration.stamped_lines
+# reads)
+STAMPED_LOG_FORMAT = ("%(created).6f (%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s "
+                      "[%(fileinfo)s:%(lineno)d] %(message)s")
+
+
+def stamped_logging_config(path: Path) -> Path:
+    """Write a VLLM_LOGGING_CONFIG_PATH file that keeps vLLM's format with each line's wall-clock time in front."""
+    cfg = {"version": 1, "disable_existing_loggers": False,
+           "formatters": {"t": {"()": "vllm.logging_utils.NewLineFormatter", "datefmt": "%m-%d %H:%M:%S",
+                                "format": STAMPED_LOG_FORMAT}},
+           "handlers": {"t": {"class": "logging.StreamHandler", "formatter": "t", "level": "INFO",
+                              "stream": "ext://sys.stdout"}},
+           "loggers": {"vllm": {"handlers": ["t"], "level": "INFO", "propagate": False}}}
+    path.write_text(json.dumps(cfg))
+    return path
+
 
 # what the live test and scripts/realvllm_calibration_series.py record now
 LIVE_SERIES = SERIES_V7
@@ -411,12 +437,15 @@ def bench_argv(vllm: str, base_url: str, model: str, load: LoadSpec, out_dir: Pa
 
 def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = LIVE_SERIES, server_env: dict | None = None,
                   version: int = LIVE_VERSION, prewarm_tokens: int = 0, model: str = "tiny",
-                  health_timeout_s: float = 600.0, bench_timeout_s: float = 600.0,
+                  health_timeout_s: float = 600.0, bench_timeout_s: float = 600.0, stamped: bool = False,
                   log: Callable[[str], None] | None = None) -> dict:
     """Start one server on 127.0.0.1, run every load of ``runs`` against it in order, stop it (also on
     failure). Writes ``<name>.json`` per run, ``serve.log`` and ``series.json`` (what ran, when, how
     long); returns the series.json content. ``model``: the test bed's model (``tiny``, or a name of
-    ``testbed.build.MODEL_VARIANTS``, built on first use). Never leaves a process it started."""
+    ``testbed.build.MODEL_VARIANTS``, built on first use). ``stamped`` (version 15): every log line carries its
+    wall-clock time and each hand-over to the engine is logged; ``clock_offset.json`` maps the log's clock onto the
+    bench's (time.time() - time.perf_counter(), the mean of its values before and after). Never leaves a process it
+    started."""
     from kvdoctor.experiment.measure import file_size as _size
     from kvdoctor.experiment.server import free_port, spawn, start_server, terminate_as_interrupt
 
@@ -424,10 +453,15 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = LIVE_SERIE
     out_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     server_env = dict(SERVER_ENV if server_env is None else server_env)
+    flags = list(SERVER_FLAGS_V2)
+    if stamped:
+        server_env["VLLM_LOGGING_CONFIG_PATH"] = str(stamped_logging_config(out_dir / "logging.json").resolve())
+        flags.append("--enable-log-requests")
     env = tb.env(**server_env)
     model_dir = tb.model if model == "tiny" else model_variant(tb, model, log=log)
-    argv = [str(tb.vllm), "serve", str(model_dir), *SERVER_FLAGS_V2, "--host", "127.0.0.1", "--port", str(port)]
-    meta: dict = {"version": version, "serve_argv": ["vllm", "serve", f"$TESTBED/{model}", *SERVER_FLAGS_V2],
+    argv = [str(tb.vllm), "serve", str(model_dir), *flags, "--host", "127.0.0.1", "--port", str(port)]
+    offset0 = time.time() - time.perf_counter()
+    meta: dict = {"version": version, "serve_argv": ["vllm", "serve", f"$TESTBED/{model}", *flags],
                   "env": server_env,
                   "vllm": tb.info.get("vllm_version"), "runs": [], "status": "incomplete"}
     log_path = out_dir / "serve.log"
@@ -492,6 +526,9 @@ def record_series(tb, out_dir: Path, *, runs: tuple[SeriesRun, ...] = LIVE_SERIE
             if server is not None:
                 meta["stop"] = server.stop(log=log)
             (out_dir / "series.json").write_text(json.dumps(meta, indent=1) + "\n")
+            if stamped:
+                offset = (offset0 + time.time() - time.perf_counter()) / 2
+                (out_dir / "clock_offset.json").write_text(json.dumps({"time_minus_perf_counter_s": offset}) + "\n")
     if meta["status"] != "complete":
         raise RuntimeError(meta.get("error", "series incomplete"))
     return meta
@@ -698,6 +735,62 @@ def calibrate_series_v5(directory: Path, runs: list | None = None, fit_on: str =
     they see the step grow with the batch), Nelder-Mead to 600 iterations (nine parameters); no per-step log (version
     4's reason). Every other timed run is held out."""
     return _calibrate_on(directory, runs, fit_on, **_V5_PROCEDURE)
+
+
+def stamped_session(directory: Path) -> tuple[Path, float]:
+    """A stamped session's server log (``serve.log``, or a frozen session's cut ``serve.steps.log.gz``) and its clock
+    offset (``record_series(stamped=True)``). InputError when the session has neither."""
+    from kvdoctor.errors import InputError
+
+    off = directory / "clock_offset.json"
+    log = directory / "serve.log" if (directory / "serve.log").exists() else directory / "serve.steps.log.gz"
+    if not off.exists() or not log.exists():
+        raise InputError(f"{directory}: not a stamped session (no clock_offset.json and server log)")
+    return log, float(json.loads(off.read_text())["time_minus_perf_counter_s"])
+
+
+def front_latency(directory: Path, run: str) -> dict[str, float]:
+    """Procedure 15's front-end delay, from a stamped session: the median over ``run``'s requests of send ->
+    hand-over, plus the median over those that reached a lone or only-decoding engine (``arrival_groups``: they are
+    prefilled in the first step after their hand-over) of that step's line -> the client's first token."""
+    from kvdoctor.sim import calibration as C
+
+    log, off = stamped_session(directory)
+    doc = json.loads((directory / f"{run}.json").read_text())
+    rows = C.handover_split(doc, *C.server_events(log, off))
+    groups = arrival_groups(doc)
+    quiet = set(groups.get("lone", [])) | set(groups.get("decoding", []))
+    front = statistics.median(r["front"] for r in rows)
+    out = statistics.median(r["out"] for r in rows if r["i"] in quiet)
+    return {"front_s": front, "out_s": out, "latency_s": front + out, "requests": len(rows), "quiet": len(quiet)}
+
+
+def calibrate_series_v15(directory: Path, runs: list | None = None, fit_on: str = "cal_ramp"):
+    """Procedure 15 (stated with version 15, before any of its sessions was recorded): procedure 10 with what the
+    server's stamped log measures held fixed. (1) The step: ``step_period_terms(new_shape=True)`` on the calibration
+    run's step periods (a step, its tokens, its requests, and the first step of each size priced per token). (2) Each
+    run is simulated on an engine that has run the sizes the log shows before its first send
+    (``BenchRun.warm_shapes``). (3) The front end's delay is ``front_latency`` of the calibration run. The rest of
+    the front end is fitted on the calibration run's bench figures as in procedure 10; every other timed run is held
+    out. Returns (calibration, runs)."""
+    from dataclasses import replace
+
+    from kvdoctor.sim import calibration as C
+
+    log, off = stamped_session(directory)
+    runs = runs if runs is not None else load_series_runs(directory)
+
+    def first_send(name: str) -> float:
+        return C.run_window(json.loads((directory / name).read_text()), off)[0] + 0.05
+
+    terms = C.step_period_terms(C.step_observations(log, C.run_window(
+        json.loads((directory / f"{fit_on}.json").read_text()), off)), new_shape=True)
+    runs = [replace(r, warm_shapes=C.step_sizes_before(log, first_send(r.name))) for r in runs]
+    lat = front_latency(directory, fit_on)
+    cal, runs = _calibrate_on(directory, runs, fit_on, **_P10_PROCEDURE, step_terms=True, given_step_terms=terms,
+                              front_latency_s=lat["latency_s"])
+    cal.fit["front_latency"] = lat
+    return cal, runs
 
 
 def session_drift(runs: list, cal: str, drift: str) -> dict[str, float]:
