@@ -370,6 +370,9 @@ SERIES_V14_MODEL = "small"
 # to the engine (--enable-log-requests), calibrated with procedure 15 (``calibrate_series_v15``): the step measured
 # on the server's clock, the first step of each size priced apart, the front end's delay measured from the
 # hand-overs. The rule is version 14's, on four sessions recorded back to back (docs/simulation.md, "Version 15").
+# Result: four sessions on 2026-12-07 00:19-00:26 (frozen as series52-55), two judged, neither with every validation
+# figure within 10 % (r3 / g6 TTFT +14.7 / +21.8 %, the closed loop 8's -16.1 %; the engine's decode step moved 5-20 %
+# between runs of one session) -> not adopted; LIVE_SERIES stays version 9.
 SERIES_V15 = SERIES_V7
 SERIES_V15_MODEL = "small"
 # vLLM's own line format (vllm/logger.py) with the record's wall-clock time in front (what calibration.stamped_lines
