@@ -125,7 +125,11 @@ def engine_died(ctx: Context) -> Finding | None:
     if not deaths:
         # no death line in the excerpt, but it ends in the engine core's own traceback with no stats line after
         # it: the engine most likely died (the user cut the log there); said with low confidence
-        eng = [e for e in evs if e.kind == "engine-error" and e.data.get("lines", 1) >= 3]
+        eng = [e for e in evs if e.data.get("lines", 1) >= 3 and (
+            e.kind == "engine-error"
+            # a traceback through a frame that runs only at start-up: nothing catches it there, so the server did
+            # not start (sweep 203 item 05: V0's bare traceback from load_model, then the CLI's own through main)
+            or (e.kind == "error" and e.data.get("startup_frame")))]
         if not eng or _served(ctx, max(eng, key=lambda e: e.line_no), after=True):
             return None
         deaths, inferred = [min(eng, key=lambda e: e.line_no)], True
@@ -169,8 +173,12 @@ def engine_died(ctx: Context) -> Finding | None:
             "high" if cause != "unknown" or first.kind != "engine-dead" or exc is not None else "medium")
     data["confidence"], data["inferred"] = conf, inferred
     if inferred:
-        why += ("; no death line is in the excerpt: it ends in the engine core's own traceback with no stats line "
-                "after it")
+        why += ("; no death line is in the excerpt: it ends in "
+                + (f"a traceback through {first.data['startup_frame']} (run only at start-up)"
+                   if first.kind == "error" else "the engine core's own traceback")
+                + ", with no stats line after it")
+    seen_cites: set[tuple] = set()
+    cites = [c for c in cites if not ((c.line_no, c.detail) in seen_cites or seen_cites.add((c.line_no, c.detail)))]
     summary = f"the engine died{' ' + phase if phase else ''}{when} (line {first.line_no}): {why}"
     return rule_finding("engine.died", summary, severity="problem", evidence=cites, action=action, gain=gain,
                         data=data)

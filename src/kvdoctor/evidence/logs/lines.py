@@ -58,9 +58,11 @@ FULL_NEEDLES = (
     b"Segfault encountered",  # ... and torch's own banner for it
     b"Memory access fault by GPU", b"Task finished unexpectedly",  # ROCm's fault (_CUDA_ERROR), V0's loop's end
     b"device_name=",  # the GPU's name, in the fused-MoE config path (startup.R_DEVICE_NAME)
+    b'", line ',  # a Python traceback's frame printed bare, to stderr (_BARE_FRAME)
     b"Graph capturing", b"Model loading took",  # figure lines whose "GiB" a terminal's wrap moved to the next line
     b"SpecDecoding metrics", b"Mean acceptance length",  # speculative decoding's interval line (_SPEC_DECODE)
     b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
+    b"LLM(",  # an offline LLM(...) call pasted with the log (startup.R_LLM_CALL), its arguments on the lines after
     b"memory profiling run", b"Available memory: ",  # XPU's and Ascend's profiling lines, in MB or bytes (no "GiB")
     b"Mamba cache mode",  # a hybrid model's state blocks (startup._h_mamba_mode)
     "█  model".encode(),  # the API server's block-letter banner names the model (startup.R_BANNER_MODEL)
@@ -381,6 +383,10 @@ def _note_dump(ev: Event, msg: str, n: int) -> None:
 
 
 _BARE_PROC = re.compile(r"\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+")
+# a traceback's frame as Python prints it ('  File "/.../loader.py", line 1148, in load_model'), with no log prefix: V0
+# and the launcher print tracebacks to stderr bare, so only the exception's last line carries an error word
+_BARE_FRAME = re.compile(rb'^\s*(?:\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+)?File "[^"]+", line \d+, in (\w+)')
+FRAME_LOOKBACK_LINES = 40  # a bare exception line takes the frames printed at most this many lines before it
 _RANK_PREFIX = re.compile(r"\[rank(\d+)\]:\s?")
 
 
@@ -623,6 +629,9 @@ class LinePath:
         the per-position rates, how many tokens each step drafts (num_speculative_tokens)."""
         m = _SPEC_DECODE.search(line)
         if m is None:
+            # a line cut before its "Accepted: N tokens, Drafted: M tokens" (a paste's width: sweep 200 item 10) gives
+            # no interval to count: said as skipped, not dropped
+            self._skipped("cut-spec-decode-line", line)
             return False
         per_pos = m.group(4).split(b",") if m.group(4) else []
         return self._line_event(line, n, "spec-decode", {"mean_len": float(m.group(1)), "accepted": int(m.group(2)),
@@ -666,6 +675,28 @@ class LinePath:
         self._event(Event(t=self._time(m, line) if m is not None else None, kind="shutdown-requested", line_no=n,
                           message=msg.strip()[:200]), proc_key(m))
         return True
+
+    def _frame(self, fm: Any, n: int) -> bool:
+        """A traceback's frame printed bare (``_BARE_FRAME``): it extends its process's open error burst (the
+        "Traceback (most recent call last):" line opened it), or waits for the exception line below it, where a paste
+        began mid-traceback (sweep 203 item 05: frames through load_model, then "AttributeError: Model ... does not
+        support BitsAndBytes quantization yet."). True when it joined a burst."""
+        proc = "main" if fm.group(1) is None else f"{fm.group(1).decode()} pid={fm.group(2).decode()}"
+        func = fm.group(3).decode()
+        frame = func if func in _STARTUP_FRAMES else None
+        prev = self._bursts.get(proc)
+        if prev is not None and prev[1] is not None and n - prev[2] <= 20:
+            last = prev[1]
+            last.data["lines"] = last.data.get("lines", 1) + 1
+            last.data["last_line"] = n
+            if frame:
+                last.data["startup_frame"] = frame  # the innermost start-up frame names the phase
+            self._bursts[proc] = (prev[0], last, n)
+            return True
+        pf = self._frames.get(proc)
+        recent = pf is not None and n - pf[0] <= FRAME_LOOKBACK_LINES
+        self._frames[proc] = (n, pf[1] + 1 if recent else 1, frame or (pf[2] if recent else None))
+        return False
 
     def _error(self, line: bytes, n: int, m: Any) -> bool:
         text = line[:600].decode("utf-8", "replace").strip()
@@ -740,6 +771,11 @@ class LinePath:
             _note_dump(last, msg, n)
             return True
         data = {"proc": proc} if frame is None else {"proc": proc, "startup_frame": frame}
+        pf = self._frames.pop(proc, None)
+        if pf is not None and n - pf[0] <= FRAME_LOOKBACK_LINES:
+            data["lines"] = pf[1] + 1  # its traceback's frames, printed bare above it
+            if pf[2] and frame is None:
+                data["startup_frame"] = pf[2]
         data.update(marks)
         if killed:
             data["killed"] = True
@@ -768,6 +804,8 @@ class LinePath:
                     _add_following(work, le, starts, 60, continued=True)  # a pasted command's continuation lines
                 elif nd in _COMMAND_NEEDLES:
                     _add_following(work, le, starts, 60, flags=True)  # or its flags one per line (sweep 165 item 08)
+                if nd == b"LLM(" and work.count(b"(", ls, le) > work.count(b")", ls, le):
+                    _add_following(work, le, starts, 60)  # its keyword arguments, one per line
                 if nd == b"Memory profiling" and work[le - 1:le] == b":":
                     # v0's tabular block: "Memory profiling results:" then one "key  value" row per line
                     _add_following(work, le, starts, 12)
@@ -857,7 +895,9 @@ class LinePath:
                     bl, end = joined
                     consumed = max(consumed, end)
             hit = False
-            if any(nd in bl for nd in _SHUTDOWN_NEEDLES) and (b"received signal" not in bl
+            if b'", line ' in bl and (fm := _BARE_FRAME.match(bl)) is not None:
+                hit = self._frame(fm, n)
+            elif any(nd in bl for nd in _SHUTDOWN_NEEDLES) and (b"received signal" not in bl
                                                                or any(sg in bl for sg in _STOP_SIGNALS)):
                 hit = self._shutdown(bl, n, search_envelope_b(bl))
             elif any(nd in bl for nd in _ERR_NEEDLES):

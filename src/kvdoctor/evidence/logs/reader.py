@@ -98,6 +98,9 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         self.total_lines = 0
         # per process: (second, the burst's event or None when over the cap, its last line)
         self._bursts: dict[str, tuple[int | None, Event | None, int]] = {}
+        # a bare traceback's frames read before its exception line (lines.LinePath._frame): per process, (last frame's
+        # line, frames, the innermost start-up frame)
+        self._frames: dict[str, tuple[int, int, str | None]] = {}
         self._prev_chunk: tuple[bytes, int, int, int] | None = None
         self._gap_ok_first = False
         self._last_startup_line: int | None = None
@@ -294,8 +297,10 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         for n, cmd in self.collector.unused_commands[:3]:
             # a command with no start-up line after it configures nothing here (sweep 196 items 06-07): say so, and
             # how to use it, rather than ask for the flags it holds
-            short = cmd if len(cmd) <= 120 else cmd[:119] + "…"
-            notes.append(f"a server command (line {n}: {short}) has no start-up line after it, so its flags were not "
+            flat = " ".join(cmd.split())  # an LLM(...) call spans lines
+            short = flat if len(flat) <= 120 else flat[:119] + "…"
+            what = "an offline LLM(...) call" if "LLM" in flat and "vllm serve" not in flat else "a server command"
+            notes.append(f"{what} (line {n}: {short}) has no start-up line after it, so its arguments were not "
                          "used; pass it as --serve '...' (ledger, diagnose, plan) to model that deployment")
         return LogRead(source=self.source, segments=segments, startups=startups, skipped=self.skip,
                        ignored_lines=ignored, out_of_order=out_of_order, rollovers=self.clock.rollovers,

