@@ -98,6 +98,31 @@ def _add_following(work: bytes, le: int, starts: set[int], limit: int, continued
         if nq == -1 or (continued and work[nq - 1:nq] != b"\\"):
             return
         q = nq
+def _needle_line_starts(work: bytes) -> set[int]:
+    """The byte offsets of the lines the full path reads: every line holding a needle, and the lines a needle's line
+    brings along (a command's continuation or flags, V0's profiling table, an LLM(...) call's arguments)."""
+    starts: set[int] = set()
+    for nd in FULL_NEEDLES:
+        p = work.find(nd)
+        while p != -1:
+            ls = work.rfind(b"\n", 0, p) + 1
+            starts.add(ls)
+            le = work.find(b"\n", p)
+            if le == -1:
+                break
+            if nd in _COMMAND_NEEDLES and work[le - 1:le] == b"\\":
+                _add_following(work, le, starts, 60, continued=True)  # a pasted command's continuation lines
+            elif nd in _COMMAND_NEEDLES:
+                _add_following(work, le, starts, 60, flags=True)  # or its flags one per line (sweep 165 item 08)
+            if nd == b"LLM(" and work.count(b"(", ls, le) > work.count(b")", ls, le):
+                _add_following(work, le, starts, 60)  # its keyword arguments, one per line
+            if nd == b"Memory profiling" and work[le - 1:le] == b":":
+                # v0's tabular block: "Memory profiling results:" then one "key  value" row per line
+                _add_following(work, le, starts, 12)
+            p = work.find(nd, le)
+    return starts
+
+
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to allocate", b"nexpectedly", b"Traceback",
                 b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
@@ -791,25 +816,7 @@ class LinePath:
         """Every line that holds a needle of any rule, in order; plus the hostile-line accounting.
         ``with_stats=False`` re-reads a chunk whose stats lines were already taken (errors, start-up)."""
         work = strip_ansi_b(work)
-        starts: set[int] = set()
-        for nd in FULL_NEEDLES:
-            p = work.find(nd)
-            while p != -1:
-                ls = work.rfind(b"\n", 0, p) + 1
-                starts.add(ls)
-                le = work.find(b"\n", p)
-                if le == -1:
-                    break
-                if nd in _COMMAND_NEEDLES and work[le - 1:le] == b"\\":
-                    _add_following(work, le, starts, 60, continued=True)  # a pasted command's continuation lines
-                elif nd in _COMMAND_NEEDLES:
-                    _add_following(work, le, starts, 60, flags=True)  # or its flags one per line (sweep 165 item 08)
-                if nd == b"LLM(" and work.count(b"(", ls, le) > work.count(b")", ls, le):
-                    _add_following(work, le, starts, 60)  # its keyword arguments, one per line
-                if nd == b"Memory profiling" and work[le - 1:le] == b":":
-                    # v0's tabular block: "Memory profiling results:" then one "key  value" row per line
-                    _add_following(work, le, starts, 12)
-                p = work.find(nd, le)
+        starts = _needle_line_starts(work)
         if with_stats:
             self._hostile(work, base)
         col = self.collector
