@@ -686,7 +686,7 @@ _KNOWN_EXCEPTIONS = (
     ("Error in memory profiling",
      "another process on this GPU changed its memory while vLLM profiled its start-up (vLLM's check assumes the other "
      "processes' usage stays put, and free memory grew); start vLLM once its co-tenants are steady, or give it a GPU or "
-     "container of its own. Two figures that print equal differ below the printed precision"),
+     "container of its own (where its two free-memory figures print equal, they differ below the printed precision)"),
     ("invalid literal for int() with base 10: 'MIG-",
      "vLLM reads CUDA_VISIBLE_DEVICES as integer indices (device_id_to_physical_device_id), so a MIG UUID there fails "
      "(vllm#41848). vLLM does not support MIG directly: expose the MIG instance to a container, where it is device 0 "

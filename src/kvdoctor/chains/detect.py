@@ -248,6 +248,8 @@ def does_not_fit(ctx: Context) -> Finding | None:
         fixed = _fixed_budget(st)
         if est and fixed is None and (keep := _keep_length(ctx)) is not None:
             action += keep
+        elif est and fixed is None and (far := _far_short(st, est)) is not None:
+            action += far
         gain = {}
         if est:
             gain["max_model_len"] = Figure(est, "measured", "vLLM's estimate in the error line")
@@ -268,7 +270,8 @@ def does_not_fit(ctx: Context) -> Finding | None:
         elif (room := _utilization_for_room(ctx)) is not None:
             action, gain = room
         if st.startup_error == "no-memory-for-cache":
-            action += NO_ROOM_LEVERS
+            uneven = _uneven_workers(st)
+            action = (uneven + "; otherwise " + action) if uneven else action + NO_ROOM_LEVERS
         if fixed is not None:
             action += fixed
         if st.error_needed_bytes and st.error_available_bytes:
@@ -336,6 +339,49 @@ def _keep_length(ctx: Context) -> str | None:
         return None  # a shortfall that size is not a fraction's nudge: the length, or more GPUs
     return (f", or keep {length} with {short / 2**30:.2f} GiB more KV per GPU: --gpu-memory-utilization higher by "
             "that over one GPU's memory")
+
+
+FAR_SHORT = 0.25  # vLLM's estimate below this share of the asked length: a context that short is no deployment
+
+
+def _far_short(st, est: int) -> str | None:
+    """A KV refusal whose estimate is a small share of the length asked (sweep 206 item 03: 720 of 131,072 tokens
+    at --gpu-memory-utilization 0.97, 1.34 GiB needed against 0.3 GiB): the length alone would be no context to
+    serve, and the fraction's nudge does not reach (_keep_length). Says what does: less KV per token, less working
+    memory before the pool, more GPUs for the weights."""
+    if not st.max_model_len or est >= FAR_SHORT * st.max_model_len:
+        return None
+    util = f" (--gpu-memory-utilization is {st.gpu_memory_utilization:g} already)" \
+        if st.gpu_memory_utilization and st.gpu_memory_utilization >= 0.9 else ""
+    need = ""
+    if st.error_needed_bytes and st.error_available_bytes:
+        need = (f": {st.error_needed_bytes / 2**30:.2f} GiB of KV per GPU for one {st.max_model_len:,}-token request "
+                f"against {st.error_available_bytes / 2**30:.2f} GiB")
+    return (f"; that is {est / st.max_model_len:.1%} of the {st.max_model_len:,} tokens asked{need}{util}. To keep a "
+            "long context: --kv-cache-dtype fp8 where the cache is 16-bit (half the bytes per token), less working "
+            "memory before the pool (--max-num-batched-tokens lower, --max-num-seqs lower, fewer CUDA graph sizes or "
+            "--enforce-eager), or more GPUs (a larger --tensor-parallel-size or --pipeline-parallel-size leaves each "
+            "one less of the weights); kvdoctor ledger --model ... --gpu ... gives the length each option holds")
+
+
+UNEVEN_GIB = 1.0  # workers' KV budgets further apart than this: not the same model and profile on like GPUs
+
+
+def _uneven_workers(st) -> str | None:
+    """Workers of one engine that printed KV budgets far apart (sweep 211 item 05: TP0 9.90 GiB, TP1 -3.86 GiB).
+    Each holds the same share of the weights and runs the same profile, so the gap is memory something else held on
+    the poorer one's GPU when it measured: the fix is on that device, not in the flags."""
+    budgets = {w: float(v["kv_cache_bytes"]) for w, v in (st.per_worker or {}).items() if "kv_cache_bytes" in v}
+    if len(budgets) < 2:
+        return None
+    lo, hi = min(budgets, key=budgets.get), max(budgets, key=budgets.get)
+    gap = (budgets[hi] - budgets[lo]) / 2**30
+    if gap < UNEVEN_GIB:
+        return None
+    return (f"free the GPU of {lo.split(' pid=')[0]}: its KV budget was {budgets[lo] / 2**30:.2f} GiB against "
+            f"{budgets[hi] / 2**30:.2f} GiB on {hi.split(' pid=')[0]}; the workers hold the same share of the weights "
+            f"and run the same profile, so the {gap:.2f} GiB between them is memory something else held on that "
+            "device (another process or server: nvidia-smi on it names it)")
 
 
 def _total_memory(ctx: Context) -> tuple[int, str, str] | None:

@@ -690,6 +690,15 @@ def _counter_since_start(ctx: Context) -> float:
                default=0.0)
 
 
+def _one_gauge_scrape(ctx) -> bool:
+    """The window is one sample with no interval's throughput in it: a single /metrics or Prometheus scrape."""
+    tl = ctx.timeline
+    if tl is None or len(tl) != 1:
+        return False
+    g = float(tl.gen_tps[0]) if tl.gen_tps is not None else float("nan")
+    return not math.isfinite(g)
+
+
 def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     if (stall := sig.silent_stall(ctx.timeline)) is not None:
         return _silent_stall(ctx, stall)  # an empty queue around a hang is not health
@@ -698,6 +707,14 @@ def _healthy(ctx, s, by, top, more_window, more_counter) -> Judgement:
     if (zero := _zero_tokens_at_end(ctx)) is not None:
         return zero  # requests in the engine and not one token: no queue makes that health (sweep 183 item 04)
     q, p, th = s.queue, s.preempt, ctx.thresholds
+    if _one_gauge_scrape(ctx) and not by.get("memory.full-not-tight"):
+        # one scrape of the gauges: an idle instant, not a server's behaviour (sweep 209 items 04, 07: a tutorial's
+        # waiting 0 and a bug report's one gauge had read "healthy ... keep it as the baseline"). A stats line is an
+        # interval's tokens, and stays judged
+        return Judgement("insufficient-evidence", "low",
+                         f"one sample: the queue was empty at that instant (waiting {q.max_waiting:g}), which says "
+                         "nothing of the server under load", None,
+                         [f"Waiting ≤ {th.waiting_zero:g} in the one sample"], more_window + more_counter, [])
     ok = by.get("memory.full-not-tight")
     prem = (f"{p.total:g} preemptions counted" if p.basis == "counter" else
             "a preempted request would wait in the queue, and it stays empty" if p.basis == "queue-inference" else

@@ -302,7 +302,8 @@ def preemptions(tl, events, source: str, th: Thresholds, counter_trusted: bool) 
                 note=(
                     ("v0 counts preemptions only in a warning on the 1st, 51st, ... one and none is in this "
                      "excerpt; also " if v0 else
-                     "the log does not count preemptions (vLLM's v1 stats line never prints them), but ")
+                     "the log does not count preemptions (vLLM's v1 stats line never prints them), but "
+                     if tl.line_no is not None else "no preemption counter is in these samples, but ")
                     + 
                     f"{what} <= {th.waiting_zero:g} in all {len(w)} samples: a request preempted for lack "
                     "of KV blocks waits in that queue, so preemption was not persistent"

@@ -91,6 +91,9 @@ BLOCK_HEADER = "Serving Benchmark Result"
 # comment ("> ", "# "), or a Ray / SkyPilot task's "(name, pid=N) " (Michaelvll/llm-ie-benchmarks' logs). The block's
 # labels are read after it.
 _LINE_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s+)?(?:[\w.-]+\s+\|\s?)?(?:\([^()]*\bpid=\d+[^()]*\)\s?)?"
+                          # a harness that logs the bench's lines through Python's logging: pytest's "INFO     root:
+                          # vllm_bench.py:126 " (sweep 208 item 09, a CI job) or basicConfig's "INFO:root:"
+                          r"(?:(?:DEBUG|INFO|WARNING)\s+[\w.]+:[\w.-]+:\d+\s+|(?:DEBUG|INFO|WARNING):[\w.]+:)?"
                           r"(?:[>#]+\s?)*")
 _RAMP_OR_TRACE = re.compile(r"Traffic ramp-up strategy:|Self timing is set")
 # The command a capture shows before its block (a ticket's paste: "$ vllm bench serve --model ... \" and its
@@ -300,8 +303,11 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
                 pre, pre_ramp, cmd = {}, False, None
             if cur is not None and key not in _PRE_BLOCK:
                 cur[key] = f
-            elif cur is not None and ("duration" in cur or "output_throughput" in cur) \
-                    and (key in cur or label != "request rate configured (rps)"):
+            elif cur is not None and ((("duration" in cur or "output_throughput" in cur)
+                                       and (key in cur or label != "request rate configured (rps)"))
+                                      # the bench prints 'Traffic request rate:' before a run, never inside its block:
+                                      # after a block cut above its duration it opens the next run (sweep 208 item 06)
+                                      or (label == "traffic request rate" and "completed" in cur)):
                 # the next run's header lines after a block whose closing rule was cut: a new run. (vLLM >= 0.10
                 # prints 'Maximum request concurrency:' and the configured rate inside the block, before its duration:
                 # the same run.)
@@ -512,6 +518,15 @@ def looks_like_bench_json(doc: Any) -> bool:
     )
 
 
+def code_unquoted(s: str) -> str:
+    """A JSON document a post wrapped in Markdown's inline code (`{"config": ...}`, sweep 208 item 11) or a fence
+    opened on its line, without the quotes; any other text as it is."""
+    t = s.lstrip("`")
+    if len(t) != len(s) and t[:1] in "{[":
+        return t.rstrip().rstrip("`")
+    return s
+
+
 def load_bench(path: str | os.PathLike) -> list[BenchResult]:
     path = os.fspath(path)
     try:
@@ -519,7 +534,7 @@ def load_bench(path: str | os.PathLike) -> list[BenchResult]:
             text = decode_capture(fh.read())
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    s = text.lstrip()
+    s = code_unquoted(text.lstrip())
     # a printed block under a first line that opens with a bracket ("[2026-10-07 20:14:05] ...", a note) is text:
     # the JSON reading is tried first, and only a block header lets a file that is no JSON result go on as text
     printed = BLOCK_HEADER in text[:65536] or looks_like_bench_text(text[:65536])

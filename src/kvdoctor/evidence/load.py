@@ -33,6 +33,11 @@ def _exposition_without_vllm(head: str) -> bool:
     return bool(_EXPOSITION.search(head)) and "vllm:" not in head
 
 
+# the server's start-up lines beside bench blocks (a recipe's page: the bench results, then the KV cache lines of the
+# starts they ran on; sweep 210 item 01): the file is read as a log, its bench blocks too
+_SERVER_FACT_WORDS = ("GPU KV cache size:", "Available KV cache memory:", "# GPU blocks:", "Maximum concurrency for ")
+
+
 def detect_kind(path: str) -> str:
     """'metrics-folder' | 'metrics' | 'prometheus' (a saved query result) | 'bench' | 'offline' (a `vllm bench
     throughput/latency` --output-json) | 'trace' | 'log'."""
@@ -49,7 +54,9 @@ def detect_kind(path: str) -> str:
     if check_input_file(path, "evidence", allow_dir=True).is_dir():
         return "metrics-folder"
     head = _head(path)
-    s = head.lstrip()
+    from kvdoctor.evidence.bench import code_unquoted
+
+    s = code_unquoted(head.lstrip())
     if promfile.sniff(head) and not _looks_like_log(head):  # a saved query result, whole or inside a capture
         return "prometheus"
     if s.startswith("{") or s.startswith("["):
@@ -87,7 +94,7 @@ def detect_kind(path: str) -> str:
         # a server log and the bench's output in one capture (one terminal, `tee`, one pasted issue): the server's
         # stats lines make it a log, and its bench blocks are read too (load_evidence). The bench client's own INFO
         # lines are not enough: it prints them before every result.
-        return "log" if "Avg prompt throughput" in head else "bench"
+        return "log" if "Avg prompt throughput" in head or any(x in head for x in _SERVER_FACT_WORDS) else "bench"
     if sniff_trace(path):
         return "trace"
     if looks_like_metrics(head) and not _looks_like_log(head):

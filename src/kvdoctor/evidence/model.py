@@ -146,7 +146,10 @@ FATAL_AT_START = ("Bfloat16 is only supported on GPUs with compute capability",
                   "is not supported with VLLM_ATTENTION_BACKEND",
                   # the scheduler's and the cache's own config checks (sweep 194: raised while the engine is built)
                   "is smaller than max_model_len", "Chunked MM input disabled but max_tokens_per_mm_item",
-                  "Sliding window is not allowed with prefix caching")
+                  "Sliding window is not allowed with prefix caching",
+                  # the profile's own check that free memory did not grow while it ran (a co-tenant released memory:
+                  # sweep 211 item 04); raised from the worker's determine_available_memory, so the start ends there
+                  "Error in memory profiling")
 # The same, in lines that are no exception: the container runtime refusing the image (nvidia-container-cli), vLLM's
 # platform probe finding no GPU (INFO "No platform detected, vLLM is running on UnspecifiedPlatform"; the server fails
 # right after), NCCL finding two ranks on one GPU. Also read where a post quotes a refusal inside a sentence.

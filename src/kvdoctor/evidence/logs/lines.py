@@ -59,6 +59,7 @@ FULL_NEEDLES = (
     b"Memory access fault by GPU", b"Task finished unexpectedly",  # ROCm's fault (_CUDA_ERROR), V0's loop's end
     b"device_name=",  # the GPU's name, in the fused-MoE config path (startup.R_DEVICE_NAME)
     b'", line ',  # a Python traceback's frame printed bare, to stderr (_BARE_FRAME)
+    b"Traceback (most recent call last)",  # ... and its header, which opens the burst the frames extend
     b"Graph capturing", b"Model loading took",  # figure lines whose "GiB" a terminal's wrap moved to the next line
     b"SpecDecoding metrics", b"Mean acceptance length",  # speculative decoding's interval line (_SPEC_DECODE)
     b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
@@ -201,7 +202,10 @@ _STARTUP_FRAMES = ("create_engine_config", "load_model", "load_weights", "proces
                    "compile_or_warm_up_model", "init_device", "allocate_kv_cache",
                    # sweeps 198-205: a layer's weights created (model construction), DeepGEMM's kernel warm-up (after
                    # the KV pool), V0 executor's cache set-up
-                   "create_weights", "deep_gemm_warmup", "kernel_warmup", "initialize_cache")
+                   "create_weights", "deep_gemm_warmup", "kernel_warmup", "initialize_cache",
+                   # stop 56: the engine built from its arguments (AsyncLLMEngine / LLMEngine / V1 AsyncLLM), which a
+                   # traceback cut before its exception still shows (sweep 211 item 12, an RL trainer's vLLM)
+                   "from_engine_args", "from_vllm_config")
 # the KV pool's own allocation (V1's _allocate_kv_cache_tensors / initialize_kv_cache_tensors, V0's _allocate_kv_cache):
 # the pool was sized from the profile, and the memory was not there when it was allocated
 _SAMPLER_FRAMES = ("logits.sort(", "_apply_top_k_top_p", "/v1/sample/sampler.py", "/layers/sampler.py")

@@ -559,7 +559,9 @@ class StartupCollector:
                 self._cmd.append(msg.rstrip().removesuffix("\\"))
                 return True
             self._keep_command()
-            return False  # this line is not the command's: read it as itself
+            if env is not None or not SERVE_COMMAND.match(msg):
+                return False  # this line is not the command's: read it as itself
+            # the next command (sweep 211 item 01: two servers' commands, the first without a backslash at its end)
         if self._cmd is None:
             if env is not None or not SERVE_COMMAND.match(msg):
                 return False
@@ -1474,11 +1476,15 @@ def _finalize(b: _Builder) -> StartupFacts:
         if est >= 0:
             f.cudagraph_estimate_bytes = int(round(est))
     f.era = _era(f, b.hints)
-    if f.startup_error == "engine-failed" and f.kv_cache_bytes is not None and f.kv_cache_bytes <= 0:
+    # the poorest worker's budget: V1 sizes every worker's pool to the fewest blocks any can hold and refuses when one
+    # has none (sweep 211 item 05: TP1 -3.86 GiB beside TP0's 9.90 GiB, which rank order keeps as the figure)
+    budgets = [float(v["kv_cache_bytes"]) for v in f.per_worker.values() if "kv_cache_bytes" in v]
+    poorest = min(budgets) if budgets else f.kv_cache_bytes
+    if f.startup_error == "engine-failed" and poorest is not None and poorest <= 0:
         # vLLM refuses a KV budget <= 0 ("No available memory for the cache blocks", kv_cache_utils); an excerpt cut
         # before that line still shows the budget and the failure that follows it
         f.startup_error = "no-memory-for-cache"
-        f.error_message = (f"Available KV cache memory: {f.kv_cache_bytes / 2**30:.2f} GiB, then the engine failed to "
+        f.error_message = (f"Available KV cache memory: {poorest / 2**30:.2f} GiB, then the engine failed to "
                            "start: vLLM refuses a KV budget of 0 or less ('No available memory for the cache blocks')")
     _implied_v0_refusal(f)
     if len(b.services) > 1:
