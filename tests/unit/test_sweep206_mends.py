@@ -5,6 +5,7 @@ the format of the public text that showed it."""
 from __future__ import annotations
 
 from kvdoctor.evidence.logs.reader import read_log
+from tests.unit.test_sweep180_mends import _diag, _evidence, _write
 
 
 def test_a_cut_speculative_decoding_line_is_said_as_skipped_not_dropped(tmp_path):
@@ -25,8 +26,6 @@ def test_a_bare_traceback_through_a_start_up_frame_is_a_start_up_death(tmp_path)
     # vllm#9967 (V0, 0.6.3; sweep 203 item 05): the paste starts mid-traceback, its frames printed bare (no log
     # prefix, no error word) through load_model, then the exception and the CLI's own traceback. It read
     # insufficient-evidence with "no engine death tied to it"
-    from tests.unit.test_sweep180_mends import _diag
-
     d = _diag(tmp_path, "bnb.log", """
         INFO 11-03 22:37:30 api_server.py:528] vLLM API server version 0.6.3.post1
 
@@ -79,24 +78,6 @@ def test_a_pasted_offline_llm_call_configures_the_start_below_it(tmp_path):
 
 # --- sweeps 206-211 ------------------------------------------------------------------------------------------------
 
-def _ev(tmp_path, name: str, text: str) -> dict:
-    import json
-
-    from tests.e2e.test_ledger_cli import invoke
-
-    p = tmp_path / name
-    p.write_text(text)
-    code, err, out = invoke("evidence", str(p), "--json")
-    assert code == 0, err
-    return json.loads(out)
-
-
-def _dg(tmp_path, name: str, text: str) -> dict:
-    from tests.unit.test_sweep180_mends import _diag
-
-    return _diag(tmp_path, name, text)
-
-
 BLOCK = """============ Serving Benchmark Result ============
 Successful requests:                     998
 Benchmark duration (s):                  798.54
@@ -113,7 +94,7 @@ Mean TTFT (ms):                          271196.67
 def test_start_up_lines_beside_bench_blocks_are_read(tmp_path):
     # sweep 210 item 01 (a recipe page: two bench blocks, then the KV lines of the starts they ran on): the file was
     # read as a bench result alone, "0 engine starts", and diagnose asked for the pool size it printed
-    d = _ev(tmp_path, "recipe.txt", BLOCK + "\n(Worker_TP0 pid=591236) INFO 11-06 12:08:54 [gpu_worker.py:349] "
+    d = _evidence(tmp_path, "recipe.txt", BLOCK + "\n(Worker_TP0 pid=591236) INFO 11-06 12:08:54 [gpu_worker.py:349] "
             "Available KV cache memory: 46.80 GiB\n(EngineCore_DP0 pid=591074) INFO 11-06 12:08:55 "
             "[kv_cache_utils.py:1229] GPU KV cache size: 715,072 tokens\n")
     assert d["sources"][0]["kind"] == "log" and len(d["bench"]) == 1
@@ -122,7 +103,7 @@ def test_start_up_lines_beside_bench_blocks_are_read(tmp_path):
 
 def test_a_kv_refusal_far_short_of_the_length_names_the_levers_that_keep_a_context(tmp_path):
     # sweep 206 item 03: "--max-model-len 720" was the whole advice for a 131,072-token DeepSeek-V4 deployment
-    d = _dg(tmp_path, "short.log", "(EngineCore pid=1713) ValueError: To serve at least one request with the model's "
+    d = _diag(tmp_path, "short.log", "(EngineCore pid=1713) ValueError: To serve at least one request with the model's "
             "max seq len (131072), (1.34 GiB KV cache is needed, which is larger than the available KV cache memory "
             "(0.3 GiB). Based on the available memory, the estimated maximum model length is 720. Try increasing "
             "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n")
@@ -132,14 +113,14 @@ def test_a_kv_refusal_far_short_of_the_length_names_the_levers_that_keep_a_conte
 
 def test_one_scrape_of_an_idle_gauge_is_not_health(tmp_path):
     # sweep 209 items 04, 07: one `vllm:num_requests_waiting 0.0` read "healthy ... keep it as the baseline"
-    d = _dg(tmp_path, "one.prom", '# HELP vllm:num_requests_waiting Number of requests waiting.\n'
+    d = _diag(tmp_path, "one.prom", '# HELP vllm:num_requests_waiting Number of requests waiting.\n'
             '# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name="m"} 0.0\n')
     assert d["verdict"] == "insufficient-evidence" and d["reason"].startswith("one sample")
 
 
 def test_the_kv_budget_is_the_poorest_workers_and_an_uneven_one_points_at_its_gpu(tmp_path):
     # sweep 211 item 05: TP1 -3.86 GiB beside TP0 9.90 GiB; rank 0's figure was kept and the refusal unexplained
-    d = _dg(tmp_path, "ranks.log", "(Worker_TP1 pid=104299) INFO 12-10 03:24:48 [gpu_worker.py:298] Available KV cache "
+    d = _diag(tmp_path, "ranks.log", "(Worker_TP1 pid=104299) INFO 12-10 03:24:48 [gpu_worker.py:298] Available KV cache "
             "memory: -3.86 GiB\n(Worker_TP0 pid=104298) INFO 12-10 03:24:48 [gpu_worker.py:298] Available KV cache "
             "memory: 9.90 GiB\n(EngineCore_DP0 pid=85433) ERROR 12-10 03:24:48 [core.py:708] EngineCore failed to "
             "start.\n")
@@ -148,7 +129,7 @@ def test_the_kv_budget_is_the_poorest_workers_and_an_uneven_one_points_at_its_gp
 
 def test_memory_profilings_own_assertion_is_a_start_up_death_with_its_cause(tmp_path):
     # sweep 211 item 04: it read insufficient-evidence, its cause only in a note
-    d = _dg(tmp_path, "prof.log", "AssertionError: Error in memory profiling. Initial free memory 82.94 GiB, current "
+    d = _diag(tmp_path, "prof.log", "AssertionError: Error in memory profiling. Initial free memory 82.94 GiB, current "
             "free memory 90.17 GiB. This happens when other processes sharing the same container release GPU memory "
             "while vLLM is profiling during initialization.\n")
     assert d["verdict"] == "engine-died" and "another process on this GPU changed its memory" in d["action"]
@@ -157,7 +138,7 @@ def test_memory_profilings_own_assertion_is_a_start_up_death_with_its_cause(tmp_
 def test_a_traceback_cut_in_the_engines_construction_is_a_start_up_death(tmp_path):
     # sweep 211 item 12 (an RL trainer's vLLM, V0): the traceback through AsyncLLMEngine.from_engine_args stops
     # before its exception; it read insufficient-evidence
-    d = _dg(tmp_path, "cut.log", """
+    d = _diag(tmp_path, "cut.log", """
         INFO 03-10 20:56:36 model_runner.py:1071] Loading model weights took 0.0000 GB
         Traceback (most recent call last):
           File "/envs/swift/lib/python3.9/site-packages/swift/llm/infer/vllm_engine.py", line 101, in _prepare_engine
@@ -173,13 +154,13 @@ def test_a_traceback_cut_in_the_engines_construction_is_a_start_up_death(tmp_pat
 def test_bench_lines_logged_through_python_logging_are_read(tmp_path):
     # sweep 208 item 09 (vllm-ascend's CI): every line under pytest's "INFO     root:vllm_bench.py:126 "
     text = "".join(f"INFO     root:vllm_bench.py:126 {ln}\n" for ln in BLOCK.splitlines())
-    d = _ev(tmp_path, "ci.log", text)
+    d = _evidence(tmp_path, "ci.log", text)
     assert len(d["bench"]) == 1 and d["bench"][0]["fields"]["output_throughput"] == 485.78
 
 
 def test_a_saved_result_in_inline_code_is_read(tmp_path):
     # sweep 208 item 11: a post wrapped the saved JSON in backticks; it read "no block found"
-    d = _ev(tmp_path, "code.txt", '`{"config": {"client_args": {"max_concurrency": 8}}, "results": {"backend": "vllm", '
+    d = _evidence(tmp_path, "code.txt", '`{"config": {"client_args": {"max_concurrency": 8}}, "results": {"backend": "vllm", '
             '"completed": 599, "max_concurrency": 8, "duration": 6751.2, "output_throughput": 186.7, '
             '"mean_ttft_ms": 3987.6, "p99_e2e')  # cut where the store's copy ends
     assert len(d["bench"]) == 1 and d["bench"][0]["fields"]["completed"] == 599
@@ -191,7 +172,7 @@ def test_a_block_cut_above_its_duration_leaves_the_next_runs_header_to_the_next_
     text = ("Traffic request rate: inf\nMaximum request concurrency: 20\n============ Serving Benchmark Result "
             "============\nSuccessful requests:                     100\nBenchmark duration (s\n\n"
             "Traffic request rate: inf\nMaximum request concurrency: 30\n" + BLOCK)
-    d = _ev(tmp_path, "sweep.txt", text)
+    d = _evidence(tmp_path, "sweep.txt", text)
     runs = [(b["fields"].get("max_concurrency"), b["fields"].get("request_rate")) for b in d["bench"]]
     assert runs == [(20.0, "inf"), (30.0, "inf")]
 
@@ -208,10 +189,3 @@ def test_a_second_pasted_command_closes_the_first_that_ended_without_a_backslash
     cmd = r.startups[-1].engine_config.get("command", "")
     assert "Qwen2.5-14B" in cmd and "72B" not in cmd
 
-
-def _write(tmp_path, name: str, text: str):
-    import textwrap
-
-    p = tmp_path / name
-    p.write_text(textwrap.dedent(text).lstrip("\n"))
-    return p
