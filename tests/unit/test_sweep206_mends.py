@@ -189,3 +189,20 @@ def test_a_second_pasted_command_closes_the_first_that_ended_without_a_backslash
     cmd = r.startups[-1].engine_config.get("command", "")
     assert "Qwen2.5-14B" in cmd and "72B" not in cmd
 
+
+
+def test_vllms_own_kv_cache_memory_advice_is_shown_with_the_overage_it_implies(tmp_path):
+    # sweep 206 item 05 (vllm-ascend): the ledger said "fits"; vLLM's own line said 6.1 GiB fits the share, 7.03 in use
+    from tests.e2e.test_ledger_cli import invoke
+
+    p = _write(tmp_path, "npu.log", "(Worker_DP1_EP1 pid=158388) INFO 08-05 01:45:32 [worker.py:758] Free memory on "
+               "device (60.61/60.96 GiB) on startup. Desired GPU memory utilization is (0.9, 54.86 GiB). Actual usage: "
+               "47.4 GiB for weights, 0.21 GiB for peak activation, 0.22 GiB for non-torch memory, 0.79 GiB for NPU "
+               "graph memory. Replace gpu_memory_utilization with `--kv-cache-memory=6552110080` (6.1 GiB) to fit into "
+               "requested memory, or `--kv-cache-memory=12726715392` (11.85 GiB) to fully utilize NPU free memory. "
+               "Current KV cache memory: 7.03 GiB.\n")
+    code, err, out = invoke("ledger", "--from-log", str(p))
+    assert code in (0, 1), err
+    text = " ".join(out.split())
+    assert "--kv-cache-memory=6552110080 (6.10 GiB) to fit the requested memory" in text
+    assert "is 0.93 GiB over the first" in text

@@ -189,6 +189,7 @@ def _derive(s: StartupFacts, led: LogLedger) -> None:
                               "printed terms account for (per-rank figures, a --kv-cache-memory setting, or a "
                               "term this log does not print)")
     _large_activation(s, led)
+    _vllm_kv_memory_advice(s, led)
     if s.cudagraph_bytes is not None and s.cudagraph_bytes < 0:
         # "Graph capturing finished ..., took -9.96 GiB": free memory rose during the capture (memory released
         # meanwhile, or another process's), so the difference of two free-memory readings is not the graphs' size
@@ -252,6 +253,25 @@ def _graphs_outside_budget(s: StartupFacts, led: Ledger) -> None:
                       "the KV budget: the instance uses that much beyond its --gpu-memory-utilization share. vLLM's "
                       "own line names the fraction that keeps the budget with the profiling on (the default since "
                       "0.21)")
+
+
+def _vllm_kv_memory_advice(s: StartupFacts, led: LogLedger) -> None:
+    """vLLM's own --kv-cache-memory advice at this start (0.21+: "Replace gpu_memory_utilization with
+    --kv-cache-memory=B to fit into requested memory, or ... to fully utilize gpu memory"). Below the budget in use,
+    the first says the start takes more than its share (graphs captured outside it, a vllm-ascend NPU graph: sweep 206
+    item 05, 7.03 GiB in use against 6.1 that fit); the ledger's own sum cannot see that where the log prints no
+    term for it."""
+    fit, full, kv = s.kv_cache_memory_fit_bytes, s.kv_cache_memory_full_bytes, s.kv_cache_bytes
+    if not fit:
+        return
+    said = f"vLLM's own advice at this start: --kv-cache-memory={fit} ({gib_text(fit)}) to fit the requested memory"
+    if full:
+        said += f", or {full} ({gib_text(full)}) to use the GPU fully"
+    if kv is not None and kv > fit + 0.05 * GiB:
+        said += (f"; the budget in use, {gib_text(kv)}, is {gib_text(kv - fit)} over the first: this start takes that "
+                 "much beyond its --gpu-memory-utilization share (memory counted outside the budget, such as graphs "
+                 "captured after it was sized)")
+    led.checks.append(said)
 
 
 def _large_activation(s: StartupFacts, led: LogLedger) -> None:
