@@ -206,3 +206,19 @@ def test_vllms_own_kv_cache_memory_advice_is_shown_with_the_overage_it_implies(t
     text = " ".join(out.split())
     assert "--kv-cache-memory=6552110080 (6.10 GiB) to fit the requested memory" in text
     assert "is 0.93 GiB over the first" in text
+
+
+def test_an_ooms_phase_is_the_start_up_frame_nearest_it(tmp_path):
+    # sweep 210 item 07: an earlier attempt's traceback through determine_num_available_blocks, then the OOM of the
+    # one that failed in load_model; the phase named the first frame of the paste, and the advice the activation's
+    d = _diag(tmp_path, "two.log", """
+        (VllmWorkerProcess pid=185215) ERROR 03-02 17:57:30 [multiproc_worker_utils.py:242] Exception in worker VllmWorkerProcess while processing method determine_num_available_blocks.
+        (VllmWorkerProcess pid=185215) ERROR 03-02 17:57:30 [multiproc_worker_utils.py:242] Traceback (most recent call last):
+
+        It raise Exception in worker VllmWorkerProcess while processing method load_model that torch.OutOfMemoryError: CUDA out of memory.
+
+        (VllmWorkerProcess pid=195295) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] Exception in worker VllmWorkerProcess while processing method load_model.
+        (VllmWorkerProcess pid=195295) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 2 has a total capacity of 14.62 GiB of which 3.31 MiB is free.
+        """)
+    died = next(f for f in d["findings"] if f["rule_id"] == "engine.died")
+    assert "(in load_model)" in died["summary"] and d["action"].startswith("the weights do not fit this GPU")

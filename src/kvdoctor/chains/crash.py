@@ -801,7 +801,13 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                 "weights and the KV pool): another process on the GPU held memory the sleeping engine had given back",
                 {})
     if phase == "at start-up":
-        frame = next((e.data["startup_frame"] for e in near if e.data.get("startup_frame")), "start-up")
+        # the frame nearest the OOM's own line: a paste can hold an earlier attempt's traceback through another phase
+        # (sweep 210 item 07: determine_num_available_blocks at 17:57, the OOM in load_model at 19:49)
+        ooms = [e for e in near if e.kind == "oom"]
+        at = (_line(ooms[-1]) or 0) if ooms else 0
+        framed = [e for e in near if e.data.get("startup_frame")]
+        frame = (min(framed, key=lambda e: abs((e.line_no or 0) - at)).data["startup_frame"] if framed
+                 else "start-up")
         if frame in ("CUDA graph capture", "capture_model"):
             # the pool was sized before the graphs were captured: what is left for them is too little
             return ("--enforce-eager (no CUDA graphs), fewer capture sizes (--max-num-seqs lower, or compilation_config "
