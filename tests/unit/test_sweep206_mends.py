@@ -222,3 +222,19 @@ def test_an_ooms_phase_is_the_start_up_frame_nearest_it(tmp_path):
         """)
     died = next(f for f in d["findings"] if f["rule_id"] == "engine.died")
     assert "(in load_model)" in died["summary"] and d["action"].startswith("the weights do not fit this GPU")
+
+
+def test_a_running_gauge_without_a_waiting_one_is_said_so(tmp_path):
+    # sweep 209 item 06: diagnose said "no running/waiting figures" right after evidence read running 0 per engine
+    d = _diag(tmp_path, "dp.prom", 'vllm:num_requests_running{engine="0",model_name="m"} 0.0\n')
+    assert d["reason"].startswith("the samples carry running figures but no waiting queue")
+
+
+def test_a_pasted_command_with_placeholders_says_to_fill_them(tmp_path):
+    # sweep 207 item 06: a blog's `docker run ... --model <MODEL> --max-model-len <CTX>`; passing it as --serve failed
+    r = read_log(_write(tmp_path, "tmpl.txt", """
+        docker run -d --name vllm --gpus all vllm/vllm-openai:v0.11.0 \\
+          --model <MODEL> \\
+          --max-model-len <CTX>
+        """))
+    assert any("fill in its placeholders (<CTX>, <MODEL>), then pass it as --serve" in n for n in r.notes)

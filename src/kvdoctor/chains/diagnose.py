@@ -904,8 +904,14 @@ def _no_timeline(ctx: Context, s: sig.Signals) -> Judgement:
     rc = s.recon
     if rc is not None and rc.ratio > 1.0:
         lean = None  # the worst case alone is a bound, not a direction
-    why = ("the samples carry no running/waiting figures (a /metrics dump without the scheduler gauges)"
-           if s.window.samples else "no runtime samples (stats lines, /metrics over time)")
+    tl = ctx.timeline
+    has_running = tl is not None and len(tl) and tl.running is not None and any(
+        math.isfinite(float(x)) for x in tl.running)
+    why = ("no runtime samples (stats lines, /metrics over time)" if not s.window.samples else
+           # (sweep 209 item 06: each engine's running gauge read 0, and no waiting gauge was scraped)
+           "the samples carry running figures but no waiting queue (a /metrics dump without "
+           "vllm:num_requests_waiting): a queue cannot be told from an idle engine" if has_running else
+           "the samples carry no running/waiting figures (a /metrics dump without the scheduler gauges)")
     readings = sig.bench_readings(ctx.bench, ctx.thresholds)
     if readings:
         # a benchmark's figures can show a queue left behind or stalled decode steps, never which limit held

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -300,8 +301,10 @@ class LogReader(LinePath, FastPath, ColumnCommit):
             flat = " ".join(cmd.split())  # an LLM(...) call spans lines
             short = flat if len(flat) <= 120 else flat[:119] + "…"
             what = "an offline LLM(...) call" if "LLM" in flat and "vllm serve" not in flat else "a server command"
+            holes = sorted(set(re.findall(r"<[A-Za-z_][\w-]*>", flat)))  # a template's "<MODEL>" (sweep 207 item 06)
+            how = (f"fill in its placeholders ({', '.join(holes)}), then pass it" if holes else "pass it")
             notes.append(f"{what} (line {n}: {short}) has no start-up line after it, so its arguments were not "
-                         "used; pass it as --serve '...' (ledger, diagnose, plan) to model that deployment")
+                         f"used; {how} as --serve '...' (ledger, diagnose, plan) to model that deployment")
         return LogRead(source=self.source, segments=segments, startups=startups, skipped=self.skip,
                        ignored_lines=ignored, out_of_order=out_of_order, rollovers=self.clock.rollovers,
                        events_dropped=self.events_dropped, notes=notes,
