@@ -238,3 +238,17 @@ def test_a_pasted_command_with_placeholders_says_to_fill_them(tmp_path):
           --max-model-len <CTX>
         """))
     assert any("fill in its placeholders (<CTX>, <MODEL>), then pass it as --serve" in n for n in r.notes)
+
+
+def test_a_workers_traceback_after_the_pool_was_sized_is_a_start_up_death(tmp_path):
+    # sweep 210 item 04: "GPU KV cache size" lines, then 49 s later a worker's traceback cut before its exception, and
+    # nothing served; it had no phase and was called the engine core's traceback
+    d = _diag(tmp_path, "warm.log", """
+        INFO 04-25 10:23:33 [kv_cache_utils.py:634] GPU KV cache size: 106,640 tokens
+        INFO 04-25 10:23:33 [kv_cache_utils.py:637] Maximum concurrency for 8,192 tokens per request: 13.02x
+        (VllmWorker rank=0 pid=5337) ERROR 04-25 10:24:22 [multiproc_executor.py:380]     return forward_call(*args, **kwargs)
+        (VllmWorker rank=0 pid=5337) ERROR 04-25 10:24:22 [multiproc_executor.py:380]   File "/usr/local/lib/python3.10/dist-packages/torch/_dynamo/eval_frame.py", line 745, in _fn
+        (VllmWorker rank=0 pid=5337) ERROR 04-25 10:24:22 [multiproc_executor.py:380]     return fn(*args, **kwargs)
+        """)
+    died = next(f for f in d["findings"] if f["rule_id"] == "engine.died")
+    assert "died at start-up" in died["summary"] and "a worker's own traceback" in died["summary"]

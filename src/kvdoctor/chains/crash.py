@@ -175,7 +175,8 @@ def engine_died(ctx: Context) -> Finding | None:
     if inferred:
         why += ("; no death line is in the excerpt: it ends in "
                 + (f"a traceback through {first.data['startup_frame']} (run only at start-up)"
-                   if first.kind == "error" else "the engine core's own traceback")
+                   if first.kind == "error" else "a worker's own traceback"
+                   if "worker" in str(first.data.get("proc", "")).lower() else "the engine core's own traceback")
                 + ", with no stats line after it")
     seen_cites: set[tuple] = set()
     cites = [c for c in cites if not ((c.line_no, c.detail) in seen_cites or seen_cites.add((c.line_no, c.detail)))]
@@ -293,7 +294,10 @@ def _phase(ctx: Context, first: Event, near: list[Event]) -> str | None:
     if any(e.data.get("serving_frame") for e in near):
         return "while serving"  # a traceback through EngineCore's busy loop, entered only after start-up (vllm#27466)
     st = ctx.startup
-    if st is not None and (st.model or st.kv_cache_bytes or st.num_gpu_blocks or st.vllm_version or st.weights_bytes):
+    if st is not None and (st.model or st.kv_cache_bytes or st.num_gpu_blocks or st.vllm_version or st.weights_bytes
+                           or st.kv_cache_tokens):
+        # (a V1 excerpt whose start-up shows only "GPU KV cache size": sweep 210 item 04, a worker's traceback 49 s
+        # after the pool was sized, nothing served)
         return "at start-up"
     return None
 
