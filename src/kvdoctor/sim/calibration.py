@@ -1135,15 +1135,23 @@ def run_window(result: dict, offset: float) -> tuple[float, float]:
     return min(st) + offset - 0.05, end + offset + 0.05
 
 
-def _logged_steps(path: str | Path):
-    """(wall-clock time, ``IterObs``, first of its size) for each step a stamped server log records, in order: the
-    first step of each token count since the server started (``LinearStepTime.new_shape_s``)."""
+def _stamped_events(path: str | Path):
+    """(wall-clock time, ``IterObs`` or None for a hand-over ("Added request"), first step of its size) for each step
+    and hand-over a stamped server log records, in order; a step is the first of its token count since the server
+    started (``StepExtras.new_shape_s``)."""
     seen: set[int] = set()
     for t, line in stamped_lines(path):
         if (o := parse_iteration_line(line)) is not None:
             size = o.ctx_tokens + o.gen_tokens
             yield t, o, size not in seen
             seen.add(size)
+        elif "Added request" in line:
+            yield t, None, False
+
+
+def _logged_steps(path: str | Path):
+    """``_stamped_events``' steps."""
+    return ((t, o, new) for t, o, new in _stamped_events(path) if o is not None)
 
 
 def step_observations(path: str | Path, window: tuple[float, float] | None = None
@@ -1218,21 +1226,24 @@ def step_period_terms(periods: list[tuple], square: bool = True, cross: bool = F
 def logged_step_price(terms: dict[str, float], row: tuple) -> float:
     """A logged step's time under ``LinearStepTime`` terms; ``row`` as ``step_observations`` gives it (its first
     field, the measured time, is not read; prompt chunks taken equal: ``cross_pairs_logged``)."""
+    from kvdoctor.sim.steptime import LinearStepTime
+
     _, tok, reqs, ctx_tokens, ctx_reqs, new = row
-    g = lambda k: float(terms.get(k, 0.0))  # noqa: E731
-    return (g("base_s") + g("per_token_s") * tok + g("per_request_s") * reqs + g("per_token_sq_s") * tok * tok
-            + g("per_cross_pair_s") * cross_pairs_logged(ctx_tokens, ctx_reqs)
-            + (g("new_shape_s") + g("new_shape_per_token_s") * tok if new else 0.0))
+    lin = LinearStepTime(**{k: float(terms.get(k, 0.0)) for k in LINEAR_KEYS})
+    t = lin.step(tok, 0, 0, 0.0, reqs, cross_pairs_logged(ctx_tokens, ctx_reqs))  # the log gives no pairs or contexts
+    if new:
+        t += float(terms.get("new_shape_s", 0.0)) + float(terms.get("new_shape_per_token_s", 0.0)) * tok
+    return t
 
 
 def server_events(path: str | Path, offset: float = 0.0) -> tuple[list[float], list[tuple[float, int, int]]]:
     """From a stamped server log with ``--enable-log-requests``: the hand-overs' times ("Added request") and, per
     logged step, (time, prompts, decodes); times less ``offset`` (time.time() - perf_counter(): the bench's clock)."""
     added, steps = [], []
-    for t, line in stamped_lines(path):
-        if "Added request" in line:
+    for t, o, _ in _stamped_events(path):
+        if o is None:
             added.append(t - offset)
-        elif (o := parse_iteration_line(line)) is not None:
+        else:
             steps.append((t - offset, o.ctx_reqs, o.gen_reqs))
     return added, steps
 
@@ -1269,21 +1280,15 @@ def wake_time(path: str | Path, terms: dict[str, float], window: tuple[float, fl
     steps."""
     import statistics
 
-    seen: set[int] = set()
     resid = []
     last_step, added = None, []
-    for t, line in stamped_lines(path):
-        if "Added request" in line:
+    for t, o, new in _stamped_events(path):
+        if o is None:
             added.append(t)
             continue
-        if (o := parse_iteration_line(line)) is None:
-            continue
-        size = o.ctx_tokens + o.gen_tokens
-        new = size not in seen
-        seen.add(size)
         if (o.gen_reqs == 0 and o.ctx_reqs >= 1 and last_step is not None and len(added) >= o.ctx_reqs
                 and (window is None or window[0] <= t <= window[1])):
-            row = (0.0, size, o.ctx_reqs + o.gen_reqs, o.ctx_tokens, o.ctx_reqs, new)
+            row = (0.0, o.ctx_tokens + o.gen_tokens, o.ctx_reqs + o.gen_reqs, o.ctx_tokens, o.ctx_reqs, new)
             resid.append(t - added[-1] - logged_step_price(terms, row))
         last_step, added = t, []
     if len(resid) < 5:

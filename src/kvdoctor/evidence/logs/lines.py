@@ -224,6 +224,16 @@ _DIFF_COMMENT = re.compile(r"\s*[+-]\s*#")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
+def _count_line(ev: Event, n: int, frame: str | None) -> None:
+    """One more line of ``ev``'s burst (an error line, or a bare traceback frame): its count, its last line, and the
+    start-up frame it names. The innermost names the phase: a traceback lists the outermost call first
+    (compile_or_warm_up_model, then _dummy_sampler_run: vllm#29049, sweep 199 item 02)."""
+    ev.data["lines"] = ev.data.get("lines", 1) + 1
+    ev.data["last_line"] = n
+    if frame:
+        ev.data["startup_frame"] = frame
+
+
 def _markdown_prose(msg: str) -> bool:
     """A bare line that is a person's Markdown sentence ("... so every `vllm serve` died with an `AttributeError` at
     engine init": a pull request's description, vllm-metal#559): several code spans and many words, and not an
@@ -716,10 +726,7 @@ class LinePath:
         prev = self._bursts.get(proc)
         if prev is not None and prev[1] is not None and n - prev[2] <= 20:
             last = prev[1]
-            last.data["lines"] = last.data.get("lines", 1) + 1
-            last.data["last_line"] = n
-            if frame:
-                last.data["startup_frame"] = frame  # the innermost start-up frame names the phase
+            _count_line(last, n, frame)
             self._bursts[proc] = (prev[0], last, n)
             return True
         pf = self._frames.get(proc)
@@ -778,8 +785,7 @@ class LinePath:
             self._bursts[proc] = (sec, last, n)
             if last is None:  # the burst's event was over the cap, and counted as dropped once
                 return True
-            last.data["lines"] = last.data.get("lines", 1) + 1
-            last.data["last_line"] = n
+            _count_line(last, n, frame)
             if not last.message.strip() and msg.strip():
                 last.message = msg.strip()[:200]  # a burst opened by an empty ERROR line: its first words
             last.data.update(marks)
@@ -787,10 +793,6 @@ class LinePath:
                 last.data["killed"] = True
             if native and "native" not in last.data:
                 last.data["native"] = native.group(0)
-            if frame:
-                # the innermost start-up frame names the phase: a traceback lists the outermost call first
-                # (compile_or_warm_up_model, then _dummy_sampler_run: vllm#29049, sweep 199 item 02)
-                last.data["startup_frame"] = frame
             if "run_busy_loop" in msg or "step_with_batch_queue" in msg:
                 last.data["serving_frame"] = True  # EngineCore's serving loop: entered only after start-up
             if _KIND_RANK.get(kind, 0) > _KIND_RANK.get(last.kind, 0):
