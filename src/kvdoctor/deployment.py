@@ -203,6 +203,22 @@ def gpu_from(text: str | None, startup: StartupFacts | None, notes: list[str], *
     return None
 
 
+def _log_version(text: str | None, notes: list[str]) -> str | None:
+    """The release the log (or the config) names, or None when it names no release number: a source build prints
+    "(vdev)" (sweep 215 item 12), which is the user's log, not a bad flag of theirs."""
+    from kvdoctor.engine.version import parse_version
+
+    if text is None:
+        return None
+    try:
+        parse_version(text)
+    except InputError:
+        notes.append(f"the log's vLLM version {str(text)!r} names no release (a source build): pass --vllm-version "
+                     "for the release it was built from")
+        return None
+    return text
+
+
 def version_for(given: str | None, startup: StartupFacts | None, notes: list[str]) -> Version:
     """The vLLM release whose rules apply: given (flag, docker tag, the log's line) > v0 log > default."""
     from kvdoctor.engine.version import parse_version
@@ -310,7 +326,7 @@ def resolve_deployment(inputs: DeploymentInputs, *, need_gpu: bool = True, usage
         notes.append("no GPU known (the log prints no device total): rows the log gives are measured, the "
                      "others are stated missing; pass --gpu to predict them")
 
-    version = version_for(inputs.vllm_version or cfg.vllm_version, startup, notes)
+    version = version_for(inputs.vllm_version or _log_version(cfg.vllm_version, notes), startup, notes)
     dep = configure(shape, gpu, cfg, version=str(version), usage=usage, startup=startup, notes=notes)
     if startup is not None and (inputs.config or inputs.serve or inputs.engine_flags or inputs.model or inputs.gpu):
         dep.startup = _facts_for_this_run(dep, startup, usage)

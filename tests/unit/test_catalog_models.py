@@ -9,7 +9,7 @@ def test_a_directory_named_as_a_renamed_repository_takes_the_config_it_has():
     shape = lookup_model(path)
     assert shape.name == "meta-llama/Llama-3.1-8B-Instruct"
     note = model_directory_note(path, shape)
-    assert "named as Meta-Llama-3.1-8B-Instruct, a repository the Hub renamed to the catalog's " \
-           "meta-llama/Llama-3.1-8B-Instruct" in note
+    assert "named as Meta-Llama-3.1-8B-Instruct, whose config is the catalog's meta-llama/Llama-3.1-8B-Instruct (a " \
+           "renamed repository, or a sibling" in note
     # the catalog's own name keeps the plain note
     assert "named as the catalog's Qwen/Qwen3-8B" in model_directory_note("/models/Qwen3-8B", lookup_model("/models/Qwen3-8B"))

@@ -36,6 +36,12 @@ Re-recorded on 2026-12-06 (stop 53), when a burst whose first line is the engine
 was compared with the old reader's (``/tmp/eqdiff.py``, both trees): one event each in "plain" and "mixed-b" gained the
 key; every other event, with its data, and every other part was unchanged.
 
+Re-recorded on 2026-12-07 (stop 57), when an error burst gained ``data["tb"]`` (a line of it is a traceback's) and
+``data["core_log"]`` (the engine core's exception logger wrote one): every event of the five cases was compared with the
+old reader's (``/tmp/eqdiff.py``, both trees): one event each in "plain" and "mixed-b" (the OOM traceback) gained the
+two keys; every other event, with its data, and every other part was unchanged (the digests of exactly those two
+segments' events moved).
+
 Re-record (only when the reading is *meant* to change, and say so in the commit):
 ``python tests/unit/test_evidence_reader_equiv.py --record``.
 """

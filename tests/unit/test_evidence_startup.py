@@ -210,9 +210,11 @@ def test_a_kv_refusal_cut_short_is_still_the_refusal():
                               "23.32 GiB KV cache is needed, which is larger t\n")
     assert (f.startup_error, f.max_model_len, g(f.error_needed_bytes)) == ("kv-too-small", 1048576, 23.32)
     assert f.error_available_bytes is None and f.error_est_max_model_len is None
+    # wrapped after the length and the continuation cut too: the continuation still gives the GiB it needs (sweep 218
+    # item 02, vllm#53961; until stop 57 only the length was read)
     (f,) = read_startup_facts("  ValueError: To serve at least one request with the model's max seq len (1048576),\n"
                               "  23.32 GiB KV cache is needed, which is larger t\n")
-    assert (f.startup_error, f.max_model_len, f.error_needed_bytes) == ("kv-too-small", 1048576, None)
+    assert (f.startup_error, f.max_model_len, g(f.error_needed_bytes)) == ("kv-too-small", 1048576, 23.32)
 
 
 def test_a_server_command_pasted_with_the_log_fills_what_the_log_does_not_say(tmp_path):

@@ -358,7 +358,10 @@ def model_directory_note(text: str, shape: ModelShape) -> str | None:
                "the same architecture): its figures are used"
     base = t.rstrip("/").rsplit("/", 1)[-1]
     named = (f"the catalog's {shape.name}" if base.lower() == shape.name.rsplit("/", 1)[-1].lower()
-             else f"{base}, a repository the Hub renamed to the catalog's {shape.name}")
+             # (the same config.json: a repository the Hub renamed, or a sibling such as an Instruct model and its
+             # base: sweep 220 item 11, Qwen2.5-0.5B-Instruct read as Qwen/Qwen2.5-0.5B)
+             else f"{base}, whose config is the catalog's {shape.name} (a renamed repository, or a sibling such as "
+                  "an instruct model and its base)")
     return (f"model {t} is not on this machine; its directory is named as {named}, whose shape is used (a fine-tune "
             "has the same; for a quantized or modified copy pass --model with its config.json)")
 

@@ -48,7 +48,7 @@ def _text(e: Event) -> str:
 
 def _engine_traceback(e: Event) -> bool:
     """A traceback written by the engine core or a worker (not the API server's EngineDeadError)."""
-    return e.data.get("lines", 1) >= 3 and (e.kind == "engine-error" or (e.kind in DEATH_KINDS and (
+    return e.data.get("lines", 1) >= 3 and bool(e.data.get("tb") or e.data.get("core_log")) and (e.kind == "engine-error" or (e.kind in DEATH_KINDS and (
         str(e.data.get("proc", "")).startswith(ENGINE_PROCS) or bool(e.data.get("engine_core")))))
 
 
@@ -125,11 +125,15 @@ def engine_died(ctx: Context) -> Finding | None:
     if not deaths:
         # no death line in the excerpt, but it ends in the engine core's own traceback with no stats line after
         # it: the engine most likely died (the user cut the log there); said with low confidence
-        eng = [e for e in evs if e.data.get("lines", 1) >= 3 and (
-            e.kind == "engine-error"
-            # a traceback through a frame that runs only at start-up: nothing catches it there, so the server did
-            # not start (sweep 203 item 05: V0's bare traceback from load_model, then the CLI's own through main)
-            or (e.kind == "error" and e.data.get("startup_frame")))]
+        eng = [e for e in evs if (e.data.get("tb") or e.data.get("core_log")) and (
+            (e.data.get("lines", 1) >= 3 and (
+                e.kind == "engine-error"
+                # a traceback through a frame that runs only at start-up: nothing catches it there, so the server did
+                # not start (sweep 203 item 05: V0's bare traceback from load_model, then the CLI's own through main)
+                or (e.kind == "error" and e.data.get("startup_frame"))))
+            # a start-up frame and the exception under it, however few frames the paste kept (sweep 216 item 08:
+            # init_device, then "AssertionError: local_world_size (16) must be less than or equal to ...")
+            or (e.data.get("startup_frame") and e.data.get("exception") and e.data.get("lines", 1) >= 2))]
         if not eng or _served(ctx, max(eng, key=lambda e: e.line_no), after=True):
             return None
         deaths, inferred = [min(eng, key=lambda e: e.line_no)], True
@@ -350,6 +354,34 @@ def _said_cause(near: list[Event], exc: tuple[str, int] | None,
     return None
 
 
+def _frame_advice(cause: str, near: list[Event],
+                  exc: tuple[str, int] | None) -> tuple[str, str, dict[str, Figure]] | None:
+    """What the frame a death happened in says where no exception does: a traceback cut inside V1's KV check is its
+    refusal; a CUDA error during CUDA-graph capture is the graph mode's. None otherwise."""
+    if exc is None and any("check_enough_kv_cache_memory" in str(e.data.get("startup_frame")) for e in near):
+        # (_check_enough_kv_cache_memory raises only "No available memory for the cache blocks" or "To serve at least
+        # one request with the model's max seq len ... KV cache is needed")
+        return ("the pool that was left could not hold one request: weights (a quantized checkpoint, more GPUs with "
+                "--tensor-parallel-size, a smaller model), less working memory before the pool (--max-num-batched-"
+                "tokens, --enforce-eager), a higher --gpu-memory-utilization where the GPU has room, then --max-model-len "
+                "or fp8 KV cache (--kv-cache-dtype fp8); kvdoctor ledger with --model, --gpu and these flags gives the "
+                "figures",
+                "vLLM's start-up check that the KV pool holds one request of max-model-len refused (the traceback is "
+                "cut inside check_enough_kv_cache_memory, which raises only that refusal: 'No available memory for the "
+                "cache blocks' or 'To serve at least one request ...'); the message with its figures is cut off", {})
+    in_capture = any(e.data.get("startup_frame") in ("CUDA graph capture", "capture_model") for e in near)
+    if cause == "cuda-error" and in_capture and not any("custom_all_reduce" in _text(e) for e in near):
+        rocm = any("Memory access fault by GPU" in _text(e) for e in near)
+        return ("the fault hit while vLLM captured CUDA graphs: capture piecewise graphs only (--compilation-config "
+                "'{\"cudagraph_mode\": \"PIECEWISE\"}') and, if it still faults, --enforce-eager (no graphs, slower "
+                "decode); then report it upstream with the versions and the graph mode that faulted"
+                + ("; VLLM_ROCM_USE_AITER=0 takes AITER's kernels out of the captured graph" if rocm else ""),
+                ("a GPU memory access fault on ROCm" if rocm else "a CUDA error in a kernel")
+                + " during CUDA-graph capture (a kernel captured into a graph touched memory it does not own): the "
+                "graph mode is the lever, not a memory setting", {})
+    return None
+
+
 def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
             ce: Event | None) -> tuple[str, str, dict[str, Figure]]:
     """(action, why, gain) for one cause of death."""
@@ -361,13 +393,16 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
     if cause == "memory-held":
         return _held_advice(ctx)
     exc = _exception(near, ce)
+    if (framed := _frame_advice(cause, near, exc)) is not None:
+        return framed
     if cause == "cuda-error" and any("custom_all_reduce" in _text(e) for e in near):
         return (*_CUSTOM_ALL_REDUCE, {})
     if cause == "cuda-error" and any("Memory access fault by GPU" in _text(e) for e in near):
         return (*_ROCM_FAULT, {})
     if cause == "cuda-error" and (past := _past_positions(near)) is not None:
         return past
-    if cause == "cuda-error" and not (exc is not None and known_fix(exc[0])):
+    if cause == "cuda-error" and not ((exc is not None and (known_fix(exc[0]) or LLVM_ABORT in exc[0]))
+                                      or any(known_fix(_text(e)) for e in near if e.kind == "cuda-error")):
         # (a CUDA error with a known fix, a build that does not match the machine, takes the exception's path below)
         return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
                 "graphs in or out; check dmesg for NVIDIA Xid errors (a launch failure can be the GPU or the driver); "
@@ -562,6 +597,16 @@ _KNOWN_EXCEPTIONS = (
      "/dev/shm is full: NCCL could not create its shared-memory segment. Remove stale nccl-* and psm_* files a crashed "
      "run left there (a pod's /dev/shm survives container restarts; restarting the pod clears it), then size /dev/shm "
      "for the run (docker --shm-size or --ipc=host; a Kubernetes emptyDir with medium: Memory and a sizeLimit)"),
+    # sweep 216 item 10: NCCL's ncclInternalError while TP=16 ran over two nodes under Ray
+    ("NCCL Error 3: internal error",
+     "NCCL_DEBUG=INFO names the failing step: across nodes most often the network NCCL picked (NCCL_SOCKET_IFNAME to "
+     "the interface the nodes share; NCCL_IB_DISABLE=1 tests it without InfiniBand) or different NCCL builds on the "
+     "nodes (the same image on every node)"),
+    # sweep 215 item 03: Ray Serve (ray.llm) restarting a replica whose engine was too busy to answer in time
+    ("Didn't receive health check response for replica",
+     "Ray Serve marked the replica unhealthy because its health check (10 s by default) got no answer while the engine "
+     "was busy, and restarts it: raise the deployment's health_check_timeout_s (HEALTH_CHECK_TIMEOUT_S for ray.llm), "
+     "and bound what one replica admits at once (max_ongoing_requests) so a burst queues in front of it"),
     ("unhandled system error",
      "NCCL_DEBUG=INFO names the failing system call: most often too little shared memory in the container (docker "
      "--ipc=host or --shm-size), or a network interface NCCL cannot use (NCCL_SOCKET_IFNAME)"),
@@ -578,6 +623,41 @@ _KNOWN_EXCEPTIONS = (
     ("In Mamba cache align mode, block_size",
      "--max-num-batched-tokens at least the block size the line names (with prefix caching on, a hybrid model's "
      "align mode needs a whole block in one step), or --no-enable-prefix-caching; vllm#36734 raises the budget itself"),
+    # sweep 219: AWS Neuron's runtime (device memory) and compiler, Gaudi's lazy-mode runtime
+    ("nrt_tensor_allocate",
+     "the Neuron cores' device memory ran out while vLLM placed the weights (or the KV cache) on them: more NeuronCores "
+     "(--tensor-parallel-size), a smaller --max-model-len or --max-num-seqs (the compiled KV cache), and nothing else "
+     "holding the cores (neuron-top)"),
+    ("Failed compilation with ['neuronx-cc'",
+     "the Neuron compiler (neuronx-cc) rejected this model's graph at these shapes (its [XCG...] code names the check): "
+     "a Neuron SDK and vLLM-neuron release that supports the model, or other shapes (--max-model-len, --max-num-seqs, "
+     "--block-size); not a memory setting"),
+    ("MODULE:PT_LAZY",
+     "the Gaudi (HPU) runtime's lazy mode failed while the engine started: a vllm-gaudi and Habana SDK release that "
+     "supports this device and model (recent forks do not support first-generation Gaudi), or PT_HPU_LAZY_MODE=0 "
+     "where the release runs in eager / torch.compile mode"),
+    # sweep 221: the fp8 KV cache refused by a kernel or a release
+    ("FlashAttention V1 with FP8 KV cache",
+     "this release's V1 FlashAttention backend has no fp8 KV cache: --kv-cache-dtype auto, or a release where V1 runs "
+     "fp8 KV (FlashAttention 3 on Hopper, vllm#15191; FlashInfer), or VLLM_USE_V1=0 on a release that still has V0"),
+    ("Only support per-tensor scaling factor for fp8 KV cache",
+     "this release reads only per-tensor k/v scales for an fp8 KV cache, and the checkpoint's are missing or of "
+     "another shape: a release with vllm#6761, or --kv-cache-dtype auto"),
+    ("fp8e4nv not supported in this architecture",
+     "Triton has no fp8 e4m3 on this GPU (before compute capability 8.9: V100, T4, A100): --kv-cache-dtype fp8_e5m2 "
+     "where the backend takes it, or auto"),
+    # sweep 212: xgrammar rejecting a token the model produced for a structured-output request
+    # (v1/structured_output/backend_xgrammar.py); vLLM fails that request, the engine serves on. Known with
+    # --async-scheduling and speculative decoding (vllm#29379, #29821)
+    ("Failed to advance FSM",
+     "the grammar backend rejected tokens the model produced for structured-output requests (vLLM fails such a "
+     "request, or on later releases lets it go on): known with --async-scheduling and with speculative decoding on "
+     "releases before their fixes (vllm#29379, #29821), where it can also kill the engine: run structured-output "
+     "traffic without --async-scheduling (or without the speculative config), or upgrade"),
+    # sweep 213: sleep mode's CuMemAllocator and PyTorch's expandable segments (torch's own assertion)
+    ("Expandable segments are not compatible with memory pool",
+     "vLLM's sleep mode allocates through a CUDA memory pool, which PyTorch's expandable segments cannot share: unset "
+     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True for the process that runs vLLM (pytorch#147851)"),
     ("gated repo",
      "HF_TOKEN for an account with access to the model (a gated repository), or a local copy of it"),
     ("RayChannelTimeoutError",
@@ -601,6 +681,16 @@ _KNOWN_EXCEPTIONS = (
     ("No available node types can fulfill resource request",
      "Ray cannot place a worker on the node the request names (its IP): that node has not joined the cluster with its "
      "GPUs, or VLLM_HOST_IP there is another node's address; `ray status` and each node's VLLM_HOST_IP say which"),
+    # sweep 216: torch.distributed's Gloo group (vLLM's CPU-side group) could not connect its ranks over TCP
+    ("Gloo connectFullMesh failed",
+     "the ranks could not reach each other over the network interface Gloo picked: GLOO_SOCKET_IFNAME (and "
+     "NCCL_SOCKET_IFNAME) set to the interface the nodes share, VLLM_HOST_IP to each node's address on it, and that "
+     "interface's ports open between the nodes"),
+    # sweep 216: V1's check that a node runs no more workers than it has GPUs (gpu_worker.init_device)
+    ("must be less than or equal to the number of visible devices",
+     "this node was given more workers than it sees GPUs: on one node, tensor x pipeline parallel at most its GPUs "
+     "(CUDA_VISIBLE_DEVICES); across nodes under Ray, a release with vllm#28873 (0.11's check counted every node's "
+     "workers as local), or vLLM's own launcher (--nnodes, --node-rank)"),
     ("is less than than max local gpu count",
      "tensor x pipeline parallel is more than this node's GPUs for the single-node executor: --distributed-executor-"
      "backend ray across the nodes (or --nnodes / --node-rank with vLLM's own multi-node launcher), or fewer GPUs"),
@@ -698,6 +788,12 @@ _KNOWN_EXCEPTIONS = (
     ("invalid literal for int() with base 10: 'GPU-",
      "vLLM reads CUDA_VISIBLE_DEVICES as integer indices (device_id_to_physical_device_id): give the GPU's index, not "
      "its UUID (nvidia-smi -L lists both)"),
+    # any other abort of Triton's compiler (the specific ones above come first)
+    ("LLVM ERROR:",
+     "Triton's compiler (LLVM) could not build a kernel for this GPU and aborted the process: not a setting of the "
+     "pool; a vLLM release with a Triton that handles this GPU and kernel (search Triton's and vLLM's issues for the "
+     "LLVM message), or a configuration that avoids the kernel (another attention backend, --enforce-eager for a "
+     "compiled graph's kernel)"),
 ) + tuple((n, "the build does not match this machine, not a setting of vLLM: " + h) for n, h in (
     # torch's and CUDA's own words for a driver or an architecture the installed build was not made for
     ("driver on your system is too old",
@@ -716,6 +812,18 @@ _KNOWN_EXCEPTIONS = (
      "50 / RTX PRO) and this GPU is another: a release whose kernels cover it (vLLM's release notes), a build with "
      "TORCH_CUDA_ARCH_LIST including it, or a checkpoint format another kernel serves here (bf16, or another "
      "quantization)"),
+    ("is not compatible with the current PyTorch installation",
+     "the installed PyTorch has no kernels for this GPU's architecture (the line names the capabilities it has): a "
+     "torch and vLLM build compiled for it (an RTX 50 / RTX PRO Blackwell card, sm_120, needs a CUDA 12.8+ build: "
+     "vLLM's cu128 wheel or image)"),
+    ("kernel for CUDA device capability",
+     "this vLLM build has no quantized-GEMM kernel for this GPU's capability (the line names it): a release whose "
+     "kernels cover it (sm_120 NVFP4/FP8 MoE kernels came in later 0.1x releases), a build with TORCH_CUDA_ARCH_LIST "
+     "including it, or a checkpoint format another kernel serves here (bf16, or another quantization)"),
+    ("not supported on .target",
+     "ptxas rejected a kernel Triton generated for this GPU (the lines above name the PTX feature and the target): a "
+     "Triton, and a vLLM release shipping it, that supports this architecture (sm_120a: triton#8335), or a backend "
+     "that avoids the kernel (another attention or MoE backend)"),
     ("no kernel image is available for execution on the device",
      "this build has no kernels for this GPU's architecture (a Blackwell card under a wheel without sm_100/sm_120, or an "
      "old card under a build that dropped it): install a build compiled for it (vLLM's image or wheel for that CUDA, or "
@@ -792,8 +900,29 @@ _DIED_BEFORE_SERVING = ("; if it died before serving a request, the weights or t
 _WEIGHT_FRAMES = ("create_weights", "load_weights", "load_model", "process_weights_after_loading")
 
 
+_NOTHING_HELD = re.compile(r"\b0(?:\.0+)? ?(?:bytes|B|KiB|MiB|GiB) already allocated")
+
+
 def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
     """A CUDA OOM: at start-up the ledger's question; while serving, the utilization that leaves the shortfall."""
+    said = " ".join(_text(e) for e in near if e.kind == "oom")
+    if _NOTHING_HELD.search(said) and (a := _ALLOC.search(said)) is not None:
+        # torch held nothing when the allocation failed (sweep 219 item 08: "Tried to allocate 1.02 GiB (GPU 0; 15.56
+        # GiB total capacity; 0 bytes already allocated ...)" on an Arc under WSL2): the memory is not this process's
+        return ("free the device before vLLM starts: what holds it is outside this process's PyTorch (another process "
+                "or an earlier run that did not exit: nvidia-smi, amd-smi or xpu-smi lists it; under WSL2 the share of "
+                "GPU memory Windows lends); no vLLM setting makes room PyTorch never had",
+                f"{_runtime(near)} refused a {a.group(1)} {a.group(2)} allocation while PyTorch in this process held "
+                "nothing (0 already allocated): the device's memory was taken outside it", {})
+    if not any(e.data.get("wake_up") for e in near) and any(e.data.get("cumem") for e in near):
+        return ("the rollout engine's own share first: a lower gpu_memory_utilization (or kv_cache_memory_bytes) for "
+                "the engine started with sleep mode; if it fails at wake_up, free what the colocated process still "
+                "holds before it (offload the trainer's weights and optimizer state, torch.cuda.empty_cache()) and wake "
+                "the weights before the KV cache (wake_up(tags=['weights']), then ['kv_cache'])",
+                f"{_runtime(near)} ran out of memory in sleep mode's allocator (csrc/cumem_allocator.cpp), which serves "
+                "every allocation of an engine started with enable_sleep_mode: at its start or at a wake_up (the "
+                "excerpt does not say which); what else holds the GPU (a colocated trainer) is what it finds missing",
+                {})
     if any(e.data.get("wake_up") for e in near):
         # sleep mode (RL rollouts colocated with training: verl, OpenRLHF, NeMo-RL) re-maps the weights and the KV
         # pool on wake_up through its own allocator; what the trainer still holds on the GPU is what it finds missing
@@ -1052,8 +1181,15 @@ def _served(ctx: Context, e: Event, *, after: bool) -> bool:
     if tl is None or len(tl) == 0:
         return False
     if tl.line_no is not None:
-        ln = tl.line_no[tl.line_no == tl.line_no]
-        return bool((ln > e.line_no).any() if after else (ln < e.line_no).any())
+        ok = tl.line_no == tl.line_no
+        side = (tl.line_no > e.line_no) if after else (tl.line_no < e.line_no)
+        if e.t is not None:
+            # a sample on that side of the death's line but on the other side of its time is another run pasted in
+            # the same text (sweep 221 item 03: a "before" run's stats line, 17:10:36, above an "after" run's start-up
+            # death at 17:08:57)
+            t = tl.t
+            side = side & ~((t < e.t) if after else (t > e.t))
+        return bool((ok & side).any())
     return e.t is not None and bool((tl.t > e.t).any() if after else (tl.t < e.t).any())
 
 

@@ -561,10 +561,20 @@ def concurrency_starved(ctx: Context) -> Finding | None:
     if rc is None or rc.ratio <= 1.0 or rc.pool_tokens <= 0:
         return None
     safe_seqs = max(1, int(rc.pool_tokens // max(1, rc.max_model_len)))
+    # vLLM's concurrency is its own count: where layers keep a fixed state per request (a hybrid model's Mamba/linear-
+    # attention layers) or a window, it is not tokens ÷ length (sweep 216 item 03: 54,384 tokens, yet 1.34× at
+    # 160,000), and the worst case is judged against it
+    own = (rc.basis == "startup-log" and rc.max_concurrency is not None
+           and abs(rc.max_concurrency * rc.max_model_len - rc.pool_tokens) > 0.1 * rc.pool_tokens)
+    if own:
+        safe_seqs = max(1, int(rc.max_concurrency))
     gain = {
         "worst_case_ratio": Figure(round(rc.ratio, 2), "predicted",
-                                   f"{rc.max_num_seqs} × {rc.max_model_len:,} / {rc.pool_tokens:,} pool tokens"),
+                                   f"{rc.max_num_seqs} / vLLM's maximum concurrency {rc.max_concurrency:.2f}" if own
+                                   else f"{rc.max_num_seqs} × {rc.max_model_len:,} / {rc.pool_tokens:,} pool tokens"),
         "conservative_max_num_seqs": Figure(safe_seqs, "predicted",
+                                            f"the chapter's worst case: floor({rc.max_concurrency:.2f}), vLLM's "
+                                            "maximum concurrency — every request at max-model-len" if own else
                                             f"the chapter's worst case: floor({rc.pool_tokens:,} / {rc.max_model_len:,}) "
                                             "— every request at max-model-len"),
     }
@@ -594,7 +604,11 @@ def concurrency_starved(ctx: Context) -> Finding | None:
     return rule_finding(
         "sched.concurrency-starved",
         f"Worst case: max-num-seqs {rc.max_num_seqs} ({rc.max_num_seqs_source}) × max-model-len {rc.max_model_len:,} = "
-        f"{rc.worst_case_tokens:,} tokens against a pool of {rc.pool_tokens:,} ({rc.ratio:.1f}×). {head}; {bound}.",
+        f"{rc.worst_case_tokens:,} tokens against "
+        + (f"the {rc.max_concurrency:.2f} requests of that length vLLM says the pool holds ({rc.ratio:.1f}×; its "
+           f"{rc.pool_tokens:,}-token KV cache size is not its concurrency × length on this model: layers with a "
+           "fixed state per request or a window)" if own else f"a pool of {rc.pool_tokens:,} ({rc.ratio:.1f}×)")
+        + f". {head}; {bound}.",
         severity=sev, verdict=None, action=action, gain=gain, evidence=list(rc.cites or []),
         data={"ratio": rc.ratio, "pool_tokens": rc.pool_tokens, "worst_case_tokens": rc.worst_case_tokens,
               "basis": rc.basis, "conservative_max_num_seqs": safe_seqs,

@@ -617,6 +617,7 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
         dur = f.get("duration")
         x = f.get("request_throughput") or (n / dur if dur else None)
         ttft, tpot = f.get("mean_ttft_ms"), f.get("mean_tpot_ms")
+        step = _step_ms(f)
         e2el, e2el_how = f.get("mean_e2el_ms"), "mean E2E"
         out_len = (f.get("total_output_tokens") or 0) / n
         if not e2el and ttft is not None and tpot is not None and out_len >= 1:
@@ -626,7 +627,7 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
         prompt = (f.get("total_input_tokens") or 0) / n
         # the longest a prefill of the mean prompt plausibly takes, in decode steps: a TTFT above it is a wait
         steps = max(20.0, prompt / th.bench_prefill_tokens_per_step)
-        queued = bool(ttft is not None and tpot and ttft >= steps * tpot)
+        queued = bool(ttft is not None and step and ttft >= steps * step)
         client_bound = conc is not None and conc > 1 and in_flight is not None and in_flight >= 0.85 * conc
         if client_bound and x and tpot and ttft is not None:
             # Little's law on the server: its requests split into those before their first token and those
@@ -637,13 +638,13 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
             # a median TTFT within the bound says most requests were not held: one slow request pulls the mean up
             # (er0080/vllm-benchmarking's sweep run: mean 217 ms, median 45 ms, 8 requests)
             med = f.get("median_ttft_ms")
-            typical = not isinstance(med, (int, float)) or med >= steps * tpot
+            typical = not isinstance(med, (int, float)) or med >= steps * step
             if before >= 0.25 * conc and queued and typical:
                 out.append(BenchReading("client-bound", None, (
                     f"{label}: {in_flight:.1f} requests in flight on average (Little's law: {x:g} req/s × "
                     f"{e2el_how} {e2el / 1000:.2f} s), at the client's --max-concurrency {conc:g}; {before:.1f} of "
                     f"them had not had their first token while {decoding:.1f} decoded. The mean TTFT was "
-                    f"{ttft / tpot:,.0f} decode steps where one {prompt:,.0f}-token prefill alone takes at most about "
+                    f"{ttft / step:,.0f} decode steps where one {prompt:,.0f}-token prefill alone takes at most about "
                     f"{steps:,.0f} ({th.bench_prefill_tokens_per_step:g} prompt tokens per decode step's time, the "
                     "low end): the server started their prefills late, held by a limit inside it (the KV pool, "
                     "--max-num-seqs: then Waiting > 0 in its stats) or behind the other arrivals' prefills (then "
@@ -652,7 +653,7 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
         elif (_is_inf(rate) and not (conc is not None and conc < n) and x and n >= 8
               and (queued or _burst_span_share(ttft, tpot, dur) is not None)):
             bound = (f"above the longest a {prompt:,.0f}-token prefill plausibly takes (about "
-                     f"{steps * tpot / 1000:,.1f} s: {steps:,.0f} decode steps of {tpot:g} ms)" if queued else
+                     f"{steps * step / 1000:,.1f} s: {steps:,.0f} decode steps of {step:g} ms)" if queued else
                      f"{_burst_span_share(ttft, tpot, dur):.0%} of the run's {dur:,.0f} s (the result is cut before "
                      "its TPOT; no prefill takes a quarter of a run that long)")
             out.append(BenchReading("burst", None, (
@@ -666,7 +667,10 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                                                                                        steps)) is not None:
             out.append(q)
         elif (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0 and x
-              and x < th.bench_overload_ratio * rate and ttft is not None and queued):
+              and x < th.bench_overload_ratio * rate and ttft is not None
+              # a result cut before its TPOT (sweep 220 item 01: 16 req/s offered, 0.48 served, mean TTFT 518 s) is
+              # judged by the burst's bound: no prefill takes a quarter of a run of 10 s or more
+              and (queued or _burst_span_share(ttft, tpot, dur) is not None)):
             span = n / rate
             wait = span / 2 * (rate / x - 1)
             service = (e2el - ttft) / 1000 if e2el else 0.0  # a request's time after its first token
@@ -718,11 +722,22 @@ def _no_first_token(label: str, f: dict) -> BenchReading | None:
         "latencies; rerun with a streaming --backend / --endpoint"), "no first token timed for most requests")
 
 
+def _step_ms(f: dict) -> float | None:
+    """A decode step's time: the mean TPOT, or the mean ITL where a step streams several tokens (speculative decoding:
+    ITL over 1.5× TPOT; sweep 218 item 09, MTP with TPOT 32.59 ms and ITL 86.21 ms, counted 2.6× too many steps). A
+    --stream-interval above 1 also streams several tokens a chunk, each chunk several steps: the larger figure then
+    only makes the queue test more reluctant."""
+    tpot, itl = f.get("mean_tpot_ms"), f.get("mean_itl_ms")
+    if tpot and itl and itl > 1.5 * tpot:
+        return float(itl)
+    return tpot
+
+
 def _queue_unstated(label: str, f: dict, x: float | None, prompt: float, steps: float) -> BenchReading | None:
     """A printed block without its rate (InternLM/turbomind#14: 294 s of a 634 s run) whose mean TTFT, above the
     prefill bound, is at least a quarter of the run: a queue whichever way it formed; which way, the result does not
     say. None: a TTFT under a quarter of the run."""
-    ttft, tpot, dur = f.get("mean_ttft_ms"), f.get("mean_tpot_ms"), f.get("duration")
+    ttft, tpot, dur = f.get("mean_ttft_ms"), _step_ms(f), f.get("duration")
     if not (ttft and tpot and dur and ttft / 1000 >= 0.25 * dur):
         return None
     return BenchReading("queued", None, (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -205,8 +207,15 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
     # markup and "[/x]" as a closing tag it cannot match (MarkupError → exit 3).
     c = console()
     insts = p.get("instances", [])
+    # several engine starts of one log under one name (a server booted again, configurations compared in one paste:
+    # sweep 222 item 01) are told apart by their place among them
+    names = Counter(f"{i['source']} {i['engine']}".strip() for i in insts if not i.get("load"))
+    seen: Counter[str] = Counter()
     for inst in insts:
         head = f"{inst['source']} {inst['engine']}".strip()
+        if names.get(head, 0) > 1:
+            seen[head] += 1
+            head += f" (#{seen[head]} of {names[head]} in this log)"
         # verdict and action first, then the signals, then what would change it
         c.print(f"[bold]{m(head)}[/bold]: {_styled_verdict(inst['verdict'], inst.get('confidence', 'low'))}",
                 soft_wrap=True)
@@ -255,6 +264,8 @@ def render(p: dict[str, Any], quiet: bool = False) -> None:
     if len(insts) > 1:
         fl = p["fleet"]
         loads = f" ({fl['loads']} of them loads of one log, judged apart)" if fl.get("loads") else ""
+        if not loads and (again := sum(n for n in names.values() if n > 1)):
+            loads = f" ({again} of them engine starts or runs in one log, judged apart)"
         c.print(f"[bold]Fleet[/bold]: {fl['instances']} instances{loads}, verdict "
                 f"{_styled_verdict(fl['verdict'], fl.get('confidence', 'low'))}: "
                 + ", ".join(f"{k} {v}" for k, v in fl["counts"].items()))

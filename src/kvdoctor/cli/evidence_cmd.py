@@ -88,6 +88,8 @@ def _render_bench(con, bench: list[dict]) -> None:
         name = os.path.basename(b["source"]) + (f"#{seen[b['source']]}" if per_file[b["source"]] > 1 else "")
         if b.get("format") == "guidellm":  # calibrate names a GuideLLM row by its strategy
             name = f"{os.path.basename(b['source'])}#{prov.get('strategy')} (GuideLLM)"
+        if prov.get("column"):  # one of several runs printed side by side: its column's name
+            name += f" [{str(prov['column']).split(' (')[0]}]"
         rate = f.get("request_rate")
         load = [f"{_fmt(f.get('completed'), digits=0)} request(s)"
                 + (f" ({_fmt(f['failed'], digits=0)} failed)" if f.get("failed") else ""),

@@ -66,6 +66,12 @@ _HEADLESS_LABELS = re.compile(r"(Successful requests|Benchmark duration \(s\)|Ou
 # runs side by side are not one run's figure)
 _STAT_LINE = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+(-?\d[\d,]*(?:\.\d+)?|nan|inf)"
                         r"(?:\s+[^\d\s.+-].*)?\s*$", re.I)
+# Two or more runs printed side by side, one column each under a line naming them ("PR   Main" in a pull request's
+# comparison, sweep 220 item 03): the figures after the first are the other columns' runs
+_MORE_COLS = re.compile(r"((?:\s+-?\d[\d,]*(?:\.\d+)?)+)\s*$")
+_STAT_COLS = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+(-?\d[\d,]*(?:\.\d+)?)"
+                        r"((?:\s+-?\d[\d,]*(?:\.\d+)?)+)\s*$", re.I)
+_COL_NAMES = re.compile(r"^[\w.#+-]+(?:\s{2,}[\w.#+-]+)+$")
 # (the value ends at a non-word character, a sentence's full stop included: "Successful requests: 100.")
 _KV_LINE = re.compile(r"^([A-Za-z][A-Za-z ()/.%-]*?):\s+(-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?|inf|None)(?!\w)(?!\.\d)")
 # A block whose line breaks were lost when it was pasted (a web form, a chat) arrives as one line: it is cut back into
@@ -219,30 +225,16 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     legacies: list[dict[str, float]] = []
 
     headless = False  # the block in progress was opened by its first figure, not by its header
+    alts: list[dict[str, float]] = []  # the block's other columns, runs printed beside it (_MORE_COLS)
+    names: list[str] = []  # the columns' names, from the line under the header
 
     def close():
-        nonlocal cur, headless
+        nonlocal cur, headless, alts, names
         if cur and headless and len(cur) < HEADLESS_MIN:
             cur = None  # a stray figure in prose, not a run
         if cur:
-            raw = {"format": "block"}
-            _unmeasured(cur, raw)
-            if "_cut" in cur:
-                raw["cut"] = (f"{cur.pop('_cut')!r}: the text's last line, whose value lacks the two decimals vLLM "
-                              "prints: cut where the paste ends, not read")
-            if headless:
-                raw["header"] = "missing: the block was read from its first figure ('Successful requests:')"
-            if cur_cmd is not None:
-                for k, v in cur_cmd[0].items():
-                    if k not in cur:
-                        cur[k], raw[k] = v, cur_cmd[2][k]
-            # vLLM >= 0.11.1 prints 'Failed requests:' and, since 0.10.1, 'Request rate configured (RPS):' whenever the
-            # rate is finite: a block of that era without it (and without a ramp-up or a trace's own timing) ran at inf
-            if "failed" in cur and "request_rate" not in cur and not cur_ramp:
-                cur["request_rate"] = float("inf")
-                raw["request_rate"] = "inferred: the block prints no 'Request rate configured (RPS):' line, so inf"
-            results.append(BenchResult(source=source, fields=cur, raw=raw))
-        cur, headless = None, False
+            results.extend(_block_results(cur, source, headless, cur_cmd, cur_ramp, alts, names))
+        cur, headless, alts, names = None, False, [], []
 
     lines = list(_join_continuations(_uncollapse(text)))
     last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
@@ -276,6 +268,16 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             stat = stat.lower()
             cur[f"{stat}_{metric.lower()}_ms"] = float(val.replace(",", ""))
             continue
+        if cur is not None and (mc := _STAT_COLS.match(line)) is not None:
+            stat, metric, val, more = mc.groups()
+            key = f"{stat.lower()}_{metric.lower()}_ms"
+            cur[key] = float(val.replace(",", ""))
+            for j, v in enumerate(more.split()):
+                _column(alts, j, key, v)
+            continue
+        if cur is not None and not cur and not names and _COL_NAMES.match(line):
+            names = line.split()  # the columns' names under the header ("PR   Main")
+            continue
         if _LEGACY_RX.search(line):
             for lm in _LEGACY_RX.finditer(line):
                 label = lm.group(1).lower()
@@ -303,6 +305,9 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
                 pre, pre_ramp, cmd = {}, False, None
             if cur is not None and key not in _PRE_BLOCK:
                 cur[key] = f
+                if (mc := _MORE_COLS.match(line, k.end())) is not None:
+                    for j, v in enumerate(mc.group(1).split()):
+                        _column(alts, j, key, v)
             elif cur is not None and ((("duration" in cur or "output_throughput" in cur)
                                        and (key in cur or label != "request rate configured (rps)"))
                                       # the bench prints 'Traffic request rate:' before a run, never inside its block:
@@ -322,6 +327,43 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     close()
     results += [BenchResult(source=source, fields=lg, raw={"format": "legacy"}) for lg in legacies if lg]
     return results
+
+
+def _column(alts: list[dict[str, float]], j: int, key: str, val: str) -> None:
+    """The figure ``key`` of the run printed in the block's column j + 2."""
+    while len(alts) <= j:
+        alts.append({})
+    alts[j][key] = float(val.replace(",", ""))
+
+
+def _block_results(cur: dict[str, float], source: str, headless: bool, cur_cmd: tuple | None, cur_ramp: bool,
+                   alts: list[dict[str, float]], names: list[str]) -> list[BenchResult]:
+    """One printed block's run (its provenance in ``raw``), and one more per column printed beside it."""
+    raw: dict[str, Any] = {"format": "block"}
+    _unmeasured(cur, raw)
+    if "_cut" in cur:
+        raw["cut"] = (f"{cur.pop('_cut')!r}: the text's last line, whose value lacks the two decimals vLLM "
+                      "prints: cut where the paste ends, not read")
+    if headless:
+        raw["header"] = "missing: the block was read from its first figure ('Successful requests:')"
+    if cur_cmd is not None:
+        for k, v in cur_cmd[0].items():
+            if k not in cur:
+                cur[k], raw[k] = v, cur_cmd[2][k]
+    # vLLM >= 0.11.1 prints 'Failed requests:' and, since 0.10.1, 'Request rate configured (RPS):' whenever the
+    # rate is finite: a block of that era without it (and without a ramp-up or a trace's own timing) ran at inf
+    if "failed" in cur and "request_rate" not in cur and not cur_ramp:
+        cur["request_rate"] = float("inf")
+        raw["request_rate"] = "inferred: the block prints no 'Request rate configured (RPS):' line, so inf"
+    if alts:
+        raw["column"] = f"{names[0] if names else 'the first'} (column 1 of {len(alts) + 1}: runs printed side by side)"
+    out = [BenchResult(source=source, fields=cur, raw=raw)]
+    for j, alt in enumerate(alts):
+        shared = {k: v for k, v in cur.items() if k in _PRE_BLOCK and k not in alt}
+        name = names[j + 1] if j + 1 < len(names) else f"column {j + 2}"
+        out.append(BenchResult(source=source, fields={**shared, **alt}, raw={
+            "format": "block", "column": f"{name} (column {j + 2} of {len(alts) + 1}: runs printed side by side)"}))
+    return out
 
 
 def _uncollapse(text: str):

@@ -149,7 +149,10 @@ FATAL_AT_START = ("Bfloat16 is only supported on GPUs with compute capability",
                   "Sliding window is not allowed with prefix caching",
                   # the profile's own check that free memory did not grow while it ran (a co-tenant released memory:
                   # sweep 211 item 04); raised from the worker's determine_available_memory, so the start ends there
-                  "Error in memory profiling")
+                  "Error in memory profiling",
+                  # a quantized GEMM with no kernel compiled for this GPU's capability (cutlass_scaled_mm and its MoE
+                  # form): hit by the start-up profile's first forward (sweep 217 item 07: NVFP4 MoE on an RTX 5090)
+                  "kernel for CUDA device capability")
 # The same, in lines that are no exception: the container runtime refusing the image (nvidia-container-cli), vLLM's
 # platform probe finding no GPU (INFO "No platform detected, vLLM is running on UnspecifiedPlatform"; the server fails
 # right after), NCCL finding two ranks on one GPU. Also read where a post quotes a refusal inside a sentence.
@@ -159,7 +162,13 @@ FATAL_ANY_FORM = ("unsatisfied condition: cuda>=", "vLLM is running on Unspecifi
                   # server never started (sweep 202)
                   "error: unrecognized arguments:", ": error: argument --",
                   # no quantized-GEMM kernel fits a layer on this GPU (model construction; sweep 203 item 06)
-                  "Failed to find a kernel that can implement")
+                  "Failed to find a kernel that can implement",
+                  # the Neuron compiler failing on the model's graph: vLLM-neuron compiles every bucket at start-up
+                  # (sweep 219 item 10)
+                  "Failed compilation with ['neuronx-cc'",
+                  # torch's warning that its build has no kernels for this GPU (an RTX 50 under a cu12.4 wheel): every
+                  # kernel launch then fails with "no kernel image is available" (sweep 217 items 02-03)
+                  "is not compatible with the current PyTorch installation")
 
 
 def names_a_cause(text: str) -> bool:

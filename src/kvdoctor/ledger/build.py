@@ -560,6 +560,23 @@ def _v0_pool_tokens(plan: kvm.KvPlan) -> kvm.KvPlan:
     return plan
 
 
+def _budget_gap(ctx: _Ctx, figs: dict[str, Figure]) -> tuple[int, int, list[str]] | None:
+    """(gap, what the rows leave, the predicted rows) where a measured KV budget is well below requested − weights −
+    activation − non-torch (− the CUDA-graph estimate where vLLM deducts it): the predicted rows missed that much
+    (sweep 217 item 01: 80.71 GiB left by the rows, 74.76 GiB measured on a GB10 serving a vision model)."""
+    keys = ["requested", "weights", "activation", "non_torch"] + (["cudagraph"] if ctx.deducted else [])
+    got = [figs.get(k) for k in keys]
+    if figs.get("kv_cache") is None or figs["kv_cache"].source != "measured" or any(
+            f is None or not isinstance(f.value, (int, float)) for f in got):
+        return None
+    predicted = [k.replace("_", "-") for k in keys[2:] if figs[k].source != "measured"]
+    left = figs["requested"].value - sum(figs[k].value for k in keys[1:])
+    gap = left - figs["kv_cache"].value
+    if not predicted or gap < max(0.5 * GiB, 0.03 * figs["requested"].value):
+        return None
+    return int(gap), int(left), predicted
+
+
 def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> tuple[list[str], list[str]]:
     warnings = list(plan.grouping.warnings)
     if (_chunked_model(shape) and ctx.tr.chunked_local_env and not ctx.opts.allow_chunked_hybrid
@@ -594,9 +611,16 @@ def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> 
         notes.append(plan.auto_fit_message)
     if plan.override_message:
         notes.append(plan.override_message)
+    gap = _budget_gap(ctx, figs) if s is not None else None
+    if gap is not None:
+        notes.append(f"The measured KV budget is {gib_text(gap[0])} below what the rows above leave "
+                     f"({gib_text(gap[1])}): the predicted rows ({', '.join(gap[2])}) miss that much"
+                     + (", the vision encoder's profile among it" if _multimodal(shape) else "")
+                     + "; the log prints no figure for them, and the KV budget row is the measured one.")
     if _multimodal(shape) and figs["activation"].source != "measured":
         notes.append("Multimodal model: the encoder's dummy batch adds to the activation peak; kvdoctor does not "
-                     "model it (pass --from-log for the measured peak).")
+                     "model it" + (" (this log prints no peak)." if s is not None else
+                                   " (pass --from-log for the measured peak)."))
     notes.extend(resolved.notes or [])
     if resolved.runner == "pooling" and (pool := _pooling_note(ctx, figs, plan)):
         notes.insert(0, pool)

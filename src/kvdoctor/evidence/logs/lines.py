@@ -33,7 +33,17 @@ _ERROR_LEVEL_WORDS = (
     # V0's multimodal profiling: the worst-case image/video tokens do not fit the profiled sequence (WARNINGs; 201)
     "to hold the multi-modal embeddings in the worst case", "to be less than 1. Setting it to the",
     "total number of multimodal tokens",  # V1's form ("smaller than the pre-defined wosrt-case total number ...")
+    # Ray's autoscaler refusing the placement group vLLM asked for, under its own "(autoscaler +13s) Error:" prefix
+    # (sweep 216 item 06: the request names a node IP Ray does not have)
+    "No available node types can fulfill resource request",
+    # Ray Serve's WARNING that a replica missed its health check (it restarts the replica): sweep 215 item 03
+    "Didn't receive health check response for replica",
+    # the Neuron compiler's wrapper ("ERROR ||NEURON_CC_WRAPPER||: Failed compilation with ['neuronx-cc', ...": 219)
+    "Failed compilation with ['neuronx-cc'",
 )
+# vLLM's ERROR record with its time cut off by the poster ("ERROR [backend_xgrammar.py:167] Failed to advance FSM ...":
+# sweep 212 item 12)
+_SHORT_ERROR_PREFIX = re.compile(r"(?:ERROR|CRITICAL) \[[\w.]+\.py:\d+\] ")
 # Error lines with none of the generic words ("ERROR", "rror", "Traceback", ...) in them: both the full path (which
 # lines to read) and _error (which lines may be an error) look for them (sweeps 180-197)
 _ERROR_WORDS = (
@@ -42,6 +52,9 @@ _ERROR_WORDS = (
     b"WorkerProc hit an exception",  # v1's worker failing a step (the engine core dies with it)
     b"Process SpawnProcess-",  # multiprocessing's header over V0's engine process's traceback (the engine died)
     b"Value error, ",  # pydantic's cause line under a config ValidationError
+    b"is not compatible with the current PyTorch installation",  # torch's build has no kernels for this GPU (217)
+    b"Didn't receive health check response",  # Ray Serve restarting a replica (sweep 215 item 03)
+    b"double free or corruption", b"free(): invalid", b"malloc(): ", b"corrupted size vs.", b"munmap_chunk()",  # glibc
     b"does not allow any tokens to be scheduled",  # the scheduler's budget check, quoted bare (sweep 194 item 09)
     *(w.encode() for w in _ERROR_LEVEL_WORDS),
 )
@@ -61,6 +74,7 @@ FULL_NEEDLES = (
     b'", line ',  # a Python traceback's frame printed bare, to stderr (_BARE_FRAME)
     b"Traceback (most recent call last)",  # ... and its header, which opens the burst the frames extend
     b"Graph capturing", b"Model loading took",  # figure lines whose "GiB" a terminal's wrap moved to the next line
+    b"Capturing CUDA graphs", b"Capturing a cudagraph",  # a capture in progress (reader._capturing)
     b"SpecDecoding metrics", b"Mean acceptance length",  # speculative decoding's interval line (_SPEC_DECODE)
     b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
     b"LLM(",  # an offline LLM(...) call pasted with the log (startup.R_LLM_CALL), its arguments on the lines after
@@ -169,7 +183,11 @@ _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|B
                            r"\*\*\* SIG(?:SEGV|ABRT|BUS|FPE) received|(?:Segmentation fault|Aborted|Bus error) \(core "
                            r"dumped\)|reason ?:GPU Hang|HW Exception by GPU"
                            # torch's own handler (c10 FatalSignalHandler): "!!!!!!! Segfault encountered !!!!!!!"
-                           r"|!+ Segfault encountered !+")
+                           r"|!+ Segfault encountered !+"
+                           # glibc's heap checks abort the process (sweep 218 item 07: "double free or corruption
+                           # (!prev)" after the host's driver changed)
+                           r"|double free or corruption|free\(\): invalid (?:pointer|size)|malloc\(\): (?:corrupted|memory "
+                           r"corruption)|corrupted size vs\. prev_size|munmap_chunk\(\): invalid pointer")
 # vLLM's scheduler when a KV connector (LMCache, NIXL, a remote store) could not load blocks it promised
 # (v1/core/sched/scheduler.py _handle_invalid_blocks; kv_transfer_config.kv_load_failure_policy):
 # "Recovered from KV load failure: 215 request(s) rescheduled (373752 tokens affected)." (policy recompute) and
@@ -205,7 +223,10 @@ _STARTUP_FRAMES = ("create_engine_config", "load_model", "load_weights", "proces
                    "create_weights", "deep_gemm_warmup", "kernel_warmup", "initialize_cache",
                    # stop 56: the engine built from its arguments (AsyncLLMEngine / LLMEngine / V1 AsyncLLM), which a
                    # traceback cut before its exception still shows (sweep 211 item 12, an RL trainer's vLLM)
-                   "from_engine_args", "from_vllm_config")
+                   "from_engine_args", "from_vllm_config",
+                   # V1's check that the pool holds one request (kv_cache_utils): it raises only its KV refusals, so a
+                   # traceback cut inside it is one (sweep 223 item 02)
+                   "check_enough_kv_cache_memory")
 # the KV pool's own allocation (V1's _allocate_kv_cache_tensors / initialize_kv_cache_tensors, V0's _allocate_kv_cache):
 # the pool was sized from the profile, and the memory was not there when it was allocated
 _SAMPLER_FRAMES = ("logits.sort(", "_apply_top_k_top_p", "/v1/sample/sampler.py", "/layers/sampler.py")
@@ -249,7 +270,18 @@ def _markdown_prose(msg: str) -> bool:
     return stripped.count("`") >= 2 and len(_CJK.findall(stripped)) >= 12
 
 
+CAPTURE_LOOKBACK_LINES = 40  # how far below a capture in progress an error is still the capture's
+
 _WORKER_WAIT = ("dequeue(timeout", "in get_response", "get_response(w,", "RPC call to", "in timeout_ms")
+
+
+def _traceback_line(msg: str, frame: str | None) -> bool:
+    """One line Python's traceback printer writes: the header, a frame ('File "...", line N, in f'), a frame's source
+    line (indented under it), the caret marks under that, or the exception line."""
+    stripped = msg.strip()
+    return bool(frame is not None or stripped.startswith("Traceback") or 'File "' in msg
+                or (len(msg) - len(msg.lstrip(" ")) >= 3 and stripped)
+                or (stripped and not stripped.strip("^~ ")) or is_exception_line(stripped))
 
 
 def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bool]:
@@ -265,7 +297,10 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         # (chains.crash names --max-num-seqs)
         ("sampler", any(w in msg for w in _SAMPLER_FRAMES)),
         # sleep mode's allocator (csrc/cumem_allocator.cpp) re-mapping what slept: an OOM there is a wake-up's
-        ("wake_up", "cumem_allocator" in msg or "wake_up" in msg),
+        ("wake_up", "wake_up" in msg),
+        # its allocator alone serves every allocation of an engine started with enable_sleep_mode: at start-up too
+        # (sweep 213 item 06: "out of memory at .../cumem_allocator.cpp: 62" with no frame to say when)
+        ("cumem", "cumem_allocator" in msg),
         # "EngineCore encountered a fatal error." / "EngineCore failed to start." from vllm/v1/engine/core.py, bare
         # (0.8-0.10 wrote no process prefix): the engine core's own words; its traceback follows in the burst
         ("engine_core", kind == "engine-dead" and m is not None and m.source_file() == b"core.py"
@@ -275,6 +310,13 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         ("worker_wait", any(w in msg for w in _WORKER_WAIT)),
         # a frame inside a graph vLLM loaded from its compile cache (sweep 195 item 07)
         ("compile_cache", "torch_compile_cache/" in msg and ("File " in msg or "line " in msg)),
+        # a line of a Python traceback (its header, a frame, a frame's source line, its exception): a burst without
+        # one is a run of one-line ERROR records (xgrammar's "Failed to advance FSM for request ...", one per
+        # rejected token, with the engine serving on: sweep 212 item 10), not a traceback cut before its exception
+        ("tb", _traceback_line(msg, frame)),
+        # written by the engine core's exception logger (vllm/v1/engine/core.py), which logs the whole exception,
+        # a compiler's stderr in its message included (sweep 217 item 05: ptxas's errors, then the traceback)
+        ("core_log", m is not None and m.source_file() == b"core.py"),
     )
     return {k: True for k, hit in hits if hit}
 
@@ -327,6 +369,7 @@ def _error_kind(msg: str, m: Any) -> str | None:
         # v0's "Worker VllmWorkerProcess pid N died, exit code: -6", the shell's "Killed"
         return "engine-dead"
     if ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
+          or _SHORT_ERROR_PREFIX.match(msg)
           or "No space left on device" in msg  # NCCL's WARN on a full /dev/shm (sweep 181 item 02)
           or any(w in msg for w in _ERROR_LEVEL_WORDS)
           or ("RPC call to" in msg and "timed out" in msg)  # a condensed log's own words (sweep 191 item 08)
@@ -424,7 +467,9 @@ def _note_dump(ev: Event, msg: str, n: int) -> None:
 _BARE_PROC = re.compile(r"\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+")
 # a traceback's frame as Python prints it ('  File "/.../loader.py", line 1148, in load_model'), with no log prefix: V0
 # and the launcher print tracebacks to stderr bare, so only the exception's last line carries an error word
-_BARE_FRAME = re.compile(rb'^\s*(?:\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+)?File "[^"]+", line \d+, in (\w+)')
+# (torch.distributed's "[rank0]: " before each line a rank printed to stderr: sweep 221 item 05)
+_BARE_FRAME = re.compile(rb'^\s*(?:\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+|\[rank(\d+)\]:\s*)?File "[^"]+", line \d+, in '
+                         rb'(\w+)')
 FRAME_LOOKBACK_LINES = 40  # a bare exception line takes the frames printed at most this many lines before it
 _RANK_PREFIX = re.compile(r"\[rank(\d+)\]:\s?")
 
@@ -673,6 +718,10 @@ class LinePath:
             self._skipped("cut-spec-decode-line", line)
             return False
         per_pos = m.group(4).split(b",") if m.group(4) else []
+        if per_pos and line[m.end(4):].strip() == b",":
+            # the list cut after a comma at the line's end (sweep 212 item 09: four rates shown, a mean acceptance
+            # length of 5.32): its length is not the draft's (0.10+ go on with ", Avg Draft acceptance rate: ...")
+            per_pos = []
         return self._line_event(line, n, "spec-decode", {"mean_len": float(m.group(1)), "accepted": int(m.group(2)),
                                                          "drafted": int(m.group(3)), "k": len(per_pos) or None},
                                 move_clock=False)
@@ -720,18 +769,24 @@ class LinePath:
         "Traceback (most recent call last):" line opened it), or waits for the exception line below it, where a paste
         began mid-traceback (sweep 203 item 05: frames through load_model, then "AttributeError: Model ... does not
         support BitsAndBytes quantization yet."). True when it joined a burst."""
-        proc = "main" if fm.group(1) is None else f"{fm.group(1).decode()} pid={fm.group(2).decode()}"
-        func = fm.group(3).decode()
+        proc = (f"rank{fm.group(3).decode()}" if fm.group(3) is not None else "main" if fm.group(1) is None
+                else f"{fm.group(1).decode()} pid={fm.group(2).decode()}")
+        func = fm.group(4).decode()
         frame = func if func in _STARTUP_FRAMES else None
+        # sleep mode's wake_up on the stack (cumem.py, a bare frame: sweep 172 item 05)
+        woke = func == "wake_up"
         prev = self._bursts.get(proc)
         if prev is not None and prev[1] is not None and n - prev[2] <= 20:
             last = prev[1]
             _count_line(last, n, frame)
+            if woke:
+                last.data["wake_up"] = True
             self._bursts[proc] = (prev[0], last, n)
             return True
         pf = self._frames.get(proc)
         recent = pf is not None and n - pf[0] <= FRAME_LOOKBACK_LINES
-        self._frames[proc] = (n, pf[1] + 1 if recent else 1, frame or (pf[2] if recent else None))
+        self._frames[proc] = (n, pf[1] + 1 if recent else 1, frame or (pf[2] if recent else None),
+                              woke or bool(recent and pf[3]))
         return False
 
     def _error(self, line: bytes, n: int, m: Any) -> bool:
@@ -776,10 +831,18 @@ class LinePath:
                      None)
         if frame is None and ("capture_end()" in msg or "capture_begin(" in msg):
             frame = "CUDA graph capture"  # torch's CUDAGraph capture: vLLM captures only at start-up (capture_model)
+        if frame is None and self._capturing is not None and 0 < n - self._capturing <= CAPTURE_LOOKBACK_LINES:
+            # an error line right after a capture in progress, with no "Graph capturing finished" between (sweep 218
+            # item 03: ROCm's "Memory access fault by GPU" after "Capturing a cudagraph on (FULL, ...)" at 45/51)
+            frame = "CUDA graph capture"
         marks = _burst_marks(msg, kind, m, frame)
         prev = self._bursts.get(proc)
         if killed and prev is not None and prev[1] is not None and prev[1].data.get("self_kill") and n - prev[2] <= 3:
             killed = False  # the shell's "Killed" for the SIGKILL vLLM's client sent its own group (below)
+        if (prev is not None and prev[1] is not None and not prev[1].data.get("tb") and not prev[1].data.get("core_log")
+                and prev[1].kind in ("error", "engine-error")
+                and (kind == "engine-dead" or msg.lstrip().startswith("Traceback"))):
+            prev = None  # one-line ERROR records, then the engine's death: the death opens its own burst (sweep 212 item 11)
         if prev is not None and prev[0] == sec and n - prev[2] <= (BURST_GAP_LINES if sec is not None else 20):
             last = prev[1]
             self._bursts[proc] = (sec, last, n)
@@ -807,6 +870,8 @@ class LinePath:
             data["lines"] = pf[1] + 1  # its traceback's frames, printed bare above it
             if pf[2] and frame is None:
                 data["startup_frame"] = pf[2]
+            if pf[3]:
+                data["wake_up"] = True
         data.update(marks)
         if killed:
             data["killed"] = True
@@ -908,6 +973,10 @@ class LinePath:
                     bl, end = joined
                     consumed = max(consumed, end)
             hit = False
+            if b"Capturing a cudagraph" in bl or (b"Capturing CUDA graphs" in bl and b"100%" not in bl):
+                self._capturing = n
+            elif b"Graph capturing finished" in bl:
+                self._capturing = None
             if b'", line ' in bl and (fm := _BARE_FRAME.match(bl)) is not None:
                 hit = self._frame(fm, n)
             elif any(nd in bl for nd in _SHUTDOWN_NEEDLES) and (b"received signal" not in bl

@@ -54,7 +54,7 @@ from kvdoctor.evidence.logs.requests import RequestLines, RequestLog
 from kvdoctor.evidence.logs.segments import (
     match_dp, settle_preemptions, startup_line, v0_preemptions_from_warnings,
 )
-from kvdoctor.evidence.logs.startup import StartupCollector
+from kvdoctor.evidence.logs.startup import R_LLM_CALL, StartupCollector
 from kvdoctor.evidence.model import (CAUSE_WINDOW_LINES, DEATH_KINDS, ENGINE_PROCS, Event, Segment, SkipReport,
                                      StartupFacts, Timeline)
 
@@ -100,8 +100,11 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         # per process: (second, the burst's event or None when over the cap, its last line)
         self._bursts: dict[str, tuple[int | None, Event | None, int]] = {}
         # a bare traceback's frames read before its exception line (lines.LinePath._frame): per process, (last frame's
-        # line, frames, the innermost start-up frame)
-        self._frames: dict[str, tuple[int, int, str | None]] = {}
+        # line, frames, the innermost start-up frame, whether sleep mode's wake_up is among them)
+        self._frames: dict[str, tuple[int, int, str | None, bool]] = {}
+        # the line of the last CUDA-graph capture in progress (a capture bar short of 100 %, V1's DEBUG "Capturing a
+        # cudagraph on"), None once "Graph capturing finished": an error right after it is the capture's
+        self._capturing: int | None = None
         self._prev_chunk: tuple[bytes, int, int, int] | None = None
         self._gap_ok_first = False
         self._last_startup_line: int | None = None
@@ -300,7 +303,8 @@ class LogReader(LinePath, FastPath, ColumnCommit):
             # how to use it, rather than ask for the flags it holds
             flat = " ".join(cmd.split())  # an LLM(...) call spans lines
             short = flat if len(flat) <= 120 else flat[:119] + "…"
-            what = "an offline LLM(...) call" if "LLM" in flat and "vllm serve" not in flat else "a server command"
+            # (an environment variable's "VLLM_USE_FLASH_ATTN" in a docker command is no call: sweep 217 item 10)
+            what = "an offline LLM(...) call" if R_LLM_CALL.search(flat) and "vllm serve" not in flat else "a server command"
             holes = sorted(set(re.findall(r"<[A-Za-z_][\w-]*>", flat)))  # a template's "<MODEL>" (sweep 207 item 06)
             how = (f"fill in its placeholders ({', '.join(holes)}), then pass it" if holes else "pass it")
             notes.append(f"{what} (line {n}: {short}) has no start-up line after it, so its arguments were not "

