@@ -154,4 +154,6 @@ def test_evidence_lists_each_bench_result_with_its_load_and_where_the_rate_came_
     j = json.loads(CliRunner().invoke(app, ["evidence", "--json", *files]).output)
     assert j["bench"][0]["provenance"]["request_rate"].startswith("from the command line before it")
     assert j["bench"][0]["fields"]["request_rate"] == "inf" and j["bench"][1]["fields"]["request_rate"] == 1.5
-    assert j["bench"][1]["provenance"] == {"burstiness": "from the command line before it"}
+    # (--num-prompts is read since stop 57, to say when a run lost requests)
+    assert j["bench"][1]["provenance"] == {"burstiness": "from the command line before it",
+                                           "num_prompts": "from the command line before it"}

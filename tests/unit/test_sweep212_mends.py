@@ -441,3 +441,109 @@ def test_a_workers_profile_line_before_the_drivers_budget_is_the_same_start(tmp_
         "activation peak memory takes 1.30GiB; the rest of the memory reserved for KV Cache is 36.07GiB.",
         "INFO 03-19 10:53:21 [executor_base.py:111] # cuda blocks: 29547, # CPU blocks: 3276"]))
     assert len(read_log(p).startups) == 1
+
+
+# --- sweep 224 (refused requests) ----------------------------------------------------------------------------------
+
+
+def test_v0s_prompt_limit_names_the_token_budget_and_the_next_step_acts_on_it(tmp_path):
+    # vllm#13370 (sweep 224 item 08, 0.7.2 with --max-model-len 128000): the limit 2,048 is max_num_batched_tokens;
+    # before, "raise --max-model-len" and "nothing to change on this evidence"
+    d = _diag(tmp_path, "limit.log", "\n".join([
+        "INFO 02-16 15:37:22 metrics.py:455] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 9.3 "
+        "tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%, CPU KV cache usage: "
+        "0.0%.",
+        "WARNING 02-16 15:37:32 scheduler.py:947] Input prompt (2501 tokens) is too long and exceeds limit of 2048"]))
+    note = " ".join(d["notes"])
+    assert "--max-num-batched-tokens" in note and "act first on the error" in d["next"], (note, d["next"])
+
+
+def test_a_known_line_in_an_exceptions_burst_is_said_beside_it(tmp_path):
+    # vllm#10440 (sweep 224 item 04): the prompt-limit warning, then the user's own TypeError; before, only the
+    # TypeError was said, at the warning's line
+    d = _diag(tmp_path, "both.log", "scheduler.py:648] Input prompt (36893 tokens) is too long and exceeds limit of "
+                                    "1000\n\nTypeError: __init__() got an unexpected keyword argument 'prompt_limit'\n")
+    note = " ".join(d["notes"])
+    assert "TypeError" in note and "(line 3)" in note and "prompt limit" in note, note
+
+
+def test_a_refusal_inside_a_clients_error_is_read(tmp_path):
+    # vllm#20409 (sweep 224 item 10): before, 0 evidence lines
+    d = _diag(tmp_path, "400.log", "Error Occurs: \"Error code: 400 - {'object': 'error', 'message': \"This model's "
+                                   "maximum context length is 16384 tokens. However, you requested 19591 tokens (9591 "
+                                   "in the messages, 10000 in the completion).\"}\"\n")
+    assert any("max_tokens" in n for n in d["notes"]), d["notes"]
+
+
+def test_a_refused_request_is_no_deaths_cause_and_a_repr_is_an_exception(tmp_path):
+    # vllm PR #12119 (sweep 224 item 05): before, the death's action was "requests were ignored, not a crash"
+    d = _diag(tmp_path, "score.log", "\n".join([
+        "WARNING 01-16 14:15:07 scheduler.py:944] Input prompt (19 tokens) is too long and exceeds limit of 5",
+        "CRITICAL 01-16 14:15:07 launcher.py:99] MQLLMEngine is already dead, terminating server process",
+        "ERROR 01-16 14:15:07 engine.py:137] ValueError('Sampling parameters are missing for a CompletionRequest.')"]))
+    assert d["verdict"] == "engine-died" and "Sampling parameters are missing" in d["action"], d["action"]
+    assert "not a crash" not in d["action"]
+
+
+def test_v0s_time_per_output_token_histogram_is_read(tmp_path):
+    # sweep 225 item 07 (vllm#8819, V0): only vllm:time_per_output_token_seconds; before, its buckets were always
+    # dropped in favour of a newer name that was not there, and diagnose asked for the ITL histograms it had
+    from kvdoctor.evidence.prometheus import parse_snapshot
+
+    rows = "\n".join(f'vllm:time_per_output_token_seconds_bucket{{le="{le}",model_name="facebook/opt-125m"}} {n}'
+                     for le, n in (("0.01", 99.0), ("0.025", 100.0), ("+Inf", 100.0)))
+    snap = parse_snapshot(rows + '\nvllm:time_per_output_token_seconds_count{model_name="facebook/opt-125m"} 100.0\n')
+    (ss,) = snap.series.values()
+    assert ss.hists["itl"].buckets[0] == (0.01, 99.0) and ss.hists["itl"].count == 100.0
+    # both names (vLLM 0.9-0.10): the newer one's buckets alone, never mixed
+    both = rows + "\n" + rows.replace("time_per_output_token_seconds", "inter_token_latency_seconds").replace(
+        "99.0", "50.0")
+    (ss,) = parse_snapshot(both + "\n").series.values()
+    assert ss.hists["itl"].buckets == [(0.01, 50.0), (0.025, 100.0), (float("inf"), 100.0)]
+
+
+# --- sweeps 225-226 (/metrics dumps, stats logs over real traffic) ---------------------------------------------------
+
+
+def test_several_bench_results_give_no_window_its_ttft():
+    # sweep 226 item 01: a write-up pasting six runs; the first run's TTFT p99 (2.68 s) judged every window
+    from types import SimpleNamespace
+
+    from kvdoctor.chains.signals import ttft
+
+    one = SimpleNamespace(fields={"p99_ttft_ms": 2675.82, "median_ttft_ms": 900.0})
+    two = SimpleNamespace(fields={"p99_ttft_ms": 7664.70, "median_ttft_ms": 3000.0})
+    assert abs(ttft(None, [], [one]).p99 - 2.67582) < 1e-9
+    assert ttft(None, [], [one, two]) is None
+
+
+def test_a_bench_that_lost_requests_says_so(tmp_path):
+    # dennislee22/vLLM-benchmarking (sweep 226 item 02): --num-prompts 2000, "Successful requests: 1633", no failed
+    # count (a bench before 0.11.1); before, "1,633 request(s)" and nothing more
+    text = "\n".join([
+        "python benchmarks/benchmark_serving.py --backend vllm --port 8081 --model Qwen2-7B-Instruct --dataset-name "
+        "random --num-prompts 2000 --random-input-len 1024 --random-output-len 1024",
+        "============ Serving Benchmark Result ============",
+        "Successful requests:                     1633", "Benchmark duration (s):                  262.35",
+        "Total input tokens:                      1672192", "Total generated tokens:                  1233125",
+        "Request throughput (req/s):              6.22", "Output token throughput (tok/s):         4700.32",
+        "Mean TTFT (ms):                          110722.62", "Mean TPOT (ms):                          60.31",
+        "=================================================="])
+    d = _diag(tmp_path, "lost.txt", text)
+    assert "367 of 2,000 requests lost" in d["reason"], d["reason"]
+
+
+def test_kv_load_failures_lower_a_capacity_verdict_and_come_first(tmp_path):
+    # EthanMeng324/LMCache cache_migration (sweep 226 item 04): 215 requests rescheduled, generation 877 -> 35 tok/s;
+    # before, capacity-short (high), the connector only in a note
+    e = "(EngineCore_DP0 pid=772517) WARNING 01-27 01:40:17 [scheduler.py:1816] Recovered from KV load failure: 215 " \
+        "request(s) rescheduled (373752 tokens affected)."
+    rows = [(877.0, 215, 47, 100.0), (34.9, 212, 70, 98.7), (93.2, 207, 95, 97.0), (156.7, 202, 122, 94.9),
+            (150.0, 200, 150, 95.0), (160.0, 198, 180, 96.0)]
+    lines = [e] + [f"(APIServer pid=772316) INFO 01-27 01:4{k // 6}:{(k % 6) * 10 + 8:02d} [loggers.py:248] Engine 000: "
+                   f"Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: {g} tokens/s, Running: {r} reqs, "
+                   f"Waiting: {w} reqs, GPU KV cache usage: {kv}%, Prefix cache hit rate: 32.8%"
+                   for k, (g, r, w, kv) in enumerate(rows)]
+    d = _diag(tmp_path, "lmcache.log", "\n".join(lines))
+    assert d["action"].startswith("first the KV connector"), d["action"]
+    assert any("failed to load cached blocks" in n for n in d["notes"])

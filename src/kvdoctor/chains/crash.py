@@ -321,6 +321,9 @@ def _past_positions(near: list[Event]) -> tuple[str, str, dict[str, Figure]] | N
             "the model's RoPE table is the usual cause, a setting, not a fault", {})
 
 
+_REQUEST_REFUSALS = ("is too long and exceeds limit of", "maximum context length is")
+
+
 def _said_cause(near: list[Event], exc: tuple[str, int] | None,
                 ce: Event | None) -> tuple[str, str, dict[str, Figure]] | None:
     """The cause the lines around the death name: NCCL's own WARN on a full /dev/shm first (the generic "unhandled
@@ -346,7 +349,9 @@ def _said_cause(near: list[Event], exc: tuple[str, int] | None,
     shm_full = next((e for e in near if "No space left on device" in _text(e) and "/dev/shm" in _text(e)), None)
     if shm_full is not None and (exc is None or "system error" in exc[0] or "NCCL" in exc[0]):
         return _named_advice(_text(shm_full), shm_full.line_no)
-    named = next((e for e in near if known_fix(_text(e))), None)
+    # a line whose known meaning is a request refused, not a crash, is no death's cause (sweep 224 item 05: V0's
+    # prompt-limit warning beside the ValueError that killed the engine)
+    named = next((e for e in near if known_fix(_text(e)) and not any(w in _text(e) for w in _REQUEST_REFUSALS)), None)
     if exc is not None and (named is None or known_fix(exc[0])):
         return _exception_advice(*exc, [e for e in ([ce] if ce is not None else []) + near])
     if named is not None:
@@ -712,10 +717,14 @@ _KNOWN_EXCEPTIONS = (
      "both). Cap the client's prompt and max_tokens, or raise --max-model-len where the model's positions and the KV "
      "pool allow it (kvdoctor ledger --max-model-len N says what the pool holds then)"),
     # V0's scheduler: a WARNING, and the request is ignored (finished with an error), the server stays up
+    # (the limit is V0's prompt limit: min(max_model_len, max_num_batched_tokens) with chunked prefill off; sweep 224
+    # items 01, 07, 08: 2,560 was 0.1's default budget, 2,048 0.7's budget above a 32K context)
     ("is too long and exceeds limit of",
-     "requests were ignored, not a crash: the prompt alone is over --max-model-len (V0's scheduler names both). Cap "
-     "prompts at the client, or raise --max-model-len where the model's positions (with the RoPE scaling it was "
-     "started with) and the KV pool allow it"),
+     "requests were ignored, not a crash: the prompt alone is over V0's prompt limit, the line's second figure. With "
+     "chunked prefill off that limit is the smaller of --max-model-len and --max-num-batched-tokens (0.7 sets the "
+     "budget to 2,048 above a 32K context, 0.1-0.2 defaulted it to 2,560): raise that one (--max-num-batched-tokens at "
+     "least the longest prompt, or --enable-chunked-prefill; --max-model-len where the model's positions and the KV "
+     "pool allow it), or cap prompts at the client"),
     # V0's multimodal profiling (WARNINGs; sweep 201): the profiled sequence holds fewer image/video tokens than one
     # request may carry, so the profile undercounts the activation peak and large multimodal inputs may fail
     ("to hold the multi-modal embeddings in the worst case",
@@ -855,7 +864,8 @@ def _exception_advice(text: str, ln: int, events: list[Event]) -> tuple[str, str
     elif assertion:
         why = f"the engine raised {text[:120]} at `{assertion[:160]}`"
     else:
-        why = f"the engine raised {text[:200]}" + ("" if ":" in text else " (no message: an assertion or check inside "
+        why = f"the engine raised {text[:200]}" + ("" if ":" in text or "('" in text or '("' in text else
+                                                   " (no message: an assertion or check inside "
                                                    "vLLM failed; the frames above it name where)")
     action = (hint + f" (the exception, line {ln})" if hint else
               f"act on vLLM's exception (line {ln}): {text[:240]}; search vLLM's issues for it with your version")

@@ -86,12 +86,18 @@ class Instance:
     notes: list[str] = field(default_factory=list)
     timeline: Timeline | None = None
     load: str | None = None  # "2 of 3" when its log held several loads (chains.signals.loads), else None
+    error_noted: bool = False  # a note names an error the log shows with no death (_error_note)
 
     @property
     def next_step(self) -> str:
-        """What to do next: the verdict's, except a healthy window whose one change is a note's (speculation)."""
+        """What to do next: the verdict's, except a healthy window whose one change is a note's (speculation), and a
+        window with nothing to judge whose log names an error: that error first (sweep 224 item 08: prompts refused,
+        yet "nothing to change")."""
         if self.verdict == "healthy" and self.action not in (None, "none"):
             return "make that one change, then diagnose a new window to see it hold"
+        if self.error_noted and self.verdict in ("healthy", "insufficient-evidence"):
+            return ("act first on the error the note names (its fix, where known), then re-run diagnose; "
+                    + NEXT[self.verdict])
         return NEXT[self.verdict]
 
     def as_dict(self, with_timeline: bool = True) -> dict[str, Any]:
@@ -256,6 +262,7 @@ def diagnose_context(ctx: Context) -> Instance:
         inst.notes.append(spec[0])
     if (errs := _error_note(ctx, findings)) is not None:
         inst.notes.append(errs)
+        inst.error_noted = True
     stop = next((e for e in ctx.events if e.kind == "shutdown-requested"), None)
     if stop is not None and not any(f.rule_id == "engine.died" for f in findings):
         inst.notes.append(f"the server was stopped by its operator (line {stop.line_no}): the errors and warnings after "
@@ -272,6 +279,12 @@ def diagnose_context(ctx: Context) -> Instance:
         inst.action = ("turn speculative decoding off (drop --speculative-config) or fix its drafter: it accepts "
                        "almost none of what it drafts (the note gives the counts)")
     inst.carried_by, inst.would_raise, inst.would_overturn = j.carried_by, j.would_raise, j.would_overturn
+    if kv_fail is not None and inst.verdict in ("capacity-short", "prefill-bound", "decode-bound"):
+        # requests the connector failed to load recompute their prefill here: the full pool and the slow steps are
+        # partly the connector's (sweep 226 item 04: 215 requests rescheduled, generation 877 -> 35 tok/s)
+        inst.confidence = _lower(inst.confidence)
+        inst.action = (f"first the KV connector, whose load failures this window recomputed (the note); then, if it "
+                       f"holds without them: {inst.action}")
     inst.leaning = j.leaning
     return inst
 
@@ -284,7 +297,7 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
 
     if any(f.rule_id in ("engine.died", "ledger.does-not-fit") for f in findings):
         return None  # a death or a start-up refusal has its own finding, which names its exception
-    excs = [(str(e.data["exception"]), e.line_no) for e in ctx.events
+    excs = [(str(e.data["exception"]), e.data.get("exception_line") or e.line_no) for e in ctx.events
             if e.kind in ("error", "engine-error") and e.data.get("exception")]
     named = [e for e in ctx.events if e.kind in ("error", "engine-error") and known_fix(e.message or "")]
     if not excs and named:
@@ -313,9 +326,14 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
     text, ln = excs[0]
     fix = known_fix(text)
     more = f" (and {len(excs) - 1} more)" if len(excs) > 1 else ""
+    # a line with a known meaning in the same burst as the exception (sweep 224 item 04: V0's prompt-limit warning,
+    # then the user's own TypeError below it) is said too: the exception's note would hide it
+    also = next((e for e in named if known_fix(e.message or "") != fix), None)
     return (f"the log shows an exception with no engine death tied to it here: {text[:240]} (line {ln}){more}"
             + (f"; the known fix: {fix}" if fix else
-               "; if the server stopped there, it is why (search vLLM's issues for it with your version)"))
+               "; if the server stopped there, it is why (search vLLM's issues for it with your version)")
+            + (f". The log also shows: {(also.message or '').strip()[:240]} (line {also.line_no}); the known fix: "
+               f"{known_fix(also.message or '')}" if also is not None else ""))
 
 
 def _lines_of(evs: list) -> str:
@@ -1018,6 +1036,8 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
                 if n.startswith("one instance") or "kept apart" in n or "kept as its own instance" in n
                 or "an offline `vllm bench" in n]  # an offline result is evidence diagnose does not read: say so
     ev_notes += dp_balance_notes(segments)
+    # a benchmark that lost requests says so whatever the samples beside it read (sweep 226 items 02, 05)
+    ev_notes += [r.text for r in sig.bench_readings(bench, th) if r.kind == "requests-lost"]
     # the request lines' note goes to the first instance of its log (DP engines of one server share one API log)
     for src, text in request_line_notes(evidence).items():
         inst = next((i for i in instances if i.source == src), None)

@@ -113,7 +113,8 @@ _BENCH_CMD = re.compile(r"^\s*(?:.*?(?:[$#>;]|&&|\bdo|\bthen)\s+)?(?:(?:docker|p
 _NAMESPACE = re.compile(r"\bNamespace\(.*\brequest_rate=")
 _NS_ARG = re.compile(r"\b(request_rate|max_concurrency|burstiness|ramp_up_strategy)=('[^']*'|[^,)\s]+)")
 # flag -> field (vLLM's parser takes --request_rate for --request-rate too, and a unique prefix: evidence.benchflags)
-_CMD_FLAGS = {"--request-rate": "request_rate", "--max-concurrency": "max_concurrency", "--burstiness": "burstiness"}
+_CMD_FLAGS = {"--request-rate": "request_rate", "--max-concurrency": "max_concurrency", "--burstiness": "burstiness",
+              "--num-prompts": "num_prompts"}
 
 
 def bench_command_options(line: str) -> tuple[dict[str, float], bool, dict[str, str]] | None:
@@ -127,7 +128,7 @@ def bench_command_options(line: str) -> tuple[dict[str, float], bool, dict[str, 
         args = {k: v.strip("'") for k, v in _NS_ARG.findall(line)}
         ramp = args.get("ramp_up_strategy", "None") not in ("None", "")
         out = {}
-        for k in ("request_rate", "max_concurrency", "burstiness"):
+        for k in ("request_rate", "max_concurrency", "burstiness", "num_prompts"):
             v = args.get(k)
             f = float("inf") if v == "inf" else (None if v in (None, "None") else as_float(v))
             if f is not None and not math.isnan(f):

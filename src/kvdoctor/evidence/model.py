@@ -113,7 +113,10 @@ MEMORY_HELD = ("free-memory-below-util", "kv-over-free-memory")
 # ("Engine core initialization failed. See root cause above", "EngineDeadError", a Ctrl-C's KeyboardInterrupt).
 # One list for the log reader (the exception an engine death quotes) and for experiment's one-line reason of a
 # failed start.
-EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(?:\w*(?:Error|Exception): \S|\w+(?:Error|Exception)\s*$)")
+# (also its repr, which V0's MQLLMEngine logs: "ValueError('Sampling parameters are missing for a CompletionRequest.')",
+# sweep 224 item 05)
+EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(?:\w*(?:Error|Exception): \S|\w+(?:Error|Exception)\s*$"
+                            r"|\w+(?:Error|Exception)\(['\"])")
 # v0's MQEngineDeadError carries the cause in its message: "Engine loop is not running. Inspect the stacktrace to
 # find the original error: AssertionError('Error in model execution ...')" (vllm/engine/multiprocessing).
 ORIGINAL_ERROR = re.compile(r"original error: ([\w.]*(?:Error|Exception))\((['\"]?)(.*?)\2?\)?\.?\s*$")

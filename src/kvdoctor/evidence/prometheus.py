@@ -214,9 +214,14 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
             _set(ss.counters, ss._prio, c, base, float(value))
     else:  # hist
         h_name = HISTOGRAMS[base]
-        if ss._prio.get("h:" + h_name, 1) > _PREFERRED.get(base, 1):
+        held, prio = ss._prio.get("h:" + h_name), _PREFERRED.get(base, 1)
+        # the newer name wins where a server exports both; the older one alone (V0, vLLM < 0.10: only
+        # time_per_output_token_seconds) is read, not dropped (sweep 225 item 07)
+        if held is not None and held > prio:
             return
-        ss._prio["h:" + h_name] = _PREFERRED.get(base, 1)
+        if held is not None and held < prio:
+            ss.hists.pop(h_name, None)  # the preferred name's buckets replace the older name's, never mix with them
+        ss._prio["h:" + h_name] = prio
         h = ss.hists.get(h_name)
         if h is None:
             h = ss.hists[h_name] = Hist()

@@ -38,6 +38,9 @@ _ERROR_LEVEL_WORDS = (
     "No available node types can fulfill resource request",
     # Ray Serve's WARNING that a replica missed its health check (it restarts the replica): sweep 215 item 03
     "Didn't receive health check response for replica",
+    # the API server's refusal quoted inside a client's error ("Error code: 400 - {... This model's maximum context
+    # length is 16384 tokens ...": sweep 224 item 10)
+    "maximum context length is",
     # the Neuron compiler's wrapper ("ERROR ||NEURON_CC_WRAPPER||: Failed compilation with ['neuronx-cc', ...": 219)
     "Failed compilation with ['neuronx-cc'",
 )
