@@ -547,3 +547,50 @@ def test_kv_load_failures_lower_a_capacity_verdict_and_come_first(tmp_path):
     d = _diag(tmp_path, "lmcache.log", "\n".join(lines))
     assert d["action"].startswith("first the KV connector"), d["action"]
     assert any("failed to load cached blocks" in n for n in d["notes"])
+
+
+# --- sweeps 227-229 (V1 start-ups, preemption, gateways) -----------------------------------------------------------
+
+
+def test_v1s_eager_line_means_no_cuda_graphs(tmp_path):
+    # vllm PR #20707 (sweep 227 item 04): before, the ledger predicted 0.63 GiB of CUDA graphs for an eager run
+    p = _write(tmp_path, "eager.log", "\n".join([
+        "(EngineCore_0 pid=1399537) INFO 08-19 14:58:40 [gpu_worker.py:277] Available KV cache memory: 112.61 GiB",
+        "(EngineCore_0 pid=1399537) INFO 08-19 14:58:40 [kv_cache_utils.py:849] GPU KV cache size: 922,496 tokens",
+        "(EngineCore_0 pid=1399537) INFO 08-19 14:58:41 [__init__.py:3575] Cudagraph is disabled under eager mode"]))
+    (st,) = read_log(p).startups
+    assert st.engine_config.get("enforce_eager") is True
+
+
+def test_v0s_swap_pool_abort_and_its_loops_end_are_deaths(tmp_path):
+    # cmu-l3/l1#4 (sweep 228 item 08, verl's WorkerDict) and vllm#1188 (item 11, V0 0.2's AsyncLLMEngine)
+    d = _diag(tmp_path, "swap.log", "(WorkerDict pid=111417) RuntimeError: Aborted due to the lack of CPU swap space. "
+                                    "Please increase the swap space to avoid this error.\n")
+    assert d["verdict"] == "engine-died" and "--swap-space" in d["action"], d["action"]
+    d = _diag(tmp_path, "loop.log", "\n".join([
+        "INFO 09-25 10:00:00 llm_engine.py:613] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 20.1 "
+        "tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 91.0%, CPU KV cache usage: "
+        "0.0%",
+        "Exception in callback _raise_exception_on_finish(request_tracker=<vllm.engine....x7fea792f4550>)(<Task "
+        "finishe...this error.')>) at /data/anaconda3/lib/python3.11/site-packages/vllm/engine/async_llm_engine.py:22"]))
+    assert d["verdict"] == "engine-died", d["verdict"]
+
+
+def test_a_preemption_warning_cut_before_its_count_still_says_one_happened(tmp_path):
+    # vllm#15763 (sweep 228 item 02): before, "no preemption counter, warning or timeline in the evidence"
+    d = _diag(tmp_path, "cutwarn.log", "WARNING 04-03 22:02:12 scheduler.py:1754] Sequence group 127 is preempted by "
+                                       "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This "
+                                       "can affect the end-to-end performance. Increase gpu_memo\n")
+    assert any("at least 1 preemption" in n for n in d["notes"]), d["notes"]
+
+
+def test_v0s_multiprocess_engine_traceback_is_the_engines(tmp_path):
+    # tenstorrent/vllm#145 (sweep 229 item 09): MQLLMEngine logs the exception that ended its loop from engine.py;
+    # before, "an exception with no engine death tied to it here"
+    p = "ERROR 07-29 14:42:58 [engine.py:163] "
+    d = _diag(tmp_path, "mq.log", "\n".join([
+        p + "Traceback (most recent call last):",
+        p + '  File "/home/container_app_user/vllm/vllm/worker/tt_model_runner.py", line 241, in prepare_model_input',
+        p + "    finished_requests_seq_ids.append(self.req_id_to_seq_id[req_id])",
+        p + "KeyError: 'chatcmpl-2fdd35648efc418db366c6690c29c4da'"]))
+    assert d["verdict"] == "engine-died" and "KeyError" in d["action"], d

@@ -641,6 +641,12 @@ _KNOWN_EXCEPTIONS = (
      "the Gaudi (HPU) runtime's lazy mode failed while the engine started: a vllm-gaudi and Habana SDK release that "
      "supports this device and model (recent forks do not support first-generation Gaudi), or PT_HPU_LAZY_MODE=0 "
      "where the release runs in eager / torch.compile mode"),
+    # sweep 228: V0's SWAP preemption (a group with several sequences: parallel sampling n > 1, beam search) moves
+    # their blocks to the CPU swap pool, --swap-space GiB of pinned host memory per GPU (4 by default), not the OS's swap
+    ("Aborted due to the lack of CPU swap space",
+     "V0 swapped preempted requests with several sequences (n > 1, beam search) to its CPU swap pool and filled it: "
+     "--swap-space higher (GiB of pinned host memory per GPU; 4 by default, not the OS's swap), or fewer preemptions "
+     "(--max-num-seqs lower, a larger KV pool: --gpu-memory-utilization, a shorter --max-model-len)"),
     # sweep 221: the fp8 KV cache refused by a kernel or a release
     ("FlashAttention V1 with FP8 KV cache",
      "this release's V1 FlashAttention backend has no fp8 KV cache: --kv-cache-dtype auto, or a release where V1 runs "

@@ -95,9 +95,11 @@ class Instance:
         yet "nothing to change")."""
         if self.verdict == "healthy" and self.action not in (None, "none"):
             return "make that one change, then diagnose a new window to see it hold"
-        if self.error_noted and self.verdict in ("healthy", "insufficient-evidence"):
-            return ("act first on the error the note names (its fix, where known), then re-run diagnose; "
-                    + NEXT[self.verdict])
+        if self.error_noted and self.verdict == "healthy":
+            return ("the samples read healthy, but act first on the error the note names (its fix, where known), then "
+                    "re-run diagnose")
+        if self.error_noted and self.verdict == "insufficient-evidence":
+            return "act first on the error the note names (its fix, where known); then " + NEXT[self.verdict]
         return NEXT[self.verdict]
 
     def as_dict(self, with_timeline: bool = True) -> dict[str, Any]:

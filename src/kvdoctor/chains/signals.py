@@ -318,6 +318,11 @@ def preemptions(tl, events, source: str, th: Thresholds, counter_trusted: bool) 
             ),
             intervals=len(w),
         )
+    cut = [e for e in events or [] if e.kind == "preemption-cut"]
+    if cut:
+        return Preemptions("none", None, note=(
+            f"V0's preemption warning, cut before its count (line {cut[0].line_no}), says at least {len(cut):,} "
+            "preemption(s) happened; how many and how often is not in the evidence"))
     return Preemptions("none", None, note="no preemption counter, warning or timeline in the evidence")
 
 

@@ -169,6 +169,9 @@ FATAL_ANY_FORM = ("unsatisfied condition: cuda>=", "vLLM is running on Unspecifi
                   # the Neuron compiler failing on the model's graph: vLLM-neuron compiles every bucket at start-up
                   # (sweep 219 item 10)
                   "Failed compilation with ['neuronx-cc'",
+                  # V0's scheduler when its CPU swap pool is full: raised in schedule(), which ends the engine's loop
+                  # (sweep 228 items 07-08)
+                  "Aborted due to the lack of CPU swap space",
                   # torch's warning that its build has no kernels for this GPU (an RTX 50 under a cu12.4 wheel): every
                   # kernel launch then fails with "no kernel image is available" (sweep 217 items 02-03)
                   "is not compatible with the current PyTorch installation")

@@ -78,6 +78,7 @@ FULL_NEEDLES = (
     b"Traceback (most recent call last)",  # ... and its header, which opens the burst the frames extend
     b"Graph capturing", b"Model loading took",  # figure lines whose "GiB" a terminal's wrap moved to the next line
     b"Capturing CUDA graphs", b"Capturing a cudagraph",  # a capture in progress (reader._capturing)
+    b"Cudagraph is disabled",  # V1 under --enforce-eager (startup._h_eager)
     b"SpecDecoding metrics", b"Mean acceptance length",  # speculative decoding's interval line (_SPEC_DECODE)
     b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
     b"LLM(",  # an offline LLM(...) call pasted with the log (startup.R_LLM_CALL), its arguments on the lines after
@@ -365,7 +366,10 @@ def _error_kind(msg: str, m: Any) -> str | None:
           # V0's AsyncLLMEngine when its background loop ended: "Task finished unexpectedly. This should never happen!"
           or "Task finished unexpectedly" in msg
           # V0's async engine: a step over VLLM_ENGINE_ITERATION_TIMEOUT_S marks the engine errored and raises
-          or "Engine iteration timed out" in msg):
+          or "Engine iteration timed out" in msg
+          # V0's AsyncLLMEngine: the loop task's done-callback re-raising what ended it (0.1-0.3, before "Background
+          # loop has errored": sweep 228 item 11)
+          or "_raise_exception_on_finish" in msg):
         # v0 to 0.33: "Engine loop has died", "Engine process (pid N) died", "MQLLMEngine is already dead",
         # "Engine core proc EngineCore_0 died unexpectedly", V1's output handler failing in get_output_async,
         # v0's "Engine background task failed", multiprocessing's "Process EngineCore:" (the process raised),
@@ -740,6 +744,12 @@ class LinePath:
         w = parse_warning(line)
         if w is None:
             self._skipped("malformed-preemption-warning", line)
+            if b"is preempted by PreemptionMode" in line:
+                # cut before its count (a quote that stops mid-line: sweep 228 item 02): no count to read, but a
+                # preemption happened, which the notes say
+                m = search_envelope_b(line)
+                self._event(Event(t=self._time(m, line) if m is not None else None, kind="preemption-cut",
+                                  line_no=n, message=line[:300].decode("utf-8", "replace").strip()), proc_key(m))
             return False
         m = search_envelope_b(line)
         t = self._time(m, line) if m is not None else None
@@ -816,7 +826,9 @@ class LinePath:
             proc = f"rank{rank.group(1)}"
         t = self._time(m, line) if m is not None else None
         if kind == "error" and (proc.startswith(ENGINE_PROCS) or "EngineCore hit an exception" in msg
-                                or (m is not None and m.source_file() == b"core.py")):
+                                # (V0's MQLLMEngine logs the exception that ended its loop from engine.py: sweep 229
+                                # item 09, a KeyError on an aborted request's id)
+                                or (m is not None and m.source_file() in (b"core.py", b"engine.py"))):
             # V1 before the process prefixes (0.8-0.9) wrote the engine core's lines bare: its own words name it, or
             # its logger's file (vllm/v1/engine/core.py logs the traceback of the exception that ends the engine core;
             # vllm#15928: "ERROR ... [core.py:343] Traceback (most recent call last):" with no message before it)

@@ -1338,6 +1338,13 @@ def _h_mamba_mode(c, n, env, msg) -> bool:
     return True
 
 
+def _h_eager(c, n, env, msg) -> bool:
+    # V1's own word that it captures no CUDA graph ("Cudagraph is disabled under eager mode", config/compilation.py):
+    # --enforce-eager, where the excerpt has no config echo (sweep 227 item 04)
+    c._builder(n).f.engine_config.setdefault("enforce_eager", True)
+    return True
+
+
 def _h_hma_off(c, n, env, msg) -> bool:
     # vLLM's own word that the hybrid KV cache manager is off for this start ("Hybrid KV cache manager is disabled for
     # this hybrid model, ...", "Turning off hybrid kv cache manager because `--kv-transfer-config` is set"): every
@@ -1417,6 +1424,7 @@ def _h_autofit(c, n, env, msg) -> bool:
 
 _RULES: tuple[tuple[str, Any], ...] = (
     ("Model loading took", _h_load),
+    ("Cudagraph is disabled under eager mode", _h_eager),
     ("Loading model weights took", _h_load_v0),
     (" blocks: ", _h_blocks),
     ("Maximum concurrency for", _h_maxconc),
