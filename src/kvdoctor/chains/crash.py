@@ -46,10 +46,17 @@ def _text(e: Event) -> str:
     return f"{e.message} {e.data.get('cause', '')} {e.data.get('exception', '')}"
 
 
+def _traceback_burst(e: Event) -> bool:
+    """A burst that holds a traceback's line, or that the engine core's exception logger wrote: not a run of one-line
+    ERROR records (lines._burst_marks "tb", "core_log")."""
+    return bool(e.data.get("tb") or e.data.get("core_log"))
+
+
 def _engine_traceback(e: Event) -> bool:
     """A traceback written by the engine core or a worker (not the API server's EngineDeadError)."""
-    return e.data.get("lines", 1) >= 3 and bool(e.data.get("tb") or e.data.get("core_log")) and (e.kind == "engine-error" or (e.kind in DEATH_KINDS and (
-        str(e.data.get("proc", "")).startswith(ENGINE_PROCS) or bool(e.data.get("engine_core")))))
+    return e.data.get("lines", 1) >= 3 and _traceback_burst(e) and (e.kind == "engine-error" or (
+        e.kind in DEATH_KINDS and (str(e.data.get("proc", "")).startswith(ENGINE_PROCS)
+                                   or bool(e.data.get("engine_core")))))
 
 
 def _cause_kind(events: list[Event], startup_error: str | None = None) -> tuple[str, Event | None]:
@@ -125,7 +132,7 @@ def engine_died(ctx: Context) -> Finding | None:
     if not deaths:
         # no death line in the excerpt, but it ends in the engine core's own traceback with no stats line after
         # it: the engine most likely died (the user cut the log there); said with low confidence
-        eng = [e for e in evs if (e.data.get("tb") or e.data.get("core_log")) and (
+        eng = [e for e in evs if _traceback_burst(e) and (
             (e.data.get("lines", 1) >= 3 and (
                 e.kind == "engine-error"
                 # a traceback through a frame that runs only at start-up: nothing catches it there, so the server did
@@ -359,23 +366,28 @@ def _said_cause(near: list[Event], exc: tuple[str, int] | None,
     return None
 
 
-def _frame_advice(cause: str, near: list[Event],
-                  exc: tuple[str, int] | None) -> tuple[str, str, dict[str, Figure]] | None:
-    """What the frame a death happened in says where no exception does: a traceback cut inside V1's KV check is its
-    refusal; a CUDA error during CUDA-graph capture is the graph mode's. None otherwise."""
+def _kv_check_advice(near: list[Event], exc: tuple[str, int] | None) -> tuple[str, str, dict[str, Figure]] | None:
+    """A traceback cut inside V1's KV check, with no exception line: that check's refusal (None otherwise)."""
     if exc is None and any("check_enough_kv_cache_memory" in str(e.data.get("startup_frame")) for e in near):
         # (_check_enough_kv_cache_memory raises only "No available memory for the cache blocks" or "To serve at least
         # one request with the model's max seq len ... KV cache is needed")
         return ("the pool that was left could not hold one request: weights (a quantized checkpoint, more GPUs with "
                 "--tensor-parallel-size, a smaller model), less working memory before the pool (--max-num-batched-"
-                "tokens, --enforce-eager), a higher --gpu-memory-utilization where the GPU has room, then --max-model-len "
-                "or fp8 KV cache (--kv-cache-dtype fp8); kvdoctor ledger with --model, --gpu and these flags gives the "
-                "figures",
+                "tokens, --enforce-eager), a higher --gpu-memory-utilization where the GPU has room, then "
+                "--max-model-len or fp8 KV cache (--kv-cache-dtype fp8); kvdoctor ledger with --model, --gpu and these "
+                "flags gives the figures",
                 "vLLM's start-up check that the KV pool holds one request of max-model-len refused (the traceback is "
                 "cut inside check_enough_kv_cache_memory, which raises only that refusal: 'No available memory for the "
                 "cache blocks' or 'To serve at least one request ...'); the message with its figures is cut off", {})
-    in_capture = any(e.data.get("startup_frame") in ("CUDA graph capture", "capture_model") for e in near)
-    if cause == "cuda-error" and in_capture and not any("custom_all_reduce" in _text(e) for e in near):
+    return None
+
+
+def _cuda_site_advice(near: list[Event]) -> tuple[str, str, dict[str, Figure]] | None:
+    """A CUDA error whose place names the lever: vLLM's custom all-reduce kernel, or a CUDA-graph capture in progress
+    (the graph mode). None elsewhere."""
+    if any("custom_all_reduce" in _text(e) for e in near):
+        return (*_CUSTOM_ALL_REDUCE, {})
+    if any(e.data.get("startup_frame") in ("CUDA graph capture", "capture_model") for e in near):
         rocm = any("Memory access fault by GPU" in _text(e) for e in near)
         return ("the fault hit while vLLM captured CUDA graphs: capture piecewise graphs only (--compilation-config "
                 "'{\"cudagraph_mode\": \"PIECEWISE\"}') and, if it still faults, --enforce-eager (no graphs, slower "
@@ -398,10 +410,10 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
     if cause == "memory-held":
         return _held_advice(ctx)
     exc = _exception(near, ce)
-    if (framed := _frame_advice(cause, near, exc)) is not None:
-        return framed
-    if cause == "cuda-error" and any("custom_all_reduce" in _text(e) for e in near):
-        return (*_CUSTOM_ALL_REDUCE, {})
+    if (kv_check := _kv_check_advice(near, exc)) is not None:
+        return kv_check
+    if cause == "cuda-error" and (sited := _cuda_site_advice(near)) is not None:
+        return sited
     if cause == "cuda-error" and any("Memory access fault by GPU" in _text(e) for e in near):
         return (*_ROCM_FAULT, {})
     if cause == "cuda-error" and (past := _past_positions(near)) is not None:

@@ -1039,7 +1039,7 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
                 or "an offline `vllm bench" in n]  # an offline result is evidence diagnose does not read: say so
     ev_notes += dp_balance_notes(segments)
     # a benchmark that lost requests says so whatever the samples beside it read (sweep 226 items 02, 05)
-    ev_notes += [r.text for r in sig.bench_readings(bench, th) if r.kind == "requests-lost"]
+    ev_notes += [r.text for r in sig.requests_lost(bench)]
     # the request lines' note goes to the first instance of its log (DP engines of one server share one API log)
     for src, text in request_line_notes(evidence).items():
         inst = next((i for i in instances if i.source == src), None)

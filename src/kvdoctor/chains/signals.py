@@ -718,6 +718,12 @@ def _decode_stalls(label: str, f: dict, conc: float | None, prompt: float, th: T
     return None
 
 
+def requests_lost(bench) -> list[BenchReading]:
+    """The "requests-lost" readings alone (``_requests_lost``), for a note beside a verdict the samples carry."""
+    return [r for b, nth in zip(bench or [], _places(bench or []))
+            if (r := _requests_lost(_bench_label(b, b.fields, nth), b.fields)) is not None]
+
+
 def _requests_lost(label: str, f: dict) -> BenchReading | None:
     """Requests the command sent (``--num-prompts``) that are in neither of the block's counts: a bench before 0.11.1
     prints no failed count, so a run that lost requests shows only fewer successes (sweep 226 item 02: 1,633 of 2,000).
@@ -762,12 +768,12 @@ def _queue_unstated(label: str, f: dict, x: float | None, prompt: float, steps: 
     """A printed block without its rate (InternLM/turbomind#14: 294 s of a 634 s run) whose mean TTFT, above the
     prefill bound, is at least a quarter of the run: a queue whichever way it formed; which way, the result does not
     say. None: a TTFT under a quarter of the run."""
-    ttft, tpot, dur = f.get("mean_ttft_ms"), _step_ms(f), f.get("duration")
-    if not (ttft and tpot and dur and ttft / 1000 >= 0.25 * dur):
+    ttft, step, dur = f.get("mean_ttft_ms"), _step_ms(f), f.get("duration")
+    if not (ttft and step and dur and ttft / 1000 >= 0.25 * dur):
         return None
     return BenchReading("queued", None, (
         f"{label}: the mean TTFT ({ttft / 1000:,.1f} s) is {ttft / 1000 / dur:.0%} of the run's {dur:,.0f} s and "
-        f"{ttft / tpot:,.0f} decode steps, where one {prompt:,.0f}-token prefill takes at most about {steps:,.0f}: "
+        f"{ttft / step:,.0f} decode steps, where one {prompt:,.0f}-token prefill takes at most about {steps:,.0f}: "
         "most of it is waiting for a first token. The result does not say its rate: all sent at once (--request-rate "
         f"inf, the bench's default) makes the TTFT the burst's queue, a rate above the ~{x or 0:g} req/s it completed "
         "makes it an overload's; either way it measures the queue, not the server's latency, and comparing engines "

@@ -190,8 +190,9 @@ _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|B
                            r"|!+ Segfault encountered !+"
                            # glibc's heap checks abort the process (sweep 218 item 07: "double free or corruption
                            # (!prev)" after the host's driver changed)
-                           r"|double free or corruption|free\(\): invalid (?:pointer|size)|malloc\(\): (?:corrupted|memory "
-                           r"corruption)|corrupted size vs\. prev_size|munmap_chunk\(\): invalid pointer")
+                           r"|double free or corruption|free\(\): invalid (?:pointer|size)"
+                           r"|malloc\(\): (?:corrupted|memory corruption)|corrupted size vs\. prev_size"
+                           r"|munmap_chunk\(\): invalid pointer")
 # vLLM's scheduler when a KV connector (LMCache, NIXL, a remote store) could not load blocks it promised
 # (v1/core/sched/scheduler.py _handle_invalid_blocks; kv_transfer_config.kv_load_failure_policy):
 # "Recovered from KV load failure: 215 request(s) rescheduled (373752 tokens affected)." (policy recompute) and
@@ -857,7 +858,8 @@ class LinePath:
         if (prev is not None and prev[1] is not None and not prev[1].data.get("tb") and not prev[1].data.get("core_log")
                 and prev[1].kind in ("error", "engine-error")
                 and (kind == "engine-dead" or msg.lstrip().startswith("Traceback"))):
-            prev = None  # one-line ERROR records, then the engine's death: the death opens its own burst (sweep 212 item 11)
+            # one-line ERROR records, then the engine's death: the death opens its own burst (sweep 212 item 11)
+            prev = None
         if prev is not None and prev[0] == sec and n - prev[2] <= (BURST_GAP_LINES if sec is not None else 20):
             last = prev[1]
             self._bursts[proc] = (sec, last, n)

@@ -304,7 +304,8 @@ class LogReader(LinePath, FastPath, ColumnCommit):
             flat = " ".join(cmd.split())  # an LLM(...) call spans lines
             short = flat if len(flat) <= 120 else flat[:119] + "…"
             # (an environment variable's "VLLM_USE_FLASH_ATTN" in a docker command is no call: sweep 217 item 10)
-            what = "an offline LLM(...) call" if R_LLM_CALL.search(flat) and "vllm serve" not in flat else "a server command"
+            offline = R_LLM_CALL.search(flat) and "vllm serve" not in flat
+            what = "an offline LLM(...) call" if offline else "a server command"
             holes = sorted(set(re.findall(r"<[A-Za-z_][\w-]*>", flat)))  # a template's "<MODEL>" (sweep 207 item 06)
             how = (f"fill in its placeholders ({', '.join(holes)}), then pass it" if holes else "pass it")
             notes.append(f"{what} (line {n}: {short}) has no start-up line after it, so its arguments were not "

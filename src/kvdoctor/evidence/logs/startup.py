@@ -1706,9 +1706,9 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
     raw = first
     quote = _QUOTE_BAR.match(first)
     # a continuation cut before the refusal's end still gives the GiB it needs (sweep 218 item 02: "... max seq len
-    # (1048576)," / "23.32 GiB KV cache is needed, which is larger t")
-    head = None if _needed(first) else next((c for c in _wrap_candidates(first, following[:1], quote) if _needed(c)),
-                                            None)
+    # (1048576)," / "23.32 GiB KV cache is needed, which is larger t"): the first line joined with the next, kept
+    # where no longer join reads the whole refusal
+    head, needed_alone = None, _needed(first)
     for k, nxt in enumerate(following[:2], start=1):
         if quote is not None and nxt.startswith(quote.group(0).rstrip()):
             nxt = nxt[len(quote.group(0).rstrip()):]  # the page's quote bar repeats on the continuation
@@ -1723,6 +1723,8 @@ def join_wrapped(first: str, following: list[str]) -> tuple[str, int] | None:
                 if rest.startswith("Based on the available memory") and parse_envelope(rest) is None:
                     return cand + " " + rest, k + 1  # vLLM's estimate, reflowed onto a line of its own
                 return cand, k
+            if k == 1 and head is None and not needed_alone and _needed(cand):
+                head = cand
         raw = _glue(raw, nxt)
     return (head, 1) if head is not None else None
 
@@ -1731,19 +1733,6 @@ def _needed(text: str) -> bool:
     """The KV refusal's head with the GiB one request needs."""
     m = R_TOO_SMALL_HEAD.search(text)
     return m is not None and m.group(2) is not None
-
-
-def _wrap_candidates(first: str, following: list[str], quote: Any) -> list[str]:
-    """``first`` joined with the next line as a hard wrap (nothing added) and as a word wrap (a space), the quote bar
-    a page repeats on the continuation taken off; none when that line is no continuation."""
-    if not following:
-        return []
-    nxt = following[0]
-    if quote is not None and nxt.startswith(quote.group(0).rstrip()):
-        nxt = nxt[len(quote.group(0).rstrip()):]
-    if not _piece(nxt, traceback_ends=True):
-        return []
-    return [first + nxt, first + " " + nxt.strip()]
 
 
 # one of them is in every line cut_fact accepts
