@@ -32,6 +32,11 @@ OUT = REPO / "src" / "kvdoctor" / "catalog" / "data"
 GiB = 1 << 30
 MiB = 1 << 20
 
+# Aliases of the shared table that name another part: the H20 row lists "NVIDIA H20-3e (141GB variant)" beside the
+# 96 GB H20, and a log of an H20-3e then read a 96 GB card (sweep 247 item 02: a KV budget of 41.9 GiB for ~83);
+# scripts/gpus_extra.tsv tabulates the H20-3e on its own.
+DROP_ALIASES: dict[str, list[str]] = {"NVIDIA H20": ["NVIDIA H20-3e"]}
+
 # Short names people type or logs print that the TSV alias column does not spell out.
 # Ambiguous ones (plain "A100": 40 or 80 GB, PCIe or SXM) are left out on purpose so the lookup
 # answers with suggestions instead of guessing.
@@ -233,7 +238,7 @@ def build_gpus(data: Path, extra: Path | None = EXTRA_TSV) -> tuple[list[dict], 
                      "capability).").strip()
         aliases = []
         for a in _aliases(r["name"], r["aliases"]) + EXTRA_ALIASES.get(name, []) + [name]:
-            if a not in aliases:
+            if a not in aliases and a not in DROP_ALIASES.get(name, []):
                 aliases.append(a)
         gpus.append({
             "name": name,
