@@ -426,10 +426,14 @@ def deployment_from_startup(startup: StartupFacts) -> Deployment:
     from kvdoctor.engine.sources import from_startup
 
     cfg = from_startup(startup)
-    if not (startup.model and startup.gpu_name):
-        raise InputError("the start-up log names no model or no GPU")
     notes: list[str] = []
-    shape, gpu = shape_under(startup.model, cfg, notes), lookup_gpu(startup.gpu_name)
+    # no device name: its total memory (an OOM line's "total capacity", a memory line) stands for it, as in
+    # `ledger --from-log` (sweep 234 item 03: an fp16 8B model on a 15.77 GiB card, the weights alone over its share)
+    gpu = lookup_gpu(startup.gpu_name) if startup.gpu_name else gpu_from(None, startup, notes)
+    model = startup.model or cfg.model  # the log's own line, else the server command pasted with it
+    if not model or gpu is None:
+        raise InputError("the start-up log names no model or no GPU")
+    shape = shape_under(model, cfg, notes)
     version = startup.vllm_version or DEFAULT_VLLM_VERSION
     resolved = resolve(cfg, shape, gpu, version=version)
     return Deployment(shape=shape, gpu=gpu, config=cfg, resolved=resolved, startup=startup, vllm_version=version,

@@ -70,21 +70,21 @@ def test_prose_naming_the_command_and_shell_variables_say_nothing():
     assert "request_rate" not in r.fields
     # a variable: the rate is unknown, so vLLM's default is not assumed either
     opts, ramp, _ = bench_command_options("for r in 1 2; do vllm bench serve --request-rate $r --max-concurrency 8")
-    assert opts == {"max_concurrency": 8} and not ramp
+    assert opts == {"max_concurrency": 8, "num_prompts": 1000} and not ramp  # (the bench's default count)
     opts, _, _ = bench_command_options("kubectl exec -it pod-0 -- vllm bench serve --model m --max-concurrency 4")
-    assert opts == {"max_concurrency": 4, "request_rate": math.inf}
+    assert opts == {"max_concurrency": 4, "request_rate": math.inf, "num_prompts": 1000}
     opts, ramp, _ = bench_command_options("CUDA_VISIBLE_DEVICES=0 python3 benchmarks/benchmark_serving.py --backend vllm")
     assert math.isinf(opts["request_rate"]) and not ramp
     # vLLM's parser takes a unique prefix; an ambiguous one could have been the rate: nothing assumed
     assert bench_command_options("vllm bench serve --request-r 3 --max-con 2 --ignore-eos --model m")[0] == \
-        {"request_rate": 3, "max_concurrency": 2}
-    assert bench_command_options("vllm bench serve --r 3 --model m")[0] == {}
+        {"request_rate": 3, "max_concurrency": 2, "num_prompts": 1000}
+    assert bench_command_options("vllm bench serve --r 3 --model m")[0] == {"num_prompts": 1000}
     # an explicit inf is the command's word, not the default
     fields, _, prov = bench_command_options("vllm bench serve --model m --request-rate inf")
     assert math.isinf(fields["request_rate"]) and prov["request_rate"] == "from the command line before it"
     # a ramp-up run has no single rate
     opts, ramp, _ = bench_command_options("vllm bench serve --ramp-up-strategy linear --ramp-up-start-rps 1")
-    assert opts == {} and ramp
+    assert opts == {"num_prompts": 1000} and ramp
 
 
 def test_the_benchs_namespace_line():

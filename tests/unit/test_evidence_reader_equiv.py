@@ -42,6 +42,12 @@ old reader's (``/tmp/eqdiff.py``, both trees): one event each in "plain" and "mi
 two keys; every other event, with its data, and every other part was unchanged (the digests of exactly those two
 segments' events moved).
 
+Re-recorded on 2026-12-07 (stop 58), when an error burst of the API server's request path gained ``data["api_path"]``
+(its logger's file is a serving module, a tool parser, the chat utilities, or its frames are ``entrypoints/openai``):
+every event of the five cases was compared with the old reader's (``/tmp/eqdiff.py``, both trees): the generator's
+"Error in request: client disconnected" events gained the key, and nothing else differed (no event added or removed,
+every other key, timeline, start-up fact and count unchanged).
+
 Re-record (only when the reading is *meant* to change, and say so in the commit):
 ``python tests/unit/test_evidence_reader_equiv.py --record``.
 """

@@ -121,6 +121,10 @@ def run_check(dep: Deployment, *, intent: Intent | None = None, max_ratio: float
         findings.append(f)
         reasons.append(f.summary)
     r = led.reconciliation
+    if r.get("verdict") == "unknown":
+        # no KV budget (no GPU named, none printed for this configuration): the gate cannot pass what it cannot judge
+        reasons.append("the KV budget is not known (no GPU named and none printed for this configuration): pass --gpu "
+                       "to judge whether it starts")
     pool = int(r.get("pool_tokens") or 0)
     mml = int(led.engine["max_model_len"].value)
     # the chapter's worst case: opt-in gate, otherwise a labelled bound

@@ -140,11 +140,22 @@ def engine_died(ctx: Context) -> Finding | None:
                 or (e.kind == "error" and e.data.get("startup_frame"))))
             # a start-up frame and the exception under it, however few frames the paste kept (sweep 216 item 08:
             # init_device, then "AssertionError: local_world_size (16) must be less than or equal to ...")
-            or (e.data.get("startup_frame") and e.data.get("exception") and e.data.get("lines", 1) >= 2))]
+            or (e.data.get("startup_frame") and e.data.get("exception") and e.data.get("lines", 1) >= 2)
+            # an exception raised in the engine's own step (the forward pass, the scheduler, the block pool): the
+            # engine has no per-request isolation there (sweeps 236 item 09, 244 items 01, 03, 04)
+            or (e.data.get("engine_step") and e.data.get("exception") and e.data.get("lines", 1) >= 2)
+            # a traceback out of the API server program's own entry: the server's process exited (sweep 250 item 03)
+            or (e.data.get("server_main") and not e.data.get("bench_client") and e.data.get("lines", 1) >= 3))]
         if not eng or _served(ctx, max(eng, key=lambda e: e.line_no), after=True):
             return None
         deaths, inferred = [min(eng, key=lambda e: e.line_no)], True
     first = min(deaths, key=lambda e: e.line_no)
+    own = [ln for ln in (ctx.startup.line_refs.values() if ctx.startup is not None else ()) if ln != first.line_no]
+    if (not inferred and len(deaths) == 1 and first.t is None and own and min(own) > first.line_no
+            and _served(ctx, first, after=True)):
+        # an untimed death line above a start whose engine then served: an earlier attempt pasted first (sweep 232
+        # item 01: a HIP OOM of a boot before --skip-mm-profiling, then the boot with it, serving)
+        return None
     stops = [e for e in evs if e.kind == "shutdown-requested" and e.line_no < first.line_no]
     if stops:
         return None  # vLLM's shutdown path after a stop request: not a crash
@@ -186,7 +197,11 @@ def engine_died(ctx: Context) -> Finding | None:
     if inferred:
         why += ("; no death line is in the excerpt: it ends in "
                 + (f"a traceback through {first.data['startup_frame']} (run only at start-up)"
-                   if first.kind == "error" else "a worker's own traceback"
+                   if first.kind == "error" and first.data.get("startup_frame")
+                   else "a traceback out of the API server program's own entry (its process exited)"
+                   if first.kind == "error" and first.data.get("server_main") and not first.data.get("engine_step")
+                   else "a traceback through the engine's own step (the forward pass or the scheduler, which have no "
+                   "per-request isolation)" if first.kind == "error" else "a worker's own traceback"
                    if "worker" in str(first.data.get("proc", "")).lower() else "the engine core's own traceback")
                 + ", with no stats line after it")
     seen_cites: set[tuple] = set()
@@ -339,8 +354,11 @@ def _said_cause(near: list[Event], exc: tuple[str, int] | None,
     runtime's refusal, vLLM's platform probe, a refusal quoted in a post's sentence). Before all of them, the engine
     core's wait for a worker's reply running out (``worker_wait``): a worker that stopped answering raised nothing.
     None: none of them."""
-    if any(e.data.get("worker_wait") for e in near) and not (exc is not None and known_fix(exc[0])
-                                                             and "RPC call to" not in exc[0]):
+    # (the engine core's get_response re-raises a worker's own exception too: a worker that logged "WorkerProc hit an
+    # exception" raised, it did not stop answering; sweep 243 item 05, FlashInfer's prefill refused on a T4)
+    raised = any("WorkerProc hit an exception" in _text(e) for e in near)
+    if any(e.data.get("worker_wait") for e in near) and not raised and not (
+            exc is not None and known_fix(exc[0]) and "RPC call to" not in exc[0]):
         return (known_fix("RPC call to") or "",
                 "the engine core's wait for a worker's reply ran out (multiproc_executor's get_response, "
                 "shm_broadcast's dequeue, 'RPC call ... timed out'): a worker stopped answering, it did not raise", {})
@@ -387,6 +405,15 @@ def _cuda_site_advice(near: list[Event]) -> tuple[str, str, dict[str, Figure]] |
     (the graph mode). None elsewhere."""
     if any("custom_all_reduce" in _text(e) for e in near):
         return (*_CUSTOM_ALL_REDUCE, {})
+    if any(e.data.get("autotune") for e in near):
+        # the start-up kernel warm-up (kernel_warmup.flashinfer_autotune) profiling FlashInfer's GEMM tactics: a
+        # tactic the driver rejects there is not the model's (sweep 240 item 02: "device not ready" in fp4_gemm's
+        # autotuner under WSL2, fixed with the autotuner off)
+        return ("turn FlashInfer's autotuner off (--kernel-config '{\"enable_flashinfer_autotune\": false}' on "
+                "releases that have it, FLASHINFER_AUTOTUNE=0 in forks that read it), or another GEMM / MoE backend; "
+                "--enforce-eager alone does not skip this warm-up",
+                "a CUDA error while vLLM's start-up warm-up autotuned FlashInfer's kernels (flashinfer_autotune): a "
+                "tactic this GPU or driver rejects, not a memory setting", {})
     if any(e.data.get("startup_frame") in ("CUDA graph capture", "capture_model") for e in near):
         rocm = any("Memory access fault by GPU" in _text(e) for e in near)
         return ("the fault hit while vLLM captured CUDA graphs: capture piecewise graphs only (--compilation-config "
@@ -577,6 +604,60 @@ _KNOWN_EXCEPTIONS = (
     ("which does not allow any tokens to be scheduled",
      "the step's token budget left after what the running sequences' speculative tokens reserve is below zero: "
      "--max-num-batched-tokens higher, or --num-speculative-tokens (or --max-num-seqs) lower"),
+    # vLLM's backend selector refuses a forced attention backend for what the model needs (sinks, MLA, a head size, a
+    # KV dtype) and names its reason (sweep 236 item 08: FLASHINFER forced for gpt-oss, whose attention has sinks)
+    ("is not valid for this configuration. Reason:",
+     "do not force that attention backend (drop --attention-backend / VLLM_ATTENTION_BACKEND and let vLLM choose: the "
+     "line's reason names what the model needs that this backend lacks, e.g. attention sinks for gpt-oss, which "
+     "TRITON_ATTN serves on RTX 50 / RTX PRO cards), or pick a backend that has it"),
+    # NIXL's prefill side (nixl_connector): a decode worker read blocks of a request it had already freed, after
+    # VLLM_NIXL_ABORT_REQUEST_TIMEOUT ran out with no read (sweep 234 item 07)
+    ("Potentially invalid KV blocks for unrecognized request",
+     "the decode side read a request's KV blocks after the prefill side had freed them (its "
+     "VLLM_NIXL_ABORT_REQUEST_TIMEOUT ran out first): that request's output may be wrong. The decode instances pull KV "
+     "too late, i.e. they queue: more decode capacity or a lower load, or a longer VLLM_NIXL_ABORT_REQUEST_TIMEOUT on "
+     "the prefill instances"),
+    # CANN's error code for a device allocation that failed (Ascend NPU): the NPU's memory, not a kernel's fault
+    ("EL0004",
+     "the NPU's device memory ran out (CANN EL0004 \"Failed to allocate memory\"): --gpu-memory-utilization lower so "
+     "what is allocated after the KV pool (format casts, graphs, buffers) has room, or --max-model-len / --max-num-seqs "
+     "lower; vllm-ascend's issues for the phase the traceback names"),
+    # FlashInfer's own kernels refusing a launch on this GPU (sweep 243 item 05: a T4, compute 7.5, where vLLM had
+    # fallen back to FlashInfer after FA2 refused the card)
+    ("BatchPrefillWithPagedKVCache failed with error",
+     "FlashInfer's prefill kernel failed on this GPU: another attention backend (--attention-backend TRITON_ATTN, or "
+     "VLLM_ATTENTION_BACKEND on releases before the flag), and a FlashInfer build for this GPU's compute capability "
+     "if FlashInfer is wanted"),
+    # the API server stopped waiting for its engine cores before they reported ready: a load or compile longer than
+    # VLLM_ENGINE_READY_TIMEOUT_S (600 s) (sweep 246 item 03: NFS loads of 7-48 min, a cold FlashInfer JIT cache)
+    ("Timed out waiting for engines to send initial message",
+     "the engine took longer to start than the API server waits for it (VLLM_ENGINE_READY_TIMEOUT_S, 600 s by "
+     "default; a long weight load from network storage, a cold compile or JIT cache): raise "
+     "VLLM_ENGINE_READY_TIMEOUT_S, and make the start faster (weights on local disk, a warm compile cache)"),
+    # the API server's request path (sweep 233): a request failed there, the engine served on; the fix is in the
+    # request, the parser or the template, never in the pool or the scheduler
+    ("Error in extracting tool call",
+     "a request's tool call was not parsed (the API server returned the model's raw text): --tool-call-parser must "
+     "match the model's tool-call format (hermes for Qwen2.5 / Qwen3 JSON calls, qwen3_coder for Qwen3-Coder and "
+     "Qwen3.5+ XML calls, openai for gpt-oss, llama3_json, mistral ...), or the model emitted a malformed call; the "
+     "engine is not involved"),
+    ("Error trying to handle streaming tool call",
+     "a streamed request's tool call was not parsed: --tool-call-parser must match the model's tool-call format "
+     "(qwen3_coder for Qwen3-Coder, hermes for Qwen2.5 / Qwen3 ...); the engine is not involved"),
+    ("cannot determine if tools should be extracted",
+     "the request's tools / tool_choice did not tell the API server whether to parse tool calls, so it returned a "
+     "plain completion: send tools with tool_choice \"auto\" (and --enable-auto-tool-choice) or a named tool"),
+    ("HarmonyError",
+     "gpt-oss's Harmony parser met a token sequence it did not expect in the model's output (a request failed, the "
+     "engine served on): a vLLM release with the parser's fix for your version (vLLM's issues, openai/harmony's), and "
+     "clients that send gpt-oss's own chat format"),
+    ("TemplateSyntaxError",
+     "the model's chat template does not parse (jinja2): pass a corrected one with --chat-template FILE; /v1/completions "
+     "is not affected, /v1/chat/completions fails for every request until then"),
+    ("Error in preprocessing prompt inputs",
+     "the API server could not turn a request into a prompt (its messages against the chat template, its content "
+     "format, its length): the exception under this line names which; --chat-template-content-format (string or "
+     "openai) where the template expects the other form; the engine is not involved"),
     ("error: unrecognized arguments:",
      "vLLM's command-line parser refused a flag this release does not have, so the server never started: flags are "
      "renamed and removed across releases (--task gave way to --runner and --convert); `vllm serve --help` of the "
@@ -928,12 +1009,23 @@ _DIED_BEFORE_SERVING = ("; if it died before serving a request, the weights or t
 _WEIGHT_FRAMES = ("create_weights", "load_weights", "load_model", "process_weights_after_loading")
 
 
+_XLA_NEED = re.compile(r"Attempting to (?:reserve|allocate) [\d.]+[KMGT]?i?B?(?:[^.]*\. That was not possible\. There "
+                       r"are [\d.]+[KMGT]?i?B? free)?")
 _NOTHING_HELD = re.compile(r"\b0(?:\.0+)? ?(?:bytes|B|KiB|MiB|GiB) already allocated")
 
 
-def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
-    """A CUDA OOM: at start-up the ledger's question; while serving, the utilization that leaves the shortfall."""
-    said = " ".join(_text(e) for e in near if e.kind == "oom")
+def _outside_torch(said: str, near: list[Event]) -> tuple[str, str, dict[str, Figure]] | None:
+    """An OOM that is not PyTorch's in this process running out: XLA's on a TPU, or an allocation refused while torch
+    held nothing."""
+    if "RESOURCE_EXHAUSTED" in said or "RuntimeProgramAllocationFailure" in said:
+        # XLA loads each compiled program (the forward pass, the sampler, their slices) into the HBM the KV cache
+        # left: vLLM's TPU backend sizes the cache from --gpu-memory-utilization, so a high fraction leaves the
+        # programs too little (tpu-inference PR #3408: 0.98 -> 0.90; tpu-recipes#151: 0.93 -> 0.83)
+        return ("--gpu-memory-utilization lower (0.90, or 0.80-0.85 for a large model whose programs are big): on a "
+                "TPU the KV cache takes that fraction of HBM and XLA loads every compiled program into what is left; "
+                "--max-model-len or --max-num-batched-tokens lower shrinks the programs",
+                "XLA (TPU) ran out of HBM loading a compiled program after the KV cache took its share"
+                + (f" ({m.group(0)})" if (m := _XLA_NEED.search(said)) else ""), {})
     if _NOTHING_HELD.search(said) and (a := _ALLOC.search(said)) is not None:
         # torch held nothing when the allocation failed (sweep 219 item 08: "Tried to allocate 1.02 GiB (GPU 0; 15.56
         # GiB total capacity; 0 bytes already allocated ...)" on an Arc under WSL2): the memory is not this process's
@@ -942,6 +1034,14 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
                 "GPU memory Windows lends); no vLLM setting makes room PyTorch never had",
                 f"{_runtime(near)} refused a {a.group(1)} {a.group(2)} allocation while PyTorch in this process held "
                 "nothing (0 already allocated): the device's memory was taken outside it", {})
+    return None
+
+
+def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
+    """A CUDA OOM: at start-up the ledger's question; while serving, the utilization that leaves the shortfall."""
+    said = " ".join(_text(e) for e in near if e.kind == "oom")
+    if (outside := _outside_torch(said, near)) is not None:
+        return outside
     if not any(e.data.get("wake_up") for e in near) and any(e.data.get("cumem") for e in near):
         return ("the rollout engine's own share first: a lower gpu_memory_utilization (or kv_cache_memory_bytes) for "
                 "the engine started with sleep mode; if it fails at wake_up, free what the colocated process still "
@@ -1019,6 +1119,8 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
     held = _held_by_others(figs)
     if held is not None:
         return held
+    if phase is None and (crowded := _weights_crowd(ctx, near)) is not None:
+        return crowded
     action, gain = _shortfall_utilization(ctx, figs)
     if phase is None:
         action += _DIED_BEFORE_SERVING
@@ -1049,6 +1151,40 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
     return (action, f"{_runtime(near)} ran out of memory in a step: that step needed more than vLLM's start-up "
                     "profile measured (a larger batch, many logprobs or n > 1 in the sampler, a LoRA, another process "
                     "on the GPU)", gain)
+
+
+def _weights_crowd(ctx: Context, near: list[Event]) -> tuple[str, str, dict[str, Figure]] | None:
+    """The excerpt does not show whether the engine had served, but the ledger of the model it names on this GPU does:
+    the weights with the start-up profile's activation peak and the non-torch memory exceed the whole device, so the
+    engine cannot have come up, and no setting of the pool or the utilization makes room (sweep 234 item 03: an fp16
+    8B model on a 16 GB V100, 14.99 GiB of weights, read as "starting or serving" with a utilization step first)."""
+    led = ctx.ledger
+    if led is None or not all(k in led.memory for k in ("total", "weights", "activation", "non_torch")):
+        return None
+    mem = {k: float(led.memory[k].value) / 2**30 for k in ("total", "weights", "activation", "non_torch")}
+    need = mem["weights"] + mem["activation"] + mem["non_torch"]
+    if need <= mem["total"]:
+        return None
+    gain = {"weights_gib": Figure(round(mem["weights"], 2), "predicted", led.memory["weights"].how),
+            "start_need_gib": Figure(round(need, 2), "predicted",
+                                     "weights + activation peak + non-torch memory (the ledger of the model the log "
+                                     "names)")}
+    return (f"the weights do not leave room to start on this GPU: quantized weights (AWQ, GPTQ or fp8 roughly halve "
+            f"the {mem['weights']:.2f} GiB), --tensor-parallel-size over more GPUs, a GPU with more memory, or a smaller "
+            "model; --max-model-len, --enforce-eager or the utilization cannot make this room",
+            f"{_runtime(near)} ran out of memory starting {_named_model(ctx, led.model)}: its weights ({mem['weights']:.2f} GiB, "
+            f"predicted), the start-up profile's activation peak ({mem['activation']:.2f} GiB) and the non-torch "
+            f"memory ({mem['non_torch']:.2f} GiB) need {need:.2f} GiB of the device's {mem['total']:.2f} GiB, so "
+            "the engine cannot have come up to serve", gain)
+
+
+def _named_model(ctx: Context, shape: str) -> str:
+    """The model as the log or its pasted command names it, with the catalog shape the ledger used when that differs
+    (a fine-tune or a distillation keeps its base's shape)."""
+    named = (ctx.startup.model if ctx.startup is not None else None) or (ctx.config.model if ctx.config else None)
+    if not named or named.rstrip("/").rsplit("/", 1)[-1].lower() == shape.rsplit("/", 1)[-1].lower():
+        return shape
+    return f"{named} (as {shape})"
 
 
 def _held_by_others(figs: dict[str, float]) -> tuple[str, str, dict[str, Figure]] | None:

@@ -19,7 +19,7 @@ from kvdoctor.evidence.model import KV_REFUSALS, MEMORY_HELD, V0_BLOCK_SIZE
 from kvdoctor.provenance import Figure
 
 if TYPE_CHECKING:
-    from kvdoctor.evidence.model import Timeline
+    from kvdoctor.evidence.model import StartupFacts, Timeline
 
 
 def rule_finding(rule_id: str, summary: str, **kw: object) -> Finding:
@@ -224,7 +224,9 @@ def does_not_fit(ctx: Context) -> Finding | None:
                     + more),
             gain={"max_num_seqs": Figure(blocks, "measured", "the Mamba cache blocks in vLLM's error line")},
             evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source, line_no=ln)])
-    if led is not None and not led.fit_ok:
+    # (a start that ended in its own OOM, or a server seen serving, shows what happened: sweep 234 item 03, 235 item 11)
+    if led is not None and not led.fit_ok and not (st is not None and st.startup_error == "oom") \
+            and not served_measured(ctx):
         est = led.estimated_max_model_len
         err = led.startup_error
         mml = int(_val(led.engine["max_model_len"]))
@@ -239,6 +241,8 @@ def does_not_fit(ctx: Context) -> Finding | None:
                             f"{(err or 'one max-length request does not fit the pool')[:220]}",
                             severity="problem", action=action, gain=gain,
                             evidence=[Cite(detail=f"ledger: {(err or 'fits = false')[:220]}", source="ledger")])
+    if st is not None and st.startup_error is None and (short := _pool_short(ctx, st)) is not None:
+        return short
     if st is not None and st.startup_error in KV_REFUSALS and (held := _refused_then_started(ctx)) is not None:
         return held
     if st is not None and st.startup_error in KV_REFUSALS:
@@ -270,8 +274,7 @@ def does_not_fit(ctx: Context) -> Finding | None:
         elif (room := _utilization_for_room(ctx)) is not None:
             action, gain = room
         if st.startup_error == "no-memory-for-cache":
-            uneven = _uneven_workers(st)
-            action = (uneven + "; otherwise " + action) if uneven else action + NO_ROOM_LEVERS
+            action = _no_room_action(st, action)
         if fixed is not None:
             action += fixed
         if st.error_needed_bytes and st.error_available_bytes:
@@ -283,6 +286,78 @@ def does_not_fit(ctx: Context) -> Finding | None:
                             evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source,
                                        line_no=ln)])
     return None
+
+
+def _pool_short(ctx: Context, st: StartupFacts) -> Finding | None:
+    """A start whose own figures leave no room for one request, with no refusal line in the excerpt: a KV budget of 0
+    or less, or a block override below one request."""
+    if st.kv_cache_bytes is not None and st.kv_cache_bytes <= 0:
+        return _no_budget(ctx, st)
+    if (st.engine_config.get("num_gpu_blocks_before_override")
+            and st.max_concurrency is not None and st.max_concurrency < 1 and st.kv_cache_tokens):
+        # --num-gpu-blocks-override below one request: vLLM checked the profiled pool, then overrode it, so it
+        # started with a pool a max-length request can never fit (sweep 232 item 05: 1 block, 16 tokens, 0.01x;
+        # later releases check the override too, vLLM PR #41069)
+        before = int(st.engine_config["num_gpu_blocks_before_override"])
+        return rule_finding(
+            "ledger.does-not-fit",
+            f"--num-gpu-blocks-override left a pool of {st.kv_cache_tokens:,} tokens ({st.num_gpu_blocks:,} block{'s' if st.num_gpu_blocks != 1 else ''}, "
+            f"{st.max_concurrency:g}x of one {st.max_concurrency_len or st.max_model_len or 0:,}-token request): a "
+            f"request longer than {st.kv_cache_tokens:,} tokens is never scheduled; the profile had found "
+            f"{before:,} blocks", severity="problem",
+            action=f"drop --num-gpu-blocks-override (the profile's {before:,} blocks), or set it to at least one "
+                   "request's blocks (max-model-len / block size)",
+            gain={"num_gpu_blocks": Figure(before, "measured", "the override line's profiled num_gpu_blocks")},
+            evidence=[Cite(detail=f"GPU KV cache size: {st.kv_cache_tokens:,} tokens", source=ctx.source,
+                           line_no=st.line_refs.get("kv_cache_tokens"))])
+    return None
+
+
+def served_measured(ctx: Context) -> bool:
+    """The evidence shows this server answering: a bench result with completed requests, or stats lines. A ledger that
+    predicts it would refuse to start then describes another configuration than the one that ran (the flags given
+    leave out its TP or its quantization: sweep 235 items 04, 11, an 80B model on one H200 that served 960 requests);
+    diagnose says so in a note instead of the refusal."""
+    return (any((b.fields.get("completed") or 0) > 0 for b in ctx.bench or [])
+            or (ctx.timeline is not None and len(ctx.timeline) > 0))
+
+
+def _no_budget(ctx: Context, st: StartupFacts) -> Finding:
+    """The log printed a KV budget of 0 or less and stops there: vLLM's own check refuses that budget ("No available
+    memory for the cache blocks": V1's check_enough_kv_cache_memory on available_memory <= 0, V0's block count), so
+    the start failed even where the excerpt ends before the error (sweep 230 item 05: "Available KV cache memory:
+    -0.87 GiB" after 27.54 GB of weights on a 32 GB NPU)."""
+    kv = st.kv_cache_bytes / 2**30
+    ln = st.line_refs.get("kv_cache_bytes")
+    room = _utilization_for_room(ctx)
+    action, gain = room if room is not None else ("--gpu-memory-utilization <higher> (no room for one block)", {})
+    gain = {**gain, "kv_budget_gib": Figure(round(kv, 2), "measured", f"line {ln}" if ln else "the start-up log")}
+    weights = f" after {st.weights_bytes / 2**30:.2f} GiB of weights" if st.weights_bytes else ""
+    return rule_finding("ledger.does-not-fit",
+                        f"vLLM refuses to start: its KV budget is {kv:.2f} GiB{weights}, and vLLM's check raises "
+                        "'No available memory for the cache blocks' on a budget of 0 or less (the excerpt ends before "
+                        "that line)", severity="problem", action=action + NO_ROOM_LEVERS, gain=gain,
+                        evidence=[Cite(detail=f"KV budget {kv:.2f} GiB", source=ctx.source, line_no=ln)])
+
+
+def _no_room_action(st: StartupFacts, action: str) -> str:
+    """The action for "No available memory for the cache blocks": the CPU backend's fixed KV space where the log shows
+    one, else the workers' uneven profiles, else the levers that make room."""
+    if st.engine_config.get("cpu_kv_cache_space") == "explicit":
+        return _cpu_kv_space(st)
+    uneven = _uneven_workers(st)
+    return (uneven + "; otherwise " + action) if uneven else action + NO_ROOM_LEVERS
+
+
+def _cpu_kv_space(st: StartupFacts) -> str:
+    """The CPU backend's KV space set by VLLM_CPU_KVCACHE_SPACE ("Explicitly set (0.0/11.65) GiB for KV cache on node
+    0": sweep 242 item 02): that variable, not --gpu-memory-utilization or the model's size, is what left no room."""
+    kv = (st.kv_cache_bytes or 0) / 2**30
+    node = st.engine_config.get("cpu_node_memory_bytes")
+    of = f" of the node's {float(node) / 2**30:.2f} GiB" if node else ""
+    return (f"VLLM_CPU_KVCACHE_SPACE higher (GiB): this start set the CPU backend's KV space to {kv:g} GiB{of}, and "
+            "that variable fixes it (--gpu-memory-utilization, the batch and the model's size do not move it); or "
+            "unset it to let vLLM size the space from --gpu-memory-utilization")
 
 
 def _fixed_budget(st) -> str | None:
@@ -940,6 +1015,19 @@ def _count(x: float) -> int | str:
     return int(x) if math.isfinite(x) else "?"
 
 
+def _stall_action(tl: Timeline, q: sig.Queue) -> str:
+    """Where to look for a stall. /metrics' waiting split (num_requests_waiting_by_reason) with none deferred says vLLM
+    itself holds the requests for capacity while the pool shows room: its admission check, not a KV transfer or a
+    connector (sweep 248 item 01, vllm-metal#479: 6 waiting for capacity, 0 running, KV 0 %)."""
+    if tl.waiting_deferred is not None and q.max_deferred == 0:
+        return ("the scheduler's admission check refuses them: vLLM counts every waiting request as held for "
+                "capacity (none deferred) while the pool shows room, so no KV transfer or connector holds them. A "
+                "prompt longer than the whole pool at the head of the queue does this (vllm#39734: --max-model-len "
+                "below the pool), else the admission's block accounting (a py-spy dump of the engine core, restart as "
+                "the stop-gap, and the version's issues)")
+    return "look outside the memory chains: engine core alive? connector / KV transfer stuck? (py-spy dump)"
+
+
 def queue_held_kv_free(ctx: Context) -> Finding | None:
     """A held queue with room in the pool and no prefill pressure: the concurrency cap (config-starved),
     a stall, or — when neither shows — a burst being admitted."""
@@ -990,8 +1078,7 @@ def queue_held_kv_free(ctx: Context) -> Finding | None:
             "requests waiting with none running): the engine is stalled, not short of memory."
             + (" One sample only: requests that had just arrived, before the scheduler's next step, read the same; a "
                "second sample a few seconds later tells." if alone else ""),
-            severity="problem", verdict="stalled",
-            action="look outside the memory chains: engine core alive? connector / KV transfer stuck? (py-spy dump)",
+            severity="problem", verdict="stalled", action=_stall_action(tl, q),
             gain=gain, evidence=ev, data={"form": "stall"})
     room = s.held_room
     room_txt = (f"room for {room.median_room:.1f} more requests of the running size" if room is not None

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - boundary types (annotations only)
     from kvdoctor.chains.lengths import LengthDist
     from kvdoctor.deployment import Deployment
     from kvdoctor.engine.config import EngineConfig
-    from kvdoctor.evidence.model import Evidence, Segment, StartupFacts, Timeline
+    from kvdoctor.evidence.model import Event, Evidence, Segment, StartupFacts, Timeline
 
 SCHEMA_VERSION = "kvdoctor.diagnose/2"
 
@@ -234,7 +234,8 @@ def diagnose_context(ctx: Context) -> Instance:
     w, p = s.window, s.preempt
     inst = Instance(source=ctx.source, engine="", verdict="insufficient-evidence", reason="", findings=findings,
                     window=window_json(w), preemption_basis=p.basis, timeline=ctx.timeline)
-    if p.note and not any(p.note in f.summary for f in findings):
+    # (the queue's reading of preemption says nothing where requests were seen re-prefilled with no output token)
+    if p.note and s.thrash is None and not any(p.note in f.summary for f in findings):
         inst.notes.append(p.note)
     if impossible is not None:
         inst.notes.append(impossible)
@@ -259,6 +260,12 @@ def diagnose_context(ctx: Context) -> Instance:
         inst.notes.append(shm)
     if (probe := _probe_note(ctx)) is not None:
         inst.notes.append(probe)
+    if ctx.ledger is not None and not ctx.ledger.fit_ok and detect.served_measured(ctx):
+        inst.notes.append(f"the ledger of the configuration given ({ctx.ledger.model} on {ctx.ledger.gpu}) predicts vLLM "
+                          f"would refuse to start ({(ctx.ledger.startup_error or 'no room for one request')[:120]}), "
+                          "but the evidence shows this server serving: the configuration that ran is not the one "
+                          "given (its --tensor-parallel-size, a quantized checkpoint, --max-model-len); pass those "
+                          "flags, or its start-up log, for step 1")
     spec = _spec_decode_note(ctx)
     if spec is not None:
         inst.notes.append(spec[0])
@@ -291,6 +298,19 @@ def diagnose_context(ctx: Context) -> Instance:
     return inst
 
 
+_API_TAIL = ("it was raised in the API server's request path (its serving code, a tool parser, the chat template), so "
+             "one request failed and the engine served on unless a death follows: the request (its JSON, tools, "
+             "messages) or the parser / template is at fault, not the pool or the scheduler")
+
+
+def _api_error(e: Event) -> bool:
+    """An error burst of the API server's request path: its process, its logger's file or its frames say so. A client
+    that went away ("client disconnected") is no failure of the request's own."""
+    if "disconnect" in (e.message or "") or "CancelledError" in (e.message or ""):
+        return False
+    return bool(e.data.get("api_path")) or str(e.data.get("proc", "")).startswith("APIServer")
+
+
 def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
     """An exception the log shows with no engine death tied to it here (an excerpt that stops at the error, a
     pasted summary line): said with the fix vLLM's message names, where it names one. A death's own finding speaks
@@ -308,6 +328,15 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
         more = f" (and {len(named) - 1} more)" if len(named) > 1 else ""
         return (f"the log shows: {(e.message or '').strip()[:240]} (line {e.line_no}){more}; the known fix: "
                 f"{known_fix(e.message or '')}")
+    api = [e for e in ctx.events if e.kind == "error" and _api_error(e)]
+    if not excs and api:
+        # the API server's own ERROR record in a request's path, its exception cut from the excerpt (sweep 233 items
+        # 05, 07: "Error in chat completion stream generator.", a tool parser's traceback): a request failed
+        e = api[0]
+        more = f" (and {len(api) - 1} more)" if len(api) > 1 else ""
+        said = (e.message or "").strip()
+        said = "a traceback cut before its exception" if said.startswith("Traceback") else said[:240]
+        return f"the API server logged a request's failure: {said} (line {e.line_no}){more}: {_API_TAIL}"
     if not excs:
         # no Python exception, but the engine's or a worker's own ERROR line after the last stats sample (a device
         # runtime's error code, as an Ascend worker printed before its traceback): the excerpt's last word
@@ -327,12 +356,19 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
                 "server stopped there, it is why (search vLLM's and the platform's issues for it)")
     text, ln = excs[0]
     fix = known_fix(text)
+    in_api = any(e.data.get("exception") == text and _api_error(e) for e in ctx.events)
+    if any(e.data.get("exception") == text and e.data.get("bench_client") for e in ctx.events):
+        # the benchmark client's own traceback (sweep 243 item 02: numpy's IndexError on empty TTFT lists)
+        return (f"the benchmark client raised {text[:200]} (line {ln}), not the server: its traceback runs through "
+                "the bench's own code. An error on empty latency lists (ttfts, tpots) means no request got an answer "
+                "(a refused connection, a wrong --model / served name, an endpoint that does not stream): the "
+                "server's log of that minute says which")
     more = f" (and {len(excs) - 1} more)" if len(excs) > 1 else ""
     # a line with a known meaning in the same burst as the exception (sweep 224 item 04: V0's prompt-limit warning,
     # then the user's own TypeError below it) is said too: the exception's note would hide it
     also = next((e for e in named if known_fix(e.message or "") != fix), None)
     return (f"the log shows an exception with no engine death tied to it here: {text[:240]} (line {ln}){more}"
-            + (f"; the known fix: {fix}" if fix else
+            + (f"; the known fix: {fix}" if fix else f"; {_API_TAIL}" if in_api else
                "; if the server stopped there, it is why (search vLLM's issues for it with your version)")
             + (f". The log also shows: {(also.message or '').strip()[:240]} (line {also.line_no}); the known fix: "
                f"{known_fix(also.message or '')}" if also is not None else ""))
@@ -982,7 +1018,9 @@ def _contradictions(s: sig.Signals) -> list[str]:
     if p.basis == "counter" and s.persistent and q is not None and not math.isnan(q.kv_max) and q.kv_max < 50.0:
         out.append(f"preemptions persist ({p.total:g}) while KV usage never exceeds {q.kv_max:.1f}%; vLLM preempts "
                    "only when no block is free — is the usage from the same engine?")
-    if rc is not None and rc.ratio <= 1.0 and s.persistent:
+    # (a pool that holds the worst case only just, re-prefilling one request with no output token, is that loop's
+    # own signature, not a contradiction: the request needs more than vLLM's start-up check counted; sweep 245 item 04)
+    if rc is not None and rc.ratio <= 1.0 and s.persistent and not (s.thrash is not None and rc.ratio >= 0.9):
         out.append(f"the reconciliation says the worst case fits the pool ({rc.ratio:.2f}×) yet preemptions "
                    "persist; the recovered configuration or pool size may not be the one that ran")
     return out
@@ -1224,7 +1262,9 @@ def _config_from(ctx: Context, inputs: Deployment | None, startup: StartupFacts 
     except Exception as exc:  # noqa: BLE001
         notes.append(f"configuration not recovered from the log ({exc})")
         return notes
-    if startup.model and startup.gpu_name:
+    device = startup.gpu_name or (startup.total_memory_bytes
+                                  and (startup.engine_config or {}).get("platform") != "cpu")
+    if (startup.model or ctx.config.model) and device:
         try:
             from kvdoctor.deployment import deployment_from_startup
 
@@ -1232,8 +1272,9 @@ def _config_from(ctx: Context, inputs: Deployment | None, startup: StartupFacts 
             ctx.shape, ctx.gpu, ctx.config, ctx.resolved = d.shape, d.gpu, d.config, d.resolved
             ctx.ledger = d.ledger
         except Exception as exc:  # noqa: BLE001 - unknown model/GPU: fall back to the log's own figures
-            notes.append(f"ledger not built from the log's model/GPU ({type(exc).__name__}: {exc}); "
-                         "step 1 uses the log's 'Maximum concurrency' line")
+            if startup.gpu_name:  # (a device known only by its total was an attempt the log did not ask for)
+                notes.append(f"ledger not built from the log's model/GPU ({type(exc).__name__}: {exc}); "
+                             "step 1 uses the log's 'Maximum concurrency' line")
     return notes
 
 

@@ -692,9 +692,29 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     f"{ttft / 1000:.1f} s. This load is above this deployment's capacity at these lengths "
                     f"(about {x:g} req/s); its TTFT measures the run's length, not the server"),
                     f"a queue left behind: offered {rate:g} req/s, completed {x:g}"))
+        elif ttft is None and (untimed := _overload_untimed(label, f, n, x, th)) is not None:
+            out.append(untimed)
         if (stalls := _decode_stalls(label, f, conc, prompt, th)) is not None:
             out.append(stalls)
     return out
+
+
+def _overload_untimed(label: str, f: dict, n: float, x: float | None, th: Thresholds) -> BenchReading | None:
+    """A result cut before its TTFT (sweep 230 item 07: 10 req/s offered for 20 s, 0.02 completed over 8,206 s): a run
+    ten times longer than its sending, and a minute or more, served far below the offered rate. None otherwise."""
+    rate, dur = f.get("request_rate"), f.get("duration")
+    if f.get("max_concurrency"):
+        return None  # the client's cap holds the requests back: the run's length is not the offered rate's queue
+    if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0 and x and dur
+            and x < th.bench_overload_ratio * rate and dur >= max(60.0, 10 * n / rate)):
+        return None
+    span = n / rate
+    return BenchReading("overload", None, (
+        f"{label}: offered {rate:g} req/s, completed {x:g} ({f.get('output_throughput') or 0:,.0f} output tok/s): the "
+        f"run lasted {dur:,.0f} s for {span:,.0f} s of sending, so the requests waited for one another far past their "
+        f"arrival. This load is {rate / x:,.0f}× what this deployment completes at these lengths; the result is cut "
+        "before its TTFT, whose figures would measure that wait, not the server"),
+        f"a queue left behind: offered {rate:g} req/s, completed {x:g} over {dur:,.0f} s")
 
 
 def _decode_stalls(label: str, f: dict, conc: float | None, prompt: float, th: Thresholds) -> BenchReading | None:
@@ -733,7 +753,7 @@ def _requests_lost(label: str, f: dict) -> BenchReading | None:
         return None
     gone = sent - n - failed
     return BenchReading("requests-lost", None, (
-        f"{label}: {gone:,.0f} of the {sent:,.0f} requests the command sent (--num-prompts) are in no count of the "
+        f"{label}: {gone:,.0f} of the {sent:,.0f} requests the command sent (--num-prompts, 1000 where it gives none) are in no count of the "
         f"block ({n:,.0f} completed" + (f", {failed:,.0f} failed" if failed else "") + "): they errored (a timeout, a "
         "refused connection, an HTTP error; benches before 0.11.1 print no failed count), and every latency and "
         "throughput figure is of the completed ones only. The server's log of the run says why"),

@@ -50,6 +50,8 @@ def ledger(
     if log_info is not None:
         notes.insert(0, log_info["summary"])
     led.notes[:0] = notes
+    if log_info is not None and (died := _died_at_start(log_info["startup"], led.startup_error)) is not None:
+        led.notes.insert(0, died)
     if (json_out or html is not None) and _payload_out(led.to_json(), log_info, html, f"{led.model} on {led.gpu}",
                                                        json_out=json_out, quiet=quiet):
         return
@@ -60,6 +62,22 @@ def ledger(
         one_line(ledger_line(led.model, led.gpu, led.reconciliation, led.kv, led.fit_ok, led.startup_error))
         return
     render(led, quiet=quiet)
+
+
+def _died_at_start(st: Any, predicted: str | None) -> str | None:
+    """The log's own start ended in an error that is no KV refusal (a death while the pool's tensors were allocated, an
+    OOM, a kernel's failure): the ledger's figures are what it measured before it died, and its "fits" is vLLM's
+    arithmetic, not a server that came up (sweep 230 items 02, 09: "fits" beside an engine that failed to start)."""
+    from kvdoctor.evidence.model import KV_REFUSALS
+
+    if st is None or not st.startup_error or st.startup_error in KV_REFUSALS or predicted:
+        return None
+    ln = st.line_refs.get("startup_error")
+    said = " ".join((st.error_message or "").split())[:160]
+    return (f"the log shows this start failing ({st.startup_error}{f', line {ln}' if ln else ''}"
+            f"{f': {said}' if said else ''}): the figures above are what it measured before it stopped, and whether "
+            "the pool fits is vLLM's arithmetic, not a server that came up; kvdoctor diagnose on the log says why it "
+            "failed")
 
 
 def _payload_out(payload: dict[str, Any], log_info: dict[str, Any] | None, html: Path | None, what: str, *,

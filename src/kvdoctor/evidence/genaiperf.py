@@ -148,6 +148,18 @@ def _opens_table(lines: list[str], i: int) -> bool:
     return False
 
 
+_MARKED = re.compile(r"^\s*\S*[^\d\s.,\-]\S*\s+(-?[\d,]+(?:\.\d+)?)\s*$")
+
+
+def _cell_number(cell: str) -> float | None:
+    """A cell's number; one a person marked in a paste ("--->  1,764.61": sweep 238 item 06, a pull request pointing at
+    the figure it changed) is its number too."""
+    v = printed_number(cell)
+    if v is None and (m := _MARKED.match(cell)) is not None:
+        v = printed_number(m.group(1))
+    return v
+
+
 def _table(lines: list[str], i: int) -> tuple[dict[str, dict[str, float]], int]:
     """The table's rows from line ``i`` (rich's box characters; a label wrapped onto the next row joins it), then
     early 2024's throughput lines under it. Returns the rows and the line after them."""
@@ -169,7 +181,7 @@ def _table(lines: list[str], i: int) -> tuple[dict[str, dict[str, float]], int]:
         if cells[0].strip().lower() in ("statistic", "metric"):
             cols = [c.strip().lower() for c in cells[1:]]
             continue
-        vals = {c: v for c, cell in zip(cols, cells[1:]) if (v := printed_number(cell)) is not None}
+        vals = {c: v for c, cell in zip(cols, cells[1:]) if (v := _cell_number(cell)) is not None}
         if vals:
             rows.append((cells[0].strip(), vals))
         elif rows and cells[0].strip():

@@ -172,6 +172,11 @@ FATAL_ANY_FORM = ("unsatisfied condition: cuda>=", "vLLM is running on Unspecifi
                   # V0's scheduler when its CPU swap pool is full: raised in schedule(), which ends the engine's loop
                   # (sweep 228 items 07-08)
                   "Aborted due to the lack of CPU swap space",
+                  # the API server's wait for the engine core to report ready ran out (VLLM_ENGINE_READY_TIMEOUT_S): no
+                  # server came up, whatever the exception's prefix (sweep 246 item 03)
+                  # ("Failed core proc(s): {}" is no such sign: the list is empty too where a core raised and was
+                  # still exiting when the API server looked, as in ROCm#6055's worker failure)
+                  "Timed out waiting for engines to send initial message",
                   # torch's warning that its build has no kernels for this GPU (an RTX 50 under a cu12.4 wheel): every
                   # kernel launch then fails with "no kernel image is available" (sweep 217 items 02-03)
                   "is not compatible with the current PyTorch installation")

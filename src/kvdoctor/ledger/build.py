@@ -281,11 +281,19 @@ def build_ledger(shape: "ModelShape", gpu: "GpuSpec | None", resolved: "Resolved
                                                                                   plan.max_in_flight_tokens)}
         for g in plan.grouping.groups
     ]
+    # no budget at all (no GPU, none printed, none the log's pool implies): the empty pool is an unknown, not vLLM's
+    # refusal (sweep 243 item 04: --max-num-seqs given beside a log without its device, "would refuse to start")
+    unknown = figs["kv_cache"].value is None and not plan.num_blocks
+    if unknown:
+        warnings.insert(0, "the KV budget is not known (no GPU named and none printed for this configuration), so "
+                           "the pool rows are empty and whether it fits is not judged: pass --gpu")
+        recon = {**recon, "verdict": "unknown", "how": "the KV budget is not known: no pool to reconcile against"}
     return Ledger(
         model=shape.name, gpu=(gpu.name if gpu is not None and gpu.name else
                                "CPU" if ctx.platform == "cpu" else "GPU (unknown)"),
-        vllm_version=ctx.version, memory=figs, kv=kvf, reconciliation=recon, fit_ok=plan.fit.ok,
-        startup_error=plan.fit.error, estimated_max_model_len=plan.fit.estimated_max_model_len, ranks=ranks,
+        vllm_version=ctx.version, memory=figs, kv=kvf, reconciliation=recon, fit_ok=plan.fit.ok or unknown,
+        startup_error=None if unknown else plan.fit.error,
+        estimated_max_model_len=None if unknown else plan.fit.estimated_max_model_len, ranks=ranks,
         groups=groups, warnings=warnings, notes=notes, engine=engine_figs, plan=plan,
     )
 

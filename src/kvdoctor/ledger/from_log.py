@@ -255,6 +255,9 @@ def _graphs_outside_budget(s: StartupFacts, led: Ledger) -> None:
                       "0.21)")
 
 
+_VLLM_KV_BUFFER = 150 * (1 << 20)  # vLLM's redundancy_buffer_memory in its --kv-cache-memory advice
+
+
 def _vllm_kv_memory_advice(s: StartupFacts, led: LogLedger) -> None:
     """vLLM's own --kv-cache-memory advice at this start (0.21+: "Replace gpu_memory_utilization with
     --kv-cache-memory=B to fit into requested memory, or ... to fully utilize gpu memory"). Below the budget in use,
@@ -267,10 +270,14 @@ def _vllm_kv_memory_advice(s: StartupFacts, led: LogLedger) -> None:
     said = f"vLLM's own advice at this start: --kv-cache-memory={fit} ({gib_text(fit)}) to fit the requested memory"
     if full:
         said += f", or {full} ({gib_text(full)}) to use the GPU fully"
-    if kv is not None and kv > fit + 0.05 * GiB:
-        said += (f"; the budget in use, {gib_text(kv)}, is {gib_text(kv - fit)} over the first: this start takes that "
-                 "much beyond its --gpu-memory-utilization share (memory counted outside the budget, such as graphs "
-                 "captured after it was sized)")
+    # vLLM's figure leaves a fixed 150 MiB for what its profile underestimates (gpu_worker: redundancy_buffer_memory),
+    # so only the budget above the figure plus that buffer is taken beyond the share (sweep 239 item 08: 0.25 GiB
+    # "over" was 0.10 GiB of graphs and the buffer)
+    over = (kv - fit - _VLLM_KV_BUFFER) if kv is not None else 0.0
+    if over > 0.05 * GiB:
+        said += (f"; the budget in use, {gib_text(kv)}, is {gib_text(over)} over the first and its 150 MiB buffer: "
+                 "this start takes that much beyond its --gpu-memory-utilization share (memory counted outside the "
+                 "budget, such as graphs captured after it was sized)")
     led.checks.append(said)
 
 

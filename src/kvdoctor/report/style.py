@@ -31,7 +31,7 @@ VERDICTS: dict[str, tuple[str, str]] = {
 # outside the configuration or thin evidence is "warn", a window with nothing to judge is "info".
 TONES: dict[str, str] = {
     "ok": "good", "healthy": "good", "enough": "good", "pass": "good",
-    "idle": "info",
+    "idle": "info", "unknown": "info",
     "starved": "warn", "insufficient-evidence": "warn", "arrival-bursts": "warn", "deferred": "warn", "spikes-elsewhere": "warn",
     "decode-bound": "warn",
     "does-not-fit": "bad", "config-starved": "bad", "capacity-short": "bad", "prefill-bound": "bad",

@@ -69,6 +69,7 @@ FULL_NEEDLES = (
     b"rror", b"ERROR", b"Memory profiling", b"is equivalent to", b"uto-fit", b"roughput", b"reqs", b"cache ",
     b"\x00", b"num_gpu_blocks", b"allreduce is disabled", b"nexpectedly", b"received signal", b"shutdown triggered",
     b"KeyboardInterrupt", b"Watchdog caught", b"CRITICAL", b"Process EngineCore", b"Heartbeat monitor", b"Killed",
+    b"Process ApiServer_",  # a scaled-out API server process that raised (multiprocessing's "Process ApiServer_3:")
     b"Sequence group",  # V0's preemption warning, when a page broke it before "preempted by" (_pieces_after)
     b"SIGSEGV", b"SIGABRT", b"core dumped", b"GPU Hang", b"HW Exception",  # a crash below Python (_NATIVE_CRASH)
     b"Segfault encountered",  # ... and torch's own banner for it
@@ -96,6 +97,7 @@ FULL_NEEDLES = (
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
     b"Exception:",  # a bare exception of Python's base class ("Exception: Call to add_lora method failed: ...")
     b"Shutting down FastAPI HTTP server",  # the API server's launcher stopping on a signal (_SHUTDOWN_NEEDLES)
+    b"initialization failed",  # "Engine core initialization failed", quoted without its RuntimeError (sweep 246 item 08)
     *_ERROR_WORDS,
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
@@ -143,6 +145,7 @@ def _needle_line_starts(work: bytes) -> set[int]:
 
 
 _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to allocate", b"nexpectedly", b"Traceback",
+                b"initialization failed", b"Process ApiServer_",
                 b"Watchdog caught",
                 b"Process EngineCore", b"Heartbeat monitor", b"Killed", b"SIG", b"core dumped", b"GPU Hang",
                 b"HW Exception", b"] Assertion `", b"kernel only supports sm", b"_get_prompt_logprobs_dict",
@@ -231,11 +234,45 @@ _STARTUP_FRAMES = ("create_engine_config", "load_model", "load_weights", "proces
                    "from_engine_args", "from_vllm_config",
                    # V1's check that the pool holds one request (kv_cache_utils): it raises only its KV refusals, so a
                    # traceback cut inside it is one (sweep 223 item 02)
-                   "check_enough_kv_cache_memory")
+                   "check_enough_kv_cache_memory",
+                   # the attention backend is chosen once, while the model's layers are built (sweep 236 item 08: a
+                   # forced FLASHINFER refused for a model with attention sinks)
+                   "get_attn_backend_cls")
 # the KV pool's own allocation (V1's _allocate_kv_cache_tensors / initialize_kv_cache_tensors, V0's _allocate_kv_cache):
 # the pool was sized from the profile, and the memory was not there when it was allocated
 _SAMPLER_FRAMES = ("logits.sort(", "_apply_top_k_top_p", "/v1/sample/sampler.py", "/layers/sampler.py")
 _KV_ALLOC_FRAMES = ("allocate_kv_cache", "initialize_kv_cache_tensors")
+# XLA's words when HBM has no room for a compiled program (TPU: "RESOURCE_EXHAUSTED: Error loading program
+# 'jit__forward': Attempting to reserve 6.14G at the bottom of memory", "RuntimeProgramAllocationFailure")
+_XLA_OOM = re.compile(r"RESOURCE_EXHAUSTED\b.*(?:Error loading program|Attempting to (?:reserve|allocate)|[Oo]ut of "
+                      r"memory)|RuntimeProgramAllocationFailure")
+# CANN's (Ascend's runtime) own error codes, printed under the exception that carried them ("EL0004: ...")
+_CANN_CODE = re.compile(r"E[A-Z]\d{4}: ")
+# the API server's request path by its logger's file: serving modules, tool parsers, the chat utilities
+_API_FILES = re.compile(rb"^(?:serving\w*|\w*tool_parser\w*|api_server|chat_utils|harmony_utils|api_utils)\.py$")
+# the engine's own step, run inside the engine core (V1) or its workers: the model's forward pass and the scheduler
+# with its KV cache manager. An exception raised there has no per-request isolation, so it stops the engine (the API
+# server's own paths, a multimodal processor included, are not among these: their exceptions refuse one request)
+_STEP_PATHS = ("/attention/backends/", "/model_executor/layers/", "/v1/core/sched/", "/v1/core/kv_cache_manager.py",
+               "/v1/core/block_pool.py", "/v1/core/single_type_kv_cache_manager.py",
+               "/v1/core/kv_cache_coordinator.py")
+_BENCH_CLIENT = "benchmark_serving.py"
+# the server program's entry frames (not its request handlers, which live in the same api_server.py)
+_SERVER_MAIN = re.compile(r'/entrypoints/(?:openai/api_server|cli/serve)\.py", line \d+, in (?:<module>|run_server|'
+                          r'run_server_worker|run_api_server_worker_proc|cmd|main)\b')
+_STEP_FUNCS = ("forward", "execute_model", "_model_forward")
+
+
+def _engine_step_frame(msg: str) -> bool:
+    """A traceback frame line of the engine's own step (sweep 236 item 09: an AttributeError in the FlashInfer
+    backend's forward; sweep 244 items 01, 03, 04: assertions in the scheduler and the block pool; the engine core's
+    death not pasted)."""
+    if 'File "' not in msg:
+        return False
+    m = re.search(r', in (\w+)', msg)
+    return any(p in msg for p in _STEP_PATHS) or (m is not None and m.group(1) in _STEP_FUNCS)
+
+
 # How specific an error burst's kind is: a burst is named by its most specific line (a traceback's last line
 # names the exception; its first line is often a generic "EngineCore encountered a fatal error").
 _KIND_RANK = {"error": 0, "engine-error": 0, "engine-dead": 1, "kv-too-small": 2, "oom": 3, "cuda-error": 3,
@@ -301,6 +338,19 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         # a frame of the sampler: its top-p/top-k sort is the largest buffer of the start-up profile's dummy batch
         # (chains.crash names --max-num-seqs)
         ("sampler", any(w in msg for w in _SAMPLER_FRAMES)),
+        ("engine_step", _engine_step_frame(msg)),
+        # the benchmark client's own code (benchmark_serving.py, vllm/benchmarks/): its exception is the client's
+        ("bench_client", ('File "' in msg and (_BENCH_CLIENT in msg or "/vllm/benchmarks/" in msg))),
+        # the API server program's own entry (api_server.py's module, `vllm serve`'s command): its traceback ended
+        # the server's process (sweep 250 item 03: cut at run_server, the exception not pasted)
+        ("server_main", _SERVER_MAIN.search(msg) is not None),
+        # the start-up warm-up autotuning FlashInfer's kernels (kernel_warmup.flashinfer_autotune): a fault there is a
+        # tactic the GPU or driver rejects (sweep 240 item 02)
+        ("autotune", "flashinfer_autotune" in msg),
+        # the API server's request path (its serving modules, tool parsers, chat utilities, or their frames): a
+        # request failed there, and the engine is not in it (sweep 233)
+        ("api_path", (m is not None and _API_FILES.search(m.source_file() or b"") is not None)
+         or "/entrypoints/openai/" in msg or "/entrypoints/serve/" in msg),
         # sleep mode's allocator (csrc/cumem_allocator.cpp) re-mapping what slept: an OOM there is a wake-up's
         ("wake_up", "wake_up" in msg),
         # its allocator alone serves every allocation of an engine started with enable_sleep_mode: at start-up too
@@ -339,6 +389,8 @@ def _error_kind(msg: str, m: Any) -> str | None:
         return "engine-dead"  # killed from outside (data["killed"] below): the host's memory ran out
     if ("out of memory" in msg or "OutOfMemoryError" in msg or R_TORCH_OOM_BODY.search(msg)) and not advice:
         return "oom"
+    if _XLA_OOM.search(msg) and not advice:
+        return "oom"  # XLA on a TPU: a compiled program found no room in HBM (sweep 231 items 08-10)
     if "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
         return "kv-too-small"
     if ("illegal memory access" in msg or _CUDA_ERROR.search(msg) or "device-side assert" in msg
@@ -359,7 +411,8 @@ def _error_kind(msg: str, m: Any) -> str | None:
           # the API server's output loop raised (a detokenizer error): it is not restarted, so no request is
           # answered again until the server is (AsyncLLM._run_output_handler starts it once)
           or "output_handler failed" in msg
-          or (("Process EngineCore" in msg or "Process SpawnProcess-" in msg) and msg.rstrip().endswith(":"))
+          or (("Process EngineCore" in msg or "Process SpawnProcess-" in msg or "Process ApiServer_" in msg)
+              and msg.rstrip().endswith(":"))
           or "Engine core initialization failed" in msg or "failed to start" in msg or _NATIVE_CRASH.search(msg)
           # v1's worker on an exception in a step (multiproc_executor: the engine core then fails the step and dies;
           # sweep 189 item 01, an author's condensed log with the prefixes cut)
@@ -412,6 +465,11 @@ def _note_exception(ev: Event, msg: str, n: int) -> None:
         # "ncclInternalError: Internal check failed." / "Last error:" / "Attribute busid of node nic not found"
         ev.data["exception"] = f"{ev.data['exception']} (NCCL's last error: {stripped})"[:400]
         del ev.data["last_error_at"]
+        return
+    if _CANN_CODE.match(stripped) and ev.data.get("exception") and "CANN's error" not in str(ev.data["exception"]):
+        # Ascend's runtime names its own cause under the exception ("RuntimeError: ... error code is 507013", then
+        # "EL0004: [PID: 3132] ... Failed to allocate memory.": sweep 230 item 02): kept with the exception
+        ev.data["exception"] = f"{ev.data['exception']} (CANN's error: {stripped[:160]})"[:400]
         return
     if stripped.startswith("Value error, ") and ev.data.get("exception"):
         # pydantic's line under "ValidationError: 1 validation error for SchedulerConfig": the check's own words
@@ -478,6 +536,17 @@ _BARE_PROC = re.compile(r"\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+")
 # (torch.distributed's "[rank0]: " before each line a rank printed to stderr: sweep 221 item 05)
 _BARE_FRAME = re.compile(rb'^\s*(?:\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+|\[rank(\d+)\]:\s*)?File "[^"]+", line \d+, in '
                          rb'(\w+)')
+# `docker compose logs` puts the service's name before every line ("vllm-qwen  | (APIServer pid=1)   File ..."): the
+# envelope search reads past it on vLLM's own records, but a traceback's bare frames and exception line need it cut
+# (sweep 233 item 06: a refused request's JSONDecodeError read as 24 "other" lines)
+_COMPOSE_B = re.compile(rb"^\s*[A-Za-z0-9][\w.\-]*\s+\|\s")
+
+
+def _uncompose(line: bytes) -> bytes:
+    m = _COMPOSE_B.match(line) if b"| " in line[:120] else None
+    return line if m is None else line[m.end():]
+
+
 FRAME_LOOKBACK_LINES = 40  # a bare exception line takes the frames printed at most this many lines before it
 _RANK_PREFIX = re.compile(r"\[rank(\d+)\]:\s?")
 
@@ -789,23 +858,32 @@ class LinePath:
         frame = func if func in _STARTUP_FRAMES else None
         # sleep mode's wake_up on the stack (cumem.py, a bare frame: sweep 172 item 05)
         woke = func == "wake_up"
+        said = fm.string[:400].decode("utf-8", "replace")
+        # what the frame's file tells of its whole traceback: the engine's own step, or the benchmark client's code
+        marks = frozenset(k for k, hit in (("engine_step", _engine_step_frame(said)),
+                                           ("bench_client", _BENCH_CLIENT in said or "/vllm/benchmarks/" in said),
+                                           ("server_main", _SERVER_MAIN.search(said) is not None))
+                          if hit)
         prev = self._bursts.get(proc)
         if prev is not None and prev[1] is not None and n - prev[2] <= 20:
             last = prev[1]
             _count_line(last, n, frame)
             if woke:
                 last.data["wake_up"] = True
+            last.data.update(dict.fromkeys(marks, True))
             self._bursts[proc] = (prev[0], last, n)
             return True
         pf = self._frames.get(proc)
         recent = pf is not None and n - pf[0] <= FRAME_LOOKBACK_LINES
         self._frames[proc] = (n, pf[1] + 1 if recent else 1, frame or (pf[2] if recent else None),
-                              woke or bool(recent and pf[3]))
+                              woke or bool(recent and pf[3]), marks | (pf[4] if recent else frozenset()))
         return False
 
     def _error(self, line: bytes, n: int, m: Any) -> bool:
         text = line[:600].decode("utf-8", "replace").strip()
         msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
+        if m is None:
+            msg = _uncompose(msg.encode("utf-8", "replace")).decode("utf-8", "replace")
         if m is None and msg.startswith(">"):
             msg = msg.lstrip("> ")  # a Markdown quote of the line ("> ValueError: Bfloat16 is only ...": a forum post)
         if m is None and (_markdown_prose(msg) or _DIFF_COMMENT.match(msg)):
@@ -889,6 +967,7 @@ class LinePath:
                 data["startup_frame"] = pf[2]
             if pf[3]:
                 data["wake_up"] = True
+            data.update(dict.fromkeys(pf[4], True))
         data.update(marks)
         if killed:
             data["killed"] = True
@@ -994,7 +1073,7 @@ class LinePath:
                 self._capturing = n
             elif b"Graph capturing finished" in bl:
                 self._capturing = None
-            if b'", line ' in bl and (fm := _BARE_FRAME.match(bl)) is not None:
+            if b'", line ' in bl and (fm := _BARE_FRAME.match(_uncompose(bl))) is not None:
                 hit = self._frame(fm, n)
             elif any(nd in bl for nd in _SHUTDOWN_NEEDLES) and (b"received signal" not in bl
                                                                or any(sg in bl for sg in _STOP_SIGNALS)):

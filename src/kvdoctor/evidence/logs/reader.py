@@ -100,8 +100,9 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         # per process: (second, the burst's event or None when over the cap, its last line)
         self._bursts: dict[str, tuple[int | None, Event | None, int]] = {}
         # a bare traceback's frames read before its exception line (lines.LinePath._frame): per process, (last frame's
-        # line, frames, the innermost start-up frame, whether sleep mode's wake_up is among them)
-        self._frames: dict[str, tuple[int, int, str | None, bool]] = {}
+        # line, frames, the innermost start-up frame, whether sleep mode's wake_up is among them, the marks its frames'
+        # files give the whole traceback: "engine_step", "bench_client")
+        self._frames: dict[str, tuple[int, int, str | None, bool, frozenset[str]]] = {}
         # the line of the last CUDA-graph capture in progress (a capture bar short of 100 %, V1's DEBUG "Capturing a
         # cudagraph on"), None once "Graph capturing finished": an error right after it is the capture's
         self._capturing: int | None = None

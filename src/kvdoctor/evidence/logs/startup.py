@@ -144,8 +144,9 @@ _RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
 # configuration below what the log's own lines say (engine.sources.from_startup).
 # a shell's prompt in front: "$ ", "(venv) user@host:~/dir$ " (vllm#42147); a runner in front: "uv run" (vllm#33155)
 SERVE_COMMAND = re.compile(r"^\s*(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+:\S*?[$#]\s*)?(?:[$#>❯➜›»✦λ%]\s*)*(?:sudo\s+)?"
-                           # nohup before or after env assignments (a launch script: sweep 196 item 11)
-                           r"(?:nohup\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:nohup\s+)?(?:(?:uv|poetry|pipx|pdm)\s+run\s+)?"
+                           # nohup or a launch script's exec before or after env assignments (sweep 196 item 11,
+                           # sweep 241 item 01: "exec vllm serve ...")
+                           r"(?:(?:nohup|exec)\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:(?:nohup|exec)\s+)?(?:(?:uv|poetry|pipx|pdm)\s+run\s+)?"
                            # a path before the program (venv/bin/vllm, /usr/bin/python3), python's own flags (-u);
                            # vllm.entrypoints.api_server is V0's demo server, which took the same engine arguments
                            r"(?:(?:[\w.~-]*/)*vllm\s+serve\s+\S|(?:[\w.~-]*/)*python[\d.]*\s+(?:-[a-zA-Z]+\s+)*?-m\s+"
@@ -208,7 +209,9 @@ R_V0_TOO_LARGE = re.compile(
 R_TORCH_OOM_BODY = re.compile(r"Tried to allocate [\d.]+ [KMG]i?B\. GPU \d+ has a total capac(?:i)?ty of")
 R_OOM_ALLOC = re.compile(r"Tried to allocate " + _N + r" (GiB|MiB)")
 R_OOM_FREE = re.compile(_N + r" (GiB|MiB) (?:is )?free")
-R_OOM_TOTAL = re.compile(r"total capac(?:i)?ty of " + _N + r" (GiB|MiB)")
+# torch's newer "GPU 0 has a total capacity of 15.77 GiB" and its older "(GPU 0; 60.97 GiB total capacity; ...", which
+# torch_npu still prints (sweep 230 item 06)
+R_OOM_TOTAL = re.compile(r"total capac(?:i)?ty of " + _N + r" (GiB|MiB)|; " + _N + r" (GiB|MiB) total capacity;")
 R_MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
 R_CACHE_INFO_BLOCKS = re.compile(r"num_gpu_blocks is: (\d+)")
 R_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
@@ -306,6 +309,8 @@ class _Builder:
                                                     or (name in _MIN_WINS and value < getattr(self.f, name))))
             if not replace:
                 return
+        if env is not None and (env.proc or "").startswith("EngineCore"):
+            self.hints.add("engine-core")  # a V1 process prefix: no V0 engine prints it
         self.meta[name] = (prio, rank)
         setattr(self.f, name, value)
         self.f.line_refs[name] = line_no
@@ -609,7 +614,7 @@ class StartupCollector:
         ec["command_line"] = self._cmd_line
 
     def _feed(self, line_no: int, env: Envelope | None, msg: str) -> bool:
-        if "\u2018" in msg or "\u2019" in msg or "\u201c" in msg:
+        if "\u2018" in msg or "\u2019" in msg or "\u201c" in msg or "\u201d" in msg:
             # a forum's or a word processor's typographic quotes (discuss.vllm.ai turns 'model' into ‘model’): the
             # Python dicts vLLM printed do not parse with them (sweep 118 item 01)
             msg = msg.translate(_TYPOGRAPHIC_QUOTES)
@@ -699,8 +704,11 @@ def _h_load(c: StartupCollector, n: int, env: Envelope | None, msg: str) -> bool
         b.set("weights_bytes", _b(m.group(1), m.group(2)), n, env)
         if m.group(3):
             b.set("load_seconds", float(m.group(3)), n, env)
-        if m.group(2) == "GB":
-            b.hints.add("v0")  # "GB" wording: v0 ~0.7-0.8
+        if m.group(2) == "GB" and not (env is not None and (env.file.endswith("_v1.py")
+                                                               or (env.proc or "").startswith("EngineCore"))):
+            # "GB" wording: v0 ~0.7-0.8; vllm-ascend's V1 runner still prints it (model_runner_v1.py under an
+            # EngineCore prefix: sweep 230 items 02, 05 had read as vLLM 0.6.6's V0)
+            b.hints.add("v0")
         return True
     return False
 
@@ -1170,9 +1178,20 @@ def _simple(rx: re.Pattern, name: str, conv=int, prio: int = _P_FINAL, *more: tu
     return h
 
 
+_KERNEL_FILES = re.compile(r"(?:mxfp4|fp8|fp4|nvfp4|modelopt|awq\w*|gptq\w*|\w*marlin\w*|\w*moe\w*|compressed_tensors\w*|"
+                           r"\w*quant\w*|\w*linear\w*|\w*gemm\w*)\.py")
+_KERNEL_NAMES = re.compile(r"(?i)marlin|cutlass|machete|exllama|deep_?gemm|triton(?: moe)?|flashinfer[ _]cutlass|"
+                           r"trtllm(?:[ _]gen)?|aiter(?: moe)?")
+
+
 def _h_backend(c, n, env, msg) -> bool:
     m = R_BACKEND.search(msg)
     if not m or len(m.group(1)) > 40:
+        return False
+    if "attention" not in msg and ((env is not None and _KERNEL_FILES.search(env.file or ""))
+                                   or _KERNEL_NAMES.fullmatch(m.group(1).strip())):
+        # a quantized GEMM's or MoE's kernel choice ("[mxfp4.py:161] Using Marlin backend"), not attention's (sweep
+        # 236 items 03-04: it had replaced TRITON_ATTN as the attention backend)
         return False
     c._builder(n).set("attention_backend", m.group(1).strip(), n, env)
     return True
@@ -1312,8 +1331,9 @@ def _h_autofit_fail(c, n, env, msg) -> bool:
 
 
 def _h_oom(c, n, env, msg) -> bool:
-    if "CUDA out of memory" not in msg and "OutOfMemoryError" not in msg and not R_TORCH_OOM_BODY.search(msg):
-        return False
+    if ("CUDA out of memory" not in msg and "OutOfMemoryError" not in msg and not R_TORCH_OOM_BODY.search(msg)
+            and not ("out of memory. Tried to allocate" in msg and R_OOM_TOTAL.search(msg))):
+        return False  # (the last: torch_npu's "NPU out of memory", ROCm's "HIP ...", with the device's total)
     b = _error(c, n, env, "oom", msg)
     m = R_OOM_ALLOC.search(msg)
     if m:
@@ -1323,7 +1343,7 @@ def _h_oom(c, n, env, msg) -> bool:
         b.set("error_available_bytes", _b(m.group(1), m.group(2)), n, env)
     m = R_OOM_TOTAL.search(msg)
     if m:
-        b.set("total_memory_bytes", _b(m.group(1), m.group(2)), n, env)
+        b.set("total_memory_bytes", _b(m.group(1) or m.group(3), m.group(2) or m.group(4)), n, env)
     return True
 
 
@@ -1569,8 +1589,12 @@ def _era(f: StartupFacts, hints: set[str]) -> str | None:
             if not (major == 0 and minor == 1):  # "0.1.devNNNN" builds carry no era
                 return "v1-0.33"
     for era in ("v1-0.33", "v1-0.2x", "v0", "v1"):
-        if era in hints:
+        # a V0 wording printed under V1's EngineCore prefix is a platform plugin's (vllm-ascend's "took 7.5553 GB":
+        # sweep 230 items 02, 05), not a V0 engine
+        if era in hints and not (era == "v0" and "engine-core" in hints):
             return era
+    if "engine-core" in hints:
+        return "v1"
     if f.engine_config:
         return "v1"
     return None
