@@ -523,3 +523,15 @@ def test_a_bench_figure_in_markdown_bold_is_read(tmp_path):
     assert code == 0, err
     (b,) = json.loads(out)["bench"]
     assert b["fields"]["duration"] == 118.85 and b["fields"]["request_throughput"] == 8.41, b["fields"]
+
+
+def test_a_gauge_split_by_api_server_process_reads_its_largest(tmp_path):
+    # vllm PR #28792 (sweep 248 item 03): --api-server-count 8, one kv_cache_usage_perc sample per pid, seven at 0.0;
+    # before, the last line's 0.0 was the KV usage
+    values = ("0.0", "0.0", "0.6530455880475035", "0.0", "0.0")
+    text = "\n".join(["# TYPE vllm:kv_cache_usage_perc gauge"] + [
+        f'vllm:kv_cache_usage_perc{{engine="0",model_name="Qwen/Qwen3-VL-8B-Instruct",pid="{271 + i}"}} {v}'
+        for i, v in enumerate(values)])
+    code, err, out = invoke("evidence", str(_write(tmp_path, "pids.txt", text + "\n")), "--json")
+    assert code == 0, err
+    assert abs(json.loads(out)["summary"]["max_kv_usage_pct"] - 65.3) < 0.1, out[:600]

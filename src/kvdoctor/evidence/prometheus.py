@@ -203,8 +203,15 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
     ss = snap.series.get(key)
     if ss is None:
         ss = snap.series[key] = SeriesSnap()
-    if gauge:
+    if gauge and "pid" in labels and ("pid:" + canon) in ss._prio:
+        # one sample per API-server process (--api-server-count > 1 with a gauge vLLM did not mark "mostrecent": vLLM
+        # PR #28792): the processes that did not feed it read 0, so the figure is the largest (sweep 248 item 03: seven
+        # 0.0 samples and one 0.653 had read 0 %, the last line's)
+        ss.gauges[canon] = max(ss.gauges[canon], float(value))
+    elif gauge:
         _set(ss.gauges, ss._prio, canon, base, float(value))
+        if "pid" in labels:
+            ss._prio["pid:" + canon] = 0
     elif counter:
         c = COUNTERS[base]
         # request_success has one series per finished_reason: sum them
