@@ -535,3 +535,24 @@ def test_a_gauge_split_by_api_server_process_reads_its_largest(tmp_path):
     code, err, out = invoke("evidence", str(_write(tmp_path, "pids.txt", text + "\n")), "--json")
     assert code == 0, err
     assert abs(json.loads(out)["summary"]["max_kv_usage_pct"] - 65.3) < 0.1, out[:600]
+
+
+def test_several_bench_results_are_not_asked_for_again(tmp_path):
+    # wang-junjian's Jetson Thor comparison (sweep 251 items 01-02): 18 blocks, each with TTFT; before, "missing: TTFT
+    # ... or a benchmark", asking for what the evidence held
+    block = "\n".join([
+        "============ Serving Benchmark Result ============",
+        "Successful requests:                     {n}       ",
+        "Benchmark duration (s):                  {d}     ",
+        "Total input tokens:                      20000     ",
+        "Total generated tokens:                  20000     ",
+        "Request throughput (req/s):              1.00      ",
+        "Output token throughput (tok/s):         200.00    ",
+        "---------------Time to First Token----------------",
+        "Mean TTFT (ms):                          {t}     ",
+        "==================================================",
+    ])
+    text = "\n\n".join(block.format(n=n, d=d, t=t) for n, d, t in ((10, "10.00", "120.00"), (100, "100.00", "900.00")))
+    d = _diag(tmp_path, "two.txt", text + "\n")
+    missing = " ".join(d.get("missing") or [])
+    assert "the 2 bench results are each read on their own" in missing and "or a benchmark" not in missing, missing
