@@ -620,8 +620,8 @@ _KNOWN_EXCEPTIONS = (
     # CANN's error code for a device allocation that failed (Ascend NPU): the NPU's memory, not a kernel's fault
     ("EL0004",
      "the NPU's device memory ran out (CANN EL0004 \"Failed to allocate memory\"): --gpu-memory-utilization lower so "
-     "what is allocated after the KV pool (format casts, graphs, buffers) has room, or --max-model-len / --max-num-seqs "
-     "lower; vllm-ascend's issues for the phase the traceback names"),
+     "what is allocated after the KV pool (format casts, graphs, buffers) has room, or --max-model-len / "
+     "--max-num-seqs lower; vllm-ascend's issues for the phase the traceback names"),
     # FlashInfer's own kernels refusing a launch on this GPU (sweep 243 item 05: a T4, compute 7.5, where vLLM had
     # fallen back to FlashInfer after FA2 refused the card)
     ("BatchPrefillWithPagedKVCache failed with error",
@@ -652,8 +652,8 @@ _KNOWN_EXCEPTIONS = (
      "engine served on): a vLLM release with the parser's fix for your version (vLLM's issues, openai/harmony's), and "
      "clients that send gpt-oss's own chat format"),
     ("TemplateSyntaxError",
-     "the model's chat template does not parse (jinja2): pass a corrected one with --chat-template FILE; /v1/completions "
-     "is not affected, /v1/chat/completions fails for every request until then"),
+     "the model's chat template does not parse (jinja2): pass a corrected one with --chat-template FILE; "
+     "/v1/completions is not affected, /v1/chat/completions fails for every request until then"),
     ("Error in preprocessing prompt inputs",
      "the API server could not turn a request into a prompt (its messages against the chat template, its content "
      "format, its length): the exception under this line names which; --chat-template-content-format (string or "
@@ -1170,12 +1170,12 @@ def _weights_crowd(ctx: Context, near: list[Event]) -> tuple[str, str, dict[str,
                                      "weights + activation peak + non-torch memory (the ledger of the model the log "
                                      "names)")}
     return (f"the weights do not leave room to start on this GPU: quantized weights (AWQ, GPTQ or fp8 roughly halve "
-            f"the {mem['weights']:.2f} GiB), --tensor-parallel-size over more GPUs, a GPU with more memory, or a smaller "
-            "model; --max-model-len, --enforce-eager or the utilization cannot make this room",
-            f"{_runtime(near)} ran out of memory starting {_named_model(ctx, led.model)}: its weights ({mem['weights']:.2f} GiB, "
-            f"predicted), the start-up profile's activation peak ({mem['activation']:.2f} GiB) and the non-torch "
-            f"memory ({mem['non_torch']:.2f} GiB) need {need:.2f} GiB of the device's {mem['total']:.2f} GiB, so "
-            "the engine cannot have come up to serve", gain)
+            f"the {mem['weights']:.2f} GiB), --tensor-parallel-size over more GPUs, a GPU with more memory, or a "
+            "smaller model; --max-model-len, --enforce-eager or the utilization cannot make this room",
+            f"{_runtime(near)} ran out of memory starting {_named_model(ctx, led.model)}: its weights "
+            f"({mem['weights']:.2f} GiB, predicted), the start-up profile's activation peak "
+            f"({mem['activation']:.2f} GiB) and the non-torch memory ({mem['non_torch']:.2f} GiB) need {need:.2f} GiB "
+            f"of the device's {mem['total']:.2f} GiB, so the engine cannot have come up to serve", gain)
 
 
 def _named_model(ctx: Context, shape: str) -> str:

@@ -299,9 +299,10 @@ def _pool_short(ctx: Context, st: StartupFacts) -> Finding | None:
         # started with a pool a max-length request can never fit (sweep 232 item 05: 1 block, 16 tokens, 0.01x;
         # later releases check the override too, vLLM PR #41069)
         before = int(st.engine_config["num_gpu_blocks_before_override"])
+        blocks = f"{st.num_gpu_blocks:,} block{'s' if st.num_gpu_blocks != 1 else ''}"
         return rule_finding(
             "ledger.does-not-fit",
-            f"--num-gpu-blocks-override left a pool of {st.kv_cache_tokens:,} tokens ({st.num_gpu_blocks:,} block{'s' if st.num_gpu_blocks != 1 else ''}, "
+            f"--num-gpu-blocks-override left a pool of {st.kv_cache_tokens:,} tokens ({blocks}, "
             f"{st.max_concurrency:g}x of one {st.max_concurrency_len or st.max_model_len or 0:,}-token request): a "
             f"request longer than {st.kv_cache_tokens:,} tokens is never scheduled; the profile had found "
             f"{before:,} blocks", severity="problem",

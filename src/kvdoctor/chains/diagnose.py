@@ -261,8 +261,9 @@ def diagnose_context(ctx: Context) -> Instance:
     if (probe := _probe_note(ctx)) is not None:
         inst.notes.append(probe)
     if ctx.ledger is not None and not ctx.ledger.fit_ok and detect.served_measured(ctx):
-        inst.notes.append(f"the ledger of the configuration given ({ctx.ledger.model} on {ctx.ledger.gpu}) predicts vLLM "
-                          f"would refuse to start ({(ctx.ledger.startup_error or 'no room for one request')[:120]}), "
+        refusal = (ctx.ledger.startup_error or "no room for one request")[:120]
+        inst.notes.append(f"the ledger of the configuration given ({ctx.ledger.model} on {ctx.ledger.gpu}) predicts "
+                          f"vLLM would refuse to start ({refusal}), "
                           "but the evidence shows this server serving: the configuration that ran is not the one "
                           "given (its --tensor-parallel-size, a quantized checkpoint, --max-model-len); pass those "
                           "flags, or its start-up log, for step 1")
@@ -1269,9 +1270,9 @@ def _config_from(ctx: Context, inputs: Deployment | None, startup: StartupFacts 
     except Exception as exc:  # noqa: BLE001
         notes.append(f"configuration not recovered from the log ({exc})")
         return notes
-    device = startup.gpu_name or (startup.total_memory_bytes
-                                  and (startup.engine_config or {}).get("platform") != "cpu")
-    if (startup.model or ctx.config.model) and device:
+    # (deployment_from_startup takes the device's name, else its total as deployment.gpu_from does, and refuses a
+    # log without either; only a name it could not place is worth a note)
+    if startup.model or ctx.config.model:
         try:
             from kvdoctor.deployment import deployment_from_startup
 

@@ -753,9 +753,10 @@ def _requests_lost(label: str, f: dict) -> BenchReading | None:
         return None
     gone = sent - n - failed
     return BenchReading("requests-lost", None, (
-        f"{label}: {gone:,.0f} of the {sent:,.0f} requests the command sent (--num-prompts, 1000 where it gives none) are in no count of the "
-        f"block ({n:,.0f} completed" + (f", {failed:,.0f} failed" if failed else "") + "): they errored (a timeout, a "
-        "refused connection, an HTTP error; benches before 0.11.1 print no failed count), and every latency and "
+        f"{label}: {gone:,.0f} of the {sent:,.0f} requests the command sent (--num-prompts, 1000 where it gives none) "
+        f"are in no count of the block ({n:,.0f} completed" + (f", {failed:,.0f} failed" if failed else "")
+        + "): they errored (a timeout, a refused connection, an HTTP error; benches before 0.11.1 print no failed "
+        "count), and every latency and "
         "throughput figure is of the completed ones only. The server's log of the run says why"),
         f"{gone:,.0f} of {sent:,.0f} requests lost")
 

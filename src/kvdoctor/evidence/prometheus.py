@@ -96,6 +96,7 @@ class SeriesSnap:
     counters: dict[str, float] = field(default_factory=dict)
     hists: dict[str, Hist] = field(default_factory=dict)
     _prio: dict[str, int] = field(default_factory=dict)
+    _by_pid: set[str] = field(default_factory=set)  # gauges read from per-process ("pid") samples (_add_sample)
 
 
 @dataclass
@@ -203,7 +204,7 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
     ss = snap.series.get(key)
     if ss is None:
         ss = snap.series[key] = SeriesSnap()
-    if gauge and "pid" in labels and ("pid:" + canon) in ss._prio:
+    if gauge and "pid" in labels and canon in ss._by_pid:
         # one sample per API-server process (--api-server-count > 1 with a gauge vLLM did not mark "mostrecent": vLLM
         # PR #28792): the processes that did not feed it read 0, so the figure is the largest (sweep 248 item 03: seven
         # 0.0 samples and one 0.653 had read 0 %, the last line's)
@@ -211,7 +212,7 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
     elif gauge:
         _set(ss.gauges, ss._prio, canon, base, float(value))
         if "pid" in labels:
-            ss._prio["pid:" + canon] = 0
+            ss._by_pid.add(canon)
     elif counter:
         c = COUNTERS[base]
         # request_success has one series per finished_reason: sum them

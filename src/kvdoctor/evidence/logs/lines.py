@@ -20,7 +20,8 @@ from kvdoctor.evidence.logs.envelope import (GLUE_STATS_B, json_timestamp_b, lea
 from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
                                            MAX_WARNINGS)
 from kvdoctor.evidence.logs.requests import request_kind
-from kvdoctor.evidence.logs.startup import R_TORCH_OOM_BODY, WRAP_HOLD, WRAPPED_NEEDLES, cut_fact, join_wrapped
+from kvdoctor.evidence.logs.startup import (COMPOSE_PREFIX, R_TORCH_OOM_BODY, WRAP_HOLD, WRAPPED_NEEDLES, cut_fact,
+                                            join_wrapped)
 from kvdoctor.evidence.logs.stats import R_PREFIX, parse_stats, parse_stats_cut, parse_warning
 from kvdoctor.evidence.model import (ARCH_GUARD, ENGINE_PROCS, FATAL_ANY_FORM, FATAL_AT_START, HOST_OOM, LLVM_ABORT,
                                      Event, cause_named, is_exception_line)
@@ -97,7 +98,7 @@ FULL_NEEDLES = (
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
     b"Exception:",  # a bare exception of Python's base class ("Exception: Call to add_lora method failed: ...")
     b"Shutting down FastAPI HTTP server",  # the API server's launcher stopping on a signal (_SHUTDOWN_NEEDLES)
-    b"initialization failed",  # "Engine core initialization failed", quoted without its RuntimeError (sweep 246 item 08)
+    b"initialization failed",  # "Engine core initialization failed", without its RuntimeError (sweep 246 item 08)
     *_ERROR_WORDS,
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
@@ -538,8 +539,8 @@ _BARE_FRAME = re.compile(rb'^\s*(?:\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+|\[rank(\d
                          rb'(\w+)')
 # `docker compose logs` puts the service's name before every line ("vllm-qwen  | (APIServer pid=1)   File ..."): the
 # envelope search reads past it on vLLM's own records, but a traceback's bare frames and exception line need it cut
-# (sweep 233 item 06: a refused request's JSONDecodeError read as 24 "other" lines)
-_COMPOSE_B = re.compile(rb"^\s*[A-Za-z0-9][\w.\-]*\s+\|\s")
+# (sweep 233 item 06: a refused request's JSONDecodeError read as 24 "other" lines). startup.COMPOSE_PREFIX, as bytes.
+_COMPOSE_B = re.compile(COMPOSE_PREFIX.pattern.encode())
 
 
 def _uncompose(line: bytes) -> bytes:
@@ -883,7 +884,7 @@ class LinePath:
         text = line[:600].decode("utf-8", "replace").strip()
         msg = m.group("msg").decode("utf-8", "replace") if m is not None else text
         if m is None:
-            msg = _uncompose(msg.encode("utf-8", "replace")).decode("utf-8", "replace")
+            msg = msg[c.end():] if (c := COMPOSE_PREFIX.match(msg)) is not None else msg
         if m is None and msg.startswith(">"):
             msg = msg.lstrip("> ")  # a Markdown quote of the line ("> ValueError: Bfloat16 is only ...": a forum post)
         if m is None and (_markdown_prose(msg) or _DIFF_COMMENT.match(msg)):

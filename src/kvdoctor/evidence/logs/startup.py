@@ -146,7 +146,8 @@ _RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
 SERVE_COMMAND = re.compile(r"^\s*(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+:\S*?[$#]\s*)?(?:[$#>❯➜›»✦λ%]\s*)*(?:sudo\s+)?"
                            # nohup or a launch script's exec before or after env assignments (sweep 196 item 11,
                            # sweep 241 item 01: "exec vllm serve ...")
-                           r"(?:(?:nohup|exec)\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:(?:nohup|exec)\s+)?(?:(?:uv|poetry|pipx|pdm)\s+run\s+)?"
+                           r"(?:(?:nohup|exec)\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:(?:nohup|exec)\s+)?"
+                           r"(?:(?:uv|poetry|pipx|pdm)\s+run\s+)?"
                            # a path before the program (venv/bin/vllm, /usr/bin/python3), python's own flags (-u);
                            # vllm.entrypoints.api_server is V0's demo server, which took the same engine arguments
                            r"(?:(?:[\w.~-]*/)*vllm\s+serve\s+\S|(?:[\w.~-]*/)*python[\d.]*\s+(?:-[a-zA-Z]+\s+)*?-m\s+"
@@ -264,7 +265,7 @@ _P_FINAL = 3  # the definitive line for that figure ("Using max model len", bloc
 
 _TP_PROC = re.compile(r"(?:^|[_ ])TP(\d+)(?![\d])")
 # `docker compose logs` (no service named) prefixes each line with its service: "qwen3.5-9b  | (EngineCore ...) INFO ..."
-_COMPOSE = re.compile(r"^\s*([A-Za-z0-9][\w.\-]*)\s+\|\s")
+COMPOSE_PREFIX = re.compile(r"^\s*([A-Za-z0-9][\w.\-]*)\s+\|\s")
 
 
 def interleaved_services_note(services: list[str]) -> str:
@@ -643,7 +644,7 @@ class StartupCollector:
         for fn in rules:
             if fn(self, line_no, env, msg):
                 hit = True
-        if hit and env is not None and env.foreign and (c := _COMPOSE.match(env.foreign)):
+        if hit and env is not None and env.foreign and (c := COMPOSE_PREFIX.match(env.foreign)):
             self._builder(line_no).services.add(c.group(1))
         if hit and env is not None and env.proc and (m := _TP_PROC.search(env.proc)):
             # each TP worker prints its own load and KV lines under Worker_TPn (VllmWorker TPn, Worker_TPn_EPm): an
@@ -1178,8 +1179,8 @@ def _simple(rx: re.Pattern, name: str, conv=int, prio: int = _P_FINAL, *more: tu
     return h
 
 
-_KERNEL_FILES = re.compile(r"(?:mxfp4|fp8|fp4|nvfp4|modelopt|awq\w*|gptq\w*|\w*marlin\w*|\w*moe\w*|compressed_tensors\w*|"
-                           r"\w*quant\w*|\w*linear\w*|\w*gemm\w*)\.py")
+_KERNEL_FILES = re.compile(r"(?:mxfp4|fp8|fp4|nvfp4|modelopt|awq\w*|gptq\w*|\w*marlin\w*|\w*moe\w*|"
+                           r"compressed_tensors\w*|\w*quant\w*|\w*linear\w*|\w*gemm\w*)\.py")
 _KERNEL_NAMES = re.compile(r"(?i)marlin|cutlass|machete|exllama|deep_?gemm|triton(?: moe)?|flashinfer[ _]cutlass|"
                            r"trtllm(?:[ _]gen)?|aiter(?: moe)?")
 
