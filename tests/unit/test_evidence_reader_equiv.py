@@ -48,6 +48,17 @@ every event of the five cases was compared with the old reader's (``/tmp/eqdiff.
 "Error in request: client disconnected" events gained the key, and nothing else differed (no event added or removed,
 every other key, timeline, start-up fact and count unchanged).
 
+Re-recorded on 2026-12-07 (stop 59), when uvicorn's access lines ("POST /v1/chat/completions HTTP/1.1" 200 OK) became
+read request lines (counted by endpoint and status, the first ``requests.MAX_ACCESS_LINES`` of a log): the parsed count
+of "mixed-a", "mixed-b", "plain" and "gzip" rose by exactly 20,000 (the cap; their generators write more) and nothing else
+moved: every event of the five cases compared with the old reader's (``/tmp/eqdiff.py``, both trees) was identical, as
+were every timeline, sample count, skip reason and start-up fact. Then, the same stop, when a start gained its timing
+(``init_seconds`` from V1's "init engine (profile, create kv cache, warmup model) took 61.20 s", which the generator
+writes once per start): each start of the five cases gained ``init_seconds`` = 61.2 with its line reference, and its
+``last_line`` moved to that line where it was the start's last figure; the parsed count rose by one per start. Every
+event (``/tmp/eqdiff.py``), timeline, sample count and other start-up fact (``/tmp/stdiff.py``, both trees) was
+unchanged.
+
 Re-record (only when the reading is *meant* to change, and say so in the commit):
 ``python tests/unit/test_evidence_reader_equiv.py --record``.
 """

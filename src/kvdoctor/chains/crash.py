@@ -624,6 +624,22 @@ _KNOWN_EXCEPTIONS = (
      "--max-num-seqs lower; vllm-ascend's issues for the phase the traceback names"),
     # FlashInfer's own kernels refusing a launch on this GPU (sweep 243 item 05: a T4, compute 7.5, where vLLM had
     # fallen back to FlashInfer after FA2 refused the card)
+    # the model's configuration could not be loaded: --model names neither a directory holding config.json nor a repo
+    # id the Hub accepts (sweep 257 item 05: "/modelsQwen2.5-Omni-7B", a '/' lost from the pod's path)
+    ("Can't load the configuration of",
+     "--model names neither a local directory holding the model's config.json nor a Hugging Face repo id (owner/name) "
+     "the server can reach: check the path the message quotes (a missing '/', a volume not mounted, a typo), or "
+     "HF_TOKEN and HF_HUB_OFFLINE for a gated or offline repo"),
+    ("HFValidationError",
+     "--model was read as a Hugging Face repo id and refused (the message quotes it): a local path that does not exist "
+     "on the server (a missing '/', a volume not mounted) falls through to the Hub; point --model at the directory "
+     "holding config.json"),
+    # FlashInfer compiling one of its kernels on first use (JIT: ninja and nvcc in the engine's process); a failed
+    # build ends the start-up profile (sweep 255 item 06: sm_120, nvcc 12.8 beside a CUDA 13 torch, fp8 KV)
+    ("build_and_load()",
+     "FlashInfer's JIT build of a kernel failed (its build log above the traceback says why): an nvcc of the CUDA torch "
+     "was built for, FLASHINFER_CUDA_ARCH_LIST for this GPU, FlashInfer's prebuilt kernels (flashinfer-jit-cache), or "
+     "another attention backend (--attention-backend FLASH_ATTN or TRITON_ATTN) that needs no build"),
     ("BatchPrefillWithPagedKVCache failed with error",
      "FlashInfer's prefill kernel failed on this GPU: another attention backend (--attention-backend TRITON_ATTN, or "
      "VLLM_ATTENTION_BACKEND on releases before the flag), and a FlashInfer build for this GPU's compute capability "
@@ -907,6 +923,29 @@ _KNOWN_EXCEPTIONS = (
     ("driver on your system is too old",
      "the NVIDIA driver is older than the CUDA of this torch/vLLM build (the message's 'found version' is the CUDA "
      "the driver supports, e.g. 12080 for 12.8): update the driver, or install the wheel or image built for that CUDA"),
+    ("Error 803: system has unsupported display driver",
+     "the CUDA libraries the process loaded do not match the host's driver: in vLLM's images from 0.15 the bundled "
+     "cuda-compat libraries shadow a newer host driver (vllm PRs #34226, #34821): put the host driver's libraries first "
+     "(LD_LIBRARY_PATH=/usr/local/nvidia/lib64:... or the runtime's own mount), or use an image release that fixed it; "
+     "outside containers, a driver and a libcuda of different releases (reinstall the driver)"),
+    ("flash_attn_2_cuda",
+     "the flash-attn package was built against another torch (its C++ ABI does not match): reinstall it for this torch "
+     "(pip install flash-attn --no-build-isolation) or uninstall it; vLLM uses its own vllm-flash-attn"),
+    ("undefined symbol: ",
+     "a compiled extension was built against another torch than the one installed (vLLM's _C, a kernel package): "
+     "install the vLLM wheel built for this torch (pip install vllm==<version> brings the torch it was built with), or "
+     "rebuild the extension from source against this torch"),
+    ("libcudart.so",
+     "a CUDA library of another release is missing (libcudart.so.12 beside a CUDA 13 torch, or the reverse): vLLM and "
+     "torch were built for different CUDA majors; install the vLLM wheel for this torch's CUDA (the cu12x/cu13x index, "
+     "e.g. https://wheels.vllm.ai/<version>/cu129) or the torch vLLM pins"),
+    ("cannot open shared object file",
+     "a shared library the build needs is not on this machine (the message names it): install it (libnuma for the CPU "
+     "backend, the CUDA or ROCm runtime the wheel was built for), or use the image that bundles it"),
+    ("cannot find -lcuda",
+     "Triton links its kernels against libcuda.so, which the linker did not find (only libcuda.so.1 is mounted in many "
+     "containers): symlink it (ln -s libcuda.so.1 libcuda.so in the driver's directory) or set LIBRARY_PATH to that "
+     "directory; TRITON_LIBCUDA_PATH names it on newer Tritons"),
     ("CUDA driver version is insufficient for CUDA runtime version",
      "the NVIDIA driver is older than the CUDA runtime of this build: update the driver, or install the build for the "
      "driver's CUDA version (nvidia-smi prints it)"),

@@ -20,10 +20,11 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from kvdoctor.chains import detect
+from kvdoctor.chains import access, detect
 from kvdoctor.chains import signals as sig
 from kvdoctor.chains.findings import Context, Finding, Thresholds, fmt_time
 from kvdoctor.chains.rules import VERDICTS, get
+from kvdoctor.chains.startup_time import startup_time_note
 from kvdoctor.units import span_text
 
 if TYPE_CHECKING:  # pragma: no cover - boundary types (annotations only)
@@ -260,6 +261,8 @@ def diagnose_context(ctx: Context) -> Instance:
         inst.notes.append(shm)
     if (probe := _probe_note(ctx)) is not None:
         inst.notes.append(probe)
+    if (slow := startup_time_note(ctx.startup)) is not None:
+        inst.notes.append(slow)
     if ctx.ledger is not None and not ctx.ledger.fit_ok and detect.served_measured(ctx):
         refusal = (ctx.ledger.startup_error or "no room for one request")[:120]
         inst.notes.append(f"the ledger of the configuration given ({ctx.ledger.model} on {ctx.ledger.gpu}) predicts "
@@ -1058,6 +1061,7 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         _attach_config(ctx, inputs, None, flags)
         instances.append(diagnose_context(ctx))
         instances[0].notes.extend(request_line_notes(evidence).values())
+        instances[0].error_noted |= any(access.refused(d) for d in evidence.request_lines.values())
         instances[0].notes.extend(n for n in (evidence.notes or []) if "an offline `vllm bench" in n)
         return Diagnosis(instances, th)
     for k, seg in enumerate(segments):
@@ -1090,6 +1094,8 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
     for src, text in request_line_notes(evidence).items():
         inst = next((i for i in instances if i.source == src), None)
         (inst.notes if inst is not None else ev_notes).append(text)
+        if inst is not None and access.refused(evidence.request_lines[src]):
+            inst.error_noted = True  # the refusals come before any tuning: "next" says so
     return Diagnosis(instances, th, ev_notes)
 
 
@@ -1218,6 +1224,10 @@ def request_line_notes(evidence: Evidence) -> dict[str, str]:
     many = len(evidence.request_lines) > 1
     for src, d in evidence.request_lines.items():
         text = f"request lines{' (' + src + ')' if many else ''}: {summary_line(d)}"
+        mml = next((sg.startup.max_model_len for sg in evidence.segments
+                    if sg.source == src and sg.startup is not None and sg.startup.max_model_len), None)
+        if (refusals := access.refusal_note(d, mml)) is not None:
+            text += "; " + refusals
         share = d.get("aborted_share")
         if d["aborted"] >= 3 and (share is None or share >= 0.01):
             waits = [sg.timeline.waiting for sg in evidence.segments

@@ -752,6 +752,16 @@ def _requests_lost(label: str, f: dict) -> BenchReading | None:
     if not sent or n + failed >= sent:
         return None
     gone = sent - n - failed
+    if f.get("failed") is not None:
+        # a bench that prints its failed count (0.11.1+) counts every request it sent as completed or failed: the
+        # rest were never sent (sweep 258 item 01: --num-prompts 100, 10 completed, "Failed requests: 0")
+        return BenchReading("requests-lost", None, (
+            f"{label}: the block counts {n + failed:,.0f} request(s) ({n:,.0f} completed, {failed:,.0f} failed), where "
+            f"the command asks for {sent:,.0f} (--num-prompts, 1000 where it gives none): a bench that prints its "
+            "failed count counts every request it sent, so it sent only those. The command shown is not the run's, or "
+            "the dataset held fewer prompts than asked (a dataset file with fewer entries, a filter on length); the "
+            "figures are of the requests sent"),
+            f"{sent - n - failed:,.0f} of {sent:,.0f} requests never sent")
     return BenchReading("requests-lost", None, (
         f"{label}: {gone:,.0f} of the {sent:,.0f} requests the command sent (--num-prompts, 1000 where it gives none) "
         f"are in no count of the block ({n:,.0f} completed" + (f", {failed:,.0f} failed" if failed else "")

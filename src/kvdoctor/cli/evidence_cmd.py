@@ -211,6 +211,14 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
             for k in ("num_gpu_blocks", "kv_cache_tokens", "max_concurrency", "max_model_len", "startup_error"):
                 if k in st:
                     bits.append(f"{k} {st[k]}")
+            # how long it took (the engine-ready wait is 600 s by default: chains/startup_time.py)
+            bits += [f"load {st['load_seconds']:.0f} s" + (f" ({st['weights_fs']})" if st.get("weights_fs") else "")
+                     ] if st.get("load_seconds") is not None else []
+            bits += [f"init {st['init_seconds']:.0f} s"] if st.get("init_seconds") is not None else []
+            if st.get("load_progress") and st.get("load_seconds") is None:
+                done, shards, el, left = st["load_progress"]
+                bits.append(f"loading {done}/{shards} shards after {el:.0f} s"
+                            + (f", {left:.0f} s left" if left is not None else ""))
             con.print("      start-up: " + ", ".join(bits))
     _render_bench(con, doc.get("bench") or [])
     _render_offline(con, doc.get("offline") or [])

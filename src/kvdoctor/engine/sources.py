@@ -1499,8 +1499,9 @@ def from_startup(facts: StartupFacts, *, origin: str | None = None) -> EngineCon
         # may not show every rank); resolve() marks it measured, and the note below says where it came from
         measured["tensor_parallel_size"] = seen
         cfg.notes = [*cfg.notes,
-            f"--tensor-parallel-size {seen} taken from the log's worker prefixes (TP ranks 0-{seen - 1} printed "
-            "their own start-up lines); the log shows no TP setting, and an excerpt may not show every rank"]
+            f"--tensor-parallel-size {seen} taken from the log's worker prefixes (a worker up to TP rank {seen - 1} "
+            "printed its own start-up lines, so at least that many); the log shows no TP setting, and an excerpt may "
+            "not show every rank: pass --tensor-parallel-size if it was larger"]
     if ec.get("interleaved_services"):
         from kvdoctor.evidence.logs.startup import interleaved_services_note
 

@@ -36,6 +36,9 @@ def _exposition_without_vllm(head: str) -> bool:
 # the server's start-up lines beside bench blocks (a recipe's page: the bench results, then the KV cache lines of the
 # starts they ran on; sweep 210 item 01): the file is read as a log, its bench blocks too
 _SERVER_FACT_WORDS = ("GPU KV cache size:", "Available KV cache memory:", "# GPU blocks:", "Maximum concurrency for ")
+# an exception line, a traceback's header or an ERROR record at a line's start (after a prefix of at most 60 characters)
+_ERROR_BESIDE = re.compile(r"(?m)^.{0,60}?(?:Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception): \S|"
+                           r"ERROR \d\d-\d\d )")
 
 
 def detect_kind(path: str) -> str:
@@ -94,7 +97,10 @@ def detect_kind(path: str) -> str:
         # a server log and the bench's output in one capture (one terminal, `tee`, one pasted issue): the server's
         # stats lines make it a log, and its bench blocks are read too (load_evidence). The bench client's own INFO
         # lines are not enough: it prints them before every result.
-        return "log" if "Avg prompt throughput" in head or any(x in head for x in _SERVER_FACT_WORDS) else "bench"
+        # So do error lines beside the block (sweep 257 item 05: a pod's HFValidationError and OSError under its
+        # result, which read as nothing): the log reader reads them and the blocks too.
+        return "log" if ("Avg prompt throughput" in head or any(x in head for x in _SERVER_FACT_WORDS)
+                         or _ERROR_BESIDE.search(head)) else "bench"
     if sniff_trace(path):
         return "trace"
     if looks_like_metrics(head) and not _looks_like_log(head):

@@ -65,6 +65,12 @@ class StartupFacts:
     consumed_bytes: int | None = None  # "Actual usage is X GiB for consumed memory (weights + non-torch)"
     torch_peak_bytes: int | None = None  # v0 "peak_torch_memory" (absolute torch peak, incl. weights)
     load_seconds: float | None = None  # "Model loading took ... and N seconds"
+    # --- how long the start took, against the API server's wait for its engine cores (VLLM_ENGINE_READY_TIMEOUT_S) ---
+    init_seconds: float | None = None  # V1 "init engine (profile, create kv cache, warmup model) took N s"
+    weights_fs: str | None = None  # "Filesystem type for checkpoints: NFS4" (0.2x+; network storage is prefetched)
+    # the last shard loader's bar: (shards done, shards, elapsed s, s left or None); a start cut while loading
+    load_progress: tuple[int, int, float, float | None] | None = None
+    ready_timeout_s: int | None = None  # VLLM_ENGINE_READY_TIMEOUT_S as the text sets or quotes it
     kv_cache_memory_fit_bytes: int | None = None  # suggested --kv-cache-memory to fit the requested budget
     kv_cache_memory_full_bytes: int | None = None  # suggested --kv-cache-memory to fill the GPU
     equivalent_gpu_memory_utilization: float | None = None  # "... is equivalent to --gpu-memory-utilization=X"
@@ -155,7 +161,13 @@ FATAL_AT_START = ("Bfloat16 is only supported on GPUs with compute capability",
                   "Error in memory profiling",
                   # a quantized GEMM with no kernel compiled for this GPU's capability (cutlass_scaled_mm and its MoE
                   # form): hit by the start-up profile's first forward (sweep 217 item 07: NVFP4 MoE on an RTX 5090)
-                  "kernel for CUDA device capability")
+                  "kernel for CUDA device capability",
+                  # the build does not load on this machine (sweep 255): the container's CUDA compat libraries against
+                  # the host's driver (Error 803), a compiled extension built against another torch ("undefined
+                  # symbol"), a CUDA runtime of another major release missing ("libcudart.so.12: cannot open shared
+                  # object file"): raised while vLLM is imported or initialises its device, before any engine runs
+                  "Error 803: system has unsupported display driver", "undefined symbol: ",
+                  "cannot open shared object file")
 # The same, in lines that are no exception: the container runtime refusing the image (nvidia-container-cli), vLLM's
 # platform probe finding no GPU (INFO "No platform detected, vLLM is running on UnspecifiedPlatform"; the server fails
 # right after), NCCL finding two ranks on one GPU. Also read where a post quotes a refusal inside a sentence.
@@ -177,6 +189,11 @@ FATAL_ANY_FORM = ("unsatisfied condition: cuda>=", "vLLM is running on Unspecifi
                   # ("Failed core proc(s): {}" is no such sign: the list is empty too where a core raised and was
                   # still exiting when the API server looked, as in ROCm#6055's worker failure)
                   "Timed out waiting for engines to send initial message",
+                  # torch's warning that CUDA could not initialise on this driver (no GPU for vLLM after it), and the
+                  # linker failing Triton's kernel build for want of libcuda.so (sweep 255 items 01, 03)
+                  "driver on your system is too old", "cannot find -lcuda",
+                  # the model's configuration not found where --model points (sweep 257 item 05): no engine is built
+                  "Can't load the configuration of",
                   # torch's warning that its build has no kernels for this GPU (an RTX 50 under a cu12.4 wheel): every
                   # kernel launch then fails with "no kernel image is available" (sweep 217 items 02-03)
                   "is not compatible with the current PyTorch installation")

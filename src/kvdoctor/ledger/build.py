@@ -363,6 +363,8 @@ def _memory_figures(ctx: _Ctx, gpu: GpuSpec | None, weights, stage_terms, s: Sta
     figs["non_torch"] = _measured_or(s, "non_torch_bytes", Figure(nt0.bytes, "predicted", nt0.how))
     cg_attr = "cudagraph_estimate_bytes" if ctx.deducted else "cudagraph_bytes"
     figs["cudagraph"] = _measured_or(s, cg_attr, Figure(cg0.bytes, "predicted" if ctx.deducted else "default", cg0.how))
+    if ctx.deducted and figs["cudagraph"].source != "measured" and (eq := _estimate_from_equivalence(s, ctx)):
+        figs["cudagraph"] = eq
     if ctx.deducted and figs["cudagraph"].source == "measured" and s is not None and s.cudagraph_bytes:
         # the budget's term is the estimate; what the capture then took is the other figure an operator compares
         cg = figs["cudagraph"]
@@ -378,6 +380,23 @@ def _memory_figures(ctx: _Ctx, gpu: GpuSpec | None, weights, stage_terms, s: Sta
     if implied_overhead is not None:
         _from_implied_overhead(implied_overhead, figs, act0)
     return figs
+
+
+def _estimate_from_equivalence(s: StartupFacts | None, ctx: _Ctx) -> Figure | None:
+    """The CUDA-graph estimate vLLM deducted, from its "--gpu-memory-utilization=U is equivalent to E without CUDA graph
+    memory profiling" line where its "Estimated CUDA graph memory" line is not in the excerpt: (U − E) × the device's
+    total (gpu_worker.py prints E = U − estimate / total, to 4 decimals). Sweep 254 items 02, 11: the predicted figure
+    had stood in, and the note said vLLM printed the same."""
+    if s is None or s.equivalent_gpu_memory_utilization is None or not s.gpu_memory_utilization:
+        return None
+    total = s.total_memory_bytes or ctx.total
+    if not total:
+        return None
+    est = max(0, round((s.gpu_memory_utilization - s.equivalent_gpu_memory_utilization) * total))
+    ln = s.line_refs.get("equivalent_gpu_memory_utilization")
+    return Figure(est, "measured", f"({s.gpu_memory_utilization:g} − {s.equivalent_gpu_memory_utilization:g}) × "
+                  f"{_gib(total)} = {_gib(est)}, from vLLM's equivalent-utilization line (line {ln}; its 4 decimals "
+                  f"leave ±{_gib(total * 0.00005)})")
 
 
 def _from_implied_overhead(over: int, figs: dict[str, Figure], act0: mem.Term) -> None:

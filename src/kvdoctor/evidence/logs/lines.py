@@ -19,7 +19,7 @@ from kvdoctor.evidence.logs.envelope import (GLUE_STATS_B, json_timestamp_b, lea
                                              parse_envelope, search_envelope_b)
 from kvdoctor.evidence.logs.limits import (ABSENT, BURST_GAP_LINES, MAX_EVENTS_PER_KIND, MAX_LINE, MAX_UNTIMED_STATS,
                                            MAX_WARNINGS)
-from kvdoctor.evidence.logs.requests import request_kind
+from kvdoctor.evidence.logs.requests import access_match, request_kind
 from kvdoctor.evidence.logs.startup import (COMPOSE_PREFIX, R_TORCH_OOM_BODY, WRAP_HOLD, WRAPPED_NEEDLES, cut_fact,
                                             join_wrapped)
 from kvdoctor.evidence.logs.stats import R_PREFIX, parse_stats, parse_stats_cut, parse_warning
@@ -60,6 +60,7 @@ _ERROR_WORDS = (
     b"Didn't receive health check response",  # Ray Serve restarting a replica (sweep 215 item 03)
     b"double free or corruption", b"free(): invalid", b"malloc(): ", b"corrupted size vs.", b"munmap_chunk()",  # glibc
     b"does not allow any tokens to be scheduled",  # the scheduler's budget check, quoted bare (sweep 194 item 09)
+    b"driver on your system is too old", b"cannot find -lcuda",  # torch's CUDA init warning, ld under Triton (255)
     *(w.encode() for w in _ERROR_LEVEL_WORDS),
 )
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
@@ -99,6 +100,8 @@ FULL_NEEDLES = (
     b"Exception:",  # a bare exception of Python's base class ("Exception: Call to add_lora method failed: ...")
     b"Shutting down FastAPI HTTP server",  # the API server's launcher stopping on a signal (_SHUTDOWN_NEEDLES)
     b"initialization failed",  # "Engine core initialization failed", without its RuntimeError (sweep 246 item 08)
+    b"init engine (profile", b"checkpoint shards:", b"VLLM_ENGINE_READY_TIMEOUT_S",  # the start's timing (246)
+    b"Filesystem type for checkpoints",
     *_ERROR_WORDS,
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
@@ -1011,7 +1014,7 @@ class LinePath:
                 bl = bl[cc.end():]  # "[36m(main_task pid=...)": a colour code whose ESC a paste dropped (194 item 07)
             if b"**" in bl:
                 bl = _BOLD.sub(rb"\1", bl)  # a page's bold figure ("finished in **17 secs**": sweep 195 item 01)
-            if request_kind(bl) is not None:
+            if request_kind(bl) is not None or access_match(bl) is not None:
                 continue  # read (and counted) by the chunk's request-line scan; its prompt is the user's words
             if not with_stats and (b"roughput" in bl or b"preempted by" in bl):
                 continue

@@ -57,6 +57,19 @@ _ID_LIKE = re.compile(rb"\s*(?:\(s\) )?[\w-]*\w[\w.\-]*")  # what follows the ne
 # request tokenize-95eac0ed4305d875: params: None, lora_request: None."); they never reach the engine
 _NON_GENERATION = (b"tokenize-", b"detokenize-")
 _INTERNAL = re.compile(rb"-[0-9A-Za-z]{8}$")  # vLLM >= 0.3x: the internal id adds 8 random characters
+# uvicorn's access line, one per response unless --disable-uvicorn-access-log: `INFO:     10.0.0.1:54034 - "POST
+# /v1/chat/completions HTTP/1.1" 400 Bad Request` (no time of its own). Its status is the only trace a refused request
+# leaves in vLLM's log before 0.1x (sweep 249: a client refused on every request had read "no evidence").
+# The line must end with the status's reason phrase (uvicorn colours it on a terminal): a line glued to the next
+# record in a paste is left to the other readers whole.
+_ACCESS = re.compile(rb'"(GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) (/[^\s"?]{0,300})(?:\?[^\s"]*)? HTTP/\d(?:\.\d)?" '
+                     rb"(?:\x1b\[[\d;]*m)?([1-5]\d\d)(?: [A-Za-z' -]{1,40})?(?:\x1b\[[\d;]*m)?\s*")
+_ACCESS_NEEDLE = b" HTTP/1."
+MAX_HTTP_KEYS = 64
+# Access lines read per log: a production log holds one per request (~80 % of its lines), and reading each costs ~3 us
+# in Python where the stats lines' fast path costs ~1 s a GB in all; an excerpt's or a small log's are all read, a big
+# log's first ones (the summary says where it stopped).
+MAX_ACCESS_LINES = 20_000
 _PREFIX = 200           # how far into a line without vLLM's envelope a request line's message may start
 MAX_OPEN = 200_000      # received, not yet finished or aborted, held at once
 MAX_KEPT = 5_000_000    # arrival times / values kept per kind (a 1 GB request log has ~2 M)
@@ -85,10 +98,16 @@ class RequestLines:
     non_generation: int = 0             # "Received request tokenize-...: params: None" (/tokenize, /detokenize)
     failed_engine_dead: int = 0         # V1's "Request <id> failed (engine dead)."
     examples: dict[str, str] = field(default_factory=dict)
+    # uvicorn's access lines: "POST /v1/chat/completions 400" -> count (MAX_HTTP_KEYS distinct, the rest counted apart)
+    http: dict[str, int] = field(default_factory=dict)
+    http_other: int = 0
+    http_examples: dict[int, str] = field(default_factory=dict)  # the first line of each status >= 400
+    http_capped: bool = False           # MAX_ACCESS_LINES read: later access lines were not
 
     @property
     def any(self) -> bool:
-        return bool(self.received or self.added or self.aborted or self.finished or self.responses)
+        return bool(self.received or self.added or self.aborted or self.finished or self.responses or self.http
+                    or self.http_other)
 
 
 def message_start(line: bytes) -> tuple[Any, int | None]:
@@ -134,6 +153,16 @@ def request_kind(line: bytes) -> str | None:
     """The request-line kind of ``line``, else None (what the other paths pass over)."""
     c = classify(line)
     return c[1] if c is not None else None
+
+
+def access_match(line: bytes):
+    """The access-line match of ``line`` (method, path, status), else None: its quoted request must open within
+    ``_PREFIX`` bytes (a prompt quoting one sits later, inside a request line, which is never an access line)."""
+    if _ACCESS_NEEDLE not in line:
+        return None
+    q = line.find(b'"', 0, _PREFIX)
+    m = _ACCESS.fullmatch(line, q) if q != -1 else None
+    return m if m is not None and classify(line) is None else None
 
 
 def _rid(buf: bytes, a: int, le: int) -> bytes | None:
@@ -221,6 +250,7 @@ class RequestLog:
         self._open: dict[bytes, float] = {}
         self._aborted_recent: dict[bytes, None] = {}  # insertion-ordered: the oldest go first
         self._tcache: dict[bytes, float | None] = {}
+        self._access_left = MAX_ACCESS_LINES
 
     def scan(self, work: bytes, hits_found: list | None = None) -> int:
         """Every request line of ``work`` (whole lines), in file order; returns how many were read.
@@ -230,6 +260,7 @@ class RequestLog:
         envelope at the line's start is read in place (``_FAST_ENV``, its timestamp cached per second); any other
         line takes the general path (``take``: envelope searched, foreign prefixes, pasted lines)."""
         find, rfind = work.find, work.rfind
+        n_access = self._access(work)
         hits = []
         for p, kind, k in needle_hits(work) if hits_found is None else hits_found:
             le = find(b"\n", p)
@@ -237,7 +268,7 @@ class RequestLog:
                 le = len(work)
             hits.append((rfind(b"\n", 0, p) + 1, p, le, kind, k))
         if not hits:
-            return 0
+            return n_access
         hits.sort()
         n, prev, closed = 0, -1, False
         for ls, p, le, kind, k in hits:
@@ -275,6 +306,35 @@ class RequestLog:
             if not counted:  # physical lines, as the reader counts them
                 n += 1
                 counted = True
+        return n + n_access
+
+    def _access(self, work: bytes) -> int:
+        """Every access line of ``work``: counted by endpoint and status; returns how many."""
+        find, n, r = work.find, 0, self.r
+        if r.http_capped:
+            return 0
+        p = find(_ACCESS_NEEDLE)
+        while p != -1:
+            if n >= self._access_left:
+                r.http_capped = True
+                break
+            ls = work.rfind(b"\n", 0, p) + 1
+            le = find(b"\n", p)
+            le = len(work) if le == -1 else le
+            line = work[ls:le].rstrip(b"\r")
+            m = access_match(line)
+            if m is not None:
+                n += 1
+                status = int(m.group(3))
+                key = f"{m.group(1).decode()} {m.group(2)[:80].decode('utf-8', 'replace')} {status}"
+                if key in r.http or len(r.http) < MAX_HTTP_KEYS:
+                    r.http[key] = r.http.get(key, 0) + 1
+                else:
+                    r.http_other += 1
+                if status >= 400 and status not in r.http_examples:
+                    r.http_examples[status] = line[:200].decode("utf-8", "replace")
+            p = find(_ACCESS_NEEDLE, le)
+        self._access_left -= n
         return n
 
     def take(self, line: bytes) -> bool:
@@ -455,7 +515,21 @@ def describe(r: RequestLines) -> dict[str, Any]:
                               "cut_lines": r.prompt_tokens_cut}
     if r.finish_reasons:
         d["finish_reasons"] = dict(r.finish_reasons)
+    if r.http or r.http_other:
+        d["http"] = dict(sorted(r.http.items(), key=lambda kv: (-kv[1], kv[0])))
+        d["http_other"] = r.http_other
+        d["http_examples"] = {str(k): v for k, v in sorted(r.http_examples.items())}
+        d["http_capped"] = r.http_capped
     return d
+
+
+def http_by_endpoint(d: dict[str, Any]) -> dict[str, dict[int, int]]:
+    """``describe``'s access-line counts as endpoint ("POST /v1/chat/completions") -> status -> count."""
+    out: dict[str, dict[int, int]] = {}
+    for key, n in (d.get("http") or {}).items():
+        ep, _, status = key.rpartition(" ")
+        out.setdefault(ep, {})[int(status)] = out.get(ep, {}).get(int(status), 0) + n
+    return out
 
 
 def summary_line(d: dict[str, Any]) -> str:
@@ -493,4 +567,12 @@ def summary_line(d: dict[str, Any]) -> str:
         parts.append(f"{d['failed_engine_dead']:,} failed with the engine dead")
     if d.get("non_generation"):
         parts.append(f"{d['non_generation']:,} /tokenize-type calls (not arrivals)")
+    eps = http_by_endpoint(d)
+    if eps:
+        shown = sorted(eps.items(), key=lambda kv: -sum(kv[1].values()))
+        parts.append("HTTP responses (access lines): " + "; ".join(
+            f"{ep} " + ", ".join(f"{st} ×{n:,}" for st, n in sorted(sts.items())) for ep, sts in shown[:4])
+            + (f"; {len(shown) - 4} more endpoint(s)" if len(shown) > 4 else "")
+            + (f"; {d['http_other']:,} more line(s) past {MAX_HTTP_KEYS} kinds" if d.get("http_other") else "")
+            + (f"; the first {MAX_ACCESS_LINES:,} access lines read, later ones not" if d.get("http_capped") else ""))
     return ", ".join(parts) or "none read"

@@ -78,8 +78,16 @@ R_CAN_USE = re.compile(
 R_WEIGHTS_TAKE = re.compile(r"model weights take " + _N + r"GiB")
 R_NONTORCH_TAKES = re.compile(r"non_torch_memory takes " + _N + r"GiB")
 R_ACT_TAKES = re.compile(r"PyTorch activation peak memory takes " + _N + r"GiB")
-R_KV_REST = re.compile(r"reserved for KV Cache is " + _N + r"GiB")
+R_KV_REST = re.compile(r"reserved for KV Cache is " + _N + r"Gi(?:B|\b|$)")  # (a paste cut at "Gi": sweep 259 item 06)
 R_PROF_TAKES = re.compile(r"Memory profiling takes " + _N + r" seconds")
+# the start's timing (V1): the engine core's init after the load, the checkpoint's filesystem, the shard loader's tqdm
+# bar ("Loading safetensors checkpoint shards:  25% Completed | 1/4 [02:29<07:27, 149.18s/it]"), and the API server's
+# wait for the engine cores, set ("VLLM_ENGINE_READY_TIMEOUT_S=1800") or quoted by its timeout ("Waited 600s")
+R_INIT_ENGINE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took " + _N + r" ?s")
+R_WEIGHTS_FS = re.compile(r"Filesystem type for checkpoints: ([A-Za-z0-9]+)")
+R_SHARDS = re.compile(r"checkpoint shards:\s*\d+% Completed \| (\d+)/(\d+) \[((?:\d+:)?\d+:\d\d)<((?:\d+:)?\d+:\d\d|\?)")
+R_READY_TIMEOUT = re.compile(r"VLLM_ENGINE_READY_TIMEOUT_S['\"]?\s*[=:]\s*['\"]?(\d+)|Waited (\d+) ?s \(configured by "
+                             r"VLLM_ENGINE_READY_TIMEOUT_S")
 # MemoryProfilingResult's repr (gpu_worker, DEBUG in V1 0.8-0.33; at INFO in some builds): the profile's split of
 # the non-KV memory. To 0.2x "non-torch forward increase memory", from 0.29 "total consumed (from mem_get_info)".
 R_PROF_SPLIT = re.compile(r"Total non KV cache memory: " + _N + r" ?GiB; torch peak memory increase: " + _N
@@ -250,11 +258,15 @@ _PER_WORKER = {
 # capture first, the real one last), and the scheduler's token budget, which 0.11+ prints twice, first from the CLI
 # process before the API server applies its usage context (2,048 where the server then sets 8,192: a public
 # gpt-oss-120b log at 0.11.2, whose concurrency line fits 8,192 only)
-_LAST_WINS = {"cudagraph_bytes", "max_num_batched_tokens"}
+_LAST_WINS = {"cudagraph_bytes", "max_num_batched_tokens", "load_progress"}
 # Fields where the smallest report wins: up to the 0.1x releases the engine printed each worker's pool ("GPU KV cache
 # size", "Maximum concurrency") before unify_kv_cache_configs cut every worker to the fewest blocks, which is the pool
 # the scheduler has (0.33 prints the unified one once)
-_MIN_WINS = {"kv_cache_tokens", "max_concurrency"}
+_MIN_WINS = {"kv_cache_tokens", "max_concurrency",
+             # each rank's own KV budget and vLLM's --kv-cache-memory advice for it: the pool is the smallest rank's
+             # (unify_kv_cache_configs), and advice above it over-commits that rank (sweep 259 item 08: two NPUs,
+             # 5.77 and 5.56 GiB, "20.54 GiB to fully utilize" from rank 0 against rank 1's 20.0)
+             "kv_cache_bytes", "kv_cache_memory_fit_bytes", "kv_cache_memory_full_bytes"}
 
 _TYPOGRAPHIC_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 _P_HINT = 0  # a figure another line implies (the compile range's end: max_num_batched_tokens)
@@ -306,8 +318,9 @@ class _Builder:
         old = self.meta.get(name)
         if old is not None:
             op, orank = old
-            replace = prio > op or (prio == op and (rank < orank or (rank == orank and name in _LAST_WINS)
-                                                    or (name in _MIN_WINS and value < getattr(self.f, name))))
+            replace = prio > op or (prio == op and (
+                value < getattr(self.f, name) if name in _MIN_WINS  # the smallest, whichever rank printed it
+                else rank < orank or (rank == orank and name in _LAST_WINS)))
             if not replace:
                 return
         if env is not None and (env.proc or "").startswith("EngineCore"):
@@ -850,6 +863,31 @@ def _h_weights_take(c, n, env, msg) -> bool:
             b.set(name, _b(mm.group(1)), n, env)
     if kv:
         b.set("kv_cache_bytes", _b(kv.group(1)), n, env)
+    return True
+
+
+def _clock_s(text: str) -> float:
+    """tqdm's "MM:SS" or "H:MM:SS" in seconds."""
+    s = 0.0
+    for part in text.split(":"):
+        s = s * 60 + int(part)
+    return s
+
+
+def _h_shards(c, n, env, msg) -> bool:
+    m = R_SHARDS.search(msg)
+    if not m:
+        return False
+    left = None if m.group(4) == "?" else _clock_s(m.group(4))
+    c._builder(n).set("load_progress", (int(m.group(1)), int(m.group(2)), _clock_s(m.group(3)), left), n, env)
+    return True
+
+
+def _h_ready_timeout(c, n, env, msg) -> bool:
+    m = R_READY_TIMEOUT.search(msg)
+    if not m:
+        return False
+    c._builder(n).set("ready_timeout_s", int(m.group(1) or m.group(2)), n, env, _P_CONFIG)
     return True
 
 
@@ -1495,6 +1533,10 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("GiB for KV cache", _h_cpu_kv),
     ("Custom allreduce is disabled", _h_custom_ar),
     ("Memory profiling takes", _h_prof_takes),
+    ("init engine (profile", _simple(R_INIT_ENGINE, "init_seconds", float, _P_LOG)),
+    ("Filesystem type for checkpoints", _simple(R_WEIGHTS_FS, "weights_fs", str, _P_LOG)),
+    ("checkpoint shards:", _h_shards),
+    ("VLLM_ENGINE_READY_TIMEOUT_S", _h_ready_timeout),
     ("as specified by kv_cache_memory_bytes", _h_kvmem_reserved),
     ("Initial free memory:", _simple(R_INIT_FREE, "free_memory_bytes", _b, _P_LOG, ("gpu_memory_utilization", float),
                                      ("requested_bytes", _b))),

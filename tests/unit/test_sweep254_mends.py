@@ -1,0 +1,271 @@
+"""What stop 59 mended: gaps the stop-58 sweeps (230-253) left noted, and what the stop-59 sweeps (254-259: public
+material read blind, 2026-12-07; docs/evidence.md "Sweeps 254-259") showed, each pinned on a minimal excerpt in the
+format of the public text that showed it."""
+
+from __future__ import annotations
+
+from kvdoctor.evidence.logs import requests as R
+from kvdoctor.evidence.logs.reader import read_log
+from tests.unit.test_sweep180_mends import _diag, _evidence, _write
+
+
+def _notes(d: dict) -> str:
+    return " ".join(d["notes"])
+
+
+# --- uvicorn's access lines (sweep 249) ---------------------------------------------------------------------------
+
+def test_access_lines_are_counted_by_endpoint_and_status(tmp_path):
+    # vllm#13340 (sweep 249 item 07): a 200, V0 stats lines, then a 400 on the next turn; the two access lines were
+    # "other" lines
+    text = "\n".join([
+        'INFO:     127.0.0.1:59042 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        "INFO 02-15 22:09:59 engine.py:275] Added request chatcmpl-803293759b1e415caefd7845b3fa8352.",
+        "INFO 02-15 22:10:03 metrics.py:455] Avg prompt throughput: 33.4 tokens/s, Avg generation throughput: 37.8 "
+        "tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.1%, CPU KV cache usage: 0.0%.",
+        'INFO:     127.0.0.1:59042 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request',
+    ]) + "\n"
+    ev = _evidence(tmp_path, "chat.log", text)
+    rl = ev["request_lines"][0]
+    assert rl["http"] == {"POST /v1/chat/completions 200": 1, "POST /v1/chat/completions 400": 1}, rl
+    d = _diag(tmp_path, "chat.log", text)
+    assert "answered 1 of 2 responses with an error" in _notes(d) and "max-model-len" in _notes(d), d["notes"]
+    assert d["next"].startswith("the samples read healthy, but act first on the error"), d["next"]
+
+
+def test_a_client_refused_on_every_request_is_said_with_the_status_meaning(tmp_path):
+    # openclaw#47946 (sweep 249 item 04): every chat completion answered 400, nothing else logged; before,
+    # insufficient evidence and "collect what is missing"
+    d = _diag(tmp_path, "only400.log", '"POST /v1/chat/completions HTTP/1.1" 400 Bad Request\n')
+    assert "its one response" in _notes(d) and "--enable-auto-tool-choice" in _notes(d), d["notes"]
+    assert d["next"].startswith("act first on the error the note names"), d["next"]
+
+
+def test_a_404_names_the_clients_base_url(tmp_path):
+    # open-webui#12117 and nlzy/vllm-gfx906#50 (sweep 249 items 05, 08): a trailing slash, a base URL without /v1
+    d = _diag(tmp_path, "slash.log", '"GET /v1//models HTTP/1.1" 404 Not Found\n')
+    assert "drop the trailing slash" in _notes(d), d["notes"]
+    d = _diag(tmp_path, "nov1.log", 'INFO:     172.17.0.1:40962 - "GET /models HTTP/1.1" 404 Not Found\n')
+    assert "lacks /v1" in _notes(d), d["notes"]
+    d = _diag(tmp_path, "model.log", 'INFO:     10.0.0.2:5312 - "POST /v1/completions HTTP/1.1" 404 Not Found\n')
+    assert "--served-model-name" in _notes(d), d["notes"]
+
+
+def test_a_probes_refusal_is_not_put_before_tuning(tmp_path):
+    # a scraper on a wrong path is the prober's configuration: noted, "next" unchanged
+    lines = ['INFO:     10.0.0.9:1 - "GET /metrics/ HTTP/1.1" 404 Not Found'] * 3 + \
+            ['INFO:     10.0.0.9:1 - "POST /v1/chat/completions HTTP/1.1" 200 OK'] * 40
+    d = _diag(tmp_path, "probe.log", "\n".join(lines) + "\n")
+    assert "probes refused" in _notes(d) and "an endpoint this server does not have" in _notes(d), d["notes"]
+    assert not d["next"].startswith("act first"), d["next"]
+
+
+def test_a_line_glued_to_a_stats_record_is_left_to_the_stats_reader(tmp_path):
+    # a paste that lost a newline: the access line's pass-over must not swallow the stats record after it
+    text = ('INFO:     127.0.0.1:1 - "POST /v1/completions HTTP/1.1" 200 OKINFO 02-15 22:10:03 metrics.py:455] Avg '
+            "prompt throughput: 33.4 tokens/s, Avg generation throughput: 37.8 tokens/s, Running: 1 reqs, Swapped: 0 "
+            "reqs, Pending: 0 reqs, GPU KV cache usage: 0.1%, CPU KV cache usage: 0.0%.\n")
+    r = read_log(_write(tmp_path, "glued.log", text), year=2026)
+    assert sum(len(s.timeline) for s in r.segments if s.timeline is not None) == 1
+    assert r.requests is None or not r.requests.http
+
+
+def test_a_big_logs_access_lines_are_read_up_to_the_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(R, "MAX_ACCESS_LINES", 50)
+    text = "".join(f'INFO:     10.0.0.1:{i} - "POST /v1/completions HTTP/1.1" {400 if i % 10 == 0 else 200} OK\n'
+                   for i in range(120))
+    r = read_log(_write(tmp_path, "big.log", text), year=2026)
+    d = R.describe(r.requests)
+    assert sum(d["http"].values()) == 50 and d["http_capped"], d
+    assert "the first 50 access lines read, later ones not" in R.summary_line(d)
+
+
+# --- the start's time against the engine-ready wait (sweep 246) ---------------------------------------------------
+
+def test_a_start_that_used_most_of_the_engine_ready_wait_is_said(tmp_path):
+    # a public vLLM 0.23 log (sweep 246 item 01): Gemma-4-31B from an NFS mount, 433 s of loading and 61 s of init;
+    # it came up, 106 s short of the 600 s wait, and nothing said so
+    text = "\n".join([
+        "(EngineCore pid=594) INFO 08-04 13:08:42 [weight_utils.py:922] Filesystem type for checkpoints: NFS. "
+        "Checkpoint size: 58.25 GiB. Available RAM: 171.16 GiB.",
+        "Loading safetensors checkpoint shards: 100% Completed | 2/2 [07:08<00:00, 214.04s/it]",
+        "(EngineCore pid=594) INFO 08-04 13:15:50 [default_loader.py:397] Loading weights took 428.12 seconds",
+        "(EngineCore pid=594) INFO 08-04 13:15:51 [gpu_model_runner.py:5187] Model loading took 58.99 GiB memory and "
+        "433.184810 seconds",
+        "(EngineCore pid=594) INFO 08-04 13:16:52 [core.py:306] init engine (profile, create kv cache, warmup model) "
+        "took 60.86 s (compilation: 30.08 s)",
+    ]) + "\n"
+    d = _diag(tmp_path, "nfs.log", text)
+    assert "this start took 494 s" in _notes(d) and "82% of the 600 s" in _notes(d) and "from NFS" in _notes(d), d
+    assert "~1,200 s" in _notes(d) and "local disk" in _notes(d), d["notes"]
+    # with the wait raised in the text, the share is of that wait
+    d = _diag(tmp_path, "raised.log", "export VLLM_ENGINE_READY_TIMEOUT_S=1800\n" + text)
+    assert "this start took" not in _notes(d), d["notes"]
+
+
+def test_a_start_cut_while_loading_is_projected_from_the_shard_bar(tmp_path):
+    # an annotated Intel XPU excerpt (sweep 246 item 12): 149 s a shard on NFS4, 1 of 4 loaded; the 600 s wait tripped
+    text = "\n".join([
+        "06:31:00  Filesystem type for checkpoints: NFS4. Checkpoint size: 14.96 GiB.",
+        "          Prefetching checkpoint files finished in 1.04s",
+        "          Loading safetensors checkpoint shards:  25% Completed | 1/4 [02:29<07:27, 149.18s/it]",
+    ]) + "\n"
+    d = _diag(tmp_path, "xpu.log", text)
+    assert "on pace for 596 s" in _notes(d) and "1/4 shards in 149 s" in _notes(d), d["notes"]
+    # vllm-ascend's CI (sweep 246 item 02): 138 of 161 shards after 42:52, already past the wait
+    bar = "Loading safetensors checkpoint shards:  86% Completed | 138/161 [42:52<05:11, 13.56s/it]\n"
+    d = _diag(tmp_path, "ascend.log", bar)
+    assert "had loaded for 2,572 s (43 min), past the 600 s" in _notes(d), d["notes"]
+
+
+def test_a_quick_start_says_nothing_of_the_wait(tmp_path):
+    text = ("(EngineCore pid=1) INFO 08-04 13:15:51 [gpu_model_runner.py:5187] Model loading took 14.99 GiB memory "
+            "and 5.31 seconds\n(EngineCore pid=1) INFO 08-04 13:16:52 [core.py:306] init engine (profile, create kv "
+            "cache, warmup model) took 61.20 s\n")
+    d = _diag(tmp_path, "quick.log", text)
+    assert "API server waits" not in _notes(d), d["notes"]
+
+
+# --- builds that do not load on this machine (sweep 255) ----------------------------------------------------------
+
+def _action(d: dict) -> str:
+    return d.get("action") or ""
+
+
+def test_an_import_that_fails_on_an_abi_mismatch_is_a_start_that_never_happened(tmp_path):
+    # vllm#15010 (sweep 255 item 04): `import vllm` ends in vllm/_C.abi3.so's undefined torch symbol; before,
+    # insufficient evidence ("collect stats lines")
+    text = "\n".join([
+        "python -c 'import vllm'",
+        "Traceback (most recent call last):",
+        '  File "/cpfs01/shared/vllm/vllm/platforms/cuda.py", line 15, in <module>',
+        "    import vllm._C  # noqa",
+        "ImportError: /cpfs01/shared/vllm/vllm/_C.abi3.so: undefined symbol: "
+        "_ZNK3c1011StorageImpl27throw_data_ptr_access_errorEv",
+    ]) + "\n"
+    d = _diag(tmp_path, "abi.log", text)
+    assert d["verdict"] == "engine-died" and "the vLLM wheel built for this torch" in _action(d), (d["verdict"], d)
+    # flash-attn's own extension (vllm#13047, item 05) is named as flash-attn's
+    d = _diag(tmp_path, "fa.log", text.replace("/cpfs01/shared/vllm/vllm/_C.abi3.so",
+                                               "/usr/local/lib/python3.12/dist-packages/flash_attn_2_cuda.cpython-312"
+                                               "-x86_64-linux-gnu.so"))
+    assert "flash-attn package was built against another torch" in _action(d), _action(d)
+
+
+def test_error_803_names_the_compat_libraries_against_the_host_driver(tmp_path):
+    # gpustack#4678 (sweep 255 item 11): the one line, read as nothing before
+    d = _diag(tmp_path, "803.log", "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+              "functions before calling NumCudaDevices() that might have already set an error? Error 803: system has "
+              "unsupported display driver / cuda driver combination\n")
+    assert d["verdict"] == "engine-died" and "cuda-compat" in _action(d) and "LD_LIBRARY_PATH" in _action(d), d
+
+
+def test_torchs_driver_warning_and_the_linkers_missing_libcuda_are_read(tmp_path):
+    # verl-omni#133 (item 01): torch's UserWarning, no "error" word in it; vllm#12505 (item 03): ld under Triton
+    d = _diag(tmp_path, "drv.log", "/x/torch/cuda/__init__.py:180: UserWarning: CUDA initialization: The NVIDIA "
+              "driver on your system is too old (found version 12080). Please update your GPU driver\n")
+    assert "12080 for 12.8" in _action(d), d
+    d = _diag(tmp_path, "ld.log", "error:\n/usr/bin/ld: cannot find -lcuda: No such file or directory\n")
+    assert "libcuda.so" in _action(d) and "LIBRARY_PATH" in _action(d), d
+    # a CUDA runtime of another major release, and another missing library
+    d = _diag(tmp_path, "cudart.log", "ImportError: libcudart.so.12: cannot open shared object file: No such file or "
+              "directory\n")
+    assert "different CUDA majors" in _action(d), _action(d)
+    d = _diag(tmp_path, "numa.log", "ImportError: libnuma.so.1: cannot open shared object file: No such file or "
+              "directory\n")
+    assert "libnuma" in _action(d) and "CUDA majors" not in _action(d), _action(d)
+
+
+# --- bench results (sweeps 257-258) --------------------------------------------------------------------------------
+
+_BLOCK = """vllm bench serve --model /m --dataset-name random --random-input-len 1024 --random-output-len 128 --num-prompts 100
+============ Serving Benchmark Result ============
+Successful requests:                     10
+Failed requests:                         0
+Benchmark duration (s):                  48.23
+Total input tokens:                      10240
+Total generated tokens:                  1280
+Request throughput (req/s):              0.21
+Output token throughput (tok/s):         26.54
+---------------Time to First Token----------------
+Mean TTFT (ms):                          5225.21
+Median TTFT (ms):                        5286.90
+P99 TTFT (ms):                           5360.77
+-----Time per Output Token (excl. 1st token)------
+Mean TPOT (ms):                          39.27
+Median TPOT (ms):                        39.48
+P99 TPOT (ms):                           39.72
+==================================================
+"""
+
+
+def test_a_block_that_counts_no_failure_sent_fewer_than_the_command_asks(tmp_path):
+    # vllm-ascend PR #5810's body (sweep 258 item 01): --num-prompts 100, 10 completed, "Failed requests: 0"; before,
+    # "90 errored ... the server's log says why"
+    d = _diag(tmp_path, "b.txt", _BLOCK)
+    assert "90 of 100 requests never sent" in d["reason"] and "errored" not in d["reason"], d["reason"]
+    # without a failed count (a bench before 0.11.1) the missing ones may have errored: said as before
+    d = _diag(tmp_path, "old.txt", _BLOCK.replace("Failed requests:                         0\n", ""))
+    assert "90 of 100 requests lost" in d["reason"], d["reason"]
+
+
+def test_error_lines_beside_a_bench_block_are_read(tmp_path):
+    # vllm-ascend's test report (sweep 257 item 05): a result, then the pod's restart loop's cause; before, the error
+    # lines were thrown away with the file read as a bench result
+    text = _BLOCK + ("\nhuggingface_hub.errors.HFValidationError: Repo id must use alphanumeric chars ... "
+                     "'/modelsQwen2.5-Omni-7B'\nOSError: Can't load the configuration of '/modelsQwen2.5-Omni-7B'\n")
+    d = _diag(tmp_path, "both.txt", text)
+    assert d["verdict"] == "engine-died" and "config.json" in _action(d), (d["verdict"], _action(d))
+
+
+# --- the CUDA-graph estimate from vLLM's equivalence line (sweep 254) ----------------------------------------------
+
+def test_the_graph_estimate_comes_from_the_equivalence_line_when_its_own_line_is_missing(tmp_path):
+    # sweep 254 item 01 without its "Estimated CUDA graph memory" lines: the predicted estimate had stood in, and the
+    # note said "vLLM prints the same figures" beside other figures than the log's
+    from tests.e2e.test_ledger_cli import invoke
+
+    text = ("(Worker_TP0 pid=447) INFO 08-14 14:07:22 [gpu_worker.py:578] CUDA graph memory profiling is enabled "
+            "(default since v0.21.0). The current --gpu-memory-utilization=0.8200 is equivalent to "
+            "--gpu-memory-utilization=0.8048 without CUDA graph memory profiling. To maintain the same effective KV "
+            "cache size as before, increase --gpu-memory-utilization to 0.8352.\n")
+    p = _write(tmp_path, "eq.log", text)
+    code, err, out = invoke("ledger", "--from-log", str(p), "--model", "Qwen/Qwen3-8B", "--gpu",
+                            "NVIDIA GeForce RTX 3090", "-tp", "2")
+    assert code in (0, 1), err
+    flat = " ".join(out.split())
+    assert "from vLLM's equivalent-utilization line" in flat and "acts like 0.8048" in flat \
+        and "0.8352 keeps" in flat, flat[:3000]
+
+
+# --- start-up figures per rank, and a unit cut by the paste (sweep 259) -------------------------------------------
+
+def test_the_kv_budget_and_its_advice_are_the_smallest_ranks(tmp_path):
+    # vllm-ascend#10122 (sweep 259 item 08): two NPUs print their own budgets; the pool is the smaller one's, and
+    # vLLM's "--kv-cache-memory to fully utilize" of rank 0 (20.54 GiB) over-commits rank 1 (20.0 GiB)
+    from kvdoctor.evidence.logs.startup import collect_startup_facts
+
+    tail = ("GiB for NPU graph memory. Replace gpu_memory_utilization with `--kv-cache-memory={fit}` ({fitg} GiB) to fit "
+            "into requested memory, or `--kv-cache-memory={full}` ({fullg} GiB) to fully utilize NPU free memory. "
+            "Current KV cache memory: {kv} GiB.")
+    lines = [
+        f"(Worker_TP{r}_EP{r} pid={4574 + r}) INFO 06-06 09:29:20 [worker.py:546] Free memory on device ({free}/{tot} "
+        f"GiB) on startup. Desired GPU memory utilization is (0.8, {des} GiB). Actual usage: 18.8 GiB for weights, "
+        f"{act} GiB for peak activation, {nt} GiB for non-torch memory, 0.0 "
+        + tail.format(fit=fit, fitg=fitg, full=full, fullg=fullg, kv=kv)
+        for r, free, tot, des, act, nt, fit, fitg, full, fullg, kv in (
+            (1, "41.64", "42.67", "34.14", "1.69", "1.0", 13422223974, "12.5", 21478419456, "20.0", "5.56"),
+            (0, "42.24", "43.24", "34.59", "1.71", "1.05", 13839077068, "12.89", 22053519872, "20.54", "5.77"))]
+    st = collect_startup_facts("\n".join(lines) + "\n")[-1]
+    assert st.kv_cache_memory_full_bytes == 21478419456 and st.kv_cache_memory_fit_bytes == 13422223974, st
+    assert abs(st.kv_cache_bytes / 2**30 - 5.56) < 0.01, st.kv_cache_bytes
+
+
+def test_a_kv_budget_whose_unit_the_paste_cut_is_read(tmp_path):
+    # vllm#17117 (sweep 259 item 06): "... reserved for KV Cache is 10.74Gi" (the post cut the B)
+    from kvdoctor.evidence.logs.startup import collect_startup_facts
+
+    st = collect_startup_facts("INFO 04-23 16:13:24 [worker.py:287] model weights take 8.64GiB; non_torch_memory "
+                               "takes 0.15GiB; PyTorch activation peak memory takes 0.25GiB; the rest of the memory "
+                               "reserved for KV Cache is 10.74Gi\n")[-1]
+    assert st.kv_cache_bytes is not None and abs(st.kv_cache_bytes / 2**30 - 10.74) < 0.01, st
