@@ -269,3 +269,40 @@ def test_a_kv_budget_whose_unit_the_paste_cut_is_read(tmp_path):
                                "takes 0.15GiB; PyTorch activation peak memory takes 0.25GiB; the rest of the memory "
                                "reserved for KV Cache is 10.74Gi\n")[-1]
     assert st.kv_cache_bytes is not None and abs(st.kv_cache_bytes / 2**30 - 10.74) < 0.01, st
+
+
+# --- what a paste holds beside the log: a bench command, a server command below, nvidia-smi (sweeps 256, 259, 239) ---
+
+def test_a_pasted_bench_commands_lengths_are_step_ones_demand(tmp_path):
+    # discuss.vllm.ai/t/2608 (sweep 256 item 01): 18 concurrent 80,800-token requests against a 1.49M-token pool; before,
+    # "the demand per request is not in the evidence"
+    text = ("vllm serve Qwen3.5-9B --max-num-batched-tokens=64K --max-num-seqs 128\n\n"
+            "Available KV cache memory: 45.94 GiB\nGPU KV cache size: 1,494,221 tokens\n"
+            "Maximum concurrency for 262,144 tokens per request: 5.70x\n\n"
+            "vllm bench serve   --seed 42 --backend openai --endpoint /v1/completions --request-rate 18 "
+            "--max-concurrency 18 --num-prompts 60 --input-len 80000 --output-len 800\n")
+    d = _diag(tmp_path, "bench_cmd.log", text)
+    step1 = next(f for f in d["findings"] if f["rule_id"] == "sched.concurrency-starved")
+    assert "pool holds at the demand seen (18)" in step1["summary"], step1["summary"]
+    assert "80,000 input + 800 output" in step1["action"], step1["action"]
+
+
+def test_a_server_command_pasted_below_its_start_is_that_starts(tmp_path):
+    # vllm#21348 (sweep 259 item 05): the KV lines, then the `vllm serve` command; the model had been "not named"
+    from kvdoctor.evidence.logs.startup import collect_startup_facts
+
+    text = ("Available KV cache memory: 8.11 GiB\nGPU KV cache size: 178,880 tokens\n\n"
+            "vllm serve /path/to/Qwen3-235B-A22B-FP8 \\\n  --tensor-parallel-size 4 --max-model-len 32768\n")
+    facts = collect_startup_facts(text)
+    assert len(facts) == 1 and "Qwen3-235B-A22B-FP8" in facts[0].engine_config.get("command", ""), facts
+
+
+def test_nvidia_smi_rows_name_the_device(tmp_path):
+    # vllm#7768 (sweep 259 item 02) and a CSV query (sweep 239 item 04): the card vLLM's lines do not name
+    from kvdoctor.evidence.logs.startup import collect_startup_facts
+
+    row = ("|   0  NVIDIA GeForce RTX 4090        On  | 00000000:1E:00.0 Off |                  Off |\n"
+           "| 30%   26C    P8              16W / 450W |  14214MiB / 24564MiB |      0%      Default |\n")
+    assert collect_startup_facts(row)[-1].gpu_name == "NVIDIA GeForce RTX 4090"
+    csv = "0, NVIDIA GeForce RTX 3090, 580.142\n1, NVIDIA GeForce RTX 3090, 580.142\n"
+    assert collect_startup_facts(csv)[-1].gpu_name == "NVIDIA GeForce RTX 3090"

@@ -624,6 +624,10 @@ def expected_concurrency(ctx: Context, pool_tokens: int) -> tuple[int, str, str]
     if lens is not None and lens.mean_total:
         return (max(1, int(pool_tokens // lens.mean_total)),
                 f"floor({pool_tokens:,} / mean request {lens.mean_total:,.0f} tokens ({lens.source}))", "predicted")
+    if ctx.bench_demand is not None:
+        per, how = ctx.bench_demand
+        return max(1, int(pool_tokens // per)), f"floor({pool_tokens:,} / {per:,.0f} tokens per request: {how})", \
+            "predicted"
     return None
 
 

@@ -1057,7 +1057,7 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
     instances = []
     if not segments:
         ctx = Context(source=", ".join(evidence.sources or []), thresholds=th, requests=requests,
-                      lengths=lengths, bench=bench)
+                      lengths=lengths, bench=bench, bench_demand=_bench_demand(evidence, None))
         _attach_config(ctx, inputs, None, flags)
         instances.append(diagnose_context(ctx))
         instances[0].notes.extend(request_line_notes(evidence).values())
@@ -1070,7 +1070,8 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         for part, reqs, label in parts:
             ctx = Context(source=seg.source, timeline=part.timeline, events=list(part.events or []),
                           startup=seg.startup, requests=reqs, thresholds=th, lengths=lengths, bench=bench,
-                          counter_trusted=trusted, next_start=_same_flags_next_start(segments, k))
+                          counter_trusted=trusted, next_start=_same_flags_next_start(segments, k),
+                          bench_demand=_bench_demand(evidence, seg.source))
             notes = _attach_config(ctx, inputs, seg.startup, flags)
             inst = diagnose_context(ctx)
             if seg.transcribed:
@@ -1097,6 +1098,27 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         if inst is not None and access.refused(evidence.request_lines[src]):
             inst.error_noted = True  # the refusals come before any tuning: "next" says so
     return Diagnosis(instances, th, ev_notes)
+
+
+def _bench_demand(evidence: Evidence, source: str | None) -> tuple[float, str] | None:
+    """Tokens per request of the `vllm bench serve` command pasted in ``source``'s log (any source's with None), from
+    its random dataset's --input-len/--output-len (or --random-*): (tokens, how). None where no such command says them."""
+    from kvdoctor.errors import InputError
+    from kvdoctor.sim.benchline import parse_bench_cmd
+
+    for src, cmd in evidence.bench_commands.items():
+        if source is not None and src != source:
+            continue
+        try:
+            opts = parse_bench_cmd(cmd)[0]
+        except (InputError, ValueError):
+            continue
+        inp, out = opts.get("random_input_len"), opts.get("random_output_len")
+        if isinstance(inp, int) and isinstance(out, int) and inp + out > 0:
+            conc = opts.get("max_concurrency")
+            return float(inp + out), (f"the pasted `vllm bench serve` command's {inp:,} input + {out:,} output tokens"
+                                      + (f", --max-concurrency {conc}" if conc else ""))
+    return None
 
 
 def _same_flags_next_start(segments: list[Segment], k: int) -> StartupFacts | None:

@@ -209,6 +209,8 @@ class Context:
     requests: list[RequestRecord] = field(default_factory=list)
     # chain-one inputs
     lengths: LengthDist | None = None  # real business lengths
+    # a pasted `vllm bench serve` command's load: (tokens per request, how); step 1's demand where nothing else says it
+    bench_demand: tuple[float, str] | None = None
     target: "Target | None" = None
     # swap review: the old model's and the new model's plan.State under the same configuration
     before: "State | None" = None

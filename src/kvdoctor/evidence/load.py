@@ -167,6 +167,23 @@ OFFLINE_NOTE = ("an offline `vllm bench {tool}` result (vLLM's LLM class in the 
                 "command predicts it")
 
 
+_BENCH_LINE = re.compile(r"(?:vllm bench serve|benchmark_serving\.py)\b")
+
+
+def _pasted_bench_command(text: str) -> str | None:
+    """The first `vllm bench serve` (or benchmark_serving.py) command in ``text``, its backslash continuations joined:
+    a load pasted beside a server's log without its result (sweep 256 item 01)."""
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        if _BENCH_LINE.search(ln):
+            cmd = ln
+            while cmd.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                cmd = cmd.rstrip()[:-1] + " " + lines[i].strip()
+            return cmd.strip()[:4000]
+    return None
+
+
 def _offline_in_text(text: str, path: str) -> list:
     """The `vllm bench throughput` / `latency` results printed in a text (they come last: the whole text is read)."""
     from kvdoctor.evidence.offline import looks_like_offline_text, parse_offline_text
@@ -245,6 +262,8 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
                         else "'Serving Benchmark Result' block(s)")
                 ev.notes.append(f"{path}: also holds {len(found)} {what}, read as bench results")
             _add_offline(ev, path, _offline_in_text(text, path) if text else [])
+            if text and not found and (cmd := _pasted_bench_command(text)) is not None:
+                ev.bench_commands[path] = cmd
         elif kind == "offline":
             from kvdoctor.evidence.bench import decode_capture, json_documents
             from kvdoctor.evidence.offline import parse_offline_json

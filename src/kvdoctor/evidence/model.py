@@ -427,6 +427,8 @@ class Evidence:
     notes: list[str] = field(default_factory=list)  # rollovers, out-of-order samples, dropped events
     # per log source: what its per-request lines said (evidence/logs/requests.py ``describe``)
     request_lines: dict[str, dict] = field(default_factory=dict)
+    # per log source: a `vllm bench serve` command pasted with no result block after it (load.py): the load it sent
+    bench_commands: dict[str, str] = field(default_factory=dict)
     # `vllm bench throughput` / `vllm bench latency` results (evidence.offline.OfflineResult): offline runs of the
     # engine, never serving evidence (no API server, no arrivals, no TTFT), so kept apart from ``bench``
     offline: list = field(default_factory=list)

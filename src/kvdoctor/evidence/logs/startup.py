@@ -701,12 +701,30 @@ class StartupCollector:
     def finish(self) -> list[StartupFacts]:
         if self._cmd is not None and self._cmd_soft:
             self._keep_command()
+        cur = self._cur
+        if cur is not None and not cur.any and self.facts and "command" not in self.facts[-1].engine_config \
+                and _same_model_named(self.facts[-1].model, str(cur.f.engine_config.get("command") or "")):
+            # a command pasted below the start it ran, with nothing after it (sweep 259 item 05: the `vllm serve`
+            # line posted after the KV lines had been dropped as unused): that start's, not a start of its own
+            ec = self.facts[-1].engine_config
+            ec["command"], ec["command_line"] = cur.f.engine_config["command"], cur.f.engine_config.get("command_line")
+            self._cur = None
         self._close()
         return self.facts
 
     @property
     def current_first_line(self) -> int | None:
         return self._cur.f.first_line if self._cur is not None else None
+
+
+def _same_model_named(model: str | None, command: str) -> bool:
+    """Whether ``command`` can be the start of ``model``: it names that model (its last path component), or the start
+    names none."""
+    if not command:
+        return False
+    if not model:
+        return True
+    return model.rstrip("/").rsplit("/", 1)[-1].lower() in command.lower()
 
 
 # --- rule handlers: (collector, line_no, env, msg) -> matched? -------------------------------------
@@ -1481,6 +1499,21 @@ def _h_autofit(c, n, env, msg) -> bool:
     return True
 
 
+# nvidia-smi's table row ("|   0  NVIDIA GeForce RTX 4090        Off | 00000000:1E:00.0 Off |") and its CSV query
+# ("0, NVIDIA GeForce RTX 3090, 580.142"), pasted beside the log: the device where vLLM's own lines do not name it
+# (sweeps 239 items 01, 04, 09; 259 items 01, 02)
+R_SMI = re.compile(r"^(?:\|\s*\d+\s+((?:NVIDIA|Tesla|Quadro)\s[^|]*?)\s+(?:On|Off)\s*\||\d+,\s*((?:NVIDIA|Tesla|Quadro)\s[^,]+?)"
+                   r"\s*,\s*\d)")
+
+
+def _h_smi(c, n, env, msg) -> bool:
+    m = R_SMI.match(msg.strip()) if env is None else None
+    if not m:
+        return False
+    c._builder(n).set("gpu_name", (m.group(1) or m.group(2)).strip(), n, env, _P_HINT)
+    return True
+
+
 _RULES: tuple[tuple[str, Any], ...] = (
     ("Model loading took", _h_load),
     ("Cudagraph is disabled under eager mode", _h_eager),
@@ -1542,6 +1575,8 @@ _RULES: tuple[tuple[str, Any], ...] = (
                                      ("requested_bytes", _b))),
     ("Starting to load model", _simple(R_START_LOAD, "model", str, _P_CONFIG - 1)),
     ("device_name=", _simple(R_DEVICE_NAME, "gpu_name", lambda v: v.replace("_", " "), _P_LOG)),
+    ("NVIDIA ", _h_smi),
+    ("Tesla ", _h_smi),
 )
 
 # Substrings that make a line worth handing to the collector at all (fast pre-filter for the
