@@ -306,3 +306,52 @@ def test_nvidia_smi_rows_name_the_device(tmp_path):
     assert collect_startup_facts(row)[-1].gpu_name == "NVIDIA GeForce RTX 4090"
     csv = "0, NVIDIA GeForce RTX 3090, 580.142\n1, NVIDIA GeForce RTX 3090, 580.142\n"
     assert collect_startup_facts(csv)[-1].gpu_name == "NVIDIA GeForce RTX 3090"
+
+
+# --- a source build's version, a kernel image that does not load (sweep 254) -------------------------------------
+
+def test_a_source_builds_version_is_shown_as_printed_and_carries_no_v0_era():
+    # sweep 254 item 02: "version 0.1.dev1+gfc671e7c5" (a fork's checkout) had read as era v0, and the ledger showed
+    # "vLLM 0.33.0.dev1+gfc671e7c5", a release that does not exist
+    from kvdoctor.engine.version import parse_version
+    from kvdoctor.evidence.logs.startup import collect_startup_facts
+
+    v = parse_version("0.1.dev1+gfc671e7c5")
+    assert str(v) == "0.1.dev1+gfc671e7c5" and v.triple == (0, 33, 0)
+    st = collect_startup_facts(
+        "(APIServer pid=1) INFO 08-07 20:22:54 [api_utils.py:345]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.1.dev1+gfc671e7c5\n"
+        "(Worker_TP4 pid=111) INFO 08-07 20:26:05 [gpu_worker.py:578] CUDA graph memory profiling is enabled (default "
+        "since v0.21.0). The current --gpu-memory-utilization=0.9500 is equivalent to --gpu-memory-utilization=0.9225 "
+        "without CUDA graph memory profiling.\n")[-1]
+    assert st.era != "v0", st.era
+
+
+def test_an_invalid_kernel_image_names_the_build_and_the_cache(tmp_path):
+    d = _diag(tmp_path, "img.log", "RuntimeError: CUDA error: device kernel image is invalid\n")
+    assert "stale compile cache" in " ".join([_action(d)] + d["notes"]), (d["verdict"], _action(d), d["notes"])
+
+
+def test_a_finite_rate_sent_faster_than_one_request_lasts_is_a_burst(tmp_path):
+    # tpu-inference PR #2079 (sweep 258 item 05): 64 prompts of 8,192 tokens at 10 req/s (6.4 s of sending), each
+    # decoding ~40 s; mean TTFT 13.9 s. Before, "nothing points anywhere" (the overload test's queue cannot form)
+    text = """============ Serving Benchmark Result ============
+Successful requests:                     64
+Failed requests:                         0
+Request rate configured (RPS):           10.00
+Benchmark duration (s):                  66.99
+Total input tokens:                      524288
+Total generated tokens:                  65536
+Request throughput (req/s):              0.96
+Output token throughput (tok/s):         978.35
+---------------Time to First Token----------------
+Mean TTFT (ms):                          13885.29
+Median TTFT (ms):                        13056.18
+P99 TTFT (ms):                           25268.26
+-----Time per Output Token (excl. 1st token)------
+Mean TPOT (ms):                          39.41
+Median TPOT (ms):                        39.43
+P99 TPOT (ms):                           41.84
+==================================================
+"""
+    d = _diag(tmp_path, "tpu.txt", text)
+    assert "a burst of 64 queued" in d["reason"], d["reason"]

@@ -971,6 +971,12 @@ _KNOWN_EXCEPTIONS = (
      "ptxas rejected a kernel Triton generated for this GPU (the lines above name the PTX feature and the target): a "
      "Triton, and a vLLM release shipping it, that supports this architecture (sm_120a: triton#8335), or a backend "
      "that avoids the kernel (another attention or MoE backend)"),
+    # cudaErrorInvalidKernelImage (sweep 254 item 10: a hybrid model's CUDA-graph capture on 0.17-0.18 failed so
+    # where max_num_seqs exceeded its Mamba cache blocks, the refusal 0.19 raised in words)
+    ("device kernel image is invalid",
+     "a kernel binary did not load on this GPU: one built for another architecture, or a stale compile cache "
+     "(~/.cache/vllm/torch_compile_cache, ~/.triton/cache: clear them); during a hybrid (Mamba) model's CUDA-graph "
+     "capture on 0.17-0.18 it was --max-num-seqs above the Mamba cache blocks, which 0.19 refuses in words: lower it"),
     ("no kernel image is available for execution on the device",
      "this build has no kernels for this GPU's architecture (a Blackwell card under a wheel without sm_100/sm_120, or an "
      "old card under a build that dropped it): install a build compiled for it (vLLM's image or wheel for that CUDA, or "

