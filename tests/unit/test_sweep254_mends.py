@@ -355,3 +355,63 @@ P99 TPOT (ms):                           41.84
 """
     d = _diag(tmp_path, "tpu.txt", text)
     assert "a burst of 64 queued" in d["reason"], d["reason"]
+
+
+# --- sweeps 260-263 -------------------------------------------------------------------------------------------------
+
+def test_a_500_after_an_engine_death_is_the_servers_failure_not_the_clients(tmp_path):
+    # LMCache#1732 (sweep 260 item 10): EngineDeadError, then the 500; the access-line note had called it a client fault
+    text = ("(APIServer pid=94641) ERROR 10-01 14:27:25 [async_llm.py:485] vllm.v1.engine.exceptions.EngineDeadError: "
+            "EngineCore encountered an issue. See stack trace (above) for the root cause.\n"
+            '(APIServer pid=94641) INFO:     127.0.0.1:13780 - "POST /v1/completions HTTP/1.1" 500 Internal Server '
+            "Error\n")
+    notes = _notes(_diag(tmp_path, "500.log", text))
+    assert "requests the server failed" in notes and "client or configuration fault" not in notes, notes
+
+
+def test_a_bursts_rate_is_a_lower_bound_when_few_were_in_flight(tmp_path):
+    # wang-junjian's T4 post (sweep 263 item 01): 100 requests at once, ~38 in flight on average; "ceiling" had been
+    # claimed for 1.31 req/s
+    text = """python3 benchmark_serving.py --backend vllm --model Qwen/Qwen3-4B --dataset-name sharegpt --num-prompts 100
+============ Serving Benchmark Result ============
+Successful requests:                     100
+Benchmark duration (s):                  76.26
+Total input tokens:                      22946
+Total generated tokens:                  21691
+Request throughput (req/s):              1.31
+Output token throughput (tok/s):         284.44
+---------------Time to First Token----------------
+Mean TTFT (ms):                          7983.21
+Median TTFT (ms):                        6505.84
+P99 TTFT (ms):                           18011.20
+-----Time per Output Token (excl. 1st token)------
+Mean TPOT (ms):                          101.85
+Median TPOT (ms):                        100.11
+P99 TPOT (ms):                           330.94
+----------------End-to-end Latency----------------
+Mean E2EL (ms):                          29374.57
+==================================================
+"""
+    d = _diag(tmp_path, "t4.txt", text)
+    assert "ceiling at least 1.31 req/s" in d["reason"], d["reason"]
+
+
+def test_a_workers_start_up_frames_without_their_exception_are_a_death(tmp_path):
+    # vllm#40740 (sweep 260 item 09): two traceback lines through _dummy_run, the exception cut; before, insufficient
+    text = ('(Worker_TP0_EP0 pid=185) ERROR 05-27 18:56:54 [multiproc_executor.py:962]   File "/usr/local/lib/python3.12/'
+            'dist-packages/vllm/v1/worker/gpu_model_runner.py", line 5797, in _dummy_run\n'
+            "(Worker_TP0_EP0 pid=185) ERROR 05-27 18:56:54 [multiproc_executor.py:962]     self.eplb_step(is_dummy=True, "
+            "is_profile=is_profile)\n")
+    assert _diag(tmp_path, "eplb.log", text)["verdict"] == "engine-died"
+
+
+def test_a_start_that_ends_killed_is_said_by_the_ledger(tmp_path):
+    # dusty-nv/jetson-containers#795 (sweep 262 item 01): the pool's figures, then "Killed"; the ledger said "fits"
+    from tests.e2e.test_ledger_cli import invoke
+
+    text = ("INFO 01-23 07:32:42 model_runner.py:1071] Loading model weights took 4.3752 GB\n"
+            "INFO 01-23 07:34:26 gpu_executor.py:122] # GPU blocks: 11836, # CPU blocks: 4681\n"
+            "INFO 01-23 07:34:26 gpu_executor.py:126] Maximum concurrency for 200 tokens per request: 946.88x\n"
+            "Killed\n")
+    code, err, out = invoke("ledger", "--from-log", str(_write(tmp_path, "k.log", text)))
+    assert code in (0, 1, 2) and 'ends this start with "Killed" (line 4)' in " ".join(out.split()), out + err

@@ -71,8 +71,14 @@ def refusal_note(d: dict[str, Any], max_model_len: int | None = None) -> str | N
     counts = "; ".join(f"{ep} " + ", ".join(f"{st} ×{n:,}" for st, n in sorted(sts.items())) for ep, sts in bad.items())
     share = (f"{refused:,} of {total:,} responses" if total > refused else "its one response" if refused == 1
              else f"every one of its {refused:,} responses")
-    whose = ("requests refused before reaching the engine (a client or configuration fault, not the pool or the "
-             "scheduler)" if client else "probes refused (the prober's path or port, not the serving path)")
+    four = any(st < 500 for sts in client.values() for st in sts)
+    five = any(st >= 500 for sts in client.values() for st in sts)
+    whose = ("probes refused (the prober's path or port, not the serving path)" if not client else
+             # a 5xx is the server's own failure (sweep 260 item 10: HTTP 500 right after an EngineDeadError)
+             "requests the server failed (a 5xx is its own error: the ERROR lines and any engine death near them say "
+             "why)" if not four else
+             "requests refused before reaching the engine (a client or configuration fault, not the pool or the "
+             "scheduler)" + ("; and requests the server failed (5xx: its own error)" if five else ""))
     return f"the API server's access lines answered {share} with an error ({counts}): {whose}. " + " ".join(
         f"{w}." if not w.endswith(".") else w for w in why)
 

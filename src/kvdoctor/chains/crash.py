@@ -141,6 +141,9 @@ def engine_died(ctx: Context) -> Finding | None:
             # a start-up frame and the exception under it, however few frames the paste kept (sweep 216 item 08:
             # init_device, then "AssertionError: local_world_size (16) must be less than or equal to ...")
             or (e.data.get("startup_frame") and e.data.get("exception") and e.data.get("lines", 1) >= 2)
+            # ... or a traceback's own frame lines through one, its exception cut (sweep 260 item 09: a worker's
+            # "File ... in _dummy_run" and "self.eplb_step(...)": the start-up profile raised)
+            or (e.data.get("startup_frame") and e.data.get("tb") and e.data.get("lines", 1) >= 2)
             # an exception raised in the engine's own step (the forward pass, the scheduler, the block pool): the
             # engine has no per-request isolation there (sweeps 236 item 09, 244 items 01, 03, 04)
             or (e.data.get("engine_step") and e.data.get("exception") and e.data.get("lines", 1) >= 2)

@@ -70,6 +70,11 @@ def _died_at_start(st: Any, predicted: str | None) -> str | None:
     arithmetic, not a server that came up (sweep 230 items 02, 09: "fits" beside an engine that failed to start)."""
     from kvdoctor.evidence.model import KV_REFUSALS
 
+    if st is not None and not st.startup_error and not predicted and (kl := (st.engine_config or {}).get("killed_line")):
+        return (f"the log ends this start with \"Killed\" (line {kl}): the process was killed (most often the host's "
+                "OOM killer: the CPU swap space, the host's RAM, a unified-memory board's shared memory), so the "
+                "figures above are what it measured before, and whether the pool fits is vLLM's arithmetic, not a "
+                "server that came up; kvdoctor diagnose on the log says more")
     if st is None or not st.startup_error or st.startup_error in KV_REFUSALS or predicted:
         return None
     ln = st.line_refs.get("startup_error")
@@ -112,6 +117,8 @@ def _log_only(log_info: dict[str, Any], why: str, *, json_out: bool, quiet: bool
         except InputError:
             pass
     led.notes.insert(0, log_info["summary"])
+    if (died := _died_at_start(log_info["startup"], None)) is not None:
+        led.notes.insert(0, died)
     if _payload_out(led.to_json(), log_info, html, led.model or "the start-up log", json_out=json_out, quiet=quiet):
         return
     out = _Out(None)

@@ -1508,6 +1508,19 @@ R_SMI = re.compile(r"^(?:\|\s*\d+\s+((?:NVIDIA|Tesla|Quadro)\s[^|]*?)\s+(?:On|Of
                    r"\s*,\s*\d)")
 
 
+# the shell's word for a process SIGKILL ended ("Killed", "bash: line 1: 1234 Killed  python -m vllm..."): after a
+# start's figures, the start's own end (sweep 262 item 01: a Jetson's host OOM right after "Maximum concurrency")
+R_KILLED_LINE = re.compile(r"^(?:[\w/.\-]+: (?:line \d+: )?\d+ )?Killed(?:\s.*)?$")
+
+
+def _h_killed(c, n, env, msg) -> bool:
+    cur = c._cur
+    if env is not None or cur is None or not cur.has_kv() or len(msg) > 300 or not R_KILLED_LINE.match(msg.strip()):
+        return False
+    cur.f.engine_config.setdefault("killed_line", n)
+    return True
+
+
 def _h_smi(c, n, env, msg) -> bool:
     m = R_SMI.match(msg.strip()) if env is None else None
     if not m:
@@ -1578,6 +1591,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("Starting to load model", _simple(R_START_LOAD, "model", str, _P_CONFIG - 1)),
     ("device_name=", _simple(R_DEVICE_NAME, "gpu_name", lambda v: v.replace("_", " "), _P_LOG)),
     ("NVIDIA ", _h_smi),
+    ("Killed", _h_killed),
     ("Tesla ", _h_smi),
 )
 
