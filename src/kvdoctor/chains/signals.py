@@ -665,21 +665,7 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                      f"{steps * step / 1000:,.1f} s: {steps:,.0f} decode steps of {step:g} ms)" if queued else
                      f"{_burst_span_share(ttft, tpot, dur):.0%} of the run's {dur:,.0f} s (the result is cut before "
                      "its TPOT; no prefill takes a quarter of a run that long)")
-            sent = ("sent at once" if _is_inf(rate) else
-                    f"sent within {n / rate:,.1f} s (--request-rate {rate:g}), less than one request's "
-                    f"{(e2el - ttft) / 1000:,.0f} s after its first token: a burst as the server saw it,")
-            out.append(BenchReading("burst", None, (
-                f"{label}: all {n:,.0f} requests {sent} with no --max-concurrency, and the mean TTFT "
-                f"({ttft / 1000:,.1f} s) is {bound}: the TTFT figures "
-                f"measure how long the burst queued, not the server's latency under a steady load. The run's rate, "
-                f"{x:g} req/s ({f.get('output_throughput') or 0:,.0f} output tok/s), is "
-                + (f"a lower bound on this deployment's ceiling at these lengths (on average only {in_flight:,.0f} of "
-                   f"the {n:,.0f} were in flight: the longest requests set the run's length)"
-                   if _tail_bound(in_flight, n, ttft, e2el) else
-                   "this deployment's ceiling at these lengths")
-                + "; --request-rate below it or --max-concurrency gives latencies to compare"),
-                f"a burst of {n:,.0f} queued (mean TTFT {ttft / 1000:,.1f} s); ceiling "
-                + ("at least" if _tail_bound(in_flight, n, ttft, e2el) else "about") + f" {x:g} req/s"))
+            out.append(_burst_reading(label, f, n, x, rate, ttft, e2el, in_flight, bound))
         elif rate is None and conc is None and n >= 8 and queued and (q := _queue_unstated(label, f, x, prompt,
                                                                                        steps)) is not None:
             out.append(q)
@@ -705,6 +691,27 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
         if (stalls := _decode_stalls(label, f, conc, prompt, th)) is not None:
             out.append(stalls)
     return out
+
+
+def _burst_reading(label: str, f: dict, n: float, x: float, rate, ttft: float, e2el: float | None,
+                   in_flight: float | None, bound: str) -> BenchReading:
+    """The "burst" reading: every request in the server at once (rate inf, or a sending shorter than one request's
+    decode), its TTFT the burst's queue, and the run's rate as the ceiling (or a lower bound on it: ``_tail_bound``)."""
+    sent = ("sent at once" if _is_inf(rate) else
+            f"sent within {n / rate:,.1f} s (--request-rate {rate:g}), less than one request's "
+            f"{((e2el or 0) - ttft) / 1000:,.0f} s after its first token: a burst as the server saw it,")
+    tail = _tail_bound(in_flight, n, ttft, e2el)
+    return BenchReading("burst", None, (
+        f"{label}: all {n:,.0f} requests {sent} with no --max-concurrency, and the mean TTFT "
+        f"({ttft / 1000:,.1f} s) is {bound}: the TTFT figures "
+        f"measure how long the burst queued, not the server's latency under a steady load. The run's rate, "
+        f"{x:g} req/s ({f.get('output_throughput') or 0:,.0f} output tok/s), is "
+        + (f"a lower bound on this deployment's ceiling at these lengths (on average only {in_flight:,.0f} of "
+           f"the {n:,.0f} were in flight: the longest requests set the run's length)" if tail else
+           "this deployment's ceiling at these lengths")
+        + "; --request-rate below it or --max-concurrency gives latencies to compare"),
+        f"a burst of {n:,.0f} queued (mean TTFT {ttft / 1000:,.1f} s); ceiling "
+        + ("at least" if tail else "about") + f" {x:g} req/s")
 
 
 def _tail_bound(in_flight: float | None, n: float, ttft: float | None, e2el: float | None) -> bool:
