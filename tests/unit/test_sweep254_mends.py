@@ -415,3 +415,24 @@ def test_a_start_that_ends_killed_is_said_by_the_ledger(tmp_path):
             "Killed\n")
     code, err, out = invoke("ledger", "--from-log", str(_write(tmp_path, "k.log", text)))
     assert code in (0, 1, 2) and 'ends this start with "Killed" (line 4)' in " ".join(out.split()), out + err
+
+
+def test_torchs_capability_warning_names_the_device():
+    # vllm PR #31740 (sweep 262 item 04): a DGX Spark; the ledger had said "names no device"
+    from kvdoctor.evidence.logs.startup import collect_startup_facts
+
+    st = collect_startup_facts("(EngineCore_DP0 pid=120)     Found GPU0 NVIDIA GB10 which is of cuda capability "
+                               "12.1.\n")[-1]
+    assert st.gpu_name == "NVIDIA GB10", st
+
+
+def test_an_llm_engine_without_v0_or_v1_in_its_words_is_v0():
+    # SkyPilot PR #2922 (sweep 261 item 11): vLLM 0.2.x's "Initializing an LLM engine with config" had read as V1
+    from kvdoctor.evidence.logs.startup import collect_startup_facts
+
+    st = collect_startup_facts("(task, pid=7557) INFO 01-01 18:01:44 llm_engine.py:73] Initializing an LLM engine with "
+                               "config: model='mistralai/Mixtral-8x7B-Instruct-v0.1', tokenizer='mistralai/Mixtral-8x7B-"
+                               "Instruct-v0.1', tokenizer_mode=auto, trust_remote_code=False, dtype=torch.bfloat16, "
+                               "max_seq_len=32768, download_dir=None, load_format=auto, tensor_parallel_size=2, "
+                               "quantization=None, seed=0)\n")[-1]
+    assert st.era == "v0", st.era

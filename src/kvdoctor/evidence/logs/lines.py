@@ -102,7 +102,7 @@ FULL_NEEDLES = (
     b"initialization failed",  # "Engine core initialization failed", without its RuntimeError (sweep 246 item 08)
     b"init engine (profile", b"checkpoint shards:", b"VLLM_ENGINE_READY_TIMEOUT_S",  # the start's timing (246)
     b"Filesystem type for checkpoints",
-    b"NVIDIA ", b"Tesla ",  # nvidia-smi's rows naming the device (startup.R_SMI)
+    b"NVIDIA ", b"Tesla ",  # nvidia-smi's rows naming the device (startup.R_SMI), torch's capability warning
     *_ERROR_WORDS,
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)

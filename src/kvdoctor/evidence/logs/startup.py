@@ -1192,6 +1192,10 @@ def _h_engine_cfg(c, n, env, msg) -> bool:
         return v is not None
     c._maybe_new_start(n, env, msg)
     b = c._builder(n)
+    if "Initializing an LLM engine" in msg:
+        # V0's wording to 0.7 ("an LLM engine"); V1 has said "a V1 LLM engine" since 0.8 (sweep 261 item 11: a 0.2.x
+        # Mixtral start had read as V1 and taken 0.33's defaults)
+        b.hints.add("v0")
     if m.group(1):
         b.set("vllm_version", m.group(1), n, env, _P_FINAL)
     cfg = parse_engine_config(m.group(2))
@@ -1521,6 +1525,19 @@ def _h_killed(c, n, env, msg) -> bool:
     return True
 
 
+# torch's capability warning names the device ("Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.": sweep 262
+# item 04, a DGX Spark whose ledger had said "names no device")
+R_TORCH_FOUND_GPU = re.compile(r"Found GPU\d+ ((?:NVIDIA|Tesla|Quadro)\s.+?) which is of cuda capability")
+
+
+def _h_found_gpu(c, n, env, msg) -> bool:
+    m = R_TORCH_FOUND_GPU.search(msg)
+    if not m:
+        return False
+    c._builder(n).set("gpu_name", m.group(1).strip(), n, env, _P_HINT)
+    return True
+
+
 def _h_smi(c, n, env, msg) -> bool:
     m = R_SMI.match(msg.strip()) if env is None else None
     if not m:
@@ -1591,6 +1608,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("Starting to load model", _simple(R_START_LOAD, "model", str, _P_CONFIG - 1)),
     ("device_name=", _simple(R_DEVICE_NAME, "gpu_name", lambda v: v.replace("_", " "), _P_LOG)),
     ("NVIDIA ", _h_smi),
+    ("which is of cuda capability", _h_found_gpu),
     ("Killed", _h_killed),
     ("Tesla ", _h_smi),
 )
