@@ -436,3 +436,38 @@ def test_an_llm_engine_without_v0_or_v1_in_its_words_is_v0():
                                "max_seq_len=32768, download_dir=None, load_format=auto, tensor_parallel_size=2, "
                                "quantization=None, seed=0)\n")[-1]
     assert st.era == "v0", st.era
+
+
+def test_runs_after_their_own_server_commands_are_compared_in_pairs(tmp_path):
+    # wang-junjian's T4 post (sweep 263 item 01): a `vllm serve` before each result, one flag changed at a time; the
+    # blocks had been read one by one, and the 2048-token budget's p99 ITL (744 ms, 7x) was never set against 8192's
+    block = """
+============ Serving Benchmark Result ============
+Successful requests:                     100
+Benchmark duration (s):                  {dur}
+Total input tokens:                      21566
+Total generated tokens:                  25066
+Request throughput (req/s):              1.31
+Output token throughput (tok/s):         {out}
+---------------Time to First Token----------------
+Mean TTFT (ms):                          {ttft}
+Median TTFT (ms):                        6505.51
+P99 TTFT (ms):                           9692.10
+-----Time per Output Token (excl. 1st token)------
+Mean TPOT (ms):                          139.22
+Median TPOT (ms):                        130.11
+P99 TPOT (ms):                           200.94
+---------------Inter-token Latency----------------
+Mean ITL (ms):                           100.02
+Median ITL (ms):                         79.03
+P99 ITL (ms):                            {itl}
+==================================================
+"""
+    serve = "VLLM_USE_V1=0 vllm serve Qwen/Qwen3-4B --host 0.0.0.0 --port 8000 \\\n    --dtype float16 \\\n    {flags}\n"
+    text = (serve.format(flags="--enable-chunked-prefill --max-num-batched-tokens=8192")
+            + block.format(dur=72.3, out=345.8, ttft=6631.39, itl=106.21)
+            + serve.format(flags="--enable-chunked-prefill --max-num-batched-tokens=2048")
+            + block.format(dur=76.9, out=325.6, ttft=8737.94, itl=744.11))
+    notes = " ".join(_diag(tmp_path, "ab.txt", text)["notes"])
+    assert "2 bench runs after 2 server commands" in notes, notes
+    assert "run 2 vs run 1 (--max-num-batched-tokens 8192 → 2048)" in notes and "p99 ITL 106 → 744 ms (+601%)" in notes

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kvdoctor.chains import access, detect
+from kvdoctor.chains.abruns import ab_note
 from kvdoctor.chains import signals as sig
 from kvdoctor.chains.findings import Context, Finding, Thresholds, fmt_time
 from kvdoctor.chains.rules import VERDICTS, get
@@ -1063,6 +1064,8 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         instances[0].notes.extend(request_line_notes(evidence).values())
         instances[0].error_noted |= any(access.refused(d) for d in evidence.request_lines.values())
         instances[0].notes.extend(n for n in (evidence.notes or []) if "an offline `vllm bench" in n)
+        if (ab := ab_note(bench)) is not None:
+            instances[0].notes.append(ab)
         return Diagnosis(instances, th)
     for k, seg in enumerate(segments):
         trusted = counter_trusted(seg, evidence.kinds)
@@ -1091,6 +1094,8 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
     ev_notes += dp_balance_notes(segments)
     # a benchmark that lost requests says so whatever the samples beside it read (sweep 226 items 02, 05)
     ev_notes += [r.text for r in sig.requests_lost(bench)]
+    if (ab := ab_note(bench)) is not None:
+        ev_notes.append(ab)  # runs of one tuning session, each after its own server command (sweep 263)
     # the request lines' note goes to the first instance of its log (DP engines of one server share one API log)
     for src, text in request_line_notes(evidence).items():
         inst = next((i for i in instances if i.source == src), None)

@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from kvdoctor.errors import InputError
+from kvdoctor.evidence.logs.startup import SERVE_COMMAND
 from kvdoctor.evidence.model import BenchResult, RequestRecord
 from kvdoctor.units import as_float
 
@@ -233,6 +234,9 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     legacy: dict[str, float] | None = None
     legacies: list[dict[str, float]] = []
 
+    # the server command pasted before the next block (a tuning write-up: each run after its own `vllm serve`), and
+    # whether it is new since the block before (else the same server ran on)
+    serve, serve_new, cur_serve = None, False, (None, False)
     headless = False  # the block in progress was opened by its first figure, not by its header
     alts: list[dict[str, float]] = []  # the block's other columns, runs printed beside it (_MORE_COLS)
     names: list[str] = []  # the columns' names, from the line under the header
@@ -242,7 +246,10 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
         if cur and headless and len(cur) < HEADLESS_MIN:
             cur = None  # a stray figure in prose, not a run
         if cur:
-            results.extend(_block_results(cur, source, headless, cur_cmd, cur_ramp, alts, names))
+            got = _block_results(cur, source, headless, cur_cmd, cur_ramp, alts, names)
+            if cur_serve[0] is not None and not alts:
+                got[0].raw["serve_command"], got[0].raw["serve_new"] = cur_serve
+            results.extend(got)
         cur, headless, alts, names = None, False, [], []
 
     if "**" in text:
@@ -261,6 +268,10 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             close()
             cur, cur_ramp, cur_cmd = dict(pre), pre_ramp or bool(cmd and cmd[1]), cmd
             pre, pre_ramp, cmd = {}, False, None
+            cur_serve, serve_new = (serve, serve_new), False
+            continue
+        if "serve" in line and "bench" not in line and SERVE_COMMAND.match(line):
+            serve, serve_new = line[:2000], True
             continue
         opts = bench_command_options(line) if ("bench" in line or "Namespace(" in line) else None
         if opts is not None:
@@ -281,25 +292,13 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             cur[f"{stat}_{metric.lower()}_ms"] = float(val.replace(",", ""))
             continue
         if cur is not None and (mc := _STAT_COLS.match(line)) is not None:
-            stat, metric, val, more = mc.groups()
-            key = f"{stat.lower()}_{metric.lower()}_ms"
-            cur[key] = float(val.replace(",", ""))
-            for j, v in enumerate(more.split()):
-                _column(alts, j, key, v)
+            _stat_cols(mc, cur, alts)
             continue
         if cur is not None and not cur and not names and _COL_NAMES.match(line):
             names = line.split()  # the columns' names under the header ("PR   Main")
             continue
         if _LEGACY_RX.search(line):
-            for lm in _LEGACY_RX.finditer(line):
-                label = lm.group(1).lower()
-                if label == "total time":  # each 2023 summary opens with it: one run each
-                    legacy = {}
-                    legacies.append(legacy)
-                elif legacy is None or (label == "throughput" and "tokens/s" in line):
-                    continue  # benchmark_throughput.py's offline 'Throughput: X requests/s, Y tokens/s'
-                name, mult, _ = _LEGACY[label]
-                legacy[name] = float(lm.group(2)) * mult
+            legacy = _legacy_line(line, legacy, legacies)
             continue
         k = _KV_LINE.match(line)
         if k:
@@ -315,6 +314,7 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
                 close()  # a block pasted without its header (or the next such block of a sweep)
                 cur, cur_ramp, cur_cmd, headless = dict(pre), pre_ramp or bool(cmd and cmd[1]), cmd, True
                 pre, pre_ramp, cmd = {}, False, None
+                cur_serve, serve_new = (serve, serve_new), False
             if cur is not None and key not in _PRE_BLOCK:
                 cur[key] = f
                 if (mc := _MORE_COLS.match(line, k.end())) is not None:
@@ -339,6 +339,30 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     close()
     results += [BenchResult(source=source, fields=lg, raw={"format": "legacy"}) for lg in legacies if lg]
     return results
+
+
+def _legacy_line(line: str, legacy: dict[str, float] | None, legacies: list[dict[str, float]]) -> dict | None:
+    """A 2023 benchmark_serving.py summary line's figures into ``legacy`` (each "Total time" opens a run of its own,
+    appended to ``legacies``); returns the run in progress."""
+    for lm in _LEGACY_RX.finditer(line):
+        label = lm.group(1).lower()
+        if label == "total time":  # each 2023 summary opens with it: one run each
+            legacy = {}
+            legacies.append(legacy)
+        elif legacy is None or (label == "throughput" and "tokens/s" in line):
+            continue  # benchmark_throughput.py's offline 'Throughput: X requests/s, Y tokens/s'
+        name, mult, _ = _LEGACY[label]
+        legacy[name] = float(lm.group(2)) * mult
+    return legacy
+
+
+def _stat_cols(mc: re.Match, cur: dict[str, float], alts: list[dict[str, float]]) -> None:
+    """A latency line with more runs' figures beside it (runs printed side by side): each into its column."""
+    stat, metric, val, more = mc.groups()
+    key = f"{stat.lower()}_{metric.lower()}_ms"
+    cur[key] = float(val.replace(",", ""))
+    for j, v in enumerate(more.split()):
+        _column(alts, j, key, v)
 
 
 def _column(alts: list[dict[str, float]], j: int, key: str, val: str) -> None:
