@@ -471,3 +471,16 @@ P99 ITL (ms):                            {itl}
     notes = " ".join(_diag(tmp_path, "ab.txt", text)["notes"])
     assert "2 bench runs after 2 server commands" in notes, notes
     assert "run 2 vs run 1 (--max-num-batched-tokens 8192 → 2048)" in notes and "p99 ITL 106 → 744 ms (+601%)" in notes
+
+
+def test_requests_that_came_again_and_again_between_the_lines_are_a_light_load(tmp_path):
+    # a CSDN explainer's log (sweep 257 item 01): three chats in 90 s, each done within its interval, the last interval
+    # empty; before, "idle: no load to judge"
+    line = ("(APIServer pid=35049) INFO 09-19 15:{mm}:{ss} [loggers.py:123] Engine 000: Avg prompt throughput: {p} "
+            "tokens/s, Avg generation throughput: {g} tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: "
+            "0.0%, Prefix cache hit rate: 0.0%")
+    rows = [("38", "32", 1.1, 6.1), ("38", "42", 0.0, 0.0), ("39", "02", 1.6, 24.9), ("39", "12", 0.0, 0.0),
+            ("39", "42", 1.4, 24.6), ("39", "52", 0.0, 0.0)]
+    text = "\n".join(line.format(mm=m, ss=s, p=p, g=g) for m, s, p, g in rows) + "\n"
+    d = _diag(tmp_path, "light.log", text)
+    assert d["verdict"] == "healthy" and "3 of the intervals processed tokens" in d["reason"], (d["verdict"], d["reason"])

@@ -881,14 +881,26 @@ def _light_load(ctx: Context, n: int) -> Judgement | None:
     180 item 02: 2,226 tok/s generated, nothing running at the line; runtime_excerpts ho-vllm-26349-a). Tokens only
     before a zero last interval are a load's tail: idle (the caller). None: no token in the last interval."""
     tps = _tokens_in_last_interval(ctx.timeline)
-    if not tps > 0:
+    busy = _intervals_with_tokens(ctx.timeline)
+    if not tps > 0 and busy < 2:
         return None
-    said = (f"0 running and 0 waiting at every one of {n} sample(s), yet {tps:,.1f} tokens/s were processed in the "
-            "last interval: requests came and went between the lines and none waited, a light load the engine kept up "
-            "with")
+    said = (f"0 running and 0 waiting at every one of {n} sample(s), yet "
+            + (f"{tps:,.1f} tokens/s were processed in the last interval" if tps > 0 else
+               # requests that came again and again between the lines (sweep 257 items 01, 08: three chats in 90 s,
+               # each done within its interval): a recurring light load, not a load's tail
+               f"{busy} of the intervals processed tokens")
+            + ": requests came and went between the lines and none waited, a light load the engine kept up with")
     return Judgement("healthy", "low" if n < 3 else "medium", said, "none", [said],
                      ["stats lines (or /metrics scrapes) taken while requests are in flight, or the load's own bench "
                       "result"], ["a sample with requests waiting"])
+
+
+def _intervals_with_tokens(tl) -> int:
+    """How many samples counted prompt or generation tokens in their interval."""
+    if tl is None or not len(tl):
+        return 0
+    return sum(1 for p, g in zip(tl.prompt_tps, tl.gen_tps)
+               if (not math.isnan(float(p)) and float(p) > 0) or (not math.isnan(float(g)) and float(g) > 0))
 
 
 def _tokens_in_last_interval(tl) -> float:
