@@ -484,3 +484,17 @@ def test_requests_that_came_again_and_again_between_the_lines_are_a_light_load(t
     text = "\n".join(line.format(mm=m, ss=s, p=p, g=g) for m, s, p, g in rows) + "\n"
     d = _diag(tmp_path, "light.log", text)
     assert d["verdict"] == "healthy" and "3 of the intervals processed tokens" in d["reason"], (d["verdict"], d["reason"])
+
+
+def test_a_traceback_cut_inside_flashinfers_jit_build_names_the_build(tmp_path):
+    # vllm#50705 (sweep 255 item 06): the frames end in FlashInfer's build_and_load, the exception cut; before, "find the
+    # exception ... search vLLM's issues"
+    pre = "(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330] "
+    text = "\n".join(pre + ln for ln in [
+        "EngineCore failed to start.", "Traceback (most recent call last):",
+        '  File "/workspace/venv/lib/python3.12/site-packages/vllm/v1/attention/backends/flashinfer.py", line 1430, '
+        "in build", "    prefill_wrapper.plan(",
+        '  File "/workspace/venv/lib/python3.12/site-packages/flashinfer/prefill.py", line 447, in '
+        "get_batch_prefill_module",
+        "    module = gen_batch_prefill_module(backend, *args).build_and_load()"]) + "\n"
+    assert "FlashInfer's JIT build of a kernel failed" in _action(_diag(tmp_path, "jit.log", text))

@@ -403,6 +403,26 @@ def _kv_check_advice(near: list[Event], exc: tuple[str, int] | None) -> tuple[st
     return None
 
 
+def _traceback_advice(ce: Event) -> tuple[str, str, dict[str, Figure]]:
+    """The advice for a death whose cause is a traceback with no known exception: read its last line, or find it where
+    the excerpt cut it (FlashInfer's JIT build named where its frames show one)."""
+    end = ce.data.get("last_line", ce.line_no)
+    where = f"lines {ce.line_no}-{end}, {ce.data.get('proc', 'its process')}"
+    if not ce.data.get("exception") and ce.data.get("jit_build"):
+        return (known_fix("build_and_load()") or "", "the engine core raised while FlashInfer built a kernel on first "
+                f"use ({where}; the excerpt cuts the traceback before its exception): a JIT build that failed", {})
+    if not ce.data.get("exception"):
+        # the excerpt stops inside the frames (a paste cut, a log viewer's limit): "its last line" would point at a
+        # frame, which names no exception
+        return (f"find the exception that ends the engine's traceback ({where}): this excerpt stops before it, so "
+                "read the full log after those frames; search vLLM's issues for that line with your version",
+                "the engine core or a worker raised an exception it could not recover from (the excerpt cuts "
+                "its traceback before the exception is named)", {})
+    return (f"read the engine's own traceback ({where}): "
+            "its last line names the exception; search vLLM's issues for it with your version",
+            "the engine core or a worker raised an exception it could not recover from", {})
+
+
 def _cuda_site_advice(near: list[Event]) -> tuple[str, str, dict[str, Figure]] | None:
     """A CUDA error whose place names the lever: vLLM's custom all-reduce kernel, or a CUDA-graph capture in progress
     (the graph mode). None elsewhere."""
@@ -511,18 +531,7 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 f"a worker process failed while the engine started (line {wrapped}: 'WorkerProc initialization "
                 "failed'), and its own traceback is not in this log", {})
     if cause == "traceback" and ce is not None:
-        end = ce.data.get("last_line", ce.line_no)
-        where = f"lines {ce.line_no}-{end}, {ce.data.get('proc', 'its process')}"
-        if not ce.data.get("exception"):
-            # the excerpt stops inside the frames (a paste cut, a log viewer's limit): "its last line" would point at a
-            # frame, which names no exception
-            return (f"find the exception that ends the engine's traceback ({where}): this excerpt stops before it, so "
-                    "read the full log after those frames; search vLLM's issues for that line with your version",
-                    "the engine core or a worker raised an exception it could not recover from (the excerpt cuts "
-                    "its traceback before the exception is named)", {})
-        return (f"read the engine's own traceback ({where}): "
-                "its last line names the exception; search vLLM's issues for it with your version",
-                "the engine core or a worker raised an exception it could not recover from", {})
+        return _traceback_advice(ce)
     if any("output_handler failed" in _text(e) for e in near) and not any(
             w in _text(e) for e in near for w in ("EngineDeadError", "engine core exited", "EngineCore encountered",
                                                  "died unexpectedly")):

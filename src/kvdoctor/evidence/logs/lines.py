@@ -352,6 +352,9 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         # the start-up warm-up autotuning FlashInfer's kernels (kernel_warmup.flashinfer_autotune): a fault there is a
         # tactic the GPU or driver rejects (sweep 240 item 02)
         ("autotune", "flashinfer_autotune" in msg),
+        # FlashInfer compiling a kernel on first use (its JIT's build_and_load): a build that failed, whatever the cut
+        # excerpt's last frame (sweep 255 item 06)
+        ("jit_build", "build_and_load" in msg),
         # the API server's request path (its serving modules, tool parsers, chat utilities, or their frames): a
         # request failed there, and the engine is not in it (sweep 233)
         ("api_path", (m is not None and _API_FILES.search(m.source_file() or b"") is not None)
