@@ -240,7 +240,7 @@ def test_the_graph_estimate_comes_from_the_equivalence_line_when_its_own_line_is
 
 # --- start-up figures per rank, and a unit cut by the paste (sweep 259) -------------------------------------------
 
-def test_the_kv_budget_and_its_advice_are_the_smallest_ranks(tmp_path):
+def test_the_kv_cache_memory_advice_is_the_smallest_ranks(tmp_path):
     # vllm-ascend#10122 (sweep 259 item 08): two NPUs print their own budgets; the pool is the smaller one's, and
     # vLLM's "--kv-cache-memory to fully utilize" of rank 0 (20.54 GiB) over-commits rank 1 (20.0 GiB)
     from kvdoctor.evidence.logs.startup import collect_startup_facts
@@ -258,7 +258,7 @@ def test_the_kv_budget_and_its_advice_are_the_smallest_ranks(tmp_path):
             (0, "42.24", "43.24", "34.59", "1.71", "1.05", 13839077068, "12.89", 22053519872, "20.54", "5.77"))]
     st = collect_startup_facts("\n".join(lines) + "\n")[-1]
     assert st.kv_cache_memory_full_bytes == 21478419456 and st.kv_cache_memory_fit_bytes == 13422223974, st
-    assert abs(st.kv_cache_bytes / 2**30 - 5.56) < 0.01, st.kv_cache_bytes
+    assert abs(st.per_worker["Worker_TP1_EP1"]["kv_cache_bytes"] / 2**30 - 5.56) < 0.01, st.per_worker
 
 
 def test_a_kv_budget_whose_unit_the_paste_cut_is_read(tmp_path):
@@ -498,3 +498,37 @@ def test_a_traceback_cut_inside_flashinfers_jit_build_names_the_build(tmp_path):
         "get_batch_prefill_module",
         "    module = gen_batch_prefill_module(backend, *args).build_and_load()"]) + "\n"
     assert "FlashInfer's JIT build of a kernel failed" in _action(_diag(tmp_path, "jit.log", text))
+
+
+# --- sweeps 264-267 -------------------------------------------------------------------------------------------------
+
+def test_vllms_dump_of_a_failed_steps_input_is_the_engines_death(tmp_path):
+    # vllm#26318 (sweep 266 item 04): 8 minutes of silence, then the dump; before, "an error with no death line"
+    text = ("(EngineCore_DP0 pid=635544) ERROR 10-06 13:28:27 [logging_utils/dump_input.py:69] Dumping input data for "
+            "V1 LLM engine (v0.11.1.dev0+gf71952c1c.d20251005) with config: model='meta-llama/Llama-3.1-8B-Instruct', "
+            "enable_prefix_caching=False\n")
+    assert _diag(tmp_path, "dump.log", text)["verdict"] == "engine-died"
+
+
+def test_a_traceback_through_the_api_servers_module_level_is_a_death(tmp_path):
+    # CSCfi/ai-inference-examples#2 (sweep 266 item 05): `python -m vllm.entrypoints.openai.api_server` raising at its
+    # top level; "in <module>" had matched neither the bare-frame reader nor the server-entry mark
+    text = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main',
+        "    return _run_code(code, main_globals, None,",
+        '  File "/usr/local/lib/python3.10/dist-packages/vllm-0.6.6.dev27+ge461c262.rocm624-py3.10-linux-x86_64.egg/'
+        'vllm/entrypoints/openai/api_server.py", line 709, in <module>',
+        "    uvloop.run(run_server(args))",
+        '  File "/usr/local/lib/python3.10/dist-packages/uvloop/__init__.py", line 82, in run',
+        "    return loop.run_until_complete(wrapper())"]) + "\n"
+    assert _diag(tmp_path, "main.log", text)["verdict"] == "engine-died"
+
+
+def test_v1s_gpu_count_refusal_and_a_read_only_cache_have_their_fixes(tmp_path):
+    # NVIDIA-NeMo/Skills#1059 (sweep 266 item 07), LLMFlux#124 (item 02)
+    d = _diag(tmp_path, "tp.log", "Value error, Tensor parallel size (16) cannot be larger than the number of available "
+              "GPUs (8)\n")
+    assert d["verdict"] == "engine-died" and "Ray cluster" in _action(d), (d["verdict"], _action(d))
+    d = _diag(tmp_path, "ro.log", "OSError: [Errno 30] Read-only file system: '/projects/x/.cache/flashinfer'\n")
+    assert "VLLM_CACHE_ROOT" in " ".join([_action(d)] + d["notes"]), d

@@ -148,7 +148,10 @@ def engine_died(ctx: Context) -> Finding | None:
             # engine has no per-request isolation there (sweeps 236 item 09, 244 items 01, 03, 04)
             or (e.data.get("engine_step") and e.data.get("exception") and e.data.get("lines", 1) >= 2)
             # a traceback out of the API server program's own entry: the server's process exited (sweep 250 item 03)
-            or (e.data.get("server_main") and not e.data.get("bench_client") and e.data.get("lines", 1) >= 3))]
+            or (e.data.get("server_main") and not e.data.get("bench_client") and e.data.get("lines", 1) >= 3))
+            # vLLM's dump of the failing step's input (dump_input.py): written only by a step that raised, before the
+            # engine core's fatal error (sweep 266 item 04: the dump, cut, read as "an error with no death line")
+            or (e.kind in ("error", "engine-error") and e.data.get("dump_config") is not None)]
         if not eng or _served(ctx, max(eng, key=lambda e: e.line_no), after=True):
             return None
         deaths, inferred = [min(eng, key=lambda e: e.line_no)], True
@@ -606,6 +609,25 @@ _KNOWN_EXCEPTIONS = (
     ("exceeds the total number of available",
      "--tensor-parallel-size x --pipeline-parallel-size is more than the GPUs this server sees: CUDA_VISIBLE_DEVICES, "
      "the container's GPU request or Ray's placement group"),
+    # V1's own wording of the same check (config/parallel.py, 0.11+: "Tensor parallel size (16) cannot be larger than
+    # the number of available GPUs (8)"; sweep 266 item 07: two nodes of 8, the head seeing only its own)
+    # the caches vLLM, FlashInfer and Triton write at start-up, under a home or project directory a container does not
+    # bind or mounts read-only (sweep 266 items 01-02: apptainer on an HPC cluster)
+    ("Read-only file system",
+     "a cache directory is not writable where the process runs (a container's read-only mount): point the caches at a "
+     "writable path bound into the container: VLLM_CACHE_ROOT, FLASHINFER_WORKSPACE_BASE, TRITON_CACHE_DIR and "
+     "XDG_CACHE_HOME (HF_HOME for the model cache)"),
+    ("/.cache/vllm",
+     "vLLM's cache directory (~/.cache/vllm) could not be created: a home directory the container does not bind, or "
+     "one already taken by a file: set VLLM_CACHE_ROOT (and FLASHINFER_WORKSPACE_BASE, TRITON_CACHE_DIR, "
+     "XDG_CACHE_HOME) to a writable path bound into the container"),
+    ("/.cache/flashinfer",
+     "FlashInfer's cache directory could not be created: set FLASHINFER_WORKSPACE_BASE (and VLLM_CACHE_ROOT, "
+     "XDG_CACHE_HOME) to a writable path bound into the container"),
+    ("cannot be larger than the number of available GPUs",
+     "--tensor-parallel-size (x --pipeline-parallel-size) is more than the GPUs this node sees: across nodes, form a "
+     "Ray cluster first (ray start --head, then ray start --address on the others) and start vllm serve on the head "
+     "with --distributed-executor-backend ray, or keep TP within a node and use --pipeline-parallel-size across them"),
     ("Cannot re-initialize CUDA in forked subprocess",
      "VLLM_WORKER_MULTIPROC_METHOD=spawn: CUDA was initialised before vLLM forked its workers"),
     ("is smaller than max_model_len",

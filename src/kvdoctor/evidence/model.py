@@ -147,6 +147,7 @@ LLVM_ABORT = "LLVM ERROR:"
 FATAL_AT_START = ("Bfloat16 is only supported on GPUs with compute capability",
                   "must be divisible by tensor parallel size",
                   "is not supported for the current GPU. Minimum capability", "exceeds the total number of available",
+                  "cannot be larger than the number of available GPUs",
                   # sweeps 180-181: the container or host gives vLLM no usable GPU (config.py DeviceConfig; torch's
                   # cudaGetDeviceCount on a driver older than the image's CUDA; Ray DP's placement of its ranks)
                   "Failed to infer device type", "Error 804: forward compatibility",

@@ -263,8 +263,9 @@ _STEP_PATHS = ("/attention/backends/", "/model_executor/layers/", "/v1/core/sche
                "/v1/core/kv_cache_coordinator.py")
 _BENCH_CLIENT = "benchmark_serving.py"
 # the server program's entry frames (not its request handlers, which live in the same api_server.py)
-_SERVER_MAIN = re.compile(r'/entrypoints/(?:openai/api_server|cli/serve)\.py", line \d+, in (?:<module>|run_server|'
-                          r'run_server_worker|run_api_server_worker_proc|cmd|main)\b')
+# (no \b after "<module>": a word boundary there needs a letter after the ">", which sweep 266 item 05's line lacked)
+_SERVER_MAIN = re.compile(r'/entrypoints/(?:openai/api_server|cli/serve)\.py", line \d+, in (?:<module>|(?:run_server|'
+                          r'run_server_worker|run_api_server_worker_proc|cmd|main)\b)')
 _STEP_FUNCS = ("forward", "execute_model", "_model_forward")
 
 
@@ -543,7 +544,7 @@ _BARE_PROC = re.compile(r"\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+")
 # and the launcher print tracebacks to stderr bare, so only the exception's last line carries an error word
 # (torch.distributed's "[rank0]: " before each line a rank printed to stderr: sweep 221 item 05)
 _BARE_FRAME = re.compile(rb'^\s*(?:\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+|\[rank(\d+)\]:\s*)?File "[^"]+", line \d+, in '
-                         rb'(\w+)')
+                         rb'(\w+|<module>)')  # (a script's or module's top level: sweep 266 item 05's api_server.py)
 # `docker compose logs` puts the service's name before every line ("vllm-qwen  | (APIServer pid=1)   File ..."): the
 # envelope search reads past it on vLLM's own records, but a traceback's bare frames and exception line need it cut
 # (sweep 233 item 06: a refused request's JSONDecodeError read as 24 "other" lines). startup.COMPOSE_PREFIX, as bytes.

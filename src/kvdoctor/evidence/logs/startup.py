@@ -263,10 +263,11 @@ _LAST_WINS = {"cudagraph_bytes", "max_num_batched_tokens", "load_progress"}
 # size", "Maximum concurrency") before unify_kv_cache_configs cut every worker to the fewest blocks, which is the pool
 # the scheduler has (0.33 prints the unified one once)
 _MIN_WINS = {"kv_cache_tokens", "max_concurrency",
-             # each rank's own KV budget and vLLM's --kv-cache-memory advice for it: the pool is the smallest rank's
-             # (unify_kv_cache_configs), and advice above it over-commits that rank (sweep 259 item 08: two NPUs,
-             # 5.77 and 5.56 GiB, "20.54 GiB to fully utilize" from rank 0 against rank 1's 20.0)
-             "kv_cache_bytes", "kv_cache_memory_fit_bytes", "kv_cache_memory_full_bytes"}
+             # vLLM's --kv-cache-memory advice, which each rank prints for itself: advice above the smallest rank's
+             # over-commits that rank (sweep 259 item 08: two NPUs, "20.54 GiB to fully utilize" from rank 0 against
+             # rank 1's 20.0). The KV budget itself stays rank 0's, the figure the labelled cases record
+             # (shared/data kv061: 12.26 GiB of TP0 beside TP1's 12.24), with every rank's in per_worker.
+             "kv_cache_memory_fit_bytes", "kv_cache_memory_full_bytes"}
 
 _TYPOGRAPHIC_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 _P_HINT = 0  # a figure another line implies (the compile range's end: max_num_batched_tokens)
