@@ -532,3 +532,15 @@ def test_v1s_gpu_count_refusal_and_a_read_only_cache_have_their_fixes(tmp_path):
     assert d["verdict"] == "engine-died" and "Ray cluster" in _action(d), (d["verdict"], _action(d))
     d = _diag(tmp_path, "ro.log", "OSError: [Errno 30] Read-only file system: '/projects/x/.cache/flashinfer'\n")
     assert "VLLM_CACHE_ROOT" in " ".join([_action(d)] + d["notes"]), d
+
+
+def test_offline_runs_of_one_workload_are_compared_with_the_packages_that_changed(tmp_path):
+    # ROCm/pytorch#2910 (sweep 264 item 08): the same vLLM build under torch 2.8 and 2.9, 5.94 -> 1.21 req/s; the two
+    # results had been read apart
+    run = ("Throughput: {r} requests/s, 12925.15 total tokens/s, 12165.49 output tokens/s\nTotal num prompt tokens:  "
+           "130953\nTotal num output tokens:  2097152\nroot@host:/app# pip3 list|grep torch\ntorch                       "
+           "      {t}\nroot@host:/app# pip3 list|grep vllm\nvllm                              0.10.1rc2.dev411+g97fff14cc\n")
+    text = run.format(r="5.94", t="2.8.0+rocm7.1.1") + "\n" + run.format(r="1.21", t="2.9.1+rocm7.1.1")
+    notes = _notes(_diag(tmp_path, "offline.txt", text))
+    assert "5.94 → 1.21 requests/s (-80%)" in notes and "torch 2.8.0+rocm7.1.1 → 2.9.1+rocm7.1.1" in notes, notes
+    assert "vllm 0.10" not in notes  # the same build: not a change

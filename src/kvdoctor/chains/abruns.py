@@ -105,3 +105,29 @@ def _same_load(a: dict[str, Any], b: dict[str, Any]) -> bool:
         if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x and abs(y / x - 1) > 0.01:
             return False
     return True
+
+
+def offline_ab_note(offline: list) -> str | None:
+    """Offline throughput runs of one workload (the same prompt and output token totals) in one text, compared in order:
+    what the packages listed after each say changed, and the throughput it moved (sweep 264 item 08: torch 2.8.0 ->
+    2.9.1 under one vLLM build, 5.94 -> 1.21 req/s, read as two unrelated results). None with fewer than two."""
+    runs = [r for r in offline or [] if r.tool == "throughput" and r.fields.get("requests_per_second")]
+    parts, regressed = [], False
+    for a, b in zip(runs, runs[1:]):
+        same = all(a.fields.get(k) == b.fields.get(k) for k in ("total_prompt_tokens", "total_output_tokens"))
+        if not same or a.source != b.source:
+            continue
+        x, y = a.fields["requests_per_second"], b.fields["requests_per_second"]
+        ch = y / x - 1
+        env = [f"{k} {a.environment[k]} → {b.environment[k]}" for k in sorted(set(a.environment) & set(b.environment))
+               if a.environment[k] != b.environment[k]]
+        regressed |= bool(env) and ch <= -NOISE
+        parts.append(f"line {b.line} vs line {a.line}: {x:g} → {y:g} requests/s ({ch:+.0%}"
+                     + (", within run-to-run noise" if abs(ch) < NOISE else "") + ")"
+                     + (f"; the packages listed after each differ: {', '.join(env)}" if env else
+                        "; what changed between them is in the text around each (versions, flags), not in the result"))
+    if not parts:
+        return None
+    return ("offline runs of one workload (the same prompt and output tokens), compared in order: " + " | ".join(parts)
+            + (". A drop beyond noise with only packages changed is theirs: pin the faster versions and report the "
+               "regression with both results" if regressed else ""))

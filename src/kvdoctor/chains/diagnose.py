@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kvdoctor.chains import access, detect
-from kvdoctor.chains.abruns import ab_note
+from kvdoctor.chains.abruns import ab_note, offline_ab_note
 from kvdoctor.chains import signals as sig
 from kvdoctor.chains.findings import Context, Finding, Thresholds, fmt_time
 from kvdoctor.chains.rules import VERDICTS, get
@@ -1078,6 +1078,8 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         instances[0].notes.extend(n for n in (evidence.notes or []) if "an offline `vllm bench" in n)
         if (ab := ab_note(bench)) is not None:
             instances[0].notes.append(ab)
+        if (oab := offline_ab_note(evidence.offline)) is not None:
+            instances[0].notes.append(oab)
         return Diagnosis(instances, th)
     for k, seg in enumerate(segments):
         trusted = counter_trusted(seg, evidence.kinds)
@@ -1108,6 +1110,8 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
     ev_notes += [r.text for r in sig.requests_lost(bench)]
     if (ab := ab_note(bench)) is not None:
         ev_notes.append(ab)  # runs of one tuning session, each after its own server command (sweep 263)
+    if (oab := offline_ab_note(evidence.offline)) is not None:
+        ev_notes.append(oab)
     # the request lines' note goes to the first instance of its log (DP engines of one server share one API log)
     for src, text in request_line_notes(evidence).items():
         inst = next((i for i in instances if i.source == src), None)

@@ -191,7 +191,26 @@ def _offline_in_text(text: str, path: str) -> list:
     return parse_offline_text(text, path) if looks_like_offline_text(text) else []
 
 
-def _add_offline(ev: Evidence, path: str, found: list) -> None:
+# a `pip list` row ("torch                             2.8.0+rocm7.1.1.lw.gitcba8b9d2")
+_PIP_ROW = re.compile(r"^([A-Za-z][\w.\-]*)\s{2,}(\d[\w.+\-]*)\s*$")
+
+
+def _environments(text: str, found: list) -> None:
+    """Each offline result's ``environment``: the `pip list` rows after it, up to the next result's line."""
+    lines = text.splitlines()
+    marks = sorted(r.line for r in found if r.line)
+    for r in found:
+        if not r.line:
+            continue
+        end = next((m for m in marks if m > r.line), len(lines) + 1)
+        for ln in lines[r.line:end - 1]:
+            if (m := _PIP_ROW.match(ln.strip())) is not None:
+                r.environment.setdefault(m.group(1), m.group(2))
+
+
+def _add_offline(ev: Evidence, path: str, found: list, text: str | None = None) -> None:
+    if text:
+        _environments(text, found)
     ev.offline.extend(found)
     for tool in dict.fromkeys(r.tool for r in found):
         ev.notes.append(f"{path}: " + OFFLINE_NOTE.format(tool=tool))
@@ -261,7 +280,7 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
                 what = ("EvalScope summary(ies)" if found[0].raw.get("format") == "evalscope"
                         else "'Serving Benchmark Result' block(s)")
                 ev.notes.append(f"{path}: also holds {len(found)} {what}, read as bench results")
-            _add_offline(ev, path, _offline_in_text(text, path) if text else [])
+            _add_offline(ev, path, _offline_in_text(text, path) if text else [], text)
             if text and not found and (cmd := _pasted_bench_command(text)) is not None:
                 ev.bench_commands[path] = cmd
         elif kind == "offline":

@@ -78,6 +78,9 @@ class OfflineResult:
     engine_args: list[str] = field(default_factory=list)
     line: int = 0
     version: str | None = None  # "vLLM 0.11.0" where the capture names it
+    # package versions the capture lists after this result (`pip list | grep torch`: "torch  2.9.1+rocm7.1.1"), up to
+    # the next result: what two runs of one workload differ in (sweep 264 item 08)
+    environment: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
         f = self.fields
