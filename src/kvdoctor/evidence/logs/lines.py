@@ -99,6 +99,7 @@ FULL_NEEDLES = (
     b"JIT compilation during inference",  # vLLM's kernel JIT monitor: a compile while serving (_JIT_KERNEL)
     b"Exception:",  # a bare exception of Python's base class ("Exception: Call to add_lora method failed: ...")
     b"Shutting down FastAPI HTTP server",  # the API server's launcher stopping on a signal (_SHUTDOWN_NEEDLES)
+    b"EngineCore exiting.",  # the engine core leaving on its signal handler's SystemExit (_SHUTDOWN_NEEDLES)
     b"initialization failed",  # "Engine core initialization failed", without its RuntimeError (sweep 246 item 08)
     b"init engine (profile", b"checkpoint shards:", b"VLLM_ENGINE_READY_TIMEOUT_S",  # the start's timing (246)
     b"Filesystem type for checkpoints",
@@ -223,7 +224,9 @@ _KV_LOAD_FAILURE = re.compile(rb"(Recovered from|Failing (\d+) request\(s\) due 
 # EngineDeadError traceback on a plain Ctrl-C.
 # (the launcher's "Shutting down FastAPI HTTP server." follows a signal: an operator's stop, or the engine's death
 # taking the server down, which the death's own lines tell apart)
-_SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterrupt",
+# ("EngineCore exiting.": core.py's DEBUG line on the SystemExit its signal handler raises, SIGTERM or SIGINT: a
+# Kubernetes probe's kill of a start, batch3's shutdown-vllm-17386)
+_SHUTDOWN_NEEDLES = (b"received signal", b"shutdown triggered", b"KeyboardInterrupt", b"EngineCore exiting.",
                      b"Shutting down FastAPI HTTP server")
 # Frames that only run while the engine starts (loading, profiling, KV allocation, graph capture): a traceback
 # through one of them is a start-up failure, whatever the excerpt shows around it.
