@@ -301,11 +301,13 @@ def test_nvidia_smi_rows_name_the_device(tmp_path):
     # vllm#7768 (sweep 259 item 02) and a CSV query (sweep 239 item 04): the card vLLM's lines do not name
     from kvdoctor.evidence.logs.startup import collect_startup_facts
 
+    kv = "INFO 08-14 14:07:22 [kv_cache_utils.py:1] GPU KV cache size: 100,000 tokens\n"
     row = ("|   0  NVIDIA GeForce RTX 4090        On  | 00000000:1E:00.0 Off |                  Off |\n"
            "| 30%   26C    P8              16W / 450W |  14214MiB / 24564MiB |      0%      Default |\n")
-    assert collect_startup_facts(row)[-1].gpu_name == "NVIDIA GeForce RTX 4090"
+    assert collect_startup_facts(row + kv)[-1].gpu_name == "NVIDIA GeForce RTX 4090"
     csv = "0, NVIDIA GeForce RTX 3090, 580.142\n1, NVIDIA GeForce RTX 3090, 580.142\n"
-    assert collect_startup_facts(csv)[-1].gpu_name == "NVIDIA GeForce RTX 3090"
+    assert collect_startup_facts(kv + csv)[-1].gpu_name == "NVIDIA GeForce RTX 3090"  # pasted below the start too
+    assert collect_startup_facts(row) == []  # an smi table alone is no engine start
 
 
 # --- a source build's version, a kernel image that does not load (sweep 254) -------------------------------------
@@ -422,7 +424,8 @@ def test_torchs_capability_warning_names_the_device():
     from kvdoctor.evidence.logs.startup import collect_startup_facts
 
     st = collect_startup_facts("(EngineCore_DP0 pid=120)     Found GPU0 NVIDIA GB10 which is of cuda capability "
-                               "12.1.\n")[-1]
+                               "12.1.\n(EngineCore_DP0 pid=120) INFO 01-06 05:26:12 [kv_cache_utils.py:1] GPU KV cache "
+                               "size: 100,000 tokens\n")[-1]
     assert st.gpu_name == "NVIDIA GB10", st
 
 
@@ -544,3 +547,10 @@ def test_offline_runs_of_one_workload_are_compared_with_the_packages_that_change
     notes = _notes(_diag(tmp_path, "offline.txt", text))
     assert "5.94 → 1.21 requests/s (-80%)" in notes and "torch 2.8.0+rocm7.1.1 → 2.9.1+rocm7.1.1" in notes, notes
     assert "vllm 0.10" not in notes  # the same build: not a change
+
+
+def test_an_eplb_refusal_says_to_drop_eplb(tmp_path):
+    # vllm PR #32565 (sweep 260 item 08): before, "search vLLM's issues"
+    d = _diag(tmp_path, "eplb.log", "(EngineCore_DP5 pid=4109610) ValueError: enable_eplb=True requiere "
+              "expert_load_view != None\n")
+    assert "drop --enable-eplb" in " ".join([_action(d)] + d["notes"]), (_action(d), d["notes"])

@@ -611,6 +611,11 @@ _KNOWN_EXCEPTIONS = (
      "the container's GPU request or Ray's placement group"),
     # V1's own wording of the same check (config/parallel.py, 0.11+: "Tensor parallel size (16) cannot be larger than
     # the number of available GPUs (8)"; sweep 266 item 07: two nodes of 8, the head seeing only its own)
+    # expert load balancing asked of a model whose MoE layers do not take part (sweep 260 item 08: a multimodal
+    # wrapper hiding its MoE language model, "enable_eplb=True requiere expert_load_view != None")
+    ("enable_eplb",
+     "expert load balancing (--enable-eplb) is not supported for this model or release: drop --enable-eplb (or use a "
+     "release whose model class implements it; search vLLM's issues for the model with EPLB)"),
     # the caches vLLM, FlashInfer and Triton write at start-up, under a home or project directory a container does not
     # bind or mounts read-only (sweep 266 items 01-02: apptainer on an HPC cluster)
     ("Read-only file system",

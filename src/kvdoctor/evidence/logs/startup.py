@@ -481,6 +481,9 @@ class StartupCollector:
         self._llm_line, self._llm_depth = 0, 0
         # pasted server commands no start-up line followed: (line, command); said in a note, not used (sweep 196)
         self.unused_commands: list[tuple[int, str]] = []
+        # the device named outside vLLM's own lines (nvidia-smi's rows, torch's capability warning): given to the start
+        # around it that names none, never a start of its own (an smi table alone is no engine start)
+        self._gpu_hint: tuple[str, int] | None = None
 
     # -- segmentation ------------------------------------------------------------------------
     def _ts(self, env: Envelope | None) -> float | None:
@@ -504,6 +507,8 @@ class StartupCollector:
 
     def _close(self) -> None:
         if self._cur is not None and self._cur.any:
+            if self._gpu_hint is not None and not self._cur.f.gpu_name:
+                self._cur.set("gpu_name", self._gpu_hint[0], self._gpu_hint[1], None, _P_HINT)
             self.facts.append(_finalize(self._cur))
         elif self._cur is not None and (cmd := self._cur.f.engine_config.get("command")):
             self.unused_commands.append((int(self._cur.f.engine_config.get("command_line") or 0), str(cmd)))
@@ -713,6 +718,10 @@ class StartupCollector:
             ec["command"], ec["command_line"] = cur.f.engine_config["command"], cur.f.engine_config.get("command_line")
             self._cur = None
         self._close()
+        if self._gpu_hint is not None and self.facts and not self.facts[-1].gpu_name:
+            # pasted after the start's lines (the start closed before it)
+            self.facts[-1].gpu_name = self._gpu_hint[0]
+            self.facts[-1].line_refs.setdefault("gpu_name", self._gpu_hint[1])
         return self.facts
 
     @property
@@ -1535,7 +1544,7 @@ def _h_found_gpu(c, n, env, msg) -> bool:
     m = R_TORCH_FOUND_GPU.search(msg)
     if not m:
         return False
-    c._builder(n).set("gpu_name", m.group(1).strip(), n, env, _P_HINT)
+    c._gpu_hint = (m.group(1).strip(), n)
     return True
 
 
@@ -1543,7 +1552,7 @@ def _h_smi(c, n, env, msg) -> bool:
     m = R_SMI.match(msg.strip()) if env is None else None
     if not m:
         return False
-    c._builder(n).set("gpu_name", (m.group(1) or m.group(2)).strip(), n, env, _P_HINT)
+    c._gpu_hint = ((m.group(1) or m.group(2)).strip(), n)
     return True
 
 
