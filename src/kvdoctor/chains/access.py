@@ -19,6 +19,11 @@ _OPENAI = ("/models", "/chat/completions", "/completions", "/embeddings", "/resp
 _PROBES = ("/metrics", "/health", "/ping", "/version", "/load")
 
 
+def _probe(ep: str) -> bool:
+    """An endpoint a prober calls ("GET /metrics"), not a client."""
+    return ep.partition(" ")[2].startswith(_PROBES)
+
+
 def _why_404(ep: str) -> str:
     path = ep.partition(" ")[2]
     if "//" in path:
@@ -59,7 +64,7 @@ def refusal_note(d: dict[str, Any], max_model_len: int | None = None) -> str | N
         return None
     total = sum(sum(sts.values()) for sts in eps.values())
     refused = sum(sum(sts.values()) for sts in bad.values())
-    client = {ep: sts for ep, sts in bad.items() if not ep.partition(" ")[2].startswith(_PROBES)}
+    client = {ep: sts for ep, sts in bad.items() if not _probe(ep)}
     why: list[str] = []
     for st in sorted({st for sts in bad.values() for st in sts}):
         if st == 404:
@@ -89,7 +94,6 @@ REFUSED_SHARE = 0.05  # of the clients' responses: below it a few bad requests a
 def refused(d: dict[str, Any]) -> bool:
     """Whether the access lines answered at least ``REFUSED_SHARE`` of the clients' requests (not probes) with a
     4xx/5xx: then those refusals come before any tuning."""
-    sts = [(st, n) for ep, by in http_by_endpoint(d).items() if not ep.partition(" ")[2].startswith(_PROBES)
-           for st, n in by.items()]
+    sts = [(st, n) for ep, by in http_by_endpoint(d).items() if not _probe(ep) for st, n in by.items()]
     bad = sum(n for st, n in sts if st >= 400)
     return bad > 0 and bad >= REFUSED_SHARE * sum(n for _, n in sts)

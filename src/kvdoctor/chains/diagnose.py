@@ -1076,11 +1076,9 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         instances[0].notes.extend(request_line_notes(evidence).values())
         instances[0].error_noted |= any(access.refused(d) for d in evidence.request_lines.values())
         instances[0].notes.extend(n for n in (evidence.notes or []) if "an offline `vllm bench" in n)
-        if (ab := ab_note(bench)) is not None:
-            instances[0].notes.append(ab)
-        if (oab := offline_ab_note(evidence.offline)) is not None:
-            instances[0].notes.append(oab)
+        instances[0].notes.extend(_side_by_side(evidence))
         return Diagnosis(instances, th)
+    demand = {src: _bench_demand(evidence, src) for src in {seg.source for seg in segments}}
     for k, seg in enumerate(segments):
         trusted = counter_trusted(seg, evidence.kinds)
         parts = [(seg, requests, None)] if as_one else _split_loads(seg, requests, th)
@@ -1088,7 +1086,7 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
             ctx = Context(source=seg.source, timeline=part.timeline, events=list(part.events or []),
                           startup=seg.startup, requests=reqs, thresholds=th, lengths=lengths, bench=bench,
                           counter_trusted=trusted, next_start=_same_flags_next_start(segments, k),
-                          bench_demand=_bench_demand(evidence, seg.source))
+                          bench_demand=demand[seg.source])
             notes = _attach_config(ctx, inputs, seg.startup, flags)
             inst = diagnose_context(ctx)
             if seg.transcribed:
@@ -1108,10 +1106,7 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
     ev_notes += dp_balance_notes(segments)
     # a benchmark that lost requests says so whatever the samples beside it read (sweep 226 items 02, 05)
     ev_notes += [r.text for r in sig.requests_lost(bench)]
-    if (ab := ab_note(bench)) is not None:
-        ev_notes.append(ab)  # runs of one tuning session, each after its own server command (sweep 263)
-    if (oab := offline_ab_note(evidence.offline)) is not None:
-        ev_notes.append(oab)
+    ev_notes += _side_by_side(evidence)
     # the request lines' note goes to the first instance of its log (DP engines of one server share one API log)
     for src, text in request_line_notes(evidence).items():
         inst = next((i for i in instances if i.source == src), None)
@@ -1119,6 +1114,12 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         if inst is not None and access.refused(evidence.request_lines[src]):
             inst.error_noted = True  # the refusals come before any tuning: "next" says so
     return Diagnosis(instances, th, ev_notes)
+
+
+def _side_by_side(evidence: Evidence) -> list[str]:
+    """The notes comparing runs of one tuning session: bench blocks after their own server commands (sweep 263),
+    offline runs of one workload (sweep 264)."""
+    return [n for n in (ab_note(evidence.bench or []), offline_ab_note(evidence.offline)) if n is not None]
 
 
 def _bench_demand(evidence: Evidence, source: str | None) -> tuple[float, str] | None:

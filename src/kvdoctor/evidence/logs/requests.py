@@ -528,7 +528,8 @@ def http_by_endpoint(d: dict[str, Any]) -> dict[str, dict[int, int]]:
     out: dict[str, dict[int, int]] = {}
     for key, n in (d.get("http") or {}).items():
         ep, _, status = key.rpartition(" ")
-        out.setdefault(ep, {})[int(status)] = out.get(ep, {}).get(int(status), 0) + n
+        by = out.setdefault(ep, {})
+        by[int(status)] = by.get(int(status), 0) + n
     return out
 
 

@@ -1540,19 +1540,14 @@ def _h_killed(c, n, env, msg) -> bool:
 R_TORCH_FOUND_GPU = re.compile(r"Found GPU\d+ ((?:NVIDIA|Tesla|Quadro)\s.+?) which is of cuda capability")
 
 
-def _h_found_gpu(c, n, env, msg) -> bool:
-    m = R_TORCH_FOUND_GPU.search(msg)
-    if not m:
-        return False
-    c._gpu_hint = (m.group(1).strip(), n)
-    return True
-
-
-def _h_smi(c, n, env, msg) -> bool:
+def _h_gpu_hint(c, n, env, msg) -> bool:
+    """nvidia-smi's row or CSV query (a bare line), or torch's capability warning: the device, as a hint to the start
+    around it (``StartupCollector._gpu_hint``)."""
     m = R_SMI.match(msg.strip()) if env is None else None
-    if not m:
+    name = (m.group(1) or m.group(2)) if m else (f.group(1) if (f := R_TORCH_FOUND_GPU.search(msg)) else None)
+    if name is None:
         return False
-    c._gpu_hint = ((m.group(1) or m.group(2)).strip(), n)
+    c._gpu_hint = (name.strip(), n)
     return True
 
 
@@ -1617,10 +1612,10 @@ _RULES: tuple[tuple[str, Any], ...] = (
                                      ("requested_bytes", _b))),
     ("Starting to load model", _simple(R_START_LOAD, "model", str, _P_CONFIG - 1)),
     ("device_name=", _simple(R_DEVICE_NAME, "gpu_name", lambda v: v.replace("_", " "), _P_LOG)),
-    ("NVIDIA ", _h_smi),
-    ("which is of cuda capability", _h_found_gpu),
+    ("NVIDIA ", _h_gpu_hint),
+    ("which is of cuda capability", _h_gpu_hint),
     ("Killed", _h_killed),
-    ("Tesla ", _h_smi),
+    ("Tesla ", _h_gpu_hint),
 )
 
 # Substrings that make a line worth handing to the collector at all (fast pre-filter for the
