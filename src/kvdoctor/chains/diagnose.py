@@ -1102,7 +1102,8 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
     # how the sources were grouped into instances (merge_instances) is part of the answer
     ev_notes = [n for n in (evidence.notes or [])
                 if n.startswith("one instance") or "kept apart" in n or "kept as its own instance" in n
-                or "an offline `vllm bench" in n]  # an offline result is evidence diagnose does not read: say so
+                or "an offline `vllm bench" in n  # an offline result is evidence diagnose does not read: say so
+                or "TTFT metric does not measure" in n]  # a metric left out (prometheus.INSTANT_TTFT_NOTE)
     ev_notes += dp_balance_notes(segments)
     # a benchmark that lost requests says so whatever the samples beside it read (sweep 226 items 02, 05)
     ev_notes += [r.text for r in sig.requests_lost(bench)]

@@ -616,7 +616,7 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     "the server's log of that minute says which)"), "every request failed, nothing was measured"))
             continue
         label = _bench_label(b, f, nth)
-        if (lost := _requests_lost(label, f)) is not None:
+        if (lost := _requests_lost(label, f, b.raw.get("num_prompts"))) is not None:
             out.append(lost)
         if (untimed := _no_first_token(label, f)) is not None:
             out.append(untimed)
@@ -688,6 +688,8 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     f"a queue left behind: offered {rate:g} req/s, completed {x:g}"))
         elif ttft is None and (untimed := _overload_untimed(label, f, n, x, th)) is not None:
             out.append(untimed)
+        elif (tail := _ttft_tail(label, f, n, conc, steps * step if step else math.inf)) is not None:
+            out.append(tail)
         if (stalls := _decode_stalls(label, f, conc, prompt, th)) is not None:
             out.append(stalls)
     return out
@@ -701,8 +703,19 @@ def _burst_reading(label: str, f: dict, n: float, x: float, rate, ttft: float, e
             f"sent within {n / rate:,.1f} s (--request-rate {rate:g}), less than one request's "
             f"{((e2el or 0) - ttft) / 1000:,.0f} s after its first token: a burst as the server saw it,")
     tail = _tail_bound(in_flight, n, ttft, e2el)
+    asked = f.get("num_prompts") or 0
+    lost = asked > n  # requests the block does not count as completed: the figures are of the completed ones only
+    if lost and n < 0.5 * asked:
+        # most of the burst failed (sweep 270 item 02: 979 of 4,096): its rate is of the few that completed, no ceiling
+        return BenchReading("burst", None, (
+            f"{label}: all {asked:,.0f} requests {sent} with no --max-concurrency, and only {n:,.0f} completed: the "
+            f"rate of those, {x:g} req/s, and their TTFTs (mean {ttft / 1000:,.1f} s) are not the deployment's "
+            "ceiling or latency; first find why the rest failed (the server's log of the run: refused connections, "
+            "timeouts, the client's open-file limit with thousands of connections at once)"),
+            f"a burst of {asked:,.0f}, {n:,.0f} completed: no ceiling read")
     return BenchReading("burst", None, (
-        f"{label}: all {n:,.0f} requests {sent} with no --max-concurrency, and the mean TTFT "
+        f"{label}: all {(asked if lost else n):,.0f} requests {sent} with no --max-concurrency"
+        + (f" ({n:,.0f} completed)" if lost else "") + ", and the mean TTFT "
         f"({ttft / 1000:,.1f} s) is {bound}: the TTFT figures "
         f"measure how long the burst queued, not the server's latency under a steady load. The run's rate, "
         f"{x:g} req/s ({f.get('output_throughput') or 0:,.0f} output tok/s), is "
@@ -749,6 +762,33 @@ def _overload_untimed(label: str, f: dict, n: float, x: float | None, th: Thresh
         f"a queue left behind: offered {rate:g} req/s, completed {x:g} over {dur:,.0f} s")
 
 
+TTFT_TAIL_P99 = 10.0  # a p99 TTFT this many times the median ...
+TTFT_TAIL_MEAN = 2.0  # ... with a mean this many times it: a few requests waited far longer than the typical one
+
+
+def _ttft_tail(label: str, f: dict, n: float, conc: float | None, bound_ms: float) -> BenchReading | None:
+    """A few requests waited far longer for their first token than the typical one, which itself was served within a
+    prefill (sweep 270 item 10: median 192 ms, mean 612 ms, p99 4,757 ms at --max-concurrency 100): not a capacity
+    queue, which would lift the median too. The mean's excess over the median, times the requests, is the extra wait
+    in request-seconds. None where the median is itself a wait, or the tail is short."""
+    med, mean, p99 = f.get("median_ttft_ms"), f.get("mean_ttft_ms"), f.get("p99_ttft_ms")
+    if not (med and mean and p99) or n < 20 or med >= bound_ms:
+        return None
+    if p99 < TTFT_TAIL_P99 * med or mean < TTFT_TAIL_MEAN * med:
+        return None
+    extra = (mean - med) * n / 1000
+    wave = (f" A closed loop starts by sending its first {conc:g} requests at once (--max-concurrency), whose "
+            "prefills queue behind each other;" if conc is not None and conc > 1 else "")
+    return BenchReading("ttft-tail", None, (
+        f"{label}: the median request got its first token in {med:g} ms but a few waited "
+        f"far longer (p99 {p99:g} ms = {p99 / med:.0f}× the median; mean {mean:g} ms): the mean's excess over the "
+        f"median is about {extra:,.0f} request-seconds of extra wait over {n:,.0f} requests, a tail rather than a "
+        f"capacity queue (which would lift the median too).{wave} a server not yet warmed up (the first requests of "
+        "each batch shape compile or capture), or stalls during the run, give the same tail. Rerun the load on the "
+        "warmed server and compare the p99; the server's stats lines over the run tell which"),
+        f"a TTFT tail: p99 {p99 / med:.0f}× the median, ~{extra:,.0f} request-seconds of extra wait")
+
+
 def _decode_stalls(label: str, f: dict, conc: float | None, prompt: float, th: Thresholds) -> BenchReading | None:
     """Decode stalls (bench_readings' docstring): the share of decode time in steps far longer than a decode step."""
     mi, md, p99 = f.get("mean_itl_ms"), f.get("median_itl_ms"), f.get("p99_itl_ms")
@@ -773,10 +813,10 @@ def _decode_stalls(label: str, f: dict, conc: float | None, prompt: float, th: T
 def requests_lost(bench) -> list[BenchReading]:
     """The "requests-lost" readings alone (``_requests_lost``), for a note beside a verdict the samples carry."""
     return [r for b, nth in zip(bench or [], _places(bench or []))
-            if (r := _requests_lost(_bench_label(b, b.fields, nth), b.fields)) is not None]
+            if (r := _requests_lost(_bench_label(b, b.fields, nth), b.fields, b.raw.get("num_prompts"))) is not None]
 
 
-def _requests_lost(label: str, f: dict) -> BenchReading | None:
+def _requests_lost(label: str, f: dict, how: str | None = None) -> BenchReading | None:
     """Requests the command sent (``--num-prompts``) that are in neither of the block's counts: a bench before 0.11.1
     prints no failed count, so a run that lost requests shows only fewer successes (sweep 226 item 02: 1,633 of 2,000).
     None when every request is counted."""
@@ -794,8 +834,10 @@ def _requests_lost(label: str, f: dict) -> BenchReading | None:
             "the dataset held fewer prompts than asked (a dataset file with fewer entries, a filter on length); the "
             "figures are of the requests sent"),
             f"{sent - n - failed:,.0f} of {sent:,.0f} requests never sent")
+    whence = ("the bench's progress bar" if how and how.startswith("the bench's progress bar")
+              else "--num-prompts, 1000 where it gives none")
     return BenchReading("requests-lost", None, (
-        f"{label}: {gone:,.0f} of the {sent:,.0f} requests the command sent (--num-prompts, 1000 where it gives none) "
+        f"{label}: {gone:,.0f} of the {sent:,.0f} requests the run sent ({whence}) "
         f"are in no count of the block ({n:,.0f} completed" + (f", {failed:,.0f} failed" if failed else "")
         + "): they errored (a timeout, a refused connection, an HTTP error; benches before 0.11.1 print no failed "
         "count), and every latency and "

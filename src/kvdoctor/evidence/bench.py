@@ -205,7 +205,7 @@ def _cut_figure(line: str) -> bool:
     return val[:1].isdigit() and "." not in val and "," not in val and line.endswith(val)
 
 
-def _join_continuations(lines):
+def join_continuations(lines):
     """A shell command's backslash continuations as one line (a pasted ``vllm bench serve`` over several lines)."""
     held = ""
     for line in lines:
@@ -233,7 +233,6 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     cur_cmd: tuple[dict[str, float], bool, dict[str, str]] | None = None
     legacy: dict[str, float] | None = None
     legacies: list[dict[str, float]] = []
-
     # the server command pasted before the next block (a tuning write-up: each run after its own `vllm serve`), and
     # whether it is new since the block before (else the same server ran on)
     serve, serve_new, cur_serve = None, False, (None, False)
@@ -255,7 +254,7 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
     if "**" in text:
         # a figure a person set in Markdown bold ("**Benchmark duration (s):   118.85**": sweep 251 item 05)
         text = _BOLD_FIGURE.sub(r"\1", text)
-    lines = list(_join_continuations(_uncollapse(text)))
+    lines = list(join_continuations(_uncollapse(text)))
     last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
     for i, raw in enumerate(lines):
         line = raw.strip()
@@ -281,6 +280,9 @@ def parse_text(text: str, source: str = "") -> list[BenchResult]:
             continue
         line = line[_LINE_PREFIX.match(line).end():].strip()
         if not line:
+            continue
+        if (bar := _BENCH_BAR.match(line)) is not None:
+            pre["_bar"] = float(bar.group(2))  # the run's own count (_BENCH_BAR)
             continue
         if _RAMP_OR_TRACE.search(line):
             pre_ramp = True
@@ -382,6 +384,12 @@ def _block_results(cur: dict[str, float], source: str, headless: bool, cur_cmd: 
                       "prints: cut where the paste ends, not read")
     if headless:
         raw["header"] = "missing: the block was read from its first figure ('Successful requests:')"
+    if (bar := cur.pop("_bar", None)) is not None:
+        said = cur_cmd[0].get("num_prompts") if cur_cmd is not None else None
+        cur["num_prompts"] = bar
+        raw["num_prompts"] = (f"the bench's progress bar ({bar:,.0f}/{bar:,.0f} requests)"
+                              + (f"; the command shown asks for {said:,.0f}: not this run's" if said and said != bar
+                                 else ""))
     if cur_cmd is not None:
         for k, v in cur_cmd[0].items():
             if k not in cur:
@@ -400,6 +408,12 @@ def _block_results(cur: dict[str, float], source: str, headless: bool, cur_cmd: 
         out.append(BenchResult(source=source, fields={**shared, **alt}, raw={
             "format": "block", "column": f"{name} (column {j + 2} of {len(alts) + 1}: runs printed side by side)"}))
     return out
+
+
+# "100%|██████████| 4096/4096 [01:27<00:00, 46.61it/s]": tqdm's bar with no description before it, the bench's own over
+# the requests it sends: its total is the run's count, whatever a command shown beside it says (sweep 270 items 02, 09:
+# 4096/4096 with 979 completed; 100/100 under a command of --num-prompts 500)
+_BENCH_BAR = re.compile(r"^\d{1,3}%\|[^|]*\|\s*(\d+)/(\d+)\s*\[")
 
 
 def _uncollapse(text: str):

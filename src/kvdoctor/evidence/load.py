@@ -173,15 +173,9 @@ _BENCH_LINE = re.compile(r"(?:vllm bench serve|benchmark_serving\.py)\b")
 def _pasted_bench_command(text: str) -> str | None:
     """The first `vllm bench serve` (or benchmark_serving.py) command in ``text``, its backslash continuations joined:
     a load pasted beside a server's log without its result (sweep 256 item 01)."""
-    lines = text.splitlines()
-    for i, ln in enumerate(lines):
-        if _BENCH_LINE.search(ln):
-            cmd = ln
-            while cmd.rstrip().endswith("\\") and i + 1 < len(lines):
-                i += 1
-                cmd = cmd.rstrip()[:-1] + " " + lines[i].strip()
-            return cmd.strip()[:4000]
-    return None
+    from kvdoctor.evidence.bench import join_continuations
+
+    return next((ln.strip()[:4000] for ln in join_continuations(text.splitlines()) if _BENCH_LINE.search(ln)), None)
 
 
 def _offline_in_text(text: str, path: str) -> list:
@@ -291,7 +285,7 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
             docs = json_documents(decode_capture(read_document(path, "evidence")))
             _add_offline(ev, path, [r for r in (parse_offline_json(d, path) for d in docs) if r is not None])
         elif kind in ("metrics", "metrics-folder"):
-            ev.segments.extend(load_metrics(path))
+            ev.segments.extend(load_metrics(path, ev.notes))
         elif kind == "bench":
             for b in load_bench(path):
                 ev.bench.append(b)

@@ -305,7 +305,7 @@ def _bucket_delta(a: Hist | None, b: Hist) -> list[tuple[float, float]]:
     return out
 
 
-def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
+def snapshots_to_segments(snaps: list[Snapshot], source: str, notes: list[str] | None = None) -> list[Segment]:
     """A time-ordered list of snapshots → one Segment per (model_name, engine)."""
     import numpy as np
 
@@ -340,6 +340,7 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
             "prefix_hit_pct", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "waiting_deferred")}
         prev: SeriesSnap | None = None
         prev_t: float | None = None
+        implausible: list[float | None] = []
         for i, (ti, ss) in enumerate(rows):
             g = ss.gauges
             cols["running"][i] = g.get("running", math.nan)
@@ -348,7 +349,8 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
             cols["waiting_deferred"][i] = g.get("waiting_deferred", math.nan)
             if "kv_usage" in g:
                 cols["kv_usage_pct"][i] = g["kv_usage"] * 100.0  # metric is 0-1
-            if "prefix_hit_rate" in g:
+            if "prefix_hit_rate" in g and g["prefix_hit_rate"] >= 0:
+                # (V0 sets the gauge to -1 where prefix caching is off or has no queries yet: no rate, not -100 %)
                 cols["prefix_hit_pct"][i] = g["prefix_hit_rate"] * 100.0
             dt = (ti - prev_t) if (ti is not None and prev_t is not None) else None
             if prev is not None:
@@ -380,6 +382,9 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
                 if h in ss.hists:
                     b = _bucket_delta(prev.hists.get(h) if prev is not None else None, ss.hists[h])
                     mean = _mean_delta(prev.hists.get(h) if prev is not None else None, ss.hists[h])
+                    if h == "ttft" and _instant_first_tokens(b):
+                        implausible.append(ti)
+                        continue
                     cols[p50][i] = _bounded_quantile(0.5, b, mean)
                     cols[p99][i] = _bounded_quantile(0.99, b, mean)
             prev, prev_t = ss, ti
@@ -396,11 +401,28 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str) -> list[Segment]:
         name = " ".join(x for x in (model, f"engine {engine}" if engine else "") if x) or "vllm"
         seg = Segment(source=source, engine=name, startup=_startup_from_cache_config(cc_for(key), model), timeline=tl)
         seg.events = []
+        if implausible and notes is not None:
+            notes.append(f"{source}: {name}: {INSTANT_TTFT_NOTE}")
         segs.append(seg)
     if not keys and cache_config:
         segs.append(Segment(source=source, engine="vllm", startup=_startup_from_cache_config(cache_config, ""),
                             timeline=None))
     return segs
+
+
+INSTANT_FIRST_TOKEN_S = 0.002  # no served model puts out a first token this fast (one forward pass and the API's work)
+INSTANT_TTFT_NOTE = ("every time-to-first-token observation is in the histogram's first bucket (at most "
+                     f"{INSTANT_FIRST_TOKEN_S * 1000:g} ms): no served model answers that fast, so this build's TTFT "
+                     "metric does not measure the first token (vllm#6337: 208 observations at 1 ms on a 70B model at "
+                     "TP 8); its TTFT figures are left out")
+
+
+def _instant_first_tokens(buckets: list[tuple[float, float]]) -> bool:
+    """Every observation at or below ``INSTANT_FIRST_TOKEN_S`` (sweep 269 item 05): a metric that does not measure,
+    not a fast server."""
+    finite = sorted((le, c) for le, c in buckets if math.isfinite(le))
+    total = max((c for _, c in buckets), default=0.0)
+    return bool(finite) and total > 0 and finite[0][0] <= INSTANT_FIRST_TOKEN_S and finite[0][1] >= total
 
 
 def _startup_from_cache_config(cc: dict[str, str], model: str) -> StartupFacts | None:
@@ -438,7 +460,64 @@ _INDENTED = re.compile(r"^[ \t]+(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", re.M)
 
 
 def looks_like_metrics(head: str) -> bool:
-    return bool(re.search(r"^[ \t]*(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", head, re.M)) or _commented(head)
+    return (bool(re.search(r"^[ \t]*(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", head, re.M)) or _commented(head)
+            or len(_TABLE_ROW.findall(head)) >= 2 or len(_DICT_ITEM.findall(head)) >= 2
+            or _renames(head) is not None)
+
+
+# vLLM's families exported under another name (sweeps 269 item 03, 273 item 04): Ray Serve's metrics agent prefixes
+# them "ray_vllm:" (also "ray_vllm_"), KServe "kserve_vllm:", and NVIDIA NIM's vLLM profile drops the "vllm:" prefix
+# ("num_requests_running", "gpu_cache_usage_perc"). Read under their vllm:* name, as a saved query reply's are
+# (canonical_name); bare names only where at least BARE_FAMILIES of vLLM's families are there, so one
+# "num_requests_running" of another server is not taken for vLLM's.
+BARE_FAMILIES = 3
+_SAMPLE_NAME = re.compile(r"^(?P<head>(?:# (?:HELP|TYPE) )?)(?P<name>[A-Za-z_][A-Za-z0-9_:]*)(?=[{\s])", re.M)
+
+
+def _renames(text: str) -> dict[str, str] | None:
+    """{exported name: vllm:* name} for a dump that holds vLLM's families only under another name; None otherwise."""
+    if _BARE_SAMPLE.search(text):
+        return None
+    prefixed: dict[str, str] = {}
+    bare: dict[str, str] = {}
+    for m in _SAMPLE_NAME.finditer(text):
+        name = m.group("name")
+        if name in prefixed or name in bare:
+            continue
+        if (c := canonical_name(name)) is not None:
+            prefixed[name] = c
+        elif ":" not in name and (c := canonical_name("vllm_" + name)) is not None:
+            bare[name] = c
+    families = {_family_base(c)[0] for c in bare.values()}
+    out = {**(bare if len(families) >= BARE_FAMILIES else {}), **prefixed}
+    return out or None
+
+
+def _renamed(text: str) -> str:
+    names = _renames(text)
+    if names is None:
+        return text
+    return _SAMPLE_NAME.sub(lambda m: m.group("head") + names.get(m.group("name"), m.group("name")), text)
+
+
+# The samples as people paste them outside the exposition format (sweep 265 items 01-02): a Markdown table of
+# "| vllm:name{labels} | value |" rows (the value the row's last number), and a Python dict or JSON object printed
+# from a scrape ("{'vllm:num_requests_running{...}': 12.0, ...}"). Rewritten as exposition lines before parsing;
+# tried only where no line is already in the exposition format.
+_TABLE_ROW = re.compile(r"^[ \t]*\|\s*`?(vllm:[a-z_:]+(?:\{[^}|]*\})?)`?\s*\|(?:[^|\n]*\|)*?\s*"
+                        r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|NaN|nan|[-+]?Inf|[-+]?inf)\s*\|[ \t]*$", re.M)
+_DICT_ITEM = re.compile(r"(['\"])(vllm:[a-z_:]+(?:\{[^}]*\})?)\1\s*:\s*"
+                        r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|NaN|nan|[-+]?Inf|[-+]?inf)")
+
+
+def _pasted_samples(text: str) -> str | None:
+    """Exposition lines from a Markdown table or a printed dict of samples; None where the text holds neither."""
+    if _BARE_SAMPLE.search(text):
+        return None
+    rows = [f"{m.group(1)} {m.group(2)}" for m in _TABLE_ROW.finditer(text)]
+    if len(rows) < 2:
+        rows = [f"{m.group(2).replace(chr(92) + chr(34), chr(34))} {m.group(3)}" for m in _DICT_ITEM.finditer(text)]
+    return "\n".join(rows) + "\n" if len(rows) >= 2 else None
 
 
 # a dump kept as shell comments ("# # HELP vllm:…", "# vllm:num_requests_running{…} 0.0": a script's notes, a ticket):
@@ -496,7 +575,7 @@ def split_timed(text: str, default_t: float | None) -> list[tuple[float | None, 
 _EPOCH_IN_NAME = re.compile(r"(1[5-9]\d{8}(?:\.\d+)?)")
 
 
-def load_metrics(path: str | os.PathLike) -> list[Segment]:
+def load_metrics(path: str | os.PathLike, notes: list[str] | None = None) -> list[Segment]:
     """A dump, a file of timed dumps, or a folder of dumps → segments (one per model/engine)."""
     path = os.fspath(path)
     snaps: list[Snapshot] = []
@@ -519,7 +598,7 @@ def load_metrics(path: str | os.PathLike) -> list[Segment]:
         text = _read(path)
         for t, part in split_timed(text, None):
             snaps.append(parse_snapshot(part, t))
-    return snapshots_to_segments(snaps, path)
+    return snapshots_to_segments(snaps, path, notes)
 
 
 def _read(p: str) -> str:
@@ -533,7 +612,7 @@ def _read(p: str) -> str:
         text = "\n".join(line.lstrip() for line in text.splitlines())
     if _commented(text[:65536]):
         text = "\n".join(line[2:] if line.startswith("# ") else line for line in text.splitlines())
-    return text
+    return _pasted_samples(text) or _renamed(text)
 
 
 # --- live Prometheus --------------------------------------------------------------------------------
