@@ -213,8 +213,12 @@ def engine_died(ctx: Context) -> Finding | None:
     seen_cites: set[tuple] = set()
     cites = [c for c in cites if not ((c.line_no, c.detail) in seen_cites or seen_cites.add((c.line_no, c.detail)))]
     summary = f"the engine died{' ' + phase if phase else ''}{when} (line {first.line_no}): {why}"
+    # the registry row's cost is the OOM lever's; another cause's action names its own setting (sweep 271 item 10: a
+    # Mamba-block refusal's "higher --gpu-memory-utilization" beside "a lower ... shrinks the KV pool")
+    cost = None if cause in ("oom", "memory-held") else (
+        "a restart; where the action changes a setting, what that setting trades (a fault's fix trades nothing)")
     return rule_finding("engine.died", summary, severity="problem", evidence=cites, action=action, gain=gain,
-                        data=data)
+                        data=data, **({"cost": cost} if cost else {}))
 
 
 HUNG_WAITS = 2  # the engine core's own "no broadcast block" messages in a row (60 s each) that make a hang
@@ -414,6 +418,16 @@ def _traceback_advice(ce: Event) -> tuple[str, str, dict[str, Figure]]:
     if not ce.data.get("exception") and ce.data.get("jit_build"):
         return (known_fix("build_and_load()") or "", "the engine core raised while FlashInfer built a kernel on first "
                 f"use ({where}; the excerpt cuts the traceback before its exception): a JIT build that failed", {})
+    if not ce.data.get("exception") and ce.data.get("sampler"):
+        # frames through the sampler, cut before the exception (sweep 271 items 01, 05, 07): at start-up vLLM warms the
+        # sampler up with --max-num-seqs dummy requests after the pool is sized, so the two known causes have their
+        # one-setting fixes
+        return (f"find the exception that ends the engine's traceback ({where}; the excerpt cuts it): an out-of-memory "
+                "there is the sampler's dummy batch, fixed with a lower --max-num-seqs (or a lower "
+                "--gpu-memory-utilization, which leaves it room); a failure inside FlashInfer's sampling kernels, with "
+                "VLLM_USE_FLASHINFER_SAMPLER=0",
+                "the engine core or a worker raised in vLLM's sampler (at start-up, its warm-up of --max-num-seqs "
+                "dummy requests; the excerpt cuts the traceback before its exception)", {})
     if not ce.data.get("exception"):
         # the excerpt stops inside the frames (a paste cut, a log viewer's limit): "its last line" would point at a
         # frame, which names no exception
@@ -440,7 +454,7 @@ def _cuda_site_advice(near: list[Event]) -> tuple[str, str, dict[str, Figure]] |
                 "--enforce-eager alone does not skip this warm-up",
                 "a CUDA error while vLLM's start-up warm-up autotuned FlashInfer's kernels (flashinfer_autotune): a "
                 "tactic this GPU or driver rejects, not a memory setting", {})
-    if any(e.data.get("startup_frame") in ("CUDA graph capture", "capture_model") for e in near):
+    if any(e.data.get("startup_frame") in ("CUDA graph capture", "ACL graph capture", "capture_model") for e in near):
         rocm = any("Memory access fault by GPU" in _text(e) for e in near)
         return ("the fault hit while vLLM captured CUDA graphs: capture piecewise graphs only (--compilation-config "
                 "'{\"cudagraph_mode\": \"PIECEWISE\"}') and, if it still faults, --enforce-eager (no graphs, slower "
@@ -463,10 +477,14 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
     if cause == "memory-held":
         return _held_advice(ctx)
     exc = _exception(near, ce)
+    if (ray := _ray_cgraph_advice(ctx, near, ce)) is not None:
+        return ray
     if (kv_check := _kv_check_advice(near, exc)) is not None:
         return kv_check
     if cause == "cuda-error" and (sited := _cuda_site_advice(near)) is not None:
         return sited
+    if (fi := _flashinfer_sampler_advice(near, exc)) is not None:
+        return fi
     if cause == "cuda-error" and any("Memory access fault by GPU" in _text(e) for e in near):
         return (*_ROCM_FAULT, {})
     if cause == "cuda-error" and (past := _past_positions(near)) is not None:
@@ -479,6 +497,12 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "report it upstream with the versions",
                 "a CUDA error in a kernel (an illegal memory access, a device-side assert, an unspecified launch "
                 "failure): a fault, not a setting", {})
+    if cause == "nccl-timeout" and _custom_all_reduce_off(ctx):
+        return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
+                "P2P/NVLink fault, one worker stuck on the host, or a rank still loading or compiling while the others "
+                "waited); vLLM's custom all-reduce is already off here (--disable-custom-all-reduce), so the wait is "
+                "NCCL's own: NCCL_P2P_DISABLE=1 rules the GPUs' peer-to-peer path in or out",
+                "an NCCL collective timed out between the tensor-parallel workers", {})
     if cause == "nccl-timeout":
         return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
                 "P2P/NVLink fault, or one worker stuck on the host); when it recurs mid-serving, "
@@ -554,6 +578,8 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "legitimately that long (a huge prefill)",
                 "one engine step ran past vLLM's iteration time-out (VLLM_ENGINE_ITERATION_TIMEOUT_S) and the engine "
                 "stopped", {})
+    if (captured := _capture_death_advice(near)) is not None:
+        return captured
     if not any("EngineDeadError" in _text(e) for e in ctx.events):
         return ("read the engine's own traceback, nearest the death line (above or below it; a worker's may be in "
                 "another stream of the output): its last line names the exception",
@@ -585,6 +611,14 @@ _ROCM_FAULT = ("rerun the failing load with AMD_SERIALIZE_KERNEL=3 (HIP_LAUNCH_B
                "amdgpu faults; report it upstream with the versions",
                "a GPU memory access fault on ROCm (a kernel touched an address it does not own: the AMD form of an "
                "illegal memory access): a fault, not a setting")
+
+
+_SIGNATURE_SKEW = ("a function was called with another release's signature: usually a package built against another "
+                   "vLLM release (a wrapper, adapter or plugin: the traceback's frames name it) or vLLM upgraded under "
+                   "it; install the package release made for this vLLM version (or the vLLM it pins)")
+_ASYNC_OVER_RAY = ("async scheduling's output cannot cross Ray's channel on this release (vllm#26148): turn async "
+                   "scheduling off (--no-async-scheduling, or async_scheduling: false in the engine kwargs), use the "
+                   "multiprocessing executor, or upgrade to a release with the fix")
 
 
 # Exceptions whose fix is one setting, as vLLM's own message says (platforms/cuda.py, config/model.py,
@@ -633,6 +667,36 @@ _KNOWN_EXCEPTIONS = (
      "--tensor-parallel-size (x --pipeline-parallel-size) is more than the GPUs this node sees: across nodes, form a "
      "Ray cluster first (ray start --head, then ray start --address on the others) and start vllm serve on the head "
      "with --distributed-executor-backend ray, or keep TP within a node and use --pipeline-parallel-size across them"),
+    # a model's config newer than this vLLM (sweep 273 item 01: NIM's vLLM profile on Llama 3.1's "llama3" RoPE, read
+    # by that release as "extended")
+    ("Unknown RoPE scaling type",
+     "this vLLM release does not know the model's RoPE scaling (its config.json is newer than the release): upgrade "
+     "vLLM (or the product image that bundles it) to a release that supports the model; no memory or scheduling "
+     "setting changes this"),
+    # a call with another release's signature: a package built against another vLLM (sweep 273 items 09-10: the TGIS
+    # adapter's serve_http() without 'sock', app.state without 'log_stats'; Python words it these two ways)
+    ("required positional argument", _SIGNATURE_SKEW),
+    ("got an unexpected keyword argument", _SIGNATURE_SKEW),
+    # V1's async model-runner output holds a CUDA event, which Ray's channel cannot pickle (sweep 268 item 08: Ray Serve
+    # LLM on vLLM 0.10.2, "Could not serialize the put value <...AsyncGPUModelRunnerOutput ...>"; vllm#26148)
+    ("cannot pickle 'Event'", _ASYNC_OVER_RAY),
+    ("AsyncGPUModelRunnerOutput", _ASYNC_OVER_RAY),
+    # a Ray Serve replica scheduled where its placement group gave it no GPU (sweep 268 item 09, KubeRay)
+    ("Current node has no GPU available",
+     "the replica's actor ran on a node or bundle without a GPU: give the deployment GPU bundles (placement_group_config "
+     "with {'GPU': 1} per TP rank, or accelerator_type), and check the worker group's nvidia.com/gpu requests"),
+    # a quantized MoE kernel's K tile: each TP shard of an expert's intermediate size must be a multiple of it (sweep
+    # 272 item 07: a GPTQ/AWQ MoE at TP 4 and 8, fine at TP 2)
+    ("size_k must divisible by BLOCK_SIZE_K",
+     "the tensor-parallel split cut each expert's weights below the quantized MoE kernel's tile: a smaller "
+     "--tensor-parallel-size (with --pipeline-parallel-size for the rest of the GPUs), or --enable-expert-parallel so "
+     "the experts are placed whole instead of split"),
+    # torch.distributed's store waiting for every rank of a data-parallel group (sweep 268 item 10: "2/8 clients
+    # joined" after 601 s, the ranks on other nodes unreachable at the address given)
+    ("waiting for clients",
+     "the other ranks never reached the rendezvous (the message counts how many joined): check that every node can "
+     "reach the master's --data-parallel-address and --data-parallel-rpc-port (not 127.0.0.1 across nodes), that "
+     "each node was started with its --data-parallel-start-rank, or use --data-parallel-backend ray"),
     ("Cannot re-initialize CUDA in forked subprocess",
      "VLLM_WORKER_MULTIPROC_METHOD=spawn: CUDA was initialised before vLLM forked its workers"),
     ("is smaller than max_model_len",
@@ -665,6 +729,15 @@ _KNOWN_EXCEPTIONS = (
     # fallen back to FlashInfer after FA2 refused the card)
     # the model's configuration could not be loaded: --model names neither a directory holding config.json nor a repo
     # id the Hub accepts (sweep 257 item 05: "/modelsQwen2.5-Omni-7B", a '/' lost from the pod's path)
+    # an object-store URL given as the model (sweep 273 item 06: a Vertex AI container started without its download
+    # launcher, --model=gs://...): transformers reads local paths and Hub ids only
+    ("configuration of 'gs://",
+     "--model is an object-store URL (gs://), which transformers cannot read: download the model to a local directory "
+     "first (on Vertex AI keep the image's entrypoint, whose launcher downloads gs:// models), or stream it with "
+     "--load-format runai_streamer on releases that support gs:// there"),
+    ("configuration of 's3://",
+     "--model is an object-store URL (s3://), which transformers cannot read: download the model to a local directory "
+     "first, or stream it with --load-format runai_streamer on releases that support it"),
     ("Can't load the configuration of",
      "--model names neither a local directory holding the model's config.json nor a Hugging Face repo id (owner/name) "
      "the server can reach: check the path the message quotes (a missing '/', a volume not mounted, a typo), or "
@@ -981,6 +1054,12 @@ _KNOWN_EXCEPTIONS = (
     ("cannot open shared object file",
      "a shared library the build needs is not on this machine (the message names it): install it (libnuma for the CPU "
      "backend, the CUDA or ROCm runtime the wheel was built for), or use the image that bundles it"),
+    # a prebuilt library linked against a newer C library than the image's (sweep 273 item 02: FlashInfer's AOT
+    # sampling.so on Modal's Debian 11 base, "version `GLIBC_2.32' not found")
+    ("' not found (required by",
+     "a prebuilt library (the message names it) needs a newer C library (glibc) than this image or OS has: run on a "
+     "newer base image (vLLM's own image, Ubuntu 22.04+ / Debian 12+), or install that package from source for this "
+     "system; where the library is FlashInfer's sampler, VLLM_USE_FLASHINFER_SAMPLER=0 avoids loading it"),
     ("cannot find -lcuda",
      "Triton links its kernels against libcuda.so, which the linker did not find (only libcuda.so.1 is mounted in many "
      "containers): symlink it (ln -s libcuda.so.1 libcuda.so in the driver's directory) or set LIBRARY_PATH to that "
@@ -1025,6 +1104,88 @@ _KNOWN_EXCEPTIONS = (
 
 assert all(any(needle == n for n, _ in _KNOWN_EXCEPTIONS) for needle in FATAL_AT_START + FATAL_ANY_FORM), \
     "evidence.model.FATAL_AT_START: a death the reader names needs its fix in _KNOWN_EXCEPTIONS"
+
+
+RAY_CGRAPH_300_FROM = (0, 8, 2)  # vllm#15301: vLLM sets Ray's compiled-graph read timeout to 300 s (Ray's own: 10 s)
+
+
+def _ray_cgraph_advice(ctx: Context, near: list[Event], ce: Event | None) -> tuple[str, str, dict[str, Figure]] | None:
+    """A step the Ray executor's compiled graph waited for past its read timeout (RayChannelTimeoutError, or a
+    traceback through the graph's output read cut before it), read against the timeout in force (sweep 268 items 03-05):
+    vLLM's "RAY_CGRAPH_get_timeout is set to N" followed by a death well before N seconds is a setting that did not
+    reach Ray (vllm#19725: set after ray.dag was imported); before vLLM 0.8.2, Ray's 10 s default applied; otherwise a
+    worker took that long, and raising the timeout comes after finding why. None where the death is not that wait."""
+    if not any(e.data.get("ray_cgraph") or "RayChannelTimeoutError" in _text(e) for e in near):
+        return None
+    why = "the engine's wait for a step's output through Ray's compiled graph ran out (RAY_CGRAPH_get_timeout)"
+    died = ce.t if ce is not None else None
+    set_to = next((e for e in reversed(ctx.events) if e.kind == "ray-cgraph-timeout"), None)
+    if set_to is not None and died is not None and set_to.t is not None and 0 <= died - set_to.t < 0.5 * float(
+            set_to.data["seconds"]):
+        return (f"upgrade to a vLLM release with vllm#19725; until then set RAY_CGRAPH_get_timeout="
+                f"{set_to.data['seconds']} where Ray reads it (in the environment of `ray start` on every node, not "
+                f"only of vllm serve): the engine died {died - set_to.t:.0f} s after vLLM set it to "
+                f"{set_to.data['seconds']} s (line {set_to.line_no}), so Ray's compiled graph kept its own default "
+                "(vLLM set the variable after Ray had read it)",
+                why + ", sooner than the timeout vLLM had set", {})
+    version = ctx.startup.vllm_version if ctx.startup is not None and ctx.startup.vllm_version else ctx.version
+    if version:
+        from kvdoctor.engine.version import parse_version
+        from kvdoctor.errors import InputError
+
+        try:
+            v = parse_version(version)
+        except InputError:
+            v = None
+        if v is not None and not v.source_build and (v.major, v.minor, v.patch) < RAY_CGRAPH_300_FROM:
+            return ("export RAY_CGRAPH_get_timeout=300 (or upgrade to vLLM 0.8.2 or later, which sets it): this release "
+                    f"({version}) leaves Ray's compiled-graph read timeout at Ray's 10 s default, shorter than a long "
+                    "prefill or a first compile on a worker (vllm#15301)", why + ", at Ray's 10 s default", {})
+    return ("find the worker that did not answer (py-spy dump of the Ray workers, NCCL_DEBUG=INFO; a hung GPU or NCCL "
+            "peer, a first compile on one node) before raising RAY_CGRAPH_get_timeout: vLLM sets it to 300 s from 0.8.2, "
+            "so a step took longer than that; raise it only for steps that are legitimately that long",
+            why, {})
+
+
+def _flashinfer_sampler_advice(near: list[Event], exc: tuple[str, int] | None
+                               ) -> tuple[str, str, dict[str, Figure]] | None:
+    """A failure inside FlashInfer's sampling kernels with no fix of its own named (sweep 255 item 08): vLLM's sampler
+    runs FlashInfer's top-k/top-p kernels where FlashInfer is installed, and its PyTorch path is the way round a kernel
+    or build that fails on this GPU. A known fix on the exception or a line near it wins, except a missing kernel
+    image, which the switch avoids."""
+    said = [exc[0]] if exc is not None else [_text(e) for e in near if known_fix(_text(e))]
+    if not any(e.data.get("fi_sampler") for e in near) or any(
+            known_fix(t) and "no kernel image" not in t for t in said):
+        return None
+    return ("VLLM_USE_FLASHINFER_SAMPLER=0 (vLLM's PyTorch top-k/top-p sampler instead of FlashInfer's kernels), "
+            "then report the failing FlashInfer version and GPU upstream",
+            "the engine failed inside FlashInfer's sampling kernels (vLLM's top-k/top-p sampler)"
+            + (f": {exc[0][:160]}" if exc else ""), {})
+
+
+def _capture_death_advice(near: list[Event]) -> tuple[str, str, dict[str, Figure]] | None:
+    """The death came while a capture's bar was in progress (sweep 272 items 06-07: ACL graphs at 0/4 on Ascend, V0's
+    shapes at 0/7), its exception not shown: the graphs are the lever before the exception is known."""
+    if not any(e.data.get("startup_frame") in ("CUDA graph capture", "ACL graph capture") for e in near):
+        return None
+    npu = any(e.data.get("startup_frame") == "ACL graph capture" for e in near)
+    return ("read the exception at the end of the traceback; the engine died while capturing "
+            + ("ACL graphs (vllm-ascend)" if npu else "CUDA graphs")
+            + ": --enforce-eager rules the graphs in or out (slower decode), and a smaller --max-num-seqs (or "
+            "fewer capture sizes) makes the capture smaller if it is memory",
+            "the engine died while it captured " + ("ACL" if npu else "CUDA") + " graphs at start-up (a capture "
+            "in progress just before the death; the excerpt does not name the exception)", {})
+
+
+def _custom_all_reduce_off(ctx: Context) -> bool:
+    """The configuration read for this log turns vLLM's custom all-reduce off (--disable-custom-all-reduce in a pasted
+    command, the engine's config line, or given): its usual workaround for a watchdog timeout is then no advice (sweep
+    268 item 02)."""
+    extra = ctx.config.extra if ctx.config is not None else {}
+    ec = (ctx.startup.engine_config or {}) if ctx.startup is not None else {}
+    said = [extra.get("disable_custom_all_reduce"), ec.get("disable_custom_all_reduce")]
+    return (any(str(v).strip().lower() in ("true", "1") for v in said if v is not None)
+            or "--disable-custom-all-reduce" in str(ec.get("command") or ""))
 
 
 def _named_advice(text: str, ln: int) -> tuple[str, str, dict[str, Figure]]:
@@ -1153,7 +1314,7 @@ def _oom_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str
         framed = [e for e in near if e.data.get("startup_frame")]
         frame = (min(framed, key=lambda e: abs((e.line_no or 0) - at)).data["startup_frame"] if framed
                  else "start-up")
-        if frame in ("CUDA graph capture", "capture_model"):
+        if frame in ("CUDA graph capture", "ACL graph capture", "capture_model"):
             # the pool was sized before the graphs were captured: what is left for them is too little
             return ("--enforce-eager (no CUDA graphs), fewer capture sizes (--max-num-seqs lower, or compilation_config "
                     "cudagraph_capture_sizes), or --gpu-memory-utilization lower so the graphs have room; vLLM 0.21 and "

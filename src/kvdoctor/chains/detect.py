@@ -167,6 +167,30 @@ def _refused_then_started(ctx: Context) -> Finding | None:
                        source=ctx.source, line_no=nln)])
 
 
+def _mamba_blocks_refusal(ctx: Context, st: StartupFacts) -> Finding:
+    """vLLM's refusal of a hybrid model whose pool holds fewer Mamba state blocks than max_num_seqs."""
+    # a hybrid model's start-up check (vLLM 0.2x-0.33): CUDA-graph capture needs one Mamba state block per
+    # decoding sequence, and the pool holds fewer than max_num_seqs (NVIDIA retail-shopping-assistant PR 95:
+    # 1024 > 524 on 2x H100; KAITO#2319: 1024 > 614). The pool's blocks do not depend on the length.
+    blocks = int(st.num_gpu_blocks)
+    ln = st.line_refs.get("startup_error")
+    util = st.gpu_memory_utilization
+    # at 0.95 and above the fraction has little left to give (vllm-project/recipes#831: BF16 at 0.95 still 556)
+    more = ("" if util is not None and util >= 0.95 else
+            ", or a higher --gpu-memory-utilization for more blocks")
+    return rule_finding(
+        "ledger.does-not-fit",
+        f"vLLM refused to start: max_num_seqs exceeds the {blocks:,} Mamba cache blocks the pool holds (one per "
+        "decoding sequence)",
+        severity="problem",
+        action=(f"--max-num-seqs {blocks} or lower (vLLM's default is 1024 on GPUs of 70 GiB or more other than "
+                "the A100, 256 below)" + more),
+        # (the registry row's cost is the length cap's: sweep 271 item 10)
+        cost="fewer sequences decode at once: less throughput at high concurrency, none below the new cap",
+        gain={"max_num_seqs": Figure(blocks, "measured", "the Mamba cache blocks in vLLM's error line")},
+        evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source, line_no=ln)])
+
+
 def does_not_fit(ctx: Context) -> Finding | None:
     st = ctx.startup
     led = ctx.ledger
@@ -206,24 +230,7 @@ def does_not_fit(ctx: Context) -> Finding | None:
             gain={"max_model_len": Figure(cap, "measured", "the derived max_model_len in vLLM's error line")},
             evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source, line_no=ln)])
     if st is not None and st.startup_error == "mamba-blocks" and st.num_gpu_blocks:
-        # a hybrid model's start-up check (vLLM 0.2x-0.33): CUDA-graph capture needs one Mamba state block per
-        # decoding sequence, and the pool holds fewer than max_num_seqs (NVIDIA retail-shopping-assistant PR 95:
-        # 1024 > 524 on 2x H100; KAITO#2319: 1024 > 614). The pool's blocks do not depend on the length.
-        blocks = int(st.num_gpu_blocks)
-        ln = st.line_refs.get("startup_error")
-        util = st.gpu_memory_utilization
-        # at 0.95 and above the fraction has little left to give (vllm-project/recipes#831: BF16 at 0.95 still 556)
-        more = ("" if util is not None and util >= 0.95 else
-                ", or a higher --gpu-memory-utilization for more blocks")
-        return rule_finding(
-            "ledger.does-not-fit",
-            f"vLLM refused to start: max_num_seqs exceeds the {blocks:,} Mamba cache blocks the pool holds (one per "
-            "decoding sequence)",
-            severity="problem",
-            action=(f"--max-num-seqs {blocks} or lower (vLLM's default is 1024 on GPUs of 70 GiB or more, 256 below)"
-                    + more),
-            gain={"max_num_seqs": Figure(blocks, "measured", "the Mamba cache blocks in vLLM's error line")},
-            evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source, line_no=ln)])
+        return _mamba_blocks_refusal(ctx, st)
     # (a start that ended in its own OOM, or a server seen serving, shows what happened: sweep 234 item 03, 235 item 11)
     if led is not None and not led.fit_ok and not (st is not None and st.startup_error == "oom") \
             and not served_measured(ctx):

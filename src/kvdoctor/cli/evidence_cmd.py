@@ -219,6 +219,12 @@ def _render(doc: dict[str, Any], quiet: bool) -> None:
                 done, shards, el, left = st["load_progress"]
                 bits.append(f"loading {done}/{shards} shards after {el:.0f} s"
                             + (f", {left:.0f} s left" if left is not None else ""))
+            if not bits:  # a start cut before its pool: what it said of the device (sweep 272 item 04)
+                bits = [f"{k.removesuffix('_bytes').replace('_', ' ')} {st[k] / g:.2f} GiB"
+                        for k in ("free_memory_bytes", "total_memory_bytes", "requested_bytes") if st.get(k)]
+                bits += [f"gpu_memory_utilization {st['gpu_memory_utilization']:g}"] \
+                    if st.get("gpu_memory_utilization") else []
+                bits = bits or ["no figure (a start-up line without one)"]
             con.print("      start-up: " + ", ".join(bits))
     _render_bench(con, doc.get("bench") or [])
     _render_offline(con, doc.get("offline") or [])

@@ -167,7 +167,8 @@ def summary(ev: Evidence) -> dict[str, Any]:
         for e in sg.events:
             if e.kind == "shutdown-requested":  # an operator's stop, not an error
                 stops += 1
-            elif e.kind not in ("startup", "preemption-warning", "preemption-counter", "sleep", "spec-decode"):
+            elif e.kind not in ("startup", "preemption-warning", "preemption-counter", "sleep", "spec-decode",
+                                "ray-cgraph-timeout"):  # (a setting vLLM logged, not an error)
                 # (speculative decoding's interval line is a measurement, not an error: sweep 155 items 01-02)
                 errors[e.kind] = errors.get(e.kind, 0) + 1
     s["errors"] = errors

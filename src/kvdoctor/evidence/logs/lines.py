@@ -80,7 +80,7 @@ FULL_NEEDLES = (
     b'", line ',  # a Python traceback's frame printed bare, to stderr (_BARE_FRAME)
     b"Traceback (most recent call last)",  # ... and its header, which opens the burst the frames extend
     b"Graph capturing", b"Model loading took",  # figure lines whose "GiB" a terminal's wrap moved to the next line
-    b"Capturing CUDA graphs", b"Capturing a cudagraph",  # a capture in progress (reader._capturing)
+    b"Capturing CUDA graph", b"Capturing ACL graphs", b"Capturing a cudagraph",  # a capture (reader._capturing)
     b"Cudagraph is disabled",  # V1 under --enforce-eager (startup._h_eager)
     b"SpecDecoding metrics", b"Mean acceptance length",  # speculative decoding's interval line (_SPEC_DECODE)
     b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
@@ -103,6 +103,7 @@ FULL_NEEDLES = (
     b"initialization failed",  # "Engine core initialization failed", without its RuntimeError (sweep 246 item 08)
     b"init engine (profile", b"checkpoint shards:", b"VLLM_ENGINE_READY_TIMEOUT_S",  # the start's timing (246)
     b"Filesystem type for checkpoints",
+    b"RAY_CGRAPH_get_timeout is set to",  # the compiled graph's read timeout vLLM set (_RAY_CGRAPH_SET)
     b"NVIDIA ", b"Tesla ",  # nvidia-smi's rows naming the device (startup.R_SMI), torch's capability warning
     *_ERROR_WORDS,
 )
@@ -208,6 +209,9 @@ _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|B
 # "Failing 3 request(s) due to KV load failure (failure_policy=fail, 4096 tokens affected). Request IDs: …"
 # NIXL's producer side (vLLM 0.2x "... retrieved by N decode worker(s) within T seconds."; 0.33 "... retrieved by N
 # remote worker(s) before lease expired."): blocks held for a consumer that did not read them in time
+# a graph capture's progress bar: V1's, V0's ("Capturing CUDA graph shapes"), vllm-ascend's ("Capturing ACL graphs")
+_CAPTURE_BARS = (b"Capturing CUDA graphs", b"Capturing CUDA graph shapes", b"Capturing ACL graphs")
+_RAY_CGRAPH_SET = re.compile(rb"RAY_CGRAPH_get_timeout is set to (\d+)")
 _KV_EXPIRED = re.compile(rb"Releasing expired KV blocks for request (\S+) which were retrieved by (\d+) (?:decode|remote) "
                          rb"worker")
 # v1/spec_decode/metrics.py (0.9-0.33): one line per logging interval while speculative decoding drafts
@@ -245,10 +249,15 @@ _STARTUP_FRAMES = ("create_engine_config", "load_model", "load_weights", "proces
                    "check_enough_kv_cache_memory",
                    # the attention backend is chosen once, while the model's layers are built (sweep 236 item 08: a
                    # forced FLASHINFER refused for a model with attention sinks)
-                   "get_attn_backend_cls")
+                   "get_attn_backend_cls",
+                   # the rotary embedding is built with the attention layers (sweep 273 item 01: "Unknown RoPE scaling
+                   # type" raised from get_rope under the model's __init__)
+                   "get_rope")
 # the KV pool's own allocation (V1's _allocate_kv_cache_tensors / initialize_kv_cache_tensors, V0's _allocate_kv_cache):
 # the pool was sized from the profile, and the memory was not there when it was allocated
-_SAMPLER_FRAMES = ("logits.sort(", "_apply_top_k_top_p", "/v1/sample/sampler.py", "/layers/sampler.py")
+_SAMPLER_FRAMES = ("logits.sort(", "_apply_top_k_top_p", "/v1/sample/sampler.py", "/layers/sampler.py",
+                   "/v1/sample/ops/topk_topp_sampler.py", "= self.sampler(")  # (the V2 model runner: sweep 271 item 01)
+_FI_SAMPLER_FRAMES = ("flashinfer/sampling.py", "in flashinfer_sample")
 _KV_ALLOC_FRAMES = ("allocate_kv_cache", "initialize_kv_cache_tensors")
 # XLA's words when HBM has no room for a compiled program (TPU: "RESOURCE_EXHAUSTED: Error loading program
 # 'jit__forward': Attempting to reserve 6.14G at the bottom of memory", "RuntimeProgramAllocationFailure")
@@ -278,7 +287,10 @@ def _engine_step_frame(msg: str) -> bool:
     death not pasted)."""
     if 'File "' not in msg:
         return False
-    m = re.search(r', in (\w+)', msg)
+    m = re.search(r', in (<?\w+>?)', msg)
+    if m is not None and (m.group(1) in ("__init__", "<listcomp>") or m.group(1).startswith(("get_", "create_"))):
+        # the model's layers being built (a constructor, get_rope) at load, not run by a step (sweep 273 item 01)
+        return False
     return any(p in msg for p in _STEP_PATHS) or (m is not None and m.group(1) in _STEP_FUNCS)
 
 
@@ -347,6 +359,9 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         # a frame of the sampler: its top-p/top-k sort is the largest buffer of the start-up profile's dummy batch
         # (chains.crash names --max-num-seqs)
         ("sampler", any(w in msg for w in _SAMPLER_FRAMES)),
+        # a frame of FlashInfer's sampling kernels (vLLM's top-k/top-p sampler calls them where FlashInfer is installed
+        # and VLLM_USE_FLASHINFER_SAMPLER allows): a failure there has the PyTorch sampler as its way round
+        ("fi_sampler", 'File "' in msg and any(w in msg for w in _FI_SAMPLER_FRAMES)),
         ("engine_step", _engine_step_frame(msg)),
         # the benchmark client's own code (benchmark_serving.py, vllm/benchmarks/): its exception is the client's
         ("bench_client", ('File "' in msg and (_BENCH_CLIENT in msg or "/vllm/benchmarks/" in msg))),
@@ -359,6 +374,8 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         # FlashInfer compiling a kernel on first use (its JIT's build_and_load): a build that failed, whatever the cut
         # excerpt's last frame (sweep 255 item 06)
         ("jit_build", "build_and_load" in msg),
+        # the Ray executor's compiled graph waiting for a step's output (chains.crash._ray_cgraph_advice)
+        ("ray_cgraph", "_dag_output_fetcher.read(" in msg or "RayChannelTimeoutError" in msg),
         # the API server's request path (its serving modules, tool parsers, chat utilities, or their frames): a
         # request failed there, and the engine is not in it (sweep 233)
         ("api_path", (m is not None and _API_FILES.search(m.source_file() or b"") is not None)
@@ -554,8 +571,16 @@ _BARE_FRAME = re.compile(rb'^\s*(?:\(([A-Za-z][\w:.-]*) pid=(\d+)\)\s+|\[rank(\d
 _COMPOSE_B = re.compile(COMPOSE_PREFIX.pattern.encode())
 
 
+# Google Cloud Logging's export puts the entry's severity and RFC 3339 time before each line of a container's stderr
+# ("ERROR 2024-07-26T09:57:58.044489383Z File \"/workspace/vllm/...\", line 457, in from_engine_args": sweep 273 item
+# 06, a Vertex AI endpoint), which a bare frame needs cut like a compose prefix
+_CLOUD_B = re.compile(rb"^(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL)\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s")
+
+
 def _uncompose(line: bytes) -> bytes:
     m = _COMPOSE_B.match(line) if b"| " in line[:120] else None
+    if m is None and b"Z " in line[:50]:
+        m = _CLOUD_B.match(line)
     return line if m is None else line[m.end():]
 
 
@@ -789,6 +814,12 @@ class LinePath:
             m = _SLEEP.search(bl)
             return int(m is not None and self._line_event(bl, n, "sleep", {"freed_gib": float(m.group(1)),
                                                                             "in_use_gib": float(m.group(2))}))
+        if b"RAY_CGRAPH_get_timeout is set to" in bl:
+            # the Ray executor's compiled graph: the read timeout vLLM set for it (ray_distributed_executor), whose
+            # expiry is a RayChannelTimeoutError; chains.crash compares the death's time with it (sweep 268 item 05)
+            m = _RAY_CGRAPH_SET.search(bl)
+            return int(m is not None and self._line_event(bl, n, "ray-cgraph-timeout", {"seconds": int(m.group(1))},
+                                                          move_clock=False))
         if b"JIT compilation during inference" in bl:
             # vLLM's kernel JIT monitor (jit_monitor.py, 0.3x): a kernel compiled while serving, a latency spike
             m = _JIT_KERNEL.search(bl)
@@ -867,7 +898,9 @@ class LinePath:
         proc = (f"rank{fm.group(3).decode()}" if fm.group(3) is not None else "main" if fm.group(1) is None
                 else f"{fm.group(1).decode()} pid={fm.group(2).decode()}")
         func = fm.group(4).decode()
-        frame = func if func in _STARTUP_FRAMES else None
+        frame = func if func in _STARTUP_FRAMES else (
+            # a model class's constructor: its layers are built inside load_model (sweep 273 item 01)
+            "load_model" if func == "__init__" and b"/model_executor/models/" in fm.string else None)
         # sleep mode's wake_up on the stack (cumem.py, a bare frame: sweep 172 item 05)
         woke = func == "wake_up"
         said = fm.string[:400].decode("utf-8", "replace")
@@ -940,7 +973,7 @@ class LinePath:
         if frame is None and self._capturing is not None and 0 < n - self._capturing <= CAPTURE_LOOKBACK_LINES:
             # an error line right after a capture in progress, with no "Graph capturing finished" between (sweep 218
             # item 03: ROCm's "Memory access fault by GPU" after "Capturing a cudagraph on (FULL, ...)" at 45/51)
-            frame = "CUDA graph capture"
+            frame = "ACL graph capture" if self._capturing_acl else "CUDA graph capture"
         marks = _burst_marks(msg, kind, m, frame)
         prev = self._bursts.get(proc)
         if killed and prev is not None and prev[1] is not None and prev[1].data.get("self_kill") and n - prev[2] <= 3:
@@ -1081,8 +1114,9 @@ class LinePath:
                     bl, end = joined
                     consumed = max(consumed, end)
             hit = False
-            if b"Capturing a cudagraph" in bl or (b"Capturing CUDA graphs" in bl and b"100%" not in bl):
+            if b"Capturing a cudagraph" in bl or (any(w in bl for w in _CAPTURE_BARS) and b"100%" not in bl):
                 self._capturing = n
+                self._capturing_acl = b"ACL graphs" in bl
             elif b"Graph capturing finished" in bl:
                 self._capturing = None
             if b'", line ' in bl and (fm := _BARE_FRAME.match(_uncompose(bl))) is not None:

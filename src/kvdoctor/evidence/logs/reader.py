@@ -106,6 +106,7 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         # the line of the last CUDA-graph capture in progress (a capture bar short of 100 %, V1's DEBUG "Capturing a
         # cudagraph on"), None once "Graph capturing finished": an error right after it is the capture's
         self._capturing: int | None = None
+        self._capturing_acl = False  # the capture in progress is vllm-ascend's ACL graphs
         self._prev_chunk: tuple[bytes, int, int, int] | None = None
         self._gap_ok_first = False
         self._last_startup_line: int | None = None

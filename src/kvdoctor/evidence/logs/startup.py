@@ -151,7 +151,7 @@ _RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
 # shell prompt and env assignments before it; prose that names the command is not one. Its flags reach the
 # configuration below what the log's own lines say (engine.sources.from_startup).
 # a shell's prompt in front: "$ ", "(venv) user@host:~/dir$ " (vllm#42147); a runner in front: "uv run" (vllm#33155)
-SERVE_COMMAND = re.compile(r"^\s*(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+:\S*?[$#]\s*)?(?:[$#>❯➜›»✦λ%]\s*)*(?:sudo\s+)?"
+SERVE_COMMAND = re.compile(r"^\s*(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+:\S*?[$#]\s*)?(?:[$#>❯➜›»✦λ%+]\s*)*(?:sudo\s+)?"
                            # nohup or a launch script's exec before or after env assignments (sweep 196 item 11,
                            # sweep 241 item 01: "exec vllm serve ...")
                            r"(?:(?:nohup|exec)\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:(?:nohup|exec)\s+)?"
@@ -303,6 +303,9 @@ class _Builder:
         self.hints: set[str] = set()  # era cues from the formats seen ("v0", "v1", "v1-0.2x", "v1-0.33")
         self.engine_files: set[str] = set()  # "v0" / "v1": the engine whose source files printed facts
         self.services: set[str] = set()  # docker compose services whose lines carried facts
+        # the engine-configuration lines seen ("Initializing a V1 LLM engine (v...) with config:"), by process name:
+        # (time, text); one is printed per engine core and start
+        self.engine_lines: dict[str | None, tuple[float | None, str]] = {}
 
     def has_kv(self) -> bool:
         f = self.f
@@ -529,6 +532,23 @@ class StartupCollector:
             return
         self._close()
 
+    def _second_engine_line(self, env: Envelope | None, msg: str) -> None:
+        """The same engine process prints its configuration line again, later or for another configuration: another
+        start, even where the first was cut before its KV figures (sweep 272 item 01: a GPU start and, three hours
+        later, a CPU start with another model, merged; the ledger had mixed their lengths). A data-parallel engine's
+        cores print one each under their own names (EngineCore_DP0, _DP1), which stay one start."""
+        cur = self._cur
+        seen = cur.engine_lines.get(env.proc if env is not None else None) if cur is not None else None
+        if seen is None:
+            return
+        ts0, text0 = seen
+        ts = self._line_ts
+        later = ts is not None and ts0 is not None and ts - ts0 > _RESTART_MIN_S
+        # (another configuration at the same second is another server's, interleaved by `docker compose logs`: kept
+        # in one start with its warning, as before)
+        if later or (text0 != msg and (ts is None or ts0 is None or ts > ts0)):
+            self._close()
+
     def _kv_repeat(self, name: str, value: Any, line_no: int, env: Envelope | None) -> None:
         """A KV figure reported again by the same worker at a later time = the engine restarted."""
         cur = self._builder(line_no)
@@ -561,7 +581,13 @@ class StartupCollector:
         if first - _RESTART_MIN_S <= self._line_ts <= cur.last_kv_ts:
             return
         label = env.process_key
-        if any(n in _ENGINE_POOL and lab != label and lab.split(" pid=")[0] == env.proc for n, lab in cur.kv_seen):
+        # (the KV budget too where the engine core reported it: it is one per start, so the same name under another
+        # pid is another start: sweep 272 item 04, a second instance's "Initial free memory" under EngineCore pid=1568
+        # after the first one's budget under pid=418. Not a worker's: V0's VllmWorkerProcess and Ray's workers share
+        # one name across their ranks)
+        core = env.proc.startswith("EngineCore")
+        if any((n in _ENGINE_POOL or (core and n == "kv_cache_bytes")) and lab != label
+               and lab.split(" pid=")[0] == env.proc for n, lab in cur.kv_seen):
             self._close()
 
     # -- feeding -----------------------------------------------------------------------------
@@ -1201,7 +1227,9 @@ def _h_engine_cfg(c, n, env, msg) -> bool:
             c._builder(n).set("vllm_version", v.group(1), n, env, _P_FINAL)
         return v is not None
     c._maybe_new_start(n, env, msg)
+    c._second_engine_line(env, msg)
     b = c._builder(n)
+    b.engine_lines.setdefault(env.proc if env is not None else None, (c._line_ts, msg))
     if "Initializing an LLM engine" in msg:
         # V0's wording to 0.7 ("an LLM engine"); V1 has said "a V1 LLM engine" since 0.8 (sweep 261 item 11: a 0.2.x
         # Mixtral start had read as V1 and taken 0.33's defaults)
