@@ -91,6 +91,18 @@ class StartupFacts:
         release string says."""
         return self.cudagraph_estimate_bytes is not None and self.equivalent_gpu_memory_utilization is not None
 
+    def graphs_outside_budget(self) -> bool:
+        """The usage summary ("... P GiB for peak activation, ... and G GiB for CUDAGraph memory") shows the graphs
+        were not withheld from the KV budget: where vLLM deducts its estimate it prints the peak activation with the
+        estimate inside it (gpu_worker: transient peak + estimate applied), so a peak below the graphs' figure on the
+        same line means nothing was applied (sweep 271 item 01: the V2 model runner, 1.54 GiB against 2.04 GiB)."""
+        refs = self.line_refs or {}
+        line = refs.get("activation_bytes")
+        return (line is not None and line in (refs.get("consumed_bytes"), refs.get("non_torch_bytes"))
+                and self.cudagraph_estimate_bytes is None
+                and self.activation_bytes is not None and self.cudagraph_bytes is not None
+                and 0 <= self.activation_bytes < self.cudagraph_bytes)
+
     def v0_pool_tokens(self) -> int | None:
         """A V0 pool in tokens from its printed "# GPU blocks": the blocks times the block size (V0's default 16 where
         the log prints none)."""

@@ -219,7 +219,7 @@ def _context(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, s
                 r.num_gpu_blocks_override, r.kv_cache_memory_bytes,
                 total, catalog_total, tuple(sizes),
                 (bool(tr.cudagraph_in_kv_budget) or (startup is not None and startup.deducts_cudagraph_estimate()))
-                and not eager,
+                and not eager and not (startup is not None and startup.graphs_outside_budget()),
                 str(r.interconnect or "nvlink"), r.lora, opts)
 
 
@@ -374,7 +374,7 @@ def _memory_figures(ctx: _Ctx, gpu: GpuSpec | None, weights, stage_terms, s: Sta
         # Measured actual capture, but this version did not deduct it from the budget.
         figs["cudagraph"] = Figure(figs["cudagraph"].value, "measured",
                                    figs["cudagraph"].how + " (captured after sizing; not in the KV budget)",
-                                   predicted=cg0.bytes)
+                                   predicted=cg0.bytes or None)  # (0: the budget's term, not a capture predicted)
     if s is not None:
         _from_usage_summary(s, figs, ctx.deducted, act0, nt0)
     if implied_overhead is not None:
@@ -634,6 +634,11 @@ def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> 
         notes.append(CUDAGRAPH_NOTE + f" vLLM printed it (line {s.line_refs.get('equivalent_gpu_memory_utilization')}): "
                      f"--gpu-memory-utilization {ctx.util:g} is equivalent to "
                      f"{s.equivalent_gpu_memory_utilization:g} without CUDA-graph memory profiling.")
+    if s is not None:
+        from kvdoctor.ledger.from_log import vllm_kv_memory_advice
+
+        if (advice := vllm_kv_memory_advice(s)) is not None:
+            notes.append(advice)
     if plan.auto_fit_message:
         notes.append(plan.auto_fit_message)
     if plan.override_message:
@@ -1094,7 +1099,10 @@ def _rank_ledgers(plan, weights, stage_terms, figs, kv_avail, requested, deducte
         act, nt, cg = stage_terms[r]
         row = weights[r]
         for t, w in enumerate(row):
-            if r == 0 and t == 0:
+            if r == 0 and (t == 0 or w.bytes == weights[0][0].bytes):
+                # the TP ranks of a stage hold equal shards and run the same shapes: the figures measured on one are
+                # every one's (sweep 271 item 01: TP1's measured 1.54 GiB of activation beside a predicted 9.15 GiB
+                # for "TP 1-3", under "ranks differ")
                 m = dict(figs)
             else:
                 kvb = (requested - w.bytes - act.bytes - nt.bytes - (cg.bytes if deducted else 0)

@@ -259,14 +259,19 @@ _VLLM_KV_BUFFER = 150 * (1 << 20)  # vLLM's redundancy_buffer_memory in its --kv
 
 
 def _vllm_kv_memory_advice(s: StartupFacts, led: LogLedger) -> None:
+    if (said := vllm_kv_memory_advice(s)) is not None:
+        led.checks.append(said)
+
+
+def vllm_kv_memory_advice(s: StartupFacts) -> str | None:
     """vLLM's own --kv-cache-memory advice at this start (0.21+: "Replace gpu_memory_utilization with
     --kv-cache-memory=B to fit into requested memory, or ... to fully utilize gpu memory"). Below the budget in use,
     the first says the start takes more than its share (graphs captured outside it, a vllm-ascend NPU graph: sweep 206
     item 05, 7.03 GiB in use against 6.1 that fit); the ledger's own sum cannot see that where the log prints no
-    term for it."""
+    term for it. Also said by the model's ledger (build), where the log names the model (sweep 271 item 01)."""
     fit, full, kv = s.kv_cache_memory_fit_bytes, s.kv_cache_memory_full_bytes, s.kv_cache_bytes
     if not fit:
-        return
+        return None
     said = f"vLLM's own advice at this start: --kv-cache-memory={fit} ({gib_text(fit)}) to fit the requested memory"
     if full:
         said += f", or {full} ({gib_text(full)}) to use the GPU fully"
@@ -278,7 +283,7 @@ def _vllm_kv_memory_advice(s: StartupFacts, led: LogLedger) -> None:
         said += (f"; the budget in use, {gib_text(kv)}, is {gib_text(over)} over the first and its 150 MiB buffer: "
                  "this start takes that much beyond its --gpu-memory-utilization share (memory counted outside the "
                  "budget, such as graphs captured after it was sized)")
-    led.checks.append(said)
+    return said
 
 
 def _large_activation(s: StartupFacts, led: LogLedger) -> None:

@@ -105,7 +105,8 @@ def implied_overhead(startup: StartupFacts, changed: list[str], logged: Resolved
         return None
     if s.kv_cache_bytes is None or s.weights_bytes is None or not (s.total_memory_bytes or total):
         return None
-    deducted = (bool(tr.cudagraph_in_kv_budget) or s.deducts_cudagraph_estimate()) and not logged.enforce_eager
+    deducted = ((bool(tr.cudagraph_in_kv_budget) or s.deducts_cudagraph_estimate()) and not logged.enforce_eager
+                and not s.graphs_outside_budget())
     if deducted and s.cudagraph_estimate_bytes is None:
         return None
     requested = s.requested_bytes or requested_bytes(int(s.total_memory_bytes or total),
