@@ -398,7 +398,7 @@ def _ttft_dump(first: float) -> str:
 def test_every_first_token_under_a_millisecond_is_a_broken_metric_not_a_fast_server(tmp_path):
     # vllm#6337 (0.5.1, a 70B at TP 8): all 208 TTFTs in the le=0.001 bucket; before, "ttft_p50 0.50 ms" measured
     ev = _evidence(tmp_path, "m.txt", _ttft_dump(208))
-    assert ev["summary"].get("ttft_p50_ms") is None and any("does not measure the first token" in n
+    assert ev["summary"].get("ttft_p50_s") is None and any("does not measure the first token" in n
                                                              for n in ev["notes"]), (ev["summary"], ev["notes"])
     code, err, out = invoke("diagnose", str(tmp_path / "m.txt"), "--json")
     top = json.loads(out)
@@ -517,3 +517,150 @@ def test_a_mamba_block_refusals_cost_is_its_own(tmp_path):
     assert not any("longer than the new limit" in c or "lower --gpu-memory-utilization shrinks" in c
                    for c in costs), costs
     assert "other than the A100" in d["action"], d["action"]
+
+
+def test_a_watchdog_at_the_first_collective_is_the_transport_not_a_step(tmp_path):
+    # vllm#1957: four RTX 3090 at TP 4, "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1" after 1,800 s: the ranks never
+    # exchanged a message (no P2P on the board); before, the mid-serving advice with --disable-custom-all-reduce
+    w = "(RayWorkerVllm pid=409241) [E ProcessGroupNCCL.cpp:474] [Rank 1] Watchdog caught collective operation timeout: "
+    text = (w + "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800762 "
+            "milliseconds before timing out.\n")
+    d = _diag(tmp_path, "p2p.log", text)
+    assert "NCCL_P2P_DISABLE=1" in d["action"] and "SeqNum=1" in d["reason"], (d["action"], d["reason"])
+    # a guard: a later collective keeps the step's advice
+    d = _diag(tmp_path, "late.log", text.replace("SeqNum=1,", "SeqNum=31,"))
+    assert "first collective" not in d["reason"], d["reason"]
+
+
+def test_rays_message_naming_a_ten_second_timeout_decides_without_a_version(tmp_path):
+    # vllm#16692 cut to its exception: Ray says the timeout in force was 10 s
+    text = _cgraph("04-16 10:35:25", []) + (
+        "ERROR 04-16 10:35:25 [core.py:517] ray.exceptions.RayChannelTimeoutError: System error: If the execution is "
+        "expected to take a long time, increase RAY_CGRAPH_get_timeout which is currently 10 seconds. Otherwise, this "
+        "may indicate that the execution is hanging.\n")
+    d = _diag(tmp_path, "ten.log", text)
+    assert "timeout in force was 10 s" in d["action"], d["action"]
+
+
+# --- round two (sweeps 274-279) ------------------------------------------------------------------------------------
+
+def _hist(model: str, rows: list[tuple[str, float]]) -> list[str]:
+    return [f'vllm:time_to_first_token_seconds_bucket{{le="{le}",model_name="{model}"}} {c:.1f}' for le, c in rows]
+
+
+def test_a_histogram_cut_below_its_lowest_buckets_gives_no_percentile(tmp_path):
+    # vllm PR 11117 (sweep 277 item 06): the paste starts at le=2.5; interpolating from 0 made up 1,250 / 2,475 ms
+    text = "\n".join(["vllm:num_requests_running{model_name=\"sql-lora\"} 0.0"]
+                     + _hist("sql-lora", [("2.5", 1), ("5.0", 1), ("+Inf", 1)])
+                     + ['vllm:time_to_first_token_seconds_count{model_name="sql-lora"} 1.0']) + "\n"
+    ev = _evidence(tmp_path, "cut.txt", text)
+    assert ev["summary"].get("ttft_p50_s") is None, ev["summary"]
+
+
+def test_the_same_series_pasted_twice_is_read_as_the_later_dump(tmp_path):
+    # vllm#8819 (sweep 277 item 04): two dumps of one histogram in one paste had been merged into 20.0 / 20.0 ms
+    first = _hist("m", [("0.001", 0), ("0.02", 0), ("0.04", 5), ("+Inf", 5)])
+    second = _hist("m", [("0.001", 0), ("0.01", 0), ("0.02", 5), ("+Inf", 5)])
+    text = "\n".join(['vllm:num_requests_running{model_name="m"} 0.0'] + first + second) + "\n"
+    ev = _evidence(tmp_path, "twice.txt", text)
+    p50 = ev["summary"].get("ttft_p50_s")
+    assert p50 is not None and 0.010 <= p50 < 0.019, ev["summary"]  # (merged: 20.0 ms)
+
+
+def test_a_dump_quoted_in_markdown_is_read(tmp_path):
+    # vllm#7782's paste (sweep 277 item 08): every line behind "> ", the '#' of HELP/TYPE eaten by the quoting
+    text = "\n".join(["> HELP vllm:num_requests_running Number of requests running.",
+                      "> TYPE vllm:num_requests_running gauge",
+                      '> vllm:num_requests_running{model_name="m"} 3.0',
+                      '> vllm:num_requests_waiting{model_name="m"} 7.0',
+                      '> vllm:gpu_cache_usage_perc{model_name="m"} 0.97']) + "\n"
+    ev = _evidence(tmp_path, "quoted.md", text)
+    assert ev["sources"][0]["kind"] == "metrics" and ev["summary"]["max_waiting"] == 7, ev["summary"]
+
+
+def test_an_exception_ray_could_not_unpickle_is_not_called_a_version_skew(tmp_path):
+    # gpustack#2019 (sweep 275 item 10): BackendCompilerFailed's __init__ lost its argument in Ray's pickle; the generic
+    # signature rule had fired before the specific ones
+    text = ("2025-05-12 18:37:35,884\tERROR serialization.py:462 -- Failed to unpickle serialized exception\n"
+            "Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/ray/exceptions.py", line 51, in from_ray_exception\n'
+            "TypeError: BackendCompilerFailed.__init__() missing 1 required positional argument: 'inner_exception'\n")
+    d = _diag(tmp_path, "unpickle.log", text)
+    assert not any("another release's signature" in n for n in d["notes"]), d["notes"]
+
+
+def test_a_line_naming_rays_channel_timeout_is_no_nccl_timeout(tmp_path):
+    # vllm#29373 (sweep 275 item 04): prose "RayChannelTimeoutError ... rather than an NCCL collective failing" had been
+    # read as an NCCL watchdog at high confidence
+    text = ("the first inference hangs until a Ray compiled-DAG channel times out after 300s (RayChannelTimeoutError), "
+            "rather than an NCCL collective failing\n")
+    ev = _evidence(tmp_path, "prose.log", text)
+    assert "nccl-timeout" not in ev["summary"]["errors"], ev["summary"]["errors"]
+
+
+def test_a_refusal_of_a_budget_kv_cache_memory_bytes_set_names_that_flag(tmp_path):
+    # intel-arc-pro-b70-cookbook#4 (sweep 279 item 02): 4.25 GiB set, 4.26 needed; "--gpu-memory-utilization higher"
+    # had been offered, which does not move a fixed budget
+    p = "(EngineCore pid=77) "
+    text = "\n".join([
+        p + "INFO 05-01 10:00:00 [gpu_worker.py:280] Initial free memory 31.16 GiB, reserved 4.25 GiB memory for KV "
+            "Cache as specified by kv_cache_memory_bytes config and skipped memory profiling. This does not respect "
+            "the gpu_memory_utilization config. Only use kv_cache_memory_bytes config when you want manual control of "
+            "KV cache memory size.",
+        p + "ERROR 05-01 10:00:01 [core.py:708] ValueError: To serve at least one request with the models's max seq "
+            "len (100000), (4.26 GiB KV cache is needed, which is larger than the available KV cache memory (4.25 GiB). "
+            "Based on the available memory, the estimated maximum model length is 99520. Try increasing "
+            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+    ]) + "\n"
+    d = _diag(tmp_path, "fixed.log", text)
+    assert "--kv-cache-memory-bytes set" in d["action"] and "utilization higher" not in d["action"], d["action"]
+
+
+def test_a_refusal_short_by_a_sliver_leads_with_the_utilization(tmp_path):
+    # pytorch#175666 (sweep 279 item 06): 19.77 free of 22.05, 19.84 asked: 0.07 GiB short after a torch upgrade
+    text = ("ValueError: Free memory on device cuda:1 (19.77/22.05 GiB) on startup is less than desired GPU memory "
+            "utilization (0.9, 19.84 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
+            "processes.\n")
+    d = _diag(tmp_path, "sliver.log", text)
+    assert d["action"].startswith("--gpu-memory-utilization 0.88") and "0.07 GiB short" in d["action"], d["action"]
+
+
+def test_a_zero_median_ttft_with_tokens_streamed_is_empty_answers(tmp_path):
+    # vllm PR 5895 (sweep 274 item 01): ITL and TPOT measured, so the run streamed; "rerun with a streaming backend"
+    # was the wrong advice
+    block = _BLOCK.format(n=1000).replace("Median TTFT (ms):                        31893.67",
+                                          "Median TTFT (ms):                        0.00")
+    d = _diag(tmp_path, "empty.txt", "Traffic request rate: 10.0\n" + block)
+    assert "returned no text" in d["reason"], d["reason"]
+
+
+def test_a_median_gap_far_below_a_decode_step_is_no_stall(tmp_path):
+    # tt-inference-server#4681 (sweep 274 item 02): tokens in bunches (median ITL 0.02 ms, TPOT 6.2 ms)
+    block = (_BLOCK.format(n=250).replace("=" * 50 + "\n", "") + "---------------Inter-token Latency-------------"
+             "---\nMean ITL (ms):                           6.00\nMedian ITL (ms):                         0.02\n"
+             "P99 ITL (ms):                            80.00\n" + "=" * 50 + "\n")
+    d = _diag(tmp_path, "bunched.txt", "Traffic request rate: 10.0\n" + block)
+    assert "decode time" not in d["reason"], d["reason"]
+
+
+def test_a_second_instance_refused_beside_a_first_one_that_came_up_is_the_first_ones_memory(tmp_path):
+    # vllm-ascend#5917 (sweep 276 item 07): two instances at 0.4 on one NPU; the second's "Available memory: 0" had read
+    # config-starved with "--gpu-memory-utilization <higher>" and working-memory levers
+    p1, p2 = "(EngineCore_DP0 pid=3052) ", "(EngineCore_DP0 pid=4146) "
+    text = "\n".join([
+        p1 + "INFO 01-15 06:46:16 [worker_v1.py:270] Available memory: 23106324992, total memory: 65452113920",
+        p1 + "INFO 01-15 06:46:16 [kv_cache_utils.py:1286] GPU KV cache size: 1,880,320 tokens",
+        p2 + "INFO 01-15 06:47:41 [worker_v1.py:270] Available memory: 0, total memory: 65452113920",
+        p2 + "ERROR 01-15 06:47:41 [core.py:843] EngineCore failed to start.",
+        p2 + "ERROR 01-15 06:47:41 [core.py:843] ValueError: No available memory for the cache blocks. Try increasing "
+             "`gpu_memory_utilization` when initializing the engine.",
+    ]) + "\n"
+    code, err, out = invoke("diagnose", str(_write_text(tmp_path, "two.log", text)), "--json")
+    second = json.loads(out)["instances"][-1]
+    assert "covers both" in second["action"], second["action"]
+
+
+def _write_text(tmp_path, name: str, text: str):
+    p = tmp_path / name
+    p.write_text(text)
+    return p

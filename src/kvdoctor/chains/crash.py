@@ -497,18 +497,8 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "report it upstream with the versions",
                 "a CUDA error in a kernel (an illegal memory access, a device-side assert, an unspecified launch "
                 "failure): a fault, not a setting", {})
-    if cause == "nccl-timeout" and _custom_all_reduce_off(ctx):
-        return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
-                "P2P/NVLink fault, one worker stuck on the host, or a rank still loading or compiling while the others "
-                "waited); vLLM's custom all-reduce is already off here (--disable-custom-all-reduce), so the wait is "
-                "NCCL's own: NCCL_P2P_DISABLE=1 rules the GPUs' peer-to-peer path in or out",
-                "an NCCL collective timed out between the tensor-parallel workers", {})
     if cause == "nccl-timeout":
-        return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
-                "P2P/NVLink fault, or one worker stuck on the host); when it recurs mid-serving, "
-                "--disable-custom-all-reduce takes vLLM's own all-reduce kernel out of the picture (the workaround "
-                "vLLM's threads report for watchdog timeouts under TP, vllm#4653)",
-                "an NCCL collective timed out between the tensor-parallel workers", {})
+        return _nccl_advice(ctx, near)
     if cause == "killed" and (native := next((e.data["native"] for e in near if e.data.get("native")), None)):
         return ("a fault below vLLM's Python, not a setting: the driver's and kernel's logs (dmesg; ROCm's amdgpu "
                 "firmware messages, NVIDIA's Xid) name it; try another driver, image or vLLM release, and search vLLM's "
@@ -675,8 +665,6 @@ _KNOWN_EXCEPTIONS = (
      "setting changes this"),
     # a call with another release's signature: a package built against another vLLM (sweep 273 items 09-10: the TGIS
     # adapter's serve_http() without 'sock', app.state without 'log_stats'; Python words it these two ways)
-    ("required positional argument", _SIGNATURE_SKEW),
-    ("got an unexpected keyword argument", _SIGNATURE_SKEW),
     # V1's async model-runner output holds a CUDA event, which Ray's channel cannot pickle (sweep 268 item 08: Ray Serve
     # LLM on vLLM 0.10.2, "Could not serialize the put value <...AsyncGPUModelRunnerOutput ...>"; vllm#26148)
     ("cannot pickle 'Event'", _ASYNC_OVER_RAY),
@@ -1099,14 +1087,28 @@ _KNOWN_EXCEPTIONS = (
      "this build has no kernels for this GPU's architecture (a Blackwell card under a wheel without sm_100/sm_120, or an "
      "old card under a build that dropped it): install a build compiled for it (vLLM's image or wheel for that CUDA, or "
      "TORCH_CUDA_ARCH_LIST when building from source)"),
-))
+)) + (
+    # Ray could not rebuild a worker's exception in the driver (sweep 275 item 10: BackendCompilerFailed, whose
+    # __init__ takes an argument the pickle did not keep): the real error is in that worker's own log
+    ("Failed to unpickle serialized exception",
+     "the worker's own exception did not survive Ray's pickling, so the message below it is not the cause: read that "
+     "worker's log on its node (ray logs, or the Ray dashboard's worker output) for the exception it raised; a "
+     "BackendCompilerFailed there is torch.compile failing on that node (--enforce-eager rules compilation out)"),
+    # last, where nothing more specific above named the exception: a call with another release's signature
+    ("required positional argument", _SIGNATURE_SKEW),
+    ("got an unexpected keyword argument", _SIGNATURE_SKEW),
+)
 
 
 assert all(any(needle == n for n, _ in _KNOWN_EXCEPTIONS) for needle in FATAL_AT_START + FATAL_ANY_FORM), \
     "evidence.model.FATAL_AT_START: a death the reader names needs its fix in _KNOWN_EXCEPTIONS"
 
 
-RAY_CGRAPH_300_FROM = (0, 8, 2)  # vllm#15301: vLLM sets Ray's compiled-graph read timeout to 300 s (Ray's own: 10 s)
+_RAY_CGRAPH_CURRENT = re.compile(r"RAY_CGRAPH_get_timeout which is currently (\d+) seconds")
+RAY_CGRAPH_SHORT_S = 60  # a timeout in force below this is Ray's default (10 s), not one chosen for long steps
+# vllm#15301 (0.8.2) set Ray's compiled-graph read timeout to 300 s after Ray had read it; vllm#19725 (0.9.2) sets it
+# first. Before 0.9.2, Ray's own 10 s was in force unless RAY_CGRAPH_get_timeout was exported before vLLM started.
+RAY_CGRAPH_300_FROM = (0, 9, 2)
 
 
 def _ray_cgraph_advice(ctx: Context, near: list[Event], ce: Event | None) -> tuple[str, str, dict[str, Figure]] | None:
@@ -1122,12 +1124,18 @@ def _ray_cgraph_advice(ctx: Context, near: list[Event], ce: Event | None) -> tup
     set_to = next((e for e in reversed(ctx.events) if e.kind == "ray-cgraph-timeout"), None)
     if set_to is not None and died is not None and set_to.t is not None and 0 <= died - set_to.t < 0.5 * float(
             set_to.data["seconds"]):
-        return (f"upgrade to a vLLM release with vllm#19725; until then set RAY_CGRAPH_get_timeout="
-                f"{set_to.data['seconds']} where Ray reads it (in the environment of `ray start` on every node, not "
-                f"only of vllm serve): the engine died {died - set_to.t:.0f} s after vLLM set it to "
-                f"{set_to.data['seconds']} s (line {set_to.line_no}), so Ray's compiled graph kept its own default "
-                "(vLLM set the variable after Ray had read it)",
+        return (f"export RAY_CGRAPH_get_timeout={set_to.data['seconds']} in vllm serve's environment before it "
+                f"starts, or upgrade to vLLM 0.9.2 or later (vllm#19725): the engine died {died - set_to.t:.0f} s after "
+                f"vLLM set it to {set_to.data['seconds']} s (line {set_to.line_no}), so Ray's compiled graph kept its "
+                "own 10 s default (vLLM set the variable after Ray had read it)",
                 why + ", sooner than the timeout vLLM had set", {})
+    # Ray's own message names the timeout in force ("increase RAY_CGRAPH_get_timeout which is currently 10 seconds")
+    cur = next((int(m.group(1)) for e in near if (m := _RAY_CGRAPH_CURRENT.search(_text(e))) is not None), None)
+    if cur is not None and cur < RAY_CGRAPH_SHORT_S:
+        return (f"export RAY_CGRAPH_get_timeout=300 in vllm serve's environment before it starts, or upgrade to vLLM "
+                f"0.9.2 or later: Ray's message says the timeout in force was {cur} s, Ray's own default, shorter than "
+                "a long prefill or a first compile on a worker (vLLM's own 300 s took effect only with vllm#19725)",
+                why + f", at {cur} s (Ray's message)", {})
     version = ctx.startup.vllm_version if ctx.startup is not None and ctx.startup.vllm_version else ctx.version
     if version:
         from kvdoctor.engine.version import parse_version
@@ -1138,12 +1146,17 @@ def _ray_cgraph_advice(ctx: Context, near: list[Event], ce: Event | None) -> tup
         except InputError:
             v = None
         if v is not None and not v.source_build and (v.major, v.minor, v.patch) < RAY_CGRAPH_300_FROM:
-            return ("export RAY_CGRAPH_get_timeout=300 (or upgrade to vLLM 0.8.2 or later, which sets it): this release "
-                    f"({version}) leaves Ray's compiled-graph read timeout at Ray's 10 s default, shorter than a long "
-                    "prefill or a first compile on a worker (vllm#15301)", why + ", at Ray's 10 s default", {})
+            return ("export RAY_CGRAPH_get_timeout=300 in vllm serve's environment before it starts (or upgrade to vLLM "
+                    f"0.9.2 or later): this release ({version}) leaves Ray's compiled-graph read timeout at Ray's 10 s "
+                    "default, shorter than a long prefill or a first compile on a worker (vLLM's own 300 s came with "
+                    "vllm#15301 but took effect only with vllm#19725)", why + ", at Ray's 10 s default", {})
     return ("find the worker that did not answer (py-spy dump of the Ray workers, NCCL_DEBUG=INFO; a hung GPU or NCCL "
-            "peer, a first compile on one node) before raising RAY_CGRAPH_get_timeout: vLLM sets it to 300 s from 0.8.2, "
-            "so a step took longer than that; raise it only for steps that are legitimately that long",
+            "peer, a first compile on one node) before raising RAY_CGRAPH_get_timeout: "
+            + ("vLLM 0.9.2 and later set it to 300 s, so a step took longer than that; raise it only for steps that are "
+               "legitimately that long" if version else
+               "from vLLM 0.9.2 it is 300 s, so a step took longer than that (raise it only for steps that long); on an "
+               "older vLLM it was Ray's 10 s unless exported before vLLM started (vllm#19725): export "
+               "RAY_CGRAPH_get_timeout=300 there"),
             why, {})
 
 
@@ -1175,6 +1188,48 @@ def _capture_death_advice(near: list[Event]) -> tuple[str, str, dict[str, Figure
             "fewer capture sizes) makes the capture smaller if it is memory",
             "the engine died while it captured " + ("ACL" if npu else "CUDA") + " graphs at start-up (a capture "
             "in progress just before the death; the excerpt does not name the exception)", {})
+
+
+def _nccl_advice(ctx: Context, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
+    """An NCCL watchdog time-out: at the group's first collective the transport, else a rank that stopped answering
+    (without naming --disable-custom-all-reduce where the configuration already has it)."""
+    if (first := _first_collectives(near)) is not None:
+        return first
+    if _custom_all_reduce_off(ctx):
+        return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
+                "P2P/NVLink fault, one worker stuck on the host, or a rank still loading or compiling while the others "
+                "waited); vLLM's custom all-reduce is already off here (--disable-custom-all-reduce), so the wait is "
+                "NCCL's own: NCCL_P2P_DISABLE=1 rules the GPUs' peer-to-peer path in or out",
+                "an NCCL collective timed out between the tensor-parallel workers", {})
+    return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
+            "P2P/NVLink fault, or one worker stuck on the host); when it recurs mid-serving, "
+            "--disable-custom-all-reduce takes vLLM's own all-reduce kernel out of the picture (the workaround "
+            "vLLM's threads report for watchdog timeouts under TP, vllm#4653)",
+            "an NCCL collective timed out between the tensor-parallel workers", {})
+
+
+# the watchdog's own count of the collectives the process group ran: "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1"
+_NCCL_SEQ = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+))?")
+FIRST_COLLECTIVES = 2  # a timeout at one of the group's first collectives: the ranks never exchanged a message
+
+
+def _first_collectives(near: list[Event]) -> tuple[str, str, dict[str, Figure]] | None:
+    """An NCCL watchdog timeout at the process group's first collective (SeqNum 1-2, vLLM's warm-up all-reduce of one
+    element at init: sweep 268 item 01, four RTX 3090 at TP 4): the ranks could not reach each other at all, which is
+    the transport (GPU peer-to-peer that the board or the driver does not support, the network between nodes), not a
+    slow or hung step. None at a later collective."""
+    m = next((m for e in near if (m := _NCCL_SEQ.search(_text(e))) is not None), None)
+    if m is None or int(m.group(1)) > FIRST_COLLECTIVES:
+        return None
+    return ("NCCL_DEBUG=INFO names the transport that never connected: on consumer or PCIe GPUs without working "
+            "peer-to-peer (RTX 3090/4090 boards, some VMs), NCCL_P2P_DISABLE=1; across nodes, NCCL_SOCKET_IFNAME (and "
+            "NCCL_IB_DISABLE=1 where there is no InfiniBand) on the interface the nodes share; nvidia-smi topo -m shows "
+            "the links",
+            f"an NCCL collective timed out at the process group's first collective (SeqNum={m.group(1)}, "
+            f"{m.group(2)}"
+            + (f" of {m.group(3)} element(s)" if m.group(3) else "")
+            + "): the tensor-parallel ranks never exchanged a message, so the transport between them failed, not a "
+            "step", {})
 
 
 def _custom_all_reduce_off(ctx: Context) -> bool:
@@ -1577,10 +1632,22 @@ def _held_advice(ctx: Context) -> tuple[str, str, dict[str, Figure]]:
                                                 "rounded down")
         lost = (util - new) * total
         tpb = _tokens_per_byte(ctx)
-        action += (f"; or --gpu-memory-utilization {new:.2f} (from {util:.2f}): the budget shrinks by {lost:.2f} GiB"
-                   + (f" ({lost * 2**30 * tpb:,.0f} KV tokens)" if tpb else "")
-                   + (", all of it from the KV cache" if not cpu else ""))
+        lower = (f"--gpu-memory-utilization {new:.2f} (from {util:.2f}): the budget shrinks by {lost:.2f} GiB"
+                 + (f" ({lost * 2**30 * tpb:,.0f} KV tokens)" if tpb else "")
+                 + (", all of it from the KV cache" if not cpu else ""))
+        short = asked - free
+        if not cpu and 0 < short < SMALL_SHORTFALL_GIB:
+            # a shortfall smaller than any other server would hold: this process's own CUDA context and the build's
+            # baseline grew past the margin (sweep 279 item 06: 0.07 GiB short on an L4 after a torch upgrade)
+            return (lower + f"; the start was only {short:.2f} GiB short, less than another model server would hold: "
+                    "the usual holders are this build's larger CUDA context or library baseline, or a desktop's display "
+                    "server on the same GPU (nvidia-smi lists it)",
+                    why + f"; it was {short:.2f} GiB short", gain)
+        action += "; or " + lower
     return action, why, gain
+
+
+SMALL_SHORTFALL_GIB = 0.5  # less than any model server holds: the process's own baseline or a display server
 
 
 def _served(ctx: Context, e: Event, *, after: bool) -> bool:

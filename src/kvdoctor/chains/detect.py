@@ -134,6 +134,32 @@ def _val(x: Figure | float | int | None) -> Any:  # untyped-ok: a Figure's value
     return x.value if isinstance(x, Figure) else x
 
 
+def _beside_earlier(ctx: Context) -> Finding | None:
+    """A start refused for KV room with (nearly) nothing left, after an earlier start in the same log that came up on a
+    device of the same size and was not seen to stop (``ctx.earlier_start``): the first instance holds its memory, and a
+    release that sizes the budget as utilization x total less everything in use (V0, vllm-ascend's worker) counts it
+    against the second one's share (sweep 276 item 07: "Available memory: 0" for a second instance at 0.4 on one NPU,
+    read config-starved)."""
+    st, first = ctx.startup, ctx.earlier_start
+    if st is None or first is None or not first.kv_cache_bytes:
+        return None
+    had = st.error_available_bytes if st.error_available_bytes is not None else st.kv_cache_bytes
+    if had is None or had > 2**30:
+        return None
+    ln = st.line_refs.get("error_message") or st.line_refs.get("startup_error")
+    why = (f"vLLM refused this start ({st.startup_error}) with {had / 2**30:.2f} GiB for the KV cache, after an earlier "
+           f"start in this log came up on a device of the same size (line {first.line_refs.get('kv_cache_bytes')}: "
+           f"{first.kv_cache_bytes / 2**30:.2f} GiB of KV) and was not seen to stop: two instances on one device, "
+           "the first still holding its memory")
+    return rule_finding(
+        "engine.died", why, severity="problem",
+        action=("give the second instance a --gpu-memory-utilization that covers both (the first's fraction plus its "
+                "own: where the release sizes the budget as utilization x total less everything in use, as V0 and "
+                "vllm-ascend do, the first instance's memory counts against the second's share), or lower the first "
+                "instance's, or put them on separate devices; nvidia-smi / npu-smi shows what each holds"),
+        evidence=[Cite(detail=(st.error_message or st.startup_error or "")[:200], source=ctx.source, line_no=ln)])
+
+
 def _refused_then_started(ctx: Context) -> Finding | None:
     """A KV refusal followed, in the same log, by a start of the same server with the same flags that got a pool
     large enough: the flags were not the cause. The budget is what the device had free at the profile (vLLM 0.33
@@ -252,6 +278,8 @@ def does_not_fit(ctx: Context) -> Finding | None:
         return short
     if st is not None and st.startup_error in KV_REFUSALS and (held := _refused_then_started(ctx)) is not None:
         return held
+    if st is not None and st.startup_error in KV_REFUSALS and (beside := _beside_earlier(ctx)) is not None:
+        return beside
     if st is not None and st.startup_error in KV_REFUSALS:
         ln = st.line_refs.get("error_message") or st.line_refs.get("startup_error")
         est = st.error_est_max_model_len
@@ -374,6 +402,14 @@ def _fixed_budget(st) -> str | None:
     --kv-cache-memory-bytes 4G on a shared-memory APU, lemonade-sdk/vllm-rocm#5), which --gpu-memory-utilization does
     not move. A fraction lands on a whole GiB about once in a hundred."""
     avail = st.error_available_bytes
+    if avail and (st.engine_config or {}).get("kv_cache_memory_bytes_reserved"):
+        # vLLM said so ("reserved X GiB memory for KV Cache as specified by kv_cache_memory_bytes"; sweep 279 item
+        # 02: 4.25 GiB against 4.26 needed, where "--gpu-memory-utilization higher" had been offered)
+        short = (st.error_needed_bytes or 0) - avail
+        need = f" to at least {(st.error_needed_bytes or 0) / 2**30:.2f} GiB" if short > 0 else ""
+        return (f"; or keep the length with a larger KV budget: this start's {avail / 2**30:.2f} GiB is the one "
+                f"--kv-cache-memory-bytes set (vLLM's start-up line says so): raise that{need}, within the free "
+                "memory; --gpu-memory-utilization does not move it")
     if not avail or abs(avail / 2**30 - round(avail / 2**30)) > 0.005 or avail < 2**30:
         return None
     n = round(avail / 2**30)

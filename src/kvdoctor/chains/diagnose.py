@@ -26,6 +26,7 @@ from kvdoctor.chains import signals as sig
 from kvdoctor.chains.findings import Context, Finding, Thresholds, fmt_time
 from kvdoctor.chains.rules import VERDICTS, get
 from kvdoctor.chains.startup_time import startup_time_note
+from kvdoctor.evidence.model import DEATH_KINDS
 from kvdoctor.units import span_text
 
 if TYPE_CHECKING:  # pragma: no cover - boundary types (annotations only)
@@ -1086,6 +1087,7 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
             ctx = Context(source=seg.source, timeline=part.timeline, events=list(part.events or []),
                           startup=seg.startup, requests=reqs, thresholds=th, lengths=lengths, bench=bench,
                           counter_trusted=trusted, next_start=_same_flags_next_start(segments, k),
+                          earlier_start=_earlier_live_start(segments, k),
                           bench_demand=demand[seg.source])
             notes = _attach_config(ctx, inputs, seg.startup, flags)
             inst = diagnose_context(ctx)
@@ -1142,6 +1144,24 @@ def _bench_demand(evidence: Evidence, source: str | None) -> tuple[float, str] |
             return float(inp + out), (f"the pasted `vllm bench serve` command's {inp:,} input + {out:,} output tokens"
                                       + (f", --max-concurrency {conc}" if conc else ""))
     return None
+
+
+def _earlier_live_start(segments: list[Segment], k: int) -> StartupFacts | None:
+    """The start before segment ``k``'s in the same log when it came up (a KV pool, no refusal) on a device of the same
+    total and its segment shows no death or stop: a second instance started beside a first one still running (sweep
+    276 item 07: two instances on one NPU). None otherwise."""
+    st = segments[k].startup
+    prev = next((s for s in reversed(segments[:k]) if s.source == segments[k].source and s.startup is not None), None)
+    if st is None or prev is None or prev.startup is None or st is prev.startup:
+        return None
+    p = prev.startup
+    if p.startup_error is not None or not p.kv_cache_bytes or not (p.total_memory_bytes and st.total_memory_bytes):
+        return None
+    if abs(p.total_memory_bytes - st.total_memory_bytes) > 0.005 * st.total_memory_bytes:
+        return None
+    if any(e.kind in DEATH_KINDS or e.kind == "shutdown-requested" for e in prev.events or []):
+        return None
+    return p
 
 
 def _same_flags_next_start(segments: list[Segment], k: int) -> StartupFacts | None:

@@ -206,6 +206,9 @@ class Context:
     # the same server's next start in the same log, when it came up with the same flags (diagnose sets it): a KV
     # refusal before such a start was the device's memory at that moment, not the configuration
     next_start: StartupFacts | None = None
+    # the start before it in the same log that came up on a device of the same size and was not seen to stop
+    # (diagnose sets it): still holding its memory when this one started beside it
+    earlier_start: StartupFacts | None = None
     requests: list[RequestRecord] = field(default_factory=list)
     # chain-one inputs
     lengths: LengthDist | None = None  # real business lengths

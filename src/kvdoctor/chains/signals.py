@@ -792,6 +792,12 @@ def _ttft_tail(label: str, f: dict, n: float, conc: float | None, bound_ms: floa
 def _decode_stalls(label: str, f: dict, conc: float | None, prompt: float, th: Thresholds) -> BenchReading | None:
     """Decode stalls (bench_readings' docstring): the share of decode time in steps far longer than a decode step."""
     mi, md, p99 = f.get("mean_itl_ms"), f.get("median_itl_ms"), f.get("p99_itl_ms")
+    tpot = f.get("mean_tpot_ms")
+    if tpot and md and md < 0.25 * tpot:
+        # a median gap far below a decode step: tokens arrive in bunches (a proxy's or a backend's buffering), so the
+        # gaps are no step times (sweep 274 item 02: median ITL 0.02 ms against TPOT 6.2 ms had read "100 % of decode
+        # time in long steps")
+        return None
     if mi and md and p99 and mi > 0 and md > 0:
         share = (mi - md) / mi
         if share >= th.bench_stall_share and p99 >= th.bench_stall_tail * md:
@@ -851,6 +857,15 @@ def _no_first_token(label: str, f: dict) -> BenchReading | None:
     first token measured (sweep 193 item 01: median 0.00, mean 14,807.83 ms). None otherwise."""
     if not (f.get("median_ttft_ms") == 0 and (f.get("mean_ttft_ms") or 0) > 0):
         return None
+    if (f.get("mean_itl_ms") or 0) > 0 or (f.get("mean_tpot_ms") or 0) > 0:
+        # the run streamed (its inter-token figures are there): the requests without a first token returned no text,
+        # which benches before vllm#5895 counted as successes (sweep 274 item 01: median 0.00, TPOT measured)
+        return BenchReading("no-first-token", None, (
+            f"{label}: median TTFT 0.00 ms beside a mean of {f['mean_ttft_ms']:,.2f} ms while tokens were streamed (the "
+            "block has inter-token figures): more than half of the requests returned no text, which benches before "
+            "vllm#5895 counted as successes; the TTFT figures and the request count overstate what was answered, the "
+            "TPOT and ITL are those of the requests that answered. The server's log (stop reasons, errors) says why "
+            "they were empty"), "most requests returned no text")
     return BenchReading("no-first-token", None, (
         f"{label}: median TTFT 0.00 ms beside a mean of {f['mean_ttft_ms']:,.2f} ms: more than half of the requests "
         "have no first token timed (the bench leaves 0 where no streamed chunk came: a backend or endpoint that does "

@@ -243,6 +243,10 @@ def _add_sample(snap: Snapshot, name: str, labels: dict[str, str], value: float)
             if math.isnan(bound):
                 snap.unknown += 1
                 return
+            if any(le == bound for le, _ in h.buckets):
+                # the same series again in one text: a second dump pasted after the first with no time between (sweep
+                # 277 item 04); its buckets replace the first's, never mix with them (that read 20.0 / 20.0 ms)
+                h.buckets.clear()
             h.buckets.append((bound, float(value)))
         elif suf == "_sum":
             h.sum = float(value)
@@ -279,17 +283,26 @@ def _mean_delta(a: Hist | None, b: Hist) -> float:
     return ds / dc if dc > 0 and math.isfinite(ds) else math.nan
 
 
-def _bounded_quantile(q: float, buckets: list[tuple[float, float]], mean: float) -> float:
+def _bounded_quantile(q: float, buckets: list[tuple[float, float]], mean: float, lowest: float = 0.0) -> float:
     """``quantile``, except where the rank falls in the +Inf bucket and the mean lies above the highest finite bound:
     Prometheus' answer (that bound) is then only a floor, and a dump whose buckets were cut ("..." pasted in their
-    place) would read a 32 ms TTFT as 1 ms; unknown (NaN) instead."""
+    place) would read a 32 ms TTFT as 1 ms; unknown (NaN) instead. Likewise at the bottom: where the dump's lowest
+    bucket is above vLLM's lowest bound for the family (``lowest``: its low buckets cut off) and the rank falls in it,
+    interpolating from 0 makes a figure up (sweep 277 item 06: TTFT p50 1,250 ms from a dump that began at le=2.5)."""
     v = quantile(q, buckets)
     b = sorted(buckets)
+    finite = [x for x in b if math.isfinite(x[0])]
+    if finite and lowest > 0 and finite[0][0] > lowest * 1.5 and b[-1][1] > 0 and finite[0][1] >= q * b[-1][1]:
+        return math.nan
     if len(b) >= 2 and math.isfinite(mean) and v == b[-2][0] and mean > v:
         total = b[-1][1]
         if total > 0 and b[-2][1] < q * total:  # the rank is beyond the last finite bucket
             return math.nan
     return v
+
+
+# vLLM's lowest bucket bound for each latency family it reads (metrics.py / v1/metrics/loggers.py, every era)
+_LOWEST_BOUND = {"ttft": 0.001, "itl": 0.01}
 
 
 def _bucket_delta(a: Hist | None, b: Hist) -> list[tuple[float, float]]:
@@ -385,8 +398,9 @@ def snapshots_to_segments(snaps: list[Snapshot], source: str, notes: list[str] |
                     if h == "ttft" and _instant_first_tokens(b):
                         implausible.append(ti)
                         continue
-                    cols[p50][i] = _bounded_quantile(0.5, b, mean)
-                    cols[p99][i] = _bounded_quantile(0.99, b, mean)
+                    low = _LOWEST_BOUND[h]
+                    cols[p50][i] = _bounded_quantile(0.5, b, mean, low)
+                    cols[p99][i] = _bounded_quantile(0.99, b, mean, low)
             prev, prev_t = ss, ti
         def opt(name: str):
             v = cols[name]
@@ -461,6 +475,7 @@ _INDENTED = re.compile(r"^[ \t]+(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", re.M)
 
 def looks_like_metrics(head: str) -> bool:
     return (bool(re.search(r"^[ \t]*(?:# (?:HELP|TYPE) )?vllm:[a-z_]+", head, re.M)) or _commented(head)
+            or len(_QUOTED.findall(head)) >= 2
             or len(_TABLE_ROW.findall(head)) >= 2 or len(_DICT_ITEM.findall(head)) >= 2
             or _renames(head) is not None)
 
@@ -522,6 +537,16 @@ def _pasted_samples(text: str) -> str | None:
 
 # a dump kept as shell comments ("# # HELP vllm:…", "# vllm:num_requests_running{…} 0.0": a script's notes, a ticket):
 # every sample line commented, none bare
+_QUOTED = re.compile(r"^> ?vllm:[a-z_]+\S*\s+\S", re.M)
+
+
+def _unquote(line: str) -> str:
+    if not line.startswith(">"):
+        return line
+    line = line[1:].lstrip(" ")
+    return "# " + line if line.startswith(("HELP ", "TYPE ")) else line
+
+
 _COMMENTED_SAMPLE = re.compile(r"^# vllm:[a-z_]+\S*\s+\S", re.M)
 _BARE_SAMPLE = re.compile(r"^vllm:[a-z_]+", re.M)
 
@@ -610,6 +635,10 @@ def _read(p: str) -> str:
     # no leading whitespace, so it is dropped (the parser would reject every line)
     if _INDENTED.search(text[:65536]):
         text = "\n".join(line.lstrip() for line in text.splitlines())
+    if _QUOTED.search(text[:65536]):
+        # a dump quoted in Markdown ("> vllm:num_requests_running ...", "> HELP ..." where a forum turned '#' into a
+        # heading): the quote marks dropped, and the comment marks the quoting ate restored (sweep 277 item 08)
+        text = "\n".join(_unquote(line) for line in text.splitlines())
     if _commented(text[:65536]):
         text = "\n".join(line[2:] if line.startswith("# ") else line for line in text.splitlines())
     return _pasted_samples(text) or _renamed(text)

@@ -211,6 +211,9 @@ _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|B
 # remote worker(s) before lease expired."): blocks held for a consumer that did not read them in time
 # a graph capture's progress bar: V1's, V0's ("Capturing CUDA graph shapes"), vllm-ascend's ("Capturing ACL graphs")
 _CAPTURE_BARS = (b"Capturing CUDA graphs", b"Capturing CUDA graph shapes", b"Capturing ACL graphs")
+# the compiled graph's output read on the engine's stack (sweep 275 items 03, 07: excerpts cut below these frames)
+_RAY_CGRAPH_FRAMES = ("_dag_output_fetcher.read(", "RayChannelTimeoutError", "experimental/channel/common.py",
+                      "shared_memory_channel.py", "compiled_dag_ref.py")
 _RAY_CGRAPH_SET = re.compile(rb"RAY_CGRAPH_get_timeout is set to (\d+)")
 _KV_EXPIRED = re.compile(rb"Releasing expired KV blocks for request (\S+) which were retrieved by (\d+) (?:decode|remote) "
                          rb"worker")
@@ -375,7 +378,7 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         # excerpt's last frame (sweep 255 item 06)
         ("jit_build", "build_and_load" in msg),
         # the Ray executor's compiled graph waiting for a step's output (chains.crash._ray_cgraph_advice)
-        ("ray_cgraph", "_dag_output_fetcher.read(" in msg or "RayChannelTimeoutError" in msg),
+        ("ray_cgraph", any(w in msg for w in _RAY_CGRAPH_FRAMES)),
         # the API server's request path (its serving modules, tool parsers, chat utilities, or their frames): a
         # request failed there, and the engine is not in it (sweep 233)
         ("api_path", (m is not None and _API_FILES.search(m.source_file() or b"") is not None)
@@ -426,8 +429,8 @@ def _error_kind(msg: str, m: Any) -> str | None:
           or _DEVICE_ASSERT.search(msg) or ARCH_GUARD in msg or LLVM_ABORT in msg
           or ("Assertion `index out of bounds: 0 <=" in msg and "failed" in msg)):
         return "cuda-error"
-    if "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg):
-        return "nccl-timeout"
+    if "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg) and "RayChannelTimeout" not in msg:
+        return "nccl-timeout"  # (Ray's channel timeout is the compiled graph's wait: sweep 275 item 04 named both)
     if ((any(x in msg for x in FATAL_AT_START) and (is_exception_line(msg.strip()) or _QUOTED_EXC.search(msg)
                                                     or msg.lstrip().startswith("Value error, ")))
             or any(x in msg for x in FATAL_ANY_FORM)):

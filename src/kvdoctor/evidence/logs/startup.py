@@ -653,8 +653,12 @@ class StartupCollector:
         self._cmd, self._cmd_soft = None, False
         if "vllm" not in text.lower():
             return  # a container run of something else
-        if self._cur is not None and self._cur.has_kv():
-            self._close()  # a command after a start's figures opens the next start
+        if self._cur is not None and (self._cur.has_kv() or (
+                self._cur.any and self._cur.f.engine_config.get("command") not in (None, text))):
+            # a command after a start's figures opens the next start; so does another command after a start that has
+            # its own and some figures, cut before its pool (sweep 276 item 10: "vllm serve ... -tp 2" after a TP 1
+            # start whose capture it had overwritten)
+            self._close()
         ec = self._builder(self._cmd_line).f.engine_config
         ec["command"] = text
         ec["command_line"] = self._cmd_line
@@ -858,6 +862,8 @@ def _h_kvmem_reserved(c, n, env, msg) -> bool:
     b.set("free_memory_bytes", _b(m.group(1), "GiB"), n, env, _P_LOG)
     # what vLLM sizes the pool from (kv_cache_utils gets it as the available memory), as "Available KV cache memory"
     b.set("kv_cache_bytes", _b(m.group(2), "GiB"), n, env)
+    # the budget is the flag's, not a share of the GPU: a refusal of it is not moved by --gpu-memory-utilization
+    b.f.engine_config["kv_cache_memory_bytes_reserved"] = True
     b.hints.add("v1")
     return True
 
