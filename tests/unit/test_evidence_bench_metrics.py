@@ -269,9 +269,11 @@ def _dump(t, running, kv, preempt, gen, ttft_buckets, name_kv="kv_cache_usage_pe
 
 
 def test_snapshot_series_rates_and_percentiles(tmp_path):
-    b0 = [("0.1", 0), ("0.5", 0), ("1.0", 0), ("+Inf", 0)]
-    b1 = [("0.1", 10), ("0.5", 10), ("1.0", 10), ("+Inf", 10)]
-    b2 = [("0.1", 10), ("0.5", 110), ("1.0", 110), ("+Inf", 110)]
+    # (vLLM's TTFT buckets begin at 0.001: since stop 60 a histogram without its low buckets is read as cut, and the
+    # percentiles falling in its first bucket are unknown; sweep 277 item 06)
+    b0 = [("0.001", 0), ("0.1", 0), ("0.5", 0), ("1.0", 0), ("+Inf", 0)]
+    b1 = [("0.001", 0), ("0.1", 10), ("0.5", 10), ("1.0", 10), ("+Inf", 10)]
+    b2 = [("0.001", 0), ("0.1", 10), ("0.5", 110), ("1.0", 110), ("+Inf", 110)]
     text = _dump(1000, 3, 0.5, 0, 0, b0) + _dump(1010, 4, 0.75, 2, 500, b1) + _dump(1020, 5, 0.9, 1, 1500, b2)
     p = tmp_path / "series.prom"
     p.write_text(text)
@@ -281,8 +283,8 @@ def test_snapshot_series_rates_and_percentiles(tmp_path):
     assert list(tl.kv_usage_pct) == [50.0, 75.0, 90.0]
     assert math.isnan(tl.preemptions[0]) and tl.preemptions[1] == 2 and tl.preemptions[2] == 1  # reset → new value
     assert list(tl.gen_tps[1:]) == [50.0, 100.0] and list(tl.prompt_tps[1:]) == [100.0, 200.0]
-    # interval 2: 10 observations all <= 0.1 -> p50 = 0.05 (linear inside [0, 0.1]); interval 3: 100 in (0.1, 0.5]
-    assert tl.ttft_p50[1] == pytest.approx(0.05) and tl.ttft_p50[2] == pytest.approx(0.1 + 0.4 * 0.5)
+    # interval 2: 10 observations in (0.001, 0.1] -> p50 = 0.0505 (linear inside); interval 3: 100 in (0.1, 0.5]
+    assert tl.ttft_p50[1] == pytest.approx(0.001 + 0.099 * 0.5) and tl.ttft_p50[2] == pytest.approx(0.1 + 0.4 * 0.5)
     assert tl.ttft_p99[2] == pytest.approx(0.1 + 0.4 * 0.99)
     assert seg.engine == "m engine 0"
 

@@ -108,8 +108,11 @@ def test_two_ascend_starts_in_one_log_the_second_refused_for_no_kv_memory(tmp_pa
         pre.format(4146) + "ERROR 01-15 06:47:41 [core.py:843] EngineCore failed to start.",
     ]) + "\n")
     ev = load_evidence([str(p)])
-    verdicts = [i.verdict for i in diagnose(ev).instances]
-    assert "config-starved" in verdicts, verdicts
+    insts = diagnose(ev).instances
+    # (since stop 60, sweep 276 item 07: the first instance came up on the same NPU and was not seen to stop, and
+    # vllm-ascend's worker_v1 counts memory other processes hold against utilization x total, so the second's 0 is the
+    # first one's memory, not its own configuration; it had read config-starved)
+    assert insts[-1].verdict == "engine-died" and "covers both" in insts[-1].action, (insts[-1].verdict, insts[-1].action)
 
 
 def test_an_eagle3_drafters_layer_shares_the_pool():

@@ -862,8 +862,9 @@ def _no_first_token(label: str, f: dict) -> BenchReading | None:
         # which benches before vllm#5895 counted as successes (sweep 274 item 01: median 0.00, TPOT measured)
         return BenchReading("no-first-token", None, (
             f"{label}: median TTFT 0.00 ms beside a mean of {f['mean_ttft_ms']:,.2f} ms while tokens were streamed (the "
-            "block has inter-token figures): more than half of the requests returned no text, which benches before "
-            "vllm#5895 counted as successes; the TTFT figures and the request count overstate what was answered, the "
+            "block has inter-token figures): more than half of the requests returned no text the bench reads (an empty "
+            "answer, which benches before vllm#5895 counted as a success, or a reasoning model's text in a field the "
+            "bench does not read); the TTFT figures and the request count overstate what was answered, the "
             "TPOT and ITL are those of the requests that answered. The server's log (stop reasons, errors) says why "
             "they were empty"), "most requests returned no text")
     return BenchReading("no-first-token", None, (
