@@ -664,3 +664,16 @@ def _write_text(tmp_path, name: str, text: str):
     p = tmp_path / name
     p.write_text(text)
     return p
+
+
+def test_a_crash_through_the_v2_model_runner_names_the_switch_that_isolates_it(tmp_path):
+    # vllm PR 52816 (sweep 279 item 10): a device-side assert under vllm/v1/worker/gpu/ (the V2 model runner)
+    p = "(EngineCore pid=339) ERROR 08-19 10:00:00 [core.py:1012] "
+    text = "\n".join([p + "EngineCore encountered a fatal error.", p + "Traceback (most recent call last):",
+                      p + '  File "/opt/vllm/vllm/v1/worker/gpu/async_utils.py", line 88, in get_output',
+                      p + "torch.AcceleratorError: CUDA error: device-side assert triggered"]) + "\n"
+    d = _diag(tmp_path, "v2.log", text)
+    assert "VLLM_USE_V2_MODEL_RUNNER=0" in d["action"], d["action"]
+    # a guard: V1's own runner (gpu_model_runner.py) gets no such hint
+    d = _diag(tmp_path, "v1.log", text.replace("/v1/worker/gpu/async_utils.py", "/v1/worker/gpu_model_runner.py"))
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in d["action"], d["action"]

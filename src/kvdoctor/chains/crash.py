@@ -196,6 +196,7 @@ def engine_died(ctx: Context) -> Finding | None:
         cites.append(Cite(detail=dump[0], source=ctx.source, t=first.t, line_no=dump[1], value="dump"))
         data["at_error"] = dump[2]
     action, why, gain = _advice(ctx, cause, phase, near, ce)
+    action = _v2_runner_hint(action, near)
     any_traceback = any(e.data.get("lines", 1) >= 3 for e in near)
     conf = ("low" if inferred or (cause == "unknown" and not any_traceback and exc is None) else
             "high" if cause != "unknown" or first.kind != "engine-dead" or exc is not None else "medium")
@@ -1158,6 +1159,20 @@ def _ray_cgraph_advice(ctx: Context, near: list[Event], ce: Event | None) -> tup
                "older vLLM it was Ray's 10 s unless exported before vLLM started (vllm#19725): export "
                "RAY_CGRAPH_get_timeout=300 there"),
             why, {})
+
+
+_GENERIC_ACTIONS = ("act on vLLM's exception", "find the exception", "read the engine's own traceback",
+                    "rerun the failing load with CUDA_LAUNCH_BLOCKING=1")
+
+
+def _v2_runner_hint(action: str, near: list[Event]) -> str:
+    """Where the advice is only to read or rerun and the traceback runs through the V2 model runner (vllm/v1/worker/gpu/,
+    the default in the newest releases): switching back to the V1 runner is the one-variable test that isolates it
+    (sweep 279 items 03, 10: crashes under it, and operators comparing the two with VLLM_USE_V2_MODEL_RUNNER)."""
+    if not action.startswith(_GENERIC_ACTIONS) or not any(e.data.get("v2_runner") for e in near):
+        return action
+    return (action + "; the traceback runs through the V2 model runner (vllm/v1/worker/gpu/): VLLM_USE_V2_MODEL_RUNNER=0 "
+            "runs the V1 runner instead, the one-variable test that isolates it")
 
 
 def _flashinfer_sampler_advice(near: list[Event], exc: tuple[str, int] | None

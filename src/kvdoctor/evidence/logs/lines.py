@@ -379,6 +379,8 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         ("jit_build", "build_and_load" in msg),
         # the Ray executor's compiled graph waiting for a step's output (chains.crash._ray_cgraph_advice)
         ("ray_cgraph", any(w in msg for w in _RAY_CGRAPH_FRAMES)),
+        # a frame of the V2 model runner's package (vllm/v1/worker/gpu/; V1's runner is gpu_model_runner.py)
+        ("v2_runner", 'File "' in msg and "/v1/worker/gpu/" in msg),
         # the API server's request path (its serving modules, tool parsers, chat utilities, or their frames): a
         # request failed there, and the engine is not in it (sweep 233)
         ("api_path", (m is not None and _API_FILES.search(m.source_file() or b"") is not None)
