@@ -677,3 +677,14 @@ def test_a_crash_through_the_v2_model_runner_names_the_switch_that_isolates_it(t
     # a guard: V1's own runner (gpu_model_runner.py) gets no such hint
     d = _diag(tmp_path, "v1.log", text.replace("/v1/worker/gpu/async_utils.py", "/v1/worker/gpu_model_runner.py"))
     assert "VLLM_USE_V2_MODEL_RUNNER" not in d["action"], d["action"]
+
+
+def test_a_dump_without_vllm_series_names_what_it_holds_and_the_usual_causes(tmp_path):
+    # triton-inference-server/server#7583 (sweep 277 item 01): Triton's own nv_inference_* counters, which the note had
+    # called "process and python metrics only"
+    text = ("# HELP nv_inference_request_success Number of successful inference requests\n"
+            "# TYPE nv_inference_request_success counter\n"
+            'nv_inference_request_success{model="mistral7b",version="1"} 12\n')
+    ev = _evidence(tmp_path, "triton.txt", text)
+    note = next(n for n in ev["notes"] if "without any vllm:* series" in n)
+    assert "nv_inference_*" in note and "REPORT_CUSTOM_METRICS" in note, note

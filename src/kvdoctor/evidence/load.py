@@ -28,6 +28,17 @@ def _head(path: str, n: int = 65536) -> str:
 _EXPOSITION = re.compile(r"^# TYPE [A-Za-z_:][\w:]* (?:counter|gauge|histogram|summary|untyped)\s*$", re.M)
 
 
+_TYPE_FAMILY = re.compile(r"^# TYPE ([A-Za-z_][A-Za-z0-9_:]*)\s", re.M)
+
+
+def _families(head: str) -> str:
+    """The exporters' prefixes a dump's TYPE lines name ("nv_inference_*, python_*"), at most five (sweep 277 items
+    01-03: Triton's own counters had been called "process and python metrics only")."""
+    names = sorted({"_".join(p[:2] if len(p := m.group(1).split("_")) > 2 else p[:1]) + "_*"
+                    for m in _TYPE_FAMILY.finditer(head)})
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "") or "no family named"
+
+
 def _exposition_without_vllm(head: str) -> bool:
     """A /metrics dump that holds no vllm:* series: its head is Prometheus TYPE lines, none of them vLLM's."""
     return bool(_EXPOSITION.search(head)) and "vllm:" not in head
@@ -254,9 +265,11 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
             ev.notes.extend(f"{path}: {n}" for n in res.notes)
             if res.out_of_order:
                 ev.notes.append(f"{path}: {res.out_of_order} stats samples out of time order (sorted)")
-            if not res.segments and _exposition_without_vllm(_head(path)):
-                ev.notes.append(f"{path}: a Prometheus /metrics exposition without any vllm:* series (process and "
-                                "python metrics only): cut before vLLM's own, or not a vLLM server's")
+            if not res.segments and _exposition_without_vllm(head := _head(path)):
+                ev.notes.append(f"{path}: a Prometheus /metrics exposition without any vllm:* series ({_families(head)}):"
+                                " cut before vLLM's own, not a vLLM server's, or vLLM's engine metrics live in another "
+                                "process this endpoint does not bridge (Triton's vllm_backend without "
+                                "REPORT_CUSTOM_METRICS, a pre-0.6 --engine-use-ray engine)")
             for seg in res.segments:
                 svc = ((seg.startup.engine_config or {}).get("interleaved_services") if seg.startup else None)
                 if svc:
