@@ -634,8 +634,6 @@ _KNOWN_EXCEPTIONS = (
     ("exceeds the total number of available",
      "--tensor-parallel-size x --pipeline-parallel-size is more than the GPUs this server sees: CUDA_VISIBLE_DEVICES, "
      "the container's GPU request or Ray's placement group"),
-    # V1's own wording of the same check (config/parallel.py, 0.11+: "Tensor parallel size (16) cannot be larger than
-    # the number of available GPUs (8)"; sweep 266 item 07: two nodes of 8, the head seeing only its own)
     # expert load balancing asked of a model whose MoE layers do not take part (sweep 260 item 08: a multimodal
     # wrapper hiding its MoE language model, "enable_eplb=True requiere expert_load_view != None")
     ("enable_eplb",
@@ -654,6 +652,8 @@ _KNOWN_EXCEPTIONS = (
     ("/.cache/flashinfer",
      "FlashInfer's cache directory could not be created: set FLASHINFER_WORKSPACE_BASE (and VLLM_CACHE_ROOT, "
      "XDG_CACHE_HOME) to a writable path bound into the container"),
+    # V1's own wording of the check above (config/parallel.py, 0.11+: "Tensor parallel size (16) cannot be larger than
+    # the number of available GPUs (8)"; sweep 266 item 07: two nodes of 8, the head seeing only its own)
     ("cannot be larger than the number of available GPUs",
      "--tensor-parallel-size (x --pipeline-parallel-size) is more than the GPUs this node sees: across nodes, form a "
      "Ray cluster first (ray start --head, then ray start --address on the others) and start vllm serve on the head "
@@ -664,8 +664,6 @@ _KNOWN_EXCEPTIONS = (
      "this vLLM release does not know the model's RoPE scaling (its config.json is newer than the release): upgrade "
      "vLLM (or the product image that bundles it) to a release that supports the model; no memory or scheduling "
      "setting changes this"),
-    # a call with another release's signature: a package built against another vLLM (sweep 273 items 09-10: the TGIS
-    # adapter's serve_http() without 'sock', app.state without 'log_stats'; Python words it these two ways)
     # V1's async model-runner output holds a CUDA event, which Ray's channel cannot pickle (sweep 268 item 08: Ray Serve
     # LLM on vLLM 0.10.2, "Could not serialize the put value <...AsyncGPUModelRunnerOutput ...>"; vllm#26148)
     ("cannot pickle 'Event'", _ASYNC_OVER_RAY),
@@ -1095,7 +1093,9 @@ _KNOWN_EXCEPTIONS = (
      "the worker's own exception did not survive Ray's pickling, so the message below it is not the cause: read that "
      "worker's log on its node (ray logs, or the Ray dashboard's worker output) for the exception it raised; a "
      "BackendCompilerFailed there is torch.compile failing on that node (--enforce-eager rules compilation out)"),
-    # last, where nothing more specific above named the exception: a call with another release's signature
+    # last, where nothing more specific above named the exception: a call with another release's signature, a package
+    # built against another vLLM (sweep 273 items 09-10: the TGIS adapter's serve_http() without 'sock', app.state
+    # without 'log_stats'; Python words it these two ways)
     ("required positional argument", _SIGNATURE_SKEW),
     ("got an unexpected keyword argument", _SIGNATURE_SKEW),
 )
@@ -1116,8 +1116,9 @@ def _ray_cgraph_advice(ctx: Context, near: list[Event], ce: Event | None) -> tup
     """A step the Ray executor's compiled graph waited for past its read timeout (RayChannelTimeoutError, or a
     traceback through the graph's output read cut before it), read against the timeout in force (sweep 268 items 03-05):
     vLLM's "RAY_CGRAPH_get_timeout is set to N" followed by a death well before N seconds is a setting that did not
-    reach Ray (vllm#19725: set after ray.dag was imported); before vLLM 0.8.2, Ray's 10 s default applied; otherwise a
-    worker took that long, and raising the timeout comes after finding why. None where the death is not that wait."""
+    reach Ray (vllm#19725: set after ray.dag was imported); Ray's own message naming a short timeout in force, or a
+    release before 0.9.2, is Ray's 10 s default; otherwise a worker took that long, and raising the timeout comes after
+    finding why. None where the death is not that wait."""
     if not any(e.data.get("ray_cgraph") or "RayChannelTimeoutError" in _text(e) for e in near):
         return None
     why = "the engine's wait for a step's output through Ray's compiled graph ran out (RAY_CGRAPH_get_timeout)"
@@ -1139,13 +1140,9 @@ def _ray_cgraph_advice(ctx: Context, near: list[Event], ce: Event | None) -> tup
                 why + f", at {cur} s (Ray's message)", {})
     version = ctx.startup.vllm_version if ctx.startup is not None and ctx.startup.vllm_version else ctx.version
     if version:
-        from kvdoctor.engine.version import parse_version
-        from kvdoctor.errors import InputError
+        from kvdoctor.engine.version import version_or_none
 
-        try:
-            v = parse_version(version)
-        except InputError:
-            v = None
+        v = version_or_none(version)
         if v is not None and not v.source_build and (v.major, v.minor, v.patch) < RAY_CGRAPH_300_FROM:
             return ("export RAY_CGRAPH_get_timeout=300 in vllm serve's environment before it starts (or upgrade to vLLM "
                     f"0.9.2 or later): this release ({version}) leaves Ray's compiled-graph read timeout at Ray's 10 s "
@@ -1214,13 +1211,14 @@ def _nccl_advice(ctx: Context, near: list[Event]) -> tuple[str, str, dict[str, F
         return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
                 "P2P/NVLink fault, one worker stuck on the host, or a rank still loading or compiling while the others "
                 "waited); vLLM's custom all-reduce is already off here (--disable-custom-all-reduce), so the wait is "
-                "NCCL's own: NCCL_P2P_DISABLE=1 rules the GPUs' peer-to-peer path in or out",
-                "an NCCL collective timed out between the tensor-parallel workers", {})
+                "NCCL's own: NCCL_P2P_DISABLE=1 rules the GPUs' peer-to-peer path in or out", _NCCL_WHY, {})
     return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
             "P2P/NVLink fault, or one worker stuck on the host); when it recurs mid-serving, "
             "--disable-custom-all-reduce takes vLLM's own all-reduce kernel out of the picture (the workaround "
-            "vLLM's threads report for watchdog timeouts under TP, vllm#4653)",
-            "an NCCL collective timed out between the tensor-parallel workers", {})
+            "vLLM's threads report for watchdog timeouts under TP, vllm#4653)", _NCCL_WHY, {})
+
+
+_NCCL_WHY = "an NCCL collective timed out between the tensor-parallel workers"
 
 
 # the watchdog's own count of the collectives the process group ran: "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1"

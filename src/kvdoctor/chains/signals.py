@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kvdoctor.chains.findings import Cite, Thresholds, fmt_time
+from kvdoctor.evidence.bench import BAR_COUNT
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only (numpy is imported where it is used)
     import numpy as np
@@ -840,8 +841,7 @@ def _requests_lost(label: str, f: dict, how: str | None = None) -> BenchReading 
             "the dataset held fewer prompts than asked (a dataset file with fewer entries, a filter on length); the "
             "figures are of the requests sent"),
             f"{sent - n - failed:,.0f} of {sent:,.0f} requests never sent")
-    whence = ("the bench's progress bar" if how and how.startswith("the bench's progress bar")
-              else "--num-prompts, 1000 where it gives none")
+    whence = BAR_COUNT if how and how.startswith(BAR_COUNT) else "--num-prompts, 1000 where it gives none"
     return BenchReading("requests-lost", None, (
         f"{label}: {gone:,.0f} of the {sent:,.0f} requests the run sent ({whence}) "
         f"are in no count of the block ({n:,.0f} completed" + (f", {failed:,.0f} failed" if failed else "")

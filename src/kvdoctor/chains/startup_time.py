@@ -30,13 +30,9 @@ def startup_time_note(st: StartupFacts | None) -> str | None:
     if st is None or (st.era or "").startswith("v0"):
         return None
     if st.vllm_version:
-        from kvdoctor.errors import InputError
-        from kvdoctor.engine.version import parse_version
+        from kvdoctor.engine.version import version_or_none
 
-        try:
-            v = parse_version(st.vllm_version)
-        except InputError:
-            v = None
+        v = version_or_none(st.vllm_version)
         if v is not None and (v.major, v.minor) < WAIT_COVERS_LOAD_FROM:
             return None
     wait = st.ready_timeout_s or READY_WAIT_S

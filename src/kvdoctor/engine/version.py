@@ -96,6 +96,15 @@ def parse_version(text: "str | Version | None") -> Version:
     return v
 
 
+def version_or_none(text: str) -> Version | None:
+    """A release a log printed, or None where the text is none kvdoctor reads (a fork's own numbering): for a rule
+    that applies by release where the release is known, and otherwise stays silent."""
+    try:
+        return parse_version(text)
+    except InputError:
+        return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Boundaries (first release with the new behaviour)
 

@@ -387,7 +387,7 @@ def _block_results(cur: dict[str, float], source: str, headless: bool, cur_cmd: 
     if (bar := cur.pop("_bar", None)) is not None:
         said = cur_cmd[0].get("num_prompts") if cur_cmd is not None else None
         cur["num_prompts"] = bar
-        raw["num_prompts"] = (f"the bench's progress bar ({bar:,.0f}/{bar:,.0f} requests)"
+        raw["num_prompts"] = (f"{BAR_COUNT} ({bar:,.0f}/{bar:,.0f} requests)"
                               + (f"; the command shown asks for {said:,.0f}: not this run's" if said and said != bar
                                  else ""))
     if cur_cmd is not None:
@@ -413,6 +413,7 @@ def _block_results(cur: dict[str, float], source: str, headless: bool, cur_cmd: 
 # "100%|██████████| 4096/4096 [01:27<00:00, 46.61it/s]": tqdm's bar with no description before it, the bench's own over
 # the requests it sends: its total is the run's count, whatever a command shown beside it says (sweep 270 items 02, 09:
 # 4096/4096 with 979 completed; 100/100 under a command of --num-prompts 500)
+BAR_COUNT = "the bench's progress bar"  # raw["num_prompts"]'s provenance where the bar gave the count
 _BENCH_BAR = re.compile(r"^\d{1,3}%\|[^|]*\|\s*(\d+)/(\d+)\s*\[")
 
 

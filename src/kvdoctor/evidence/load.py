@@ -34,9 +34,15 @@ _TYPE_FAMILY = re.compile(r"^# TYPE ([A-Za-z_][A-Za-z0-9_:]*)\s", re.M)
 def _families(head: str) -> str:
     """The exporters' prefixes a dump's TYPE lines name ("nv_inference_*, python_*"), at most five (sweep 277 items
     01-03: Triton's own counters had been called "process and python metrics only")."""
-    names = sorted({"_".join(p[:2] if len(p := m.group(1).split("_")) > 2 else p[:1]) + "_*"
-                    for m in _TYPE_FAMILY.finditer(head)})
+    names = sorted({_prefix(m.group(1)) for m in _TYPE_FAMILY.finditer(head)})
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "") or "no family named"
+
+
+def _prefix(name: str) -> str:
+    """A family's exporter prefix: its first two words where it has more ("nv_inference_*" of
+    nv_inference_request_success), else its first ("python_*")."""
+    words = name.split("_")
+    return "_".join(words[:2] if len(words) > 2 else words[:1]) + "_*"
 
 
 def _exposition_without_vllm(head: str) -> bool:

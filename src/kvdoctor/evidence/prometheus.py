@@ -531,12 +531,12 @@ def _pasted_samples(text: str) -> str | None:
         return None
     rows = [f"{m.group(1)} {m.group(2)}" for m in _TABLE_ROW.finditer(text)]
     if len(rows) < 2:
-        rows = [f"{m.group(2).replace(chr(92) + chr(34), chr(34))} {m.group(3)}" for m in _DICT_ITEM.finditer(text)]
+        # (a JSON key escapes the label values' quotes: {"vllm:x{model_name=\"m\"}": 1.0})
+        rows = [m.group(2).replace('\\"', '"') + " " + m.group(3) for m in _DICT_ITEM.finditer(text)]
     return "\n".join(rows) + "\n" if len(rows) >= 2 else None
 
 
-# a dump kept as shell comments ("# # HELP vllm:…", "# vllm:num_requests_running{…} 0.0": a script's notes, a ticket):
-# every sample line commented, none bare
+# a dump quoted in Markdown ("> vllm:num_requests_running ...", and "> HELP ..." where a forum's quoting ate the '#')
 _QUOTED = re.compile(r"^> ?vllm:[a-z_]+\S*\s+\S", re.M)
 
 
@@ -547,6 +547,8 @@ def _unquote(line: str) -> str:
     return "# " + line if line.startswith(("HELP ", "TYPE ")) else line
 
 
+# a dump kept as shell comments ("# # HELP vllm:…", "# vllm:num_requests_running{…} 0.0": a script's notes, a ticket):
+# every sample line commented, none bare
 _COMMENTED_SAMPLE = re.compile(r"^# vllm:[a-z_]+\S*\s+\S", re.M)
 _BARE_SAMPLE = re.compile(r"^vllm:[a-z_]+", re.M)
 

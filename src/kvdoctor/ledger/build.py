@@ -16,6 +16,7 @@ from kvdoctor.errors import InputError
 from kvdoctor.evidence.model import KV_REFUSALS, MEMORY_HELD
 from kvdoctor.ledger import kv as kvm
 from kvdoctor.ledger import memory as mem
+from kvdoctor.ledger.from_log import vllm_kv_memory_advice
 from kvdoctor.provenance import Figure
 from kvdoctor.units import gib_text
 
@@ -218,8 +219,7 @@ def _context(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, s
                 int(raw_len), auto_fit, seqs, mnbt, model_dtype, eager, bool(r.async_scheduling),
                 r.num_gpu_blocks_override, r.kv_cache_memory_bytes,
                 total, catalog_total, tuple(sizes),
-                (bool(tr.cudagraph_in_kv_budget) or (startup is not None and startup.deducts_cudagraph_estimate()))
-                and not eager and not (startup is not None and startup.graphs_outside_budget()),
+                mem.graphs_deducted(bool(tr.cudagraph_in_kv_budget), startup, eager),
                 str(r.interconnect or "nvlink"), r.lora, opts)
 
 
@@ -634,11 +634,8 @@ def _warnings_notes(shape, ctx: _Ctx, resolved, figs, plan, cg0, s, weights) -> 
         notes.append(CUDAGRAPH_NOTE + f" vLLM printed it (line {s.line_refs.get('equivalent_gpu_memory_utilization')}): "
                      f"--gpu-memory-utilization {ctx.util:g} is equivalent to "
                      f"{s.equivalent_gpu_memory_utilization:g} without CUDA-graph memory profiling.")
-    if s is not None:
-        from kvdoctor.ledger.from_log import vllm_kv_memory_advice
-
-        if (advice := vllm_kv_memory_advice(s)) is not None:
-            notes.append(advice)
+    if s is not None and (advice := vllm_kv_memory_advice(s)) is not None:
+        notes.append(advice)
     if plan.auto_fit_message:
         notes.append(plan.auto_fit_message)
     if plan.override_message:

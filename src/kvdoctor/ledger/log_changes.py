@@ -95,7 +95,7 @@ def implied_overhead(startup: StartupFacts, changed: list[str], logged: Resolved
     change in requested memory, vLLM's own arithmetic, instead of resting on a predicted activation. None when the
     change moves those terms too, when the log printed either term itself (then it stands), lacks a figure the sum
     needs, or the sum is negative."""
-    from kvdoctor.ledger.memory import requested_bytes
+    from kvdoctor.ledger.memory import graphs_deducted, requested_bytes
 
     s, tr = startup, logged.traits
     groups = set(dropped_groups(changed))
@@ -105,8 +105,7 @@ def implied_overhead(startup: StartupFacts, changed: list[str], logged: Resolved
         return None
     if s.kv_cache_bytes is None or s.weights_bytes is None or not (s.total_memory_bytes or total):
         return None
-    deducted = ((bool(tr.cudagraph_in_kv_budget) or s.deducts_cudagraph_estimate()) and not logged.enforce_eager
-                and not s.graphs_outside_budget())
+    deducted = graphs_deducted(bool(tr.cudagraph_in_kv_budget), s, bool(logged.enforce_eager))
     if deducted and s.cudagraph_estimate_bytes is None:
         return None
     requested = s.requested_bytes or requested_bytes(int(s.total_memory_bytes or total),

@@ -31,6 +31,7 @@ from kvdoctor.engine.version import LIGHT_SAMPLER, NON_TORCH_LATE, Version, non_
 from kvdoctor.ledger import fitted
 
 if TYPE_CHECKING:  # pragma: no cover
+    from kvdoctor.evidence.model import StartupFacts
     from kvdoctor.facts.model import ModelShape
 
 GiB = 1 << 30
@@ -163,6 +164,18 @@ def cudagraph(
         return Term(0, f"not deducted from the KV budget by this vLLM version (captured after sizing; ~{how})",
                     int(est))
     return Term(int(est), how, int(est))
+
+
+def graphs_deducted(in_budget_by_release: bool, startup: StartupFacts | None, eager: bool) -> bool:
+    """Whether the CUDA-graph estimate came out of the KV budget: the release's rule (0.21+) or vLLM's own lines
+    saying it withheld the estimate, never under --enforce-eager, and not where the start's usage summary shows the
+    graphs outside the budget (StartupFacts.graphs_outside_budget: the V2 model runner, sweep 271 item 01). The
+    ledger (build) and its what-if of a log's changed flags (log_changes) read it the same way."""
+    if eager:
+        return False
+    if startup is None:
+        return in_budget_by_release
+    return (in_budget_by_release or startup.deducts_cudagraph_estimate()) and not startup.graphs_outside_budget()
 
 
 def requested_bytes(total: int, util: float, *, ceil: bool = True) -> int:

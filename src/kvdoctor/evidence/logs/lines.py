@@ -203,18 +203,18 @@ _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|B
                            r"|double free or corruption|free\(\): invalid (?:pointer|size)"
                            r"|malloc\(\): (?:corrupted|memory corruption)|corrupted size vs\. prev_size"
                            r"|munmap_chunk\(\): invalid pointer")
-# vLLM's scheduler when a KV connector (LMCache, NIXL, a remote store) could not load blocks it promised
-# (v1/core/sched/scheduler.py _handle_invalid_blocks; kv_transfer_config.kv_load_failure_policy):
-# "Recovered from KV load failure: 215 request(s) rescheduled (373752 tokens affected)." (policy recompute) and
-# "Failing 3 request(s) due to KV load failure (failure_policy=fail, 4096 tokens affected). Request IDs: …"
-# NIXL's producer side (vLLM 0.2x "... retrieved by N decode worker(s) within T seconds."; 0.33 "... retrieved by N
-# remote worker(s) before lease expired."): blocks held for a consumer that did not read them in time
 # a graph capture's progress bar: V1's, V0's ("Capturing CUDA graph shapes"), vllm-ascend's ("Capturing ACL graphs")
 _CAPTURE_BARS = (b"Capturing CUDA graphs", b"Capturing CUDA graph shapes", b"Capturing ACL graphs")
 # the compiled graph's output read on the engine's stack (sweep 275 items 03, 07: excerpts cut below these frames)
 _RAY_CGRAPH_FRAMES = ("_dag_output_fetcher.read(", "RayChannelTimeoutError", "experimental/channel/common.py",
                       "shared_memory_channel.py", "compiled_dag_ref.py")
 _RAY_CGRAPH_SET = re.compile(rb"RAY_CGRAPH_get_timeout is set to (\d+)")
+# vLLM's scheduler when a KV connector (LMCache, NIXL, a remote store) could not load blocks it promised
+# (v1/core/sched/scheduler.py _handle_invalid_blocks; kv_transfer_config.kv_load_failure_policy):
+# "Recovered from KV load failure: 215 request(s) rescheduled (373752 tokens affected)." (policy recompute) and
+# "Failing 3 request(s) due to KV load failure (failure_policy=fail, 4096 tokens affected). Request IDs: …"
+# NIXL's producer side (vLLM 0.2x "... retrieved by N decode worker(s) within T seconds."; 0.33 "... retrieved by N
+# remote worker(s) before lease expired."): blocks held for a consumer that did not read them in time
 _KV_EXPIRED = re.compile(rb"Releasing expired KV blocks for request (\S+) which were retrieved by (\d+) (?:decode|remote) "
                          rb"worker")
 # v1/spec_decode/metrics.py (0.9-0.33): one line per logging interval while speculative decoding drafts
@@ -975,10 +975,10 @@ class LinePath:
                      None)
         if frame is None and ("capture_end()" in msg or "capture_begin(" in msg):
             frame = "CUDA graph capture"  # torch's CUDAGraph capture: vLLM captures only at start-up (capture_model)
-        if frame is None and self._capturing is not None and 0 < n - self._capturing <= CAPTURE_LOOKBACK_LINES:
+        if frame is None and self._capturing is not None and 0 < n - self._capturing[0] <= CAPTURE_LOOKBACK_LINES:
             # an error line right after a capture in progress, with no "Graph capturing finished" between (sweep 218
             # item 03: ROCm's "Memory access fault by GPU" after "Capturing a cudagraph on (FULL, ...)" at 45/51)
-            frame = "ACL graph capture" if self._capturing_acl else "CUDA graph capture"
+            frame = self._capturing[1]
         marks = _burst_marks(msg, kind, m, frame)
         prev = self._bursts.get(proc)
         if killed and prev is not None and prev[1] is not None and prev[1].data.get("self_kill") and n - prev[2] <= 3:
@@ -1120,8 +1120,7 @@ class LinePath:
                     consumed = max(consumed, end)
             hit = False
             if b"Capturing a cudagraph" in bl or (any(w in bl for w in _CAPTURE_BARS) and b"100%" not in bl):
-                self._capturing = n
-                self._capturing_acl = b"ACL graphs" in bl
+                self._capturing = (n, "ACL graph capture" if b"ACL graphs" in bl else "CUDA graph capture")
             elif b"Graph capturing finished" in bl:
                 self._capturing = None
             if b'", line ' in bl and (fm := _BARE_FRAME.match(_uncompose(bl))) is not None:

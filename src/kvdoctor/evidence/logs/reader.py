@@ -103,10 +103,10 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         # line, frames, the innermost start-up frame, whether sleep mode's wake_up is among them, the marks its frames'
         # files give the whole traceback: "engine_step", "bench_client")
         self._frames: dict[str, tuple[int, int, str | None, bool, frozenset[str]]] = {}
-        # the line of the last CUDA-graph capture in progress (a capture bar short of 100 %, V1's DEBUG "Capturing a
-        # cudagraph on"), None once "Graph capturing finished": an error right after it is the capture's
-        self._capturing: int | None = None
-        self._capturing_acl = False  # the capture in progress is vllm-ascend's ACL graphs
+        # the last graph capture in progress (a capture bar short of 100 %, V1's DEBUG "Capturing a cudagraph on"): its
+        # line and the start-up frame an error right after it is read in ("CUDA graph capture", or "ACL graph capture"
+        # under vllm-ascend's bar); None once "Graph capturing finished"
+        self._capturing: tuple[int, str] | None = None
         self._prev_chunk: tuple[bytes, int, int, int] | None = None
         self._gap_ok_first = False
         self._last_startup_line: int | None = None
