@@ -308,4 +308,11 @@ def test_a_dump_with_its_buckets_cut_reads_no_quantile_and_tritons_model_label_n
     ev = load_evidence([str(p)])
     (seg,) = ev.segments
     assert seg.engine.startswith("vllm_model") and seg.timeline.running[0] == 2
+    # one observation: its sum is it, 32.3 ms, whatever the buckets kept (stop 61, sweep 284 item 06); not the cut's 1 ms
+    assert list(seg.timeline.ttft_p50) == [0.0323], seg.timeline.ttft_p50
+    # two observations with the same cut buckets: no quantile (NaN), not 1 ms
+    p.write_text(p.read_text().replace("_count{model=\"vllm_model\",version=\"1\"} 1",
+                                       "_count{model=\"vllm_model\",version=\"1\"} 2")
+                 .replace("0.0323", "0.0646").replace('le="+Inf"} 1', 'le="+Inf"} 2'))
+    (seg,) = load_evidence([str(p)]).segments
     assert seg.timeline.ttft_p50 is None or all(x != x for x in seg.timeline.ttft_p50)  # NaN: unknown, not 1 ms

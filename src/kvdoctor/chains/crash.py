@@ -21,7 +21,7 @@ import re
 from typing import TYPE_CHECKING
 
 from kvdoctor.chains.detect import rule_finding
-from kvdoctor.chains.findings import Cite, Context, Finding, fmt_time
+from kvdoctor.chains.findings import Cite, Context, Finding, clip, fmt_time
 from kvdoctor.chains.rules import get
 from kvdoctor.evidence.model import (ARCH_GUARD, CAUSE_WINDOW_LINES, CAUSE_WINDOW_S, DEATH_KINDS, ENGINE_PROCS,
                                      FATAL_ANY_FORM, FATAL_AT_START, HOST_OOM, KV_REFUSALS, LLVM_ABORT, MEMORY_HELD)
@@ -64,21 +64,25 @@ def _cause_kind(events: list[Event], startup_error: str | None = None) -> tuple[
     its own traceback but it names no cause kvdoctor knows; "killed": it died without one."""
     if startup_error in MEMORY_HELD:
         return "memory-held", None  # the start-up facts carry the error line (cited by engine_died)
-    for kind in ("oom", "cuda-error", "nccl-timeout"):
+    for kind in ("oom", "cuda-error", "nccl-timeout", "dist-error"):
         for e in events:
             if e.kind == kind:
                 return kind, e
     tb = [e for e in events if _engine_traceback(e)]
-    killed = next((e for e in events if e.data.get("killed")), None)
+    # Ray's RayTaskError(X) is what a worker's task raised in Python: "died unexpectedly" beside it is no kill from
+    # outside (sweep 275 item 09)
+    raised = next((e for e in events if e.data.get("ray_task")), None)
+    if not tb and raised is not None:
+        return "traceback", raised
+    killed = next((e for e in events if e.data.get("killed") and not e.data.get("ray_task")), None)
     if tb and killed is not None and tb[0].data.get("engine_core") and killed.line_no < tb[0].line_no:
         # a worker gone without a word ("Worker proc VllmWorker-3 died unexpectedly"), then the bare engine core's
         # traceback of shutting the executor down: the traceback is the consequence (intel/llm-scaler#154)
         return "killed", killed
     if tb:
         return "traceback", tb[0]
-    for e in events:
-        if e.data.get("killed"):  # the reader's word: the process ended with no traceback of its own
-            return "killed", e
+    if killed is not None:  # the reader's word: the process ended with no traceback of its own
+        return "killed", killed
     return "unknown", None
 
 
@@ -124,9 +128,11 @@ def _line(e: Event | None) -> int | None:
 def engine_died(ctx: Context) -> Finding | None:
     """The engine stopped on its own: a death event with no operator's stop request before it."""
     evs = [e for e in ctx.events if e.line_no is not None]
-    deaths = [e for e in evs if e.kind in DEATH_KINDS]
+    deaths = [e for e in evs if e.kind in DEATH_KINDS or _failed_exit(e)]
     inferred = False
-    if not deaths and ctx.startup is not None and ctx.startup.startup_error in MEMORY_HELD:
+    if (all(_failed_exit(d) for d in deaths) and ctx.startup is not None
+            and ctx.startup.startup_error in MEMORY_HELD):
+        # (a supervisor's exit line after it is that refusal's end: sweep 276 item 01)
         # vLLM's refusal for want of free device memory is the start-up's end, quoted alone as often as not
         return memory_held(ctx)
     if not deaths:
@@ -168,27 +174,27 @@ def engine_died(ctx: Context) -> Finding | None:
     st = ctx.startup
     if st is not None and st.startup_error in KV_REFUSALS:
         return None  # the ledger's rule (does_not_fit) says why it refused to start, with the number
-    near = [e for e in evs if e.kind in DEATH_KINDS + ("error", "engine-error")
+    near = [e for e in evs if (e.kind in DEATH_KINDS + ("error", "engine-error") or _failed_exit(e))
             and first.line_no - CAUSE_WINDOW_LINES <= e.line_no <= first.line_no + CAUSE_WINDOW_LINES
             and (e.t is None or first.t is None or abs(e.t - first.t) <= CAUSE_WINDOW_S)]
     cause, ce = _cause_kind(near, st.startup_error if st is not None else None)
     phase = _phase(ctx, first, near)
     when = f" at {fmt_time(first.t)}" if first.t else ""
     said = first.data.get("cause") or first.message  # a burst is cited by its most specific line
-    cites = [Cite(detail=f"{said[:200]} (line {first.data.get('cause_line') or first.line_no})", source=ctx.source,
+    cites = [Cite(detail=f"{clip(said)} (line {first.data.get('cause_line') or first.line_no})", source=ctx.source,
                   t=first.t, line_no=first.data.get("cause_line") or first.line_no, value=first.kind)]
     if ce is not None and ce is not first:
-        cites.insert(0, Cite(detail=f"{_text(ce).strip()[:200]} (line {_line(ce)})", source=ctx.source, t=ce.t,
+        cites.insert(0, Cite(detail=f"{clip(_text(ce).strip())} (line {_line(ce)})", source=ctx.source, t=ce.t,
                              line_no=_line(ce), value=ce.kind))
     data = {"cause": cause, "phase": phase, "line_no": first.line_no, "cause_line": _line(ce)}
     if cause == "memory-held" and st is not None:
         ln = st.line_refs.get("startup_error")
-        cites.insert(0, Cite(detail=f"{(st.error_message or '')[:200]} (line {ln})", source=ctx.source, line_no=ln,
+        cites.insert(0, Cite(detail=f"{clip(st.error_message or '')} (line {ln})", source=ctx.source, line_no=ln,
                              value="memory-held"))
         data["cause_line"] = ln
     exc = _exception(near, ce) if cause in ("traceback", "unknown") else None
     if exc is not None:
-        cites.insert(0, Cite(detail=f"{exc[0][:200]} (line {exc[1]})", source=ctx.source, line_no=exc[1],
+        cites.insert(0, Cite(detail=f"{clip(exc[0])} (line {exc[1]})", source=ctx.source, line_no=exc[1],
                              value="exception"))
         data["exception"], data["cause_line"] = exc[0], exc[1]
     dump = _dumped_state(near)
@@ -197,6 +203,16 @@ def engine_died(ctx: Context) -> Finding | None:
         data["at_error"] = dump[2]
     action, why, gain = _advice(ctx, cause, phase, near, ce)
     action = _v2_runner_hint(action, near)
+    action = _cache_hint(ctx, action, near)
+    action = _compile_hint(action, near)
+    action, why = _supervised(evs, first.line_no, action, why, cites, ctx.source)
+    left = [e for e in evs if e.kind == "engine-wait" and e.line_no > first.line_no]
+    if len(left) >= 2:
+        # the API server keeps waiting for an engine core that died at start-up (sweep 276 item 04: vllm-rbln's pod sat
+        # until its 120-minute startup probe)
+        why += (f"; the API server kept waiting for its engine core after that ({len(left)} 'Waiting for ... core "
+                f"engine proc(s) to start' lines from line {left[0].line_no}): it does not exit on its own, so its "
+                "container stays up until a probe or VLLM_ENGINE_READY_TIMEOUT_S (600 s) ends it")
     any_traceback = any(e.data.get("lines", 1) >= 3 for e in near)
     conf = ("low" if inferred or (cause == "unknown" and not any_traceback and exc is None) else
             "high" if cause != "unknown" or first.kind != "engine-dead" or exc is not None else "medium")
@@ -222,6 +238,44 @@ def engine_died(ctx: Context) -> Finding | None:
                         data=data, **({"cost": cost} if cost else {}))
 
 
+def _failed_exit(e: Event) -> bool:
+    """A supervisor's record of the server's process ending with a non-zero status (systemd's "Main process exited,
+    code=exited, status=1/FAILURE"): a death, whatever vLLM's own lines show of it (sweep 281 item 10)."""
+    return e.kind == "service-exit" and e.data.get("status") != 0
+
+
+RESTART_LOOP = 2  # a supervisor's restart counter at which the same death is a loop, not one failure
+
+
+def _supervised(evs: list[Event], died: int, action: str, why: str, cites: list[Cite],
+                source: str) -> tuple[str, str]:
+    """What a supervisor's lines add to a death: a process that then exited with status 0, which an on-failure restart
+    takes for success (vLLM's API server shuts down cleanly after its engine died: vllm#48966, sweep 276 item 09); a
+    restart counter that shows the same death in a loop (sweep 276 item 01: systemd at restart 2,741)."""
+    later = [e for e in evs if e.line_no > died]
+    clean = next((e for e in later if e.kind == "service-exit" and e.data.get("status") == 0), None)
+    # (an operator's signal between them makes the status its stop's; the launcher's own "Shutting down FastAPI HTTP
+    # server" is the engine-dead watchdog's, the path vllm#48966 is about)
+    stopped = any(e.kind == "shutdown-requested" and e.line_no < clean.line_no
+                  and any(w in e.message for w in ("signal", "KeyboardInterrupt", "SIGTERM", "SIGINT"))
+                  for e in later) if clean is not None else False
+    if clean is not None and not stopped:
+        cites.append(Cite(detail=f"{clip(clean.message)} (line {clean.line_no})", source=source, t=clean.t,
+                          line_no=clean.line_no, value="service-exit"))
+        action += ("; and the server's process then exited with status 0 (line {ln}): vLLM's API server shuts down "
+                   "cleanly after its engine died (vllm#48966), so a restart on failure (systemd's Restart=on-failure, "
+                   "Docker's on-failure) never fires: Restart=always with RestartSec (or a /health probe that restarts "
+                   "it) until your vLLM exits non-zero").format(ln=clean.line_no)
+    loop = max((e for e in evs if e.kind == "service-restart"), key=lambda e: e.data["count"], default=None)
+    if loop is not None and loop.data["count"] >= RESTART_LOOP:
+        cites.append(Cite(detail=f"{clip(loop.message)} (line {loop.line_no})", source=source, t=loop.t,
+                          line_no=loop.line_no, value="service-restart"))
+        why += (f"; the supervisor has restarted the server {loop.data['count']:,} times (line {loop.line_no}): a "
+                "cause that is still there ends every start the same way, which restarting cannot fix (a start "
+                "limit, systemd's StartLimitBurst within StartLimitIntervalSec, stops the loop)")
+    return action, why
+
+
 HUNG_WAITS = 2  # the engine core's own "no broadcast block" messages in a row (60 s each) that make a hang
 
 
@@ -244,10 +298,11 @@ def waited_seconds(waits: list[Event]) -> tuple[float, int]:
 def engine_hung(ctx: Context) -> Finding | None:
     """The engine core waited on its workers again and again after it had served, and no token came after: a hung
     worker (sweep 139 item 01: 48 running at 0.0 tok/s, then three waits a minute apart; the author of 139 item 12
-    names custom all-reduce on PCIe cards without P2P)."""
+    names custom all-reduce on PCIe cards without P2P). Else a start whose engine core never came up
+    (``start_stalled``)."""
     waits = shm_waits(ctx)
     if not waits:
-        return None
+        return start_stalled(ctx)
     seconds, in_a_row = waited_seconds(waits)
     tl = ctx.timeline
     running, stopped = None, False
@@ -266,7 +321,7 @@ def engine_hung(ctx: Context) -> Finding | None:
             "seconds_waiting": Figure(round(seconds), "measured", f"{in_a_row} messages x their seconds")}
     if running is not None and running == running:
         gain["running_when_it_stopped"] = Figure(running, "measured", "the last stats line before the first wait")
-    cites = [Cite(detail=f"{e.message[:200]} (line {e.line_no})", source=ctx.source, t=e.t, line_no=e.line_no,
+    cites = [Cite(detail=f"{clip(e.message)} (line {e.line_no})", source=ctx.source, t=e.t, line_no=e.line_no,
                   value="shm-wait") for e in waits[:3]]
     run_txt = f" with {running:g} request(s) running" if running is not None and running == running else ""
     summary = (f"the engine hangs: after serving{run_txt}, its core waited {seconds:.0f} s on its workers "
@@ -277,6 +332,45 @@ def engine_hung(ctx: Context) -> Finding | None:
     return rule_finding("engine.hung", summary, severity="problem", evidence=cites, action=get("engine.hung").action,
                         gain=gain, data={"confidence": "medium" if in_a_row >= HUNG_WAITS else "low",
                                          "waits": len(waits)})
+
+
+START_WAITS = 6  # the API server's "Waiting for ... core engine proc(s) to start" every 10 s: a minute of them
+
+
+def engine_waits(ctx: Context) -> list[Event]:
+    return [e for e in ctx.events if e.kind == "engine-wait" and e.line_no is not None]
+
+
+def start_stalled(ctx: Context) -> Finding | None:
+    """The API server waited a minute or more for its engine core (START_WAITS of its 10 s "Waiting for N local, M
+    remote core engine proc(s) to start"), and nothing else the reader reads moved between or after them: no start-up
+    fact, no event, no stats line (sweep 280 item 07: TP 2 under a virtual-GPU layer, stuck in ncclGetUniqueId). A
+    long weight load prints the same waits, with its own lines between them; a death has engine.died's finding."""
+    waits = engine_waits(ctx)
+    if len(waits) < START_WAITS:
+        return None
+    first, last = waits[0].line_no, waits[-1].line_no
+    facts = list(ctx.startup.line_refs.values()) if ctx.startup is not None else []
+    moved = any(first < ln for ln in facts if isinstance(ln, int)) or any(
+        e.kind != "engine-wait" and e.line_no is not None and e.line_no > first for e in ctx.events)
+    if moved or _progressed_after(ctx, waits[0]):
+        return None
+    t0, t1 = waits[0].t, waits[-1].t
+    seconds = (t1 - t0) if t0 is not None and t1 is not None and t1 > t0 else 10.0 * (len(waits) - 1)
+    gain = {"engine_ready_waits": Figure(len(waits), "measured", "the API server's 'Waiting for ... core engine "
+                                                                 "proc(s) to start' lines"),
+            "seconds_waiting": Figure(round(seconds), "measured", "the first and the last of them")}
+    cites = [Cite(detail=f"{clip(e.message)} (line {e.line_no})", source=ctx.source, t=e.t, line_no=e.line_no,
+                  value="engine-wait") for e in (waits[0], waits[-1])]
+    summary = (f"the engine core did not come up: the API server waited {seconds:.0f} s for it ({len(waits)} 'Waiting "
+               f"for ... core engine proc(s) to start' lines, lines {first}-{last}) and nothing else shows it moving: "
+               "a start stuck in a collective's set-up, a load or a compile")
+    return rule_finding("engine.hung", summary, severity="problem", evidence=cites, gain=gain, action=(
+        "py-spy dump the engine core and its workers: the stack says where it stopped (NCCL's set-up, a weight load "
+        "from slow storage, a compile); with several GPUs, NCCL_DEBUG=INFO shows a bootstrap that never completed: "
+        "peer-to-peer on PCIe boards (NCCL_P2P_DISABLE=1; ACS or the IOMMU), a virtual-GPU layer under the container, "
+        "the socket interface (NCCL_SOCKET_IFNAME); vLLM gives up after VLLM_ENGINE_READY_TIMEOUT_S (600 s)"),
+        data={"confidence": "low", "waits": len(waits), "start": True})
 
 
 def _progressed_after(ctx: Context, e: Event) -> bool:
@@ -354,7 +448,73 @@ def _past_positions(near: list[Event]) -> tuple[str, str, dict[str, Figure]] | N
             "the model's RoPE table is the usual cause, a setting, not a fault", {})
 
 
+# CUDA's refusal of an operation inside a graph capture (torch names the runtime error under it; sweep 285 item 07),
+# and torch's own ("Cannot copy between CPU and CUDA tensors during CUDA graph capture": sweep 286 item 07)
+_CAPTURE_ILLEGAL = ("cudaErrorStreamCapture", "stream is capturing", "capture_status == cudaStreamCaptureStatusNone",
+                    "during CUDA graph capture")
+_CAPTURE_ILLEGAL_ADVICE = (
+    "--enforce-eager (or compilation_config's cudagraph_mode PIECEWISE, which keeps attention out of the graphs, or NONE) "
+    "to start now; the frames above the error name what ran inside the capture: a kernel loaded or autotuned the first "
+    "time (Triton's load_binary, Inductor's benchmark_all_configs: -O0 takes the compile out), a collective that cannot "
+    "be captured, a host sync (.tolist(), .item()); a release that fixes that path is the lasting fix (vLLM's issues "
+    "for the frame)",
+    "an operation that is not allowed while a CUDA graph is captured ran during vLLM's capture (cudaErrorStreamCapture*, "
+    "'operation not permitted when stream is capturing', '... during CUDA graph capture'): the build's ordering, not "
+    "the GPU or the driver", {})
+
+
 _REQUEST_REFUSALS = ("is too long and exceeds limit of", "maximum context length is")
+
+
+def _compile_hint(action: str, near: list[Event]) -> str:
+    """Where the advice is only to read or rerun and the traceback runs through torch.compile's own frames (Dynamo,
+    Inductor): the compile's triage (sweep 285 items 05, 10: an Inductor codegen bug, stale Inductor caches)."""
+    if not action.startswith(_GENERIC_ACTIONS) or not any(e.data.get("inductor") for e in near):
+        return action
+    return (action + "; the traceback runs through torch.compile (Dynamo / Inductor): clear vLLM's compile cache "
+            "(~/.cache/vllm/torch_compile_cache) and Inductor's and Triton's (/tmp/torchinductor_$USER, ~/.triton/cache), "
+            "then -O0 (or --enforce-eager) once to confirm the compile is at fault; report it with the torch and vLLM "
+            "versions")
+
+
+def _api_server_exit(near: list[Event]) -> tuple[str, str, dict[str, Figure]] | None:
+    """An API server process's own traceback, cut before its exception, with none of the engine's (sweep 287 items 01,
+    03: "Process ApiServer_3:" at start-up while the engine core kept loading or warming up): that server's process
+    exited, which is not the engine core's death. None otherwise."""
+    api = next((e for e in near if str(e.data.get("proc", "")).startswith(("ApiServer", "APIServer"))
+                and e.data.get("tb") and not e.data.get("exception")), None)
+    if api is None or any(_engine_traceback(e) for e in near):
+        return None
+    return (f"find the exception that ends the API server's traceback (line {api.line_no} on; the excerpt cuts it): a "
+            "TimeoutError there is the engine core not reporting ready within VLLM_ENGINE_READY_TIMEOUT_S (600 s by "
+            "default on recent releases: raise it for a load or warm-up that long); the engine core's own lines say "
+            "whether it was still starting or had died",
+            "an API server process raised and exited (the excerpt cuts its traceback before the exception); the engine "
+            "core may still have been starting", {})
+
+
+def _cache_hint(ctx: Context, action: str, near: list[Event]) -> str:
+    """Where the advice is only to read or rerun and the engine had just loaded compiled graphs from vLLM's compile
+    cache: starting once without the cache is the cheap one-variable test (sweep 285 items 02, 04: vllm#24915, a
+    cache-key collision under DP/EP; vllm PR #14953, VLLM_PP_LAYER_PARTITION missing from the key). Only a hint: most
+    starts after the first load from the cache, whatever then fails."""
+    if not action.startswith(_GENERIC_ACTIONS) or not _cache_loaded(ctx, near):
+        return action
+    line = min(int(e.data["after_cache_load"]) for e in near if e.data.get("after_cache_load"))
+    return (action + f"; it had just loaded compiled graphs from vLLM's compile cache (line {line}): if the traceback "
+            "runs through compiled code, start once with VLLM_DISABLE_COMPILE_CACHE=1 (a cached graph that no longer "
+            "matches: a setting missing from the cache's key) to rule the cache in or out")
+
+
+def _cache_loaded(ctx: Context, near: list[Event]) -> bool:
+    """vLLM loaded compiled graphs from its compile cache just above the failure (the reader's ``after_cache_load``
+    mark, within ``CACHE_LOAD_LINES``), and nothing was served between them."""
+    loads = [int(e.data["after_cache_load"]) for e in near if e.data.get("after_cache_load")]
+    if not loads:
+        return False
+    tl, top = ctx.timeline, min(e.line_no for e in near)
+    lines = tl.line_no if tl is not None and len(tl) and tl.line_no is not None else ()
+    return not any(min(loads) < ln < top for ln in lines if ln == ln)
 
 
 def _said_cause(near: list[Event], exc: tuple[str, int] | None,
@@ -455,6 +615,10 @@ def _cuda_site_advice(near: list[Event]) -> tuple[str, str, dict[str, Figure]] |
                 "--enforce-eager alone does not skip this warm-up",
                 "a CUDA error while vLLM's start-up warm-up autotuned FlashInfer's kernels (flashinfer_autotune): a "
                 "tactic this GPU or driver rejects, not a memory setting", {})
+    if any(e.data.get("capture_call") for e in near) and not any("Memory access fault" in _text(e) for e in near):
+        # raised by torch's capture_begin / capture_end itself: kernels are recorded, not run, while a graph is captured,
+        # so the error is an operation the capture refused or invalidated, not a kernel's memory fault (sweep 286 item 03)
+        return _CAPTURE_ILLEGAL_ADVICE
     if any(e.data.get("startup_frame") in ("CUDA graph capture", "ACL graph capture", "capture_model") for e in near):
         rocm = any("Memory access fault by GPU" in _text(e) for e in near)
         return ("the fault hit while vLLM captured CUDA graphs: capture piecewise graphs only (--compilation-config "
@@ -482,55 +646,22 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
         return ray
     if (kv_check := _kv_check_advice(near, exc)) is not None:
         return kv_check
+    if cause in ("cuda-error", "traceback", "unknown") and any(w in _text(e) for e in near for w in _CAPTURE_ILLEGAL):
+        # before the capture frame's site reading: no kernel runs during a capture, so an error raised there is an
+        # operation the capture refused, not a kernel's memory fault (sweep 286 item 03)
+        return _CAPTURE_ILLEGAL_ADVICE
     if cause == "cuda-error" and (sited := _cuda_site_advice(near)) is not None:
         return sited
     if (fi := _flashinfer_sampler_advice(near, exc)) is not None:
         return fi
-    if cause == "cuda-error" and any("Memory access fault by GPU" in _text(e) for e in near):
-        return (*_ROCM_FAULT, {})
-    if cause == "cuda-error" and (past := _past_positions(near)) is not None:
-        return past
-    if cause == "cuda-error" and not ((exc is not None and (known_fix(exc[0]) or LLVM_ABORT in exc[0]))
-                                      or any(known_fix(_text(e)) for e in near if e.kind == "cuda-error")):
-        # (a CUDA error with a known fix, a build that does not match the machine, takes the exception's path below)
-        return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
-                "graphs in or out; check dmesg for NVIDIA Xid errors (a launch failure can be the GPU or the driver); "
-                "report it upstream with the versions",
-                "a CUDA error in a kernel (an illegal memory access, a device-side assert, an unspecified launch "
-                "failure): a fault, not a setting", {})
+    if cause == "cuda-error" and (cuda := _cuda_error_advice(near, exc)) is not None:
+        return cuda
     if cause == "nccl-timeout":
         return _nccl_advice(ctx, near)
-    if cause == "killed" and (native := next((e.data["native"] for e in near if e.data.get("native")), None)):
-        return ("a fault below vLLM's Python, not a setting: the driver's and kernel's logs (dmesg; ROCm's amdgpu "
-                "firmware messages, NVIDIA's Xid) name it; try another driver, image or vLLM release, and search vLLM's "
-                f"and the platform's issues for '{native}'",
-                f"an engine process crashed in native code (the log shows '{native}'): a segmentation fault, an abort "
-                "or a GPU hang below Python", {})
-    if cause == "killed" and (host := next((e for e in near if HOST_OOM.search(_text(e))), None)) is not None:
-        ray = any(w in _text(host) for w in ("node running low on memory", "memory pressure (OOM)"))
-        return ("give the host (or the container's memory limit) more RAM for the engine's peak, or lower what vLLM "
-                "holds in host memory while it loads and serves: weights staged through shared memory by each worker "
-                "(its shmem-rss), --cpu-offload-gb, --kv-offloading-size, a quantized checkpoint's repack at load; on "
-                "a unified-memory board (GH200, DGX Spark) the GPU's share comes out of the same RAM"
-                + ("; Ray's memory monitor killed it at RAY_memory_usage_threshold (0.95 of the node's RAM by "
-                   "default): raising the threshold (0.98) only moves the line, RAY_memory_monitor_refresh_ms=0 turns "
-                   "the monitor off and leaves the kernel's OOM killer" if ray else ""),
-                f"{'Ray' if ray else 'the kernel'}'s OOM killer killed a process of the server (line "
-                f"{host.data.get('cause_line', host.line_no)}: "
-                f"'{str(host.data.get('cause') or _text(host)).strip()[:90]}'): the host's or the container's memory "
-                "ran out, not the GPU's", {})
+    if cause == "dist-error":
+        return _dist_timeout_advice(ctx, phase, near)
     if cause == "killed":
-        # a worker that exits mid-serving without a word is as often a kernel fault as a kill (vllm#40756: MTP on long
-        # sequences, an illegal memory access): both branches, the one the host's log does not confirm second
-        spec = any(e.kind == "spec-decode" for e in ctx.events)
-        return ("look outside vLLM: dmesg -T | grep -i -E 'killed process|out of memory' (the kernel's OOM killer), "
-                "the container's state (OOMKilled, exit code 137) or a segfault; give the host or container more "
-                "RAM, or lower what vLLM keeps in host memory (--cpu-offload-gb, --kv-offloading-size; --swap-space on "
-                "v0); if no kill shows there, it crashed in native code: the worker's own stderr (a CUDA error), "
-                "CUDA_LAUNCH_BLOCKING=1 to name the kernel, --enforce-eager to rule out a CUDA graph"
-                + ("; speculative decoding was on: run once without it (or fewer speculative tokens)" if spec else ""),
-                "an engine process exited without a traceback of its own: killed from outside (the kernel's OOM killer, "
-                "a container limit, SIGKILL) or a crash in native code", {})
+        return _killed_advice(ctx, near)
     if (said := _said_cause(near, exc, ce)) is not None:
         return said
     wrapped = next((e.data["worker_init_failed"] for e in near if e.data.get("worker_init_failed")), None)
@@ -571,6 +702,15 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 "stopped", {})
     if (captured := _capture_death_advice(near)) is not None:
         return captured
+    if (api := _api_server_exit(near)) is not None:
+        return api
+    if (gone := next((e for e in near if _failed_exit(e)), None)) is not None and not any(
+            e.kind != "service-exit" for e in near):
+        return ("read the server's own output above that line (journalctl -u <unit> for systemd's, kubectl logs "
+                "--previous for a restarted container's, docker logs for Docker's): its last traceback or ERROR lines "
+                "name why it exited",
+                f"the supervisor recorded the server's process exiting with status {gone.data['status']} (line "
+                f"{gone.line_no}), and this excerpt holds none of vLLM's own lines of why", {})
     if not any("EngineDeadError" in _text(e) for e in ctx.events):
         return ("read the engine's own traceback, nearest the death line (above or below it; a worker's may be in "
                 "another stream of the output): its last line names the exception",
@@ -789,10 +929,58 @@ _KNOWN_EXCEPTIONS = (
      "this release cannot cache prefixes of a sliding-window model: --disable-sliding-window (then --max-model-len at "
      "most the window) or --no-enable-prefix-caching; later releases cache them"),
     # torch.compile at start-up (sweep 195)
+    # Triton's refusal of a GPU below compute capability 7.0 (Pascal), under torch.compile's wrapper (sweep 285 item 08)
+    ("too old to be supported by the triton GPU compiler",
+     "Triton (torch.compile's kernels) needs compute capability 7.0 or higher: a Volta-or-newer GPU, or a torch / Triton "
+     "build patched for this one; --enforce-eager removes vLLM's compiled model but not every @torch.compile helper on "
+     "older releases (V0 compiles some under tensor parallelism regardless)"),
+    # vllm-ascend's ACL graph capture out of NPU streams (CANN "Alloc sq cq fail", capture_begin's 207005; sweep 282
+    # item 02): the device's stream limit, not its memory or a disk, whatever CANN's "Failed to apply for memory" says
+    ("AclmdlRICaptureBegin(capture_stream_, capture_mode), error code is 207005",
+     "vllm-ascend's ACL graph capture could not begin (207005: the runtime could not allocate for it; with CANN's "
+     "'Alloc sq cq fail' beside it, the NPU's hardware streams, about 2,048 per device, ran out): fewer capture sizes "
+     "(compilation_config's cudagraph_capture_sizes), a decode-only graph mode, or --enforce-eager once to confirm"),
+    ("Alloc sq cq fail",
+     "the NPU ran out of hardware streams while vllm-ascend captured its ACL graphs (about 2,048 per device): fewer "
+     "capture sizes (compilation_config's cudagraph_capture_sizes), a decode-only graph mode, or --enforce-eager once "
+     "to confirm; CANN's 'Failed to apply for memory' here is the stream table, not the NPU's memory or a disk"),
+    # oneCCL on Intel GPUs (sweep 282 items 07-08): its own error line above the worker's init_device failure
+    # a port taken between vLLM choosing it and binding it (sweep 289 items 06, 09: torch's TCPStore EADDRINUSE, ZMQ's
+    # bind in shm_broadcast's MessageQueue)
+    ("Address already in use",
+     "a port vLLM chose was taken when it bound it: a leftover or second vLLM on the host (ss -ltnp names it), ports "
+     "shared through VLLM_PORT or the data-parallel master port, or several starts racing for one range; free it or give "
+     "each instance its own ports"),
+    ("EADDRINUSE",
+     "a port vLLM chose was taken when it bound it: a leftover or second vLLM on the host (ss -ltnp names it), ports "
+     "shared through VLLM_PORT or the data-parallel master port, or several starts racing for one range; free it or give "
+     "each instance its own ports"),
+    # aiohttp refusing a body of another content type than it parsed for (sweep 288 items 03, 06: a router reading vLLM's
+    # stream as JSON; a gateway's own 503 page)
+    ("ContentTypeError",
+     "an HTTP client got a body of another type than it parsed for: a 2xx with text/event-stream is vLLM's normal stream "
+     "read as JSON by whatever sits in front of it (a router, a proxy) or by a client that did not ask for a stream; a "
+     "5xx with text/plain is a proxy's own error page (Envoy's 'no healthy upstream'): that component's log, not "
+     "vLLM's"),
+    ("sendmsg_fd",
+     "oneCCL's exchange with a peer rank broke (its socket closed): a peer failed first; find the earliest error across "
+     "the workers' output"),
+    ("fill_device_fds",
+     "oneCCL could not open the GPUs' device files: the container needs /dev/dri (with /dev/dri/by-path) mapped, or "
+     "a kernel with pidfd support for oneCCL's IPC exchange (CCL_ZE_IPC_EXCHANGE=sockets where it has none)"),
+    ("failed to get the hash of the compiled graph",  # the same failure's words before vLLM 0.9 (vllm PR #18956)
+     "remove vLLM's compile cache (~/.cache/vllm/torch_compile_cache, or VLLM_CACHE_ROOT's) and start again: a corrupted "
+     "entry hides the compile's own error (vllm PR #18956); --enforce-eager skips compilation"),
     ("vLLM failed to compile the model",
      "remove vLLM's compile cache (~/.cache/vllm/torch_compile_cache, or VLLM_CACHE_ROOT's) and start again, as vLLM's "
      "message says; if it fails on every start, something keeps the artifacts from being written whole "
      "(TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 on torch 2.7: unset it, or torch 2.8+); --enforce-eager skips compilation"),
+    # a vendor's graph compiler placing the model on its device and finding no room (vllm-rbln: "BackendCompilerFailed:
+    # backend='_rbln_backend' raised: RuntimeError: SYS_EBUSY: Lack of device memory": sweep 276 item 04)
+    ("Lack of device memory",
+     "the device's memory ran out while its backend built and placed the model (weights plus the KV blocks the "
+     "configuration asks for): a lower --max-model-len (fewer or smaller KV blocks per request) or --max-num-seqs, or "
+     "more devices (tensor or pipeline parallel); not a compiler toolchain fault"),
     ("BackendCompilerFailed",
      "torch.compile (Inductor) could not build a kernel: the lines under it name the command that failed, most "
      "often the host's or container's toolchain for Triton (gcc, libcuda.so on the linker path, a writable "
@@ -1148,6 +1336,13 @@ def _ray_cgraph_advice(ctx: Context, near: list[Event], ce: Event | None) -> tup
                     f"0.9.2 or later): this release ({version}) leaves Ray's compiled-graph read timeout at Ray's 10 s "
                     "default, shorter than a long prefill or a first compile on a worker (vLLM's own 300 s came with "
                     "vllm#15301 but took effect only with vllm#19725)", why + ", at Ray's 10 s default", {})
+    if _on_npu(ctx, near):
+        # vllm-ascend: HCCL, not NCCL, and its graph mode (ACL graphs) is the usual suspect on a first request (sweep 275
+        # item 05: the "graph" branch of vllm-ascend, a hang at the first request)
+        return ("find the worker that did not answer (py-spy dump of the Ray workers; HCCL's and CANN's own logs, "
+                "ASCEND_GLOBAL_LOG_LEVEL=1, for a hung NPU or HCCL peer); rerun once with --enforce-eager, which takes "
+                "vllm-ascend's ACL graphs out, before raising RAY_CGRAPH_get_timeout; vllm-ascend's issues for the "
+                "release", why + " (an Ascend NPU: vllm-ascend)", {})
     return ("find the worker that did not answer (py-spy dump of the Ray workers, NCCL_DEBUG=INFO; a hung GPU or NCCL "
             "peer, a first compile on one node) before raising RAY_CGRAPH_get_timeout: "
             + ("vLLM 0.9.2 and later set it to 300 s, so a step took longer than that; raise it only for steps that are "
@@ -1156,6 +1351,17 @@ def _ray_cgraph_advice(ctx: Context, near: list[Event], ce: Event | None) -> tup
                "older vLLM it was Ray's 10 s unless exported before vLLM started (vllm#19725): export "
                "RAY_CGRAPH_get_timeout=300 there"),
             why, {})
+
+
+_NPU_WORDS = ("vllm_ascend", "torch_npu", "HCCL", "NPU out of memory", "ACL graph")
+
+
+def _on_npu(ctx: Context, near: list[Event]) -> bool:
+    """The engine ran on an Ascend NPU: the start's platform (vLLM's "Platform plugin ascend is activated", vllm-ascend's
+    own memory lines), or vllm-ascend's frames and HCCL's words in the death's bursts."""
+    if ctx.startup is not None and (ctx.startup.engine_config or {}).get("platform") == "npu":
+        return True
+    return any(w in _text(e) or w == e.data.get("startup_frame") for e in near for w in _NPU_WORDS)
 
 
 _GENERIC_ACTIONS = ("act on vLLM's exception", "find the exception", "read the engine's own traceback",
@@ -1202,11 +1408,82 @@ def _capture_death_advice(near: list[Event]) -> tuple[str, str, dict[str, Figure
             "in progress just before the death; the excerpt does not name the exception)", {})
 
 
+_SIGTERM_EXIT = re.compile(r"exit code:? -15\b")
+
+
+def _killed_advice(ctx: Context, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
+    """An engine process that ended with no traceback of its own: a crash below Python, the host's OOM killer, a
+    SIGTERM from outside (sweep 290 item 01: a worker's "exit code: -15" as the pod hit its memory limit), else both a
+    kill and a native crash, the one the host's log does not confirm second."""
+    if (native := next((e.data["native"] for e in near if e.data.get("native")), None)):
+        return ("a fault below vLLM's Python, not a setting: the driver's and kernel's logs (dmesg; ROCm's amdgpu "
+                "firmware messages, NVIDIA's Xid) name it; try another driver, image or vLLM release, and search vLLM's "
+                f"and the platform's issues for '{native}'",
+                f"an engine process crashed in native code (the log shows '{native}'): a segmentation fault, an abort "
+                "or a GPU hang below Python", {})
+    if (host := next((e for e in near if HOST_OOM.search(_text(e))), None)) is not None:
+        ray = any(w in _text(host) for w in ("node running low on memory", "memory pressure (OOM)"))
+        return ("give the host (or the container's memory limit) more RAM for the engine's peak, or lower what vLLM "
+                "holds in host memory while it loads and serves: weights staged through shared memory by each worker "
+                "(its shmem-rss), --cpu-offload-gb, --kv-offloading-size, a quantized checkpoint's repack at load; on "
+                "a unified-memory board (GH200, DGX Spark) the GPU's share comes out of the same RAM"
+                + ("; Ray's memory monitor killed it at RAY_memory_usage_threshold (0.95 of the node's RAM by "
+                   "default): raising the threshold (0.98) only moves the line, RAY_memory_monitor_refresh_ms=0 turns "
+                   "the monitor off and leaves the kernel's OOM killer" if ray else ""),
+                f"{'Ray' if ray else 'the kernel'}'s OOM killer killed a process of the server (line "
+                f"{host.data.get('cause_line', host.line_no)}: "
+                f"'{str(host.data.get('cause') or _text(host)).strip()[:90]}'): the host's or the container's memory "
+                "ran out, not the GPU's", {})
+    if any(_SIGTERM_EXIT.search(_text(e)) for e in near):
+        return ("find who stopped it: the container's or the pod's state (kubectl describe pod: Last State, Reason and "
+                "Exit Code; 137 with the pod's memory limit, a failed liveness probe, an eviction), a supervisor's "
+                "restart or an operator's kill; vLLM's own log holds no cause because none was inside it",
+                "a worker ended on SIGTERM (exit code -15) from outside vLLM: its process group was being stopped", {})
+    # a worker that exits mid-serving without a word is as often a kernel fault as a kill (vllm#40756: MTP on long
+    # sequences, an illegal memory access): both branches, the one the host's log does not confirm second
+    spec = any(e.kind == "spec-decode" for e in ctx.events)
+    return ("look outside vLLM: dmesg -T | grep -i -E 'killed process|out of memory' (the kernel's OOM killer), "
+            "the container's state (OOMKilled, exit code 137) or a segfault; give the host or container more "
+            "RAM, or lower what vLLM keeps in host memory (--cpu-offload-gb, --kv-offloading-size; --swap-space on "
+            "v0); if no kill shows there, it crashed in native code: the worker's own stderr (a CUDA error), "
+            "CUDA_LAUNCH_BLOCKING=1 to name the kernel, --enforce-eager to rule out a CUDA graph"
+            + ("; speculative decoding was on: run once without it (or fewer speculative tokens)" if spec else ""),
+            "an engine process exited without a traceback of its own: killed from outside (the kernel's OOM killer, "
+            "a container limit, SIGKILL) or a crash in native code", {})
+
+
+def _cuda_error_advice(near: list[Event], exc: tuple[str, int] | None) -> tuple[str, str, dict[str, Figure]] | None:
+    """A CUDA (or HIP) error's advice by what the lines around it show: ROCm's memory access fault, a position past the
+    model's table, an operation illegal inside a graph capture, else a kernel's fault; None where a known fix names it
+    (a build that does not match the machine: the exception's path)."""
+    if any("Memory access fault by GPU" in _text(e) for e in near):
+        return (*_ROCM_FAULT, {})
+    if (past := _past_positions(near)) is not None:
+        return past
+    if not ((exc is not None and (known_fix(exc[0]) or LLVM_ABORT in exc[0]))
+            or any(known_fix(_text(e)) for e in near if e.kind == "cuda-error")):
+        # (a CUDA error with a known fix, a build that does not match the machine, takes the exception's path)
+        return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
+                "graphs in or out; check dmesg for NVIDIA Xid errors (a launch failure can be the GPU or the driver); "
+                "report it upstream with the versions",
+                "a CUDA error in a kernel (an illegal memory access, a device-side assert, an unspecified launch "
+                "failure): a fault, not a setting", {})
+    return None
+
+
 def _nccl_advice(ctx: Context, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
     """An NCCL watchdog time-out: at the group's first collective the transport, else a rank that stopped answering
     (without naming --disable-custom-all-reduce where the configuration already has it)."""
     if (first := _first_collectives(near)) is not None:
         return first
+    if _on_npu(ctx, near):
+        # Ascend: HCCL's watchdog, whose cause CANN's own lines name (an AI Core timeout, 507014: a kernel that hung on
+        # one NPU; sweep 282 item 04, a release's regression)
+        return ("read HCCL's and CANN's own lines and logs (plog; ASCEND_GLOBAL_LOG_LEVEL=1) for the first rank's error: "
+                "an AI Core timeout ('aicore execution times out', 507014) is a kernel that hung on one NPU, often a "
+                "release's regression (the previous vllm-ascend release, or --enforce-eager to take the ACL graphs out, "
+                "as the one-variable test); HCCL_EXEC_TIMEOUT and HCCL_CONNECT_TIMEOUT only move the wait",
+                "an HCCL collective (Ascend) ended in its watchdog: a rank stopped answering", {})
     if _custom_all_reduce_off(ctx):
         return ("NCCL_DEBUG=INFO and nvidia-smi topo -m: a rank stopped answering a collective (a hung GPU, a "
                 "P2P/NVLink fault, one worker stuck on the host, or a rank still loading or compiling while the others "
@@ -1243,6 +1520,51 @@ def _first_collectives(near: list[Event]) -> tuple[str, str, dict[str, Figure]] 
             + (f" of {m.group(3)} element(s)" if m.group(3) else "")
             + "): the tensor-parallel ranks never exchanged a message, so the transport between them failed, not a "
             "step", {})
+
+
+_DIST_MS = re.compile(r"(?:waiting|after) (\d+) ?ms")
+TORCH_PG_TIMEOUT_MS = 1_800_000  # torch.distributed's default process-group timeout (30 min), which vLLM keeps
+# frames and words of torch.distributed's set-up in vLLM (parallel_state): run once, before the model loads
+_DIST_INIT_WORDS = ("in_the_same_node_as", "is_in_the_same_node", "initialize_model_parallel", "init_distributed_environment",
+                    "ensure_model_parallel_initialized", "init_model_parallel_group", "init_process_group",
+                    "create_from_process_group", "rendezvous", "/default_pg/")
+
+
+def _dist_timeout_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
+    """torch.distributed's CPU side (gloo's recv, its TCP store, c10d's socket) waited out a peer (sweep 275 items
+    08-09): a rank that never arrived, at set-up (a barrier, the store's rendezvous) or while serving (a peer that hung or
+    died first). Raising the timeout does not bring a rank that never sends; finding it does."""
+    ms = max((int(m.group(1)) for e in near if (m := _DIST_MS.search(_text(e))) is not None), default=None)
+    waited = ("" if ms is None else f" for {ms:,} ms" + (" (torch's default process-group timeout, 30 min)"
+                                                         if ms == TORCH_PG_TIMEOUT_MS else ""))
+    gain = {} if ms is None else {"waited_ms": Figure(ms, "measured", "the timeout line")}
+    if any("connectFullMesh" in _text(e) for e in near):
+        return ("give gloo an interface every rank can reach: GLOO_SOCKET_IFNAME (and VLLM_HOST_IP) on each node, and "
+                "a hostname that resolves to that interface, not to 127.0.0.1 (torch's warning 'Using the loopback "
+                "address as fallback' means it was unset in that process; under Ray, export it before `ray start` on "
+                "every node: the variable on the vllm serve line does not reach the other nodes' workers)",
+                "gloo could not connect the ranks' mesh at the process groups' set-up (connectFullMesh failed): a rank "
+                "bound to an address the others cannot reach", {})
+    init = phase == "at start-up" or any(w in _text(e) for e in near for w in _DIST_INIT_WORDS)
+    reach = ("across nodes, the CPU group's TCP path must connect both ways: GLOO_SOCKET_IFNAME (and "
+             "NCCL_SOCKET_IFNAME) on the interface the nodes share, VLLM_HOST_IP set to its address on each node, the "
+             "master port open between them")
+    if init:
+        return ("find the rank that never arrived: py-spy dump every rank on every node (the one not in the barrier "
+                "is stuck or died earlier, in its own log); on one node, a rank stuck in the GPUs' peer-to-peer set-up "
+                "(PCIe boards, ACS or the IOMMU on): NCCL_P2P_DISABLE=1 tests it; every node must run the same vLLM "
+                "and torch build; " + reach + "; raising the timeout does not bring a rank that never arrives",
+                f"torch.distributed's CPU side (gloo, its TCP store) waited{waited} at the process groups' set-up for "
+                "a rank that never joined: a rank stuck or dead before the barrier, or nodes that cannot reach each "
+                "other", gain)
+    waits = [e for e in ctx.events if e.kind == "shm-wait" and e.line_no is not None
+             and e.line_no < min(x.line_no for x in near)]
+    return ("find the peer that stopped first: its own log's first error, or py-spy dump of every rank (a worker stuck "
+            "in a kernel, a collective or a compile); " + reach + "; raising the timeout only waits longer",
+            f"a worker waited{waited} on torch.distributed's CPU group (gloo) for a peer that never sent: the peer "
+            "hung or died first"
+            + (f"; the engine's waits for its workers from line {waits[0].line_no} ('No available shared memory "
+               "broadcast block') show they had stopped answering before it" if waits else ""), gain)
 
 
 def _custom_all_reduce_off(ctx: Context) -> bool:
@@ -1284,9 +1606,18 @@ def _exception_advice(text: str, ln: int, events: list[Event]) -> tuple[str, str
     return action, why, {}
 
 
+_COMPILE_BACKEND = re.compile(r"backend='([^']+)' raised")
+
+
 def known_fix(text: str) -> str | None:
     """The one-setting fix vLLM's own message names for an exception (``_KNOWN_EXCEPTIONS``), else None."""
-    return next((h for needle, h in _KNOWN_EXCEPTIONS if needle in text), None)
+    hint = next((h for needle, h in _KNOWN_EXCEPTIONS if needle in text), None)
+    if hint is not None and "BackendCompilerFailed" in text and hint.startswith("torch.compile (Inductor)") and (
+            (b := _COMPILE_BACKEND.search(text)) is not None and b.group(1) != "inductor"):
+        # another backend's compiler (a platform plugin's): Triton's toolchain is not in it (sweep 276 item 04)
+        return (f"torch.compile's '{b.group(1)}' backend (not Inductor) failed: the exception under it names why; its "
+                "platform's issues for the release, and --enforce-eager only where that platform runs without it")
+    return hint
 
 
 def _exception(near: list[Event], ce: Event | None) -> tuple[str, int] | None:
@@ -1593,10 +1924,11 @@ def memory_held(ctx: Context) -> Finding | None:
         return None
     action, why, gain = _held_advice(ctx)
     ln = st.line_refs.get("startup_error")
+    cites = [Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source, line_no=ln)]
+    if ln is not None:
+        action, why = _supervised([e for e in ctx.events if e.line_no is not None], ln, action, why, cites, ctx.source)
     return rule_finding("engine.died", why, severity="problem", action=action, gain=gain,
-                        data={"cause": "memory-held", "phase": "at start-up", "line_no": ln},
-                        evidence=[Cite(detail=(st.error_message or st.startup_error)[:200], source=ctx.source,
-                                       line_no=ln)])
+                        data={"cause": "memory-held", "phase": "at start-up", "line_no": ln}, evidence=cites)
 
 
 def _held_advice(ctx: Context) -> tuple[str, str, dict[str, Figure]]:

@@ -309,6 +309,36 @@ _API_TAIL = ("it was raised in the API server's request path (its serving code, 
              "messages) or the parser / template is at fault, not the pool or the scheduler")
 
 
+# what the bench client's own exception says of the server, by its class (aiohttp's, the resolver's; sweep 283 items
+# 01, 02, 06): the first that matches
+_CLIENT_CAUSES = (
+    (("TransferEncodingError", "ClientPayloadError", "Not enough data for satisfy transfer length"),
+     "the server began its answer and the stream ended before it was whole: that request's end on the server's side "
+     "(an error mid-stream, a worker or the engine that died, a proxy's timeout in between); the server's log of that "
+     "minute says which"),
+    (("ServerDisconnectedError", "Server disconnected"),
+     "the connection closed before any response came: the server or a proxy in front of it dropped it (a restart, a "
+     "crash, a keep-alive timeout on a reused connection); the server's log of that minute says which"),
+    (("ClientConnectorDNSError", "gaierror", "Name or service not known", "Cannot connect to host https:",
+      "Cannot connect to host http:"),
+     "the host name did not resolve, so no request left the client; a host of 'https' or 'http' is a URL's scheme put "
+     "into --host: give the URL as --base-url instead"),
+    (("Connection refused", "ClientConnectorError", "Cannot connect to host"),
+     "nothing answered at that address and port, so the server never saw the requests (not up yet, another port, a "
+     "container's port not published)"),
+)
+# vLLM's own bench reads the stream by lines, each a whole event (sweep 283 item 05: its JSONDecodeError only through a
+# LiteLLM proxy, none of 1,000 straight to the server)
+_STREAM_JSON_VLLM = (". It failed decoding a streamed line as JSON: vLLM's bench reads the stream by whole lines, so a "
+                     "line after 'data: ' was no JSON: what sits between the bench and the server re-emitting the "
+                     "stream (a proxy's or gateway's 'event:' or 'id:' line, 'data:' without its space, an error's "
+                     "text); a run straight to the server tells")
+_STREAM_JSON = (". It failed decoding a streamed chunk as JSON: an event split across two reads (a large one), two events "
+                "in one read, or a line that is no JSON (an error's text, a proxy's page, a keep-alive); the server may "
+                "well have answered that request (its log of that minute says), and the client's fix is to buffer up "
+                "to a whole 'data: ...' event before decoding, as vLLM's own bench does")
+
+
 def _api_error(e: Event) -> bool:
     """An error burst of the API server's request path: its process, its logger's file or its frames say so. A client
     that went away ("client disconnected") is no failure of the request's own."""
@@ -343,6 +373,14 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
         said = (e.message or "").strip()
         said = "a traceback cut before its exception" if said.startswith("Traceback") else said[:240]
         return f"the API server logged a request's failure: {said} (line {e.line_no}){more}: {_API_TAIL}"
+    client = next((e for e in ctx.events if e.data.get("bench_client") and e.kind in ("error", "engine-error")), None)
+    if not excs and client is not None:
+        # the benchmark client's traceback cut before its exception (sweep 274 item 08)
+        return (f"the benchmark client raised (lines {client.line_no}-{client.data.get('last_line', client.line_no)}; "
+                "the excerpt cuts its exception): its traceback runs through the bench's own code"
+                + (_STREAM_JSON if client.data.get("stream_json") else
+                   "; its exception line says whether the server was at fault (a stream cut mid-answer, a connection "
+                   "dropped before any answer) or the client (its own parsing, an address that did not resolve)"))
     if not excs:
         # no Python exception, but the engine's or a worker's own ERROR line after the last stats sample (a device
         # runtime's error code, as an Ascend worker printed before its traceback): the excerpt's last word
@@ -365,14 +403,24 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
     in_api = any(e.data.get("exception") == text and _api_error(e) for e in ctx.events)
     if any(e.data.get("exception") == text and e.data.get("bench_client") for e in ctx.events):
         # the benchmark client's own traceback (sweep 243 item 02: numpy's IndexError on empty TTFT lists)
+        stream = "JSONDecodeError" in text or any(e.data.get("stream_json") for e in ctx.events
+                                                      if e.data.get("exception") == text)
+        own = any(e.data.get("vllm_bench") for e in ctx.events if e.data.get("exception") == text)
+        said = next((why for words, why in _CLIENT_CAUSES if any(w in text for w in words)), None)
+        if said is not None:
+            return f"the benchmark client raised {text[:200]} (line {ln}): {said}"
         return (f"the benchmark client raised {text[:200]} (line {ln}), not the server: its traceback runs through "
-                "the bench's own code. An error on empty latency lists (ttfts, tpots) means no request got an answer "
+                "the bench's own code" + ((_STREAM_JSON_VLLM if own else _STREAM_JSON) if stream else
+                ". An error on empty latency lists (ttfts, tpots) means no request got an answer "
                 "(a refused connection, a wrong --model / served name, an endpoint that does not stream): the "
-                "server's log of that minute says which")
+                "server's log of that minute says which"))
     more = f" (and {len(excs) - 1} more)" if len(excs) > 1 else ""
     # a line with a known meaning in the same burst as the exception (sweep 224 item 04: V0's prompt-limit warning,
     # then the user's own TypeError below it) is said too: the exception's note would hide it
-    also = next((e for e in named if known_fix(e.message or "") != fix), None)
+    # (not the exception's own wrapper line, "BackendCompilerFailed: backend='inductor' raised:", which the exception
+    # quotes with its cause: sweep 285 item 08)
+    also = next((e for e in named if known_fix(e.message or "") != fix
+                 and not (text.startswith((e.message or "").strip()) and (e.message or "").strip())), None)
     return (f"the log shows an exception with no engine death tied to it here: {text[:240]} (line {ln}){more}"
             + (f"; the known fix: {fix}" if fix else f"; {_API_TAIL}" if in_api else
                "; if the server stopped there, it is why (search vLLM's issues for it with your version)")
@@ -1054,6 +1102,12 @@ def _contradictions(s: sig.Signals) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
+# evidence notes that say why nothing could be judged (sweep 284 items 03, 04, 09: a /metrics without vLLM's series, and
+# a serve command with no start beside it, had been said by `evidence` and dropped by `diagnose`)
+_WHY_NOTHING_READ = ("an offline `vllm bench", "without any vllm:* series", "with no sample:",
+                     "has no start-up line after it")
+
+
 def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs: Deployment | None = None,
              as_one: bool = False, lengths: LengthDist | None = None, flags: EngineConfig | None = None) -> Diagnosis:
     """Chain two over every instance in ``evidence`` (evidence.model.Evidence).
@@ -1076,7 +1130,7 @@ def diagnose(evidence: Evidence, *, thresholds: Thresholds | None = None, inputs
         instances.append(diagnose_context(ctx))
         instances[0].notes.extend(request_line_notes(evidence).values())
         instances[0].error_noted |= any(access.refused(d) for d in evidence.request_lines.values())
-        instances[0].notes.extend(n for n in (evidence.notes or []) if "an offline `vllm bench" in n)
+        instances[0].notes.extend(n for n in (evidence.notes or []) if any(w in n for w in _WHY_NOTHING_READ))
         instances[0].notes.extend(_side_by_side(evidence))
         return Diagnosis(instances, th)
     demand = {src: _bench_demand(evidence, src) for src in {seg.source for seg in segments}}

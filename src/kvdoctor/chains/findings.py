@@ -55,6 +55,16 @@ def severity_style(word: object) -> tuple[str, str] | None:
     return SEVERITY_STYLE[n] if n else None
 
 
+def clip(text: str, n: int = 200) -> str:
+    """A quoted line shortened to at most about ``n`` characters at a word's end, marked "…": a cut inside a figure
+    misquotes it (sweep 280 item 06: "ran for 600009 milliseconds" quoted as "ran for 6")."""
+    if len(text) <= n:
+        return text
+    cut = text[:n]
+    space = cut.rfind(" ")
+    return (cut[:space] if space >= n // 2 else cut).rstrip(" ,;:(") + "…"
+
+
 def fmt_time(t: float | None) -> str:
     """Epoch seconds as the UTC wall-clock time the logs show (no year: logs carry none)."""
     if t is None or t != t:  # None or NaN (a /metrics dump has no timestamp)

@@ -638,6 +638,8 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
         # the longest a prefill of the mean prompt plausibly takes, in decode steps: a TTFT above it is a wait
         steps = max(20.0, prompt / th.bench_prefill_tokens_per_step)
         queued = bool(ttft is not None and step and ttft >= steps * step)
+        # a burst of long prompts: the result's own prefill speed bounds one prefill (sweep 279 item 05)
+        served = None if queued else _prefill_from_result(f, n, rate, prompt, ttft)
         client_bound = conc is not None and conc > 1 and in_flight is not None and in_flight >= 0.85 * conc
         if client_bound and x and tpot and ttft is not None:
             # Little's law on the server: its requests split into those before their first token and those
@@ -661,9 +663,12 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
                     "Waiting stays 0 with Running at the client's cap). Its stats lines over the run tell which"),
                     f"a wait for the first token ({before:.1f} of {in_flight:.0f} in flight)"))
         elif ((_is_inf(rate) or _sent_within_one(rate, n, e2el, ttft)) and not (conc is not None and conc < n) and x
-              and n >= 8 and (queued or _burst_span_share(ttft, tpot, dur) is not None)):
+              and n >= 8 and (queued or served is not None or _burst_span_share(ttft, tpot, dur) is not None)):
             bound = (f"above the longest a {prompt:,.0f}-token prefill plausibly takes (about "
                      f"{steps * step / 1000:,.1f} s: {steps:,.0f} decode steps of {step:g} ms)" if queued else
+                     f"{ttft / 1000 / served:,.1f}× the {served:,.1f} s one {prompt:,.0f}-token prefill takes at most "
+                     f"at the prompt rate this result shows (its {n:,.0f} first tokens within the sending and the P99 "
+                     "TTFT)" if served is not None else
                      f"{_burst_span_share(ttft, tpot, dur):.0%} of the run's {dur:,.0f} s (the result is cut before "
                      "its TPOT; no prefill takes a quarter of a run that long)")
             out.append(_burst_reading(label, f, n, x, rate, ttft, e2el, in_flight, bound))
@@ -675,18 +680,8 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
               # a result cut before its TPOT (sweep 220 item 01: 16 req/s offered, 0.48 served, mean TTFT 518 s) is
               # judged by the burst's bound: no prefill takes a quarter of a run of 10 s or more
               and (queued or _burst_span_share(ttft, tpot, dur) is not None)):
-            span = n / rate
-            wait = span / 2 * (rate / x - 1)
-            service = (e2el - ttft) / 1000 if e2el else 0.0  # a request's time after its first token
-            if ttft / 1000 >= wait / 4 and wait >= service:
-                cap = f" (or the client's --max-concurrency {conc:g})" if conc is not None else ""
-                out.append(BenchReading("overload", None, (
-                    f"{label}: offered {rate:g} req/s, completed {x:g}{cap}: a server that keeps up would start each "
-                    f"request on arrival; one that completes {x:g} req/s leaves a queue growing through the "
-                    f"{span:.0f} s of sending, a mean wait of about {wait:.1f} s, and the mean TTFT was "
-                    f"{ttft / 1000:.1f} s. This load is above this deployment's capacity at these lengths "
-                    f"(about {x:g} req/s); its TTFT measures the run's length, not the server"),
-                    f"a queue left behind: offered {rate:g} req/s, completed {x:g}"))
+            if (over := _overload_reading(label, n, x, rate, conc, ttft, e2el, f.get("duration"))) is not None:
+                out.append(over)
         elif ttft is None and (untimed := _overload_untimed(label, f, n, x, th)) is not None:
             out.append(untimed)
         elif (tail := _ttft_tail(label, f, n, conc, steps * step if step else math.inf)) is not None:
@@ -694,6 +689,34 @@ def bench_readings(bench, th: Thresholds) -> list[BenchReading]:
         if (stalls := _decode_stalls(label, f, conc, prompt, th)) is not None:
             out.append(stalls)
     return out
+
+
+def _overload_reading(label: str, n: float, x: float, rate: float, conc: float | None, ttft: float,
+                      e2el: float | None, dur: float | None) -> BenchReading | None:
+    """The "overload" reading where its queue holds (the mean TTFT at least a quarter of the wait the offered rate's
+    queue leaves, that wait at least a request's time after its first token); None otherwise. The whole run's rate
+    counts the drain after the sending ended: every request had its first token by the run's end less one request's
+    decode, so the server kept up about n / (that) while the queue lasted (sweep 274 item 04: 3.34 req/s over 59.8 s,
+    each ~18.7 s after its first token), stated as the top of the ceiling's range."""
+    span = n / rate
+    wait = span / 2 * (rate / x - 1)
+    service = (e2el - ttft) / 1000 if e2el else 0.0  # a request's time after its first token
+    if not (ttft / 1000 >= wait / 4 and wait >= service):
+        return None
+    cap = f" (or the client's --max-concurrency {conc:g})" if conc is not None else ""
+    held = n / (dur - service) if dur and 0 < service < 0.75 * dur else None
+    held = held if held is not None and held > 1.1 * x else None
+    ceiling = (f"between {x:g} req/s (the whole run, its drain included) and about {held:.3g} (all {n:,.0f} had their "
+               f"first token within the run's {dur:,.0f} s less one request's {service:,.1f} s after it)"
+               if held is not None else f"about {x:g} req/s")
+    return BenchReading("overload", None, (
+        f"{label}: offered {rate:g} req/s, completed {x:g}{cap}: a server that keeps up would start each "
+        f"request on arrival; one that completes {x:g} req/s leaves a queue growing through the "
+        f"{span:.0f} s of sending, a mean wait of about {wait:.1f} s, and the mean TTFT was "
+        f"{ttft / 1000:.1f} s. This load is above this deployment's capacity at these lengths "
+        f"({ceiling}); its TTFT measures the run's length, not the server"),
+        f"a queue left behind: offered {rate:g} req/s, completed {x:g}"
+        + (f" (kept up about {held:.3g} while it queued)" if held is not None else ""))
 
 
 def _burst_reading(label: str, f: dict, n: float, x: float, rate, ttft: float, e2el: float | None,
@@ -726,6 +749,26 @@ def _burst_reading(label: str, f: dict, n: float, x: float, rate, ttft: float, e
         + "; --request-rate below it or --max-concurrency gives latencies to compare"),
         f"a burst of {n:,.0f} queued (mean TTFT {ttft / 1000:,.1f} s); ceiling "
         + ("at least" if tail else "about") + f" {x:g} req/s")
+
+
+LONG_PROMPT_TOKENS = 4096  # a prefill this long is compute-bound: a batch of them runs no faster per token than one
+P99_IS_MAX_N = 100  # up to this many requests, the P99 TTFT is within a request or two of the last first token
+
+
+def _prefill_from_result(f: dict, n: float, rate, prompt: float, ttft: float | None) -> float | None:
+    """The longest one prefill of the mean prompt took, from the result itself: the server gave all n requests their
+    first token within the sending plus the P99 TTFT (about the last one, for n <= P99_IS_MAX_N), so it prefilled
+    n - 1 prompts at least in that time; for long prompts a prefill alone runs no faster per token than in the batch.
+    Returned (seconds) where the mean TTFT is at least twice it: the burst's queue of prefills, not one prefill (sweep
+    279 item 05: ten 64k prompts at 10 req/s, P99 38.7 s, so one prefill <= 4.4 s against a mean TTFT of 25.9 s).
+    None otherwise."""
+    p99 = f.get("p99_ttft_ms")
+    if (ttft is None or not isinstance(p99, (int, float)) or prompt < LONG_PROMPT_TOKENS or not 8 <= n <= P99_IS_MAX_N
+            or not (_is_inf(rate) or (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0))):
+        return None
+    send = 0.0 if _is_inf(rate) else n / rate
+    one = (send + p99 / 1000) / (n - 1)
+    return one if ttft / 1000 >= 2 * one else None
 
 
 def _tail_bound(in_flight: float | None, n: float, ttft: float | None, e2el: float | None) -> bool:

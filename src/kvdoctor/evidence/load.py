@@ -45,6 +45,23 @@ def _prefix(name: str) -> str:
     return "_".join(words[:2] if len(words) > 2 else words[:1]) + "_*"
 
 
+_VLLM_TYPE = re.compile(r"^# TYPE vllm:\w+", re.M)
+_VLLM_SAMPLE = re.compile(r"^vllm:\w+[{\s]", re.M)
+
+
+def declared_only_note(path: str, head: str) -> str | None:
+    """vLLM's families declared (# HELP / # TYPE) with no sample in the dump (sweep 277 item 07: a 0.5.4 endpoint
+    mounted by another app, read by its user as 'metrics not enabled'): None where a sample shows or none is declared."""
+    n = len(set(_VLLM_TYPE.findall(head)))
+    if not n or _VLLM_SAMPLE.search(head):
+        return None
+    return (f"{path}: {n} vllm:* famil{'y is' if n == 1 else 'ies are'} declared (# HELP / # TYPE) with no sample: the "
+            "engine had not recorded into this registry yet (V0 creates its labelled series at its first stats log, "
+            "after a request; an app that mounts vLLM's /metrics without the engine's stats logger shows only the "
+            "declarations), or the engine's metrics live in another process; send a request, then scrape again "
+            "(nothing needs enabling: '#' lines are the format's metadata)")
+
+
 def _exposition_without_vllm(head: str) -> bool:
     """A /metrics dump that holds no vllm:* series: its head is Prometheus TYPE lines, none of them vLLM's."""
     return bool(_EXPOSITION.search(head)) and "vllm:" not in head
@@ -271,11 +288,14 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
             ev.notes.extend(f"{path}: {n}" for n in res.notes)
             if res.out_of_order:
                 ev.notes.append(f"{path}: {res.out_of_order} stats samples out of time order (sorted)")
-            if not res.segments and _exposition_without_vllm(head := _head(path)):
+            if not res.segments and (note := declared_only_note(path, head := _head(path))) is not None:
+                ev.notes.append(note)
+            elif not res.segments and _exposition_without_vllm(head):
                 ev.notes.append(f"{path}: a Prometheus /metrics exposition without any vllm:* series ({_families(head)}):"
                                 " cut before vLLM's own, not a vLLM server's, or vLLM's engine metrics live in another "
                                 "process this endpoint does not bridge (Triton's vllm_backend without "
-                                "REPORT_CUSTOM_METRICS, a pre-0.6 --engine-use-ray engine)")
+                                "REPORT_CUSTOM_METRICS, a pre-0.6 --engine-use-ray engine, vLLM 0.5.4's multiprocess "
+                                "front end: fixed in 0.5.5 by vllm#7279, --disable-frontend-multiprocessing on 0.5.4)")
             for seg in res.segments:
                 svc = ((seg.startup.engine_config or {}).get("interleaved_services") if seg.startup else None)
                 if svc:
@@ -304,7 +324,10 @@ def load_evidence(paths: Iterable[str | os.PathLike], *, prometheus: str | None 
             docs = json_documents(decode_capture(read_document(path, "evidence")))
             _add_offline(ev, path, [r for r in (parse_offline_json(d, path) for d in docs) if r is not None])
         elif kind in ("metrics", "metrics-folder"):
-            ev.segments.extend(load_metrics(path, ev.notes))
+            segs = load_metrics(path, ev.notes)
+            ev.segments.extend(segs)
+            if not segs and os.path.isfile(path) and (note := declared_only_note(path, _head(path))) is not None:
+                ev.notes.append(note)
         elif kind == "bench":
             for b in load_bench(path):
                 ev.bench.append(b)

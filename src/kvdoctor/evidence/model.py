@@ -134,7 +134,9 @@ MEMORY_HELD = ("free-memory-below-util", "kv-over-free-memory")
 # (also its repr, which V0's MQLLMEngine logs: "ValueError('Sampling parameters are missing for a CompletionRequest.')",
 # sweep 224 item 05)
 EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(?:\w*(?:Error|Exception): \S|\w+(?:Error|Exception)\s*$"
-                            r"|\w+(?:Error|Exception)\(['\"])")
+                            r"|\w+(?:Error|Exception)\(['\"]"
+                            # Ray's wrapper of what a task raised: "ray.exceptions.RayTaskError(RuntimeError): ray::..."
+                            r"|\w+(?:Error|Exception)\(\w+\)(?::|\s*$))")
 # v0's MQEngineDeadError carries the cause in its message: "Engine loop is not running. Inspect the stacktrace to
 # find the original error: AssertionError('Error in model execution ...')" (vllm/engine/multiprocessing).
 ORIGINAL_ERROR = re.compile(r"original error: ([\w.]*(?:Error|Exception))\((['\"]?)(.*?)\2?\)?\.?\s*$")
@@ -357,8 +359,11 @@ ENGINE_PROCS = ("EngineCore", "VllmWorker", "Worker", "RayWorkerWrapper", "RayWo
 # the raylet's "Workers ... killed due to memory pressure (OOM)": host memory again, vllm#15102)
 HOST_OOM = re.compile(r"[Oo]ut of memory: Kill(?:ed)? process|invoked oom-killer|\boom-kill:|Reason:\s+OOMKilled\b"
                       r"|=OOMKilled\b|\"OOMKilled\":\s*true|node running low on memory"
-                      r"|killed due to memory pressure \(OOM\)")
-DEATH_KINDS = ("engine-dead", "oom", "cuda-error", "nccl-timeout")
+                      r"|killed due to memory pressure \(OOM\)"
+                      # the kernel's kill line itself (its memory figures), its constraint, systemd's word for it
+                      # (sweep 290 items 04-05: "kernel: Killed process 21849 (VLLM::EngineCor) anon-rss:... shmem-rss:")
+                      r"|Killed process \d+ \([^)]*\),? (?:total-vm|anon-rss)|\bglobal_oom\b|killed by the OOM killer")
+DEATH_KINDS = ("engine-dead", "oom", "cuda-error", "nccl-timeout", "dist-error")
 CAUSE_WINDOW_S = 30.0
 CAUSE_WINDOW_LINES = 400
 
@@ -367,6 +372,7 @@ CAUSE_WINDOW_LINES = 400
 class Event:
     t: float | None  # epoch seconds (None if the line had no timestamp)
     # "startup" | "preemption-warning" | "oom" | "kv-too-small" | "engine-dead" | "cuda-error" | "nccl-timeout" |
+    # "dist-error" (torch.distributed's CPU side, gloo or its TCP store, waited out a peer) |
     # "engine-error" (a traceback of the engine core or a worker) | "error" | "shutdown-requested" | ...
     kind: str
     line_no: int | None

@@ -288,9 +288,12 @@ def _bounded_quantile(q: float, buckets: list[tuple[float, float]], mean: float,
     Prometheus' answer (that bound) is then only a floor, and a dump whose buckets were cut ("..." pasted in their
     place) would read a 32 ms TTFT as 1 ms; unknown (NaN) instead. Likewise at the bottom: where the dump's lowest
     bucket is above vLLM's lowest bound for the family (``lowest``: its low buckets cut off) and the rank falls in it,
-    interpolating from 0 makes a figure up (sweep 277 item 06: TTFT p50 1,250 ms from a dump that began at le=2.5)."""
-    v = quantile(q, buckets)
+    interpolating from 0 makes a figure up (sweep 277 item 06: TTFT p50 1,250 ms from a dump that began at le=2.5). A
+    histogram of one observation is its sum."""
     b = sorted(buckets)
+    if b and b[-1][1] == 1 and math.isfinite(mean) and mean >= 0:
+        return mean  # one observation: the sum is it, where interpolating in its bucket makes one up (sweep 284 item 06)
+    v = quantile(q, buckets)
     finite = [x for x in b if math.isfinite(x[0])]
     if finite and lowest > 0 and finite[0][0] > lowest * 1.5 and b[-1][1] > 0 and finite[0][1] >= q * b[-1][1]:
         return math.nan

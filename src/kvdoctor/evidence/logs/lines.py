@@ -47,11 +47,24 @@ _ERROR_LEVEL_WORDS = (
 )
 # vLLM's ERROR record with its time cut off by the poster ("ERROR [backend_xgrammar.py:167] Failed to advance FSM ...":
 # sweep 212 item 12)
-_SHORT_ERROR_PREFIX = re.compile(r"(?:ERROR|CRITICAL) \[[\w.]+\.py:\d+\] ")
+# (also with the time elided, "ERROR ... [core.py:2178] RuntimeError: ...": sweep 275 item 09)
+# Ascend's runtime's own error record ("[ERROR] 2025-12-12-12:10:10 (PID:402, Device:7, RankID:-1) ERR02005 DIST
+# internal error": sweep 282 item 04)
+_ASCEND_ERROR = re.compile(r"^\[ERROR\] \d{4}-\d\d-\d\d-\d\d:\d\d:\d\d \(PID:\d+, Device:\d+")
+_SHORT_ERROR_PREFIX = re.compile(r"(?:ERROR|CRITICAL) (?:(?:\.\.\.|\u2026) )?\[[\w.]+\.py:\d+\] ")
+# torch.distributed's CPU side waiting out a peer: gloo's recv/send ("Timed out waiting 1800000ms for recv operation to
+# complete", "Application timeout caused pair closure"), its TCP store ("DistStoreError: wait timeout after 1800000ms")
+# and c10d's socket ("[c10d] waitForInput: socket ... timed out after 1800000ms"): a rank that never arrived (sweep 275
+# items 08-09)
+# (and gloo's failure to connect its ranks at all, "Gloo connectFullMesh failed": sweep 289 item 10)
+_DIST_ERROR = re.compile(r"Timed out waiting \d+ ?ms for (?:recv|send) operation|Application timeout caused pair "
+                         r"closure|DistStoreError: (?:wait )?timeout|\[c10d\].{0,200}? timed out after \d+ ?ms"
+                         r"|Gloo connectFullMesh failed")
 # Error lines with none of the generic words ("ERROR", "rror", "Traceback", ...) in them: both the full path (which
 # lines to read) and _error (which lines may be an error) look for them (sweeps 180-197)
 _ERROR_WORDS = (
     b"UnspecifiedPlatform", b"Duplicate GPU", b"exit code",  # no GPU found; two ranks on one GPU; a killed process
+    b"Exit Code:", b"global_oom", b"killed by the OOM killer",  # kubectl describe's; the kernel's and systemd's OOM words
     b"index out of bounds: 0 <=",  # torch.compile's bounds assert, also without the thread prefix (sweep 187 item 09)
     b"WorkerProc hit an exception",  # v1's worker failing a step (the engine core dies with it)
     b"Process SpawnProcess-",  # multiprocessing's header over V0's engine process's traceback (the engine died)
@@ -61,6 +74,8 @@ _ERROR_WORDS = (
     b"double free or corruption", b"free(): invalid", b"malloc(): ", b"corrupted size vs.", b"munmap_chunk()",  # glibc
     b"does not allow any tokens to be scheduled",  # the scheduler's budget check, quoted bare (sweep 194 item 09)
     b"driver on your system is too old", b"cannot find -lcuda",  # torch's CUDA init warning, ld under Triton (255)
+    b"Timed out waiting", b"pair closure", b"timed out after", b"connectFullMesh",  # torch.distributed's CPU side
+    b"terminate called after throwing", b"watchdog thread terminated",  # a C++ abort; HCCL's watchdog (sweep 282)
     *(w.encode() for w in _ERROR_LEVEL_WORDS),
 )
 # What the full path looks for (each rule needle in startup._RULES contains one of these; the
@@ -105,6 +120,12 @@ FULL_NEEDLES = (
     b"Filesystem type for checkpoints",
     b"RAY_CGRAPH_get_timeout is set to",  # the compiled graph's read timeout vLLM set (_RAY_CGRAPH_SET)
     b"NVIDIA ", b"Tesla ",  # nvidia-smi's rows naming the device (startup.R_SMI), torch's capability warning
+    b"Platform plugin ", b"detected platform ",  # vLLM's platform line (startup.R_PLATFORM)
+    b"Main process exited", b"ExecMainStatus=", b"exited with code", b"Scheduled restart job",  # _SERVICE_EXIT
+    b"Directly load the",  # a graph loaded from vLLM's compile cache (_CACHE_LOAD)
+    b"core engine proc",  # the API server waiting for its engine cores to start (_ENGINE_WAIT)
+    b"graph pool memory",  # the graph pool's measured and estimated size (startup.R_CG_POOL: CUDA's, Ascend's ACL)
+
     *_ERROR_WORDS,
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
@@ -162,6 +183,11 @@ _ERR_NEEDLES = (b"ERROR", b"CRITICAL", b"rror", b"out of memory", b"Tried to all
 # (the max-model-len refusal's warning) does not.
 # vLLM's own kernels report through CUDACHECK as "Failed: Cuda error <file>:<line> '<error>'" (custom all-reduce)
 _CUDA_ERROR = re.compile(r"(?:CUDA|Cuda) (?:driver )?error\b(?!s)"  # torch: "CUDA error: …", "CUDA driver error: …"
+                         # torch's pointer to the runtime's name for it ("Search for `cudaErrorStreamCaptureUnsupported'")
+                         r"|Search for `cudaError[A-Z]\w+'"
+                         # Triton's launcher's own form ("Triton Error [CUDA]: operation not permitted when stream is
+                         # capturing": sweep 286 item 04)
+                         r"|Triton Error \[CUDA\]"
                          # ROCm's runtime on a bad address, before it aborts the process (no Python exception):
                          # "Memory access fault by GPU node-6 (Agent handle: …) on address 0x…. Reason: Unknown."
                          r"|Memory access fault by GPU node-\d+")
@@ -190,7 +216,8 @@ _PROMPT_LOGPROBS = "_get_prompt_logprobs_dict"
 _SELF_KILL = "fatal signal from worker"  # 0.7-0.8's V1 client, before it SIGKILLs its own process group
 # a process that ended with no traceback of its own: killed from outside or crashed in native code (data["killed"])
 # (137 = 128 + SIGKILL: a shell's, docker's or Kubernetes' word for the same kill; sweep 182 item 11)
-_NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -9\b|(?i:exit code):? 137\b")
+# (kubectl describe pads its "Exit Code:    137"; a worker's "exit code: -15" is a SIGTERM from outside: sweep 290 item 01)
+_NO_TRACEBACK = re.compile(r"(?:exited|died) unexpectedly|exit code:? -(?:9|15)\b|(?i:exit code):?\s*137\b")
 # a crash below Python: the interpreter's or Ray's fatal-signal report, the shell's "(core dumped)", ROCm's runtime on a
 # hung GPU ("HW Exception by GPU node-1 ... reason :GPU Hang"); data["native"] keeps the marker
 _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|Bus error|Floating point exception)|"
@@ -202,7 +229,10 @@ _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|B
                            # (!prev)" after the host's driver changed)
                            r"|double free or corruption|free\(\): invalid (?:pointer|size)"
                            r"|malloc\(\): (?:corrupted|memory corruption)|corrupted size vs\. prev_size"
-                           r"|munmap_chunk\(\): invalid pointer")
+                           r"|munmap_chunk\(\): invalid pointer"
+                           # the C++ runtime ending the process on an uncaught exception (a collective library's
+                           # watchdog, a vendor runtime: sweep 282 item 04, HCCL's watchdog on Ascend)
+                           r"|terminate called after throwing an instance of")
 # a graph capture's progress bar: V1's, V0's ("Capturing CUDA graph shapes"), vllm-ascend's ("Capturing ACL graphs")
 _CAPTURE_BARS = (b"Capturing CUDA graphs", b"Capturing CUDA graph shapes", b"Capturing ACL graphs")
 # the compiled graph's output read on the engine's stack (sweep 275 items 03, 07: excerpts cut below these frames)
@@ -223,6 +253,17 @@ _SPEC_DECODE = re.compile(rb"(?:SpecDecoding metrics: )?Mean acceptance length: 
                           rb"tokens/s, Drafted throughput: [\d.]+ tokens/s, )?Accepted: (\d+) tokens, Drafted: (\d+) tokens"
                           rb"(?:,\s*Per-position acceptance rate: ([\d., ]+\d))?")
 _JIT_KERNEL = re.compile(rb"JIT compilation during inference: (\w+(?:\.\w+)*)")
+# a supervisor's record of the server's process ending or being restarted: systemd's "Main process exited,
+# code=exited, status=0/SUCCESS" and its unit property ExecMainStatus=N, Docker Compose's "vllm-1 exited with code 0"
+# (the whole line), systemd's "Scheduled restart job, restart counter is at N" (sweep 276 items 01, 09)
+_SERVICE_EXIT = re.compile(rb"Main process exited, code=(\w+), status=(\d+)|^\s*ExecMainStatus=(\d+)\s*$"
+                           rb"|^\s*[\w.\-]+ exited with code (\d+)\s*$")
+# vLLM loading a compiled graph from its compile cache (compilation/backends.py: INFO "Directly load the compiled graph
+# for shape None from the cache", DEBUG "Directly load the 118-th graph for dynamic shape from inductor ...")
+_CACHE_LOAD = re.compile(rb"Directly load the (?:compiled graph|\d+-th graph)")
+# the API server waiting for its engine cores to finish starting (v1/engine/utils.py, DEBUG, every 10 s)
+_ENGINE_WAIT = re.compile(rb"Waiting for (\d+) local, (\d+) remote core engine proc\(s\) to start")
+_SERVICE_RESTART = re.compile(rb"Scheduled restart job, restart counter is at (\d+)")
 _SLEEP = re.compile(rb"Sleep mode freed (\d+(?:\.\d+)?) GiB memory, (\d+(?:\.\d+)?) GiB memory is still in use")
 _KV_LOAD_FAILURE = re.compile(rb"(Recovered from|Failing (\d+) request\(s\) due to) KV load failure(?:: (\d+) "
                               rb"request\(s\) rescheduled)? \((?:failure_policy=\w+, )?(\d+) tokens affected\)")
@@ -277,6 +318,12 @@ _STEP_PATHS = ("/attention/backends/", "/model_executor/layers/", "/v1/core/sche
                "/v1/core/block_pool.py", "/v1/core/single_type_kv_cache_manager.py",
                "/v1/core/kv_cache_coordinator.py")
 _BENCH_CLIENT = "benchmark_serving.py"
+
+
+def bench_client_frame(said: str) -> bool:
+    """A frame of a benchmark client's code: vLLM's (benchmark_serving.py, vllm/benchmarks/) or another project's bench
+    (vllm-omni's vllm_omni/benchmarks/patch, SGLang's bench_serving.py: sweep 274 item 08)."""
+    return _BENCH_CLIENT in said or "/benchmarks/" in said or "bench_serving.py" in said
 # the server program's entry frames (not its request handlers, which live in the same api_server.py)
 # (no \b after "<module>": a word boundary there needs a letter after the ">", which sweep 266 item 05's line lacked)
 _SERVER_MAIN = re.compile(r'/entrypoints/(?:openai/api_server|cli/serve)\.py", line \d+, in (?:<module>|(?:run_server|'
@@ -300,7 +347,7 @@ def _engine_step_frame(msg: str) -> bool:
 # How specific an error burst's kind is: a burst is named by its most specific line (a traceback's last line
 # names the exception; its first line is often a generic "EngineCore encountered a fatal error").
 _KIND_RANK = {"error": 0, "engine-error": 0, "engine-dead": 1, "kv-too-small": 2, "oom": 3, "cuda-error": 3,
-              "nccl-timeout": 3}
+              "nccl-timeout": 3, "dist-error": 3}
 # the signals an operator or a platform stops a server with (a process that "received signal" SIGSEGV crashed)
 _STOP_SIGNALS = (b"SIGINT", b"SIGTERM", b"SIGQUIT", b"SIGHUP")
 
@@ -337,6 +384,7 @@ def _markdown_prose(msg: str) -> bool:
 
 
 CAPTURE_LOOKBACK_LINES = 40  # how far below a capture in progress an error is still the capture's
+CACHE_LOAD_LINES = 200  # how far below a compile-cache load an error is still the same start's (chains.crash)
 
 _WORKER_WAIT = ("dequeue(timeout", "in get_response", "get_response(w,", "RPC call to", "in timeout_ms")
 
@@ -367,7 +415,12 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         ("fi_sampler", 'File "' in msg and any(w in msg for w in _FI_SAMPLER_FRAMES)),
         ("engine_step", _engine_step_frame(msg)),
         # the benchmark client's own code (benchmark_serving.py, vllm/benchmarks/): its exception is the client's
-        ("bench_client", ('File "' in msg and (_BENCH_CLIENT in msg or "/vllm/benchmarks/" in msg))),
+        ("bench_client", 'File "' in msg and bench_client_frame(msg)),
+        # vLLM's own bench (benchmark_serving.py, vllm/benchmarks/): it reads the stream by lines, whole events
+        ("vllm_bench", 'File "' in msg and (_BENCH_CLIENT in msg or "/vllm/benchmarks/" in msg)),
+        # the client decoding a streamed chunk as JSON ("data = json.loads(chunk)"): an SSE event split across reads,
+        # or a line that is no JSON (sweep 274 item 08)
+        ("stream_json", "json.loads(chunk" in msg),
         # the API server program's own entry (api_server.py's module, `vllm serve`'s command): its traceback ended
         # the server's process (sweep 250 item 03: cut at run_server, the exception not pasted)
         ("server_main", _SERVER_MAIN.search(msg) is not None),
@@ -379,8 +432,16 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         ("jit_build", "build_and_load" in msg),
         # the Ray executor's compiled graph waiting for a step's output (chains.crash._ray_cgraph_advice)
         ("ray_cgraph", any(w in msg for w in _RAY_CGRAPH_FRAMES)),
+        # Ray's wrapper of an exception a worker's task raised (a RayActorError is the process gone): the worker
+        # raised in Python, so a "died unexpectedly" beside it is no kill from outside (sweep 275 item 09)
+        ("ray_task", "RayTaskError(" in msg),
         # a frame of the V2 model runner's package (vllm/v1/worker/gpu/; V1's runner is gpu_model_runner.py)
         ("v2_runner", 'File "' in msg and "/v1/worker/gpu/" in msg),
+        # torch's capture_begin / capture_end on the stack: an error raised there is the capture's own (no kernel runs
+        # while a graph is captured: sweep 286 item 03)
+        ("capture_call", "capture_end()" in msg or "capture_begin(" in msg),
+        # torch.compile's own frames (Dynamo tracing, Inductor's codegen and autotuning): chains.crash's compile hint
+        ("inductor", 'File "' in msg and ("/torch/_inductor/" in msg or "/torch/_dynamo/" in msg)),
         # the API server's request path (its serving modules, tool parsers, chat utilities, or their frames): a
         # request failed there, and the engine is not in it (sweep 233)
         ("api_path", (m is not None and _API_FILES.search(m.source_file() or b"") is not None)
@@ -411,7 +472,8 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
 
 
 def _error_kind(msg: str, m: Any) -> str | None:
-    """What an error-ish line is: "engine-dead", "oom", "kv-too-small", "cuda-error", "nccl-timeout", "error"; None
+    """What an error-ish line is: "engine-dead", "oom", "kv-too-small", "cuda-error", "nccl-timeout", "dist-error",
+    "error"; None
     when it is none of them (advice, a word inside other text)."""
     # vLLM's own advice is no OOM: V0's INFO "CUDA graphs can take additional 1~3 GiB memory per GPU. If you are
     # running out of memory, consider decreasing `gpu_memory_utilization` ..." printed at every start-up
@@ -427,12 +489,19 @@ def _error_kind(msg: str, m: Any) -> str | None:
         return "oom"  # XLA on a TPU: a compiled program found no room in HBM (sweep 231 items 08-10)
     if "To serve at least one request" in msg or "is larger than the maximum number of tokens" in msg:
         return "kv-too-small"
-    if ("illegal memory access" in msg or _CUDA_ERROR.search(msg) or "device-side assert" in msg
+    if ("illegal memory access" in msg or _CUDA_ERROR.search(msg)
+            # (not torch's footer under every CUDA error, "Compile with `TORCH_USE_CUDA_DSA` to enable device-side
+            # assertions.": sweep 285 item 07 had it as the cause's line)
+            or ("device-side assert" in msg and "enable device-side assertions" not in msg)
           or _DEVICE_ASSERT.search(msg) or ARCH_GUARD in msg or LLVM_ABORT in msg
           or ("Assertion `index out of bounds: 0 <=" in msg and "failed" in msg)):
         return "cuda-error"
-    if "NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg) and "RayChannelTimeout" not in msg:
+    if (("NCCL" in msg and ("imeout" in msg or "Watchdog" in msg or "timed out" in msg))
+            # Ascend's HCCL, torch_npu's watchdog (sweep 282 item 04: "HCCL watchdog thread terminated with exception")
+            or ("HCCL" in msg and ("watchdog" in msg.lower() or "imeout" in msg))) and "RayChannelTimeout" not in msg:
         return "nccl-timeout"  # (Ray's channel timeout is the compiled graph's wait: sweep 275 item 04 named both)
+    if _DIST_ERROR.search(msg):
+        return "dist-error"
     if ((any(x in msg for x in FATAL_AT_START) and (is_exception_line(msg.strip()) or _QUOTED_EXC.search(msg)
                                                     or msg.lstrip().startswith("Value error, ")))
             or any(x in msg for x in FATAL_ANY_FORM)):
@@ -451,6 +520,9 @@ def _error_kind(msg: str, m: Any) -> str | None:
           # v1's worker on an exception in a step (multiproc_executor: the engine core then fails the step and dies;
           # sweep 189 item 01, an author's condensed log with the prefixes cut)
           or "WorkerProc hit an exception" in msg
+          # V1's executor when a worker's start failed (multiproc_executor: "Worker failed with error '...', please
+          # check the stack trace above for the root cause": sweep 282 item 02, an Ascend capture)
+          or "Worker failed with error '" in msg
           # V0's AsyncLLMEngine when its background loop ended: "Task finished unexpectedly. This should never happen!"
           or "Task finished unexpectedly" in msg
           # V0's async engine: a step over VLLM_ENGINE_ITERATION_TIMEOUT_S marks the engine errored and raises
@@ -464,7 +536,8 @@ def _error_kind(msg: str, m: Any) -> str | None:
         # v0's "Worker VllmWorkerProcess pid N died, exit code: -6", the shell's "Killed"
         return "engine-dead"
     if ((m is not None and m.group("level") in (b"ERROR", b"CRITICAL")) or msg.startswith("Traceback")
-          or _SHORT_ERROR_PREFIX.match(msg)
+          or _SHORT_ERROR_PREFIX.match(msg) or _ASCEND_ERROR.match(msg)
+          or "|CCL_ERROR|" in msg  # oneCCL's own error record (Intel GPUs: sweep 282 items 07-08)
           or "No space left on device" in msg  # NCCL's WARN on a full /dev/shm (sweep 181 item 02)
           or any(w in msg for w in _ERROR_LEVEL_WORDS)
           or ("RPC call to" in msg and "timed out" in msg)  # a condensed log's own words (sweep 191 item 08)
@@ -519,6 +592,8 @@ def _note_exception(ev: Event, msg: str, n: int) -> None:
         # exception under it says what failed to build, and keeps this line's name in front (sweep 195 item 11)
         ev.data["exception"], ev.data["exception_line"] = stripped[:400], n
         return
+    if "RayTaskError(" in stripped and ev.data.get("exception"):
+        return  # Ray's wrapper names only the class of what the task raised, which the burst already quotes
     cause = cause_named(stripped)
     if cause is not None and not ev.data.get("arch_guard"):
         prev = str(ev.data.get("exception") or "")
@@ -825,6 +900,27 @@ class LinePath:
             m = _RAY_CGRAPH_SET.search(bl)
             return int(m is not None and self._line_event(bl, n, "ray-cgraph-timeout", {"seconds": int(m.group(1))},
                                                           move_clock=False))
+        if (b"xit" in bl or b"MainStatus" in bl) and (m := _SERVICE_EXIT.search(bl)) is not None:
+            # a supervisor saw the server's process end: chains.crash reads a status 0 after an engine death
+            status, code = int(m.group(2) or m.group(3) or m.group(4)), (m.group(1) or b"exited").decode()
+            data: dict = {"status": status, "code": code}
+            if code == "killed":
+                data["killed"] = True  # systemd's code=killed: a signal ended it (9/KILL: the OOM killer, a stop's kill)
+            elif code == "dumped":
+                data["native"] = f"status={status} (core dumped)"  # a fatal signal with a core: a crash in native code
+            return int(self._line_event(bl, n, "service-exit", data, move_clock=False))
+        if b"core engine proc" in bl and (m := _ENGINE_WAIT.search(bl)) is not None:
+            # chains.crash: a start that never finished (engine.hung), or an API server left waiting after its engine
+            # core died (sweep 280 item 07, 276 item 04)
+            return int(self._line_event(bl, n, "engine-wait", {"local": int(m.group(1)), "remote": int(m.group(2))},
+                                        move_clock=False))
+        if b"Directly load the" in bl and _CACHE_LOAD.search(bl) is not None:
+            # no event (it would open a segment of its own above the start's lines): the next error burst within
+            # CACHE_LOAD_LINES is marked instead (data["after_cache_load"])
+            self._cache_loaded_at = n
+            return 1
+        if b"Scheduled restart job" in bl and (m := _SERVICE_RESTART.search(bl)) is not None:
+            return int(self._line_event(bl, n, "service-restart", {"count": int(m.group(1))}, move_clock=False))
         if b"JIT compilation during inference" in bl:
             # vLLM's kernel JIT monitor (jit_monitor.py, 0.3x): a kernel compiled while serving, a latency spike
             m = _JIT_KERNEL.search(bl)
@@ -911,7 +1007,8 @@ class LinePath:
         said = fm.string[:400].decode("utf-8", "replace")
         # what the frame's file tells of its whole traceback: the engine's own step, or the benchmark client's code
         marks = frozenset(k for k, hit in (("engine_step", _engine_step_frame(said)),
-                                           ("bench_client", _BENCH_CLIENT in said or "/vllm/benchmarks/" in said),
+                                           ("bench_client", bench_client_frame(said)),
+                                           ("vllm_bench", _BENCH_CLIENT in said or "/vllm/benchmarks/" in said),
                                            ("server_main", _SERVER_MAIN.search(said) is not None))
                           if hit)
         prev = self._bursts.get(proc)
@@ -1010,6 +1107,8 @@ class LinePath:
             _note_dump(last, msg, n)
             return True
         data = {"proc": proc} if frame is None else {"proc": proc, "startup_frame": frame}
+        if self._cache_loaded_at is not None and 0 < n - self._cache_loaded_at <= CACHE_LOAD_LINES:
+            data["after_cache_load"] = self._cache_loaded_at  # graphs loaded from the compile cache just above
         pf = self._frames.pop(proc, None)
         if pf is not None and n - pf[0] <= FRAME_LOOKBACK_LINES:
             data["lines"] = pf[1] + 1  # its traceback's frames, printed bare above it

@@ -107,6 +107,7 @@ class LogReader(LinePath, FastPath, ColumnCommit):
         # line and the start-up frame an error right after it is read in ("CUDA graph capture", or "ACL graph capture"
         # under vllm-ascend's bar); None once "Graph capturing finished"
         self._capturing: tuple[int, str] | None = None
+        self._cache_loaded_at: int | None = None  # the line of the last graph loaded from vLLM's compile cache
         self._prev_chunk: tuple[bytes, int, int, int] | None = None
         self._gap_ok_first = False
         self._last_startup_line: int | None = None

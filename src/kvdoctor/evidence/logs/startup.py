@@ -135,7 +135,8 @@ R_EQUIV = re.compile(
 # Consider re-enabling it ... and increasing --gpu-memory-utilization from 0.9350 to 0.9595": vllm-backport#34)
 R_UTIL_FROM = re.compile(r"increas(?:e|ing) --gpu-memory-utilization from " + _N + r" to " + _N)
 R_CG_EST = re.compile(r"Estimated CUDA graph memory: " + _N + r" GiB(?: total)?")
-R_CG_POOL = re.compile(r"CUDA graph pool memory: " + _N + r" GiB \(actual\), " + _N + r" GiB \(estimated\)")
+# (vllm-ascend's worker says "ACL graph pool memory": sweep 282 item 01)
+R_CG_POOL = re.compile(r"(?:CUDA|ACL) graph pool memory: " + _N + r" GiB \(actual\), " + _N + r" GiB \(estimated\)")
 R_CG_TOOK = re.compile(r"Graph capturing finished in " + _N + r" secs?, took " + _N + r" ?(GiB|MiB|GB)")
 R_NDA = re.compile(r"non-default args: (\{.*)")
 # vLLM <= 0.7's API server printed every argument, defaults included: "args: Namespace(host=None, ...,
@@ -487,6 +488,7 @@ class StartupCollector:
         # the device named outside vLLM's own lines (nvidia-smi's rows, torch's capability warning): given to the start
         # around it that names none, never a start of its own (an smi table alone is no engine start)
         self._gpu_hint: tuple[str, int] | None = None
+        self._platform_hint: str | None = None  # vLLM's platform line ("Platform plugin ascend is activated")
 
     # -- segmentation ------------------------------------------------------------------------
     def _ts(self, env: Envelope | None) -> float | None:
@@ -512,6 +514,8 @@ class StartupCollector:
         if self._cur is not None and self._cur.any:
             if self._gpu_hint is not None and not self._cur.f.gpu_name:
                 self._cur.set("gpu_name", self._gpu_hint[0], self._gpu_hint[1], None, _P_HINT)
+            if self._platform_hint is not None:
+                self._cur.f.engine_config.setdefault("platform", self._platform_hint)
             self.facts.append(_finalize(self._cur))
         elif self._cur is not None and (cmd := self._cur.f.engine_config.get("command")):
             self.unused_commands.append((int(self._cur.f.engine_config.get("command_line") or 0), str(cmd)))
@@ -752,6 +756,8 @@ class StartupCollector:
             # pasted after the start's lines (the start closed before it)
             self.facts[-1].gpu_name = self._gpu_hint[0]
             self.facts[-1].line_refs.setdefault("gpu_name", self._gpu_hint[1])
+        if self._platform_hint is not None and self.facts:
+            self.facts[-1].engine_config.setdefault("platform", self._platform_hint)
         return self.facts
 
     @property
@@ -1585,6 +1591,20 @@ def _h_gpu_hint(c, n, env, msg) -> bool:
     return True
 
 
+# vLLM's platform lines, printed by each process at import (vllm/platforms): an out-of-tree plugin's name, or the
+# platform it detected; only the platforms kvdoctor names apart (sources.OTHER_PLATFORMS) are kept (sweep 272 item 06,
+# 275 item 05: Ascend starts read with CUDA's words)
+R_PLATFORM = re.compile(r"Platform plugin (ascend|tpu|xpu) is activated|Automatically detected platform (npu|xpu|tpu)\b")
+
+
+def _h_platform_hint(c, n, env, msg) -> bool:
+    m = R_PLATFORM.search(msg)
+    if m is None:
+        return False
+    c._platform_hint = {"ascend": "npu"}.get(m.group(1) or "", m.group(1) or m.group(2))
+    return True
+
+
 _RULES: tuple[tuple[str, Any], ...] = (
     ("Model loading took", _h_load),
     ("Cudagraph is disabled under eager mode", _h_eager),
@@ -1605,6 +1625,7 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("--gpu-memory-utilization from ", _h_util_from),
     ("Estimated CUDA graph memory", _h_cg_est),
     ("CUDA graph pool memory", _h_cg_pool),
+    ("ACL graph pool memory", _h_cg_pool),
     ("Graph capturing finished", _h_cg_took),
     ("non-default args:", _h_nda),
     ("args: Namespace(", _h_namespace),
@@ -1647,6 +1668,8 @@ _RULES: tuple[tuple[str, Any], ...] = (
     ("Starting to load model", _simple(R_START_LOAD, "model", str, _P_CONFIG - 1)),
     ("device_name=", _simple(R_DEVICE_NAME, "gpu_name", lambda v: v.replace("_", " "), _P_LOG)),
     ("NVIDIA ", _h_gpu_hint),
+    ("Platform plugin ", _h_platform_hint),
+    ("detected platform ", _h_platform_hint),
     ("which is of cuda capability", _h_gpu_hint),
     ("Killed", _h_killed),
     ("Tesla ", _h_gpu_hint),
