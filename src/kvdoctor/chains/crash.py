@@ -119,6 +119,12 @@ def _oom_figures(text: str) -> dict[str, float]:
     return out
 
 
+class GenericAction(str):
+    """An action that only says to read or rerun, with no fix of its own (an exception with no known fix, a traceback cut
+    before its exception, a CUDA fault): engine_died's hints (the V2 model runner, the compile cache, torch.compile) add
+    the one-variable test the lines around the death suggest. Any other action names its own lever and is left whole."""
+
+
 def _line(e: Event | None) -> int | None:
     if e is None:
         return None
@@ -202,9 +208,8 @@ def engine_died(ctx: Context) -> Finding | None:
         cites.append(Cite(detail=dump[0], source=ctx.source, t=first.t, line_no=dump[1], value="dump"))
         data["at_error"] = dump[2]
     action, why, gain = _advice(ctx, cause, phase, near, ce)
-    action = _v2_runner_hint(action, near)
-    action = _cache_hint(ctx, action, near)
-    action = _compile_hint(action, near)
+    if isinstance(action, GenericAction):  # only read or rerun: the lines around the death may name the one test
+        action = _compile_hint(_cache_hint(ctx, _v2_runner_hint(action, near), near), near)
     action, why = _supervised(evs, first.line_no, action, why, cites, ctx.source)
     left = [e for e in evs if e.kind == "engine-wait" and e.line_no > first.line_no]
     if len(left) >= 2:
@@ -469,7 +474,7 @@ _REQUEST_REFUSALS = ("is too long and exceeds limit of", "maximum context length
 def _compile_hint(action: str, near: list[Event]) -> str:
     """Where the advice is only to read or rerun and the traceback runs through torch.compile's own frames (Dynamo,
     Inductor): the compile's triage (sweep 285 items 05, 10: an Inductor codegen bug, stale Inductor caches)."""
-    if not action.startswith(_GENERIC_ACTIONS) or not any(e.data.get("inductor") for e in near):
+    if not any(e.data.get("inductor") for e in near):
         return action
     return (action + "; the traceback runs through torch.compile (Dynamo / Inductor): clear vLLM's compile cache "
             "(~/.cache/vllm/torch_compile_cache) and Inductor's and Triton's (/tmp/torchinductor_$USER, ~/.triton/cache), "
@@ -485,10 +490,11 @@ def _api_server_exit(near: list[Event]) -> tuple[str, str, dict[str, Figure]] | 
                 and e.data.get("tb") and not e.data.get("exception")), None)
     if api is None or any(_engine_traceback(e) for e in near):
         return None
-    return (f"find the exception that ends the API server's traceback (line {api.line_no} on; the excerpt cuts it): a "
-            "TimeoutError there is the engine core not reporting ready within VLLM_ENGINE_READY_TIMEOUT_S (600 s by "
-            "default on recent releases: raise it for a load or warm-up that long); the engine core's own lines say "
-            "whether it was still starting or had died",
+    return (GenericAction(
+                f"find the exception that ends the API server's traceback (line {api.line_no} on; the excerpt cuts it): "
+                "a TimeoutError there is the engine core not reporting ready within VLLM_ENGINE_READY_TIMEOUT_S (600 s "
+                "by default on recent releases: raise it for a load or warm-up that long); the engine core's own lines "
+                "say whether it was still starting or had died"),
             "an API server process raised and exited (the excerpt cuts its traceback before the exception); the engine "
             "core may still have been starting", {})
 
@@ -498,7 +504,7 @@ def _cache_hint(ctx: Context, action: str, near: list[Event]) -> str:
     cache: starting once without the cache is the cheap one-variable test (sweep 285 items 02, 04: vllm#24915, a
     cache-key collision under DP/EP; vllm PR #14953, VLLM_PP_LAYER_PARTITION missing from the key). Only a hint: most
     starts after the first load from the cache, whatever then fails."""
-    if not action.startswith(_GENERIC_ACTIONS) or not _cache_loaded(ctx, near):
+    if not _cache_loaded(ctx, near):
         return action
     line = min(int(e.data["after_cache_load"]) for e in near if e.data.get("after_cache_load"))
     return (action + f"; it had just loaded compiled graphs from vLLM's compile cache (line {line}): if the traceback "
@@ -583,21 +589,23 @@ def _traceback_advice(ce: Event) -> tuple[str, str, dict[str, Figure]]:
         # frames through the sampler, cut before the exception (sweep 271 items 01, 05, 07): at start-up vLLM warms the
         # sampler up with --max-num-seqs dummy requests after the pool is sized, so the two known causes have their
         # one-setting fixes
-        return (f"find the exception that ends the engine's traceback ({where}; the excerpt cuts it): an out-of-memory "
-                "there is the sampler's dummy batch, fixed with a lower --max-num-seqs (or a lower "
-                "--gpu-memory-utilization, which leaves it room); a failure inside FlashInfer's sampling kernels, with "
-                "VLLM_USE_FLASHINFER_SAMPLER=0",
+        return (GenericAction(
+                    f"find the exception that ends the engine's traceback ({where}; the excerpt cuts it): an "
+                    "out-of-memory there is the sampler's dummy batch, fixed with a lower --max-num-seqs (or a lower "
+                    "--gpu-memory-utilization, which leaves it room); a failure inside FlashInfer's sampling kernels, "
+                    "with VLLM_USE_FLASHINFER_SAMPLER=0"),
                 "the engine core or a worker raised in vLLM's sampler (at start-up, its warm-up of --max-num-seqs "
                 "dummy requests; the excerpt cuts the traceback before its exception)", {})
     if not ce.data.get("exception"):
         # the excerpt stops inside the frames (a paste cut, a log viewer's limit): "its last line" would point at a
         # frame, which names no exception
-        return (f"find the exception that ends the engine's traceback ({where}): this excerpt stops before it, so "
-                "read the full log after those frames; search vLLM's issues for that line with your version",
+        return (GenericAction(f"find the exception that ends the engine's traceback ({where}): this excerpt stops "
+                              "before it, so read the full log after those frames; search vLLM's issues for that line "
+                              "with your version"),
                 "the engine core or a worker raised an exception it could not recover from (the excerpt cuts "
                 "its traceback before the exception is named)", {})
-    return (f"read the engine's own traceback ({where}): "
-            "its last line names the exception; search vLLM's issues for it with your version",
+    return (GenericAction(f"read the engine's own traceback ({where}): its last line names the exception; search "
+                          "vLLM's issues for it with your version"),
             "the engine core or a worker raised an exception it could not recover from", {})
 
 
@@ -712,8 +720,8 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
                 f"the supervisor recorded the server's process exiting with status {gone.data['status']} (line "
                 f"{gone.line_no}), and this excerpt holds none of vLLM's own lines of why", {})
     if not any("EngineDeadError" in _text(e) for e in ctx.events):
-        return ("read the engine's own traceback, nearest the death line (above or below it; a worker's may be in "
-                "another stream of the output): its last line names the exception",
+        return (GenericAction("read the engine's own traceback, nearest the death line (above or below it; a "
+                              "worker's may be in another stream of the output): its last line names the exception"),
                 "the engine died and this excerpt does not show which exception killed it", {})
     return ("read the first traceback above the EngineDeadError: it names the cause",
             "the engine core died; the log excerpt does not show its own traceback", {})
@@ -1364,15 +1372,11 @@ def _on_npu(ctx: Context, near: list[Event]) -> bool:
     return any(w in _text(e) or w == e.data.get("startup_frame") for e in near for w in _NPU_WORDS)
 
 
-_GENERIC_ACTIONS = ("act on vLLM's exception", "find the exception", "read the engine's own traceback",
-                    "rerun the failing load with CUDA_LAUNCH_BLOCKING=1")
-
-
 def _v2_runner_hint(action: str, near: list[Event]) -> str:
     """Where the advice is only to read or rerun and the traceback runs through the V2 model runner (vllm/v1/worker/gpu/,
     the default in the newest releases): switching back to the V1 runner is the one-variable test that isolates it
     (sweep 279 items 03, 10: crashes under it, and operators comparing the two with VLLM_USE_V2_MODEL_RUNNER)."""
-    if not action.startswith(_GENERIC_ACTIONS) or not any(e.data.get("v2_runner") for e in near):
+    if not any(e.data.get("v2_runner") for e in near):
         return action
     return (action + "; the traceback runs through the V2 model runner (vllm/v1/worker/gpu/): VLLM_USE_V2_MODEL_RUNNER=0 "
             "runs the V1 runner instead, the one-variable test that isolates it")
@@ -1463,9 +1467,9 @@ def _cuda_error_advice(near: list[Event], exc: tuple[str, int] | None) -> tuple[
     if not ((exc is not None and (known_fix(exc[0]) or LLVM_ABORT in exc[0]))
             or any(known_fix(_text(e)) for e in near if e.kind == "cuda-error")):
         # (a CUDA error with a known fix, a build that does not match the machine, takes the exception's path)
-        return ("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager rules CUDA "
-                "graphs in or out; check dmesg for NVIDIA Xid errors (a launch failure can be the GPU or the driver); "
-                "report it upstream with the versions",
+        return (GenericAction("rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to name the kernel; --enforce-eager "
+                              "rules CUDA graphs in or out; check dmesg for NVIDIA Xid errors (a launch failure can be "
+                              "the GPU or the driver); report it upstream with the versions"),
                 "a CUDA error in a kernel (an illegal memory access, a device-side assert, an unspecified launch "
                 "failure): a fault, not a setting", {})
     return None
@@ -1601,8 +1605,8 @@ def _exception_advice(text: str, ln: int, events: list[Event]) -> tuple[str, str
         why = f"the engine raised {text[:200]}" + ("" if ":" in text or "('" in text or '("' in text else
                                                    " (no message: an assertion or check inside "
                                                    "vLLM failed; the frames above it name where)")
-    action = (hint + f" (the exception, line {ln})" if hint else
-              f"act on vLLM's exception (line {ln}): {text[:240]}; search vLLM's issues for it with your version")
+    action = (hint + f" (the exception, line {ln})" if hint else GenericAction(
+              f"act on vLLM's exception (line {ln}): {text[:240]}; search vLLM's issues for it with your version"))
     return action, why, {}
 
 
