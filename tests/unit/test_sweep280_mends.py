@@ -485,3 +485,66 @@ def test_an_api_server_process_exiting_at_start_up_is_not_read_as_the_engines_de
         "    uvloop.run("]) + "\n"
     d = _diag(tmp_path, "api.log", text)
     assert "API server's traceback" in d["action"] and "VLLM_ENGINE_READY_TIMEOUT_S" in d["action"], d["action"]
+
+
+# --- round four: sweeps 291-294, read after round three's rules ----------------------------------------------------
+
+def test_v0s_cumulative_speculative_metrics_are_read_as_counters_not_summed(tmp_path):
+    # sweep 292 item 08 (vllm#6768): Medusa with 16 tokens, 0 accepted of 51,056 drafted had read as nothing at all
+    line = ("INFO 07-24 04:00:{s} metrics.py:316] Speculative metrics: Draft acceptance rate: 0.000, System efficiency: "
+            "0.059, Number of speculative tokens: 16, Number of accepted tokens: 0, Number of draft tokens tokens: {d}, "
+            "Number of emitted tokens tokens: {e}.\n")
+    text = line.format(s="31", d=42272, e=2642) + line.format(s="36", d=51056, e=3191)
+    said = " ".join(_diag(tmp_path, "v0spec.log", text)["notes"])
+    assert "accepted 0 of 51,056 drafted" in said and "Turn it off" in said, said
+
+
+def test_every_draft_accepted_at_every_position_is_a_repeating_output(tmp_path):
+    # sweep 292 item 02 (club-3090#34): MTP k=3 at a mean acceptance length of 4.00 was a reasoning loop
+    line = ("(APIServer pid=1) INFO 05-01 10:00:{s} [metrics.py:100] SpecDecoding metrics: Mean acceptance length: 4.00, "
+            "Accepted throughput: 90.0 tokens/s, Drafted throughput: 90.0 tokens/s, Accepted: {n} tokens, Drafted: {n} "
+            "tokens, Per-position acceptance rate: 1.000, 1.000, 1.000, Avg Draft acceptance rate: 100.0%\n")
+    said = " ".join(_diag(tmp_path, "loop.log", line.format(s="10", n=270) + line.format(s="20", n=255))["notes"])
+    assert "repeating itself" in said, said
+
+
+def test_vllms_own_words_for_a_missing_cutlass_kernel_end_the_start_with_their_fix(tmp_path):
+    # sweep 293 items 01, 09: "No compiled cutlass_scaled_mm for CUDA device capability: 120. Required capability: ..."
+    text = ("(Worker_TP1 pid=187666) ERROR 01-10 22:23:50 [multiproc_executor.py:822] RuntimeError: No compiled "
+            "cutlass_scaled_mm for CUDA device capability: 120. Required capability: 90 or 100\n")
+    d = _diag(tmp_path, "cutlass.log", text)
+    assert d["verdict"] == "engine-died" and "rebuilding the same release adds nothing" in d["action"], d["action"]
+    # Marlin's tile check ends a start too, and its advice no longer offers --quantization gptq for any checkpoint
+    text = ("ValueError: Weight input_size_per_partition = 14784 is not divisible by min_thread_k = 128. Consider "
+            "reducing tensor_parallel_size or running with --quantization gptq.\n")
+    d = _diag(tmp_path, "marlin.log", text)
+    assert d["verdict"] == "engine-died" and "--pipeline-parallel-size" in d["action"], (d["verdict"], d["action"])
+
+
+def test_a_failed_utility_call_is_the_callers_not_the_engines_death(tmp_path):
+    # sweep 294 items 05-06, 09 (SkyRL, OpenRLHF, ms-swift): V1's engine core answers the failed call and runs on
+    p = "(EngineCore_DP0 pid=586112) ERROR 03-05 00:25:45 [core.py:1094] "
+    text = "\n".join(p + ln for ln in [
+        "Invocation of collective_rpc method failed",
+        "Traceback (most recent call last):",
+        '  File "/vllm/v1/engine/core.py", line 1091, in _handle_client_request',
+        "    result = method(*self._convert_msgspec_args(method, args))",
+        '  File "/openrlhf/trainer/ray/vllm_worker_wrap.py", line 40, in update_weight',
+        "    torch.distributed.broadcast(weight, 0, group=self._model_update_group)"]) + "\n"
+    d = _diag(tmp_path, "rpc.log", text)
+    assert d["verdict"] != "engine-died", (d["verdict"], d["reason"])
+    said = " ".join(d["notes"])
+    assert "failed call of its collective_rpc method" in said and "keeps running" in said, said
+
+
+def test_lora_adapters_refused_at_load_name_their_cause(tmp_path):
+    # sweep 291 items 03, 08: PEFT's modules_to_save; V0 multi-step never passes add_lora on
+    text = ("ValueError: base_model.model.lm_head.weight is unsupported LoRA weight\n")
+    said = " ".join(_diag(tmp_path, "lm.log", text)["notes"]) + (_diag(tmp_path, "lm.log", text)["action"] or "")
+    assert "modules_to_save" in said, said
+    text = ("(VllmWorkerProcess pid=301) ERROR 02-20 10:00:00 multiproc_worker_utils.py:242] Exception in worker "
+            "VllmWorkerProcess while processing method add_lora.\n"
+            "RuntimeError: LoRA is not enabled. Use --enable-lora to enable LoRA.\n")
+    d = _diag(tmp_path, "v0.log", text)
+    said = " ".join(d["notes"]) + (d["action"] or "")
+    assert "--num-scheduler-steps" in said, said

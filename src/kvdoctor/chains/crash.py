@@ -164,6 +164,8 @@ def engine_died(ctx: Context) -> Finding | None:
             # vLLM's dump of the failing step's input (dump_input.py): written only by a step that raised, before the
             # engine core's fatal error (sweep 266 item 04: the dump, cut, read as "an error with no death line")
             or (e.kind in ("error", "engine-error") and e.data.get("dump_config") is not None)]
+        # (a utility call's failure the engine core logged and answered, an RPC from the caller: not the core's death)
+        eng = [e for e in eng if not e.data.get("utility_call")]
         if not eng or _served(ctx, max(eng, key=lambda e: e.line_no), after=True):
             return None
         deaths, inferred = [min(eng, key=lambda e: e.line_no)], True
@@ -970,6 +972,18 @@ _KNOWN_EXCEPTIONS = (
      "read as JSON by whatever sits in front of it (a router, a proxy) or by a client that did not ask for a stream; a "
      "5xx with text/plain is a proxy's own error page (Envoy's 'no healthy upstream'): that component's log, not "
      "vLLM's"),
+    # LoRA adapters refused at load (sweep 291 items 03-05, 08): PEFT's modules_to_save, a path with no adapter files,
+    # V0's multi-step runner that never passes add_lora on
+    ("is unsupported LoRA weight",
+     "the adapter carries weights vLLM's LoRA does not load (an lm_head or embed_tokens saved whole by PEFT's "
+     "modules_to_save): retrain without modules_to_save, or merge the adapter into the base model and serve that"),
+    ("No adapter found for",
+     "the adapter path holds no adapter (adapter_config.json and adapter_model.safetensors): a checkpoint directory of "
+     "the trainer's, or a path the server cannot see; point --lora-modules (or the load request) at the exported "
+     "adapter"),
+    ("LoRA is not enabled",
+     "the engine was started without LoRA (--enable-lora), or V0's multi-step scheduling (--num-scheduler-steps > 1), "
+     "whose runner never passes adapters on: drop --num-scheduler-steps, or a release on V1"),
     ("sendmsg_fd",
      "oneCCL's exchange with a peer rank broke (its socket closed): a peer failed first; find the earliest error across "
      "the workers' output"),
@@ -1081,8 +1095,11 @@ _KNOWN_EXCEPTIONS = (
     # Marlin's GPTQ/AWQ kernel (gptq_marlin.py / awq_marlin.py, check_marlin_supported_shape): each TP shard of a
     # weight must be a multiple of min_thread_k / min_thread_n
     ("is not divisible by min_thread_",
-     "--tensor-parallel-size whose weight shards stay multiples of the Marlin kernel's tile (the message gives it), or "
-     "the checkpoint's non-Marlin kernel (--quantization gptq or awq), as vLLM's message says"),
+     "a --tensor-parallel-size whose weight shards (the full size / TP) stay multiples of the kernel's tile (the "
+     "message gives the shard and the tile: shard x TP is the full size); where none above 1 does, TP 1 with "
+     "--pipeline-parallel-size across the GPUs, or a checkpoint padded to a multiple of tile x TP. vLLM's own hint, "
+     "--quantization gptq, serves only a GPTQ checkpoint, and AWQ's kernel has the same kind of limit (its group "
+     "size)"),
     # sweep 95: the engine's wait on its workers (v1/executor/multiproc_executor.py: "RPC call to {method} timed out.")
     ("RPC call to",
      "a worker did not answer the engine's call within VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (300 s in vLLM 0.33): a hung "
@@ -1264,6 +1281,11 @@ _KNOWN_EXCEPTIONS = (
      "the installed PyTorch has no kernels for this GPU's architecture (the line names the capabilities it has): a "
      "torch and vLLM build compiled for it (an RTX 50 / RTX PRO Blackwell card, sm_120, needs a CUDA 12.8+ build: "
      "vLLM's cu128 wheel or image)"),
+    ("No compiled cutlass_scaled_mm for",
+     "this vLLM build has no CUTLASS scaled-matmul kernel for this GPU's capability (the line gives it, and the ones it "
+     "has): a release whose kernels cover this GPU, or a checkpoint format another kernel serves here (bf16, or another "
+     "quantization); where the line's 'Required capability' leaves this GPU out, rebuilding the same release adds "
+     "nothing"),
     ("kernel for CUDA device capability",
      "this vLLM build has no quantized-GEMM kernel for this GPU's capability (the line names it): a release whose "
      "kernels cover it (sm_120 NVFP4/FP8 MoE kernels came in later 0.1x releases), a build with TORCH_CUDA_ARCH_LIST "

@@ -373,6 +373,17 @@ def _error_note(ctx: Context, findings: list[Finding]) -> str | None:
         said = (e.message or "").strip()
         said = "a traceback cut before its exception" if said.startswith("Traceback") else said[:240]
         return f"the API server logged a request's failure: {said} (line {e.line_no}){more}: {_API_TAIL}"
+    util = [e for e in ctx.events if e.data.get("utility_call")]
+    if util and not any(known_fix(x[0]) for x in excs):
+        # V1's engine core answered a utility call with its error and ran on (sweeps 291, 294)
+        e = util[0]
+        what = re.search(r"Invocation of (\w+) method failed", e.message or "")
+        name = what.group(1) if what else "a utility"
+        return (f"the engine core logged a failed call of its {name} method (line {e.line_no}"
+                + (f", and {len(util) - 1} more" if len(util) > 1 else "") + "): it sends the error back to the caller "
+                "and keeps running, so the engine did not die there; the caller's side failed (collective_rpc: an RL "
+                "framework's weight sync or reload, its version and rank set-up; add_lora: the adapter). Only at "
+                "start-up, where the API server loads --lora-modules, does it end the server")
     client = next((e for e in ctx.events if e.data.get("bench_client") and e.kind in ("error", "engine-error")), None)
     if not excs and client is not None:
         # the benchmark client's traceback cut before its exception (sweep 274 item 08)
@@ -492,15 +503,27 @@ def _spec_decode_note(ctx: Context) -> tuple[str, bool] | None:
     waste). What share of the drafted tokens the target model accepted is said always; below ``SPEC_WASTE_RATE`` it is
     waste, and the note says what to change."""
     evs = [e for e in ctx.events if e.kind == "spec-decode"]
-    drafted = sum(int(e.data.get("drafted") or 0) for e in evs)
+    # interval lines sum; V0's cumulative counters count once, at their last (largest) value
+    interval = [e for e in evs if not e.data.get("cumulative")]
+    last = max((e for e in evs if e.data.get("cumulative")), key=lambda e: int(e.data.get("drafted") or 0),
+               default=None)
+    drafted = sum(int(e.data.get("drafted") or 0) for e in interval) + (int(last.data["drafted"]) if last else 0)
     if not evs or drafted <= 0:
         return None
-    accepted = sum(int(e.data.get("accepted") or 0) for e in evs)
+    accepted = sum(int(e.data.get("accepted") or 0) for e in interval) + (int(last.data["accepted"]) if last else 0)
     rate = accepted / drafted
     ks = sorted({int(e.data["k"]) for e in evs if e.data.get("k")})
     k = f", {ks[-1]} drafted per step" if ks else ""
+    lines = (f"{len(interval)} interval line(s), {_lines_of(interval)}" if interval else "")
+    since = f"V0's counters since the start, line {last.line_no}" if last is not None else ""
     head = (f"speculative decoding accepted {accepted:,} of {drafted:,} drafted tokens ({rate:.1%}{k}; "
-            f"{len(evs)} interval line(s), {_lines_of(evs)})")
+            + "; ".join(x for x in (lines, since) if x) + ")")
+    if drafted >= SPEC_MIN_DRAFTED and accepted == drafted:
+        # every draft at every position accepted: the text is repeating itself, which any drafter predicts (sweep 292
+        # item 02: MTP k=3 at a mean acceptance length of 4.00, a reasoning loop)
+        return (head + ": every drafted token was accepted, at every position: the output is most likely repeating "
+                "itself (a loop a drafter predicts perfectly), not a drafter that good; read the responses for "
+                "repetition (the sampling settings, a stop condition, max_tokens)"), False
     if drafted < SPEC_MIN_DRAFTED or rate >= SPEC_WASTE_RATE:
         return head, False
     return (head + ": every step verifies its drafts on the target model and keeps almost none, so decode pays for "

@@ -177,6 +177,12 @@ FATAL_AT_START = ("Bfloat16 is only supported on GPUs with compute capability",
                   # a quantized GEMM with no kernel compiled for this GPU's capability (cutlass_scaled_mm and its MoE
                   # form): hit by the start-up profile's first forward (sweep 217 item 07: NVFP4 MoE on an RTX 5090)
                   "kernel for CUDA device capability",
+                  # ... in vLLM's own words ("No compiled cutlass_scaled_mm for CUDA device capability: 120. Required
+                  # capability: 90 or 100"; "... for a compute capability less than CUDA device capability: 75": sweep
+                  # 293 items 01, 09)
+                  "No compiled cutlass_scaled_mm for",
+                  # Marlin's tile check, raised while the model's layers are built (sweep 293 items 02, 10)
+                  "is not divisible by min_thread_",
                   # the build does not load on this machine (sweep 255): the container's CUDA compat libraries against
                   # the host's driver (Error 803), a compiled extension built against another torch ("undefined
                   # symbol"), a CUDA runtime of another major release missing ("libcudart.so.12: cannot open shared

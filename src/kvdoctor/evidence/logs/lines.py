@@ -98,6 +98,7 @@ FULL_NEEDLES = (
     b"Capturing CUDA graph", b"Capturing ACL graphs", b"Capturing a cudagraph",  # a capture (reader._capturing)
     b"Cudagraph is disabled",  # V1 under --enforce-eager (startup._h_eager)
     b"SpecDecoding metrics", b"Mean acceptance length",  # speculative decoding's interval line (_SPEC_DECODE)
+    b"Speculative metrics: ",  # ... and V0's cumulative one (_SPEC_V0)
     b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run",  # a server command pasted with the log
     b"LLM(",  # an offline LLM(...) call pasted with the log (startup.R_LLM_CALL), its arguments on the lines after
     b"memory profiling run", b"Available memory: ",  # XPU's and Ascend's profiling lines, in MB or bytes (no "GiB")
@@ -252,6 +253,12 @@ _KV_EXPIRED = re.compile(rb"Releasing expired KV blocks for request (\S+) which 
 _SPEC_DECODE = re.compile(rb"(?:SpecDecoding metrics: )?Mean acceptance length: ([\d.]+), (?:Accepted throughput: [\d.]+ "
                           rb"tokens/s, Drafted throughput: [\d.]+ tokens/s, )?Accepted: (\d+) tokens, Drafted: (\d+) tokens"
                           rb"(?:,\s*Per-position acceptance rate: ([\d., ]+\d))?")
+# V0's cumulative form (spec_decode metrics, until 0.10): "Speculative metrics: Draft acceptance rate: 0.000, System
+# efficiency: 0.059, Number of speculative tokens: 16, Number of accepted tokens: 0, Number of draft tokens: 51056, ..."
+# (some releases print "tokens tokens"; sweep 292 item 08)
+_SPEC_V0 = re.compile(rb"Speculative metrics: Draft acceptance rate: [\d.na]+, System efficiency: [\d.na]+, Number of "
+                      rb"speculative tokens: (\d+), Number of accepted tokens: (\d+), Number of draft tokens(?: tokens)?: "
+                      rb"(\d+)")
 _JIT_KERNEL = re.compile(rb"JIT compilation during inference: (\w+(?:\.\w+)*)")
 # a supervisor's record of the server's process ending or being restarted: systemd's "Main process exited,
 # code=exited, status=0/SUCCESS" and its unit property ExecMainStatus=N, Docker Compose's "vllm-1 exited with code 0"
@@ -437,6 +444,9 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         ("ray_task", "RayTaskError(" in msg),
         # a frame of the V2 model runner's package (vllm/v1/worker/gpu/; V1's runner is gpu_model_runner.py)
         ("v2_runner", 'File "' in msg and "/v1/worker/gpu/" in msg),
+        # V1's engine core logging a utility call that raised ("Invocation of collective_rpc method failed",
+        # core.py): the error goes back to the caller and the engine core runs on (sweeps 291 item 05, 294 items 05-09)
+        ("utility_call", "Invocation of " in msg and " method failed" in msg),
         # torch's capture_begin / capture_end on the stack: an error raised there is the capture's own (no kernel runs
         # while a graph is captured: sweep 286 item 03)
         ("capture_call", "capture_end()" in msg or "capture_begin(" in msg),
@@ -932,6 +942,12 @@ class LinePath:
     def _spec_decode(self, line: bytes, n: int) -> bool:
         """One interval of speculative decoding: the tokens drafted and accepted, the mean acceptance length and, from
         the per-position rates, how many tokens each step drafts (num_speculative_tokens)."""
+        v0 = _SPEC_V0.search(line)
+        if v0 is not None:
+            # counters since the start, not an interval's: chains.diagnose takes the last, not the sum
+            return self._line_event(line, n, "spec-decode", {"accepted": int(v0.group(2)), "drafted": int(v0.group(3)),
+                                                             "k": int(v0.group(1)), "cumulative": True},
+                                    move_clock=False)
         m = _SPEC_DECODE.search(line)
         if m is None:
             # a line cut before its "Accepted: N tokens, Drafted: M tokens" (a paste's width: sweep 200 item 10) gives
@@ -1183,7 +1199,8 @@ class LinePath:
                 if r:
                     self.parsed_lines += 1
                 continue
-            if b"SpecDecoding metrics" in bl or (b"Mean acceptance length" in bl and b"Drafted: " in bl):
+            if (b"SpecDecoding metrics" in bl or (b"Mean acceptance length" in bl and b"Drafted: " in bl)
+                    or b"Speculative metrics: " in bl):
                 if self._spec_decode(bl, n):
                     self.parsed_lines += 1
                 continue
