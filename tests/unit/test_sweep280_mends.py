@@ -7,6 +7,11 @@ from tests.unit.test_sweep180_mends import _diag, _evidence
 from tests.unit.test_sweep268_mends import _cgraph
 
 
+def _under(prefix: str, lines: list[str]) -> str:
+    """A log excerpt: each line under one process's prefix (its envelope, as vLLM or a runtime wrote it)."""
+    return "".join(prefix + ln + "\n" for ln in lines)
+
+
 # --- torch.distributed's CPU side waiting out a peer (sweep 275 items 08-09) ---------------------------------------
 
 # vllm#52907: TP 16 over two nodes, the gloo barrier in in_the_same_node_as never completes
@@ -195,7 +200,7 @@ def test_a_capture_illegal_operation_is_the_builds_ordering_not_a_kernel_fault(t
     # sweep 285 item 07 (club-3090#106): Inductor's autotuner ran inside CUDA-graph capture; torch's DSA footer is no
     # device-side assert
     p = "(Worker_TP1 pid=15193) ERROR 05-08 19:06:38 [multiproc_executor.py:962] "
-    text = "\n".join(p + ln for ln in [
+    text = _under(p, [
         '  File "/env/lib/python3.12/site-packages/torch/_inductor/runtime/triton_heuristics.py", line 1139, in '
         "benchmark_all_configs",
         "    launcher: self.bench(launcher, *args, **kwargs)",
@@ -204,7 +209,7 @@ def test_a_capture_illegal_operation_is_the_builds_ordering_not_a_kernel_fault(t
         "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might "
         "be incorrect.",
         "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."]) + "\n"
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."])
     d = _diag(tmp_path, "capture.log", text)
     assert "Xid" not in d["action"] and "--enforce-eager" in d["action"], d["action"]
     assert "while a CUDA graph is captured" in d["reason"] and "not the GPU" in d["reason"], d["reason"]
@@ -389,13 +394,13 @@ def test_vendor_runtime_errors_above_a_failed_start_name_their_cause(tmp_path):
 def test_a_cut_traceback_through_inductor_gets_the_compiles_triage(tmp_path):
     # sweep 285 item 05 (a fork on RTX 2080 Ti): frames in torch/_inductor, the exception cut; clearing caches fixed it
     p = "(Worker_TP1 pid=1405) ERROR 03-01 10:00:05 [multiproc_executor.py:703] "
-    text = "\n".join(p + ln for ln in [
+    text = _under(p, [
         "WorkerProc failed to start.",
         "Traceback (most recent call last):",
         '  File "/env/lib/python3.12/site-packages/torch/_inductor/compile_fx.py", line 1882, in compile_fx',
         "    return compile_fx(",
         '  File "/env/lib/python3.12/site-packages/torch/_inductor/compile_fx.py", line 2260, in compile_fx',
-        "    raise InductorError(e, currentframe()).with_traceback("]) + "\n"
+        "    raise InductorError(e, currentframe()).with_traceback("])
     d = _diag(tmp_path, "inductor.log", text)
     assert "torchinductor" in d["action"] and "-O0" in d["action"], d["action"]
 
@@ -452,7 +457,7 @@ def test_an_error_raised_at_capture_end_is_the_captures_refusal_not_a_memory_fau
     # sweep 286 item 03 (vllm#48749): capture_end raised cudaErrorStreamCaptureUnsupported under the capture frame; the
     # capture site's reading ("a kernel captured into a graph touched memory") had come first
     p = "(EngineCore pid=77) ERROR 06-01 10:00:00 [core.py:1100] "
-    text = "\n".join(p + ln for ln in [
+    text = _under(p, [
         "EngineCore failed to start.",
         "Traceback (most recent call last):",
         '  File "/vllm/v1/worker/gpu/cudagraph_utils.py", line 210, in capture_model',
@@ -461,7 +466,7 @@ def test_an_error_raised_at_capture_end_is_the_captures_refusal_not_a_memory_fau
         "    self.cuda_graph.capture_end()",
         "torch.AcceleratorError: CUDA error: operation not permitted when stream is capturing",
         "Search for `cudaErrorStreamCaptureUnsupported' in https://docs.nvidia.com/cuda/cuda-runtime-api/"
-        "group__CUDART__TYPES.html for more information."]) + "\n"
+        "group__CUDART__TYPES.html for more information."])
     d = _diag(tmp_path, "end.log", text)
     assert "while a CUDA graph is captured" in d["reason"] and "touched memory" not in d["reason"], d["reason"]
     # torch's own words for a host copy inside the capture, a RuntimeError
@@ -475,14 +480,14 @@ def test_an_error_raised_at_capture_end_is_the_captures_refusal_not_a_memory_fau
 def test_an_api_server_process_exiting_at_start_up_is_not_read_as_the_engines_death(tmp_path):
     # sweep 287 item 03 (vllm#32116): one of several API servers exited while the engine core kept warming up
     p = "(ApiServer_3 pid=39385) "
-    text = "\n".join(p + ln for ln in [
+    text = _under(p, [
         "Process ApiServer_3:",
         "Traceback (most recent call last):",
         '  File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap',
         "    self.run()",
         '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/cli/serve.py", line 251, in '
         "run_api_server_worker_proc",
-        "    uvloop.run("]) + "\n"
+        "    uvloop.run("])
     d = _diag(tmp_path, "api.log", text)
     assert "API server's traceback" in d["action"] and "VLLM_ENGINE_READY_TIMEOUT_S" in d["action"], d["action"]
 
@@ -524,13 +529,13 @@ def test_vllms_own_words_for_a_missing_cutlass_kernel_end_the_start_with_their_f
 def test_a_failed_utility_call_is_the_callers_not_the_engines_death(tmp_path):
     # sweep 294 items 05-06, 09 (SkyRL, OpenRLHF, ms-swift): V1's engine core answers the failed call and runs on
     p = "(EngineCore_DP0 pid=586112) ERROR 03-05 00:25:45 [core.py:1094] "
-    text = "\n".join(p + ln for ln in [
+    text = _under(p, [
         "Invocation of collective_rpc method failed",
         "Traceback (most recent call last):",
         '  File "/vllm/v1/engine/core.py", line 1091, in _handle_client_request',
         "    result = method(*self._convert_msgspec_args(method, args))",
         '  File "/openrlhf/trainer/ray/vllm_worker_wrap.py", line 40, in update_weight',
-        "    torch.distributed.broadcast(weight, 0, group=self._model_update_group)"]) + "\n"
+        "    torch.distributed.broadcast(weight, 0, group=self._model_update_group)"])
     d = _diag(tmp_path, "rpc.log", text)
     assert d["verdict"] != "engine-died", (d["verdict"], d["reason"])
     said = " ".join(d["notes"])

@@ -669,7 +669,7 @@ def _advice(ctx: Context, cause: str, phase: str | None, near: list[Event],
     if cause == "nccl-timeout":
         return _nccl_advice(ctx, near)
     if cause == "dist-error":
-        return _dist_timeout_advice(ctx, phase, near)
+        return _dist_error_advice(ctx, phase, near)
     if cause == "killed":
         return _killed_advice(ctx, near)
     if (said := _said_cause(near, exc, ce)) is not None:
@@ -757,6 +757,9 @@ _ROCM_FAULT = ("rerun the failing load with AMD_SERIALIZE_KERNEL=3 (HIP_LAUNCH_B
 _SIGNATURE_SKEW = ("a function was called with another release's signature: usually a package built against another "
                    "vLLM release (a wrapper, adapter or plugin: the traceback's frames name it) or vLLM upgraded under "
                    "it; install the package release made for this vLLM version (or the vLLM it pins)")
+_PORT_TAKEN = ("a port vLLM chose was taken when it bound it: a leftover or second vLLM on the host (ss -ltnp names "
+               "it), ports shared through VLLM_PORT or the data-parallel master port, or several starts racing for one "
+               "range; free it or give each instance its own ports")
 _ASYNC_OVER_RAY = ("async scheduling's output cannot cross Ray's channel on this release (vllm#26148): turn async "
                    "scheduling off (--no-async-scheduling, or async_scheduling: false in the engine kwargs), use the "
                    "multiprocessing executor, or upgrade to a release with the fix")
@@ -957,14 +960,8 @@ _KNOWN_EXCEPTIONS = (
     # oneCCL on Intel GPUs (sweep 282 items 07-08): its own error line above the worker's init_device failure
     # a port taken between vLLM choosing it and binding it (sweep 289 items 06, 09: torch's TCPStore EADDRINUSE, ZMQ's
     # bind in shm_broadcast's MessageQueue)
-    ("Address already in use",
-     "a port vLLM chose was taken when it bound it: a leftover or second vLLM on the host (ss -ltnp names it), ports "
-     "shared through VLLM_PORT or the data-parallel master port, or several starts racing for one range; free it or give "
-     "each instance its own ports"),
-    ("EADDRINUSE",
-     "a port vLLM chose was taken when it bound it: a leftover or second vLLM on the host (ss -ltnp names it), ports "
-     "shared through VLLM_PORT or the data-parallel master port, or several starts racing for one range; free it or give "
-     "each instance its own ports"),
+    ("Address already in use", _PORT_TAKEN),
+    ("EADDRINUSE", _PORT_TAKEN),
     # aiohttp refusing a body of another content type than it parsed for (sweep 288 items 03, 06: a router reading vLLM's
     # stream as JSON; a gateway's own 503 page)
     ("ContentTypeError",
@@ -1551,12 +1548,12 @@ def _first_collectives(near: list[Event]) -> tuple[str, str, dict[str, Figure]] 
 _DIST_MS = re.compile(r"(?:waiting|after) (\d+) ?ms")
 TORCH_PG_TIMEOUT_MS = 1_800_000  # torch.distributed's default process-group timeout (30 min), which vLLM keeps
 # frames and words of torch.distributed's set-up in vLLM (parallel_state): run once, before the model loads
-_DIST_INIT_WORDS = ("in_the_same_node_as", "is_in_the_same_node", "initialize_model_parallel", "init_distributed_environment",
-                    "ensure_model_parallel_initialized", "init_model_parallel_group", "init_process_group",
-                    "create_from_process_group", "rendezvous", "/default_pg/")
+_DIST_INIT_WORDS = ("in_the_same_node_as", "is_in_the_same_node", "initialize_model_parallel",
+                    "init_distributed_environment", "ensure_model_parallel_initialized", "init_model_parallel_group",
+                    "init_process_group", "create_from_process_group", "rendezvous", "/default_pg/")
 
 
-def _dist_timeout_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
+def _dist_error_advice(ctx: Context, phase: str | None, near: list[Event]) -> tuple[str, str, dict[str, Figure]]:
     """torch.distributed's CPU side (gloo's recv, its TCP store, c10d's socket) waited out a peer (sweep 275 items
     08-09): a rank that never arrived, at set-up (a barrier, the store's rendezvous) or while serving (a peer that hung or
     died first). Raising the timeout does not bring a rank that never sends; finding it does."""

@@ -45,12 +45,11 @@ _ERROR_LEVEL_WORDS = (
     # the Neuron compiler's wrapper ("ERROR ||NEURON_CC_WRAPPER||: Failed compilation with ['neuronx-cc', ...": 219)
     "Failed compilation with ['neuronx-cc'",
 )
-# vLLM's ERROR record with its time cut off by the poster ("ERROR [backend_xgrammar.py:167] Failed to advance FSM ...":
-# sweep 212 item 12)
-# (also with the time elided, "ERROR ... [core.py:2178] RuntimeError: ...": sweep 275 item 09)
 # Ascend's runtime's own error record ("[ERROR] 2025-12-12-12:10:10 (PID:402, Device:7, RankID:-1) ERR02005 DIST
 # internal error": sweep 282 item 04)
 _ASCEND_ERROR = re.compile(r"^\[ERROR\] \d{4}-\d\d-\d\d-\d\d:\d\d:\d\d \(PID:\d+, Device:\d+")
+# vLLM's ERROR record with its time cut off by the poster ("ERROR [backend_xgrammar.py:167] Failed to advance FSM ...":
+# sweep 212 item 12), or elided ("ERROR ... [core.py:2178] RuntimeError: ...": sweep 275 item 09)
 _SHORT_ERROR_PREFIX = re.compile(r"(?:ERROR|CRITICAL) (?:(?:\.\.\.|\u2026) )?\[[\w.]+\.py:\d+\] ")
 # torch.distributed's CPU side waiting out a peer: gloo's recv/send ("Timed out waiting 1800000ms for recv operation to
 # complete", "Application timeout caused pair closure"), its TCP store ("DistStoreError: wait timeout after 1800000ms")
@@ -126,7 +125,6 @@ FULL_NEEDLES = (
     b"Directly load the",  # a graph loaded from vLLM's compile cache (_CACHE_LOAD)
     b"core engine proc",  # the API server waiting for its engine cores to start (_ENGINE_WAIT)
     b"graph pool memory",  # the graph pool's measured and estimated size (startup.R_CG_POOL: CUDA's, Ascend's ACL)
-
     *_ERROR_WORDS,
 )
 _COMMAND_NEEDLES = (b"vllm serve", b"vllm.entrypoints", b"docker run", b"podman run")  # (startup.SERVE_COMMAND)
@@ -234,6 +232,9 @@ _NATIVE_CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|B
                            # the C++ runtime ending the process on an uncaught exception (a collective library's
                            # watchdog, a vendor runtime: sweep 282 item 04, HCCL's watchdog on Ascend)
                            r"|terminate called after throwing an instance of")
+# torch's CUDAGraph capture on the stack (vLLM captures only at start-up): a start-up frame, and an error raised there is
+# the capture's own
+_CAPTURE_CALLS = ("capture_end()", "capture_begin(")
 # a graph capture's progress bar: V1's, V0's ("Capturing CUDA graph shapes"), vllm-ascend's ("Capturing ACL graphs")
 _CAPTURE_BARS = (b"Capturing CUDA graphs", b"Capturing CUDA graph shapes", b"Capturing ACL graphs")
 # the compiled graph's output read on the engine's stack (sweep 275 items 03, 07: excerpts cut below these frames)
@@ -327,10 +328,15 @@ _STEP_PATHS = ("/attention/backends/", "/model_executor/layers/", "/v1/core/sche
 _BENCH_CLIENT = "benchmark_serving.py"
 
 
+def vllm_bench_frame(said: str) -> bool:
+    """A frame of vLLM's own benchmark client (benchmark_serving.py, vllm/benchmarks/): it reads the stream by lines."""
+    return _BENCH_CLIENT in said or "/vllm/benchmarks/" in said
+
+
 def bench_client_frame(said: str) -> bool:
-    """A frame of a benchmark client's code: vLLM's (benchmark_serving.py, vllm/benchmarks/) or another project's bench
-    (vllm-omni's vllm_omni/benchmarks/patch, SGLang's bench_serving.py: sweep 274 item 08)."""
-    return _BENCH_CLIENT in said or "/benchmarks/" in said or "bench_serving.py" in said
+    """A frame of a benchmark client's code: vLLM's (``vllm_bench_frame``) or another project's bench (vllm-omni's
+    vllm_omni/benchmarks/patch, SGLang's bench_serving.py: sweep 274 item 08)."""
+    return vllm_bench_frame(said) or "/benchmarks/" in said or "bench_serving.py" in said
 # the server program's entry frames (not its request handlers, which live in the same api_server.py)
 # (no \b after "<module>": a word boundary there needs a letter after the ">", which sweep 266 item 05's line lacked)
 _SERVER_MAIN = re.compile(r'/entrypoints/(?:openai/api_server|cli/serve)\.py", line \d+, in (?:<module>|(?:run_server|'
@@ -424,7 +430,7 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         # the benchmark client's own code (benchmark_serving.py, vllm/benchmarks/): its exception is the client's
         ("bench_client", 'File "' in msg and bench_client_frame(msg)),
         # vLLM's own bench (benchmark_serving.py, vllm/benchmarks/): it reads the stream by lines, whole events
-        ("vllm_bench", 'File "' in msg and (_BENCH_CLIENT in msg or "/vllm/benchmarks/" in msg)),
+        ("vllm_bench", 'File "' in msg and vllm_bench_frame(msg)),
         # the client decoding a streamed chunk as JSON ("data = json.loads(chunk)"): an SSE event split across reads,
         # or a line that is no JSON (sweep 274 item 08)
         ("stream_json", "json.loads(chunk" in msg),
@@ -449,7 +455,7 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
         ("utility_call", "Invocation of " in msg and " method failed" in msg),
         # torch's capture_begin / capture_end on the stack: an error raised there is the capture's own (no kernel runs
         # while a graph is captured: sweep 286 item 03)
-        ("capture_call", "capture_end()" in msg or "capture_begin(" in msg),
+        ("capture_call", any(w in msg for w in _CAPTURE_CALLS)),
         # torch.compile's own frames (Dynamo tracing, Inductor's codegen and autotuning): chains.crash's compile hint
         ("inductor", 'File "' in msg and ("/torch/_inductor/" in msg or "/torch/_dynamo/" in msg)),
         # the API server's request path (its serving modules, tool parsers, chat utilities, or their frames): a
@@ -483,8 +489,7 @@ def _burst_marks(msg: str, kind: str, m: Any, frame: str | None) -> dict[str, bo
 
 def _error_kind(msg: str, m: Any) -> str | None:
     """What an error-ish line is: "engine-dead", "oom", "kv-too-small", "cuda-error", "nccl-timeout", "dist-error",
-    "error"; None
-    when it is none of them (advice, a word inside other text)."""
+    "error"; None when it is none of them (advice, a word inside other text)."""
     # vLLM's own advice is no OOM: V0's INFO "CUDA graphs can take additional 1~3 GiB memory per GPU. If you are
     # running out of memory, consider decreasing `gpu_memory_utilization` ..." printed at every start-up
     advice = "running out of memory" in msg or (m is not None and m.group("level") in (b"INFO", b"DEBUG"))
@@ -1024,7 +1029,7 @@ class LinePath:
         # what the frame's file tells of its whole traceback: the engine's own step, or the benchmark client's code
         marks = frozenset(k for k, hit in (("engine_step", _engine_step_frame(said)),
                                            ("bench_client", bench_client_frame(said)),
-                                           ("vllm_bench", _BENCH_CLIENT in said or "/vllm/benchmarks/" in said),
+                                           ("vllm_bench", vllm_bench_frame(said)),
                                            ("server_main", _SERVER_MAIN.search(said) is not None))
                           if hit)
         prev = self._bursts.get(proc)
@@ -1086,7 +1091,7 @@ class LinePath:
         # on the stack; spark-vllm-docker#45 kept only the source lines)
         frame = next((f for f in _STARTUP_FRAMES if f in msg and ("File " in msg or " in " in msg or f + "(" in msg)),
                      None)
-        if frame is None and ("capture_end()" in msg or "capture_begin(" in msg):
+        if frame is None and any(w in msg for w in _CAPTURE_CALLS):
             frame = "CUDA graph capture"  # torch's CUDAGraph capture: vLLM captures only at start-up (capture_model)
         if frame is None and self._capturing is not None and 0 < n - self._capturing[0] <= CAPTURE_LOOKBACK_LINES:
             # an error line right after a capture in progress, with no "Graph capturing finished" between (sweep 218
