@@ -13,7 +13,20 @@ calibrated figure of batch 7 was computed). ShareGPT rows stay out (the calibrat
 Batch 7's rule, and why: the saturated run is the one an operator would calibrate on, and it is the only run of each
 series that exercises batching. Batch 3 showed that a light anchor pins nothing about batching, and batch 4's saturated
 anchors met the bar. The L4 series (0.25/1/4/16 req/s and rate inf) and the two 72B TP2 instances (1 req/s and rate inf)
-are predicted from it. silybench's sweeps print no TTFT or TPOT and stay out. Each run is re-simulated on the prefix cache its rows
+are predicted from it. silybench's sweeps print no TTFT or TPOT and stay out.
+
+Batch 24 (protocol 24, scripts/fit_serving.py; this half fixed and committed on 2026-12-07 at 17:12 UTC, before any
+figure of batch 24 was read by the author or computed): public multi-load series never seen, collected by three
+transcribe-only helpers. Each series keeps its calibrated check only if at least three of its runs pass the six rules
+with all three mean figures printed, on the random dataset. The anchor is fixed by ``saturated_anchor``, batch 7's rule
+made mechanical: the run with no request cap at rate inf if there is one, else the highest ``--max-concurrency``, else
+the highest request rate; among equals the one with the most prompts, then the first in the source's order. It is
+written into the rows before any prediction exists. Every other run is predicted from it (``kvdoctor calibrate``'s
+library calls, as for batches 3, 4 and 7; the prefix cache each row documents, and only the bench's test request for a
+run with ``random_range_ratio`` above 0, where the earlier runs' prompts are not the same token streams).
+Reported once: per series and pooled over batch 24's predicted runs, the median |error| of each figure, the figures
+within 10 %, and which predicted runs the calibrated range flags (``outside_range``) with the median of those it does
+not. The calibrated bar is read as met on batch 24 if the pooled medians are at most 10 % on all three figures. Each run is re-simulated on the prefix cache its rows
 document (the series script's ``bench_run``: the earlier runs on the same server, the bench's test request);
 ``--cold``: every run on a fresh server.
 
@@ -53,7 +66,7 @@ def load_series(path: Path = FIXTURE) -> dict[str, list[dict]]:
     for r in rows:
         # batches 3 and 4 only: batch 5's rows carry ``anchor`` too (false on its fit and single-run groups), and its
         # split is by source for the uncalibrated refit, not a calibrated check (docs/simulation.md, "Batch 5")
-        if r.get("batch") in (3, 4, 7) and r.get("anchor") is not None and r.get("dataset") == "random":
+        if r.get("batch") in (3, 4, 7, 24) and r.get("anchor") is not None and r.get("dataset") == "random":
             groups.setdefault(r["group"], []).append(r)
     # batch 7: only its series with an anchor (Glyd's four; silybench prints no TTFT or TPOT to calibrate on)
     groups = {g: rs for g, rs in groups.items() if rs[0]["batch"] != 7 or any(r["anchor"] for r in rs)}
@@ -62,6 +75,19 @@ def load_series(path: Path = FIXTURE) -> dict[str, list[dict]]:
         if sum(bool(r["anchor"]) for r in rs) != 1:
             raise ValueError(f"{g}: a series needs exactly one anchor row")
     return groups
+
+
+def saturated_anchor(rows: list[dict]) -> str:
+    """Protocol 24's anchor: the series' most saturated run, by the load the bench was told to send (never by a
+    measured figure): uncapped at rate inf first, then the highest --max-concurrency, then the highest request rate;
+    ties to the most prompts, then the earliest in the source's order."""
+    def load(k_r):
+        k, r = k_r
+        rate = math.inf if r.get("request_rate") in (None, "inf") else float(r["request_rate"])
+        cap = r.get("max_concurrency")
+        return (cap is None and rate == math.inf, math.inf if cap is None else int(cap), rate,
+                int(r["num_prompts"]), -k)
+    return max(enumerate(rows), key=load)[1]["id"]
 
 
 def runs_of(rows: list[dict], warm: bool = True) -> list:

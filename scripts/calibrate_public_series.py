@@ -99,7 +99,7 @@ def bench_run(row: dict, warm: bool = True):
 
     spec = WorkloadSpec(dataset_name="random", num_prompts=int(row["num_prompts"]), max_concurrency=1,
                         random_input_len=int(row["input_len"]), random_output_len=int(row["output_len"]),
-                        ignore_eos=True)
+                        ignore_eos=True, random_range_ratio=float(row.get("random_range_ratio") or 0.0))
     prompt, output = random_lengths(spec)
     figs = {k: float(v) for k, v in row["measured"].items() if k in METRICS and v is not None}
     return BenchRun(name=row["id"], figures=figs, prompt=prompt, output=output, send=None,
