@@ -905,6 +905,8 @@ def steady_slices(runs: list[BenchRun]) -> dict[str, dict]:
 
 _PARAMS_LINEAR = ("base_s", "per_token_s", "per_request_s", "per_pair_s", "fe_request_s", "fe_output_token_s",
                   "fe_latency_s")
+# Protocol 25's candidate R (scripts/calibrate_public_later.py): the per-request term's start scaled to the runs' batch
+SHAPED_START = False
 _PARAMS_ROOF = ("scale", "base_s", "per_request_s", "fe_request_s", "fe_output_token_s", "fe_latency_s")
 
 
@@ -931,8 +933,14 @@ def _initial(runs: list[BenchRun], kind: str) -> dict[str, float]:
         return {"fe_finish_s": 0.05 * ttft, "base_s": 0.8 * itl, "per_request_s": 0.03 * itl, "per_token_s": max(1e-7, 0.1 * ttft / p),
                 "per_pair_s": 1e-9, "fe_request_s": 0.25 * ttft, "fe_output_token_s": 0.001 * itl,
                 "fe_latency_s": 0.25 * ttft}
-    # per_token_s (fitted only with prefill_term): a computed token's cost beyond the scaled roofline
-    return {"fe_finish_s": 0.02 * ttft, "scale": 1.0, "base_s": 0.05 * itl, "per_request_s": 0.01 * itl,
+    # per_token_s (fitted only with prefill_term): a computed token's cost beyond the scaled roofline.
+    # SHAPED_START (protocol 25): the roofline already grows with the batch, so the linear per-request term starts
+    # at 1 % of a step at the largest batch the runs could hold, not 1 % per request. With 1 % per request a
+    # saturated closed loop of 64 starts with 64 % of its step in that term; a run at one batch level cannot move
+    # it back, and the weak pull keeps it there while the roofline is scaled down to fit (scale 0.24 on batch 24's
+    # anchor, decode below the HBM floor at one request)
+    batch = max((r.max_concurrency or len(r.prompt) for r in runs), default=1) if SHAPED_START else 1
+    return {"fe_finish_s": 0.02 * ttft, "scale": 1.0, "base_s": 0.05 * itl, "per_request_s": 0.01 * itl / max(batch, 1),
             "fe_request_s": 0.1 * ttft, "fe_output_token_s": 0.01 * itl, "fe_latency_s": 0.1 * ttft,
             "per_token_s": max(1e-9, 0.1 * ttft / p)}
 
