@@ -45,7 +45,14 @@ evaluation and before candidate R was run on any series):
      medians is lower than K's; (b) no pooled median of R is more than 1 point above K's. Batch 24 under both is
      reported beside, labelled as seen; GuideLLM's two sweeps (through the CLI, tests/e2e/test_guidellm_series.py)
      are reported if R is adopted.
-  4. No series, anchor or reading changes after R's errors are seen. Each run is re-simulated on the prefix cache its rows
+  4. No series, anchor or reading changes after R's errors are seen.
+
+Outcomes (docs/simulation.md, "Batch 24" and "Protocol 25"). Protocol 24: batch 24's one series, calibrated on its c64
+run, misses the bar: 96 / 34 / 50 % over its five other loads (the fit takes scale 0.24; c1's TPOT 4.8 ms against 11.8
+measured). Protocol 25: R met both parts of its rule (score 15.36 -> 14.83 %), but it takes batch 4 off the bar it meets
+(7.8 / 6.5 / 8.8 -> 17.0 / 22.0 / 8.4 %) and leaves batch 24 at 91 / 31 / 49 %; not adopted, a decision taken after
+seeing its figures (the rule lacked protocols 21-22's clause keeping every bar the shipped model meets).
+SHAPED_START stays False. Each run is re-simulated on the prefix cache its rows
 document (the series script's ``bench_run``: the earlier runs on the same server, the bench's test request);
 ``--cold``: every run on a fresh server.
 

@@ -660,6 +660,14 @@ or computed by kvdoctor; the calibrated half is in scripts/calibrate_public_late
   5. No batch-24 row, assumption, anchor or split changes after its errors are seen; UNCERTAINTY_BANDS is rewritten with
      the rows (--bands) and nothing else is written.
 
+  Outcome (docs/simulation.md, "Protocol 24"): the rules kept one series of six runs (Qwen3-4B-Instruct-2507 on one RTX
+  3090, vLLM 0.28.0, random 256/128 x100 at --max-concurrency 1-64; c9912ce). Batch 24 13.7 / 173 / 8.1 % (its TTFT
+  +82 ... +211 % from c4 up: no server history in the rows; the second reading stated before the evaluation gives
+  3.3 / 34 / 2.7 %); the verdict pool (223) 6.66 / 19.89 / 9.54 %, every bar still met, TTFT by 0.11 points; every
+  held-out row (287) 7.62 / 23.76 / 9.34 %. UNCERTAINTY_BANDS rewritten.
+
+    python scripts/fit_serving.py --protocol24          # step 4
+
 Writes the SERVING / FRONTEND / SERVING_FIT blocks of src/kvdoctor/sim/coefficients.py and a
 markdown table (--report) for docs/simulation.md. ``--check`` only evaluates the current
 coefficients (no fit, nothing written).

@@ -363,13 +363,13 @@ def test_the_uncertainty_bands_are_the_committed_constants_held_out_errors(fit_s
 
     b = bands_p8["bands"]
     assert b == C.UNCERTAINTY_BANDS
-    assert b["all"]["output_throughput"]["n"] == 277 and b["all"]["mean_ttft_ms"]["n"] == 151
-    # the all-held-out medians with batch 23 (protocol 23): 7.6 / 23.0 / 9.3 %; with protocol 22's A: 7.6 / 22.9 / 9.1 %
+    assert b["all"]["output_throughput"]["n"] == 283 and b["all"]["mean_ttft_ms"]["n"] == 157
+    # the all-held-out medians with batch 24 (protocol 24): 7.6 / 23.8 / 9.3 %; with batch 23 (protocol 23): 7.6 / 23.0 / 9.3 %; with protocol 22's A: 7.6 / 22.9 / 9.1 %
     # (before it, with batches 19-20 and protocol
     # 13's ShareGPT sample: 7.6 / 23.6 / 9.3 %; with batch 19: 7.4 / 23.8 / 9.2 %; with batch 12: 7.6 / 23.2 / 9.2 %;
     # protocol 12, on the old table: 7.6 / 24.7 / 9.2 %; protocol 10's 7.6 / 23.5 / 9.3 %; protocol 7's 7.5 / 23.3 /
     # 8.5 %)
-    assert [b["all"][m]["median"] for m in fit_script.METRICS] == pytest.approx([0.0762, 0.2299, 0.0934], abs=5e-4)
+    assert [b["all"][m]["median"] for m in fit_script.METRICS] == pytest.approx([0.0762, 0.2376, 0.0934], abs=5e-4)
     assert set(b) == {"all", "one at a time", "closed loop", "all at once", "open loop"}
 
 
@@ -418,8 +418,26 @@ def test_protocol_23_batch_23_and_the_blind_pool_judged_once(fit_script, bands_p
     its median 14.9-22.9 %); every held-out row (281) 7.62 / 22.99 / 9.34 %. Pinned to the recorded figures."""
     s = bands_p8["shipped"]["summary"]
     b23, pool = s["batch23_held_out"], s["pool_p23"]
-    assert b23["n"] == 1 and pool["n"] == 217 and s["held_out"]["n"] == 281
+    assert b23["n"] == 1 and pool["n"] == 217
     assert [b23[m] for m in fit_script.METRICS] == pytest.approx([1.889, 0.648, 0.843], abs=0.01)
     assert [pool[m] for m in fit_script.METRICS] == pytest.approx([0.0659, 0.1937, 0.0954], abs=0.003)
-    assert [s["held_out"][m] for m in fit_script.METRICS] == pytest.approx([0.0762, 0.2299, 0.0934], abs=0.003)
+    # every held-out row then (281) 7.62 / 22.99 / 9.34 %; with batch 24 (287) in the protocol-24 test below
+    assert pool["output_throughput"] <= 0.15 and pool["mean_ttft_ms"] <= 0.20 and pool["mean_tpot_ms"] <= 0.20
+
+
+@pytest.mark.shipped
+def test_protocol_24_batch_24_and_the_blind_pool_judged_once(fit_script, bands_p8):
+    """Protocol 24 (scripts/fit_serving.py; docs/simulation.md, "Protocol 24"): the shipped model, unchanged, on the one
+    multi-load series three helpers' collections left under the rules (Qwen3-4B-Instruct-2507 on one RTX 3090, vLLM
+    0.28.0, random 256/128 x100 at --max-concurrency 1-64), committed before any figure. Measured once: batch 24
+    13.7 / 173 / 8.1 % (TTFT +82 ... +211 % from c4 up: the rows carry no server history, the convention; the second
+    reading stated before evaluation, every run after the earlier ones on one server, gives 3.3 / 34 / 2.7 %); the
+    verdict pool (batches 6-11 and 16-24, 223 results) 6.66 / 19.89 / 9.54 %, every bar met, TTFT by 0.11 points
+    (bootstrap 90 % interval of its median 15.6-24.2 %); every held-out row (287) 7.62 / 23.76 / 9.34 %."""
+    s = bands_p8["shipped"]["summary"]
+    b24, pool = s["batch24_held_out"], s["pool_p24"]
+    assert b24["n"] == 6 and pool["n"] == 223 and s["held_out"]["n"] == 287
+    assert [b24[m] for m in fit_script.METRICS] == pytest.approx([0.137, 1.730, 0.081], abs=0.01)
+    assert [pool[m] for m in fit_script.METRICS] == pytest.approx([0.0666, 0.1989, 0.0954], abs=0.003)
+    assert [s["held_out"][m] for m in fit_script.METRICS] == pytest.approx([0.0762, 0.2376, 0.0934], abs=0.003)
     assert pool["output_throughput"] <= 0.15 and pool["mean_ttft_ms"] <= 0.20 and pool["mean_tpot_ms"] <= 0.20

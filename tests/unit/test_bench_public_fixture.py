@@ -21,13 +21,14 @@ def rows() -> list[dict]:
 
 def test_every_row_has_a_source_a_split_and_measured_figures(rows):
     # batches 1-7: 241; batch 8 (protocol 7): 12; batch 9 (protocol 9): 12; batch 10: 1; batch 11: none; batch 12: 5;
-    # batches 14-18: none; batch 19 (protocol 19): 22; batch 20 (protocol 20): 15; batches 21-22: none; batch 23: 1
-    assert len(rows) == 309
+    # batches 14-18: none; batch 19 (protocol 19): 22; batch 20 (protocol 20): 15; batches 21-22: none; batch 23: 1;
+    # batch 24 (protocol 24): 6
+    assert len(rows) == 315
     assert len({r["id"] for r in rows}) == len(rows)
     for r in rows:
         assert r["source_url"].startswith("https://github.com/"), r["id"]
         assert r["split"] in ("fit", "held_out"), r["id"]
-        assert r.get("batch", 1) in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 19, 20, 23), r["id"]
+        assert r.get("batch", 1) in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 19, 20, 23, 24), r["id"]
         assert r["notes"], r["id"]
         m = r["measured"]
         assert set(m) <= set(METRICS) and any(m.get(k) for k in METRICS), r["id"]
@@ -132,3 +133,15 @@ def test_batch_12_is_one_commit_pinned_source_with_its_anchor_by_the_rule(rows):
     assert not any("violet-quartz" in r["source_url"] for r in rows if r.get("batch") != 12)
     # the anchor rule (a group without random runs: its lowest --max-concurrency)
     assert [r["max_concurrency"] for r in b12 if r["anchor"]] == [min(r["max_concurrency"] for r in b12)]
+
+
+def test_batch24_is_one_series_held_out_with_its_saturated_run_as_anchor(rows):
+    """Protocol 24: the rows were committed with the anchor ``saturated_anchor`` fixed (the highest --max-concurrency)
+    before any prediction of them existed; one deployment; the run order is not stated, so no server history."""
+    b24 = [r for r in rows if r.get("batch") == 24]
+    assert len(b24) == 6 and all(r["split"] == "held_out" for r in b24)
+    assert [r["max_concurrency"] for r in b24] == [1, 4, 8, 16, 32, 64]
+    assert [r["id"] for r in b24 if r["anchor"]] == ["b24-dlinlabs-q3-4b-3090-c64"]
+    assert len({(r["model"], r["gpu"], r["tp"], r["vllm_version"], r["max_model_len"], r["num_gpu_blocks"])
+                for r in b24}) == 1
+    assert all(r["prior_runs_same_server"] == [] and r["bench_test_request"] for r in b24)
