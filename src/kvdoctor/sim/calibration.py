@@ -1754,6 +1754,10 @@ def calibrate(runs: list[BenchRun], setup: Setup, *, kind: str = "linear", fit_o
         if seen is not None:
             cal.fit["finish_seen"] = seen
         cal.fit["notes"] += notes
+    seen, notes = floor_notes(cal, setup)
+    if seen is not None:
+        cal.fit["decode_floor"] = seen
+        cal.fit["notes"] += notes
     if prefill_term:
         cal.fit["prefill_term"] = True
     return cal
@@ -1877,6 +1881,28 @@ def finish_notes(cal: Calibration, fit_runs: list[BenchRun]) -> tuple[dict | Non
                   f"response's last token came only {shown * 1e3:.1f} ms later than its usual inter-token gap (median "
                   f"of {seen['requests']} requests), so the fit put time at the finish that the bench figures needed "
                   "elsewhere; closed-loop TTFTs may be predicted high (on vLLM's CPU engine, by 8 % on average)"]
+
+
+def floor_notes(cal: Calibration, setup: Setup) -> tuple[dict | None, list[str]]:
+    """A scaled roofline's lone decode step against its weights read at the GPU's peak bandwidth
+    (``RooflineStepTime.weight_floor_s``). One run at one batch level cannot tell the scaled roofline from the
+    per-request term; a fit that scales the roofline down and loads the batch term can price a lone decode below what
+    the memory allows (batch 24's RTX 3090 series, calibrated on its c64 run: 4.8 ms against an 8.8 ms read, docs/
+    simulation.md). Said, not corrected: the fit matched its own runs."""
+    if cal.kind != "roofline+linear" or setup.base is None:
+        return None, []
+    from kvdoctor.sim.steptime import LinearStepTime
+
+    floor = setup.base.weight_floor_s()
+    lin = LinearStepTime(**{k: float(cal.linear.get(k, 0.0)) for k in LINEAR_KEYS})
+    step = CalibratedStepTime(setup.base, cal.scale, lin).decode_line(1)[0]
+    seen = {"decode_step_1_ms": round(step * 1e3, 3), "weight_read_floor_ms": round(floor * 1e3, 3)}
+    if step >= floor:
+        return seen, []
+    return seen, [f"this calibration prices a lone request's decode step at {step * 1e3:.1f} ms, below the "
+                  f"{floor * 1e3:.1f} ms its weights take to read at the GPU's peak bandwidth: the fitted runs did not "
+                  f"measure the small-batch step (the roofline scaled to {cal.scale:.2f}, the rest put on the batch), "
+                  "so light loads will be predicted too fast; add a run at --max-concurrency 1"]
 
 
 def identifiability_notes(fit_runs: list[BenchRun], stats: list[StatsObs] | None) -> list[str]:

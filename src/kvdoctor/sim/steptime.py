@@ -443,6 +443,14 @@ class RooflineStepTime:
             return None
         return cpu / 1e3, 0.0
 
+    def weight_floor_s(self) -> float:
+        """The least time one request's decode step can take on this rank: every weight it multiplies read once at the
+        part's peak bandwidth (no efficiency, no launch gap, no KV read; MoE: its top-k and shared experts). A step
+        model that prices a lone decode below this prices a read the memory cannot do."""
+        params = (self.L * sum(self.attn_ops) + (self.L - self.n_moe_layers) * sum(self.mlp_ops)
+                  + self.n_moe_layers * (self.top_k * self.expert_params + sum(self.shared_ops)) + self.lm_head)
+        return params * self.wb / self.bw / 1e3
+
     def describe(self) -> dict:
         return {
             "coefficients": self.family,

@@ -172,13 +172,23 @@ def uncertainty(calibration: Calibration | None = None, result: SimResult | None
     with a sentence each in ``notes``), the case in which the held-out error understates the miss. Without a
     calibration and with the load's ``regime`` (``workload_regime``): the public held-out results sent that way
     (``coefficients.UNCERTAINTY_BANDS``), their median and 80th-percentile error per figure."""
+    # the range a calibration measured holds whatever band is quoted: one run's calibration has no held-out error,
+    # and it is then that a load outside the run's range is most likely to miss
+    checked = calibrated_range_check(calibration, result) if calibration is not None and result is not None else {}
+    out = _band(calibration, regime, gpu)
+    if checked:
+        out.update({k: v for k, v in checked.items() if k != "notes"})
+        out["notes"] = [*out.get("notes", []), *checked["notes"]]
+    return out
+
+
+def _band(calibration: Calibration | None, regime: str | None, gpu: GpuSpec | None) -> dict:
+    """``uncertainty``'s error band: the calibration's held-out runs, else the public band of the load's regime, else
+    the public fit's held-out error."""
     from kvdoctor.sim import coefficients as C
 
     if calibration is not None and calibration.uncertainty():
-        out = {"source": "calibration held-out runs", "median_abs_error": calibration.uncertainty()}
-        if result is not None:
-            out.update(calibrated_range_check(calibration, result))
-        return out
+        return {"source": "calibration held-out runs", "median_abs_error": calibration.uncertainty()}
     if regime is not None and C.UNCERTAINTY_BANDS.get("all"):
         band = public_band(C.UNCERTAINTY_BANDS, regime)
         if calibration is not None:
@@ -303,7 +313,16 @@ def calibrated_range_check(calibration: Calibration | None, result: SimResult) -
     prompts = result.prompt_tokens
     mean_prompt = float(prompts.mean()) if len(prompts) else 0.0
     items = outside_range(rng, mean_prompt, result.summary.mean_running, result.summary.max_step_tokens)
-    return {"calibrated_range": rng, "outside_range": items, "notes": range_notes(items)}
+    notes = range_notes(items)
+    # a calibration whose lone decode is priced below its weights' read (calibration.floor_notes) is wrong most where
+    # few requests run: said for a load lighter than any its fitted runs held
+    fl = calibration.fit.get("decode_floor") or {}
+    if fl and fl["decode_step_1_ms"] < fl["weight_read_floor_ms"] and result.summary.mean_running < rng[
+            "running_requests"][0]:
+        notes.append(f"this calibration prices a lone decode step at {fl['decode_step_1_ms']:.1f} ms, below the "
+                     f"{fl['weight_read_floor_ms']:.1f} ms its weights take to read at peak bandwidth: at this lighter "
+                     "load TPOT is predicted too low and throughput too high")
+    return {"calibrated_range": rng, "outside_range": items, "notes": notes}
 
 
 def run(shape: ModelShape, gpu: GpuSpec | None, resolved: ResolvedEngine, num_blocks: int, workload: WorkloadInput, *,
