@@ -1,7 +1,7 @@
 """A scaled roofline's lone decode step is checked against the weights' read at the GPU's peak bandwidth
 (``RooflineStepTime.weight_floor_s``, ``calibration.floor_notes``). Batch 24's RTX 3090 series, calibrated on its c64 run,
-priced a lone decode at 4.8 ms where 7.64 GiB of weights take 8.6 ms to read (docs/simulation.md, "Batch 24"): the
-calibration says so instead of predicting light loads too fast in silence."""
+priced a lone decode at 4.8 ms where its 4.02 B parameters take 8.6 ms to read at 936 GB/s (docs/simulation.md, "Batch
+24"): the calibration says so instead of predicting light loads too fast in silence."""
 
 from __future__ import annotations
 

@@ -1887,7 +1887,7 @@ def floor_notes(cal: Calibration, setup: Setup) -> tuple[dict | None, list[str]]
     """A scaled roofline's lone decode step against its weights read at the GPU's peak bandwidth
     (``RooflineStepTime.weight_floor_s``). One run at one batch level cannot tell the scaled roofline from the
     per-request term; a fit that scales the roofline down and loads the batch term can price a lone decode below what
-    the memory allows (batch 24's RTX 3090 series, calibrated on its c64 run: 4.8 ms against an 8.8 ms read, docs/
+    the memory allows (batch 24's RTX 3090 series, calibrated on its c64 run: 4.7 ms against an 8.6 ms read, docs/
     simulation.md). Said, not corrected: the fit matched its own runs."""
     if cal.kind != "roofline+linear" or setup.base is None:
         return None, []
