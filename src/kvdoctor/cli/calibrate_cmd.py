@@ -17,7 +17,8 @@ from kvdoctor.cli import app, common
 SCHEMA = "kvdoctor.calibrate/1"
 
 
-_RANGE_WORDS = {"prompt_tokens": "prompts", "running_requests": "batch"}
+# the table's words for ``calibration.outside_range``'s quantities: one per quantity it can flag (step_tokens since 2026-12-06)
+_RANGE_WORDS = {"prompt_tokens": "prompts", "running_requests": "batch", "step_tokens": "step size"}
 
 
 @app.command("calibrate")
@@ -121,7 +122,7 @@ def calibrate_cmd(
     if model_note:
         cal.fit["notes"] = list(cal.fit.get("notes") or []) + [model_note]
     if not same_server:
-        cal.fit["notes"] = list(cal.fit.get("notes") or []) + C.same_server_hint(runs)
+        cal.fit["notes"] = list(cal.fit.get("notes") or []) + (C.same_server_hint(runs) or C.cached_prompt_hint(runs))
     spec = C.speculative_decoding_note(list(stats_log or []) + list(iteration_log or []),
                                        int(inputs.resolved.num_speculative_tokens or 0),
                                        [r.spec_acceptance_length for r in runs if r.spec_acceptance_length])

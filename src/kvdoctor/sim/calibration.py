@@ -783,6 +783,33 @@ def same_server_hint(runs: list[BenchRun], window_s: float = 3 * 3600) -> list[s
             "later runs found earlier prompts cached — give --same-server with the files in that order"]
 
 
+def cached_prompt_hint(runs: list[BenchRun], margin: float = 0.05) -> list[str]:
+    """A note when the figures themselves point to a warm prefix cache that --same-server was not given for: of two
+    runs with the same fixed prompt length, the one holding at least twice as many requests in flight (its
+    --max-concurrency, or all its prompts at rate inf) has a mean TTFT more than ``margin`` below the lighter one's.
+    On a cold engine more requests in flight only queue for the same prefills; a cached prompt skips its prefill.
+    Batch 24's RTX 3090 sweep shows it (c4 56 ms below c1 61 ms) and its prompts were cached (docs/simulation.md,
+    "Protocol 24"). Only a hint: noise on a light load can do the same."""
+    def load(r: BenchRun) -> int | None:
+        if r.max_concurrency:
+            return int(r.max_concurrency)
+        return len(r.prompt) if math.isinf(r.request_rate) and not r.ramp_up_strategy else None
+
+    fixed = [r for r in runs if r.prompt and load(r) and r.figures.get("mean_ttft_ms")
+             and _fixed_lengths(r, RETOKENIZE_MARGIN)]
+    pairs = [(a, b) for a in fixed for b in fixed
+             if abs(a.prompt[0] - b.prompt[0]) <= RETOKENIZE_MARGIN and load(b) >= 2 * load(a)
+             and b.figures["mean_ttft_ms"] < (1 - margin) * a.figures["mean_ttft_ms"]]
+    if not pairs:
+        return []
+    a, b = max(pairs, key=lambda ab: ab[0].figures["mean_ttft_ms"] / ab[1].figures["mean_ttft_ms"])
+    return [f"{b.name} held {load(b)} requests in flight against {a.name}'s {load(a)}, yet its mean TTFT is lower "
+            f"({b.figures['mean_ttft_ms']:.0f} against {a.figures['mean_ttft_ms']:.0f} ms): on a cold server more "
+            "requests only queue for the same prefills, so its prompts were probably cached by an earlier run on the "
+            "same server with the same --seed (the bench's default is 0); if so, give --same-server with the files "
+            "in the order they ran"]
+
+
 # ---- simulated figures, errors, fit --------------------------------------------------------------
 
 def sim_figures(result, lead_s: float = 0.0, skip: int = 0) -> dict[str, float]:
