@@ -17,7 +17,8 @@ from kvdoctor.cli import app, common
 SCHEMA = "kvdoctor.calibrate/1"
 
 
-# the table's words for ``calibration.outside_range``'s quantities: one per quantity it can flag (step_tokens since 2026-12-06)
+# the table's words for ``calibration.outside_range``'s quantities: one per quantity it can flag (step_tokens since
+# 2026-12-06)
 _RANGE_WORDS = {"prompt_tokens": "prompts", "running_requests": "batch", "step_tokens": "step size"}
 
 

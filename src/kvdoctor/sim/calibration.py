@@ -84,6 +84,14 @@ def _spread(ttft_ms, tpot_ms) -> dict[str, float]:
     return out
 
 
+def linear_step(terms: dict[str, float], k: float = 1.0):
+    """The ``LinearStepTime`` of a calibration's (or a measurement's) linear terms, each times ``k`` (a host stretch);
+    a term absent is 0."""
+    from kvdoctor.sim.steptime import LinearStepTime
+
+    return LinearStepTime(**{n: k * float(terms.get(n, 0.0)) for n in LINEAR_KEYS})
+
+
 class CalibratedStepTime:
     """``scale * base.step(...) + linear.step(...)``; ``decode_line`` likewise (both are linear in kv)."""
 
@@ -134,9 +142,9 @@ class Calibration:
 
     def step_model(self, shape: ModelShape | None = None, gpu: GpuSpec | None = None,
                    resolved: ResolvedEngine | None = None) -> StepTimeModel:
-        from kvdoctor.sim.steptime import LinearStepTime, from_deployment
+        from kvdoctor.sim.steptime import from_deployment
 
-        lin = LinearStepTime(**{k: float(self.linear.get(k, 0.0)) for k in LINEAR_KEYS})
+        lin = linear_step(self.linear)
         base = None
         if self.kind == "roofline+linear":
             if shape is None or gpu is None or resolved is None:
@@ -875,10 +883,9 @@ class Setup:
 
 def simulate_run(run: BenchRun, setup: Setup, cal: Calibration, detail: bool = False, on_step=None):
     from kvdoctor.sim.run import simulate
-    from kvdoctor.sim.steptime import LinearStepTime
 
     k = run.host_stretch if run.host_stretch > 0 else 1.0
-    lin = LinearStepTime(**{n: k * float(cal.linear.get(n, 0.0)) for n in LINEAR_KEYS})
+    lin = linear_step(cal.linear, k)
     model = CalibratedStepTime(setup.base, cal.scale * k, lin)
     base = cal.step_extras()
     extras = replace(base, wake_s=k * base.wake_s, new_shape_s=k * base.new_shape_s,
@@ -1261,10 +1268,8 @@ def step_period_terms(periods: list[tuple], square: bool = True, cross: bool = F
 def logged_step_price(terms: dict[str, float], row: tuple) -> float:
     """A logged step's time under ``LinearStepTime`` terms; ``row`` as ``step_observations`` gives it (its first
     field, the measured time, is not read; prompt chunks taken equal: ``cross_pairs_logged``)."""
-    from kvdoctor.sim.steptime import LinearStepTime
-
     _, tok, reqs, ctx_tokens, ctx_reqs, new = row
-    lin = LinearStepTime(**{k: float(terms.get(k, 0.0)) for k in LINEAR_KEYS})
+    lin = linear_step(terms)
     t = lin.step(tok, 0, 0, 0.0, reqs, cross_pairs_logged(ctx_tokens, ctx_reqs))  # the log gives no pairs or contexts
     if new:
         t += float(terms.get("new_shape_s", 0.0)) + float(terms.get("new_shape_per_token_s", 0.0)) * tok
@@ -1918,10 +1923,8 @@ def floor_notes(cal: Calibration, setup: Setup) -> tuple[dict | None, list[str]]
     simulation.md). Said, not corrected: the fit matched its own runs."""
     if cal.kind != "roofline+linear" or setup.base is None:
         return None, []
-    from kvdoctor.sim.steptime import LinearStepTime
-
     floor = setup.base.weight_floor_s()
-    lin = LinearStepTime(**{k: float(cal.linear.get(k, 0.0)) for k in LINEAR_KEYS})
+    lin = linear_step(cal.linear)
     step = CalibratedStepTime(setup.base, cal.scale, lin).decode_line(1)[0]
     seen = {"decode_step_1_ms": round(step * 1e3, 3), "weight_read_floor_ms": round(floor * 1e3, 3)}
     if step >= floor:
