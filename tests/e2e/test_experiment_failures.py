@@ -216,7 +216,7 @@ def test_chain_walks_levels_until_enough(tmp_path):
     db = tmp_path / "j.sqlite"
     r = _kv(["experiment", "chain", "--serve", "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 131072",
              "--gpu", "L4", "--target-context", "8192", "--vllm-cmd", str(FAKE), "--requests", "3", "--db", str(db),
-             "--out", str(tmp_path / "runs"), "--json"],
+             "--out", str(tmp_path / "runs"), "--json", "--no-host-probe"],
             env={"FAKE_VLLM_COUNTER": str(tmp_path / "n"), "FAKE_VLLM_TPS": "100,200,400",
                  "FAKE_VLLM_PREEMPT": "1,1,0", "FAKE_VLLM_PIDFILE": str(tmp_path / "pids")}, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -233,11 +233,14 @@ def test_chain_stops_at_stop_loss(tmp_path):
     db = tmp_path / "j.sqlite"
     r = _kv(["experiment", "chain", "--serve", "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 131072",
              "--gpu", "L4", "--target-context", "8192", "--vllm-cmd", str(FAKE), "--requests", "3", "--db", str(db),
-             "--out", str(tmp_path / "runs"), "--json"],
+             "--out", str(tmp_path / "runs"), "--json", "--no-host-probe"],
             env={"FAKE_VLLM_COUNTER": str(tmp_path / "n"), "FAKE_VLLM_TPS": "100,101,400"}, timeout=300)
     assert r.returncode == 0, r.stderr
     rec = json.loads(r.stdout)
     assert [s["verdict"] for s in rec["steps"]] == ["stop-loss"] and rec["stopped_at"] == "level2"
+    # a 1 % change is stop-loss only on a host steady within 5 %: the chain's control flow is tested here without
+    # the probe (--no-host-probe: none sent, none judged), its verdicts in test_a_host_that_slowed_...
+    assert rec["runs"]["before"]["probes"] == {} and rec["steps"][0]["host"] is None
     # one preemption in each run however many 1 Hz samples fit in (the stand-in's counter moves once per
     # load, not per scrape): the verdict cannot flip to "not enough" on a slow machine
     pre = next(row for row in rec["steps"][0]["comparison"] if row["figure"] == "preemptions")
@@ -270,6 +273,9 @@ def test_attach_measures_and_never_stops_the_server(tmp_path):
         assert rec["status"] == "complete" and rec["steps"] == [] and rec["measured"]["before"]["output_tps"]
         assert rec["vllm_version"] == {"value": "0.30.1", "how": f"GET http://127.0.0.1:{p}/version"}
         assert rec["warmup"] is None  # the operator's own server, already serving: no warm-up unless asked
+        # one run, so the host probe's one movement: its own server's lone decode before and after the load
+        assert any(n.startswith("host probe: before run: ") and "from before its load to after it" in n
+                   for n in rec["measurement_notes"]), rec["measurement_notes"]
         assert srv.poll() is None  # still running: kvdoctor did not start it, so it never stops it
         assert len(_steps(db)) == 1
         r = _kv(["experiment", "--attach", f"http://127.0.0.1:{p}", "-m", "m", "--set", "max-num-seqs=8",
@@ -344,3 +350,37 @@ def test_each_server_gets_a_discarded_warmup_before_the_timed_load(tmp_path):
              "--set", "max-num-seqs=8", "--vllm-cmd", str(FAKE), "--no-record", "--out", str(tmp_path / "bad")])
     assert r.returncode == 2 and "--warmup-requests must be >= 0" in r.stderr and len(r.stderr.splitlines()) == 1
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("decode_ms, want", [("10,25", "inconclusive"), ("10,10", "stop-loss")])
+def test_a_host_that_slowed_between_the_runs_is_not_blamed_on_the_change(tmp_path, decode_ms, want):
+    """The same figures (100 → 60 tok/s for max-num-seqs 2 → 8) on a host whose lone decode went from 10 to 25 ms per
+    token between the runs (the stand-in's FAKE_VLLM_DECODE_MS, which kvdoctor's host probe times) are inconclusive,
+    said in the verdict, the journal and the handbook; on a steady host the change made it worse: stop-loss."""
+    db = tmp_path / "j.sqlite"
+    r = _kv(["experiment", "--serve", "vllm serve fake-model --max-num-seqs 2", "--requests", "3", "--set",
+             "max-num-seqs=8", "--vllm-cmd", str(FAKE), "--db", str(db), "--out", str(tmp_path / "runs"), "--json"],
+            env={"FAKE_VLLM_COUNTER": str(tmp_path / "n"), "FAKE_VLLM_TPS": "100,60", "FAKE_VLLM_DECODE_MS": decode_ms})
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    host = rec["steps"][0]["host"]
+    assert host["neutral"] and all(rec["runs"][x]["probes"]["pre"]["tpot_s"] > 0.009 for x in ("before", "after"))
+    assert rec["verdict"] == want, (rec["verdict_why"], host)
+    if want == "inconclusive":
+        assert host["between"] > 0.8 and "cannot be told from the host" in rec["verdict_why"]
+        assert "max_num_seqs leaves a lone decode alone, so this is the host" in rec["verdict_why"]
+    else:
+        assert abs(host["between"]) < 0.2 and "made it worse" in rec["verdict_why"]
+    # the probe's requests are outside the timed load's counters: the bench's figures are the stand-in's own
+    assert rec["measured"]["after"]["output_tps"]["value"] == 60
+    hb = _kv(["journal", "handbook", "--db", str(db)])
+    assert hb.returncode == 0, hb.stderr
+    assert "host probe: a lone decode took" in hb.stdout
+    assert ("INCONCLUSIVE" in hb.stdout) == (want == "inconclusive")
+    assert "[before] host probe before the load: a lone decode at" in r.stderr
+    # the terminal rendering carries the probe's line beside the verdict
+    t = _kv(["experiment", "--serve", "vllm serve fake-model --max-num-seqs 2", "--requests", "3", "--set",
+             "max-num-seqs=8", "--vllm-cmd", str(FAKE), "--no-record", "--out", str(tmp_path / "again")],
+            env={"FAKE_VLLM_COUNTER": str(tmp_path / "m"), "FAKE_VLLM_TPS": "100,60", "FAKE_VLLM_DECODE_MS": decode_ms})
+    assert t.returncode == 0, t.stderr
+    assert "host probe: a lone decode took" in t.stdout and f"verdict: {want}" in t.stdout

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from kvdoctor.experiment.core import FLAT
+from kvdoctor.experiment.probe import confounds
 from tests.realvllm.conftest import kvdoctor, live_groups
 
 pytestmark = pytest.mark.realvllm
@@ -26,23 +28,39 @@ def test_experiment_completes_and_throughput_rises(starved_experiment):
     # the same 40 requests were served both times
     assert b["completed"]["value"] == a["completed"]["value"] == 40
     row = {x["figure"]: x for x in rec["comparison"]}["output_tps"]
-    assert a["output_tps"]["value"] > b["output_tps"]["value"], (b["output_tps"], a["output_tps"])
-    assert row["call"] == "better", row  # beyond the 5 % noise band
+    # The host probe timed a lone decode on both servers, before and after each load. max_num_seqs leaves a lone
+    # decode alone, so the probe's movement between the runs is the host's (this two-core VM has measured 373 →
+    # 229 tok/s for this very change in one CI run and +27 % in others: docs/testing.md).
+    host = rec["steps"][0]["host"]
+    for run in ("before", "after"):
+        probes = rec["runs"][run]["probes"]
+        assert probes["pre"]["tpot_s"] > 0 and probes["post"]["tpot_s"] > 0, probes
+    assert host["neutral"] and host["between"] is not None and host["size"] >= abs(host["between"])
+    steady = not confounds(row["measured_change"], host, FLAT)
+    if not steady:
+        # the host moved as much as the figure: kvdoctor must not call the knob harmful (or helpful) on it
+        assert rec["verdict"] == "inconclusive" and "cannot be told from the host" in rec["verdict_why"], rec
+    else:
+        assert a["output_tps"]["value"] > b["output_tps"]["value"], (b["output_tps"], a["output_tps"], host)
+        assert row["call"] == "better", (row, host)  # beyond the 5 % noise band
+        assert rec["verdict"] in ("enough", "not enough")
     # the queue the starved configuration built drains faster (its peak is set by the arrival burst: 40 in 2 s).
     # Measured as the engine's own per-request queue time (vllm:request_queue_time_seconds, after − before):
     # with four times the running slots each waiting request is admitted well before. The 1 Hz samples of the
     # waiting gauge were too coarse for it on a fast host: the queue drained in 4-5 s and both runs' sampled
     # areas came out 29.0 (docs/testing.md).
+    # (Asserted where the host held still enough for the throughput call: the same movement scales queue time.)
     qrow = {x["figure"]: x for x in rec["comparison"]}["queue_time_mean_s"]
-    assert b["queue_time_mean_s"]["value"] > a["queue_time_mean_s"]["value"] > 0, (b["queue_time_mean_s"],
-                                                                                  a["queue_time_mean_s"])
-    assert qrow["call"] == "better", qrow
+    assert b["queue_time_mean_s"]["value"] > 0 and a["queue_time_mean_s"]["value"] > 0
+    if steady:
+        assert b["queue_time_mean_s"]["value"] > a["queue_time_mean_s"]["value"], (b["queue_time_mean_s"],
+                                                                                   a["queue_time_mean_s"], host)
+        assert qrow["call"] == "better", qrow
     assert qrow["predicted_change"] is not None and qrow["predicted_change"] < 0, qrow  # the direction, predicted
     assert b["running_peak"]["value"] <= 2 < a["running_peak"]["value"] <= 8
     # the measured pool is the override, as vLLM exported it
     assert b["pool_tokens"]["value"] == a["pool_tokens"]["value"] == 400 * 32
     assert b["preemptions"]["value"] == a["preemptions"]["value"] == 0
-    assert rec["verdict"] in ("enough", "not enough")
     # kvdoctor's prediction (time model calibrated on another run of this engine) beside it, and its error:
     # it must at least call the direction of the change right
     assert rec["predicted"]["before"]["max_num_seqs"] == 2 and rec["predicted"]["after"]["max_num_seqs"] == 8
@@ -61,6 +79,7 @@ def test_experiment_completes_and_throughput_rises(starved_experiment):
 def test_progress_goes_to_stderr_only(starved_experiment):
     r = starved_experiment["proc"]
     assert "[before] ready after" in r.stderr and "[after] load done" in r.stderr
+    assert "[before] host probe before the load: a lone decode at" in r.stderr
     json.loads(r.stdout)  # stdout holds the JSON document and nothing else
 
 
@@ -87,7 +106,13 @@ def test_handbook_shows_measured_beside_predicted(starved_experiment):
     step = md[md.index("Step #1: 2 → 8"):]
     row = next(ln for ln in step.splitlines() if ln.startswith("| output throughput |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1] != "—" and cells[2] != "—" and cells[4] == "better" and cells[5] != "—", row
+    assert cells[1] != "—" and cells[2] != "—" and cells[5] != "—", row
+    # the host probe's reading is in the step's note; where it confounded the throughput, the handbook says so
+    assert "host probe: a lone decode took" in step
+    if starved_experiment["rec"]["verdict"] == "inconclusive":
+        assert "INCONCLUSIVE" in step and cells[4] in ("better", "worse", "flat"), row
+    else:
+        assert cells[4] == "better", row
 
 
 def test_no_process_left_after_the_experiment(starved_experiment):

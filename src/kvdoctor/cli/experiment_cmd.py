@@ -61,6 +61,7 @@ ReqOpt = Annotated[Optional[int], typer.Option("--requests", "-n", help="Number 
 RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Requests per second (default: all at once).", rich_help_panel=_LOAD)]
 ArrOpt = Annotated[str, typer.Option("--arrival", help="poisson or gamma (bench --burstiness = 1/cv²).", rich_help_panel=_LOAD)]
 CvOpt = Annotated[float, typer.Option("--cv", help="Coefficient of variation of gamma inter-arrivals.", rich_help_panel=_LOAD)]
+NoProbeOpt = Annotated[bool, typer.Option("--no-host-probe", help="Do not time a lone decode before and after each load (the probe that tells the host's drift from the change's effect; 6 short requests per run).", rich_help_panel=_LOAD)]
 WarmOpt = Annotated[Optional[int], typer.Option("--warmup-requests", help="Requests sent to each server before the timed load and discarded: the same load with another seed (default: a tenth of --requests, 8-200, and none for --attach; 0: none).", rich_help_panel=_LOAD)]
 
 DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Journal file (default: $KVDOCTOR_JOURNAL or ./kvdoctor-journal.sqlite).", rich_help_panel=_J, dir_okay=False)]
@@ -92,6 +93,7 @@ class RunOptions:
     arrival: str = "poisson"
     cv: float = 1.0
     warmup_requests: Optional[int] = None
+    no_host_probe: bool = False
     db: Optional[Path] = None
     journal: Optional[str] = None
     no_record: bool = False
@@ -109,7 +111,7 @@ class RunOptions:
 run_options = common.option_bundle("run", RunOptions, {
     "vllm_cmd": VllmCmdOpt, "host": HostOpt, "port": PortOpt, "health_timeout": HealthOpt, "bench_timeout": BenchTOpt,
     "out": OutOpt, "trace": TraceOpt, "prompt_dist": DistOpt, "requests": ReqOpt, "rate": RateOpt, "arrival": ArrOpt,
-    "cv": CvOpt, "warmup_requests": WarmOpt, "db": DbOpt, "journal": JournalOpt, "no_record": NoRecOpt, "note": NoteOpt,
+    "cv": CvOpt, "warmup_requests": WarmOpt, "no_host_probe": NoProbeOpt, "db": DbOpt, "journal": JournalOpt, "no_record": NoRecOpt, "note": NoteOpt,
     "max_preemptions": MaxPreOpt, "min_output_tps": MinTpsOpt, "max_ttft_p99": MaxTtftOpt, "max_waiting": MaxWaitOpt,
     "target_concurrency": TConcOpt, "target_context": TCtxOpt, "json_out": common.JsonOpt, "quiet": common.QuietOpt,
 })
@@ -348,7 +350,8 @@ def _run(levels, base: Deployment | MeasureOnly, wl: workload_opts.WorkloadOptio
                      stop_early=stop_early,
                      exhausted_note=exhausted_note, calibration=wl.load_calibration(),
                      # an attached server is the operator's own, already serving: no warm-up unless asked for
-                     warmup_requests=0 if attach and o.warmup_requests is None else o.warmup_requests)
+                     warmup_requests=0 if attach and o.warmup_requests is None else o.warmup_requests,
+                     host_probe=not o.no_host_probe)
     for n in base.notes:
         log(f"note: {n}")
     rec = run_experiment(exp, log)

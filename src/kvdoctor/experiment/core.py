@@ -9,7 +9,8 @@ Order of work (each step's files stay in ``out_dir/<label>/`` whatever happens l
 3. measure the baseline, record it (a new journal's baseline, or a re-measure step);
 4. measure the change, record it as a step with the prediction and the prediction's error;
 5. the verdict: enough (targets met and the primary figure not worse), not enough (better but targets
-   missed), stop-loss (the change bought nothing measurable).
+   missed), stop-loss (the change bought nothing measurable), inconclusive (the host probe says the machine
+   itself moved as much as the figures did: experiment.probe).
 
 A run that cannot complete (vLLM missing, port taken, server died, Ctrl-C) is never recorded as a step — a
 step's figures become the next step's "before", and half a measurement would mislead every later step.
@@ -286,12 +287,22 @@ class Targets:
         return dict(self.__dict__)
 
 
-def verdict(rows: list[dict[str, Any]], checks: list[dict[str, Any]]) -> tuple[str, str]:
-    """(enough | not enough | stop-loss, why). The primary figure is output throughput; preemptions
-    count too (chain one's goal is to end persistent preemption)."""
+def verdict(rows: list[dict[str, Any]], checks: list[dict[str, Any]],
+            host: dict[str, Any] | None = None) -> tuple[str, str]:
+    """(enough | not enough | stop-loss | inconclusive, why). The primary figure is output throughput; preemptions
+    count too (chain one's goal is to end persistent preemption). ``host``: the host probe's drift between and
+    within the two runs (experiment.probe.drift); where the throughput change cannot be told from the host's
+    movement (experiment.probe.confounds), no call is made on it: inconclusive, rerun."""
+    from kvdoctor.experiment.probe import confounds
+
     by = {r["figure"]: r for r in rows}
     tps = by.get("output_tps", {})
     pre = by.get("preemptions", {})
+    if host and confounds(tps.get("measured_change"), host, FLAT):
+        return "inconclusive", (
+            f"output throughput {tps['measured_before']:.1f} → {tps['measured_after']:.1f} tok/s "
+            f"({tps['measured_change']:+.0%}), but the host itself moved by up to {host['size']:.0%} "
+            f"({_host_words(host)}): the change cannot be told from the host; rerun the experiment on a quiet host")
     improved = tps.get("call") == "better" or (
         pre.get("measured_before") and (pre.get("measured_after") or 0) < pre["measured_before"] * (1 - FLAT))
     worse = tps.get("call") == "worse"
@@ -310,6 +321,12 @@ def verdict(rows: list[dict[str, Any]], checks: list[dict[str, Any]]) -> tuple[s
     why = "made it worse" if worse else "moved nothing beyond the 5 % noise band"
     return "stop-loss", (f"the change {why} ({tps_txt}; {missed_txt or 'targets met but throughput fell'}): "
                          "stop turning this knob")
+
+
+def _host_words(host: dict[str, Any]) -> str:
+    from kvdoctor.experiment.probe import describe
+
+    return (host.get("text") or describe(host)).removeprefix("host probe: ")
 
 
 # --------------------------------------------------------------------------------------------
@@ -352,6 +369,7 @@ class Experiment:
     warmup_requests: int | None = None  # --warmup-requests: None = LoadSpec.warmup's default, 0 = none
     stop_early: bool = False  # chain: stop at the first level that is enough, or at stop-loss
     exhausted_note: str | None = None  # chain: what to say when every level was tried and none was enough
+    host_probe: bool = True  # time a lone decode before and after each load (experiment.probe): the host's drift
 
     @property
     def baseline(self) -> EngineConfig:
@@ -492,6 +510,10 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
             rec["runs"][lv.label] = run.as_dict()
             rec["measured"][lv.label] = read_run(run)
             rec["startup"][lv.label] = read_startup(run) if not exp.attach else {}
+            if exp.host_probe and len(exp.levels) == 1 and run.probes:  # measure-only: the one movement there is
+                from kvdoctor.experiment.probe import describe, drift
+
+                rec["measurement_notes"].append(describe(drift(None, run.probes, None), ("", lv.label)))
             if (warm := cached_load_note(rec["measured"][lv.label], exp.load)) is not None:
                 rec["measurement_notes"].append(f"{lv.label}: {warm}")
                 log(f"[{lv.label}] note: {warm}")
@@ -508,10 +530,19 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
                     pred = Prediction(before=pb, after=pa, notes=rec["prediction_notes"])
                 rows = compare(rec["measured"][prev.label], rec["measured"][lv.label], pred)
                 checks = exp.targets.check(rec["measured"][lv.label])
-                v, why = verdict(rows, checks)
+                host = None
+                if exp.host_probe:
+                    from kvdoctor.experiment.probe import describe, drift
+
+                    host = drift(rec["runs"][prev.label].get("probes"), rec["runs"][lv.label].get("probes"),
+                                 getattr(lv.change, "field", None))
+                    host["text"] = describe(host, (prev.label, lv.label))
+                    rec["measurement_notes"].append(f"{lv.label}: {host['text']}")
+                    log(f"[{lv.label}] {host['text']}")
+                v, why = verdict(rows, checks, host)
                 step_rec = {"from": prev.label, "to": lv.label, "title": lv.title, "change": _change_dict(lv.change),
                             "comparison": rows, "target_checks": checks, "verdict": v, "verdict_why": why,
-                            "prediction": pred.payload(exp.load) if pred else None}
+                            "host": host, "prediction": pred.payload(exp.load) if pred else None}
                 rec["steps"].append(step_rec)
                 rec["comparison"], rec["target_checks"] = rows, checks
                 rec["verdict"], rec["verdict_why"] = v, why
@@ -520,7 +551,7 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
                 rec["journal_steps"].append(_record(exp, lv, prev, run, rec, step_rec, journal, api, log))
             _write(exp.out_dir, rec)
             prev = lv
-            if exp.stop_early and step_rec is not None and step_rec["verdict"] in ("enough", "stop-loss"):
+            if exp.stop_early and step_rec is not None and step_rec["verdict"] in ("enough", "stop-loss", "inconclusive"):
                 rec["stopped_at"] = lv.label
                 break
     except KeyboardInterrupt as exc:
@@ -551,7 +582,7 @@ def _measure(exp: Experiment, label: str, cfg: EngineConfig, vllm_argv: list[str
                        load=exp.load, host=exp.host, port=port, health_timeout_s=exp.health_timeout_s,
                        bench_timeout_s=exp.bench_timeout_s, served_name=exp.served_name or cfg.served_model_name,
                        tokenizer=exp.tokenizer, log=log, attach_url=exp.attach,
-                       warmup=exp.load.warmup(exp.warmup_requests))
+                       warmup=exp.load.warmup(exp.warmup_requests), host_probe=exp.host_probe)
 
 
 def _record(exp: Experiment, lv: Level, prev: Level | None, run: RunResult, rec: dict[str, Any],
@@ -571,6 +602,10 @@ def _record(exp: Experiment, lv: Level, prev: Level | None, run: RunResult, rec:
     note_txt = f"kvdoctor experiment, {lv.label} ({what}); load: {rec['load_text']}"
     if exp.note:
         note_txt += f"; {exp.note}"
+    if step_rec and step_rec.get("host"):
+        note_txt += f"; {step_rec['host']['text']}"
+        if step_rec["verdict"] == "inconclusive":
+            note_txt += f"; INCONCLUSIVE: {step_rec['verdict_why']}"
     cfg = without_launch_owned(lv.config)
     if prev is None and journal and not journal["exists"]:
         step = api.start(exp.journal_db, name, config=cfg, bench=bench, note=note_txt,

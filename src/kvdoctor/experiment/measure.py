@@ -105,6 +105,8 @@ class RunResult:
     log_span: list[int] | None = None
     # the discarded warm-up load (--warmup-requests): {"requests", "seed", "s"}; None when none was sent
     warmup: dict[str, Any] | None = None
+    # the host probe (experiment.probe) before and after the timed load: {"pre": {...}, "post": {...}}
+    probes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -128,7 +130,8 @@ class RunResult:
                   reason=meta.get("reason"), reason_code=meta.get("reason_code"), argv=meta.get("argv", []),
                   env=meta.get("env", {}), ready_s=meta.get("ready_s"), bench_s=meta.get("bench_s"),
                   stop=meta.get("stop", {}), groups=meta.get("groups", {}), log_span=meta.get("serve_log_load_span"),
-                  warmup=meta.get("warmup"), files={k: str(d / v) for k, v in names.items() if (d / v).exists()})
+                  warmup=meta.get("warmup"), probes=meta.get("probes") or {},
+                  files={k: str(d / v) for k, v in names.items() if (d / v).exists()})
         if (d / "metrics_samples.jsonl").exists():
             res.samples = [json.loads(x) for x in (d / "metrics_samples.jsonl").read_text().splitlines() if x.strip()]
         return res
@@ -138,7 +141,7 @@ class RunResult:
                 "reason": self.reason, "reason_code": self.reason_code, "argv": self.argv, "env": self.env,
                 "ready_s": self.ready_s, "bench_s": self.bench_s, "stop": self.stop, "files": self.files,
                 "samples": len(self.samples), "groups": self.groups, "serve_log_load_span": self.log_span,
-                "warmup": self.warmup}
+                "warmup": self.warmup, "probes": self.probes}
 
 
 class _Sampler(threading.Thread):
@@ -188,10 +191,12 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
                 health_timeout_s: float = 600.0, bench_timeout_s: float = 1800.0,
                 served_name: str | None = None, tokenizer: str | None = None,
                 log: Callable[[str], None] = lambda m: None, attach_url: str | None = None,
-                warmup: LoadSpec | None = None) -> RunResult:
+                warmup: LoadSpec | None = None, host_probe: bool = True) -> RunResult:
     """Start, load, scrape, stop. With ``attach_url`` no server is started or stopped: the load goes to
     that server (measure-only) and its /metrics are scraped. ``warmup``: a load sent first and discarded (its own
     ``warmup/`` folder), before /metrics is scraped, so the counters, samples and log span are the timed load's alone.
+    ``host_probe``: time a lone decode (experiment.probe) after the warm-up and again after the last scrape, outside
+    the timed load's counters and log window.
     Raises nothing for a run that fails: the RunResult says why, and every file
     written so far stays. KeyboardInterrupt is re-raised after the processes are stopped and run.json written."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -233,6 +238,8 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
             res.files["warmup_bench"] = str(wdir / "bench.json")
             res.warmup = {"requests": warmup.requests, "seed": warmup.seed, "s": secs}
             bench = None
+        if host_probe:
+            res.probes["pre"] = _probe(target, served_name or model, label, "before the load", log)
         _scrape(target, out_dir / "metrics_before.txt", res, "metrics_before")
         sampler = _Sampler(f"{target.base_url}/metrics", out_dir / "metrics_samples.jsonl")
         res.files["metrics_samples"] = str(out_dir / "metrics_samples.jsonl")
@@ -247,6 +254,8 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
         _scrape(target, out_dir / "metrics_after.txt", res, "metrics_after")
         if span_start is not None:
             res.log_span = [span_start, file_size(out_dir / "serve.log")]
+        if host_probe and bench.proc.returncode == 0:
+            res.probes["post"] = _probe(target, served_name or model, label, "after the load", log)
         if bench.proc.returncode != 0 or not (out_dir / "bench.json").exists():
             raise ExperimentError(f"`vllm bench serve` failed (exit {bench.proc.returncode}): "
                                   f"{last_error_line(out_dir / 'bench.log')} (full log: {out_dir / 'bench.log'})",
@@ -307,6 +316,17 @@ def _bench(argv: list[str], env: dict[str, str], out_dir: Path, server: Server |
         bench.stop(grace_s=5.0)
         raise
     return bench, round(time.monotonic() - t0, 1)
+
+
+def _probe(target: Server | _Attached, model: str, label: str, when: str, log: Callable[[str], None]) -> dict[str, Any]:
+    from kvdoctor.experiment.probe import probe
+
+    got = probe(target.base_url, model)
+    if "error" in got:
+        log(f"[{label}] host probe {when}: {got['error']} (the host's drift stays unknown)")
+    else:
+        log(f"[{label}] host probe {when}: a lone decode at {got['tpot_s'] * 1e3:.2f} ms/token (spread {got['spread']:.0%})")
+    return got
 
 
 def file_size(path: Path) -> int:

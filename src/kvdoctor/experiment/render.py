@@ -43,7 +43,9 @@ def render(rec: dict[str, Any], c: Any) -> None:
                       _pct(r["measured_change"]), r.get("call") or "", _pct(r.get("predicted_change")),
                       "—" if err is None else f"{err:+.0f} pts")
         c.print(t)
-        c.print(f"verdict: {st['verdict']} — {st['verdict_why']}")
+        if (st.get("host") or {}).get("text"):
+            c.print(st["host"]["text"], markup=False)
+        c.print(f"verdict: {st['verdict']} — {st['verdict_why']}", markup=False)
     if not rec.get("steps") and rec.get("measured"):
         for label, figs in rec["measured"].items():
             show = {k: v["value"] for k, v in figs.items() if k in ("output_tps", "ttft_p99_s", "preemptions", "waiting_peak")}

@@ -33,7 +33,7 @@ TONES: dict[str, str] = {
     "ok": "good", "healthy": "good", "enough": "good", "pass": "good",
     "idle": "info", "unknown": "info",
     "starved": "warn", "insufficient-evidence": "warn", "arrival-bursts": "warn", "deferred": "warn", "spikes-elsewhere": "warn",
-    "decode-bound": "warn",
+    "decode-bound": "warn", "inconclusive": "warn",
     "does-not-fit": "bad", "config-starved": "bad", "capacity-short": "bad", "prefill-bound": "bad",
     "stalled": "bad", "engine-died": "bad", "not enough": "bad", "fail": "bad", "problem": "bad", "stop-loss": "bad",
 }
