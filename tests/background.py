@@ -123,6 +123,11 @@ def result(key: str) -> Any:
     return fn(*args)
 
 
+def started(key: str) -> bool:
+    """Whether the worker was given ``key`` (a fixture that only gains speed from a job can skip it otherwise)."""
+    return key in _STARTED
+
+
 def wait() -> None:
     """Until the worker has exited (its results stay available)."""
     if _WORKER and _WORKER[0].poll() is None:
