@@ -191,12 +191,13 @@ def measure_run(label: str, out_dir: Path, *, vllm_cmd: list[str], model: str, f
                 health_timeout_s: float = 600.0, bench_timeout_s: float = 1800.0,
                 served_name: str | None = None, tokenizer: str | None = None,
                 log: Callable[[str], None] = lambda m: None, attach_url: str | None = None,
-                warmup: LoadSpec | None = None, host_probe: bool = True) -> RunResult:
+                warmup: LoadSpec | None = None, host_probe: bool = False) -> RunResult:
     """Start, load, scrape, stop. With ``attach_url`` no server is started or stopped: the load goes to
     that server (measure-only) and its /metrics are scraped. ``warmup``: a load sent first and discarded (its own
     ``warmup/`` folder), before /metrics is scraped, so the counters, samples and log span are the timed load's alone.
     ``host_probe``: time a lone decode (experiment.probe) after the warm-up and again after the last scrape, outside
-    the timed load's counters and log window.
+    the timed load's counters and log window (an experiment's default; off for the test bed's scenario runs, whose
+    logs stand for an operator's and must hold the load's requests only).
     Raises nothing for a run that fails: the RunResult says why, and every file
     written so far stays. KeyboardInterrupt is re-raised after the processes are stopped and run.json written."""
     out_dir.mkdir(parents=True, exist_ok=True)
