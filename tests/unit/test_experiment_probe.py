@@ -22,7 +22,7 @@ class _Stream(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).seen.append(body)
+        type(self).seen.append({**body, "_auth": self.headers.get("Authorization")})
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
@@ -148,3 +148,12 @@ def test_one_paused_request_does_not_move_the_probe(monkeypatch):
     monkeypatch.setattr(P, "_one", lambda *a: {"ttft_s": 0.01, "tpot_s": next(seq), "tokens": P.TOKENS})
     got = P.probe("http://x", "m")
     assert got["tpot_s"] == pytest.approx(0.00233) and got["spread"] == pytest.approx(0.07 / 2.33, rel=1e-6)
+
+
+def test_the_probe_sends_the_benchs_api_key(server, monkeypatch):
+    """A server started with --api-key answers 401 without it; `vllm bench serve` sends $OPENAI_API_KEY, and so does
+    the probe."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    _Stream.step_s = 0.001
+    assert "error" not in P.probe(server, "tiny")
+    assert {b["_auth"] for b in _Stream.seen} == {"Bearer sk-test"}

@@ -25,6 +25,7 @@ but its own few requests; with ``--no-host-probe`` nothing is sent.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 import urllib.error
@@ -72,7 +73,10 @@ def _one(base_url: str, model: str, timeout_s: float) -> dict[str, Any]:
     body = json.dumps({"model": model, "prompt": PROMPT, "max_tokens": TOKENS, "min_tokens": TOKENS,
                        "ignore_eos": True, "temperature": 0.0, "stream": True,
                        "stream_options": {"include_usage": True}}).encode()
-    req = urllib.request.Request(f"{base_url}/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("OPENAI_API_KEY"):  # a server started with --api-key: the key `vllm bench serve` sends too
+        headers["Authorization"] = f"Bearer {os.environ['OPENAI_API_KEY']}"
+    req = urllib.request.Request(f"{base_url}/v1/completions", data=body, headers=headers)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
     t0 = time.perf_counter()
     first = last = None
