@@ -61,7 +61,7 @@ ReqOpt = Annotated[Optional[int], typer.Option("--requests", "-n", help="Number 
 RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Requests per second (default: all at once).", rich_help_panel=_LOAD)]
 ArrOpt = Annotated[str, typer.Option("--arrival", help="poisson or gamma (bench --burstiness = 1/cv²).", rich_help_panel=_LOAD)]
 CvOpt = Annotated[float, typer.Option("--cv", help="Coefficient of variation of gamma inter-arrivals.", rich_help_panel=_LOAD)]
-NoProbeOpt = Annotated[bool, typer.Option("--no-host-probe", help="Do not time a lone decode before and after each load (the probe that tells the host's drift from the change's effect; 6 short requests per run).", rich_help_panel=_LOAD)]
+NoProbeOpt = Annotated[bool, typer.Option("--no-host-probe", help="Do not time a lone decode before and after each load (the probe that tells the host's drift from the change's effect; 12 short requests per run, 6 before and 6 after its load).", rich_help_panel=_LOAD)]
 WarmOpt = Annotated[Optional[int], typer.Option("--warmup-requests", help="Requests sent to each server before the timed load and discarded: the same load with another seed (default: a tenth of --requests, 8-200, and none for --attach; 0: none).", rich_help_panel=_LOAD)]
 
 DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Journal file (default: $KVDOCTOR_JOURNAL or ./kvdoctor-journal.sqlite).", rich_help_panel=_J, dir_okay=False)]

@@ -32,6 +32,7 @@ from kvdoctor.engine.config import ENGINE_FIELDS, EngineConfig
 from kvdoctor.errors import InputError, KvdoctorError
 from kvdoctor.experiment.load import LoadSpec
 from kvdoctor.experiment.measure import RunResult, measure_run
+from kvdoctor.experiment.probe import confounds, describe, drift
 from kvdoctor.experiment.readout import read_run, read_startup
 from kvdoctor.experiment.server import ExperimentError, check_port_free, free_port, resolve_cmd
 
@@ -293,8 +294,6 @@ def verdict(rows: list[dict[str, Any]], checks: list[dict[str, Any]],
     count too (chain one's goal is to end persistent preemption). ``host``: the host probe's drift between and
     within the two runs (experiment.probe.drift); where the throughput change cannot be told from the host's
     movement (experiment.probe.confounds), no call is made on it: inconclusive, rerun."""
-    from kvdoctor.experiment.probe import confounds
-
     by = {r["figure"]: r for r in rows}
     tps = by.get("output_tps", {})
     pre = by.get("preemptions", {})
@@ -324,8 +323,6 @@ def verdict(rows: list[dict[str, Any]], checks: list[dict[str, Any]],
 
 
 def _host_words(host: dict[str, Any]) -> str:
-    from kvdoctor.experiment.probe import describe
-
     return (host.get("text") or describe(host)).removeprefix("host probe: ")
 
 
@@ -511,8 +508,6 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
             rec["measured"][lv.label] = read_run(run)
             rec["startup"][lv.label] = read_startup(run) if not exp.attach else {}
             if exp.host_probe and len(exp.levels) == 1 and run.probes:  # measure-only: the one movement there is
-                from kvdoctor.experiment.probe import describe, drift
-
                 rec["measurement_notes"].append(describe(drift(None, run.probes, None), ("", lv.label)))
             if (warm := cached_load_note(rec["measured"][lv.label], exp.load)) is not None:
                 rec["measurement_notes"].append(f"{lv.label}: {warm}")
@@ -532,8 +527,6 @@ def _run_experiment(exp: Experiment, log: Callable[[str], None]) -> dict[str, An
                 checks = exp.targets.check(rec["measured"][lv.label])
                 host = None
                 if exp.host_probe:
-                    from kvdoctor.experiment.probe import describe, drift
-
                     host = drift(rec["runs"][prev.label].get("probes"), rec["runs"][lv.label].get("probes"),
                                  getattr(lv.change, "field", None))
                     host["text"] = describe(host, (prev.label, lv.label))

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kvdoctor.experiment.load import LoadSpec
+from kvdoctor.experiment.probe import probe
 from kvdoctor.experiment.server import (
     ExperimentError,
     Managed,
@@ -320,8 +321,6 @@ def _bench(argv: list[str], env: dict[str, str], out_dir: Path, server: Server |
 
 
 def _probe(target: Server | _Attached, model: str, label: str, when: str, log: Callable[[str], None]) -> dict[str, Any]:
-    from kvdoctor.experiment.probe import probe
-
     got = probe(target.base_url, model)
     if "error" in got:
         log(f"[{label}] host probe {when}: {got['error']} (the host's drift stays unknown)")

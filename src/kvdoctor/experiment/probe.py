@@ -32,6 +32,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from kvdoctor.experiment.server import loopback_opener
+
 REQUESTS = 5
 TOKENS = 32
 # The prompt is text, not token ids: every model's tokenizer takes it, and both servers of an experiment share
@@ -77,7 +79,7 @@ def _one(base_url: str, model: str, timeout_s: float) -> dict[str, Any]:
     if os.environ.get("OPENAI_API_KEY"):  # a server started with --api-key: the key `vllm bench serve` sends too
         headers["Authorization"] = f"Bearer {os.environ['OPENAI_API_KEY']}"
     req = urllib.request.Request(f"{base_url}/v1/completions", data=body, headers=headers)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
+    opener = loopback_opener()
     t0 = time.perf_counter()
     first = last = None
     tokens = None

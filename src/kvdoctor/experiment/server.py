@@ -160,10 +160,15 @@ def detect_vllm_version(cmd: str | Sequence[str], env: dict[str, str] | None = N
     return None, why
 
 
+def loopback_opener() -> urllib.request.OpenerDirector:
+    """A urllib opener that ignores the environment's proxy settings: they must not route a request to the server
+    kvdoctor started (or was pointed at) elsewhere."""
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
     """(status, body) of a GET; status 0 with the reason as body when nothing answered."""
-    # The proxy settings of the environment must not route a loopback request elsewhere.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    opener = loopback_opener()
     try:
         with opener.open(url, timeout=timeout) as r:
             return int(r.status), r.read().decode("utf-8", "replace")
