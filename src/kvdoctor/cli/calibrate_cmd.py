@@ -8,6 +8,7 @@ lives in ``sim.calibration``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Optional
 
 import typer
@@ -42,10 +43,15 @@ def calibrate_cmd(
     fit_context: Annotated[bool, typer.Option("--fit-context", help="Also fit a decode's cost per token of context (attention reading the KV cache), apart from its per-request cost; needs fitted runs whose contexts and batches vary (a ramp-up with spread lengths).")] = False,
     parse_share: Annotated[float, typer.Option("--parse-share", min=0.0, max=0.99, help="Share of the API server's per-request work done as each request arrives, ahead of earlier requests (the event loop runs each new connection's handler first), so requests sent together reach the engine together. 0: one FIFO. One run rarely shows it; 0.43 was measured on vLLM's CPU engine's closed-loop bursts (docs/simulation.md).")] = 0.0,
     linear: Annotated[bool, typer.Option("--linear", help="Fit a linear step time alone (engines the GPU roofline does not describe, e.g. vLLM's CPU backend). Default: scale the roofline and add linear terms.")] = False,
+    suggest_run: Annotated[bool, typer.Option("--suggest-run", help="Fit nothing: print the one `vllm bench serve` run to calibrate this deployment on (a linear ramp of the request rate from a lone request past the predicted saturation, spread lengths around the load it serves), the range of loads it would calibrate, and whether --bench-cmd's load lies inside it.")] = False,
+    bench_cmd: Annotated[Optional[str], typer.Option("--bench-cmd", help="With --suggest-run: the load this deployment serves, as a pasted `vllm bench serve` line (its lengths size the run; its --model, --host, --port, --base-url, --backend and --endpoint are kept). Default: the bench's defaults (random, 1024 in / 128 out).")] = None,
     json_out: common.JsonOpt = False,
     quiet: common.QuietOpt = False,
 ) -> None:
     """Fit this deployment's time model on its own bench results; report the error on held-out runs."""
+    if suggest_run or bench_cmd:
+        return _suggest(opts, suggest_run, bench, stats_log, iteration_log, linear, bench_cmd, seed, special_tokens,
+                        json_out, quiet)
     from kvdoctor.cli.output import emit_json
     from kvdoctor.errors import InputError
     from kvdoctor.ledger.build import build_ledger
@@ -74,8 +80,6 @@ def calibrate_cmd(
     if not (opts.model or opts.serve or opts.config or opts.from_log):
         ids = sorted({r.model_id for r in runs if r.model_id})
         if len(ids) == 1:  # the bench result names the model it asked for (--model of vllm bench serve)
-            import dataclasses
-
             opts = dataclasses.replace(opts, model=ids[0])
             model_note = (f"model {ids[0]} from the bench results' model_id; its engine flags are vLLM's defaults: "
                           "pass the server's --serve line for its real configuration")
@@ -143,13 +147,126 @@ def calibrate_cmd(
     _render(payload, quiet)
 
 
+def _deployment_args(opts: common.ConfigOptions, special_tokens: int) -> list[str]:
+    """The deployment as this invocation gave it (``ConfigOptions``' fields under their option names), for the
+    suggested `kvdoctor calibrate` line: it repeats the deployment exactly, and nothing that is not the deployment's."""
+    out: list[str] = []
+    for f in dataclasses.fields(opts):
+        v = getattr(opts, f.name)
+        if v is None:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(v, bool):
+            out.append(flag if v else "--no-" + flag[2:])
+        else:
+            out += [flag, str(v)]
+    if special_tokens != 1:
+        out += ["--special-tokens", str(special_tokens)]
+    return out
+
+
+def _suggest(opts, suggest_run, bench, stats_log, iteration_log, linear, bench_cmd, seed, special_tokens, json_out,
+             quiet) -> None:
+    """``--suggest-run``: size the calibration ramp on this deployment (``sim.calibration_run``)."""
+    import shlex
+
+    from kvdoctor.cli import workload_opts
+    from kvdoctor.cli.output import emit_json
+    from kvdoctor.errors import InputError
+    from kvdoctor.sim import whatif
+    from kvdoctor.sim.calibration_run import suggest_run
+    from kvdoctor.sim.workload import WorkloadSpec
+
+    if not suggest_run:
+        raise InputError("--bench-cmd describes the load to size a calibration run for: it goes with --suggest-run")
+    if bench or stats_log or iteration_log:
+        raise InputError("--suggest-run fits nothing: give the deployment (and --bench-cmd for its load), no bench "
+                         "results or logs")
+    if linear:
+        raise InputError("--suggest-run sizes the run with the GPU model's prediction; --linear engines (vLLM's CPU "
+                         "backend) have none: calibrate on a --ramp-up-strategy linear run from 1 request/s past the "
+                         "rate the server keeps up with")
+    inputs = common.resolve_inputs(opts)
+    if inputs.gpu is None:
+        raise InputError("--suggest-run needs the GPU (--gpu) to predict the deployment's capacity")
+    led = inputs.ledger
+    if not led.fit_ok:
+        raise InputError(f"vLLM would not start with this configuration: {led.startup_error}")
+    if bench_cmd:
+        target = workload_opts.WorkloadOptions(bench_cmd=bench_cmd, seed=seed).spec(vllm_version=inputs.vllm_version)
+        if target.offline:
+            raise InputError("--bench-cmd: an offline bench has no API server; give the `vllm bench serve` line of "
+                             "the load the server serves")
+        if target.dataset_name == "trace":
+            raise InputError("--bench-cmd: give a random or sharegpt load")
+    else:
+        target = WorkloadSpec(seed=seed)
+    target = dataclasses.replace(target, special_tokens=special_tokens)
+    layout = whatif.kv_layout(led.plan.grouping) if led.plan is not None else {}
+
+    def simulate(workload, on_step):
+        return whatif.run(inputs.shape, inputs.gpu, inputs.resolved, led.num_blocks, workload, layout=layout,
+                          on_step=on_step)
+
+    served = (str(inputs.resolved.served_model_name).split() or [None])[0] if inputs.resolved.served_model_name \
+        else None
+    res = suggest_run(simulate, target, int(inputs.resolved.max_model_len), int(inputs.resolved.max_num_seqs),
+                      inputs.shape.name, served=served, bench_cmd=bench_cmd)
+    cal_line = shlex.join(["kvdoctor", "calibrate", res["result_file"], *_deployment_args(opts, special_tokens),
+                           "--fit-spread"])
+    payload = {"schema_version": SUGGEST_SCHEMA, "model": inputs.shape.name, "gpu": inputs.gpu.name,
+               "vllm_version": inputs.vllm_version, **res, "calibrate_command": cal_line,
+               "notes": list(res.pop("notes")) + list(inputs.notes) + list(target.notes)}
+    if json_out:
+        emit_json(payload)
+        return
+    _render_suggestion(payload, quiet)
+
+
+SUGGEST_SCHEMA = "kvdoctor.calibrate.suggest/1"
+
+
+def _render_suggestion(p: dict, quiet: bool) -> None:
+    from rich.markup import escape
+
+    from kvdoctor.cli.output import console
+
+    con = console()
+    if quiet:
+        con.print(escape(p["bench_command"]), soft_wrap=True)
+        return
+    run, cap, rng, t = p["run"], p["capacity_rps"], p["calibrated_range"], p["target"]
+    con.print(f"[bold]kvdoctor calibrate --suggest-run[/bold] — {escape(p['model'])} on {escape(p['gpu'])}")
+    con.print(f"1. run once, on a server nothing else sends to (sends over ~{run['predicted_duration_s']:.0f} s, "
+              "predicted):")
+    con.print("   " + escape(p["bench_command"]), soft_wrap=True)
+    con.print("2. calibrate on it:")
+    con.print("   " + escape(p["calibrate_command"]), soft_wrap=True)
+    con.print(f"sized on: capacity {cap['value']:.2f} requests/s ({cap['source']}: {escape(cap['formula'])}); rate "
+              f"1 → {run['ramp_up_end_rps']} requests/s ({escape(cap['end_rate'])}), {run['num_prompts']:,} requests, "
+              f"lengths {run['random_input_len']} / {run['random_output_len']} ± {run['random_range_ratio']:.0%}")
+    if rng:
+        (p0, p1), (r0, r1) = rng["prompt_tokens"], rng["running_requests"]
+        con.print(f"it would calibrate: prompts {p0:,.0f}-{p1:,.0f} tokens, {r0:g}-{r1:g} requests running, engine "
+                  f"steps up to {rng['step_tokens'][1]:,.0f} tokens (predicted; up to {run['predicted_peak_running']} "
+                  "running at the top of the ramp)")
+    where = "inside that range" if t["inside"] else "outside it"
+    con.print(f"the load it is sized for (mean prompt {t['mean_prompt_tokens']:,.0f} tokens, {t['mean_running']:g} "
+              f"running on average, predicted): {where}")
+    for n in t["notes"]:
+        con.print(f"note: {escape(n)}")
+    con.print("why one ramp: a run at one load measures the step at one batch size, so how it grows with the batch "
+              "is assumed; the ramp passes from a lone request through saturation (docs/simulation.md, "
+              "\"The run to calibrate on\")")
+    for n in p["notes"]:
+        con.print(f"note: {escape(n)}")
+
+
 def _offline_engine(opts, runs: list) -> list:
     """The offline runs (`vllm bench throughput/latency`) on the engine they ran: this deployment's flags in vLLM's
     offline usage context (the LLM class's batch defaults), its own scheduler limits and KV pool."""
     if not any(r.offline for r in runs):
         return runs
-    import dataclasses
-
     from kvdoctor.errors import InputError
     from kvdoctor.ledger.build import build_ledger
     from kvdoctor.sim.whatif import layout_of, sched_config
