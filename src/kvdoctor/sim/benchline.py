@@ -63,6 +63,12 @@ def _args_start(tokens: list[str]) -> int:
 _BENCH_RE = re.compile(r"\bbench\s+serve\b|benchmark_serving(?:\.py)?\b")
 
 
+def bench_words(text: str) -> list[str]:
+    """The words of the one bench command of a pasted block (``_one_command``, then the shell's splitting);
+    InputError when there are several commands or its quotes do not balance."""
+    return split_command_line(_one_command(text))
+
+
 def _one_command(text: str) -> str:
     """The one bench command of a pasted block: continuation lines joined, comment lines and a trailing backslash
     dropped, other commands (an `export`, the `vllm serve` beside it) left out; several bench commands → InputError."""
@@ -106,7 +112,7 @@ def parse_bench_cmd(text: str, vllm_version: str | None = None) -> tuple[dict, l
     if offline_tool(text) and not _BENCH_RE.search(text):
         return parse_offline_cmd(text, vllm_version)
     try:
-        tokens = split_command_line(_one_command(text))
+        tokens = bench_words(text)
     except InputError as exc:
         raise InputError(f"--bench-cmd: {exc}") from None
     i = _args_start(tokens)

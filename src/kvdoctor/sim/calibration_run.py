@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import shlex
 from kvdoctor.errors import InputError
+from kvdoctor.sim.benchline import bench_words
 from kvdoctor.sim.calibration import calibrated_range, outside_range, range_notes
 from kvdoctor.sim.workload import WorkloadSpec, build_workload
 
@@ -64,9 +65,9 @@ def connection_args(bench_cmd: str | None) -> list[str]:
     """The pasted bench line's connection flags (``CONNECTION_FLAGS``), values kept, in their order."""
     if not bench_cmd:
         return []
-    try:
-        tokens = shlex.split(bench_cmd.replace("\\\n", " "))
-    except ValueError:
+    try:  # the words parse_bench_cmd reads: one command of the pasted block, continuations joined, a prompt dropped
+        tokens = bench_words(bench_cmd)
+    except InputError:
         return []
     out: list[str] = []
     for i, tok in enumerate(tokens):
